@@ -1,0 +1,81 @@
+// The user's config.toml (design.md section 5): defaults for provisioning and one settings
+// table per cloud.
+//
+//   [defaults]
+//   kubernetes = true           # bool
+//   cloud = "aws"               # cloud name, [a-z0-9_-]
+//   region = "us-east-1"
+//   gpus = "L4:1"               # TYPE:COUNT
+//   ssh_key = "~/.ssh/id_ed25519"
+//
+//   [defaults.timeouts]         # positive integers, seconds
+//   ssh_wait_seconds = 600
+//   boot_install_wait_seconds = 900
+//   api_wait_seconds = 600
+//
+//   [clouds.aws]                # any keys; values are strings, integers or booleans
+//   region = "eu-west-1"
+//   token_env = "MY_AWS_TOKEN"
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "gpu_request.h"
+
+namespace gpuprov {
+
+struct ConfigTimeouts {
+  std::optional<int> ssh_wait_seconds;
+  std::optional<int> boot_install_wait_seconds;
+  std::optional<int> api_wait_seconds;
+};
+
+struct ConfigDefaults {
+  std::optional<bool> kubernetes;
+  std::optional<std::string> cloud;
+  std::optional<std::string> region;
+  std::optional<GpuRequest> gpus;
+  std::optional<std::string> ssh_key;  // As written; "~" is not expanded here.
+  ConfigTimeouts timeouts;
+};
+
+/// A value in a [clouds.<name>] table.
+using CloudSettingValue = std::variant<std::string, std::int64_t, bool>;
+using CloudSettings = std::map<std::string, CloudSettingValue>;
+
+struct Config {
+  /// How messages name the file, e.g. "config.toml" or its path.
+  std::string display_name;
+  /// false when the file did not exist and everything is a default.
+  bool loaded = false;
+  ConfigDefaults defaults;
+  /// Cloud name -> its settings, passed to that cloud's driver as JSON.
+  std::map<std::string, CloudSettings> clouds;
+};
+
+/// Parses config.toml text. Throws UsageError naming \a display_name, the line, the key and
+/// what is allowed for syntax errors, unknown keys or tables and wrong types. Values of keys
+/// whose names contain token, secret, key or password are never quoted in messages.
+Config ParseConfig(std::string_view text, const std::string& display_name);
+
+/// Loads \a path; a missing file gives a default Config (loaded = false). Throws Error when
+/// the file exists but cannot be read, UsageError when it is invalid.
+Config LoadConfig(const std::filesystem::path& path);
+
+/// The settings of \a cloud as a JSON object text ("{}" when the config has none), the form
+/// a driver receives them in.
+std::string CloudSettingsJson(const Config& config, const std::string& cloud);
+
+/// true for key names whose values must never be shown (token, secret, key, password).
+bool IsSecretKeyName(std::string_view key);
+
+/// true for names made of [a-z0-9_-], 1 to 64 characters.
+bool IsValidCloudName(std::string_view name);
+
+}  // namespace gpuprov

@@ -1,0 +1,50 @@
+// Console output of the gpuprov CLI. Results go to stdout; progress, notes and logs go to
+// stderr (design.md section 6). Every line that leaves through here is redacted: the values of
+// secret-looking environment variables (names containing TOKEN, SECRET, PASSWORD, KEY, with
+// values of 8 characters or more) are replaced by "[redacted]".
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpuprov {
+
+class Console {
+ public:
+  /// The process-wide console.
+  static Console& Get();
+
+  void set_verbose(bool verbose) { verbose_ = verbose; }
+  bool verbose() const { return verbose_; }
+  /// Colour only when stderr is a terminal and NO_COLOR is unset.
+  bool color() const { return color_; }
+
+  void Debug(std::string_view msg);     // only with -v
+  void Info(std::string_view msg);      // "  msg"
+  void Step(std::string_view msg);      // "==> msg": a phase of the flow
+  void Note(std::string_view msg);      // "note: msg"
+  void Warning(std::string_view msg);   // "warning: msg"
+  void ErrorLine(std::string_view msg, std::string_view hint);  // "error: msg" + "hint: ..."
+  /// A progress line with elapsed time: "  waiting for SSH on 127.77.0.5:22 ... 12s".
+  void Progress(std::string_view msg, std::chrono::seconds elapsed);
+
+  /// Results: stdout, unredacted on purpose only for data the user asked for.
+  void Result(std::string_view text);
+
+  /// Replaces every known secret value in text.
+  std::string Redact(std::string_view text) const;
+  /// Adds a value to redact (e.g. a token read from a file).
+  void AddSecret(std::string value);
+
+ private:
+  Console();
+  void Emit(std::string_view prefix, std::string_view msg, const char* color_code);
+
+  bool verbose_ = false;
+  bool color_ = false;
+  std::vector<std::string> secrets_;
+};
+
+}  // namespace gpuprov

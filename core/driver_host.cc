@@ -1,0 +1,437 @@
+#include "driver_host.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/dll/shared_library.hpp>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "console.h"
+
+#ifndef GPUPROV_INSTALL_DRIVER_DIR
+#define GPUPROV_INSTALL_DRIVER_DIR "/usr/local/lib/gpuprov/drivers"
+#endif
+
+namespace fs = std::filesystem;
+
+namespace gpuprov {
+namespace {
+
+constexpr char kFilePrefix[] = "libgpuprov-driver-";
+constexpr char kFileSuffix[] = ".so";
+
+std::string AbiString(unsigned major, unsigned minor) {
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+bool ValidDriverName(const char* name) {
+  if (name == nullptr || *name == '\0') return false;
+  for (const char* p = name; *p; ++p) {
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-')) {
+      return false;
+    }
+  }
+  return std::strlen(name) <= 64;
+}
+
+/// The name part of libgpuprov-driver-<name>.so, or "" when the file is not named like a driver.
+std::string NameFromFile(const std::string& file_name) {
+  const size_t prefix = sizeof(kFilePrefix) - 1, suffix = sizeof(kFileSuffix) - 1;
+  if (file_name.size() <= prefix + suffix) return "";
+  if (file_name.compare(0, prefix, kFilePrefix) != 0) return "";
+  if (file_name.compare(file_name.size() - suffix, suffix, kFileSuffix) != 0) return "";
+  return file_name.substr(prefix, file_name.size() - prefix - suffix);
+}
+
+/// Boost.DLL resets dlerror() and reports only a generic code; ask dlopen once more for the
+/// loader's own words ("file too short", "undefined symbol: ...").
+std::string LoaderReason(const std::string& path, const std::string& fallback) {
+  dlerror();
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle != nullptr) {
+    dlclose(handle);
+    return fallback;
+  }
+  const char* err = dlerror();
+  return err != nullptr ? err : fallback;
+}
+
+struct LoadedFile {
+  DriverInfo info;
+  std::shared_ptr<boost::dll::shared_library> library;
+  gpuprov_drv_vtable vtable{};
+  const gpuprov_type_driver_descriptor* descriptor = nullptr;
+};
+
+/// Loads one file and reads its descriptor. Never throws: problems land in info.problem.
+LoadedFile LoadFile(const std::string& path, const std::string& origin) {
+  LoadedFile out;
+  out.info.path = path;
+  out.info.origin = origin;
+  out.info.name = NameFromFile(fs::path(path).filename().string());
+  try {
+    out.library = std::make_shared<boost::dll::shared_library>(
+        path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+  } catch (const std::exception& e) {
+    out.info.problem = "cannot load: " + LoaderReason(path, e.what());
+    return out;
+  }
+  if (!out.library->has(GPUPROV_DRIVER_ENTRY_SYMBOL)) {
+    out.info.problem = std::string("missing entry symbol ") + GPUPROV_DRIVER_ENTRY_SYMBOL +
+                       ": not a gpuprov driver";
+    return out;
+  }
+  auto entry = out.library->get<const gpuprov_type_driver_descriptor*()>(
+      GPUPROV_DRIVER_ENTRY_SYMBOL);
+  const gpuprov_type_driver_descriptor* descriptor = entry();
+  if (descriptor == nullptr) {
+    out.info.problem = "entry returned no descriptor";
+    return out;
+  }
+  const std::string file_name = out.info.name;
+  if (ValidateDescriptor(descriptor, &out.info, &out.vtable) == nullptr) return out;
+  if (!file_name.empty() && out.info.name != file_name) {
+    out.info.problem = "file is named for '" + file_name + "' but the driver calls itself '" +
+                       out.info.name + "'; rename the file to " + DriverFileName(out.info.name);
+    return out;
+  }
+  out.descriptor = descriptor;
+  return out;
+}
+
+void HostLog(void* ctx, gpuprov_type_log_level level, const char* msg, size_t len) {
+  auto* cb = static_cast<DriverCallbacks*>(ctx);
+  std::string text(msg == nullptr ? "" : std::string(msg, len));
+  if (cb->log) cb->log(level, text);
+}
+
+void HostProgress(void* ctx, const char* msg, size_t len) {
+  auto* cb = static_cast<DriverCallbacks*>(ctx);
+  std::string text(msg == nullptr ? "" : std::string(msg, len));
+  if (cb->progress) cb->progress(text);
+}
+
+bool HostCancelled(void* ctx) {
+  auto* cb = static_cast<DriverCallbacks*>(ctx);
+  return cb->cancelled ? cb->cancelled() : false;
+}
+
+std::string HintFor(gpuprov_type_status status, const std::string& driver) {
+  switch (status) {
+    case GPUPROV_STATUS_AUTH:
+      return "check the " + driver + " credentials (environment variables or the cloud CLI's "
+             "files, see the driver's README)";
+    case GPUPROV_STATUS_CAPACITY:
+      return "try another region or GPU type, or try again later";
+    case GPUPROV_STATUS_QUOTA:
+      return "ask the cloud provider to raise the quota, or request fewer GPUs";
+    case GPUPROV_STATUS_TRANSIENT:
+      return "the cloud kept failing; try again in a few minutes";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
+std::string DriverFileName(const std::string& name) {
+  return std::string(kFilePrefix) + name + kFileSuffix;
+}
+
+const char* DriverOpName(DriverOp op) {
+  switch (op) {
+    case DriverOp::kCheck: return "check";
+    case DriverOp::kOffers: return "offers";
+    case DriverOp::kCreate: return "create";
+    case DriverOp::kGet: return "get";
+    case DriverOp::kList: return "list";
+    case DriverOp::kDelete: return "delete_vm";
+    case DriverOp::kOpenPorts: return "open_ports";
+  }
+  return "?";
+}
+
+std::string CapabilitiesToString(uint64_t caps) {
+  std::vector<std::string> words;
+  if (caps & GPUPROV_CAP_BOOT_CLOUD_INIT) words.push_back("boot:cloud-init");
+  if (caps & GPUPROV_CAP_BOOT_STARTUP_SCRIPT) words.push_back("boot:startup-script");
+  if (!(caps & (GPUPROV_CAP_BOOT_CLOUD_INIT | GPUPROV_CAP_BOOT_STARTUP_SCRIPT))) {
+    words.push_back("boot:none");
+  }
+  words.push_back(caps & GPUPROV_CAP_OPEN_PORTS ? "open-ports" : "no-open-ports");
+  words.push_back(caps & GPUPROV_CAP_HOSTS_KUBERNETES ? "kubernetes" : "no-kubernetes");
+  if (caps & GPUPROV_CAP_VM_LIFECYCLE) words.push_back("vm-lifecycle");
+  std::string out;
+  for (const auto& w : words) out += (out.empty() ? "" : ",") + w;
+  return out;
+}
+
+const gpuprov_drv_vtable* ValidateDescriptor(const gpuprov_type_driver_descriptor* raw,
+                                             DriverInfo* info, gpuprov_drv_vtable* vtable_copy) {
+  const std::string host_abi = AbiString(GPUPROV_ABI_VERSION_MAJOR, GPUPROV_ABI_VERSION_MINOR);
+  if (raw->struct_size < offsetof(gpuprov_type_driver_descriptor, abi_minor_required) +
+                             sizeof(raw->abi_minor_required)) {
+    info->problem = "descriptor of " + std::to_string(raw->struct_size) + " bytes is too small";
+    return nullptr;
+  }
+  if (raw->magic != GPUPROV_DRIVER_MAGIC) {
+    info->problem = "descriptor has the wrong magic number: not a gpuprov driver";
+    return nullptr;
+  }
+  info->abi_major = raw->abi_major;
+  info->abi_minor_required = raw->abi_minor_required;
+  const std::string wanted = AbiString(raw->abi_major, raw->abi_minor_required);
+  if (raw->abi_major != GPUPROV_ABI_VERSION_MAJOR) {
+    info->problem = "needs driver ABI " + wanted + " but this gpuprov has ABI " + host_abi +
+                    " (the major versions must be equal); install a driver built for ABI " +
+                    std::to_string(GPUPROV_ABI_VERSION_MAJOR) + ".x";
+    return nullptr;
+  }
+  if (raw->abi_minor_required > GPUPROV_ABI_VERSION_MINOR) {
+    info->problem = "needs driver ABI " + wanted + " or newer but this gpuprov has ABI " +
+                    host_abi + " (the driver's required minor must be <= the host's); upgrade "
+                    "gpuprov";
+    return nullptr;
+  }
+  if (raw->struct_size > sizeof(gpuprov_type_driver_descriptor)) {
+    info->problem = "descriptor is " + std::to_string(raw->struct_size) + " bytes, larger than the " +
+                    std::to_string(sizeof(gpuprov_type_driver_descriptor)) +
+                    " this gpuprov (ABI " + host_abi + ") knows: it was built for a newer ABI "
+                    "than it declares";
+    return nullptr;
+  }
+  if (raw->struct_size < sizeof(gpuprov_type_driver_descriptor)) {
+    info->problem = "descriptor of " + std::to_string(raw->struct_size) +
+                    " bytes is smaller than ABI 1.0's " +
+                    std::to_string(sizeof(gpuprov_type_driver_descriptor));
+    return nullptr;
+  }
+  gpuprov_type_driver_descriptor d{};
+  std::memcpy(&d, raw, std::min<size_t>(raw->struct_size, sizeof(d)));
+  if (!ValidDriverName(d.name)) {
+    info->problem = "driver name is missing or not [a-z0-9_-]+";
+    return nullptr;
+  }
+  info->name = d.name;
+  info->version = d.version != nullptr ? d.version : "";
+  info->description = d.description != nullptr ? d.description : "";
+  info->capabilities = d.capabilities;
+  const uint64_t known = GPUPROV_CAP_BOOT_CLOUD_INIT | GPUPROV_CAP_BOOT_STARTUP_SCRIPT |
+                         GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES |
+                         GPUPROV_CAP_VM_LIFECYCLE;
+  if (d.capabilities & ~known) {
+    std::ostringstream hex;
+    hex << std::hex << (d.capabilities & ~known);
+    info->problem = "declares unknown capability bits 0x" + hex.str() + " for ABI " + wanted;
+    return nullptr;
+  }
+  if (d.vtable == nullptr) {
+    info->problem = "descriptor has no function table";
+    return nullptr;
+  }
+  if (d.vtable->struct_size > sizeof(gpuprov_drv_vtable)) {
+    info->problem = "function table is " + std::to_string(d.vtable->struct_size) +
+                    " bytes, larger than this gpuprov (ABI " + host_abi + ") knows";
+    return nullptr;
+  }
+  if (d.vtable->struct_size < offsetof(gpuprov_drv_vtable, last_error) + sizeof(void*)) {
+    info->problem = "function table is too small";
+    return nullptr;
+  }
+  gpuprov_drv_vtable vt{};
+  std::memcpy(&vt, d.vtable, std::min<size_t>(d.vtable->struct_size, sizeof(vt)));
+  std::vector<std::string> missing;
+  if (!vt.init) missing.push_back("init");
+  if (!vt.destroy) missing.push_back("destroy");
+  if (!vt.last_error) missing.push_back("last_error");
+  if (d.capabilities & GPUPROV_CAP_VM_LIFECYCLE) {
+    if (!vt.check) missing.push_back("check");
+    if (!vt.offers) missing.push_back("offers");
+    if (!vt.create) missing.push_back("create");
+    if (!vt.get) missing.push_back("get");
+    if (!vt.list) missing.push_back("list");
+    if (!vt.delete_vm) missing.push_back("delete_vm");
+  }
+  if ((d.capabilities & GPUPROV_CAP_OPEN_PORTS) && !vt.open_ports) {
+    missing.push_back("open_ports");
+  }
+  if (!missing.empty()) {
+    std::string names;
+    for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
+    info->problem = "declares capabilities [" + CapabilitiesToString(d.capabilities) +
+                    "] but does not implement: " + names;
+    return nullptr;
+  }
+  *vtable_copy = vt;
+  return d.vtable;
+}
+
+Driver::~Driver() {
+  if (handle_ != nullptr && vtable_.destroy != nullptr) vtable_.destroy(handle_);
+}
+
+std::string Driver::Call(DriverOp op, const std::string& request_json) {
+  gpuprov_drv_op_fn fn = nullptr;
+  switch (op) {
+    case DriverOp::kCheck: fn = vtable_.check; break;
+    case DriverOp::kOffers: fn = vtable_.offers; break;
+    case DriverOp::kCreate: fn = vtable_.create; break;
+    case DriverOp::kGet: fn = vtable_.get; break;
+    case DriverOp::kList: fn = vtable_.list; break;
+    case DriverOp::kDelete: fn = vtable_.delete_vm; break;
+    case DriverOp::kOpenPorts: fn = vtable_.open_ports; break;
+  }
+  if (fn == nullptr) {
+    throw DriverCallError(GPUPROV_STATUS_UNSUPPORTED,
+                          "the " + info_.name + " driver does not implement " + DriverOpName(op),
+                          "");
+  }
+  Console::Get().Debug("driver " + info_.name + ": " + DriverOpName(op) + " " + request_json);
+  gpuprov_type_json result{nullptr, 0};
+  gpuprov_type_status status =
+      fn(handle_, gpuprov_type_json{request_json.data(), request_json.size()}, &result);
+  if (status != GPUPROV_STATUS_OK) {
+    const char* err = vtable_.last_error(handle_);
+    std::string message = (err != nullptr && *err) ? err : "failed without a message";
+    throw DriverCallError(status, info_.name + ": " + message, HintFor(status, info_.name));
+  }
+  std::string out = result.data != nullptr ? std::string(result.data, result.len) : "{}";
+  Console::Get().Debug("driver " + info_.name + ": " + DriverOpName(op) + " -> " + out);
+  return out;
+}
+
+DriverHost::DriverHost(std::vector<DriverSearchDir> search_path)
+    : search_path_(std::move(search_path)) {}
+
+std::vector<DriverSearchDir> DriverHost::DefaultSearchPath(const std::string& driver_path_flag,
+                                                           const std::string& home_dir) {
+  std::vector<DriverSearchDir> dirs;
+  auto add_list = [&](const std::string& list, const std::string& origin) {
+    std::stringstream ss(list);
+    std::string item;
+    while (std::getline(ss, item, ':')) {
+      if (!item.empty()) dirs.push_back({item, origin});
+    }
+  };
+  add_list(driver_path_flag, "--driver-path");
+  if (const char* env = std::getenv("GPUPROV_DRIVER_PATH")) add_list(env, "GPUPROV_DRIVER_PATH");
+  if (!home_dir.empty()) dirs.push_back({(fs::path(home_dir) / "drivers").string(), "user"});
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    dirs.push_back({(exe.parent_path().parent_path() / "lib" / "gpuprov" / "drivers")
+                        .lexically_normal().string(),
+                    "next to gpuprov"});
+  }
+  dirs.push_back({GPUPROV_INSTALL_DRIVER_DIR, "install prefix"});
+  // The same folder twice is searched once, at its first place.
+  std::vector<DriverSearchDir> unique;
+  std::set<std::string> seen;
+  for (auto& d : dirs) {
+    std::string key = fs::weakly_canonical(d.path, ec).string();
+    if (ec) key = d.path;
+    if (seen.insert(key).second) unique.push_back(std::move(d));
+  }
+  return unique;
+}
+
+std::vector<DriverInfo> DriverHost::ListAll() const {
+  std::vector<DriverInfo> out;
+  std::map<std::string, std::string> first_path;
+  for (const auto& dir : search_path_) {
+    std::error_code ec;
+    std::vector<std::string> files;
+    for (const auto& entry : fs::directory_iterator(dir.path, ec)) {
+      std::string file = entry.path().filename().string();
+      if (!NameFromFile(file).empty()) files.push_back(entry.path().string());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& path : files) {
+      DriverInfo info = LoadFile(path, dir.origin).info;
+      std::string file_name = NameFromFile(fs::path(path).filename().string());
+      auto [it, inserted] = first_path.emplace(file_name, path);
+      if (!inserted) info.shadowed_by = it->second;
+      out.push_back(std::move(info));
+    }
+  }
+  return out;
+}
+
+DriverInfo DriverHost::Find(const std::string& name) const {
+  std::string searched;
+  for (const auto& dir : search_path_) {
+    fs::path path = fs::path(dir.path) / DriverFileName(name);
+    std::error_code ec;
+    if (fs::exists(path, ec)) return LoadFile(path.string(), dir.origin).info;
+    searched += "\n  " + dir.path + " (" + dir.origin + ")";
+  }
+  throw UsageError("no driver for cloud '" + name + "': " + DriverFileName(name) +
+                       " is not in any of:" + searched,
+                   "run `gpuprov drivers` to see the installed drivers, or install the "
+                   "gpuprov-driver-" + name + " package");
+}
+
+std::unique_ptr<Driver> DriverHost::Open(const std::string& name, const std::string& config_json,
+                                         DriverCallbacks callbacks) const {
+  LoadedFile file;
+  bool found = false;
+  for (const auto& dir : search_path_) {
+    fs::path path = fs::path(dir.path) / DriverFileName(name);
+    std::error_code ec;
+    if (fs::exists(path, ec)) {
+      file = LoadFile(path.string(), dir.origin);
+      found = true;
+      break;
+    }
+  }
+  if (!found) Find(name);  // throws the "no driver" error with the search path
+  if (!file.info.problem.empty()) {
+    throw Error("the " + name + " driver at " + file.info.path + " is broken: " + file.info.problem,
+                "run `gpuprov drivers` for details; reinstall the driver");
+  }
+  std::unique_ptr<Driver> driver =
+      OpenDescriptor(file.descriptor, config_json, std::move(callbacks));
+  driver->library_ = file.library;
+  driver->info_ = file.info;
+  return driver;
+}
+
+std::unique_ptr<Driver> DriverHost::OpenDescriptor(const gpuprov_type_driver_descriptor* descriptor,
+                                                   const std::string& config_json,
+                                                   DriverCallbacks callbacks) {
+  std::unique_ptr<Driver> driver(new Driver());
+  if (ValidateDescriptor(descriptor, &driver->info_, &driver->vtable_) == nullptr) {
+    throw Error("driver '" + driver->info_.name + "' is broken: " + driver->info_.problem, "");
+  }
+  driver->callbacks_ = std::move(callbacks);
+  driver->host_api_.struct_size = sizeof(gpuprov_type_host_api);
+  driver->host_api_.host_ctx = &driver->callbacks_;
+  driver->host_api_.log = &HostLog;
+  driver->host_api_.progress = &HostProgress;
+  driver->host_api_.cancelled = &HostCancelled;
+  gpuprov_type_init_input input{};
+  input.struct_size = sizeof(input);
+  input.host = &driver->host_api_;
+  input.config_host_owned = gpuprov_type_json{config_json.data(), config_json.size()};
+  gpuprov_type_status status = GPUPROV_STATUS_FAILED;
+  driver->handle_ = driver->vtable_.init(&input, &status);
+  if (driver->handle_ == nullptr) {
+    throw Error("the " + driver->info_.name + " driver failed to initialise (out of memory)", "");
+  }
+  if (status != GPUPROV_STATUS_OK) {
+    const char* err = driver->vtable_.last_error(driver->handle_);
+    std::string message = err != nullptr ? err : "";
+    throw DriverCallError(status, "the " + driver->info_.name + " driver failed to start: " + message,
+                          HintFor(status, driver->info_.name));
+  }
+  return driver;
+}
+
+}  // namespace gpuprov

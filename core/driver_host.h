@@ -1,0 +1,142 @@
+// The driver host: finds driver files, reads their descriptors without initialising them, checks
+// ABI compatibility and promised capabilities, and opens one driver for use.
+//
+// Discovery order (design.md section 5; the first file of a name wins):
+//   1. --driver-path DIRS        (colon separated)
+//   2. GPUPROV_DRIVER_PATH DIRS  (colon separated)
+//   3. $GPUPROV_HOME/drivers     (user-installed drivers)
+//   4. <exe>/../lib/gpuprov/drivers  (build tree, or a relocated install)
+//   5. <install prefix>/lib/gpuprov/drivers
+// A driver file is named libgpuprov-driver-<name>.so and its descriptor's name must be <name>.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "error.h"
+#include "gpuprov/driver_abi.h"
+
+namespace boost::dll {
+class shared_library;
+}
+
+namespace gpuprov {
+
+struct DriverSearchDir {
+  std::string path;
+  std::string origin;  // "--driver-path", "GPUPROV_DRIVER_PATH", "user", "next to gpuprov", "install prefix"
+};
+
+/// What `gpuprov drivers` shows for one file: descriptor facts, or why the file is broken.
+struct DriverInfo {
+  std::string name;  // from the file name until the descriptor is read
+  std::string version;
+  std::string description;
+  std::string path;
+  std::string origin;
+  uint16_t abi_major = 0;
+  uint16_t abi_minor_required = 0;
+  uint64_t capabilities = 0;
+  std::string problem;       // empty when the driver is usable
+  std::string shadowed_by;   // path of the earlier file of the same name, if any
+
+  bool ok() const { return problem.empty() && shadowed_by.empty(); }
+  bool has(uint64_t cap) const { return (capabilities & cap) == cap; }
+};
+
+/// Checks a descriptor as read from a driver (copied with its struct_size), filling info or
+/// info->problem. Works on in-memory descriptors, so the rules are testable without a .so.
+/// Returns the driver's vtable when the driver is usable.
+const gpuprov_drv_vtable* ValidateDescriptor(const gpuprov_type_driver_descriptor* raw,
+                                             DriverInfo* info, gpuprov_drv_vtable* vtable_copy);
+
+/// "boot script: cloud-init, open ports, hosts kubernetes": capability bits in words.
+std::string CapabilitiesToString(uint64_t capabilities);
+
+/// The operations of the vtable, by name.
+enum class DriverOp { kCheck, kOffers, kCreate, kGet, kList, kDelete, kOpenPorts };
+const char* DriverOpName(DriverOp op);
+
+/// A failed driver call: the driver's status and message.
+class DriverCallError : public Error {
+ public:
+  DriverCallError(gpuprov_type_status status, std::string message, std::string hint)
+      : Error(std::move(message), std::move(hint),
+              status == GPUPROV_STATUS_INVALID_INPUT ? kExitUsage : kExitFailure),
+        status_(status) {}
+  gpuprov_type_status status() const { return status_; }
+
+ private:
+  gpuprov_type_status status_;
+};
+
+/// Host-side callbacks handed to a driver.
+struct DriverCallbacks {
+  std::function<void(gpuprov_type_log_level, const std::string&)> log;
+  std::function<void(const std::string&)> progress;
+  std::function<bool()> cancelled;
+};
+
+/// An initialised driver handle. Keeps its library loaded while it lives.
+class Driver {
+ public:
+  ~Driver();
+  Driver(const Driver&) = delete;
+  Driver& operator=(const Driver&) = delete;
+
+  const DriverInfo& info() const { return info_; }
+  /// Calls one operation with a JSON request; returns the JSON result or throws
+  /// DriverCallError. UNSUPPORTED when the driver has no such function.
+  std::string Call(DriverOp op, const std::string& request_json);
+
+ private:
+  friend class DriverHost;
+  Driver() = default;
+
+  std::shared_ptr<boost::dll::shared_library> library_;  // null for in-memory drivers
+  DriverInfo info_;
+  gpuprov_drv_vtable vtable_{};
+  gpuprov_type_driver* handle_ = nullptr;
+  DriverCallbacks callbacks_;
+  gpuprov_type_host_api host_api_{};
+};
+
+class DriverHost {
+ public:
+  explicit DriverHost(std::vector<DriverSearchDir> search_path);
+
+  /// The search path of design.md section 5 from the flag, the environment and the layout.
+  static std::vector<DriverSearchDir> DefaultSearchPath(const std::string& driver_path_flag,
+                                                        const std::string& home_dir);
+
+  const std::vector<DriverSearchDir>& search_path() const { return search_path_; }
+
+  /// Every driver file on the search path with its descriptor or problem. Loads each file to
+  /// read its descriptor; calls no driver function but the entry.
+  std::vector<DriverInfo> ListAll() const;
+
+  /// Finds the first file named for `name` and reads its descriptor; loads no other file.
+  /// Throws Error naming the search path when there is none.
+  DriverInfo Find(const std::string& name) const;
+
+  /// Finds, loads and initialises one driver.
+  std::unique_ptr<Driver> Open(const std::string& name, const std::string& config_json,
+                               DriverCallbacks callbacks) const;
+
+  /// Initialises a driver from an in-memory descriptor (tests, statically linked drivers).
+  static std::unique_ptr<Driver> OpenDescriptor(const gpuprov_type_driver_descriptor* descriptor,
+                                                const std::string& config_json,
+                                                DriverCallbacks callbacks);
+
+ private:
+  std::vector<DriverSearchDir> search_path_;
+};
+
+/// "libgpuprov-driver-<name>.so"
+std::string DriverFileName(const std::string& name);
+
+}  // namespace gpuprov

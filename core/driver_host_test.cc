@@ -1,0 +1,279 @@
+#include "driver_host.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+namespace fs = std::filesystem;
+using gpuprov::DriverCallError;
+using gpuprov::DriverHost;
+using gpuprov::DriverInfo;
+using gpuprov::DriverOp;
+
+namespace {
+
+// ---- descriptor rules, in memory (no .so) ----
+
+gpuprov_type_status Op(gpuprov_type_driver*, gpuprov_type_json, gpuprov_type_json* out) {
+  static const char kEmpty[] = "{}";
+  *out = gpuprov_type_json{kEmpty, 2};
+  return GPUPROV_STATUS_OK;
+}
+gpuprov_type_driver* Init(const gpuprov_type_init_input*, gpuprov_type_status* st) {
+  static char handle;
+  *st = GPUPROV_STATUS_OK;
+  return reinterpret_cast<gpuprov_type_driver*>(&handle);
+}
+void Destroy(gpuprov_type_driver*) {}
+const char* LastError(gpuprov_type_driver*) { return ""; }
+
+gpuprov_drv_vtable FullVtable() {
+  return gpuprov_drv_vtable{sizeof(gpuprov_drv_vtable), Init, Destroy, LastError, Op, Op, Op,
+                            Op, Op, Op, Op};
+}
+
+struct DescriptorCase {
+  const char* test_name;
+  void (*mutate)(gpuprov_type_driver_descriptor*, gpuprov_drv_vtable*);
+  const char* expected_problem;  // "" = accepted
+};
+
+class ValidateDescriptorTest : public ::testing::TestWithParam<DescriptorCase> {};
+
+TEST_P(ValidateDescriptorTest, AcceptsOrNamesTheProblem) {
+  gpuprov_drv_vtable vt = FullVtable();
+  gpuprov_type_driver_descriptor d{sizeof(d), GPUPROV_DRIVER_MAGIC, GPUPROV_ABI_VERSION_MAJOR,
+                                   GPUPROV_ABI_VERSION_MINOR, "mem", "1.0", "in memory",
+                                   GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_OPEN_PORTS, &vt};
+  GetParam().mutate(&d, &vt);
+  DriverInfo info;
+  gpuprov_drv_vtable copy{};
+  const gpuprov_drv_vtable* result = gpuprov::ValidateDescriptor(&d, &info, &copy);
+  std::string expected = GetParam().expected_problem;
+  if (expected.empty()) {
+    EXPECT_NE(result, nullptr) << info.problem;
+    EXPECT_TRUE(info.problem.empty()) << info.problem;
+  } else {
+    EXPECT_EQ(result, nullptr);
+    EXPECT_NE(info.problem.find(expected), std::string::npos)
+        << "problem was: " << info.problem;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Rules, ValidateDescriptorTest,
+    ::testing::Values(
+        DescriptorCase{"Valid", [](auto*, auto*) {}, ""},
+        DescriptorCase{"WrongMagic", [](auto* d, auto*) { d->magic = 1; }, "wrong magic"},
+        DescriptorCase{"NewerMajor", [](auto* d, auto*) { d->abi_major = 2; },
+                       "needs driver ABI 2.0 but this gpuprov has ABI 1.0"},
+        DescriptorCase{"OlderMajor", [](auto* d, auto*) { d->abi_major = 0; },
+                       "major versions must be equal"},
+        DescriptorCase{"NewerMinor", [](auto* d, auto*) { d->abi_minor_required = 7; },
+                       "needs driver ABI 1.7 or newer but this gpuprov has ABI 1.0"},
+        DescriptorCase{"Oversized", [](auto* d, auto*) { d->struct_size += 16; },
+                       "larger than the"},
+        DescriptorCase{"Undersized", [](auto* d, auto*) { d->struct_size = 6; }, "too small"},
+        DescriptorCase{"MissingOpenPorts", [](auto*, auto* vt) { vt->open_ports = nullptr; },
+                       "does not implement: open_ports"},
+        DescriptorCase{"MissingCreateAndList",
+                       [](auto*, auto* vt) {
+                         vt->create = nullptr;
+                         vt->list = nullptr;
+                       },
+                       "does not implement: create, list"},
+        DescriptorCase{"NoVtable", [](auto* d, auto*) { d->vtable = nullptr; },
+                       "no function table"},
+        DescriptorCase{"BadName", [](auto* d, auto*) { d->name = "Bad Name"; }, "driver name"},
+        DescriptorCase{"UnknownCapability",
+                       [](auto* d, auto*) { d->capabilities |= (1ull << 40); },
+                       "unknown capability bits"},
+        DescriptorCase{"OversizedVtable", [](auto*, auto* vt) { vt->struct_size += 8; },
+                       "function table is"}),
+    [](const auto& info) { return std::string(info.param.test_name); });
+
+// ---- real .so files: the fixture drivers ----
+
+class DriverFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tmp_ = fs::temp_directory_path() /
+           ("gpuprov-driver-host-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(tmp_);
+    fs::create_directories(tmp_);
+    marker_ = (tmp_ / "init-marker").string();
+    setenv("GPUPROV_FIXTURE_INIT_MARKER", marker_.c_str(), 1);
+  }
+  void TearDown() override {
+    unsetenv("GPUPROV_FIXTURE_INIT_MARKER");
+    fs::remove_all(tmp_);
+  }
+  static std::string Fixture(const std::string& name) {
+    return std::string(GPUPROV_FIXTURE_DRIVER_DIR) + "/" + gpuprov::DriverFileName(name);
+  }
+  const DriverInfo* Find(const std::vector<DriverInfo>& all, const std::string& name) {
+    for (const auto& i : all) {
+      if (i.name == name) return &i;
+    }
+    return nullptr;
+  }
+  fs::path tmp_;
+  std::string marker_;
+};
+
+TEST_F(DriverFilesTest, ListReportsBrokenDriversAndStillLoadsGoodOnes) {
+  // A truncated copy of a real driver, as a failed download would leave it.
+  {
+    std::ifstream in(Fixture("good"), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    std::ofstream out(tmp_ / gpuprov::DriverFileName("truncated"), std::ios::binary);
+    out.write(bytes.data(), 300);
+  }
+  DriverHost host({{GPUPROV_FIXTURE_DRIVER_DIR, "fixtures"}, {tmp_.string(), "tmp"}});
+  std::vector<DriverInfo> all = host.ListAll();
+
+  const DriverInfo* good = Find(all, "good");
+  ASSERT_NE(good, nullptr);
+  EXPECT_TRUE(good->ok()) << good->problem;
+  EXPECT_EQ(good->version, "1.2.3");
+  EXPECT_EQ(good->abi_major, 1);
+  EXPECT_TRUE(good->has(GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES));
+  EXPECT_EQ(good->path, Fixture("good"));
+  ASSERT_NE(Find(all, "rawok"), nullptr);
+  EXPECT_TRUE(Find(all, "rawok")->ok()) << Find(all, "rawok")->problem;
+
+  auto problem = [&](const std::string& name) {
+    const DriverInfo* i = Find(all, name);
+    return i == nullptr ? std::string("<not listed>") : i->problem;
+  };
+  EXPECT_NE(problem("newmajor").find("needs driver ABI 2.0 but this gpuprov has ABI 1.0"),
+            std::string::npos) << problem("newmajor");
+  EXPECT_NE(problem("newminor").find("needs driver ABI 1.99 or newer"), std::string::npos)
+      << problem("newminor");
+  EXPECT_NE(problem("oversized").find("larger than the"), std::string::npos)
+      << problem("oversized");
+  EXPECT_NE(problem("missingfns").find("does not implement: open_ports"), std::string::npos)
+      << problem("missingfns");
+  EXPECT_NE(problem("noentry").find("missing entry symbol gpuprov_driver_entry"),
+            std::string::npos) << problem("noentry");
+  EXPECT_NE(problem("truncated").find("cannot load"), std::string::npos) << problem("truncated");
+  EXPECT_NE(problem("truncated").find("cannot read file data"), std::string::npos) << problem("truncated");
+
+  // Listing read descriptors only: no driver was initialised.
+  EXPECT_FALSE(fs::exists(marker_));
+}
+
+TEST_F(DriverFilesTest, OpenInitialisesAndCallsThroughTheVtable) {
+  DriverHost host(std::vector<gpuprov::DriverSearchDir>{{GPUPROV_FIXTURE_DRIVER_DIR, "fixtures"}});
+  std::vector<std::string> logs, progress;
+  auto driver = host.Open("good", "{}",
+                          {[&](gpuprov_type_log_level, const std::string& m) { logs.push_back(m); },
+                           [&](const std::string& m) { progress.push_back(m); },
+                           [] { return false; }});
+  EXPECT_TRUE(fs::exists(marker_));
+  EXPECT_EQ(logs, std::vector<std::string>{"good driver initialised"});
+  std::string result = driver->Call(DriverOp::kCreate, R"({"name":"x"})");
+  EXPECT_NE(result.find("\"existing\":false"), std::string::npos);
+  EXPECT_EQ(progress, std::vector<std::string>{"creating"});
+
+  try {
+    driver->Call(DriverOp::kCreate, R"({"capacity":1})");
+    FAIL() << "expected a capacity error";
+  } catch (const DriverCallError& e) {
+    EXPECT_EQ(e.status(), GPUPROV_STATUS_CAPACITY);
+    EXPECT_NE(std::string(e.what()).find("no capacity (fixture)"), std::string::npos);
+    EXPECT_NE(e.hint().find("another region"), std::string::npos);
+  }
+  try {
+    driver->Call(DriverOp::kCreate, R"({"explode":1})");
+    FAIL() << "expected a failure";
+  } catch (const DriverCallError& e) {
+    EXPECT_EQ(e.status(), GPUPROV_STATUS_FAILED);
+    EXPECT_NE(std::string(e.what()).find("boom"), std::string::npos);
+  }
+}
+
+TEST_F(DriverFilesTest, InitFailureCarriesTheDriversMessage) {
+  DriverHost host(std::vector<gpuprov::DriverSearchDir>{{GPUPROV_FIXTURE_DRIVER_DIR, "fixtures"}});
+  try {
+    host.Open("good", R"({"fail_init":true})", {});
+    FAIL() << "expected init to fail";
+  } catch (const DriverCallError& e) {
+    EXPECT_EQ(e.status(), GPUPROV_STATUS_AUTH);
+    EXPECT_NE(std::string(e.what()).find("no credentials (fixture)"), std::string::npos);
+  }
+}
+
+TEST_F(DriverFilesTest, OpenRefusesABrokenDriverWithItsReason) {
+  DriverHost host(std::vector<gpuprov::DriverSearchDir>{{GPUPROV_FIXTURE_DRIVER_DIR, "fixtures"}});
+  try {
+    host.Open("newmajor", "{}", {});
+    FAIL();
+  } catch (const gpuprov::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs driver ABI 2.0"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(DriverFilesTest, FirstDirectoryWinsAndLaterCopiesAreShadowed) {
+  fs::create_directories(tmp_ / "a");
+  fs::create_directories(tmp_ / "b");
+  fs::copy_file(Fixture("good"), tmp_ / "a" / gpuprov::DriverFileName("good"));
+  fs::copy_file(Fixture("good"), tmp_ / "b" / gpuprov::DriverFileName("good"));
+  DriverHost host({{(tmp_ / "a").string(), "first"}, {(tmp_ / "b").string(), "second"}});
+  auto all = host.ListAll();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_TRUE(all[0].ok());
+  EXPECT_EQ(all[0].origin, "first");
+  EXPECT_EQ(all[1].shadowed_by, (tmp_ / "a" / gpuprov::DriverFileName("good")).string());
+  EXPECT_EQ(host.Find("good").origin, "first");
+}
+
+TEST_F(DriverFilesTest, FindLoadsOnlyTheNamedFile) {
+  // A broken file of another name sits first on the path; finding "good" never reads it.
+  std::ofstream(tmp_ / gpuprov::DriverFileName("zzz")) << "not an ELF file";
+  DriverHost host({{tmp_.string(), "tmp"}, {GPUPROV_FIXTURE_DRIVER_DIR, "fixtures"}});
+  DriverInfo info = host.Find("good");
+  EXPECT_TRUE(info.ok()) << info.problem;
+  EXPECT_EQ(info.origin, "fixtures");
+}
+
+TEST_F(DriverFilesTest, FileNameMustMatchTheDriverName) {
+  fs::copy_file(Fixture("good"), tmp_ / gpuprov::DriverFileName("other"));
+  DriverHost host({{tmp_.string(), "tmp"}});
+  DriverInfo info = host.Find("other");
+  EXPECT_NE(info.problem.find("calls itself 'good'"), std::string::npos) << info.problem;
+}
+
+TEST_F(DriverFilesTest, MissingDriverNamesTheSearchPath) {
+  DriverHost host({{tmp_.string(), "tmp"}});
+  try {
+    host.Find("nosuchcloud");
+    FAIL();
+  } catch (const gpuprov::Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(std::string(e.what()).find(tmp_.string()), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("libgpuprov-driver-nosuchcloud.so"), std::string::npos);
+  }
+}
+
+TEST(DriverSearchPath, FlagThenEnvThenUserThenExeThenPrefix) {
+  setenv("GPUPROV_DRIVER_PATH", "/env/one:/env/two", 1);
+  auto dirs = DriverHost::DefaultSearchPath("/flag/a:/flag/b", "/home/u/.gpu-provisioner");
+  unsetenv("GPUPROV_DRIVER_PATH");
+  ASSERT_GE(dirs.size(), 6u);
+  EXPECT_EQ(dirs[0].path, "/flag/a");
+  EXPECT_EQ(dirs[0].origin, "--driver-path");
+  EXPECT_EQ(dirs[1].path, "/flag/b");
+  EXPECT_EQ(dirs[2].path, "/env/one");
+  EXPECT_EQ(dirs[2].origin, "GPUPROV_DRIVER_PATH");
+  EXPECT_EQ(dirs[3].path, "/env/two");
+  EXPECT_EQ(dirs[4].path, "/home/u/.gpu-provisioner/drivers");
+  EXPECT_EQ(dirs[5].origin, "next to gpuprov");
+  EXPECT_EQ(dirs.back().origin, "install prefix");
+}
+
+}  // namespace

@@ -1,0 +1,703 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "docker_driver.h"
+
+#include <Poco/Dynamic/Var.h>
+#include <Poco/Exception.h>
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+#include <Poco/JSON/Parser.h>
+
+#include <array>
+#include <cctype>
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include "tar_writer.h"
+
+#ifndef GPUPROV_TESTVM_IMAGE
+#error "GPUPROV_TESTVM_IMAGE must be defined (plugins/docker/CMakeLists.txt sets it)"
+#endif
+
+namespace gpuprov::docker {
+namespace {
+
+using gpuprov::sdk::DriverError;
+using Poco::JSON::Array;
+using Poco::JSON::Object;
+
+// Labels every container of this driver carries.
+constexpr const char* kLabelManaged = "io.gpuprov.managed";
+constexpr const char* kLabelName = "io.gpuprov.name";
+constexpr const char* kLabelAddress = "io.gpuprov.address";
+constexpr const char* kLabelGpus = "io.gpuprov.gpus";
+constexpr const char* kLabelInstanceType = "io.gpuprov.instance-type";
+constexpr const char* kLabelTagPrefix = "io.gpuprov.tag.";
+
+constexpr const char* kRegion = "local";
+constexpr const char* kContainerPrefix = "gpuprov-";
+constexpr const char* kSshUser = "root";
+constexpr std::array<int, 2> kPublishedPorts = {22, 6443};
+
+constexpr const char* kSeedDir = "var/lib/cloud/seed/nocloud";
+constexpr const char* kGpuFile = "etc/gpuprov-testvm/gpu";
+constexpr const char* kBuildImageCommand = "bash tests/fixtures/testvm/build-image.sh";
+
+// The fake GPUs of the test cloud.
+constexpr std::array<const char*, 6> kGpuTypes = {"L4", "A10G", "A100", "A100-80GB", "H100",
+                                                  "H100-80GB"};
+constexpr std::array<int, 4> kGpuCounts = {1, 2, 4, 8};
+
+// The loopback block VMs get addresses from: 127.77.X.Y, Y in 1..254.
+constexpr int kAddressSlots = 256 * 254;
+
+// One call to Docker never waits longer than this for a socket read.
+constexpr std::chrono::seconds kEngineTimeout{20};
+
+struct Offer {
+  std::string instance_type;
+  std::string gpu_type;  // "" for CPU only
+  int gpu_count = 0;
+};
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string Upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+Offer CpuOffer() { return Offer{"testvm-cpu", "", 0}; }
+
+Offer GpuOffer(const std::string& type, int count) {
+  return Offer{"testvm-" + Lower(type) + "x" + std::to_string(count), type, count};
+}
+
+std::vector<Offer> AllOffers() {
+  std::vector<Offer> all = {CpuOffer()};
+  for (const char* type : kGpuTypes) {
+    for (int count : kGpuCounts) all.push_back(GpuOffer(type, count));
+  }
+  return all;
+}
+
+// The canonical spelling of a GPU type of the test cloud ("a100-80gb" -> "A100-80GB").
+std::optional<std::string> CanonicalGpuType(const std::string& type) {
+  for (const char* t : kGpuTypes) {
+    if (Upper(type) == t) return std::string(t);
+  }
+  return std::nullopt;
+}
+
+std::string GpuTypeList() {
+  std::string s;
+  for (const char* t : kGpuTypes) s += (s.empty() ? "" : ", ") + std::string(t);
+  return s;
+}
+
+// --- JSON helpers -----------------------------------------------------------
+
+Object::Ptr ParseRequest(const std::string& json) {
+  try {
+    Poco::JSON::Parser parser;
+    Object::Ptr o = parser.parse(json.empty() ? "{}" : json).extract<Object::Ptr>();
+    if (o) return o;
+  } catch (const Poco::Exception&) {
+  } catch (const std::exception&) {
+  }
+  throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "the request is not a JSON object");
+}
+
+std::string Str(const Object::Ptr& o, const std::string& key) {
+  if (!o || !o->has(key) || o->isNull(key)) return "";
+  Poco::Dynamic::Var v = o->get(key);
+  if (!v.isString()) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "request field \"" + key + "\" must be a string");
+  }
+  return v.convert<std::string>();
+}
+
+Object::Ptr Obj(const Object::Ptr& o, const std::string& key) {
+  if (!o || !o->has(key) || o->isNull(key)) return nullptr;
+  try {
+    return o->getObject(key);
+  } catch (const Poco::Exception&) {
+  }
+  throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "request field \"" + key + "\" must be an object");
+}
+
+std::string ToJson(const Object& o) {
+  std::ostringstream s;
+  o.stringify(s);
+  return s.str();
+}
+
+// The requested GPU: {"type": "L4", "count": 1} or null (count defaults to 1).
+struct GpuRequest {
+  std::string type;
+  int count = 0;
+};
+
+std::optional<GpuRequest> ParseGpu(const Object::Ptr& request) {
+  Object::Ptr gpu = Obj(request, "gpu");
+  if (!gpu) return std::nullopt;
+  GpuRequest g;
+  g.type = Str(gpu, "type");
+  g.count = 1;
+  if (gpu->has("count") && !gpu->isNull("count")) {
+    try {
+      g.count = gpu->get("count").convert<int>();
+    } catch (const Poco::Exception&) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "gpu.count must be a number");
+    }
+  }
+  if (g.type.empty()) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "gpu.type is empty");
+  return g;
+}
+
+// The offer for a GPU request, or nullopt when the test cloud has none.
+std::optional<Offer> OfferFor(const std::optional<GpuRequest>& gpu) {
+  if (!gpu) return CpuOffer();
+  std::optional<std::string> type = CanonicalGpuType(gpu->type);
+  if (!type) return std::nullopt;
+  for (int c : kGpuCounts) {
+    if (c == gpu->count) return GpuOffer(*type, c);
+  }
+  return std::nullopt;
+}
+
+// --- names, addresses, seed -------------------------------------------------
+
+// A VM name becomes the hostname and part of the container name.
+void ValidateName(const std::string& name) {
+  bool ok = !name.empty() && name.size() <= 63 && std::isalnum(static_cast<unsigned char>(name[0])) &&
+            std::isalnum(static_cast<unsigned char>(name.back()));
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') ok = false;
+  }
+  if (!ok) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "VM name \"" + name +
+                          "\" is not a valid hostname: use 1-63 letters, digits and '-', "
+                          "starting and ending with a letter or digit");
+  }
+}
+
+uint32_t Fnv1a(const std::string& s) {
+  uint32_t h = 2166136261u;
+  for (char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 16777619u;
+  }
+  return h;
+}
+
+std::string AddressOfSlot(int slot) {
+  return "127.77." + std::to_string(slot / 254) + "." + std::to_string(slot % 254 + 1);
+}
+
+// The first address from the name's hash on that no gpuprov container holds.
+std::string PickAddress(const std::string& name, const std::set<std::string>& used) {
+  int start = static_cast<int>(Fnv1a(name) % kAddressSlots);
+  for (int i = 0; i < kAddressSlots; ++i) {
+    std::string a = AddressOfSlot((start + i) % kAddressSlots);
+    if (used.count(a) == 0) return a;
+  }
+  throw DriverError(GPUPROV_STATUS_QUOTA,
+                    "every address of 127.77.0.0/16 is held by a gpuprov container; "
+                    "delete some VMs (gpuprov down <name>)");
+}
+
+// A YAML double-quoted scalar (JSON string syntax, which YAML accepts).
+std::string YamlQuote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string RandomHex(int digits) {
+  std::random_device rd;
+  std::uniform_int_distribution<int> d(0, 15);
+  std::string s;
+  for (int i = 0; i < digits; ++i) s += "0123456789abcdef"[d(rd)];
+  return s;
+}
+
+std::string MetaData(const std::string& container_name, const std::string& hostname,
+                     const std::string& ssh_public_key) {
+  std::string m = "instance-id: " + YamlQuote(container_name + "-" + RandomHex(8)) + "\n";
+  m += "local-hostname: " + YamlQuote(hostname) + "\n";
+  std::vector<std::string> keys;
+  std::istringstream lines(ssh_public_key);
+  for (std::string line; std::getline(lines, line);) {
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+    if (!line.empty()) keys.push_back(line);
+  }
+  if (!keys.empty()) {
+    m += "public-keys:\n";
+    for (const auto& k : keys) m += "  - " + YamlQuote(k) + "\n";
+  }
+  return m;
+}
+
+// The archive put at / before the first start: NoCloud seed and fake GPU.
+std::string SeedArchive(const std::string& container_name, const std::string& hostname,
+                        const std::string& ssh_public_key, const std::string& user_data,
+                        const Offer& offer) {
+  TarWriter tar;
+  tar.AddFile(std::string(kSeedDir) + "/meta-data",
+              MetaData(container_name, hostname, ssh_public_key), 0644);
+  tar.AddFile(std::string(kSeedDir) + "/user-data",
+              user_data.empty() ? "#cloud-config\n{}\n" : user_data, 0600);
+  if (offer.gpu_count > 0) {
+    tar.AddFile(kGpuFile, offer.gpu_type + ":" + std::to_string(offer.gpu_count) + "\n", 0644);
+  }
+  return tar.Finish();
+}
+
+// --- containers as VMs ------------------------------------------------------
+
+std::vector<std::string> ManagedFilter() { return {std::string(kLabelManaged) + "=1"}; }
+
+std::vector<std::string> NameFilter(const std::string& name) {
+  return {std::string(kLabelManaged) + "=1", std::string(kLabelName) + "=" + name};
+}
+
+std::string Label(const ContainerInfo& c, const std::string& key) {
+  auto it = c.labels.find(key);
+  return it == c.labels.end() ? "" : it->second;
+}
+
+bool IsManaged(const ContainerInfo& c) { return Label(c, kLabelManaged) == "1"; }
+
+// "2026-12-02T10:00:00.123456789Z" -> "2026-12-02T10:00:00Z".
+std::string TrimFraction(const std::string& rfc3339) {
+  size_t dot = rfc3339.find('.');
+  if (dot == std::string::npos) return rfc3339;
+  return rfc3339.substr(0, dot) + "Z";
+}
+
+Object::Ptr VmJson(const ContainerInfo& c) {
+  Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  std::string state, message;
+  if (c.status == "created" || c.status == "restarting") {
+    state = "pending";
+  } else if (c.status == "running") {
+    state = "running";
+  } else if (c.status == "exited" || c.status == "paused") {
+    state = "stopped";
+    if (c.status == "exited") message = "exited with code " + std::to_string(c.exit_code);
+  } else if (c.status == "removing") {
+    state = "terminated";
+  } else {
+    state = "error";
+    message = "container is " + c.status;
+  }
+  if (!c.error.empty()) {
+    state = "error";
+    message = c.error;
+  }
+  const std::string address = Label(c, kLabelAddress);
+  vm->set("id", c.id);
+  vm->set("name", Label(c, kLabelName));
+  vm->set("state", state);
+  vm->set("public_ip", address);
+  vm->set("ssh_port", 22);
+  vm->set("ssh_user", kSshUser);
+  vm->set("region", kRegion);
+  vm->set("instance_type", Label(c, kLabelInstanceType));
+  vm->set("image", c.image);
+  vm->set("gpus", Label(c, kLabelGpus));
+  vm->set("created_at", TrimFraction(c.created));
+  vm->set("message", message);
+  Object::Ptr ports = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  for (const auto& b : c.port_bindings) {
+    if (b.protocol != "tcp" || b.host_port.empty()) continue;
+    try {
+      ports->set(std::to_string(b.container_port), std::stoi(b.host_port));
+    } catch (const std::exception&) {
+    }
+  }
+  vm->set("ports", ports);
+  Object::Ptr tags = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  const std::string prefix = kLabelTagPrefix;
+  for (const auto& [k, v] : c.labels) {
+    if (k.compare(0, prefix.size(), prefix) == 0) tags->set(k.substr(prefix.size()), v);
+  }
+  vm->set("tags", tags);
+  vm->set("container", c.name);
+  return vm;
+}
+
+std::string VmResult(const ContainerInfo& c, std::optional<bool> existing = std::nullopt) {
+  Object result(Poco::JSON_PRESERVE_KEY_ORDER);
+  result.set("vm", VmJson(c));
+  if (existing) result.set("existing", *existing);
+  return ToJson(result);
+}
+
+// The gpuprov container labelled with this VM name; nullopt when none.
+std::optional<ContainerInfo> FindByName(const Engine& engine, const std::string& name) {
+  for (const auto& s : engine.ListContainers(NameFilter(name))) {
+    auto it = s.labels.find(kLabelName);
+    if (it == s.labels.end() || it->second != name) continue;  // exact, whatever the filter did
+    if (auto info = engine.InspectContainer(s.id)) return info;
+  }
+  return std::nullopt;
+}
+
+// The gpuprov container a get/delete request names by "id" or, failing that, "name".
+std::optional<ContainerInfo> Resolve(const Engine& engine, const Object::Ptr& request) {
+  const std::string id = Str(request, "id");
+  const std::string name = Str(request, "name");
+  if (id.empty() && name.empty()) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "the request needs \"id\" or \"name\"");
+  }
+  if (!id.empty()) {
+    auto info = engine.InspectContainer(id);
+    if (info && IsManaged(*info) && (name.empty() || Label(*info, kLabelName) == name)) return info;
+  }
+  if (!name.empty()) return FindByName(engine, name);
+  return std::nullopt;
+}
+
+// Turns Engine errors into the status the host should see.
+template <class Fn>
+auto Translate(const std::string& what, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const EngineError& e) {
+    gpuprov_type_status status = GPUPROV_STATUS_FAILED;
+    switch (e.kind()) {
+      case EngineError::Kind::kConfig:
+        status = GPUPROV_STATUS_INVALID_INPUT;
+        break;
+      case EngineError::Kind::kDenied:
+        status = GPUPROV_STATUS_AUTH;
+        break;
+      case EngineError::Kind::kHttp:
+        if (e.http_status() == 404) status = GPUPROV_STATUS_NOT_FOUND;
+        break;
+      default:
+        break;
+    }
+    throw DriverError(status, what + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+DockerDriver::DockerDriver(const gpuprov::sdk::InitContext& ctx)
+    : host_(ctx.host), default_image_(GPUPROV_TESTVM_IMAGE) {
+  Object::Ptr settings = ParseRequest(ctx.config_json);
+  endpoint_ = Str(settings, "endpoint");
+  if (Object::Ptr config = Obj(settings, "config")) {
+    std::string image = Str(config, "image");
+    if (!image.empty()) {
+      default_image_ = image;
+      image_from_config_ = true;
+    }
+  }
+}
+
+Engine DockerDriver::MakeEngine() const {
+  return Translate("docker", [&] {
+    if (!endpoint_.empty()) return Engine(SocketPathFromDockerHost(endpoint_), kEngineTimeout);
+    return Engine::FromEnvironment(kEngineTimeout);
+  });
+}
+
+std::string DockerDriver::Check(const std::string& /*request_json*/) {
+  return Translate("check", [&] {
+    Engine engine = MakeEngine();
+    std::string api = engine.Ping();
+    // "1.41" compares as (major, minor).
+    int major = 0, minor = 0;
+    std::sscanf(api.c_str(), "%d.%d", &major, &minor);
+    if (major < 1 || (major == 1 && minor < 41)) {
+      throw DriverError(GPUPROV_STATUS_FAILED,
+                        "the Docker daemon at " + engine.socket_path() + " speaks API " + api +
+                            "; gpuprov needs API 1.41 (Docker 20.10) or newer");
+    }
+    VersionInfo v = engine.Version();
+    host_.Debug("docker: daemon " + v.version + " (API " + api + ") at " + engine.socket_path());
+    bool built = engine.ImageExists(default_image_);
+    if (!built) {
+      host_.Info("docker: image " + default_image_ + " is not built yet" +
+                 (image_from_config_ ? "" : std::string("; run: ") + kBuildImageCommand));
+    }
+    Object result(Poco::JSON_PRESERVE_KEY_ORDER);
+    result.set("account", "docker " + v.version + " at " + engine.socket_path());
+    result.set("image", default_image_);
+    result.set("image_built", built);
+    return ToJson(result);
+  });
+}
+
+std::string DockerDriver::Offers(const std::string& request_json) {
+  Object::Ptr request = ParseRequest(request_json);
+  const std::string region = Str(request, "region");
+  std::optional<GpuRequest> gpu = ParseGpu(request);
+  Array::Ptr offers = new Array();
+  std::optional<Offer> offer = OfferFor(gpu);
+  if (!region.empty() && region != kRegion) {
+    host_.Debug("docker: no offers in region " + region + " (the test cloud has only " + kRegion +
+                ")");
+  } else if (!offer) {
+    host_.Debug("docker: no offer for " + gpu->type + ":" + std::to_string(gpu->count) +
+                " (GPU types: " + GpuTypeList() + "; counts 1, 2, 4, 8)");
+  } else {
+    Object::Ptr o = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    o->set("instance_type", offer->instance_type);
+    if (offer->gpu_count > 0) {
+      o->set("gpu_type", offer->gpu_type);
+    } else {
+      o->set("gpu_type", Poco::Dynamic::Var());
+    }
+    o->set("gpu_count", offer->gpu_count);
+    o->set("region", kRegion);
+    o->set("price_per_hour", 0.0);
+    offers->add(o);
+  }
+  Object result;
+  result.set("offers", offers);
+  return ToJson(result);
+}
+
+std::string DockerDriver::Create(const std::string& request_json) {
+  Object::Ptr request = ParseRequest(request_json);
+  const std::string name = Str(request, "name");
+  ValidateName(name);
+  const std::string region = Str(request, "region");
+  if (!region.empty() && region != kRegion) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "region " + region + " does not exist in the docker test cloud; use " +
+                          kRegion);
+  }
+
+  // The offer: from instance_type when given, else from gpu; both must agree.
+  std::optional<GpuRequest> gpu = ParseGpu(request);
+  std::optional<Offer> offer;
+  const std::string instance_type = Str(request, "instance_type");
+  if (!instance_type.empty()) {
+    for (const Offer& o : AllOffers()) {
+      if (o.instance_type == Lower(instance_type)) offer = o;
+    }
+    if (!offer) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "instance type " + instance_type +
+                            " does not exist in the docker test cloud; use testvm-cpu or "
+                            "testvm-<gpu>x<count> (GPU types: " +
+                            GpuTypeList() + "; counts 1, 2, 4, 8)");
+    }
+    std::optional<Offer> by_gpu = OfferFor(gpu);
+    if (gpu && (!by_gpu || by_gpu->instance_type != offer->instance_type)) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "instance type " + instance_type + " does not have " + gpu->type + ":" +
+                            std::to_string(gpu->count));
+    }
+  } else {
+    offer = OfferFor(gpu);
+    if (!offer) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "the docker test cloud has no " + gpu->type + ":" +
+                            std::to_string(gpu->count) + " (GPU types: " + GpuTypeList() +
+                            "; counts 1, 2, 4, 8)");
+    }
+  }
+
+  std::map<std::string, std::string> tag_labels;
+  if (Object::Ptr tags = Obj(request, "tags")) {
+    for (const auto& [k, v] : *tags) {
+      if (k.empty()) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "a tag has an empty key");
+      tag_labels[kLabelTagPrefix + k] = v.isEmpty() ? "" : v.convert<std::string>();
+    }
+  }
+  const std::string ssh_public_key = Str(request, "ssh_public_key");
+  const std::string user_data = Str(request, "user_data");
+  const std::string container_name = kContainerPrefix + name;
+
+  return Translate("create " + name, [&]() -> std::string {
+    Engine engine = MakeEngine();
+
+    // Idempotent by name: the container labelled with this name is the VM.
+    if (std::optional<ContainerInfo> found = FindByName(engine, name)) {
+      host_.Info("docker: VM " + name + " exists as container " + found->name + " (" +
+                 found->status + ")");
+      if (found->status == "created") {
+        // Never started: (re)seed, as a run that stopped before start may have left it bare.
+        engine.PutArchive(found->id, "/",
+                          SeedArchive(found->name, name, ssh_public_key, user_data, *offer));
+      }
+      if (!found->running) {
+        host_.Progress("starting container " + found->name);
+        engine.StartContainer(found->id);
+        found = engine.InspectContainer(found->id);
+        if (!found) {
+          throw DriverError(GPUPROV_STATUS_FAILED,
+                            "container " + container_name + " vanished while starting it");
+        }
+      }
+      return VmResult(*found, true);
+    }
+
+    std::string image = Str(request, "image");
+    const bool default_image = image.empty();
+    if (default_image) image = default_image_;
+    if (!engine.ImageExists(image)) {
+      if (default_image && !image_from_config_) {
+        throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "image " + image +
+                                                            " is not built; run: " +
+                                                            kBuildImageCommand);
+      }
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "image " + image + " does not exist in the local Docker (the test cloud "
+                                           "pulls nothing); build or import it first");
+    }
+
+    std::set<std::string> used;
+    for (const auto& s : engine.ListContainers(ManagedFilter())) {
+      auto it = s.labels.find(kLabelAddress);
+      if (it != s.labels.end()) used.insert(it->second);
+    }
+    const std::string address = PickAddress(name, used);
+
+    ContainerSpec spec;
+    spec.name = container_name;
+    spec.image = image;
+    spec.hostname = name;
+    // What systemd as PID 1 needs on this cgroup-v1 host (tests/fixtures/testvm/README.md).
+    spec.cmd = {"/lib/systemd/systemd"};
+    spec.env = {"container=docker"};
+    spec.tmpfs = {{"/run", "rw,nosuid,nodev,mode=755"},
+                  {"/run/lock", "rw,nosuid,nodev,noexec,mode=1777"},
+                  {"/tmp", "rw,nosuid,nodev,mode=1777"}};
+    spec.binds = {"/sys/fs/cgroup:/sys/fs/cgroup:ro"};
+    spec.cap_add = {"SYS_ADMIN"};
+    spec.stop_signal = "SIGRTMIN+3";
+    for (int port : kPublishedPorts) {
+      spec.ports.push_back(PortBinding{port, "tcp", address, std::to_string(port)});
+    }
+    spec.labels = tag_labels;
+    spec.labels[kLabelManaged] = "1";
+    spec.labels[kLabelName] = name;
+    spec.labels[kLabelAddress] = address;
+    spec.labels[kLabelGpus] =
+        offer->gpu_count > 0 ? offer->gpu_type + ":" + std::to_string(offer->gpu_count) : "";
+    spec.labels[kLabelInstanceType] = offer->instance_type;
+
+    host_.Progress("creating container " + container_name + " (" + image + ", " + address + ")");
+    std::string id;
+    try {
+      id = engine.CreateContainer(spec);
+    } catch (const EngineError& e) {
+      if (e.kind() != EngineError::Kind::kHttp || e.http_status() != 409) throw;
+      // A parallel create of the same name won, or the name belongs to someone else.
+      if (std::optional<ContainerInfo> found = FindByName(engine, name)) {
+        return VmResult(*found, true);
+      }
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "a container named " + container_name +
+                            " exists that gpuprov did not create; remove it (docker rm -f " +
+                            container_name + ") or choose another VM name");
+    }
+    host_.Debug("docker: created container " + id.substr(0, 12) + " for VM " + name);
+
+    // A VM that did not boot is removed, so the next run starts clean.
+    try {
+      engine.PutArchive(id, "/", SeedArchive(container_name, name, ssh_public_key, user_data,
+                                             *offer));
+      host_.Progress("starting container " + container_name);
+      engine.StartContainer(id);
+    } catch (...) {
+      try {
+        engine.RemoveContainer(id);
+      } catch (const std::exception& e) {
+        host_.Warning("docker: could not remove the failed container " + container_name + ": " +
+                      e.what());
+      }
+      throw;
+    }
+    std::optional<ContainerInfo> info = engine.InspectContainer(id);
+    if (!info) {
+      throw DriverError(GPUPROV_STATUS_FAILED,
+                        "container " + container_name + " vanished right after it started");
+    }
+    host_.Info("docker: VM " + name + " is container " + container_name + " at " + address);
+    return VmResult(*info, false);
+  });
+}
+
+std::string DockerDriver::Get(const std::string& request_json) {
+  Object::Ptr request = ParseRequest(request_json);
+  return Translate("get", [&] {
+    Engine engine = MakeEngine();
+    std::optional<ContainerInfo> info = Resolve(engine, request);
+    if (!info) {
+      std::string id = Str(request, "id"), name = Str(request, "name");
+      throw DriverError(GPUPROV_STATUS_NOT_FOUND,
+                        "no docker test VM " +
+                            (name.empty() ? "with id " + id : "named " + name) +
+                            " (list them with: docker ps -a --filter label=" + kLabelManaged +
+                            "=1)");
+    }
+    return VmResult(*info);
+  });
+}
+
+std::string DockerDriver::List(const std::string& /*request_json*/) {
+  return Translate("list", [&] {
+    Engine engine = MakeEngine();
+    Array::Ptr vms = new Array();
+    for (const auto& s : engine.ListContainers(ManagedFilter())) {
+      // A container removed between the two calls is skipped.
+      if (std::optional<ContainerInfo> info = engine.InspectContainer(s.id)) {
+        if (IsManaged(*info)) vms->add(VmJson(*info));
+      }
+    }
+    Object result;
+    result.set("vms", vms);
+    return ToJson(result);
+  });
+}
+
+std::string DockerDriver::Delete(const std::string& request_json) {
+  Object::Ptr request = ParseRequest(request_json);
+  return Translate("delete", [&] {
+    Engine engine = MakeEngine();
+    std::optional<ContainerInfo> info = Resolve(engine, request);
+    bool deleted = false;
+    if (info) {
+      host_.Progress("removing container " + info->name);
+      deleted = engine.RemoveContainer(info->id);
+    } else {
+      host_.Debug("docker: nothing to delete for " + request_json);
+    }
+    Object result;
+    result.set("deleted", deleted);
+    return ToJson(result);
+  });
+}
+
+}  // namespace gpuprov::docker
+
+GPUPROV_DRIVER(gpuprov::docker::DockerDriver)

@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * gpuprov driver ABI, version 1.0: the only contract between the gpuprov host and a cloud driver.
+ *
+ * TRUST MODEL. A driver is a shared object loaded into the gpuprov process with
+ * RTLD_NOW | RTLD_LOCAL. It is trusted like the host itself: it runs with the user's
+ * credentials. The ABI protects against honest mistakes (old or new builds, half-implemented
+ * drivers), not against malice.
+ *
+ * COMPATIBILITY POLICY.
+ * - The ABI version (major.minor) is separate from the product version.
+ * - A driver states the minimum ABI it needs (abi_major, abi_minor_required). The host accepts
+ *   it when abi_major == GPUPROV_ABI_VERSION_MAJOR and abi_minor_required <=
+ *   GPUPROV_ABI_VERSION_MINOR; otherwise it refuses that driver, naming both versions, and
+ *   loads the others.
+ * - Every boundary struct starts with `uint32_t struct_size` and only grows at the end. Members
+ *   are never removed or reordered; new ones are marked "since ABI 1.x". A reader copies
+ *   min(struct_size, sizeof) bytes into a zeroed local and checks offset + width against
+ *   struct_size before reading any member newer than 1.0. A struct larger than the reader knows
+ *   comes from a newer ABI and is refused.
+ * - A replaced function keeps its slot; the successor is appended with a _v2 suffix.
+ * - Changing this file without moving GPUPROV_ABI_VERSION_* fails the test abi_guard_test.
+ *
+ * OWNERSHIP. Names say who owns memory: *_host_owned is owned by the host and borrowed by the
+ * driver only for the duration of the call; *_drv_owned is owned by the driver and stays valid
+ * until the next call on the same driver handle, or gpuprov_drv_vtable.destroy(). Neither side
+ * frees the other's memory. Strings are UTF-8; JSON documents travel as (pointer, length) and
+ * are not NUL-terminated unless stated.
+ *
+ * ERRORS. Fallible calls return gpuprov_type_status; GPUPROV_STATUS_OK is 0. On any other status
+ * gpuprov_drv_vtable.last_error(handle) returns a driver-owned, NUL-terminated message that
+ * says what went wrong and what to do; it never contains credentials.
+ *
+ * THREADS. The host calls one driver handle from one thread at a time. Host callbacks may be
+ * called only from inside a driver call, on the calling thread.
+ *
+ * JSON SCHEMAS of requests and results are documented in docs/driver-protocol.md.
+ */
+#ifndef GPUPROV_DRIVER_ABI_H_
+#define GPUPROV_DRIVER_ABI_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GPUPROV_ABI_VERSION_MAJOR 1
+#define GPUPROV_ABI_VERSION_MINOR 0
+
+/* First member after struct_size in the descriptor: tells a gpuprov driver from any other .so
+ * that happens to export the entry symbol name. Not a security measure. ('GPPV') */
+#define GPUPROV_DRIVER_MAGIC 0x47505056u
+
+/* The one symbol a driver exports. */
+#define GPUPROV_DRIVER_ENTRY_SYMBOL "gpuprov_driver_entry"
+
+/* Status codes. 0 is success; the others tell the host how to report and whether to retry. */
+typedef int32_t gpuprov_type_status;
+#define GPUPROV_STATUS_OK 0
+#define GPUPROV_STATUS_FAILED 1        /* anything not covered below */
+#define GPUPROV_STATUS_INVALID_INPUT 2 /* the request is wrong: a field, a GPU type, a region */
+#define GPUPROV_STATUS_AUTH 3          /* credentials missing or refused */
+#define GPUPROV_STATUS_NOT_FOUND 4     /* the VM (or resource) does not exist */
+#define GPUPROV_STATUS_CAPACITY 5      /* the cloud has no capacity for this request now */
+#define GPUPROV_STATUS_QUOTA 6         /* the account's quota or limit forbids it */
+#define GPUPROV_STATUS_UNSUPPORTED 7   /* the driver does not implement this operation */
+#define GPUPROV_STATUS_CANCELLED 8     /* the host asked to cancel */
+#define GPUPROV_STATUS_TRANSIENT 9     /* retried inside the driver and still failing */
+
+/* Capability bits. A bit promises the vtable functions listed next to it. */
+#define GPUPROV_CAP_BOOT_CLOUD_INIT (1u << 0)     /* runs cloud-init user data at boot */
+#define GPUPROV_CAP_BOOT_STARTUP_SCRIPT (1u << 1) /* runs a startup script at boot */
+#define GPUPROV_CAP_OPEN_PORTS (1u << 2)          /* can open ports: needs open_ports */
+#define GPUPROV_CAP_HOSTS_KUBERNETES (1u << 3)    /* a VM can become a k3s node */
+#define GPUPROV_CAP_VM_LIFECYCLE (1u << 4) /* needs check, offers, create, get, list, delete_vm */
+
+/* Log levels for gpuprov_type_host_api.log. */
+typedef int32_t gpuprov_type_log_level;
+#define GPUPROV_LOG_DEBUG 0
+#define GPUPROV_LOG_INFO 1
+#define GPUPROV_LOG_WARNING 2
+#define GPUPROV_LOG_ERROR 3
+
+/* A JSON document: UTF-8 bytes, not NUL-terminated. */
+typedef struct gpuprov_type_json {
+  const char* data;
+  size_t len;
+} gpuprov_type_json;
+
+/* Opaque driver handle: created by init, freed by destroy. */
+typedef struct gpuprov_type_driver gpuprov_type_driver;
+
+/* Callbacks the host gives a driver at init. OWNERSHIP: host-owned; valid until destroy. */
+typedef struct gpuprov_type_host_api {
+  uint32_t struct_size;
+  void* host_ctx; /* passed back as the first argument of every callback */
+  /* A log line. The host redacts nothing: drivers must not log secrets. */
+  void (*log)(void* host_ctx, gpuprov_type_log_level level, const char* msg_drv_owned,
+              size_t msg_len);
+  /* A progress line for the user ("waiting for droplet 123 to become active"). */
+  void (*progress)(void* host_ctx, const char* msg_drv_owned, size_t msg_len);
+  /* True once the user asked to stop (Ctrl-C); long waits poll it and return CANCELLED. */
+  bool (*cancelled)(void* host_ctx);
+} gpuprov_type_host_api;
+
+/* Input to init. OWNERSHIP: host-owned, borrowed for the call; copy what you keep. */
+typedef struct gpuprov_type_init_input {
+  uint32_t struct_size;
+  const gpuprov_type_host_api* host;
+  /* The driver's settings as JSON: {"endpoint": "...", "config": {<[clouds.NAME] table>}}. */
+  gpuprov_type_json config_host_owned;
+} gpuprov_type_init_input;
+
+/* One operation: request in, result out. result_drv_owned is valid until the next call on the
+ * handle. On a non-OK status the result is unset and last_error explains. */
+typedef gpuprov_type_status (*gpuprov_drv_op_fn)(gpuprov_type_driver* driver,
+                                                   gpuprov_type_json request_host_owned,
+                                                   gpuprov_type_json* result_drv_owned);
+
+/* The driver's function table. OWNERSHIP: static in the driver. */
+typedef struct gpuprov_drv_vtable {
+  uint32_t struct_size;
+  /* Required. Creates a handle. May return a handle together with a non-OK *status, so the
+   * host can read last_error; the host then calls destroy. NULL means out of memory. */
+  gpuprov_type_driver* (*init)(const gpuprov_type_init_input* input_host_owned,
+                               gpuprov_type_status* status);
+  /* Required. Frees the handle and everything it owns. */
+  void (*destroy)(gpuprov_type_driver* driver);
+  /* Required. The message of the last failed call on this handle; "" when none. */
+  const char* (*last_error)(gpuprov_type_driver* driver);
+  /* GPUPROV_CAP_VM_LIFECYCLE. */
+  gpuprov_drv_op_fn check;     /* credentials: one cheap read-only API call */
+  gpuprov_drv_op_fn offers;    /* what GPU types/regions it can serve for a request */
+  gpuprov_drv_op_fn create;    /* idempotent by VM name: returns the existing VM if present */
+  gpuprov_drv_op_fn get;       /* one VM by id or name */
+  gpuprov_drv_op_fn list;      /* every VM tagged by gpuprov */
+  gpuprov_drv_op_fn delete_vm; /* the VM and what the driver created for it */
+  /* GPUPROV_CAP_OPEN_PORTS. */
+  gpuprov_drv_op_fn open_ports;
+} gpuprov_drv_vtable;
+
+/* The static descriptor returned by the entry symbol. Readable without init: `gpuprov drivers`
+ * reads only this. OWNERSHIP: static in the driver, never freed. */
+typedef struct gpuprov_type_driver_descriptor {
+  uint32_t struct_size;
+  uint32_t magic; /* GPUPROV_DRIVER_MAGIC */
+  uint16_t abi_major;
+  uint16_t abi_minor_required;
+  const char* name;        /* cloud name, [a-z0-9_-]+; must match the file name */
+  const char* version;     /* the driver's own version, e.g. "0.1.0" */
+  const char* description; /* one line */
+  uint64_t capabilities;   /* GPUPROV_CAP_* bits */
+  const gpuprov_drv_vtable* vtable;
+} gpuprov_type_driver_descriptor;
+
+/* The entry a driver exports as GPUPROV_DRIVER_ENTRY_SYMBOL. Must not allocate, start threads
+ * or touch the network: it returns a pointer to static data. */
+typedef const gpuprov_type_driver_descriptor* (*gpuprov_driver_entry_fn)(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* GPUPROV_DRIVER_ABI_H_ */
