@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs what gpuprov needs to build and test on Debian bookworm, starts dockerd when the
+# Docker socket does not answer, builds the test VM image (cached by its recipe hash) and
+# configures + builds gpuprov into ${GPUPROV_BUILD_DIR:-build}. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  libpoco-dev libssh-dev libyaml-cpp-dev libtoml11-dev libboost-dev libboost-filesystem-dev
+  libgtest-dev libgmock-dev
+  docker.io mmdebstrap openssh-client bats shellcheck kubectl
+  python3 python3-libcloud python3-digitalocean hyperfine
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  log "installing ${missing[*]}"
+  as_root apt-get update -q
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if ! docker info >/dev/null 2>&1; then
+  log "starting dockerd"
+  as_root sh -c 'nohup dockerd >/var/log/gpuprov-dockerd.log 2>&1 &'
+  for _ in $(seq 1 60); do
+    docker info >/dev/null 2>&1 && break
+    sleep 1
+  done
+  docker info >/dev/null 2>&1 || { echo "dockerd did not start; see /var/log/gpuprov-dockerd.log" >&2; exit 1; }
+fi
+
+log "test VM image"
+bash tests/fixtures/testvm/build-image.sh >/dev/null
+
+BUILD_DIR=${GPUPROV_BUILD_DIR:-build}
+log "building gpuprov in $BUILD_DIR"
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$BUILD_DIR"
