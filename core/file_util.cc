@@ -61,8 +61,7 @@ std::string TempSuffix() {
 
 }  // namespace
 
-void WriteFileAtomic(const std::filesystem::path& path, std::string_view contents,
-                     mode_t mode) {
+void WriteFileAtomic(const std::filesystem::path& path, std::string_view contents, mode_t mode) {
   std::filesystem::path dir = path.parent_path();
   if (dir.empty()) dir = ".";
   // The leading dot keeps temp files out of listings that look for "*.json" and the like.

@@ -38,8 +38,7 @@ class FileLock {
   FileLock(const std::filesystem::path& lock_file, std::string name, int timeout_ms);
 
   /// One attempt: the lock, or nullopt when another holder has it.
-  static std::optional<FileLock> TryLock(const std::filesystem::path& lock_file,
-                                         std::string name);
+  static std::optional<FileLock> TryLock(const std::filesystem::path& lock_file, std::string name);
 
   FileLock(FileLock&& other) noexcept;
   FileLock& operator=(FileLock&& other) noexcept;

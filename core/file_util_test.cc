@@ -1,5 +1,7 @@
 #include "file_util.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -10,9 +12,6 @@
 #include <chrono>
 #include <cstring>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "error.h"
 
@@ -177,7 +176,9 @@ TEST(WriteFileAtomicTest, FailedWriteKeepsTheOriginalAndLeavesNoTemp) {
   // In a child, a file size limit makes write(2) fail with EFBIG part way through.
   const int code = RunInChild([&] {
     ::signal(SIGXFSZ, SIG_IGN);
-    struct rlimit limit {1024, 1024};
+    struct rlimit limit {
+      1024, 1024
+    };
     if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return 2;
     try {
       WriteFileAtomic(path, std::string(64 * 1024, 'n'));

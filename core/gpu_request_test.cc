@@ -26,8 +26,7 @@ TEST_P(GpuRequestGoodTest, Parses) {
 }
 
 INSTANTIATE_TEST_SUITE_P(GpuRequestAccepted, GpuRequestGoodTest,
-                         ::testing::Values(GoodCase{"L4:1", "L4", 1},
-                                           GoodCase{"A100:8", "A100", 8},
+                         ::testing::Values(GoodCase{"L4:1", "L4", 1}, GoodCase{"A100:8", "A100", 8},
                                            GoodCase{"H100-80GB:8", "H100-80GB", 8},
                                            GoodCase{"a100:2", "A100", 2},
                                            GoodCase{"rtx-a6000:64", "RTX-A6000", 64},
@@ -49,10 +48,9 @@ TEST_P(GpuRequestBadTest, ThrowsUsageErrorNamingTheField) {
 }
 
 INSTANTIATE_TEST_SUITE_P(GpuRequestRejected, GpuRequestBadTest,
-                         ::testing::Values("L4:0", "L4:x", ":1", "L4", "L4:1:2", "L4:-1",
-                                           "L4:999", "L4:", "", "-L4:1", "L_4:1", "L4 :1",
-                                           "L4:+1", "L4:1.5", "L4:65",
-                                           "L4:99999999999999999999"));
+                         ::testing::Values("L4:0", "L4:x", ":1", "L4", "L4:1:2", "L4:-1", "L4:999",
+                                           "L4:", "", "-L4:1", "L_4:1", "L4 :1", "L4:+1", "L4:1.5",
+                                           "L4:65", "L4:99999999999999999999"));
 
 TEST(GpuRequestTest, FormatMessageMatchesTheDocumentedExample) {
   try {

@@ -1,13 +1,12 @@
 #include "paths.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <map>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "error.h"
 
@@ -85,9 +84,7 @@ TEST(PathsTest, NoHomeAtAllIsAUsageError) {
   }
 }
 
-TEST(PathsTest, ForHome) {
-  EXPECT_EQ(Paths::ForHome("/a/b").state_dir(), "/a/b/state");
-}
+TEST(PathsTest, ForHome) { EXPECT_EQ(Paths::ForHome("/a/b").state_dir(), "/a/b/state"); }
 
 TEST(EnsureDirTest, CreatesWithMode0700IncludingParents) {
   ScopedTempDir tmp;
@@ -128,7 +125,11 @@ TEST(EnsureDirTest, ExistingPrivateDirectoryIsLeftAlone) {
 TEST(EnsureDirTest, AFileInTheWayIsAnErrorNamingThePath) {
   ScopedTempDir tmp;
   const std::filesystem::path file = tmp.path() / "file";
-  { std::FILE* f = std::fopen(file.c_str(), "w"); ASSERT_NE(f, nullptr); std::fclose(f); }
+  {
+    std::FILE* f = std::fopen(file.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fclose(f);
+  }
   try {
     EnsureDir(file);
     FAIL();

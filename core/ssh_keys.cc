@@ -112,8 +112,8 @@ int RefusePassphrase(const char* /*prompt*/, char* /*buf*/, size_t /*len*/, int 
 SshKeyPtr ImportPrivateKey(const std::string& path) {
   bool asked_passphrase = false;
   ssh_key raw = nullptr;
-  int rc = ssh_pki_import_privkey_file(path.c_str(), nullptr, &RefusePassphrase,
-                                       &asked_passphrase, &raw);
+  int rc = ssh_pki_import_privkey_file(path.c_str(), nullptr, &RefusePassphrase, &asked_passphrase,
+                                       &raw);
   SshKeyPtr key(raw);
   if (rc == SSH_OK && key != nullptr) return key;
   if (asked_passphrase) {
@@ -180,9 +180,9 @@ bool GenerateKey(const std::string& path) {
   CreateParentDir(path);
   ssh_key raw = nullptr;
   if (ssh_pki_generate(SSH_KEYTYPE_ED25519, 0, &raw) != SSH_OK || raw == nullptr) {
-    throw Error("cannot generate an ed25519 key for " + Quoted(path),
-                "retry; if it persists, make one with `ssh-keygen -t ed25519 -N '' -f " + path +
-                    "`");
+    throw Error(
+        "cannot generate an ed25519 key for " + Quoted(path),
+        "retry; if it persists, make one with `ssh-keygen -t ed25519 -N '' -f " + path + "`");
   }
   SshKeyPtr key(raw);
 
@@ -242,7 +242,8 @@ SshKeyPtr LoadPrivateKey(const std::string& private_key_path) {
 
 std::string EnsureEd25519Key(const std::string& private_key_path) {
   if (private_key_path.empty()) {
-    throw Error("no private key path given", "name a key file, e.g. ~/.gpu-provisioner/keys/id_ed25519");
+    throw Error("no private key path given",
+                "name a key file, e.g. ~/.gpu-provisioner/keys/id_ed25519");
   }
   struct stat st {};
   if (::stat(private_key_path.c_str(), &st) != 0) {

@@ -175,8 +175,7 @@ TEST(SshKeysTest, KeyReadableByOthersIsRefusedWithChmodHint) {
       FAIL() << "mode " << std::oct << mode << " was accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(key.string()), std::string::npos) << e.what();
-      EXPECT_NE(e.hint().find("chmod 600 '" + key.string() + "'"), std::string::npos)
-          << e.hint();
+      EXPECT_NE(e.hint().find("chmod 600 '" + key.string() + "'"), std::string::npos) << e.hint();
     }
   }
   ASSERT_EQ(::chmod(key.c_str(), 0400), 0);

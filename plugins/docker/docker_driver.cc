@@ -48,8 +48,8 @@ constexpr const char* kGpuFile = "etc/gpuprov-testvm/gpu";
 constexpr const char* kBuildImageCommand = "bash tests/fixtures/testvm/build-image.sh";
 
 // The fake GPUs of the test cloud.
-constexpr std::array<const char*, 6> kGpuTypes = {"L4", "A10G", "A100", "A100-80GB", "H100",
-                                                  "H100-80GB"};
+constexpr std::array<const char*, 6> kGpuTypes = {"L4",        "A10G", "A100",
+                                                  "A100-80GB", "H100", "H100-80GB"};
 constexpr std::array<int, 4> kGpuCounts = {1, 2, 4, 8};
 
 // The loopback block VMs get addresses from: 127.77.X.Y, Y in 1..254.
@@ -119,7 +119,8 @@ std::string Str(const Object::Ptr& o, const std::string& key) {
   if (!o || !o->has(key) || o->isNull(key)) return "";
   Poco::Dynamic::Var v = o->get(key);
   if (!v.isString()) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "request field \"" + key + "\" must be a string");
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "request field \"" + key + "\" must be a string");
   }
   return v.convert<std::string>();
 }
@@ -130,7 +131,8 @@ Object::Ptr Obj(const Object::Ptr& o, const std::string& key) {
     return o->getObject(key);
   } catch (const Poco::Exception&) {
   }
-  throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "request field \"" + key + "\" must be an object");
+  throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                    "request field \"" + key + "\" must be an object");
 }
 
 std::string ToJson(const Object& o) {
@@ -177,7 +179,8 @@ std::optional<Offer> OfferFor(const std::optional<GpuRequest>& gpu) {
 
 // A VM name becomes the hostname and part of the container name.
 void ValidateName(const std::string& name) {
-  bool ok = !name.empty() && name.size() <= 63 && std::isalnum(static_cast<unsigned char>(name[0])) &&
+  bool ok = !name.empty() && name.size() <= 63 &&
+            std::isalnum(static_cast<unsigned char>(name[0])) &&
             std::isalnum(static_cast<unsigned char>(name.back()));
   for (char c : name) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') ok = false;
@@ -412,10 +415,7 @@ DockerDriver::DockerDriver(const gpuprov::sdk::InitContext& ctx)
   endpoint_ = Str(settings, "endpoint");
   if (Object::Ptr config = Obj(settings, "config")) {
     std::string image = Str(config, "image");
-    if (!image.empty()) {
-      default_image_ = image;
-      image_from_config_ = true;
-    }
+    if (!image.empty()) default_image_ = image;
   }
 }
 
@@ -443,7 +443,9 @@ std::string DockerDriver::Check(const std::string& /*request_json*/) {
     bool built = engine.ImageExists(default_image_);
     if (!built) {
       host_.Info("docker: image " + default_image_ + " is not built yet" +
-                 (image_from_config_ ? "" : std::string("; run: ") + kBuildImageCommand));
+                 (default_image_.rfind("gpuprov-testvm:", 0) == 0
+                      ? std::string("; run: ") + kBuildImageCommand
+                      : std::string()));
     }
     Object result(Poco::JSON_PRESERVE_KEY_ORDER);
     result.set("account", "docker " + v.version + " at " + engine.socket_path());
@@ -489,9 +491,9 @@ std::string DockerDriver::Create(const std::string& request_json) {
   ValidateName(name);
   const std::string region = Str(request, "region");
   if (!region.empty() && region != kRegion) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      "region " + region + " does not exist in the docker test cloud; use " +
-                          kRegion);
+    throw DriverError(
+        GPUPROV_STATUS_INVALID_INPUT,
+        "region " + region + " does not exist in the docker test cloud; use " + kRegion);
   }
 
   // The offer: from instance_type when given, else from gpu; both must agree.
@@ -511,17 +513,17 @@ std::string DockerDriver::Create(const std::string& request_json) {
     }
     std::optional<Offer> by_gpu = OfferFor(gpu);
     if (gpu && (!by_gpu || by_gpu->instance_type != offer->instance_type)) {
-      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                        "instance type " + instance_type + " does not have " + gpu->type + ":" +
-                            std::to_string(gpu->count));
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "instance type " + instance_type +
+                                                          " does not have " + gpu->type + ":" +
+                                                          std::to_string(gpu->count));
     }
   } else {
     offer = OfferFor(gpu);
     if (!offer) {
-      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                        "the docker test cloud has no " + gpu->type + ":" +
-                            std::to_string(gpu->count) + " (GPU types: " + GpuTypeList() +
-                            "; counts 1, 2, 4, 8)");
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "the docker test cloud has no " + gpu->type +
+                                                          ":" + std::to_string(gpu->count) +
+                                                          " (GPU types: " + GpuTypeList() +
+                                                          "; counts 1, 2, 4, 8)");
     }
   }
 
@@ -564,14 +566,15 @@ std::string DockerDriver::Create(const std::string& request_json) {
     const bool default_image = image.empty();
     if (default_image) image = default_image_;
     if (!engine.ImageExists(image)) {
-      if (default_image && !image_from_config_) {
-        throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "image " + image +
-                                                            " is not built; run: " +
-                                                            kBuildImageCommand);
+      // The test image of this tree (or another recipe's) is built, never pulled.
+      if (default_image && image.rfind("gpuprov-testvm:", 0) == 0) {
+        throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                          "image " + image + " is not built; run: " + kBuildImageCommand);
       }
       throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                        "image " + image + " does not exist in the local Docker (the test cloud "
-                                           "pulls nothing); build or import it first");
+                        "image " + image +
+                            " does not exist in the local Docker (the test cloud "
+                            "pulls nothing); build or import it first");
     }
 
     std::set<std::string> used;
@@ -624,8 +627,8 @@ std::string DockerDriver::Create(const std::string& request_json) {
 
     // A VM that did not boot is removed, so the next run starts clean.
     try {
-      engine.PutArchive(id, "/", SeedArchive(container_name, name, ssh_public_key, user_data,
-                                             *offer));
+      engine.PutArchive(id, "/",
+                        SeedArchive(container_name, name, ssh_public_key, user_data, *offer));
       host_.Progress("starting container " + container_name);
       engine.StartContainer(id);
     } catch (...) {
@@ -655,8 +658,7 @@ std::string DockerDriver::Get(const std::string& request_json) {
     if (!info) {
       std::string id = Str(request, "id"), name = Str(request, "name");
       throw DriverError(GPUPROV_STATUS_NOT_FOUND,
-                        "no docker test VM " +
-                            (name.empty() ? "with id " + id : "named " + name) +
+                        "no docker test VM " + (name.empty() ? "with id " + id : "named " + name) +
                             " (list them with: docker ps -a --filter label=" + kLabelManaged +
                             "=1)");
     }

@@ -27,8 +27,7 @@ class DockerDriver {
   static constexpr const char* kVersion = "0.1.0";
   static constexpr const char* kDescription =
       "local test cloud: VMs are systemd containers of the gpuprov test image";
-  static constexpr uint64_t kCapabilities =
-      GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT;
+  static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT;
 
   explicit DockerDriver(const gpuprov::sdk::InitContext& ctx);
 
@@ -47,7 +46,6 @@ class DockerDriver {
   gpuprov::sdk::Host host_;
   std::string endpoint_;       // "" or unix:///path
   std::string default_image_;  // config.image, else GPUPROV_TESTVM_IMAGE
-  bool image_from_config_ = false;
 };
 
 }  // namespace gpuprov::docker

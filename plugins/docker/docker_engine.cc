@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "docker_engine.h"
 
-#include <pthread.h>
-#include <signal.h>
-
 #include <Poco/Dynamic/Var.h>
 #include <Poco/Exception.h>
 #include <Poco/JSON/Array.h>
@@ -17,6 +14,8 @@
 #include <Poco/Net/StreamSocket.h>
 #include <Poco/StreamCopier.h>
 #include <Poco/Timespan.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <cctype>
@@ -186,9 +185,10 @@ std::string SocketPathFromDockerHost(std::string_view docker_host) {
   if (docker_host.substr(0, kUnix.size()) == kUnix) {
     std::string path(docker_host.substr(kUnix.size()));
     if (path.empty() || path.front() != '/') {
-      throw EngineError(EngineError::Kind::kConfig, 0, "",
-                        "DOCKER_HOST=" + std::string(docker_host) +
-                            " does not name an absolute socket path; use unix:///path/to/docker.sock");
+      throw EngineError(
+          EngineError::Kind::kConfig, 0, "",
+          "DOCKER_HOST=" + std::string(docker_host) +
+              " does not name an absolute socket path; use unix:///path/to/docker.sock");
     }
     return path;
   }
@@ -207,8 +207,8 @@ void DemuxStream(std::string_view raw, std::string* out, std::string* err) {
     }
     auto byte = [&](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(raw[i])); };
     uint32_t stream = byte(pos);
-    uint32_t size = (byte(pos + 4) << 24) | (byte(pos + 5) << 16) | (byte(pos + 6) << 8) |
-                    byte(pos + 7);
+    uint32_t size =
+        (byte(pos + 4) << 24) | (byte(pos + 5) << 16) | (byte(pos + 6) << 8) | byte(pos + 7);
     pos += 8;
     if (stream > 2) {
       throw EngineError(EngineError::Kind::kProtocol, 0, "",
@@ -216,9 +216,9 @@ void DemuxStream(std::string_view raw, std::string* out, std::string* err) {
                             " (was the exec created with Tty=true?)");
     }
     if (raw.size() - pos < size) {
-      throw EngineError(EngineError::Kind::kProtocol, 0, "",
-                        "docker exec stream: frame of " + std::to_string(size) +
-                            " bytes truncated");
+      throw EngineError(
+          EngineError::Kind::kProtocol, 0, "",
+          "docker exec stream: frame of " + std::to_string(size) + " bytes truncated");
     }
     std::string* dst = stream == 2 ? err : out;
     if (dst != nullptr) dst->append(raw.substr(pos, size));
@@ -513,9 +513,9 @@ ExecResult Engine::Exec(const std::string& id, const std::vector<std::string>& c
       return result;
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      throw EngineError(EngineError::Kind::kProtocol, 0, "",
-                        "exec in container " + id +
-                            ": output ended but the command still runs after 5 s");
+      throw EngineError(
+          EngineError::Kind::kProtocol, 0, "",
+          "exec in container " + id + ": output ended but the command still runs after 5 s");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -539,7 +539,7 @@ bool Engine::ImageExists(const std::string& name) const {
   for (char c : name) {
     auto u = static_cast<unsigned char>(c);
     ref += (std::isalnum(u) || std::strchr("-_.~/:@", c) != nullptr) ? std::string(1, c)
-                                                                   : UrlEncode(std::string(1, c));
+                                                                     : UrlEncode(std::string(1, c));
   }
   Response r = Call("GET", "/images/" + ref + "/json");
   if (r.status == 404) return false;

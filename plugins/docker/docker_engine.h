@@ -84,7 +84,7 @@ struct ContainerSpec {
 /// What GET /containers/{id}/json says about a container.
 struct ContainerInfo {
   std::string id;
-  std::string name;  // without Docker's leading "/"
+  std::string name;   // without Docker's leading "/"
   std::string image;  // Config.Image as requested
   std::string hostname;
   std::string status;  // created|running|paused|restarting|removing|exited|dead
@@ -102,7 +102,7 @@ struct ContainerSummary {
   std::string id;
   std::vector<std::string> names;  // without the leading "/"
   std::string image;
-  std::string state;  // as ContainerInfo::status
+  std::string state;    // as ContainerInfo::status
   int64_t created = 0;  // Unix seconds
   std::map<std::string, std::string> labels;
 };
@@ -146,8 +146,7 @@ class Engine {
   std::optional<ContainerInfo> InspectContainer(const std::string& id_or_name) const;
   /// GET /containers/json?all=true with every "key=value" (or "key") of
   /// label_filters ANDed; stopped containers included.
-  std::vector<ContainerSummary> ListContainers(
-      const std::vector<std::string>& label_filters) const;
+  std::vector<ContainerSummary> ListContainers(const std::vector<std::string>& label_filters) const;
   /// The container whose name is exactly name (not Docker's substring
   /// match), among those matching label_filters; std::nullopt when none.
   std::optional<ContainerSummary> FindContainerByName(
@@ -173,8 +172,7 @@ class Engine {
   /// Sends one request on a new connection and reads the whole answer.
   /// versioned=false sends the path as is (no /v1.41 prefix).
   Response Call(const std::string& method, const std::string& path, const std::string& body = "",
-                const std::string& content_type = "application/json",
-                bool versioned = true) const;
+                const std::string& content_type = "application/json", bool versioned = true) const;
   /// Throws EngineError (kHttp) for r, naming what was attempted.
   [[noreturn]] void Fail(const Response& r, const std::string& what) const;
 

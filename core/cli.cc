@@ -1,0 +1,223 @@
+#include "cli.h"
+
+#include <csignal>
+#include <iostream>
+
+#include "app_context.h"
+#include "cli_args.h"
+#include "console.h"
+#include "drivers_command.h"
+#include "error.h"
+#include "gpu_request.h"
+#include "provision.h"
+#include "vm_commands.h"
+
+#ifndef GPUPROV_VERSION
+#define GPUPROV_VERSION "0.0.0"
+#endif
+
+namespace gpuprov {
+namespace {
+
+struct Command {
+  const char* name;
+  const char* synopsis;
+  const char* summary;
+  std::vector<OptionSpec> options;
+  int (*run)(const AppContext& app, const ParsedArgs& args);
+};
+
+const std::vector<OptionSpec> kGlobalOptions = {
+    {"verbose", 'v', nullptr, "debug logs on stderr (secrets redacted)"},
+    {"driver-path", 0, "DIRS", "search these folders for drivers first (colon separated)"},
+    {"output", 'o', "FORMAT", "text (default) or json"},
+    {"help", 'h', nullptr, "show help"},
+};
+
+int RunProvisionArgs(const AppContext& app, const ParsedArgs& args);
+int RunSshArgs(const AppContext& app, const ParsedArgs& args);
+int RunListArgs(const AppContext& app, const ParsedArgs& args);
+int RunDownArgs(const AppContext& app, const ParsedArgs& args);
+int RunDriversArgs(const AppContext& app, const ParsedArgs& args);
+int RunVersionArgs(const AppContext& app, const ParsedArgs& args);
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command> kCommands = {
+      {"provision", "provision [--name NAME] [--cloud CLOUD] [--gpus TYPE:COUNT] [-f SPEC]",
+       "create a GPU VM (or reuse the one of that name), wait for SSH, and by default make it a "
+       "k3s node",
+       {{"name", 'n', "NAME", "the VM's name: [a-z][a-z0-9-]*, at most 39 characters"},
+        {"cloud", 'c', "CLOUD", "which cloud's driver to use (default: docker)"},
+        {"region", 'r', "REGION", "the cloud's region or zone"},
+        {"gpus", 'g', "TYPE:COUNT", "GPU type and count, e.g. L4:1, A100:8, H100-80GB:8"},
+        {"file", 'f', "SPEC", "a YAML spec file; flags override its fields"},
+        {"k8s", 0, nullptr, "make the VM a single-node k3s cluster (the default where the "
+                            "cloud can host it)"},
+        {"no-k8s", 0, nullptr, "a plain VM: no Kubernetes, only SSH opened"},
+        {"image", 0, "IMAGE", "the VM image (default: the cloud's GPU image)"},
+        {"instance-type", 0, "TYPE", "the cloud's instance type (default: chosen from --gpus)"},
+        {"ssh-key", 0, "PATH", "private key to use (default: a generated ed25519 key)"}},
+       &RunProvisionArgs},
+      {"ssh", "ssh NAME [-- COMMAND...]",
+       "open a shell on the VM, or run one command and exit with its status", {}, &RunSshArgs},
+      {"list", "list", "show every VM gpuprov knows: name, cloud, region, state, address, k8s, age",
+       {{"no-refresh", 0, nullptr, "show recorded state only; do not ask the clouds"}},
+       &RunListArgs},
+      {"down", "down NAME", "delete the VM, what its driver created for it, and its local files",
+       {{"cloud", 'c', "CLOUD", "look the VM up in this cloud when no local record exists"}},
+       &RunDownArgs},
+      {"drivers", "drivers", "list the cloud drivers found, with capabilities and problems", {},
+       &RunDriversArgs},
+      {"version", "version", "print the gpuprov and driver ABI versions", {}, &RunVersionArgs},
+  };
+  return kCommands;
+}
+
+std::string MainHelp() {
+  std::string out =
+      "gpuprov " GPUPROV_VERSION ": a GPU Kubernetes box on any cloud, with one command.\n\n"
+      "usage: gpuprov [GLOBAL OPTIONS] COMMAND [ARGS]\n\ncommands:\n";
+  for (const auto& c : Commands()) {
+    std::string name = std::string("  ") + c.name;
+    name.resize(14, ' ');
+    out += name + c.summary + "\n";
+  }
+  out += "\nglobal options:\n" + OptionsHelp(kGlobalOptions);
+  out += "\nRun `gpuprov COMMAND --help` for a command's options.\n"
+         "Files live in ~/.gpu-provisioner (GPUPROV_HOME overrides).\n";
+  return out;
+}
+
+std::string CommandHelp(const Command& c) {
+  std::string out = std::string("usage: gpuprov ") + c.synopsis + "\n\n" + c.summary + "\n";
+  if (!c.options.empty()) out += "\noptions:\n" + OptionsHelp(c.options);
+  out += "\nglobal options:\n" + OptionsHelp(kGlobalOptions);
+  return out;
+}
+
+std::string OneName(const ParsedArgs& args, const char* command) {
+  if (args.positional.size() != 1) {
+    throw UsageError(std::string("`gpuprov ") + command + "` takes one VM name",
+                     std::string("e.g. gpuprov ") + command + " demo; `gpuprov list` shows names");
+  }
+  return args.positional[0];
+}
+
+int RunProvisionArgs(const AppContext& app, const ParsedArgs& args) {
+  if (!args.positional.empty()) {
+    throw UsageError("unexpected argument '" + args.positional[0] + "' for `gpuprov provision`",
+                     "name the VM with --name NAME");
+  }
+  if (args.has("k8s") && args.has("no-k8s")) {
+    throw UsageError("--k8s and --no-k8s contradict each other", "pass one of them");
+  }
+  ProvisionFlags flags;
+  flags.name = args.value("name");
+  flags.cloud = args.value("cloud");
+  flags.region = args.value("region");
+  if (auto gpus = args.value("gpus")) flags.gpus = ParseGpuRequest(*gpus, "--gpus");
+  flags.image = args.value("image");
+  flags.instance_type = args.value("instance-type");
+  flags.ssh_key = args.value("ssh-key");
+  if (args.has("k8s")) flags.kubernetes = true;
+  if (args.has("no-k8s")) flags.kubernetes = false;
+  return RunProvision(app, flags, args.value("file"));
+}
+
+int RunSshArgs(const AppContext& app, const ParsedArgs& args) {
+  std::string name = OneName(args, "ssh");
+  if (args.has_dashdash && args.after_dashdash.empty()) {
+    throw UsageError("nothing after `--`", "e.g. gpuprov ssh " + name + " -- uname -a");
+  }
+  return RunSsh(app, name, args.after_dashdash);
+}
+
+int RunListArgs(const AppContext& app, const ParsedArgs& args) {
+  if (!args.positional.empty()) throw UsageError("`gpuprov list` takes no arguments");
+  return RunList(app, !args.has("no-refresh"));
+}
+
+int RunDownArgs(const AppContext& app, const ParsedArgs& args) {
+  return RunDown(app, OneName(args, "down"), args.value("cloud"));
+}
+
+int RunDriversArgs(const AppContext& app, const ParsedArgs& args) {
+  if (!args.positional.empty()) throw UsageError("`gpuprov drivers` takes no arguments");
+  return RunDriversCommand(app);
+}
+
+int RunVersionArgs(const AppContext&, const ParsedArgs&) {
+  Console::Get().Result("gpuprov " GPUPROV_VERSION " (driver ABI " +
+                        std::to_string(GPUPROV_ABI_VERSION_MAJOR) + "." +
+                        std::to_string(GPUPROV_ABI_VERSION_MINOR) + ")\n");
+  return 0;
+}
+
+}  // namespace
+
+int RunCli(const std::vector<std::string>& raw_args) {
+  Console& console = Console::Get();
+  try {
+    // Global options come before the command; the command's own after it. Global options are
+    // also accepted after the command, for convenience.
+    size_t i = 0;
+    std::vector<std::string> global_args;
+    while (i < raw_args.size() && !raw_args[i].empty() && raw_args[i][0] == '-') {
+      global_args.push_back(raw_args[i]);
+      const std::string& a = raw_args[i];
+      if ((a == "--driver-path" || a == "--output" || a == "-o") && i + 1 < raw_args.size()) {
+        global_args.push_back(raw_args[++i]);
+      }
+      ++i;
+    }
+    ParsedArgs globals = ParseArgs(global_args, kGlobalOptions, "");
+    if (i >= raw_args.size()) {
+      if (globals.has("help")) {
+        console.Result(MainHelp());
+        return 0;
+      }
+      std::cerr << MainHelp();
+      return kExitUsage;
+    }
+    const std::string command_name = raw_args[i];
+    if (command_name == "help") {
+      console.Result(MainHelp());
+      return 0;
+    }
+    const Command* command = nullptr;
+    for (const auto& c : Commands()) {
+      if (command_name == c.name) command = &c;
+    }
+    if (command == nullptr) {
+      throw UsageError("unknown command '" + command_name + "'",
+                       "run `gpuprov --help` to see the commands");
+    }
+    std::vector<OptionSpec> options = command->options;
+    options.insert(options.end(), kGlobalOptions.begin(), kGlobalOptions.end());
+    std::vector<std::string> rest(raw_args.begin() + i + 1, raw_args.end());
+    ParsedArgs args = ParseArgs(rest, options, command_name);
+    for (const auto& [k, v] : globals.values) args.values.emplace(k, v);
+    for (const auto& s : globals.switches) args.switches.push_back(s);
+    if (args.has("help")) {
+      console.Result(CommandHelp(*command));
+      return 0;
+    }
+    console.set_verbose(args.has("verbose"));
+    std::string output = args.value("output").value_or("text");
+    if (output != "text" && output != "json") {
+      throw UsageError("--output must be text or json, not '" + output + "'");
+    }
+    AppContext app{Paths(ProcessEnv()), args.value("driver-path").value_or(""),
+                   output == "json"};
+    return command->run(app, args);
+  } catch (const Error& e) {
+    console.ErrorLine(e.what(), e.hint());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    console.ErrorLine(std::string("unexpected: ") + e.what(),
+                      "this is a bug; please report it with the output of `gpuprov -v ...`");
+    return kExitFailure;
+  }
+}
+
+}  // namespace gpuprov

@@ -1,0 +1,194 @@
+#include "cloud.h"
+
+#include <Poco/JSON/Object.h>
+#include <Poco/JSON/Parser.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <sstream>
+
+#include "config.h"
+#include "console.h"
+
+namespace gpuprov {
+namespace {
+
+using Poco::JSON::Array;
+using Poco::JSON::Object;
+
+std::string ToJson(const Object::Ptr& obj) {
+  std::ostringstream out;
+  obj->stringify(out);
+  return out.str();
+}
+
+Object::Ptr ParseObject(const std::string& json, const std::string& what) {
+  try {
+    Poco::JSON::Parser parser;
+    auto result = parser.parse(json).extract<Object::Ptr>();
+    if (result.isNull()) throw Error("driver returned no object for " + what);
+    return result;
+  } catch (const Poco::Exception& e) {
+    throw Error("driver returned invalid JSON for " + what + ": " + e.displayText(),
+                "this is a bug in the driver; report it with `gpuprov -v` output");
+  }
+}
+
+std::string Str(const Object::Ptr& o, const std::string& key) {
+  if (o.isNull() || !o->has(key) || o->isNull(key)) return "";
+  return o->getValue<std::string>(key);
+}
+
+CloudVm ParseVm(const Object::Ptr& o) {
+  CloudVm vm;
+  vm.id = Str(o, "id");
+  vm.name = Str(o, "name");
+  vm.state = Str(o, "state");
+  vm.public_ip = Str(o, "public_ip");
+  if (o->has("ssh_port") && !o->isNull("ssh_port")) vm.ssh_port = o->getValue<int>("ssh_port");
+  vm.ssh_user = Str(o, "ssh_user");
+  vm.region = Str(o, "region");
+  vm.instance_type = Str(o, "instance_type");
+  vm.message = Str(o, "message");
+  if (auto ports = o->getObject("ports"); !ports.isNull()) {
+    for (const auto& [k, v] : *ports) vm.ports[std::stoi(k)] = v.convert<int>();
+  }
+  return vm;
+}
+
+}  // namespace
+
+std::string DriverConfigJson(const std::string& cloud, const Config& config) {
+  std::string upper = cloud;
+  std::transform(upper.begin(), upper.end(), upper.begin(),
+                 [](unsigned char c) { return c == '-' ? '_' : std::toupper(c); });
+  Poco::JSON::Parser parser;
+  Object::Ptr settings =
+      parser.parse(CloudSettingsJson(config, cloud)).extract<Object::Ptr>();
+  std::string endpoint = Str(settings, "endpoint");
+  if (const char* env = std::getenv(("GPUPROV_" + upper + "_ENDPOINT").c_str()); env && *env) {
+    endpoint = env;
+  }
+  Object::Ptr root = new Object;
+  root->set("endpoint", endpoint);
+  root->set("config", settings);
+  return ToJson(root);
+}
+
+std::unique_ptr<Cloud> Cloud::Open(const DriverHost& host, const std::string& cloud,
+                                   const Config& config) {
+  DriverCallbacks callbacks;
+  callbacks.log = [cloud](gpuprov_type_log_level level, const std::string& msg) {
+    Console& c = Console::Get();
+    if (level >= GPUPROV_LOG_WARNING) {
+      c.Warning(cloud + ": " + msg);
+    } else {
+      c.Debug(cloud + ": " + msg);
+    }
+  };
+  callbacks.progress = [](const std::string& msg) { Console::Get().Info(msg); };
+  return std::make_unique<Cloud>(host.Open(cloud, DriverConfigJson(cloud, config), callbacks));
+}
+
+Cloud::Cloud(std::unique_ptr<Driver> driver) : driver_(std::move(driver)) {}
+
+std::string Cloud::Check() {
+  Object::Ptr r = ParseObject(driver_->Call(DriverOp::kCheck, "{}"), "check");
+  return Str(r, "account");
+}
+
+std::vector<CloudOffer> Cloud::Offers(const std::optional<GpuRequest>& gpu,
+                                      const std::string& region) {
+  Object::Ptr req = new Object;
+  if (gpu) {
+    Object::Ptr g = new Object;
+    g->set("type", gpu->type);
+    g->set("count", gpu->count);
+    req->set("gpu", g);
+  } else {
+    req->set("gpu", Poco::Dynamic::Var());
+  }
+  req->set("region", region);
+  Object::Ptr r = ParseObject(driver_->Call(DriverOp::kOffers, ToJson(req)), "offers");
+  std::vector<CloudOffer> out;
+  if (auto arr = r->getArray("offers"); !arr.isNull()) {
+    for (size_t i = 0; i < arr->size(); ++i) {
+      Object::Ptr o = arr->getObject(i);
+      CloudOffer offer;
+      offer.instance_type = Str(o, "instance_type");
+      offer.gpu_type = Str(o, "gpu_type");
+      if (o->has("gpu_count") && !o->isNull("gpu_count")) offer.gpu_count = o->getValue<int>("gpu_count");
+      offer.region = Str(o, "region");
+      if (o->has("price_per_hour") && !o->isNull("price_per_hour")) {
+        offer.price_per_hour = o->getValue<double>("price_per_hour");
+      }
+      out.push_back(offer);
+    }
+  }
+  return out;
+}
+
+std::pair<CloudVm, bool> Cloud::Create(const CreateRequest& request) {
+  Object::Ptr req = new Object;
+  req->set("name", request.name);
+  req->set("region", request.region);
+  req->set("instance_type", request.instance_type);
+  if (request.gpu) {
+    Object::Ptr g = new Object;
+    g->set("type", request.gpu->type);
+    g->set("count", request.gpu->count);
+    req->set("gpu", g);
+  } else {
+    req->set("gpu", Poco::Dynamic::Var());
+  }
+  req->set("image", request.image);
+  req->set("ssh_public_key", request.ssh_public_key);
+  req->set("user_data", request.user_data);
+  Object::Ptr tags = new Object;
+  for (const auto& [k, v] : request.tags) tags->set(k, v);
+  req->set("tags", tags);
+  Array::Ptr ports = new Array;
+  for (int p : request.open_ports) ports->add(p);
+  req->set("open_ports", ports);
+  if (request.disk_gb) req->set("disk_gb", *request.disk_gb);
+  Object::Ptr r = ParseObject(driver_->Call(DriverOp::kCreate, ToJson(req)), "create");
+  Object::Ptr vm = r->getObject("vm");
+  if (vm.isNull()) throw Error("driver " + name() + " returned no VM from create");
+  bool existing = r->has("existing") && r->getValue<bool>("existing");
+  return {ParseVm(vm), existing};
+}
+
+std::optional<CloudVm> Cloud::Get(const std::string& id, const std::string& vm_name) {
+  Object::Ptr req = new Object;
+  if (!id.empty()) req->set("id", id);
+  if (!vm_name.empty()) req->set("name", vm_name);
+  try {
+    Object::Ptr r = ParseObject(driver_->Call(DriverOp::kGet, ToJson(req)), "get");
+    Object::Ptr vm = r->getObject("vm");
+    if (vm.isNull()) return std::nullopt;
+    return ParseVm(vm);
+  } catch (const DriverCallError& e) {
+    if (e.status() == GPUPROV_STATUS_NOT_FOUND) return std::nullopt;
+    throw;
+  }
+}
+
+std::vector<CloudVm> Cloud::List() {
+  Object::Ptr r = ParseObject(driver_->Call(DriverOp::kList, "{}"), "list");
+  std::vector<CloudVm> out;
+  if (auto arr = r->getArray("vms"); !arr.isNull()) {
+    for (size_t i = 0; i < arr->size(); ++i) out.push_back(ParseVm(arr->getObject(i)));
+  }
+  return out;
+}
+
+bool Cloud::Delete(const std::string& id, const std::string& vm_name) {
+  Object::Ptr req = new Object;
+  req->set("id", id);
+  req->set("name", vm_name);
+  Object::Ptr r = ParseObject(driver_->Call(DriverOp::kDelete, ToJson(req)), "delete_vm");
+  return r->has("deleted") && r->getValue<bool>("deleted");
+}
+
+}  // namespace gpuprov

@@ -1,0 +1,300 @@
+#include "config.h"
+
+#include <Poco/JSON/Object.h>
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <sstream>
+#include <toml.hpp>
+#include <vector>
+
+#include "error.h"
+#include "file_util.h"
+
+namespace gpuprov {
+namespace {
+
+constexpr std::string_view kAllowedTopLevel = "[defaults], [clouds.<name>]";
+constexpr std::string_view kAllowedDefaults =
+    "kubernetes, cloud, region, gpus, ssh_key, [defaults.timeouts]";
+constexpr std::string_view kAllowedTimeouts =
+    "ssh_wait_seconds, boot_install_wait_seconds, api_wait_seconds";
+constexpr std::string_view kCloudNameRule =
+    "cloud names may hold only lower-case letters a-z, digits, '_' and '-'";
+
+std::string TypeName(const toml::value& v) {
+  switch (v.type()) {
+    case toml::value_t::boolean:
+      return "a boolean";
+    case toml::value_t::integer:
+      return "an integer";
+    case toml::value_t::floating:
+      return "a float";
+    case toml::value_t::string:
+      return "a string";
+    case toml::value_t::offset_datetime:
+    case toml::value_t::local_datetime:
+    case toml::value_t::local_date:
+    case toml::value_t::local_time:
+      return "a date/time";
+    case toml::value_t::array:
+      return "an array";
+    case toml::value_t::table:
+      return "a table";
+    case toml::value_t::empty:
+      break;
+  }
+  return "empty";
+}
+
+class ConfigParser {
+ public:
+  explicit ConfigParser(const std::string& display_name) : file_(display_name) {}
+
+  Config Parse(std::string_view text) {
+    Config config;
+    config.display_name = file_;
+    config.loaded = true;
+    const toml::value root = ParseToml(text);
+    for (const auto& [key, value] : ByLine(root)) {
+      if (key == "defaults") {
+        if (!value->is_table()) throw TypeError("defaults", *value, "a table ([defaults])");
+        ParseDefaults(*value, config.defaults);
+      } else if (key == "clouds") {
+        if (!value->is_table()) throw TypeError("clouds", *value, "a table ([clouds.<name>])");
+        ParseClouds(*value, config.clouds);
+      } else if (value->is_table()) {
+        throw UsageError(
+            At(*value) + "unknown table [" + key + "]; allowed: " + std::string(kAllowedTopLevel),
+            "check the spelling, or remove the table");
+      } else {
+        throw UsageError(At(*value) + "unknown key '" + key +
+                             "' at the top level; allowed: " + std::string(kAllowedTopLevel),
+                         "settings go inside [defaults] or [clouds.<name>]");
+      }
+    }
+    return config;
+  }
+
+ private:
+  using Entry = std::pair<std::string, const toml::value*>;
+
+  toml::value ParseToml(std::string_view text) {
+    std::istringstream in{std::string(text)};
+    try {
+      return toml::parse(in, file_);
+    } catch (const toml::syntax_error& e) {
+      throw SyntaxError(e);
+    } catch (const toml::exception& e) {
+      throw SyntaxError(e);
+    } catch (const std::exception& e) {
+      throw UsageError(file_ + ": cannot parse as TOML: " + e.what());
+    }
+  }
+
+  /// toml11 reports "[error] toml::<function>: <reason>" then an excerpt of the line with a
+  /// caret note. The reason and the note are kept; the excerpt is dropped, and the note too
+  /// when the line names a secret-looking key, because either could show a secret value.
+  Error SyntaxError(const toml::exception& e) {
+    const std::string what = e.what();
+    std::string reason = what.substr(0, what.find('\n'));
+    if (reason.rfind("[error] ", 0) == 0) reason.erase(0, 8);
+    if (reason.rfind("toml::", 0) == 0) {
+      const std::size_t colon = reason.find(": ");
+      if (colon != std::string::npos) reason.erase(0, colon + 2);
+    }
+    std::string note;
+    const std::size_t caret = what.rfind("^--- ");
+    if (caret != std::string::npos) {
+      note = what.substr(caret + 5);
+      note = note.substr(0, note.find('\n'));
+    }
+    const std::string& line = e.location().line_str();
+    const std::string key_part = line.substr(0, line.find('='));
+    std::string message =
+        file_ + ":" + std::to_string(e.location().line()) + ": TOML syntax error: " + reason;
+    if (!note.empty() && !IsSecretKeyName(key_part)) message += " (" + note + ")";
+    return UsageError(message, "fix that line; the TOML format is described at https://toml.io");
+  }
+
+  std::string At(const toml::value& v) const {
+    return file_ + ":" + std::to_string(v.location().line()) + ": ";
+  }
+
+  static std::vector<Entry> ByLine(const toml::value& table) {
+    std::vector<Entry> entries;
+    for (const auto& [key, value] : table.as_table()) entries.emplace_back(key, &value);
+    std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+      const auto la = a.second->location(), lb = b.second->location();
+      if (la.line() != lb.line()) return la.line() < lb.line();
+      if (la.column() != lb.column()) return la.column() < lb.column();
+      return a.first < b.first;
+    });
+    return entries;
+  }
+
+  Error TypeError(const std::string& key, const toml::value& v, std::string_view expected) {
+    std::string hint;
+    if (v.is_string() && expected.find("boolean") != std::string_view::npos) {
+      hint = "write true or false without quotes";
+    } else if (v.is_string() && expected.find("integer") != std::string_view::npos) {
+      hint = "write the number without quotes";
+    }
+    return UsageError(
+        At(v) + "key '" + key + "' must be " + std::string(expected) + ", not " + TypeName(v),
+        hint);
+  }
+
+  /// The value in quotes, or a placeholder for keys that may hold secrets.
+  static std::string Shown(const std::string& key, const std::string& value) {
+    if (IsSecretKeyName(key)) return "(value hidden)";
+    return "\"" + value + "\"";
+  }
+
+  std::string String(const std::string& key, const toml::value& v, bool allow_empty) {
+    if (!v.is_string()) throw TypeError(key, v, "a string");
+    std::string s = v.as_string().str;
+    if (!allow_empty && s.empty()) {
+      throw UsageError(At(v) + "key '" + key + "' must not be empty",
+                       "remove the line to use the default");
+    }
+    return s;
+  }
+
+  void ParseDefaults(const toml::value& table, ConfigDefaults& out) {
+    for (const auto& [key, value] : ByLine(table)) {
+      const std::string full = "defaults." + key;
+      const toml::value& v = *value;
+      if (key == "kubernetes") {
+        if (!v.is_boolean()) throw TypeError(full, v, "a boolean (true or false)");
+        out.kubernetes = v.as_boolean();
+      } else if (key == "cloud") {
+        std::string cloud = String(full, v, false);
+        if (!IsValidCloudName(cloud)) {
+          throw UsageError(At(v) + "key '" + full + "': " + Shown(key, cloud) +
+                               " is not a cloud name; " + std::string(kCloudNameRule),
+                           "`gpuprov drivers` lists the clouds");
+        }
+        out.cloud = std::move(cloud);
+      } else if (key == "region") {
+        out.region = String(full, v, false);
+      } else if (key == "gpus") {
+        const std::string text = String(full, v, false);
+        out.gpus = ParseGpuRequest(text, At(v) + "key '" + full + "'");
+      } else if (key == "ssh_key") {
+        out.ssh_key = String(full, v, false);
+      } else if (key == "timeouts") {
+        if (!v.is_table()) throw TypeError(full, v, "a table ([defaults.timeouts])");
+        ParseTimeouts(v, out.timeouts);
+      } else {
+        throw UsageError(At(v) + "unknown key '" + key +
+                             "' in [defaults]; allowed: " + std::string(kAllowedDefaults),
+                         "check the spelling; cloud-specific settings go in [clouds.<name>]");
+      }
+    }
+  }
+
+  int PositiveSeconds(const std::string& key, const toml::value& v) {
+    if (!v.is_integer()) throw TypeError(key, v, "a positive integer (seconds)");
+    const std::int64_t n = v.as_integer();
+    if (n < 1 || n > INT_MAX) {
+      throw UsageError(At(v) + "key '" + key + "' must be a positive integer (seconds), not " +
+                       std::to_string(n));
+    }
+    return static_cast<int>(n);
+  }
+
+  void ParseTimeouts(const toml::value& table, ConfigTimeouts& out) {
+    for (const auto& [key, value] : ByLine(table)) {
+      const std::string full = "defaults.timeouts." + key;
+      if (key == "ssh_wait_seconds") {
+        out.ssh_wait_seconds = PositiveSeconds(full, *value);
+      } else if (key == "boot_install_wait_seconds") {
+        out.boot_install_wait_seconds = PositiveSeconds(full, *value);
+      } else if (key == "api_wait_seconds") {
+        out.api_wait_seconds = PositiveSeconds(full, *value);
+      } else {
+        throw UsageError(At(*value) + "unknown key '" + key +
+                             "' in [defaults.timeouts]; allowed: " + std::string(kAllowedTimeouts),
+                         "check the spelling");
+      }
+    }
+  }
+
+  void ParseClouds(const toml::value& table, std::map<std::string, CloudSettings>& out) {
+    for (const auto& [cloud, value] : ByLine(table)) {
+      if (!value->is_table()) {
+        throw TypeError("clouds." + cloud, *value, "a table ([clouds." + cloud + "])");
+      }
+      if (!IsValidCloudName(cloud)) {
+        throw UsageError(At(*value) + "table [clouds." + cloud + "]: '" + cloud +
+                             "' is not a cloud name; " + std::string(kCloudNameRule),
+                         "`gpuprov drivers` lists the clouds");
+      }
+      CloudSettings& settings = out[cloud];
+      for (const auto& [key, setting] : ByLine(*value)) {
+        const std::string full = "clouds." + cloud + "." + key;
+        if (setting->is_string()) {
+          settings[key] = setting->as_string().str;
+        } else if (setting->is_integer()) {
+          settings[key] = static_cast<std::int64_t>(setting->as_integer());
+        } else if (setting->is_boolean()) {
+          settings[key] = setting->as_boolean();
+        } else {
+          throw TypeError(full, *setting, "a string, an integer or a boolean");
+        }
+      }
+    }
+  }
+
+  std::string file_;
+};
+
+}  // namespace
+
+bool IsSecretKeyName(std::string_view key) {
+  std::string lower;
+  lower.reserve(key.size());
+  for (char c : key) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (std::string_view word : {"token", "secret", "key", "password"}) {
+    if (lower.find(word) != std::string::npos) return true;
+  }
+  return false;
+}
+
+bool IsValidCloudName(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+}
+
+Config ParseConfig(std::string_view text, const std::string& display_name) {
+  return ConfigParser(display_name).Parse(text);
+}
+
+Config LoadConfig(const std::filesystem::path& path) {
+  std::optional<std::string> text = ReadFileIfExists(path);
+  if (!text) {
+    Config config;
+    config.display_name = path.string();
+    return config;
+  }
+  return ParseConfig(*text, path.string());
+}
+
+std::string CloudSettingsJson(const Config& config, const std::string& cloud) {
+  Poco::JSON::Object object(Poco::JSON_PRESERVE_KEY_ORDER);
+  auto it = config.clouds.find(cloud);
+  if (it != config.clouds.end()) {
+    for (const auto& [key, value] : it->second) {
+      std::visit([&, &key = key](const auto& v) { object.set(key, v); }, value);
+    }
+  }
+  std::ostringstream out;
+  object.stringify(out);
+  return out.str();
+}
+
+}  // namespace gpuprov

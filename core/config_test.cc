@@ -1,0 +1,233 @@
+#include "config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include "error.h"
+#include "file_util.h"
+
+namespace gpuprov {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+/// The UsageError message ParseConfig throws for \a text ("" if it does not throw).
+std::string ErrorFor(std::string_view text) {
+  try {
+    ParseConfig(text, "config.toml");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), kExitUsage) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error for:\n" << text;
+  return "";
+}
+
+TEST(ConfigTest, EmptyTextGivesDefaults) {
+  const Config config = ParseConfig("", "config.toml");
+  EXPECT_TRUE(config.loaded);
+  EXPECT_FALSE(config.defaults.kubernetes.has_value());
+  EXPECT_FALSE(config.defaults.cloud.has_value());
+  EXPECT_FALSE(config.defaults.gpus.has_value());
+  EXPECT_TRUE(config.clouds.empty());
+}
+
+TEST(ConfigTest, ParsesEverySupportedKey) {
+  const Config config = ParseConfig(R"(
+# comment
+[defaults]
+kubernetes = false
+cloud = "aws"
+region = "us-east-1"
+gpus = "l4:2"
+ssh_key = "~/.ssh/id_ed25519"
+
+[defaults.timeouts]
+ssh_wait_seconds = 30
+boot_install_wait_seconds = 60
+api_wait_seconds = 90
+
+[clouds.aws]
+region = "eu-west-1"
+max_retries = 3
+spot = true
+
+[clouds.lambda-labs_2]
+endpoint = "http://127.0.0.1:9000"
+)",
+                                    "config.toml");
+  EXPECT_EQ(config.display_name, "config.toml");
+  EXPECT_EQ(config.defaults.kubernetes, false);
+  EXPECT_EQ(config.defaults.cloud, "aws");
+  EXPECT_EQ(config.defaults.region, "us-east-1");
+  EXPECT_EQ(config.defaults.gpus, (GpuRequest{"L4", 2}));
+  EXPECT_EQ(config.defaults.ssh_key, "~/.ssh/id_ed25519");
+  EXPECT_EQ(config.defaults.timeouts.ssh_wait_seconds, 30);
+  EXPECT_EQ(config.defaults.timeouts.boot_install_wait_seconds, 60);
+  EXPECT_EQ(config.defaults.timeouts.api_wait_seconds, 90);
+  ASSERT_EQ(config.clouds.size(), 2u);
+  const CloudSettings& aws = config.clouds.at("aws");
+  EXPECT_EQ(std::get<std::string>(aws.at("region")), "eu-west-1");
+  EXPECT_EQ(std::get<std::int64_t>(aws.at("max_retries")), 3);
+  EXPECT_EQ(std::get<bool>(aws.at("spot")), true);
+  EXPECT_EQ(std::get<std::string>(config.clouds.at("lambda-labs_2").at("endpoint")),
+            "http://127.0.0.1:9000");
+}
+
+TEST(ConfigTest, InlineTimeoutsTableWorksToo) {
+  const Config config =
+      ParseConfig("[defaults]\ntimeouts = { api_wait_seconds = 5 }\n", "config.toml");
+  EXPECT_EQ(config.defaults.timeouts.api_wait_seconds, 5);
+}
+
+TEST(ConfigTest, CloudSettingsJson) {
+  const Config config = ParseConfig(
+      "[clouds.aws]\nregion = \"eu-west-1\"\nmax_retries = 3\nspot = true\nnote = \"a "
+      "\\\"q\\\"\"\n",
+      "config.toml");
+  EXPECT_EQ(CloudSettingsJson(config, "aws"),
+            R"({"max_retries":3,"note":"a \"q\"","region":"eu-west-1","spot":true})");
+  EXPECT_EQ(CloudSettingsJson(config, "gcp"), "{}");
+}
+
+TEST(ConfigTest, UnknownDefaultsKeyNamesKeyLineAndAllowedKeys) {
+  const std::string error = ErrorFor("[defaults]\ncloud = \"aws\"\nregoin = \"x\"\n");
+  EXPECT_THAT(error, HasSubstr("config.toml:3: unknown key 'regoin' in [defaults]"));
+  EXPECT_THAT(error, HasSubstr("allowed: kubernetes, cloud, region, gpus, ssh_key"));
+}
+
+TEST(ConfigTest, UnknownTopLevelTableIsAnError) {
+  const std::string error = ErrorFor("[defaults]\n\n[default]\ncloud = \"aws\"\n");
+  EXPECT_THAT(error, HasSubstr("config.toml:3: unknown table [default]"));
+  EXPECT_THAT(error, HasSubstr("allowed: [defaults], [clouds.<name>]"));
+}
+
+TEST(ConfigTest, UnknownTopLevelKeyIsAnError) {
+  const std::string error = ErrorFor("cloud = \"aws\"\n");
+  EXPECT_THAT(error, HasSubstr("config.toml:1: unknown key 'cloud' at the top level"));
+}
+
+TEST(ConfigTest, UnknownTimeoutKeyIsAnError) {
+  const std::string error = ErrorFor("[defaults.timeouts]\nssh_wait = 3\n");
+  EXPECT_THAT(error, HasSubstr("config.toml:2: unknown key 'ssh_wait' in [defaults.timeouts]"));
+  EXPECT_THAT(error, HasSubstr("ssh_wait_seconds, boot_install_wait_seconds, api_wait_seconds"));
+}
+
+TEST(ConfigTest, TypeErrorsNameFileLineKeyAndExpectedType) {
+  EXPECT_THAT(ErrorFor("[defaults]\n\nkubernetes = \"yes\"\n"),
+              HasSubstr("config.toml:3: key 'defaults.kubernetes' must be a boolean (true or "
+                        "false), not a string"));
+  EXPECT_THAT(ErrorFor("[defaults]\ncloud = 5\n"),
+              HasSubstr("config.toml:2: key 'defaults.cloud' must be a string, not an integer"));
+  EXPECT_THAT(ErrorFor("[defaults]\nregion = [\"a\"]\n"),
+              HasSubstr("config.toml:2: key 'defaults.region' must be a string, not an array"));
+  EXPECT_THAT(ErrorFor("[defaults.timeouts]\napi_wait_seconds = 1.5\n"),
+              HasSubstr("config.toml:2: key 'defaults.timeouts.api_wait_seconds' must be a "
+                        "positive integer (seconds), not a float"));
+  EXPECT_THAT(ErrorFor("[defaults]\ntimeouts = 5\n"),
+              HasSubstr("config.toml:2: key 'defaults.timeouts' must be a table"));
+  EXPECT_THAT(ErrorFor("defaults = 1\n"), HasSubstr("key 'defaults' must be a table"));
+  EXPECT_THAT(ErrorFor("clouds = 1\n"), HasSubstr("key 'clouds' must be a table"));
+}
+
+TEST(ConfigTest, TimeoutsMustBePositive) {
+  EXPECT_THAT(ErrorFor("[defaults.timeouts]\nssh_wait_seconds = 0\n"),
+              HasSubstr("config.toml:2: key 'defaults.timeouts.ssh_wait_seconds' must be a "
+                        "positive integer (seconds), not 0"));
+  EXPECT_THAT(ErrorFor("[defaults.timeouts]\nssh_wait_seconds = 99999999999\n"),
+              HasSubstr("must be a positive integer"));
+}
+
+TEST(ConfigTest, GpusAreValidated) {
+  EXPECT_THAT(ErrorFor("[defaults]\ngpus = \"L4:x\"\n"),
+              HasSubstr("config.toml:2: key 'defaults.gpus': \"L4:x\" is not TYPE:COUNT; write "
+                        "e.g. L4:1 or H100-80GB:8"));
+}
+
+TEST(ConfigTest, CloudNamesAreValidated) {
+  EXPECT_THAT(ErrorFor("[defaults]\ncloud = \"AWS\"\n"),
+              HasSubstr("config.toml:2: key 'defaults.cloud': \"AWS\" is not a cloud name"));
+  EXPECT_THAT(ErrorFor("[clouds.AWS]\nregion = \"x\"\n"),
+              HasSubstr("table [clouds.AWS]: 'AWS' is not a cloud name"));
+  EXPECT_THAT(ErrorFor("[clouds]\naws = 1\n"),
+              HasSubstr("config.toml:2: key 'clouds.aws' must be a table"));
+}
+
+TEST(ConfigTest, EmptyStringsAreRejected) {
+  EXPECT_THAT(ErrorFor("[defaults]\nregion = \"\"\n"),
+              HasSubstr("config.toml:2: key 'defaults.region' must not be empty"));
+}
+
+TEST(ConfigTest, CloudValuesMustBeScalars) {
+  EXPECT_THAT(ErrorFor("[clouds.aws]\nzones = [\"a\"]\n"),
+              HasSubstr("config.toml:2: key 'clouds.aws.zones' must be a string, an integer or "
+                        "a boolean, not an array"));
+  EXPECT_THAT(ErrorFor("[clouds.aws.sub]\nx = 1\n"),
+              HasSubstr("key 'clouds.aws.sub' must be a string, an integer or a boolean, not a "
+                        "table"));
+}
+
+TEST(ConfigTest, SyntaxErrorNamesFileAndLine) {
+  const std::string error = ErrorFor("[defaults]\ncloud = \"aws\"\nregion =\n");
+  EXPECT_THAT(error, HasSubstr("config.toml:3: TOML syntax error:"));
+  EXPECT_THAT(error, Not(HasSubstr("\n")));
+}
+
+TEST(ConfigTest, DuplicateKeyIsASyntaxError) {
+  EXPECT_THAT(ErrorFor("[defaults]\ncloud = \"aws\"\ncloud = \"gcp\"\n"),
+              HasSubstr("config.toml:3: TOML syntax error:"));
+}
+
+TEST(ConfigTest, SecretValuesAreNeverEchoed) {
+  // A syntax error on a line with a secret-looking key.
+  std::string error = ErrorFor("[clouds.aws]\napi_token = \"hunter2-very-secret\" trailing\n");
+  EXPECT_THAT(error, HasSubstr("config.toml:2:"));
+  EXPECT_THAT(error, Not(HasSubstr("hunter2")));
+  EXPECT_THAT(error, Not(HasSubstr("trailing")));
+  // An unterminated string holding a secret.
+  error = ErrorFor("[clouds.aws]\npassword = \"hunter2\n");
+  EXPECT_THAT(error, Not(HasSubstr("hunter2")));
+  // A type error on a secret-looking key.
+  error = ErrorFor("[defaults]\nssh_key = [\"hunter2\"]\n");
+  EXPECT_THAT(error, HasSubstr("key 'defaults.ssh_key' must be a string"));
+  EXPECT_THAT(error, Not(HasSubstr("hunter2")));
+}
+
+TEST(ConfigTest, IsSecretKeyName) {
+  EXPECT_TRUE(IsSecretKeyName("token"));
+  EXPECT_TRUE(IsSecretKeyName("API_TOKEN"));
+  EXPECT_TRUE(IsSecretKeyName("client_secret"));
+  EXPECT_TRUE(IsSecretKeyName("ssh_key"));
+  EXPECT_TRUE(IsSecretKeyName("Password"));
+  EXPECT_FALSE(IsSecretKeyName("region"));
+  EXPECT_FALSE(IsSecretKeyName("kubernetes"));
+}
+
+TEST(ConfigTest, LoadMissingFileGivesDefaults) {
+  const Config config = LoadConfig("/nonexistent/gpuprov/config.toml");
+  EXPECT_FALSE(config.loaded);
+  EXPECT_EQ(config.display_name, "/nonexistent/gpuprov/config.toml");
+  EXPECT_FALSE(config.defaults.cloud.has_value());
+}
+
+TEST(ConfigTest, LoadUsesThePathInMessages) {
+  std::string dir = (std::filesystem::temp_directory_path() / "gpuprov-config-XXXXXX");
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  const std::filesystem::path path = std::filesystem::path(dir) / "config.toml";
+  WriteFileAtomic(path, "[defaults]\ncloud = \"gcp\"\n");
+  EXPECT_EQ(LoadConfig(path).defaults.cloud, "gcp");
+  EXPECT_TRUE(LoadConfig(path).loaded);
+  WriteFileAtomic(path, "[defaults]\nclod = \"gcp\"\n");
+  try {
+    LoadConfig(path);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(path.string() + ":2: unknown key 'clod'"));
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpuprov

@@ -1,0 +1,35 @@
+#include "interrupt.h"
+
+#include <atomic>
+#include <csignal>
+
+#include "error.h"
+
+namespace gpuprov {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+
+void OnSignal(int) { g_interrupted.store(true); }
+
+}  // namespace
+
+void InstallInterruptHandler() {
+  struct sigaction sa {};
+  sa.sa_handler = &OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+bool Interrupted() { return g_interrupted.load(); }
+
+void ThrowIfInterrupted(const std::string& doing) {
+  if (Interrupted()) {
+    throw Error("interrupted while " + doing,
+                "what exists is kept and recorded; re-run the same command to continue, or "
+                "`gpuprov down NAME` to remove it");
+  }
+}
+
+}  // namespace gpuprov

@@ -1,0 +1,284 @@
+#include "provision.h"
+
+#include <Poco/JSON/Object.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+#include "cloud.h"
+#include "console.h"
+#include "error.h"
+#include "interrupt.h"
+#include "k8s_policy.h"
+#include "spec.h"
+#include "ssh_client.h"
+#include "ssh_keys.h"
+#include "state_store.h"
+#include "vm_commands.h"
+
+namespace gpuprov {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string ExpandHome(const std::string& path) {
+  if (path.rfind("~/", 0) == 0) {
+    if (const char* home = std::getenv("HOME")) return std::string(home) + path.substr(1);
+  }
+  return path;
+}
+
+std::string OffersSummary(const std::vector<CloudOffer>& offers) {
+  std::string out;
+  for (const auto& o : offers) {
+    if (!out.empty()) out += ", ";
+    out += o.instance_type;
+  }
+  return out;
+}
+
+/// Chooses the offer: the named instance type, else the cheapest.
+CloudOffer ChooseOffer(const std::vector<CloudOffer>& offers, const ProvisionOptions& opt,
+                       const std::string& cloud) {
+  const std::string gpu_text = opt.gpus.value ? ToString(*opt.gpus.value) : "no GPU";
+  const std::string region_text = opt.region.value ? " in region " + *opt.region.value : "";
+  if (offers.empty()) {
+    throw UsageError("the " + cloud + " cloud does not offer " + gpu_text + region_text +
+                         " (--gpus " + DescribeOrigin(opt.gpus) + ")",
+                     "choose another GPU type, count or region, or another --cloud; the "
+                     "driver's README lists what it offers");
+  }
+  if (opt.instance_type.value) {
+    for (const auto& o : offers) {
+      if (o.instance_type == *opt.instance_type.value) return o;
+    }
+    throw UsageError("instance type '" + *opt.instance_type.value + "' does not match " +
+                         gpu_text + region_text + " on " + cloud,
+                     "matching instance types: " + OffersSummary(offers));
+  }
+  return *std::min_element(offers.begin(), offers.end(), [](const auto& a, const auto& b) {
+    return a.price_per_hour < b.price_per_hour;
+  });
+}
+
+std::string NowRfc3339() { return FormatRfc3339Utc(std::chrono::system_clock::now()); }
+
+/// Polls the driver until the VM is running; bounded, with progress.
+CloudVm WaitRunning(Cloud& cloud, CloudVm vm, std::chrono::seconds limit) {
+  Console& console = Console::Get();
+  const auto start = Clock::now();
+  auto last_progress = start;
+  while (vm.state != "running") {
+    if (vm.state == "error" || vm.state == "terminated") {
+      throw Error("VM " + vm.name + " went to state '" + vm.state + "'" +
+                      (vm.message.empty() ? "" : ": " + vm.message),
+                  "inspect it in the cloud console, then `gpuprov down " + vm.name + "`");
+    }
+    auto elapsed = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start);
+    if (elapsed >= limit) {
+      throw Error("VM " + vm.name + " is still '" + vm.state + "' after " +
+                      std::to_string(limit.count()) + "s",
+                  "re-run the same `gpuprov provision` to keep waiting, or `gpuprov down " +
+                      vm.name + "`");
+    }
+    if (Clock::now() - last_progress >= std::chrono::seconds(5)) {
+      console.Progress("waiting for VM " + vm.name + " to run (state " + vm.state + ")", elapsed);
+      last_progress = Clock::now();
+    }
+    ThrowIfInterrupted("waiting for the VM");
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    std::optional<CloudVm> now = cloud.Get(vm.id, vm.name);
+    if (!now) {
+      throw Error("VM " + vm.name + " disappeared while booting",
+                  "re-run the same `gpuprov provision` to create it again");
+    }
+    vm = *now;
+  }
+  return vm;
+}
+
+}  // namespace
+
+int RunProvision(const AppContext& app, const ProvisionFlags& flags,
+                 const std::optional<std::string>& spec_file) {
+  Console& console = Console::Get();
+  InstallInterruptHandler();
+
+  // 1. Validate everything; nothing is created in this block.
+  Config config = app.LoadUserConfig();
+  Spec spec;
+  if (spec_file) spec = LoadSpec(*spec_file);
+  ProvisionOptions opt = ResolveProvisionOptions(flags, spec, ProcessEnv(), config);
+  for (const auto& line : DescribeProvisionOptions(opt)) console.Debug(line);
+  const std::string& name = opt.name.value;
+  const std::string& cloud_name = opt.cloud.value;
+
+  DriverHost host = app.MakeDriverHost();
+  DriverInfo info = host.Find(cloud_name);
+  if (!info.problem.empty()) {
+    throw Error("the " + cloud_name + " driver at " + info.path + " is broken: " + info.problem,
+                "run `gpuprov drivers`; reinstall gpuprov-driver-" + cloud_name);
+  }
+  K8sDecision k8s =
+      DecideKubernetes(opt.kubernetes, cloud_name, info.has(GPUPROV_CAP_HOSTS_KUBERNETES));
+  if (k8s.refused) {
+    throw UsageError(k8s.note, "nothing was created");
+  }
+  if (k8s.enabled) {
+    throw UsageError("Kubernetes bring-up on " + cloud_name +
+                         " is not available in this build of gpuprov yet (kubernetes " +
+                         DescribeOrigin(opt.kubernetes) + ")",
+                     "pass --no-k8s for a plain VM; nothing was created");
+  }
+
+  const std::string key_path = opt.ssh_key.value
+                                   ? ExpandHome(*opt.ssh_key.value)
+                                   : (app.paths.keys_dir() / "id_ed25519").string();
+  if (opt.ssh_key.value && !std::filesystem::exists(key_path)) {
+    throw UsageError("ssh key " + key_path + " does not exist (--ssh-key " +
+                         DescribeOrigin(opt.ssh_key) + ")",
+                     "name an existing private key, or drop --ssh-key to use gpuprov's own");
+  }
+
+  EnsureDir(app.paths.home());
+  EnsureDir(app.paths.state_dir());
+  EnsureDir(app.paths.keys_dir());
+  StateStore store(app.paths);
+  std::optional<FileLock> lock = store.TryLockVm(name);
+  if (!lock) {
+    console.Note("another gpuprov is working on '" + name + "'; waiting for it");
+    lock.emplace(store.LockVm(name, 30 * 60 * 1000));
+  }
+  std::optional<VmRecord> existing = store.Load(name);
+  if (existing && existing->cloud != cloud_name) {
+    throw UsageError("a VM named '" + name + "' already exists on " + existing->cloud,
+                     "choose another --name, or remove it with `gpuprov down " + name + "`");
+  }
+
+  std::unique_ptr<Cloud> cloud = Cloud::Open(host, cloud_name, config);
+  console.Step("checking " + cloud_name + " credentials");
+  console.Debug(cloud_name + " account: " + cloud->Check());
+  std::vector<CloudOffer> offers = cloud->Offers(opt.gpus.value, opt.region.value.value_or(""));
+  CloudOffer offer = ChooseOffer(offers, opt, cloud_name);
+  const std::string region = opt.region.value.value_or(offer.region);
+  console.Info("offer: " + offer.instance_type + (offer.region.empty() ? "" : " in " + offer.region) +
+               (offer.price_per_hour > 0 ? " at $" + std::to_string(offer.price_per_hour) + "/h"
+                                         : ""));
+  const std::string public_key = EnsureEd25519Key(key_path);
+
+  // 2. Record the intent before any call that creates something.
+  VmRecord rec = existing.value_or(VmRecord{});
+  rec.name = name;
+  rec.cloud = cloud_name;
+  rec.region = region;
+  rec.instance_type = offer.instance_type;
+  rec.gpus = opt.gpus.value ? ToString(*opt.gpus.value) : "";
+  rec.image = opt.image.value.value_or("");
+  rec.driver_file = info.path;
+  rec.kubernetes = false;
+  rec.access_mode = "none";
+  rec.extra["ssh_key"] = key_path;
+  if (rec.created_at.empty()) rec.created_at = NowRfc3339();
+  rec.phase = existing ? rec.phase : "intent";
+  rec.last_error.clear();
+  rec = store.Save(rec);
+
+  // 3. Create, or find the VM of that name.
+  console.Step((existing ? "checking VM " : "creating VM ") + name + " on " + cloud_name);
+  CreateRequest req;
+  req.name = name;
+  req.region = region;
+  req.instance_type = offer.instance_type;
+  req.gpu = opt.gpus.value;
+  req.image = rec.image;
+  req.ssh_public_key = public_key;
+  req.tags = opt.tags;
+  req.tags["gpuprov"] = "1";
+  req.tags["gpuprov-name"] = name;
+  req.open_ports = {22};
+  req.disk_gb = opt.disk_gb.value;
+  CloudVm vm;
+  bool reused = false;
+  try {
+    rec.phase = "creating";
+    rec = store.Save(rec);
+    std::tie(vm, reused) = cloud->Create(req);
+  } catch (const Error& e) {
+    // Nothing may be left behind: when the cloud has no VM of that name, forget the intent.
+    std::optional<CloudVm> left;
+    try {
+      left = cloud->Get("", name);
+    } catch (const Error&) {
+      left = CloudVm{};  // unknown: keep the record so `gpuprov down` can clean up
+    }
+    if (!left) {
+      store.Remove(name);
+    } else {
+      rec.phase = "failed";
+      rec.last_error = e.what();
+      store.Save(rec);
+    }
+    throw;
+  }
+  if (reused) console.Info("reusing existing VM " + name + " (id " + vm.id + ")");
+  rec.vm_id = vm.id;
+  rec = store.Save(rec);
+
+  try {
+    vm = WaitRunning(*cloud, vm, std::chrono::seconds(opt.ssh_wait_seconds.value));
+    rec.public_ip = vm.public_ip;
+    rec.ssh_port = vm.ports.count(22) ? vm.ports.at(22) : vm.ssh_port;
+    rec.ssh_user = vm.ssh_user.empty() ? "root" : vm.ssh_user;
+    rec.phase = "running";
+    rec = store.Save(rec);
+    if (rec.public_ip.empty()) {
+      throw Error("the " + cloud_name + " driver reported no public address for " + name,
+                  "the VM is kept; `gpuprov down " + name + "` removes it");
+    }
+
+    // 4. SSH: bounded wait, host key pinned on first contact.
+    SshTarget target{rec.public_ip, rec.ssh_port, rec.ssh_user, key_path,
+                     app.paths.known_hosts().string()};
+    if (!reused) ForgetHostKey(target.known_hosts_path, target.host, target.port);
+    console.Step("waiting for SSH on " + SshHostPort(target.host, target.port));
+    SshSession session = WaitForSsh(
+        target, std::chrono::seconds(opt.ssh_wait_seconds.value), [&](std::chrono::seconds s) {
+          console.Progress("waiting for SSH on " + SshHostPort(target.host, target.port), s);
+          ThrowIfInterrupted("waiting for SSH");
+        });
+    SshRunResult hello = session.Run("uname -sr");
+    console.Debug("node: " + hello.stdout_text);
+    rec.phase = "ready";
+    rec = store.Save(rec);
+  } catch (const Error& e) {
+    rec.phase = "failed";
+    rec.last_error = e.what();
+    store.Save(rec);
+    throw Error(e.what(), e.hint().empty()
+                              ? "the VM is kept: look with `gpuprov ssh " + name +
+                                    "`, retry with the same `gpuprov provision`, or remove it "
+                                    "with `gpuprov down " + name + "`"
+                              : e.hint(),
+                e.exit_code());
+  }
+
+  // 5. Tell the user how to get in.
+  if (!k8s.note.empty()) console.Note(k8s.note);
+  if (app.json_output) {
+    console.Result(VmRecordJson(rec) + "\n");
+  } else {
+    std::ostringstream out;
+    out << "VM " << name << " is ready on " << cloud_name << " at " << rec.public_ip
+        << " (ssh port " << rec.ssh_port << ", user " << rec.ssh_user << ").\n"
+        << "  shell:   gpuprov ssh " << name << "\n"
+        << "  command: gpuprov ssh " << name << " -- nvidia-smi\n"
+        << "  remove:  gpuprov down " << name << "\n";
+    console.Result(out.str());
+  }
+  return 0;
+}
+
+}  // namespace gpuprov

@@ -1,0 +1,231 @@
+#include "provision_options.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "error.h"
+
+namespace gpuprov {
+namespace {
+
+std::optional<std::string> EnvValue(const EnvLookup& env, const std::string& name) {
+  std::optional<std::string> value = env(name);
+  if (value && value->empty()) return std::nullopt;
+  return value;
+}
+
+std::optional<bool> ParseEnvBool(const std::string& name, const std::string& text) {
+  std::string lower;
+  for (char c : text) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "true" || lower == "1" || lower == "yes") return true;
+  if (lower == "false" || lower == "0" || lower == "no") return false;
+  throw UsageError(name + ": \"" + text + "\" is not a boolean; use true/false, 1/0 or yes/no",
+                   "unset " + name + " to use the default");
+}
+
+void CheckCloudName(const std::string& value, const std::string& where) {
+  if (!IsValidCloudName(value)) {
+    throw UsageError(where + ": \"" + value +
+                         "\" is not a cloud name; cloud names may hold only lower-case letters "
+                         "a-z, digits, '_' and '-'",
+                     "`gpuprov drivers` lists the clouds");
+  }
+}
+
+/// Fills \a out from the first source that has a value; leaves it untouched otherwise.
+template <typename T, typename V>
+bool Take(Resolved<T>& out, const std::optional<V>& value, Source source,
+          const std::string& origin) {
+  if (!value) return false;
+  out.value = *value;
+  out.source = source;
+  out.origin = origin;
+  return true;
+}
+
+std::string ExpandHome(const std::string& path, const EnvLookup& env) {
+  if (path != "~" && path.rfind("~/", 0) != 0) return path;
+  std::optional<std::string> home = EnvValue(env, "HOME");
+  if (!home) return path;
+  return *home + path.substr(1);
+}
+
+}  // namespace
+
+const char* SourceName(Source source) {
+  switch (source) {
+    case Source::kFlag:
+      return "flag";
+    case Source::kSpec:
+      return "spec";
+    case Source::kEnv:
+      return "env";
+    case Source::kConfig:
+      return "config";
+    case Source::kDefault:
+      return "default";
+  }
+  return "unknown";
+}
+
+std::string DescribeOrigin(Source source, const std::string& origin) {
+  switch (source) {
+    case Source::kFlag:
+      return origin + " from the command line";
+    case Source::kSpec:
+    case Source::kEnv:
+    case Source::kConfig:
+      return "from " + origin;
+    case Source::kDefault:
+      break;
+  }
+  return "built-in default";
+}
+
+ProvisionOptions ResolveProvisionOptions(const ProvisionFlags& flags, const Spec& spec,
+                                         const EnvLookup& env, const Config& config) {
+  ProvisionOptions o;
+  const std::string& spec_name = spec.display_name.empty() ? "the spec file" : spec.display_name;
+  const std::string config_name =
+      (config.display_name.empty() ? std::string("config.toml") : config.display_name);
+  const std::string config_defaults = config_name + " [defaults]";
+  const std::string config_timeouts = config_name + " [defaults.timeouts]";
+  const ConfigDefaults& d = config.defaults;
+
+  // Flags are checked here as well as by the CLI so every caller gets the same rules.
+  if (flags.name) ValidateVmName(*flags.name, "--name");
+  if (flags.cloud) CheckCloudName(*flags.cloud, "--cloud");
+  if (flags.disk_gb && (*flags.disk_gb < kMinDiskGb || *flags.disk_gb > kMaxDiskGb)) {
+    throw UsageError("--disk-gb: " + std::to_string(*flags.disk_gb) +
+                     " is out of range; give a whole number of GB from " +
+                     std::to_string(kMinDiskGb) + " to " + std::to_string(kMaxDiskGb));
+  }
+
+  const std::optional<std::string> env_cloud = EnvValue(env, "GPUPROV_CLOUD");
+  if (env_cloud) CheckCloudName(*env_cloud, "GPUPROV_CLOUD");
+  const std::optional<std::string> env_region = EnvValue(env, "GPUPROV_REGION");
+  std::optional<GpuRequest> env_gpus;
+  if (std::optional<std::string> text = EnvValue(env, "GPUPROV_GPUS")) {
+    env_gpus = ParseGpuRequest(*text, "GPUPROV_GPUS");
+  }
+  std::optional<bool> env_kubernetes;
+  if (std::optional<std::string> text = EnvValue(env, "GPUPROV_KUBERNETES")) {
+    env_kubernetes = ParseEnvBool("GPUPROV_KUBERNETES", *text);
+  }
+  const std::optional<std::string> env_image = EnvValue(env, "GPUPROV_IMAGE");
+
+  // name: flag > spec; required.
+  Take(o.name, flags.name, Source::kFlag, "--name") ||
+      Take(o.name, spec.name, Source::kSpec, spec_name);
+  if (o.name.source == Source::kDefault) {
+    throw UsageError("missing --name: every VM needs a name",
+                     "pass --name <name> (e.g. --name gpu-box-1) or set `name:` in the spec file");
+  }
+
+  o.cloud.value = kDefaultCloud;
+  Take(o.cloud, flags.cloud, Source::kFlag, "--cloud") ||
+      Take(o.cloud, spec.cloud, Source::kSpec, spec_name) ||
+      Take(o.cloud, env_cloud, Source::kEnv, "GPUPROV_CLOUD") ||
+      Take(o.cloud, d.cloud, Source::kConfig, config_defaults);
+
+  Take(o.region, flags.region, Source::kFlag, "--region") ||
+      Take(o.region, spec.region, Source::kSpec, spec_name) ||
+      Take(o.region, env_region, Source::kEnv, "GPUPROV_REGION") ||
+      Take(o.region, d.region, Source::kConfig, config_defaults);
+
+  Take(o.gpus, flags.gpus, Source::kFlag, "--gpus") ||
+      Take(o.gpus, spec.gpus, Source::kSpec, spec_name) ||
+      Take(o.gpus, env_gpus, Source::kEnv, "GPUPROV_GPUS") ||
+      Take(o.gpus, d.gpus, Source::kConfig, config_defaults);
+
+  o.kubernetes.value = true;
+  const std::string k8s_flag = flags.kubernetes.value_or(true) ? "--k8s" : "--no-k8s";
+  Take(o.kubernetes, flags.kubernetes, Source::kFlag, k8s_flag) ||
+      Take(o.kubernetes, spec.kubernetes, Source::kSpec, spec_name) ||
+      Take(o.kubernetes, env_kubernetes, Source::kEnv, "GPUPROV_KUBERNETES") ||
+      Take(o.kubernetes, d.kubernetes, Source::kConfig, config_defaults);
+
+  Take(o.image, flags.image, Source::kFlag, "--image") ||
+      Take(o.image, spec.image, Source::kSpec, spec_name) ||
+      Take(o.image, env_image, Source::kEnv, "GPUPROV_IMAGE");
+
+  Take(o.instance_type, flags.instance_type, Source::kFlag, "--instance-type") ||
+      Take(o.instance_type, spec.instance_type, Source::kSpec, spec_name);
+
+  Take(o.ssh_key, flags.ssh_key, Source::kFlag, "--ssh-key") ||
+      Take(o.ssh_key, spec.ssh_key, Source::kSpec, spec_name) ||
+      Take(o.ssh_key, d.ssh_key, Source::kConfig, config_defaults);
+  if (o.ssh_key.value) o.ssh_key.value = ExpandHome(*o.ssh_key.value, env);
+
+  Take(o.disk_gb, flags.disk_gb, Source::kFlag, "--disk-gb") ||
+      Take(o.disk_gb, spec.disk_gb, Source::kSpec, spec_name);
+
+  if (spec.tags) o.tags = *spec.tags;
+  for (const auto& [key, value] : flags.tags) o.tags[key] = value;
+
+  o.ssh_wait_seconds.value = kDefaultSshWaitSeconds;
+  Take(o.ssh_wait_seconds, d.timeouts.ssh_wait_seconds, Source::kConfig, config_timeouts);
+  o.boot_install_wait_seconds.value = kDefaultBootInstallWaitSeconds;
+  Take(o.boot_install_wait_seconds, d.timeouts.boot_install_wait_seconds, Source::kConfig,
+       config_timeouts);
+  o.api_wait_seconds.value = kDefaultApiWaitSeconds;
+  Take(o.api_wait_seconds, d.timeouts.api_wait_seconds, Source::kConfig, config_timeouts);
+  return o;
+}
+
+namespace {
+
+std::string Line(const std::string& key, const std::string& value, const std::string& origin) {
+  return key + "=" + value + " (" + origin + ")";
+}
+
+template <typename T>
+std::string LineOf(const std::string& key, const Resolved<std::optional<T>>& r,
+                   const std::string& unset_text) {
+  std::string value = unset_text;
+  if (r.value) {
+    if constexpr (std::is_same_v<T, GpuRequest>) {
+      value = ToString(*r.value);
+    } else if constexpr (std::is_same_v<T, int>) {
+      value = std::to_string(*r.value);
+    } else {
+      value = *r.value;
+    }
+  }
+  return Line(key, value, DescribeOrigin(r));
+}
+
+}  // namespace
+
+std::vector<std::string> DescribeProvisionOptions(const ProvisionOptions& o) {
+  std::vector<std::string> lines;
+  lines.push_back(Line("name", o.name.value, DescribeOrigin(o.name)));
+  lines.push_back(Line("cloud", o.cloud.value, DescribeOrigin(o.cloud)));
+  lines.push_back(LineOf("region", o.region, "(driver default)"));
+  lines.push_back(LineOf("gpus", o.gpus, "none"));
+  lines.push_back(Line("kubernetes",
+                       o.kubernetes.source == Source::kDefault
+                           ? std::string("true where the cloud can host it")
+                           : std::string(o.kubernetes.value ? "true" : "false"),
+                       DescribeOrigin(o.kubernetes)));
+  lines.push_back(LineOf("image", o.image, "(driver default)"));
+  lines.push_back(LineOf("instance_type", o.instance_type, "(chosen from gpus)"));
+  lines.push_back(LineOf("ssh_key", o.ssh_key, "(gpuprov's own key)"));
+  lines.push_back(LineOf("disk_gb", o.disk_gb, "(driver default)"));
+  std::string tags;
+  for (const auto& [key, value] : o.tags) {
+    if (!tags.empty()) tags += ",";
+    tags += key + ":" + value;
+  }
+  lines.push_back("tags=" + (tags.empty() ? std::string("(none)") : tags));
+  lines.push_back(Line("ssh_wait_seconds", std::to_string(o.ssh_wait_seconds.value),
+                       DescribeOrigin(o.ssh_wait_seconds)));
+  lines.push_back(Line("boot_install_wait_seconds",
+                       std::to_string(o.boot_install_wait_seconds.value),
+                       DescribeOrigin(o.boot_install_wait_seconds)));
+  lines.push_back(Line("api_wait_seconds", std::to_string(o.api_wait_seconds.value),
+                       DescribeOrigin(o.api_wait_seconds)));
+  return lines;
+}
+
+}  // namespace gpuprov

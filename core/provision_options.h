@@ -1,0 +1,91 @@
+// Merges the inputs of `gpuprov provision` into one set of options, remembering where each
+// value came from. Precedence (design.md section 5): command-line flags > spec file >
+// environment (GPUPROV_*) > config.toml [defaults] > built-in defaults.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "gpu_request.h"
+#include "paths.h"
+#include "spec.h"
+
+namespace gpuprov {
+
+enum class Source { kFlag, kSpec, kEnv, kConfig, kDefault };
+
+/// "flag", "spec", "env", "config", "default".
+const char* SourceName(Source source);
+
+/// A resolved value and where it came from.
+template <typename T>
+struct Resolved {
+  T value{};
+  Source source = Source::kDefault;
+  /// kFlag: the flag as typed ("--k8s", "--no-k8s", "--cloud"); kSpec: the spec's display
+  /// name; kEnv: the variable's name; kConfig: the config's display name and table, e.g.
+  /// "config.toml [defaults]"; kDefault: empty.
+  std::string origin;
+};
+
+/// Where a value came from, as a phrase for messages: "--k8s from the command line",
+/// "from spec.yaml", "from GPUPROV_CLOUD", "from config.toml [defaults]", "built-in default".
+std::string DescribeOrigin(Source source, const std::string& origin);
+
+template <typename T>
+std::string DescribeOrigin(const Resolved<T>& resolved) {
+  return DescribeOrigin(resolved.source, resolved.origin);
+}
+
+/// Command-line flags of `provision`; unset fields were not given.
+struct ProvisionFlags {
+  std::optional<std::string> name;
+  std::optional<std::string> cloud;
+  std::optional<std::string> region;
+  std::optional<GpuRequest> gpus;
+  std::optional<bool> kubernetes;  // --k8s: true, --no-k8s: false.
+  std::optional<std::string> image;
+  std::optional<std::string> instance_type;
+  std::optional<std::string> ssh_key;
+  std::optional<int> disk_gb;
+  std::map<std::string, std::string> tags;  // Overlay the spec's tags key by key.
+};
+
+inline constexpr const char* kDefaultCloud = "docker";
+inline constexpr int kDefaultSshWaitSeconds = 600;
+inline constexpr int kDefaultBootInstallWaitSeconds = 900;  // design.md: up to 15 minutes.
+inline constexpr int kDefaultApiWaitSeconds = 600;          // design.md: up to 10 minutes.
+
+struct ProvisionOptions {
+  Resolved<std::string> name;
+  Resolved<std::string> cloud;
+  Resolved<std::optional<std::string>> region;  // nullopt: the driver's default.
+  Resolved<std::optional<GpuRequest>> gpus;     // nullopt: no GPUs.
+  /// kDefault means nobody asked (value true: on where the cloud can host it); see
+  /// DecideKubernetes in k8s_policy.h for what each source means.
+  Resolved<bool> kubernetes;
+  Resolved<std::optional<std::string>> image;
+  Resolved<std::optional<std::string>> instance_type;
+  Resolved<std::optional<std::string>> ssh_key;  // nullopt: gpuprov's generated key.
+  Resolved<std::optional<int>> disk_gb;          // nullopt: the driver's default.
+  std::map<std::string, std::string> tags;       // Spec tags overlaid by flag tags.
+  Resolved<int> ssh_wait_seconds;
+  Resolved<int> boot_install_wait_seconds;
+  Resolved<int> api_wait_seconds;
+};
+
+/// Merges the inputs. \a spec is a default Spec when no spec file was given; \a env is only
+/// asked for GPUPROV_CLOUD, GPUPROV_REGION, GPUPROV_GPUS, GPUPROV_KUBERNETES (true/false,
+/// 1/0, yes/no), GPUPROV_IMAGE (empty values count as unset) and HOME (to expand a leading
+/// "~/" in ssh_key). Throws UsageError for a missing name and for invalid flag or
+/// environment values, naming the flag or variable.
+ProvisionOptions ResolveProvisionOptions(const ProvisionFlags& flags, const Spec& spec,
+                                         const EnvLookup& env, const Config& config);
+
+/// One line per option for `-v`, e.g. "kubernetes=false (from config.toml [defaults])".
+std::vector<std::string> DescribeProvisionOptions(const ProvisionOptions& options);
+
+}  // namespace gpuprov

@@ -1,0 +1,262 @@
+#include "provision_options.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "error.h"
+
+namespace gpuprov {
+namespace {
+
+using ::testing::Contains;
+using ::testing::HasSubstr;
+
+EnvLookup MapEnv(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+ProvisionFlags Named(const std::string& name = "box") {
+  ProvisionFlags flags;
+  flags.name = name;
+  return flags;
+}
+
+Spec SpecNamed(const std::string& display_name = "spec.yaml") {
+  Spec spec;
+  spec.display_name = display_name;
+  return spec;
+}
+
+Config ConfigFrom(std::string_view text) { return ParseConfig(text, "config.toml"); }
+
+TEST(ProvisionOptionsTest, BuiltInDefaults) {
+  const ProvisionOptions o = ResolveProvisionOptions(Named(), Spec{}, MapEnv({}), Config{});
+  EXPECT_EQ(o.name.value, "box");
+  EXPECT_EQ(o.name.source, Source::kFlag);
+  EXPECT_EQ(o.cloud.value, "docker");
+  EXPECT_EQ(o.cloud.source, Source::kDefault);
+  EXPECT_FALSE(o.gpus.value.has_value());
+  EXPECT_EQ(o.gpus.source, Source::kDefault);
+  EXPECT_TRUE(o.kubernetes.value);
+  EXPECT_EQ(o.kubernetes.source, Source::kDefault);
+  EXPECT_FALSE(o.region.value.has_value());
+  EXPECT_FALSE(o.image.value.has_value());
+  EXPECT_FALSE(o.ssh_key.value.has_value());
+  EXPECT_FALSE(o.disk_gb.value.has_value());
+  EXPECT_EQ(o.ssh_wait_seconds.value, kDefaultSshWaitSeconds);
+  EXPECT_EQ(o.boot_install_wait_seconds.value, 900);
+  EXPECT_EQ(o.api_wait_seconds.value, 600);
+}
+
+TEST(ProvisionOptionsTest, MissingNameIsAUsageError) {
+  try {
+    ResolveProvisionOptions(ProvisionFlags{}, SpecNamed(), MapEnv({}), Config{});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), kExitUsage);
+    EXPECT_THAT(e.what(), HasSubstr("missing --name"));
+  }
+}
+
+TEST(ProvisionOptionsTest, NameFromSpecOrFlag) {
+  Spec spec = SpecNamed();
+  spec.name = "from-spec";
+  ProvisionOptions o = ResolveProvisionOptions(ProvisionFlags{}, spec, MapEnv({}), Config{});
+  EXPECT_EQ(o.name.value, "from-spec");
+  EXPECT_EQ(o.name.source, Source::kSpec);
+  EXPECT_EQ(o.name.origin, "spec.yaml");
+  o = ResolveProvisionOptions(Named("from-flag"), spec, MapEnv({}), Config{});
+  EXPECT_EQ(o.name.value, "from-flag");
+  EXPECT_EQ(o.name.source, Source::kFlag);
+}
+
+TEST(ProvisionOptionsTest, FlagNameIsValidated) {
+  EXPECT_THROW(ResolveProvisionOptions(Named("Bad_Name"), Spec{}, MapEnv({}), Config{}), Error);
+}
+
+/// One layer per source for each field that all five sources can set.
+TEST(ProvisionOptionsTest, PrecedenceFlagsSpecEnvConfigDefault) {
+  const Config config = ConfigFrom(
+      "[defaults]\ncloud = \"c-config\"\nregion = \"r-config\"\ngpus = \"L4:1\"\n"
+      "kubernetes = false\n");
+  const EnvLookup env = MapEnv({{"GPUPROV_CLOUD", "c-env"},
+                                {"GPUPROV_REGION", "r-env"},
+                                {"GPUPROV_GPUS", "L4:2"},
+                                {"GPUPROV_KUBERNETES", "yes"},
+                                {"GPUPROV_IMAGE", "i-env"}});
+  Spec spec = SpecNamed();
+  spec.cloud = "c-spec";
+  spec.region = "r-spec";
+  spec.gpus = GpuRequest{"L4", 3};
+  spec.kubernetes = false;
+  spec.image = "i-spec";
+  ProvisionFlags flags = Named();
+  flags.cloud = "c-flag";
+  flags.region = "r-flag";
+  flags.gpus = GpuRequest{"L4", 4};
+  flags.kubernetes = true;
+  flags.image = "i-flag";
+
+  ProvisionOptions o = ResolveProvisionOptions(flags, spec, env, config);
+  EXPECT_EQ(o.cloud.value, "c-flag");
+  EXPECT_EQ(o.region.value, "r-flag");
+  EXPECT_EQ(o.gpus.value, (GpuRequest{"L4", 4}));
+  EXPECT_EQ(o.kubernetes.value, true);
+  EXPECT_EQ(o.kubernetes.origin, "--k8s");
+  EXPECT_EQ(o.image.value, "i-flag");
+  EXPECT_EQ(o.cloud.source, Source::kFlag);
+
+  o = ResolveProvisionOptions(Named(), spec, env, config);
+  EXPECT_EQ(o.cloud.value, "c-spec");
+  EXPECT_EQ(o.region.value, "r-spec");
+  EXPECT_EQ(o.gpus.value, (GpuRequest{"L4", 3}));
+  EXPECT_EQ(o.kubernetes.value, false);
+  EXPECT_EQ(o.image.value, "i-spec");
+  EXPECT_EQ(o.kubernetes.source, Source::kSpec);
+
+  o = ResolveProvisionOptions(Named(), SpecNamed(), env, config);
+  EXPECT_EQ(o.cloud.value, "c-env");
+  EXPECT_EQ(o.region.value, "r-env");
+  EXPECT_EQ(o.gpus.value, (GpuRequest{"L4", 2}));
+  EXPECT_EQ(o.kubernetes.value, true);
+  EXPECT_EQ(o.image.value, "i-env");
+  EXPECT_EQ(o.kubernetes.source, Source::kEnv);
+  EXPECT_EQ(o.kubernetes.origin, "GPUPROV_KUBERNETES");
+
+  o = ResolveProvisionOptions(Named(), SpecNamed(), MapEnv({}), config);
+  EXPECT_EQ(o.cloud.value, "c-config");
+  EXPECT_EQ(o.region.value, "r-config");
+  EXPECT_EQ(o.gpus.value, (GpuRequest{"L4", 1}));
+  EXPECT_EQ(o.kubernetes.value, false);
+  EXPECT_EQ(o.kubernetes.source, Source::kConfig);
+  EXPECT_EQ(o.kubernetes.origin, "config.toml [defaults]");
+  EXPECT_FALSE(o.image.value.has_value());
+}
+
+TEST(ProvisionOptionsTest, EmptyEnvValuesCountAsUnset) {
+  const ProvisionOptions o = ResolveProvisionOptions(
+      Named(), Spec{}, MapEnv({{"GPUPROV_CLOUD", ""}, {"GPUPROV_KUBERNETES", ""}}), Config{});
+  EXPECT_EQ(o.cloud.value, "docker");
+  EXPECT_EQ(o.kubernetes.source, Source::kDefault);
+}
+
+struct EnvBoolCase {
+  const char* text;
+  bool value;
+};
+
+class EnvKubernetesTest : public ::testing::TestWithParam<EnvBoolCase> {};
+
+TEST_P(EnvKubernetesTest, ParsesBooleanWords) {
+  const ProvisionOptions o = ResolveProvisionOptions(
+      Named(), Spec{}, MapEnv({{"GPUPROV_KUBERNETES", GetParam().text}}), Config{});
+  EXPECT_EQ(o.kubernetes.value, GetParam().value);
+  EXPECT_EQ(o.kubernetes.source, Source::kEnv);
+}
+
+INSTANTIATE_TEST_SUITE_P(ProvisionOptions, EnvKubernetesTest,
+                         ::testing::Values(EnvBoolCase{"true", true}, EnvBoolCase{"1", true},
+                                           EnvBoolCase{"yes", true}, EnvBoolCase{"TRUE", true},
+                                           EnvBoolCase{"false", false}, EnvBoolCase{"0", false},
+                                           EnvBoolCase{"no", false}, EnvBoolCase{"No", false}));
+
+TEST(ProvisionOptionsTest, BadEnvValuesNameTheVariable) {
+  auto error_for = [](std::map<std::string, std::string> vars) -> std::string {
+    try {
+      ResolveProvisionOptions(Named(), Spec{}, MapEnv(std::move(vars)), Config{});
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), kExitUsage);
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_THAT(error_for({{"GPUPROV_KUBERNETES", "maybe"}}),
+              HasSubstr("GPUPROV_KUBERNETES: \"maybe\" is not a boolean; use true/false, 1/0 or "
+                        "yes/no"));
+  EXPECT_THAT(error_for({{"GPUPROV_GPUS", "L4"}}),
+              HasSubstr("GPUPROV_GPUS: \"L4\" is not TYPE:COUNT"));
+  EXPECT_THAT(error_for({{"GPUPROV_CLOUD", "AWS"}}),
+              HasSubstr("GPUPROV_CLOUD: \"AWS\" is not a cloud name"));
+}
+
+TEST(ProvisionOptionsTest, BadFlagsNameTheFlag) {
+  ProvisionFlags flags = Named();
+  flags.cloud = "Amazon Web Services";
+  EXPECT_THROW(ResolveProvisionOptions(flags, Spec{}, MapEnv({}), Config{}), Error);
+  flags = Named();
+  flags.disk_gb = 5;
+  try {
+    ResolveProvisionOptions(flags, Spec{}, MapEnv({}), Config{});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--disk-gb"));
+  }
+}
+
+TEST(ProvisionOptionsTest, FlagAndSpecOnlyFields) {
+  Spec spec = SpecNamed();
+  spec.instance_type = "g6.xlarge";
+  spec.disk_gb = 200;
+  spec.ssh_key = "/keys/spec";
+  spec.tags = std::map<std::string, std::string>{{"team", "ml"}, {"owner", "alice"}};
+  ProvisionFlags flags = Named();
+  flags.disk_gb = 300;
+  flags.tags = {{"owner", "bob"}, {"env", "dev"}};
+  const ProvisionOptions o = ResolveProvisionOptions(flags, spec, MapEnv({}), Config{});
+  EXPECT_EQ(o.instance_type.value, "g6.xlarge");
+  EXPECT_EQ(o.instance_type.source, Source::kSpec);
+  EXPECT_EQ(o.disk_gb.value, 300);
+  EXPECT_EQ(o.disk_gb.source, Source::kFlag);
+  EXPECT_EQ(o.ssh_key.value, "/keys/spec");
+  const std::map<std::string, std::string> tags{{"team", "ml"}, {"owner", "bob"}, {"env", "dev"}};
+  EXPECT_EQ(o.tags, tags);
+}
+
+TEST(ProvisionOptionsTest, SshKeyFromConfigWithTildeIsExpanded) {
+  const Config config = ConfigFrom("[defaults]\nssh_key = \"~/.ssh/id_ed25519\"\n");
+  const ProvisionOptions o =
+      ResolveProvisionOptions(Named(), Spec{}, MapEnv({{"HOME", "/home/u"}}), config);
+  EXPECT_EQ(o.ssh_key.value, "/home/u/.ssh/id_ed25519");
+  EXPECT_EQ(o.ssh_key.source, Source::kConfig);
+}
+
+TEST(ProvisionOptionsTest, TimeoutsComeFromConfig) {
+  const Config config =
+      ConfigFrom("[defaults.timeouts]\nssh_wait_seconds = 5\napi_wait_seconds = 7\n");
+  const ProvisionOptions o = ResolveProvisionOptions(Named(), Spec{}, MapEnv({}), config);
+  EXPECT_EQ(o.ssh_wait_seconds.value, 5);
+  EXPECT_EQ(o.ssh_wait_seconds.source, Source::kConfig);
+  EXPECT_EQ(o.ssh_wait_seconds.origin, "config.toml [defaults.timeouts]");
+  EXPECT_EQ(o.boot_install_wait_seconds.value, 900);
+  EXPECT_EQ(o.boot_install_wait_seconds.source, Source::kDefault);
+  EXPECT_EQ(o.api_wait_seconds.value, 7);
+}
+
+TEST(ProvisionOptionsTest, DescribeSaysWhereEachValueCameFrom) {
+  const Config config = ConfigFrom("[defaults]\nkubernetes = false\n");
+  ProvisionFlags flags = Named();
+  flags.cloud = "aws";
+  const std::vector<std::string> lines =
+      DescribeProvisionOptions(ResolveProvisionOptions(flags, Spec{}, MapEnv({}), config));
+  EXPECT_THAT(lines, Contains("kubernetes=false (from config.toml [defaults])"));
+  EXPECT_THAT(lines, Contains("cloud=aws (--cloud from the command line)"));
+  EXPECT_THAT(lines, Contains("name=box (--name from the command line)"));
+  EXPECT_THAT(lines, Contains("gpus=none (built-in default)"));
+}
+
+TEST(ProvisionOptionsTest, DescribeOrigin) {
+  EXPECT_EQ(DescribeOrigin(Source::kFlag, "--no-k8s"), "--no-k8s from the command line");
+  EXPECT_EQ(DescribeOrigin(Source::kSpec, "spec.yaml"), "from spec.yaml");
+  EXPECT_EQ(DescribeOrigin(Source::kEnv, "GPUPROV_CLOUD"), "from GPUPROV_CLOUD");
+  EXPECT_EQ(DescribeOrigin(Source::kConfig, "config.toml [defaults]"),
+            "from config.toml [defaults]");
+  EXPECT_EQ(DescribeOrigin(Source::kDefault, ""), "built-in default");
+  EXPECT_STREQ(SourceName(Source::kEnv), "env");
+}
+
+}  // namespace
+}  // namespace gpuprov

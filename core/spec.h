@@ -1,0 +1,57 @@
+// A VM spec file, as given to `gpuprov provision -f spec.yaml`. Every field is optional:
+//
+//   name: gpu-box-1          # [a-z][a-z0-9-]{0,38}, not ending in '-'
+//   cloud: aws
+//   region: us-east-1
+//   gpus: L4:1               # TYPE:COUNT
+//   kubernetes: true
+//   image: ubuntu-22.04
+//   instance_type: g6.xlarge
+//   ssh_key: ~/.ssh/id_ed25519
+//   disk_gb: 100             # 10..10000
+//   tags: {team: ml}         # string -> string
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "gpu_request.h"
+
+namespace gpuprov {
+
+inline constexpr int kMinDiskGb = 10;
+inline constexpr int kMaxDiskGb = 10000;
+
+struct Spec {
+  /// How messages name the file, e.g. "spec.yaml" or its path.
+  std::string display_name;
+  std::optional<std::string> name;
+  std::optional<std::string> cloud;
+  std::optional<std::string> region;
+  std::optional<GpuRequest> gpus;
+  std::optional<bool> kubernetes;
+  std::optional<std::string> image;
+  std::optional<std::string> instance_type;
+  std::optional<std::string> ssh_key;  // As written; "~" is not expanded here.
+  std::optional<int> disk_gb;
+  std::optional<std::map<std::string, std::string>> tags;
+};
+
+/// Parses spec YAML. Throws UsageError naming \a display_name, the line, the field and what
+/// is allowed for syntax errors, unknown or repeated fields, wrong types and invalid values.
+/// An empty document gives a Spec with no fields set.
+Spec ParseSpec(std::string_view text, const std::string& display_name);
+
+/// Reads and parses \a path (named by its path in messages). Throws UsageError when the
+/// file is missing or invalid.
+Spec LoadSpec(const std::filesystem::path& path);
+
+/// Throws UsageError unless \a name is a valid VM name: 1 to 39 characters from a-z, 0-9
+/// and '-', starting with a letter and not ending with '-'. \a field_name starts the message
+/// verbatim, e.g. "--name" or "spec.yaml:2: field 'name'".
+void ValidateVmName(std::string_view name, std::string_view field_name);
+
+}  // namespace gpuprov

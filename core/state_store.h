@@ -1,0 +1,82 @@
+// One JSON record per VM in <home>/state/<name>.json (design.md section 3): written
+// atomically with mode 0600 after every state transition, versioned, and guarded by a
+// per-VM lock so two gpuprov runs on one name cannot race. Records hold no secrets.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "file_util.h"
+#include "paths.h"
+
+namespace gpuprov {
+
+/// The record version this gpuprov writes and the newest it reads.
+inline constexpr int kStateRecordVersion = 1;
+
+struct VmRecord {
+  int version = kStateRecordVersion;
+  std::string name;
+  std::string cloud;
+  std::string region;
+  std::string phase = "intent";  // intent|creating|running|ready|failed|deleting
+  std::string vm_id;
+  std::string public_ip;
+  std::string ssh_user;
+  std::string image;
+  std::string instance_type;
+  std::string gpus;         // TYPE:COUNT, or empty for none.
+  std::string driver_file;  // The driver library that created the VM.
+  int ssh_port = 22;
+  bool kubernetes = false;
+  std::string access_mode = "none";  // none|direct|tunnel
+  std::string created_at;            // RFC 3339, UTC.
+  std::string updated_at;            // RFC 3339, UTC; set by StateStore::Save.
+  std::string last_error;
+  std::map<std::string, std::string> extra;  // Driver-specific, non-secret.
+};
+
+/// "2024-05-01T12:34:56Z".
+std::string FormatRfc3339Utc(std::chrono::system_clock::time_point time);
+
+class StateStore {
+ public:
+  explicit StateStore(Paths paths);
+
+  /// The record of \a name, or nullopt when there is none. Throws Error naming the file when
+  /// it is corrupt or was written by a newer gpuprov (record version above
+  /// kStateRecordVersion), and UsageError when \a name is not a valid VM name.
+  std::optional<VmRecord> Load(const std::string& name) const;
+
+  /// Writes \a record (atomically, mode 0600; home and state dir 0700) with updated_at set to
+  /// now, created_at kept from the existing file or set to now when both are empty, and
+  /// version set to kStateRecordVersion. Returns what was written. Refuses (Error, file left
+  /// as is) to replace a corrupt file or one written by a newer gpuprov. Throws Error when
+  /// phase or access_mode is not one of the documented values.
+  VmRecord Save(const VmRecord& record);
+
+  /// Deletes the record of \a name; no error when there is none.
+  void Remove(const std::string& name);
+
+  /// Every readable record, sorted by name. Files that cannot be read as records (corrupt,
+  /// newer version, unexpected names) are skipped and, when \a problems is given, described
+  /// there, one message naming the file each.
+  std::vector<VmRecord> List(std::vector<std::string>* problems = nullptr) const;
+
+  /// Takes the lock of \a name (<home>/locks/<name>.lock), waiting up to \a timeout_ms
+  /// (see FileLock). Hold it across Load, the work and Save.
+  FileLock LockVm(const std::string& name, int timeout_ms);
+
+  /// One attempt at the lock of \a name: the lock, or nullopt when another holder has it.
+  std::optional<FileLock> TryLockVm(const std::string& name);
+
+  std::filesystem::path RecordPath(const std::string& name) const;
+
+ private:
+  Paths paths_;
+};
+
+}  // namespace gpuprov

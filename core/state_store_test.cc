@@ -1,0 +1,346 @@
+#include "state_store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <regex>
+
+#include "error.h"
+
+namespace gpuprov {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class StateStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (std::filesystem::temp_directory_path() / "gpuprov-state-XXXXXX");
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    root_ = pattern;
+    home_ = root_ / "home";
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(root_, ec);
+  }
+
+  StateStore Store() const { return StateStore(Paths::ForHome(home_)); }
+
+  static VmRecord Record(const std::string& name) {
+    VmRecord r;
+    r.name = name;
+    r.cloud = "aws";
+    r.region = "us-east-1";
+    r.phase = "running";
+    r.vm_id = "i-0123";
+    r.public_ip = "203.0.113.7";
+    r.ssh_user = "ubuntu";
+    r.ssh_port = 2222;
+    r.image = "ubuntu-22.04";
+    r.instance_type = "g6.xlarge";
+    r.gpus = "L4:1";
+    r.driver_file = "/usr/lib/gpuprov/drivers/libgpuprov-driver-aws.so";
+    r.kubernetes = true;
+    r.access_mode = "direct";
+    r.last_error = "";
+    r.extra = {{"security_group", "sg-1"}, {"note", "a \"quoted\" value"}};
+    return r;
+  }
+
+  std::filesystem::path StateDir() const { return home_ / "state"; }
+
+  static mode_t ModeOf(const std::filesystem::path& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return 0;
+    return st.st_mode & 07777;
+  }
+
+  std::vector<std::string> StateFiles() const {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(StateDir())) {
+      names.push_back(e.path().filename().string());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  std::filesystem::path root_;
+  std::filesystem::path home_;
+};
+
+TEST_F(StateStoreTest, LoadOfAnUnknownVmIsEmpty) {
+  EXPECT_EQ(Store().Load("nothing"), std::nullopt);
+}
+
+TEST_F(StateStoreTest, SaveThenLoadRoundTrips) {
+  StateStore store = Store();
+  const VmRecord saved = store.Save(Record("box"));
+  const std::optional<VmRecord> loaded = store.Load("box");
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(loaded->version, 1);
+  EXPECT_EQ(loaded->name, "box");
+  EXPECT_EQ(loaded->cloud, "aws");
+  EXPECT_EQ(loaded->region, "us-east-1");
+  EXPECT_EQ(loaded->phase, "running");
+  EXPECT_EQ(loaded->vm_id, "i-0123");
+  EXPECT_EQ(loaded->public_ip, "203.0.113.7");
+  EXPECT_EQ(loaded->ssh_user, "ubuntu");
+  EXPECT_EQ(loaded->ssh_port, 2222);
+  EXPECT_EQ(loaded->image, "ubuntu-22.04");
+  EXPECT_EQ(loaded->instance_type, "g6.xlarge");
+  EXPECT_EQ(loaded->gpus, "L4:1");
+  EXPECT_EQ(loaded->driver_file, "/usr/lib/gpuprov/drivers/libgpuprov-driver-aws.so");
+  EXPECT_TRUE(loaded->kubernetes);
+  EXPECT_EQ(loaded->access_mode, "direct");
+  EXPECT_EQ(loaded->extra, Record("box").extra);
+  EXPECT_EQ(loaded->created_at, saved.created_at);
+  EXPECT_EQ(loaded->updated_at, saved.updated_at);
+  const std::regex rfc3339(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)");
+  EXPECT_TRUE(std::regex_match(loaded->created_at, rfc3339)) << loaded->created_at;
+  EXPECT_TRUE(std::regex_match(loaded->updated_at, rfc3339)) << loaded->updated_at;
+}
+
+TEST_F(StateStoreTest, FileHasVersionAndNoSurprises) {
+  Store().Save(Record("box"));
+  const std::string text = ReadFile(StateDir() / "box.json");
+  EXPECT_THAT(text, HasSubstr("\"version\": 1"));
+  EXPECT_THAT(text, HasSubstr("\"gpuprov_version\""));
+}
+
+TEST_F(StateStoreTest, ModesAre0600And0700EvenWithUmask0) {
+  const mode_t old_umask = ::umask(0);
+  Store().Save(Record("box"));
+  ::umask(old_umask);
+  EXPECT_EQ(ModeOf(StateDir() / "box.json"), 0600u);
+  EXPECT_EQ(ModeOf(StateDir()), 0700u);
+  EXPECT_EQ(ModeOf(home_), 0700u);
+}
+
+TEST_F(StateStoreTest, SaveKeepsCreatedAtAndVersion) {
+  StateStore store = Store();
+  VmRecord first = Record("box");
+  first.created_at = "2020-01-02T03:04:05Z";
+  store.Save(first);
+  VmRecord second = Record("box");
+  second.phase = "ready";
+  second.version = 7;  // Save writes the version it knows.
+  const VmRecord stored = store.Save(second);
+  EXPECT_EQ(stored.created_at, "2020-01-02T03:04:05Z");
+  EXPECT_EQ(stored.version, 1);
+  EXPECT_EQ(store.Load("box")->phase, "ready");
+  EXPECT_EQ(store.Load("box")->created_at, "2020-01-02T03:04:05Z");
+}
+
+TEST_F(StateStoreTest, SaveRejectsUndocumentedPhaseAndAccessMode) {
+  VmRecord r = Record("box");
+  r.phase = "exploded";
+  EXPECT_THROW(Store().Save(r), Error);
+  r = Record("box");
+  r.access_mode = "vpn";
+  EXPECT_THROW(Store().Save(r), Error);
+}
+
+TEST_F(StateStoreTest, NamesAreValidatedBeforeTouchingFiles) {
+  EXPECT_THROW(Store().Load("../etc/passwd"), Error);
+  VmRecord r = Record("Bad/Name");
+  EXPECT_THROW(Store().Save(r), Error);
+  EXPECT_THROW(Store().Remove(".."), Error);
+}
+
+TEST_F(StateStoreTest, RemoveDeletesAndToleratesMissing) {
+  StateStore store = Store();
+  store.Save(Record("box"));
+  store.Remove("box");
+  EXPECT_EQ(store.Load("box"), std::nullopt);
+  EXPECT_NO_THROW(store.Remove("box"));
+}
+
+TEST_F(StateStoreTest, ListIsSortedByNameAndSkipsTempFiles) {
+  StateStore store = Store();
+  EXPECT_TRUE(store.List().empty());  // No state dir yet.
+  store.Save(Record("zeta"));
+  store.Save(Record("alpha"));
+  store.Save(Record("mid-1"));
+  WriteFileAtomic(StateDir() / ".alpha.json.tmp.1.abc", "partial");
+  WriteFileAtomic(StateDir() / "notes.txt", "hello");
+  std::vector<std::string> problems;
+  const std::vector<VmRecord> records = store.List(&problems);
+  std::vector<std::string> names;
+  for (const VmRecord& r : records) names.push_back(r.name);
+  EXPECT_THAT(names, ElementsAre("alpha", "mid-1", "zeta"));
+  EXPECT_TRUE(problems.empty());
+}
+
+TEST_F(StateStoreTest, CorruptFileIsReportedNeverOverwritten) {
+  StateStore store = Store();
+  store.Save(Record("good"));
+  const std::filesystem::path bad = StateDir() / "bad.json";
+  WriteFileAtomic(bad, "{\"version\": 1, \"name\": \"bad\", \"phase\": ");
+  try {
+    store.Load("bad");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("state file '" + bad.string() + "' is corrupt"));
+  }
+  EXPECT_THROW(store.Save(Record("bad")), Error);
+  EXPECT_EQ(ReadFile(bad), "{\"version\": 1, \"name\": \"bad\", \"phase\": ");
+
+  std::vector<std::string> problems;
+  const std::vector<VmRecord> records = store.List(&problems);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].name, "good");
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_THAT(problems[0], HasSubstr(bad.string()));
+  EXPECT_NO_THROW(store.List());
+}
+
+TEST_F(StateStoreTest, WrongFieldTypesAndNamesAreCorrupt) {
+  StateStore store = Store();
+  EnsureDir(StateDir());
+  WriteFileAtomic(StateDir() / "a.json", R"({"version": 1, "name": "a", "ssh_port": "22"})");
+  WriteFileAtomic(StateDir() / "b.json", R"({"version": 1, "name": "other"})");
+  WriteFileAtomic(StateDir() / "c.json", R"([1, 2])");
+  WriteFileAtomic(StateDir() / "d.json", R"({"name": "d"})");
+  WriteFileAtomic(StateDir() / "e.json", R"({"version": 1, "name": "e", "kubernetes": 1})");
+  WriteFileAtomic(StateDir() / "f.json", R"({"version": 1, "name": "f", "extra": {"k": 5}})");
+  for (const char* name : {"a", "b", "c", "d", "e", "f"}) {
+    try {
+      store.Load(name);
+      ADD_FAILURE() << name << " loaded";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("is corrupt")) << name;
+    }
+  }
+  std::vector<std::string> problems;
+  EXPECT_TRUE(store.List(&problems).empty());
+  EXPECT_EQ(problems.size(), 6u);
+}
+
+TEST_F(StateStoreTest, NewerRecordVersionNamesTheGpuprovNeeded) {
+  StateStore store = Store();
+  EnsureDir(StateDir());
+  const std::string newer =
+      R"({"version": 2, "gpuprov_version": "0.5.0", "name": "box", "shiny": {}})";
+  WriteFileAtomic(StateDir() / "box.json", newer);
+  try {
+    store.Load("box");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("record version 2"));
+    EXPECT_THAT(e.what(), HasSubstr("reads up to version 1"));
+    EXPECT_THAT(e.what(), HasSubstr("gpuprov 0.5.0 or newer is needed"));
+  }
+  EXPECT_THROW(store.Save(Record("box")), Error);
+  EXPECT_EQ(ReadFile(StateDir() / "box.json"), newer);
+  std::vector<std::string> problems;
+  EXPECT_TRUE(store.List(&problems).empty());
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_THAT(problems[0], HasSubstr("record version 2"));
+}
+
+TEST_F(StateStoreTest, NewerRecordVersionWithoutWriterStillSaysWhatIsNeeded) {
+  EnsureDir(StateDir());
+  WriteFileAtomic(StateDir() / "box.json", R"({"version": 3, "name": "box"})");
+  try {
+    Store().Load("box");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("a gpuprov that reads record version 3 is needed"));
+  }
+}
+
+TEST_F(StateStoreTest, FailedSaveKeepsTheOldRecord) {
+  StateStore store = Store();
+  store.Save(Record("box"));
+  const std::string before = ReadFile(StateDir() / "box.json");
+  // In a child, a file size limit below the new record's size makes the write fail.
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit limit {
+      256, 256
+    };
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    VmRecord bigger = Record("box");
+    bigger.last_error = std::string(4096, 'e');
+    try {
+      Store().Save(bigger);
+    } catch (const Error&) {
+      ::_exit(0);
+    }
+    ::_exit(1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(ReadFile(StateDir() / "box.json"), before);
+  EXPECT_THAT(StateFiles(), ElementsAre("box.json"));
+}
+
+TEST_F(StateStoreTest, LockVmExcludesASecondLockerInAnotherProcess) {
+  StateStore store = Store();
+  FileLock lock = store.LockVm("box", 0);
+  EXPECT_EQ(lock.path(), home_ / "locks" / "box.lock");
+  EXPECT_EQ(ModeOf(home_ / "locks"), 0700u);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    try {
+      FileLock second = Store().LockVm("box", 100);
+    } catch (const Error& e) {
+      const bool named =
+          std::string(e.what()).find("another gpuprov is working on 'box'") != std::string::npos;
+      ::_exit(named ? 0 : 2);
+    }
+    ::_exit(1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // Another VM's lock is independent.
+  EXPECT_NO_THROW(store.LockVm("other", 0));
+}
+
+TEST_F(StateStoreTest, TryLockVmFailsWhileAnotherProcessHoldsTheLock) {
+  int ready[2];
+  int done[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    FileLock lock = Store().LockVm("box", 0);
+    char byte = 'x';
+    (void)!::write(ready[1], &byte, 1);
+    (void)!::read(done[0], &byte, 1);  // Hold the lock until the parent says so.
+    ::_exit(0);
+  }
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  StateStore store = Store();
+  EXPECT_FALSE(store.TryLockVm("box").has_value());
+  EXPECT_TRUE(store.TryLockVm("other").has_value());
+  ASSERT_EQ(::write(done[1], "x", 1), 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(store.TryLockVm("box").has_value());
+  for (int fd : {ready[0], ready[1], done[0], done[1]}) ::close(fd);
+}
+
+TEST(FormatRfc3339UtcTest, FormatsUtc) {
+  EXPECT_EQ(FormatRfc3339Utc(std::chrono::system_clock::from_time_t(0)), "1970-01-01T00:00:00Z");
+  EXPECT_EQ(FormatRfc3339Utc(std::chrono::system_clock::from_time_t(1714566896)),
+            "2024-05-01T12:34:56Z");
+}
+
+}  // namespace
+}  // namespace gpuprov

@@ -1,0 +1,238 @@
+#include "vm_commands.h"
+
+#include <Poco/DateTimeParser.h>
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "cloud.h"
+#include "console.h"
+#include "error.h"
+#include "spec.h"
+#include "ssh_client.h"
+
+namespace gpuprov {
+namespace {
+
+using Poco::JSON::Object;
+
+long AgeSeconds(const std::string& rfc3339) {
+  if (rfc3339.empty()) return 0;
+  try {
+    int tz = 0;
+    Poco::DateTime created = Poco::DateTimeParser::parse(rfc3339, tz);
+    auto created_tp = std::chrono::system_clock::from_time_t(created.timestamp().epochTime());
+    return static_cast<long>(std::chrono::duration_cast<std::chrono::seconds>(
+                                 std::chrono::system_clock::now() - created_tp)
+                                 .count());
+  } catch (const Poco::Exception&) {
+    return 0;
+  }
+}
+
+std::string HumanAge(long seconds) {
+  if (seconds < 120) return std::to_string(seconds) + "s";
+  if (seconds < 7200) return std::to_string(seconds / 60) + "m";
+  if (seconds < 172800) return std::to_string(seconds / 3600) + "h";
+  return std::to_string(seconds / 86400) + "d";
+}
+
+/// What the user sees as the VM's state: the cloud's word when we asked, else the record's phase.
+struct ListedVm {
+  VmRecord record;
+  std::string state;
+};
+
+Object::Ptr ToJsonObject(const VmRecord& r, const std::string& state) {
+  Object::Ptr o = new Object;
+  o->set("name", r.name);
+  o->set("cloud", r.cloud);
+  o->set("region", r.region);
+  o->set("state", state);
+  o->set("phase", r.phase);
+  o->set("address", r.public_ip);
+  o->set("ssh_port", r.ssh_port);
+  o->set("ssh_user", r.ssh_user);
+  o->set("kubernetes", r.kubernetes);
+  o->set("access_mode", r.access_mode);
+  o->set("instance_type", r.instance_type);
+  o->set("gpus", r.gpus);
+  o->set("vm_id", r.vm_id);
+  o->set("created_at", r.created_at);
+  o->set("age_seconds", static_cast<Poco::Int64>(AgeSeconds(r.created_at)));
+  if (!r.last_error.empty()) o->set("last_error", r.last_error);
+  return o;
+}
+
+std::string Pad(std::string s, size_t width) {
+  if (s.size() < width) s.resize(width, ' ');
+  return s + "  ";
+}
+
+VmRecord LoadOrThrow(const StateStore& store, const std::string& name) {
+  std::optional<VmRecord> rec = store.Load(name);
+  if (!rec) {
+    throw UsageError("no VM named '" + name + "'", "`gpuprov list` shows the VMs gpuprov knows");
+  }
+  return *rec;
+}
+
+SshTarget TargetFor(const AppContext& app, const VmRecord& rec) {
+  if (rec.public_ip.empty()) {
+    throw Error("VM " + rec.name + " has no address yet (phase " + rec.phase + ")",
+                "re-run `gpuprov provision --name " + rec.name + "` to finish it");
+  }
+  auto key = rec.extra.find("ssh_key");
+  return SshTarget{rec.public_ip, rec.ssh_port, rec.ssh_user.empty() ? "root" : rec.ssh_user,
+                   key != rec.extra.end() ? key->second
+                                          : (app.paths.keys_dir() / "id_ed25519").string(),
+                   app.paths.known_hosts().string()};
+}
+
+}  // namespace
+
+std::string VmRecordJson(const VmRecord& record) {
+  std::ostringstream out;
+  ToJsonObject(record, record.phase)->stringify(out, 2);
+  return out.str();
+}
+
+int RunList(const AppContext& app, bool refresh) {
+  Console& console = Console::Get();
+  StateStore store(app.paths);
+  std::vector<std::string> problems;
+  std::vector<VmRecord> records = store.List(&problems);
+  for (const auto& p : problems) console.Warning(p);
+
+  // One driver per cloud that has VMs, one list call each.
+  std::map<std::string, std::map<std::string, std::string>> live;  // cloud -> name -> state
+  if (refresh) {
+    std::map<std::string, bool> clouds;
+    for (const auto& r : records) clouds[r.cloud] = true;
+    DriverHost host = app.MakeDriverHost();
+    Config config = app.LoadUserConfig();
+    for (const auto& [cloud_name, unused] : clouds) {
+      try {
+        std::unique_ptr<Cloud> cloud = Cloud::Open(host, cloud_name, config);
+        auto& states = live[cloud_name];
+        for (const CloudVm& vm : cloud->List()) states[vm.name] = vm.state;
+      } catch (const Error& e) {
+        console.Warning("cannot ask " + cloud_name + " for live state (" + e.what() +
+                        "); showing recorded state");
+      }
+    }
+  }
+  std::vector<ListedVm> rows;
+  for (const auto& r : records) {
+    std::string state = r.phase;
+    auto cloud_it = live.find(r.cloud);
+    if (cloud_it != live.end()) {
+      auto vm_it = cloud_it->second.find(r.name);
+      state = vm_it != cloud_it->second.end() ? vm_it->second : "missing";
+    }
+    rows.push_back({r, state});
+  }
+  if (app.json_output) {
+    Poco::JSON::Array::Ptr arr = new Poco::JSON::Array;
+    for (const auto& row : rows) arr->add(ToJsonObject(row.record, row.state));
+    std::ostringstream out;
+    arr->stringify(out, 2);
+    console.Result(out.str() + "\n");
+    return 0;
+  }
+  if (rows.empty()) {
+    console.Result("no VMs; create one with `gpuprov provision --name NAME`\n");
+    return 0;
+  }
+  std::ostringstream out;
+  out << Pad("NAME", 20) << Pad("CLOUD", 14) << Pad("REGION", 14) << Pad("STATE", 10)
+      << Pad("ADDRESS", 21) << Pad("K8S", 4) << "AGE\n";
+  for (const auto& row : rows) {
+    const VmRecord& r = row.record;
+    std::string address = r.public_ip.empty() ? "-" : r.public_ip;
+    if (!r.public_ip.empty() && r.ssh_port != 22) address += ":" + std::to_string(r.ssh_port);
+    out << Pad(r.name, 20) << Pad(r.cloud, 14) << Pad(r.region.empty() ? "-" : r.region, 14)
+        << Pad(row.state, 10) << Pad(address, 21) << Pad(r.kubernetes ? "on" : "off", 4)
+        << HumanAge(AgeSeconds(r.created_at)) << "\n";
+  }
+  console.Result(out.str());
+  return 0;
+}
+
+int RunSsh(const AppContext& app, const std::string& name, const std::vector<std::string>& command) {
+  ValidateVmName(name, "VM name");
+  StateStore store(app.paths);
+  VmRecord rec = LoadOrThrow(store, name);
+  SshTarget target = TargetFor(app, rec);
+  if (!command.empty()) {
+    std::string line;
+    for (const auto& arg : command) line += (line.empty() ? "" : " ") + ShellQuote(arg);
+    SshSession session = SshSession::Connect(target, std::chrono::seconds(30));
+    return session.RunStreaming(line, STDOUT_FILENO, STDERR_FILENO);
+  }
+  // An interactive shell: OpenSSH handles the terminal; the host key must already be pinned.
+  if (access("/usr/bin/ssh", X_OK) != 0) {
+    throw Error("an interactive shell needs OpenSSH's ssh client at /usr/bin/ssh",
+                "install openssh-client, or run one command: gpuprov ssh " + name + " -- CMD");
+  }
+  { SshSession pin_check = SshSession::Connect(target, std::chrono::seconds(30)); }
+  std::vector<std::string> argv = {
+      "ssh", "-i", target.private_key_path, "-p", std::to_string(target.port),
+      "-o", "IdentitiesOnly=yes", "-o", "UserKnownHostsFile=" + target.known_hosts_path,
+      "-o", "GlobalKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=yes",
+      "-o", "LogLevel=ERROR", target.user + "@" + target.host};
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  execv("/usr/bin/ssh", cargv.data());
+  throw Error(std::string("cannot run /usr/bin/ssh: ") + std::strerror(errno));
+}
+
+int RunDown(const AppContext& app, const std::string& name,
+            const std::optional<std::string>& cloud_flag) {
+  ValidateVmName(name, "VM name");
+  Console& console = Console::Get();
+  StateStore store(app.paths);
+  FileLock lock = store.LockVm(name, 60 * 1000);
+  std::optional<VmRecord> rec = store.Load(name);
+  if (!rec && !cloud_flag) {
+    console.Result("nothing to remove: gpuprov has no VM named '" + name + "'\n");
+    return 0;
+  }
+  const std::string cloud_name = rec ? rec->cloud : *cloud_flag;
+  if (rec && cloud_flag && *cloud_flag != rec->cloud) {
+    throw UsageError("VM '" + name + "' is on " + rec->cloud + ", not " + *cloud_flag,
+                     "drop --cloud, or name the right cloud");
+  }
+  DriverHost host = app.MakeDriverHost();
+  std::unique_ptr<Cloud> cloud = Cloud::Open(host, cloud_name, app.LoadUserConfig());
+  if (rec) {
+    rec->phase = "deleting";
+    store.Save(*rec);
+  }
+  console.Step("deleting VM " + name + " on " + cloud_name);
+  bool deleted = cloud->Delete(rec ? rec->vm_id : "", name);
+  if (rec && !rec->public_ip.empty()) {
+    ForgetHostKey(app.paths.known_hosts().string(), rec->public_ip, rec->ssh_port);
+  }
+  std::error_code ec;
+  std::filesystem::remove(app.paths.kube_dir() / (name + ".yaml"), ec);
+  if (rec) store.Remove(name);
+  if (deleted) {
+    console.Result("removed VM " + name + " from " + cloud_name + " and its local files\n");
+  } else if (rec) {
+    console.Result("VM " + name + " was already gone from " + cloud_name +
+                   "; removed its local files\n");
+  } else {
+    console.Result("nothing to remove: " + cloud_name + " has no VM named '" + name + "'\n");
+  }
+  return 0;
+}
+
+}  // namespace gpuprov
