@@ -13,8 +13,9 @@
 //   };
 //
 // Tests are skipped (not failed) when Docker does not answer or the image cannot be built.
-// The image comes from tests/fixtures/testvm/build-image.sh (cached by recipe hash; the first
-// build takes about a minute), or from $GPUPROV_TESTVM_IMAGE when set.
+// The image comes from tests/fixtures/testvm/build-image.sh (cached by recipe hash; a build,
+// after any change to that folder, takes 2-4 minutes and happens inside the first test that
+// needs a VM), or from $GPUPROV_TESTVM_IMAGE when set. A VM is ready 10-25 s after start.
 // One address is used by one TestVm at a time, across processes too (ctest runs tests in
 // parallel processes): the constructor waits for a lock file per address. A container left by
 // a crashed run is removed when the next TestVm on that address starts.
@@ -259,18 +260,22 @@ class TestVm {
     for (int port : options_.extra_ports) {
       publish += " -p " + address_ + ":" + std::to_string(port) + ":" + std::to_string(port);
     }
-    ShellResult created = Shell(
-        "docker create --name " + Quote(name_) + " --label org.gpuprov.test=ssh-fixture" +
-        " --hostname " + Quote(name_) +
-        " --cap-add SYS_ADMIN -v /sys/fs/cgroup:/sys/fs/cgroup:ro --tmpfs /run --tmpfs /run/lock" +
-        publish + " " + Quote(image) + " /lib/systemd/systemd");
+    // The parameters of tests/fixtures/testvm/README.md ("Creating a test VM").
+    std::string create = "docker create --name " + Quote(name_) + " --hostname " + Quote(name_);
+    create += " --label org.gpuprov.test=testvm-fixture";
+    create += " --cap-add SYS_ADMIN --cgroupns host -v /sys/fs/cgroup:/sys/fs/cgroup:ro";
+    create +=
+        " --tmpfs /run:rw,nosuid,nodev,exec,mode=755 --tmpfs /run/lock:rw,nosuid,nodev,noexec";
+    create += " --stop-signal SIGRTMIN+3" + publish + " " + Quote(image) + " /lib/systemd/systemd";
+    ShellResult created = Shell(create);
     if (created.exit_status != 0) {
       std::filesystem::remove_all(seed);
       throw std::runtime_error("docker create failed: " + created.output);
     }
     // `docker cp -` extracts a tar stream; the nocloud folder does not exist in the image.
     ShellResult copied =
-        Shell("tar -C " + Quote(seed.string()) + " --owner=0 --group=0 -cf - var | docker cp - " +
+        Shell("tar -C " + Quote(seed.string()) +
+              " --owner=0 --group=0 --numeric-owner --mode=u=rwX,go=rX -cf - var | docker cp - " +
               Quote(name_ + ":/"));
     std::filesystem::remove_all(seed);
     if (copied.exit_status != 0) throw std::runtime_error("docker cp failed: " + copied.output);

@@ -588,14 +588,15 @@ std::string DockerDriver::Create(const std::string& request_json) {
     spec.name = container_name;
     spec.image = image;
     spec.hostname = name;
-    // What systemd as PID 1 needs on this cgroup-v1 host (tests/fixtures/testvm/README.md).
+    // What systemd as PID 1 needs on a cgroup-v1 host (tests/fixtures/testvm/README.md):
+    // the host cgroup namespace with /sys/fs/cgroup bound (its controller mounts stay
+    // writable), SYS_ADMIN, tmpfs /run and /run/lock, and SIGRTMIN+3 to halt it.
     spec.cmd = {"/lib/systemd/systemd"};
-    spec.env = {"container=docker"};
-    spec.tmpfs = {{"/run", "rw,nosuid,nodev,mode=755"},
-                  {"/run/lock", "rw,nosuid,nodev,noexec,mode=1777"},
-                  {"/tmp", "rw,nosuid,nodev,mode=1777"}};
+    spec.cgroupns_mode = "host";
     spec.binds = {"/sys/fs/cgroup:/sys/fs/cgroup:ro"};
     spec.cap_add = {"SYS_ADMIN"};
+    spec.tmpfs = {{"/run", "rw,nosuid,nodev,exec,mode=755"},
+                  {"/run/lock", "rw,nosuid,nodev,noexec"}};
     spec.stop_signal = "SIGRTMIN+3";
     for (int port : kPublishedPorts) {
       spec.ports.push_back(PortBinding{port, "tcp", address, std::to_string(port)});

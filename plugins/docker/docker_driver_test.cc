@@ -530,6 +530,9 @@ TEST(DockerDriverTest, CloudInitRunsTheSeed) {
       id, {"/bin/sh", "-c", "timeout 120 cloud-init status --wait >/dev/null; cloud-init status"});
   EXPECT_TRUE(Contains(wait.out, "status: done")) << wait.out << wait.err;
   EXPECT_EQ(Cat(id, "/root/gpuprov-boot"), "booted\n");
+  ExecResult system =
+      patient.Exec(id, {"/bin/sh", "-c", "timeout 120 systemctl is-system-running --wait"});
+  EXPECT_EQ(system.out, "running\n") << system.err;
   EXPECT_TRUE(Contains(Cat(id, "/root/.ssh/authorized_keys"), "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5"));
   EXPECT_EQ(TestEngine().Exec(id, {"hostname"}).out, name + "\n");
 
