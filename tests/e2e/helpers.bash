@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # the variables set here are used by the .bats files that load it
 # Shared set-up for the end-to-end CLI tests: a private GPUPROV_HOME per test file, the built
 # gpuprov, and counting of the Docker test cloud's containers.
 REPO_ROOT="$(cd "$(dirname "${BATS_TEST_FILENAME}")/../.." && pwd)"
