@@ -11,9 +11,28 @@ echo "==> shellcheck" >&2
 mapfile -t shell_files < <(git ls-files '*.sh' '*.bash' 'tests/fixtures/testvm/overlay/usr/bin/*' .ci/run)
 shellcheck "${shell_files[@]}"
 
+log_dir=$(mktemp -d)
+trap 'rm -rf "$log_dir"' EXIT
+
 echo "==> ctest" >&2
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j2
+ctest_rc=0
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 | tee "$log_dir/ctest.log" || ctest_rc=$?
 
 echo "==> bats" >&2
 mapfile -t bats_files < <(git ls-files '*.bats')
-bats --print-output-on-failure "${bats_files[@]}"
+bats_rc=0
+bats --print-output-on-failure "${bats_files[@]}" | tee "$log_dir/bats.log" || bats_rc=$?
+
+# One closing line over both runners: ctest counts each registered test (gpuprov_test is one),
+# bats each @test.
+ctest_total=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$log_dir/ctest.log" | tail -1)
+ctest_failed=$(sed -n 's/.*, \([0-9]*\) tests failed out of.*/\1/p' "$log_dir/ctest.log" | tail -1)
+bats_passed=$(grep -c '^ok ' "$log_dir/bats.log" || true)
+bats_failed=$(grep -c '^not ok ' "$log_dir/bats.log" || true)
+passed=$(( ${ctest_total:-0} - ${ctest_failed:-0} + bats_passed ))
+failed=$(( ${ctest_failed:-0} + bats_failed ))
+if [ "$ctest_rc" -ne 0 ] || [ "$bats_rc" -ne 0 ]; then
+  [ "$failed" -gt 0 ] || failed=1
+fi
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
