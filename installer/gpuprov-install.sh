@@ -1,0 +1,784 @@
+#!/usr/bin/env bash
+# gpuprov-install.sh: turn this machine into a single-node k3s cluster, with the NVIDIA runtime and
+# device plugin when `nvidia-smi` works. Runs on the node as root, at boot (cloud-init user data)
+# or pushed over SSH by gpuprov. Safe to run again at any time: the second run changes nothing.
+#
+# Steps (each is a `phase` in the status marker; a failure names it and exits non-zero):
+#   preflight     arguments, root, required commands
+#   lock          host-wide flock; a second run waits for the first (bounded by --lock-timeout)
+#   gpu-detect    `nvidia-smi --query-gpu=name`; a GPU configured by an earlier run stays configured
+#   k3s-binary    /usr/local/bin/k3s at the wanted version: used as is when present (air gap, no
+#                 network), else downloaded and checked against a pinned sha256 (never unverified)
+#   nvidia-toolkit  with a GPU: nvidia-container-runtime present, else apt-installs the toolkit
+#   public-ip     --public-ip, else the cloud metadata service, else the value of an earlier run
+#   config        /etc/rancher/k3s/config.yaml (tls-san, default-runtime: nvidia with a GPU)
+#   unit          /etc/systemd/system/k3s.service, daemon-reload when it changed, enable
+#   device-plugin with a GPU: NVIDIA device plugin v0.19.3 in k3s's auto-deploy manifests folder
+#   k3s-start     start k3s, or restart it when what it read at its last start changed
+#                 (config, unit, binary, detected nvidia runtime), under --restart-timeout
+#
+# Every filesystem path is below $GPUPROV_INSTALL_ROOT (default empty = /) and every external
+# command comes from PATH, so the tests run this on a sandboxed root with fake commands.
+# See installer/README.md for flags, environment, the status marker schema and exit codes.
+set -euo pipefail
+set -E # the ERR trap also fires inside functions
+umask 022
+export TZ=UTC
+
+readonly INSTALLER_VERSION="0.1.0"
+readonly STATUS_SCHEMA_VERSION=1
+
+# ---- Pins -------------------------------------------------------------------------------------
+# The k3s release installed when no binary of the wanted version is present. >= v1.29 is needed
+# for `default-runtime` in config.yaml.
+readonly K3S_PINNED_VERSION="v1.31.6+k3s1"
+readonly K3S_MIN_VERSION_FOR_DEFAULT_RUNTIME="v1.29.0"
+# >>> PINNED K3S HASHES: sha256 of the release assets `k3s` (amd64) and `k3s-arm64` of
+# >>> K3S_PINNED_VERSION, copied from that release's sha256sum-<arch>.txt after checking it.
+# >>> Empty = not pinned yet: the installer REFUSES to download (pre-stage the binary instead, or
+# >>> pass --k3s-sha256). Never fill these from an unchecked source.
+readonly K3S_SHA256_AMD64=""
+readonly K3S_SHA256_ARM64=""
+# NVIDIA device plugin image, pinned.
+readonly DEVICE_PLUGIN_IMAGE="nvcr.io/nvidia/k8s-device-plugin:v0.19.3"
+
+# ---- Exit codes -------------------------------------------------------------------------------
+readonly EXIT_OK=0
+readonly EXIT_STEP_FAILED=1
+readonly EXIT_USAGE=2
+readonly EXIT_LOCK_TIMEOUT=3
+
+# ---- Settings (flags > environment > defaults) ------------------------------------------------
+ROOT="${GPUPROV_INSTALL_ROOT:-}"
+ROOT="${ROOT%/}"
+PUBLIC_IP=""
+EXTRA_SANS=()
+K3S_VERSION="$K3S_PINNED_VERSION"
+K3S_SHA256_OVERRIDE=""
+STATUS_FILE="/var/lib/gpuprov/install-status.json"
+LOG_FILE="/var/log/gpuprov-install.log"
+LOCK_FILE="/run/lock/gpuprov-install.lock"
+LOCK_TIMEOUT_S=1800
+RESTART_TIMEOUT_S=600
+METADATA_URL="${GPUPROV_METADATA_URL:-http://169.254.169.254}"
+METADATA_ENABLED=1
+TOOLKIT_MODE="${GPUPROV_TOOLKIT:-auto}"
+UNIT_TYPE="${GPUPROV_K3S_UNIT_TYPE:-notify}"
+K3S_DOWNLOAD_URL="${GPUPROV_K3S_DOWNLOAD_URL:-https://github.com/k3s-io/k3s/releases/download}"
+NVIDIA_REPO_URL="${GPUPROV_NVIDIA_REPO_URL:-https://nvidia.github.io/libnvidia-container}"
+
+# Paths on the node (prefix with $ROOT to touch them).
+readonly K3S_BIN="/usr/local/bin/k3s"
+readonly K3S_CONFIG="/etc/rancher/k3s/config.yaml"
+readonly K3S_UNIT="/etc/systemd/system/k3s.service"
+readonly K3S_MANIFESTS_DIR="/var/lib/rancher/k3s/server/manifests"
+readonly DEVICE_PLUGIN_MANIFEST="$K3S_MANIFESTS_DIR/nvidia-device-plugin.yaml"
+readonly STATE_DIR="/var/lib/gpuprov"
+readonly APPLIED_FINGERPRINT="$STATE_DIR/k3s-applied.sha256" # what k3s last (re)started with
+readonly GPU_ENABLED_MARKER="$STATE_DIR/gpu-enabled"         # a GPU was configured once
+readonly PUBLIC_IP_MEMORY="$STATE_DIR/public-ip"             # last known public IP
+# Where k3s looks for the NVIDIA runtime at start (besides its PATH).
+readonly NVIDIA_RUNTIME_DIRS=("/usr/local/nvidia/toolkit" "/usr/bin")
+
+# ---- Run state (what the status marker reports) -----------------------------------------------
+PHASE="preflight"
+RESULT="running"
+FAILED_STEP=""
+MESSAGE=""
+STARTED_AT=""
+FINISHED_AT=""
+GPU_PRESENT=false
+GPU_NAME=""
+GPU_COUNT=0
+GPU_CONFIGURED=false
+K3S_ACTION="none"
+STATUS_ENABLED=0 # status is written only while this run holds the lock
+LAST_ERR_CMD=""
+
+usage() {
+  cat <<EOF
+usage: gpuprov-install.sh [options]
+
+Turns this machine into a single-node k3s cluster (with the NVIDIA runtime and device plugin when
+nvidia-smi works). Idempotent; runs as root. Installer version $INSTALLER_VERSION.
+
+options:
+  --public-ip IP          public address to put in the API certificate (tls-san); default: ask the
+                          cloud metadata service, else the value an earlier run used
+  --tls-san NAME          extra certificate name or address (repeatable)
+  --k3s-version TAG       k3s release (default $K3S_PINNED_VERSION)
+  --k3s-sha256 HEX        sha256 of the k3s binary to download for that version and this arch
+  --status-file PATH      status marker (default $STATUS_FILE)
+  --log-file PATH         log (default $LOG_FILE)
+  --lock-file PATH        host-wide lock (default $LOCK_FILE)
+  --lock-timeout SECS     how long a second run waits for the first (default $LOCK_TIMEOUT_S)
+  --restart-timeout SECS  bound on 'systemctl start/restart k3s' (default $RESTART_TIMEOUT_S)
+  --metadata-url URL      metadata service base URL (default http://169.254.169.254)
+  --no-metadata           do not ask the metadata service
+  --toolkit auto|skip     install nvidia-container-toolkit when missing (auto), or never (skip:
+                          a GPU without the toolkit is then an error)
+  --unit-type notify|exec systemd Type= of k3s.service (default notify, as k3s expects)
+  -h, --help              this help
+  --version               print the installer version
+
+environment: GPUPROV_INSTALL_ROOT (root prefix, for tests), GPUPROV_METADATA_URL,
+GPUPROV_K3S_DOWNLOAD_URL, GPUPROV_NVIDIA_REPO_URL, GPUPROV_TOOLKIT, GPUPROV_K3S_UNIT_TYPE.
+exit codes: 0 ok, 1 a step failed (named on stderr and in the status marker), 2 usage,
+3 another run held the lock longer than --lock-timeout.
+EOF
+}
+
+# ---- Small helpers ----------------------------------------------------------------------------
+
+# now_utc: sets NOW to the ISO-8601 UTC time with milliseconds (no fork: runs often).
+now_utc() {
+  local t="$EPOCHREALTIME"
+  printf -v NOW '%(%Y-%m-%dT%H:%M:%S)T.%sZ' "${t%.*}" "${t#*.}"
+  NOW="${NOW:0:23}Z"
+}
+
+# log MESSAGE...: one line on stderr and in the log file, tagged with this run's pid.
+log() {
+  now_utc
+  printf 'gpuprov-install: %s\n' "$*" >&2
+  if [[ -n "${LOG_PATH:-}" ]]; then
+    printf '%s [run %s] %s\n' "$NOW" "$$" "$*" >>"$LOG_PATH" 2>/dev/null || true
+  fi
+}
+
+# usage_error MESSAGE: bad invocation; nothing changed.
+usage_error() {
+  printf 'gpuprov-install: %s (see --help)\n' "$1" >&2
+  exit "$EXIT_USAGE"
+}
+
+# fail MESSAGE: the current step failed; the EXIT trap records it.
+fail() {
+  MESSAGE="$*"
+  exit "$EXIT_STEP_FAILED"
+}
+
+# step NAME: enter a phase; written to the status marker.
+step() {
+  PHASE="$1"
+  log "step $PHASE"
+  write_status
+}
+
+# json_str VALUE: sets JSON to VALUE as a JSON string literal (no fork).
+json_str() {
+  local s="$1" out="" c i
+  s="${s//\\/\\\\}"
+  s="${s//\"/\\\"}"
+  s="${s//$'\n'/\\n}"
+  s="${s//$'\t'/\\t}"
+  s="${s//$'\r'/\\r}"
+  if [[ "$s" == *[$'\001'-$'\037']* ]]; then
+    for ((i = 0; i < ${#s}; i++)); do
+      c="${s:i:1}"
+      if [[ "$c" < ' ' ]]; then printf -v c '\\u%04x' "'$c"; fi
+      out+="$c"
+    done
+    s="$out"
+  fi
+  JSON="\"$s\""
+}
+
+# json_or_null VALUE: sets JSON to a JSON string, or null when VALUE is empty.
+json_or_null() { if [[ -n "$1" ]]; then json_str "$1"; else JSON=null; fi; }
+
+# atomic_write DEST MODE: stdin to DEST via a temp file in the same folder and a rename.
+atomic_write() {
+  local dest="$1" mode="$2" tmp
+  mkdir -p "${dest%/*}"
+  tmp="${dest%/*}/.${dest##*/}.tmp.$$"
+  cat >"$tmp"
+  chmod "$mode" "$tmp"
+  mv -f "$tmp" "$dest"
+}
+
+# write_if_changed DEST MODE: stdin to DEST atomically unless DEST already holds exactly that.
+# Returns 0 when DEST changed, 1 when it was already up to date (mode is fixed either way).
+write_if_changed() {
+  local dest="$1" mode="$2" tmp
+  mkdir -p "${dest%/*}"
+  tmp="${dest%/*}/.${dest##*/}.tmp.$$"
+  cat >"$tmp"
+  if [[ -f "$dest" ]] && cmp -s "$tmp" "$dest"; then
+    rm -f "$tmp"
+    chmod "$mode" "$dest"
+    return 1
+  fi
+  chmod "$mode" "$tmp"
+  mv -f "$tmp" "$dest"
+  return 0
+}
+
+# json_field NAME VALUE [last]: append '  "NAME": VALUE,' to DOC (VALUE already JSON).
+json_field() {
+  DOC+="  \"$1\": $2"
+  if [[ "${3:-}" == last ]]; then DOC+=$'\n'; else DOC+=$',\n'; fi
+}
+
+# write_status: the status marker, atomically (temp file + rename in the same folder). Only while
+# this run holds the lock. Called at every step, so it forks only for the rename.
+write_status() {
+  [[ "$STATUS_ENABLED" == 1 ]] || return 0
+  local sans="" s tmp="$STATUS_PATH.tmp.$$"
+  DOC=$'{\n'
+  json_field schema_version "$STATUS_SCHEMA_VERSION"
+  json_str "$INSTALLER_VERSION"; json_field installer_version "$JSON"
+  json_field pid "$$"
+  json_str "$PHASE"; json_field phase "$JSON"
+  json_str "$RESULT"; json_field result "$JSON"
+  json_or_null "$FAILED_STEP"; json_field failed_step "$JSON"
+  json_or_null "$MESSAGE"; json_field message "$JSON"
+  json_or_null "$GPU_NAME"
+  json_field gpu_seen "{\"present\": $GPU_PRESENT, \"name\": $JSON, \"count\": $GPU_COUNT}"
+  json_field gpu_configured "$GPU_CONFIGURED"
+  json_str "$K3S_VERSION"; json_field k3s_version "$JSON"
+  json_str "$K3S_ACTION"; json_field k3s_action "$JSON"
+  json_or_null "$PUBLIC_IP"; json_field public_ip "$JSON"
+  for s in "${TLS_SANS[@]}"; do json_str "$s"; sans+="${sans:+, }$JSON"; done
+  json_field tls_san "[$sans]"
+  json_str "$LOG_FILE"; json_field log_file "$JSON"
+  json_or_null "$STARTED_AT"; json_field started_at "$JSON"
+  json_or_null "$FINISHED_AT"; json_field finished_at "$JSON" last
+  DOC+=$'}\n'
+  printf '%s' "$DOC" >"$tmp"
+  mv -f "$tmp" "$STATUS_PATH"
+}
+
+# on_exit: final status and the one-line verdict on stderr.
+on_exit() {
+  local rc=$?
+  trap - EXIT
+  if [[ "$rc" == 0 ]]; then return 0; fi
+  if [[ "$rc" == "$EXIT_USAGE" ]]; then exit "$rc"; fi
+  if [[ -z "$MESSAGE" ]]; then
+    MESSAGE="command failed (exit $rc)${LAST_ERR_CMD:+: $LAST_ERR_CMD}"
+  fi
+  RESULT="failed"
+  FAILED_STEP="$PHASE"
+  now_utc
+  FINISHED_AT="$NOW"
+  write_status || true
+  log "FAILED at step $PHASE: $MESSAGE"
+  printf 'gpuprov-install: failed step: %s (log: %s, status: %s)\n' "$PHASE" "$LOG_FILE" \
+    "$STATUS_FILE" >&2
+  exit "$rc"
+}
+
+# need_cmd NAME...: each must be on PATH.
+need_cmd() {
+  local c
+  for c in "$@"; do
+    command -v "$c" >/dev/null 2>&1 || fail "required command '$c' not found on PATH"
+  done
+}
+
+# valid_host VALUE: an IPv4/IPv6 address or DNS name (no characters that could break the YAML).
+valid_host() { [[ "$1" =~ ^[A-Za-z0-9]([A-Za-z0-9.:-]{0,252})$ ]]; }
+
+# valid_ipv4 VALUE
+valid_ipv4() {
+  local IFS=. o
+  [[ "$1" =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]] || return 1
+  for o in $1; do ((10#$o <= 255)) || return 1; done
+}
+
+# version_ge A B: release tag A >= B (ignores the +k3sN suffix).
+version_ge() {
+  local a="${1#v}" b="${2#v}"
+  a="${a%%+*}"
+  b="${b%%+*}"
+  [[ "$(printf '%s\n%s\n' "$a" "$b" | sort -V | head -n1)" == "$b" ]]
+}
+
+# k3s_version_of BINARY: the release tag printed by `BINARY --version`, or nothing.
+k3s_version_of() {
+  local out
+  out="$(timeout 30 "$1" --version 2>/dev/null)" || return 0
+  awk 'NR == 1 && $1 == "k3s" && $2 == "version" { print $3 }' <<<"$out"
+}
+
+# ---- Arguments --------------------------------------------------------------------------------
+parse_args() {
+  local opt val
+  while [[ $# -gt 0 ]]; do
+    opt="$1"
+    val=""
+    case "$opt" in
+      --*=*)
+        val="${opt#*=}"
+        opt="${opt%%=*}"
+        ;;
+      --public-ip | --tls-san | --k3s-version | --k3s-sha256 | --status-file | --log-file | \
+        --lock-file | --lock-timeout | --restart-timeout | --metadata-url | --toolkit | --unit-type)
+        [[ $# -ge 2 ]] || usage_error "$opt needs a value"
+        val="$2"
+        shift
+        ;;
+    esac
+    case "$opt" in
+      --public-ip) valid_host "$val" || usage_error "--public-ip: not an address: '$val'"; PUBLIC_IP="$val" ;;
+      --tls-san) valid_host "$val" || usage_error "--tls-san: not a name or address: '$val'"; EXTRA_SANS+=("$val") ;;
+      --k3s-version)
+        [[ "$val" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-rc[0-9]+)?\+k3s[0-9]+$ ]] ||
+          usage_error "--k3s-version: expected a release tag like $K3S_PINNED_VERSION, got '$val'"
+        K3S_VERSION="$val"
+        ;;
+      --k3s-sha256)
+        [[ "$val" =~ ^[0-9a-fA-F]{64}$ ]] || usage_error "--k3s-sha256: expected 64 hex digits"
+        K3S_SHA256_OVERRIDE="${val,,}"
+        ;;
+      --status-file) STATUS_FILE="$val" ;;
+      --log-file) LOG_FILE="$val" ;;
+      --lock-file) LOCK_FILE="$val" ;;
+      --lock-timeout) [[ "$val" =~ ^[0-9]+$ ]] || usage_error "--lock-timeout: seconds"; LOCK_TIMEOUT_S="$val" ;;
+      --restart-timeout) [[ "$val" =~ ^[1-9][0-9]*$ ]] || usage_error "--restart-timeout: seconds"; RESTART_TIMEOUT_S="$val" ;;
+      --metadata-url) METADATA_URL="$val" ;;
+      --no-metadata) METADATA_ENABLED=0 ;;
+      --toolkit) TOOLKIT_MODE="$val" ;;
+      --unit-type) UNIT_TYPE="$val" ;;
+      -h | --help) usage; exit "$EXIT_OK" ;;
+      --version) printf '%s\n' "$INSTALLER_VERSION"; exit "$EXIT_OK" ;;
+      *) usage_error "unknown argument '$opt'" ;;
+    esac
+    shift
+  done
+  case "$TOOLKIT_MODE" in auto | skip) ;; *) usage_error "--toolkit: auto or skip, got '$TOOLKIT_MODE'" ;; esac
+  case "$UNIT_TYPE" in notify | exec) ;; *) usage_error "--unit-type: notify or exec, got '$UNIT_TYPE'" ;; esac
+  [[ "$STATUS_FILE" == /* && "$LOG_FILE" == /* && "$LOCK_FILE" == /* ]] ||
+    usage_error "--status-file, --log-file and --lock-file take absolute paths"
+  METADATA_URL="${METADATA_URL%/}"
+}
+
+# ---- Steps ------------------------------------------------------------------------------------
+
+preflight() {
+  if [[ -z "$ROOT" && "$(id -u)" != 0 ]]; then
+    fail "must run as root (use sudo)"
+  fi
+  need_cmd flock timeout sha256sum cmp mktemp awk sort uname systemctl
+}
+
+take_lock() {
+  mkdir -p "$(dirname "$LOCK_PATH")"
+  exec 9>>"$LOCK_PATH"
+  if ! flock -n 9; then
+    log "another gpuprov-install run holds $LOCK_FILE: waiting up to ${LOCK_TIMEOUT_S}s"
+    if ! flock -w "$LOCK_TIMEOUT_S" 9; then
+      MESSAGE="another run still holds $LOCK_FILE after ${LOCK_TIMEOUT_S}s; nothing changed"
+      exit "$EXIT_LOCK_TIMEOUT"
+    fi
+  fi
+  log "lock acquired"
+  mkdir -p "${STATUS_PATH%/*}"
+  STATUS_ENABLED=1
+}
+
+detect_gpu() {
+  local out=""
+  GPU_PRESENT=false
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    if out="$(timeout 60 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)" &&
+      [[ -n "${out//[[:space:]]/}" ]]; then
+      GPU_PRESENT=true
+      GPU_NAME="$(head -n1 <<<"$out")"
+      GPU_COUNT="$(grep -c . <<<"$out")"
+    fi
+  fi
+  if [[ "$GPU_PRESENT" == true ]]; then
+    log "GPU seen: $GPU_COUNT x $GPU_NAME"
+    GPU_CONFIGURED=true
+  elif [[ -f "$ROOT$GPU_ENABLED_MARKER" ]]; then
+    log "WARNING: nvidia-smi does not work now, but an earlier run configured a GPU: keeping the" \
+      "NVIDIA runtime and device plugin (check the driver with 'nvidia-smi')"
+    GPU_CONFIGURED=true
+  else
+    log "no GPU (nvidia-smi missing or failing): plain k3s"
+  fi
+}
+
+# k3s_asset_and_hash: sets ASSET (release file name) and EXPECTED_SHA256 (may be empty).
+k3s_asset_and_hash() {
+  local machine
+  machine="$(uname -m)"
+  case "$machine" in
+    x86_64 | amd64) ASSET="k3s"; EXPECTED_SHA256="$K3S_SHA256_AMD64" ;;
+    aarch64 | arm64) ASSET="k3s-arm64"; EXPECTED_SHA256="$K3S_SHA256_ARM64" ;;
+    *) fail "unsupported machine type '$machine' (k3s assets exist for x86_64 and aarch64 here)" ;;
+  esac
+  if [[ "$K3S_VERSION" != "$K3S_PINNED_VERSION" ]]; then EXPECTED_SHA256=""; fi
+  if [[ -n "$K3S_SHA256_OVERRIDE" ]]; then EXPECTED_SHA256="$K3S_SHA256_OVERRIDE"; fi
+}
+
+ensure_k3s_binary() {
+  local bin="$ROOT$K3S_BIN" have="" tmp got url
+  if [[ -x "$bin" ]]; then
+    have="$(k3s_version_of "$bin")"
+    if [[ "$have" == "$K3S_VERSION" ]]; then
+      log "k3s $K3S_VERSION already at $K3S_BIN: using it as is (no download)"
+      return 0
+    fi
+    log "k3s at $K3S_BIN reports '${have:-no version}', want $K3S_VERSION: replacing it"
+  fi
+  k3s_asset_and_hash
+  if [[ -z "$EXPECTED_SHA256" ]]; then
+    fail "no sha256 pinned for k3s $K3S_VERSION ($ASSET): refusing to download an unverified" \
+      "binary. Pre-stage the binary at $K3S_BIN (air gap), or pass --k3s-sha256 with the hash" \
+      "from the release's sha256sum file"
+  fi
+  need_cmd curl
+  url="$K3S_DOWNLOAD_URL/${K3S_VERSION//+/%2B}/$ASSET"
+  mkdir -p "$(dirname "$bin")"
+  tmp="$(mktemp "$(dirname "$bin")/.k3s.download.XXXXXX")"
+  log "downloading $url"
+  if ! timeout 900 curl -fsSL --retry 3 --connect-timeout 20 -o "$tmp" "$url" 2>>"$LOG_PATH"; then
+    rm -f "$tmp"
+    fail "download of $url failed (see $LOG_FILE)"
+  fi
+  got="$(sha256sum "$tmp" | awk '{ print $1 }')"
+  if [[ "$got" != "$EXPECTED_SHA256" ]]; then
+    rm -f "$tmp"
+    fail "sha256 mismatch for $url: got $got, want $EXPECTED_SHA256 (binary discarded)"
+  fi
+  chmod 0755 "$tmp"
+  have="$(k3s_version_of "$tmp")"
+  if [[ "$have" != "$K3S_VERSION" ]]; then
+    rm -f "$tmp"
+    fail "downloaded k3s reports version '${have:-none}', want $K3S_VERSION"
+  fi
+  mv -f "$tmp" "$bin"
+  log "installed k3s $K3S_VERSION at $K3S_BIN (sha256 $got)"
+  local link
+  for link in kubectl crictl ctr; do
+    if [[ ! -e "$ROOT/usr/local/bin/$link" ]] && ! command -v "$link" >/dev/null 2>&1; then
+      ln -s k3s "$ROOT/usr/local/bin/$link"
+    fi
+  done
+}
+
+# find_nvidia_runtime: print where k3s will find nvidia-container-runtime, or nothing.
+find_nvidia_runtime() {
+  local d
+  for d in "${NVIDIA_RUNTIME_DIRS[@]}"; do
+    if [[ -x "$ROOT$d/nvidia-container-runtime" ]]; then
+      printf '%s\n' "$d/nvidia-container-runtime"
+      return 0
+    fi
+  done
+  command -v nvidia-container-runtime 2>/dev/null || true
+}
+
+install_toolkit() {
+  local keyring="/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
+  local list="/etc/apt/sources.list.d/nvidia-container-toolkit.list"
+  need_cmd apt-get curl gpg
+  if [[ ! -s "$ROOT$keyring" ]]; then
+    log "adding NVIDIA's apt key from $NVIDIA_REPO_URL/gpgkey"
+    mkdir -p "$(dirname "$ROOT$keyring")"
+    timeout 120 curl -fsSL --retry 3 "$NVIDIA_REPO_URL/gpgkey" 2>>"$LOG_PATH" |
+      gpg --batch --yes --dearmor -o "$ROOT$keyring" 2>>"$LOG_PATH" ||
+      fail "could not fetch NVIDIA's apt key from $NVIDIA_REPO_URL/gpgkey (see $LOG_FILE)"
+  fi
+  # \$(ARCH) is for apt to expand, literally.
+  # shellcheck disable=SC2016
+  printf 'deb [signed-by=%s] %s/stable/deb/$(ARCH) /\n' "$keyring" "$NVIDIA_REPO_URL" |
+    write_if_changed "$ROOT$list" 0644 || true
+  log "apt-get install nvidia-container-toolkit (output in $LOG_FILE)"
+  # fd 9 (the lock) closed for apt: nothing it starts may keep the lock alive.
+  DEBIAN_FRONTEND=noninteractive timeout 1200 apt-get -o DPkg::Lock::Timeout=300 update \
+    >>"$LOG_PATH" 2>&1 9>&- || fail "apt-get update failed (see $LOG_FILE)"
+  DEBIAN_FRONTEND=noninteractive timeout 1200 apt-get -o DPkg::Lock::Timeout=300 install -y \
+    nvidia-container-toolkit >>"$LOG_PATH" 2>&1 9>&- ||
+    fail "apt-get install nvidia-container-toolkit failed (see $LOG_FILE)"
+}
+
+ensure_toolkit() {
+  local rt
+  rt="$(find_nvidia_runtime)"
+  if [[ -n "$rt" ]]; then
+    log "NVIDIA container runtime present: $rt"
+    return 0
+  fi
+  if [[ "$TOOLKIT_MODE" == skip ]]; then
+    fail "GPU present but nvidia-container-runtime not found, and --toolkit skip forbids" \
+      "installing nvidia-container-toolkit; install it, then run again"
+  fi
+  install_toolkit
+  rt="$(find_nvidia_runtime)"
+  [[ -n "$rt" ]] || fail "nvidia-container-toolkit installed but nvidia-container-runtime not found"
+  log "NVIDIA container runtime installed: $rt"
+}
+
+# metadata_get CURL_ARGS...: body on stdout; returns curl's exit code (22 = HTTP error).
+metadata_get() {
+  curl -sS -f --noproxy '*' --connect-timeout 1 --max-time 3 "$@" 2>/dev/null
+}
+
+# public_ip_from_metadata: EC2 (IMDSv2 token, then v1: also OpenStack), GCE, DigitalOcean.
+public_ip_from_metadata() {
+  local token="" ip="" rc=0
+  token="$(metadata_get -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' \
+    "$METADATA_URL/latest/api/token")" || rc=$?
+  if [[ "$rc" == 7 || "$rc" == 28 ]]; then
+    log "metadata service at $METADATA_URL does not answer (curl exit $rc)"
+    return 0
+  fi
+  if [[ "$rc" == 0 && -n "$token" ]]; then
+    ip="$(metadata_get -H "X-aws-ec2-metadata-token: $token" \
+      "$METADATA_URL/latest/meta-data/public-ipv4")" || ip=""
+  else
+    ip="$(metadata_get "$METADATA_URL/latest/meta-data/public-ipv4")" || ip=""
+  fi
+  if ! valid_ipv4 "$ip"; then
+    ip="$(metadata_get -H 'Metadata-Flavor: Google' \
+      "$METADATA_URL/computeMetadata/v1/instance/network-interfaces/0/access-configs/0/external-ip")" || ip=""
+  fi
+  if ! valid_ipv4 "$ip"; then
+    ip="$(metadata_get "$METADATA_URL/metadata/v1/interfaces/public/0/ipv4/address")" || ip=""
+  fi
+  if valid_ipv4 "$ip"; then printf '%s\n' "$ip"; fi
+}
+
+resolve_public_ip() {
+  local ip=""
+  if [[ -n "$PUBLIC_IP" ]]; then
+    log "public address from --public-ip: $PUBLIC_IP"
+  elif [[ "$METADATA_ENABLED" == 1 ]] && command -v curl >/dev/null 2>&1 &&
+    ip="$(public_ip_from_metadata)" && [[ -n "$ip" ]]; then
+    PUBLIC_IP="$ip"
+    log "public address from the metadata service: $PUBLIC_IP"
+  elif [[ -s "$ROOT$PUBLIC_IP_MEMORY" ]] &&
+    ip="$(head -n1 "$ROOT$PUBLIC_IP_MEMORY")" && valid_host "$ip"; then
+    PUBLIC_IP="$ip"
+    log "public address from an earlier run: $PUBLIC_IP"
+  else
+    log "no public address known: the certificate covers 127.0.0.1 and the node's own addresses;" \
+      "run again with --public-ip to add it"
+  fi
+  if [[ -n "$PUBLIC_IP" ]]; then
+    printf '%s\n' "$PUBLIC_IP" | write_if_changed "$ROOT$PUBLIC_IP_MEMORY" 0644 || true
+  fi
+  TLS_SANS=("127.0.0.1")
+  local s x seen
+  for s in "$PUBLIC_IP" "${EXTRA_SANS[@]}"; do
+    [[ -n "$s" ]] || continue
+    seen=0
+    for x in "${TLS_SANS[@]}"; do [[ "$x" == "$s" ]] && seen=1; done
+    [[ "$seen" == 1 ]] || TLS_SANS+=("$s")
+  done
+}
+
+render_config() {
+  local s
+  printf '# Written by gpuprov-install.sh on every run: edits here are overwritten.\n'
+  printf '# Local additions go in /etc/rancher/k3s/config.yaml.d/*.yaml.\n'
+  printf 'write-kubeconfig-mode: "0600"\n'
+  printf 'tls-san:\n'
+  for s in "${TLS_SANS[@]}"; do printf '  - "%s"\n' "$s"; done
+  if [[ "$GPU_CONFIGURED" == true ]]; then
+    printf '# Every container, the device plugin included, runs under the NVIDIA runtime.\n'
+    printf 'default-runtime: "nvidia"\n'
+  fi
+}
+
+write_config() {
+  if [[ "$GPU_CONFIGURED" == true ]] &&
+    ! version_ge "$K3S_VERSION" "$K3S_MIN_VERSION_FOR_DEFAULT_RUNTIME"; then
+    fail "k3s $K3S_VERSION has no default-runtime setting (needs >= $K3S_MIN_VERSION_FOR_DEFAULT_RUNTIME)"
+  fi
+  if render_config | write_if_changed "$ROOT$K3S_CONFIG" 0600; then
+    log "wrote $K3S_CONFIG (changed)"
+  else
+    log "$K3S_CONFIG unchanged"
+  fi
+  if [[ "$GPU_CONFIGURED" == true && ! -f "$ROOT$GPU_ENABLED_MARKER" ]]; then
+    printf '%s\n' "${GPU_NAME:-unknown}:$GPU_COUNT" | atomic_write "$ROOT$GPU_ENABLED_MARKER" 0644
+  fi
+}
+
+# render_unit: k3s.service. Type=notify makes `systemctl start` return once the API is up (k3s
+# sends READY=1); exec is for stand-ins that do not speak sd_notify.
+render_unit() {
+  cat <<EOF
+# Written by gpuprov-install.sh on every run: edits here are overwritten.
+[Unit]
+Description=Lightweight Kubernetes (k3s, single node, managed by gpuprov)
+Documentation=https://docs.k3s.io
+Wants=network-online.target
+After=network-online.target
+
+[Install]
+WantedBy=multi-user.target
+
+[Service]
+Type=$UNIT_TYPE
+EnvironmentFile=-/etc/default/%N
+# Restarting k3s leaves running pods alone.
+KillMode=process
+Delegate=yes
+LimitNOFILE=1048576
+LimitNPROC=infinity
+LimitCORE=infinity
+TasksMax=infinity
+# No start timeout here (a first start can be slow); the installer bounds its own wait.
+TimeoutStartSec=0
+Restart=always
+RestartSec=5s
+ExecStartPre=-/sbin/modprobe br_netfilter
+ExecStartPre=-/sbin/modprobe overlay
+ExecStart=$K3S_BIN server
+EOF
+}
+
+write_unit() {
+  if render_unit | write_if_changed "$ROOT$K3S_UNIT" 0644; then
+    log "wrote $K3S_UNIT (changed): daemon-reload"
+    timeout 120 systemctl daemon-reload || fail "systemctl daemon-reload failed"
+  else
+    log "$K3S_UNIT unchanged"
+  fi
+  timeout 120 systemctl enable k3s.service >>"$LOG_PATH" 2>&1 || fail "systemctl enable k3s failed"
+}
+
+render_device_plugin() {
+  cat <<EOF
+# NVIDIA device plugin, pinned; written by gpuprov-install.sh. k3s applies this folder at start and
+# on change. It relies on default-runtime: nvidia in config.yaml (NVML needs the NVIDIA runtime).
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: nvidia-device-plugin-daemonset
+  namespace: kube-system
+spec:
+  selector:
+    matchLabels:
+      name: nvidia-device-plugin-ds
+  updateStrategy:
+    type: RollingUpdate
+  template:
+    metadata:
+      labels:
+        name: nvidia-device-plugin-ds
+    spec:
+      priorityClassName: system-node-critical
+      tolerations:
+        - key: nvidia.com/gpu
+          operator: Exists
+          effect: NoSchedule
+      containers:
+        - name: nvidia-device-plugin-ctr
+          image: $DEVICE_PLUGIN_IMAGE
+          env: []
+          securityContext:
+            allowPrivilegeEscalation: false
+            capabilities:
+              drop: ["ALL"]
+          volumeMounts:
+            - name: device-plugin
+              mountPath: /var/lib/kubelet/device-plugins
+      volumes:
+        - name: device-plugin
+          hostPath:
+            path: /var/lib/kubelet/device-plugins
+            type: Directory
+EOF
+}
+
+write_device_plugin() {
+  if render_device_plugin | write_if_changed "$ROOT$DEVICE_PLUGIN_MANIFEST" 0644; then
+    log "wrote $DEVICE_PLUGIN_MANIFEST ($DEVICE_PLUGIN_IMAGE)"
+  else
+    log "$DEVICE_PLUGIN_MANIFEST unchanged"
+  fi
+}
+
+# k3s_inputs_fingerprint: sha256 over everything k3s reads only at start.
+k3s_inputs_fingerprint() {
+  {
+    printf 'config\n'
+    cat "$ROOT$K3S_CONFIG"
+    printf 'unit\n'
+    cat "$ROOT$K3S_UNIT"
+    printf 'binary\n'
+    sha256sum <"$ROOT$K3S_BIN"
+    printf 'nvidia-runtime %s\n' "$(find_nvidia_runtime)"
+  } | sha256sum | awk '{ print $1 }'
+}
+
+start_k3s() {
+  local want have="" verb
+  want="$(k3s_inputs_fingerprint)"
+  if [[ -f "$ROOT$APPLIED_FINGERPRINT" ]]; then have="$(head -n1 "$ROOT$APPLIED_FINGERPRINT")"; fi
+  if timeout 60 systemctl is-active --quiet k3s.service; then
+    if [[ "$want" == "$have" ]]; then
+      log "k3s running with the current config: no restart"
+      K3S_ACTION="none"
+      return 0
+    fi
+    verb="restart"
+    log "k3s running with an older config, unit, binary or runtime set: restarting it"
+  else
+    verb="start"
+    log "k3s not running: starting it"
+  fi
+  if ! timeout "$RESTART_TIMEOUT_S" systemctl "$verb" k3s.service 9>&-; then
+    fail "systemctl $verb k3s did not succeed within ${RESTART_TIMEOUT_S}s; look at" \
+      "'journalctl -u k3s' and 'systemctl status k3s'"
+  fi
+  if ! timeout 60 systemctl is-active --quiet k3s.service; then
+    fail "k3s is not active after systemctl $verb; look at 'journalctl -u k3s'"
+  fi
+  printf '%s\n' "$want" | atomic_write "$ROOT$APPLIED_FINGERPRINT" 0644
+  K3S_ACTION="${verb}ed"
+  log "k3s ${K3S_ACTION}"
+}
+
+main() {
+  parse_args "$@"
+  STATUS_PATH="$ROOT$STATUS_FILE"
+  LOG_PATH="$ROOT$LOG_FILE"
+  LOCK_PATH="$ROOT$LOCK_FILE"
+  TLS_SANS=("127.0.0.1")
+  trap 'LAST_ERR_CMD=$BASH_COMMAND' ERR
+  trap on_exit EXIT
+  mkdir -p "$(dirname "$LOG_PATH")"
+
+  log "gpuprov-install $INSTALLER_VERSION starting (k3s $K3S_VERSION)"
+  preflight
+  PHASE="lock"
+  take_lock
+  now_utc
+  STARTED_AT="$NOW"
+  step gpu-detect
+  detect_gpu
+  step k3s-binary
+  ensure_k3s_binary
+  if [[ "$GPU_CONFIGURED" == true ]]; then
+    step nvidia-toolkit
+    ensure_toolkit
+  fi
+  step public-ip
+  resolve_public_ip
+  step config
+  write_config
+  step unit
+  write_unit
+  if [[ "$GPU_CONFIGURED" == true ]]; then
+    step device-plugin
+    write_device_plugin
+  fi
+  step k3s-start
+  start_k3s
+  PHASE="done"
+  RESULT="ok"
+  now_utc
+  FINISHED_AT="$NOW"
+  write_status
+  log "done: k3s $K3S_VERSION ($K3S_ACTION), GPU configured: $GPU_CONFIGURED, tls-san: ${TLS_SANS[*]}"
+}
+
+main "$@"

@@ -1,0 +1,82 @@
+# Shared set-up for the installer's bats tests: a sandboxed root, fake commands first on PATH, and
+# a metadata URL on 127.0.0.1 where nothing listens, so no test sends traffic off the machine.
+# shellcheck shell=bash
+# shellcheck disable=SC2034 # the variables set here are used by the .bats files
+
+INSTALLER="$BATS_TEST_DIRNAME/../gpuprov-install.sh"
+FAKES="$BATS_TEST_DIRNAME/fakes"
+PINNED_K3S="$(sed -n 's/^readonly K3S_PINNED_VERSION="\(.*\)"$/\1/p' "$BATS_TEST_DIRNAME/../gpuprov-install.sh")"
+REAL_PYTHON="$(command -v /usr/bin/python3 || command -v python3)"
+REAL_CURL="$(command -v curl)"
+
+common_setup() {
+  unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
+  SANDBOX="$BATS_TEST_TMPDIR/root"
+  mkdir -p "$SANDBOX"
+  export GPUPROV_INSTALL_ROOT="$SANDBOX"
+  export FAKE_SYSTEMCTL_DIR="$BATS_TEST_TMPDIR/systemd"
+  export FAKE_GPU_FILE="$BATS_TEST_TMPDIR/gpu"
+  export FAKE_APT_LOG="$BATS_TEST_TMPDIR/apt.log"
+  export GPUPROV_METADATA_URL="http://127.0.0.1:1" # refused at once
+  export GPUPROV_K3S_DOWNLOAD_URL="http://127.0.0.1:1"
+  export GPUPROV_NVIDIA_REPO_URL="http://127.0.0.1:1"
+  unset GPUPROV_TOOLKIT GPUPROV_K3S_UNIT_TYPE FAKE_K3S_VERSION FAKE_SYSTEMCTL_START_DELAY
+  SPY_DIR="$BATS_TEST_TMPDIR/spy"
+  CURL_LOG="$BATS_TEST_TMPDIR/curl.log"
+  mkdir -p "$SPY_DIR"
+  : >"$CURL_LOG"
+  # curl spy: logs each call, then runs the real curl.
+  printf '#!/bin/sh\nprintf "%%s\\n" "$*" >>"%s"\nexec "%s" "$@"\n' "$CURL_LOG" "$REAL_CURL" \
+    >"$SPY_DIR/curl"
+  chmod +x "$SPY_DIR/curl"
+  export PATH="$SPY_DIR:$FAKES:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+  # The air-gap binary of the pinned version, as in the test VM image.
+  install -D -m 0755 "$FAKES/k3s" "$SANDBOX/usr/local/bin/k3s"
+  HTTP_PID=""
+}
+
+common_teardown() {
+  if [[ -n "${HTTP_PID:-}" ]]; then kill "$HTTP_PID" 2>/dev/null || true; fi
+}
+
+# start_http_server DIR: serve DIR on 127.0.0.1 (any free port); sets HTTP_URL and HTTP_PID.
+start_http_server() {
+  local out="$BATS_TEST_TMPDIR/http.out" port="" i
+  "$REAL_PYTHON" -u -m http.server --bind 127.0.0.1 --directory "$1" 0 >"$out" 2>&1 &
+  HTTP_PID=$!
+  for ((i = 0; i < 100; i++)); do
+    port="$(sed -n 's/.* port \([0-9][0-9]*\) .*/\1/p' "$out" | head -n1)"
+    [[ -n "$port" ]] && break
+    sleep 0.1
+  done
+  [[ -n "$port" ]] || { cat "$out" >&2; return 1; }
+  HTTP_URL="http://127.0.0.1:$port"
+}
+
+# k3s_starts: how many times k3s was started or restarted.
+k3s_starts() {
+  if [[ -f "$FAKE_SYSTEMCTL_DIR/calls.log" ]]; then
+    grep -cE ' (start|restart) k3s' "$FAKE_SYSTEMCTL_DIR/calls.log" || true
+  else
+    echo 0
+  fi
+}
+
+# status FIELD: a field of the status marker (jq path, e.g. .result).
+status() { jq -r "$1" "$SANDBOX/var/lib/gpuprov/install-status.json"; }
+
+# with_gpu TYPE:COUNT: the fake nvidia-smi sees that GPU.
+with_gpu() { printf '%s\n' "$1" >"$FAKE_GPU_FILE"; }
+
+# with_toolkit: nvidia-container-runtime where k3s looks for it.
+with_toolkit() {
+  install -D -m 0755 /dev/null "$SANDBOX/usr/bin/nvidia-container-runtime"
+}
+
+# refute CMD...: fails when CMD succeeds (bats ignores a plain `! cmd` that is not last).
+refute() {
+  if "$@"; then
+    echo "expected to fail: $*" >&2
+    return 1
+  fi
+}
