@@ -47,7 +47,7 @@ CloudOffer ChooseOffer(const std::vector<CloudOffer>& offers, const ProvisionOpt
   const std::string region_text = opt.region.value ? " in region " + *opt.region.value : "";
   if (offers.empty()) {
     throw UsageError("the " + cloud + " cloud does not offer " + gpu_text + region_text +
-                         " (--gpus " + DescribeOrigin(opt.gpus) + ")",
+                         " (GPUs " + DescribeOrigin(opt.gpus) + ")",
                      "choose another GPU type, count or region, or another --cloud; the "
                      "driver's README lists what it offers");
   }

@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "credentials.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace gpuprov::drivers {
+namespace {
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = getenv(name)) old_ = old;
+    if (value) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_.c_str(), old_->c_str(), 1);
+    } else {
+      unsetenv(name_.c_str());
+    }
+  }
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+TEST(Credentials, FirstNonBlankVariableWins) {
+  ScopedEnv a("GPUPROV_T_A", "  ");
+  ScopedEnv b("GPUPROV_T_B", " tok-b\n");
+  ScopedEnv c("GPUPROV_T_C", "tok-c");
+  auto cred = CredentialFromEnv({"GPUPROV_T_UNSET", "GPUPROV_T_A", "GPUPROV_T_B", "GPUPROV_T_C"});
+  ASSERT_TRUE(cred);
+  EXPECT_EQ(cred->value, "tok-b");
+  EXPECT_EQ(cred->origin, "$GPUPROV_T_B");
+  EXPECT_FALSE(CredentialFromEnv({"GPUPROV_T_UNSET", "GPUPROV_T_A"}));
+}
+
+constexpr const char* kDoctlYaml = R"(# doctl config
+access-token: dop_v1_default
+auth-contexts:
+  work: "dop_v1_work"   # quoted
+  play: 'dop_v1_play'
+context: work
+output: text
+)";
+
+TEST(Credentials, DoctlYamlContexts) {
+  EXPECT_EQ(DoctlTokenFromYaml(kDoctlYaml), "dop_v1_work");  // the file's context
+  EXPECT_EQ(DoctlTokenFromYaml(kDoctlYaml, "play"), "dop_v1_play");
+  EXPECT_EQ(DoctlTokenFromYaml(kDoctlYaml, "default"), "dop_v1_default");
+  EXPECT_EQ(DoctlTokenFromYaml(kDoctlYaml, "missing"), std::nullopt);
+  EXPECT_EQ(DoctlTokenFromYaml("access-token: abc\r\n"), "abc");
+  EXPECT_EQ(DoctlTokenFromYaml("access-token: \"\"\nauth-contexts: {}\n"), std::nullopt);
+  EXPECT_EQ(DoctlTokenFromYaml(""), std::nullopt);
+}
+
+TEST(Credentials, DoctlPathHonoursXdg) {
+  ScopedEnv xdg("XDG_CONFIG_HOME", "/tmp/xdg-test");
+  EXPECT_EQ(DoctlConfigPath(), "/tmp/xdg-test/doctl/config.yaml");
+  ScopedEnv no_xdg("XDG_CONFIG_HOME", nullptr);
+  ScopedEnv home("HOME", "/home/someone");
+  EXPECT_EQ(DoctlConfigPath(), "/home/someone/.config/doctl/config.yaml");
+}
+
+TEST(Credentials, DoctlFileIsRead) {
+  auto dir = std::filesystem::temp_directory_path() / ("gpuprov-cred-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir / "doctl");
+  std::ofstream(dir / "doctl" / "config.yaml") << "access-token: from-file\n";
+  ScopedEnv xdg("XDG_CONFIG_HOME", dir.c_str());
+  auto cred = CredentialFromDoctlConfig();
+  ASSERT_TRUE(cred);
+  EXPECT_EQ(cred->value, "from-file");
+  EXPECT_NE(cred->origin.find("doctl/config.yaml"), std::string::npos);
+  EXPECT_EQ(cred->origin.find("from-file"), std::string::npos);
+  std::filesystem::remove_all(dir);
+  EXPECT_FALSE(CredentialFromDoctlConfig());
+}
+
+}  // namespace
+}  // namespace gpuprov::drivers

@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// A small HTTPS client for cloud REST APIs, shared by the drivers in plugins/.
+//
+// Security rules (not configurable):
+// - https:// always verifies the server certificate and host name against the system CA store
+//   (Poco::Net::Context with VERIFY_RELAXED + loadDefaultCAs; never disabled).
+// - http:// is accepted only for loopback hosts (127.0.0.0/8, localhost, ::1) so local
+//   emulators work; any other http:// URL is refused when the client is constructed.
+// - Nothing secret is logged: debug lines carry method, path, status and attempt only — never
+//   headers or bodies.
+//
+// Retries: 429 (Retry-After honoured, capped), retryable 5xx (IsRetryableStatus) and
+// connection/timeout errors, with exponential backoff and full jitter, bounded by
+// RetryPolicy::max_attempts and total_budget. Waits poll host.Cancelled(). Requests marked
+// idempotent = false are retried only when they surely did not reach the server.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <stdexcept>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gpuprov/sdk.hpp"
+
+namespace Poco::Net {
+class HTTPClientSession;
+}
+#include "retry_policy.h"
+
+namespace gpuprov::drivers {
+
+/// Case-insensitive header map (HTTP header names are case-insensitive).
+struct HeaderLess {
+  bool operator()(const std::string& a, const std::string& b) const;
+};
+using HttpHeaders = std::map<std::string, std::string, HeaderLess>;
+
+struct HttpRequest {
+  std::string method = "GET";  ///< GET, POST, PUT, PATCH, DELETE
+  std::string path_and_query;  ///< appended to the base URL's path, e.g. "/droplets?page=2"
+  HttpHeaders headers;         ///< e.g. Authorization, Content-Type
+  std::string body;            ///< sent when non-empty (or when method is POST/PUT/PATCH)
+  /// False for requests that must not run twice (e.g. "create a VM" on an API without
+  /// idempotency keys): then only 429 and failures to connect are retried; a 5xx response is
+  /// returned as-is and a network error after sending is kRetriesExhausted at once, so the
+  /// caller can look for what the first attempt made before trying again.
+  bool idempotent = true;
+};
+
+struct HttpResponse {
+  int status = 0;
+  HttpHeaders headers;
+  std::string body;
+};
+
+/// Thrown by HttpClient::Send when the request could not complete:
+/// kind says why, so a driver maps it to a status.
+class HttpError : public std::runtime_error {
+ public:
+  enum class Kind {
+    kInvalidUrl,       ///< bad base URL or refused scheme (http:// to a non-loopback host)
+    kCancelled,        ///< host.Cancelled() became true while waiting
+    kRetriesExhausted, ///< every attempt failed with a retryable status or network error
+    kTls,              ///< certificate verification or TLS setup failed (never retried)
+  };
+  HttpError(Kind kind, const std::string& message, HttpResponse last_response = {})
+      : std::runtime_error(message), kind_(kind), last_response_(std::move(last_response)) {}
+  Kind kind() const { return kind_; }
+  /// For kRetriesExhausted after an HTTP response: the last one (status 0 if network error).
+  const HttpResponse& last_response() const { return last_response_; }
+
+ private:
+  Kind kind_;
+  HttpResponse last_response_;
+};
+
+/// The parts of a base URL the client uses.
+struct ParsedUrl {
+  std::string scheme;  ///< "https" or "http"
+  std::string host;    ///< without brackets for IPv6
+  int port = 0;
+  std::string path;    ///< no trailing slash; "" for the root
+};
+
+/// Parses and validates a base URL under the security rules above; throws HttpError
+/// (kInvalidUrl) with a message naming the URL and the rule.
+ParsedUrl ParseBaseUrl(const std::string& base_url);
+
+/// True for "localhost", 127.0.0.0/8 and ::1 (with or without brackets).
+bool IsLoopbackHost(const std::string& host);
+
+class HttpClient {
+ public:
+  /// Throws HttpError(kInvalidUrl) when base_url breaks the rules above.
+  HttpClient(std::string base_url, RetryPolicy policy, const gpuprov::sdk::Host& host);
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  /// Sends the request, retrying as described above. Returns the final response whatever its
+  /// status (including 4xx and non-retryable 5xx); a 429/5xx is returned only as an
+  /// HttpError(kRetriesExhausted) once attempts or budget run out.
+  /// Throws HttpError(kCancelled) when the host cancels, kRetriesExhausted as said.
+  HttpResponse Send(const HttpRequest& request);
+
+  const std::string& base_url() const { return base_url_; }
+  const RetryPolicy& policy() const { return policy_; }
+
+ private:
+  HttpResponse SendOnce(const HttpRequest& request, std::chrono::milliseconds timeout);
+
+  std::string base_url_;
+  ParsedUrl url_;
+  RetryPolicy policy_;
+  gpuprov::sdk::Host host_;
+  Jitter jitter_;
+  std::unique_ptr<Poco::Net::HTTPClientSession> session_;  // kept alive between requests
+};
+
+}  // namespace gpuprov::drivers

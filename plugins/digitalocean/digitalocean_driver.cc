@@ -1,0 +1,863 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "digitalocean_driver.h"
+
+#include <Poco/URI.h>
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "digitalocean_rules.h"
+#include "gpu_sizes.h"
+#include "json_util.h"
+#include "retry_policy.h"
+
+namespace gpuprov::digitalocean {
+namespace {
+
+using gpuprov::sdk::DriverError;
+using Poco::JSON::Array;
+using Poco::JSON::Object;
+namespace json = gpuprov::drivers::json;
+
+constexpr const char* kSshUser = "root";
+constexpr int kPerPage = 200;
+constexpr int kMaxPages = 100;
+
+std::string Encode(const std::string& s) {
+  std::string out;
+  Poco::URI::encode(s, "!#$&'()*+,/:;=?@[]", out);
+  return out;
+}
+
+bool HasTag(const Object::Ptr& droplet, const std::string& tag) {
+  Array::Ptr tags = json::Arr(droplet, "tags");
+  if (!tags) return false;
+  for (size_t i = 0; i < tags->size(); ++i) {
+    if (tags->get(static_cast<unsigned>(i)).toString() == tag) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> TagsWithPrefix(const Object::Ptr& droplet, const std::string& prefix) {
+  std::vector<std::string> out;
+  Array::Ptr tags = json::Arr(droplet, "tags");
+  if (!tags) return out;
+  for (size_t i = 0; i < tags->size(); ++i) {
+    std::string t = tags->get(static_cast<unsigned>(i)).toString();
+    if (t.rfind(prefix, 0) == 0) out.push_back(t.substr(prefix.size()));
+  }
+  return out;
+}
+
+std::string PublicIpv4(const Object::Ptr& droplet) {
+  Object::Ptr networks = json::Obj(droplet, "networks");
+  Array::Ptr v4 = json::Arr(networks, "v4");
+  if (!v4) return "";
+  for (size_t i = 0; i < v4->size(); ++i) {
+    Object::Ptr n = json::ObjAt(v4, i);
+    if (n && json::Str(n, "type") == "public") return json::Str(n, "ip_address");
+  }
+  return "";
+}
+
+Object::Ptr VmJson(const Object::Ptr& d, const std::vector<int>& ports = {22}) {
+  Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  const std::string status = json::Str(d, "status");
+  const std::string size = json::Has(d, "size_slug") ? json::Str(d, "size_slug")
+                                                     : json::Str(json::Obj(d, "size"), "slug");
+  Object::Ptr image = json::Obj(d, "image");
+  std::string image_name = json::Str(image, "slug");
+  if (image_name.empty()) image_name = json::Str(image, "id");
+  vm->set("id", json::Str(d, "id"));
+  vm->set("name", json::Str(d, "name"));
+  vm->set("state", StateOf(status));
+  vm->set("public_ip", PublicIpv4(d));
+  vm->set("ssh_port", 22);
+  vm->set("ssh_user", kSshUser);
+  vm->set("region", json::Str(json::Obj(d, "region"), "slug"));
+  vm->set("instance_type", size);
+  vm->set("image", image_name);
+  vm->set("gpus", GpusOfSlug(size));
+  vm->set("created_at", json::Str(d, "created_at"));
+  vm->set("message", StateOf(status) == "error" ? "droplet status " + status : std::string());
+  Object::Ptr port_map = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  for (int p : ports) port_map->set(std::to_string(p), p);
+  vm->set("ports", port_map);
+  Object::Ptr tags = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  if (Array::Ptr t = json::Arr(d, "tags")) {
+    for (size_t i = 0; i < t->size(); ++i) {
+      std::string tag = t->get(static_cast<unsigned>(i)).toString();
+      size_t colon = tag.find(':');
+      if (tag == kManagedTag) {
+        tags->set("gpuprov", "1");
+      } else if (tag.rfind(kVmTagPrefix, 0) == 0) {
+        tags->set("gpuprov-name", json::Str(d, "name"));
+      } else if (colon != std::string::npos) {
+        tags->set(tag.substr(0, colon), tag.substr(colon + 1));
+      } else {
+        tags->set(tag, "");
+      }
+    }
+  }
+  vm->set("tags", tags);
+  return vm;
+}
+
+std::vector<int> PortsOf(const Object::Ptr& request, const std::string& key) {
+  std::vector<int> ports;
+  Array::Ptr a = json::Arr(request, key);
+  if (!a) return ports;
+  for (size_t i = 0; i < a->size(); ++i) {
+    int p = 0;
+    try {
+      p = a->get(static_cast<unsigned>(i)).convert<int>();
+    } catch (...) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT, key + " must be a list of port numbers");
+    }
+    if (p < 1 || p > 65535) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        key + ": " + std::to_string(p) + " is not a TCP port");
+    }
+    ports.push_back(p);
+  }
+  return ports;
+}
+
+std::vector<int> WithSsh(std::vector<int> ports) {
+  ports.push_back(22);
+  std::sort(ports.begin(), ports.end());
+  ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
+  return ports;
+}
+
+Array::Ptr AllAddresses() {
+  Array::Ptr a = new Array();
+  a->add("0.0.0.0/0");
+  a->add("::/0");
+  return a;
+}
+
+Array::Ptr InboundRules(const std::vector<int>& ports) {
+  Array::Ptr rules = new Array();
+  for (int p : ports) {
+    Object::Ptr r = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    r->set("protocol", "tcp");
+    r->set("ports", std::to_string(p));
+    Object::Ptr sources = new Object();
+    sources->set("addresses", AllAddresses());
+    r->set("sources", sources);
+    rules->add(r);
+  }
+  return rules;
+}
+
+// Without outbound rules an attached firewall blocks all egress (reference §5).
+Array::Ptr OutboundRules() {
+  Array::Ptr rules = new Array();
+  for (const char* proto : {"tcp", "udp", "icmp"}) {
+    Object::Ptr r = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    r->set("protocol", proto);
+    if (std::string(proto) != "icmp") r->set("ports", "0");
+    Object::Ptr dest = new Object();
+    dest->set("addresses", AllAddresses());
+    r->set("destinations", dest);
+    rules->add(r);
+  }
+  return rules;
+}
+
+// The tcp ports a firewall opens inbound ("0"/"all" is every port: reported as 0).
+std::set<int> InboundTcpPorts(const Object::Ptr& fw) {
+  std::set<int> ports;
+  Array::Ptr rules = json::Arr(fw, "inbound_rules");
+  if (!rules) return ports;
+  for (size_t i = 0; i < rules->size(); ++i) {
+    Object::Ptr r = json::ObjAt(rules, i);
+    if (!r || json::Str(r, "protocol") != "tcp") continue;
+    std::string p = json::Str(r, "ports");
+    if (p == "all") p = "0";
+    size_t dash = p.find('-');
+    try {
+      if (dash == std::string::npos) {
+        ports.insert(std::stoi(p));
+      } else {
+        int lo = std::stoi(p.substr(0, dash)), hi = std::stoi(p.substr(dash + 1));
+        for (int x = lo; x <= hi && x - lo < 65536; ++x) ports.insert(x);
+      }
+    } catch (const std::exception&) {
+    }
+  }
+  return ports;
+}
+
+std::set<std::string> DropletIdsOf(const Object::Ptr& fw) {
+  std::set<std::string> ids;
+  if (Array::Ptr a = json::Arr(fw, "droplet_ids")) {
+    for (size_t i = 0; i < a->size(); ++i) ids.insert(a->get(static_cast<unsigned>(i)).toString());
+  }
+  return ids;
+}
+
+drivers::RetryPolicy PolicyFrom(const Object::Ptr& config) {
+  drivers::RetryPolicy p;
+  Object::Ptr r = json::Obj(config, "retry");
+  if (!r) return p;
+  using std::chrono::milliseconds;
+  p.max_attempts = static_cast<int>(json::Int(r, "max_attempts", p.max_attempts));
+  p.base_delay = milliseconds(json::Int(r, "base_delay_ms", p.base_delay.count()));
+  p.max_delay = milliseconds(json::Int(r, "max_delay_ms", p.max_delay.count()));
+  p.max_retry_after = milliseconds(json::Int(r, "max_retry_after_ms", p.max_retry_after.count()));
+  p.total_budget = milliseconds(json::Int(r, "total_budget_ms", p.total_budget.count()));
+  p.attempt_timeout = milliseconds(json::Int(r, "attempt_timeout_ms", p.attempt_timeout.count()));
+  return p;
+}
+
+struct GpuRequest {
+  std::string type;
+  int count = 1;
+};
+
+std::optional<GpuRequest> ParseGpu(const Object::Ptr& request) {
+  Object::Ptr gpu = json::Obj(request, "gpu");
+  if (!gpu) return std::nullopt;
+  GpuRequest g;
+  g.type = json::Str(gpu, "type");
+  g.count = static_cast<int>(json::Int(gpu, "count", 1));
+  if (g.type.empty()) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "gpu.type is empty");
+  if (g.count < 1) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "gpu.count must be >= 1");
+  return g;
+}
+
+}  // namespace
+
+DigitalOceanDriver::DigitalOceanDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
+  Object::Ptr settings = json::ParseObject(ctx.config_json, "the driver settings");
+  endpoint_ = json::Str(settings, "endpoint");
+  if (endpoint_.empty()) endpoint_ = kDefaultEndpoint;
+  config_ = json::Obj(settings, "config");
+  if (!config_) config_ = new Object();
+  default_region_ = json::Str(config_, "region");
+  if (Array::Ptr extra = json::Arr(config_, "capacity_messages")) {
+    for (size_t i = 0; i < extra->size(); ++i) {
+      capacity_messages_.push_back(extra->get(static_cast<unsigned>(i)).toString());
+    }
+  }
+  try {
+    http_ = std::make_unique<drivers::HttpClient>(endpoint_, PolicyFrom(config_), host_);
+  } catch (const drivers::HttpError& e) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      std::string(e.what()) + " (set by GPUPROV_DIGITALOCEAN_ENDPOINT or endpoint "
+                                              "in [clouds.digitalocean])");
+  }
+}
+
+const drivers::Credential& DigitalOceanDriver::Token() {
+  if (!token_) {
+    token_ = ResolveToken(config_);
+    if (!token_) {
+      throw DriverError(GPUPROV_STATUS_AUTH, "no DigitalOcean API token found: " + TokenHint());
+    }
+    host_.Debug("token from " + token_->origin);
+  }
+  return *token_;
+}
+
+DigitalOceanDriver::ObjectPtr DigitalOceanDriver::Call(const std::string& method,
+                                                       const std::string& path,
+                                                       const std::string& what,
+                                                       const ObjectPtr& body,
+                                                       const std::set<int>& allow, int* status,
+                                                       bool idempotent) {
+  drivers::HttpRequest req;
+  req.idempotent = idempotent;
+  req.method = method;
+  req.path_and_query = path;
+  req.headers["Authorization"] = "Bearer " + Token().value;
+  if (body) {
+    req.headers["Content-Type"] = "application/json";
+    req.body = json::Stringify(body);
+  }
+  drivers::HttpResponse resp;
+  try {
+    resp = http_->Send(req);
+  } catch (const drivers::HttpError& e) {
+    switch (e.kind()) {
+      case drivers::HttpError::Kind::kCancelled:
+        throw DriverError(GPUPROV_STATUS_CANCELLED, what + ": cancelled");
+      case drivers::HttpError::Kind::kRetriesExhausted: {
+        std::string msg = what + ": DigitalOcean API at " + endpoint_ + " kept failing: " + e.what();
+        if (e.last_response().status != 0) {
+          msg += "; DigitalOcean said: " + ApiMessage(e.last_response().body);
+        }
+        throw DriverError(GPUPROV_STATUS_TRANSIENT, msg + ". Try again in a few minutes.");
+      }
+      case drivers::HttpError::Kind::kInvalidUrl:
+        throw DriverError(GPUPROV_STATUS_INVALID_INPUT, what + ": " + e.what());
+      case drivers::HttpError::Kind::kTls:
+        throw DriverError(GPUPROV_STATUS_FAILED, what + ": " + e.what());
+    }
+    throw DriverError(GPUPROV_STATUS_FAILED, what + ": " + e.what());
+  }
+  if (status) *status = resp.status;
+  const bool ok = resp.status >= 200 && resp.status < 300;
+  if (!ok && allow.count(resp.status) == 0) {
+    const std::string msg = ApiMessage(resp.body);
+    const std::string prefix = what + ": DigitalOcean answered HTTP " + std::to_string(resp.status);
+    switch (resp.status) {
+      case 401:
+        throw DriverError(GPUPROV_STATUS_AUTH, prefix + " (" + msg + ") for the token from " +
+                                                  Token().origin + "; " + TokenHint());
+      case 403:
+        throw DriverError(GPUPROV_STATUS_AUTH,
+                          prefix + " (" + msg + "): the token from " + Token().origin +
+                              " lacks a scope this needs, or the account is locked; " +
+                              TokenHint());
+      case 404:
+        throw DriverError(GPUPROV_STATUS_NOT_FOUND, prefix + ": " + msg);
+      case 422:
+        throw DriverError(Classify422(msg, capacity_messages_), prefix + ": " + msg);
+      default:
+        throw DriverError(resp.status >= 400 && resp.status < 500 ? GPUPROV_STATUS_INVALID_INPUT
+                                                                  : GPUPROV_STATUS_FAILED,
+                          prefix + ": " + msg);
+    }
+  }
+  if (drivers::TrimSpace(resp.body).empty()) return nullptr;
+  Object::Ptr doc = json::TryParseObject(resp.body);
+  if (!doc && ok) {
+    throw DriverError(GPUPROV_STATUS_FAILED,
+                      what + ": DigitalOcean answered HTTP " + std::to_string(resp.status) +
+                          " with a body that is not a JSON object");
+  }
+  return doc;
+}
+
+DigitalOceanDriver::ObjectPtr DigitalOceanDriver::CreateDroplet(const std::string& name,
+                                                                const ObjectPtr& body) {
+  const drivers::RetryPolicy& policy = http_->policy();
+  drivers::Jitter jitter;
+  for (int attempt = 1;; ++attempt) {
+    int status = 0;
+    std::optional<DriverError> failure;
+    try {
+      ObjectPtr doc = Call("POST", "/droplets", "create droplet " + name, body,
+                           {500, 502, 503, 504}, &status, /*idempotent=*/false);
+      if (status < 500) {
+        ObjectPtr droplet = json::Obj(doc, "droplet");
+        if (!droplet) {
+          throw DriverError(GPUPROV_STATUS_FAILED,
+                            "create droplet " + name + ": the answer has no droplet");
+        }
+        return droplet;
+      }
+      failure.emplace(GPUPROV_STATUS_TRANSIENT,
+                      "create droplet " + name + ": DigitalOcean answered HTTP " +
+                          std::to_string(status) + ": " +
+                          (doc ? json::Str(doc, "message") : std::string("no message")));
+    } catch (const DriverError& e) {
+      if (e.status() != GPUPROV_STATUS_TRANSIENT) throw;
+      failure.emplace(e);
+    }
+    // The first try may have made the droplet although its answer was lost.
+    if (ObjectPtr made = FindByName(name)) {
+      host_.Info("droplet " + name + " was created although DigitalOcean's answer failed");
+      return made;
+    }
+    if (attempt >= policy.max_attempts) throw *failure;
+    auto delay = drivers::NextDelay(policy, attempt, std::nullopt, jitter.Next());
+    host_.Debug(std::string(failure->what()) + "; trying again in " +
+                std::to_string(delay.count()) + " ms");
+    const auto until = std::chrono::steady_clock::now() + delay;
+    while (std::chrono::steady_clock::now() < until) {
+      if (host_.Cancelled()) throw DriverError(GPUPROV_STATUS_CANCELLED, "create droplet: cancelled");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+}
+
+std::vector<DigitalOceanDriver::ObjectPtr> DigitalOceanDriver::ListAll(const std::string& path,
+                                                                      const std::string& key,
+                                                                      const std::string& what) {
+  std::vector<ObjectPtr> out;
+  const char sep = path.find('?') == std::string::npos ? '?' : '&';
+  for (int page = 1; page <= kMaxPages; ++page) {
+    ObjectPtr doc = Call("GET",
+                         path + sep + "page=" + std::to_string(page) +
+                             "&per_page=" + std::to_string(kPerPage),
+                         what);
+    Array::Ptr items = json::Arr(doc, key);
+    size_t n = items ? items->size() : 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (ObjectPtr o = json::ObjAt(items, i)) out.push_back(o);
+    }
+    Object::Ptr pages = json::Obj(json::Obj(doc, "links"), "pages");
+    if (n == 0 || !json::Has(pages, "next")) break;
+  }
+  return out;
+}
+
+std::vector<DigitalOceanDriver::ObjectPtr> DigitalOceanDriver::ManagedDroplets() {
+  std::vector<ObjectPtr> out;
+  std::set<std::string> seen;
+  auto add = [&](const std::vector<ObjectPtr>& ds) {
+    for (const auto& d : ds) {
+      if (!HasTag(d, kManagedTag) || json::Str(d, "status") == "archive") continue;
+      if (seen.insert(json::Str(d, "id")).second) out.push_back(d);
+    }
+  };
+  // tag_name cannot be combined with type; GPU droplets are missing from the default list,
+  // so they are listed with type=gpus and filtered here.
+  add(ListAll(std::string("/droplets?tag_name=") + kManagedTag, "droplets", "list droplets"));
+  add(ListAll("/droplets?type=gpus", "droplets", "list GPU droplets"));
+  return out;
+}
+
+DigitalOceanDriver::ObjectPtr DigitalOceanDriver::FindByName(const std::string& name,
+                                                             bool* foreign) {
+  if (foreign) *foreign = false;
+  for (const char* type : {"&type=gpus", ""}) {
+    for (const auto& d : ListAll("/droplets?name=" + Encode(name) + type, "droplets",
+                                 "find droplet " + name)) {
+      if (json::Str(d, "name") != name || json::Str(d, "status") == "archive") continue;
+      if (HasTag(d, kManagedTag)) return d;
+      if (foreign) *foreign = true;
+    }
+  }
+  return nullptr;
+}
+
+DigitalOceanDriver::ObjectPtr DigitalOceanDriver::Resolve(const ObjectPtr& request) {
+  const std::string id = json::Str(request, "id");
+  const std::string name = json::Str(request, "name");
+  if (id.empty() && name.empty()) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "the request needs \"id\" or \"name\"");
+  }
+  if (!id.empty()) {
+    bool numeric = std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (numeric) {
+      int status = 0;
+      ObjectPtr doc = Call("GET", "/droplets/" + id, "get droplet " + id, nullptr, {404}, &status);
+      ObjectPtr d = status == 404 ? nullptr : json::Obj(doc, "droplet");
+      if (d && HasTag(d, kManagedTag) && json::Str(d, "status") != "archive" &&
+          (name.empty() || json::Str(d, "name") == name)) {
+        return d;
+      }
+    }
+  }
+  if (!name.empty()) return FindByName(name);
+  return nullptr;
+}
+
+DigitalOceanDriver::SshKey DigitalOceanDriver::EnsureSshKey(const std::string& public_key) {
+  const std::string fp = Md5Fingerprint(public_key);
+  auto from = [&](const ObjectPtr& k, bool created) {
+    SshKey key;
+    key.id = json::Str(k, "id");
+    key.ours = json::Str(k, "name").rfind(kResourcePrefix, 0) == 0;
+    key.created = created;
+    return key;
+  };
+  int status = 0;
+  ObjectPtr doc = Call("GET", "/account/keys/" + fp, "look up SSH key " + fp, nullptr,
+                       {404}, &status);
+  if (status != 404) {
+    if (ObjectPtr k = json::Obj(doc, "ssh_key")) {
+      host_.Debug("SSH key " + fp + " is registered already (id " + json::Str(k, "id") + ")");
+      return from(k, false);
+    }
+  }
+  std::string hex = fp;
+  hex.erase(std::remove(hex.begin(), hex.end(), ':'), hex.end());
+  Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  body->set("name", kResourcePrefix + hex.substr(0, 16));
+  body->set("public_key", drivers::TrimSpace(public_key));
+  doc = Call("POST", "/account/keys", "register SSH key " + fp, body, {422}, &status);
+  if (status == 422) {
+    // Registered in the meantime (or "already in use"): look it up once more.
+    doc = Call("GET", "/account/keys/" + fp, "look up SSH key " + fp);
+    ObjectPtr k = json::Obj(doc, "ssh_key");
+    if (!k) throw DriverError(GPUPROV_STATUS_FAILED, "SSH key " + fp + " vanished");
+    return from(k, false);
+  }
+  ObjectPtr k = json::Obj(doc, "ssh_key");
+  if (!k) {
+    throw DriverError(GPUPROV_STATUS_FAILED, "register SSH key: the answer has no ssh_key");
+  }
+  host_.Info("registered SSH key " + fp + " as " + json::Str(k, "name"));
+  return from(k, true);
+}
+
+void DigitalOceanDriver::DeleteSshKey(const std::string& id) {
+  Call("DELETE", "/account/keys/" + Encode(id), "delete SSH key " + id, nullptr, {404});
+}
+
+DigitalOceanDriver::ObjectPtr DigitalOceanDriver::FindFirewall(const std::string& vm_name) {
+  const std::string want = FirewallName(vm_name);
+  for (const auto& fw : ListAll("/firewalls", "firewalls", "list firewalls")) {
+    if (json::Str(fw, "name") == want) return fw;
+  }
+  return nullptr;
+}
+
+void DigitalOceanDriver::EnsureFirewall(const std::string& vm_name, const std::string& droplet_id,
+                                        const std::vector<int>& ports_in) {
+  const std::vector<int> ports = WithSsh(ports_in);
+  ObjectPtr fw = FindFirewall(vm_name);
+  std::set<int> open;
+  std::set<std::string> droplets;
+  if (fw) {
+    open = InboundTcpPorts(fw);
+    droplets = DropletIdsOf(fw);
+    bool complete = droplets.count(droplet_id) > 0 || droplet_id.empty();
+    for (int p : ports) complete = complete && (open.count(p) > 0 || open.count(0) > 0);
+    if (complete) return;
+  }
+  std::vector<int> all(open.begin(), open.end());
+  all.erase(std::remove(all.begin(), all.end(), 0), all.end());
+  all.insert(all.end(), ports.begin(), ports.end());
+  all = WithSsh(all);
+  if (!droplet_id.empty()) droplets.insert(droplet_id);
+
+  Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  body->set("name", FirewallName(vm_name));
+  body->set("inbound_rules", InboundRules(all));
+  body->set("outbound_rules", OutboundRules());
+  Array::Ptr ids = new Array();
+  for (const auto& id : droplets) {
+    try {
+      ids->add(std::stoll(id));
+    } catch (const std::exception&) {
+    }
+  }
+  body->set("droplet_ids", ids);
+  body->set("tags", Array::Ptr(new Array()));
+  std::string port_list;
+  for (int p : all) port_list += (port_list.empty() ? "" : ",") + std::to_string(p);
+  if (fw) {
+    const std::string fw_id = json::Str(fw, "id");
+    host_.Progress("updating firewall " + FirewallName(vm_name) + " (tcp " + port_list + ")");
+    Call("PUT", "/firewalls/" + Encode(fw_id), "update firewall " + FirewallName(vm_name), body);
+  } else {
+    host_.Progress("creating firewall " + FirewallName(vm_name) + " (tcp " + port_list + ")");
+    // Not repeated blindly (a lost answer could leave two); a re-run finds it by name.
+    Call("POST", "/firewalls", "create firewall " + FirewallName(vm_name), body, {}, nullptr,
+         /*idempotent=*/false);
+  }
+}
+
+std::string DigitalOceanDriver::Check(const std::string& /*request_json*/) {
+  ObjectPtr doc = Call("GET", "/account", "check the DigitalOcean account");
+  ObjectPtr account = json::Obj(doc, "account");
+  std::string text = json::Str(account, "email");
+  if (text.empty()) text = json::Str(account, "uuid");
+  const std::string status = json::Str(account, "status");
+  if (!status.empty()) text += " (" + status + ")";
+  if (json::Has(account, "droplet_limit")) {
+    text += ", droplet limit " + json::Str(account, "droplet_limit");
+  }
+  Object result(Poco::JSON_PRESERVE_KEY_ORDER);
+  result.set("account", text);
+  result.set("token_from", Token().origin);
+  result.set("endpoint", endpoint_);
+  return json::Stringify(result);
+}
+
+std::string DigitalOceanDriver::Offers(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the offers request");
+  std::optional<GpuRequest> gpu = ParseGpu(request);
+  std::string region = json::Str(request, "region");
+  if (region.empty()) region = default_region_;
+  Array::Ptr offers = new Array();
+  Object result;
+  result.set("offers", offers);
+
+  std::optional<GpuSize> size = gpu ? SizeForGpu(gpu->type, gpu->count) : CpuSize();
+  if (!size) {
+    host_.Warning(NotOfferedMessage(gpu->type, gpu->count));
+    return json::Stringify(result);
+  }
+
+  // Live availability, regions and prices; the built-in table when the sizes list cannot be
+  // read (an authentication failure still fails: nothing else would work either).
+  std::vector<std::string> regions = size->regions;
+  double price = size->price_per_hour;
+  try {
+    bool listed = false;
+    for (const auto& s : ListAll("/sizes", "sizes", "list sizes")) {
+      if (json::Str(s, "slug") != size->slug) continue;
+      listed = true;
+      if (json::Has(s, "available") && !s->getValue<bool>("available")) {
+        host_.Warning("DigitalOcean lists " + size->slug + " as not available now");
+        return json::Stringify(result);
+      }
+      if (Array::Ptr r = json::Arr(s, "regions")) {
+        regions.clear();
+        for (size_t i = 0; i < r->size(); ++i) regions.push_back(r->get(static_cast<unsigned>(i)).toString());
+      }
+      if (json::Has(s, "price_hourly")) price = s->getValue<double>("price_hourly");
+    }
+    if (!listed) {
+      host_.Warning("DigitalOcean's size list has no " + size->slug +
+                    " (GPU Droplets may need enabling for the account)");
+      return json::Stringify(result);
+    }
+  } catch (const DriverError& e) {
+    if (e.status() == GPUPROV_STATUS_AUTH || e.status() == GPUPROV_STATUS_CANCELLED) throw;
+    host_.Debug(std::string("size list unavailable, using the built-in table: ") + e.what());
+  }
+  for (const auto& r : regions) {
+    if (!region.empty() && r != region) continue;
+    Object::Ptr o = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    o->set("instance_type", size->slug);
+    if (size->gpu_count > 0) {
+      o->set("gpu_type", size->gpu_type);
+    } else {
+      o->set("gpu_type", Poco::Dynamic::Var());
+    }
+    o->set("gpu_count", size->gpu_count);
+    o->set("region", r);
+    o->set("price_per_hour", price);
+    o->set("image", size->image);
+    offers->add(o);
+  }
+  if (offers->size() == 0) {
+    host_.Warning(size->slug + " is not offered in region " + region + " (regions: " +
+                  [&] {
+                    std::string s;
+                    for (const auto& r : regions) s += (s.empty() ? "" : ", ") + r;
+                    return s;
+                  }() +
+                  ")");
+  }
+  return json::Stringify(result);
+}
+
+std::string DigitalOceanDriver::Create(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the create request");
+  const std::string name = json::Str(request, "name");
+  ValidateVmName(name);
+  const std::string user_data = json::Str(request, "user_data");
+  CheckUserData(user_data);
+  const std::string public_key = json::Str(request, "ssh_public_key");
+  if (drivers::TrimSpace(public_key).empty()) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "ssh_public_key is required: without a key DigitalOcean emails a root "
+                      "password and gpuprov cannot log in");
+  }
+  const std::string fingerprint = Md5Fingerprint(public_key);  // validates before any call
+  std::vector<int> ports = WithSsh(PortsOf(request, "open_ports"));
+
+  // The size: instance_type when given (it must match gpu), else from gpu.
+  std::optional<GpuRequest> gpu = ParseGpu(request);
+  std::optional<GpuSize> size;
+  const std::string instance_type = json::Str(request, "instance_type");
+  if (gpu) {
+    size = SizeForGpu(gpu->type, gpu->count);
+    if (!size) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, NotOfferedMessage(gpu->type, gpu->count));
+    if (!instance_type.empty() && instance_type != size->slug) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "instance type " + instance_type + " does not have " + gpu->type + ":" +
+                            std::to_string(gpu->count) + " (that is " + size->slug + ")");
+    }
+  } else if (!instance_type.empty()) {
+    size = SizeForSlug(instance_type);
+    if (!size) {
+      // A size this table does not know (e.g. another CPU size): DigitalOcean decides.
+      size = CpuSize();
+      size->slug = instance_type;
+    }
+  } else {
+    size = CpuSize();
+  }
+  std::string region = json::Str(request, "region");
+  if (region.empty()) region = default_region_;
+  if (region.empty()) region = size->regions.front();
+  std::string image = json::Str(request, "image");
+  if (image.empty()) image = size->image;
+
+  // Idempotent by name.
+  bool foreign = false;
+  if (ObjectPtr existing = FindByName(name, &foreign)) {
+    const std::string id = json::Str(existing, "id");
+    host_.Info("droplet " + name + " exists (id " + id + ", " + json::Str(existing, "status") + ")");
+    EnsureFirewall(name, id, ports);
+    Object result(Poco::JSON_PRESERVE_KEY_ORDER);
+    result.set("vm", VmJson(existing, ports));
+    result.set("existing", true);
+    return json::Stringify(result);
+  }
+  if (foreign) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "a droplet named " + name +
+                          " exists that gpuprov did not create (it lacks the gpuprov tag); "
+                          "choose another VM name");
+  }
+
+  SshKey key = EnsureSshKey(public_key);
+
+  Array::Ptr tags = new Array();
+  std::set<std::string> tag_set = {kManagedTag, VmTag(name)};
+  if (key.ours) tag_set.insert(KeyTag(key.id));
+  if (ObjectPtr user_tags = json::Obj(request, "tags")) {
+    for (const auto& [k, v] : *user_tags) {
+      if (k == "gpuprov" || k == "gpuprov-name" || k.empty()) continue;
+      std::string value = v.isEmpty() ? "" : v.convert<std::string>();
+      tag_set.insert(TagSafe(value.empty() ? k : k + ":" + value));
+    }
+  }
+  // Fixed ones first, for readability in the control panel.
+  tags->add(std::string(kManagedTag));
+  tags->add(VmTag(name));
+  for (const auto& t : tag_set) {
+    if (t != kManagedTag && t != VmTag(name)) tags->add(t);
+  }
+
+  Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  body->set("name", name);
+  body->set("region", region);
+  body->set("size", size->slug);
+  body->set("image", image);
+  Array::Ptr keys = new Array();
+  try {
+    keys->add(std::stoll(key.id));
+  } catch (const std::exception&) {
+    keys->add(fingerprint);
+  }
+  body->set("ssh_keys", keys);
+  if (!user_data.empty()) body->set("user_data", user_data);
+  body->set("tags", tags);
+  body->set("ipv6", true);
+  body->set("monitoring", false);
+  body->set("backups", false);
+
+  host_.Progress("creating droplet " + name + " (" + size->slug + " in " + region + ", image " +
+                 image + ")");
+  ObjectPtr droplet;
+  try {
+    droplet = CreateDroplet(name, body);
+  } catch (const DriverError& e) {
+    // Leave nothing behind: a key this call registered goes again (no droplet uses it).
+    if (key.created) {
+      try {
+        DeleteSshKey(key.id);
+      } catch (const std::exception& cleanup) {
+        host_.Warning("could not remove the SSH key registered for " + name + ": " + cleanup.what());
+      }
+    }
+    throw;
+  }
+  const std::string id = json::Str(droplet, "id");
+  host_.Info("droplet " + name + " is id " + id);
+  EnsureFirewall(name, id, ports);
+  Object result(Poco::JSON_PRESERVE_KEY_ORDER);
+  result.set("vm", VmJson(droplet, ports));
+  result.set("existing", false);
+  return json::Stringify(result);
+}
+
+std::string DigitalOceanDriver::Get(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the get request");
+  ObjectPtr d = Resolve(request);
+  if (!d) {
+    const std::string id = json::Str(request, "id"), name = json::Str(request, "name");
+    throw DriverError(GPUPROV_STATUS_NOT_FOUND,
+                      "no gpuprov droplet " + (name.empty() ? "with id " + id : "named " + name) +
+                          " on DigitalOcean");
+  }
+  Object result;
+  result.set("vm", VmJson(d));
+  return json::Stringify(result);
+}
+
+std::string DigitalOceanDriver::List(const std::string& /*request_json*/) {
+  Array::Ptr vms = new Array();
+  for (const auto& d : ManagedDroplets()) vms->add(VmJson(d));
+  Object result;
+  result.set("vms", vms);
+  return json::Stringify(result);
+}
+
+std::string DigitalOceanDriver::Delete(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the delete request");
+  ObjectPtr d = Resolve(request);
+  std::string name = json::Str(request, "name");
+  bool deleted = false;
+  std::vector<std::string> key_ids;
+  if (d) {
+    const std::string id = json::Str(d, "id");
+    name = json::Str(d, "name");
+    key_ids = TagsWithPrefix(d, kKeyTagPrefix);
+    host_.Progress("deleting droplet " + name + " (id " + id + ")");
+    int status = 0;
+    ObjectPtr doc = Call("DELETE", "/droplets/" + id, "delete droplet " + name, nullptr, {404, 422},
+                         &status);
+    if (status == 422) {
+      // "a destroy is already in progress" counts as deleted; anything else is an error.
+      std::string msg = doc ? json::Str(doc, "message") : "";
+      std::string lower = msg;
+      std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+      if (lower.find("in progress") == std::string::npos) {
+        throw DriverError(Classify422(msg, capacity_messages_),
+                          "delete droplet " + name + ": DigitalOcean answered HTTP 422: " + msg);
+      }
+    }
+    deleted = status != 404;
+  }
+  // The firewall of this VM name, even when the droplet was already gone (a half-done create).
+  if (!name.empty()) {
+    const std::string fw_name = FirewallName(name);
+    for (const auto& fw : ListAll("/firewalls", "firewalls", "list firewalls")) {
+      if (json::Str(fw, "name") != fw_name) continue;
+      host_.Progress("deleting firewall " + fw_name);
+      Call("DELETE", "/firewalls/" + Encode(json::Str(fw, "id")), "delete firewall " + fw_name,
+           nullptr, {404});
+    }
+  }
+  // The droplet vanished before we could read its key tag (a failed boot): every key gpuprov
+  // registered that no remaining gpuprov droplet carries is an orphan of it.
+  if (!d) {
+    for (const auto& k : ListAll("/account/keys", "ssh_keys", "list SSH keys")) {
+      if (json::Str(k, "name").rfind(kResourcePrefix, 0) == 0) {
+        key_ids.push_back(json::Str(k, "id"));
+      }
+    }
+  }
+  // The SSH key gpuprov registered, once no other gpuprov droplet uses it.
+  if (!key_ids.empty()) {
+    const std::string this_id = d ? json::Str(d, "id") : "";
+    std::vector<ObjectPtr> others = ManagedDroplets();
+    for (const auto& key_id : key_ids) {
+      bool used = false;
+      for (const auto& o : others) {
+        if (json::Str(o, "id") != this_id && HasTag(o, KeyTag(key_id))) used = true;
+      }
+      if (used) {
+        host_.Debug("SSH key " + key_id + " is still used by another gpuprov droplet; kept");
+        continue;
+      }
+      host_.Progress("deleting SSH key " + key_id);
+      DeleteSshKey(key_id);
+    }
+  }
+  Object result;
+  result.set("deleted", deleted);
+  return json::Stringify(result);
+}
+
+std::string DigitalOceanDriver::OpenPorts(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the open_ports request");
+  std::vector<int> ports = PortsOf(request, "ports");
+  ObjectPtr d = Resolve(request);
+  if (!d) {
+    throw DriverError(GPUPROV_STATUS_NOT_FOUND,
+                      "no gpuprov droplet with id " + json::Str(request, "id") + " on DigitalOcean");
+  }
+  EnsureFirewall(json::Str(d, "name"), json::Str(d, "id"), ports);
+  return "{}";
+}
+
+}  // namespace gpuprov::digitalocean
+
+GPUPROV_DRIVER(gpuprov::digitalocean::DigitalOceanDriver)

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The "digitalocean" driver: GPU Droplets over the DigitalOcean API v2.
+//
+// Settings (docs/driver-protocol.md, init): "endpoint" (default
+// https://api.digitalocean.com/v2; http:// only for a loopback emulator); config keys:
+//   region          default region when the request names none
+//   token_env       name of an environment variable holding the token (checked first)
+//   token           the token itself (discouraged; environment or doctl config preferred)
+//   doctl_config    path of doctl's config.yaml; doctl_context: its context to use
+//   capacity_messages  extra 422 message substrings that mean "no capacity"
+//   retry           {max_attempts, base_delay_ms, max_delay_ms, max_retry_after_ms,
+//                    total_budget_ms, attempt_timeout_ms} (tests compress them)
+// What it creates per VM: the droplet (tags gpuprov, gpuprov-vm:<name>, and
+// gpuprov-key:<id> when the SSH key is one gpuprov registered), a cloud firewall
+// "gpuprov-<name>" attached by droplet id, and at most one SSH key "gpuprov-<fp>" shared by
+// every VM using the same public key. See README.md.
+#pragma once
+
+#include <Poco/JSON/Object.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "credentials.h"
+#include "gpuprov/sdk.hpp"
+#include "http_client.h"
+
+namespace gpuprov::digitalocean {
+
+class DigitalOceanDriver {
+ public:
+  static constexpr const char* kName = "digitalocean";
+  static constexpr const char* kVersion = "0.1.0";
+  static constexpr const char* kDescription =
+      "DigitalOcean GPU Droplets (API v2): droplets, cloud firewalls, SSH keys";
+  static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
+                                            GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES;
+
+  explicit DigitalOceanDriver(const gpuprov::sdk::InitContext& ctx);
+
+  std::string Check(const std::string& request_json);
+  std::string Offers(const std::string& request_json);
+  std::string Create(const std::string& request_json);
+  std::string Get(const std::string& request_json);
+  std::string List(const std::string& request_json);
+  std::string Delete(const std::string& request_json);
+  std::string OpenPorts(const std::string& request_json);
+
+ private:
+  using ObjectPtr = Poco::JSON::Object::Ptr;
+
+  /// One API call with the token; returns the parsed body (nullptr for an empty one).
+  /// Maps failures to DriverError; `allow` lists statuses returned as-is (then *status is set).
+  ObjectPtr Call(const std::string& method, const std::string& path, const std::string& what,
+                 const ObjectPtr& body = nullptr, const std::set<int>& allow = {},
+                 int* status = nullptr, bool idempotent = true);
+  /// POST /droplets without ever making two: a 5xx or a lost answer is followed by a look-up
+  /// by name before the next try.
+  ObjectPtr CreateDroplet(const std::string& name, const ObjectPtr& body);
+  /// Every item of a paginated collection.
+  std::vector<ObjectPtr> ListAll(const std::string& path, const std::string& key,
+                                 const std::string& what);
+  /// The token, resolved on first use; throws AUTH with a hint when there is none.
+  const drivers::Credential& Token();
+
+  /// Droplets tagged gpuprov: the regular list by tag plus GPU droplets (type=gpus).
+  std::vector<ObjectPtr> ManagedDroplets();
+  /// The gpuprov droplet called name (regular and GPU lists), or nullptr.
+  /// With `foreign` set, a same-named droplet gpuprov did not tag is reported there.
+  ObjectPtr FindByName(const std::string& name, bool* foreign = nullptr);
+  /// The gpuprov droplet a get/delete request names by "id" or "name", or nullptr.
+  ObjectPtr Resolve(const ObjectPtr& request);
+
+  struct SshKey {
+    std::string id;
+    bool ours = false;     // registered by gpuprov (name gpuprov-...)
+    bool created = false;  // registered by this call
+  };
+  SshKey EnsureSshKey(const std::string& public_key);
+  void DeleteSshKey(const std::string& id);
+  /// Creates or updates the firewall of a VM so `ports` are open and the droplet attached.
+  void EnsureFirewall(const std::string& vm_name, const std::string& droplet_id,
+                      const std::vector<int>& ports);
+  ObjectPtr FindFirewall(const std::string& vm_name);
+
+  gpuprov::sdk::Host host_;
+  std::string endpoint_;
+  std::string default_region_;
+  ObjectPtr config_;
+  std::vector<std::string> capacity_messages_;
+  std::unique_ptr<drivers::HttpClient> http_;
+  std::optional<drivers::Credential> token_;
+};
+
+}  // namespace gpuprov::digitalocean

@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "digitalocean_rules.h"
+
+#include <Poco/Base64Decoder.h>
+#include <Poco/DigestEngine.h>
+#include <Poco/MD5Engine.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <sstream>
+
+#include "gpuprov/sdk.hpp"
+#include "json_util.h"
+
+namespace gpuprov::digitalocean {
+namespace {
+
+using gpuprov::sdk::DriverError;
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+const std::vector<std::string>& TokenEnvVars() {
+  static const std::vector<std::string> kVars = {"DIGITALOCEAN_TOKEN", "DIGITALOCEAN_ACCESS_TOKEN",
+                                                 "DO_API_TOKEN"};
+  return kVars;
+}
+
+std::optional<drivers::Credential> ResolveToken(const Poco::JSON::Object::Ptr& config) {
+  namespace json = drivers::json;
+  const std::string token_env = config ? json::Str(config, "token_env") : "";
+  if (!token_env.empty()) {
+    if (auto c = drivers::CredentialFromEnv({token_env})) return c;
+  }
+  if (auto c = drivers::CredentialFromEnv(TokenEnvVars())) return c;
+  if (config) {
+    std::string literal = drivers::TrimSpace(json::Str(config, "token"));
+    if (!literal.empty()) return drivers::Credential{literal, "config.toml [clouds.digitalocean] token"};
+  }
+  std::string context = config ? json::Str(config, "doctl_context") : "";
+  if (context.empty()) {
+    if (const char* env = std::getenv("DIGITALOCEAN_CONTEXT"); env != nullptr) context = env;
+  }
+  const std::string path = config ? json::Str(config, "doctl_config") : "";
+  return drivers::CredentialFromDoctlConfig(path, context);
+}
+
+std::string TokenHint() {
+  return "set DIGITALOCEAN_TOKEN (or DIGITALOCEAN_ACCESS_TOKEN, as doctl uses) to a personal "
+         "access token with droplet, ssh_key, firewall and tag scopes (control panel: API -> "
+         "Tokens), run `doctl auth init`, or name the variable with token_env in "
+         "[clouds.digitalocean] of config.toml";
+}
+
+void ValidateVmName(const std::string& name) {
+  bool ok = !name.empty() && name.size() <= 63 &&
+            std::isalnum(static_cast<unsigned char>(name.front())) &&
+            std::isalnum(static_cast<unsigned char>(name.back()));
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') ok = false;
+  }
+  if (!ok) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "VM name \"" + name +
+                          "\" cannot be a DigitalOcean droplet name: use 1-63 letters, digits, "
+                          "'-' and '.', starting and ending with a letter or digit");
+  }
+}
+
+std::string TagSafe(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == ':' || c == '-' || c == '_';
+    out += ok ? c : '_';
+  }
+  if (out.size() > 255) out.resize(255);
+  return out;
+}
+
+std::string VmTag(const std::string& vm_name) { return TagSafe(kVmTagPrefix + vm_name); }
+std::string KeyTag(const std::string& key_id) { return TagSafe(kKeyTagPrefix + key_id); }
+std::string FirewallName(const std::string& vm_name) { return kResourcePrefix + vm_name; }
+
+std::string StateOf(const std::string& status) {
+  if (status == "new") return "pending";
+  if (status == "active") return "running";
+  if (status == "off") return "stopped";
+  if (status == "archive") return "terminated";
+  return "error";
+}
+
+std::string Md5Fingerprint(const std::string& line) {
+  std::istringstream fields(line);
+  std::string type, blob;
+  fields >> type >> blob;
+  auto bad = [] {
+    return DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                       "ssh_public_key is not an OpenSSH public key line "
+                       "(\"ssh-ed25519 AAAA... comment\")");
+  };
+  const bool known_type = type.rfind("ssh-", 0) == 0 || type.rfind("ecdsa-", 0) == 0 ||
+                          type.rfind("sk-", 0) == 0;
+  if (type.empty() || blob.empty() || !known_type) {
+    throw bad();
+  }
+  std::string raw;
+  try {
+    std::istringstream in(blob);
+    Poco::Base64Decoder decoder(in);
+    std::ostringstream out;
+    out << decoder.rdbuf();
+    raw = out.str();
+  } catch (...) {
+    throw bad();
+  }
+  if (raw.size() < 4 + type.size() || raw.compare(4, type.size(), type) != 0) throw bad();
+  Poco::MD5Engine md5;
+  md5.update(raw);
+  const Poco::DigestEngine::Digest& d = md5.digest();
+  static const char* kHex = "0123456789abcdef";
+  std::string fp;
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (i) fp += ':';
+    fp += kHex[d[i] >> 4];
+    fp += kHex[d[i] & 0xf];
+  }
+  return fp;
+}
+
+void CheckUserData(const std::string& user_data) {
+  if (user_data.size() > kMaxUserDataBytes) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "user_data is " + std::to_string(user_data.size()) +
+                          " bytes; DigitalOcean accepts at most 65536 (64 KiB) of plain text");
+  }
+}
+
+std::string ApiMessage(const std::string& body) {
+  if (Poco::JSON::Object::Ptr o = drivers::json::TryParseObject(body)) {
+    std::string message, id;
+    try {
+      message = drivers::json::Str(o, "message");
+      id = drivers::json::Str(o, "id");
+    } catch (...) {
+    }
+    if (!message.empty()) return id.empty() ? message : message + " (" + id + ")";
+    if (!id.empty()) return id;
+  }
+  std::string text = drivers::TrimSpace(body);
+  if (text.size() > 300) text = text.substr(0, 300) + "...";
+  return text.empty() ? "no error message" : text;
+}
+
+gpuprov_type_status Classify422(const std::string& message,
+                                const std::vector<std::string>& extra_capacity) {
+  const std::string m = Lower(message);
+  static const std::vector<std::string> kCapacity = {
+      "not available in this region", "region is not available", "size is not available",
+      "capacity", "currently unavailable", "sold out", "out of stock", "no availability"};
+  for (const auto& s : kCapacity) {
+    if (Contains(m, s)) return GPUPROV_STATUS_CAPACITY;
+  }
+  for (const auto& s : extra_capacity) {
+    if (!s.empty() && Contains(m, Lower(s))) return GPUPROV_STATUS_CAPACITY;
+  }
+  if (Contains(m, "droplet limit") || Contains(m, "exceed") || Contains(m, "quota") ||
+      Contains(m, "limit")) {
+    return GPUPROV_STATUS_QUOTA;
+  }
+  return GPUPROV_STATUS_INVALID_INPUT;
+}
+
+}  // namespace gpuprov::digitalocean

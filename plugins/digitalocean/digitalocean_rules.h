@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The DigitalOcean-specific rules of the driver that need no network, kept apart so they are
+// unit-tested directly: where the token comes from, names and tags, SSH key fingerprints,
+// user-data limits, droplet states, and how an API error becomes a gpuprov status.
+#pragma once
+
+#include <Poco/JSON/Object.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "credentials.h"
+#include "gpuprov/driver_abi.h"
+
+namespace gpuprov::digitalocean {
+
+inline constexpr const char* kDefaultEndpoint = "https://api.digitalocean.com/v2";
+/// Every droplet the driver makes carries this tag; list filters on it.
+inline constexpr const char* kManagedTag = "gpuprov";
+/// Prefixes of the tags that record a droplet's VM name and the SSH key gpuprov registered.
+inline constexpr const char* kVmTagPrefix = "gpuprov-vm:";
+inline constexpr const char* kKeyTagPrefix = "gpuprov-key:";
+/// Names of what the driver creates: firewall "gpuprov-<vm>", key "gpuprov-<fingerprint hex>".
+inline constexpr const char* kResourcePrefix = "gpuprov-";
+/// DigitalOcean's limit for user_data (plain text).
+inline constexpr size_t kMaxUserDataBytes = 64 * 1024;
+
+/// Environment variables read for the token, in order (after config.token_env).
+const std::vector<std::string>& TokenEnvVars();
+
+/// The token: config.token_env (a variable name from config.toml), then $DIGITALOCEAN_TOKEN,
+/// $DIGITALOCEAN_ACCESS_TOKEN (doctl), $DO_API_TOKEN, then config.token (config.toml), then
+/// doctl's config.yaml (config.doctl_config, else $XDG_CONFIG_HOME/doctl/config.yaml or
+/// ~/.config/doctl/config.yaml) for context config.doctl_context, else $DIGITALOCEAN_CONTEXT,
+/// else the file's own context.
+std::optional<drivers::Credential> ResolveToken(const Poco::JSON::Object::Ptr& config);
+
+/// What to tell a user whose token is missing or refused.
+std::string TokenHint();
+
+/// Throws DriverError(INVALID_INPUT) unless name is 1-63 of [A-Za-z0-9.-], starting and
+/// ending with a letter or digit (a hostname; DigitalOcean uses it as one).
+void ValidateVmName(const std::string& name);
+
+/// A string in DigitalOcean's tag charset (letters, digits, ':', '-', '_'): others become '_',
+/// cut to 255 characters.
+std::string TagSafe(const std::string& s);
+std::string VmTag(const std::string& vm_name);
+std::string KeyTag(const std::string& key_id);
+std::string FirewallName(const std::string& vm_name);
+
+/// DigitalOcean's droplet status -> gpuprov state (new->pending, active->running,
+/// off->stopped, archive->terminated, else error).
+std::string StateOf(const std::string& droplet_status);
+
+/// The MD5 fingerprint DigitalOcean shows for an OpenSSH public key line ("aa:bb:..."); throws
+/// DriverError(INVALID_INPUT) when the line is not "<type> <base64> [comment]".
+std::string Md5Fingerprint(const std::string& public_key_line);
+
+/// Throws DriverError(INVALID_INPUT) when user_data is over kMaxUserDataBytes.
+void CheckUserData(const std::string& user_data);
+
+/// DigitalOcean's error body {"id","message"} -> "message (id)"; raw text cut short otherwise.
+std::string ApiMessage(const std::string& body);
+
+/// The status for a 422: CAPACITY when the message names unavailable size/region/capacity
+/// (or one of `extra_capacity` substrings), QUOTA for droplet/resource limits, else
+/// INVALID_INPUT.
+gpuprov_type_status Classify422(const std::string& message,
+                                const std::vector<std::string>& extra_capacity = {});
+
+}  // namespace gpuprov::digitalocean

@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "digitalocean_rules.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "gpuprov/sdk.hpp"
+
+namespace gpuprov::digitalocean {
+namespace {
+
+using Poco::JSON::Object;
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = getenv(name)) old_ = old;
+    if (value) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_.c_str(), old_->c_str(), 1);
+    } else {
+      unsetenv(name_.c_str());
+    }
+  }
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+// Every place a token can come from, cleared for a test.
+struct CleanTokenEnv {
+  ScopedEnv a{"DIGITALOCEAN_TOKEN", nullptr};
+  ScopedEnv b{"DIGITALOCEAN_ACCESS_TOKEN", nullptr};
+  ScopedEnv c{"DO_API_TOKEN", nullptr};
+  ScopedEnv d{"DIGITALOCEAN_CONTEXT", nullptr};
+  ScopedEnv e{"MY_DO_TOKEN", nullptr};
+  ScopedEnv f{"XDG_CONFIG_HOME", "/nonexistent-gpuprov-test"};
+};
+
+TEST(DigitalOceanToken, ResolutionOrder) {
+  CleanTokenEnv clean;
+  auto dir = std::filesystem::temp_directory_path() / ("gpuprov-do-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir / "doctl");
+  std::ofstream(dir / "doctl" / "config.yaml")
+      << "access-token: tok-doctl\nauth-contexts:\n  team: tok-team\ncontext: default\n";
+  ScopedEnv xdg("XDG_CONFIG_HOME", dir.c_str());
+
+  Object::Ptr config = new Object();
+  EXPECT_EQ(ResolveToken(config)->value, "tok-doctl");
+  {
+    ScopedEnv ctx("DIGITALOCEAN_CONTEXT", "team");
+    EXPECT_EQ(ResolveToken(config)->value, "tok-team");
+  }
+  config->set("token", "tok-config");
+  EXPECT_EQ(ResolveToken(config)->value, "tok-config");
+  ScopedEnv do_api("DO_API_TOKEN", "tok-do-api");
+  EXPECT_EQ(ResolveToken(config)->value, "tok-do-api");
+  ScopedEnv access("DIGITALOCEAN_ACCESS_TOKEN", "tok-access");
+  EXPECT_EQ(ResolveToken(config)->value, "tok-access");
+  ScopedEnv token("DIGITALOCEAN_TOKEN", "tok-token");
+  EXPECT_EQ(ResolveToken(config)->value, "tok-token");
+  EXPECT_EQ(ResolveToken(config)->origin, "$DIGITALOCEAN_TOKEN");
+  config->set("token_env", "MY_DO_TOKEN");
+  EXPECT_EQ(ResolveToken(config)->value, "tok-token");  // named but unset: next in order
+  ScopedEnv mine("MY_DO_TOKEN", "tok-mine");
+  EXPECT_EQ(ResolveToken(config)->value, "tok-mine");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(DigitalOceanToken, NoneFound) {
+  CleanTokenEnv clean;
+  EXPECT_FALSE(ResolveToken(new Object()));
+  EXPECT_NE(TokenHint().find("DIGITALOCEAN_TOKEN"), std::string::npos);
+  EXPECT_NE(TokenHint().find("DIGITALOCEAN_ACCESS_TOKEN"), std::string::npos);
+}
+
+TEST(DigitalOceanRules, NamesAndTags) {
+  EXPECT_NO_THROW(ValidateVmName("gpu-box.1"));
+  for (const char* bad : {"", "-a", "a-", "a_b", "a b", "x/y"}) {
+    EXPECT_THROW(ValidateVmName(bad), gpuprov::sdk::DriverError) << bad;
+  }
+  EXPECT_THROW(ValidateVmName(std::string(64, 'a')), gpuprov::sdk::DriverError);
+  EXPECT_EQ(VmTag("gpu-box.1"), "gpuprov-vm:gpu-box_1");
+  EXPECT_EQ(KeyTag("123"), "gpuprov-key:123");
+  EXPECT_EQ(TagSafe("team=ml x"), "team_ml_x");
+  EXPECT_EQ(TagSafe(std::string(300, 'a')).size(), 255u);
+  EXPECT_EQ(FirewallName("demo"), "gpuprov-demo");
+}
+
+TEST(DigitalOceanRules, States) {
+  EXPECT_EQ(StateOf("new"), "pending");
+  EXPECT_EQ(StateOf("active"), "running");
+  EXPECT_EQ(StateOf("off"), "stopped");
+  EXPECT_EQ(StateOf("archive"), "terminated");
+  EXPECT_EQ(StateOf("weird"), "error");
+}
+
+TEST(DigitalOceanRules, Md5FingerprintMatchesSshKeygen) {
+  // Expected values printed by `ssh-keygen -l -E md5 -f key.pub` for these keys.
+  const std::string key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJUeW8OWN9ub68dw8qD7cVkpP5fX+R7F0nbhoeOp4EjF test@gpuprov";
+  std::string fp = Md5Fingerprint(key);
+  EXPECT_EQ(fp, "ec:7a:06:74:b7:97:7b:30:52:63:82:56:53:6c:c5:5c");
+  EXPECT_EQ(Md5Fingerprint(
+                "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC8WtZgLU3CfzkgSP4P6zxy3xEZ0g+lDFt0mIpzmSWl+5hy1HRkTgK6"
+                "JTShftHI0J+qMiMmIjYwMcI6Vf2YmTxFhyDnX6q23Au2vQIEFS6CSd0UvDR1fPzgCQ9tvCcnxFkSya1bftoIk89BW3Xz"
+                "x/adFxDC2kQD+Pw0cO0KM49btjm1Qb6NJ5extY9sJuqUc3g57AhqPDmwBasVwe6449b3+7TJVavB6MTL8XAm04KgfaG7"
+                "WdTEtuSyGv7iO1hzEtwXzje1NLfwdD7PezFQ9NLxy01+jBfQjiGPPWGH+b5vvYzIEIzQBdQmBGHdCbCLfosE5mrPLLrV"
+                "56B8NMT4HM+x rsa@gpuprov"),
+            "fc:74:f2:69:80:a3:c7:66:a1:9d:14:7b:f9:89:4f:c2");
+  EXPECT_EQ(fp, Md5Fingerprint("  " + key.substr(0, key.rfind(' ')) + "\n"));
+  EXPECT_THROW(Md5Fingerprint("not a key"), gpuprov::sdk::DriverError);
+  EXPECT_THROW(Md5Fingerprint("ssh-ed25519 AAAAB3NzaC1yc2EAAAADAQABAAAB"), gpuprov::sdk::DriverError);
+}
+
+TEST(DigitalOceanRules, UserDataLimit) {
+  EXPECT_NO_THROW(CheckUserData(std::string(65536, 'x')));
+  EXPECT_THROW(CheckUserData(std::string(65537, 'x')), gpuprov::sdk::DriverError);
+}
+
+TEST(DigitalOceanRules, ErrorsAndClassification) {
+  EXPECT_EQ(ApiMessage(R"({"id":"unprocessable_entity","message":"Size is not available in this region."})"),
+            "Size is not available in this region. (unprocessable_entity)");
+  EXPECT_EQ(ApiMessage("<html>bad gateway</html>"), "<html>bad gateway</html>");
+  EXPECT_EQ(ApiMessage(""), "no error message");
+  EXPECT_EQ(Classify422("Size is not available in this region."), GPUPROV_STATUS_CAPACITY);
+  EXPECT_EQ(Classify422("Region is not available"), GPUPROV_STATUS_CAPACITY);
+  EXPECT_EQ(Classify422("creating this/these droplet(s) will exceed your droplet limit"),
+            GPUPROV_STATUS_QUOTA);
+  EXPECT_EQ(Classify422("You specified an invalid size for Droplet creation."),
+            GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_EQ(Classify422("GPUs are busy", {"busy"}), GPUPROV_STATUS_CAPACITY);
+}
+
+}  // namespace
+}  // namespace gpuprov::digitalocean

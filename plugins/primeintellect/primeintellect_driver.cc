@@ -1,0 +1,956 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "primeintellect_driver.h"
+
+#include <Poco/Dynamic/Var.h>
+#include <Poco/Exception.h>
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+#include <Poco/JSON/Parser.h>
+#include <Poco/URI.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <thread>
+
+#include "json_util.h"
+#include "ssh_connection.h"
+
+namespace gpuprov::primeintellect {
+namespace {
+
+using gpuprov::drivers::Credential;
+using gpuprov::drivers::HttpError;
+using gpuprov::drivers::HttpRequest;
+using gpuprov::drivers::HttpResponse;
+using gpuprov::sdk::DriverError;
+using Poco::JSON::Array;
+using Poco::JSON::Object;
+namespace json = gpuprov::drivers::json;
+
+constexpr const char* kDefaultEndpoint = "https://api.primeintellect.ai";
+constexpr const char* kApi = "/api/v1";
+constexpr const char* kDefaultSshUser = "root";
+constexpr int kPageSize = 100;
+constexpr int kMaxPages = 100;
+
+constexpr const char* kKeyHint =
+    "set PRIME_API_KEY, or api_key in ~/.prime/config.json (what `prime login` writes), to an "
+    "API key with Instances read and write";
+
+std::string Upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string Trim(const std::string& s) { return gpuprov::drivers::TrimSpace(s); }
+
+// A response field as text; numbers converted, other shapes "".
+std::string Text(const Object::Ptr& o, const std::string& key) {
+  if (!json::Has(o, key)) return "";
+  Poco::Dynamic::Var v = o->get(key);
+  if (v.isString() || v.isNumeric()) return v.convert<std::string>();
+  return "";
+}
+
+std::optional<double> Number(const Object::Ptr& o, const std::string& key) {
+  if (!json::Has(o, key)) return std::nullopt;
+  try {
+    Poco::Dynamic::Var v = o->get(key);
+    if (v.isNumeric() || v.isString()) {
+      double d = v.convert<double>();
+      if (std::isfinite(d)) return d;
+    }
+  } catch (const Poco::Exception&) {
+  }
+  return std::nullopt;
+}
+
+std::string Encode(const std::string& segment) {
+  std::string out;
+  Poco::URI::encode(segment, "/?#&=+ %:@;,", out);
+  return out;
+}
+
+// The message in a Prime Intellect error body: "message", then "error", then "detail" (a
+// string, or FastAPI's [{loc, msg}] list), then "errors" [{param, details}]; a non-JSON body
+// as text (first 300 characters).
+std::string CloudMessage(const std::string& body) {
+  Object::Ptr o = json::TryParseObject(body);
+  if (!o) {
+    std::string t = Trim(body);
+    if (t.size() > 300) t = t.substr(0, 300) + "...";
+    return t;
+  }
+  auto from_list = [](const Array::Ptr& arr) {
+    std::string out;
+    for (size_t i = 0; arr && i < arr->size(); ++i) {
+      Poco::Dynamic::Var item = arr->get(static_cast<unsigned>(i));
+      std::string part;
+      if (item.type() == typeid(Object::Ptr)) {
+        Object::Ptr e = item.extract<Object::Ptr>();
+        std::string loc;
+        if (json::Has(e, "loc") && e->get("loc").type() == typeid(Array::Ptr)) {
+          Array::Ptr l = e->getArray("loc");
+          for (size_t j = 0; j < l->size(); ++j) {
+            std::string p = l->get(static_cast<unsigned>(j)).convert<std::string>();
+            if (p == "body") continue;
+            loc += (loc.empty() ? "" : ".") + p;
+          }
+        }
+        if (loc.empty()) loc = Text(e, "param");
+        std::string msg = Text(e, "msg");
+        if (msg.empty()) msg = Text(e, "details");
+        if (msg.empty()) msg = Text(e, "message");
+        part = loc.empty() ? msg : loc + ": " + msg;
+      } else if (item.isString()) {
+        part = item.convert<std::string>();
+      }
+      if (!part.empty()) out += (out.empty() ? "" : "; ") + part;
+    }
+    return out;
+  };
+  for (const char* key : {"message", "error", "detail", "errors"}) {
+    if (!json::Has(o, key)) continue;
+    Poco::Dynamic::Var v = o->get(key);
+    if (v.isString()) {
+      std::string s = Trim(v.convert<std::string>());
+      if (!s.empty()) return s;
+    } else if (v.type() == typeid(Array::Ptr)) {
+      std::string s = from_list(v.extract<Array::Ptr>());
+      if (!s.empty()) return s;
+    } else if (v.type() == typeid(Object::Ptr)) {
+      Object::Ptr e = v.extract<Object::Ptr>();
+      std::string s = Text(e, "message");
+      if (s.empty()) s = Text(e, "msg");
+      if (!s.empty()) return s;
+    }
+  }
+  return "";
+}
+
+// SkyPilot's "resources unavailable" words (clouds/primeintellect.md §8).
+bool IsCapacityText(const std::string& message) {
+  std::string m = Lower(message);
+  for (const char* w : {"no capacity", "capacity", "unavailable", "out of stock", "insufficient",
+                        "not available", "quota exceeded", "limit exceeded"}) {
+    if (m.find(w) != std::string::npos) return true;
+  }
+  return false;
+}
+
+bool IsSuccess(int status) { return status >= 200 && status < 300; }
+
+// The key and type of an OpenSSH public key line ("ssh-ed25519 AAAA..."), comment dropped.
+std::string KeyBody(const std::string& public_key) {
+  std::istringstream in(public_key);
+  std::string type, data;
+  in >> type >> data;
+  return data.empty() ? Trim(public_key) : type + " " + data;
+}
+
+std::string ShortHash(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return std::string(buf, 12);
+}
+
+std::string PriceText(const std::optional<double>& p) {
+  if (!p) return "price unknown";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "$%.2f/h", *p);
+  return buf;
+}
+
+// --- pods as VMs -------------------------------------------------------------
+
+bool IsGone(const Object::Ptr& pod) {
+  std::string s = Upper(Text(pod, "status"));
+  return s == "TERMINATED" || s == "DELETING";
+}
+
+// The external port the pod's primePortMapping gives SSH (usedBy "SSH", else internal 22).
+std::optional<int> MappedSshPort(const Object::Ptr& pod) {
+  if (!json::Has(pod, "primePortMapping")) return std::nullopt;
+  Poco::Dynamic::Var v = pod->get("primePortMapping");
+  if (v.type() != typeid(Array::Ptr)) return std::nullopt;
+  Array::Ptr arr = v.extract<Array::Ptr>();
+  std::optional<int> by_internal;
+  for (size_t i = 0; i < arr->size(); ++i) {
+    Object::Ptr m = json::ObjAt(arr, i);
+    if (!m) continue;
+    std::optional<double> ext = Number(m, "external");
+    if (!ext || *ext < 1 || *ext > 65535) continue;
+    int port = static_cast<int>(*ext);
+    if (Upper(Text(m, "usedBy")) == "SSH") return port;
+    if (Text(m, "internal") == "22" && !by_internal) by_internal = port;
+  }
+  return by_internal;
+}
+
+struct PodState {
+  std::string state;  // pending|running|stopped|terminated|error
+  std::string message;
+};
+
+// Maps a pod to gpuprov's five states. Running needs ACTIVE, the installation finished
+// (installationStatus FINISHED, or progress 100 when no status is given) and a usable
+// sshConnection (clouds/primeintellect.md §3.3).
+PodState StateOf(const Object::Ptr& pod, const SshField& ssh) {
+  const std::string status = Upper(Text(pod, "status"));
+  const std::string install = Upper(Text(pod, "installationStatus"));
+  const std::optional<double> progress = Number(pod, "installationProgress");
+  const std::string failure = Text(pod, "installationFailure");
+  if (status == "TERMINATED") return {"terminated", "terminated"};
+  if (status == "DELETING") return {"terminated", "deleting"};
+  if (status == "ERROR") {
+    return {"error", failure.empty() ? "the pod is in status ERROR" : failure};
+  }
+  if (!failure.empty() || install == "FAILED" || install == "ERROR") {
+    return {"error", "installation failed" + (failure.empty() ? "" : ": " + failure)};
+  }
+  if (status == "STOPPED") return {"stopped", "stopped"};
+  if (status != "ACTIVE") {
+    return {"pending", status.empty() ? "no status yet" : Lower(status)};
+  }
+  bool finished = install == "FINISHED" || (install.empty() && progress && *progress >= 100);
+  if (!finished) {
+    std::string m = "installing";
+    if (progress) m += " (" + std::to_string(static_cast<int>(*progress)) + "%)";
+    return {"pending", m};
+  }
+  if (ssh.kind == SshField::Kind::kAbsent) return {"pending", "waiting for sshConnection"};
+  if (ssh.kind == SshField::Kind::kMalformed) return {"error", ssh.error};
+  return {"running", ""};
+}
+
+Object::Ptr VmJson(const Object::Ptr& pod) {
+  SshField ssh = ReadSshField(json::Has(pod, "sshConnection") ? pod->get("sshConnection")
+                                                              : Poco::Dynamic::Var());
+  PodState st = StateOf(pod, ssh);
+
+  std::string public_ip;
+  std::string user = kDefaultSshUser;
+  int port = 22;
+  std::optional<int> mapped = MappedSshPort(pod);
+  if (mapped) port = *mapped;
+  if (ssh.kind == SshField::Kind::kParsed) {
+    public_ip = ssh.connection.host;
+    if (!ssh.connection.user.empty()) user = ssh.connection.user;
+    if (ssh.connection.port_given) port = ssh.connection.port;
+  }
+  if (public_ip.empty() && json::Has(pod, "ip")) {
+    std::vector<std::string> ips = FieldStrings(pod->get("ip"));
+    if (!ips.empty()) public_ip = ips.front();
+  }
+
+  Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  vm->set("id", Text(pod, "id"));
+  vm->set("name", Text(pod, "name"));
+  vm->set("state", st.state);
+  vm->set("public_ip", public_ip);
+  vm->set("ssh_port", port);
+  vm->set("ssh_user", user);
+  std::string region = Text(pod, "dataCenterId");
+  if (region.empty()) region = Text(pod, "dataCenter");
+  if (region.empty()) region = Text(pod, "country");
+  vm->set("region", region);
+  vm->set("instance_type", Text(pod, "cloudId"));
+  vm->set("image", Text(pod, "environmentType"));
+  std::string gpu = Text(pod, "gpuName");
+  std::string count = Text(pod, "gpuCount");
+  vm->set("gpus", gpu.empty() ? "" : gpu + (count.empty() ? "" : ":" + count));
+  vm->set("created_at", Text(pod, "createdAt"));
+  vm->set("message", st.message);
+  Object::Ptr ports = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  ports->set("22", port);
+  vm->set("ports", ports);
+  vm->set("cloud_status", Text(pod, "status"));
+  vm->set("provider", Text(pod, "providerType"));
+  if (std::optional<double> price = Number(pod, "priceHr")) vm->set("price_per_hour", *price);
+  return vm;
+}
+
+std::string VmResult(const Object::Ptr& pod, std::optional<bool> existing = std::nullopt) {
+  Object result(Poco::JSON_PRESERVE_KEY_ORDER);
+  result.set("vm", VmJson(pod));
+  if (existing) result.set("existing", *existing);
+  return json::Stringify(result);
+}
+
+// --- requests ----------------------------------------------------------------
+
+struct GpuWanted {
+  std::string type;  // "" = no GPU
+  int count = 0;
+};
+
+GpuWanted ParseGpu(const Object::Ptr& request) {
+  GpuWanted g;
+  Object::Ptr gpu = json::Obj(request, "gpu");
+  if (!gpu) return g;
+  g.type = json::Str(gpu, "type");
+  g.count = static_cast<int>(json::Int(gpu, "count", 1));
+  if (g.type.empty()) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "gpu.type is empty");
+  if (g.count < 1) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "gpu.count must be >= 1");
+  return g;
+}
+
+std::string Describe(const OfferQuery& q) {
+  std::string s = q.gpu_type.empty() ? "a CPU node" : q.gpu_type + ":" + std::to_string(q.gpu_count);
+  if (!q.instance_type.empty()) s += " as " + q.instance_type;
+  if (!q.region.empty()) s += " in " + q.region;
+  return s;
+}
+
+void ValidateName(const std::string& name) {
+  bool ok = !name.empty() && name.size() <= 128;
+  for (char c : name) {
+    auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u == 0x7f) ok = false;
+  }
+  if (!ok) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "pod name \"" + name + "\" must be 1-128 visible characters");
+  }
+}
+
+// A positive integer setting from the config table (number or numeric string).
+std::optional<long long> Setting(const Object::Ptr& config, const std::string& key) {
+  if (!json::Has(config, key)) return std::nullopt;
+  long long v = 0;
+  try {
+    v = config->get(key).convert<long long>();
+  } catch (const Poco::Exception&) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "[clouds.primeintellect] " + key + " must be a number");
+  }
+  if (v < 0) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "[clouds.primeintellect] " + key + " must not be negative");
+  }
+  return v;
+}
+
+std::string ConfigFilePath() {
+  const char* home = std::getenv("HOME");
+  if (home == nullptr || *home == '\0') return "";
+  return std::string(home) + "/.prime/config.json";
+}
+
+// A string member of ~/.prime/config.json; nullopt when the file or member is missing.
+// Throws AUTH when the file exists but is not a JSON object (say so rather than ignore it).
+std::optional<std::string> ConfigFileValue(const std::string& key) {
+  const std::string path = ConfigFilePath();
+  if (path.empty()) return std::nullopt;
+  std::optional<std::string> text = gpuprov::drivers::ReadSmallFile(path);
+  if (!text) return std::nullopt;
+  Object::Ptr o = json::TryParseObject(*text);
+  if (!o) {
+    throw DriverError(GPUPROV_STATUS_AUTH,
+                      path + " is not a JSON object, so no API key can be read from it; " +
+                          kKeyHint);
+  }
+  std::string v = Trim(Text(o, key));
+  if (v.empty()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+// --- the driver ----------------------------------------------------------------
+
+PrimeIntellectDriver::PrimeIntellectDriver(const gpuprov::sdk::InitContext& ctx)
+    : host_(ctx.host) {
+  Object::Ptr settings = json::ParseObject(ctx.config_json, "the driver settings");
+  endpoint_ = Trim(json::Str(settings, "endpoint"));
+  if (endpoint_.empty()) endpoint_ = kDefaultEndpoint;
+  while (!endpoint_.empty() && endpoint_.back() == '/') endpoint_.pop_back();
+  if (endpoint_.size() >= 7 && endpoint_.compare(endpoint_.size() - 7, 7, kApi) == 0) {
+    endpoint_.resize(endpoint_.size() - 7);  // the CLI keeps the host without /api/v1
+  }
+
+  Object::Ptr config = json::Obj(settings, "config");
+  config_team_id_ = Trim(json::Str(config, "team_id"));
+  default_image_ = Trim(json::Str(config, "image"));
+  using std::chrono::milliseconds;
+  if (auto v = Setting(config, "http_max_attempts")) policy_.max_attempts = std::max(1LL, *v);
+  if (auto v = Setting(config, "http_base_delay_ms")) policy_.base_delay = milliseconds(*v);
+  if (auto v = Setting(config, "http_max_delay_ms")) policy_.max_delay = milliseconds(*v);
+  if (auto v = Setting(config, "http_max_retry_after_ms")) {
+    policy_.max_retry_after = milliseconds(*v);
+  }
+  if (auto v = Setting(config, "http_total_budget_ms")) policy_.total_budget = milliseconds(*v);
+  if (auto v = Setting(config, "http_timeout_ms")) policy_.attempt_timeout = milliseconds(*v);
+  if (auto v = Setting(config, "poll_interval_ms")) poll_interval_ = milliseconds(*v);
+  if (auto v = Setting(config, "delete_timeout_s")) delete_timeout_ = std::chrono::seconds(*v);
+
+  gpuprov::drivers::RetryPolicy once = policy_;
+  once.max_attempts = 1;
+  try {
+    client_ = std::make_unique<gpuprov::drivers::HttpClient>(endpoint_, policy_, host_);
+    once_client_ = std::make_unique<gpuprov::drivers::HttpClient>(endpoint_, once, host_);
+  } catch (const HttpError& e) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      std::string("Prime Intellect endpoint: ") + e.what() +
+                          " (set by GPUPROV_PRIMEINTELLECT_ENDPOINT or endpoint in "
+                          "[clouds.primeintellect])");
+  }
+}
+
+PrimeIntellectDriver::~PrimeIntellectDriver() = default;
+
+Credential PrimeIntellectDriver::ApiKey() {
+  if (auto c = gpuprov::drivers::CredentialFromEnv({"PRIME_API_KEY"})) {
+    key_ = c->value;
+    return *c;
+  }
+  if (std::optional<std::string> v = ConfigFileValue("api_key")) {
+    key_ = *v;
+    return Credential{*v, "~/.prime/config.json"};
+  }
+  throw DriverError(GPUPROV_STATUS_AUTH, std::string("no Prime Intellect API key found: ") +
+                                             kKeyHint);
+}
+
+std::string PrimeIntellectDriver::TeamId() const {
+  if (auto c = gpuprov::drivers::CredentialFromEnv({"PRIME_TEAM_ID"})) return c->value;
+  if (!config_team_id_.empty()) return config_team_id_;
+  try {
+    return ConfigFileValue("team_id").value_or("");
+  } catch (const DriverError&) {
+    return "";
+  }
+}
+
+std::string PrimeIntellectDriver::Scrub(std::string text) const {
+  if (key_.size() >= 4) {
+    for (size_t pos = text.find(key_); pos != std::string::npos; pos = text.find(key_, pos)) {
+      text.replace(pos, key_.size(), "<redacted>");
+    }
+  }
+  return text;
+}
+
+HttpResponse PrimeIntellectDriver::Call(const std::string& method, const std::string& path,
+                                        const std::string& body) {
+  Credential key = ApiKey();
+  HttpRequest req;
+  req.method = method;
+  req.path_and_query = path;
+  req.headers["Authorization"] = "Bearer " + key.value;
+  req.headers["Accept"] = "application/json";
+  if (!body.empty()) req.headers["Content-Type"] = "application/json";
+  req.body = body;
+  try {
+    return client_->Send(req);
+  } catch (const HttpError& e) {
+    const std::string what = method + " " + path;
+    switch (e.kind()) {
+      case HttpError::Kind::kCancelled:
+        throw DriverError(GPUPROV_STATUS_CANCELLED, "cancelled during " + what);
+      case HttpError::Kind::kInvalidUrl:
+        throw DriverError(GPUPROV_STATUS_INVALID_INPUT, Scrub(e.what()));
+      case HttpError::Kind::kTls:
+        throw DriverError(GPUPROV_STATUS_FAILED, Scrub(e.what()));
+      case HttpError::Kind::kRetriesExhausted:
+      default: {
+        const HttpResponse& last = e.last_response();
+        std::string msg = Scrub(CloudMessage(last.body));
+        if (last.status >= 500 && IsCapacityText(msg)) {
+          throw DriverError(GPUPROV_STATUS_CAPACITY, "Prime Intellect: " + msg);
+        }
+        std::string hint = last.status == 429
+                               ? "; Prime Intellect is rate limiting this key, try again later"
+                               : "; check https://status.primeintellect.ai or try again later";
+        throw DriverError(GPUPROV_STATUS_TRANSIENT,
+                          Scrub(e.what()) + (msg.empty() ? "" : " (" + msg + ")") + hint);
+      }
+    }
+  }
+}
+
+void PrimeIntellectDriver::ThrowForResponse(const HttpResponse& r, const std::string& what) const {
+  const std::string msg = Scrub(CloudMessage(r.body));
+  const std::string code = "HTTP " + std::to_string(r.status);
+  const std::string detail = msg.empty() ? code : msg + " (" + code + ")";
+  if (r.status == 401 || r.status == 403) {
+    throw DriverError(GPUPROV_STATUS_AUTH, "Prime Intellect refused the API key for " + what +
+                                               ": " + detail + "; " + kKeyHint);
+  }
+  if (r.status == 402) {
+    throw DriverError(GPUPROV_STATUS_QUOTA,
+                      what + ": payment required: " + detail +
+                          "; add funds to the Prime Intellect wallet of this account or team");
+  }
+  if (r.status == 404) throw DriverError(GPUPROV_STATUS_NOT_FOUND, what + ": " + detail);
+  if (IsCapacityText(msg)) {
+    throw DriverError(GPUPROV_STATUS_CAPACITY, what + ": Prime Intellect: " + detail);
+  }
+  if (r.status == 400 || r.status == 409 || r.status == 422) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      what + ": Prime Intellect rejected the request: " + detail);
+  }
+  throw DriverError(GPUPROV_STATUS_FAILED, what + ": " + detail);
+}
+
+Poco::Dynamic::Var PrimeIntellectDriver::CallJson(const std::string& method,
+                                                  const std::string& path,
+                                                  const std::string& what,
+                                                  const std::string& body) {
+  HttpResponse r = Call(method, path, body);
+  if (!IsSuccess(r.status)) ThrowForResponse(r, what);
+  if (Trim(r.body).empty()) return Poco::Dynamic::Var();
+  try {
+    Poco::JSON::Parser parser;
+    return parser.parse(r.body);
+  } catch (const Poco::Exception& e) {
+    throw DriverError(GPUPROV_STATUS_FAILED,
+                      what + ": Prime Intellect answered with invalid JSON (" + e.displayText() +
+                          ")");
+  }
+}
+
+void PrimeIntellectDriver::Wait(std::chrono::milliseconds how_long) {
+  const auto until = std::chrono::steady_clock::now() + how_long;
+  while (std::chrono::steady_clock::now() < until) {
+    if (host_.Cancelled()) throw DriverError(GPUPROV_STATUS_CANCELLED, "cancelled");
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    std::this_thread::sleep_for(std::min(left, std::chrono::milliseconds(50)));
+  }
+}
+
+std::vector<Offer> PrimeIntellectDriver::FetchAvailability(const OfferQuery& query) {
+  std::string base = std::string(kApi) + "/availability/gpus?";
+  if (std::optional<std::string> t = GpuTypeParameter(query.gpu_type)) {
+    base += "gpu_type=" + Encode(*t) + "&";
+  }
+  if (!query.gpu_type.empty()) base += "gpu_count=" + std::to_string(query.gpu_count) + "&";
+  std::vector<Offer> all;
+  for (int page = 1; page <= kMaxPages; ++page) {
+    std::string path =
+        base + "page=" + std::to_string(page) + "&page_size=" + std::to_string(kPageSize);
+    HttpResponse r = Call("GET", path);
+    if (!IsSuccess(r.status)) ThrowForResponse(r, "list GPU availability");
+    AvailabilityPage p;
+    try {
+      p = ParseAvailability(r.body);
+    } catch (const std::exception& e) {
+      throw DriverError(GPUPROV_STATUS_FAILED, std::string("list GPU availability: ") + e.what());
+    }
+    const size_t got = p.offers.size();
+    all.insert(all.end(), p.offers.begin(), p.offers.end());
+    if (got == 0 || !p.total_count || static_cast<int>(all.size()) >= *p.total_count) break;
+  }
+  return all;
+}
+
+std::vector<PrimeIntellectDriver::ObjectPtr> PrimeIntellectDriver::ListPods() {
+  std::vector<ObjectPtr> pods;
+  for (int page = 0; page < kMaxPages; ++page) {
+    const int offset = page * kPageSize;
+    Poco::Dynamic::Var v =
+        CallJson("GET",
+                 std::string(kApi) + "/pods/?offset=" + std::to_string(offset) +
+                     "&limit=" + std::to_string(kPageSize),
+                 "list pods");
+    Object::Ptr o = v.type() == typeid(Object::Ptr) ? v.extract<Object::Ptr>() : nullptr;
+    Array::Ptr data;
+    if (o && json::Has(o, "data") && o->get("data").type() == typeid(Array::Ptr)) {
+      data = o->getArray("data");
+    } else if (v.type() == typeid(Array::Ptr)) {
+      data = v.extract<Array::Ptr>();
+    } else {
+      throw DriverError(GPUPROV_STATUS_FAILED,
+                        "list pods: Prime Intellect answered without a \"data\" list");
+    }
+    for (size_t i = 0; i < data->size(); ++i) {
+      if (Object::Ptr pod = json::ObjAt(data, i)) pods.push_back(pod);
+    }
+    std::optional<double> total = o ? Number(o, "total_count") : std::nullopt;
+    if (!total && o) total = Number(o, "totalCount");
+    if (data->size() == 0 || static_cast<int>(data->size()) < kPageSize) break;
+    if (total && offset + static_cast<int>(data->size()) >= *total) break;
+  }
+  return pods;
+}
+
+PrimeIntellectDriver::ObjectPtr PrimeIntellectDriver::FindPodByName(const std::string& name) {
+  ObjectPtr found;
+  int matches = 0;
+  for (const ObjectPtr& pod : ListPods()) {
+    if (Text(pod, "name") != name || IsGone(pod)) continue;
+    if (!found) found = pod;
+    ++matches;
+  }
+  if (matches > 1) {
+    host_.Warning("Prime Intellect has " + std::to_string(matches) + " live pods named " + name +
+                  "; using " + Text(found, "id"));
+  }
+  return found;
+}
+
+PrimeIntellectDriver::ObjectPtr PrimeIntellectDriver::GetPod(const std::string& id) {
+  HttpResponse r = Call("GET", std::string(kApi) + "/pods/" + Encode(id));
+  if (r.status == 404) return nullptr;
+  if (!IsSuccess(r.status)) ThrowForResponse(r, "get pod " + id);
+  Object::Ptr pod = json::TryParseObject(r.body);
+  if (!pod) throw DriverError(GPUPROV_STATUS_FAILED, "get pod " + id + ": not a JSON object");
+  return pod;
+}
+
+PrimeIntellectDriver::ObjectPtr PrimeIntellectDriver::Resolve(const ObjectPtr& request) {
+  const std::string id = json::Str(request, "id");
+  const std::string name = json::Str(request, "name");
+  if (id.empty() && name.empty()) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "the request needs \"id\" or \"name\"");
+  }
+  if (!id.empty()) {
+    ObjectPtr pod = GetPod(id);
+    if (pod && (name.empty() || Text(pod, "name") == name)) return pod;
+  }
+  if (!name.empty()) return FindPodByName(name);
+  return nullptr;
+}
+
+void PrimeIntellectDriver::EnsureSshKey(const std::string& public_key) {
+  const std::string want = KeyBody(public_key);
+  if (want.empty()) return;
+  for (int page = 0; page < kMaxPages; ++page) {
+    const int offset = page * kPageSize;
+    Poco::Dynamic::Var v =
+        CallJson("GET",
+                 std::string(kApi) + "/ssh_keys/?offset=" + std::to_string(offset) +
+                     "&limit=" + std::to_string(kPageSize),
+                 "list SSH keys");
+    Object::Ptr o = v.type() == typeid(Object::Ptr) ? v.extract<Object::Ptr>() : nullptr;
+    Array::Ptr data = o ? json::Arr(o, "data") : nullptr;
+    if (!data) break;
+    for (size_t i = 0; i < data->size(); ++i) {
+      Object::Ptr k = json::ObjAt(data, i);
+      if (!k || KeyBody(Text(k, "publicKey")) != want) continue;
+      host_.Debug("SSH key already registered on the account as " + Text(k, "name"));
+      if (json::Has(k, "isPrimary") && !k->get("isPrimary").convert<bool>()) {
+        host_.Info("the SSH key " + Text(k, "name") +
+                   " is registered but not the account's primary key; if SSH is refused, "
+                   "make it primary in the Prime Intellect dashboard");
+      }
+      return;
+    }
+    std::optional<double> total = o ? Number(o, "total_count") : std::nullopt;
+    if (data->size() < static_cast<size_t>(kPageSize)) break;
+    if (total && offset + static_cast<int>(data->size()) >= *total) break;
+  }
+  Object body;
+  const std::string key_name = "gpuprov-" + ShortHash(want);
+  body.set("name", key_name);
+  body.set("publicKey", Trim(public_key));
+  host_.Progress("registering SSH key " + key_name + " on the Prime Intellect account");
+  CallJson("POST", std::string(kApi) + "/ssh_keys/", "register SSH key", json::Stringify(body));
+}
+
+PrimeIntellectDriver::ObjectPtr PrimeIntellectDriver::CreatePod(const std::string& body,
+                                                               const std::string& name) {
+  Credential key = ApiKey();
+  HttpRequest req;
+  req.method = "POST";
+  req.path_and_query = std::string(kApi) + "/pods/";
+  req.headers["Authorization"] = "Bearer " + key.value;
+  req.headers["Accept"] = "application/json";
+  req.headers["Content-Type"] = "application/json";
+  req.body = body;
+  std::string last_problem;
+  const auto start = std::chrono::steady_clock::now();
+  for (int attempt = 1; attempt <= policy_.max_attempts; ++attempt) {
+    std::optional<std::chrono::milliseconds> retry_after;
+    try {
+      HttpResponse r = once_client_->Send(req);
+      if (!IsSuccess(r.status)) ThrowForResponse(r, "create pod " + name);
+      Object::Ptr pod = json::TryParseObject(r.body);
+      if (!pod || Text(pod, "id").empty()) {
+        // Created, but the answer is unusable: find it by name.
+        if (ObjectPtr found = FindPodByName(name)) return found;
+        throw DriverError(GPUPROV_STATUS_FAILED,
+                          "create pod " + name + ": Prime Intellect answered without a pod id");
+      }
+      return pod;
+    } catch (const HttpError& e) {
+      if (e.kind() == HttpError::Kind::kCancelled) {
+        throw DriverError(GPUPROV_STATUS_CANCELLED, "cancelled while creating pod " + name);
+      }
+      if (e.kind() != HttpError::Kind::kRetriesExhausted) {
+        throw DriverError(GPUPROV_STATUS_FAILED, Scrub(e.what()));
+      }
+      const HttpResponse& last = e.last_response();
+      std::string msg = Scrub(CloudMessage(last.body));
+      last_problem = last.status == 0 ? Scrub(e.what())
+                                      : "HTTP " + std::to_string(last.status) +
+                                            (msg.empty() ? "" : ": " + msg);
+      if (last.status >= 500 && IsCapacityText(msg)) {
+        throw DriverError(GPUPROV_STATUS_CAPACITY, "create pod " + name + ": Prime Intellect: " +
+                                                       msg + " (HTTP " +
+                                                       std::to_string(last.status) + ")");
+      }
+      if (last.status != 429) {
+        // The create may have happened before the error: never create twice.
+        if (ObjectPtr found = FindPodByName(name)) {
+          host_.Info("pod " + name + " exists after a failed create answer (" + last_problem +
+                     "); using it");
+          return found;
+        }
+      }
+      if (auto it = last.headers.find("Retry-After"); it != last.headers.end()) {
+        retry_after = gpuprov::drivers::ParseRetryAfter(it->second);
+      }
+    }
+    if (attempt == policy_.max_attempts) break;
+    auto delay = gpuprov::drivers::NextDelay(policy_, attempt, retry_after, jitter_.Next());
+    auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - start);
+    if (elapsed + delay > policy_.total_budget) break;
+    host_.Debug("create pod " + name + ": " + last_problem + "; retrying in " +
+                std::to_string(delay.count()) + " ms");
+    Wait(delay);
+  }
+  throw DriverError(GPUPROV_STATUS_TRANSIENT,
+                    "create pod " + name + ": Prime Intellect kept failing (" + last_problem +
+                        "); nothing was created; try again later");
+}
+
+// --- operations ----------------------------------------------------------------
+
+std::string PrimeIntellectDriver::Check(const std::string& /*request_json*/) {
+  Credential key = ApiKey();
+  Poco::Dynamic::Var v =
+      CallJson("GET", std::string(kApi) + "/pods/?offset=0&limit=1", "check credentials");
+  Object::Ptr o = v.type() == typeid(Object::Ptr) ? v.extract<Object::Ptr>() : nullptr;
+  std::optional<double> pods = o ? Number(o, "total_count") : std::nullopt;
+  const std::string team = TeamId();
+  Object result(Poco::JSON_PRESERVE_KEY_ORDER);
+  result.set("account", "Prime Intellect at " + endpoint_ + " (key from " + key.origin +
+                            (team.empty() ? "" : ", team " + team) + ")");
+  result.set("key_source", key.origin);
+  result.set("endpoint", endpoint_);
+  if (pods) result.set("pods", static_cast<long long>(*pods));
+  return json::Stringify(result);
+}
+
+std::string PrimeIntellectDriver::Offers(const std::string& request_json) {
+  Object::Ptr request = json::ParseObject(request_json, "the offers request");
+  GpuWanted gpu = ParseGpu(request);
+  OfferQuery query;
+  query.gpu_type = gpu.type;
+  query.gpu_count = gpu.count;
+  query.region = json::Str(request, "region");
+  std::vector<Offer> available = FetchAvailability(query);
+  std::vector<Offer> matching = MatchingOffers(available, query);
+  // Offered but sold out is a capacity problem, not "not offered": say so.
+  if (matching.empty() &&
+      std::any_of(available.begin(), available.end(),
+                  [&](const Offer& o) { return Matches(o, query); })) {
+    throw sdk::DriverError(GPUPROV_STATUS_CAPACITY,
+                           "Prime Intellect offers " + Describe(query) +
+                               " but every matching offer is out of stock right now");
+  }
+  // Unknown prices would look free to the host's "cheapest" rule: drop them when priced
+  // offers exist.
+  bool any_priced = std::any_of(matching.begin(), matching.end(),
+                                [](const Offer& o) { return o.price_per_hour.has_value(); });
+  Array::Ptr offers = new Array();
+  for (const Offer& m : matching) {
+    if (any_priced && !m.price_per_hour) continue;
+    Object::Ptr o = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    o->set("instance_type", m.cloud_id);
+    if (m.gpu_type.empty() || m.gpu_type == "CPU_NODE") {
+      o->set("gpu_type", Poco::Dynamic::Var());
+    } else {
+      o->set("gpu_type", m.gpu_type);
+    }
+    o->set("gpu_count", m.gpu_count);
+    o->set("region", m.DisplayRegion());
+    if (m.price_per_hour) {
+      o->set("price_per_hour", *m.price_per_hour);
+    } else {
+      o->set("price_per_hour", Poco::Dynamic::Var());
+    }
+    o->set("currency", m.currency);
+    o->set("provider", m.provider);
+    o->set("socket", m.socket);
+    o->set("data_center", m.data_center);
+    o->set("country", m.country);
+    o->set("stock_status", m.stock_status);
+    o->set("spot", m.is_spot);
+    offers->add(o);
+  }
+  host_.Debug("availability: " + std::to_string(offers->size()) + " in-stock offers for " +
+              Describe(query));
+  Object result;
+  result.set("offers", offers);
+  return json::Stringify(result);
+}
+
+std::string PrimeIntellectDriver::Create(const std::string& request_json) {
+  Object::Ptr request = json::ParseObject(request_json, "the create request");
+  const std::string name = json::Str(request, "name");
+  ValidateName(name);
+  GpuWanted gpu = ParseGpu(request);
+  OfferQuery query;
+  query.gpu_type = gpu.type;
+  query.gpu_count = gpu.count;
+  query.region = json::Str(request, "region");
+  query.instance_type = json::Str(request, "instance_type");
+  std::string image = json::Str(request, "image");
+  if (image.empty()) image = default_image_;
+  const std::string public_key = json::Str(request, "ssh_public_key");
+  std::optional<int> disk_gb;
+  if (json::Has(request, "disk_gb")) disk_gb = static_cast<int>(json::Int(request, "disk_gb"));
+
+  // Idempotent by name: a live pod of that name is the VM.
+  if (ObjectPtr found = FindPodByName(name)) {
+    host_.Info("pod " + name + " exists (id " + Text(found, "id") + ", " + Text(found, "status") +
+               ")");
+    if (!public_key.empty()) EnsureSshKey(public_key);
+    return VmResult(found, true);
+  }
+
+  // The offer: always a live availability item (clouds/primeintellect.md §7).
+  std::vector<Offer> available = FetchAvailability(query);
+  std::optional<Offer> offer = ChooseOffer(available, query);
+  if (!offer) {
+    std::string seen;
+    for (const Offer& o : available) {
+      if (!Matches(o, query)) continue;
+      seen += (seen.empty() ? "" : ", ") + o.cloud_id + "@" + o.provider + " in " +
+              o.DisplayRegion() + " (stock \"" + o.stock_status + "\")";
+    }
+    if (!seen.empty()) {
+      throw DriverError(GPUPROV_STATUS_CAPACITY,
+                        "Prime Intellect has no " + Describe(query) + " in stock now: " + seen +
+                            "; try another region or GPU, or later");
+    }
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "Prime Intellect offers no " + Describe(query) +
+                          "; `gpuprov provision --cloud primeintellect` lists what matches "
+                          "(GPU types look like H100, A100-80GB, L40S)");
+  }
+  std::string error;
+  std::optional<int> disk = DiskSizeFor(*offer, disk_gb, &error);
+  if (!error.empty()) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, error);
+  std::string chosen_image = ImageFor(*offer, image, &error);
+  if (!error.empty()) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, error);
+
+  if (!public_key.empty()) EnsureSshKey(public_key);
+
+  Object::Ptr pod = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  pod->set("name", name);
+  pod->set("cloudId", offer->cloud_id);
+  pod->set("gpuType", offer->gpu_type);
+  if (!offer->socket.empty()) pod->set("socket", offer->socket);
+  pod->set("gpuCount", offer->gpu_count);
+  if (disk) pod->set("diskSize", *disk);
+  pod->set("image", chosen_image);
+  if (!offer->data_center.empty()) pod->set("dataCenterId", offer->data_center);
+  if (!offer->country.empty()) pod->set("country", offer->country);
+  if (!offer->security.empty()) pod->set("security", offer->security);
+  pod->set("autoRestart", false);
+  Object::Ptr provider = new Object();
+  provider->set("type", offer->provider);
+  Object body(Poco::JSON_PRESERVE_KEY_ORDER);
+  body.set("pod", pod);
+  body.set("provider", provider);
+  if (std::string team = TeamId(); !team.empty()) {
+    Object::Ptr t = new Object();
+    t->set("teamId", team);
+    body.set("team", t);
+  } else {
+    body.set("team", Poco::Dynamic::Var());
+  }
+
+  host_.Progress("creating pod " + name + ": " + offer->cloud_id + " on " + offer->provider +
+                 " in " + offer->DisplayRegion() + " (" + PriceText(offer->price_per_hour) +
+                 ", image " + chosen_image + ")");
+  ObjectPtr created = CreatePod(json::Stringify(body), name);
+  host_.Info("pod " + name + " is " + Text(created, "id") + " (" + Text(created, "status") + ")");
+  return VmResult(created, false);
+}
+
+std::string PrimeIntellectDriver::Get(const std::string& request_json) {
+  Object::Ptr request = json::ParseObject(request_json, "the get request");
+  ObjectPtr pod = Resolve(request);
+  if (!pod || Upper(Text(pod, "status")) == "TERMINATED") {
+    std::string id = json::Str(request, "id"), name = json::Str(request, "name");
+    throw DriverError(GPUPROV_STATUS_NOT_FOUND,
+                      "no Prime Intellect pod " + (name.empty() ? "with id " + id : "named " + name) +
+                          " (see https://app.primeintellect.ai or `prime pods list`)");
+  }
+  return VmResult(pod);
+}
+
+std::string PrimeIntellectDriver::List(const std::string& /*request_json*/) {
+  Array::Ptr vms = new Array();
+  for (const ObjectPtr& pod : ListPods()) {
+    if (Upper(Text(pod, "status")) == "TERMINATED") continue;
+    vms->add(VmJson(pod));
+  }
+  Object result;
+  result.set("vms", vms);
+  return json::Stringify(result);
+}
+
+std::string PrimeIntellectDriver::Delete(const std::string& request_json) {
+  Object::Ptr request = json::ParseObject(request_json, "the delete request");
+  ObjectPtr pod = Resolve(request);
+  Object result;
+  if (!pod || Upper(Text(pod, "status")) == "TERMINATED") {
+    host_.Debug("nothing to delete for " + request_json);
+    result.set("deleted", false);
+    return json::Stringify(result);
+  }
+  const std::string id = Text(pod, "id");
+  const std::string name = Text(pod, "name");
+  host_.Progress("deleting pod " + name + " (" + id + ")");
+  HttpResponse r = Call("DELETE", std::string(kApi) + "/pods/" + Encode(id));
+  if (r.status == 404) {
+    result.set("deleted", false);
+    return json::Stringify(result);
+  }
+  if (!IsSuccess(r.status)) ThrowForResponse(r, "delete pod " + name);
+
+  // Deletion is asynchronous (DELETING, then TERMINATED or gone): wait, bounded.
+  const auto deadline = std::chrono::steady_clock::now() + delete_timeout_;
+  std::string status = Text(pod, "status");
+  while (true) {
+    ObjectPtr now = GetPod(id);
+    if (!now) break;
+    status = Upper(Text(now, "status"));
+    if (status == "TERMINATED") break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      host_.Warning("pod " + name + " is still " + status + " after " +
+                    std::to_string(delete_timeout_.count()) +
+                    " s; Prime Intellect finishes the deletion on its own");
+      break;
+    }
+    host_.Progress("waiting for pod " + name + " to be deleted (" + Lower(status) + ")");
+    Wait(poll_interval_);
+  }
+  result.set("deleted", true);
+  return json::Stringify(result);
+}
+
+}  // namespace gpuprov::primeintellect
+
+GPUPROV_DRIVER(gpuprov::primeintellect::PrimeIntellectDriver)

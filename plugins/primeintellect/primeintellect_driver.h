@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The "primeintellect" driver: GPU pods on Prime Intellect's aggregator API
+// (clouds/primeintellect.md). A pod is placed on an upstream provider chosen by the offer, so
+// the SSH user and port are read from the pod's sshConnection, never assumed.
+//
+// Capabilities: VM lifecycle and hosting Kubernetes only. Prime Intellect has no boot script
+// (no user-data field) and no API to open ports, so the host takes the SSH route and tunnel
+// mode (kubeconfig on https://127.0.0.1:16443).
+//
+// Settings (docs/driver-protocol.md, init): "endpoint" (default https://api.primeintellect.ai;
+// a trailing /api/v1 is accepted); config keys: team_id, image, delete_timeout_s,
+// poll_interval_ms, and HTTP retry knobs http_max_attempts, http_base_delay_ms,
+// http_max_delay_ms, http_max_retry_after_ms, http_total_budget_ms, http_timeout_ms.
+//
+// Credentials: $PRIME_API_KEY, else "api_key" in ~/.prime/config.json (the prime CLI's file);
+// team: $PRIME_TEAM_ID, else config team_id, else "team_id" in that file. Never logged.
+#pragma once
+
+#include <Poco/JSON/Object.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "credentials.h"
+#include "gpuprov/sdk.hpp"
+#include "http_client.h"
+#include "offers.h"
+#include "retry_policy.h"
+
+namespace gpuprov::primeintellect {
+
+class PrimeIntellectDriver {
+ public:
+  static constexpr const char* kName = "primeintellect";
+  static constexpr const char* kVersion = "0.1.0";
+  static constexpr const char* kDescription =
+      "Prime Intellect GPU pods (aggregated providers); SSH route, tunnel mode";
+  static constexpr uint64_t kCapabilities =
+      GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES;
+
+  explicit PrimeIntellectDriver(const gpuprov::sdk::InitContext& ctx);
+  ~PrimeIntellectDriver();
+
+  std::string Check(const std::string& request_json);
+  std::string Offers(const std::string& request_json);
+  std::string Create(const std::string& request_json);
+  std::string Get(const std::string& request_json);
+  std::string List(const std::string& request_json);
+  std::string Delete(const std::string& request_json);
+
+ private:
+  using ObjectPtr = Poco::JSON::Object::Ptr;
+
+  /// The API key ($PRIME_API_KEY, else ~/.prime/config.json), read on every call; throws
+  /// DriverError(AUTH) with a hint when neither has one.
+  gpuprov::drivers::Credential ApiKey();
+  /// $PRIME_TEAM_ID, else config team_id, else team_id in ~/.prime/config.json; "" if none.
+  std::string TeamId() const;
+
+  /// One API call with the retrying client; maps transport failures to statuses.
+  gpuprov::drivers::HttpResponse Call(const std::string& method, const std::string& path,
+                                      const std::string& body = "");
+  /// Call, then throw a DriverError for any non-2xx status; returns the parsed JSON body.
+  Poco::Dynamic::Var CallJson(const std::string& method, const std::string& path,
+                              const std::string& what, const std::string& body = "");
+  /// Throws the DriverError for a failed response (401/403 AUTH, 402 QUOTA, 404 NOT_FOUND,
+  /// capacity words CAPACITY, 400/409/422 INVALID_INPUT, else FAILED).
+  [[noreturn]] void ThrowForResponse(const gpuprov::drivers::HttpResponse& r,
+                                     const std::string& what) const;
+  /// Replaces the API key wherever it appears in text.
+  std::string Scrub(std::string text) const;
+
+  /// Every availability item for the query's GPU (all pages).
+  std::vector<Offer> FetchAvailability(const OfferQuery& query);
+  /// Every pod of the account (all pages), TERMINATED ones included.
+  std::vector<ObjectPtr> ListPods();
+  /// The live pod (not TERMINATED/DELETING) of exactly this name, or nullptr.
+  ObjectPtr FindPodByName(const std::string& name);
+  /// GET /pods/{id}; nullptr on 404.
+  ObjectPtr GetPod(const std::string& id);
+  /// The pod a get/delete request names by "id" or, failing that, "name"; nullptr if none.
+  ObjectPtr Resolve(const ObjectPtr& request);
+  /// Makes sure the public key is registered on the account.
+  void EnsureSshKey(const std::string& public_key);
+  /// POST /pods/ without blind retries: 429 waits and retries; a 5xx or lost connection looks
+  /// for the pod by name first, since the create may have happened.
+  ObjectPtr CreatePod(const std::string& body, const std::string& name);
+  /// Sleeps in slices, throwing CANCELLED when the host asks.
+  void Wait(std::chrono::milliseconds how_long);
+
+  gpuprov::sdk::Host host_;
+  std::string endpoint_;
+  std::string config_team_id_;
+  std::string default_image_;
+  gpuprov::drivers::RetryPolicy policy_;
+  std::chrono::milliseconds poll_interval_{5000};
+  std::chrono::seconds delete_timeout_{600};
+  std::unique_ptr<gpuprov::drivers::HttpClient> client_;       // retries 429/5xx
+  std::unique_ptr<gpuprov::drivers::HttpClient> once_client_;  // one attempt (pod create)
+  std::string key_;  // the key of the current call, only to scrub it from messages
+  gpuprov::drivers::Jitter jitter_;
+};
+
+}  // namespace gpuprov::primeintellect

@@ -1,0 +1,810 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Loads the BUILT driver .so with dlopen, as the host does, and drives it through the C
+// vtable against the Prime Intellect emulator (gpuprov-emulator, started as a child process
+// on 127.0.0.1 and stopped at the end). Tests that need the emulator skip with a reason when
+// it is not built.
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+#include <Poco/JSON/Parser.h>
+#include <Poco/Net/HTTPClientSession.h>
+#include <Poco/Net/HTTPRequest.h>
+#include <Poco/Net/HTTPResponse.h>
+#include <Poco/StreamCopier.h>
+#include <Poco/URI.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpuprov/driver_abi.h"
+
+namespace gpuprov::primeintellect {
+namespace {
+
+using Poco::JSON::Array;
+using Poco::JSON::Object;
+
+constexpr const char* kKey = "pit_test_key_0123456789abcdef";
+constexpr const char* kWrongKey = "pit_wrong_key_fedcba9876543210";
+constexpr const char* kPublicKey =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGdwdXByb3YtcGktdGVzdC1rZXktMDAwMDAw test@gpuprov";
+
+// --- the driver through its C ABI ----------------------------------------------
+
+const gpuprov_type_driver_descriptor* Descriptor() {
+  static const gpuprov_type_driver_descriptor* d = [] {
+    void* lib = dlopen(GPUPROV_PRIMEINTELLECT_DRIVER_PATH, RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      ADD_FAILURE() << "dlopen " << GPUPROV_PRIMEINTELLECT_DRIVER_PATH << ": " << dlerror();
+      return static_cast<const gpuprov_type_driver_descriptor*>(nullptr);
+    }
+    auto entry = reinterpret_cast<gpuprov_driver_entry_fn>(dlsym(lib, GPUPROV_DRIVER_ENTRY_SYMBOL));
+    if (entry == nullptr) {
+      ADD_FAILURE() << "no " << GPUPROV_DRIVER_ENTRY_SYMBOL;
+      return static_cast<const gpuprov_type_driver_descriptor*>(nullptr);
+    }
+    return entry();
+  }();
+  return d;
+}
+
+struct FakeHost {
+  std::vector<std::string> logs;
+  std::vector<std::string> progress;
+  gpuprov_type_host_api api{};
+
+  FakeHost() {
+    api.struct_size = sizeof(api);
+    api.host_ctx = this;
+    api.log = [](void* ctx, gpuprov_type_log_level level, const char* msg, size_t len) {
+      static_cast<FakeHost*>(ctx)->logs.push_back(std::to_string(level) + " " +
+                                                  std::string(msg, len));
+    };
+    api.progress = [](void* ctx, const char* msg, size_t len) {
+      static_cast<FakeHost*>(ctx)->progress.emplace_back(msg, len);
+    };
+    api.cancelled = [](void*) { return false; };
+  }
+  std::string All() const {
+    std::string s;
+    for (const auto& l : logs) s += l + "\n";
+    for (const auto& p : progress) s += p + "\n";
+    return s;
+  }
+};
+
+struct OpResult {
+  gpuprov_type_status status = GPUPROV_STATUS_FAILED;
+  std::string json;
+  std::string error;
+  Object::Ptr Doc() const {
+    Poco::JSON::Parser parser;
+    return parser.parse(json).extract<Object::Ptr>();
+  }
+};
+
+class Driver {
+ public:
+  explicit Driver(const std::string& config) {
+    const gpuprov_type_driver_descriptor* d = Descriptor();
+    if (d == nullptr) throw std::runtime_error("driver not loaded");
+    vtable_ = d->vtable;
+    gpuprov_type_init_input input{};
+    input.struct_size = sizeof(input);
+    input.host = &host_.api;
+    input.config_host_owned = {config.data(), config.size()};
+    handle_ = vtable_->init(&input, &init_status_);
+    if (handle_ == nullptr) throw std::runtime_error("init returned NULL");
+    if (init_status_ != GPUPROV_STATUS_OK) init_error_ = vtable_->last_error(handle_);
+  }
+  ~Driver() { vtable_->destroy(handle_); }
+  Driver(const Driver&) = delete;
+  Driver& operator=(const Driver&) = delete;
+
+  gpuprov_type_status init_status() const { return init_status_; }
+  const std::string& init_error() const { return init_error_; }
+
+  OpResult Call(gpuprov_drv_op_fn fn, const std::string& request) {
+    gpuprov_type_json result{};
+    OpResult r;
+    r.status = fn(handle_, gpuprov_type_json{request.data(), request.size()}, &result);
+    if (r.status == GPUPROV_STATUS_OK) {
+      r.json.assign(result.data, result.len);
+    } else {
+      r.error = vtable_->last_error(handle_);
+    }
+    return r;
+  }
+  OpResult Check() { return Call(vtable_->check, "{}"); }
+  OpResult Offers(const std::string& req) { return Call(vtable_->offers, req); }
+  OpResult Create(const std::string& req) { return Call(vtable_->create, req); }
+  OpResult Get(const std::string& req) { return Call(vtable_->get, req); }
+  OpResult List() { return Call(vtable_->list, "{}"); }
+  OpResult Delete(const std::string& req) { return Call(vtable_->delete_vm, req); }
+  const FakeHost& host() const { return host_; }
+
+ private:
+  FakeHost host_;
+  const gpuprov_drv_vtable* vtable_ = nullptr;
+  gpuprov_type_driver* handle_ = nullptr;
+  gpuprov_type_status init_status_ = GPUPROV_STATUS_FAILED;
+  std::string init_error_;
+};
+
+// Sets (or, with nullptr, unsets) an environment variable for a scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = getenv(name)) old_ = old;
+    if (value) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_.c_str(), old_->c_str(), 1);
+    } else {
+      unsetenv(name_.c_str());
+    }
+  }
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+// A temporary HOME, optionally with ~/.prime/config.json.
+class TempHome {
+ public:
+  TempHome() {
+    char tmpl[] = "/tmp/gpuprov-pi-home-XXXXXX";
+    const char* dir = mkdtemp(tmpl);
+    if (dir == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = dir;
+    env_ = std::make_unique<ScopedEnv>("HOME", path_.c_str());
+  }
+  ~TempHome() {
+    env_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  void WriteConfig(const std::string& json) {
+    std::filesystem::create_directories(path_ + "/.prime");
+    std::ofstream(path_ + "/.prime/config.json") << json;
+  }
+
+ private:
+  std::string path_;
+  std::unique_ptr<ScopedEnv> env_;
+};
+
+// --- the emulator as a child process -------------------------------------------
+
+struct HttpResult {
+  int status = 0;
+  std::string body;
+  Object::Ptr Doc() const {
+    Poco::JSON::Parser parser;
+    return parser.parse(body).extract<Object::Ptr>();
+  }
+};
+
+HttpResult Http(const std::string& url, const std::string& method, const std::string& body = "") {
+  Poco::URI uri(url);
+  if (uri.getHost().rfind("127.", 0) != 0) throw std::runtime_error("not loopback: " + url);
+  Poco::Net::HTTPClientSession session(uri.getHost(), uri.getPort());
+  session.setTimeout(Poco::Timespan(10, 0));
+  Poco::Net::HTTPRequest req(method, uri.getPathAndQuery(), Poco::Net::HTTPMessage::HTTP_1_1);
+  if (!body.empty()) {
+    req.setContentType("application/json");
+    req.setContentLength(static_cast<std::streamsize>(body.size()));
+  }
+  std::ostream& out = session.sendRequest(req);
+  out << body;
+  Poco::Net::HTTPResponse resp;
+  std::istream& in = session.receiveResponse(resp);
+  HttpResult r;
+  r.status = resp.getStatus();
+  Poco::StreamCopier::copyToString(in, r.body);
+  return r;
+}
+
+class Emulator {
+ public:
+  static std::optional<std::string> Problem() {
+    if (access(GPUPROV_EMULATOR_PATH, X_OK) != 0) {
+      return std::string("emulator not built: ") + GPUPROV_EMULATOR_PATH +
+             " (build target gpuprov-emulator)";
+    }
+    return std::nullopt;
+  }
+
+  // Starts it with PRIME_API_KEY=kKey; waits for its endpoint lines.
+  Emulator() {
+    int fds[2];
+    if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
+    pid_ = fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+      dup2(fds[1], STDOUT_FILENO);
+      int devnull = open("/dev/null", O_WRONLY);
+      if (devnull >= 0 && !getenv("GPUPROV_TEST_EMULATOR_STDERR")) dup2(devnull, STDERR_FILENO);
+      close(fds[0]);
+      close(fds[1]);
+      setenv("PRIME_API_KEY", kKey, 1);
+      execl(GPUPROV_EMULATOR_PATH, "gpuprov-emulator", "--backend", "memory", "--clouds",
+            "primeintellect", "--boot-seconds", "0.3", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(fds[1]);
+    out_fd_ = fds[0];
+    std::string buffer;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (control_.empty() && std::chrono::steady_clock::now() < deadline) {
+      pollfd p{out_fd_, POLLIN, 0};
+      if (poll(&p, 1, 200) <= 0) continue;
+      char buf[512];
+      ssize_t n = read(out_fd_, buf, sizeof buf);
+      if (n <= 0) break;
+      buffer.append(buf, static_cast<size_t>(n));
+      size_t nl;
+      while ((nl = buffer.find('\n')) != std::string::npos) {
+        std::string line = buffer.substr(0, nl);
+        buffer.erase(0, nl + 1);
+        std::istringstream in(line);
+        std::string cloud, url;
+        in >> cloud >> url;
+        if (cloud == "primeintellect") prime_ = url;
+        if (cloud == "control") control_ = url;
+      }
+    }
+    if (prime_.empty() || control_.empty()) {
+      Stop();
+      throw std::runtime_error("the emulator printed no primeintellect/control lines");
+    }
+    // Keep draining its stdout so it never blocks on a full pipe.
+    drain_ = std::thread([fd = out_fd_] {
+      char buf[512];
+      while (read(fd, buf, sizeof buf) > 0) {
+      }
+    });
+  }
+  ~Emulator() { Stop(); }
+
+  const std::string& prime() const { return prime_; }
+
+  HttpResult Control(const std::string& method, const std::string& path,
+                     const std::string& body = "") {
+    return Http(control_ + path, method, body);
+  }
+  void Reset() { Control("POST", "/reset", R"({"cloud":"primeintellect"})"); }
+  void Fault(const std::string& json) {
+    HttpResult r = Control("POST", "/faults", json);
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  int64_t Count(const std::string& what) {
+    HttpResult r = Control("GET", "/counts?cloud=primeintellect");
+    return r.Doc()->getValue<int64_t>(what);
+  }
+  // "METHOD path status" of each request the cloud saw.
+  std::vector<std::string> Requests() {
+    HttpResult r = Control("GET", "/requests?cloud=primeintellect");
+    std::vector<std::string> out;
+    Array::Ptr arr = r.Doc()->getArray("requests");
+    for (size_t i = 0; arr && i < arr->size(); ++i) {
+      Object::Ptr o = arr->getObject(static_cast<unsigned>(i));
+      out.push_back(o->getValue<std::string>("method") + " " + o->getValue<std::string>("path") +
+                    " " + std::to_string(o->getValue<int>("status")));
+    }
+    return out;
+  }
+
+ private:
+  void Stop() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      int status = 0;
+      for (int i = 0; i < 100; ++i) {
+        if (waitpid(pid_, &status, WNOHANG) == pid_) {
+          pid_ = -1;
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      if (pid_ > 0) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, &status, 0);
+        pid_ = -1;
+      }
+    }
+    if (drain_.joinable()) drain_.join();  // read() returns 0 once the child is gone
+    if (out_fd_ >= 0) close(out_fd_);
+    out_fd_ = -1;
+  }
+
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  std::thread drain_;
+  std::string prime_;
+  std::string control_;
+};
+
+std::string Config(const std::string& endpoint) {
+  Object::Ptr config = new Object();
+  config->set("http_max_attempts", 5);
+  config->set("http_base_delay_ms", 5);
+  config->set("http_max_delay_ms", 50);
+  config->set("http_max_retry_after_ms", 50);
+  config->set("http_total_budget_ms", 10000);
+  config->set("http_timeout_ms", 5000);
+  config->set("poll_interval_ms", 100);
+  config->set("delete_timeout_s", 20);
+  Object root;
+  root.set("endpoint", endpoint);
+  root.set("config", config);
+  std::ostringstream s;
+  root.stringify(s);
+  return s.str();
+}
+
+std::string CreateRequest(const std::string& name, const std::string& gpu_type, int count,
+                          const std::string& region = "", const std::string& instance_type = "") {
+  Object req;
+  req.set("name", name);
+  req.set("region", region);
+  req.set("instance_type", instance_type);
+  Object::Ptr gpu = new Object();
+  gpu->set("type", gpu_type);
+  gpu->set("count", count);
+  req.set("gpu", gpu);
+  req.set("image", "");
+  req.set("ssh_public_key", kPublicKey);
+  req.set("user_data", "");
+  Object::Ptr tags = new Object();
+  tags->set("gpuprov", "1");
+  tags->set("gpuprov-name", name);
+  req.set("tags", tags);
+  Array::Ptr ports = new Array();
+  ports->add(22);
+  req.set("open_ports", ports);
+  std::ostringstream s;
+  req.stringify(s);
+  return s.str();
+}
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// --- no emulator needed ----------------------------------------------------------
+
+TEST(PrimeIntellectDescriptor, NameAndCapabilities) {
+  const gpuprov_type_driver_descriptor* d = Descriptor();
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->magic, GPUPROV_DRIVER_MAGIC);
+  EXPECT_STREQ(d->name, "primeintellect");
+  EXPECT_EQ(d->capabilities, GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES);
+  EXPECT_EQ(d->capabilities & (GPUPROV_CAP_BOOT_CLOUD_INIT | GPUPROV_CAP_BOOT_STARTUP_SCRIPT |
+                               GPUPROV_CAP_OPEN_PORTS),
+            0u);
+  const gpuprov_drv_vtable* v = d->vtable;
+  EXPECT_NE(v->check, nullptr);
+  EXPECT_NE(v->offers, nullptr);
+  EXPECT_NE(v->create, nullptr);
+  EXPECT_NE(v->get, nullptr);
+  EXPECT_NE(v->list, nullptr);
+  EXPECT_NE(v->delete_vm, nullptr);
+  EXPECT_EQ(v->open_ports, nullptr);
+}
+
+TEST(PrimeIntellectInit, PlainHttpToARemoteHostIsRefused) {
+  Driver d(R"({"endpoint":"http://api.primeintellect.ai","config":{}})");
+  EXPECT_EQ(d.init_status(), GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_TRUE(Contains(d.init_error(), "GPUPROV_PRIMEINTELLECT_ENDPOINT")) << d.init_error();
+}
+
+TEST(PrimeIntellectInit, BadSettingIsInvalidInput) {
+  Driver d(R"({"endpoint":"","config":{"http_max_attempts":"many"}})");
+  EXPECT_EQ(d.init_status(), GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_TRUE(Contains(d.init_error(), "http_max_attempts")) << d.init_error();
+}
+
+TEST(PrimeIntellectCredentials, NoKeyAnywhereIsAuthWithHint) {
+  TempHome home;
+  ScopedEnv no_key("PRIME_API_KEY", nullptr);
+  // Loopback endpoint with nothing listening: no request may be needed to fail.
+  Driver d(Config("http://127.0.0.1:9"));
+  ASSERT_EQ(d.init_status(), GPUPROV_STATUS_OK) << d.init_error();
+  OpResult r = d.Check();
+  EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH);
+  EXPECT_TRUE(Contains(r.error, "PRIME_API_KEY")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "~/.prime/config.json")) << r.error;
+}
+
+TEST(PrimeIntellectCredentials, BrokenConfigFileIsAuth) {
+  TempHome home;
+  home.WriteConfig("{not json");
+  ScopedEnv no_key("PRIME_API_KEY", nullptr);
+  Driver d(Config("http://127.0.0.1:9"));
+  OpResult r = d.Check();
+  EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH);
+  EXPECT_TRUE(Contains(r.error, "config.json")) << r.error;
+}
+
+// --- against the emulator ----------------------------------------------------------
+
+class PrimeIntellectEmulator : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (Emulator::Problem()) return;
+    emulator_ = new Emulator();
+  }
+  static void TearDownTestSuite() {
+    delete emulator_;
+    emulator_ = nullptr;
+  }
+  void SetUp() override {
+    if (auto p = Emulator::Problem()) GTEST_SKIP() << *p;
+    ASSERT_NE(emulator_, nullptr);
+    emulator_->Reset();
+    home_ = std::make_unique<TempHome>();
+    key_ = std::make_unique<ScopedEnv>("PRIME_API_KEY", kKey);
+  }
+  void TearDown() override {
+    key_.reset();
+    home_.reset();
+  }
+
+  Emulator& emu() { return *emulator_; }
+  std::string config() const { return Config(emulator_->prime()); }
+
+  // Polls get until the state is `want` (or an end state); returns the last VM.
+  Object::Ptr WaitFor(Driver& d, const std::string& id, const std::string& want) {
+    Object::Ptr vm;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      OpResult g = d.Get(R"({"id":")" + id + R"("})");
+      EXPECT_EQ(g.status, GPUPROV_STATUS_OK) << g.error;
+      if (g.status != GPUPROV_STATUS_OK) return nullptr;
+      vm = g.Doc()->getObject("vm");
+      std::string state = vm->getValue<std::string>("state");
+      if (state == want || state == "error" || state == "terminated") return vm;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return vm;
+  }
+
+  static Emulator* emulator_;
+  std::unique_ptr<TempHome> home_;
+  std::unique_ptr<ScopedEnv> key_;
+};
+
+Emulator* PrimeIntellectEmulator::emulator_ = nullptr;
+
+TEST_F(PrimeIntellectEmulator, CheckNamesWhereTheKeyCameFrom) {
+  Driver d(config());
+  OpResult r = d.Check();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r.error;
+  EXPECT_EQ(r.Doc()->getValue<std::string>("key_source"), "$PRIME_API_KEY");
+  EXPECT_FALSE(Contains(r.json, kKey));
+}
+
+TEST_F(PrimeIntellectEmulator, EnvironmentKeyWinsOverConfigFile) {
+  home_->WriteConfig(std::string(R"({"api_key":")") + kWrongKey + R"(","team_id":null})");
+  Driver d(config());
+  OpResult r = d.Check();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r.error;
+  EXPECT_EQ(r.Doc()->getValue<std::string>("key_source"), "$PRIME_API_KEY");
+}
+
+TEST_F(PrimeIntellectEmulator, ConfigFileKeyWhenNoEnvironment) {
+  home_->WriteConfig(std::string(R"({"api_key":")") + kKey +
+                     R"(","base_url":"https://api.primeintellect.ai"})");
+  ScopedEnv no_key("PRIME_API_KEY", nullptr);
+  Driver d(config());
+  OpResult r = d.Check();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r.error;
+  EXPECT_EQ(r.Doc()->getValue<std::string>("key_source"), "~/.prime/config.json");
+}
+
+TEST_F(PrimeIntellectEmulator, BlankEnvironmentKeyFallsBackToConfigFile) {
+  home_->WriteConfig(std::string(R"({"api_key":")") + kKey + R"("})");
+  ScopedEnv blank("PRIME_API_KEY", "  ");
+  Driver d(config());
+  OpResult r = d.Check();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r.error;
+  EXPECT_EQ(r.Doc()->getValue<std::string>("key_source"), "~/.prime/config.json");
+}
+
+TEST_F(PrimeIntellectEmulator, WrongKeyIsAuthAndNeverShown) {
+  ScopedEnv wrong("PRIME_API_KEY", kWrongKey);
+  Driver d(config());
+  for (const OpResult& r : {d.Check(), d.List(), d.Create(CreateRequest("pi-auth", "A100", 1))}) {
+    EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r.error;
+    EXPECT_TRUE(Contains(r.error, "PRIME_API_KEY")) << r.error;
+    EXPECT_TRUE(Contains(r.error, "~/.prime/config.json")) << r.error;
+    EXPECT_FALSE(Contains(r.error, kWrongKey)) << r.error;
+  }
+  EXPECT_FALSE(Contains(d.host().All(), kWrongKey));
+  EXPECT_EQ(emu().Count("instances"), 0);
+}
+
+TEST_F(PrimeIntellectEmulator, WrongKeyInConfigFileIsAuth) {
+  home_->WriteConfig(std::string(R"({"api_key":")") + kWrongKey + R"("})");
+  ScopedEnv no_key("PRIME_API_KEY", nullptr);
+  Driver d(config());
+  OpResult r = d.Check();
+  EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r.error;
+  EXPECT_FALSE(Contains(r.error, kWrongKey)) << r.error;
+}
+
+TEST_F(PrimeIntellectEmulator, OffersAreCheapestInStockFirstWithPrices) {
+  Driver d(config());
+  OpResult r = d.Offers(R"({"gpu":{"type":"A100","count":1},"region":""})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r.error;
+  Array::Ptr offers = r.Doc()->getArray("offers");
+  ASSERT_GE(offers->size(), 2u) << r.json;
+  double last = 0;
+  for (size_t i = 0; i < offers->size(); ++i) {
+    Object::Ptr o = offers->getObject(static_cast<unsigned>(i));
+    EXPECT_EQ(o->getValue<std::string>("gpu_type"), "A100_80GB");
+    EXPECT_EQ(o->getValue<int>("gpu_count"), 1);
+    double price = o->getValue<double>("price_per_hour");
+    EXPECT_GE(price, last);
+    last = price;
+  }
+  Object::Ptr first = offers->getObject(0);
+  EXPECT_FALSE(first->getValue<std::string>("instance_type").empty());
+  EXPECT_FALSE(first->getValue<std::string>("region").empty());
+
+  // A region narrows it: data center or country.
+  r = d.Offers(R"({"gpu":{"type":"A100-80GB","count":1},"region":"CANADA-1"})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r.error;
+  offers = r.Doc()->getArray("offers");
+  ASSERT_EQ(offers->size(), 1u) << r.json;
+  EXPECT_EQ(offers->getObject(0)->getValue<std::string>("instance_type"), "n3-A100x1");
+
+  r = d.Offers(R"({"gpu":{"type":"H100","count":3},"region":""})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r.error;
+  EXPECT_EQ(r.Doc()->getArray("offers")->size(), 0u);
+}
+
+TEST_F(PrimeIntellectEmulator, CreateWaitRunningSecondCreateReturnsItDelete) {
+  Driver d(config());
+  OpResult offers = d.Offers(R"({"gpu":{"type":"A100","count":1},"region":""})");
+  ASSERT_EQ(offers.status, GPUPROV_STATUS_OK) << offers.error;
+  Object::Ptr offer = offers.Doc()->getArray("offers")->getObject(0);
+
+  const std::string name = "pi-life";
+  OpResult c = d.Create(CreateRequest(name, "A100", 1, offer->getValue<std::string>("region"),
+                                      offer->getValue<std::string>("instance_type")));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c.error;
+  EXPECT_FALSE(c.Doc()->getValue<bool>("existing"));
+  Object::Ptr vm = c.Doc()->getObject("vm");
+  const std::string id = vm->getValue<std::string>("id");
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(vm->getValue<std::string>("name"), name);
+  EXPECT_EQ(vm->getValue<std::string>("state"), "pending");
+  EXPECT_EQ(emu().Count("instances"), 1);
+  EXPECT_EQ(emu().Count("ssh_keys"), 1);  // registered at account level
+
+  vm = WaitFor(d, id, "running");
+  ASSERT_TRUE(vm);
+  ASSERT_EQ(vm->getValue<std::string>("state"), "running") << vm->getValue<std::string>("message");
+  // The emulator's container offers remap SSH: whatever port sshConnection names is used.
+  const int port = vm->getValue<int>("ssh_port");
+  EXPECT_GT(port, 0);
+  EXPECT_EQ(vm->getObject("ports")->getValue<int>("22"), port);
+  EXPECT_FALSE(vm->getValue<std::string>("ssh_user").empty());
+  EXPECT_EQ(vm->getValue<std::string>("public_ip").rfind("127.", 0), 0u)
+      << vm->getValue<std::string>("public_ip");
+
+  // Idempotent: the same name returns the same pod, and registers no second key.
+  OpResult again = d.Create(CreateRequest(name, "A100", 1));
+  ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << again.error;
+  EXPECT_TRUE(again.Doc()->getValue<bool>("existing"));
+  EXPECT_EQ(again.Doc()->getObject("vm")->getValue<std::string>("id"), id);
+  EXPECT_EQ(emu().Count("instances"), 1);
+  EXPECT_EQ(emu().Count("ssh_keys"), 1);
+
+  // Get by name, and list.
+  OpResult by_name = d.Get(R"({"name":"pi-life"})");
+  ASSERT_EQ(by_name.status, GPUPROV_STATUS_OK) << by_name.error;
+  EXPECT_EQ(by_name.Doc()->getObject("vm")->getValue<std::string>("id"), id);
+  OpResult list = d.List();
+  ASSERT_EQ(list.status, GPUPROV_STATUS_OK) << list.error;
+  EXPECT_EQ(list.Doc()->getArray("vms")->size(), 1u);
+
+  OpResult del = d.Delete(R"({"id":")" + id + R"(","name":"pi-life"})");
+  ASSERT_EQ(del.status, GPUPROV_STATUS_OK) << del.error;
+  EXPECT_TRUE(del.Doc()->getValue<bool>("deleted"));
+  EXPECT_EQ(emu().Count("instances"), 0);
+
+  OpResult gone = d.Get(R"({"id":")" + id + R"(","name":"pi-life"})");
+  EXPECT_EQ(gone.status, GPUPROV_STATUS_NOT_FOUND) << gone.json;
+  OpResult del2 = d.Delete(R"({"id":")" + id + R"(","name":"pi-life"})");
+  ASSERT_EQ(del2.status, GPUPROV_STATUS_OK) << del2.error;
+  EXPECT_FALSE(del2.Doc()->getValue<bool>("deleted"));
+  EXPECT_FALSE(Contains(d.host().All(), kKey));
+}
+
+// Every pod shape the emulator varies (string, one-element list; [null] before ready) and
+// every offer's user (root, ubuntu) parses to a running VM with its remapped port.
+TEST_F(PrimeIntellectEmulator, SshConnectionShapesAcrossPods) {
+  Driver d(config());
+  struct Want {
+    const char* name;
+    const char* gpu;
+    int count;
+    const char* region;
+    const char* user;
+  };
+  const Want wants[] = {{"pi-shape-0", "A100-80GB", 1, "CANADA-1", "ubuntu"},
+                        {"pi-shape-1", "A100-80GB", 1, "FIN-01", "root"},
+                        {"pi-shape-2", "RTX-A6000", 1, "", "root"}};
+  std::vector<std::string> ids;
+  for (const Want& w : wants) {
+    OpResult c = d.Create(CreateRequest(w.name, w.gpu, w.count, w.region));
+    ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << w.name << ": " << c.error;
+    ids.push_back(c.Doc()->getObject("vm")->getValue<std::string>("id"));
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    Object::Ptr vm = WaitFor(d, ids[i], "running");
+    ASSERT_TRUE(vm);
+    EXPECT_EQ(vm->getValue<std::string>("state"), "running") << wants[i].name;
+    EXPECT_EQ(vm->getValue<std::string>("ssh_user"), wants[i].user) << wants[i].name;
+    EXPECT_NE(vm->getValue<int>("ssh_port"), 22) << wants[i].name;
+    EXPECT_FALSE(vm->getValue<std::string>("public_ip").empty()) << wants[i].name;
+  }
+  EXPECT_EQ(emu().Count("instances"), 3);
+  for (const std::string& id : ids) {
+    OpResult del = d.Delete(R"({"id":")" + id + R"("})");
+    EXPECT_EQ(del.status, GPUPROV_STATUS_OK) << del.error;
+  }
+  EXPECT_EQ(emu().Count("instances"), 0);
+}
+
+// Out of stock (the availability shows no stock): CAPACITY, nothing created.
+TEST_F(PrimeIntellectEmulator, OutOfStockIsCapacityAndNothingLeaks) {
+  emu().Fault(R"({"cloud":"primeintellect","fault":"capacity","times":1})");
+  Driver d(config());
+  OpResult c = d.Create(CreateRequest("pi-nostock", "H100", 8));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_CAPACITY) << c.error;
+  EXPECT_TRUE(Contains(c.error, "in stock")) << c.error;
+  EXPECT_EQ(emu().Count("instances"), 0);
+  OpResult g = d.Get(R"({"name":"pi-nostock"})");
+  EXPECT_EQ(g.status, GPUPROV_STATUS_NOT_FOUND);
+}
+
+// The create itself refused for capacity: CAPACITY with the cloud's own message.
+TEST_F(PrimeIntellectEmulator, CreateRefusedForCapacityCarriesTheCloudsMessage) {
+  emu().Fault(R"({"cloud":"primeintellect","fault":"quota","times":1})");
+  Driver d(config());
+  OpResult c = d.Create(CreateRequest("pi-nocap", "A100", 1));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_CAPACITY) << c.error;
+  EXPECT_TRUE(Contains(c.error, "No capacity available")) << c.error;
+  EXPECT_EQ(emu().Count("instances"), 0);
+  // The next try goes through.
+  OpResult again = d.Create(CreateRequest("pi-nocap", "A100", 1));
+  ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << again.error;
+  EXPECT_EQ(emu().Count("instances"), 1);
+}
+
+TEST_F(PrimeIntellectEmulator, ThrottleIsRetried) {
+  emu().Fault(R"({"cloud":"primeintellect","fault":"throttle","times":3,"retry_after":0})");
+  Driver d(config());
+  OpResult r = d.Check();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r.error;
+  std::vector<std::string> reqs = emu().Requests();
+  int throttled = 0, ok = 0;
+  for (const auto& line : reqs) {
+    if (Contains(line, " 429")) ++throttled;
+    if (Contains(line, " 200")) ++ok;
+  }
+  EXPECT_EQ(throttled, 3);
+  EXPECT_EQ(ok, 1);
+}
+
+TEST_F(PrimeIntellectEmulator, ThrottleOnCreateIsRetriedWithoutDuplicates) {
+  emu().Fault(
+      R"({"cloud":"primeintellect","fault":"throttle","times":2,"retry_after":0,"method":"POST","path":"/api/v1/pods"})");
+  Driver d(config());
+  OpResult c = d.Create(CreateRequest("pi-throttle", "A100", 1));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c.error;
+  EXPECT_EQ(emu().Count("instances"), 1);
+  int throttled = 0, created = 0;
+  for (const auto& line : emu().Requests()) {
+    if (line.rfind("POST /api/v1/pods", 0) == 0 && Contains(line, " 429")) ++throttled;
+    if (line.rfind("POST /api/v1/pods", 0) == 0 && Contains(line, " 200")) ++created;
+  }
+  EXPECT_EQ(throttled, 2);
+  EXPECT_EQ(created, 1);
+}
+
+// A 5xx on create: the pod is looked up by name before another POST, and exactly one exists.
+TEST_F(PrimeIntellectEmulator, ServerErrorOnCreateIsRetriedSafely) {
+  emu().Fault(
+      R"({"cloud":"primeintellect","fault":"server_error","times":2,"method":"POST","path":"/api/v1/pods"})");
+  Driver d(config());
+  OpResult c = d.Create(CreateRequest("pi-5xx", "A100", 1));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c.error;
+  EXPECT_EQ(emu().Count("instances"), 1);
+  // Each failed POST is followed by a look-up by name before the next POST.
+  std::vector<std::string> posts;
+  bool listed_between = true;
+  std::string previous;
+  for (const auto& line : emu().Requests()) {
+    if (line.rfind("POST /api/v1/pods", 0) == 0) {
+      if (!posts.empty() && previous.rfind("GET /api/v1/pods", 0) != 0) listed_between = false;
+      posts.push_back(line);
+    }
+    previous = line;
+  }
+  ASSERT_EQ(posts.size(), 3u);
+  EXPECT_TRUE(Contains(posts[0], " 500"));
+  EXPECT_TRUE(Contains(posts[1], " 500"));
+  EXPECT_TRUE(Contains(posts[2], " 200"));
+  EXPECT_TRUE(listed_between);
+}
+
+TEST_F(PrimeIntellectEmulator, ServerErrorsThatNeverStopAreTransient) {
+  emu().Fault(R"({"cloud":"primeintellect","fault":"server_error","times":-1})");
+  Driver d(config());
+  OpResult r = d.Check();
+  EXPECT_EQ(r.status, GPUPROV_STATUS_TRANSIENT) << r.error;
+}
+
+TEST_F(PrimeIntellectEmulator, PaymentRequiredIsQuota) {
+  emu().Fault(R"({"cloud":"primeintellect","fault":"payment_required","times":1})");
+  Driver d(config());
+  OpResult c = d.Create(CreateRequest("pi-broke", "A100", 1));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_QUOTA) << c.error;
+  EXPECT_TRUE(Contains(c.error, "funds")) << c.error;
+  EXPECT_EQ(emu().Count("instances"), 0);
+}
+
+TEST_F(PrimeIntellectEmulator, UnknownGpuIsInvalidInput) {
+  Driver d(config());
+  OpResult c = d.Create(CreateRequest("pi-nogpu", "B300", 1));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c.error;
+  OpResult disk = d.Create(
+      R"({"name":"pi-disk","gpu":{"type":"A100","count":1},"region":"","disk_gb":5})");
+  EXPECT_EQ(disk.status, GPUPROV_STATUS_INVALID_INPUT) << disk.error;
+  EXPECT_EQ(emu().Count("instances"), 0);
+}
+
+TEST_F(PrimeIntellectEmulator, BootErrorIsErrorState) {
+  emu().Fault(R"({"cloud":"primeintellect","fault":"error_during_boot","times":1,"seconds":0.1})");
+  Driver d(config());
+  OpResult c = d.Create(CreateRequest("pi-booterr", "A100", 1));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c.error;
+  std::string id = c.Doc()->getObject("vm")->getValue<std::string>("id");
+  Object::Ptr vm = WaitFor(d, id, "running");
+  ASSERT_TRUE(vm);
+  EXPECT_EQ(vm->getValue<std::string>("state"), "error");
+  EXPECT_FALSE(vm->getValue<std::string>("message").empty());
+  OpResult del = d.Delete(R"({"id":")" + id + R"("})");
+  EXPECT_EQ(del.status, GPUPROV_STATUS_OK) << del.error;
+  EXPECT_EQ(emu().Count("instances"), 0);
+}
+
+}  // namespace
+}  // namespace gpuprov::primeintellect

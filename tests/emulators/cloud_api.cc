@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "cloud_api.h"
+
+#include <exception>
+
+namespace gpuprov::emulator {
+
+HttpResponse CloudApi::Serve(const HttpRequest& req) {
+  HttpResponse resp;
+  try {
+    if (auto denied = Authenticate(req)) {
+      resp = *denied;
+    } else if (auto f = faults_.Take("throttle", req.method, req.path)) {
+      resp = Throttled(req, *f);
+    } else if (auto f5 = faults_.Take("server_error", req.method, req.path)) {
+      resp = ServerError(req, *f5);
+    } else {
+      resp = Route(req);
+    }
+    Decorate(req, resp);
+  } catch (const std::exception& e) {
+    resp = InternalError(e.what());
+  } catch (...) {
+    resp = InternalError("unknown exception");
+  }
+  return resp;
+}
+
+std::string CloudApi::Configure(const JsonObject& settings) {
+  if (auto e = GetBool(settings, "enforce_rate_limits")) options_.enforce_rate_limits = *e;
+  return "";
+}
+
+bool CloudApi::TokenAccepted(const std::string& token) const {
+  if (token.empty()) return false;
+  for (const auto& t : options_.tokens) {
+    if (t == token) return true;
+  }
+  return false;
+}
+
+JsonObject CloudApi::InstanceRow(const std::string& id, const std::string& name,
+                                 const std::string& backend_id) {
+  InstanceStatus s = backend_->State(backend_id);
+  JsonObject o = NewObject();
+  o->set("id", id);
+  o->set("name", name);
+  o->set("backend_id", backend_id);
+  o->set("state", std::string(ToString(s.state)));
+  o->set("public_ip", s.public_ip);
+  o->set("ssh_port", s.ssh_port);
+  o->set("gpu_present", s.gpu_present);
+  o->set("boot_script_fails", s.boot_script_fails);
+  o->set("message", s.message);
+  return o;
+}
+
+}  // namespace gpuprov::emulator

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// One emulated cloud API. Serve() is the whole request path, in the order a
+// real API gateway works: authentication, then injected throttling and 5xx
+// faults, then the route. Each cloud supplies its own error shapes. Adding a
+// cloud = one subclass + one line in MakeCloudApi (emulator.cc).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "emulator_http.h"
+#include "faults.h"
+#include "instance_backend.h"
+
+namespace gpuprov::emulator {
+
+/// What a cloud is started with.
+struct CloudOptions {
+  /// Credentials accepted (from the cloud's usual environment variables).
+  std::vector<std::string> tokens;
+  /// Whether the cloud's own rate limits are enforced (429) or only reported.
+  bool enforce_rate_limits = true;
+};
+
+class CloudApi {
+ public:
+  CloudApi(std::string name, InstanceBackend* backend, CloudOptions options)
+      : name_(std::move(name)), backend_(backend), options_(std::move(options)) {}
+  virtual ~CloudApi() = default;
+  CloudApi(const CloudApi&) = delete;
+  CloudApi& operator=(const CloudApi&) = delete;
+
+  const std::string& name() const { return name_; }
+  /// The real API's base path, printed after the host ("/v2", "/api/v1").
+  virtual std::string BasePath() const = 0;
+
+  /// Handles one request completely. Never throws.
+  HttpResponse Serve(const HttpRequest& req);
+
+  FaultBook& faults() { return faults_; }
+  /// {"instances": n, "firewalls": n, "ssh_keys": n, "backend_instances": n}.
+  virtual JsonObject Counts() = 0;
+  /// Every live instance: {"id" (the cloud's), "name", "backend_id", "state",
+  /// "public_ip", "ssh_port", "gpu_present", "boot_script_fails", "message"}.
+  virtual JsonArray Instances() = 0;
+  /// Deletes everything (instances through the backend), faults included.
+  virtual void Reset() = 0;
+  /// Applies POST /settings fields; returns an error text or "".
+  virtual std::string Configure(const JsonObject& settings);
+
+ protected:
+  /// nullopt when the request carries an accepted credential.
+  virtual std::optional<HttpResponse> Authenticate(const HttpRequest& req) = 0;
+  virtual HttpResponse Throttled(const HttpRequest& req, const Fault& f) = 0;
+  virtual HttpResponse ServerError(const HttpRequest& req, const Fault& f) = 0;
+  /// The cloud's answer to an exception escaping Route (a bug): a 500.
+  virtual HttpResponse InternalError(const std::string& what) = 0;
+  virtual HttpResponse Route(const HttpRequest& req) = 0;
+  /// Adds headers every response carries (rate-limit headers and the like).
+  virtual void Decorate(const HttpRequest& /*req*/, HttpResponse& /*resp*/) {}
+
+  bool TokenAccepted(const std::string& token) const;
+  /// One Instances() row from the backend's view.
+  JsonObject InstanceRow(const std::string& id, const std::string& name,
+                         const std::string& backend_id);
+
+  std::string name_;
+  InstanceBackend* backend_;
+  CloudOptions options_;
+  FaultBook faults_;
+};
+
+std::unique_ptr<CloudApi> MakeDigitalOceanApi(InstanceBackend* backend, CloudOptions options);
+std::unique_ptr<CloudApi> MakePrimeIntellectApi(InstanceBackend* backend, CloudOptions options);
+
+}  // namespace gpuprov::emulator

@@ -1,0 +1,522 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Instances as real test VMs: one container of the test image per instance,
+// systemd as PID 1, the same container parameters and NoCloud seed layout as
+// the docker driver (plugins/docker/docker_driver.cc, tests/fixtures/testvm/
+// README.md), each on its own loopback address in 127.90.0.0/16 (the docker
+// driver uses 127.77/16). Docker work runs on a few worker threads, so
+// Create/State/Delete never block an API request on Docker.
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <queue>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "docker_engine.h"
+#include "instance_backend.h"
+#include "tar_writer.h"
+
+namespace gpuprov::emulator {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using docker::ContainerSpec;
+using docker::Engine;
+using docker::EngineError;
+using docker::PortBinding;
+using docker::TarWriter;
+
+constexpr const char* kLabelEmulator = "io.gpuprov.emulator";
+constexpr const char* kLabelCloud = "io.gpuprov.emulator.cloud";
+constexpr const char* kLabelSession = "io.gpuprov.emulator.session";
+constexpr const char* kLabelAddress = "io.gpuprov.emulator.address";
+constexpr const char* kLabelName = "io.gpuprov.emulator.name";
+constexpr const char* kSeedDir = "var/lib/cloud/seed/nocloud";
+constexpr const char* kGpuFile = "etc/gpuprov-testvm/gpu";
+constexpr int kAddressSlots = 256 * 254;
+constexpr int kWorkers = 3;
+constexpr std::chrono::seconds kCheckEvery{2};
+constexpr std::chrono::seconds kEngineTimeout{30};
+
+std::string YamlQuote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string Hostname(const std::string& name) {
+  std::string h;
+  for (char c : name) {
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '-') h += c;
+    else if (c == '.' || c == '_') h += '-';
+  }
+  while (!h.empty() && h.front() == '-') h.erase(h.begin());
+  if (h.size() > 63) h.resize(63);
+  while (!h.empty() && h.back() == '-') h.pop_back();
+  return h.empty() ? "vm" : h;
+}
+
+std::string AddressOfSlot(int slot) {
+  return "127.90." + std::to_string(slot / 254) + "." + std::to_string(slot % 254 + 1);
+}
+
+// The user data with a failing step added (fault boot_script_fails): a shell
+// script gets "exit 1" appended; anything else becomes a MIME multipart with
+// the original part and a failing shell-script part.
+std::string FailingUserData(const std::string& user_data) {
+  const std::string fail =
+      "echo 'gpuprov-emulator: injected boot script failure (fault boot_script_fails)' >&2\n"
+      "exit 1\n";
+  if (user_data.empty()) return "#!/bin/sh\n" + fail;
+  if (user_data.rfind("#!", 0) == 0) {
+    std::string s = user_data;
+    if (s.back() != '\n') s += '\n';
+    return s + fail;
+  }
+  const std::string b = "===gpuprov-emulator-boundary===";
+  std::string type = "text/plain";
+  if (user_data.rfind("#cloud-config", 0) == 0) type = "text/cloud-config";
+  if (user_data.rfind("#include", 0) == 0) type = "text/x-include-url";
+  std::string s = "Content-Type: multipart/mixed; boundary=\"" + b + "\"\nMIME-Version: 1.0\n\n";
+  s += "--" + b + "\nContent-Type: " + type + "; charset=\"utf-8\"\nMIME-Version: 1.0\n\n";
+  s += user_data;
+  if (user_data.back() != '\n') s += '\n';
+  s += "--" + b + "\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\nMIME-Version: 1.0\n\n";
+  s += "#!/bin/sh\n" + fail;
+  s += "--" + b + "--\n";
+  return s;
+}
+
+class DockerBackend : public InstanceBackend {
+ public:
+  explicit DockerBackend(DockerBackendOptions options) : options_(std::move(options)) {
+    std::random_device rd;
+    next_slot_ = static_cast<int>(rd() % kAddressSlots);
+    for (int i = 0; i < kWorkers; ++i) workers_.emplace_back([this] { Work(); });
+  }
+
+  ~DockerBackend() override { RemoveAll(); }
+
+  std::string Name() const override { return "docker"; }
+
+  std::string Create(const InstanceSpec& spec) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) throw BackendError("the emulator is stopping");
+    Record r;
+    r.spec = spec;
+    r.id = "ctr-" + std::to_string(++counter_);
+    r.container_name = "gpuprov-emu-" + spec.cloud + "-" + Hostname(spec.name) + "-" +
+                       std::to_string(counter_);
+    r.address = PickAddressLocked();
+    std::random_device rd;
+    r.ssh_port = spec.remap_ssh ? 20000 + static_cast<int>(rd() % 30000) : 22;
+    const std::string id = r.id;
+    records_[id] = r;
+    ScheduleLocked(Clock::now(), id, Task::kCreate);
+    return id;
+  }
+
+  InstanceStatus State(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    InstanceStatus s;
+    auto it = records_.find(id);
+    if (it == records_.end() || it->second.phase == Phase::kDeleted) {
+      s.state = InstanceState::kGone;
+      s.message = "no such instance";
+      return s;
+    }
+    const Record& r = it->second;
+    s.public_ip = r.address;
+    s.private_ip = "10.120." + r.address.substr(7);
+    s.ssh_port = r.ssh_port;
+    s.boot_script_fails = r.spec.faults.script_fails;
+    s.message = r.message;
+    switch (r.phase) {
+      case Phase::kCreating:
+      case Phase::kWaitStart:
+        s.state = InstanceState::kProvisioning;
+        break;
+      case Phase::kRunning:
+        s.state = InstanceState::kRunning;
+        s.running_for =
+            std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - r.running_since);
+        s.gpu_present = r.spec.gpu_count > 0 && r.gpu_written;
+        break;
+      case Phase::kGone:
+      case Phase::kDeleted:
+        s.state = InstanceState::kGone;
+        break;
+      case Phase::kError:
+        s.state = InstanceState::kError;
+        break;
+    }
+    return s;
+  }
+
+  void Delete(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find(id);
+    if (it == records_.end() || it->second.phase == Phase::kDeleted) return;
+    it->second.phase = Phase::kDeleted;
+    ScheduleLocked(Clock::now(), id, Task::kRemove);
+  }
+
+  size_t LiveCount(const std::string& cloud) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t n = 0;
+    for (const auto& [id, r] : records_) n += cloud.empty() || r.spec.cloud == cloud;
+    return n;
+  }
+
+  void RemoveAll() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (removed_all_) return;
+      removed_all_ = true;
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : workers_) {
+      if (t.joinable()) t.join();
+    }
+    // Every container of this session, whatever state the workers left it in.
+    try {
+      Engine engine = MakeEngine();
+      for (const auto& c : engine.ListContainers(
+               {std::string(kLabelEmulator) + "=1",
+                std::string(kLabelSession) + "=" + options_.session})) {
+        try {
+          engine.RemoveContainer(c.id);
+        } catch (const std::exception&) {
+        }
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gpuprov-emulator: could not list containers to remove: %s\n",
+                   e.what());
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    records_.clear();
+  }
+
+ private:
+  enum class Phase { kCreating, kWaitStart, kRunning, kGone, kError, kDeleted };
+  enum class Task { kCreate, kStart, kVanish, kFail, kGpu, kCheck, kRemove };
+  struct Record {
+    std::string id;
+    InstanceSpec spec;
+    std::string container_name;
+    std::string container_id;
+    std::string address;
+    int ssh_port = 22;
+    Phase phase = Phase::kCreating;
+    std::string message;
+    Clock::time_point running_since;
+    bool gpu_written = false;
+  };
+  struct Job {
+    Clock::time_point at;
+    std::string id;
+    Task task;
+    bool operator>(const Job& o) const { return at > o.at; }
+  };
+
+  Engine MakeEngine() const {
+    if (!options_.socket_path.empty()) return Engine(options_.socket_path, kEngineTimeout);
+    return Engine::FromEnvironment(kEngineTimeout);
+  }
+
+  // Addresses held by this process plus those of other emulator sessions.
+  std::string PickAddressLocked() {
+    std::set<std::string> used;
+    for (const auto& [id, r] : records_) used.insert(r.address);
+    for (int i = 0; i < kAddressSlots; ++i) {
+      std::string a = AddressOfSlot((next_slot_ + i) % kAddressSlots);
+      if (used.count(a) == 0 && foreign_.count(a) == 0) {
+        next_slot_ = (next_slot_ + i + 1) % kAddressSlots;
+        return a;
+      }
+    }
+    throw BackendError("every address of 127.90.0.0/16 is in use");
+  }
+
+  void ScheduleLocked(Clock::time_point at, const std::string& id, Task t) {
+    jobs_.push(Job{at, id, t});
+    cv_.notify_one();
+  }
+
+  void Schedule(Clock::time_point at, const std::string& id, Task t) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) ScheduleLocked(at, id, t);
+  }
+
+  void Work() {
+    Engine engine = MakeEngine();
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      if (stopping_) return;
+      if (jobs_.empty()) {
+        cv_.wait(lock);
+        continue;
+      }
+      Job j = jobs_.top();
+      if (j.at > Clock::now()) {
+        cv_.wait_until(lock, j.at);
+        continue;
+      }
+      jobs_.pop();
+      auto it = records_.find(j.id);
+      if (it == records_.end()) continue;
+      Record copy = it->second;
+      lock.unlock();
+      try {
+        Run(engine, copy, j.task);
+      } catch (const std::exception& e) {
+        Fail(j.id, std::string("docker: ") + e.what());
+      }
+      lock.lock();
+    }
+  }
+
+  // Sets phase error (unless deleted) and removes the container later.
+  void Fail(const std::string& id, const std::string& message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find(id);
+    if (it == records_.end() || it->second.phase == Phase::kDeleted) return;
+    it->second.phase = Phase::kError;
+    it->second.message = message;
+  }
+
+  // Applies f to the record when it still exists and is not deleted; false otherwise.
+  template <class F>
+  bool Update(const std::string& id, F&& f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find(id);
+    if (it == records_.end() || it->second.phase == Phase::kDeleted) return false;
+    f(it->second);
+    return true;
+  }
+
+  std::string SeedArchive(const Record& r) {
+    const InstanceSpec& s = r.spec;
+    TarWriter tar;
+    std::string meta = "instance-id: " + YamlQuote("i-" + RandomHex(8)) + "\n";
+    meta += "local-hostname: " + YamlQuote(Hostname(s.name)) + "\n";
+    if (!s.ssh_public_keys.empty()) {
+      meta += "public-keys:\n";
+      for (const auto& k : s.ssh_public_keys) meta += "  - " + YamlQuote(k) + "\n";
+    }
+    tar.AddFile(std::string(kSeedDir) + "/meta-data", meta, 0644);
+    std::string user_data = s.faults.script_fails ? FailingUserData(s.user_data) : s.user_data;
+    tar.AddFile(std::string(kSeedDir) + "/user-data", user_data, 0600);
+    if (s.gpu_count > 0 && s.faults.gpu_after_seconds < 0) {
+      tar.AddFile(kGpuFile, s.gpu_type + ":" + std::to_string(s.gpu_count) + "\n", 0644);
+    }
+    return tar.Finish();
+  }
+
+  void Run(Engine& engine, const Record& r, Task task) {
+    switch (task) {
+      case Task::kCreate: {
+        {
+          // Addresses of other emulator sessions, so two emulators never collide.
+          std::set<std::string> foreign;
+          for (const auto& c : engine.ListContainers({std::string(kLabelEmulator) + "=1"})) {
+            auto a = c.labels.find(kLabelAddress);
+            auto s = c.labels.find(kLabelSession);
+            if (a != c.labels.end() && s != c.labels.end() && s->second != options_.session) {
+              foreign.insert(a->second);
+            }
+          }
+          std::lock_guard<std::mutex> lock(mu_);
+          foreign_ = foreign;
+          auto it = records_.find(r.id);
+          if (it == records_.end()) return;
+          if (foreign_.count(it->second.address)) it->second.address = PickAddressLocked();
+        }
+        Record cur;
+        if (!Update(r.id, [&](Record& x) { cur = x; })) {
+          Finish(r.id);
+          return;
+        }
+        if (!engine.ImageExists(options_.image)) {
+          Fail(r.id, "image " + options_.image +
+                         " is not built; run: bash tests/fixtures/testvm/build-image.sh");
+          return;
+        }
+        ContainerSpec spec;
+        spec.name = cur.container_name;
+        spec.image = options_.image;
+        spec.hostname = Hostname(cur.spec.name);
+        spec.cmd = {"/lib/systemd/systemd"};
+        spec.cgroupns_mode = "host";
+        spec.binds = {"/sys/fs/cgroup:/sys/fs/cgroup:ro"};
+        spec.cap_add = {"SYS_ADMIN"};
+        spec.tmpfs = {{"/run", "rw,nosuid,nodev,exec,mode=755"},
+                      {"/run/lock", "rw,nosuid,nodev,noexec"}};
+        spec.stop_signal = "SIGRTMIN+3";
+        for (int port : cur.spec.ports) {
+          int host_port = (port == 22) ? cur.ssh_port : port;
+          spec.ports.push_back(PortBinding{port, "tcp", cur.address, std::to_string(host_port)});
+        }
+        spec.labels = {{kLabelEmulator, "1"},
+                       {kLabelCloud, cur.spec.cloud},
+                       {kLabelSession, options_.session},
+                       {kLabelAddress, cur.address},
+                       {kLabelName, cur.spec.name}};
+        std::string cid = engine.CreateContainer(spec);
+        bool keep = Update(r.id, [&](Record& x) {
+          x.container_id = cid;
+          x.phase = Phase::kWaitStart;
+        });
+        if (!keep) {  // deleted while we created it
+          engine.RemoveContainer(cid);
+          Finish(r.id);
+          return;
+        }
+        cur.container_id = cid;
+        engine.PutArchive(cid, "/", SeedArchive(cur));
+        Schedule(Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(
+                                    cur.spec.faults.slow_boot_seconds * 1000)),
+                 r.id, Task::kStart);
+        return;
+      }
+      case Task::kStart: {
+        if (r.phase != Phase::kWaitStart) return;
+        engine.StartContainer(r.container_id);
+        if (r.spec.faults.vanish) {
+          Schedule(Clock::now() + std::chrono::seconds(1), r.id, Task::kVanish);
+          return;
+        }
+        if (r.spec.faults.error) {
+          Schedule(Clock::now() + std::chrono::seconds(1), r.id, Task::kFail);
+          return;
+        }
+        Update(r.id, [&](Record& x) {
+          x.phase = Phase::kRunning;
+          x.running_since = Clock::now();
+        });
+        if (r.spec.gpu_count > 0) {
+          if (r.spec.faults.gpu_after_seconds >= 0) {
+            Schedule(Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(
+                                        r.spec.faults.gpu_after_seconds * 1000)),
+                     r.id, Task::kGpu);
+          } else {
+            Update(r.id, [&](Record& x) { x.gpu_written = true; });
+          }
+        }
+        Schedule(Clock::now() + kCheckEvery, r.id, Task::kCheck);
+        return;
+      }
+      case Task::kVanish: {
+        engine.RemoveContainer(r.container_id);
+        Update(r.id, [&](Record& x) {
+          x.phase = Phase::kGone;
+          x.message = "the instance vanished while booting (fault vanish_during_boot)";
+        });
+        return;
+      }
+      case Task::kFail: {
+        try {
+          engine.KillContainer(r.container_id);
+        } catch (const EngineError&) {
+        }
+        Update(r.id, [&](Record& x) {
+          x.phase = Phase::kError;
+          x.message = "the instance failed while booting (fault error_during_boot)";
+        });
+        return;
+      }
+      case Task::kGpu: {
+        if (r.phase != Phase::kRunning) return;
+        TarWriter tar;
+        tar.AddFile(kGpuFile, r.spec.gpu_type + ":" + std::to_string(r.spec.gpu_count) + "\n",
+                    0644);
+        engine.PutArchive(r.container_id, "/", tar.Finish());
+        Update(r.id, [&](Record& x) { x.gpu_written = true; });
+        return;
+      }
+      case Task::kCheck: {
+        if (r.phase != Phase::kRunning) return;
+        auto info = engine.InspectContainer(r.container_id);
+        if (!info) {
+          Update(r.id, [&](Record& x) {
+            x.phase = Phase::kGone;
+            x.message = "the container was removed";
+          });
+        } else if (!info->running) {
+          Update(r.id, [&](Record& x) {
+            x.phase = Phase::kError;
+            x.message = "the container is " + info->status + " (exit code " +
+                        std::to_string(info->exit_code) + ")";
+          });
+        } else {
+          Schedule(Clock::now() + kCheckEvery, r.id, Task::kCheck);
+        }
+        return;
+      }
+      case Task::kRemove: {
+        if (!r.container_id.empty()) engine.RemoveContainer(r.container_id);
+        // A create still running for this record removes its container itself.
+        if (!r.container_id.empty() || r.phase == Phase::kDeleted) Finish(r.id);
+        return;
+      }
+    }
+  }
+
+  // Forgets a deleted record once its container is gone.
+  void Finish(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find(id);
+    if (it != records_.end() && it->second.phase == Phase::kDeleted) records_.erase(it);
+  }
+
+  DockerBackendOptions options_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::priority_queue<Job, std::vector<Job>, std::greater<Job>> jobs_;
+  std::map<std::string, Record> records_;
+  std::set<std::string> foreign_;
+  std::vector<std::thread> workers_;
+  int next_slot_ = 0;
+  uint64_t counter_ = 0;
+  bool stopping_ = false;
+  bool removed_all_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<InstanceBackend> MakeDockerBackend(const DockerBackendOptions& options) {
+  // Fail at start, not on the first create: the daemon answers and the image is built.
+  Engine engine = options.socket_path.empty() ? Engine::FromEnvironment(kEngineTimeout)
+                                              : Engine(options.socket_path, kEngineTimeout);
+  try {
+    engine.Ping();
+  } catch (const std::exception& e) {
+    throw BackendError(std::string("the docker backend needs a Docker daemon: ") + e.what());
+  }
+  if (!engine.ImageExists(options.image)) {
+    throw BackendError("the docker backend's image " + options.image +
+                       " is not built; run: bash tests/fixtures/testvm/build-image.sh "
+                       "(or pass --image TAG)");
+  }
+  return std::make_unique<DockerBackend>(options);
+}
+
+}  // namespace gpuprov::emulator

@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The docker backend: droplets and pods are real test VM containers. Checks
+// through docker exec that cloud-init ran the user data, that the SSH key from
+// the API reached /root/.ssh/authorized_keys, the GPU file, the boot-script
+// and late-GPU faults, the remapped SSH port of Prime Intellect pods, and that
+// deleting (and stopping the emulator) removes the containers.
+// Skipped when Docker or the test image is not there.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "docker_engine.h"
+#include "emulator.h"
+#include "emulator_test_util.h"
+
+namespace gpuprov::emulator {
+namespace {
+
+using testing::Call;
+using testing::Reply;
+using testing::WaitFor;
+using namespace std::chrono_literals;
+
+constexpr const char* kToken = "dop_v1_docker_test";
+constexpr const char* kPiKey = "pit_docker_test";
+constexpr const char* kPublicKey =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPtlieUdwvU3Yi8XHX36t5VZpca1by3GqjV+S0aD87Tm emu-test";
+
+std::string Image() {
+  const char* env = std::getenv("GPUPROV_TESTVM_IMAGE");
+  return env && *env ? env : GPUPROV_TESTVM_IMAGE;
+}
+
+class EmulatorDockerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    try {
+      engine_.Ping();
+    } catch (const std::exception& e) {
+      GTEST_SKIP() << "no Docker daemon: " << e.what();
+    }
+    if (!engine_.ImageExists(Image())) {
+      GTEST_SKIP() << "image " << Image()
+                   << " is not built; run: bash tests/fixtures/testvm/build-image.sh";
+    }
+    EmulatorOptions o;
+    o.backend = "docker";
+    o.image = Image();
+    o.tokens["digitalocean"] = {kToken};
+    o.tokens["primeintellect"] = {kPiKey};
+    emu_ = std::make_unique<Emulator>(o);
+    emu_->Start();
+    do_ = emu_->BaseUrl("digitalocean");
+    pi_ = emu_->BaseUrl("primeintellect");
+    control_ = emu_->ControlUrl();
+  }
+  void TearDown() override { emu_.reset(); }
+
+  Reply Do(const std::string& method, const std::string& path, const std::string& body = "") {
+    return Call(do_, method, path, body, kToken);
+  }
+
+  // The container of the instance with this cloud id, via the control API's
+  // backend id and the emulator's labels.
+  std::string ContainerOf(const std::string& cloud, const std::string& name) {
+    for (const auto& c : engine_.ListContainers({"io.gpuprov.emulator=1",
+                                                 "io.gpuprov.emulator.cloud=" + cloud,
+                                                 "io.gpuprov.emulator.name=" + name})) {
+      return c.id;
+    }
+    return "";
+  }
+
+  docker::ExecResult Exec(const std::string& id, const std::string& cmd) {
+    return engine_.Exec(id, {"/bin/sh", "-c", cmd});
+  }
+
+  // Waits for cloud-init to finish; returns `cloud-init status` output.
+  std::string WaitCloudInit(const std::string& id) {
+    std::string out;
+    WaitFor(
+        [&] {
+          try {
+            auto r = Exec(id, "cloud-init status 2>&1 || true");
+            out = r.out;
+            return out.find("status: done") != std::string::npos ||
+                   out.find("status: error") != std::string::npos;
+          } catch (const std::exception&) {
+            return false;
+          }
+        },
+        240s);
+    return out;
+  }
+
+  int64_t CreateDroplet(const std::string& name, const std::string& size,
+                        const std::string& user_data, int64_t key_id) {
+    Poco::JSON::Object body;
+    body.set("name", name);
+    body.set("region", "nyc2");
+    body.set("size", size);
+    body.set("image", "gpu-h100x1-base");
+    body.set("user_data", user_data);
+    Poco::JSON::Array::Ptr keys = new Poco::JSON::Array;
+    keys->add(key_id);
+    body.set("ssh_keys", keys);
+    std::ostringstream s;
+    body.stringify(s);
+    Reply r = Do("POST", "/droplets", s.str());
+    EXPECT_EQ(r.status, 202) << r.body;
+    return GetObject(r.Json(), "droplet")->getValue<int64_t>("id");
+  }
+
+  int64_t AddKey() {
+    Reply k = Do("POST", "/account/keys",
+                 R"({"name":"t","public_key":")" + std::string(kPublicKey) + "\"}");
+    EXPECT_EQ(k.status, 201) << k.body;
+    return GetObject(k.Json(), "ssh_key")->getValue<int64_t>("id");
+  }
+
+  docker::Engine engine_ = docker::Engine::FromEnvironment(std::chrono::seconds(60));
+  std::unique_ptr<Emulator> emu_;
+  std::string do_, pi_, control_;
+};
+
+TEST_F(EmulatorDockerTest, DropletRunsItsUserDataAndGetsTheKeyAndGpu) {
+  int64_t key = AddKey();
+  int64_t id = CreateDroplet("emu-docker-vm", "gpu-h100x1-80gb",
+                             "#!/bin/bash\necho ran-by-cloud-init > /root/emulator-user-data\n", key);
+  std::string ip;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        JsonObject d = GetObject(Do("GET", "/droplets/" + std::to_string(id)).Json(), "droplet");
+        if (!d || d->getValue<std::string>("status") != "active") return false;
+        JsonArray v4 = GetArray(GetObject(d, "networks"), "v4");
+        for (unsigned i = 0; i < v4->size(); ++i) {
+          if (v4->getObject(i)->getValue<std::string>("type") == "public") {
+            ip = v4->getObject(i)->getValue<std::string>("ip_address");
+          }
+        }
+        return true;
+      },
+      60s));
+  EXPECT_EQ(ip.rfind("127.90.", 0), 0u) << ip;
+  std::string cid = ContainerOf("digitalocean", "emu-docker-vm");
+  ASSERT_FALSE(cid.empty());
+  auto info = engine_.InspectContainer(cid);
+  ASSERT_TRUE(info);
+  bool ssh_on_22 = false;
+  for (const auto& b : info->port_bindings) {
+    if (b.container_port == 22) ssh_on_22 = b.host_ip == ip && b.host_port == "22";
+  }
+  EXPECT_TRUE(ssh_on_22);
+
+  std::string status = WaitCloudInit(cid);
+  EXPECT_NE(status.find("status: done"), std::string::npos) << status;
+  EXPECT_EQ(Exec(cid, "cat /root/emulator-user-data").out, "ran-by-cloud-init\n");
+  EXPECT_NE(Exec(cid, "cat /root/.ssh/authorized_keys").out.find(kPublicKey), std::string::npos);
+  EXPECT_EQ(Exec(cid, "cat /etc/gpuprov-testvm/gpu").out, "H100-80GB:1\n");
+
+  EXPECT_EQ(Do("DELETE", "/droplets/" + std::to_string(id)).status, 204);
+  EXPECT_TRUE(WaitFor([&] { return !engine_.InspectContainer(cid); }, 60s));
+  EXPECT_EQ(Call(control_, "GET", "/counts").Json()->getValue<int>("backend_instances"), 0);
+}
+
+TEST_F(EmulatorDockerTest, BootScriptFailsAndGpuAppearsLater) {
+  ASSERT_EQ(Call(control_, "POST", "/faults",
+                 R"({"cloud":"digitalocean","fault":"boot_script_fails"})")
+                .status,
+            200);
+  ASSERT_EQ(Call(control_, "POST", "/faults",
+                 R"({"cloud":"digitalocean","fault":"gpu_after_boot","seconds":20})")
+                .status,
+            200);
+  int64_t key = AddKey();
+  CreateDroplet("emu-docker-fail", "gpu-l40sx1-48gb", "#!/bin/bash\ntouch /root/first-part\n", key);
+  std::string cid;
+  ASSERT_TRUE(WaitFor([&] { return !(cid = ContainerOf("digitalocean", "emu-docker-fail")).empty(); },
+                      30s));
+  std::string status = WaitCloudInit(cid);
+  EXPECT_NE(status.find("status: error"), std::string::npos) << status;
+  EXPECT_EQ(Exec(cid, "test -f /root/first-part && echo yes").out, "yes\n");
+  // The GPU file appears 20 s after the container started; cloud-init took less here
+  // unless the machine is very loaded, so only require it to show up eventually.
+  EXPECT_TRUE(WaitFor(
+      [&] { return Exec(cid, "cat /etc/gpuprov-testvm/gpu 2>/dev/null").out == "L40S:1\n"; },
+      60s));
+}
+
+TEST_F(EmulatorDockerTest, PrimeIntellectPodPublishesSshOnARemappedPort) {
+  Reply k = Call(pi_, "POST", "/ssh_keys/",
+                 R"({"name":"t","publicKey":")" + std::string(kPublicKey) + "\"}", kPiKey);
+  ASSERT_EQ(k.status, 200);
+  Reply c = Call(pi_, "POST", "/pods/",
+                 R"({"pod":{"name":"emu-docker-pod","cloudId":"1L40S.20V","gpuType":"L40S_48GB","gpuCount":1,"socket":"PCIe"},"provider":{"type":"datacrunch"}})",
+                 kPiKey);
+  ASSERT_EQ(c.status, 200) << c.body;
+  const std::string id = c.Json()->getValue<std::string>("id");
+  std::string conn;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        JsonObject p = Call(pi_, "GET", "/pods/" + id, "", kPiKey).Json();
+        auto s = GetString(p, "sshConnection");
+        if (auto a = GetArray(p, "sshConnection"); a && a->size() && !a->isNull(0)) {
+          s = a->getElement<std::string>(0);
+        }
+        if (!s) return false;
+        conn = *s;
+        return true;
+      },
+      60s));
+  // root@127.90.x.y -p N with N != 22, and Docker publishes exactly that.
+  const size_t at = conn.find('@'), p = conn.find(" -p ");
+  ASSERT_NE(p, std::string::npos) << conn;
+  const std::string ip = conn.substr(at + 1, p - at - 1);
+  const std::string port = conn.substr(p + 4);
+  EXPECT_NE(port, "22");
+  std::string cid = ContainerOf("primeintellect", "emu-docker-pod");
+  auto info = engine_.InspectContainer(cid);
+  ASSERT_TRUE(info);
+  bool found = false;
+  for (const auto& b : info->port_bindings) {
+    if (b.container_port == 22 && b.host_ip == ip && b.host_port == port) found = true;
+  }
+  EXPECT_TRUE(found) << conn;
+  // Stopping the emulator removes its containers.
+  emu_.reset();
+  EXPECT_FALSE(engine_.InspectContainer(cid));
+}
+
+}  // namespace
+}  // namespace gpuprov::emulator
