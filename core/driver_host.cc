@@ -1,6 +1,9 @@
 #include "driver_host.h"
 
+#include <Poco/JSON/Object.h>
+#include <Poco/JSON/Parser.h>
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,11 +12,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "console.h"
+#include "file_util.h"
 
 #ifndef GPUPROV_INSTALL_DRIVER_DIR
 #define GPUPROV_INSTALL_DRIVER_DIR "/usr/local/lib/gpuprov/drivers"
@@ -342,9 +347,88 @@ std::vector<DriverSearchDir> DriverHost::DefaultSearchPath(const std::string& dr
   return unique;
 }
 
+namespace {
+
+constexpr int kListCacheVersion = 1;
+
+/// The identity of a driver file for the list cache: its size and mtime in nanoseconds.
+std::string FileStamp(const fs::path& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return "";
+  return std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_ino);
+}
+
+Poco::JSON::Object::Ptr InfoToJson(const DriverInfo& info, const std::string& stamp) {
+  Poco::JSON::Object::Ptr o = new Poco::JSON::Object;
+  o->set("stamp", stamp);
+  o->set("name", info.name);
+  o->set("version", info.version);
+  o->set("description", info.description);
+  o->set("abi_major", static_cast<int>(info.abi_major));
+  o->set("abi_minor_required", static_cast<int>(info.abi_minor_required));
+  o->set("capabilities", static_cast<Poco::UInt64>(info.capabilities));
+  o->set("problem", info.problem);
+  return o;
+}
+
+/// path -> (stamp, info) from the cache file; empty when it is missing, unreadable or of
+/// another version.
+std::map<std::string, std::pair<std::string, DriverInfo>> ReadListCache(const std::string& path) {
+  std::map<std::string, std::pair<std::string, DriverInfo>> out;
+  if (path.empty()) return out;
+  try {
+    std::ifstream in(path);
+    if (!in) return out;
+    Poco::JSON::Parser parser;
+    auto root = parser.parse(in).extract<Poco::JSON::Object::Ptr>();
+    if (root->optValue<int>("version", 0) != kListCacheVersion) return out;
+    auto files = root->getObject("files");
+    if (files.isNull()) return out;
+    for (const auto& [file, value] : *files) {
+      auto o = value.extract<Poco::JSON::Object::Ptr>();
+      DriverInfo info;
+      info.path = file;
+      info.name = o->getValue<std::string>("name");
+      info.version = o->getValue<std::string>("version");
+      info.description = o->getValue<std::string>("description");
+      info.abi_major = static_cast<uint16_t>(o->getValue<int>("abi_major"));
+      info.abi_minor_required = static_cast<uint16_t>(o->getValue<int>("abi_minor_required"));
+      info.capabilities = o->getValue<Poco::UInt64>("capabilities");
+      info.problem = o->getValue<std::string>("problem");
+      out[file] = {o->getValue<std::string>("stamp"), info};
+    }
+  } catch (const std::exception&) {
+    out.clear();  // a damaged cache is rebuilt
+  }
+  return out;
+}
+
+void WriteListCache(const std::string& path,
+                    const std::map<std::string, std::pair<std::string, DriverInfo>>& entries) {
+  Poco::JSON::Object::Ptr files = new Poco::JSON::Object;
+  for (const auto& [file, entry] : entries) files->set(file, InfoToJson(entry.second, entry.first));
+  Poco::JSON::Object::Ptr root = new Poco::JSON::Object;
+  root->set("version", kListCacheVersion);
+  root->set("files", files);
+  std::ostringstream text;
+  root->stringify(text);
+  try {
+    fs::create_directories(fs::path(path).parent_path());
+    WriteFileAtomic(path, text.str(), 0600);
+  } catch (const std::exception& e) {
+    Console::Get().Debug(std::string("driver list cache not written: ") + e.what());
+  }
+}
+
+}  // namespace
+
 std::vector<DriverInfo> DriverHost::ListAll() const {
   std::vector<DriverInfo> out;
   std::map<std::string, std::string> first_path;
+  auto cache = ReadListCache(list_cache_path_);
+  std::map<std::string, std::pair<std::string, DriverInfo>> fresh;
+  bool cache_changed = false;
   for (const auto& dir : search_path_) {
     std::error_code ec;
     std::vector<std::string> files;
@@ -354,12 +438,28 @@ std::vector<DriverInfo> DriverHost::ListAll() const {
     }
     std::sort(files.begin(), files.end());
     for (const auto& path : files) {
-      DriverInfo info = LoadFile(path, dir.origin).info;
+      std::string key = fs::absolute(path, ec).lexically_normal().string();
+      std::string stamp = FileStamp(path);
+      DriverInfo info;
+      auto hit = cache.find(key);
+      if (!list_cache_path_.empty() && !stamp.empty() && hit != cache.end() &&
+          hit->second.first == stamp) {
+        info = hit->second.second;
+      } else {
+        info = LoadFile(path, dir.origin).info;
+        cache_changed = true;
+      }
+      info.path = path;
+      info.origin = dir.origin;
+      if (!stamp.empty()) fresh[key] = {stamp, info};
       std::string file_name = NameFromFile(fs::path(path).filename().string());
       auto [it, inserted] = first_path.emplace(file_name, path);
       if (!inserted) info.shadowed_by = it->second;
       out.push_back(std::move(info));
     }
+  }
+  if (!list_cache_path_.empty() && (cache_changed || fresh.size() != cache.size())) {
+    WriteListCache(list_cache_path_, fresh);
   }
   return out;
 }

@@ -116,8 +116,13 @@ class DriverHost {
   const std::vector<DriverSearchDir>& search_path() const { return search_path_; }
 
   /// Every driver file on the search path with its descriptor or problem. Loads each file to
-  /// read its descriptor; calls no driver function but the entry.
+  /// read its descriptor; calls no driver function but the entry. With a cache file, a file
+  /// whose path, size and mtime match its cached entry is not loaded at all (GStreamer's
+  /// registry idea): the cache only serves listing; Open() always loads and checks for real.
   std::vector<DriverInfo> ListAll() const;
+
+  /// Where ListAll keeps descriptor facts between runs (e.g. $GPUPROV_HOME/cache/drivers.json).
+  void set_list_cache(std::string path) { list_cache_path_ = std::move(path); }
 
   /// Finds the first file named for `name` and reads its descriptor; loads no other file.
   /// Throws Error naming the search path when there is none.
@@ -134,6 +139,7 @@ class DriverHost {
 
  private:
   std::vector<DriverSearchDir> search_path_;
+  std::string list_cache_path_;
 };
 
 /// "libgpuprov-driver-<name>.so"

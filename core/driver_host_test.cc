@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -258,6 +259,37 @@ TEST_F(DriverFilesTest, MissingDriverNamesTheSearchPath) {
     EXPECT_NE(std::string(e.what()).find(tmp_.string()), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("libgpuprov-driver-nosuchcloud.so"), std::string::npos);
   }
+}
+
+TEST_F(DriverFilesTest, ListCacheSkipsLoadingUnchangedFilesAndNoticesChangedOnes) {
+  fs::copy_file(Fixture("good"), tmp_ / gpuprov::DriverFileName("good"));
+  const std::string load_marker = (tmp_ / "load-marker").string();
+  setenv("GPUPROV_FIXTURE_LOAD_MARKER", load_marker.c_str(), 1);
+  auto loads = [&] {
+    std::ifstream in(load_marker);
+    return static_cast<int>(std::count(std::istreambuf_iterator<char>(in), {}, '\n'));
+  };
+  DriverHost host(std::vector<gpuprov::DriverSearchDir>{{tmp_.string(), "tmp"}});
+  host.set_list_cache((tmp_ / "cache" / "drivers.json").string());
+  auto first = host.ListAll();
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_TRUE(first[0].ok()) << first[0].problem;
+  EXPECT_EQ(loads(), 1);
+  EXPECT_TRUE(fs::exists(tmp_ / "cache" / "drivers.json"));
+
+  auto second = host.ListAll();  // served from the cache: no dlopen
+  EXPECT_EQ(loads(), 1);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].version, "1.2.3");
+  EXPECT_EQ(second[0].capabilities, first[0].capabilities);
+  EXPECT_EQ(second[0].path, first[0].path);
+
+  // A changed file (here truncated) is loaded again and its problem shown.
+  fs::resize_file(tmp_ / gpuprov::DriverFileName("good"), 300);
+  auto third = host.ListAll();
+  ASSERT_EQ(third.size(), 1u);
+  EXPECT_NE(third[0].problem.find("cannot load"), std::string::npos) << third[0].problem;
+  unsetenv("GPUPROV_FIXTURE_LOAD_MARKER");
 }
 
 TEST(DriverSearchPath, FlagThenEnvThenUserThenExeThenPrefix) {
