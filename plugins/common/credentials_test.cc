@@ -8,31 +8,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include "driver_test_util.h"
+
 namespace gpuprov::drivers {
 namespace {
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = getenv(name)) old_ = old;
-    if (value) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_.c_str(), old_->c_str(), 1);
-    } else {
-      unsetenv(name_.c_str());
-    }
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
+using testing::ScopedEnv;
+using testing::ScopedTempDir;
 
 TEST(Credentials, FirstNonBlankVariableWins) {
   ScopedEnv a("GPUPROV_T_A", "  ");
@@ -73,7 +55,8 @@ TEST(Credentials, DoctlPathHonoursXdg) {
 }
 
 TEST(Credentials, DoctlFileIsRead) {
-  auto dir = std::filesystem::temp_directory_path() / ("gpuprov-cred-" + std::to_string(getpid()));
+  ScopedTempDir tmp("gpuprov-cred");
+  const std::filesystem::path& dir = tmp.path();
   std::filesystem::create_directories(dir / "doctl");
   std::ofstream(dir / "doctl" / "config.yaml") << "access-token: from-file\n";
   ScopedEnv xdg("XDG_CONFIG_HOME", dir.c_str());
@@ -82,7 +65,7 @@ TEST(Credentials, DoctlFileIsRead) {
   EXPECT_EQ(cred->value, "from-file");
   EXPECT_NE(cred->origin.find("doctl/config.yaml"), std::string::npos);
   EXPECT_EQ(cred->origin.find("from-file"), std::string::npos);
-  std::filesystem::remove_all(dir);
+  tmp.Remove();
   EXPECT_FALSE(CredentialFromDoctlConfig());
 }
 

@@ -16,34 +16,14 @@
 #include <mutex>
 #include <thread>
 
+#include "driver_test_util.h"
+
 namespace gpuprov::drivers {
 namespace {
 
 using std::chrono::milliseconds;
 
-// A host that records log lines and can be cancelled.
-struct RecordingHost {
-  std::vector<std::string> lines;
-  std::atomic<bool> cancel{false};
-  gpuprov_type_host_api api{};
-  RecordingHost() {
-    api.struct_size = sizeof(api);
-    api.host_ctx = this;
-    api.log = [](void* ctx, gpuprov_type_log_level, const char* msg, size_t len) {
-      static_cast<RecordingHost*>(ctx)->lines.emplace_back(msg, len);
-    };
-    api.progress = [](void* ctx, const char* msg, size_t len) {
-      static_cast<RecordingHost*>(ctx)->lines.emplace_back(msg, len);
-    };
-    api.cancelled = [](void* ctx) { return static_cast<RecordingHost*>(ctx)->cancel.load(); };
-  }
-  gpuprov::sdk::Host Host() const { return gpuprov::sdk::Host(&api); }
-  std::string All() const {
-    std::string s;
-    for (const auto& l : lines) s += l + "\n";
-    return s;
-  }
-};
+using testing::RecordingHost;
 
 struct Reply {
   int status = 200;

@@ -6,36 +6,28 @@
 #include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
 #include <Poco/JSON/Parser.h>
-#include <Poco/Net/HTTPClientSession.h>
-#include <Poco/Net/HTTPRequest.h>
-#include <Poco/Net/HTTPResponse.h>
-#include <Poco/StreamCopier.h>
-#include <Poco/URI.h>
-#include <dlfcn.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
-#include <optional>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "driver_test_util.h"
 #include "gpuprov/driver_abi.h"
-
-extern char** environ;
 
 namespace gpuprov::digitalocean {
 namespace {
 
+using drivers::testing::EmulatorProcess;
+using drivers::testing::HttpReply;
+using drivers::testing::LoadDriverDescriptor;
+using drivers::testing::LoadedDriver;
+using drivers::testing::LoopbackHttp;
+using drivers::testing::OpResult;
+using drivers::testing::ScopedEnv;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
 using std::chrono::milliseconds;
@@ -65,126 +57,13 @@ bool Contains(const std::string& haystack, const std::string& needle) {
 // --- the driver, loaded once ------------------------------------------------
 
 const gpuprov_type_driver_descriptor* Descriptor() {
-  static const gpuprov_type_driver_descriptor* d = [] {
-    void* lib = dlopen(GPUPROV_DIGITALOCEAN_DRIVER_PATH, RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      ADD_FAILURE() << "dlopen " << GPUPROV_DIGITALOCEAN_DRIVER_PATH << ": " << dlerror();
-      return static_cast<const gpuprov_type_driver_descriptor*>(nullptr);
-    }
-    auto entry = reinterpret_cast<gpuprov_driver_entry_fn>(dlsym(lib, GPUPROV_DRIVER_ENTRY_SYMBOL));
-    if (entry == nullptr) {
-      ADD_FAILURE() << "no " << GPUPROV_DRIVER_ENTRY_SYMBOL;
-      return static_cast<const gpuprov_type_driver_descriptor*>(nullptr);
-    }
-    return entry();
-  }();
-  return d;
+  return LoadDriverDescriptor(GPUPROV_DIGITALOCEAN_DRIVER_PATH);
 }
 
-struct FakeHost {
-  std::vector<std::string> logs;
-  gpuprov_type_host_api api{};
-  FakeHost() {
-    api.struct_size = sizeof(api);
-    api.host_ctx = this;
-    api.log = [](void* ctx, gpuprov_type_log_level level, const char* msg, size_t len) {
-      static_cast<FakeHost*>(ctx)->logs.push_back(std::to_string(level) + " " +
-                                                  std::string(msg, len));
-    };
-    api.progress = [](void* ctx, const char* msg, size_t len) {
-      static_cast<FakeHost*>(ctx)->logs.push_back("P " + std::string(msg, len));
-    };
-    api.cancelled = [](void*) { return false; };
-  }
-  std::string All() const {
-    std::string s;
-    for (const auto& l : logs) s += l + "\n";
-    return s;
-  }
-};
-
-struct OpResult {
-  gpuprov_type_status status = GPUPROV_STATUS_FAILED;
-  std::string json;
-  std::string error;
-  Object::Ptr Doc() const { return ParseJson(json); }
-  Object::Ptr Vm() const { return Doc()->getObject("vm"); }
-};
-
-std::ostream& operator<<(std::ostream& os, const OpResult& r) {
-  return os << "status " << r.status << " " << (r.status == 0 ? r.json : r.error);
-}
-
-class Driver {
+class Driver : public LoadedDriver {
  public:
-  explicit Driver(const std::string& config) {
-    const gpuprov_type_driver_descriptor* d = Descriptor();
-    if (d == nullptr) throw std::runtime_error("driver not loaded");
-    vtable_ = d->vtable;
-    gpuprov_type_init_input input{};
-    input.struct_size = sizeof(input);
-    input.host = &host_.api;
-    input.config_host_owned = {config.data(), config.size()};
-    handle_ = vtable_->init(&input, &init_status_);
-    if (handle_ == nullptr) throw std::runtime_error("init returned NULL");
-    if (init_status_ != GPUPROV_STATUS_OK) init_error_ = vtable_->last_error(handle_);
-  }
-  ~Driver() { vtable_->destroy(handle_); }
-  Driver(const Driver&) = delete;
-  Driver& operator=(const Driver&) = delete;
-
-  gpuprov_type_status init_status() const { return init_status_; }
-  const std::string& init_error() const { return init_error_; }
-
-  OpResult Call(gpuprov_drv_op_fn fn, const std::string& request) {
-    gpuprov_type_json result{};
-    OpResult r;
-    r.status = fn(handle_, gpuprov_type_json{request.data(), request.size()}, &result);
-    if (r.status == GPUPROV_STATUS_OK) {
-      r.json.assign(result.data, result.len);
-    } else {
-      r.error = vtable_->last_error(handle_);
-    }
-    return r;
-  }
-  OpResult Check() { return Call(vtable_->check, "{}"); }
-  OpResult Offers(const std::string& req) { return Call(vtable_->offers, req); }
-  OpResult Create(const std::string& req) { return Call(vtable_->create, req); }
-  OpResult Get(const std::string& req) { return Call(vtable_->get, req); }
-  OpResult List() { return Call(vtable_->list, "{}"); }
-  OpResult Delete(const std::string& req) { return Call(vtable_->delete_vm, req); }
-  OpResult OpenPorts(const std::string& req) { return Call(vtable_->open_ports, req); }
-  const FakeHost& host() const { return host_; }
-
- private:
-  FakeHost host_;
-  const gpuprov_drv_vtable* vtable_ = nullptr;
-  gpuprov_type_driver* handle_ = nullptr;
-  gpuprov_type_status init_status_ = GPUPROV_STATUS_FAILED;
-  std::string init_error_;
-};
-
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = getenv(name)) old_ = old;
-    if (value) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_.c_str(), old_->c_str(), 1);
-    } else {
-      unsetenv(name_.c_str());
-    }
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
+  explicit Driver(const std::string& config)
+      : LoadedDriver(GPUPROV_DIGITALOCEAN_DRIVER_PATH, config) {}
 };
 
 // --- no emulator needed -----------------------------------------------------
@@ -241,128 +120,37 @@ TEST(DigitalOceanDescriptor, OffersWithoutTheNetworkSayWhenAGpuIsNotOffered) {
 
 // --- the emulator -----------------------------------------------------------
 
-// The emulator as a child process; reads "<cloud> <url>" lines from its stdout.
+// The emulator as a child process (memory backend, DigitalOcean only).
 class Emulator {
  public:
-  static std::string Path() { return GPUPROV_EMULATOR_PATH; }
-
   bool Start(std::string* problem) {
-    if (!std::filesystem::exists(Path())) {
-      *problem = Path() + " is not built (tests/emulators)";
-      return false;
-    }
-    int fds[2];
-    if (pipe(fds) != 0) {
-      *problem = "pipe failed";
-      return false;
-    }
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&actions, fds[0]);
-    std::string path = Path();
     // Fast boots; the real rate limits (250/min) are not enforced so the whole suite can run
-    // within a minute (throttling is tested with the throttle fault).
-    std::vector<std::string> args = {path,     "--backend",      "memory",          "--clouds",
-                                     "digitalocean", "--boot-seconds", "1", "--no-rate-limits"};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    // The emulator accepts the token found in DIGITALOCEAN_TOKEN at start.
-    setenv("DIGITALOCEAN_TOKEN", kToken, 1);
-    int rc = posix_spawn(&pid_, path.c_str(), &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    close(fds[1]);
-    if (rc != 0) {
-      close(fds[0]);
-      *problem = "cannot start " + path;
-      pid_ = -1;
-      return false;
-    }
-    out_fd_ = fds[0];
-    const auto deadline = steady_clock::now() + std::chrono::seconds(20);
-    std::string buffer;
-    while (steady_clock::now() < deadline && (do_url_.empty() || control_url_.empty())) {
-      pollfd p{out_fd_, POLLIN, 0};
-      if (poll(&p, 1, 200) <= 0) continue;
-      char chunk[4096];
-      ssize_t n = read(out_fd_, chunk, sizeof chunk);
-      if (n <= 0) break;
-      buffer.append(chunk, static_cast<size_t>(n));
-      size_t nl;
-      while ((nl = buffer.find('\n')) != std::string::npos) {
-        std::string line = buffer.substr(0, nl);
-        buffer.erase(0, nl + 1);
-        std::istringstream words(line);
-        std::string cloud, url;
-        words >> cloud >> url;
-        if (cloud == "digitalocean") do_url_ = url;
-        if (cloud == "control") control_url_ = url;
-      }
-    }
-    if (do_url_.empty() || control_url_.empty()) {
-      *problem = "the emulator printed no 'digitalocean <url>' and 'control <url>' lines";
-      Stop();
-      return false;
-    }
-    // Keep draining stdout so the emulator never blocks on a full pipe.
-    drain_ = std::thread([fd = out_fd_] {
-      char chunk[4096];
-      while (read(fd, chunk, sizeof chunk) > 0) {
-      }
-    });
-    return true;
+    // within a minute (throttling is tested with the throttle fault). The emulator accepts
+    // the token found in DIGITALOCEAN_TOKEN at start.
+    return process_.Start(GPUPROV_EMULATOR_PATH,
+                          {"--backend", "memory", "--clouds", "digitalocean", "--boot-seconds",
+                           "1", "--no-rate-limits"},
+                          {{"DIGITALOCEAN_TOKEN", kToken}}, {"digitalocean"}, problem);
   }
 
-  void Stop() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int status = 0;
-      for (int i = 0; i < 50 && waitpid(pid_, &status, WNOHANG) == 0; ++i) {
-        std::this_thread::sleep_for(milliseconds(100));
-      }
-      if (waitpid(pid_, &status, WNOHANG) == 0) {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, &status, 0);
-      }
-      pid_ = -1;
-    }
-    if (drain_.joinable()) drain_.join();
-    if (out_fd_ >= 0) close(out_fd_);
-    out_fd_ = -1;
-  }
-
-  ~Emulator() { Stop(); }
-
-  const std::string& do_url() const { return do_url_; }
+  std::string do_url() const { return process_.Url("digitalocean"); }
 
   // One call to the control API (or to the DigitalOcean API with the token).
-  std::pair<int, std::string> Http(const std::string& method, const std::string& url,
-                                   const std::string& body = "", bool with_token = false) {
-    Poco::URI uri(url);
-    Poco::Net::HTTPClientSession session(uri.getHost(), uri.getPort());
-    session.setTimeout(Poco::Timespan(10, 0));
-    Poco::Net::HTTPRequest req(method, uri.getPathAndQuery(), Poco::Net::HTTPMessage::HTTP_1_1);
-    if (with_token) req.set("Authorization", std::string("Bearer ") + kToken);
-    if (!body.empty() || method == "POST") {
-      req.setContentType("application/json");
-      req.setContentLength(static_cast<std::streamsize>(body.size()));
-    }
-    session.sendRequest(req) << body;
-    Poco::Net::HTTPResponse resp;
-    std::string text;
-    Poco::StreamCopier::copyToString(session.receiveResponse(resp), text);
-    return {static_cast<int>(resp.getStatus()), text};
+  HttpReply Http(const std::string& method, const std::string& url, const std::string& body = "",
+                 bool with_token = false) {
+    if (!with_token) return LoopbackHttp(method, url, body);
+    return LoopbackHttp(method, url, body, {{"Authorization", std::string("Bearer ") + kToken}});
   }
-  void Reset() { Http("POST", control_url_ + "/reset"); }
+  void Reset() { process_.Control("POST", "/reset"); }
   void Fault(const std::string& fault, int times, const std::string& extra = "") {
-    auto [status, body] = Http("POST", control_url_ + "/faults",
-                               R"({"cloud":"digitalocean","fault":")" + fault +
-                                   R"(","times":)" + std::to_string(times) + extra + "}");
+    auto [status, body] = process_.Control("POST", "/faults",
+                                           R"({"cloud":"digitalocean","fault":")" + fault +
+                                               R"(","times":)" + std::to_string(times) + extra +
+                                               "}");
     EXPECT_LT(status, 300) << "POST /faults " << fault << ": " << body;
   }
   Object::Ptr Counts() {
-    auto [status, body] = Http("GET", control_url_ + "/counts?cloud=digitalocean");
+    auto [status, body] = process_.Control("GET", "/counts?cloud=digitalocean");
     EXPECT_EQ(status, 200) << body;
     Object::Ptr o = ParseJson(body);
     // Either the counts themselves or {"digitalocean": {...}}.
@@ -372,10 +160,7 @@ class Emulator {
   int Count(const std::string& what) { return Counts()->getValue<int>(what); }
 
  private:
-  pid_t pid_ = -1;
-  int out_fd_ = -1;
-  std::thread drain_;
-  std::string do_url_, control_url_;
+  EmulatorProcess process_;
 };
 
 class DigitalOceanEmulatorTest : public ::testing::Test {

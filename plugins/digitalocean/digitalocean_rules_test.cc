@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "driver_test_util.h"
 #include "gpuprov/sdk.hpp"
 
 namespace gpuprov::digitalocean {
@@ -15,28 +16,8 @@ namespace {
 
 using Poco::JSON::Object;
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = getenv(name)) old_ = old;
-    if (value) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_.c_str(), old_->c_str(), 1);
-    } else {
-      unsetenv(name_.c_str());
-    }
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
+using drivers::testing::ScopedEnv;
+using drivers::testing::ScopedTempDir;
 
 // Every place a token can come from, cleared for a test.
 struct CleanTokenEnv {
@@ -50,7 +31,8 @@ struct CleanTokenEnv {
 
 TEST(DigitalOceanToken, ResolutionOrder) {
   CleanTokenEnv clean;
-  auto dir = std::filesystem::temp_directory_path() / ("gpuprov-do-" + std::to_string(getpid()));
+  ScopedTempDir tmp("gpuprov-do");
+  const std::filesystem::path& dir = tmp.path();
   std::filesystem::create_directories(dir / "doctl");
   std::ofstream(dir / "doctl" / "config.yaml")
       << "access-token: tok-doctl\nauth-contexts:\n  team: tok-team\ncontext: default\n";
@@ -75,7 +57,6 @@ TEST(DigitalOceanToken, ResolutionOrder) {
   EXPECT_EQ(ResolveToken(config)->value, "tok-token");  // named but unset: next in order
   ScopedEnv mine("MY_DO_TOKEN", "tok-mine");
   EXPECT_EQ(ResolveToken(config)->value, "tok-mine");
-  std::filesystem::remove_all(dir);
 }
 
 TEST(DigitalOceanToken, NoneFound) {

@@ -17,7 +17,7 @@
 #include <sstream>
 #include <vector>
 
-#include "tar_writer.h"
+#include "test_vm.h"
 
 #ifndef GPUPROV_TESTVM_IMAGE
 #error "GPUPROV_TESTVM_IMAGE must be defined (plugins/docker/CMakeLists.txt sets it)"
@@ -43,8 +43,6 @@ constexpr const char* kContainerPrefix = "gpuprov-";
 constexpr const char* kSshUser = "root";
 constexpr std::array<int, 2> kPublishedPorts = {22, 6443};
 
-constexpr const char* kSeedDir = "var/lib/cloud/seed/nocloud";
-constexpr const char* kGpuFile = "etc/gpuprov-testvm/gpu";
 constexpr const char* kBuildImageCommand = "bash tests/fixtures/testvm/build-image.sh";
 
 // The fake GPUs of the test cloud.
@@ -218,25 +216,6 @@ std::string PickAddress(const std::string& name, const std::set<std::string>& us
                     "delete some VMs (gpuprov down <name>)");
 }
 
-// A YAML double-quoted scalar (JSON string syntax, which YAML accepts).
-std::string YamlQuote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20 || u == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 std::string RandomHex(int digits) {
   std::random_device rd;
   std::uniform_int_distribution<int> d(0, 15);
@@ -245,36 +224,22 @@ std::string RandomHex(int digits) {
   return s;
 }
 
-std::string MetaData(const std::string& container_name, const std::string& hostname,
-                     const std::string& ssh_public_key) {
-  std::string m = "instance-id: " + YamlQuote(container_name + "-" + RandomHex(8)) + "\n";
-  m += "local-hostname: " + YamlQuote(hostname) + "\n";
-  std::vector<std::string> keys;
-  std::istringstream lines(ssh_public_key);
-  for (std::string line; std::getline(lines, line);) {
-    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
-    if (!line.empty()) keys.push_back(line);
-  }
-  if (!keys.empty()) {
-    m += "public-keys:\n";
-    for (const auto& k : keys) m += "  - " + YamlQuote(k) + "\n";
-  }
-  return m;
-}
-
 // The archive put at / before the first start: NoCloud seed and fake GPU.
 std::string SeedArchive(const std::string& container_name, const std::string& hostname,
                         const std::string& ssh_public_key, const std::string& user_data,
                         const Offer& offer) {
-  TarWriter tar;
-  tar.AddFile(std::string(kSeedDir) + "/meta-data",
-              MetaData(container_name, hostname, ssh_public_key), 0644);
-  tar.AddFile(std::string(kSeedDir) + "/user-data",
-              user_data.empty() ? "#cloud-config\n{}\n" : user_data, 0600);
-  if (offer.gpu_count > 0) {
-    tar.AddFile(kGpuFile, offer.gpu_type + ":" + std::to_string(offer.gpu_count) + "\n", 0644);
+  TestVmSeed seed;
+  seed.instance_id = container_name + "-" + RandomHex(8);
+  seed.hostname = hostname;
+  std::istringstream lines(ssh_public_key);
+  for (std::string line; std::getline(lines, line);) {
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+    if (!line.empty()) seed.public_keys.push_back(line);
   }
-  return tar.Finish();
+  seed.user_data = user_data.empty() ? "#cloud-config\n{}\n" : user_data;
+  seed.gpu_type = offer.gpu_type;
+  seed.gpu_count = offer.gpu_count;
+  return NoCloudSeedTar(seed);
 }
 
 // --- containers as VMs ------------------------------------------------------
@@ -584,30 +549,21 @@ std::string DockerDriver::Create(const std::string& request_json) {
     }
     const std::string address = PickAddress(name, used);
 
-    ContainerSpec spec;
-    spec.name = container_name;
-    spec.image = image;
-    spec.hostname = name;
-    // What systemd as PID 1 needs on a cgroup-v1 host (tests/fixtures/testvm/README.md):
-    // the host cgroup namespace with /sys/fs/cgroup bound (its controller mounts stay
-    // writable), SYS_ADMIN, tmpfs /run and /run/lock, and SIGRTMIN+3 to halt it.
-    spec.cmd = {"/lib/systemd/systemd"};
-    spec.cgroupns_mode = "host";
-    spec.binds = {"/sys/fs/cgroup:/sys/fs/cgroup:ro"};
-    spec.cap_add = {"SYS_ADMIN"};
-    spec.tmpfs = {{"/run", "rw,nosuid,nodev,exec,mode=755"},
-                  {"/run/lock", "rw,nosuid,nodev,noexec"}};
-    spec.stop_signal = "SIGRTMIN+3";
+    TestVmSpec vm;
+    vm.name = container_name;
+    vm.image = image;
+    vm.hostname = name;
     for (int port : kPublishedPorts) {
-      spec.ports.push_back(PortBinding{port, "tcp", address, std::to_string(port)});
+      vm.ports.push_back(PortBinding{port, "tcp", address, std::to_string(port)});
     }
-    spec.labels = tag_labels;
-    spec.labels[kLabelManaged] = "1";
-    spec.labels[kLabelName] = name;
-    spec.labels[kLabelAddress] = address;
-    spec.labels[kLabelGpus] =
+    vm.labels = tag_labels;
+    vm.labels[kLabelManaged] = "1";
+    vm.labels[kLabelName] = name;
+    vm.labels[kLabelAddress] = address;
+    vm.labels[kLabelGpus] =
         offer->gpu_count > 0 ? offer->gpu_type + ":" + std::to_string(offer->gpu_count) : "";
-    spec.labels[kLabelInstanceType] = offer->instance_type;
+    vm.labels[kLabelInstanceType] = offer->instance_type;
+    const ContainerSpec spec = TestVmContainer(vm);
 
     host_.Progress("creating container " + container_name + " (" + image + ", " + address + ")");
     std::string id;

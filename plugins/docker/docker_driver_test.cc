@@ -8,7 +8,6 @@
 #include <Poco/Net/SocketAddress.h>
 #include <Poco/Net/StreamSocket.h>
 #include <Poco/Timespan.h>
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -22,11 +21,16 @@
 
 #include "docker_engine.h"
 #include "docker_test_util.h"
+#include "driver_test_util.h"
 #include "gpuprov/driver_abi.h"
 
 namespace gpuprov::docker {
 namespace {
 
+using drivers::testing::LoadDriverDescriptor;
+using drivers::testing::LoadedDriver;
+using drivers::testing::OpResult;
+using drivers::testing::ScopedEnv;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
 using testing::DaemonProblem;
@@ -41,119 +45,18 @@ constexpr const char* kImage = GPUPROV_TESTVM_IMAGE;
 
 // The driver's descriptor, from the .so loaded once (never unloaded).
 const gpuprov_type_driver_descriptor* Descriptor() {
-  static const gpuprov_type_driver_descriptor* d = [] {
-    void* lib = dlopen(GPUPROV_DOCKER_DRIVER_PATH, RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      ADD_FAILURE() << "dlopen " << GPUPROV_DOCKER_DRIVER_PATH << ": " << dlerror();
-      return static_cast<const gpuprov_type_driver_descriptor*>(nullptr);
-    }
-    auto entry = reinterpret_cast<gpuprov_driver_entry_fn>(dlsym(lib, GPUPROV_DRIVER_ENTRY_SYMBOL));
-    if (entry == nullptr) {
-      ADD_FAILURE() << "no " << GPUPROV_DRIVER_ENTRY_SYMBOL << " in " << GPUPROV_DOCKER_DRIVER_PATH;
-      return static_cast<const gpuprov_type_driver_descriptor*>(nullptr);
-    }
-    return entry();
-  }();
-  return d;
+  return LoadDriverDescriptor(GPUPROV_DOCKER_DRIVER_PATH);
 }
 
-// A host that records what the driver reports.
-struct FakeHost {
-  std::vector<std::string> logs;  // "<level> <message>"
-  std::vector<std::string> progress;
-  gpuprov_type_host_api api{};
-
-  FakeHost() {
-    api.struct_size = sizeof(api);
-    api.host_ctx = this;
-    api.log = [](void* ctx, gpuprov_type_log_level level, const char* msg, size_t len) {
-      static_cast<FakeHost*>(ctx)->logs.push_back(std::to_string(level) + " " +
-                                                  std::string(msg, len));
-    };
-    api.progress = [](void* ctx, const char* msg, size_t len) {
-      static_cast<FakeHost*>(ctx)->progress.emplace_back(msg, len);
-    };
-    api.cancelled = [](void*) { return false; };
-  }
-};
-
-struct OpResult {
-  gpuprov_type_status status = GPUPROV_STATUS_FAILED;
-  std::string json;   // the result on OK
-  std::string error;  // last_error otherwise
-  Object::Ptr Doc() const {
-    Poco::JSON::Parser parser;
-    return parser.parse(json).extract<Object::Ptr>();
-  }
-};
-
-// One initialised driver handle.
-class Driver {
+// One initialised driver handle (init must succeed).
+class Driver : public LoadedDriver {
  public:
-  explicit Driver(const std::string& config = R"({"endpoint":"","config":{}})") {
-    const gpuprov_type_driver_descriptor* d = Descriptor();
-    if (d == nullptr) throw std::runtime_error("driver not loaded");
-    vtable_ = d->vtable;
-    gpuprov_type_init_input input{};
-    input.struct_size = sizeof(input);
-    input.host = &host_.api;
-    input.config_host_owned = {config.data(), config.size()};
-    gpuprov_type_status status = GPUPROV_STATUS_FAILED;
-    handle_ = vtable_->init(&input, &status);
-    if (handle_ == nullptr || status != GPUPROV_STATUS_OK) {
-      std::string err = handle_ ? vtable_->last_error(handle_) : "init returned NULL";
-      if (handle_) vtable_->destroy(handle_);
-      throw std::runtime_error("init failed: " + err);
+  explicit Driver(const std::string& config = R"({"endpoint":"","config":{}})")
+      : LoadedDriver(GPUPROV_DOCKER_DRIVER_PATH, config) {
+    if (init_status() != GPUPROV_STATUS_OK) {
+      throw std::runtime_error("init failed: " + init_error());
     }
   }
-  ~Driver() { vtable_->destroy(handle_); }
-  Driver(const Driver&) = delete;
-  Driver& operator=(const Driver&) = delete;
-
-  OpResult Call(gpuprov_drv_op_fn fn, const std::string& request) {
-    gpuprov_type_json result{};
-    OpResult r;
-    r.status = fn(handle_, gpuprov_type_json{request.data(), request.size()}, &result);
-    if (r.status == GPUPROV_STATUS_OK) {
-      r.json.assign(result.data, result.len);
-    } else {
-      r.error = vtable_->last_error(handle_);
-    }
-    return r;
-  }
-  OpResult Check() { return Call(vtable_->check, "{}"); }
-  OpResult Offers(const std::string& req) { return Call(vtable_->offers, req); }
-  OpResult Create(const std::string& req) { return Call(vtable_->create, req); }
-  OpResult Get(const std::string& req) { return Call(vtable_->get, req); }
-  OpResult List() { return Call(vtable_->list, "{}"); }
-  OpResult Delete(const std::string& req) { return Call(vtable_->delete_vm, req); }
-
-  const FakeHost& host() const { return host_; }
-
- private:
-  FakeHost host_;
-  const gpuprov_drv_vtable* vtable_ = nullptr;
-  gpuprov_type_driver* handle_ = nullptr;
-};
-
-// Sets an environment variable for a scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_.c_str(), old_->c_str(), 1);
-    } else {
-      unsetenv(name_.c_str());
-    }
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
 };
 
 // A VM name unique to this process and test.

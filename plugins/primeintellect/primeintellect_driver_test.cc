@@ -7,20 +7,7 @@
 #include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
 #include <Poco/JSON/Parser.h>
-#include <Poco/Net/HTTPClientSession.h>
-#include <Poco/Net/HTTPRequest.h>
-#include <Poco/Net/HTTPResponse.h>
-#include <Poco/StreamCopier.h>
-#include <Poco/URI.h>
-#include <dlfcn.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <signal.h>
-#include <stdlib.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -32,11 +19,19 @@
 #include <thread>
 #include <vector>
 
+#include "driver_test_util.h"
 #include "gpuprov/driver_abi.h"
 
 namespace gpuprov::primeintellect {
 namespace {
 
+using drivers::testing::EmulatorProcess;
+using drivers::testing::HttpReply;
+using drivers::testing::LoadDriverDescriptor;
+using drivers::testing::LoadedDriver;
+using drivers::testing::OpResult;
+using drivers::testing::ScopedEnv;
+using drivers::testing::ScopedTempDir;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
 
@@ -48,265 +43,66 @@ constexpr const char* kPublicKey =
 // --- the driver through its C ABI ----------------------------------------------
 
 const gpuprov_type_driver_descriptor* Descriptor() {
-  static const gpuprov_type_driver_descriptor* d = [] {
-    void* lib = dlopen(GPUPROV_PRIMEINTELLECT_DRIVER_PATH, RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      ADD_FAILURE() << "dlopen " << GPUPROV_PRIMEINTELLECT_DRIVER_PATH << ": " << dlerror();
-      return static_cast<const gpuprov_type_driver_descriptor*>(nullptr);
-    }
-    auto entry = reinterpret_cast<gpuprov_driver_entry_fn>(dlsym(lib, GPUPROV_DRIVER_ENTRY_SYMBOL));
-    if (entry == nullptr) {
-      ADD_FAILURE() << "no " << GPUPROV_DRIVER_ENTRY_SYMBOL;
-      return static_cast<const gpuprov_type_driver_descriptor*>(nullptr);
-    }
-    return entry();
-  }();
-  return d;
+  return LoadDriverDescriptor(GPUPROV_PRIMEINTELLECT_DRIVER_PATH);
 }
 
-struct FakeHost {
-  std::vector<std::string> logs;
-  std::vector<std::string> progress;
-  gpuprov_type_host_api api{};
-
-  FakeHost() {
-    api.struct_size = sizeof(api);
-    api.host_ctx = this;
-    api.log = [](void* ctx, gpuprov_type_log_level level, const char* msg, size_t len) {
-      static_cast<FakeHost*>(ctx)->logs.push_back(std::to_string(level) + " " +
-                                                  std::string(msg, len));
-    };
-    api.progress = [](void* ctx, const char* msg, size_t len) {
-      static_cast<FakeHost*>(ctx)->progress.emplace_back(msg, len);
-    };
-    api.cancelled = [](void*) { return false; };
-  }
-  std::string All() const {
-    std::string s;
-    for (const auto& l : logs) s += l + "\n";
-    for (const auto& p : progress) s += p + "\n";
-    return s;
-  }
-};
-
-struct OpResult {
-  gpuprov_type_status status = GPUPROV_STATUS_FAILED;
-  std::string json;
-  std::string error;
-  Object::Ptr Doc() const {
-    Poco::JSON::Parser parser;
-    return parser.parse(json).extract<Object::Ptr>();
-  }
-};
-
-class Driver {
+class Driver : public LoadedDriver {
  public:
-  explicit Driver(const std::string& config) {
-    const gpuprov_type_driver_descriptor* d = Descriptor();
-    if (d == nullptr) throw std::runtime_error("driver not loaded");
-    vtable_ = d->vtable;
-    gpuprov_type_init_input input{};
-    input.struct_size = sizeof(input);
-    input.host = &host_.api;
-    input.config_host_owned = {config.data(), config.size()};
-    handle_ = vtable_->init(&input, &init_status_);
-    if (handle_ == nullptr) throw std::runtime_error("init returned NULL");
-    if (init_status_ != GPUPROV_STATUS_OK) init_error_ = vtable_->last_error(handle_);
-  }
-  ~Driver() { vtable_->destroy(handle_); }
-  Driver(const Driver&) = delete;
-  Driver& operator=(const Driver&) = delete;
-
-  gpuprov_type_status init_status() const { return init_status_; }
-  const std::string& init_error() const { return init_error_; }
-
-  OpResult Call(gpuprov_drv_op_fn fn, const std::string& request) {
-    gpuprov_type_json result{};
-    OpResult r;
-    r.status = fn(handle_, gpuprov_type_json{request.data(), request.size()}, &result);
-    if (r.status == GPUPROV_STATUS_OK) {
-      r.json.assign(result.data, result.len);
-    } else {
-      r.error = vtable_->last_error(handle_);
-    }
-    return r;
-  }
-  OpResult Check() { return Call(vtable_->check, "{}"); }
-  OpResult Offers(const std::string& req) { return Call(vtable_->offers, req); }
-  OpResult Create(const std::string& req) { return Call(vtable_->create, req); }
-  OpResult Get(const std::string& req) { return Call(vtable_->get, req); }
-  OpResult List() { return Call(vtable_->list, "{}"); }
-  OpResult Delete(const std::string& req) { return Call(vtable_->delete_vm, req); }
-  const FakeHost& host() const { return host_; }
-
- private:
-  FakeHost host_;
-  const gpuprov_drv_vtable* vtable_ = nullptr;
-  gpuprov_type_driver* handle_ = nullptr;
-  gpuprov_type_status init_status_ = GPUPROV_STATUS_FAILED;
-  std::string init_error_;
-};
-
-// Sets (or, with nullptr, unsets) an environment variable for a scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = getenv(name)) old_ = old;
-    if (value) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_.c_str(), old_->c_str(), 1);
-    } else {
-      unsetenv(name_.c_str());
-    }
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
+  explicit Driver(const std::string& config)
+      : LoadedDriver(GPUPROV_PRIMEINTELLECT_DRIVER_PATH, config) {}
 };
 
 // A temporary HOME, optionally with ~/.prime/config.json.
 class TempHome {
  public:
-  TempHome() {
-    char tmpl[] = "/tmp/gpuprov-pi-home-XXXXXX";
-    const char* dir = mkdtemp(tmpl);
-    if (dir == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = dir;
-    env_ = std::make_unique<ScopedEnv>("HOME", path_.c_str());
-  }
-  ~TempHome() {
-    env_.reset();
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
+  TempHome() : dir_("gpuprov-pi-home"), env_("HOME", dir_.path().c_str()) {}
   void WriteConfig(const std::string& json) {
-    std::filesystem::create_directories(path_ + "/.prime");
-    std::ofstream(path_ + "/.prime/config.json") << json;
+    std::filesystem::create_directories(dir_.path() / ".prime");
+    std::ofstream(dir_.path() / ".prime" / "config.json") << json;
   }
 
  private:
-  std::string path_;
-  std::unique_ptr<ScopedEnv> env_;
+  ScopedTempDir dir_;
+  ScopedEnv env_;
 };
 
 // --- the emulator as a child process -------------------------------------------
 
-struct HttpResult {
-  int status = 0;
-  std::string body;
-  Object::Ptr Doc() const {
-    Poco::JSON::Parser parser;
-    return parser.parse(body).extract<Object::Ptr>();
-  }
-};
-
-HttpResult Http(const std::string& url, const std::string& method, const std::string& body = "") {
-  Poco::URI uri(url);
-  if (uri.getHost().rfind("127.", 0) != 0) throw std::runtime_error("not loopback: " + url);
-  Poco::Net::HTTPClientSession session(uri.getHost(), uri.getPort());
-  session.setTimeout(Poco::Timespan(10, 0));
-  Poco::Net::HTTPRequest req(method, uri.getPathAndQuery(), Poco::Net::HTTPMessage::HTTP_1_1);
-  if (!body.empty()) {
-    req.setContentType("application/json");
-    req.setContentLength(static_cast<std::streamsize>(body.size()));
-  }
-  std::ostream& out = session.sendRequest(req);
-  out << body;
-  Poco::Net::HTTPResponse resp;
-  std::istream& in = session.receiveResponse(resp);
-  HttpResult r;
-  r.status = resp.getStatus();
-  Poco::StreamCopier::copyToString(in, r.body);
-  return r;
-}
-
 class Emulator {
  public:
   static std::optional<std::string> Problem() {
-    if (access(GPUPROV_EMULATOR_PATH, X_OK) != 0) {
-      return std::string("emulator not built: ") + GPUPROV_EMULATOR_PATH +
-             " (build target gpuprov-emulator)";
-    }
-    return std::nullopt;
+    return EmulatorProcess::Problem(GPUPROV_EMULATOR_PATH);
   }
 
   // Starts it with PRIME_API_KEY=kKey; waits for its endpoint lines.
   Emulator() {
-    int fds[2];
-    if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
-    pid_ = fork();
-    if (pid_ < 0) throw std::runtime_error("fork failed");
-    if (pid_ == 0) {
-      dup2(fds[1], STDOUT_FILENO);
-      int devnull = open("/dev/null", O_WRONLY);
-      if (devnull >= 0 && !getenv("GPUPROV_TEST_EMULATOR_STDERR")) dup2(devnull, STDERR_FILENO);
-      close(fds[0]);
-      close(fds[1]);
-      setenv("PRIME_API_KEY", kKey, 1);
-      execl(GPUPROV_EMULATOR_PATH, "gpuprov-emulator", "--backend", "memory", "--clouds",
-            "primeintellect", "--boot-seconds", "0.3", static_cast<char*>(nullptr));
-      _exit(127);
+    std::string problem;
+    if (!process_.Start(GPUPROV_EMULATOR_PATH,
+                        {"--backend", "memory", "--clouds", "primeintellect", "--boot-seconds",
+                         "0.3"},
+                        {{"PRIME_API_KEY", kKey}}, {"primeintellect"}, &problem)) {
+      throw std::runtime_error(problem);
     }
-    close(fds[1]);
-    out_fd_ = fds[0];
-    std::string buffer;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (control_.empty() && std::chrono::steady_clock::now() < deadline) {
-      pollfd p{out_fd_, POLLIN, 0};
-      if (poll(&p, 1, 200) <= 0) continue;
-      char buf[512];
-      ssize_t n = read(out_fd_, buf, sizeof buf);
-      if (n <= 0) break;
-      buffer.append(buf, static_cast<size_t>(n));
-      size_t nl;
-      while ((nl = buffer.find('\n')) != std::string::npos) {
-        std::string line = buffer.substr(0, nl);
-        buffer.erase(0, nl + 1);
-        std::istringstream in(line);
-        std::string cloud, url;
-        in >> cloud >> url;
-        if (cloud == "primeintellect") prime_ = url;
-        if (cloud == "control") control_ = url;
-      }
-    }
-    if (prime_.empty() || control_.empty()) {
-      Stop();
-      throw std::runtime_error("the emulator printed no primeintellect/control lines");
-    }
-    // Keep draining its stdout so it never blocks on a full pipe.
-    drain_ = std::thread([fd = out_fd_] {
-      char buf[512];
-      while (read(fd, buf, sizeof buf) > 0) {
-      }
-    });
   }
-  ~Emulator() { Stop(); }
 
-  const std::string& prime() const { return prime_; }
+  std::string prime() const { return process_.Url("primeintellect"); }
 
-  HttpResult Control(const std::string& method, const std::string& path,
-                     const std::string& body = "") {
-    return Http(control_ + path, method, body);
+  HttpReply Control(const std::string& method, const std::string& path,
+                    const std::string& body = "") {
+    return process_.Control(method, path, body);
   }
   void Reset() { Control("POST", "/reset", R"({"cloud":"primeintellect"})"); }
   void Fault(const std::string& json) {
-    HttpResult r = Control("POST", "/faults", json);
+    HttpReply r = Control("POST", "/faults", json);
     ASSERT_EQ(r.status, 200) << r.body;
   }
   int64_t Count(const std::string& what) {
-    HttpResult r = Control("GET", "/counts?cloud=primeintellect");
+    HttpReply r = Control("GET", "/counts?cloud=primeintellect");
     return r.Doc()->getValue<int64_t>(what);
   }
   // "METHOD path status" of each request the cloud saw.
   std::vector<std::string> Requests() {
-    HttpResult r = Control("GET", "/requests?cloud=primeintellect");
+    HttpReply r = Control("GET", "/requests?cloud=primeintellect");
     std::vector<std::string> out;
     Array::Ptr arr = r.Doc()->getArray("requests");
     for (size_t i = 0; arr && i < arr->size(); ++i) {
@@ -318,33 +114,7 @@ class Emulator {
   }
 
  private:
-  void Stop() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int status = 0;
-      for (int i = 0; i < 100; ++i) {
-        if (waitpid(pid_, &status, WNOHANG) == pid_) {
-          pid_ = -1;
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-      if (pid_ > 0) {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, &status, 0);
-        pid_ = -1;
-      }
-    }
-    if (drain_.joinable()) drain_.join();  // read() returns 0 once the child is gone
-    if (out_fd_ >= 0) close(out_fd_);
-    out_fd_ = -1;
-  }
-
-  pid_t pid_ = -1;
-  int out_fd_ = -1;
-  std::thread drain_;
-  std::string prime_;
-  std::string control_;
+  EmulatorProcess process_;
 };
 
 std::string Config(const std::string& endpoint) {

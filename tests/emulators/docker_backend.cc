@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Instances as real test VMs: one container of the test image per instance,
-// systemd as PID 1, the same container parameters and NoCloud seed layout as
-// the docker driver (plugins/docker/docker_driver.cc, tests/fixtures/testvm/
-// README.md), each on its own loopback address in 127.90.0.0/16 (the docker
+// systemd as PID 1, the container parameters and NoCloud seed the docker
+// driver uses too (plugins/docker/test_vm.h, tests/fixtures/testvm/README.md),
+// each on its own loopback address in 127.90.0.0/16 (the docker
 // driver uses 127.77/16). Docker work runs on a few worker threads, so
 // Create/State/Delete never block an API request on Docker.
 #include <algorithm>
@@ -19,7 +19,7 @@
 
 #include "docker_engine.h"
 #include "instance_backend.h"
-#include "tar_writer.h"
+#include "test_vm.h"
 
 namespace gpuprov::emulator {
 namespace {
@@ -29,49 +29,19 @@ using docker::ContainerSpec;
 using docker::Engine;
 using docker::EngineError;
 using docker::PortBinding;
-using docker::TarWriter;
+using docker::TestVmHostname;
+using docker::TestVmSeed;
+using docker::TestVmSpec;
 
 constexpr const char* kLabelEmulator = "io.gpuprov.emulator";
 constexpr const char* kLabelCloud = "io.gpuprov.emulator.cloud";
 constexpr const char* kLabelSession = "io.gpuprov.emulator.session";
 constexpr const char* kLabelAddress = "io.gpuprov.emulator.address";
 constexpr const char* kLabelName = "io.gpuprov.emulator.name";
-constexpr const char* kSeedDir = "var/lib/cloud/seed/nocloud";
-constexpr const char* kGpuFile = "etc/gpuprov-testvm/gpu";
 constexpr int kAddressSlots = 256 * 254;
 constexpr int kWorkers = 3;
 constexpr std::chrono::seconds kCheckEvery{2};
 constexpr std::chrono::seconds kEngineTimeout{30};
-
-std::string YamlQuote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20 || u == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-std::string Hostname(const std::string& name) {
-  std::string h;
-  for (char c : name) {
-    if (std::isalnum(static_cast<unsigned char>(c)) || c == '-') h += c;
-    else if (c == '.' || c == '_') h += '-';
-  }
-  while (!h.empty() && h.front() == '-') h.erase(h.begin());
-  if (h.size() > 63) h.resize(63);
-  while (!h.empty() && h.back() == '-') h.pop_back();
-  return h.empty() ? "vm" : h;
-}
 
 std::string AddressOfSlot(int slot) {
   return "127.90." + std::to_string(slot / 254) + "." + std::to_string(slot % 254 + 1);
@@ -122,7 +92,7 @@ class DockerBackend : public InstanceBackend {
     Record r;
     r.spec = spec;
     r.id = "ctr-" + std::to_string(++counter_);
-    r.container_name = "gpuprov-emu-" + spec.cloud + "-" + Hostname(spec.name) + "-" +
+    r.container_name = "gpuprov-emu-" + spec.cloud + "-" + TestVmHostname(spec.name) + "-" +
                        std::to_string(counter_);
     r.address = PickAddressLocked();
     std::random_device rd;
@@ -180,9 +150,7 @@ class DockerBackend : public InstanceBackend {
 
   size_t LiveCount(const std::string& cloud) override {
     std::lock_guard<std::mutex> lock(mu_);
-    size_t n = 0;
-    for (const auto& [id, r] : records_) n += cloud.empty() || r.spec.cloud == cloud;
-    return n;
+    return CountOfCloud(records_, cloud);
   }
 
   void RemoveAll() override {
@@ -315,20 +283,16 @@ class DockerBackend : public InstanceBackend {
 
   std::string SeedArchive(const Record& r) {
     const InstanceSpec& s = r.spec;
-    TarWriter tar;
-    std::string meta = "instance-id: " + YamlQuote("i-" + RandomHex(8)) + "\n";
-    meta += "local-hostname: " + YamlQuote(Hostname(s.name)) + "\n";
-    if (!s.ssh_public_keys.empty()) {
-      meta += "public-keys:\n";
-      for (const auto& k : s.ssh_public_keys) meta += "  - " + YamlQuote(k) + "\n";
+    TestVmSeed seed;
+    seed.instance_id = "i-" + RandomHex(8);
+    seed.hostname = TestVmHostname(s.name);
+    seed.public_keys = s.ssh_public_keys;
+    seed.user_data = s.faults.script_fails ? FailingUserData(s.user_data) : s.user_data;
+    if (s.faults.gpu_after_seconds < 0) {  // else written later (Task::kGpu)
+      seed.gpu_type = s.gpu_type;
+      seed.gpu_count = s.gpu_count;
     }
-    tar.AddFile(std::string(kSeedDir) + "/meta-data", meta, 0644);
-    std::string user_data = s.faults.script_fails ? FailingUserData(s.user_data) : s.user_data;
-    tar.AddFile(std::string(kSeedDir) + "/user-data", user_data, 0600);
-    if (s.gpu_count > 0 && s.faults.gpu_after_seconds < 0) {
-      tar.AddFile(kGpuFile, s.gpu_type + ":" + std::to_string(s.gpu_count) + "\n", 0644);
-    }
-    return tar.Finish();
+    return docker::NoCloudSeedTar(seed);
   }
 
   void Run(Engine& engine, const Record& r, Task task) {
@@ -360,26 +324,20 @@ class DockerBackend : public InstanceBackend {
                          " is not built; run: bash tests/fixtures/testvm/build-image.sh");
           return;
         }
-        ContainerSpec spec;
-        spec.name = cur.container_name;
-        spec.image = options_.image;
-        spec.hostname = Hostname(cur.spec.name);
-        spec.cmd = {"/lib/systemd/systemd"};
-        spec.cgroupns_mode = "host";
-        spec.binds = {"/sys/fs/cgroup:/sys/fs/cgroup:ro"};
-        spec.cap_add = {"SYS_ADMIN"};
-        spec.tmpfs = {{"/run", "rw,nosuid,nodev,exec,mode=755"},
-                      {"/run/lock", "rw,nosuid,nodev,noexec"}};
-        spec.stop_signal = "SIGRTMIN+3";
+        TestVmSpec vm;
+        vm.name = cur.container_name;
+        vm.image = options_.image;
+        vm.hostname = TestVmHostname(cur.spec.name);
         for (int port : cur.spec.ports) {
           int host_port = (port == 22) ? cur.ssh_port : port;
-          spec.ports.push_back(PortBinding{port, "tcp", cur.address, std::to_string(host_port)});
+          vm.ports.push_back(PortBinding{port, "tcp", cur.address, std::to_string(host_port)});
         }
-        spec.labels = {{kLabelEmulator, "1"},
-                       {kLabelCloud, cur.spec.cloud},
-                       {kLabelSession, options_.session},
-                       {kLabelAddress, cur.address},
-                       {kLabelName, cur.spec.name}};
+        vm.labels = {{kLabelEmulator, "1"},
+                     {kLabelCloud, cur.spec.cloud},
+                     {kLabelSession, options_.session},
+                     {kLabelAddress, cur.address},
+                     {kLabelName, cur.spec.name}};
+        const ContainerSpec spec = docker::TestVmContainer(vm);
         std::string cid = engine.CreateContainer(spec);
         bool keep = Update(r.id, [&](Record& x) {
           x.container_id = cid;
@@ -445,10 +403,8 @@ class DockerBackend : public InstanceBackend {
       }
       case Task::kGpu: {
         if (r.phase != Phase::kRunning) return;
-        TarWriter tar;
-        tar.AddFile(kGpuFile, r.spec.gpu_type + ":" + std::to_string(r.spec.gpu_count) + "\n",
-                    0644);
-        engine.PutArchive(r.container_id, "/", tar.Finish());
+        engine.PutArchive(r.container_id, "/",
+                          docker::GpuFileTar(r.spec.gpu_type, r.spec.gpu_count));
         Update(r.id, [&](Record& x) { x.gpu_written = true; });
         return;
       }

@@ -76,6 +76,15 @@ class InstanceBackend {
   virtual void RemoveAll() = 0;
 };
 
+/// How many records of a backend (id -> record with an InstanceSpec spec) are of
+/// cloud; cloud "" = all. What LiveCount counts.
+template <class Records>
+size_t CountOfCloud(const Records& records, const std::string& cloud) {
+  size_t n = 0;
+  for (const auto& [id, r] : records) n += cloud.empty() || r.spec.cloud == cloud;
+  return n;
+}
+
 /// time to running for the memory backend.
 std::unique_ptr<InstanceBackend> MakeMemoryBackend(std::chrono::milliseconds boot_time);
 

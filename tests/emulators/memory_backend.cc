@@ -98,9 +98,7 @@ class MemoryBackend : public InstanceBackend {
 
   size_t LiveCount(const std::string& cloud) override {
     std::lock_guard<std::mutex> lock(mu_);
-    size_t n = 0;
-    for (const auto& [id, r] : records_) n += cloud.empty() || r.spec.cloud == cloud;
-    return n;
+    return CountOfCloud(records_, cloud);
   }
 
   void RemoveAll() override {

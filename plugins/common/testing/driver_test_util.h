@@ -1,0 +1,407 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Helpers shared by the driver tests: scoped environment variables and temporary
+// directories, a host that records what a driver reports, a built driver .so loaded with
+// dlopen and called through its C vtable, and the cloud emulator run as a child process.
+// Header-only; depends on the SDK headers, Poco::Net and GoogleTest, never on core/.
+#pragma once
+
+#include <Poco/JSON/Object.h>
+#include <Poco/JSON/Parser.h>
+#include <Poco/Net/HTTPClientSession.h>
+#include <Poco/Net/HTTPRequest.h>
+#include <Poco/Net/HTTPResponse.h>
+#include <Poco/StreamCopier.h>
+#include <Poco/Timespan.h>
+#include <Poco/URI.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <ostream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "gpuprov/driver_abi.h"
+#include "gpuprov/sdk.hpp"
+
+namespace gpuprov::drivers::testing {
+
+// --- process state ---------------------------------------------------------------
+
+/// Sets (or, with nullptr, unsets) an environment variable for a scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = getenv(name)) old_ = old;
+    if (value) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_.c_str(), old_->c_str(), 1);
+    } else {
+      unsetenv(name_.c_str());
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+/// A fresh directory under the system temp dir, removed with everything in it at the end.
+class ScopedTempDir {
+ public:
+  explicit ScopedTempDir(const std::string& prefix = "gpuprov-test") {
+    std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed: " + tmpl);
+    path_ = tmpl;
+  }
+  ~ScopedTempDir() { Remove(); }
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  /// Removes the directory now (the destructor then has nothing to do).
+  void Remove() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// --- the host side of the C ABI --------------------------------------------------
+
+/// Host callbacks that record what the driver reports: log lines as "<level> <message>",
+/// progress messages as they came. Can be told to report cancellation.
+struct RecordingHost {
+  std::vector<std::string> logs;
+  std::vector<std::string> progress;
+  std::atomic<bool> cancel{false};
+  gpuprov_type_host_api api{};
+
+  RecordingHost() {
+    api.struct_size = sizeof(api);
+    api.host_ctx = this;
+    api.log = [](void* ctx, gpuprov_type_log_level level, const char* msg, size_t len) {
+      auto* self = static_cast<RecordingHost*>(ctx);
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->logs.push_back(std::to_string(level) + " " + std::string(msg, len));
+    };
+    api.progress = [](void* ctx, const char* msg, size_t len) {
+      auto* self = static_cast<RecordingHost*>(ctx);
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->progress.emplace_back(msg, len);
+    };
+    api.cancelled = [](void* ctx) { return static_cast<RecordingHost*>(ctx)->cancel.load(); };
+  }
+  RecordingHost(const RecordingHost&) = delete;
+  RecordingHost& operator=(const RecordingHost&) = delete;
+
+  gpuprov::sdk::Host Host() const { return gpuprov::sdk::Host(&api); }
+
+  /// Every log line, then every progress message, one a line.
+  std::string All() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string s;
+    for (const auto& l : logs) s += l + "\n";
+    for (const auto& p : progress) s += p + "\n";
+    return s;
+  }
+
+ private:
+  mutable std::mutex mu_;
+};
+
+// --- a built driver through its C vtable -----------------------------------------
+
+/// The descriptor of the driver .so at `path`, loaded once per path and never unloaded.
+/// Reports a test failure and returns nullptr when it cannot be loaded.
+inline const gpuprov_type_driver_descriptor* LoadDriverDescriptor(const std::string& path) {
+  static std::mutex mu;
+  static std::map<std::string, const gpuprov_type_driver_descriptor*> loaded;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = loaded.find(path); it != loaded.end()) return it->second;
+  const gpuprov_type_driver_descriptor* d = nullptr;
+  if (void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL); lib == nullptr) {
+    ADD_FAILURE() << "dlopen " << path << ": " << dlerror();
+  } else if (auto entry = reinterpret_cast<gpuprov_driver_entry_fn>(
+                 dlsym(lib, GPUPROV_DRIVER_ENTRY_SYMBOL));
+             entry == nullptr) {
+    ADD_FAILURE() << "no " << GPUPROV_DRIVER_ENTRY_SYMBOL << " in " << path;
+  } else {
+    d = entry();
+  }
+  loaded[path] = d;
+  return d;
+}
+
+/// What one vtable operation returned.
+struct OpResult {
+  gpuprov_type_status status = GPUPROV_STATUS_FAILED;
+  std::string json;   // the result on OK
+  std::string error;  // last_error otherwise
+  Poco::JSON::Object::Ptr Doc() const {
+    Poco::JSON::Parser parser;
+    return parser.parse(json).extract<Poco::JSON::Object::Ptr>();
+  }
+  Poco::JSON::Object::Ptr Vm() const { return Doc()->getObject("vm"); }
+};
+
+inline std::ostream& operator<<(std::ostream& os, const OpResult& r) {
+  return os << "status " << r.status << " " << (r.status == 0 ? r.json : r.error);
+}
+
+/// One driver handle made by init() with a recording host; destroyed at the end.
+/// init_status()/init_error() tell how init went (the handle is kept either way).
+class LoadedDriver {
+ public:
+  LoadedDriver(const std::string& so_path, const std::string& config) {
+    const gpuprov_type_driver_descriptor* d = LoadDriverDescriptor(so_path);
+    if (d == nullptr) throw std::runtime_error("driver not loaded");
+    vtable_ = d->vtable;
+    gpuprov_type_init_input input{};
+    input.struct_size = sizeof(input);
+    input.host = &host_.api;
+    input.config_host_owned = {config.data(), config.size()};
+    handle_ = vtable_->init(&input, &init_status_);
+    if (handle_ == nullptr) throw std::runtime_error("init returned NULL");
+    if (init_status_ != GPUPROV_STATUS_OK) init_error_ = vtable_->last_error(handle_);
+  }
+  virtual ~LoadedDriver() { vtable_->destroy(handle_); }
+  LoadedDriver(const LoadedDriver&) = delete;
+  LoadedDriver& operator=(const LoadedDriver&) = delete;
+
+  gpuprov_type_status init_status() const { return init_status_; }
+  const std::string& init_error() const { return init_error_; }
+  const gpuprov_drv_vtable& vtable() const { return *vtable_; }
+
+  OpResult Call(gpuprov_drv_op_fn fn, const std::string& request) {
+    gpuprov_type_json result{};
+    OpResult r;
+    r.status = fn(handle_, gpuprov_type_json{request.data(), request.size()}, &result);
+    if (r.status == GPUPROV_STATUS_OK) {
+      r.json.assign(result.data, result.len);
+    } else {
+      r.error = vtable_->last_error(handle_);
+    }
+    return r;
+  }
+  OpResult Check() { return Call(vtable_->check, "{}"); }
+  OpResult Offers(const std::string& req) { return Call(vtable_->offers, req); }
+  OpResult Create(const std::string& req) { return Call(vtable_->create, req); }
+  OpResult Get(const std::string& req) { return Call(vtable_->get, req); }
+  OpResult List() { return Call(vtable_->list, "{}"); }
+  OpResult Delete(const std::string& req) { return Call(vtable_->delete_vm, req); }
+  OpResult OpenPorts(const std::string& req) { return Call(vtable_->open_ports, req); }
+
+  const RecordingHost& host() const { return host_; }
+
+ private:
+  RecordingHost host_;
+  const gpuprov_drv_vtable* vtable_ = nullptr;
+  gpuprov_type_driver* handle_ = nullptr;
+  gpuprov_type_status init_status_ = GPUPROV_STATUS_FAILED;
+  std::string init_error_;
+};
+
+// --- the cloud emulator as a child process ---------------------------------------
+
+/// The answer to one HTTP request.
+struct HttpReply {
+  int status = 0;
+  std::string body;
+  Poco::JSON::Object::Ptr Doc() const {
+    Poco::JSON::Parser parser;
+    return parser.parse(body).extract<Poco::JSON::Object::Ptr>();
+  }
+};
+
+/// One HTTP request to a loopback URL (anything else throws).
+inline HttpReply LoopbackHttp(const std::string& method, const std::string& url,
+                              const std::string& body = "",
+                              const std::vector<std::pair<std::string, std::string>>& headers = {}) {
+  Poco::URI uri(url);
+  if (uri.getHost().rfind("127.", 0) != 0) throw std::runtime_error("not loopback: " + url);
+  Poco::Net::HTTPClientSession session(uri.getHost(), uri.getPort());
+  session.setTimeout(Poco::Timespan(10, 0));
+  Poco::Net::HTTPRequest req(method, uri.getPathAndQuery(), Poco::Net::HTTPMessage::HTTP_1_1);
+  for (const auto& [name, value] : headers) req.set(name, value);
+  if (!body.empty() || method == "POST") {
+    req.setContentType("application/json");
+    req.setContentLength(static_cast<std::streamsize>(body.size()));
+  }
+  session.sendRequest(req) << body;
+  Poco::Net::HTTPResponse resp;
+  HttpReply r;
+  Poco::StreamCopier::copyToString(session.receiveResponse(resp), r.body);
+  r.status = static_cast<int>(resp.getStatus());
+  return r;
+}
+
+/// `gpuprov-emulator` run as a child process. Start() waits for the "<cloud> <url>" lines
+/// it prints on stdout (the wanted clouds and "control"), then keeps draining its stdout.
+/// Its stderr goes to /dev/null unless GPUPROV_TEST_EMULATOR_STDERR is set. Stopped
+/// (SIGTERM, then SIGKILL) by Stop() or the destructor.
+class EmulatorProcess {
+ public:
+  EmulatorProcess() = default;
+  ~EmulatorProcess() { Stop(); }
+  EmulatorProcess(const EmulatorProcess&) = delete;
+  EmulatorProcess& operator=(const EmulatorProcess&) = delete;
+
+  /// Why the emulator at `path` cannot run, or nullopt.
+  static std::optional<std::string> Problem(const std::string& path) {
+    if (access(path.c_str(), X_OK) != 0) {
+      return path + " is not built (build target gpuprov-emulator, tests/emulators)";
+    }
+    return std::nullopt;
+  }
+
+  /// Starts `path args...` with `env` added to the child's environment; false (with the
+  /// reason in *problem) when it cannot start or prints no URL for a wanted cloud.
+  bool Start(const std::string& path, const std::vector<std::string>& args,
+             const std::vector<std::pair<std::string, std::string>>& env,
+             const std::vector<std::string>& clouds, std::string* problem) {
+    if (auto p = Problem(path)) {
+      *problem = *p;
+      return false;
+    }
+    std::vector<std::string> argv_strings = {path};
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : argv_strings) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int fds[2];
+    if (pipe(fds) != 0) {
+      *problem = "pipe failed";
+      return false;
+    }
+    pid_ = fork();
+    if (pid_ < 0) {
+      close(fds[0]);
+      close(fds[1]);
+      *problem = "fork failed";
+      return false;
+    }
+    if (pid_ == 0) {
+      dup2(fds[1], STDOUT_FILENO);
+      int devnull = open("/dev/null", O_WRONLY);
+      if (devnull >= 0 && !getenv("GPUPROV_TEST_EMULATOR_STDERR")) dup2(devnull, STDERR_FILENO);
+      close(fds[0]);
+      close(fds[1]);
+      for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+      execv(path.c_str(), argv.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    out_fd_ = fds[0];
+    std::vector<std::string> wanted = clouds;
+    wanted.push_back("control");
+    auto missing = [&] {
+      for (const auto& c : wanted) {
+        if (!urls_.count(c)) return true;
+      }
+      return false;
+    };
+    std::string buffer;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (missing() && std::chrono::steady_clock::now() < deadline) {
+      pollfd p{out_fd_, POLLIN, 0};
+      if (poll(&p, 1, 200) <= 0) continue;
+      char chunk[4096];
+      ssize_t n = read(out_fd_, chunk, sizeof chunk);
+      if (n <= 0) break;
+      buffer.append(chunk, static_cast<size_t>(n));
+      size_t nl;
+      while ((nl = buffer.find('\n')) != std::string::npos) {
+        std::istringstream words(buffer.substr(0, nl));
+        buffer.erase(0, nl + 1);
+        std::string cloud, url;
+        words >> cloud >> url;
+        if (!cloud.empty() && !url.empty()) urls_[cloud] = url;
+      }
+    }
+    if (missing()) {
+      *problem = "the emulator printed no";
+      for (const auto& c : wanted) *problem += " '" + c + " <url>'";
+      *problem += " line(s)";
+      Stop();
+      return false;
+    }
+    // Keep draining stdout so the emulator never blocks on a full pipe.
+    drain_ = std::thread([fd = out_fd_] {
+      char chunk[4096];
+      while (read(fd, chunk, sizeof chunk) > 0) {
+      }
+    });
+    return true;
+  }
+
+  void Stop() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      int status = 0;
+      bool gone = false;
+      for (int i = 0; i < 100 && !gone; ++i) {
+        if (waitpid(pid_, &status, WNOHANG) == pid_) {
+          gone = true;
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+      }
+      if (!gone) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, &status, 0);
+      }
+      pid_ = -1;
+    }
+    if (drain_.joinable()) drain_.join();  // read() returns 0 once the child is gone
+    if (out_fd_ >= 0) close(out_fd_);
+    out_fd_ = -1;
+  }
+
+  /// The URL the emulator printed for `cloud` ("" when none).
+  std::string Url(const std::string& cloud) const {
+    auto it = urls_.find(cloud);
+    return it == urls_.end() ? std::string() : it->second;
+  }
+  std::string control_url() const { return Url("control"); }
+
+  /// One request to the control API (`path` starts with '/').
+  HttpReply Control(const std::string& method, const std::string& path,
+                    const std::string& body = "") const {
+    return LoopbackHttp(method, control_url() + path, body);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  std::thread drain_;
+  std::map<std::string, std::string> urls_;
+};
+
+}  // namespace gpuprov::drivers::testing
