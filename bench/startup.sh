@@ -23,3 +23,10 @@ hyperfine --warmup 5 --min-runs 50 -N \
   "$GPUPROV --driver-path $drivers list --no-refresh" \
   "${refs[@]}"
 cat bench/results/startup.md
+
+# The same with the driver list cache removed before every run: every driver file is loaded.
+hyperfine --warmup 3 --min-runs 30 -N --prepare "rm -rf $home/cache" \
+  --export-markdown bench/results/startup-cold.md \
+  "$GPUPROV --help" \
+  "$GPUPROV --driver-path $drivers drivers"
+cat bench/results/startup-cold.md
