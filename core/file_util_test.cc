@@ -14,34 +14,15 @@
 #include <vector>
 
 #include "error.h"
+#include "test_support.h"
 
 namespace gpuprov {
 namespace {
 
+using gpuprov::testing::ScopedTempDir;
+using gpuprov::testing::ModeOf;
+
 using ::testing::HasSubstr;
-
-class ScopedTempDir {
- public:
-  ScopedTempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "gpuprov-file-XXXXXX");
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~ScopedTempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
-mode_t ModeOf(const std::filesystem::path& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return 0;
-  return st.st_mode & 07777;
-}
 
 std::vector<std::string> Entries(const std::filesystem::path& dir) {
   std::vector<std::string> names;

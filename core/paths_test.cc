@@ -9,9 +9,13 @@
 #include <map>
 
 #include "error.h"
+#include "test_support.h"
 
 namespace gpuprov {
 namespace {
+
+using gpuprov::testing::ScopedTempDir;
+using gpuprov::testing::ModeOf;
 
 using ::testing::HasSubstr;
 
@@ -21,29 +25,6 @@ EnvLookup MapEnv(std::map<std::string, std::string> vars) {
     if (it == vars.end()) return std::nullopt;
     return it->second;
   };
-}
-
-class ScopedTempDir {
- public:
-  ScopedTempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "gpuprov-paths-XXXXXX");
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~ScopedTempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
-mode_t ModeOf(const std::filesystem::path& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return 0;
-  return st.st_mode & 07777;
 }
 
 TEST(PathsTest, GpuprovHomeWins) {

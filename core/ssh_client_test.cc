@@ -20,9 +20,13 @@
 #include "error.h"
 #include "ssh_keys.h"
 #include "testvm_fixture_test_util.h"
+#include "test_support.h"
 
 namespace gpuprov {
 namespace {
+
+using TempDir = gpuprov::testing::ScopedTempDir;
+using gpuprov::testing::ModeOf;
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -36,25 +40,6 @@ constexpr char kNothingListens[] = "127.88.0.9";   // no container, no listener
 constexpr char kFakeServerAddress[] = "127.88.0.10";
 
 /// A fresh directory (mode 0700) removed with its contents at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "gpuprov-ssh-client-test.XXXXXX").string();
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (::mkdtemp(buf.data()) == nullptr) std::abort();
-    path_ = buf.data();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 std::string ReadFile(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream out;
@@ -65,12 +50,6 @@ std::string ReadFile(const fs::path& path) {
 void WriteFile(const fs::path& path, const std::string& text, mode_t mode = 0600) {
   std::ofstream(path, std::ios::binary) << text;
   ::chmod(path.c_str(), mode);
-}
-
-mode_t ModeOf(const fs::path& path) {
-  struct stat st {};
-  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
-  return st.st_mode & 07777;
 }
 
 std::vector<std::string> NonEmptyLines(const std::string& text) {

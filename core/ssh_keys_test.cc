@@ -13,32 +13,17 @@
 #include <vector>
 
 #include "error.h"
+#include "test_support.h"
 
 namespace gpuprov {
 namespace {
 
+using TempDir = gpuprov::testing::ScopedTempDir;
+using gpuprov::testing::ModeOf;
+
 namespace fs = std::filesystem;
 
 /// A fresh directory (mode 0700) removed with its contents at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "gpuprov-ssh-keys-test.XXXXXX").string();
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (::mkdtemp(buf.data()) == nullptr) std::abort();
-    path_ = buf.data();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 struct CommandResult {
   int exit_status;
   std::string output;  // stdout and stderr
@@ -61,12 +46,6 @@ std::string ReadFile(const fs::path& path) {
   std::ostringstream out;
   out << in.rdbuf();
   return out.str();
-}
-
-mode_t ModeOf(const fs::path& path) {
-  struct stat st {};
-  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
-  return st.st_mode & 07777;
 }
 
 /// The fingerprint field (second word) of `ssh-keygen -l` output.

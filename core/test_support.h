@@ -1,0 +1,41 @@
+// Test-only helpers shared by core's unit tests (header only; never linked into gpuprov).
+#pragma once
+
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+namespace gpuprov::testing {
+
+/// A fresh directory under the system temp dir, removed with everything in it at scope exit.
+class ScopedTempDir {
+ public:
+  explicit ScopedTempDir(const std::string& prefix = "gpuprov-test") {
+    std::string pattern = (std::filesystem::temp_directory_path() / (prefix + ".XXXXXX")).string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~ScopedTempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// The permission bits of path (07777), or 0 when it does not exist.
+inline mode_t ModeOf(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  return st.st_mode & 07777;
+}
+
+}  // namespace gpuprov::testing
