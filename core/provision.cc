@@ -274,7 +274,7 @@ int RunProvision(const AppContext& app, const ProvisionFlags& flags,
     out << "VM " << name << " is ready on " << cloud_name << " at " << rec.public_ip
         << " (ssh port " << rec.ssh_port << ", user " << rec.ssh_user << ").\n"
         << "  shell:   gpuprov ssh " << name << "\n"
-        << "  command: gpuprov ssh " << name << " -- nvidia-smi\n"
+        << "  command: gpuprov ssh " << name << (rec.gpus.empty() ? " -- uname -a\n" : " -- nvidia-smi\n")
         << "  remove:  gpuprov down " << name << "\n";
     console.Result(out.str());
   }
