@@ -93,9 +93,15 @@ std::unique_ptr<Cloud> Cloud::Open(const DriverHost& host, const std::string& cl
 
 Cloud::Cloud(std::unique_ptr<Driver> driver) : driver_(std::move(driver)) {}
 
-std::string Cloud::Check() {
+CloudCheck Cloud::Check() {
   Object::Ptr r = ParseObject(driver_->Call(DriverOp::kCheck, "{}"), "check");
-  return Str(r, "account");
+  CloudCheck check;
+  check.account = Str(r, "account");
+  if (r->has("user_data_limit") && r->get("user_data_limit").isNumeric()) {
+    const double limit = r->getValue<double>("user_data_limit");
+    if (limit > 0) check.user_data_limit = static_cast<std::size_t>(limit);
+  }
+  return check;
 }
 
 std::vector<CloudOffer> Cloud::Offers(const std::optional<GpuRequest>& gpu,

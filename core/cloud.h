@@ -37,6 +37,13 @@ struct CloudOffer {
   double price_per_hour = 0;
 };
 
+struct CloudCheck {
+  std::string account;
+  /// Bytes of raw boot script (user data) the cloud accepts; drivers that do not say get the
+  /// smallest limit among the clouds (EC2's 16 KB).
+  std::size_t user_data_limit = 16384;
+};
+
 struct CreateRequest {
   std::string name;
   std::string region;
@@ -61,7 +68,8 @@ class Cloud {
   const DriverInfo& info() const { return driver_->info(); }
   const std::string& name() const { return driver_->info().name; }
 
-  std::string Check();
+  /// The driver's check: a non-secret account description and the cloud's user-data limit.
+  CloudCheck Check();
   std::vector<CloudOffer> Offers(const std::optional<GpuRequest>& gpu, const std::string& region);
   /// Returns the VM and whether it already existed.
   std::pair<CloudVm, bool> Create(const CreateRequest& request);

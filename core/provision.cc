@@ -9,10 +9,14 @@
 #include <thread>
 
 #include "cloud.h"
+#include "cluster_bringup.h"
 #include "console.h"
 #include "error.h"
 #include "interrupt.h"
+#include "installer_bundle.h"
 #include "k8s_policy.h"
+#include "kubeconfig.h"
+#include "node_shell.h"
 #include "spec.h"
 #include "ssh_client.h"
 #include "ssh_keys.h"
@@ -62,6 +66,11 @@ CloudOffer ChooseOffer(const std::vector<CloudOffer>& offers, const ProvisionOpt
   return *std::min_element(offers.begin(), offers.end(), [](const auto& a, const auto& b) {
     return a.price_per_hour < b.price_per_hour;
   });
+}
+
+double SecondsSince(Clock::time_point start) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+  return static_cast<double>(ms.count() / 100) / 10.0;
 }
 
 std::string NowRfc3339() { return FormatRfc3339Utc(std::chrono::system_clock::now()); }
@@ -127,12 +136,6 @@ int RunProvision(const AppContext& app, const ProvisionFlags& flags,
   if (k8s.refused) {
     throw UsageError(k8s.note, "nothing was created");
   }
-  if (k8s.enabled) {
-    throw UsageError("Kubernetes bring-up on " + cloud_name +
-                         " is not available in this build of gpuprov yet (kubernetes " +
-                         DescribeOrigin(opt.kubernetes) + ")",
-                     "pass --no-k8s for a plain VM; nothing was created");
-  }
 
   const std::string key_path = opt.ssh_key.value
                                    ? ExpandHome(*opt.ssh_key.value)
@@ -160,7 +163,17 @@ int RunProvision(const AppContext& app, const ProvisionFlags& flags,
 
   std::unique_ptr<Cloud> cloud = Cloud::Open(host, cloud_name, config);
   console.Step("checking " + cloud_name + " credentials");
-  console.Debug(cloud_name + " account: " + cloud->Check());
+  const CloudCheck account = cloud->Check();
+  console.Debug(cloud_name + " account: " + account.account);
+  ClusterPlan plan;
+  if (k8s.enabled) {
+    plan = PlanCluster(info.capabilities, account.user_data_limit);
+    if (!plan.note.empty()) console.Note(plan.note);
+    console.Debug(std::string("cluster plan: route ") + (plan.boot_route ? "boot" : "ssh") +
+                  ", access " + (plan.direct ? "direct" : "tunnel") + ", boot script " +
+                  std::to_string(plan.boot_script.size()) + " of " +
+                  std::to_string(account.user_data_limit) + " bytes");
+  }
   std::vector<CloudOffer> offers = cloud->Offers(opt.gpus.value, opt.region.value.value_or(""));
   CloudOffer offer = ChooseOffer(offers, opt, cloud_name);
   const std::string region = opt.region.value.value_or(offer.region);
@@ -178,8 +191,11 @@ int RunProvision(const AppContext& app, const ProvisionFlags& flags,
   rec.gpus = opt.gpus.value ? ToString(*opt.gpus.value) : "";
   rec.image = opt.image.value.value_or("");
   rec.driver_file = info.path;
-  rec.kubernetes = false;
-  rec.access_mode = "none";
+  rec.kubernetes = k8s.enabled;
+  if (!k8s.enabled) {
+    rec.access_mode = "none";
+    rec.route = "none";
+  }
   rec.extra["ssh_key"] = key_path;
   if (rec.created_at.empty()) rec.created_at = NowRfc3339();
   rec.phase = existing ? rec.phase : "intent";
@@ -198,10 +214,13 @@ int RunProvision(const AppContext& app, const ProvisionFlags& flags,
   req.tags = opt.tags;
   req.tags["gpuprov"] = "1";
   req.tags["gpuprov-name"] = name;
-  req.open_ports = {22};
+  req.open_ports = PortsToOpen(k8s.enabled, plan);
+  req.user_data = plan.boot_script;
   req.disk_gb = opt.disk_gb.value;
   CloudVm vm;
   bool reused = false;
+  ClusterResult cluster;
+  const auto create_start = Clock::now();
   try {
     rec.phase = "creating";
     rec = store.Save(rec);
@@ -233,6 +252,7 @@ int RunProvision(const AppContext& app, const ProvisionFlags& flags,
     rec.ssh_port = vm.ports.count(22) ? vm.ports.at(22) : vm.ssh_port;
     rec.ssh_user = vm.ssh_user.empty() ? "root" : vm.ssh_user;
     rec.phase = "running";
+    rec.phase_seconds["create"] = SecondsSince(create_start);
     rec = store.Save(rec);
     if (rec.public_ip.empty()) {
       throw Error("the " + cloud_name + " driver reported no public address for " + name,
@@ -244,6 +264,7 @@ int RunProvision(const AppContext& app, const ProvisionFlags& flags,
                      app.paths.known_hosts().string()};
     if (!reused) ForgetHostKey(target.known_hosts_path, target.host, target.port);
     console.Step("waiting for SSH on " + SshHostPort(target.host, target.port));
+    const auto ssh_start = Clock::now();
     SshSession session = WaitForSsh(
         target, std::chrono::seconds(opt.ssh_wait_seconds.value), [&](std::chrono::seconds s) {
           console.Progress("waiting for SSH on " + SshHostPort(target.host, target.port), s);
@@ -251,6 +272,26 @@ int RunProvision(const AppContext& app, const ProvisionFlags& flags,
         });
     SshRunResult hello = session.Run("uname -sr");
     console.Debug("node: " + hello.stdout_text);
+    rec.phase_seconds["ssh"] = SecondsSince(ssh_start);
+
+    // 5. The cluster, when Kubernetes is on.
+    if (k8s.enabled) {
+      rec.phase = "installing";
+      rec = store.Save(rec);
+      ClusterInputs in;
+      in.vm_name = name;
+      in.plan = plan;
+      in.public_ip = rec.public_ip;
+      in.api_port = vm.ports.count(kApiPort) ? vm.ports.at(kApiPort) : kApiPort;
+      in.expected_gpus = opt.gpus.value ? opt.gpus.value->count : 0;
+      in.ssh = target;
+      in.boot_install_wait = std::chrono::seconds(opt.boot_install_wait_seconds.value);
+      in.api_wait = std::chrono::seconds(opt.api_wait_seconds.value);
+      in.kubeconfig_path = app.paths.kube_dir() / (name + ".yaml");
+      in.save = [&store](VmRecord& r) { r = store.Save(r); };
+      SshNodeShell shell(&session);
+      cluster = BringUpCluster(shell, in, rec);
+    }
     rec.phase = "ready";
     rec = store.Save(rec);
   } catch (const Error& e) {
@@ -258,8 +299,10 @@ int RunProvision(const AppContext& app, const ProvisionFlags& flags,
     rec.last_error = e.what();
     store.Save(rec);
     throw Error(e.what(), e.hint().empty()
-                              ? "the VM is kept: look with `gpuprov ssh " + name +
-                                    "`, retry with the same `gpuprov provision`, or remove it "
+                              ? "the VM is kept: look with `gpuprov ssh " + name + "`" +
+                                    (k8s.enabled ? std::string(" (boot log ") + kNodeBootLog + ")"
+                                                 : std::string()) +
+                                    ", retry with the same `gpuprov provision`, or remove it "
                                     "with `gpuprov down " + name + "`"
                               : e.hint(),
                 e.exit_code());
@@ -276,7 +319,26 @@ int RunProvision(const AppContext& app, const ProvisionFlags& flags,
         << "  shell:   gpuprov ssh " << name << "\n"
         << "  command: gpuprov ssh " << name << (rec.gpus.empty() ? " -- uname -a\n" : " -- nvidia-smi\n")
         << "  remove:  gpuprov down " << name << "\n";
+    if (k8s.enabled) {
+      out << "Kubernetes (k3s) is ready on " << name << ": node Ready, CoreDNS ready"
+          << (cluster.gpus_allocatable > 0
+                  ? ", nvidia.com/gpu: " + std::to_string(cluster.gpus_allocatable)
+                  : std::string())
+          << ".\n"
+          << "  kubeconfig: " << rec.kubeconfig << " (context " << KubeContextName(name) << ")\n"
+          << "  use:        export KUBECONFIG=" << rec.kubeconfig << "; kubectl get nodes\n";
+      if (rec.access_mode == "tunnel") {
+        out << "  tunnel:     gpuprov tunnel " << name << "   (keep it running: kubectl reaches "
+            << cluster.server << " through SSH)\n";
+      }
+    }
     console.Result(out.str());
+    if (k8s.enabled && rec.access_mode == "direct") {
+      console.Warning("the Kubernetes API of " + name + " is exposed to the internet at " +
+                      cluster.server + " (ports 22, 6443, 80 and 443 are open to 0.0.0.0/0); "
+                      "the kubeconfig is a secret: whoever holds it controls the cluster. "
+                      "--no-k8s gives a plain VM with only SSH open");
+    }
   }
   return 0;
 }

@@ -21,8 +21,10 @@
 namespace gpuprov {
 namespace {
 
-constexpr const char* kPhases[] = {"intent", "creating", "running", "ready", "failed", "deleting"};
+constexpr const char* kPhases[] = {"intent", "creating", "running", "installing",
+                                   "ready",  "failed",   "deleting"};
 constexpr const char* kAccessModes[] = {"none", "direct", "tunnel"};
+constexpr const char* kRoutes[] = {"none", "boot", "ssh"};
 
 template <std::size_t N>
 bool OneOf(const std::string& value, const char* const (&allowed)[N]) {
@@ -85,6 +87,23 @@ class RecordReader {
     for (const auto& [k, value] : *map) {
       if (!value.isString()) throw Corrupt("field '" + key + "." + k + "' is not a string");
       out[k] = value.extract<std::string>();
+    }
+    return out;
+  }
+
+  std::map<std::string, double> NumberMap(const std::string& key) {
+    std::map<std::string, double> out;
+    const Poco::Dynamic::Var v = object_->get(key);
+    if (v.isEmpty()) return out;
+    if (v.type() != typeid(Poco::JSON::Object::Ptr)) {
+      throw Corrupt("field '" + key + "' is not an object");
+    }
+    const Poco::JSON::Object::Ptr map = v.extract<Poco::JSON::Object::Ptr>();
+    for (const auto& [k, value] : *map) {
+      if (!value.isNumeric() || value.isBoolean()) {
+        throw Corrupt("field '" + key + "." + k + "' is not a number");
+      }
+      out[k] = value.convert<double>();
     }
     return out;
   }
@@ -159,6 +178,11 @@ VmRecord ParseRecord(const std::filesystem::path& path, const std::string& text,
   record.ssh_port = r.Int("ssh_port", 22, 0, 65535);
   record.kubernetes = r.Bool("kubernetes");
   record.access_mode = r.String("access_mode");
+  record.route = r.String("route");
+  if (record.route.empty()) record.route = "none";
+  record.kubeconfig = r.String("kubeconfig");
+  record.probe = r.StringMap("probe");
+  record.phase_seconds = r.NumberMap("phase_seconds");
   record.created_at = r.String("created_at");
   record.updated_at = r.String("updated_at");
   record.last_error = r.String("last_error");
@@ -184,6 +208,14 @@ std::string SerializeRecord(const VmRecord& record) {
   object.set("driver_file", record.driver_file);
   object.set("kubernetes", record.kubernetes);
   object.set("access_mode", record.access_mode);
+  object.set("route", record.route);
+  object.set("kubeconfig", record.kubeconfig);
+  Poco::JSON::Object probe(Poco::JSON_PRESERVE_KEY_ORDER);
+  for (const auto& [key, value] : record.probe) probe.set(key, value);
+  object.set("probe", probe);
+  Poco::JSON::Object phase_seconds(Poco::JSON_PRESERVE_KEY_ORDER);
+  for (const auto& [key, value] : record.phase_seconds) phase_seconds.set(key, value);
+  object.set("phase_seconds", phase_seconds);
   object.set("created_at", record.created_at);
   object.set("updated_at", record.updated_at);
   object.set("last_error", record.last_error);
@@ -235,6 +267,10 @@ VmRecord StateStore::Save(const VmRecord& record) {
   if (!OneOf(record.access_mode, kAccessModes)) {
     throw Error("cannot save VM '" + record.name + "': access_mode '" + record.access_mode +
                 "' is not one of " + Joined(kAccessModes));
+  }
+  if (!OneOf(record.route, kRoutes)) {
+    throw Error("cannot save VM '" + record.name + "': route '" + record.route +
+                "' is not one of " + Joined(kRoutes));
   }
   // Reading the current file first means a corrupt or newer file is reported, not replaced.
   const std::optional<VmRecord> existing = ReadRecord(path, record.name);

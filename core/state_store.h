@@ -22,7 +22,7 @@ struct VmRecord {
   std::string name;
   std::string cloud;
   std::string region;
-  std::string phase = "intent";  // intent|creating|running|ready|failed|deleting
+  std::string phase = "intent";  // intent|creating|running|installing|ready|failed|deleting
   std::string vm_id;
   std::string public_ip;
   std::string ssh_user;
@@ -33,6 +33,12 @@ struct VmRecord {
   int ssh_port = 22;
   bool kubernetes = false;
   std::string access_mode = "none";  // none|direct|tunnel
+  std::string route = "none";        // none|boot|ssh: how the k3s installer reached the node
+  std::string kubeconfig;            // path of the kubeconfig gpuprov wrote, "" when none
+  /// What the last cluster probe found ("cloud_init", "k3s_unit", "marker", "gpu", "decision").
+  std::map<std::string, std::string> probe;
+  /// Seconds each phase of the last provision took ("create", "ssh", "install", "api", ...).
+  std::map<std::string, double> phase_seconds;
   std::string created_at;            // RFC 3339, UTC.
   std::string updated_at;            // RFC 3339, UTC; set by StateStore::Save.
   std::string last_error;

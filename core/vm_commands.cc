@@ -60,7 +60,15 @@ Object::Ptr ToJsonObject(const VmRecord& r, const std::string& state) {
   o->set("ssh_port", r.ssh_port);
   o->set("ssh_user", r.ssh_user);
   o->set("kubernetes", r.kubernetes);
-  o->set("access_mode", r.access_mode);
+  o->set("route", r.route);
+  o->set("access", r.access_mode);
+  if (!r.kubeconfig.empty()) o->set("kubeconfig", r.kubeconfig);
+  Object::Ptr probe = new Object;
+  for (const auto& [key, value] : r.probe) probe->set(key, value);
+  o->set("probe", probe);
+  Object::Ptr phase_seconds = new Object;
+  for (const auto& [key, value] : r.phase_seconds) phase_seconds->set(key, value);
+  o->set("phase_seconds", phase_seconds);
   o->set("instance_type", r.instance_type);
   o->set("gpus", r.gpus);
   o->set("vm_id", r.vm_id);

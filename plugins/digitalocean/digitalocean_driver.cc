@@ -559,6 +559,7 @@ std::string DigitalOceanDriver::Check(const std::string& /*request_json*/) {
   }
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
   result.set("account", text);
+  result.set("user_data_limit", 65536);  // user_data <= 64 KiB (digitalocean.md section 4)
   result.set("token_from", Token().origin);
   result.set("endpoint", endpoint_);
   return json::Stringify(result);

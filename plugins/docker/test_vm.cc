@@ -59,6 +59,7 @@ std::string NoCloudSeedTar(const TestVmSeed& seed) {
   tar.AddFile(std::string(kTestVmSeedDir) + "/meta-data", TestVmMetaData(seed), 0644);
   tar.AddFile(std::string(kTestVmSeedDir) + "/user-data", seed.user_data, 0600);
   if (seed.gpu_count > 0) AddGpuFile(tar, seed.gpu_type, seed.gpu_count);
+  if (!seed.metadata_json.empty()) tar.AddFile(kTestVmMetadataFile, seed.metadata_json, 0644);
   return tar.Finish();
 }
 
@@ -76,7 +77,7 @@ ContainerSpec TestVmContainer(const TestVmSpec& vm) {
   spec.cmd = {"/lib/systemd/systemd"};
   spec.cgroupns_mode = "host";
   spec.binds = {"/sys/fs/cgroup:/sys/fs/cgroup:ro"};
-  spec.cap_add = {"SYS_ADMIN"};
+  spec.cap_add = {"SYS_ADMIN", "NET_ADMIN"};
   spec.tmpfs = {{"/run", "rw,nosuid,nodev,exec,mode=755"},
                 {"/run/lock", "rw,nosuid,nodev,noexec"}};
   spec.stop_signal = "SIGRTMIN+3";

@@ -18,6 +18,8 @@ namespace gpuprov::docker {
 inline constexpr const char* kTestVmSeedDir = "var/lib/cloud/seed/nocloud";
 /// The fake GPU file the test image reads ("<type>:<count>\n").
 inline constexpr const char* kTestVmGpuFile = "etc/gpuprov-testvm/gpu";
+/// The document the image's metadata service fixture serves (gpuprov-testvm-metadata).
+inline constexpr const char* kTestVmMetadataFile = "etc/gpuprov-testvm/metadata.json";
 
 /// A YAML double-quoted scalar (JSON string syntax, which YAML accepts);
 /// control characters become \xNN.
@@ -36,13 +38,17 @@ struct TestVmSeed {
   std::string user_data;                 // written as is
   std::string gpu_type;
   int gpu_count = 0;  // > 0 adds the GPU file
+  /// JSON for the metadata service fixture ({"cloud", "instance_id", "hostname",
+  /// "public_ipv4", "local_ipv4"}); empty = no metadata service in the VM.
+  std::string metadata_json;
 };
 
 /// The meta-data file: instance-id, local-hostname, public-keys.
 std::string TestVmMetaData(const TestVmSeed& seed);
 
 /// The archive to put at / before the first start: meta-data (0644),
-/// user-data (0600) and, with a GPU, the GPU file (0644).
+/// user-data (0600), with a GPU the GPU file (0644), and with metadata_json the
+/// metadata service document (0644).
 std::string NoCloudSeedTar(const TestVmSeed& seed);
 
 /// An archive with only the GPU file, to put at / of a running test VM.
@@ -60,7 +66,8 @@ struct TestVmSpec {
 /// The container create parameters of a test VM: the spec's fields plus what
 /// systemd as PID 1 needs on a cgroup-v1 host (tests/fixtures/testvm/README.md):
 /// the host cgroup namespace with /sys/fs/cgroup bound (its controller mounts stay
-/// writable), SYS_ADMIN, tmpfs /run and /run/lock, and SIGRTMIN+3 to halt it.
+/// writable), SYS_ADMIN, NET_ADMIN (the metadata fixture adds 169.254.169.254 to lo), tmpfs
+/// /run and /run/lock, and SIGRTMIN+3 to halt it.
 ContainerSpec TestVmContainer(const TestVmSpec& vm);
 
 }  // namespace gpuprov::docker

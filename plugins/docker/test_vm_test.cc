@@ -88,6 +88,18 @@ TEST(TestVm, SeedWithoutKeysOrGpu) {
   EXPECT_EQ(files.at("var/lib/cloud/seed/nocloud/user-data").contents, "");
 }
 
+TEST(TestVm, SeedCarriesTheMetadataDocumentWhenGiven) {
+  TestVmSeed seed;
+  seed.instance_id = "i-1";
+  seed.hostname = "h";
+  seed.metadata_json = R"({"cloud":"aws","public_ipv4":"127.90.0.7"})";
+  auto files = Files(NoCloudSeedTar(seed));
+  ASSERT_EQ(files.size(), 3u);
+  const TarEntry& doc = files.at("etc/gpuprov-testvm/metadata.json");
+  EXPECT_EQ(doc.mode, 0644u);
+  EXPECT_EQ(doc.contents, seed.metadata_json);
+}
+
 TEST(TestVm, GpuFileTarHasOnlyTheGpuFile) {
   auto files = Files(GpuFileTar("A100-80GB", 2));
   ASSERT_EQ(files.size(), 1u);
@@ -109,7 +121,7 @@ TEST(TestVm, ContainerRunsSystemdWithCallerFields) {
   EXPECT_EQ(spec.cmd, std::vector<std::string>{"/lib/systemd/systemd"});
   EXPECT_EQ(spec.cgroupns_mode, "host");
   EXPECT_EQ(spec.binds, std::vector<std::string>{"/sys/fs/cgroup:/sys/fs/cgroup:ro"});
-  EXPECT_EQ(spec.cap_add, std::vector<std::string>{"SYS_ADMIN"});
+  EXPECT_EQ(spec.cap_add, (std::vector<std::string>{"SYS_ADMIN", "NET_ADMIN"}));
   EXPECT_EQ(spec.tmpfs, (std::map<std::string, std::string>{
                             {"/run", "rw,nosuid,nodev,exec,mode=755"},
                             {"/run/lock", "rw,nosuid,nodev,noexec"}}));

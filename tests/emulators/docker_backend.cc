@@ -281,6 +281,14 @@ class DockerBackend : public InstanceBackend {
     return true;
   }
 
+  // What the test image's metadata service fixture serves for this instance.
+  static std::string MetadataDocument(const Record& r, const TestVmSeed& seed) {
+    auto quote = [](const std::string& v) { return docker::YamlQuote(v); };  // JSON syntax
+    return "{\"cloud\": " + quote(r.spec.cloud) + ", \"instance_id\": " + quote(r.id) +
+           ", \"hostname\": " + quote(seed.hostname) + ", \"public_ipv4\": " +
+           quote(r.address) + ", \"local_ipv4\": \"10.0.0.2\"}\n";
+  }
+
   std::string SeedArchive(const Record& r) {
     const InstanceSpec& s = r.spec;
     TestVmSeed seed;
@@ -292,6 +300,7 @@ class DockerBackend : public InstanceBackend {
       seed.gpu_type = s.gpu_type;
       seed.gpu_count = s.gpu_count;
     }
+    if (!s.faults.no_metadata) seed.metadata_json = MetadataDocument(r, seed);
     return docker::NoCloudSeedTar(seed);
   }
 

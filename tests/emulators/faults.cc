@@ -21,7 +21,7 @@ const std::vector<std::string>& FaultBook::Names() {
   static const std::vector<std::string> names = {
       "capacity",          "throttle",          "server_error",      "slow_boot",
       "vanish_during_boot", "error_during_boot", "boot_script_fails", "gpu_after_boot",
-      "quota",             "payment_required"};
+      "quota",             "payment_required",  "no_metadata"};
   return names;
 }
 
@@ -31,7 +31,7 @@ std::optional<Fault> FaultBook::Parse(const JsonObject& body, std::string* error
   if (!name) {
     *error = "\"fault\" (string) is required; one of capacity, throttle, server_error, "
              "slow_boot, vanish_during_boot, error_during_boot, boot_script_fails, "
-             "gpu_after_boot, quota, payment_required";
+             "gpu_after_boot, quota, payment_required, no_metadata";
     return std::nullopt;
   }
   const auto& names = Names();
@@ -102,6 +102,7 @@ BootFaults FaultBook::TakeBootFaults() {
   if (Take("error_during_boot")) b.error = true;
   if (Take("boot_script_fails")) b.script_fails = true;
   if (auto f = Take("gpu_after_boot")) b.gpu_after_seconds = f->seconds;
+  if (Take("no_metadata")) b.no_metadata = true;
   return b;
 }
 

@@ -36,6 +36,7 @@ struct BootFaults {
   bool error = false;            // the instance ends in an error state while booting
   bool script_fails = false;     // the boot script (user data) exits non-zero
   double gpu_after_seconds = -1; // >= 0: the GPU appears this long after running (absent before)
+  bool no_metadata = false;      // the VM has no metadata service (169.254.169.254 unreachable)
 };
 
 class FaultBook {

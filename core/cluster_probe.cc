@@ -1,0 +1,258 @@
+#include "cluster_probe.h"
+
+#include <Poco/JSON/Object.h>
+#include <Poco/JSON/Parser.h>
+
+#include <sstream>
+
+#include "error.h"
+#include "installer_bundle.h"
+#include "node_shell.h"
+
+namespace gpuprov {
+namespace {
+
+constexpr const char* kHeader = "@@gpuprov-probe 1@@";
+
+// Sections are delimited by lines "@@<name>@@"; nothing the probe prints starts with "@@".
+const std::string kProbeScript = std::string("echo '") + kHeader + "'\n" + R"PROBE(
+echo '@@marker@@'
+cat /var/lib/gpuprov/install-status.json 2>/dev/null
+echo
+echo '@@lock@@'
+if [ -e /run/lock/gpuprov-install.lock ] && command -v flock >/dev/null 2>&1 &&
+   ! flock -n /run/lock/gpuprov-install.lock true 2>/dev/null; then echo held; else echo free; fi
+echo '@@cloud-init@@'
+if command -v cloud-init >/dev/null 2>&1; then
+  out=$(timeout 20 cloud-init status --format json 2>/dev/null)
+  case "$out" in
+    '{'*) printf '%s\n' "$out" ;;
+    *) timeout 20 cloud-init status 2>/dev/null ;;
+  esac
+else
+  echo absent
+fi
+echo '@@k3s@@'
+if command -v systemctl >/dev/null 2>&1; then systemctl is-active k3s.service 2>/dev/null; fi
+echo '@@gpu@@'
+if command -v nvidia-smi >/dev/null 2>&1 &&
+   gpus=$(timeout 30 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null); then
+  printf '%s\n' "$gpus"
+fi
+echo '@@end@@'
+)PROBE";
+
+std::map<std::string, std::string> Sections(const std::string& output) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(output);
+  std::string line, current;
+  bool header = false;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line == kHeader) {
+      header = true;
+      continue;
+    }
+    if (line.size() > 4 && line.rfind("@@", 0) == 0 && line.compare(line.size() - 2, 2, "@@") == 0) {
+      current = line.substr(2, line.size() - 4);
+      out[current];
+      continue;
+    }
+    if (!current.empty()) out[current] += line + "\n";
+  }
+  if (!header || !out.count("end")) {
+    throw Error("the cluster probe's output is incomplete (" + std::to_string(output.size()) +
+                    " bytes)",
+                "check that the node's shell works: `gpuprov ssh <name> -- true`");
+  }
+  return out;
+}
+
+std::string Trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+std::string StringField(const Poco::JSON::Object::Ptr& o, const std::string& key) {
+  if (!o || !o->has(key) || o->isNull(key)) return "";
+  Poco::Dynamic::Var v = o->get(key);
+  return v.isString() ? v.extract<std::string>() : v.toString();
+}
+
+void ParseMarker(const std::string& text, NodeProbe& p) {
+  const std::string body = Trim(text);
+  if (body.empty()) return;
+  try {
+    Poco::JSON::Parser parser;
+    auto o = parser.parse(body).extract<Poco::JSON::Object::Ptr>();
+    p.marker_present = true;
+    p.marker_version = StringField(o, "installer_version");
+    p.marker_phase = StringField(o, "phase");
+    p.marker_result = StringField(o, "result");
+    p.marker_failed_step = StringField(o, "failed_step");
+    p.marker_message = StringField(o, "message");
+    p.marker_public_ip = StringField(o, "public_ip");
+    p.marker_gpu_configured = o->has("gpu_configured") && o->get("gpu_configured").isBoolean() &&
+                              o->getValue<bool>("gpu_configured");
+  } catch (const Poco::Exception&) {
+    // A marker being rewritten or damaged: treat it as unreadable (the installer rewrites it).
+    p.marker_present = true;
+    p.marker_result = "unreadable";
+  }
+}
+
+void ParseCloudInit(const std::string& text, NodeProbe& p) {
+  const std::string body = Trim(text);
+  if (body.empty() || body == "absent") {
+    p.cloud_init = "absent";
+    return;
+  }
+  if (body[0] == '{') {
+    try {
+      Poco::JSON::Parser parser;
+      auto o = parser.parse(body).extract<Poco::JSON::Object::Ptr>();
+      p.cloud_init = StringField(o, "status");
+      std::string detail;
+      if (o->has("errors") && o->isArray("errors")) {
+        for (const auto& e : *o->getArray("errors")) {
+          if (!detail.empty()) detail += "; ";
+          detail += e.toString();
+        }
+      }
+      if (detail.empty()) detail = StringField(o, "boot_status_code");
+      p.cloud_init_detail = detail;
+      if (!p.cloud_init.empty()) return;
+    } catch (const Poco::Exception&) {
+    }
+  }
+  // Text form: "status: done".
+  std::istringstream in(body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("status:", 0) == 0) {
+      p.cloud_init = Trim(line.substr(7));
+      return;
+    }
+  }
+  p.cloud_init = "unknown";
+}
+
+}  // namespace
+
+const std::string& NodeProbeCommand() { return kProbeScript; }
+
+NodeProbe ParseNodeProbe(const std::string& output) {
+  std::map<std::string, std::string> s = Sections(output);
+  NodeProbe p;
+  ParseMarker(s["marker"], p);
+  p.installer_running = Trim(s["lock"]) == "held";
+  ParseCloudInit(s["cloud-init"], p);
+  p.k3s_unit = Trim(s["k3s"]);
+  std::istringstream gpus(s["gpu"]);
+  std::string line;
+  while (std::getline(gpus, line)) {
+    line = Trim(line);
+    if (line.empty()) continue;
+    if (p.gpu_name.empty()) p.gpu_name = line;
+    ++p.gpu_count;
+  }
+  p.gpu_present = p.gpu_count > 0;
+  return p;
+}
+
+NodeProbe RunNodeProbe(NodeShell& shell) {
+  SshRunResult r = shell.RunAsRoot("probe", kProbeScript, "", std::chrono::seconds(90));
+  if (r.exit_status != 0 && r.stdout_text.find("@@end@@") == std::string::npos) {
+    throw Error("the cluster probe failed on the node (exit " + std::to_string(r.exit_status) +
+                    "): " + Trim(r.stderr_text),
+                "the SSH user needs root or passwordless sudo on the node");
+  }
+  return ParseNodeProbe(r.stdout_text);
+}
+
+std::map<std::string, std::string> DescribeNodeProbe(const NodeProbe& p) {
+  std::map<std::string, std::string> m;
+  m["marker"] = p.marker_present ? p.marker_result + " (installer " + p.marker_version +
+                                       ", phase " + p.marker_phase + ")"
+                                 : "absent";
+  m["installer_running"] = p.installer_running ? "yes" : "no";
+  m["cloud_init"] = p.cloud_init;
+  m["k3s_unit"] = p.k3s_unit.empty() ? "unknown" : p.k3s_unit;
+  m["gpu"] = p.gpu_present ? p.gpu_name + " x" + std::to_string(p.gpu_count) : "none";
+  return m;
+}
+
+const char* ToString(ClusterAction action) {
+  switch (action) {
+    case ClusterAction::kCheckApi: return "check-api";
+    case ClusterAction::kWait: return "wait";
+    case ClusterAction::kPushInstaller: return "push-installer";
+  }
+  return "?";
+}
+
+ClusterDecision DecideClusterAction(const NodeProbe& p, bool boot_route,
+                                    std::chrono::seconds waited, std::chrono::seconds wait_limit,
+                                    const std::string& installer_version) {
+  const bool installed = p.marker_present && p.marker_result == "ok";
+  const bool running = p.installer_running || (p.marker_present && p.marker_result == "running");
+  // A GPU the last run did not set up: re-run to add the runtime and the device plugin.
+  if (installed && !running && p.gpu_present && !p.marker_gpu_configured) {
+    return {ClusterAction::kPushInstaller,
+            "a GPU (" + p.gpu_name + ") appeared that the last install did not see"};
+  }
+  if (installed && !running && p.marker_version != installer_version) {
+    return {ClusterAction::kPushInstaller, "the node's installer is version " + p.marker_version +
+                                               ", this gpuprov carries " + installer_version};
+  }
+  if (installed && !running && p.k3s_unit == "active") {
+    return {ClusterAction::kCheckApi, "installed, k3s running"};
+  }
+  if (installed && !running) {
+    return {ClusterAction::kPushInstaller,
+            "installed, but k3s is " + (p.k3s_unit.empty() ? "not running" : p.k3s_unit)};
+  }
+  if (!boot_route) {
+    // SSH route: the installer waits for any run in progress (host-wide lock) and is idempotent.
+    return {ClusterAction::kPushInstaller,
+            running ? "an install is running; the pushed run waits for it" : "not installed yet"};
+  }
+  // Boot route.
+  const bool boot_pending = running || p.cloud_init == "running" ||
+                            p.cloud_init == "not started" || p.cloud_init == "not run";
+  const bool boot_failed = p.marker_present && (p.marker_result == "failed" ||
+                                                (p.marker_result == "running" && !running));
+  if (boot_failed) {
+    std::string why = "the boot install failed";
+    if (!p.marker_failed_step.empty()) why += " at step " + p.marker_failed_step;
+    if (!p.marker_message.empty()) why += ": " + p.marker_message;
+    if (p.marker_result == "running") why = "the boot install stopped in step " + p.marker_phase;
+    return {ClusterAction::kPushInstaller, why};
+  }
+  if (p.marker_present && p.marker_result == "unreadable" && !running) {
+    return {ClusterAction::kPushInstaller, "the install status marker is unreadable"};
+  }
+  if (boot_pending) {
+    if (waited < wait_limit) {
+      return {ClusterAction::kWait, running ? "the boot install is running (" + p.marker_phase + ")"
+                                            : "cloud-init is " + p.cloud_init};
+    }
+    return {ClusterAction::kPushInstaller, "the boot install is still running after " +
+                                               std::to_string(wait_limit.count()) + "s"};
+  }
+  if (p.cloud_init == "absent" || p.cloud_init == "disabled") {
+    return {ClusterAction::kPushInstaller, "the boot install never ran (cloud-init " +
+                                               p.cloud_init + ")"};
+  }
+  if (p.cloud_init == "error") {
+    return {ClusterAction::kPushInstaller,
+            "the boot script failed (cloud-init error" +
+                (p.cloud_init_detail.empty() ? std::string(")") : ": " + p.cloud_init_detail + ")")};
+  }
+  return {ClusterAction::kPushInstaller,
+          "the boot install never ran (cloud-init " + p.cloud_init + ", no status marker)"};
+}
+
+}  // namespace gpuprov

@@ -1,0 +1,109 @@
+#include "installer_bundle.h"
+
+#include <Poco/Base64Encoder.h>
+#include <Poco/DeflatingStream.h>
+
+#include <regex>
+#include <sstream>
+
+#include "error.h"
+#include "ssh_client.h"
+
+namespace gpuprov {
+namespace {
+
+constexpr const char* kHereDocEnd = "GPUPROV_INSTALLER_EOF";
+
+std::string Gzip(const std::string& data) {
+  std::ostringstream out;
+  Poco::DeflatingOutputStream deflate(out, Poco::DeflatingStreamBuf::STREAM_GZIP, 9);
+  deflate << data;
+  deflate.close();
+  return out.str();
+}
+
+std::string Base64(const std::string& data) {
+  std::ostringstream out;
+  Poco::Base64Encoder encoder(out);
+  encoder.rdbuf()->setLineLength(76);
+  encoder << data;
+  encoder.close();
+  return out.str();
+}
+
+std::string QuotedArgs(const InstallerArgs& args) {
+  std::string out;
+  for (const auto& word : InstallerArgWords(args)) out += " " + ShellQuote(word);
+  return out;
+}
+
+/// The lines around the installer: make the folder, write the file (how depends on the form),
+/// then run it. cloud-init logs the output to /var/log/cloud-init-output.log.
+std::string Wrap(const std::string& write_file, const InstallerArgs& args) {
+  const std::string path = kNodeInstallerPath;
+  return "#!/bin/bash\n"
+         "# gpuprov boot script: saves gpuprov's k3s installer and runs it as root at first "
+         "boot.\n"
+         "# Installer log: " + std::string(kNodeInstallLog) +
+         "; status: " + kNodeStatusPath + "\n"
+         "set -euo pipefail\n"
+         "umask 077\n"
+         "mkdir -p /var/lib/gpuprov\n" +
+         write_file + "mv -f " + path + ".new " + path + "\n" + "exec bash " + path +
+         QuotedArgs(args) + "\n";
+}
+
+}  // namespace
+
+std::string InstallerVersion() {
+  static const std::string version = [] {
+    std::smatch m;
+    static const std::regex re("\\nreadonly INSTALLER_VERSION=\"([^\"]+)\"");
+    if (!std::regex_search(InstallerScript(), m, re)) return std::string("unknown");
+    return m[1].str();
+  }();
+  return version;
+}
+
+std::vector<std::string> InstallerArgWords(const InstallerArgs& args) {
+  std::vector<std::string> words;
+  if (!args.public_ip.empty()) {
+    words.push_back("--public-ip");
+    words.push_back(args.public_ip);
+  }
+  for (const auto& san : args.tls_sans) {
+    words.push_back("--tls-san");
+    words.push_back(san);
+  }
+  return words;
+}
+
+std::optional<BootScript> MakeBootScript(const InstallerArgs& args, std::size_t limit_bytes) {
+  const std::string& script = InstallerScript();
+  const std::string path = std::string(kNodeInstallerPath) + ".new";
+  if (script.find(std::string("\n") + kHereDocEnd + "\n") == std::string::npos) {
+    std::string text = Wrap("cat > " + path + " <<'" + kHereDocEnd + "'\n" + script +
+                                (script.empty() || script.back() == '\n' ? "" : "\n") +
+                                kHereDocEnd + "\n",
+                            args);
+    if (text.size() <= limit_bytes) return BootScript{text, BootScriptForm::kPlain};
+  }
+  std::string text = Wrap("base64 -d <<'" + std::string(kHereDocEnd) + "' | gzip -dc > " + path +
+                              "\n" + Base64(Gzip(script)) + "\n" + kHereDocEnd + "\n",
+                          args);
+  if (text.size() <= limit_bytes) return BootScript{text, BootScriptForm::kCompressed};
+  return std::nullopt;
+}
+
+std::string InstallerPushCommand(const InstallerArgs& args) {
+  const std::string path = kNodeInstallerPath;
+  return "set -e; umask 077; mkdir -p /var/lib/gpuprov; cat > " + path + ".new; mv -f " + path +
+         ".new " + path + "; exec bash " + path + QuotedArgs(args);
+}
+
+std::string AsRoot(const std::string& command, const std::string& ssh_user) {
+  if (ssh_user.empty() || ssh_user == "root") return command;
+  return "sudo -n sh -c " + ShellQuote(command);
+}
+
+}  // namespace gpuprov

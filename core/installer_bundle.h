@@ -1,0 +1,57 @@
+// The node installer (installer/gpuprov-install.sh) as gpuprov carries it: built into the binary
+// at build time, sent to a node either inside the boot script (cloud-init user data or a startup
+// script) or over SSH. design.md sections 3 and 4.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpuprov {
+
+/// The installer script, byte for byte as in installer/gpuprov-install.sh at build time.
+const std::string& InstallerScript();
+
+/// INSTALLER_VERSION of the built-in installer (what its status marker reports).
+std::string InstallerVersion();
+
+/// Where the installer lives on the node once sent, and what it writes there.
+inline constexpr const char* kNodeInstallerPath = "/var/lib/gpuprov/gpuprov-install.sh";
+inline constexpr const char* kNodeStatusPath = "/var/lib/gpuprov/install-status.json";
+inline constexpr const char* kNodeInstallLog = "/var/log/gpuprov-install.log";
+inline constexpr const char* kNodeBootLog = "/var/log/cloud-init-output.log";
+
+/// The installer's command-line options gpuprov chooses.
+struct InstallerArgs {
+  std::string public_ip;               // --public-ip; "" = the installer asks the metadata service
+  std::vector<std::string> tls_sans;   // --tls-san, each
+};
+
+/// The arguments as words (unquoted), e.g. {"--public-ip", "1.2.3.4"}.
+std::vector<std::string> InstallerArgWords(const InstallerArgs& args);
+
+/// How the boot script carries the installer.
+enum class BootScriptForm {
+  kPlain,       // the script as text in a here-document
+  kCompressed,  // gzip, then base64, unpacked on the node with base64 -d | gzip -dc
+};
+
+struct BootScript {
+  std::string text;  // a #!/bin/bash user-data script
+  BootScriptForm form;
+};
+
+/// The boot script that writes the installer to kNodeInstallerPath and runs it with \a args:
+/// plain when that fits in \a limit_bytes, else compressed when that fits, else nullopt (the
+/// caller falls back to the SSH route).
+std::optional<BootScript> MakeBootScript(const InstallerArgs& args, std::size_t limit_bytes);
+
+/// The shell command (run as root) that saves the installer it reads on stdin to
+/// kNodeInstallerPath and runs it with \a args; the installer's exit status is the command's.
+std::string InstallerPushCommand(const InstallerArgs& args);
+
+/// \a command run as root by \a ssh_user: as is for root, else through `sudo -n sh -c`.
+std::string AsRoot(const std::string& command, const std::string& ssh_user);
+
+}  // namespace gpuprov

@@ -1,0 +1,39 @@
+// NodeShell: the one way cluster code runs commands on a node. SshNodeShell runs them over an
+// SshSession as root (sudo -n for other users) and logs each at debug level with its purpose,
+// so `-v` shows every SSH round trip; tests use a fake.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "ssh_client.h"
+
+namespace gpuprov {
+
+class NodeShell {
+ public:
+  virtual ~NodeShell() = default;
+  /// Runs \a command as root on the node with \a stdin_data; one SSH round trip. \a purpose
+  /// names it in debug logs ("probe", "push installer"). Throws Error when the connection
+  /// breaks or the command outlives \a timeout; a non-zero exit status is a result.
+  virtual SshRunResult RunAsRoot(const std::string& purpose, const std::string& command,
+                                 const std::string& stdin_data,
+                                 std::chrono::milliseconds timeout) = 0;
+};
+
+class SshNodeShell : public NodeShell {
+ public:
+  /// Borrows \a session; it must outlive this object.
+  explicit SshNodeShell(SshSession* session) : session_(session) {}
+  SshRunResult RunAsRoot(const std::string& purpose, const std::string& command,
+                         const std::string& stdin_data,
+                         std::chrono::milliseconds timeout) override;
+  /// How many commands ran through this shell.
+  int round_trips() const { return round_trips_; }
+
+ private:
+  SshSession* session_;
+  int round_trips_ = 0;
+};
+
+}  // namespace gpuprov
