@@ -197,7 +197,9 @@ ClusterDecision DecideClusterAction(const NodeProbe& p, bool boot_route,
                                     std::chrono::seconds waited, std::chrono::seconds wait_limit,
                                     const std::string& installer_version) {
   const bool installed = p.marker_present && p.marker_result == "ok";
-  const bool running = p.installer_running || (p.marker_present && p.marker_result == "running");
+  // The installer writes its marker only while it holds the lock: a "running" marker with the
+  // lock free is a run that died.
+  const bool running = p.installer_running;
   // A GPU the last run did not set up: re-run to add the runtime and the device plugin.
   if (installed && !running && p.gpu_present && !p.marker_gpu_configured) {
     return {ClusterAction::kPushInstaller,

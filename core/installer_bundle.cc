@@ -22,13 +22,18 @@ std::string Gzip(const std::string& data) {
   return out.str();
 }
 
+/// Base64 in lines of 76 characters ending in "\n" (Poco's own line breaks are "\r\n", which
+/// GNU `base64 -d` rejects).
 std::string Base64(const std::string& data) {
-  std::ostringstream out;
-  Poco::Base64Encoder encoder(out);
-  encoder.rdbuf()->setLineLength(76);
+  std::ostringstream encoded;
+  Poco::Base64Encoder encoder(encoded);
+  encoder.rdbuf()->setLineLength(0);
   encoder << data;
   encoder.close();
-  return out.str();
+  const std::string flat = encoded.str();
+  std::string out;
+  for (size_t i = 0; i < flat.size(); i += 76) out += flat.substr(i, 76) + "\n";
+  return out;
 }
 
 std::string QuotedArgs(const InstallerArgs& args) {
@@ -40,17 +45,16 @@ std::string QuotedArgs(const InstallerArgs& args) {
 /// The lines around the installer: make the folder, write the file (how depends on the form),
 /// then run it. cloud-init logs the output to /var/log/cloud-init-output.log.
 std::string Wrap(const std::string& write_file, const InstallerArgs& args) {
-  const std::string path = kNodeInstallerPath;
   return "#!/bin/bash\n"
-         "# gpuprov boot script: saves gpuprov's k3s installer and runs it as root at first "
-         "boot.\n"
+         "# gpuprov boot script: saves gpuprov's installer and runs it as root at first boot.\n"
          "# Installer log: " + std::string(kNodeInstallLog) +
          "; status: " + kNodeStatusPath + "\n"
          "set -euo pipefail\n"
          "umask 077\n"
-         "mkdir -p /var/lib/gpuprov\n" +
-         write_file + "mv -f " + path + ".new " + path + "\n" + "exec bash " + path +
-         QuotedArgs(args) + "\n";
+         "dir=" + kNodeInstallerDir + "\n"
+         "mkdir -p \"$dir\"\n" +
+         write_file + "mv -f \"$dir/gpuprov-install.sh.new\" \"$dir/gpuprov-install.sh\"\n" +
+         "exec bash \"$dir/gpuprov-install.sh\"" + QuotedArgs(args) + "\n";
 }
 
 }  // namespace
@@ -80,7 +84,7 @@ std::vector<std::string> InstallerArgWords(const InstallerArgs& args) {
 
 std::optional<BootScript> MakeBootScript(const InstallerArgs& args, std::size_t limit_bytes) {
   const std::string& script = InstallerScript();
-  const std::string path = std::string(kNodeInstallerPath) + ".new";
+  const std::string path = "\"$dir/gpuprov-install.sh.new\"";
   if (script.find(std::string("\n") + kHereDocEnd + "\n") == std::string::npos) {
     std::string text = Wrap("cat > " + path + " <<'" + kHereDocEnd + "'\n" + script +
                                 (script.empty() || script.back() == '\n' ? "" : "\n") +
@@ -89,7 +93,7 @@ std::optional<BootScript> MakeBootScript(const InstallerArgs& args, std::size_t 
     if (text.size() <= limit_bytes) return BootScript{text, BootScriptForm::kPlain};
   }
   std::string text = Wrap("base64 -d <<'" + std::string(kHereDocEnd) + "' | gzip -dc > " + path +
-                              "\n" + Base64(Gzip(script)) + "\n" + kHereDocEnd + "\n",
+                              "\n" + Base64(Gzip(script)) + kHereDocEnd + "\n",
                           args);
   if (text.size() <= limit_bytes) return BootScript{text, BootScriptForm::kCompressed};
   return std::nullopt;

@@ -17,6 +17,7 @@ const std::string& InstallerScript();
 std::string InstallerVersion();
 
 /// Where the installer lives on the node once sent, and what it writes there.
+inline constexpr const char* kNodeInstallerDir = "/var/lib/gpuprov";
 inline constexpr const char* kNodeInstallerPath = "/var/lib/gpuprov/gpuprov-install.sh";
 inline constexpr const char* kNodeStatusPath = "/var/lib/gpuprov/install-status.json";
 inline constexpr const char* kNodeInstallLog = "/var/log/gpuprov-install.log";

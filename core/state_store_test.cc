@@ -51,6 +51,10 @@ class StateStoreTest : public ::testing::Test {
     r.driver_file = "/usr/lib/gpuprov/drivers/libgpuprov-driver-aws.so";
     r.kubernetes = true;
     r.access_mode = "direct";
+    r.route = "boot";
+    r.kubeconfig = "/home/u/.gpu-provisioner/kube/" + name + ".yaml";
+    r.probe = {{"cloud_init", "done"}, {"decision", "check-api: installed, k3s running"}};
+    r.phase_seconds = {{"create", 12.5}, {"install", 80}};
     r.last_error = "";
     r.extra = {{"security_group", "sg-1"}, {"note", "a \"quoted\" value"}};
     return r;
@@ -102,6 +106,10 @@ TEST_F(StateStoreTest, SaveThenLoadRoundTrips) {
   EXPECT_TRUE(loaded->kubernetes);
   EXPECT_EQ(loaded->access_mode, "direct");
   EXPECT_EQ(loaded->extra, Record("box").extra);
+  EXPECT_EQ(loaded->route, "boot");
+  EXPECT_EQ(loaded->kubeconfig, Record("box").kubeconfig);
+  EXPECT_EQ(loaded->probe, Record("box").probe);
+  EXPECT_EQ(loaded->phase_seconds, Record("box").phase_seconds);
   EXPECT_EQ(loaded->created_at, saved.created_at);
   EXPECT_EQ(loaded->updated_at, saved.updated_at);
   const std::regex rfc3339(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)");
@@ -146,6 +154,9 @@ TEST_F(StateStoreTest, SaveRejectsUndocumentedPhaseAndAccessMode) {
   EXPECT_THROW(Store().Save(r), Error);
   r = Record("box");
   r.access_mode = "vpn";
+  EXPECT_THROW(Store().Save(r), Error);
+  r = Record("box");
+  r.route = "carrier-pigeon";
   EXPECT_THROW(Store().Save(r), Error);
 }
 

@@ -60,6 +60,7 @@ std::string NoCloudSeedTar(const TestVmSeed& seed) {
   tar.AddFile(std::string(kTestVmSeedDir) + "/user-data", seed.user_data, 0600);
   if (seed.gpu_count > 0) AddGpuFile(tar, seed.gpu_type, seed.gpu_count);
   if (!seed.metadata_json.empty()) tar.AddFile(kTestVmMetadataFile, seed.metadata_json, 0644);
+  for (const auto& [path, contents] : seed.files) tar.AddFile(path, contents, 0644);
   return tar.Finish();
 }
 

@@ -41,6 +41,8 @@ struct TestVmSeed {
   /// JSON for the metadata service fixture ({"cloud", "instance_id", "hostname",
   /// "public_ipv4", "local_ipv4"}); empty = no metadata service in the VM.
   std::string metadata_json;
+  /// More files to put in the VM (path relative to / -> contents), written 0644.
+  std::map<std::string, std::string> files;
 };
 
 /// The meta-data file: instance-id, local-hostname, public-keys.

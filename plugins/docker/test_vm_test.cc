@@ -88,13 +88,15 @@ TEST(TestVm, SeedWithoutKeysOrGpu) {
   EXPECT_EQ(files.at("var/lib/cloud/seed/nocloud/user-data").contents, "");
 }
 
-TEST(TestVm, SeedCarriesTheMetadataDocumentWhenGiven) {
+TEST(TestVm, SeedCarriesTheMetadataDocumentAndFilesWhenGiven) {
   TestVmSeed seed;
   seed.instance_id = "i-1";
   seed.hostname = "h";
   seed.metadata_json = R"({"cloud":"aws","public_ipv4":"127.90.0.7"})";
+  seed.files["etc/gpuprov-testvm/k3s-faults"] = "node-not-ready\n";
   auto files = Files(NoCloudSeedTar(seed));
-  ASSERT_EQ(files.size(), 3u);
+  ASSERT_EQ(files.size(), 4u);
+  EXPECT_EQ(files.at("etc/gpuprov-testvm/k3s-faults").contents, "node-not-ready\n");
   const TarEntry& doc = files.at("etc/gpuprov-testvm/metadata.json");
   EXPECT_EQ(doc.mode, 0644u);
   EXPECT_EQ(doc.contents, seed.metadata_json);

@@ -301,6 +301,9 @@ class DockerBackend : public InstanceBackend {
       seed.gpu_count = s.gpu_count;
     }
     if (!s.faults.no_metadata) seed.metadata_json = MetadataDocument(r, seed);
+    if (!s.faults.k3s_faults.empty()) {
+      seed.files["etc/gpuprov-testvm/k3s-faults"] = s.faults.k3s_faults + "\n";
+    }
     return docker::NoCloudSeedTar(seed);
   }
 

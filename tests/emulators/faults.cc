@@ -14,6 +14,7 @@ JsonObject Fault::ToJson() const {
   if (name == "throttle") o->set("retry_after", retry_after);
   if (!method.empty()) o->set("method", method);
   if (!path.empty()) o->set("path", path);
+  if (!value.empty()) o->set("value", value);
   return o;
 }
 
@@ -21,7 +22,7 @@ const std::vector<std::string>& FaultBook::Names() {
   static const std::vector<std::string> names = {
       "capacity",          "throttle",          "server_error",      "slow_boot",
       "vanish_during_boot", "error_during_boot", "boot_script_fails", "gpu_after_boot",
-      "quota",             "payment_required",  "no_metadata"};
+      "quota",             "payment_required",  "no_metadata",       "k3s_faults"};
   return names;
 }
 
@@ -31,7 +32,7 @@ std::optional<Fault> FaultBook::Parse(const JsonObject& body, std::string* error
   if (!name) {
     *error = "\"fault\" (string) is required; one of capacity, throttle, server_error, "
              "slow_boot, vanish_during_boot, error_during_boot, boot_script_fails, "
-             "gpu_after_boot, quota, payment_required, no_metadata";
+             "gpu_after_boot, quota, payment_required, no_metadata, k3s_faults";
     return std::nullopt;
   }
   const auto& names = Names();
@@ -65,6 +66,11 @@ std::optional<Fault> FaultBook::Parse(const JsonObject& body, std::string* error
   if (auto r = GetInt(body, "retry_after")) f.retry_after = static_cast<int>(*r);
   if (auto m = GetString(body, "method")) f.method = *m;
   if (auto p = GetString(body, "path")) f.path = *p;
+  if (auto v = GetString(body, "value")) f.value = *v;
+  if (f.name == "k3s_faults" && f.value.empty()) {
+    *error = "fault k3s_faults needs \"value\": the fault file's lines, e.g. \"node-not-ready\"";
+    return std::nullopt;
+  }
   return f;
 }
 
@@ -103,6 +109,7 @@ BootFaults FaultBook::TakeBootFaults() {
   if (Take("boot_script_fails")) b.script_fails = true;
   if (auto f = Take("gpu_after_boot")) b.gpu_after_seconds = f->seconds;
   if (Take("no_metadata")) b.no_metadata = true;
+  if (auto f = Take("k3s_faults")) b.k3s_faults = f->value;
   return b;
 }
 

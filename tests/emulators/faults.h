@@ -25,6 +25,7 @@ struct Fault {
   int retry_after = 1;   // throttle: Retry-After seconds
   std::string method;    // request faults: only this method ("" = any)
   std::string path;      // request faults: only paths starting with this ("" = any)
+  std::string value;     // k3s_faults: the lines of the k3s simulator's fault file
 
   JsonObject ToJson() const;
 };
@@ -37,6 +38,7 @@ struct BootFaults {
   bool script_fails = false;     // the boot script (user data) exits non-zero
   double gpu_after_seconds = -1; // >= 0: the GPU appears this long after running (absent before)
   bool no_metadata = false;      // the VM has no metadata service (169.254.169.254 unreachable)
+  std::string k3s_faults;        // the k3s simulator's fault file in the VM ("" = none)
 };
 
 class FaultBook {

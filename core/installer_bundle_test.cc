@@ -1,0 +1,110 @@
+#include "installer_bundle.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "file_util.h"
+#include "test_support.h"
+
+namespace gpuprov {
+namespace {
+
+using testing::ModeOf;
+using testing::ScopedTempDir;
+
+std::string SourceInstaller() {
+  return ReadFile(std::string(GPUPROV_SOURCE_DIR) + "/installer/gpuprov-install.sh");
+}
+
+/// Runs boot script \a script with its folder moved into \a dir and its final `exec bash
+/// <installer>` replaced by `true`. Returns bash's exit status.
+int RunBootScript(const std::string& script, const std::filesystem::path& dir) {
+  std::string text = script;
+  const std::string dir_line = "\ndir=/var/lib/gpuprov\n";
+  const size_t d = text.find(dir_line);
+  if (d == std::string::npos) return -1;
+  text.replace(d, dir_line.size(), "\ndir=" + (dir / "node/var/lib/gpuprov").string() + "\n");
+  const std::string exec_line = "exec bash \"$dir/gpuprov-install.sh\"";
+  const size_t at = text.rfind(exec_line);
+  if (at == std::string::npos) return -1;
+  text.replace(at, exec_line.size(), "true");
+  WriteFileAtomic(dir / "boot.sh", text, 0700);
+  const std::string cmd = "bash " + (dir / "boot.sh").string() + " > " + (dir / "out").string() +
+                          " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+TEST(InstallerBundle, CarriesTheInstallerByteForByte) {
+  EXPECT_EQ(InstallerScript(), SourceInstaller());
+  EXPECT_EQ(InstallerVersion(), "0.1.0");
+}
+
+TEST(InstallerBundle, ArgumentsAreWordsInOrder) {
+  InstallerArgs args;
+  args.public_ip = "203.0.113.7";
+  args.tls_sans = {"gpu.example.com"};
+  EXPECT_EQ(InstallerArgWords(args),
+            (std::vector<std::string>{"--public-ip", "203.0.113.7", "--tls-san", "gpu.example.com"}));
+  EXPECT_TRUE(InstallerArgWords(InstallerArgs{}).empty());
+}
+
+TEST(InstallerBundle, PlainBootScriptWhenItFits) {
+  auto s = MakeBootScript(InstallerArgs{}, 64 * 1024);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->form, BootScriptForm::kPlain);
+  EXPECT_EQ(s->text.rfind("#!/bin/bash\n", 0), 0u);
+  EXPECT_NE(s->text.find(InstallerScript()), std::string::npos);
+  EXPECT_LE(s->text.size(), 64u * 1024);
+}
+
+TEST(InstallerBundle, CompressedBootScriptFitsEc2UserDataLimit) {
+  // EC2 takes 16 KB of raw user data; the installer alone is larger than that.
+  ASSERT_GT(InstallerScript().size(), 16384u);
+  auto s = MakeBootScript(InstallerArgs{}, 16384);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->form, BootScriptForm::kCompressed);
+  EXPECT_LE(s->text.size(), 16384u);
+  EXPECT_EQ(s->text.find("readonly INSTALLER_VERSION"), std::string::npos)
+      << "the installer must not be in clear";
+}
+
+TEST(InstallerBundle, NoBootScriptWhenEvenCompressedDoesNotFit) {
+  EXPECT_FALSE(MakeBootScript(InstallerArgs{}, 2048));
+}
+
+TEST(InstallerBundle, BothFormsWriteTheSameInstallerOnTheNode) {
+  for (std::size_t limit : {std::size_t{64 * 1024}, std::size_t{16384}}) {
+    ScopedTempDir dir;
+    auto s = MakeBootScript(InstallerArgs{}, limit);
+    ASSERT_TRUE(s);
+    ASSERT_EQ(RunBootScript(s->text, dir.path()), 0) << ReadFile(dir.path() / "out");
+    EXPECT_EQ(ReadFile(dir.path() / "node/var/lib/gpuprov/gpuprov-install.sh"), InstallerScript())
+        << "limit " << limit;
+    EXPECT_EQ(ModeOf(dir.path() / "node/var/lib/gpuprov/gpuprov-install.sh") & 0077, 0u);
+  }
+}
+
+TEST(InstallerBundle, PushCommandQuotesArgumentsAndReadsStdin) {
+  InstallerArgs args;
+  args.public_ip = "1.2.3.4";
+  args.tls_sans = {"it's"};
+  const std::string cmd = InstallerPushCommand(args);
+  EXPECT_NE(cmd.find("cat > /var/lib/gpuprov/gpuprov-install.sh.new"), std::string::npos);
+  EXPECT_NE(cmd.find("exec bash /var/lib/gpuprov/gpuprov-install.sh '--public-ip' '1.2.3.4' "
+                     "'--tls-san' 'it'\\''s'"),
+            std::string::npos)
+      << cmd;
+}
+
+TEST(InstallerBundle, AsRootUsesSudoForOtherUsers) {
+  EXPECT_EQ(AsRoot("id -u", "root"), "id -u");
+  EXPECT_EQ(AsRoot("id -u", "ubuntu"), "sudo -n sh -c 'id -u'");
+}
+
+}  // namespace
+}  // namespace gpuprov
