@@ -10,6 +10,7 @@
 #include "error.h"
 #include "gpu_request.h"
 #include "provision.h"
+#include "tunnel_command.h"
 #include "vm_commands.h"
 
 #ifndef GPUPROV_VERSION
@@ -38,6 +39,7 @@ int RunProvisionArgs(const AppContext& app, const ParsedArgs& args);
 int RunSshArgs(const AppContext& app, const ParsedArgs& args);
 int RunListArgs(const AppContext& app, const ParsedArgs& args);
 int RunDownArgs(const AppContext& app, const ParsedArgs& args);
+int RunTunnelArgs(const AppContext& app, const ParsedArgs& args);
 int RunDriversArgs(const AppContext& app, const ParsedArgs& args);
 int RunVersionArgs(const AppContext& app, const ParsedArgs& args);
 
@@ -66,6 +68,11 @@ const std::vector<Command>& Commands() {
       {"down", "down NAME", "delete the VM, what its driver created for it, and its local files",
        {{"cloud", 'c', "CLOUD", "look the VM up in this cloud when no local record exists"}},
        &RunDownArgs},
+      {"tunnel", "tunnel NAME [--local-port N]",
+       "forward 127.0.0.1:16443 to the VM's Kubernetes API over SSH until Ctrl-C, "
+       "reconnecting when SSH drops",
+       {{"local-port", 0, "N", "listen on 127.0.0.1:N instead of 16443"}},
+       &RunTunnelArgs},
       {"drivers", "drivers", "list the cloud drivers found, with capabilities and problems", {},
        &RunDriversArgs},
       {"version", "version", "print the gpuprov and driver ABI versions", {}, &RunVersionArgs},
@@ -139,6 +146,12 @@ int RunListArgs(const AppContext& app, const ParsedArgs& args) {
 
 int RunDownArgs(const AppContext& app, const ParsedArgs& args) {
   return RunDown(app, OneName(args, "down"), args.value("cloud"));
+}
+
+int RunTunnelArgs(const AppContext& app, const ParsedArgs& args) {
+  const std::string name = OneName(args, "tunnel");
+  const std::optional<std::string> port = args.value("local-port");
+  return RunTunnel(app, name, port ? ParseLocalPort(*port) : kDefaultTunnelPort);
 }
 
 int RunDriversArgs(const AppContext& app, const ParsedArgs& args) {

@@ -83,7 +83,9 @@ std::string Pad(std::string s, size_t width) {
   return s + "  ";
 }
 
-VmRecord LoadOrThrow(const StateStore& store, const std::string& name) {
+}  // namespace
+
+VmRecord LoadVmRecord(const StateStore& store, const std::string& name) {
   std::optional<VmRecord> rec = store.Load(name);
   if (!rec) {
     throw UsageError("no VM named '" + name + "'", "`gpuprov list` shows the VMs gpuprov knows");
@@ -91,7 +93,7 @@ VmRecord LoadOrThrow(const StateStore& store, const std::string& name) {
   return *rec;
 }
 
-SshTarget TargetFor(const AppContext& app, const VmRecord& rec) {
+SshTarget SshTargetOf(const AppContext& app, const VmRecord& rec) {
   if (rec.public_ip.empty()) {
     throw Error("VM " + rec.name + " has no address yet (phase " + rec.phase + ")",
                 "re-run `gpuprov provision --name " + rec.name + "` to finish it");
@@ -102,8 +104,6 @@ SshTarget TargetFor(const AppContext& app, const VmRecord& rec) {
                                           : (app.paths.keys_dir() / "id_ed25519").string(),
                    app.paths.known_hosts().string()};
 }
-
-}  // namespace
 
 std::string VmRecordJson(const VmRecord& record) {
   std::ostringstream out;
@@ -176,8 +176,8 @@ int RunList(const AppContext& app, bool refresh) {
 int RunSsh(const AppContext& app, const std::string& name, const std::vector<std::string>& command) {
   ValidateVmName(name, "VM name");
   StateStore store(app.paths);
-  VmRecord rec = LoadOrThrow(store, name);
-  SshTarget target = TargetFor(app, rec);
+  VmRecord rec = LoadVmRecord(store, name);
+  SshTarget target = SshTargetOf(app, rec);
   if (!command.empty()) {
     std::string line;
     for (const auto& arg : command) line += (line.empty() ? "" : " ") + ShellQuote(arg);

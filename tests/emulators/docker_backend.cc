@@ -48,7 +48,8 @@ std::string AddressOfSlot(int slot) {
 }
 
 // The user data with a failing step added (fault boot_script_fails): a shell
-// script gets "exit 1" appended; anything else becomes a MIME multipart with
+// script fails at its first line (an "exit 1" right after the #! line: a script
+// that ends in `exec` would never reach an appended one); anything else becomes a MIME multipart with
 // the original part and a failing shell-script part.
 std::string FailingUserData(const std::string& user_data) {
   const std::string fail =
@@ -56,9 +57,9 @@ std::string FailingUserData(const std::string& user_data) {
       "exit 1\n";
   if (user_data.empty()) return "#!/bin/sh\n" + fail;
   if (user_data.rfind("#!", 0) == 0) {
-    std::string s = user_data;
-    if (s.back() != '\n') s += '\n';
-    return s + fail;
+    const size_t eol = user_data.find('\n');
+    if (eol == std::string::npos) return user_data + "\n" + fail;
+    return user_data.substr(0, eol + 1) + fail + user_data.substr(eol + 1);
   }
   const std::string b = "===gpuprov-emulator-boundary===";
   std::string type = "text/plain";
@@ -341,6 +342,8 @@ class DockerBackend : public InstanceBackend {
         vm.image = options_.image;
         vm.hostname = TestVmHostname(cur.spec.name);
         for (int port : cur.spec.ports) {
+          const auto& blocked = cur.spec.faults.blocked_ports;
+          if (std::find(blocked.begin(), blocked.end(), port) != blocked.end()) continue;
           int host_port = (port == 22) ? cur.ssh_port : port;
           vm.ports.push_back(PortBinding{port, "tcp", cur.address, std::to_string(host_port)});
         }

@@ -2,6 +2,7 @@
 #include "faults.h"
 
 #include <algorithm>
+#include <sstream>
 
 namespace gpuprov::emulator {
 
@@ -22,7 +23,8 @@ const std::vector<std::string>& FaultBook::Names() {
   static const std::vector<std::string> names = {
       "capacity",          "throttle",          "server_error",      "slow_boot",
       "vanish_during_boot", "error_during_boot", "boot_script_fails", "gpu_after_boot",
-      "quota",             "payment_required",  "no_metadata",       "k3s_faults"};
+      "quota",             "payment_required",  "no_metadata",       "k3s_faults",
+      "port_blocked"};
   return names;
 }
 
@@ -32,7 +34,7 @@ std::optional<Fault> FaultBook::Parse(const JsonObject& body, std::string* error
   if (!name) {
     *error = "\"fault\" (string) is required; one of capacity, throttle, server_error, "
              "slow_boot, vanish_during_boot, error_during_boot, boot_script_fails, "
-             "gpu_after_boot, quota, payment_required, no_metadata, k3s_faults";
+             "gpu_after_boot, quota, payment_required, no_metadata, k3s_faults, port_blocked";
     return std::nullopt;
   }
   const auto& names = Names();
@@ -67,6 +69,11 @@ std::optional<Fault> FaultBook::Parse(const JsonObject& body, std::string* error
   if (auto m = GetString(body, "method")) f.method = *m;
   if (auto p = GetString(body, "path")) f.path = *p;
   if (auto v = GetString(body, "value")) f.value = *v;
+  if (f.name == "port_blocked" && (f.value.empty() ||
+                                   f.value.find_first_not_of("0123456789,") != std::string::npos)) {
+    *error = "fault port_blocked needs \"value\": comma-separated port numbers, e.g. \"6443\"";
+    return std::nullopt;
+  }
   if (f.name == "k3s_faults" && f.value.empty()) {
     *error = "fault k3s_faults needs \"value\": the fault file's lines, e.g. \"node-not-ready\"";
     return std::nullopt;
@@ -110,6 +117,12 @@ BootFaults FaultBook::TakeBootFaults() {
   if (auto f = Take("gpu_after_boot")) b.gpu_after_seconds = f->seconds;
   if (Take("no_metadata")) b.no_metadata = true;
   if (auto f = Take("k3s_faults")) b.k3s_faults = f->value;
+  if (auto f = Take("port_blocked")) {
+    std::stringstream ports(f->value);
+    for (std::string p; std::getline(ports, p, ',');) {
+      if (!p.empty()) b.blocked_ports.push_back(std::stoi(p));
+    }
+  }
   return b;
 }
 

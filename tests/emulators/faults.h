@@ -39,6 +39,7 @@ struct BootFaults {
   double gpu_after_seconds = -1; // >= 0: the GPU appears this long after running (absent before)
   bool no_metadata = false;      // the VM has no metadata service (169.254.169.254 unreachable)
   std::string k3s_faults;        // the k3s simulator's fault file in the VM ("" = none)
+  std::vector<int> blocked_ports; // ports the cloud's firewall drops although rules open them
 };
 
 class FaultBook {
