@@ -2,7 +2,7 @@
 # gpuprov against the cloud emulator with the Docker backend: DigitalOcean (boot script, cloud
 # firewall, direct mode) and Prime Intellect (no boot script, SSH on a remapped port). Each VM is
 # a real test VM; SSH reaches it on the address and port the emulated API returned. Kubernetes is
-# off (--no-k8s) until the cluster bring-up lands.
+# off (--no-k8s) here: tests/e2e/cluster.bats covers Kubernetes.
 
 load helpers
 
@@ -12,59 +12,21 @@ setup_file() {
   export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
   mkdir -p "$GPUPROV_HOME"
   printf '[defaults.timeouts]\nssh_wait_seconds = 180\n' >"$GPUPROV_HOME/config.toml"
-  "$BUILD_DIR/bin/gpuprov-emulator" --backend docker --clouds digitalocean,primeintellect \
-    >"$BATS_FILE_TMPDIR/emu.out" 2>"$BATS_FILE_TMPDIR/emu.err" 3>&- &
-  echo $! >"$BATS_FILE_TMPDIR/emu.pid"
-  for _ in $(seq 1 100); do
-    grep -q '^control ' "$BATS_FILE_TMPDIR/emu.out" && break
-    sleep 0.2
-  done
-  grep -q '^control ' "$BATS_FILE_TMPDIR/emu.out" || {
-    cat "$BATS_FILE_TMPDIR/emu.err" >&2
-    return 1
-  }
+  start_emulator docker digitalocean,primeintellect
 }
 
 teardown_file() {
-  kill "$(cat "$BATS_FILE_TMPDIR/emu.pid")" 2>/dev/null || true
-  wait "$(cat "$BATS_FILE_TMPDIR/emu.pid")" 2>/dev/null || true
+  stop_emulator
 }
 
 setup() {
-  GPUPROV_DIGITALOCEAN_ENDPOINT=$(awk '$1=="digitalocean"{print $2}' "$BATS_FILE_TMPDIR/emu.out")
-  GPUPROV_PRIMEINTELLECT_ENDPOINT=$(awk '$1=="primeintellect"{print $2}' "$BATS_FILE_TMPDIR/emu.out")
-  CONTROL=$(awk '$1=="control"{print $2}' "$BATS_FILE_TMPDIR/emu.out")
-  export GPUPROV_DIGITALOCEAN_ENDPOINT GPUPROV_PRIMEINTELLECT_ENDPOINT CONTROL
-  curl -fsS -X DELETE "$CONTROL/faults" >/dev/null
+  use_emulator
 }
 
 # Each test asserts its own cleanup; this only keeps one failure from cascading into the next.
 teardown() {
-  curl -fsS -X POST "$CONTROL/reset" -d '{}' >/dev/null || true
+  reset_emulator
   rm -f "$GPUPROV_HOME"/state/*.json
-}
-
-# count CLOUD FIELD: one number from the emulator's counts.
-count() {
-  curl -fsS "$CONTROL/counts?cloud=$1" | /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['$2'])"
-}
-
-# Waits until the cloud has nothing left, in the API or behind it.
-expect_nothing_left() {
-  local cloud=$1
-  for _ in $(seq 1 60); do
-    if [ "$(count "$cloud" instances)" -eq 0 ] && [ "$(count "$cloud" backend_instances)" -eq 0 ] &&
-      [ "$(count "$cloud" firewalls)" -eq 0 ]; then
-      return 0
-    fi
-    sleep 0.5
-  done
-  curl -fsS "$CONTROL/counts?cloud=$cloud" >&2
-  return 1
-}
-
-fault() {
-  curl -fsS -X POST "$CONTROL/faults" -d "$1" >/dev/null
 }
 
 @test "digitalocean: provision, ssh, list and down; firewall and key cleaned up" {

@@ -63,12 +63,14 @@ setup() {
   mkdir -p "$GPUPROV_HOME"
   printf '[defaults]\nkubernetes = false\n' >"$GPUPROV_HOME/config.toml"
   # The fixture cloud "good" can host Kubernetes; with k8s off it goes on to create.
-  run "$GPUPROV" --driver-path "$FIXTURES" provision --name cfg-off --cloud good
+  # -v prints the cluster plan (route and access) only when Kubernetes is on.
+  run "$GPUPROV" -v --driver-path "$FIXTURES" provision --name cfg-off --cloud good
   echo "$output"
-  [[ "$output" != *"Kubernetes bring-up"* ]]
-  run "$GPUPROV" --driver-path "$FIXTURES" provision --name cfg-on --cloud good --k8s
+  [[ "$output" == *"creating VM cfg-off"* ]]
+  [[ "$output" != *"cluster plan:"* ]]
+  run "$GPUPROV" -v --driver-path "$FIXTURES" provision --name cfg-on --cloud good --k8s
   echo "$output"
-  [[ "$output" == *"Kubernetes bring-up"* ]]
+  [[ "$output" == *"cluster plan: route "* ]]
 }
 
 @test "bad config.toml fields name the file, line and field" {

@@ -1,0 +1,291 @@
+#!/usr/bin/env bats
+# Kubernetes on emulated clouds with real test VMs (design.md section 3): DigitalOcean runs the
+# installer from the boot script (cloud-init) and opens ports (direct mode); Prime Intellect has
+# neither (SSH route, tunnel mode). The k3s simulator in the test image is the cluster; the real
+# kubectl on this machine is its client. Each decision-table row of the probe is forced here.
+
+load helpers
+
+setup_file() {
+  export DIGITALOCEAN_TOKEN="dop_v1_cluster_$$_secret_token"
+  export PRIME_API_KEY="pit_cluster_$$_secret_key"
+  export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
+  mkdir -p "$GPUPROV_HOME"
+  start_emulator docker digitalocean,primeintellect
+}
+
+teardown_file() {
+  stop_emulator
+}
+
+setup() {
+  use_emulator
+  timeouts 120 60
+}
+
+teardown() {
+  [ -z "${TUNNEL_PID:-}" ] || kill "$TUNNEL_PID" 2>/dev/null || true
+  reset_emulator
+  rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
+}
+
+# timeouts BOOT_INSTALL_WAIT API_WAIT: seconds, compressed for tests.
+timeouts() {
+  printf '[defaults.timeouts]\nssh_wait_seconds = 180\nboot_install_wait_seconds = %s\napi_wait_seconds = %s\n' \
+    "$1" "$2" >"$GPUPROV_HOME/config.toml"
+}
+
+# field NAME KEY: one value of `gpuprov list --output json` for VM NAME (KEY like probe.decision).
+field() {
+  "$GPUPROV" list --output json | /usr/bin/python3 -c "
+import json, sys
+vm = [v for v in json.load(sys.stdin) if v['name'] == '$1'][0]
+for k in '$2'.split('.'):
+    vm = vm[k]
+print(vm)"
+}
+
+# round_trips TEXT PURPOSE: how many SSH round trips with that purpose the -v log shows.
+round_trips() {
+  grep -c "node round trip [0-9]*: $2\$" <<<"$1" || true
+}
+
+kubeconfig_of() { echo "$GPUPROV_HOME/kube/$1.yaml"; }
+
+# heal NAME: removes the k3s simulator's fault file on the VM (over gpuprov ssh).
+heal() {
+  run "$GPUPROV" ssh "$1" -- rm -f /etc/gpuprov-testvm/k3s-faults
+  [ "$status" -eq 0 ]
+}
+
+@test "boot route, direct mode: cloud-init installed k3s at boot, one probe, kubeconfig works with kubectl" {
+  run "$GPUPROV" -v provision --name kb --cloud digitalocean --gpus H100:1
+  echo "$output"
+  [ "$status" -eq 0 ]
+  # The boot install (maybe still running at the first probe) finished: nothing was pushed.
+  [[ "$output" == *"probe: check-api: installed, k3s running"* ]]
+  [ "$(round_trips "$output" "push installer")" -eq 0 ]
+  [[ "$output" == *"nvidia.com/gpu: 1"* ]]
+  [[ "$output" == *"exposed to the internet"* ]]
+  [[ "$output" == *"--no-k8s"* ]]
+  # No credential in any log line, -v included.
+  [[ "$output" != *"$DIGITALOCEAN_TOKEN"* ]]
+  [[ "$output" != *"PRIVATE KEY"* ]]
+  [[ "$output" != *"client-key-data"* ]]
+  # The installer ran under cloud-init.
+  run "$GPUPROV" ssh kb -- grep -c gpuprov-install /var/log/cloud-init-output.log
+  [ "$status" -eq 0 ]
+  [ "$output" -gt 0 ]
+  [ "$(field kb route)" = boot ]
+  [ "$(field kb access)" = direct ]
+  [ "$(field kb probe.cloud_init)" = done ]
+  [ "$(field kb probe.k3s_unit)" = active ]
+  field kb phase_seconds.install
+  # The kubeconfig: 0600, renamed, pointing at the public address, TLS verified.
+  local kc ip
+  kc=$(kubeconfig_of kb)
+  [ "$(file_mode "$kc")" = 600 ]
+  [ "$(file_mode "$GPUPROV_HOME/kube")" = 700 ]
+  ip=$(field kb address)
+  [ "$(KUBECONFIG=$kc kubectl config current-context)" = gpuprov-kb ]
+  [ "$(KUBECONFIG=$kc kubectl config view -o jsonpath='{.clusters[0].cluster.server}')" = "https://$ip:6443" ]
+  ! grep -q insecure-skip-tls-verify "$kc"
+  run env KUBECONFIG="$kc" kubectl get nodes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *" Ready "* ]]
+  run env KUBECONFIG="$kc" kubectl apply -f "$REPO_ROOT/examples/gpu-test.yaml"
+  [ "$status" -eq 0 ]
+  run env KUBECONFIG="$kc" kubectl wait --for=condition=complete job/gpu-test --timeout=60s
+  echo "$output"
+  [ "$status" -eq 0 ]
+  run env KUBECONFIG="$kc" kubectl logs job/gpu-test
+  echo "$output"
+  [[ "$output" == *"NVIDIA-SMI"* ]]
+  # Decision row "installed at boot, k3s running": a re-run reuses the VM, probes exactly once
+  # (one SSH round trip) and goes straight to the API check.
+  run "$GPUPROV" -v provision --name kb --cloud digitalocean --gpus H100:1
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"reusing existing VM kb"* ]]
+  [ "$(round_trips "$output" probe)" -eq 1 ]
+  [[ "$output" == *"node round trip 1: probe"* ]]
+  [[ "$output" == *"probe: check-api: installed, k3s running"* ]]
+  [ "$(round_trips "$output" "push installer")" -eq 0 ]
+  run "$GPUPROV" down kb
+  [ "$status" -eq 0 ]
+  [ ! -e "$kc" ]
+  expect_nothing_left digitalocean
+}
+
+@test "SSH route, tunnel mode: the installer is pushed over SSH; kubectl works through gpuprov tunnel" {
+  run "$GPUPROV" -v provision --name kt --cloud primeintellect --gpus H100:1
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"probe: push-installer: not installed yet"* ]]
+  [ "$(round_trips "$output" "push installer")" -eq 1 ]
+  [[ "$output" == *"gpuprov tunnel kt"* ]]
+  [[ "$output" != *"$PRIME_API_KEY"* ]]
+  [ "$(field kt route)" = ssh ]
+  [ "$(field kt access)" = tunnel ]
+  local kc port
+  kc=$(kubeconfig_of kt)
+  [ "$(file_mode "$kc")" = 600 ]
+  [ "$(KUBECONFIG=$kc kubectl config view -o jsonpath='{.clusters[0].cluster.server}')" = "https://127.0.0.1:16443" ]
+  # A free high port instead of 16443, so the test never collides with a user's own tunnel.
+  port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  "$GPUPROV" tunnel kt --local-port "$port" 2>"$BATS_TEST_TMPDIR/tunnel.err" 3>&- &
+  TUNNEL_PID=$!
+  for _ in $(seq 1 50); do
+    grep -q forwarding "$BATS_TEST_TMPDIR/tunnel.err" && break
+    sleep 0.2
+  done
+  run env KUBECONFIG="$kc" kubectl --server "https://127.0.0.1:$port" get nodes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *" Ready "* ]]
+  run env KUBECONFIG="$kc" kubectl --server "https://127.0.0.1:$port" apply -f "$REPO_ROOT/examples/gpu-test.yaml"
+  [ "$status" -eq 0 ]
+  run env KUBECONFIG="$kc" kubectl --server "https://127.0.0.1:$port" wait --for=condition=complete job/gpu-test --timeout=60s
+  [ "$status" -eq 0 ]
+  run env KUBECONFIG="$kc" kubectl --server "https://127.0.0.1:$port" logs job/gpu-test
+  echo "$output"
+  [[ "$output" == *"NVIDIA-SMI"* ]]
+  kill -INT "$TUNNEL_PID"
+  wait "$TUNNEL_PID"
+  TUNNEL_PID=
+  run "$GPUPROV" down kt
+  [ "$status" -eq 0 ]
+  expect_nothing_left primeintellect
+}
+
+@test "decision: a boot install still running is waited for, not pushed" {
+  fault '{"cloud":"digitalocean","fault":"k3s_faults","value":"slow-start 8"}'
+  run "$GPUPROV" -v provision --name kw --cloud digitalocean
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"probe: wait: the boot install is running"* ]]
+  [[ "$output" == *"waiting for the boot install"* ]]
+  [[ "$output" == *"probe: check-api: installed, k3s running"* ]]
+  [ "$(round_trips "$output" "push installer")" -eq 0 ]
+  "$GPUPROV" down kw
+  expect_nothing_left digitalocean
+}
+
+@test "decision: a boot install still running after the limit is pushed over SSH" {
+  timeouts 4 60
+  fault '{"cloud":"digitalocean","fault":"k3s_faults","value":"slow-start 15"}'
+  run "$GPUPROV" -v provision --name kl --cloud digitalocean
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"still running after 4s: installing over SSH"* ]]
+  [ "$(round_trips "$output" "push installer")" -eq 1 ]
+  "$GPUPROV" down kl
+  expect_nothing_left digitalocean
+}
+
+@test "decision: a failed boot script is followed by the installer over SSH" {
+  fault '{"cloud":"digitalocean","fault":"boot_script_fails"}'
+  run "$GPUPROV" -v provision --name kf --cloud digitalocean
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"the boot script failed (cloud-init error"* ]]
+  [ "$(round_trips "$output" "push installer")" -eq 1 ]
+  [ "$(field kf probe.pushed_over_ssh)" = yes ]
+  "$GPUPROV" down kf
+  expect_nothing_left digitalocean
+}
+
+@test "decision: a reused VM whose boot never ran the installer gets it over SSH" {
+  run "$GPUPROV" provision --name kr --cloud digitalocean --no-k8s
+  [ "$status" -eq 0 ]
+  run "$GPUPROV" -v provision --name kr --cloud digitalocean
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"reusing existing VM kr"* ]]
+  [[ "$output" == *"the boot install never ran"* ]]
+  [ "$(round_trips "$output" "push installer")" -eq 1 ]
+  "$GPUPROV" down kr
+  expect_nothing_left digitalocean
+}
+
+@test "decision: a GPU the boot run did not see is added over SSH" {
+  # The GPU appears 3 s after boot, while the boot install (without it) is still starting k3s.
+  fault '{"cloud":"digitalocean","fault":"gpu_after_boot","seconds":3}'
+  fault '{"cloud":"digitalocean","fault":"k3s_faults","value":"slow-start 6"}'
+  run "$GPUPROV" -v provision --name kg --cloud digitalocean --gpus H100:1
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"appeared that the last install did not see"* ]]
+  [ "$(round_trips "$output" "push installer")" -eq 1 ]
+  [[ "$output" == *"nvidia.com/gpu: 1"* ]]
+  "$GPUPROV" down kg
+  expect_nothing_left digitalocean
+}
+
+@test "SAN fallback: without the metadata service the installer is re-run once with the public IP" {
+  fault '{"cloud":"digitalocean","fault":"no_metadata"}'
+  run "$GPUPROV" -v provision --name ks --cloud digitalocean
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"the API certificate does not cover"* ]]
+  [ "$(round_trips "$output" "re-run installer with the public IP")" -eq 1 ]
+  [ "$(field ks probe.san_rerun)" = yes ]
+  run env KUBECONFIG="$(kubeconfig_of ks)" kubectl get nodes
+  [ "$status" -eq 0 ]
+  "$GPUPROV" down ks
+  expect_nothing_left digitalocean
+}
+
+@test "a blocked API port is reported as a firewall problem; the VM is kept, no kubeconfig" {
+  fault '{"cloud":"digitalocean","fault":"port_blocked","value":"6443"}'
+  run "$GPUPROV" provision --name kp --cloud digitalocean
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"port 6443 of kp is not reachable from this machine"* ]]
+  [[ "$output" == *"firewall"* ]]
+  [ ! -e "$(kubeconfig_of kp)" ]
+  [ "$(field kp phase)" = failed ]
+  [ "$(count digitalocean instances)" -eq 1 ]
+  run "$GPUPROV" down kp
+  [ "$status" -eq 0 ]
+  expect_nothing_left digitalocean
+}
+
+# check_fails_then_heals CLOUD NAME K3S_FAULT EXPECTED_MESSAGE [GPU]: provision fails naming the
+# check, keeps the VM, then succeeds after the fault is removed on the node.
+check_fails_then_heals() {
+  local cloud=$1 name=$2 k3s_fault=$3 message=$4 gpus=("${@:5}")
+  timeouts 60 8
+  fault "{\"cloud\":\"$cloud\",\"fault\":\"k3s_faults\",\"value\":\"$k3s_fault\"}"
+  run "$GPUPROV" provision --name "$name" --cloud "$cloud" "${gpus[@]}"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"cluster check failed on $name"* ]]
+  [[ "$output" == *"$message"* ]]
+  [[ "$output" == *"gpuprov ssh $name"* ]]
+  [[ "$output" == *"/var/log/cloud-init-output.log"* ]]
+  [ ! -e "$(kubeconfig_of "$name")" ]
+  [ "$(field "$name" phase)" = failed ]
+  [ "$(count "$cloud" instances)" -eq 1 ]
+  heal "$name"
+  timeouts 60 60
+  run "$GPUPROV" provision --name "$name" --cloud "$cloud" "${gpus[@]}"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ -e "$(kubeconfig_of "$name")" ]
+  "$GPUPROV" down "$name"
+  expect_nothing_left "$cloud"
+}
+
+@test "a node that never becomes Ready fails naming the check; a re-run succeeds once healed" {
+  check_fails_then_heals digitalocean kn node-not-ready "is not Ready"
+}
+
+@test "CoreDNS not ready fails naming the check; a re-run succeeds once healed" {
+  check_fails_then_heals primeintellect kc coredns-not-ready "CoreDNS is not ready" --gpus H100:1
+}
+
+@test "a GPU whose device plugin never registers fails naming nvidia.com/gpu; a re-run succeeds once healed" {
+  check_fails_then_heals digitalocean ku no-gpu-allocatable "nvidia.com/gpu is not allocatable" --gpus H100:1
+}
