@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 BUILD_DIR=${GPUPROV_BUILD_DIR:-build}
 export GPUPROV_BUILD_DIR="$BUILD_DIR"
+# setup.sh built the test VM image: run the installer's tests inside real test VMs too.
+export GPUPROV_INSTALLER_VM_TESTS=1
 
 echo "==> shellcheck" >&2
 mapfile -t shell_files < <(git ls-files '*.sh' '*.bash' 'tests/fixtures/testvm/overlay/usr/bin/*' .ci/run)

@@ -1,0 +1,56 @@
+#include "cluster_bringup.h"
+
+#include <gtest/gtest.h>
+
+#include "gpuprov/driver_abi.h"
+
+namespace gpuprov {
+namespace {
+
+constexpr std::uint64_t kCloudInit = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES |
+                                     GPUPROV_CAP_BOOT_CLOUD_INIT;
+
+TEST(ClusterPlan, BootScriptAndOpenPortsGiveBootRouteAndDirectAccess) {
+  ClusterPlan p = PlanCluster(kCloudInit | GPUPROV_CAP_OPEN_PORTS, 65536);
+  EXPECT_TRUE(p.boot_route);
+  EXPECT_TRUE(p.direct);
+  EXPECT_EQ(p.boot_script.rfind("#!/bin/bash\n", 0), 0u);
+  EXPECT_TRUE(p.note.empty());
+  EXPECT_EQ(PortsToOpen(true, p), (std::vector<int>{22, 6443, 80, 443}));
+  EXPECT_EQ(PortsToOpen(false, p), std::vector<int>{22});
+}
+
+TEST(ClusterPlan, StartupScriptCloudsTakeTheBootRouteToo) {
+  ClusterPlan p = PlanCluster(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES |
+                                  GPUPROV_CAP_BOOT_STARTUP_SCRIPT,
+                              262144);
+  EXPECT_TRUE(p.boot_route);
+  EXPECT_FALSE(p.direct);
+  EXPECT_EQ(PortsToOpen(true, p), std::vector<int>{22});
+}
+
+TEST(ClusterPlan, NoBootScriptNoOpenPortsGivesSshRouteAndTunnel) {
+  ClusterPlan p = PlanCluster(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES, 65536);
+  EXPECT_FALSE(p.boot_route);
+  EXPECT_FALSE(p.direct);
+  EXPECT_TRUE(p.boot_script.empty());
+  EXPECT_TRUE(p.note.empty());
+}
+
+TEST(ClusterPlan, Ec2SizedLimitStillFitsCompressed) {
+  ClusterPlan p = PlanCluster(kCloudInit, 16384);
+  EXPECT_TRUE(p.boot_route);
+  EXPECT_LE(p.boot_script.size(), 16384u);
+}
+
+TEST(ClusterPlan, TooSmallLimitFallsBackToSshWithANote) {
+  ClusterPlan p = PlanCluster(kCloudInit | GPUPROV_CAP_OPEN_PORTS, 4096);
+  EXPECT_FALSE(p.boot_route);
+  EXPECT_TRUE(p.direct);
+  EXPECT_TRUE(p.boot_script.empty());
+  EXPECT_NE(p.note.find("4096-byte"), std::string::npos) << p.note;
+  EXPECT_NE(p.note.find("over SSH"), std::string::npos) << p.note;
+}
+
+}  // namespace
+}  // namespace gpuprov
