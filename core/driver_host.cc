@@ -29,6 +29,30 @@ namespace fs = std::filesystem;
 namespace gpuprov {
 namespace {
 
+/// \a json for a debug line: string values longer than 160 bytes (the boot script in a create
+/// request) become "<N bytes>". Text that is not a JSON object is returned as is.
+std::string ElideLongStrings(const std::string& json) {
+  constexpr size_t kMax = 160;
+  if (json.size() <= kMax) return json;
+  try {
+    Poco::JSON::Parser parser;
+    Poco::JSON::Object::Ptr o = parser.parse(json).extract<Poco::JSON::Object::Ptr>();
+    std::vector<std::pair<std::string, size_t>> long_values;
+    for (const auto& [key, value] : *o) {
+      if (value.isString() && value.extract<std::string>().size() > kMax) {
+        long_values.emplace_back(key, value.extract<std::string>().size());
+      }
+    }
+    if (long_values.empty()) return json;
+    for (const auto& [key, size] : long_values) o->set(key, "<" + std::to_string(size) + " bytes>");
+    std::ostringstream out;
+    o->stringify(out);
+    return out.str();
+  } catch (const Poco::Exception&) {
+    return json;
+  }
+}
+
 constexpr char kFilePrefix[] = "libgpuprov-driver-";
 constexpr char kFileSuffix[] = ".so";
 
@@ -298,7 +322,8 @@ std::string Driver::Call(DriverOp op, const std::string& request_json) {
                           "the " + info_.name + " driver does not implement " + DriverOpName(op),
                           "");
   }
-  Console::Get().Debug("driver " + info_.name + ": " + DriverOpName(op) + " " + request_json);
+  Console::Get().Debug("driver " + info_.name + ": " + DriverOpName(op) + " " +
+                       ElideLongStrings(request_json));
   gpuprov_type_json result{nullptr, 0};
   gpuprov_type_status status =
       fn(handle_, gpuprov_type_json{request_json.data(), request_json.size()}, &result);

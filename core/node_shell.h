@@ -21,10 +21,15 @@ class NodeShell {
                                  std::chrono::milliseconds timeout) = 0;
 };
 
+/// Runs commands over an SshSession. When the connection has dropped (a node rebooting, an idle
+/// connection cut by a NAT), it reconnects to the session's target once, with a bounded wait,
+/// and runs the command again: every command the cluster code sends is safe to repeat.
 class SshNodeShell : public NodeShell {
  public:
-  /// Borrows \a session; it must outlive this object.
-  explicit SshNodeShell(SshSession* session) : session_(session) {}
+  /// Borrows \a session; it must outlive this object. \a reconnect_wait bounds a reconnect.
+  explicit SshNodeShell(SshSession* session,
+                        std::chrono::milliseconds reconnect_wait = std::chrono::minutes(2))
+      : session_(session), reconnect_wait_(reconnect_wait) {}
   SshRunResult RunAsRoot(const std::string& purpose, const std::string& command,
                          const std::string& stdin_data,
                          std::chrono::milliseconds timeout) override;
@@ -33,6 +38,7 @@ class SshNodeShell : public NodeShell {
 
  private:
   SshSession* session_;
+  std::chrono::milliseconds reconnect_wait_;
   int round_trips_ = 0;
 };
 

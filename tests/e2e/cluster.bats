@@ -159,11 +159,22 @@ heal() {
   expect_nothing_left primeintellect
 }
 
-@test "decision: a boot install still running is waited for, not pushed" {
-  fault '{"cloud":"digitalocean","fault":"k3s_faults","value":"slow-start 8"}'
-  run "$GPUPROV" -v provision --name kw --cloud digitalocean
+@test "decision: a boot install still running is waited for, not pushed; a dropped SSH connection is re-made" {
+  fault '{"cloud":"digitalocean","fault":"k3s_faults","value":"slow-start 10"}'
+  "$GPUPROV" -v provision --name kw --cloud digitalocean >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
+  local pid=$! _
+  # While gpuprov waits for the boot install, cut its SSH connection on the node.
+  for _ in $(seq 1 100); do
+    grep -q "waiting for the boot install" "$BATS_TEST_TMPDIR/out" && break
+    sleep 0.2
+  done
+  docker exec "$(docker ps -q --filter label=io.gpuprov.emulator.name=kw)" pkill -f 'sshd: root@'
+  local rc=0
+  wait "$pid" || rc=$?
+  output=$(cat "$BATS_TEST_TMPDIR/out")
   echo "$output"
-  [ "$status" -eq 0 ]
+  [ "$rc" -eq 0 ]
+  [[ "$output" == *"dropped"*"reconnecting"* ]]
   [[ "$output" == *"probe: wait: the boot install is running"* ]]
   [[ "$output" == *"waiting for the boot install"* ]]
   [[ "$output" == *"probe: check-api: installed, k3s running"* ]]
