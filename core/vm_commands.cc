@@ -160,13 +160,14 @@ int RunList(const AppContext& app, bool refresh) {
   }
   std::ostringstream out;
   out << Pad("NAME", 20) << Pad("CLOUD", 14) << Pad("REGION", 14) << Pad("STATE", 10)
-      << Pad("ADDRESS", 21) << Pad("K8S", 4) << "AGE\n";
+      << Pad("ADDRESS", 21) << Pad("K8S", 6) << "AGE\n";
   for (const auto& row : rows) {
     const VmRecord& r = row.record;
     std::string address = r.public_ip.empty() ? "-" : r.public_ip;
     if (!r.public_ip.empty() && r.ssh_port != 22) address += ":" + std::to_string(r.ssh_port);
     out << Pad(r.name, 20) << Pad(r.cloud, 14) << Pad(r.region.empty() ? "-" : r.region, 14)
-        << Pad(row.state, 10) << Pad(address, 21) << Pad(r.kubernetes ? "on" : "off", 4)
+        << Pad(row.state, 10) << Pad(address, 21)
+        << Pad(!r.kubernetes ? "off" : r.access_mode == "none" ? "on" : r.access_mode, 6)
         << HumanAge(AgeSeconds(r.created_at)) << "\n";
   }
   console.Result(out.str());
