@@ -16,7 +16,7 @@ PACKAGES=(
   libpoco-dev libssh-dev libyaml-cpp-dev libtoml11-dev libboost-dev libboost-filesystem-dev
   libgtest-dev libgmock-dev
   docker.io mmdebstrap openssh-client bats shellcheck kubectl
-  python3 python3-libcloud python3-digitalocean hyperfine
+  python3 python3-libcloud python3-digitalocean hyperfine awscli
 )
 
 missing=()

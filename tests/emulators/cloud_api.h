@@ -75,5 +75,7 @@ class CloudApi {
 
 std::unique_ptr<CloudApi> MakeDigitalOceanApi(InstanceBackend* backend, CloudOptions options);
 std::unique_ptr<CloudApi> MakePrimeIntellectApi(InstanceBackend* backend, CloudOptions options);
+std::unique_ptr<CloudApi> MakeEc2Api(InstanceBackend* backend, CloudOptions options);
+std::unique_ptr<CloudApi> MakeGceApi(InstanceBackend* backend, CloudOptions options);
 
 }  // namespace gpuprov::emulator

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "emulator.h"
+#include "gce_api.h"
 
 #include <Poco/Net/HTTPRequestHandler.h>
 #include <Poco/Net/HTTPRequestHandlerFactory.h>
@@ -95,11 +96,15 @@ struct Emulator::Server {
   std::unique_ptr<Poco::Net::HTTPServer> http;
 };
 
-std::vector<std::string> Emulator::KnownClouds() { return {"digitalocean", "primeintellect"}; }
+std::vector<std::string> Emulator::KnownClouds() { return {"digitalocean", "primeintellect", "aws", "gcp"}; }
 
 std::vector<std::string> Emulator::TokenEnvVars(const std::string& cloud) {
   if (cloud == "digitalocean") return {"DIGITALOCEAN_TOKEN", "DIGITALOCEAN_ACCESS_TOKEN"};
   if (cloud == "primeintellect") return {"PRIME_API_KEY"};
+  // AWS: the access key id, then its secret (the EC2 API pairs them up).
+  if (cloud == "aws") return {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"};
+  // GCP: the service-account key file (gce_api.cc: an absent file is written by the emulator).
+  if (cloud == "gcp") return {"GOOGLE_APPLICATION_CREDENTIALS"};
   return {};
 }
 
@@ -113,7 +118,7 @@ Emulator::Emulator(EmulatorOptions options) : options_(std::move(options)) {
     const auto known = KnownClouds();
     if (std::find(known.begin(), known.end(), c) == known.end()) {
       throw std::runtime_error("unknown cloud \"" + c + "\"; this emulator serves: digitalocean, "
-                               "primeintellect");
+                               "primeintellect, aws, gcp");
     }
   }
   if (options_.session.empty()) {
@@ -150,6 +155,8 @@ Emulator::Emulator(EmulatorOptions options) : options_(std::move(options)) {
     }
     if (c == "digitalocean") apis_.push_back(MakeDigitalOceanApi(backend_.get(), co));
     if (c == "primeintellect") apis_.push_back(MakePrimeIntellectApi(backend_.get(), co));
+    if (c == "aws") apis_.push_back(MakeEc2Api(backend_.get(), co));
+    if (c == "gcp") apis_.push_back(MakeGceApi(backend_.get(), co));
   }
 }
 
@@ -193,6 +200,9 @@ void Emulator::Start() {
   };
   for (const auto& api : apis_) start_server(api->name(), api.get());
   start_server("control", nullptr);
+  for (const auto& api : apis_) {
+    if (api->name() == "gcp") GceListening(api.get(), BaseUrl("gcp"));
+  }
 }
 
 void Emulator::Stop() {

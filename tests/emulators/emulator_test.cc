@@ -7,6 +7,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <map>
 #include <regex>
 #include <set>
 #include <sys/wait.h>
@@ -644,21 +645,25 @@ TEST(EmulatorBinary, PrintsOneLinePerCloudThenControlAndStopsOnSigterm) {
   FILE* f = fdopen(out[0], "r");
   std::vector<std::string> lines;
   char buf[512];
-  while (lines.size() < 3 && fgets(buf, sizeof buf, f)) {
+  // One "<cloud> <url>" line per cloud it serves, then "control <url>" last.
+  while ((lines.empty() || lines.back().rfind("control ", 0) != 0) && fgets(buf, sizeof buf, f)) {
     std::string l = buf;
     if (!l.empty() && l.back() == '\n') l.pop_back();
     lines.push_back(l);
   }
-  ASSERT_EQ(lines.size(), 3u);
-  EXPECT_TRUE(std::regex_match(lines[0], std::regex(R"(digitalocean http://127\.0\.0\.1:\d+/v2)")))
-      << lines[0];
-  EXPECT_TRUE(std::regex_match(lines[1],
-                               std::regex(R"(primeintellect http://127\.0\.0\.1:\d+/api/v1)")))
-      << lines[1];
-  EXPECT_TRUE(std::regex_match(lines[2], std::regex(R"(control http://127\.0\.0\.1:\d+)")))
-      << lines[2];
+  ASSERT_EQ(lines.size(), Emulator::KnownClouds().size() + 1);
+  std::map<std::string, std::string> urls;
+  for (const auto& l : lines) urls[l.substr(0, l.find(' '))] = l.substr(l.find(' ') + 1);
+  for (const auto& cloud : Emulator::KnownClouds()) EXPECT_EQ(urls.count(cloud), 1u) << cloud;
+  EXPECT_TRUE(std::regex_match(urls["digitalocean"], std::regex(R"(http://127\.0\.0\.1:\d+/v2)")))
+      << urls["digitalocean"];
+  EXPECT_TRUE(std::regex_match(urls["primeintellect"],
+                               std::regex(R"(http://127\.0\.0\.1:\d+/api/v1)")))
+      << urls["primeintellect"];
+  EXPECT_TRUE(std::regex_match(lines.back(), std::regex(R"(control http://127\.0\.0\.1:\d+)")))
+      << lines.back();
   // The token comes from the environment.
-  const std::string base = lines[0].substr(lines[0].find(' ') + 1);
+  const std::string base = urls["digitalocean"];
   EXPECT_EQ(Call(base, "GET", "/droplets", "", "env-token").status, 200);
   EXPECT_EQ(Call(base, "GET", "/droplets", "", "other").status, 401);
   kill(pid, SIGTERM);

@@ -1,0 +1,929 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "aws_driver.h"
+
+#include <Poco/Base64Encoder.h>
+#include <Poco/JSON/Array.h>
+
+#include <algorithm>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "credentials.h"
+#include "ec2_instance_types.h"
+#include "json_util.h"
+#include "retry_policy.h"
+
+namespace gpuprov::aws {
+namespace {
+
+using gpuprov::sdk::DriverError;
+using Poco::JSON::Array;
+using Poco::JSON::Object;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+namespace json = gpuprov::drivers::json;
+
+constexpr const char* kSshUser = "ubuntu";  // DLAMI Ubuntu and Ubuntu AMIs (reference §9)
+constexpr const char* kPrefix = "gpuprov-";
+constexpr const char* kManagedTag = "gpuprov";
+constexpr const char* kNameTag = "gpuprov-name";
+constexpr int kPageSize = 200;
+constexpr int kMaxPages = 50;
+
+std::string ResourceName(const std::string& vm_name) { return kPrefix + vm_name; }
+
+std::string Base64(const std::string& data) {
+  std::ostringstream out;
+  Poco::Base64Encoder enc(out);
+  enc.rdbuf()->setLineLength(0);
+  enc << data;
+  enc.close();
+  return out.str();
+}
+
+std::string RandomHex(size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::random_device rd;
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s += digits[rd() % 16];
+  return s;
+}
+
+// 1-63 of [A-Za-z0-9-], starting and ending with a letter or digit: usable as a host name, a
+// tag value and in the names "gpuprov-<name>" of the security group and key pair.
+void ValidateVmName(const std::string& name) {
+  auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  bool ok = !name.empty() && name.size() <= 63 && alnum(name.front()) && alnum(name.back()) &&
+            std::all_of(name.begin(), name.end(), [&](char c) { return alnum(c) || c == '-'; });
+  if (!ok) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "VM name \"" + name +
+                          "\" is not usable on AWS: use 1-63 letters, digits "
+                          "and '-', starting and ending with a letter or digit");
+  }
+}
+
+std::map<std::string, std::string> TagsOf(const XmlNode& resource) {
+  std::map<std::string, std::string> tags;
+  for (const XmlNode* t : resource.Items("tagSet")) tags[t->Text("key")] = t->Text("value");
+  return tags;
+}
+
+bool Managed(const XmlNode& instance) {
+  auto tags = TagsOf(instance);
+  auto it = tags.find(kManagedTag);
+  return it != tags.end() && it->second == "1";
+}
+
+// EC2 state name -> the protocol's five words.
+std::string StateOf(const std::string& ec2_state) {
+  if (ec2_state == "pending") return "pending";
+  if (ec2_state == "running") return "running";
+  if (ec2_state == "stopping" || ec2_state == "stopped") return "stopped";
+  if (ec2_state == "shutting-down" || ec2_state == "terminated") return "terminated";
+  return "error";
+}
+
+bool Gone(const XmlNode& instance) {
+  const std::string s = instance.Text("instanceState/name");
+  return s == "shutting-down" || s == "terminated";
+}
+
+// "<region>/<instance-id>" <-> parts; a bare id has no region.
+std::pair<std::string, std::string> SplitId(const std::string& id) {
+  size_t slash = id.find('/');
+  if (slash == std::string::npos) return {"", id};
+  return {id.substr(0, slash), id.substr(slash + 1)};
+}
+
+std::vector<int> PortsOf(const Object::Ptr& request, const std::string& key) {
+  std::vector<int> ports;
+  Array::Ptr a = json::Arr(request, key);
+  if (!a) return ports;
+  for (size_t i = 0; i < a->size(); ++i) {
+    int p = 0;
+    try {
+      p = a->get(static_cast<unsigned>(i)).convert<int>();
+    } catch (...) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT, key + " must be a list of port numbers");
+    }
+    if (p < 1 || p > 65535) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        key + ": " + std::to_string(p) + " is not a TCP port");
+    }
+    ports.push_back(p);
+  }
+  return ports;
+}
+
+std::vector<int> WithSsh(std::vector<int> ports) {
+  ports.push_back(22);
+  std::sort(ports.begin(), ports.end());
+  ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
+  return ports;
+}
+
+drivers::RetryPolicy PolicyFrom(const Object::Ptr& config) {
+  drivers::RetryPolicy p;
+  Object::Ptr r = json::Obj(config, "retry");
+  if (!r) return p;
+  p.max_attempts = static_cast<int>(json::Int(r, "max_attempts", p.max_attempts));
+  p.base_delay = milliseconds(json::Int(r, "base_delay_ms", p.base_delay.count()));
+  p.max_delay = milliseconds(json::Int(r, "max_delay_ms", p.max_delay.count()));
+  p.total_budget = milliseconds(json::Int(r, "total_budget_ms", p.total_budget.count()));
+  p.attempt_timeout = milliseconds(json::Int(r, "attempt_timeout_ms", p.attempt_timeout.count()));
+  return p;
+}
+
+// TagSpecification.<n>.* for one resource type.
+void AddTagSpec(Params& params, int n, const std::string& resource_type,
+                const std::map<std::string, std::string>& tags) {
+  const std::string base = "TagSpecification." + std::to_string(n);
+  params.emplace_back(base + ".ResourceType", resource_type);
+  int i = 1;
+  for (const auto& [k, v] : tags) {
+    params.emplace_back(base + ".Tag." + std::to_string(i) + ".Key", k);
+    params.emplace_back(base + ".Tag." + std::to_string(i) + ".Value", v);
+    ++i;
+  }
+}
+
+// True when the group's ingress opens tcp `port` to 0.0.0.0/0.
+bool PortOpen(const XmlNode* group, int port) {
+  if (group == nullptr) return false;
+  for (const XmlNode* perm : group->Items("ipPermissions")) {
+    const std::string proto = perm->Text("ipProtocol");
+    if (proto != "tcp" && proto != "-1") continue;
+    bool world = false;
+    for (const XmlNode* r : perm->Items("ipRanges"))
+      world = world || r->Text("cidrIp") == "0.0.0.0/0";
+    if (!world) continue;
+    if (proto == "-1") return true;
+    try {
+      if (std::stoi(perm->Text("fromPort")) <= port && port <= std::stoi(perm->Text("toPort"))) {
+        return true;
+      }
+    } catch (const std::exception&) {
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+AwsDriver::AwsDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
+  Object::Ptr settings = json::ParseObject(ctx.config_json, "the driver settings");
+  endpoint_ = json::Str(settings, "endpoint");
+  config_ = json::Obj(settings, "config");
+  if (!config_) config_ = new Object();
+  profile_ = json::Str(config_, "profile");
+  EnvLookup env = ProcessEnv();
+  default_region_ = ResolveRegion(env, "", json::Str(config_, "region"), profile_);
+  if (Array::Ptr regions = json::Arr(config_, "regions")) {
+    for (size_t i = 0; i < regions->size(); ++i) {
+      extra_regions_.push_back(regions->get(static_cast<unsigned>(i)).convert<std::string>());
+    }
+  }
+  image_override_ = json::Str(config_, "image");
+  consistency_grace_ = milliseconds(json::Int(config_, "consistency_grace_seconds", 60) * 1000);
+  delete_wait_ = milliseconds(json::Int(config_, "delete_wait_seconds", 600) * 1000);
+  poll_interval_ = milliseconds(json::Int(config_, "poll_interval_ms", 2000));
+  ec2_ = std::make_unique<Ec2Client>(endpoint_, PolicyFrom(config_), host_,
+                                     [this] { return LoadCredentials(); });
+}
+
+AwsCredentials AwsDriver::LoadCredentials() const {
+  CredentialLookup found = ResolveCredentials(ProcessEnv(), profile_);
+  if (!found.credentials) throw DriverError(GPUPROV_STATUS_AUTH, found.problem);
+  host_.Debug("AWS credentials from " + found.credentials->origin + " (access key " +
+              MaskKeyId(found.credentials->access_key_id) + ")");
+  return *found.credentials;
+}
+
+void AwsDriver::Sleep(milliseconds d) const {
+  const auto until = steady_clock::now() + d;
+  while (steady_clock::now() < until) {
+    if (host_.Cancelled()) throw DriverError(GPUPROV_STATUS_CANCELLED, "cancelled");
+    std::this_thread::sleep_for(std::min(
+        milliseconds(50), std::chrono::duration_cast<milliseconds>(until - steady_clock::now())));
+  }
+}
+
+XmlNode AwsDriver::Call(const std::string& region, const std::string& action,
+                        const Params& params) {
+  try {
+    return ec2_->Call(region, action, params);
+  } catch (const Ec2Error& e) {
+    Raise(region, e);
+  }
+}
+
+void AwsDriver::Raise(const std::string& region, const Ec2Error& e) {
+  const gpuprov_type_status status = StatusOfCode(e.http_status(), e.code());
+  std::string msg = e.what();
+  switch (status) {
+    case GPUPROV_STATUS_AUTH: {
+      const AwsCredentials& c = ec2_->credentials();
+      msg += ". AWS refused the credentials from " + c.origin + " (access key " +
+             MaskKeyId(c.access_key_id) +
+             "): check them (`aws sts get-caller-identity`), or set AWS_ACCESS_KEY_ID/"
+             "AWS_SECRET_ACCESS_KEY or AWS_PROFILE; the IAM user needs ec2:RunInstances, "
+             "ec2:Describe*, ec2:TerminateInstances, ec2:CreateTags, ec2:*SecurityGroup*, "
+             "ec2:ImportKeyPair and ec2:DeleteKeyPair";
+      break;
+    }
+    case GPUPROV_STATUS_CAPACITY:
+      msg += ". AWS has no capacity for this instance type in " + region +
+             " right now: retry later, or choose another region (--region) or GPU type";
+      break;
+    case GPUPROV_STATUS_QUOTA:
+      msg +=
+          ". The account's EC2 quota does not allow it: request a higher limit in the "
+          "Service Quotas console (EC2 \"Running On-Demand G and VT instances\" or "
+          "\"Running On-Demand P instances\", counted in vCPUs) for " +
+          region;
+      break;
+    case GPUPROV_STATUS_TRANSIENT:
+      msg += ". EC2 kept failing; retry later";
+      break;
+    default:
+      break;
+  }
+  throw DriverError(status, msg);
+}
+
+std::vector<XmlNode> AwsDriver::DescribeInstances(const std::string& region, const Params& params) {
+  std::vector<XmlNode> out;
+  std::string token;
+  const bool by_id = std::any_of(params.begin(), params.end(), [](const auto& p) {
+    return p.first.rfind("InstanceId.", 0) == 0;
+  });
+  for (int page = 0; page < kMaxPages; ++page) {
+    Params p = params;
+    if (!by_id) p.emplace_back("MaxResults", std::to_string(kPageSize));
+    if (!token.empty()) p.emplace_back("NextToken", token);
+    XmlNode doc = Call(region, "DescribeInstances", p);
+    for (const XmlNode* reservation : doc.Items("reservationSet")) {
+      for (const XmlNode* instance : reservation->Items("instancesSet")) out.push_back(*instance);
+    }
+    token = doc.Text("nextToken");
+    if (token.empty()) break;
+  }
+  return out;
+}
+
+std::optional<XmlNode> AwsDriver::FindByName(const std::string& region, const std::string& name,
+                                             bool* foreign) {
+  if (foreign) *foreign = false;
+  Params p = {{"Filter.1.Name", "tag:Name"},
+              {"Filter.1.Value.1", name},
+              {"Filter.2.Name", "instance-state-name"},
+              {"Filter.2.Value.1", "pending"},
+              {"Filter.2.Value.2", "running"},
+              {"Filter.2.Value.3", "stopping"},
+              {"Filter.2.Value.4", "stopped"}};
+  std::optional<XmlNode> found;
+  for (auto& instance : DescribeInstances(region, p)) {
+    if (Gone(instance) || TagsOf(instance)["Name"] != name) continue;
+    if (!Managed(instance)) {
+      if (foreign) *foreign = true;
+      continue;
+    }
+    if (found) {
+      host_.Warning("more than one gpuprov instance is named " + name + " in " + region + " (" +
+                    found->Text("instanceId") + ", " + instance.Text("instanceId") +
+                    "); using the first");
+      continue;
+    }
+    found = instance;
+  }
+  return found;
+}
+
+std::vector<std::string> AwsDriver::SearchRegions(const std::string& requested) const {
+  std::vector<std::string> out;
+  auto add = [&](const std::string& r) {
+    if (!r.empty() && std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
+  };
+  add(requested);
+  add(default_region_);
+  for (const auto& r : extra_regions_) add(r);
+  for (const auto& [id, l] : launched_) add(l.region);
+  return out;
+}
+
+std::optional<XmlNode> AwsDriver::Resolve(const ObjectPtr& request, bool include_gone,
+                                          std::string* region) {
+  const std::string id = json::Str(request, "id");
+  const std::string name = json::Str(request, "name");
+  const std::string requested_region = json::Str(request, "region");
+  if (id.empty() && name.empty()) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "the request needs \"id\" or \"name\"");
+  }
+  if (!id.empty()) {
+    auto [id_region, instance_id] = SplitId(id);
+    const std::string r = !id_region.empty()          ? id_region
+                          : !requested_region.empty() ? requested_region
+                                                      : default_region_;
+    if (instance_id.rfind("i-", 0) == 0) {
+      try {
+        XmlNode doc = ec2_->Call(r, "DescribeInstances", {{"InstanceId.1", instance_id}});
+        for (const XmlNode* reservation : doc.Items("reservationSet")) {
+          for (const XmlNode* instance : reservation->Items("instancesSet")) {
+            if (!Managed(*instance)) continue;
+            if (!name.empty() && TagsOf(*instance)["Name"] != name) continue;
+            if (Gone(*instance) && !include_gone) continue;
+            *region = r;
+            return *instance;
+          }
+        }
+      } catch (const Ec2Error& e) {
+        if (e.code() != "InvalidInstanceID.NotFound" && e.code() != "InvalidInstanceID.Malformed") {
+          Raise(r, e);
+        }
+        // Eventual consistency: an instance this handle just launched may not be visible yet.
+        auto it = launched_.find(instance_id);
+        if (e.code() == "InvalidInstanceID.NotFound" && it != launched_.end() &&
+            steady_clock::now() - it->second.at < consistency_grace_) {
+          host_.Debug("instance " + instance_id + " not visible yet (eventual consistency)");
+          *region = it->second.region;
+          return it->second.item;
+        }
+      }
+    }
+  }
+  if (!name.empty()) {
+    for (const auto& r : SearchRegions(requested_region)) {
+      if (auto found = FindByName(r, name)) {
+        *region = r;
+        return found;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+AwsDriver::ObjectPtr AwsDriver::VmJson(const std::string& region, const XmlNode& i,
+                                       const std::vector<int>& ports) const {
+  Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  auto tags = TagsOf(i);
+  const std::string ec2_state = i.Text("instanceState/name");
+  const std::string type = i.Text("instanceType");
+  std::string name = tags["Name"];
+  if (name.empty()) name = tags[kNameTag];
+  vm->set("id", region + "/" + i.Text("instanceId"));
+  vm->set("name", name);
+  vm->set("state", StateOf(ec2_state));
+  vm->set("public_ip", i.Text("ipAddress"));
+  vm->set("ssh_port", 22);
+  vm->set("ssh_user", kSshUser);
+  vm->set("region", region);
+  vm->set("instance_type", type);
+  vm->set("image", i.Text("imageId"));
+  vm->set("gpus", GpusOfType(type));
+  vm->set("created_at", i.Text("launchTime"));
+  std::string message;
+  if (const XmlNode* reason = i.Child("stateReason")) {
+    const std::string code = reason->Text("code");
+    if (ec2_state == "terminated" || ec2_state == "shutting-down") {
+      message = reason->Text("message");
+      if (message.empty()) message = code;
+      if (code.rfind("Server.", 0) == 0) {
+        message = "EC2 ended the instance: " + message +
+                  (code == "Server.InsufficientInstanceCapacity"
+                       ? " (no capacity: try another region or GPU type)"
+                       : "");
+      }
+    }
+  }
+  vm->set("message", message);
+  Object::Ptr port_map = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  for (int p : ports) port_map->set(std::to_string(p), p);
+  vm->set("ports", port_map);
+  Object::Ptr tag_obj = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  for (const auto& [k, v] : tags) tag_obj->set(k, v);
+  vm->set("tags", tag_obj);
+  return vm;
+}
+
+// --- security group and key pair ------------------------------------------------
+
+void AwsDriver::AuthorizePorts(const std::string& region, const std::string& group_id,
+                               const XmlNode* group, const std::vector<int>& ports) {
+  for (int port : ports) {
+    if (PortOpen(group, port)) continue;
+    const std::string p = std::to_string(port);
+    Params params = {{"GroupId", group_id},
+                     {"IpPermissions.1.IpProtocol", "tcp"},
+                     {"IpPermissions.1.FromPort", p},
+                     {"IpPermissions.1.ToPort", p},
+                     {"IpPermissions.1.IpRanges.1.CidrIp", "0.0.0.0/0"},
+                     {"IpPermissions.1.IpRanges.1.Description", "gpuprov"},
+                     {"IpPermissions.1.Ipv6Ranges.1.CidrIpv6", "::/0"},
+                     {"IpPermissions.1.Ipv6Ranges.1.Description", "gpuprov"}};
+    const auto deadline = steady_clock::now() + consistency_grace_;
+    while (true) {
+      try {
+        ec2_->Call(region, "AuthorizeSecurityGroupIngress", params);
+        break;
+      } catch (const Ec2Error& e) {
+        // One port per call, so a duplicate means exactly this rule exists (reference §5).
+        if (e.code() == "InvalidPermission.Duplicate") break;
+        // A group created a moment ago may not be visible yet.
+        if (e.code() == "InvalidGroup.NotFound" && steady_clock::now() < deadline) {
+          Sleep(poll_interval_);
+          continue;
+        }
+        Raise(region, e);
+      }
+    }
+  }
+}
+
+AwsDriver::Resource AwsDriver::EnsureSecurityGroup(const std::string& region,
+                                                   const std::string& vm_name,
+                                                   const std::vector<int>& ports,
+                                                   const std::map<std::string, std::string>& tags) {
+  const std::string group_name = ResourceName(vm_name);
+  auto describe = [&]() -> std::optional<XmlNode> {
+    XmlNode doc = Call(region, "DescribeSecurityGroups",
+                       {{"Filter.1.Name", "group-name"}, {"Filter.1.Value.1", group_name}});
+    for (const XmlNode* g : doc.Items("securityGroupInfo")) {
+      if (g->Text("groupName") == group_name) return *g;
+    }
+    return std::nullopt;
+  };
+  Resource out;
+  std::optional<XmlNode> group = describe();
+  if (!group) {
+    Params params = {
+        {"GroupName", group_name},
+        {"GroupDescription", "gpuprov VM " + vm_name + ": SSH, Kubernetes API, HTTP(S)"}};
+    AddTagSpec(params, 1, "security-group", tags);
+    host_.Progress("creating security group " + group_name + " in " + region);
+    try {
+      XmlNode doc = ec2_->Call(region, "CreateSecurityGroup", params);
+      out.id = doc.Text("groupId");
+      out.created = true;
+    } catch (const Ec2Error& e) {
+      if (e.code() != "InvalidGroup.Duplicate") Raise(region, e);
+      group = describe();  // made by a concurrent or earlier run in the meantime
+      if (!group) {
+        throw DriverError(GPUPROV_STATUS_FAILED,
+                          "security group " + group_name + " exists but cannot be read");
+      }
+    }
+  }
+  if (group) out.id = group->Text("groupId");
+  if (out.id.empty()) {
+    throw DriverError(GPUPROV_STATUS_FAILED, "CreateSecurityGroup answered without a groupId");
+  }
+  AuthorizePorts(region, out.id, group ? &*group : nullptr, WithSsh(ports));
+  return out;
+}
+
+AwsDriver::Resource AwsDriver::EnsureKeyPair(const std::string& region, const std::string& vm_name,
+                                             const std::string& public_key,
+                                             const std::map<std::string, std::string>& tags) {
+  const std::string key_name = ResourceName(vm_name);
+  // A key pair of this name without a VM is left by an interrupted run: replace it, so the
+  // VM gets exactly the key of this request.
+  try {
+    XmlNode doc = ec2_->Call(region, "DescribeKeyPairs", {{"KeyName.1", key_name}});
+    if (!doc.Items("keySet").empty()) {
+      host_.Debug("replacing the key pair " + key_name + " left by an earlier run");
+      Call(region, "DeleteKeyPair", {{"KeyName", key_name}});
+    }
+  } catch (const Ec2Error& e) {
+    if (e.code() != "InvalidKeyPair.NotFound") Raise(region, e);
+  }
+  Params params = {{"KeyName", key_name},
+                   {"PublicKeyMaterial", Base64(drivers::TrimSpace(public_key))}};
+  AddTagSpec(params, 1, "key-pair", tags);
+  host_.Progress("importing SSH key pair " + key_name + " in " + region);
+  Resource out;
+  try {
+    XmlNode doc = ec2_->Call(region, "ImportKeyPair", params);
+    out.id = doc.Text("keyName");
+    out.created = true;
+  } catch (const Ec2Error& e) {
+    if (e.code() != "InvalidKeyPair.Duplicate") Raise(region, e);
+    out.id = key_name;  // imported by a concurrent run a moment ago
+  }
+  if (out.id.empty()) out.id = key_name;
+  return out;
+}
+
+void AwsDriver::DeleteVmResources(const std::string& region, const std::string& vm_name,
+                                  steady_clock::time_point wait_until) {
+  const std::string group_name = ResourceName(vm_name);
+  XmlNode doc = Call(region, "DescribeSecurityGroups",
+                     {{"Filter.1.Name", "group-name"}, {"Filter.1.Value.1", group_name}});
+  for (const XmlNode* g : doc.Items("securityGroupInfo")) {
+    if (g->Text("groupName") != group_name) continue;
+    const std::string id = g->Text("groupId");
+    host_.Progress("deleting security group " + group_name + " (" + id + ")");
+    while (true) {
+      try {
+        ec2_->Call(region, "DeleteSecurityGroup", {{"GroupId", id}});
+        break;
+      } catch (const Ec2Error& e) {
+        if (e.code() == "InvalidGroup.NotFound") break;
+        // Deleting fails until every instance using it is fully terminated (reference §5).
+        if (e.code() == "DependencyViolation" && steady_clock::now() < wait_until) {
+          Sleep(poll_interval_);
+          continue;
+        }
+        if (e.code() == "DependencyViolation") {
+          throw DriverError(GPUPROV_STATUS_FAILED,
+                            "security group " + group_name + " (" + id +
+                                ") is still in use by an instance; run `gpuprov down " + vm_name +
+                                "` again once the instance is terminated");
+        }
+        Raise(region, e);
+      }
+    }
+  }
+  // DeleteKeyPair succeeds for a name that does not exist.
+  Call(region, "DeleteKeyPair", {{"KeyName", ResourceName(vm_name)}});
+}
+
+bool AwsDriver::WaitTerminated(const std::string& region, const std::string& instance_id,
+                               steady_clock::time_point deadline) {
+  const auto start = steady_clock::now();
+  while (true) {
+    try {
+      XmlNode doc = ec2_->Call(region, "DescribeInstances", {{"InstanceId.1", instance_id}});
+      bool terminated = true;
+      for (const XmlNode* r : doc.Items("reservationSet")) {
+        for (const XmlNode* i : r->Items("instancesSet")) {
+          terminated = terminated && i->Text("instanceState/name") == "terminated";
+        }
+      }
+      if (terminated) return true;
+    } catch (const Ec2Error& e) {
+      if (e.code() == "InvalidInstanceID.NotFound") return true;
+      Raise(region, e);
+    }
+    if (steady_clock::now() >= deadline) return false;
+    const auto waited =
+        std::chrono::duration_cast<std::chrono::seconds>(steady_clock::now() - start);
+    if (waited.count() > 0 && waited.count() % 15 == 0) {
+      host_.Progress("waiting for instance " + instance_id + " to terminate (" +
+                     std::to_string(waited.count()) + " s)");
+    }
+    Sleep(poll_interval_);
+  }
+}
+
+// --- operations ---------------------------------------------------------------
+
+std::string AwsDriver::Check(const std::string& /*request_json*/) {
+  // One cheap read: the default security group's owner is the account id.
+  XmlNode doc = Call(default_region_, "DescribeSecurityGroups",
+                     {{"Filter.1.Name", "group-name"}, {"Filter.1.Value.1", "default"}});
+  std::string owner;
+  for (const XmlNode* g : doc.Items("securityGroupInfo")) {
+    if (owner.empty()) owner = g->Text("ownerId");
+  }
+  const AwsCredentials& c = ec2_->credentials();
+  Object result(Poco::JSON_PRESERVE_KEY_ORDER);
+  result.set(
+      "account",
+      (owner.empty() ? std::string("account id not shown (no default VPC)") : "account " + owner) +
+          ", region " + default_region_ + ", access key " + MaskKeyId(c.access_key_id));
+  result.set("user_data_limit", static_cast<int>(kUserDataLimit));
+  result.set("credentials_from", c.origin);
+  result.set("endpoint", endpoint_.empty() ? RegionalEndpoint(default_region_) : endpoint_);
+  return json::Stringify(result);
+}
+
+std::string AwsDriver::Offers(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the offers request");
+  Object result;
+  Array::Ptr offers = new Array();
+  result.set("offers", offers);
+  std::optional<InstanceType> type;
+  if (ObjectPtr gpu = json::Obj(request, "gpu")) {
+    const std::string gpu_type = json::Str(gpu, "type");
+    const int count = static_cast<int>(json::Int(gpu, "count", 1));
+    type = TypeForGpu(gpu_type, count);
+    if (!type) {
+      host_.Warning(NotOfferedMessage(gpu_type, count));
+      return json::Stringify(result);
+    }
+  } else {
+    type = CpuType();
+  }
+  const std::string region =
+      ResolveRegion(ProcessEnv(), json::Str(request, "region"), default_region_, profile_);
+  // Is the type offered in the region? (Offering is not capacity: RunInstances can still say
+  // InsufficientInstanceCapacity.) The table answers when the list cannot be read.
+  try {
+    XmlNode doc = ec2_->Call(region, "DescribeInstanceTypeOfferings",
+                             {{"LocationType", "region"},
+                              {"Filter.1.Name", "instance-type"},
+                              {"Filter.1.Value.1", type->name}});
+    if (doc.Items("instanceTypeOfferingSet").empty()) {
+      host_.Warning(std::string(type->name) + " is not offered in " + region +
+                    "; choose another region with --region");
+      return json::Stringify(result);
+    }
+  } catch (const Ec2Error& e) {
+    const gpuprov_type_status s = StatusOfCode(e.http_status(), e.code());
+    if (s == GPUPROV_STATUS_AUTH || s == GPUPROV_STATUS_CANCELLED) Raise(region, e);
+    host_.Debug(std::string("instance type offerings unavailable, using the built-in table: ") +
+                e.what());
+  }
+  Object::Ptr o = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  o->set("instance_type", std::string(type->name));
+  if (type->gpu_count > 0) {
+    o->set("gpu_type", std::string(type->gpu_type));
+  } else {
+    o->set("gpu_type", Poco::Dynamic::Var());
+  }
+  o->set("gpu_count", type->gpu_count);
+  o->set("region", region);
+  o->set("price_per_hour", type->price_per_hour);
+  o->set("image", image_override_.empty() ? DefaultImage(*type) : image_override_);
+  offers->add(o);
+  return json::Stringify(result);
+}
+
+std::string AwsDriver::Create(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the create request");
+  const std::string name = json::Str(request, "name");
+  ValidateVmName(name);
+  const std::string user_data = json::Str(request, "user_data");
+  if (user_data.size() > kUserDataLimit) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "user_data is " + std::to_string(user_data.size()) +
+                          " bytes; EC2 accepts at most " + std::to_string(kUserDataLimit) +
+                          " bytes (16 KB) of raw user data before base64: shorten the boot "
+                          "script or have it download the rest");
+  }
+  const std::string public_key = drivers::TrimSpace(json::Str(request, "ssh_public_key"));
+  {
+    std::istringstream words(public_key);
+    std::string kind, blob;
+    if (!(words >> kind >> blob) ||
+        (kind != "ssh-ed25519" && kind != "ssh-rsa" && kind.rfind("ecdsa-sha2-", 0) != 0)) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "ssh_public_key must be an OpenSSH public key line (ssh-ed25519 or "
+                        "ssh-rsa ...): EC2 imports it as the key pair gpuprov logs in with");
+    }
+  }
+  const std::vector<int> ports = WithSsh(PortsOf(request, "open_ports"));
+
+  // The instance type: from gpu (instance_type must agree), else instance_type, else CPU.
+  std::optional<InstanceType> type;
+  const std::string instance_type = json::Str(request, "instance_type");
+  if (ObjectPtr gpu = json::Obj(request, "gpu")) {
+    const std::string gpu_type = json::Str(gpu, "type");
+    const int count = static_cast<int>(json::Int(gpu, "count", 1));
+    type = TypeForGpu(gpu_type, count);
+    if (!type) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, NotOfferedMessage(gpu_type, count));
+    if (!instance_type.empty() && instance_type != type->name) {
+      auto other = TypeByName(instance_type);
+      if (!other || std::string(other->gpu_type) != type->gpu_type ||
+          other->gpu_count != type->gpu_count) {
+        throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                          "instance type " + instance_type + " does not have " + gpu_type + ":" +
+                              std::to_string(count) + " (that is " + type->name + ")");
+      }
+      type = other;
+    }
+  } else if (!instance_type.empty()) {
+    type = TypeByName(instance_type);
+    if (!type) {
+      InstanceType t = CpuType();
+      t.name = nullptr;
+      type = t;
+    }
+  } else {
+    type = CpuType();
+  }
+  const std::string type_name = type->name ? type->name : instance_type;
+  const std::string region =
+      ResolveRegion(ProcessEnv(), json::Str(request, "region"), default_region_, profile_);
+  std::string image = json::Str(request, "image");
+  if (image.empty()) image = image_override_;
+  if (image.empty()) image = DefaultImage(*type);
+
+  std::map<std::string, std::string> tags;
+  if (ObjectPtr user_tags = json::Obj(request, "tags")) {
+    for (const auto& [k, v] : *user_tags) {
+      if (k.empty() || k.rfind("aws:", 0) == 0) continue;
+      tags[k] = v.isEmpty() ? "" : v.convert<std::string>();
+    }
+  }
+  tags["Name"] = name;
+  tags[kManagedTag] = "1";
+  tags[kNameTag] = name;
+
+  // Idempotent by name: a live gpuprov instance of that name is returned.
+  bool foreign = false;
+  if (std::optional<XmlNode> existing = FindByName(region, name, &foreign)) {
+    host_.Info("instance " + name + " exists (" + existing->Text("instanceId") + ", " +
+               existing->Text("instanceState/name") + ")");
+    EnsureSecurityGroup(region, name, ports, tags);
+    Object result(Poco::JSON_PRESERVE_KEY_ORDER);
+    result.set("vm", VmJson(region, *existing, ports));
+    result.set("existing", true);
+    return json::Stringify(result);
+  }
+  if (foreign) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "an EC2 instance named " + name + " exists in " + region +
+                          " that gpuprov did not create (it lacks the tag gpuprov=1); choose "
+                          "another VM name");
+  }
+
+  Resource group = EnsureSecurityGroup(region, name, ports, tags);
+  Resource key;
+  try {
+    key = EnsureKeyPair(region, name, public_key, tags);
+  } catch (const DriverError&) {
+    try {
+      DeleteVmResources(region, name, steady_clock::now());
+    } catch (const std::exception& cleanup) {
+      host_.Warning(std::string("could not remove the security group made for ") + name + ": " +
+                    cleanup.what());
+    }
+    throw;
+  }
+
+  // A ClientToken makes RunInstances idempotent: the retries inside this call (throttling,
+  // 5xx, lost answers) cannot launch a second instance.
+  Params params = {{"ImageId", image},
+                   {"InstanceType", type_name},
+                   {"MinCount", "1"},
+                   {"MaxCount", "1"},
+                   {"KeyName", key.id},
+                   {"SecurityGroupId.1", group.id},
+                   {"ClientToken", "gpuprov-" + RandomHex(32)},
+                   {"InstanceInitiatedShutdownBehavior", "terminate"}};
+  if (!user_data.empty()) params.emplace_back("UserData", Base64(user_data));
+  const long long disk_gb = json::Int(request, "disk_gb", 0);
+  if (disk_gb > 0) {
+    params.emplace_back("BlockDeviceMapping.1.DeviceName", "/dev/sda1");
+    params.emplace_back("BlockDeviceMapping.1.Ebs.VolumeSize", std::to_string(disk_gb));
+    params.emplace_back("BlockDeviceMapping.1.Ebs.VolumeType", "gp3");
+    params.emplace_back("BlockDeviceMapping.1.Ebs.DeleteOnTermination", "true");
+  }
+  AddTagSpec(params, 1, "instance", tags);
+  AddTagSpec(params, 2, "volume", tags);
+  host_.Progress("launching " + type_name + " instance " + name + " in " + region + " (image " +
+                 image + ")");
+  XmlNode doc;
+  try {
+    doc = Call(region, "RunInstances", params);
+  } catch (const DriverError& e) {
+    // An answer lost after EC2 acted: the instance is there, under its Name tag.
+    if (e.status() == GPUPROV_STATUS_TRANSIENT || e.status() == GPUPROV_STATUS_FAILED) {
+      try {
+        if (auto made = FindByName(region, name)) {
+          Object result(Poco::JSON_PRESERVE_KEY_ORDER);
+          result.set("vm", VmJson(region, *made, ports));
+          result.set("existing", false);
+          return json::Stringify(result);
+        }
+      } catch (const std::exception&) {
+      }
+    }
+    // Nothing was launched: remove what this call made for it.
+    try {
+      DeleteVmResources(region, name, steady_clock::now() + consistency_grace_);
+    } catch (const std::exception& cleanup) {
+      host_.Warning(std::string("could not remove the security group or key pair made for ") +
+                    name + ": " + cleanup.what());
+    }
+    throw;
+  }
+  std::vector<const XmlNode*> items = doc.Items("instancesSet");
+  if (items.empty()) {
+    throw DriverError(GPUPROV_STATUS_FAILED, "RunInstances answered without an instance");
+  }
+  const XmlNode& instance = *items.front();
+  const std::string instance_id = instance.Text("instanceId");
+  host_.Info("instance " + name + " is " + instance_id + " in " + region);
+  XmlNode remembered = instance;
+  if (!remembered.Child("tagSet")) {  // RunInstances may omit tags: keep ours for Get
+    XmlNode set{"tagSet", "", {}};
+    for (const auto& [k, v] : tags) {
+      set.children.push_back(XmlNode{"item", "", {XmlNode{"key", k, {}}, XmlNode{"value", v, {}}}});
+    }
+    remembered.children.push_back(set);
+  }
+  launched_[instance_id] = Launched{steady_clock::now(), remembered, region, ports};
+  Object result(Poco::JSON_PRESERVE_KEY_ORDER);
+  result.set("vm", VmJson(region, remembered, ports));
+  result.set("existing", false);
+  return json::Stringify(result);
+}
+
+std::string AwsDriver::Get(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the get request");
+  std::string region;
+  std::optional<XmlNode> instance = Resolve(request, /*include_gone=*/true, &region);
+  if (!instance) {
+    const std::string id = json::Str(request, "id"), name = json::Str(request, "name");
+    throw DriverError(
+        GPUPROV_STATUS_NOT_FOUND,
+        "no gpuprov EC2 instance " + (name.empty() ? "with id " + id : "named " + name));
+  }
+  std::vector<int> ports = {22};
+  if (auto it = launched_.find(instance->Text("instanceId")); it != launched_.end()) {
+    ports = it->second.ports;
+  }
+  Object result;
+  result.set("vm", VmJson(region, *instance, ports));
+  return json::Stringify(result);
+}
+
+std::string AwsDriver::List(const std::string& /*request_json*/) {
+  Array::Ptr vms = new Array();
+  for (const auto& region : SearchRegions("")) {
+    Params p = {{"Filter.1.Name", "tag:gpuprov"},         {"Filter.1.Value.1", "1"},
+                {"Filter.2.Name", "instance-state-name"}, {"Filter.2.Value.1", "pending"},
+                {"Filter.2.Value.2", "running"},          {"Filter.2.Value.3", "stopping"},
+                {"Filter.2.Value.4", "stopped"}};
+    for (const auto& instance : DescribeInstances(region, p)) {
+      if (Managed(instance) && !Gone(instance)) vms->add(VmJson(region, instance));
+    }
+  }
+  Object result;
+  result.set("vms", vms);
+  return json::Stringify(result);
+}
+
+std::string AwsDriver::Delete(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the delete request");
+  std::string region;
+  std::optional<XmlNode> instance = Resolve(request, /*include_gone=*/true, &region);
+  std::string name = json::Str(request, "name");
+  bool deleted = false;
+  const auto deadline = steady_clock::now() + delete_wait_;
+  if (instance) {
+    const std::string id = instance->Text("instanceId");
+    std::string tagged = TagsOf(*instance)["Name"];
+    if (!tagged.empty()) name = tagged;
+    if (!Gone(*instance)) {
+      host_.Progress("terminating instance " + name + " (" + id + ")");
+      try {
+        ec2_->Call(region, "TerminateInstances", {{"InstanceId.1", id}});
+        deleted = true;
+      } catch (const Ec2Error& e) {
+        if (e.code() != "InvalidInstanceID.NotFound") Raise(region, e);
+      }
+    }
+    if (!WaitTerminated(region, id, deadline)) {
+      throw DriverError(GPUPROV_STATUS_TRANSIENT,
+                        "instance " + id + " was told to terminate but is not terminated after " +
+                            std::to_string(delete_wait_.count() / 1000) + " s; run `gpuprov down " +
+                            name +
+                            "` again to remove its security "
+                            "group and key pair");
+    }
+    launched_.erase(id);
+  } else {
+    const auto [id_region, ignored] = SplitId(json::Str(request, "id"));
+    region = !id_region.empty() ? id_region
+                                : ResolveRegion(ProcessEnv(), json::Str(request, "region"),
+                                                default_region_, profile_);
+  }
+  // The security group and key pair of the name, also when the instance was already gone.
+  if (!name.empty()) DeleteVmResources(region, name, deadline);
+  Object result;
+  result.set("deleted", deleted);
+  return json::Stringify(result);
+}
+
+std::string AwsDriver::OpenPorts(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the open_ports request");
+  std::vector<int> ports = PortsOf(request, "ports");
+  std::string region;
+  std::optional<XmlNode> instance = Resolve(request, /*include_gone=*/false, &region);
+  if (!instance) {
+    throw DriverError(GPUPROV_STATUS_NOT_FOUND,
+                      "no gpuprov EC2 instance with id " + json::Str(request, "id"));
+  }
+  const std::string name = TagsOf(*instance)["Name"];
+  const std::string group_name = ResourceName(name);
+  for (const XmlNode* g : instance->Items("groupSet")) {
+    if (g->Text("groupName") != group_name) continue;
+    XmlNode doc = Call(region, "DescribeSecurityGroups", {{"GroupId.1", g->Text("groupId")}});
+    std::vector<const XmlNode*> groups = doc.Items("securityGroupInfo");
+    AuthorizePorts(region, g->Text("groupId"), groups.empty() ? nullptr : groups.front(), ports);
+    return "{}";
+  }
+  throw DriverError(GPUPROV_STATUS_FAILED, "instance " + instance->Text("instanceId") +
+                                               " has no security group " + group_name +
+                                               " (it was not made by gpuprov's create)");
+}
+
+}  // namespace gpuprov::aws
+
+GPUPROV_DRIVER(gpuprov::aws::AwsDriver)

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The "aws" driver: EC2 GPU instances over the EC2 Query API (clouds/aws.md), signed with
+// SigV4 (sigv4.h), credentials as the AWS SDKs find them (aws_credentials.h).
+//
+// Settings (docs/driver-protocol.md, init): "endpoint" (GPUPROV_AWS_ENDPOINT; default
+// https://ec2.<region>.amazonaws.com; http:// only for a loopback emulator); config keys:
+//   region        default region (else AWS_REGION, AWS_DEFAULT_REGION, the profile's, us-east-1)
+//   regions       extra regions `list` and look-ups by name search
+//   profile       AWS profile (else AWS_PROFILE, else "default")
+//   image         AMI id or resolve:ssm: parameter replacing the default images
+//   consistency_grace_seconds  how long InvalidInstanceID.NotFound right after RunInstances
+//                              (and InvalidGroup.NotFound after CreateSecurityGroup) is
+//                              read as "not visible yet" (default 60)
+//   delete_wait_seconds  how long delete waits for `terminated` before removing the security
+//                        group (default 600)
+//   poll_interval_ms     polling interval of those waits (default 2000)
+//   retry         {max_attempts, base_delay_ms, max_delay_ms, total_budget_ms,
+//                  attempt_timeout_ms}
+// What it creates per VM (all tagged Name=<vm>, gpuprov=1, gpuprov-name=<vm>): the instance
+// (and its root volume), a security group "gpuprov-<vm>" in the default VPC, and a key pair
+// "gpuprov-<vm>". VM ids are "<region>/<instance-id>". See README.md.
+#pragma once
+
+#include <Poco/JSON/Object.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "aws_credentials.h"
+#include "ec2_client.h"
+#include "gpuprov/sdk.hpp"
+
+namespace gpuprov::aws {
+
+class AwsDriver {
+ public:
+  static constexpr const char* kName = "aws";
+  static constexpr const char* kVersion = "0.1.0";
+  static constexpr const char* kDescription =
+      "AWS EC2 GPU instances (EC2 Query API, SigV4): instances, security groups, key pairs";
+  static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
+                                            GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES;
+  /// Raw user data EC2 accepts (before base64), clouds/aws.md §4.
+  static constexpr size_t kUserDataLimit = 16384;
+
+  explicit AwsDriver(const gpuprov::sdk::InitContext& ctx);
+
+  std::string Check(const std::string& request_json);
+  std::string Offers(const std::string& request_json);
+  std::string Create(const std::string& request_json);
+  std::string Get(const std::string& request_json);
+  std::string List(const std::string& request_json);
+  std::string Delete(const std::string& request_json);
+  std::string OpenPorts(const std::string& request_json);
+
+ private:
+  using ObjectPtr = Poco::JSON::Object::Ptr;
+
+  /// One EC2 call; EC2 errors become DriverError with a status and an actionable message.
+  XmlNode Call(const std::string& region, const std::string& action, const Params& params);
+  /// Throws the DriverError for an EC2 error: its status and what the user can do.
+  [[noreturn]] void Raise(const std::string& region, const Ec2Error& e);
+  /// Every instance matching filters in a region (DescribeInstances, all pages).
+  std::vector<XmlNode> DescribeInstances(const std::string& region, const Params& params);
+  /// The live (not shutting-down/terminated) instance tagged Name=name in region, or nullopt;
+  /// `foreign` is set when a same-named instance lacks the gpuprov tag.
+  std::optional<XmlNode> FindByName(const std::string& region, const std::string& name,
+                                    bool* foreign = nullptr);
+  /// The instance a request names ("id" as "<region>/<i-...>" or bare, or "name"); with
+  /// include_gone, a terminated instance found by id is returned too. *region is set.
+  std::optional<XmlNode> Resolve(const ObjectPtr& request, bool include_gone, std::string* region);
+  /// Regions to search by name: the request's, the default, config "regions".
+  std::vector<std::string> SearchRegions(const std::string& requested) const;
+
+  struct Resource {
+    std::string id;
+    bool created = false;
+  };
+  Resource EnsureSecurityGroup(const std::string& region, const std::string& vm_name,
+                               const std::vector<int>& ports,
+                               const std::map<std::string, std::string>& tags);
+  void AuthorizePorts(const std::string& region, const std::string& group_id, const XmlNode* group,
+                      const std::vector<int>& ports);
+  Resource EnsureKeyPair(const std::string& region, const std::string& vm_name,
+                         const std::string& public_key,
+                         const std::map<std::string, std::string>& tags);
+  /// Deletes the security group and key pair of a VM name (absent ones are fine). With
+  /// wait_until, a DependencyViolation is retried until then.
+  void DeleteVmResources(const std::string& region, const std::string& vm_name,
+                         std::chrono::steady_clock::time_point wait_until);
+  /// Polls until the instance is terminated (or gone) or the deadline passes.
+  bool WaitTerminated(const std::string& region, const std::string& instance_id,
+                      std::chrono::steady_clock::time_point deadline);
+
+  ObjectPtr VmJson(const std::string& region, const XmlNode& instance,
+                   const std::vector<int>& ports = {22}) const;
+  AwsCredentials LoadCredentials() const;
+  void Sleep(std::chrono::milliseconds d) const;
+
+  gpuprov::sdk::Host host_;
+  std::string endpoint_;
+  ObjectPtr config_;
+  std::string default_region_;
+  std::vector<std::string> extra_regions_;
+  std::string profile_;
+  std::string image_override_;
+  std::chrono::milliseconds consistency_grace_{60'000};
+  std::chrono::milliseconds delete_wait_{600'000};
+  std::chrono::milliseconds poll_interval_{2'000};
+  std::unique_ptr<Ec2Client> ec2_;
+  /// Instances this handle launched: id -> (launch time, the RunInstances item, region), so a
+  /// Get right after launch tolerates InvalidInstanceID.NotFound (eventual consistency).
+  struct Launched {
+    std::chrono::steady_clock::time_point at;
+    XmlNode item;
+    std::string region;
+    std::vector<int> ports;
+  };
+  std::map<std::string, Launched> launched_;
+};
+
+}  // namespace gpuprov::aws

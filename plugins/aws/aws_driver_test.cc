@@ -1,0 +1,566 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Loads the BUILT driver .so with dlopen, as the host does, and drives it through the C vtable
+// against the EC2 emulator (tests/emulators, `gpuprov-emulator --backend memory --clouds aws`)
+// started as a child process. Direct EC2 calls (to look at what the driver made, or to make a
+// foreign instance) use the driver's own Ec2Client. Talks only to 127.0.0.1.
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+#include <Poco/JSON/Parser.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "driver_test_util.h"
+#include "ec2_client.h"
+#include "gpuprov/driver_abi.h"
+
+namespace gpuprov::aws {
+namespace {
+
+using drivers::testing::EmulatorProcess;
+using drivers::testing::HttpReply;
+using drivers::testing::LoadDriverDescriptor;
+using drivers::testing::LoadedDriver;
+using drivers::testing::OpResult;
+using drivers::testing::ScopedEnv;
+using drivers::testing::ScopedTempDir;
+using Poco::JSON::Array;
+using Poco::JSON::Object;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+constexpr const char* kKeyId = "AKIAGPUPROVTEST00001";
+constexpr const char* kSecret = "gpuprov/emulator+secret/KEY";
+constexpr const char* kPublicKey =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJUeW8OWN9ub68dw8qD7cVkpP5fX+R7F0nbhoeOp4EjF test@gpuprov";
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+Object::Ptr ParseJson(const std::string& text) {
+  Poco::JSON::Parser parser;
+  return parser.parse(text).extract<Object::Ptr>();
+}
+
+const gpuprov_type_driver_descriptor* Descriptor() {
+  return LoadDriverDescriptor(GPUPROV_AWS_DRIVER_PATH);
+}
+
+class Driver : public LoadedDriver {
+ public:
+  explicit Driver(const std::string& config) : LoadedDriver(GPUPROV_AWS_DRIVER_PATH, config) {}
+};
+
+// --- no emulator needed -----------------------------------------------------
+
+TEST(AwsDescriptor, IdentityAndCapabilities) {
+  const gpuprov_type_driver_descriptor* d = Descriptor();
+  ASSERT_NE(d, nullptr);
+  EXPECT_STREQ(d->name, "aws");
+  EXPECT_EQ(d->capabilities,
+            static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
+                                  GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES));
+  for (auto fn : {d->vtable->check, d->vtable->offers, d->vtable->create, d->vtable->get,
+                  d->vtable->list, d->vtable->delete_vm, d->vtable->open_ports}) {
+    EXPECT_NE(fn, nullptr);
+  }
+}
+
+TEST(AwsDescriptor, RefusesPlainHttpToANonLoopbackEndpoint) {
+  Driver driver(R"({"endpoint":"http://ec2.us-east-1.amazonaws.com","config":{}})");
+  EXPECT_EQ(driver.init_status(), GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_TRUE(Contains(driver.init_error(), "loopback")) << driver.init_error();
+  EXPECT_TRUE(Contains(driver.init_error(), "GPUPROV_AWS_ENDPOINT")) << driver.init_error();
+}
+
+TEST(AwsDescriptor, NoCredentialsIsAuthBeforeAnyCall) {
+  ScopedTempDir home;
+  ScopedEnv h("HOME", home.path().c_str());
+  ScopedEnv a("AWS_ACCESS_KEY_ID", nullptr);
+  ScopedEnv s("AWS_SECRET_ACCESS_KEY", nullptr);
+  ScopedEnv p("AWS_PROFILE", nullptr);
+  ScopedEnv c("AWS_SHARED_CREDENTIALS_FILE", nullptr);
+  ScopedEnv f("AWS_CONFIG_FILE", nullptr);
+  // A closed loopback port: nothing may be sent anyway.
+  Driver driver(R"({"endpoint":"http://127.0.0.1:9","config":{}})");
+  ASSERT_EQ(driver.init_status(), GPUPROV_STATUS_OK) << driver.init_error();
+  OpResult r = driver.Check();
+  EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r;
+  EXPECT_TRUE(Contains(r.error, "AWS_ACCESS_KEY_ID")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "credentials")) << r.error;
+}
+
+TEST(AwsDescriptor, OffersWithoutTheNetworkUseTheTable) {
+  ScopedEnv a("AWS_ACCESS_KEY_ID", kKeyId);
+  ScopedEnv s("AWS_SECRET_ACCESS_KEY", kSecret);
+  Driver driver(
+      R"({"endpoint":"http://127.0.0.1:9","config":{"region":"eu-west-1","retry":{"max_attempts":1}}})");
+  OpResult l4 = driver.Offers(R"({"gpu":{"type":"L4","count":1},"region":""})");
+  ASSERT_EQ(l4.status, GPUPROV_STATUS_OK) << l4;
+  Array::Ptr offers = l4.Doc()->getArray("offers");
+  ASSERT_EQ(offers->size(), 1u) << l4.json;
+  EXPECT_EQ(offers->getObject(0)->getValue<std::string>("instance_type"), "g6.xlarge");
+  EXPECT_EQ(offers->getObject(0)->getValue<std::string>("region"), "eu-west-1");
+  OpResult two = driver.Offers(R"({"gpu":{"type":"L4","count":2},"region":""})");
+  ASSERT_EQ(two.status, GPUPROV_STATUS_OK) << two;
+  EXPECT_EQ(two.Doc()->getArray("offers")->size(), 0u);
+  EXPECT_TRUE(Contains(driver.host().All(), "L4:4 (g6.12xlarge)")) << driver.host().All();
+}
+
+// --- the emulator -----------------------------------------------------------
+
+class AwsEmulatorTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    emulator_ = new EmulatorProcess();
+    std::string problem;
+    if (!emulator_->Start(GPUPROV_EMULATOR_PATH,
+                          {"--backend", "memory", "--clouds", "aws", "--boot-seconds", "1"},
+                          {{"AWS_ACCESS_KEY_ID", kKeyId}, {"AWS_SECRET_ACCESS_KEY", kSecret}},
+                          {"aws"}, &problem)) {
+      start_problem_ = new std::string(problem);
+    }
+  }
+  static void TearDownTestSuite() {
+    delete emulator_;
+    emulator_ = nullptr;
+  }
+
+  void SetUp() override {
+    if (start_problem_) GTEST_SKIP() << *start_problem_;
+    home_ = std::make_unique<ScopedTempDir>();
+    env_.push_back(std::make_unique<ScopedEnv>("HOME", home_->path().c_str()));
+    env_.push_back(std::make_unique<ScopedEnv>("AWS_ACCESS_KEY_ID", kKeyId));
+    env_.push_back(std::make_unique<ScopedEnv>("AWS_SECRET_ACCESS_KEY", kSecret));
+    env_.push_back(std::make_unique<ScopedEnv>("AWS_SESSION_TOKEN", nullptr));
+    env_.push_back(std::make_unique<ScopedEnv>("AWS_REGION", nullptr));
+    env_.push_back(std::make_unique<ScopedEnv>("AWS_DEFAULT_REGION", nullptr));
+    env_.push_back(std::make_unique<ScopedEnv>("AWS_PROFILE", nullptr));
+    ASSERT_EQ(Control("POST", "/reset", "{}").status, 200);
+  }
+
+  static std::string Url() { return emulator_->Url("aws"); }
+
+  static std::string Config(const std::string& extra = "") {
+    return R"({"endpoint":")" + Url() +
+           R"(","config":{"region":"us-east-1","poll_interval_ms":100,"consistency_grace_seconds":20,)"
+           R"("delete_wait_seconds":30,"retry":{"max_attempts":5,"base_delay_ms":20,"max_delay_ms":200,"total_budget_ms":20000}})" +
+           extra + "}";
+  }
+
+  static HttpReply Control(const std::string& method, const std::string& path,
+                           const std::string& body = "") {
+    return emulator_->Control(method, path, body);
+  }
+  void Fault(const std::string& json) {
+    HttpReply r = Control("POST", "/faults", json);
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  long long Count(const std::string& field) {
+    return Control("GET", "/counts?cloud=aws").Doc()->getValue<long long>(field);
+  }
+  void ExpectNothingLeft() {
+    EXPECT_EQ(Count("instances"), 0);
+    EXPECT_EQ(Count("backend_instances"), 0);
+    EXPECT_EQ(Count("firewalls"), 0) << "security groups left";
+    EXPECT_EQ(Count("ssh_keys"), 0) << "key pairs left";
+  }
+
+  // A direct EC2 client with the test credentials.
+  std::unique_ptr<Ec2Client> Client() {
+    return std::make_unique<Ec2Client>(Url(), drivers::RetryPolicy::Fast(), gpuprov::sdk::Host(),
+                                       [] {
+                                         AwsCredentials c;
+                                         c.access_key_id = kKeyId;
+                                         c.secret_access_key = kSecret;
+                                         c.origin = "test";
+                                         return c;
+                                       });
+  }
+
+  // user_data is JSON string content.
+  static std::string CreateRequest(const std::string& name, const std::string& extra = "",
+                                   const std::string& user_data = "#!/bin/sh\\necho hi\\n") {
+    return R"({"name":")" + name +
+           R"(","region":"","gpu":{"type":"L4","count":1},"image":"",)"
+           R"("ssh_public_key":")" +
+           std::string(kPublicKey) + R"(","user_data":")" + user_data +
+           R"(","tags":{"gpuprov":"1","gpuprov-name":")" + name +
+           R"(","team":"ml"},"open_ports":[22])" + extra + "}";
+  }
+
+  // Polls get until the VM leaves `pending` (or 15 s pass); returns the last VM.
+  Object::Ptr WaitNotPending(Driver& d, const std::string& id, const std::string& name) {
+    Object::Ptr vm;
+    const auto end = steady_clock::now() + std::chrono::seconds(15);
+    while (steady_clock::now() < end) {
+      OpResult g = d.Get(R"({"id":")" + id + R"(","name":")" + name + R"("})");
+      EXPECT_EQ(g.status, GPUPROV_STATUS_OK) << g;
+      if (g.status != GPUPROV_STATUS_OK) return nullptr;
+      vm = g.Vm();
+      if (vm->getValue<std::string>("state") != "pending") return vm;
+      std::this_thread::sleep_for(milliseconds(200));
+    }
+    return vm;
+  }
+
+  static EmulatorProcess* emulator_;
+  static std::string* start_problem_;
+  std::unique_ptr<ScopedTempDir> home_;
+  std::vector<std::unique_ptr<ScopedEnv>> env_;
+};
+
+EmulatorProcess* AwsEmulatorTest::emulator_ = nullptr;
+std::string* AwsEmulatorTest::start_problem_ = nullptr;
+
+TEST_F(AwsEmulatorTest, CheckNamesTheAccountAndTheUserDataLimit) {
+  Driver d(Config());
+  OpResult r = d.Check();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  Object::Ptr doc = r.Doc();
+  EXPECT_TRUE(Contains(doc->getValue<std::string>("account"), "111122223333")) << r.json;
+  EXPECT_EQ(doc->getValue<int>("user_data_limit"), 16384);
+  EXPECT_FALSE(Contains(r.json, kSecret));
+  EXPECT_FALSE(Contains(r.json, kKeyId));  // only a masked form
+  EXPECT_FALSE(Contains(d.host().All(), kSecret));
+}
+
+TEST_F(AwsEmulatorTest, LifecycleCreateRunningListOpenPortsDelete) {
+  Driver d(Config());
+  OpResult c = d.Create(CreateRequest("aws-life"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  Object::Ptr vm = c.Vm();
+  EXPECT_FALSE(c.Doc()->getValue<bool>("existing"));
+  const std::string id = vm->getValue<std::string>("id");
+  EXPECT_EQ(id.rfind("us-east-1/i-", 0), 0u) << id;
+  EXPECT_EQ(vm->getValue<std::string>("state"), "pending");
+  EXPECT_EQ(vm->getValue<std::string>("instance_type"), "g6.xlarge");
+  EXPECT_EQ(vm->getValue<std::string>("gpus"), "L4:1");
+  EXPECT_EQ(vm->getValue<std::string>("ssh_user"), "ubuntu");
+  EXPECT_EQ(Count("instances"), 1);
+  EXPECT_EQ(Count("firewalls"), 1);
+  EXPECT_EQ(Count("ssh_keys"), 1);
+
+  vm = WaitNotPending(d, id, "aws-life");
+  ASSERT_TRUE(vm);
+  EXPECT_EQ(vm->getValue<std::string>("state"), "running");
+  EXPECT_EQ(vm->getValue<std::string>("public_ip").rfind("127.91.", 0), 0u);
+  EXPECT_EQ(vm->getObject("tags")->getValue<std::string>("gpuprov"), "1");
+  EXPECT_EQ(vm->getObject("tags")->getValue<std::string>("team"), "ml");
+
+  // What EC2 holds: tags on the instance, the key pair and the group; SSH open; the image
+  // resolved from the DLAMI parameter; the user data within the limit.
+  auto ec2 = Client();
+  const std::string instance_id = id.substr(id.find('/') + 1);
+  XmlNode inst = ec2->Call("us-east-1", "DescribeInstances", {{"InstanceId.1", instance_id}});
+  const XmlNode* item = inst.Items("reservationSet")[0]->Items("instancesSet")[0];
+  EXPECT_EQ(item->Text("keyName"), "gpuprov-aws-life");
+  // Launched with a ClientToken, so a retried RunInstances returns this same instance.
+  EXPECT_EQ(item->Text("clientToken").rfind("gpuprov-", 0), 0u) << item->Text("clientToken");
+  EXPECT_LE(item->Text("clientToken").size(), 64u);
+  EXPECT_EQ(item->Text("imageId").rfind("ami-", 0), 0u);
+  EXPECT_EQ(item->Items("groupSet")[0]->Text("groupName"), "gpuprov-aws-life");
+  XmlNode keys = ec2->Call("us-east-1", "DescribeKeyPairs",
+                           {{"Filter.1.Name", "tag:gpuprov"}, {"Filter.1.Value.1", "1"}});
+  ASSERT_EQ(keys.Items("keySet").size(), 1u);
+  EXPECT_EQ(keys.Items("keySet")[0]->Text("keyName"), "gpuprov-aws-life");
+  auto groups = [&] {
+    return ec2->Call("us-east-1", "DescribeSecurityGroups",
+                     {{"Filter.1.Name", "tag:gpuprov-name"}, {"Filter.1.Value.1", "aws-life"}});
+  };
+  auto open_ports = [&] {
+    std::set<std::string> ports;
+    XmlNode g = groups();
+    for (const XmlNode* group : g.Items("securityGroupInfo")) {
+      for (const XmlNode* p : group->Items("ipPermissions")) ports.insert(p->Text("fromPort"));
+    }
+    return ports;
+  };
+  EXPECT_EQ(open_ports(), (std::set<std::string>{"22"}));
+
+  OpResult list = d.List();
+  ASSERT_EQ(list.status, GPUPROV_STATUS_OK) << list;
+  ASSERT_EQ(list.Doc()->getArray("vms")->size(), 1u) << list.json;
+
+  // Idempotent by name.
+  OpResult again = d.Create(CreateRequest("aws-life"));
+  ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << again;
+  EXPECT_TRUE(again.Doc()->getValue<bool>("existing"));
+  EXPECT_EQ(again.Vm()->getValue<std::string>("id"), id);
+  EXPECT_EQ(Count("instances"), 1);
+
+  OpResult op = d.OpenPorts(R"({"id":")" + id + R"(","ports":[6443,80,443,22]})");
+  ASSERT_EQ(op.status, GPUPROV_STATUS_OK) << op;
+  EXPECT_EQ(open_ports(), (std::set<std::string>{"22", "80", "443", "6443"}));
+  op = d.OpenPorts(R"({"id":")" + id + R"(","ports":[6443]})");  // already open: no error
+  ASSERT_EQ(op.status, GPUPROV_STATUS_OK) << op;
+
+  OpResult del = d.Delete(R"({"id":")" + id + R"(","name":"aws-life"})");
+  ASSERT_EQ(del.status, GPUPROV_STATUS_OK) << del;
+  EXPECT_TRUE(del.Doc()->getValue<bool>("deleted"));
+  ExpectNothingLeft();
+  // Gone: get by name is NOT_FOUND, a second delete is deleted=false.
+  EXPECT_EQ(d.Get(R"({"name":"aws-life"})").status, GPUPROV_STATUS_NOT_FOUND);
+  OpResult del2 = d.Delete(R"({"id":")" + id + R"(","name":"aws-life"})");
+  ASSERT_EQ(del2.status, GPUPROV_STATUS_OK) << del2;
+  EXPECT_FALSE(del2.Doc()->getValue<bool>("deleted"));
+}
+
+TEST_F(AwsEmulatorTest, OversizeUserDataIsRefusedNamingTheLimit) {
+  Driver d(Config());
+  std::string big(16385, 'x');
+  OpResult r = d.Create(CreateRequest("aws-big", "", big));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_INVALID_INPUT) << r;
+  EXPECT_TRUE(Contains(r.error, "16384")) << r.error;
+  ExpectNothingLeft();
+  // Exactly at the limit is fine (EC2 counts raw bytes before base64).
+  std::string max(16384, 'y');
+  OpResult ok = d.Create(CreateRequest("aws-max", "", max));
+  ASSERT_EQ(ok.status, GPUPROV_STATUS_OK) << ok;
+  ASSERT_EQ(d.Delete(R"({"id":")" + ok.Vm()->getValue<std::string>("id") + R"(","name":"aws-max"})")
+                .status,
+            GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(AwsEmulatorTest, CapacityIsReportedNotRetriedAndLeavesNothing) {
+  Fault(R"({"cloud":"aws","fault":"capacity","times":1})");
+  Driver d(Config());
+  OpResult r = d.Create(CreateRequest("aws-cap"));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_CAPACITY) << r;
+  EXPECT_TRUE(Contains(r.error, "InsufficientInstanceCapacity")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "another region")) << r.error;
+  ExpectNothingLeft();
+  // Exactly one RunInstances answered 500: no blind retry.
+  Array::Ptr reqs = Control("GET", "/requests?cloud=aws").Doc()->getArray("requests");
+  int errors = 0;
+  for (size_t i = 0; i < reqs->size(); ++i)
+    errors += reqs->getObject(i)->getValue<int>("status") == 500;
+  EXPECT_EQ(errors, 1);
+}
+
+TEST_F(AwsEmulatorTest, QuotaIsReportedAsQuota) {
+  Fault(R"({"cloud":"aws","fault":"quota","times":1})");
+  Driver d(Config());
+  OpResult r = d.Create(CreateRequest("aws-quota"));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_QUOTA) << r;
+  EXPECT_TRUE(Contains(r.error, "VcpuLimitExceeded")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "Service Quotas")) << r.error;
+  ExpectNothingLeft();
+}
+
+TEST_F(AwsEmulatorTest, ThrottlingIsRetriedWithBackoffAndJitter) {
+  Fault(R"({"cloud":"aws","fault":"throttle","times":3})");
+  Control("DELETE", "/requests?cloud=aws");
+  Driver d(Config());
+  OpResult r = d.Check();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  Array::Ptr reqs = Control("GET", "/requests?cloud=aws").Doc()->getArray("requests");
+  ASSERT_EQ(reqs->size(), 4u);
+  for (unsigned i = 0; i < 3; ++i) EXPECT_EQ(reqs->getObject(i)->getValue<int>("status"), 503);
+  EXPECT_EQ(reqs->getObject(3)->getValue<int>("status"), 200);
+  const std::string logs = d.host().All();
+  EXPECT_TRUE(Contains(logs, "RequestLimitExceeded; retrying in")) << logs;
+  EXPECT_TRUE(Contains(logs, "(attempt 4 of 5)")) << logs;
+
+  // Throttled for good: TRANSIENT after max_attempts, naming the code.
+  Fault(R"({"cloud":"aws","fault":"throttle","times":-1})");
+  OpResult t = d.Check();
+  EXPECT_EQ(t.status, GPUPROV_STATUS_TRANSIENT) << t;
+  EXPECT_TRUE(Contains(t.error, "RequestLimitExceeded")) << t.error;
+  EXPECT_TRUE(Contains(t.error, "5 attempt(s)")) << t.error;
+  Control("DELETE", "/faults?cloud=aws");
+}
+
+TEST_F(AwsEmulatorTest, ServerErrorsAreRetriedAndOneInstanceResults) {
+  Fault(R"({"cloud":"aws","fault":"server_error","times":3,"status":503})");
+  Driver d(Config());
+  OpResult c = d.Create(CreateRequest("aws-5xx"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  EXPECT_EQ(Count("instances"), 1);
+  ASSERT_EQ(d.Delete(R"({"name":"aws-5xx"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(AwsEmulatorTest, WrongSecretIsAnAuthFailureWithoutTheSecret) {
+  ScopedEnv wrong("AWS_SECRET_ACCESS_KEY", "not-the-secret");
+  Driver d(Config());
+  OpResult r = d.Create(CreateRequest("aws-auth"));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r;
+  EXPECT_TRUE(Contains(r.error, "AuthFailure")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "AWS_ACCESS_KEY_ID")) << r.error;
+  EXPECT_FALSE(Contains(r.error, "not-the-secret"));
+  EXPECT_FALSE(Contains(d.host().All(), "not-the-secret"));
+  ExpectNothingLeft();
+}
+
+TEST_F(AwsEmulatorTest, NotFoundRightAfterLaunchIsTolerated) {
+  ASSERT_EQ(Control("POST", "/settings", R"({"cloud":"aws","describe_not_found":3})").status, 200);
+  Driver d(Config());
+  OpResult c = d.Create(CreateRequest("aws-ec"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  OpResult g = d.Get(R"({"id":")" + id + R"(","name":"aws-ec"})");
+  ASSERT_EQ(g.status, GPUPROV_STATUS_OK) << g;
+  EXPECT_EQ(g.Vm()->getValue<std::string>("state"), "pending");
+  EXPECT_TRUE(Contains(d.host().All(), "not visible yet")) << d.host().All();
+  Object::Ptr vm = WaitNotPending(d, id, "aws-ec");
+  ASSERT_TRUE(vm);
+  EXPECT_EQ(vm->getValue<std::string>("state"), "running");
+  ASSERT_EQ(Control("POST", "/settings", R"({"cloud":"aws","describe_not_found":0})").status, 200);
+  ASSERT_EQ(d.Delete(R"({"id":")" + id + R"("})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(AwsEmulatorTest, InstanceVanishingDuringBootEndsTerminatedAndDeleteCleansUp) {
+  Fault(R"({"cloud":"aws","fault":"vanish_during_boot"})");
+  Driver d(Config());
+  OpResult c = d.Create(CreateRequest("aws-gone"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  Object::Ptr vm = WaitNotPending(d, id, "aws-gone");
+  ASSERT_TRUE(vm);
+  EXPECT_EQ(vm->getValue<std::string>("state"), "terminated");
+  EXPECT_TRUE(Contains(vm->getValue<std::string>("message"), "Server.InternalError"))
+      << vm->getValue<std::string>("message");
+  EXPECT_EQ(Count("instances"), 0);
+  EXPECT_EQ(Count("firewalls"), 1);  // until delete
+  OpResult del = d.Delete(R"({"id":")" + id + R"(","name":"aws-gone"})");
+  ASSERT_EQ(del.status, GPUPROV_STATUS_OK) << del;
+  EXPECT_FALSE(del.Doc()->getValue<bool>("deleted"));
+  ExpectNothingLeft();
+}
+
+TEST_F(AwsEmulatorTest, CapacityFlipAfterLaunchIsNamedInTheMessage) {
+  Fault(R"({"cloud":"aws","fault":"error_during_boot"})");
+  Driver d(Config());
+  OpResult c = d.Create(CreateRequest("aws-flip"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  Object::Ptr vm = WaitNotPending(d, c.Vm()->getValue<std::string>("id"), "aws-flip");
+  ASSERT_TRUE(vm);
+  EXPECT_EQ(vm->getValue<std::string>("state"), "terminated");
+  EXPECT_TRUE(Contains(vm->getValue<std::string>("message"), "no capacity"))
+      << vm->getValue<std::string>("message");
+  ASSERT_EQ(d.Delete(R"({"name":"aws-flip"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(AwsEmulatorTest, ARunAfterAKilledOneFindsTheVmByName) {
+  std::string id;
+  {
+    Driver first(Config());
+    OpResult c = first.Create(CreateRequest("aws-rerun"));
+    ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+    id = c.Vm()->getValue<std::string>("id");
+  }  // the handle is gone, as with a killed gpuprov
+  Driver second(Config());
+  OpResult again = second.Create(CreateRequest("aws-rerun"));
+  ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << again;
+  EXPECT_TRUE(again.Doc()->getValue<bool>("existing"));
+  EXPECT_EQ(again.Vm()->getValue<std::string>("id"), id);
+  EXPECT_EQ(Count("instances"), 1);
+  EXPECT_EQ(Count("firewalls"), 1);
+  EXPECT_EQ(Count("ssh_keys"), 1);
+  ASSERT_EQ(second.Delete(R"({"name":"aws-rerun"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(AwsEmulatorTest, LeftoverKeyAndGroupOfAnInterruptedRunAreReused) {
+  // An earlier run made the group and key pair, then died before RunInstances.
+  auto ec2 = Client();
+  ec2->Call("us-east-1", "CreateSecurityGroup",
+            {{"GroupName", "gpuprov-aws-half"}, {"GroupDescription", "left over"}});
+  ec2->Call("us-east-1", "ImportKeyPair",
+            {{"KeyName", "gpuprov-aws-half"},
+             {"PublicKeyMaterial",
+              "c3NoLWVkMjU1MTkgQUFBQUMzTnphQzFsWkRJMU5URTVBQUFBSUdMTk9TcElhem44Z09UTU9uVUVxclhnRi91"
+              "UmZURWZBUm5YcWtkaHVhT2ogb3RoZXJAZ3B1cHJvdg=="}});
+  Driver d(Config());
+  OpResult c = d.Create(CreateRequest("aws-half"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  EXPECT_EQ(Count("firewalls"), 1);
+  EXPECT_EQ(Count("ssh_keys"), 1);
+  XmlNode keys = ec2->Call("us-east-1", "DescribeKeyPairs", {{"KeyName.1", "gpuprov-aws-half"}});
+  // The key pair now carries this request's key (ED25519 fingerprint = base64 SHA-256).
+  EXPECT_EQ(keys.Items("keySet")[0]->Text("keyFingerprint"),
+            "SsJTF2BVLve2231Vrr3kH3v6aAbvXcq+PNT5h8add2E=");
+  ASSERT_EQ(d.Delete(R"({"name":"aws-half"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(AwsEmulatorTest, ASameNamedInstanceGpuprovDidNotMakeIsRefused) {
+  auto ec2 = Client();
+  XmlNode run = ec2->Call("us-east-1", "RunInstances",
+                          {{"ImageId",
+                            "resolve:ssm:/aws/service/canonical/ubuntu/server/22.04/stable/current/"
+                            "amd64/hvm/ebs-gp2/ami-id"},
+                           {"InstanceType", "t3.micro"},
+                           {"MinCount", "1"},
+                           {"MaxCount", "1"},
+                           {"TagSpecification.1.ResourceType", "instance"},
+                           {"TagSpecification.1.Tag.1.Key", "Name"},
+                           {"TagSpecification.1.Tag.1.Value", "aws-foreign"}});
+  Driver d(Config());
+  OpResult r = d.Create(CreateRequest("aws-foreign"));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_INVALID_INPUT) << r;
+  EXPECT_TRUE(Contains(r.error, "did not create")) << r.error;
+  EXPECT_EQ(Count("firewalls"), 0);
+  EXPECT_EQ(Count("ssh_keys"), 0);
+  // list shows only gpuprov's instances.
+  OpResult list = d.List();
+  ASSERT_EQ(list.status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(list.Doc()->getArray("vms")->size(), 0u);
+  ec2->Call("us-east-1", "TerminateInstances",
+            {{"InstanceId.1", run.Items("instancesSet")[0]->Text("instanceId")}});
+}
+
+TEST_F(AwsEmulatorTest, ClientTokenMakesARetriedRunInstancesIdempotent) {
+  auto ec2 = Client();
+  Params params = {{"ImageId",
+                    "resolve:ssm:/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/"
+                    "hvm/ebs-gp2/ami-id"},
+                   {"InstanceType", "t3.micro"},
+                   {"MinCount", "1"},
+                   {"MaxCount", "1"},
+                   {"ClientToken", "gpuprov-test-token-1"}};
+  XmlNode a = ec2->Call("us-east-1", "RunInstances", params);
+  XmlNode b = ec2->Call("us-east-1", "RunInstances", params);
+  EXPECT_EQ(a.Items("instancesSet")[0]->Text("instanceId"),
+            b.Items("instancesSet")[0]->Text("instanceId"));
+  EXPECT_EQ(Count("instances"), 1);
+  params[1].second = "t3.medium";
+  try {
+    ec2->Call("us-east-1", "RunInstances", params);
+    ADD_FAILURE() << "a reused token with other parameters must fail";
+  } catch (const Ec2Error& e) {
+    EXPECT_EQ(e.code(), "IdempotentParameterMismatch");
+  }
+}
+
+TEST_F(AwsEmulatorTest, ProfileCredentialsFromTheSharedFile) {
+  ScopedEnv no_id("AWS_ACCESS_KEY_ID", nullptr);
+  ScopedEnv no_secret("AWS_SECRET_ACCESS_KEY", nullptr);
+  ScopedEnv profile("AWS_PROFILE", "gpu");
+  std::filesystem::create_directories(home_->path() / ".aws");
+  std::ofstream(home_->path() / ".aws/credentials")
+      << "[gpu]\naws_access_key_id = " << kKeyId << "\naws_secret_access_key = " << kSecret << "\n";
+  std::ofstream(home_->path() / ".aws/config") << "[profile gpu]\nregion = eu-west-1\n";
+  Driver d(R"({"endpoint":")" + Url() + R"(","config":{}})");
+  OpResult r = d.Check();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_TRUE(Contains(r.Doc()->getValue<std::string>("account"), "region eu-west-1")) << r.json;
+  EXPECT_TRUE(Contains(r.Doc()->getValue<std::string>("credentials_from"), "[gpu]")) << r.json;
+}
+
+}  // namespace
+}  // namespace gpuprov::aws

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// GPU request -> EC2 instance type. AWS encodes the GPU model and count in the instance type;
+// the driver picks the smallest type with the requested count (clouds/aws.md §7).
+// Sources: the reference's §7 table (AWS instance-type pages as tabulated in
+// github.com/rapidsai/deployment source/cloud/aws/index.md; porter-dev/docs PR #251 for
+// p5.4xlarge, p5e/p5en). vCPU and memory figures are AWS's published specs (general
+// knowledge); prices are us-east-1 on-demand list prices (general knowledge, may be stale;
+// 0 where not known). See README.md.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpuprov::aws {
+
+struct InstanceType {
+  const char* name;      ///< "g6.xlarge"
+  const char* gpu_type;  ///< gpuprov's GPU name ("L4", "A10G", "H100"); "" for none
+  int gpu_count;
+  int vcpus;
+  int memory_gib;
+  double price_per_hour;  ///< 0 = unknown
+  bool smallest;          ///< the type chosen for gpu_type:gpu_count
+};
+
+/// Every type the driver knows, smallest-first within each GPU type.
+const std::vector<InstanceType>& InstanceTypes();
+
+/// The smallest type with exactly `count` GPUs of `gpu_type` (case-insensitive; "A100-40GB"
+/// and "H100-80GB" are accepted for A100 and H100), or nullopt.
+std::optional<InstanceType> TypeForGpu(const std::string& gpu_type, int count);
+
+/// The type called `name`, when the table knows it.
+std::optional<InstanceType> TypeByName(const std::string& name);
+
+/// The default type for a VM without a GPU (t3.medium).
+InstanceType CpuType();
+
+/// "L4:1" for a GPU type, "" otherwise (or when unknown).
+std::string GpusOfType(const std::string& instance_type);
+
+/// "AWS has no L4:2 instance type; it offers L4:1 (g6.xlarge), L4:4 (...), ..." or, for an
+/// unknown GPU, the list of GPU types.
+std::string NotOfferedMessage(const std::string& gpu_type, int count);
+
+/// The AMI of a type: the Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) for GPU
+/// types, Ubuntu 22.04 otherwise, both as resolve:ssm: parameters EC2 resolves at launch.
+std::string DefaultImage(const InstanceType& type);
+
+}  // namespace gpuprov::aws

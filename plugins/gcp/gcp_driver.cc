@@ -1,0 +1,1031 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "gcp_driver.h"
+
+#include <Poco/JSON/Array.h>
+#include <Poco/URI.h>
+#include <Poco/UUIDGenerator.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "credentials.h"
+#include "gcp_rules.h"
+#include "json_util.h"
+#include "retry_policy.h"
+
+namespace gpuprov::gcp {
+namespace {
+
+using gpuprov::sdk::DriverError;
+using Poco::JSON::Array;
+using Poco::JSON::Object;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+namespace json = gpuprov::drivers::json;
+
+constexpr int kMaxPages = 100;
+constexpr const char* kUserDataKey = "user-data";
+constexpr const char* kSshKeysKey = "ssh-keys";
+
+std::string Encode(const std::string& s) {
+  std::string out;
+  Poco::URI::encode(s, "!#$&'()*+,/:;=?@[]\" ", out);
+  return out;
+}
+
+std::string NewRequestId() {
+  return Poco::UUIDGenerator::defaultGenerator().createRandom().toString();
+}
+
+std::string EnvOr(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? drivers::TrimSpace(v) : "";
+}
+
+drivers::RetryPolicy PolicyFrom(const Object::Ptr& config) {
+  drivers::RetryPolicy p;
+  Object::Ptr r = json::Obj(config, "retry");
+  if (!r) return p;
+  p.max_attempts = static_cast<int>(json::Int(r, "max_attempts", p.max_attempts));
+  p.base_delay = milliseconds(json::Int(r, "base_delay_ms", p.base_delay.count()));
+  p.max_delay = milliseconds(json::Int(r, "max_delay_ms", p.max_delay.count()));
+  p.max_retry_after = milliseconds(json::Int(r, "max_retry_after_ms", p.max_retry_after.count()));
+  p.total_budget = milliseconds(json::Int(r, "total_budget_ms", p.total_budget.count()));
+  p.attempt_timeout = milliseconds(json::Int(r, "attempt_timeout_ms", p.attempt_timeout.count()));
+  return p;
+}
+
+struct GpuRequest {
+  std::string type;
+  int count = 1;
+};
+
+std::optional<GpuRequest> ParseGpu(const Object::Ptr& request) {
+  Object::Ptr gpu = json::Obj(request, "gpu");
+  if (!gpu) return std::nullopt;
+  GpuRequest g;
+  g.type = json::Str(gpu, "type");
+  g.count = static_cast<int>(json::Int(gpu, "count", 1));
+  if (g.type.empty()) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "gpu.type is empty");
+  if (g.count < 1) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "gpu.count must be >= 1");
+  return g;
+}
+
+std::vector<int> PortsOf(const Object::Ptr& request, const std::string& key) {
+  std::vector<int> ports;
+  Array::Ptr a = json::Arr(request, key);
+  if (!a) return ports;
+  for (size_t i = 0; i < a->size(); ++i) {
+    int p = 0;
+    try {
+      p = a->get(static_cast<unsigned>(i)).convert<int>();
+    } catch (...) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT, key + " must be a list of port numbers");
+    }
+    if (p < 1 || p > 65535) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        key + ": " + std::to_string(p) + " is not a TCP port");
+    }
+    ports.push_back(p);
+  }
+  return ports;
+}
+
+std::vector<int> WithSsh(std::vector<int> ports) {
+  ports.push_back(22);
+  std::sort(ports.begin(), ports.end());
+  ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
+  return ports;
+}
+
+// The tcp ports a firewall rule allows ("0-65535"-style ranges expanded up to 65536 ports).
+std::set<int> AllowedTcpPorts(const Object::Ptr& fw) {
+  std::set<int> ports;
+  Array::Ptr allowed = json::Arr(fw, "allowed");
+  if (!allowed) return ports;
+  for (size_t i = 0; i < allowed->size(); ++i) {
+    Object::Ptr a = json::ObjAt(allowed, i);
+    const std::string proto = json::Str(a, "IPProtocol");
+    if (proto != "tcp" && proto != "all") continue;
+    Array::Ptr list = json::Arr(a, "ports");
+    if (!list || proto == "all") {
+      for (int p = 1; p <= 65535; ++p) ports.insert(p);
+      continue;
+    }
+    for (size_t j = 0; j < list->size(); ++j) {
+      const std::string p = list->get(static_cast<unsigned>(j)).toString();
+      size_t dash = p.find('-');
+      try {
+        if (dash == std::string::npos) {
+          ports.insert(std::stoi(p));
+        } else {
+          for (int x = std::stoi(p.substr(0, dash)); x <= std::stoi(p.substr(dash + 1)); ++x) {
+            ports.insert(x);
+          }
+        }
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  return ports;
+}
+
+std::string Join(const std::vector<std::string>& v, const std::string& sep = ", ") {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+// Text without its trailing full stops, so that ". <more>" can follow.
+std::string NoFullStop(std::string s) {
+  while (!s.empty() && (s.back() == '.' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::string PortList(const std::vector<int>& ports) {
+  std::vector<std::string> s;
+  for (int p : ports) s.push_back(std::to_string(p));
+  return Join(s, ",");
+}
+
+// The value of one metadata item of an instance, "" when absent.
+std::string MetadataValue(const Object::Ptr& instance, const std::string& key) {
+  Array::Ptr items = json::Arr(json::Obj(instance, "metadata"), "items");
+  if (!items) return "";
+  for (size_t i = 0; i < items->size(); ++i) {
+    Object::Ptr item = json::ObjAt(items, i);
+    if (json::Str(item, "key") == key) return json::Str(item, "value");
+  }
+  return "";
+}
+
+std::string LabelOf(const Object::Ptr& instance, const std::string& key) {
+  return json::Str(json::Obj(instance, "labels"), key);
+}
+
+Object::Ptr Item(const std::string& key, const std::string& value) {
+  Object::Ptr o = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  o->set("key", key);
+  o->set("value", value);
+  return o;
+}
+
+}  // namespace
+
+GcpDriver::GcpDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
+  Object::Ptr settings = json::ParseObject(ctx.config_json, "the driver settings");
+  endpoint_ = json::Str(settings, "endpoint");
+  if (endpoint_.empty()) endpoint_ = kDefaultEndpoint;
+  while (!endpoint_.empty() && endpoint_.back() == '/') endpoint_.pop_back();
+  // Accept the API base as well as the host ("https://compute.googleapis.com/compute/v1").
+  if (endpoint_.size() > std::string(kApiPath).size() &&
+      endpoint_.compare(endpoint_.size() - std::string(kApiPath).size(), std::string::npos,
+                        kApiPath) == 0) {
+    endpoint_.erase(endpoint_.size() - std::string(kApiPath).size());
+  }
+  config_ = json::Obj(settings, "config");
+  if (!config_) config_ = new Object();
+  default_region_ = json::Str(config_, "region");
+  if (default_region_.empty()) default_region_ = json::Str(config_, "zone");
+  if (default_region_.empty()) default_region_ = kDefaultRegion;
+  ssh_user_ = json::Str(config_, "ssh_user");
+  if (ssh_user_.empty()) ssh_user_ = kDefaultSshUser;
+  network_ = json::Str(config_, "network");
+  if (network_.empty()) network_ = "default";
+  subnetwork_ = json::Str(config_, "subnetwork");
+  poll_interval_ =
+      milliseconds(std::max<long long>(10, json::Int(config_, "poll_interval_ms", 2000)));
+  operation_timeout_ = std::chrono::seconds(
+      std::max<long long>(1, json::Int(config_, "operation_timeout_seconds", 900)));
+  policy_ = PolicyFrom(config_);
+  try {
+    http_ = std::make_unique<drivers::HttpClient>(endpoint_, policy_, host_);
+  } catch (const drivers::HttpError& e) {
+    throw DriverError(
+        GPUPROV_STATUS_INVALID_INPUT,
+        std::string(e.what()) + " (set by GPUPROV_GCP_ENDPOINT or endpoint in [clouds.gcp])");
+  }
+}
+
+TokenSource& GcpDriver::Tokens() {
+  if (!tokens_) {
+    std::optional<GoogleCredentials> creds =
+        FindCredentials(json::Str(config_, "credentials_file"));
+    if (!creds) {
+      throw DriverError(GPUPROV_STATUS_AUTH,
+                        "no Google Cloud credentials found: " + CredentialsHint());
+    }
+    host_.Debug("Google credentials from " + creds->origin);
+    tokens_ = std::make_unique<TokenSource>(std::move(*creds), policy_, host_);
+  }
+  return *tokens_;
+}
+
+const std::string& GcpDriver::Project() {
+  if (project_.empty()) {
+    std::string p = json::Str(config_, "project");
+    if (p.empty()) p = EnvOr("GOOGLE_CLOUD_PROJECT");
+    if (p.empty()) p = EnvOr("CLOUDSDK_CORE_PROJECT");
+    if (p.empty()) p = Tokens().credentials().project_id;
+    if (p.empty()) p = GcloudConfigProject();
+    if (p.empty()) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "no Google Cloud project: set project in [clouds.gcp] of "
+                        "~/.gpu-provisioner/config.toml or GOOGLE_CLOUD_PROJECT (credentials "
+                        "from " +
+                            Tokens().credentials().origin + " name none)");
+    }
+    project_ = p;
+  }
+  return project_;
+}
+
+GcpDriver::ObjectPtr GcpDriver::Call(const std::string& method, const std::string& path,
+                                     const std::string& what, const ObjectPtr& body,
+                                     const std::set<int>& allow, int* status) {
+  drivers::HttpRequest req;
+  req.method = method;
+  req.path_and_query = path.rfind('/', 0) == 0
+                           ? path
+                           : std::string(kApiPath) + "/projects/" + Encode(Project()) + "/" + path;
+  if (body) {
+    req.headers["Content-Type"] = "application/json";
+    req.body = json::Stringify(body);
+  }
+  bool refreshed = false;
+  int rate_limited = 0;
+  drivers::Jitter jitter;
+  for (;;) {
+    req.headers["Authorization"] = "Bearer " + Tokens().Token();
+    drivers::HttpResponse resp;
+    try {
+      resp = http_->Send(req);
+    } catch (const drivers::HttpError& e) {
+      switch (e.kind()) {
+        case drivers::HttpError::Kind::kCancelled:
+          throw DriverError(GPUPROV_STATUS_CANCELLED, what + ": cancelled");
+        case drivers::HttpError::Kind::kRetriesExhausted: {
+          std::string msg =
+              what + ": Compute Engine at " + endpoint_ + " kept failing: " + e.what();
+          if (e.last_response().status != 0) {
+            ApiError api = ParseApiError(e.last_response().status, e.last_response().body);
+            if (!api.message.empty()) msg += " — " + api.message;
+          }
+          throw DriverError(GPUPROV_STATUS_TRANSIENT, msg);
+        }
+        case drivers::HttpError::Kind::kInvalidUrl:
+          throw DriverError(GPUPROV_STATUS_INVALID_INPUT, what + ": " + e.what());
+        case drivers::HttpError::Kind::kTls:
+          throw DriverError(GPUPROV_STATUS_FAILED, what + ": " + e.what());
+      }
+    }
+    if (resp.status == 401 && !refreshed) {
+      // An expired or revoked token: one new token, then the request again (reference §1.4).
+      host_.Debug(what + ": HTTP 401, fetching a new access token");
+      refreshed = true;
+      Tokens().Token(/*force_refresh=*/true);
+      continue;
+    }
+    ApiError api = ParseApiError(resp.status, resp.body);
+    if (IsRateLimit(api) && rate_limited + 1 < policy_.max_attempts) {
+      ++rate_limited;
+      const milliseconds delay =
+          drivers::NextDelay(policy_, rate_limited, std::nullopt, jitter.Next());
+      host_.Debug(what + ": HTTP 403 " + api.reason + ", retrying in " +
+                  std::to_string(delay.count()) + " ms");
+      if (delay >= milliseconds(1000)) {
+        host_.Progress("Compute Engine rate limit (" + api.reason + "); retrying in " +
+                       std::to_string((delay.count() + 999) / 1000) + " s");
+      }
+      const auto until = steady_clock::now() + delay;
+      while (steady_clock::now() < until) {
+        if (host_.Cancelled()) throw DriverError(GPUPROV_STATUS_CANCELLED, what + ": cancelled");
+        std::this_thread::sleep_for(std::min(milliseconds(50), delay));
+      }
+      continue;
+    }
+    if (status) *status = resp.status;
+    if ((resp.status >= 200 && resp.status < 300) || allow.count(resp.status) > 0) {
+      if (resp.body.empty()) return nullptr;
+      return json::ParseObject(resp.body, what + ": the answer", GPUPROV_STATUS_FAILED);
+    }
+    const gpuprov_type_status st = ClassifyApiError(api);
+    std::string msg = what + ": Compute Engine answered HTTP " + std::to_string(resp.status) +
+                      (api.reason.empty() ? "" : " " + api.reason) +
+                      (api.message.empty() ? "" : ": " + NoFullStop(api.message));
+    if (st == GPUPROV_STATUS_AUTH) {
+      const std::string who = tokens_ && !tokens_->credentials().client_email.empty()
+                                  ? tokens_->credentials().client_email
+                                  : (tokens_ ? tokens_->credentials().origin : "these credentials");
+      if (api.reason == "accessNotConfigured") {
+        msg +=
+            ". Enable the Compute Engine API: gcloud services enable compute.googleapis.com "
+            "--project " +
+            project_;
+      } else if (resp.status == 403) {
+        msg += ". " + who + " lacks permission in project " + project_ +
+               " (roles/compute.instanceAdmin.v1 and roles/compute.securityAdmin cover gpuprov)";
+      } else {
+        msg += ". Credentials from " +
+               (tokens_ ? tokens_->credentials().origin : std::string("?")) + " were refused; " +
+               CredentialsHint();
+      }
+    } else if (st == GPUPROV_STATUS_QUOTA) {
+      msg += ". Request more quota (IAM & Admin > Quotas) or choose another region";
+    }
+    throw DriverError(st, msg);
+  }
+}
+
+GcpDriver::ObjectPtr GcpDriver::WaitOperation(const ObjectPtr& op_in, const std::string& what) {
+  ObjectPtr op = op_in;
+  if (!op) throw DriverError(GPUPROV_STATUS_FAILED, what + ": no operation in the answer");
+  const std::string name = json::Str(op, "name");
+  std::string path;
+  if (json::Has(op, "zone")) {
+    path = "zones/" + LastSegment(json::Str(op, "zone")) + "/operations/" + Encode(name);
+  } else if (json::Has(op, "region")) {
+    path = "regions/" + LastSegment(json::Str(op, "region")) + "/operations/" + Encode(name);
+  } else {
+    path = "global/operations/" + Encode(name);
+  }
+  const auto start = steady_clock::now();
+  auto last_progress = start;
+  while (json::Str(op, "status") != "DONE") {
+    const auto elapsed =
+        std::chrono::duration_cast<std::chrono::seconds>(steady_clock::now() - start);
+    if (elapsed >= operation_timeout_) {
+      throw DriverError(GPUPROV_STATUS_TRANSIENT,
+                        what + ": operation " + name + " is still " + json::Str(op, "status") +
+                            " after " + std::to_string(elapsed.count()) +
+                            " s; re-run to continue (gpuprov finds the VM by name)");
+    }
+    if (steady_clock::now() - last_progress >= std::chrono::seconds(15)) {
+      host_.Progress(what + ": operation " + json::Str(op, "status") + " (" +
+                     std::to_string(elapsed.count()) + " s)");
+      last_progress = steady_clock::now();
+    }
+    const auto until = steady_clock::now() + poll_interval_;
+    while (steady_clock::now() < until) {
+      if (host_.Cancelled()) throw DriverError(GPUPROV_STATUS_CANCELLED, what + ": cancelled");
+      std::this_thread::sleep_for(std::min(milliseconds(50), poll_interval_));
+    }
+    op = Call("GET", path, what + " (operation " + name + ")");
+    if (!op) throw DriverError(GPUPROV_STATUS_FAILED, what + ": empty operation");
+  }
+  return op;
+}
+
+std::vector<GcpDriver::ObjectPtr> GcpDriver::AggregatedInstances(const std::string& filter) {
+  std::vector<ObjectPtr> out;
+  std::string token;
+  for (int page = 0; page < kMaxPages; ++page) {
+    std::string path = "aggregated/instances?maxResults=500&returnPartialSuccess=true";
+    if (!filter.empty()) path += "&filter=" + Encode(filter);
+    if (!token.empty()) path += "&pageToken=" + Encode(token);
+    ObjectPtr doc = Call("GET", path, "list instances");
+    if (ObjectPtr items = json::Obj(doc, "items")) {
+      for (const auto& [scope, value] : *items) {
+        if (value.type() != typeid(Object::Ptr)) continue;
+        Array::Ptr list = json::Arr(value.extract<Object::Ptr>(), "instances");
+        for (size_t i = 0; list && i < list->size(); ++i) {
+          if (ObjectPtr inst = json::ObjAt(list, i)) out.push_back(inst);
+        }
+      }
+    }
+    token = json::Str(doc, "nextPageToken");
+    if (token.empty()) break;
+  }
+  return out;
+}
+
+GcpDriver::ObjectPtr GcpDriver::FindByName(const std::string& name, bool* foreign) {
+  if (foreign) *foreign = false;
+  for (const auto& inst : AggregatedInstances("name = \"" + name + "\"")) {
+    if (json::Str(inst, "name") != name) continue;
+    if (LabelOf(inst, kManagedLabel) == "1") return inst;
+    if (foreign) *foreign = true;
+  }
+  return nullptr;
+}
+
+GcpDriver::ObjectPtr GcpDriver::Resolve(const ObjectPtr& request) {
+  const std::string id = json::Str(request, "id");
+  const std::string name = json::Str(request, "name");
+  if (id.empty() && name.empty()) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "the request needs \"id\" or \"name\"");
+  }
+  // id = "<zone>/<name>": one direct read.
+  size_t slash = id.find('/');
+  if (slash != std::string::npos && slash > 0 && slash + 1 < id.size()) {
+    const std::string zone = id.substr(0, slash), iname = id.substr(slash + 1);
+    int status = 0;
+    ObjectPtr inst = Call("GET", "zones/" + Encode(zone) + "/instances/" + Encode(iname),
+                          "get instance " + iname, nullptr, {404}, &status);
+    if (status != 404 && inst && LabelOf(inst, kManagedLabel) == "1" &&
+        (name.empty() || json::Str(inst, "name") == name)) {
+      return inst;
+    }
+    if (name.empty()) return nullptr;
+  }
+  return FindByName(name.empty() ? id : name);
+}
+
+std::vector<std::string> GcpDriver::ZonesFor(const std::string& region,
+                                             const std::string& accelerator) {
+  std::vector<std::string> zones;
+  if (accelerator.empty()) {
+    ObjectPtr r = Call("GET", "regions/" + Encode(region), "get region " + region);
+    if (Array::Ptr list = json::Arr(r, "zones")) {
+      for (size_t i = 0; i < list->size(); ++i) {
+        zones.push_back(LastSegment(list->get(static_cast<unsigned>(i)).toString()));
+      }
+    }
+  } else {
+    ObjectPtr doc = Call(
+        "GET", "aggregated/acceleratorTypes?filter=" + Encode("name = \"" + accelerator + "\""),
+        "list zones with " + accelerator);
+    if (ObjectPtr items = json::Obj(doc, "items")) {
+      for (const auto& [scope, value] : *items) {
+        if (value.type() != typeid(Object::Ptr)) continue;
+        Array::Ptr list = json::Arr(value.extract<Object::Ptr>(), "acceleratorTypes");
+        for (size_t i = 0; list && i < list->size(); ++i) {
+          ObjectPtr a = json::ObjAt(list, i);
+          if (json::Str(a, "name") != accelerator) continue;
+          const std::string zone = LastSegment(json::Str(a, "zone"));
+          if (RegionOf(zone) == region) zones.push_back(zone);
+        }
+      }
+    }
+  }
+  std::sort(zones.begin(), zones.end());
+  zones.erase(std::unique(zones.begin(), zones.end()), zones.end());
+  return zones;
+}
+
+GcpDriver::ObjectPtr GcpDriver::GetFirewall(const std::string& vm_name) {
+  int status = 0;
+  ObjectPtr fw = Call("GET", "global/firewalls/" + Encode(FirewallName(vm_name)),
+                      "get firewall rule " + FirewallName(vm_name), nullptr, {404}, &status);
+  return status == 404 ? nullptr : fw;
+}
+
+void GcpDriver::EnsureFirewall(const std::string& vm_name, const std::vector<int>& ports_in) {
+  const std::string fw_name = FirewallName(vm_name);
+  std::vector<int> ports = WithSsh(ports_in);
+  ObjectPtr fw = GetFirewall(vm_name);
+  if (fw) {
+    std::set<int> open = AllowedTcpPorts(fw);
+    bool complete = true;
+    for (int p : ports) complete = complete && open.count(p) > 0;
+    if (complete) return;
+    for (int p : open) {
+      if (p <= 65535 && open.size() < 64) ports.push_back(p);
+    }
+    ports = WithSsh(ports);
+  }
+  Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  body->set("name", fw_name);
+  body->set("description", "gpuprov: inbound ports of VM " + vm_name);
+  body->set("network", "global/networks/" + network_);
+  body->set("direction", "INGRESS");
+  body->set("priority", 1000);
+  Array::Ptr sources = new Array();
+  sources->add("0.0.0.0/0");
+  body->set("sourceRanges", sources);
+  Array::Ptr targets = new Array();
+  targets->add(fw_name);
+  body->set("targetTags", targets);
+  Array::Ptr allowed = new Array();
+  Object::Ptr tcp = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  tcp->set("IPProtocol", "tcp");
+  Array::Ptr list = new Array();
+  for (int p : ports) list->add(std::to_string(p));
+  tcp->set("ports", list);
+  allowed->add(tcp);
+  body->set("allowed", allowed);
+  const std::string query = "?requestId=" + NewRequestId();
+  if (fw) {
+    host_.Progress("updating firewall rule " + fw_name + " (tcp " + PortList(ports) + ")");
+    ObjectPtr op = Call("PATCH", "global/firewalls/" + Encode(fw_name) + query,
+                        "update firewall rule " + fw_name, body);
+    OperationError err = ParseOperationError(WaitOperation(op, "update firewall rule " + fw_name));
+    if (err.code != "") {
+      throw DriverError(ClassifyOperationError(err.code),
+                        "update firewall rule " + fw_name + ": " + err.code + ": " + err.message);
+    }
+    return;
+  }
+  host_.Progress("creating firewall rule " + fw_name + " (tcp " + PortList(ports) +
+                 " from 0.0.0.0/0)");
+  int status = 0;
+  ObjectPtr op = Call("POST", "global/firewalls" + query, "create firewall rule " + fw_name, body,
+                      {409}, &status);
+  if (status == 409) {  // made in the meantime: check it has the ports
+    EnsureFirewall(vm_name, ports_in);
+    return;
+  }
+  OperationError err = ParseOperationError(WaitOperation(op, "create firewall rule " + fw_name));
+  if (err.code != "") {
+    throw DriverError(ClassifyOperationError(err.code),
+                      "create firewall rule " + fw_name + ": " + err.code + ": " + err.message);
+  }
+}
+
+bool GcpDriver::DeleteFirewall(const std::string& vm_name) {
+  const std::string fw_name = FirewallName(vm_name);
+  ObjectPtr fw = GetFirewall(vm_name);
+  if (!fw) return false;
+  // Only the rule gpuprov made: it targets the VM's own tag.
+  bool ours = false;
+  if (Array::Ptr tags = json::Arr(fw, "targetTags")) {
+    for (size_t i = 0; i < tags->size(); ++i) {
+      ours = ours || tags->get(static_cast<unsigned>(i)).toString() == fw_name;
+    }
+  }
+  if (!ours) {
+    host_.Warning("firewall rule " + fw_name + " does not target tag " + fw_name +
+                  "; gpuprov did not make it and leaves it");
+    return false;
+  }
+  host_.Progress("deleting firewall rule " + fw_name);
+  int status = 0;
+  ObjectPtr op =
+      Call("DELETE", "global/firewalls/" + Encode(fw_name) + "?requestId=" + NewRequestId(),
+           "delete firewall rule " + fw_name, nullptr, {404}, &status);
+  if (status == 404) return false;
+  OperationError err = ParseOperationError(WaitOperation(op, "delete firewall rule " + fw_name));
+  if (err.code != "") {
+    throw DriverError(ClassifyOperationError(err.code),
+                      "delete firewall rule " + fw_name + ": " + err.code + ": " + err.message);
+  }
+  return true;
+}
+
+bool GcpDriver::DeleteInstance(const std::string& zone, const std::string& name) {
+  int status = 0;
+  ObjectPtr op =
+      Call("DELETE",
+           "zones/" + Encode(zone) + "/instances/" + Encode(name) + "?requestId=" + NewRequestId(),
+           "delete instance " + name, nullptr, {404}, &status);
+  if (status == 404) return false;
+  OperationError err = ParseOperationError(WaitOperation(op, "delete instance " + name));
+  if (err.code != "" && err.code != "RESOURCE_NOT_FOUND") {
+    throw DriverError(ClassifyOperationError(err.code),
+                      "delete instance " + name + ": " + err.code + ": " + err.message);
+  }
+  return true;
+}
+
+GcpDriver::ObjectPtr GcpDriver::VmJson(const ObjectPtr& inst, const std::vector<int>& ports) const {
+  Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  const std::string zone = LastSegment(json::Str(inst, "zone"));
+  const std::string name = json::Str(inst, "name");
+  const std::string status = json::Str(inst, "status");
+  const std::string machine = LastSegment(json::Str(inst, "machineType"));
+  std::string accelerator;
+  int accelerator_count = 0;
+  if (ObjectPtr ga = json::ObjAt(json::Arr(inst, "guestAccelerators"), 0)) {
+    accelerator = LastSegment(json::Str(ga, "acceleratorType"));
+    accelerator_count = static_cast<int>(json::Int(ga, "acceleratorCount", 1));
+  }
+  std::string gpus;
+  if (auto m = MachineTypeByName(machine, accelerator); m && m->gpu_count > 0) {
+    gpus = m->gpu_type + ":" +
+           std::to_string(m->guest_accelerator && accelerator_count > 0 ? accelerator_count
+                                                                        : m->gpu_count);
+  } else if (!accelerator.empty()) {
+    gpus = accelerator + ":" + std::to_string(accelerator_count);
+  }
+  std::string public_ip;
+  if (ObjectPtr nic = json::ObjAt(json::Arr(inst, "networkInterfaces"), 0)) {
+    if (ObjectPtr ac = json::ObjAt(json::Arr(nic, "accessConfigs"), 0)) {
+      public_ip = json::Str(ac, "natIP");
+    }
+  }
+  std::string user = SshUserOf(MetadataValue(inst, kSshKeysKey));
+  const std::string state = StateOf(status);
+  std::string message = json::Str(inst, "statusMessage");
+  if (status == "TERMINATED" && message.empty()) {
+    message =
+        "TERMINATED: the instance is stopped (not deleted); start it in the console, or "
+        "gpuprov down removes it";
+  }
+  vm->set("id", zone + "/" + name);
+  vm->set("name", name);
+  vm->set("state", state);
+  vm->set("public_ip", public_ip);
+  vm->set("ssh_port", 22);
+  vm->set("ssh_user", user.empty() ? ssh_user_ : user);
+  vm->set("region", zone);
+  vm->set("instance_type", machine);
+  // The boot image is not on the instance (only on its disk): not reported.
+  vm->set("image", std::string());
+  vm->set("gpus", gpus);
+  vm->set("created_at", json::Str(inst, "creationTimestamp"));
+  vm->set("message", state == "running" || state == "pending"
+                         ? std::string()
+                         : status + (message.empty() ? "" : ": " + message));
+  Object::Ptr port_map = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  for (int p : ports) port_map->set(std::to_string(p), p);
+  vm->set("ports", port_map);
+  Object::Ptr tags = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  if (ObjectPtr labels = json::Obj(inst, "labels")) {
+    for (const auto& [k, v] : *labels)
+      tags->set(k, v.isEmpty() ? std::string() : v.convert<std::string>());
+  }
+  vm->set("tags", tags);
+  return vm;
+}
+
+std::string GcpDriver::Check(const std::string& /*request_json*/) {
+  const std::string& project = Project();
+  ObjectPtr p = Call("GET", "/compute/v1/projects/" + Encode(project), "read project " + project);
+  const GoogleCredentials& c = Tokens().credentials();
+  Object result(Poco::JSON_PRESERVE_KEY_ORDER);
+  std::string who = c.client_email.empty() ? "user credentials" : c.client_email;
+  const std::string name = json::Str(p, "name");
+  result.set("account", (name.empty() ? project : name) + " / " + who);
+  result.set("user_data_limit", static_cast<int64_t>(kMaxMetadataValueBytes));
+  result.set("credentials_from", c.origin);
+  result.set("endpoint", endpoint_);
+  return json::Stringify(result);
+}
+
+std::string GcpDriver::Offers(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the offers request");
+  std::optional<GpuRequest> gpu = ParseGpu(request);
+  std::string location = json::Str(request, "region");
+  if (location.empty()) location = default_region_;
+  Array::Ptr offers = new Array();
+  Object result;
+  result.set("offers", offers);
+  std::optional<GceMachineType> mt =
+      gpu ? MachineTypeForGpu(gpu->type, gpu->count) : CpuMachineType();
+  if (!mt) {
+    host_.Warning(NotOfferedMessage(gpu->type, gpu->count));
+    return json::Stringify(result);
+  }
+  // The zones of the region that have the GPU (acceleratorTypes); capacity is only learnt
+  // at create time (reference §3.7).
+  std::vector<std::string> zones;
+  try {
+    zones = ZonesFor(RegionOf(location), mt->accelerator);
+    if (IsZone(location)) {
+      const bool listed = std::find(zones.begin(), zones.end(), location) != zones.end();
+      zones = listed ? std::vector<std::string>{location} : std::vector<std::string>{};
+    }
+  } catch (const DriverError& e) {
+    if (e.status() == GPUPROV_STATUS_AUTH || e.status() == GPUPROV_STATUS_CANCELLED ||
+        e.status() == GPUPROV_STATUS_INVALID_INPUT) {
+      throw;
+    }
+    host_.Debug(std::string("zone list unavailable: ") + e.what());
+    zones = {location};
+  }
+  if (zones.empty()) {
+    host_.Warning(location + " has no zone with " +
+                  (mt->accelerator.empty() ? std::string("machine type ") + mt->machine_type
+                                           : mt->accelerator) +
+                  "; try another --region");
+    return json::Stringify(result);
+  }
+  Object::Ptr o = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  o->set("instance_type", mt->machine_type);
+  if (mt->gpu_count > 0) {
+    o->set("gpu_type", mt->gpu_type);
+  } else {
+    o->set("gpu_type", Poco::Dynamic::Var());
+  }
+  o->set("gpu_count", mt->gpu_count);
+  o->set("region", location);
+  o->set("price_per_hour", mt->price_per_hour);
+  Array::Ptr zone_list = new Array();
+  for (const auto& z : zones) zone_list->add(z);
+  o->set("zones", zone_list);
+  offers->add(o);
+  return json::Stringify(result);
+}
+
+std::string GcpDriver::Create(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the create request");
+  const std::string name = json::Str(request, "name");
+  ValidateVmName(name);
+  const std::string user_data = json::Str(request, "user_data");
+  CheckUserData(user_data);
+  const std::string public_key = json::Str(request, "ssh_public_key");
+  if (drivers::TrimSpace(public_key).empty()) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "ssh_public_key is required: Compute Engine takes the login key from the "
+                      "ssh-keys metadata item");
+  }
+  const std::string ssh_keys = SshKeysEntry(ssh_user_, public_key);
+  const std::vector<int> ports = WithSsh(PortsOf(request, "open_ports"));
+
+  std::optional<GpuRequest> gpu = ParseGpu(request);
+  const std::string instance_type = json::Str(request, "instance_type");
+  GceMachineType mt;
+  if (gpu) {
+    std::optional<GceMachineType> m = MachineTypeForGpu(gpu->type, gpu->count);
+    if (!m)
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT, NotOfferedMessage(gpu->type, gpu->count));
+    if (!instance_type.empty() && instance_type != m->machine_type) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "machine type " + instance_type + " does not have " + gpu->type + ":" +
+                            std::to_string(gpu->count) + " (that is " + m->machine_type + ")");
+    }
+    mt = *m;
+  } else if (!instance_type.empty()) {
+    std::optional<GceMachineType> m = MachineTypeByName(instance_type);
+    if (m && m->guest_accelerator) m.reset();  // an N1 type without a GPU request: plain
+    mt = m ? *m : GceMachineType{"", 0, instance_type, "", false, 0};
+  } else {
+    mt = CpuMachineType();
+  }
+  const bool has_gpu = mt.gpu_count > 0;
+  std::string location = json::Str(request, "region");
+  if (location.empty()) location = default_region_;
+  std::string image = json::Str(request, "image");
+  if (image.empty()) image = json::Str(config_, "image");
+  if (image.empty()) image = has_gpu ? kGpuImage : kCpuImage;
+  if (image.find('/') == std::string::npos) image = "global/images/" + image;
+  const long long disk_gb = json::Int(request, "disk_gb", 0) > 0 ? json::Int(request, "disk_gb", 0)
+                                                                 : (has_gpu ? 100 : 20);
+
+  // Idempotent by name: a VM of that name (any zone) is returned, not duplicated.
+  bool foreign = false;
+  if (ObjectPtr existing = FindByName(name, &foreign)) {
+    host_.Info("instance " + name + " exists (" + LastSegment(json::Str(existing, "zone")) + ", " +
+               json::Str(existing, "status") + ")");
+    EnsureFirewall(name, ports);
+    Object result(Poco::JSON_PRESERVE_KEY_ORDER);
+    result.set("vm", VmJson(existing, ports));
+    result.set("existing", true);
+    return json::Stringify(result);
+  }
+  if (foreign) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "an instance named " + name + " exists in project " + Project() +
+                          " that gpuprov did not create (no label gpuprov=1); choose another "
+                          "VM name");
+  }
+
+  std::vector<std::string> zones;
+  if (IsZone(location)) {
+    zones = {location};
+  } else {
+    zones = ZonesFor(location, mt.accelerator);
+    if (zones.empty()) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "no zone of " + location + " offers " +
+                            (mt.accelerator.empty() ? mt.machine_type : mt.accelerator) +
+                            "; choose another --region");
+    }
+  }
+
+  // The firewall rule first: the instance carries its tag from the start.
+  EnsureFirewall(name, ports);
+  auto forget_firewall = [&] {
+    try {
+      DeleteFirewall(name);
+    } catch (const std::exception& e) {
+      host_.Warning("could not remove firewall rule " + FirewallName(name) + ": " + e.what() +
+                    "; `gpuprov down " + name + " --cloud gcp` retries");
+    }
+  };
+
+  std::vector<std::string> stockouts;
+  std::vector<std::string> suggested;
+  std::string last_capacity;
+  for (const auto& zone : zones) {
+    Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    body->set("name", name);
+    body->set("machineType", "zones/" + zone + "/machineTypes/" + mt.machine_type);
+    if (mt.guest_accelerator) {
+      Array::Ptr accs = new Array();
+      Object::Ptr a = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+      a->set("acceleratorType", "zones/" + zone + "/acceleratorTypes/" + mt.accelerator);
+      a->set("acceleratorCount", mt.gpu_count);
+      accs->add(a);
+      body->set("guestAccelerators", accs);
+    }
+    if (has_gpu) {
+      // GPUs cannot live-migrate (reference §3.1).
+      Object::Ptr scheduling = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+      scheduling->set("onHostMaintenance", "TERMINATE");
+      scheduling->set("automaticRestart", true);
+      body->set("scheduling", scheduling);
+    }
+    Array::Ptr disks = new Array();
+    Object::Ptr disk = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    disk->set("boot", true);
+    disk->set("autoDelete", true);
+    Object::Ptr init = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    init->set("sourceImage", image);
+    init->set("diskSizeGb", std::to_string(disk_gb));
+    init->set("diskType", "zones/" + zone + "/diskTypes/pd-balanced");
+    disk->set("initializeParams", init);
+    disks->add(disk);
+    body->set("disks", disks);
+    Array::Ptr nics = new Array();
+    Object::Ptr nic = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    nic->set("network", "global/networks/" + network_);
+    if (!subnetwork_.empty()) {
+      nic->set("subnetwork", subnetwork_.find('/') == std::string::npos
+                                 ? "regions/" + RegionOf(zone) + "/subnetworks/" + subnetwork_
+                                 : subnetwork_);
+    }
+    Array::Ptr access = new Array();
+    Object::Ptr nat = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    nat->set("type", "ONE_TO_ONE_NAT");
+    nat->set("name", "External NAT");
+    access->add(nat);
+    nic->set("accessConfigs", access);
+    nics->add(nic);
+    body->set("networkInterfaces", nics);
+    Array::Ptr items = new Array();
+    items->add(Item(kSshKeysKey, ssh_keys));
+    items->add(Item("enable-oslogin", "FALSE"));  // keys from metadata only (reference §3.6)
+    if (!user_data.empty()) items->add(Item(kUserDataKey, user_data));
+    Object::Ptr metadata = new Object();
+    metadata->set("items", items);
+    body->set("metadata", metadata);
+    Object::Ptr labels = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    if (ObjectPtr user_tags = json::Obj(request, "tags")) {
+      for (const auto& [k, v] : *user_tags) {
+        const std::string key = LabelKey(k);
+        if (key.empty()) continue;
+        labels->set(key, LabelValue(v.isEmpty() ? "" : v.convert<std::string>()));
+      }
+    }
+    labels->set(kManagedLabel, "1");
+    labels->set(kNameLabel, name);
+    body->set("labels", labels);
+    Object::Ptr tags = new Object();
+    Array::Ptr tag_items = new Array();
+    tag_items->add(FirewallName(name));
+    tags->set("items", tag_items);
+    body->set("tags", tags);
+
+    host_.Progress("creating instance " + name + " (" + mt.machine_type +
+                   (mt.guest_accelerator
+                        ? " + " + std::to_string(mt.gpu_count) + "x " + mt.accelerator
+                        : std::string()) +
+                   " in " + zone + ")");
+    int status = 0;
+    ObjectPtr op;
+    try {
+      // The same requestId on every retry of this request: GCE runs it once (reference §2).
+      op = Call("POST", "zones/" + zone + "/instances?requestId=" + NewRequestId(),
+                "create instance " + name, body, {409}, &status);
+    } catch (const DriverError&) {
+      forget_firewall();
+      throw;
+    }
+    if (status == 409) {  // made in the meantime (another gpuprov run)
+      if (ObjectPtr existing = FindByName(name)) {
+        Object result(Poco::JSON_PRESERVE_KEY_ORDER);
+        result.set("vm", VmJson(existing, ports));
+        result.set("existing", true);
+        return json::Stringify(result);
+      }
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "instance " + name + " exists in " + zone +
+                            " but is not gpuprov's; choose another VM name");
+    }
+    ObjectPtr done = WaitOperation(op, "create instance " + name);
+    OperationError err = ParseOperationError(done);
+    const std::string inst_path = "zones/" + zone + "/instances/" + Encode(name);
+    if (err.code.empty()) {
+      ObjectPtr inst = Call("GET", inst_path, "get instance " + name, nullptr, {404}, &status);
+      if (status == 404) {
+        forget_firewall();
+        throw DriverError(GPUPROV_STATUS_FAILED,
+                          "instance " + name +
+                              " disappeared right after its create operation "
+                              "finished in " +
+                              zone + "; re-run to try again");
+      }
+      host_.Info("instance " + name + " created in " + zone);
+      Object result(Poco::JSON_PRESERVE_KEY_ORDER);
+      result.set("vm", VmJson(inst, ports));
+      result.set("existing", false);
+      return json::Stringify(result);
+    }
+    // A failed insert may leave the instance visible for a moment (reference §8): make sure
+    // it is gone before going on.
+    try {
+      ObjectPtr left = Call("GET", inst_path, "get instance " + name, nullptr, {404}, &status);
+      if (status != 404 && left) DeleteInstance(zone, name);
+    } catch (const DriverError& e) {
+      host_.Warning("could not check that failed instance " + name + " is gone: " + e.what());
+    }
+    const gpuprov_type_status st = ClassifyOperationError(err.code);
+    if (st == GPUPROV_STATUS_CAPACITY) {
+      host_.Info(zone + " has no capacity for " + mt.machine_type + " (" + err.code + ")");
+      stockouts.push_back(zone);
+      last_capacity = err.code + ": " + err.message;
+      for (const auto& z : err.zones_available) suggested.push_back(z);
+      continue;
+    }
+    forget_firewall();
+    if (st == GPUPROV_STATUS_QUOTA) {
+      throw DriverError(st,
+                        "create instance " + name + " in " + zone + ": " + err.code + ": " +
+                            NoFullStop(err.message) +
+                            ". Request more quota (IAM & Admin > Quotas) or choose another region");
+    }
+    if (err.code == "RESOURCE_NOT_FOUND") {
+      throw DriverError(GPUPROV_STATUS_FAILED,
+                        "instance " + name + " disappeared while it was being created in " + zone +
+                            " (" + err.code + ": " + err.message + "); re-run to try again");
+    }
+    throw DriverError(
+        st, "create instance " + name + " in " + zone + ": " + err.code + ": " + err.message);
+  }
+  forget_firewall();
+  // GCE's zonesAvailable hints, less the zones just tried.
+  std::sort(suggested.begin(), suggested.end());
+  suggested.erase(std::unique(suggested.begin(), suggested.end()), suggested.end());
+  suggested.erase(std::remove_if(suggested.begin(), suggested.end(),
+                                 [&](const std::string& z) {
+                                   return std::find(stockouts.begin(), stockouts.end(), z) !=
+                                          stockouts.end();
+                                 }),
+                  suggested.end());
+  throw DriverError(GPUPROV_STATUS_CAPACITY,
+                    "no capacity for " + mt.machine_type + " in " + Join(stockouts) + " (" +
+                        last_capacity + ")" +
+                        (suggested.empty() ? "" : "; Compute Engine suggests " + Join(suggested)) +
+                        ". Try again later or another --region");
+}
+
+std::string GcpDriver::Get(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the get request");
+  ObjectPtr inst = Resolve(request);
+  if (!inst) {
+    const std::string id = json::Str(request, "id"), name = json::Str(request, "name");
+    throw DriverError(GPUPROV_STATUS_NOT_FOUND,
+                      "no gpuprov instance " + (name.empty() ? "with id " + id : "named " + name) +
+                          " in project " + Project());
+  }
+  Object result;
+  result.set("vm", VmJson(inst, {22}));
+  return json::Stringify(result);
+}
+
+std::string GcpDriver::List(const std::string& /*request_json*/) {
+  Array::Ptr vms = new Array();
+  for (const auto& inst :
+       AggregatedInstances(std::string("labels.") + kManagedLabel + " = \"1\"")) {
+    if (LabelOf(inst, kManagedLabel) == "1") vms->add(VmJson(inst, {22}));
+  }
+  Object result;
+  result.set("vms", vms);
+  return json::Stringify(result);
+}
+
+std::string GcpDriver::Delete(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the delete request");
+  ObjectPtr inst = Resolve(request);
+  std::string name = json::Str(request, "name");
+  bool deleted = false;
+  if (inst) {
+    name = json::Str(inst, "name");
+    const std::string zone = LastSegment(json::Str(inst, "zone"));
+    host_.Progress("deleting instance " + name + " in " + zone);
+    deleted = DeleteInstance(zone, name);
+  }
+  // The firewall rule of this VM name, also when the instance was already gone.
+  if (!name.empty()) {
+    try {
+      ValidateVmName(name);
+      DeleteFirewall(name);
+    } catch (const DriverError& e) {
+      if (e.status() != GPUPROV_STATUS_INVALID_INPUT) throw;
+    }
+  }
+  Object result;
+  result.set("deleted", deleted);
+  return json::Stringify(result);
+}
+
+std::string GcpDriver::OpenPorts(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the open_ports request");
+  std::vector<int> ports = PortsOf(request, "ports");
+  ObjectPtr inst = Resolve(request);
+  if (!inst) {
+    throw DriverError(
+        GPUPROV_STATUS_NOT_FOUND,
+        "no gpuprov instance with id " + json::Str(request, "id") + " in project " + Project());
+  }
+  EnsureFirewall(json::Str(inst, "name"), ports);
+  return "{}";
+}
+
+}  // namespace gpuprov::gcp
+
+GPUPROV_DRIVER(gpuprov::gcp::GcpDriver)

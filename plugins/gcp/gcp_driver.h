@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The "gcp" driver: Compute Engine VMs over the Compute REST API v1 (clouds/gcp.md).
+//
+// Settings (docs/driver-protocol.md, init): "endpoint" (default
+// https://compute.googleapis.com, from GPUPROV_GCP_ENDPOINT; "/compute/v1" is appended;
+// http:// only for a loopback emulator); config keys:
+//   project           project id (else $GOOGLE_CLOUD_PROJECT, $CLOUDSDK_CORE_PROJECT, the
+//                     key's project_id, gcloud's active configuration)
+//   region            region (or zone) when the request names none (default us-central1)
+//   credentials_file  a service-account key or ADC file (else
+//                     $GOOGLE_APPLICATION_CREDENTIALS, else gcloud's ADC file)
+//   network           VPC network (default "default"); subnetwork: optional
+//   ssh_user          the user named in the ssh-keys metadata (default ubuntu)
+//   image             boot image when the request names none
+//   poll_interval_ms  operation polling interval (default 2000)
+//   operation_timeout_seconds  longest wait for one operation (default 900)
+//   retry             {max_attempts, base_delay_ms, max_delay_ms, max_retry_after_ms,
+//                      total_budget_ms, attempt_timeout_ms}
+// What it creates per VM: the instance (labels gpuprov=1, gpuprov-name=<name>, network tag
+// gpuprov-<name>) and the firewall rule gpuprov-<name> targeting that tag. See README.md.
+#pragma once
+
+#include <Poco/JSON/Object.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gce_machine_types.h"
+#include "gcp_auth.h"
+#include "gpuprov/sdk.hpp"
+#include "http_client.h"
+
+namespace gpuprov::gcp {
+
+class GcpDriver {
+ public:
+  static constexpr const char* kName = "gcp";
+  static constexpr const char* kVersion = "0.1.0";
+  static constexpr const char* kDescription =
+      "Google Compute Engine (REST v1): instances, firewall rules, OAuth2 service accounts";
+  static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
+                                            GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES;
+
+  explicit GcpDriver(const gpuprov::sdk::InitContext& ctx);
+
+  std::string Check(const std::string& request_json);
+  std::string Offers(const std::string& request_json);
+  std::string Create(const std::string& request_json);
+  std::string Get(const std::string& request_json);
+  std::string List(const std::string& request_json);
+  std::string Delete(const std::string& request_json);
+  std::string OpenPorts(const std::string& request_json);
+
+ private:
+  using ObjectPtr = Poco::JSON::Object::Ptr;
+
+  /// One Compute API call; `path` is under /compute/v1/projects/<project> unless it starts
+  /// with "/". Refreshes the token once on 401, retries 403 rate limits with backoff, maps
+  /// other failures to DriverError; statuses in `allow` are returned as-is (*status set).
+  ObjectPtr Call(const std::string& method, const std::string& path, const std::string& what,
+                 const ObjectPtr& body = nullptr, const std::set<int>& allow = {},
+                 int* status = nullptr);
+  /// Polls an operation until DONE (bounded); returns the finished operation.
+  ObjectPtr WaitOperation(const ObjectPtr& op, const std::string& what);
+
+  TokenSource& Tokens();
+  const std::string& Project();
+
+  /// The gpuprov instance called name (any zone), or nullptr; with `foreign`, reports a
+  /// same-named instance without the gpuprov label there.
+  ObjectPtr FindByName(const std::string& name, bool* foreign = nullptr);
+  /// The instance a get/delete/open_ports request names by "id" (zone/name) or "name".
+  ObjectPtr Resolve(const ObjectPtr& request);
+  /// Every instance matching `filter` over all zones (aggregated list, paginated).
+  std::vector<ObjectPtr> AggregatedInstances(const std::string& filter);
+
+  /// The zones of a region that have `accelerator` ("" = every zone of the region, UP).
+  std::vector<std::string> ZonesFor(const std::string& region, const std::string& accelerator);
+
+  ObjectPtr GetFirewall(const std::string& vm_name);
+  /// Creates or widens the firewall rule of a VM so `ports` are open (tcp, 0.0.0.0/0).
+  void EnsureFirewall(const std::string& vm_name, const std::vector<int>& ports);
+  /// Deletes the VM's firewall rule if gpuprov made it; true when one was deleted.
+  bool DeleteFirewall(const std::string& vm_name);
+  /// Deletes an instance and waits; false when it was already gone.
+  bool DeleteInstance(const std::string& zone, const std::string& name);
+
+  ObjectPtr VmJson(const ObjectPtr& instance, const std::vector<int>& ports) const;
+
+  gpuprov::sdk::Host host_;
+  std::string endpoint_;
+  ObjectPtr config_;
+  std::string default_region_;
+  std::string ssh_user_;
+  std::string network_;
+  std::string subnetwork_;
+  std::chrono::milliseconds poll_interval_{2000};
+  std::chrono::seconds operation_timeout_{900};
+  drivers::RetryPolicy policy_;
+  std::unique_ptr<drivers::HttpClient> http_;
+  std::unique_ptr<TokenSource> tokens_;
+  std::string project_;
+};
+
+}  // namespace gpuprov::gcp

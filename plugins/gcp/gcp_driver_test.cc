@@ -1,0 +1,513 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Loads the BUILT driver .so with dlopen, as the host does, and drives it through the C
+// vtable against the GCE emulator (tests/emulators, `gpuprov-emulator --backend memory
+// --clouds gcp`) started as a child process, with the service-account key the emulator
+// issues. Talks only to 127.0.0.1.
+#include <Poco/Crypto/EVPPKey.h>
+#include <Poco/Crypto/RSAKey.h>
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+#include <Poco/JSON/Parser.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "credentials.h"
+#include "driver_test_util.h"
+#include "gcp_auth.h"
+#include "gpuprov/driver_abi.h"
+
+namespace gpuprov::gcp {
+namespace {
+
+using drivers::testing::EmulatorProcess;
+using drivers::testing::HttpReply;
+using drivers::testing::LoadDriverDescriptor;
+using drivers::testing::LoadedDriver;
+using drivers::testing::OpResult;
+using drivers::testing::ScopedEnv;
+using drivers::testing::ScopedTempDir;
+using Poco::JSON::Array;
+using Poco::JSON::Object;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+constexpr const char* kKey =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJUeW8OWN9ub68dw8qD7cVkpP5fX+R7F0nbhoeOp4EjF test@gpuprov";
+
+Object::Ptr ParseJson(const std::string& text) {
+  Poco::JSON::Parser parser;
+  return parser.parse(text).extract<Object::Ptr>();
+}
+
+std::string Stringify(const Object::Ptr& o) {
+  std::ostringstream s;
+  o->stringify(s);
+  return s.str();
+}
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+const gpuprov_type_driver_descriptor* Descriptor() {
+  return LoadDriverDescriptor(GPUPROV_GCP_DRIVER_PATH);
+}
+
+class Driver : public LoadedDriver {
+ public:
+  explicit Driver(const std::string& config) : LoadedDriver(GPUPROV_GCP_DRIVER_PATH, config) {}
+};
+
+// --- no emulator needed -----------------------------------------------------
+
+TEST(GcpDescriptor, IdentityAndCapabilities) {
+  const gpuprov_type_driver_descriptor* d = Descriptor();
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->magic, GPUPROV_DRIVER_MAGIC);
+  EXPECT_STREQ(d->name, "gcp");
+  EXPECT_EQ(d->capabilities,
+            static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
+                                  GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES));
+  for (auto fn : {d->vtable->check, d->vtable->offers, d->vtable->create, d->vtable->get,
+                  d->vtable->list, d->vtable->delete_vm, d->vtable->open_ports}) {
+    EXPECT_NE(fn, nullptr);
+  }
+}
+
+TEST(GcpDescriptor, RefusesPlainHttpToANonLoopbackEndpoint) {
+  Driver driver(R"({"endpoint":"http://compute.googleapis.com","config":{}})");
+  EXPECT_EQ(driver.init_status(), GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_TRUE(Contains(driver.init_error(), "loopback")) << driver.init_error();
+}
+
+TEST(GcpDescriptor, NoCredentialsIsAuthBeforeAnyNetworkCall) {
+  ScopedTempDir dir("gcp-nocreds");
+  ScopedEnv no_gac("GOOGLE_APPLICATION_CREDENTIALS", nullptr);
+  ScopedEnv no_gcloud("CLOUDSDK_CONFIG", dir.path().c_str());
+  Driver driver(R"({"endpoint":"","config":{}})");
+  ASSERT_EQ(driver.init_status(), GPUPROV_STATUS_OK) << driver.init_error();
+  OpResult r = driver.Check();
+  EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r;
+  EXPECT_TRUE(Contains(r.error, "GOOGLE_APPLICATION_CREDENTIALS")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "application-default login")) << r.error;
+}
+
+TEST(GcpDescriptor, InvalidNamesAndOversizedUserDataAreRefusedFirst) {
+  Driver driver(R"({"endpoint":"http://127.0.0.1:9","config":{}})");
+  OpResult bad = driver.Create(R"({"name":"Bad_Name","ssh_public_key":"ssh-ed25519 AAAA x"})");
+  EXPECT_EQ(bad.status, GPUPROV_STATUS_INVALID_INPUT) << bad;
+  Object::Ptr req = new Object();
+  req->set("name", "big");
+  req->set("ssh_public_key", kKey);
+  req->set("user_data", std::string(262145, 'x'));
+  OpResult big = driver.Create(Stringify(req));
+  EXPECT_EQ(big.status, GPUPROV_STATUS_INVALID_INPUT) << big;
+  EXPECT_TRUE(Contains(big.error, "262144")) << big.error;
+}
+
+// --- the emulator -----------------------------------------------------------
+
+// The emulator as a child process (memory backend, gcp only); it writes its service-account
+// key to key_path at start.
+class GceEmulator {
+ public:
+  bool Start(std::string* problem) {
+    key_path_ = (dir_.path() / "key.json").string();
+    return process_.Start(GPUPROV_EMULATOR_PATH,
+                          {"--backend", "memory", "--clouds", "gcp", "--boot-seconds", "1"},
+                          {{"GOOGLE_APPLICATION_CREDENTIALS", key_path_}}, {"gcp"}, problem);
+  }
+  const std::string& key_path() const { return key_path_; }
+  std::string url() const { return process_.Url("gcp"); }
+  const std::filesystem::path& dir() const { return dir_.path(); }
+
+  void Reset() { process_.Control("POST", "/reset", R"({"cloud":"gcp"})"); }
+  void Fault(const std::string& json_fields) {
+    auto [status, body] =
+        process_.Control("POST", "/faults", R"({"cloud":"gcp",)" + json_fields + "}");
+    EXPECT_EQ(status, 200) << body;
+  }
+  void Settings(const std::string& json_fields) {
+    auto [status, body] =
+        process_.Control("POST", "/settings", R"({"cloud":"gcp",)" + json_fields + "}");
+    EXPECT_EQ(status, 200) << body;
+  }
+  int Count(const std::string& what) {
+    auto [status, body] = process_.Control("GET", "/counts?cloud=gcp");
+    EXPECT_EQ(status, 200) << body;
+    return ParseJson(body)->getValue<int>(what);
+  }
+  // "METHOD path -> status" of every request so far.
+  std::vector<std::string> Requests() {
+    auto [status, body] = process_.Control("GET", "/requests?cloud=gcp");
+    std::vector<std::string> out;
+    Array::Ptr list = ParseJson(body)->getArray("requests");
+    for (size_t i = 0; i < list->size(); ++i) {
+      Object::Ptr r = list->getObject(i);
+      out.push_back(r->getValue<std::string>("method") + " " + r->getValue<std::string>("path") +
+                    " -> " + std::to_string(r->getValue<int>("status")));
+    }
+    return out;
+  }
+  void ClearRequests() { process_.Control("DELETE", "/requests?cloud=gcp"); }
+
+ private:
+  ScopedTempDir dir_{"gcp-emu"};
+  std::string key_path_;
+  EmulatorProcess process_;
+};
+
+int CountMatching(const std::vector<std::string>& lines, const std::string& needle) {
+  int n = 0;
+  for (const auto& l : lines) n += Contains(l, needle) ? 1 : 0;
+  return n;
+}
+
+class GcpEmulatorTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    emulator_ = new GceEmulator();
+    if (!emulator_->Start(&problem_)) {
+      delete emulator_;
+      emulator_ = nullptr;
+    }
+  }
+  static void TearDownTestSuite() {
+    delete emulator_;
+    emulator_ = nullptr;
+  }
+  void SetUp() override {
+    if (emulator_ == nullptr) GTEST_SKIP() << problem_;
+    emulator_->Reset();
+    creds_ = std::make_unique<ScopedEnv>("GOOGLE_APPLICATION_CREDENTIALS",
+                                         emulator_->key_path().c_str());
+    project_ = std::make_unique<ScopedEnv>("GOOGLE_CLOUD_PROJECT", nullptr);
+  }
+  void TearDown() override {
+    creds_.reset();
+    project_.reset();
+  }
+
+  static std::string Config(const std::string& extra_config = "") {
+    return R"({"endpoint":")" + emulator_->url() +
+           R"(","config":{"poll_interval_ms":100,"retry":{"max_attempts":5,"base_delay_ms":5,)"
+           R"("max_delay_ms":50,"max_retry_after_ms":100,"total_budget_ms":20000,)"
+           R"("attempt_timeout_ms":10000})" +
+           extra_config + "}}";
+  }
+
+  static std::string CreateRequest(const std::string& name, const std::string& gpu = "L4",
+                                   std::vector<int> ports = {22, 6443, 80, 443},
+                                   const std::string& region = "") {
+    Object::Ptr req = new Object();
+    req->set("name", name);
+    req->set("region", region);
+    req->set("instance_type", "");
+    if (!gpu.empty()) {
+      Object::Ptr g = new Object();
+      g->set("type", gpu);
+      g->set("count", 1);
+      req->set("gpu", g);
+    }
+    req->set("image", "");
+    req->set("ssh_public_key", kKey);
+    req->set("user_data", "#!/bin/bash\necho hi\n");
+    Object::Ptr tags = new Object();
+    tags->set("gpuprov", "1");
+    tags->set("gpuprov-name", name);
+    tags->set("Team", "ML");
+    req->set("tags", tags);
+    Array::Ptr p = new Array();
+    for (int port : ports) p->add(port);
+    req->set("open_ports", p);
+    return Stringify(req);
+  }
+
+  static Object::Ptr WaitRunning(Driver& driver, const std::string& id) {
+    const auto deadline = steady_clock::now() + std::chrono::seconds(30);
+    while (steady_clock::now() < deadline) {
+      OpResult r = driver.Get(R"({"id":")" + id + R"("})");
+      EXPECT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+      if (r.status != GPUPROV_STATUS_OK) return nullptr;
+      Object::Ptr vm = r.Vm();
+      if (vm->getValue<std::string>("state") == "running" &&
+          !vm->getValue<std::string>("public_ip").empty()) {
+        return vm;
+      }
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+    ADD_FAILURE() << "instance " << id << " did not become running";
+    return nullptr;
+  }
+
+  // The firewall rule as the API shows it (with a token of the emulator's key).
+  static Object::Ptr Firewall(const std::string& name) {
+    std::optional<GoogleCredentials> creds = FindCredentials(emulator_->key_path());
+    TokenSource tokens(*creds, drivers::RetryPolicy::Fast(), gpuprov::sdk::Host());
+    HttpReply r =
+        drivers::testing::LoopbackHttp("GET",
+                                       emulator_->url() + "/compute/v1/projects/" +
+                                           creds->project_id + "/global/firewalls/" + name,
+                                       "", {{"Authorization", "Bearer " + tokens.Token()}});
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.status == 200 ? r.Doc() : nullptr;
+  }
+
+  static std::vector<std::string> FirewallPorts(const std::string& name) {
+    std::vector<std::string> out;
+    Object::Ptr fw = Firewall(name);
+    if (!fw) return out;
+    Array::Ptr ports = fw->getArray("allowed")->getObject(0)->getArray("ports");
+    for (size_t i = 0; i < ports->size(); ++i) out.push_back(ports->get(i).toString());
+    return out;
+  }
+
+  static GceEmulator* emulator_;
+  static std::string problem_;
+  std::unique_ptr<ScopedEnv> creds_, project_;
+};
+
+GceEmulator* GcpEmulatorTest::emulator_ = nullptr;
+std::string GcpEmulatorTest::problem_;
+
+TEST_F(GcpEmulatorTest, CheckNamesTheProjectAndTheUserDataLimit) {
+  Driver driver(Config());
+  OpResult r = driver.Check();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r << "\n" << driver.host().All();
+  EXPECT_EQ(r.Doc()->getValue<std::string>("account"),
+            "gpuprov-emulator / gpuprov-emulator@gpuprov-emulator.iam.gserviceaccount.com");
+  EXPECT_EQ(r.Doc()->getValue<int>("user_data_limit"), 262144);
+  EXPECT_FALSE(Contains(r.json, "PRIVATE KEY"));
+  EXPECT_FALSE(Contains(driver.host().All(), "PRIVATE KEY"));
+  EXPECT_FALSE(Contains(driver.host().All(), "ya29."));
+}
+
+TEST_F(GcpEmulatorTest, OffersAreTheZonesOfTheRegionThatHaveTheGpu) {
+  Driver driver(Config());
+  OpResult r = driver.Offers(R"({"gpu":{"type":"L4","count":1},"region":"us-central1"})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  Array::Ptr offers = r.Doc()->getArray("offers");
+  ASSERT_EQ(offers->size(), 1u) << r.json;
+  Object::Ptr o = offers->getObject(0);
+  EXPECT_EQ(o->getValue<std::string>("instance_type"), "g2-standard-4");
+  EXPECT_EQ(o->getValue<std::string>("region"), "us-central1");
+  EXPECT_EQ(o->getArray("zones")->size(), 3u) << r.json;
+  OpResult f = driver.Offers(R"({"gpu":{"type":"L4","count":1},"region":"us-central1-f"})");
+  ASSERT_EQ(f.status, GPUPROV_STATUS_OK) << f;
+  EXPECT_EQ(f.Doc()->getArray("offers")->size(), 0u);
+  OpResult amd = driver.Offers(R"({"gpu":{"type":"MI300X","count":1},"region":""})");
+  ASSERT_EQ(amd.status, GPUPROV_STATUS_OK) << amd;
+  EXPECT_EQ(amd.Doc()->getArray("offers")->size(), 0u);
+  EXPECT_TRUE(Contains(driver.host().All(), "MI300X:1")) << driver.host().All();
+}
+
+TEST_F(GcpEmulatorTest, Lifecycle) {
+  Driver driver(Config());
+  OpResult created = driver.Create(CreateRequest("gcp-life"));
+  ASSERT_EQ(created.status, GPUPROV_STATUS_OK) << created << "\n" << driver.host().All();
+  EXPECT_FALSE(created.Doc()->getValue<bool>("existing"));
+  Object::Ptr vm = created.Vm();
+  const std::string id = vm->getValue<std::string>("id");
+  EXPECT_EQ(id, "us-central1-a/gcp-life");
+  EXPECT_EQ(vm->getValue<std::string>("instance_type"), "g2-standard-4");
+  EXPECT_EQ(vm->getValue<std::string>("ssh_user"), "ubuntu");
+  EXPECT_EQ(vm->getValue<std::string>("gpus"), "L4:1");
+  EXPECT_EQ(vm->getObject("tags")->getValue<std::string>("gpuprov-name"), "gcp-life");
+  EXPECT_EQ(vm->getObject("tags")->getValue<std::string>("team"), "ml");
+  EXPECT_TRUE(vm->getObject("ports")->has("6443"));
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  EXPECT_EQ(emulator_->Count("firewalls"), 1);
+  EXPECT_EQ(FirewallPorts("gpuprov-gcp-life"),
+            (std::vector<std::string>{"22", "80", "443", "6443"}));
+  EXPECT_EQ(Firewall("gpuprov-gcp-life")->getArray("targetTags")->get(0).toString(),
+            "gpuprov-gcp-life");
+
+  Object::Ptr running = WaitRunning(driver, id);
+  ASSERT_TRUE(running);
+  EXPECT_EQ(running->getValue<std::string>("public_ip").rfind("127.", 0), 0u);
+
+  OpResult by_name = driver.Get(R"({"name":"gcp-life"})");
+  ASSERT_EQ(by_name.status, GPUPROV_STATUS_OK) << by_name;
+  EXPECT_EQ(by_name.Vm()->getValue<std::string>("id"), id);
+  OpResult list = driver.List();
+  ASSERT_EQ(list.status, GPUPROV_STATUS_OK) << list;
+  ASSERT_EQ(list.Doc()->getArray("vms")->size(), 1u) << list.json;
+
+  // A second create of the name (a re-run after gpuprov was killed) finds it.
+  Driver rerun(Config());
+  OpResult again = rerun.Create(CreateRequest("gcp-life"));
+  ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << again;
+  EXPECT_TRUE(again.Doc()->getValue<bool>("existing"));
+  EXPECT_EQ(again.Vm()->getValue<std::string>("id"), id);
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  EXPECT_EQ(emulator_->Count("firewalls"), 1);
+
+  OpResult del = driver.Delete(R"({"id":")" + id + R"(","name":"gcp-life"})");
+  ASSERT_EQ(del.status, GPUPROV_STATUS_OK) << del;
+  EXPECT_TRUE(del.Doc()->getValue<bool>("deleted"));
+  EXPECT_EQ(emulator_->Count("instances"), 0);
+  EXPECT_EQ(emulator_->Count("firewalls"), 0);
+  EXPECT_EQ(emulator_->Count("backend_instances"), 0);
+  EXPECT_EQ(driver.Get(R"({"id":")" + id + R"("})").status, GPUPROV_STATUS_NOT_FOUND);
+  OpResult del2 = driver.Delete(R"({"id":")" + id + R"(","name":"gcp-life"})");
+  ASSERT_EQ(del2.status, GPUPROV_STATUS_OK) << del2;
+  EXPECT_FALSE(del2.Doc()->getValue<bool>("deleted"));
+}
+
+TEST_F(GcpEmulatorTest, TheTokenIsCachedAndRenewedAfterA401) {
+  Driver driver(Config());
+  emulator_->ClearRequests();
+  ASSERT_EQ(driver.Check().status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Check().status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(CountMatching(emulator_->Requests(), "POST /token -> 200"), 1);
+  emulator_->Settings(R"("expire_tokens":true)");
+  OpResult r = driver.Check();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  std::vector<std::string> log = emulator_->Requests();
+  EXPECT_EQ(CountMatching(log, "POST /token -> 200"), 2);
+  EXPECT_EQ(CountMatching(log, "-> 401"), 1);
+}
+
+TEST_F(GcpEmulatorTest, CapacityInOneZoneMovesOnToTheNext) {
+  Driver driver(Config());
+  emulator_->Fault(R"("fault":"capacity","times":1)");
+  OpResult r = driver.Create(CreateRequest("gcp-move"));
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r << "\n" << driver.host().All();
+  EXPECT_EQ(r.Vm()->getValue<std::string>("region"), "us-central1-b");
+  EXPECT_TRUE(Contains(driver.host().All(), "us-central1-a has no capacity"))
+      << driver.host().All();
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+}
+
+TEST_F(GcpEmulatorTest, CapacityEverywhereIsCapacityAndLeavesNothing) {
+  Driver driver(Config());
+  emulator_->Fault(R"("fault":"capacity","times":-1)");
+  OpResult r = driver.Create(CreateRequest("gcp-cap"));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_CAPACITY) << r;
+  EXPECT_TRUE(Contains(r.error, "ZONE_RESOURCE_POOL_EXHAUSTED")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "us-central1-a, us-central1-b, us-central1-c")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "--region")) << r.error;
+  EXPECT_FALSE(Contains(r.error, "suggests")) << "every suggested zone was tried: " << r.error;
+  EXPECT_FALSE(Contains(r.error, "..")) << r.error;
+  // A zone given as the region: only it is tried, and GCE's zonesAvailable is passed on.
+  OpResult zone = driver.Create(CreateRequest("gcp-cap", "L4", {22}, "us-central1-a"));
+  EXPECT_EQ(zone.status, GPUPROV_STATUS_CAPACITY) << zone;
+  EXPECT_TRUE(Contains(zone.error, "in us-central1-a (")) << zone.error;
+  EXPECT_TRUE(Contains(zone.error, "Compute Engine suggests us-central1-b, us-central1-c"))
+      << zone.error;
+  EXPECT_EQ(emulator_->Count("instances"), 0);
+  EXPECT_EQ(emulator_->Count("firewalls"), 0);
+  EXPECT_EQ(emulator_->Count("backend_instances"), 0);
+}
+
+TEST_F(GcpEmulatorTest, QuotaFromTheOperationOrTheCallIsQuota) {
+  Driver driver(Config());
+  emulator_->Fault(R"("fault":"quota")");
+  OpResult op = driver.Create(CreateRequest("gcp-quota"));
+  EXPECT_EQ(op.status, GPUPROV_STATUS_QUOTA) << op;
+  EXPECT_TRUE(Contains(op.error, "NVIDIA_L4_GPUS")) << op.error;
+  emulator_->Fault(R"("fault":"quota","status":403)");
+  OpResult sync = driver.Create(CreateRequest("gcp-quota"));
+  EXPECT_EQ(sync.status, GPUPROV_STATUS_QUOTA) << sync;
+  EXPECT_TRUE(Contains(sync.error, "quotaExceeded")) << sync.error;
+  EXPECT_EQ(emulator_->Count("instances"), 0);
+  EXPECT_EQ(emulator_->Count("firewalls"), 0);
+}
+
+TEST_F(GcpEmulatorTest, ThrottlingIsRetriedWithRetryAfterOrBackoff) {
+  Driver driver(Config());
+  ASSERT_EQ(driver.Check().status, GPUPROV_STATUS_OK);  // the token first: faults hit Compute
+  emulator_->Fault(R"("fault":"throttle","times":2,"retry_after":1)");
+  emulator_->Fault(R"("fault":"throttle","times":2,"status":403)");
+  OpResult r = driver.Create(CreateRequest("gcp-throttle", ""));
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r << "\n" << driver.host().All();
+  EXPECT_TRUE(Contains(driver.host().All(), "-> 429")) << driver.host().All();
+  EXPECT_TRUE(Contains(driver.host().All(), "HTTP 403 rateLimitExceeded")) << driver.host().All();
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+}
+
+TEST_F(GcpEmulatorTest, EndlessServerErrorsBecomeTransient) {
+  Driver driver(Config());
+  emulator_->Fault(R"("fault":"server_error","times":50,"status":503)");
+  OpResult r = driver.Check();
+  EXPECT_EQ(r.status, GPUPROV_STATUS_TRANSIENT) << r;
+  EXPECT_TRUE(Contains(r.error, "5 attempt")) << r.error;
+}
+
+TEST_F(GcpEmulatorTest, AKeyTheEmulatorDidNotIssueIsAuth) {
+  // Same account and token_uri, another private key.
+  std::optional<std::string> text = drivers::ReadSmallFile(emulator_->key_path());
+  ASSERT_TRUE(text);
+  Object::Ptr key = ParseJson(*text);
+  Poco::Crypto::RSAKey other(Poco::Crypto::RSAKey::KL_2048, Poco::Crypto::RSAKey::EXP_LARGE);
+  Poco::Crypto::EVPPKey evp(&other);
+  std::ostringstream pub, priv;
+  evp.save(&pub, &priv);
+  key->set("private_key", priv.str());
+  const std::string path = (emulator_->dir() / "other-key.json").string();
+  std::ofstream(path) << Stringify(key);
+  Driver driver(Config(R"(,"credentials_file":")" + path + R"(")"));
+  OpResult r = driver.Check();
+  EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r;
+  EXPECT_TRUE(Contains(r.error, "Invalid JWT Signature")) << r.error;
+  EXPECT_TRUE(Contains(r.error, path)) << r.error;
+  EXPECT_FALSE(Contains(r.error, "PRIVATE KEY")) << r.error;
+  EXPECT_EQ(driver.Create(CreateRequest("gcp-auth")).status, GPUPROV_STATUS_AUTH);
+  EXPECT_EQ(emulator_->Count("firewalls"), 0);
+}
+
+TEST_F(GcpEmulatorTest, AnInstanceVanishingDuringBootFailsClearlyAndLeavesNothing) {
+  Driver driver(Config());
+  emulator_->Fault(R"("fault":"vanish_during_boot")");
+  OpResult r = driver.Create(CreateRequest("gcp-gone"));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_FAILED) << r;
+  EXPECT_TRUE(Contains(r.error, "disappeared")) << r.error;
+  EXPECT_EQ(emulator_->Count("instances"), 0);
+  EXPECT_EQ(emulator_->Count("firewalls"), 0);
+  EXPECT_EQ(emulator_->Count("backend_instances"), 0);
+}
+
+TEST_F(GcpEmulatorTest, TerminatedIsReportedAsStopped) {
+  Driver driver(Config());
+  emulator_->Fault(R"("fault":"error_during_boot")");
+  OpResult r = driver.Create(CreateRequest("gcp-term"));
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  OpResult g = driver.Get(R"({"name":"gcp-term"})");
+  ASSERT_EQ(g.status, GPUPROV_STATUS_OK) << g;
+  EXPECT_EQ(g.Vm()->getValue<std::string>("state"), "stopped");
+  EXPECT_TRUE(Contains(g.Vm()->getValue<std::string>("message"), "TERMINATED"));
+  ASSERT_EQ(driver.Delete(R"({"name":"gcp-term"})").status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->Count("instances"), 0);
+}
+
+TEST_F(GcpEmulatorTest, OpenPortsWidensTheFirewallRule) {
+  Driver driver(Config());
+  OpResult c = driver.Create(CreateRequest("gcp-ports", "", {22}));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  EXPECT_EQ(FirewallPorts("gpuprov-gcp-ports"), (std::vector<std::string>{"22"}));
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  OpResult r = driver.OpenPorts(R"({"id":")" + id + R"(","ports":[6443,443]})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_EQ(FirewallPorts("gpuprov-gcp-ports"), (std::vector<std::string>{"22", "443", "6443"}));
+  EXPECT_EQ(emulator_->Count("firewalls"), 1);
+}
+
+TEST_F(GcpEmulatorTest, ACpuVmInAGivenZone) {
+  Driver driver(Config());
+  OpResult c = driver.Create(CreateRequest("gcp-cpu", "", {22}, "europe-west4-b"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  EXPECT_EQ(c.Vm()->getValue<std::string>("region"), "europe-west4-b");
+  EXPECT_EQ(c.Vm()->getValue<std::string>("instance_type"), "e2-standard-4");
+  EXPECT_EQ(c.Vm()->getValue<std::string>("gpus"), "");
+}
+
+}  // namespace
+}  // namespace gpuprov::gcp

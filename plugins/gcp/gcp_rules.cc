@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "gcp_rules.h"
+
+#include <Poco/JSON/Array.h>
+
+#include <cctype>
+#include <regex>
+#include <sstream>
+
+#include "credentials.h"
+#include "gpuprov/sdk.hpp"
+#include "json_util.h"
+
+namespace gpuprov::gcp {
+namespace {
+
+using gpuprov::sdk::DriverError;
+using Poco::JSON::Array;
+using Poco::JSON::Object;
+namespace json = gpuprov::drivers::json;
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool LabelChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+}
+
+}  // namespace
+
+void ValidateVmName(const std::string& name) {
+  static const std::regex re("^[a-z]([-a-z0-9]*[a-z0-9])?$");
+  if (name.empty() || name.size() > kMaxVmNameLength || !std::regex_match(name, re)) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "VM name \"" + name + "\" is not valid on Compute Engine: use 1-" +
+                          std::to_string(kMaxVmNameLength) +
+                          " lower-case letters, digits and '-', starting with a letter and "
+                          "not ending with '-' (gpuprov adds \"gpuprov-\" for its firewall "
+                          "rule, and GCE names stop at 63)");
+  }
+}
+
+std::string FirewallName(const std::string& vm_name) { return kResourcePrefix + vm_name; }
+
+std::string LabelKey(const std::string& s) {
+  std::string out = LabelValue(s);
+  if (out.empty()) return out;
+  if (!(out[0] >= 'a' && out[0] <= 'z')) out = "k-" + out;
+  return out.substr(0, 63);
+}
+
+std::string LabelValue(const std::string& s) {
+  std::string out;
+  for (char c : Lower(s)) out += LabelChar(c) ? c : '_';
+  return out.substr(0, 63);
+}
+
+std::string StateOf(const std::string& s) {
+  if (s == "PROVISIONING" || s == "STAGING" || s == "REPAIRING") return "pending";
+  if (s == "RUNNING") return "running";
+  if (s == "STOPPING" || s == "STOPPED" || s == "SUSPENDING" || s == "SUSPENDED" ||
+      s == "TERMINATED") {
+    return "stopped";
+  }
+  return "error";
+}
+
+bool IsZone(const std::string& location) {
+  static const std::regex zone("^[a-z]+-[a-z]+[0-9]+-[a-z]$");
+  return std::regex_match(location, zone);
+}
+
+std::string RegionOf(const std::string& location) {
+  if (!IsZone(location)) return location;
+  return location.substr(0, location.rfind('-'));
+}
+
+std::string LastSegment(const std::string& url) {
+  size_t slash = url.rfind('/');
+  return slash == std::string::npos ? url : url.substr(slash + 1);
+}
+
+void CheckUserData(const std::string& user_data) {
+  if (user_data.size() > kMaxMetadataValueBytes) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "user data is " + std::to_string(user_data.size()) +
+                          " bytes; a Compute Engine metadata value holds at most 262144 (256 KiB)");
+  }
+}
+
+std::string SshKeysEntry(const std::string& user, const std::string& public_key) {
+  const std::string key = drivers::TrimSpace(public_key);
+  std::istringstream words(key);
+  std::string type, blob;
+  words >> type >> blob;
+  if (type.rfind("ssh-", 0) != 0 && type.rfind("ecdsa-", 0) != 0 && type.rfind("sk-", 0) != 0) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "ssh_public_key is not an OpenSSH public key line (\"ssh-ed25519 AAAA... "
+                      "comment\")");
+  }
+  if (blob.empty() || key.find('\n') != std::string::npos) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "ssh_public_key must be one line \"<type> <base64> [comment]\"");
+  }
+  return user + ":" + key;
+}
+
+std::string SshUserOf(const std::string& ssh_keys_value) {
+  std::istringstream lines(ssh_keys_value);
+  for (std::string line; std::getline(lines, line);) {
+    line = drivers::TrimSpace(line);
+    size_t colon = line.find(':');
+    if (colon != std::string::npos && colon > 0) return line.substr(0, colon);
+  }
+  return "";
+}
+
+ApiError ParseApiError(int http_status, const std::string& body) {
+  ApiError e;
+  e.http_status = http_status;
+  Object::Ptr doc = json::TryParseObject(body);
+  Object::Ptr err;
+  try {
+    err = json::Obj(doc, "error");
+    e.message = json::Str(err, "message");
+    Array::Ptr errors = json::Arr(err, "errors");
+    if (Object::Ptr first = json::ObjAt(errors, 0)) e.reason = json::Str(first, "reason");
+    if (e.reason.empty()) e.reason = json::Str(err, "status");
+  } catch (const DriverError&) {
+    err = nullptr;
+  }
+  if (!err) {
+    e.message = body.size() > 300 ? body.substr(0, 300) + "..." : body;
+  }
+  return e;
+}
+
+bool IsRateLimit(const ApiError& e) {
+  return e.http_status == 403 &&
+         (e.reason == "rateLimitExceeded" || e.reason == "userRateLimitExceeded");
+}
+
+gpuprov_type_status ClassifyApiError(const ApiError& e) {
+  const int s = e.http_status;
+  if (s == 400) return GPUPROV_STATUS_INVALID_INPUT;
+  if (s == 401) return GPUPROV_STATUS_AUTH;
+  if (s == 403) {
+    if (e.reason == "quotaExceeded") return GPUPROV_STATUS_QUOTA;
+    if (IsRateLimit(e)) return GPUPROV_STATUS_TRANSIENT;
+    return GPUPROV_STATUS_AUTH;
+  }
+  if (s == 404) return GPUPROV_STATUS_NOT_FOUND;
+  if (s == 429 || (s >= 500 && s <= 599)) return GPUPROV_STATUS_TRANSIENT;
+  return GPUPROV_STATUS_FAILED;
+}
+
+OperationError ParseOperationError(const Object::Ptr& operation) {
+  OperationError out;
+  Object::Ptr err = json::Obj(operation, "error");
+  Array::Ptr errors = json::Arr(err, "errors");
+  if (!errors) return out;
+  for (size_t i = 0; i < errors->size(); ++i) {
+    Object::Ptr e = json::ObjAt(errors, i);
+    if (!e) continue;
+    if (out.code.empty()) out.code = json::Str(e, "code");
+    const std::string m = json::Str(e, "message");
+    if (!m.empty()) out.message += (out.message.empty() ? "" : "; ") + m;
+    if (Array::Ptr details = json::Arr(e, "errorDetails")) {
+      for (size_t d = 0; d < details->size(); ++d) {
+        Object::Ptr info = json::Obj(json::ObjAt(details, d), "errorInfo");
+        Object::Ptr meta = json::Obj(info, "metadatas");
+        const std::string zones = json::Str(meta, "zonesAvailable");
+        std::istringstream list(zones);
+        for (std::string z; std::getline(list, z, ',');) {
+          z = drivers::TrimSpace(z);
+          if (!z.empty()) out.zones_available.push_back(z);
+        }
+      }
+    }
+  }
+  if (out.code.empty()) out.code = "UNKNOWN";
+  return out;
+}
+
+gpuprov_type_status ClassifyOperationError(const std::string& code) {
+  if (code == "ZONE_RESOURCE_POOL_EXHAUSTED" ||
+      code == "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS" ||
+      code == "REGION_RESOURCE_POOL_EXHAUSTED" || code == "RESOURCE_POOL_EXHAUSTED" ||
+      code == "GPU_STOCKOUT" || code == "UNSUPPORTED_OPERATION") {
+    return GPUPROV_STATUS_CAPACITY;
+  }
+  if (code == "QUOTA_EXCEEDED") return GPUPROV_STATUS_QUOTA;
+  if (code == "RESOURCE_NOT_READY" || code == "INTERNAL_ERROR") return GPUPROV_STATUS_TRANSIENT;
+  return GPUPROV_STATUS_FAILED;
+}
+
+}  // namespace gpuprov::gcp

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The Compute Engine rules of the gcp driver that need no network, unit-tested directly:
+// names, labels and network tags, metadata limits, instance states, zones, and how an API
+// error (HTTP body or a finished operation's error) becomes a gpuprov status.
+// Reference: clouds/gcp.md.
+#pragma once
+
+#include <Poco/JSON/Object.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gpuprov/driver_abi.h"
+
+namespace gpuprov::gcp {
+
+inline constexpr const char* kDefaultEndpoint = "https://compute.googleapis.com";
+inline constexpr const char* kApiPath = "/compute/v1";
+inline constexpr const char* kDefaultRegion = "us-central1";
+inline constexpr const char* kDefaultSshUser = "ubuntu";
+/// Label every instance gpuprov makes carries (list filters on it), and the label with its
+/// VM name (docs/driver-protocol.md: gpuprov=1, gpuprov-name=<name>).
+inline constexpr const char* kManagedLabel = "gpuprov";
+inline constexpr const char* kNameLabel = "gpuprov-name";
+/// Prefix of the firewall rule and network tag made per VM: "gpuprov-<name>".
+inline constexpr const char* kResourcePrefix = "gpuprov-";
+/// The longest VM name: "gpuprov-<name>" must stay a valid 63-character GCE name.
+inline constexpr size_t kMaxVmNameLength = 55;
+/// Metadata value limit (reference §4): 256 KiB per value.
+inline constexpr size_t kMaxMetadataValueBytes = 262144;
+
+/// Throws DriverError(INVALID_INPUT) unless name is a GCE name ([a-z]([-a-z0-9]*[a-z0-9])?)
+/// of at most kMaxVmNameLength characters.
+void ValidateVmName(const std::string& name);
+
+/// "gpuprov-<name>": the firewall rule name and the network tag it targets.
+std::string FirewallName(const std::string& vm_name);
+
+/// A label key: lower case, [a-z0-9_-], starting with a letter (prefixed "k-" otherwise),
+/// at most 63 characters; "" for an empty input.
+std::string LabelKey(const std::string& s);
+/// A label value: lower case, [a-z0-9_-] (others become '_'), at most 63 characters.
+std::string LabelValue(const std::string& s);
+
+/// GCE status -> gpuprov state: PROVISIONING/STAGING/REPAIRING -> pending, RUNNING ->
+/// running, STOPPING/STOPPED/SUSPENDING/SUSPENDED/TERMINATED -> stopped (TERMINATED is a
+/// stopped instance, not a deleted one: reference §3.2), anything else -> error.
+std::string StateOf(const std::string& gce_status);
+
+/// True for a zone name ("us-central1-a"), false for a region ("us-central1").
+bool IsZone(const std::string& location);
+/// The region of a zone ("us-central1-a" -> "us-central1"); a region is returned as is.
+std::string RegionOf(const std::string& location);
+/// The last path segment of a URL or partial URL ("zones/us-central1-a" -> "us-central1-a").
+std::string LastSegment(const std::string& url);
+
+/// Throws DriverError(INVALID_INPUT) when user data is over kMaxMetadataValueBytes.
+void CheckUserData(const std::string& user_data);
+
+/// "user:<key line>" for the ssh-keys metadata item (reference §3.6); throws
+/// DriverError(INVALID_INPUT) when the key is not one OpenSSH public key line.
+std::string SshKeysEntry(const std::string& user, const std::string& public_key);
+/// The user of the first "user:key" line of an ssh-keys value, or "".
+std::string SshUserOf(const std::string& ssh_keys_value);
+
+/// One API error: the HTTP status, the first reason, the message.
+struct ApiError {
+  int http_status = 0;
+  std::string reason;   ///< errors[0].reason, e.g. "quotaExceeded", "alreadyExists"
+  std::string message;  ///< error.message
+};
+/// Parses {"error": {"code", "message", "errors": [{"reason", "message"}], "status"}};
+/// unparseable bodies give the raw text, cut short.
+ApiError ParseApiError(int http_status, const std::string& body);
+
+/// The status for a synchronous API error (reference §8): 400 INVALID_INPUT, 401 AUTH,
+/// 403 quotaExceeded QUOTA, 403 rateLimitExceeded/userRateLimitExceeded TRANSIENT, other
+/// 403 AUTH, 404 NOT_FOUND, 429 and 5xx TRANSIENT, else FAILED.
+gpuprov_type_status ClassifyApiError(const ApiError& e);
+/// True for 403 rate-limit reasons, which are retried with backoff like 429.
+bool IsRateLimit(const ApiError& e);
+
+/// A finished operation's error: every errors[] entry.
+struct OperationError {
+  std::string code;     ///< first errors[].code, e.g. "ZONE_RESOURCE_POOL_EXHAUSTED"
+  std::string message;  ///< the messages joined with "; "
+  std::vector<std::string> zones_available;  ///< errorDetails[].errorInfo.metadatas.zonesAvailable
+};
+/// nullopt-like: an empty code when the operation has no error.
+OperationError ParseOperationError(const Poco::JSON::Object::Ptr& operation);
+/// CAPACITY for ZONE_/REGION_RESOURCE_POOL_EXHAUSTED(_WITH_DETAILS), RESOURCE_POOL_EXHAUSTED,
+/// GPU_STOCKOUT and UNSUPPORTED_OPERATION; QUOTA for QUOTA_EXCEEDED; TRANSIENT for
+/// RESOURCE_NOT_READY and INTERNAL_ERROR; else FAILED.
+gpuprov_type_status ClassifyOperationError(const std::string& code);
+
+}  // namespace gpuprov::gcp

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "gcp_rules.h"
+
+#include <Poco/JSON/Parser.h>
+#include <gtest/gtest.h>
+
+#include "gpuprov/sdk.hpp"
+
+namespace gpuprov::gcp {
+namespace {
+
+using gpuprov::sdk::DriverError;
+
+Poco::JSON::Object::Ptr Parse(const std::string& text) {
+  Poco::JSON::Parser parser;
+  return parser.parse(text).extract<Poco::JSON::Object::Ptr>();
+}
+
+TEST(GcpRules, VmNamesFollowGceNamingAndLeaveRoomForThePrefix) {
+  EXPECT_NO_THROW(ValidateVmName("gpu-k8s"));
+  EXPECT_NO_THROW(ValidateVmName(std::string(55, 'a')));
+  for (const std::string& bad : std::vector<std::string>{"", "Gpu", "1gpu", "gpu-", "gpu_k8s",
+                                                         "gpu.k8s", std::string(56, 'a')}) {
+    try {
+      ValidateVmName(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const DriverError& e) {
+      EXPECT_EQ(e.status(), GPUPROV_STATUS_INVALID_INPUT);
+    }
+  }
+  EXPECT_EQ(FirewallName("gpu-k8s"), "gpuprov-gpu-k8s");
+}
+
+TEST(GcpRules, LabelsKeepGcesCharset) {
+  EXPECT_EQ(LabelKey("Team"), "team");
+  EXPECT_EQ(LabelKey("9lives"), "k-9lives");
+  EXPECT_EQ(LabelKey(""), "");
+  EXPECT_EQ(LabelValue("ML Team/A"), "ml_team_a");
+  EXPECT_EQ(LabelValue(std::string(80, 'x')).size(), 63u);
+}
+
+TEST(GcpRules, TerminatedIsStoppedNotGone) {
+  EXPECT_EQ(StateOf("PROVISIONING"), "pending");
+  EXPECT_EQ(StateOf("STAGING"), "pending");
+  EXPECT_EQ(StateOf("RUNNING"), "running");
+  EXPECT_EQ(StateOf("STOPPING"), "stopped");
+  EXPECT_EQ(StateOf("SUSPENDED"), "stopped");
+  EXPECT_EQ(StateOf("TERMINATED"), "stopped");
+  EXPECT_EQ(StateOf("SOMETHING_NEW"), "error");
+}
+
+TEST(GcpRules, ZonesAndRegions) {
+  EXPECT_TRUE(IsZone("us-central1-a"));
+  EXPECT_TRUE(IsZone("europe-west4-b"));
+  EXPECT_FALSE(IsZone("us-central1"));
+  EXPECT_EQ(RegionOf("us-central1-f"), "us-central1");
+  EXPECT_EQ(RegionOf("us-central1"), "us-central1");
+  EXPECT_EQ(LastSegment("https://www.googleapis.com/compute/v1/projects/p/zones/us-east1-b"),
+            "us-east1-b");
+  EXPECT_EQ(LastSegment("g2-standard-4"), "g2-standard-4");
+}
+
+TEST(GcpRules, UserDataUpToTheMetadataValueLimit) {
+  EXPECT_NO_THROW(CheckUserData(std::string(262144, 'x')));
+  try {
+    CheckUserData(std::string(262145, 'x'));
+    FAIL() << "accepted 262145 bytes";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.status(), GPUPROV_STATUS_INVALID_INPUT);
+    EXPECT_NE(std::string(e.what()).find("262144"), std::string::npos);
+  }
+}
+
+TEST(GcpRules, SshKeysMetadataEntry) {
+  EXPECT_EQ(SshKeysEntry("ubuntu", "ssh-ed25519 AAAAC3Nza me@host\n"),
+            "ubuntu:ssh-ed25519 AAAAC3Nza me@host");
+  EXPECT_EQ(SshUserOf("ubuntu:ssh-ed25519 AAAA x\nroot:ssh-rsa BBBB y"), "ubuntu");
+  EXPECT_EQ(SshUserOf(""), "");
+  EXPECT_THROW(SshKeysEntry("ubuntu", "not a key"), DriverError);
+  EXPECT_THROW(SshKeysEntry("ubuntu", "ssh-ed25519"), DriverError);
+}
+
+TEST(GcpRules, ApiErrorsMapToStatuses) {
+  auto err = [](int status, const std::string& reason) {
+    return ParseApiError(
+        status, R"({"error":{"code":)" + std::to_string(status) +
+                    R"(,"message":"m","errors":[{"message":"m","domain":"global","reason":")" +
+                    reason + R"("}]}})");
+  };
+  EXPECT_EQ(err(403, "quotaExceeded").reason, "quotaExceeded");
+  EXPECT_EQ(ClassifyApiError(err(403, "quotaExceeded")), GPUPROV_STATUS_QUOTA);
+  EXPECT_EQ(ClassifyApiError(err(403, "rateLimitExceeded")), GPUPROV_STATUS_TRANSIENT);
+  EXPECT_TRUE(IsRateLimit(err(403, "userRateLimitExceeded")));
+  EXPECT_FALSE(IsRateLimit(err(403, "forbidden")));
+  EXPECT_EQ(ClassifyApiError(err(403, "forbidden")), GPUPROV_STATUS_AUTH);
+  EXPECT_EQ(ClassifyApiError(err(403, "accessNotConfigured")), GPUPROV_STATUS_AUTH);
+  EXPECT_EQ(ClassifyApiError(err(401, "authError")), GPUPROV_STATUS_AUTH);
+  EXPECT_EQ(ClassifyApiError(err(400, "invalid")), GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_EQ(ClassifyApiError(err(404, "notFound")), GPUPROV_STATUS_NOT_FOUND);
+  EXPECT_EQ(ClassifyApiError(err(409, "alreadyExists")), GPUPROV_STATUS_FAILED);
+  EXPECT_EQ(ClassifyApiError(err(429, "rateLimitExceeded")), GPUPROV_STATUS_TRANSIENT);
+  EXPECT_EQ(ClassifyApiError(err(503, "backendError")), GPUPROV_STATUS_TRANSIENT);
+  ApiError raw = ParseApiError(502, "<html>bad gateway</html>");
+  EXPECT_EQ(raw.message, "<html>bad gateway</html>");
+  EXPECT_EQ(raw.reason, "");
+}
+
+TEST(GcpRules, CapacityArrivesInTheFinishedOperation) {
+  auto op = Parse(R"({"status":"DONE","error":{"errors":[{
+      "code":"ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+      "message":"The zone 'projects/p/zones/us-central1-a' does not have enough resources available to fulfill the request.",
+      "errorDetails":[{"errorInfo":{"reason":"resource_availability","domain":"compute.googleapis.com",
+        "metadatas":{"zone":"us-central1-a","vmType":"g2-standard-4","zonesAvailable":"us-central1-b,us-central1-c"}}}]}]},
+      "httpErrorStatusCode":503})");
+  OperationError e = ParseOperationError(op);
+  EXPECT_EQ(e.code, "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS");
+  EXPECT_NE(e.message.find("does not have enough resources"), std::string::npos);
+  EXPECT_EQ(e.zones_available, (std::vector<std::string>{"us-central1-b", "us-central1-c"}));
+  EXPECT_EQ(ClassifyOperationError(e.code), GPUPROV_STATUS_CAPACITY);
+  EXPECT_EQ(ClassifyOperationError("ZONE_RESOURCE_POOL_EXHAUSTED"), GPUPROV_STATUS_CAPACITY);
+  EXPECT_EQ(ClassifyOperationError("QUOTA_EXCEEDED"), GPUPROV_STATUS_QUOTA);
+  EXPECT_EQ(ClassifyOperationError("INTERNAL_ERROR"), GPUPROV_STATUS_TRANSIENT);
+  EXPECT_EQ(ClassifyOperationError("RESOURCE_NOT_FOUND"), GPUPROV_STATUS_FAILED);
+  EXPECT_TRUE(ParseOperationError(Parse(R"({"status":"DONE"})")).code.empty());
+}
+
+}  // namespace
+}  // namespace gpuprov::gcp

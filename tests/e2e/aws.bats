@@ -1,0 +1,235 @@
+#!/usr/bin/env bats
+# gpuprov on AWS through the EC2 emulator: the lifecycle and the retried faults on real test VMs
+# (docker backend: SSH reaches the address EC2 reported, user ubuntu, a fake L4), the failing
+# faults on the memory backend (fast). Every test asserts through the emulator's /counts that no
+# instance, security group or key pair is left. Kubernetes is off (--no-k8s).
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+start_emulator() { # NAME ARGS...: starts one emulator, waits for its endpoints
+  local name=$1
+  shift
+  "$BUILD_DIR/bin/gpuprov-emulator" --clouds aws "$@" \
+    >"$BATS_FILE_TMPDIR/$name.out" 2>"$BATS_FILE_TMPDIR/$name.err" 3>&- &
+  echo $! >"$BATS_FILE_TMPDIR/$name.pid"
+  for _ in $(seq 1 100); do
+    grep -q '^control ' "$BATS_FILE_TMPDIR/$name.out" && return 0
+    sleep 0.2
+  done
+  cat "$BATS_FILE_TMPDIR/$name.err" >&2
+  return 1
+}
+
+setup_file() {
+  export AWS_ACCESS_KEY_ID="AKIAE2E$$TESTKEY0001"
+  export AWS_SECRET_ACCESS_KEY="e2e/$$/secret+access+key"
+  unset AWS_SESSION_TOKEN AWS_PROFILE AWS_REGION AWS_DEFAULT_REGION
+  export HOME="$BATS_FILE_TMPDIR/userhome" # no ~/.aws of the machine's user
+  mkdir -p "$HOME"
+  export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
+  mkdir -p "$GPUPROV_HOME"
+  printf '[defaults.timeouts]\nssh_wait_seconds = 180\n' >"$GPUPROV_HOME/config.toml"
+  start_emulator docker --backend docker
+  start_emulator memory --backend memory --boot-seconds 1
+}
+
+teardown_file() {
+  local name
+  for name in docker memory; do
+    kill "$(cat "$BATS_FILE_TMPDIR/$name.pid")" 2>/dev/null || true
+    wait "$(cat "$BATS_FILE_TMPDIR/$name.pid")" 2>/dev/null || true
+  done
+}
+
+# use docker|memory: points gpuprov at that emulator.
+use() {
+  GPUPROV_AWS_ENDPOINT=$(awk '$1=="aws"{print $2}' "$BATS_FILE_TMPDIR/$1.out")
+  CONTROL=$(awk '$1=="control"{print $2}' "$BATS_FILE_TMPDIR/$1.out")
+  export GPUPROV_AWS_ENDPOINT CONTROL
+}
+
+teardown() {
+  local name
+  for name in docker memory; do
+    use "$name"
+    curl -fsS -X POST "$CONTROL/reset" -d '{}' >/dev/null || true
+  done
+  rm -f "$GPUPROV_HOME"/state/*.json
+}
+
+count() { # FIELD
+  curl -fsS "$CONTROL/counts?cloud=aws" | /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"
+}
+
+# Waits until no instance (API or backend), security group or key pair is left.
+expect_nothing_left() {
+  for _ in $(seq 1 60); do
+    if [ "$(count instances)" -eq 0 ] && [ "$(count backend_instances)" -eq 0 ] &&
+      [ "$(count firewalls)" -eq 0 ] && [ "$(count ssh_keys)" -eq 0 ]; then
+      return 0
+    fi
+    sleep 0.5
+  done
+  curl -fsS "$CONTROL/counts?cloud=aws" >&2
+  return 1
+}
+
+fault() {
+  curl -fsS -X POST "$CONTROL/faults" -d "$1" >/dev/null
+}
+
+@test "aws: provision, ssh as ubuntu, list and down; security group and key pair cleaned up" {
+  use docker
+  run "$GPUPROV" provision --name aws-vm --cloud aws --gpus L4:1 --no-k8s
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"g6.xlarge"* ]]
+  [ "$(count instances)" -eq 1 ]
+  [ "$(count firewalls)" -eq 1 ]
+  [ "$(count ssh_keys)" -eq 1 ]
+  run "$GPUPROV" ssh aws-vm -- sh -c 'whoami; nvidia-smi -L'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"ubuntu"* ]]
+  [[ "$output" == *"NVIDIA L4"* ]]
+  run "$GPUPROV" list --output json
+  echo "$output" | /usr/bin/python3 -c '
+import json, sys
+vm = [v for v in json.load(sys.stdin) if v["name"] == "aws-vm"][0]
+assert vm["cloud"] == "aws" and vm["state"] == "running" and vm["region"] == "us-east-1", vm
+assert vm["address"].startswith("127.90."), vm'
+  # The secret never reaches gpuprov's output or files, even with -v.
+  run "$GPUPROV" -v list
+  [[ "$output" != *"$AWS_SECRET_ACCESS_KEY"* ]]
+  run ! grep -rqF "$AWS_SECRET_ACCESS_KEY" "$GPUPROV_HOME"
+  run "$GPUPROV" down aws-vm
+  echo "$output"
+  [ "$status" -eq 0 ]
+  expect_nothing_left
+}
+
+@test "aws: throttling (503 RequestLimitExceeded) is retried with backoff and the VM comes up once" {
+  use docker
+  fault '{"cloud":"aws","fault":"throttle","times":4}'
+  curl -fsS -X DELETE "$CONTROL/requests?cloud=aws" >/dev/null
+  run "$GPUPROV" -v provision --name aws-thr --cloud aws --no-k8s
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"RequestLimitExceeded; retrying in"* ]]
+  throttled=$(curl -fsS "$CONTROL/requests?cloud=aws" |
+    /usr/bin/python3 -c 'import json,sys; print(sum(r["status"] == 503 for r in json.load(sys.stdin)["requests"]))')
+  [ "$throttled" -eq 4 ]
+  [ "$(count instances)" -eq 1 ]
+  run "$GPUPROV" down aws-thr
+  [ "$status" -eq 0 ]
+  expect_nothing_left
+}
+
+@test "aws: a re-run after gpuprov was killed finds the VM by name" {
+  use docker
+  "$GPUPROV" provision --name aws-rerun --cloud aws --no-k8s 3>&- &
+  pid=$!
+  for _ in $(seq 1 100); do
+    [ "$(count instances)" -eq 1 ] && break
+    sleep 0.1
+  done
+  kill -9 "$pid"
+  wait "$pid" || true
+  run "$GPUPROV" provision --name aws-rerun --cloud aws --no-k8s
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"reusing"* ]]
+  [ "$(count instances)" -eq 1 ]
+  [ "$(count firewalls)" -eq 1 ]
+  [ "$(count ssh_keys)" -eq 1 ]
+  run "$GPUPROV" down aws-rerun
+  [ "$status" -eq 0 ]
+  expect_nothing_left
+}
+
+@test "aws: no capacity is said plainly, nothing is left and no state is kept" {
+  use memory
+  fault '{"cloud":"aws","fault":"capacity","times":1}'
+  run "$GPUPROV" provision --name aws-cap --cloud aws --gpus L4:1 --no-k8s
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"InsufficientInstanceCapacity"* ]]
+  [[ "$output" == *"another region"* ]]
+  [ ! -e "$GPUPROV_HOME/state/aws-cap.json" ]
+  expect_nothing_left
+}
+
+@test "aws: a vCPU quota of 0 names the quota to raise" {
+  use memory
+  fault '{"cloud":"aws","fault":"quota","times":1}'
+  run "$GPUPROV" provision --name aws-quota --cloud aws --gpus A10G:1 --no-k8s
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"VcpuLimitExceeded"* ]]
+  [[ "$output" == *"Service Quotas"* ]]
+  [ ! -e "$GPUPROV_HOME/state/aws-quota.json" ]
+  expect_nothing_left
+}
+
+@test "aws: a wrong secret fails with AuthFailure, names where the keys come from, leaks nothing" {
+  use memory
+  AWS_SECRET_ACCESS_KEY=wrong-secret-e2e run "$GPUPROV" -v provision --name aws-auth --cloud aws --no-k8s
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"AuthFailure"* ]]
+  [[ "$output" == *"AWS_ACCESS_KEY_ID"* ]]
+  [[ "$output" != *"wrong-secret-e2e"* ]]
+  [ ! -e "$GPUPROV_HOME/state/aws-auth.json" ]
+  expect_nothing_left
+}
+
+@test "aws: an instance that vanishes while booting: a clear message, and down leaves nothing" {
+  use memory
+  fault '{"cloud":"aws","fault":"vanish_during_boot"}'
+  run "$GPUPROV" provision --name aws-gone --cloud aws --gpus L4:1 --no-k8s
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"terminated"* ]]
+  [[ "$output" == *"Server.InternalError"* ]]
+  [[ "$output" == *"gpuprov down aws-gone"* ]]
+  run "$GPUPROV" down aws-gone
+  echo "$output"
+  [ "$status" -eq 0 ]
+  expect_nothing_left
+}
+
+@test "aws: a GPU count AWS does not sell is refused before anything is created" {
+  use memory
+  run "$GPUPROV" provision --name aws-l4x2 --cloud aws --gpus L4:2 --no-k8s
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"L4:4 (g6.12xlarge)"* ]]
+  [ "$(count instances)" -eq 0 ]
+  [ "$(count firewalls)" -eq 0 ]
+}
+
+@test "aws: Kubernetes by the boot route (compressed boot script within 16 KB), direct access, kubectl works" {
+  use docker
+  printf '[defaults.timeouts]\nssh_wait_seconds = 180\napi_wait_seconds = 120\n' >"$GPUPROV_HOME/config.toml"
+  run "$GPUPROV" -v provision --name aws-k8s --cloud aws --gpus L4:1
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"cluster plan: route boot, access direct"* ]]
+  size=$(sed -n 's/.*boot script \([0-9]*\) of 16384 bytes.*/\1/p' <<<"$output")
+  [ "$size" -gt 0 ] && [ "$size" -le 16384 ]
+  [[ "$output" == *"probe: check-api: installed, k3s running"* ]]
+  [[ "$output" != *"node round trip "*": push installer"* ]]
+  [[ "$output" == *"nvidia.com/gpu: 1"* ]]
+  [[ "$output" != *"$AWS_SECRET_ACCESS_KEY"* ]]
+  kc="$GPUPROV_HOME/kube/aws-k8s.yaml"
+  [ "$(file_mode "$kc")" = 600 ]
+  run env KUBECONFIG="$kc" kubectl get nodes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *" Ready "* ]]
+  run "$GPUPROV" down aws-k8s
+  [ "$status" -eq 0 ]
+  [ ! -e "$kc" ]
+  expect_nothing_left
+}

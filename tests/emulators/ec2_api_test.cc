@@ -1,0 +1,473 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The EC2 emulator over HTTP (in-process, memory backend): SigV4 verification, the Query API's
+// actions, element names, error codes, regions, pagination, state changes over time and the
+// fault knobs. Requests are signed with the AWS driver's signer (plugins/aws/sigv4, itself
+// checked against AWS's published vectors) through its Ec2Client, which also parses the XML.
+#include <Poco/Base64Encoder.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "ec2_client.h"
+#include "emulator.h"
+#include "emulator_test_util.h"
+#include "sigv4.h"
+
+namespace gpuprov::emulator {
+namespace {
+
+using aws::Ec2Client;
+using aws::Ec2Error;
+using aws::Params;
+using aws::XmlNode;
+using testing::Call;
+using testing::Reply;
+using testing::WaitFor;
+using namespace std::chrono_literals;
+
+constexpr const char* kKeyId = "AKIAEC2APITEST000001";
+constexpr const char* kSecret = "ec2+api/test/secret";
+constexpr const char* kUbuntu =
+    "resolve:ssm:/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/"
+    "ami-id";
+
+class Ec2ApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    EmulatorOptions o;
+    o.backend = "memory";
+    o.boot_seconds = 0.3;
+    o.clouds = {"aws"};
+    o.tokens["aws"] = {kKeyId, kSecret};
+    emu_ = std::make_unique<Emulator>(o);
+    emu_->Start();
+    url_ = emu_->BaseUrl("aws");
+    control_ = emu_->ControlUrl();
+  }
+  void TearDown() override { emu_.reset(); }
+
+  std::unique_ptr<Ec2Client> Client(const std::string& secret = kSecret,
+                                    const std::string& key_id = kKeyId, long long skew = 0) {
+    drivers::RetryPolicy once;
+    once.max_attempts = 1;
+    return std::make_unique<Ec2Client>(
+        url_, once, gpuprov::sdk::Host(),
+        [=] {
+          aws::AwsCredentials c;
+          c.access_key_id = key_id;
+          c.secret_access_key = secret;
+          c.origin = "test";
+          return c;
+        },
+        [skew] {
+          return std::chrono::duration_cast<std::chrono::seconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count() +
+                 skew;
+        });
+  }
+  XmlNode Ec2(const std::string& action, const Params& params = {},
+              const std::string& region = "us-east-1") {
+    return Client()->Call(region, action, params);
+  }
+  // The EC2 error code of a call that must fail ("" when it succeeded).
+  std::string ErrorOf(const std::string& action, const Params& params = {},
+                      const std::string& region = "us-east-1", int* http = nullptr) {
+    try {
+      Client()->Call(region, action, params);
+    } catch (const Ec2Error& e) {
+      if (http) *http = e.http_status();
+      return e.code();
+    }
+    return "";
+  }
+  Reply Control(const std::string& method, const std::string& path, const std::string& body = "") {
+    return Call(control_, method, path, body);
+  }
+  void Fault(const std::string& json) { ASSERT_EQ(Control("POST", "/faults", json).status, 200); }
+  int64_t Count(const std::string& field) {
+    return Control("GET", "/counts?cloud=aws").Json()->getValue<int64_t>(field);
+  }
+
+  std::string Run(const Params& extra = {}, const std::string& region = "us-east-1") {
+    Params p = {
+        {"ImageId", kUbuntu}, {"InstanceType", "t3.micro"}, {"MinCount", "1"}, {"MaxCount", "1"}};
+    p.insert(p.end(), extra.begin(), extra.end());
+    XmlNode r = Ec2("RunInstances", p, region);
+    return r.Items("instancesSet").at(0)->Text("instanceId");
+  }
+  XmlNode Instance(const std::string& id, const std::string& region = "us-east-1") {
+    XmlNode d = Ec2("DescribeInstances", {{"InstanceId.1", id}}, region);
+    return *d.Items("reservationSet").at(0)->Items("instancesSet").at(0);
+  }
+
+  std::unique_ptr<Emulator> emu_;
+  std::string url_, control_;
+};
+
+TEST_F(Ec2ApiTest, SignedRequestsPassUnsignedAndWrongOnesGetTheRealCodes) {
+  EXPECT_EQ(Ec2("DescribeInstances").name, "DescribeInstancesResponse");
+  // No Authorization at all.
+  Reply r = Call(url_, "POST", "/", "Action=DescribeInstances&Version=2016-11-15");
+  EXPECT_EQ(r.status, 401);
+  EXPECT_NE(r.body.find("<Code>MissingAuthenticationToken</Code>"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("<RequestID>"), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find("<requestId>"), std::string::npos);
+  int http = 0;
+  EXPECT_EQ(ErrorOf("DescribeInstances", {}, "us-east-1", &http), "");
+  // Wrong secret and unknown key: EC2 says AuthFailure (401) for both.
+  try {
+    Client("wrong-secret")->Call("us-east-1", "DescribeInstances", {});
+    ADD_FAILURE() << "a wrong secret must fail";
+  } catch (const Ec2Error& e) {
+    EXPECT_EQ(e.code(), "AuthFailure");
+    EXPECT_EQ(e.http_status(), 401);
+    EXPECT_EQ(e.message(), "AWS was not able to validate the provided access credentials");
+  }
+  try {
+    Client(kSecret, "AKIAUNKNOWN000000000")->Call("us-east-1", "DescribeInstances", {});
+    ADD_FAILURE();
+  } catch (const Ec2Error& e) {
+    EXPECT_EQ(e.code(), "AuthFailure");
+  }
+  // A clock an hour off.
+  try {
+    Client(kSecret, kKeyId, -3600)->Call("us-east-1", "DescribeInstances", {});
+    ADD_FAILURE();
+  } catch (const Ec2Error& e) {
+    EXPECT_EQ(e.code(), "RequestExpired");
+  }
+}
+
+TEST_F(Ec2ApiTest, ASignatureOverAnotherBodyOrServiceIsRefused) {
+  const std::string host = url_.substr(std::string("http://").size());
+  const long long now = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+  // Signs host and x-amz-date only (the test client sets its own Content-Type).
+  auto send = [&](const std::string& signed_body, const std::string& sent_body,
+                  const std::string& service) {
+    const std::string date = aws::AmzDate(now);
+    aws::SigV4Request r;
+    r.body = signed_body;
+    r.headers = {{"host", host}, {"x-amz-date", date}};
+    const std::string auth = aws::AuthorizationHeader(
+        kKeyId, kSecret, date, aws::SigV4Scope{date.substr(0, 8), "us-east-1", service}, r);
+    return Call(url_, "POST", "/", sent_body, "", {{"X-Amz-Date", date}, {"Authorization", auth}});
+  };
+  const std::string body = "Action=DescribeInstances&Version=2016-11-15";
+  EXPECT_EQ(send(body, body, "ec2").status, 200);
+  Reply tampered = send(body, body + "&MaxResults=5", "ec2");
+  EXPECT_EQ(tampered.status, 401);
+  EXPECT_NE(tampered.body.find("AuthFailure"), std::string::npos);
+  Reply other = send(body, body, "s3");
+  EXPECT_EQ(other.status, 403);
+  EXPECT_NE(other.body.find("SignatureDoesNotMatch"), std::string::npos);
+}
+
+TEST_F(Ec2ApiTest, ActionAndParameterErrors) {
+  EXPECT_EQ(ErrorOf("NoSuchAction"), "InvalidAction");
+  EXPECT_EQ(
+      ErrorOf("RunInstances", {{"InstanceType", "t3.micro"}, {"MinCount", "1"}, {"MaxCount", "1"}}),
+      "MissingParameter");
+  Params base = {{"InstanceType", "t3.micro"}, {"MinCount", "1"}, {"MaxCount", "1"}};
+  auto with = [&](std::pair<std::string, std::string> p) {
+    Params q = base;
+    q.push_back(p);
+    return q;
+  };
+  EXPECT_EQ(ErrorOf("RunInstances", with({"ImageId", "ami-12345678"})), "InvalidAMIID.NotFound");
+  EXPECT_EQ(ErrorOf("RunInstances", with({"ImageId", "bogus"})), "InvalidAMIID.Malformed");
+  EXPECT_EQ(ErrorOf("RunInstances", with({"ImageId", "resolve:ssm:/no/such/parameter"})),
+            "InvalidParameterValue");
+  Params bad_type = {
+      {"ImageId", kUbuntu}, {"InstanceType", "x9.huge"}, {"MinCount", "1"}, {"MaxCount", "1"}};
+  EXPECT_EQ(ErrorOf("RunInstances", bad_type), "InvalidParameterValue");
+  Params key = {{"ImageId", kUbuntu},
+                {"InstanceType", "t3.micro"},
+                {"MinCount", "1"},
+                {"MaxCount", "1"},
+                {"KeyName", "missing"}};
+  EXPECT_EQ(ErrorOf("RunInstances", key), "InvalidKeyPair.NotFound");
+  // p6-b200 is offered in us-west-2 only here.
+  Params b200 = {{"ImageId", kUbuntu},
+                 {"InstanceType", "p6-b200.48xlarge"},
+                 {"MinCount", "1"},
+                 {"MaxCount", "1"}};
+  EXPECT_EQ(ErrorOf("RunInstances", b200), "Unsupported");
+  EXPECT_EQ(Count("instances"), 0);
+}
+
+TEST_F(Ec2ApiTest, UserDataIsBase64AndAtMost16KiBRaw) {
+  Params p = {
+      {"ImageId", kUbuntu}, {"InstanceType", "t3.micro"}, {"MinCount", "1"}, {"MaxCount", "1"}};
+  Params ok = p, big = p, bad = p;
+  std::string max(16384, 'a'), over(16385, 'a');
+  auto b64 = [](const std::string& s) {
+    std::ostringstream out;
+    Poco::Base64Encoder enc(out);
+    enc.rdbuf()->setLineLength(0);
+    enc << s;
+    enc.close();
+    return out.str();
+  };
+  ok.emplace_back("UserData", b64(max));
+  big.emplace_back("UserData", b64(over));
+  bad.emplace_back("UserData", "not base64!");
+  EXPECT_EQ(ErrorOf("RunInstances", big), "InvalidParameterValue");
+  EXPECT_EQ(ErrorOf("RunInstances", bad), "InvalidParameterValue");
+  EXPECT_EQ(ErrorOf("RunInstances", ok), "");
+}
+
+TEST_F(Ec2ApiTest, InstanceGoesPendingRunningShuttingDownTerminated) {
+  XmlNode run = Ec2("RunInstances", {{"ImageId", kUbuntu},
+                                     {"InstanceType", "g6.xlarge"},
+                                     {"MinCount", "1"},
+                                     {"MaxCount", "1"},
+                                     {"TagSpecification.1.ResourceType", "instance"},
+                                     {"TagSpecification.1.Tag.1.Key", "Name"},
+                                     {"TagSpecification.1.Tag.1.Value", "vm1"}});
+  EXPECT_EQ(run.name, "RunInstancesResponse");
+  EXPECT_EQ(run.Text("ownerId"), "111122223333");
+  EXPECT_EQ(run.Text("reservationId").rfind("r-", 0), 0u);
+  const XmlNode* item = run.Items("instancesSet").at(0);
+  const std::string id = item->Text("instanceId");
+  EXPECT_EQ(id.size(), 19u);  // i- + 17 hex
+  EXPECT_EQ(item->Text("instanceState/code"), "0");
+  EXPECT_EQ(item->Text("instanceState/name"), "pending");
+  EXPECT_EQ(item->Text("ipAddress"), "");
+  EXPECT_EQ(item->Text("placement/availabilityZone"), "us-east-1a");
+  ASSERT_TRUE(WaitFor([&] { return Instance(id).Text("instanceState/name") == "running"; }, 5s));
+  XmlNode running = Instance(id);
+  EXPECT_EQ(running.Text("instanceState/code"), "16");
+  EXPECT_EQ(running.Text("ipAddress").rfind("127.91.", 0), 0u);
+  EXPECT_EQ(running.Items("tagSet").at(0)->Text("value"), "vm1");
+  EXPECT_EQ(Control("GET", "/instances?cloud=aws").Json()->getArray("instances")->size(), 1u);
+
+  XmlNode term = Ec2("TerminateInstances", {{"InstanceId.1", id}});
+  const XmlNode* change = term.Items("instancesSet").at(0);
+  EXPECT_EQ(change->Text("currentState/name"), "shutting-down");
+  EXPECT_EQ(change->Text("currentState/code"), "32");
+  EXPECT_EQ(change->Text("previousState/name"), "running");
+  ASSERT_TRUE(WaitFor([&] { return Instance(id).Text("instanceState/name") == "terminated"; }, 5s));
+  XmlNode gone = Instance(id);  // still listed once terminated
+  EXPECT_EQ(gone.Text("instanceState/code"), "48");
+  EXPECT_EQ(gone.Text("stateReason/code"), "Client.UserInitiatedShutdown");
+  EXPECT_EQ(Count("instances"), 0);
+  EXPECT_EQ(Count("backend_instances"), 0);
+  // Terminating again is fine; an unknown id is not.
+  EXPECT_EQ(ErrorOf("TerminateInstances", {{"InstanceId.1", id}}), "");
+  EXPECT_EQ(ErrorOf("TerminateInstances", {{"InstanceId.1", "i-0123456789abcdef0"}}),
+            "InvalidInstanceID.NotFound");
+}
+
+TEST_F(Ec2ApiTest, ResourcesAreRegional) {
+  const std::string id = Run({}, "eu-west-1");
+  EXPECT_EQ(Instance(id, "eu-west-1").Text("placement/availabilityZone"), "eu-west-1a");
+  EXPECT_EQ(ErrorOf("DescribeInstances", {{"InstanceId.1", id}}, "us-east-1"),
+            "InvalidInstanceID.NotFound");
+  EXPECT_TRUE(Ec2("DescribeInstances", {}, "us-east-1").Items("reservationSet").empty());
+  EXPECT_EQ(ErrorOf("DescribeInstances", {}, "xx-nowhere-1"), "AuthFailure");
+}
+
+TEST_F(Ec2ApiTest, FiltersByNameAndStateAndPaginates) {
+  for (int i = 0; i < 7; ++i) {
+    Run({{"TagSpecification.1.ResourceType", "instance"},
+         {"TagSpecification.1.Tag.1.Key", "Name"},
+         {"TagSpecification.1.Tag.1.Value", "vm-" + std::to_string(i)}});
+  }
+  XmlNode one = Ec2("DescribeInstances", {{"Filter.1.Name", "tag:Name"},
+                                          {"Filter.1.Value.1", "vm-3"},
+                                          {"Filter.2.Name", "instance-state-name"},
+                                          {"Filter.2.Value.1", "pending"},
+                                          {"Filter.2.Value.2", "running"}});
+  ASSERT_EQ(one.Items("reservationSet").size(), 1u);
+  XmlNode glob =
+      Ec2("DescribeInstances", {{"Filter.1.Name", "tag:Name"}, {"Filter.1.Value.1", "vm-*"}});
+  EXPECT_EQ(glob.Items("reservationSet").size(), 7u);
+  EXPECT_EQ(ErrorOf("DescribeInstances",
+                    {{"Filter.1.Name", "no-such-filter"}, {"Filter.1.Value.1", "x"}}),
+            "InvalidParameterValue");
+  XmlNode page1 = Ec2("DescribeInstances", {{"MaxResults", "5"}});
+  EXPECT_EQ(page1.Items("reservationSet").size(), 5u);
+  const std::string token = page1.Text("nextToken");
+  ASSERT_FALSE(token.empty());
+  XmlNode page2 = Ec2("DescribeInstances", {{"MaxResults", "5"}, {"NextToken", token}});
+  EXPECT_EQ(page2.Items("reservationSet").size(), 2u);
+  EXPECT_EQ(page2.Text("nextToken"), "");
+  EXPECT_EQ(
+      ErrorOf("DescribeInstances", {{"MaxResults", "5"}, {"InstanceId.1", "i-0123456789abcdef0"}}),
+      "InvalidParameterCombination");
+}
+
+TEST_F(Ec2ApiTest, SecurityGroupsKeyPairsAndTheirErrors) {
+  XmlNode sg = Ec2("CreateSecurityGroup", {{"GroupName", "web"},
+                                           {"GroupDescription", "web"},
+                                           {"TagSpecification.1.ResourceType", "security-group"},
+                                           {"TagSpecification.1.Tag.1.Key", "gpuprov"},
+                                           {"TagSpecification.1.Tag.1.Value", "1"}});
+  const std::string gid = sg.Text("groupId");
+  EXPECT_EQ(gid.rfind("sg-", 0), 0u);
+  EXPECT_EQ(ErrorOf("CreateSecurityGroup", {{"GroupName", "web"}, {"GroupDescription", "x"}}),
+            "InvalidGroup.Duplicate");
+  Params rule = {{"GroupId", gid},
+                 {"IpPermissions.1.IpProtocol", "tcp"},
+                 {"IpPermissions.1.FromPort", "6443"},
+                 {"IpPermissions.1.ToPort", "6443"},
+                 {"IpPermissions.1.IpRanges.1.CidrIp", "0.0.0.0/0"}};
+  XmlNode ok = Ec2("AuthorizeSecurityGroupIngress", rule);
+  EXPECT_EQ(ok.Text("return"), "true");
+  EXPECT_EQ(ErrorOf("AuthorizeSecurityGroupIngress", rule), "InvalidPermission.Duplicate");
+  XmlNode groups =
+      Ec2("DescribeSecurityGroups", {{"Filter.1.Name", "tag:gpuprov"}, {"Filter.1.Value.1", "1"}});
+  ASSERT_EQ(groups.Items("securityGroupInfo").size(), 1u);
+  const XmlNode* g = groups.Items("securityGroupInfo")[0];
+  EXPECT_EQ(g->Items("ipPermissions").at(0)->Text("fromPort"), "6443");
+  EXPECT_EQ(g->Items("ipPermissions").at(0)->Items("ipRanges").at(0)->Text("cidrIp"), "0.0.0.0/0");
+  EXPECT_EQ(Count("firewalls"), 1);  // the default group is not counted
+
+  // The default group exists per region and cannot be deleted.
+  XmlNode def = Ec2("DescribeSecurityGroups", {{"GroupName.1", "default"}});
+  EXPECT_EQ(ErrorOf("DeleteSecurityGroup",
+                    {{"GroupId", def.Items("securityGroupInfo")[0]->Text("groupId")}}),
+            "CannotDelete");
+
+  const std::string material =
+      "c3NoLWVkMjU1MTkgQUFBQUMzTnphQzFsWkRJMU5URTVBQUFBSVB0bGllVWR3dlUzWWk4WEhYMzZ0NVZacGNhMWJ5M0dx"
+      "alYrUzBhRDg3VG0gZW11LXRlc3Q=";
+  XmlNode key = Ec2("ImportKeyPair", {{"KeyName", "k1"}, {"PublicKeyMaterial", material}});
+  EXPECT_EQ(key.Text("keyName"), "k1");
+  EXPECT_EQ(key.Text("keyPairId").rfind("key-", 0), 0u);
+  EXPECT_EQ(ErrorOf("ImportKeyPair", {{"KeyName", "k1"}, {"PublicKeyMaterial", material}}),
+            "InvalidKeyPair.Duplicate");
+  EXPECT_EQ(ErrorOf("ImportKeyPair", {{"KeyName", "k2"}, {"PublicKeyMaterial", "bm90IGEga2V5"}}),
+            "InvalidKey.Format");
+  EXPECT_EQ(ErrorOf("DescribeKeyPairs", {{"KeyName.1", "nope"}}), "InvalidKeyPair.NotFound");
+  EXPECT_EQ(Count("ssh_keys"), 1);
+
+  // A group in use cannot go until its instance is terminated.
+  const std::string id = Run({{"SecurityGroupId.1", gid}, {"KeyName", "k1"}});
+  EXPECT_EQ(Instance(id).Items("groupSet").at(0)->Text("groupName"), "web");
+  EXPECT_EQ(ErrorOf("DeleteSecurityGroup", {{"GroupId", gid}}), "DependencyViolation");
+  Ec2("TerminateInstances", {{"InstanceId.1", id}});
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return ErrorOf("DeleteSecurityGroup", {{"GroupId", gid}}) == "";
+      },
+      5s));
+  EXPECT_EQ(ErrorOf("DeleteSecurityGroup", {{"GroupId", gid}}), "InvalidGroup.NotFound");
+  Ec2("DeleteKeyPair", {{"KeyName", "k1"}});
+  Ec2("DeleteKeyPair", {{"KeyName", "k1"}});  // idempotent
+  EXPECT_EQ(Count("firewalls"), 0);
+  EXPECT_EQ(Count("ssh_keys"), 0);
+}
+
+TEST_F(Ec2ApiTest, InstanceTypesWithGpuInfoAndOfferings) {
+  XmlNode t = Ec2("DescribeInstanceTypes", {{"InstanceType.1", "g6.xlarge"}});
+  const XmlNode* item = t.Items("instanceTypeSet").at(0);
+  EXPECT_EQ(item->Text("vCpuInfo/defaultVCpus"), "4");
+  const XmlNode* gpu = item->Items("gpuInfo/gpus").at(0);
+  EXPECT_EQ(gpu->Text("name"), "L4");
+  EXPECT_EQ(gpu->Text("manufacturer"), "NVIDIA");
+  EXPECT_EQ(gpu->Text("count"), "1");
+  EXPECT_EQ(ErrorOf("DescribeInstanceTypes", {{"InstanceType.1", "x9.huge"}}),
+            "InvalidInstanceType");
+  XmlNode off = Ec2("DescribeInstanceTypeOfferings", {{"LocationType", "region"},
+                                                      {"Filter.1.Name", "instance-type"},
+                                                      {"Filter.1.Value.1", "p6-b200.48xlarge"}});
+  EXPECT_TRUE(off.Items("instanceTypeOfferingSet").empty());
+  off = Ec2("DescribeInstanceTypeOfferings",
+            {{"LocationType", "region"},
+             {"Filter.1.Name", "instance-type"},
+             {"Filter.1.Value.1", "p6-b200.48xlarge"}},
+            "us-west-2");
+  ASSERT_EQ(off.Items("instanceTypeOfferingSet").size(), 1u);
+  EXPECT_EQ(off.Items("instanceTypeOfferingSet")[0]->Text("location"), "us-west-2");
+  EXPECT_EQ(Ec2("DescribeRegions").Items("regionInfo").size(), 16u);
+}
+
+TEST_F(Ec2ApiTest, FaultsGiveTheReferenceCodes) {
+  Fault(R"({"cloud":"aws","fault":"throttle","times":2})");
+  int http = 0;
+  EXPECT_EQ(ErrorOf("DescribeInstances", {}, "us-east-1", &http), "RequestLimitExceeded");
+  EXPECT_EQ(http, 503);
+  EXPECT_EQ(ErrorOf("DescribeInstances"), "RequestLimitExceeded");
+  EXPECT_EQ(ErrorOf("DescribeInstances"), "");
+  Fault(R"({"cloud":"aws","fault":"server_error","status":500})");
+  EXPECT_EQ(ErrorOf("DescribeInstances", {}, "us-east-1", &http), "InternalError");
+  EXPECT_EQ(http, 500);
+  Params run = {
+      {"ImageId", kUbuntu}, {"InstanceType", "g6.xlarge"}, {"MinCount", "1"}, {"MaxCount", "1"}};
+  Fault(R"({"cloud":"aws","fault":"capacity"})");
+  EXPECT_EQ(ErrorOf("RunInstances", run, "us-east-1", &http), "InsufficientInstanceCapacity");
+  EXPECT_EQ(http, 500);
+  Fault(R"({"cloud":"aws","fault":"quota"})");
+  EXPECT_EQ(ErrorOf("RunInstances", run, "us-east-1", &http), "VcpuLimitExceeded");
+  EXPECT_EQ(http, 400);
+  EXPECT_EQ(Count("instances"), 0);
+  // A wrong signature is refused before any fault fires.
+  Fault(R"({"cloud":"aws","fault":"throttle"})");
+  try {
+    Client("bad")->Call("us-east-1", "DescribeInstances", {});
+  } catch (const Ec2Error& e) {
+    EXPECT_EQ(e.code(), "AuthFailure");
+  }
+}
+
+TEST_F(Ec2ApiTest, EventualConsistencyAndBootFaults) {
+  ASSERT_EQ(Control("POST", "/settings", R"({"cloud":"aws","describe_not_found":2})").status, 200);
+  const std::string id = Run();
+  EXPECT_EQ(ErrorOf("DescribeInstances", {{"InstanceId.1", id}}), "InvalidInstanceID.NotFound");
+  EXPECT_EQ(ErrorOf("DescribeInstances", {{"InstanceId.1", id}}), "InvalidInstanceID.NotFound");
+  EXPECT_EQ(ErrorOf("DescribeInstances", {{"InstanceId.1", id}}), "");
+  ASSERT_EQ(Control("POST", "/settings", R"({"cloud":"aws","describe_not_found":0})").status, 200);
+
+  Fault(R"({"cloud":"aws","fault":"vanish_during_boot"})");
+  const std::string gone = Run();
+  ASSERT_TRUE(
+      WaitFor([&] { return Instance(gone).Text("instanceState/name") == "terminated"; }, 5s));
+  EXPECT_EQ(Instance(gone).Text("stateReason/code"), "Server.InternalError");
+  Fault(R"({"cloud":"aws","fault":"error_during_boot"})");
+  const std::string flip = Run();
+  ASSERT_TRUE(
+      WaitFor([&] { return Instance(flip).Text("instanceState/name") == "terminated"; }, 5s));
+  EXPECT_EQ(Instance(flip).Text("stateReason/code"), "Server.InsufficientInstanceCapacity");
+  Fault(R"({"cloud":"aws","fault":"slow_boot","seconds":1.5})");
+  const std::string slow = Run();
+  std::this_thread::sleep_for(800ms);
+  EXPECT_EQ(Instance(slow).Text("instanceState/name"), "pending");
+  ASSERT_TRUE(WaitFor([&] { return Instance(slow).Text("instanceState/name") == "running"; }, 5s));
+  EXPECT_EQ(Count("instances"), 2);  // the live ones: the first and the slow one
+}
+
+TEST_F(Ec2ApiTest, ClientTokenReturnsTheSameReservation) {
+  Params p = {{"ImageId", kUbuntu},
+              {"InstanceType", "t3.micro"},
+              {"MinCount", "1"},
+              {"MaxCount", "1"},
+              {"ClientToken", "tok-1"}};
+  XmlNode a = Ec2("RunInstances", p);
+  XmlNode b = Ec2("RunInstances", p);
+  EXPECT_EQ(a.Text("reservationId"), b.Text("reservationId"));
+  EXPECT_EQ(Count("instances"), 1);
+  p[1].second = "t3.medium";
+  EXPECT_EQ(ErrorOf("RunInstances", p), "IdempotentParameterMismatch");
+  // DryRun: validated, nothing made.
+  Params dry = {{"ImageId", kUbuntu},
+                {"InstanceType", "t3.micro"},
+                {"MinCount", "1"},
+                {"MaxCount", "1"},
+                {"DryRun", "true"}};
+  int http = 0;
+  EXPECT_EQ(ErrorOf("RunInstances", dry, "us-east-1", &http), "DryRunOperation");
+  EXPECT_EQ(http, 412);
+  EXPECT_EQ(Count("instances"), 1);
+}
+
+}  // namespace
+}  // namespace gpuprov::emulator

@@ -1,0 +1,460 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The GCE emulator over HTTP with the memory backend: the service-account key it writes,
+// the token endpoint's JWT checks, the Compute paths (instances, operations, firewalls,
+// aggregated lists, catalogue), validation, and the fault knobs as GCE shows them.
+#include <Poco/Crypto/RSADigestEngine.h>
+#include <Poco/Crypto/RSAKey.h>
+#include <Poco/URI.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "emulator.h"
+#include "emulator_test_util.h"
+
+namespace gpuprov::emulator {
+namespace {
+
+using testing::Call;
+using testing::Reply;
+using testing::WaitFor;
+using namespace std::chrono_literals;
+
+constexpr const char* kPublicKey =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPtlieUdwvU3Yi8XHX36t5VZpca1by3GqjV+S0aD87Tm emu-test";
+
+std::string B64Url(const std::string& bytes) {
+  static const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    uint32_t n = (uint8_t(bytes[i]) << 16) | (uint8_t(bytes[i + 1]) << 8) | uint8_t(bytes[i + 2]);
+    out += {a[n >> 18 & 63], a[n >> 12 & 63], a[n >> 6 & 63], a[n & 63]};
+  }
+  if (bytes.size() - i == 1) {
+    uint32_t n = uint8_t(bytes[i]) << 16;
+    out += {a[n >> 18 & 63], a[n >> 12 & 63]};
+  } else if (bytes.size() - i == 2) {
+    uint32_t n = (uint8_t(bytes[i]) << 16) | (uint8_t(bytes[i + 1]) << 8);
+    out += {a[n >> 18 & 63], a[n >> 12 & 63], a[n >> 6 & 63]};
+  }
+  return out;
+}
+
+std::string FormEncode(const std::string& s) {
+  std::string out;
+  Poco::URI::encode(s, "!#$&'()*+,/:;=?@[]~ ", out);
+  return out;
+}
+
+// A signed JWT-bearer assertion (RS256) with the given claims.
+std::string Assertion(const std::string& pem, const std::string& iss, const std::string& aud,
+                      int64_t iat, int64_t exp,
+                      const std::string& scope = "https://www.googleapis.com/auth/cloud-platform") {
+  JsonObject h = NewObject();
+  h->set("alg", std::string("RS256"));
+  h->set("typ", std::string("JWT"));
+  JsonObject c = NewObject();
+  c->set("iss", iss);
+  c->set("scope", scope);
+  c->set("aud", aud);
+  c->set("iat", iat);
+  c->set("exp", exp);
+  const std::string input = B64Url(ToJson(h)) + "." + B64Url(ToJson(c));
+  std::istringstream key_stream(pem);
+  Poco::Crypto::RSAKey key(nullptr, &key_stream);
+  Poco::Crypto::RSADigestEngine engine(key, "SHA256");
+  engine.update(input);
+  const auto& sig = engine.signature();
+  return input + "." + B64Url(std::string(sig.begin(), sig.end()));
+}
+
+int64_t Now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+class GceApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("gce-api-test-" + std::to_string(getpid()) + "-" + RandomHex(4));
+    std::filesystem::create_directories(dir_);
+    key_path_ = (dir_ / "key.json").string();
+    EmulatorOptions o;
+    o.backend = "memory";
+    o.boot_seconds = 0.3;
+    o.clouds = {"gcp"};
+    o.tokens["gcp"] = {key_path_};  // absent: the emulator writes its key there
+    emu_ = std::make_unique<Emulator>(o);
+    emu_->Start();
+    base_ = emu_->BaseUrl("gcp");
+    control_ = emu_->ControlUrl();
+    std::ifstream in(key_path_);
+    std::stringstream text;
+    text << in.rdbuf();
+    key_ = ParseObject(text.str());
+    ASSERT_TRUE(key_) << "no key file at " << key_path_;
+    token_ = NewToken();
+  }
+  void TearDown() override {
+    emu_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::string Str(const std::string& k) const { return GetString(key_, k).value_or(""); }
+
+  Reply TokenRequest(const std::string& assertion, const std::string& path = "/token",
+                     const std::string& grant = "urn:ietf:params:oauth:grant-type:jwt-bearer") {
+    return Call(base_, "POST", path,
+                "grant_type=" + FormEncode(grant) + "&assertion=" + FormEncode(assertion), "",
+                {{"Content-Type", "application/x-www-form-urlencoded"}});
+  }
+  std::string NewToken() {
+    Reply r = TokenRequest(
+        Assertion(Str("private_key"), Str("client_email"), Str("token_uri"), Now(), Now() + 3600));
+    EXPECT_EQ(r.status, 200) << r.body;
+    return GetString(r.Json(), "access_token").value_or("");
+  }
+  std::string P(const std::string& rest) const {
+    return "/compute/v1/projects/" + Str("project_id") + rest;
+  }
+  Reply Gce(const std::string& method, const std::string& rest, const std::string& body = "") {
+    return Call(base_, method, P(rest), body, token_);
+  }
+  Reply Control(const std::string& method, const std::string& path, const std::string& body = "") {
+    return Call(control_, method, path, body);
+  }
+  void Fault(const std::string& json) {
+    Reply r = Control("POST", "/faults", json);
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  int64_t Count(const std::string& what) {
+    return GetInt(Control("GET", "/counts?cloud=gcp").Json(), what).value_or(-1);
+  }
+
+  static std::string InstanceBody(const std::string& name,
+                                  const std::string& zone = "us-central1-a",
+                                  const std::string& machine = "g2-standard-4",
+                                  bool terminate = true, const std::string& extra_items = "") {
+    return R"({"name":")" + name + R"(","machineType":"zones/)" + zone + "/machineTypes/" +
+           machine + R"(",)" +
+           (terminate ? R"("scheduling":{"onHostMaintenance":"TERMINATE","automaticRestart":true},)"
+                      : "") +
+           R"("disks":[{"boot":true,"autoDelete":true,"initializeParams":{"sourceImage":)"
+           R"("projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570",)"
+           R"("diskSizeGb":"100"}}],)"
+           R"("networkInterfaces":[{"network":"global/networks/default","accessConfigs":[{"type":"ONE_TO_ONE_NAT","name":"External NAT"}]}],)"
+           R"("metadata":{"items":[{"key":"ssh-keys","value":"ubuntu:)" +
+           std::string(kPublicKey) + R"("})" + extra_items +
+           R"(]},)"
+           R"("labels":{"gpuprov":"1","gpuprov-name":")" +
+           name + R"("},"tags":{"items":["gpuprov-)" + name + R"("]}})";
+  }
+
+  // Polls an operation (zonal when zone is set) until DONE.
+  JsonObject WaitOp(const JsonObject& op, const std::string& zone = "") {
+    const std::string name = GetString(op, "name").value_or("");
+    JsonObject last = op;
+    WaitFor(
+        [&] {
+          Reply r = Gce("GET", zone.empty() ? "/global/operations/" + name
+                                            : "/zones/" + zone + "/operations/" + name);
+          last = r.Json();
+          return GetString(last, "status").value_or("") == "DONE";
+        },
+        10s);
+    return last;
+  }
+
+  std::filesystem::path dir_;
+  std::string key_path_;
+  std::unique_ptr<Emulator> emu_;
+  std::string base_, control_, token_;
+  JsonObject key_;
+};
+
+TEST_F(GceApiTest, WritesAServiceAccountKeyWhoseTokenUriIsTheEmulator) {
+  EXPECT_EQ(Str("type"), "service_account");
+  EXPECT_EQ(Str("token_uri"), base_ + "/token");
+  EXPECT_NE(Str("private_key").find("-----BEGIN PRIVATE KEY-----"), std::string::npos);
+  EXPECT_NE(Str("client_email").find(".iam.gserviceaccount.com"), std::string::npos);
+  struct stat st {};
+  ASSERT_EQ(stat(key_path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST_F(GceApiTest, TokenEndpointVerifiesTheJwt) {
+  EXPECT_FALSE(token_.empty());
+  Reply ok =
+      TokenRequest(Assertion(Str("private_key"), Str("client_email"),
+                             "https://accounts.google.com/o/oauth2/token", Now(), Now() + 3600),
+                   "/o/oauth2/token");
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(GetInt(ok.Json(), "expires_in").value_or(0), 3599);
+  EXPECT_EQ(GetString(ok.Json(), "token_type").value_or(""), "Bearer");
+
+  Poco::Crypto::RSAKey other(Poco::Crypto::RSAKey::KL_2048, Poco::Crypto::RSAKey::EXP_LARGE);
+  std::ostringstream pub, priv;
+  other.save(&pub, &priv);
+  Reply forged = TokenRequest(
+      Assertion(priv.str(), Str("client_email"), Str("token_uri"), Now(), Now() + 3600));
+  EXPECT_EQ(forged.status, 400);
+  EXPECT_EQ(GetString(forged.Json(), "error").value_or(""), "invalid_grant");
+  EXPECT_EQ(GetString(forged.Json(), "error_description").value_or(""), "Invalid JWT Signature.");
+
+  Reply expired = TokenRequest(Assertion(Str("private_key"), Str("client_email"), Str("token_uri"),
+                                         Now() - 7200, Now() - 3600));
+  EXPECT_EQ(expired.status, 400);
+  EXPECT_NE(expired.body.find("short-lived"), std::string::npos) << expired.body;
+  Reply too_long = TokenRequest(
+      Assertion(Str("private_key"), Str("client_email"), Str("token_uri"), Now(), Now() + 7200));
+  EXPECT_EQ(too_long.status, 400);
+  Reply wrong_aud = TokenRequest(Assertion(Str("private_key"), Str("client_email"),
+                                           "https://example.com/token", Now(), Now() + 60));
+  EXPECT_EQ(wrong_aud.status, 400);
+  EXPECT_NE(wrong_aud.body.find("audience"), std::string::npos) << wrong_aud.body;
+  Reply stranger = TokenRequest(Assertion(Str("private_key"), "nobody@x.iam.gserviceaccount.com",
+                                          Str("token_uri"), Now(), Now() + 60));
+  EXPECT_EQ(stranger.status, 400);
+  Reply grant = TokenRequest("x", "/token", "password");
+  EXPECT_EQ(grant.status, 400);
+  EXPECT_EQ(GetString(grant.Json(), "error").value_or(""), "unsupported_grant_type");
+}
+
+TEST_F(GceApiTest, ComputeNeedsAnIssuedTokenAndRefusesExpiredOnes) {
+  Reply anon = Call(base_, "GET", P(""));
+  EXPECT_EQ(anon.status, 401);
+  EXPECT_EQ(GetString(GetObject(anon.Json(), "error"), "status").value_or(""), "UNAUTHENTICATED");
+  EXPECT_NE(anon.Header("www-authenticate").find("invalid_token"), std::string::npos);
+  EXPECT_EQ(Call(base_, "GET", P(""), "", "ya29.made-up").status, 401);
+  Reply project = Gce("GET", "");
+  ASSERT_EQ(project.status, 200) << project.body;
+  EXPECT_EQ(GetString(project.Json(), "name").value_or(""), Str("project_id"));
+  EXPECT_EQ(Call(base_, "GET", "/compute/v1/projects/someone-else", "", token_).status, 403);
+  ASSERT_EQ(Control("POST", "/settings", R"({"cloud":"gcp","expire_tokens":true})").status, 200);
+  EXPECT_EQ(Gce("GET", "").status, 401);
+  token_ = NewToken();
+  EXPECT_EQ(Gce("GET", "").status, 200);
+}
+
+TEST_F(GceApiTest, InstanceLifecycleWithOperations) {
+  JsonObject op =
+      Gce("POST", "/zones/us-central1-a/instances?requestId=r-1", InstanceBody("vm1")).Json();
+  ASSERT_EQ(GetString(op, "kind").value_or(""), "compute#operation") << ToJson(op);
+  EXPECT_EQ(GetString(op, "operationType").value_or(""), "insert");
+  EXPECT_NE(GetString(op, "status").value_or(""), "DONE");
+  EXPECT_NE(GetString(op, "targetLink").value_or("").find("/zones/us-central1-a/instances/vm1"),
+            std::string::npos);
+  // The same requestId is the same operation; no second instance.
+  JsonObject again =
+      Gce("POST", "/zones/us-central1-a/instances?requestId=r-1", InstanceBody("vm1")).Json();
+  EXPECT_EQ(GetString(again, "name"), GetString(op, "name"));
+  EXPECT_EQ(Count("instances"), 1);
+  Reply dup = Gce("POST", "/zones/us-central1-a/instances", InstanceBody("vm1"));
+  EXPECT_EQ(dup.status, 409);
+  EXPECT_NE(dup.body.find("alreadyExists"), std::string::npos);
+
+  JsonObject inst = Gce("GET", "/zones/us-central1-a/instances/vm1").Json();
+  EXPECT_EQ(GetString(inst, "status").value_or(""), "PROVISIONING");
+  JsonObject done = WaitOp(op, "us-central1-a");
+  EXPECT_EQ(GetString(done, "status").value_or(""), "DONE");
+  EXPECT_FALSE(done->has("error")) << ToJson(done);
+  inst = Gce("GET", "/zones/us-central1-a/instances/vm1").Json();
+  EXPECT_EQ(GetString(inst, "status").value_or(""), "RUNNING");
+  JsonObject ac =
+      GetArray(GetArray(inst, "networkInterfaces")->getObject(0), "accessConfigs")->getObject(0);
+  EXPECT_EQ(GetString(ac, "natIP").value_or("").rfind("127.", 0), 0u) << ToJson(inst);
+  EXPECT_EQ(GetString(GetObject(inst, "labels"), "gpuprov").value_or(""), "1");
+
+  // Aggregated list with filters; empty zones carry a warning.
+  JsonObject agg =
+      Gce("GET", "/aggregated/instances?filter=" + FormEncode("name = \"vm1\"")).Json();
+  JsonObject items = GetObject(agg, "items");
+  EXPECT_EQ(GetArray(GetObject(items, "zones/us-central1-a"), "instances")->size(), 1u)
+      << ToJson(agg);
+  EXPECT_TRUE(GetObject(GetObject(items, "zones/us-east1-b"), "warning"));
+  JsonObject none =
+      Gce("GET", "/aggregated/instances?filter=" + FormEncode("labels.gpuprov = \"2\"")).Json();
+  EXPECT_FALSE(GetObject(GetObject(none, "items"), "zones/us-central1-a")->has("instances"));
+  JsonObject zone_list = Gce("GET", "/zones/us-east1-b/instances").Json();
+  EXPECT_FALSE(zone_list->has("items")) << "items is absent when empty";
+
+  JsonObject del = Gce("DELETE", "/zones/us-central1-a/instances/vm1").Json();
+  EXPECT_EQ(GetString(del, "operationType").value_or(""), "delete");
+  EXPECT_EQ(
+      GetString(Gce("GET", "/zones/us-central1-a/instances/vm1").Json(), "status").value_or(""),
+      "STOPPING");
+  WaitOp(del, "us-central1-a");
+  Reply gone = Gce("GET", "/zones/us-central1-a/instances/vm1");
+  EXPECT_EQ(gone.status, 404);
+  EXPECT_NE(gone.body.find("\"notFound\""), std::string::npos);
+  EXPECT_EQ(Count("instances"), 0);
+  EXPECT_EQ(Count("backend_instances"), 0);
+}
+
+TEST_F(GceApiTest, InsertValidationFollowsGce) {
+  Reply migrate = Gce("POST", "/zones/us-central1-a/instances",
+                      InstanceBody("vm2", "us-central1-a", "g2-standard-4", false));
+  EXPECT_EQ(migrate.status, 400);
+  EXPECT_NE(migrate.body.find("do not support live migration"), std::string::npos);
+  Reply no_l4 = Gce("POST", "/zones/us-central1-f/instances", InstanceBody("vm2", "us-central1-f"));
+  EXPECT_EQ(no_l4.status, 400);
+  EXPECT_NE(no_l4.body.find("does not exist in zone"), std::string::npos) << no_l4.body;
+  Reply bad_name = Gce("POST", "/zones/us-central1-a/instances", InstanceBody("Vm_2"));
+  EXPECT_EQ(bad_name.status, 400);
+  std::string big = R"(,{"key":"user-data","value":")" + std::string(262145, 'x') + R"("})";
+  Reply too_big = Gce("POST", "/zones/us-central1-a/instances",
+                      InstanceBody("vm2", "us-central1-a", "g2-standard-4", true, big));
+  EXPECT_EQ(too_big.status, 400);
+  std::string body = InstanceBody("vm2");
+  body.replace(body.find("common-cu128-ubuntu-2204-nvidia-570"), 35, "no-such-family");
+  Reply image = Gce("POST", "/zones/us-central1-a/instances", body);
+  EXPECT_EQ(image.status, 404);
+  EXPECT_EQ(Gce("POST", "/zones/mars-1-a/instances", InstanceBody("vm2")).status, 404);
+  EXPECT_EQ(Count("instances"), 0);
+  // An N1 type takes guestAccelerators.
+  std::string n1 = InstanceBody("vm3", "us-central1-a", "n1-standard-4");
+  n1.insert(
+      1,
+      R"("guestAccelerators":[{"acceleratorType":"zones/us-central1-a/acceleratorTypes/nvidia-tesla-t4","acceleratorCount":1}],)");
+  Reply t4 = Gce("POST", "/zones/us-central1-a/instances", n1);
+  EXPECT_EQ(t4.status, 200) << t4.body;
+}
+
+TEST_F(GceApiTest, CapacityArrivesInTheOperationAndTheInstanceVanishes) {
+  Fault(R"({"cloud":"gcp","fault":"capacity"})");
+  JsonObject op = Gce("POST", "/zones/us-central1-a/instances", InstanceBody("cap")).Json();
+  EXPECT_EQ(Gce("GET", "/zones/us-central1-a/instances/cap").status, 200);  // for a moment
+  JsonObject done = WaitOp(op, "us-central1-a");
+  JsonObject e = GetArray(GetObject(done, "error"), "errors")->getObject(0);
+  EXPECT_EQ(GetString(e, "code").value_or(""), "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS");
+  JsonObject meta =
+      GetObject(GetObject(GetArray(e, "errorDetails")->getObject(0), "errorInfo"), "metadatas");
+  EXPECT_EQ(GetString(meta, "zonesAvailable").value_or(""), "us-central1-b,us-central1-c");
+  EXPECT_EQ(GetInt(done, "httpErrorStatusCode").value_or(0), 503);
+  EXPECT_EQ(Gce("GET", "/zones/us-central1-a/instances/cap").status, 404);
+  EXPECT_EQ(Count("instances"), 0);
+  EXPECT_EQ(Count("backend_instances"), 0);
+}
+
+TEST_F(GceApiTest, QuotaInTheOperationOrSynchronously) {
+  Fault(R"({"cloud":"gcp","fault":"quota"})");
+  JsonObject done = WaitOp(Gce("POST", "/zones/us-central1-a/instances", InstanceBody("q1")).Json(),
+                           "us-central1-a");
+  JsonObject e = GetArray(GetObject(done, "error"), "errors")->getObject(0);
+  EXPECT_EQ(GetString(e, "code").value_or(""), "QUOTA_EXCEEDED");
+  EXPECT_NE(GetString(e, "message").value_or("").find("NVIDIA_L4_GPUS"), std::string::npos);
+  Fault(R"({"cloud":"gcp","fault":"quota","status":403})");
+  Reply sync = Gce("POST", "/zones/us-central1-a/instances", InstanceBody("q2"));
+  EXPECT_EQ(sync.status, 403);
+  EXPECT_NE(sync.body.find("\"quotaExceeded\""), std::string::npos);
+  EXPECT_EQ(Count("instances"), 0);
+}
+
+TEST_F(GceApiTest, ThrottlingAndServerErrorsAsGoogleSendsThem) {
+  Fault(R"({"cloud":"gcp","fault":"throttle","retry_after":3})");
+  Reply t = Gce("GET", "");
+  EXPECT_EQ(t.status, 429);
+  EXPECT_EQ(t.Header("retry-after"), "3");
+  EXPECT_EQ(GetString(GetObject(t.Json(), "error"), "status").value_or(""), "RESOURCE_EXHAUSTED");
+  Fault(R"({"cloud":"gcp","fault":"throttle","status":403})");
+  Reply t403 = Gce("GET", "");
+  EXPECT_EQ(t403.status, 403);
+  EXPECT_NE(t403.body.find("\"rateLimitExceeded\""), std::string::npos);
+  Fault(R"({"cloud":"gcp","fault":"server_error","status":503})");
+  Reply s = Gce("GET", "");
+  EXPECT_EQ(s.status, 503);
+  EXPECT_NE(s.body.find("\"backendError\""), std::string::npos);
+  EXPECT_EQ(Gce("GET", "").status, 200);
+  // On the token endpoint (another service) a throttle answers in OAuth's shape.
+  Fault(R"({"cloud":"gcp","fault":"throttle","retry_after":2})");
+  Reply tok = TokenRequest(
+      Assertion(Str("private_key"), Str("client_email"), Str("token_uri"), Now(), Now() + 3600));
+  EXPECT_EQ(tok.status, 429);
+  EXPECT_EQ(tok.Header("retry-after"), "2");
+  EXPECT_EQ(GetString(tok.Json(), "error").value_or(""), "rate_limit_exceeded");
+  // A filter with a wildcard.
+  WaitOp(Gce("POST", "/zones/us-central1-a/instances", InstanceBody("wild-1")).Json(),
+         "us-central1-a");
+  JsonObject wild =
+      Gce("GET", "/zones/us-central1-a/instances?filter=" + FormEncode("name = \"wild-*\"")).Json();
+  EXPECT_EQ(GetArray(wild, "items")->size(), 1u) << ToJson(wild);
+  JsonObject tame =
+      Gce("GET", "/zones/us-central1-a/instances?filter=" + FormEncode("name = \"wild\"")).Json();
+  EXPECT_FALSE(tame->has("items"));
+}
+
+TEST_F(GceApiTest, VanishingAndFailingBoots) {
+  Fault(R"({"cloud":"gcp","fault":"vanish_during_boot"})");
+  JsonObject done = WaitOp(
+      Gce("POST", "/zones/us-central1-a/instances", InstanceBody("gone")).Json(), "us-central1-a");
+  EXPECT_EQ(
+      GetString(GetArray(GetObject(done, "error"), "errors")->getObject(0), "code").value_or(""),
+      "RESOURCE_NOT_FOUND");
+  EXPECT_EQ(Gce("GET", "/zones/us-central1-a/instances/gone").status, 404);
+  Fault(R"({"cloud":"gcp","fault":"error_during_boot"})");
+  WaitOp(Gce("POST", "/zones/us-central1-a/instances", InstanceBody("stopped")).Json(),
+         "us-central1-a");
+  // GCE has no error state: the instance is TERMINATED (stopped), not gone.
+  EXPECT_EQ(
+      GetString(Gce("GET", "/zones/us-central1-a/instances/stopped").Json(), "status").value_or(""),
+      "TERMINATED");
+}
+
+TEST_F(GceApiTest, FirewallsWithGlobalOperations) {
+  const std::string fw =
+      R"({"name":"gpuprov-vm1","network":"global/networks/default","direction":"INGRESS",)"
+      R"("sourceRanges":["0.0.0.0/0"],"targetTags":["gpuprov-vm1"],)"
+      R"("allowed":[{"IPProtocol":"tcp","ports":["22"]}]})";
+  JsonObject op = Gce("POST", "/global/firewalls?requestId=f-1", fw).Json();
+  EXPECT_FALSE(op->has("zone"));
+  EXPECT_EQ(GetString(WaitOp(op), "status").value_or(""), "DONE");
+  EXPECT_EQ(Gce("POST", "/global/firewalls", fw).status, 409);
+  EXPECT_EQ(Count("firewalls"), 1);
+  WaitOp(Gce("PATCH", "/global/firewalls/gpuprov-vm1",
+             R"({"allowed":[{"IPProtocol":"tcp","ports":["22","6443","80","443"]}]})")
+             .Json());
+  JsonObject got = Gce("GET", "/global/firewalls/gpuprov-vm1").Json();
+  EXPECT_EQ(GetArray(GetArray(got, "allowed")->getObject(0), "ports")->size(), 4u) << ToJson(got);
+  EXPECT_EQ(GetArray(got, "targetTags")->size(), 1u) << "PATCH keeps what it does not name";
+  Reply bad = Gce("POST", "/global/firewalls",
+                  R"({"name":"x","allowed":[{"IPProtocol":"tcp","ports":["http"]}]})");
+  EXPECT_EQ(bad.status, 400);
+  WaitOp(Gce("DELETE", "/global/firewalls/gpuprov-vm1").Json());
+  EXPECT_EQ(Gce("GET", "/global/firewalls/gpuprov-vm1").status, 404);
+  EXPECT_EQ(Count("firewalls"), 0);
+}
+
+TEST_F(GceApiTest, CatalogueZonesWithAnAccelerator) {
+  JsonObject agg =
+      Gce("GET", "/aggregated/acceleratorTypes?filter=" + FormEncode("name = \"nvidia-l4\""))
+          .Json();
+  std::vector<std::string> zones;
+  for (const auto& [scope, v] : *GetObject(agg, "items")) {
+    JsonArray list = GetArray(v.extract<JsonObject>(), "acceleratorTypes");
+    if (list && list->size() > 0 && scope.rfind("zones/us-central1-", 0) == 0)
+      zones.push_back(scope);
+  }
+  EXPECT_EQ(zones, (std::vector<std::string>{"zones/us-central1-a", "zones/us-central1-b",
+                                             "zones/us-central1-c"}));
+  JsonObject region = Gce("GET", "/regions/us-central1").Json();
+  EXPECT_EQ(GetArray(region, "zones")->size(), 4u);
+  JsonObject mt = Gce("GET", "/zones/us-central1-a/machineTypes/a3-highgpu-8g").Json();
+  EXPECT_EQ(GetInt(GetArray(mt, "accelerators")->getObject(0), "guestAcceleratorCount").value_or(0),
+            8);
+  JsonObject image =
+      Call(base_, "GET",
+           "/compute/v1/projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts", "", token_)
+          .Json();
+  EXPECT_EQ(GetString(image, "family").value_or(""), "ubuntu-2204-lts");
+}
+
+}  // namespace
+}  // namespace gpuprov::emulator

@@ -1,0 +1,273 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Real EC2 clients against gpuprov-emulator: Debian's AWS CLI (/usr/bin/aws, botocore's SigV4
+signer, POST form bodies) and python3-libcloud's EC2 driver (SigV4 over GET with the parameters
+in the query) create, list and destroy instances with only the endpoint changed; the emulator
+verifies every signature. Run with /usr/bin/python3 (Debian's packages load only there);
+stdlib unittest only.
+
+The emulator binary: $GPUPROV_EMULATOR, else <repo>/build-aws/bin/gpuprov-emulator.
+"""
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import time
+import unittest
+import urllib.request
+
+KEY_ID = "AKIACLIENTTEST000001"
+SECRET = "client/test+Secret/0123456789abcdefABCDEF"
+REGION = "eu-west-1"
+PUBLIC_KEY = ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPtlieUdwvU3Yi8XHX36t5VZpca1by3GqjV+S0aD87Tm "
+              "emu-test")
+DLAMI = ("resolve:ssm:/aws/service/deeplearning/ami/x86_64/"
+         "base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id")
+UBUNTU = ("resolve:ssm:/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/"
+          "ebs-gp2/ami-id")
+AWS_CLI = "/usr/bin/aws"
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def emulator_path():
+    return os.environ.get("GPUPROV_EMULATOR") or os.path.join(
+        HERE, "..", "..", "build-aws", "bin", "gpuprov-emulator")
+
+
+class Emulator:
+    """gpuprov-emulator (memory backend, aws only); reads its '<cloud> <url>' lines."""
+
+    def __init__(self):
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=KEY_ID, AWS_SECRET_ACCESS_KEY=SECRET)
+        self.proc = subprocess.Popen(
+            [emulator_path(), "--backend", "memory", "--clouds", "aws", "--boot-seconds", "0.5"],
+            stdout=subprocess.PIPE, env=env, text=True)
+        self.urls = {}
+        while "control" not in self.urls:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("gpuprov-emulator exited before printing its endpoints")
+            cloud, url = line.split()
+            self.urls[cloud] = url
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        self.proc.stdout.close()
+
+    def control(self, method, path, body=None):
+        req = urllib.request.Request(self.urls["control"] + path, method=method,
+                                     data=None if body is None else json.dumps(body).encode())
+        with urllib.request.urlopen(req) as r:
+            text = r.read()
+            return json.loads(text) if text else None
+
+    def counts(self):
+        return self.control("GET", "/counts?cloud=aws")
+
+    def statuses(self):
+        return [r["status"] for r in self.control("GET", "/requests?cloud=aws")["requests"]]
+
+
+def setUpModule():
+    global EMU
+    for var in ("NO_PROXY", "no_proxy"):
+        os.environ[var] = (os.environ.get(var, "") + ",127.0.0.1,localhost").lstrip(",")
+    EMU = Emulator()
+
+
+def tearDownModule():
+    EMU.stop()
+
+
+def wait_for(cond, timeout=15.0, every=0.1):
+    end = time.time() + timeout
+    while time.time() < end:
+        if cond():
+            return True
+        time.sleep(every)
+    return cond()
+
+
+class AwsCli(unittest.TestCase):
+    """The AWS CLI v2 with --endpoint-url: botocore signs, the emulator verifies."""
+
+    def setUp(self):
+        if not os.access(AWS_CLI, os.X_OK):
+            self.skipTest("apt-get install -y awscli")
+        EMU.control("POST", "/reset", {})
+        self.home = os.path.join(os.environ.get("TMPDIR", "/tmp"), "gpuprov-awscli-%d" % os.getpid())
+        os.makedirs(self.home, exist_ok=True)
+
+    def aws(self, *args, secret=SECRET, check=True):
+        env = {"PATH": "/usr/bin:/bin", "HOME": self.home, "AWS_ACCESS_KEY_ID": KEY_ID,
+               "AWS_SECRET_ACCESS_KEY": secret, "AWS_DEFAULT_REGION": REGION,
+               "AWS_PAGER": "", "AWS_EC2_METADATA_DISABLED": "true",
+               "NO_PROXY": "127.0.0.1,localhost"}
+        p = subprocess.run([AWS_CLI, "--endpoint-url", EMU.urls["aws"], "--output", "json",
+                            "ec2"] + list(args), env=env, capture_output=True, text=True,
+                           timeout=60)
+        if check and p.returncode != 0:
+            self.fail("aws ec2 %s failed (%d): %s" % (" ".join(args), p.returncode, p.stderr))
+        return p
+
+    def test_run_describe_terminate(self):
+        run = json.loads(self.aws(
+            "run-instances", "--image-id", DLAMI, "--instance-type", "g6.xlarge", "--count", "1",
+            "--client-token", "cli-token-1",
+            "--user-data", "#!/bin/bash\necho hello\n",
+            "--tag-specifications",
+            "ResourceType=instance,Tags=[{Key=Name,Value=cli-vm},{Key=gpuprov,Value=1}]").stdout)
+        inst = run["Instances"][0]
+        iid = inst["InstanceId"]
+        self.assertRegex(iid, r"^i-[0-9a-f]{17}$")
+        self.assertEqual(inst["State"], {"Code": 0, "Name": "pending"})
+        self.assertEqual(inst["InstanceType"], "g6.xlarge")
+        self.assertRegex(inst["ImageId"], r"^ami-[0-9a-f]{17}$")
+        self.assertEqual(inst["Placement"]["AvailabilityZone"], REGION + "a")
+        self.assertNotIn("PublicIpAddress", inst)
+        # The same client token gives the same reservation, not a second instance.
+        again = json.loads(self.aws(
+            "run-instances", "--image-id", DLAMI, "--instance-type", "g6.xlarge", "--count", "1",
+            "--client-token", "cli-token-1",
+            "--user-data", "#!/bin/bash\necho hello\n",
+            "--tag-specifications",
+            "ResourceType=instance,Tags=[{Key=Name,Value=cli-vm},{Key=gpuprov,Value=1}]").stdout)
+        self.assertEqual(again["Instances"][0]["InstanceId"], iid)
+        self.assertEqual(EMU.counts()["instances"], 1)
+
+        def describe(*extra):
+            out = json.loads(self.aws("describe-instances", *extra).stdout)
+            return [i for r in out["Reservations"] for i in r["Instances"]]
+
+        self.assertTrue(wait_for(lambda: describe("--instance-ids", iid)[0]["State"]["Name"] == "running"))
+        running = describe("--instance-ids", iid)[0]
+        self.assertTrue(running["PublicIpAddress"].startswith("127.91."))
+        self.assertEqual({t["Key"]: t["Value"] for t in running["Tags"]}["Name"], "cli-vm")
+        # Find by name as gpuprov does (reference §3.3).
+        found = describe("--filters", "Name=tag:Name,Values=cli-vm",
+                         "Name=instance-state-name,Values=pending,running")
+        self.assertEqual([i["InstanceId"] for i in found], [iid])
+        self.assertEqual(describe("--filters", "Name=tag:Name,Values=other"), [])
+
+        term = json.loads(self.aws("terminate-instances", "--instance-ids", iid).stdout)
+        change = term["TerminatingInstances"][0]
+        self.assertEqual(change["PreviousState"]["Name"], "running")
+        self.assertEqual(change["CurrentState"], {"Code": 32, "Name": "shutting-down"})
+        self.assertTrue(wait_for(lambda: describe("--instance-ids", iid)[0]["State"]["Name"] == "terminated"))
+        self.assertEqual(EMU.counts()["instances"], 0)
+        self.assertEqual(EMU.counts()["backend_instances"], 0)
+
+    def test_errors_come_back_with_their_codes(self):
+        p = self.aws("describe-instances", secret="not-the-secret", check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("AuthFailure", p.stderr)
+        p = self.aws("describe-instances", "--instance-ids", "i-0123456789abcdef0", check=False)
+        self.assertIn("InvalidInstanceID.NotFound", p.stderr)
+        big = "x" * 16385
+        p = self.aws("run-instances", "--image-id", UBUNTU, "--instance-type", "t3.micro",
+                     "--user-data", big, check=False)
+        self.assertIn("InvalidParameterValue", p.stderr)
+        self.assertIn("16384", p.stderr)
+        # botocore retries a 500 itself, so the fault stays armed for every attempt.
+        EMU.control("POST", "/faults", {"cloud": "aws", "fault": "capacity", "times": -1})
+        p = self.aws("run-instances", "--image-id", UBUNTU, "--instance-type", "t3.micro",
+                     check=False)
+        EMU.control("DELETE", "/faults?cloud=aws")
+        self.assertIn("InsufficientInstanceCapacity", p.stderr)
+        self.assertEqual(EMU.counts()["instances"], 0)
+
+    def test_security_group_and_key_pair(self):
+        path = os.path.join(self.home, "key.pub")
+        with open(path, "w") as f:
+            f.write(PUBLIC_KEY + "\n")
+        key = json.loads(self.aws("import-key-pair", "--key-name", "gpuprov-cli",
+                                  "--public-key-material", "fileb://" + path).stdout)
+        blob = base64.b64decode(PUBLIC_KEY.split()[1])
+        self.assertEqual(key["KeyFingerprint"], base64.b64encode(hashlib.sha256(blob).digest()).decode())
+        dup = self.aws("import-key-pair", "--key-name", "gpuprov-cli",
+                       "--public-key-material", "fileb://" + path, check=False)
+        self.assertIn("InvalidKeyPair.Duplicate", dup.stderr)
+        sg = json.loads(self.aws("create-security-group", "--group-name", "gpuprov-cli",
+                                 "--description", "test").stdout)["GroupId"]
+        for port in ("22", "6443"):
+            self.aws("authorize-security-group-ingress", "--group-id", sg, "--protocol", "tcp",
+                     "--port", port, "--cidr", "0.0.0.0/0")
+        dup = self.aws("authorize-security-group-ingress", "--group-id", sg, "--protocol", "tcp",
+                       "--port", "22", "--cidr", "0.0.0.0/0", check=False)
+        self.assertIn("InvalidPermission.Duplicate", dup.stderr)
+        groups = json.loads(self.aws("describe-security-groups", "--group-ids", sg).stdout)
+        ports = sorted(p["FromPort"] for p in groups["SecurityGroups"][0]["IpPermissions"])
+        self.assertEqual(ports, [22, 6443])
+        run = json.loads(self.aws("run-instances", "--image-id", UBUNTU, "--instance-type",
+                                  "t3.micro", "--key-name", "gpuprov-cli",
+                                  "--security-group-ids", sg).stdout)
+        iid = run["Instances"][0]["InstanceId"]
+        busy = self.aws("delete-security-group", "--group-id", sg, check=False)
+        self.assertIn("DependencyViolation", busy.stderr)
+        self.aws("terminate-instances", "--instance-ids", iid)
+        self.assertTrue(wait_for(lambda: self.aws("delete-security-group", "--group-id", sg,
+                                                  check=False).returncode == 0))
+        self.aws("delete-key-pair", "--key-name", "gpuprov-cli")
+        counts = EMU.counts()
+        self.assertEqual((counts["firewalls"], counts["ssh_keys"]), (0, 0))
+
+
+class Libcloud(unittest.TestCase):
+    """python3-libcloud's EC2 driver (SigV4 requested; its default is the query-string SigV2,
+    which the emulator does not accept)."""
+
+    def setUp(self):
+        try:
+            from libcloud.compute.providers import get_driver
+            from libcloud.compute.types import Provider
+        except ImportError:
+            self.skipTest("apt-get install -y python3-libcloud")
+        EMU.control("POST", "/reset", {})
+        port = int(EMU.urls["aws"].rsplit(":", 1)[1])
+        cls = get_driver(Provider.EC2)
+        self.driver = cls(KEY_ID, SECRET, region=REGION, host="127.0.0.1", port=port,
+                          secure=False, signature_version="4")
+
+    def test_list_create_destroy(self):
+        from libcloud.compute.base import NodeImage, NodeSize
+        from libcloud.compute.types import NodeState
+        d = self.driver
+        self.assertEqual(d.list_nodes(), [])
+        # libcloud's built-in size table is old; a size is only its id on the wire.
+        size = NodeSize(id="g6.xlarge", name="g6.xlarge", ram=16384, disk=0, bandwidth=None,
+                        price=None, driver=d)
+        image = NodeImage(id=DLAMI, name="dlami", driver=d)
+        node = d.create_node(name="lc-vm", size=size, image=image,
+                             ex_userdata="#!/bin/bash\necho hi\n",
+                             ex_metadata={"gpuprov": "1"})
+        self.assertEqual(node.state, NodeState.PENDING)
+        self.assertEqual(node.name, "lc-vm")
+        self.assertTrue(wait_for(lambda: d.list_nodes()[0].state == NodeState.RUNNING))
+        listed = d.list_nodes()[0]
+        self.assertEqual(listed.id, node.id)
+        self.assertEqual(listed.name, "lc-vm")
+        self.assertEqual(listed.extra["tags"]["gpuprov"], "1")
+        self.assertTrue(listed.public_ips[0].startswith("127.91."))
+        self.assertEqual(listed.extra["instance_type"], "g6.xlarge")
+        self.assertEqual(EMU.counts()["instances"], 1)
+        self.assertTrue(d.destroy_node(listed))
+        self.assertTrue(wait_for(lambda: d.list_nodes()[0].state == NodeState.TERMINATED))
+        self.assertEqual(EMU.counts()["instances"], 0)
+        self.assertEqual(EMU.counts()["backend_instances"], 0)
+
+    def test_wrong_secret_is_refused(self):
+        from libcloud.compute.providers import get_driver
+        from libcloud.compute.types import Provider
+        port = int(EMU.urls["aws"].rsplit(":", 1)[1])
+        bad = get_driver(Provider.EC2)(KEY_ID, "wrong", region=REGION, host="127.0.0.1",
+                                       port=port, secure=False, signature_version="4")
+        with self.assertRaises(Exception) as ctx:
+            bad.list_nodes()
+        self.assertIn("AuthFailure", str(ctx.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
