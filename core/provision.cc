@@ -81,7 +81,7 @@ CloudVm WaitRunning(Cloud& cloud, CloudVm vm, std::chrono::seconds limit) {
   const auto start = Clock::now();
   auto last_progress = start;
   while (vm.state != "running") {
-    if (vm.state == "error" || vm.state == "terminated") {
+    if (vm.state == "error" || vm.state == "terminated" || vm.state == "stopped") {
       throw Error("VM " + vm.name + " went to state '" + vm.state + "'" +
                       (vm.message.empty() ? "" : ": " + vm.message),
                   "inspect it in the cloud console, then `gpuprov down " + vm.name + "`");

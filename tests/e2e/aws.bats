@@ -7,20 +7,6 @@
 load helpers
 bats_require_minimum_version 1.5.0
 
-start_emulator() { # NAME ARGS...: starts one emulator, waits for its endpoints
-  local name=$1
-  shift
-  "$BUILD_DIR/bin/gpuprov-emulator" --clouds aws "$@" \
-    >"$BATS_FILE_TMPDIR/$name.out" 2>"$BATS_FILE_TMPDIR/$name.err" 3>&- &
-  echo $! >"$BATS_FILE_TMPDIR/$name.pid"
-  for _ in $(seq 1 100); do
-    grep -q '^control ' "$BATS_FILE_TMPDIR/$name.out" && return 0
-    sleep 0.2
-  done
-  cat "$BATS_FILE_TMPDIR/$name.err" >&2
-  return 1
-}
-
 setup_file() {
   export AWS_ACCESS_KEY_ID="AKIAE2E$$TESTKEY0001"
   export AWS_SECRET_ACCESS_KEY="e2e/$$/secret+access+key"
@@ -30,53 +16,22 @@ setup_file() {
   export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
   mkdir -p "$GPUPROV_HOME"
   printf '[defaults.timeouts]\nssh_wait_seconds = 180\n' >"$GPUPROV_HOME/config.toml"
-  start_emulator docker --backend docker
-  start_emulator memory --backend memory --boot-seconds 1
+  start_emulator docker --clouds aws --backend docker
+  start_emulator memory --clouds aws --backend memory --boot-seconds 1
 }
 
 teardown_file() {
-  local name
-  for name in docker memory; do
-    kill "$(cat "$BATS_FILE_TMPDIR/$name.pid")" 2>/dev/null || true
-    wait "$(cat "$BATS_FILE_TMPDIR/$name.pid")" 2>/dev/null || true
-  done
+  stop_emulators
 }
 
 # use docker|memory: points gpuprov at that emulator.
 use() {
-  GPUPROV_AWS_ENDPOINT=$(awk '$1=="aws"{print $2}' "$BATS_FILE_TMPDIR/$1.out")
-  CONTROL=$(awk '$1=="control"{print $2}' "$BATS_FILE_TMPDIR/$1.out")
-  export GPUPROV_AWS_ENDPOINT CONTROL
+  use_emulator "$1"
 }
 
 teardown() {
-  local name
-  for name in docker memory; do
-    use "$name"
-    curl -fsS -X POST "$CONTROL/reset" -d '{}' >/dev/null || true
-  done
+  reset_emulators
   rm -f "$GPUPROV_HOME"/state/*.json
-}
-
-count() { # FIELD
-  curl -fsS "$CONTROL/counts?cloud=aws" | /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"
-}
-
-# Waits until no instance (API or backend), security group or key pair is left.
-expect_nothing_left() {
-  for _ in $(seq 1 60); do
-    if [ "$(count instances)" -eq 0 ] && [ "$(count backend_instances)" -eq 0 ] &&
-      [ "$(count firewalls)" -eq 0 ] && [ "$(count ssh_keys)" -eq 0 ]; then
-      return 0
-    fi
-    sleep 0.5
-  done
-  curl -fsS "$CONTROL/counts?cloud=aws" >&2
-  return 1
-}
-
-fault() {
-  curl -fsS -X POST "$CONTROL/faults" -d "$1" >/dev/null
 }
 
 @test "aws: provision, ssh as ubuntu, list and down; security group and key pair cleaned up" {
@@ -85,9 +40,9 @@ fault() {
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"g6.xlarge"* ]]
-  [ "$(count instances)" -eq 1 ]
-  [ "$(count firewalls)" -eq 1 ]
-  [ "$(count ssh_keys)" -eq 1 ]
+  [ "$(count aws instances)" -eq 1 ]
+  [ "$(count aws firewalls)" -eq 1 ]
+  [ "$(count aws ssh_keys)" -eq 1 ]
   run "$GPUPROV" ssh aws-vm -- sh -c 'whoami; nvidia-smi -L'
   echo "$output"
   [ "$status" -eq 0 ]
@@ -106,7 +61,7 @@ assert vm["address"].startswith("127.90."), vm'
   run "$GPUPROV" down aws-vm
   echo "$output"
   [ "$status" -eq 0 ]
-  expect_nothing_left
+  expect_nothing_left aws ssh_keys
 }
 
 @test "aws: throttling (503 RequestLimitExceeded) is retried with backoff and the VM comes up once" {
@@ -120,10 +75,10 @@ assert vm["address"].startswith("127.90."), vm'
   throttled=$(curl -fsS "$CONTROL/requests?cloud=aws" |
     /usr/bin/python3 -c 'import json,sys; print(sum(r["status"] == 503 for r in json.load(sys.stdin)["requests"]))')
   [ "$throttled" -eq 4 ]
-  [ "$(count instances)" -eq 1 ]
+  [ "$(count aws instances)" -eq 1 ]
   run "$GPUPROV" down aws-thr
   [ "$status" -eq 0 ]
-  expect_nothing_left
+  expect_nothing_left aws ssh_keys
 }
 
 @test "aws: a re-run after gpuprov was killed finds the VM by name" {
@@ -131,7 +86,7 @@ assert vm["address"].startswith("127.90."), vm'
   "$GPUPROV" provision --name aws-rerun --cloud aws --no-k8s 3>&- &
   pid=$!
   for _ in $(seq 1 100); do
-    [ "$(count instances)" -eq 1 ] && break
+    [ "$(count aws instances)" -eq 1 ] && break
     sleep 0.1
   done
   kill -9 "$pid"
@@ -140,12 +95,12 @@ assert vm["address"].startswith("127.90."), vm'
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"reusing"* ]]
-  [ "$(count instances)" -eq 1 ]
-  [ "$(count firewalls)" -eq 1 ]
-  [ "$(count ssh_keys)" -eq 1 ]
+  [ "$(count aws instances)" -eq 1 ]
+  [ "$(count aws firewalls)" -eq 1 ]
+  [ "$(count aws ssh_keys)" -eq 1 ]
   run "$GPUPROV" down aws-rerun
   [ "$status" -eq 0 ]
-  expect_nothing_left
+  expect_nothing_left aws ssh_keys
 }
 
 @test "aws: no capacity is said plainly, nothing is left and no state is kept" {
@@ -157,7 +112,7 @@ assert vm["address"].startswith("127.90."), vm'
   [[ "$output" == *"InsufficientInstanceCapacity"* ]]
   [[ "$output" == *"another region"* ]]
   [ ! -e "$GPUPROV_HOME/state/aws-cap.json" ]
-  expect_nothing_left
+  expect_nothing_left aws ssh_keys
 }
 
 @test "aws: a vCPU quota of 0 names the quota to raise" {
@@ -169,7 +124,7 @@ assert vm["address"].startswith("127.90."), vm'
   [[ "$output" == *"VcpuLimitExceeded"* ]]
   [[ "$output" == *"Service Quotas"* ]]
   [ ! -e "$GPUPROV_HOME/state/aws-quota.json" ]
-  expect_nothing_left
+  expect_nothing_left aws ssh_keys
 }
 
 @test "aws: a wrong secret fails with AuthFailure, names where the keys come from, leaks nothing" {
@@ -181,7 +136,7 @@ assert vm["address"].startswith("127.90."), vm'
   [[ "$output" == *"AWS_ACCESS_KEY_ID"* ]]
   [[ "$output" != *"wrong-secret-e2e"* ]]
   [ ! -e "$GPUPROV_HOME/state/aws-auth.json" ]
-  expect_nothing_left
+  expect_nothing_left aws ssh_keys
 }
 
 @test "aws: an instance that vanishes while booting: a clear message, and down leaves nothing" {
@@ -196,7 +151,7 @@ assert vm["address"].startswith("127.90."), vm'
   run "$GPUPROV" down aws-gone
   echo "$output"
   [ "$status" -eq 0 ]
-  expect_nothing_left
+  expect_nothing_left aws ssh_keys
 }
 
 @test "aws: a GPU count AWS does not sell is refused before anything is created" {
@@ -205,8 +160,8 @@ assert vm["address"].startswith("127.90."), vm'
   echo "$output"
   [ "$status" -eq 2 ]
   [[ "$output" == *"L4:4 (g6.12xlarge)"* ]]
-  [ "$(count instances)" -eq 0 ]
-  [ "$(count firewalls)" -eq 0 ]
+  [ "$(count aws instances)" -eq 0 ]
+  [ "$(count aws firewalls)" -eq 0 ]
 }
 
 @test "aws: Kubernetes by the boot route (compressed boot script within 16 KB), direct access, kubectl works" {
@@ -231,5 +186,5 @@ assert vm["address"].startswith("127.90."), vm'
   run "$GPUPROV" down aws-k8s
   [ "$status" -eq 0 ]
   [ ! -e "$kc" ]
-  expect_nothing_left
+  expect_nothing_left aws ssh_keys
 }

@@ -11,21 +11,21 @@ setup_file() {
   export PRIME_API_KEY="pit_cluster_$$_secret_key"
   export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
   mkdir -p "$GPUPROV_HOME"
-  start_emulator docker digitalocean,primeintellect
+  start_emulator emu --backend docker --clouds digitalocean,primeintellect
 }
 
 teardown_file() {
-  stop_emulator
+  stop_emulators
 }
 
 setup() {
-  use_emulator
+  use_emulator emu
   timeouts 120 60
 }
 
 teardown() {
   [ -z "${TUNNEL_PID:-}" ] || kill "$TUNNEL_PID" 2>/dev/null || true
-  reset_emulator
+  reset_emulators
   rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
 }
 

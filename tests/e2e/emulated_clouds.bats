@@ -12,20 +12,20 @@ setup_file() {
   export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
   mkdir -p "$GPUPROV_HOME"
   printf '[defaults.timeouts]\nssh_wait_seconds = 180\n' >"$GPUPROV_HOME/config.toml"
-  start_emulator docker digitalocean,primeintellect
+  start_emulator emu --backend docker --clouds digitalocean,primeintellect
 }
 
 teardown_file() {
-  stop_emulator
+  stop_emulators
 }
 
 setup() {
-  use_emulator
+  use_emulator emu
 }
 
 # Each test asserts its own cleanup; this only keeps one failure from cascading into the next.
 teardown() {
-  reset_emulator
+  reset_emulators
   rm -f "$GPUPROV_HOME"/state/*.json
 }
 

@@ -10,78 +10,34 @@
 
 load helpers
 
-# start_emulator NAME BACKEND: gpuprov-emulator serving gcp only; its key is written to
+# start NAME BACKEND: an emulator serving gcp only; its key is written to
 # $BATS_FILE_TMPDIR/NAME-key.json (GOOGLE_APPLICATION_CREDENTIALS names a missing file).
-start_emulator() {
-  local name=$1 backend=$2
-  GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/$name-key.json" \
-    "$BUILD_DIR/bin/gpuprov-emulator" --backend "$backend" --clouds gcp --boot-seconds 1 \
-    >"$BATS_FILE_TMPDIR/$name.out" 2>"$BATS_FILE_TMPDIR/$name.err" 3>&- &
-  echo $! >"$BATS_FILE_TMPDIR/$name.pid"
-  for _ in $(seq 1 100); do
-    grep -q '^control ' "$BATS_FILE_TMPDIR/$name.out" && return 0
-    sleep 0.2
-  done
-  cat "$BATS_FILE_TMPDIR/$name.err" >&2
-  return 1
-}
-
-stop_emulator() {
-  local pid
-  pid=$(cat "$BATS_FILE_TMPDIR/$1.pid" 2>/dev/null) || return 0
-  kill "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
+start() {
+  GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/$1-key.json" \
+    start_emulator "$1" --backend "$2" --clouds gcp --boot-seconds 1
 }
 
 setup_file() {
   export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
   mkdir -p "$GPUPROV_HOME"
   printf '[defaults.timeouts]\nssh_wait_seconds = 180\n' >"$GPUPROV_HOME/config.toml"
-  start_emulator docker docker
-  start_emulator memory memory
+  start docker docker
+  start memory memory
 }
 
 teardown_file() {
-  stop_emulator docker
-  stop_emulator memory
+  stop_emulators
 }
 
 # use BACKEND: point gpuprov at that emulator (endpoint, key, control URL).
 use() {
-  GPUPROV_GCP_ENDPOINT=$(awk '$1=="gcp"{print $2}' "$BATS_FILE_TMPDIR/$1.out")
-  CONTROL=$(awk '$1=="control"{print $2}' "$BATS_FILE_TMPDIR/$1.out")
-  GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/$1-key.json"
-  export GPUPROV_GCP_ENDPOINT CONTROL GOOGLE_APPLICATION_CREDENTIALS
-  curl -fsS -X DELETE "$CONTROL/faults" >/dev/null
+  use_emulator "$1"
+  export GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/$1-key.json"
 }
 
 teardown() {
-  for backend in docker memory; do
-    control=$(awk '$1=="control"{print $2}' "$BATS_FILE_TMPDIR/$backend.out")
-    curl -fsS -X POST "$control/reset" -d '{}' >/dev/null || true
-  done
+  reset_emulators
   rm -f "$GPUPROV_HOME"/state/*.json
-}
-
-count() {
-  curl -fsS "$CONTROL/counts?cloud=gcp" | /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"
-}
-
-# Nothing left in the API (instances, firewall rules) or behind it (containers).
-expect_nothing_left() {
-  for _ in $(seq 1 60); do
-    if [ "$(count instances)" -eq 0 ] && [ "$(count backend_instances)" -eq 0 ] &&
-      [ "$(count firewalls)" -eq 0 ]; then
-      return 0
-    fi
-    sleep 0.5
-  done
-  curl -fsS "$CONTROL/counts?cloud=gcp" >&2
-  return 1
-}
-
-fault() {
-  curl -fsS -X POST "$CONTROL/faults" -d "$1" >/dev/null
 }
 
 @test "gcp: a killed provision is found by name on re-run under throttling; ssh, list and down leave nothing" {
@@ -89,10 +45,10 @@ fault() {
   "$GPUPROV" provision --name gce-vm --cloud gcp --gpus L4:1 --no-k8s 3>&- &
   pid=$!
   for _ in $(seq 1 150); do
-    [ "$(count instances)" -eq 1 ] && break
+    [ "$(count gcp instances)" -eq 1 ] && break
     sleep 0.2
   done
-  [ "$(count instances)" -eq 1 ]
+  [ "$(count gcp instances)" -eq 1 ]
   kill -9 "$pid"
   wait "$pid" || true
   # API rate limits on the re-run: 429 with Retry-After, then 403 rateLimitExceeded (backoff).
@@ -103,8 +59,8 @@ fault() {
   [ "$status" -eq 0 ]
   [[ "$output" == *"reusing existing VM gce-vm"* ]]
   [[ "$output" == *"user ubuntu"* ]]
-  [ "$(count instances)" -eq 1 ]
-  [ "$(count firewalls)" -eq 1 ]
+  [ "$(count gcp instances)" -eq 1 ]
+  [ "$(count gcp firewalls)" -eq 1 ]
   curl -fsS "$CONTROL/requests?cloud=gcp" | grep -q '"status":429'
   curl -fsS "$CONTROL/requests?cloud=gcp" | grep -q '"status":403'
   run "$GPUPROV" ssh gce-vm -- sh -c 'whoami; nvidia-smi -L'
@@ -126,7 +82,7 @@ assert vm["address"].startswith("127.90."), vm'
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"deleting firewall rule gpuprov-gce-vm"* ]]
-  expect_nothing_left
+  expect_nothing_left gcp
 }
 
 @test "gcp: no capacity in any zone of the region: a clear message, no VM, no firewall rule, no state" {
@@ -138,7 +94,7 @@ assert vm["address"].startswith("127.90."), vm'
   [[ "$output" == *"no capacity for g2-standard-4 in us-central1-a, us-central1-b, us-central1-c"* ]]
   [[ "$output" == *"ZONE_RESOURCE_POOL_EXHAUSTED"* ]]
   [ ! -e "$GPUPROV_HOME/state/gce-cap.json" ]
-  expect_nothing_left
+  expect_nothing_left gcp
 }
 
 @test "gcp: quota from the insert operation: the metric is named and nothing is left" {
@@ -150,7 +106,7 @@ assert vm["address"].startswith("127.90."), vm'
   [[ "$output" == *"QUOTA_EXCEEDED"* && "$output" == *"NVIDIA_L4_GPUS"* ]]
   [[ "$output" == *"quota"* ]]
   [ ! -e "$GPUPROV_HOME/state/gce-quota.json" ]
-  expect_nothing_left
+  expect_nothing_left gcp
 }
 
 @test "gcp: a key the emulator did not issue is refused at the token endpoint before anything is made" {
@@ -171,7 +127,7 @@ EOF
   [[ "$output" == *"GOOGLE_APPLICATION_CREDENTIALS"* ]]
   [[ "$output" != *"PRIVATE KEY"* ]]
   [ ! -e "$GPUPROV_HOME/state/gce-auth.json" ]
-  expect_nothing_left
+  expect_nothing_left gcp
 }
 
 @test "gcp: an instance that vanishes while booting: a clear message, and nothing is left" {
@@ -181,8 +137,32 @@ EOF
   echo "$output"
   [ "$status" -eq 1 ]
   [[ "$output" == *"disappeared while it was being created"* ]]
-  expect_nothing_left
+  expect_nothing_left gcp
   run "$GPUPROV" down gce-gone --cloud gcp
   [ "$status" -eq 0 ]
-  expect_nothing_left
+  expect_nothing_left gcp
+}
+
+@test "gcp: Kubernetes by the boot route (user-data metadata), direct access, kubectl works" {
+  use docker
+  printf '[defaults.timeouts]\nssh_wait_seconds = 180\napi_wait_seconds = 120\n' >"$GPUPROV_HOME/config.toml"
+  run "$GPUPROV" -v provision --name gce-k8s --cloud gcp --gpus L4:1
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"cluster plan: route boot, access direct"* ]]
+  [[ "$output" == *"probe: check-api: installed, k3s running"* ]]
+  [[ "$output" != *"node round trip "*": push installer"* ]]
+  [[ "$output" == *"nvidia.com/gpu: 1"* ]]
+  [[ "$output" != *"private_key"* ]]
+  [[ "$output" != *"PRIVATE KEY"* ]]
+  kc="$GPUPROV_HOME/kube/gce-k8s.yaml"
+  [ "$(file_mode "$kc")" = 600 ]
+  run env KUBECONFIG="$kc" kubectl get nodes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *" Ready "* ]]
+  run "$GPUPROV" down gce-k8s
+  [ "$status" -eq 0 ]
+  [ ! -e "$kc" ]
+  expect_nothing_left gcp
 }

@@ -28,31 +28,40 @@ remove_vm_containers() {
 
 file_mode() { stat -c '%a' "$1"; }
 
-# ---- The cloud emulator (tests/emulators), one per test file -----------------------------------
+# ---- The cloud emulator (tests/emulators) -----------------------------------------------------
 
-# start_emulator BACKEND CLOUDS: starts gpuprov-emulator (call from setup_file); its URLs go to
-# $BATS_FILE_TMPDIR/emu.out. Cloud credentials must be exported before.
+# start_emulator NAME ARGS...: starts `gpuprov-emulator ARGS` for this test file (from
+# setup_file), known as NAME; its "<cloud> <url>" lines go to $BATS_FILE_TMPDIR/NAME.out. Cloud
+# credentials come from the environment (for gcp, GOOGLE_APPLICATION_CREDENTIALS may name a
+# missing file: the emulator writes the key it issues there).
 start_emulator() {
-  "$BUILD_DIR/bin/gpuprov-emulator" --backend "$1" --clouds "$2" \
-    >"$BATS_FILE_TMPDIR/emu.out" 2>"$BATS_FILE_TMPDIR/emu.err" 3>&- &
-  echo $! >"$BATS_FILE_TMPDIR/emu.pid"
-  local _
+  local name=$1 _
+  shift
+  "$BUILD_DIR/bin/gpuprov-emulator" "$@" \
+    >"$BATS_FILE_TMPDIR/$name.out" 2>"$BATS_FILE_TMPDIR/$name.err" 3>&- &
+  echo $! >"$BATS_FILE_TMPDIR/$name.emulator-pid"
   for _ in $(seq 1 100); do
-    grep -q '^control ' "$BATS_FILE_TMPDIR/emu.out" && return 0
+    grep -q '^control ' "$BATS_FILE_TMPDIR/$name.out" && return 0
     sleep 0.2
   done
-  cat "$BATS_FILE_TMPDIR/emu.err" >&2
+  cat "$BATS_FILE_TMPDIR/$name.err" >&2
   return 1
 }
 
-# stop_emulator: ends it (call from teardown_file); the docker backend removes its VMs.
-stop_emulator() {
-  kill "$(cat "$BATS_FILE_TMPDIR/emu.pid")" 2>/dev/null || true
-  wait "$(cat "$BATS_FILE_TMPDIR/emu.pid")" 2>/dev/null || true
+# stop_emulators: ends every emulator of this file (from teardown_file); the docker backend
+# removes its VMs.
+stop_emulators() {
+  local f pid
+  for f in "$BATS_FILE_TMPDIR"/*.emulator-pid; do
+    [ -e "$f" ] || continue
+    pid=$(cat "$f")
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
 }
 
-# use_emulator: exports GPUPROV_<CLOUD>_ENDPOINT for every cloud it serves and CONTROL (its
-# control API), and clears armed faults (call from setup).
+# use_emulator NAME: exports GPUPROV_<CLOUD>_ENDPOINT for every cloud it serves and CONTROL (its
+# control API), and clears its armed faults.
 use_emulator() {
   local cloud url
   while read -r cloud url; do
@@ -61,34 +70,40 @@ use_emulator() {
     else
       export "GPUPROV_${cloud^^}_ENDPOINT=$url"
     fi
-  done <"$BATS_FILE_TMPDIR/emu.out"
+  done <"$BATS_FILE_TMPDIR/$1.out"
   curl -fsS -X DELETE "$CONTROL/faults" >/dev/null
 }
 
-# reset_emulator: removes every instance and fault (call from teardown).
-reset_emulator() {
-  curl -fsS -X POST "$CONTROL/reset" -d '{}' >/dev/null || true
+# reset_emulators: removes every instance and fault of every emulator of this file (teardown).
+reset_emulators() {
+  local out control
+  for out in "$BATS_FILE_TMPDIR"/*.out; do
+    control=$(awk '$1=="control"{print $2}' "$out")
+    [ -z "$control" ] || curl -fsS -X POST "$control/reset" -d '{}' >/dev/null || true
+  done
 }
 
-# count CLOUD FIELD: one number from the emulator's counts.
+# count CLOUD FIELD: one number from the current emulator's counts.
 count() {
   curl -fsS "$CONTROL/counts?cloud=$1" | /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin).get('$2', 0))"
 }
 
-# fault JSON: arms one emulator fault.
+# fault JSON: arms one fault on the current emulator.
 fault() {
   curl -fsS -X POST "$CONTROL/faults" -d "$1" >/dev/null
 }
 
-# expect_nothing_left CLOUD: waits until the cloud has no instance (in the API or behind it) and
-# no firewall left.
+# expect_nothing_left CLOUD [FIELD...]: waits until the cloud has no instance (in the API or
+# behind it), no firewall and none of the other counted FIELDs (e.g. ssh_keys) left.
 expect_nothing_left() {
-  local cloud=$1 _
+  local cloud=$1 field left _
+  shift
   for _ in $(seq 1 60); do
-    if [ "$(count "$cloud" instances)" -eq 0 ] && [ "$(count "$cloud" backend_instances)" -eq 0 ] &&
-      [ "$(count "$cloud" firewalls)" -eq 0 ]; then
-      return 0
-    fi
+    left=0
+    for field in instances backend_instances firewalls "$@"; do
+      [ "$(count "$cloud" "$field")" -eq 0 ] || left=1
+    done
+    [ "$left" -eq 1 ] || return 0
     sleep 0.5
   done
   curl -fsS "$CONTROL/counts?cloud=$cloud" >&2
