@@ -8,6 +8,7 @@
 
 #include "cluster_probe.h"
 #include "console.h"
+#include "elapsed.h"
 #include "gpuprov/driver_abi.h"
 #include "error.h"
 #include "interrupt.h"
@@ -21,15 +22,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::chrono::seconds Since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start);
-}
-
-double SecondsSince(Clock::time_point start) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-  return static_cast<double>(ms.count() / 100) / 10.0;  // one decimal
-}
-
 /// Sleeps \a d in small steps so Ctrl-C is noticed.
 void Pause(std::chrono::milliseconds d, const std::string& doing) {
   const auto until = Clock::now() + d;
@@ -39,14 +31,8 @@ void Pause(std::chrono::milliseconds d, const std::string& doing) {
   }
 }
 
-std::string Trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
-}
-
 std::string LastLines(const std::string& text, int n) {
-  std::string t = Trim(text);
+  std::string t = TrimSpace(text);
   size_t pos = t.size();
   for (int i = 0; i < n && pos != std::string::npos && pos > 0; ++i) pos = t.rfind('\n', pos - 1);
   return pos == std::string::npos || pos == 0 ? t : t.substr(pos + 1);
@@ -90,7 +76,7 @@ struct NodeChecks {
 Poco::JSON::Object::Ptr ParseJsonObject(const std::string& text) {
   try {
     Poco::JSON::Parser parser;
-    return parser.parse(Trim(text)).extract<Poco::JSON::Object::Ptr>();
+    return parser.parse(TrimSpace(text)).extract<Poco::JSON::Object::Ptr>();
   } catch (const Poco::Exception&) {
     return nullptr;
   } catch (const std::exception&) {
@@ -107,18 +93,9 @@ int ToInt(const Poco::Dynamic::Var& v) {
 }
 
 NodeChecks ParseNodeChecks(const std::string& output) {
-  std::map<std::string, std::string> s;
-  std::istringstream in(output);
-  std::string line, current;
-  while (std::getline(in, line)) {
-    if (line.size() > 4 && line.rfind("@@", 0) == 0 && line.substr(line.size() - 2) == "@@") {
-      current = line.substr(2, line.size() - 4);
-      continue;
-    }
-    if (!current.empty()) s[current] += line + "\n";
-  }
+  std::map<std::string, std::string> s = NodeOutputSections(output);
   NodeChecks c;
-  c.readyz_code = Trim(s["readyz"]);
+  c.readyz_code = TrimSpace(s["readyz"]);
   c.api_ready = c.readyz_code == "200";
   if (auto nodes = ParseJsonObject(s["nodes"]); nodes && nodes->isArray("items")) {
     auto items = nodes->getArray("items");
@@ -302,7 +279,7 @@ ClusterResult BringUpCluster(NodeShell& shell, const ClusterInputs& in, VmRecord
     SshRunResult r = shell.RunAsRoot("read kubeconfig", "cat /etc/rancher/k3s/k3s.yaml", "",
                                      std::chrono::seconds(30));
     if (r.exit_status != 0) {
-      throw Error("cannot read /etc/rancher/k3s/k3s.yaml on " + vm + ": " + Trim(r.stderr_text),
+      throw Error("cannot read /etc/rancher/k3s/k3s.yaml on " + vm + ": " + TrimSpace(r.stderr_text),
                   LookHint(vm));
     }
     return ParseKubeconfig(r.stdout_text);

@@ -3,6 +3,7 @@
 #include <Poco/JSON/Object.h>
 #include <Poco/JSON/Parser.h>
 
+#include <cstring>
 #include <sstream>
 
 #include "error.h"
@@ -43,36 +44,14 @@ echo '@@end@@'
 )PROBE";
 
 std::map<std::string, std::string> Sections(const std::string& output) {
-  std::map<std::string, std::string> out;
-  std::istringstream in(output);
-  std::string line, current;
-  bool header = false;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line == kHeader) {
-      header = true;
-      continue;
-    }
-    if (line.size() > 4 && line.rfind("@@", 0) == 0 && line.compare(line.size() - 2, 2, "@@") == 0) {
-      current = line.substr(2, line.size() - 4);
-      out[current];
-      continue;
-    }
-    if (!current.empty()) out[current] += line + "\n";
-  }
-  if (!header || !out.count("end")) {
+  std::map<std::string, std::string> out = NodeOutputSections(output);
+  // The header line is a section of its own: "gpuprov-probe 1".
+  if (!out.count(std::string(kHeader).substr(2, std::strlen(kHeader) - 4)) || !out.count("end")) {
     throw Error("the cluster probe's output is incomplete (" + std::to_string(output.size()) +
                     " bytes)",
                 "check that the node's shell works: `gpuprov ssh <name> -- true`");
   }
   return out;
-}
-
-std::string Trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  const auto e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
 }
 
 std::string StringField(const Poco::JSON::Object::Ptr& o, const std::string& key) {
@@ -82,7 +61,7 @@ std::string StringField(const Poco::JSON::Object::Ptr& o, const std::string& key
 }
 
 void ParseMarker(const std::string& text, NodeProbe& p) {
-  const std::string body = Trim(text);
+  const std::string body = TrimSpace(text);
   if (body.empty()) return;
   try {
     Poco::JSON::Parser parser;
@@ -104,7 +83,7 @@ void ParseMarker(const std::string& text, NodeProbe& p) {
 }
 
 void ParseCloudInit(const std::string& text, NodeProbe& p) {
-  const std::string body = Trim(text);
+  const std::string body = TrimSpace(text);
   if (body.empty() || body == "absent") {
     p.cloud_init = "absent";
     return;
@@ -132,7 +111,7 @@ void ParseCloudInit(const std::string& text, NodeProbe& p) {
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind("status:", 0) == 0) {
-      p.cloud_init = Trim(line.substr(7));
+      p.cloud_init = TrimSpace(line.substr(7));
       return;
     }
   }
@@ -147,13 +126,13 @@ NodeProbe ParseNodeProbe(const std::string& output) {
   std::map<std::string, std::string> s = Sections(output);
   NodeProbe p;
   ParseMarker(s["marker"], p);
-  p.installer_running = Trim(s["lock"]) == "held";
+  p.installer_running = TrimSpace(s["lock"]) == "held";
   ParseCloudInit(s["cloud-init"], p);
-  p.k3s_unit = Trim(s["k3s"]);
+  p.k3s_unit = TrimSpace(s["k3s"]);
   std::istringstream gpus(s["gpu"]);
   std::string line;
   while (std::getline(gpus, line)) {
-    line = Trim(line);
+    line = TrimSpace(line);
     if (line.empty()) continue;
     if (p.gpu_name.empty()) p.gpu_name = line;
     ++p.gpu_count;
@@ -166,7 +145,7 @@ NodeProbe RunNodeProbe(NodeShell& shell) {
   SshRunResult r = shell.RunAsRoot("probe", kProbeScript, "", std::chrono::seconds(90));
   if (r.exit_status != 0 && r.stdout_text.find("@@end@@") == std::string::npos) {
     throw Error("the cluster probe failed on the node (exit " + std::to_string(r.exit_status) +
-                    "): " + Trim(r.stderr_text),
+                    "): " + TrimSpace(r.stderr_text),
                 "the SSH user needs root or passwordless sudo on the node");
   }
   return ParseNodeProbe(r.stdout_text);

@@ -1,10 +1,37 @@
 #include "node_shell.h"
 
+#include <sstream>
+
 #include "console.h"
 #include "installer_bundle.h"
 #include "interrupt.h"
 
 namespace gpuprov {
+
+std::map<std::string, std::string> NodeOutputSections(const std::string& output) {
+  std::map<std::string, std::string> sections;
+  std::istringstream in(output);
+  std::string line, current;
+  bool started = false;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.size() > 4 && line.compare(0, 2, "@@") == 0 &&
+        line.compare(line.size() - 2, 2, "@@") == 0) {
+      current = line.substr(2, line.size() - 4);
+      sections[current];
+      started = true;
+      continue;
+    }
+    if (started) sections[current] += line + "\n";
+  }
+  return sections;
+}
+
+std::string TrimSpace(const std::string& text) {
+  const auto b = text.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return text.substr(b, text.find_last_not_of(" \t\r\n") - b + 1);
+}
 
 SshRunResult SshNodeShell::RunAsRoot(const std::string& purpose, const std::string& command,
                                      const std::string& stdin_data,

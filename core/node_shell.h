@@ -4,11 +4,19 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <string>
 
 #include "ssh_client.h"
 
 namespace gpuprov {
+
+/// Splits the output of a node command into sections: a line "@@name@@" starts section
+/// "name"; text before the first such line is dropped. Each section keeps its lines with "\n".
+std::map<std::string, std::string> NodeOutputSections(const std::string& output);
+
+/// \a text without leading and trailing whitespace (spaces, tabs, CR, LF).
+std::string TrimSpace(const std::string& text);
 
 class NodeShell {
  public:

@@ -11,6 +11,7 @@
 #include "cloud.h"
 #include "cluster_bringup.h"
 #include "console.h"
+#include "elapsed.h"
 #include "error.h"
 #include "interrupt.h"
 #include "installer_bundle.h"
@@ -66,11 +67,6 @@ CloudOffer ChooseOffer(const std::vector<CloudOffer>& offers, const ProvisionOpt
   return *std::min_element(offers.begin(), offers.end(), [](const auto& a, const auto& b) {
     return a.price_per_hour < b.price_per_hour;
   });
-}
-
-double SecondsSince(Clock::time_point start) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-  return static_cast<double>(ms.count() / 100) / 10.0;
 }
 
 std::string NowRfc3339() { return FormatRfc3339Utc(std::chrono::system_clock::now()); }

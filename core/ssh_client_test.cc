@@ -193,21 +193,9 @@ TEST(SshClientTest, ForgetHostKeyOnMissingFileDoesNothing) {
   EXPECT_FALSE(fs::exists(dir.path() / "known_hosts"));
 }
 
-/// A target whose key exists; host and port are set by the test.
-SshTarget LocalTarget(const TempDir& dir, const std::string& host, int port) {
-  SshTarget target;
-  target.host = host;
-  target.port = port;
-  target.user = "root";
-  target.private_key_path = (dir.path() / "keys" / "id_ed25519").string();
-  target.known_hosts_path = (dir.path() / "known_hosts").string();
-  EnsureEd25519Key(target.private_key_path);
-  return target;
-}
-
 TEST(SshClientTest, MissingKeyIsALocalErrorNotRetried) {
   TempDir dir;
-  SshTarget target = LocalTarget(dir, kNothingListens, 22);
+  SshTarget target = testing::KeyedSshTarget(dir.path(), kNothingListens, 22);
   target.private_key_path = (dir.path() / "missing").string();
   const auto start = Clock::now();
   try {
@@ -223,7 +211,7 @@ TEST(SshClientTest, MissingKeyIsALocalErrorNotRetried) {
 
 TEST(SshClientTest, InvalidTargetIsRefused) {
   TempDir dir;
-  SshTarget target = LocalTarget(dir, kNothingListens, 22);
+  SshTarget target = testing::KeyedSshTarget(dir.path(), kNothingListens, 22);
   target.port = 0;
   EXPECT_THROW(SshSession::Connect(target, seconds(1)), Error);
   target.port = 22;
@@ -236,7 +224,7 @@ TEST(SshClientTest, InvalidTargetIsRefused) {
 
 TEST(SshClientTest, WaitForSshWhereNothingListensTimesOutWithProgress) {
   TempDir dir;
-  const SshTarget target = LocalTarget(dir, kNothingListens, 22);
+  const SshTarget target = testing::KeyedSshTarget(dir.path(), kNothingListens, 22);
   std::vector<seconds> calls;
   const auto start = Clock::now();
   try {
@@ -264,7 +252,7 @@ TEST(SshClientTest, WaitForSshWhereNothingListensTimesOutWithProgress) {
 TEST(SshClientTest, ServerSilentBeforeBannerTimesOutAndIsRetried) {
   TempDir dir;
   FakeServer server(FakeServer::Mode::kSilent);
-  const SshTarget target = LocalTarget(dir, kFakeServerAddress, server.port());
+  const SshTarget target = testing::KeyedSshTarget(dir.path(), kFakeServerAddress, server.port());
   const auto start = Clock::now();
   try {
     SshSession::Connect(target, milliseconds(700));
@@ -281,7 +269,7 @@ TEST(SshClientTest, ServerSilentBeforeBannerTimesOutAndIsRetried) {
 TEST(SshClientTest, ConnectionClosedBeforeKeyExchangeIsRetried) {
   TempDir dir;
   FakeServer server(FakeServer::Mode::kCloseAtOnce);
-  const SshTarget target = LocalTarget(dir, kFakeServerAddress, server.port());
+  const SshTarget target = testing::KeyedSshTarget(dir.path(), kFakeServerAddress, server.port());
   try {
     WaitForSsh(target, milliseconds(2500), nullptr);
     FAIL() << "connected to a server that closes";

@@ -116,17 +116,6 @@ class EventLog {
   std::vector<PortForwardEvent> events_;
 };
 
-SshTarget KeyedTarget(const TempDir& dir, const std::string& host) {
-  SshTarget target;
-  target.host = host;
-  target.port = 22;
-  target.user = "root";
-  target.private_key_path = (dir.path() / "keys" / "id_ed25519").string();
-  target.known_hosts_path = (dir.path() / "known_hosts").string();
-  EnsureEd25519Key(target.private_key_path);
-  return target;
-}
-
 // ---------------------------------------------------------------------------------------
 // Without a VM.
 
@@ -146,7 +135,7 @@ TEST(SshPortForwardTest, TakenPortIsAClearErrorWithHowToFindTheHolder) {
   options.listen_port = port;
   options.remote_port = 6443;
   try {
-    SshPortForward forward(KeyedTarget(dir, kNothingListens), options);
+    SshPortForward forward(testing::KeyedSshTarget(dir.path(), kNothingListens), options);
     FAIL() << "bound a port that another socket listens on";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "127.0.0.1:" + std::to_string(port) + " is already in use");
@@ -163,7 +152,7 @@ TEST(SshPortForwardTest, PortZeroBindsAFreePortAndFreesItAtDestruction) {
   options.remote_port = 6443;
   int port = 0;
   {
-    SshPortForward forward(KeyedTarget(dir, kNothingListens), options);
+    SshPortForward forward(testing::KeyedSshTarget(dir.path(), kNothingListens), options);
     port = forward.port();
     ASSERT_GT(port, 0);
     EXPECT_EQ(forward.local_address(), "127.0.0.1:" + std::to_string(port));
@@ -173,20 +162,20 @@ TEST(SshPortForwardTest, PortZeroBindsAFreePortAndFreesItAtDestruction) {
     if (fd >= 0) ::close(fd);
   }
   options.listen_port = port;
-  EXPECT_NO_THROW(SshPortForward(KeyedTarget(dir, kNothingListens), options));
+  EXPECT_NO_THROW(SshPortForward(testing::KeyedSshTarget(dir.path(), kNothingListens), options));
 }
 
 TEST(SshPortForwardTest, InvalidOptionsAreRefused) {
   TempDir dir;
   PortForwardOptions options;
   options.remote_port = 0;
-  EXPECT_THROW(SshPortForward(KeyedTarget(dir, kNothingListens), options), Error);
+  EXPECT_THROW(SshPortForward(testing::KeyedSshTarget(dir.path(), kNothingListens), options), Error);
   options.remote_port = 6443;
   options.listen_host = "localhost";  // not numeric
-  EXPECT_THROW(SshPortForward(KeyedTarget(dir, kNothingListens), options), Error);
+  EXPECT_THROW(SshPortForward(testing::KeyedSshTarget(dir.path(), kNothingListens), options), Error);
   options.listen_host = "127.0.0.1";
   options.listen_port = 70000;
-  EXPECT_THROW(SshPortForward(KeyedTarget(dir, kNothingListens), options), Error);
+  EXPECT_THROW(SshPortForward(testing::KeyedSshTarget(dir.path(), kNothingListens), options), Error);
 }
 
 TEST(SshPortForwardTest, StartThrowsWhenTheVmStaysUnreachableAndReportsProgress) {
@@ -195,7 +184,7 @@ TEST(SshPortForwardTest, StartThrowsWhenTheVmStaysUnreachableAndReportsProgress)
   PortForwardOptions options;
   options.remote_port = 6443;
   options.connect_deadline = milliseconds(1500);
-  SshPortForward forward(KeyedTarget(dir, kNothingListens), options, log.Callback());
+  SshPortForward forward(testing::KeyedSshTarget(dir.path(), kNothingListens), options, log.Callback());
   const auto start = Clock::now();
   try {
     forward.Start();
@@ -218,7 +207,7 @@ TEST(SshPortForwardTest, RunReturnsWhenToldToStopWhileConnecting) {
   PortForwardOptions options;
   options.remote_port = 6443;
   options.connect_deadline = seconds(60);
-  SshPortForward forward(KeyedTarget(dir, kNothingListens), options);
+  SshPortForward forward(testing::KeyedSshTarget(dir.path(), kNothingListens), options);
   const auto start = Clock::now();
   forward.Run([&] { return Clock::now() - start > milliseconds(500); });
   const auto elapsed = Clock::now() - start;

@@ -9,6 +9,9 @@
 #include <string>
 #include <system_error>
 
+#include "ssh_client.h"
+#include "ssh_keys.h"
+
 namespace gpuprov::testing {
 
 /// A fresh directory under the system temp dir, removed with everything in it at scope exit.
@@ -36,6 +39,20 @@ inline mode_t ModeOf(const std::filesystem::path& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return 0;
   return st.st_mode & 07777;
+}
+
+/// An SSH target for root at host:port whose ed25519 key (made now when missing) and
+/// known_hosts file live in \a dir.
+inline SshTarget KeyedSshTarget(const std::filesystem::path& dir, const std::string& host,
+                                int port = 22) {
+  SshTarget target;
+  target.host = host;
+  target.port = port;
+  target.user = "root";
+  target.private_key_path = (dir / "keys" / "id_ed25519").string();
+  target.known_hosts_path = (dir / "known_hosts").string();
+  EnsureEd25519Key(target.private_key_path);
+  return target;
 }
 
 }  // namespace gpuprov::testing
