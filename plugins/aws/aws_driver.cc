@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "credentials.h"
+#include "driver_request.h"
 #include "ec2_instance_types.h"
 #include "json_util.h"
 #include "retry_policy.h"
@@ -23,6 +24,11 @@ using Poco::JSON::Array;
 using Poco::JSON::Object;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
+using drivers::GpuRequest;
+using drivers::ParseGpu;
+using drivers::PortsOf;
+using drivers::VmResult;
+using drivers::WithSsh;
 namespace json = gpuprov::drivers::json;
 
 constexpr const char* kSshUser = "ubuntu";  // DLAMI Ubuntu and Ubuntu AMIs (reference §9)
@@ -98,45 +104,6 @@ std::pair<std::string, std::string> SplitId(const std::string& id) {
   return {id.substr(0, slash), id.substr(slash + 1)};
 }
 
-std::vector<int> PortsOf(const Object::Ptr& request, const std::string& key) {
-  std::vector<int> ports;
-  Array::Ptr a = json::Arr(request, key);
-  if (!a) return ports;
-  for (size_t i = 0; i < a->size(); ++i) {
-    int p = 0;
-    try {
-      p = a->get(static_cast<unsigned>(i)).convert<int>();
-    } catch (...) {
-      throw DriverError(GPUPROV_STATUS_INVALID_INPUT, key + " must be a list of port numbers");
-    }
-    if (p < 1 || p > 65535) {
-      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                        key + ": " + std::to_string(p) + " is not a TCP port");
-    }
-    ports.push_back(p);
-  }
-  return ports;
-}
-
-std::vector<int> WithSsh(std::vector<int> ports) {
-  ports.push_back(22);
-  std::sort(ports.begin(), ports.end());
-  ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
-  return ports;
-}
-
-drivers::RetryPolicy PolicyFrom(const Object::Ptr& config) {
-  drivers::RetryPolicy p;
-  Object::Ptr r = json::Obj(config, "retry");
-  if (!r) return p;
-  p.max_attempts = static_cast<int>(json::Int(r, "max_attempts", p.max_attempts));
-  p.base_delay = milliseconds(json::Int(r, "base_delay_ms", p.base_delay.count()));
-  p.max_delay = milliseconds(json::Int(r, "max_delay_ms", p.max_delay.count()));
-  p.total_budget = milliseconds(json::Int(r, "total_budget_ms", p.total_budget.count()));
-  p.attempt_timeout = milliseconds(json::Int(r, "attempt_timeout_ms", p.attempt_timeout.count()));
-  return p;
-}
-
 // TagSpecification.<n>.* for one resource type.
 void AddTagSpec(Params& params, int n, const std::string& resource_type,
                 const std::map<std::string, std::string>& tags) {
@@ -190,7 +157,7 @@ AwsDriver::AwsDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
   consistency_grace_ = milliseconds(json::Int(config_, "consistency_grace_seconds", 60) * 1000);
   delete_wait_ = milliseconds(json::Int(config_, "delete_wait_seconds", 600) * 1000);
   poll_interval_ = milliseconds(json::Int(config_, "poll_interval_ms", 2000));
-  ec2_ = std::make_unique<Ec2Client>(endpoint_, PolicyFrom(config_), host_,
+  ec2_ = std::make_unique<Ec2Client>(endpoint_, drivers::RetryPolicyFrom(config_), host_,
                                      [this] { return LoadCredentials(); });
 }
 
@@ -399,9 +366,7 @@ AwsDriver::ObjectPtr AwsDriver::VmJson(const std::string& region, const XmlNode&
     }
   }
   vm->set("message", message);
-  Object::Ptr port_map = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-  for (int p : ports) port_map->set(std::to_string(p), p);
-  vm->set("ports", port_map);
+  vm->set("ports", drivers::PortMap(ports));
   Object::Ptr tag_obj = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   for (const auto& [k, v] : tags) tag_obj->set(k, v);
   vm->set("tags", tag_obj);
@@ -606,12 +571,10 @@ std::string AwsDriver::Offers(const std::string& request_json) {
   Array::Ptr offers = new Array();
   result.set("offers", offers);
   std::optional<InstanceType> type;
-  if (ObjectPtr gpu = json::Obj(request, "gpu")) {
-    const std::string gpu_type = json::Str(gpu, "type");
-    const int count = static_cast<int>(json::Int(gpu, "count", 1));
-    type = TypeForGpu(gpu_type, count);
+  if (std::optional<GpuRequest> gpu = ParseGpu(request)) {
+    type = TypeForGpu(gpu->type, gpu->count);
     if (!type) {
-      host_.Warning(NotOfferedMessage(gpu_type, count));
+      host_.Warning(NotOfferedMessage(gpu->type, gpu->count));
       return json::Stringify(result);
     }
   } else {
@@ -680,18 +643,18 @@ std::string AwsDriver::Create(const std::string& request_json) {
   // The instance type: from gpu (instance_type must agree), else instance_type, else CPU.
   std::optional<InstanceType> type;
   const std::string instance_type = json::Str(request, "instance_type");
-  if (ObjectPtr gpu = json::Obj(request, "gpu")) {
-    const std::string gpu_type = json::Str(gpu, "type");
-    const int count = static_cast<int>(json::Int(gpu, "count", 1));
-    type = TypeForGpu(gpu_type, count);
-    if (!type) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, NotOfferedMessage(gpu_type, count));
+  if (std::optional<GpuRequest> gpu = ParseGpu(request)) {
+    type = TypeForGpu(gpu->type, gpu->count);
+    if (!type) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT, NotOfferedMessage(gpu->type, gpu->count));
+    }
     if (!instance_type.empty() && instance_type != type->name) {
       auto other = TypeByName(instance_type);
       if (!other || std::string(other->gpu_type) != type->gpu_type ||
           other->gpu_count != type->gpu_count) {
         throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                          "instance type " + instance_type + " does not have " + gpu_type + ":" +
-                              std::to_string(count) + " (that is " + type->name + ")");
+                          "instance type " + instance_type + " does not have " + gpu->type +
+                              ":" + std::to_string(gpu->count) + " (that is " + type->name + ")");
       }
       type = other;
     }
@@ -729,10 +692,7 @@ std::string AwsDriver::Create(const std::string& request_json) {
     host_.Info("instance " + name + " exists (" + existing->Text("instanceId") + ", " +
                existing->Text("instanceState/name") + ")");
     EnsureSecurityGroup(region, name, ports, tags);
-    Object result(Poco::JSON_PRESERVE_KEY_ORDER);
-    result.set("vm", VmJson(region, *existing, ports));
-    result.set("existing", true);
-    return json::Stringify(result);
+    return VmResult(VmJson(region, *existing, ports), true);
   }
   if (foreign) {
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
@@ -785,10 +745,7 @@ std::string AwsDriver::Create(const std::string& request_json) {
     if (e.status() == GPUPROV_STATUS_TRANSIENT || e.status() == GPUPROV_STATUS_FAILED) {
       try {
         if (auto made = FindByName(region, name)) {
-          Object result(Poco::JSON_PRESERVE_KEY_ORDER);
-          result.set("vm", VmJson(region, *made, ports));
-          result.set("existing", false);
-          return json::Stringify(result);
+          return VmResult(VmJson(region, *made, ports), false);
         }
       } catch (const std::exception&) {
       }
@@ -818,10 +775,7 @@ std::string AwsDriver::Create(const std::string& request_json) {
     remembered.children.push_back(set);
   }
   launched_[instance_id] = Launched{steady_clock::now(), remembered, region, ports};
-  Object result(Poco::JSON_PRESERVE_KEY_ORDER);
-  result.set("vm", VmJson(region, remembered, ports));
-  result.set("existing", false);
-  return json::Stringify(result);
+  return VmResult(VmJson(region, remembered, ports), false);
 }
 
 std::string AwsDriver::Get(const std::string& request_json) {
@@ -829,18 +783,14 @@ std::string AwsDriver::Get(const std::string& request_json) {
   std::string region;
   std::optional<XmlNode> instance = Resolve(request, /*include_gone=*/true, &region);
   if (!instance) {
-    const std::string id = json::Str(request, "id"), name = json::Str(request, "name");
-    throw DriverError(
-        GPUPROV_STATUS_NOT_FOUND,
-        "no gpuprov EC2 instance " + (name.empty() ? "with id " + id : "named " + name));
+    throw DriverError(GPUPROV_STATUS_NOT_FOUND,
+                      "no gpuprov EC2 instance " + drivers::VmReference(request));
   }
   std::vector<int> ports = {22};
   if (auto it = launched_.find(instance->Text("instanceId")); it != launched_.end()) {
     ports = it->second.ports;
   }
-  Object result;
-  result.set("vm", VmJson(region, *instance, ports));
-  return json::Stringify(result);
+  return VmResult(VmJson(region, *instance, ports));
 }
 
 std::string AwsDriver::List(const std::string& /*request_json*/) {

@@ -26,40 +26,27 @@
 namespace gpuprov::aws {
 namespace {
 
+using drivers::testing::Contains;
 using drivers::testing::EmulatorProcess;
 using drivers::testing::HttpReply;
-using drivers::testing::LoadDriverDescriptor;
-using drivers::testing::LoadedDriver;
 using drivers::testing::OpResult;
+using drivers::testing::ParseJson;
 using drivers::testing::ScopedEnv;
 using drivers::testing::ScopedTempDir;
+using drivers::testing::SharedEmulatorTest;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
 using std::chrono::milliseconds;
-using std::chrono::steady_clock;
 
 constexpr const char* kKeyId = "AKIAGPUPROVTEST00001";
 constexpr const char* kSecret = "gpuprov/emulator+secret/KEY";
 constexpr const char* kPublicKey =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJUeW8OWN9ub68dw8qD7cVkpP5fX+R7F0nbhoeOp4EjF test@gpuprov";
 
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+constexpr char kDriverPath[] = GPUPROV_AWS_DRIVER_PATH;
+using Driver = drivers::testing::DriverAt<kDriverPath>;
 
-Object::Ptr ParseJson(const std::string& text) {
-  Poco::JSON::Parser parser;
-  return parser.parse(text).extract<Object::Ptr>();
-}
-
-const gpuprov_type_driver_descriptor* Descriptor() {
-  return LoadDriverDescriptor(GPUPROV_AWS_DRIVER_PATH);
-}
-
-class Driver : public LoadedDriver {
- public:
-  explicit Driver(const std::string& config) : LoadedDriver(GPUPROV_AWS_DRIVER_PATH, config) {}
-};
+const gpuprov_type_driver_descriptor* Descriptor() { return Driver::Descriptor(); }
 
 // --- no emulator needed -----------------------------------------------------
 
@@ -70,10 +57,7 @@ TEST(AwsDescriptor, IdentityAndCapabilities) {
   EXPECT_EQ(d->capabilities,
             static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
                                   GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES));
-  for (auto fn : {d->vtable->check, d->vtable->offers, d->vtable->create, d->vtable->get,
-                  d->vtable->list, d->vtable->delete_vm, d->vtable->open_ports}) {
-    EXPECT_NE(fn, nullptr);
-  }
+  drivers::testing::ExpectEveryOperation(*d->vtable);
 }
 
 TEST(AwsDescriptor, RefusesPlainHttpToANonLoopbackEndpoint) {
@@ -119,25 +103,24 @@ TEST(AwsDescriptor, OffersWithoutTheNetworkUseTheTable) {
 
 // --- the emulator -----------------------------------------------------------
 
-class AwsEmulatorTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    emulator_ = new EmulatorProcess();
-    std::string problem;
-    if (!emulator_->Start(GPUPROV_EMULATOR_PATH,
-                          {"--backend", "memory", "--clouds", "aws", "--boot-seconds", "1"},
-                          {{"AWS_ACCESS_KEY_ID", kKeyId}, {"AWS_SECRET_ACCESS_KEY", kSecret}},
-                          {"aws"}, &problem)) {
-      start_problem_ = new std::string(problem);
-    }
+// The emulator as a child process (memory backend, aws only), accepting the test keys.
+class AwsEmulator : public EmulatorProcess {
+ public:
+  static std::optional<std::string> Problem() {
+    return EmulatorProcess::Problem(GPUPROV_EMULATOR_PATH);
   }
-  static void TearDownTestSuite() {
-    delete emulator_;
-    emulator_ = nullptr;
+  bool Start(std::string* problem) {
+    return EmulatorProcess::Start(
+        GPUPROV_EMULATOR_PATH, {"--backend", "memory", "--clouds", "aws", "--boot-seconds", "1"},
+        {{"AWS_ACCESS_KEY_ID", kKeyId}, {"AWS_SECRET_ACCESS_KEY", kSecret}}, {"aws"}, problem);
   }
+};
 
+class AwsEmulatorTest : public SharedEmulatorTest<AwsEmulator> {
+ protected:
   void SetUp() override {
-    if (start_problem_) GTEST_SKIP() << *start_problem_;
+    SharedEmulatorTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     home_ = std::make_unique<ScopedTempDir>();
     env_.push_back(std::make_unique<ScopedEnv>("HOME", home_->path().c_str()));
     env_.push_back(std::make_unique<ScopedEnv>("AWS_ACCESS_KEY_ID", kKeyId));
@@ -146,7 +129,7 @@ class AwsEmulatorTest : public ::testing::Test {
     env_.push_back(std::make_unique<ScopedEnv>("AWS_REGION", nullptr));
     env_.push_back(std::make_unique<ScopedEnv>("AWS_DEFAULT_REGION", nullptr));
     env_.push_back(std::make_unique<ScopedEnv>("AWS_PROFILE", nullptr));
-    ASSERT_EQ(Control("POST", "/reset", "{}").status, 200);
+    emulator_->Reset("aws");
   }
 
   static std::string Url() { return emulator_->Url("aws"); }
@@ -162,13 +145,8 @@ class AwsEmulatorTest : public ::testing::Test {
                            const std::string& body = "") {
     return emulator_->Control(method, path, body);
   }
-  void Fault(const std::string& json) {
-    HttpReply r = Control("POST", "/faults", json);
-    ASSERT_EQ(r.status, 200) << r.body;
-  }
-  long long Count(const std::string& field) {
-    return Control("GET", "/counts?cloud=aws").Doc()->getValue<long long>(field);
-  }
+  void Fault(const std::string& json) { emulator_->Fault(json); }
+  long long Count(const std::string& field) { return emulator_->Count("aws", field); }
   void ExpectNothingLeft() {
     EXPECT_EQ(Count("instances"), 0);
     EXPECT_EQ(Count("backend_instances"), 0);
@@ -201,27 +179,15 @@ class AwsEmulatorTest : public ::testing::Test {
 
   // Polls get until the VM leaves `pending` (or 15 s pass); returns the last VM.
   Object::Ptr WaitNotPending(Driver& d, const std::string& id, const std::string& name) {
-    Object::Ptr vm;
-    const auto end = steady_clock::now() + std::chrono::seconds(15);
-    while (steady_clock::now() < end) {
-      OpResult g = d.Get(R"({"id":")" + id + R"(","name":")" + name + R"("})");
-      EXPECT_EQ(g.status, GPUPROV_STATUS_OK) << g;
-      if (g.status != GPUPROV_STATUS_OK) return nullptr;
-      vm = g.Vm();
-      if (vm->getValue<std::string>("state") != "pending") return vm;
-      std::this_thread::sleep_for(milliseconds(200));
-    }
-    return vm;
+    return drivers::testing::PollVm(
+        d, R"({"id":")" + id + R"(","name":")" + name + R"("})",
+        [](const Object::Ptr& vm) { return vm->getValue<std::string>("state") != "pending"; },
+        std::chrono::seconds(15), milliseconds(200));
   }
 
-  static EmulatorProcess* emulator_;
-  static std::string* start_problem_;
   std::unique_ptr<ScopedTempDir> home_;
   std::vector<std::unique_ptr<ScopedEnv>> env_;
 };
-
-EmulatorProcess* AwsEmulatorTest::emulator_ = nullptr;
-std::string* AwsEmulatorTest::start_problem_ = nullptr;
 
 TEST_F(AwsEmulatorTest, CheckNamesTheAccountAndTheUserDataLimit) {
   Driver d(Config());

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "digitalocean_rules.h"
+#include "driver_request.h"
 #include "gpu_sizes.h"
 #include "json_util.h"
 #include "retry_policy.h"
@@ -19,6 +20,11 @@ namespace {
 using gpuprov::sdk::DriverError;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
+using drivers::GpuRequest;
+using drivers::ParseGpu;
+using drivers::PortsOf;
+using drivers::VmResult;
+using drivers::WithSsh;
 namespace json = gpuprov::drivers::json;
 
 constexpr const char* kSshUser = "root";
@@ -82,9 +88,7 @@ Object::Ptr VmJson(const Object::Ptr& d, const std::vector<int>& ports = {22}) {
   vm->set("gpus", GpusOfSlug(size));
   vm->set("created_at", json::Str(d, "created_at"));
   vm->set("message", StateOf(status) == "error" ? "droplet status " + status : std::string());
-  Object::Ptr port_map = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-  for (int p : ports) port_map->set(std::to_string(p), p);
-  vm->set("ports", port_map);
+  vm->set("ports", drivers::PortMap(ports));
   Object::Ptr tags = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   if (Array::Ptr t = json::Arr(d, "tags")) {
     for (size_t i = 0; i < t->size(); ++i) {
@@ -103,33 +107,6 @@ Object::Ptr VmJson(const Object::Ptr& d, const std::vector<int>& ports = {22}) {
   }
   vm->set("tags", tags);
   return vm;
-}
-
-std::vector<int> PortsOf(const Object::Ptr& request, const std::string& key) {
-  std::vector<int> ports;
-  Array::Ptr a = json::Arr(request, key);
-  if (!a) return ports;
-  for (size_t i = 0; i < a->size(); ++i) {
-    int p = 0;
-    try {
-      p = a->get(static_cast<unsigned>(i)).convert<int>();
-    } catch (...) {
-      throw DriverError(GPUPROV_STATUS_INVALID_INPUT, key + " must be a list of port numbers");
-    }
-    if (p < 1 || p > 65535) {
-      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                        key + ": " + std::to_string(p) + " is not a TCP port");
-    }
-    ports.push_back(p);
-  }
-  return ports;
-}
-
-std::vector<int> WithSsh(std::vector<int> ports) {
-  ports.push_back(22);
-  std::sort(ports.begin(), ports.end());
-  ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
-  return ports;
 }
 
 Array::Ptr AllAddresses() {
@@ -200,36 +177,6 @@ std::set<std::string> DropletIdsOf(const Object::Ptr& fw) {
   return ids;
 }
 
-drivers::RetryPolicy PolicyFrom(const Object::Ptr& config) {
-  drivers::RetryPolicy p;
-  Object::Ptr r = json::Obj(config, "retry");
-  if (!r) return p;
-  using std::chrono::milliseconds;
-  p.max_attempts = static_cast<int>(json::Int(r, "max_attempts", p.max_attempts));
-  p.base_delay = milliseconds(json::Int(r, "base_delay_ms", p.base_delay.count()));
-  p.max_delay = milliseconds(json::Int(r, "max_delay_ms", p.max_delay.count()));
-  p.max_retry_after = milliseconds(json::Int(r, "max_retry_after_ms", p.max_retry_after.count()));
-  p.total_budget = milliseconds(json::Int(r, "total_budget_ms", p.total_budget.count()));
-  p.attempt_timeout = milliseconds(json::Int(r, "attempt_timeout_ms", p.attempt_timeout.count()));
-  return p;
-}
-
-struct GpuRequest {
-  std::string type;
-  int count = 1;
-};
-
-std::optional<GpuRequest> ParseGpu(const Object::Ptr& request) {
-  Object::Ptr gpu = json::Obj(request, "gpu");
-  if (!gpu) return std::nullopt;
-  GpuRequest g;
-  g.type = json::Str(gpu, "type");
-  g.count = static_cast<int>(json::Int(gpu, "count", 1));
-  if (g.type.empty()) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "gpu.type is empty");
-  if (g.count < 1) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "gpu.count must be >= 1");
-  return g;
-}
-
 }  // namespace
 
 DigitalOceanDriver::DigitalOceanDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
@@ -245,7 +192,7 @@ DigitalOceanDriver::DigitalOceanDriver(const gpuprov::sdk::InitContext& ctx) : h
     }
   }
   try {
-    http_ = std::make_unique<drivers::HttpClient>(endpoint_, PolicyFrom(config_), host_);
+    http_ = std::make_unique<drivers::HttpClient>(endpoint_, drivers::RetryPolicyFrom(config_), host_);
   } catch (const drivers::HttpError& e) {
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
                       std::string(e.what()) + " (set by GPUPROV_DIGITALOCEAN_ENDPOINT or endpoint "
@@ -641,12 +588,8 @@ std::string DigitalOceanDriver::Create(const std::string& request_json) {
   ValidateVmName(name);
   const std::string user_data = json::Str(request, "user_data");
   CheckUserData(user_data);
-  const std::string public_key = json::Str(request, "ssh_public_key");
-  if (drivers::TrimSpace(public_key).empty()) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      "ssh_public_key is required: without a key DigitalOcean emails a root "
-                      "password and gpuprov cannot log in");
-  }
+  const std::string public_key = drivers::RequiredSshPublicKey(
+      request, "without a key DigitalOcean emails a root password and gpuprov cannot log in");
   const std::string fingerprint = Md5Fingerprint(public_key);  // validates before any call
   std::vector<int> ports = WithSsh(PortsOf(request, "open_ports"));
 
@@ -684,10 +627,7 @@ std::string DigitalOceanDriver::Create(const std::string& request_json) {
     const std::string id = json::Str(existing, "id");
     host_.Info("droplet " + name + " exists (id " + id + ", " + json::Str(existing, "status") + ")");
     EnsureFirewall(name, id, ports);
-    Object result(Poco::JSON_PRESERVE_KEY_ORDER);
-    result.set("vm", VmJson(existing, ports));
-    result.set("existing", true);
-    return json::Stringify(result);
+    return VmResult(VmJson(existing, ports), true);
   }
   if (foreign) {
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
@@ -752,24 +692,17 @@ std::string DigitalOceanDriver::Create(const std::string& request_json) {
   const std::string id = json::Str(droplet, "id");
   host_.Info("droplet " + name + " is id " + id);
   EnsureFirewall(name, id, ports);
-  Object result(Poco::JSON_PRESERVE_KEY_ORDER);
-  result.set("vm", VmJson(droplet, ports));
-  result.set("existing", false);
-  return json::Stringify(result);
+  return VmResult(VmJson(droplet, ports), false);
 }
 
 std::string DigitalOceanDriver::Get(const std::string& request_json) {
   ObjectPtr request = json::ParseObject(request_json, "the get request");
   ObjectPtr d = Resolve(request);
   if (!d) {
-    const std::string id = json::Str(request, "id"), name = json::Str(request, "name");
     throw DriverError(GPUPROV_STATUS_NOT_FOUND,
-                      "no gpuprov droplet " + (name.empty() ? "with id " + id : "named " + name) +
-                          " on DigitalOcean");
+                      "no gpuprov droplet " + drivers::VmReference(request) + " on DigitalOcean");
   }
-  Object result;
-  result.set("vm", VmJson(d));
-  return json::Stringify(result);
+  return VmResult(VmJson(d));
 }
 
 std::string DigitalOceanDriver::List(const std::string& /*request_json*/) {

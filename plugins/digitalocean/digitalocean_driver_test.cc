@@ -21,17 +21,17 @@
 namespace gpuprov::digitalocean {
 namespace {
 
+using drivers::testing::Contains;
 using drivers::testing::EmulatorProcess;
 using drivers::testing::HttpReply;
-using drivers::testing::LoadDriverDescriptor;
-using drivers::testing::LoadedDriver;
 using drivers::testing::LoopbackHttp;
 using drivers::testing::OpResult;
+using drivers::testing::ParseJson;
 using drivers::testing::ScopedEnv;
+using drivers::testing::SharedEmulatorTest;
+using drivers::testing::Stringify;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
-using std::chrono::milliseconds;
-using std::chrono::steady_clock;
 
 constexpr const char* kToken = "dop_v1_gpuprov_emulator_test_token";
 constexpr const char* kKeyA =
@@ -39,32 +39,12 @@ constexpr const char* kKeyA =
 constexpr const char* kKeyB =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGLNOSpIazn8gOTMOnUEqrXgF/uRfTEfARnXqkdhuaOj other@gpuprov";
 
-Object::Ptr ParseJson(const std::string& text) {
-  Poco::JSON::Parser parser;
-  return parser.parse(text).extract<Object::Ptr>();
-}
-
-std::string Stringify(const Object::Ptr& o) {
-  std::ostringstream s;
-  o->stringify(s);
-  return s.str();
-}
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
 // --- the driver, loaded once ------------------------------------------------
 
-const gpuprov_type_driver_descriptor* Descriptor() {
-  return LoadDriverDescriptor(GPUPROV_DIGITALOCEAN_DRIVER_PATH);
-}
+constexpr char kDriverPath[] = GPUPROV_DIGITALOCEAN_DRIVER_PATH;
+using Driver = drivers::testing::DriverAt<kDriverPath>;
 
-class Driver : public LoadedDriver {
- public:
-  explicit Driver(const std::string& config)
-      : LoadedDriver(GPUPROV_DIGITALOCEAN_DRIVER_PATH, config) {}
-};
+const gpuprov_type_driver_descriptor* Descriptor() { return Driver::Descriptor(); }
 
 // --- no emulator needed -----------------------------------------------------
 
@@ -77,10 +57,7 @@ TEST(DigitalOceanDescriptor, IdentityAndCapabilities) {
                                                    GPUPROV_CAP_BOOT_CLOUD_INIT |
                                                    GPUPROV_CAP_OPEN_PORTS |
                                                    GPUPROV_CAP_HOSTS_KUBERNETES));
-  for (auto fn : {d->vtable->check, d->vtable->offers, d->vtable->create, d->vtable->get,
-                  d->vtable->list, d->vtable->delete_vm, d->vtable->open_ports}) {
-    EXPECT_NE(fn, nullptr);
-  }
+  drivers::testing::ExpectEveryOperation(*d->vtable);
 }
 
 TEST(DigitalOceanDescriptor, RefusesPlainHttpToANonLoopbackEndpoint) {
@@ -123,6 +100,9 @@ TEST(DigitalOceanDescriptor, OffersWithoutTheNetworkSayWhenAGpuIsNotOffered) {
 // The emulator as a child process (memory backend, DigitalOcean only).
 class Emulator {
  public:
+  static std::optional<std::string> Problem() {
+    return EmulatorProcess::Problem(GPUPROV_EMULATOR_PATH);
+  }
   bool Start(std::string* problem) {
     // Fast boots; the real rate limits (250/min) are not enforced so the whole suite can run
     // within a minute (throttling is tested with the throttle fault). The emulator accepts
@@ -141,43 +121,22 @@ class Emulator {
     if (!with_token) return LoopbackHttp(method, url, body);
     return LoopbackHttp(method, url, body, {{"Authorization", std::string("Bearer ") + kToken}});
   }
-  void Reset() { process_.Control("POST", "/reset"); }
+  void Reset() { process_.Reset("digitalocean"); }
   void Fault(const std::string& fault, int times, const std::string& extra = "") {
-    auto [status, body] = process_.Control("POST", "/faults",
-                                           R"({"cloud":"digitalocean","fault":")" + fault +
-                                               R"(","times":)" + std::to_string(times) + extra +
-                                               "}");
-    EXPECT_LT(status, 300) << "POST /faults " << fault << ": " << body;
+    process_.Fault(R"({"cloud":"digitalocean","fault":")" + fault + R"(","times":)" +
+                   std::to_string(times) + extra + "}");
   }
-  Object::Ptr Counts() {
-    auto [status, body] = process_.Control("GET", "/counts?cloud=digitalocean");
-    EXPECT_EQ(status, 200) << body;
-    Object::Ptr o = ParseJson(body);
-    // Either the counts themselves or {"digitalocean": {...}}.
-    if (o->has("digitalocean")) return o->getObject("digitalocean");
-    return o;
-  }
-  int Count(const std::string& what) { return Counts()->getValue<int>(what); }
+  long long Count(const std::string& what) { return process_.Count("digitalocean", what); }
 
  private:
   EmulatorProcess process_;
 };
 
-class DigitalOceanEmulatorTest : public ::testing::Test {
+class DigitalOceanEmulatorTest : public SharedEmulatorTest<Emulator> {
  protected:
-  static void SetUpTestSuite() {
-    emulator_ = new Emulator();
-    if (!emulator_->Start(&problem_)) {
-      delete emulator_;
-      emulator_ = nullptr;
-    }
-  }
-  static void TearDownTestSuite() {
-    delete emulator_;
-    emulator_ = nullptr;
-  }
   void SetUp() override {
-    if (emulator_ == nullptr) GTEST_SKIP() << problem_;
+    SharedEmulatorTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     emulator_->Reset();
     token_ = std::make_unique<ScopedEnv>("DIGITALOCEAN_TOKEN", kToken);
   }
@@ -216,29 +175,11 @@ class DigitalOceanEmulatorTest : public ::testing::Test {
   }
 
   static Object::Ptr WaitRunning(Driver& driver, const std::string& id) {
-    const auto deadline = steady_clock::now() + std::chrono::seconds(60);
-    while (steady_clock::now() < deadline) {
-      OpResult r = driver.Get(R"({"id":")" + id + R"("})");
-      EXPECT_EQ(r.status, GPUPROV_STATUS_OK) << r;
-      if (r.status != GPUPROV_STATUS_OK) return nullptr;
-      Object::Ptr vm = r.Vm();
-      if (vm->getValue<std::string>("state") == "running" &&
-          !vm->getValue<std::string>("public_ip").empty()) {
-        return vm;
-      }
-      std::this_thread::sleep_for(milliseconds(100));
-    }
-    ADD_FAILURE() << "droplet " << id << " did not become running";
-    return nullptr;
+    return drivers::testing::WaitRunning(driver, id, std::chrono::seconds(60), "droplet");
   }
 
-  static Emulator* emulator_;
-  static std::string problem_;
   std::unique_ptr<ScopedEnv> token_;
 };
-
-Emulator* DigitalOceanEmulatorTest::emulator_ = nullptr;
-std::string DigitalOceanEmulatorTest::problem_;
 
 TEST_F(DigitalOceanEmulatorTest, CheckReadsTheAccount) {
   Driver driver(Config());

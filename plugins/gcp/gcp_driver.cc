@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "credentials.h"
+#include "driver_request.h"
 #include "gcp_rules.h"
 #include "json_util.h"
 #include "retry_policy.h"
@@ -24,6 +25,11 @@ using Poco::JSON::Array;
 using Poco::JSON::Object;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
+using drivers::GpuRequest;
+using drivers::ParseGpu;
+using drivers::PortsOf;
+using drivers::VmResult;
+using drivers::WithSsh;
 namespace json = gpuprov::drivers::json;
 
 constexpr int kMaxPages = 100;
@@ -43,62 +49,6 @@ std::string NewRequestId() {
 std::string EnvOr(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr ? drivers::TrimSpace(v) : "";
-}
-
-drivers::RetryPolicy PolicyFrom(const Object::Ptr& config) {
-  drivers::RetryPolicy p;
-  Object::Ptr r = json::Obj(config, "retry");
-  if (!r) return p;
-  p.max_attempts = static_cast<int>(json::Int(r, "max_attempts", p.max_attempts));
-  p.base_delay = milliseconds(json::Int(r, "base_delay_ms", p.base_delay.count()));
-  p.max_delay = milliseconds(json::Int(r, "max_delay_ms", p.max_delay.count()));
-  p.max_retry_after = milliseconds(json::Int(r, "max_retry_after_ms", p.max_retry_after.count()));
-  p.total_budget = milliseconds(json::Int(r, "total_budget_ms", p.total_budget.count()));
-  p.attempt_timeout = milliseconds(json::Int(r, "attempt_timeout_ms", p.attempt_timeout.count()));
-  return p;
-}
-
-struct GpuRequest {
-  std::string type;
-  int count = 1;
-};
-
-std::optional<GpuRequest> ParseGpu(const Object::Ptr& request) {
-  Object::Ptr gpu = json::Obj(request, "gpu");
-  if (!gpu) return std::nullopt;
-  GpuRequest g;
-  g.type = json::Str(gpu, "type");
-  g.count = static_cast<int>(json::Int(gpu, "count", 1));
-  if (g.type.empty()) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "gpu.type is empty");
-  if (g.count < 1) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "gpu.count must be >= 1");
-  return g;
-}
-
-std::vector<int> PortsOf(const Object::Ptr& request, const std::string& key) {
-  std::vector<int> ports;
-  Array::Ptr a = json::Arr(request, key);
-  if (!a) return ports;
-  for (size_t i = 0; i < a->size(); ++i) {
-    int p = 0;
-    try {
-      p = a->get(static_cast<unsigned>(i)).convert<int>();
-    } catch (...) {
-      throw DriverError(GPUPROV_STATUS_INVALID_INPUT, key + " must be a list of port numbers");
-    }
-    if (p < 1 || p > 65535) {
-      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                        key + ": " + std::to_string(p) + " is not a TCP port");
-    }
-    ports.push_back(p);
-  }
-  return ports;
-}
-
-std::vector<int> WithSsh(std::vector<int> ports) {
-  ports.push_back(22);
-  std::sort(ports.begin(), ports.end());
-  ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
-  return ports;
 }
 
 // The tcp ports a firewall rule allows ("0-65535"-style ranges expanded up to 65536 ports).
@@ -200,7 +150,7 @@ GcpDriver::GcpDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
       milliseconds(std::max<long long>(10, json::Int(config_, "poll_interval_ms", 2000)));
   operation_timeout_ = std::chrono::seconds(
       std::max<long long>(1, json::Int(config_, "operation_timeout_seconds", 900)));
-  policy_ = PolicyFrom(config_);
+  policy_ = drivers::RetryPolicyFrom(config_);
   try {
     http_ = std::make_unique<drivers::HttpClient>(endpoint_, policy_, host_);
   } catch (const drivers::HttpError& e) {
@@ -629,9 +579,7 @@ GcpDriver::ObjectPtr GcpDriver::VmJson(const ObjectPtr& inst, const std::vector<
   vm->set("message", state == "running" || state == "pending"
                          ? std::string()
                          : status + (message.empty() ? "" : ": " + message));
-  Object::Ptr port_map = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-  for (int p : ports) port_map->set(std::to_string(p), p);
-  vm->set("ports", port_map);
+  vm->set("ports", drivers::PortMap(ports));
   Object::Ptr tags = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   if (ObjectPtr labels = json::Obj(inst, "labels")) {
     for (const auto& [k, v] : *labels)
@@ -716,12 +664,8 @@ std::string GcpDriver::Create(const std::string& request_json) {
   ValidateVmName(name);
   const std::string user_data = json::Str(request, "user_data");
   CheckUserData(user_data);
-  const std::string public_key = json::Str(request, "ssh_public_key");
-  if (drivers::TrimSpace(public_key).empty()) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      "ssh_public_key is required: Compute Engine takes the login key from the "
-                      "ssh-keys metadata item");
-  }
+  const std::string public_key = drivers::RequiredSshPublicKey(
+      request, "Compute Engine takes the login key from the ssh-keys metadata item");
   const std::string ssh_keys = SshKeysEntry(ssh_user_, public_key);
   const std::vector<int> ports = WithSsh(PortsOf(request, "open_ports"));
 
@@ -761,10 +705,7 @@ std::string GcpDriver::Create(const std::string& request_json) {
     host_.Info("instance " + name + " exists (" + LastSegment(json::Str(existing, "zone")) + ", " +
                json::Str(existing, "status") + ")");
     EnsureFirewall(name, ports);
-    Object result(Poco::JSON_PRESERVE_KEY_ORDER);
-    result.set("vm", VmJson(existing, ports));
-    result.set("existing", true);
-    return json::Stringify(result);
+    return VmResult(VmJson(existing, ports), true);
   }
   if (foreign) {
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
@@ -887,10 +828,7 @@ std::string GcpDriver::Create(const std::string& request_json) {
     }
     if (status == 409) {  // made in the meantime (another gpuprov run)
       if (ObjectPtr existing = FindByName(name)) {
-        Object result(Poco::JSON_PRESERVE_KEY_ORDER);
-        result.set("vm", VmJson(existing, ports));
-        result.set("existing", true);
-        return json::Stringify(result);
+        return VmResult(VmJson(existing, ports), true);
       }
       throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
                         "instance " + name + " exists in " + zone +
@@ -910,10 +848,7 @@ std::string GcpDriver::Create(const std::string& request_json) {
                               zone + "; re-run to try again");
       }
       host_.Info("instance " + name + " created in " + zone);
-      Object result(Poco::JSON_PRESERVE_KEY_ORDER);
-      result.set("vm", VmJson(inst, ports));
-      result.set("existing", false);
-      return json::Stringify(result);
+      return VmResult(VmJson(inst, ports), false);
     }
     // A failed insert may leave the instance visible for a moment (reference §8): make sure
     // it is gone before going on.
@@ -967,14 +902,11 @@ std::string GcpDriver::Get(const std::string& request_json) {
   ObjectPtr request = json::ParseObject(request_json, "the get request");
   ObjectPtr inst = Resolve(request);
   if (!inst) {
-    const std::string id = json::Str(request, "id"), name = json::Str(request, "name");
-    throw DriverError(GPUPROV_STATUS_NOT_FOUND,
-                      "no gpuprov instance " + (name.empty() ? "with id " + id : "named " + name) +
-                          " in project " + Project());
+    throw DriverError(GPUPROV_STATUS_NOT_FOUND, "no gpuprov instance " +
+                                                    drivers::VmReference(request) +
+                                                    " in project " + Project());
   }
-  Object result;
-  result.set("vm", VmJson(inst, {22}));
-  return json::Stringify(result);
+  return VmResult(VmJson(inst, {22}));
 }
 
 std::string GcpDriver::List(const std::string& /*request_json*/) {

@@ -27,44 +27,25 @@
 namespace gpuprov::gcp {
 namespace {
 
+using drivers::testing::Contains;
 using drivers::testing::EmulatorProcess;
 using drivers::testing::HttpReply;
-using drivers::testing::LoadDriverDescriptor;
-using drivers::testing::LoadedDriver;
 using drivers::testing::OpResult;
+using drivers::testing::ParseJson;
 using drivers::testing::ScopedEnv;
 using drivers::testing::ScopedTempDir;
+using drivers::testing::SharedEmulatorTest;
+using drivers::testing::Stringify;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
-using std::chrono::milliseconds;
-using std::chrono::steady_clock;
 
 constexpr const char* kKey =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJUeW8OWN9ub68dw8qD7cVkpP5fX+R7F0nbhoeOp4EjF test@gpuprov";
 
-Object::Ptr ParseJson(const std::string& text) {
-  Poco::JSON::Parser parser;
-  return parser.parse(text).extract<Object::Ptr>();
-}
+constexpr char kDriverPath[] = GPUPROV_GCP_DRIVER_PATH;
+using Driver = drivers::testing::DriverAt<kDriverPath>;
 
-std::string Stringify(const Object::Ptr& o) {
-  std::ostringstream s;
-  o->stringify(s);
-  return s.str();
-}
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
-const gpuprov_type_driver_descriptor* Descriptor() {
-  return LoadDriverDescriptor(GPUPROV_GCP_DRIVER_PATH);
-}
-
-class Driver : public LoadedDriver {
- public:
-  explicit Driver(const std::string& config) : LoadedDriver(GPUPROV_GCP_DRIVER_PATH, config) {}
-};
+const gpuprov_type_driver_descriptor* Descriptor() { return Driver::Descriptor(); }
 
 // --- no emulator needed -----------------------------------------------------
 
@@ -76,10 +57,7 @@ TEST(GcpDescriptor, IdentityAndCapabilities) {
   EXPECT_EQ(d->capabilities,
             static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
                                   GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES));
-  for (auto fn : {d->vtable->check, d->vtable->offers, d->vtable->create, d->vtable->get,
-                  d->vtable->list, d->vtable->delete_vm, d->vtable->open_ports}) {
-    EXPECT_NE(fn, nullptr);
-  }
+  drivers::testing::ExpectEveryOperation(*d->vtable);
 }
 
 TEST(GcpDescriptor, RefusesPlainHttpToANonLoopbackEndpoint) {
@@ -119,6 +97,9 @@ TEST(GcpDescriptor, InvalidNamesAndOversizedUserDataAreRefusedFirst) {
 // key to key_path at start.
 class GceEmulator {
  public:
+  static std::optional<std::string> Problem() {
+    return EmulatorProcess::Problem(GPUPROV_EMULATOR_PATH);
+  }
   bool Start(std::string* problem) {
     key_path_ = (dir_.path() / "key.json").string();
     return process_.Start(GPUPROV_EMULATOR_PATH,
@@ -129,35 +110,19 @@ class GceEmulator {
   std::string url() const { return process_.Url("gcp"); }
   const std::filesystem::path& dir() const { return dir_.path(); }
 
-  void Reset() { process_.Control("POST", "/reset", R"({"cloud":"gcp"})"); }
+  void Reset() { process_.Reset("gcp"); }
   void Fault(const std::string& json_fields) {
-    auto [status, body] =
-        process_.Control("POST", "/faults", R"({"cloud":"gcp",)" + json_fields + "}");
-    EXPECT_EQ(status, 200) << body;
+    process_.Fault(R"({"cloud":"gcp",)" + json_fields + "}");
   }
   void Settings(const std::string& json_fields) {
     auto [status, body] =
         process_.Control("POST", "/settings", R"({"cloud":"gcp",)" + json_fields + "}");
     EXPECT_EQ(status, 200) << body;
   }
-  int Count(const std::string& what) {
-    auto [status, body] = process_.Control("GET", "/counts?cloud=gcp");
-    EXPECT_EQ(status, 200) << body;
-    return ParseJson(body)->getValue<int>(what);
-  }
+  long long Count(const std::string& what) { return process_.Count("gcp", what); }
   // "METHOD path -> status" of every request so far.
-  std::vector<std::string> Requests() {
-    auto [status, body] = process_.Control("GET", "/requests?cloud=gcp");
-    std::vector<std::string> out;
-    Array::Ptr list = ParseJson(body)->getArray("requests");
-    for (size_t i = 0; i < list->size(); ++i) {
-      Object::Ptr r = list->getObject(i);
-      out.push_back(r->getValue<std::string>("method") + " " + r->getValue<std::string>("path") +
-                    " -> " + std::to_string(r->getValue<int>("status")));
-    }
-    return out;
-  }
-  void ClearRequests() { process_.Control("DELETE", "/requests?cloud=gcp"); }
+  std::vector<std::string> Requests() { return process_.Requests("gcp"); }
+  void ClearRequests() { process_.ClearRequests("gcp"); }
 
  private:
   ScopedTempDir dir_{"gcp-emu"};
@@ -171,21 +136,11 @@ int CountMatching(const std::vector<std::string>& lines, const std::string& need
   return n;
 }
 
-class GcpEmulatorTest : public ::testing::Test {
+class GcpEmulatorTest : public SharedEmulatorTest<GceEmulator> {
  protected:
-  static void SetUpTestSuite() {
-    emulator_ = new GceEmulator();
-    if (!emulator_->Start(&problem_)) {
-      delete emulator_;
-      emulator_ = nullptr;
-    }
-  }
-  static void TearDownTestSuite() {
-    delete emulator_;
-    emulator_ = nullptr;
-  }
   void SetUp() override {
-    if (emulator_ == nullptr) GTEST_SKIP() << problem_;
+    SharedEmulatorTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     emulator_->Reset();
     creds_ = std::make_unique<ScopedEnv>("GOOGLE_APPLICATION_CREDENTIALS",
                                          emulator_->key_path().c_str());
@@ -232,20 +187,7 @@ class GcpEmulatorTest : public ::testing::Test {
   }
 
   static Object::Ptr WaitRunning(Driver& driver, const std::string& id) {
-    const auto deadline = steady_clock::now() + std::chrono::seconds(30);
-    while (steady_clock::now() < deadline) {
-      OpResult r = driver.Get(R"({"id":")" + id + R"("})");
-      EXPECT_EQ(r.status, GPUPROV_STATUS_OK) << r;
-      if (r.status != GPUPROV_STATUS_OK) return nullptr;
-      Object::Ptr vm = r.Vm();
-      if (vm->getValue<std::string>("state") == "running" &&
-          !vm->getValue<std::string>("public_ip").empty()) {
-        return vm;
-      }
-      std::this_thread::sleep_for(milliseconds(100));
-    }
-    ADD_FAILURE() << "instance " << id << " did not become running";
-    return nullptr;
+    return drivers::testing::WaitRunning(driver, id, std::chrono::seconds(30), "instance");
   }
 
   // The firewall rule as the API shows it (with a token of the emulator's key).
@@ -270,13 +212,8 @@ class GcpEmulatorTest : public ::testing::Test {
     return out;
   }
 
-  static GceEmulator* emulator_;
-  static std::string problem_;
   std::unique_ptr<ScopedEnv> creds_, project_;
 };
-
-GceEmulator* GcpEmulatorTest::emulator_ = nullptr;
-std::string GcpEmulatorTest::problem_;
 
 TEST_F(GcpEmulatorTest, CheckNamesTheProjectAndTheUserDataLimit) {
   Driver driver(Config());

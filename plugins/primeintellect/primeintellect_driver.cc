@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "driver_request.h"
 #include "json_util.h"
 #include "ssh_connection.h"
 
@@ -285,28 +286,20 @@ Object::Ptr VmJson(const Object::Ptr& pod) {
 }
 
 std::string VmResult(const Object::Ptr& pod, std::optional<bool> existing = std::nullopt) {
-  Object result(Poco::JSON_PRESERVE_KEY_ORDER);
-  result.set("vm", VmJson(pod));
-  if (existing) result.set("existing", *existing);
-  return json::Stringify(result);
+  return gpuprov::drivers::VmResult(VmJson(pod), existing);
 }
 
 // --- requests ----------------------------------------------------------------
 
-struct GpuWanted {
-  std::string type;  // "" = no GPU
-  int count = 0;
-};
-
-GpuWanted ParseGpu(const Object::Ptr& request) {
-  GpuWanted g;
-  Object::Ptr gpu = json::Obj(request, "gpu");
-  if (!gpu) return g;
-  g.type = json::Str(gpu, "type");
-  g.count = static_cast<int>(json::Int(gpu, "count", 1));
-  if (g.type.empty()) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "gpu.type is empty");
-  if (g.count < 1) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "gpu.count must be >= 1");
-  return g;
+// The request's "gpu" and "region" as an offer query (no gpu: type "" and count 0).
+OfferQuery QueryFor(const Object::Ptr& request) {
+  OfferQuery q;
+  if (std::optional<gpuprov::drivers::GpuRequest> gpu = gpuprov::drivers::ParseGpu(request)) {
+    q.gpu_type = gpu->type;
+    q.gpu_count = gpu->count;
+  }
+  q.region = json::Str(request, "region");
+  return q;
 }
 
 std::string Describe(const OfferQuery& q) {
@@ -751,11 +744,7 @@ std::string PrimeIntellectDriver::Check(const std::string& /*request_json*/) {
 
 std::string PrimeIntellectDriver::Offers(const std::string& request_json) {
   Object::Ptr request = json::ParseObject(request_json, "the offers request");
-  GpuWanted gpu = ParseGpu(request);
-  OfferQuery query;
-  query.gpu_type = gpu.type;
-  query.gpu_count = gpu.count;
-  query.region = json::Str(request, "region");
+  OfferQuery query = QueryFor(request);
   std::vector<Offer> available = FetchAvailability(query);
   std::vector<Offer> matching = MatchingOffers(available, query);
   // Offered but sold out is a capacity problem, not "not offered": say so.
@@ -807,11 +796,7 @@ std::string PrimeIntellectDriver::Create(const std::string& request_json) {
   Object::Ptr request = json::ParseObject(request_json, "the create request");
   const std::string name = json::Str(request, "name");
   ValidateName(name);
-  GpuWanted gpu = ParseGpu(request);
-  OfferQuery query;
-  query.gpu_type = gpu.type;
-  query.gpu_count = gpu.count;
-  query.region = json::Str(request, "region");
+  OfferQuery query = QueryFor(request);
   query.instance_type = json::Str(request, "instance_type");
   std::string image = json::Str(request, "image");
   if (image.empty()) image = default_image_;

@@ -25,13 +25,13 @@
 namespace gpuprov::primeintellect {
 namespace {
 
+using drivers::testing::Contains;
 using drivers::testing::EmulatorProcess;
 using drivers::testing::HttpReply;
-using drivers::testing::LoadDriverDescriptor;
-using drivers::testing::LoadedDriver;
 using drivers::testing::OpResult;
 using drivers::testing::ScopedEnv;
 using drivers::testing::ScopedTempDir;
+using drivers::testing::SharedEmulatorTest;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
 
@@ -42,15 +42,10 @@ constexpr const char* kPublicKey =
 
 // --- the driver through its C ABI ----------------------------------------------
 
-const gpuprov_type_driver_descriptor* Descriptor() {
-  return LoadDriverDescriptor(GPUPROV_PRIMEINTELLECT_DRIVER_PATH);
-}
+constexpr char kDriverPath[] = GPUPROV_PRIMEINTELLECT_DRIVER_PATH;
+using Driver = drivers::testing::DriverAt<kDriverPath>;
 
-class Driver : public LoadedDriver {
- public:
-  explicit Driver(const std::string& config)
-      : LoadedDriver(GPUPROV_PRIMEINTELLECT_DRIVER_PATH, config) {}
-};
+const gpuprov_type_driver_descriptor* Descriptor() { return Driver::Descriptor(); }
 
 // A temporary HOME, optionally with ~/.prime/config.json.
 class TempHome {
@@ -75,14 +70,11 @@ class Emulator {
   }
 
   // Starts it with PRIME_API_KEY=kKey; waits for its endpoint lines.
-  Emulator() {
-    std::string problem;
-    if (!process_.Start(GPUPROV_EMULATOR_PATH,
-                        {"--backend", "memory", "--clouds", "primeintellect", "--boot-seconds",
-                         "0.3"},
-                        {{"PRIME_API_KEY", kKey}}, {"primeintellect"}, &problem)) {
-      throw std::runtime_error(problem);
-    }
+  bool Start(std::string* problem) {
+    return process_.Start(GPUPROV_EMULATOR_PATH,
+                          {"--backend", "memory", "--clouds", "primeintellect", "--boot-seconds",
+                           "0.3"},
+                          {{"PRIME_API_KEY", kKey}}, {"primeintellect"}, problem);
   }
 
   std::string prime() const { return process_.Url("primeintellect"); }
@@ -91,27 +83,11 @@ class Emulator {
                     const std::string& body = "") {
     return process_.Control(method, path, body);
   }
-  void Reset() { Control("POST", "/reset", R"({"cloud":"primeintellect"})"); }
-  void Fault(const std::string& json) {
-    HttpReply r = Control("POST", "/faults", json);
-    ASSERT_EQ(r.status, 200) << r.body;
-  }
-  int64_t Count(const std::string& what) {
-    HttpReply r = Control("GET", "/counts?cloud=primeintellect");
-    return r.Doc()->getValue<int64_t>(what);
-  }
-  // "METHOD path status" of each request the cloud saw.
-  std::vector<std::string> Requests() {
-    HttpReply r = Control("GET", "/requests?cloud=primeintellect");
-    std::vector<std::string> out;
-    Array::Ptr arr = r.Doc()->getArray("requests");
-    for (size_t i = 0; arr && i < arr->size(); ++i) {
-      Object::Ptr o = arr->getObject(static_cast<unsigned>(i));
-      out.push_back(o->getValue<std::string>("method") + " " + o->getValue<std::string>("path") +
-                    " " + std::to_string(o->getValue<int>("status")));
-    }
-    return out;
-  }
+  void Reset() { process_.Reset("primeintellect"); }
+  void Fault(const std::string& json) { process_.Fault(json); }
+  long long Count(const std::string& what) { return process_.Count("primeintellect", what); }
+  // "METHOD path -> status" of each request the cloud saw.
+  std::vector<std::string> Requests() { return process_.Requests("primeintellect"); }
 
  private:
   EmulatorProcess process_;
@@ -158,10 +134,6 @@ std::string CreateRequest(const std::string& name, const std::string& gpu_type, 
   std::ostringstream s;
   req.stringify(s);
   return s.str();
-}
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
 }
 
 // --- no emulator needed ----------------------------------------------------------
@@ -221,19 +193,11 @@ TEST(PrimeIntellectCredentials, BrokenConfigFileIsAuth) {
 
 // --- against the emulator ----------------------------------------------------------
 
-class PrimeIntellectEmulator : public ::testing::Test {
+class PrimeIntellectEmulator : public SharedEmulatorTest<Emulator> {
  protected:
-  static void SetUpTestSuite() {
-    if (Emulator::Problem()) return;
-    emulator_ = new Emulator();
-  }
-  static void TearDownTestSuite() {
-    delete emulator_;
-    emulator_ = nullptr;
-  }
   void SetUp() override {
-    if (auto p = Emulator::Problem()) GTEST_SKIP() << *p;
-    ASSERT_NE(emulator_, nullptr);
+    SharedEmulatorTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     emulator_->Reset();
     home_ = std::make_unique<TempHome>();
     key_ = std::make_unique<ScopedEnv>("PRIME_API_KEY", kKey);
@@ -248,26 +212,18 @@ class PrimeIntellectEmulator : public ::testing::Test {
 
   // Polls get until the state is `want` (or an end state); returns the last VM.
   Object::Ptr WaitFor(Driver& d, const std::string& id, const std::string& want) {
-    Object::Ptr vm;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (std::chrono::steady_clock::now() < deadline) {
-      OpResult g = d.Get(R"({"id":")" + id + R"("})");
-      EXPECT_EQ(g.status, GPUPROV_STATUS_OK) << g.error;
-      if (g.status != GPUPROV_STATUS_OK) return nullptr;
-      vm = g.Doc()->getObject("vm");
-      std::string state = vm->getValue<std::string>("state");
-      if (state == want || state == "error" || state == "terminated") return vm;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return vm;
+    return drivers::testing::PollVm(
+        d, R"({"id":")" + id + R"("})",
+        [&](const Object::Ptr& vm) {
+          const std::string state = vm->getValue<std::string>("state");
+          return state == want || state == "error" || state == "terminated";
+        },
+        std::chrono::seconds(30));
   }
 
-  static Emulator* emulator_;
   std::unique_ptr<TempHome> home_;
   std::unique_ptr<ScopedEnv> key_;
 };
-
-Emulator* PrimeIntellectEmulator::emulator_ = nullptr;
 
 TEST_F(PrimeIntellectEmulator, CheckNamesWhereTheKeyCameFrom) {
   Driver d(config());

@@ -924,17 +924,21 @@ class GceApi : public CloudApi {
     return o;
   }
 
-  // A list resource: items (absent when empty, reference §3.3), paginated.
-  HttpResponse List(const HttpRequest& req, const std::string& kind, const std::string& self,
-                    const std::vector<JsonObject>& all) {
-    std::vector<JsonObject> items;
+  // The page of `all` a list request asks for: the elements whose JSON (json_of) its filter
+  // keeps, from pageToken on, at most maxResults; *next_page_token is "" on the last page.
+  // A 400 naming the parameter when filter, maxResults or pageToken is malformed.
+  template <typename T, typename JsonOf>
+  static std::optional<HttpResponse> SelectPage(const HttpRequest& req, const std::vector<T>& all,
+                                                JsonOf json_of, std::vector<T>* page,
+                                                std::string* next_page_token) {
+    std::vector<T> items;
     if (auto f = req.Query("filter"); f && !f->empty()) {
       auto terms = ParseFilter(*f);
       if (!terms)
         return Invalid("Invalid value for field 'filter': '" + *f +
                        "'. Invalid list filter expression.");
-      for (const auto& o : all) {
-        if (Matches(o, *terms)) items.push_back(o);
+      for (const auto& e : all) {
+        if (Matches(json_of(e), *terms)) items.push_back(e);
       }
     } else {
       items = all;
@@ -955,15 +959,32 @@ class GceApi : public CloudApi {
         return Invalid("Invalid value for field 'pageToken': '" + *pt + "'. Invalid page token.");
       }
     }
+    page->clear();
+    for (size_t i = start; i < items.size() && i < start + static_cast<size_t>(max); ++i)
+      page->push_back(items[i]);
+    next_page_token->clear();
+    if (start + static_cast<size_t>(max) < items.size()) {
+      *next_page_token = std::to_string(start + max);
+    }
+    return std::nullopt;
+  }
+
+  // A list resource: items (absent when empty, reference §3.3), paginated.
+  HttpResponse List(const HttpRequest& req, const std::string& kind, const std::string& self,
+                    const std::vector<JsonObject>& all) {
+    std::vector<JsonObject> page;
+    std::string next_page_token;
+    if (auto bad = SelectPage(
+            req, all, [](const JsonObject& o) { return o; }, &page, &next_page_token)) {
+      return *bad;
+    }
     JsonObject o = NewObject();
     o->set("kind", kind);
     o->set("id", self);
     JsonArray arr = NewArray();
-    for (size_t i = start; i < items.size() && i < start + static_cast<size_t>(max); ++i)
-      arr->add(items[i]);
+    for (const auto& item : page) arr->add(item);
     if (arr->size() > 0) o->set("items", arr);
-    if (start + static_cast<size_t>(max) < items.size())
-      o->set("nextPageToken", std::to_string(start + max));
+    if (!next_page_token.empty()) o->set("nextPageToken", next_page_token);
     o->set("selfLink", Link(self));
     return JsonResponse(200, o);
   }
@@ -1216,40 +1237,19 @@ class GceApi : public CloudApi {
     } else {
       return NotFound("projects/" + project_ + "/aggregated/" + what);
     }
-    std::vector<std::pair<std::string, JsonObject>> items;
-    if (auto f = req.Query("filter"); f && !f->empty()) {
-      auto terms = ParseFilter(*f);
-      if (!terms)
-        return Invalid("Invalid value for field 'filter': '" + *f +
-                       "'. Invalid list filter expression.");
-      for (const auto& [z, o] : all) {
-        if (Matches(o, *terms)) items.emplace_back(z, o);
-      }
-    } else {
-      items = all;
-    }
-    int max = kMaxResultsDefault;
-    if (auto mr = req.Query("maxResults")) {
-      try {
-        max = std::clamp(std::stoi(*mr), 1, 500);
-      } catch (const std::exception&) {
-        return Invalid("Invalid value for field 'maxResults': '" + *mr + "'. Must be an integer.");
-      }
-    }
-    size_t start = 0;
-    if (auto pt = req.Query("pageToken"); pt && !pt->empty()) {
-      try {
-        start = std::stoul(*pt);
-      } catch (const std::exception&) {
-        return Invalid("Invalid value for field 'pageToken': '" + *pt + "'. Invalid page token.");
-      }
+    std::vector<std::pair<std::string, JsonObject>> page;
+    std::string next_page_token;
+    if (auto bad = SelectPage(
+            req, all, [](const auto& zone_item) { return zone_item.second; }, &page,
+            &next_page_token)) {
+      return *bad;
     }
     JsonObject by_zone = NewObject();
     std::map<std::string, JsonArray> lists;
-    for (size_t i = start; i < items.size() && i < start + static_cast<size_t>(max); ++i) {
-      auto& l = lists[items[i].first];
+    for (const auto& [zone, item] : page) {
+      auto& l = lists[zone];
       if (!l) l = NewArray();
-      l->add(items[i].second);
+      l->add(item);
     }
     for (const auto& z : Zones()) {
       JsonObject scope = NewObject();
@@ -1275,8 +1275,7 @@ class GceApi : public CloudApi {
     o->set("kind", "compute#" + what.substr(0, what.size() - 1) + "AggregatedList");
     o->set("id", "projects/" + project_ + "/aggregated/" + what);
     o->set("items", by_zone);
-    if (start + static_cast<size_t>(max) < items.size())
-      o->set("nextPageToken", std::to_string(start + max));
+    if (!next_page_token.empty()) o->set("nextPageToken", next_page_token);
     o->set("selfLink", Link("aggregated/" + what));
     return JsonResponse(200, o);
   }

@@ -13,9 +13,9 @@ import hashlib
 import json
 import os
 import subprocess
-import time
 import unittest
-import urllib.request
+
+from emulator_fixture import Emulator, bypass_proxy_for_loopback, wait_for
 
 KEY_ID = "AKIACLIENTTEST000001"
 SECRET = "client/test+Secret/0123456789abcdefABCDEF"
@@ -28,67 +28,17 @@ UBUNTU = ("resolve:ssm:/aws/service/canonical/ubuntu/server/22.04/stable/current
           "ebs-gp2/ami-id")
 AWS_CLI = "/usr/bin/aws"
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def emulator_path():
-    return os.environ.get("GPUPROV_EMULATOR") or os.path.join(
-        HERE, "..", "..", "build-aws", "bin", "gpuprov-emulator")
-
-
-class Emulator:
-    """gpuprov-emulator (memory backend, aws only); reads its '<cloud> <url>' lines."""
-
-    def __init__(self):
-        env = dict(os.environ, AWS_ACCESS_KEY_ID=KEY_ID, AWS_SECRET_ACCESS_KEY=SECRET)
-        self.proc = subprocess.Popen(
-            [emulator_path(), "--backend", "memory", "--clouds", "aws", "--boot-seconds", "0.5"],
-            stdout=subprocess.PIPE, env=env, text=True)
-        self.urls = {}
-        while "control" not in self.urls:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("gpuprov-emulator exited before printing its endpoints")
-            cloud, url = line.split()
-            self.urls[cloud] = url
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
-        self.proc.stdout.close()
-
-    def control(self, method, path, body=None):
-        req = urllib.request.Request(self.urls["control"] + path, method=method,
-                                     data=None if body is None else json.dumps(body).encode())
-        with urllib.request.urlopen(req) as r:
-            text = r.read()
-            return json.loads(text) if text else None
-
-    def counts(self):
-        return self.control("GET", "/counts?cloud=aws")
-
-    def statuses(self):
-        return [r["status"] for r in self.control("GET", "/requests?cloud=aws")["requests"]]
-
 
 def setUpModule():
     global EMU
-    for var in ("NO_PROXY", "no_proxy"):
-        os.environ[var] = (os.environ.get(var, "") + ",127.0.0.1,localhost").lstrip(",")
-    EMU = Emulator()
+    bypass_proxy_for_loopback()
+    EMU = Emulator("aws", ["--boot-seconds", "0.5"],
+                   {"AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET},
+                   build_dir="build-aws")
 
 
 def tearDownModule():
     EMU.stop()
-
-
-def wait_for(cond, timeout=15.0, every=0.1):
-    end = time.time() + timeout
-    while time.time() < end:
-        if cond():
-            return True
-        time.sleep(every)
-    return cond()
 
 
 class AwsCli(unittest.TestCase):

@@ -8,63 +8,22 @@ packages load only there); stdlib unittest only.
 The emulator binary: $GPUPROV_EMULATOR, else <repo>/build-emu/bin/gpuprov-emulator.
 """
 import os
-import subprocess
-import sys
-import time
 import unittest
 import urllib.parse
+
+from emulator_fixture import Emulator, bypass_proxy_for_loopback, wait_for
 
 TOKEN = "dop_v1_client_test_token"
 PUBLIC_KEY = ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPtlieUdwvU3Yi8XHX36t5VZpca1by3GqjV+S0aD87Tm "
               "emu-test")
 FINGERPRINT = "0c:89:58:97:3e:72:09:3a:d9:94:9c:9c:fa:12:ee:25"
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def emulator_path():
-    path = os.environ.get("GPUPROV_EMULATOR")
-    if path:
-        return path
-    return os.path.join(HERE, "..", "..", "build-emu", "bin", "gpuprov-emulator")
-
-
-class Emulator:
-    """Starts gpuprov-emulator (memory backend), reads its '<cloud> <url>' lines."""
-
-    def __init__(self):
-        env = dict(os.environ, DIGITALOCEAN_TOKEN=TOKEN)
-        self.proc = subprocess.Popen(
-            [emulator_path(), "--backend", "memory", "--clouds", "digitalocean",
-             "--boot-seconds", "0.5", "--no-rate-limits"],
-            stdout=subprocess.PIPE, env=env, text=True)
-        self.urls = {}
-        while "control" not in self.urls:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("gpuprov-emulator exited before printing its endpoints")
-            cloud, url = line.split()
-            self.urls[cloud] = url
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
-        self.proc.stdout.close()
-
-    def counts(self):
-        import json
-        import urllib.request
-        with urllib.request.urlopen(self.urls["control"] + "/counts?cloud=digitalocean") as r:
-            return json.load(r)
-
 
 def setUpModule():
     global EMU
-    # Never send 127.0.0.1 traffic to a proxy.
-    no_proxy = "127.0.0.1,localhost"
-    for var in ("NO_PROXY", "no_proxy"):
-        os.environ[var] = (os.environ.get(var, "") + "," + no_proxy).lstrip(",")
-    EMU = Emulator()
+    bypass_proxy_for_loopback()
+    EMU = Emulator("digitalocean", ["--boot-seconds", "0.5", "--no-rate-limits"],
+                   {"DIGITALOCEAN_TOKEN": TOKEN})
     base = EMU.urls["digitalocean"]  # http://127.0.0.1:P/v2
     # python-digitalocean's objects made without end_point read this.
     os.environ["DIGITALOCEAN_END_POINT"] = base + "/"
@@ -72,15 +31,6 @@ def setUpModule():
 
 def tearDownModule():
     EMU.stop()
-
-
-def wait_for(cond, timeout=15.0, every=0.1):
-    end = time.time() + timeout
-    while time.time() < end:
-        if cond():
-            return True
-        time.sleep(every)
-    return cond()
 
 
 class LibcloudDigitalOcean(unittest.TestCase):

@@ -14,65 +14,24 @@ The emulator binary: $GPUPROV_EMULATOR, else <repo>/build-emu/bin/gpuprov-emulat
 """
 import json
 import os
-import subprocess
 import tempfile
 import time
 import unittest
 import urllib.parse
-import urllib.request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from emulator_fixture import Emulator, bypass_proxy_for_loopback, wait_for
+
 PUBLIC_KEY = ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPtlieUdwvU3Yi8XHX36t5VZpca1by3GqjV+S0aD87Tm "
               "emu-test")
 
 
-def emulator_path():
-    path = os.environ.get("GPUPROV_EMULATOR")
-    if path:
-        return path
-    return os.path.join(HERE, "..", "..", "build-emu", "bin", "gpuprov-emulator")
-
-
-class Emulator:
-    """Starts gpuprov-emulator (memory backend, gcp only) with GOOGLE_APPLICATION_CREDENTIALS
-    naming a file that does not exist yet: the emulator writes its service-account key there."""
-
-    def __init__(self, key_path):
-        env = dict(os.environ, GOOGLE_APPLICATION_CREDENTIALS=key_path)
-        self.proc = subprocess.Popen(
-            [emulator_path(), "--backend", "memory", "--clouds", "gcp", "--boot-seconds", "0.5"],
-            stdout=subprocess.PIPE, env=env, text=True)
-        self.urls = {}
-        while "control" not in self.urls:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("gpuprov-emulator exited before printing its endpoints")
-            cloud, url = line.split()
-            self.urls[cloud] = url
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
-        self.proc.stdout.close()
-
-    def control(self, method, path, body=None):
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.urls["control"] + path, data=data, method=method)
-        with urllib.request.urlopen(req) as r:
-            text = r.read()
-            return json.loads(text) if text else None
-
-    def counts(self):
-        return self.control("GET", "/counts?cloud=gcp")
-
-
 def setUpModule():
     global EMU, KEY, TMP
-    for var in ("NO_PROXY", "no_proxy"):
-        os.environ[var] = (os.environ.get(var, "") + ",127.0.0.1,localhost").lstrip(",")
+    bypass_proxy_for_loopback()
     TMP = tempfile.TemporaryDirectory()
+    # A file that does not exist yet: the emulator writes its service-account key there.
     key_path = os.path.join(TMP.name, "key.json")
-    EMU = Emulator(key_path)
+    EMU = Emulator("gcp", ["--boot-seconds", "0.5"], {"GOOGLE_APPLICATION_CREDENTIALS": key_path})
     with open(key_path) as f:
         KEY = json.load(f)
     KEY["path"] = key_path
@@ -172,9 +131,7 @@ class LibcloudGceTest(unittest.TestCase):
         def running():
             return all(n.state == "running" and n.public_ips and n.public_ips[0]
                        for n in self.driver.list_nodes())
-        deadline = time.time() + 20
-        while not running() and time.time() < deadline:
-            time.sleep(0.2)
+        wait_for(running, timeout=20, every=0.2)
         nodes = {n.name: n for n in self.driver.list_nodes(ex_zone="all")}
         self.assertEqual(set(nodes), {"lc-cpu", "lc-l4"})
         self.assertTrue(nodes["lc-cpu"].public_ips[0].startswith("127."))

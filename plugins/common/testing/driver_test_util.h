@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// Helpers shared by the driver tests: scoped environment variables and temporary
-// directories, a host that records what a driver reports, a built driver .so loaded with
-// dlopen and called through its C vtable, and the cloud emulator run as a child process.
+// Helpers shared by the driver tests: text and JSON helpers, scoped environment variables and
+// temporary directories, a host that records what a driver reports, a built driver .so loaded
+// with dlopen and called through its C vtable, polling a VM's state, and the cloud emulator
+// run as a child process (with a test-suite base that shares one).
 // Header-only; depends on the SDK headers, Poco::Net and GoogleTest, never on core/.
 #pragma once
 
+#include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
 #include <Poco/JSON/Parser.h>
 #include <Poco/Net/HTTPClientSession.h>
@@ -41,6 +43,24 @@
 #include "gpuprov/sdk.hpp"
 
 namespace gpuprov::drivers::testing {
+
+// --- text and JSON -------------------------------------------------------------
+
+inline bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+/// Parses a JSON object (throws when the text is not one).
+inline Poco::JSON::Object::Ptr ParseJson(const std::string& text) {
+  Poco::JSON::Parser parser;
+  return parser.parse(text).extract<Poco::JSON::Object::Ptr>();
+}
+
+inline std::string Stringify(const Poco::JSON::Object::Ptr& o) {
+  std::ostringstream s;
+  o->stringify(s);
+  return s.str();
+}
 
 // --- process state ---------------------------------------------------------------
 
@@ -228,6 +248,62 @@ class LoadedDriver {
   std::string init_error_;
 };
 
+/// Calls get with `get_request` every `every` until `done(vm)` holds or `timeout` passes;
+/// returns the last vm, or nullptr (a test failure) when a get fails.
+template <typename Done>
+Poco::JSON::Object::Ptr PollVm(LoadedDriver& driver, const std::string& get_request, Done done,
+                               std::chrono::milliseconds timeout,
+                               std::chrono::milliseconds every = std::chrono::milliseconds(100)) {
+  Poco::JSON::Object::Ptr vm;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    OpResult r = driver.Get(get_request);
+    EXPECT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+    if (r.status != GPUPROV_STATUS_OK) return nullptr;
+    vm = r.Vm();
+    if (done(vm)) return vm;
+    std::this_thread::sleep_for(every);
+  }
+  return vm;
+}
+
+/// Polls get {"id": id} until the VM is running with a public IP; returns it, or nullptr (a
+/// test failure naming `what` and the id) when that does not happen within `timeout`.
+inline Poco::JSON::Object::Ptr WaitRunning(LoadedDriver& driver, const std::string& id,
+                                           std::chrono::milliseconds timeout,
+                                           const std::string& what) {
+  auto running = [](const Poco::JSON::Object::Ptr& vm) {
+    return vm->getValue<std::string>("state") == "running" &&
+           !vm->getValue<std::string>("public_ip").empty();
+  };
+  Poco::JSON::Object::Ptr vm = PollVm(driver, R"({"id":")" + id + R"("})", running, timeout);
+  if (vm && running(vm)) return vm;
+  if (vm) ADD_FAILURE() << what << " " << id << " did not become running";
+  return nullptr;
+}
+
+/// LoadedDriver of the driver .so at `kPath`, a constant with static storage such as
+/// `constexpr char kDriverPath[] = GPUPROV_<CLOUD>_DRIVER_PATH;` (compiled in by
+/// gpuprov_add_driver_test): `using Driver = DriverAt<kDriverPath>;`.
+template <const char* kPath>
+class DriverAt : public LoadedDriver {
+ public:
+  explicit DriverAt(const std::string& config) : LoadedDriver(kPath, config) {}
+  static const gpuprov_type_driver_descriptor* Descriptor() { return LoadDriverDescriptor(kPath); }
+};
+
+/// Expects every operation of `v` to be set (check, offers, create, get, list, delete_vm,
+/// open_ports).
+inline void ExpectEveryOperation(const gpuprov_drv_vtable& v) {
+  EXPECT_NE(v.check, nullptr);
+  EXPECT_NE(v.offers, nullptr);
+  EXPECT_NE(v.create, nullptr);
+  EXPECT_NE(v.get, nullptr);
+  EXPECT_NE(v.list, nullptr);
+  EXPECT_NE(v.delete_vm, nullptr);
+  EXPECT_NE(v.open_ports, nullptr);
+}
+
 // --- the cloud emulator as a child process ---------------------------------------
 
 /// The answer to one HTTP request.
@@ -397,11 +473,80 @@ class EmulatorProcess {
     return LoopbackHttp(method, control_url() + path, body);
   }
 
+  /// Forgets every resource, fault and logged request of `cloud`.
+  void Reset(const std::string& cloud) const {
+    HttpReply r = Control("POST", "/reset", R"({"cloud":")" + cloud + R"("})");
+    EXPECT_EQ(r.status, 200) << "POST /reset: " << r.body;
+  }
+  /// Arms a fault: `json` is the body of POST /faults ({"cloud": ..., "fault": ..., ...}).
+  void Fault(const std::string& json) const {
+    HttpReply r = Control("POST", "/faults", json);
+    EXPECT_EQ(r.status, 200) << "POST /faults " << json << ": " << r.body;
+  }
+  /// One member of GET /counts?cloud=<cloud> ("instances", "firewalls", "ssh_keys",
+  /// "backend_instances").
+  long long Count(const std::string& cloud, const std::string& what) const {
+    HttpReply r = Control("GET", "/counts?cloud=" + cloud);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.Doc()->getValue<long long>(what);
+  }
+  /// "METHOD path -> status" of every request `cloud` logged, oldest first.
+  std::vector<std::string> Requests(const std::string& cloud) const {
+    HttpReply r = Control("GET", "/requests?cloud=" + cloud);
+    EXPECT_EQ(r.status, 200) << r.body;
+    std::vector<std::string> out;
+    Poco::JSON::Array::Ptr list = r.Doc()->getArray("requests");
+    for (size_t i = 0; list && i < list->size(); ++i) {
+      Poco::JSON::Object::Ptr o = list->getObject(static_cast<unsigned>(i));
+      out.push_back(o->getValue<std::string>("method") + " " + o->getValue<std::string>("path") +
+                    " -> " + std::to_string(o->getValue<int>("status")));
+    }
+    return out;
+  }
+  void ClearRequests(const std::string& cloud) const {
+    Control("DELETE", "/requests?cloud=" + cloud);
+  }
+
  private:
   pid_t pid_ = -1;
   int out_fd_ = -1;
   std::thread drain_;
   std::map<std::string, std::string> urls_;
+};
+
+/// Base of a test suite whose tests share one emulator. `E` has a default constructor,
+/// `bool Start(std::string* problem)` and `static std::optional<std::string> Problem()` (why
+/// the emulator binary cannot run, as EmulatorProcess::Problem). The suite starts it once.
+/// Every test is skipped, with the reason, when the emulator is not built, and fails when it
+/// is built but did not start. A SetUp() override calls this one first and returns when
+/// IsSkipped() or HasFatalFailure().
+template <typename E>
+class SharedEmulatorTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    problem_.clear();
+    if (auto p = E::Problem()) {
+      problem_ = *p;
+      return;
+    }
+    emulator_ = new E();
+    if (!emulator_->Start(&problem_)) {
+      delete emulator_;
+      emulator_ = nullptr;
+    }
+  }
+  static void TearDownTestSuite() {
+    delete emulator_;
+    emulator_ = nullptr;
+  }
+  void SetUp() override {
+    if (emulator_ != nullptr) return;
+    if (E::Problem()) GTEST_SKIP() << problem_;
+    FAIL() << "the emulator did not start: " << problem_;
+  }
+
+  static inline E* emulator_ = nullptr;
+  static inline std::string problem_;
 };
 
 }  // namespace gpuprov::drivers::testing

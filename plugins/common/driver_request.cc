@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "driver_request.h"
+
+#include <Poco/JSON/Array.h>
+
+#include <algorithm>
+
+#include "credentials.h"
+#include "json_util.h"
+
+namespace gpuprov::drivers {
+
+using gpuprov::sdk::DriverError;
+using Poco::JSON::Array;
+using Poco::JSON::Object;
+
+std::vector<int> PortsOf(const Object::Ptr& request, const std::string& key) {
+  std::vector<int> ports;
+  Array::Ptr a = json::Arr(request, key);
+  if (!a) return ports;
+  for (size_t i = 0; i < a->size(); ++i) {
+    int p = 0;
+    try {
+      p = a->get(static_cast<unsigned>(i)).convert<int>();
+    } catch (...) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT, key + " must be a list of port numbers");
+    }
+    if (p < 1 || p > 65535) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        key + ": " + std::to_string(p) + " is not a TCP port");
+    }
+    ports.push_back(p);
+  }
+  return ports;
+}
+
+std::vector<int> WithSsh(std::vector<int> ports) {
+  ports.push_back(22);
+  std::sort(ports.begin(), ports.end());
+  ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
+  return ports;
+}
+
+std::optional<GpuRequest> ParseGpu(const Object::Ptr& request) {
+  Object::Ptr gpu = json::Obj(request, "gpu");
+  if (!gpu) return std::nullopt;
+  GpuRequest g;
+  g.type = json::Str(gpu, "type");
+  g.count = static_cast<int>(json::Int(gpu, "count", 1));
+  if (g.type.empty()) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "gpu.type is empty");
+  if (g.count < 1) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "gpu.count must be >= 1");
+  return g;
+}
+
+std::string RequiredSshPublicKey(const Object::Ptr& request, const std::string& why) {
+  std::string key = json::Str(request, "ssh_public_key");
+  if (TrimSpace(key).empty()) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "ssh_public_key is required: " + why);
+  }
+  return key;
+}
+
+std::string VmReference(const Object::Ptr& request) {
+  const std::string name = json::Str(request, "name");
+  return name.empty() ? "with id " + json::Str(request, "id") : "named " + name;
+}
+
+RetryPolicy RetryPolicyFrom(const Object::Ptr& config) {
+  using std::chrono::milliseconds;
+  RetryPolicy p;
+  Object::Ptr r = json::Obj(config, "retry");
+  if (!r) return p;
+  p.max_attempts = static_cast<int>(json::Int(r, "max_attempts", p.max_attempts));
+  p.base_delay = milliseconds(json::Int(r, "base_delay_ms", p.base_delay.count()));
+  p.max_delay = milliseconds(json::Int(r, "max_delay_ms", p.max_delay.count()));
+  p.max_retry_after = milliseconds(json::Int(r, "max_retry_after_ms", p.max_retry_after.count()));
+  p.total_budget = milliseconds(json::Int(r, "total_budget_ms", p.total_budget.count()));
+  p.attempt_timeout = milliseconds(json::Int(r, "attempt_timeout_ms", p.attempt_timeout.count()));
+  return p;
+}
+
+Object::Ptr PortMap(const std::vector<int>& ports) {
+  Object::Ptr map = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  for (int p : ports) map->set(std::to_string(p), p);
+  return map;
+}
+
+std::string VmResult(const Object::Ptr& vm, std::optional<bool> existing) {
+  Object result(Poco::JSON_PRESERVE_KEY_ORDER);
+  result.set("vm", vm);
+  if (existing) result.set("existing", *existing);
+  return json::Stringify(result);
+}
+
+}  // namespace gpuprov::drivers

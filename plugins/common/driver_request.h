@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Parts of the driver protocol (docs/driver-protocol.md) that every HTTP cloud driver reads or
+// writes the same way: the ports and the "gpu" object of a request, the "retry" table of the
+// driver settings, and the "vm" result with its port map. Errors in a request are
+// DriverError(INVALID_INPUT) naming the field.
+#pragma once
+
+#include <Poco/JSON/Object.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "retry_policy.h"
+
+namespace gpuprov::drivers {
+
+/// The request member `key` as TCP ports, in request order; empty when absent or null.
+/// Throws when it is not an array of numbers in 1..65535.
+std::vector<int> PortsOf(const Poco::JSON::Object::Ptr& request, const std::string& key);
+
+/// `ports` with 22 added, sorted, without repeats.
+std::vector<int> WithSsh(std::vector<int> ports);
+
+/// The request's "gpu" object: {"type": "L4", "count": 1} (count defaults to 1).
+struct GpuRequest {
+  std::string type;
+  int count = 1;
+};
+
+/// The request's "gpu"; nullopt when absent or null (a CPU VM). Throws when gpu.type is
+/// empty or gpu.count is below 1.
+std::optional<GpuRequest> ParseGpu(const Poco::JSON::Object::Ptr& request);
+
+/// The request member "ssh_public_key" as given. Throws "ssh_public_key is required: <why>"
+/// when it is absent or blank.
+std::string RequiredSshPublicKey(const Poco::JSON::Object::Ptr& request, const std::string& why);
+
+/// "named <name>" when the request has a name, else "with id <id>": how messages name the VM
+/// a get request asked for.
+std::string VmReference(const Poco::JSON::Object::Ptr& request);
+
+/// The RetryPolicy defaults overridden by the "retry" table of the driver's config
+/// (max_attempts, base_delay_ms, max_delay_ms, max_retry_after_ms, total_budget_ms,
+/// attempt_timeout_ms); the defaults when there is none.
+RetryPolicy RetryPolicyFrom(const Poco::JSON::Object::Ptr& config);
+
+/// The "ports" member of a vm object: {"<port>": <port>, ...} in the order given.
+Poco::JSON::Object::Ptr PortMap(const std::vector<int>& ports);
+
+/// {"vm": <vm>} or, when `existing` is set, {"vm": <vm>, "existing": <existing>} as JSON text.
+std::string VmResult(const Poco::JSON::Object::Ptr& vm,
+                     std::optional<bool> existing = std::nullopt);
+
+}  // namespace gpuprov::drivers

@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "driver_request.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "json_util.h"
+
+namespace gpuprov::drivers {
+namespace {
+
+using gpuprov::sdk::DriverError;
+using Poco::JSON::Object;
+using std::chrono::milliseconds;
+
+Object::Ptr Request(const std::string& text) { return json::ParseObject(text, "the request"); }
+
+// The status and message of the DriverError `fn` throws; fails the test when it throws none.
+template <typename Fn>
+std::pair<gpuprov_type_status, std::string> ErrorOf(Fn&& fn) {
+  try {
+    fn();
+  } catch (const DriverError& e) {
+    return {e.status(), e.what()};
+  }
+  ADD_FAILURE() << "no DriverError";
+  return {GPUPROV_STATUS_OK, ""};
+}
+
+TEST(DriverRequest, PortsAreReadInRequestOrder) {
+  EXPECT_EQ(PortsOf(Request(R"({"open_ports":[6443,22,80]})"), "open_ports"),
+            (std::vector<int>{6443, 22, 80}));
+  EXPECT_TRUE(PortsOf(Request(R"({"open_ports":null})"), "open_ports").empty());
+  EXPECT_TRUE(PortsOf(Request("{}"), "ports").empty());
+}
+
+TEST(DriverRequest, PortsOutOfRangeOrNotNumbersAreRefusedNamingTheField) {
+  auto [status, message] = ErrorOf([] { PortsOf(Request(R"({"ports":[80,65536]})"), "ports"); });
+  EXPECT_EQ(status, GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_EQ(message, "ports: 65536 is not a TCP port");
+  auto [status0, message0] = ErrorOf([] { PortsOf(Request(R"({"ports":[0]})"), "ports"); });
+  EXPECT_EQ(status0, GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_EQ(message0, "ports: 0 is not a TCP port");
+  auto [status1, message1] =
+      ErrorOf([] { PortsOf(Request(R"({"open_ports":["http"]})"), "open_ports"); });
+  EXPECT_EQ(status1, GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_EQ(message1, "open_ports must be a list of port numbers");
+  auto [status2, message2] = ErrorOf([] { PortsOf(Request(R"({"ports":80})"), "ports"); });
+  EXPECT_EQ(status2, GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_NE(message2.find("\"ports\" must be an array"), std::string::npos) << message2;
+}
+
+TEST(DriverRequest, WithSshAddsPort22SortedWithoutRepeats) {
+  EXPECT_EQ(WithSsh({6443, 80, 6443}), (std::vector<int>{22, 80, 6443}));
+  EXPECT_EQ(WithSsh({22, 443}), (std::vector<int>{22, 443}));
+  EXPECT_EQ(WithSsh({}), (std::vector<int>{22}));
+}
+
+TEST(DriverRequest, GpuCountDefaultsToOneAndNoGpuIsACpuVm) {
+  std::optional<GpuRequest> g = ParseGpu(Request(R"({"gpu":{"type":"L4"}})"));
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->type, "L4");
+  EXPECT_EQ(g->count, 1);
+  g = ParseGpu(Request(R"({"gpu":{"type":"H100","count":8}})"));
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->type, "H100");
+  EXPECT_EQ(g->count, 8);
+  EXPECT_FALSE(ParseGpu(Request(R"({"gpu":null})")));
+  EXPECT_FALSE(ParseGpu(Request("{}")));
+}
+
+TEST(DriverRequest, GpuWithoutTypeOrCountBelowOneIsRefused) {
+  auto [status, message] = ErrorOf([] { ParseGpu(Request(R"({"gpu":{"count":1}})")); });
+  EXPECT_EQ(status, GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_EQ(message, "gpu.type is empty");
+  auto [status0, message0] =
+      ErrorOf([] { ParseGpu(Request(R"({"gpu":{"type":"L4","count":0}})")); });
+  EXPECT_EQ(status0, GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_EQ(message0, "gpu.count must be >= 1");
+  auto [status1, message1] = ErrorOf([] { ParseGpu(Request(R"({"gpu":"L4"})")); });
+  EXPECT_EQ(status1, GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_NE(message1.find("\"gpu\" must be an object"), std::string::npos) << message1;
+}
+
+TEST(DriverRequest, SshPublicKeyIsRequiredWithTheCloudsReason) {
+  EXPECT_EQ(RequiredSshPublicKey(Request(R"({"ssh_public_key":"ssh-ed25519 AAAA x\n"})"), "w"),
+            "ssh-ed25519 AAAA x\n");
+  for (const char* text : {"{}", R"({"ssh_public_key":" \n"})"}) {
+    auto [status, message] =
+        ErrorOf([&] { RequiredSshPublicKey(Request(text), "the cloud logs in with it"); });
+    EXPECT_EQ(status, GPUPROV_STATUS_INVALID_INPUT) << text;
+    EXPECT_EQ(message, "ssh_public_key is required: the cloud logs in with it") << text;
+  }
+}
+
+TEST(DriverRequest, VmReferencePrefersTheName) {
+  EXPECT_EQ(VmReference(Request(R"({"id":"i-1","name":"web"})")), "named web");
+  EXPECT_EQ(VmReference(Request(R"({"id":"i-1","name":""})")), "with id i-1");
+  EXPECT_EQ(VmReference(Request(R"({"id":"i-1"})")), "with id i-1");
+}
+
+TEST(DriverRequest, RetryTableOverridesOnlyWhatItNames) {
+  const RetryPolicy defaults;
+  RetryPolicy none = RetryPolicyFrom(Request("{}"));
+  EXPECT_EQ(none.max_attempts, defaults.max_attempts);
+  EXPECT_EQ(none.total_budget, defaults.total_budget);
+  RetryPolicy p = RetryPolicyFrom(Request(
+      R"({"retry":{"max_attempts":2,"base_delay_ms":5,"max_delay_ms":50,"max_retry_after_ms":70,)"
+      R"("total_budget_ms":900,"attempt_timeout_ms":300}})"));
+  EXPECT_EQ(p.max_attempts, 2);
+  EXPECT_EQ(p.base_delay, milliseconds(5));
+  EXPECT_EQ(p.max_delay, milliseconds(50));
+  EXPECT_EQ(p.max_retry_after, milliseconds(70));
+  EXPECT_EQ(p.total_budget, milliseconds(900));
+  EXPECT_EQ(p.attempt_timeout, milliseconds(300));
+  RetryPolicy some = RetryPolicyFrom(Request(R"({"retry":{"max_attempts":1}})"));
+  EXPECT_EQ(some.max_attempts, 1);
+  EXPECT_EQ(some.base_delay, defaults.base_delay);
+  EXPECT_EQ(some.attempt_timeout, defaults.attempt_timeout);
+  auto [status, message] =
+      ErrorOf([] { RetryPolicyFrom(Request(R"({"retry":{"max_attempts":"x"}})")); });
+  EXPECT_EQ(status, GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_NE(message.find("max_attempts"), std::string::npos) << message;
+}
+
+TEST(DriverRequest, VmResultKeepsTheOrderOfVmAndExisting) {
+  Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  vm->set("id", "i-1");
+  vm->set("ports", PortMap({22, 6443, 80}));
+  EXPECT_EQ(VmResult(vm), R"({"vm":{"id":"i-1","ports":{"22":22,"6443":6443,"80":80}}})");
+  EXPECT_EQ(VmResult(vm, true),
+            R"({"vm":{"id":"i-1","ports":{"22":22,"6443":6443,"80":80}},"existing":true})");
+  EXPECT_EQ(VmResult(vm, false),
+            R"({"vm":{"id":"i-1","ports":{"22":22,"6443":6443,"80":80}},"existing":false})");
+}
+
+}  // namespace
+}  // namespace gpuprov::drivers
