@@ -65,13 +65,16 @@ heal() {
   # The boot install (maybe still running at the first probe) finished: nothing was pushed.
   [[ "$output" == *"probe: check-api: installed, k3s running"* ]]
   [ "$(round_trips "$output" "push installer")" -eq 0 ]
-  [[ "$output" == *"nvidia.com/gpu: 1"* ]]
+  [[ "$output" == *"nvidia.com/gpu: 1 (boot route, direct access; create "*" s, ssh "*", install "*", validate "*" s)"* ]]
   [[ "$output" == *"exposed to the internet"* ]]
   [[ "$output" == *"--no-k8s"* ]]
   # No credential in any log line, -v included.
   [[ "$output" != *"$DIGITALOCEAN_TOKEN"* ]]
   [[ "$output" != *"PRIVATE KEY"* ]]
   [[ "$output" != *"client-key-data"* ]]
+  # The state files hold no key either (the kubeconfig alone carries the client key, 0600).
+  ! grep -rq "PRIVATE KEY" "$GPUPROV_HOME/state"
+  ! grep -rq "client-key-data" "$GPUPROV_HOME/state"
   # The installer ran under cloud-init.
   run "$GPUPROV" ssh kb -- grep -c gpuprov-install /var/log/cloud-init-output.log
   [ "$status" -eq 0 ]
