@@ -191,177 +191,212 @@ std::vector<int> PortsToOpen(bool kubernetes, const ClusterPlan& plan) {
   return {22};
 }
 
-ClusterResult BringUpCluster(NodeShell& shell, const ClusterInputs& in, VmRecord& rec) {
-  Console& console = Console::Get();
-  const std::string& vm = in.vm_name;
-  rec.route = in.plan.boot_route ? "boot" : "ssh";
-  rec.access_mode = in.plan.direct ? "direct" : "tunnel";
-  rec.probe.clear();
-  in.save(rec);
+namespace {
 
-  // 1. Probe and decide until the install is done (the decision table, design.md section 3).
-  const auto install_start = Clock::now();
-  InstallerArgs args;
-  if (!in.plan.boot_route) args.public_ip = in.public_ip;  // the boot run asks the metadata service
-  bool pushed = false;
-  console.Step(in.plan.boot_route ? "checking the k3s install that ran at boot"
-                                  : "installing k3s over SSH");
-  for (;;) {
-    NodeProbe probe = RunNodeProbe(shell);
-    ClusterDecision d = DecideClusterAction(probe, in.plan.boot_route && !pushed,
-                                            Since(install_start), in.boot_install_wait,
-                                            InstallerVersion());
-    rec.probe = DescribeNodeProbe(probe);
-    rec.probe["decision"] = std::string(ToString(d.action)) + ": " + d.reason;
-    if (pushed) rec.probe["pushed_over_ssh"] = "yes";
-    in.save(rec);
-    console.Debug("probe: " + rec.probe["decision"]);
-    if (d.action == ClusterAction::kCheckApi) break;
-    if (d.action == ClusterAction::kWait) {
-      console.Progress("waiting for the boot install (" + d.reason + ")", Since(install_start));
-      Pause(std::chrono::seconds(3), "waiting for the boot install");
-      continue;
+/// One bring-up: the steps of BringUpCluster, each a method, sharing the node shell, the inputs
+/// and the record they keep up to date.
+class ClusterBringUp {
+ public:
+  ClusterBringUp(NodeShell& shell, const ClusterInputs& in, VmRecord& rec)
+      : shell_(shell), in_(in), rec_(rec), vm_(in.vm_name), console_(Console::Get()) {}
+
+  ClusterResult Run() {
+    rec_.route = in_.plan.boot_route ? "boot" : "ssh";
+    rec_.access_mode = in_.plan.direct ? "direct" : "tunnel";
+    rec_.probe.clear();
+    in_.save(rec_);
+
+    Install();
+    console_.Step("waiting for the Kubernetes API and validating the node");
+    NodeChecks checks = WaitAndValidate();
+
+    const auto access_start = Clock::now();
+    KubeCredentials creds = ReadCredentials();
+    ClusterResult result;
+    result.server = in_.plan.direct ? CheckDirectAccess(creds, checks) : CheckTunnelAccess(creds);
+    result.gpus_allocatable = checks.gpus_allocatable;
+    rec_.phase_seconds["access"] = SecondsSince(access_start);
+
+    // The user's kubeconfig: renamed, pointed at the access endpoint, 0600, atomic.
+    WriteKubeconfig(in_.kubeconfig_path, RenderKubeconfig(vm_, result.server, creds));
+    rec_.kubeconfig = in_.kubeconfig_path.string();
+    in_.save(rec_);
+    return result;
+  }
+
+ private:
+  /// Probes and decides until the install is done (the decision table, design.md section 3):
+  /// waits for a boot install, or pushes the installer over SSH once.
+  void Install() {
+    const auto start = Clock::now();
+    InstallerArgs args;
+    if (!in_.plan.boot_route) args.public_ip = in_.public_ip;  // a boot run asks the metadata service
+    bool pushed = false;
+    console_.Step(in_.plan.boot_route ? "checking the k3s install that ran at boot"
+                                      : "installing k3s over SSH");
+    for (;;) {
+      NodeProbe probe = RunNodeProbe(shell_);
+      ClusterDecision d = DecideClusterAction(probe, in_.plan.boot_route && !pushed, Since(start),
+                                              in_.boot_install_wait, InstallerVersion());
+      rec_.probe = DescribeNodeProbe(probe);
+      rec_.probe["decision"] = std::string(ToString(d.action)) + ": " + d.reason;
+      if (pushed) rec_.probe["pushed_over_ssh"] = "yes";
+      in_.save(rec_);
+      console_.Debug("probe: " + rec_.probe["decision"]);
+      if (d.action == ClusterAction::kCheckApi) break;
+      if (d.action == ClusterAction::kWait) {
+        console_.Progress("waiting for the boot install (" + d.reason + ")", Since(start));
+        Pause(std::chrono::seconds(3), "waiting for the boot install");
+        continue;
+      }
+      if (pushed) {
+        throw Error("k3s is not running on " + vm_ + " after the installer ran over SSH: " +
+                        d.reason,
+                    LookHint(vm_));
+      }
+      if (in_.plan.boot_route) console_.Note(d.reason + ": installing over SSH");
+      console_.Info("running the installer on " + vm_ + " (log on the node: " + kNodeInstallLog +
+                    ")");
+      pushed = true;
+      RunInstaller("push installer", args, "pushed_over_ssh");
     }
-    if (pushed) {
-      throw Error("k3s is not running on " + vm + " after the installer ran over SSH: " + d.reason,
-                  LookHint(vm));
-    }
-    if (in.plan.boot_route) console.Note(d.reason + ": installing over SSH");
-    console.Info("running the installer on " + vm + " (log on the node: " + kNodeInstallLog + ")");
-    SshRunResult r = shell.RunAsRoot("push installer", InstallerPushCommand(args), InstallerScript(),
-                                     std::chrono::minutes(30));
-    pushed = true;
+    rec_.phase_seconds["install"] = SecondsSince(start);
+    in_.save(rec_);
+  }
+
+  /// Sends the installer over SSH and runs it with \a args; \a record_key in the record's probe
+  /// map says it ran. Throws naming the exit status and the installer's last line on failure.
+  void RunInstaller(const std::string& purpose, const InstallerArgs& args,
+                    const std::string& record_key) {
+    SshRunResult r = shell_.RunAsRoot(purpose, InstallerPushCommand(args), InstallerScript(),
+                                      std::chrono::minutes(30));
+    rec_.probe[record_key] = r.exit_status == 0 ? "yes" : "failed";
+    in_.save(rec_);
     if (r.exit_status != 0) {
-      rec.probe["pushed_over_ssh"] = "failed";
-      in.save(rec);
-      throw Error("the k3s installer failed on " + vm + " (exit " + std::to_string(r.exit_status) +
-                      "): " + LastLines(r.stderr_text, 1),
-                  LookHint(vm));
+      const std::string with = args.public_ip.empty() ? "" : " with --public-ip " + args.public_ip;
+      throw Error("the k3s installer failed on " + vm_ + with + " (exit " +
+                      std::to_string(r.exit_status) + "): " + LastLines(r.stderr_text, 1),
+                  LookHint(vm_));
     }
   }
-  rec.phase_seconds["install"] = SecondsSince(install_start);
-  in.save(rec);
 
-  // 2. Wait for the API and validate on the node (bounded, with progress).
-  auto wait_and_validate = [&]() -> NodeChecks {
+  /// Waits (bounded by api_wait, with progress) until /readyz answers and the node checks pass.
+  NodeChecks WaitAndValidate() {
     const auto start = Clock::now();
     bool api_seen = false;
-    std::string failing;
-    NodeChecks checks;
     for (;;) {
-      checks = RunNodeChecks(shell);
-      failing = FirstFailingCheck(checks, in.expected_gpus);
-      if (failing.empty()) break;
+      NodeChecks checks = RunNodeChecks(shell_);
+      const std::string failing = FirstFailingCheck(checks, in_.expected_gpus);
       if (checks.api_ready && !api_seen) {
         api_seen = true;
-        rec.phase_seconds["api"] = SecondsSince(start);
-        console.Info("Kubernetes API ready; validating the node");
+        rec_.phase_seconds["api"] = SecondsSince(start);
+        if (!failing.empty()) console_.Info("Kubernetes API ready; validating the node");
       }
-      if (Since(start) >= in.api_wait) {
-        throw Error("cluster check failed on " + vm + " after " +
-                        std::to_string(in.api_wait.count()) + "s: " + failing,
-                    FixFor(failing, vm));
+      if (failing.empty()) {
+        rec_.phase_seconds["validate"] = SecondsSince(start);
+        return checks;
       }
-      console.Progress(api_seen ? "validating: " + failing : "waiting for the Kubernetes API /readyz",
-                       Since(start));
+      if (Since(start) >= in_.api_wait) {
+        throw Error("cluster check failed on " + vm_ + " after " +
+                        std::to_string(in_.api_wait.count()) + "s: " + failing,
+                    FixFor(failing, vm_));
+      }
+      console_.Progress(api_seen ? "validating: " + failing
+                                 : "waiting for the Kubernetes API /readyz",
+                        Since(start));
       Pause(std::chrono::seconds(2), "waiting for the Kubernetes API");
     }
-    if (!api_seen) rec.phase_seconds["api"] = SecondsSince(start);
-    rec.phase_seconds["validate"] = SecondsSince(start);
-    return checks;
-  };
-  console.Step("waiting for the Kubernetes API and validating the node");
-  NodeChecks checks = wait_and_validate();
+  }
 
-  // 3. The access endpoint, checked from this machine; the SAN fallback re-runs the installer once.
-  const auto access_start = Clock::now();
-  auto read_credentials = [&]() {
-    SshRunResult r = shell.RunAsRoot("read kubeconfig", "cat /etc/rancher/k3s/k3s.yaml", "",
-                                     std::chrono::seconds(30));
+  KubeCredentials ReadCredentials() {
+    SshRunResult r = shell_.RunAsRoot("read kubeconfig", "cat /etc/rancher/k3s/k3s.yaml", "",
+                                      std::chrono::seconds(30));
     if (r.exit_status != 0) {
-      throw Error("cannot read /etc/rancher/k3s/k3s.yaml on " + vm + ": " + TrimSpace(r.stderr_text),
-                  LookHint(vm));
+      throw Error("cannot read /etc/rancher/k3s/k3s.yaml on " + vm_ + ": " +
+                      TrimSpace(r.stderr_text),
+                  LookHint(vm_));
     }
     return ParseKubeconfig(r.stdout_text);
-  };
-  KubeCredentials creds = read_credentials();
-  ClusterResult result;
-  result.gpus_allocatable = checks.gpus_allocatable;
-  if (in.plan.direct) {
-    const std::string& host = in.public_ip;
-    const std::string where = host + ":" + std::to_string(in.api_port);
-    console.Step("checking the API at " + where + " from this machine");
-    if (std::string err = TcpConnectError(host, in.api_port, std::chrono::seconds(5)); !err.empty()) {
-      throw Error("the Kubernetes API port " + std::to_string(kApiPort) + " of " + vm +
+  }
+
+  /// Direct mode, from this machine: the API port answers, the served certificate covers the
+  /// public host (else the installer is re-run once with --public-ip, and the node re-checked),
+  /// and /readyz accepts gpuprov's client certificate. Returns the kubeconfig's server URL.
+  std::string CheckDirectAccess(KubeCredentials& creds, NodeChecks& checks) {
+    const std::string& host = in_.public_ip;
+    const std::string where = host + ":" + std::to_string(in_.api_port);
+    console_.Step("checking the API at " + where + " from this machine");
+    if (std::string err = TcpConnectError(host, in_.api_port, std::chrono::seconds(5));
+        !err.empty()) {
+      throw Error("the Kubernetes API port " + std::to_string(kApiPort) + " of " + vm_ +
                       " is not reachable from this machine at " + where + " (" + err +
                       "): a firewall or security group blocks it",
                   "open TCP " + std::to_string(kApiPort) + " to this machine in the cloud's "
-                  "firewall for " + vm + " (gpuprov asks the driver to open 22, 6443, 80 and 443), "
-                  "then re-run the same `gpuprov provision`; or `gpuprov down " + vm +
+                  "firewall for " + vm_ + " (gpuprov asks the driver to open 22, 6443, 80 and "
+                  "443), then re-run the same `gpuprov provision`; or `gpuprov down " + vm_ +
                   "` and provision with --no-k8s");
     }
-    bool reran = false;
-    for (;;) {
+    for (bool reran = false;; reran = true) {
       std::vector<std::string> names =
-          ServedCertificateNames(host, in.api_port, creds.ca_pem, std::chrono::seconds(10));
+          ServedCertificateNames(host, in_.api_port, creds.ca_pem, std::chrono::seconds(10));
       if (CertificateCovers(names, host)) break;
       std::string list;
       for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
       if (reran) {
-        throw Error("the API certificate of " + vm + " still does not cover " + host +
+        throw Error("the API certificate of " + vm_ + " still does not cover " + host +
                         " after re-running the installer with --public-ip " + host +
                         " (it covers " + list + ")",
-                    LookHint(vm));
+                    LookHint(vm_));
       }
-      console.Note("the API certificate does not cover " + host + " (it covers " + list +
-                   "; the installer could not learn the public address): re-running the "
-                   "installer with --public-ip " + host);
+      console_.Note("the API certificate does not cover " + host + " (it covers " + list +
+                    "; the installer could not learn the public address): re-running the "
+                    "installer with --public-ip " + host);
       InstallerArgs rerun;
       rerun.public_ip = host;
-      SshRunResult r = shell.RunAsRoot("re-run installer with the public IP",
-                                       InstallerPushCommand(rerun), InstallerScript(),
-                                       std::chrono::minutes(30));
-      reran = true;
-      rec.probe["san_rerun"] = "yes";
-      in.save(rec);
-      if (r.exit_status != 0) {
-        throw Error("the k3s installer failed on " + vm + " when re-run with --public-ip " + host +
-                        " (exit " + std::to_string(r.exit_status) + "): " + LastLines(r.stderr_text, 1),
-                    LookHint(vm));
-      }
-      checks = wait_and_validate();
-      creds = read_credentials();
+      RunInstaller("re-run installer with the public IP", rerun, "san_rerun");
+      checks = WaitAndValidate();
+      creds = ReadCredentials();
     }
-    KubeResponse ready = KubeGet(host, in.api_port, creds, "/readyz", std::chrono::seconds(10));
+    KubeResponse ready = KubeGet(host, in_.api_port, creds, "/readyz", std::chrono::seconds(10));
     if (ready.status != 200) {
       throw Error("the Kubernetes API at " + where + " answers /readyz with HTTP " +
                       std::to_string(ready.status) + " to gpuprov's client certificate",
-                  LookHint(vm));
+                  LookHint(vm_));
     }
-    result.server = "https://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
-                    ":" + std::to_string(in.api_port);
-  } else {
-    console.Step("checking the API through an SSH tunnel");
-    PortForwardOptions fwd;
-    fwd.remote_port = kApiPort;  // listen on an ephemeral 127.0.0.1 port
-    SshPortForward forward(in.ssh, fwd);
+    return "https://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+           std::to_string(in_.api_port);
+  }
+
+  /// Tunnel mode: /readyz through a temporary SSH forward on an ephemeral local port, with the
+  /// kubeconfig's credentials. Returns the kubeconfig's server URL (gpuprov tunnel's port).
+  std::string CheckTunnelAccess(const KubeCredentials& creds) {
+    console_.Step("checking the API through an SSH tunnel");
+    PortForwardOptions options;
+    options.remote_port = kApiPort;  // listen_port 0: an ephemeral 127.0.0.1 port
+    SshPortForward forward(in_.ssh, options);
     forward.Start();
-    KubeResponse ready = KubeGet("127.0.0.1", forward.port(), creds, "/readyz", std::chrono::seconds(10));
+    KubeResponse ready =
+        KubeGet("127.0.0.1", forward.port(), creds, "/readyz", std::chrono::seconds(10));
     forward.Stop();
     if (ready.status != 200) {
       throw Error("the Kubernetes API through an SSH tunnel answers /readyz with HTTP " +
                       std::to_string(ready.status),
-                  LookHint(vm));
+                  LookHint(vm_));
     }
-    result.server = "https://127.0.0.1:" + std::to_string(kTunnelLocalPort);
+    return "https://127.0.0.1:" + std::to_string(kTunnelLocalPort);
   }
-  rec.phase_seconds["access"] = SecondsSince(access_start);
 
-  // 4. The user's kubeconfig: renamed, pointed at the access endpoint, 0600, atomic.
-  WriteKubeconfig(in.kubeconfig_path, RenderKubeconfig(vm, result.server, creds));
-  rec.kubeconfig = in.kubeconfig_path.string();
-  in.save(rec);
-  return result;
+  NodeShell& shell_;
+  const ClusterInputs& in_;
+  VmRecord& rec_;
+  const std::string& vm_;
+  Console& console_;
+};
+
+}  // namespace
+
+ClusterResult BringUpCluster(NodeShell& shell, const ClusterInputs& in, VmRecord& rec) {
+  return ClusterBringUp(shell, in, rec).Run();
 }
 
 }  // namespace gpuprov
