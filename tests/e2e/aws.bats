@@ -170,19 +170,13 @@ assert vm["address"].startswith("127.90."), vm'
   run "$GPUPROV" -v provision --name aws-k8s --cloud aws --gpus L4:1
   echo "$output"
   [ "$status" -eq 0 ]
-  [[ "$output" == *"cluster plan: route boot, access direct"* ]]
+  expect_k8s_by_boot_route "$output"
   size=$(sed -n 's/.*boot script \([0-9]*\) of 16384 bytes.*/\1/p' <<<"$output")
   [ "$size" -gt 0 ] && [ "$size" -le 16384 ]
-  [[ "$output" == *"probe: check-api: installed, k3s running"* ]]
-  [[ "$output" != *"node round trip "*": push installer"* ]]
   [[ "$output" == *"nvidia.com/gpu: 1"* ]]
   [[ "$output" != *"$AWS_SECRET_ACCESS_KEY"* ]]
   kc="$GPUPROV_HOME/kube/aws-k8s.yaml"
-  [ "$(file_mode "$kc")" = 600 ]
-  run env KUBECONFIG="$kc" kubectl get nodes
-  echo "$output"
-  [ "$status" -eq 0 ]
-  [[ "$output" == *" Ready "* ]]
+  expect_cluster_ready aws-k8s
   run "$GPUPROV" down aws-k8s
   [ "$status" -eq 0 ]
   [ ! -e "$kc" ]

@@ -245,8 +245,7 @@ heal() {
   [[ "$output" == *"the API certificate does not cover"* ]]
   [ "$(round_trips "$output" "re-run installer with the public IP")" -eq 1 ]
   [ "$(field ks probe.san_rerun)" = yes ]
-  run env KUBECONFIG="$(kubeconfig_of ks)" kubectl get nodes
-  [ "$status" -eq 0 ]
+  expect_cluster_ready ks
   "$GPUPROV" down ks
   expect_nothing_left digitalocean
 }

@@ -149,18 +149,12 @@ EOF
   run "$GPUPROV" -v provision --name gce-k8s --cloud gcp --gpus L4:1
   echo "$output"
   [ "$status" -eq 0 ]
-  [[ "$output" == *"cluster plan: route boot, access direct"* ]]
-  [[ "$output" == *"probe: check-api: installed, k3s running"* ]]
-  [[ "$output" != *"node round trip "*": push installer"* ]]
+  expect_k8s_by_boot_route "$output"
   [[ "$output" == *"nvidia.com/gpu: 1"* ]]
   [[ "$output" != *"private_key"* ]]
   [[ "$output" != *"PRIVATE KEY"* ]]
   kc="$GPUPROV_HOME/kube/gce-k8s.yaml"
-  [ "$(file_mode "$kc")" = 600 ]
-  run env KUBECONFIG="$kc" kubectl get nodes
-  echo "$output"
-  [ "$status" -eq 0 ]
-  [[ "$output" == *" Ready "* ]]
+  expect_cluster_ready gce-k8s
   run "$GPUPROV" down gce-k8s
   [ "$status" -eq 0 ]
   [ ! -e "$kc" ]

@@ -109,3 +109,23 @@ expect_nothing_left() {
   curl -fsS "$CONTROL/counts?cloud=$cloud" >&2
   return 1
 }
+
+# ---- Kubernetes ----------------------------------------------------------------------------------
+
+# expect_cluster_ready NAME: the kubeconfig gpuprov wrote for VM NAME is 0600 and the real kubectl
+# sees the node Ready through it.
+expect_cluster_ready() {
+  local kc="$GPUPROV_HOME/kube/$1.yaml" nodes
+  [ "$(file_mode "$kc")" = 600 ] || { echo "kubeconfig $kc: mode $(file_mode "$kc")" >&2; return 1; }
+  nodes=$(KUBECONFIG="$kc" kubectl get nodes) || return 1
+  echo "$nodes"
+  [[ "$nodes" == *" Ready "* ]]
+}
+
+# expect_k8s_by_boot_route OUTPUT: a `gpuprov -v provision` OUTPUT that took the boot route with
+# direct access, found the install done by cloud-init and pushed nothing over SSH.
+expect_k8s_by_boot_route() {
+  [[ "$1" == *"cluster plan: route boot, access direct"* ]] &&
+    [[ "$1" == *"probe: check-api: installed, k3s running"* ]] &&
+    [[ "$1" != *"node round trip "*": push installer"* ]]
+}
