@@ -5,6 +5,7 @@
 
 #include "app_context.h"
 #include "cli_args.h"
+#include "cluster_bringup.h"
 #include "console.h"
 #include "drivers_command.h"
 #include "error.h"
@@ -151,7 +152,7 @@ int RunDownArgs(const AppContext& app, const ParsedArgs& args) {
 int RunTunnelArgs(const AppContext& app, const ParsedArgs& args) {
   const std::string name = OneName(args, "tunnel");
   const std::optional<std::string> port = args.value("local-port");
-  return RunTunnel(app, name, port ? ParseLocalPort(*port) : kDefaultTunnelPort);
+  return RunTunnel(app, name, port ? ParseLocalPort(*port) : kTunnelLocalPort);
 }
 
 int RunDriversArgs(const AppContext& app, const ParsedArgs& args) {

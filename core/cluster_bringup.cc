@@ -31,11 +31,11 @@ void Pause(std::chrono::milliseconds d, const std::string& doing) {
   }
 }
 
-std::string LastLines(const std::string& text, int n) {
-  std::string t = TrimSpace(text);
-  size_t pos = t.size();
-  for (int i = 0; i < n && pos != std::string::npos && pos > 0; ++i) pos = t.rfind('\n', pos - 1);
-  return pos == std::string::npos || pos == 0 ? t : t.substr(pos + 1);
+/// The last line of \a text, trimmed: what a failed installer printed last.
+std::string LastLine(const std::string& text) {
+  const std::string t = TrimSpace(text);
+  const size_t nl = t.rfind('\n');
+  return nl == std::string::npos ? t : t.substr(nl + 1);
 }
 
 /// The hint every cluster failure carries: how to look, how to retry, how to remove.
@@ -162,9 +162,6 @@ std::string FixFor(const std::string& failing, const std::string& vm) {
     return "look: `gpuprov ssh " + vm + " -- sudo k3s kubectl -n kube-system get pods`; " +
            LookHint(vm);
   }
-  if (failing.rfind("node", 0) == 0) {
-    return "look: `gpuprov ssh " + vm + " -- sudo journalctl -u k3s -n 50`; " + LookHint(vm);
-  }
   return "look: `gpuprov ssh " + vm + " -- sudo journalctl -u k3s -n 50`; " + LookHint(vm);
 }
 
@@ -275,7 +272,7 @@ class ClusterBringUp {
     if (r.exit_status != 0) {
       const std::string with = args.public_ip.empty() ? "" : " with --public-ip " + args.public_ip;
       throw Error("the k3s installer failed on " + vm_ + with + " (exit " +
-                      std::to_string(r.exit_status) + "): " + LastLines(r.stderr_text, 1),
+                      std::to_string(r.exit_status) + "): " + LastLine(r.stderr_text),
                   LookHint(vm_));
     }
   }
@@ -332,8 +329,8 @@ class ClusterBringUp {
                       " is not reachable from this machine at " + where + " (" + err +
                       "): a firewall or security group blocks it",
                   "open TCP " + std::to_string(kApiPort) + " to this machine in the cloud's "
-                  "firewall for " + vm_ + " (gpuprov asks the driver to open 22, 6443, 80 and "
-                  "443), then re-run the same `gpuprov provision`; or `gpuprov down " + vm_ +
+                  "firewall for " + vm_ + " (gpuprov asks the driver to open " +
+                  DirectModePortsText() + "), then re-run the same `gpuprov provision`; or `gpuprov down " + vm_ +
                   "` and provision with --no-k8s");
     }
     for (bool reran = false;; reran = true) {
@@ -394,6 +391,18 @@ class ClusterBringUp {
 };
 
 }  // namespace
+
+std::string DirectModePortsText() {
+  ClusterPlan direct;
+  direct.direct = true;
+  const std::vector<int> ports = PortsToOpen(true, direct);
+  std::string out;
+  for (size_t i = 0; i < ports.size(); ++i) {
+    if (i > 0) out += i + 1 == ports.size() ? " and " : ", ";
+    out += std::to_string(ports[i]);
+  }
+  return out;
+}
 
 ClusterResult BringUpCluster(NodeShell& shell, const ClusterInputs& in, VmRecord& rec) {
   return ClusterBringUp(shell, in, rec).Run();

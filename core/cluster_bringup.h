@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "installer_bundle.h"
 #include "ssh_client.h"
@@ -37,6 +38,9 @@ ClusterPlan PlanCluster(std::uint64_t capabilities, std::size_t user_data_limit)
 
 /// The ports the driver opens: 22 alone, or 22, 6443, 80, 443 for a direct-mode cluster.
 std::vector<int> PortsToOpen(bool kubernetes, const ClusterPlan& plan);
+
+/// The ports of a direct-mode cluster as a message says them: "22, 6443, 80 and 443".
+std::string DirectModePortsText();
 
 struct ClusterInputs {
   std::string vm_name;

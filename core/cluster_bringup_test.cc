@@ -18,6 +18,7 @@ TEST(ClusterPlan, BootScriptAndOpenPortsGiveBootRouteAndDirectAccess) {
   EXPECT_TRUE(p.note.empty());
   EXPECT_EQ(PortsToOpen(true, p), (std::vector<int>{22, 6443, 80, 443}));
   EXPECT_EQ(PortsToOpen(false, p), std::vector<int>{22});
+  EXPECT_EQ(DirectModePortsText(), "22, 6443, 80 and 443");
 }
 
 TEST(ClusterPlan, StartupScriptCloudsTakeTheBootRouteToo) {

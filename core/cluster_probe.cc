@@ -3,7 +3,6 @@
 #include <Poco/JSON/Object.h>
 #include <Poco/JSON/Parser.h>
 
-#include <cstring>
 #include <sstream>
 
 #include "error.h"
@@ -13,10 +12,11 @@
 namespace gpuprov {
 namespace {
 
-constexpr const char* kHeader = "@@gpuprov-probe 1@@";
+// The first section the probe prints: its name says which probe output this is.
+constexpr const char* kHeaderSection = "gpuprov-probe 1";
 
 // Sections are delimited by lines "@@<name>@@"; nothing the probe prints starts with "@@".
-const std::string kProbeScript = std::string("echo '") + kHeader + "'\n" + R"PROBE(
+const std::string kProbeScript = std::string("echo '@@") + kHeaderSection + "@@'\n" + R"PROBE(
 echo '@@marker@@'
 cat /var/lib/gpuprov/install-status.json 2>/dev/null
 echo
@@ -45,8 +45,7 @@ echo '@@end@@'
 
 std::map<std::string, std::string> Sections(const std::string& output) {
   std::map<std::string, std::string> out = NodeOutputSections(output);
-  // The header line is a section of its own: "gpuprov-probe 1".
-  if (!out.count(std::string(kHeader).substr(2, std::strlen(kHeader) - 4)) || !out.count("end")) {
+  if (!out.count(kHeaderSection) || !out.count("end")) {
     throw Error("the cluster probe's output is incomplete (" + std::to_string(output.size()) +
                     " bytes)",
                 "check that the node's shell works: `gpuprov ssh <name> -- true`");

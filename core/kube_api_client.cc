@@ -35,8 +35,9 @@ Poco::Crypto::X509Certificate CertFromPem(const std::string& pem) {
   return Poco::Crypto::X509Certificate(in);
 }
 
-/// A client context trusting only \a ca_pem (no system CAs), with the client certificate when
-/// given. \a verify_host: Poco checks the peer's name against the host connected to.
+/// A client context trusting only \a ca_pem (no system CAs), with the client certificate of
+/// \a client when given. Sessions on it check the peer's name against the host connected to
+/// unless extended verification is turned off.
 Poco::Net::Context::Ptr MakeContext(const std::string& ca_pem, const KubeCredentials* client) {
   InitSslOnce();
   Poco::Net::Context::Params params;

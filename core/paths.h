@@ -31,6 +31,10 @@ class Paths {
   std::filesystem::path config_file() const { return home_ / "config.toml"; }
   std::filesystem::path state_dir() const { return home_ / "state"; }
   std::filesystem::path kube_dir() const { return home_ / "kube"; }
+  /// The kubeconfig gpuprov writes for VM \a vm_name.
+  std::filesystem::path kubeconfig(const std::string& vm_name) const {
+    return kube_dir() / (vm_name + ".yaml");
+  }
   std::filesystem::path keys_dir() const { return home_ / "keys"; }
   std::filesystem::path known_hosts() const { return home_ / "known_hosts"; }
   std::filesystem::path user_driver_dir() const { return home_ / "drivers"; }

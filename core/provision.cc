@@ -297,7 +297,7 @@ int RunProvision(const AppContext& app, const ProvisionFlags& flags,
       in.ssh = target;
       in.boot_install_wait = std::chrono::seconds(opt.boot_install_wait_seconds.value);
       in.api_wait = std::chrono::seconds(opt.api_wait_seconds.value);
-      in.kubeconfig_path = app.paths.kube_dir() / (name + ".yaml");
+      in.kubeconfig_path = app.paths.kubeconfig(name);
       in.save = [&store](VmRecord& r) { r = store.Save(r); };
       SshNodeShell shell(&session);
       cluster = BringUpCluster(shell, in, rec);
@@ -346,7 +346,7 @@ int RunProvision(const AppContext& app, const ProvisionFlags& flags,
     console.Result(out.str());
     if (k8s.enabled && rec.access_mode == "direct") {
       console.Warning("the Kubernetes API of " + name + " is exposed to the internet at " +
-                      cluster.server + " (ports 22, 6443, 80 and 443 are open to 0.0.0.0/0); "
+                      cluster.server + " (ports " + DirectModePortsText() + " are open to 0.0.0.0/0); "
                       "the kubeconfig is a secret: whoever holds it controls the cluster. "
                       "--no-k8s gives a plain VM with only SSH open");
     }

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "cluster_bringup.h"
 #include "console.h"
 #include "error.h"
 #include "interrupt.h"
@@ -14,6 +15,7 @@
 #include "vm_commands.h"
 
 namespace gpuprov {
+
 int ParseLocalPort(const std::string& text) {
   errno = 0;
   char* end = nullptr;
@@ -40,11 +42,11 @@ int RunTunnel(const AppContext& app, const std::string& name, int local_port) {
   options.listen_host = "127.0.0.1";
   options.listen_port = local_port;
   options.remote_host = "127.0.0.1";
-  options.remote_port = kNodeApiPort;
+  options.remote_port = kApiPort;
   options.reconnect_deadline = std::chrono::minutes(5);
 
   const std::string ssh_where = SshHostPort(target.host, target.port);
-  const std::string kubeconfig = (app.paths.kube_dir() / (name + ".yaml")).string();
+  const std::string kubeconfig = app.paths.kubeconfig(name).string();
   std::string forwarding;  // set once the port is bound
   const auto on_event = [&](const PortForwardEvent& event) {
     switch (event.kind) {
@@ -53,8 +55,8 @@ int RunTunnel(const AppContext& app, const std::string& name, int local_port) {
         break;
       case PortForwardEvent::Kind::kConnected:
         console.Step(forwarding + "; KUBECONFIG=" + kubeconfig + "; Ctrl-C to stop");
-        if (local_port != kDefaultTunnelPort) {
-          console.Note("the kubeconfig names port " + std::to_string(kDefaultTunnelPort) +
+        if (local_port != kTunnelLocalPort) {
+          console.Note("the kubeconfig names port " + std::to_string(kTunnelLocalPort) +
                        "; through this port use kubectl --server https://127.0.0.1:" +
                        std::to_string(local_port));
         }
@@ -83,7 +85,7 @@ int RunTunnel(const AppContext& app, const std::string& name, int local_port) {
 
   SshPortForward forward(target, options, on_event);
   forwarding =
-      "forwarding " + forward.local_address() + " -> " + name + ":" + std::to_string(kNodeApiPort);
+      "forwarding " + forward.local_address() + " -> " + name + ":" + std::to_string(kApiPort);
   InstallInterruptHandler();
   forward.Run([] { return Interrupted(); });
   console.Info("tunnel stopped");

@@ -9,12 +9,8 @@
 
 namespace gpuprov {
 
-/// The local port of `gpuprov tunnel` without --local-port; tunnel-mode kubeconfigs use it.
-inline constexpr int kDefaultTunnelPort = 16443;
-/// Where the node's Kubernetes API listens, as seen from the node.
-inline constexpr int kNodeApiPort = 6443;
-
-/// Runs the tunnel for the VM \a name until Ctrl-C (then returns 0). Throws UsageError for an
+/// Runs the tunnel for the VM \a name (local_port: kTunnelLocalPort of cluster_bringup.h
+/// without --local-port) until Ctrl-C (then returns 0). Throws UsageError for an
 /// unknown VM or one with Kubernetes off, Error when the port is taken or SSH fails.
 int RunTunnel(const AppContext& app, const std::string& name, int local_port);
 

@@ -231,7 +231,7 @@ int RunDown(const AppContext& app, const std::string& name,
     ForgetHostKey(app.paths.known_hosts().string(), rec->public_ip, rec->ssh_port);
   }
   std::error_code ec;
-  std::filesystem::remove(app.paths.kube_dir() / (name + ".yaml"), ec);
+  std::filesystem::remove(app.paths.kubeconfig(name), ec);
   if (rec) store.Remove(name);
   if (deleted) {
     console.Result("removed VM " + name + " from " + cloud_name + " and its local files\n");

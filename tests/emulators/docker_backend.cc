@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "docker_engine.h"
+#include "emulator_http.h"
 #include "instance_backend.h"
 #include "test_vm.h"
 
@@ -284,10 +285,13 @@ class DockerBackend : public InstanceBackend {
 
   // What the test image's metadata service fixture serves for this instance.
   static std::string MetadataDocument(const Record& r, const TestVmSeed& seed) {
-    auto quote = [](const std::string& v) { return docker::YamlQuote(v); };  // JSON syntax
-    return "{\"cloud\": " + quote(r.spec.cloud) + ", \"instance_id\": " + quote(r.id) +
-           ", \"hostname\": " + quote(seed.hostname) + ", \"public_ipv4\": " +
-           quote(r.address) + ", \"local_ipv4\": \"10.0.0.2\"}\n";
+    JsonObject doc = NewObject();
+    doc->set("cloud", r.spec.cloud);
+    doc->set("instance_id", r.id);
+    doc->set("hostname", seed.hostname);
+    doc->set("public_ipv4", r.address);
+    doc->set("local_ipv4", "10.0.0.2");
+    return ToJson(doc) + "\n";
   }
 
   std::string SeedArchive(const Record& r) {
