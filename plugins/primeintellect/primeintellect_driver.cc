@@ -570,20 +570,22 @@ std::vector<Offer> PrimeIntellectDriver::VmOffersOnly(const std::vector<Offer>& 
     if (vm_sold_out) {
       throw DriverError(GPUPROV_STATUS_CAPACITY,
                         "Prime Intellect's VM offers of " + Describe(query) +
-                            " are out of stock right now; the offers in stock give containers, "
-                            "where k3s cannot run (systemd is not PID 1): " + skipped +
+                            " are out of stock right now; the offers in stock are not from VM "
+                            "providers (k3s needs systemd as PID 1, which a container lacks): " +
+                            skipped +
                             "; try later, or " + SkipFix(vm_providers_));
     }
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
                       "Prime Intellect has " + Describe(query) +
-                          " only from providers that give containers, where k3s cannot run "
-                          "(systemd is not PID 1): skipped " + skipped + "; " +
+                          " only from providers that are not VM providers (k3s needs systemd as "
+                          "PID 1, which a container lacks): skipped " + skipped + "; " +
                           SkipFix(vm_providers_));
   }
   host_.Progress("Prime Intellect: skipping " + std::to_string(split.skipped.size()) +
                  (split.skipped.size() == 1 ? " offer" : " offers") +
-                 " of providers that give containers, not VMs (k3s needs systemd as PID 1): " +
-                 skipped + " (--no-k8s takes any offer)");
+                 " not from a VM provider (k3s needs systemd as PID 1, which a container "
+                 "lacks): " +
+                 skipped + "; --no-k8s takes any offer");
   return split.kept;
 }
 

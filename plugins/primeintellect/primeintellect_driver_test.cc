@@ -344,7 +344,7 @@ TEST_F(PrimeIntellectEmulator, KubernetesOffersSkipContainerOffersAndSaySo) {
     EXPECT_EQ(offers->getObject(0)->getValue<std::string>("instance_type"), "1A100.22V");
   }
   const std::string said = d.host().All();
-  EXPECT_TRUE(Contains(said, "skipping 1 offer of providers that give containers")) << said;
+  EXPECT_TRUE(Contains(said, "skipping 1 offer not from a VM provider")) << said;
   EXPECT_TRUE(Contains(said, "NVIDIA A100 80GB PCIe@runpod in US-KS-2 $1.19/h (container)"))
       << said;
   EXPECT_TRUE(Contains(said, "--no-k8s")) << said;
@@ -366,7 +366,7 @@ TEST_F(PrimeIntellectEmulator, KubernetesRefusesAGpuOnlyContainersOfferNamingThe
        {d.Offers(R"({"gpu":{"type":"RTX-A6000","count":1},"region":"","kubernetes":true})"),
         d.Create(CreateRequest("pi-a6000", "RTX-A6000", 1))}) {
     EXPECT_EQ(r.status, GPUPROV_STATUS_INVALID_INPUT) << r.json;
-    EXPECT_TRUE(Contains(r.error, "only from providers that give containers")) << r.error;
+    EXPECT_TRUE(Contains(r.error, "only from providers that are not VM providers")) << r.error;
     EXPECT_TRUE(Contains(r.error, "NVIDIA RTX A6000@runpod in EU-RO-1 $0.49/h (container)"))
         << r.error;
     EXPECT_TRUE(Contains(r.error, "--no-k8s")) << r.error;

@@ -54,7 +54,7 @@ round_trips() {
   run "$GPUPROV" -v provision --name pic-k8s --cloud primeintellect --gpus A100:1
   echo "$output"
   [ "$status" -eq 0 ]
-  [[ "$output" == *"skipping 1 offer of providers that give containers, not VMs"* ]]
+  [[ "$output" == *"skipping 1 offer not from a VM provider (k3s needs systemd as PID 1"* ]]
   [[ "$output" == *"NVIDIA A100 80GB PCIe@runpod in US-KS-2 \$1.19/h (container)"* ]]
   [[ "$output" == *"offer: 1A100.22V in FIN-01"* ]]
   [[ "$output" == *"on datacrunch in FIN-01"* ]]
