@@ -105,7 +105,7 @@ CloudCheck Cloud::Check() {
 }
 
 std::vector<CloudOffer> Cloud::Offers(const std::optional<GpuRequest>& gpu,
-                                      const std::string& region) {
+                                      const std::string& region, bool kubernetes) {
   Object::Ptr req = new Object;
   if (gpu) {
     Object::Ptr g = new Object;
@@ -116,6 +116,7 @@ std::vector<CloudOffer> Cloud::Offers(const std::optional<GpuRequest>& gpu,
     req->set("gpu", Poco::Dynamic::Var());
   }
   req->set("region", region);
+  req->set("kubernetes", kubernetes);
   Object::Ptr r = ParseObject(driver_->Call(DriverOp::kOffers, ToJson(req)), "offers");
   std::vector<CloudOffer> out;
   if (auto arr = r->getArray("offers"); !arr.isNull()) {
@@ -158,6 +159,7 @@ std::pair<CloudVm, bool> Cloud::Create(const CreateRequest& request) {
   for (int p : request.open_ports) ports->add(p);
   req->set("open_ports", ports);
   if (request.disk_gb) req->set("disk_gb", *request.disk_gb);
+  req->set("kubernetes", request.kubernetes);
   Object::Ptr r = ParseObject(driver_->Call(DriverOp::kCreate, ToJson(req)), "create");
   Object::Ptr vm = r->getObject("vm");
   if (vm.isNull()) throw Error("driver " + name() + " returned no VM from create");

@@ -55,6 +55,8 @@ struct CreateRequest {
   std::map<std::string, std::string> tags;
   std::vector<int> open_ports;
   std::optional<int> disk_gb;
+  /// The VM becomes a k3s node (a driver may then pick only offers that can host it).
+  bool kubernetes = false;
 };
 
 class Cloud {
@@ -70,7 +72,9 @@ class Cloud {
 
   /// The driver's check: a non-secret account description and the cloud's user-data limit.
   CloudCheck Check();
-  std::vector<CloudOffer> Offers(const std::optional<GpuRequest>& gpu, const std::string& region);
+  /// \a kubernetes: the VM will be a k3s node, so only offers that can host it count.
+  std::vector<CloudOffer> Offers(const std::optional<GpuRequest>& gpu, const std::string& region,
+                                 bool kubernetes);
   /// Returns the VM and whether it already existed.
   std::pair<CloudVm, bool> Create(const CreateRequest& request);
   /// nullopt when the VM is gone.

@@ -152,6 +152,14 @@ std::string FirstFailingCheck(const NodeChecks& c, int expected_gpus) {
   return "";
 }
 
+/// The hint for a node that cannot host k3s (a container where systemd is not PID 1).
+std::string CannotHostFix(const std::string& vm) {
+  return "k3s needs a VM. The machine is kept: `gpuprov ssh " + vm + "` works; remove it with "
+         "`gpuprov down " + vm + "`. Then provision with --no-k8s for a plain machine, or pick an "
+         "offer from a provider that gives VMs (Prime Intellect: vm_providers in "
+         "[clouds.primeintellect] lists them; see its driver README)";
+}
+
 std::string FixFor(const std::string& failing, const std::string& vm) {
   if (failing.rfind("nvidia.com/gpu", 0) == 0) {
     return "look at the device plugin: `gpuprov ssh " + vm +
@@ -241,6 +249,7 @@ class ClusterBringUp {
       in_.save(rec_);
       console_.Debug("probe: " + rec_.probe["decision"]);
       if (d.action == ClusterAction::kCheckApi) break;
+      if (d.action == ClusterAction::kFail) throw Error(vm_ + ": " + d.reason, CannotHostFix(vm_));
       if (d.action == ClusterAction::kWait) {
         console_.Progress("waiting for the boot install (" + d.reason + ")", Since(start));
         Pause(std::chrono::seconds(3), "waiting for the boot install");

@@ -40,6 +40,22 @@ if command -v nvidia-smi >/dev/null 2>&1 &&
    gpus=$(timeout 30 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null); then
   printf '%s\n' "$gpus"
 fi
+echo '@@init@@'
+echo "pid1=$(cat /proc/1/comm 2>/dev/null)"
+if [ -d /run/systemd/system ]; then echo systemd_booted=yes; else echo systemd_booted=no; fi
+virt=
+if command -v systemd-detect-virt >/dev/null 2>&1; then
+  virt=$(timeout 10 systemd-detect-virt --container 2>/dev/null)
+fi
+if [ -z "$virt" ] || [ "$virt" = none ]; then
+  if [ -e /.dockerenv ]; then virt=docker
+  elif [ -e /run/.containerenv ]; then virt=podman
+  else
+    virt=$(tr '\0' '\n' </proc/1/environ 2>/dev/null | sed -n 's/^container=//p' | head -n 1)
+  fi
+fi
+echo "container=${virt:-none}"
+echo "capeff=$(sed -n 's/^CapEff:[[:space:]]*//p' /proc/self/status 2>/dev/null)"
 echo '@@end@@'
 )PROBE";
 
@@ -117,6 +133,34 @@ void ParseCloudInit(const std::string& text, NodeProbe& p) {
   p.cloud_init = "unknown";
 }
 
+// The "init" section: key=value lines (pid1, systemd_booted, container, capeff).
+void ParseInit(const std::string& text, NodeProbe& p) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = TrimSpace(line.substr(0, eq));
+    const std::string value = TrimSpace(line.substr(eq + 1));
+    if (key == "pid1") {
+      p.pid1 = value;
+    } else if (key == "systemd_booted" && (value == "yes" || value == "no")) {
+      p.systemd_booted = value == "yes";
+    } else if (key == "container") {
+      p.container = value;
+    } else if (key == "capeff" && !value.empty()) {
+      try {
+        size_t used = 0;
+        const unsigned long long caps = std::stoull(value, &used, 16);
+        constexpr unsigned long long kCapSysAdmin = 1ULL << 21;
+        if (used == value.size()) p.cap_sys_admin = (caps & kCapSysAdmin) != 0;
+      } catch (const std::exception&) {
+        // Not hex: leave it unknown.
+      }
+    }
+  }
+}
+
 }  // namespace
 
 const std::string& NodeProbeCommand() { return kProbeScript; }
@@ -137,6 +181,7 @@ NodeProbe ParseNodeProbe(const std::string& output) {
     ++p.gpu_count;
   }
   p.gpu_present = p.gpu_count > 0;
+  ParseInit(s["init"], p);
   return p;
 }
 
@@ -159,6 +204,8 @@ std::map<std::string, std::string> DescribeNodeProbe(const NodeProbe& p) {
   m["cloud_init"] = p.cloud_init;
   m["k3s_unit"] = p.k3s_unit.empty() ? "unknown" : p.k3s_unit;
   m["gpu"] = p.gpu_present ? p.gpu_name + " x" + std::to_string(p.gpu_count) : "none";
+  if (!p.pid1.empty()) m["pid1"] = p.pid1;
+  if (!p.container.empty()) m["container"] = p.container;
   return m;
 }
 
@@ -167,13 +214,35 @@ const char* ToString(ClusterAction action) {
     case ClusterAction::kCheckApi: return "check-api";
     case ClusterAction::kWait: return "wait";
     case ClusterAction::kPushInstaller: return "push-installer";
+    case ClusterAction::kFail: return "fail";
   }
   return "?";
+}
+
+std::string CannotHostK3s(const NodeProbe& p) {
+  const bool in_container = !p.container.empty() && p.container != "none";
+  const std::string what = in_container ? "a " + p.container + " container, not a VM" : "";
+  const bool pid1_not_systemd = !p.pid1.empty() && p.pid1 != "systemd" && p.pid1 != "init";
+  if (p.systemd_booted == false || pid1_not_systemd) {
+    std::string why = "systemd is not PID 1";
+    if (!p.pid1.empty()) why += " (PID 1 is " + p.pid1 + (what.empty() ? "" : "; " + what) + ")";
+    else if (!what.empty()) why += " (" + what + ")";
+    return why + ", and k3s runs as a systemd service";
+  }
+  if (in_container && p.cap_sys_admin == false) {
+    return "it is an unprivileged " + p.container +
+           " container (no CAP_SYS_ADMIN), where k3s cannot run containers";
+  }
+  return "";
 }
 
 ClusterDecision DecideClusterAction(const NodeProbe& p, bool boot_route,
                                     std::chrono::seconds waited, std::chrono::seconds wait_limit,
                                     const std::string& installer_version) {
+  // Nothing to wait for and nothing to push on a node that cannot run k3s at all.
+  if (std::string why = CannotHostK3s(p); !why.empty()) {
+    return {ClusterAction::kFail, "this node cannot host k3s: " + why};
+  }
   const bool installed = p.marker_present && p.marker_result == "ok";
   // The installer writes its marker only while it holds the lock: a "running" marker with the
   // lock free is a run that died.

@@ -1,10 +1,12 @@
 // The cluster probe: one SSH round trip that reads, on the node, the installer's status marker,
-// `cloud-init status --format json`, the k3s unit state and GPU presence; and the decision table
-// of design.md section 3 that turns what it found into the next action.
+// `cloud-init status --format json`, the k3s unit state, GPU presence and whether the node can
+// host k3s at all (systemd as PID 1, not an unprivileged container); and the decision table of
+// design.md section 3 that turns what it found into the next action.
 #pragma once
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace gpuprov {
@@ -37,6 +39,12 @@ struct NodeProbe {
   bool gpu_present = false;
   std::string gpu_name;
   int gpu_count = 0;
+
+  // What runs the node ("" / nullopt: the probe did not say, as older probes did not).
+  std::string pid1;                    // /proc/1/comm: "systemd" on a VM, "sshd" in a RunPod-like container
+  std::optional<bool> systemd_booted;  // /run/systemd/system exists (systemd's own sd_booted test)
+  std::string container;               // "none" on a VM, else "docker", "lxc", "podman", ...
+  std::optional<bool> cap_sys_admin;   // root on the node holds CAP_SYS_ADMIN (CapEff bit 21)
 };
 
 /// The probe's shell command (run as root): prints the sections ParseNodeProbe reads.
@@ -55,6 +63,7 @@ enum class ClusterAction {
   kCheckApi,       // installed and k3s running: go to the API check
   kWait,           // the boot install is still running: probe again later
   kPushInstaller,  // push the installer over SSH and run it
+  kFail,           // the node cannot host k3s (no systemd as PID 1, an unprivileged container)
 };
 
 struct ClusterDecision {
@@ -62,7 +71,12 @@ struct ClusterDecision {
   std::string reason;  // one line for the user and the record
 };
 
-/// The decision table. \a boot_route: the installer was in the boot script. \a waited: how long
+/// Why the node cannot host k3s ("" when it can, or the probe did not say): systemd is not
+/// PID 1, or it is a container without CAP_SYS_ADMIN. The installer runs k3s as a systemd unit.
+std::string CannotHostK3s(const NodeProbe& probe);
+
+/// The decision table. A node that cannot host k3s fails at once, whatever else was found.
+/// \a boot_route: the installer was in the boot script. \a waited: how long
 /// gpuprov has been waiting for the boot install; \a wait_limit: how long it may.
 /// \a installer_version: the version gpuprov carries (an older marker means re-run it).
 ClusterDecision DecideClusterAction(const NodeProbe& probe, bool boot_route,

@@ -36,6 +36,33 @@ NodeProbe Parse(const std::string& marker, const std::string& lock, const std::s
   return ParseNodeProbe(Output(marker, lock, ci, k3s, gpu));
 }
 
+// The "init" section as the probe prints it. CapEff values as /proc/self/status shows them for
+// root: a VM (every capability), Docker's default set (no CAP_SYS_ADMIN), and Docker's default
+// set plus SYS_ADMIN (how the test VMs run).
+constexpr const char* kCapsVm = "000001ffffffffff";
+constexpr const char* kCapsDockerDefault = "00000000a80425fb";
+constexpr const char* kCapsDockerSysAdmin = "00000000a82425fb";
+
+std::string Init(const std::string& pid1, const std::string& booted,
+                 const std::string& container, const std::string& capeff) {
+  return "pid1=" + pid1 + "\nsystemd_booted=" + booted + "\ncontainer=" + container +
+         "\ncapeff=" + capeff + "\n";
+}
+
+// A probe output with an "init" section before the end.
+NodeProbe ParseWithInit(const std::string& init, const std::string& marker = "",
+                        const std::string& ci = "absent", const std::string& k3s = "") {
+  std::string out = Output(marker, "free", ci, k3s, "");
+  out.insert(out.find("@@end@@"), "@@init@@\n" + init);
+  return ParseNodeProbe(out);
+}
+
+// The node a RunPod-like container offer gives: sshd run as PID 1 by Docker, default caps.
+NodeProbe ContainerNode(const std::string& marker = "", const std::string& ci = "absent",
+                        const std::string& k3s = "") {
+  return ParseWithInit(Init("sshd", "no", "docker", kCapsDockerDefault), marker, ci, k3s);
+}
+
 ClusterDecision Boot(const NodeProbe& p, int waited = 0, int limit = 900) {
   return DecideClusterAction(p, true, seconds(waited), seconds(limit), "0.1.0");
 }
@@ -99,7 +126,8 @@ TEST(NodeProbe, IsOneRoundTrip) {
   // Everything it reads is in the one command.
   const std::string& cmd = shell.commands.at(0);
   for (const char* part : {"install-status.json", "cloud-init status --format json",
-                           "systemctl is-active k3s", "nvidia-smi", "flock -n"}) {
+                           "systemctl is-active k3s", "nvidia-smi", "flock -n", "/proc/1/comm",
+                           "/run/systemd/system", "CapEff", "/.dockerenv"}) {
     EXPECT_NE(cmd.find(part), std::string::npos) << part;
   }
 }
@@ -173,12 +201,94 @@ TEST(DecisionTable, SshRoutePushesUnlessInstalled) {
   EXPECT_EQ(ssh(Parse(Marker("ok", false), "free", "absent", "active")), ClusterAction::kCheckApi);
 }
 
+TEST(NodeProbe, ParsesTheInitSection) {
+  NodeProbe vm = ParseWithInit(Init("systemd", "yes", "none", kCapsVm));
+  EXPECT_EQ(vm.pid1, "systemd");
+  EXPECT_EQ(vm.systemd_booted, true);
+  EXPECT_EQ(vm.container, "none");
+  EXPECT_EQ(vm.cap_sys_admin, true);
+  NodeProbe c = ContainerNode();
+  EXPECT_EQ(c.pid1, "sshd");
+  EXPECT_EQ(c.systemd_booted, false);
+  EXPECT_EQ(c.container, "docker");
+  EXPECT_EQ(c.cap_sys_admin, false);
+  EXPECT_EQ(ParseWithInit(Init("systemd", "yes", "docker", kCapsDockerSysAdmin)).cap_sys_admin,
+            true);
+  // Unreadable values stay unknown.
+  NodeProbe odd = ParseWithInit("pid1=\nsystemd_booted=maybe\ncontainer=\ncapeff=zz\n");
+  EXPECT_EQ(odd.pid1, "");
+  EXPECT_FALSE(odd.systemd_booted.has_value());
+  EXPECT_FALSE(odd.cap_sys_admin.has_value());
+}
+
+TEST(NodeProbe, WithoutTheInitSectionNothingIsAssumed) {
+  NodeProbe p = Parse("", "free", "absent", "");
+  EXPECT_EQ(p.pid1, "");
+  EXPECT_FALSE(p.systemd_booted.has_value());
+  EXPECT_FALSE(p.cap_sys_admin.has_value());
+  EXPECT_EQ(CannotHostK3s(p), "");
+  EXPECT_EQ(Boot(p).action, ClusterAction::kPushInstaller);
+}
+
+// A container where systemd is not PID 1 fails at once on either route, whatever else the probe
+// found: nothing to wait for (cloud-init "running" would otherwise wait 15 minutes) and nothing
+// to push (the installer needs systemd).
+TEST(DecisionTable, SystemdNotPid1FailsAtOnce) {
+  auto ssh = [](const NodeProbe& p) {
+    return DecideClusterAction(p, false, seconds(0), seconds(900), "0.1.0");
+  };
+  for (const ClusterDecision& d :
+       {Boot(ContainerNode()), ssh(ContainerNode()), Boot(ContainerNode("", kRunning)),
+        ssh(ContainerNode(Marker("ok", false), "absent", "active")),
+        Boot(ContainerNode(Marker("failed", false), kError, "failed"))}) {
+    EXPECT_EQ(d.action, ClusterAction::kFail) << d.reason;
+    EXPECT_NE(d.reason.find("cannot host k3s"), std::string::npos) << d.reason;
+    EXPECT_NE(d.reason.find("systemd is not PID 1"), std::string::npos) << d.reason;
+    EXPECT_NE(d.reason.find("PID 1 is sshd"), std::string::npos) << d.reason;
+    EXPECT_NE(d.reason.find("docker container, not a VM"), std::string::npos) << d.reason;
+  }
+  EXPECT_STREQ(ToString(ClusterAction::kFail), "fail");
+}
+
+TEST(DecisionTable, NoSystemdRunningFailsEvenWhenPid1IsCalledInit) {
+  // sysvinit, or an init shim: /run/systemd/system is what tells.
+  ClusterDecision d = Boot(ParseWithInit(Init("init", "no", "none", kCapsVm)));
+  EXPECT_EQ(d.action, ClusterAction::kFail);
+  EXPECT_NE(d.reason.find("systemd is not PID 1 (PID 1 is init)"), std::string::npos) << d.reason;
+  // A shell as PID 1 with a stale /run/systemd/system in the image is no systemd either.
+  EXPECT_EQ(Boot(ParseWithInit(Init("bash", "yes", "docker", kCapsDockerDefault))).action,
+            ClusterAction::kFail);
+}
+
+TEST(DecisionTable, UnprivilegedContainerFailsAtOnce) {
+  ClusterDecision d = Boot(ParseWithInit(Init("systemd", "yes", "lxc", kCapsDockerDefault)));
+  EXPECT_EQ(d.action, ClusterAction::kFail);
+  EXPECT_NE(d.reason.find("unprivileged lxc container (no CAP_SYS_ADMIN)"), std::string::npos)
+      << d.reason;
+}
+
+TEST(DecisionTable, VmsAndPrivilegedSystemdContainersGoOn) {
+  // A VM, and a container with systemd as PID 1 and CAP_SYS_ADMIN (how the test VMs run): the
+  // rest of the table decides.
+  for (const std::string& init : {Init("systemd", "yes", "none", kCapsVm),
+                                  Init("systemd", "yes", "docker", kCapsDockerSysAdmin)}) {
+    NodeProbe p = ParseWithInit(init, Marker("ok", false), kDone, "active");
+    EXPECT_EQ(CannotHostK3s(p), "") << init;
+    EXPECT_EQ(Boot(p).action, ClusterAction::kCheckApi) << init;
+    EXPECT_EQ(Boot(ParseWithInit(init, "", kRunning)).action, ClusterAction::kWait) << init;
+  }
+}
+
 TEST(NodeProbe, DescribeForTheRecord) {
   auto m = DescribeNodeProbe(Parse(Marker("ok", true), "free", kDone, "active", "NVIDIA L4\n"));
   EXPECT_EQ(m["cloud_init"], "done");
   EXPECT_EQ(m["k3s_unit"], "active");
   EXPECT_EQ(m["gpu"], "NVIDIA L4 x1");
   EXPECT_EQ(m["marker"], "ok (installer 0.1.0, phase done)");
+  EXPECT_EQ(m.count("pid1"), 0u);
+  m = DescribeNodeProbe(ContainerNode());
+  EXPECT_EQ(m["pid1"], "sshd");
+  EXPECT_EQ(m["container"], "docker");
 }
 
 }  // namespace

@@ -184,7 +184,7 @@ int RunProvision(const AppContext& app, const ProvisionFlags& flags,
                   std::to_string(plan.boot_script.size()) + " of " +
                   std::to_string(account.user_data_limit) + " bytes");
   }
-  std::vector<CloudOffer> offers = cloud->Offers(opt.gpus.value, opt.region.value.value_or(""));
+  std::vector<CloudOffer> offers = cloud->Offers(opt.gpus.value, opt.region.value.value_or(""), k8s.enabled);
   CloudOffer offer = ChooseOffer(offers, opt, cloud_name);
   const std::string region = opt.region.value.value_or(offer.region);
   console.Info("offer: " + offer.instance_type + (offer.region.empty() ? "" : " in " + offer.region) +
@@ -227,6 +227,7 @@ int RunProvision(const AppContext& app, const ProvisionFlags& flags,
   req.open_ports = PortsToOpen(k8s.enabled, plan);
   req.user_data = plan.boot_script;
   req.disk_gb = opt.disk_gb.value;
+  req.kubernetes = k8s.enabled;
   CloudVm vm;
   bool reused = false;
   ClusterResult cluster;

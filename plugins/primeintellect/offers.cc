@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
+#include <sstream>
 #include <stdexcept>
 
 namespace gpuprov::primeintellect {
@@ -261,6 +263,62 @@ std::optional<Offer> ChooseOffer(const std::vector<Offer>& offers, const OfferQu
   std::vector<Offer> m = MatchingOffers(offers, query);
   if (m.empty()) return std::nullopt;
   return m.front();
+}
+
+std::vector<std::string> ParseProviderList(const std::string& text) {
+  std::string spaced = text;
+  for (char& c : spaced) {
+    if (c == ',') c = ' ';
+  }
+  std::istringstream in(spaced);
+  std::vector<std::string> out;
+  std::string name;
+  while (in >> name) {
+    for (char c : name) {
+      const auto u = static_cast<unsigned char>(c);
+      if (!std::isalnum(u) && c != '.' && c != '_' && c != '-') {
+        throw std::invalid_argument("\"" + name + "\" is not a provider name (letters, digits, "
+                                    "'.', '_' and '-')");
+      }
+    }
+    name = Lower(name);
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  }
+  if (out.empty()) throw std::invalid_argument("it names no provider");
+  return out;
+}
+
+bool FromVmProvider(const Offer& offer, const std::vector<std::string>& vm_providers) {
+  const std::string provider = Lower(offer.provider);
+  return !provider.empty() &&
+         std::find(vm_providers.begin(), vm_providers.end(), provider) != vm_providers.end();
+}
+
+ProviderSplit SplitByProvider(const std::vector<Offer>& offers,
+                              const std::vector<std::string>& vm_providers) {
+  ProviderSplit split;
+  for (const Offer& o : offers) {
+    (FromVmProvider(o, vm_providers) ? split.kept : split.skipped).push_back(o);
+  }
+  return split;
+}
+
+std::string DescribeSkipped(const std::vector<Offer>& offers) {
+  static const std::vector<std::string> known_containers =
+      ParseProviderList(kKnownContainerProviders);
+  std::string out;
+  for (const Offer& o : offers) {
+    std::string one = o.cloud_id + "@" + (o.provider.empty() ? "(no provider)" : o.provider);
+    if (!o.DisplayRegion().empty()) one += " in " + o.DisplayRegion();
+    if (o.price_per_hour) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, " $%.2f/h", *o.price_per_hour);
+      one += buf;
+    }
+    one += FromVmProvider(o, known_containers) ? " (container)" : " (not in vm_providers)";
+    out += (out.empty() ? "" : "; ") + one;
+  }
+  return out;
 }
 
 std::optional<int> DiskSizeFor(const Offer& offer, std::optional<int> requested_gb,

@@ -98,6 +98,37 @@ std::optional<int> DiskSizeFor(const Offer& offer, std::optional<int> requested_
 /// offer's first image.
 std::string ImageFor(const Offer& offer, const std::string& requested, std::string* error);
 
+/// Providers whose pods are virtual machines with systemd as PID 1, where k3s can run, unless
+/// `vm_providers` in [clouds.primeintellect] says otherwise. The project's references document
+/// each as a VM cloud: hyperstack (clouds/hyperstack.md), lambdalabs (clouds/lambda.md),
+/// datacrunch (clouds/verda.md, Verda was DataCrunch), nebius (clouds/nebius.md). RunPod gives
+/// containers (clouds/primeintellect.md); any provider not listed counts as a container.
+inline constexpr const char* kDefaultVmProviders = "hyperstack,lambdalabs,datacrunch,nebius";
+
+/// Providers known to give containers, named as such in messages (clouds/primeintellect.md).
+inline constexpr const char* kKnownContainerProviders = "runpod";
+
+/// A provider list: names separated by commas or blanks, lower-cased, repeats dropped. Throws
+/// std::invalid_argument naming the entry when a name has other characters than [a-z0-9._-]
+/// (any case), and when the list names no provider.
+std::vector<std::string> ParseProviderList(const std::string& text);
+
+/// True when the offer's provider is on the list (case-insensitive).
+bool FromVmProvider(const Offer& offer, const std::vector<std::string>& vm_providers);
+
+/// Offers split by provider: from a VM provider (kept) or not (skipped), order preserved.
+struct ProviderSplit {
+  std::vector<Offer> kept;
+  std::vector<Offer> skipped;
+};
+ProviderSplit SplitByProvider(const std::vector<Offer>& offers,
+                              const std::vector<std::string>& vm_providers);
+
+/// The offers as a message lists them: "NVIDIA A100 80GB PCIe@runpod in US-KS-2 $1.19/h
+/// (container)" for a known container provider, else "... (not in vm_providers)"; joined by
+/// "; ".
+std::string DescribeSkipped(const std::vector<Offer>& offers);
+
 /// The image Prime Intellect documents as plain Ubuntu 22.04 with CUDA 12.
 inline constexpr const char* kDefaultImage = "ubuntu_22_cuda_12";
 

@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace gpuprov::primeintellect {
 namespace {
@@ -228,6 +231,70 @@ TEST(MatchingOffers, SortedCheapestFirstUnknownPriceLast) {
   EXPECT_EQ(m[2].cloud_id, "c");
   EXPECT_EQ(m[3].cloud_id, "b");  // no price
   EXPECT_TRUE(Matches(Sample()[2], {"A100", 1, "", ""}));  // matches, though not in stock
+}
+
+// --- the Kubernetes rule: only offers of providers that give a VM ---
+
+TEST(ProviderList, DefaultNamesTheVmCloudsOfTheReferences) {
+  EXPECT_EQ(ParseProviderList(kDefaultVmProviders),
+            (std::vector<std::string>{"hyperstack", "lambdalabs", "datacrunch", "nebius"}));
+  // RunPod gives containers (clouds/primeintellect.md): never a default VM provider.
+  std::vector<std::string> def = ParseProviderList(kDefaultVmProviders);
+  EXPECT_EQ(std::find(def.begin(), def.end(), "runpod"), def.end());
+}
+
+TEST(ProviderList, CommasBlanksCaseAndRepeats) {
+  EXPECT_EQ(ParseProviderList(" Hyperstack, crusoecloud  nebius,,hyperstack "),
+            (std::vector<std::string>{"hyperstack", "crusoecloud", "nebius"}));
+  EXPECT_EQ(ParseProviderList("lambdalabs"), std::vector<std::string>{"lambdalabs"});
+}
+
+TEST(ProviderList, EmptyOrBadNamesAreRefusedWithTheEntry) {
+  EXPECT_THROW(ParseProviderList(""), std::invalid_argument);
+  EXPECT_THROW(ParseProviderList(" , "), std::invalid_argument);
+  try {
+    ParseProviderList("hyperstack, run;pod");
+    ADD_FAILURE() << "accepted run;pod";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("\"run;pod\""), std::string::npos) << e.what();
+  }
+}
+
+TEST(SplitByProvider, KeepsVmProvidersInOrderAndSkipsTheRest) {
+  const std::vector<std::string> vm = ParseProviderList(kDefaultVmProviders);
+  // Cheapest first: the RunPod container offer is the cheapest A100, and is skipped.
+  std::vector<Offer> offers = ParseAvailability(
+                                  Response({
+                                      Item("ctr", "A100_80GB", 1, "runpod", "US-KS-2", "US",
+                                           "\"High\"", "1.19"),
+                                      Item("1A100.22V", "A100_80GB", 1, "DataCrunch", "FIN-01",
+                                           "FI", "\"Low\"", "1.29"),
+                                      Item("pc", "A100_80GB", 1, "primecompute", "US-TX-1",
+                                           "US", "\"High\"", "1.30"),
+                                      Item("n3-A100x1", "A100_80GB", 1, "hyperstack",
+                                           "CANADA-1", "CA", "\"High\"", "1.35"),
+                                      Item("noprov", "A100_80GB", 1, "", "X", "US", "\"High\"",
+                                           "1.40"),
+                                  }))
+                                  .offers;
+  std::vector<Offer> in_stock = MatchingOffers(offers, {"A100", 1, "", ""});
+  ASSERT_EQ(in_stock.front().cloud_id, "ctr");
+  ProviderSplit split = SplitByProvider(in_stock, vm);
+  ASSERT_EQ(split.kept.size(), 2u);
+  EXPECT_EQ(split.kept[0].cloud_id, "1A100.22V");  // provider compared case-insensitively
+  EXPECT_EQ(split.kept[1].cloud_id, "n3-A100x1");
+  ASSERT_EQ(split.skipped.size(), 3u);
+  EXPECT_EQ(split.skipped[0].cloud_id, "ctr");
+  EXPECT_EQ(split.skipped[1].cloud_id, "pc");  // unknown providers count as containers
+  EXPECT_EQ(split.skipped[2].cloud_id, "noprov");
+  EXPECT_EQ(DescribeSkipped(split.skipped),
+            "ctr@runpod in US-KS-2 $1.19/h (container); pc@primecompute in US-TX-1 $1.30/h "
+            "(not in vm_providers); noprov@(no provider) in X $1.40/h (not in vm_providers)");
+  // An override that admits a provider keeps its offers.
+  ProviderSplit admitted = SplitByProvider(in_stock, ParseProviderList("runpod"));
+  ASSERT_EQ(admitted.kept.size(), 1u);
+  EXPECT_EQ(admitted.kept[0].cloud_id, "ctr");
+  EXPECT_EQ(admitted.skipped.size(), 4u);
 }
 
 TEST(Disk, WithinOfferLimits) {

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include "driver_request.h"
@@ -309,6 +310,26 @@ std::string Describe(const OfferQuery& q) {
   return s;
 }
 
+// The request's "kubernetes": whether the host makes the VM a k3s node. Absent means on, the
+// host's default for a cloud that hosts Kubernetes.
+bool KubernetesOf(const Object::Ptr& request) {
+  if (!json::Has(request, "kubernetes")) return true;
+  Poco::Dynamic::Var v = request->get("kubernetes");
+  if (!v.isBoolean()) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "\"kubernetes\" must be true or false");
+  }
+  return v.extract<bool>();
+}
+
+// The fix for an offer the Kubernetes rule skipped.
+std::string SkipFix(const std::vector<std::string>& vm_providers) {
+  std::string list;
+  for (const auto& p : vm_providers) list += (list.empty() ? "" : ",") + p;
+  return "use --no-k8s for a plain machine (any offer), or, if one of those providers gives VMs, "
+         "add it to vm_providers in [clouds.primeintellect] of config.toml (now \"" +
+         list + "\")";
+}
+
 void ValidateName(const std::string& name) {
   bool ok = !name.empty() && name.size() <= 128;
   for (char c : name) {
@@ -379,6 +400,25 @@ PrimeIntellectDriver::PrimeIntellectDriver(const gpuprov::sdk::InitContext& ctx)
   Object::Ptr config = json::Obj(settings, "config");
   config_team_id_ = Trim(json::Str(config, "team_id"));
   default_image_ = Trim(json::Str(config, "image"));
+  std::string providers = kDefaultVmProviders;
+  if (json::Has(config, "vm_providers")) {
+    Poco::Dynamic::Var v = config->get("vm_providers");
+    providers.clear();
+    if (v.isString()) {
+      providers = v.extract<std::string>();
+    } else if (v.type() == typeid(Array::Ptr)) {
+      Array::Ptr arr = v.extract<Array::Ptr>();
+      for (size_t i = 0; i < arr->size(); ++i) providers += arr->get(i).toString() + ",";
+    }
+  }
+  try {
+    vm_providers_ = ParseProviderList(providers);
+  } catch (const std::invalid_argument& e) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      std::string("[clouds.primeintellect] vm_providers: ") + e.what() +
+                          "; write provider names separated by commas, e.g. \"" +
+                          kDefaultVmProviders + "\" (the default when the key is absent)");
+  }
   using std::chrono::milliseconds;
   if (auto v = Setting(config, "http_max_attempts")) policy_.max_attempts = std::max(1LL, *v);
   if (auto v = Setting(config, "http_base_delay_ms")) policy_.base_delay = milliseconds(*v);
@@ -515,6 +555,38 @@ Poco::Dynamic::Var PrimeIntellectDriver::CallJson(const std::string& method,
                       what + ": Prime Intellect answered with invalid JSON (" + e.displayText() +
                           ")");
   }
+}
+
+std::vector<Offer> PrimeIntellectDriver::VmOffersOnly(const std::vector<Offer>& available,
+                                                      const std::vector<Offer>& in_stock,
+                                                      const OfferQuery& query) {
+  ProviderSplit split = SplitByProvider(in_stock, vm_providers_);
+  if (split.skipped.empty()) return split.kept;
+  const std::string skipped = DescribeSkipped(split.skipped);
+  if (split.kept.empty()) {
+    const bool vm_sold_out = std::any_of(available.begin(), available.end(), [&](const Offer& o) {
+      return Matches(o, query) && FromVmProvider(o, vm_providers_);
+    });
+    if (vm_sold_out) {
+      throw DriverError(GPUPROV_STATUS_CAPACITY,
+                        "Prime Intellect's VM offers of " + Describe(query) +
+                            " are out of stock right now; the offers in stock are not from VM "
+                            "providers (k3s needs systemd as PID 1, which a container lacks): " +
+                            skipped +
+                            "; try later, or " + SkipFix(vm_providers_));
+    }
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "Prime Intellect has " + Describe(query) +
+                          " only from providers that are not VM providers (k3s needs systemd as "
+                          "PID 1, which a container lacks): skipped " + skipped + "; " +
+                          SkipFix(vm_providers_));
+  }
+  host_.Progress("Prime Intellect: skipping " + std::to_string(split.skipped.size()) +
+                 (split.skipped.size() == 1 ? " offer" : " offers") +
+                 " not from a VM provider (k3s needs systemd as PID 1, which a container "
+                 "lacks): " +
+                 skipped + "; --no-k8s takes any offer");
+  return split.kept;
 }
 
 void PrimeIntellectDriver::Wait(std::chrono::milliseconds how_long) {
@@ -745,6 +817,7 @@ std::string PrimeIntellectDriver::Check(const std::string& /*request_json*/) {
 std::string PrimeIntellectDriver::Offers(const std::string& request_json) {
   Object::Ptr request = json::ParseObject(request_json, "the offers request");
   OfferQuery query = QueryFor(request);
+  const bool kubernetes = KubernetesOf(request);
   std::vector<Offer> available = FetchAvailability(query);
   std::vector<Offer> matching = MatchingOffers(available, query);
   // Offered but sold out is a capacity problem, not "not offered": say so.
@@ -755,6 +828,7 @@ std::string PrimeIntellectDriver::Offers(const std::string& request_json) {
                            "Prime Intellect offers " + Describe(query) +
                                " but every matching offer is out of stock right now");
   }
+  if (kubernetes) matching = VmOffersOnly(available, matching, query);
   // Unknown prices would look free to the host's "cheapest" rule: drop them when priced
   // offers exist.
   bool any_priced = std::any_of(matching.begin(), matching.end(),
@@ -798,6 +872,7 @@ std::string PrimeIntellectDriver::Create(const std::string& request_json) {
   ValidateName(name);
   OfferQuery query = QueryFor(request);
   query.instance_type = json::Str(request, "instance_type");
+  const bool kubernetes = KubernetesOf(request);
   std::string image = json::Str(request, "image");
   if (image.empty()) image = default_image_;
   const std::string public_key = json::Str(request, "ssh_public_key");
@@ -814,7 +889,12 @@ std::string PrimeIntellectDriver::Create(const std::string& request_json) {
 
   // The offer: always a live availability item (clouds/primeintellect.md §7).
   std::vector<Offer> available = FetchAvailability(query);
-  std::optional<Offer> offer = ChooseOffer(available, query);
+  std::vector<Offer> candidates = MatchingOffers(available, query);
+  if (kubernetes && !candidates.empty()) {
+    candidates = VmOffersOnly(available, candidates, query);
+  }
+  std::optional<Offer> offer;
+  if (!candidates.empty()) offer = candidates.front();
   if (!offer) {
     std::string seen;
     for (const Offer& o : available) {

@@ -10,8 +10,13 @@
 //
 // Settings (docs/driver-protocol.md, init): "endpoint" (default https://api.primeintellect.ai;
 // a trailing /api/v1 is accepted); config keys: team_id, image, delete_timeout_s,
-// poll_interval_ms, and HTTP retry knobs http_max_attempts, http_base_delay_ms,
-// http_max_delay_ms, http_max_retry_after_ms, http_total_budget_ms, http_timeout_ms.
+// poll_interval_ms, vm_providers (comma-separated; default kDefaultVmProviders), and HTTP retry
+// knobs http_max_attempts, http_base_delay_ms, http_max_delay_ms, http_max_retry_after_ms,
+// http_total_budget_ms, http_timeout_ms.
+//
+// With Kubernetes on ("kubernetes" in the offers and create requests; absent means on, gpuprov's
+// default) only offers of providers on vm_providers are used: the others give containers, where
+// systemd is not PID 1 and k3s cannot run. The skipped offers are reported through progress.
 //
 // Credentials: $PRIME_API_KEY, else "api_key" in ~/.prime/config.json (the prime CLI's file);
 // team: $PRIME_TEAM_ID, else config team_id, else "team_id" in that file. Never logged.
@@ -90,6 +95,11 @@ class PrimeIntellectDriver {
   /// POST /pods/ without blind retries: 429 waits and retries; a 5xx or lost connection looks
   /// for the pod by name first, since the create may have happened.
   ObjectPtr CreatePod(const std::string& body, const std::string& name);
+  /// With Kubernetes on: the in-stock matching offers from VM providers, the others reported
+  /// as skipped through progress. Throws INVALID_INPUT naming the skipped offers and the fix
+  /// when none is left (CAPACITY when VM offers exist but are out of stock).
+  std::vector<Offer> VmOffersOnly(const std::vector<Offer>& available,
+                                  const std::vector<Offer>& in_stock, const OfferQuery& query);
   /// Sleeps in slices, throwing CANCELLED when the host asks.
   void Wait(std::chrono::milliseconds how_long);
 
@@ -97,6 +107,7 @@ class PrimeIntellectDriver {
   std::string endpoint_;
   std::string config_team_id_;
   std::string default_image_;
+  std::vector<std::string> vm_providers_;
   gpuprov::drivers::RetryPolicy policy_;
   std::chrono::milliseconds poll_interval_{5000};
   std::chrono::seconds delete_timeout_{600};

@@ -93,8 +93,9 @@ class Emulator {
   EmulatorProcess process_;
 };
 
-std::string Config(const std::string& endpoint) {
+std::string Config(const std::string& endpoint, const std::string& vm_providers = "") {
   Object::Ptr config = new Object();
+  if (!vm_providers.empty()) config->set("vm_providers", vm_providers);
   config->set("http_max_attempts", 5);
   config->set("http_base_delay_ms", 5);
   config->set("http_max_delay_ms", 50);
@@ -112,8 +113,10 @@ std::string Config(const std::string& endpoint) {
 }
 
 std::string CreateRequest(const std::string& name, const std::string& gpu_type, int count,
-                          const std::string& region = "", const std::string& instance_type = "") {
+                          const std::string& region = "", const std::string& instance_type = "",
+                          bool kubernetes = true) {
   Object req;
+  req.set("kubernetes", kubernetes);
   req.set("name", name);
   req.set("region", region);
   req.set("instance_type", instance_type);
@@ -313,6 +316,110 @@ TEST_F(PrimeIntellectEmulator, OffersAreCheapestInStockFirstWithPrices) {
   EXPECT_EQ(r.Doc()->getArray("offers")->size(), 0u);
 }
 
+// --- Kubernetes on: only offers of providers that give a VM --------------------------
+
+TEST(PrimeIntellectInit, BadVmProvidersIsInvalidInputNamingTheKey) {
+  for (const char* bad : {R"("run;pod")", R"(" , ")", R"("")"}) {
+    Driver d(std::string(R"({"endpoint":"","config":{"vm_providers":)") + bad + "}}");
+    EXPECT_EQ(d.init_status(), GPUPROV_STATUS_INVALID_INPUT) << bad;
+    EXPECT_TRUE(Contains(d.init_error(), "vm_providers")) << d.init_error();
+  }
+}
+
+// The emulator's cheapest A100:1 is a RunPod container offer (clouds/primeintellect.md §7 lists
+// "NVIDIA A100 80GB PCIe"@runpod): skipped with Kubernetes on, and the skip is reported.
+TEST_F(PrimeIntellectEmulator, KubernetesOffersSkipContainerOffersAndSaySo) {
+  Driver d(config());
+  for (const char* request : {R"({"gpu":{"type":"A100","count":1},"region":"","kubernetes":true})",
+                              R"({"gpu":{"type":"A100","count":1},"region":""})"}) {
+    OpResult r = d.Offers(request);
+    ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r.error;
+    Array::Ptr offers = r.Doc()->getArray("offers");
+    ASSERT_GE(offers->size(), 2u) << r.json;
+    for (size_t i = 0; i < offers->size(); ++i) {
+      const std::string provider = offers->getObject(static_cast<unsigned>(i))
+                                       ->getValue<std::string>("provider");
+      EXPECT_TRUE(provider == "hyperstack" || provider == "datacrunch") << r.json;
+    }
+    EXPECT_EQ(offers->getObject(0)->getValue<std::string>("instance_type"), "1A100.22V");
+  }
+  const std::string said = d.host().All();
+  EXPECT_TRUE(Contains(said, "skipping 1 offer not from a VM provider")) << said;
+  EXPECT_TRUE(Contains(said, "NVIDIA A100 80GB PCIe@runpod in US-KS-2 $1.19/h (container)"))
+      << said;
+  EXPECT_TRUE(Contains(said, "--no-k8s")) << said;
+}
+
+TEST_F(PrimeIntellectEmulator, PlainMachineOffersIncludeContainers) {
+  Driver d(config());
+  OpResult r = d.Offers(R"({"gpu":{"type":"A100","count":1},"region":"","kubernetes":false})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r.error;
+  Object::Ptr first = r.Doc()->getArray("offers")->getObject(0);
+  EXPECT_EQ(first->getValue<std::string>("instance_type"), "NVIDIA A100 80GB PCIe");
+  EXPECT_EQ(first->getValue<std::string>("provider"), "runpod");
+  EXPECT_FALSE(Contains(d.host().All(), "skipping")) << d.host().All();
+}
+
+TEST_F(PrimeIntellectEmulator, KubernetesRefusesAGpuOnlyContainersOfferNamingThemAndTheFix) {
+  Driver d(config());
+  for (const OpResult& r :
+       {d.Offers(R"({"gpu":{"type":"RTX-A6000","count":1},"region":"","kubernetes":true})"),
+        d.Create(CreateRequest("pi-a6000", "RTX-A6000", 1))}) {
+    EXPECT_EQ(r.status, GPUPROV_STATUS_INVALID_INPUT) << r.json;
+    EXPECT_TRUE(Contains(r.error, "only from providers that are not VM providers")) << r.error;
+    EXPECT_TRUE(Contains(r.error, "NVIDIA RTX A6000@runpod in EU-RO-1 $0.49/h (container)"))
+        << r.error;
+    EXPECT_TRUE(Contains(r.error, "--no-k8s")) << r.error;
+    EXPECT_TRUE(Contains(r.error, "vm_providers in [clouds.primeintellect]")) << r.error;
+  }
+  EXPECT_EQ(emu().Count("instances"), 0);
+  EXPECT_EQ(emu().Count("ssh_keys"), 0);  // refused before anything was registered
+}
+
+// Create re-reads availability and applies the same rule: the pod lands on the cheapest VM
+// offer with Kubernetes on, on the cheapest offer of all without.
+TEST_F(PrimeIntellectEmulator, CreateLandsOnAVmProviderOnlyWithKubernetes) {
+  Driver d(config());
+  OpResult k8s = d.Create(CreateRequest("pi-k8s", "A100", 1));
+  ASSERT_EQ(k8s.status, GPUPROV_STATUS_OK) << k8s.error;
+  // datacrunch has one A100:1 offer, 1A100.22V (the pod does not echo its cloudId).
+  EXPECT_EQ(k8s.Doc()->getObject("vm")->getValue<std::string>("provider"), "datacrunch");
+  OpResult plain = d.Create(CreateRequest("pi-plain", "A100", 1, "", "", false));
+  ASSERT_EQ(plain.status, GPUPROV_STATUS_OK) << plain.error;
+  EXPECT_EQ(plain.Doc()->getObject("vm")->getValue<std::string>("provider"), "runpod");
+  // A container offer named as the instance type is refused with Kubernetes on.
+  OpResult named = d.Create(CreateRequest("pi-named", "A100", 1, "", "NVIDIA A100 80GB PCIe"));
+  EXPECT_EQ(named.status, GPUPROV_STATUS_INVALID_INPUT) << named.json;
+  EXPECT_TRUE(Contains(named.error, "@runpod")) << named.error;
+  EXPECT_EQ(emu().Count("instances"), 2);
+  for (const char* name : {"pi-k8s", "pi-plain"}) {
+    OpResult del = d.Delete(std::string(R"({"name":")") + name + R"("})");
+    EXPECT_EQ(del.status, GPUPROV_STATUS_OK) << del.error;
+  }
+  EXPECT_EQ(emu().Count("instances"), 0);
+}
+
+// vm_providers in [clouds.primeintellect] replaces the default list: admitting runpod lets
+// Kubernetes land on its container (the probe then names it, see core/cluster_probe.h), and
+// leaving out datacrunch skips its VM offers.
+TEST_F(PrimeIntellectEmulator, VmProvidersOverrideTheDefaultList) {
+  Driver d(Config(emu().prime(), "runpod, hyperstack"));
+  OpResult r = d.Offers(R"({"gpu":{"type":"A100","count":1},"region":"","kubernetes":true})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r.error;
+  Array::Ptr offers = r.Doc()->getArray("offers");
+  ASSERT_EQ(offers->size(), 2u) << r.json;
+  EXPECT_EQ(offers->getObject(0)->getValue<std::string>("provider"), "runpod");
+  EXPECT_EQ(offers->getObject(1)->getValue<std::string>("provider"), "hyperstack");
+  EXPECT_TRUE(Contains(d.host().All(), "1A100.22V@datacrunch")) << d.host().All();
+}
+
+TEST_F(PrimeIntellectEmulator, KubernetesMustBeABoolean) {
+  Driver d(config());
+  OpResult r = d.Offers(R"({"gpu":{"type":"A100","count":1},"region":"","kubernetes":"yes"})");
+  EXPECT_EQ(r.status, GPUPROV_STATUS_INVALID_INPUT) << r.json;
+  EXPECT_TRUE(Contains(r.error, "kubernetes")) << r.error;
+}
+
 TEST_F(PrimeIntellectEmulator, CreateWaitRunningSecondCreateReturnsItDelete) {
   Driver d(config());
   OpResult offers = d.Offers(R"({"gpu":{"type":"A100","count":1},"region":""})");
@@ -388,7 +495,9 @@ TEST_F(PrimeIntellectEmulator, SshConnectionShapesAcrossPods) {
                         {"pi-shape-2", "RTX-A6000", 1, "", "root"}};
   std::vector<std::string> ids;
   for (const Want& w : wants) {
-    OpResult c = d.Create(CreateRequest(w.name, w.gpu, w.count, w.region));
+    // RTX A6000 comes only from RunPod containers: a plain machine (no Kubernetes).
+    const bool kubernetes = std::string(w.gpu) != "RTX-A6000";
+    OpResult c = d.Create(CreateRequest(w.name, w.gpu, w.count, w.region, "", kubernetes));
     ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << w.name << ": " << c.error;
     ids.push_back(c.Doc()->getObject("vm")->getValue<std::string>("id"));
   }

@@ -2,7 +2,8 @@
 //
 // Instances as real test VMs: one container of the test image per instance,
 // systemd as PID 1, the container parameters and NoCloud seed the docker
-// driver uses too (plugins/docker/test_vm.h, tests/fixtures/testvm/README.md),
+// driver uses too (plugins/docker/test_vm.h, tests/fixtures/testvm/README.md);
+// a container instance (RunPod-like) runs sshd as PID 1 instead (ContainerPod),
 // each on its own loopback address in 127.90.0.0/16 (the docker
 // driver uses 127.77/16). Docker work runs on a few worker threads, so
 // Create/State/Delete never block an API request on Docker.
@@ -74,6 +75,39 @@ std::string FailingUserData(const std::string& user_data) {
   s += "#!/bin/sh\n" + fail;
   s += "--" + b + "--\n";
   return s;
+}
+
+// A container instance (InstanceSpec::container) as RunPod gives one: the test image with sshd
+// as PID 1 (the shell execs it), no systemd, no cloud-init, Docker's default capabilities. The
+// shell authorizes the keys for root and the instance's SSH user and makes the host keys that
+// the image leaves out.
+constexpr const char* kContainerPodStart = R"SH(
+for user in root "${GPUPROV_EMU_SSH_USER:-root}"; do
+  home=$(getent passwd "$user" | cut -d: -f6)
+  [ -n "$home" ] || continue
+  mkdir -p "$home/.ssh"
+  printf '%s\n' "$GPUPROV_EMU_SSH_KEYS" >"$home/.ssh/authorized_keys"
+  chmod 700 "$home/.ssh"
+  chmod 600 "$home/.ssh/authorized_keys"
+  chown -R "$user:" "$home/.ssh"
+done
+mkdir -p /run/sshd
+ssh-keygen -A >/dev/null
+exec /usr/sbin/sshd -D -e
+)SH";
+
+ContainerSpec ContainerPod(const TestVmSpec& vm, const InstanceSpec& instance) {
+  std::string keys;
+  for (const auto& k : instance.ssh_public_keys) keys += (keys.empty() ? "" : "\n") + k;
+  ContainerSpec spec;
+  spec.name = vm.name;
+  spec.image = vm.image;
+  spec.hostname = vm.hostname;
+  spec.cmd = {"/bin/sh", "-c", kContainerPodStart};
+  spec.env = {"GPUPROV_EMU_SSH_USER=" + instance.ssh_user, "GPUPROV_EMU_SSH_KEYS=" + keys};
+  spec.ports = vm.ports;
+  spec.labels = vm.labels;
+  return spec;
 }
 
 class DockerBackend : public InstanceBackend {
@@ -356,7 +390,8 @@ class DockerBackend : public InstanceBackend {
                      {kLabelSession, options_.session},
                      {kLabelAddress, cur.address},
                      {kLabelName, cur.spec.name}};
-        const ContainerSpec spec = docker::TestVmContainer(vm);
+        const ContainerSpec spec =
+            cur.spec.container ? ContainerPod(vm, cur.spec) : docker::TestVmContainer(vm);
         std::string cid = engine.CreateContainer(spec);
         bool keep = Update(r.id, [&](Record& x) {
           x.container_id = cid;

@@ -6,7 +6,8 @@
 //   - MemoryBackend: nothing runs; states change with time (fast unit, fault and
 //     scale tests).
 //   - DockerBackend: each instance is a real test VM container (systemd, sshd,
-//     cloud-init reading a NoCloud seed) on its own loopback address.
+//     cloud-init reading a NoCloud seed) on its own loopback address; a
+//     container instance (InstanceSpec::container) runs sshd as PID 1 instead.
 // Backends are thread-safe. Create never blocks on the machine booting.
 #pragma once
 
@@ -32,6 +33,9 @@ struct InstanceSpec {
   std::string ssh_user = "root";
   std::vector<int> ports = {22};  // ports published on the instance's address
   bool remap_ssh = false;         // SSH published on a random high port instead of 22
+  /// A container, not a VM (RunPod-like offers): the docker backend runs sshd as PID 1, with no
+  /// systemd, no cloud-init and Docker's default capabilities. The memory backend ignores it.
+  bool container = false;
   BootFaults faults;
 };
 

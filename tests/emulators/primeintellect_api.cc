@@ -37,7 +37,9 @@ struct Offer {
   int memory_gb;
   const char* security;
   const char* ssh_user;  // what sshConnection names for this provider
-  bool container;        // container provider: SSH on a remapped port
+  // A container provider (RunPod, clouds/primeintellect.md): the docker backend gives it a
+  // container with sshd as PID 1, no systemd. Every pod gets SSH on a remapped port.
+  bool container;
 };
 
 const std::vector<Offer>& Offers() {
@@ -52,12 +54,16 @@ const std::vector<Offer>& Offers() {
        120, "secure_cloud", "root", false},
       {"8H100.80S.176V", "H100_80GB", "SXM5", "datacrunch", "europe", "FIN-01", "FI", 8, 80,
        20.72, 176, 1480, "secure_cloud", "root", false},
+      {"1H100.80S.30V", "H100_80GB", "SXM5", "datacrunch", "europe", "FIN-01", "FI", 1, 80,
+       2.19, 30, 120, "secure_cloud", "root", false},
       {"1L40S.20V", "L40S_48GB", "PCIe", "datacrunch", "europe", "FIN-01", "FI", 1, 48, 1.10, 20,
        60, "secure_cloud", "root", false},
       {"gpu-h100-sxm_8gpu-128vcpu-1600gb", "H100_80GB", "SXM5", "nebius", "europe",
        "eu-north1", "FI", 8, 80, 23.60, 128, 1600, "secure_cloud", "root", false},
       {"NVIDIA A100 80GB PCIe", "A100_80GB", "PCIe", "runpod", "united_states", "US-KS-2", "US",
        1, 80, 1.19, 8, 117, "community_cloud", "root", true},
+      {"NVIDIA H100 80GB HBM3", "H100_80GB", "SXM5", "runpod", "united_states", "US-TX-3", "US",
+       1, 80, 1.99, 16, 125, "community_cloud", "root", true},
       {"NVIDIA RTX A6000", "RTX_A6000_48GB", "PCIe", "runpod", "europe", "EU-RO-1", "RO", 1, 48,
        0.49, 8, 50, "community_cloud", "root", true},
       {"l40s-48gb.1x", "L40S_48GB", "PCIe", "crusoecloud", "united_states", "us-east1", "US", 1,
@@ -569,6 +575,7 @@ class PrimeIntellectApi : public CloudApi {
     spec.ssh_user = offer->ssh_user;
     spec.ports = {22};
     spec.remap_ssh = true;
+    spec.container = offer->container;
     spec.faults = faults_.TakeBootFaults();
     try {
       p.backend_id = backend_->Create(spec);
