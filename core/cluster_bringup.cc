@@ -363,7 +363,8 @@ class ClusterBringUp {
       InstallerArgs rerun;
       rerun.public_ip = host;
       rec_.route = "ssh";
-      rec_.route_reason = "re-run with --public-ip: the API certificate did not cover " + host;
+      rec_.route_reason =
+          "the installer re-ran with --public-ip: the API certificate did not cover " + host;
       RunInstaller("re-run installer with the public IP", rerun, "san_rerun");
       checks = WaitAndValidate();
       creds = ReadCredentials();

@@ -398,12 +398,13 @@ class Provision {
         << "  remove:  gpuprov down " << name_ << "\n";
     if (k8s_.enabled) {
       const std::string route =
-          rec_.route + " route" + (rec_.route_reason.empty() ? "" : " (" + rec_.route_reason + ")");
+          rec_.route + " route" + (rec_.route_reason.empty() ? "" : ": " + rec_.route_reason);
       out << "Kubernetes (k3s) is ready on " << name_ << ": node Ready, CoreDNS ready"
           << (cluster_.gpus_allocatable > 0
                   ? ", nvidia.com/gpu: " + std::to_string(cluster_.gpus_allocatable)
                   : std::string())
-          << " (" << route << ", " << rec_.access_mode << " access; "
+          << " (" << route << (rec_.route_reason.empty() ? ", " : "; ") << rec_.access_mode
+          << " access; "
           << PhaseTimes(rec_.phase_seconds) << ").\n"
           << "  kubeconfig: " << rec_.kubeconfig << " (context " << KubeContextName(name_)
           << ")\n"
