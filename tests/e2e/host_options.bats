@@ -144,3 +144,14 @@ assert d['config_keys'][2]['type'] == 'integer', d" "$output"
   [[ "$output" != *"open_ports {"* ]]
   "$GPUPROV" down plain2k8s
 }
+
+@test "provision loads the driver file once" {
+  marker="$BATS_TEST_TMPDIR/loads"
+  # The fixture cloud's VM has no address, so the run stops after create; it loaded the file
+  # once for its capabilities, the config check, init and every call.
+  GPUPROV_FIXTURE_LOAD_MARKER="$marker" run "$GPUPROV" --driver-path "$FIXTURES" \
+    provision --name onceload --cloud good --no-k8s
+  echo "$output"
+  [[ "$output" == *"reported no public address"* ]]
+  [ "$(grep -c '^load$' "$marker")" -eq 1 ]
+}

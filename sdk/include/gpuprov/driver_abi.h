@@ -15,12 +15,13 @@
  *   loads the others.
  * - Every boundary struct starts with `uint32_t struct_size` and only grows at the end. Members
  *   are never removed or reordered; new ones are marked "since ABI 1.x". A reader reads
- *   struct_size first, refuses a struct smaller than its ABI 1.0 layout, and reads a member only
- *   when offset + width <= struct_size (a member the struct does not reach counts as zero or
- *   NULL). A struct larger than the reader knows comes from a newer minor: the reader uses the
- *   members it knows and ignores the rest. Members added in a minor are therefore optional for
- *   readers; a driver that needs the host to read one states that minor in
- *   abi_minor_required, and an older host refuses it by the rule above. (Hosts of ABI 1.0
+ *   struct_size first and reads a member only when offset + width <= struct_size; a member the
+ *   struct does not reach counts as zero or NULL, and a struct that does not reach a member the
+ *   reader requires is refused (the host requires the whole 1.0 descriptor, the SDK the whole
+ *   1.0 init input). A struct larger than the reader knows comes from a newer minor: the
+ *   reader uses the members it knows and ignores the rest. Members added in a minor are
+ *   therefore optional for readers; a driver that needs the host to read one states that minor
+ *   in abi_minor_required, and an older host refuses it by the rule above. (Hosts of ABI 1.0
  *   refused any larger struct; a driver that must load in one is built with the 1.0 header.)
  * - A replaced function keeps its slot; the successor is appended with a _v2 suffix.
  * - Changing this file without moving GPUPROV_ABI_VERSION_* fails the test abi_guard_test.
