@@ -238,8 +238,6 @@ class Provision {
     rec_.image = opt_.image.value.value_or("");
     rec_.driver_file = driver_->info().path;
     rec_.kubernetes = k8s_.enabled;
-    rec_.disk_gb = opt_.disk_gb.value.value_or(0);
-    rec_.tags = opt_.tags;
     if (!k8s_.enabled) {
       rec_.access_mode = "none";
       rec_.route = "none";
@@ -292,6 +290,15 @@ class Provision {
     }
     if (vm_existed_) console_.Info("reusing existing VM " + name_ + " (id " + vm_.id + ")");
     rec_.vm_id = vm_.id;
+    // Disk size and tags are set when the VM is made; an existing VM keeps its own.
+    if (!vm_existed_) {
+      rec_.disk_gb = opt_.disk_gb.value.value_or(0);
+      rec_.tags = opt_.tags;
+    } else if ((opt_.disk_gb.value && *opt_.disk_gb.value != rec_.disk_gb) ||
+               (!opt_.tags.empty() && opt_.tags != rec_.tags)) {
+      console_.Note("VM " + name_ + " already exists: its disk size and tags stay as they were "
+                    "made; `gpuprov down " + name_ + "` and provision again to change them");
+    }
     if (!vm_existed_) {
       rec_.open_ports = PlanPorts(false, {}, req.open_ports, false).open_after;
     }

@@ -116,6 +116,12 @@ assert d['config_keys'][2]['type'] == 'integer', d" "$output"
   [ "$(field "e2e-opts-$$" disk_gb)" = 20 ]
   [ "$(field "e2e-opts-$$" tags)" = '{"owner": "alice", "team": "ml"}' ]
   [ "$(field "e2e-opts-$$" open_ports)" = '[22]' ]
+  # The VM exists now: another tag on a re-run does not pretend to change it.
+  run "$GPUPROV" provision --name "e2e-opts-$$" --cloud docker --no-k8s --tag team=other
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"its disk size and tags stay as they were made"* ]]
+  [ "$(field "e2e-opts-$$" tags)" = '{"owner": "alice", "team": "ml"}' ]
   "$GPUPROV" down "e2e-opts-$$"
 }
 
