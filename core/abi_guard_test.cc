@@ -51,6 +51,7 @@ std::string Sha256(const std::string& s) {
 // ABI version -> hash of its declarations. Append a line when the ABI version moves.
 const std::map<std::string, std::string> kKnownAbi = {
     {"1.0", "ed1e4e63b037e98c6488b8499496a7aa1a34b442f50af103eaeee7cc599fadc6"},
+    {"1.1", "973b1857a0806f2e97ccee40d5085e8b3ec641dc6cb6e445a247c55dafe88b1a"},
 };
 
 TEST(AbiGuard, HeaderMatchesTheHashRecordedForItsVersion) {
@@ -67,6 +68,16 @@ TEST(AbiGuard, HeaderMatchesTheHashRecordedForItsVersion) {
   EXPECT_EQ(it->second, hash) << "driver_abi.h changed but GPUPROV_ABI_VERSION is still "
                               << version << ": move the version (minor for additions at the "
                               << "end of structs, major for anything else) and record the hash";
+}
+
+TEST(AbiGuard, TheOneZeroFixtureHeaderIsTheReleasedOne) {
+  // The abi10 fixture driver is built with this copy; it must be ABI 1.0 as released.
+  std::ifstream in(std::string(GPUPROV_SOURCE_DIR) +
+                   "/tests/fixtures/drivers/abi_1_0/gpuprov/driver_abi.h");
+  ASSERT_TRUE(in);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(Sha256(Declarations(ss.str())), kKnownAbi.at("1.0"));
 }
 
 TEST(AbiGuard, CommentsAndSpacingDoNotCount) {

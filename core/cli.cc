@@ -11,6 +11,7 @@
 #include "error.h"
 #include "gpu_request.h"
 #include "provision.h"
+#include "provision_options.h"
 #include "tunnel_command.h"
 #include "vm_commands.h"
 
@@ -59,7 +60,9 @@ const std::vector<Command>& Commands() {
         {"no-k8s", 0, nullptr, "a plain VM: no Kubernetes, only SSH opened"},
         {"image", 0, "IMAGE", "the VM image (default: the cloud's GPU image)"},
         {"instance-type", 0, "TYPE", "the cloud's instance type (default: chosen from --gpus)"},
-        {"ssh-key", 0, "PATH", "private key to use (default: a generated ed25519 key)"}},
+        {"ssh-key", 0, "PATH", "private key to use (default: a generated ed25519 key)"},
+        {"disk-gb", 0, "N", "boot disk size in GB, 10 to 10000 (default: the cloud's)"},
+        {"tag", 0, "KEY=VALUE", "a tag on the VM and what the driver makes for it (repeatable)"}},
        &RunProvisionArgs},
       {"ssh", "ssh NAME [-- COMMAND...]",
        "open a shell on the VM, or run one command and exit with its status", {}, &RunSshArgs},
@@ -74,8 +77,10 @@ const std::vector<Command>& Commands() {
        "reconnecting when SSH drops",
        {{"local-port", 0, "N", "listen on 127.0.0.1:N instead of 16443"}},
        &RunTunnelArgs},
-      {"drivers", "drivers", "list the cloud drivers found, with capabilities and problems", {},
-       &RunDriversArgs},
+      {"drivers", "drivers [NAME]",
+       "list the cloud drivers found, with capabilities and problems; with NAME, one driver "
+       "and the keys its [clouds.NAME] table of config.toml accepts",
+       {}, &RunDriversArgs},
       {"version", "version", "print the gpuprov and driver ABI versions", {}, &RunVersionArgs},
   };
   return kCommands;
@@ -127,6 +132,8 @@ int RunProvisionArgs(const AppContext& app, const ParsedArgs& args) {
   flags.image = args.value("image");
   flags.instance_type = args.value("instance-type");
   flags.ssh_key = args.value("ssh-key");
+  if (auto disk = args.value("disk-gb")) flags.disk_gb = ParseDiskGbFlag(*disk);
+  for (const std::string& tag : args.values_of("tag")) AddTagFlag(tag, flags.tags);
   if (args.has("k8s")) flags.kubernetes = true;
   if (args.has("no-k8s")) flags.kubernetes = false;
   return RunProvision(app, flags, args.value("file"));
@@ -156,7 +163,11 @@ int RunTunnelArgs(const AppContext& app, const ParsedArgs& args) {
 }
 
 int RunDriversArgs(const AppContext& app, const ParsedArgs& args) {
-  if (!args.positional.empty()) throw UsageError("`gpuprov drivers` takes no arguments");
+  if (args.positional.size() > 1) {
+    throw UsageError("`gpuprov drivers` takes at most one driver name",
+                     "e.g. gpuprov drivers aws");
+  }
+  if (args.positional.size() == 1) return RunDriverDetailCommand(app, args.positional[0]);
   return RunDriversCommand(app);
 }
 

@@ -17,6 +17,14 @@ std::optional<std::string> ParsedArgs::value(const std::string& name) const {
   return it->second;
 }
 
+std::vector<std::string> ParsedArgs::values_of(const std::string& name) const {
+  std::vector<std::string> out;
+  for (const auto& [key, value] : all_values) {
+    if (key == name) out.push_back(value);
+  }
+  return out;
+}
+
 ParsedArgs ParseArgs(const std::vector<std::string>& args, const std::vector<OptionSpec>& options,
                      const std::string& command) {
   ParsedArgs out;
@@ -80,6 +88,7 @@ ParsedArgs ParseArgs(const std::vector<std::string>& args, const std::vector<Opt
       inline_value = args[++i];
     }
     out.values[spec->long_name] = *inline_value;
+    out.all_values.emplace_back(spec->long_name, *inline_value);
   }
   return out;
 }

@@ -20,12 +20,16 @@ struct OptionSpec {
 struct ParsedArgs {
   std::vector<std::string> positional;
   std::map<std::string, std::string> values;  // long name -> value (last wins)
+  /// Every (long name, value) in command-line order, for options given more than once.
+  std::vector<std::pair<std::string, std::string>> all_values;
   std::vector<std::string> switches;          // long names, in order
   std::vector<std::string> after_dashdash;
   bool has_dashdash = false;
 
   bool has(const std::string& name) const;
   std::optional<std::string> value(const std::string& name) const;
+  /// Every value given for a repeatable option, in order.
+  std::vector<std::string> values_of(const std::string& name) const;
 };
 
 /// Parses args against options; throws UsageError naming the bad option and `command`.

@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "console.h"
+#include "driver_settings.h"
 
 namespace gpuprov {
 namespace {
@@ -59,15 +60,19 @@ CloudVm ParseVm(const Object::Ptr& o) {
 
 }  // namespace
 
-std::string DriverConfigJson(const std::string& cloud, const Config& config) {
+std::string EndpointEnvVar(const std::string& cloud) {
   std::string upper = cloud;
   std::transform(upper.begin(), upper.end(), upper.begin(),
                  [](unsigned char c) { return c == '-' ? '_' : std::toupper(c); });
+  return "GPUPROV_" + upper + "_ENDPOINT";
+}
+
+std::string DriverConfigJson(const std::string& cloud, const Config& config) {
   Poco::JSON::Parser parser;
   Object::Ptr settings =
       parser.parse(CloudSettingsJson(config, cloud)).extract<Object::Ptr>();
   std::string endpoint = Str(settings, "endpoint");
-  if (const char* env = std::getenv(("GPUPROV_" + upper + "_ENDPOINT").c_str()); env && *env) {
+  if (const char* env = std::getenv(EndpointEnvVar(cloud).c_str()); env && *env) {
     endpoint = env;
   }
   Object::Ptr root = new Object;
@@ -78,6 +83,12 @@ std::string DriverConfigJson(const std::string& cloud, const Config& config) {
 
 std::unique_ptr<Cloud> Cloud::Open(const DriverHost& host, const std::string& cloud,
                                    const Config& config) {
+  return Open(host.Load(cloud), config);
+}
+
+std::unique_ptr<Cloud> Cloud::Open(const LoadedDriver& driver, const Config& config) {
+  const std::string& cloud = driver.info().name;
+  CheckCloudSettings(config, driver.info());
   DriverCallbacks callbacks;
   callbacks.log = [cloud](gpuprov_type_log_level level, const std::string& msg) {
     Console& c = Console::Get();
@@ -88,7 +99,8 @@ std::unique_ptr<Cloud> Cloud::Open(const DriverHost& host, const std::string& cl
     }
   };
   callbacks.progress = [](const std::string& msg) { Console::Get().Info(msg); };
-  return std::make_unique<Cloud>(host.Open(cloud, DriverConfigJson(cloud, config), callbacks));
+  return std::make_unique<Cloud>(
+      DriverHost::Open(driver, DriverConfigJson(cloud, config), callbacks));
 }
 
 Cloud::Cloud(std::unique_ptr<Driver> driver) : driver_(std::move(driver)) {}
@@ -197,6 +209,17 @@ bool Cloud::Delete(const std::string& id, const std::string& vm_name) {
   req->set("name", vm_name);
   Object::Ptr r = ParseObject(driver_->Call(DriverOp::kDelete, ToJson(req)), "delete_vm");
   return r->has("deleted") && r->getValue<bool>("deleted");
+}
+
+void Cloud::OpenPorts(const std::string& id, const std::string& vm_name,
+                      const std::vector<int>& ports) {
+  Object::Ptr req = new Object;
+  req->set("id", id);
+  req->set("name", vm_name);
+  Array::Ptr list = new Array;
+  for (int p : ports) list->add(p);
+  req->set("ports", list);
+  ParseObject(driver_->Call(DriverOp::kOpenPorts, ToJson(req)), "open_ports");
 }
 
 }  // namespace gpuprov

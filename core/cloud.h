@@ -62,9 +62,12 @@ struct CreateRequest {
 class Cloud {
  public:
   /// Opens the driver for `cloud` with its settings from config.toml and the environment
-  /// (GPUPROV_<CLOUD>_ENDPOINT overrides `endpoint`).
+  /// (GPUPROV_<CLOUD>_ENDPOINT overrides `endpoint`). The settings are checked against the
+  /// keys the driver declares first (UsageError naming file:line).
   static std::unique_ptr<Cloud> Open(const DriverHost& host, const std::string& cloud,
                                      const Config& config);
+  /// The same for a driver already loaded (provision loads it once to read its capabilities).
+  static std::unique_ptr<Cloud> Open(const LoadedDriver& driver, const Config& config);
   explicit Cloud(std::unique_ptr<Driver> driver);
 
   const DriverInfo& info() const { return driver_->info(); }
@@ -82,10 +85,15 @@ class Cloud {
   std::vector<CloudVm> List();
   /// false when it was already gone.
   bool Delete(const std::string& id, const std::string& name);
+  /// Opens \a ports of the VM to 0.0.0.0/0 (GPUPROV_CAP_OPEN_PORTS).
+  void OpenPorts(const std::string& id, const std::string& name, const std::vector<int>& ports);
 
  private:
   std::unique_ptr<Driver> driver_;
 };
+
+/// "GPUPROV_<CLOUD>_ENDPOINT" ('-' as '_'): the variable that overrides a cloud's endpoint.
+std::string EndpointEnvVar(const std::string& cloud);
 
 /// The JSON given to a driver's init: {"endpoint": ..., "config": {...}}.
 std::string DriverConfigJson(const std::string& cloud, const Config& config);

@@ -206,7 +206,11 @@ class ClusterBringUp {
       : shell_(shell), in_(in), rec_(rec), vm_(in.vm_name), console_(Console::Get()) {}
 
   ClusterResult Run() {
+    // The route as planned; Install and a SAN re-run change it to what actually ran.
+    previous_route_ = rec_.route;
+    previous_route_reason_ = rec_.route_reason;
     rec_.route = in_.plan.boot_route ? "boot" : "ssh";
+    rec_.route_reason = in_.plan.boot_route ? "" : PlannedSshRouteReason(in_.plan);
     rec_.access_mode = in_.plan.direct ? "direct" : "tunnel";
     rec_.probe.clear();
     in_.save(rec_);
@@ -252,7 +256,7 @@ class ClusterBringUp {
       if (d.action == ClusterAction::kFail) throw Error(vm_ + ": " + d.reason, CannotHostFix(vm_));
       if (d.action == ClusterAction::kWait) {
         console_.Progress("waiting for the boot install (" + d.reason + ")", Since(start));
-        Pause(std::chrono::seconds(3), "waiting for the boot install");
+        Pause(in_.poll_interval + in_.poll_interval / 2, "waiting for the boot install");
         continue;
       }
       if (pushed) {
@@ -260,11 +264,20 @@ class ClusterBringUp {
                         d.reason,
                     LookHint(vm_));
       }
-      if (in_.plan.boot_route) console_.Note(d.reason + ": installing over SSH");
+      if (in_.plan.boot_route) {
+        console_.Note(d.reason + ": installing over SSH");
+        rec_.route = "ssh";
+        rec_.route_reason = d.reason;
+      }
       console_.Info("running the installer on " + vm_ + " (log on the node: " + kNodeInstallLog +
                     ")");
       pushed = true;
       RunInstaller("push installer", args, "pushed_over_ssh");
+    }
+    if (!pushed && in_.plan.boot_route && previous_route_ == "ssh") {
+      // Nothing ran now: the install found is the one an earlier run pushed over SSH.
+      rec_.route = previous_route_;
+      rec_.route_reason = previous_route_reason_;
     }
     rec_.phase_seconds["install"] = SecondsSince(start);
     in_.save(rec_);
@@ -310,7 +323,7 @@ class ClusterBringUp {
       console_.Progress(api_seen ? "validating: " + failing
                                  : "waiting for the Kubernetes API /readyz",
                         Since(start));
-      Pause(std::chrono::seconds(2), "waiting for the Kubernetes API");
+      Pause(in_.poll_interval, "waiting for the Kubernetes API");
     }
   }
 
@@ -332,8 +345,8 @@ class ClusterBringUp {
     const std::string& host = in_.public_ip;
     const std::string where = host + ":" + std::to_string(in_.api_port);
     console_.Step("checking the API at " + where + " from this machine");
-    if (std::string err = TcpConnectError(host, in_.api_port, std::chrono::seconds(5));
-        !err.empty()) {
+    ApiReach& reach = in_.reach != nullptr ? *in_.reach : ApiFromThisMachine();
+    if (std::string err = reach.ConnectError(host, in_.api_port); !err.empty()) {
       throw Error("the Kubernetes API port " + std::to_string(kApiPort) + " of " + vm_ +
                       " is not reachable from this machine at " + where + " (" + err +
                       "): a firewall or security group blocks it",
@@ -343,8 +356,7 @@ class ClusterBringUp {
                   "` and provision with --no-k8s");
     }
     for (bool reran = false;; reran = true) {
-      std::vector<std::string> names =
-          ServedCertificateNames(host, in_.api_port, creds.ca_pem, std::chrono::seconds(10));
+      std::vector<std::string> names = reach.CertificateNames(host, in_.api_port, creds.ca_pem);
       if (CertificateCovers(names, host)) break;
       std::string list;
       for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
@@ -359,14 +371,17 @@ class ClusterBringUp {
                     "installer with --public-ip " + host);
       InstallerArgs rerun;
       rerun.public_ip = host;
+      rec_.route = "ssh";
+      rec_.route_reason =
+          "the installer re-ran with --public-ip: the API certificate did not cover " + host;
       RunInstaller("re-run installer with the public IP", rerun, "san_rerun");
       checks = WaitAndValidate();
       creds = ReadCredentials();
     }
-    KubeResponse ready = KubeGet(host, in_.api_port, creds, "/readyz", std::chrono::seconds(10));
-    if (ready.status != 200) {
+    const int ready = reach.ReadyzStatus(host, in_.api_port, creds);
+    if (ready != 200) {
       throw Error("the Kubernetes API at " + where + " answers /readyz with HTTP " +
-                      std::to_string(ready.status) + " to gpuprov's client certificate",
+                      std::to_string(ready) + " to gpuprov's client certificate",
                   LookHint(vm_));
     }
     return "https://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
@@ -395,11 +410,40 @@ class ClusterBringUp {
   NodeShell& shell_;
   const ClusterInputs& in_;
   VmRecord& rec_;
+  std::string previous_route_, previous_route_reason_;  // the record's, before this run
   const std::string& vm_;
   Console& console_;
 };
 
 }  // namespace
+
+namespace {
+
+class NetworkApiReach : public ApiReach {
+ public:
+  std::string ConnectError(const std::string& host, int port) override {
+    return TcpConnectError(host, port, std::chrono::seconds(5));
+  }
+  std::vector<std::string> CertificateNames(const std::string& host, int port,
+                                            const std::string& ca_pem) override {
+    return ServedCertificateNames(host, port, ca_pem, std::chrono::seconds(10));
+  }
+  int ReadyzStatus(const std::string& host, int port, const KubeCredentials& creds) override {
+    return KubeGet(host, port, creds, "/readyz", std::chrono::seconds(10)).status;
+  }
+};
+
+}  // namespace
+
+ApiReach& ApiFromThisMachine() {
+  static NetworkApiReach reach;
+  return reach;
+}
+
+std::string PlannedSshRouteReason(const ClusterPlan& plan) {
+  if (!plan.note.empty()) return "the installer does not fit in the cloud's boot script";
+  return "the cloud runs no boot script";
+}
 
 std::string DirectModePortsText() {
   ClusterPlan direct;

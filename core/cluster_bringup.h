@@ -42,6 +42,28 @@ std::vector<int> PortsToOpen(bool kubernetes, const ClusterPlan& plan);
 /// The ports of a direct-mode cluster as a message says them: "22, 6443, 80 and 443".
 std::string DirectModePortsText();
 
+struct KubeCredentials;
+
+/// How bring-up reaches the node's API from this machine in direct mode. The real one
+/// (ApiFromThisMachine) opens TCP and TLS connections; tests use a fake.
+class ApiReach {
+ public:
+  virtual ~ApiReach() = default;
+  /// "" when host:port accepts a TCP connection, else why not.
+  virtual std::string ConnectError(const std::string& host, int port) = 0;
+  /// The subjectAltName entries of the certificate served at host:port (chain checked).
+  virtual std::vector<std::string> CertificateNames(const std::string& host, int port,
+                                                    const std::string& ca_pem) = 0;
+  /// The HTTP status of GET /readyz with the kubeconfig's client certificate.
+  virtual int ReadyzStatus(const std::string& host, int port, const KubeCredentials& creds) = 0;
+};
+
+/// ApiReach over the network (kube_api_client.h).
+ApiReach& ApiFromThisMachine();
+
+/// What the record's route_reason says for the SSH route chosen by the plan.
+std::string PlannedSshRouteReason(const ClusterPlan& plan);
+
 struct ClusterInputs {
   std::string vm_name;
   ClusterPlan plan;
@@ -52,9 +74,13 @@ struct ClusterInputs {
   std::chrono::seconds boot_install_wait{900};
   std::chrono::seconds api_wait{600};
   std::filesystem::path kubeconfig_path;
-  /// Saves the record after each transition (VmRecord fields route, access_mode, probe,
-  /// phase_seconds, kubeconfig are kept up to date).
+  /// Saves the record after each transition (VmRecord fields route, route_reason,
+  /// access_mode, probe, phase_seconds, kubeconfig are kept up to date).
   std::function<void(VmRecord&)> save;
+  /// How the API is reached in direct mode; null: ApiFromThisMachine().
+  ApiReach* reach = nullptr;
+  /// Pause between probes and checks; tests shorten it.
+  std::chrono::milliseconds poll_interval{2000};
 };
 
 struct ClusterResult {

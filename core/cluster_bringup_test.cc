@@ -2,12 +2,18 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <deque>
+#include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "error.h"
 #include "gpuprov/driver_abi.h"
+#include "kubeconfig.h"
 #include "node_shell.h"
+#include "test_support.h"
 
 namespace gpuprov {
 namespace {
@@ -112,6 +118,202 @@ TEST(ClusterBringUp, AContainerNodeFailsAfterOneProbeWithTheFix) {
     EXPECT_EQ(rec.probe["pid1"], "sshd");
     EXPECT_GE(saves, 1);
   }
+}
+
+// ---- The bring-up loop on a fake node: what it pushes, when it retries and when it stops. ----
+
+/// A probe as the node prints it (cluster_probe.h): the marker, the install lock, cloud-init
+/// and the k3s unit.
+std::string ProbeOutput(bool installed, const std::string& cloud_init) {
+  const std::string marker =
+      installed ? R"({"schema_version": 1, "installer_version": ")" + InstallerVersion() +
+                      R"(", "phase": "done", "result": "ok", "failed_step": null, "message": null, )"
+                      R"("gpu_configured": false, "public_ip": "127.90.0.5"})"
+                : "";
+  return "@@gpuprov-probe 1@@\n@@marker@@\n" + marker + "\n@@lock@@\nfree\n@@cloud-init@@\n" +
+         cloud_init + "\n@@k3s@@\n" + (installed ? "active" : "inactive") +
+         "\n@@gpu@@\n@@end@@\n";
+}
+const std::string kCloudInitDone = R"({"status": "done", "errors": []})";
+
+/// Node checks that pass: /readyz 200, one Ready node, CoreDNS 1/1.
+const std::string kChecksPass =
+    "@@readyz@@\n200\n@@nodes@@\n"
+    R"({"items":[{"metadata":{"name":"n1"},"status":{"conditions":[{"type":"Ready","status":"True"}]}}]})"
+    "\n@@coredns@@\n"
+    R"({"spec":{"replicas":1},"status":{"readyReplicas":1}})"
+    "\n@@end@@\n";
+
+std::string Pem(const std::string& what) {
+  return "-----BEGIN " + what + "-----\nAAAA\n-----END " + what + "-----\n";
+}
+
+/// k3s.yaml as k3s writes it, with embedded (fake) credentials.
+std::string K3sYaml() {
+  KubeCredentials c{"https://127.0.0.1:6443", Pem("CERTIFICATE"), Pem("CERTIFICATE"),
+                    Pem("EC PRIVATE KEY")};
+  return RenderKubeconfig("default", "https://127.0.0.1:6443", c);
+}
+
+/// Answers each command by its purpose; probes come from a queue (the last one repeats).
+class FakeNode : public NodeShell {
+ public:
+  SshRunResult RunAsRoot(const std::string& purpose, const std::string&, const std::string&,
+                         std::chrono::milliseconds) override {
+    calls.push_back(purpose);
+    if (purpose == "probe") {
+      std::string out = probes.front();
+      if (probes.size() > 1) probes.pop_front();
+      return {0, out, ""};
+    }
+    if (purpose == "push installer" || purpose == "re-run installer with the public IP") {
+      return {installer_exit, "", installer_exit == 0 ? "" : "k3s failed to start\n"};
+    }
+    if (purpose == "cluster checks") return {0, kChecksPass, ""};
+    if (purpose == "read kubeconfig") return {0, K3sYaml(), ""};
+    return {127, "", "unexpected command " + purpose};
+  }
+  int Count(const std::string& purpose) const {
+    return static_cast<int>(std::count(calls.begin(), calls.end(), purpose));
+  }
+  std::deque<std::string> probes;
+  int installer_exit = 0;
+  std::vector<std::string> calls;
+};
+
+/// The API seen from this machine: reachable, with certificate names from a queue (the last
+/// one repeats).
+class FakeReach : public ApiReach {
+ public:
+  std::string ConnectError(const std::string&, int) override { return ""; }
+  std::vector<std::string> CertificateNames(const std::string&, int, const std::string&) override {
+    auto names = names_seen.front();
+    if (names_seen.size() > 1) names_seen.pop_front();
+    return names;
+  }
+  int ReadyzStatus(const std::string&, int, const KubeCredentials&) override { return 200; }
+  std::deque<std::vector<std::string>> names_seen;
+};
+
+class BringUpLoop : public ::testing::Test {
+ protected:
+  BringUpLoop() {
+    plan.boot_route = true;
+    plan.direct = true;
+    plan.boot_script = "#!/bin/bash\n";
+    in.vm_name = "box";
+    in.plan = plan;
+    in.public_ip = "127.9.9.9";
+    in.kubeconfig_path = dir.path() / "kube" / "box.yaml";
+    in.save = [this](VmRecord& r) { ++saves; (void)r; };
+    in.reach = &reach;
+    in.poll_interval = std::chrono::milliseconds(1);
+    reach.names_seen = {{"127.0.0.1", "localhost", "127.9.9.9"}};
+    rec.name = "box";
+  }
+  ClusterResult Run() { return BringUpCluster(node, in, rec); }
+
+  testing::ScopedTempDir dir;
+  ClusterPlan plan;
+  ClusterInputs in;
+  FakeNode node;
+  FakeReach reach;
+  VmRecord rec;
+  int saves = 0;
+};
+
+TEST_F(BringUpLoop, AnInstallDoneAtBootPushesNothingAndRecordsTheBootRoute) {
+  node.probes = {ProbeOutput(true, kCloudInitDone)};
+  ClusterResult r = Run();
+  EXPECT_EQ(node.Count("push installer"), 0);
+  EXPECT_EQ(node.Count("re-run installer with the public IP"), 0);
+  EXPECT_EQ(rec.route, "boot");
+  EXPECT_EQ(rec.route_reason, "");
+  EXPECT_EQ(r.server, "https://127.9.9.9:6443");
+  EXPECT_TRUE(std::filesystem::exists(in.kubeconfig_path));
+  EXPECT_GT(saves, 0);
+}
+
+TEST_F(BringUpLoop, ABootInstallThatNeverRanIsPushedOnceAndTheRouteSaysSsh) {
+  node.probes = {ProbeOutput(false, kCloudInitDone), ProbeOutput(true, kCloudInitDone)};
+  Run();
+  EXPECT_EQ(node.Count("push installer"), 1);
+  EXPECT_EQ(node.Count("probe"), 2);
+  EXPECT_EQ(rec.route, "ssh");
+  EXPECT_NE(rec.route_reason.find("the boot install never ran"), std::string::npos)
+      << rec.route_reason;
+  EXPECT_EQ(rec.probe["pushed_over_ssh"], "yes");
+}
+
+TEST_F(BringUpLoop, GivesUpWhenK3sStillDoesNotRunAfterOnePush) {
+  node.probes = {ProbeOutput(false, kCloudInitDone)};
+  try {
+    Run();
+    FAIL() << "expected the bring-up to give up";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("after the installer ran over SSH"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(node.Count("push installer"), 1);  // never a second push
+  EXPECT_EQ(node.Count("cluster checks"), 0);
+}
+
+TEST_F(BringUpLoop, AFailedPushStopsWithTheInstallersLastLine) {
+  node.probes = {ProbeOutput(false, kCloudInitDone)};
+  node.installer_exit = 3;
+  try {
+    Run();
+    FAIL() << "expected the push to fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("(exit 3): k3s failed to start"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(node.Count("push installer"), 1);
+  EXPECT_EQ(rec.probe["pushed_over_ssh"], "failed");
+}
+
+TEST_F(BringUpLoop, ACertificateWithoutThePublicIpIsReRunOnceWithIt) {
+  node.probes = {ProbeOutput(true, kCloudInitDone)};
+  reach.names_seen = {{"127.0.0.1", "localhost"}, {"127.0.0.1", "localhost", "127.9.9.9"}};
+  Run();
+  EXPECT_EQ(node.Count("re-run installer with the public IP"), 1);
+  EXPECT_EQ(node.Count("push installer"), 0);
+  EXPECT_EQ(rec.probe["san_rerun"], "yes");
+  EXPECT_EQ(rec.route, "ssh");
+  EXPECT_NE(rec.route_reason.find("--public-ip"), std::string::npos) << rec.route_reason;
+}
+
+TEST_F(BringUpLoop, ACertificateStillWithoutThePublicIpAfterTheReRunGivesUp) {
+  node.probes = {ProbeOutput(true, kCloudInitDone)};
+  reach.names_seen = {{"127.0.0.1", "localhost"}};
+  try {
+    Run();
+    FAIL() << "expected the bring-up to give up";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("still does not cover 127.9.9.9"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(node.Count("re-run installer with the public IP"), 1);  // once, not again
+}
+
+TEST_F(BringUpLoop, TheSshRouteRecordsWhyItWasTaken) {
+  in.plan.boot_route = false;
+  in.plan.boot_script.clear();
+  node.probes = {ProbeOutput(false, "absent"), ProbeOutput(true, "absent")};
+  Run();
+  EXPECT_EQ(node.Count("push installer"), 1);
+  EXPECT_EQ(rec.route, "ssh");
+  EXPECT_EQ(rec.route_reason, "the cloud runs no boot script");
+}
+
+TEST_F(BringUpLoop, ARerunThatFindsAnEarlierPushKeepsItsRoute) {
+  rec.route = "ssh";
+  rec.route_reason = "the boot install never ran (cloud-init done, no status marker)";
+  node.probes = {ProbeOutput(true, kCloudInitDone)};
+  Run();
+  EXPECT_EQ(node.Count("push installer"), 0);
+  EXPECT_EQ(rec.route, "ssh");
+  EXPECT_EQ(rec.route_reason, "the boot install never ran (cloud-init done, no status marker)");
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ constexpr std::string_view kAllowedTopLevel = "[defaults], [clouds.<name>]";
 constexpr std::string_view kAllowedDefaults =
     "kubernetes, cloud, region, gpus, ssh_key, [defaults.timeouts]";
 constexpr std::string_view kAllowedTimeouts =
-    "ssh_wait_seconds, boot_install_wait_seconds, api_wait_seconds";
+    "boot_wait_seconds, ssh_wait_seconds, boot_install_wait_seconds, api_wait_seconds";
 constexpr std::string_view kCloudNameRule =
     "cloud names may hold only lower-case letters a-z, digits, '_' and '-'";
 
@@ -63,7 +63,7 @@ class ConfigParser {
         ParseDefaults(*value, config.defaults);
       } else if (key == "clouds") {
         if (!value->is_table()) throw TypeError("clouds", *value, "a table ([clouds.<name>])");
-        ParseClouds(*value, config.clouds);
+        ParseClouds(*value, config.clouds, config.cloud_key_lines);
       } else if (value->is_table()) {
         throw UsageError(
             At(*value) + "unknown table [" + key + "]; allowed: " + std::string(kAllowedTopLevel),
@@ -208,7 +208,9 @@ class ConfigParser {
   void ParseTimeouts(const toml::value& table, ConfigTimeouts& out) {
     for (const auto& [key, value] : ByLine(table)) {
       const std::string full = "defaults.timeouts." + key;
-      if (key == "ssh_wait_seconds") {
+      if (key == "boot_wait_seconds") {
+        out.boot_wait_seconds = PositiveSeconds(full, *value);
+      } else if (key == "ssh_wait_seconds") {
         out.ssh_wait_seconds = PositiveSeconds(full, *value);
       } else if (key == "boot_install_wait_seconds") {
         out.boot_install_wait_seconds = PositiveSeconds(full, *value);
@@ -222,7 +224,8 @@ class ConfigParser {
     }
   }
 
-  void ParseClouds(const toml::value& table, std::map<std::string, CloudSettings>& out) {
+  void ParseClouds(const toml::value& table, std::map<std::string, CloudSettings>& out,
+                   std::map<std::string, std::map<std::string, int>>& lines) {
     for (const auto& [cloud, value] : ByLine(table)) {
       if (!value->is_table()) {
         throw TypeError("clouds." + cloud, *value, "a table ([clouds." + cloud + "])");
@@ -235,6 +238,7 @@ class ConfigParser {
       CloudSettings& settings = out[cloud];
       for (const auto& [key, setting] : ByLine(*value)) {
         const std::string full = "clouds." + cloud + "." + key;
+        lines[cloud][key] = static_cast<int>(setting->location().line());
         if (setting->is_string()) {
           settings[key] = setting->as_string().str;
         } else if (setting->is_integer()) {

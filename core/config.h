@@ -9,7 +9,8 @@
 //   ssh_key = "~/.ssh/id_ed25519"
 //
 //   [defaults.timeouts]         # positive integers, seconds
-//   ssh_wait_seconds = 600
+//   boot_wait_seconds = 600     # the VM running
+//   ssh_wait_seconds = 600      # SSH answering once it runs
 //   boot_install_wait_seconds = 900
 //   api_wait_seconds = 600
 //
@@ -31,6 +32,7 @@
 namespace gpuprov {
 
 struct ConfigTimeouts {
+  std::optional<int> boot_wait_seconds;
   std::optional<int> ssh_wait_seconds;
   std::optional<int> boot_install_wait_seconds;
   std::optional<int> api_wait_seconds;
@@ -57,6 +59,8 @@ struct Config {
   ConfigDefaults defaults;
   /// Cloud name -> its settings, passed to that cloud's driver as JSON.
   std::map<std::string, CloudSettings> clouds;
+  /// Cloud name -> key -> the line it is on, so a driver's key check can name file:line.
+  std::map<std::string, std::map<std::string, int>> cloud_key_lines;
 };
 
 /// Parses config.toml text. Throws UsageError naming \a display_name, the line, the key and

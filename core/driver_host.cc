@@ -1,5 +1,6 @@
 #include "driver_host.h"
 
+#include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
 #include <Poco/JSON/Parser.h>
 #include <dlfcn.h>
@@ -152,6 +153,62 @@ bool HostCancelled(void* ctx) {
   return cb->cancelled ? cb->cancelled() : false;
 }
 
+// The descriptor's size at each minor: a 1.0 descriptor ends before config_keys.
+constexpr size_t kDescriptorSize10 = offsetof(gpuprov_type_driver_descriptor, config_keys);
+constexpr size_t kDescriptorSize11 = sizeof(gpuprov_type_driver_descriptor);
+
+bool ValidConfigKeyName(const char* name) {
+  if (name == nullptr || *name == '\0' || std::strlen(name) > 64) return false;
+  for (const char* p = name; *p; ++p) {
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_')) return false;
+  }
+  return true;
+}
+
+/// The declared config keys, each read by its own struct_size; \a problem names the first bad
+/// one (the SDK checks the same rules at compile time, a C driver only here).
+std::vector<DriverConfigKey> ReadConfigKeys(const gpuprov_type_config_key* const* keys,
+                                            size_t count, std::string* problem) {
+  constexpr size_t kMaxKeys = 256;
+  std::vector<DriverConfigKey> out;
+  if (count > kMaxKeys) {
+    *problem = "declares " + std::to_string(count) + " config keys, more than " +
+               std::to_string(kMaxKeys);
+    return out;
+  }
+  std::set<std::string> seen;
+  for (size_t i = 0; i < count; ++i) {
+    const gpuprov_type_config_key* raw = keys[i];
+    const std::string where = "config key #" + std::to_string(i + 1);
+    if (raw == nullptr || raw->struct_size < offsetof(gpuprov_type_config_key, help) + sizeof(raw->help)) {
+      *problem = where + " is missing or smaller than ABI 1.1's";
+      return out;
+    }
+    if (!ValidConfigKeyName(raw->name)) {
+      *problem = where + ": the name is missing or not [a-z0-9_]+ (at most 64 bytes)";
+      return out;
+    }
+    DriverConfigKey key;
+    key.name = raw->name;
+    key.type = raw->type;
+    key.help = raw->help != nullptr ? raw->help : "";
+    if (key.type < GPUPROV_CONFIG_STRING || key.type > GPUPROV_CONFIG_BOOLEAN) {
+      *problem = "config key '" + key.name + "' has unknown type " + std::to_string(key.type);
+      return out;
+    }
+    if (key.name == "endpoint") {
+      *problem = "declares config key 'endpoint', which is the host's own";
+      return out;
+    }
+    if (!seen.insert(key.name).second) {
+      *problem = "declares config key '" + key.name + "' twice";
+      return out;
+    }
+    out.push_back(std::move(key));
+  }
+  return out;
+}
+
 std::string HintFor(gpuprov_type_status status, const std::string& driver) {
   switch (status) {
     case GPUPROV_STATUS_AUTH:
@@ -185,6 +242,15 @@ const char* DriverOpName(DriverOp op) {
     case DriverOp::kOpenPorts: return "open_ports";
   }
   return "?";
+}
+
+const char* ConfigTypeName(gpuprov_type_config_type type) {
+  switch (type) {
+    case GPUPROV_CONFIG_STRING: return "string";
+    case GPUPROV_CONFIG_INTEGER: return "integer";
+    case GPUPROV_CONFIG_BOOLEAN: return "boolean";
+  }
+  return "unknown";
 }
 
 std::string CapabilitiesToString(uint64_t caps) {
@@ -229,17 +295,17 @@ const gpuprov_drv_vtable* ValidateDescriptor(const gpuprov_type_driver_descripto
                     "gpuprov";
     return nullptr;
   }
-  if (raw->struct_size > sizeof(gpuprov_type_driver_descriptor)) {
-    info->problem = "descriptor is " + std::to_string(raw->struct_size) + " bytes, larger than the " +
-                    std::to_string(sizeof(gpuprov_type_driver_descriptor)) +
-                    " this gpuprov (ABI " + host_abi + ") knows: it was built for a newer ABI "
-                    "than it declares";
+  // A larger descriptor comes from a newer minor whose additions this host need not read (the
+  // driver would have required that minor otherwise): the members this host knows are read.
+  if (raw->struct_size < kDescriptorSize10) {
+    info->problem = "descriptor of " + std::to_string(raw->struct_size) +
+                    " bytes is smaller than ABI 1.0's " + std::to_string(kDescriptorSize10);
     return nullptr;
   }
-  if (raw->struct_size < sizeof(gpuprov_type_driver_descriptor)) {
-    info->problem = "descriptor of " + std::to_string(raw->struct_size) +
-                    " bytes is smaller than ABI 1.0's " +
-                    std::to_string(sizeof(gpuprov_type_driver_descriptor));
+  if (raw->abi_minor_required >= 1 && raw->struct_size < kDescriptorSize11) {
+    info->problem = "needs driver ABI " + wanted + " but its descriptor of " +
+                    std::to_string(raw->struct_size) + " bytes is smaller than ABI 1.1's " +
+                    std::to_string(kDescriptorSize11) + ": rebuild it with the SDK it requires";
     return nullptr;
   }
   gpuprov_type_driver_descriptor d{};
@@ -265,11 +331,7 @@ const gpuprov_drv_vtable* ValidateDescriptor(const gpuprov_type_driver_descripto
     info->problem = "descriptor has no function table";
     return nullptr;
   }
-  if (d.vtable->struct_size > sizeof(gpuprov_drv_vtable)) {
-    info->problem = "function table is " + std::to_string(d.vtable->struct_size) +
-                    " bytes, larger than this gpuprov (ABI " + host_abi + ") knows";
-    return nullptr;
-  }
+  // A larger function table holds functions of a newer minor; this host never calls them.
   if (d.vtable->struct_size < offsetof(gpuprov_drv_vtable, last_error) + sizeof(void*)) {
     info->problem = "function table is too small";
     return nullptr;
@@ -297,6 +359,16 @@ const gpuprov_drv_vtable* ValidateDescriptor(const gpuprov_type_driver_descripto
     info->problem = "declares capabilities [" + CapabilitiesToString(d.capabilities) +
                     "] but does not implement: " + names;
     return nullptr;
+  }
+  // d is zeroed past raw->struct_size, so a 1.0 descriptor reads as declaring no keys.
+  if (d.config_keys != nullptr) {
+    std::string problem;
+    info->config_keys = ReadConfigKeys(d.config_keys, d.config_key_count, &problem);
+    if (!problem.empty()) {
+      info->config_keys.reset();
+      info->problem = problem;
+      return nullptr;
+    }
   }
   *vtable_copy = vt;
   return d.vtable;
@@ -374,7 +446,7 @@ std::vector<DriverSearchDir> DriverHost::DefaultSearchPath(const std::string& dr
 
 namespace {
 
-constexpr int kListCacheVersion = 1;
+constexpr int kListCacheVersion = 2;  // 2: config keys (ABI 1.1)
 
 /// The identity of a driver file for the list cache: its size and mtime in nanoseconds.
 std::string FileStamp(const fs::path& path) {
@@ -394,6 +466,17 @@ Poco::JSON::Object::Ptr InfoToJson(const DriverInfo& info, const std::string& st
   o->set("abi_minor_required", static_cast<int>(info.abi_minor_required));
   o->set("capabilities", static_cast<Poco::UInt64>(info.capabilities));
   o->set("problem", info.problem);
+  if (info.config_keys) {
+    Poco::JSON::Array::Ptr keys = new Poco::JSON::Array;
+    for (const auto& k : *info.config_keys) {
+      Poco::JSON::Object::Ptr key = new Poco::JSON::Object;
+      key->set("name", k.name);
+      key->set("type", static_cast<int>(k.type));
+      key->set("help", k.help);
+      keys->add(key);
+    }
+    o->set("config_keys", keys);
+  }
   return o;
 }
 
@@ -421,6 +504,15 @@ std::map<std::string, std::pair<std::string, DriverInfo>> ReadListCache(const st
       info.abi_minor_required = static_cast<uint16_t>(o->getValue<int>("abi_minor_required"));
       info.capabilities = o->getValue<Poco::UInt64>("capabilities");
       info.problem = o->getValue<std::string>("problem");
+      if (auto keys = o->getArray("config_keys"); !keys.isNull()) {
+        info.config_keys.emplace();
+        for (size_t i = 0; i < keys->size(); ++i) {
+          auto key = keys->getObject(static_cast<unsigned>(i));
+          info.config_keys->push_back({key->getValue<std::string>("name"),
+                                       key->getValue<int>("type"),
+                                       key->getValue<std::string>("help")});
+        }
+      }
       out[file] = {o->getValue<std::string>("stamp"), info};
     }
   } catch (const std::exception&) {
@@ -503,29 +595,40 @@ DriverInfo DriverHost::Find(const std::string& name) const {
                    "gpuprov-driver-" + name + " package");
 }
 
-std::unique_ptr<Driver> DriverHost::Open(const std::string& name, const std::string& config_json,
-                                         DriverCallbacks callbacks) const {
-  LoadedFile file;
-  bool found = false;
+LoadedDriver DriverHost::Load(const std::string& name) const {
   for (const auto& dir : search_path_) {
     fs::path path = fs::path(dir.path) / DriverFileName(name);
     std::error_code ec;
-    if (fs::exists(path, ec)) {
-      file = LoadFile(path.string(), dir.origin);
-      found = true;
-      break;
+    if (!fs::exists(path, ec)) continue;
+    LoadedFile file = LoadFile(path.string(), dir.origin);
+    if (!file.info.problem.empty()) {
+      throw Error("the " + name + " driver at " + file.info.path + " is broken: " +
+                      file.info.problem,
+                  "run `gpuprov drivers` for details; reinstall gpuprov-driver-" + name);
     }
+    LoadedDriver loaded;
+    loaded.library_ = file.library;
+    loaded.descriptor_ = file.descriptor;
+    loaded.info_ = file.info;
+    return loaded;
   }
-  if (!found) Find(name);  // throws the "no driver" error with the search path
-  if (!file.info.problem.empty()) {
-    throw Error("the " + name + " driver at " + file.info.path + " is broken: " + file.info.problem,
-                "run `gpuprov drivers` for details; reinstall the driver");
-  }
+  Find(name);  // throws the "no driver" error with the search path
+  throw Error("no driver for cloud '" + name + "'");
+}
+
+std::unique_ptr<Driver> DriverHost::Open(const LoadedDriver& loaded,
+                                         const std::string& config_json,
+                                         DriverCallbacks callbacks) {
   std::unique_ptr<Driver> driver =
-      OpenDescriptor(file.descriptor, config_json, std::move(callbacks));
-  driver->library_ = file.library;
-  driver->info_ = file.info;
+      OpenDescriptor(loaded.descriptor_, config_json, std::move(callbacks));
+  driver->library_ = loaded.library_;
+  driver->info_ = loaded.info_;
   return driver;
+}
+
+std::unique_ptr<Driver> DriverHost::Open(const std::string& name, const std::string& config_json,
+                                         DriverCallbacks callbacks) const {
+  return Open(Load(name), config_json, std::move(callbacks));
 }
 
 std::unique_ptr<Driver> DriverHost::OpenDescriptor(const gpuprov_type_driver_descriptor* descriptor,

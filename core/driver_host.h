@@ -31,6 +31,16 @@ struct DriverSearchDir {
   std::string origin;  // "--driver-path", "GPUPROV_DRIVER_PATH", "user", "next to gpuprov", "install prefix"
 };
 
+/// One key a driver accepts in its [clouds.NAME] table (ABI 1.1).
+struct DriverConfigKey {
+  std::string name;
+  gpuprov_type_config_type type = GPUPROV_CONFIG_STRING;
+  std::string help;
+};
+
+/// "string", "integer", "boolean".
+const char* ConfigTypeName(gpuprov_type_config_type type);
+
 /// What `gpuprov drivers` shows for one file: descriptor facts, or why the file is broken.
 struct DriverInfo {
   std::string name;  // from the file name until the descriptor is read
@@ -41,6 +51,9 @@ struct DriverInfo {
   uint16_t abi_major = 0;
   uint16_t abi_minor_required = 0;
   uint64_t capabilities = 0;
+  /// The [clouds.NAME] keys the driver declares; nullopt when it declares none (every ABI 1.0
+  /// driver), and then its table is passed unchecked.
+  std::optional<std::vector<DriverConfigKey>> config_keys;
   std::string problem;       // empty when the driver is usable
   std::string shadowed_by;   // path of the earlier file of the same name, if any
 
@@ -105,6 +118,20 @@ class Driver {
   gpuprov_type_host_api host_api_{};
 };
 
+/// A driver file loaded and its descriptor checked, not initialised yet: what a command needs
+/// to decide (capabilities, config keys) before DriverHost::Open initialises it, so the file is
+/// loaded once. Keeps the library loaded while it lives.
+class LoadedDriver {
+ public:
+  const DriverInfo& info() const { return info_; }
+
+ private:
+  friend class DriverHost;
+  std::shared_ptr<boost::dll::shared_library> library_;
+  const gpuprov_type_driver_descriptor* descriptor_ = nullptr;
+  DriverInfo info_;
+};
+
 class DriverHost {
  public:
   explicit DriverHost(std::vector<DriverSearchDir> search_path);
@@ -128,7 +155,15 @@ class DriverHost {
   /// Throws Error naming the search path when there is none.
   DriverInfo Find(const std::string& name) const;
 
-  /// Finds, loads and initialises one driver.
+  /// Finds and loads the file for `name` and checks its descriptor. Throws Error naming the
+  /// search path when there is none, and naming the file and its problem when it is broken.
+  LoadedDriver Load(const std::string& name) const;
+
+  /// Initialises a loaded driver; the file is not searched or loaded again.
+  static std::unique_ptr<Driver> Open(const LoadedDriver& loaded, const std::string& config_json,
+                                      DriverCallbacks callbacks);
+
+  /// Finds, loads and initialises one driver: Load, then Open.
   std::unique_ptr<Driver> Open(const std::string& name, const std::string& config_json,
                                DriverCallbacks callbacks) const;
 

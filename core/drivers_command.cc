@@ -3,9 +3,14 @@
 #include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
 
+#include <algorithm>
 #include <sstream>
+#include <vector>
 
+#include "cloud.h"
 #include "console.h"
+#include "driver_settings.h"
+#include "error.h"
 
 namespace gpuprov {
 
@@ -58,6 +63,80 @@ int RunDriversCommand(const AppContext& app) {
   if (broken > 0) {
     console.Warning(std::to_string(broken) + " driver file(s) are broken; the others work");
   }
+  return 0;
+}
+
+int RunDriverDetailCommand(const AppContext& app, const std::string& name) {
+  if (!IsValidCloudName(name)) {
+    throw UsageError("'" + name + "' is not a driver name: [a-z0-9_-]+",
+                     "`gpuprov drivers` lists the drivers");
+  }
+  DriverHost host = app.MakeDriverHost();
+  const DriverInfo d = host.Find(name);  // throws naming the search path when there is none
+  Console& console = Console::Get();
+  const std::string abi = std::to_string(d.abi_major) + "." + std::to_string(d.abi_minor_required);
+  if (app.json_output) {
+    Poco::JSON::Object::Ptr o = new Poco::JSON::Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    o->set("name", d.name);
+    o->set("version", d.version);
+    o->set("description", d.description);
+    o->set("abi", abi);
+    o->set("capabilities", CapabilitiesToString(d.capabilities));
+    o->set("path", d.path);
+    o->set("origin", d.origin);
+    o->set("ok", d.problem.empty());
+    o->set("problem", d.problem);
+    if (d.config_keys) {
+      Poco::JSON::Array::Ptr keys = new Poco::JSON::Array;
+      for (const auto& k : *d.config_keys) {
+        Poco::JSON::Object::Ptr key = new Poco::JSON::Object(Poco::JSON_PRESERVE_KEY_ORDER);
+        key->set("name", k.name);
+        key->set("type", ConfigTypeName(k.type));
+        key->set("help", k.help);
+        keys->add(key);
+      }
+      o->set("config_keys", keys);
+    } else {
+      o->set("config_keys", Poco::Dynamic::Var());
+    }
+    std::ostringstream out;
+    o->stringify(out, 2);
+    console.Result(out.str() + "\n");
+    return d.problem.empty() ? 0 : kExitFailure;
+  }
+  std::ostringstream out;
+  if (!d.problem.empty()) {
+    out << d.name << "  BROKEN: " << d.problem << "\n    file: " << d.path << " (" << d.origin
+        << ")\n";
+    console.Result(out.str());
+    return kExitFailure;
+  }
+  out << d.name << " " << d.version << ": " << d.description << "\n"
+      << "  driver ABI:    " << abi << " or newer (this gpuprov: " << GPUPROV_ABI_VERSION_MAJOR
+      << "." << GPUPROV_ABI_VERSION_MINOR << ")\n"
+      << "  capabilities:  " << CapabilitiesToString(d.capabilities) << "\n"
+      << "  file:          " << d.path << " (" << d.origin << ")\n";
+  if (!d.config_keys) {
+    out << "  settings: the driver declares none (ABI " << abi << "), so its [clouds." << d.name
+        << "] table in config.toml is passed to it unchecked\n";
+  } else {
+    out << "  settings: [clouds." << d.name << "] in config.toml accepts\n";
+    std::vector<DriverConfigKey> keys = *d.config_keys;
+    keys.insert(keys.begin(),
+                DriverConfigKey{"endpoint", GPUPROV_CONFIG_STRING,
+                                "the API base URL (gpuprov's own key; " + EndpointEnvVar(d.name) +
+                                    " overrides it)"});
+    size_t width = 0;
+    for (const auto& k : keys) width = std::max(width, k.name.size());
+    for (const auto& k : keys) {
+      std::string name = k.name;
+      name.resize(width, ' ');
+      std::string type = ConfigTypeName(k.type);
+      type.resize(8, ' ');
+      out << "    " << name << "  " << type << "  " << k.help << "\n";
+    }
+  }
+  console.Result(out.str());
   return 0;
 }
 

@@ -23,6 +23,7 @@
 #include "ssh_keys.h"
 #include "state_store.h"
 #include "vm_commands.h"
+#include "vm_ports.h"
 
 namespace gpuprov {
 namespace {
@@ -99,7 +100,7 @@ CloudVm WaitRunning(Cloud& cloud, CloudVm vm, std::chrono::seconds limit) {
     auto elapsed = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start);
     if (elapsed >= limit) {
       throw Error("VM " + vm.name + " is still '" + vm.state + "' after " +
-                      std::to_string(limit.count()) + "s",
+                      std::to_string(limit.count()) + "s (boot_wait_seconds)",
                   "re-run the same `gpuprov provision` to keep waiting, or `gpuprov down " +
                       vm.name + "`");
     }
@@ -119,240 +120,353 @@ CloudVm WaitRunning(Cloud& cloud, CloudVm vm, std::chrono::seconds limit) {
   return vm;
 }
 
+/// One `gpuprov provision`: the steps of design.md section 3, each a method, sharing the
+/// options, the driver (loaded once) and the record they keep up to date. Nothing is created
+/// before CreateOrFind; every transition after it is saved.
+class Provision {
+ public:
+  Provision(const AppContext& app, const ProvisionFlags& flags,
+            const std::optional<std::string>& spec_file)
+      : app_(app), flags_(flags), spec_file_(spec_file), console_(Console::Get()) {}
+
+  int Run() {
+    ResolveInputs();
+    LoadDriver();
+    LockAndReadRecord();
+    CheckAccountAndPlan();
+    ChooseOfferAndKey();
+    RecordIntent();
+    CreateOrFind();
+    try {
+      WaitForRunning();
+      OpenNeededPorts();
+      SshSession session = WaitForSsh();
+      BringUpClusterIfOn(session);
+      rec_.phase = "ready";
+      Save();
+    } catch (const Error& e) {
+      KeepVmAndRethrow(e);
+    }
+    Report();
+    return 0;
+  }
+
+ private:
+  /// Flags, spec, environment and config.toml merged; nothing is created.
+  void ResolveInputs() {
+    config_ = app_.LoadUserConfig();
+    Spec spec;
+    if (spec_file_) spec = LoadSpec(*spec_file_);
+    opt_ = ResolveProvisionOptions(flags_, spec, ProcessEnv(), config_);
+    for (const auto& line : DescribeProvisionOptions(opt_)) console_.Debug(line);
+    name_ = opt_.name.value;
+    cloud_name_ = opt_.cloud.value;
+  }
+
+  /// The driver file, loaded once: its capabilities decide Kubernetes and the plan, and the
+  /// same load is initialised by CheckAccountAndPlan.
+  void LoadDriver() {
+    host_.emplace(app_.MakeDriverHost());
+    driver_.emplace(host_->Load(cloud_name_));
+    const DriverInfo& info = driver_->info();
+    k8s_ = DecideKubernetes(opt_.kubernetes, cloud_name_, info.has(GPUPROV_CAP_HOSTS_KUBERNETES));
+    if (k8s_.refused) throw UsageError(k8s_.note, "nothing was created");
+    key_path_ = opt_.ssh_key.value ? ExpandHome(*opt_.ssh_key.value)
+                                   : (app_.paths.keys_dir() / "id_ed25519").string();
+    if (opt_.ssh_key.value && !std::filesystem::exists(key_path_)) {
+      throw UsageError("ssh key " + key_path_ + " does not exist (--ssh-key " +
+                           DescribeOrigin(opt_.ssh_key) + ")",
+                       "name an existing private key, or drop --ssh-key to use gpuprov's own");
+    }
+  }
+
+  /// The per-VM lock (another gpuprov on the same name waits), and the record of an earlier run.
+  void LockAndReadRecord() {
+    EnsureDir(app_.paths.home());
+    EnsureDir(app_.paths.state_dir());
+    EnsureDir(app_.paths.keys_dir());
+    store_.emplace(app_.paths);
+    lock_ = store_->TryLockVm(name_);
+    if (!lock_) {
+      console_.Note("another gpuprov is working on '" + name_ + "'; waiting for it");
+      lock_.emplace(store_->LockVm(name_, 30 * 60 * 1000));
+    }
+    existing_ = store_->Load(name_);
+    if (existing_ && existing_->cloud != cloud_name_) {
+      throw UsageError("a VM named '" + name_ + "' already exists on " + existing_->cloud,
+                       "choose another --name, or remove it with `gpuprov down " + name_ + "`");
+    }
+  }
+
+  /// Initialises the driver (config.toml keys checked first), checks the credentials and
+  /// plans the cluster route and access.
+  void CheckAccountAndPlan() {
+    cloud_ = Cloud::Open(*driver_, config_);
+    console_.Step("checking " + cloud_name_ + " credentials");
+    const CloudCheck account = cloud_->Check();
+    console_.Debug(cloud_name_ + " account: " + account.account);
+    if (!k8s_.enabled) return;
+    plan_ = PlanCluster(driver_->info().capabilities, account.user_data_limit);
+    if (!plan_.note.empty()) console_.Note(plan_.note);
+    console_.Debug(std::string("cluster plan: route ") + (plan_.boot_route ? "boot" : "ssh") +
+                   ", access " + (plan_.direct ? "direct" : "tunnel") + ", boot script " +
+                   std::to_string(plan_.boot_script.size()) + " of " +
+                   std::to_string(account.user_data_limit) + " bytes");
+  }
+
+  void ChooseOfferAndKey() {
+    std::vector<CloudOffer> offers =
+        cloud_->Offers(opt_.gpus.value, opt_.region.value.value_or(""), k8s_.enabled);
+    offer_ = ChooseOffer(offers, opt_, cloud_name_);
+    region_ = opt_.region.value.value_or(offer_.region);
+    console_.Info("offer: " + offer_.instance_type +
+                  (offer_.region.empty() ? "" : " in " + offer_.region) +
+                  (offer_.price_per_hour > 0
+                       ? " at $" + std::to_string(offer_.price_per_hour) + "/h"
+                       : ""));
+    public_key_ = EnsureEd25519Key(key_path_);
+  }
+
+  /// The record says what is about to be made before any call that creates something.
+  void RecordIntent() {
+    rec_ = existing_.value_or(VmRecord{});
+    rec_.name = name_;
+    rec_.cloud = cloud_name_;
+    rec_.region = region_;
+    rec_.instance_type = offer_.instance_type;
+    rec_.gpus = opt_.gpus.value ? ToString(*opt_.gpus.value) : "";
+    rec_.image = opt_.image.value.value_or("");
+    rec_.driver_file = driver_->info().path;
+    rec_.kubernetes = k8s_.enabled;
+    if (!k8s_.enabled) {
+      rec_.access_mode = "none";
+      rec_.route = "none";
+      rec_.route_reason.clear();
+    }
+    rec_.extra["ssh_key"] = key_path_;
+    if (rec_.created_at.empty()) rec_.created_at = NowRfc3339();
+    rec_.phase = existing_ ? rec_.phase : "intent";
+    rec_.last_error.clear();
+    Save();
+  }
+
+  /// create: idempotent by name, so a re-run finds the VM of the first. When create fails and
+  /// the cloud has no VM of that name, the intent is forgotten: nothing is left behind.
+  void CreateOrFind() {
+    console_.Step((existing_ ? "checking VM " : "creating VM ") + name_ + " on " + cloud_name_);
+    CreateRequest req;
+    req.name = name_;
+    req.region = region_;
+    req.instance_type = offer_.instance_type;
+    req.gpu = opt_.gpus.value;
+    req.image = rec_.image;
+    req.ssh_public_key = public_key_;
+    req.tags = opt_.tags;
+    req.tags["gpuprov"] = "1";
+    req.tags["gpuprov-name"] = name_;
+    req.open_ports = PortsToOpen(k8s_.enabled, plan_);
+    req.user_data = plan_.boot_script;
+    req.disk_gb = opt_.disk_gb.value;
+    req.kubernetes = k8s_.enabled;
+    create_start_ = Clock::now();
+    try {
+      rec_.phase = "creating";
+      Save();
+      std::tie(vm_, vm_existed_) = cloud_->Create(req);
+    } catch (const Error& e) {
+      std::optional<CloudVm> left;
+      try {
+        left = cloud_->Get("", name_);
+      } catch (const Error&) {
+        left = CloudVm{};  // unknown: keep the record so `gpuprov down` can clean up
+      }
+      if (!left) {
+        store_->Remove(name_);
+      } else {
+        rec_.phase = "failed";
+        rec_.last_error = e.what();
+        store_->Save(rec_);
+      }
+      throw;
+    }
+    if (vm_existed_) console_.Info("reusing existing VM " + name_ + " (id " + vm_.id + ")");
+    rec_.vm_id = vm_.id;
+    // Disk size and tags are set when the VM is made; an existing VM keeps its own.
+    if (!vm_existed_) {
+      rec_.disk_gb = opt_.disk_gb.value.value_or(0);
+      rec_.tags = opt_.tags;
+    } else if ((opt_.disk_gb.value && *opt_.disk_gb.value != rec_.disk_gb) ||
+               (!opt_.tags.empty() && opt_.tags != rec_.tags)) {
+      console_.Note("VM " + name_ + " already exists: its disk size and tags stay as they were "
+                    "made; `gpuprov down " + name_ + "` and provision again to change them");
+    }
+    if (!vm_existed_) {
+      rec_.open_ports = PlanPorts(false, {}, req.open_ports, false).open_after;
+    }
+    Save();
+  }
+
+  /// The VM running, with a public address; bounded by boot_wait_seconds.
+  void WaitForRunning() {
+    vm_ = WaitRunning(*cloud_, vm_, std::chrono::seconds(opt_.boot_wait_seconds.value));
+    rec_.public_ip = vm_.public_ip;
+    rec_.ssh_port = vm_.ports.count(22) ? vm_.ports.at(22) : vm_.ssh_port;
+    rec_.ssh_user = vm_.ssh_user.empty() ? "root" : vm_.ssh_user;
+    rec_.phase = "running";
+    rec_.phase_seconds["create"] = SecondsSince(create_start_);
+    Save();
+    if (rec_.public_ip.empty()) {
+      throw Error("the " + cloud_name_ + " driver reported no public address for " + name_,
+                  "the VM is kept; `gpuprov down " + name_ + "` removes it");
+    }
+  }
+
+  /// A VM that existed keeps the ports it had: when this run needs more (Kubernetes turned on
+  /// with direct access), the driver's open_ports opens them (vm_ports.h).
+  void OpenNeededPorts() {
+    if (!vm_existed_) return;
+    const PortsPlan ports =
+        EnsurePortsOpen(*cloud_, vm_, true, rec_.open_ports, PortsToOpen(k8s_.enabled, plan_));
+    rec_.open_ports = ports.open_after;
+    Save();
+    if (ports.call_open_ports) {
+      // The ports map (node port -> reachable port) may change with the firewall.
+      if (std::optional<CloudVm> now = cloud_->Get(vm_.id, name_)) vm_ = *now;
+    }
+  }
+
+  /// SSH answering, bounded by ssh_wait_seconds; the host key is pinned on first contact.
+  SshSession WaitForSsh() {
+    target_ = SshTarget{rec_.public_ip, rec_.ssh_port, rec_.ssh_user, key_path_,
+                        app_.paths.known_hosts().string()};
+    if (!vm_existed_) ForgetHostKey(target_.known_hosts_path, target_.host, target_.port);
+    console_.Step("waiting for SSH on " + SshHostPort(target_.host, target_.port));
+    const auto ssh_start = Clock::now();
+    SshSession session = gpuprov::WaitForSsh(
+        target_, std::chrono::seconds(opt_.ssh_wait_seconds.value), [&](std::chrono::seconds s) {
+          console_.Progress("waiting for SSH on " + SshHostPort(target_.host, target_.port), s);
+          ThrowIfInterrupted("waiting for SSH");
+        });
+    SshRunResult hello = session.Run("uname -sr");
+    console_.Debug("node: " + hello.stdout_text);
+    rec_.phase_seconds["ssh"] = SecondsSince(ssh_start);
+    return session;
+  }
+
+  /// The cluster state machine (cluster_bringup.h) when Kubernetes is on.
+  void BringUpClusterIfOn(SshSession& session) {
+    if (!k8s_.enabled) return;
+    rec_.phase = "installing";
+    Save();
+    ClusterInputs in;
+    in.vm_name = name_;
+    in.plan = plan_;
+    in.public_ip = rec_.public_ip;
+    in.api_port = vm_.ports.count(kApiPort) ? vm_.ports.at(kApiPort) : kApiPort;
+    in.expected_gpus = opt_.gpus.value ? opt_.gpus.value->count : 0;
+    in.ssh = target_;
+    in.boot_install_wait = std::chrono::seconds(opt_.boot_install_wait_seconds.value);
+    in.api_wait = std::chrono::seconds(opt_.api_wait_seconds.value);
+    in.kubeconfig_path = app_.paths.kubeconfig(name_);
+    in.save = [this](VmRecord& r) { r = store_->Save(r); };
+    SshNodeShell shell(&session);
+    cluster_ = BringUpCluster(shell, in, rec_);
+  }
+
+  /// A failure after create keeps the VM, records why, and says how to look.
+  [[noreturn]] void KeepVmAndRethrow(const Error& e) {
+    rec_.phase = "failed";
+    rec_.last_error = e.what();
+    store_->Save(rec_);
+    throw Error(e.what(),
+                e.hint().empty()
+                    ? "the VM is kept: look with `gpuprov ssh " + name_ + "`" +
+                          (k8s_.enabled ? std::string(" (boot log ") + kNodeBootLog + ")"
+                                        : std::string()) +
+                          ", retry with the same `gpuprov provision`, or remove it with "
+                          "`gpuprov down " + name_ + "`"
+                    : e.hint(),
+                e.exit_code());
+  }
+
+  /// How to get in: the record as JSON, or the summary. It names the route that ran and only
+  /// the ports the record says are open.
+  void Report() {
+    if (!k8s_.note.empty()) console_.Note(k8s_.note);
+    if (app_.json_output) {
+      console_.Result(VmRecordJson(rec_) + "\n");
+      return;
+    }
+    std::ostringstream out;
+    out << "VM " << name_ << " is ready on " << cloud_name_ << " at " << rec_.public_ip
+        << " (ssh port " << rec_.ssh_port << ", user " << rec_.ssh_user << ").\n"
+        << "  shell:   gpuprov ssh " << name_ << "\n"
+        << "  command: gpuprov ssh " << name_
+        << (rec_.gpus.empty() ? " -- uname -a\n" : " -- nvidia-smi\n")
+        << "  remove:  gpuprov down " << name_ << "\n";
+    if (k8s_.enabled) {
+      const std::string route =
+          rec_.route + " route" + (rec_.route_reason.empty() ? "" : ": " + rec_.route_reason);
+      out << "Kubernetes (k3s) is ready on " << name_ << ": node Ready, CoreDNS ready"
+          << (cluster_.gpus_allocatable > 0
+                  ? ", nvidia.com/gpu: " + std::to_string(cluster_.gpus_allocatable)
+                  : std::string())
+          << " (" << route << (rec_.route_reason.empty() ? ", " : "; ") << rec_.access_mode
+          << " access; "
+          << PhaseTimes(rec_.phase_seconds) << ").\n"
+          << "  kubeconfig: " << rec_.kubeconfig << " (context " << KubeContextName(name_)
+          << ")\n"
+          << "  use:        export KUBECONFIG=" << rec_.kubeconfig << "; kubectl get nodes\n";
+      if (rec_.access_mode == "tunnel") {
+        out << "  tunnel:     gpuprov tunnel " << name_
+            << "   (keep it running: kubectl reaches " << cluster_.server << " through SSH)\n";
+      }
+    }
+    console_.Result(out.str());
+    if (k8s_.enabled && rec_.access_mode == "direct") {
+      console_.Warning("the Kubernetes API of " + name_ + " is exposed to the internet at " +
+                       cluster_.server + " (ports " + PortsText(rec_.open_ports) +
+                       " are open to 0.0.0.0/0); the kubeconfig is a secret: whoever holds it "
+                       "controls the cluster. --no-k8s gives a plain VM with only SSH open");
+    }
+  }
+
+  void Save() { rec_ = store_->Save(rec_); }
+
+  const AppContext& app_;
+  const ProvisionFlags& flags_;
+  const std::optional<std::string>& spec_file_;
+  Console& console_;
+
+  Config config_;
+  ProvisionOptions opt_;
+  std::string name_, cloud_name_;
+  std::optional<DriverHost> host_;
+  std::optional<LoadedDriver> driver_;
+  K8sDecision k8s_;
+  std::string key_path_;
+  std::optional<StateStore> store_;
+  std::optional<FileLock> lock_;
+  std::optional<VmRecord> existing_;
+  std::unique_ptr<Cloud> cloud_;
+  ClusterPlan plan_;
+  CloudOffer offer_;
+  std::string region_;
+  std::string public_key_;
+  VmRecord rec_;
+  Clock::time_point create_start_;
+  CloudVm vm_;
+  bool vm_existed_ = false;
+  SshTarget target_;
+  ClusterResult cluster_;
+};
+
 }  // namespace
 
 int RunProvision(const AppContext& app, const ProvisionFlags& flags,
                  const std::optional<std::string>& spec_file) {
-  Console& console = Console::Get();
   InstallInterruptHandler();
-
-  // 1. Validate everything; nothing is created in this block.
-  Config config = app.LoadUserConfig();
-  Spec spec;
-  if (spec_file) spec = LoadSpec(*spec_file);
-  ProvisionOptions opt = ResolveProvisionOptions(flags, spec, ProcessEnv(), config);
-  for (const auto& line : DescribeProvisionOptions(opt)) console.Debug(line);
-  const std::string& name = opt.name.value;
-  const std::string& cloud_name = opt.cloud.value;
-
-  DriverHost host = app.MakeDriverHost();
-  DriverInfo info = host.Find(cloud_name);
-  if (!info.problem.empty()) {
-    throw Error("the " + cloud_name + " driver at " + info.path + " is broken: " + info.problem,
-                "run `gpuprov drivers`; reinstall gpuprov-driver-" + cloud_name);
-  }
-  K8sDecision k8s =
-      DecideKubernetes(opt.kubernetes, cloud_name, info.has(GPUPROV_CAP_HOSTS_KUBERNETES));
-  if (k8s.refused) {
-    throw UsageError(k8s.note, "nothing was created");
-  }
-
-  const std::string key_path = opt.ssh_key.value
-                                   ? ExpandHome(*opt.ssh_key.value)
-                                   : (app.paths.keys_dir() / "id_ed25519").string();
-  if (opt.ssh_key.value && !std::filesystem::exists(key_path)) {
-    throw UsageError("ssh key " + key_path + " does not exist (--ssh-key " +
-                         DescribeOrigin(opt.ssh_key) + ")",
-                     "name an existing private key, or drop --ssh-key to use gpuprov's own");
-  }
-
-  EnsureDir(app.paths.home());
-  EnsureDir(app.paths.state_dir());
-  EnsureDir(app.paths.keys_dir());
-  StateStore store(app.paths);
-  std::optional<FileLock> lock = store.TryLockVm(name);
-  if (!lock) {
-    console.Note("another gpuprov is working on '" + name + "'; waiting for it");
-    lock.emplace(store.LockVm(name, 30 * 60 * 1000));
-  }
-  std::optional<VmRecord> existing = store.Load(name);
-  if (existing && existing->cloud != cloud_name) {
-    throw UsageError("a VM named '" + name + "' already exists on " + existing->cloud,
-                     "choose another --name, or remove it with `gpuprov down " + name + "`");
-  }
-
-  std::unique_ptr<Cloud> cloud = Cloud::Open(host, cloud_name, config);
-  console.Step("checking " + cloud_name + " credentials");
-  const CloudCheck account = cloud->Check();
-  console.Debug(cloud_name + " account: " + account.account);
-  ClusterPlan plan;
-  if (k8s.enabled) {
-    plan = PlanCluster(info.capabilities, account.user_data_limit);
-    if (!plan.note.empty()) console.Note(plan.note);
-    console.Debug(std::string("cluster plan: route ") + (plan.boot_route ? "boot" : "ssh") +
-                  ", access " + (plan.direct ? "direct" : "tunnel") + ", boot script " +
-                  std::to_string(plan.boot_script.size()) + " of " +
-                  std::to_string(account.user_data_limit) + " bytes");
-  }
-  std::vector<CloudOffer> offers = cloud->Offers(opt.gpus.value, opt.region.value.value_or(""), k8s.enabled);
-  CloudOffer offer = ChooseOffer(offers, opt, cloud_name);
-  const std::string region = opt.region.value.value_or(offer.region);
-  console.Info("offer: " + offer.instance_type + (offer.region.empty() ? "" : " in " + offer.region) +
-               (offer.price_per_hour > 0 ? " at $" + std::to_string(offer.price_per_hour) + "/h"
-                                         : ""));
-  const std::string public_key = EnsureEd25519Key(key_path);
-
-  // 2. Record the intent before any call that creates something.
-  VmRecord rec = existing.value_or(VmRecord{});
-  rec.name = name;
-  rec.cloud = cloud_name;
-  rec.region = region;
-  rec.instance_type = offer.instance_type;
-  rec.gpus = opt.gpus.value ? ToString(*opt.gpus.value) : "";
-  rec.image = opt.image.value.value_or("");
-  rec.driver_file = info.path;
-  rec.kubernetes = k8s.enabled;
-  if (!k8s.enabled) {
-    rec.access_mode = "none";
-    rec.route = "none";
-  }
-  rec.extra["ssh_key"] = key_path;
-  if (rec.created_at.empty()) rec.created_at = NowRfc3339();
-  rec.phase = existing ? rec.phase : "intent";
-  rec.last_error.clear();
-  rec = store.Save(rec);
-
-  // 3. Create, or find the VM of that name.
-  console.Step((existing ? "checking VM " : "creating VM ") + name + " on " + cloud_name);
-  CreateRequest req;
-  req.name = name;
-  req.region = region;
-  req.instance_type = offer.instance_type;
-  req.gpu = opt.gpus.value;
-  req.image = rec.image;
-  req.ssh_public_key = public_key;
-  req.tags = opt.tags;
-  req.tags["gpuprov"] = "1";
-  req.tags["gpuprov-name"] = name;
-  req.open_ports = PortsToOpen(k8s.enabled, plan);
-  req.user_data = plan.boot_script;
-  req.disk_gb = opt.disk_gb.value;
-  req.kubernetes = k8s.enabled;
-  CloudVm vm;
-  bool reused = false;
-  ClusterResult cluster;
-  const auto create_start = Clock::now();
-  try {
-    rec.phase = "creating";
-    rec = store.Save(rec);
-    std::tie(vm, reused) = cloud->Create(req);
-  } catch (const Error& e) {
-    // Nothing may be left behind: when the cloud has no VM of that name, forget the intent.
-    std::optional<CloudVm> left;
-    try {
-      left = cloud->Get("", name);
-    } catch (const Error&) {
-      left = CloudVm{};  // unknown: keep the record so `gpuprov down` can clean up
-    }
-    if (!left) {
-      store.Remove(name);
-    } else {
-      rec.phase = "failed";
-      rec.last_error = e.what();
-      store.Save(rec);
-    }
-    throw;
-  }
-  if (reused) console.Info("reusing existing VM " + name + " (id " + vm.id + ")");
-  rec.vm_id = vm.id;
-  rec = store.Save(rec);
-
-  try {
-    vm = WaitRunning(*cloud, vm, std::chrono::seconds(opt.ssh_wait_seconds.value));
-    rec.public_ip = vm.public_ip;
-    rec.ssh_port = vm.ports.count(22) ? vm.ports.at(22) : vm.ssh_port;
-    rec.ssh_user = vm.ssh_user.empty() ? "root" : vm.ssh_user;
-    rec.phase = "running";
-    rec.phase_seconds["create"] = SecondsSince(create_start);
-    rec = store.Save(rec);
-    if (rec.public_ip.empty()) {
-      throw Error("the " + cloud_name + " driver reported no public address for " + name,
-                  "the VM is kept; `gpuprov down " + name + "` removes it");
-    }
-
-    // 4. SSH: bounded wait, host key pinned on first contact.
-    SshTarget target{rec.public_ip, rec.ssh_port, rec.ssh_user, key_path,
-                     app.paths.known_hosts().string()};
-    if (!reused) ForgetHostKey(target.known_hosts_path, target.host, target.port);
-    console.Step("waiting for SSH on " + SshHostPort(target.host, target.port));
-    const auto ssh_start = Clock::now();
-    SshSession session = WaitForSsh(
-        target, std::chrono::seconds(opt.ssh_wait_seconds.value), [&](std::chrono::seconds s) {
-          console.Progress("waiting for SSH on " + SshHostPort(target.host, target.port), s);
-          ThrowIfInterrupted("waiting for SSH");
-        });
-    SshRunResult hello = session.Run("uname -sr");
-    console.Debug("node: " + hello.stdout_text);
-    rec.phase_seconds["ssh"] = SecondsSince(ssh_start);
-
-    // 5. The cluster, when Kubernetes is on.
-    if (k8s.enabled) {
-      rec.phase = "installing";
-      rec = store.Save(rec);
-      ClusterInputs in;
-      in.vm_name = name;
-      in.plan = plan;
-      in.public_ip = rec.public_ip;
-      in.api_port = vm.ports.count(kApiPort) ? vm.ports.at(kApiPort) : kApiPort;
-      in.expected_gpus = opt.gpus.value ? opt.gpus.value->count : 0;
-      in.ssh = target;
-      in.boot_install_wait = std::chrono::seconds(opt.boot_install_wait_seconds.value);
-      in.api_wait = std::chrono::seconds(opt.api_wait_seconds.value);
-      in.kubeconfig_path = app.paths.kubeconfig(name);
-      in.save = [&store](VmRecord& r) { r = store.Save(r); };
-      SshNodeShell shell(&session);
-      cluster = BringUpCluster(shell, in, rec);
-    }
-    rec.phase = "ready";
-    rec = store.Save(rec);
-  } catch (const Error& e) {
-    rec.phase = "failed";
-    rec.last_error = e.what();
-    store.Save(rec);
-    throw Error(e.what(), e.hint().empty()
-                              ? "the VM is kept: look with `gpuprov ssh " + name + "`" +
-                                    (k8s.enabled ? std::string(" (boot log ") + kNodeBootLog + ")"
-                                                 : std::string()) +
-                                    ", retry with the same `gpuprov provision`, or remove it "
-                                    "with `gpuprov down " + name + "`"
-                              : e.hint(),
-                e.exit_code());
-  }
-
-  // 5. Tell the user how to get in.
-  if (!k8s.note.empty()) console.Note(k8s.note);
-  if (app.json_output) {
-    console.Result(VmRecordJson(rec) + "\n");
-  } else {
-    std::ostringstream out;
-    out << "VM " << name << " is ready on " << cloud_name << " at " << rec.public_ip
-        << " (ssh port " << rec.ssh_port << ", user " << rec.ssh_user << ").\n"
-        << "  shell:   gpuprov ssh " << name << "\n"
-        << "  command: gpuprov ssh " << name << (rec.gpus.empty() ? " -- uname -a\n" : " -- nvidia-smi\n")
-        << "  remove:  gpuprov down " << name << "\n";
-    if (k8s.enabled) {
-      out << "Kubernetes (k3s) is ready on " << name << ": node Ready, CoreDNS ready"
-          << (cluster.gpus_allocatable > 0
-                  ? ", nvidia.com/gpu: " + std::to_string(cluster.gpus_allocatable)
-                  : std::string())
-          << " (" << rec.route << " route, " << rec.access_mode << " access; "
-          << PhaseTimes(rec.phase_seconds) << ").\n"
-          << "  kubeconfig: " << rec.kubeconfig << " (context " << KubeContextName(name) << ")\n"
-          << "  use:        export KUBECONFIG=" << rec.kubeconfig << "; kubectl get nodes\n";
-      if (rec.access_mode == "tunnel") {
-        out << "  tunnel:     gpuprov tunnel " << name << "   (keep it running: kubectl reaches "
-            << cluster.server << " through SSH)\n";
-      }
-    }
-    console.Result(out.str());
-    if (k8s.enabled && rec.access_mode == "direct") {
-      console.Warning("the Kubernetes API of " + name + " is exposed to the internet at " +
-                      cluster.server + " (ports " + DirectModePortsText() + " are open to 0.0.0.0/0); "
-                      "the kubeconfig is a secret: whoever holds it controls the cluster. "
-                      "--no-k8s gives a plain VM with only SSH open");
-    }
-  }
-  return 0;
+  return Provision(app, flags, spec_file).Run();
 }
 
 }  // namespace gpuprov

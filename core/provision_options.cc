@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string_view>
 
 #include "error.h"
 
@@ -162,7 +163,16 @@ ProvisionOptions ResolveProvisionOptions(const ProvisionFlags& flags, const Spec
 
   if (spec.tags) o.tags = *spec.tags;
   for (const auto& [key, value] : flags.tags) o.tags[key] = value;
+  for (const auto& [key, value] : o.tags) {
+    if (IsReservedTag(key)) {
+      throw UsageError(std::string(flags.tags.count(key) ? "--tag " : "tags in " + spec_name + ": ") +
+                           "'" + key + "' is a tag gpuprov sets itself",
+                       "choose another key");
+    }
+  }
 
+  o.boot_wait_seconds.value = kDefaultBootWaitSeconds;
+  Take(o.boot_wait_seconds, d.timeouts.boot_wait_seconds, Source::kConfig, config_timeouts);
   o.ssh_wait_seconds.value = kDefaultSshWaitSeconds;
   Take(o.ssh_wait_seconds, d.timeouts.ssh_wait_seconds, Source::kConfig, config_timeouts);
   o.boot_install_wait_seconds.value = kDefaultBootInstallWaitSeconds;
@@ -218,6 +228,8 @@ std::vector<std::string> DescribeProvisionOptions(const ProvisionOptions& o) {
     tags += key + ":" + value;
   }
   lines.push_back("tags=" + (tags.empty() ? std::string("(none)") : tags));
+  lines.push_back(Line("boot_wait_seconds", std::to_string(o.boot_wait_seconds.value),
+                       DescribeOrigin(o.boot_wait_seconds)));
   lines.push_back(Line("ssh_wait_seconds", std::to_string(o.ssh_wait_seconds.value),
                        DescribeOrigin(o.ssh_wait_seconds)));
   lines.push_back(Line("boot_install_wait_seconds",
@@ -226,6 +238,51 @@ std::vector<std::string> DescribeProvisionOptions(const ProvisionOptions& o) {
   lines.push_back(Line("api_wait_seconds", std::to_string(o.api_wait_seconds.value),
                        DescribeOrigin(o.api_wait_seconds)));
   return lines;
+}
+
+int ParseDiskGbFlag(const std::string& text) {
+  const std::string range = "give a whole number of GB from " + std::to_string(kMinDiskGb) +
+                            " to " + std::to_string(kMaxDiskGb) + ", e.g. --disk-gb 200";
+  if (text.empty() || text.size() > 6 ||
+      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    throw UsageError("--disk-gb: '" + text + "' is not a whole number of GB", range);
+  }
+  const int gb = std::stoi(text);
+  if (gb < kMinDiskGb || gb > kMaxDiskGb) {
+    throw UsageError("--disk-gb: " + text + " is out of range", range);
+  }
+  return gb;
+}
+
+bool IsReservedTag(const std::string& key) { return key == "gpuprov" || key == "gpuprov-name"; }
+
+void AddTagFlag(const std::string& text, std::map<std::string, std::string>& tags) {
+  const std::string example = "write --tag KEY=VALUE, e.g. --tag team=ml (repeat it for more)";
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos) {
+    throw UsageError("--tag '" + text + "': no '=' between the key and the value", example);
+  }
+  const std::string key = text.substr(0, eq), value = text.substr(eq + 1);
+  if (key.empty() || key.size() > 128 || !std::all_of(key.begin(), key.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) ||
+               std::string_view("_.:/+-@").find(c) != std::string_view::npos;
+      })) {
+    throw UsageError("--tag '" + text + "': the key must be 1 to 128 of A-Z a-z 0-9 _ . : / + - @",
+                     example);
+  }
+  if (value.size() > 256 || !std::all_of(value.begin(), value.end(), [](char c) {
+        return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
+      })) {
+    throw UsageError("--tag " + key + ": the value must be at most 256 printable characters",
+                     example);
+  }
+  if (IsReservedTag(key)) {
+    throw UsageError("--tag " + key + ": '" + key + "' is a tag gpuprov sets itself",
+                     "choose another key");
+  }
+  if (!tags.emplace(key, value).second) {
+    throw UsageError("--tag " + key + " is given twice", "keep one of them");
+  }
 }
 
 }  // namespace gpuprov

@@ -55,6 +55,7 @@ struct ProvisionFlags {
 };
 
 inline constexpr const char* kDefaultCloud = "docker";
+inline constexpr int kDefaultBootWaitSeconds = 600;
 inline constexpr int kDefaultSshWaitSeconds = 600;
 inline constexpr int kDefaultBootInstallWaitSeconds = 900;  // design.md: up to 15 minutes.
 inline constexpr int kDefaultApiWaitSeconds = 600;          // design.md: up to 10 minutes.
@@ -72,7 +73,8 @@ struct ProvisionOptions {
   Resolved<std::optional<std::string>> ssh_key;  // nullopt: gpuprov's generated key.
   Resolved<std::optional<int>> disk_gb;          // nullopt: the driver's default.
   std::map<std::string, std::string> tags;       // Spec tags overlaid by flag tags.
-  Resolved<int> ssh_wait_seconds;
+  Resolved<int> boot_wait_seconds;  // the VM running
+  Resolved<int> ssh_wait_seconds;   // SSH answering once it runs
   Resolved<int> boot_install_wait_seconds;
   Resolved<int> api_wait_seconds;
 };
@@ -84,6 +86,18 @@ struct ProvisionOptions {
 /// environment values, naming the flag or variable.
 ProvisionOptions ResolveProvisionOptions(const ProvisionFlags& flags, const Spec& spec,
                                          const EnvLookup& env, const Config& config);
+
+/// --disk-gb N: a whole number of GB from kMinDiskGb to kMaxDiskGb. Throws UsageError naming
+/// the flag.
+int ParseDiskGbFlag(const std::string& text);
+
+/// --tag KEY=VALUE (repeatable) into \a tags. KEY: 1-128 of A-Z a-z 0-9 _ . : / + - @, not
+/// one of gpuprov's own tags (gpuprov, gpuprov-name), not given twice; VALUE: up to 256
+/// printable characters, may be empty. Throws UsageError naming the flag.
+void AddTagFlag(const std::string& text, std::map<std::string, std::string>& tags);
+
+/// True for the tags gpuprov sets on every VM itself.
+bool IsReservedTag(const std::string& key);
 
 /// One line per option for `-v`, e.g. "kubernetes=false (from config.toml [defaults])".
 std::vector<std::string> DescribeProvisionOptions(const ProvisionOptions& options);

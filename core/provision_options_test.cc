@@ -258,5 +258,73 @@ TEST(ProvisionOptionsTest, DescribeOrigin) {
   EXPECT_STREQ(SourceName(Source::kEnv), "env");
 }
 
+TEST(ProvisionOptionsTest, BootWaitIsSeparateFromSshWait) {
+  const Config config = ConfigFrom(
+      "[defaults.timeouts]\nboot_wait_seconds = 45\nssh_wait_seconds = 12\n");
+  ProvisionOptions o = ResolveProvisionOptions(Named(), Spec{}, MapEnv({}), config);
+  EXPECT_EQ(o.boot_wait_seconds.value, 45);
+  EXPECT_EQ(o.boot_wait_seconds.origin, "config.toml [defaults.timeouts]");
+  EXPECT_EQ(o.ssh_wait_seconds.value, 12);
+  o = ResolveProvisionOptions(Named(), Spec{}, MapEnv({}), ConfigFrom(""));
+  EXPECT_EQ(o.boot_wait_seconds.value, kDefaultBootWaitSeconds);
+  EXPECT_EQ(o.boot_wait_seconds.source, Source::kDefault);
+}
+
+TEST(ProvisionOptionsTest, DiskGbFlagIsAWholeNumberInRange) {
+  EXPECT_EQ(ParseDiskGbFlag("200"), 200);
+  EXPECT_EQ(ParseDiskGbFlag("10"), 10);
+  for (const char* bad : {"", "abc", "-5", "12.5", "9", "10001", "99999999999", "1e3"}) {
+    try {
+      ParseDiskGbFlag(bad);
+      ADD_FAILURE() << "accepted --disk-gb " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), kExitUsage);
+      EXPECT_THAT(e.what(), HasSubstr("--disk-gb"));
+      EXPECT_THAT(e.hint(), HasSubstr("from 10 to 10000"));
+    }
+  }
+}
+
+TEST(ProvisionOptionsTest, TagFlagsAreKeyValuePairs) {
+  std::map<std::string, std::string> tags;
+  AddTagFlag("team=ml", tags);
+  AddTagFlag("owner=", tags);
+  AddTagFlag("cost-center=a=b", tags);  // the first '=' separates
+  EXPECT_EQ(tags, (std::map<std::string, std::string>{
+                      {"team", "ml"}, {"owner", ""}, {"cost-center", "a=b"}}));
+  auto error = [&](const std::string& text) {
+    try {
+      AddTagFlag(text, tags);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), kExitUsage);
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_THAT(error("team"), HasSubstr("--tag 'team': no '='"));
+  EXPECT_THAT(error("=ml"), HasSubstr("the key must be"));
+  EXPECT_THAT(error("bad key=x"), HasSubstr("the key must be"));
+  EXPECT_THAT(error("team=other"), HasSubstr("--tag team is given twice"));
+  EXPECT_THAT(error("gpuprov=0"), HasSubstr("is a tag gpuprov sets itself"));
+  EXPECT_THAT(error("gpuprov-name=x"), HasSubstr("is a tag gpuprov sets itself"));
+  EXPECT_THAT(error("note=a\nb"), HasSubstr("printable"));
+}
+
+TEST(ProvisionOptionsTest, FlagTagsOverlayTheSpecsAndReservedOnesAreRefused) {
+  Spec spec = SpecNamed();
+  spec.tags = std::map<std::string, std::string>{{"team", "ml"}, {"owner", "alice"}};
+  ProvisionFlags flags = Named();
+  flags.tags = {{"team", "infra"}};
+  ProvisionOptions o = ResolveProvisionOptions(flags, spec, MapEnv({}), ConfigFrom(""));
+  EXPECT_EQ(o.tags, (std::map<std::string, std::string>{{"owner", "alice"}, {"team", "infra"}}));
+  spec.tags = std::map<std::string, std::string>{{"gpuprov-name", "other"}};
+  try {
+    ResolveProvisionOptions(Named(), spec, MapEnv({}), ConfigFrom(""));
+    ADD_FAILURE() << "a spec tag named gpuprov-name was accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("tags in spec.yaml: 'gpuprov-name' is a tag gpuprov sets"));
+  }
+}
+
 }  // namespace
 }  // namespace gpuprov

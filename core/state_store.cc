@@ -1,6 +1,7 @@
 #include "state_store.h"
 
 #include <Poco/Exception.h>
+#include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
 #include <Poco/JSON/Parser.h>
 #include <unistd.h>
@@ -87,6 +88,23 @@ class RecordReader {
     for (const auto& [k, value] : *map) {
       if (!value.isString()) throw Corrupt("field '" + key + "." + k + "' is not a string");
       out[k] = value.extract<std::string>();
+    }
+    return out;
+  }
+
+  std::vector<int> PortList(const std::string& key) {
+    std::vector<int> out;
+    const Poco::Dynamic::Var v = object_->get(key);
+    if (v.isEmpty()) return out;
+    if (v.type() != typeid(Poco::JSON::Array::Ptr)) throw Corrupt("field '" + key + "' is not a list");
+    const Poco::JSON::Array::Ptr list = v.extract<Poco::JSON::Array::Ptr>();
+    for (size_t i = 0; i < list->size(); ++i) {
+      const Poco::Dynamic::Var port = list->get(static_cast<unsigned>(i));
+      if (!port.isInteger() || port.isBoolean() || port.convert<Poco::Int64>() < 1 ||
+          port.convert<Poco::Int64>() > 65535) {
+        throw Corrupt("field '" + key + "' holds something that is not a port");
+      }
+      out.push_back(port.convert<int>());
     }
     return out;
   }
@@ -180,6 +198,10 @@ VmRecord ParseRecord(const std::filesystem::path& path, const std::string& text,
   record.access_mode = r.String("access_mode");
   record.route = r.String("route");
   if (record.route.empty()) record.route = "none";
+  record.route_reason = r.String("route_reason");
+  record.disk_gb = r.Int("disk_gb", 0, 0, 1000000);
+  record.tags = r.StringMap("tags");
+  record.open_ports = r.PortList("open_ports");
   record.kubeconfig = r.String("kubeconfig");
   record.probe = r.StringMap("probe");
   record.phase_seconds = r.NumberMap("phase_seconds");
@@ -209,6 +231,14 @@ std::string SerializeRecord(const VmRecord& record) {
   object.set("kubernetes", record.kubernetes);
   object.set("access_mode", record.access_mode);
   object.set("route", record.route);
+  object.set("route_reason", record.route_reason);
+  object.set("disk_gb", record.disk_gb);
+  Poco::JSON::Object tags(Poco::JSON_PRESERVE_KEY_ORDER);
+  for (const auto& [key, value] : record.tags) tags.set(key, value);
+  object.set("tags", tags);
+  Poco::JSON::Array open_ports;
+  for (int port : record.open_ports) open_ports.add(port);
+  object.set("open_ports", open_ports);
   object.set("kubeconfig", record.kubeconfig);
   Poco::JSON::Object probe(Poco::JSON_PRESERVE_KEY_ORDER);
   for (const auto& [key, value] : record.probe) probe.set(key, value);

@@ -34,6 +34,12 @@ struct VmRecord {
   bool kubernetes = false;
   std::string access_mode = "none";  // none|direct|tunnel
   std::string route = "none";        // none|boot|ssh: how the k3s installer reached the node
+  std::string route_reason;          // why the installer went over SSH ("" for boot and none)
+  int disk_gb = 0;                   // the disk asked for; 0: the driver's default
+  std::map<std::string, std::string> tags;  // the user's tags (gpuprov's own are not listed)
+  /// The ports gpuprov has had opened to 0.0.0.0/0 for this VM (by create or open_ports),
+  /// ascending; empty when unknown (a record from before gpuprov kept it).
+  std::vector<int> open_ports;
   std::string kubeconfig;            // path of the kubeconfig gpuprov wrote, "" when none
   /// What the last cluster probe found ("cloud_init", "k3s_unit", "marker", "gpu", "decision").
   std::map<std::string, std::string> probe;

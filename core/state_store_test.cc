@@ -117,6 +117,44 @@ TEST_F(StateStoreTest, SaveThenLoadRoundTrips) {
   EXPECT_TRUE(std::regex_match(loaded->updated_at, rfc3339)) << loaded->updated_at;
 }
 
+TEST_F(StateStoreTest, RouteReasonDiskTagsAndOpenPortsRoundTrip) {
+  StateStore store = Store();
+  VmRecord r = Record("box");
+  r.route = "ssh";
+  r.route_reason = "the boot install never ran";
+  r.disk_gb = 200;
+  r.tags = {{"team", "ml"}, {"owner", ""}};
+  r.open_ports = {22, 80, 443, 6443};
+  store.Save(r);
+  const std::optional<VmRecord> loaded = store.Load("box");
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(loaded->route_reason, "the boot install never ran");
+  EXPECT_EQ(loaded->disk_gb, 200);
+  EXPECT_EQ(loaded->tags, r.tags);
+  EXPECT_EQ(loaded->open_ports, r.open_ports);
+}
+
+TEST_F(StateStoreTest, ARecordWithoutTheNewerFieldsLoadsWithThemEmpty) {
+  Store().Save(Record("good"));  // makes the folders
+  WriteFileAtomic(StateDir() / "old.json",
+                  R"({"version": 1, "name": "old", "cloud": "aws", "phase": "ready",
+                      "access_mode": "direct", "route": "boot"})");
+  const std::optional<VmRecord> loaded = Store().Load("old");
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(loaded->route_reason, "");
+  EXPECT_EQ(loaded->disk_gb, 0);
+  EXPECT_TRUE(loaded->tags.empty());
+  EXPECT_TRUE(loaded->open_ports.empty());
+}
+
+TEST_F(StateStoreTest, OpenPortsThatAreNotPortsAreCorrupt) {
+  Store().Save(Record("good"));
+  WriteFileAtomic(StateDir() / "bad.json",
+                  R"({"version": 1, "name": "bad", "cloud": "aws", "phase": "ready",
+                      "access_mode": "none", "open_ports": [22, "x"]})");
+  EXPECT_THROW(Store().Load("bad"), Error);
+}
+
 TEST_F(StateStoreTest, FileHasVersionAndNoSurprises) {
   Store().Save(Record("box"));
   const std::string text = ReadFile(StateDir() / "box.json");

@@ -61,7 +61,15 @@ Object::Ptr ToJsonObject(const VmRecord& r, const std::string& state) {
   o->set("ssh_user", r.ssh_user);
   o->set("kubernetes", r.kubernetes);
   o->set("route", r.route);
+  if (!r.route_reason.empty()) o->set("route_reason", r.route_reason);
   o->set("access", r.access_mode);
+  if (r.disk_gb > 0) o->set("disk_gb", r.disk_gb);
+  Object::Ptr tags = new Object;
+  for (const auto& [key, value] : r.tags) tags->set(key, value);
+  o->set("tags", tags);
+  Poco::JSON::Array::Ptr open_ports = new Poco::JSON::Array;
+  for (int port : r.open_ports) open_ports->add(port);
+  o->set("open_ports", open_ports);
   if (!r.kubeconfig.empty()) o->set("kubeconfig", r.kubeconfig);
   Object::Ptr probe = new Object;
   for (const auto& [key, value] : r.probe) probe->set(key, value);

@@ -876,4 +876,16 @@ std::string AwsDriver::OpenPorts(const std::string& request_json) {
 
 }  // namespace gpuprov::aws
 
-GPUPROV_DRIVER(gpuprov::aws::AwsDriver)
+// The keys of [clouds.aws] this driver reads (ABI 1.1: gpuprov refuses others in config.toml).
+// `regions` and `retry` are not listed: config.toml holds only strings, integers and booleans
+// there, so they reach the driver only from tests.
+constexpr gpuprov_type_config_key kAwsConfigKeys[] = {
+    gpuprov::sdk::StringKey("profile", "the AWS profile for credentials and region (else AWS_PROFILE, else default)"),
+    gpuprov::sdk::StringKey("region", "the region used when provision names none (else AWS_REGION, the profile's)"),
+    gpuprov::sdk::StringKey("image", "an AMI id or resolve:ssm: parameter used instead of the default images"),
+    gpuprov::sdk::IntegerKey("consistency_grace_seconds", "how long a just-created instance or group may be not visible yet (60)"),
+    gpuprov::sdk::IntegerKey("delete_wait_seconds", "how long delete waits for terminated before removing the security group (600)"),
+    gpuprov::sdk::IntegerKey("poll_interval_ms", "polling interval of those waits (2000)"),
+};
+
+GPUPROV_DRIVER(gpuprov::aws::AwsDriver, kAwsConfigKeys)

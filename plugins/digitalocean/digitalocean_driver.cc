@@ -794,4 +794,15 @@ std::string DigitalOceanDriver::OpenPorts(const std::string& request_json) {
 
 }  // namespace gpuprov::digitalocean
 
-GPUPROV_DRIVER(gpuprov::digitalocean::DigitalOceanDriver)
+// The keys of [clouds.digitalocean] this driver reads (ABI 1.1: gpuprov refuses others in
+// config.toml). `capacity_messages` and `retry` are not listed: config.toml holds only strings,
+// integers and booleans there.
+constexpr gpuprov_type_config_key kDigitalOceanConfigKeys[] = {
+    gpuprov::sdk::StringKey("region", "the region used when provision names none (else the size's first)"),
+    gpuprov::sdk::StringKey("token_env", "the environment variable that holds the API token"),
+    gpuprov::sdk::StringKey("token", "the API token itself (works; prefer the environment)"),
+    gpuprov::sdk::StringKey("doctl_config", "doctl's config file (default ~/.config/doctl/config.yaml)"),
+    gpuprov::sdk::StringKey("doctl_context", "the doctl auth context to read the token from"),
+};
+
+GPUPROV_DRIVER(gpuprov::digitalocean::DigitalOceanDriver, kDigitalOceanConfigKeys)

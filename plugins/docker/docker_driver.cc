@@ -659,4 +659,9 @@ std::string DockerDriver::Delete(const std::string& request_json) {
 
 }  // namespace gpuprov::docker
 
-GPUPROV_DRIVER(gpuprov::docker::DockerDriver)
+// The keys of [clouds.docker] this driver reads (ABI 1.1: gpuprov refuses others).
+constexpr gpuprov_type_config_key kDockerConfigKeys[] = {
+    gpuprov::sdk::StringKey("image", "the test VM image used when the request names none"),
+};
+
+GPUPROV_DRIVER(gpuprov::docker::DockerDriver, kDockerConfigKeys)

@@ -960,4 +960,19 @@ std::string GcpDriver::OpenPorts(const std::string& request_json) {
 
 }  // namespace gpuprov::gcp
 
-GPUPROV_DRIVER(gpuprov::gcp::GcpDriver)
+// The keys of [clouds.gcp] this driver reads (ABI 1.1: gpuprov refuses others in config.toml).
+// `retry` is not listed: config.toml holds only strings, integers and booleans there.
+constexpr gpuprov_type_config_key kGcpConfigKeys[] = {
+    gpuprov::sdk::StringKey("project", "the project (else GOOGLE_CLOUD_PROJECT, gcloud's, the credentials')"),
+    gpuprov::sdk::StringKey("credentials_file", "a service-account JSON key file (else GOOGLE_APPLICATION_CREDENTIALS, gcloud's)"),
+    gpuprov::sdk::StringKey("region", "the region or zone used when provision names none (us-central1)"),
+    gpuprov::sdk::StringKey("zone", "read when region is not set"),
+    gpuprov::sdk::StringKey("network", "the VPC network (default)"),
+    gpuprov::sdk::StringKey("subnetwork", "a subnetwork, by name or partial URL"),
+    gpuprov::sdk::StringKey("ssh_user", "the user named in the ssh-keys metadata (ubuntu)"),
+    gpuprov::sdk::StringKey("image", "the boot image when the request names none"),
+    gpuprov::sdk::IntegerKey("poll_interval_ms", "zone operation polling interval (2000)"),
+    gpuprov::sdk::IntegerKey("operation_timeout_seconds", "how long a zone operation may take (900)"),
+};
+
+GPUPROV_DRIVER(gpuprov::gcp::GcpDriver, kGcpConfigKeys)

@@ -1018,4 +1018,18 @@ std::string PrimeIntellectDriver::Delete(const std::string& request_json) {
 
 }  // namespace gpuprov::primeintellect
 
-GPUPROV_DRIVER(gpuprov::primeintellect::PrimeIntellectDriver)
+// The keys of [clouds.primeintellect] this driver reads (ABI 1.1: gpuprov refuses others).
+constexpr gpuprov_type_config_key kPrimeIntellectConfigKeys[] = {
+    gpuprov::sdk::StringKey("team_id", "the team whose pods are used (else PRIME_TEAM_ID, the CLI's)"),
+    gpuprov::sdk::StringKey("image", "the pod image (ubuntu_22_cuda_12 when offered)"),
+    gpuprov::sdk::IntegerKey("delete_timeout_s", "how long delete waits for the pod to go (600)"),
+    gpuprov::sdk::IntegerKey("poll_interval_ms", "pod status polling interval"),
+    gpuprov::sdk::IntegerKey("http_max_attempts", "HTTP attempts per call"),
+    gpuprov::sdk::IntegerKey("http_base_delay_ms", "first retry back-off"),
+    gpuprov::sdk::IntegerKey("http_max_delay_ms", "longest retry back-off"),
+    gpuprov::sdk::IntegerKey("http_max_retry_after_ms", "longest Retry-After honoured"),
+    gpuprov::sdk::IntegerKey("http_total_budget_ms", "time budget of one call with its retries"),
+    gpuprov::sdk::IntegerKey("http_timeout_ms", "timeout of one HTTP attempt"),
+};
+
+GPUPROV_DRIVER(gpuprov::primeintellect::PrimeIntellectDriver, kPrimeIntellectConfigKeys)

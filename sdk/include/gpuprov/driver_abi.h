@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * gpuprov driver ABI, version 1.0: the only contract between the gpuprov host and a cloud driver.
+ * gpuprov driver ABI, version 1.1: the only contract between the gpuprov host and a cloud driver.
  *
  * TRUST MODEL. A driver is a shared object loaded into the gpuprov process with
  * RTLD_NOW | RTLD_LOCAL. It is trusted like the host itself: it runs with the user's
@@ -14,10 +14,15 @@
  *   GPUPROV_ABI_VERSION_MINOR; otherwise it refuses that driver, naming both versions, and
  *   loads the others.
  * - Every boundary struct starts with `uint32_t struct_size` and only grows at the end. Members
- *   are never removed or reordered; new ones are marked "since ABI 1.x". A reader copies
- *   min(struct_size, sizeof) bytes into a zeroed local and checks offset + width against
- *   struct_size before reading any member newer than 1.0. A struct larger than the reader knows
- *   comes from a newer ABI and is refused.
+ *   are never removed or reordered; new ones are marked "since ABI 1.x". A reader reads
+ *   struct_size first and reads a member only when offset + width <= struct_size; a member the
+ *   struct does not reach counts as zero or NULL, and a struct that does not reach a member the
+ *   reader requires is refused (the host requires the whole 1.0 descriptor, the SDK the whole
+ *   1.0 init input). A struct larger than the reader knows comes from a newer minor: the
+ *   reader uses the members it knows and ignores the rest. Members added in a minor are
+ *   therefore optional for readers; a driver that needs the host to read one states that minor
+ *   in abi_minor_required, and an older host refuses it by the rule above. (Hosts of ABI 1.0
+ *   refused any larger struct; a driver that must load in one is built with the 1.0 header.)
  * - A replaced function keeps its slot; the successor is appended with a _v2 suffix.
  * - Changing this file without moving GPUPROV_ABI_VERSION_* fails the test abi_guard_test.
  *
@@ -48,7 +53,7 @@ extern "C" {
 #endif
 
 #define GPUPROV_ABI_VERSION_MAJOR 1
-#define GPUPROV_ABI_VERSION_MINOR 0
+#define GPUPROV_ABI_VERSION_MINOR 1
 
 /* First member after struct_size in the descriptor: tells a gpuprov driver from any other .so
  * that happens to export the entry symbol name. Not a security measure. ('GPPV') */
@@ -142,6 +147,21 @@ typedef struct gpuprov_drv_vtable {
   gpuprov_drv_op_fn open_ports;
 } gpuprov_drv_vtable;
 
+/* Since ABI 1.1: the type of a value in a driver's [clouds.NAME] table of config.toml. */
+typedef int32_t gpuprov_type_config_type;
+#define GPUPROV_CONFIG_STRING 1
+#define GPUPROV_CONFIG_INTEGER 2 /* a TOML integer, passed as a JSON number */
+#define GPUPROV_CONFIG_BOOLEAN 3
+
+/* Since ABI 1.1: one key a driver accepts in its [clouds.NAME] table. OWNERSHIP: static in the
+ * driver, never freed. */
+typedef struct gpuprov_type_config_key {
+  uint32_t struct_size;
+  gpuprov_type_config_type type;
+  const char* name; /* [a-z0-9_]+, at most 64 bytes; unique within the driver */
+  const char* help; /* one line for `gpuprov drivers NAME` */
+} gpuprov_type_config_key;
+
 /* The static descriptor returned by the entry symbol. Readable without init: `gpuprov drivers`
  * reads only this. OWNERSHIP: static in the driver, never freed. */
 typedef struct gpuprov_type_driver_descriptor {
@@ -154,6 +174,12 @@ typedef struct gpuprov_type_driver_descriptor {
   const char* description; /* one line */
   uint64_t capabilities;   /* GPUPROV_CAP_* bits */
   const gpuprov_drv_vtable* vtable;
+  /* Since ABI 1.1: the keys the driver accepts in its [clouds.NAME] table, as config_key_count
+   * pointers. The host refuses any other key and a value of another type before init, naming
+   * the file and line; `endpoint` is the host's own key and always allowed. NULL: the driver
+   * declares nothing and gets its table unchecked, as every 1.0 driver does. */
+  const gpuprov_type_config_key* const* config_keys;
+  size_t config_key_count;
 } gpuprov_type_driver_descriptor;
 
 /* The entry a driver exports as GPUPROV_DRIVER_ENTRY_SYMBOL. Must not allocate, start threads

@@ -20,6 +20,21 @@
 //   };
 //   GPUPROV_DRIVER(MyCloud)
 //
+// The keys the driver reads from its [clouds.mycloud] table of config.toml (ABI 1.1): a static
+// table given to the macro; gpuprov then refuses unknown or mistyped keys before init, and
+// `gpuprov drivers mycloud` prints the table.
+//
+//   constexpr gpuprov_type_config_key kMyCloudConfigKeys[] = {
+//       gpuprov::sdk::StringKey("region", "the region used when provision names none"),
+//       gpuprov::sdk::IntegerKey("poll_interval_ms", "how often to poll a pending VM"),
+//   };
+//   GPUPROV_DRIVER(MyCloud, kMyCloudConfigKeys)
+//
+// The driver states the minimum driver ABI minor it needs from the host as a third argument
+// (default 0: any ABI 1.x host; the SDK's own minor only when the driver relies on a member
+// added in it): GPUPROV_DRIVER(MyCloud, kMyCloudConfigKeys, 1), or without keys
+// GPUPROV_DRIVER(MyCloud, gpuprov::sdk::kNoConfigKeys, 1).
+//
 // Build it with gpuprov_add_driver(mycloud SOURCES mycloud.cc) from find_package(gpuprov-sdk):
 // the file becomes libgpuprov-driver-mycloud.so with only gpuprov_driver_entry exported.
 //
@@ -31,12 +46,15 @@
 // beyond the C++ standard library, so drivers pick their own JSON and HTTP libraries.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <new>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "gpuprov/driver_abi.h"
@@ -54,17 +72,26 @@ class DriverError : public std::runtime_error {
   gpuprov_type_status status_;
 };
 
+/// True when a struct of \a struct_size bytes reaches the member at \a offset of \a width
+/// bytes: the header's rule for reading a member.
+constexpr bool Reaches(uint32_t struct_size, size_t offset, size_t width) {
+  return offset + width <= struct_size;
+}
+#define GPUPROV_SDK_REACHES(ptr, type, member) \
+  ::gpuprov::sdk::Reaches((ptr)->struct_size, offsetof(type, member), sizeof(((type*)nullptr)->member))
+
 /// The host's callbacks. Cheap to copy; valid while the driver handle lives.
 class Host {
  public:
   Host() = default;
+  /// Keeps each callback the host's struct reaches (by its struct_size); the others stay null,
+  /// so an older host's smaller struct and a newer host's larger one both work.
   explicit Host(const gpuprov_type_host_api* api) {
-    // Copy what this ABI version knows; a smaller (older) struct leaves the rest zeroed.
-    if (api != nullptr) {
-      size_t n = api->struct_size < sizeof(api_) ? api->struct_size : sizeof(api_);
-      std::char_traits<char>::copy(reinterpret_cast<char*>(&api_),
-                                   reinterpret_cast<const char*>(api), n);
-    }
+    if (api == nullptr || api->struct_size < sizeof(uint32_t)) return;
+    if (GPUPROV_SDK_REACHES(api, gpuprov_type_host_api, host_ctx)) api_.host_ctx = api->host_ctx;
+    if (GPUPROV_SDK_REACHES(api, gpuprov_type_host_api, log)) api_.log = api->log;
+    if (GPUPROV_SDK_REACHES(api, gpuprov_type_host_api, progress)) api_.progress = api->progress;
+    if (GPUPROV_SDK_REACHES(api, gpuprov_type_host_api, cancelled)) api_.cancelled = api->cancelled;
   }
   void Log(gpuprov_type_log_level level, std::string_view msg) const {
     if (api_.log) api_.log(api_.host_ctx, level, msg.data(), msg.size());
@@ -88,6 +115,21 @@ struct InitContext {
   std::string config_json;
 };
 
+/// A [clouds.NAME] key of type string, integer or boolean, for a driver's config key table.
+constexpr gpuprov_type_config_key StringKey(const char* name, const char* help) {
+  return {sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_STRING, name, help};
+}
+constexpr gpuprov_type_config_key IntegerKey(const char* name, const char* help) {
+  return {sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_INTEGER, name, help};
+}
+constexpr gpuprov_type_config_key BooleanKey(const char* name, const char* help) {
+  return {sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_BOOLEAN, name, help};
+}
+
+/// Passed as the macro's key table by a driver that declares no keys but states a minor.
+struct NoConfigKeys {};
+inline constexpr NoConfigKeys kNoConfigKeys{};
+
 namespace internal {
 
 template <class T>
@@ -98,19 +140,122 @@ concept HasIdentity = requires {
   { T::kCapabilities } -> std::convertible_to<uint64_t>;
 };
 
-#define GPUPROV_SDK_OP_CONCEPT(Concept, Method) \
-  template <class T>                            \
-  concept Concept = requires(T t, const std::string& s) { \
-    { t.Method(s) } -> std::convertible_to<std::string>;  \
-  };
-GPUPROV_SDK_OP_CONCEPT(HasCheck, Check)
-GPUPROV_SDK_OP_CONCEPT(HasOffers, Offers)
-GPUPROV_SDK_OP_CONCEPT(HasCreate, Create)
-GPUPROV_SDK_OP_CONCEPT(HasGet, Get)
-GPUPROV_SDK_OP_CONCEPT(HasList, List)
-GPUPROV_SDK_OP_CONCEPT(HasDelete, Delete)
-GPUPROV_SDK_OP_CONCEPT(HasOpenPorts, OpenPorts)
+/// The one signature an operation method may have.
+template <class T>
+using OpMethod = std::string (T::*)(const std::string&);
+
+// For each operation: Declares<Op> when the class has a single member of that name, Has<Op>
+// when it has exactly the signature the SDK calls, and a check that turns any other signature
+// (a const method, a std::string_view or by-value parameter, another return type) into one
+// readable error instead of a template error deep in the SDK.
+#define GPUPROV_SDK_OP_CONCEPT(Method)                                                    \
+  template <class T>                                                                      \
+  concept Declares##Method = requires { &T::Method; };                                    \
+  template <class T>                                                                      \
+  concept Has##Method = Declares##Method<T> && std::is_same_v<decltype(&T::Method), OpMethod<T>>; \
+  template <class T>                                                                      \
+  constexpr bool Check##Method##Signature() {                                             \
+    static_assert(!Declares##Method<T> || Has##Method<T>,                                 \
+                  "gpuprov SDK: the driver's " #Method " has the wrong signature; it must be "  \
+                  "exactly `std::string " #Method "(const std::string& request_json)`: not a " \
+                  "const method (the SDK calls it on the driver object it owns) and not a "  \
+                  "std::string_view parameter (the request is copied into a std::string)"); \
+    return true;                                                                          \
+  }
+GPUPROV_SDK_OP_CONCEPT(Check)
+GPUPROV_SDK_OP_CONCEPT(Offers)
+GPUPROV_SDK_OP_CONCEPT(Create)
+GPUPROV_SDK_OP_CONCEPT(Get)
+GPUPROV_SDK_OP_CONCEPT(List)
+GPUPROV_SDK_OP_CONCEPT(Delete)
+GPUPROV_SDK_OP_CONCEPT(OpenPorts)
 #undef GPUPROV_SDK_OP_CONCEPT
+
+template <class T>
+constexpr bool CheckOpSignatures() {
+  return CheckCheckSignature<T>() && CheckOffersSignature<T>() && CheckCreateSignature<T>() &&
+         CheckGetSignature<T>() && CheckListSignature<T>() && CheckDeleteSignature<T>() &&
+         CheckOpenPortsSignature<T>();
+}
+
+/// The name rule of a config key: [a-z0-9_]+, at most 64 bytes.
+constexpr bool ValidConfigKeyName(const char* name) {
+  if (name == nullptr || *name == '\0') return false;
+  size_t n = 0;
+  for (const char* p = name; *p; ++p, ++n) {
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_')) return false;
+  }
+  return n <= 64;
+}
+
+constexpr bool SameName(const char* a, const char* b) {
+  while (*a && *a == *b) ++a, ++b;
+  return *a == *b;
+}
+
+/// Facts about a config key table, each checked at compile time with its own message.
+enum class KeyRule { kMadeByHelpers, kNameValid, kNotEndpoint, kHasHelp, kTypeKnown, kUnique };
+
+template <size_t N>
+constexpr bool KeysFollow(const gpuprov_type_config_key (&keys)[N], KeyRule rule) {
+  for (size_t i = 0; i < N; ++i) {
+    const gpuprov_type_config_key& k = keys[i];
+    switch (rule) {
+      case KeyRule::kMadeByHelpers:
+        if (k.struct_size != sizeof(gpuprov_type_config_key)) return false;
+        break;
+      case KeyRule::kNameValid:
+        if (!ValidConfigKeyName(k.name)) return false;
+        break;
+      case KeyRule::kNotEndpoint:
+        if (SameName(k.name, "endpoint")) return false;
+        break;
+      case KeyRule::kHasHelp:
+        if (k.help == nullptr || *k.help == '\0') return false;
+        break;
+      case KeyRule::kTypeKnown:
+        if (k.type < GPUPROV_CONFIG_STRING || k.type > GPUPROV_CONFIG_BOOLEAN) return false;
+        break;
+      case KeyRule::kUnique:
+        for (size_t j = 0; j < i; ++j) {
+          if (SameName(keys[j].name, k.name)) return false;
+        }
+        break;
+    }
+  }
+  return true;
+}
+constexpr bool KeysFollow(const NoConfigKeys&, KeyRule) { return true; }
+
+template <const auto& Keys>
+constexpr bool CheckConfigKeys() {
+  static_assert(KeysFollow(Keys, KeyRule::kMadeByHelpers),
+                "gpuprov SDK: make config keys with gpuprov::sdk::StringKey, IntegerKey or "
+                "BooleanKey (they set struct_size and the type)");
+  static_assert(KeysFollow(Keys, KeyRule::kNameValid),
+                "gpuprov SDK: a config key name must be [a-z0-9_]+, at most 64 bytes");
+  static_assert(KeysFollow(Keys, KeyRule::kNotEndpoint),
+                "gpuprov SDK: `endpoint` is the host's own key (it arrives as the settings' "
+                "\"endpoint\"): do not declare it");
+  static_assert(KeysFollow(Keys, KeyRule::kHasHelp),
+                "gpuprov SDK: every config key needs one line of help");
+  static_assert(KeysFollow(Keys, KeyRule::kTypeKnown),
+                "gpuprov SDK: a config key's type must be GPUPROV_CONFIG_STRING, _INTEGER or "
+                "_BOOLEAN");
+  static_assert(KeysFollow(Keys, KeyRule::kUnique),
+                "gpuprov SDK: a config key is declared twice");
+  return true;
+}
+
+/// Number of keys in a table given to GPUPROV_DRIVER.
+template <class Table>
+inline constexpr size_t kKeyCount = std::extent_v<std::remove_cvref_t<Table>>;
+
+template <const auto& Keys, size_t... I>
+constexpr std::array<const gpuprov_type_config_key*, sizeof...(I)> KeyPointers(
+    std::index_sequence<I...>) {
+  return {&Keys[I]...};
+}
 
 /// What gpuprov_type_driver* points to for a driver class T.
 template <class T>
@@ -153,7 +298,10 @@ gpuprov_type_driver* Init(const gpuprov_type_init_input* input, gpuprov_type_sta
     return nullptr;
   }
   gpuprov_type_status rc = Guard(h, [&] {
-    if (input == nullptr || input->struct_size < sizeof(uint32_t) + sizeof(void*)) {
+    // Every member this SDK reads is one of ABI 1.0's; a smaller struct is refused, a larger
+    // one (a newer host) is read up to what this SDK knows.
+    if (input == nullptr || input->struct_size < sizeof(uint32_t) ||
+        !GPUPROV_SDK_REACHES(input, gpuprov_type_init_input, config_host_owned)) {
       throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "init input missing or too small");
     }
     InitContext ctx;
@@ -215,8 +363,13 @@ constexpr gpuprov_drv_vtable MakeVtable() {
   return v;
 }
 
-template <class T>
+template <class T, const auto& Keys, int MinorRequired>
 const gpuprov_type_driver_descriptor* Descriptor() noexcept {
+  static_assert(MinorRequired >= 0 && MinorRequired <= GPUPROV_ABI_VERSION_MINOR,
+                "gpuprov SDK: the ABI minor a driver requires (GPUPROV_DRIVER's third argument) "
+                "must be from 0 to this SDK's GPUPROV_ABI_VERSION_MINOR");
+  static_assert(CheckConfigKeys<Keys>());
+  static_assert(CheckOpSignatures<T>());
   static_assert(HasIdentity<T>,
                 "a gpuprov driver class needs: static constexpr const char* kName, kVersion, "
                 "kDescription; static constexpr uint64_t kCapabilities");
@@ -232,16 +385,21 @@ const gpuprov_type_driver_descriptor* Descriptor() noexcept {
                 "GPUPROV_CAP_OPEN_PORTS needs: std::string OpenPorts(const std::string& "
                 "request_json)");
   static constexpr gpuprov_drv_vtable kVtable = MakeVtable<T>();
+  constexpr size_t kCount = kKeyCount<decltype(Keys)>;
+  static constexpr std::array<const gpuprov_type_config_key*, kCount> kKeyPointers =
+      KeyPointers<Keys>(std::make_index_sequence<kCount>());
   static constexpr gpuprov_type_driver_descriptor kDescriptor = {
       sizeof(gpuprov_type_driver_descriptor),
       GPUPROV_DRIVER_MAGIC,
       GPUPROV_ABI_VERSION_MAJOR,
-      GPUPROV_ABI_VERSION_MINOR,
+      static_cast<uint16_t>(MinorRequired),
       T::kName,
       T::kVersion,
       T::kDescription,
       T::kCapabilities,
       &kVtable,
+      kCount == 0 ? nullptr : kKeyPointers.data(),
+      kCount,
   };
   return &kDescriptor;
 }
@@ -249,9 +407,21 @@ const gpuprov_type_driver_descriptor* Descriptor() noexcept {
 }  // namespace internal
 }  // namespace gpuprov::sdk
 
-/// Exports gpuprov_driver_entry for the driver class T. Use once per driver, at namespace scope.
-#define GPUPROV_DRIVER(T)                                                             \
-  extern "C" __attribute__((visibility("default"))) const gpuprov_type_driver_descriptor* \
-  gpuprov_driver_entry(void) {                                                        \
-    return ::gpuprov::sdk::internal::Descriptor<T>();                                 \
+/// Exports gpuprov_driver_entry for the driver class T. Use once per driver, at namespace scope:
+///   GPUPROV_DRIVER(T)                      declares no config keys; needs any ABI 1.x host
+///   GPUPROV_DRIVER(T, kKeys)               declares its [clouds.NAME] keys (a static table)
+///   GPUPROV_DRIVER(T, kKeys, MINOR)        and needs a host of ABI 1.MINOR or newer
+/// kKeys is a namespace-scope `constexpr gpuprov_type_config_key kKeys[]`, or
+/// gpuprov::sdk::kNoConfigKeys.
+#define GPUPROV_DRIVER(...)                                                                   \
+  GPUPROV_SDK_DRIVER_PICK(__VA_ARGS__, GPUPROV_SDK_DRIVER_3, GPUPROV_SDK_DRIVER_2,            \
+                          GPUPROV_SDK_DRIVER_1, )                                             \
+  (__VA_ARGS__)
+#define GPUPROV_SDK_DRIVER_PICK(_1, _2, _3, NAME, ...) NAME
+#define GPUPROV_SDK_DRIVER_1(T) GPUPROV_SDK_DRIVER_3(T, ::gpuprov::sdk::kNoConfigKeys, 0)
+#define GPUPROV_SDK_DRIVER_2(T, KEYS) GPUPROV_SDK_DRIVER_3(T, KEYS, 0)
+#define GPUPROV_SDK_DRIVER_3(T, KEYS, MINOR)                                                  \
+  extern "C" __attribute__((visibility("default"))) const gpuprov_type_driver_descriptor*     \
+  gpuprov_driver_entry(void) {                                                                \
+    return ::gpuprov::sdk::internal::Descriptor<T, KEYS, MINOR>();                            \
   }
