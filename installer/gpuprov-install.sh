@@ -30,15 +30,12 @@ readonly STATUS_SCHEMA_VERSION=1
 
 # ---- Pins -------------------------------------------------------------------------------------
 # The k3s release installed when no binary of the wanted version is present. >= v1.29 is needed
-# for `default-runtime` in config.yaml. k3s of this generation embeds containerd 2 and renders its
-# config as version 3; it finds nvidia-container-runtime by itself at start.
+# for `default-runtime` in config.yaml.
 readonly K3S_PINNED_VERSION="v1.36.4+k3s1"
 readonly K3S_MIN_VERSION_FOR_DEFAULT_RUNTIME="v1.29.0"
-# >>> PINNED K3S HASHES: sha256 of the release assets `k3s` (amd64) and `k3s-arm64` of
-# >>> K3S_PINNED_VERSION, as in that release's sha256sum-amd64.txt / sha256sum-arm64.txt (the
-# >>> table in shared/reference/k3s-nvidia.md section 13; a unit test compares them). Any other
-# >>> version needs --k3s-sha256: the installer never downloads an unverified binary. gpuprov
-# >>> reads these three lines at build time (core/CMakeLists.txt).
+# >>> PINNED K3S HASHES: sha256 of the assets `k3s` (amd64) and `k3s-arm64` of K3S_PINNED_VERSION
+# >>> from its sha256sum-<arch>.txt (a unit test compares them with the k3s reference's table).
+# >>> Other versions need --k3s-sha256. gpuprov reads these lines at build time.
 readonly K3S_SHA256_AMD64="835873f37245fc615f547a2fe2af9402a347875f13fa64a1f136de644955ea3f"
 readonly K3S_SHA256_ARM64="c920706346d5ad4e5cd3c7bf1bb09ce71ebe07fec829e513e40f1caf98aed8bb"
 # NVIDIA device plugin image, pinned.
@@ -275,8 +272,9 @@ on_exit() {
   FINISHED_AT="$NOW"
   write_status || true
   log "FAILED at step $PHASE: $MESSAGE"
-  printf 'gpuprov-install: failed step: %s (log: %s, status: %s)\n' "$PHASE" "$LOG_FILE" \
-    "$STATUS_FILE" >&2
+  # The last line says what failed and why (gpuprov shows it to the user).
+  printf 'gpuprov-install: failed step: %s: %s (log: %s, status: %s)\n' "$PHASE" "$MESSAGE" \
+    "$LOG_FILE" "$STATUS_FILE" >&2
   exit "$rc"
 }
 
@@ -435,11 +433,8 @@ k3s_asset_and_hash() {
   if [[ -n "$K3S_SHA256_OVERRIDE" ]]; then EXPECTED_SHA256="$K3S_SHA256_OVERRIDE"; fi
 }
 
-# fetch_release URL DEST: downloads URL to DEST in at most K3S_DOWNLOAD_ATTEMPTS attempts. Each
-# attempt gives up when it cannot connect within K3S_DOWNLOAD_STALL_S seconds, when the transfer
-# makes no progress for that long, or after 20 times that; a transfer cut short (the server's
-# Content-Length not reached) is an error. HTTP 4xx (but 408 and 429) is not retried. On failure
-# sets FETCH_ERROR to why.
+# fetch_release URL DEST: URL to DEST in up to K3S_DOWNLOAD_ATTEMPTS bounded attempts (see the
+# settings); HTTP 4xx but 408/429 is not retried. On failure sets FETCH_ERROR to why.
 fetch_release() {
   local url="$1" dest="$2" attempt code rc err
   local max_s=$((K3S_DOWNLOAD_STALL_S * 20)) pause=$(((K3S_DOWNLOAD_STALL_S + 4) / 5))
