@@ -59,7 +59,11 @@ const std::vector<Command>& Commands() {
         {"no-k8s", 0, nullptr, "a plain VM: no Kubernetes, only SSH opened"},
         {"image", 0, "IMAGE", "the VM image (default: the cloud's GPU image)"},
         {"instance-type", 0, "TYPE", "the cloud's instance type (default: chosen from --gpus)"},
-        {"ssh-key", 0, "PATH", "private key to use (default: a generated ed25519 key)"}},
+        {"ssh-key", 0, "PATH", "private key to use (default: a generated ed25519 key)"},
+        {"k3s-version", 0, "TAG", "k3s release to install (default: the pinned one; another "
+                                  "needs --k3s-sha256)"},
+        {"k3s-sha256", 0, "HEX", "sha256 of that release's k3s binary for the VM's architecture"},
+        {"k3s-download-url", 0, "URL", "a mirror of https://github.com/k3s-io/k3s/releases/download"}},
        &RunProvisionArgs},
       {"ssh", "ssh NAME [-- COMMAND...]",
        "open a shell on the VM, or run one command and exit with its status", {}, &RunSshArgs},
@@ -127,6 +131,9 @@ int RunProvisionArgs(const AppContext& app, const ParsedArgs& args) {
   flags.image = args.value("image");
   flags.instance_type = args.value("instance-type");
   flags.ssh_key = args.value("ssh-key");
+  flags.k3s_version = args.value("k3s-version");
+  flags.k3s_sha256 = args.value("k3s-sha256");
+  flags.k3s_download_url = args.value("k3s-download-url");
   if (args.has("k8s")) flags.kubernetes = true;
   if (args.has("no-k8s")) flags.kubernetes = false;
   return RunProvision(app, flags, args.value("file"));

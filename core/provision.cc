@@ -176,8 +176,12 @@ int RunProvision(const AppContext& app, const ProvisionFlags& flags,
   const CloudCheck account = cloud->Check();
   console.Debug(cloud_name + " account: " + account.account);
   ClusterPlan plan;
+  InstallerArgs k3s_args;  // the k3s release choice, for the boot script and SSH runs alike
+  k3s_args.k3s_version = opt.k3s_version.value.value_or("");
+  k3s_args.k3s_sha256 = opt.k3s_sha256.value.value_or("");
+  k3s_args.k3s_download_url = opt.k3s_download_url.value.value_or("");
   if (k8s.enabled) {
-    plan = PlanCluster(info.capabilities, account.user_data_limit);
+    plan = PlanCluster(info.capabilities, account.user_data_limit, k3s_args);
     if (!plan.note.empty()) console.Note(plan.note);
     console.Debug(std::string("cluster plan: route ") + (plan.boot_route ? "boot" : "ssh") +
                   ", access " + (plan.direct ? "direct" : "tunnel") + ", boot script " +
@@ -294,6 +298,7 @@ int RunProvision(const AppContext& app, const ProvisionFlags& flags,
       in.public_ip = rec.public_ip;
       in.api_port = vm.ports.count(kApiPort) ? vm.ports.at(kApiPort) : kApiPort;
       in.expected_gpus = opt.gpus.value ? opt.gpus.value->count : 0;
+      in.k3s = k3s_args;
       in.ssh = target;
       in.boot_install_wait = std::chrono::seconds(opt.boot_install_wait_seconds.value);
       in.api_wait = std::chrono::seconds(opt.api_wait_seconds.value);
