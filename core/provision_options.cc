@@ -83,6 +83,14 @@ void CheckK3sChoice(ProvisionOptions& o) {
               ") is not an http:// or https:// URL",
           "give the base URL of a mirror of https://github.com/k3s-io/k3s/releases/download");
     }
+    static const std::regex userinfo(R"(https?://[^/]*@.*)");
+    if (std::regex_match(*u, userinfo)) {
+      throw UsageError(
+          K3sFieldName(o.k3s_download_url.source, "--k3s-download-url", "k3s_download_url") +
+              " (" + DescribeOrigin(o.k3s_download_url) +
+              ") holds a user name or password: the URL is logged and sent in the boot script",
+          "give a mirror that needs no credentials in the URL");
+    }
     while (u->size() > 1 && u->back() == '/') u->pop_back();
   }
   const auto& v = o.k3s_version.value;

@@ -345,6 +345,11 @@ TEST(ProvisionOptionsTest, MalformedK3sValuesAreRefusedNamingTheField) {
   flags = Named();
   flags.k3s_download_url = "file:///srv/k3s";
   EXPECT_THAT(RefusalOf(flags), HasSubstr("--k3s-download-url: \"file:///srv/k3s\""));
+  flags.k3s_download_url = "https://user:hunter2@mirror.example/k3s";
+  const std::string refusal = RefusalOf(flags);
+  EXPECT_THAT(refusal, HasSubstr("--k3s-download-url (--k3s-download-url from the command line) "
+                                 "holds a user name or password"));
+  EXPECT_THAT(refusal, ::testing::Not(HasSubstr("hunter2")));
   EXPECT_THAT(RefusalOf(Named(), Spec{}, ConfigFrom("[defaults]\nk3s_sha256 = \"zz\"\n")),
               HasSubstr("k3s_sha256 (from config.toml [defaults]) must be 64 hex digits"));
 }

@@ -344,6 +344,8 @@ parse_args() {
       --k3s-download-url)
         [[ "$val" =~ ^https?://[^[:space:]]+$ ]] ||
           usage_error "--k3s-download-url: expected an http:// or https:// URL, got '$val'"
+        [[ ! "$val" =~ ^https?://[^/]*@ ]] ||
+          usage_error "--k3s-download-url: no user name or password in the URL (it is logged)"
         K3S_DOWNLOAD_URL="$val"
         ;;
       --status-file) STATUS_FILE="$val" ;;

@@ -160,6 +160,10 @@ nothing_installed() {
   run "$INSTALLER" --k3s-download-url ftp://127.0.0.1/x
   [ "$status" -eq 2 ]
   [[ "$output" == *"--k3s-download-url: expected an http:// or https:// URL, got 'ftp://127.0.0.1/x'"* ]]
+  run "$INSTALLER" --k3s-download-url https://user:hunter2@127.0.0.1/x
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"--k3s-download-url: no user name or password in the URL (it is logged)"* ]]
+  [[ "$output" != *hunter2* ]]
   GPUPROV_K3S_DOWNLOAD_ATTEMPTS=0 run "$INSTALLER"
   [ "$status" -eq 2 ]
   [[ "$output" == *"GPUPROV_K3S_DOWNLOAD_ATTEMPTS: 1 to 99, got '0'"* ]]
