@@ -62,7 +62,11 @@ const std::vector<Command>& Commands() {
         {"instance-type", 0, "TYPE", "the cloud's instance type (default: chosen from --gpus)"},
         {"ssh-key", 0, "PATH", "private key to use (default: a generated ed25519 key)"},
         {"disk-gb", 0, "N", "boot disk size in GB, 10 to 10000 (default: the cloud's)"},
-        {"tag", 0, "KEY=VALUE", "a tag on the VM and what the driver makes for it (repeatable)"}},
+        {"tag", 0, "KEY=VALUE", "a tag on the VM and what the driver makes for it (repeatable)"},
+        {"k3s-version", 0, "TAG", "k3s release to install (default: the pinned one; another "
+                                  "needs --k3s-sha256)"},
+        {"k3s-sha256", 0, "HEX", "sha256 of that release's k3s binary for the VM's architecture"},
+        {"k3s-download-url", 0, "URL", "a mirror of https://github.com/k3s-io/k3s/releases/download"}},
        &RunProvisionArgs},
       {"ssh", "ssh NAME [-- COMMAND...]",
        "open a shell on the VM, or run one command and exit with its status", {}, &RunSshArgs},
@@ -134,6 +138,9 @@ int RunProvisionArgs(const AppContext& app, const ParsedArgs& args) {
   flags.ssh_key = args.value("ssh-key");
   if (auto disk = args.value("disk-gb")) flags.disk_gb = ParseDiskGbFlag(*disk);
   for (const std::string& tag : args.values_of("tag")) AddTagFlag(tag, flags.tags);
+  flags.k3s_version = args.value("k3s-version");
+  flags.k3s_sha256 = args.value("k3s-sha256");
+  flags.k3s_download_url = args.value("k3s-download-url");
   if (args.has("k8s")) flags.kubernetes = true;
   if (args.has("no-k8s")) flags.kubernetes = false;
   return RunProvision(app, flags, args.value("file"));

@@ -175,12 +175,13 @@ std::string FixFor(const std::string& failing, const std::string& vm) {
 
 }  // namespace
 
-ClusterPlan PlanCluster(std::uint64_t capabilities, std::size_t user_data_limit) {
+ClusterPlan PlanCluster(std::uint64_t capabilities, std::size_t user_data_limit,
+                        const InstallerArgs& boot_args) {
   ClusterPlan plan;
   plan.direct = (capabilities & GPUPROV_CAP_OPEN_PORTS) != 0;
   const bool boot = (capabilities & (GPUPROV_CAP_BOOT_CLOUD_INIT | GPUPROV_CAP_BOOT_STARTUP_SCRIPT)) != 0;
   if (!boot) return plan;
-  std::optional<BootScript> script = MakeBootScript(InstallerArgs{}, user_data_limit);
+  std::optional<BootScript> script = MakeBootScript(boot_args, user_data_limit);
   if (!script) {
     plan.note = "the installer does not fit in this cloud's " + std::to_string(user_data_limit) +
                 "-byte boot script, even compressed: installing over SSH instead";
@@ -238,7 +239,7 @@ class ClusterBringUp {
   /// waits for a boot install, or pushes the installer over SSH once.
   void Install() {
     const auto start = Clock::now();
-    InstallerArgs args;
+    InstallerArgs args = in_.k3s;
     if (!in_.plan.boot_route) args.public_ip = in_.public_ip;  // a boot run asks the metadata service
     bool pushed = false;
     console_.Step(in_.plan.boot_route ? "checking the k3s install that ran at boot"
@@ -369,7 +370,7 @@ class ClusterBringUp {
       console_.Note("the API certificate does not cover " + host + " (it covers " + list +
                     "; the installer could not learn the public address): re-running the "
                     "installer with --public-ip " + host);
-      InstallerArgs rerun;
+      InstallerArgs rerun = in_.k3s;
       rerun.public_ip = host;
       rec_.route = "ssh";
       rec_.route_reason =

@@ -33,8 +33,9 @@ struct ClusterPlan {
 };
 
 /// The plan for a driver with \a capabilities (GPUPROV_CAP_* bits) and a cloud that accepts
-/// \a user_data_limit bytes of boot script.
-ClusterPlan PlanCluster(std::uint64_t capabilities, std::size_t user_data_limit);
+/// \a user_data_limit bytes of boot script; a boot script runs the installer with \a boot_args.
+ClusterPlan PlanCluster(std::uint64_t capabilities, std::size_t user_data_limit,
+                        const InstallerArgs& boot_args = {});
 
 /// The ports the driver opens: 22 alone, or 22, 6443, 80, 443 for a direct-mode cluster.
 std::vector<int> PortsToOpen(bool kubernetes, const ClusterPlan& plan);
@@ -70,6 +71,9 @@ struct ClusterInputs {
   std::string public_ip;
   int api_port = kApiPort;        // where the node's 6443 is reachable at public_ip
   int expected_gpus = 0;          // GPUs the VM was asked for
+  /// The k3s release choice (k3s_* fields) every installer run over SSH passes on, as the boot
+  /// script does.
+  InstallerArgs k3s;
   SshTarget ssh;                  // for tunnel-mode checks through an SSH forward
   std::chrono::seconds boot_install_wait{900};
   std::chrono::seconds api_wait{600};

@@ -55,6 +55,20 @@ TEST(ClusterPlan, Ec2SizedLimitStillFitsCompressed) {
   EXPECT_LE(p.boot_script.size(), 16384u);
 }
 
+TEST(ClusterPlan, TheBootScriptCarriesTheK3sChoiceWithinEc2sLimit) {
+  InstallerArgs k3s;
+  k3s.k3s_version = "v1.30.2+k3s1";
+  k3s.k3s_sha256 = std::string(64, 'f');
+  k3s.k3s_download_url = "https://mirror.example/k3s/releases/download";
+  ClusterPlan p = PlanCluster(kCloudInit, 16384, k3s);
+  ASSERT_TRUE(p.boot_route);
+  EXPECT_LE(p.boot_script.size(), 16384u);
+  const std::string exec_line = p.boot_script.substr(p.boot_script.rfind("\nexec bash ") + 1);
+  EXPECT_EQ(exec_line, "exec bash \"$dir/gpuprov-install.sh\" '--k3s-version' 'v1.30.2+k3s1' "
+                       "'--k3s-sha256' '" + std::string(64, 'f') + "' '--k3s-download-url' "
+                       "'https://mirror.example/k3s/releases/download'\n");
+}
+
 TEST(ClusterPlan, TooSmallLimitFallsBackToSshWithANote) {
   ClusterPlan p = PlanCluster(kCloudInit | GPUPROV_CAP_OPEN_PORTS, 4096);
   EXPECT_FALSE(p.boot_route);

@@ -17,7 +17,8 @@ namespace {
 
 constexpr std::string_view kAllowedTopLevel = "[defaults], [clouds.<name>]";
 constexpr std::string_view kAllowedDefaults =
-    "kubernetes, cloud, region, gpus, ssh_key, [defaults.timeouts]";
+    "kubernetes, cloud, region, gpus, ssh_key, k3s_version, k3s_sha256, k3s_download_url, "
+    "[defaults.timeouts]";
 constexpr std::string_view kAllowedTimeouts =
     "boot_wait_seconds, ssh_wait_seconds, boot_install_wait_seconds, api_wait_seconds";
 constexpr std::string_view kCloudNameRule =
@@ -184,6 +185,12 @@ class ConfigParser {
         out.gpus = ParseGpuRequest(text, At(v) + "key '" + full + "'");
       } else if (key == "ssh_key") {
         out.ssh_key = String(full, v, false);
+      } else if (key == "k3s_version") {  // Formats are checked with the flags' (provision_options).
+        out.k3s_version = String(full, v, false);
+      } else if (key == "k3s_sha256") {
+        out.k3s_sha256 = String(full, v, false);
+      } else if (key == "k3s_download_url") {
+        out.k3s_download_url = String(full, v, false);
       } else if (key == "timeouts") {
         if (!v.is_table()) throw TypeError(full, v, "a table ([defaults.timeouts])");
         ParseTimeouts(v, out.timeouts);

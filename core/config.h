@@ -7,6 +7,9 @@
 //   region = "us-east-1"
 //   gpus = "L4:1"               # TYPE:COUNT
 //   ssh_key = "~/.ssh/id_ed25519"
+//   k3s_version = "v1.36.4+k3s1"  # another than the installer's pin needs k3s_sha256
+//   k3s_sha256 = "<64 hex>"
+//   k3s_download_url = "https://mirror.example/k3s"
 //
 //   [defaults.timeouts]         # positive integers, seconds
 //   boot_wait_seconds = 600     # the VM running
@@ -44,6 +47,9 @@ struct ConfigDefaults {
   std::optional<std::string> region;
   std::optional<GpuRequest> gpus;
   std::optional<std::string> ssh_key;  // As written; "~" is not expanded here.
+  std::optional<std::string> k3s_version;
+  std::optional<std::string> k3s_sha256;
+  std::optional<std::string> k3s_download_url;
   ConfigTimeouts timeouts;
 };
 

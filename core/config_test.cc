@@ -229,5 +229,19 @@ TEST(ConfigTest, LoadUsesThePathInMessages) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(ConfigTest, K3sReleaseDefaults) {
+  const Config config = ParseConfig(
+      "[defaults]\nk3s_version = \"v1.30.2+k3s1\"\nk3s_sha256 = \"" + std::string(64, 'c') +
+          "\"\nk3s_download_url = \"https://mirror.example/k3s\"\n",
+      "config.toml");
+  EXPECT_EQ(config.defaults.k3s_version, "v1.30.2+k3s1");
+  EXPECT_EQ(config.defaults.k3s_sha256, std::string(64, 'c'));
+  EXPECT_EQ(config.defaults.k3s_download_url, "https://mirror.example/k3s");
+  EXPECT_THAT(ErrorFor("[defaults]\nk3s_version = 136\n"),
+              HasSubstr("key 'defaults.k3s_version' must be a string"));
+  EXPECT_THAT(ErrorFor("[defaults]\nk3s_download_url = \"\"\n"),
+              HasSubstr("key 'defaults.k3s_download_url' must not be empty"));
+}
+
 }  // namespace
 }  // namespace gpuprov

@@ -79,6 +79,13 @@ std::vector<std::string> InstallerArgWords(const InstallerArgs& args) {
     words.push_back("--tls-san");
     words.push_back(san);
   }
+  for (const auto& [flag, value] : {std::pair{"--k3s-version", &args.k3s_version},
+                                    std::pair{"--k3s-sha256", &args.k3s_sha256},
+                                    std::pair{"--k3s-download-url", &args.k3s_download_url}}) {
+    if (value->empty()) continue;
+    words.push_back(flag);
+    words.push_back(*value);
+  }
   return words;
 }
 

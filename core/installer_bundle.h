@@ -16,6 +16,15 @@ const std::string& InstallerScript();
 /// INSTALLER_VERSION of the built-in installer (what its status marker reports).
 std::string InstallerVersion();
 
+/// The k3s release the installer pins: its K3S_PINNED_VERSION and K3S_SHA256_AMD64/ARM64 lines,
+/// read at build time. Any other version needs a sha256 from the user.
+struct PinnedK3s {
+  std::string version;       // e.g. "v1.36.4+k3s1"
+  std::string sha256_amd64;  // of the release asset `k3s`
+  std::string sha256_arm64;  // of the release asset `k3s-arm64`
+};
+const PinnedK3s& PinnedK3sRelease();
+
 /// Where the installer lives on the node once sent, and what it writes there.
 inline constexpr const char* kNodeInstallerDir = "/var/lib/gpuprov";
 inline constexpr const char* kNodeInstallerPath = "/var/lib/gpuprov/gpuprov-install.sh";
@@ -27,6 +36,9 @@ inline constexpr const char* kNodeBootLog = "/var/log/cloud-init-output.log";
 struct InstallerArgs {
   std::string public_ip;               // --public-ip; "" = the installer asks the metadata service
   std::vector<std::string> tls_sans;   // --tls-san, each
+  std::string k3s_version;             // --k3s-version; "" = the installer's pin
+  std::string k3s_sha256;              // --k3s-sha256; "" = the installer's pinned hash
+  std::string k3s_download_url;        // --k3s-download-url; "" = GitHub's release downloads
 };
 
 /// The arguments as words (unquoted), e.g. {"--public-ip", "1.2.3.4"}.

@@ -1,10 +1,12 @@
 #include "installer_bundle.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdio>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "file_util.h"
@@ -42,6 +44,70 @@ int RunBootScript(const std::string& script, const std::filesystem::path& dir) {
 TEST(InstallerBundle, CarriesTheInstallerByteForByte) {
   EXPECT_EQ(InstallerScript(), SourceInstaller());
   EXPECT_EQ(InstallerVersion(), "0.1.0");
+}
+
+/// The value of `readonly NAME="..."` in the installer source ("" when absent).
+std::string ScriptPin(const std::string& name) {
+  std::smatch m;
+  const std::string text = SourceInstaller();
+  if (!std::regex_search(text, m, std::regex("\nreadonly " + name + "=\"([^\"\n]*)\"\n"))) return "";
+  return m[1].str();
+}
+
+TEST(InstallerBundle, PinnedK3sIsReadFromTheInstaller) {
+  const PinnedK3s& pinned = PinnedK3sRelease();
+  EXPECT_EQ(pinned.version, ScriptPin("K3S_PINNED_VERSION"));
+  EXPECT_EQ(pinned.sha256_amd64, ScriptPin("K3S_SHA256_AMD64"));
+  EXPECT_EQ(pinned.sha256_arm64, ScriptPin("K3S_SHA256_ARM64"));
+  EXPECT_THAT(pinned.sha256_amd64, ::testing::MatchesRegex("[0-9a-f]{64}"));
+  EXPECT_THAT(pinned.sha256_arm64, ::testing::MatchesRegex("[0-9a-f]{64}"));
+}
+
+// The pinned release and both hashes equal the table of the k3s reference (section 13), which
+// sits beside the repository (../shared); a typo in either place fails here.
+TEST(InstallerBundle, PinnedK3sMatchesTheReferenceTable) {
+  const std::string path =
+      std::string(GPUPROV_SOURCE_DIR) + "/../shared/reference/k3s-nvidia.md";
+  std::optional<std::string> reference = ReadFileIfExists(path);
+  ASSERT_TRUE(reference) << path << " is missing: CI keeps shared/ beside the clone";
+  const size_t section = reference->find("\n## 13. Pinned k3s release hashes");
+  ASSERT_NE(section, std::string::npos) << "no section 13 in " << path;
+  const std::string table = reference->substr(section);
+  std::smatch version, amd64, arm64;
+  ASSERT_TRUE(std::regex_search(table, version, std::regex(R"(\*\*k3s (v[^*\s]+)\*\*)")));
+  ASSERT_TRUE(std::regex_search(table, amd64,
+                                std::regex(R"(\n\| `k3s` \(amd64\) \| `([0-9a-f]{64})` \|)")));
+  ASSERT_TRUE(std::regex_search(table, arm64, std::regex(R"(\n\| `k3s-arm64` \| `([0-9a-f]{64})` \|)")));
+  EXPECT_EQ(ScriptPin("K3S_PINNED_VERSION"), version[1].str());
+  EXPECT_EQ(ScriptPin("K3S_SHA256_AMD64"), amd64[1].str());
+  EXPECT_EQ(ScriptPin("K3S_SHA256_ARM64"), arm64[1].str());
+  EXPECT_EQ(PinnedK3sRelease().version, version[1].str());
+  EXPECT_EQ(PinnedK3sRelease().sha256_amd64, amd64[1].str());
+  EXPECT_EQ(PinnedK3sRelease().sha256_arm64, arm64[1].str());
+}
+
+TEST(InstallerBundle, K3sChoiceBecomesInstallerFlags) {
+  InstallerArgs args;
+  args.public_ip = "203.0.113.7";
+  args.k3s_version = "v1.30.2+k3s1";
+  args.k3s_sha256 = std::string(64, 'a');
+  args.k3s_download_url = "http://127.0.0.1:8089";
+  EXPECT_EQ(InstallerArgWords(args),
+            (std::vector<std::string>{"--public-ip", "203.0.113.7", "--k3s-version", "v1.30.2+k3s1",
+                                      "--k3s-sha256", std::string(64, 'a'), "--k3s-download-url",
+                                      "http://127.0.0.1:8089"}));
+  // Both routes pass them: the boot script's exec line and the SSH push command.
+  auto boot = MakeBootScript(args, 16384);
+  ASSERT_TRUE(boot);
+  EXPECT_EQ(boot->form, BootScriptForm::kCompressed);
+  EXPECT_LE(boot->text.size(), 16384u);
+  EXPECT_THAT(boot->text, ::testing::EndsWith(
+                              "exec bash \"$dir/gpuprov-install.sh\" '--public-ip' '203.0.113.7' "
+                              "'--k3s-version' 'v1.30.2+k3s1' '--k3s-sha256' '" +
+                              std::string(64, 'a') +
+                              "' '--k3s-download-url' 'http://127.0.0.1:8089'\n"));
+  EXPECT_THAT(InstallerPushCommand(args),
+              ::testing::EndsWith("'--k3s-download-url' 'http://127.0.0.1:8089'"));
 }
 
 TEST(InstallerBundle, ArgumentsAreWordsInOrder) {

@@ -198,6 +198,15 @@ class Provision {
     }
   }
 
+  /// The k3s release choice, for the boot script and SSH runs alike.
+  InstallerArgs K3sArgs() const {
+    InstallerArgs args;
+    args.k3s_version = opt_.k3s_version.value.value_or("");
+    args.k3s_sha256 = opt_.k3s_sha256.value.value_or("");
+    args.k3s_download_url = opt_.k3s_download_url.value.value_or("");
+    return args;
+  }
+
   /// Initialises the driver (config.toml keys checked first), checks the credentials and
   /// plans the cluster route and access.
   void CheckAccountAndPlan() {
@@ -206,7 +215,7 @@ class Provision {
     const CloudCheck account = cloud_->Check();
     console_.Debug(cloud_name_ + " account: " + account.account);
     if (!k8s_.enabled) return;
-    plan_ = PlanCluster(driver_->info().capabilities, account.user_data_limit);
+    plan_ = PlanCluster(driver_->info().capabilities, account.user_data_limit, K3sArgs());
     if (!plan_.note.empty()) console_.Note(plan_.note);
     console_.Debug(std::string("cluster plan: route ") + (plan_.boot_route ? "boot" : "ssh") +
                    ", access " + (plan_.direct ? "direct" : "tunnel") + ", boot script " +
@@ -364,6 +373,7 @@ class Provision {
     in.public_ip = rec_.public_ip;
     in.api_port = vm_.ports.count(kApiPort) ? vm_.ports.at(kApiPort) : kApiPort;
     in.expected_gpus = opt_.gpus.value ? opt_.gpus.value->count : 0;
+    in.k3s = K3sArgs();
     in.ssh = target_;
     in.boot_install_wait = std::chrono::seconds(opt_.boot_install_wait_seconds.value);
     in.api_wait = std::chrono::seconds(opt_.api_wait_seconds.value);

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cctype>
 #include <string_view>
+#include <regex>
 
 #include "error.h"
+#include "installer_bundle.h"
 
 namespace gpuprov {
 namespace {
@@ -42,6 +44,66 @@ bool Take(Resolved<T>& out, const std::optional<V>& value, Source source,
   out.source = source;
   out.origin = origin;
   return true;
+}
+
+/// "--k3s-version" as the user gave it: the flag, or the spec or config key.
+std::string K3sFieldName(Source source, const std::string& flag, const std::string& key) {
+  return source == Source::kFlag ? flag : key;
+}
+
+/// Checks the k3s choice (the installer checks the same on the node; checking here refuses it
+/// before anything is created): formats, and a sha256 for any version but the pinned one.
+void CheckK3sChoice(ProvisionOptions& o) {
+  const PinnedK3s& pinned = PinnedK3sRelease();
+  if (const auto& v = o.k3s_version.value) {
+    static const std::regex tag(R"(v[0-9]+\.[0-9]+\.[0-9]+(-rc[0-9]+)?\+k3s[0-9]+)");
+    if (!std::regex_match(*v, tag)) {
+      throw UsageError(K3sFieldName(o.k3s_version.source, "--k3s-version", "k3s_version") + ": \"" +
+                           *v + "\" (" + DescribeOrigin(o.k3s_version) +
+                           ") is not a k3s release tag like " + pinned.version,
+                       "give a tag from https://github.com/k3s-io/k3s/releases, or drop it to "
+                       "install " + pinned.version);
+    }
+  }
+  if (auto& h = o.k3s_sha256.value) {
+    static const std::regex hex("[0-9a-fA-F]{64}");
+    if (!std::regex_match(*h, hex)) {
+      throw UsageError(K3sFieldName(o.k3s_sha256.source, "--k3s-sha256", "k3s_sha256") + " (" +
+                           DescribeOrigin(o.k3s_sha256) + ") must be 64 hex digits",
+                       "copy the hash from the release's sha256sum-amd64.txt or "
+                       "sha256sum-arm64.txt");
+    }
+    for (char& c : *h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  if (auto& u = o.k3s_download_url.value) {
+    static const std::regex url(R"(https?://[^\s]+)");
+    if (!std::regex_match(*u, url)) {
+      throw UsageError(
+          K3sFieldName(o.k3s_download_url.source, "--k3s-download-url", "k3s_download_url") +
+              ": \"" + *u + "\" (" + DescribeOrigin(o.k3s_download_url) +
+              ") is not an http:// or https:// URL",
+          "give the base URL of a mirror of https://github.com/k3s-io/k3s/releases/download");
+    }
+    static const std::regex userinfo(R"(https?://[^/]*@.*)");
+    if (std::regex_match(*u, userinfo)) {
+      throw UsageError(
+          K3sFieldName(o.k3s_download_url.source, "--k3s-download-url", "k3s_download_url") +
+              " (" + DescribeOrigin(o.k3s_download_url) +
+              ") holds a user name or password: the URL is logged and sent in the boot script",
+          "give a mirror that needs no credentials in the URL");
+    }
+    while (u->size() > 1 && u->back() == '/') u->pop_back();
+  }
+  const auto& v = o.k3s_version.value;
+  if (v && *v != pinned.version && !o.k3s_sha256.value) {
+    throw UsageError(
+        K3sFieldName(o.k3s_version.source, "--k3s-version", "k3s_version") + " " + *v + " (" +
+            DescribeOrigin(o.k3s_version) + ") has no known sha256: gpuprov pins the hashes of " +
+            pinned.version + " only and never installs an unverified k3s binary",
+        "add --k3s-sha256 HEX (or k3s_sha256) with the hash of that release's k3s binary for the "
+        "VM's architecture, from its sha256sum-amd64.txt or sha256sum-arm64.txt; or drop "
+        "--k3s-version to install " + pinned.version);
+  }
 }
 
 std::string ExpandHome(const std::string& path, const EnvLookup& env) {
@@ -180,6 +242,17 @@ ProvisionOptions ResolveProvisionOptions(const ProvisionFlags& flags, const Spec
        config_timeouts);
   o.api_wait_seconds.value = kDefaultApiWaitSeconds;
   Take(o.api_wait_seconds, d.timeouts.api_wait_seconds, Source::kConfig, config_timeouts);
+
+  Take(o.k3s_version, flags.k3s_version, Source::kFlag, "--k3s-version") ||
+      Take(o.k3s_version, spec.k3s_version, Source::kSpec, spec_name) ||
+      Take(o.k3s_version, d.k3s_version, Source::kConfig, config_defaults);
+  Take(o.k3s_sha256, flags.k3s_sha256, Source::kFlag, "--k3s-sha256") ||
+      Take(o.k3s_sha256, spec.k3s_sha256, Source::kSpec, spec_name) ||
+      Take(o.k3s_sha256, d.k3s_sha256, Source::kConfig, config_defaults);
+  Take(o.k3s_download_url, flags.k3s_download_url, Source::kFlag, "--k3s-download-url") ||
+      Take(o.k3s_download_url, spec.k3s_download_url, Source::kSpec, spec_name) ||
+      Take(o.k3s_download_url, d.k3s_download_url, Source::kConfig, config_defaults);
+  CheckK3sChoice(o);
   return o;
 }
 
@@ -237,6 +310,9 @@ std::vector<std::string> DescribeProvisionOptions(const ProvisionOptions& o) {
                        DescribeOrigin(o.boot_install_wait_seconds)));
   lines.push_back(Line("api_wait_seconds", std::to_string(o.api_wait_seconds.value),
                        DescribeOrigin(o.api_wait_seconds)));
+  lines.push_back(LineOf("k3s_version", o.k3s_version, PinnedK3sRelease().version + " (pinned)"));
+  lines.push_back(LineOf("k3s_sha256", o.k3s_sha256, "(pinned)"));
+  lines.push_back(LineOf("k3s_download_url", o.k3s_download_url, "(GitHub releases)"));
   return lines;
 }
 

@@ -52,6 +52,9 @@ struct ProvisionFlags {
   std::optional<std::string> ssh_key;
   std::optional<int> disk_gb;
   std::map<std::string, std::string> tags;  // Overlay the spec's tags key by key.
+  std::optional<std::string> k3s_version;
+  std::optional<std::string> k3s_sha256;
+  std::optional<std::string> k3s_download_url;
 };
 
 inline constexpr const char* kDefaultCloud = "docker";
@@ -77,13 +80,19 @@ struct ProvisionOptions {
   Resolved<int> ssh_wait_seconds;   // SSH answering once it runs
   Resolved<int> boot_install_wait_seconds;
   Resolved<int> api_wait_seconds;
+  /// The k3s release the installer installs (flag > spec > config.toml [defaults]); nullopt:
+  /// the installer's pin, its pinned hash, GitHub's downloads.
+  Resolved<std::optional<std::string>> k3s_version;
+  Resolved<std::optional<std::string>> k3s_sha256;  // lower-case hex
+  Resolved<std::optional<std::string>> k3s_download_url;
 };
 
 /// Merges the inputs. \a spec is a default Spec when no spec file was given; \a env is only
 /// asked for GPUPROV_CLOUD, GPUPROV_REGION, GPUPROV_GPUS, GPUPROV_KUBERNETES (true/false,
 /// 1/0, yes/no), GPUPROV_IMAGE (empty values count as unset) and HOME (to expand a leading
 /// "~/" in ssh_key). Throws UsageError for a missing name and for invalid flag or
-/// environment values, naming the flag or variable.
+/// environment values, naming the flag or variable; also for a k3s version other than the
+/// installer's pin without a k3s sha256 (naming --k3s-version or where the version came from).
 ProvisionOptions ResolveProvisionOptions(const ProvisionFlags& flags, const Spec& spec,
                                          const EnvLookup& env, const Config& config);
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "error.h"
+#include "installer_bundle.h"
 
 namespace gpuprov {
 namespace {
@@ -324,6 +325,101 @@ TEST(ProvisionOptionsTest, FlagTagsOverlayTheSpecsAndReservedOnesAreRefused) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("tags in spec.yaml: 'gpuprov-name' is a tag gpuprov sets"));
   }
+}
+
+constexpr const char* kOtherSha = "ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef0123456789";
+
+/// The UsageError message of resolving \a flags with \a spec and \a config ("" when none).
+std::string RefusalOf(const ProvisionFlags& flags, const Spec& spec = Spec{},
+                      const Config& config = Config{}) {
+  try {
+    ResolveProvisionOptions(flags, spec, MapEnv({}), config);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), kExitUsage);
+    return std::string(e.what()) + " | " + e.hint();
+  }
+  return "";
+}
+
+TEST(ProvisionOptionsTest, K3sDefaultsToTheInstallersPin) {
+  const ProvisionOptions o = ResolveProvisionOptions(Named(), Spec{}, MapEnv({}), Config{});
+  EXPECT_FALSE(o.k3s_version.value);
+  EXPECT_FALSE(o.k3s_sha256.value);
+  EXPECT_FALSE(o.k3s_download_url.value);
+  EXPECT_THAT(DescribeProvisionOptions(o),
+              Contains("k3s_version=" + PinnedK3sRelease().version + " (pinned) (built-in default)"));
+}
+
+TEST(ProvisionOptionsTest, AnotherK3sVersionWithoutSha256IsRefusedNamingTheFlag) {
+  ProvisionFlags flags = Named();
+  flags.k3s_version = "v1.30.2+k3s1";
+  const std::string refusal = RefusalOf(flags);
+  EXPECT_THAT(refusal, HasSubstr("--k3s-version v1.30.2+k3s1 (--k3s-version from the command line) "
+                                 "has no known sha256"));
+  EXPECT_THAT(refusal, HasSubstr("add --k3s-sha256 HEX"));
+  EXPECT_THAT(refusal, HasSubstr("or drop --k3s-version to install " + PinnedK3sRelease().version));
+  // From the config file or the spec: the message says where it came from.
+  EXPECT_THAT(RefusalOf(Named(), Spec{}, ConfigFrom("[defaults]\nk3s_version = \"v1.30.2+k3s1\"\n")),
+              HasSubstr("k3s_version v1.30.2+k3s1 (from config.toml [defaults]) has no known sha256"));
+  Spec spec = SpecNamed();
+  spec.k3s_version = "v1.30.2+k3s1";
+  EXPECT_THAT(RefusalOf(Named(), spec), HasSubstr("(from spec.yaml) has no known sha256"));
+}
+
+TEST(ProvisionOptionsTest, AnotherK3sVersionWithSha256IsKept) {
+  ProvisionFlags flags = Named();
+  flags.k3s_version = "v1.30.2+k3s1";
+  flags.k3s_sha256 = kOtherSha;
+  flags.k3s_download_url = "http://127.0.0.1:8089/k3s/";
+  const ProvisionOptions o = ResolveProvisionOptions(flags, Spec{}, MapEnv({}), Config{});
+  EXPECT_EQ(o.k3s_version.value, "v1.30.2+k3s1");
+  EXPECT_EQ(o.k3s_sha256.value, "abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789");
+  EXPECT_EQ(o.k3s_download_url.value, "http://127.0.0.1:8089/k3s");  // trailing '/' dropped
+  EXPECT_EQ(o.k3s_download_url.source, Source::kFlag);
+  // The pinned version needs no hash; a hash alone overrides the pinned one.
+  ProvisionFlags pinned = Named();
+  pinned.k3s_version = PinnedK3sRelease().version;
+  EXPECT_EQ(RefusalOf(pinned), "");
+  ProvisionFlags hash_only = Named();
+  hash_only.k3s_sha256 = kOtherSha;
+  EXPECT_EQ(RefusalOf(hash_only), "");
+}
+
+TEST(ProvisionOptionsTest, K3sChoiceComesFromFlagThenSpecThenConfig) {
+  const Config config = ConfigFrom(
+      "[defaults]\nk3s_version = \"v1.30.2+k3s1\"\nk3s_sha256 = \"" + std::string(kOtherSha) +
+      "\"\nk3s_download_url = \"https://mirror.example/k3s\"\n");
+  Spec spec = SpecNamed();
+  spec.k3s_download_url = "https://spec.example/k3s";
+  ProvisionFlags flags = Named();
+  flags.k3s_version = "v1.30.3+k3s1";
+  const ProvisionOptions o = ResolveProvisionOptions(flags, spec, MapEnv({}), config);
+  EXPECT_EQ(o.k3s_version.value, "v1.30.3+k3s1");
+  EXPECT_EQ(o.k3s_version.source, Source::kFlag);
+  EXPECT_EQ(o.k3s_sha256.source, Source::kConfig);
+  EXPECT_EQ(o.k3s_download_url.value, "https://spec.example/k3s");
+  EXPECT_EQ(o.k3s_download_url.source, Source::kSpec);
+}
+
+TEST(ProvisionOptionsTest, MalformedK3sValuesAreRefusedNamingTheField) {
+  ProvisionFlags flags = Named();
+  flags.k3s_version = "1.36.4";
+  EXPECT_THAT(RefusalOf(flags), HasSubstr("--k3s-version: \"1.36.4\" (--k3s-version from the "
+                                          "command line) is not a k3s release tag like v"));
+  flags = Named();
+  flags.k3s_sha256 = "abc";
+  EXPECT_THAT(RefusalOf(flags), HasSubstr("--k3s-sha256 (--k3s-sha256 from the command line) "
+                                          "must be 64 hex digits"));
+  flags = Named();
+  flags.k3s_download_url = "file:///srv/k3s";
+  EXPECT_THAT(RefusalOf(flags), HasSubstr("--k3s-download-url: \"file:///srv/k3s\""));
+  flags.k3s_download_url = "https://user:hunter2@mirror.example/k3s";
+  const std::string refusal = RefusalOf(flags);
+  EXPECT_THAT(refusal, HasSubstr("--k3s-download-url (--k3s-download-url from the command line) "
+                                 "holds a user name or password"));
+  EXPECT_THAT(refusal, ::testing::Not(HasSubstr("hunter2")));
+  EXPECT_THAT(RefusalOf(Named(), Spec{}, ConfigFrom("[defaults]\nk3s_sha256 = \"zz\"\n")),
+              HasSubstr("k3s_sha256 (from config.toml [defaults]) must be 64 hex digits"));
 }
 
 }  // namespace

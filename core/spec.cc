@@ -14,7 +14,8 @@ namespace gpuprov {
 namespace {
 
 constexpr std::string_view kAllowedFields =
-    "name, cloud, region, gpus, kubernetes, image, instance_type, ssh_key, disk_gb, tags";
+    "name, cloud, region, gpus, kubernetes, image, instance_type, ssh_key, disk_gb, tags, "
+    "k3s_version, k3s_sha256, k3s_download_url";
 
 std::string Lower(std::string_view s) {
   std::string lower;
@@ -164,6 +165,12 @@ class SpecParser {
       spec.disk_gb = gb;
     } else if (field == "tags") {
       spec.tags = ParseTags(key, value);
+    } else if (field == "k3s_version") {  // Formats are checked with the flags' (provision_options).
+      spec.k3s_version = NonEmptyString(field, key, value);
+    } else if (field == "k3s_sha256") {
+      spec.k3s_sha256 = NonEmptyString(field, key, value);
+    } else if (field == "k3s_download_url") {
+      spec.k3s_download_url = NonEmptyString(field, key, value);
     } else {
       throw UsageError(
           At(key) + "unknown field '" + field + "'; allowed: " + std::string(kAllowedFields),

@@ -10,6 +10,9 @@
 //   ssh_key: ~/.ssh/id_ed25519
 //   disk_gb: 100             # 10..10000
 //   tags: {team: ml}         # string -> string
+//   k3s_version: v1.36.4+k3s1  # k3s release; another than the installer's pin needs k3s_sha256
+//   k3s_sha256: <64 hex>     # sha256 of that release's k3s binary for the VM's architecture
+//   k3s_download_url: https://mirror.example/k3s  # a mirror of GitHub's release downloads
 #pragma once
 
 #include <filesystem>
@@ -38,6 +41,9 @@ struct Spec {
   std::optional<std::string> ssh_key;  // As written; "~" is not expanded here.
   std::optional<int> disk_gb;
   std::optional<std::map<std::string, std::string>> tags;
+  std::optional<std::string> k3s_version;
+  std::optional<std::string> k3s_sha256;
+  std::optional<std::string> k3s_download_url;
 };
 
 /// Parses spec YAML. Throws UsageError naming \a display_name, the line, the field and what

@@ -192,5 +192,17 @@ TEST(SpecTest, LoadSpecReadsAFileAndNamesItsPath) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(SpecTest, K3sReleaseFields) {
+  const Spec spec = ParseSpec(
+      "k3s_version: v1.30.2+k3s1\nk3s_sha256: " + std::string(64, 'b') +
+          "\nk3s_download_url: http://127.0.0.1:8089\n",
+      "spec.yaml");
+  EXPECT_EQ(spec.k3s_version, "v1.30.2+k3s1");
+  EXPECT_EQ(spec.k3s_sha256, std::string(64, 'b'));
+  EXPECT_EQ(spec.k3s_download_url, "http://127.0.0.1:8089");
+  EXPECT_THAT(ErrorFor("k3s_version:\n"), HasSubstr("spec.yaml:1: field 'k3s_version' has no value"));
+  EXPECT_THAT(ErrorFor("k3s_sha256: [a]\n"), HasSubstr("field 'k3s_sha256' must be a string"));
+}
+
 }  // namespace
 }  // namespace gpuprov

@@ -31,14 +31,13 @@ readonly STATUS_SCHEMA_VERSION=1
 # ---- Pins -------------------------------------------------------------------------------------
 # The k3s release installed when no binary of the wanted version is present. >= v1.29 is needed
 # for `default-runtime` in config.yaml.
-readonly K3S_PINNED_VERSION="v1.31.6+k3s1"
+readonly K3S_PINNED_VERSION="v1.36.4+k3s1"
 readonly K3S_MIN_VERSION_FOR_DEFAULT_RUNTIME="v1.29.0"
-# >>> PINNED K3S HASHES: sha256 of the release assets `k3s` (amd64) and `k3s-arm64` of
-# >>> K3S_PINNED_VERSION, copied from that release's sha256sum-<arch>.txt after checking it.
-# >>> Empty = not pinned yet: the installer REFUSES to download (pre-stage the binary instead, or
-# >>> pass --k3s-sha256). Never fill these from an unchecked source.
-readonly K3S_SHA256_AMD64=""
-readonly K3S_SHA256_ARM64=""
+# >>> PINNED K3S HASHES: sha256 of the assets `k3s` (amd64) and `k3s-arm64` of K3S_PINNED_VERSION
+# >>> from its sha256sum-<arch>.txt (a unit test compares them with the k3s reference's table).
+# >>> Other versions need --k3s-sha256. gpuprov reads these lines at build time.
+readonly K3S_SHA256_AMD64="835873f37245fc615f547a2fe2af9402a347875f13fa64a1f136de644955ea3f"
+readonly K3S_SHA256_ARM64="c920706346d5ad4e5cd3c7bf1bb09ce71ebe07fec829e513e40f1caf98aed8bb"
 # NVIDIA device plugin image, pinned.
 readonly DEVICE_PLUGIN_IMAGE="nvcr.io/nvidia/k8s-device-plugin:v0.19.3"
 
@@ -65,6 +64,10 @@ METADATA_ENABLED=1
 TOOLKIT_MODE="${GPUPROV_TOOLKIT:-auto}"
 UNIT_TYPE="${GPUPROV_K3S_UNIT_TYPE:-notify}"
 K3S_DOWNLOAD_URL="${GPUPROV_K3S_DOWNLOAD_URL:-https://github.com/k3s-io/k3s/releases/download}"
+# Download bounds: attempts, and the seconds after which a connect or a transfer making no
+# progress (< 1 KiB/s) is given up; an attempt lasts at most 20 times that. Tests shorten them.
+K3S_DOWNLOAD_ATTEMPTS="${GPUPROV_K3S_DOWNLOAD_ATTEMPTS:-4}"
+K3S_DOWNLOAD_STALL_S="${GPUPROV_K3S_DOWNLOAD_STALL_SECONDS:-30}"
 NVIDIA_REPO_URL="${GPUPROV_NVIDIA_REPO_URL:-https://nvidia.github.io/libnvidia-container}"
 
 # Paths on the node (prefix with $ROOT to touch them).
@@ -108,6 +111,9 @@ options:
   --tls-san NAME          extra certificate name or address (repeatable)
   --k3s-version TAG       k3s release (default $K3S_PINNED_VERSION)
   --k3s-sha256 HEX        sha256 of the k3s binary to download for that version and this arch
+                          (needed for any version but $K3S_PINNED_VERSION)
+  --k3s-download-url URL  release base URL, a mirror of https://github.com/k3s-io/k3s/releases/download
+                          (the asset is URL/<tag, + as %2B>/k3s or k3s-arm64)
   --status-file PATH      status marker (default $STATUS_FILE)
   --log-file PATH         log (default $LOG_FILE)
   --lock-file PATH        host-wide lock (default $LOCK_FILE)
@@ -122,7 +128,9 @@ options:
   --version               print the installer version
 
 environment: GPUPROV_INSTALL_ROOT (root prefix, for tests), GPUPROV_METADATA_URL,
-GPUPROV_K3S_DOWNLOAD_URL, GPUPROV_NVIDIA_REPO_URL, GPUPROV_TOOLKIT, GPUPROV_K3S_UNIT_TYPE.
+GPUPROV_K3S_DOWNLOAD_URL, GPUPROV_K3S_DOWNLOAD_ATTEMPTS (default 4),
+GPUPROV_K3S_DOWNLOAD_STALL_SECONDS (default 30), GPUPROV_NVIDIA_REPO_URL, GPUPROV_TOOLKIT,
+GPUPROV_K3S_UNIT_TYPE.
 exit codes: 0 ok, 1 a step failed (named on stderr and in the status marker), 2 usage,
 3 another run held the lock longer than --lock-timeout.
 EOF
@@ -264,8 +272,9 @@ on_exit() {
   FINISHED_AT="$NOW"
   write_status || true
   log "FAILED at step $PHASE: $MESSAGE"
-  printf 'gpuprov-install: failed step: %s (log: %s, status: %s)\n' "$PHASE" "$LOG_FILE" \
-    "$STATUS_FILE" >&2
+  # The last line says what failed and why (gpuprov shows it to the user).
+  printf 'gpuprov-install: failed step: %s: %s (log: %s, status: %s)\n' "$PHASE" "$MESSAGE" \
+    "$LOG_FILE" "$STATUS_FILE" >&2
   exit "$rc"
 }
 
@@ -313,8 +322,8 @@ parse_args() {
         val="${opt#*=}"
         opt="${opt%%=*}"
         ;;
-      --public-ip | --tls-san | --k3s-version | --k3s-sha256 | --status-file | --log-file | \
-        --lock-file | --lock-timeout | --restart-timeout | --metadata-url | --toolkit | --unit-type)
+      --public-ip | --tls-san | --k3s-version | --k3s-sha256 | --k3s-download-url | \
+        --status-file | --log-file | --lock-file | --lock-timeout | --restart-timeout | --metadata-url | --toolkit | --unit-type)
         [[ $# -ge 2 ]] || usage_error "$opt needs a value"
         val="$2"
         shift
@@ -331,6 +340,13 @@ parse_args() {
       --k3s-sha256)
         [[ "$val" =~ ^[0-9a-fA-F]{64}$ ]] || usage_error "--k3s-sha256: expected 64 hex digits"
         K3S_SHA256_OVERRIDE="${val,,}"
+        ;;
+      --k3s-download-url)
+        [[ "$val" =~ ^https?://[^[:space:]]+$ ]] ||
+          usage_error "--k3s-download-url: expected an http:// or https:// URL, got '$val'"
+        [[ ! "$val" =~ ^https?://[^/]*@ ]] ||
+          usage_error "--k3s-download-url: no user name or password in the URL (it is logged)"
+        K3S_DOWNLOAD_URL="$val"
         ;;
       --status-file) STATUS_FILE="$val" ;;
       --log-file) LOG_FILE="$val" ;;
@@ -352,6 +368,11 @@ parse_args() {
   [[ "$STATUS_FILE" == /* && "$LOG_FILE" == /* && "$LOCK_FILE" == /* ]] ||
     usage_error "--status-file, --log-file and --lock-file take absolute paths"
   METADATA_URL="${METADATA_URL%/}"
+  K3S_DOWNLOAD_URL="${K3S_DOWNLOAD_URL%/}"
+  [[ "$K3S_DOWNLOAD_ATTEMPTS" =~ ^[1-9][0-9]?$ ]] ||
+    usage_error "GPUPROV_K3S_DOWNLOAD_ATTEMPTS: 1 to 99, got '$K3S_DOWNLOAD_ATTEMPTS'"
+  [[ "$K3S_DOWNLOAD_STALL_S" =~ ^[1-9][0-9]{0,3}$ ]] ||
+    usage_error "GPUPROV_K3S_DOWNLOAD_STALL_SECONDS: 1 to 9999, got '$K3S_DOWNLOAD_STALL_S'"
 }
 
 # ---- Steps ------------------------------------------------------------------------------------
@@ -414,6 +435,45 @@ k3s_asset_and_hash() {
   if [[ -n "$K3S_SHA256_OVERRIDE" ]]; then EXPECTED_SHA256="$K3S_SHA256_OVERRIDE"; fi
 }
 
+# fetch_release URL DEST: URL to DEST in up to K3S_DOWNLOAD_ATTEMPTS bounded attempts (see the
+# settings); HTTP 4xx but 408/429 is not retried. On failure sets FETCH_ERROR to why.
+fetch_release() {
+  local url="$1" dest="$2" attempt code rc err
+  local max_s=$((K3S_DOWNLOAD_STALL_S * 20)) pause=$(((K3S_DOWNLOAD_STALL_S + 4) / 5))
+  local err_file="$dest.err"
+  for ((attempt = 1; attempt <= K3S_DOWNLOAD_ATTEMPTS; attempt++)); do
+    log "downloading $url (attempt $attempt of $K3S_DOWNLOAD_ATTEMPTS)"
+    rc=0
+    code="$(timeout "$((max_s + 10))" curl -fsS -L --proto '=http,https' --proto-redir '=http,https' \
+      --connect-timeout "$K3S_DOWNLOAD_STALL_S" --speed-limit 1024 \
+      --speed-time "$K3S_DOWNLOAD_STALL_S" --max-time "$max_s" -w '%{http_code}' -o "$dest" \
+      "$url" 2>"$err_file")" || rc=$?
+    if [[ "$rc" == 0 ]]; then
+      rm -f "$err_file"
+      return 0
+    fi
+    err="$(tail -n1 "$err_file" 2>/dev/null)"
+    case "$rc" in
+      124) err="no answer within $((max_s + 10))s" ;;
+      28) err="timed out (no progress for ${K3S_DOWNLOAD_STALL_S}s, or over ${max_s}s): ${err:-curl exit 28}" ;;
+      18) err="the transfer ended early (partial file): ${err:-curl exit 18}" ;;
+      *) err="${err:-curl exit $rc}" ;;
+    esac
+    log "download attempt $attempt of $K3S_DOWNLOAD_ATTEMPTS failed: $err"
+    if [[ "$rc" == 22 && "$code" == 4?? && "$code" != 408 && "$code" != 429 ]]; then
+      rm -f "$err_file"
+      FETCH_ERROR="download of $url failed: HTTP $code (no such release asset; check"
+      FETCH_ERROR+=" --k3s-version and --k3s-download-url)"
+      return 1
+    fi
+    if ((attempt < K3S_DOWNLOAD_ATTEMPTS)); then sleep "$pause"; fi
+  done
+  rm -f "$err_file"
+  FETCH_ERROR="download of $url failed after $K3S_DOWNLOAD_ATTEMPTS attempts (last: $err);"
+  FETCH_ERROR+=" check the node's network or --k3s-download-url (log: $LOG_FILE)"
+  return 1
+}
+
 ensure_k3s_binary() {
   local bin="$ROOT$K3S_BIN" have="" tmp got url
   if [[ -x "$bin" ]]; then
@@ -434,10 +494,9 @@ ensure_k3s_binary() {
   url="$K3S_DOWNLOAD_URL/${K3S_VERSION//+/%2B}/$ASSET"
   mkdir -p "$(dirname "$bin")"
   tmp="$(mktemp "$(dirname "$bin")/.k3s.download.XXXXXX")"
-  log "downloading $url"
-  if ! timeout 900 curl -fsSL --retry 3 --connect-timeout 20 -o "$tmp" "$url" 2>>"$LOG_PATH"; then
+  if ! fetch_release "$url" "$tmp"; then
     rm -f "$tmp"
-    fail "download of $url failed (see $LOG_FILE)"
+    fail "$FETCH_ERROR"
   fi
   got="$(sha256sum "$tmp" | awk '{ print $1 }')"
   if [[ "$got" != "$EXPECTED_SHA256" ]]; then

@@ -66,16 +66,14 @@ serve_fake_release() {
   [ -z "$(find "$SANDBOX/usr/local/bin" -name '.k3s.download.*')" ]
 }
 
-@test "no binary at all and the pinned version: refuses unless a hash is pinned" {
+@test "no binary at all and the pinned version: downloaded with the pinned hash (here refused)" {
   rm "$SANDBOX/usr/local/bin/k3s"
+  export GPUPROV_K3S_DOWNLOAD_ATTEMPTS=1 GPUPROV_K3S_DOWNLOAD_STALL_SECONDS=1 # this test only
   run "$INSTALLER" --no-metadata
-  if grep -q '^readonly K3S_SHA256_AMD64=""' "$INSTALLER"; then
-    [ "$status" -eq 1 ]
-    [[ "$output" == *"refusing to download an unverified binary"* ]]
-    [ ! -s "$CURL_LOG" ]
-  else
-    # A pinned hash: the download is attempted (from 127.0.0.1:1 here, so it fails).
-    [ "$status" -eq 1 ]
-    [[ "$output" == *"download of"* ]]
-  fi
+  echo "$output"
+  # A hash is pinned, so the download is attempted (from 127.0.0.1:1 here, so it fails).
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"download of http://127.0.0.1:1/${PINNED_K3S//+/%2B}/k3s failed after 1 attempts"* ]]
+  [ "$(wc -l <"$CURL_LOG")" -eq 1 ]
+  [ ! -e "$SANDBOX/usr/local/bin/k3s" ]
 }

@@ -24,7 +24,7 @@ UD
   # the main process (python exec'd), as k3s does once its API is up.
   cat >"$seed/usr/local/bin/k3s" <<'K3S'
 #!/bin/sh
-if [ "$1" = --version ]; then echo "k3s version v1.31.6+k3s1 (stub)"; exit 0; fi
+if [ "$1" = --version ]; then echo "k3s version @PINNED@ (stub)"; exit 0; fi
 echo "$(date +%s.%N) $*" >>/var/log/k3s-stub.log
 sleep 1
 exec python3 -c '
@@ -37,6 +37,8 @@ while True:
     time.sleep(3600)
 '
 K3S
+  pinned="$(sed -n 's/^readonly K3S_PINNED_VERSION="\(.*\)"$/\1/p' "$BATS_TEST_DIRNAME/../gpuprov-install.sh")"
+  sed -i "s/@PINNED@/$pinned/" "$seed/usr/local/bin/k3s"
   chmod 0755 "$seed/usr/local/bin/k3s"
   docker create --name "$VM" --hostname vm1 --cap-add SYS_ADMIN --cgroupns host \
     -v /sys/fs/cgroup:/sys/fs/cgroup:ro --tmpfs /run:rw,nosuid,nodev,exec,mode=755 \
