@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "console.h"
+#include "interrupt.h"
 
 namespace gpuprov {
 namespace {
@@ -88,6 +89,7 @@ std::unique_ptr<Cloud> Cloud::Open(const DriverHost& host, const std::string& cl
     }
   };
   callbacks.progress = [](const std::string& msg) { Console::Get().Info(msg); };
+  callbacks.cancelled = [] { return Interrupted(); };
   return std::make_unique<Cloud>(host.Open(cloud, DriverConfigJson(cloud, config), callbacks));
 }
 

@@ -236,6 +236,13 @@ int RunProvision(const AppContext& app, const ProvisionFlags& flags,
     rec = store.Save(rec);
     std::tie(vm, reused) = cloud->Create(req);
   } catch (const Error& e) {
+    if (Interrupted()) {
+      // Ctrl-C: the driver stopped where it was; the record says so and a re-run continues.
+      rec.last_error = "interrupted while creating the VM: " + std::string(e.what());
+      store.Save(rec);
+      throw Error(e.what(), "re-run the same `gpuprov provision` to continue, or `gpuprov down " +
+                                name + "` to remove what was made", kExitInterrupted);
+    }
     // Nothing may be left behind: when the cloud has no VM of that name, forget the intent.
     std::optional<CloudVm> left;
     try {
@@ -305,8 +312,11 @@ int RunProvision(const AppContext& app, const ProvisionFlags& flags,
     rec.phase = "ready";
     rec = store.Save(rec);
   } catch (const Error& e) {
-    rec.phase = "failed";
-    rec.last_error = e.what();
+    const bool interrupted = Interrupted();
+    // Interrupted: the phase stays where it stopped, so a re-run continues from there.
+    if (!interrupted) rec.phase = "failed";
+    rec.last_error = (interrupted ? "interrupted while " + rec.phase + ": " : std::string()) +
+                     e.what();
     store.Save(rec);
     throw Error(e.what(), e.hint().empty()
                               ? "the VM is kept: look with `gpuprov ssh " + name + "`" +
@@ -315,7 +325,7 @@ int RunProvision(const AppContext& app, const ProvisionFlags& flags,
                                     ", retry with the same `gpuprov provision`, or remove it "
                                     "with `gpuprov down " + name + "`"
                               : e.hint(),
-                e.exit_code());
+                interrupted ? static_cast<int>(kExitInterrupted) : e.exit_code());
   }
 
   // 5. Tell the user how to get in.

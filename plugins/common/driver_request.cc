@@ -92,4 +92,41 @@ std::string VmResult(const Object::Ptr& vm, std::optional<bool> existing) {
   return json::Stringify(result);
 }
 
+std::set<int> PortsOfRanges(const std::vector<std::string>& specs) {
+  std::set<int> ports;
+  for (const std::string& spec : specs) {
+    int lo = 0, hi = 0;
+    try {
+      if (spec == "all" || spec == "0") {
+        lo = 1;
+        hi = 65535;
+      } else if (size_t dash = spec.find('-'); dash == std::string::npos) {
+        lo = hi = std::stoi(spec);
+      } else {
+        lo = std::stoi(spec.substr(0, dash));
+        hi = std::stoi(spec.substr(dash + 1));
+      }
+    } catch (const std::exception&) {
+      continue;
+    }
+    for (int p = std::max(lo, 1); p <= std::min(hi, 65535); ++p) ports.insert(p);
+  }
+  return ports;
+}
+
+Object::Ptr OfferJson(const OfferFields& offer) {
+  Object::Ptr o = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  o->set("instance_type", offer.instance_type);
+  if (offer.gpu_count > 0 && !offer.gpu_type.empty()) {
+    o->set("gpu_type", offer.gpu_type);
+  } else {
+    o->set("gpu_type", Poco::Dynamic::Var());
+  }
+  o->set("gpu_count", offer.gpu_count);
+  o->set("region", offer.region);
+  o->set("price_per_hour", offer.price_per_hour);
+  if (!offer.image.empty()) o->set("image", offer.image);
+  return o;
+}
+
 }  // namespace gpuprov::drivers

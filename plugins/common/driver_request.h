@@ -9,6 +9,7 @@
 #include <Poco/JSON/Object.h>
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,21 @@ RetryPolicy RetryPolicyFrom(const Poco::JSON::Object::Ptr& config);
 
 /// The "ports" member of a vm object: {"<port>": <port>, ...} in the order given.
 Poco::JSON::Object::Ptr PortMap(const std::vector<int>& ports);
+
+/// The tcp ports of firewall rule specs as clouds write them: "22", "8000-8100", "all" or
+/// "0" (every port: 1-65535). Malformed specs are skipped.
+std::set<int> PortsOfRanges(const std::vector<std::string>& specs);
+
+/// One offer of the `offers` result (docs/driver-protocol.md).
+struct OfferFields {
+  std::string instance_type;
+  std::string gpu_type;  ///< "" for none (written as null)
+  int gpu_count = 0;
+  std::string region;
+  double price_per_hour = 0;
+  std::string image;  ///< written only when not empty
+};
+Poco::JSON::Object::Ptr OfferJson(const OfferFields& offer);
 
 /// {"vm": <vm>} or, when `existing` is set, {"vm": <vm>, "existing": <existing>} as JSON text.
 std::string VmResult(const Poco::JSON::Object::Ptr& vm,

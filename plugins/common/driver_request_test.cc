@@ -138,3 +138,25 @@ TEST(DriverRequest, VmResultKeepsTheOrderOfVmAndExisting) {
 
 }  // namespace
 }  // namespace gpuprov::drivers
+
+namespace gpuprov::drivers {
+namespace {
+
+TEST(DriverRequest, PortsOfRangesExpandsFirewallSpecs) {
+  EXPECT_EQ(PortsOfRanges({"22", "6443-6445", "bad", "80"}),
+            (std::set<int>{22, 80, 6443, 6444, 6445}));
+  EXPECT_EQ(PortsOfRanges({"all"}).size(), 65535u);
+  EXPECT_EQ(PortsOfRanges({"0"}).size(), 65535u);
+}
+
+TEST(DriverRequest, OfferJsonWritesNullForNoGpu) {
+  EXPECT_EQ(json::Stringify(OfferJson({"e2-standard-4", "", 0, "us-central1", 0.13, ""})),
+            R"({"instance_type":"e2-standard-4","gpu_type":null,"gpu_count":0,)"
+            R"("region":"us-central1","price_per_hour":0.13})");
+  EXPECT_EQ(json::Stringify(OfferJson({"g6.xlarge", "L4", 1, "us-east-1", 0.8, "ami-1"})),
+            R"({"instance_type":"g6.xlarge","gpu_type":"L4","gpu_count":1,)"
+            R"("region":"us-east-1","price_per_hour":0.8,"image":"ami-1"})");
+}
+
+}  // namespace
+}  // namespace gpuprov::drivers

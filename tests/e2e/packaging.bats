@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Distribution: the SDK installs and builds a third-party driver that gpuprov loads, and CPack
+# Distribution: the SDK and driver kit install and build a third-party driver that gpuprov loads, and CPack
 # splits the build into the core, one package per driver, the umbrella and the SDK.
 
 load helpers
@@ -9,6 +9,9 @@ load helpers
   cmake --install "$BUILD_DIR" --component sdk --prefix "$prefix" >/dev/null
   [ -f "$prefix/include/gpuprov/driver_abi.h" ]
   [ -f "$prefix/include/gpuprov/sdk.hpp" ]
+  # The driver kit comes with the SDK (gpuprov::driver_kit); the example links it.
+  [ -f "$prefix/include/gpuprov/driver_kit/driver_kit.h" ]
+  [ -f "$prefix/lib/libgpuprov_driver_kit.a" ] || [ -f "$prefix/lib64/libgpuprov_driver_kit.a" ]
   out="$BATS_TEST_TMPDIR/out"
   cmake -S "$REPO_ROOT/examples/external-driver" -B "$out" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
   cmake --build "$out" >/dev/null
