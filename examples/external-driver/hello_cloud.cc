@@ -39,7 +39,7 @@ class HelloCloud {
 
   std::string Create(const std::string& request_json) {
     auto request = kit::json::ParseObject(request_json, "the create request");
-    kit::ValidateVmName(kit::json::Str(request, "name"), {"a hello cloud VM name", 40});
+    kit::ValidateVmName(kit::json::Str(request, "name"), {.what = "a hello cloud VM name", .max_length = 40});
     kit::CheckUserData(kit::json::Str(request, "user_data"), 16384, "hello cloud");
     kit::CatalogueChoice choice = kit::ChooseInstanceType(
         catalogue_, kit::ParseGpu(request), kit::json::Str(request, "instance_type"));

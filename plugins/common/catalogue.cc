@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <set>
 
 #include "gpuprov/sdk.hpp"
@@ -53,27 +54,28 @@ std::optional<size_t> FindTypeRow(const Catalogue& catalogue, const std::string&
 std::string NotOfferedMessage(const Catalogue& catalogue, const std::string& gpu_type, int count) {
   const std::optional<std::string> want = CanonicalGpu(catalogue, gpu_type);
   const std::string asked = Upper(gpu_type) + ":" + std::to_string(count);
-  std::string same;
-  std::set<std::string> seen_counts;
-  std::set<std::string> all;
+  std::string same;                                // "L4:1 (g6.xlarge), L4:4 (g6.12xlarge)"
+  std::vector<std::string> order;                  // GPU types in table order
+  std::map<std::string, std::set<int>> counts;     // GPU type -> counts offered
   for (const CatalogueRow& r : catalogue.rows) {
     if (r.gpu_count == 0) continue;
-    all.insert(r.gpu_type);
+    if (!counts.count(r.gpu_type)) order.push_back(r.gpu_type);
+    if (!counts[r.gpu_type].insert(r.gpu_count).second) continue;
     if (!want || r.gpu_type != *want) continue;
-    if (!seen_counts.insert(GpusOf(r)).second) continue;  // one row per count
     const std::optional<size_t> pick = FindGpuRow(catalogue, r.gpu_type, r.gpu_count);
     const CatalogueRow& shown = pick ? catalogue.rows[*pick] : r;
     same += (same.empty() ? "" : ", ") + GpusOf(shown) + " (" + shown.instance_type + ")";
   }
-  if (!same.empty()) {
-    return catalogue.cloud + " has no " + catalogue.type_word + " with " + asked +
-           "; it offers " + same;
+  const std::string head = catalogue.cloud + " does not offer " + asked;
+  if (!same.empty()) return head + "; it offers " + *want + " as " + same;
+  std::string offered;
+  for (const std::string& type : order) {
+    std::string xs;
+    for (int n : counts[type]) xs += (xs.empty() ? "x" : "/x") + std::to_string(n);
+    offered += (offered.empty() ? "" : ", ") + type + " " + xs;
   }
-  std::string list;
-  for (const auto& g : all) list += (list.empty() ? "" : ", ") + g;
   const std::string hint = catalogue.gpu_hint ? catalogue.gpu_hint(gpu_type) : "";
-  return catalogue.cloud + " has no " + Upper(gpu_type) + " GPU" +
-         (hint.empty() ? "" : " (" + hint + ")") + "; GPU types it offers: " + list;
+  return head + (hint.empty() ? "" : " (" + hint + ")") + "; GPUs it offers: " + offered;
 }
 
 CatalogueChoice ChooseInstanceType(const Catalogue& catalogue, const std::optional<GpuRequest>& gpu,

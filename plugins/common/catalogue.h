@@ -28,7 +28,7 @@ struct CatalogueRow {
 
 struct Catalogue {
   std::string cloud;  ///< how messages name the cloud: "AWS", "Compute Engine", "DigitalOcean"
-  std::string type_word = "instance type";  ///< "machine type", "size", ...
+  std::string type_word = "instance type";  ///< "machine type", "size": in "X does not have"
   std::vector<CatalogueRow> rows;           ///< every known type, GPU rows included
   CatalogueRow cpu_default;                 ///< the type of a VM without a GPU
   /// A requested GPU name -> the canonical name of the rows (nullopt: the cloud has no such
@@ -58,9 +58,9 @@ std::optional<size_t> FindGpuRow(const Catalogue& catalogue, const std::string& 
 /// The row of an instance type name, or nullopt.
 std::optional<size_t> FindTypeRow(const Catalogue& catalogue, const std::string& instance_type);
 
-/// "<cloud> has no <type word> with L4:3; it offers L4:1 (g6.xlarge), L4:4 (...)" when the GPU
-/// is known in other counts, else "<cloud> has no <GPU> GPU<hint>; GPU types it offers: A10G,
-/// H100, ...".
+/// "<cloud> does not offer L4:3; it offers L4 as L4:1 (g6.xlarge), L4:4 (...)" when the GPU is
+/// known in other counts, else "<cloud> does not offer MI300X:1 (<hint>); GPUs it offers:
+/// H100 x1/x8, L4 x1/x4".
 std::string NotOfferedMessage(const Catalogue& catalogue, const std::string& gpu_type, int count);
 
 /// The type for a request:

@@ -66,9 +66,10 @@ TEST(Catalogue, WithoutGpu) {
 TEST(Catalogue, OneMessageListingWhatIsOffered) {
   const Catalogue c = Example();
   EXPECT_EQ(InvalidInput([&] { ChooseInstanceType(c, GpuRequest{"L4", 2}, ""); }),
-            "ExampleCloud has no instance type with L4:2; it offers L4:1 (l4-small), L4:4 (l4-quad)");
+            "ExampleCloud does not offer L4:2; it offers L4 as L4:1 (l4-small), L4:4 (l4-quad)");
   EXPECT_EQ(NotOfferedMessage(c, "A10", 1),
-            "ExampleCloud has no A10 GPU (its A10 is called A10G); GPU types it offers: H100, L4");
+            "ExampleCloud does not offer A10:1 (its A10 is called A10G); GPUs it offers: L4 x1/x4, "
+            "H100 x1");
 }
 
 }  // namespace

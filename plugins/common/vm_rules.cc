@@ -94,7 +94,10 @@ void CheckUserData(std::string_view user_data, size_t max_bytes, const std::stri
   if (user_data.size() > max_bytes) {
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
                       "user_data is " + std::to_string(user_data.size()) + " bytes; " + cloud +
-                          " accepts at most " + std::to_string(max_bytes) + " bytes of " + form +
+                          " accepts at most " + std::to_string(max_bytes) + " bytes" +
+                          (max_bytes % 1024 == 0 ? " (" + std::to_string(max_bytes / 1024) + " KiB)"
+                                                 : std::string()) +
+                          " of " + form +
                           ": shorten the boot script or have it download the rest");
   }
   if (!IsUtf8(user_data)) {

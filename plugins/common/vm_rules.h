@@ -12,13 +12,13 @@ namespace gpuprov::drivers {
 
 /// What a cloud accepts as a VM name.
 struct VmNameRules {
-  std::string what;            ///< how the message names it: "a DigitalOcean droplet name"
+  std::string what = "a VM name";  ///< how the message names it: "a DigitalOcean droplet name"
   size_t max_length = 63;
   bool lower_case_only = false;      ///< letters a-z only
   bool letter_first = false;         ///< the first character is a letter (else letter or digit)
   std::string punctuation = "-";     ///< allowed besides letters and digits
   bool any_visible = false;          ///< any visible character (the charset rules are off)
-  std::string note;                  ///< appended in parentheses, e.g. why the length is short
+  std::string note = "";             ///< appended in parentheses, e.g. why the length is short
 };
 
 /// Throws DriverError(INVALID_INPUT) naming the rule when `name` breaks `rules`:
@@ -28,7 +28,7 @@ struct VmNameRules {
 void ValidateVmName(const std::string& name, const VmNameRules& rules);
 
 /// Throws DriverError(INVALID_INPUT) when user_data is larger than `max_bytes` ("user_data is
-/// N bytes; <cloud> accepts at most M bytes of <form>: shorten the boot script or have it
+/// N bytes; <cloud> accepts at most M bytes (M/1024 KiB) of <form>: shorten the boot script or have it
 /// download the rest") or is not UTF-8 text (clouds take it inside a JSON string or as text).
 void CheckUserData(std::string_view user_data, size_t max_bytes, const std::string& cloud,
                    const std::string& form = "raw user data");

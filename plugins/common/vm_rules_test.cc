@@ -8,9 +8,13 @@
 namespace gpuprov::drivers {
 namespace {
 
-const VmNameRules kHostname{"a droplet name", 63, false, false, "-."};
-const VmNameRules kGce{"a Compute Engine name", 55, true, true, "-", false, "room for gpuprov-"};
-const VmNameRules kVisible{"a pod name", 128, false, false, "", true};
+const VmNameRules kHostname{.what = "a droplet name", .max_length = 63, .punctuation = "-."};
+const VmNameRules kGce{.what = "a Compute Engine name",
+                       .max_length = 55,
+                       .lower_case_only = true,
+                       .letter_first = true,
+                       .note = "room for gpuprov-"};
+const VmNameRules kVisible{.what = "a pod name", .max_length = 128, .any_visible = true};
 
 std::string Refused(const std::string& name, const VmNameRules& rules) {
   try {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "credentials.h"
+#include "vm_rules.h"
 #include "gpuprov/driver_abi.h"
 
 namespace gpuprov::digitalocean {
@@ -40,9 +41,10 @@ std::optional<drivers::Credential> ResolveToken(const Poco::JSON::Object::Ptr& c
 /// What to tell a user whose token is missing or refused.
 std::string TokenHint();
 
-/// Throws DriverError(INVALID_INPUT) unless name is 1-63 of [A-Za-z0-9.-], starting and
-/// ending with a letter or digit (a hostname; DigitalOcean uses it as one).
-void ValidateVmName(const std::string& name);
+/// Droplet names are host names: 1-63 of [A-Za-z0-9.-], starting and ending with a letter or
+/// digit.
+inline const drivers::VmNameRules kVmNameRules{
+    .what = "a DigitalOcean droplet name", .max_length = 63, .punctuation = "-."};
 
 /// A string in DigitalOcean's tag charset (letters, digits, ':', '-', '_'): others become '_',
 /// cut to 255 characters.
@@ -58,9 +60,6 @@ std::string StateOf(const std::string& droplet_status);
 /// The MD5 fingerprint DigitalOcean shows for an OpenSSH public key line ("aa:bb:..."); throws
 /// DriverError(INVALID_INPUT) when the line is not "<type> <base64> [comment]".
 std::string Md5Fingerprint(const std::string& public_key_line);
-
-/// Throws DriverError(INVALID_INPUT) when user_data is over kMaxUserDataBytes.
-void CheckUserData(const std::string& user_data);
 
 /// DigitalOcean's error body {"id","message"} -> "message (id)"; raw text cut short otherwise.
 std::string ApiMessage(const std::string& body);
