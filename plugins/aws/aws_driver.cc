@@ -14,13 +14,10 @@ namespace gpuprov::aws {
 namespace {
 
 namespace kit = gpuprov::drivers;
-namespace json = gpuprov::drivers::json;
-using gpuprov::sdk::DriverError;
+using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
 using kit::Base64;
 using kit::kManagedTag;
 using kit::kNameTag;
-using Poco::JSON::Array;
-using Poco::JSON::Object;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
@@ -248,12 +245,8 @@ std::vector<std::string> AwsDriver::SearchRegions(const std::string& requested) 
 
 std::optional<XmlNode> AwsDriver::Resolve(const ObjectPtr& request, bool include_gone,
                                           std::string* region) {
-  const std::string id = json::Str(request, "id");
-  const std::string name = json::Str(request, "name");
+  const auto [id, name] = kit::RequireIdOrName(request);
   const std::string requested_region = json::Str(request, "region");
-  if (id.empty() && name.empty()) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "the request needs \"id\" or \"name\"");
-  }
   if (!id.empty()) {
     auto [id_region, instance_id] = SplitId(id);
     const std::string r = !id_region.empty()          ? id_region
@@ -526,15 +519,13 @@ std::string AwsDriver::Check(const std::string& /*request_json*/) {
 
 std::string AwsDriver::Offers(const std::string& request_json) {
   ObjectPtr request = json::ParseObject(request_json, "the offers request");
-  Object result;
   Array::Ptr offers = new Array();
-  result.set("offers", offers);
   std::optional<InstanceType> type;
   if (std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request)) {
     type = TypeForGpu(gpu->type, gpu->count);
     if (!type) {
       host_.Warning(NotOfferedMessage(gpu->type, gpu->count));
-      return json::Stringify(result);
+      return kit::OffersResult(offers);
     }
   } else {
     type = CpuType();
@@ -551,7 +542,7 @@ std::string AwsDriver::Offers(const std::string& request_json) {
     if (doc.Items("instanceTypeOfferingSet").empty()) {
       host_.Warning(std::string(type->name) + " is not offered in " + region +
                     "; choose another region with --region");
-      return json::Stringify(result);
+      return kit::OffersResult(offers);
     }
   } catch (const Ec2Error& e) {
     const gpuprov_type_status s = StatusOfCode(e.http_status(), e.code());
@@ -562,7 +553,7 @@ std::string AwsDriver::Offers(const std::string& request_json) {
   offers->add(kit::OfferJson({type->name, type->gpu_type, type->gpu_count, region,
                               type->price_per_hour,
                               image_override_.empty() ? DefaultImage(*type) : image_override_}));
-  return json::Stringify(result);
+  return kit::OffersResult(offers);
 }
 
 std::string AwsDriver::Create(const std::string& request_json) {
@@ -718,9 +709,7 @@ std::string AwsDriver::List(const std::string& /*request_json*/) {
       if (Managed(instance) && !Gone(instance)) vms->add(VmJson(region, instance));
     }
   }
-  Object result;
-  result.set("vms", vms);
-  return json::Stringify(result);
+  return kit::VmsResult(vms);
 }
 
 std::string AwsDriver::Delete(const std::string& request_json) {
@@ -760,9 +749,7 @@ std::string AwsDriver::Delete(const std::string& request_json) {
   }
   // The security group and key pair of the name, also when the instance was already gone.
   if (!name.empty()) DeleteVmResources(region, name, deadline);
-  Object result;
-  result.set("deleted", deleted);
-  return json::Stringify(result);
+  return kit::DeletedResult(deleted);
 }
 
 std::string AwsDriver::OpenPorts(const std::string& request_json) {

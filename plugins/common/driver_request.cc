@@ -129,4 +129,33 @@ Object::Ptr OfferJson(const OfferFields& offer) {
   return o;
 }
 
+OffersQuery ParseOffersRequest(const std::string& request_json, const std::string& default_region) {
+  Object::Ptr request = json::ParseObject(request_json, "the offers request");
+  OffersQuery q;
+  q.gpu = ParseGpu(request);
+  q.region = json::Str(request, "region");
+  if (q.region.empty()) q.region = default_region;
+  return q;
+}
+
+VmRef RequireIdOrName(const Object::Ptr& request) {
+  VmRef ref{json::Str(request, "id"), json::Str(request, "name")};
+  if (ref.id.empty() && ref.name.empty()) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "the request needs \"id\" or \"name\"");
+  }
+  return ref;
+}
+
+namespace {
+std::string OneMember(const std::string& key, const Poco::Dynamic::Var& value) {
+  Object result;
+  result.set(key, value);
+  return json::Stringify(result);
+}
+}  // namespace
+
+std::string OffersResult(const Array::Ptr& offers) { return OneMember("offers", offers); }
+std::string VmsResult(const Array::Ptr& vms) { return OneMember("vms", vms); }
+std::string DeletedResult(bool deleted) { return OneMember("deleted", deleted); }
+
 }  // namespace gpuprov::drivers

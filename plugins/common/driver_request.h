@@ -6,6 +6,7 @@
 // DriverError(INVALID_INPUT) naming the field.
 #pragma once
 
+#include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
 
 #include <optional>
@@ -64,6 +65,26 @@ struct OfferFields {
   std::string image;  ///< written only when not empty
 };
 Poco::JSON::Object::Ptr OfferJson(const OfferFields& offer);
+
+/// An offers request: its GPU and region ("" in the request: `default_region`).
+struct OffersQuery {
+  std::optional<GpuRequest> gpu;
+  std::string region;
+};
+OffersQuery ParseOffersRequest(const std::string& request_json, const std::string& default_region);
+
+/// The "id" and "name" of a get/delete/open_ports request; throws INVALID_INPUT "the request
+/// needs "id" or "name"" when both are empty.
+struct VmRef {
+  std::string id;
+  std::string name;
+};
+VmRef RequireIdOrName(const Poco::JSON::Object::Ptr& request);
+
+/// The results {"offers": [...]}, {"vms": [...]} and {"deleted": bool} as JSON text.
+std::string OffersResult(const Poco::JSON::Array::Ptr& offers);
+std::string VmsResult(const Poco::JSON::Array::Ptr& vms);
+std::string DeletedResult(bool deleted);
 
 /// {"vm": <vm>} or, when `existing` is set, {"vm": <vm>, "existing": <existing>} as JSON text.
 std::string VmResult(const Poco::JSON::Object::Ptr& vm,

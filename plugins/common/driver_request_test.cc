@@ -160,3 +160,28 @@ TEST(DriverRequest, OfferJsonWritesNullForNoGpu) {
 
 }  // namespace
 }  // namespace gpuprov::drivers
+
+namespace gpuprov::drivers {
+namespace {
+
+TEST(DriverRequest, OffersRequestFallsBackToTheDefaultRegion) {
+  OffersQuery q = ParseOffersRequest(R"({"gpu": {"type": "L4"}})", "nyc2");
+  ASSERT_TRUE(q.gpu.has_value());
+  EXPECT_EQ(q.gpu->type, "L4");
+  EXPECT_EQ(q.region, "nyc2");
+  EXPECT_EQ(ParseOffersRequest(R"({"gpu": null, "region": "ams3"})", "nyc2").region, "ams3");
+}
+
+TEST(DriverRequest, IdOrNameIsRequired) {
+  EXPECT_EQ(RequireIdOrName(json::ParseObject(R"({"name": "x"})", "r")).name, "x");
+  EXPECT_THROW(RequireIdOrName(json::ParseObject("{}", "r")), gpuprov::sdk::DriverError);
+}
+
+TEST(DriverRequest, Results) {
+  EXPECT_EQ(DeletedResult(true), R"({"deleted":true})");
+  EXPECT_EQ(VmsResult(new Poco::JSON::Array()), R"({"vms":[]})");
+  EXPECT_EQ(OffersResult(new Poco::JSON::Array()), R"({"offers":[]})");
+}
+
+}  // namespace
+}  // namespace gpuprov::drivers

@@ -164,10 +164,10 @@ TEST(DockerDriverTest, BadCreateRequestsAreInvalidInput) {
     std::string message;
   };
   std::vector<Case> cases = {
-      {R"({"name":"bad_name!"})", "is not a valid hostname"},
+      {R"({"name":"bad_name!"})", "is not usable as a hostname"},
       {R"({"name":"ok","region":"eu-west"})", "region eu-west does not exist"},
       {R"({"name":"ok","instance_type":"m5.large"})", "instance type m5.large does not exist"},
-      {R"({"name":"ok","gpu":{"type":"B200","count":1}})", "has no B200:1"},
+      {R"({"name":"ok","gpu":{"type":"B200","count":1}})", "does not offer B200:1"},
       {R"({"name":"ok","instance_type":"testvm-l4x1","gpu":{"type":"A100","count":1}})",
        "does not have A100:1"},
       {"not json", "not a JSON object"},

@@ -14,10 +14,7 @@ namespace gpuprov::gcp {
 namespace {
 
 namespace kit = gpuprov::drivers;
-namespace json = gpuprov::drivers::json;
-using gpuprov::sdk::DriverError;
-using Poco::JSON::Array;
-using Poco::JSON::Object;
+using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
 using std::chrono::milliseconds;
 
 constexpr int kMaxPages = 100;
@@ -297,11 +294,7 @@ GcpDriver::ObjectPtr GcpDriver::FindByName(const std::string& name, bool* foreig
 }
 
 GcpDriver::ObjectPtr GcpDriver::Resolve(const ObjectPtr& request) {
-  const std::string id = json::Str(request, "id");
-  const std::string name = json::Str(request, "name");
-  if (id.empty() && name.empty()) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "the request needs \"id\" or \"name\"");
-  }
+  const auto [id, name] = kit::RequireIdOrName(request);
   // id = "<zone>/<name>": one direct read.
   size_t slash = id.find('/');
   if (slash != std::string::npos && slash > 0 && slash + 1 < id.size()) {
@@ -538,18 +531,15 @@ std::string GcpDriver::Check(const std::string& /*request_json*/) {
 }
 
 std::string GcpDriver::Offers(const std::string& request_json) {
-  ObjectPtr request = json::ParseObject(request_json, "the offers request");
-  std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request);
-  std::string location = json::Str(request, "region");
-  if (location.empty()) location = default_region_;
+  const kit::OffersQuery query = kit::ParseOffersRequest(request_json, default_region_);
+  const std::optional<kit::GpuRequest>& gpu = query.gpu;
+  const std::string& location = query.region;
   Array::Ptr offers = new Array();
-  Object result;
-  result.set("offers", offers);
   std::optional<GceMachineType> mt =
       gpu ? MachineTypeForGpu(gpu->type, gpu->count) : CpuMachineType();
   if (!mt) {
     host_.Warning(NotOfferedMessage(gpu->type, gpu->count));
-    return json::Stringify(result);
+    return kit::OffersResult(offers);
   }
   // The zones of the region that have the GPU (acceleratorTypes); capacity is only learnt
   // at create time (reference §3.7).
@@ -573,7 +563,7 @@ std::string GcpDriver::Offers(const std::string& request_json) {
                   (mt->accelerator.empty() ? std::string("machine type ") + mt->machine_type
                                            : mt->accelerator) +
                   "; try another --region");
-    return json::Stringify(result);
+    return kit::OffersResult(offers);
   }
   Object::Ptr o = kit::OfferJson(
       {mt->machine_type, mt->gpu_type, mt->gpu_count, location, mt->price_per_hour, ""});
@@ -581,7 +571,7 @@ std::string GcpDriver::Offers(const std::string& request_json) {
   for (const auto& z : zones) zone_list->add(z);
   o->set("zones", zone_list);
   offers->add(o);
-  return json::Stringify(result);
+  return kit::OffersResult(offers);
 }
 
 std::string GcpDriver::Create(const std::string& request_json) {
@@ -823,9 +813,7 @@ std::string GcpDriver::List(const std::string& /*request_json*/) {
        AggregatedInstances(std::string("labels.") + kManagedLabel + " = \"1\"")) {
     if (LabelOf(inst, kManagedLabel) == "1") vms->add(VmJson(inst, {22}));
   }
-  Object result;
-  result.set("vms", vms);
-  return json::Stringify(result);
+  return kit::VmsResult(vms);
 }
 
 std::string GcpDriver::Delete(const std::string& request_json) {
@@ -848,9 +836,7 @@ std::string GcpDriver::Delete(const std::string& request_json) {
       if (e.status() != GPUPROV_STATUS_INVALID_INPUT) throw;
     }
   }
-  Object result;
-  result.set("deleted", deleted);
-  return json::Stringify(result);
+  return kit::DeletedResult(deleted);
 }
 
 std::string GcpDriver::OpenPorts(const std::string& request_json) {

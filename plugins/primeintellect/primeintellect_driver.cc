@@ -25,10 +25,7 @@ using kit::Credential;
 using kit::HttpError;
 using kit::HttpRequest;
 using kit::HttpResponse;
-using gpuprov::sdk::DriverError;
-using Poco::JSON::Array;
-using Poco::JSON::Object;
-namespace json = kit::json;
+using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
 
 constexpr const char* kDefaultEndpoint = "https://api.primeintellect.ai";
 constexpr const char* kApi = "/api/v1";
@@ -572,11 +569,7 @@ PrimeIntellectDriver::ObjectPtr PrimeIntellectDriver::GetPod(const std::string& 
 }
 
 PrimeIntellectDriver::ObjectPtr PrimeIntellectDriver::Resolve(const ObjectPtr& request) {
-  const std::string id = json::Str(request, "id");
-  const std::string name = json::Str(request, "name");
-  if (id.empty() && name.empty()) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "the request needs \"id\" or \"name\"");
-  }
+  const auto [id, name] = kit::RequireIdOrName(request);
   if (!id.empty()) {
     ObjectPtr pod = GetPod(id);
     if (pod && (name.empty() || Text(pod, "name") == name)) return pod;
@@ -745,9 +738,7 @@ std::string PrimeIntellectDriver::Offers(const std::string& request_json) {
   }
   host_.Debug("availability: " + std::to_string(offers->size()) + " in-stock offers for " +
               Describe(query));
-  Object result;
-  result.set("offers", offers);
-  return json::Stringify(result);
+  return kit::OffersResult(offers);
 }
 
 std::string PrimeIntellectDriver::Create(const std::string& request_json) {
@@ -849,27 +840,22 @@ std::string PrimeIntellectDriver::List(const std::string& /*request_json*/) {
     if (Upper(Text(pod, "status")) == "TERMINATED") continue;
     vms->add(VmJson(pod));
   }
-  Object result;
-  result.set("vms", vms);
-  return json::Stringify(result);
+  return kit::VmsResult(vms);
 }
 
 std::string PrimeIntellectDriver::Delete(const std::string& request_json) {
   Object::Ptr request = json::ParseObject(request_json, "the delete request");
   ObjectPtr pod = Resolve(request);
-  Object result;
   if (!pod || Upper(Text(pod, "status")) == "TERMINATED") {
     host_.Debug("nothing to delete for " + request_json);
-    result.set("deleted", false);
-    return json::Stringify(result);
+    return kit::DeletedResult(false);
   }
   const std::string id = Text(pod, "id");
   const std::string name = Text(pod, "name");
   host_.Progress("deleting pod " + name + " (" + id + ")");
   HttpResponse r = Call("DELETE", std::string(kApi) + "/pods/" + Encode(id));
   if (r.status == 404) {
-    result.set("deleted", false);
-    return json::Stringify(result);
+    return kit::DeletedResult(false);
   }
   if (!IsSuccess(r.status)) ThrowForResponse(r, "delete pod " + name);
 
@@ -889,8 +875,7 @@ std::string PrimeIntellectDriver::Delete(const std::string& request_json) {
                   std::to_string(delete_timeout_.count()) +
                   " s; Prime Intellect finishes the deletion on its own");
   }
-  result.set("deleted", true);
-  return json::Stringify(result);
+  return kit::DeletedResult(true);
 }
 
 }  // namespace gpuprov::primeintellect
