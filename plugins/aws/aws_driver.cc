@@ -22,7 +22,6 @@ using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
 constexpr const char* kSshUser = "ubuntu";  // DLAMI Ubuntu and Ubuntu AMIs (reference §9)
-constexpr const char* kPrefix = "gpuprov-";
 constexpr int kPageSize = 200;
 constexpr int kMaxPages = 50;
 
@@ -30,7 +29,7 @@ constexpr int kMaxPages = 50;
 // tag value and in the names "gpuprov-<name>" of the security group and key pair.
 const kit::VmNameRules kVmNameRules{.what = "an AWS instance name", .max_length = 63};
 
-std::string ResourceName(const std::string& vm_name) { return kPrefix + vm_name; }
+std::string ResourceName(const std::string& vm_name) { return kit::kResourcePrefix + vm_name; }
 
 std::string RandomHex(size_t n) {
   static const char* digits = "0123456789abcdef";
@@ -110,10 +109,9 @@ bool PortOpen(const XmlNode* group, int port) {
 }  // namespace
 
 AwsDriver::AwsDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
-  Object::Ptr settings = json::ParseObject(ctx.config_json, "the driver settings");
-  endpoint_ = json::Str(settings, "endpoint");
-  config_ = json::Obj(settings, "config");
-  if (!config_) config_ = new Object();
+  kit::DriverSettings settings = kit::ParseSettings(ctx.config_json);
+  endpoint_ = settings.endpoint;
+  config_ = settings.config;
   profile_ = json::Str(config_, "profile");
   EnvLookup env = ProcessEnv();
   default_region_ = ResolveRegion(env, "", json::Str(config_, "region"), profile_);
@@ -557,11 +555,9 @@ std::string AwsDriver::Offers(const std::string& request_json) {
 }
 
 std::string AwsDriver::Create(const std::string& request_json) {
-  ObjectPtr request = json::ParseObject(request_json, "the create request");
-  const std::string name = json::Str(request, "name");
-  kit::ValidateVmName(name, kVmNameRules);
-  const std::string user_data = json::Str(request, "user_data");
-  kit::CheckUserData(user_data, kUserDataLimit, "EC2", "raw user data before base64");
+  const auto [request, name, user_data] =
+      kit::ParseCreateRequest(request_json, kVmNameRules, kUserDataLimit, "EC2",
+                              "raw user data before base64");
   const std::string public_key = kit::TrimSpace(json::Str(request, "ssh_public_key"));
   {
     std::istringstream words(public_key);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "retry_policy.h"
+#include "vm_rules.h"
 
 namespace gpuprov::drivers {
 
@@ -65,6 +66,28 @@ struct OfferFields {
   std::string image;  ///< written only when not empty
 };
 Poco::JSON::Object::Ptr OfferJson(const OfferFields& offer);
+
+/// The init settings (docs/driver-protocol.md, init): "endpoint", trimmed, without trailing
+/// '/' and without `api_suffix` when it ends with it ("https://host/api/v1" and "https://host"
+/// are the same), `default_endpoint` when empty; "config", an empty object when absent.
+struct DriverSettings {
+  std::string endpoint;
+  Poco::JSON::Object::Ptr config;
+};
+DriverSettings ParseSettings(const std::string& settings_json,
+                             const std::string& default_endpoint = "",
+                             const std::string& api_suffix = "");
+
+/// A create request whose name follows `rules` and whose user data fits `user_data_limit`
+/// (vm_rules.h: CheckUserData with `cloud` and `form`).
+struct CreateBasics {
+  Poco::JSON::Object::Ptr request;
+  std::string name;
+  std::string user_data;
+};
+CreateBasics ParseCreateRequest(const std::string& request_json, const VmNameRules& rules,
+                                size_t user_data_limit, const std::string& cloud,
+                                const std::string& form = "raw user data");
 
 /// An offers request: its GPU and region ("" in the request: `default_region`).
 struct OffersQuery {

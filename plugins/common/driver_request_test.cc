@@ -185,3 +185,39 @@ TEST(DriverRequest, Results) {
 
 }  // namespace
 }  // namespace gpuprov::drivers
+
+namespace gpuprov::drivers {
+namespace {
+
+TEST(DriverRequest, SettingsNormaliseTheEndpoint) {
+  DriverSettings s = ParseSettings(R"({"endpoint": " https://h.example/api/v1/ ", "config": {"a": 1}})",
+                                   "https://default.example", "/api/v1");
+  EXPECT_EQ(s.endpoint, "https://h.example");
+  EXPECT_EQ(json::Int(s.config, "a"), 1);
+  DriverSettings d = ParseSettings("{}", "https://default.example");
+  EXPECT_EQ(d.endpoint, "https://default.example");
+  ASSERT_TRUE(d.config);
+  EXPECT_EQ(d.config->size(), 0u);
+}
+
+}  // namespace
+}  // namespace gpuprov::drivers
+
+namespace gpuprov::drivers {
+namespace {
+
+TEST(DriverRequest, CreateRequestChecksNameAndUserData) {
+  const VmNameRules rules{.what = "a test name", .max_length = 10};
+  CreateBasics c = ParseCreateRequest(R"({"name": "vm-1", "user_data": "#!/bin/sh"})", rules, 20,
+                                      "TestCloud");
+  EXPECT_EQ(c.name, "vm-1");
+  EXPECT_EQ(c.user_data, "#!/bin/sh");
+  EXPECT_THROW(ParseCreateRequest(R"({"name": "-bad"})", rules, 20, "TestCloud"),
+               gpuprov::sdk::DriverError);
+  EXPECT_THROW(ParseCreateRequest(R"({"name": "ok", "user_data": "0123456789012345678901"})",
+                                  rules, 20, "TestCloud"),
+               gpuprov::sdk::DriverError);
+}
+
+}  // namespace
+}  // namespace gpuprov::drivers

@@ -156,11 +156,9 @@ std::set<std::string> DropletIdsOf(const Object::Ptr& fw) {
 }  // namespace
 
 DigitalOceanDriver::DigitalOceanDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
-  Object::Ptr settings = json::ParseObject(ctx.config_json, "the driver settings");
-  endpoint_ = json::Str(settings, "endpoint");
-  if (endpoint_.empty()) endpoint_ = kDefaultEndpoint;
-  config_ = json::Obj(settings, "config");
-  if (!config_) config_ = new Object();
+  kit::DriverSettings settings = kit::ParseSettings(ctx.config_json, kDefaultEndpoint);
+  endpoint_ = settings.endpoint;
+  config_ = settings.config;
   default_region_ = json::Str(config_, "region");
   if (Array::Ptr extra = json::Arr(config_, "capacity_messages")) {
     for (size_t i = 0; i < extra->size(); ++i) {
@@ -454,9 +452,7 @@ std::string DigitalOceanDriver::Check(const std::string& /*request_json*/) {
 }
 
 std::string DigitalOceanDriver::Offers(const std::string& request_json) {
-  const kit::OffersQuery query = kit::ParseOffersRequest(request_json, default_region_);
-  const std::optional<kit::GpuRequest>& gpu = query.gpu;
-  const std::string& region = query.region;
+  const auto [gpu, region] = kit::ParseOffersRequest(request_json, default_region_);
   Array::Ptr offers = new Array();
 
   std::optional<GpuSize> size = gpu ? SizeForGpu(gpu->type, gpu->count) : CpuSize();
@@ -510,11 +506,9 @@ std::string DigitalOceanDriver::Offers(const std::string& request_json) {
 }
 
 std::string DigitalOceanDriver::Create(const std::string& request_json) {
-  ObjectPtr request = json::ParseObject(request_json, "the create request");
-  const std::string name = json::Str(request, "name");
-  kit::ValidateVmName(name, kVmNameRules);
-  const std::string user_data = json::Str(request, "user_data");
-  kit::CheckUserData(user_data, kMaxUserDataBytes, "DigitalOcean", "plain text");
+  const auto [request, name, user_data] =
+      kit::ParseCreateRequest(request_json, kVmNameRules, kMaxUserDataBytes, "DigitalOcean",
+                              "plain text");
   const std::string public_key = kit::RequiredSshPublicKey(
       request, "without a key DigitalOcean emails a root password and gpuprov cannot log in");
   const std::string fingerprint = Md5Fingerprint(public_key);  // validates before any call

@@ -299,12 +299,10 @@ auto Translate(const std::string& what, Fn&& fn) -> decltype(fn()) {
 
 DockerDriver::DockerDriver(const gpuprov::sdk::InitContext& ctx)
     : host_(ctx.host), default_image_(GPUPROV_TESTVM_IMAGE) {
-  Object::Ptr settings = json::ParseObject(ctx.config_json, "the driver settings");
-  endpoint_ = json::Str(settings, "endpoint");
-  if (Object::Ptr config = json::Obj(settings, "config")) {
-    std::string image = json::Str(config, "image");
-    if (!image.empty()) default_image_ = image;
-  }
+  kit::DriverSettings settings = kit::ParseSettings(ctx.config_json);
+  endpoint_ = settings.endpoint;
+  const std::string image = json::Str(settings.config, "image");
+  if (!image.empty()) default_image_ = image;
 }
 
 Engine DockerDriver::MakeEngine() const {

@@ -92,18 +92,10 @@ Object::Ptr Item(const std::string& key, const std::string& value) {
 }  // namespace
 
 GcpDriver::GcpDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
-  Object::Ptr settings = json::ParseObject(ctx.config_json, "the driver settings");
-  endpoint_ = json::Str(settings, "endpoint");
-  if (endpoint_.empty()) endpoint_ = kDefaultEndpoint;
-  while (!endpoint_.empty() && endpoint_.back() == '/') endpoint_.pop_back();
-  // Accept the API base as well as the host ("https://compute.googleapis.com/compute/v1").
-  if (endpoint_.size() > std::string(kApiPath).size() &&
-      endpoint_.compare(endpoint_.size() - std::string(kApiPath).size(), std::string::npos,
-                        kApiPath) == 0) {
-    endpoint_.erase(endpoint_.size() - std::string(kApiPath).size());
-  }
-  config_ = json::Obj(settings, "config");
-  if (!config_) config_ = new Object();
+  // The API base is accepted as well as the host ("https://compute.googleapis.com/compute/v1").
+  kit::DriverSettings settings = kit::ParseSettings(ctx.config_json, kDefaultEndpoint, kApiPath);
+  endpoint_ = settings.endpoint;
+  config_ = settings.config;
   default_region_ = json::Str(config_, "region");
   if (default_region_.empty()) default_region_ = json::Str(config_, "zone");
   if (default_region_.empty()) default_region_ = kDefaultRegion;
@@ -531,9 +523,7 @@ std::string GcpDriver::Check(const std::string& /*request_json*/) {
 }
 
 std::string GcpDriver::Offers(const std::string& request_json) {
-  const kit::OffersQuery query = kit::ParseOffersRequest(request_json, default_region_);
-  const std::optional<kit::GpuRequest>& gpu = query.gpu;
-  const std::string& location = query.region;
+  const auto [gpu, location] = kit::ParseOffersRequest(request_json, default_region_);
   Array::Ptr offers = new Array();
   std::optional<GceMachineType> mt =
       gpu ? MachineTypeForGpu(gpu->type, gpu->count) : CpuMachineType();
@@ -575,11 +565,9 @@ std::string GcpDriver::Offers(const std::string& request_json) {
 }
 
 std::string GcpDriver::Create(const std::string& request_json) {
-  ObjectPtr request = json::ParseObject(request_json, "the create request");
-  const std::string name = json::Str(request, "name");
-  kit::ValidateVmName(name, kVmNameRules);
-  const std::string user_data = json::Str(request, "user_data");
-  kit::CheckUserData(user_data, kMaxMetadataValueBytes, "a Compute Engine metadata value");
+  const auto [request, name, user_data] =
+      kit::ParseCreateRequest(request_json, kVmNameRules, kMaxMetadataValueBytes,
+                              "a Compute Engine metadata value");
   const std::string public_key = kit::RequiredSshPublicKey(
       request, "Compute Engine takes the login key from the ssh-keys metadata item");
   const std::string ssh_keys = SshKeysEntry(ssh_user_, public_key);

@@ -347,15 +347,11 @@ std::optional<std::string> ConfigFileValue(const std::string& key) {
 
 PrimeIntellectDriver::PrimeIntellectDriver(const gpuprov::sdk::InitContext& ctx)
     : host_(ctx.host) {
-  Object::Ptr settings = json::ParseObject(ctx.config_json, "the driver settings");
-  endpoint_ = Trim(json::Str(settings, "endpoint"));
-  if (endpoint_.empty()) endpoint_ = kDefaultEndpoint;
-  while (!endpoint_.empty() && endpoint_.back() == '/') endpoint_.pop_back();
-  if (endpoint_.size() >= 7 && endpoint_.compare(endpoint_.size() - 7, 7, kApi) == 0) {
-    endpoint_.resize(endpoint_.size() - 7);  // the CLI keeps the host without /api/v1
-  }
+  // The prime CLI keeps the host without /api/v1; either is accepted.
+  kit::DriverSettings settings = kit::ParseSettings(ctx.config_json, kDefaultEndpoint, kApi);
+  endpoint_ = settings.endpoint;
 
-  Object::Ptr config = json::Obj(settings, "config");
+  Object::Ptr config = settings.config;
   config_team_id_ = Trim(json::Str(config, "team_id"));
   default_image_ = Trim(json::Str(config, "image"));
   using std::chrono::milliseconds;
