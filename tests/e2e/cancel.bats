@@ -94,7 +94,7 @@ assert rec["last_error"].startswith("interrupted while "), rec
   /usr/bin/python3 -c '
 import json, sys
 rec = json.load(open(sys.argv[1]))
-assert rec["phase"] == "running" and rec["last_error"] == "", rec
+assert rec["phase"] == "ready" and rec["last_error"] == "", rec
 ' "$GPUPROV_HOME/state/gce-cancel.json"
   run "$GPUPROV" down gce-cancel
   echo "$output"
