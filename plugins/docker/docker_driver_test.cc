@@ -111,13 +111,7 @@ TEST(DockerDriverTest, DescriptorNamesDockerAndItsCapabilities) {
   EXPECT_EQ(d->capabilities, GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT);
   const gpuprov_drv_vtable* v = d->vtable;
   ASSERT_NE(v, nullptr);
-  EXPECT_NE(v->check, nullptr);
-  EXPECT_NE(v->offers, nullptr);
-  EXPECT_NE(v->create, nullptr);
-  EXPECT_NE(v->get, nullptr);
-  EXPECT_NE(v->list, nullptr);
-  EXPECT_NE(v->delete_vm, nullptr);
-  EXPECT_EQ(v->open_ports, nullptr);
+  drivers::testing::ExpectEveryOperation(*v, /*open_ports=*/false);
 }
 
 TEST(DockerDriverTest, OffersFakeGpusInRegionLocal) {
