@@ -21,15 +21,7 @@
 namespace gpuprov::digitalocean {
 namespace {
 
-using drivers::testing::Contains;
-using drivers::testing::EmulatorProcess;
-using drivers::testing::HttpReply;
-using drivers::testing::LoopbackHttp;
-using drivers::testing::OpResult;
-using drivers::testing::ParseJson;
-using drivers::testing::ScopedEnv;
-using drivers::testing::SharedEmulatorTest;
-using drivers::testing::Stringify;
+using namespace drivers::testing;  // the shared driver test helpers (driver_test_util.h)
 using Poco::JSON::Array;
 using Poco::JSON::Object;
 
@@ -42,7 +34,7 @@ constexpr const char* kKeyB =
 // --- the driver, loaded once ------------------------------------------------
 
 constexpr char kDriverPath[] = GPUPROV_DIGITALOCEAN_DRIVER_PATH;
-using Driver = drivers::testing::DriverAt<kDriverPath>;
+using Driver = DriverAt<kDriverPath>;
 
 const gpuprov_type_driver_descriptor* Descriptor() { return Driver::Descriptor(); }
 

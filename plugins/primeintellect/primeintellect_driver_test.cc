@@ -25,13 +25,7 @@
 namespace gpuprov::primeintellect {
 namespace {
 
-using drivers::testing::Contains;
-using drivers::testing::EmulatorProcess;
-using drivers::testing::HttpReply;
-using drivers::testing::OpResult;
-using drivers::testing::ScopedEnv;
-using drivers::testing::ScopedTempDir;
-using drivers::testing::SharedEmulatorTest;
+using namespace drivers::testing;  // the shared driver test helpers (driver_test_util.h)
 using Poco::JSON::Array;
 using Poco::JSON::Object;
 
@@ -43,7 +37,7 @@ constexpr const char* kPublicKey =
 // --- the driver through its C ABI ----------------------------------------------
 
 constexpr char kDriverPath[] = GPUPROV_PRIMEINTELLECT_DRIVER_PATH;
-using Driver = drivers::testing::DriverAt<kDriverPath>;
+using Driver = DriverAt<kDriverPath>;
 
 const gpuprov_type_driver_descriptor* Descriptor() { return Driver::Descriptor(); }
 
