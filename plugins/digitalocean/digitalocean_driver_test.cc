@@ -90,22 +90,18 @@ TEST(DigitalOceanDescriptor, OffersWithoutTheNetworkSayWhenAGpuIsNotOffered) {
 // --- the emulator -----------------------------------------------------------
 
 // The emulator as a child process (memory backend, DigitalOcean only).
-class Emulator {
+class Emulator : public OneCloudEmulator {
  public:
-  static std::optional<std::string> Problem() {
-    return EmulatorProcess::Problem(GPUPROV_EMULATOR_PATH);
-  }
+  Emulator() : OneCloudEmulator("digitalocean") {}
   bool Start(std::string* problem) {
     // Fast boots; the real rate limits (250/min) are not enforced so the whole suite can run
     // within a minute (throttling is tested with the throttle fault). The emulator accepts
     // the token found in DIGITALOCEAN_TOKEN at start.
-    return process_.Start(GPUPROV_EMULATOR_PATH,
-                          {"--backend", "memory", "--clouds", "digitalocean", "--boot-seconds",
-                           "1", "--no-rate-limits"},
-                          {{"DIGITALOCEAN_TOKEN", kToken}}, {"digitalocean"}, problem);
+    return StartMemory({"--boot-seconds", "1", "--no-rate-limits"},
+                       {{"DIGITALOCEAN_TOKEN", kToken}}, problem);
   }
 
-  std::string do_url() const { return process_.Url("digitalocean"); }
+  std::string do_url() const { return url(); }
 
   // One call to the control API (or to the DigitalOcean API with the token).
   HttpReply Http(const std::string& method, const std::string& url, const std::string& body = "",
@@ -113,15 +109,10 @@ class Emulator {
     if (!with_token) return LoopbackHttp(method, url, body);
     return LoopbackHttp(method, url, body, {{"Authorization", std::string("Bearer ") + kToken}});
   }
-  void Reset() { process_.Reset("digitalocean"); }
   void Fault(const std::string& fault, int times, const std::string& extra = "") {
-    process_.Fault(R"({"cloud":"digitalocean","fault":")" + fault + R"(","times":)" +
-                   std::to_string(times) + extra + "}");
+    EmulatorProcess::Fault(R"({"cloud":"digitalocean","fault":")" + fault + R"(","times":)" +
+                           std::to_string(times) + extra + "}");
   }
-  long long Count(const std::string& what) { return process_.Count("digitalocean", what); }
-
- private:
-  EmulatorProcess process_;
 };
 
 class DigitalOceanEmulatorTest : public SharedEmulatorTest<Emulator> {
