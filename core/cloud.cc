@@ -11,6 +11,7 @@
 #include "config.h"
 #include "console.h"
 #include "driver_settings.h"
+#include "interrupt.h"
 
 namespace gpuprov {
 namespace {
@@ -99,6 +100,7 @@ std::unique_ptr<Cloud> Cloud::Open(const LoadedDriver& driver, const Config& con
     }
   };
   callbacks.progress = [](const std::string& msg) { Console::Get().Info(msg); };
+  callbacks.cancelled = [] { return Interrupted(); };
   return std::make_unique<Cloud>(
       DriverHost::Open(driver, DriverConfigJson(cloud, config), callbacks));
 }

@@ -79,7 +79,9 @@ class DriverCallError : public Error {
  public:
   DriverCallError(gpuprov_type_status status, std::string message, std::string hint)
       : Error(std::move(message), std::move(hint),
-              status == GPUPROV_STATUS_INVALID_INPUT ? kExitUsage : kExitFailure),
+              status == GPUPROV_STATUS_INVALID_INPUT ? kExitUsage
+              : status == GPUPROV_STATUS_CANCELLED   ? kExitInterrupted
+                                                      : kExitFailure),
         status_(status) {}
   gpuprov_type_status status() const { return status_; }
 

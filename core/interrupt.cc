@@ -28,7 +28,8 @@ void ThrowIfInterrupted(const std::string& doing) {
   if (Interrupted()) {
     throw Error("interrupted while " + doing,
                 "what exists is kept and recorded; re-run the same command to continue, or "
-                "`gpuprov down NAME` to remove it");
+                "`gpuprov down NAME` to remove it",
+                kExitInterrupted);
   }
 }
 

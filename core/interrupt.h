@@ -1,5 +1,7 @@
 // Ctrl-C handling: the first SIGINT or SIGTERM sets a flag that long waits poll, so gpuprov
-// stops between steps with the state file consistent and says what was kept.
+// stops between steps with the state file consistent and says what was kept. Drivers see the
+// same flag through the host API's `cancelled` callback (core/cloud.cc), so their waits and
+// back-offs end too; a cancelled command exits 130.
 #pragma once
 
 #include <string>
@@ -8,7 +10,7 @@ namespace gpuprov {
 
 void InstallInterruptHandler();
 bool Interrupted();
-/// Throws Error("interrupted while <doing>") once the user pressed Ctrl-C.
+/// Throws Error("interrupted while <doing>", exit code 130) once the user pressed Ctrl-C.
 void ThrowIfInterrupted(const std::string& doing);
 
 }  // namespace gpuprov

@@ -283,6 +283,16 @@ class Provision {
       Save();
       std::tie(vm_, vm_existed_) = cloud_->Create(req);
     } catch (const Error& e) {
+      if (Interrupted()) {
+        // Ctrl-C: the driver stopped where it was; the record says so and a re-run continues.
+        rec_.last_error = "interrupted while creating the VM: " + std::string(e.what());
+        store_->Save(rec_);
+        throw Error(e.what(),
+                    "re-run the same `gpuprov provision` to continue, or `gpuprov down " + name_ +
+                        "` to remove what was made",
+                    kExitInterrupted);
+      }
+      // Nothing may be left behind: when the cloud has no VM of that name, forget the intent.
       std::optional<CloudVm> left;
       try {
         left = cloud_->Get("", name_);
@@ -385,8 +395,11 @@ class Provision {
 
   /// A failure after create keeps the VM, records why, and says how to look.
   [[noreturn]] void KeepVmAndRethrow(const Error& e) {
-    rec_.phase = "failed";
-    rec_.last_error = e.what();
+    const bool interrupted = Interrupted();
+    // Interrupted: the phase stays where it stopped, so a re-run continues from there.
+    if (!interrupted) rec_.phase = "failed";
+    rec_.last_error =
+        (interrupted ? "interrupted while " + rec_.phase + ": " : std::string()) + e.what();
     store_->Save(rec_);
     throw Error(e.what(),
                 e.hint().empty()
@@ -396,7 +409,7 @@ class Provision {
                           ", retry with the same `gpuprov provision`, or remove it with "
                           "`gpuprov down " + name_ + "`"
                     : e.hint(),
-                e.exit_code());
+                interrupted ? static_cast<int>(kExitInterrupted) : e.exit_code());
   }
 
   /// How to get in: the record as JSON, or the summary. It names the route that ran and only

@@ -1,28 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "credentials.h"
 
+#include "config_files.h"
+
 #include <cstdlib>
 #include <fstream>
-#include <map>
 #include <sstream>
 
 namespace gpuprov::drivers {
 namespace {
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
-
-// A YAML scalar as written after "key:": quotes removed, trailing comment dropped.
-std::string Scalar(std::string v) {
-  v = TrimSpace(v);
-  if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'')) {
-    size_t close = v.find(v.front(), 1);
-    if (close != std::string::npos) return v.substr(1, close - 1);
-  }
-  size_t hash = v.find(" #");
-  if (hash != std::string::npos) v = v.substr(0, hash);
-  if (!v.empty() && v.front() == '#') return "";
-  return TrimSpace(v);
-}
 
 }  // namespace
 
@@ -68,39 +56,14 @@ std::string DoctlConfigPath() {
 
 std::optional<std::string> DoctlTokenFromYaml(const std::string& yaml_text,
                                               const std::string& context) {
-  std::string access_token, file_context;
-  std::map<std::string, std::string> contexts;
-  bool in_contexts = false;
-  std::istringstream lines(yaml_text);
-  for (std::string line; std::getline(lines, line);) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    std::string trimmed = TrimSpace(line);
-    if (trimmed.empty() || trimmed.front() == '#') continue;
-    const bool indented = IsSpace(line.front());
-    size_t colon = trimmed.find(':');
-    if (colon == std::string::npos) continue;
-    std::string key = Scalar(trimmed.substr(0, colon));
-    std::string value = Scalar(trimmed.substr(colon + 1));
-    if (!indented) {
-      in_contexts = key == "auth-contexts";
-      if (key == "access-token") access_token = value;
-      if (key == "context") file_context = value;
-    } else if (in_contexts && !key.empty()) {
-      contexts[key] = value;
-    }
-  }
-  std::string want = !context.empty() ? context : (!file_context.empty() ? file_context : "default");
-  std::string token;
-  if (want == "default") {
-    token = access_token;
-    if (token.empty()) {
-      if (auto it = contexts.find("default"); it != contexts.end()) token = it->second;
-    }
-  } else if (auto it = contexts.find(want); it != contexts.end()) {
-    token = it->second;
-  }
-  if (token.empty()) return std::nullopt;
-  return token;
+  std::string want = context;
+  if (want.empty()) want = YamlString(yaml_text, {"context"}).value_or("");
+  if (want.empty()) want = "default";
+  std::optional<std::string> token;
+  if (want == "default") token = YamlString(yaml_text, {"access-token"});
+  if (!token || TrimSpace(*token).empty()) token = YamlString(yaml_text, {"auth-contexts", want});
+  if (!token || TrimSpace(*token).empty()) return std::nullopt;
+  return TrimSpace(*token);
 }
 
 std::optional<Credential> CredentialFromDoctlConfig(const std::string& path_in,

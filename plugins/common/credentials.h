@@ -30,8 +30,7 @@ std::string DoctlConfigPath();
 
 /// The token in a doctl config.yaml text for `context` ("" means the file's own `context:`
 /// value, else "default"). Context "default" is the top-level `access-token`; any other is
-/// `auth-contexts.<context>`. A deliberately small line parser: top-level `key: value` and
-/// one level of indented `name: value` under auth-contexts; quotes and # comments handled.
+/// `auth-contexts.<context>` (read with yaml-cpp).
 std::optional<std::string> DoctlTokenFromYaml(const std::string& yaml_text,
                                               const std::string& context = "");
 

@@ -22,6 +22,8 @@
 #include <sstream>
 #include <thread>
 
+#include "wait.h"
+
 namespace gpuprov::drivers {
 namespace {
 
@@ -253,11 +255,8 @@ HttpResponse HttpClient::Send(const HttpRequest& request) {
       host_.Progress(url_.host + " answered " + last_problem + "; retrying in " +
                      std::to_string((delay.count() + 999) / 1000) + " s");
     }
-    const auto until = steady_clock::now() + delay;
-    while (steady_clock::now() < until) {
-      if (host_.Cancelled()) throw HttpError(HttpError::Kind::kCancelled, what + ": cancelled");
-      auto left = std::chrono::duration_cast<milliseconds>(until - steady_clock::now());
-      std::this_thread::sleep_for(std::min(left, milliseconds(50)));
+    if (!SleepUnlessCancelled(host_, delay)) {
+      throw HttpError(HttpError::Kind::kCancelled, what + ": cancelled");
     }
   }
   const auto total = std::chrono::duration_cast<milliseconds>(steady_clock::now() - start);

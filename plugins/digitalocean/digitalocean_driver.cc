@@ -1,41 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "digitalocean_driver.h"
 
-#include <Poco/URI.h>
-
 #include <algorithm>
 #include <map>
-#include <sstream>
-#include <thread>
 
 #include "digitalocean_rules.h"
-#include "driver_request.h"
+#include "driver_kit.h"
 #include "gpu_sizes.h"
-#include "json_util.h"
-#include "retry_policy.h"
 
 namespace gpuprov::digitalocean {
 namespace {
 
-using gpuprov::sdk::DriverError;
-using Poco::JSON::Array;
-using Poco::JSON::Object;
-using drivers::GpuRequest;
-using drivers::ParseGpu;
-using drivers::PortsOf;
-using drivers::VmResult;
-using drivers::WithSsh;
-namespace json = gpuprov::drivers::json;
+namespace kit = gpuprov::drivers;
+using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
 
 constexpr const char* kSshUser = "root";
 constexpr int kPerPage = 200;
 constexpr int kMaxPages = 100;
 
-std::string Encode(const std::string& s) {
-  std::string out;
-  Poco::URI::encode(s, "!#$&'()*+,/:;=?@[]", out);
-  return out;
-}
+std::string Encode(const std::string& s) { return kit::EncodeComponent(s); }
 
 bool HasTag(const Object::Ptr& droplet, const std::string& tag) {
   Array::Ptr tags = json::Arr(droplet, "tags");
@@ -88,7 +71,7 @@ Object::Ptr VmJson(const Object::Ptr& d, const std::vector<int>& ports = {22}) {
   vm->set("gpus", GpusOfSlug(size));
   vm->set("created_at", json::Str(d, "created_at"));
   vm->set("message", StateOf(status) == "error" ? "droplet status " + status : std::string());
-  vm->set("ports", drivers::PortMap(ports));
+  vm->set("ports", kit::PortMap(ports));
   Object::Ptr tags = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   if (Array::Ptr t = json::Arr(d, "tags")) {
     for (size_t i = 0; i < t->size(); ++i) {
@@ -149,21 +132,14 @@ Array::Ptr OutboundRules() {
 std::set<int> InboundTcpPorts(const Object::Ptr& fw) {
   std::set<int> ports;
   Array::Ptr rules = json::Arr(fw, "inbound_rules");
-  if (!rules) return ports;
-  for (size_t i = 0; i < rules->size(); ++i) {
+  for (size_t i = 0; rules && i < rules->size(); ++i) {
     Object::Ptr r = json::ObjAt(rules, i);
     if (!r || json::Str(r, "protocol") != "tcp") continue;
-    std::string p = json::Str(r, "ports");
-    if (p == "all") p = "0";
-    size_t dash = p.find('-');
-    try {
-      if (dash == std::string::npos) {
-        ports.insert(std::stoi(p));
-      } else {
-        int lo = std::stoi(p.substr(0, dash)), hi = std::stoi(p.substr(dash + 1));
-        for (int x = lo; x <= hi && x - lo < 65536; ++x) ports.insert(x);
-      }
-    } catch (const std::exception&) {
+    const std::string spec = json::Str(r, "ports");
+    if (spec == "all" || spec == "0") {
+      ports.insert(0);
+    } else {
+      ports.merge(kit::PortsOfRanges({spec}));
     }
   }
   return ports;
@@ -180,11 +156,9 @@ std::set<std::string> DropletIdsOf(const Object::Ptr& fw) {
 }  // namespace
 
 DigitalOceanDriver::DigitalOceanDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
-  Object::Ptr settings = json::ParseObject(ctx.config_json, "the driver settings");
-  endpoint_ = json::Str(settings, "endpoint");
-  if (endpoint_.empty()) endpoint_ = kDefaultEndpoint;
-  config_ = json::Obj(settings, "config");
-  if (!config_) config_ = new Object();
+  kit::DriverSettings settings = kit::ParseSettings(ctx.config_json, kDefaultEndpoint);
+  endpoint_ = settings.endpoint;
+  config_ = settings.config;
   default_region_ = json::Str(config_, "region");
   if (Array::Ptr extra = json::Arr(config_, "capacity_messages")) {
     for (size_t i = 0; i < extra->size(); ++i) {
@@ -192,15 +166,14 @@ DigitalOceanDriver::DigitalOceanDriver(const gpuprov::sdk::InitContext& ctx) : h
     }
   }
   try {
-    http_ = std::make_unique<drivers::HttpClient>(endpoint_, drivers::RetryPolicyFrom(config_), host_);
-  } catch (const drivers::HttpError& e) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      std::string(e.what()) + " (set by GPUPROV_DIGITALOCEAN_ENDPOINT or endpoint "
-                                              "in [clouds.digitalocean])");
+    http_ = std::make_unique<kit::HttpClient>(endpoint_, kit::RetryPolicyFrom(config_), host_);
+  } catch (const kit::HttpError& e) {
+    kit::ThrowHttpError(e, "the DigitalOcean endpoint (GPUPROV_DIGITALOCEAN_ENDPOINT or endpoint "
+                           "in [clouds.digitalocean])");
   }
 }
 
-const drivers::Credential& DigitalOceanDriver::Token() {
+const kit::Credential& DigitalOceanDriver::Token() {
   if (!token_) {
     token_ = ResolveToken(config_);
     if (!token_) {
@@ -217,7 +190,7 @@ DigitalOceanDriver::ObjectPtr DigitalOceanDriver::Call(const std::string& method
                                                        const ObjectPtr& body,
                                                        const std::set<int>& allow, int* status,
                                                        bool idempotent) {
-  drivers::HttpRequest req;
+  kit::HttpRequest req;
   req.idempotent = idempotent;
   req.method = method;
   req.path_and_query = path;
@@ -226,52 +199,31 @@ DigitalOceanDriver::ObjectPtr DigitalOceanDriver::Call(const std::string& method
     req.headers["Content-Type"] = "application/json";
     req.body = json::Stringify(body);
   }
-  drivers::HttpResponse resp;
+  kit::HttpResponse resp;
   try {
     resp = http_->Send(req);
-  } catch (const drivers::HttpError& e) {
-    switch (e.kind()) {
-      case drivers::HttpError::Kind::kCancelled:
-        throw DriverError(GPUPROV_STATUS_CANCELLED, what + ": cancelled");
-      case drivers::HttpError::Kind::kRetriesExhausted: {
-        std::string msg = what + ": DigitalOcean API at " + endpoint_ + " kept failing: " + e.what();
-        if (e.last_response().status != 0) {
-          msg += "; DigitalOcean said: " + ApiMessage(e.last_response().body);
-        }
-        throw DriverError(GPUPROV_STATUS_TRANSIENT, msg + ". Try again in a few minutes.");
-      }
-      case drivers::HttpError::Kind::kInvalidUrl:
-        throw DriverError(GPUPROV_STATUS_INVALID_INPUT, what + ": " + e.what());
-      case drivers::HttpError::Kind::kTls:
-        throw DriverError(GPUPROV_STATUS_FAILED, what + ": " + e.what());
-    }
-    throw DriverError(GPUPROV_STATUS_FAILED, what + ": " + e.what());
+  } catch (const kit::HttpError& e) {
+    kit::ThrowHttpError(e, what + ": DigitalOcean API at " + endpoint_,
+                        ApiMessage(e.last_response().body));
   }
   if (status) *status = resp.status;
   const bool ok = resp.status >= 200 && resp.status < 300;
   if (!ok && allow.count(resp.status) == 0) {
     const std::string msg = ApiMessage(resp.body);
     const std::string prefix = what + ": DigitalOcean answered HTTP " + std::to_string(resp.status);
-    switch (resp.status) {
-      case 401:
-        throw DriverError(GPUPROV_STATUS_AUTH, prefix + " (" + msg + ") for the token from " +
-                                                  Token().origin + "; " + TokenHint());
-      case 403:
-        throw DriverError(GPUPROV_STATUS_AUTH,
-                          prefix + " (" + msg + "): the token from " + Token().origin +
-                              " lacks a scope this needs, or the account is locked; " +
-                              TokenHint());
-      case 404:
-        throw DriverError(GPUPROV_STATUS_NOT_FOUND, prefix + ": " + msg);
-      case 422:
-        throw DriverError(Classify422(msg, capacity_messages_), prefix + ": " + msg);
-      default:
-        throw DriverError(resp.status >= 400 && resp.status < 500 ? GPUPROV_STATUS_INVALID_INPUT
-                                                                  : GPUPROV_STATUS_FAILED,
-                          prefix + ": " + msg);
+    gpuprov_type_status st = kit::StatusOfHttp(resp.status);
+    std::string hint;
+    if (resp.status == 401) {
+      hint = " for the token from " + Token().origin + "; " + TokenHint();
+    } else if (resp.status == 403) {
+      hint = ": the token from " + Token().origin +
+             " lacks a scope this needs, or the account is locked; " + TokenHint();
+    } else if (resp.status == 422) {
+      st = Classify422(msg, capacity_messages_);
     }
+    throw DriverError(st, hint.empty() ? prefix + ": " + msg : prefix + " (" + msg + ")" + hint);
   }
-  if (drivers::TrimSpace(resp.body).empty()) return nullptr;
+  if (kit::TrimSpace(resp.body).empty()) return nullptr;
   Object::Ptr doc = json::TryParseObject(resp.body);
   if (!doc && ok) {
     throw DriverError(GPUPROV_STATUS_FAILED,
@@ -283,9 +235,8 @@ DigitalOceanDriver::ObjectPtr DigitalOceanDriver::Call(const std::string& method
 
 DigitalOceanDriver::ObjectPtr DigitalOceanDriver::CreateDroplet(const std::string& name,
                                                                 const ObjectPtr& body) {
-  const drivers::RetryPolicy& policy = http_->policy();
-  drivers::Jitter jitter;
-  for (int attempt = 1;; ++attempt) {
+  kit::Backoff backoff(host_, http_->policy(), "create droplet " + name);
+  for (;;) {
     int status = 0;
     std::optional<DriverError> failure;
     try {
@@ -312,15 +263,7 @@ DigitalOceanDriver::ObjectPtr DigitalOceanDriver::CreateDroplet(const std::strin
       host_.Info("droplet " + name + " was created although DigitalOcean's answer failed");
       return made;
     }
-    if (attempt >= policy.max_attempts) throw *failure;
-    auto delay = drivers::NextDelay(policy, attempt, std::nullopt, jitter.Next());
-    host_.Debug(std::string(failure->what()) + "; trying again in " +
-                std::to_string(delay.count()) + " ms");
-    const auto until = std::chrono::steady_clock::now() + delay;
-    while (std::chrono::steady_clock::now() < until) {
-      if (host_.Cancelled()) throw DriverError(GPUPROV_STATUS_CANCELLED, "create droplet: cancelled");
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    if (!backoff.Wait(failure->what())) throw *failure;
   }
 }
 
@@ -376,11 +319,7 @@ DigitalOceanDriver::ObjectPtr DigitalOceanDriver::FindByName(const std::string& 
 }
 
 DigitalOceanDriver::ObjectPtr DigitalOceanDriver::Resolve(const ObjectPtr& request) {
-  const std::string id = json::Str(request, "id");
-  const std::string name = json::Str(request, "name");
-  if (id.empty() && name.empty()) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "the request needs \"id\" or \"name\"");
-  }
+  const auto [id, name] = kit::RequireIdOrName(request);
   if (!id.empty()) {
     bool numeric = std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (numeric) {
@@ -419,7 +358,7 @@ DigitalOceanDriver::SshKey DigitalOceanDriver::EnsureSshKey(const std::string& p
   hex.erase(std::remove(hex.begin(), hex.end(), ':'), hex.end());
   Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   body->set("name", kResourcePrefix + hex.substr(0, 16));
-  body->set("public_key", drivers::TrimSpace(public_key));
+  body->set("public_key", kit::TrimSpace(public_key));
   doc = Call("POST", "/account/keys", "register SSH key " + fp, body, {422}, &status);
   if (status == 422) {
     // Registered in the meantime (or "already in use"): look it up once more.
@@ -450,7 +389,7 @@ DigitalOceanDriver::ObjectPtr DigitalOceanDriver::FindFirewall(const std::string
 
 void DigitalOceanDriver::EnsureFirewall(const std::string& vm_name, const std::string& droplet_id,
                                         const std::vector<int>& ports_in) {
-  const std::vector<int> ports = WithSsh(ports_in);
+  const std::vector<int> ports = kit::WithSsh(ports_in);
   ObjectPtr fw = FindFirewall(vm_name);
   std::set<int> open;
   std::set<std::string> droplets;
@@ -464,7 +403,7 @@ void DigitalOceanDriver::EnsureFirewall(const std::string& vm_name, const std::s
   std::vector<int> all(open.begin(), open.end());
   all.erase(std::remove(all.begin(), all.end(), 0), all.end());
   all.insert(all.end(), ports.begin(), ports.end());
-  all = WithSsh(all);
+  all = kit::WithSsh(all);
   if (!droplet_id.empty()) droplets.insert(droplet_id);
 
   Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
@@ -513,18 +452,13 @@ std::string DigitalOceanDriver::Check(const std::string& /*request_json*/) {
 }
 
 std::string DigitalOceanDriver::Offers(const std::string& request_json) {
-  ObjectPtr request = json::ParseObject(request_json, "the offers request");
-  std::optional<GpuRequest> gpu = ParseGpu(request);
-  std::string region = json::Str(request, "region");
-  if (region.empty()) region = default_region_;
+  const auto [gpu, region] = kit::ParseOffersRequest(request_json, default_region_);
   Array::Ptr offers = new Array();
-  Object result;
-  result.set("offers", offers);
 
   std::optional<GpuSize> size = gpu ? SizeForGpu(gpu->type, gpu->count) : CpuSize();
   if (!size) {
     host_.Warning(NotOfferedMessage(gpu->type, gpu->count));
-    return json::Stringify(result);
+    return kit::OffersResult(offers);
   }
 
   // Live availability, regions and prices; the built-in table when the sizes list cannot be
@@ -538,7 +472,7 @@ std::string DigitalOceanDriver::Offers(const std::string& request_json) {
       listed = true;
       if (json::Has(s, "available") && !s->getValue<bool>("available")) {
         host_.Warning("DigitalOcean lists " + size->slug + " as not available now");
-        return json::Stringify(result);
+        return kit::OffersResult(offers);
       }
       if (Array::Ptr r = json::Arr(s, "regions")) {
         regions.clear();
@@ -549,7 +483,7 @@ std::string DigitalOceanDriver::Offers(const std::string& request_json) {
     if (!listed) {
       host_.Warning("DigitalOcean's size list has no " + size->slug +
                     " (GPU Droplets may need enabling for the account)");
-      return json::Stringify(result);
+      return kit::OffersResult(offers);
     }
   } catch (const DriverError& e) {
     if (e.status() == GPUPROV_STATUS_AUTH || e.status() == GPUPROV_STATUS_CANCELLED) throw;
@@ -557,18 +491,7 @@ std::string DigitalOceanDriver::Offers(const std::string& request_json) {
   }
   for (const auto& r : regions) {
     if (!region.empty() && r != region) continue;
-    Object::Ptr o = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-    o->set("instance_type", size->slug);
-    if (size->gpu_count > 0) {
-      o->set("gpu_type", size->gpu_type);
-    } else {
-      o->set("gpu_type", Poco::Dynamic::Var());
-    }
-    o->set("gpu_count", size->gpu_count);
-    o->set("region", r);
-    o->set("price_per_hour", price);
-    o->set("image", size->image);
-    offers->add(o);
+    offers->add(kit::OfferJson({size->slug, size->gpu_type, size->gpu_count, r, price, size->image}));
   }
   if (offers->size() == 0) {
     host_.Warning(size->slug + " is not offered in region " + region + " (regions: " +
@@ -579,42 +502,23 @@ std::string DigitalOceanDriver::Offers(const std::string& request_json) {
                   }() +
                   ")");
   }
-  return json::Stringify(result);
+  return kit::OffersResult(offers);
 }
 
 std::string DigitalOceanDriver::Create(const std::string& request_json) {
-  ObjectPtr request = json::ParseObject(request_json, "the create request");
-  const std::string name = json::Str(request, "name");
-  ValidateVmName(name);
-  const std::string user_data = json::Str(request, "user_data");
-  CheckUserData(user_data);
-  const std::string public_key = drivers::RequiredSshPublicKey(
+  const auto [request, name, user_data] =
+      kit::ParseCreateRequest(request_json, kVmNameRules, kMaxUserDataBytes, "DigitalOcean",
+                              "plain text");
+  const std::string public_key = kit::RequiredSshPublicKey(
       request, "without a key DigitalOcean emails a root password and gpuprov cannot log in");
   const std::string fingerprint = Md5Fingerprint(public_key);  // validates before any call
-  std::vector<int> ports = WithSsh(PortsOf(request, "open_ports"));
+  std::vector<int> ports = kit::WithSsh(kit::PortsOf(request, "open_ports"));
 
-  // The size: instance_type when given (it must match gpu), else from gpu.
-  std::optional<GpuRequest> gpu = ParseGpu(request);
-  std::optional<GpuSize> size;
-  const std::string instance_type = json::Str(request, "instance_type");
-  if (gpu) {
-    size = SizeForGpu(gpu->type, gpu->count);
-    if (!size) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, NotOfferedMessage(gpu->type, gpu->count));
-    if (!instance_type.empty() && instance_type != size->slug) {
-      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                        "instance type " + instance_type + " does not have " + gpu->type + ":" +
-                            std::to_string(gpu->count) + " (that is " + size->slug + ")");
-    }
-  } else if (!instance_type.empty()) {
-    size = SizeForSlug(instance_type);
-    if (!size) {
-      // A size this table does not know (e.g. another CPU size): DigitalOcean decides.
-      size = CpuSize();
-      size->slug = instance_type;
-    }
-  } else {
-    size = CpuSize();
-  }
+  // The size: from gpu (instance_type must agree), else instance_type, else the CPU size.
+  const kit::CatalogueChoice choice = kit::ChooseInstanceType(
+      SizeCatalogue(), kit::ParseGpu(request), json::Str(request, "instance_type"));
+  std::optional<GpuSize> size = choice.index ? KnownSizes()[*choice.index] : CpuSize();
+  size->slug = choice.row.instance_type;  // a size the table does not know: DigitalOcean decides
   std::string region = json::Str(request, "region");
   if (region.empty()) region = default_region_;
   if (region.empty()) region = size->regions.front();
@@ -627,7 +531,7 @@ std::string DigitalOceanDriver::Create(const std::string& request_json) {
     const std::string id = json::Str(existing, "id");
     host_.Info("droplet " + name + " exists (id " + id + ", " + json::Str(existing, "status") + ")");
     EnsureFirewall(name, id, ports);
-    return VmResult(VmJson(existing, ports), true);
+    return kit::VmResult(VmJson(existing, ports), true);
   }
   if (foreign) {
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
@@ -641,12 +545,8 @@ std::string DigitalOceanDriver::Create(const std::string& request_json) {
   Array::Ptr tags = new Array();
   std::set<std::string> tag_set = {kManagedTag, VmTag(name)};
   if (key.ours) tag_set.insert(KeyTag(key.id));
-  if (ObjectPtr user_tags = json::Obj(request, "tags")) {
-    for (const auto& [k, v] : *user_tags) {
-      if (k == "gpuprov" || k == "gpuprov-name" || k.empty()) continue;
-      std::string value = v.isEmpty() ? "" : v.convert<std::string>();
-      tag_set.insert(TagSafe(value.empty() ? k : k + ":" + value));
-    }
+  for (const auto& [k, value] : kit::UserTags(request)) {
+    tag_set.insert(TagSafe(value.empty() ? k : k + ":" + value));
   }
   // Fixed ones first, for readability in the control panel.
   tags->add(std::string(kManagedTag));
@@ -692,7 +592,7 @@ std::string DigitalOceanDriver::Create(const std::string& request_json) {
   const std::string id = json::Str(droplet, "id");
   host_.Info("droplet " + name + " is id " + id);
   EnsureFirewall(name, id, ports);
-  return VmResult(VmJson(droplet, ports), false);
+  return kit::VmResult(VmJson(droplet, ports), false);
 }
 
 std::string DigitalOceanDriver::Get(const std::string& request_json) {
@@ -700,17 +600,15 @@ std::string DigitalOceanDriver::Get(const std::string& request_json) {
   ObjectPtr d = Resolve(request);
   if (!d) {
     throw DriverError(GPUPROV_STATUS_NOT_FOUND,
-                      "no gpuprov droplet " + drivers::VmReference(request) + " on DigitalOcean");
+                      "no gpuprov droplet " + kit::VmReference(request) + " on DigitalOcean");
   }
-  return VmResult(VmJson(d));
+  return kit::VmResult(VmJson(d));
 }
 
 std::string DigitalOceanDriver::List(const std::string& /*request_json*/) {
   Array::Ptr vms = new Array();
   for (const auto& d : ManagedDroplets()) vms->add(VmJson(d));
-  Object result;
-  result.set("vms", vms);
-  return json::Stringify(result);
+  return kit::VmsResult(vms);
 }
 
 std::string DigitalOceanDriver::Delete(const std::string& request_json) {
@@ -775,14 +673,12 @@ std::string DigitalOceanDriver::Delete(const std::string& request_json) {
       DeleteSshKey(key_id);
     }
   }
-  Object result;
-  result.set("deleted", deleted);
-  return json::Stringify(result);
+  return kit::DeletedResult(deleted);
 }
 
 std::string DigitalOceanDriver::OpenPorts(const std::string& request_json) {
   ObjectPtr request = json::ParseObject(request_json, "the open_ports request");
-  std::vector<int> ports = PortsOf(request, "ports");
+  std::vector<int> ports = kit::PortsOf(request, "ports");
   ObjectPtr d = Resolve(request);
   if (!d) {
     throw DriverError(GPUPROV_STATUS_NOT_FOUND,

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "digitalocean_rules.h"
 
+#include "tags.h"
+
 #include <Poco/Base64Decoder.h>
 #include <Poco/DigestEngine.h>
 #include <Poco/MD5Engine.h>
@@ -60,30 +62,7 @@ std::string TokenHint() {
          "[clouds.digitalocean] of config.toml";
 }
 
-void ValidateVmName(const std::string& name) {
-  bool ok = !name.empty() && name.size() <= 63 &&
-            std::isalnum(static_cast<unsigned char>(name.front())) &&
-            std::isalnum(static_cast<unsigned char>(name.back()));
-  for (char c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') ok = false;
-  }
-  if (!ok) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      "VM name \"" + name +
-                          "\" cannot be a DigitalOcean droplet name: use 1-63 letters, digits, "
-                          "'-' and '.', starting and ending with a letter or digit");
-  }
-}
-
-std::string TagSafe(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == ':' || c == '-' || c == '_';
-    out += ok ? c : '_';
-  }
-  if (out.size() > 255) out.resize(255);
-  return out;
-}
+std::string TagSafe(const std::string& s) { return drivers::FitTag(s, ":-_", 255); }
 
 std::string VmTag(const std::string& vm_name) { return TagSafe(kVmTagPrefix + vm_name); }
 std::string KeyTag(const std::string& key_id) { return TagSafe(kKeyTagPrefix + key_id); }
@@ -133,14 +112,6 @@ std::string Md5Fingerprint(const std::string& line) {
     fp += kHex[d[i] & 0xf];
   }
   return fp;
-}
-
-void CheckUserData(const std::string& user_data) {
-  if (user_data.size() > kMaxUserDataBytes) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      "user_data is " + std::to_string(user_data.size()) +
-                          " bytes; DigitalOcean accepts at most 65536 (64 KiB) of plain text");
-  }
 }
 
 std::string ApiMessage(const std::string& body) {

@@ -12,18 +12,21 @@
 #include <vector>
 
 #include "credentials.h"
+#include "tags.h"
+#include "vm_rules.h"
 #include "gpuprov/driver_abi.h"
 
 namespace gpuprov::digitalocean {
 
 inline constexpr const char* kDefaultEndpoint = "https://api.digitalocean.com/v2";
-/// Every droplet the driver makes carries this tag; list filters on it.
-inline constexpr const char* kManagedTag = "gpuprov";
-/// Prefixes of the tags that record a droplet's VM name and the SSH key gpuprov registered.
+/// Every droplet the driver makes carries the tag "gpuprov" (list filters on it); firewall
+/// and SSH key are named "gpuprov-<vm>" and "gpuprov-<fingerprint hex>": the kit's names.
+using drivers::kManagedTag;
+using drivers::kResourcePrefix;
+/// Prefixes of the tags that record a droplet's VM name and the SSH key gpuprov registered
+/// (DigitalOcean tags are single words, not key=value).
 inline constexpr const char* kVmTagPrefix = "gpuprov-vm:";
 inline constexpr const char* kKeyTagPrefix = "gpuprov-key:";
-/// Names of what the driver creates: firewall "gpuprov-<vm>", key "gpuprov-<fingerprint hex>".
-inline constexpr const char* kResourcePrefix = "gpuprov-";
 /// DigitalOcean's limit for user_data (plain text).
 inline constexpr size_t kMaxUserDataBytes = 64 * 1024;
 
@@ -40,9 +43,10 @@ std::optional<drivers::Credential> ResolveToken(const Poco::JSON::Object::Ptr& c
 /// What to tell a user whose token is missing or refused.
 std::string TokenHint();
 
-/// Throws DriverError(INVALID_INPUT) unless name is 1-63 of [A-Za-z0-9.-], starting and
-/// ending with a letter or digit (a hostname; DigitalOcean uses it as one).
-void ValidateVmName(const std::string& name);
+/// Droplet names are host names: 1-63 of [A-Za-z0-9.-], starting and ending with a letter or
+/// digit.
+inline const drivers::VmNameRules kVmNameRules{
+    .what = "a DigitalOcean droplet name", .max_length = 63, .punctuation = "-."};
 
 /// A string in DigitalOcean's tag charset (letters, digits, ':', '-', '_'): others become '_',
 /// cut to 255 characters.
@@ -58,9 +62,6 @@ std::string StateOf(const std::string& droplet_status);
 /// The MD5 fingerprint DigitalOcean shows for an OpenSSH public key line ("aa:bb:..."); throws
 /// DriverError(INVALID_INPUT) when the line is not "<type> <base64> [comment]".
 std::string Md5Fingerprint(const std::string& public_key_line);
-
-/// Throws DriverError(INVALID_INPUT) when user_data is over kMaxUserDataBytes.
-void CheckUserData(const std::string& user_data);
 
 /// DigitalOcean's error body {"id","message"} -> "message (id)"; raw text cut short otherwise.
 std::string ApiMessage(const std::string& body);

@@ -67,11 +67,11 @@ TEST(DigitalOceanToken, NoneFound) {
 }
 
 TEST(DigitalOceanRules, NamesAndTags) {
-  EXPECT_NO_THROW(ValidateVmName("gpu-box.1"));
+  EXPECT_NO_THROW(drivers::ValidateVmName("gpu-box.1", kVmNameRules));
   for (const char* bad : {"", "-a", "a-", "a_b", "a b", "x/y"}) {
-    EXPECT_THROW(ValidateVmName(bad), gpuprov::sdk::DriverError) << bad;
+    EXPECT_THROW(drivers::ValidateVmName(bad, kVmNameRules), gpuprov::sdk::DriverError) << bad;
   }
-  EXPECT_THROW(ValidateVmName(std::string(64, 'a')), gpuprov::sdk::DriverError);
+  EXPECT_THROW(drivers::ValidateVmName(std::string(64, 'a'), kVmNameRules), gpuprov::sdk::DriverError);
   EXPECT_EQ(VmTag("gpu-box.1"), "gpuprov-vm:gpu-box_1");
   EXPECT_EQ(KeyTag("123"), "gpuprov-key:123");
   EXPECT_EQ(TagSafe("team=ml x"), "team_ml_x");
@@ -105,8 +105,8 @@ TEST(DigitalOceanRules, Md5FingerprintMatchesSshKeygen) {
 }
 
 TEST(DigitalOceanRules, UserDataLimit) {
-  EXPECT_NO_THROW(CheckUserData(std::string(65536, 'x')));
-  EXPECT_THROW(CheckUserData(std::string(65537, 'x')), gpuprov::sdk::DriverError);
+  EXPECT_NO_THROW(drivers::CheckUserData(std::string(65536, 'x'), kMaxUserDataBytes, "DigitalOcean"));
+  EXPECT_THROW(drivers::CheckUserData(std::string(65537, 'x'), kMaxUserDataBytes, "DigitalOcean"), gpuprov::sdk::DriverError);
 }
 
 TEST(DigitalOceanRules, ErrorsAndClassification) {

@@ -61,13 +61,24 @@ std::optional<std::string> CanonicalGpuType(const std::string& requested) {
   return it->second;
 }
 
+const drivers::Catalogue& SizeCatalogue() {
+  static const drivers::Catalogue catalogue = [] {
+    drivers::Catalogue c;
+    c.cloud = "DigitalOcean";
+    c.type_word = "size";
+    for (const GpuSize& s : KnownSizes()) c.rows.push_back({s.slug, s.gpu_type, s.gpu_count, true});
+    c.cpu_default = c.rows.back();
+    c.canonical_gpu = CanonicalGpuType;
+    c.gpu_hint = [](const std::string&) {
+      return std::string("it has no L4, A100, A10G or T4 GPU Droplets");
+    };
+    return c;
+  }();
+  return catalogue;
+}
+
 std::optional<GpuSize> SizeForGpu(const std::string& type, int count) {
-  std::optional<std::string> canonical = CanonicalGpuType(type);
-  if (!canonical) return std::nullopt;
-  for (const GpuSize& s : KnownSizes()) {
-    if (s.gpu_type == *canonical && s.gpu_count == count) return s;
-  }
-  return std::nullopt;
+  return drivers::EntryForGpu(SizeCatalogue(), KnownSizes(), type, count);
 }
 
 std::optional<GpuSize> SizeForSlug(const std::string& slug) {
@@ -84,22 +95,7 @@ std::string GpusOfSlug(const std::string& slug) {
 }
 
 std::string NotOfferedMessage(const std::string& type, int count) {
-  std::string offered;
-  std::map<std::string, std::string> counts;
-  std::vector<std::string> order;
-  for (const GpuSize& s : KnownSizes()) {
-    if (s.gpu_count == 0) continue;
-    if (!counts.count(s.gpu_type)) order.push_back(s.gpu_type);
-    counts[s.gpu_type] += (counts[s.gpu_type].empty() ? "x" : "/x") + std::to_string(s.gpu_count);
-  }
-  for (const auto& t : order) offered += (offered.empty() ? "" : ", ") + t + " " + counts[t];
-  std::optional<std::string> canonical = CanonicalGpuType(type);
-  if (!canonical) {
-    return "DigitalOcean does not offer " + type +
-           " GPU Droplets (it has no L4, A100, A10G or T4); it offers: " + offered;
-  }
-  return "DigitalOcean offers " + *canonical + " only as " + counts[*canonical] +
-         " per Droplet, not " + std::to_string(count) + "; it offers: " + offered;
+  return drivers::NotOfferedMessage(SizeCatalogue(), type, count);
 }
 
 }  // namespace gpuprov::digitalocean

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "catalogue.h"
+
 namespace gpuprov::digitalocean {
 
 struct GpuSize {
@@ -48,8 +50,11 @@ std::optional<GpuSize> SizeForSlug(const std::string& slug);
 /// The "TYPE:count" string for a size slug, "" for the CPU size or an unknown slug.
 std::string GpusOfSlug(const std::string& slug);
 
+/// KnownSizes() as the kit's catalogue (same order), for the instance-type choice.
+const drivers::Catalogue& SizeCatalogue();
+
 /// One line for users: why a request cannot be met and what DigitalOcean does offer, e.g.
-/// "DigitalOcean does not offer L4 GPU Droplets (it has no L4 or A100); it offers: H100 x1/x8, ...".
+/// "DigitalOcean does not offer L4:1 (it has no L4, ...); GPUs it offers: H100 x1/x8, ...".
 std::string NotOfferedMessage(const std::string& type, int count);
 
 }  // namespace gpuprov::digitalocean

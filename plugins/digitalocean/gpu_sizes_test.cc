@@ -69,7 +69,10 @@ TEST(GpuSizes, NotOfferedSaysSo) {
   EXPECT_NE(l4.find("does not offer L4"), std::string::npos) << l4;
   EXPECT_NE(l4.find("H100 x1/x8"), std::string::npos) << l4;
   const std::string h100x2 = NotOfferedMessage("h100", 2);
-  EXPECT_NE(h100x2.find("H100 only as x1/x8"), std::string::npos) << h100x2;
+  EXPECT_NE(h100x2.find("does not offer H100:2; it offers H100 as H100:1 (gpu-h100x1-80gb), "
+                        "H100:8 (gpu-h100x8-640gb)"),
+            std::string::npos)
+      << h100x2;
 }
 
 }  // namespace

@@ -100,8 +100,6 @@ class PrimeIntellectDriver {
   /// when none is left (CAPACITY when VM offers exist but are out of stock).
   std::vector<Offer> VmOffersOnly(const std::vector<Offer>& available,
                                   const std::vector<Offer>& in_stock, const OfferQuery& query);
-  /// Sleeps in slices, throwing CANCELLED when the host asks.
-  void Wait(std::chrono::milliseconds how_long);
 
   gpuprov::sdk::Host host_;
   std::string endpoint_;
@@ -114,7 +112,6 @@ class PrimeIntellectDriver {
   std::unique_ptr<gpuprov::drivers::HttpClient> client_;       // retries 429/5xx
   std::unique_ptr<gpuprov::drivers::HttpClient> once_client_;  // one attempt (pod create)
   std::string key_;  // the key of the current call, only to scrub it from messages
-  gpuprov::drivers::Jitter jitter_;
 };
 
 }  // namespace gpuprov::primeintellect

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
-# Distribution: the SDK installs and builds a third-party driver that gpuprov loads, and CPack
-# splits the build into the core, one package per driver, the umbrella and the SDK.
+# Distribution: the SDK and the driver kit install and build a third-party driver that gpuprov
+# loads, and CPack splits the build into the core, one package per driver, the umbrella and the
+# SDK.
 
 load helpers
 
@@ -9,6 +10,9 @@ load helpers
   cmake --install "$BUILD_DIR" --component sdk --prefix "$prefix" >/dev/null
   [ -f "$prefix/include/gpuprov/driver_abi.h" ]
   [ -f "$prefix/include/gpuprov/sdk.hpp" ]
+  # The driver kit comes with the SDK (gpuprov::driver_kit); the example links it.
+  [ -f "$prefix/include/gpuprov/driver_kit/driver_kit.h" ]
+  [ -f "$prefix/lib/libgpuprov_driver_kit.a" ] || [ -f "$prefix/lib64/libgpuprov_driver_kit.a" ]
   out="$BATS_TEST_TMPDIR/out"
   cmake -S "$REPO_ROOT/examples/external-driver" -B "$out" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
   cmake --build "$out" >/dev/null
@@ -42,4 +46,7 @@ load helpers
   [ "$(dpkg-deb -f "$drv" Depends)" = "gpuprov (= $version)" ]
   dpkg-deb -f "$all" Depends | grep -q "gpuprov-driver-docker (= $version)"
   dpkg-deb -c "$sdk" | grep -q 'include/gpuprov/driver_abi.h$'
+  dpkg-deb -c "$sdk" | grep -q 'include/gpuprov/driver_kit/driver_kit.h$'
+  dpkg-deb -c "$sdk" | grep -q 'libgpuprov_driver_kit.a$'
+  dpkg-deb -f "$sdk" Depends | grep -q 'libyaml-cpp-dev'
 }

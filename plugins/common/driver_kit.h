@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The gpuprov driver kit: what every cloud driver needs besides its cloud's own logic, in one
+// static library (target gpuprov::driver_kit, installed with the SDK). Include this header, or
+// the parts you use:
+//   http_client.h     HTTPS client: TLS verified, http:// only to loopback, timeouts, retries
+//                     with back-off, jitter and Retry-After, waits that end on cancel
+//   retry_policy.h    the retry limits and the back-off computation
+//   driver_status.h   HTTP status and cloud error code -> driver status, one table
+//   wait.h            cancellable sleep, bounded poll with progress, driver-level back-off
+//   uri.h             path and query encoding
+//   catalogue.h       GPU request / instance_type / CPU default -> instance type
+//   vm_rules.h        VM-name rules as data, user-data size and encoding checks, base64
+//   config_files.h    INI (AWS's nested keys too) and YAML (yaml-cpp) credential files
+//   credentials.h     tokens from environment variables and doctl's config
+//   tags.h            gpuprov's tags, the user's tags, tag/label character sets
+//   driver_request.h  request fields (ports, gpu, ssh key), offers and vm results
+//   json_util.h       Poco::JSON helpers
+// See docs/driver-protocol.md, "The driver kit".
+#pragma once
+
+#include "catalogue.h"
+#include "config_files.h"
+#include "credentials.h"
+#include "driver_request.h"
+#include "driver_status.h"
+#include "http_client.h"
+#include "json_util.h"
+#include "retry_policy.h"
+#include "tags.h"
+#include "uri.h"
+#include "vm_rules.h"
+#include "wait.h"
+
+/// The names every driver source uses, in one using-directive:
+///   using namespace gpuprov::drivers::prelude;
+namespace gpuprov::drivers::prelude {
+namespace json = gpuprov::drivers::json;
+using gpuprov::sdk::DriverError;
+using Poco::JSON::Array;
+using Poco::JSON::Object;
+}  // namespace gpuprov::drivers::prelude
