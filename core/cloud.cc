@@ -197,4 +197,13 @@ bool Cloud::Delete(const std::string& id, const std::string& vm_name) {
   return r->has("deleted") && r->getValue<bool>("deleted");
 }
 
+void Cloud::OpenPorts(const std::string& id, const std::vector<int>& ports) {
+  Object::Ptr req = new Object;
+  req->set("id", id);
+  Array::Ptr list = new Array;
+  for (int p : ports) list->add(p);
+  req->set("ports", list);
+  driver_->Call(DriverOp::kOpenPorts, ToJson(req));
+}
+
 }  // namespace gpuprov

@@ -78,6 +78,9 @@ class Cloud {
   std::vector<CloudVm> List();
   /// false when it was already gone.
   bool Delete(const std::string& id, const std::string& name);
+  /// The driver's open_ports: opens `ports` of the VM to 0.0.0.0/0, adding only what is
+  /// missing (drivers with GPUPROV_CAP_OPEN_PORTS).
+  void OpenPorts(const std::string& id, const std::vector<int>& ports);
 
  private:
   std::unique_ptr<Driver> driver_;

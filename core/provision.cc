@@ -253,6 +253,23 @@ int RunProvision(const AppContext& app, const ProvisionFlags& flags,
     throw;
   }
   if (reused) console.Info("reusing existing VM " + name + " (id " + vm.id + ")");
+  // --- ports of a reused VM (branch ports; the lead reconciles this with abi-host's host
+  // call). create returns an existing VM as it is, with the ports it really has open; the
+  // ones this run needs beyond those are opened by the driver's open_ports.
+  if (reused && info.has(GPUPROV_CAP_OPEN_PORTS)) {
+    std::vector<int> missing;
+    for (int p : req.open_ports) {
+      if (vm.ports.count(p) == 0) missing.push_back(p);
+    }
+    if (!missing.empty()) {
+      std::string list;
+      for (int p : missing) list += (list.empty() ? "" : ", ") + std::to_string(p);
+      console.Step("opening TCP " + list + " of " + name + " on " + cloud_name);
+      cloud->OpenPorts(vm.id, req.open_ports);
+      for (int p : missing) vm.ports[p] = p;
+    }
+  }
+  // --- end of the ports branch's host call.
   rec.vm_id = vm.id;
   rec = store.Save(rec);
 

@@ -20,6 +20,7 @@ namespace gpuprov::emulator {
 namespace {
 
 using testing::Call;
+using testing::ReachablePorts;
 using testing::Reply;
 using testing::WaitFor;
 using namespace std::chrono_literals;
@@ -342,6 +343,53 @@ TEST_F(EmulatorTest, DigitalOceanFirewallsCreateGetListUpdateDelete) {
   EXPECT_EQ(Do("DELETE", "/firewalls/" + id).status, 204);
   EXPECT_EQ(Do("GET", "/firewalls/" + id).status, 404);
   EXPECT_EQ(Count("digitalocean", "firewalls"), 0);
+}
+
+// A droplet in no firewall takes every port; in firewalls (by id or tag), the union of their
+// inbound tcp rules from sources that hold 127.0.0.1; every change is applied at once.
+TEST_F(EmulatorTest, DigitalOceanReachabilityFollowsTheFirewalls) {
+  int64_t droplet = CreateDroplet("reach-vm", "s-1vcpu-1gb", R"(,"tags":["team-a"])");
+  auto reachable = [&] { return ReachablePorts(control_, "digitalocean", "reach-vm"); };
+  EXPECT_EQ(reachable(), "1-65535");
+  const std::string rules =
+      R"("inbound_rules":[{"protocol":"tcp","ports":"22","sources":{"addresses":["0.0.0.0/0"]}},)"
+      R"({"protocol":"tcp","ports":"8000-8010","sources":{"addresses":["127.0.0.0/8"]}},)"
+      R"({"protocol":"tcp","ports":"6443","sources":{"addresses":["10.0.0.0/8"]}},)"
+      R"({"protocol":"udp","ports":"53","sources":{"addresses":["0.0.0.0/0"]}}])";
+  Reply c = Do("POST", "/firewalls",
+               R"({"name":"fw-a",)" + rules + R"(,"droplet_ids":[)" + std::to_string(droplet) + "]}");
+  ASSERT_EQ(c.status, 202) << c.body;
+  const std::string id = GetObject(c.Json(), "firewall")->getValue<std::string>("id");
+  EXPECT_EQ(reachable(), "22,8000-8010");
+  const std::string k8s =
+      R"({"inbound_rules":[{"protocol":"tcp","ports":"6443","sources":{"addresses":["0.0.0.0/0"]}}]})";
+  ASSERT_EQ(Do("POST", "/firewalls/" + id + "/rules", k8s).status, 204);
+  EXPECT_EQ(reachable(), "22,6443,8000-8010");
+  ASSERT_EQ(Do("DELETE", "/firewalls/" + id + "/rules", k8s).status, 204);
+  EXPECT_EQ(reachable(), "22,8000-8010");
+  // A second firewall by tag adds its rules; "0" is every port.
+  Reply t = Do("POST", "/firewalls",
+               R"({"name":"fw-b","inbound_rules":[{"protocol":"tcp","ports":"443","sources":{"addresses":["0.0.0.0/0"]}}],"tags":["team-a"]})");
+  ASSERT_EQ(t.status, 202) << t.body;
+  EXPECT_EQ(reachable(), "22,443,8000-8010");
+  ASSERT_EQ(Do("DELETE", "/firewalls/" + id + "/droplets",
+               R"({"droplet_ids":[)" + std::to_string(droplet) + "]}")
+                .status,
+            204);
+  EXPECT_EQ(reachable(), "443");
+  const std::string tag_fw = GetObject(t.Json(), "firewall")->getValue<std::string>("id");
+  ASSERT_EQ(Do("DELETE", "/firewalls/" + tag_fw).status, 204);
+  EXPECT_EQ(reachable(), "1-65535");  // in no firewall again
+  // The port_blocked fault drops a port the rules open.
+  Fault(R"({"cloud":"digitalocean","fault":"port_blocked","value":"6443"})");
+  CreateDroplet("reach-blocked");
+  EXPECT_EQ(ReachablePorts(control_, "digitalocean", "reach-blocked"), "1-6442,6444-65535");
+}
+
+// Prime Intellect has no firewall API: every port.
+TEST_F(EmulatorTest, PrimeIntellectPodsTakeEveryPort) {
+  CreatePod("reach-pod");
+  EXPECT_EQ(ReachablePorts(control_, "primeintellect", "reach-pod"), "1-65535");
 }
 
 TEST_F(EmulatorTest, DigitalOceanServesSizesRegionsImagesAndAccount) {
