@@ -473,7 +473,10 @@ TEST_F(GcpEmulatorTest, PortsOfAnExistingInstanceOpenOnlyThroughOpenPorts) {
   EXPECT_TRUE(again.Doc()->getValue<bool>("existing"));
   EXPECT_FALSE(again.Vm()->getObject("ports")->has("6443"));
   EXPECT_EQ(FirewallPorts("gpuprov-gcp-again"), (std::vector<std::string>{"22"}));
-  EXPECT_FALSE(Contains(rerun.host().All(), "firewall")) << rerun.host().All();
+  // Only reads: no rule made, changed or deleted ("/global/firewalls?" is the insert's query).
+  for (const char* change : {"PATCH /", "PUT /", "DELETE /", "/global/firewalls?", "opening tcp"}) {
+    EXPECT_FALSE(Contains(rerun.host().All(), change)) << change << "\n" << rerun.host().All();
+  }
   EXPECT_EQ(emulator_->ReachablePorts("gcp-again"), "22");
 
   // The user adds 9000-9001 to the rule.
