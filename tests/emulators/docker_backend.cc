@@ -69,10 +69,11 @@ std::set<int> ListeningPorts(int pid) {
       if (!(fields >> slot >> local >> remote >> state) || state != "0A") continue;  // LISTEN
       const size_t colon = local.rfind(':');
       if (colon == std::string::npos) continue;
-      const std::string address = local.substr(0, colon);
-      const bool any = address.find_first_not_of('0') == std::string::npos;
-      const bool loopback = address == "0100007F" || address == "00000000000000000000000001000000";
-      if (loopback || (!any && address.size() != 8 && address.size() != 32)) continue;
+      const std::string address = local.substr(0, colon);  // hex, 8 (IPv4) or 32 (IPv6) digits
+      const bool loopback = address == "0100007F" ||                          // 127.0.0.1
+                            address == "00000000000000000000000001000000" ||  // ::1
+                            address == "0000000000000000FFFF00000100007F";    // ::ffff:127.0.0.1
+      if (loopback || (address.size() != 8 && address.size() != 32)) continue;
       try {
         ports.insert(std::stoi(local.substr(colon + 1), nullptr, 16));
       } catch (const std::exception&) {

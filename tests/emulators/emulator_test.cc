@@ -345,6 +345,31 @@ TEST_F(EmulatorTest, DigitalOceanFirewallsCreateGetListUpdateDelete) {
   EXPECT_EQ(Count("digitalocean", "firewalls"), 0);
 }
 
+TEST(PortSetTest, MergesSplitsAndPrints) {
+  PortSet s = {443, 22, 80};
+  EXPECT_EQ(s.ToString(), "22,80,443");
+  s.Add(81, 442);  // adjacent on both sides: one range
+  EXPECT_EQ(s.ToString(), "22,80-443");
+  s.Remove(100, 200);
+  EXPECT_EQ(s.ToString(), "22,80-99,201-443");
+  EXPECT_TRUE(s.Contains(99));
+  EXPECT_FALSE(s.Contains(100));
+  s.Add(0, 70000);  // clamped to 1..65535
+  EXPECT_EQ(s, PortSet::All());
+  EXPECT_EQ(WithoutBlocked(PortSet::All(), {1, 65535}).ToString(), "2-65534");
+  EXPECT_TRUE(PortSet().empty());
+  EXPECT_EQ(PortSet().ToString(), "");
+}
+
+TEST(PortSetTest, ThisMachineIsCoveredByCidrsHolding127001) {
+  for (const char* yes : {"0.0.0.0/0", "127.0.0.0/8", "127.0.0.1", "127.0.0.1/32", "96.0.0.0/3"}) {
+    EXPECT_TRUE(CoversThisMachine(yes)) << yes;
+  }
+  for (const char* no : {"10.0.0.0/8", "127.0.0.2/32", "::/0", "127.0.0.1/33", "x/8", ""}) {
+    EXPECT_FALSE(CoversThisMachine(no)) << no;
+  }
+}
+
 // A droplet in no firewall takes every port; in firewalls (by id or tag), the union of their
 // inbound tcp rules from sources that hold 127.0.0.1; every change is applied at once.
 TEST_F(EmulatorTest, DigitalOceanReachabilityFollowsTheFirewalls) {
