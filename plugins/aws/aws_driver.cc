@@ -592,8 +592,14 @@ std::string AwsDriver::Create(const std::string& request_json) {
   if (std::optional<XmlNode> existing = FindByName(region, name, &foreign)) {
     host_.Info("instance " + name + " exists (" + existing->Text("instanceId") + ", " +
                existing->Text("instanceState/name") + ")");
-    EnsureSecurityGroup(region, name, ports, tags);
-    return kit::VmResult(VmJson(region, *existing, ports), true);
+    // As it is: widening its ports is open_ports' job. Reported: what its group opens.
+    std::vector<int> open;
+    if (std::optional<XmlNode> group = OwnGroup(region, *existing)) {
+      for (int p : ports) {
+        if (PortOpen(&*group, p)) open.push_back(p);
+      }
+    }
+    return kit::VmResult(VmJson(region, *existing, open), true);
   }
   if (foreign) {
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
@@ -757,18 +763,27 @@ std::string AwsDriver::OpenPorts(const std::string& request_json) {
     throw DriverError(GPUPROV_STATUS_NOT_FOUND,
                       "no gpuprov EC2 instance with id " + json::Str(request, "id"));
   }
-  const std::string name = TagsOf(*instance)["Name"];
-  const std::string group_name = ResourceName(name);
-  for (const XmlNode* g : instance->Items("groupSet")) {
+  std::optional<XmlNode> group = OwnGroup(region, *instance);
+  if (!group) {
+    throw DriverError(GPUPROV_STATUS_FAILED,
+                      "instance " + instance->Text("instanceId") + " has no security group " +
+                          ResourceName(TagsOf(*instance)["Name"]) +
+                          " (it was not made by gpuprov's create)");
+  }
+  // Only additions, one rule per missing port: the group's other rules stay.
+  AuthorizePorts(region, group->Text("groupId"), &*group, ports);
+  return "{}";
+}
+
+std::optional<XmlNode> AwsDriver::OwnGroup(const std::string& region, const XmlNode& instance) {
+  const std::string group_name = ResourceName(TagsOf(instance)["Name"]);
+  for (const XmlNode* g : instance.Items("groupSet")) {
     if (g->Text("groupName") != group_name) continue;
     XmlNode doc = Call(region, "DescribeSecurityGroups", {{"GroupId.1", g->Text("groupId")}});
     std::vector<const XmlNode*> groups = doc.Items("securityGroupInfo");
-    AuthorizePorts(region, g->Text("groupId"), groups.empty() ? nullptr : groups.front(), ports);
-    return "{}";
+    if (!groups.empty()) return *groups.front();
   }
-  throw DriverError(GPUPROV_STATUS_FAILED, "instance " + instance->Text("instanceId") +
-                                               " has no security group " + group_name +
-                                               " (it was not made by gpuprov's create)");
+  return std::nullopt;
 }
 
 }  // namespace gpuprov::aws

@@ -82,6 +82,9 @@ class AwsDriver {
     std::string id;
     bool created = false;
   };
+  /// The security group gpuprov made for the instance (gpuprov-<name>), described; nullopt
+  /// when it has none.
+  std::optional<XmlNode> OwnGroup(const std::string& region, const XmlNode& instance);
   Resource EnsureSecurityGroup(const std::string& region, const std::string& vm_name,
                                const std::vector<int>& ports,
                                const std::map<std::string, std::string>& tags);

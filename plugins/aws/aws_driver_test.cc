@@ -275,6 +275,63 @@ TEST_F(AwsEmulatorTest, LifecycleCreateRunningListOpenPortsDelete) {
   EXPECT_FALSE(del2.Doc()->getValue<bool>("deleted"));
 }
 
+// Create of an existing instance widens nothing; open_ports adds only the missing rules,
+// keeps the user's own, and the instance is reachable on exactly what the group allows.
+TEST_F(AwsEmulatorTest, PortsOfAnExistingInstanceOpenOnlyThroughOpenPorts) {
+  Driver d(Config());
+  OpResult c = d.Create(CreateRequest("aws-ports"));  // open_ports [22]
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  EXPECT_EQ(emulator_->ReachablePorts("aws", "aws-ports"), "22");
+
+  // The same name with the k8s ports: returned as it is.
+  const std::string k8s = R"(,"open_ports":[22,6443,80,443])";
+  std::string again_req = CreateRequest("aws-ports");
+  again_req.replace(again_req.find(R"(,"open_ports":[22])"), std::string(R"(,"open_ports":[22])").size(), k8s);
+  OpResult again = d.Create(again_req);
+  ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << again;
+  EXPECT_TRUE(again.Doc()->getValue<bool>("existing"));
+  Object::Ptr ports = again.Vm()->getObject("ports");
+  EXPECT_TRUE(ports->has("22"));
+  EXPECT_FALSE(ports->has("6443")) << Stringify(ports);
+  EXPECT_EQ(emulator_->ReachablePorts("aws", "aws-ports"), "22");
+
+  // A rule of the user's: 8080 from a private range (not this machine).
+  auto ec2 = Client();
+  XmlNode g = ec2->Call("us-east-1", "DescribeSecurityGroups",
+                        {{"Filter.1.Name", "group-name"}, {"Filter.1.Value.1", "gpuprov-aws-ports"}});
+  const std::string group_id = g.Items("securityGroupInfo")[0]->Text("groupId");
+  ec2->Call("us-east-1", "AuthorizeSecurityGroupIngress",
+            {{"GroupId", group_id},
+             {"IpPermissions.1.IpProtocol", "tcp"},
+             {"IpPermissions.1.FromPort", "8080"},
+             {"IpPermissions.1.ToPort", "8080"},
+             {"IpPermissions.1.IpRanges.1.CidrIp", "10.0.0.0/8"}});
+
+  OpResult op = d.OpenPorts(R"({"id":")" + id + R"(","ports":[22,6443,80,443]})");
+  ASSERT_EQ(op.status, GPUPROV_STATUS_OK) << op;
+  EXPECT_EQ(emulator_->ReachablePorts("aws", "aws-ports"), "22,80,443,6443");
+  op = d.OpenPorts(R"({"id":")" + id + R"(","ports":[22,6443,80,443]})");  // a repeat
+  ASSERT_EQ(op.status, GPUPROV_STATUS_OK) << op;
+  XmlNode g2 = ec2->Call("us-east-1", "DescribeSecurityGroups", {{"GroupId.1", group_id}});
+  std::set<std::string> from;
+  for (const XmlNode* p : g2.Items("securityGroupInfo")[0]->Items("ipPermissions")) {
+    from.insert(p->Text("fromPort"));
+  }
+  EXPECT_EQ(from, (std::set<std::string>{"22", "80", "443", "6443", "8080"}));
+
+  // The user removes 6443 again: no longer reachable.
+  ec2->Call("us-east-1", "RevokeSecurityGroupIngress",
+            {{"GroupId", group_id},
+             {"IpPermissions.1.IpProtocol", "tcp"},
+             {"IpPermissions.1.FromPort", "6443"},
+             {"IpPermissions.1.ToPort", "6443"},
+             {"IpPermissions.1.IpRanges.1.CidrIp", "0.0.0.0/0"}});
+  EXPECT_EQ(emulator_->ReachablePorts("aws", "aws-ports"), "22,80,443");
+  ASSERT_EQ(d.Delete(R"({"name":"aws-ports"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
 TEST_F(AwsEmulatorTest, OversizeUserDataIsRefusedNamingTheLimit) {
   Driver d(Config());
   std::string big(16385, 'x');

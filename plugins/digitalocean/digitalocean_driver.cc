@@ -128,21 +128,29 @@ Array::Ptr OutboundRules() {
   return rules;
 }
 
-// The tcp ports a firewall opens inbound ("0"/"all" is every port: reported as 0).
-std::set<int> InboundTcpPorts(const Object::Ptr& fw) {
-  std::set<int> ports;
+// Whether an inbound tcp rule of the firewall opens port to every address (0.0.0.0/0);
+// "0", "all" or "" is every port, "8000-9000" a range.
+bool OpenToAll(const Object::Ptr& fw, int port) {
   Array::Ptr rules = json::Arr(fw, "inbound_rules");
   for (size_t i = 0; rules && i < rules->size(); ++i) {
     Object::Ptr r = json::ObjAt(rules, i);
     if (!r || json::Str(r, "protocol") != "tcp") continue;
-    const std::string spec = json::Str(r, "ports");
-    if (spec == "all" || spec == "0") {
-      ports.insert(0);
-    } else {
-      ports.merge(kit::PortsOfRanges({spec}));
+    bool everyone = false;
+    Array::Ptr addresses = json::Arr(json::Obj(r, "sources"), "addresses");
+    for (size_t j = 0; addresses && j < addresses->size(); ++j) {
+      everyone = everyone || addresses->get(static_cast<unsigned>(j)).toString() == "0.0.0.0/0";
     }
+    if (!everyone) continue;
+    const std::string p = json::Str(r, "ports");
+    if (p.empty() || kit::PortsOfRanges({p}).count(port) > 0) return true;
   }
-  return ports;
+  return false;
+}
+
+std::string PortText(const std::vector<int>& ports) {
+  std::string s;
+  for (int p : ports) s += (s.empty() ? "" : ",") + std::to_string(p);
+  return s;
 }
 
 std::set<std::string> DropletIdsOf(const Object::Ptr& fw) {
@@ -387,50 +395,67 @@ DigitalOceanDriver::ObjectPtr DigitalOceanDriver::FindFirewall(const std::string
   return nullptr;
 }
 
-void DigitalOceanDriver::EnsureFirewall(const std::string& vm_name, const std::string& droplet_id,
-                                        const std::vector<int>& ports_in) {
-  const std::vector<int> ports = kit::WithSsh(ports_in);
-  ObjectPtr fw = FindFirewall(vm_name);
-  std::set<int> open;
-  std::set<std::string> droplets;
-  if (fw) {
-    open = InboundTcpPorts(fw);
-    droplets = DropletIdsOf(fw);
-    bool complete = droplets.count(droplet_id) > 0 || droplet_id.empty();
-    for (int p : ports) complete = complete && (open.count(p) > 0 || open.count(0) > 0);
-    if (complete) return;
-  }
-  std::vector<int> all(open.begin(), open.end());
-  all.erase(std::remove(all.begin(), all.end(), 0), all.end());
-  all.insert(all.end(), ports.begin(), ports.end());
-  all = kit::WithSsh(all);
-  if (!droplet_id.empty()) droplets.insert(droplet_id);
-
+void DigitalOceanDriver::CreateFirewall(const std::string& vm_name, const std::string& droplet_id,
+                                        const std::vector<int>& ports) {
   Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   body->set("name", FirewallName(vm_name));
-  body->set("inbound_rules", InboundRules(all));
+  body->set("inbound_rules", InboundRules(ports));
   body->set("outbound_rules", OutboundRules());
   Array::Ptr ids = new Array();
-  for (const auto& id : droplets) {
-    try {
-      ids->add(std::stoll(id));
-    } catch (const std::exception&) {
-    }
+  try {
+    ids->add(std::stoll(droplet_id));
+  } catch (const std::exception&) {
   }
   body->set("droplet_ids", ids);
   body->set("tags", Array::Ptr(new Array()));
-  std::string port_list;
-  for (int p : all) port_list += (port_list.empty() ? "" : ",") + std::to_string(p);
-  if (fw) {
-    const std::string fw_id = json::Str(fw, "id");
-    host_.Progress("updating firewall " + FirewallName(vm_name) + " (tcp " + port_list + ")");
-    Call("PUT", "/firewalls/" + Encode(fw_id), "update firewall " + FirewallName(vm_name), body);
-  } else {
-    host_.Progress("creating firewall " + FirewallName(vm_name) + " (tcp " + port_list + ")");
-    // Not repeated blindly (a lost answer could leave two); a re-run finds it by name.
-    Call("POST", "/firewalls", "create firewall " + FirewallName(vm_name), body, {}, nullptr,
-         /*idempotent=*/false);
+  host_.Progress("creating firewall " + FirewallName(vm_name) + " (tcp " + PortText(ports) + ")");
+  // Not repeated blindly (a lost answer could leave two); a re-run finds it by name.
+  Call("POST", "/firewalls", "create firewall " + FirewallName(vm_name), body, {}, nullptr,
+       /*idempotent=*/false);
+}
+
+std::vector<int> DigitalOceanDriver::OpenFirewallPorts(const std::string& vm_name,
+                                                       const std::string& droplet_id,
+                                                       const std::vector<int>& ports) {
+  ObjectPtr fw = FindFirewall(vm_name);
+  if (!fw) {
+    CreateFirewall(vm_name, droplet_id, ports);
+    return ports;
   }
+  // Only additions: rules and droplets the user added to it stay.
+  const std::string fw_id = json::Str(fw, "id");
+  std::vector<int> missing;
+  for (int p : ports) {
+    if (!OpenToAll(fw, p)) missing.push_back(p);
+  }
+  if (!missing.empty()) {
+    host_.Progress("opening tcp " + PortText(missing) + " in firewall " + FirewallName(vm_name));
+    Object::Ptr body = new Object();
+    body->set("inbound_rules", InboundRules(missing));
+    Call("POST", "/firewalls/" + Encode(fw_id) + "/rules",
+         "add rules to firewall " + FirewallName(vm_name), body);
+  }
+  if (DropletIdsOf(fw).count(droplet_id) == 0) {
+    host_.Progress("attaching droplet " + droplet_id + " to firewall " + FirewallName(vm_name));
+    Object::Ptr body = new Object();
+    Array::Ptr ids = new Array();
+    ids->add(std::stoll(droplet_id));
+    body->set("droplet_ids", ids);
+    Call("POST", "/firewalls/" + Encode(fw_id) + "/droplets",
+         "attach droplet " + droplet_id + " to firewall " + FirewallName(vm_name), body);
+  }
+  return missing;
+}
+
+std::vector<int> DigitalOceanDriver::OpenPortsOf(const std::string& vm_name,
+                                                 const std::vector<int>& ports) {
+  ObjectPtr fw = FindFirewall(vm_name);
+  if (!fw) return ports;  // no firewall: the droplet takes every port
+  std::vector<int> open;
+  for (int p : ports) {
+    if (OpenToAll(fw, p)) open.push_back(p);
+  }
+  return open;
 }
 
 std::string DigitalOceanDriver::Check(const std::string& /*request_json*/) {
@@ -530,8 +555,11 @@ std::string DigitalOceanDriver::Create(const std::string& request_json) {
   if (ObjectPtr existing = FindByName(name, &foreign)) {
     const std::string id = json::Str(existing, "id");
     host_.Info("droplet " + name + " exists (id " + id + ", " + json::Str(existing, "status") + ")");
-    EnsureFirewall(name, id, ports);
-    return kit::VmResult(VmJson(existing, ports), true);
+    // As it is: widening its ports is open_ports' job. Reported: what its firewall opens.
+    // A create interrupted before its firewall left the droplet open to every port: the
+    // firewall is made now (that only narrows).
+    if (!FindFirewall(name)) CreateFirewall(name, id, ports);
+    return kit::VmResult(VmJson(existing, OpenPortsOf(name, ports)), true);
   }
   if (foreign) {
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
@@ -591,7 +619,7 @@ std::string DigitalOceanDriver::Create(const std::string& request_json) {
   }
   const std::string id = json::Str(droplet, "id");
   host_.Info("droplet " + name + " is id " + id);
-  EnsureFirewall(name, id, ports);
+  OpenFirewallPorts(name, id, ports);
   return kit::VmResult(VmJson(droplet, ports), false);
 }
 
@@ -684,7 +712,7 @@ std::string DigitalOceanDriver::OpenPorts(const std::string& request_json) {
     throw DriverError(GPUPROV_STATUS_NOT_FOUND,
                       "no gpuprov droplet with id " + json::Str(request, "id") + " on DigitalOcean");
   }
-  EnsureFirewall(json::Str(d, "name"), json::Str(d, "id"), ports);
+  OpenFirewallPorts(json::Str(d, "name"), json::Str(d, "id"), kit::WithSsh(ports));
   return "{}";
 }
 

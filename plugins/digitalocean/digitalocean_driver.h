@@ -83,9 +83,16 @@ class DigitalOceanDriver {
   };
   SshKey EnsureSshKey(const std::string& public_key);
   void DeleteSshKey(const std::string& id);
-  /// Creates or updates the firewall of a VM so `ports` are open and the droplet attached.
-  void EnsureFirewall(const std::string& vm_name, const std::string& droplet_id,
+  /// Makes the firewall of a VM with `ports` open to 0.0.0.0/0, the droplet attached.
+  void CreateFirewall(const std::string& vm_name, const std::string& droplet_id,
                       const std::vector<int>& ports);
+  /// Opens `ports` of the VM to 0.0.0.0/0: creates its firewall, or adds only the rules
+  /// missing from it and attaches the droplet; never removes a rule. Returns the ports
+  /// it opened.
+  std::vector<int> OpenFirewallPorts(const std::string& vm_name, const std::string& droplet_id,
+                                     const std::vector<int>& ports);
+  /// Which of `ports` the VM's firewall opens to 0.0.0.0/0 (all without a firewall).
+  std::vector<int> OpenPortsOf(const std::string& vm_name, const std::vector<int>& ports);
   ObjectPtr FindFirewall(const std::string& vm_name);
 
   gpuprov::sdk::Host host_;

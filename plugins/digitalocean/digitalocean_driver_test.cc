@@ -365,6 +365,83 @@ TEST_F(DigitalOceanEmulatorTest, OpenPortsAddsToTheFirewall) {
   EXPECT_EQ(emulator_->Count("firewalls"), 1);
 }
 
+// Create of an existing droplet returns it as it is; widening is open_ports' job.
+TEST_F(DigitalOceanEmulatorTest, CreateOfAnExistingDropletWidensNothing) {
+  Driver driver(Config());
+  Object::Ptr req = ParseJson(CreateRequest("do-again"));
+  Array::Ptr only_ssh = new Array();
+  only_ssh->add(22);
+  req->set("open_ports", only_ssh);
+  OpResult first = driver.Create(Stringify(req));
+  ASSERT_EQ(first.status, GPUPROV_STATUS_OK) << first;
+  EXPECT_EQ(emulator_->Reachable("do-again"), "22");
+
+  Driver rerun(Config());
+  OpResult again = rerun.Create(CreateRequest("do-again"));  // asks for 22, 6443, 80, 443
+  ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << again;
+  EXPECT_TRUE(again.Doc()->getValue<bool>("existing"));
+  Object::Ptr ports = again.Vm()->getObject("ports");
+  EXPECT_TRUE(ports->has("22"));
+  EXPECT_FALSE(ports->has("6443")) << Stringify(ports);  // reported: what is really open
+  EXPECT_EQ(emulator_->Reachable("do-again"), "22");
+  for (const char* change : {"POST /firewalls", "PUT /firewalls", "DELETE /firewalls",
+                             "updating firewall", "creating firewall", "opening tcp"}) {
+    EXPECT_FALSE(Contains(rerun.host().All(), change)) << change << "\n" << rerun.host().All();
+  }
+  auto [status, body] = emulator_->Http("GET", emulator_->do_url() + "/firewalls", "", true);
+  ASSERT_EQ(status, 200) << body;
+  EXPECT_EQ(ParseJson(body)->getArray("firewalls")->getObject(0)->getArray("inbound_rules")->size(),
+            1u)
+      << body;
+}
+
+// open_ports adds only what is missing, keeps what the user added, and a repeat changes nothing.
+TEST_F(DigitalOceanEmulatorTest, OpenPortsKeepsUserRulesAndIsIdempotent) {
+  Driver driver(Config());
+  Object::Ptr req = ParseJson(CreateRequest("do-user"));
+  Array::Ptr only_ssh = new Array();
+  only_ssh->add(22);
+  req->set("open_ports", only_ssh);
+  OpResult c = driver.Create(Stringify(req));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  auto firewall = [&] {
+    auto [status, body] = emulator_->Http("GET", emulator_->do_url() + "/firewalls", "", true);
+    EXPECT_EQ(status, 200) << body;
+    return ParseJson(body)->getArray("firewalls")->getObject(0);
+  };
+  const std::string fw_id = firewall()->getValue<std::string>("id");
+  // The user's own rules: 9000 from everywhere, 8080 (and 6443) from a private range only.
+  auto [added, added_body] = emulator_->Http(
+      "POST", emulator_->do_url() + "/firewalls/" + fw_id + "/rules",
+      R"({"inbound_rules":[{"protocol":"tcp","ports":"9000","sources":{"addresses":["0.0.0.0/0"]}},)"
+      R"({"protocol":"tcp","ports":"8080","sources":{"addresses":["10.0.0.0/8"]}},)"
+      R"({"protocol":"tcp","ports":"6443","sources":{"addresses":["10.0.0.0/8"]}}]})",
+      true);
+  ASSERT_EQ(added, 204) << added_body;
+  EXPECT_EQ(emulator_->Reachable("do-user"), "22,9000");
+
+  OpResult r = driver.OpenPorts(R"({"id":")" + id + R"(","ports":[22,6443,80,443]})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_EQ(emulator_->Reachable("do-user"), "22,80,443,6443,9000");
+  Object::Ptr fw = firewall();
+  std::ostringstream rules_text;
+  fw->getArray("inbound_rules")->stringify(rules_text);
+  const std::string rules = rules_text.str();
+  EXPECT_EQ(fw->getArray("inbound_rules")->size(), 7u) << rules;  // 22, 3 user rules, 3 new
+  EXPECT_TRUE(Contains(rules, "10.0.0.0/8")) << rules;
+  EXPECT_TRUE(Contains(driver.host().All(), "opening tcp 80,443,6443")) << driver.host().All();
+
+  const size_t before = emulator_->Requests().size();
+  OpResult repeat = driver.OpenPorts(R"({"id":")" + id + R"(","ports":[22,6443,80,443]})");
+  ASSERT_EQ(repeat.status, GPUPROV_STATUS_OK) << repeat;
+  const std::vector<std::string> log = emulator_->Requests();
+  for (size_t i = before; i < log.size(); ++i) {
+    EXPECT_EQ(log[i].rfind("GET ", 0), 0u) << "a repeat changed something: " << log[i];
+  }
+  EXPECT_EQ(firewall()->getArray("inbound_rules")->size(), 7u);
+}
+
 TEST_F(DigitalOceanEmulatorTest, OversizedUserDataIsRefusedBeforeAnyCall) {
   Driver driver(Config());
   OpResult r = driver.Create(CreateRequest("do-big", kKeyA, std::string(64 * 1024 + 1, 'x')));

@@ -411,7 +411,16 @@ std::optional<ContainerInfo> Engine::InspectContainer(const std::string& id_or_n
   info.exit_code = static_cast<int>(Int(state, "ExitCode"));
   info.error = Str(state, "Error");
   info.port_bindings = ParsePortMap(Obj(Obj(o, "HostConfig"), "PortBindings"));
-  info.published = ParsePortMap(Obj(Obj(o, "NetworkSettings"), "Ports"));
+  Object::Ptr net = Obj(o, "NetworkSettings");
+  info.published = ParsePortMap(Obj(net, "Ports"));
+  info.pid = static_cast<int>(Int(state, "Pid"));
+  info.ip_address = Str(net, "IPAddress");
+  if (Object::Ptr networks = Obj(net, "Networks"); info.ip_address.empty() && networks) {
+    for (const auto& [name, v] : *networks) {
+      info.ip_address = Str(networks->getObject(name), "IPAddress");
+      if (!info.ip_address.empty()) break;
+    }
+  }
   return info;
 }
 

@@ -95,6 +95,8 @@ struct ContainerInfo {
   std::map<std::string, std::string> labels;
   std::vector<PortBinding> port_bindings;  // HostConfig.PortBindings: what was requested
   std::vector<PortBinding> published;      // NetworkSettings.Ports: only while running
+  int pid = 0;             // State.Pid: its first process on this host, 0 unless running
+  std::string ip_address;  // its IPv4 address on its first Docker network ("" unless running)
 };
 
 /// One row of GET /containers/json.

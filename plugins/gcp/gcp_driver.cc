@@ -49,6 +49,15 @@ std::set<int> AllowedTcpPorts(const Object::Ptr& fw) {
   return kit::PortsOfRanges(specs);
 }
 
+// Whether a firewall rule admits every source (its sourceRanges hold 0.0.0.0/0).
+bool OpenToAll(const Object::Ptr& fw) {
+  Array::Ptr ranges = json::Arr(fw, "sourceRanges");
+  for (size_t i = 0; ranges && i < ranges->size(); ++i) {
+    if (ranges->get(static_cast<unsigned>(i)).toString() == "0.0.0.0/0") return true;
+  }
+  return false;
+}
+
 std::string Join(const std::vector<std::string>& v, const std::string& sep = ", ") {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
@@ -345,16 +354,9 @@ GcpDriver::ObjectPtr GcpDriver::GetFirewall(const std::string& vm_name) {
 void GcpDriver::EnsureFirewall(const std::string& vm_name, const std::vector<int>& ports_in) {
   const std::string fw_name = FirewallName(vm_name);
   std::vector<int> ports = kit::WithSsh(ports_in);
-  ObjectPtr fw = GetFirewall(vm_name);
-  if (fw) {
-    std::set<int> open = AllowedTcpPorts(fw);
-    bool complete = true;
-    for (int p : ports) complete = complete && open.count(p) > 0;
-    if (complete) return;
-    for (int p : open) {
-      if (p <= 65535 && open.size() < 64) ports.push_back(p);
-    }
-    ports = kit::WithSsh(ports);
+  if (ObjectPtr fw = GetFirewall(vm_name)) {
+    AddToFirewall(fw, ports);
+    return;
   }
   Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   body->set("name", fw_name);
@@ -377,17 +379,6 @@ void GcpDriver::EnsureFirewall(const std::string& vm_name, const std::vector<int
   allowed->add(tcp);
   body->set("allowed", allowed);
   const std::string query = "?requestId=" + NewRequestId();
-  if (fw) {
-    host_.Progress("updating firewall rule " + fw_name + " (tcp " + PortList(ports) + ")");
-    ObjectPtr op = Call("PATCH", "global/firewalls/" + Encode(fw_name) + query,
-                        "update firewall rule " + fw_name, body);
-    OperationError err = ParseOperationError(WaitOperation(op, "update firewall rule " + fw_name));
-    if (err.code != "") {
-      throw DriverError(ClassifyOperationError(err.code),
-                        "update firewall rule " + fw_name + ": " + err.code + ": " + err.message);
-    }
-    return;
-  }
   host_.Progress("creating firewall rule " + fw_name + " (tcp " + PortList(ports) +
                  " from 0.0.0.0/0)");
   int status = 0;
@@ -402,6 +393,55 @@ void GcpDriver::EnsureFirewall(const std::string& vm_name, const std::vector<int
     throw DriverError(ClassifyOperationError(err.code),
                       "create firewall rule " + fw_name + ": " + err.code + ": " + err.message);
   }
+}
+
+void GcpDriver::AddToFirewall(const ObjectPtr& fw, const std::vector<int>& ports) {
+  const std::string fw_name = json::Str(fw, "name");
+  const std::set<int> open = OpenToAll(fw) ? AllowedTcpPorts(fw) : std::set<int>{};
+  std::vector<int> missing;
+  for (int p : ports) {
+    if (open.count(p) == 0) missing.push_back(p);
+  }
+  if (missing.empty()) return;
+  if (!OpenToAll(fw)) {
+    throw DriverError(GPUPROV_STATUS_FAILED,
+                      "firewall rule " + fw_name + " does not admit 0.0.0.0/0 (its sourceRanges "
+                      "were changed), so opening tcp " + PortList(missing) +
+                      " in it would not reach this machine; add 0.0.0.0/0 or this machine's "
+                      "address to its sourceRanges, or open the ports in a rule of your own");
+  }
+  // Only `allowed` changes, and only by one more entry: what the rule allowed stays.
+  Array::Ptr allowed = new Array();
+  if (Array::Ptr had = json::Arr(fw, "allowed")) {
+    for (size_t i = 0; i < had->size(); ++i) allowed->add(had->get(static_cast<unsigned>(i)));
+  }
+  Object::Ptr tcp = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  tcp->set("IPProtocol", "tcp");
+  Array::Ptr list = new Array();
+  for (int p : missing) list->add(std::to_string(p));
+  tcp->set("ports", list);
+  allowed->add(tcp);
+  Object::Ptr body = new Object();
+  body->set("allowed", allowed);
+  host_.Progress("opening tcp " + PortList(missing) + " in firewall rule " + fw_name);
+  ObjectPtr op = Call("PATCH", "global/firewalls/" + Encode(fw_name) + "?requestId=" + NewRequestId(),
+                      "update firewall rule " + fw_name, body);
+  OperationError err = ParseOperationError(WaitOperation(op, "update firewall rule " + fw_name));
+  if (err.code != "") {
+    throw DriverError(ClassifyOperationError(err.code),
+                      "update firewall rule " + fw_name + ": " + err.code + ": " + err.message);
+  }
+}
+
+std::vector<int> GcpDriver::OpenPortsOf(const std::string& vm_name, const std::vector<int>& ports) {
+  ObjectPtr fw = GetFirewall(vm_name);
+  std::vector<int> open;
+  if (!fw || !OpenToAll(fw)) return open;
+  const std::set<int> allowed = AllowedTcpPorts(fw);
+  for (int p : ports) {
+    if (allowed.count(p)) open.push_back(p);
+  }
+  return open;
 }
 
 bool GcpDriver::DeleteFirewall(const std::string& vm_name) {
@@ -596,8 +636,8 @@ std::string GcpDriver::Create(const std::string& request_json) {
   if (ObjectPtr existing = FindByName(name, &foreign)) {
     host_.Info("instance " + name + " exists (" + LastSegment(json::Str(existing, "zone")) + ", " +
                json::Str(existing, "status") + ")");
-    EnsureFirewall(name, ports);
-    return kit::VmResult(VmJson(existing, ports), true);
+    // As it is: widening its ports is open_ports' job. Reported: what its rule opens.
+    return kit::VmResult(VmJson(existing, OpenPortsOf(name, ports)), true);
   }
   if (foreign) {
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,

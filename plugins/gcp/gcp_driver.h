@@ -84,10 +84,16 @@ class GcpDriver {
   std::vector<std::string> ZonesFor(const std::string& region, const std::string& accelerator);
 
   ObjectPtr GetFirewall(const std::string& vm_name);
-  /// Creates or widens the firewall rule of a VM so `ports` are open (tcp, 0.0.0.0/0).
+  /// Creates the firewall rule of a VM with `ports` open (tcp, 0.0.0.0/0), or adds to it
+  /// those it lacks (AddToFirewall).
   void EnsureFirewall(const std::string& vm_name, const std::vector<int>& ports);
   /// Deletes the VM's firewall rule if gpuprov made it; true when one was deleted.
   bool DeleteFirewall(const std::string& vm_name);
+  /// Adds to the VM's firewall rule one tcp entry with those of `ports` it does not allow
+  /// yet (nothing else of the rule changes); fails when the rule no longer admits 0.0.0.0/0.
+  void AddToFirewall(const ObjectPtr& fw, const std::vector<int>& ports);
+  /// Which of `ports` the VM's firewall rule opens to 0.0.0.0/0.
+  std::vector<int> OpenPortsOf(const std::string& vm_name, const std::vector<int>& ports);
   /// Deletes an instance and waits; false when it was already gone.
   bool DeleteInstance(const std::string& zone, const std::string& name);
 

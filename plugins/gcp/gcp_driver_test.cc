@@ -11,6 +11,7 @@
 #include <Poco/JSON/Parser.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <memory>
@@ -115,6 +116,7 @@ class GceEmulator {
   // "METHOD path -> status" of every request so far.
   std::vector<std::string> Requests() { return process_.Requests("gcp"); }
   void ClearRequests() { process_.ClearRequests("gcp"); }
+  std::string Reachable(const std::string& name) { return process_.ReachablePorts("gcp", name); }
 
  private:
   ScopedTempDir dir_{"gcp-emu"};
@@ -195,13 +197,32 @@ class GcpEmulatorTest : public SharedEmulatorTest<GceEmulator> {
     return r.status == 200 ? r.Doc() : nullptr;
   }
 
+  // The ports of every tcp entry of the rule's `allowed`, in numeric order.
   static std::vector<std::string> FirewallPorts(const std::string& name) {
     std::vector<std::string> out;
     Object::Ptr fw = Firewall(name);
     if (!fw) return out;
-    Array::Ptr ports = fw->getArray("allowed")->getObject(0)->getArray("ports");
-    for (size_t i = 0; i < ports->size(); ++i) out.push_back(ports->get(i).toString());
+    Array::Ptr allowed = fw->getArray("allowed");
+    for (size_t a = 0; a < allowed->size(); ++a) {
+      Array::Ptr ports = allowed->getObject(a)->getArray("ports");
+      for (size_t i = 0; ports && i < ports->size(); ++i) out.push_back(ports->get(i).toString());
+    }
+    std::sort(out.begin(), out.end(), [](const std::string& x, const std::string& y) {
+      return std::stoi(x) < std::stoi(y);
+    });
     return out;
+  }
+
+  // PATCHes the rule as a user would (with a token of the emulator's key).
+  static void PatchFirewall(const std::string& name, const std::string& body) {
+    std::optional<GoogleCredentials> creds = FindCredentials(emulator_->key_path());
+    TokenSource tokens(*creds, drivers::RetryPolicy::Fast(), gpuprov::sdk::Host());
+    HttpReply r = drivers::testing::LoopbackHttp(
+        "PATCH",
+        emulator_->url() + "/compute/v1/projects/" + creds->project_id + "/global/firewalls/" +
+            name,
+        body, {{"Authorization", "Bearer " + tokens.Token()}, {"Content-Type", "application/json"}});
+    EXPECT_EQ(r.status, 200) << r.body;
   }
 
   std::unique_ptr<ScopedEnv> creds_, project_;
@@ -427,6 +448,44 @@ TEST_F(GcpEmulatorTest, OpenPortsWidensTheFirewallRule) {
   ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
   EXPECT_EQ(FirewallPorts("gpuprov-gcp-ports"), (std::vector<std::string>{"22", "443", "6443"}));
   EXPECT_EQ(emulator_->Count("firewalls"), 1);
+}
+
+// Create of an existing instance widens nothing; open_ports adds an entry with only the
+// missing ports, keeps what the user put in the rule, and a repeat changes nothing.
+TEST_F(GcpEmulatorTest, PortsOfAnExistingInstanceOpenOnlyThroughOpenPorts) {
+  Driver driver(Config());
+  OpResult c = driver.Create(CreateRequest("gcp-again", "", {22}));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  EXPECT_EQ(emulator_->Reachable("gcp-again"), "22");
+
+  Driver rerun(Config());
+  OpResult again = rerun.Create(CreateRequest("gcp-again", ""));  // 22, 6443, 80, 443
+  ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << again;
+  EXPECT_TRUE(again.Doc()->getValue<bool>("existing"));
+  EXPECT_FALSE(again.Vm()->getObject("ports")->has("6443"));
+  EXPECT_EQ(FirewallPorts("gpuprov-gcp-again"), (std::vector<std::string>{"22"}));
+  // Only reads: no rule made, changed or deleted ("/global/firewalls?" is the insert's query).
+  for (const char* change : {"PATCH /", "PUT /", "DELETE /", "/global/firewalls?", "opening tcp"}) {
+    EXPECT_FALSE(Contains(rerun.host().All(), change)) << change << "\n" << rerun.host().All();
+  }
+  EXPECT_EQ(emulator_->Reachable("gcp-again"), "22");
+
+  // The user adds 9000-9001 to the rule.
+  PatchFirewall("gpuprov-gcp-again",
+                R"({"allowed":[{"IPProtocol":"tcp","ports":["22"]},)"
+                R"({"IPProtocol":"tcp","ports":["9000-9001"]}]})");
+  EXPECT_EQ(emulator_->Reachable("gcp-again"), "22,9000-9001");
+
+  OpResult r = driver.OpenPorts(R"({"id":")" + id + R"(","ports":[22,6443,80,443]})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_EQ(FirewallPorts("gpuprov-gcp-again"),
+            (std::vector<std::string>{"22", "80", "443", "6443", "9000-9001"}));
+  EXPECT_EQ(emulator_->Reachable("gcp-again"), "22,80,443,6443,9000-9001");
+  emulator_->ClearRequests();
+  r = driver.OpenPorts(R"({"id":")" + id + R"(","ports":[22,6443,80,443]})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_EQ(CountMatching(emulator_->Requests(), "PATCH"), 0);
 }
 
 TEST_F(GcpEmulatorTest, ACpuVmInAGivenZone) {

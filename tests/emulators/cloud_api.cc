@@ -52,6 +52,7 @@ JsonObject CloudApi::InstanceRow(const std::string& id, const std::string& name,
   o->set("gpu_present", s.gpu_present);
   o->set("boot_script_fails", s.boot_script_fails);
   o->set("message", s.message);
+  o->set("reachable_ports", backend_->ReachablePorts(backend_id).ToString());
   return o;
 }
 

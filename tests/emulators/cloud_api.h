@@ -44,7 +44,8 @@ class CloudApi {
   /// {"instances": n, "firewalls": n, "ssh_keys": n, "backend_instances": n}.
   virtual JsonObject Counts() = 0;
   /// Every live instance: {"id" (the cloud's), "name", "backend_id", "state",
-  /// "public_ip", "ssh_port", "gpu_present", "boot_script_fails", "message"}.
+  /// "public_ip", "ssh_port", "gpu_present", "boot_script_fails", "message",
+  /// "reachable_ports" (PortSet::ToString of what this machine can reach)}.
   virtual JsonArray Instances() = 0;
   /// Deletes everything (instances through the backend), faults included.
   virtual void Reset() = 0;

@@ -756,6 +756,57 @@ class DigitalOceanApi : public CloudApi {
     return JsonResponse(200, o);
   }
 
+  // --- reachability (reference §5): a droplet in no firewall takes every port; one in
+  // firewalls (by id or tag) takes the union of their inbound tcp rules whose source
+  // addresses cover this machine. Told to the backend after every change.
+  static PortSet RulePorts(const JsonObject& rule) {
+    const std::string ports = GetString(rule, "ports").value_or("");
+    PortSet out;
+    if (ports.empty() || ports == "0" || ports == "all") return PortSet::All();
+    const size_t dash = ports.find('-');
+    try {
+      const int lo = std::stoi(ports.substr(0, dash));
+      out.Add(lo, dash == std::string::npos ? lo : std::stoi(ports.substr(dash + 1)));
+    } catch (const std::exception&) {
+    }
+    return out;
+  }
+
+  bool Applies(const Firewall& f, const Droplet& d) const {
+    if (std::find(f.droplet_ids.begin(), f.droplet_ids.end(), d.id) != f.droplet_ids.end()) {
+      return true;
+    }
+    for (const auto& t : f.tags) {
+      if (std::find(d.tags.begin(), d.tags.end(), t) != d.tags.end()) return true;
+    }
+    return false;
+  }
+
+  PortSet ReachableOf(const Droplet& d) const {
+    bool guarded = false;
+    PortSet out;
+    for (const auto& [fid, f] : firewalls_) {
+      if (!Applies(f, d)) continue;
+      guarded = true;
+      for (size_t i = 0; f.inbound && i < f.inbound->size(); ++i) {
+        JsonObject r = f.inbound->getObject(static_cast<unsigned>(i));
+        if (!r || GetString(r, "protocol").value_or("") != "tcp") continue;
+        if (GetString(r, "action").value_or("allow") != "allow") continue;
+        JsonArray addresses = GetArray(GetObject(r, "sources"), "addresses");
+        bool covers = false;
+        for (size_t j = 0; addresses && j < addresses->size(); ++j) {
+          covers = covers || CoversThisMachine(addresses->get(j).toString());
+        }
+        if (covers) out.Add(RulePorts(r));
+      }
+    }
+    return guarded ? out : PortSet::All();
+  }
+
+  void ApplyFirewalls() {
+    for (const auto& [id, d] : droplets_) backend_->SetReachablePorts(d.backend_id, ReachableOf(d));
+  }
+
   void RemoveFromFirewalls(int64_t droplet_id) {
     for (auto& [fid, f] : firewalls_) {
       f.droplet_ids.erase(std::remove(f.droplet_ids.begin(), f.droplet_ids.end(), droplet_id),
@@ -926,7 +977,7 @@ class DigitalOceanApi : public CloudApi {
       spec.user_data = user_data;
       for (int64_t k : key_ids) spec.ssh_public_keys.push_back(keys_.at(k).public_key);
       spec.ssh_user = "root";
-      spec.ports = {22, 6443, 80, 443};
+      spec.reachable = ReachableOf(d);
       spec.faults = faults_.TakeBootFaults();
       try {
         d.backend_id = backend_->Create(spec);
@@ -1206,6 +1257,12 @@ class DigitalOceanApi : public CloudApi {
   }
 
   HttpResponse RouteFirewalls(const HttpRequest& req, const std::vector<std::string>& seg) {
+    HttpResponse resp = ChangeFirewalls(req, seg);
+    if (req.method != "GET" && resp.status < 300) ApplyFirewalls();
+    return resp;
+  }
+
+  HttpResponse ChangeFirewalls(const HttpRequest& req, const std::vector<std::string>& seg) {
     const std::string& m = req.method;
     if (seg.size() == 1) {
       if (m == "GET") {

@@ -7,9 +7,18 @@
 // each on its own loopback address in 127.90.0.0/16 (the docker
 // driver uses 127.77/16). Docker work runs on a few worker threads, so
 // Create/State/Delete never block an API request on Docker.
+//
+// No container port is published: Docker cannot change a running container's
+// bindings, and a cloud's firewall changes all the time. A PortGate forwards
+// the ports the cloud's rules allow (SetReachablePorts) from the instance's
+// address to its container. Ranges of at most kForwardEachUpTo ports are
+// forwarded port by port; in wider ones (a droplet without a firewall, "all
+// ports" rules) the ports the container listens on, read from
+// /proc/<pid>/net/tcp{,6} at every check.
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <queue>
@@ -21,6 +30,7 @@
 #include "docker_engine.h"
 #include "emulator_http.h"
 #include "instance_backend.h"
+#include "port_gate.h"
 #include "test_vm.h"
 
 namespace gpuprov::emulator {
@@ -30,7 +40,6 @@ using Clock = std::chrono::steady_clock;
 using docker::ContainerSpec;
 using docker::Engine;
 using docker::EngineError;
-using docker::PortBinding;
 using docker::TestVmHostname;
 using docker::TestVmSeed;
 using docker::TestVmSpec;
@@ -44,6 +53,36 @@ constexpr int kAddressSlots = 256 * 254;
 constexpr int kWorkers = 3;
 constexpr std::chrono::seconds kCheckEvery{2};
 constexpr std::chrono::seconds kEngineTimeout{30};
+constexpr int kForwardEachUpTo = 32;
+
+// The TCP ports a container's processes accept connections on from outside it
+// (bound to any address, not to loopback), read from /proc/<pid>/net/tcp{,6}.
+std::set<int> ListeningPorts(int pid) {
+  std::set<int> ports;
+  for (const char* file : {"tcp", "tcp6"}) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/net/" + file);
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      // "  0: 00000000:1A0B 00000000:0000 0A ..." (local address:port, remote, state)
+      std::istringstream fields(line);
+      std::string slot, local, remote, state;
+      if (!(fields >> slot >> local >> remote >> state) || state != "0A") continue;  // LISTEN
+      const size_t colon = local.rfind(':');
+      if (colon == std::string::npos) continue;
+      const std::string address = local.substr(0, colon);  // hex, 8 (IPv4) or 32 (IPv6) digits
+      const bool loopback = address == "0100007F" ||                          // 127.0.0.1
+                            address == "00000000000000000000000001000000" ||  // ::1
+                            address == "0000000000000000FFFF00000100007F";    // ::ffff:127.0.0.1
+      if (loopback || (address.size() != 8 && address.size() != 32)) continue;
+      try {
+        ports.insert(std::stoi(local.substr(colon + 1), nullptr, 16));
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  return ports;
+}
 
 std::string AddressOfSlot(int slot) {
   return "127.90." + std::to_string(slot / 254) + "." + std::to_string(slot % 254 + 1);
@@ -133,6 +172,7 @@ class DockerBackend : public InstanceBackend {
     r.address = PickAddressLocked();
     std::random_device rd;
     r.ssh_port = spec.remap_ssh ? 20000 + static_cast<int>(rd() % 30000) : 22;
+    r.reachable = spec.reachable;
     const std::string id = r.id;
     records_[id] = r;
     ScheduleLocked(Clock::now(), id, Task::kCreate);
@@ -184,6 +224,18 @@ class DockerBackend : public InstanceBackend {
     ScheduleLocked(Clock::now(), id, Task::kRemove);
   }
 
+  void SetReachablePorts(const std::string& id, const PortSet& ports) override {
+    if (!Update(id, [&](Record& x) { x.reachable = ports; })) return;
+    ApplyGate(id);
+  }
+
+  PortSet ReachablePorts(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find(id);
+    if (it == records_.end() || it->second.phase == Phase::kDeleted) return {};
+    return WithoutBlocked(it->second.reachable, it->second.spec.faults.blocked_ports);
+  }
+
   size_t LiveCount(const std::string& cloud) override {
     std::lock_guard<std::mutex> lock(mu_);
     return CountOfCloud(records_, cloud);
@@ -215,7 +267,9 @@ class DockerBackend : public InstanceBackend {
       std::fprintf(stderr, "gpuprov-emulator: could not list containers to remove: %s\n",
                    e.what());
     }
+    std::lock_guard<std::mutex> gate_lock(gate_mu_);
     std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, r] : records_) gate_.Close(r.address);
     records_.clear();
   }
 
@@ -233,6 +287,10 @@ class DockerBackend : public InstanceBackend {
     std::string message;
     Clock::time_point running_since;
     bool gpu_written = false;
+    PortSet reachable;          // what the cloud's rules allow now
+    std::string bridge_ip;      // the container's address, once started
+    int pid = 0;                // its first process, once started
+    std::set<int> listening;    // ports it listens on (read only for wide ranges)
   };
   struct Job {
     Clock::time_point at;
@@ -244,6 +302,63 @@ class DockerBackend : public InstanceBackend {
   Engine MakeEngine() const {
     if (!options_.socket_path.empty()) return Engine(options_.socket_path, kEngineTimeout);
     return Engine::FromEnvironment(kEngineTimeout);
+  }
+
+  // Whether some allowed range is too wide to forward port by port.
+  static bool HasWideRange(const PortSet& ports) {
+    for (const PortRange& r : ports.ranges()) {
+      if (r.last - r.first + 1 > kForwardEachUpTo) return true;
+    }
+    return false;
+  }
+
+  // What the gate should forward for r: instance port -> (address port, container port).
+  static std::map<int, int> ForwardsOf(const Record& r) {
+    std::map<int, int> out;
+    const PortSet allowed = WithoutBlocked(r.reachable, r.spec.faults.blocked_ports);
+    auto add = [&](int port) { out[port == 22 ? r.ssh_port : port] = port; };
+    for (const PortRange& range : allowed.ranges()) {
+      if (range.last - range.first + 1 <= kForwardEachUpTo) {
+        for (int p = range.first; p <= range.last; ++p) add(p);
+      } else {
+        for (int p : r.listening) {
+          if (range.first <= p && p <= range.last) add(p);
+        }
+      }
+    }
+    if (allowed.Contains(22)) out[r.ssh_port] = 22;  // a remapped SSH port wins a clash
+    return out;
+  }
+
+  // Sets the gate of record id from its current rules (after start, a rule change, or a
+  // change of the ports it listens on). Serialized by gate_mu_, so the last call wins.
+  void ApplyGate(const std::string& id) {
+    std::lock_guard<std::mutex> gate_lock(gate_mu_);
+    std::string address, bridge_ip;
+    std::map<int, int> forwards;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = records_.find(id);
+      if (it == records_.end() || it->second.phase != Phase::kRunning ||
+          it->second.bridge_ip.empty()) {
+        return;
+      }
+      address = it->second.address;
+      bridge_ip = it->second.bridge_ip;
+      forwards = ForwardsOf(it->second);
+    }
+    try {
+      for (const auto& line : gate_.Set(address, bridge_ip, forwards)) {
+        std::fprintf(stderr, "gpuprov-emulator: cannot forward %s\n", line.c_str());
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gpuprov-emulator: cannot forward %s: %s\n", address.c_str(), e.what());
+    }
+  }
+
+  void CloseGate(const std::string& address) {
+    std::lock_guard<std::mutex> gate_lock(gate_mu_);
+    gate_.Close(address);
   }
 
   // Addresses held by this process plus those of other emulator sessions.
@@ -379,12 +494,6 @@ class DockerBackend : public InstanceBackend {
         vm.name = cur.container_name;
         vm.image = options_.image;
         vm.hostname = TestVmHostname(cur.spec.name);
-        for (int port : cur.spec.ports) {
-          const auto& blocked = cur.spec.faults.blocked_ports;
-          if (std::find(blocked.begin(), blocked.end(), port) != blocked.end()) continue;
-          int host_port = (port == 22) ? cur.ssh_port : port;
-          vm.ports.push_back(PortBinding{port, "tcp", cur.address, std::to_string(host_port)});
-        }
         vm.labels = {{kLabelEmulator, "1"},
                      {kLabelCloud, cur.spec.cloud},
                      {kLabelSession, options_.session},
@@ -420,10 +529,21 @@ class DockerBackend : public InstanceBackend {
           Schedule(Clock::now() + std::chrono::seconds(1), r.id, Task::kFail);
           return;
         }
+        auto info = engine.InspectContainer(r.container_id);
+        if (!info || info->ip_address.empty()) {
+          Fail(r.id, "docker: the container has no network address");
+          return;
+        }
+        const std::set<int> listening =
+            HasWideRange(r.reachable) ? ListeningPorts(info->pid) : std::set<int>{};
         Update(r.id, [&](Record& x) {
           x.phase = Phase::kRunning;
           x.running_since = Clock::now();
+          x.bridge_ip = info->ip_address;
+          x.pid = info->pid;
+          x.listening = listening;
         });
+        ApplyGate(r.id);
         if (r.spec.gpu_count > 0) {
           if (r.spec.faults.gpu_after_seconds >= 0) {
             Schedule(Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(
@@ -437,6 +557,7 @@ class DockerBackend : public InstanceBackend {
         return;
       }
       case Task::kVanish: {
+        CloseGate(r.address);
         engine.RemoveContainer(r.container_id);
         Update(r.id, [&](Record& x) {
           x.phase = Phase::kGone;
@@ -445,6 +566,7 @@ class DockerBackend : public InstanceBackend {
         return;
       }
       case Task::kFail: {
+        CloseGate(r.address);
         try {
           engine.KillContainer(r.container_id);
         } catch (const EngineError&) {
@@ -466,6 +588,7 @@ class DockerBackend : public InstanceBackend {
         if (r.phase != Phase::kRunning) return;
         auto info = engine.InspectContainer(r.container_id);
         if (!info) {
+          CloseGate(r.address);
           Update(r.id, [&](Record& x) {
             x.phase = Phase::kGone;
             x.message = "the container was removed";
@@ -477,11 +600,21 @@ class DockerBackend : public InstanceBackend {
                         std::to_string(info->exit_code) + ")";
           });
         } else {
+          if (HasWideRange(r.reachable)) {
+            const std::set<int> listening = ListeningPorts(r.pid);
+            bool changed = false;
+            Update(r.id, [&](Record& x) {
+              changed = x.listening != listening;
+              x.listening = listening;
+            });
+            if (changed) ApplyGate(r.id);
+          }
           Schedule(Clock::now() + kCheckEvery, r.id, Task::kCheck);
         }
         return;
       }
       case Task::kRemove: {
+        CloseGate(r.address);
         if (!r.container_id.empty()) engine.RemoveContainer(r.container_id);
         // A create still running for this record removes its container itself.
         if (!r.container_id.empty() || r.phase == Phase::kDeleted) Finish(r.id);
@@ -498,6 +631,8 @@ class DockerBackend : public InstanceBackend {
   }
 
   DockerBackendOptions options_;
+  std::mutex gate_mu_;  // taken before mu_, never while holding it
+  PortGate gate_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::priority_queue<Job, std::vector<Job>, std::greater<Job>> jobs_;

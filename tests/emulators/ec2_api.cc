@@ -748,6 +748,7 @@ class Ec2Api : public CloudApi {
     if (action == "CreateSecurityGroup") return CreateSecurityGroup(a);
     if (action == "DescribeSecurityGroups") return DescribeSecurityGroups(a);
     if (action == "AuthorizeSecurityGroupIngress") return AuthorizeIngress(a);
+    if (action == "RevokeSecurityGroupIngress") return RevokeIngress(a);
     if (action == "DeleteSecurityGroup") return DeleteSecurityGroup(a);
     if (action == "CreateTags") return CreateTags(a);
     if (action == "DescribeInstanceTypes") return DescribeInstanceTypes(a);
@@ -946,27 +947,35 @@ class Ec2Api : public CloudApi {
            E("instancesSet", items);
   }
 
-  // The ports of an instance's groups to publish on its address (tcp, single ports and the
-  // well-known ones inside ranges), at most 16.
-  std::vector<int> PublishedPorts(const std::vector<std::string>& group_ids) {
-    std::set<int> ports = {22};
+  // What this machine can reach on an instance of these groups (reference §5): the union of
+  // their tcp and all-traffic ingress rules whose IPv4 ranges cover this machine. A group
+  // rule naming another group, or a default group's rules, never does.
+  PortSet ReachableOf(const std::vector<std::string>& group_ids) const {
+    PortSet out;
     for (const auto& gid : group_ids) {
       auto it = groups_.find(gid);
       if (it == groups_.end()) continue;
       for (const auto& r : it->second.ingress) {
         if (r.protocol != "tcp" && r.protocol != "-1") continue;
-        if (r.protocol == "-1" || r.from != r.to) {
-          for (int p : {22, 80, 443, 6443}) {
-            if (r.protocol == "-1" || (r.from <= p && p <= r.to)) ports.insert(p);
-          }
-        } else if (r.from > 0) {
-          ports.insert(r.from);
+        bool covers = false;
+        for (const auto& [cidr, d] : r.v4) covers = covers || CoversThisMachine(cidr);
+        if (!covers) continue;
+        if (r.protocol == "-1") {
+          out.Add(PortSet::All());
+        } else {
+          out.Add(r.from, r.to);
         }
       }
     }
-    std::vector<int> out(ports.begin(), ports.end());
-    if (out.size() > 16) out.resize(16);
     return out;
+  }
+
+  // Tells the backend what every running instance's groups allow now.
+  void ApplyGroups() {
+    for (const auto& [id, i] : instances_) {
+      if (i.phase != Phase::kLive || i.backend_deleted) continue;
+      backend_->SetReachablePorts(i.backend_id, ReachableOf(i.group_ids));
+    }
   }
 
   // --- RunInstances (reference §3.1) ---
@@ -1163,7 +1172,7 @@ class Ec2Api : public CloudApi {
       spec.user_data = user_data;
       if (key) spec.ssh_public_keys.push_back(key->public_key);
       spec.ssh_user = "ubuntu";
-      spec.ports = PublishedPorts(group_ids);
+      spec.reachable = ReachableOf(group_ids);
       spec.faults = faults_.TakeBootFaults();
       try {
         i.backend_id = backend_->Create(spec);
@@ -1698,8 +1707,55 @@ class Ec2Api : public CloudApi {
                                L("toPort", std::to_string(r.to)) + L("cidrIpv4", cidr));
       }
     }
+    ApplyGroups();
     return Xml(200, "AuthorizeSecurityGroupIngressResponse",
                L("return", "true") + E("securityGroupRuleSet", items));
+  }
+
+  // IpPermissions.N with IpProtocol, FromPort, ToPort and IpRanges.M.CidrIp: each (range,
+  // source) pair must exist (else InvalidPermission.NotFound, nothing removed).
+  HttpResponse RevokeIngress(const Args& a) {
+    auto target = TargetGroup(a);
+    if (auto* resp = std::get_if<HttpResponse>(&target)) return *resp;
+    Group& g = *std::get<Group*>(target);
+    std::vector<std::pair<Rule, std::string>> doomed;  // range, cidr
+    for (const auto& p : a.Indexes("IpPermissions")) {
+      Rule r;
+      r.protocol = Lower(a.Str(p + ".IpProtocol"));
+      if (r.protocol == "6") r.protocol = "tcp";
+      if (r.protocol != "-1") {
+        try {
+          r.from = std::stoi(a.Str(p + ".FromPort"));
+          r.to = std::stoi(a.Str(p + ".ToPort"));
+        } catch (const std::exception&) {
+          return Error(
+              400, "InvalidParameterValue",
+              "Invalid value for portRange. Must specify both from and to ports with TCP/UDP.");
+        }
+      }
+      for (const auto& ip : a.Indexes(p + ".IpRanges")) doomed.emplace_back(r, a.Str(ip + ".CidrIp"));
+    }
+    if (doomed.empty()) return Missing("IpPermissions");
+    for (const auto& [r, cidr] : doomed) {
+      bool found = false;
+      for (const auto& have : g.ingress) {
+        if (!SameRange(have, r)) continue;
+        for (const auto& [c, d] : have.v4) found = found || c == cidr;
+      }
+      if (!found) {
+        return Error(400, "InvalidPermission.NotFound",
+                     "The specified rule does not exist in this security group.");
+      }
+    }
+    for (const auto& [r, cidr] : doomed) {
+      for (auto& have : g.ingress) {
+        if (!SameRange(have, r)) continue;
+        std::erase_if(have.v4, [&](const auto& pair) { return pair.first == cidr; });
+      }
+    }
+    std::erase_if(g.ingress, [](const Rule& r) { return r.v4.empty() && r.v6.empty(); });
+    ApplyGroups();
+    return Xml(200, "RevokeSecurityGroupIngressResponse", L("return", "true"));
   }
 
   HttpResponse DeleteSecurityGroup(const Args& a) {

@@ -26,6 +26,7 @@ using aws::Ec2Error;
 using aws::Params;
 using aws::XmlNode;
 using testing::Call;
+using testing::ReachablePorts;
 using testing::Reply;
 using testing::WaitFor;
 using namespace std::chrono_literals;
@@ -365,6 +366,51 @@ TEST_F(Ec2ApiTest, SecurityGroupsKeyPairsAndTheirErrors) {
   Ec2("DeleteKeyPair", {{"KeyName", "k1"}});  // idempotent
   EXPECT_EQ(Count("firewalls"), 0);
   EXPECT_EQ(Count("ssh_keys"), 0);
+}
+
+// What this machine reaches: the union of the instance's groups' tcp and all-traffic rules
+// whose IPv4 ranges hold 127.0.0.1 (none from a default group); applied at every change.
+TEST_F(Ec2ApiTest, ReachabilityFollowsTheSecurityGroups) {
+  auto group = [&](const std::string& name) {
+    return Ec2("CreateSecurityGroup", {{"GroupName", name}, {"GroupDescription", name}})
+        .Text("groupId");
+  };
+  auto rule = [](const std::string& gid, const std::string& proto, const std::string& from,
+                 const std::string& to, const std::string& cidr) {
+    return Params{{"GroupId", gid},
+                  {"IpPermissions.1.IpProtocol", proto},
+                  {"IpPermissions.1.FromPort", from},
+                  {"IpPermissions.1.ToPort", to},
+                  {"IpPermissions.1.IpRanges.1.CidrIp", cidr}};
+  };
+  const std::string a = group("reach-a"), b = group("reach-b");
+  Ec2("AuthorizeSecurityGroupIngress", rule(a, "tcp", "22", "22", "0.0.0.0/0"));
+  Ec2("AuthorizeSecurityGroupIngress", rule(a, "tcp", "8080", "8080", "10.0.0.0/8"));
+  Ec2("AuthorizeSecurityGroupIngress", rule(a, "udp", "53", "53", "0.0.0.0/0"));
+  Run({{"SecurityGroupId.1", a},
+       {"SecurityGroupId.2", b},
+       {"TagSpecification.1.ResourceType", "instance"},
+       {"TagSpecification.1.Tag.1.Key", "Name"},
+       {"TagSpecification.1.Tag.1.Value", "reach"}});
+  auto reachable = [&] { return ReachablePorts(control_, "aws", "reach"); };
+  EXPECT_EQ(reachable(), "22");
+  Ec2("AuthorizeSecurityGroupIngress", rule(b, "tcp", "6443", "6443", "127.0.0.1/32"));
+  EXPECT_EQ(reachable(), "22,6443");
+  Ec2("AuthorizeSecurityGroupIngress", rule(b, "tcp", "30000", "30100", "0.0.0.0/0"));
+  EXPECT_EQ(reachable(), "22,6443,30000-30100");
+  Ec2("RevokeSecurityGroupIngress", rule(b, "tcp", "6443", "6443", "127.0.0.1/32"));
+  EXPECT_EQ(reachable(), "22,30000-30100");
+  EXPECT_EQ(ErrorOf("RevokeSecurityGroupIngress", rule(b, "tcp", "6443", "6443", "127.0.0.1/32")),
+            "InvalidPermission.NotFound");
+  Ec2("AuthorizeSecurityGroupIngress",
+      {{"GroupId", b}, {"IpPermissions.1.IpProtocol", "-1"},
+       {"IpPermissions.1.IpRanges.1.CidrIp", "0.0.0.0/0"}});
+  EXPECT_EQ(reachable(), "1-65535");
+  // Without a group of its own, the region's default group: nothing from outside.
+  Run({{"TagSpecification.1.ResourceType", "instance"},
+       {"TagSpecification.1.Tag.1.Key", "Name"},
+       {"TagSpecification.1.Tag.1.Value", "reach-default"}});
+  EXPECT_EQ(ReachablePorts(control_, "aws", "reach-default"), "");
 }
 
 TEST_F(Ec2ApiTest, InstanceTypesWithGpuInfoAndOfferings) {

@@ -3,10 +3,16 @@
 // The docker backend: droplets and pods are real test VM containers. Checks
 // through docker exec that cloud-init ran the user data, that the SSH key from
 // the API reached /root/.ssh/authorized_keys, the GPU file, the boot-script
-// and late-GPU faults, the remapped SSH port of Prime Intellect pods, and that
-// deleting (and stopping the emulator) removes the containers.
+// and late-GPU faults, the remapped SSH port of Prime Intellect pods, that a
+// port answers on the instance's address exactly while the cloud's firewall
+// allows it (real TCP connects), and that deleting (and stopping the emulator)
+// removes the containers.
 // Skipped when Docker or the test image is not there.
 #include <gtest/gtest.h>
+
+#include <Poco/Net/NetException.h>
+#include <Poco/Net/SocketAddress.h>
+#include <Poco/Net/StreamSocket.h>
 
 #include <cstdlib>
 
@@ -18,6 +24,7 @@ namespace gpuprov::emulator {
 namespace {
 
 using testing::Call;
+using testing::ReachablePorts;
 using testing::Reply;
 using testing::WaitFor;
 using namespace std::chrono_literals;
@@ -26,6 +33,21 @@ constexpr const char* kToken = "dop_v1_docker_test";
 constexpr const char* kPiKey = "pit_docker_test";
 constexpr const char* kPublicKey =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPtlieUdwvU3Yi8XHX36t5VZpca1by3GqjV+S0aD87Tm emu-test";
+
+// What a TCP server at ip:port sends first (up to 64 bytes within 5 s); "" when the
+// connection is refused, reset or silent.
+std::string Greeting(const std::string& ip, int port) {
+  try {
+    Poco::Net::StreamSocket s;
+    s.connect(Poco::Net::SocketAddress(ip, static_cast<uint16_t>(port)), Poco::Timespan(5, 0));
+    s.setReceiveTimeout(Poco::Timespan(5, 0));
+    char buf[64];
+    int n = s.receiveBytes(buf, sizeof buf);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  } catch (const Poco::Exception&) {
+    return "";
+  }
+}
 
 std::string Image() {
   const char* env = std::getenv("GPUPROV_TESTVM_IMAGE");
@@ -145,19 +167,44 @@ TEST_F(EmulatorDockerTest, DropletRunsItsUserDataAndGetsTheKeyAndGpu) {
   EXPECT_EQ(ip.rfind("127.90.", 0), 0u) << ip;
   std::string cid = ContainerOf("digitalocean", "emu-docker-vm");
   ASSERT_FALSE(cid.empty());
+  // Nothing is published by Docker; the port gate forwards. No firewall yet: every port.
   auto info = engine_.InspectContainer(cid);
   ASSERT_TRUE(info);
-  bool ssh_on_22 = false;
-  for (const auto& b : info->port_bindings) {
-    if (b.container_port == 22) ssh_on_22 = b.host_ip == ip && b.host_port == "22";
-  }
-  EXPECT_TRUE(ssh_on_22);
+  EXPECT_TRUE(info->port_bindings.empty());
+  EXPECT_EQ(ReachablePorts(control_, "digitalocean", "emu-docker-vm"), "1-65535");
+  EXPECT_TRUE(WaitFor([&] { return Greeting(ip, 22).rfind("SSH-2.0-", 0) == 0; }, 60s))
+      << "SSH does not answer on " << ip << ":22";
 
   std::string status = WaitCloudInit(cid);
   EXPECT_NE(status.find("status: done"), std::string::npos) << status;
   EXPECT_EQ(Exec(cid, "cat /root/emulator-user-data").out, "ran-by-cloud-init\n");
   EXPECT_NE(Exec(cid, "cat /root/.ssh/authorized_keys").out.find(kPublicKey), std::string::npos);
   EXPECT_EQ(Exec(cid, "cat /etc/gpuprov-testvm/gpu").out, "H100-80GB:1\n");
+
+  // A server on 8080 in the VM: reachable while the droplet is in no firewall (found by
+  // the backend's listening-port scan), refused once a firewall without 8080 is attached,
+  // reachable when a rule opens it, refused again when the rule goes.
+  Exec(cid,
+       "setsid python3 -c \"import socket\n"
+       "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+       "s.bind(('0.0.0.0', 8080)); s.listen(8)\n"
+       "while True:\n  c, _ = s.accept(); c.sendall(b'gate-ok'); c.close()\n\" "
+       ">/dev/null 2>&1 < /dev/null &");
+  EXPECT_TRUE(WaitFor([&] { return Greeting(ip, 8080) == "gate-ok"; }, 20s));
+  Reply fw = Do("POST", "/firewalls",
+                R"({"name":"emu-docker-fw","inbound_rules":[{"protocol":"tcp","ports":"22",)"
+                R"("sources":{"addresses":["0.0.0.0/0"]}}],"droplet_ids":[)" +
+                    std::to_string(id) + "]}");
+  ASSERT_EQ(fw.status, 202) << fw.body;
+  const std::string fw_id = GetObject(fw.Json(), "firewall")->getValue<std::string>("id");
+  EXPECT_EQ(Greeting(ip, 8080), "");
+  EXPECT_EQ(Greeting(ip, 22).rfind("SSH-2.0-", 0), 0u);
+  const std::string rule =
+      R"({"inbound_rules":[{"protocol":"tcp","ports":"8080","sources":{"addresses":["0.0.0.0/0"]}}]})";
+  ASSERT_EQ(Do("POST", "/firewalls/" + fw_id + "/rules", rule).status, 204);
+  EXPECT_EQ(Greeting(ip, 8080), "gate-ok");
+  ASSERT_EQ(Do("DELETE", "/firewalls/" + fw_id + "/rules", rule).status, 204);
+  EXPECT_EQ(Greeting(ip, 8080), "");
 
   EXPECT_EQ(Do("DELETE", "/droplets/" + std::to_string(id)).status, 204);
   EXPECT_TRUE(WaitFor([&] { return !engine_.InspectContainer(cid); }, 60s));
@@ -211,7 +258,7 @@ TEST_F(EmulatorDockerTest, PrimeIntellectPodPublishesSshOnARemappedPort) {
         return true;
       },
       60s));
-  // root@127.90.x.y -p N with N != 22, and Docker publishes exactly that.
+  // root@127.90.x.y -p N with N != 22, and SSH answers exactly there.
   const size_t at = conn.find('@'), p = conn.find(" -p ");
   ASSERT_NE(p, std::string::npos) << conn;
   const std::string ip = conn.substr(at + 1, p - at - 1);
@@ -220,11 +267,10 @@ TEST_F(EmulatorDockerTest, PrimeIntellectPodPublishesSshOnARemappedPort) {
   std::string cid = ContainerOf("primeintellect", "emu-docker-pod");
   auto info = engine_.InspectContainer(cid);
   ASSERT_TRUE(info);
-  bool found = false;
-  for (const auto& b : info->port_bindings) {
-    if (b.container_port == 22 && b.host_ip == ip && b.host_port == port) found = true;
-  }
-  EXPECT_TRUE(found) << conn;
+  EXPECT_TRUE(WaitFor([&] { return Greeting(ip, std::stoi(port)).rfind("SSH-2.0-", 0) == 0; },
+                      60s))
+      << conn;
+  EXPECT_EQ(Greeting(ip, 22), "") << "SSH is remapped, not on 22";
   // Stopping the emulator removes its containers.
   emu_.reset();
   EXPECT_FALSE(engine_.InspectContainer(cid));

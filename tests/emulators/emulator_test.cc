@@ -20,6 +20,7 @@ namespace gpuprov::emulator {
 namespace {
 
 using testing::Call;
+using testing::ReachablePorts;
 using testing::Reply;
 using testing::WaitFor;
 using namespace std::chrono_literals;
@@ -342,6 +343,78 @@ TEST_F(EmulatorTest, DigitalOceanFirewallsCreateGetListUpdateDelete) {
   EXPECT_EQ(Do("DELETE", "/firewalls/" + id).status, 204);
   EXPECT_EQ(Do("GET", "/firewalls/" + id).status, 404);
   EXPECT_EQ(Count("digitalocean", "firewalls"), 0);
+}
+
+TEST(PortSetTest, MergesSplitsAndPrints) {
+  PortSet s = {443, 22, 80};
+  EXPECT_EQ(s.ToString(), "22,80,443");
+  s.Add(81, 442);  // adjacent on both sides: one range
+  EXPECT_EQ(s.ToString(), "22,80-443");
+  s.Remove(100, 200);
+  EXPECT_EQ(s.ToString(), "22,80-99,201-443");
+  EXPECT_TRUE(s.Contains(99));
+  EXPECT_FALSE(s.Contains(100));
+  s.Add(0, 70000);  // clamped to 1..65535
+  EXPECT_EQ(s, PortSet::All());
+  EXPECT_EQ(WithoutBlocked(PortSet::All(), {1, 65535}).ToString(), "2-65534");
+  EXPECT_TRUE(PortSet().empty());
+  EXPECT_EQ(PortSet().ToString(), "");
+}
+
+TEST(PortSetTest, ThisMachineIsCoveredByCidrsHolding127001) {
+  for (const char* yes : {"0.0.0.0/0", "127.0.0.0/8", "127.0.0.1", "127.0.0.1/32", "96.0.0.0/3"}) {
+    EXPECT_TRUE(CoversThisMachine(yes)) << yes;
+  }
+  for (const char* no : {"10.0.0.0/8", "127.0.0.2/32", "::/0", "127.0.0.1/33", "x/8", ""}) {
+    EXPECT_FALSE(CoversThisMachine(no)) << no;
+  }
+}
+
+// A droplet in no firewall takes every port; in firewalls (by id or tag), the union of their
+// inbound tcp rules from sources that hold 127.0.0.1; every change is applied at once.
+TEST_F(EmulatorTest, DigitalOceanReachabilityFollowsTheFirewalls) {
+  int64_t droplet = CreateDroplet("reach-vm", "s-1vcpu-1gb", R"(,"tags":["team-a"])");
+  auto reachable = [&] { return ReachablePorts(control_, "digitalocean", "reach-vm"); };
+  EXPECT_EQ(reachable(), "1-65535");
+  const std::string rules =
+      R"("inbound_rules":[{"protocol":"tcp","ports":"22","sources":{"addresses":["0.0.0.0/0"]}},)"
+      R"({"protocol":"tcp","ports":"8000-8010","sources":{"addresses":["127.0.0.0/8"]}},)"
+      R"({"protocol":"tcp","ports":"6443","sources":{"addresses":["10.0.0.0/8"]}},)"
+      R"({"protocol":"udp","ports":"53","sources":{"addresses":["0.0.0.0/0"]}}])";
+  Reply c = Do("POST", "/firewalls",
+               R"({"name":"fw-a",)" + rules + R"(,"droplet_ids":[)" + std::to_string(droplet) + "]}");
+  ASSERT_EQ(c.status, 202) << c.body;
+  const std::string id = GetObject(c.Json(), "firewall")->getValue<std::string>("id");
+  EXPECT_EQ(reachable(), "22,8000-8010");
+  const std::string k8s =
+      R"({"inbound_rules":[{"protocol":"tcp","ports":"6443","sources":{"addresses":["0.0.0.0/0"]}}]})";
+  ASSERT_EQ(Do("POST", "/firewalls/" + id + "/rules", k8s).status, 204);
+  EXPECT_EQ(reachable(), "22,6443,8000-8010");
+  ASSERT_EQ(Do("DELETE", "/firewalls/" + id + "/rules", k8s).status, 204);
+  EXPECT_EQ(reachable(), "22,8000-8010");
+  // A second firewall by tag adds its rules; "0" is every port.
+  Reply t = Do("POST", "/firewalls",
+               R"({"name":"fw-b","inbound_rules":[{"protocol":"tcp","ports":"443","sources":{"addresses":["0.0.0.0/0"]}}],"tags":["team-a"]})");
+  ASSERT_EQ(t.status, 202) << t.body;
+  EXPECT_EQ(reachable(), "22,443,8000-8010");
+  ASSERT_EQ(Do("DELETE", "/firewalls/" + id + "/droplets",
+               R"({"droplet_ids":[)" + std::to_string(droplet) + "]}")
+                .status,
+            204);
+  EXPECT_EQ(reachable(), "443");
+  const std::string tag_fw = GetObject(t.Json(), "firewall")->getValue<std::string>("id");
+  ASSERT_EQ(Do("DELETE", "/firewalls/" + tag_fw).status, 204);
+  EXPECT_EQ(reachable(), "1-65535");  // in no firewall again
+  // The port_blocked fault drops a port the rules open.
+  Fault(R"({"cloud":"digitalocean","fault":"port_blocked","value":"6443"})");
+  CreateDroplet("reach-blocked");
+  EXPECT_EQ(ReachablePorts(control_, "digitalocean", "reach-blocked"), "1-6442,6444-65535");
+}
+
+// Prime Intellect has no firewall API: every port.
+TEST_F(EmulatorTest, PrimeIntellectPodsTakeEveryPort) {
+  CreatePod("reach-pod");
+  EXPECT_EQ(ReachablePorts(control_, "primeintellect", "reach-pod"), "1-65535");
 }
 
 TEST_F(EmulatorTest, DigitalOceanServesSizesRegionsImagesAndAccount) {

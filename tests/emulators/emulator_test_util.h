@@ -62,6 +62,21 @@ inline Reply Call(const std::string& base, const std::string& method, const std:
   return r;
 }
 
+/// The reachable_ports of cloud's instance called name, from the control API's
+/// /instances ("22,6443", "1-65535"; "<none>" when no such instance).
+inline std::string ReachablePorts(const std::string& control_url, const std::string& cloud,
+                                  const std::string& name) {
+  Reply r = Call(control_url, "GET", "/instances?cloud=" + cloud, "");
+  JsonArray list = GetArray(r.Json(), "instances");
+  for (size_t i = 0; list && i < list->size(); ++i) {
+    JsonObject o = list->getObject(static_cast<unsigned>(i));
+    if (GetString(o, "name").value_or("") == name) {
+      return GetString(o, "reachable_ports").value_or("");
+    }
+  }
+  return "<none>";
+}
+
 /// Polls cond every 50 ms until it holds or timeout passes.
 inline bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
   const auto end = std::chrono::steady_clock::now() + timeout;

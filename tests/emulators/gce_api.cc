@@ -1498,10 +1498,40 @@ class GceApi : public CloudApi {
     return o;
   }
 
-  // Ports the firewall rules open for these tags: published on the instance's address by
-  // the docker backend (individual tcp ports; ranges of at most 16).
-  std::vector<int> OpenPorts(const std::vector<std::string>& tags) {
-    std::set<int> ports;
+  // The tcp ports an allowed/denied list names (an entry without ports: all of them).
+  static PortSet ListedPorts(const JsonArray& list) {
+    PortSet out;
+    for (size_t i = 0; list && i < list->size(); ++i) {
+      JsonObject a = list->getObject(static_cast<unsigned>(i));
+      const std::string proto = GetString(a, "IPProtocol").value_or("");
+      if (proto != "tcp" && proto != "all") continue;
+      JsonArray ports = GetArray(a, "ports");
+      if (proto == "all" || !ports || ports->size() == 0) return PortSet::All();
+      for (size_t j = 0; j < ports->size(); ++j) {
+        const std::string p = ports->get(j).toString();
+        const size_t dash = p.find('-');
+        try {
+          const int lo = std::stoi(p.substr(0, dash));
+          out.Add(lo, dash == std::string::npos ? lo : std::stoi(p.substr(dash + 1)));
+        } catch (const std::exception&) {
+        }
+      }
+    }
+    return out;
+  }
+
+  // What this machine can reach on an instance with these network tags (reference §5):
+  // every enabled INGRESS rule of the network that targets the instance (no targetTags, or
+  // one of its tags) and whose sourceRanges cover this machine decides its ports, the
+  // lowest priority number first and deny before allow at equal priority; the implied
+  // rule denies the rest. sourceTags never match this machine.
+  PortSet ReachableOf(const std::vector<std::string>& tags) const {
+    struct Decision {
+      int64_t priority;
+      bool deny;
+      PortSet ports;
+    };
+    std::vector<Decision> rules;
     for (const auto& [n, f] : firewalls_) {
       const JsonObject& r = f.resource;
       if (GetBool(r, "disabled").value_or(false)) continue;
@@ -1512,28 +1542,39 @@ class GceApi : public CloudApi {
         applies = applies ||
                   std::find(tags.begin(), tags.end(), targets->get(i).toString()) != tags.end();
       }
-      if (!applies) continue;
-      JsonArray allowed = GetArray(r, "allowed");
-      for (size_t i = 0; allowed && i < allowed->size(); ++i) {
-        JsonObject a = allowed->getObject(static_cast<unsigned>(i));
-        const std::string proto = GetString(a, "IPProtocol").value_or("");
-        if (proto != "tcp" && proto != "all") continue;
-        JsonArray list = GetArray(a, "ports");
-        for (size_t j = 0; list && j < list->size(); ++j) {
-          std::string p = list->get(j).toString();
-          size_t dash = p.find('-');
-          try {
-            int lo = std::stoi(p.substr(0, dash));
-            int hi = dash == std::string::npos ? lo : std::stoi(p.substr(dash + 1));
-            if (hi - lo < 16) {
-              for (int x = lo; x <= hi; ++x) ports.insert(x);
-            }
-          } catch (const std::exception&) {
-          }
-        }
+      JsonArray ranges = GetArray(r, "sourceRanges");
+      bool covers = false;
+      for (size_t i = 0; ranges && i < ranges->size(); ++i) {
+        covers = covers || CoversThisMachine(ranges->get(i).toString());
+      }
+      if (!applies || !covers) continue;
+      const int64_t priority = GetInt(r, "priority").value_or(1000);
+      if (JsonArray denied = GetArray(r, "denied")) {
+        rules.push_back({priority, true, ListedPorts(denied)});
+      }
+      if (JsonArray allowed = GetArray(r, "allowed")) {
+        rules.push_back({priority, false, ListedPorts(allowed)});
       }
     }
-    return {ports.begin(), ports.end()};
+    std::stable_sort(rules.begin(), rules.end(), [](const Decision& a, const Decision& b) {
+      return a.priority != b.priority ? a.priority < b.priority : a.deny && !b.deny;
+    });
+    PortSet decided, allowed;
+    for (const Decision& d : rules) {
+      PortSet fresh = d.ports;
+      for (const PortRange& r : decided.ranges()) fresh.Remove(r.first, r.last);
+      if (!d.deny) allowed.Add(fresh);
+      decided.Add(d.ports);
+    }
+    return allowed;
+  }
+
+  // Tells the backend what every instance's rules allow now.
+  void ApplyFirewalls() {
+    for (const auto& [key, inst] : instances_) {
+      if (inst.backend_id.empty()) continue;
+      backend_->SetReachablePorts(inst.backend_id, ReachableOf(inst.tags));
+    }
   }
 
   HttpResponse InsertInstance(const HttpRequest& req, const std::string& zone) {
@@ -1755,7 +1796,7 @@ class GceApi : public CloudApi {
       spec.user_data = user_data;
       spec.ssh_public_keys = ssh_keys;
       spec.ssh_user = ssh_user.empty() ? "root" : ssh_user;
-      spec.ports = OpenPorts(tags);
+      spec.reachable = ReachableOf(tags);
       spec.faults = faults_.TakeBootFaults();
       try {
         inst.backend_id = backend_->Create(spec);
@@ -1995,6 +2036,7 @@ class GceApi : public CloudApi {
     }
     JsonObject r = FirewallResource(body, nullptr);
     firewalls_[name] = Firewall{r};
+    ApplyFirewalls();
     return GlobalOperation(req, "insert", Link("global/firewalls/" + name),
                            GetString(r, "id").value_or(""));
   }
@@ -2018,6 +2060,7 @@ class GceApi : public CloudApi {
     merged->set("name", name);
     if (auto e = CheckFirewall(merged); !e.empty()) return Invalid(e);
     f.resource = FirewallResource(merged, f.resource);
+    ApplyFirewalls();
     return GlobalOperation(req, patch ? "patch" : "update", Link("global/firewalls/" + name),
                            GetString(f.resource, "id").value_or(""));
   }
@@ -2028,6 +2071,7 @@ class GceApi : public CloudApi {
     const std::string name = it->first;
     const std::string id = GetString(it->second.resource, "id").value_or("");
     firewalls_.erase(it);
+    ApplyFirewalls();
     return GlobalOperation(req, "delete", Link("global/firewalls/" + name), id);
   }
 

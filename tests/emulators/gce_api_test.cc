@@ -21,6 +21,7 @@ namespace gpuprov::emulator {
 namespace {
 
 using testing::Call;
+using testing::ReachablePorts;
 using testing::Reply;
 using testing::WaitFor;
 using namespace std::chrono_literals;
@@ -430,6 +431,41 @@ TEST_F(GceApiTest, FirewallsWithGlobalOperations) {
   WaitOp(Gce("DELETE", "/global/firewalls/gpuprov-vm1").Json());
   EXPECT_EQ(Gce("GET", "/global/firewalls/gpuprov-vm1").status, 404);
   EXPECT_EQ(Count("firewalls"), 0);
+}
+
+// What this machine reaches: the enabled INGRESS rules targeting the instance's tags (or
+// all instances) from ranges that hold 127.0.0.1, by priority (deny first on a tie); the
+// implied rule denies the rest. Applied at every insert, patch and delete.
+TEST_F(GceApiTest, ReachabilityFollowsTheFirewallRules) {
+  Gce("POST", "/zones/us-central1-a/instances", InstanceBody("reach"));  // tag gpuprov-reach
+  auto reachable = [&] { return ReachablePorts(control_, "gcp", "reach"); };
+  EXPECT_EQ(reachable(), "");
+  auto insert = [&](const std::string& body) {
+    Reply r = Gce("POST", "/global/firewalls", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+  };
+  insert(R"({"name":"own","sourceRanges":["0.0.0.0/0"],"targetTags":["gpuprov-reach"],)"
+         R"("allowed":[{"IPProtocol":"tcp","ports":["22","8000-8100"]}]})");
+  insert(R"({"name":"other-tag","sourceRanges":["0.0.0.0/0"],"targetTags":["web"],)"
+         R"("allowed":[{"IPProtocol":"tcp","ports":["80"]}]})");
+  insert(R"({"name":"private","sourceRanges":["10.0.0.0/8"],)"
+         R"("allowed":[{"IPProtocol":"tcp","ports":["443"]}]})");
+  EXPECT_EQ(reachable(), "22,8000-8100");
+  insert(R"({"name":"no-8080","priority":900,"sourceRanges":["127.0.0.0/8"],)"
+         R"("denied":[{"IPProtocol":"tcp","ports":["8080"]}]})");
+  EXPECT_EQ(reachable(), "22,8000-8079,8081-8100");
+  ASSERT_EQ(Gce("PATCH", "/global/firewalls/own",
+                R"({"allowed":[{"IPProtocol":"tcp","ports":["22"]},{"IPProtocol":"tcp","ports":["6443"]}]})")
+                .status,
+            200);
+  EXPECT_EQ(reachable(), "22,6443");
+  ASSERT_EQ(Gce("PATCH", "/global/firewalls/own", R"({"disabled":true})").status, 200);
+  EXPECT_EQ(reachable(), "");
+  ASSERT_EQ(Gce("PATCH", "/global/firewalls/own", R"({"disabled":false})").status, 200);
+  ASSERT_EQ(Gce("DELETE", "/global/firewalls/own").status, 200);
+  EXPECT_EQ(reachable(), "");
+  insert(R"({"name":"all","sourceRanges":["0.0.0.0/0"],"allowed":[{"IPProtocol":"all"}]})");
+  EXPECT_EQ(reachable(), "1-8079,8081-65535");
 }
 
 TEST_F(GceApiTest, CatalogueZonesWithAnAccelerator) {

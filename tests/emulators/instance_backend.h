@@ -9,9 +9,15 @@
 //     cloud-init reading a NoCloud seed) on its own loopback address; a
 //     container instance (InstanceSpec::container) runs sshd as PID 1 instead.
 // Backends are thread-safe. Create never blocks on the machine booting.
+//
+// Reachability follows the cloud's firewall: a cloud tells the backend which TCP
+// ports of an instance its rules let this machine (127.0.0.1) reach, at create
+// and whenever rules or attachments change (SetReachablePorts); the docker
+// backend then forwards exactly those ports (port_gate.h).
 #pragma once
 
 #include <chrono>
+#include <initializer_list>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -20,6 +26,37 @@
 #include "faults.h"
 
 namespace gpuprov::emulator {
+
+/// TCP ports [first, last] of an instance.
+struct PortRange {
+  int first = 0;
+  int last = 0;
+  bool operator==(const PortRange&) const = default;
+};
+
+/// A set of TCP ports as sorted, disjoint, non-adjacent ranges within 1..65535.
+class PortSet {
+ public:
+  PortSet() = default;
+  PortSet(std::initializer_list<int> ports);
+  /// Every port (a cloud without a firewall, or a rule for all ports).
+  static PortSet All();
+  /// Adds [first, last], clamped to 1..65535; an empty range adds nothing.
+  void Add(int first, int last);
+  void Add(int port) { Add(port, port); }
+  void Add(const PortSet& other);
+  /// Removes [first, last].
+  void Remove(int first, int last);
+  bool Contains(int port) const;
+  bool empty() const { return ranges_.empty(); }
+  const std::vector<PortRange>& ranges() const { return ranges_; }
+  /// "22,80,443,6443" or "1-65535" ("" when empty).
+  std::string ToString() const;
+  bool operator==(const PortSet&) const = default;
+
+ private:
+  std::vector<PortRange> ranges_;
+};
 
 /// What a cloud asks for.
 struct InstanceSpec {
@@ -31,8 +68,9 @@ struct InstanceSpec {
   std::string user_data;                     // boot script for cloud-init ("" = none)
   std::vector<std::string> ssh_public_keys;  // authorized for root and the default user
   std::string ssh_user = "root";
-  std::vector<int> ports = {22};  // ports published on the instance's address
-  bool remap_ssh = false;         // SSH published on a random high port instead of 22
+  /// The TCP ports the cloud's rules let this machine reach when the instance starts.
+  PortSet reachable = {22};
+  bool remap_ssh = false;  // SSH reachable on a random high port instead of 22
   /// A container, not a VM (RunPod-like offers): the docker backend runs sshd as PID 1, with no
   /// systemd, no cloud-init and Docker's default capabilities. The memory backend ignores it.
   bool container = false;
@@ -78,6 +116,13 @@ class InstanceBackend {
   virtual size_t LiveCount(const std::string& cloud = "") = 0;
   /// Removes every instance this backend made and waits for it.
   virtual void RemoveAll() = 0;
+  /// Sets the TCP ports of the instance this machine can reach from now on (the cloud's
+  /// rules after a change); the instance's port_blocked fault still drops its ports.
+  /// Unknown ids are ignored.
+  virtual void SetReachablePorts(const std::string& id, const PortSet& ports) = 0;
+  /// The ports reachable from this machine now: the last set minus port_blocked
+  /// (for docker: forwarded when something listens there). Empty for unknown ids.
+  virtual PortSet ReachablePorts(const std::string& id) = 0;
 };
 
 /// How many records of a backend (id -> record with an InstanceSpec spec) are of
@@ -88,6 +133,13 @@ size_t CountOfCloud(const Records& records, const std::string& cloud) {
   for (const auto& [id, r] : records) n += cloud.empty() || r.spec.cloud == cloud;
   return n;
 }
+
+/// Whether an IPv4 CIDR ("0.0.0.0/0", "127.0.0.0/8", "127.0.0.1") holds 127.0.0.1,
+/// the address this machine's connections to an instance come from.
+bool CoversThisMachine(const std::string& cidr);
+
+/// ports without the ports of a port_blocked fault.
+PortSet WithoutBlocked(PortSet ports, const std::vector<int>& blocked);
 
 /// time to running for the memory backend.
 std::unique_ptr<InstanceBackend> MakeMemoryBackend(std::chrono::milliseconds boot_time);

@@ -5,6 +5,7 @@
 //   vanish_during_boot: gone halfway through provisioning;
 //   gpu_after_boot: gpu_present turns true that long after running.
 // Addresses are fake but inside 127.91.0.0/16 (never bound by anything).
+// Reachable ports are only recorded, for tests to assert.
 #include <map>
 #include <mutex>
 
@@ -41,6 +42,7 @@ class MemoryBackend : public InstanceBackend {
     Record r;
     r.spec = spec;
     r.created = Clock::now();
+    r.reachable = spec.reachable;
     r.slot = next_slot_++;
     r.ssh_port = spec.remap_ssh ? 20000 + static_cast<int>((r.slot * 7919) % 40000) : 22;
     std::string id = "mem-" + std::to_string(r.slot);
@@ -106,12 +108,25 @@ class MemoryBackend : public InstanceBackend {
     records_.clear();
   }
 
+  void SetReachablePorts(const std::string& id, const PortSet& ports) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = records_.find(id); it != records_.end()) it->second.reachable = ports;
+  }
+
+  PortSet ReachablePorts(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find(id);
+    if (it == records_.end()) return {};
+    return WithoutBlocked(it->second.reachable, it->second.spec.faults.blocked_ports);
+  }
+
  private:
   struct Record {
     InstanceSpec spec;
     Clock::time_point created;
     uint64_t slot = 0;
     int ssh_port = 22;
+    PortSet reachable;
   };
   std::chrono::milliseconds boot_time_;
   std::mutex mu_;

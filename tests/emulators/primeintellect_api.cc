@@ -573,7 +573,7 @@ class PrimeIntellectApi : public CloudApi {
     // installed (the reference leaves "primary only" unconfirmed).
     for (const auto& [id, k] : keys_) spec.ssh_public_keys.push_back(k.public_key);
     spec.ssh_user = offer->ssh_user;
-    spec.ports = {22};
+    spec.reachable = PortSet::All();  // no firewall API: every port the node listens on
     spec.remap_ssh = true;
     spec.container = offer->container;
     spec.faults = faults_.TakeBootFaults();

@@ -506,6 +506,20 @@ class EmulatorProcess {
   void ClearRequests(const std::string& cloud) const {
     Control("DELETE", "/requests?cloud=" + cloud);
   }
+  /// The TCP ports this machine can reach on `cloud`'s instance called name under the
+  /// cloud's firewall rules now ("22,443,6443", "1-65535"; "" when none or no such instance).
+  std::string ReachablePorts(const std::string& cloud, const std::string& name) const {
+    HttpReply r = Control("GET", "/instances?cloud=" + cloud);
+    EXPECT_EQ(r.status, 200) << r.body;
+    Poco::JSON::Array::Ptr list = r.Doc()->getArray("instances");
+    for (size_t i = 0; list && i < list->size(); ++i) {
+      Poco::JSON::Object::Ptr o = list->getObject(static_cast<unsigned>(i));
+      if (o->getValue<std::string>("name") == name) {
+        return o->getValue<std::string>("reachable_ports");
+      }
+    }
+    return "";
+  }
 
  private:
   pid_t pid_ = -1;
@@ -536,6 +550,8 @@ class OneCloudEmulator : public EmulatorProcess {
   void Reset() const { EmulatorProcess::Reset(cloud_); }
   long long Count(const std::string& what) const { return EmulatorProcess::Count(cloud_, what); }
   std::vector<std::string> Requests() const { return EmulatorProcess::Requests(cloud_); }
+  /// The ports of VM \a name that this machine can reach now ("22,80,443").
+  std::string Reachable(const std::string& name) const { return ReachablePorts(cloud_, name); }
 
  private:
   std::string cloud_;
