@@ -1021,11 +1021,13 @@ class LambdaApi : public CloudApi {
   int64_t ChangedRuleCount() const {
     // Field by field: parsed objects need not keep the key order.
     auto key = [](const JsonObject& r) {
-      std::string k;
-      for (const char* f : {"protocol", "port_range", "source_network", "description"}) {
-        k += (r->has(f) ? r->get(f).toString() : std::string("-")) + "|";
+      std::string k = GetString(r, "protocol").value_or("") + "|";
+      if (JsonArray range = GetArray(r, "port_range"); range && range->size() == 2) {
+        k += std::to_string(range->get(0).convert<int>()) + "-" +
+             std::to_string(range->get(1).convert<int>());
       }
-      return k;
+      return k + "|" + GetString(r, "source_network").value_or("") + "|" +
+             GetString(r, "description").value_or("");
     };
     std::set<std::string> defaults;
     JsonArray d = DefaultRules();
