@@ -12,6 +12,8 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -50,6 +52,8 @@ struct InstanceStatus {
   bool boot_script_fails = false;  // boot_script_fails was applied
   /// How long it has been running (0 unless kRunning).
   std::chrono::milliseconds running_for{0};
+  /// The tcp ports last given to SetAllowedPorts (nullopt: never; the spec's ports apply).
+  std::optional<std::set<int>> allowed_ports;
 };
 
 class BackendError : public std::runtime_error {
@@ -74,6 +78,9 @@ class InstanceBackend {
   virtual size_t LiveCount(const std::string& cloud = "") = 0;
   /// Removes every instance this backend made and waits for it.
   virtual void RemoveAll() = 0;
+  /// The cloud's firewall now lets exactly these tcp ports of instance id through
+  /// (its rules changed after create). Default: ignored (the spec's ports stay).
+  virtual void SetAllowedPorts(const std::string& /*id*/, const std::set<int>& /*ports*/) {}
 };
 
 /// How many records of a backend (id -> record with an InstanceSpec spec) are of

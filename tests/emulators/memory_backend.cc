@@ -68,6 +68,7 @@ class MemoryBackend : public InstanceBackend {
                    std::to_string(r.slot % 254 + 1);
     s.ssh_port = r.ssh_port;
     s.boot_script_fails = r.spec.faults.script_fails;
+    s.allowed_ports = r.allowed_ports;
     if (r.spec.faults.vanish && elapsed >= boot / 2) {
       s.state = InstanceState::kGone;
       s.message = "the instance vanished while booting (fault vanish_during_boot)";
@@ -106,12 +107,20 @@ class MemoryBackend : public InstanceBackend {
     records_.clear();
   }
 
+  // Recorded only: nothing listens on a memory instance's address.
+  void SetAllowedPorts(const std::string& id, const std::set<int>& ports) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find(id);
+    if (it != records_.end()) it->second.allowed_ports = ports;
+  }
+
  private:
   struct Record {
     InstanceSpec spec;
     Clock::time_point created;
     uint64_t slot = 0;
     int ssh_port = 22;
+    std::optional<std::set<int>> allowed_ports;
   };
   std::chrono::milliseconds boot_time_;
   std::mutex mu_;
