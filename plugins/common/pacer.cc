@@ -23,7 +23,7 @@ void PaceCall(const gpuprov::sdk::Host& host, const std::string& key,
     slot = std::max(now, it->second);
     it->second = slot + interval;
   }
-  const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(slot - Clock::now());
+  const auto wait = std::chrono::ceil<std::chrono::milliseconds>(slot - Clock::now());
   if (wait.count() > 0) SleepOrCancel(host, wait, what);
 }
 
