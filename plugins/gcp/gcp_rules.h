@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "gpuprov/driver_abi.h"
+#include "tags.h"
+#include "vm_rules.h"
 
 namespace gpuprov::gcp {
 
@@ -20,20 +22,23 @@ inline constexpr const char* kDefaultEndpoint = "https://compute.googleapis.com"
 inline constexpr const char* kApiPath = "/compute/v1";
 inline constexpr const char* kDefaultRegion = "us-central1";
 inline constexpr const char* kDefaultSshUser = "ubuntu";
-/// Label every instance gpuprov makes carries (list filters on it), and the label with its
-/// VM name (docs/driver-protocol.md: gpuprov=1, gpuprov-name=<name>).
-inline constexpr const char* kManagedLabel = "gpuprov";
-inline constexpr const char* kNameLabel = "gpuprov-name";
-/// Prefix of the firewall rule and network tag made per VM: "gpuprov-<name>".
-inline constexpr const char* kResourcePrefix = "gpuprov-";
+/// The labels every instance gpuprov makes carries (gpuprov=1, gpuprov-name=<name>), and the
+/// prefix of the firewall rule and network tag made per VM ("gpuprov-<name>"): the kit's.
+using drivers::kResourcePrefix;
+inline constexpr const char* kManagedLabel = drivers::kManagedTag;
+inline constexpr const char* kNameLabel = drivers::kNameTag;
 /// The longest VM name: "gpuprov-<name>" must stay a valid 63-character GCE name.
 inline constexpr size_t kMaxVmNameLength = 55;
 /// Metadata value limit (reference §4): 256 KiB per value.
 inline constexpr size_t kMaxMetadataValueBytes = 262144;
 
-/// Throws DriverError(INVALID_INPUT) unless name is a GCE name ([a-z]([-a-z0-9]*[a-z0-9])?)
-/// of at most kMaxVmNameLength characters.
-void ValidateVmName(const std::string& name);
+/// VM names: GCE names ([a-z]([-a-z0-9]*[a-z0-9])?) of at most kMaxVmNameLength characters.
+inline const drivers::VmNameRules kVmNameRules{
+    .what = "a Compute Engine instance name",
+    .max_length = kMaxVmNameLength,
+    .lower_case_only = true,
+    .letter_first = true,
+    .note = "gpuprov adds \"gpuprov-\" for its firewall rule, and GCE names stop at 63"};
 
 /// "gpuprov-<name>": the firewall rule name and the network tag it targets.
 std::string FirewallName(const std::string& vm_name);
@@ -55,9 +60,6 @@ bool IsZone(const std::string& location);
 std::string RegionOf(const std::string& location);
 /// The last path segment of a URL or partial URL ("zones/us-central1-a" -> "us-central1-a").
 std::string LastSegment(const std::string& url);
-
-/// Throws DriverError(INVALID_INPUT) when user data is over kMaxMetadataValueBytes.
-void CheckUserData(const std::string& user_data);
 
 /// "user:<key line>" for the ssh-keys metadata item (reference §3.6); throws
 /// DriverError(INVALID_INPUT) when the key is not one OpenSSH public key line.

@@ -292,16 +292,16 @@ class DriverAt : public LoadedDriver {
   static const gpuprov_type_driver_descriptor* Descriptor() { return LoadDriverDescriptor(kPath); }
 };
 
-/// Expects every operation of `v` to be set (check, offers, create, get, list, delete_vm,
-/// open_ports).
-inline void ExpectEveryOperation(const gpuprov_drv_vtable& v) {
+/// Expects every operation of `v` to be set (check, offers, create, get, list, delete_vm),
+/// and open_ports set exactly when `open_ports` (drivers with GPUPROV_CAP_OPEN_PORTS).
+inline void ExpectEveryOperation(const gpuprov_drv_vtable& v, bool open_ports = true) {
   EXPECT_NE(v.check, nullptr);
   EXPECT_NE(v.offers, nullptr);
   EXPECT_NE(v.create, nullptr);
   EXPECT_NE(v.get, nullptr);
   EXPECT_NE(v.list, nullptr);
   EXPECT_NE(v.delete_vm, nullptr);
-  EXPECT_NE(v.open_ports, nullptr);
+  EXPECT_EQ(v.open_ports != nullptr, open_ports);
 }
 
 // --- the cloud emulator as a child process ---------------------------------------
@@ -513,6 +513,34 @@ class EmulatorProcess {
   std::thread drain_;
   std::map<std::string, std::string> urls_;
 };
+
+#ifdef GPUPROV_EMULATOR_PATH
+/// The built emulator serving one cloud from its memory backend, for SharedEmulatorTest: a
+/// test's emulator class derives from it and starts it with that cloud's arguments and the
+/// credentials the emulator accepts.
+class OneCloudEmulator : public EmulatorProcess {
+ public:
+  explicit OneCloudEmulator(std::string cloud) : cloud_(std::move(cloud)) {}
+  static std::optional<std::string> Problem() {
+    return EmulatorProcess::Problem(GPUPROV_EMULATOR_PATH);
+  }
+  /// `gpuprov-emulator --backend memory --clouds <cloud> <args...>` with `env` added.
+  bool StartMemory(const std::vector<std::string>& args,
+                   const std::vector<std::pair<std::string, std::string>>& env,
+                   std::string* problem) {
+    std::vector<std::string> all = {"--backend", "memory", "--clouds", cloud_};
+    all.insert(all.end(), args.begin(), args.end());
+    return EmulatorProcess::Start(GPUPROV_EMULATOR_PATH, all, env, {cloud_}, problem);
+  }
+  std::string url() const { return Url(cloud_); }
+  void Reset() const { EmulatorProcess::Reset(cloud_); }
+  long long Count(const std::string& what) const { return EmulatorProcess::Count(cloud_, what); }
+  std::vector<std::string> Requests() const { return EmulatorProcess::Requests(cloud_); }
+
+ private:
+  std::string cloud_;
+};
+#endif
 
 /// Base of a test suite whose tests share one emulator. `E` has a default constructor,
 /// `bool Start(std::string* problem)` and `static std::optional<std::string> Problem()` (why
