@@ -43,9 +43,10 @@ expect_lambda_clean() {
   [ "$(count lambda firewall_rules)" -eq "${1:-0}" ]
 }
 
-# user_rules: the user's own account-wide rules: SSH, ICMP and a notebook port.
+# user_rules: the user's own account-wide rules: SSH, ICMP and a notebook port. The API paces
+# requests per key (a 429 without Retry-After), so curl retries.
 user_rules() {
-  curl -fsS -X PUT -H "Authorization: Bearer $LAMBDA_API_KEY" "$GPUPROV_LAMBDA_ENDPOINT/firewall-rules" -d '{"data":[
+  curl -fsS --retry 10 --retry-delay 1 -X PUT -H "Authorization: Bearer $LAMBDA_API_KEY" "$GPUPROV_LAMBDA_ENDPOINT/firewall-rules" -d '{"data":[
     {"protocol":"tcp","port_range":[22,22],"source_network":"0.0.0.0/0","description":"Allow SSH"},
     {"protocol":"icmp","source_network":"0.0.0.0/0","description":"Allow ICMP"},
     {"protocol":"tcp","port_range":[8888,8888],"source_network":"0.0.0.0/0","description":"my notebook"}]}' >/dev/null
@@ -58,7 +59,7 @@ quick_ssh_wait() {
 }
 
 rules_text() {
-  curl -fsS -H "Authorization: Bearer $LAMBDA_API_KEY" "$GPUPROV_LAMBDA_ENDPOINT/firewall-rules"
+  curl -fsS --retry 10 --retry-delay 1 -H "Authorization: Bearer $LAMBDA_API_KEY" "$GPUPROV_LAMBDA_ENDPOINT/firewall-rules"
 }
 
 @test "lambda: k3s by the boot route, direct access, kubectl works; a re-run reuses; down leaves nothing" {
