@@ -12,10 +12,7 @@ namespace gpuprov::lambda {
 namespace {
 
 namespace kit = gpuprov::drivers;
-namespace json = gpuprov::drivers::json;
-using gpuprov::sdk::DriverError;
-using Poco::JSON::Array;
-using Poco::JSON::Object;
+using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
 using std::chrono::milliseconds;
 
 constexpr const char* kLaunchPath = "/instance-operations/launch";
@@ -83,11 +80,9 @@ bool HasGpuprovRule(const Array::Ptr& rules) {
 }  // namespace
 
 LambdaDriver::LambdaDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
-  Object::Ptr settings = json::ParseObject(ctx.config_json, "the driver settings");
-  endpoint_ = json::Str(settings, "endpoint");
-  if (endpoint_.empty()) endpoint_ = kDefaultEndpoint;
-  config_ = json::Obj(settings, "config");
-  if (!config_) config_ = new Object();
+  kit::DriverSettings settings = kit::ParseSettings(ctx.config_json, kDefaultEndpoint);
+  endpoint_ = settings.endpoint;
+  config_ = settings.config;
   default_region_ = json::Str(config_, "region");
   const std::string firewall = json::Str(config_, "firewall");
   if (!firewall.empty() && firewall != "ruleset" && firewall != "account") {
@@ -221,13 +216,11 @@ LambdaDriver::ObjectPtr LambdaDriver::InstanceById(const std::string& id) {
 }
 
 LambdaDriver::ObjectPtr LambdaDriver::Resolve(const ObjectPtr& request) {
-  const std::string id = json::Str(request, "id");
+  const auto [id, name] = kit::RequireIdOrName(request);
   if (!id.empty()) {
     ObjectPtr in = InstanceById(id);
     return in && IsManaged(in) ? in : nullptr;
   }
-  const std::string name = json::Str(request, "name");
-  if (name.empty()) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "the request needs an id or a name");
   return FindByName(name);
 }
 
@@ -524,22 +517,17 @@ std::string LambdaDriver::Check(const std::string& /*request_json*/) {
 }
 
 std::string LambdaDriver::Offers(const std::string& request_json) {
-  ObjectPtr request = json::ParseObject(request_json, "the offers request");
-  std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request);
-  std::string region = json::Str(request, "region");
-  if (region.empty()) region = default_region_;
+  const auto [gpu, region] = kit::ParseOffersRequest(request_json, default_region_);
   Array::Ptr offers = new Array();
-  Object result;
-  result.set("offers", offers);
   if (!gpu) {
     host_.Warning("Lambda has only GPU instances: ask for a GPU, e.g. A10:1 (the cheapest)");
-    return json::Stringify(result);
+    return kit::OffersResult(offers);
   }
   const kit::Catalogue& catalogue = TypeCatalogue();
   std::optional<std::string> canonical = kit::CanonicalGpu(catalogue, gpu->type);
   if (!canonical || !kit::FindGpuRow(catalogue, gpu->type, gpu->count)) {
     host_.Warning(kit::NotOfferedMessage(catalogue, gpu->type, gpu->count));
-    return json::Stringify(result);
+    return kit::OffersResult(offers);
   }
   // Live: every listed type with these GPUs (table rows and names that read as them).
   ObjectPtr types = DataObject(Call("GET", "/instance-types", "list instance types"),
@@ -571,15 +559,12 @@ std::string LambdaDriver::Offers(const std::string& request_json) {
                   " (GET /instance-types, regions_with_capacity_available); try later" +
                   (region.empty() ? "" : " or another region"));
   }
-  return json::Stringify(result);
+  return kit::OffersResult(offers);
 }
 
 std::string LambdaDriver::Create(const std::string& request_json) {
-  ObjectPtr request = json::ParseObject(request_json, "the create request");
-  const std::string name = json::Str(request, "name");
-  kit::ValidateVmName(name, kVmNameRules);
-  const std::string user_data = json::Str(request, "user_data");
-  kit::CheckUserData(user_data, kMaxUserDataBytes, "Lambda", "plain-text user data");
+  const auto [request, name, user_data] = kit::ParseCreateRequest(
+      request_json, kVmNameRules, kMaxUserDataBytes, "Lambda", "plain-text user data");
   const std::string public_key = kit::RequiredSshPublicKey(
       request, "Lambda installs exactly one registered key for user ubuntu");
   KeyName(public_key);  // validates the key line before any call
@@ -728,9 +713,7 @@ std::string LambdaDriver::List(const std::string& /*request_json*/) {
   for (const auto& in : Instances()) {
     if (IsManaged(in)) vms->add(VmJson(in));
   }
-  Object result;
-  result.set("vms", vms);
-  return json::Stringify(result);
+  return kit::VmsResult(vms);
 }
 
 void LambdaDriver::WaitGone(const std::string& id, const std::string& name) {
@@ -774,11 +757,7 @@ std::string LambdaDriver::Delete(const std::string& request_json) {
                     {404});
     deleted = a.status != 404;  // already gone counts as done (section 3.4)
   }
-  if (name.empty()) {
-    Object result;
-    result.set("deleted", deleted);
-    return json::Stringify(result);
-  }
+  if (name.empty()) return kit::DeletedResult(deleted);
   // The ruleset of this VM name, even when the instance was already gone (a half-done create).
   ObjectPtr ruleset = FindRuleset(name, region);
   if (in && ruleset) WaitGone(id, name);  // Lambda refuses to delete an attached ruleset
@@ -794,9 +773,7 @@ std::string LambdaDriver::Delete(const std::string& request_json) {
     }
   }
   for (const auto& k : key_names) DeleteKeyIfUnused(k, id);
-  Object result;
-  result.set("deleted", deleted);
-  return json::Stringify(result);
+  return kit::DeletedResult(deleted);
 }
 
 std::string LambdaDriver::OpenPorts(const std::string& request_json) {

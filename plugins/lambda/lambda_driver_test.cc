@@ -23,7 +23,6 @@ namespace gpuprov::lambda {
 namespace {
 
 using drivers::testing::Contains;
-using drivers::testing::EmulatorProcess;
 using drivers::testing::HttpReply;
 using drivers::testing::LoopbackHttp;
 using drivers::testing::OpResult;
@@ -82,32 +81,24 @@ TEST(LambdaDescriptor, AFirewallSettingOtherThanRulesetOrAccountIsRefused) {
 
 // --- the emulator -----------------------------------------------------------
 
-class Emulator {
+class Emulator : public drivers::testing::OneCloudEmulator {
  public:
-  static std::optional<std::string> Problem() {
-    return EmulatorProcess::Problem(GPUPROV_EMULATOR_PATH);
-  }
+  Emulator() : OneCloudEmulator("lambda") {}
   bool Start(std::string* problem) {
     // Fast boots; the documented pacing is switched on per test (Settings) where it is the
     // subject, so the suite runs in seconds.
-    return process_.Start(GPUPROV_EMULATOR_PATH,
-                          {"--backend", "memory", "--clouds", "lambda", "--boot-seconds", "1",
-                           "--no-rate-limits"},
-                          {{"LAMBDA_API_KEY", kApiKey}}, {"lambda"}, problem);
+    return StartMemory({"--boot-seconds", "1", "--no-rate-limits"},
+                       {{"LAMBDA_API_KEY", kApiKey}}, problem);
   }
-  std::string url() const { return process_.Url("lambda"); }
-  void Reset() { process_.Reset("lambda"); }
   void Fault(const std::string& fault, int times, const std::string& extra = "") {
-    process_.Fault(R"({"cloud":"lambda","fault":")" + fault + R"(","times":)" +
-                   std::to_string(times) + extra + "}");
+    EmulatorProcess::Fault(R"({"cloud":"lambda","fault":")" + fault + R"(","times":)" +
+                           std::to_string(times) + extra + "}");
   }
   void Settings(const std::string& members) {
-    HttpReply r = process_.Control("POST", "/settings", R"({"cloud":"lambda",)" + members + "}");
+    HttpReply r = Control("POST", "/settings", R"({"cloud":"lambda",)" + members + "}");
     EXPECT_EQ(r.status, 200) << r.body;
   }
-  long long Count(const std::string& what) { return process_.Count("lambda", what); }
-  std::vector<std::string> Requests() { return process_.Requests("lambda"); }
-  void ClearRequests() { process_.ClearRequests("lambda"); }
+  void ClearRequests() { EmulatorProcess::ClearRequests("lambda"); }
   // The Lambda API with the key.
   HttpReply Api(const std::string& method, const std::string& path, const std::string& body = "") {
     return LoopbackHttp(method, url() + path, body,
@@ -115,7 +106,7 @@ class Emulator {
   }
   // The emulator's view of one instance (allowed_ports, state).
   Object::Ptr InstanceRow(const std::string& id) {
-    HttpReply r = process_.Control("GET", "/instances?cloud=lambda");
+    HttpReply r = Control("GET", "/instances?cloud=lambda");
     Array::Ptr rows = r.Doc()->getArray("instances");
     for (size_t i = 0; rows && i < rows->size(); ++i) {
       Object::Ptr row = rows->getObject(static_cast<unsigned>(i));
@@ -134,9 +125,6 @@ class Emulator {
     }
     return out;
   }
-
- private:
-  EmulatorProcess process_;
 };
 
 class LambdaEmulatorTest : public SharedEmulatorTest<Emulator> {
@@ -360,6 +348,28 @@ TEST_F(LambdaEmulatorTest, SharedKeyGoesWithItsLastVmAndAUsersKeyIsNeverDeleted)
   ASSERT_EQ(driver.Delete(R"({"name":"lam-userkey"})").status, GPUPROV_STATUS_OK);
   EXPECT_EQ(emulator_->Count("ssh_keys"), 1);
   EXPECT_TRUE(Contains(emulator_->Api("GET", "/ssh-keys").body, "\"laptop\""));
+}
+
+TEST_F(LambdaEmulatorTest, ASameNamedInstanceGpuprovDidNotLaunchIsNeverAdoptedOrDeleted) {
+  HttpReply key = emulator_->Api("POST", "/ssh-keys",
+                                 std::string(R"({"name":"laptop","public_key":")") + kKeyB + R"("})");
+  ASSERT_EQ(key.status, 200) << key.body;
+  HttpReply mine = emulator_->Api(
+      "POST", "/instance-operations/launch",
+      R"({"region_name":"us-east-1","instance_type_name":"gpu_1x_a10","ssh_key_names":["laptop"],"name":"lam-mine"})");
+  ASSERT_EQ(mine.status, 200) << mine.body;
+  Driver driver(Config());
+  OpResult c = driver.Create(CreateRequest("lam-mine"));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c;
+  EXPECT_TRUE(Contains(c.error, "choose another VM name")) << c.error;
+  EXPECT_EQ(driver.Get(R"({"name":"lam-mine"})").status, GPUPROV_STATUS_NOT_FOUND);
+  OpResult d = driver.Delete(R"({"name":"lam-mine"})");
+  ASSERT_EQ(d.status, GPUPROV_STATUS_OK) << d;
+  EXPECT_FALSE(d.Doc()->getValue<bool>("deleted"));
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 1);
+  EXPECT_EQ(emulator_->Count("rulesets"), 0);
+  EXPECT_EQ(driver.List().Doc()->getArray("vms")->size(), 0u);
 }
 
 TEST_F(LambdaEmulatorTest, CapacityIsReportedOnceNotRetriedAndNothingLeaks) {

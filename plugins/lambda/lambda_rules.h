@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "credentials.h"
+#include "tags.h"
 #include "gpuprov/driver_abi.h"
 #include "vm_rules.h"
 
@@ -26,9 +27,10 @@ inline constexpr const char* kDefaultEndpoint = "https://cloud.lambda.ai/api/v1"
 inline constexpr const char* kSshUser = "ubuntu";                                  // section 9
 /// user_data is plain text of at most 1 MB (section 4).
 inline constexpr size_t kMaxUserDataBytes = 1024 * 1024;
-/// Names of what gpuprov makes: SSH key "gpuprov-<sha256 of the key, 16 hex>", firewall
-/// ruleset "gpuprov-<vm name>"; account-wide rules carry the description "gpuprov:<vm>,<vm>".
-inline constexpr const char* kResourcePrefix = "gpuprov-";
+/// Names of what gpuprov makes (the kit's kResourcePrefix): SSH key "gpuprov-<sha256 of the
+/// key, 16 hex>", firewall ruleset "gpuprov-<vm name>"; account-wide rules carry the
+/// description "gpuprov:<vm>,<vm>".
+using drivers::kResourcePrefix;
 inline constexpr const char* kRuleDescriptionPrefix = "gpuprov:";
 /// Documented pacing (section 2): about 1 request/s; launch 1 per 12 s (older docs: 10 s).
 inline constexpr int kRequestIntervalMs = 1000;
