@@ -243,3 +243,30 @@ rules_text() {
   [[ "$output" == *"H100"* ]]
   expect_lambda_clean
 }
+
+@test "lambda: an instance quota of 0 says whom to ask, nothing left" {
+  use_emulator memory
+  fault '{"cloud":"lambda","fault":"quota","times":1}'
+  run "$GPUPROV" provision --name lam-quota --cloud lambda --gpus A10:1 --no-k8s
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"global/quota-exceeded"* ]]
+  [[ "$output" == *"Lambda support"* ]]
+  [ ! -e "$GPUPROV_HOME/state/lam-quota.json" ]
+  expect_lambda_clean
+}
+
+@test "lambda: an instance Lambda reports unhealthy stops the wait with Lambda's word; down leaves nothing" {
+  use_emulator memory
+  fault '{"cloud":"lambda","fault":"error_during_boot"}'
+  run "$GPUPROV" provision --name lam-sick --cloud lambda --gpus A10:1 --no-k8s
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"state 'error'"* ]]
+  [[ "$output" == *"unhealthy"* ]]
+  [[ "$output" == *"gpuprov down lam-sick"* ]]
+  run "$GPUPROV" down lam-sick
+  echo "$output"
+  [ "$status" -eq 0 ]
+  expect_lambda_clean
+}
