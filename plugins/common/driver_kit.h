@@ -8,6 +8,7 @@
 //   retry_policy.h    the retry limits and the back-off computation
 //   driver_status.h   HTTP status and cloud error code -> driver status, one table
 //   wait.h            cancellable sleep, bounded poll with progress, driver-level back-off
+//   pacer.h           process-wide spacing of calls for APIs with a published rate
 //   uri.h             path and query encoding
 //   catalogue.h       GPU request / instance_type / CPU default -> instance type
 //   vm_rules.h        VM-name rules as data, user-data size and encoding checks, base64
@@ -26,6 +27,7 @@
 #include "driver_status.h"
 #include "http_client.h"
 #include "json_util.h"
+#include "pacer.h"
 #include "retry_policy.h"
 #include "tags.h"
 #include "uri.h"

@@ -210,6 +210,7 @@ HttpResponse HttpClient::Send(const HttpRequest& request) {
     const auto elapsed = std::chrono::duration_cast<milliseconds>(steady_clock::now() - start);
     const milliseconds remaining = std::max(milliseconds(1), policy_.total_budget - elapsed);
     std::optional<milliseconds> retry_after;
+    if (before_attempt_) before_attempt_(request);
     try {
       last = SendOnce(request, std::min(policy_.attempt_timeout, remaining));
       host_.Debug(what + " -> " + std::to_string(last.status) + " (attempt " +

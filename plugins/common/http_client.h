@@ -17,6 +17,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <memory>
@@ -110,6 +111,12 @@ class HttpClient {
   const std::string& base_url() const { return base_url_; }
   const RetryPolicy& policy() const { return policy_; }
 
+  /// Runs `hook` before every attempt of every request, retries included (e.g. PaceCall for
+  /// an API with a published rate). Exceptions it throws (DriverError CANCELLED) pass through.
+  void set_before_attempt(std::function<void(const HttpRequest&)> hook) {
+    before_attempt_ = std::move(hook);
+  }
+
  private:
   HttpResponse SendOnce(const HttpRequest& request, std::chrono::milliseconds timeout);
 
@@ -119,6 +126,7 @@ class HttpClient {
   gpuprov::sdk::Host host_;
   Jitter jitter_;
   std::unique_ptr<Poco::Net::HTTPClientSession> session_;  // kept alive between requests
+  std::function<void(const HttpRequest&)> before_attempt_;
 };
 
 }  // namespace gpuprov::drivers

@@ -169,6 +169,20 @@ TEST(HttpClient, Retries5xxThenSucceeds) {
   EXPECT_EQ(server.count(), 3);
 }
 
+TEST(HttpClient, BeforeAttemptHookRunsBeforeEveryAttemptRetriesIncluded) {
+  TestServer server([](int n, const std::string&, const std::string&, const std::string&) {
+    return n < 2 ? Reply{429, "{}", {}} : Reply{200, "{}", {}};
+  });
+  RecordingHost host;
+  HttpClient client(server.Url(), Quick(), host.Host());
+  std::vector<std::string> seen;
+  client.set_before_attempt([&](const HttpRequest& r) {
+    seen.push_back(r.method + " " + r.path_and_query + " #" + std::to_string(server.count()));
+  });
+  EXPECT_EQ(client.Send({"GET", "/x", {}, ""}).status, 200);
+  EXPECT_EQ(seen, (std::vector<std::string>{"GET /x #0", "GET /x #1", "GET /x #2"}));
+}
+
 TEST(HttpClient, Honours429RetryAfterCapped) {
   TestServer server([](int n, const std::string&, const std::string&, const std::string&) {
     if (n == 0) return Reply{429, R"({"id":"too_many_requests"})", {{"Retry-After", "60"}}};

@@ -78,5 +78,7 @@ std::unique_ptr<CloudApi> MakeDigitalOceanApi(InstanceBackend* backend, CloudOpt
 std::unique_ptr<CloudApi> MakePrimeIntellectApi(InstanceBackend* backend, CloudOptions options);
 std::unique_ptr<CloudApi> MakeEc2Api(InstanceBackend* backend, CloudOptions options);
 std::unique_ptr<CloudApi> MakeGceApi(InstanceBackend* backend, CloudOptions options);
+std::unique_ptr<CloudApi> MakeLambdaApi(InstanceBackend* backend, CloudOptions options);
+std::unique_ptr<CloudApi> MakeHyperstackApi(InstanceBackend* backend, CloudOptions options);
 
 }  // namespace gpuprov::emulator

@@ -96,7 +96,9 @@ struct Emulator::Server {
   std::unique_ptr<Poco::Net::HTTPServer> http;
 };
 
-std::vector<std::string> Emulator::KnownClouds() { return {"digitalocean", "primeintellect", "aws", "gcp"}; }
+std::vector<std::string> Emulator::KnownClouds() {
+  return {"digitalocean", "primeintellect", "aws", "gcp", "lambda", "hyperstack"};
+}
 
 std::vector<std::string> Emulator::TokenEnvVars(const std::string& cloud) {
   if (cloud == "digitalocean") return {"DIGITALOCEAN_TOKEN", "DIGITALOCEAN_ACCESS_TOKEN"};
@@ -105,6 +107,8 @@ std::vector<std::string> Emulator::TokenEnvVars(const std::string& cloud) {
   if (cloud == "aws") return {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"};
   // GCP: the service-account key file (gce_api.cc: an absent file is written by the emulator).
   if (cloud == "gcp") return {"GOOGLE_APPLICATION_CREDENTIALS"};
+  if (cloud == "lambda") return {"LAMBDA_API_KEY"};
+  if (cloud == "hyperstack") return {"HYPERSTACK_API_KEY"};
   return {};
 }
 
@@ -118,7 +122,7 @@ Emulator::Emulator(EmulatorOptions options) : options_(std::move(options)) {
     const auto known = KnownClouds();
     if (std::find(known.begin(), known.end(), c) == known.end()) {
       throw std::runtime_error("unknown cloud \"" + c + "\"; this emulator serves: digitalocean, "
-                               "primeintellect, aws, gcp");
+                               "primeintellect, aws, gcp, lambda, hyperstack");
     }
   }
   if (options_.session.empty()) {
@@ -157,6 +161,8 @@ Emulator::Emulator(EmulatorOptions options) : options_(std::move(options)) {
     if (c == "primeintellect") apis_.push_back(MakePrimeIntellectApi(backend_.get(), co));
     if (c == "aws") apis_.push_back(MakeEc2Api(backend_.get(), co));
     if (c == "gcp") apis_.push_back(MakeGceApi(backend_.get(), co));
+    if (c == "lambda") apis_.push_back(MakeLambdaApi(backend_.get(), co));
+    if (c == "hyperstack") apis_.push_back(MakeHyperstackApi(backend_.get(), co));
   }
 }
 
@@ -321,6 +327,7 @@ HttpResponse Emulator::HandleControl(const HttpRequest& req) {
   if (path == "/counts" && m == "GET") {
     JsonObject total = NewObject();
     int64_t instances = 0, firewalls = 0, keys = 0, live = 0;
+    std::map<std::string, int64_t> extra;  // counts only some clouds keep (rulesets, ...)
     JsonObject per = NewObject();
     for (CloudApi* a : targets) {
       JsonObject c = a->Counts();
@@ -328,12 +335,19 @@ HttpResponse Emulator::HandleControl(const HttpRequest& req) {
       firewalls += c->getValue<int64_t>("firewalls");
       keys += c->getValue<int64_t>("ssh_keys");
       live += c->getValue<int64_t>("backend_instances");
+      for (const auto& [k, v] : *c) {
+        if (k != "instances" && k != "firewalls" && k != "ssh_keys" &&
+            k != "backend_instances" && v.isInteger()) {
+          extra[k] += v.convert<int64_t>();
+        }
+      }
       per->set(a->name(), c);
     }
     total->set("instances", instances);
     total->set("firewalls", firewalls);
     total->set("ssh_keys", keys);
     total->set("backend_instances", live);
+    for (const auto& [k, n] : extra) total->set(k, n);
     if (cloud.empty()) total->set("clouds", per);
     return JsonResponse(200, total);
   }

@@ -24,7 +24,7 @@ const std::vector<std::string>& FaultBook::Names() {
       "capacity",          "throttle",          "server_error",      "slow_boot",
       "vanish_during_boot", "error_during_boot", "boot_script_fails", "gpu_after_boot",
       "quota",             "payment_required",  "no_metadata",       "k3s_faults",
-      "port_blocked"};
+      "port_blocked",      "auth_failure",      "ip_after_boot"};
   return names;
 }
 
@@ -34,7 +34,8 @@ std::optional<Fault> FaultBook::Parse(const JsonObject& body, std::string* error
   if (!name) {
     *error = "\"fault\" (string) is required; one of capacity, throttle, server_error, "
              "slow_boot, vanish_during_boot, error_during_boot, boot_script_fails, "
-             "gpu_after_boot, quota, payment_required, no_metadata, k3s_faults, port_blocked";
+             "gpu_after_boot, quota, payment_required, no_metadata, k3s_faults, port_blocked, "
+             "auth_failure, ip_after_boot";
     return std::nullopt;
   }
   const auto& names = Names();
@@ -53,7 +54,8 @@ std::optional<Fault> FaultBook::Parse(const JsonObject& body, std::string* error
     *error = "\"seconds\" must not be negative";
     return std::nullopt;
   }
-  if ((f.name == "slow_boot" || f.name == "gpu_after_boot") && !GetDouble(body, "seconds")) {
+  if ((f.name == "slow_boot" || f.name == "gpu_after_boot" || f.name == "ip_after_boot") &&
+      !GetDouble(body, "seconds")) {
     *error = "fault " + f.name + " needs \"seconds\"";
     return std::nullopt;
   }

@@ -14,9 +14,9 @@
 namespace gpuprov::emulator {
 
 /// One armed fault. Request faults (throttle, server_error, capacity, quota,
-/// payment_required) fire on matching requests; boot faults (slow_boot,
-/// vanish_during_boot, error_during_boot, boot_script_fails, gpu_after_boot)
-/// are taken by the next instance creates.
+/// payment_required, auth_failure) fire on matching requests; boot faults (slow_boot,
+/// vanish_during_boot, error_during_boot, boot_script_fails, gpu_after_boot,
+/// ip_after_boot) are taken by the next instance creates.
 struct Fault {
   std::string name;
   int times = 1;         // how many more times it fires; -1: until reset

@@ -19,6 +19,8 @@
 #include <chrono>
 #include <initializer_list>
 #include <memory>
+#include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>

@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "instance_types.h"
+
+#include <cctype>
+#include <map>
+#include <vector>
+
+namespace gpuprov::lambda {
+namespace {
+
+std::string Normalize(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == ' ' || c == '-' || c == '_') continue;
+    out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string> CanonicalGpu(const std::string& requested) {
+  static const std::map<std::string, std::string> kAliases = {
+      {"A10", "A10"},       {"A1024GB", "A10"},
+      {"A6000", "A6000"},   {"RTXA6000", "A6000"},
+      {"RTX6000", "RTX6000"}, {"QUADRORTX6000", "RTX6000"},
+      {"A100", "A100"},     {"A10040GB", "A100"},   {"A10080GB", "A100"},
+      {"A100SXM4", "A100"}, {"A100PCIE", "A100"},
+      {"H100", "H100"},     {"H10080GB", "H100"},   {"H100SXM5", "H100"}, {"H100PCIE", "H100"},
+      {"GH200", "GH200"},   {"GH20096GB", "GH200"},
+      {"B200", "B200"},     {"B200SXM6", "B200"},
+      {"V100", "V100"},     {"TESLAV100", "V100"},
+  };
+  auto it = kAliases.find(Normalize(requested));
+  if (it == kAliases.end()) return std::nullopt;
+  return it->second;
+}
+
+const drivers::Catalogue& TypeCatalogue() {
+  static const drivers::Catalogue catalogue = [] {
+    drivers::Catalogue c;
+    c.cloud = "Lambda";
+    // clang-format off
+    c.rows = {
+        // type                     GPU        n  preferred (the one ChooseInstanceType names)
+        {"gpu_1x_a10",              "A10",     1, true},
+        {"gpu_1x_a6000",            "A6000",   1, true},
+        {"gpu_2x_a6000",            "A6000",   2, true},
+        {"gpu_4x_a6000",            "A6000",   4, true},
+        {"gpu_1x_rtx6000",          "RTX6000", 1, true},
+        {"gpu_1x_a100",             "A100",    1, true},   // PCIe 40 GB
+        {"gpu_1x_a100_sxm4",        "A100",    1, false},  // SXM4 40 GB
+        {"gpu_2x_a100",             "A100",    2, true},
+        {"gpu_4x_a100",             "A100",    4, true},
+        {"gpu_8x_a100",             "A100",    8, true},   // 40 GB SXM4
+        {"gpu_8x_a100_80gb_sxm4",   "A100",    8, false},  // 80 GB
+        {"gpu_1x_h100_pcie",        "H100",    1, true},
+        {"gpu_1x_h100_sxm5",        "H100",    1, false},
+        {"gpu_2x_h100_sxm5",        "H100",    2, true},
+        {"gpu_4x_h100_sxm5",        "H100",    4, true},
+        {"gpu_8x_h100_sxm5",        "H100",    8, true},
+        {"gpu_1x_gh200",            "GH200",   1, true},   // ARM64 host (Grace)
+        {"gpu_1x_b200_sxm6",        "B200",    1, true},
+        {"gpu_8x_b200_sxm6",        "B200",    8, true},
+        {"gpu_8x_v100",             "V100",    8, true},   // legacy
+    };
+    // clang-format on
+    c.cpu_default = {"", "", 0, false};  // none: Lambda has only GPU instances
+    c.canonical_gpu = CanonicalGpu;
+    c.gpu_hint = [](const std::string& requested) {
+      const std::string n = Normalize(requested);
+      if (n == "L4" || n == "T4" || n == "A10G" || n == "L40S") {
+        return std::string("Lambda has no ") + requested + " instances";
+      }
+      return std::string("not a GPU Lambda rents");
+    };
+    return c;
+  }();
+  return catalogue;
+}
+
+std::optional<TypeGpus> GpusOfTypeName(const std::string& type_name) {
+  for (const auto& row : TypeCatalogue().rows) {
+    if (row.instance_type == type_name) return TypeGpus{row.gpu_type, row.gpu_count};
+  }
+  // gpu_<count>x_<model>[_<variant>...]
+  if (type_name.rfind("gpu_", 0) != 0) return std::nullopt;
+  const size_t x = type_name.find("x_", 4);
+  if (x == std::string::npos || x == 4) return std::nullopt;
+  int count = 0;
+  for (size_t i = 4; i < x; ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(type_name[i]))) return std::nullopt;
+    count = count * 10 + (type_name[i] - '0');
+    if (count > 64) return std::nullopt;
+  }
+  const size_t model_start = x + 2;
+  const size_t model_end = type_name.find('_', model_start);
+  const std::string model = type_name.substr(model_start, model_end - model_start);
+  std::optional<std::string> gpu = CanonicalGpu(model);
+  if (!gpu || count < 1) return std::nullopt;
+  return TypeGpus{*gpu, count};
+}
+
+std::string GpusText(const std::string& type_name) {
+  std::optional<TypeGpus> g = GpusOfTypeName(type_name);
+  return g ? g->gpu_type + ":" + std::to_string(g->gpu_count) : "";
+}
+
+}  // namespace gpuprov::lambda

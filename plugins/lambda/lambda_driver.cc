@@ -1,0 +1,793 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "lambda_driver.h"
+
+#include <algorithm>
+#include <map>
+
+#include "driver_kit.h"
+#include "instance_types.h"
+#include "lambda_rules.h"
+
+namespace gpuprov::lambda {
+namespace {
+
+namespace kit = gpuprov::drivers;
+using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
+using std::chrono::milliseconds;
+
+constexpr const char* kLaunchPath = "/instance-operations/launch";
+// Optional launch fields an older API refuses as unknown (reference section 4).
+constexpr const char* kDroppableFields[] = {"user_data", "image", "firewall_rulesets"};
+// Words of an invalid-parameters message that refuses a field rather than its value.
+constexpr std::string_view kRefusedFieldWords[] = {"unknown", "unexpected", "not allowed",
+                                                   "not permitted", "extra", "unrecognized"};
+
+std::string Encode(const std::string& s) { return kit::EncodeComponent(s); }
+
+std::string Join(const std::vector<std::string>& items, const std::string& sep = ", ") {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : sep) + i;
+  return out;
+}
+
+std::string PortList(const std::vector<int>& ports) {
+  std::vector<std::string> s;
+  for (int p : ports) s.push_back(std::to_string(p));
+  return Join(s, ",");
+}
+
+long long ConfigInt(const Object::Ptr& o, const std::string& key, long long fallback) {
+  return json::Int(o, key, fallback);
+}
+
+bool IsManaged(const Object::Ptr& instance) {
+  return TagValue(instance, kit::kManagedTag) == "1";
+}
+
+std::vector<std::string> KeyNamesOf(const Object::Ptr& instance) {
+  std::vector<std::string> out;
+  Array::Ptr a = json::Arr(instance, "ssh_key_names");
+  for (size_t i = 0; a && i < a->size(); ++i) out.push_back(a->get(static_cast<unsigned>(i)).toString());
+  return out;
+}
+
+// True when the ruleset is attached to the instance (by the instance's firewall_rulesets or
+// the ruleset's instance_ids).
+bool IsAttached(const Object::Ptr& ruleset, const Object::Ptr& instance) {
+  const std::string ruleset_id = json::Str(ruleset, "id");
+  const std::string instance_id = json::Str(instance, "id");
+  Array::Ptr sets = json::Arr(instance, "firewall_rulesets");
+  for (size_t i = 0; sets && i < sets->size(); ++i) {
+    if (json::Str(json::ObjAt(sets, i), "id") == ruleset_id) return true;
+  }
+  Array::Ptr ids = json::Arr(ruleset, "instance_ids");
+  for (size_t i = 0; ids && i < ids->size(); ++i) {
+    if (ids->get(static_cast<unsigned>(i)).toString() == instance_id) return true;
+  }
+  return false;
+}
+
+// True when a rule list holds a rule gpuprov made.
+bool HasGpuprovRule(const Array::Ptr& rules) {
+  for (size_t i = 0; rules && i < rules->size(); ++i) {
+    if (json::Str(json::ObjAt(rules, i), "description").rfind(kRuleDescriptionPrefix, 0) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+LambdaDriver::LambdaDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
+  kit::DriverSettings settings = kit::ParseSettings(ctx.config_json, kDefaultEndpoint);
+  endpoint_ = settings.endpoint;
+  config_ = settings.config;
+  default_region_ = json::Str(config_, "region");
+  const std::string firewall = json::Str(config_, "firewall");
+  if (!firewall.empty() && firewall != "ruleset" && firewall != "account") {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "firewall in [clouds.lambda] is \"" + firewall +
+                          "\": use \"ruleset\" (a ruleset per VM) or \"account\" (the "
+                          "account-wide rules)");
+  }
+  account_firewall_ = firewall == "account";
+  Object::Ptr pacing = json::Obj(config_, "pacing");
+  request_interval_ = milliseconds(ConfigInt(pacing, "request_interval_ms", kRequestIntervalMs));
+  launch_interval_ = milliseconds(ConfigInt(pacing, "launch_interval_ms", kLaunchIntervalMs));
+  delete_wait_ = std::chrono::seconds(ConfigInt(config_, "delete_wait_seconds", 600));
+  try {
+    http_ = std::make_unique<kit::HttpClient>(endpoint_, kit::RetryPolicyFrom(config_), host_);
+  } catch (const kit::HttpError& e) {
+    kit::ThrowHttpError(e, "the Lambda endpoint (GPUPROV_LAMBDA_ENDPOINT or endpoint in "
+                           "[clouds.lambda])");
+  }
+  // Lambda's documented pacing, for every attempt (retries too), process-wide per endpoint.
+  // The launch slot first: the request slot is then taken when the launch really goes out.
+  http_->set_before_attempt([this](const kit::HttpRequest& r) {
+    if (r.method == "POST" && r.path_and_query == kLaunchPath) {
+      kit::PaceCall(host_, "lambda launch " + endpoint_, launch_interval_,
+                    "waiting for Lambda's launch rate limit (1 launch per " +
+                        std::to_string(launch_interval_.count() / 1000) + " s)");
+    }
+    kit::PaceCall(host_, "lambda " + endpoint_, request_interval_, "waiting for Lambda's rate limit");
+  });
+}
+
+const kit::Credential& LambdaDriver::ApiKey() {
+  if (!api_key_) {
+    api_key_ = ResolveApiKey(config_);
+    if (!api_key_) throw DriverError(GPUPROV_STATUS_AUTH, "no Lambda API key found: " + ApiKeyHint());
+    host_.Debug("API key from " + api_key_->origin);
+  }
+  return *api_key_;
+}
+
+LambdaDriver::Answer LambdaDriver::Call(const std::string& method, const std::string& path,
+                                        const std::string& what, const ObjectPtr& body,
+                                        const std::set<int>& allow, bool idempotent) {
+  kit::HttpRequest req;
+  req.idempotent = idempotent;
+  req.method = method;
+  req.path_and_query = path;
+  req.headers["Authorization"] = "Bearer " + ApiKey().value;
+  if (body) {
+    req.headers["Content-Type"] = "application/json";
+    req.body = json::Stringify(body);
+  }
+  kit::HttpResponse resp;
+  try {
+    resp = http_->Send(req);
+  } catch (const kit::HttpError& e) {
+    kit::ThrowHttpError(e, what + ": Lambda API at " + endpoint_,
+                        e.last_response().body.empty() ? ""
+                                                       : ParseApiError(e.last_response().body).Text());
+  }
+  Answer a;
+  a.status = resp.status;
+  const bool ok = resp.status >= 200 && resp.status < 300;
+  if (!ok) {
+    ApiError err = ParseApiError(resp.body);
+    a.code = err.code;
+    a.message = err.Text();
+    if (allow.count(resp.status) == 0) {
+      const gpuprov_type_status st = StatusOf(resp.status, err.code);
+      std::string text = what + ": Lambda answered HTTP " + std::to_string(resp.status) + " (" +
+                         err.Text() + ")";
+      if (st == GPUPROV_STATUS_AUTH) {
+        text += " for the API key from " + ApiKey().origin + "; " + ApiKeyHint();
+      } else if (st == GPUPROV_STATUS_QUOTA) {
+        text += "; ask Lambda support to raise the account's instance quota";
+      }
+      throw DriverError(st, text);
+    }
+  }
+  if (kit::TrimSpace(resp.body).empty()) return a;
+  a.doc = json::TryParseObject(resp.body);
+  if (!a.doc && ok) {
+    throw DriverError(GPUPROV_STATUS_FAILED, what + ": Lambda answered HTTP " +
+                                                 std::to_string(resp.status) +
+                                                 " with a body that is not a JSON object");
+  }
+  return a;
+}
+
+LambdaDriver::ObjectPtr LambdaDriver::DataObject(const Answer& a, const std::string& what) {
+  ObjectPtr data = a.doc ? json::Obj(a.doc, "data") : nullptr;
+  if (!data) throw DriverError(GPUPROV_STATUS_FAILED, what + ": Lambda's answer has no data object");
+  return data;
+}
+
+Array::Ptr LambdaDriver::DataArray(const Answer& a, const std::string& what) {
+  Array::Ptr data = a.doc ? json::Arr(a.doc, "data") : nullptr;
+  if (!data) throw DriverError(GPUPROV_STATUS_FAILED, what + ": Lambda's answer has no data list");
+  return data;
+}
+
+std::vector<LambdaDriver::ObjectPtr> LambdaDriver::Instances() {
+  Array::Ptr list = DataArray(Call("GET", "/instances", "list instances"), "list instances");
+  std::vector<ObjectPtr> out;
+  for (size_t i = 0; i < list->size(); ++i) {
+    ObjectPtr in = json::ObjAt(list, i);
+    if (in && !IsGoneStatus(json::Str(in, "status"))) out.push_back(in);
+  }
+  return out;
+}
+
+LambdaDriver::ObjectPtr LambdaDriver::FindByName(const std::string& name, bool* foreign) {
+  ObjectPtr found;
+  for (const auto& in : Instances()) {
+    if (json::Str(in, "name") != name) continue;
+    if (IsManaged(in)) {
+      if (found) host_.Warning("two gpuprov instances are named " + name + "; using " + json::Str(found, "id"));
+      if (!found) found = in;
+    } else if (foreign) {
+      *foreign = true;
+    }
+  }
+  return found;
+}
+
+LambdaDriver::ObjectPtr LambdaDriver::InstanceById(const std::string& id) {
+  Answer a = Call("GET", "/instances/" + Encode(id), "get instance " + id, nullptr, {404});
+  if (a.status == 404) return nullptr;
+  ObjectPtr in = DataObject(a, "get instance " + id);
+  return json::Str(in, "status") == "terminated" ? nullptr : in;
+}
+
+LambdaDriver::ObjectPtr LambdaDriver::Resolve(const ObjectPtr& request) {
+  const auto [id, name] = kit::RequireIdOrName(request);
+  if (!id.empty()) {
+    ObjectPtr in = InstanceById(id);
+    return in && IsManaged(in) ? in : nullptr;
+  }
+  return FindByName(name);
+}
+
+// --- SSH keys (reference section 3.6) -------------------------------------------------------
+
+LambdaDriver::SshKey LambdaDriver::EnsureSshKey(const std::string& public_key) {
+  const std::string our_name = KeyName(public_key);  // validates the key line
+  auto find = [&]() -> std::optional<SshKey> {
+    Array::Ptr keys = DataArray(Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
+    for (size_t i = 0; i < keys->size(); ++i) {
+      ObjectPtr k = json::ObjAt(keys, i);
+      if (k && SameKey(json::Str(k, "public_key"), public_key)) {
+        return SshKey{json::Str(k, "id"), json::Str(k, "name"), false};
+      }
+    }
+    return std::nullopt;
+  };
+  if (auto k = find()) {
+    host_.Debug("SSH key is registered already as " + k->name);
+    return *k;
+  }
+  Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  body->set("name", our_name);
+  body->set("public_key", kit::TrimSpace(public_key));
+  Answer a = Call("POST", "/ssh-keys", "register SSH key " + our_name, body, {400}, false);
+  if (a.status == 400) {
+    if (a.code != "global/duplicate") {
+      throw DriverError(StatusOf(400, a.code), "register SSH key " + our_name +
+                                                   ": Lambda answered HTTP 400 (" + a.message + ")");
+    }
+    // Registered in the meantime (a lost answer, or another run): look it up once more.
+    if (auto k = find()) return *k;
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "an SSH key named " + our_name + " holds another public key; delete it in "
+                      "the Lambda console (SSH keys)");
+  }
+  ObjectPtr k = DataObject(a, "register SSH key");
+  host_.Info("registered SSH key " + our_name);
+  return SshKey{json::Str(k, "id"), json::Str(k, "name"), true};
+}
+
+void LambdaDriver::DeleteKeyIfUnused(const std::string& key_name, const std::string& except_id) {
+  if (key_name.rfind(kResourcePrefix, 0) != 0) return;  // the user's own key: never removed
+  for (const auto& in : Instances()) {
+    if (json::Str(in, "id") == except_id || !IsManaged(in)) continue;
+    for (const auto& k : KeyNamesOf(in)) {
+      if (k == key_name) {
+        host_.Debug("SSH key " + key_name + " is still used by " + json::Str(in, "name") + "; kept");
+        return;
+      }
+    }
+  }
+  Array::Ptr keys = DataArray(Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
+  for (size_t i = 0; i < keys->size(); ++i) {
+    ObjectPtr k = json::ObjAt(keys, i);
+    if (!k || json::Str(k, "name") != key_name) continue;
+    host_.Progress("deleting SSH key " + key_name);
+    Call("DELETE", "/ssh-keys/" + Encode(json::Str(k, "id")), "delete SSH key " + key_name,
+         nullptr, {404});
+  }
+}
+
+// --- firewall (reference section 5) ---------------------------------------------------------
+
+LambdaDriver::ObjectPtr LambdaDriver::FindRuleset(const std::string& vm_name,
+                                                  const std::string& region) {
+  Array::Ptr sets = DataArray(Call("GET", "/firewall-rulesets", "list firewall rulesets"),
+                              "list firewall rulesets");
+  for (size_t i = 0; i < sets->size(); ++i) {
+    ObjectPtr s = json::ObjAt(sets, i);
+    if (!s || json::Str(s, "name") != RulesetName(vm_name)) continue;
+    if (!region.empty() && json::Str(json::Obj(s, "region"), "name") != region) continue;
+    return s;
+  }
+  return nullptr;
+}
+
+std::string LambdaDriver::EnsureRuleset(const std::string& vm_name, const std::string& region,
+                                        const std::vector<int>& ports, bool* created) {
+  *created = false;
+  const std::string name = RulesetName(vm_name);
+  if (ObjectPtr s = FindRuleset(vm_name, region)) {
+    const std::string id = json::Str(s, "id");
+    Array::Ptr rules = json::Arr(s, "rules");
+    std::set<int> open = OpenTcpPorts(rules);
+    std::vector<int> missing;
+    for (int p : ports) {
+      if (!open.count(p) && !open.count(0)) missing.push_back(p);
+    }
+    if (missing.empty()) return id;
+    // PATCH replaces the list: keep every rule there, add ours.
+    Array::Ptr all = new Array();
+    for (size_t i = 0; rules && i < rules->size(); ++i) all->add(rules->get(static_cast<unsigned>(i)));
+    Array::Ptr extra = RulesetRules(vm_name, missing);
+    for (size_t i = 0; i < extra->size(); ++i) all->add(extra->get(static_cast<unsigned>(i)));
+    Object::Ptr body = new Object();
+    body->set("rules", all);
+    host_.Progress("opening tcp " + PortList(missing) + " in firewall ruleset " + name);
+    Call("PATCH", "/firewall-rulesets/" + Encode(id), "update firewall ruleset " + name, body);
+    return id;
+  }
+  Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  body->set("name", name);
+  body->set("region", region);
+  body->set("rules", RulesetRules(vm_name, ports));
+  host_.Progress("creating firewall ruleset " + name + " in " + region + " (tcp " +
+                 PortList(ports) + ")");
+  Answer a = Call("POST", "/firewall-rulesets", "create firewall ruleset " + name, body, {400},
+                  /*idempotent=*/false);
+  if (a.status == 400) {
+    if (a.code == "global/duplicate") {  // made by a lost answer or another run
+      return EnsureRuleset(vm_name, region, ports, created);
+    }
+    throw DriverError(StatusOf(400, a.code), "create firewall ruleset " + name +
+                                                 ": Lambda answered HTTP 400 (" + a.message + ")");
+  }
+  *created = true;
+  return json::Str(DataObject(a, "create firewall ruleset"), "id");
+}
+
+void LambdaDriver::DeleteRuleset(const ObjectPtr& ruleset) {
+  const std::string id = json::Str(ruleset, "id");
+  const std::string name = json::Str(ruleset, "name");
+  host_.Progress("deleting firewall ruleset " + name);
+  kit::Backoff backoff(host_, http_->policy(), "delete firewall ruleset " + name);
+  for (;;) {
+    Answer a = Call("DELETE", "/firewall-rulesets/" + Encode(id), "delete firewall ruleset " + name,
+                    nullptr, {404, 409});
+    if (a.status != 409) return;
+    // Still attached to an instance Lambda is terminating.
+    if (!backoff.Wait(a.message)) {
+      throw DriverError(GPUPROV_STATUS_TRANSIENT,
+                        "firewall ruleset " + name + " is still attached (" + a.message +
+                            "); run `gpuprov down` again in a minute");
+    }
+  }
+}
+
+void LambdaDriver::AddAccountRules(const std::string& vm_name, const std::vector<int>& ports) {
+  Array::Ptr rules = DataArray(Call("GET", "/firewall-rules", "read firewall rules"),
+                               "read firewall rules");
+  bool changed = false;
+  Array::Ptr updated = lambda::AddToAccountRules(rules, vm_name, ports, &changed);
+  if (!changed) return;
+  Object::Ptr body = new Object();
+  body->set("data", updated);
+  host_.Progress("opening tcp " + PortList(ports) + " in the account's firewall rules for " +
+                 vm_name + " (" + std::to_string(updated->size()) + " rules, the user's kept)");
+  Call("PUT", "/firewall-rules", "write firewall rules", body);
+}
+
+void LambdaDriver::RemoveAccountRules(const std::string& vm_name) {
+  Array::Ptr rules = DataArray(Call("GET", "/firewall-rules", "read firewall rules"),
+                               "read firewall rules");
+  if (!HasGpuprovRule(rules)) return;
+  std::set<std::string> live;
+  for (const auto& in : Instances()) {
+    if (IsManaged(in) && json::Str(in, "name") != vm_name) live.insert(json::Str(in, "name"));
+  }
+  bool changed = false;
+  Array::Ptr updated = RemoveFromAccountRules(rules, vm_name, live, &changed);
+  if (!changed) return;
+  Object::Ptr body = new Object();
+  body->set("data", updated);
+  host_.Progress("removing " + vm_name + "'s ports from the account's firewall rules");
+  Call("PUT", "/firewall-rules", "write firewall rules", body);
+}
+
+void LambdaDriver::OpenFor(const ObjectPtr& instance, const std::vector<int>& ports) {
+  const std::string name = json::Str(instance, "name");
+  const std::string region = json::Str(json::Obj(instance, "region"), "name");
+  ObjectPtr ruleset = FindRuleset(name, region);
+  if (ruleset && IsAttached(ruleset, instance)) {
+    bool created = false;
+    EnsureRuleset(name, region, ports, &created);
+  } else {
+    AddAccountRules(name, ports);
+  }
+}
+
+// --- launch ---------------------------------------------------------------------------------
+
+std::string LambdaDriver::Launch(const std::string& name, ObjectPtr body,
+                                 bool* rulesets_refused) {
+  *rulesets_refused = false;
+  const std::string what = "launch instance " + name;
+  kit::Backoff backoff(host_, http_->policy(), what);
+  for (;;) {
+    std::optional<DriverError> failure;
+    try {
+      Answer a = Call("POST", kLaunchPath, what, body, {400, 500, 502, 503, 504},
+                      /*idempotent=*/false);
+      if (a.status == 400 && a.code == "global/invalid-parameters") {
+        // An older API refuses fields it does not know: drop that one and launch again.
+        bool dropped = false;
+        for (const char* field : kDroppableFields) {
+          if (body->has(field) && a.message.find(field) != std::string::npos &&
+              kit::MentionsAny(a.message, kRefusedFieldWords)) {
+            body->remove(field);
+            dropped = true;
+            if (std::string(field) == "firewall_rulesets") *rulesets_refused = true;
+            host_.Warning("this Lambda API refuses \"" + std::string(field) + "\" (" + a.message +
+                          "); launching without it" +
+                          (std::string(field) == "user_data"
+                               ? ": the installer is pushed over SSH once the instance runs"
+                               : ""));
+          }
+        }
+        if (!dropped) {
+          throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                            what + ": Lambda answered HTTP 400 (" + a.message + ")");
+        }
+        if (*rulesets_refused) return "";  // the caller opens the ports another way first
+        continue;
+      }
+      if (a.status == 400) {
+        const gpuprov_type_status st = StatusOf(400, a.code);
+        std::string text = what + ": Lambda answered HTTP 400 (" + a.message + ")";
+        if (st == GPUPROV_STATUS_CAPACITY) {
+          text += "; Lambda has no capacity for this type there now: try another region or "
+                  "instance type (--region, --gpus), or later";
+        } else if (st == GPUPROV_STATUS_QUOTA) {
+          text += "; ask Lambda support to raise the account's instance quota";
+        }
+        throw DriverError(st, text);
+      }
+      if (a.status < 500) {
+        Array::Ptr ids = json::Arr(DataObject(a, what), "instance_ids");
+        if (!ids || ids->size() != 1) {
+          throw DriverError(GPUPROV_STATUS_FAILED, what + ": the answer has no instance id");
+        }
+        return ids->get(0).toString();
+      }
+      failure.emplace(GPUPROV_STATUS_TRANSIENT,
+                      what + ": Lambda answered HTTP " + std::to_string(a.status) + " (" +
+                          a.message + ")");
+    } catch (const DriverError& e) {
+      if (e.status() != GPUPROV_STATUS_TRANSIENT) throw;
+      failure.emplace(e);
+    }
+    // Launch has no idempotency token: the failed try may have made the instance.
+    if (ObjectPtr made = FindByName(name)) {
+      host_.Info("instance " + name + " was launched although Lambda's answer failed");
+      return json::Str(made, "id");
+    }
+    if (!backoff.Wait(failure->what())) throw *failure;
+  }
+}
+
+// --- the protocol ---------------------------------------------------------------------------
+
+LambdaDriver::ObjectPtr LambdaDriver::VmJson(const ObjectPtr& in, const std::vector<int>& ports) const {
+  const std::string status = json::Str(in, "status");
+  const std::string ip = json::Str(in, "ip");
+  const VmState state = StateOf(status, !ip.empty());
+  ObjectPtr type = json::Obj(in, "instance_type");
+  const std::string type_name = json::Str(type, "name");
+  ObjectPtr image = json::Obj(in, "image");
+  std::string image_name = json::Str(image, "family");
+  if (image_name.empty()) image_name = json::Str(image, "id");
+  Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  vm->set("id", json::Str(in, "id"));
+  vm->set("name", json::Str(in, "name"));
+  vm->set("state", state.state);
+  vm->set("public_ip", state.state == "running" ? ip : std::string());
+  vm->set("ssh_port", 22);
+  vm->set("ssh_user", kSshUser);
+  vm->set("region", json::Str(json::Obj(in, "region"), "name"));
+  vm->set("instance_type", type_name);
+  vm->set("image", image_name);
+  vm->set("gpus", GpusText(type_name));
+  vm->set("created_at", "");
+  vm->set("message", state.message);
+  vm->set("ports", kit::PortMap(ports));
+  Object::Ptr tags = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  if (Array::Ptr t = json::Arr(in, "tags")) {
+    for (size_t i = 0; i < t->size(); ++i) {
+      if (ObjectPtr one = json::ObjAt(t, i)) tags->set(json::Str(one, "key"), json::Str(one, "value"));
+    }
+  }
+  vm->set("tags", tags);
+  return vm;
+}
+
+std::string LambdaDriver::Check(const std::string& /*request_json*/) {
+  Answer a = Call("GET", "/ssh-keys", "check the Lambda API key");
+  const size_t keys = DataArray(a, "check the Lambda API key")->size();
+  Object result(Poco::JSON_PRESERVE_KEY_ORDER);
+  result.set("account", "Lambda Cloud account (" + std::to_string(keys) + " SSH keys)");
+  result.set("user_data_limit", static_cast<int>(kMaxUserDataBytes));
+  result.set("key_from", ApiKey().origin);
+  result.set("endpoint", endpoint_);
+  return json::Stringify(result);
+}
+
+std::string LambdaDriver::Offers(const std::string& request_json) {
+  const auto [gpu, region] = kit::ParseOffersRequest(request_json, default_region_);
+  Array::Ptr offers = new Array();
+  if (!gpu) {
+    host_.Warning("Lambda has only GPU instances: ask for a GPU, e.g. A10:1 (the cheapest)");
+    return kit::OffersResult(offers);
+  }
+  const kit::Catalogue& catalogue = TypeCatalogue();
+  std::optional<std::string> canonical = kit::CanonicalGpu(catalogue, gpu->type);
+  if (!canonical || !kit::FindGpuRow(catalogue, gpu->type, gpu->count)) {
+    host_.Warning(kit::NotOfferedMessage(catalogue, gpu->type, gpu->count));
+    return kit::OffersResult(offers);
+  }
+  // Live: every listed type with these GPUs (table rows and names that read as them).
+  ObjectPtr types = DataObject(Call("GET", "/instance-types", "list instance types"),
+                               "list instance types");
+  std::vector<std::string> matching, sold_out;
+  for (const auto& type_name : types->getNames()) {
+    std::optional<TypeGpus> g = GpusOfTypeName(type_name);
+    if (!g || g->gpu_type != *canonical || g->gpu_count != gpu->count) continue;
+    matching.push_back(type_name);
+    ObjectPtr entry = json::Obj(types, type_name);
+    ObjectPtr spec = json::Obj(entry, "instance_type");
+    const double price = static_cast<double>(json::Int(spec, "price_cents_per_hour")) / 100.0;
+    Array::Ptr regions = json::Arr(entry, "regions_with_capacity_available");
+    bool any = false;
+    for (size_t i = 0; regions && i < regions->size(); ++i) {
+      const std::string r = json::Str(json::ObjAt(regions, i), "name");
+      if (!region.empty() && r != region) continue;
+      offers->add(kit::OfferJson({type_name, *canonical, gpu->count, r, price, ""}));
+      any = true;
+    }
+    if (!any) sold_out.push_back(type_name);
+  }
+  if (matching.empty()) {
+    host_.Warning("Lambda's instance-type list has no type with " + *canonical + ":" +
+                  std::to_string(gpu->count) + " now");
+  } else if (offers->size() == 0) {
+    host_.Warning("Lambda has no capacity now for " + Join(sold_out) +
+                  (region.empty() ? std::string(" in any region") : " in " + region) +
+                  " (GET /instance-types, regions_with_capacity_available); try later" +
+                  (region.empty() ? "" : " or another region"));
+  }
+  return kit::OffersResult(offers);
+}
+
+std::string LambdaDriver::Create(const std::string& request_json) {
+  const auto [request, name, user_data] = kit::ParseCreateRequest(
+      request_json, kVmNameRules, kMaxUserDataBytes, "Lambda", "plain-text user data");
+  const std::string public_key = kit::RequiredSshPublicKey(
+      request, "Lambda installs exactly one registered key for user ubuntu");
+  KeyName(public_key);  // validates the key line before any call
+  const std::vector<int> ports = kit::WithSsh(kit::PortsOf(request, "open_ports"));
+  std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request);
+  std::string type = json::Str(request, "instance_type");
+  if (!gpu && type.empty()) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "Lambda has only GPU instances: ask for a GPU (gpus, e.g. A10:1) or name "
+                      "an instance_type such as gpu_1x_a10");
+  }
+  if (gpu) {
+    std::optional<TypeGpus> named = type.empty() ? std::nullopt : GpusOfTypeName(type);
+    const bool same = named && kit::CanonicalGpu(TypeCatalogue(), gpu->type) == named->gpu_type &&
+                      named->gpu_count == gpu->count;
+    if (!same) type = kit::ChooseInstanceType(TypeCatalogue(), gpu, type).row.instance_type;
+  }
+  std::string region = json::Str(request, "region");
+  if (region.empty()) region = default_region_;
+  const std::string image = json::Str(request, "image");
+
+  // Idempotent by name.
+  bool foreign = false;
+  if (ObjectPtr existing = FindByName(name, &foreign)) {
+    host_.Info("instance " + name + " exists (id " + json::Str(existing, "id") + ", " +
+               json::Str(existing, "status") + ")");
+    OpenFor(existing, ports);
+    return kit::VmResult(VmJson(existing, ports), true);
+  }
+  if (foreign) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "a Lambda instance named " + name +
+                          " exists that gpuprov did not launch (it lacks the gpuprov tag); "
+                          "choose another VM name");
+  }
+  if (region.empty()) {
+    // The first region with capacity for the type.
+    ObjectPtr types = DataObject(Call("GET", "/instance-types", "list instance types"),
+                                 "list instance types");
+    Array::Ptr regions = json::Arr(json::Obj(types, type), "regions_with_capacity_available");
+    if (!regions || regions->size() == 0) {
+      throw DriverError(GPUPROV_STATUS_CAPACITY,
+                        "Lambda has no capacity for " + type + " in any region now; try later "
+                        "or another GPU");
+    }
+    region = json::Str(json::ObjAt(regions, 0), "name");
+  }
+
+  SshKey key = EnsureSshKey(public_key);
+  std::string ruleset_id;
+  bool ruleset_created = false;
+  bool rules_added = false;
+  auto cleanup = [&] {
+    // No instance of this name exists: what gpuprov made for it (now, or in a run that was
+    // killed before its launch) goes again; a key only when no gpuprov instance uses it.
+    try {
+      if (ObjectPtr s = FindRuleset(name, region)) DeleteRuleset(s);
+      if (rules_added) RemoveAccountRules(name);
+      DeleteKeyIfUnused(key.name, "");
+    } catch (const std::exception& e) {
+      host_.Warning("could not remove what was made for " + name + ": " + e.what() +
+                    "; `gpuprov down " + name + "` removes it");
+    }
+  };
+
+  Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  body->set("region_name", region);
+  body->set("instance_type_name", type);
+  Array::Ptr key_names = new Array();
+  key_names->add(key.name);
+  body->set("ssh_key_names", key_names);
+  body->set("name", name);
+  body->set("quantity", 1);
+  if (!user_data.empty()) body->set("user_data", user_data);  // plain text (section 4)
+  if (!image.empty()) {
+    Object::Ptr img = new Object();
+    img->set(image.rfind("lambda-", 0) == 0 ? "family" : "id", image);
+    body->set("image", img);
+  }
+  body->set("tags", LaunchTags(name, kit::UserTags(request)));
+
+  std::string id;
+  try {
+    if (account_firewall_) {
+      AddAccountRules(name, ports);
+      rules_added = true;
+    } else {
+      ruleset_id = EnsureRuleset(name, region, ports, &ruleset_created);
+      Array::Ptr sets = new Array();
+      Object::Ptr ref = new Object();
+      ref->set("id", ruleset_id);
+      sets->add(ref);
+      body->set("firewall_rulesets", sets);
+    }
+    host_.Progress("launching " + name + " (" + type + " in " + region + ")");
+    bool rulesets_refused = false;
+    id = Launch(name, body, &rulesets_refused);
+    if (rulesets_refused) {
+      // An API without rulesets: the account-wide rules instead, written before the launch.
+      if (ruleset_created) {
+        if (ObjectPtr s = FindRuleset(name, region)) DeleteRuleset(s);
+        ruleset_created = false;
+      }
+      AddAccountRules(name, ports);
+      rules_added = true;
+      id = Launch(name, body, &rulesets_refused);
+    }
+  } catch (const DriverError&) {
+    cleanup();
+    throw;
+  }
+  host_.Info("instance " + name + " is id " + id);
+  ObjectPtr in = InstanceById(id);
+  if (!in) {
+    // Launched, then gone before the first look: reported as terminated, so the host stops
+    // waiting and `gpuprov down` removes the ruleset and key.
+    Object::Ptr gone = new Object();
+    gone->set("id", id);
+    gone->set("name", name);
+    gone->set("status", "terminated");
+    Object::Ptr r = new Object();
+    r->set("name", region);
+    gone->set("region", r);
+    Object::Ptr t = new Object();
+    t->set("name", type);
+    gone->set("instance_type", t);
+    ObjectPtr vm = VmJson(gone, ports);
+    vm->set("message", "Lambda no longer lists the instance (it vanished right after launch)");
+    return kit::VmResult(vm, false);
+  }
+  return kit::VmResult(VmJson(in, ports), false);
+}
+
+std::string LambdaDriver::Get(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the get request");
+  ObjectPtr in = Resolve(request);
+  if (!in) {
+    throw DriverError(GPUPROV_STATUS_NOT_FOUND,
+                      "no gpuprov instance " + kit::VmReference(request) + " on Lambda");
+  }
+  return kit::VmResult(VmJson(in));
+}
+
+std::string LambdaDriver::List(const std::string& /*request_json*/) {
+  Array::Ptr vms = new Array();
+  for (const auto& in : Instances()) {
+    if (IsManaged(in)) vms->add(VmJson(in));
+  }
+  return kit::VmsResult(vms);
+}
+
+void LambdaDriver::WaitGone(const std::string& id, const std::string& name) {
+  kit::PollOptions options;
+  options.what = "waiting for instance " + name + " to terminate";
+  options.interval = std::max(milliseconds(2000), request_interval_);
+  options.timeout = delete_wait_;
+  const bool gone = kit::PollUntil(host_, options, [&](std::string* status) {
+    Answer a = Call("GET", "/instances/" + Encode(id), "get instance " + id, nullptr, {404});
+    if (a.status == 404) return true;
+    *status = json::Str(DataObject(a, "get instance " + id), "status");
+    return *status == "terminated";
+  });
+  if (!gone) {
+    throw DriverError(GPUPROV_STATUS_TRANSIENT,
+                      "instance " + name + " is still terminating after " +
+                          std::to_string(delete_wait_.count()) +
+                          " s; run `gpuprov down " + name + "` again later to remove its "
+                          "firewall ruleset and SSH key");
+  }
+}
+
+std::string LambdaDriver::Delete(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the delete request");
+  ObjectPtr in = Resolve(request);
+  std::string name = json::Str(request, "name");
+  bool deleted = false;
+  std::string id, region;
+  std::vector<std::string> key_names;
+  if (in) {
+    id = json::Str(in, "id");
+    name = json::Str(in, "name");
+    region = json::Str(json::Obj(in, "region"), "name");
+    key_names = KeyNamesOf(in);
+    host_.Progress("terminating instance " + name + " (id " + id + ")");
+    Object::Ptr body = new Object();
+    Array::Ptr ids = new Array();
+    ids->add(id);
+    body->set("instance_ids", ids);
+    Answer a = Call("POST", "/instance-operations/terminate", "terminate instance " + name, body,
+                    {404});
+    deleted = a.status != 404;  // already gone counts as done (section 3.4)
+  }
+  if (name.empty()) return kit::DeletedResult(deleted);
+  // The ruleset of this VM name, even when the instance was already gone (a half-done create).
+  ObjectPtr ruleset = FindRuleset(name, region);
+  if (in && ruleset) WaitGone(id, name);  // Lambda refuses to delete an attached ruleset
+  if (ruleset) DeleteRuleset(ruleset);
+  RemoveAccountRules(name);
+  if (!in) {
+    // The instance vanished before its key could be read: every key gpuprov registered that
+    // no live gpuprov instance uses is an orphan of it.
+    Array::Ptr keys = DataArray(Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
+    for (size_t i = 0; i < keys->size(); ++i) {
+      const std::string k = json::Str(json::ObjAt(keys, i), "name");
+      if (k.rfind(kResourcePrefix, 0) == 0) key_names.push_back(k);
+    }
+  }
+  for (const auto& k : key_names) DeleteKeyIfUnused(k, id);
+  return kit::DeletedResult(deleted);
+}
+
+std::string LambdaDriver::OpenPorts(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the open_ports request");
+  const std::vector<int> ports = kit::PortsOf(request, "ports");
+  ObjectPtr in = Resolve(request);
+  if (!in) {
+    throw DriverError(GPUPROV_STATUS_NOT_FOUND,
+                      "no gpuprov instance " + kit::VmReference(request) + " on Lambda");
+  }
+  if (!ports.empty()) OpenFor(in, ports);
+  return "{}";
+}
+
+}  // namespace gpuprov::lambda
+
+GPUPROV_DRIVER(gpuprov::lambda::LambdaDriver)

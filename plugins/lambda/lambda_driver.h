@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The "lambda" driver: Lambda Cloud on-demand GPU instances over the Lambda Cloud API v1.
+//
+// Settings (docs/driver-protocol.md, init): "endpoint" (default https://cloud.lambda.ai/api/v1;
+// GPUPROV_LAMBDA_ENDPOINT; http:// only for a loopback emulator); config keys:
+//   region              default region when the request names none
+//   api_key_env         name of an environment variable holding the API key (checked first)
+//   api_key_file        the SkyPilot-style keys file (default ~/.lambda_cloud/lambda_keys)
+//   firewall            "ruleset" (default: a firewall ruleset per VM, attached at launch) or
+//                       "account" (gpuprov's rules in the account-wide list)
+//   pacing              {request_interval_ms (1000), launch_interval_ms (12000)}
+//   delete_wait_seconds how long delete waits for the instance to go (default 600)
+//   retry               {max_attempts, base_delay_ms, ...} (tests compress them)
+// What it makes per VM: the instance (name = VM name, tags gpuprov=1 and gpuprov-name), a
+// firewall ruleset "gpuprov-<name>" (or its name in gpuprov's account-wide rules), and at most
+// one SSH key "gpuprov-<hash>" shared by every VM with the same public key. See README.md.
+#pragma once
+
+#include <Poco/JSON/Object.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "credentials.h"
+#include "gpuprov/sdk.hpp"
+#include "http_client.h"
+
+namespace gpuprov::lambda {
+
+class LambdaDriver {
+ public:
+  static constexpr const char* kName = "lambda";
+  static constexpr const char* kVersion = "0.1.0";
+  static constexpr const char* kDescription =
+      "Lambda Cloud on-demand GPU instances (API v1): instances, firewall rulesets, SSH keys";
+  static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
+                                            GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES;
+
+  explicit LambdaDriver(const gpuprov::sdk::InitContext& ctx);
+
+  std::string Check(const std::string& request_json);
+  std::string Offers(const std::string& request_json);
+  std::string Create(const std::string& request_json);
+  std::string Get(const std::string& request_json);
+  std::string List(const std::string& request_json);
+  std::string Delete(const std::string& request_json);
+  std::string OpenPorts(const std::string& request_json);
+
+ private:
+  using ObjectPtr = Poco::JSON::Object::Ptr;
+
+  /// One API call with the key; returns the parsed body (nullptr for an empty one). Failures
+  /// become DriverError by Lambda's code table; statuses in `allow` are returned as they are
+  /// (then *status and *error are set).
+  struct Answer {
+    int status = 0;
+    ObjectPtr doc;
+    std::string code;     ///< error.code of a failure
+    std::string message;  ///< ApiError::Text() of a failure
+  };
+  Answer Call(const std::string& method, const std::string& path, const std::string& what,
+              const ObjectPtr& body = nullptr, const std::set<int>& allow = {},
+              bool idempotent = true);
+  /// The "data" member of a call's answer as an object / array (FAILED when missing).
+  static ObjectPtr DataObject(const Answer& a, const std::string& what);
+  static Poco::JSON::Array::Ptr DataArray(const Answer& a, const std::string& what);
+  const drivers::Credential& ApiKey();
+
+  /// Every non-terminated instance of the account.
+  std::vector<ObjectPtr> Instances();
+  /// The live gpuprov instance called name, or nullptr; a live same-named instance without
+  /// gpuprov's tag is reported in *foreign.
+  ObjectPtr FindByName(const std::string& name, bool* foreign = nullptr);
+  /// GET /instances/{id}, or nullptr when Lambda says it does not exist.
+  ObjectPtr InstanceById(const std::string& id);
+  /// The gpuprov instance a get/delete/open_ports request names by "id" or "name", or nullptr.
+  ObjectPtr Resolve(const ObjectPtr& request);
+
+  /// POST /instance-operations/launch without ever making two: after a 5xx or a lost answer
+  /// it looks for the name before trying again. Drops fields an older API refuses
+  /// (user_data, image, firewall_rulesets), saying so. Returns the instance id.
+  std::string Launch(const std::string& name, ObjectPtr body, bool* rulesets_refused);
+
+  struct SshKey {
+    std::string id;
+    std::string name;
+    bool created = false;  // registered by this call
+  };
+  SshKey EnsureSshKey(const std::string& public_key);
+  /// Deletes gpuprov's key `key_name` unless a live gpuprov instance other than `except_id`
+  /// still uses it.
+  void DeleteKeyIfUnused(const std::string& key_name, const std::string& except_id);
+
+  /// The ruleset "gpuprov-<vm>" in region (any region when ""), or nullptr.
+  ObjectPtr FindRuleset(const std::string& vm_name, const std::string& region);
+  /// The VM's ruleset with at least `ports` open (created or widened). Returns its id.
+  std::string EnsureRuleset(const std::string& vm_name, const std::string& region,
+                            const std::vector<int>& ports, bool* created);
+  void DeleteRuleset(const ObjectPtr& ruleset);
+  /// Read, add this VM's ports to gpuprov's rules, write (the user's rules kept).
+  void AddAccountRules(const std::string& vm_name, const std::vector<int>& ports);
+  /// Read, remove this VM (and VMs that no longer exist) from gpuprov's rules, write.
+  void RemoveAccountRules(const std::string& vm_name);
+  /// Opens ports for an existing instance the way it was made (its ruleset, else the
+  /// account-wide rules).
+  void OpenFor(const ObjectPtr& instance, const std::vector<int>& ports);
+  /// Waits (cancellable, bounded) until the instance is gone from the API.
+  void WaitGone(const std::string& id, const std::string& name);
+
+  ObjectPtr VmJson(const ObjectPtr& instance, const std::vector<int>& ports = {22}) const;
+
+  gpuprov::sdk::Host host_;
+  std::string endpoint_;
+  std::string default_region_;
+  bool account_firewall_ = false;
+  std::chrono::milliseconds request_interval_;
+  std::chrono::milliseconds launch_interval_;
+  std::chrono::seconds delete_wait_;
+  ObjectPtr config_;
+  std::unique_ptr<drivers::HttpClient> http_;
+  std::optional<drivers::Credential> api_key_;
+};
+
+}  // namespace gpuprov::lambda

@@ -1,0 +1,627 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Loads the BUILT driver .so with dlopen, as the host does, and drives it through the C
+// vtable against the Lambda emulator (tests/emulators, `gpuprov-emulator --backend memory`)
+// started as a child process. Talks only to 127.0.0.1.
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "driver_test_util.h"
+#include "gpuprov/driver_abi.h"
+
+namespace gpuprov::lambda {
+namespace {
+
+using drivers::testing::Contains;
+using drivers::testing::HttpReply;
+using drivers::testing::LoopbackHttp;
+using drivers::testing::OpResult;
+using drivers::testing::ParseJson;
+using drivers::testing::ScopedEnv;
+using drivers::testing::ScopedTempDir;
+using drivers::testing::SharedEmulatorTest;
+using drivers::testing::Stringify;
+using Poco::JSON::Array;
+using Poco::JSON::Object;
+
+constexpr const char* kApiKey = "secret_gpuprov_lambda_test_key_0123456789";
+constexpr const char* kKeyA =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJUeW8OWN9ub68dw8qD7cVkpP5fX+R7F0nbhoeOp4EjF test@gpuprov";
+constexpr const char* kKeyB =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGLNOSpIazn8gOTMOnUEqrXgF/uRfTEfARnXqkdhuaOj other@gpuprov";
+
+constexpr char kDriverPath[] = GPUPROV_LAMBDA_DRIVER_PATH;
+using Driver = drivers::testing::DriverAt<kDriverPath>;
+
+// --- no emulator needed -----------------------------------------------------
+
+TEST(LambdaDescriptor, IdentityAndCapabilities) {
+  const gpuprov_type_driver_descriptor* d = Driver::Descriptor();
+  ASSERT_NE(d, nullptr);
+  EXPECT_STREQ(d->name, "lambda");
+  EXPECT_EQ(d->capabilities,
+            static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
+                                  GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES));
+  drivers::testing::ExpectEveryOperation(*d->vtable);
+}
+
+TEST(LambdaDescriptor, RefusesPlainHttpToANonLoopbackEndpoint) {
+  Driver driver(R"({"endpoint":"http://cloud.lambda.ai/api/v1","config":{}})");
+  EXPECT_EQ(driver.init_status(), GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_TRUE(Contains(driver.init_error(), "loopback")) << driver.init_error();
+}
+
+TEST(LambdaDescriptor, NoKeyAnywhereIsAuthBeforeAnyCall) {
+  ScopedTempDir home;
+  ScopedEnv h("HOME", home.path().c_str());
+  ScopedEnv no_key("LAMBDA_API_KEY", nullptr);
+  Driver driver(R"({"endpoint":"","config":{}})");
+  ASSERT_EQ(driver.init_status(), GPUPROV_STATUS_OK) << driver.init_error();
+  OpResult r = driver.Check();
+  EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r;
+  EXPECT_TRUE(Contains(r.error, "LAMBDA_API_KEY")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "~/.lambda_cloud/lambda_keys")) << r.error;
+}
+
+TEST(LambdaDescriptor, AFirewallSettingOtherThanRulesetOrAccountIsRefused) {
+  Driver driver(R"({"endpoint":"","config":{"firewall":"per-vm"}})");
+  EXPECT_EQ(driver.init_status(), GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_TRUE(Contains(driver.init_error(), "\"ruleset\"")) << driver.init_error();
+}
+
+// --- the emulator -----------------------------------------------------------
+
+class Emulator : public drivers::testing::OneCloudEmulator {
+ public:
+  Emulator() : OneCloudEmulator("lambda") {}
+  bool Start(std::string* problem) {
+    // Fast boots; the documented pacing is switched on per test (Settings) where it is the
+    // subject, so the suite runs in seconds.
+    return StartMemory({"--boot-seconds", "1", "--no-rate-limits"},
+                       {{"LAMBDA_API_KEY", kApiKey}}, problem);
+  }
+  void Fault(const std::string& fault, int times, const std::string& extra = "") {
+    EmulatorProcess::Fault(R"({"cloud":"lambda","fault":")" + fault + R"(","times":)" +
+                           std::to_string(times) + extra + "}");
+  }
+  void Settings(const std::string& members) {
+    HttpReply r = Control("POST", "/settings", R"({"cloud":"lambda",)" + members + "}");
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
+  void ClearRequests() { EmulatorProcess::ClearRequests("lambda"); }
+  // The Lambda API with the key.
+  HttpReply Api(const std::string& method, const std::string& path, const std::string& body = "") {
+    return LoopbackHttp(method, url() + path, body,
+                        {{"Authorization", std::string("Bearer ") + kApiKey}});
+  }
+  // The emulator's view of one instance (allowed_ports, state).
+  Object::Ptr InstanceRow(const std::string& id) {
+    HttpReply r = Control("GET", "/instances?cloud=lambda");
+    Array::Ptr rows = r.Doc()->getArray("instances");
+    for (size_t i = 0; rows && i < rows->size(); ++i) {
+      Object::Ptr row = rows->getObject(static_cast<unsigned>(i));
+      if (Contains(Stringify(row), id)) return row;
+    }
+    return nullptr;
+  }
+  // The tcp ports the instance's firewall rules let the test host reach.
+  std::set<int> AllowedPorts(const std::string& id) {
+    std::set<int> out;
+    Object::Ptr row = InstanceRow(id);
+    EXPECT_TRUE(row) << "no instance " << id;
+    Array::Ptr ports = row ? row->getArray("allowed_ports") : nullptr;
+    for (size_t i = 0; ports && i < ports->size(); ++i) {
+      out.insert(ports->getElement<int>(static_cast<unsigned>(i)));
+    }
+    return out;
+  }
+};
+
+class LambdaEmulatorTest : public SharedEmulatorTest<Emulator> {
+ protected:
+  void SetUp() override {
+    SharedEmulatorTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    emulator_->Reset();
+    emulator_->Settings(R"("enforce_rate_limits":false,"legacy_api":false,"sold_out":[],)"
+                        R"("terminating_seconds":1)");
+    home_ = std::make_unique<ScopedTempDir>();
+    home_env_ = std::make_unique<ScopedEnv>("HOME", home_->path().c_str());
+    key_ = std::make_unique<ScopedEnv>("LAMBDA_API_KEY", kApiKey);
+  }
+  void TearDown() override {
+    key_.reset();
+    home_env_.reset();
+    home_.reset();
+  }
+
+  // Settings with compressed retries and pacing, for the emulator's endpoint.
+  static std::string Config(const std::string& extra_config = "") {
+    return R"({"endpoint":")" + emulator_->url() +
+           R"(","config":{"retry":{"max_attempts":5,"base_delay_ms":5,"max_delay_ms":50,)"
+           R"("max_retry_after_ms":1500,"total_budget_ms":20000,"attempt_timeout_ms":10000},)"
+           R"("pacing":{"request_interval_ms":0,"launch_interval_ms":0})" +
+           extra_config + "}}";
+  }
+
+  static std::string CreateRequest(const std::string& name, const std::string& key = kKeyA,
+                                   const std::vector<int>& ports = {22, 6443, 80, 443},
+                                   const std::string& user_data = "#!/bin/bash\necho hi\n") {
+    Object::Ptr req = new Object();
+    req->set("name", name);
+    req->set("region", "us-east-1");
+    req->set("instance_type", "");
+    Object::Ptr gpu = new Object();
+    gpu->set("type", "A10");
+    gpu->set("count", 1);
+    req->set("gpu", gpu);
+    req->set("image", "");
+    req->set("ssh_public_key", key);
+    req->set("user_data", user_data);
+    Object::Ptr tags = new Object();
+    tags->set("gpuprov", "1");
+    tags->set("gpuprov-name", name);
+    tags->set("team", "ml");
+    req->set("tags", tags);
+    Array::Ptr p = new Array();
+    for (int port : ports) p->add(port);
+    req->set("open_ports", p);
+    return Stringify(req);
+  }
+
+  static Object::Ptr WaitRunning(Driver& driver, const std::string& id) {
+    return drivers::testing::WaitRunning(driver, id, std::chrono::seconds(30), "instance");
+  }
+
+  // Nothing of gpuprov's left; a terminated instance is listed as terminating for a second.
+  static void ExpectNothingLeft() {
+    for (int i = 0; i < 50 && emulator_->Count("instances") != 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_EQ(emulator_->Count("instances"), 0);
+    EXPECT_EQ(emulator_->Count("rulesets"), 0);
+    EXPECT_EQ(emulator_->Count("ssh_keys"), 0);
+    EXPECT_EQ(emulator_->Count("firewall_rules"), 0);
+  }
+
+  std::unique_ptr<ScopedTempDir> home_;
+  std::unique_ptr<ScopedEnv> home_env_;
+  std::unique_ptr<ScopedEnv> key_;
+};
+
+TEST_F(LambdaEmulatorTest, CheckNamesWhereTheKeyCameFromAndNeverTheKey) {
+  Driver driver(Config());
+  OpResult r = driver.Check();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_EQ(r.Doc()->getValue<std::string>("key_from"), "$LAMBDA_API_KEY");
+  EXPECT_EQ(r.Doc()->getValue<int>("user_data_limit"), 1024 * 1024);
+  EXPECT_FALSE(Contains(r.json, kApiKey));
+  EXPECT_FALSE(Contains(driver.host().All(), kApiKey));
+}
+
+TEST_F(LambdaEmulatorTest, TheKeyFileIsUsedWithoutTheVariable) {
+  ScopedEnv no_env("LAMBDA_API_KEY", nullptr);
+  std::filesystem::create_directories(home_->path() / ".lambda_cloud");
+  std::ofstream(home_->path() / ".lambda_cloud" / "lambda_keys") << "api_key = " << kApiKey << "\n";
+  Driver driver(Config());
+  OpResult r = driver.Check();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_TRUE(Contains(r.Doc()->getValue<std::string>("key_from"), ".lambda_cloud/lambda_keys"));
+}
+
+TEST_F(LambdaEmulatorTest, OffersComeFromLiveCapacityPerRegion) {
+  Driver driver(Config());
+  OpResult r = driver.Offers(R"({"gpu":{"type":"H100","count":1},"region":""})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  Array::Ptr offers = r.Doc()->getArray("offers");
+  // gpu_1x_h100_pcie in 3 regions and gpu_1x_h100_sxm5 in 2 (the emulator's capacity lists).
+  ASSERT_EQ(offers->size(), 5u) << r.json;
+  bool pcie_in_west = false;
+  for (size_t i = 0; i < offers->size(); ++i) {
+    Object::Ptr o = offers->getObject(static_cast<unsigned>(i));
+    EXPECT_EQ(o->getValue<std::string>("gpu_type"), "H100");
+    if (o->getValue<std::string>("instance_type") == "gpu_1x_h100_pcie" &&
+        o->getValue<std::string>("region") == "us-west-1") {
+      pcie_in_west = true;
+      EXPECT_DOUBLE_EQ(o->getValue<double>("price_per_hour"), 2.49);
+    }
+  }
+  EXPECT_TRUE(pcie_in_west) << r.json;
+
+  OpResult in_region = driver.Offers(R"({"gpu":{"type":"H100","count":8},"region":"us-south-1"})");
+  ASSERT_EQ(in_region.status, GPUPROV_STATUS_OK) << in_region;
+  ASSERT_EQ(in_region.Doc()->getArray("offers")->size(), 1u) << in_region.json;
+
+  emulator_->Settings(R"("sold_out":["gpu_1x_a10"])");
+  OpResult sold = driver.Offers(R"({"gpu":{"type":"A10","count":1},"region":""})");
+  ASSERT_EQ(sold.status, GPUPROV_STATUS_OK) << sold;
+  EXPECT_EQ(sold.Doc()->getArray("offers")->size(), 0u);
+  EXPECT_TRUE(Contains(driver.host().All(), "no capacity now for gpu_1x_a10")) << driver.host().All();
+}
+
+TEST_F(LambdaEmulatorTest, L4IsNotALambdaTypeAndTheMessageListsWhatIs) {
+  Driver driver(Config());
+  OpResult offers = driver.Offers(R"({"gpu":{"type":"L4","count":1},"region":""})");
+  ASSERT_EQ(offers.status, GPUPROV_STATUS_OK) << offers;
+  EXPECT_EQ(offers.Doc()->getArray("offers")->size(), 0u);
+  EXPECT_TRUE(Contains(driver.host().All(), "Lambda does not offer L4:1")) << driver.host().All();
+  Object::Ptr req = ParseJson(CreateRequest("lam-l4"));
+  req->getObject("gpu")->set("type", "L4");
+  OpResult c = driver.Create(Stringify(req));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c;
+  EXPECT_TRUE(Contains(c.error, "H100 x1/x2/x4/x8")) << c.error;
+  ExpectNothingLeft();
+}
+
+TEST_F(LambdaEmulatorTest, Lifecycle) {
+  Driver driver(Config());
+  emulator_->ClearRequests();
+  OpResult created = driver.Create(CreateRequest("lam-life"));
+  ASSERT_EQ(created.status, GPUPROV_STATUS_OK) << created << "\n" << driver.host().All();
+  EXPECT_FALSE(created.Doc()->getValue<bool>("existing"));
+  Object::Ptr vm = created.Vm();
+  const std::string id = vm->getValue<std::string>("id");
+  EXPECT_EQ(id.size(), 32u);
+  EXPECT_EQ(vm->getValue<std::string>("name"), "lam-life");
+  EXPECT_EQ(vm->getValue<std::string>("instance_type"), "gpu_1x_a10");
+  EXPECT_EQ(vm->getValue<std::string>("region"), "us-east-1");
+  EXPECT_EQ(vm->getValue<std::string>("ssh_user"), "ubuntu");
+  EXPECT_EQ(vm->getValue<std::string>("gpus"), "A10:1");
+  EXPECT_EQ(vm->getValue<std::string>("state"), "pending");
+  EXPECT_EQ(vm->getObject("tags")->getValue<std::string>("team"), "ml");
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  EXPECT_EQ(emulator_->Count("rulesets"), 1);
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 1);
+  EXPECT_EQ(emulator_->Count("firewall_rules"), 0);  // the account's list is not touched
+
+  Object::Ptr running = WaitRunning(driver, id);
+  ASSERT_TRUE(running);
+  EXPECT_EQ(running->getValue<std::string>("public_ip").rfind("127.", 0), 0u);
+  // The ruleset attached at launch makes the cluster ports reachable.
+  EXPECT_EQ(emulator_->AllowedPorts(id), (std::set<int>{22, 80, 443, 6443}));
+  HttpReply sets = emulator_->Api("GET", "/firewall-rulesets");
+  EXPECT_TRUE(Contains(sets.body, "\"name\":\"gpuprov-lam-life\"")) << sets.body;
+  EXPECT_TRUE(Contains(sets.body, id)) << sets.body;
+
+  OpResult by_name = driver.Get(R"({"name":"lam-life"})");
+  ASSERT_EQ(by_name.status, GPUPROV_STATUS_OK) << by_name;
+  EXPECT_EQ(by_name.Vm()->getValue<std::string>("id"), id);
+  OpResult list = driver.List();
+  ASSERT_EQ(list.status, GPUPROV_STATUS_OK) << list;
+  ASSERT_EQ(list.Doc()->getArray("vms")->size(), 1u) << list.json;
+
+  // A re-run finds it by name and makes nothing new.
+  OpResult again = driver.Create(CreateRequest("lam-life"));
+  ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << again;
+  EXPECT_TRUE(again.Doc()->getValue<bool>("existing"));
+  EXPECT_EQ(again.Vm()->getValue<std::string>("id"), id);
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  EXPECT_EQ(emulator_->Count("rulesets"), 1);
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 1);
+
+  OpResult del = driver.Delete(R"({"id":")" + id + R"(","name":"lam-life"})");
+  ASSERT_EQ(del.status, GPUPROV_STATUS_OK) << del << "\n" << driver.host().All();
+  EXPECT_TRUE(del.Doc()->getValue<bool>("deleted"));
+  ExpectNothingLeft();
+  EXPECT_EQ(driver.Get(R"({"id":")" + id + R"("})").status, GPUPROV_STATUS_NOT_FOUND);
+  OpResult del2 = driver.Delete(R"({"id":")" + id + R"(","name":"lam-life"})");
+  ASSERT_EQ(del2.status, GPUPROV_STATUS_OK) << del2;
+  EXPECT_FALSE(del2.Doc()->getValue<bool>("deleted"));
+  EXPECT_FALSE(Contains(driver.host().All(), kApiKey));
+  // Exactly one launch, and every call authenticated as Bearer (no 401 along the way).
+  int launches = 0;
+  for (const auto& r : emulator_->Requests()) {
+    launches += Contains(r, "POST /api/v1/instance-operations/launch");
+    EXPECT_FALSE(Contains(r, "-> 401")) << r;
+  }
+  EXPECT_EQ(launches, 1);
+}
+
+TEST_F(LambdaEmulatorTest, SharedKeyGoesWithItsLastVmAndAUsersKeyIsNeverDeleted) {
+  Driver driver(Config());
+  ASSERT_EQ(driver.Create(CreateRequest("lam-share-a")).status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Create(CreateRequest("lam-share-b")).status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 1);
+  EXPECT_EQ(emulator_->Count("rulesets"), 2);
+  ASSERT_EQ(driver.Delete(R"({"name":"lam-share-a"})").status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 1);
+  EXPECT_EQ(emulator_->Count("rulesets"), 1);
+  ASSERT_EQ(driver.Delete(R"({"name":"lam-share-b"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+
+  HttpReply mine = emulator_->Api("POST", "/ssh-keys",
+                                  std::string(R"({"name":"laptop","public_key":")") + kKeyB + R"("})");
+  ASSERT_EQ(mine.status, 200) << mine.body;
+  OpResult c = driver.Create(CreateRequest("lam-userkey", kKeyB));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 1);
+  ASSERT_EQ(driver.Delete(R"({"name":"lam-userkey"})").status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 1);
+  EXPECT_TRUE(Contains(emulator_->Api("GET", "/ssh-keys").body, "\"laptop\""));
+}
+
+TEST_F(LambdaEmulatorTest, ASameNamedInstanceGpuprovDidNotLaunchIsNeverAdoptedOrDeleted) {
+  HttpReply key = emulator_->Api("POST", "/ssh-keys",
+                                 std::string(R"({"name":"laptop","public_key":")") + kKeyB + R"("})");
+  ASSERT_EQ(key.status, 200) << key.body;
+  HttpReply mine = emulator_->Api(
+      "POST", "/instance-operations/launch",
+      R"({"region_name":"us-east-1","instance_type_name":"gpu_1x_a10","ssh_key_names":["laptop"],"name":"lam-mine"})");
+  ASSERT_EQ(mine.status, 200) << mine.body;
+  Driver driver(Config());
+  OpResult c = driver.Create(CreateRequest("lam-mine"));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c;
+  EXPECT_TRUE(Contains(c.error, "choose another VM name")) << c.error;
+  EXPECT_EQ(driver.Get(R"({"name":"lam-mine"})").status, GPUPROV_STATUS_NOT_FOUND);
+  OpResult d = driver.Delete(R"({"name":"lam-mine"})");
+  ASSERT_EQ(d.status, GPUPROV_STATUS_OK) << d;
+  EXPECT_FALSE(d.Doc()->getValue<bool>("deleted"));
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 1);
+  EXPECT_EQ(emulator_->Count("rulesets"), 0);
+  EXPECT_EQ(driver.List().Doc()->getArray("vms")->size(), 0u);
+}
+
+TEST_F(LambdaEmulatorTest, CapacityIsReportedOnceNotRetriedAndNothingLeaks) {
+  Driver driver(Config());
+  emulator_->ClearRequests();
+  emulator_->Fault("capacity", 1);
+  OpResult r = driver.Create(CreateRequest("lam-cap"));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_CAPACITY) << r;
+  EXPECT_TRUE(Contains(r.error, "instance-operations/launch/insufficient-capacity")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "another region")) << r.error;
+  int launches = 0;
+  for (const auto& line : emulator_->Requests()) launches += Contains(line, "/launch");
+  EXPECT_EQ(launches, 1);
+  ExpectNothingLeft();
+}
+
+TEST_F(LambdaEmulatorTest, QuotaIsReported) {
+  Driver driver(Config());
+  emulator_->Fault("quota", 1);
+  OpResult r = driver.Create(CreateRequest("lam-quota"));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_QUOTA) << r;
+  EXPECT_TRUE(Contains(r.error, "global/quota-exceeded")) << r.error;
+  ExpectNothingLeft();
+}
+
+TEST_F(LambdaEmulatorTest, AServerErrorAfterTheLaunchWasDoneFindsItByNameNotASecond) {
+  Driver driver(Config());
+  emulator_->Fault("server_error", 1,
+                   R"(,"status":503,"value":"after_create","method":"POST","path":"/api/v1/instance-operations/launch")");
+  OpResult r = driver.Create(CreateRequest("lam-5xx"));
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r << "\n" << driver.host().All();
+  EXPECT_TRUE(Contains(driver.host().All(), "launched although Lambda's answer failed"))
+      << driver.host().All();
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  ASSERT_EQ(driver.Delete(R"({"name":"lam-5xx"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(LambdaEmulatorTest, AServerErrorBeforeTheLaunchIsRetriedAfterALookUp) {
+  Driver driver(Config());
+  emulator_->Fault("server_error", 2,
+                   R"(,"status":500,"method":"POST","path":"/api/v1/instance-operations/launch")");
+  OpResult r = driver.Create(CreateRequest("lam-5xx-before"));
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r << "\n" << driver.host().All();
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  ASSERT_EQ(driver.Delete(R"({"name":"lam-5xx-before"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(LambdaEmulatorTest, ThrottlingIsRetriedHonouringRetryAfter) {
+  Driver driver(Config());
+  emulator_->Fault("throttle", 2, R"(,"retry_after":1)");
+  const auto start = std::chrono::steady_clock::now();
+  OpResult r = driver.Check();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r << "\n" << driver.host().All();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1900));
+  EXPECT_TRUE(Contains(driver.host().All(), "-> 429")) << driver.host().All();
+  emulator_->Fault("throttle", 2, R"(,"retry_after":0)");  // 429 without Retry-After
+  OpResult again = driver.Check();
+  ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << again;
+}
+
+TEST_F(LambdaEmulatorTest, DocumentedPacingIsRespectedWithoutA429) {
+  // The emulator enforces 1 request per 0.2 s and 1 launch per 1.5 s (scaled-down versions of
+  // the documented limits); the driver is told the same pacing.
+  emulator_->Settings(R"("enforce_rate_limits":true,"requests_per_second":5,)"
+                      R"("launch_interval_seconds":1.5)");
+  Driver driver(Config(R"(,"pacing":{"request_interval_ms":250,"launch_interval_ms":1700})"));
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(driver.Create(CreateRequest("lam-pace-a")).status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Create(CreateRequest("lam-pace-b")).status, GPUPROV_STATUS_OK);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1500));
+  EXPECT_EQ(emulator_->Count("rate_limited"), 0) << driver.host().All();
+  emulator_->Settings(R"("enforce_rate_limits":false)");
+  ASSERT_EQ(driver.Delete(R"({"name":"lam-pace-a"})").status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Delete(R"({"name":"lam-pace-b"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(LambdaEmulatorTest, AWrongKeyIsAuthWithAHintAndIsNeverShown) {
+  ScopedEnv wrong("LAMBDA_API_KEY", "secret_wrong_lambda_key");
+  Driver driver(Config());
+  OpResult r = driver.Check();
+  EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r;
+  EXPECT_TRUE(Contains(r.error, "global/invalid-api-key")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "$LAMBDA_API_KEY")) << r.error;
+  EXPECT_FALSE(Contains(r.error, "secret_wrong_lambda_key"));
+  EXPECT_FALSE(Contains(driver.host().All(), "secret_wrong_lambda_key"));
+  EXPECT_EQ(driver.Create(CreateRequest("lam-auth")).status, GPUPROV_STATUS_AUTH);
+  ExpectNothingLeft();
+}
+
+TEST_F(LambdaEmulatorTest, OpenPortsWidensTheVmsRuleset) {
+  Driver driver(Config());
+  OpResult c = driver.Create(CreateRequest("lam-ports", kKeyA, {22}));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  ASSERT_TRUE(WaitRunning(driver, id));
+  EXPECT_EQ(emulator_->AllowedPorts(id), (std::set<int>{22}));
+  OpResult r = driver.OpenPorts(R"({"id":")" + id + R"(","ports":[6443,443]})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_EQ(emulator_->AllowedPorts(id), (std::set<int>{22, 443, 6443}));
+  EXPECT_EQ(emulator_->Count("rulesets"), 1);
+  EXPECT_EQ(emulator_->Count("firewall_rules"), 0);
+  ASSERT_EQ(driver.Delete(R"({"name":"lam-ports"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+// The account-wide list (firewall = "account"): the user's own rules survive two VMs that
+// need the same ports, and each down removes only what no other VM needs.
+TEST_F(LambdaEmulatorTest, AccountRulesKeepTheUsersRulesAcrossTwoOverlappingVms) {
+  const std::string users = R"({"data":[
+    {"protocol":"tcp","port_range":[22,22],"source_network":"0.0.0.0/0","description":"Allow SSH"},
+    {"protocol":"icmp","source_network":"0.0.0.0/0","description":"Allow ICMP"},
+    {"protocol":"tcp","port_range":[8888,8888],"source_network":"0.0.0.0/0","description":"my notebook"}]})";
+  ASSERT_EQ(emulator_->Api("PUT", "/firewall-rules", users).status, 200);
+  const long long baseline = emulator_->Count("firewall_rules");
+  ASSERT_EQ(baseline, 1);
+  Driver driver(Config(R"(,"firewall":"account")"));
+  OpResult a = driver.Create(CreateRequest("lam-acct-a"));
+  ASSERT_EQ(a.status, GPUPROV_STATUS_OK) << a << "\n" << driver.host().All();
+  OpResult b = driver.Create(CreateRequest("lam-acct-b", kKeyA, {22, 6443}));
+  ASSERT_EQ(b.status, GPUPROV_STATUS_OK) << b;
+  EXPECT_EQ(emulator_->Count("rulesets"), 0);
+  std::string rules = emulator_->Api("GET", "/firewall-rules").body;
+  EXPECT_TRUE(Contains(rules, "my notebook")) << rules;
+  EXPECT_TRUE(Contains(rules, "gpuprov:lam-acct-a,lam-acct-b")) << rules;
+  EXPECT_EQ(emulator_->Count("firewall_rules"), baseline + 4);  // 22, 6443, 80, 443
+
+  ASSERT_TRUE(WaitRunning(driver, a.Vm()->getValue<std::string>("id")));
+  ASSERT_EQ(driver.Delete(R"({"name":"lam-acct-a"})").status, GPUPROV_STATUS_OK);
+  rules = emulator_->Api("GET", "/firewall-rules").body;
+  EXPECT_TRUE(Contains(rules, "my notebook")) << rules;
+  EXPECT_FALSE(Contains(rules, "[80,80]")) << rules;  // only a needed it
+  EXPECT_TRUE(Contains(rules, "\"gpuprov:lam-acct-b\"")) << rules;
+  // b's ports stay reachable.
+  EXPECT_EQ(emulator_->AllowedPorts(b.Vm()->getValue<std::string>("id")), (std::set<int>{22, 6443, 8888}));
+
+  ASSERT_EQ(driver.Delete(R"({"name":"lam-acct-b"})").status, GPUPROV_STATUS_OK);
+  rules = emulator_->Api("GET", "/firewall-rules").body;
+  EXPECT_TRUE(Contains(rules, "my notebook")) << rules;
+  EXPECT_TRUE(Contains(rules, "Allow SSH")) << rules;
+  EXPECT_FALSE(Contains(rules, "gpuprov")) << rules;
+  EXPECT_EQ(emulator_->Count("firewall_rules"), baseline);
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 0);
+  ASSERT_EQ(emulator_->Api("PUT", "/firewall-rules", R"({"data":[]})").status, 200);
+  emulator_->Reset();  // the account's starting rules again
+  ExpectNothingLeft();
+}
+
+TEST_F(LambdaEmulatorTest, AnOlderApiWithoutUserDataOrRulesetsFallsBackAndLeavesNothing) {
+  emulator_->Settings(R"("legacy_api":true)");
+  Driver driver(Config());
+  OpResult c = driver.Create(CreateRequest("lam-legacy"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c << "\n" << driver.host().All();
+  const std::string all = driver.host().All();
+  EXPECT_TRUE(Contains(all, "refuses \"user_data\"")) << all;
+  EXPECT_TRUE(Contains(all, "pushed over SSH")) << all;
+  EXPECT_TRUE(Contains(all, "refuses \"firewall_rulesets\"")) << all;
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  EXPECT_EQ(emulator_->Count("rulesets"), 0);
+  EXPECT_EQ(emulator_->Count("firewall_rules"), 4);
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  ASSERT_TRUE(WaitRunning(driver, id));
+  EXPECT_EQ(emulator_->AllowedPorts(id), (std::set<int>{22, 80, 443, 6443}));
+  ASSERT_EQ(driver.Delete(R"({"name":"lam-legacy"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(LambdaEmulatorTest, AnInstanceThatVanishesIsNotFoundAndDeleteCleansUp) {
+  Driver driver(Config());
+  emulator_->Fault("vanish_during_boot", 1);
+  OpResult c = driver.Create(CreateRequest("lam-vanish"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  OpResult g;
+  for (int i = 0; i < 50; ++i) {
+    g = driver.Get(R"({"id":")" + id + R"("})");
+    if (g.status != GPUPROV_STATUS_OK) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(g.status, GPUPROV_STATUS_NOT_FOUND) << g;
+  OpResult d = driver.Delete(R"({"id":")" + id + R"(","name":"lam-vanish"})");
+  ASSERT_EQ(d.status, GPUPROV_STATUS_OK) << d;
+  EXPECT_FALSE(d.Doc()->getValue<bool>("deleted"));
+  ExpectNothingLeft();
+}
+
+TEST_F(LambdaEmulatorTest, UnhealthyIsAnErrorWithLambdasWordAndActiveWithoutIpIsPending) {
+  Driver driver(Config());
+  emulator_->Fault("error_during_boot", 1);
+  OpResult c = driver.Create(CreateRequest("lam-sick"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  Object::Ptr vm = drivers::testing::PollVm(
+      driver, R"({"name":"lam-sick"})",
+      [](const Object::Ptr& v) { return v->getValue<std::string>("state") == "error"; },
+      std::chrono::seconds(20));
+  ASSERT_TRUE(vm);
+  EXPECT_EQ(vm->getValue<std::string>("state"), "error");
+  EXPECT_TRUE(Contains(vm->getValue<std::string>("message"), "unhealthy"));
+  ASSERT_EQ(driver.Delete(R"({"name":"lam-sick"})").status, GPUPROV_STATUS_OK);
+
+  emulator_->Fault("ip_after_boot", 1, R"(,"seconds":3)");
+  OpResult late = driver.Create(CreateRequest("lam-late-ip"));
+  ASSERT_EQ(late.status, GPUPROV_STATUS_OK) << late;
+  Object::Ptr waiting = drivers::testing::PollVm(
+      driver, R"({"name":"lam-late-ip"})",
+      [](const Object::Ptr& v) { return !v->getValue<std::string>("message").empty(); },
+      std::chrono::seconds(20));
+  ASSERT_TRUE(waiting);
+  EXPECT_EQ(waiting->getValue<std::string>("state"), "pending");
+  EXPECT_EQ(waiting->getValue<std::string>("message"), "active, waiting for its IP");
+  EXPECT_TRUE(WaitRunning(driver, late.Vm()->getValue<std::string>("id")));
+  ASSERT_EQ(driver.Delete(R"({"name":"lam-late-ip"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(LambdaEmulatorTest, ADeleteWaitingForTerminationEndsOnCancel) {
+  emulator_->Settings(R"("terminating_seconds":30)");
+  Driver driver(Config());
+  ASSERT_EQ(driver.Create(CreateRequest("lam-cancel")).status, GPUPROV_STATUS_OK);
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    const_cast<drivers::testing::RecordingHost&>(driver.host()).cancel = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  OpResult d = driver.Delete(R"({"name":"lam-cancel"})");
+  canceller.join();
+  EXPECT_EQ(d.status, GPUPROV_STATUS_CANCELLED) << d;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_TRUE(Contains(d.error, "cancelled")) << d.error;
+}
+
+TEST_F(LambdaEmulatorTest, BadInputIsRefusedBeforeAnyCall) {
+  Driver driver(Config());
+  emulator_->ClearRequests();
+  OpResult big = driver.Create(CreateRequest("lam-big", kKeyA, {22}, std::string(1024 * 1024 + 1, 'x')));
+  EXPECT_EQ(big.status, GPUPROV_STATUS_INVALID_INPUT) << big;
+  EXPECT_TRUE(Contains(big.error, "user_data")) << big.error;
+  OpResult long_name = driver.Create(CreateRequest(std::string(57, 'a')));
+  EXPECT_EQ(long_name.status, GPUPROV_STATUS_INVALID_INPUT) << long_name;
+  EXPECT_TRUE(Contains(long_name.error, "ruleset")) << long_name.error;
+  OpResult bad_key = driver.Create(CreateRequest("lam-badkey", "ssh-ed25519 nope"));
+  EXPECT_EQ(bad_key.status, GPUPROV_STATUS_INVALID_INPUT) << bad_key;
+  Object::Ptr no_gpu = ParseJson(CreateRequest("lam-cpu"));
+  no_gpu->remove("gpu");
+  OpResult cpu = driver.Create(Stringify(no_gpu));
+  EXPECT_EQ(cpu.status, GPUPROV_STATUS_INVALID_INPUT) << cpu;
+  EXPECT_TRUE(Contains(cpu.error, "only GPU instances")) << cpu.error;
+  EXPECT_TRUE(emulator_->Requests().empty());
+  ExpectNothingLeft();
+}
+
+}  // namespace
+}  // namespace gpuprov::lambda

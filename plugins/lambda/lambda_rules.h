@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The Lambda-specific rules of the driver that need no network, kept apart so they are
+// unit-tested directly: where the API key comes from, the error-code table, instance states,
+// names of what gpuprov makes, tags, and the firewall rules it adds to (and removes from) a
+// list the user shares with it. Facts from /work/shared/clouds/lambda.md (section numbers in
+// the comments).
+#pragma once
+
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "credentials.h"
+#include "tags.h"
+#include "gpuprov/driver_abi.h"
+#include "vm_rules.h"
+
+namespace gpuprov::lambda {
+
+inline constexpr const char* kDefaultEndpoint = "https://cloud.lambda.ai/api/v1";  // section 2
+inline constexpr const char* kSshUser = "ubuntu";                                  // section 9
+/// user_data is plain text of at most 1 MB (section 4).
+inline constexpr size_t kMaxUserDataBytes = 1024 * 1024;
+/// Names of what gpuprov makes (the kit's kResourcePrefix): SSH key "gpuprov-<sha256 of the
+/// key, 16 hex>", firewall ruleset "gpuprov-<vm name>"; account-wide rules carry the
+/// description "gpuprov:<vm>,<vm>".
+using drivers::kResourcePrefix;
+inline constexpr const char* kRuleDescriptionPrefix = "gpuprov:";
+/// Documented pacing (section 2): about 1 request/s; launch 1 per 12 s (older docs: 10 s).
+inline constexpr int kRequestIntervalMs = 1000;
+inline constexpr int kLaunchIntervalMs = 12000;
+
+/// Instance names are at most 64 characters (section 3.1); gpuprov's are host-name-like and
+/// at most 56, so "gpuprov-<name>" fits a ruleset name (64).
+inline const drivers::VmNameRules kVmNameRules{
+    .what = "a Lambda instance name",
+    .max_length = 56,
+    .punctuation = "-",
+    .note = "gpuprov names the VM's firewall ruleset gpuprov-<name>, and Lambda allows 64"};
+
+/// The API key: the variable named by config.api_key_env, then $LAMBDA_API_KEY, then the
+/// file SkyPilot and Lambda's tooling use (config.api_key_file, else
+/// ~/.lambda_cloud/lambda_keys, a line "api_key = <KEY>") (section 1).
+std::optional<drivers::Credential> ResolveApiKey(const Poco::JSON::Object::Ptr& config);
+
+/// $HOME/.lambda_cloud/lambda_keys ("" without HOME).
+std::string DefaultKeysFile();
+
+/// The api_key of a lambda_keys text ("api_key = K" lines, '#' comments), or nullopt.
+std::optional<std::string> ApiKeyFromKeysText(const std::string& text);
+
+/// What to tell a user whose key is missing or refused.
+std::string ApiKeyHint();
+
+/// Lambda's error object {"error": {"code", "message", "suggestion"?}} (section 2, 8).
+struct ApiError {
+  std::string code;
+  std::string message;
+  std::string suggestion;
+  /// "code: message (suggestion)", or the body cut short when it is not an error object.
+  std::string Text() const;
+};
+ApiError ParseApiError(const std::string& body);
+
+/// The driver status of an answer: the code table of section 8 (provider/... and
+/// global/rate-limited TRANSIENT), else the HTTP status.
+gpuprov_type_status StatusOf(int http_status, const std::string& code);
+
+inline constexpr const char* kCapacityCode = "instance-operations/launch/insufficient-capacity";
+
+/// An instance status (section 3.2) -> the protocol's state word and a message:
+/// booting -> pending; active -> running once it has an IP (pending before, "active, waiting
+/// for its IP"); unhealthy -> error; terminating, terminated, preempted -> terminated; anything
+/// else -> error naming it.
+struct VmState {
+  std::string state;
+  std::string message;
+};
+VmState StateOf(const std::string& lambda_status, bool has_ip);
+
+/// True for statuses of an instance that is gone or going (section 3.3).
+bool IsGoneStatus(const std::string& lambda_status);
+
+std::string RulesetName(const std::string& vm_name);
+
+/// "gpuprov-<first 16 hex of sha256(type blob)>" for an OpenSSH public key line; throws
+/// DriverError(INVALID_INPUT) when the line is not "<type> <base64> [comment]".
+std::string KeyName(const std::string& public_key_line);
+
+/// True when two OpenSSH public key lines hold the same key (type and blob; comments ignored).
+bool SameKey(const std::string& a, const std::string& b);
+
+/// The launch "tags" (section 3.1, shape [{"key","value"}] as the emulator takes it): gpuprov=1,
+/// gpuprov-name=<name>, then the user's tags with keys fitted to ^[a-z][a-z0-9-:]+$ (at most 55,
+/// never lambda-ai-...) and values cut to 128.
+Poco::JSON::Array::Ptr LaunchTags(const std::string& vm_name,
+                                  const std::map<std::string, std::string>& user_tags);
+
+/// The value of tag `key` in an instance's "tags", or "".
+std::string TagValue(const Poco::JSON::Object::Ptr& instance, const std::string& key);
+
+/// One inbound rule (section 5): tcp [port, port] from 0.0.0.0/0 with a description.
+Poco::JSON::Object::Ptr TcpRule(int port, const std::string& description);
+
+/// The rules of a VM's own ruleset: one per port, described "gpuprov <vm>: tcp <port>".
+Poco::JSON::Array::Ptr RulesetRules(const std::string& vm_name, const std::vector<int>& ports);
+
+/// The tcp ports a rule list opens to 0.0.0.0/0 (single ports and ranges; "all" counts as
+/// every port: reported as 0).
+std::set<int> OpenTcpPorts(const Poco::JSON::Array::Ptr& rules);
+
+/// The account-wide list with `vm_name` added to gpuprov's rule for each port (one rule per
+/// port, its description naming the VMs that need it; a rule is added for a port that has
+/// none). Every other rule is kept as it is, in order. *changed says whether it differs.
+Poco::JSON::Array::Ptr AddToAccountRules(const Poco::JSON::Array::Ptr& rules,
+                                         const std::string& vm_name, const std::vector<int>& ports,
+                                         bool* changed);
+
+/// The account-wide list without `vm_name` in gpuprov's rules, and without names not in
+/// `live_vms` (VMs that no longer exist); a gpuprov rule that names no VM is dropped. Rules
+/// gpuprov did not make are kept as they are. *changed says whether it differs.
+Poco::JSON::Array::Ptr RemoveFromAccountRules(const Poco::JSON::Array::Ptr& rules,
+                                              const std::string& vm_name,
+                                              const std::set<std::string>& live_vms,
+                                              bool* changed);
+
+}  // namespace gpuprov::lambda

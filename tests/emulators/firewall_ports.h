@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Which tcp ports of an instance a cloud's firewall rules let the test host
+// (127.0.0.1, where tests connect from) reach. One function per cloud; the
+// cloud API hands the result to the backend (InstanceBackend::SetReachablePorts).
+// Ranges of at most kMaxExpandedRange ports count port by port; a wider range
+// (or "all") counts only the ports gpuprov uses (22, 80, 443, 6443) inside it,
+// so a backend never has to open thousands of ports.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "emulator_http.h"
+#include "instance_backend.h"
+
+namespace gpuprov::emulator {
+
+constexpr int kMaxExpandedRange = 16;
+
+/// The address tests reach instances from.
+constexpr const char* kTestClientAddress = "127.0.0.1";
+
+/// True when the IPv4 CIDR ("0.0.0.0/0", "127.0.0.0/8", "1.2.3.4/32", or a bare
+/// address) contains address. False for anything unparsable.
+bool CidrContains(const std::string& cidr, const std::string& address);
+
+/// The same ports as the backend's PortSet.
+PortSet ToPortSet(const std::set<int>& ports);
+
+/// Adds [lo, hi] to ports as described above.
+void AddPortRange(std::set<int>& ports, int lo, int hi);
+
+/// Lambda: the account-wide inbound rules (not applied in us-south-1, reference §5:
+/// nothing is filtered there) plus the rules of each firewall ruleset attached to
+/// the instance. A rule:
+/// {"protocol": "tcp"|"udp"|"icmp"|"all", "port_range": [lo, hi] (absent: every
+/// port), "source_network": CIDR, "description"}.
+std::set<int> LambdaAllowedPorts(const std::string& region, const JsonArray& account_rules,
+                                 const std::vector<JsonArray>& ruleset_rules);
+
+/// Hyperstack: a VM's security rules; only direction "ingress", ethertype IPv4,
+/// protocol "tcp" (or "any"), remote_ip_prefix containing the test host count;
+/// port_range_min/max absent = every port. No rule: nothing is reachable.
+std::set<int> HyperstackAllowedPorts(const JsonArray& security_rules);
+
+}  // namespace gpuprov::emulator
