@@ -8,8 +8,12 @@
 #include <Poco/Base64Encoder.h>
 #include <gtest/gtest.h>
 
+#include <csignal>
+#include <cstdio>
 #include <regex>
 #include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "emulator.h"
 #include "emulator_test_util.h"
@@ -541,6 +545,48 @@ TEST_F(LambdaApiTest, UnknownPathsAndMethodsUseTheErrorEnvelope) {
   Reply m = L("DELETE", "/instances");
   EXPECT_EQ(m.status, 405);
   EXPECT_TRUE(GetObject(m.Json(), "error"));
+}
+
+// The binary prints "lambda <url>" and "hyperstack <url>" and takes the keys from
+// LAMBDA_API_KEY and HYPERSTACK_API_KEY.
+TEST(LambdaHyperstackBinary, PrintsBothCloudsAndReadsTheirKeysFromTheEnvironment) {
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(out[1], 1);
+    close(out[0]);
+    close(out[1]);
+    setenv("LAMBDA_API_KEY", "env-lambda-key", 1);
+    setenv("HYPERSTACK_API_KEY", "env-hyperstack-key", 1);
+    execl(GPUPROV_EMULATOR_PATH, GPUPROV_EMULATOR_PATH, "--clouds", "lambda,hyperstack", nullptr);
+    _exit(127);
+  }
+  close(out[1]);
+  FILE* f = fdopen(out[0], "r");
+  std::map<std::string, std::string> urls;
+  char buf[512];
+  while (urls.count("control") == 0 && fgets(buf, sizeof buf, f)) {
+    std::string l = buf;
+    if (!l.empty() && l.back() == '\n') l.pop_back();
+    urls[l.substr(0, l.find(' '))] = l.substr(l.find(' ') + 1);
+  }
+  EXPECT_TRUE(std::regex_match(urls["lambda"], std::regex(R"(http://127\.0\.0\.1:\d+/api/v1)")))
+      << urls["lambda"];
+  EXPECT_TRUE(std::regex_match(urls["hyperstack"], std::regex(R"(http://127\.0\.0\.1:\d+/v1)")))
+      << urls["hyperstack"];
+  EXPECT_EQ(Call(urls["lambda"], "GET", "/instances", "", "env-lambda-key").status, 200);
+  EXPECT_EQ(Call(urls["lambda"], "GET", "/instances", "", "emulator-lambda-token").status, 401);
+  EXPECT_EQ(Call(urls["hyperstack"], "GET", "/core/environments", "", "",
+                 {{"api_key", "env-hyperstack-key"}})
+                .status,
+            200);
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  fclose(f);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 }  // namespace
