@@ -10,11 +10,6 @@
 namespace gpuprov::aws {
 namespace {
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 std::string Get(const EnvLookup& env, const std::string& name) {
   std::optional<std::string> v = env(name);
   return v ? drivers::TrimSpace(*v) : "";
@@ -72,39 +67,6 @@ EnvLookup ProcessEnv() {
     if (v == nullptr || *v == '\0') return std::nullopt;
     return std::string(v);
   };
-}
-
-IniFile ParseIni(const std::string& text) {
-  IniFile ini;
-  std::istringstream in(text);
-  std::string line;
-  std::string section;
-  bool in_section = false;
-  while (std::getline(in, line)) {
-    const std::string t = drivers::TrimSpace(line);
-    if (t.empty() || t[0] == '#' || t[0] == ';') continue;
-    if (t.front() == '[') {
-      size_t close = t.find(']');
-      if (close == std::string::npos) continue;
-      section = drivers::TrimSpace(t.substr(1, close - 1));
-      // "[profile   dev]" is "profile dev".
-      if (section.rfind("profile", 0) == 0 && section.size() > 7 &&
-          std::isspace(static_cast<unsigned char>(section[7]))) {
-        section = "profile " + drivers::TrimSpace(section.substr(7));
-      }
-      ini[section];
-      in_section = true;
-      continue;
-    }
-    if (!in_section) continue;
-    size_t eq = t.find('=');
-    if (eq == std::string::npos) continue;  // nested sub-sections (s3 =\n  ...) are skipped
-    if (std::isspace(static_cast<unsigned char>(line[0]))) continue;
-    const std::string key = Lower(drivers::TrimSpace(t.substr(0, eq)));
-    const std::string value = drivers::TrimSpace(t.substr(eq + 1));
-    if (!key.empty()) ini[section][key] = value;
-  }
-  return ini;
 }
 
 std::string CredentialsFilePath(const EnvLookup& env) {

@@ -17,6 +17,8 @@
 #include <optional>
 #include <string>
 
+#include "config_files.h"
+
 namespace gpuprov::aws {
 
 struct AwsCredentials {
@@ -32,10 +34,10 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 /// The process environment (empty values count as unset).
 EnvLookup ProcessEnv();
 
-/// An INI file as the AWS CLI reads it: [section] headers, key = value lines, '#' and ';'
-/// comment lines; keys lower-cased, values trimmed. Later duplicates win.
-using IniFile = std::map<std::string, std::map<std::string, std::string>>;
-IniFile ParseIni(const std::string& text);
+/// INI files as the AWS CLI reads them (the kit's reader: nested "s3 =" blocks become
+/// "s3.<key>").
+using drivers::IniFile;
+using drivers::ParseIni;
 
 /// Where the files are (AWS_SHARED_CREDENTIALS_FILE / AWS_CONFIG_FILE, else under $HOME/.aws).
 std::string CredentialsFilePath(const EnvLookup& env);

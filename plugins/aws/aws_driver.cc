@@ -1,53 +1,39 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "aws_driver.h"
 
-#include <Poco/Base64Encoder.h>
 #include <Poco/JSON/Array.h>
 
 #include <algorithm>
 #include <random>
-#include <set>
 #include <sstream>
-#include <thread>
 
-#include "credentials.h"
-#include "driver_request.h"
+#include "driver_kit.h"
 #include "ec2_instance_types.h"
-#include "json_util.h"
-#include "retry_policy.h"
 
 namespace gpuprov::aws {
 namespace {
 
+namespace kit = gpuprov::drivers;
+namespace json = gpuprov::drivers::json;
 using gpuprov::sdk::DriverError;
+using kit::Base64;
+using kit::kManagedTag;
+using kit::kNameTag;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
-using drivers::GpuRequest;
-using drivers::ParseGpu;
-using drivers::PortsOf;
-using drivers::VmResult;
-using drivers::WithSsh;
-namespace json = gpuprov::drivers::json;
 
 constexpr const char* kSshUser = "ubuntu";  // DLAMI Ubuntu and Ubuntu AMIs (reference §9)
 constexpr const char* kPrefix = "gpuprov-";
-constexpr const char* kManagedTag = "gpuprov";
-constexpr const char* kNameTag = "gpuprov-name";
 constexpr int kPageSize = 200;
 constexpr int kMaxPages = 50;
 
-std::string ResourceName(const std::string& vm_name) { return kPrefix + vm_name; }
+// 1-63 of [A-Za-z0-9-], starting and ending with a letter or digit: usable as a host name, a
+// tag value and in the names "gpuprov-<name>" of the security group and key pair.
+const kit::VmNameRules kVmNameRules{.what = "an AWS instance name", .max_length = 63};
 
-std::string Base64(const std::string& data) {
-  std::ostringstream out;
-  Poco::Base64Encoder enc(out);
-  enc.rdbuf()->setLineLength(0);
-  enc << data;
-  enc.close();
-  return out.str();
-}
+std::string ResourceName(const std::string& vm_name) { return kPrefix + vm_name; }
 
 std::string RandomHex(size_t n) {
   static const char* digits = "0123456789abcdef";
@@ -55,20 +41,6 @@ std::string RandomHex(size_t n) {
   std::string s;
   for (size_t i = 0; i < n; ++i) s += digits[rd() % 16];
   return s;
-}
-
-// 1-63 of [A-Za-z0-9-], starting and ending with a letter or digit: usable as a host name, a
-// tag value and in the names "gpuprov-<name>" of the security group and key pair.
-void ValidateVmName(const std::string& name) {
-  auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
-  bool ok = !name.empty() && name.size() <= 63 && alnum(name.front()) && alnum(name.back()) &&
-            std::all_of(name.begin(), name.end(), [&](char c) { return alnum(c) || c == '-'; });
-  if (!ok) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      "VM name \"" + name +
-                          "\" is not usable on AWS: use 1-63 letters, digits "
-                          "and '-', starting and ending with a letter or digit");
-  }
 }
 
 std::map<std::string, std::string> TagsOf(const XmlNode& resource) {
@@ -157,7 +129,7 @@ AwsDriver::AwsDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
   consistency_grace_ = milliseconds(json::Int(config_, "consistency_grace_seconds", 60) * 1000);
   delete_wait_ = milliseconds(json::Int(config_, "delete_wait_seconds", 600) * 1000);
   poll_interval_ = milliseconds(json::Int(config_, "poll_interval_ms", 2000));
-  ec2_ = std::make_unique<Ec2Client>(endpoint_, drivers::RetryPolicyFrom(config_), host_,
+  ec2_ = std::make_unique<Ec2Client>(endpoint_, kit::RetryPolicyFrom(config_), host_,
                                      [this] { return LoadCredentials(); });
 }
 
@@ -169,14 +141,7 @@ AwsCredentials AwsDriver::LoadCredentials() const {
   return *found.credentials;
 }
 
-void AwsDriver::Sleep(milliseconds d) const {
-  const auto until = steady_clock::now() + d;
-  while (steady_clock::now() < until) {
-    if (host_.Cancelled()) throw DriverError(GPUPROV_STATUS_CANCELLED, "cancelled");
-    std::this_thread::sleep_for(std::min(
-        milliseconds(50), std::chrono::duration_cast<milliseconds>(until - steady_clock::now())));
-  }
-}
+void AwsDriver::Sleep(milliseconds d) const { kit::SleepOrCancel(host_, d, "waiting for EC2"); }
 
 XmlNode AwsDriver::Call(const std::string& region, const std::string& action,
                         const Params& params) {
@@ -366,7 +331,7 @@ AwsDriver::ObjectPtr AwsDriver::VmJson(const std::string& region, const XmlNode&
     }
   }
   vm->set("message", message);
-  vm->set("ports", drivers::PortMap(ports));
+  vm->set("ports", kit::PortMap(ports));
   Object::Ptr tag_obj = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   for (const auto& [k, v] : tags) tag_obj->set(k, v);
   vm->set("tags", tag_obj);
@@ -445,7 +410,7 @@ AwsDriver::Resource AwsDriver::EnsureSecurityGroup(const std::string& region,
   if (out.id.empty()) {
     throw DriverError(GPUPROV_STATUS_FAILED, "CreateSecurityGroup answered without a groupId");
   }
-  AuthorizePorts(region, out.id, group ? &*group : nullptr, WithSsh(ports));
+  AuthorizePorts(region, out.id, group ? &*group : nullptr, kit::WithSsh(ports));
   return out;
 }
 
@@ -465,7 +430,7 @@ AwsDriver::Resource AwsDriver::EnsureKeyPair(const std::string& region, const st
     if (e.code() != "InvalidKeyPair.NotFound") Raise(region, e);
   }
   Params params = {{"KeyName", key_name},
-                   {"PublicKeyMaterial", Base64(drivers::TrimSpace(public_key))}};
+                   {"PublicKeyMaterial", Base64(kit::TrimSpace(public_key))}};
   AddTagSpec(params, 1, "key-pair", tags);
   host_.Progress("importing SSH key pair " + key_name + " in " + region);
   Resource out;
@@ -517,30 +482,24 @@ void AwsDriver::DeleteVmResources(const std::string& region, const std::string& 
 
 bool AwsDriver::WaitTerminated(const std::string& region, const std::string& instance_id,
                                steady_clock::time_point deadline) {
-  const auto start = steady_clock::now();
-  while (true) {
+  kit::PollOptions poll{"waiting for instance " + instance_id + " to terminate", poll_interval_,
+                        std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now())};
+  return kit::PollUntil(host_, poll, [&](std::string* state) {
     try {
       XmlNode doc = ec2_->Call(region, "DescribeInstances", {{"InstanceId.1", instance_id}});
       bool terminated = true;
       for (const XmlNode* r : doc.Items("reservationSet")) {
         for (const XmlNode* i : r->Items("instancesSet")) {
-          terminated = terminated && i->Text("instanceState/name") == "terminated";
+          *state = i->Text("instanceState/name");
+          terminated = terminated && *state == "terminated";
         }
       }
-      if (terminated) return true;
+      return terminated;
     } catch (const Ec2Error& e) {
       if (e.code() == "InvalidInstanceID.NotFound") return true;
       Raise(region, e);
     }
-    if (steady_clock::now() >= deadline) return false;
-    const auto waited =
-        std::chrono::duration_cast<std::chrono::seconds>(steady_clock::now() - start);
-    if (waited.count() > 0 && waited.count() % 15 == 0) {
-      host_.Progress("waiting for instance " + instance_id + " to terminate (" +
-                     std::to_string(waited.count()) + " s)");
-    }
-    Sleep(poll_interval_);
-  }
+  });
 }
 
 // --- operations ---------------------------------------------------------------
@@ -571,7 +530,7 @@ std::string AwsDriver::Offers(const std::string& request_json) {
   Array::Ptr offers = new Array();
   result.set("offers", offers);
   std::optional<InstanceType> type;
-  if (std::optional<GpuRequest> gpu = ParseGpu(request)) {
+  if (std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request)) {
     type = TypeForGpu(gpu->type, gpu->count);
     if (!type) {
       host_.Warning(NotOfferedMessage(gpu->type, gpu->count));
@@ -600,34 +559,19 @@ std::string AwsDriver::Offers(const std::string& request_json) {
     host_.Debug(std::string("instance type offerings unavailable, using the built-in table: ") +
                 e.what());
   }
-  Object::Ptr o = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-  o->set("instance_type", std::string(type->name));
-  if (type->gpu_count > 0) {
-    o->set("gpu_type", std::string(type->gpu_type));
-  } else {
-    o->set("gpu_type", Poco::Dynamic::Var());
-  }
-  o->set("gpu_count", type->gpu_count);
-  o->set("region", region);
-  o->set("price_per_hour", type->price_per_hour);
-  o->set("image", image_override_.empty() ? DefaultImage(*type) : image_override_);
-  offers->add(o);
+  offers->add(kit::OfferJson({type->name, type->gpu_type, type->gpu_count, region,
+                              type->price_per_hour,
+                              image_override_.empty() ? DefaultImage(*type) : image_override_}));
   return json::Stringify(result);
 }
 
 std::string AwsDriver::Create(const std::string& request_json) {
   ObjectPtr request = json::ParseObject(request_json, "the create request");
   const std::string name = json::Str(request, "name");
-  ValidateVmName(name);
+  kit::ValidateVmName(name, kVmNameRules);
   const std::string user_data = json::Str(request, "user_data");
-  if (user_data.size() > kUserDataLimit) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      "user_data is " + std::to_string(user_data.size()) +
-                          " bytes; EC2 accepts at most " + std::to_string(kUserDataLimit) +
-                          " bytes (16 KB) of raw user data before base64: shorten the boot "
-                          "script or have it download the rest");
-  }
-  const std::string public_key = drivers::TrimSpace(json::Str(request, "ssh_public_key"));
+  kit::CheckUserData(user_data, kUserDataLimit, "EC2", "raw user data before base64");
+  const std::string public_key = kit::TrimSpace(json::Str(request, "ssh_public_key"));
   {
     std::istringstream words(public_key);
     std::string kind, blob;
@@ -638,53 +582,23 @@ std::string AwsDriver::Create(const std::string& request_json) {
                         "ssh-rsa ...): EC2 imports it as the key pair gpuprov logs in with");
     }
   }
-  const std::vector<int> ports = WithSsh(PortsOf(request, "open_ports"));
+  const std::vector<int> ports = kit::WithSsh(kit::PortsOf(request, "open_ports"));
 
   // The instance type: from gpu (instance_type must agree), else instance_type, else CPU.
-  std::optional<InstanceType> type;
   const std::string instance_type = json::Str(request, "instance_type");
-  if (std::optional<GpuRequest> gpu = ParseGpu(request)) {
-    type = TypeForGpu(gpu->type, gpu->count);
-    if (!type) {
-      throw DriverError(GPUPROV_STATUS_INVALID_INPUT, NotOfferedMessage(gpu->type, gpu->count));
-    }
-    if (!instance_type.empty() && instance_type != type->name) {
-      auto other = TypeByName(instance_type);
-      if (!other || std::string(other->gpu_type) != type->gpu_type ||
-          other->gpu_count != type->gpu_count) {
-        throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                          "instance type " + instance_type + " does not have " + gpu->type +
-                              ":" + std::to_string(gpu->count) + " (that is " + type->name + ")");
-      }
-      type = other;
-    }
-  } else if (!instance_type.empty()) {
-    type = TypeByName(instance_type);
-    if (!type) {
-      InstanceType t = CpuType();
-      t.name = nullptr;
-      type = t;
-    }
-  } else {
-    type = CpuType();
-  }
-  const std::string type_name = type->name ? type->name : instance_type;
+  const kit::CatalogueChoice choice =
+      kit::ChooseInstanceType(InstanceTypeCatalogue(), kit::ParseGpu(request), instance_type);
+  std::optional<InstanceType> type = choice.index ? InstanceTypes()[*choice.index] : CpuType();
+  const std::string type_name = choice.row.instance_type;
   const std::string region =
       ResolveRegion(ProcessEnv(), json::Str(request, "region"), default_region_, profile_);
   std::string image = json::Str(request, "image");
   if (image.empty()) image = image_override_;
   if (image.empty()) image = DefaultImage(*type);
 
-  std::map<std::string, std::string> tags;
-  if (ObjectPtr user_tags = json::Obj(request, "tags")) {
-    for (const auto& [k, v] : *user_tags) {
-      if (k.empty() || k.rfind("aws:", 0) == 0) continue;
-      tags[k] = v.isEmpty() ? "" : v.convert<std::string>();
-    }
-  }
+  std::map<std::string, std::string> tags = kit::UserTags(request, {"aws:"});
+  tags.merge(kit::ManagedTags(name));
   tags["Name"] = name;
-  tags[kManagedTag] = "1";
-  tags[kNameTag] = name;
 
   // Idempotent by name: a live gpuprov instance of that name is returned.
   bool foreign = false;
@@ -692,7 +606,7 @@ std::string AwsDriver::Create(const std::string& request_json) {
     host_.Info("instance " + name + " exists (" + existing->Text("instanceId") + ", " +
                existing->Text("instanceState/name") + ")");
     EnsureSecurityGroup(region, name, ports, tags);
-    return VmResult(VmJson(region, *existing, ports), true);
+    return kit::VmResult(VmJson(region, *existing, ports), true);
   }
   if (foreign) {
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
@@ -745,7 +659,7 @@ std::string AwsDriver::Create(const std::string& request_json) {
     if (e.status() == GPUPROV_STATUS_TRANSIENT || e.status() == GPUPROV_STATUS_FAILED) {
       try {
         if (auto made = FindByName(region, name)) {
-          return VmResult(VmJson(region, *made, ports), false);
+          return kit::VmResult(VmJson(region, *made, ports), false);
         }
       } catch (const std::exception&) {
       }
@@ -775,7 +689,7 @@ std::string AwsDriver::Create(const std::string& request_json) {
     remembered.children.push_back(set);
   }
   launched_[instance_id] = Launched{steady_clock::now(), remembered, region, ports};
-  return VmResult(VmJson(region, remembered, ports), false);
+  return kit::VmResult(VmJson(region, remembered, ports), false);
 }
 
 std::string AwsDriver::Get(const std::string& request_json) {
@@ -784,13 +698,13 @@ std::string AwsDriver::Get(const std::string& request_json) {
   std::optional<XmlNode> instance = Resolve(request, /*include_gone=*/true, &region);
   if (!instance) {
     throw DriverError(GPUPROV_STATUS_NOT_FOUND,
-                      "no gpuprov EC2 instance " + drivers::VmReference(request));
+                      "no gpuprov EC2 instance " + kit::VmReference(request));
   }
   std::vector<int> ports = {22};
   if (auto it = launched_.find(instance->Text("instanceId")); it != launched_.end()) {
     ports = it->second.ports;
   }
-  return VmResult(VmJson(region, *instance, ports));
+  return kit::VmResult(VmJson(region, *instance, ports));
 }
 
 std::string AwsDriver::List(const std::string& /*request_json*/) {
@@ -853,7 +767,7 @@ std::string AwsDriver::Delete(const std::string& request_json) {
 
 std::string AwsDriver::OpenPorts(const std::string& request_json) {
   ObjectPtr request = json::ParseObject(request_json, "the open_ports request");
-  std::vector<int> ports = PortsOf(request, "ports");
+  std::vector<int> ports = kit::PortsOf(request, "ports");
   std::string region;
   std::optional<XmlNode> instance = Resolve(request, /*include_gone=*/false, &region);
   if (!instance) {

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ec2_client.h"
 
+#include <algorithm>
 #include <chrono>
-#include <set>
-#include <thread>
+#include <iterator>
+#include <string_view>
 
+#include "driver_status.h"
 #include "http_client.h"
+#include "wait.h"
 #include "sigv4.h"
 
 namespace gpuprov::aws {
@@ -14,8 +17,6 @@ namespace {
 using gpuprov::sdk::DriverError;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
-
-bool In(const std::set<std::string>& set, const std::string& code) { return set.count(code) > 0; }
 
 // "host[:port]" as sent in the Host header: the port only when it is not the scheme's default.
 std::string HostHeader(const drivers::ParsedUrl& url) {
@@ -33,67 +34,83 @@ long long UnixNow() {
 
 }  // namespace
 
+namespace {
+
+// "Too many requests" codes: retried like any TRANSIENT code, listed apart because
+// IsThrottlingCode names them.
+constexpr std::string_view kThrottlingCodes[] = {
+    "RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled",
+    "RequestThrottledException", "TooManyRequestsException", "SlowDown", "PriorRequestNotComplete"};
+
+// EC2 error codes and their status (reference §8); codes not listed follow the HTTP status.
+constexpr drivers::CloudCode kEc2Codes[] = {
+    {"InsufficientInstanceCapacity", GPUPROV_STATUS_CAPACITY},
+    {"InsufficientHostCapacity", GPUPROV_STATUS_CAPACITY},
+    {"InsufficientReservedInstanceCapacity", GPUPROV_STATUS_CAPACITY},
+    {"InsufficientCapacity", GPUPROV_STATUS_CAPACITY},
+    {"InsufficientAddressCapacity", GPUPROV_STATUS_CAPACITY},
+    {"InsufficientCapacityOnHost", GPUPROV_STATUS_CAPACITY},
+    {"Unsupported", GPUPROV_STATUS_CAPACITY},
+    {"VcpuLimitExceeded", GPUPROV_STATUS_QUOTA},
+    {"InstanceLimitExceeded", GPUPROV_STATUS_QUOTA},
+    {"MaxSpotInstanceCountExceeded", GPUPROV_STATUS_QUOTA},
+    {"ResourceLimitExceeded", GPUPROV_STATUS_QUOTA},
+    {"SecurityGroupLimitExceeded", GPUPROV_STATUS_QUOTA},
+    {"RulesPerSecurityGroupLimitExceeded", GPUPROV_STATUS_QUOTA},
+    {"KeyPairLimitExceeded", GPUPROV_STATUS_QUOTA},
+    {"AuthFailure", GPUPROV_STATUS_AUTH},
+    {"SignatureDoesNotMatch", GPUPROV_STATUS_AUTH},
+    {"IncompleteSignature", GPUPROV_STATUS_AUTH},
+    {"MissingAuthenticationToken", GPUPROV_STATUS_AUTH},
+    {"InvalidClientTokenId", GPUPROV_STATUS_AUTH},
+    {"UnauthorizedOperation", GPUPROV_STATUS_AUTH},
+    {"OptInRequired", GPUPROV_STATUS_AUTH},
+    {"Blocked", GPUPROV_STATUS_AUTH},
+    {"PendingVerification", GPUPROV_STATUS_AUTH},
+    {"UnrecognizedClientException", GPUPROV_STATUS_AUTH},
+    {"ExpiredToken", GPUPROV_STATUS_AUTH},
+    {"InvalidToken", GPUPROV_STATUS_AUTH},
+    {"AccessDenied", GPUPROV_STATUS_AUTH},
+    {"AccessDeniedException", GPUPROV_STATUS_AUTH},
+    {"RequestLimitExceeded", GPUPROV_STATUS_TRANSIENT},
+    {"Throttling", GPUPROV_STATUS_TRANSIENT},
+    {"ThrottlingException", GPUPROV_STATUS_TRANSIENT},
+    {"RequestThrottled", GPUPROV_STATUS_TRANSIENT},
+    {"RequestThrottledException", GPUPROV_STATUS_TRANSIENT},
+    {"TooManyRequestsException", GPUPROV_STATUS_TRANSIENT},
+    {"SlowDown", GPUPROV_STATUS_TRANSIENT},
+    {"PriorRequestNotComplete", GPUPROV_STATUS_TRANSIENT},
+    {"RequestExpired", GPUPROV_STATUS_TRANSIENT},  // re-signed with a new date on retry
+    {"InternalError", GPUPROV_STATUS_TRANSIENT},
+    {"InternalFailure", GPUPROV_STATUS_TRANSIENT},
+    {"ServiceUnavailable", GPUPROV_STATUS_TRANSIENT},
+    {"Unavailable", GPUPROV_STATUS_TRANSIENT},
+    {"RequestTimeout", GPUPROV_STATUS_TRANSIENT},
+    {"RequestTimeoutException", GPUPROV_STATUS_TRANSIENT},
+    {".NotFound", GPUPROV_STATUS_NOT_FOUND},
+};
+
+bool HasStatus(const std::string& code, gpuprov_type_status status) {
+  return drivers::StatusOfCode(kEc2Codes, code) == status;
+}
+
+}  // namespace
+
 bool IsThrottlingCode(const std::string& code) {
-  static const std::set<std::string> codes = {"RequestLimitExceeded",
-                                              "Throttling",
-                                              "ThrottlingException",
-                                              "RequestThrottled",
-                                              "RequestThrottledException",
-                                              "TooManyRequestsException",
-                                              "SlowDown",
-                                              "PriorRequestNotComplete"};
-  return In(codes, code);
+  return std::find(std::begin(kThrottlingCodes), std::end(kThrottlingCodes), code) !=
+         std::end(kThrottlingCodes);
 }
-
-bool IsCapacityCode(const std::string& code) {
-  static const std::set<std::string> codes = {"InsufficientInstanceCapacity",
-                                              "InsufficientHostCapacity",
-                                              "InsufficientReservedInstanceCapacity",
-                                              "InsufficientCapacity",
-                                              "InsufficientAddressCapacity",
-                                              "InsufficientCapacityOnHost",
-                                              "Unsupported"};
-  return In(codes, code);
-}
-
-bool IsQuotaCode(const std::string& code) {
-  static const std::set<std::string> codes = {
-      "VcpuLimitExceeded",     "InstanceLimitExceeded",      "MaxSpotInstanceCountExceeded",
-      "ResourceLimitExceeded", "SecurityGroupLimitExceeded", "RulesPerSecurityGroupLimitExceeded",
-      "KeyPairLimitExceeded"};
-  return In(codes, code);
-}
-
-bool IsAuthCode(const std::string& code) {
-  static const std::set<std::string> codes = {"AuthFailure",          "SignatureDoesNotMatch",
-                                              "IncompleteSignature",  "MissingAuthenticationToken",
-                                              "InvalidClientTokenId", "UnauthorizedOperation",
-                                              "OptInRequired",        "Blocked",
-                                              "PendingVerification",  "UnrecognizedClientException",
-                                              "ExpiredToken",         "InvalidToken",
-                                              "AccessDenied",         "AccessDeniedException"};
-  return In(codes, code);
-}
+bool IsCapacityCode(const std::string& code) { return HasStatus(code, GPUPROV_STATUS_CAPACITY); }
+bool IsQuotaCode(const std::string& code) { return HasStatus(code, GPUPROV_STATUS_QUOTA); }
+bool IsAuthCode(const std::string& code) { return HasStatus(code, GPUPROV_STATUS_AUTH); }
 
 bool IsRetryable(int http_status, const std::string& code) {
-  if (IsCapacityCode(code) || IsQuotaCode(code) || IsAuthCode(code)) return false;
-  if (IsThrottlingCode(code) || code == "RequestExpired") return true;
-  static const std::set<std::string> server = {"InternalError",      "InternalFailure",
-                                               "ServiceUnavailable", "Unavailable",
-                                               "RequestTimeout",     "RequestTimeoutException"};
-  if (In(server, code)) return true;
-  if (http_status == 0) return true;  // the request never got an answer
-  return http_status >= 500 && http_status != 501 && http_status != 505;
+  return StatusOfCode(http_status, code) == GPUPROV_STATUS_TRANSIENT;
 }
 
 gpuprov_type_status StatusOfCode(int http_status, const std::string& code) {
-  if (IsCapacityCode(code)) return GPUPROV_STATUS_CAPACITY;
-  if (IsQuotaCode(code)) return GPUPROV_STATUS_QUOTA;
-  if (IsAuthCode(code) || http_status == 401 || http_status == 403) return GPUPROV_STATUS_AUTH;
-  if (code.find(".NotFound") != std::string::npos) return GPUPROV_STATUS_NOT_FOUND;
-  if (IsRetryable(http_status, code)) return GPUPROV_STATUS_TRANSIENT;
-  if (http_status >= 400 && http_status < 500) return GPUPROV_STATUS_INVALID_INPUT;
-  return GPUPROV_STATUS_FAILED;
+  // 429 without a code is throttling; 4xx other than these is the request's fault.
+  return drivers::StatusOf(http_status, code, kEc2Codes);
 }
 
 std::string RegionalEndpoint(const std::string& region) {
@@ -145,7 +162,7 @@ XmlNode Ec2Client::Call(const std::string& region, const std::string& action,
   try {
     client = &ClientFor(base);
   } catch (const drivers::HttpError& e) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, e.what());
+    drivers::ThrowHttpError(e, "the EC2 endpoint " + base);
   }
   const drivers::ParsedUrl url = drivers::ParseBaseUrl(base);
   Params all = {{"Action", action}, {"Version", kEc2ApiVersion}};
@@ -154,6 +171,7 @@ XmlNode Ec2Client::Call(const std::string& region, const std::string& action,
   const std::string what = action + " in " + region;
 
   const auto start = steady_clock::now();
+  drivers::Backoff backoff(host_, policy_, what);
   for (int attempt = 1;; ++attempt) {
     if (host_.Cancelled()) throw DriverError(GPUPROV_STATUS_CANCELLED, what + ": cancelled");
     SignedPost signed_post =
@@ -171,17 +189,9 @@ XmlNode Ec2Client::Call(const std::string& region, const std::string& action,
     try {
       resp = client->Send(req);
     } catch (const drivers::HttpError& e) {
-      switch (e.kind()) {
-        case drivers::HttpError::Kind::kCancelled:
-          throw DriverError(GPUPROV_STATUS_CANCELLED, what + ": cancelled");
-        case drivers::HttpError::Kind::kTls:
-        case drivers::HttpError::Kind::kInvalidUrl:
-          throw DriverError(GPUPROV_STATUS_FAILED, e.what());
-        case drivers::HttpError::Kind::kRetriesExhausted:
-          resp = e.last_response();
-          if (resp.status == 0) network_problem = e.what();
-          break;
-      }
+      if (e.kind() != drivers::HttpError::Kind::kRetriesExhausted) drivers::ThrowHttpError(e, what);
+      resp = e.last_response();
+      if (resp.status == 0) network_problem = e.what();
     }
     if (resp.status >= 200 && resp.status < 300) {
       try {
@@ -202,28 +212,9 @@ XmlNode Ec2Client::Call(const std::string& region, const std::string& action,
       described = "HTTP " + std::to_string(resp.status) + " without an EC2 error body";
     }
     host_.Debug(what + " attempt " + std::to_string(attempt) + ": " + described);
-    const bool retry = IsRetryable(resp.status, err.code) && attempt < policy_.max_attempts;
-    if (retry) {
-      const milliseconds delay = drivers::NextDelay(policy_, attempt, std::nullopt, jitter_.Next());
-      const auto elapsed = std::chrono::duration_cast<milliseconds>(steady_clock::now() - start);
-      if (elapsed + delay <= policy_.total_budget) {
-        const std::string why = err.code.empty() ? described : err.code;
-        host_.Debug(what + ": " + why + "; retrying in " + std::to_string(delay.count()) +
-                    " ms (attempt " + std::to_string(attempt + 1) + " of " +
-                    std::to_string(policy_.max_attempts) + ")");
-        if (delay >= milliseconds(1000)) {
-          host_.Progress("EC2 answered " + why + " to " + action + "; retrying in " +
-                         std::to_string((delay.count() + 999) / 1000) + " s");
-        }
-        const auto until = steady_clock::now() + delay;
-        while (steady_clock::now() < until) {
-          if (host_.Cancelled()) throw DriverError(GPUPROV_STATUS_CANCELLED, what + ": cancelled");
-          std::this_thread::sleep_for(
-              std::min(milliseconds(50),
-                       std::chrono::duration_cast<milliseconds>(until - steady_clock::now())));
-        }
-        continue;
-      }
+    if (IsRetryable(resp.status, err.code) &&
+        backoff.Wait("EC2 answered " + (err.code.empty() ? described : err.code))) {
+      continue;
     }
     std::string message = what + ": " + described;
     if (IsRetryable(resp.status, err.code)) {

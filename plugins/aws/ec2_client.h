@@ -103,7 +103,6 @@ class Ec2Client {
   std::function<long long()> clock_;
   std::unique_ptr<AwsCredentials> credentials_;
   std::map<std::string, std::unique_ptr<drivers::HttpClient>> clients_;
-  drivers::Jitter jitter_;
 };
 
 }  // namespace gpuprov::aws

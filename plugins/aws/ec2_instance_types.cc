@@ -72,12 +72,25 @@ const std::vector<InstanceType>& InstanceTypes() {
   return types;
 }
 
+const drivers::Catalogue& InstanceTypeCatalogue() {
+  static const drivers::Catalogue catalogue = [] {
+    drivers::Catalogue c;
+    c.cloud = "AWS";
+    for (const auto& t : InstanceTypes()) c.rows.push_back({t.name, t.gpu_type, t.gpu_count, t.smallest});
+    c.cpu_default = {CpuType().name, "", 0, true};
+    c.canonical_gpu = [](const std::string& g) -> std::optional<std::string> { return CanonicalGpu(g); };
+    c.gpu_hint = [](const std::string& g) {
+      return CanonicalGpu(g) == "A10" ? std::string("AWS's A10 GPU is called A10G") : std::string();
+    };
+    return c;
+  }();
+  return catalogue;
+}
+
 std::optional<InstanceType> TypeForGpu(const std::string& gpu_type, int count) {
-  const std::string want = CanonicalGpu(gpu_type);
-  for (const auto& t : InstanceTypes()) {
-    if (t.smallest && t.gpu_count == count && want == t.gpu_type) return t;
-  }
-  return std::nullopt;
+  const std::optional<size_t> row = drivers::FindGpuRow(InstanceTypeCatalogue(), gpu_type, count);
+  if (!row || !InstanceTypes()[*row].smallest) return std::nullopt;
+  return InstanceTypes()[*row];
 }
 
 std::optional<InstanceType> TypeByName(const std::string& name) {
@@ -96,25 +109,7 @@ std::string GpusOfType(const std::string& instance_type) {
 }
 
 std::string NotOfferedMessage(const std::string& gpu_type, int count) {
-  const std::string want = CanonicalGpu(gpu_type);
-  std::string same;
-  std::set<std::string> all;
-  for (const auto& t : InstanceTypes()) {
-    if (!t.smallest || t.gpu_count == 0) continue;
-    all.insert(t.gpu_type);
-    if (want == t.gpu_type) {
-      same += (same.empty() ? "" : ", ") + std::string(t.gpu_type) + ":" +
-              std::to_string(t.gpu_count) + " (" + t.name + ")";
-    }
-  }
-  const std::string asked = gpu_type + ":" + std::to_string(count);
-  if (!same.empty()) {
-    return "AWS has no instance type with " + asked + "; it offers " + same;
-  }
-  std::string list;
-  for (const auto& g : all) list += (list.empty() ? "" : ", ") + g;
-  std::string hint = want == "A10" ? " (AWS's A10 GPU is called A10G)" : "";
-  return "AWS has no instance type with " + asked + hint + "; GPU types it offers: " + list;
+  return drivers::NotOfferedMessage(InstanceTypeCatalogue(), gpu_type, count);
 }
 
 std::string DefaultImage(const InstanceType& type) {

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "catalogue.h"
+
 namespace gpuprov::aws {
 
 struct InstanceType {
@@ -41,8 +43,12 @@ InstanceType CpuType();
 /// "L4:1" for a GPU type, "" otherwise (or when unknown).
 std::string GpusOfType(const std::string& instance_type);
 
-/// "AWS has no L4:2 instance type; it offers L4:1 (g6.xlarge), L4:4 (...), ..." or, for an
-/// unknown GPU, the list of GPU types.
+/// InstanceTypes() as the kit's catalogue (same order; the smallest type per GPU count is the
+/// preferred row).
+const drivers::Catalogue& InstanceTypeCatalogue();
+
+/// "AWS does not offer L4:2; it offers L4 as L4:1 (g6.xlarge), L4:4 (...), ..." or, for an
+/// unknown GPU, the GPU types with their counts.
 std::string NotOfferedMessage(const std::string& gpu_type, int count);
 
 /// The AMI of a type: the Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) for GPU

@@ -63,14 +63,6 @@ const std::vector<GceMachineType>& GpuMachineTypes() {
   return table;
 }
 
-std::optional<GceMachineType> MachineTypeForGpu(const std::string& gpu_type, int count) {
-  const std::string want = Canonical(gpu_type);
-  for (const auto& m : GpuMachineTypes()) {
-    if (m.gpu_type == want && m.gpu_count == count) return m;
-  }
-  return std::nullopt;
-}
-
 std::optional<GceMachineType> MachineTypeByName(const std::string& machine_type,
                                                 const std::string& accelerator) {
   for (const auto& m : GpuMachineTypes()) {
@@ -85,13 +77,28 @@ std::optional<GceMachineType> MachineTypeByName(const std::string& machine_type,
 
 GceMachineType CpuMachineType() { return {"", 0, "e2-standard-4", "", false, 0.13}; }
 
+const drivers::Catalogue& MachineTypeCatalogue() {
+  static const drivers::Catalogue catalogue = [] {
+    drivers::Catalogue c;
+    c.cloud = "Compute Engine";
+    c.type_word = "machine type";
+    for (const auto& m : GpuMachineTypes()) c.rows.push_back({m.machine_type, m.gpu_type, m.gpu_count, true});
+    const GceMachineType cpu = CpuMachineType();
+    c.cpu_default = {cpu.machine_type, "", 0, true};
+    c.canonical_gpu = [](const std::string& g) -> std::optional<std::string> { return Canonical(g); };
+    return c;
+  }();
+  return catalogue;
+}
+
+std::optional<GceMachineType> MachineTypeForGpu(const std::string& gpu_type, int count) {
+  std::optional<size_t> row = drivers::FindGpuRow(MachineTypeCatalogue(), gpu_type, count);
+  if (!row) return std::nullopt;
+  return GpuMachineTypes()[*row];
+}
+
 std::string NotOfferedMessage(const std::string& gpu_type, int count) {
-  std::string offered;
-  for (const auto& m : GpuMachineTypes()) {
-    offered += (offered.empty() ? "" : ", ") + m.gpu_type + ":" + std::to_string(m.gpu_count);
-  }
-  return "Compute Engine has no machine type for " + Upper(gpu_type) + ":" + std::to_string(count) +
-         " in gpuprov's table; it offers " + offered;
+  return drivers::NotOfferedMessage(MachineTypeCatalogue(), gpu_type, count);
 }
 
 }  // namespace gpuprov::gcp

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "catalogue.h"
+
 namespace gpuprov::gcp {
 
 struct GceMachineType {
@@ -45,8 +47,11 @@ std::optional<GceMachineType> MachineTypeByName(const std::string& machine_type,
 /// The machine type used without a GPU.
 GceMachineType CpuMachineType();
 
-/// "GCE offers no X:N through gpuprov; it offers: L4:1, L4:2, ..." for a request the table
-/// does not have.
+/// GpuMachineTypes() as the kit's catalogue (same order; CpuMachineType() the CPU default).
+const drivers::Catalogue& MachineTypeCatalogue();
+
+/// "Compute Engine does not offer X:N; GPUs it offers: L4 x1/x2/x4/x8, ..." for a request the
+/// table does not have.
 std::string NotOfferedMessage(const std::string& gpu_type, int count);
 
 }  // namespace gpuprov::gcp

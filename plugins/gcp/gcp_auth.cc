@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "gcp_auth.h"
 
+#include "config_files.h"
+
 #include <Poco/Crypto/RSADigestEngine.h>
 #include <Poco/Crypto/RSAKey.h>
 #include <Poco/Exception.h>
@@ -40,25 +42,6 @@ std::string GcloudConfigDir() {
   return home.empty() ? "" : home + "/.config/gcloud";
 }
 
-// A value of an INI section ("[core]" + "project = x"), "" when absent.
-std::string IniValue(const std::string& text, const std::string& section, const std::string& key) {
-  std::istringstream lines(text);
-  std::string current;
-  for (std::string line; std::getline(lines, line);) {
-    line = drivers::TrimSpace(line);
-    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
-    if (line.front() == '[' && line.back() == ']') {
-      current = drivers::TrimSpace(line.substr(1, line.size() - 2));
-      continue;
-    }
-    size_t eq = line.find('=');
-    if (current != section || eq == std::string::npos) continue;
-    if (drivers::TrimSpace(line.substr(0, eq)) == key) {
-      return drivers::TrimSpace(line.substr(eq + 1));
-    }
-  }
-  return "";
-}
 
 }  // namespace
 
@@ -160,7 +143,7 @@ std::string GcloudConfigProject() {
   }
   std::optional<std::string> text =
       drivers::ReadSmallFile(dir + "/configurations/config_" + active);
-  return text ? IniValue(*text, "core", "project") : "";
+  return text ? drivers::IniValue(drivers::ParseIni(*text), "core", "project").value_or("") : "";
 }
 
 std::string Base64UrlEncode(std::string_view bytes) {

@@ -2,45 +2,29 @@
 #include "gcp_driver.h"
 
 #include <Poco/JSON/Array.h>
-#include <Poco/URI.h>
 #include <Poco/UUIDGenerator.h>
 
 #include <algorithm>
 #include <cstdlib>
-#include <map>
-#include <sstream>
-#include <thread>
 
-#include "credentials.h"
-#include "driver_request.h"
+#include "driver_kit.h"
 #include "gcp_rules.h"
-#include "json_util.h"
-#include "retry_policy.h"
 
 namespace gpuprov::gcp {
 namespace {
 
+namespace kit = gpuprov::drivers;
+namespace json = gpuprov::drivers::json;
 using gpuprov::sdk::DriverError;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
 using std::chrono::milliseconds;
-using std::chrono::steady_clock;
-using drivers::GpuRequest;
-using drivers::ParseGpu;
-using drivers::PortsOf;
-using drivers::VmResult;
-using drivers::WithSsh;
-namespace json = gpuprov::drivers::json;
 
 constexpr int kMaxPages = 100;
 constexpr const char* kUserDataKey = "user-data";
 constexpr const char* kSshKeysKey = "ssh-keys";
 
-std::string Encode(const std::string& s) {
-  std::string out;
-  Poco::URI::encode(s, "!#$&'()*+,/:;=?@[]\" ", out);
-  return out;
-}
+std::string Encode(const std::string& s) { return kit::EncodeComponent(s); }
 
 std::string NewRequestId() {
   return Poco::UUIDGenerator::defaultGenerator().createRandom().toString();
@@ -48,39 +32,24 @@ std::string NewRequestId() {
 
 std::string EnvOr(const char* name) {
   const char* v = std::getenv(name);
-  return v != nullptr ? drivers::TrimSpace(v) : "";
+  return v != nullptr ? kit::TrimSpace(v) : "";
 }
 
-// The tcp ports a firewall rule allows ("0-65535"-style ranges expanded up to 65536 ports).
+// The tcp ports a firewall rule allows (protocol "all", or tcp without ports: every port).
 std::set<int> AllowedTcpPorts(const Object::Ptr& fw) {
-  std::set<int> ports;
+  std::vector<std::string> specs;
   Array::Ptr allowed = json::Arr(fw, "allowed");
-  if (!allowed) return ports;
-  for (size_t i = 0; i < allowed->size(); ++i) {
+  for (size_t i = 0; allowed && i < allowed->size(); ++i) {
     Object::Ptr a = json::ObjAt(allowed, i);
     const std::string proto = json::Str(a, "IPProtocol");
     if (proto != "tcp" && proto != "all") continue;
     Array::Ptr list = json::Arr(a, "ports");
-    if (!list || proto == "all") {
-      for (int p = 1; p <= 65535; ++p) ports.insert(p);
-      continue;
-    }
-    for (size_t j = 0; j < list->size(); ++j) {
-      const std::string p = list->get(static_cast<unsigned>(j)).toString();
-      size_t dash = p.find('-');
-      try {
-        if (dash == std::string::npos) {
-          ports.insert(std::stoi(p));
-        } else {
-          for (int x = std::stoi(p.substr(0, dash)); x <= std::stoi(p.substr(dash + 1)); ++x) {
-            ports.insert(x);
-          }
-        }
-      } catch (const std::exception&) {
-      }
+    if (!list || proto == "all") specs.push_back("all");
+    for (size_t j = 0; list && j < list->size(); ++j) {
+      specs.push_back(list->get(static_cast<unsigned>(j)).toString());
     }
   }
-  return ports;
+  return kit::PortsOfRanges(specs);
 }
 
 std::string Join(const std::vector<std::string>& v, const std::string& sep = ", ") {
@@ -150,10 +119,10 @@ GcpDriver::GcpDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
       milliseconds(std::max<long long>(10, json::Int(config_, "poll_interval_ms", 2000)));
   operation_timeout_ = std::chrono::seconds(
       std::max<long long>(1, json::Int(config_, "operation_timeout_seconds", 900)));
-  policy_ = drivers::RetryPolicyFrom(config_);
+  policy_ = kit::RetryPolicyFrom(config_);
   try {
-    http_ = std::make_unique<drivers::HttpClient>(endpoint_, policy_, host_);
-  } catch (const drivers::HttpError& e) {
+    http_ = std::make_unique<kit::HttpClient>(endpoint_, policy_, host_);
+  } catch (const kit::HttpError& e) {
     throw DriverError(
         GPUPROV_STATUS_INVALID_INPUT,
         std::string(e.what()) + " (set by GPUPROV_GCP_ENDPOINT or endpoint in [clouds.gcp])");
@@ -196,7 +165,7 @@ const std::string& GcpDriver::Project() {
 GcpDriver::ObjectPtr GcpDriver::Call(const std::string& method, const std::string& path,
                                      const std::string& what, const ObjectPtr& body,
                                      const std::set<int>& allow, int* status) {
-  drivers::HttpRequest req;
+  kit::HttpRequest req;
   req.method = method;
   req.path_and_query = path.rfind('/', 0) == 0
                            ? path
@@ -206,31 +175,15 @@ GcpDriver::ObjectPtr GcpDriver::Call(const std::string& method, const std::strin
     req.body = json::Stringify(body);
   }
   bool refreshed = false;
-  int rate_limited = 0;
-  drivers::Jitter jitter;
+  kit::Backoff rate_limit_backoff(host_, policy_, what);
   for (;;) {
     req.headers["Authorization"] = "Bearer " + Tokens().Token();
-    drivers::HttpResponse resp;
+    kit::HttpResponse resp;
     try {
       resp = http_->Send(req);
-    } catch (const drivers::HttpError& e) {
-      switch (e.kind()) {
-        case drivers::HttpError::Kind::kCancelled:
-          throw DriverError(GPUPROV_STATUS_CANCELLED, what + ": cancelled");
-        case drivers::HttpError::Kind::kRetriesExhausted: {
-          std::string msg =
-              what + ": Compute Engine at " + endpoint_ + " kept failing: " + e.what();
-          if (e.last_response().status != 0) {
-            ApiError api = ParseApiError(e.last_response().status, e.last_response().body);
-            if (!api.message.empty()) msg += " — " + api.message;
-          }
-          throw DriverError(GPUPROV_STATUS_TRANSIENT, msg);
-        }
-        case drivers::HttpError::Kind::kInvalidUrl:
-          throw DriverError(GPUPROV_STATUS_INVALID_INPUT, what + ": " + e.what());
-        case drivers::HttpError::Kind::kTls:
-          throw DriverError(GPUPROV_STATUS_FAILED, what + ": " + e.what());
-      }
+    } catch (const kit::HttpError& e) {
+      kit::ThrowHttpError(e, what + ": Compute Engine at " + endpoint_,
+                          ParseApiError(e.last_response().status, e.last_response().body).message);
     }
     if (resp.status == 401 && !refreshed) {
       // An expired or revoked token: one new token, then the request again (reference §1.4).
@@ -240,21 +193,8 @@ GcpDriver::ObjectPtr GcpDriver::Call(const std::string& method, const std::strin
       continue;
     }
     ApiError api = ParseApiError(resp.status, resp.body);
-    if (IsRateLimit(api) && rate_limited + 1 < policy_.max_attempts) {
-      ++rate_limited;
-      const milliseconds delay =
-          drivers::NextDelay(policy_, rate_limited, std::nullopt, jitter.Next());
-      host_.Debug(what + ": HTTP 403 " + api.reason + ", retrying in " +
-                  std::to_string(delay.count()) + " ms");
-      if (delay >= milliseconds(1000)) {
-        host_.Progress("Compute Engine rate limit (" + api.reason + "); retrying in " +
-                       std::to_string((delay.count() + 999) / 1000) + " s");
-      }
-      const auto until = steady_clock::now() + delay;
-      while (steady_clock::now() < until) {
-        if (host_.Cancelled()) throw DriverError(GPUPROV_STATUS_CANCELLED, what + ": cancelled");
-        std::this_thread::sleep_for(std::min(milliseconds(50), delay));
-      }
+    if (IsRateLimit(api) && rate_limit_backoff.Wait("Compute Engine rate limit (HTTP 403 " +
+                                                    api.reason + ")")) {
       continue;
     }
     if (status) *status = resp.status;
@@ -302,29 +242,23 @@ GcpDriver::ObjectPtr GcpDriver::WaitOperation(const ObjectPtr& op_in, const std:
   } else {
     path = "global/operations/" + Encode(name);
   }
-  const auto start = steady_clock::now();
-  auto last_progress = start;
-  while (json::Str(op, "status") != "DONE") {
-    const auto elapsed =
-        std::chrono::duration_cast<std::chrono::seconds>(steady_clock::now() - start);
-    if (elapsed >= operation_timeout_) {
-      throw DriverError(GPUPROV_STATUS_TRANSIENT,
-                        what + ": operation " + name + " is still " + json::Str(op, "status") +
-                            " after " + std::to_string(elapsed.count()) +
-                            " s; re-run to continue (gpuprov finds the VM by name)");
+  kit::PollOptions poll{what + ": operation " + name, poll_interval_,
+                       std::chrono::duration_cast<milliseconds>(operation_timeout_)};
+  bool first = true;
+  const bool done = kit::PollUntil(host_, poll, [&](std::string* state) {
+    if (!first) {
+      op = Call("GET", path, what + " (operation " + name + ")");
+      if (!op) throw DriverError(GPUPROV_STATUS_FAILED, what + ": empty operation");
     }
-    if (steady_clock::now() - last_progress >= std::chrono::seconds(15)) {
-      host_.Progress(what + ": operation " + json::Str(op, "status") + " (" +
-                     std::to_string(elapsed.count()) + " s)");
-      last_progress = steady_clock::now();
-    }
-    const auto until = steady_clock::now() + poll_interval_;
-    while (steady_clock::now() < until) {
-      if (host_.Cancelled()) throw DriverError(GPUPROV_STATUS_CANCELLED, what + ": cancelled");
-      std::this_thread::sleep_for(std::min(milliseconds(50), poll_interval_));
-    }
-    op = Call("GET", path, what + " (operation " + name + ")");
-    if (!op) throw DriverError(GPUPROV_STATUS_FAILED, what + ": empty operation");
+    first = false;
+    *state = json::Str(op, "status");
+    return *state == "DONE";
+  });
+  if (!done) {
+    throw DriverError(GPUPROV_STATUS_TRANSIENT,
+                      what + ": operation " + name + " is still " + json::Str(op, "status") +
+                          " after " + std::to_string(operation_timeout_.count()) +
+                          " s; re-run to continue (gpuprov finds the VM by name)");
   }
   return op;
 }
@@ -425,7 +359,7 @@ GcpDriver::ObjectPtr GcpDriver::GetFirewall(const std::string& vm_name) {
 
 void GcpDriver::EnsureFirewall(const std::string& vm_name, const std::vector<int>& ports_in) {
   const std::string fw_name = FirewallName(vm_name);
-  std::vector<int> ports = WithSsh(ports_in);
+  std::vector<int> ports = kit::WithSsh(ports_in);
   ObjectPtr fw = GetFirewall(vm_name);
   if (fw) {
     std::set<int> open = AllowedTcpPorts(fw);
@@ -435,7 +369,7 @@ void GcpDriver::EnsureFirewall(const std::string& vm_name, const std::vector<int
     for (int p : open) {
       if (p <= 65535 && open.size() < 64) ports.push_back(p);
     }
-    ports = WithSsh(ports);
+    ports = kit::WithSsh(ports);
   }
   Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   body->set("name", fw_name);
@@ -579,7 +513,7 @@ GcpDriver::ObjectPtr GcpDriver::VmJson(const ObjectPtr& inst, const std::vector<
   vm->set("message", state == "running" || state == "pending"
                          ? std::string()
                          : status + (message.empty() ? "" : ": " + message));
-  vm->set("ports", drivers::PortMap(ports));
+  vm->set("ports", kit::PortMap(ports));
   Object::Ptr tags = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   if (ObjectPtr labels = json::Obj(inst, "labels")) {
     for (const auto& [k, v] : *labels)
@@ -605,7 +539,7 @@ std::string GcpDriver::Check(const std::string& /*request_json*/) {
 
 std::string GcpDriver::Offers(const std::string& request_json) {
   ObjectPtr request = json::ParseObject(request_json, "the offers request");
-  std::optional<GpuRequest> gpu = ParseGpu(request);
+  std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request);
   std::string location = json::Str(request, "region");
   if (location.empty()) location = default_region_;
   Array::Ptr offers = new Array();
@@ -641,16 +575,8 @@ std::string GcpDriver::Offers(const std::string& request_json) {
                   "; try another --region");
     return json::Stringify(result);
   }
-  Object::Ptr o = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-  o->set("instance_type", mt->machine_type);
-  if (mt->gpu_count > 0) {
-    o->set("gpu_type", mt->gpu_type);
-  } else {
-    o->set("gpu_type", Poco::Dynamic::Var());
-  }
-  o->set("gpu_count", mt->gpu_count);
-  o->set("region", location);
-  o->set("price_per_hour", mt->price_per_hour);
+  Object::Ptr o = kit::OfferJson(
+      {mt->machine_type, mt->gpu_type, mt->gpu_count, location, mt->price_per_hour, ""});
   Array::Ptr zone_list = new Array();
   for (const auto& z : zones) zone_list->add(z);
   o->set("zones", zone_list);
@@ -661,33 +587,21 @@ std::string GcpDriver::Offers(const std::string& request_json) {
 std::string GcpDriver::Create(const std::string& request_json) {
   ObjectPtr request = json::ParseObject(request_json, "the create request");
   const std::string name = json::Str(request, "name");
-  ValidateVmName(name);
+  kit::ValidateVmName(name, kVmNameRules);
   const std::string user_data = json::Str(request, "user_data");
-  CheckUserData(user_data);
-  const std::string public_key = drivers::RequiredSshPublicKey(
+  kit::CheckUserData(user_data, kMaxMetadataValueBytes, "a Compute Engine metadata value");
+  const std::string public_key = kit::RequiredSshPublicKey(
       request, "Compute Engine takes the login key from the ssh-keys metadata item");
   const std::string ssh_keys = SshKeysEntry(ssh_user_, public_key);
-  const std::vector<int> ports = WithSsh(PortsOf(request, "open_ports"));
+  const std::vector<int> ports = kit::WithSsh(kit::PortsOf(request, "open_ports"));
 
-  std::optional<GpuRequest> gpu = ParseGpu(request);
-  const std::string instance_type = json::Str(request, "instance_type");
-  GceMachineType mt;
-  if (gpu) {
-    std::optional<GceMachineType> m = MachineTypeForGpu(gpu->type, gpu->count);
-    if (!m)
-      throw DriverError(GPUPROV_STATUS_INVALID_INPUT, NotOfferedMessage(gpu->type, gpu->count));
-    if (!instance_type.empty() && instance_type != m->machine_type) {
-      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                        "machine type " + instance_type + " does not have " + gpu->type + ":" +
-                            std::to_string(gpu->count) + " (that is " + m->machine_type + ")");
-    }
-    mt = *m;
-  } else if (!instance_type.empty()) {
-    std::optional<GceMachineType> m = MachineTypeByName(instance_type);
-    if (m && m->guest_accelerator) m.reset();  // an N1 type without a GPU request: plain
-    mt = m ? *m : GceMachineType{"", 0, instance_type, "", false, 0};
-  } else {
-    mt = CpuMachineType();
+  const kit::CatalogueChoice choice = kit::ChooseInstanceType(
+      MachineTypeCatalogue(), kit::ParseGpu(request), json::Str(request, "instance_type"));
+  GceMachineType mt = choice.cpu_default ? CpuMachineType()
+                      : choice.index    ? GpuMachineTypes()[*choice.index]
+                                        : GceMachineType{"", 0, choice.row.instance_type, "", false, 0};
+  if (!choice.cpu_default && !kit::ParseGpu(request) && mt.guest_accelerator) {
+    mt = GceMachineType{"", 0, mt.machine_type, "", false, 0};  // an N1 type without a GPU: plain
   }
   const bool has_gpu = mt.gpu_count > 0;
   std::string location = json::Str(request, "region");
@@ -705,7 +619,7 @@ std::string GcpDriver::Create(const std::string& request_json) {
     host_.Info("instance " + name + " exists (" + LastSegment(json::Str(existing, "zone")) + ", " +
                json::Str(existing, "status") + ")");
     EnsureFirewall(name, ports);
-    return VmResult(VmJson(existing, ports), true);
+    return kit::VmResult(VmJson(existing, ports), true);
   }
   if (foreign) {
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
@@ -795,13 +709,7 @@ std::string GcpDriver::Create(const std::string& request_json) {
     metadata->set("items", items);
     body->set("metadata", metadata);
     Object::Ptr labels = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-    if (ObjectPtr user_tags = json::Obj(request, "tags")) {
-      for (const auto& [k, v] : *user_tags) {
-        const std::string key = LabelKey(k);
-        if (key.empty()) continue;
-        labels->set(key, LabelValue(v.isEmpty() ? "" : v.convert<std::string>()));
-      }
-    }
+    for (const auto& [k, v] : kit::UserTags(request)) labels->set(LabelKey(k), LabelValue(v));
     labels->set(kManagedLabel, "1");
     labels->set(kNameLabel, name);
     body->set("labels", labels);
@@ -828,7 +736,7 @@ std::string GcpDriver::Create(const std::string& request_json) {
     }
     if (status == 409) {  // made in the meantime (another gpuprov run)
       if (ObjectPtr existing = FindByName(name)) {
-        return VmResult(VmJson(existing, ports), true);
+        return kit::VmResult(VmJson(existing, ports), true);
       }
       throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
                         "instance " + name + " exists in " + zone +
@@ -848,7 +756,7 @@ std::string GcpDriver::Create(const std::string& request_json) {
                               zone + "; re-run to try again");
       }
       host_.Info("instance " + name + " created in " + zone);
-      return VmResult(VmJson(inst, ports), false);
+      return kit::VmResult(VmJson(inst, ports), false);
     }
     // A failed insert may leave the instance visible for a moment (reference §8): make sure
     // it is gone before going on.
@@ -903,10 +811,10 @@ std::string GcpDriver::Get(const std::string& request_json) {
   ObjectPtr inst = Resolve(request);
   if (!inst) {
     throw DriverError(GPUPROV_STATUS_NOT_FOUND, "no gpuprov instance " +
-                                                    drivers::VmReference(request) +
+                                                    kit::VmReference(request) +
                                                     " in project " + Project());
   }
-  return VmResult(VmJson(inst, {22}));
+  return kit::VmResult(VmJson(inst, {22}));
 }
 
 std::string GcpDriver::List(const std::string& /*request_json*/) {
@@ -934,7 +842,7 @@ std::string GcpDriver::Delete(const std::string& request_json) {
   // The firewall rule of this VM name, also when the instance was already gone.
   if (!name.empty()) {
     try {
-      ValidateVmName(name);
+      kit::ValidateVmName(name, kVmNameRules);
       DeleteFirewall(name);
     } catch (const DriverError& e) {
       if (e.status() != GPUPROV_STATUS_INVALID_INPUT) throw;
@@ -947,7 +855,7 @@ std::string GcpDriver::Delete(const std::string& request_json) {
 
 std::string GcpDriver::OpenPorts(const std::string& request_json) {
   ObjectPtr request = json::ParseObject(request_json, "the open_ports request");
-  std::vector<int> ports = PortsOf(request, "ports");
+  std::vector<int> ports = kit::PortsOf(request, "ports");
   ObjectPtr inst = Resolve(request);
   if (!inst) {
     throw DriverError(

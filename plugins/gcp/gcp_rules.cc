@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "gcp_rules.h"
 
+#include "driver_status.h"
+#include "tags.h"
+
 #include <Poco/JSON/Array.h>
 
 #include <cctype>
@@ -19,28 +22,7 @@ using Poco::JSON::Array;
 using Poco::JSON::Object;
 namespace json = gpuprov::drivers::json;
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-bool LabelChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
-}
-
 }  // namespace
-
-void ValidateVmName(const std::string& name) {
-  static const std::regex re("^[a-z]([-a-z0-9]*[a-z0-9])?$");
-  if (name.empty() || name.size() > kMaxVmNameLength || !std::regex_match(name, re)) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      "VM name \"" + name + "\" is not valid on Compute Engine: use 1-" +
-                          std::to_string(kMaxVmNameLength) +
-                          " lower-case letters, digits and '-', starting with a letter and "
-                          "not ending with '-' (gpuprov adds \"gpuprov-\" for its firewall "
-                          "rule, and GCE names stop at 63)");
-  }
-}
 
 std::string FirewallName(const std::string& vm_name) { return kResourcePrefix + vm_name; }
 
@@ -51,11 +33,7 @@ std::string LabelKey(const std::string& s) {
   return out.substr(0, 63);
 }
 
-std::string LabelValue(const std::string& s) {
-  std::string out;
-  for (char c : Lower(s)) out += LabelChar(c) ? c : '_';
-  return out.substr(0, 63);
-}
+std::string LabelValue(const std::string& s) { return drivers::FitTag(s, "-_", 63, true); }
 
 std::string StateOf(const std::string& s) {
   if (s == "PROVISIONING" || s == "STAGING" || s == "REPAIRING") return "pending";
@@ -80,14 +58,6 @@ std::string RegionOf(const std::string& location) {
 std::string LastSegment(const std::string& url) {
   size_t slash = url.rfind('/');
   return slash == std::string::npos ? url : url.substr(slash + 1);
-}
-
-void CheckUserData(const std::string& user_data) {
-  if (user_data.size() > kMaxMetadataValueBytes) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      "user data is " + std::to_string(user_data.size()) +
-                          " bytes; a Compute Engine metadata value holds at most 262144 (256 KiB)");
-  }
 }
 
 std::string SshKeysEntry(const std::string& user, const std::string& public_key) {
@@ -142,18 +112,29 @@ bool IsRateLimit(const ApiError& e) {
          (e.reason == "rateLimitExceeded" || e.reason == "userRateLimitExceeded");
 }
 
+// Reasons (errors[0].reason) and operation error codes that say more than the HTTP status
+// (reference §8); the rest follows the kit's HTTP table.
+constexpr drivers::CloudCode kReasons[] = {
+    {"quotaExceeded", GPUPROV_STATUS_QUOTA},
+    {"rateLimitExceeded", GPUPROV_STATUS_TRANSIENT},
+    {"userRateLimitExceeded", GPUPROV_STATUS_TRANSIENT},
+};
+constexpr drivers::CloudCode kOperationCodes[] = {
+    {"ZONE_RESOURCE_POOL_EXHAUSTED", GPUPROV_STATUS_CAPACITY},
+    {"ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", GPUPROV_STATUS_CAPACITY},
+    {"REGION_RESOURCE_POOL_EXHAUSTED", GPUPROV_STATUS_CAPACITY},
+    {"RESOURCE_POOL_EXHAUSTED", GPUPROV_STATUS_CAPACITY},
+    {"GPU_STOCKOUT", GPUPROV_STATUS_CAPACITY},
+    {"UNSUPPORTED_OPERATION", GPUPROV_STATUS_CAPACITY},
+    {"QUOTA_EXCEEDED", GPUPROV_STATUS_QUOTA},
+    {"RESOURCE_NOT_READY", GPUPROV_STATUS_TRANSIENT},
+    {"INTERNAL_ERROR", GPUPROV_STATUS_TRANSIENT},
+};
+
 gpuprov_type_status ClassifyApiError(const ApiError& e) {
-  const int s = e.http_status;
-  if (s == 400) return GPUPROV_STATUS_INVALID_INPUT;
-  if (s == 401) return GPUPROV_STATUS_AUTH;
-  if (s == 403) {
-    if (e.reason == "quotaExceeded") return GPUPROV_STATUS_QUOTA;
-    if (IsRateLimit(e)) return GPUPROV_STATUS_TRANSIENT;
-    return GPUPROV_STATUS_AUTH;
-  }
-  if (s == 404) return GPUPROV_STATUS_NOT_FOUND;
-  if (s == 429 || (s >= 500 && s <= 599)) return GPUPROV_STATUS_TRANSIENT;
-  return GPUPROV_STATUS_FAILED;
+  // Only a 403 carries the reasons above; another status with them means what its status says.
+  if (e.http_status == 403) return drivers::StatusOf(e.http_status, e.reason, kReasons);
+  return drivers::StatusOf(e.http_status);
 }
 
 OperationError ParseOperationError(const Object::Ptr& operation) {
@@ -185,15 +166,7 @@ OperationError ParseOperationError(const Object::Ptr& operation) {
 }
 
 gpuprov_type_status ClassifyOperationError(const std::string& code) {
-  if (code == "ZONE_RESOURCE_POOL_EXHAUSTED" ||
-      code == "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS" ||
-      code == "REGION_RESOURCE_POOL_EXHAUSTED" || code == "RESOURCE_POOL_EXHAUSTED" ||
-      code == "GPU_STOCKOUT" || code == "UNSUPPORTED_OPERATION") {
-    return GPUPROV_STATUS_CAPACITY;
-  }
-  if (code == "QUOTA_EXCEEDED") return GPUPROV_STATUS_QUOTA;
-  if (code == "RESOURCE_NOT_READY" || code == "INTERNAL_ERROR") return GPUPROV_STATUS_TRANSIENT;
-  return GPUPROV_STATUS_FAILED;
+  return drivers::StatusOfCode(kOperationCodes, code).value_or(GPUPROV_STATUS_FAILED);
 }
 
 }  // namespace gpuprov::gcp

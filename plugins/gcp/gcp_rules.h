@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gpuprov/driver_abi.h"
+#include "vm_rules.h"
 
 namespace gpuprov::gcp {
 
@@ -31,9 +32,13 @@ inline constexpr size_t kMaxVmNameLength = 55;
 /// Metadata value limit (reference §4): 256 KiB per value.
 inline constexpr size_t kMaxMetadataValueBytes = 262144;
 
-/// Throws DriverError(INVALID_INPUT) unless name is a GCE name ([a-z]([-a-z0-9]*[a-z0-9])?)
-/// of at most kMaxVmNameLength characters.
-void ValidateVmName(const std::string& name);
+/// VM names: GCE names ([a-z]([-a-z0-9]*[a-z0-9])?) of at most kMaxVmNameLength characters.
+inline const drivers::VmNameRules kVmNameRules{
+    .what = "a Compute Engine instance name",
+    .max_length = kMaxVmNameLength,
+    .lower_case_only = true,
+    .letter_first = true,
+    .note = "gpuprov adds \"gpuprov-\" for its firewall rule, and GCE names stop at 63"};
 
 /// "gpuprov-<name>": the firewall rule name and the network tag it targets.
 std::string FirewallName(const std::string& vm_name);
@@ -55,9 +60,6 @@ bool IsZone(const std::string& location);
 std::string RegionOf(const std::string& location);
 /// The last path segment of a URL or partial URL ("zones/us-central1-a" -> "us-central1-a").
 std::string LastSegment(const std::string& url);
-
-/// Throws DriverError(INVALID_INPUT) when user data is over kMaxMetadataValueBytes.
-void CheckUserData(const std::string& user_data);
 
 /// "user:<key line>" for the ssh-keys metadata item (reference §3.6); throws
 /// DriverError(INVALID_INPUT) when the key is not one OpenSSH public key line.

@@ -17,12 +17,12 @@ Poco::JSON::Object::Ptr Parse(const std::string& text) {
 }
 
 TEST(GcpRules, VmNamesFollowGceNamingAndLeaveRoomForThePrefix) {
-  EXPECT_NO_THROW(ValidateVmName("gpu-k8s"));
-  EXPECT_NO_THROW(ValidateVmName(std::string(55, 'a')));
+  EXPECT_NO_THROW(drivers::ValidateVmName("gpu-k8s", kVmNameRules));
+  EXPECT_NO_THROW(drivers::ValidateVmName(std::string(55, 'a'), kVmNameRules));
   for (const std::string& bad : std::vector<std::string>{"", "Gpu", "1gpu", "gpu-", "gpu_k8s",
                                                          "gpu.k8s", std::string(56, 'a')}) {
     try {
-      ValidateVmName(bad);
+      drivers::ValidateVmName(bad, kVmNameRules);
       ADD_FAILURE() << "accepted " << bad;
     } catch (const DriverError& e) {
       EXPECT_EQ(e.status(), GPUPROV_STATUS_INVALID_INPUT);
@@ -61,9 +61,9 @@ TEST(GcpRules, ZonesAndRegions) {
 }
 
 TEST(GcpRules, UserDataUpToTheMetadataValueLimit) {
-  EXPECT_NO_THROW(CheckUserData(std::string(262144, 'x')));
+  EXPECT_NO_THROW(drivers::CheckUserData(std::string(262144, 'x'), kMaxMetadataValueBytes, "Compute Engine"));
   try {
-    CheckUserData(std::string(262145, 'x'));
+    drivers::CheckUserData(std::string(262145, 'x'), kMaxMetadataValueBytes, "Compute Engine");
     FAIL() << "accepted 262145 bytes";
   } catch (const DriverError& e) {
     EXPECT_EQ(e.status(), GPUPROV_STATUS_INVALID_INPUT);
@@ -97,7 +97,7 @@ TEST(GcpRules, ApiErrorsMapToStatuses) {
   EXPECT_EQ(ClassifyApiError(err(401, "authError")), GPUPROV_STATUS_AUTH);
   EXPECT_EQ(ClassifyApiError(err(400, "invalid")), GPUPROV_STATUS_INVALID_INPUT);
   EXPECT_EQ(ClassifyApiError(err(404, "notFound")), GPUPROV_STATUS_NOT_FOUND);
-  EXPECT_EQ(ClassifyApiError(err(409, "alreadyExists")), GPUPROV_STATUS_FAILED);
+  EXPECT_EQ(ClassifyApiError(err(409, "alreadyExists")), GPUPROV_STATUS_INVALID_INPUT);
   EXPECT_EQ(ClassifyApiError(err(429, "rateLimitExceeded")), GPUPROV_STATUS_TRANSIENT);
   EXPECT_EQ(ClassifyApiError(err(503, "backendError")), GPUPROV_STATUS_TRANSIENT);
   ApiError raw = ParseApiError(502, "<html>bad gateway</html>");

@@ -6,7 +6,6 @@
 #include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
 #include <Poco/JSON/Parser.h>
-#include <Poco/URI.h>
 
 #include <algorithm>
 #include <cctype>
@@ -14,23 +13,22 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
-#include <thread>
 
-#include "driver_request.h"
-#include "json_util.h"
+#include "driver_kit.h"
 #include "ssh_connection.h"
 
 namespace gpuprov::primeintellect {
 namespace {
 
-using gpuprov::drivers::Credential;
-using gpuprov::drivers::HttpError;
-using gpuprov::drivers::HttpRequest;
-using gpuprov::drivers::HttpResponse;
+namespace kit = gpuprov::drivers;
+using kit::Credential;
+using kit::HttpError;
+using kit::HttpRequest;
+using kit::HttpResponse;
 using gpuprov::sdk::DriverError;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
-namespace json = gpuprov::drivers::json;
+namespace json = kit::json;
 
 constexpr const char* kDefaultEndpoint = "https://api.primeintellect.ai";
 constexpr const char* kApi = "/api/v1";
@@ -52,7 +50,7 @@ std::string Lower(std::string s) {
   return s;
 }
 
-std::string Trim(const std::string& s) { return gpuprov::drivers::TrimSpace(s); }
+std::string Trim(const std::string& s) { return kit::TrimSpace(s); }
 
 // A response field as text; numbers converted, other shapes "".
 std::string Text(const Object::Ptr& o, const std::string& key) {
@@ -75,11 +73,7 @@ std::optional<double> Number(const Object::Ptr& o, const std::string& key) {
   return std::nullopt;
 }
 
-std::string Encode(const std::string& segment) {
-  std::string out;
-  Poco::URI::encode(segment, "/?#&=+ %:@;,", out);
-  return out;
-}
+std::string Encode(const std::string& segment) { return kit::EncodeComponent(segment); }
 
 // The message in a Prime Intellect error body: "message", then "error", then "detail" (a
 // string, or FastAPI's [{loc, msg}] list), then "errors" [{param, details}]; a non-JSON body
@@ -139,14 +133,11 @@ std::string CloudMessage(const std::string& body) {
 }
 
 // SkyPilot's "resources unavailable" words (clouds/primeintellect.md §8).
-bool IsCapacityText(const std::string& message) {
-  std::string m = Lower(message);
-  for (const char* w : {"no capacity", "capacity", "unavailable", "out of stock", "insufficient",
-                        "not available", "quota exceeded", "limit exceeded"}) {
-    if (m.find(w) != std::string::npos) return true;
-  }
-  return false;
-}
+constexpr std::string_view kCapacityWords[] = {
+    "no capacity", "capacity", "unavailable", "out of stock", "insufficient", "not available",
+    "quota exceeded", "limit exceeded"};
+
+bool IsCapacityText(const std::string& message) { return kit::MentionsAny(message, kCapacityWords); }
 
 bool IsSuccess(int status) { return status >= 200 && status < 300; }
 
@@ -286,7 +277,7 @@ Object::Ptr VmJson(const Object::Ptr& pod) {
 }
 
 std::string VmResult(const Object::Ptr& pod, std::optional<bool> existing = std::nullopt) {
-  return gpuprov::drivers::VmResult(VmJson(pod), existing);
+  return kit::VmResult(VmJson(pod), existing);
 }
 
 // --- requests ----------------------------------------------------------------
@@ -294,7 +285,7 @@ std::string VmResult(const Object::Ptr& pod, std::optional<bool> existing = std:
 // The request's "gpu" and "region" as an offer query (no gpu: type "" and count 0).
 OfferQuery QueryFor(const Object::Ptr& request) {
   OfferQuery q;
-  if (std::optional<gpuprov::drivers::GpuRequest> gpu = gpuprov::drivers::ParseGpu(request)) {
+  if (std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request)) {
     q.gpu_type = gpu->type;
     q.gpu_count = gpu->count;
   }
@@ -309,17 +300,8 @@ std::string Describe(const OfferQuery& q) {
   return s;
 }
 
-void ValidateName(const std::string& name) {
-  bool ok = !name.empty() && name.size() <= 128;
-  for (char c : name) {
-    auto u = static_cast<unsigned char>(c);
-    if (u <= 0x20 || u == 0x7f) ok = false;
-  }
-  if (!ok) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      "pod name \"" + name + "\" must be 1-128 visible characters");
-  }
-}
+const kit::VmNameRules kPodNameRules{
+    .what = "a Prime Intellect pod name", .max_length = 128, .any_visible = true};
 
 // A positive integer setting from the config table (number or numeric string).
 std::optional<long long> Setting(const Object::Ptr& config, const std::string& key) {
@@ -349,7 +331,7 @@ std::string ConfigFilePath() {
 std::optional<std::string> ConfigFileValue(const std::string& key) {
   const std::string path = ConfigFilePath();
   if (path.empty()) return std::nullopt;
-  std::optional<std::string> text = gpuprov::drivers::ReadSmallFile(path);
+  std::optional<std::string> text = kit::ReadSmallFile(path);
   if (!text) return std::nullopt;
   Object::Ptr o = json::TryParseObject(*text);
   if (!o) {
@@ -391,11 +373,11 @@ PrimeIntellectDriver::PrimeIntellectDriver(const gpuprov::sdk::InitContext& ctx)
   if (auto v = Setting(config, "poll_interval_ms")) poll_interval_ = milliseconds(*v);
   if (auto v = Setting(config, "delete_timeout_s")) delete_timeout_ = std::chrono::seconds(*v);
 
-  gpuprov::drivers::RetryPolicy once = policy_;
+  kit::RetryPolicy once = policy_;
   once.max_attempts = 1;
   try {
-    client_ = std::make_unique<gpuprov::drivers::HttpClient>(endpoint_, policy_, host_);
-    once_client_ = std::make_unique<gpuprov::drivers::HttpClient>(endpoint_, once, host_);
+    client_ = std::make_unique<kit::HttpClient>(endpoint_, policy_, host_);
+    once_client_ = std::make_unique<kit::HttpClient>(endpoint_, once, host_);
   } catch (const HttpError& e) {
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
                       std::string("Prime Intellect endpoint: ") + e.what() +
@@ -407,7 +389,7 @@ PrimeIntellectDriver::PrimeIntellectDriver(const gpuprov::sdk::InitContext& ctx)
 PrimeIntellectDriver::~PrimeIntellectDriver() = default;
 
 Credential PrimeIntellectDriver::ApiKey() {
-  if (auto c = gpuprov::drivers::CredentialFromEnv({"PRIME_API_KEY"})) {
+  if (auto c = kit::CredentialFromEnv({"PRIME_API_KEY"})) {
     key_ = c->value;
     return *c;
   }
@@ -420,7 +402,7 @@ Credential PrimeIntellectDriver::ApiKey() {
 }
 
 std::string PrimeIntellectDriver::TeamId() const {
-  if (auto c = gpuprov::drivers::CredentialFromEnv({"PRIME_TEAM_ID"})) return c->value;
+  if (auto c = kit::CredentialFromEnv({"PRIME_TEAM_ID"})) return c->value;
   if (!config_team_id_.empty()) return config_team_id_;
   try {
     return ConfigFileValue("team_id").value_or("");
@@ -451,28 +433,19 @@ HttpResponse PrimeIntellectDriver::Call(const std::string& method, const std::st
   try {
     return client_->Send(req);
   } catch (const HttpError& e) {
-    const std::string what = method + " " + path;
-    switch (e.kind()) {
-      case HttpError::Kind::kCancelled:
-        throw DriverError(GPUPROV_STATUS_CANCELLED, "cancelled during " + what);
-      case HttpError::Kind::kInvalidUrl:
-        throw DriverError(GPUPROV_STATUS_INVALID_INPUT, Scrub(e.what()));
-      case HttpError::Kind::kTls:
-        throw DriverError(GPUPROV_STATUS_FAILED, Scrub(e.what()));
-      case HttpError::Kind::kRetriesExhausted:
-      default: {
-        const HttpResponse& last = e.last_response();
-        std::string msg = Scrub(CloudMessage(last.body));
-        if (last.status >= 500 && IsCapacityText(msg)) {
-          throw DriverError(GPUPROV_STATUS_CAPACITY, "Prime Intellect: " + msg);
-        }
-        std::string hint = last.status == 429
-                               ? "; Prime Intellect is rate limiting this key, try again later"
-                               : "; check https://status.primeintellect.ai or try again later";
-        throw DriverError(GPUPROV_STATUS_TRANSIENT,
-                          Scrub(e.what()) + (msg.empty() ? "" : " (" + msg + ")") + hint);
-      }
+    if (e.kind() != HttpError::Kind::kRetriesExhausted) {
+      kit::ThrowHttpError(HttpError(e.kind(), Scrub(e.what())), "Prime Intellect " + method);
     }
+    const HttpResponse& last = e.last_response();
+    std::string msg = Scrub(CloudMessage(last.body));
+    if (last.status >= 500 && IsCapacityText(msg)) {
+      throw DriverError(GPUPROV_STATUS_CAPACITY, "Prime Intellect: " + msg);
+    }
+    std::string hint = last.status == 429
+                           ? "; Prime Intellect is rate limiting this key, try again later"
+                           : "; check https://status.primeintellect.ai or try again later";
+    throw DriverError(GPUPROV_STATUS_TRANSIENT,
+                      Scrub(e.what()) + (msg.empty() ? "" : " (" + msg + ")") + hint);
   }
 }
 
@@ -480,24 +453,26 @@ void PrimeIntellectDriver::ThrowForResponse(const HttpResponse& r, const std::st
   const std::string msg = Scrub(CloudMessage(r.body));
   const std::string code = "HTTP " + std::to_string(r.status);
   const std::string detail = msg.empty() ? code : msg + " (" + code + ")";
-  if (r.status == 401 || r.status == 403) {
-    throw DriverError(GPUPROV_STATUS_AUTH, "Prime Intellect refused the API key for " + what +
-                                               ": " + detail + "; " + kKeyHint);
+  gpuprov_type_status status = kit::StatusOfHttp(r.status);
+  // Capacity is only in the message; auth, payment and a missing pod say so by status.
+  if (status != GPUPROV_STATUS_AUTH && status != GPUPROV_STATUS_QUOTA &&
+      status != GPUPROV_STATUS_NOT_FOUND && IsCapacityText(msg)) {
+    status = GPUPROV_STATUS_CAPACITY;
   }
-  if (r.status == 402) {
-    throw DriverError(GPUPROV_STATUS_QUOTA,
-                      what + ": payment required: " + detail +
-                          "; add funds to the Prime Intellect wallet of this account or team");
+  switch (status) {
+    case GPUPROV_STATUS_AUTH:
+      throw DriverError(status, "Prime Intellect refused the API key for " + what + ": " + detail +
+                                    "; " + kKeyHint);
+    case GPUPROV_STATUS_QUOTA:
+      throw DriverError(status, what + ": payment required: " + detail +
+                                    "; add funds to the Prime Intellect wallet of this account or team");
+    case GPUPROV_STATUS_CAPACITY:
+      throw DriverError(status, what + ": Prime Intellect: " + detail);
+    case GPUPROV_STATUS_INVALID_INPUT:
+      throw DriverError(status, what + ": Prime Intellect rejected the request: " + detail);
+    default:
+      throw DriverError(status, what + ": " + detail);
   }
-  if (r.status == 404) throw DriverError(GPUPROV_STATUS_NOT_FOUND, what + ": " + detail);
-  if (IsCapacityText(msg)) {
-    throw DriverError(GPUPROV_STATUS_CAPACITY, what + ": Prime Intellect: " + detail);
-  }
-  if (r.status == 400 || r.status == 409 || r.status == 422) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      what + ": Prime Intellect rejected the request: " + detail);
-  }
-  throw DriverError(GPUPROV_STATUS_FAILED, what + ": " + detail);
 }
 
 Poco::Dynamic::Var PrimeIntellectDriver::CallJson(const std::string& method,
@@ -514,16 +489,6 @@ Poco::Dynamic::Var PrimeIntellectDriver::CallJson(const std::string& method,
     throw DriverError(GPUPROV_STATUS_FAILED,
                       what + ": Prime Intellect answered with invalid JSON (" + e.displayText() +
                           ")");
-  }
-}
-
-void PrimeIntellectDriver::Wait(std::chrono::milliseconds how_long) {
-  const auto until = std::chrono::steady_clock::now() + how_long;
-  while (std::chrono::steady_clock::now() < until) {
-    if (host_.Cancelled()) throw DriverError(GPUPROV_STATUS_CANCELLED, "cancelled");
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        until - std::chrono::steady_clock::now());
-    std::this_thread::sleep_for(std::min(left, std::chrono::milliseconds(50)));
   }
 }
 
@@ -667,8 +632,8 @@ PrimeIntellectDriver::ObjectPtr PrimeIntellectDriver::CreatePod(const std::strin
   req.headers["Content-Type"] = "application/json";
   req.body = body;
   std::string last_problem;
-  const auto start = std::chrono::steady_clock::now();
-  for (int attempt = 1; attempt <= policy_.max_attempts; ++attempt) {
+  kit::Backoff backoff(host_, policy_, "create pod " + name);
+  for (;;) {
     std::optional<std::chrono::milliseconds> retry_after;
     try {
       HttpResponse r = once_client_->Send(req);
@@ -707,17 +672,10 @@ PrimeIntellectDriver::ObjectPtr PrimeIntellectDriver::CreatePod(const std::strin
         }
       }
       if (auto it = last.headers.find("Retry-After"); it != last.headers.end()) {
-        retry_after = gpuprov::drivers::ParseRetryAfter(it->second);
+        retry_after = kit::ParseRetryAfter(it->second);
       }
     }
-    if (attempt == policy_.max_attempts) break;
-    auto delay = gpuprov::drivers::NextDelay(policy_, attempt, retry_after, jitter_.Next());
-    auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::steady_clock::now() - start);
-    if (elapsed + delay > policy_.total_budget) break;
-    host_.Debug("create pod " + name + ": " + last_problem + "; retrying in " +
-                std::to_string(delay.count()) + " ms");
-    Wait(delay);
+    if (!backoff.Wait(last_problem, retry_after)) break;
   }
   throw DriverError(GPUPROV_STATUS_TRANSIENT,
                     "create pod " + name + ": Prime Intellect kept failing (" + last_problem +
@@ -795,7 +753,7 @@ std::string PrimeIntellectDriver::Offers(const std::string& request_json) {
 std::string PrimeIntellectDriver::Create(const std::string& request_json) {
   Object::Ptr request = json::ParseObject(request_json, "the create request");
   const std::string name = json::Str(request, "name");
-  ValidateName(name);
+  kit::ValidateVmName(name, kPodNameRules);
   OfferQuery query = QueryFor(request);
   query.instance_type = json::Str(request, "instance_type");
   std::string image = json::Str(request, "image");
@@ -916,21 +874,20 @@ std::string PrimeIntellectDriver::Delete(const std::string& request_json) {
   if (!IsSuccess(r.status)) ThrowForResponse(r, "delete pod " + name);
 
   // Deletion is asynchronous (DELETING, then TERMINATED or gone): wait, bounded.
-  const auto deadline = std::chrono::steady_clock::now() + delete_timeout_;
   std::string status = Text(pod, "status");
-  while (true) {
+  kit::PollOptions poll{"waiting for pod " + name + " to be deleted", poll_interval_,
+                        std::chrono::duration_cast<std::chrono::milliseconds>(delete_timeout_)};
+  const bool gone = kit::PollUntil(host_, poll, [&](std::string* state) {
     ObjectPtr now = GetPod(id);
-    if (!now) break;
+    if (!now) return true;
     status = Upper(Text(now, "status"));
-    if (status == "TERMINATED") break;
-    if (std::chrono::steady_clock::now() >= deadline) {
-      host_.Warning("pod " + name + " is still " + status + " after " +
-                    std::to_string(delete_timeout_.count()) +
-                    " s; Prime Intellect finishes the deletion on its own");
-      break;
-    }
-    host_.Progress("waiting for pod " + name + " to be deleted (" + Lower(status) + ")");
-    Wait(poll_interval_);
+    *state = Lower(status);
+    return status == "TERMINATED";
+  });
+  if (!gone) {
+    host_.Warning("pod " + name + " is still " + status + " after " +
+                  std::to_string(delete_timeout_.count()) +
+                  " s; Prime Intellect finishes the deletion on its own");
   }
   result.set("deleted", true);
   return json::Stringify(result);

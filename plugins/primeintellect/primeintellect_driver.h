@@ -90,8 +90,6 @@ class PrimeIntellectDriver {
   /// POST /pods/ without blind retries: 429 waits and retries; a 5xx or lost connection looks
   /// for the pod by name first, since the create may have happened.
   ObjectPtr CreatePod(const std::string& body, const std::string& name);
-  /// Sleeps in slices, throwing CANCELLED when the host asks.
-  void Wait(std::chrono::milliseconds how_long);
 
   gpuprov::sdk::Host host_;
   std::string endpoint_;
@@ -103,7 +101,6 @@ class PrimeIntellectDriver {
   std::unique_ptr<gpuprov::drivers::HttpClient> client_;       // retries 429/5xx
   std::unique_ptr<gpuprov::drivers::HttpClient> once_client_;  // one attempt (pod create)
   std::string key_;  // the key of the current call, only to scrub it from messages
-  gpuprov::drivers::Jitter jitter_;
 };
 
 }  // namespace gpuprov::primeintellect
