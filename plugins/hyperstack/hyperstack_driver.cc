@@ -387,8 +387,7 @@ void HyperstackDriver::Undo(const Made& made, const std::string& environment) {
   }
 }
 
-void HyperstackDriver::CleanUpEnvironment(const std::string& environment,
-                                          const std::string& key_name) {
+void HyperstackDriver::CleanUpEnvironment(const std::string& environment) {
   // Every environment gpuprov made, and the configured one for its key pairs: a VM that
   // vanished or a create cut short leaves key pairs and environments nothing uses.
   std::set<std::string> envs_in_use, keys_in_use;
@@ -404,7 +403,8 @@ void HyperstackDriver::CleanUpEnvironment(const std::string& environment,
   for (const auto& k : ListAll("/core/keypairs", "keypairs", "list key pairs")) {
     const std::string env = EnvironmentOf(k);
     const std::string name = json::Str(k, "name");
-    const bool gpuprov_key = name.rfind(kResourcePrefix, 0) == 0 || name == key_name;
+    // Only key pairs gpuprov imported; one the user imported is never deleted.
+    const bool gpuprov_key = name.rfind(kResourcePrefix, 0) == 0;
     if (!ours(env) || !gpuprov_key || keys_in_use.count(env + "/" + name)) {
       envs_with_other_keys.insert(env);
       continue;
@@ -624,13 +624,12 @@ std::string HyperstackDriver::Delete(const std::string& request_json) {
   ObjectPtr request = json::ParseObject(request_json, "the delete request");
   ObjectPtr vm = Resolve(request);
   std::string name = json::Str(request, "name");
-  std::string environment, key_name;
+  std::string environment;
   bool deleted = false;
   if (vm) {
     const std::string id = json::Str(vm, "id");
     name = json::Str(vm, "name");
     environment = EnvironmentOf(vm);
-    key_name = KeyNameOf(vm);
     host_.Progress("deleting virtual machine " + name + " (id " + id + ")");
     // A VM still being created cannot be deleted yet (§3.4): try again, cancellable.
     kit::PollOptions poll{"waiting until virtual machine " + name + " can be deleted",
@@ -662,7 +661,7 @@ std::string HyperstackDriver::Delete(const std::string& request_json) {
     deleted = !gone_already;
     WaitGone(id, name);  // its security rules go with it (§3.4)
   }
-  CleanUpEnvironment(environment, key_name);
+  CleanUpEnvironment(environment);
   Object result;
   result.set("deleted", deleted);
   return json::Stringify(result);

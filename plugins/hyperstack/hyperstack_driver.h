@@ -104,9 +104,10 @@ class HyperstackDriver {
   ObjectPtr CreateVm(const std::string& name, const ObjectPtr& body);
   /// Removes what this call made when the create failed.
   void Undo(const Made& made, const std::string& environment);
-  /// After a VM is gone: the gpuprov key pair `key_name` in `environment` when no VM uses it,
-  /// and the gpuprov environment when no VM is left in it.
-  void CleanUpEnvironment(const std::string& environment, const std::string& key_name);
+  /// After a VM is gone: every key pair gpuprov imported (in its environments, `environment`
+  /// and the configured one) that no VM uses, then every gpuprov environment with no VM and
+  /// no other key pair left. Also what a vanished VM or a cut-short create left.
+  void CleanUpEnvironment(const std::string& environment);
   /// Waits (cancellable) until GET answers 404.
   void WaitGone(const std::string& id, const std::string& name);
 
