@@ -26,7 +26,8 @@ teardown_file() {
 }
 
 setup() {
-  # Deletes are polled fast and the retries are short, so the fault tests end quickly.
+  # Deletes are polled fast. (Retries keep the kit's defaults: config.toml takes no nested
+  # table in [clouds.<name>]; six attempts end within seconds.)
   cat >"$GPUPROV_HOME/config.toml" <<'EOF'
 [defaults.timeouts]
 ssh_wait_seconds = 180
@@ -35,11 +36,6 @@ api_wait_seconds = 120
 [clouds.hyperstack]
 poll_interval_ms = 500
 delete_retry_ms = 1000
-
-[clouds.hyperstack.retry]
-max_attempts = 3
-base_delay_ms = 50
-max_delay_ms = 200
 EOF
 }
 
