@@ -1,6 +1,7 @@
 // The one error convention of gpuprov's core: a function that cannot do its job throws
 // gpuprov::Error. The CLI's top level prints `error: <message>` and, when set, `hint: <hint>`
-// on stderr, and exits with exit_code (2 = bad input or usage, nothing created; 1 = failure; 130 = interrupted).
+// on stderr, and exits with exit_code (2 = bad input or usage, nothing created; 1 = failure;
+// 130 = interrupted by Ctrl-C).
 #pragma once
 
 #include <stdexcept>

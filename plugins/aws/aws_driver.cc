@@ -14,18 +14,14 @@ namespace gpuprov::aws {
 namespace {
 
 namespace kit = gpuprov::drivers;
-namespace json = gpuprov::drivers::json;
-using gpuprov::sdk::DriverError;
+using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
 using kit::Base64;
 using kit::kManagedTag;
 using kit::kNameTag;
-using Poco::JSON::Array;
-using Poco::JSON::Object;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
 constexpr const char* kSshUser = "ubuntu";  // DLAMI Ubuntu and Ubuntu AMIs (reference §9)
-constexpr const char* kPrefix = "gpuprov-";
 constexpr int kPageSize = 200;
 constexpr int kMaxPages = 50;
 
@@ -33,7 +29,7 @@ constexpr int kMaxPages = 50;
 // tag value and in the names "gpuprov-<name>" of the security group and key pair.
 const kit::VmNameRules kVmNameRules{.what = "an AWS instance name", .max_length = 63};
 
-std::string ResourceName(const std::string& vm_name) { return kPrefix + vm_name; }
+std::string ResourceName(const std::string& vm_name) { return kit::kResourcePrefix + vm_name; }
 
 std::string RandomHex(size_t n) {
   static const char* digits = "0123456789abcdef";
@@ -113,10 +109,9 @@ bool PortOpen(const XmlNode* group, int port) {
 }  // namespace
 
 AwsDriver::AwsDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
-  Object::Ptr settings = json::ParseObject(ctx.config_json, "the driver settings");
-  endpoint_ = json::Str(settings, "endpoint");
-  config_ = json::Obj(settings, "config");
-  if (!config_) config_ = new Object();
+  kit::DriverSettings settings = kit::ParseSettings(ctx.config_json);
+  endpoint_ = settings.endpoint;
+  config_ = settings.config;
   profile_ = json::Str(config_, "profile");
   EnvLookup env = ProcessEnv();
   default_region_ = ResolveRegion(env, "", json::Str(config_, "region"), profile_);
@@ -248,12 +243,8 @@ std::vector<std::string> AwsDriver::SearchRegions(const std::string& requested) 
 
 std::optional<XmlNode> AwsDriver::Resolve(const ObjectPtr& request, bool include_gone,
                                           std::string* region) {
-  const std::string id = json::Str(request, "id");
-  const std::string name = json::Str(request, "name");
+  const auto [id, name] = kit::RequireIdOrName(request);
   const std::string requested_region = json::Str(request, "region");
-  if (id.empty() && name.empty()) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "the request needs \"id\" or \"name\"");
-  }
   if (!id.empty()) {
     auto [id_region, instance_id] = SplitId(id);
     const std::string r = !id_region.empty()          ? id_region
@@ -526,15 +517,13 @@ std::string AwsDriver::Check(const std::string& /*request_json*/) {
 
 std::string AwsDriver::Offers(const std::string& request_json) {
   ObjectPtr request = json::ParseObject(request_json, "the offers request");
-  Object result;
   Array::Ptr offers = new Array();
-  result.set("offers", offers);
   std::optional<InstanceType> type;
   if (std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request)) {
     type = TypeForGpu(gpu->type, gpu->count);
     if (!type) {
       host_.Warning(NotOfferedMessage(gpu->type, gpu->count));
-      return json::Stringify(result);
+      return kit::OffersResult(offers);
     }
   } else {
     type = CpuType();
@@ -551,7 +540,7 @@ std::string AwsDriver::Offers(const std::string& request_json) {
     if (doc.Items("instanceTypeOfferingSet").empty()) {
       host_.Warning(std::string(type->name) + " is not offered in " + region +
                     "; choose another region with --region");
-      return json::Stringify(result);
+      return kit::OffersResult(offers);
     }
   } catch (const Ec2Error& e) {
     const gpuprov_type_status s = StatusOfCode(e.http_status(), e.code());
@@ -562,15 +551,13 @@ std::string AwsDriver::Offers(const std::string& request_json) {
   offers->add(kit::OfferJson({type->name, type->gpu_type, type->gpu_count, region,
                               type->price_per_hour,
                               image_override_.empty() ? DefaultImage(*type) : image_override_}));
-  return json::Stringify(result);
+  return kit::OffersResult(offers);
 }
 
 std::string AwsDriver::Create(const std::string& request_json) {
-  ObjectPtr request = json::ParseObject(request_json, "the create request");
-  const std::string name = json::Str(request, "name");
-  kit::ValidateVmName(name, kVmNameRules);
-  const std::string user_data = json::Str(request, "user_data");
-  kit::CheckUserData(user_data, kUserDataLimit, "EC2", "raw user data before base64");
+  const auto [request, name, user_data] =
+      kit::ParseCreateRequest(request_json, kVmNameRules, kUserDataLimit, "EC2",
+                              "raw user data before base64");
   const std::string public_key = kit::TrimSpace(json::Str(request, "ssh_public_key"));
   {
     std::istringstream words(public_key);
@@ -718,9 +705,7 @@ std::string AwsDriver::List(const std::string& /*request_json*/) {
       if (Managed(instance) && !Gone(instance)) vms->add(VmJson(region, instance));
     }
   }
-  Object result;
-  result.set("vms", vms);
-  return json::Stringify(result);
+  return kit::VmsResult(vms);
 }
 
 std::string AwsDriver::Delete(const std::string& request_json) {
@@ -760,9 +745,7 @@ std::string AwsDriver::Delete(const std::string& request_json) {
   }
   // The security group and key pair of the name, also when the instance was already gone.
   if (!name.empty()) DeleteVmResources(region, name, deadline);
-  Object result;
-  result.set("deleted", deleted);
-  return json::Stringify(result);
+  return kit::DeletedResult(deleted);
 }
 
 std::string AwsDriver::OpenPorts(const std::string& request_json) {

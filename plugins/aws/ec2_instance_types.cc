@@ -88,9 +88,10 @@ const drivers::Catalogue& InstanceTypeCatalogue() {
 }
 
 std::optional<InstanceType> TypeForGpu(const std::string& gpu_type, int count) {
-  const std::optional<size_t> row = drivers::FindGpuRow(InstanceTypeCatalogue(), gpu_type, count);
-  if (!row || !InstanceTypes()[*row].smallest) return std::nullopt;
-  return InstanceTypes()[*row];
+  std::optional<InstanceType> t =
+      drivers::EntryForGpu(InstanceTypeCatalogue(), InstanceTypes(), gpu_type, count);
+  if (t && !t->smallest) return std::nullopt;
+  return t;
 }
 
 std::optional<InstanceType> TypeByName(const std::string& name) {

@@ -55,6 +55,15 @@ std::optional<std::string> CanonicalGpu(const Catalogue& catalogue, const std::s
 std::optional<size_t> FindGpuRow(const Catalogue& catalogue, const std::string& gpu_type,
                                  int count);
 
+/// The cloud's own entry (of `table`, in the catalogue's row order) for gpu_type:count.
+template <class Entry>
+std::optional<Entry> EntryForGpu(const Catalogue& catalogue, const std::vector<Entry>& table,
+                                 const std::string& gpu_type, int count) {
+  const std::optional<size_t> row = FindGpuRow(catalogue, gpu_type, count);
+  if (!row || *row >= table.size()) return std::nullopt;
+  return table[*row];
+}
+
 /// The row of an instance type name, or nullopt.
 std::optional<size_t> FindTypeRow(const Catalogue& catalogue, const std::string& instance_type);
 

@@ -33,3 +33,12 @@
 #include "uri.h"
 #include "vm_rules.h"
 #include "wait.h"
+
+/// The names every driver source uses, in one using-directive:
+///   using namespace gpuprov::drivers::prelude;
+namespace gpuprov::drivers::prelude {
+namespace json = gpuprov::drivers::json;
+using gpuprov::sdk::DriverError;
+using Poco::JSON::Array;
+using Poco::JSON::Object;
+}  // namespace gpuprov::drivers::prelude

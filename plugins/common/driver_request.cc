@@ -129,4 +129,62 @@ Object::Ptr OfferJson(const OfferFields& offer) {
   return o;
 }
 
+DriverSettings ParseSettings(const std::string& settings_json, const std::string& default_endpoint,
+                             const std::string& api_suffix) {
+  Object::Ptr settings = json::ParseObject(settings_json, "the driver settings");
+  DriverSettings out;
+  out.endpoint = TrimSpace(json::Str(settings, "endpoint"));
+  if (out.endpoint.empty()) out.endpoint = default_endpoint;
+  while (!out.endpoint.empty() && out.endpoint.back() == '/') out.endpoint.pop_back();
+  if (!api_suffix.empty() && out.endpoint.size() > api_suffix.size() &&
+      out.endpoint.compare(out.endpoint.size() - api_suffix.size(), std::string::npos,
+                           api_suffix) == 0) {
+    out.endpoint.erase(out.endpoint.size() - api_suffix.size());
+  }
+  out.config = json::Obj(settings, "config");
+  if (!out.config) out.config = new Object();
+  return out;
+}
+
+CreateBasics ParseCreateRequest(const std::string& request_json, const VmNameRules& rules,
+                                size_t user_data_limit, const std::string& cloud,
+                                const std::string& form) {
+  CreateBasics out;
+  out.request = json::ParseObject(request_json, "the create request");
+  out.name = json::Str(out.request, "name");
+  ValidateVmName(out.name, rules);
+  out.user_data = json::Str(out.request, "user_data");
+  CheckUserData(out.user_data, user_data_limit, cloud, form);
+  return out;
+}
+
+OffersQuery ParseOffersRequest(const std::string& request_json, const std::string& default_region) {
+  Object::Ptr request = json::ParseObject(request_json, "the offers request");
+  OffersQuery q;
+  q.gpu = ParseGpu(request);
+  q.region = json::Str(request, "region");
+  if (q.region.empty()) q.region = default_region;
+  return q;
+}
+
+VmRef RequireIdOrName(const Object::Ptr& request) {
+  VmRef ref{json::Str(request, "id"), json::Str(request, "name")};
+  if (ref.id.empty() && ref.name.empty()) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "the request needs \"id\" or \"name\"");
+  }
+  return ref;
+}
+
+namespace {
+std::string OneMember(const std::string& key, const Poco::Dynamic::Var& value) {
+  Object result;
+  result.set(key, value);
+  return json::Stringify(result);
+}
+}  // namespace
+
+std::string OffersResult(const Array::Ptr& offers) { return OneMember("offers", offers); }
+std::string VmsResult(const Array::Ptr& vms) { return OneMember("vms", vms); }
+std::string DeletedResult(bool deleted) { return OneMember("deleted", deleted); }
+
 }  // namespace gpuprov::drivers

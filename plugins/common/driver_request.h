@@ -6,6 +6,7 @@
 // DriverError(INVALID_INPUT) naming the field.
 #pragma once
 
+#include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
 
 #include <optional>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "retry_policy.h"
+#include "vm_rules.h"
 
 namespace gpuprov::drivers {
 
@@ -64,6 +66,48 @@ struct OfferFields {
   std::string image;  ///< written only when not empty
 };
 Poco::JSON::Object::Ptr OfferJson(const OfferFields& offer);
+
+/// The init settings (docs/driver-protocol.md, init): "endpoint", trimmed, without trailing
+/// '/' and without `api_suffix` when it ends with it ("https://host/api/v1" and "https://host"
+/// are the same), `default_endpoint` when empty; "config", an empty object when absent.
+struct DriverSettings {
+  std::string endpoint;
+  Poco::JSON::Object::Ptr config;
+};
+DriverSettings ParseSettings(const std::string& settings_json,
+                             const std::string& default_endpoint = "",
+                             const std::string& api_suffix = "");
+
+/// A create request whose name follows `rules` and whose user data fits `user_data_limit`
+/// (vm_rules.h: CheckUserData with `cloud` and `form`).
+struct CreateBasics {
+  Poco::JSON::Object::Ptr request;
+  std::string name;
+  std::string user_data;
+};
+CreateBasics ParseCreateRequest(const std::string& request_json, const VmNameRules& rules,
+                                size_t user_data_limit, const std::string& cloud,
+                                const std::string& form = "raw user data");
+
+/// An offers request: its GPU and region ("" in the request: `default_region`).
+struct OffersQuery {
+  std::optional<GpuRequest> gpu;
+  std::string region;
+};
+OffersQuery ParseOffersRequest(const std::string& request_json, const std::string& default_region);
+
+/// The "id" and "name" of a get/delete/open_ports request; throws INVALID_INPUT "the request
+/// needs "id" or "name"" when both are empty.
+struct VmRef {
+  std::string id;
+  std::string name;
+};
+VmRef RequireIdOrName(const Poco::JSON::Object::Ptr& request);
+
+/// The results {"offers": [...]}, {"vms": [...]} and {"deleted": bool} as JSON text.
+std::string OffersResult(const Poco::JSON::Array::Ptr& offers);
+std::string VmsResult(const Poco::JSON::Array::Ptr& vms);
+std::string DeletedResult(bool deleted);
 
 /// {"vm": <vm>} or, when `existing` is set, {"vm": <vm>, "existing": <existing>} as JSON text.
 std::string VmResult(const Poco::JSON::Object::Ptr& vm,

@@ -160,3 +160,64 @@ TEST(DriverRequest, OfferJsonWritesNullForNoGpu) {
 
 }  // namespace
 }  // namespace gpuprov::drivers
+
+namespace gpuprov::drivers {
+namespace {
+
+TEST(DriverRequest, OffersRequestFallsBackToTheDefaultRegion) {
+  OffersQuery q = ParseOffersRequest(R"({"gpu": {"type": "L4"}})", "nyc2");
+  ASSERT_TRUE(q.gpu.has_value());
+  EXPECT_EQ(q.gpu->type, "L4");
+  EXPECT_EQ(q.region, "nyc2");
+  EXPECT_EQ(ParseOffersRequest(R"({"gpu": null, "region": "ams3"})", "nyc2").region, "ams3");
+}
+
+TEST(DriverRequest, IdOrNameIsRequired) {
+  EXPECT_EQ(RequireIdOrName(json::ParseObject(R"({"name": "x"})", "r")).name, "x");
+  EXPECT_THROW(RequireIdOrName(json::ParseObject("{}", "r")), gpuprov::sdk::DriverError);
+}
+
+TEST(DriverRequest, Results) {
+  EXPECT_EQ(DeletedResult(true), R"({"deleted":true})");
+  EXPECT_EQ(VmsResult(new Poco::JSON::Array()), R"({"vms":[]})");
+  EXPECT_EQ(OffersResult(new Poco::JSON::Array()), R"({"offers":[]})");
+}
+
+}  // namespace
+}  // namespace gpuprov::drivers
+
+namespace gpuprov::drivers {
+namespace {
+
+TEST(DriverRequest, SettingsNormaliseTheEndpoint) {
+  DriverSettings s = ParseSettings(R"({"endpoint": " https://h.example/api/v1/ ", "config": {"a": 1}})",
+                                   "https://default.example", "/api/v1");
+  EXPECT_EQ(s.endpoint, "https://h.example");
+  EXPECT_EQ(json::Int(s.config, "a"), 1);
+  DriverSettings d = ParseSettings("{}", "https://default.example");
+  EXPECT_EQ(d.endpoint, "https://default.example");
+  ASSERT_TRUE(d.config);
+  EXPECT_EQ(d.config->size(), 0u);
+}
+
+}  // namespace
+}  // namespace gpuprov::drivers
+
+namespace gpuprov::drivers {
+namespace {
+
+TEST(DriverRequest, CreateRequestChecksNameAndUserData) {
+  const VmNameRules rules{.what = "a test name", .max_length = 10};
+  CreateBasics c = ParseCreateRequest(R"({"name": "vm-1", "user_data": "#!/bin/sh"})", rules, 20,
+                                      "TestCloud");
+  EXPECT_EQ(c.name, "vm-1");
+  EXPECT_EQ(c.user_data, "#!/bin/sh");
+  EXPECT_THROW(ParseCreateRequest(R"({"name": "-bad"})", rules, 20, "TestCloud"),
+               gpuprov::sdk::DriverError);
+  EXPECT_THROW(ParseCreateRequest(R"({"name": "ok", "user_data": "0123456789012345678901"})",
+                                  rules, 20, "TestCloud"),
+               gpuprov::sdk::DriverError);
+}
+
+}  // namespace
+}  // namespace gpuprov::drivers

@@ -18,6 +18,8 @@ namespace gpuprov::drivers {
 /// (docs/driver-protocol.md).
 inline constexpr const char* kManagedTag = "gpuprov";
 inline constexpr const char* kNameTag = "gpuprov-name";
+/// The name prefix of what a driver makes for a VM: "gpuprov-<vm>" (firewall, key, group).
+inline constexpr const char* kResourcePrefix = "gpuprov-";
 
 /// {"gpuprov": "1", "gpuprov-name": vm_name}.
 std::map<std::string, std::string> ManagedTags(const std::string& vm_name);

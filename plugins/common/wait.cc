@@ -14,9 +14,9 @@ bool SleepUnlessCancelled(const gpuprov::sdk::Host& host, milliseconds how_long)
   const auto until = steady_clock::now() + how_long;
   for (;;) {
     if (host.Cancelled()) return false;
-    const auto left = std::chrono::duration_cast<milliseconds>(until - steady_clock::now());
-    if (left <= milliseconds(0)) return true;
-    std::this_thread::sleep_for(std::min(left, kCancelCheckInterval));
+    const auto now = steady_clock::now();
+    if (now >= until) return true;
+    std::this_thread::sleep_for(std::min<steady_clock::duration>(until - now, kCancelCheckInterval));
   }
 }
 

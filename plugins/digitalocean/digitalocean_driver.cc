@@ -12,10 +12,7 @@ namespace gpuprov::digitalocean {
 namespace {
 
 namespace kit = gpuprov::drivers;
-namespace json = gpuprov::drivers::json;
-using gpuprov::sdk::DriverError;
-using Poco::JSON::Array;
-using Poco::JSON::Object;
+using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
 
 constexpr const char* kSshUser = "root";
 constexpr int kPerPage = 200;
@@ -159,11 +156,9 @@ std::set<std::string> DropletIdsOf(const Object::Ptr& fw) {
 }  // namespace
 
 DigitalOceanDriver::DigitalOceanDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
-  Object::Ptr settings = json::ParseObject(ctx.config_json, "the driver settings");
-  endpoint_ = json::Str(settings, "endpoint");
-  if (endpoint_.empty()) endpoint_ = kDefaultEndpoint;
-  config_ = json::Obj(settings, "config");
-  if (!config_) config_ = new Object();
+  kit::DriverSettings settings = kit::ParseSettings(ctx.config_json, kDefaultEndpoint);
+  endpoint_ = settings.endpoint;
+  config_ = settings.config;
   default_region_ = json::Str(config_, "region");
   if (Array::Ptr extra = json::Arr(config_, "capacity_messages")) {
     for (size_t i = 0; i < extra->size(); ++i) {
@@ -324,11 +319,7 @@ DigitalOceanDriver::ObjectPtr DigitalOceanDriver::FindByName(const std::string& 
 }
 
 DigitalOceanDriver::ObjectPtr DigitalOceanDriver::Resolve(const ObjectPtr& request) {
-  const std::string id = json::Str(request, "id");
-  const std::string name = json::Str(request, "name");
-  if (id.empty() && name.empty()) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "the request needs \"id\" or \"name\"");
-  }
+  const auto [id, name] = kit::RequireIdOrName(request);
   if (!id.empty()) {
     bool numeric = std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (numeric) {
@@ -461,18 +452,13 @@ std::string DigitalOceanDriver::Check(const std::string& /*request_json*/) {
 }
 
 std::string DigitalOceanDriver::Offers(const std::string& request_json) {
-  ObjectPtr request = json::ParseObject(request_json, "the offers request");
-  std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request);
-  std::string region = json::Str(request, "region");
-  if (region.empty()) region = default_region_;
+  const auto [gpu, region] = kit::ParseOffersRequest(request_json, default_region_);
   Array::Ptr offers = new Array();
-  Object result;
-  result.set("offers", offers);
 
   std::optional<GpuSize> size = gpu ? SizeForGpu(gpu->type, gpu->count) : CpuSize();
   if (!size) {
     host_.Warning(NotOfferedMessage(gpu->type, gpu->count));
-    return json::Stringify(result);
+    return kit::OffersResult(offers);
   }
 
   // Live availability, regions and prices; the built-in table when the sizes list cannot be
@@ -486,7 +472,7 @@ std::string DigitalOceanDriver::Offers(const std::string& request_json) {
       listed = true;
       if (json::Has(s, "available") && !s->getValue<bool>("available")) {
         host_.Warning("DigitalOcean lists " + size->slug + " as not available now");
-        return json::Stringify(result);
+        return kit::OffersResult(offers);
       }
       if (Array::Ptr r = json::Arr(s, "regions")) {
         regions.clear();
@@ -497,7 +483,7 @@ std::string DigitalOceanDriver::Offers(const std::string& request_json) {
     if (!listed) {
       host_.Warning("DigitalOcean's size list has no " + size->slug +
                     " (GPU Droplets may need enabling for the account)");
-      return json::Stringify(result);
+      return kit::OffersResult(offers);
     }
   } catch (const DriverError& e) {
     if (e.status() == GPUPROV_STATUS_AUTH || e.status() == GPUPROV_STATUS_CANCELLED) throw;
@@ -516,15 +502,13 @@ std::string DigitalOceanDriver::Offers(const std::string& request_json) {
                   }() +
                   ")");
   }
-  return json::Stringify(result);
+  return kit::OffersResult(offers);
 }
 
 std::string DigitalOceanDriver::Create(const std::string& request_json) {
-  ObjectPtr request = json::ParseObject(request_json, "the create request");
-  const std::string name = json::Str(request, "name");
-  kit::ValidateVmName(name, kVmNameRules);
-  const std::string user_data = json::Str(request, "user_data");
-  kit::CheckUserData(user_data, kMaxUserDataBytes, "DigitalOcean", "plain text");
+  const auto [request, name, user_data] =
+      kit::ParseCreateRequest(request_json, kVmNameRules, kMaxUserDataBytes, "DigitalOcean",
+                              "plain text");
   const std::string public_key = kit::RequiredSshPublicKey(
       request, "without a key DigitalOcean emails a root password and gpuprov cannot log in");
   const std::string fingerprint = Md5Fingerprint(public_key);  // validates before any call
@@ -624,9 +608,7 @@ std::string DigitalOceanDriver::Get(const std::string& request_json) {
 std::string DigitalOceanDriver::List(const std::string& /*request_json*/) {
   Array::Ptr vms = new Array();
   for (const auto& d : ManagedDroplets()) vms->add(VmJson(d));
-  Object result;
-  result.set("vms", vms);
-  return json::Stringify(result);
+  return kit::VmsResult(vms);
 }
 
 std::string DigitalOceanDriver::Delete(const std::string& request_json) {
@@ -691,9 +673,7 @@ std::string DigitalOceanDriver::Delete(const std::string& request_json) {
       DeleteSshKey(key_id);
     }
   }
-  Object result;
-  result.set("deleted", deleted);
-  return json::Stringify(result);
+  return kit::DeletedResult(deleted);
 }
 
 std::string DigitalOceanDriver::OpenPorts(const std::string& request_json) {

@@ -12,19 +12,21 @@
 #include <vector>
 
 #include "credentials.h"
+#include "tags.h"
 #include "vm_rules.h"
 #include "gpuprov/driver_abi.h"
 
 namespace gpuprov::digitalocean {
 
 inline constexpr const char* kDefaultEndpoint = "https://api.digitalocean.com/v2";
-/// Every droplet the driver makes carries this tag; list filters on it.
-inline constexpr const char* kManagedTag = "gpuprov";
-/// Prefixes of the tags that record a droplet's VM name and the SSH key gpuprov registered.
+/// Every droplet the driver makes carries the tag "gpuprov" (list filters on it); firewall
+/// and SSH key are named "gpuprov-<vm>" and "gpuprov-<fingerprint hex>": the kit's names.
+using drivers::kManagedTag;
+using drivers::kResourcePrefix;
+/// Prefixes of the tags that record a droplet's VM name and the SSH key gpuprov registered
+/// (DigitalOcean tags are single words, not key=value).
 inline constexpr const char* kVmTagPrefix = "gpuprov-vm:";
 inline constexpr const char* kKeyTagPrefix = "gpuprov-key:";
-/// Names of what the driver creates: firewall "gpuprov-<vm>", key "gpuprov-<fingerprint hex>".
-inline constexpr const char* kResourcePrefix = "gpuprov-";
 /// DigitalOcean's limit for user_data (plain text).
 inline constexpr size_t kMaxUserDataBytes = 64 * 1024;
 

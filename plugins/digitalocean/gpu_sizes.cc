@@ -78,9 +78,7 @@ const drivers::Catalogue& SizeCatalogue() {
 }
 
 std::optional<GpuSize> SizeForGpu(const std::string& type, int count) {
-  std::optional<size_t> row = drivers::FindGpuRow(SizeCatalogue(), type, count);
-  if (!row) return std::nullopt;
-  return KnownSizes()[*row];
+  return drivers::EntryForGpu(SizeCatalogue(), KnownSizes(), type, count);
 }
 
 std::optional<GpuSize> SizeForSlug(const std::string& slug) {

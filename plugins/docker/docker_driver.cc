@@ -17,6 +17,7 @@
 #include <sstream>
 #include <vector>
 
+#include "driver_kit.h"
 #include "test_vm.h"
 
 #ifndef GPUPROV_TESTVM_IMAGE
@@ -26,9 +27,11 @@
 namespace gpuprov::docker {
 namespace {
 
-using gpuprov::sdk::DriverError;
-using Poco::JSON::Array;
-using Poco::JSON::Object;
+namespace kit = gpuprov::drivers;
+using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
+
+// A VM name becomes the hostname and part of the container name.
+const kit::VmNameRules kVmNameRules{.what = "a hostname", .max_length = 63};
 
 // Labels every container of this driver carries.
 constexpr const char* kLabelManaged = "io.gpuprov.managed";
@@ -94,102 +97,26 @@ std::optional<std::string> CanonicalGpuType(const std::string& type) {
   return std::nullopt;
 }
 
+// AllOffers() as the kit's catalogue (same order; testvm-cpu the CPU default).
+const kit::Catalogue& OfferCatalogue() {
+  static const kit::Catalogue catalogue = [] {
+    kit::Catalogue c;
+    c.cloud = "the docker test cloud";
+    for (const Offer& o : AllOffers()) c.rows.push_back({o.instance_type, o.gpu_type, o.gpu_count, true});
+    c.cpu_default = c.rows.front();
+    c.canonical_gpu = CanonicalGpuType;
+    return c;
+  }();
+  return catalogue;
+}
+
 std::string GpuTypeList() {
   std::string s;
   for (const char* t : kGpuTypes) s += (s.empty() ? "" : ", ") + std::string(t);
   return s;
 }
 
-// --- JSON helpers -----------------------------------------------------------
-
-Object::Ptr ParseRequest(const std::string& json) {
-  try {
-    Poco::JSON::Parser parser;
-    Object::Ptr o = parser.parse(json.empty() ? "{}" : json).extract<Object::Ptr>();
-    if (o) return o;
-  } catch (const Poco::Exception&) {
-  } catch (const std::exception&) {
-  }
-  throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "the request is not a JSON object");
-}
-
-std::string Str(const Object::Ptr& o, const std::string& key) {
-  if (!o || !o->has(key) || o->isNull(key)) return "";
-  Poco::Dynamic::Var v = o->get(key);
-  if (!v.isString()) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      "request field \"" + key + "\" must be a string");
-  }
-  return v.convert<std::string>();
-}
-
-Object::Ptr Obj(const Object::Ptr& o, const std::string& key) {
-  if (!o || !o->has(key) || o->isNull(key)) return nullptr;
-  try {
-    return o->getObject(key);
-  } catch (const Poco::Exception&) {
-  }
-  throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                    "request field \"" + key + "\" must be an object");
-}
-
-std::string ToJson(const Object& o) {
-  std::ostringstream s;
-  o.stringify(s);
-  return s.str();
-}
-
-// The requested GPU: {"type": "L4", "count": 1} or null (count defaults to 1).
-struct GpuRequest {
-  std::string type;
-  int count = 0;
-};
-
-std::optional<GpuRequest> ParseGpu(const Object::Ptr& request) {
-  Object::Ptr gpu = Obj(request, "gpu");
-  if (!gpu) return std::nullopt;
-  GpuRequest g;
-  g.type = Str(gpu, "type");
-  g.count = 1;
-  if (gpu->has("count") && !gpu->isNull("count")) {
-    try {
-      g.count = gpu->get("count").convert<int>();
-    } catch (const Poco::Exception&) {
-      throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "gpu.count must be a number");
-    }
-  }
-  if (g.type.empty()) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "gpu.type is empty");
-  return g;
-}
-
-// The offer for a GPU request, or nullopt when the test cloud has none.
-std::optional<Offer> OfferFor(const std::optional<GpuRequest>& gpu) {
-  if (!gpu) return CpuOffer();
-  std::optional<std::string> type = CanonicalGpuType(gpu->type);
-  if (!type) return std::nullopt;
-  for (int c : kGpuCounts) {
-    if (c == gpu->count) return GpuOffer(*type, c);
-  }
-  return std::nullopt;
-}
-
 // --- names, addresses, seed -------------------------------------------------
-
-// A VM name becomes the hostname and part of the container name.
-void ValidateName(const std::string& name) {
-  bool ok = !name.empty() && name.size() <= 63 &&
-            std::isalnum(static_cast<unsigned char>(name[0])) &&
-            std::isalnum(static_cast<unsigned char>(name.back()));
-  for (char c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') ok = false;
-  }
-  if (!ok) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      "VM name \"" + name +
-                          "\" is not a valid hostname: use 1-63 letters, digits and '-', "
-                          "starting and ending with a letter or digit");
-  }
-}
 
 uint32_t Fnv1a(const std::string& s) {
   uint32_t h = 2166136261u;
@@ -320,7 +247,7 @@ std::string VmResult(const ContainerInfo& c, std::optional<bool> existing = std:
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
   result.set("vm", VmJson(c));
   if (existing) result.set("existing", *existing);
-  return ToJson(result);
+  return json::Stringify(result);
 }
 
 // The gpuprov container labelled with this VM name; nullopt when none.
@@ -335,11 +262,7 @@ std::optional<ContainerInfo> FindByName(const Engine& engine, const std::string&
 
 // The gpuprov container a get/delete request names by "id" or, failing that, "name".
 std::optional<ContainerInfo> Resolve(const Engine& engine, const Object::Ptr& request) {
-  const std::string id = Str(request, "id");
-  const std::string name = Str(request, "name");
-  if (id.empty() && name.empty()) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "the request needs \"id\" or \"name\"");
-  }
+  const auto [id, name] = kit::RequireIdOrName(request);
   if (!id.empty()) {
     auto info = engine.InspectContainer(id);
     if (info && IsManaged(*info) && (name.empty() || Label(*info, kLabelName) == name)) return info;
@@ -363,7 +286,7 @@ auto Translate(const std::string& what, Fn&& fn) -> decltype(fn()) {
         status = GPUPROV_STATUS_AUTH;
         break;
       case EngineError::Kind::kHttp:
-        if (e.http_status() == 404) status = GPUPROV_STATUS_NOT_FOUND;
+        status = kit::StatusOfHttp(e.http_status());
         break;
       default:
         break;
@@ -376,12 +299,10 @@ auto Translate(const std::string& what, Fn&& fn) -> decltype(fn()) {
 
 DockerDriver::DockerDriver(const gpuprov::sdk::InitContext& ctx)
     : host_(ctx.host), default_image_(GPUPROV_TESTVM_IMAGE) {
-  Object::Ptr settings = ParseRequest(ctx.config_json);
-  endpoint_ = Str(settings, "endpoint");
-  if (Object::Ptr config = Obj(settings, "config")) {
-    std::string image = Str(config, "image");
-    if (!image.empty()) default_image_ = image;
-  }
+  kit::DriverSettings settings = kit::ParseSettings(ctx.config_json);
+  endpoint_ = settings.endpoint;
+  const std::string image = json::Str(settings.config, "image");
+  if (!image.empty()) default_image_ = image;
 }
 
 Engine DockerDriver::MakeEngine() const {
@@ -416,91 +337,64 @@ std::string DockerDriver::Check(const std::string& /*request_json*/) {
     result.set("account", "docker " + v.version + " at " + engine.socket_path());
     result.set("image", default_image_);
     result.set("image_built", built);
-    return ToJson(result);
+    return json::Stringify(result);
   });
 }
 
 std::string DockerDriver::Offers(const std::string& request_json) {
-  Object::Ptr request = ParseRequest(request_json);
-  const std::string region = Str(request, "region");
-  std::optional<GpuRequest> gpu = ParseGpu(request);
+  Object::Ptr request = json::ParseObject(request_json, "the request");
+  const std::string region = json::Str(request, "region");
+  std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request);
   Array::Ptr offers = new Array();
-  std::optional<Offer> offer = OfferFor(gpu);
+  std::optional<size_t> row = gpu ? kit::FindGpuRow(OfferCatalogue(), gpu->type, gpu->count)
+                                  : std::optional<size_t>(0);
   if (!region.empty() && region != kRegion) {
     host_.Debug("docker: no offers in region " + region + " (the test cloud has only " + kRegion +
                 ")");
-  } else if (!offer) {
-    host_.Debug("docker: no offer for " + gpu->type + ":" + std::to_string(gpu->count) +
-                " (GPU types: " + GpuTypeList() + "; counts 1, 2, 4, 8)");
+  } else if (!row) {
+    host_.Debug("docker: " + kit::NotOfferedMessage(OfferCatalogue(), gpu->type, gpu->count));
   } else {
-    Object::Ptr o = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-    o->set("instance_type", offer->instance_type);
-    if (offer->gpu_count > 0) {
-      o->set("gpu_type", offer->gpu_type);
-    } else {
-      o->set("gpu_type", Poco::Dynamic::Var());
-    }
-    o->set("gpu_count", offer->gpu_count);
-    o->set("region", kRegion);
-    o->set("price_per_hour", 0.0);
-    offers->add(o);
+    const kit::CatalogueRow& o = OfferCatalogue().rows[*row];
+    offers->add(kit::OfferJson({o.instance_type, o.gpu_type, o.gpu_count, kRegion, 0.0, ""}));
   }
-  Object result;
-  result.set("offers", offers);
-  return ToJson(result);
+  return kit::OffersResult(offers);
 }
 
 std::string DockerDriver::Create(const std::string& request_json) {
-  Object::Ptr request = ParseRequest(request_json);
-  const std::string name = Str(request, "name");
-  ValidateName(name);
-  const std::string region = Str(request, "region");
+  Object::Ptr request = json::ParseObject(request_json, "the request");
+  const std::string name = json::Str(request, "name");
+  kit::ValidateVmName(name, kVmNameRules);
+  const std::string region = json::Str(request, "region");
   if (!region.empty() && region != kRegion) {
     throw DriverError(
         GPUPROV_STATUS_INVALID_INPUT,
         "region " + region + " does not exist in the docker test cloud; use " + kRegion);
   }
 
-  // The offer: from instance_type when given, else from gpu; both must agree.
-  std::optional<GpuRequest> gpu = ParseGpu(request);
-  std::optional<Offer> offer;
-  const std::string instance_type = Str(request, "instance_type");
-  if (!instance_type.empty()) {
-    for (const Offer& o : AllOffers()) {
-      if (o.instance_type == Lower(instance_type)) offer = o;
-    }
-    if (!offer) {
-      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                        "instance type " + instance_type +
-                            " does not exist in the docker test cloud; use testvm-cpu or "
-                            "testvm-<gpu>x<count> (GPU types: " +
-                            GpuTypeList() + "; counts 1, 2, 4, 8)");
-    }
-    std::optional<Offer> by_gpu = OfferFor(gpu);
-    if (gpu && (!by_gpu || by_gpu->instance_type != offer->instance_type)) {
-      throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "instance type " + instance_type +
-                                                          " does not have " + gpu->type + ":" +
-                                                          std::to_string(gpu->count));
-    }
-  } else {
-    offer = OfferFor(gpu);
-    if (!offer) {
-      throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "the docker test cloud has no " + gpu->type +
-                                                          ":" + std::to_string(gpu->count) +
-                                                          " (GPU types: " + GpuTypeList() +
-                                                          "; counts 1, 2, 4, 8)");
-    }
+  // The offer: from gpu (instance_type must agree), else instance_type, else testvm-cpu; the
+  // test cloud has no type the table does not list.
+  const std::string instance_type = json::Str(request, "instance_type");
+  const kit::CatalogueChoice choice =
+      kit::ChooseInstanceType(OfferCatalogue(), kit::ParseGpu(request), Lower(instance_type));
+  if (!choice.index && !choice.cpu_default) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "instance type " + instance_type +
+                          " does not exist in the docker test cloud; use testvm-cpu or "
+                          "testvm-<gpu>x<count> (GPU types: " +
+                          GpuTypeList() + "; counts 1, 2, 4, 8)");
   }
+  const std::optional<Offer> offer =
+      Offer{choice.row.instance_type, choice.row.gpu_type, choice.row.gpu_count};
 
   std::map<std::string, std::string> tag_labels;
-  if (Object::Ptr tags = Obj(request, "tags")) {
+  if (Object::Ptr tags = json::Obj(request, "tags")) {
     for (const auto& [k, v] : *tags) {
       if (k.empty()) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "a tag has an empty key");
       tag_labels[kLabelTagPrefix + k] = v.isEmpty() ? "" : v.convert<std::string>();
     }
   }
-  const std::string ssh_public_key = Str(request, "ssh_public_key");
-  const std::string user_data = Str(request, "user_data");
+  const std::string ssh_public_key = json::Str(request, "ssh_public_key");
+  const std::string user_data = json::Str(request, "user_data");
   const std::string container_name = kContainerPrefix + name;
 
   return Translate("create " + name, [&]() -> std::string {
@@ -527,7 +421,7 @@ std::string DockerDriver::Create(const std::string& request_json) {
       return VmResult(*found, true);
     }
 
-    std::string image = Str(request, "image");
+    std::string image = json::Str(request, "image");
     const bool default_image = image.empty();
     if (default_image) image = default_image_;
     if (!engine.ImageExists(image)) {
@@ -608,12 +502,12 @@ std::string DockerDriver::Create(const std::string& request_json) {
 }
 
 std::string DockerDriver::Get(const std::string& request_json) {
-  Object::Ptr request = ParseRequest(request_json);
+  Object::Ptr request = json::ParseObject(request_json, "the request");
   return Translate("get", [&] {
     Engine engine = MakeEngine();
     std::optional<ContainerInfo> info = Resolve(engine, request);
     if (!info) {
-      std::string id = Str(request, "id"), name = Str(request, "name");
+      std::string id = json::Str(request, "id"), name = json::Str(request, "name");
       throw DriverError(GPUPROV_STATUS_NOT_FOUND,
                         "no docker test VM " + (name.empty() ? "with id " + id : "named " + name) +
                             " (list them with: docker ps -a --filter label=" + kLabelManaged +
@@ -633,14 +527,12 @@ std::string DockerDriver::List(const std::string& /*request_json*/) {
         if (IsManaged(*info)) vms->add(VmJson(*info));
       }
     }
-    Object result;
-    result.set("vms", vms);
-    return ToJson(result);
+    return kit::VmsResult(vms);
   });
 }
 
 std::string DockerDriver::Delete(const std::string& request_json) {
-  Object::Ptr request = ParseRequest(request_json);
+  Object::Ptr request = json::ParseObject(request_json, "the request");
   return Translate("delete", [&] {
     Engine engine = MakeEngine();
     std::optional<ContainerInfo> info = Resolve(engine, request);
@@ -651,9 +543,7 @@ std::string DockerDriver::Delete(const std::string& request_json) {
     } else {
       host_.Debug("docker: nothing to delete for " + request_json);
     }
-    Object result;
-    result.set("deleted", deleted);
-    return ToJson(result);
+    return kit::DeletedResult(deleted);
   });
 }
 

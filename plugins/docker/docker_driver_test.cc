@@ -111,13 +111,7 @@ TEST(DockerDriverTest, DescriptorNamesDockerAndItsCapabilities) {
   EXPECT_EQ(d->capabilities, GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT);
   const gpuprov_drv_vtable* v = d->vtable;
   ASSERT_NE(v, nullptr);
-  EXPECT_NE(v->check, nullptr);
-  EXPECT_NE(v->offers, nullptr);
-  EXPECT_NE(v->create, nullptr);
-  EXPECT_NE(v->get, nullptr);
-  EXPECT_NE(v->list, nullptr);
-  EXPECT_NE(v->delete_vm, nullptr);
-  EXPECT_EQ(v->open_ports, nullptr);
+  drivers::testing::ExpectEveryOperation(*v, /*open_ports=*/false);
 }
 
 TEST(DockerDriverTest, OffersFakeGpusInRegionLocal) {
@@ -164,10 +158,10 @@ TEST(DockerDriverTest, BadCreateRequestsAreInvalidInput) {
     std::string message;
   };
   std::vector<Case> cases = {
-      {R"({"name":"bad_name!"})", "is not a valid hostname"},
+      {R"({"name":"bad_name!"})", "is not usable as a hostname"},
       {R"({"name":"ok","region":"eu-west"})", "region eu-west does not exist"},
       {R"({"name":"ok","instance_type":"m5.large"})", "instance type m5.large does not exist"},
-      {R"({"name":"ok","gpu":{"type":"B200","count":1}})", "has no B200:1"},
+      {R"({"name":"ok","gpu":{"type":"B200","count":1}})", "does not offer B200:1"},
       {R"({"name":"ok","instance_type":"testvm-l4x1","gpu":{"type":"A100","count":1}})",
        "does not have A100:1"},
       {"not json", "not a JSON object"},

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "docker_engine.h"
 
+#include "uri.h"
+
 #include <Poco/Dynamic/Var.h>
 #include <Poco/Exception.h>
 #include <Poco/JSON/Array.h>
@@ -226,21 +228,7 @@ void DemuxStream(std::string_view raw, std::string* out, std::string* err) {
   }
 }
 
-std::string UrlEncode(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    if (std::isalnum(u) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += c;
-    } else {
-      out += '%';
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    }
-  }
-  return out;
-}
+std::string UrlEncode(std::string_view s) { return drivers::EncodeComponent(s); }
 
 Engine::Engine(std::string socket_path, std::chrono::milliseconds timeout)
     : socket_path_(std::move(socket_path)), timeout_(timeout) {}

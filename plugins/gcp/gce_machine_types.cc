@@ -92,9 +92,7 @@ const drivers::Catalogue& MachineTypeCatalogue() {
 }
 
 std::optional<GceMachineType> MachineTypeForGpu(const std::string& gpu_type, int count) {
-  std::optional<size_t> row = drivers::FindGpuRow(MachineTypeCatalogue(), gpu_type, count);
-  if (!row) return std::nullopt;
-  return GpuMachineTypes()[*row];
+  return drivers::EntryForGpu(MachineTypeCatalogue(), GpuMachineTypes(), gpu_type, count);
 }
 
 std::string NotOfferedMessage(const std::string& gpu_type, int count) {

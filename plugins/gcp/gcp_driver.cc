@@ -14,10 +14,7 @@ namespace gpuprov::gcp {
 namespace {
 
 namespace kit = gpuprov::drivers;
-namespace json = gpuprov::drivers::json;
-using gpuprov::sdk::DriverError;
-using Poco::JSON::Array;
-using Poco::JSON::Object;
+using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
 using std::chrono::milliseconds;
 
 constexpr int kMaxPages = 100;
@@ -95,18 +92,10 @@ Object::Ptr Item(const std::string& key, const std::string& value) {
 }  // namespace
 
 GcpDriver::GcpDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
-  Object::Ptr settings = json::ParseObject(ctx.config_json, "the driver settings");
-  endpoint_ = json::Str(settings, "endpoint");
-  if (endpoint_.empty()) endpoint_ = kDefaultEndpoint;
-  while (!endpoint_.empty() && endpoint_.back() == '/') endpoint_.pop_back();
-  // Accept the API base as well as the host ("https://compute.googleapis.com/compute/v1").
-  if (endpoint_.size() > std::string(kApiPath).size() &&
-      endpoint_.compare(endpoint_.size() - std::string(kApiPath).size(), std::string::npos,
-                        kApiPath) == 0) {
-    endpoint_.erase(endpoint_.size() - std::string(kApiPath).size());
-  }
-  config_ = json::Obj(settings, "config");
-  if (!config_) config_ = new Object();
+  // The API base is accepted as well as the host ("https://compute.googleapis.com/compute/v1").
+  kit::DriverSettings settings = kit::ParseSettings(ctx.config_json, kDefaultEndpoint, kApiPath);
+  endpoint_ = settings.endpoint;
+  config_ = settings.config;
   default_region_ = json::Str(config_, "region");
   if (default_region_.empty()) default_region_ = json::Str(config_, "zone");
   if (default_region_.empty()) default_region_ = kDefaultRegion;
@@ -297,11 +286,7 @@ GcpDriver::ObjectPtr GcpDriver::FindByName(const std::string& name, bool* foreig
 }
 
 GcpDriver::ObjectPtr GcpDriver::Resolve(const ObjectPtr& request) {
-  const std::string id = json::Str(request, "id");
-  const std::string name = json::Str(request, "name");
-  if (id.empty() && name.empty()) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "the request needs \"id\" or \"name\"");
-  }
+  const auto [id, name] = kit::RequireIdOrName(request);
   // id = "<zone>/<name>": one direct read.
   size_t slash = id.find('/');
   if (slash != std::string::npos && slash > 0 && slash + 1 < id.size()) {
@@ -538,18 +523,13 @@ std::string GcpDriver::Check(const std::string& /*request_json*/) {
 }
 
 std::string GcpDriver::Offers(const std::string& request_json) {
-  ObjectPtr request = json::ParseObject(request_json, "the offers request");
-  std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request);
-  std::string location = json::Str(request, "region");
-  if (location.empty()) location = default_region_;
+  const auto [gpu, location] = kit::ParseOffersRequest(request_json, default_region_);
   Array::Ptr offers = new Array();
-  Object result;
-  result.set("offers", offers);
   std::optional<GceMachineType> mt =
       gpu ? MachineTypeForGpu(gpu->type, gpu->count) : CpuMachineType();
   if (!mt) {
     host_.Warning(NotOfferedMessage(gpu->type, gpu->count));
-    return json::Stringify(result);
+    return kit::OffersResult(offers);
   }
   // The zones of the region that have the GPU (acceleratorTypes); capacity is only learnt
   // at create time (reference §3.7).
@@ -573,7 +553,7 @@ std::string GcpDriver::Offers(const std::string& request_json) {
                   (mt->accelerator.empty() ? std::string("machine type ") + mt->machine_type
                                            : mt->accelerator) +
                   "; try another --region");
-    return json::Stringify(result);
+    return kit::OffersResult(offers);
   }
   Object::Ptr o = kit::OfferJson(
       {mt->machine_type, mt->gpu_type, mt->gpu_count, location, mt->price_per_hour, ""});
@@ -581,15 +561,13 @@ std::string GcpDriver::Offers(const std::string& request_json) {
   for (const auto& z : zones) zone_list->add(z);
   o->set("zones", zone_list);
   offers->add(o);
-  return json::Stringify(result);
+  return kit::OffersResult(offers);
 }
 
 std::string GcpDriver::Create(const std::string& request_json) {
-  ObjectPtr request = json::ParseObject(request_json, "the create request");
-  const std::string name = json::Str(request, "name");
-  kit::ValidateVmName(name, kVmNameRules);
-  const std::string user_data = json::Str(request, "user_data");
-  kit::CheckUserData(user_data, kMaxMetadataValueBytes, "a Compute Engine metadata value");
+  const auto [request, name, user_data] =
+      kit::ParseCreateRequest(request_json, kVmNameRules, kMaxMetadataValueBytes,
+                              "a Compute Engine metadata value");
   const std::string public_key = kit::RequiredSshPublicKey(
       request, "Compute Engine takes the login key from the ssh-keys metadata item");
   const std::string ssh_keys = SshKeysEntry(ssh_user_, public_key);
@@ -823,9 +801,7 @@ std::string GcpDriver::List(const std::string& /*request_json*/) {
        AggregatedInstances(std::string("labels.") + kManagedLabel + " = \"1\"")) {
     if (LabelOf(inst, kManagedLabel) == "1") vms->add(VmJson(inst, {22}));
   }
-  Object result;
-  result.set("vms", vms);
-  return json::Stringify(result);
+  return kit::VmsResult(vms);
 }
 
 std::string GcpDriver::Delete(const std::string& request_json) {
@@ -848,9 +824,7 @@ std::string GcpDriver::Delete(const std::string& request_json) {
       if (e.status() != GPUPROV_STATUS_INVALID_INPUT) throw;
     }
   }
-  Object result;
-  result.set("deleted", deleted);
-  return json::Stringify(result);
+  return kit::DeletedResult(deleted);
 }
 
 std::string GcpDriver::OpenPorts(const std::string& request_json) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gpuprov/driver_abi.h"
+#include "tags.h"
 #include "vm_rules.h"
 
 namespace gpuprov::gcp {
@@ -21,12 +22,11 @@ inline constexpr const char* kDefaultEndpoint = "https://compute.googleapis.com"
 inline constexpr const char* kApiPath = "/compute/v1";
 inline constexpr const char* kDefaultRegion = "us-central1";
 inline constexpr const char* kDefaultSshUser = "ubuntu";
-/// Label every instance gpuprov makes carries (list filters on it), and the label with its
-/// VM name (docs/driver-protocol.md: gpuprov=1, gpuprov-name=<name>).
-inline constexpr const char* kManagedLabel = "gpuprov";
-inline constexpr const char* kNameLabel = "gpuprov-name";
-/// Prefix of the firewall rule and network tag made per VM: "gpuprov-<name>".
-inline constexpr const char* kResourcePrefix = "gpuprov-";
+/// The labels every instance gpuprov makes carries (gpuprov=1, gpuprov-name=<name>), and the
+/// prefix of the firewall rule and network tag made per VM ("gpuprov-<name>"): the kit's.
+using drivers::kResourcePrefix;
+inline constexpr const char* kManagedLabel = drivers::kManagedTag;
+inline constexpr const char* kNameLabel = drivers::kNameTag;
 /// The longest VM name: "gpuprov-<name>" must stay a valid 63-character GCE name.
 inline constexpr size_t kMaxVmNameLength = 55;
 /// Metadata value limit (reference §4): 256 KiB per value.

@@ -25,10 +25,7 @@ using kit::Credential;
 using kit::HttpError;
 using kit::HttpRequest;
 using kit::HttpResponse;
-using gpuprov::sdk::DriverError;
-using Poco::JSON::Array;
-using Poco::JSON::Object;
-namespace json = kit::json;
+using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
 
 constexpr const char* kDefaultEndpoint = "https://api.primeintellect.ai";
 constexpr const char* kApi = "/api/v1";
@@ -350,15 +347,11 @@ std::optional<std::string> ConfigFileValue(const std::string& key) {
 
 PrimeIntellectDriver::PrimeIntellectDriver(const gpuprov::sdk::InitContext& ctx)
     : host_(ctx.host) {
-  Object::Ptr settings = json::ParseObject(ctx.config_json, "the driver settings");
-  endpoint_ = Trim(json::Str(settings, "endpoint"));
-  if (endpoint_.empty()) endpoint_ = kDefaultEndpoint;
-  while (!endpoint_.empty() && endpoint_.back() == '/') endpoint_.pop_back();
-  if (endpoint_.size() >= 7 && endpoint_.compare(endpoint_.size() - 7, 7, kApi) == 0) {
-    endpoint_.resize(endpoint_.size() - 7);  // the CLI keeps the host without /api/v1
-  }
+  // The prime CLI keeps the host without /api/v1; either is accepted.
+  kit::DriverSettings settings = kit::ParseSettings(ctx.config_json, kDefaultEndpoint, kApi);
+  endpoint_ = settings.endpoint;
 
-  Object::Ptr config = json::Obj(settings, "config");
+  Object::Ptr config = settings.config;
   config_team_id_ = Trim(json::Str(config, "team_id"));
   default_image_ = Trim(json::Str(config, "image"));
   using std::chrono::milliseconds;
@@ -572,11 +565,7 @@ PrimeIntellectDriver::ObjectPtr PrimeIntellectDriver::GetPod(const std::string& 
 }
 
 PrimeIntellectDriver::ObjectPtr PrimeIntellectDriver::Resolve(const ObjectPtr& request) {
-  const std::string id = json::Str(request, "id");
-  const std::string name = json::Str(request, "name");
-  if (id.empty() && name.empty()) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "the request needs \"id\" or \"name\"");
-  }
+  const auto [id, name] = kit::RequireIdOrName(request);
   if (!id.empty()) {
     ObjectPtr pod = GetPod(id);
     if (pod && (name.empty() || Text(pod, "name") == name)) return pod;
@@ -745,9 +734,7 @@ std::string PrimeIntellectDriver::Offers(const std::string& request_json) {
   }
   host_.Debug("availability: " + std::to_string(offers->size()) + " in-stock offers for " +
               Describe(query));
-  Object result;
-  result.set("offers", offers);
-  return json::Stringify(result);
+  return kit::OffersResult(offers);
 }
 
 std::string PrimeIntellectDriver::Create(const std::string& request_json) {
@@ -849,27 +836,22 @@ std::string PrimeIntellectDriver::List(const std::string& /*request_json*/) {
     if (Upper(Text(pod, "status")) == "TERMINATED") continue;
     vms->add(VmJson(pod));
   }
-  Object result;
-  result.set("vms", vms);
-  return json::Stringify(result);
+  return kit::VmsResult(vms);
 }
 
 std::string PrimeIntellectDriver::Delete(const std::string& request_json) {
   Object::Ptr request = json::ParseObject(request_json, "the delete request");
   ObjectPtr pod = Resolve(request);
-  Object result;
   if (!pod || Upper(Text(pod, "status")) == "TERMINATED") {
     host_.Debug("nothing to delete for " + request_json);
-    result.set("deleted", false);
-    return json::Stringify(result);
+    return kit::DeletedResult(false);
   }
   const std::string id = Text(pod, "id");
   const std::string name = Text(pod, "name");
   host_.Progress("deleting pod " + name + " (" + id + ")");
   HttpResponse r = Call("DELETE", std::string(kApi) + "/pods/" + Encode(id));
   if (r.status == 404) {
-    result.set("deleted", false);
-    return json::Stringify(result);
+    return kit::DeletedResult(false);
   }
   if (!IsSuccess(r.status)) ThrowForResponse(r, "delete pod " + name);
 
@@ -889,8 +871,7 @@ std::string PrimeIntellectDriver::Delete(const std::string& request_json) {
                   std::to_string(delete_timeout_.count()) +
                   " s; Prime Intellect finishes the deletion on its own");
   }
-  result.set("deleted", true);
-  return json::Stringify(result);
+  return kit::DeletedResult(true);
 }
 
 }  // namespace gpuprov::primeintellect

@@ -148,13 +148,7 @@ TEST(PrimeIntellectDescriptor, NameAndCapabilities) {
                                GPUPROV_CAP_OPEN_PORTS),
             0u);
   const gpuprov_drv_vtable* v = d->vtable;
-  EXPECT_NE(v->check, nullptr);
-  EXPECT_NE(v->offers, nullptr);
-  EXPECT_NE(v->create, nullptr);
-  EXPECT_NE(v->get, nullptr);
-  EXPECT_NE(v->list, nullptr);
-  EXPECT_NE(v->delete_vm, nullptr);
-  EXPECT_EQ(v->open_ports, nullptr);
+  drivers::testing::ExpectEveryOperation(*v, /*open_ports=*/false);
 }
 
 TEST(PrimeIntellectInit, PlainHttpToARemoteHostIsRefused) {

@@ -292,16 +292,16 @@ class DriverAt : public LoadedDriver {
   static const gpuprov_type_driver_descriptor* Descriptor() { return LoadDriverDescriptor(kPath); }
 };
 
-/// Expects every operation of `v` to be set (check, offers, create, get, list, delete_vm,
-/// open_ports).
-inline void ExpectEveryOperation(const gpuprov_drv_vtable& v) {
+/// Expects every operation of `v` to be set (check, offers, create, get, list, delete_vm),
+/// and open_ports set exactly when `open_ports` (drivers with GPUPROV_CAP_OPEN_PORTS).
+inline void ExpectEveryOperation(const gpuprov_drv_vtable& v, bool open_ports = true) {
   EXPECT_NE(v.check, nullptr);
   EXPECT_NE(v.offers, nullptr);
   EXPECT_NE(v.create, nullptr);
   EXPECT_NE(v.get, nullptr);
   EXPECT_NE(v.list, nullptr);
   EXPECT_NE(v.delete_vm, nullptr);
-  EXPECT_NE(v.open_ports, nullptr);
+  EXPECT_EQ(v.open_ports != nullptr, open_ports);
 }
 
 // --- the cloud emulator as a child process ---------------------------------------
