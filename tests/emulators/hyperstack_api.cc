@@ -518,7 +518,9 @@ class HyperstackApi : public CloudApi {
         }
         const std::string name = *GetString(body, "name");
         const std::string region = *GetString(body, "region");
-        if (name.empty() || name.size() > kMaxName) return BadRequest("\"name\" must be 1 to 50 characters");
+        if (name.empty() || name.size() > kMaxName) {
+          return BadRequest("\"name\" must be 1 to 50 characters");
+        }
         if (!KnownRegion(region)) return BadRequest("Region " + region + " does not exist");
         if (EnvByName(name)) {
           return Error(409, "already_exist", "Environment " + name + " already exists");
@@ -604,7 +606,9 @@ class HyperstackApi : public CloudApi {
     }
     const std::string name = *GetString(body, "name");
     const std::string env_name = *GetString(body, "environment_name");
-    if (name.empty() || name.size() > kMaxName) return BadRequest("\"name\" must be 1 to 50 characters");
+    if (name.empty() || name.size() > kMaxName) {
+      return BadRequest("\"name\" must be 1 to 50 characters");
+    }
     Environment* env = EnvByName(env_name);
     if (!env) return NotFound("Environment " + env_name + " not found");
     const std::string pub = TrimSpace(*GetString(body, "public_key"));
@@ -806,7 +810,9 @@ class HyperstackApi : public CloudApi {
     }
     const std::string prefix = where.empty() ? "" : where + ".";
     const std::string dir = *GetString(r, "direction");
-    if (dir != "ingress" && dir != "egress") return "\"" + prefix + "direction\" must be ingress or egress";
+    if (dir != "ingress" && dir != "egress") {
+      return "\"" + prefix + "direction\" must be ingress or egress";
+    }
     const std::string eth = *GetString(r, "ethertype");
     if (eth != "IPv4" && eth != "IPv6") return "\"" + prefix + "ethertype\" must be IPv4 or IPv6";
     const std::string proto = *GetString(r, "protocol");
@@ -875,7 +881,9 @@ class HyperstackApi : public CloudApi {
       return BadRequest(e);
     }
     const std::string name = *GetString(body, "name");
-    if (name.empty() || name.size() > kMaxName) return BadRequest("\"name\" must be 1 to 50 characters");
+    if (name.empty() || name.size() > kMaxName) {
+      return BadRequest("\"name\" must be 1 to 50 characters");
+    }
     const int64_t count = *GetInt(body, "count");
     if (count < 1 || count > kMaxCount) return BadRequest("\"count\" must be between 1 and 20");
     const std::string env_name = *GetString(body, "environment_name");
@@ -920,7 +928,9 @@ class HyperstackApi : public CloudApi {
       names.push_back(count == 1 ? name : name + "-" + std::to_string(i));
     }
     for (const auto& n : names) {
-      if (NameTaken(n)) return Error(409, "already_exist", "A virtual machine named " + n + " already exists");
+      if (NameTaken(n)) {
+        return Error(409, "already_exist", "A virtual machine named " + n + " already exists");
+      }
     }
     if (!InStock(*flavor) || faults_.Take("capacity", req.method, req.path)) {
       return BadRequest("Not enough stock available for flavor " + flavor_name + " in " +
@@ -1039,7 +1049,9 @@ class HyperstackApi : public CloudApi {
     if (!body) return BadRequest("The body must be a JSON object");
     if (auto e = CheckRule(body, ""); !e.empty()) return BadRequest(e);
     for (const auto& r : vm.rules) {
-      if (SameRule(r.body, body)) return Error(409, "already_exist", "Security rule already exists");
+      if (SameRule(r.body, body)) {
+        return Error(409, "already_exist", "Security rule already exists");
+      }
     }
     vm.rules.push_back(NewRule(body));
     backend_->SetAllowedPorts(vm.backend_id, AllowedPorts(vm));

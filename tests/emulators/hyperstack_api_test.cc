@@ -36,7 +36,7 @@ class HyperstackApiTest : public ::testing::Test {
   void SetUp() override {
     EmulatorOptions o;
     o.backend = "memory";
-    o.boot_seconds = 0.8;
+    o.boot_seconds = 1.2;  // CREATING 0.5 s, then BUILD 0.7 s: room for a loaded machine
     o.clouds = {"hyperstack"};
     o.tokens["hyperstack"] = {kKey};
     emu_ = std::make_unique<Emulator>(o);

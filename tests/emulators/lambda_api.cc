@@ -550,7 +550,8 @@ class LambdaApi : public CloudApi {
     o->set("created_time", std::string("2025-01-15T00:00:00Z"));
     o->set("updated_time", std::string("2025-01-15T00:00:00Z"));
     o->set("name", std::string(i.name));
-    o->set("description", std::string(i.name) + " with the NVIDIA driver, CUDA, PyTorch and Docker");
+    o->set("description",
+           std::string(i.name) + " with the NVIDIA driver, CUDA, PyTorch and Docker");
     o->set("family", std::string(i.family));
     o->set("version", std::string(i.version));
     o->set("architecture", std::string(i.architecture));
@@ -1120,7 +1121,9 @@ class LambdaApi : public CloudApi {
         if (auto e = CheckRules(rules, "rules"); !e.empty()) return Invalid(e);
       }
       if (auto n = GetString(body, "name")) {
-        if (auto e = CheckRulesetName(*n, it->second.region, it->first); !e.empty()) return Invalid(e);
+        if (auto e = CheckRulesetName(*n, it->second.region, it->first); !e.empty()) {
+          return Invalid(e);
+        }
         it->second.name = *n;
       }
       if (rules) it->second.rules = rules;

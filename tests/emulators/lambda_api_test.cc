@@ -456,15 +456,15 @@ TEST_F(LambdaApiTest, DocumentedPacingIsEnforcedAndEvery429Counted) {
   EXPECT_EQ(fast.status, 429);
   EXPECT_TRUE(GetObject(fast.Json(), "error"));
   EXPECT_EQ(Count("rate_limited"), 1);
-  std::this_thread::sleep_for(1050ms);
+  std::this_thread::sleep_for(1200ms);
   AddKey();
-  std::this_thread::sleep_for(1050ms);
+  std::this_thread::sleep_for(1200ms);
   EXPECT_FALSE(Launch("one").empty());
-  std::this_thread::sleep_for(1050ms);
+  std::this_thread::sleep_for(1200ms);
   Reply second = L("POST", "/instance-operations/launch", LaunchBody("two"));
   EXPECT_EQ(second.status, 429) << second.body;
   EXPECT_EQ(Count("rate_limited"), 2);
-  std::this_thread::sleep_for(1050ms);
+  std::this_thread::sleep_for(1200ms);
   EXPECT_FALSE(Launch("two").empty());
   // A wrong key is refused before pacing and not counted.
   EXPECT_EQ(Call(base_, "GET", "/instances", "", "wrong").status, 401);
