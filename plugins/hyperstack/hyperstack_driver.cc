@@ -9,10 +9,8 @@ namespace gpuprov::hyperstack {
 namespace {
 
 namespace kit = gpuprov::drivers;
-namespace json = gpuprov::drivers::json;
-using gpuprov::sdk::DriverError;
-using Poco::JSON::Array;
-using Poco::JSON::Object;
+using namespace gpuprov::drivers::prelude;
+using kit::kResourcePrefix;
 
 constexpr int kPageSize = 100;
 constexpr int kMaxPages = 100;
@@ -38,11 +36,9 @@ std::string KeyNameOf(const Object::Ptr& vm) { return json::Str(json::Obj(vm, "k
 }  // namespace
 
 HyperstackDriver::HyperstackDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
-  Object::Ptr settings = json::ParseObject(ctx.config_json, "the driver settings");
-  endpoint_ = json::Str(settings, "endpoint");
-  if (endpoint_.empty()) endpoint_ = kDefaultEndpoint;
-  config_ = json::Obj(settings, "config");
-  if (!config_) config_ = new Object();
+  const kit::DriverSettings settings = kit::ParseSettings(ctx.config_json, kDefaultEndpoint);
+  endpoint_ = settings.endpoint;
+  config_ = settings.config;
   default_region_ = json::Str(config_, "region");
   if (default_region_.empty()) default_region_ = kDefaultRegion;
   configured_environment_ = json::Str(config_, "environment");
@@ -186,8 +182,7 @@ HyperstackDriver::ObjectPtr HyperstackDriver::GetVm(const std::string& id) {
 }
 
 HyperstackDriver::ObjectPtr HyperstackDriver::Resolve(const ObjectPtr& request) {
-  const std::string id = json::Str(request, "id");
-  const std::string name = json::Str(request, "name");
+  const auto [id, name] = kit::RequireIdOrName(request);
   if (!id.empty()) {
     ObjectPtr vm = GetVm(id);
     if (vm && IsManaged(vm) && (name.empty() || json::Str(vm, "name") == name)) return vm;
@@ -460,12 +455,9 @@ std::string HyperstackDriver::Check(const std::string& /*request_json*/) {
 }
 
 std::string HyperstackDriver::Offers(const std::string& request_json) {
-  ObjectPtr request = json::ParseObject(request_json, "the offers request");
-  const std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request);
-  const std::string region = json::Str(request, "region");
+  // No region: every region's flavors, the default region's first.
+  const auto [gpu, region] = kit::ParseOffersRequest(request_json, "");
   Array::Ptr offers = new Array();
-  Object result;
-  result.set("offers", offers);
 
   std::vector<Flavor> flavors;
   try {
@@ -489,7 +481,7 @@ std::string HyperstackDriver::Offers(const std::string& request_json) {
                             (region.empty() ? "" : " (in " + region + ")")
                       : "Hyperstack lists no CPU flavor" +
                             (region.empty() ? std::string() : " in " + region));
-    return json::Stringify(result);
+    return kit::OffersResult(offers);
   }
   // The default region first, then the preferred (PCIe) flavors: the host takes the first of
   // equally priced offers (the API gives no prices).
@@ -514,15 +506,12 @@ std::string HyperstackDriver::Offers(const std::string& request_json) {
                   " but none is in stock now (stock_available false); try later or another "
                   "region");
   }
-  return json::Stringify(result);
+  return kit::OffersResult(offers);
 }
 
 std::string HyperstackDriver::Create(const std::string& request_json) {
-  ObjectPtr request = json::ParseObject(request_json, "the create request");
-  const std::string name = json::Str(request, "name");
-  kit::ValidateVmName(name, kVmNameRules);
-  const std::string user_data = json::Str(request, "user_data");
-  kit::CheckUserData(user_data, kMaxUserDataBytes, "Hyperstack", "raw user data");
+  const auto [request, name, user_data] =
+      kit::ParseCreateRequest(request_json, kVmNameRules, kMaxUserDataBytes, "Hyperstack");
   const std::string public_key = kit::RequiredSshPublicKey(
       request, "Hyperstack needs a key pair (key_name) to create a VM");
   KeyPairName(public_key);  // checks the key line before any call
@@ -615,9 +604,7 @@ std::string HyperstackDriver::Get(const std::string& request_json) {
 std::string HyperstackDriver::List(const std::string& /*request_json*/) {
   Array::Ptr vms = new Array();
   for (const auto& vm : ManagedVms()) vms->add(VmJson(vm));
-  Object result;
-  result.set("vms", vms);
-  return json::Stringify(result);
+  return kit::VmsResult(vms);
 }
 
 std::string HyperstackDriver::Delete(const std::string& request_json) {
@@ -662,9 +649,7 @@ std::string HyperstackDriver::Delete(const std::string& request_json) {
     WaitGone(id, name);  // its security rules go with it (§3.4)
   }
   CleanUpEnvironment(environment);
-  Object result;
-  result.set("deleted", deleted);
-  return json::Stringify(result);
+  return kit::DeletedResult(deleted);
 }
 
 std::string HyperstackDriver::OpenPorts(const std::string& request_json) {

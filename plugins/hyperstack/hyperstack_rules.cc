@@ -21,6 +21,7 @@ namespace kit = gpuprov::drivers;
 namespace json = gpuprov::drivers::json;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
+using kit::kResourcePrefix;
 
 std::string Upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

@@ -31,8 +31,6 @@ inline constexpr const char* kSshUser = "ubuntu";
 /// Labels on every VM the driver makes: "gpuprov" and "gpuprov-name=<name>".
 inline constexpr const char* kManagedLabel = "gpuprov";
 inline constexpr const char* kNameLabelPrefix = "gpuprov-name=";
-/// Environments and key pairs the driver makes are named "gpuprov-...".
-inline constexpr const char* kResourcePrefix = "gpuprov-";
 /// Raw user data accepted. The reference has no confirmed limit; OpenStack caps the base64
 /// form at 64 KiB (49152 raw bytes): half of that keeps "well below", as §3.1 advises.
 inline constexpr size_t kMaxUserDataBytes = 32 * 1024;
