@@ -300,6 +300,26 @@ TEST_F(HyperstackEmulatorTest, KeyPairAndEnvironmentAreSharedAndGoWithTheLastVm)
   ExpectNothingLeft();
 }
 
+TEST_F(HyperstackEmulatorTest, ADeleteRefusedWhileCreatingIsTriedAgainUntilAccepted) {
+  Driver driver(Config());
+  emulator_->Fault("slow_boot", 1, R"(,"seconds":1)");
+  OpResult c = driver.Create(CreateRequest("hs-early"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  emulator_->ClearRequests();
+  OpResult d = driver.Delete(R"({"name":"hs-early"})");
+  ASSERT_EQ(d.status, GPUPROV_STATUS_OK) << d << "\n" << driver.host().All();
+  EXPECT_TRUE(d.Doc()->getValue<bool>("deleted"));
+  int refused = 0, accepted = 0;
+  for (const auto& line : emulator_->Requests()) {
+    if (line.rfind("DELETE /v1/core/virtual-machines/", 0) != 0) continue;
+    refused += Contains(line, "-> 400");
+    accepted += Contains(line, "-> 200");
+  }
+  EXPECT_GE(refused, 1);
+  EXPECT_EQ(accepted, 1);
+  ExpectNothingLeft();
+}
+
 TEST_F(HyperstackEmulatorTest, AConfiguredEnvironmentAndTheUsersKeyPairAreUsedAndKept) {
   HttpReply k = emulator_->Api(
       "POST", "/core/keypairs",
