@@ -40,8 +40,9 @@ SshPublicKey ParseSshPublicKey(const std::string& line, const std::string& field
   // The blob starts with a 4-byte length and the type name again.
   if (blob.size() < 4 + key.type.size() || blob.compare(4, key.type.size(), key.type) != 0) {
     throw gpuprov::sdk::DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                                    field + " is not an OpenSSH public key line "
-                                            "(\"ssh-ed25519 AAAA... comment\")");
+                                    field +
+                                        " is not an OpenSSH public key line "
+                                        "(\"ssh-ed25519 AAAA... comment\")");
   }
   return key;
 }

@@ -23,14 +23,16 @@ TEST(SshPublicKey, SplitsTypeBlobAndComment) {
 TEST(SshPublicKey, CommentDoesNotChangeTheFingerprint) {
   const std::string fp = Md5Fingerprint(ParseSshPublicKey(kKey));
   EXPECT_EQ(fp, "ec:7a:06:74:b7:97:7b:30:52:63:82:56:53:6c:c5:5c");
-  EXPECT_EQ(fp, Md5Fingerprint(ParseSshPublicKey(
-                    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJUeW8OWN9ub68dw8qD7cVkpP5fX+R7F0nbhoeOp4EjF")));
+  EXPECT_EQ(
+      fp, Md5Fingerprint(ParseSshPublicKey(
+              "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJUeW8OWN9ub68dw8qD7cVkpP5fX+R7F0nbhoeOp4EjF")));
 }
 
 TEST(SshPublicKey, RefusesWhatIsNotAKeyNamingTheField) {
-  for (const char* bad : {"", "hello", "ssh-ed25519", "ssh-ed25519 !!!notbase64",
-                          "ssh-rsa AAAAC3NzaC1lZDI1NTE5AAAAIJUeW8OWN9ub68dw8qD7cVkpP5fX+R7F0nbhoeOp4EjF",
-                          "-----BEGIN OPENSSH PRIVATE KEY-----"}) {
+  for (const char* bad :
+       {"", "hello", "ssh-ed25519", "ssh-ed25519 !!!notbase64",
+        "ssh-rsa AAAAC3NzaC1lZDI1NTE5AAAAIJUeW8OWN9ub68dw8qD7cVkpP5fX+R7F0nbhoeOp4EjF",
+        "-----BEGIN OPENSSH PRIVATE KEY-----"}) {
     try {
       ParseSshPublicKey(bad, "public_key");
       ADD_FAILURE() << "accepted: " << bad;

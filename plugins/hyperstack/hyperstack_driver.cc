@@ -49,8 +49,9 @@ HyperstackDriver::HyperstackDriver(const gpuprov::sdk::InitContext& ctx) : host_
   try {
     http_ = std::make_unique<kit::HttpClient>(endpoint_, kit::RetryPolicyFrom(config_), host_);
   } catch (const kit::HttpError& e) {
-    kit::ThrowHttpError(e, "the Hyperstack endpoint (GPUPROV_HYPERSTACK_ENDPOINT or endpoint in "
-                           "[clouds.hyperstack])");
+    kit::ThrowHttpError(e,
+                        "the Hyperstack endpoint (GPUPROV_HYPERSTACK_ENDPOINT or endpoint in "
+                        "[clouds.hyperstack])");
   }
 }
 
@@ -66,8 +67,8 @@ const kit::Credential& HyperstackDriver::ApiKey() {
 }
 
 HyperstackDriver::ObjectPtr HyperstackDriver::Call(const std::string& method,
-                                                   const std::string& path,
-                                                   const std::string& what, const ObjectPtr& body,
+                                                   const std::string& path, const std::string& what,
+                                                   const ObjectPtr& body,
                                                    const std::set<int>& allow, int* status,
                                                    std::string* raw, bool idempotent) {
   kit::HttpRequest req;
@@ -297,10 +298,9 @@ std::string HyperstackDriver::EnsureKeyPair(const std::string& environment,
 }
 
 void HyperstackDriver::CheckImage(const std::string& region, const std::string& image) {
-  ObjectPtr doc = Call("GET",
-                       "/core/images" + kit::QueryString({{"region", region},
-                                                          {"include_public", "true"}}),
-                       "list images");
+  ObjectPtr doc = Call(
+      "GET", "/core/images" + kit::QueryString({{"region", region}, {"include_public", "true"}}),
+      "list images");
   std::vector<std::string> names;
   Array::Ptr groups = json::Arr(doc, "images");
   for (size_t g = 0; groups && g < groups->size(); ++g) {
@@ -497,12 +497,12 @@ std::string HyperstackDriver::Offers(const std::string& request_json) {
       continue;
     }
     const std::optional<std::string> g = CanonicalGpu(f->gpu);
-    offers->add(kit::OfferJson({f->name, f->gpu_count > 0 && g ? *g : "", f->gpu_count,
-                                f->region, 0.0, ""}));
+    offers->add(kit::OfferJson(
+        {f->name, f->gpu_count > 0 && g ? *g : "", f->gpu_count, f->region, 0.0, ""}));
   }
   if (offers->size() == 0) {
-    host_.Warning("Hyperstack has " + (wanted.empty() ? std::string("CPU VMs") : wanted) +
-                  " as " + Join(out_of_stock) +
+    host_.Warning("Hyperstack has " + (wanted.empty() ? std::string("CPU VMs") : wanted) + " as " +
+                  Join(out_of_stock) +
                   " but none is in stock now (stock_available false); try later or another "
                   "region");
   }
@@ -512,8 +512,8 @@ std::string HyperstackDriver::Offers(const std::string& request_json) {
 std::string HyperstackDriver::Create(const std::string& request_json) {
   const auto [request, name, user_data] =
       kit::ParseCreateRequest(request_json, kVmNameRules, kMaxUserDataBytes, "Hyperstack");
-  const std::string public_key = kit::RequiredSshPublicKey(
-      request, "Hyperstack needs a key pair (key_name) to create a VM");
+  const std::string public_key =
+      kit::RequiredSshPublicKey(request, "Hyperstack needs a key pair (key_name) to create a VM");
   KeyPairName(public_key);  // checks the key line before any call
   const std::vector<int> ports = kit::WithSsh(kit::PortsOf(request, "open_ports"));
   const std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request);
@@ -638,12 +638,12 @@ std::string HyperstackDriver::Delete(const std::string& request_json) {
       return false;
     });
     if (!accepted) {
-      throw DriverError(GPUPROV_STATUS_TRANSIENT,
-                        "virtual machine " + name + " was still being created after " +
-                            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                                               poll.timeout)
-                                               .count()) +
-                            " s of retries; run `gpuprov down " + name + "` again later");
+      throw DriverError(
+          GPUPROV_STATUS_TRANSIENT,
+          "virtual machine " + name + " was still being created after " +
+              std::to_string(
+                  std::chrono::duration_cast<std::chrono::seconds>(poll.timeout).count()) +
+              " s of retries; run `gpuprov down " + name + "` again later");
     }
     deleted = !gone_already;
     WaitGone(id, name);  // its security rules go with it (§3.4)
@@ -657,8 +657,8 @@ std::string HyperstackDriver::OpenPorts(const std::string& request_json) {
   const std::vector<int> ports = kit::PortsOf(request, "ports");
   ObjectPtr vm = Resolve(request);
   if (!vm) {
-    throw DriverError(GPUPROV_STATUS_NOT_FOUND, "no gpuprov virtual machine " +
-                                                    kit::VmReference(request) + " on Hyperstack");
+    throw DriverError(GPUPROV_STATUS_NOT_FOUND,
+                      "no gpuprov virtual machine " + kit::VmReference(request) + " on Hyperstack");
   }
   const std::string id = json::Str(vm, "id");
   const std::set<int> open = OpenTcpPorts(vm);

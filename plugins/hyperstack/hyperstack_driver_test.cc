@@ -36,7 +36,8 @@ constexpr const char* kApiKey = "hs_gpuprov_emulator_test_key";
 constexpr const char* kKeyA =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJUeW8OWN9ub68dw8qD7cVkpP5fX+R7F0nbhoeOp4EjF test@gpuprov";
 constexpr const char* kKeyB =
-    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGLNOSpIazn8gOTMOnUEqrXgF/uRfTEfARnXqkdhuaOj other@gpuprov";
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGLNOSpIazn8gOTMOnUEqrXgF/uRfTEfARnXqkdhuaOj "
+    "other@gpuprov";
 
 constexpr char kDriverPath[] = GPUPROV_HYPERSTACK_DRIVER_PATH;
 using Driver = drivers::testing::DriverAt<kDriverPath>;
@@ -91,7 +92,8 @@ class Emulator {
   }
   void Reset() {
     process_.Reset("hyperstack");
-    Settings(R"({"cloud":"hyperstack","floating_ip_delay_seconds":0.3,"deleting_seconds":0.3,"out_of_stock":[]})");
+    Settings(
+        R"({"cloud":"hyperstack","floating_ip_delay_seconds":0.3,"deleting_seconds":0.3,"out_of_stock":[]})");
   }
   void Settings(const std::string& json) {
     HttpReply r = process_.Control("POST", "/settings", json);
@@ -208,7 +210,8 @@ TEST_F(HyperstackEmulatorTest, OffersComeFromTheFlavorList) {
   OpResult l40s = driver.Offers(R"({"gpu":{"type":"L40S","count":1},"region":""})");
   ASSERT_EQ(l40s.status, GPUPROV_STATUS_OK) << l40s;
   EXPECT_EQ(l40s.Doc()->getArray("offers")->size(), 0u);
-  EXPECT_TRUE(Contains(driver.host().All(), "Hyperstack does not offer L40S:1")) << driver.host().All();
+  EXPECT_TRUE(Contains(driver.host().All(), "Hyperstack does not offer L40S:1"))
+      << driver.host().All();
   EXPECT_TRUE(Contains(driver.host().All(), "ask for L40:1")) << driver.host().All();
 
   emulator_->Settings(R"({"cloud":"hyperstack","out_of_stock":["n3-A100x1"]})");

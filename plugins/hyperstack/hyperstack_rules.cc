@@ -19,9 +19,9 @@ namespace {
 
 namespace kit = gpuprov::drivers;
 namespace json = gpuprov::drivers::json;
+using kit::kResourcePrefix;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
-using kit::kResourcePrefix;
 
 std::string Upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -51,8 +51,8 @@ constexpr std::array<kit::CloudCode, 7> kErrorReasons = {{
 }};
 
 // §8: the out-of-stock body is UNCONFIRMED; classify by these words.
-constexpr std::array<std::string_view, 5> kCapacityWords = {
-    "stock", "capacity", "not available", "unavailable", "no available"};
+constexpr std::array<std::string_view, 5> kCapacityWords = {"stock", "capacity", "not available",
+                                                            "unavailable", "no available"};
 constexpr std::array<std::string_view, 4> kBalanceWords = {"balance", "insufficient funds",
                                                            "payment", "credit"};
 
@@ -76,7 +76,8 @@ std::optional<kit::Credential> ResolveApiKey(const Object::Ptr& config) {
   if (auto c = kit::CredentialFromEnv({"HYPERSTACK_API_KEY"})) return c;
   if (config) {
     const std::string literal = kit::TrimSpace(json::Str(config, "api_key"));
-    if (!literal.empty()) return kit::Credential{literal, "config.toml [clouds.hyperstack] api_key"};
+    if (!literal.empty())
+      return kit::Credential{literal, "config.toml [clouds.hyperstack] api_key"};
   }
   std::string path = config ? json::Str(config, "api_key_file") : "";
   if (path.empty()) {
@@ -168,7 +169,8 @@ VmState StateOf(const Object::Ptr& vm) {
       status == "HIBERNATED") {
     return {"stopped", "Hyperstack status " + status};
   }
-  if (status == "DELETING" || status == "DELETED") return {"terminated", "Hyperstack status " + status};
+  if (status == "DELETING" || status == "DELETED")
+    return {"terminated", "Hyperstack status " + status};
   if (status == "ERROR") {
     // The API documents no reason field; say what the VM object does tell.
     std::string why = "Hyperstack status ERROR";
@@ -191,8 +193,9 @@ VmState StateOf(const Object::Ptr& vm) {
     std::string joined;
     for (const auto& p : parts) joined += (joined.empty() ? "" : ", ") + p;
     if (!joined.empty()) why += " (" + joined + ")";
-    return {"error", why + "; Hyperstack advises deleting it and creating it again, "
-                           "possibly in another region"};
+    return {"error", why +
+                         "; Hyperstack advises deleting it and creating it again, "
+                         "possibly in another region"};
   }
   return {"pending", status.empty() ? "" : "Hyperstack status " + status};
 }
@@ -299,7 +302,8 @@ std::optional<std::string> CanonicalGpu(const std::string& name) {
   std::string s = Upper(name);
   // Drop the memory and form suffix of a flavor's gpu field: "H100-80G-PCIe" -> "H100".
   for (size_t i = 0; i + 1 < s.size(); ++i) {
-    if ((s[i] == '-' || s[i] == '_' || s[i] == ' ') && std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
+    if ((s[i] == '-' || s[i] == '_' || s[i] == ' ') &&
+        std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
       size_t j = i + 1;
       while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
       if (j < s.size() && (s[j] == 'G')) {
@@ -312,9 +316,8 @@ std::optional<std::string> CanonicalGpu(const std::string& name) {
   if (key.rfind("NVIDIA", 0) == 0) key = key.substr(6);
   if (key.empty() || key == "L40S") return std::nullopt;
   static const std::map<std::string, std::string> kNames = {
-      {"RTXA6000", "RTX-A6000"}, {"A6000", "RTX-A6000"},
-      {"RTXA4000", "RTX-A4000"}, {"A4000", "RTX-A4000"},
-      {"RTXA5000", "RTX-A5000"}, {"A5000", "RTX-A5000"},
+      {"RTXA6000", "RTX-A6000"}, {"A6000", "RTX-A6000"},    {"RTXA4000", "RTX-A4000"},
+      {"A4000", "RTX-A4000"},    {"RTXA5000", "RTX-A5000"}, {"A5000", "RTX-A5000"},
   };
   if (auto it = kNames.find(key); it != kNames.end()) return it->second;
   return key;
@@ -354,8 +357,9 @@ kit::Catalogue FlavorCatalogue(const std::vector<Flavor>& flavors, const std::st
   c.canonical_gpu = CanonicalGpu;
   c.gpu_hint = [](const std::string& asked) {
     return Squash(asked).find("L40S") != std::string::npos
-               ? std::string("Hyperstack has no L40S; its closest flavor is the L40 (n3-L40x1), "
-                             "ask for L40:1 if that will do")
+               ? std::string(
+                     "Hyperstack has no L40S; its closest flavor is the L40 (n3-L40x1), "
+                     "ask for L40:1 if that will do")
                : std::string();
   };
   return c;
@@ -374,7 +378,8 @@ std::vector<Flavor> ParseFlavors(const Object::Ptr& doc) {
       flavor.gpu = json::Str(f, "gpu");
       flavor.gpu_count = static_cast<int>(json::Int(f, "gpu_count", 0));
       flavor.region = json::Str(f, "region_name");
-      flavor.stock_available = !json::Has(f, "stock_available") || f->getValue<bool>("stock_available");
+      flavor.stock_available =
+          !json::Has(f, "stock_available") || f->getValue<bool>("stock_available");
       out.push_back(flavor);
     }
   }

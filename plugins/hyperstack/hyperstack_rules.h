@@ -37,9 +37,10 @@ inline constexpr size_t kMaxUserDataBytes = 32 * 1024;
 
 /// VM names: at most 50 characters (§3.1); letters, digits and '-' so they also make
 /// readable labels and environment-free host names.
-inline const drivers::VmNameRules kVmNameRules{
-    .what = "a Hyperstack VM name", .max_length = 50, .punctuation = "-",
-    .note = "Hyperstack allows 50 characters"};
+inline const drivers::VmNameRules kVmNameRules{.what = "a Hyperstack VM name",
+                                               .max_length = 50,
+                                               .punctuation = "-",
+                                               .note = "Hyperstack allows 50 characters"};
 
 /// The API key: the variable named by config.api_key_env, then $HYPERSTACK_API_KEY, then
 /// config.api_key (config.toml), then the file config.api_key_file, else ~/.hyperstack/api_key
@@ -111,10 +112,10 @@ bool IsStillBeingCreated(const std::string& body);
 /// One flavor as the driver knows it: from the live `GET /core/flavors` list or the built-in
 /// table of the reference.
 struct Flavor {
-  std::string name;      ///< "n3-H100x1"
-  std::string gpu;       ///< the flavor's gpu field, "H100-80G-PCIe"; "" for a CPU flavor
+  std::string name;  ///< "n3-H100x1"
+  std::string gpu;   ///< the flavor's gpu field, "H100-80G-PCIe"; "" for a CPU flavor
   int gpu_count = 0;
-  std::string region;    ///< "CANADA-1"
+  std::string region;  ///< "CANADA-1"
   bool stock_available = true;
 };
 

@@ -113,16 +113,19 @@ TEST(HyperstackStates, UpperCaseWordsBecomeTheProtocolsFive) {
   EXPECT_EQ(state(R"({"status":"CREATING"})").state, "pending");
   EXPECT_EQ(state(R"({"status":"BUILD"})").state, "pending");
   EXPECT_EQ(state(R"({"status":"SOMETHING_NEW"})").state, "pending");
-  VmState no_ip = state(R"({"status":"ACTIVE","floating_ip":null,"floating_ip_status":"ATTACHING"})");
+  VmState no_ip =
+      state(R"({"status":"ACTIVE","floating_ip":null,"floating_ip_status":"ATTACHING"})");
   EXPECT_EQ(no_ip.state, "pending");
   EXPECT_NE(no_ip.message.find("floating IP (ATTACHING)"), std::string::npos) << no_ip.message;
-  auto up = ParseJson(R"({"status":"ACTIVE","floating_ip":"127.9.0.1","floating_ip_status":"ATTACHED"})");
+  auto up =
+      ParseJson(R"({"status":"ACTIVE","floating_ip":"127.9.0.1","floating_ip_status":"ATTACHED"})");
   EXPECT_EQ(StateOf(up).state, "running");
   EXPECT_EQ(PublicIp(up), "127.9.0.1");
   EXPECT_EQ(state(R"({"status":"SHUTOFF"})").state, "stopped");
   EXPECT_EQ(state(R"({"status":"HIBERNATED"})").state, "stopped");
   EXPECT_EQ(state(R"({"status":"DELETING"})").state, "terminated");
-  VmState err = state(R"({"status":"ERROR","vm_state":"error","fault":{"message":"No valid host"}})");
+  VmState err =
+      state(R"({"status":"ERROR","vm_state":"error","fault":{"message":"No valid host"}})");
   EXPECT_EQ(err.state, "error");
   EXPECT_NE(err.message.find("ERROR (vm_state error, No valid host)"), std::string::npos)
       << err.message;
@@ -131,12 +134,19 @@ TEST(HyperstackStates, UpperCaseWordsBecomeTheProtocolsFive) {
 TEST(HyperstackErrors, StatusFromReasonHttpAndWords) {
   EXPECT_EQ(StatusOfError(401, R"({"status":false,"message":"x","error_reason":"unauthorized"})"),
             GPUPROV_STATUS_AUTH);
-  EXPECT_EQ(StatusOfError(400, R"({"status":false,"message":"Not enough stock available for flavor n3-H100x1","error_reason":"bad_request"})"),
-            GPUPROV_STATUS_CAPACITY);
-  EXPECT_EQ(StatusOfError(400, R"({"status":false,"message":"Insufficient balance to create the resource"})"),
+  EXPECT_EQ(
+      StatusOfError(
+          400,
+          R"({"status":false,"message":"Not enough stock available for flavor n3-H100x1","error_reason":"bad_request"})"),
+      GPUPROV_STATUS_CAPACITY);
+  EXPECT_EQ(StatusOfError(
+                400, R"({"status":false,"message":"Insufficient balance to create the resource"})"),
             GPUPROV_STATUS_QUOTA);
-  EXPECT_EQ(StatusOfError(400, R"({"status":false,"message":"\"count\" must be between 1 and 20","error_reason":"bad_request"})"),
-            GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_EQ(
+      StatusOfError(
+          400,
+          R"({"status":false,"message":"\"count\" must be between 1 and 20","error_reason":"bad_request"})"),
+      GPUPROV_STATUS_INVALID_INPUT);
   EXPECT_EQ(StatusOfError(404, R"({"status":false,"message":"gone","error_reason":"not_found"})"),
             GPUPROV_STATUS_NOT_FOUND);
   EXPECT_EQ(StatusOfError(500, R"({"message":"Internal Server Error"})"), GPUPROV_STATUS_TRANSIENT);
@@ -177,8 +187,9 @@ TEST(HyperstackRules, OpenPortsFromSecurityRules) {
     {"direction":"ingress","protocol":"tcp","ethertype":"IPv4","remote_ip_prefix":"0.0.0.0/0","port_range_min":8000,"port_range_max":8002}]})");
   EXPECT_EQ(OpenTcpPorts(vm), (std::set<int>{22, 8000, 8001, 8002}));
   auto rule = IngressRule(6443);
-  EXPECT_EQ(drivers::testing::Stringify(rule),
-            R"({"direction":"ingress","protocol":"tcp","ethertype":"IPv4","remote_ip_prefix":"0.0.0.0/0","port_range_min":6443,"port_range_max":6443})");
+  EXPECT_EQ(
+      drivers::testing::Stringify(rule),
+      R"({"direction":"ingress","protocol":"tcp","ethertype":"IPv4","remote_ip_prefix":"0.0.0.0/0","port_range_min":6443,"port_range_max":6443})");
 }
 
 }  // namespace
