@@ -5,7 +5,8 @@
 #   a gpuprov killed while creating, found by name on re-run (through a floating IP that comes
 #   late: ACTIVE without an address for a while).
 # - memory backend: the faults that end before SSH (capacity, 429, 5xx, a refused key, a VM
-#   vanishing, ERROR), each with a clear message and nothing left behind: the emulator's counts
+#   vanishing, ERROR, a floating IP that never comes), each with a clear message and nothing
+#   left behind: the emulator's counts
 #   of VMs, key pairs, security rules and environments are back to zero.
 
 load helpers
@@ -193,6 +194,21 @@ assert sorted(vm["allowed_ports"]) == [22, 80, 443, 6443], vm["allowed_ports"]'
   [[ "$output" == *"Hyperstack status ERROR"* ]]
   [[ "$output" == *"gpuprov down hs-err"* ]]
   run "$GPUPROV" down hs-err
+  echo "$output"
+  [ "$status" -eq 0 ]
+  nothing_left
+}
+
+@test "hyperstack: a floating IP that never comes ends the wait with a message, and down leaves nothing" {
+  use_emulator memory
+  printf '[defaults.timeouts]\nssh_wait_seconds = 8\n' >"$GPUPROV_HOME/config.toml"
+  fault '{"cloud":"hyperstack","fault":"ip_after_boot","seconds":600}'
+  run "$GPUPROV" provision --name hs-noip --cloud hyperstack --gpus A100:1 --no-k8s
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"still 'pending' after 8s"* ]]
+  [[ "$output" == *"gpuprov down hs-noip"* ]]
+  run "$GPUPROV" down hs-noip
   echo "$output"
   [ "$status" -eq 0 ]
   nothing_left
