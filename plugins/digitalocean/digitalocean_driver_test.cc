@@ -21,15 +21,7 @@
 namespace gpuprov::digitalocean {
 namespace {
 
-using drivers::testing::Contains;
-using drivers::testing::EmulatorProcess;
-using drivers::testing::HttpReply;
-using drivers::testing::LoopbackHttp;
-using drivers::testing::OpResult;
-using drivers::testing::ParseJson;
-using drivers::testing::ScopedEnv;
-using drivers::testing::SharedEmulatorTest;
-using drivers::testing::Stringify;
+using namespace drivers::testing;  // the shared driver test helpers (driver_test_util.h)
 using Poco::JSON::Array;
 using Poco::JSON::Object;
 
@@ -42,7 +34,7 @@ constexpr const char* kKeyB =
 // --- the driver, loaded once ------------------------------------------------
 
 constexpr char kDriverPath[] = GPUPROV_DIGITALOCEAN_DRIVER_PATH;
-using Driver = drivers::testing::DriverAt<kDriverPath>;
+using Driver = DriverAt<kDriverPath>;
 
 const gpuprov_type_driver_descriptor* Descriptor() { return Driver::Descriptor(); }
 
@@ -98,22 +90,18 @@ TEST(DigitalOceanDescriptor, OffersWithoutTheNetworkSayWhenAGpuIsNotOffered) {
 // --- the emulator -----------------------------------------------------------
 
 // The emulator as a child process (memory backend, DigitalOcean only).
-class Emulator {
+class Emulator : public OneCloudEmulator {
  public:
-  static std::optional<std::string> Problem() {
-    return EmulatorProcess::Problem(GPUPROV_EMULATOR_PATH);
-  }
+  Emulator() : OneCloudEmulator("digitalocean") {}
   bool Start(std::string* problem) {
     // Fast boots; the real rate limits (250/min) are not enforced so the whole suite can run
     // within a minute (throttling is tested with the throttle fault). The emulator accepts
     // the token found in DIGITALOCEAN_TOKEN at start.
-    return process_.Start(GPUPROV_EMULATOR_PATH,
-                          {"--backend", "memory", "--clouds", "digitalocean", "--boot-seconds",
-                           "1", "--no-rate-limits"},
-                          {{"DIGITALOCEAN_TOKEN", kToken}}, {"digitalocean"}, problem);
+    return StartMemory({"--boot-seconds", "1", "--no-rate-limits"},
+                       {{"DIGITALOCEAN_TOKEN", kToken}}, problem);
   }
 
-  std::string do_url() const { return process_.Url("digitalocean"); }
+  std::string do_url() const { return url(); }
 
   // One call to the control API (or to the DigitalOcean API with the token).
   HttpReply Http(const std::string& method, const std::string& url, const std::string& body = "",
@@ -121,15 +109,10 @@ class Emulator {
     if (!with_token) return LoopbackHttp(method, url, body);
     return LoopbackHttp(method, url, body, {{"Authorization", std::string("Bearer ") + kToken}});
   }
-  void Reset() { process_.Reset("digitalocean"); }
   void Fault(const std::string& fault, int times, const std::string& extra = "") {
-    process_.Fault(R"({"cloud":"digitalocean","fault":")" + fault + R"(","times":)" +
-                   std::to_string(times) + extra + "}");
+    EmulatorProcess::Fault(R"({"cloud":"digitalocean","fault":")" + fault + R"(","times":)" +
+                           std::to_string(times) + extra + "}");
   }
-  long long Count(const std::string& what) { return process_.Count("digitalocean", what); }
-
- private:
-  EmulatorProcess process_;
 };
 
 class DigitalOceanEmulatorTest : public SharedEmulatorTest<Emulator> {

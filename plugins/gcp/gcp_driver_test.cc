@@ -27,15 +27,7 @@
 namespace gpuprov::gcp {
 namespace {
 
-using drivers::testing::Contains;
-using drivers::testing::EmulatorProcess;
-using drivers::testing::HttpReply;
-using drivers::testing::OpResult;
-using drivers::testing::ParseJson;
-using drivers::testing::ScopedEnv;
-using drivers::testing::ScopedTempDir;
-using drivers::testing::SharedEmulatorTest;
-using drivers::testing::Stringify;
+using namespace drivers::testing;  // the shared driver test helpers (driver_test_util.h)
 using Poco::JSON::Array;
 using Poco::JSON::Object;
 
@@ -43,7 +35,7 @@ constexpr const char* kKey =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJUeW8OWN9ub68dw8qD7cVkpP5fX+R7F0nbhoeOp4EjF test@gpuprov";
 
 constexpr char kDriverPath[] = GPUPROV_GCP_DRIVER_PATH;
-using Driver = drivers::testing::DriverAt<kDriverPath>;
+using Driver = DriverAt<kDriverPath>;
 
 const gpuprov_type_driver_descriptor* Descriptor() { return Driver::Descriptor(); }
 

@@ -25,13 +25,7 @@
 namespace gpuprov::primeintellect {
 namespace {
 
-using drivers::testing::Contains;
-using drivers::testing::EmulatorProcess;
-using drivers::testing::HttpReply;
-using drivers::testing::OpResult;
-using drivers::testing::ScopedEnv;
-using drivers::testing::ScopedTempDir;
-using drivers::testing::SharedEmulatorTest;
+using namespace drivers::testing;  // the shared driver test helpers (driver_test_util.h)
 using Poco::JSON::Array;
 using Poco::JSON::Object;
 
@@ -43,7 +37,7 @@ constexpr const char* kPublicKey =
 // --- the driver through its C ABI ----------------------------------------------
 
 constexpr char kDriverPath[] = GPUPROV_PRIMEINTELLECT_DRIVER_PATH;
-using Driver = drivers::testing::DriverAt<kDriverPath>;
+using Driver = DriverAt<kDriverPath>;
 
 const gpuprov_type_driver_descriptor* Descriptor() { return Driver::Descriptor(); }
 
@@ -63,34 +57,14 @@ class TempHome {
 
 // --- the emulator as a child process -------------------------------------------
 
-class Emulator {
+class Emulator : public OneCloudEmulator {
  public:
-  static std::optional<std::string> Problem() {
-    return EmulatorProcess::Problem(GPUPROV_EMULATOR_PATH);
-  }
-
+  Emulator() : OneCloudEmulator("primeintellect") {}
   // Starts it with PRIME_API_KEY=kKey; waits for its endpoint lines.
   bool Start(std::string* problem) {
-    return process_.Start(GPUPROV_EMULATOR_PATH,
-                          {"--backend", "memory", "--clouds", "primeintellect", "--boot-seconds",
-                           "0.3"},
-                          {{"PRIME_API_KEY", kKey}}, {"primeintellect"}, problem);
+    return StartMemory({"--boot-seconds", "0.3"}, {{"PRIME_API_KEY", kKey}}, problem);
   }
-
-  std::string prime() const { return process_.Url("primeintellect"); }
-
-  HttpReply Control(const std::string& method, const std::string& path,
-                    const std::string& body = "") {
-    return process_.Control(method, path, body);
-  }
-  void Reset() { process_.Reset("primeintellect"); }
-  void Fault(const std::string& json) { process_.Fault(json); }
-  long long Count(const std::string& what) { return process_.Count("primeintellect", what); }
-  // "METHOD path -> status" of each request the cloud saw.
-  std::vector<std::string> Requests() { return process_.Requests("primeintellect"); }
-
- private:
-  EmulatorProcess process_;
+  std::string prime() const { return url(); }
 };
 
 std::string Config(const std::string& endpoint) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
-# Distribution: the SDK and driver kit install and build a third-party driver that gpuprov loads, and CPack
-# splits the build into the core, one package per driver, the umbrella and the SDK.
+# Distribution: the SDK and the driver kit install and build a third-party driver that gpuprov
+# loads, and CPack splits the build into the core, one package per driver, the umbrella and the
+# SDK.
 
 load helpers
 
@@ -45,4 +46,7 @@ load helpers
   [ "$(dpkg-deb -f "$drv" Depends)" = "gpuprov (= $version)" ]
   dpkg-deb -f "$all" Depends | grep -q "gpuprov-driver-docker (= $version)"
   dpkg-deb -c "$sdk" | grep -q 'include/gpuprov/driver_abi.h$'
+  dpkg-deb -c "$sdk" | grep -q 'include/gpuprov/driver_kit/driver_kit.h$'
+  dpkg-deb -c "$sdk" | grep -q 'libgpuprov_driver_kit.a$'
+  dpkg-deb -f "$sdk" Depends | grep -q 'libyaml-cpp-dev'
 }

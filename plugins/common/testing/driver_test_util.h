@@ -514,6 +514,34 @@ class EmulatorProcess {
   std::map<std::string, std::string> urls_;
 };
 
+#ifdef GPUPROV_EMULATOR_PATH
+/// The built emulator serving one cloud from its memory backend, for SharedEmulatorTest: a
+/// test's emulator class derives from it and starts it with that cloud's arguments and the
+/// credentials the emulator accepts.
+class OneCloudEmulator : public EmulatorProcess {
+ public:
+  explicit OneCloudEmulator(std::string cloud) : cloud_(std::move(cloud)) {}
+  static std::optional<std::string> Problem() {
+    return EmulatorProcess::Problem(GPUPROV_EMULATOR_PATH);
+  }
+  /// `gpuprov-emulator --backend memory --clouds <cloud> <args...>` with `env` added.
+  bool StartMemory(const std::vector<std::string>& args,
+                   const std::vector<std::pair<std::string, std::string>>& env,
+                   std::string* problem) {
+    std::vector<std::string> all = {"--backend", "memory", "--clouds", cloud_};
+    all.insert(all.end(), args.begin(), args.end());
+    return EmulatorProcess::Start(GPUPROV_EMULATOR_PATH, all, env, {cloud_}, problem);
+  }
+  std::string url() const { return Url(cloud_); }
+  void Reset() const { EmulatorProcess::Reset(cloud_); }
+  long long Count(const std::string& what) const { return EmulatorProcess::Count(cloud_, what); }
+  std::vector<std::string> Requests() const { return EmulatorProcess::Requests(cloud_); }
+
+ private:
+  std::string cloud_;
+};
+#endif
+
 /// Base of a test suite whose tests share one emulator. `E` has a default constructor,
 /// `bool Start(std::string* problem)` and `static std::optional<std::string> Problem()` (why
 /// the emulator binary cannot run, as EmulatorProcess::Problem). The suite starts it once.
