@@ -18,16 +18,7 @@
 namespace gpuprov::hyperstack {
 namespace {
 
-using drivers::testing::Contains;
-using drivers::testing::EmulatorProcess;
-using drivers::testing::HttpReply;
-using drivers::testing::LoopbackHttp;
-using drivers::testing::OpResult;
-using drivers::testing::ParseJson;
-using drivers::testing::ScopedEnv;
-using drivers::testing::ScopedTempDir;
-using drivers::testing::SharedEmulatorTest;
-using drivers::testing::Stringify;
+using namespace drivers::testing;  // the shared driver test helpers (driver_test_util.h)
 using Poco::JSON::Array;
 using Poco::JSON::Object;
 using namespace std::chrono_literals;
@@ -40,7 +31,7 @@ constexpr const char* kKeyB =
     "other@gpuprov";
 
 constexpr char kDriverPath[] = GPUPROV_HYPERSTACK_DRIVER_PATH;
-using Driver = drivers::testing::DriverAt<kDriverPath>;
+using Driver = DriverAt<kDriverPath>;
 
 // --- no emulator needed -----------------------------------------------------
 
@@ -52,7 +43,7 @@ TEST(HyperstackDescriptor, IdentityAndCapabilities) {
   EXPECT_EQ(d->capabilities,
             static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
                                   GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES));
-  drivers::testing::ExpectEveryOperation(*d->vtable);
+  ExpectEveryOperation(*d->vtable);
 }
 
 TEST(HyperstackDescriptor, RefusesPlainHttpToANonLoopbackEndpoint) {
@@ -75,49 +66,43 @@ TEST(HyperstackDescriptor, NoKeyAnywhereIsAuthBeforeAnyCall) {
 
 // --- the emulator -----------------------------------------------------------
 
-class Emulator {
+class Emulator : public OneCloudEmulator {
  public:
-  static std::optional<std::string> Problem() {
-    return EmulatorProcess::Problem(GPUPROV_EMULATOR_PATH);
-  }
+  Emulator() : OneCloudEmulator("hyperstack") {}
   bool Start(std::string* problem) {
-    return process_.Start(GPUPROV_EMULATOR_PATH,
-                          {"--backend", "memory", "--clouds", "hyperstack", "--boot-seconds", "1",
-                           "--no-rate-limits"},
-                          {{"HYPERSTACK_API_KEY", kApiKey}}, {"hyperstack"}, problem);
+    // Fast boots; the 500/min limit is not enforced so the suite runs in seconds (429s come
+    // from the throttle fault). The emulator accepts the key in HYPERSTACK_API_KEY at start.
+    return StartMemory({"--boot-seconds", "1", "--no-rate-limits"},
+                       {{"HYPERSTACK_API_KEY", kApiKey}}, problem);
   }
-  std::string url() const { return process_.Url("hyperstack"); }
   HttpReply Api(const std::string& method, const std::string& path, const std::string& body = "") {
     return LoopbackHttp(method, url() + path, body, {{"api_key", kApiKey}});
   }
+  /// Forgets everything and sets short attach and delete times.
   void Reset() {
-    process_.Reset("hyperstack");
+    OneCloudEmulator::Reset();
     Settings(
-        R"({"cloud":"hyperstack","floating_ip_delay_seconds":0.3,"deleting_seconds":0.3,"out_of_stock":[]})");
+        R"({"cloud":"hyperstack","floating_ip_delay_seconds":0.3,"deleting_seconds":0.3,)"
+        R"("out_of_stock":[]})");
   }
   void Settings(const std::string& json) {
-    HttpReply r = process_.Control("POST", "/settings", json);
+    HttpReply r = Control("POST", "/settings", json);
     EXPECT_EQ(r.status, 200) << r.body;
   }
   void Fault(const std::string& fault, int times, const std::string& extra = "") {
-    process_.Fault(R"({"cloud":"hyperstack","fault":")" + fault + R"(","times":)" +
-                   std::to_string(times) + extra + "}");
+    EmulatorProcess::Fault(R"({"cloud":"hyperstack","fault":")" + fault + R"(","times":)" +
+                           std::to_string(times) + extra + "}");
   }
-  long long Count(const std::string& what) { return process_.Count("hyperstack", what); }
   /// The emulator's row for the VM called name (user_data as stored, allowed_ports).
   Object::Ptr Instance(const std::string& name) {
-    HttpReply r = process_.Control("GET", "/instances?cloud=hyperstack");
+    HttpReply r = Control("GET", "/instances?cloud=hyperstack");
     Array::Ptr rows = r.Doc()->getArray("instances");
     for (size_t i = 0; rows && i < rows->size(); ++i) {
       if (rows->getObject(i)->getValue<std::string>("name") == name) return rows->getObject(i);
     }
     return nullptr;
   }
-  std::vector<std::string> Requests() { return process_.Requests("hyperstack"); }
-  void ClearRequests() { process_.ClearRequests("hyperstack"); }
-
- private:
-  EmulatorProcess process_;
+  void ClearRequests() { EmulatorProcess::ClearRequests("hyperstack"); }
 };
 
 class HyperstackEmulatorTest : public SharedEmulatorTest<Emulator> {
@@ -437,7 +422,7 @@ TEST_F(HyperstackEmulatorTest, ActiveWithoutAnAddressStaysPendingUntilTheIpIsAtt
   ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
   const std::string id = c.Vm()->getValue<std::string>("id");
   bool saw_window = false;
-  Object::Ptr vm = drivers::testing::PollVm(
+  Object::Ptr vm = PollVm(
       driver, R"({"id":")" + id + R"("})",
       [&](const Object::Ptr& v) {
         if (Contains(v->getValue<std::string>("message"), "ACTIVE, waiting for the floating IP")) {
@@ -460,7 +445,7 @@ TEST_F(HyperstackEmulatorTest, ErrorStateCarriesHyperstacksWordsAndDownCleansUp)
   emulator_->Fault("error_during_boot", 1);
   OpResult c = driver.Create(CreateRequest("hs-error"));
   ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
-  Object::Ptr vm = drivers::testing::PollVm(
+  Object::Ptr vm = PollVm(
       driver, R"({"name":"hs-error"})",
       [](const Object::Ptr& v) { return v->getValue<std::string>("state") == "error"; }, 30s);
   ASSERT_TRUE(vm);
@@ -498,7 +483,7 @@ TEST_F(HyperstackEmulatorTest, WaitingForADeleteEndsOnCancel) {
   ASSERT_TRUE(WaitRunning(driver, c.Vm()->getValue<std::string>("id")));
   std::thread canceller([&] {
     std::this_thread::sleep_for(700ms);
-    const_cast<drivers::testing::RecordingHost&>(driver.host()).cancel = true;
+    const_cast<RecordingHost&>(driver.host()).cancel = true;
   });
   const auto start = std::chrono::steady_clock::now();
   OpResult d = driver.Delete(R"({"name":"hs-cancel"})");
