@@ -16,7 +16,7 @@ constexpr int kPageSize = 100;
 constexpr int kMaxPages = 100;
 // SkyPilot retries a delete refused "being created" 18 times (reference §3.4).
 constexpr int kDeleteTries = 18;
-// The ports a VM object reports besides its single-port rules (wide ranges are not listed).
+// The ports a VM result lists when its security rules open them: the ones gpuprov opens.
 constexpr int kWellKnownPorts[] = {22, 80, 443, 6443};
 
 bool Ok(int status) { return status >= 200 && status < 300; }
