@@ -15,6 +15,7 @@
 //   config_files.h    INI (AWS's nested keys too) and YAML (yaml-cpp) credential files
 //   credentials.h     tokens from environment variables and doctl's config
 //   tags.h            gpuprov's tags, the user's tags, tag/label character sets
+//   ssh_public_key.h  OpenSSH public key lines: checked, compared, MD5 fingerprint
 //   driver_request.h  request fields (ports, gpu, ssh key), offers and vm results
 //   json_util.h       Poco::JSON helpers
 // See docs/driver-protocol.md, "The driver kit".
@@ -29,6 +30,7 @@
 #include "json_util.h"
 #include "pacer.h"
 #include "retry_policy.h"
+#include "ssh_public_key.h"
 #include "tags.h"
 #include "uri.h"
 #include "vm_rules.h"

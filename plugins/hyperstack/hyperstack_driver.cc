@@ -1,0 +1,678 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "hyperstack_driver.h"
+
+#include <algorithm>
+
+#include "driver_kit.h"
+
+namespace gpuprov::hyperstack {
+namespace {
+
+namespace kit = gpuprov::drivers;
+using namespace gpuprov::drivers::prelude;
+using kit::kResourcePrefix;
+
+constexpr int kPageSize = 100;
+constexpr int kMaxPages = 100;
+// SkyPilot retries a delete refused "being created" 18 times (reference §3.4).
+constexpr int kDeleteTries = 18;
+// The ports a VM result lists when its security rules open them: the ones gpuprov opens.
+constexpr int kWellKnownPorts[] = {22, 80, 443, 6443};
+
+bool Ok(int status) { return status >= 200 && status < 300; }
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+std::string EnvironmentOf(const Object::Ptr& vm) {
+  return json::Str(json::Obj(vm, "environment"), "name");
+}
+
+std::string KeyNameOf(const Object::Ptr& vm) { return json::Str(json::Obj(vm, "keypair"), "name"); }
+
+}  // namespace
+
+HyperstackDriver::HyperstackDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
+  const kit::DriverSettings settings = kit::ParseSettings(ctx.config_json, kDefaultEndpoint);
+  endpoint_ = settings.endpoint;
+  config_ = settings.config;
+  default_region_ = json::Str(config_, "region");
+  if (default_region_.empty()) default_region_ = kDefaultRegion;
+  configured_environment_ = json::Str(config_, "environment");
+  default_image_ = json::Str(config_, "image");
+  poll_interval_ = std::chrono::milliseconds(json::Int(config_, "poll_interval_ms", 5000));
+  delete_timeout_ = std::chrono::seconds(json::Int(config_, "delete_timeout_seconds", 600));
+  delete_retry_ = std::chrono::milliseconds(json::Int(config_, "delete_retry_ms", 10000));
+  try {
+    http_ = std::make_unique<kit::HttpClient>(endpoint_, kit::RetryPolicyFrom(config_), host_);
+  } catch (const kit::HttpError& e) {
+    kit::ThrowHttpError(e,
+                        "the Hyperstack endpoint (GPUPROV_HYPERSTACK_ENDPOINT or endpoint in "
+                        "[clouds.hyperstack])");
+  }
+}
+
+const kit::Credential& HyperstackDriver::ApiKey() {
+  if (!api_key_) {
+    api_key_ = ResolveApiKey(config_);
+    if (!api_key_) {
+      throw DriverError(GPUPROV_STATUS_AUTH, "no Hyperstack API key found: " + ApiKeyHint());
+    }
+    host_.Debug("API key from " + api_key_->origin);
+  }
+  return *api_key_;
+}
+
+HyperstackDriver::ObjectPtr HyperstackDriver::Call(const std::string& method,
+                                                   const std::string& path, const std::string& what,
+                                                   const ObjectPtr& body,
+                                                   const std::set<int>& allow, int* status,
+                                                   std::string* raw, bool idempotent) {
+  kit::HttpRequest req;
+  req.idempotent = idempotent;
+  req.method = method;
+  req.path_and_query = path;
+  req.headers["api_key"] = ApiKey().value;
+  req.headers["Accept"] = "application/json";
+  if (body) {
+    req.headers["Content-Type"] = "application/json";
+    req.body = json::Stringify(body);
+  }
+  kit::HttpResponse resp;
+  try {
+    resp = http_->Send(req);
+  } catch (const kit::HttpError& e) {
+    kit::ThrowHttpError(e, what + ": Hyperstack API at " + endpoint_,
+                        ApiMessage(e.last_response().body));
+  }
+  if (status) *status = resp.status;
+  if (raw) *raw = resp.body;
+  if (!Ok(resp.status) && allow.count(resp.status) == 0) {
+    const std::string prefix = what + ": Hyperstack answered HTTP " + std::to_string(resp.status);
+    const gpuprov_type_status st = StatusOfError(resp.status, resp.body);
+    std::string text = prefix + ": " + ApiMessage(resp.body);
+    if (st == GPUPROV_STATUS_AUTH) {
+      text += "; the API key from " + ApiKey().origin + " was refused: " + ApiKeyHint();
+    } else if (st == GPUPROV_STATUS_CAPACITY) {
+      text += "; try another flavor or region (--region), or later";
+    }
+    throw DriverError(st, text);
+  }
+  if (kit::TrimSpace(resp.body).empty()) return new Object();
+  Object::Ptr doc = json::TryParseObject(resp.body);
+  if (!doc) {
+    if (!Ok(resp.status)) return new Object();
+    throw DriverError(GPUPROV_STATUS_FAILED, what + ": Hyperstack answered HTTP " +
+                                                 std::to_string(resp.status) +
+                                                 " with a body that is not a JSON object");
+  }
+  return doc;
+}
+
+std::vector<HyperstackDriver::ObjectPtr> HyperstackDriver::ListAll(const std::string& path,
+                                                                   const std::string& key,
+                                                                   const std::string& what) {
+  std::vector<ObjectPtr> out;
+  const char sep = path.find('?') == std::string::npos ? '?' : '&';
+  for (int page = 1; page <= kMaxPages; ++page) {
+    ObjectPtr doc = Call("GET",
+                         path + sep +
+                             kit::QueryString({{"page", std::to_string(page)},
+                                               {"page_size", std::to_string(kPageSize)}})
+                                 .substr(1),
+                         what);
+    Array::Ptr items = json::Arr(doc, key);
+    const size_t n = items ? items->size() : 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (ObjectPtr o = json::ObjAt(items, i)) out.push_back(o);
+    }
+    const long long page_size = json::Int(doc, "page_size", kPageSize);
+    if (n == 0 || static_cast<long long>(n) < page_size) break;
+  }
+  return out;
+}
+
+std::string HyperstackDriver::RegionOf(const ObjectPtr& request) const {
+  const std::string region = json::Str(request, "region");
+  return region.empty() ? default_region_ : region;
+}
+
+std::vector<Flavor> HyperstackDriver::ListFlavors(const std::string& region) {
+  const std::string query = region.empty() ? "" : kit::QueryString({{"region", region}});
+  return ParseFlavors(Call("GET", "/core/flavors" + query, "list flavors"));
+}
+
+std::vector<HyperstackDriver::ObjectPtr> HyperstackDriver::AllVms() {
+  return ListAll("/core/virtual-machines", "instances", "list virtual machines");
+}
+
+std::vector<HyperstackDriver::ObjectPtr> HyperstackDriver::ManagedVms() {
+  std::vector<ObjectPtr> out;
+  for (const auto& vm : AllVms()) {
+    if (IsManaged(vm)) out.push_back(vm);
+  }
+  return out;
+}
+
+HyperstackDriver::ObjectPtr HyperstackDriver::FindByName(const std::string& name, bool* foreign) {
+  // search= narrows the list; the exact name is checked here (§3.3).
+  for (const auto& vm : ListAll("/core/virtual-machines" + kit::QueryString({{"search", name}}),
+                                "instances", "look up virtual machine " + name)) {
+    if (json::Str(vm, "name") != name) continue;
+    if (IsManaged(vm)) return vm;
+    if (foreign) *foreign = true;
+  }
+  return nullptr;
+}
+
+HyperstackDriver::ObjectPtr HyperstackDriver::GetVm(const std::string& id) {
+  if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos) return nullptr;
+  int status = 0;
+  ObjectPtr doc = Call("GET", "/core/virtual-machines/" + kit::EncodeComponent(id),
+                       "read virtual machine " + id, nullptr, {404}, &status);
+  if (status == 404) return nullptr;
+  ObjectPtr vm = json::Obj(doc, "instance");
+  if (!vm) {
+    throw DriverError(GPUPROV_STATUS_FAILED,
+                      "read virtual machine " + id + ": the answer has no instance");
+  }
+  return vm;
+}
+
+HyperstackDriver::ObjectPtr HyperstackDriver::Resolve(const ObjectPtr& request) {
+  const auto [id, name] = kit::RequireIdOrName(request);
+  if (!id.empty()) {
+    ObjectPtr vm = GetVm(id);
+    if (vm && IsManaged(vm) && (name.empty() || json::Str(vm, "name") == name)) return vm;
+    if (vm) return nullptr;  // that id is another VM now
+  }
+  if (!name.empty()) return FindByName(name);
+  return nullptr;
+}
+
+HyperstackDriver::ObjectPtr HyperstackDriver::VmJson(const ObjectPtr& vm) const {
+  const VmState state = StateOf(vm);
+  Object::Ptr flavor = json::Obj(vm, "flavor");
+  Flavor f;
+  f.name = json::Str(flavor, "name");
+  f.gpu = json::Str(flavor, "gpu");
+  f.gpu_count = static_cast<int>(json::Int(flavor, "gpu_count", 0));
+  std::vector<int> ports;
+  const std::set<int> open = OpenTcpPorts(vm);
+  for (int p : kWellKnownPorts) {
+    if (open.count(p)) ports.push_back(p);
+  }
+  Object::Ptr out = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  out->set("id", json::Str(vm, "id"));
+  out->set("name", json::Str(vm, "name"));
+  out->set("state", state.state);
+  out->set("public_ip", PublicIp(vm));
+  out->set("ssh_port", 22);
+  out->set("ssh_user", kSshUser);
+  out->set("region", json::Str(json::Obj(vm, "environment"), "region"));
+  out->set("instance_type", f.name);
+  out->set("image", json::Str(json::Obj(vm, "image"), "name"));
+  out->set("gpus", GpusOf(f));
+  out->set("created_at", json::Str(vm, "created_at"));
+  out->set("message", state.message);
+  out->set("ports", kit::PortMap(ports));
+  out->set("tags", TagsOf(vm));
+  out->set("environment", EnvironmentOf(vm));
+  return out;
+}
+
+std::string HyperstackDriver::EnsureEnvironment(const std::string& region, Made* made) {
+  const std::string name =
+      configured_environment_.empty() ? EnvironmentName(region) : configured_environment_;
+  ObjectPtr doc = Call("GET", "/core/environments", "list environments");
+  Array::Ptr envs = json::Arr(doc, "environments");
+  for (size_t i = 0; envs && i < envs->size(); ++i) {
+    ObjectPtr e = json::ObjAt(envs, i);
+    if (!e || json::Str(e, "name") != name) continue;
+    const std::string env_region = json::Str(e, "region");
+    if (!env_region.empty() && env_region != region) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "Hyperstack environment " + name + " is in region " + env_region +
+                            ", not " + region + ": ask for region " + env_region +
+                            " or name another environment in [clouds.hyperstack]");
+    }
+    return name;
+  }
+  if (!configured_environment_.empty()) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "Hyperstack environment " + name +
+                          " (environment in [clouds.hyperstack]) does not exist: create it in "
+                          "the console or remove the setting to let gpuprov use " +
+                          EnvironmentName(region));
+  }
+  Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  body->set("name", name);
+  body->set("region", region);
+  host_.Progress("creating environment " + name);
+  int status = 0;
+  doc = Call("POST", "/core/environments", "create environment " + name, body, {409}, &status,
+             nullptr, /*idempotent=*/false);
+  if (status == 409) return name;  // made in the meantime by another run
+  made->environment = true;
+  made->environment_id = json::Str(json::Obj(doc, "environment"), "id");
+  return name;
+}
+
+std::string HyperstackDriver::EnsureKeyPair(const std::string& environment,
+                                            const std::string& public_key, Made* made) {
+  const std::string identity = KeyIdentity(public_key);
+  auto find = [&]() -> ObjectPtr {
+    for (const auto& k : ListAll("/core/keypairs", "keypairs", "list key pairs")) {
+      if (EnvironmentOf(k) == environment && KeyIdentity(json::Str(k, "public_key")) == identity) {
+        return k;
+      }
+    }
+    return nullptr;
+  };
+  if (ObjectPtr k = find()) {
+    host_.Debug("key pair " + json::Str(k, "name") + " in " + environment + " has this key");
+    return json::Str(k, "name");
+  }
+  const std::string name = KeyPairName(public_key);
+  Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  body->set("name", name);
+  body->set("environment_name", environment);
+  body->set("public_key", kit::TrimSpace(public_key));
+  host_.Progress("importing SSH key as key pair " + name + " in " + environment);
+  int status = 0;
+  ObjectPtr doc = Call("POST", "/core/keypairs", "import key pair " + name, body, {409}, &status,
+                       nullptr, /*idempotent=*/false);
+  if (status == 409) {
+    if (ObjectPtr k = find()) return json::Str(k, "name");
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "a key pair named " + name + " with another public key exists in " +
+                          "Hyperstack environment " + environment +
+                          ": delete it in the console, or use another SSH key");
+  }
+  made->key_pair = true;
+  made->key_pair_id = json::Str(json::Obj(doc, "keypair"), "id");
+  return name;
+}
+
+void HyperstackDriver::CheckImage(const std::string& region, const std::string& image) {
+  ObjectPtr doc = Call(
+      "GET", "/core/images" + kit::QueryString({{"region", region}, {"include_public", "true"}}),
+      "list images");
+  std::vector<std::string> names;
+  Array::Ptr groups = json::Arr(doc, "images");
+  for (size_t g = 0; groups && g < groups->size(); ++g) {
+    Array::Ptr list = json::Arr(json::ObjAt(groups, g), "images");
+    for (size_t i = 0; list && i < list->size(); ++i) {
+      const std::string n = json::Str(json::ObjAt(list, i), "name");
+      if (n == image) return;
+      if (!n.empty()) names.push_back(n);
+    }
+  }
+  throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                    "Hyperstack has no image \"" + image + "\" in " + region +
+                        "; images there: " + (names.empty() ? "none listed" : Join(names)));
+}
+
+HyperstackDriver::ObjectPtr HyperstackDriver::CreateVm(const std::string& name,
+                                                       const ObjectPtr& body) {
+  const std::string what = "create virtual machine " + name;
+  kit::Backoff backoff(host_, http_->policy(), what);
+  for (;;) {
+    int status = 0;
+    std::string raw;
+    std::string problem;
+    try {
+      ObjectPtr doc = Call("POST", "/core/virtual-machines", what, body, {409, 500, 502, 503, 504},
+                           &status, &raw, /*idempotent=*/false);
+      if (Ok(status)) {
+        ObjectPtr vm = json::ObjAt(json::Arr(doc, "instances"), 0);
+        if (vm && !json::Str(vm, "id").empty()) {
+          // The create answer may be short (id, status): read the whole object.
+          if (ObjectPtr full = GetVm(json::Str(vm, "id"))) return full;
+          return vm;
+        }
+        if (ObjectPtr found = FindByName(name)) return found;
+        throw DriverError(GPUPROV_STATUS_FAILED, what + ": the answer has no instances");
+      }
+      if (status == 409) {
+        // Made by an earlier attempt whose answer was lost, or by another run.
+        if (ObjectPtr found = FindByName(name)) return found;
+        throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                          what + ": Hyperstack answered HTTP 409: " + ApiMessage(raw) +
+                              "; choose another VM name");
+      }
+      problem = "HTTP " + std::to_string(status) + ": " + ApiMessage(raw);
+    } catch (const DriverError& e) {
+      if (e.status() == GPUPROV_STATUS_NOT_FOUND) {
+        // 404 on create: the environment, flavor, image or key pair named in the body.
+        throw DriverError(GPUPROV_STATUS_INVALID_INPUT, e.what());
+      }
+      if (e.status() != GPUPROV_STATUS_TRANSIENT) throw;
+      problem = e.what();
+    }
+    // An ambiguous failure: the VM may exist. Look before trying again.
+    host_.Debug(what + " failed (" + problem + "); looking it up by name before retrying");
+    if (ObjectPtr found = FindByName(name)) return found;
+    if (!backoff.Wait(problem)) {
+      throw DriverError(GPUPROV_STATUS_TRANSIENT,
+                        what + " failed " + std::to_string(backoff.failures()) +
+                            " time(s), last: " + problem + ". Try again in a few minutes");
+    }
+  }
+}
+
+void HyperstackDriver::Undo(const Made& made, const std::string& environment) {
+  try {
+    if (made.key_pair && !made.key_pair_id.empty()) {
+      host_.Progress("removing the key pair imported for this VM");
+      Call("DELETE", "/core/keypair/" + kit::EncodeComponent(made.key_pair_id),
+           "delete key pair " + made.key_pair_id, nullptr, {404});
+    }
+    if (made.environment && !made.environment_id.empty()) {
+      host_.Progress("removing environment " + environment);
+      Call("DELETE", "/core/environments/" + kit::EncodeComponent(made.environment_id),
+           "delete environment " + environment, nullptr, {404});
+    }
+  } catch (const std::exception& e) {
+    host_.Warning(std::string("could not remove what this create made: ") + e.what() +
+                  "; `gpuprov down` removes it later");
+  }
+}
+
+void HyperstackDriver::CleanUpEnvironment(const std::string& environment) {
+  // Every environment gpuprov made, and the configured one for its key pairs: a VM that
+  // vanished or a create cut short leaves key pairs and environments nothing uses.
+  std::set<std::string> envs_in_use, keys_in_use;
+  for (const auto& vm : AllVms()) {
+    envs_in_use.insert(EnvironmentOf(vm));
+    keys_in_use.insert(EnvironmentOf(vm) + "/" + KeyNameOf(vm));
+  }
+  auto ours = [&](const std::string& env) {
+    return env.rfind(kResourcePrefix, 0) == 0 || env == environment ||
+           (!configured_environment_.empty() && env == configured_environment_);
+  };
+  std::set<std::string> envs_with_other_keys;
+  for (const auto& k : ListAll("/core/keypairs", "keypairs", "list key pairs")) {
+    const std::string env = EnvironmentOf(k);
+    const std::string name = json::Str(k, "name");
+    // Only key pairs gpuprov imported; one the user imported is never deleted.
+    const bool gpuprov_key = name.rfind(kResourcePrefix, 0) == 0;
+    if (!ours(env) || !gpuprov_key || keys_in_use.count(env + "/" + name)) {
+      envs_with_other_keys.insert(env);
+      continue;
+    }
+    host_.Progress("deleting key pair " + name + " in " + env);
+    Call("DELETE", "/core/keypair/" + kit::EncodeComponent(json::Str(k, "id")),
+         "delete key pair " + name, nullptr, {404});
+  }
+  ObjectPtr doc = Call("GET", "/core/environments", "list environments");
+  Array::Ptr envs = json::Arr(doc, "environments");
+  for (size_t i = 0; envs && i < envs->size(); ++i) {
+    ObjectPtr e = json::ObjAt(envs, i);
+    const std::string name = json::Str(e, "name");
+    // Only environments gpuprov names; a configured one is the user's.
+    if (name.rfind(kResourcePrefix, 0) != 0 || name == configured_environment_ ||
+        envs_in_use.count(name) || envs_with_other_keys.count(name)) {
+      continue;
+    }
+    host_.Progress("deleting environment " + name + " (no VM left in it)");
+    Call("DELETE", "/core/environments/" + kit::EncodeComponent(json::Str(e, "id")),
+         "delete environment " + name, nullptr, {404});
+  }
+}
+
+void HyperstackDriver::WaitGone(const std::string& id, const std::string& name) {
+  kit::PollOptions poll{"waiting for virtual machine " + name + " to be deleted", poll_interval_,
+                        delete_timeout_};
+  const bool gone = kit::PollUntil(host_, poll, [&](std::string* state) {
+    ObjectPtr vm = GetVm(id);
+    if (!vm) return true;
+    *state = json::Str(vm, "status");
+    return false;
+  });
+  if (!gone) {
+    throw DriverError(GPUPROV_STATUS_TRANSIENT,
+                      "virtual machine " + name + " is still being deleted after " +
+                          std::to_string(delete_timeout_.count() / 1000) +
+                          " s; run `gpuprov down " + name +
+                          "` again to finish (its key pair and environment are removed then)");
+  }
+}
+
+std::string HyperstackDriver::Check(const std::string& /*request_json*/) {
+  ObjectPtr doc = Call("GET", "/core/environments", "check the Hyperstack API key");
+  Array::Ptr envs = json::Arr(doc, "environments");
+  Object result(Poco::JSON_PRESERVE_KEY_ORDER);
+  result.set("account", "Hyperstack API key from " + ApiKey().origin + ", " +
+                            std::to_string(envs ? envs->size() : 0) + " environment(s)");
+  result.set("user_data_limit", static_cast<int>(kMaxUserDataBytes));
+  result.set("key_from", ApiKey().origin);
+  result.set("endpoint", endpoint_);
+  return json::Stringify(result);
+}
+
+std::string HyperstackDriver::Offers(const std::string& request_json) {
+  // No region: every region's flavors, the default region's first.
+  const auto [gpu, region] = kit::ParseOffersRequest(request_json, "");
+  Array::Ptr offers = new Array();
+
+  std::vector<Flavor> flavors;
+  try {
+    flavors = ListFlavors(region);
+  } catch (const DriverError& e) {
+    if (e.status() == GPUPROV_STATUS_AUTH || e.status() == GPUPROV_STATUS_CANCELLED) throw;
+    host_.Debug(std::string("flavor list unavailable, using the built-in table: ") + e.what());
+    for (const Flavor& f : KnownFlavors()) {
+      if (region.empty() || f.region == region) flavors.push_back(f);
+    }
+  }
+  const kit::Catalogue catalogue = FlavorCatalogue(flavors, CpuFlavor(flavors));
+  const std::string wanted =
+      gpu ? CanonicalGpu(gpu->type).value_or("?") + ":" + std::to_string(gpu->count) : "";
+  std::vector<const Flavor*> matching;
+  for (const Flavor& f : flavors) {
+    if (GpusOf(f) == wanted) matching.push_back(&f);
+  }
+  if (matching.empty()) {
+    host_.Warning(gpu ? kit::NotOfferedMessage(catalogue, gpu->type, gpu->count) +
+                            (region.empty() ? "" : " (in " + region + ")")
+                      : "Hyperstack lists no CPU flavor" +
+                            (region.empty() ? std::string() : " in " + region));
+    return kit::OffersResult(offers);
+  }
+  // The default region first, then the preferred (PCIe) flavors: the host takes the first of
+  // equally priced offers (the API gives no prices).
+  std::stable_sort(matching.begin(), matching.end(), [&](const Flavor* a, const Flavor* b) {
+    const bool ra = a->region == default_region_, rb = b->region == default_region_;
+    if (ra != rb) return ra;
+    return IsPreferredFlavor(a->name) && !IsPreferredFlavor(b->name);
+  });
+  std::vector<std::string> out_of_stock;
+  for (const Flavor* f : matching) {
+    if (!f->stock_available) {
+      out_of_stock.push_back(f->name + " in " + f->region);
+      continue;
+    }
+    const std::optional<std::string> g = CanonicalGpu(f->gpu);
+    offers->add(kit::OfferJson(
+        {f->name, f->gpu_count > 0 && g ? *g : "", f->gpu_count, f->region, 0.0, ""}));
+  }
+  if (offers->size() == 0) {
+    host_.Warning("Hyperstack has " + (wanted.empty() ? std::string("CPU VMs") : wanted) + " as " +
+                  Join(out_of_stock) +
+                  " but none is in stock now (stock_available false); try later or another "
+                  "region");
+  }
+  return kit::OffersResult(offers);
+}
+
+std::string HyperstackDriver::Create(const std::string& request_json) {
+  const auto [request, name, user_data] =
+      kit::ParseCreateRequest(request_json, kVmNameRules, kMaxUserDataBytes, "Hyperstack");
+  const std::string public_key =
+      kit::RequiredSshPublicKey(request, "Hyperstack needs a key pair (key_name) to create a VM");
+  KeyPairName(public_key);  // checks the key line before any call
+  const std::vector<int> ports = kit::WithSsh(kit::PortsOf(request, "open_ports"));
+  const std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request);
+  const std::string region = RegionOf(request);
+
+  // A re-run finds the VM of that name instead of making a second.
+  bool foreign = false;
+  if (ObjectPtr existing = FindByName(name, &foreign)) {
+    host_.Info("virtual machine " + name + " exists (id " + json::Str(existing, "id") + ", " +
+               json::Str(existing, "status") + ")");
+    return kit::VmResult(VmJson(existing), true);
+  }
+  if (foreign) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "a Hyperstack VM named " + name +
+                          " exists that gpuprov did not create (it lacks the gpuprov label); "
+                          "choose another VM name");
+  }
+
+  // The flavor, from the region's live list: a GPU request and instance_type must agree.
+  const std::vector<Flavor> flavors = ListFlavors(region);
+  const kit::CatalogueChoice choice = kit::ChooseInstanceType(
+      FlavorCatalogue(flavors, CpuFlavor(flavors)), gpu, json::Str(request, "instance_type"));
+  const std::string flavor = choice.row.instance_type;
+  if (choice.index && !flavors[*choice.index].stock_available) {
+    throw DriverError(GPUPROV_STATUS_CAPACITY,
+                      "Hyperstack flavor " + flavor + " is out of stock in " + region +
+                          " (stock_available false); try another region (--region) or later");
+  }
+  std::string image = json::Str(request, "image");
+  if (image.empty()) image = default_image_;
+  if (image.empty()) image = choice.row.gpu_count > 0 ? kDefaultGpuImage : kDefaultCpuImage;
+  CheckImage(region, image);
+
+  Made made;
+  const std::string environment = EnsureEnvironment(region, &made);
+  std::string key_name;
+  try {
+    key_name = EnsureKeyPair(environment, public_key, &made);
+  } catch (const DriverError&) {
+    Undo(made, environment);
+    throw;
+  }
+
+  Array::Ptr rules = new Array();
+  for (int p : ports) rules->add(IngressRule(p));
+  Array::Ptr labels = new Array();
+  for (const auto& l : VmLabels(name, request)) labels->add(l);
+  Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  body->set("name", name);
+  body->set("environment_name", environment);
+  body->set("image_name", image);
+  body->set("flavor_name", flavor);
+  body->set("key_name", key_name);
+  body->set("count", 1);
+  body->set("assign_floating_ip", true);
+  // Keep SSH on port 22 (§3.1: several real clients send false).
+  body->set("enable_port_randomization", false);
+  body->set("security_rules", rules);
+  if (!user_data.empty()) body->set("user_data", user_data);  // raw text, not base64 (§4)
+  body->set("labels", labels);
+
+  std::string port_list;
+  for (int p : ports) port_list += (port_list.empty() ? "" : ",") + std::to_string(p);
+  host_.Progress("creating virtual machine " + name + " (" + flavor + " in " + environment +
+                 ", image " + image + ", tcp " + port_list + " open)");
+  ObjectPtr vm;
+  try {
+    vm = CreateVm(name, body);
+  } catch (const DriverError&) {
+    Undo(made, environment);
+    throw;
+  }
+  host_.Info("virtual machine " + name + " is id " + json::Str(vm, "id"));
+  return kit::VmResult(VmJson(vm), false);
+}
+
+std::string HyperstackDriver::Get(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the get request");
+  ObjectPtr vm = Resolve(request);
+  if (!vm) {
+    throw DriverError(GPUPROV_STATUS_NOT_FOUND,
+                      "no gpuprov virtual machine " + kit::VmReference(request) + " on Hyperstack");
+  }
+  return kit::VmResult(VmJson(vm));
+}
+
+std::string HyperstackDriver::List(const std::string& /*request_json*/) {
+  Array::Ptr vms = new Array();
+  for (const auto& vm : ManagedVms()) vms->add(VmJson(vm));
+  return kit::VmsResult(vms);
+}
+
+std::string HyperstackDriver::Delete(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the delete request");
+  ObjectPtr vm = Resolve(request);
+  std::string name = json::Str(request, "name");
+  std::string environment;
+  bool deleted = false;
+  if (vm) {
+    const std::string id = json::Str(vm, "id");
+    name = json::Str(vm, "name");
+    environment = EnvironmentOf(vm);
+    host_.Progress("deleting virtual machine " + name + " (id " + id + ")");
+    // A VM still being created cannot be deleted yet (§3.4): try again, cancellable.
+    kit::PollOptions poll{"waiting until virtual machine " + name + " can be deleted",
+                          delete_retry_, delete_retry_ * kDeleteTries};
+    bool gone_already = false;
+    const bool accepted = kit::PollUntil(host_, poll, [&](std::string* state) {
+      int status = 0;
+      std::string raw;
+      Call("DELETE", "/core/virtual-machines/" + kit::EncodeComponent(id),
+           "delete virtual machine " + name, nullptr, {400, 404, 409}, &status, &raw);
+      if (Ok(status)) return true;
+      if (status == 404) return gone_already = true;
+      if (!IsStillBeingCreated(raw)) {
+        throw DriverError(StatusOfError(status, raw),
+                          "delete virtual machine " + name + ": Hyperstack answered HTTP " +
+                              std::to_string(status) + ": " + ApiMessage(raw));
+      }
+      *state = "still being created";
+      return false;
+    });
+    if (!accepted) {
+      throw DriverError(
+          GPUPROV_STATUS_TRANSIENT,
+          "virtual machine " + name + " was still being created after " +
+              std::to_string(
+                  std::chrono::duration_cast<std::chrono::seconds>(poll.timeout).count()) +
+              " s of retries; run `gpuprov down " + name + "` again later");
+    }
+    deleted = !gone_already;
+    WaitGone(id, name);  // its security rules go with it (§3.4)
+  }
+  CleanUpEnvironment(environment);
+  return kit::DeletedResult(deleted);
+}
+
+std::string HyperstackDriver::OpenPorts(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the open_ports request");
+  const std::vector<int> ports = kit::PortsOf(request, "ports");
+  ObjectPtr vm = Resolve(request);
+  if (!vm) {
+    throw DriverError(GPUPROV_STATUS_NOT_FOUND,
+                      "no gpuprov virtual machine " + kit::VmReference(request) + " on Hyperstack");
+  }
+  const std::string id = json::Str(vm, "id");
+  const std::set<int> open = OpenTcpPorts(vm);
+  for (int p : kit::WithSsh(ports)) {
+    if (open.count(p)) continue;
+    host_.Progress("adding a security rule for tcp " + std::to_string(p) + " to " +
+                   json::Str(vm, "name"));
+    // 409: an identical rule exists already (added by an earlier, interrupted call).
+    Call("POST", "/core/virtual-machines/" + kit::EncodeComponent(id) + "/sg-rules",
+         "add a security rule for port " + std::to_string(p), IngressRule(p), {409});
+  }
+  return "{}";
+}
+
+}  // namespace gpuprov::hyperstack
+
+GPUPROV_DRIVER(gpuprov::hyperstack::HyperstackDriver)

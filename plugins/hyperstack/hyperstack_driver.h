@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The "hyperstack" driver: GPU VMs on Hyperstack (NexGen Cloud's Infrahub API v1), written on
+// the driver kit (plugins/common).
+//
+// Settings (docs/driver-protocol.md, init): "endpoint" (default
+// https://infrahub-api.nexgencloud.com/v1; GPUPROV_HYPERSTACK_ENDPOINT; http:// only for a
+// loopback emulator); config keys ([clouds.hyperstack] of config.toml):
+//   region          region when the request names none (default CANADA-1)
+//   environment     an existing environment to use (never deleted); default: gpuprov-<region>,
+//                   created on first use and deleted with its last gpuprov VM
+//   image           image name when the request names none
+//   api_key_env, api_key, api_key_file   where the API key is (see hyperstack_rules.h)
+//   retry           {max_attempts, base_delay_ms, ...} (kit RetryPolicy; tests compress them)
+//   poll_interval_ms         delete: how often to look whether the VM is gone (default 5000)
+//   delete_timeout_seconds   delete: how long to wait for it (default 600)
+//   delete_retry_ms          delete refused "being created": wait between tries (default 10000)
+// What it creates per VM: the VM (labels gpuprov, gpuprov-name=<name>, the user's tags) with
+// its security rules; per environment: the environment gpuprov-<region> and one key pair
+// gpuprov-<fingerprint> per public key, shared by the VMs there. See README.md.
+#pragma once
+
+#include <Poco/JSON/Object.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "credentials.h"
+#include "gpuprov/sdk.hpp"
+#include "http_client.h"
+#include "hyperstack_rules.h"
+
+namespace gpuprov::hyperstack {
+
+class HyperstackDriver {
+ public:
+  static constexpr const char* kName = "hyperstack";
+  static constexpr const char* kVersion = "0.1.0";
+  static constexpr const char* kDescription =
+      "Hyperstack GPU VMs (Infrahub API v1): environments, key pairs, VMs with security rules";
+  static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
+                                            GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES;
+
+  explicit HyperstackDriver(const gpuprov::sdk::InitContext& ctx);
+
+  std::string Check(const std::string& request_json);
+  std::string Offers(const std::string& request_json);
+  std::string Create(const std::string& request_json);
+  std::string Get(const std::string& request_json);
+  std::string List(const std::string& request_json);
+  std::string Delete(const std::string& request_json);
+  std::string OpenPorts(const std::string& request_json);
+
+ private:
+  using ObjectPtr = Poco::JSON::Object::Ptr;
+
+  /// One API call with the api_key header; returns the parsed body. Failures become
+  /// DriverError with Hyperstack's message; statuses in `allow` are returned (with *status
+  /// and *body set) instead.
+  ObjectPtr Call(const std::string& method, const std::string& path, const std::string& what,
+                 const ObjectPtr& body = nullptr, const std::set<int>& allow = {},
+                 int* status = nullptr, std::string* raw = nullptr, bool idempotent = true);
+  /// Every item of a paged list (page, page_size; until a short page).
+  std::vector<ObjectPtr> ListAll(const std::string& path, const std::string& key,
+                                 const std::string& what);
+  const drivers::Credential& ApiKey();
+
+  std::string RegionOf(const ObjectPtr& request) const;
+  /// The live flavor list of a region ("" = all regions).
+  std::vector<Flavor> ListFlavors(const std::string& region);
+
+  /// Every VM of the account; those labelled gpuprov.
+  std::vector<ObjectPtr> AllVms();
+  std::vector<ObjectPtr> ManagedVms();
+  /// The VM called `name` that gpuprov made, or nullptr; a same-named VM without the label
+  /// is reported in *foreign.
+  ObjectPtr FindByName(const std::string& name, bool* foreign = nullptr);
+  /// GET /core/virtual-machines/{id}, or nullptr on 404.
+  ObjectPtr GetVm(const std::string& id);
+  /// The gpuprov VM a request names by "id" or "name", or nullptr.
+  ObjectPtr Resolve(const ObjectPtr& request);
+  ObjectPtr VmJson(const ObjectPtr& vm) const;
+
+  struct Made {
+    bool environment = false;  // created by this call
+    std::string environment_id;
+    bool key_pair = false;
+    std::string key_pair_id;
+  };
+  /// The environment to create in: the configured one, or gpuprov-<region> (created now).
+  std::string EnsureEnvironment(const std::string& region, Made* made);
+  /// The key pair for `public_key` in `environment`: one with the same key, or imported.
+  std::string EnsureKeyPair(const std::string& environment, const std::string& public_key,
+                            Made* made);
+  /// Checks the image exists in the region; INVALID_INPUT listing the images otherwise.
+  void CheckImage(const std::string& region, const std::string& image);
+  /// POST /core/virtual-machines without ever making two: a 5xx or a lost answer is
+  /// followed by a look-up by name before the next try; a 409 returns the VM of that name.
+  ObjectPtr CreateVm(const std::string& name, const ObjectPtr& body);
+  /// Removes what this call made when the create failed.
+  void Undo(const Made& made, const std::string& environment);
+  /// After a VM is gone: every key pair gpuprov imported (in its environments, `environment`
+  /// and the configured one) that no VM uses, then every gpuprov environment with no VM and
+  /// no other key pair left. Also what a vanished VM or a cut-short create left.
+  void CleanUpEnvironment(const std::string& environment);
+  /// Waits (cancellable) until GET answers 404.
+  void WaitGone(const std::string& id, const std::string& name);
+
+  gpuprov::sdk::Host host_;
+  std::string endpoint_;
+  std::string default_region_;
+  std::string configured_environment_;
+  std::string default_image_;
+  ObjectPtr config_;
+  std::chrono::milliseconds poll_interval_{5000};
+  std::chrono::milliseconds delete_timeout_{600'000};
+  std::chrono::milliseconds delete_retry_{10'000};
+  std::unique_ptr<drivers::HttpClient> http_;
+  std::optional<drivers::Credential> api_key_;
+};
+
+}  // namespace gpuprov::hyperstack

@@ -1,0 +1,527 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Loads the BUILT driver .so with dlopen, as the host does, and drives it through the C
+// vtable against the Hyperstack emulator (tests/emulators, `gpuprov-emulator --backend
+// memory`) started as a child process. Talks only to 127.0.0.1.
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "driver_test_util.h"
+#include "gpuprov/driver_abi.h"
+
+namespace gpuprov::hyperstack {
+namespace {
+
+using namespace drivers::testing;  // the shared driver test helpers (driver_test_util.h)
+using Poco::JSON::Array;
+using Poco::JSON::Object;
+using namespace std::chrono_literals;
+
+constexpr const char* kApiKey = "hs_gpuprov_emulator_test_key";
+constexpr const char* kKeyA =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJUeW8OWN9ub68dw8qD7cVkpP5fX+R7F0nbhoeOp4EjF test@gpuprov";
+constexpr const char* kKeyB =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGLNOSpIazn8gOTMOnUEqrXgF/uRfTEfARnXqkdhuaOj "
+    "other@gpuprov";
+
+constexpr char kDriverPath[] = GPUPROV_HYPERSTACK_DRIVER_PATH;
+using Driver = DriverAt<kDriverPath>;
+
+// --- no emulator needed -----------------------------------------------------
+
+TEST(HyperstackDescriptor, IdentityAndCapabilities) {
+  const gpuprov_type_driver_descriptor* d = Driver::Descriptor();
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->magic, GPUPROV_DRIVER_MAGIC);
+  EXPECT_STREQ(d->name, "hyperstack");
+  EXPECT_EQ(d->capabilities,
+            static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
+                                  GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES));
+  ExpectEveryOperation(*d->vtable);
+}
+
+TEST(HyperstackDescriptor, RefusesPlainHttpToANonLoopbackEndpoint) {
+  Driver driver(R"({"endpoint":"http://infrahub-api.nexgencloud.com/v1","config":{}})");
+  EXPECT_EQ(driver.init_status(), GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_TRUE(Contains(driver.init_error(), "loopback")) << driver.init_error();
+}
+
+TEST(HyperstackDescriptor, NoKeyAnywhereIsAuthBeforeAnyCall) {
+  ScopedTempDir home;
+  ScopedEnv h("HOME", home.path().c_str());
+  ScopedEnv none("HYPERSTACK_API_KEY", nullptr);
+  Driver driver(R"({"endpoint":"","config":{}})");
+  ASSERT_EQ(driver.init_status(), GPUPROV_STATUS_OK) << driver.init_error();
+  OpResult r = driver.Check();
+  EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r;
+  EXPECT_TRUE(Contains(r.error, "HYPERSTACK_API_KEY")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "~/.hyperstack/api_key")) << r.error;
+}
+
+// --- the emulator -----------------------------------------------------------
+
+class Emulator : public OneCloudEmulator {
+ public:
+  Emulator() : OneCloudEmulator("hyperstack") {}
+  bool Start(std::string* problem) {
+    // Fast boots; the 500/min limit is not enforced so the suite runs in seconds (429s come
+    // from the throttle fault). The emulator accepts the key in HYPERSTACK_API_KEY at start.
+    return StartMemory({"--boot-seconds", "1", "--no-rate-limits"},
+                       {{"HYPERSTACK_API_KEY", kApiKey}}, problem);
+  }
+  HttpReply Api(const std::string& method, const std::string& path, const std::string& body = "") {
+    return LoopbackHttp(method, url() + path, body, {{"api_key", kApiKey}});
+  }
+  /// Forgets everything and sets short attach and delete times.
+  void Reset() {
+    OneCloudEmulator::Reset();
+    Settings(
+        R"({"cloud":"hyperstack","floating_ip_delay_seconds":0.3,"deleting_seconds":0.3,)"
+        R"("out_of_stock":[]})");
+  }
+  void Settings(const std::string& json) {
+    HttpReply r = Control("POST", "/settings", json);
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
+  void Fault(const std::string& fault, int times, const std::string& extra = "") {
+    EmulatorProcess::Fault(R"({"cloud":"hyperstack","fault":")" + fault + R"(","times":)" +
+                           std::to_string(times) + extra + "}");
+  }
+  /// The emulator's row for the VM called name (user_data as stored, allowed_ports).
+  Object::Ptr Instance(const std::string& name) {
+    HttpReply r = Control("GET", "/instances?cloud=hyperstack");
+    Array::Ptr rows = r.Doc()->getArray("instances");
+    for (size_t i = 0; rows && i < rows->size(); ++i) {
+      if (rows->getObject(i)->getValue<std::string>("name") == name) return rows->getObject(i);
+    }
+    return nullptr;
+  }
+  void ClearRequests() { EmulatorProcess::ClearRequests("hyperstack"); }
+};
+
+class HyperstackEmulatorTest : public SharedEmulatorTest<Emulator> {
+ protected:
+  void SetUp() override {
+    SharedEmulatorTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    emulator_->Reset();
+    key_ = std::make_unique<ScopedEnv>("HYPERSTACK_API_KEY", kApiKey);
+  }
+  void TearDown() override { key_.reset(); }
+
+  static std::string Config(const std::string& extra = "") {
+    return R"({"endpoint":")" + emulator_->url() +
+           R"(","config":{"poll_interval_ms":100,"delete_retry_ms":200,"delete_timeout_seconds":20,)"
+           R"("retry":{"max_attempts":5,"base_delay_ms":5,"max_delay_ms":50,"max_retry_after_ms":100,)"
+           R"("total_budget_ms":20000,"attempt_timeout_ms":10000})" +
+           extra + "}}";
+  }
+
+  static std::string CreateRequest(const std::string& name, const std::string& key = kKeyA,
+                                   const std::string& gpu = "A100",
+                                   std::vector<int> ports = {22, 6443, 80, 443}) {
+    Object::Ptr req = new Object();
+    req->set("name", name);
+    req->set("region", "");
+    req->set("instance_type", "");
+    if (gpu.empty()) {
+      req->set("gpu", Poco::Dynamic::Var());
+    } else {
+      Object::Ptr g = new Object();
+      g->set("type", gpu);
+      g->set("count", 1);
+      req->set("gpu", g);
+    }
+    req->set("image", "");
+    req->set("ssh_public_key", key);
+    req->set("user_data", "#!/bin/bash\necho \"hi from gpuprov\"\n");
+    Object::Ptr tags = new Object();
+    tags->set("gpuprov", "1");
+    tags->set("gpuprov-name", name);
+    tags->set("team", "ml");
+    req->set("tags", tags);
+    Array::Ptr p = new Array();
+    for (int port : ports) p->add(port);
+    req->set("open_ports", p);
+    return Stringify(req);
+  }
+
+  static Object::Ptr WaitRunning(Driver& driver, const std::string& id) {
+    return drivers::testing::WaitRunning(driver, id, 30s, "virtual machine");
+  }
+
+  static void ExpectNothingLeft() {
+    EXPECT_EQ(emulator_->Count("instances"), 0);
+    EXPECT_EQ(emulator_->Count("backend_instances"), 0);
+    EXPECT_EQ(emulator_->Count("ssh_keys"), 0);
+    EXPECT_EQ(emulator_->Count("environments"), 0);
+    EXPECT_EQ(emulator_->Count("security_rules"), 0);
+  }
+
+  std::unique_ptr<ScopedEnv> key_;
+};
+
+TEST_F(HyperstackEmulatorTest, CheckNamesWhereTheKeyCameFromNeverTheKey) {
+  Driver driver(Config());
+  OpResult r = driver.Check();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_EQ(r.Doc()->getValue<std::string>("key_from"), "$HYPERSTACK_API_KEY");
+  EXPECT_EQ(r.Doc()->getValue<int>("user_data_limit"), 32768);
+  EXPECT_FALSE(Contains(r.json, kApiKey));
+  EXPECT_FALSE(Contains(driver.host().All(), kApiKey));
+}
+
+TEST_F(HyperstackEmulatorTest, OffersComeFromTheFlavorList) {
+  Driver driver(Config());
+  OpResult h100 = driver.Offers(R"({"gpu":{"type":"H100","count":8},"region":""})");
+  ASSERT_EQ(h100.status, GPUPROV_STATUS_OK) << h100;
+  Array::Ptr offers = h100.Doc()->getArray("offers");
+  ASSERT_EQ(offers->size(), 4u) << h100.json;  // three in CANADA-1, SXM5 in US-1
+  EXPECT_EQ(offers->getObject(0)->getValue<std::string>("instance_type"), "n3-H100x8");
+  EXPECT_EQ(offers->getObject(0)->getValue<std::string>("region"), "CANADA-1");
+  EXPECT_EQ(offers->getObject(0)->getValue<std::string>("gpu_type"), "H100");
+  EXPECT_EQ(offers->getObject(3)->getValue<std::string>("region"), "US-1");
+
+  OpResult a4000 = driver.Offers(R"({"gpu":{"type":"RTX_A4000","count":1},"region":"NORWAY-1"})");
+  ASSERT_EQ(a4000.status, GPUPROV_STATUS_OK) << a4000;
+  ASSERT_EQ(a4000.Doc()->getArray("offers")->size(), 1u) << a4000.json;
+
+  OpResult l40s = driver.Offers(R"({"gpu":{"type":"L40S","count":1},"region":""})");
+  ASSERT_EQ(l40s.status, GPUPROV_STATUS_OK) << l40s;
+  EXPECT_EQ(l40s.Doc()->getArray("offers")->size(), 0u);
+  EXPECT_TRUE(Contains(driver.host().All(), "Hyperstack does not offer L40S:1"))
+      << driver.host().All();
+  EXPECT_TRUE(Contains(driver.host().All(), "ask for L40:1")) << driver.host().All();
+
+  emulator_->Settings(R"({"cloud":"hyperstack","out_of_stock":["n3-A100x1"]})");
+  OpResult sold = driver.Offers(R"({"gpu":{"type":"A100","count":1},"region":""})");
+  ASSERT_EQ(sold.status, GPUPROV_STATUS_OK) << sold;
+  EXPECT_EQ(sold.Doc()->getArray("offers")->size(), 0u);
+  EXPECT_TRUE(Contains(driver.host().All(), "none is in stock")) << driver.host().All();
+}
+
+TEST_F(HyperstackEmulatorTest, LifecycleSendsTheDocumentedShapeAndLeavesNothing) {
+  Driver driver(Config());
+  OpResult created = driver.Create(CreateRequest("hs-life"));
+  ASSERT_EQ(created.status, GPUPROV_STATUS_OK) << created << "\n" << driver.host().All();
+  EXPECT_FALSE(created.Doc()->getValue<bool>("existing"));
+  Object::Ptr vm = created.Vm();
+  const std::string id = vm->getValue<std::string>("id");
+  EXPECT_EQ(vm->getValue<std::string>("instance_type"), "n3-A100x1");
+  EXPECT_EQ(vm->getValue<std::string>("gpus"), "A100:1");
+  EXPECT_EQ(vm->getValue<std::string>("ssh_user"), "ubuntu");
+  EXPECT_EQ(vm->getValue<std::string>("region"), "CANADA-1");
+  EXPECT_EQ(vm->getValue<std::string>("environment"), "gpuprov-CANADA-1");
+  EXPECT_EQ(vm->getObject("tags")->getValue<std::string>("team"), "ml");
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 1);
+  EXPECT_EQ(emulator_->Count("environments"), 1);
+  EXPECT_EQ(emulator_->Count("security_rules"), 4);
+
+  // What Hyperstack received: raw user data, four rules, labels, a floating IP.
+  Object::Ptr row = emulator_->Instance("hs-life");
+  ASSERT_TRUE(row);
+  EXPECT_EQ(row->getValue<std::string>("user_data"), "#!/bin/bash\necho \"hi from gpuprov\"\n");
+  HttpReply got = emulator_->Api("GET", "/core/virtual-machines/" + id);
+  ASSERT_EQ(got.status, 200) << got.body;
+  Object::Ptr inst = got.Doc()->getObject("instance");
+  EXPECT_EQ(inst->getArray("security_rules")->size(), 4u);
+  EXPECT_TRUE(Contains(got.body, R"("gpuprov-name=hs-life")")) << got.body;
+  EXPECT_EQ(inst->getValue<std::string>("floating_ip_status") != "UNATTACHED", true) << got.body;
+  EXPECT_FALSE(inst->getValue<bool>("port_randomization"));
+
+  Object::Ptr running = WaitRunning(driver, id);
+  ASSERT_TRUE(running);
+  EXPECT_EQ(running->getValue<std::string>("public_ip").rfind("127.", 0), 0u);
+  EXPECT_TRUE(running->getObject("ports")->has("6443"));
+  Object::Ptr allowed_row = emulator_->Instance("hs-life");
+  EXPECT_EQ(allowed_row->getArray("allowed_ports")->size(), 4u);
+
+  OpResult by_name = driver.Get(R"({"name":"hs-life"})");
+  ASSERT_EQ(by_name.status, GPUPROV_STATUS_OK) << by_name;
+  EXPECT_EQ(by_name.Vm()->getValue<std::string>("id"), id);
+  OpResult list = driver.List();
+  ASSERT_EQ(list.status, GPUPROV_STATUS_OK) << list;
+  ASSERT_EQ(list.Doc()->getArray("vms")->size(), 1u);
+
+  // A re-run reuses: same VM, nothing new.
+  OpResult again = driver.Create(CreateRequest("hs-life"));
+  ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << again;
+  EXPECT_TRUE(again.Doc()->getValue<bool>("existing"));
+  EXPECT_EQ(again.Vm()->getValue<std::string>("id"), id);
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 1);
+  EXPECT_EQ(emulator_->Count("environments"), 1);
+
+  OpResult del = driver.Delete(R"({"id":")" + id + R"(","name":"hs-life"})");
+  ASSERT_EQ(del.status, GPUPROV_STATUS_OK) << del << "\n" << driver.host().All();
+  EXPECT_TRUE(del.Doc()->getValue<bool>("deleted"));
+  ExpectNothingLeft();
+  EXPECT_EQ(driver.Get(R"({"id":")" + id + R"("})").status, GPUPROV_STATUS_NOT_FOUND);
+  OpResult del2 = driver.Delete(R"({"id":")" + id + R"(","name":"hs-life"})");
+  ASSERT_EQ(del2.status, GPUPROV_STATUS_OK) << del2;
+  EXPECT_FALSE(del2.Doc()->getValue<bool>("deleted"));
+  EXPECT_FALSE(Contains(driver.host().All(), kApiKey));
+}
+
+TEST_F(HyperstackEmulatorTest, KeyPairAndEnvironmentAreSharedAndGoWithTheLastVm) {
+  Driver driver(Config());
+  ASSERT_EQ(driver.Create(CreateRequest("hs-share-a")).status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Create(CreateRequest("hs-share-b")).status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Create(CreateRequest("hs-share-c", kKeyB)).status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 2);
+  EXPECT_EQ(emulator_->Count("environments"), 1);
+  // Deleting while still being created waits until Hyperstack accepts it.
+  OpResult a = driver.Delete(R"({"name":"hs-share-a"})");
+  ASSERT_EQ(a.status, GPUPROV_STATUS_OK) << a;
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 2);
+  ASSERT_EQ(driver.Delete(R"({"name":"hs-share-c"})").status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 1);
+  EXPECT_EQ(emulator_->Count("environments"), 1);
+  ASSERT_EQ(driver.Delete(R"({"name":"hs-share-b"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(HyperstackEmulatorTest, ADeleteRefusedWhileCreatingIsTriedAgainUntilAccepted) {
+  Driver driver(Config());
+  emulator_->Fault("slow_boot", 1, R"(,"seconds":1)");
+  OpResult c = driver.Create(CreateRequest("hs-early"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  emulator_->ClearRequests();
+  OpResult d = driver.Delete(R"({"name":"hs-early"})");
+  ASSERT_EQ(d.status, GPUPROV_STATUS_OK) << d << "\n" << driver.host().All();
+  EXPECT_TRUE(d.Doc()->getValue<bool>("deleted"));
+  int refused = 0, accepted = 0;
+  for (const auto& line : emulator_->Requests()) {
+    if (line.rfind("DELETE /v1/core/virtual-machines/", 0) != 0) continue;
+    refused += Contains(line, "-> 400");
+    accepted += Contains(line, "-> 200");
+  }
+  EXPECT_GE(refused, 1);
+  EXPECT_EQ(accepted, 1);
+  ExpectNothingLeft();
+}
+
+TEST_F(HyperstackEmulatorTest, AConfiguredEnvironmentAndTheUsersKeyPairAreUsedAndKept) {
+  HttpReply k = emulator_->Api(
+      "POST", "/core/keypairs",
+      std::string(R"({"name":"laptop","environment_name":"default-CANADA-1","public_key":")") +
+          kKeyB + R"("})");
+  ASSERT_EQ(k.status, 200) << k.body;
+  Driver driver(Config(R"(,"environment":"default-CANADA-1")"));
+  OpResult c = driver.Create(CreateRequest("hs-own-env", kKeyB));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  EXPECT_EQ(c.Vm()->getValue<std::string>("environment"), "default-CANADA-1");
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 1);
+  EXPECT_EQ(emulator_->Count("environments"), 0);
+  ASSERT_EQ(driver.Delete(R"({"name":"hs-own-env"})").status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 1);  // the user's
+  EXPECT_EQ(emulator_->Count("instances"), 0);
+}
+
+TEST_F(HyperstackEmulatorTest, PlainVmOpensSshAloneAndOpenPortsWidensIt) {
+  Driver driver(Config());
+  OpResult c = driver.Create(CreateRequest("hs-ports", kKeyA, "", {22}));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  EXPECT_EQ(c.Vm()->getValue<std::string>("instance_type"), "n1-cpu-small");
+  EXPECT_EQ(emulator_->Count("security_rules"), 1);
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  OpResult r = driver.OpenPorts(R"({"id":")" + id + R"(","ports":[6443,443,22]})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_EQ(emulator_->Count("security_rules"), 3);
+  Object::Ptr row = emulator_->Instance("hs-ports");
+  EXPECT_EQ(row->getArray("allowed_ports")->size(), 3u);
+  ASSERT_EQ(driver.OpenPorts(R"({"id":")" + id + R"(","ports":[6443]})").status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->Count("security_rules"), 3);
+  ASSERT_EQ(driver.Delete(R"({"id":")" + id + R"(","name":"hs-ports"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(HyperstackEmulatorTest, CapacityOnCreateIsCapacityAndUndoesKeyAndEnvironment) {
+  Driver driver(Config());
+  emulator_->Fault("capacity", 1);
+  OpResult r = driver.Create(CreateRequest("hs-cap"));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_CAPACITY) << r;
+  EXPECT_TRUE(Contains(r.error, "Not enough stock available")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "another flavor or region")) << r.error;
+  ExpectNothingLeft();
+}
+
+TEST_F(HyperstackEmulatorTest, OutOfStockFlavorIsRefusedBeforeAnythingIsMade) {
+  Driver driver(Config());
+  emulator_->Settings(R"({"cloud":"hyperstack","out_of_stock":["n3-A100x1"]})");
+  OpResult r = driver.Create(CreateRequest("hs-stock"));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_CAPACITY) << r;
+  EXPECT_TRUE(Contains(r.error, "n3-A100x1 is out of stock")) << r.error;
+  ExpectNothingLeft();
+}
+
+TEST_F(HyperstackEmulatorTest, ThrottlingWithoutRetryAfterIsRetried) {
+  Driver driver(Config());
+  emulator_->Fault("throttle", 3, R"(,"retry_after":0)");
+  OpResult r = driver.Create(CreateRequest("hs-429"));
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r << "\n" << driver.host().All();
+  EXPECT_TRUE(Contains(driver.host().All(), "-> 429")) << driver.host().All();
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+}
+
+TEST_F(HyperstackEmulatorTest, AServerErrorAfterTheVmWasMadeFindsItInsteadOfMakingTwo) {
+  Driver driver(Config());
+  emulator_->Fault("server_error", 1,
+                   R"(,"value":"after_create","method":"POST","path":"/v1/core/virtual-machines")");
+  OpResult r = driver.Create(CreateRequest("hs-ambiguous"));
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r << "\n" << driver.host().All();
+  EXPECT_EQ(r.Vm()->getValue<std::string>("name"), "hs-ambiguous");
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  int posts = 0;
+  for (const auto& line : emulator_->Requests()) {
+    if (line.rfind("POST /v1/core/virtual-machines ", 0) == 0) ++posts;
+  }
+  EXPECT_EQ(posts, 1);
+}
+
+TEST_F(HyperstackEmulatorTest, EndlessLegacyServerErrorsBecomeTransientWithTheMessage) {
+  Driver driver(Config());
+  emulator_->Fault("server_error", 50, R"(,"value":"legacy")");
+  OpResult r = driver.Check();
+  EXPECT_EQ(r.status, GPUPROV_STATUS_TRANSIENT) << r;
+  EXPECT_TRUE(Contains(r.error, "Internal Server Error")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "5 attempt")) << r.error;
+}
+
+TEST_F(HyperstackEmulatorTest, AWrongKeyIsAuthWithAHintAndNoSecret) {
+  ScopedEnv wrong("GPUPROV_TEST_WRONG_HS_KEY", "hs-wrong-key-value");
+  Driver driver(Config(R"(,"api_key_env":"GPUPROV_TEST_WRONG_HS_KEY")"));
+  OpResult r = driver.Create(CreateRequest("hs-auth"));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r;
+  EXPECT_TRUE(Contains(r.error, "HYPERSTACK_API_KEY")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "$GPUPROV_TEST_WRONG_HS_KEY")) << r.error;
+  EXPECT_FALSE(Contains(r.error, "hs-wrong-key-value"));
+  EXPECT_FALSE(Contains(driver.host().All(), "hs-wrong-key-value"));
+  ExpectNothingLeft();
+}
+
+TEST_F(HyperstackEmulatorTest, AKeyRevokedMidCreateUndoesWhatWasMade) {
+  Driver driver(Config());
+  emulator_->Fault("auth_failure", 1, R"(,"method":"POST","path":"/v1/core/virtual-machines")");
+  OpResult r = driver.Create(CreateRequest("hs-revoked"));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r;
+  ExpectNothingLeft();
+}
+
+TEST_F(HyperstackEmulatorTest, ActiveWithoutAnAddressStaysPendingUntilTheIpIsAttached) {
+  Driver driver(Config());
+  emulator_->Fault("ip_after_boot", 1, R"(,"seconds":2)");
+  OpResult c = driver.Create(CreateRequest("hs-noip"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  bool saw_window = false;
+  Object::Ptr vm = PollVm(
+      driver, R"({"id":")" + id + R"("})",
+      [&](const Object::Ptr& v) {
+        if (Contains(v->getValue<std::string>("message"), "ACTIVE, waiting for the floating IP")) {
+          saw_window = true;
+          EXPECT_EQ(v->getValue<std::string>("state"), "pending");
+          EXPECT_EQ(v->getValue<std::string>("public_ip"), "");
+        }
+        return v->getValue<std::string>("state") == "running";
+      },
+      30s);
+  ASSERT_TRUE(vm);
+  EXPECT_TRUE(saw_window);
+  EXPECT_FALSE(vm->getValue<std::string>("public_ip").empty());
+  ASSERT_EQ(driver.Delete(R"({"name":"hs-noip"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(HyperstackEmulatorTest, ErrorStateCarriesHyperstacksWordsAndDownCleansUp) {
+  Driver driver(Config());
+  emulator_->Fault("error_during_boot", 1);
+  OpResult c = driver.Create(CreateRequest("hs-error"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  Object::Ptr vm = PollVm(
+      driver, R"({"name":"hs-error"})",
+      [](const Object::Ptr& v) { return v->getValue<std::string>("state") == "error"; }, 30s);
+  ASSERT_TRUE(vm);
+  EXPECT_TRUE(Contains(vm->getValue<std::string>("message"), "Hyperstack status ERROR"))
+      << vm->getValue<std::string>("message");
+  ASSERT_EQ(driver.Delete(R"({"name":"hs-error"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(HyperstackEmulatorTest, AVmThatVanishesIsNotFoundAndDownRemovesItsKeyAndEnvironment) {
+  Driver driver(Config());
+  emulator_->Fault("vanish_during_boot", 1);
+  OpResult c = driver.Create(CreateRequest("hs-gone"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  OpResult g;
+  do {
+    std::this_thread::sleep_for(100ms);
+    g = driver.Get(R"({"id":")" + id + R"("})");
+  } while (g.status == GPUPROV_STATUS_OK && std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(g.status, GPUPROV_STATUS_NOT_FOUND) << g;
+  EXPECT_EQ(emulator_->Count("environments"), 1);
+  OpResult d = driver.Delete(R"({"id":")" + id + R"(","name":"hs-gone"})");
+  ASSERT_EQ(d.status, GPUPROV_STATUS_OK) << d;
+  EXPECT_FALSE(d.Doc()->getValue<bool>("deleted"));
+  ExpectNothingLeft();
+}
+
+TEST_F(HyperstackEmulatorTest, WaitingForADeleteEndsOnCancel) {
+  Driver driver(Config(R"(,"delete_timeout_seconds":60)"));
+  emulator_->Settings(R"({"cloud":"hyperstack","deleting_seconds":30})");
+  OpResult c = driver.Create(CreateRequest("hs-cancel"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  ASSERT_TRUE(WaitRunning(driver, c.Vm()->getValue<std::string>("id")));
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(700ms);
+    const_cast<RecordingHost&>(driver.host()).cancel = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  OpResult d = driver.Delete(R"({"name":"hs-cancel"})");
+  canceller.join();
+  EXPECT_EQ(d.status, GPUPROV_STATUS_CANCELLED) << d;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
+TEST_F(HyperstackEmulatorTest, BadInputIsRefusedBeforeAnyCallThatMakesSomething) {
+  Driver driver(Config());
+  Object::Ptr l4 = ParseJson(CreateRequest("hs-l4"));
+  l4->getObject("gpu")->set("type", "L4");
+  OpResult r = driver.Create(Stringify(l4));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_INVALID_INPUT) << r;
+  EXPECT_TRUE(Contains(r.error, "Hyperstack does not offer L4:1")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "A100 x1")) << r.error;
+
+  Object::Ptr big = ParseJson(CreateRequest("hs-big"));
+  big->set("user_data", std::string(40000, 'x'));
+  r = driver.Create(Stringify(big));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_INVALID_INPUT) << r;
+  EXPECT_TRUE(Contains(r.error, "32 KiB")) << r.error;
+
+  r = driver.Create(CreateRequest("this-name-is-far-too-long-for-hyperstack-fifty-chars-max"));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_INVALID_INPUT) << r;
+
+  Object::Ptr image = ParseJson(CreateRequest("hs-image"));
+  image->set("image", "Windows 95");
+  r = driver.Create(Stringify(image));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_INVALID_INPUT) << r;
+  EXPECT_TRUE(Contains(r.error, "Ubuntu Server 22.04 LTS R535 CUDA 12.2")) << r.error;
+
+  Object::Ptr key = ParseJson(CreateRequest("hs-key"));
+  key->set("ssh_public_key", "not a key");
+  r = driver.Create(Stringify(key));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_INVALID_INPUT) << r;
+  ExpectNothingLeft();
+}
+
+}  // namespace
+}  // namespace gpuprov::hyperstack

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The Hyperstack-specific rules of the driver that need no network, kept apart so they are
+// unit-tested directly: where the API key comes from, the flavor catalogue (reference section
+// 7), names and labels of what the driver makes, status words, security rules, and how an API
+// error becomes a gpuprov status. Reference: /work/shared/clouds/hyperstack.md.
+#pragma once
+
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "catalogue.h"
+#include "credentials.h"
+#include "gpuprov/driver_abi.h"
+#include "vm_rules.h"
+
+namespace gpuprov::hyperstack {
+
+inline constexpr const char* kDefaultEndpoint = "https://infrahub-api.nexgencloud.com/v1";
+/// The region used when neither the request nor config.toml names one (most flavors, §7).
+inline constexpr const char* kDefaultRegion = "CANADA-1";
+/// SkyPilot's default image, with the NVIDIA driver and CUDA (§9); CPU VMs get plain Ubuntu.
+inline constexpr const char* kDefaultGpuImage = "Ubuntu Server 22.04 LTS R535 CUDA 12.2";
+inline constexpr const char* kDefaultCpuImage = "Ubuntu Server 22.04 LTS";
+inline constexpr const char* kSshUser = "ubuntu";
+/// Labels on every VM the driver makes: "gpuprov" and "gpuprov-name=<name>".
+inline constexpr const char* kManagedLabel = "gpuprov";
+inline constexpr const char* kNameLabelPrefix = "gpuprov-name=";
+/// Raw user data accepted. The reference has no confirmed limit; OpenStack caps the base64
+/// form at 64 KiB (49152 raw bytes): half of that keeps "well below", as §3.1 advises.
+inline constexpr size_t kMaxUserDataBytes = 32 * 1024;
+
+/// VM names: at most 50 characters (§3.1); letters, digits and '-' so they also make
+/// readable labels and environment-free host names.
+inline const drivers::VmNameRules kVmNameRules{.what = "a Hyperstack VM name",
+                                               .max_length = 50,
+                                               .punctuation = "-",
+                                               .note = "Hyperstack allows 50 characters"};
+
+/// The API key: the variable named by config.api_key_env, then $HYPERSTACK_API_KEY, then
+/// config.api_key (config.toml), then the file config.api_key_file, else ~/.hyperstack/api_key
+/// (SkyPilot's file: the key on one line).
+std::optional<drivers::Credential> ResolveApiKey(const Poco::JSON::Object::Ptr& config);
+
+/// What to tell a user whose key is missing or refused.
+std::string ApiKeyHint();
+
+/// "gpuprov-<region>": the environment the driver uses (or creates once) in a region.
+std::string EnvironmentName(const std::string& region);
+
+/// "gpuprov-<first 16 hex digits of the key's MD5 fingerprint>": the key pair imported for a
+/// public key. Throws DriverError(INVALID_INPUT) when the line is not an OpenSSH public key.
+std::string KeyPairName(const std::string& public_key_line);
+
+/// "<type> <base64>" of an OpenSSH public key line (the comment dropped): how key pairs are
+/// compared (SkyPilot's rule, §3.6).
+std::string KeyIdentity(const std::string& public_key_line);
+
+/// The labels of a VM: gpuprov's two, then the user's tags as "key=value" (or "key").
+std::vector<std::string> VmLabels(const std::string& vm_name,
+                                  const Poco::JSON::Object::Ptr& request);
+
+/// True when a VM object carries the "gpuprov" label.
+bool IsManaged(const Poco::JSON::Object::Ptr& vm);
+
+/// A VM object's labels as tags ({"gpuprov": "1", "gpuprov-name": name, user tags}).
+Poco::JSON::Object::Ptr TagsOf(const Poco::JSON::Object::Ptr& vm);
+
+/// gpuprov's state for a VM object, and the message that goes with it.
+struct VmState {
+  std::string state;    ///< pending|running|stopped|terminated|error
+  std::string message;  ///< why, in Hyperstack's words ("" when running)
+};
+/// Upper-case status words (§3.2.1): CREATING/BUILD/STARTING/REBOOTING/HARD_REBOOT/RESTORING
+/// and unknown words -> pending; ACTIVE -> running once the floating IP is ATTACHED (pending
+/// before: the window where a VM is ACTIVE without its address); STOPPING/SHUTOFF/
+/// HIBERNATING/HIBERNATED -> stopped; DELETING/DELETED -> terminated; ERROR -> error with
+/// what the VM object says about it.
+VmState StateOf(const Poco::JSON::Object::Ptr& vm);
+
+/// The public address of a VM object: floating_ip once floating_ip_status is ATTACHED.
+std::string PublicIp(const Poco::JSON::Object::Ptr& vm);
+
+/// One ingress rule for a tcp port from everywhere (§5).
+Poco::JSON::Object::Ptr IngressRule(int port);
+
+/// The tcp ports that a VM object's security_rules open from 0.0.0.0/0 (ingress, IPv4, tcp or
+/// any protocol; ranges port by port, capped at 1-65535).
+std::set<int> OpenTcpPorts(const Poco::JSON::Object::Ptr& vm);
+
+/// Hyperstack's error envelope {"status":false,"message","error_reason"} -> "message
+/// (error_reason)"; the legacy {"message"} body or raw text cut short otherwise.
+std::string ApiMessage(const std::string& body);
+/// The error_reason of an error body, or "".
+std::string ErrorReason(const std::string& body);
+
+/// The status of a failed answer: by error_reason (the table in hyperstack_rules.cc), then
+/// by HTTP status; a 400/409 whose message speaks of stock or capacity is CAPACITY, one about
+/// balance or payment QUOTA.
+gpuprov_type_status StatusOfError(int http_status, const std::string& body);
+
+/// True for the 400/409 a delete gets while the VM is still being created (§3.4).
+bool IsStillBeingCreated(const std::string& body);
+
+// --- flavors (§7) ----------------------------------------------------------------------------
+
+/// One flavor as the driver knows it: from the live `GET /core/flavors` list or the built-in
+/// table of the reference.
+struct Flavor {
+  std::string name;  ///< "n3-H100x1"
+  std::string gpu;   ///< the flavor's gpu field, "H100-80G-PCIe"; "" for a CPU flavor
+  int gpu_count = 0;
+  std::string region;  ///< "CANADA-1"
+  bool stock_available = true;
+};
+
+/// The flavors of the reference's table (§7) with the regions it saw them in: the fallback
+/// when the live list cannot be read.
+const std::vector<Flavor>& KnownFlavors();
+
+/// A GPU name as gpuprov writes it ("H100", "A100", "L40", "RTX-A6000", "RTX-A4000"), from a
+/// request ("h100", "rtx_a6000", "A6000", "NVIDIA H100") or a flavor's gpu field
+/// ("H100-80G-PCIe", "A100-80G-PCIe-NVLink"): the memory and form suffixes are dropped.
+/// nullopt for "" and for L40S, which Hyperstack does not have (its L40 is another GPU).
+std::optional<std::string> CanonicalGpu(const std::string& name);
+
+/// The flavor names gpuprov picks first for a GPU count when several have it (the PCIe
+/// "n3-<GPU>x<n>" form before the NVLink and SXM5 variants).
+bool IsPreferredFlavor(const std::string& flavor_name);
+
+/// Flavors as the kit's catalogue (rows in the same order), with `cpu_flavor` as the default
+/// without a GPU. Messages name what these flavors offer.
+drivers::Catalogue FlavorCatalogue(const std::vector<Flavor>& flavors,
+                                   const std::string& cpu_flavor);
+
+/// The name of a CPU flavor among `flavors` (the first without a GPU), or "n1-cpu-small".
+std::string CpuFlavor(const std::vector<Flavor>& flavors);
+
+/// The flavors of a `GET /core/flavors` answer ({"data":[{"flavors":[...]}]}).
+std::vector<Flavor> ParseFlavors(const Poco::JSON::Object::Ptr& doc);
+
+/// "H100:1" for a flavor with GPUs, "" otherwise.
+std::string GpusOf(const Flavor& flavor);
+
+}  // namespace gpuprov::hyperstack

@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "hyperstack_rules.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "driver_test_util.h"
+#include "gpuprov/sdk.hpp"
+
+namespace gpuprov::hyperstack {
+namespace {
+
+using drivers::testing::ParseJson;
+using drivers::testing::ScopedEnv;
+using drivers::testing::ScopedTempDir;
+
+constexpr const char* kKey =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJUeW8OWN9ub68dw8qD7cVkpP5fX+R7F0nbhoeOp4EjF test@gpuprov";
+
+TEST(HyperstackApiKey, EnvironmentFirstThenConfigThenSkyPilotsFile) {
+  ScopedTempDir home;
+  std::filesystem::create_directories(home.path() / ".hyperstack");
+  std::ofstream(home.path() / ".hyperstack" / "api_key") << "file-key\n";
+  ScopedEnv h("HOME", home.path().c_str());
+  ScopedEnv none("HYPERSTACK_API_KEY", nullptr);
+  auto from_file = ResolveApiKey(ParseJson("{}"));
+  ASSERT_TRUE(from_file);
+  EXPECT_EQ(from_file->value, "file-key");
+  EXPECT_EQ(from_file->origin, (home.path() / ".hyperstack" / "api_key").string());
+  auto from_config = ResolveApiKey(ParseJson(R"({"api_key":" cfg-key "})"));
+  ASSERT_TRUE(from_config);
+  EXPECT_EQ(from_config->value, "cfg-key");
+  ScopedEnv env("HYPERSTACK_API_KEY", "env-key");
+  auto from_env = ResolveApiKey(ParseJson(R"({"api_key":"cfg-key"})"));
+  ASSERT_TRUE(from_env);
+  EXPECT_EQ(from_env->value, "env-key");
+  EXPECT_EQ(from_env->origin, "$HYPERSTACK_API_KEY");
+  ScopedEnv mine("MY_HS_KEY", "named-key");
+  EXPECT_EQ(ResolveApiKey(ParseJson(R"({"api_key_env":"MY_HS_KEY"})"))->value, "named-key");
+}
+
+TEST(HyperstackApiKey, NoneAnywhere) {
+  ScopedTempDir home;
+  ScopedEnv h("HOME", home.path().c_str());
+  ScopedEnv none("HYPERSTACK_API_KEY", nullptr);
+  EXPECT_FALSE(ResolveApiKey(ParseJson("{}")));
+  EXPECT_NE(ApiKeyHint().find("HYPERSTACK_API_KEY"), std::string::npos);
+}
+
+TEST(HyperstackGpus, RequestsAndFlavorFieldsMeetOnOneName) {
+  EXPECT_EQ(CanonicalGpu("h100"), "H100");
+  EXPECT_EQ(CanonicalGpu("H100-80G-PCIe"), "H100");
+  EXPECT_EQ(CanonicalGpu("H100-80G-PCIe-NVLink"), "H100");
+  EXPECT_EQ(CanonicalGpu("A100-80G-PCIe"), "A100");
+  EXPECT_EQ(CanonicalGpu("NVIDIA A100"), "A100");
+  EXPECT_EQ(CanonicalGpu("rtx_a6000"), "RTX-A6000");
+  EXPECT_EQ(CanonicalGpu("A6000"), "RTX-A6000");
+  EXPECT_EQ(CanonicalGpu("RTX-A4000"), "RTX-A4000");
+  EXPECT_EQ(CanonicalGpu("L40"), "L40");
+  EXPECT_EQ(CanonicalGpu("L40S"), std::nullopt);
+  EXPECT_EQ(CanonicalGpu(""), std::nullopt);
+}
+
+TEST(HyperstackGpus, PlainPcieFlavorsArePreferred) {
+  EXPECT_TRUE(IsPreferredFlavor("n3-H100x8"));
+  EXPECT_TRUE(IsPreferredFlavor("n3-RTX-A6000x1"));
+  EXPECT_FALSE(IsPreferredFlavor("n3-H100x8-NVLink"));
+  EXPECT_FALSE(IsPreferredFlavor("n3-H100-SXM5x8"));
+}
+
+TEST(HyperstackGpus, CatalogueChoosesAndExplains) {
+  const drivers::Catalogue c = FlavorCatalogue(KnownFlavors(), "n1-cpu-small");
+  auto h100x8 = drivers::ChooseInstanceType(c, drivers::GpuRequest{"H100", 8}, "");
+  EXPECT_EQ(h100x8.row.instance_type, "n3-H100x8");
+  auto sxm = drivers::ChooseInstanceType(c, drivers::GpuRequest{"H100", 8}, "n3-H100-SXM5x8");
+  EXPECT_EQ(sxm.row.instance_type, "n3-H100-SXM5x8");
+  EXPECT_EQ(drivers::ChooseInstanceType(c, std::nullopt, "").row.instance_type, "n1-cpu-small");
+  try {
+    drivers::ChooseInstanceType(c, drivers::GpuRequest{"L40S", 1}, "");
+    ADD_FAILURE() << "L40S chosen";
+  } catch (const gpuprov::sdk::DriverError& e) {
+    EXPECT_EQ(e.status(), GPUPROV_STATUS_INVALID_INPUT);
+    const std::string m = e.what();
+    EXPECT_NE(m.find("Hyperstack does not offer L40S:1"), std::string::npos) << m;
+    EXPECT_NE(m.find("ask for L40:1"), std::string::npos) << m;
+    EXPECT_NE(m.find("H100 x1/x2/x4/x8"), std::string::npos) << m;
+  }
+  try {
+    drivers::ChooseInstanceType(c, drivers::GpuRequest{"A100", 3}, "");
+    ADD_FAILURE() << "A100:3 chosen";
+  } catch (const gpuprov::sdk::DriverError& e) {
+    EXPECT_NE(std::string(e.what()).find("A100:1 (n3-A100x1)"), std::string::npos) << e.what();
+  }
+}
+
+TEST(HyperstackFlavors, ParsedFromTheGroupedList) {
+  auto doc = ParseJson(R"({"status":true,"data":[{"gpu":"H100-80G-PCIe","region_name":"CANADA-1",
+    "flavors":[{"name":"n3-H100x1","gpu":"H100-80G-PCIe","gpu_count":1,"region_name":"CANADA-1",
+    "stock_available":false}]},{"gpu":"","region_name":"CANADA-1","flavors":[{"name":"n1-cpu-small",
+    "gpu":"","gpu_count":0,"region_name":"CANADA-1","stock_available":true}]}]})");
+  std::vector<Flavor> f = ParseFlavors(doc);
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[0].name, "n3-H100x1");
+  EXPECT_FALSE(f[0].stock_available);
+  EXPECT_EQ(GpusOf(f[0]), "H100:1");
+  EXPECT_EQ(GpusOf(f[1]), "");
+  EXPECT_EQ(CpuFlavor(f), "n1-cpu-small");
+}
+
+TEST(HyperstackStates, UpperCaseWordsBecomeTheProtocolsFive) {
+  auto state = [](const std::string& json) { return StateOf(ParseJson(json)); };
+  EXPECT_EQ(state(R"({"status":"CREATING"})").state, "pending");
+  EXPECT_EQ(state(R"({"status":"BUILD"})").state, "pending");
+  EXPECT_EQ(state(R"({"status":"SOMETHING_NEW"})").state, "pending");
+  VmState no_ip =
+      state(R"({"status":"ACTIVE","floating_ip":null,"floating_ip_status":"ATTACHING"})");
+  EXPECT_EQ(no_ip.state, "pending");
+  EXPECT_NE(no_ip.message.find("floating IP (ATTACHING)"), std::string::npos) << no_ip.message;
+  auto up =
+      ParseJson(R"({"status":"ACTIVE","floating_ip":"127.9.0.1","floating_ip_status":"ATTACHED"})");
+  EXPECT_EQ(StateOf(up).state, "running");
+  EXPECT_EQ(PublicIp(up), "127.9.0.1");
+  EXPECT_EQ(state(R"({"status":"SHUTOFF"})").state, "stopped");
+  EXPECT_EQ(state(R"({"status":"HIBERNATED"})").state, "stopped");
+  EXPECT_EQ(state(R"({"status":"DELETING"})").state, "terminated");
+  VmState err =
+      state(R"({"status":"ERROR","vm_state":"error","fault":{"message":"No valid host"}})");
+  EXPECT_EQ(err.state, "error");
+  EXPECT_NE(err.message.find("ERROR (vm_state error, No valid host)"), std::string::npos)
+      << err.message;
+}
+
+TEST(HyperstackErrors, StatusFromReasonHttpAndWords) {
+  EXPECT_EQ(StatusOfError(401, R"({"status":false,"message":"x","error_reason":"unauthorized"})"),
+            GPUPROV_STATUS_AUTH);
+  EXPECT_EQ(
+      StatusOfError(
+          400,
+          R"({"status":false,"message":"Not enough stock available for flavor n3-H100x1","error_reason":"bad_request"})"),
+      GPUPROV_STATUS_CAPACITY);
+  EXPECT_EQ(StatusOfError(
+                400, R"({"status":false,"message":"Insufficient balance to create the resource"})"),
+            GPUPROV_STATUS_QUOTA);
+  EXPECT_EQ(
+      StatusOfError(
+          400,
+          R"({"status":false,"message":"\"count\" must be between 1 and 20","error_reason":"bad_request"})"),
+      GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_EQ(StatusOfError(404, R"({"status":false,"message":"gone","error_reason":"not_found"})"),
+            GPUPROV_STATUS_NOT_FOUND);
+  EXPECT_EQ(StatusOfError(500, R"({"message":"Internal Server Error"})"), GPUPROV_STATUS_TRANSIENT);
+  EXPECT_EQ(ApiMessage(R"({"status":false,"message":"Nope","error_reason":"forbidden"})"),
+            "Nope (forbidden)");
+  EXPECT_EQ(ApiMessage(R"({"message":"Internal Server Error"})"), "Internal Server Error");
+  EXPECT_EQ(ApiMessage("<html>bad gateway</html>"), "<html>bad gateway</html>");
+  EXPECT_TRUE(IsStillBeingCreated(
+      R"({"status":false,"message":"VM x is currently being created and cannot be deleted yet."})"));
+  EXPECT_FALSE(IsStillBeingCreated(R"({"status":false,"message":"Method not allowed"})"));
+}
+
+TEST(HyperstackNames, EnvironmentKeyPairAndLabels) {
+  EXPECT_EQ(EnvironmentName("CANADA-1"), "gpuprov-CANADA-1");
+  // ec:7a:06:74:b7:97:7b:30:... is ssh-keygen -E md5's fingerprint of kKey.
+  EXPECT_EQ(KeyPairName(kKey), "gpuprov-ec7a0674b7977b30");
+  EXPECT_EQ(KeyIdentity(kKey), KeyIdentity(std::string(kKey).substr(0, 80)));
+  EXPECT_THROW(KeyPairName("not a key"), gpuprov::sdk::DriverError);
+  auto req = ParseJson(R"({"tags":{"gpuprov":"1","gpuprov-name":"a","team":"ml","flag":""}})");
+  std::vector<std::string> labels = VmLabels("demo", req);
+  ASSERT_EQ(labels.size(), 4u);
+  EXPECT_EQ(labels[0], "gpuprov");
+  EXPECT_EQ(labels[1], "gpuprov-name=demo");
+  auto vm = ParseJson(R"({"labels":["gpuprov","gpuprov-name=demo","team=ml"]})");
+  EXPECT_TRUE(IsManaged(vm));
+  auto tags = TagsOf(vm);
+  EXPECT_EQ(tags->getValue<std::string>("gpuprov-name"), "demo");
+  EXPECT_EQ(tags->getValue<std::string>("team"), "ml");
+  EXPECT_FALSE(IsManaged(ParseJson(R"({"labels":["gpuprov-name=demo"]})")));
+}
+
+TEST(HyperstackRules, OpenPortsFromSecurityRules) {
+  auto vm = ParseJson(R"({"security_rules":[
+    {"direction":"ingress","protocol":"tcp","ethertype":"IPv4","remote_ip_prefix":"0.0.0.0/0","port_range_min":22,"port_range_max":22},
+    {"direction":"ingress","protocol":"tcp","ethertype":"IPv4","remote_ip_prefix":"10.0.0.0/8","port_range_min":6443,"port_range_max":6443},
+    {"direction":"egress","protocol":"tcp","ethertype":"IPv4","remote_ip_prefix":"0.0.0.0/0","port_range_min":80,"port_range_max":80},
+    {"direction":"ingress","protocol":"udp","ethertype":"IPv4","remote_ip_prefix":"0.0.0.0/0","port_range_min":443,"port_range_max":443},
+    {"direction":"ingress","protocol":"tcp","ethertype":"IPv4","remote_ip_prefix":"0.0.0.0/0","port_range_min":8000,"port_range_max":8002}]})");
+  EXPECT_EQ(OpenTcpPorts(vm), (std::set<int>{22, 8000, 8001, 8002}));
+  auto rule = IngressRule(6443);
+  EXPECT_EQ(
+      drivers::testing::Stringify(rule),
+      R"({"direction":"ingress","protocol":"tcp","ethertype":"IPv4","remote_ip_prefix":"0.0.0.0/0","port_range_min":6443,"port_range_max":6443})");
+}
+
+}  // namespace
+}  // namespace gpuprov::hyperstack
