@@ -1,5 +1,6 @@
 #!/usr/bin/env bats
-# Ports after create, on every direct-access cloud (aws, gcp, digitalocean), through the emulator
+# Ports after create, on every direct-access cloud (aws, gcp, digitalocean, lambda, hyperstack),
+# through the emulator
 # with the docker backend, whose port gate lets a port answer on a VM's address only while the
 # cloud's firewall allows it (tests/emulators/README.md):
 # - `provision --no-k8s`, then the same name with Kubernetes on: the first run opens only SSH;
@@ -18,11 +19,15 @@ setup_file() {
   export HOME="$BATS_FILE_TMPDIR/userhome" # no ~/.aws of the machine's user
   mkdir -p "$HOME"
   export GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key.json" # written by the emulator
+  export LAMBDA_API_KEY="secret_e2e_$$_ports_lambda_key"
+  export HYPERSTACK_API_KEY="hs-e2e-$$-ports-key"
   export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
   mkdir -p "$GPUPROV_HOME"
   printf '[defaults.timeouts]\nssh_wait_seconds = 180\napi_wait_seconds = 120\n' \
     >"$GPUPROV_HOME/config.toml"
-  start_emulator emu --backend docker --clouds aws,gcp,digitalocean
+  printf '[clouds.hyperstack]\npoll_interval_ms = 500\ndelete_retry_ms = 1000\n' \
+    >>"$GPUPROV_HOME/config.toml"
+  start_emulator emu --backend docker --clouds aws,gcp,digitalocean,lambda,hyperstack
 }
 
 teardown_file() {
@@ -54,15 +59,20 @@ opened_ports() {
   grep -qE "opening (TCP|ports) .*6443.* of $2( |$)" <<<"$1"
 }
 
-# plain_then_cluster CLOUD NAME: the plain VM, then Kubernetes on the same name; down at the end.
+# plain_then_cluster CLOUD NAME [FIELD...]: the plain VM, then Kubernetes on the same name; down
+# at the end leaves no instance, firewall or other counted FIELD of the cloud. GPUS (e.g. A10:1)
+# asks for a GPU on clouds that have no CPU machines (Lambda).
 plain_then_cluster() {
   local cloud=$1 name=$2
-  run "$GPUPROV" provision --name "$name" --cloud "$cloud" --no-k8s
+  shift 2
+  local gpu=()
+  [ -z "${GPUS:-}" ] || gpu=(--gpus "$GPUS")
+  run "$GPUPROV" provision --name "$name" --cloud "$cloud" --no-k8s "${gpu[@]}"
   echo "$output"
   [ "$status" -eq 0 ]
   [ "$(reachable "$cloud" "$name")" = 22 ]
 
-  run "$GPUPROV" -v provision --name "$name" --cloud "$cloud"
+  run "$GPUPROV" -v provision --name "$name" --cloud "$cloud" "${gpu[@]}"
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"reusing existing VM $name"* ]]
@@ -72,14 +82,14 @@ plain_then_cluster() {
   expect_cluster_ready "$name"
 
   # A third run finds everything open: nothing more to open.
-  run "$GPUPROV" provision --name "$name" --cloud "$cloud"
+  run "$GPUPROV" provision --name "$name" --cloud "$cloud" "${gpu[@]}"
   echo "$output"
   [ "$status" -eq 0 ]
   if opened_ports "$output" "$name"; then return 1; fi
 
   run "$GPUPROV" down "$name"
   [ "$status" -eq 0 ]
-  expect_nothing_left "$cloud"
+  expect_nothing_left "$cloud" "$@"
 }
 
 @test "aws: a plain VM, then Kubernetes on the same name: open_ports widens its security group" {
@@ -92,6 +102,14 @@ plain_then_cluster() {
 
 @test "digitalocean: a plain VM, then Kubernetes on the same name: open_ports widens its firewall" {
   plain_then_cluster digitalocean ports-do
+}
+
+@test "lambda: a plain VM, then Kubernetes on the same name: open_ports widens its ruleset" {
+  GPUS=A10:1 plain_then_cluster lambda ports-lambda rulesets ssh_keys
+}
+
+@test "hyperstack: a plain VM, then Kubernetes on the same name: open_ports adds security rules" {
+  plain_then_cluster hyperstack ports-hs ssh_keys security_rules environments
 }
 
 @test "a firewall that drops the API port although it was opened fails the cluster run by name" {
