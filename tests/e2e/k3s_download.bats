@@ -85,7 +85,7 @@ expect_downloaded() {
   [ "$status" -eq 0 ]
   [[ "$output" == *"probe: push-installer: not installed yet"* ]]
   [[ "$output" == *"node round trip "*": push installer"* ]]
-  [[ "$output" == *"(ssh route, tunnel access;"* ]]
+  [[ "$output" == *"(ssh route: the cloud runs no boot script; tunnel access;"* ]]
   expect_downloaded dl-ssh
   local kc port
   kc="$GPUPROV_HOME/kube/dl-ssh.yaml"

@@ -44,6 +44,8 @@ using docker::TestVmHostname;
 using docker::TestVmSeed;
 using docker::TestVmSpec;
 
+// How long a gpu_after_boot GPU waits for the boot install to pass its GPU check.
+constexpr std::chrono::seconds kGpuWaitForInstall{120};
 constexpr const char* kLabelEmulator = "io.gpuprov.emulator";
 constexpr const char* kLabelCloud = "io.gpuprov.emulator.cloud";
 constexpr const char* kLabelSession = "io.gpuprov.emulator.session";
@@ -579,6 +581,18 @@ class DockerBackend : public InstanceBackend {
       }
       case Task::kGpu: {
         if (r.phase != Phase::kRunning) return;
+        // A GPU "the boot run did not see": with a boot script, not before gpuprov's installer
+        // has passed its GPU check (its status marker reached k3s-start or done), however slow
+        // the boot is; bounded, so an instance whose boot never gets there still gets its GPU.
+        if (!r.spec.user_data.empty() && Clock::now() - r.running_since < kGpuWaitForInstall &&
+            engine
+                    .Exec(r.container_id,
+                          {"grep", "-qE", "\"phase\": *\"(k3s-start|done)\"",
+                           "/var/lib/gpuprov/install-status.json"})
+                    .exit_code != 0) {
+          Schedule(Clock::now() + std::chrono::milliseconds(500), r.id, Task::kGpu);
+          return;
+        }
         engine.PutArchive(r.container_id, "/",
                           docker::GpuFileTar(r.spec.gpu_type, r.spec.gpu_count));
         Update(r.id, [&](Record& x) { x.gpu_written = true; });
