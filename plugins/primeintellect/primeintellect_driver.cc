@@ -959,6 +959,8 @@ std::string PrimeIntellectDriver::Delete(const std::string& request_json) {
 constexpr gpuprov_type_config_key kPrimeIntellectConfigKeys[] = {
     gpuprov::sdk::StringKey("team_id", "the team whose pods are used (else PRIME_TEAM_ID, the CLI's)"),
     gpuprov::sdk::StringKey("image", "the pod image (ubuntu_22_cuda_12 when offered)"),
+    gpuprov::sdk::StringKey("vm_providers",
+                            "providers whose offers are VMs, taken with Kubernetes on (README)"),
     gpuprov::sdk::IntegerKey("delete_timeout_s", "how long delete waits for the pod to go (600)"),
     gpuprov::sdk::IntegerKey("poll_interval_ms", "pod status polling interval"),
     gpuprov::sdk::IntegerKey("http_max_attempts", "HTTP attempts per call"),

@@ -201,7 +201,7 @@ assert sorted(vm["allowed_ports"]) == [22, 80, 443, 6443], vm["allowed_ports"]'
 
 @test "hyperstack: a floating IP that never comes ends the wait with a message, and down leaves nothing" {
   use_emulator memory
-  printf '[defaults.timeouts]\nssh_wait_seconds = 8\n' >"$GPUPROV_HOME/config.toml"
+  printf '[defaults.timeouts]\nboot_wait_seconds = 8\n' >"$GPUPROV_HOME/config.toml"
   fault '{"cloud":"hyperstack","fault":"ip_after_boot","seconds":600}'
   run "$GPUPROV" provision --name hs-noip --cloud hyperstack --gpus A100:1 --no-k8s
   echo "$output"
