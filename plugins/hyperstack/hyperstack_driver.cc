@@ -675,4 +675,17 @@ std::string HyperstackDriver::OpenPorts(const std::string& request_json) {
 
 }  // namespace gpuprov::hyperstack
 
-GPUPROV_DRIVER(gpuprov::hyperstack::HyperstackDriver)
+// The keys of [clouds.hyperstack] this driver reads (ABI 1.1: gpuprov refuses others).
+constexpr gpuprov_type_config_key kHyperstackConfigKeys[] = {
+    gpuprov::sdk::StringKey("region", "the region used when provision names none (CANADA-1)"),
+    gpuprov::sdk::StringKey("environment", "an existing environment to use (never deleted)"),
+    gpuprov::sdk::StringKey("image", "the image name (the reference's Ubuntu CUDA image)"),
+    gpuprov::sdk::StringKey("api_key_env", "the environment variable that holds the API key"),
+    gpuprov::sdk::StringKey("api_key", "the API key itself (works; prefer the environment)"),
+    gpuprov::sdk::StringKey("api_key_file", "a file holding the API key (~/.hyperstack/api_key)"),
+    gpuprov::sdk::IntegerKey("poll_interval_ms", "VM status polling interval (5000)"),
+    gpuprov::sdk::IntegerKey("delete_timeout_seconds", "how long down waits for the VM to go (600)"),
+    gpuprov::sdk::IntegerKey("delete_retry_ms", "retry interval of a delete refused while creating"),
+};
+
+GPUPROV_DRIVER(gpuprov::hyperstack::HyperstackDriver, kHyperstackConfigKeys)

@@ -790,4 +790,13 @@ std::string LambdaDriver::OpenPorts(const std::string& request_json) {
 
 }  // namespace gpuprov::lambda
 
-GPUPROV_DRIVER(gpuprov::lambda::LambdaDriver)
+// The keys of [clouds.lambda] this driver reads (ABI 1.1: gpuprov refuses others).
+constexpr gpuprov_type_config_key kLambdaConfigKeys[] = {
+    gpuprov::sdk::StringKey("region", "the region used when provision names none"),
+    gpuprov::sdk::StringKey("firewall", "\"ruleset\" (a ruleset per VM, default) or \"account\""),
+    gpuprov::sdk::StringKey("api_key_env", "the environment variable that holds the API key"),
+    gpuprov::sdk::StringKey("api_key_file", "Lambda's keys file (~/.lambda_cloud/lambda_keys)"),
+    gpuprov::sdk::IntegerKey("delete_wait_seconds", "how long down waits for the instance (600)"),
+};
+
+GPUPROV_DRIVER(gpuprov::lambda::LambdaDriver, kLambdaConfigKeys)
