@@ -47,11 +47,13 @@ SshPublicKey ParseSshPublicKey(const std::string& line, const std::string& field
   return key;
 }
 
+std::string DecodedBlob(const SshPublicKey& key) { return DecodeBlob(key.base64); }
+
 std::string KeyIdentity(const SshPublicKey& key) { return key.type + " " + key.base64; }
 
 std::string Md5Fingerprint(const SshPublicKey& key) {
   Poco::MD5Engine md5;
-  md5.update(DecodeBlob(key.base64));
+  md5.update(DecodedBlob(key));
   const Poco::DigestEngine::Digest& d = md5.digest();
   static const char* kHex = "0123456789abcdef";
   std::string fp;

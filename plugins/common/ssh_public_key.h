@@ -23,6 +23,9 @@ SshPublicKey ParseSshPublicKey(const std::string& line,
 /// "<type> <base64>": the key without its comment, for comparing keys.
 std::string KeyIdentity(const SshPublicKey& key);
 
+/// The decoded key blob (bytes), for clouds that name a key by another digest of it.
+std::string DecodedBlob(const SshPublicKey& key);
+
 /// MD5 of the decoded blob in lower-case colon hex ("aa:bb:..."), as `ssh-keygen -E md5`.
 std::string Md5Fingerprint(const SshPublicKey& key);
 

@@ -7,6 +7,7 @@
 #include "digitalocean_rules.h"
 #include "driver_kit.h"
 #include "gpu_sizes.h"
+#include "ssh_public_key.h"
 
 namespace gpuprov::digitalocean {
 namespace {
@@ -345,7 +346,7 @@ DigitalOceanDriver::ObjectPtr DigitalOceanDriver::Resolve(const ObjectPtr& reque
 }
 
 DigitalOceanDriver::SshKey DigitalOceanDriver::EnsureSshKey(const std::string& public_key) {
-  const std::string fp = Md5Fingerprint(public_key);
+  const std::string fp = kit::Md5Fingerprint(kit::ParseSshPublicKey(public_key));
   auto from = [&](const ObjectPtr& k, bool created) {
     SshKey key;
     key.id = json::Str(k, "id");
@@ -536,7 +537,8 @@ std::string DigitalOceanDriver::Create(const std::string& request_json) {
                               "plain text");
   const std::string public_key = kit::RequiredSshPublicKey(
       request, "without a key DigitalOcean emails a root password and gpuprov cannot log in");
-  const std::string fingerprint = Md5Fingerprint(public_key);  // validates before any call
+  const std::string fingerprint =
+      kit::Md5Fingerprint(kit::ParseSshPublicKey(public_key));  // validates before any call
   std::vector<int> ports = kit::WithSsh(kit::PortsOf(request, "open_ports"));
 
   // The size: from gpu (instance_type must agree), else instance_type, else the CPU size.

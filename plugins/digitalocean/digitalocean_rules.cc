@@ -3,13 +3,9 @@
 
 #include "tags.h"
 
-#include <Poco/Base64Decoder.h>
-#include <Poco/DigestEngine.h>
-#include <Poco/MD5Engine.h>
 
 #include <cctype>
 #include <cstdlib>
-#include <sstream>
 
 #include "gpuprov/sdk.hpp"
 #include "json_util.h"
@@ -74,44 +70,6 @@ std::string StateOf(const std::string& status) {
   if (status == "off") return "stopped";
   if (status == "archive") return "terminated";
   return "error";
-}
-
-std::string Md5Fingerprint(const std::string& line) {
-  std::istringstream fields(line);
-  std::string type, blob;
-  fields >> type >> blob;
-  auto bad = [] {
-    return DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                       "ssh_public_key is not an OpenSSH public key line "
-                       "(\"ssh-ed25519 AAAA... comment\")");
-  };
-  const bool known_type = type.rfind("ssh-", 0) == 0 || type.rfind("ecdsa-", 0) == 0 ||
-                          type.rfind("sk-", 0) == 0;
-  if (type.empty() || blob.empty() || !known_type) {
-    throw bad();
-  }
-  std::string raw;
-  try {
-    std::istringstream in(blob);
-    Poco::Base64Decoder decoder(in);
-    std::ostringstream out;
-    out << decoder.rdbuf();
-    raw = out.str();
-  } catch (...) {
-    throw bad();
-  }
-  if (raw.size() < 4 + type.size() || raw.compare(4, type.size(), type) != 0) throw bad();
-  Poco::MD5Engine md5;
-  md5.update(raw);
-  const Poco::DigestEngine::Digest& d = md5.digest();
-  static const char* kHex = "0123456789abcdef";
-  std::string fp;
-  for (size_t i = 0; i < d.size(); ++i) {
-    if (i) fp += ':';
-    fp += kHex[d[i] >> 4];
-    fp += kHex[d[i] & 0xf];
-  }
-  return fp;
 }
 
 std::string ApiMessage(const std::string& body) {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // The DigitalOcean-specific rules of the driver that need no network, kept apart so they are
-// unit-tested directly: where the token comes from, names and tags, SSH key fingerprints,
+// unit-tested directly: where the token comes from, names and tags,
 // user-data limits, droplet states, and how an API error becomes a gpuprov status.
 #pragma once
 
@@ -58,10 +58,6 @@ std::string FirewallName(const std::string& vm_name);
 /// DigitalOcean's droplet status -> gpuprov state (new->pending, active->running,
 /// off->stopped, archive->terminated, else error).
 std::string StateOf(const std::string& droplet_status);
-
-/// The MD5 fingerprint DigitalOcean shows for an OpenSSH public key line ("aa:bb:..."); throws
-/// DriverError(INVALID_INPUT) when the line is not "<type> <base64> [comment]".
-std::string Md5Fingerprint(const std::string& public_key_line);
 
 /// DigitalOcean's error body {"id","message"} -> "message (id)"; raw text cut short otherwise.
 std::string ApiMessage(const std::string& body);

@@ -87,23 +87,6 @@ TEST(DigitalOceanRules, States) {
   EXPECT_EQ(StateOf("weird"), "error");
 }
 
-TEST(DigitalOceanRules, Md5FingerprintMatchesSshKeygen) {
-  // Expected values printed by `ssh-keygen -l -E md5 -f key.pub` for these keys.
-  const std::string key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJUeW8OWN9ub68dw8qD7cVkpP5fX+R7F0nbhoeOp4EjF test@gpuprov";
-  std::string fp = Md5Fingerprint(key);
-  EXPECT_EQ(fp, "ec:7a:06:74:b7:97:7b:30:52:63:82:56:53:6c:c5:5c");
-  EXPECT_EQ(Md5Fingerprint(
-                "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC8WtZgLU3CfzkgSP4P6zxy3xEZ0g+lDFt0mIpzmSWl+5hy1HRkTgK6"
-                "JTShftHI0J+qMiMmIjYwMcI6Vf2YmTxFhyDnX6q23Au2vQIEFS6CSd0UvDR1fPzgCQ9tvCcnxFkSya1bftoIk89BW3Xz"
-                "x/adFxDC2kQD+Pw0cO0KM49btjm1Qb6NJ5extY9sJuqUc3g57AhqPDmwBasVwe6449b3+7TJVavB6MTL8XAm04KgfaG7"
-                "WdTEtuSyGv7iO1hzEtwXzje1NLfwdD7PezFQ9NLxy01+jBfQjiGPPWGH+b5vvYzIEIzQBdQmBGHdCbCLfosE5mrPLLrV"
-                "56B8NMT4HM+x rsa@gpuprov"),
-            "fc:74:f2:69:80:a3:c7:66:a1:9d:14:7b:f9:89:4f:c2");
-  EXPECT_EQ(fp, Md5Fingerprint("  " + key.substr(0, key.rfind(' ')) + "\n"));
-  EXPECT_THROW(Md5Fingerprint("not a key"), gpuprov::sdk::DriverError);
-  EXPECT_THROW(Md5Fingerprint("ssh-ed25519 AAAAB3NzaC1yc2EAAAADAQABAAAB"), gpuprov::sdk::DriverError);
-}
-
 TEST(DigitalOceanRules, UserDataLimit) {
   EXPECT_NO_THROW(drivers::CheckUserData(std::string(65536, 'x'), kMaxUserDataBytes, "DigitalOcean"));
   EXPECT_THROW(drivers::CheckUserData(std::string(65537, 'x'), kMaxUserDataBytes, "DigitalOcean"), gpuprov::sdk::DriverError);

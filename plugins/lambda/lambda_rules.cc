@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "lambda_rules.h"
 
-#include <Poco/Base64Decoder.h>
 #include <Poco/DigestEngine.h>
 #include <Poco/SHA2Engine.h>
 
@@ -13,13 +12,13 @@
 #include "driver_status.h"
 #include "gpuprov/sdk.hpp"
 #include "json_util.h"
+#include "ssh_public_key.h"
 #include "tags.h"
 
 namespace gpuprov::lambda {
 namespace {
 
 namespace json = drivers::json;
-using gpuprov::sdk::DriverError;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
 
@@ -176,27 +175,9 @@ bool IsGoneStatus(const std::string& s) {
 std::string RulesetName(const std::string& vm_name) { return kResourcePrefix + vm_name; }
 
 std::string KeyName(const std::string& line) {
-  auto bad = [] {
-    return DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                       "ssh_public_key is not an OpenSSH public key line "
-                       "(\"ssh-ed25519 AAAA... comment\")");
-  };
-  auto parts = KeyParts(line);
-  if (!parts) throw bad();
-  const auto& [type, blob] = *parts;
-  std::string raw;
-  try {
-    std::istringstream in(blob);
-    Poco::Base64Decoder decoder(in);
-    std::ostringstream out;
-    out << decoder.rdbuf();
-    raw = out.str();
-  } catch (...) {
-    throw bad();
-  }
-  if (raw.size() < 4 + type.size() || raw.compare(4, type.size(), type) != 0) throw bad();
+  const drivers::SshPublicKey key = drivers::ParseSshPublicKey(line);
   Poco::SHA2Engine sha(Poco::SHA2Engine::SHA_256);
-  sha.update(raw);
+  sha.update(drivers::DecodedBlob(key));
   return kResourcePrefix + Poco::DigestEngine::digestToHex(sha.digest()).substr(0, 16);
 }
 

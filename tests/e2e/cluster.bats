@@ -35,21 +35,6 @@ timeouts() {
     "$1" "$2" >"$GPUPROV_HOME/config.toml"
 }
 
-# field NAME KEY: one value of `gpuprov list --output json` for VM NAME (KEY like probe.decision).
-field() {
-  "$GPUPROV" list --output json | /usr/bin/python3 -c "
-import json, sys
-vm = [v for v in json.load(sys.stdin) if v['name'] == '$1'][0]
-for k in '$2'.split('.'):
-    vm = vm[k]
-print(vm)"
-}
-
-# round_trips TEXT PURPOSE: how many SSH round trips with that purpose the -v log shows.
-round_trips() {
-  grep -c "node round trip [0-9]*: $2\$" <<<"$1" || true
-}
-
 kubeconfig_of() { echo "$GPUPROV_HOME/kube/$1.yaml"; }
 
 # heal NAME: removes the k3s simulator's fault file on the VM (over gpuprov ssh).
@@ -136,13 +121,8 @@ heal() {
   [ "$(file_mode "$kc")" = 600 ]
   [ "$(KUBECONFIG=$kc kubectl config view -o jsonpath='{.clusters[0].cluster.server}')" = "https://127.0.0.1:16443" ]
   # A free high port instead of 16443, so the test never collides with a user's own tunnel.
-  port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  "$GPUPROV" tunnel kt --local-port "$port" 2>"$BATS_TEST_TMPDIR/tunnel.err" 3>&- &
-  TUNNEL_PID=$!
-  for _ in $(seq 1 50); do
-    grep -q forwarding "$BATS_TEST_TMPDIR/tunnel.err" && break
-    sleep 0.2
-  done
+  port=$(free_port)
+  start_tunnel kt "$port"
   run env KUBECONFIG="$kc" kubectl --server "https://127.0.0.1:$port" get nodes
   echo "$output"
   [ "$status" -eq 0 ]

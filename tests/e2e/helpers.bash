@@ -28,6 +28,37 @@ remove_vm_containers() {
 
 file_mode() { stat -c '%a' "$1"; }
 
+# field NAME KEY: one value of `gpuprov list --output json` for VM NAME (KEY like probe.decision).
+field() {
+  "$GPUPROV" list --output json | /usr/bin/python3 -c "
+import json, sys
+vm = [v for v in json.load(sys.stdin) if v['name'] == '$1'][0]
+for k in '$2'.split('.'):
+    vm = vm[k]
+print(vm)"
+}
+
+# round_trips TEXT PURPOSE: how many SSH round trips with that purpose the -v log shows.
+round_trips() {
+  grep -c "node round trip [0-9]*: $2\$" <<<"$1" || true
+}
+
+# free_port: a free TCP port on 127.0.0.1, so a test never collides with a user's own tunnel.
+free_port() {
+  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# start_tunnel NAME PORT: `gpuprov tunnel NAME --local-port PORT` in the background (its pid in
+# TUNNEL_PID, its stderr in $BATS_TEST_TMPDIR/tunnel.err), waiting up to 10 s for "forwarding".
+start_tunnel() {
+  "$GPUPROV" tunnel "$1" --local-port "$2" 2>"$BATS_TEST_TMPDIR/tunnel.err" 3>&- &
+  TUNNEL_PID=$!
+  for _ in $(seq 1 50); do
+    grep -q forwarding "$BATS_TEST_TMPDIR/tunnel.err" && break
+    sleep 0.2
+  done
+}
+
 # ---- The cloud emulator (tests/emulators) -----------------------------------------------------
 
 # start_emulator NAME ARGS...: starts `gpuprov-emulator ARGS` for this test file (from

@@ -28,8 +28,8 @@ teardown() {
   rm -f "$GPUPROV_HOME"/state/*.json
 }
 
-# field NAME KEY: one value of `gpuprov list --output json` for VM NAME, as JSON.
-field() {
+# field_json NAME KEY: one value of `gpuprov list --output json` for VM NAME, as JSON.
+field_json() {
   "$GPUPROV" list --no-refresh --output json | /usr/bin/python3 -c "
 import json, sys
 vm = [v for v in json.load(sys.stdin) if v['name'] == '$1'][0]
@@ -113,15 +113,15 @@ assert d['config_keys'][2]['type'] == 'integer', d" "$output"
   [[ "$output" == *'"disk_gb":20'* ]]
   [[ "$output" == *'"owner":"alice"'* ]]
   [ "$(docker ps -a --filter "label=io.gpuprov.name=e2e-opts-$$" --format '{{.Label "io.gpuprov.tag.team"}}')" = ml ]
-  [ "$(field "e2e-opts-$$" disk_gb)" = 20 ]
-  [ "$(field "e2e-opts-$$" tags)" = '{"owner": "alice", "team": "ml"}' ]
-  [ "$(field "e2e-opts-$$" open_ports)" = '[22]' ]
+  [ "$(field_json "e2e-opts-$$" disk_gb)" = 20 ]
+  [ "$(field_json "e2e-opts-$$" tags)" = '{"owner": "alice", "team": "ml"}' ]
+  [ "$(field_json "e2e-opts-$$" open_ports)" = '[22]' ]
   # The VM exists now: another tag on a re-run does not pretend to change it.
   run "$GPUPROV" provision --name "e2e-opts-$$" --cloud docker --no-k8s --tag team=other
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"its disk size and tags stay as they were made"* ]]
-  [ "$(field "e2e-opts-$$" tags)" = '{"owner": "alice", "team": "ml"}' ]
+  [ "$(field_json "e2e-opts-$$" tags)" = '{"owner": "alice", "team": "ml"}' ]
   "$GPUPROV" down "e2e-opts-$$"
 }
 
@@ -131,7 +131,7 @@ assert d['config_keys'][2]['type'] == 'integer', d" "$output"
   run "$GPUPROV" provision --name plain2k8s --cloud digitalocean --no-k8s
   echo "$output"
   [ "$status" -eq 0 ]
-  [ "$(field plain2k8s open_ports)" = '[22]' ]
+  [ "$(field_json plain2k8s open_ports)" = '[22]' ]
   run "$GPUPROV" -v provision --name plain2k8s --cloud digitalocean
   echo "$output"
   [ "$status" -eq 0 ]
@@ -139,11 +139,11 @@ assert d['config_keys'][2]['type'] == 'integer', d" "$output"
   [[ "$output" == *"opening ports 22, 6443, 80 and 443 of plain2k8s"* ]]
   [[ "$output" == *'driver digitalocean: open_ports {"id":'*'"ports":[22,6443,80,443]}'* ]]
   [[ "$output" == *"(ports 22, 80, 443 and 6443 are open to 0.0.0.0/0)"* ]]
-  [ "$(field plain2k8s open_ports)" = '[22, 80, 443, 6443]' ]
+  [ "$(field_json plain2k8s open_ports)" = '[22, 80, 443, 6443]' ]
   # The route printed and recorded is the one that ran: the boot script of the plain VM had no
   # installer, so it was pushed over SSH, and the summary says why.
   [[ "$output" == *"(ssh route: the boot install never ran (cloud-init done, no status marker); direct access; create "* ]]
-  [ "$(field plain2k8s route)" = '"ssh"' ]
+  [ "$(field_json plain2k8s route)" = '"ssh"' ]
   # A third run needs nothing more: open_ports is not called again.
   run "$GPUPROV" -v provision --name plain2k8s --cloud digitalocean
   [ "$status" -eq 0 ]

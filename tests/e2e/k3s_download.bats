@@ -89,13 +89,8 @@ expect_downloaded() {
   expect_downloaded dl-ssh
   local kc port
   kc="$GPUPROV_HOME/kube/dl-ssh.yaml"
-  port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  "$GPUPROV" tunnel dl-ssh --local-port "$port" 2>"$BATS_TEST_TMPDIR/tunnel.err" 3>&- &
-  TUNNEL_PID=$!
-  for _ in $(seq 1 50); do
-    grep -q forwarding "$BATS_TEST_TMPDIR/tunnel.err" && break
-    sleep 0.2
-  done
+  port=$(free_port)
+  start_tunnel dl-ssh "$port"
   run env KUBECONFIG="$kc" kubectl --server "https://127.0.0.1:$port" get nodes
   echo "$output"
   [ "$status" -eq 0 ]

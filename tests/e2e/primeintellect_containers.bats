@@ -35,21 +35,6 @@ config() {
     "$1" >"$GPUPROV_HOME/config.toml"
 }
 
-# field NAME KEY: one value of `gpuprov list --output json` for VM NAME (KEY like probe.decision).
-field() {
-  "$GPUPROV" list --output json | /usr/bin/python3 -c "
-import json, sys
-vm = [v for v in json.load(sys.stdin) if v['name'] == '$1'][0]
-for k in '$2'.split('.'):
-    vm = vm[k]
-print(vm)"
-}
-
-# round_trips TEXT PURPOSE: how many SSH round trips with that purpose the -v log shows.
-round_trips() {
-  grep -c "node round trip [0-9]*: $2\$" <<<"$1" || true
-}
-
 @test "k8s on: the cheapest A100 is a RunPod container; it is skipped, said so, and the cluster is on a VM" {
   run "$GPUPROV" -v provision --name pic-k8s --cloud primeintellect --gpus A100:1
   echo "$output"

@@ -1,9 +1,25 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cloud_api.h"
 
+#include <Poco/MD5Engine.h>
+
 #include <exception>
 
 namespace gpuprov::emulator {
+
+std::string Md5Fingerprint(const std::string& blob) {
+  Poco::MD5Engine md5;
+  md5.update(blob);
+  const auto& d = md5.digest();
+  static const char* hex = "0123456789abcdef";
+  std::string fp;
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (i) fp += ':';
+    fp += hex[d[i] >> 4];
+    fp += hex[d[i] & 15];
+  }
+  return fp;
+}
 
 HttpResponse CloudApi::Serve(const HttpRequest& req) {
   HttpResponse resp;

@@ -74,6 +74,10 @@ class CloudApi {
   FaultBook faults_;
 };
 
+/// MD5 of a decoded SSH key blob in lower-case colon hex ("aa:bb:..."), the fingerprint
+/// DigitalOcean and OpenStack clouds show.
+std::string Md5Fingerprint(const std::string& blob);
+
 std::unique_ptr<CloudApi> MakeDigitalOceanApi(InstanceBackend* backend, CloudOptions options);
 std::unique_ptr<CloudApi> MakePrimeIntellectApi(InstanceBackend* backend, CloudOptions options);
 std::unique_ptr<CloudApi> MakeEc2Api(InstanceBackend* backend, CloudOptions options);

@@ -5,7 +5,6 @@
 // Messages the reference does not give verbatim are marked "(not from the
 // reference)" and listed in README.md.
 #include <Poco/Base64Decoder.h>
-#include <Poco/MD5Engine.h>
 
 #include <algorithm>
 #include <deque>
@@ -240,19 +239,6 @@ std::optional<std::string> KeyBlob(const std::string& public_key) {
   return blob;
 }
 
-std::string Md5Fingerprint(const std::string& blob) {
-  Poco::MD5Engine md5;
-  md5.update(blob);
-  const auto& d = md5.digest();
-  static const char* hex = "0123456789abcdef";
-  std::string fp;
-  for (size_t i = 0; i < d.size(); ++i) {
-    if (i) fp += ':';
-    fp += hex[d[i] >> 4];
-    fp += hex[d[i] & 15];
-  }
-  return fp;
-}
 
 std::string TrimSpace(std::string s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();

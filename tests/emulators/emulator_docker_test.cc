@@ -16,14 +16,13 @@
 
 #include <cstdlib>
 
-#include "docker_engine.h"
-#include "emulator.h"
-#include "emulator_test_util.h"
+#include "docker_backend_fixture.h"
 
 namespace gpuprov::emulator {
 namespace {
 
 using testing::Call;
+using testing::DockerBackendTest;
 using testing::ReachablePorts;
 using testing::Reply;
 using testing::WaitFor;
@@ -49,71 +48,20 @@ std::string Greeting(const std::string& ip, int port) {
   }
 }
 
-std::string Image() {
-  const char* env = std::getenv("GPUPROV_TESTVM_IMAGE");
-  return env && *env ? env : GPUPROV_TESTVM_IMAGE;
-}
-
-class EmulatorDockerTest : public ::testing::Test {
+class EmulatorDockerTest : public DockerBackendTest {
  protected:
   void SetUp() override {
-    try {
-      engine_.Ping();
-    } catch (const std::exception& e) {
-      GTEST_SKIP() << "no Docker daemon: " << e.what();
-    }
-    if (!engine_.ImageExists(Image())) {
-      GTEST_SKIP() << "image " << Image()
-                   << " is not built; run: bash tests/fixtures/testvm/build-image.sh";
-    }
     EmulatorOptions o;
-    o.backend = "docker";
-    o.image = Image();
     o.tokens["digitalocean"] = {kToken};
     o.tokens["primeintellect"] = {kPiKey};
-    emu_ = std::make_unique<Emulator>(o);
-    emu_->Start();
+    StartDockerEmulator(o);
+    if (IsSkipped()) return;
     do_ = emu_->BaseUrl("digitalocean");
     pi_ = emu_->BaseUrl("primeintellect");
-    control_ = emu_->ControlUrl();
   }
-  void TearDown() override { emu_.reset(); }
 
   Reply Do(const std::string& method, const std::string& path, const std::string& body = "") {
     return Call(do_, method, path, body, kToken);
-  }
-
-  // The container of the instance with this cloud id, via the control API's
-  // backend id and the emulator's labels.
-  std::string ContainerOf(const std::string& cloud, const std::string& name) {
-    for (const auto& c : engine_.ListContainers({"io.gpuprov.emulator=1",
-                                                 "io.gpuprov.emulator.cloud=" + cloud,
-                                                 "io.gpuprov.emulator.name=" + name})) {
-      return c.id;
-    }
-    return "";
-  }
-
-  docker::ExecResult Exec(const std::string& id, const std::string& cmd) {
-    return engine_.Exec(id, {"/bin/sh", "-c", cmd});
-  }
-
-  // Waits for cloud-init to finish; returns `cloud-init status` output.
-  std::string WaitCloudInit(const std::string& id) {
-    std::string out;
-    WaitFor(
-        [&] {
-          try {
-            auto r = Exec(id, "cloud-init status 2>&1 || true");
-            out = r.out;
-            return out.find("status: done") != std::string::npos ||
-                   out.find("status: error") != std::string::npos;
-          } catch (const std::exception&) {
-            return false;
-          }
-        },
-        240s);
-    return out;
   }
 
   int64_t CreateDroplet(const std::string& name, const std::string& size,
@@ -141,9 +89,7 @@ class EmulatorDockerTest : public ::testing::Test {
     return GetObject(k.Json(), "ssh_key")->getValue<int64_t>("id");
   }
 
-  docker::Engine engine_ = docker::Engine::FromEnvironment(std::chrono::seconds(60));
-  std::unique_ptr<Emulator> emu_;
-  std::string do_, pi_, control_;
+  std::string do_, pi_;
 };
 
 TEST_F(EmulatorDockerTest, DropletRunsItsUserDataAndGetsTheKeyAndGpu) {

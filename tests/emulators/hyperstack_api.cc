@@ -9,7 +9,6 @@
 // which of its ports are reachable (firewall_ports.h). Guesses the reference
 // marks UNCONFIRMED are listed in README.md.
 #include <Poco/Base64Decoder.h>
-#include <Poco/MD5Engine.h>
 
 #include <algorithm>
 #include <deque>
@@ -137,17 +136,7 @@ std::optional<std::string> Fingerprint(const std::string& public_key) {
   if (blob.size() <= 4 + type.size() || blob.compare(4, type.size(), type) != 0) {
     return std::nullopt;
   }
-  Poco::MD5Engine md5;
-  md5.update(blob);
-  const auto& d = md5.digest();
-  static const char* hex = "0123456789abcdef";
-  std::string fp;
-  for (size_t i = 0; i < d.size(); ++i) {
-    if (i) fp += ':';
-    fp += hex[d[i] >> 4];
-    fp += hex[d[i] & 15];
-  }
-  return fp;
+  return Md5Fingerprint(blob);
 }
 
 class HyperstackApi : public CloudApi {

@@ -11,14 +11,13 @@
 #include <cstdlib>
 #include <set>
 
-#include "docker_engine.h"
-#include "emulator.h"
-#include "emulator_test_util.h"
+#include "docker_backend_fixture.h"
 
 namespace gpuprov::emulator {
 namespace {
 
 using testing::Call;
+using testing::DockerBackendTest;
 using testing::Reply;
 using testing::WaitFor;
 using namespace std::chrono_literals;
@@ -28,62 +27,17 @@ constexpr const char* kHyperstackKey = "docker-hyperstack";
 constexpr const char* kPublicKey =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPtlieUdwvU3Yi8XHX36t5VZpca1by3GqjV+S0aD87Tm emu-test";
 
-std::string Image() {
-  const char* env = std::getenv("GPUPROV_TESTVM_IMAGE");
-  return env && *env ? env : GPUPROV_TESTVM_IMAGE;
-}
-
-class LambdaHyperstackDockerTest : public ::testing::Test {
+class LambdaHyperstackDockerTest : public DockerBackendTest {
  protected:
   void SetUp() override {
-    try {
-      engine_.Ping();
-    } catch (const std::exception& e) {
-      GTEST_SKIP() << "no Docker daemon: " << e.what();
-    }
-    if (!engine_.ImageExists(Image())) {
-      GTEST_SKIP() << "image " << Image()
-                   << " is not built; run: bash tests/fixtures/testvm/build-image.sh";
-    }
     EmulatorOptions o;
-    o.backend = "docker";
-    o.image = Image();
     o.clouds = {"lambda", "hyperstack"};
     o.tokens["lambda"] = {kLambdaKey};
     o.tokens["hyperstack"] = {kHyperstackKey};
     o.enforce_rate_limits = false;
-    emu_ = std::make_unique<Emulator>(o);
-    emu_->Start();
-    control_ = emu_->ControlUrl();
+    StartDockerEmulator(o);
   }
-  void TearDown() override { emu_.reset(); }
-
-  std::string ContainerOf(const std::string& cloud, const std::string& name) {
-    for (const auto& c : engine_.ListContainers({"io.gpuprov.emulator=1",
-                                                 "io.gpuprov.emulator.cloud=" + cloud,
-                                                 "io.gpuprov.emulator.name=" + name})) {
-      return c.id;
-    }
-    return "";
-  }
-  std::string Exec(const std::string& id, const std::string& cmd) {
-    return engine_.Exec(id, {"/bin/sh", "-c", cmd}).out;
-  }
-  std::string WaitCloudInit(const std::string& id) {
-    std::string out;
-    WaitFor(
-        [&] {
-          try {
-            out = Exec(id, "cloud-init status 2>&1 || true");
-            return out.find("status: done") != std::string::npos ||
-                   out.find("status: error") != std::string::npos;
-          } catch (const std::exception&) {
-            return false;
-          }
-        },
-        240s);
-    return out;
-  }
+  std::string ExecOut(const std::string& id, const std::string& cmd) { return Exec(id, cmd).out; }
   // The ports of instance name that this machine can reach now, as the control API shows
   // them (the emulator's port gate follows the cloud's rules).
   std::string Reachable(const std::string& cloud, const std::string& name) {
@@ -97,9 +51,6 @@ class LambdaHyperstackDockerTest : public ::testing::Test {
     return "(no instance " + name + ")";
   }
 
-  docker::Engine engine_ = docker::Engine::FromEnvironment(std::chrono::seconds(60));
-  std::unique_ptr<Emulator> emu_;
-  std::string control_;
 };
 
 TEST_F(LambdaHyperstackDockerTest, LambdaInstanceRunsItsUserDataBehindTheAccountRules) {
@@ -134,9 +85,9 @@ TEST_F(LambdaHyperstackDockerTest, LambdaInstanceRunsItsUserDataBehindTheAccount
   EXPECT_EQ(Reachable("lambda", "emu-lambda-vm"), "22,6443");
   const std::string status = WaitCloudInit(cid);
   EXPECT_NE(status.find("status: done"), std::string::npos) << status;
-  EXPECT_EQ(Exec(cid, "cat /root/lambda-user-data"), "ran-by-cloud-init\n");
-  EXPECT_NE(Exec(cid, "cat /home/ubuntu/.ssh/authorized_keys").find(kPublicKey), std::string::npos);
-  EXPECT_EQ(Exec(cid, "cat /etc/gpuprov-testvm/gpu"), "H100-80GB:1\n");
+  EXPECT_EQ(ExecOut(cid, "cat /root/lambda-user-data"), "ran-by-cloud-init\n");
+  EXPECT_NE(ExecOut(cid, "cat /home/ubuntu/.ssh/authorized_keys").find(kPublicKey), std::string::npos);
+  EXPECT_EQ(ExecOut(cid, "cat /etc/gpuprov-testvm/gpu"), "H100-80GB:1\n");
   ASSERT_EQ(L("POST", "/instance-operations/terminate", R"({"instance_ids":[")" + id + "\"]}").status,
             200);
   EXPECT_TRUE(WaitFor([&] { return !engine_.InspectContainer(cid); }, 60s));
@@ -178,9 +129,9 @@ TEST_F(LambdaHyperstackDockerTest, HyperstackVmRunsItsUserDataBehindItsSecurityR
   EXPECT_EQ(Reachable("hyperstack", "emu-hyperstack-vm"), "22,443");
   const std::string status = WaitCloudInit(cid);
   EXPECT_NE(status.find("status: done"), std::string::npos) << status;
-  EXPECT_EQ(Exec(cid, "cat /root/hyperstack-user-data"), "ran-by-cloud-init\n");
-  EXPECT_NE(Exec(cid, "cat /home/ubuntu/.ssh/authorized_keys").find(kPublicKey), std::string::npos);
-  EXPECT_EQ(Exec(cid, "cat /etc/gpuprov-testvm/gpu"), "A100-80GB:1\n");
+  EXPECT_EQ(ExecOut(cid, "cat /root/hyperstack-user-data"), "ran-by-cloud-init\n");
+  EXPECT_NE(ExecOut(cid, "cat /home/ubuntu/.ssh/authorized_keys").find(kPublicKey), std::string::npos);
+  EXPECT_EQ(ExecOut(cid, "cat /etc/gpuprov-testvm/gpu"), "A100-80GB:1\n");
   ASSERT_EQ(H("DELETE", "/core/virtual-machines/" + std::to_string(id)).status, 200);
   EXPECT_TRUE(WaitFor([&] { return !engine_.InspectContainer(cid); }, 60s));
 }
