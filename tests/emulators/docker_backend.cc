@@ -581,14 +581,18 @@ class DockerBackend : public InstanceBackend {
       }
       case Task::kGpu: {
         if (r.phase != Phase::kRunning) return;
-        // A GPU "the boot run did not see": with a boot script, not before gpuprov's installer
-        // has passed its GPU check (its status marker reached k3s-start or done), however slow
-        // the boot is; bounded, so an instance whose boot never gets there still gets its GPU.
+        // A GPU "the boot run did not see": with a boot script, not before the boot has looked
+        // for it, however slow the boot is: gpuprov's installer has passed its GPU check (its
+        // status marker reached k3s-start or done), or cloud-init has finished the boot script.
+        // Bounded, so an instance whose boot never gets there still gets its GPU.
         if (!r.spec.user_data.empty() && Clock::now() - r.running_since < kGpuWaitForInstall &&
             engine
                     .Exec(r.container_id,
-                          {"grep", "-qE", "\"phase\": *\"(k3s-start|done)\"",
-                           "/var/lib/gpuprov/install-status.json"})
+                          {"sh", "-c",
+                           "grep -qE '\"phase\": *\"(k3s-start|done)\"' "
+                           "/var/lib/gpuprov/install-status.json 2>/dev/null || "
+                           "cloud-init status 2>/dev/null | "
+                           "grep -qE 'status: (done|error|disabled|degraded)'"})
                     .exit_code != 0) {
           Schedule(Clock::now() + std::chrono::milliseconds(500), r.id, Task::kGpu);
           return;
