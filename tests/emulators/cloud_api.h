@@ -6,6 +6,7 @@
 // cloud = one subclass + one line in MakeCloudApi (emulator.cc).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,6 +65,25 @@ class CloudApi {
   virtual void Decorate(const HttpRequest& /*req*/, HttpResponse& /*resp*/) {}
 
   bool TokenAccepted(const std::string& token) const;
+  /// Drops from \a instances (id -> record with `backend_id`) those whose deletion has
+  /// finished (`ends_at(record)` reached) and those whose backend instance is gone without a
+  /// deletion (vanished), removing that backend record too.
+  template <typename Map, typename EndsAt>
+  void ForgetEnded(Map& instances, EndsAt ends_at) {
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = instances.begin(); it != instances.end();) {
+      const std::optional<std::chrono::steady_clock::time_point>& ends = ends_at(it->second);
+      if (ends && now >= *ends) {
+        it = instances.erase(it);
+      } else if (!ends && backend_->State(it->second.backend_id).state == InstanceState::kGone) {
+        backend_->Delete(it->second.backend_id);
+        it = instances.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
   /// One Instances() row from the backend's view.
   JsonObject InstanceRow(const std::string& id, const std::string& name,
                          const std::string& backend_id);

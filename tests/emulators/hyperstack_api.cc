@@ -768,20 +768,7 @@ class HyperstackApi : public CloudApi {
 
   // Deleted VMs leave after deleting_seconds; vanished machines at once.
   void Reconcile() {
-    const auto now = Clock::now();
-    for (auto it = vms_.begin(); it != vms_.end();) {
-      Vm& vm = it->second;
-      if (vm.gone_at && now >= *vm.gone_at) {
-        it = vms_.erase(it);
-        continue;
-      }
-      if (!vm.gone_at && backend_->State(vm.backend_id).state == InstanceState::kGone) {
-        backend_->Delete(vm.backend_id);
-        it = vms_.erase(it);
-        continue;
-      }
-      ++it;
-    }
+    ForgetEnded(vms_, [](const auto& r) -> const auto& { return r.gone_at; });
   }
 
   // One security rule body; "" when it has the documented shape and values.

@@ -608,20 +608,7 @@ class LambdaApi : public CloudApi {
 
   // Terminated instances leave after terminating_seconds; vanished machines at once.
   void Reconcile() {
-    const auto now = Clock::now();
-    for (auto it = instances_.begin(); it != instances_.end();) {
-      Instance& in = it->second;
-      if (in.terminate_at && now >= *in.terminate_at) {
-        it = instances_.erase(it);
-        continue;
-      }
-      if (!in.terminate_at && backend_->State(in.backend_id).state == InstanceState::kGone) {
-        backend_->Delete(in.backend_id);
-        it = instances_.erase(it);
-        continue;
-      }
-      ++it;
-    }
+    ForgetEnded(instances_, [](const auto& r) -> const auto& { return r.terminate_at; });
   }
 
   JsonObject InstanceJson(const Instance& in) {
