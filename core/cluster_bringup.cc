@@ -181,7 +181,9 @@ ClusterPlan PlanCluster(std::uint64_t capabilities, std::size_t user_data_limit,
   plan.direct = (capabilities & GPUPROV_CAP_OPEN_PORTS) != 0;
   const bool boot = (capabilities & (GPUPROV_CAP_BOOT_CLOUD_INIT | GPUPROV_CAP_BOOT_STARTUP_SCRIPT)) != 0;
   if (!boot) return plan;
-  std::optional<BootScript> script = MakeBootScript(boot_args, user_data_limit);
+  InstallerArgs args = boot_args;
+  args.node_firewall = NodeFirewallFor(plan);
+  std::optional<BootScript> script = MakeBootScript(args, user_data_limit);
   if (!script) {
     plan.note = "the installer does not fit in this cloud's " + std::to_string(user_data_limit) +
                 "-byte boot script, even compressed: installing over SSH instead";
@@ -191,6 +193,8 @@ ClusterPlan PlanCluster(std::uint64_t capabilities, std::size_t user_data_limit,
   plan.boot_script = script->text;
   return plan;
 }
+
+std::string NodeFirewallFor(const ClusterPlan& plan) { return plan.direct ? "" : "ssh-only"; }
 
 std::vector<int> PortsToOpen(bool kubernetes, const ClusterPlan& plan) {
   if (kubernetes && plan.direct) return {22, kApiPort, 80, 443};
@@ -224,6 +228,13 @@ class ClusterBringUp {
     KubeCredentials creds = ReadCredentials();
     ClusterResult result;
     result.server = in_.plan.direct ? CheckDirectAccess(creds, checks) : CheckTunnelAccess(creds);
+    if (!in_.plan.direct && !in_.public_ip.empty()) {
+      console_.Step("checking that the API is closed at " + in_.public_ip + ":" +
+                    std::to_string(in_.api_port) + " from this machine");
+      ApiReach& reach = in_.reach != nullptr ? *in_.reach : ApiFromThisMachine();
+      rec_.probe["api_at_public_address"] = CheckApiClosedAtPublicAddress(
+          reach, vm_, in_.public_ip, in_.api_port, creds.ca_pem);
+    }
     result.gpus_allocatable = checks.gpus_allocatable;
     rec_.phase_seconds["access"] = SecondsSince(access_start);
 
@@ -240,6 +251,7 @@ class ClusterBringUp {
   void Install() {
     const auto start = Clock::now();
     InstallerArgs args = in_.k3s;
+    args.node_firewall = NodeFirewallFor(in_.plan);
     if (!in_.plan.boot_route) args.public_ip = in_.public_ip;  // a boot run asks the metadata service
     bool pushed = false;
     console_.Step(in_.plan.boot_route ? "checking the k3s install that ran at boot"
@@ -371,6 +383,7 @@ class ClusterBringUp {
                     "; the installer could not learn the public address): re-running the "
                     "installer with --public-ip " + host);
       InstallerArgs rerun = in_.k3s;
+      rerun.node_firewall = NodeFirewallFor(in_.plan);
       rerun.public_ip = host;
       rec_.route = "ssh";
       rec_.route_reason =
@@ -432,6 +445,10 @@ class NetworkApiReach : public ApiReach {
   int ReadyzStatus(const std::string& host, int port, const KubeCredentials& creds) override {
     return KubeGet(host, port, creds, "/readyz", std::chrono::seconds(10)).status;
   }
+  std::string HandshakeError(const std::string& host, int port,
+                             const std::string& ca_pem) override {
+    return TlsHandshakeError(host, port, ca_pem, std::chrono::seconds(3));
+  }
 };
 
 }  // namespace
@@ -439,6 +456,23 @@ class NetworkApiReach : public ApiReach {
 ApiReach& ApiFromThisMachine() {
   static NetworkApiReach reach;
   return reach;
+}
+
+std::string CheckApiClosedAtPublicAddress(ApiReach& reach, const std::string& vm,
+                                          const std::string& host, int port,
+                                          const std::string& ca_pem) {
+  const std::string why = reach.HandshakeError(host, port, ca_pem);
+  if (!why.empty()) return "closed: " + why;
+  const std::string where = host + ":" + std::to_string(port);
+  throw Error("the Kubernetes API of " + vm + " is open to the internet at " + where +
+                  " although " + vm + " uses tunnel access (its cloud has no firewall API, so "
+                  "the node's own firewall must close every inbound port but SSH)",
+              "look at the node firewall: `gpuprov ssh " + vm +
+                  " -- sudo systemctl status gpuprov-firewall` and `sudo nft list table inet "
+                  "gpuprov`; apply it with `gpuprov ssh " + vm + " -- sudo bash " +
+                  kNodeInstallerPath + " --node-firewall ssh-only`, then re-run the same "
+                  "`gpuprov provision`. The VM is kept and its API is exposed: `gpuprov down " +
+                  vm + "` removes it");
 }
 
 std::string PlannedSshRouteReason(const ClusterPlan& plan) {

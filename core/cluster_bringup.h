@@ -37,6 +37,11 @@ struct ClusterPlan {
 ClusterPlan PlanCluster(std::uint64_t capabilities, std::size_t user_data_limit,
                         const InstallerArgs& boot_args = {});
 
+/// The node firewall the installer sets up (--node-firewall): "ssh-only" on tunnel access (the
+/// cloud has no firewall API, so the node itself closes every inbound port but SSH), "" on direct
+/// access (the cloud's firewall is in front, and the installer leaves the node's alone).
+std::string NodeFirewallFor(const ClusterPlan& plan);
+
 /// The ports the driver opens: 22 alone, or 22, 6443, 80, 443 for a direct-mode cluster.
 std::vector<int> PortsToOpen(bool kubernetes, const ClusterPlan& plan);
 
@@ -57,10 +62,22 @@ class ApiReach {
                                                     const std::string& ca_pem) = 0;
   /// The HTTP status of GET /readyz with the kubeconfig's client certificate.
   virtual int ReadyzStatus(const std::string& host, int port, const KubeCredentials& creds) = 0;
+  /// "" when a server with a certificate from the cluster CA completes a TLS handshake at
+  /// host:port within a few seconds, else why not (refused, timed out, reset).
+  virtual std::string HandshakeError(const std::string& host, int port,
+                                     const std::string& ca_pem) = 0;
 };
 
 /// ApiReach over the network (kube_api_client.h).
 ApiReach& ApiFromThisMachine();
+
+/// Tunnel access, from this machine: the node's API must not answer at host:port (its public
+/// address). Returns what the record keeps ("closed: connection refused"); throws Error naming
+/// the open address, the node firewall to look at and how to fix or remove the VM when a TLS
+/// handshake with the cluster's certificate completes there.
+std::string CheckApiClosedAtPublicAddress(ApiReach& reach, const std::string& vm,
+                                          const std::string& host, int port,
+                                          const std::string& ca_pem);
 
 /// What the record's route_reason says for the SSH route chosen by the plan.
 std::string PlannedSshRouteReason(const ClusterPlan& plan);

@@ -66,7 +66,37 @@ TEST(ClusterPlan, TheBootScriptCarriesTheK3sChoiceWithinEc2sLimit) {
   const std::string exec_line = p.boot_script.substr(p.boot_script.rfind("\nexec bash ") + 1);
   EXPECT_EQ(exec_line, "exec bash \"$dir/gpuprov-install.sh\" '--k3s-version' 'v1.30.2+k3s1' "
                        "'--k3s-sha256' '" + std::string(64, 'f') + "' '--k3s-download-url' "
-                       "'https://mirror.example/k3s/releases/download'\n");
+                       "'https://mirror.example/k3s/releases/download' '--node-firewall' "
+                       "'ssh-only'\n");
+}
+
+// The exec line of a boot script: the installer's arguments.
+std::string ExecLine(const ClusterPlan& p) {
+  return p.boot_script.substr(p.boot_script.rfind("\nexec bash ") + 1);
+}
+
+TEST(ClusterPlan, TunnelAccessFirewallsTheNodeOnBothBootForms) {
+  // No firewall API (no GPUPROV_CAP_OPEN_PORTS): the installer closes the node but SSH, whether
+  // the cloud runs cloud-init or a startup script, plain or compressed (EC2-sized limit).
+  for (std::uint64_t boot : {std::uint64_t{GPUPROV_CAP_BOOT_CLOUD_INIT},
+                             std::uint64_t{GPUPROV_CAP_BOOT_STARTUP_SCRIPT}}) {
+    for (std::size_t limit : {std::size_t{262144}, std::size_t{16384}}) {
+      ClusterPlan p = PlanCluster(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES | boot,
+                                  limit);
+      ASSERT_TRUE(p.boot_route) << limit;
+      EXPECT_FALSE(p.direct);
+      EXPECT_EQ(NodeFirewallFor(p), "ssh-only");
+      EXPECT_LE(p.boot_script.size(), limit);
+      EXPECT_EQ(ExecLine(p), "exec bash \"$dir/gpuprov-install.sh\" '--node-firewall' 'ssh-only'\n");
+    }
+  }
+}
+
+TEST(ClusterPlan, DirectAccessLeavesTheNodeFirewallAlone) {
+  ClusterPlan p = PlanCluster(kCloudInit | GPUPROV_CAP_OPEN_PORTS, 16384);
+  ASSERT_TRUE(p.boot_route);
+  EXPECT_EQ(NodeFirewallFor(p), "");
+  EXPECT_EQ(ExecLine(p), "exec bash \"$dir/gpuprov-install.sh\"\n");
 }
 
 TEST(ClusterPlan, TooSmallLimitFallsBackToSshWithANote) {
@@ -172,9 +202,10 @@ std::string K3sYaml() {
 /// Answers each command by its purpose; probes come from a queue (the last one repeats).
 class FakeNode : public NodeShell {
  public:
-  SshRunResult RunAsRoot(const std::string& purpose, const std::string&, const std::string&,
-                         std::chrono::milliseconds) override {
+  SshRunResult RunAsRoot(const std::string& purpose, const std::string& command,
+                         const std::string&, std::chrono::milliseconds) override {
     calls.push_back(purpose);
+    commands.push_back(command);
     if (purpose == "probe") {
       std::string out = probes.front();
       if (probes.size() > 1) probes.pop_front();
@@ -193,6 +224,7 @@ class FakeNode : public NodeShell {
   std::deque<std::string> probes;
   int installer_exit = 0;
   std::vector<std::string> calls;
+  std::vector<std::string> commands;
 };
 
 /// The API seen from this machine: reachable, with certificate names from a queue (the last
@@ -206,8 +238,40 @@ class FakeReach : public ApiReach {
     return names;
   }
   int ReadyzStatus(const std::string&, int, const KubeCredentials&) override { return 200; }
+  std::string HandshakeError(const std::string& host, int port, const std::string&) override {
+    handshakes.push_back(host + ":" + std::to_string(port));
+    return handshake_error;
+  }
   std::deque<std::vector<std::string>> names_seen;
+  std::string handshake_error = "connection refused";
+  std::vector<std::string> handshakes;
 };
+
+TEST(PublicApiCheck, AClosedPortIsRecordedWithWhy) {
+  FakeReach reach;
+  reach.handshake_error = "timed out after 3s";
+  EXPECT_EQ(CheckApiClosedAtPublicAddress(reach, "pi1", "127.90.0.7", 6443, Pem("CERTIFICATE")),
+            "closed: timed out after 3s");
+  EXPECT_EQ(reach.handshakes, std::vector<std::string>{"127.90.0.7:6443"});
+}
+
+TEST(PublicApiCheck, AnApiAnsweringAtThePublicAddressFailsNamingItAndTheFix) {
+  FakeReach reach;
+  reach.handshake_error = "";
+  try {
+    CheckApiClosedAtPublicAddress(reach, "pi1", "127.90.0.7", 6443, Pem("CERTIFICATE"));
+    FAIL() << "an exposed API passed";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("the Kubernetes API of pi1 is open to the internet at 127.90.0.7:6443"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("tunnel access"), std::string::npos) << what;
+    EXPECT_NE(e.hint().find("systemctl status gpuprov-firewall"), std::string::npos) << e.hint();
+    EXPECT_NE(e.hint().find("--node-firewall ssh-only"), std::string::npos) << e.hint();
+    EXPECT_NE(e.hint().find("gpuprov down pi1"), std::string::npos) << e.hint();
+  }
+}
 
 class BringUpLoop : public ::testing::Test {
  protected:
@@ -318,6 +382,31 @@ TEST_F(BringUpLoop, TheSshRouteRecordsWhyItWasTaken) {
   EXPECT_EQ(node.Count("push installer"), 1);
   EXPECT_EQ(rec.route, "ssh");
   EXPECT_EQ(rec.route_reason, "the cloud runs no boot script");
+  // Direct access: the cloud's firewall is in front; the node's is left alone.
+  for (size_t i = 0; i < node.calls.size(); ++i) {
+    if (node.calls[i] == "push installer") {
+      EXPECT_EQ(node.commands[i].find("--node-firewall"), std::string::npos) << node.commands[i];
+    }
+  }
+}
+
+TEST_F(BringUpLoop, TunnelAccessOverSshPushesTheInstallerWithTheNodeFirewall) {
+  in.plan.boot_route = false;
+  in.plan.direct = false;
+  in.plan.boot_script.clear();
+  in.ssh.host = "127.0.0.1";  // nothing listens on port 1: the tunnel check fails after the push
+  in.ssh.port = 1;
+  in.ssh.user = "root";
+  node.probes = {ProbeOutput(false, "absent"), ProbeOutput(true, "absent")};
+  EXPECT_ANY_THROW(Run());
+  ASSERT_EQ(node.Count("push installer"), 1);
+  for (size_t i = 0; i < node.calls.size(); ++i) {
+    if (node.calls[i] == "push installer") {
+      EXPECT_NE(node.commands[i].find(" '--node-firewall' 'ssh-only'"), std::string::npos)
+          << node.commands[i];
+    }
+  }
+  EXPECT_TRUE(reach.handshakes.empty());  // no public check before the tunnel check passed
 }
 
 TEST_F(BringUpLoop, ARerunThatFindsAnEarlierPushKeepsItsRoute) {

@@ -80,6 +80,25 @@ std::string TcpConnectError(const std::string& host, int port, std::chrono::mill
   }
 }
 
+std::string TlsHandshakeError(const std::string& host, int port, const std::string& ca_pem,
+                              std::chrono::milliseconds timeout) {
+  try {
+    Poco::Net::Context::Ptr ctx = MakeContext(ca_pem, nullptr);
+    ctx->enableExtendedCertificateVerification(false);
+    Poco::Net::SecureStreamSocket socket(ctx);
+    socket.connect(Poco::Net::SocketAddress(host, static_cast<Poco::UInt16>(port)), Span(timeout));
+    socket.completeHandshake();
+    socket.close();
+    return "";
+  } catch (const Poco::TimeoutException&) {
+    return "timed out after " + std::to_string(timeout.count() / 1000) + "s";
+  } catch (const Poco::Net::ConnectionRefusedException&) {
+    return "connection refused";
+  } catch (const Poco::Exception& e) {
+    return e.displayText();
+  }
+}
+
 std::vector<std::string> ServedCertificateNames(const std::string& host, int port,
                                                 const std::string& ca_pem,
                                                 std::chrono::milliseconds timeout) {

@@ -16,6 +16,12 @@ namespace gpuprov {
 /// why not ("connection refused", "timed out", ...).
 std::string TcpConnectError(const std::string& host, int port, std::chrono::milliseconds timeout);
 
+/// "" when a TLS server whose certificate chains to \a ca_pem (the host name is not checked)
+/// completes a handshake at host:port within \a timeout; else why not ("connection refused",
+/// "timed out after 3s", a reset or TLS error).
+std::string TlsHandshakeError(const std::string& host, int port, const std::string& ca_pem,
+                              std::chrono::milliseconds timeout);
+
 /// The names (DNS names and IP addresses) in the subjectAltName of the certificate served at
 /// host:port. The chain is verified against \a ca_pem; the host name is not (that is what the
 /// caller checks with CertificateCovers). Throws Error when the handshake or chain fails.

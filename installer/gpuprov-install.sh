@@ -1,25 +1,9 @@
 #!/usr/bin/env bash
-# gpuprov-install.sh: turn this machine into a single-node k3s cluster, with the NVIDIA runtime and
-# device plugin when `nvidia-smi` works. Runs on the node as root, at boot (cloud-init user data)
-# or pushed over SSH by gpuprov. Safe to run again at any time: the second run changes nothing.
-#
-# Steps (each is a `phase` in the status marker; a failure names it and exits non-zero):
-#   preflight     arguments, root, required commands
-#   lock          host-wide flock; a second run waits for the first (bounded by --lock-timeout)
-#   gpu-detect    `nvidia-smi --query-gpu=name`; a GPU configured by an earlier run stays configured
-#   k3s-binary    /usr/local/bin/k3s at the wanted version: used as is when present (air gap, no
-#                 network), else downloaded and checked against a pinned sha256 (never unverified)
-#   nvidia-toolkit  with a GPU: nvidia-container-runtime present, else apt-installs the toolkit
-#   public-ip     --public-ip, else the cloud metadata service, else the value of an earlier run
-#   config        /etc/rancher/k3s/config.yaml (tls-san, default-runtime: nvidia with a GPU)
-#   unit          /etc/systemd/system/k3s.service, daemon-reload when it changed, enable
-#   device-plugin with a GPU: NVIDIA device plugin v0.19.3 in k3s's auto-deploy manifests folder
-#   k3s-start     start k3s, or restart it when what it read at its last start changed
-#                 (config, unit, binary, detected nvidia runtime), under --restart-timeout
-#
-# Every filesystem path is below $GPUPROV_INSTALL_ROOT (default empty = /) and every external
-# command comes from PATH, so the tests run this on a sandboxed root with fake commands.
-# See installer/README.md for flags, environment, the status marker schema and exit codes.
+# gpuprov-install.sh: makes this machine a single-node k3s cluster (NVIDIA runtime and device
+# plugin when `nvidia-smi` works). Runs as root at boot or pushed over SSH; a second run changes
+# nothing. Steps (status marker phases): preflight, lock, gpu-detect, firewall, k3s-binary,
+# nvidia-toolkit, public-ip, config, unit, device-plugin, k3s-start. Paths are below
+# $GPUPROV_INSTALL_ROOT (tests). installer/README.md: steps, flags, marker, exit codes.
 set -euo pipefail
 set -E # the ERR trap also fires inside functions
 umask 022
@@ -28,9 +12,8 @@ export TZ=UTC
 readonly INSTALLER_VERSION="0.1.0"
 readonly STATUS_SCHEMA_VERSION=1
 
-# ---- Pins -------------------------------------------------------------------------------------
-# The k3s release installed when no binary of the wanted version is present. >= v1.29 is needed
-# for `default-runtime` in config.yaml.
+# ---- Pins
+# The k3s release installed unless present; >= v1.29 for `default-runtime` in config.yaml.
 readonly K3S_PINNED_VERSION="v1.36.4+k3s1"
 readonly K3S_MIN_VERSION_FOR_DEFAULT_RUNTIME="v1.29.0"
 # >>> PINNED K3S HASHES: sha256 of the assets `k3s` (amd64) and `k3s-arm64` of K3S_PINNED_VERSION
@@ -41,13 +24,13 @@ readonly K3S_SHA256_ARM64="c920706346d5ad4e5cd3c7bf1bb09ce71ebe07fec829e513e40f1
 # NVIDIA device plugin image, pinned.
 readonly DEVICE_PLUGIN_IMAGE="nvcr.io/nvidia/k8s-device-plugin:v0.19.3"
 
-# ---- Exit codes -------------------------------------------------------------------------------
+# ---- Exit codes
 readonly EXIT_OK=0
 readonly EXIT_STEP_FAILED=1
 readonly EXIT_USAGE=2
 readonly EXIT_LOCK_TIMEOUT=3
 
-# ---- Settings (flags > environment > defaults) ------------------------------------------------
+# ---- Settings (flags > environment > defaults)
 ROOT="${GPUPROV_INSTALL_ROOT:-}"
 ROOT="${ROOT%/}"
 PUBLIC_IP=""
@@ -63,9 +46,9 @@ METADATA_URL="${GPUPROV_METADATA_URL:-http://169.254.169.254}"
 METADATA_ENABLED=1
 TOOLKIT_MODE="${GPUPROV_TOOLKIT:-auto}"
 UNIT_TYPE="${GPUPROV_K3S_UNIT_TYPE:-notify}"
+NODE_FIREWALL="" # ssh-only, or empty: left as it is
 K3S_DOWNLOAD_URL="${GPUPROV_K3S_DOWNLOAD_URL:-https://github.com/k3s-io/k3s/releases/download}"
-# Download bounds: attempts, and the seconds after which a connect or a transfer making no
-# progress (< 1 KiB/s) is given up; an attempt lasts at most 20 times that. Tests shorten them.
+# Download attempts, and seconds without connect or progress (< 1 KiB/s) before one is given up.
 K3S_DOWNLOAD_ATTEMPTS="${GPUPROV_K3S_DOWNLOAD_ATTEMPTS:-4}"
 K3S_DOWNLOAD_STALL_S="${GPUPROV_K3S_DOWNLOAD_STALL_SECONDS:-30}"
 NVIDIA_REPO_URL="${GPUPROV_NVIDIA_REPO_URL:-https://nvidia.github.io/libnvidia-container}"
@@ -82,8 +65,10 @@ readonly GPU_ENABLED_MARKER="$STATE_DIR/gpu-enabled"         # a GPU was configu
 readonly PUBLIC_IP_MEMORY="$STATE_DIR/public-ip"             # last known public IP
 # Where k3s looks for the NVIDIA runtime at start (besides its PATH).
 readonly NVIDIA_RUNTIME_DIRS=("/usr/local/nvidia/toolkit" "/usr/bin")
+readonly FW_SCRIPT="/etc/gpuprov/node-firewall.sh"
+readonly FW_UNIT="/etc/systemd/system/gpuprov-firewall.service"
 
-# ---- Run state (what the status marker reports) -----------------------------------------------
+# ---- Run state (what the status marker reports)
 PHASE="preflight"
 RESULT="running"
 FAILED_STEP=""
@@ -95,6 +80,7 @@ GPU_NAME=""
 GPU_COUNT=0
 GPU_CONFIGURED=false
 K3S_ACTION="none"
+FW_STATE=""
 STATUS_ENABLED=0 # status is written only while this run holds the lock
 LAST_ERR_CMD=""
 
@@ -102,18 +88,17 @@ usage() {
   cat <<EOF
 usage: gpuprov-install.sh [options]
 
-Turns this machine into a single-node k3s cluster (with the NVIDIA runtime and device plugin when
-nvidia-smi works). Idempotent; runs as root. Installer version $INSTALLER_VERSION.
+Makes this machine a single-node k3s cluster (NVIDIA runtime and device plugin when nvidia-smi
+works). Idempotent; runs as root. Installer version $INSTALLER_VERSION.
 
 options:
-  --public-ip IP          public address to put in the API certificate (tls-san); default: ask the
-                          cloud metadata service, else the value an earlier run used
+  --public-ip IP          public address for the API certificate (tls-san); default: the cloud
+                          metadata service, else an earlier run's
   --tls-san NAME          extra certificate name or address (repeatable)
   --k3s-version TAG       k3s release (default $K3S_PINNED_VERSION)
-  --k3s-sha256 HEX        sha256 of the k3s binary to download for that version and this arch
-                          (needed for any version but $K3S_PINNED_VERSION)
-  --k3s-download-url URL  release base URL, a mirror of https://github.com/k3s-io/k3s/releases/download
-                          (the asset is URL/<tag, + as %2B>/k3s or k3s-arm64)
+  --k3s-sha256 HEX        sha256 of the k3s asset for that version and arch (any but the pinned)
+  --k3s-download-url URL  release base URL (default https://github.com/k3s-io/k3s/releases/download;
+                          the asset is URL/<tag, + as %2B>/k3s or k3s-arm64)
   --status-file PATH      status marker (default $STATUS_FILE)
   --log-file PATH         log (default $LOG_FILE)
   --lock-file PATH        host-wide lock (default $LOCK_FILE)
@@ -121,22 +106,20 @@ options:
   --restart-timeout SECS  bound on 'systemctl start/restart k3s' (default $RESTART_TIMEOUT_S)
   --metadata-url URL      metadata service base URL (default http://169.254.169.254)
   --no-metadata           do not ask the metadata service
-  --toolkit auto|skip     install nvidia-container-toolkit when missing (auto), or never (skip:
-                          a GPU without the toolkit is then an error)
-  --unit-type notify|exec systemd Type= of k3s.service (default notify, as k3s expects)
+  --toolkit auto|skip     install nvidia-container-toolkit when missing, or never (default auto)
+  --unit-type notify|exec systemd Type= of k3s.service (default notify)
+  --node-firewall ssh-only  drop new inbound connections but SSH, now and at every boot
   -h, --help              this help
   --version               print the installer version
 
-environment: GPUPROV_INSTALL_ROOT (root prefix, for tests), GPUPROV_METADATA_URL,
-GPUPROV_K3S_DOWNLOAD_URL, GPUPROV_K3S_DOWNLOAD_ATTEMPTS (default 4),
-GPUPROV_K3S_DOWNLOAD_STALL_SECONDS (default 30), GPUPROV_NVIDIA_REPO_URL, GPUPROV_TOOLKIT,
-GPUPROV_K3S_UNIT_TYPE.
-exit codes: 0 ok, 1 a step failed (named on stderr and in the status marker), 2 usage,
-3 another run held the lock longer than --lock-timeout.
+environment: GPUPROV_INSTALL_ROOT (tests), GPUPROV_METADATA_URL, GPUPROV_K3S_DOWNLOAD_URL,
+GPUPROV_K3S_DOWNLOAD_ATTEMPTS (4), GPUPROV_K3S_DOWNLOAD_STALL_SECONDS (30), GPUPROV_NVIDIA_REPO_URL,
+GPUPROV_TOOLKIT, GPUPROV_K3S_UNIT_TYPE.
+exit codes: 0 ok, 1 a step failed (named on stderr and in the status marker), 2 usage, 3 lock timeout.
 EOF
 }
 
-# ---- Small helpers ----------------------------------------------------------------------------
+# ---- Small helpers
 
 # now_utc: sets NOW to the ISO-8601 UTC time with milliseconds (no fork: runs often).
 now_utc() {
@@ -228,8 +211,7 @@ json_field() {
   if [[ "${3:-}" == last ]]; then DOC+=$'\n'; else DOC+=$',\n'; fi
 }
 
-# write_status: the status marker, atomically (temp file + rename in the same folder). Only while
-# this run holds the lock. Called at every step, so it forks only for the rename.
+# write_status: the status marker, atomically, while this run holds the lock (forks only for mv).
 write_status() {
   [[ "$STATUS_ENABLED" == 1 ]] || return 0
   local sans="" s tmp="$STATUS_PATH.tmp.$$"
@@ -247,6 +229,7 @@ write_status() {
   json_str "$K3S_VERSION"; json_field k3s_version "$JSON"
   json_str "$K3S_ACTION"; json_field k3s_action "$JSON"
   json_or_null "$PUBLIC_IP"; json_field public_ip "$JSON"
+  json_or_null "$FW_STATE"; json_field node_firewall "$JSON"
   for s in "${TLS_SANS[@]}"; do json_str "$s"; sans+="${sans:+, }$JSON"; done
   json_field tls_san "[$sans]"
   json_str "$LOG_FILE"; json_field log_file "$JSON"
@@ -311,7 +294,7 @@ k3s_version_of() {
   awk 'NR == 1 && $1 == "k3s" && $2 == "version" { print $3 }' <<<"$out"
 }
 
-# ---- Arguments --------------------------------------------------------------------------------
+# ---- Arguments
 parse_args() {
   local opt val
   while [[ $# -gt 0 ]]; do
@@ -323,7 +306,7 @@ parse_args() {
         opt="${opt%%=*}"
         ;;
       --public-ip | --tls-san | --k3s-version | --k3s-sha256 | --k3s-download-url | \
-        --status-file | --log-file | --lock-file | --lock-timeout | --restart-timeout | --metadata-url | --toolkit | --unit-type)
+        --status-file | --log-file | --lock-file | --lock-timeout | --restart-timeout | --metadata-url | --toolkit | --unit-type | --node-firewall)
         [[ $# -ge 2 ]] || usage_error "$opt needs a value"
         val="$2"
         shift
@@ -357,6 +340,7 @@ parse_args() {
       --no-metadata) METADATA_ENABLED=0 ;;
       --toolkit) TOOLKIT_MODE="$val" ;;
       --unit-type) UNIT_TYPE="$val" ;;
+      --node-firewall) [[ "$val" == ssh-only ]] || usage_error "--node-firewall: ssh-only, got '$val'"; NODE_FIREWALL="$val" ;;
       -h | --help) usage; exit "$EXIT_OK" ;;
       --version) printf '%s\n' "$INSTALLER_VERSION"; exit "$EXIT_OK" ;;
       *) usage_error "unknown argument '$opt'" ;;
@@ -375,7 +359,7 @@ parse_args() {
     usage_error "GPUPROV_K3S_DOWNLOAD_STALL_SECONDS: 1 to 9999, got '$K3S_DOWNLOAD_STALL_S'"
 }
 
-# ---- Steps ------------------------------------------------------------------------------------
+# ---- Steps
 
 preflight() {
   if [[ -z "$ROOT" && "$(id -u)" != 0 ]]; then
@@ -755,6 +739,71 @@ write_device_plugin() {
   fi
 }
 
+# render_firewall nft|iptables: drops new inbound connections before DNAT but SSH, ICMP, DHCP,
+# loopback, CNI, pod/service CIDRs (atomic nft -f, else iptables-restore). `stop` removes them.
+render_firewall() {
+  printf '#!/bin/sh\n# Written by gpuprov-install.sh --node-firewall ssh-only\n'
+  if [[ "$1" == nft ]]; then
+    cat <<'EOF'
+{ echo 'table inet gpuprov'; echo 'delete table inet gpuprov'; [ "$1" = stop ] || cat <<'R'
+table inet gpuprov {
+  chain inbound {
+    type filter hook prerouting priority mangle; policy accept;
+    iif lo accept
+    iifname { "cni0", "flannel.1" } accept
+    ip saddr { 10.42.0.0/16, 10.43.0.0/16 } accept
+    ct state established,related accept
+    meta l4proto { icmp, ipv6-icmp } accept
+    tcp dport 22 accept
+    udp dport { 68, 546 } accept
+    counter drop
+  }
+}
+R
+} | nft -f -
+EOF
+    return 0
+  fi
+  cat <<'EOF'
+set -e
+for t in iptables ip6tables; do
+  m="$t -w -t mangle"
+  if [ "$1" = stop ]; then $m -D PREROUTING -j GPUPROV && $m -F GPUPROV && $m -X GPUPROV; continue; fi
+  i=icmp c='-s 10.42.0.0/16,10.43.0.0/16'
+  [ $t = iptables ] || i=ipv6-icmp c='-i lo'
+  { echo '*mangle'; echo ':GPUPROV - [0:0]'
+    for r in '-i lo' '-i cni0' '-i flannel.1' "$c" '-m conntrack --ctstate ESTABLISHED,RELATED' "-p $i" \
+      '-p tcp --dport 22' '-p udp -m multiport --dports 68,546'; do echo "-A GPUPROV $r -j RETURN"; done
+    echo '-A GPUPROV -j DROP'; echo COMMIT; } | $t-restore -w -n
+  $m -C PREROUTING -j GPUPROV 2>/dev/null || $m -I PREROUTING -j GPUPROV
+done
+EOF
+}
+
+# node_firewall: that script, and a unit running it at boot before k3s (which requires it).
+node_firewall() {
+  local tool=nft changed=1
+  command -v nft >/dev/null || tool=iptables
+  [[ "$tool" == nft ]] || { command -v iptables-restore && command -v ip6tables-restore; } >/dev/null ||
+    fail "--node-firewall needs nft (package nftables) or iptables; install one, then run again"
+  render_firewall "$tool" | write_if_changed "$ROOT$FW_SCRIPT" 0755 || changed=0
+  printf '[Unit]\nDescription=gpuprov node firewall: inbound SSH only\nDefaultDependencies=no
+Wants=network-pre.target\nAfter=nftables.service netfilter-persistent.service
+Before=network-pre.target k3s.service\n[Service]\nType=oneshot\nRemainAfterExit=yes
+ExecStart=/bin/sh %s\n[Install]\nWantedBy=sysinit.target\nRequiredBy=k3s.service\n' "$FW_SCRIPT" |
+    write_if_changed "$ROOT$FW_UNIT" 0644 && changed=1
+  FW_STATE="ssh-only ($tool)"
+  if [[ "$changed" == 0 ]] && timeout 60 systemctl is-active --quiet gpuprov-firewall; then
+    log "node firewall unchanged: $FW_STATE"
+    return 0
+  fi
+  if ! { timeout 120 systemctl daemon-reload && timeout 120 systemctl enable gpuprov-firewall >>"$LOG_PATH" 2>&1 &&
+    timeout 120 systemctl restart gpuprov-firewall 9>&-; }; then
+    fail "the node firewall did not apply; look at 'journalctl -u gpuprov-firewall'"
+  fi
+  log "node firewall applied: $FW_STATE"
+}
+
 # k3s_inputs_fingerprint: sha256 over everything k3s reads only at start.
 k3s_inputs_fingerprint() {
   {
@@ -814,6 +863,10 @@ main() {
   STARTED_AT="$NOW"
   step gpu-detect
   detect_gpu
+  if [[ -n "$NODE_FIREWALL" ]]; then
+    step firewall
+    node_firewall
+  fi
   step k3s-binary
   ensure_k3s_binary
   if [[ "$GPU_CONFIGURED" == true ]]; then
