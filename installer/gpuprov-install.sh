@@ -780,7 +780,8 @@ done
 EOF
 }
 
-# node_firewall: that script, and a unit running it at boot before k3s (which requires it).
+# node_firewall: that script, and a unit running it at boot before k3s (which requires it);
+# applied unless both are unchanged, the unit active and the rules there.
 node_firewall() {
   local tool=nft changed=1
   command -v nft >/dev/null || tool=iptables
@@ -793,7 +794,8 @@ Before=network-pre.target k3s.service\n[Service]\nType=oneshot\nRemainAfterExit=
 ExecStart=/bin/sh %s\n[Install]\nWantedBy=sysinit.target\nRequiredBy=k3s.service\n' "$FW_SCRIPT" |
     write_if_changed "$ROOT$FW_UNIT" 0644 && changed=1
   FW_STATE="ssh-only ($tool)"
-  if [[ "$changed" == 0 ]] && timeout 60 systemctl is-active --quiet gpuprov-firewall; then
+  if [[ "$changed" == 0 ]] && timeout 60 systemctl is-active --quiet gpuprov-firewall &&
+    if [[ "$tool" == nft ]]; then nft list table inet gpuprov; else iptables -w -t mangle -C PREROUTING -j GPUPROV; fi >/dev/null 2>&1; then
     log "node firewall unchanged: $FW_STATE"
     return 0
   fi

@@ -222,5 +222,83 @@ TEST_F(EmulatorDockerTest, PrimeIntellectPodPublishesSshOnARemappedPort) {
   EXPECT_FALSE(engine_.InspectContainer(cid));
 }
 
+// Prime Intellect has no firewall API (every port allowed, PortSet::All()): whatever the node
+// listens on is reachable at its address, as on the real cloud, so only the node's own firewall
+// can close the Kubernetes ports. The gate delivers through the container's network namespace,
+// so rules there (as gpuprov's installer writes them on tunnel-access clouds) do close them.
+TEST_F(EmulatorDockerTest, PrimeIntellectForwardsEveryListeningPortUntilTheNodeFirewallDropsIt) {
+  Reply k = Call(pi_, "POST", "/ssh_keys/",
+                 R"({"name":"t","publicKey":")" + std::string(kPublicKey) + "\"}", kPiKey);
+  ASSERT_EQ(k.status, 200);
+  Reply c = Call(pi_, "POST", "/pods/",
+                 R"({"pod":{"name":"emu-docker-open","cloudId":"1L40S.20V","gpuType":"L40S_48GB","gpuCount":1,"socket":"PCIe"},"provider":{"type":"datacrunch"}})",
+                 kPiKey);
+  ASSERT_EQ(c.status, 200) << c.body;
+  const std::string id = c.Json()->getValue<std::string>("id");
+  std::string conn;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        JsonObject p = Call(pi_, "GET", "/pods/" + id, "", kPiKey).Json();
+        auto s = GetString(p, "sshConnection");
+        if (auto a = GetArray(p, "sshConnection"); a && a->size() && !a->isNull(0)) {
+          s = a->getElement<std::string>(0);
+        }
+        if (!s) return false;
+        conn = *s;
+        return true;
+      },
+      60s));
+  const size_t at = conn.find('@'), p = conn.find(" -p ");
+  ASSERT_NE(p, std::string::npos) << conn;
+  const std::string ip = conn.substr(at + 1, p - at - 1);
+  const int ssh_port = std::stoi(conn.substr(p + 4));
+  EXPECT_EQ(ReachablePorts(control_, "primeintellect", "emu-docker-open"), "1-65535");
+  ASSERT_TRUE(WaitFor([&] { return Greeting(ip, ssh_port).rfind("SSH-2.0-", 0) == 0; }, 60s));
+  const std::string cid = ContainerOf("primeintellect", "emu-docker-open");
+  ASSERT_FALSE(cid.empty());
+
+  // k3s's API, its ingress and the kubelet, listening on the node's address (not the wildcard:
+  // the test VM's metadata fixture holds 169.254.169.254:80).
+  Exec(cid,
+       "a=$(ip -4 -o addr show dev eth0 | awk '{ sub(\"/.*\", \"\", $4); print $4 }'); "
+       "setsid python3 -c \"import socket, sys, threading\n"
+       "def serve(p):\n"
+       "  s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+       "  s.bind((sys.argv[1], p)); s.listen(8)\n"
+       "  while True:\n    c, _ = s.accept(); c.sendall(b'port-%d' % p); c.close()\n"
+       "for p in (6443, 80, 443, 10250):\n  threading.Thread(target=serve, args=(p,)).start()\n\" "
+       "\"$a\" >/dev/null 2>&1 < /dev/null &");
+  for (int port : {6443, 80, 443, 10250}) {
+    EXPECT_TRUE(WaitFor([&] { return Greeting(ip, port) == "port-" + std::to_string(port); }, 30s))
+        << ip << ":" << port << " is not reachable although the node listens there and the cloud "
+        << "has no firewall";
+  }
+
+  // The node drops new inbound connections but SSH: the same ports go silent, SSH still answers.
+  const auto nft = Exec(cid,
+                        "nft -f - <<'EOF'\n"
+                        "table inet emu_test {\n"
+                        "  chain inbound {\n"
+                        "    type filter hook prerouting priority mangle; policy accept;\n"
+                        "    iif lo accept\n"
+                        "    ct state established,related accept\n"
+                        "    tcp dport 22 accept\n"
+                        "    drop\n"
+                        "  }\n"
+                        "}\n"
+                        "EOF\n");
+  ASSERT_EQ(nft.exit_code, 0) << nft.out << nft.err;
+  for (int port : {6443, 80, 443, 10250}) {
+    EXPECT_EQ(Greeting(ip, port), "") << ip << ":" << port << " passes the node's firewall";
+  }
+  EXPECT_EQ(Greeting(ip, ssh_port).rfind("SSH-2.0-", 0), 0u);
+  EXPECT_EQ(Exec(cid, "python3 -c \"import socket, sys; s = socket.create_connection((sys.argv[1], "
+                      "6443)); print(s.recv(16).decode())\" $(ip -4 -o addr show dev eth0 | awk "
+                      "'{ sub(\"/.*\", \"\", $4); print $4 }')")
+                .out,
+            "port-6443\n")
+      << "the node reaches its own address (over lo)";
+}
+
 }  // namespace
 }  // namespace gpuprov::emulator
