@@ -770,7 +770,7 @@ for t in iptables ip6tables; do
   m="$t -w -t mangle"
   if [ "$1" = stop ]; then $m -D PREROUTING -j GPUPROV && $m -F GPUPROV && $m -X GPUPROV; continue; fi
   i=icmp c='-s 10.42.0.0/16,10.43.0.0/16'
-  [ $t = iptables ] || i=ipv6-icmp c='-i lo'
+  [ $t = iptables ] || i=ipv6-icmp c='-i lo' # IPv6: no pod CIDRs (never an empty match)
   { echo '*mangle'; echo ':GPUPROV - [0:0]'
     for r in '-i lo' '-i cni0' '-i flannel.1' "$c" '-m conntrack --ctstate ESTABLISHED,RELATED' "-p $i" \
       '-p tcp --dport 22' '-p udp -m multiport --dports 68,546'; do echo "-A GPUPROV $r -j RETURN"; done
