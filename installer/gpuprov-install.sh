@@ -97,8 +97,7 @@ options:
   --tls-san NAME          extra certificate name or address (repeatable)
   --k3s-version TAG       k3s release (default $K3S_PINNED_VERSION)
   --k3s-sha256 HEX        sha256 of the k3s asset for that version and arch (any but the pinned)
-  --k3s-download-url URL  release base URL (default https://github.com/k3s-io/k3s/releases/download;
-                          the asset is URL/<tag, + as %2B>/k3s or k3s-arm64)
+  --k3s-download-url URL  release base URL, a mirror of GitHub's (asset URL/<tag>/k3s or k3s-arm64)
   --status-file PATH      status marker (default $STATUS_FILE)
   --log-file PATH         log (default $LOG_FILE)
   --lock-file PATH        host-wide lock (default $LOCK_FILE)
@@ -739,8 +738,7 @@ write_device_plugin() {
   fi
 }
 
-# render_firewall nft|iptables: drops new inbound connections before DNAT but SSH, ICMP, DHCP,
-# loopback, CNI, pod/service CIDRs (atomic nft -f, else iptables-restore). `stop` removes them.
+# render_firewall nft|iptables: the node firewall script (installer/README.md, Node firewall).
 render_firewall() {
   printf '#!/bin/sh\n# Written by gpuprov-install.sh --node-firewall ssh-only\n'
   if [[ "$1" == nft ]]; then
@@ -770,7 +768,7 @@ for t in iptables ip6tables; do
   m="$t -w -t mangle"
   if [ "$1" = stop ]; then $m -D PREROUTING -j GPUPROV && $m -F GPUPROV && $m -X GPUPROV; continue; fi
   i=icmp c='-s 10.42.0.0/16,10.43.0.0/16'
-  [ $t = iptables ] || i=ipv6-icmp c='-i lo' # IPv6: no pod CIDRs (never an empty match)
+  [ $t = iptables ] || i=ipv6-icmp c='-i lo' # IPv6: no pod CIDRs
   { echo '*mangle'; echo ':GPUPROV - [0:0]'
     for r in '-i lo' '-i cni0' '-i flannel.1' "$c" '-m conntrack --ctstate ESTABLISHED,RELATED' "-p $i" \
       '-p tcp --dport 22' '-p udp -m multiport --dports 68,546'; do echo "-A GPUPROV $r -j RETURN"; done
@@ -780,8 +778,7 @@ done
 EOF
 }
 
-# node_firewall: that script, and a unit running it at boot before k3s (which requires it);
-# applied unless both are unchanged, the unit active and the rules there.
+# node_firewall: that script and its boot unit, applied unless unchanged and in force.
 node_firewall() {
   local tool=nft changed=1
   command -v nft >/dev/null || tool=iptables
