@@ -178,7 +178,7 @@ container_of() {
   use_emulator docker
   # 20000 bytes: the plain installer does not fit, the compressed form does.
   settings 120 'startup_script_limit = 20000'
-  fault '{"cloud":"verda","fault":"k3s_faults","value":"slow-start 25"}'
+  fault '{"cloud":"verda","fault":"k3s_faults","value":"slow-start 15"}'
   "$GPUPROV" -v provision --name vd-run --cloud verda >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
   local pid=$! _ rc=0
   for _ in $(seq 1 300); do
