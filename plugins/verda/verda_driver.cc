@@ -223,10 +223,11 @@ VerdaDriver::ObjectPtr VerdaDriver::InstanceById(const std::string& id) {
 VerdaDriver::ObjectPtr VerdaDriver::Resolve(const ObjectPtr& request) {
   const kit::VmRef ref = kit::RequireIdOrName(request);
   if (!ref.id.empty()) {
-    ObjectPtr in = InstanceById(ref.id);
-    if (in && IsManaged(in) && !IsGoneStatus(json::Str(in, "status"))) return in;
-    if (in && !IsManaged(in)) return nullptr;  // never touch what gpuprov did not make
-    if (in) return nullptr;
+    // The id decides when Verda knows it: gone or going, or not gpuprov's (never touched),
+    // is nothing; an unknown id falls back to the name.
+    if (ObjectPtr in = InstanceById(ref.id)) {
+      return IsManaged(in) && !IsGoneStatus(json::Str(in, "status")) ? in : nullptr;
+    }
   }
   return ref.name.empty() ? nullptr : FindByName(ref.name);
 }
