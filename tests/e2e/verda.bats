@@ -157,6 +157,9 @@ container_of() {
   run "$GPUPROV" provision --name vd-fw --cloud verda --gpus H100:1
   echo "$output"
   [ "$status" -eq 0 ]
+  # gpuprov's own validation said so (the firewall branch's check), and this machine agrees.
+  [[ "$output" == *"the API is closed at"* ]]
+  [[ "$(field vd-fw probe.api_at_public_address)" == closed* ]]
   local ip kc="$GPUPROV_HOME/kube/vd-fw.yaml" port
   ip=$(field vd-fw public_ip)
   run ! timeout 5 bash -c "exec 3<>/dev/tcp/$ip/6443"
