@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "error.h"
+#include "installer_bundle.h"
 #include "node_shell.h"
 
 namespace gpuprov {
@@ -317,7 +318,7 @@ TEST(NodeProbe, ParsesTheBootTraceAndTheTimeSinceBoot) {
   EXPECT_EQ(Startup("", "free", "", 5).boot_trace, "");
   EXPECT_EQ(DescribeNodeProbe(Startup("", "free", "", 5)).count("boot_script"), 0u);
   // Everything is still one command.
-  for (const char* part : {"boot-script.status", "ps -o etimes= -p 1"}) {
+  for (const char* part : {kNodeBootTracePath, "ps -o etimes= -p 1"}) {
     EXPECT_NE(NodeProbeCommand().find(part), std::string::npos) << part;
   }
 }
