@@ -235,8 +235,28 @@ VerdaDriver::ObjectPtr VerdaDriver::Resolve(const ObjectPtr& request) {
 std::map<std::string, std::vector<std::string>> VerdaDriver::Availability(const std::string& location) {
   std::vector<std::pair<std::string, std::string>> q = {{"isSpot", "false"}};
   if (!location.empty()) q.emplace_back("locationCode", location);
-  Answer a = Call("GET", "/instance-availability" + kit::QueryString(q), "list availability");
-  return ParseAvailability(ArrayOf(a, "list availability"));
+  Answer a = Call("GET", "/instance-availability" + kit::QueryString(q), "list availability", "",
+                  {400, 404});
+  std::map<std::string, std::vector<std::string>> stock;
+  if (a.status < 300) stock = ParseAvailability(ArrayOf(a, "list availability"));
+  if (a.status >= 300 || (!location.empty() && stock.count(location) == 0)) {
+    // A location Verda does not have (a typo in --region or location): say which it has.
+    std::vector<std::string> codes;
+    Array::Ptr all = ArrayOf(Call("GET", "/locations", "list locations"), "list locations");
+    for (size_t i = 0; i < all->size(); ++i) codes.push_back(json::Str(json::ObjAt(all, i), "code"));
+    if (location.empty() || std::find(codes.begin(), codes.end(), location) != codes.end()) {
+      if (a.status >= 300) {
+        throw DriverError(StatusOf(a.status, a.error), "list availability: Verda answered HTTP " +
+                                                           std::to_string(a.status) + " (" +
+                                                           a.error.Text() + ")");
+      }
+      return stock;  // a known location that answered nothing: no stock there
+    }
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "Verda has no location " + location + " (--region, or location in "
+                      "[clouds.verda]); its locations: " + Join(codes));
+  }
+  return stock;
 }
 
 // --- keys and scripts ----------------------------------------------------------------------

@@ -307,6 +307,19 @@ TEST_F(VerdaEmulatorTest, AGpuVerdaDoesNotRentIsRefusedBeforeAnyCreate) {
   ExpectNothingLeft();
 }
 
+TEST_F(VerdaEmulatorTest, AnUnknownLocationIsRefusedNamingTheLocations) {
+  Driver driver(Config());
+  OpResult o = driver.Offers(R"({"gpu":{"type":"H100","count":1},"region":"FIN-99"})");
+  EXPECT_EQ(o.status, GPUPROV_STATUS_INVALID_INPUT) << o;
+  EXPECT_TRUE(Contains(o.error, "no location FIN-99")) << o.error;
+  EXPECT_TRUE(Contains(o.error, "FIN-01, FIN-02, FIN-03, ICE-01")) << o.error;
+  emulator_->ClearRequests();
+  OpResult c = driver.Create(CreateRequest("vd-loc", "H100", kScript, "FIN-99"));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c;
+  EXPECT_EQ(emulator_->CountRequests("POST"), 0);  // no key, script or instance made
+  ExpectNothingLeft();
+}
+
 TEST_F(VerdaEmulatorTest, LifecycleWithTheStartupScriptObject) {
   Driver driver(Config());
   OpResult c = driver.Create(CreateRequest("vd-life"));
