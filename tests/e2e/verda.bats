@@ -4,9 +4,9 @@
 #   runs at first boot as root (a systemd unit, not cloud-init); the probe decides from the
 #   installer's marker and the script's own trace, never from `cloud-init status`; tunnel access
 #   (no firewall API): kubectl through `gpuprov tunnel`; down removes the VM, its script and key.
-#   Each decision row on this route: installed at boot, still running, failed (the boot
-#   installer killed), never ran (a reused VM made without the script), a GPU that appeared
-#   later; both boot-script forms (plain, compressed).
+#   Each decision row on this route: installed at boot, still running, failed (its k3s start
+#   killed), died (the boot installer killed), never ran (a reused VM made without the
+#   script), a GPU that appeared later; both boot-script forms (plain, compressed).
 # - memory backend: the faults (capacity, no_capacity after the create, 429/503 bursts, an
 #   expired token, wrong credentials, a GPU Verda does not rent) and a killed run re-run, each
 #   with nothing left: the emulator's counts of instances, scripts and keys back at zero.
@@ -177,36 +177,59 @@ container_of() {
   expect_verda_clean
 }
 
-@test "verda decision: a boot install still running is waited for; killed, it is pushed over SSH (compressed form)" {
-  use_emulator docker
-  # 20000 bytes: the plain installer does not fit, the compressed form does.
-  settings 120 'startup_script_limit = 20000'
+# boot_install_interrupted NAME PATTERN: provisions NAME with Kubernetes while k3s starts slowly,
+# waits until the probe has seen the boot install running (still-running row: it waits), then
+# heals the k3s fault and SIGKILLs the node's processes matching PATTERN. The provision goes on;
+# its -v output is in $output, its exit status in $rc.
+boot_install_interrupted() {
+  local name=$1 pattern=$2 pid _
   fault '{"cloud":"verda","fault":"k3s_faults","value":"slow-start 15"}'
-  "$GPUPROV" -v provision --name vd-run --cloud verda >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
-  local pid=$! _ rc=0
+  "$GPUPROV" -v provision --name "$name" --cloud verda >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
+  pid=$!
   for _ in $(seq 1 300); do
     grep -q "probe: wait: the boot install is running (k3s-start)" "$BATS_TEST_TMPDIR/out" && break
     sleep 0.2
   done
   grep -q "probe: wait: the boot install is running (k3s-start)" "$BATS_TEST_TMPDIR/out"
-  # The boot installer dies mid-step (as on a reboot): its marker still says running, the lock
-  # is free, the trace records the kill.
-  # ([g]: the pattern does not match this shell's own command line.)
-  docker exec "$(container_of vd-run)" sh -c 'rm -f /etc/gpuprov-testvm/k3s-faults; pkill -KILL -f "[g]puprov-install.sh"'
+  docker exec "$(container_of "$name")" sh -c "rm -f /etc/gpuprov-testvm/k3s-faults; pkill -KILL -f '$pattern'"
+  rc=0
   wait "$pid" || rc=$?
   output=$(cat "$BATS_TEST_TMPDIR/out")
   echo "$output"
+}
+
+@test "verda decision: a boot install still running is waited for; failed, it is pushed over SSH (compressed form)" {
+  use_emulator docker
+  # 20000 bytes: the plain installer does not fit, the compressed form does.
+  settings 120 'startup_script_limit = 20000'
+  # `systemctl start k3s` dies under the installer: it fails its k3s-start step and says so in
+  # its marker; the trace records the script's exit status. ([s]: the pattern does not match
+  # the shell that runs pkill.)
+  boot_install_interrupted vd-fail '[s]ystemctl start k3s'
   [ "$rc" -eq 0 ]
   [[ "$output" == *"boot script "*" of 20000 bytes"* ]]
-  [[ "$(script_of vd-run)" == *"base64 -d"* ]]
-  [[ "$output" == *"the boot install stopped in step k3s-start: installing over SSH"* ]]
+  [[ "$(script_of vd-fail)" == *"base64 -d"* ]]
+  [[ "$output" == *"probe: push-installer: the boot install failed at step k3s-start: systemctl start k3s did not succeed"* ]]
   [ "$(round_trips "$output" "push installer")" -eq 1 ]
   [[ "$output" != *"cloud-init"* ]]
-  [ "$(field vd-run route)" = ssh ]
-  [ "$(field vd-run probe.pushed_over_ssh)" = yes ]
-  run "$GPUPROV" ssh vd-run -- cat /var/lib/gpuprov/boot-script.status
+  [ "$(field vd-fail route)" = ssh ]
+  [ "$(field vd-fail probe.pushed_over_ssh)" = yes ]
+  run "$GPUPROV" ssh vd-fail -- cat /var/lib/gpuprov/boot-script.status
+  [[ "$output" == *"exit 1"* ]]
+  "$GPUPROV" down vd-fail
+  expect_verda_clean
+}
+
+@test "verda decision: a boot install that died (marker still running, lock free) is pushed over SSH" {
+  use_emulator docker
+  # The installer itself is killed (as on a reboot): its marker still says running.
+  boot_install_interrupted vd-died '[g]puprov-install.sh'
+  [ "$rc" -eq 0 ]
+  [[ "$output" == *"the boot install stopped in step k3s-start: installing over SSH"* ]]
+  [ "$(round_trips "$output" "push installer")" -eq 1 ]
+  run "$GPUPROV" ssh vd-died -- cat /var/lib/gpuprov/boot-script.status
   [[ "$output" == *"exit 137"* ]]
-  "$GPUPROV" down vd-run
+  "$GPUPROV" down vd-died
   expect_verda_clean
 }
 
