@@ -39,7 +39,8 @@ Poco::Dynamic::Var ParseAny(const std::string& text) {
 
 std::vector<std::string> StringsOf(const Array::Ptr& a) {
   std::vector<std::string> out;
-  for (size_t i = 0; a && i < a->size(); ++i) out.push_back(a->get(static_cast<unsigned>(i)).toString());
+  for (size_t i = 0; a && i < a->size(); ++i)
+    out.push_back(a->get(static_cast<unsigned>(i)).toString());
   return out;
 }
 
@@ -62,9 +63,9 @@ VerdaDriver::VerdaDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host)
   if (default_image_.empty()) default_image_ = kDefaultImage;
   const long long limit = json::Int(config_, "startup_script_limit", kDefaultScriptLimit);
   if (limit < 1024) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      "startup_script_limit in [clouds.verda] is " + std::to_string(limit) +
-                          ": use at least 1024 (bytes)");
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "startup_script_limit in [clouds.verda] is " +
+                                                        std::to_string(limit) +
+                                                        ": use at least 1024 (bytes)");
   }
   script_limit_ = static_cast<size_t>(limit);
   os_volume_gb_ = static_cast<int>(json::Int(config_, "os_volume_gb", 100));
@@ -74,8 +75,9 @@ VerdaDriver::VerdaDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host)
   try {
     http_ = std::make_unique<kit::HttpClient>(endpoint_, kit::RetryPolicyFrom(config_), host_);
   } catch (const kit::HttpError& e) {
-    kit::ThrowHttpError(e, "the Verda endpoint (GPUPROV_VERDA_ENDPOINT or endpoint in "
-                           "[clouds.verda])");
+    kit::ThrowHttpError(e,
+                        "the Verda endpoint (GPUPROV_VERDA_ENDPOINT or endpoint in "
+                        "[clouds.verda])");
   }
 }
 
@@ -85,7 +87,8 @@ const ClientCredentials& VerdaDriver::Credentials() {
   if (!credentials_) {
     credentials_ = ResolveCredentials(config_);
     if (!credentials_) {
-      throw DriverError(GPUPROV_STATUS_AUTH, "no Verda API credentials found: " + CredentialsHint());
+      throw DriverError(GPUPROV_STATUS_AUTH,
+                        "no Verda API credentials found: " + CredentialsHint());
     }
     host_.Debug("client credentials from " + credentials_->origin);
   }
@@ -104,9 +107,9 @@ const std::string& VerdaDriver::Token(bool renew) {
   try {
     resp = http_->Send(req);
   } catch (const kit::HttpError& e) {
-    kit::ThrowHttpError(e, "get a Verda access token at " + endpoint_,
-                        e.last_response().body.empty() ? ""
-                                                       : ParseApiError(e.last_response().body).Text());
+    kit::ThrowHttpError(
+        e, "get a Verda access token at " + endpoint_,
+        e.last_response().body.empty() ? "" : ParseApiError(e.last_response().body).Text());
   }
   if (resp.status < 200 || resp.status >= 300) {
     const ApiError err = ParseApiError(resp.body);
@@ -140,10 +143,9 @@ VerdaDriver::Answer VerdaDriver::Call(const std::string& method, const std::stri
     try {
       resp = http_->Send(req);
     } catch (const kit::HttpError& e) {
-      kit::ThrowHttpError(e, what + ": Verda API at " + endpoint_,
-                          e.last_response().body.empty()
-                              ? ""
-                              : ParseApiError(e.last_response().body).Text());
+      kit::ThrowHttpError(
+          e, what + ": Verda API at " + endpoint_,
+          e.last_response().body.empty() ? "" : ParseApiError(e.last_response().body).Text());
     }
     // An expired or revoked token: one new token, then the call once more (section 8).
     if (resp.status != 401 || renewed) break;
@@ -160,13 +162,14 @@ VerdaDriver::Answer VerdaDriver::Call(const std::string& method, const std::stri
       std::string text = what + ": Verda answered HTTP " + std::to_string(resp.status) + " (" +
                          a.error.Text() + ")";
       if (st == GPUPROV_STATUS_AUTH) {
-        text += " for the client credentials from " + Credentials().origin + "; " +
-                CredentialsHint();
+        text +=
+            " for the client credentials from " + Credentials().origin + "; " + CredentialsHint();
       } else if (st == GPUPROV_STATUS_QUOTA) {
         text += "; add funds or ask Verda support to raise the project's limits";
       } else if (st == GPUPROV_STATUS_CAPACITY) {
-        text += "; Verda has no capacity for this type there now: try another location or GPU "
-                "(--region, --gpus), or later";
+        text +=
+            "; Verda has no capacity for this type there now: try another location or GPU "
+            "(--region, --gpus), or later";
       }
       throw DriverError(st, text);
     }
@@ -232,7 +235,8 @@ VerdaDriver::ObjectPtr VerdaDriver::Resolve(const ObjectPtr& request) {
   return ref.name.empty() ? nullptr : FindByName(ref.name);
 }
 
-std::map<std::string, std::vector<std::string>> VerdaDriver::Availability(const std::string& location) {
+std::map<std::string, std::vector<std::string>> VerdaDriver::Availability(
+    const std::string& location) {
   std::vector<std::pair<std::string, std::string>> q = {{"isSpot", "false"}};
   if (!location.empty()) q.emplace_back("locationCode", location);
   Answer a = Call("GET", "/instance-availability" + kit::QueryString(q), "list availability", "",
@@ -243,7 +247,8 @@ std::map<std::string, std::vector<std::string>> VerdaDriver::Availability(const 
     // A location Verda does not have (a typo in --region or location): say which it has.
     std::vector<std::string> codes;
     Array::Ptr all = ArrayOf(Call("GET", "/locations", "list locations"), "list locations");
-    for (size_t i = 0; i < all->size(); ++i) codes.push_back(json::Str(json::ObjAt(all, i), "code"));
+    for (size_t i = 0; i < all->size(); ++i)
+      codes.push_back(json::Str(json::ObjAt(all, i), "code"));
     if (location.empty() || std::find(codes.begin(), codes.end(), location) != codes.end()) {
       if (a.status >= 300) {
         throw DriverError(StatusOf(a.status, a.error), "list availability: Verda answered HTTP " +
@@ -252,9 +257,10 @@ std::map<std::string, std::vector<std::string>> VerdaDriver::Availability(const 
       }
       return stock;  // a known location that answered nothing: no stock there
     }
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      "Verda has no location " + location + " (--region, or location in "
-                      "[clouds.verda]); its locations: " + Join(codes));
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "Verda has no location " + location +
+                                                        " (--region, or location in "
+                                                        "[clouds.verda]); its locations: " +
+                                                        Join(codes));
   }
   return stock;
 }
@@ -283,7 +289,8 @@ VerdaDriver::SshKey VerdaDriver::EnsureSshKey(const std::string& public_key) {
   host_.Progress("registering SSH key " + name);
   Answer a = Call("POST", "/sshkeys", "register SSH key " + name, json::Stringify(body));
   const std::string id = IdOfCreateAnswer(a.body);
-  if (id.empty()) throw DriverError(GPUPROV_STATUS_FAILED, "register SSH key: no key id in the answer");
+  if (id.empty())
+    throw DriverError(GPUPROV_STATUS_FAILED, "register SSH key: no key id in the answer");
   return {id, name};
 }
 
@@ -300,14 +307,16 @@ void VerdaDriver::DeleteUnusedKeys(const std::vector<std::string>& key_ids,
     const std::string id = json::Str(k, "id");
     const std::string name = json::Str(k, "name");
     if (name.rfind(kResourcePrefix, 0) != 0 || used.count(id)) continue;  // a user's key stays
-    if (!key_ids.empty() && std::find(key_ids.begin(), key_ids.end(), id) == key_ids.end()) continue;
+    if (!key_ids.empty() && std::find(key_ids.begin(), key_ids.end(), id) == key_ids.end())
+      continue;
     host_.Progress("deleting SSH key " + name + " (no gpuprov VM uses it)");
     Call("DELETE", "/sshkeys/" + Encode(id), "delete SSH key " + name, "", {404});
   }
 }
 
 std::vector<std::string> VerdaDriver::ScriptIds(const std::string& vm_name) {
-  Array::Ptr scripts = ArrayOf(Call("GET", "/scripts", "list startup scripts"), "list startup scripts");
+  Array::Ptr scripts =
+      ArrayOf(Call("GET", "/scripts", "list startup scripts"), "list startup scripts");
   std::vector<std::string> ids;
   for (size_t i = 0; i < scripts->size(); ++i) {
     ObjectPtr s = json::ObjAt(scripts, i);
@@ -327,7 +336,8 @@ std::string VerdaDriver::CreateScript(const std::string& vm_name, const std::str
   Answer a = Call("POST", "/scripts", "create startup script " + ScriptName(vm_name),
                   json::Stringify(body));
   const std::string id = IdOfCreateAnswer(a.body);
-  if (id.empty()) throw DriverError(GPUPROV_STATUS_FAILED, "create startup script: no id in the answer");
+  if (id.empty())
+    throw DriverError(GPUPROV_STATUS_FAILED, "create startup script: no id in the answer");
   return id;
 }
 
@@ -350,12 +360,13 @@ std::string VerdaDriver::Launch(const std::string& name, const std::string& body
       Answer a = Call("POST", "/instances", what, body, {500, 502, 503, 504}, /*idempotent=*/false);
       if (a.status < 500) {
         const std::string id = IdOfCreateAnswer(a.body);
-        if (id.empty()) throw DriverError(GPUPROV_STATUS_FAILED, what + ": the answer has no instance id");
+        if (id.empty())
+          throw DriverError(GPUPROV_STATUS_FAILED, what + ": the answer has no instance id");
         return id;
       }
-      failure.emplace(GPUPROV_STATUS_TRANSIENT, what + ": Verda answered HTTP " +
-                                                    std::to_string(a.status) + " (" +
-                                                    a.error.Text() + ")");
+      failure.emplace(
+          GPUPROV_STATUS_TRANSIENT,
+          what + ": Verda answered HTTP " + std::to_string(a.status) + " (" + a.error.Text() + ")");
     } catch (const DriverError& e) {
       if (e.status() != GPUPROV_STATUS_TRANSIENT) throw;
       failure.emplace(e);
@@ -385,18 +396,19 @@ VerdaDriver::ObjectPtr VerdaDriver::WaitPlaced(const std::string& id, const std:
     host_.Progress("instance " + name + " could not be placed (no_capacity): deleting it");
     DeleteInstance(id, name);
     throw DriverError(GPUPROV_STATUS_CAPACITY,
-                      "create instance " + name + ": Verda accepted it but could not place it "
-                      "(status no_capacity); try another location or GPU (--region, --gpus), "
-                      "or later");
+                      "create instance " + name +
+                          ": Verda accepted it but could not place it "
+                          "(status no_capacity); try another location or GPU (--region, --gpus), "
+                          "or later");
   }
   return in;
 }
 
 std::string VerdaDriver::Create(const std::string& request_json) {
-  const auto [request, name, user_data] = kit::ParseCreateRequest(
-      request_json, kVmNameRules, script_limit_, "Verda", "startup script");
-  const std::string public_key = kit::RequiredSshPublicKey(
-      request, "Verda installs the instance's registered keys for root");
+  const auto [request, name, user_data] =
+      kit::ParseCreateRequest(request_json, kVmNameRules, script_limit_, "Verda", "startup script");
+  const std::string public_key =
+      kit::RequiredSshPublicKey(request, "Verda installs the instance's registered keys for root");
   KeyName(public_key);  // validates the key line before any call
   std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request);
   std::string type = json::Str(request, "instance_type");
@@ -404,8 +416,8 @@ std::string VerdaDriver::Create(const std::string& request_json) {
   std::vector<std::string> candidates;
   if (gpu) {
     std::optional<TypeGpus> named = type.empty() ? std::nullopt : GpusOfTypeName(type);
-    const bool same = named && CanonicalGpu(gpu->type) == named->gpu_type &&
-                      named->gpu_count == gpu->count;
+    const bool same =
+        named && CanonicalGpu(gpu->type) == named->gpu_type && named->gpu_count == gpu->count;
     if (same) {
       candidates.push_back(type);
     } else {
@@ -546,7 +558,8 @@ VerdaDriver::ObjectPtr VerdaDriver::VmJson(const ObjectPtr& in) const {
   Object::Ptr tags = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   if (Array::Ptr t = json::Arr(in, "tags")) {
     for (size_t i = 0; i < t->size(); ++i) {
-      if (ObjectPtr one = json::ObjAt(t, i)) tags->set(json::Str(one, "key"), json::Str(one, "value"));
+      if (ObjectPtr one = json::ObjAt(t, i))
+        tags->set(json::Str(one, "key"), json::Str(one, "value"));
     }
   }
   vm->set("tags", tags);
@@ -581,8 +594,8 @@ std::string VerdaDriver::Offers(const std::string& request_json) {
   }
   // Prices from the live type list; a listed type the table lacks counts when its name reads
   // as the request (the set changes).
-  Array::Ptr types = ArrayOf(Call("GET", "/instance-types", "list instance types"),
-                             "list instance types");
+  Array::Ptr types =
+      ArrayOf(Call("GET", "/instance-types", "list instance types"), "list instance types");
   std::map<std::string, double> price;
   for (size_t i = 0; i < types->size(); ++i) {
     ObjectPtr t = json::ObjAt(types, i);
@@ -607,8 +620,8 @@ std::string VerdaDriver::Offers(const std::string& request_json) {
     if (!location.empty() && loc != location) continue;
     for (const auto& t : in_stock) {
       if (!wanted(t)) continue;
-      offers->add(kit::OfferJson({t, gpu ? canonical : "", count, loc,
-                                  price.count(t) ? price[t] : 0.0, ""}));
+      offers->add(kit::OfferJson(
+          {t, gpu ? canonical : "", count, loc, price.count(t) ? price[t] : 0.0, ""}));
     }
   }
   const std::string what = gpu ? canonical + ":" + std::to_string(count) : "a CPU instance";
@@ -658,19 +671,22 @@ bool VerdaDriver::DeleteInstance(const std::string& id, const std::string& name)
     }
     if (a.status == 404) return false;
     switch (ClassifyActionMessage(message)) {
-      case ActionOutcome::kDone: return true;
-      case ActionOutcome::kGone: return false;
+      case ActionOutcome::kDone:
+        return true;
+      case ActionOutcome::kGone:
+        return false;
       case ActionOutcome::kFailed:
         throw DriverError(a.status >= 400 ? StatusOf(a.status, a.error) : GPUPROV_STATUS_FAILED,
                           what + ": Verda answered " + message);
-      case ActionOutcome::kNotYet: break;
+      case ActionOutcome::kNotYet:
+        break;
     }
     // "Can't discontinue a provisioning instance": Verda takes the delete once it is placed.
     if (Clock::now() - start >= delete_wait_) {
-      throw DriverError(GPUPROV_STATUS_TRANSIENT,
-                        what + ": still not deletable after " +
-                            std::to_string(delete_wait_.count()) + " s (" + message +
-                            "); run `gpuprov down " + name + "` again later");
+      throw DriverError(GPUPROV_STATUS_TRANSIENT, what + ": still not deletable after " +
+                                                      std::to_string(delete_wait_.count()) +
+                                                      " s (" + message + "); run `gpuprov down " +
+                                                      name + "` again later");
     }
     host_.Progress(what + ": " + message + "; retrying");
     kit::SleepOrCancel(host_, poll_interval_, what);
@@ -703,16 +719,23 @@ std::string VerdaDriver::Delete(const std::string& request_json) {
 
 // The keys of [clouds.verda] this driver reads (ABI 1.1: gpuprov refuses others).
 constexpr gpuprov_type_config_key kVerdaConfigKeys[] = {
-    gpuprov::sdk::StringKey("location", "the location code used when provision names no region (e.g. FIN-01)"),
-    gpuprov::sdk::StringKey("image", "the OS image type (default ubuntu-24.04-cuda-12.8-open-docker)"),
+    gpuprov::sdk::StringKey("location",
+                            "the location code used when provision names no region (e.g. FIN-01)"),
+    gpuprov::sdk::StringKey("image",
+                            "the OS image type (default ubuntu-24.04-cuda-12.8-open-docker)"),
     gpuprov::sdk::StringKey("client_id_env", "the environment variable that holds the client id"),
-    gpuprov::sdk::StringKey("client_secret_env", "the environment variable that holds the client secret"),
-    gpuprov::sdk::StringKey("credentials_file", "the verda CLI's credentials file (~/.verda/credentials)"),
+    gpuprov::sdk::StringKey("client_secret_env",
+                            "the environment variable that holds the client secret"),
+    gpuprov::sdk::StringKey("credentials_file",
+                            "the verda CLI's credentials file (~/.verda/credentials)"),
     gpuprov::sdk::StringKey("profile", "the profile (section) of the credentials file (default)"),
     gpuprov::sdk::IntegerKey("startup_script_limit", "bytes of startup script sent (65536)"),
-    gpuprov::sdk::IntegerKey("os_volume_gb", "OS volume size when provision gives no --disk-gb (100)"),
-    gpuprov::sdk::IntegerKey("delete_wait_seconds", "how long down waits for a deletable instance (600)"),
-    gpuprov::sdk::IntegerKey("placement_wait_seconds", "how long create waits for the instance to be placed (120)"),
+    gpuprov::sdk::IntegerKey("os_volume_gb",
+                             "OS volume size when provision gives no --disk-gb (100)"),
+    gpuprov::sdk::IntegerKey("delete_wait_seconds",
+                             "how long down waits for a deletable instance (600)"),
+    gpuprov::sdk::IntegerKey("placement_wait_seconds",
+                             "how long create waits for the instance to be placed (120)"),
     gpuprov::sdk::IntegerKey("poll_interval_ms", "how often to poll while waiting (5000)"),
 };
 

@@ -37,9 +37,8 @@ class VerdaDriver {
       "Verda Cloud (formerly DataCrunch) GPU instances: instances, startup scripts, SSH keys";
   /// A startup-script cloud without a firewall API (section 5): the host puts the installer in
   /// the startup script and reaches the API through an SSH tunnel.
-  static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE |
-                                            GPUPROV_CAP_BOOT_STARTUP_SCRIPT |
-                                            GPUPROV_CAP_HOSTS_KUBERNETES;
+  static constexpr uint64_t kCapabilities =
+      GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_STARTUP_SCRIPT | GPUPROV_CAP_HOSTS_KUBERNETES;
 
   explicit VerdaDriver(const gpuprov::sdk::InitContext& ctx);
 

@@ -285,7 +285,8 @@ TEST_F(VerdaEmulatorTest, OffersComeFromAvailabilityPerLocation) {
   r = driver.Offers(R"({"gpu":{"type":"L40S","count":1},"region":""})");
   ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
   EXPECT_EQ(r.Doc()->getArray("offers")->size(), 0u) << r.json;
-  EXPECT_TRUE(Contains(driver.host().All(), "no capacity now for 1L40S.20V")) << driver.host().All();
+  EXPECT_TRUE(Contains(driver.host().All(), "no capacity now for 1L40S.20V"))
+      << driver.host().All();
   r = driver.Offers(R"({"gpu":null,"region":"ICE-01"})");
   ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
   ASSERT_EQ(r.Doc()->getArray("offers")->size(), 1u) << r.json;
@@ -456,8 +457,9 @@ TEST_F(VerdaEmulatorTest, QuotaAndFundsAreQuota) {
 
 TEST_F(VerdaEmulatorTest, A5xxAfterTheCreateHappenedFindsItByName) {
   Driver driver(Config());
-  emulator_->Fault("server_error",
-                   R"(,"status":503,"value":"after_create","method":"POST","path":"/v1/instances")");
+  emulator_->Fault(
+      "server_error",
+      R"(,"status":503,"value":"after_create","method":"POST","path":"/v1/instances")");
   OpResult c = driver.Create(CreateRequest("vd-5xx"));
   ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c << "\n" << driver.host().All();
   EXPECT_TRUE(Contains(driver.host().All(), "created although Verda's answer failed"));
@@ -479,8 +481,7 @@ TEST_F(VerdaEmulatorTest, ThrottlingAnd503BurstsAreRetried) {
 }
 
 TEST_F(VerdaEmulatorTest, ASameNamedInstanceGpuprovDidNotMakeIsNeverAdopted) {
-  emulator_->Settings(
-      R"("seed_instances":[{"hostname":"vd-foreign","description":"my own box"}])");
+  emulator_->Settings(R"("seed_instances":[{"hostname":"vd-foreign","description":"my own box"}])");
   Driver driver(Config());
   OpResult c = driver.Create(CreateRequest("vd-foreign"));
   EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c;
@@ -508,8 +509,8 @@ TEST_F(VerdaEmulatorTest, AnEarlierRunsInstanceIsFoundByItsDescription) {
 }
 
 TEST_F(VerdaEmulatorTest, AScriptAKilledRunLeftIsReplacedAndDownRemovesItWithoutAnInstance) {
-  HttpReply left = emulator_->Api("POST", "/scripts",
-                                  R"({"name":"gpuprov-vd-stale","script":"#!/bin/bash\necho old\n"})");
+  HttpReply left = emulator_->Api(
+      "POST", "/scripts", R"({"name":"gpuprov-vd-stale","script":"#!/bin/bash\necho old\n"})");
   ASSERT_LT(left.status, 300) << left.body;
   Driver driver(Config());
   // down of a VM whose create died before the instance: the script goes.
@@ -531,7 +532,8 @@ TEST_F(VerdaEmulatorTest, AScriptAKilledRunLeftIsReplacedAndDownRemovesItWithout
 TEST_F(VerdaEmulatorTest, AScriptOverTheLimitIsRefusedBeforeAnyCall) {
   Driver driver(Config(R"(,"startup_script_limit":2048)"));
   emulator_->ClearRequests();
-  OpResult c = driver.Create(CreateRequest("vd-big", "H100", "#!/bin/bash\n" + std::string(3000, '#')));
+  OpResult c =
+      driver.Create(CreateRequest("vd-big", "H100", "#!/bin/bash\n" + std::string(3000, '#')));
   EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c;
   EXPECT_TRUE(Contains(c.error, "startup script")) << c.error;
   EXPECT_TRUE(emulator_->Requests().empty());

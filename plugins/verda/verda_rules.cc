@@ -33,8 +33,8 @@ constexpr std::array<drivers::CloudCode, 7> kCodes = {{
     {"service_unavailable", GPUPROV_STATUS_TRANSIENT},
 }};
 // Capacity and quota are said in prose (section 8).
-constexpr std::array<std::string_view, 3> kCapacityWords = {"not enough resources",
-                                                            "no capacity", "out of stock"};
+constexpr std::array<std::string_view, 3> kCapacityWords = {"not enough resources", "no capacity",
+                                                            "out of stock"};
 constexpr std::array<std::string_view, 2> kQuotaWords = {"quota", "limit exceeded"};
 
 std::string Normalize(const std::string& s) {
@@ -46,7 +46,8 @@ std::string Normalize(const std::string& s) {
   return out;
 }
 
-std::optional<ClientCredentials> FromEnvPair(const std::string& id_var, const std::string& secret_var) {
+std::optional<ClientCredentials> FromEnvPair(const std::string& id_var,
+                                             const std::string& secret_var) {
   std::optional<drivers::Credential> id = drivers::CredentialFromEnv({id_var});
   std::optional<drivers::Credential> secret = drivers::CredentialFromEnv({secret_var});
   if (!id || !secret) return std::nullopt;
@@ -163,8 +164,9 @@ VmState StateOf(const std::string& s, bool has_ip) {
     return {"stopped", "Verda status " + s};
   }
   if (s == "no_capacity") {
-    return {"error", "Verda could not place the instance (no_capacity): try another location "
-                     "or GPU, or later"};
+    return {"error",
+            "Verda could not place the instance (no_capacity): try another location "
+            "or GPU, or later"};
   }
   if (s == "error" || s == "installation_failed") return {"error", "Verda status " + s};
   if (IsGoneStatus(s)) return {"terminated", s};
@@ -181,13 +183,26 @@ bool IsUnplacedStatus(const std::string& s) { return s == "new" || s == "ordered
 
 std::optional<std::string> CanonicalGpu(const std::string& requested) {
   static const std::map<std::string, std::string> kAliases = {
-      {"H100", "H100"},         {"H10080GB", "H100"},     {"H100SXM", "H100"},
-      {"H100SXM5", "H100"},     {"H200", "H200"},         {"H200141GB", "H200"},
-      {"A100", "A100"},         {"A10080GB", "A100"},     {"A10040GB", "A100"},
-      {"A100SXM", "A100"},      {"A100SXM4", "A100"},     {"L40S", "L40S"},
-      {"A6000", "A6000"},       {"RTXA6000", "A6000"},    {"RTX6000ADA", "RTX6000ADA"},
-      {"RTX6000ADAGENERATION", "RTX6000ADA"},             {"RTXPRO6000", "RTXPRO6000"},
-      {"B200", "B200"},         {"B300", "B300"},         {"V100", "V100"},
+      {"H100", "H100"},
+      {"H10080GB", "H100"},
+      {"H100SXM", "H100"},
+      {"H100SXM5", "H100"},
+      {"H200", "H200"},
+      {"H200141GB", "H200"},
+      {"A100", "A100"},
+      {"A10080GB", "A100"},
+      {"A10040GB", "A100"},
+      {"A100SXM", "A100"},
+      {"A100SXM4", "A100"},
+      {"L40S", "L40S"},
+      {"A6000", "A6000"},
+      {"RTXA6000", "A6000"},
+      {"RTX6000ADA", "RTX6000ADA"},
+      {"RTX6000ADAGENERATION", "RTX6000ADA"},
+      {"RTXPRO6000", "RTXPRO6000"},
+      {"B200", "B200"},
+      {"B300", "B300"},
+      {"V100", "V100"},
       {"TESLAV100", "V100"},
   };
   auto it = kAliases.find(Normalize(requested));
@@ -369,8 +384,8 @@ std::string DeleteActionBody(const std::string& id) {
 
 ActionOutcome ClassifyActionMessage(const std::string& message) {
   if (message.empty()) return ActionOutcome::kDone;
-  constexpr std::array<std::string_view, 3> kGone = {
-      "invalid instance id", "discontinue a discontinued", "not found"};
+  constexpr std::array<std::string_view, 3> kGone = {"invalid instance id",
+                                                     "discontinue a discontinued", "not found"};
   constexpr std::array<std::string_view, 2> kNotYet = {"discontinue a provisioning",
                                                        "discontinue a new"};
   if (drivers::MentionsAny(message, kGone)) return ActionOutcome::kGone;

@@ -23,8 +23,8 @@
 
 namespace gpuprov::verda {
 
-inline constexpr const char* kDefaultEndpoint = "https://api.verda.com/v1";  // section 2
-inline constexpr const char* kSshUser = "root";                              // section 9
+inline constexpr const char* kDefaultEndpoint = "https://api.verda.com/v1";         // section 2
+inline constexpr const char* kSshUser = "root";                                     // section 9
 inline constexpr const char* kDefaultImage = "ubuntu-24.04-cuda-12.8-open-docker";  // section 9
 /// The startup script's size limit is UNCONFIRMED (section 4); gpuprov's own choice, which the
 /// config key startup_script_limit changes. The host sends the plain installer when it fits,

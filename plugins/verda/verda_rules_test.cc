@@ -131,8 +131,11 @@ TEST(VerdaErrors, EnvelopeAndStatuses) {
   EXPECT_EQ(StatusOf(400, e), GPUPROV_STATUS_CAPACITY);
   EXPECT_EQ(StatusOf(400, ParseApiError(R"({"code":"invalid_request","message":"bad image"})")),
             GPUPROV_STATUS_INVALID_INPUT);
-  EXPECT_EQ(StatusOf(400, ParseApiError(R"({"code":"forbidden_action","message":"Instance quota limit exceeded"})")),
-            GPUPROV_STATUS_QUOTA);
+  EXPECT_EQ(
+      StatusOf(400,
+               ParseApiError(
+                   R"({"code":"forbidden_action","message":"Instance quota limit exceeded"})")),
+      GPUPROV_STATUS_QUOTA);
   EXPECT_EQ(StatusOf(402, ParseApiError(R"({"code":"insufficient_funds","message":"x"})")),
             GPUPROV_STATUS_QUOTA);
   EXPECT_EQ(StatusOf(401, ParseApiError(R"({"code":"unauthorized_request","message":"x"})")),
@@ -215,9 +218,11 @@ TEST(VerdaTypes, NamesReadAsTheirGpus) {
 
 TEST(VerdaTypes, Availability) {
   Poco::JSON::Parser parser;
-  auto a = parser.parse(R"([{"location_code":"FIN-01","availabilities":["1H100.80S.30V","CPU.4V.16G"]},
+  auto a =
+      parser
+          .parse(R"([{"location_code":"FIN-01","availabilities":["1H100.80S.30V","CPU.4V.16G"]},
                            {"location_code":"ICE-01","availabilities":[]}])")
-               .extract<Poco::JSON::Array::Ptr>();
+          .extract<Poco::JSON::Array::Ptr>();
   auto m = ParseAvailability(a);
   ASSERT_EQ(m.size(), 2u);
   EXPECT_EQ(m["FIN-01"], (std::vector<std::string>{"1H100.80S.30V", "CPU.4V.16G"}));
@@ -228,7 +233,8 @@ TEST(VerdaNames, ScriptKeyDescriptionTags) {
   EXPECT_EQ(ScriptName("demo"), "gpuprov-demo");
   const std::string k = KeyName(kKey);
   EXPECT_EQ(k.size(), std::string("gpuprov-").size() + 16);
-  EXPECT_EQ(k, KeyName(std::string(kKey).substr(0, std::string(kKey).rfind(' '))));  // comment ignored
+  EXPECT_EQ(k,
+            KeyName(std::string(kKey).substr(0, std::string(kKey).rfind(' '))));  // comment ignored
   EXPECT_THROW(KeyName("not a key"), gpuprov::sdk::DriverError);
   Object::Ptr in = new Object();
   in->set("hostname", "demo");
@@ -259,8 +265,10 @@ TEST(VerdaAnswers, CreateIdsAndActions) {
   EXPECT_TRUE(body->getValue<bool>("delete_permanently"));
   EXPECT_EQ(ClassifyActionMessage(""), ActionOutcome::kDone);
   EXPECT_EQ(ClassifyActionMessage("Invalid instance id"), ActionOutcome::kGone);
-  EXPECT_EQ(ClassifyActionMessage("Can't discontinue a discontinued instance"), ActionOutcome::kGone);
-  EXPECT_EQ(ClassifyActionMessage("Can't discontinue a provisioning instance"), ActionOutcome::kNotYet);
+  EXPECT_EQ(ClassifyActionMessage("Can't discontinue a discontinued instance"),
+            ActionOutcome::kGone);
+  EXPECT_EQ(ClassifyActionMessage("Can't discontinue a provisioning instance"),
+            ActionOutcome::kNotYet);
   EXPECT_EQ(ClassifyActionMessage("something else"), ActionOutcome::kFailed);
 }
 
