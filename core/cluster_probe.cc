@@ -277,6 +277,28 @@ namespace {
 
 std::string Seconds(std::chrono::seconds s) { return std::to_string(s.count()) + "s"; }
 
+/// A boot install that failed by its own marker, on either boot route: the marker says
+/// failed, or "running" with the lock free (the run died), or cannot be read with the lock
+/// free. nullopt otherwise.
+std::optional<ClusterDecision> FailedBootInstall(const NodeProbe& p) {
+  if (!p.marker_present) return std::nullopt;
+  if (p.marker_result == "failed") {
+    std::string why = "the boot install failed";
+    if (!p.marker_failed_step.empty()) why += " at step " + p.marker_failed_step;
+    if (!p.marker_message.empty()) why += ": " + p.marker_message;
+    return ClusterDecision{ClusterAction::kPushInstaller, why};
+  }
+  if (p.installer_running) return std::nullopt;
+  if (p.marker_result == "running") {
+    return ClusterDecision{ClusterAction::kPushInstaller,
+                           "the boot install stopped in step " + p.marker_phase};
+  }
+  if (p.marker_result == "unreadable") {
+    return ClusterDecision{ClusterAction::kPushInstaller, "the install status marker is unreadable"};
+  }
+  return std::nullopt;
+}
+
 /// The startup-script route once nothing is installed (design.md section 3's rows without
 /// cloud-init; `cloud-init status` is not read: the startup script is not cloud-init's run).
 /// What tells, in order:
@@ -292,21 +314,13 @@ std::string Seconds(std::chrono::seconds s) { return std::to_string(s.count()) +
 ///     line is indistinguishable from one that never ran, and is said so.
 ClusterDecision DecideStartupScript(const NodeProbe& p, std::chrono::seconds waited,
                                     std::chrono::seconds wait_limit) {
-  const bool running = p.installer_running;
-  if (p.marker_present && (p.marker_result == "failed" || (p.marker_result == "running" && !running))) {
-    std::string why = "the boot install failed";
-    if (!p.marker_failed_step.empty()) why += " at step " + p.marker_failed_step;
-    if (!p.marker_message.empty()) why += ": " + p.marker_message;
-    if (p.marker_result == "running") why = "the boot install stopped in step " + p.marker_phase;
-    return {ClusterAction::kPushInstaller, why};
-  }
-  if (p.marker_present && p.marker_result == "unreadable" && !running) {
-    return {ClusterAction::kPushInstaller, "the install status marker is unreadable"};
-  }
+  if (std::optional<ClusterDecision> failed = FailedBootInstall(p)) return *failed;
   const bool over = waited >= wait_limit;
-  if (running) {
-    if (!over) return {ClusterAction::kWait, "the boot install is running (" + p.marker_phase + ")"};
-    return {ClusterAction::kPushInstaller, "the boot install is still running after " + Seconds(wait_limit)};
+  const ClusterDecision still_running = {
+      ClusterAction::kPushInstaller, "the boot install is still running after " + Seconds(wait_limit)};
+  if (p.installer_running) {
+    if (over) return still_running;
+    return {ClusterAction::kWait, "the boot install is running (" + p.marker_phase + ")"};
   }
   if (p.boot_trace == "exited") {
     if (p.boot_trace_exit != 0) {
@@ -318,16 +332,16 @@ ClusterDecision DecideStartupScript(const NodeProbe& p, std::chrono::seconds wai
             "the startup script ended without installing (no status marker)"};
   }
   if (p.boot_trace == "started") {
-    if (!over) return {ClusterAction::kWait, "the startup script is running"};
-    return {ClusterAction::kPushInstaller, "the boot install is still running after " + Seconds(wait_limit)};
+    if (over) return still_running;
+    return {ClusterAction::kWait, "the startup script is running"};
   }
   const std::chrono::seconds window = std::min(kStartupScriptStartWindow, wait_limit);
   const bool young = p.booted_seconds && std::chrono::seconds(*p.booted_seconds) < window;
   if (!over && (young || (!p.booted_seconds && waited < window))) {
     return {ClusterAction::kWait, "the startup script has not started yet"};
   }
-  const std::string after =
-      p.booted_seconds ? std::to_string(*p.booted_seconds) + "s after boot" : "after " + Seconds(waited);
+  const std::string after = p.booted_seconds ? std::to_string(*p.booted_seconds) + "s after boot"
+                                             : "after " + Seconds(waited);
   return {ClusterAction::kPushInstaller,
           "the boot install never ran (no trace of the startup script " + after +
               ": it did not run, or failed before its first line)"};
@@ -371,18 +385,7 @@ ClusterDecision DecideClusterAction(const NodeProbe& p, BootRoute route,
   // Boot route through cloud-init.
   const bool boot_pending = running || p.cloud_init == "running" ||
                             p.cloud_init == "not started" || p.cloud_init == "not run";
-  const bool boot_failed = p.marker_present && (p.marker_result == "failed" ||
-                                                (p.marker_result == "running" && !running));
-  if (boot_failed) {
-    std::string why = "the boot install failed";
-    if (!p.marker_failed_step.empty()) why += " at step " + p.marker_failed_step;
-    if (!p.marker_message.empty()) why += ": " + p.marker_message;
-    if (p.marker_result == "running") why = "the boot install stopped in step " + p.marker_phase;
-    return {ClusterAction::kPushInstaller, why};
-  }
-  if (p.marker_present && p.marker_result == "unreadable" && !running) {
-    return {ClusterAction::kPushInstaller, "the install status marker is unreadable"};
-  }
+  if (std::optional<ClusterDecision> failed = FailedBootInstall(p)) return *failed;
   if (boot_pending) {
     if (waited < wait_limit) {
       return {ClusterAction::kWait, running ? "the boot install is running (" + p.marker_phase + ")"
