@@ -160,7 +160,8 @@ std::string CannotHostFix(const std::string& vm) {
          "[clouds.primeintellect] lists them; see its driver README)";
 }
 
-std::string FixFor(const std::string& failing, const std::string& vm, const std::string& boot_log) {
+std::string FixFor(const std::string& failing, const std::string& vm,
+                   const std::string& boot_log) {
   if (failing.rfind("nvidia.com/gpu", 0) == 0) {
     return "look at the device plugin: `gpuprov ssh " + vm +
            " -- sudo k3s kubectl -n kube-system logs ds/nvidia-device-plugin-daemonset`; " +
@@ -185,7 +186,8 @@ ClusterPlan PlanCluster(std::uint64_t capabilities, std::size_t user_data_limit,
   // A cloud that runs user data through cloud-init is asked through cloud-init; a startup
   // script alone leaves its own trace.
   plan.startup_script = (capabilities & GPUPROV_CAP_BOOT_CLOUD_INIT) == 0;
-  std::optional<BootScript> script = MakeBootScript(boot_args, user_data_limit, plan.startup_script);
+  std::optional<BootScript> script =
+      MakeBootScript(boot_args, user_data_limit, plan.startup_script);
   if (!script) {
     plan.note = "the installer does not fit in this cloud's " + std::to_string(user_data_limit) +
                 "-byte boot script, even compressed: installing over SSH instead";
@@ -255,8 +257,8 @@ class ClusterBringUp {
                                       : "installing k3s over SSH");
     for (;;) {
       NodeProbe probe = RunNodeProbe(shell_);
-      ClusterDecision d = DecideClusterAction(probe, pushed ? BootRoute::kNone : BootRouteOf(in_.plan),
-                                              Since(start), in_.boot_install_wait,
+      const BootRoute route = pushed ? BootRoute::kNone : BootRouteOf(in_.plan);
+      ClusterDecision d = DecideClusterAction(probe, route, Since(start), in_.boot_install_wait,
                                               InstallerVersion());
       rec_.probe = DescribeNodeProbe(probe);
       rec_.probe["decision"] = std::string(ToString(d.action)) + ": " + d.reason;

@@ -297,7 +297,8 @@ NodeProbe Startup(const std::string& marker, const std::string& lock, const std:
 }
 
 ClusterDecision Script(const NodeProbe& p, int waited = 0, int limit = 900) {
-  return DecideClusterAction(p, BootRoute::kStartupScript, seconds(waited), seconds(limit), "0.1.0");
+  return DecideClusterAction(p, BootRoute::kStartupScript, seconds(waited), seconds(limit),
+                             "0.1.0");
 }
 
 constexpr const char* kStarted = "started 2026-12-03T12:00:00Z";
