@@ -43,7 +43,9 @@ JsonArray ArrayOf(const Reply& r) {
   }
 }
 
-std::string Code(const Reply& r) { return GetString(r.Json(), "code").value_or("(none: " + r.body + ")"); }
+std::string Code(const Reply& r) {
+  return GetString(r.Json(), "code").value_or("(none: " + r.body + ")");
+}
 std::string Message(const Reply& r) { return GetString(r.Json(), "message").value_or(""); }
 
 class VerdaApiTest : public ::testing::Test {
@@ -633,7 +635,8 @@ TEST_F(VerdaApiTest, FaultF_DuplicateHostnamesFromAnEarlierRun) {
       {"hostname":"gpuprov-dup","status":"running","age_seconds":900},
       {"hostname":"gpuprov-dup","status":"error","age_seconds":600}]})");
   // And a create whose answer was lost (5xx after the instance was made).
-  Fault(R"({"cloud":"verda","fault":"server_error","value":"after_create","method":"POST","path":"/v1/instances"})");
+  Fault(R"({"cloud":"verda","fault":"server_error","value":"after_create","method":"POST",
+             "path":"/v1/instances"})");
   Reply lost = V("POST", "/instances", CreateBody("gpuprov-dup"));
   EXPECT_EQ(lost.status, 500);
   const std::string made = Create("gpuprov-dup");
@@ -651,7 +654,8 @@ TEST_F(VerdaApiTest, FaultF_DuplicateHostnamesFromAnEarlierRun) {
   EXPECT_LT(created[0], created[3]);
   EXPECT_TRUE(statuses.count("error"));
   EXPECT_EQ(Count("backend_instances"), 3);  // the error leftover is only a record
-  Reply bad = Control("POST", "/settings", R"({"cloud":"verda","seed_instances":[{"status":"running"}]})");
+  Reply bad =
+      Control("POST", "/settings", R"({"cloud":"verda","seed_instances":[{"status":"running"}]})");
   EXPECT_EQ(bad.status, 400);
   EXPECT_NE(bad.body.find("hostname"), std::string::npos) << bad.body;
 }
