@@ -183,7 +183,7 @@ container_of() {
 # its -v output is in $output, its exit status in $rc.
 boot_install_interrupted() {
   local name=$1 pattern=$2 pid _
-  fault '{"cloud":"verda","fault":"k3s_faults","value":"slow-start 15"}'
+  fault '{"cloud":"verda","fault":"k3s_faults","value":"slow-start 20"}'
   "$GPUPROV" -v provision --name "$name" --cloud verda >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
   pid=$!
   for _ in $(seq 1 300); do
