@@ -6,7 +6,8 @@
 #   (no firewall API): kubectl through `gpuprov tunnel`; down removes the VM, its script and key.
 #   Each decision row on this route: installed at boot, still running, failed (its k3s start
 #   killed), died (the boot installer killed), never ran (a reused VM made without the
-#   script), a GPU that appeared later; both boot-script forms (plain, compressed).
+#   script; a script that fails before its first line), a GPU that appeared later; both
+#   boot-script forms (plain, compressed).
 # - memory backend: the faults (capacity, no_capacity after the create, 429/503 bursts, an
 #   expired token, wrong credentials, a GPU Verda does not rent) and a killed run re-run, each
 #   with nothing left: the emulator's counts of instances, scripts and keys back at zero.
@@ -248,6 +249,22 @@ boot_install_interrupted() {
   [ "$(round_trips "$output" "push installer")" -eq 1 ]
   [ "$(count verda scripts)" -eq 0 ]
   "$GPUPROV" down vd-nr
+  expect_verda_clean
+}
+
+@test "verda decision: a startup script that fails before its first line reads as never ran and is pushed" {
+  use_emulator docker
+  settings 8
+  # The emulated cloud runs the script with "exit 1" put right after its #! line.
+  fault '{"cloud":"verda","fault":"boot_script_fails"}'
+  run "$GPUPROV" -v provision --name vd-sf --cloud verda
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"the boot install never ran (no trace of the startup script"*"failed before its first line)"* ]]
+  [ "$(round_trips "$output" "push installer")" -eq 1 ]
+  run "$GPUPROV" ssh vd-sf -- cat /var/log/verda-startup-script.log
+  [[ "$output" == *"injected boot script failure"* ]]
+  "$GPUPROV" down vd-sf
   expect_verda_clean
 }
 
