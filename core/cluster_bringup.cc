@@ -39,9 +39,9 @@ std::string LastLine(const std::string& text) {
 }
 
 /// The hint every cluster failure carries: how to look, how to retry, how to remove.
-std::string LookHint(const std::string& vm) {
+std::string LookHint(const std::string& vm, const std::string& boot_log) {
   return "the VM is kept. Look: `gpuprov ssh " + vm + " -- sudo tail -n 50 " + kNodeInstallLog +
-         "` (boot log: " + kNodeBootLog + "); retry: the same `gpuprov provision`; remove: "
+         "` (boot log: " + boot_log + "); retry: the same `gpuprov provision`; remove: "
          "`gpuprov down " + vm + "`";
 }
 
@@ -160,17 +160,19 @@ std::string CannotHostFix(const std::string& vm) {
          "[clouds.primeintellect] lists them; see its driver README)";
 }
 
-std::string FixFor(const std::string& failing, const std::string& vm) {
+std::string FixFor(const std::string& failing, const std::string& vm,
+                   const std::string& boot_log) {
   if (failing.rfind("nvidia.com/gpu", 0) == 0) {
     return "look at the device plugin: `gpuprov ssh " + vm +
            " -- sudo k3s kubectl -n kube-system logs ds/nvidia-device-plugin-daemonset`; " +
-           LookHint(vm);
+           LookHint(vm, boot_log);
   }
   if (failing.rfind("CoreDNS", 0) == 0) {
     return "look: `gpuprov ssh " + vm + " -- sudo k3s kubectl -n kube-system get pods`; " +
-           LookHint(vm);
+           LookHint(vm, boot_log);
   }
-  return "look: `gpuprov ssh " + vm + " -- sudo journalctl -u k3s -n 50`; " + LookHint(vm);
+  return "look: `gpuprov ssh " + vm + " -- sudo journalctl -u k3s -n 50`; " +
+         LookHint(vm, boot_log);
 }
 
 }  // namespace
@@ -183,7 +185,10 @@ ClusterPlan PlanCluster(std::uint64_t capabilities, std::size_t user_data_limit,
   if (!boot) return plan;
   InstallerArgs args = boot_args;
   args.node_firewall = NodeFirewallFor(plan);
-  std::optional<BootScript> script = MakeBootScript(args, user_data_limit);
+  // A cloud that runs user data through cloud-init is asked through cloud-init; a startup
+  // script alone leaves its own trace.
+  plan.startup_script = (capabilities & GPUPROV_CAP_BOOT_CLOUD_INIT) == 0;
+  std::optional<BootScript> script = MakeBootScript(args, user_data_limit, plan.startup_script);
   if (!script) {
     plan.note = "the installer does not fit in this cloud's " + std::to_string(user_data_limit) +
                 "-byte boot script, even compressed: installing over SSH instead";
@@ -208,7 +213,12 @@ namespace {
 class ClusterBringUp {
  public:
   ClusterBringUp(NodeShell& shell, const ClusterInputs& in, VmRecord& rec)
-      : shell_(shell), in_(in), rec_(rec), vm_(in.vm_name), console_(Console::Get()) {}
+      : shell_(shell),
+        in_(in),
+        rec_(rec),
+        vm_(in.vm_name),
+        boot_log_(BootLogOf(in.plan)),
+        console_(Console::Get()) {}
 
   ClusterResult Run() {
     // The route as planned; Install and a SAN re-run change it to what actually ran.
@@ -258,8 +268,9 @@ class ClusterBringUp {
                                       : "installing k3s over SSH");
     for (;;) {
       NodeProbe probe = RunNodeProbe(shell_);
-      ClusterDecision d = DecideClusterAction(probe, in_.plan.boot_route && !pushed, Since(start),
-                                              in_.boot_install_wait, InstallerVersion());
+      const BootRoute route = pushed ? BootRoute::kNone : BootRouteOf(in_.plan);
+      ClusterDecision d = DecideClusterAction(probe, route, Since(start), in_.boot_install_wait,
+                                              InstallerVersion());
       rec_.probe = DescribeNodeProbe(probe);
       rec_.probe["decision"] = std::string(ToString(d.action)) + ": " + d.reason;
       if (pushed) rec_.probe["pushed_over_ssh"] = "yes";
@@ -275,7 +286,7 @@ class ClusterBringUp {
       if (pushed) {
         throw Error("k3s is not running on " + vm_ + " after the installer ran over SSH: " +
                         d.reason,
-                    LookHint(vm_));
+                    LookHint(vm_, boot_log_));
       }
       if (in_.plan.boot_route) {
         console_.Note(d.reason + ": installing over SSH");
@@ -308,7 +319,7 @@ class ClusterBringUp {
       const std::string with = args.public_ip.empty() ? "" : " with --public-ip " + args.public_ip;
       throw Error("the k3s installer failed on " + vm_ + with + " (exit " +
                       std::to_string(r.exit_status) + "): " + LastLine(r.stderr_text),
-                  LookHint(vm_));
+                  LookHint(vm_, boot_log_));
     }
   }
 
@@ -331,7 +342,7 @@ class ClusterBringUp {
       if (Since(start) >= in_.api_wait) {
         throw Error("cluster check failed on " + vm_ + " after " +
                         std::to_string(in_.api_wait.count()) + "s: " + failing,
-                    FixFor(failing, vm_));
+                    FixFor(failing, vm_, boot_log_));
       }
       console_.Progress(api_seen ? "validating: " + failing
                                  : "waiting for the Kubernetes API /readyz",
@@ -346,7 +357,7 @@ class ClusterBringUp {
     if (r.exit_status != 0) {
       throw Error("cannot read /etc/rancher/k3s/k3s.yaml on " + vm_ + ": " +
                       TrimSpace(r.stderr_text),
-                  LookHint(vm_));
+                  LookHint(vm_, boot_log_));
     }
     return ParseKubeconfig(r.stdout_text);
   }
@@ -377,7 +388,7 @@ class ClusterBringUp {
         throw Error("the API certificate of " + vm_ + " still does not cover " + host +
                         " after re-running the installer with --public-ip " + host +
                         " (it covers " + list + ")",
-                    LookHint(vm_));
+                    LookHint(vm_, boot_log_));
       }
       console_.Note("the API certificate does not cover " + host + " (it covers " + list +
                     "; the installer could not learn the public address): re-running the "
@@ -396,7 +407,7 @@ class ClusterBringUp {
     if (ready != 200) {
       throw Error("the Kubernetes API at " + where + " answers /readyz with HTTP " +
                       std::to_string(ready) + " to gpuprov's client certificate",
-                  LookHint(vm_));
+                  LookHint(vm_, boot_log_));
     }
     return "https://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
            std::to_string(in_.api_port);
@@ -416,7 +427,7 @@ class ClusterBringUp {
     if (ready.status != 200) {
       throw Error("the Kubernetes API through an SSH tunnel answers /readyz with HTTP " +
                       std::to_string(ready.status),
-                  LookHint(vm_));
+                  LookHint(vm_, boot_log_));
     }
     return "https://127.0.0.1:" + std::to_string(kTunnelLocalPort);
   }
@@ -426,6 +437,7 @@ class ClusterBringUp {
   VmRecord& rec_;
   std::string previous_route_, previous_route_reason_;  // the record's, before this run
   const std::string& vm_;
+  const std::string boot_log_;
   Console& console_;
 };
 
@@ -473,6 +485,16 @@ std::string CheckApiClosedAtPublicAddress(ApiReach& reach, const std::string& vm
                   kNodeInstallerPath + " --node-firewall ssh-only`, then re-run the same "
                   "`gpuprov provision`. The VM is kept and its API is exposed: `gpuprov down " +
                   vm + "` removes it");
+}
+
+BootRoute BootRouteOf(const ClusterPlan& plan) {
+  if (!plan.boot_route) return BootRoute::kNone;
+  return plan.startup_script ? BootRoute::kStartupScript : BootRoute::kCloudInit;
+}
+
+std::string BootLogOf(const ClusterPlan& plan) {
+  if (BootRouteOf(plan) != BootRoute::kStartupScript) return kNodeBootLog;
+  return std::string(kNodeBootTracePath) + " and the cloud's startup-script log";
 }
 
 std::string PlannedSshRouteReason(const ClusterPlan& plan) {

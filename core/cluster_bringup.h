@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster_probe.h"
 #include "installer_bundle.h"
 #include "ssh_client.h"
 #include "state_store.h"
@@ -27,6 +28,7 @@ inline constexpr int kApiPort = 6443;
 /// How the cluster is reached and installed, chosen before the VM is created.
 struct ClusterPlan {
   bool boot_route = false;   // the installer rides in the boot script (user data)
+  bool startup_script = false;  // ... run as the cloud's startup script, not by cloud-init
   bool direct = false;       // API at https://<public-ip>:6443; else an SSH tunnel
   std::string boot_script;   // the user data ("" on the SSH route)
   std::string note;          // why the SSH route was taken although the cloud runs boot scripts
@@ -78,6 +80,13 @@ ApiReach& ApiFromThisMachine();
 std::string CheckApiClosedAtPublicAddress(ApiReach& reach, const std::string& vm,
                                           const std::string& host, int port,
                                           const std::string& ca_pem);
+
+/// The route the probe's decision table follows for \a plan before anything was pushed.
+BootRoute BootRouteOf(const ClusterPlan& plan);
+
+/// Where a boot install's own output is on the node: cloud-init's output log, or on the
+/// startup-script route the script's trace (the cloud keeps the output where it does).
+std::string BootLogOf(const ClusterPlan& plan);
 
 /// What the record's route_reason says for the SSH route chosen by the plan.
 std::string PlannedSshRouteReason(const ClusterPlan& plan);

@@ -37,8 +37,25 @@ TEST(ClusterPlan, StartupScriptCloudsTakeTheBootRouteToo) {
                                   GPUPROV_CAP_BOOT_STARTUP_SCRIPT,
                               262144);
   EXPECT_TRUE(p.boot_route);
+  EXPECT_TRUE(p.startup_script);
   EXPECT_FALSE(p.direct);
   EXPECT_EQ(PortsToOpen(true, p), std::vector<int>{22});
+  // The startup script leaves its own trace (no cloud-init run to ask), and failures name it.
+  EXPECT_NE(p.boot_script.find("boot-script.status"), std::string::npos);
+  EXPECT_EQ(BootRouteOf(p), BootRoute::kStartupScript);
+  EXPECT_NE(BootLogOf(p).find(kNodeBootTracePath), std::string::npos);
+  // Too small for the plain form: compressed, traced too.
+  ClusterPlan small = PlanCluster(GPUPROV_CAP_BOOT_STARTUP_SCRIPT, 20000);
+  EXPECT_TRUE(small.boot_route);
+  EXPECT_NE(small.boot_script.find("base64 -d"), std::string::npos);
+  EXPECT_NE(small.boot_script.find("boot-script.status"), std::string::npos);
+  // Cloud-init clouds are asked through cloud-init, as before.
+  ClusterPlan ci = PlanCluster(kCloudInit, 65536);
+  EXPECT_FALSE(ci.startup_script);
+  EXPECT_EQ(BootRouteOf(ci), BootRoute::kCloudInit);
+  EXPECT_EQ(BootLogOf(ci), kNodeBootLog);
+  EXPECT_EQ(ci.boot_script.find("boot-script.status"), std::string::npos);
+  EXPECT_EQ(BootRouteOf(PlanCluster(0, 65536)), BootRoute::kNone);
 }
 
 TEST(ClusterPlan, NoBootScriptNoOpenPortsGivesSshRouteAndTunnel) {

@@ -3,6 +3,7 @@
 #include <Poco/JSON/Object.h>
 #include <Poco/JSON/Parser.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "error.h"
@@ -23,6 +24,9 @@ echo
 echo '@@lock@@'
 if [ -e /run/lock/gpuprov-install.lock ] && command -v flock >/dev/null 2>&1 &&
    ! flock -n /run/lock/gpuprov-install.lock true 2>/dev/null; then echo held; else echo free; fi
+echo '@@boot-trace@@'
+cat /var/lib/gpuprov/boot-script.status 2>/dev/null
+echo
 echo '@@cloud-init@@'
 if command -v cloud-init >/dev/null 2>&1; then
   out=$(timeout 20 cloud-init status --format json 2>/dev/null)
@@ -56,6 +60,7 @@ if [ -z "$virt" ] || [ "$virt" = none ]; then
 fi
 echo "container=${virt:-none}"
 echo "capeff=$(sed -n 's/^CapEff:[[:space:]]*//p' /proc/self/status 2>/dev/null)"
+echo "pid1_seconds=$(ps -o etimes= -p 1 2>/dev/null | tr -d ' ')"
 echo '@@end@@'
 )PROBE";
 
@@ -94,6 +99,25 @@ void ParseMarker(const std::string& text, NodeProbe& p) {
     // A marker being rewritten or damaged: treat it as unreadable (the installer rewrites it).
     p.marker_present = true;
     p.marker_result = "unreadable";
+  }
+}
+
+// The startup script's trace: "started <time>" and, once it ended, "exit <status>" (the last
+// of each kind counts: a script run again at a later boot writes "started" anew).
+void ParseBootTrace(const std::string& text, NodeProbe& p) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    line = TrimSpace(line);
+    if (line.rfind("started", 0) == 0) {
+      p.boot_trace = "started";
+    } else if (line.rfind("exit ", 0) == 0 && !p.boot_trace.empty()) {
+      try {
+        p.boot_trace_exit = std::stoi(line.substr(5));
+        p.boot_trace = "exited";
+      } catch (const std::exception&) {
+      }
+    }
   }
 }
 
@@ -148,6 +172,14 @@ void ParseInit(const std::string& text, NodeProbe& p) {
       p.systemd_booted = value == "yes";
     } else if (key == "container") {
       p.container = value;
+    } else if (key == "pid1_seconds" && !value.empty()) {
+      try {
+        size_t used = 0;
+        const long secs = std::stol(value, &used);
+        if (used == value.size() && secs >= 0) p.booted_seconds = secs;
+      } catch (const std::exception&) {
+        // Not a number: leave it unknown.
+      }
     } else if (key == "capeff" && !value.empty()) {
       try {
         size_t used = 0;
@@ -170,6 +202,7 @@ NodeProbe ParseNodeProbe(const std::string& output) {
   NodeProbe p;
   ParseMarker(s["marker"], p);
   p.installer_running = TrimSpace(s["lock"]) == "held";
+  ParseBootTrace(s["boot-trace"], p);
   ParseCloudInit(s["cloud-init"], p);
   p.k3s_unit = TrimSpace(s["k3s"]);
   std::istringstream gpus(s["gpu"]);
@@ -202,6 +235,10 @@ std::map<std::string, std::string> DescribeNodeProbe(const NodeProbe& p) {
                                  : "absent";
   m["installer_running"] = p.installer_running ? "yes" : "no";
   m["cloud_init"] = p.cloud_init;
+  if (!p.boot_trace.empty()) {
+    m["boot_script"] = p.boot_trace == "exited" ? "exit " + std::to_string(p.boot_trace_exit)
+                                                : p.boot_trace;
+  }
   m["k3s_unit"] = p.k3s_unit.empty() ? "unknown" : p.k3s_unit;
   m["gpu"] = p.gpu_present ? p.gpu_name + " x" + std::to_string(p.gpu_count) : "none";
   if (!p.pid1.empty()) m["pid1"] = p.pid1;
@@ -236,7 +273,83 @@ std::string CannotHostK3s(const NodeProbe& p) {
   return "";
 }
 
-ClusterDecision DecideClusterAction(const NodeProbe& p, bool boot_route,
+namespace {
+
+std::string Seconds(std::chrono::seconds s) { return std::to_string(s.count()) + "s"; }
+
+/// A boot install that failed by its own marker, on either boot route: the marker says
+/// failed, or "running" with the lock free (the run died), or cannot be read with the lock
+/// free. nullopt otherwise.
+std::optional<ClusterDecision> FailedBootInstall(const NodeProbe& p) {
+  if (!p.marker_present) return std::nullopt;
+  if (p.marker_result == "failed") {
+    std::string why = "the boot install failed";
+    if (!p.marker_failed_step.empty()) why += " at step " + p.marker_failed_step;
+    if (!p.marker_message.empty()) why += ": " + p.marker_message;
+    return ClusterDecision{ClusterAction::kPushInstaller, why};
+  }
+  if (p.installer_running) return std::nullopt;
+  if (p.marker_result == "running") {
+    return ClusterDecision{ClusterAction::kPushInstaller,
+                           "the boot install stopped in step " + p.marker_phase};
+  }
+  if (p.marker_result == "unreadable") {
+    return ClusterDecision{ClusterAction::kPushInstaller, "the install status marker is unreadable"};
+  }
+  return std::nullopt;
+}
+
+/// The startup-script route once nothing is installed (design.md section 3's rows without
+/// cloud-init; `cloud-init status` is not read: the startup script is not cloud-init's run).
+/// What tells, in order:
+///   - the installer holds its lock: still running (wait, up to the limit);
+///   - the marker says failed, or "running" with the lock free (the run died): failed (push);
+///   - the trace says the script ended with a non-zero status before any marker: failed
+///     (push), naming the status; ended with 0 and no marker: it ran, but not the installer;
+///   - the trace says started and not ended, no marker: the script is still writing the
+///     installer (wait, up to the limit);
+///   - no trace, no marker, no lock: not started yet while the node has been up less than
+///     the start window (kStartupScriptStartWindow, capped by the wait limit) and the wait
+///     is not over; after that it never ran (push). A script that fails before its first
+///     line is indistinguishable from one that never ran, and is said so.
+ClusterDecision DecideStartupScript(const NodeProbe& p, std::chrono::seconds waited,
+                                    std::chrono::seconds wait_limit) {
+  if (std::optional<ClusterDecision> failed = FailedBootInstall(p)) return *failed;
+  const bool over = waited >= wait_limit;
+  const ClusterDecision still_running = {
+      ClusterAction::kPushInstaller, "the boot install is still running after " + Seconds(wait_limit)};
+  if (p.installer_running) {
+    if (over) return still_running;
+    return {ClusterAction::kWait, "the boot install is running (" + p.marker_phase + ")"};
+  }
+  if (p.boot_trace == "exited") {
+    if (p.boot_trace_exit != 0) {
+      return {ClusterAction::kPushInstaller,
+              "the startup script failed (exit " + std::to_string(p.boot_trace_exit) +
+                  ") before the installer wrote its status"};
+    }
+    return {ClusterAction::kPushInstaller,
+            "the startup script ended without installing (no status marker)"};
+  }
+  if (p.boot_trace == "started") {
+    if (over) return still_running;
+    return {ClusterAction::kWait, "the startup script is running"};
+  }
+  const std::chrono::seconds window = std::min(kStartupScriptStartWindow, wait_limit);
+  const bool young = p.booted_seconds && std::chrono::seconds(*p.booted_seconds) < window;
+  if (!over && (young || (!p.booted_seconds && waited < window))) {
+    return {ClusterAction::kWait, "the startup script has not started yet"};
+  }
+  const std::string after = p.booted_seconds ? std::to_string(*p.booted_seconds) + "s after boot"
+                                             : "after " + Seconds(waited);
+  return {ClusterAction::kPushInstaller,
+          "the boot install never ran (no trace of the startup script " + after +
+              ": it did not run, or failed before its first line)"};
+}
+
+}  // namespace
+
+ClusterDecision DecideClusterAction(const NodeProbe& p, BootRoute route,
                                     std::chrono::seconds waited, std::chrono::seconds wait_limit,
                                     const std::string& installer_version) {
   // Nothing to wait for and nothing to push on a node that cannot run k3s at all.
@@ -263,26 +376,16 @@ ClusterDecision DecideClusterAction(const NodeProbe& p, bool boot_route,
     return {ClusterAction::kPushInstaller,
             "installed, but k3s is " + (p.k3s_unit.empty() ? "not running" : p.k3s_unit)};
   }
-  if (!boot_route) {
+  if (route == BootRoute::kNone) {
     // SSH route: the installer waits for any run in progress (host-wide lock) and is idempotent.
     return {ClusterAction::kPushInstaller,
             running ? "an install is running; the pushed run waits for it" : "not installed yet"};
   }
-  // Boot route.
+  if (route == BootRoute::kStartupScript) return DecideStartupScript(p, waited, wait_limit);
+  // Boot route through cloud-init.
   const bool boot_pending = running || p.cloud_init == "running" ||
                             p.cloud_init == "not started" || p.cloud_init == "not run";
-  const bool boot_failed = p.marker_present && (p.marker_result == "failed" ||
-                                                (p.marker_result == "running" && !running));
-  if (boot_failed) {
-    std::string why = "the boot install failed";
-    if (!p.marker_failed_step.empty()) why += " at step " + p.marker_failed_step;
-    if (!p.marker_message.empty()) why += ": " + p.marker_message;
-    if (p.marker_result == "running") why = "the boot install stopped in step " + p.marker_phase;
-    return {ClusterAction::kPushInstaller, why};
-  }
-  if (p.marker_present && p.marker_result == "unreadable" && !running) {
-    return {ClusterAction::kPushInstaller, "the install status marker is unreadable"};
-  }
+  if (std::optional<ClusterDecision> failed = FailedBootInstall(p)) return *failed;
   if (boot_pending) {
     if (waited < wait_limit) {
       return {ClusterAction::kWait, running ? "the boot install is running (" + p.marker_phase + ")"

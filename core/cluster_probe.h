@@ -1,7 +1,8 @@
 // The cluster probe: one SSH round trip that reads, on the node, the installer's status marker,
-// `cloud-init status --format json`, the k3s unit state, GPU presence and whether the node can
-// host k3s at all (systemd as PID 1, not an unprivileged container); and the decision table of
-// design.md section 3 that turns what it found into the next action.
+// the startup script's trace, `cloud-init status --format json`, the k3s unit state, GPU
+// presence and whether the node can host k3s at all (systemd as PID 1, not an unprivileged
+// container); and the decision table of design.md section 3 that turns what it found into the
+// next action.
 #pragma once
 
 #include <chrono>
@@ -27,6 +28,11 @@ struct NodeProbe {
   /// An installer run holds the host-wide lock right now.
   bool installer_running = false;
 
+  // The startup script's own trace (kNodeBootTracePath; only startup-script boot scripts
+  // write it): "" absent, "started" (running, or killed before its end), "exited".
+  std::string boot_trace;
+  int boot_trace_exit = 0;  // the exit status when boot_trace is "exited"
+
   // cloud-init: "absent" (not installed), or its status word: "not started" (older releases:
   // "not run"), "running", "done", "error", "disabled".
   std::string cloud_init = "absent";
@@ -45,6 +51,9 @@ struct NodeProbe {
   std::optional<bool> systemd_booted;  // /run/systemd/system exists (systemd's own sd_booted test)
   std::string container;               // "none" on a VM, else "docker", "lxc", "podman", ...
   std::optional<bool> cap_sys_admin;   // root on the node holds CAP_SYS_ADMIN (CapEff bit 21)
+  /// Seconds since PID 1 started: since boot on a VM, since the container started in a test VM
+  /// (where /proc/uptime would be the host's). nullopt when the probe could not tell.
+  std::optional<long> booted_seconds;
 };
 
 /// The probe's shell command (run as root): prints the sections ParseNodeProbe reads.
@@ -58,6 +67,20 @@ NodeProbe RunNodeProbe(NodeShell& shell);
 
 /// The probe as a flat map for the state record and `gpuprov list --output json`.
 std::map<std::string, std::string> DescribeNodeProbe(const NodeProbe& probe);
+
+/// How the installer was meant to reach the node, which decides what tells a boot install
+/// that is still to come from one that never ran.
+enum class BootRoute {
+  kNone,           // SSH route: nothing ran at boot; the installer is pushed
+  kCloudInit,      // cloud-init user data: `cloud-init status` says whether the boot ran
+  kStartupScript,  // the cloud's startup script: no cloud-init run to ask; the script's trace
+                   // (kNodeBootTracePath) and the time since boot tell
+};
+
+/// On the startup-script route, a boot script that has left no trace this long after boot
+/// never ran: clouds start it in the first moments of the first boot, and its first line
+/// writes the trace. Capped by the boot install wait (boot_install_wait_seconds).
+inline constexpr std::chrono::seconds kStartupScriptStartWindow{300};
 
 enum class ClusterAction {
   kCheckApi,       // installed and k3s running: go to the API check
@@ -76,10 +99,10 @@ struct ClusterDecision {
 std::string CannotHostK3s(const NodeProbe& probe);
 
 /// The decision table. A node that cannot host k3s fails at once, whatever else was found.
-/// \a boot_route: the installer was in the boot script. \a waited: how long
-/// gpuprov has been waiting for the boot install; \a wait_limit: how long it may.
+/// \a route: how the installer was meant to arrive (kNone once it was pushed). \a waited: how
+/// long gpuprov has been waiting for the boot install; \a wait_limit: how long it may.
 /// \a installer_version: the version gpuprov carries (an older marker means re-run it).
-ClusterDecision DecideClusterAction(const NodeProbe& probe, bool boot_route,
+ClusterDecision DecideClusterAction(const NodeProbe& probe, BootRoute route,
                                     std::chrono::seconds waited, std::chrono::seconds wait_limit,
                                     const std::string& installer_version);
 

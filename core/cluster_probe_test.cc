@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "error.h"
+#include "installer_bundle.h"
 #include "node_shell.h"
 
 namespace gpuprov {
@@ -64,7 +65,7 @@ NodeProbe ContainerNode(const std::string& marker = "", const std::string& ci = 
 }
 
 ClusterDecision Boot(const NodeProbe& p, int waited = 0, int limit = 900) {
-  return DecideClusterAction(p, true, seconds(waited), seconds(limit), "0.1.0");
+  return DecideClusterAction(p, BootRoute::kCloudInit, seconds(waited), seconds(limit), "0.1.0");
 }
 
 TEST(NodeProbe, ParsesEverySection) {
@@ -194,7 +195,7 @@ TEST(DecisionTable, OlderInstallerOrStoppedK3sIsPushed) {
 
 TEST(DecisionTable, SshRoutePushesUnlessInstalled) {
   auto ssh = [](const NodeProbe& p) {
-    return DecideClusterAction(p, false, seconds(0), seconds(900), "0.1.0").action;
+    return DecideClusterAction(p, BootRoute::kNone, seconds(0), seconds(900), "0.1.0").action;
   };
   EXPECT_EQ(ssh(Parse("", "free", "absent", "")), ClusterAction::kPushInstaller);
   EXPECT_EQ(ssh(Parse("", "held", kRunning, "")), ClusterAction::kPushInstaller);
@@ -235,7 +236,7 @@ TEST(NodeProbe, WithoutTheInitSectionNothingIsAssumed) {
 // to push (the installer needs systemd).
 TEST(DecisionTable, SystemdNotPid1FailsAtOnce) {
   auto ssh = [](const NodeProbe& p) {
-    return DecideClusterAction(p, false, seconds(0), seconds(900), "0.1.0");
+    return DecideClusterAction(p, BootRoute::kNone, seconds(0), seconds(900), "0.1.0");
   };
   for (const ClusterDecision& d :
        {Boot(ContainerNode()), ssh(ContainerNode()), Boot(ContainerNode("", kRunning)),
@@ -277,6 +278,132 @@ TEST(DecisionTable, VmsAndPrivilegedSystemdContainersGoOn) {
     EXPECT_EQ(Boot(p).action, ClusterAction::kCheckApi) << init;
     EXPECT_EQ(Boot(ParseWithInit(init, "", kRunning)).action, ClusterAction::kWait) << init;
   }
+}
+
+// ---- The startup-script route (Verda): the same rows without asking cloud-init. ----
+
+// A probe output with the startup script's trace and the time since boot; cloud-init's answer
+// is whatever the node says (it is not asked on this route: "done" below would read as "never
+// ran" on the cloud-init route, "running" as "still running").
+NodeProbe Startup(const std::string& marker, const std::string& lock, const std::string& trace,
+                  long booted, const std::string& ci = kDone, const std::string& k3s = "",
+                  const std::string& gpu = "") {
+  std::string out = Output(marker, lock, ci, k3s, gpu);
+  out.insert(out.find("@@cloud-init@@"), "@@boot-trace@@\n" + trace + "\n");
+  out.insert(out.find("@@end@@"),
+             "@@init@@\n" + Init("systemd", "yes", "none", kCapsVm) +
+                 (booted >= 0 ? "pid1_seconds=" + std::to_string(booted) + "\n" : ""));
+  return ParseNodeProbe(out);
+}
+
+ClusterDecision Script(const NodeProbe& p, int waited = 0, int limit = 900) {
+  return DecideClusterAction(p, BootRoute::kStartupScript, seconds(waited), seconds(limit),
+                             "0.1.0");
+}
+
+constexpr const char* kStarted = "started 2026-12-03T12:00:00Z";
+
+TEST(NodeProbe, ParsesTheBootTraceAndTheTimeSinceBoot) {
+  NodeProbe p = Startup("", "free", std::string(kStarted) + "\nexit 3", 42);
+  EXPECT_EQ(p.boot_trace, "exited");
+  EXPECT_EQ(p.boot_trace_exit, 3);
+  EXPECT_EQ(p.booted_seconds, 42);
+  EXPECT_EQ(DescribeNodeProbe(p)["boot_script"], "exit 3");
+  p = Startup("", "free", kStarted, -1);
+  EXPECT_EQ(p.boot_trace, "started");
+  EXPECT_FALSE(p.booted_seconds.has_value());
+  // A second boot's run starts anew; an exit line without a start is ignored.
+  EXPECT_EQ(Startup("", "free", std::string(kStarted) + "\nexit 0\n" + kStarted, 5).boot_trace,
+            "started");
+  EXPECT_EQ(Startup("", "free", "exit 0", 5).boot_trace, "");
+  EXPECT_EQ(Startup("", "free", "", 5).boot_trace, "");
+  EXPECT_EQ(DescribeNodeProbe(Startup("", "free", "", 5)).count("boot_script"), 0u);
+  // Everything is still one command.
+  for (const char* part : {kNodeBootTracePath, "ps -o etimes= -p 1"}) {
+    EXPECT_NE(NodeProbeCommand().find(part), std::string::npos) << part;
+  }
+}
+
+TEST(StartupScriptRoute, InstalledAndRunningGoesToTheApiCheck) {
+  // cloud-init says nothing useful here ("absent": an image without it).
+  ClusterDecision d = Script(Startup(Marker("ok", false), "free", std::string(kStarted) + "\nexit 0",
+                                     60, "absent", "active"));
+  EXPECT_EQ(d.action, ClusterAction::kCheckApi) << d.reason;
+}
+
+TEST(StartupScriptRoute, StillRunningWaitsThenIsPushedAtTheLimit) {
+  // The installer holds its lock (cloud-init "done" does not matter).
+  ClusterDecision d = Script(Startup(Marker("running", false), "held", kStarted, 30));
+  EXPECT_EQ(d.action, ClusterAction::kWait);
+  EXPECT_NE(d.reason.find("the boot install is running"), std::string::npos) << d.reason;
+  // The script started and is still writing the installer (no marker, no lock yet).
+  d = Script(Startup("", "free", kStarted, 30));
+  EXPECT_EQ(d.action, ClusterAction::kWait);
+  EXPECT_NE(d.reason.find("the startup script is running"), std::string::npos) << d.reason;
+  // No trace yet on a node up for 20 s: the cloud has not started it yet.
+  d = Script(Startup("", "free", "", 20));
+  EXPECT_EQ(d.action, ClusterAction::kWait);
+  EXPECT_NE(d.reason.find("has not started yet"), std::string::npos) << d.reason;
+  // At the limit, each is pushed.
+  for (const NodeProbe& p : {Startup(Marker("running", false), "held", kStarted, 900),
+                             Startup("", "free", kStarted, 900)}) {
+    d = Script(p, 900, 900);
+    EXPECT_EQ(d.action, ClusterAction::kPushInstaller);
+    EXPECT_NE(d.reason.find("still running after 900s"), std::string::npos) << d.reason;
+  }
+}
+
+TEST(StartupScriptRoute, FailedIsPushed) {
+  // The installer failed and said where.
+  ClusterDecision d = Script(Startup(Marker("failed", false), "free",
+                                     std::string(kStarted) + "\nexit 1", 80, kDone, "failed"));
+  EXPECT_EQ(d.action, ClusterAction::kPushInstaller);
+  EXPECT_NE(d.reason.find("failed at step k3s-start: k3s did not start"), std::string::npos)
+      << d.reason;
+  // The installer died (killed, the node rebooted): its marker still says running, lock free.
+  d = Script(Startup(Marker("running", false), "free", std::string(kStarted) + "\nexit 137", 80));
+  EXPECT_EQ(d.action, ClusterAction::kPushInstaller);
+  EXPECT_NE(d.reason.find("stopped in step done"), std::string::npos) << d.reason;
+  // The script failed before the installer wrote anything (cloud-init "done" is not asked).
+  d = Script(Startup("", "free", std::string(kStarted) + "\nexit 2", 80, kDone));
+  EXPECT_EQ(d.action, ClusterAction::kPushInstaller);
+  EXPECT_NE(d.reason.find("the startup script failed (exit 2)"), std::string::npos) << d.reason;
+  // Ended with 0 but wrote no marker: not gpuprov's installer that ran.
+  d = Script(Startup("", "free", std::string(kStarted) + "\nexit 0", 80));
+  EXPECT_EQ(d.action, ClusterAction::kPushInstaller);
+  EXPECT_NE(d.reason.find("ended without installing"), std::string::npos) << d.reason;
+}
+
+TEST(StartupScriptRoute, NeverRanIsPushedOnceTheStartWindowHasPassed) {
+  // No trace on a node up longer than the start window (a reused VM made without the script,
+  // or a script that failed before its first line): pushed at once, whatever cloud-init says.
+  for (const std::string& ci : {kDone, kRunning, std::string("absent")}) {
+    ClusterDecision d = Script(Startup("", "free", "", 400, ci));
+    EXPECT_EQ(d.action, ClusterAction::kPushInstaller) << ci;
+    EXPECT_NE(d.reason.find("never ran (no trace of the startup script 400s after boot"),
+              std::string::npos)
+        << d.reason;
+  }
+  // The window is capped by the boot install wait: with 20 s, a node up 25 s is past it.
+  EXPECT_EQ(Script(Startup("", "free", "", 25), 0, 20).action, ClusterAction::kPushInstaller);
+  EXPECT_EQ(Script(Startup("", "free", "", 15), 0, 20).action, ClusterAction::kWait);
+  // Without the time since boot, gpuprov's own waiting counts.
+  EXPECT_EQ(Script(Startup("", "free", "", -1), 10, 900).action, ClusterAction::kWait);
+  ClusterDecision d = Script(Startup("", "free", "", -1), 300, 900);
+  EXPECT_EQ(d.action, ClusterAction::kPushInstaller);
+  EXPECT_NE(d.reason.find("after 300s"), std::string::npos) << d.reason;
+}
+
+TEST(StartupScriptRoute, AGpuTheBootRunDidNotSeeIsPushed) {
+  ClusterDecision d = Script(Startup(Marker("ok", false), "free", std::string(kStarted) + "\nexit 0",
+                                     60, "absent", "active", "NVIDIA H100\n"));
+  EXPECT_EQ(d.action, ClusterAction::kPushInstaller);
+  EXPECT_NE(d.reason.find("appeared that the last install did not see"), std::string::npos)
+      << d.reason;
+  // Set up with the GPU: straight to the API check.
+  EXPECT_EQ(Script(Startup(Marker("ok", true), "free", "", 60, "absent", "active", "NVIDIA H100\n"))
+                .action,
+            ClusterAction::kCheckApi);
 }
 
 TEST(NodeProbe, DescribeForTheRecord) {

@@ -41,8 +41,15 @@ std::string QuotedArgs(const InstallerArgs& args) {
 }
 
 /// The lines around the installer: make the folder, write the file (how depends on the form),
-/// then run it. cloud-init logs the output to /var/log/cloud-init-output.log.
-std::string Wrap(const std::string& write_file, const InstallerArgs& args) {
+/// then run it. cloud-init logs the output to /var/log/cloud-init-output.log. With \a trace the
+/// script first writes "started <time>" to kNodeBootTracePath and, through an EXIT trap,
+/// "exit <status>" when it ends (so the installer runs as a child, not through exec).
+std::string Wrap(const std::string& write_file, const InstallerArgs& args, bool trace) {
+  // "$dir/boot-script.status" is kNodeBootTracePath (dir is kNodeInstallerDir).
+  const std::string tracing =
+      trace ? "echo \"started $(date -u +%Y-%m-%dT%H:%M:%SZ)\" >\"$dir/boot-script.status\"\n"
+              "trap 'echo \"exit $?\" >>\"$dir/boot-script.status\"' EXIT\n"
+            : std::string();
   return "#!/bin/bash\n"
          "# gpuprov boot script: saves gpuprov's installer and runs it as root at first boot.\n"
          "# Installer log: " + std::string(kNodeInstallLog) +
@@ -50,9 +57,9 @@ std::string Wrap(const std::string& write_file, const InstallerArgs& args) {
          "set -euo pipefail\n"
          "umask 077\n"
          "dir=" + kNodeInstallerDir + "\n"
-         "mkdir -p \"$dir\"\n" +
+         "mkdir -p \"$dir\"\n" + tracing +
          write_file + "mv -f \"$dir/gpuprov-install.sh.new\" \"$dir/gpuprov-install.sh\"\n" +
-         "exec bash \"$dir/gpuprov-install.sh\"" + QuotedArgs(args) + "\n";
+         (trace ? "" : "exec ") + "bash \"$dir/gpuprov-install.sh\"" + QuotedArgs(args) + "\n";
 }
 
 }  // namespace
@@ -88,19 +95,20 @@ std::vector<std::string> InstallerArgWords(const InstallerArgs& args) {
   return words;
 }
 
-std::optional<BootScript> MakeBootScript(const InstallerArgs& args, std::size_t limit_bytes) {
+std::optional<BootScript> MakeBootScript(const InstallerArgs& args, std::size_t limit_bytes,
+                                         bool trace) {
   const std::string& script = InstallerScript();
   const std::string path = "\"$dir/gpuprov-install.sh.new\"";
   if (script.find(std::string("\n") + kHereDocEnd + "\n") == std::string::npos) {
     std::string text = Wrap("cat > " + path + " <<'" + kHereDocEnd + "'\n" + script +
                                 (script.empty() || script.back() == '\n' ? "" : "\n") +
                                 kHereDocEnd + "\n",
-                            args);
+                            args, trace);
     if (text.size() <= limit_bytes) return BootScript{text, BootScriptForm::kPlain};
   }
   std::string text = Wrap("base64 -d <<'" + std::string(kHereDocEnd) + "' | gzip -dc > " + path +
                               "\n" + Base64(Gzip(script)) + kHereDocEnd + "\n",
-                          args);
+                          args, trace);
   if (text.size() <= limit_bytes) return BootScript{text, BootScriptForm::kCompressed};
   return std::nullopt;
 }

@@ -31,6 +31,10 @@ inline constexpr const char* kNodeInstallerPath = "/var/lib/gpuprov/gpuprov-inst
 inline constexpr const char* kNodeStatusPath = "/var/lib/gpuprov/install-status.json";
 inline constexpr const char* kNodeInstallLog = "/var/log/gpuprov-install.log";
 inline constexpr const char* kNodeBootLog = "/var/log/cloud-init-output.log";
+/// The trace a startup-script boot script leaves (MakeBootScript with `trace`): a line
+/// "started <UTC time>" first thing, and "exit <status>" when it ends. It is how gpuprov tells,
+/// without cloud-init, whether the startup script ran (cluster_probe.h, BootRoute).
+inline constexpr const char* kNodeBootTracePath = "/var/lib/gpuprov/boot-script.status";
 
 /// The installer's command-line options gpuprov chooses.
 struct InstallerArgs {
@@ -58,8 +62,11 @@ struct BootScript {
 
 /// The boot script that writes the installer to kNodeInstallerPath and runs it with \a args:
 /// plain when that fits in \a limit_bytes, else compressed when that fits, else nullopt (the
-/// caller falls back to the SSH route).
-std::optional<BootScript> MakeBootScript(const InstallerArgs& args, std::size_t limit_bytes);
+/// caller falls back to the SSH route). With \a trace (a startup script: no cloud-init run
+/// records whether it ran) it also writes kNodeBootTracePath; cloud-init user data goes
+/// without, so EC2's 16 KB stays reachable.
+std::optional<BootScript> MakeBootScript(const InstallerArgs& args, std::size_t limit_bytes,
+                                         bool trace = false);
 
 /// The shell command (run as root) that saves the installer it reads on stdin to
 /// kNodeInstallerPath and runs it with \a args; the installer's exit status is the command's.

@@ -155,6 +155,55 @@ TEST(InstallerBundle, BothFormsWriteTheSameInstallerOnTheNode) {
   }
 }
 
+/// Runs traced boot script \a script (MakeBootScript with trace) as RunBootScript does, its
+/// installer run replaced by \a installer (a shell command). Returns bash's exit status.
+int RunTracedBootScript(const std::string& script, const std::filesystem::path& dir,
+                        const std::string& installer) {
+  std::string text = script;
+  const std::string dir_line = "\ndir=/var/lib/gpuprov\n";
+  const size_t d = text.find(dir_line);
+  if (d == std::string::npos) return -1;
+  text.replace(d, dir_line.size(), "\ndir=" + (dir / "node/var/lib/gpuprov").string() + "\n");
+  const std::string run_line = "\nbash \"$dir/gpuprov-install.sh\"";
+  const size_t at = text.rfind(run_line);
+  if (at == std::string::npos) return -1;
+  text.replace(at + 1, run_line.size() - 1, installer);
+  WriteFileAtomic(dir / "boot.sh", text, 0700);
+  const std::string cmd = "bash " + (dir / "boot.sh").string() + " > " + (dir / "out").string() +
+                          " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// A startup script has no cloud-init run to record whether it ran: in both forms it writes
+// "started" first and its exit status last (kNodeBootTracePath), and runs the installer as a
+// child so the exit trap sees its status.
+TEST(InstallerBundle, TracedBootScriptsRecordStartAndExitInBothForms) {
+  EXPECT_EQ(std::string(kNodeBootTracePath), std::string(kNodeInstallerDir) + "/boot-script.status");
+  for (std::size_t limit : {std::size_t{64 * 1024}, std::size_t{16384}}) {
+    auto s = MakeBootScript(InstallerArgs{}, limit, /*trace=*/true);
+    ASSERT_TRUE(s);
+    EXPECT_EQ(s->form, limit == 16384 ? BootScriptForm::kCompressed : BootScriptForm::kPlain);
+    EXPECT_EQ(s->text.find("exec bash"), std::string::npos);
+    const std::filesystem::path trace = "node/var/lib/gpuprov/boot-script.status";
+    {
+      ScopedTempDir dir;
+      ASSERT_EQ(RunTracedBootScript(s->text, dir.path(), "true"), 0) << ReadFile(dir.path() / "out");
+      EXPECT_THAT(ReadFile(dir.path() / trace),
+                  ::testing::MatchesRegex("started [0-9T:-]+Z\nexit 0\n"));
+      EXPECT_EQ(ReadFile(dir.path() / "node/var/lib/gpuprov/gpuprov-install.sh"), InstallerScript());
+    }
+    {
+      ScopedTempDir dir;
+      EXPECT_EQ(RunTracedBootScript(s->text, dir.path(), "exit 7"), 7);
+      EXPECT_THAT(ReadFile(dir.path() / trace), ::testing::EndsWith("\nexit 7\n"));
+    }
+  }
+  // cloud-init user data goes without: EC2's limit keeps its margin.
+  EXPECT_EQ(MakeBootScript(InstallerArgs{}, 16384)->text.find("boot-script.status"),
+            std::string::npos);
+}
+
 TEST(InstallerBundle, PushCommandQuotesArgumentsAndReadsStdin) {
   InstallerArgs args;
   args.public_ip = "1.2.3.4";

@@ -404,7 +404,7 @@ class Provision {
     throw Error(e.what(),
                 e.hint().empty()
                     ? "the VM is kept: look with `gpuprov ssh " + name_ + "`" +
-                          (k8s_.enabled ? std::string(" (boot log ") + kNodeBootLog + ")"
+                          (k8s_.enabled ? " (boot log " + BootLogOf(plan_) + ")"
                                         : std::string()) +
                           ", retry with the same `gpuprov provision`, or remove it with "
                           "`gpuprov down " + name_ + "`"

@@ -151,6 +151,54 @@ ContainerSpec ContainerPod(const TestVmSpec& vm, const InstanceSpec& instance) {
   return spec;
 }
 
+// The systemd unit that runs a startup script (InstanceSpec::startup_script) the way a cloud's
+// own agent does, not through cloud-init: at the first boot, as root, output appended to the
+// log. Type=simple and KillMode=process: nothing waits for it (an installer that waits for
+// cloud-init or for other units cannot deadlock the boot), and what it leaves running stays.
+// "started" is written before the script runs, so no later boot runs it again (run-once is
+// this emulator's choice; the Verda reference leaves it UNCONFIRMED).
+constexpr const char* kStartupUnit = "gpuprov-emulator-startup-script.service";
+
+std::map<std::string, std::string> StartupScriptFiles(const InstanceSpec& s) {
+  const std::string dir = StartupScriptDir(s.cloud);
+  const std::string log = StartupScriptLog(s.cloud);
+  std::map<std::string, std::string> files;
+  const std::string rel = dir.substr(1) + "/";
+  // boot_script_fails: "exit 1" after the #! line (a script without one is run by sh).
+  const std::string& script = s.startup_script;
+  files[rel + "script"] =
+      !s.faults.script_fails     ? script
+      : script.rfind("#!", 0) == 0 ? FailingUserData(script)
+                                   : FailingUserData("#!/bin/sh\n" + script);
+  files[rel + "run"] =
+      "#!/bin/sh\n"
+      "# The cloud's startup script runner (gpuprov emulator): once, as root, output to the log.\n"
+      "umask 077\n"
+      "dir=" + dir + "\n"
+      ": >\"$dir/started\"\n"
+      "chmod 0700 \"$dir/script\"\n"
+      "cd /root || cd /\n"
+      "\"$dir/script\" >>" + log + " 2>&1 </dev/null\n"
+      "rc=$?\n"
+      "echo \"$rc\" >\"$dir/exit-status\"\n"
+      "exit \"$rc\"\n";
+  files["etc/systemd/system/" + std::string(kStartupUnit)] =
+      "[Unit]\n"
+      "Description=The cloud's startup script (gpuprov emulator)\n"
+      "Wants=network-online.target\n"
+      "After=network-online.target\n"
+      "ConditionPathExists=!" + dir + "/started\n"
+      "\n"
+      "[Service]\n"
+      "Type=simple\n"
+      "KillMode=process\n"
+      "ExecStart=/bin/sh " + dir + "/run\n";
+  // A drop-in instead of a .wants symlink: the seed archive holds plain files only.
+  files["etc/systemd/system/multi-user.target.d/gpuprov-emulator-startup-script.conf"] =
+      std::string("[Unit]\nWants=") + kStartupUnit + "\n";
+  return files;
+}
+
 class DockerBackend : public InstanceBackend {
  public:
   explicit DockerBackend(DockerBackendOptions options) : options_(std::move(options)) {
@@ -451,7 +499,9 @@ class DockerBackend : public InstanceBackend {
     seed.instance_id = "i-" + RandomHex(8);
     seed.hostname = TestVmHostname(s.name);
     seed.public_keys = s.ssh_public_keys;
-    seed.user_data = s.faults.script_fails ? FailingUserData(s.user_data) : s.user_data;
+    // boot_script_fails goes to the startup script when there is one (StartupScriptFiles).
+    const bool user_data_fails = s.faults.script_fails && s.startup_script.empty();
+    seed.user_data = user_data_fails ? FailingUserData(s.user_data) : s.user_data;
     if (s.faults.gpu_after_seconds < 0) {  // else written later (Task::kGpu)
       seed.gpu_type = s.gpu_type;
       seed.gpu_count = s.gpu_count;
@@ -460,6 +510,7 @@ class DockerBackend : public InstanceBackend {
     if (!s.faults.k3s_faults.empty()) {
       seed.files["etc/gpuprov-testvm/k3s-faults"] = s.faults.k3s_faults + "\n";
     }
+    if (!s.startup_script.empty()) seed.files.merge(StartupScriptFiles(s));
     return docker::NoCloudSeedTar(seed);
   }
 
@@ -583,16 +634,22 @@ class DockerBackend : public InstanceBackend {
         if (r.phase != Phase::kRunning) return;
         // A GPU "the boot run did not see": with a boot script, not before the boot has looked
         // for it, however slow the boot is: gpuprov's installer has passed its GPU check (its
-        // status marker reached k3s-start or done), or cloud-init has finished the boot script.
+        // status marker reached k3s-start or done), or cloud-init has finished the boot script,
+        // or the startup script has ended (its exit-status marker).
         // Bounded, so an instance whose boot never gets there still gets its GPU.
-        if (!r.spec.user_data.empty() && Clock::now() - r.running_since < kGpuWaitForInstall &&
+        const bool has_boot_script = !r.spec.user_data.empty() || !r.spec.startup_script.empty();
+        const std::string boot_ended =
+            r.spec.startup_script.empty()
+                ? "cloud-init status 2>/dev/null | "
+                  "grep -qE 'status: (done|error|disabled|degraded)'"
+                : "test -e " + StartupScriptDir(r.spec.cloud) + "/exit-status";
+        if (has_boot_script && Clock::now() - r.running_since < kGpuWaitForInstall &&
             engine
                     .Exec(r.container_id,
                           {"sh", "-c",
                            "grep -qE '\"phase\": *\"(k3s-start|done)\"' "
-                           "/var/lib/gpuprov/install-status.json 2>/dev/null || "
-                           "cloud-init status 2>/dev/null | "
-                           "grep -qE 'status: (done|error|disabled|degraded)'"})
+                           "/var/lib/gpuprov/install-status.json 2>/dev/null || " +
+                               boot_ended})
                     .exit_code != 0) {
           Schedule(Clock::now() + std::chrono::milliseconds(500), r.id, Task::kGpu);
           return;

@@ -97,7 +97,7 @@ struct Emulator::Server {
 };
 
 std::vector<std::string> Emulator::KnownClouds() {
-  return {"digitalocean", "primeintellect", "aws", "gcp", "lambda", "hyperstack"};
+  return {"digitalocean", "primeintellect", "aws", "gcp", "lambda", "hyperstack", "verda"};
 }
 
 std::vector<std::string> Emulator::TokenEnvVars(const std::string& cloud) {
@@ -109,6 +109,8 @@ std::vector<std::string> Emulator::TokenEnvVars(const std::string& cloud) {
   if (cloud == "gcp") return {"GOOGLE_APPLICATION_CREDENTIALS"};
   if (cloud == "lambda") return {"LAMBDA_API_KEY"};
   if (cloud == "hyperstack") return {"HYPERSTACK_API_KEY"};
+  // Verda: the OAuth2 client id, then its secret (the token endpoint pairs them up).
+  if (cloud == "verda") return {"VERDA_CLIENT_ID", "VERDA_CLIENT_SECRET"};
   return {};
 }
 
@@ -122,7 +124,7 @@ Emulator::Emulator(EmulatorOptions options) : options_(std::move(options)) {
     const auto known = KnownClouds();
     if (std::find(known.begin(), known.end(), c) == known.end()) {
       throw std::runtime_error("unknown cloud \"" + c + "\"; this emulator serves: digitalocean, "
-                               "primeintellect, aws, gcp, lambda, hyperstack");
+                               "primeintellect, aws, gcp, lambda, hyperstack, verda");
     }
   }
   if (options_.session.empty()) {
@@ -163,6 +165,7 @@ Emulator::Emulator(EmulatorOptions options) : options_(std::move(options)) {
     if (c == "gcp") apis_.push_back(MakeGceApi(backend_.get(), co));
     if (c == "lambda") apis_.push_back(MakeLambdaApi(backend_.get(), co));
     if (c == "hyperstack") apis_.push_back(MakeHyperstackApi(backend_.get(), co));
+    if (c == "verda") apis_.push_back(MakeVerdaApi(backend_.get(), co));
   }
 }
 

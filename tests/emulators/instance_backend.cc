@@ -108,4 +108,12 @@ PortSet WithoutBlocked(PortSet ports, const std::vector<int>& blocked) {
   return ports;
 }
 
+std::string StartupScriptLog(const std::string& cloud) {
+  return "/var/log/" + cloud + "-startup-script.log";
+}
+
+std::string StartupScriptDir(const std::string& cloud) {
+  return "/var/lib/" + cloud + "-startup-script";
+}
+
 }  // namespace gpuprov::emulator

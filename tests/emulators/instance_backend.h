@@ -68,6 +68,11 @@ struct InstanceSpec {
   std::string gpu_type;  // "" for none; test VM GPU file type, e.g. "H100-80GB"
   int gpu_count = 0;
   std::string user_data;                     // boot script for cloud-init ("" = none)
+  /// A boot script the cloud itself runs (Verda's startup script), not cloud-init: the docker
+  /// backend runs it once, as root, at the first boot, output appended to
+  /// /var/log/<cloud>-startup-script.log (StartupScriptLog); the memory backend keeps it in
+  /// the spec. "" = none.
+  std::string startup_script;
   std::vector<std::string> ssh_public_keys;  // authorized for root and the default user
   std::string ssh_user = "root";
   /// The TCP ports the cloud's rules let this machine reach when the instance starts.
@@ -82,6 +87,14 @@ struct InstanceSpec {
 enum class InstanceState { kProvisioning, kRunning, kGone, kError };
 
 const char* ToString(InstanceState s);
+
+/// Where the docker backend's test VM of cloud appends the output of its startup script
+/// ("/var/log/verda-startup-script.log").
+std::string StartupScriptLog(const std::string& cloud);
+/// The directory of the startup script's runner, the script ("script"), and its markers:
+/// "started" (written before the script runs: it never runs again) and "exit-status" (the
+/// script's exit code, written when it ends) ("/var/lib/verda-startup-script").
+std::string StartupScriptDir(const std::string& cloud);
 
 /// What a cloud reports about an instance.
 struct InstanceStatus {

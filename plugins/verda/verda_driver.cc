@@ -1,0 +1,742 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "verda_driver.h"
+
+#include <Poco/JSON/Parser.h>
+
+#include <algorithm>
+#include <map>
+
+#include "driver_kit.h"
+
+namespace gpuprov::verda {
+namespace {
+
+namespace kit = gpuprov::drivers;
+using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+
+// A token is renewed this long before Verda says it expires.
+constexpr seconds kTokenMargin{60};
+
+std::string Encode(const std::string& s) { return kit::EncodeComponent(s); }
+
+std::string Join(const std::vector<std::string>& items, const std::string& sep = ", ") {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : sep) + i;
+  return out;
+}
+
+Poco::Dynamic::Var ParseAny(const std::string& text) {
+  try {
+    Poco::JSON::Parser parser;
+    return parser.parse(text);
+  } catch (...) {
+    return {};
+  }
+}
+
+std::vector<std::string> StringsOf(const Array::Ptr& a) {
+  std::vector<std::string> out;
+  for (size_t i = 0; a && i < a->size(); ++i)
+    out.push_back(a->get(static_cast<unsigned>(i)).toString());
+  return out;
+}
+
+// The one-element array some Verda GETs answer with (section 3.5, 4), or an object as it is.
+Object::Ptr FirstObject(const Poco::Dynamic::Var& doc) {
+  if (doc.type() == typeid(Object::Ptr)) return doc.extract<Object::Ptr>();
+  if (doc.type() == typeid(Array::Ptr)) return json::ObjAt(doc.extract<Array::Ptr>(), 0);
+  return nullptr;
+}
+
+}  // namespace
+
+VerdaDriver::VerdaDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
+  kit::DriverSettings settings = kit::ParseSettings(ctx.config_json, kDefaultEndpoint);
+  // The version is the path prefix (section 2): "https://api.verda.com" means .../v1.
+  endpoint_ = settings.endpoint.ends_with("/v1") ? settings.endpoint : settings.endpoint + "/v1";
+  config_ = settings.config;
+  default_location_ = json::Str(config_, "location");
+  default_image_ = json::Str(config_, "image");
+  if (default_image_.empty()) default_image_ = kDefaultImage;
+  const long long limit = json::Int(config_, "startup_script_limit", kDefaultScriptLimit);
+  if (limit < 1024) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "startup_script_limit in [clouds.verda] is " +
+                                                        std::to_string(limit) +
+                                                        ": use at least 1024 (bytes)");
+  }
+  script_limit_ = static_cast<size_t>(limit);
+  os_volume_gb_ = static_cast<int>(json::Int(config_, "os_volume_gb", 100));
+  delete_wait_ = seconds(json::Int(config_, "delete_wait_seconds", 600));
+  placement_wait_ = seconds(json::Int(config_, "placement_wait_seconds", 120));
+  poll_interval_ = milliseconds(json::Int(config_, "poll_interval_ms", 5000));
+  try {
+    http_ = std::make_unique<kit::HttpClient>(endpoint_, kit::RetryPolicyFrom(config_), host_);
+  } catch (const kit::HttpError& e) {
+    kit::ThrowHttpError(e,
+                        "the Verda endpoint (GPUPROV_VERDA_ENDPOINT or endpoint in "
+                        "[clouds.verda])");
+  }
+}
+
+// --- auth and calls ------------------------------------------------------------------------
+
+const ClientCredentials& VerdaDriver::Credentials() {
+  if (!credentials_) {
+    credentials_ = ResolveCredentials(config_);
+    if (!credentials_) {
+      throw DriverError(GPUPROV_STATUS_AUTH,
+                        "no Verda API credentials found: " + CredentialsHint());
+    }
+    host_.Debug("client credentials from " + credentials_->origin);
+  }
+  return *credentials_;
+}
+
+const std::string& VerdaDriver::Token(bool renew) {
+  if (!renew && !token_.empty() && Clock::now() < token_expiry_) return token_;
+  token_.clear();
+  kit::HttpRequest req;
+  req.method = "POST";
+  req.path_and_query = "/oauth2/token";
+  req.headers["Content-Type"] = "application/json";
+  req.body = TokenRequestBody(Credentials());
+  kit::HttpResponse resp;
+  try {
+    resp = http_->Send(req);
+  } catch (const kit::HttpError& e) {
+    kit::ThrowHttpError(
+        e, "get a Verda access token at " + endpoint_,
+        e.last_response().body.empty() ? "" : ParseApiError(e.last_response().body).Text());
+  }
+  if (resp.status < 200 || resp.status >= 300) {
+    const ApiError err = ParseApiError(resp.body);
+    gpuprov_type_status st = StatusOf(resp.status, err);
+    if (resp.status == 400 || resp.status == 401 || resp.status == 403) st = GPUPROV_STATUS_AUTH;
+    throw DriverError(st, "get a Verda access token: Verda answered HTTP " +
+                              std::to_string(resp.status) + " (" + err.Text() +
+                              ") for the client credentials from " + Credentials().origin +
+                              (st == GPUPROV_STATUS_AUTH ? "; " + CredentialsHint() : ""));
+  }
+  const AccessToken t = ParseTokenAnswer(resp.body);
+  token_ = t.value;
+  const seconds life = std::max(seconds(1), seconds(t.expires_in) - kTokenMargin);
+  token_expiry_ = Clock::now() + std::min(life, seconds(t.expires_in));
+  host_.Debug("access token obtained (expires in " + std::to_string(t.expires_in) + " s)");
+  return token_;
+}
+
+VerdaDriver::Answer VerdaDriver::Call(const std::string& method, const std::string& path,
+                                      const std::string& what, const std::string& body,
+                                      const std::set<int>& allow, bool idempotent) {
+  kit::HttpRequest req;
+  req.idempotent = idempotent;
+  req.method = method;
+  req.path_and_query = path;
+  req.headers["Content-Type"] = "application/json";
+  if (!body.empty()) req.body = body;
+  kit::HttpResponse resp;
+  for (bool renewed = false;; renewed = true) {
+    req.headers["Authorization"] = "Bearer " + Token(renewed);
+    try {
+      resp = http_->Send(req);
+    } catch (const kit::HttpError& e) {
+      kit::ThrowHttpError(
+          e, what + ": Verda API at " + endpoint_,
+          e.last_response().body.empty() ? "" : ParseApiError(e.last_response().body).Text());
+    }
+    // An expired or revoked token: one new token, then the call once more (section 8).
+    if (resp.status != 401 || renewed) break;
+    host_.Debug(what + ": 401, renewing the access token");
+  }
+  Answer a;
+  a.status = resp.status;
+  a.body = resp.body;
+  const bool ok = resp.status >= 200 && resp.status < 300;
+  if (!ok) {
+    a.error = ParseApiError(resp.body);
+    if (allow.count(resp.status) == 0) {
+      const gpuprov_type_status st = StatusOf(resp.status, a.error);
+      std::string text = what + ": Verda answered HTTP " + std::to_string(resp.status) + " (" +
+                         a.error.Text() + ")";
+      if (st == GPUPROV_STATUS_AUTH) {
+        text +=
+            " for the client credentials from " + Credentials().origin + "; " + CredentialsHint();
+      } else if (st == GPUPROV_STATUS_QUOTA) {
+        text += "; add funds or ask Verda support to raise the project's limits";
+      } else if (st == GPUPROV_STATUS_CAPACITY) {
+        text +=
+            "; Verda has no capacity for this type there now: try another location or GPU "
+            "(--region, --gpus), or later";
+      }
+      throw DriverError(st, text);
+    }
+    return a;
+  }
+  a.doc = ParseAny(resp.body);
+  return a;
+}
+
+Array::Ptr VerdaDriver::ArrayOf(const Answer& a, const std::string& what) {
+  if (a.doc.type() == typeid(Array::Ptr)) return a.doc.extract<Array::Ptr>();
+  throw DriverError(GPUPROV_STATUS_FAILED, what + ": Verda's answer is not a JSON list");
+}
+
+// --- instances -----------------------------------------------------------------------------
+
+std::vector<VerdaDriver::ObjectPtr> VerdaDriver::Instances() {
+  Array::Ptr list = ArrayOf(Call("GET", "/instances", "list instances"), "list instances");
+  std::vector<ObjectPtr> out;
+  for (size_t i = 0; i < list->size(); ++i) {
+    ObjectPtr in = json::ObjAt(list, i);
+    if (in && !IsGoneStatus(json::Str(in, "status"))) out.push_back(in);
+  }
+  return out;
+}
+
+VerdaDriver::ObjectPtr VerdaDriver::FindByName(const std::string& name, bool* foreign) {
+  // Hostnames are not unique (section 3.3): the newest gpuprov instance of that name.
+  ObjectPtr found;
+  for (const auto& in : Instances()) {
+    if (json::Str(in, "hostname") != name) continue;
+    if (!IsManaged(in)) {
+      if (foreign) *foreign = true;
+      continue;
+    }
+    if (found) {
+      host_.Warning("two gpuprov instances have hostname " + name + " (" + json::Str(found, "id") +
+                    ", " + json::Str(in, "id") + "); using the newer");
+      if (json::Str(in, "created_at") <= json::Str(found, "created_at")) continue;
+    }
+    found = in;
+  }
+  return found;
+}
+
+VerdaDriver::ObjectPtr VerdaDriver::InstanceById(const std::string& id) {
+  Answer a = Call("GET", "/instances/" + Encode(id), "get instance " + id, "", {400, 404});
+  if (a.status == 404 || a.status == 400) return nullptr;  // "Invalid instance id"
+  ObjectPtr in = FirstObject(a.doc);
+  if (!in) throw DriverError(GPUPROV_STATUS_FAILED, "get instance " + id + ": no instance object");
+  return in;
+}
+
+VerdaDriver::ObjectPtr VerdaDriver::Resolve(const ObjectPtr& request) {
+  const kit::VmRef ref = kit::RequireIdOrName(request);
+  if (!ref.id.empty()) {
+    // The id decides when Verda knows it: gone or going, or not gpuprov's (never touched),
+    // is nothing; an unknown id falls back to the name.
+    if (ObjectPtr in = InstanceById(ref.id)) {
+      return IsManaged(in) && !IsGoneStatus(json::Str(in, "status")) ? in : nullptr;
+    }
+  }
+  return ref.name.empty() ? nullptr : FindByName(ref.name);
+}
+
+std::map<std::string, std::vector<std::string>> VerdaDriver::Availability(
+    const std::string& location) {
+  std::vector<std::pair<std::string, std::string>> q = {{"isSpot", "false"}};
+  if (!location.empty()) q.emplace_back("locationCode", location);
+  Answer a = Call("GET", "/instance-availability" + kit::QueryString(q), "list availability", "",
+                  {400, 404});
+  std::map<std::string, std::vector<std::string>> stock;
+  if (a.status < 300) stock = ParseAvailability(ArrayOf(a, "list availability"));
+  if (a.status >= 300 || (!location.empty() && stock.count(location) == 0)) {
+    // A location Verda does not have (a typo in --region or location): say which it has.
+    std::vector<std::string> codes;
+    Array::Ptr all = ArrayOf(Call("GET", "/locations", "list locations"), "list locations");
+    for (size_t i = 0; i < all->size(); ++i)
+      codes.push_back(json::Str(json::ObjAt(all, i), "code"));
+    if (location.empty() || std::find(codes.begin(), codes.end(), location) != codes.end()) {
+      if (a.status >= 300) {
+        throw DriverError(StatusOf(a.status, a.error), "list availability: Verda answered HTTP " +
+                                                           std::to_string(a.status) + " (" +
+                                                           a.error.Text() + ")");
+      }
+      return stock;  // a known location that answered nothing: no stock there
+    }
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "Verda has no location " + location +
+                                                        " (--region, or location in "
+                                                        "[clouds.verda]); its locations: " +
+                                                        Join(codes));
+  }
+  return stock;
+}
+
+// --- keys and scripts ----------------------------------------------------------------------
+
+VerdaDriver::SshKey VerdaDriver::EnsureSshKey(const std::string& public_key) {
+  const kit::SshPublicKey mine = kit::ParseSshPublicKey(public_key);
+  Array::Ptr keys = ArrayOf(Call("GET", "/sshkeys", "list SSH keys"), "list SSH keys");
+  for (size_t i = 0; i < keys->size(); ++i) {
+    ObjectPtr k = json::ObjAt(keys, i);
+    const std::string line = json::Str(k, "key");
+    try {
+      if (kit::KeyIdentity(kit::ParseSshPublicKey(line, "key")) == kit::KeyIdentity(mine)) {
+        host_.Debug("reusing SSH key " + json::Str(k, "name"));
+        return {json::Str(k, "id"), json::Str(k, "name")};
+      }
+    } catch (const DriverError&) {
+      // Another kind of key line: not ours.
+    }
+  }
+  const std::string name = KeyName(public_key);
+  Object body(Poco::JSON_PRESERVE_KEY_ORDER);
+  body.set("name", name);
+  body.set("key", kit::KeyIdentity(mine));
+  host_.Progress("registering SSH key " + name);
+  Answer a = Call("POST", "/sshkeys", "register SSH key " + name, json::Stringify(body));
+  const std::string id = IdOfCreateAnswer(a.body);
+  if (id.empty())
+    throw DriverError(GPUPROV_STATUS_FAILED, "register SSH key: no key id in the answer");
+  return {id, name};
+}
+
+void VerdaDriver::DeleteUnusedKeys(const std::vector<std::string>& key_ids,
+                                   const std::string& except_id) {
+  std::set<std::string> used;
+  for (const auto& in : Instances()) {
+    if (!IsManaged(in) || json::Str(in, "id") == except_id) continue;
+    for (const auto& k : StringsOf(json::Arr(in, "ssh_key_ids"))) used.insert(k);
+  }
+  Array::Ptr keys = ArrayOf(Call("GET", "/sshkeys", "list SSH keys"), "list SSH keys");
+  for (size_t i = 0; i < keys->size(); ++i) {
+    ObjectPtr k = json::ObjAt(keys, i);
+    const std::string id = json::Str(k, "id");
+    const std::string name = json::Str(k, "name");
+    if (name.rfind(kResourcePrefix, 0) != 0 || used.count(id)) continue;  // a user's key stays
+    if (!key_ids.empty() && std::find(key_ids.begin(), key_ids.end(), id) == key_ids.end())
+      continue;
+    host_.Progress("deleting SSH key " + name + " (no gpuprov VM uses it)");
+    Call("DELETE", "/sshkeys/" + Encode(id), "delete SSH key " + name, "", {404});
+  }
+}
+
+std::vector<std::string> VerdaDriver::ScriptIds(const std::string& vm_name) {
+  Array::Ptr scripts =
+      ArrayOf(Call("GET", "/scripts", "list startup scripts"), "list startup scripts");
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < scripts->size(); ++i) {
+    ObjectPtr s = json::ObjAt(scripts, i);
+    if (json::Str(s, "name") == ScriptName(vm_name)) ids.push_back(json::Str(s, "id"));
+  }
+  return ids;
+}
+
+std::string VerdaDriver::CreateScript(const std::string& vm_name, const std::string& text) {
+  // One script per VM: one a killed run left behind is replaced (its text may be older).
+  DeleteScripts(vm_name);
+  Object body(Poco::JSON_PRESERVE_KEY_ORDER);
+  body.set("name", ScriptName(vm_name));
+  body.set("script", text);
+  host_.Progress("creating startup script " + ScriptName(vm_name) + " (" +
+                 std::to_string(text.size()) + " bytes)");
+  Answer a = Call("POST", "/scripts", "create startup script " + ScriptName(vm_name),
+                  json::Stringify(body));
+  const std::string id = IdOfCreateAnswer(a.body);
+  if (id.empty())
+    throw DriverError(GPUPROV_STATUS_FAILED, "create startup script: no id in the answer");
+  return id;
+}
+
+void VerdaDriver::DeleteScripts(const std::string& vm_name) {
+  for (const auto& id : ScriptIds(vm_name)) {
+    host_.Progress("deleting startup script " + ScriptName(vm_name));
+    Call("DELETE", "/scripts/" + Encode(id), "delete startup script " + ScriptName(vm_name), "",
+         {404});
+  }
+}
+
+// --- create --------------------------------------------------------------------------------
+
+std::string VerdaDriver::Launch(const std::string& name, const std::string& body) {
+  const std::string what = "create instance " + name;
+  kit::Backoff backoff(host_, http_->policy(), what);
+  for (;;) {
+    std::optional<DriverError> failure;
+    try {
+      Answer a = Call("POST", "/instances", what, body, {500, 502, 503, 504}, /*idempotent=*/false);
+      if (a.status < 500) {
+        const std::string id = IdOfCreateAnswer(a.body);
+        if (id.empty())
+          throw DriverError(GPUPROV_STATUS_FAILED, what + ": the answer has no instance id");
+        return id;
+      }
+      failure.emplace(
+          GPUPROV_STATUS_TRANSIENT,
+          what + ": Verda answered HTTP " + std::to_string(a.status) + " (" + a.error.Text() + ")");
+    } catch (const DriverError& e) {
+      if (e.status() != GPUPROV_STATUS_TRANSIENT) throw;
+      failure.emplace(e);
+    }
+    // Creation is not idempotent (section 8): the failed try may have made the instance.
+    if (ObjectPtr made = FindByName(name)) {
+      host_.Info("instance " + name + " was created although Verda's answer failed");
+      return json::Str(made, "id");
+    }
+    if (!backoff.Wait(failure->what())) throw *failure;
+  }
+}
+
+VerdaDriver::ObjectPtr VerdaDriver::WaitPlaced(const std::string& id, const std::string& name) {
+  ObjectPtr in;
+  kit::PollOptions options;
+  options.what = "waiting for Verda to place instance " + name;
+  options.interval = std::min(poll_interval_, milliseconds(2000));
+  options.timeout = placement_wait_;
+  kit::PollUntil(host_, options, [&](std::string* status) {
+    in = InstanceById(id);
+    if (!in) return true;
+    *status = json::Str(in, "status");
+    return !IsUnplacedStatus(*status);
+  });
+  if (in && json::Str(in, "status") == "no_capacity") {
+    host_.Progress("instance " + name + " could not be placed (no_capacity): deleting it");
+    DeleteInstance(id, name);
+    throw DriverError(GPUPROV_STATUS_CAPACITY,
+                      "create instance " + name +
+                          ": Verda accepted it but could not place it "
+                          "(status no_capacity); try another location or GPU (--region, --gpus), "
+                          "or later");
+  }
+  return in;
+}
+
+std::string VerdaDriver::Create(const std::string& request_json) {
+  const auto [request, name, user_data] =
+      kit::ParseCreateRequest(request_json, kVmNameRules, script_limit_, "Verda", "startup script");
+  const std::string public_key =
+      kit::RequiredSshPublicKey(request, "Verda installs the instance's registered keys for root");
+  KeyName(public_key);  // validates the key line before any call
+  std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request);
+  std::string type = json::Str(request, "instance_type");
+  // An unknown GPU or count is refused here, naming what Verda has.
+  std::vector<std::string> candidates;
+  if (gpu) {
+    std::optional<TypeGpus> named = type.empty() ? std::nullopt : GpusOfTypeName(type);
+    const bool same =
+        named && CanonicalGpu(gpu->type) == named->gpu_type && named->gpu_count == gpu->count;
+    if (same) {
+      candidates.push_back(type);
+    } else {
+      const kit::CatalogueChoice choice = kit::ChooseInstanceType(TypeCatalogue(), gpu, type);
+      candidates.push_back(choice.row.instance_type);
+      for (const auto& row : TypeCatalogue().rows) {
+        if (row.gpu_type == choice.row.gpu_type && row.gpu_count == choice.row.gpu_count &&
+            row.instance_type != choice.row.instance_type) {
+          candidates.push_back(row.instance_type);
+        }
+      }
+    }
+  } else {
+    candidates.push_back(kit::ChooseInstanceType(TypeCatalogue(), gpu, type).row.instance_type);
+  }
+  std::string location = json::Str(request, "region");
+  if (location.empty()) location = default_location_;
+  std::string image = json::Str(request, "image");
+  if (image.empty()) image = default_image_;
+  long long disk_gb = json::Int(request, "disk_gb", 0);
+  if (disk_gb <= 0) disk_gb = os_volume_gb_;
+
+  // Idempotent by name.
+  bool foreign = false;
+  if (ObjectPtr existing = FindByName(name, &foreign)) {
+    host_.Info("instance " + name + " exists (id " + json::Str(existing, "id") + ", " +
+               json::Str(existing, "status") + ")");
+    return kit::VmResult(VmJson(existing), true);
+  }
+  if (foreign) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "a Verda instance with hostname " + name +
+                          " exists that gpuprov did not create (it lacks the gpuprov tag); "
+                          "choose another VM name");
+  }
+
+  // The first candidate type in stock, and its location (section 3.6, 7).
+  const auto stock = Availability(location);
+  std::string chosen;
+  for (const auto& t : candidates) {
+    for (const auto& [loc, types] : stock) {
+      if (!location.empty() && loc != location) continue;
+      if (std::find(types.begin(), types.end(), t) != types.end()) {
+        chosen = t;
+        if (location.empty()) location = loc;
+        break;
+      }
+    }
+    if (!chosen.empty()) break;
+  }
+  if (chosen.empty()) {
+    throw DriverError(GPUPROV_STATUS_CAPACITY,
+                      "Verda has no capacity now for " + Join(candidates) +
+                          (location.empty() ? std::string(" in any location") : " in " + location) +
+                          " (GET /instance-availability); try later or another " +
+                          (location.empty() ? "GPU" : "location (--region) or GPU"));
+  }
+
+  const SshKey key = EnsureSshKey(public_key);
+  std::string script_id;
+  auto cleanup = [&] {
+    // No instance of this name exists: its script goes, and the key when no gpuprov
+    // instance uses it.
+    try {
+      DeleteScripts(name);
+      DeleteUnusedKeys({key.id}, "");
+    } catch (const std::exception& e) {
+      host_.Warning("could not remove what was made for " + name + ": " + e.what() +
+                    "; `gpuprov down " + name + "` removes it");
+    }
+  };
+
+  std::string id;
+  ObjectPtr in;
+  try {
+    if (!user_data.empty()) script_id = CreateScript(name, user_data);
+    Object body(Poco::JSON_PRESERVE_KEY_ORDER);
+    body.set("instance_type", chosen);
+    body.set("image", image);
+    body.set("hostname", name);
+    body.set("description", InstanceDescription(name));
+    Array::Ptr key_ids = new Array();
+    key_ids->add(key.id);
+    body.set("ssh_key_ids", key_ids);
+    body.set("location_code", location);
+    if (!script_id.empty()) body.set("startup_script_id", script_id);
+    Object::Ptr os_volume = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    os_volume->set("name", "os-" + name);
+    os_volume->set("size", disk_gb);
+    body.set("os_volume", os_volume);
+    body.set("is_spot", false);
+    body.set("tags", InstanceTags(name, kit::UserTags(request)));
+    host_.Progress("creating " + name + " (" + chosen + " in " + location + ")");
+    id = Launch(name, json::Stringify(body));
+    host_.Info("instance " + name + " is id " + id);
+    in = WaitPlaced(id, name);
+  } catch (const DriverError& e) {
+    if (e.status() != GPUPROV_STATUS_CANCELLED) cleanup();
+    throw;
+  }
+  if (!in) {
+    // Created, then gone before it was placed: reported as terminated, so the host stops
+    // waiting; `gpuprov down` removes the script and key.
+    Object::Ptr gone = new Object();
+    gone->set("id", id);
+    gone->set("hostname", name);
+    gone->set("status", "discontinued");
+    gone->set("instance_type", chosen);
+    gone->set("location", location);
+    ObjectPtr vm = VmJson(gone);
+    vm->set("message", "Verda no longer lists the instance (it vanished right after creation)");
+    return kit::VmResult(vm, false);
+  }
+  return kit::VmResult(VmJson(in), false);
+}
+
+// --- the rest of the protocol ---------------------------------------------------------------
+
+VerdaDriver::ObjectPtr VerdaDriver::VmJson(const ObjectPtr& in) const {
+  const std::string status = json::Str(in, "status");
+  const std::string ip = json::Str(in, "ip");
+  const VmState state = StateOf(status, !ip.empty());
+  const std::string type_name = json::Str(in, "instance_type");
+  Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  vm->set("id", json::Str(in, "id"));
+  vm->set("name", json::Str(in, "hostname"));
+  vm->set("state", state.state);
+  vm->set("public_ip", state.state == "running" ? ip : std::string());
+  vm->set("ssh_port", 22);
+  vm->set("ssh_user", kSshUser);
+  vm->set("region", json::Str(in, "location"));
+  vm->set("instance_type", type_name);
+  vm->set("image", json::Str(in, "image"));
+  vm->set("gpus", GpusText(type_name));
+  vm->set("created_at", json::Str(in, "created_at"));
+  vm->set("message", state.message);
+  vm->set("ports", kit::PortMap({22}));
+  Object::Ptr tags = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  if (Array::Ptr t = json::Arr(in, "tags")) {
+    for (size_t i = 0; i < t->size(); ++i) {
+      if (ObjectPtr one = json::ObjAt(t, i))
+        tags->set(json::Str(one, "key"), json::Str(one, "value"));
+    }
+  }
+  vm->set("tags", tags);
+  return vm;
+}
+
+std::string VerdaDriver::Check(const std::string& /*request_json*/) {
+  Array::Ptr keys = ArrayOf(Call("GET", "/sshkeys", "check the Verda credentials"),
+                            "check the Verda credentials");
+  Object result(Poco::JSON_PRESERVE_KEY_ORDER);
+  result.set("account", "Verda project (" + std::to_string(keys->size()) + " SSH keys)");
+  result.set("user_data_limit", static_cast<int>(script_limit_));
+  result.set("key_from", Credentials().origin);
+  result.set("endpoint", endpoint_);
+  return json::Stringify(result);
+}
+
+std::string VerdaDriver::Offers(const std::string& request_json) {
+  const auto [gpu, location] = kit::ParseOffersRequest(request_json, default_location_);
+  Array::Ptr offers = new Array();
+  const kit::Catalogue& catalogue = TypeCatalogue();
+  std::string canonical;
+  int count = 0;
+  if (gpu) {
+    std::optional<std::string> c = CanonicalGpu(gpu->type);
+    if (!c || !kit::FindGpuRow(catalogue, gpu->type, gpu->count)) {
+      host_.Warning(kit::NotOfferedMessage(catalogue, gpu->type, gpu->count));
+      return kit::OffersResult(offers);
+    }
+    canonical = *c;
+    count = gpu->count;
+  }
+  // Prices from the live type list; a listed type the table lacks counts when its name reads
+  // as the request (the set changes).
+  Array::Ptr types =
+      ArrayOf(Call("GET", "/instance-types", "list instance types"), "list instance types");
+  std::map<std::string, double> price;
+  for (size_t i = 0; i < types->size(); ++i) {
+    ObjectPtr t = json::ObjAt(types, i);
+    const std::string name = json::Str(t, "instance_type");
+    double p = 0;
+    try {
+      p = std::stod(json::Str(t, "price_per_hour"));
+    } catch (const std::exception&) {
+    }
+    price[name] = p;
+  }
+  auto wanted = [&](const std::string& type_name) {
+    if (!gpu) return type_name == catalogue.cpu_default.instance_type;
+    std::optional<TypeGpus> g = GpusOfTypeName(type_name);
+    return g && g->gpu_type == canonical && g->gpu_count == count;
+  };
+  std::vector<std::string> matching;
+  for (const auto& [name, p] : price) {
+    if (wanted(name)) matching.push_back(name);
+  }
+  for (const auto& [loc, in_stock] : Availability(location)) {
+    if (!location.empty() && loc != location) continue;
+    for (const auto& t : in_stock) {
+      if (!wanted(t)) continue;
+      offers->add(kit::OfferJson(
+          {t, gpu ? canonical : "", count, loc, price.count(t) ? price[t] : 0.0, ""}));
+    }
+  }
+  const std::string what = gpu ? canonical + ":" + std::to_string(count) : "a CPU instance";
+  if (matching.empty()) {
+    host_.Warning("Verda's instance-type list has no type with " + what + " now");
+  } else if (offers->size() == 0) {
+    host_.Warning("Verda has no capacity now for " + Join(matching) +
+                  (location.empty() ? std::string(" in any location") : " in " + location) +
+                  " (GET /instance-availability); try later" +
+                  (location.empty() ? "" : " or another location"));
+  }
+  return kit::OffersResult(offers);
+}
+
+std::string VerdaDriver::Get(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the get request");
+  ObjectPtr in = Resolve(request);
+  if (!in) {
+    throw DriverError(GPUPROV_STATUS_NOT_FOUND,
+                      "no gpuprov instance " + kit::VmReference(request) + " on Verda");
+  }
+  return kit::VmResult(VmJson(in));
+}
+
+std::string VerdaDriver::List(const std::string& /*request_json*/) {
+  Array::Ptr vms = new Array();
+  for (const auto& in : Instances()) {
+    if (IsManaged(in)) vms->add(VmJson(in));
+  }
+  return kit::VmsResult(vms);
+}
+
+bool VerdaDriver::DeleteInstance(const std::string& id, const std::string& name) {
+  const std::string what = "delete instance " + name;
+  host_.Progress("deleting instance " + name + " (id " + id + ")");
+  const auto start = Clock::now();
+  for (;;) {
+    Answer a = Call("PUT", "/instances", what, DeleteActionBody(id), {400, 404});
+    // The message is either the error envelope or the instance's entry in the result list.
+    std::string message = a.status >= 400 ? a.error.message : "";
+    if (a.status < 400 && a.doc.type() == typeid(Array::Ptr)) {
+      Array::Ptr results = a.doc.extract<Array::Ptr>();
+      for (size_t i = 0; i < results->size(); ++i) {
+        ObjectPtr r = json::ObjAt(results, i);
+        if (r && json::Str(r, "instanceId") == id) message = json::Str(r, "error");
+      }
+    }
+    if (a.status == 404) return false;
+    switch (ClassifyActionMessage(message)) {
+      case ActionOutcome::kDone:
+        return true;
+      case ActionOutcome::kGone:
+        return false;
+      case ActionOutcome::kFailed:
+        throw DriverError(a.status >= 400 ? StatusOf(a.status, a.error) : GPUPROV_STATUS_FAILED,
+                          what + ": Verda answered " + message);
+      case ActionOutcome::kNotYet:
+        break;
+    }
+    // "Can't discontinue a provisioning instance": Verda takes the delete once it is placed.
+    if (Clock::now() - start >= delete_wait_) {
+      throw DriverError(GPUPROV_STATUS_TRANSIENT, what + ": still not deletable after " +
+                                                      std::to_string(delete_wait_.count()) +
+                                                      " s (" + message + "); run `gpuprov down " +
+                                                      name + "` again later");
+    }
+    host_.Progress(what + ": " + message + "; retrying");
+    kit::SleepOrCancel(host_, poll_interval_, what);
+  }
+}
+
+std::string VerdaDriver::Delete(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the delete request");
+  ObjectPtr in = Resolve(request);
+  std::string name = json::Str(request, "name");
+  bool deleted = false;
+  std::string id;
+  std::vector<std::string> key_ids;
+  if (in) {
+    id = json::Str(in, "id");
+    name = json::Str(in, "hostname");
+    key_ids = StringsOf(json::Arr(in, "ssh_key_ids"));
+    deleted = DeleteInstance(id, name);
+  }
+  if (name.empty()) return kit::DeletedResult(deleted);
+  // The startup script of this VM name, also when the instance was already gone (a half-done
+  // create), and gpuprov's keys no other gpuprov instance uses (every such key when the
+  // instance's own could not be read).
+  DeleteScripts(name);
+  DeleteUnusedKeys(key_ids, id);
+  return kit::DeletedResult(deleted);
+}
+
+}  // namespace gpuprov::verda
+
+// The keys of [clouds.verda] this driver reads (ABI 1.1: gpuprov refuses others).
+constexpr gpuprov_type_config_key kVerdaConfigKeys[] = {
+    gpuprov::sdk::StringKey("location",
+                            "the location code used when provision names no region (e.g. FIN-01)"),
+    gpuprov::sdk::StringKey("image",
+                            "the OS image type (default ubuntu-24.04-cuda-12.8-open-docker)"),
+    gpuprov::sdk::StringKey("client_id_env", "the environment variable that holds the client id"),
+    gpuprov::sdk::StringKey("client_secret_env",
+                            "the environment variable that holds the client secret"),
+    gpuprov::sdk::StringKey("credentials_file",
+                            "the verda CLI's credentials file (~/.verda/credentials)"),
+    gpuprov::sdk::StringKey("profile", "the profile (section) of the credentials file (default)"),
+    gpuprov::sdk::IntegerKey("startup_script_limit", "bytes of startup script sent (65536)"),
+    gpuprov::sdk::IntegerKey("os_volume_gb",
+                             "OS volume size when provision gives no --disk-gb (100)"),
+    gpuprov::sdk::IntegerKey("delete_wait_seconds",
+                             "how long down waits for a deletable instance (600)"),
+    gpuprov::sdk::IntegerKey("placement_wait_seconds",
+                             "how long create waits for the instance to be placed (120)"),
+    gpuprov::sdk::IntegerKey("poll_interval_ms", "how often to poll while waiting (5000)"),
+};
+
+GPUPROV_DRIVER(gpuprov::verda::VerdaDriver, kVerdaConfigKeys)

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The "verda" driver: Verda Cloud (formerly DataCrunch) GPU instances over the Verda Cloud
+// Public API v1 (OAuth2 client credentials).
+//
+// Settings (docs/driver-protocol.md, init): "endpoint" (default https://api.verda.com/v1;
+// GPUPROV_VERDA_ENDPOINT; http:// only for a loopback emulator); config keys are listed in
+// kVerdaConfigKeys at the end of verda_driver.cc and in README.md.
+// What it makes per VM: the instance (hostname = VM name, description and tags gpuprov=1 /
+// gpuprov-name), a startup script "gpuprov-<name>" carrying the installer, and at most one SSH
+// key "gpuprov-<hash>" shared by every VM with the same public key. See README.md.
+#pragma once
+
+#include <Poco/Dynamic/Var.h>
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gpuprov/sdk.hpp"
+#include "http_client.h"
+#include "verda_rules.h"
+
+namespace gpuprov::verda {
+
+class VerdaDriver {
+ public:
+  static constexpr const char* kName = "verda";
+  static constexpr const char* kVersion = "0.1.0";
+  static constexpr const char* kDescription =
+      "Verda Cloud (formerly DataCrunch) GPU instances: instances, startup scripts, SSH keys";
+  /// A startup-script cloud without a firewall API (section 5): the host puts the installer in
+  /// the startup script and reaches the API through an SSH tunnel.
+  static constexpr uint64_t kCapabilities =
+      GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_STARTUP_SCRIPT | GPUPROV_CAP_HOSTS_KUBERNETES;
+
+  explicit VerdaDriver(const gpuprov::sdk::InitContext& ctx);
+
+  std::string Check(const std::string& request_json);
+  std::string Offers(const std::string& request_json);
+  std::string Create(const std::string& request_json);
+  std::string Get(const std::string& request_json);
+  std::string List(const std::string& request_json);
+  std::string Delete(const std::string& request_json);
+  // No OpenPorts: Verda has no firewall API (section 5), so no GPUPROV_CAP_OPEN_PORTS.
+
+ private:
+  using ObjectPtr = Poco::JSON::Object::Ptr;
+  using ArrayPtr = Poco::JSON::Array::Ptr;
+
+  /// One API call with the bearer token (fetched once, cached until shortly before it
+  /// expires, fetched again once on a 401). Failures become DriverError by the status table;
+  /// statuses in `allow` are returned as they are.
+  struct Answer {
+    int status = 0;
+    std::string body;
+    Poco::Dynamic::Var doc;  ///< the parsed body (empty when it is not JSON)
+    ApiError error;          ///< of a failure
+  };
+  Answer Call(const std::string& method, const std::string& path, const std::string& what,
+              const std::string& body = "", const std::set<int>& allow = {},
+              bool idempotent = true);
+  const std::string& Token(bool renew);
+  const ClientCredentials& Credentials();
+  static ArrayPtr ArrayOf(const Answer& a, const std::string& what);
+
+  /// Every instance of the account that is not gone.
+  std::vector<ObjectPtr> Instances();
+  /// The newest live gpuprov instance with that hostname, or nullptr; a live same-named
+  /// instance gpuprov did not make is reported in *foreign.
+  ObjectPtr FindByName(const std::string& name, bool* foreign = nullptr);
+  /// GET /instances/{id}, or nullptr when Verda says it does not exist.
+  ObjectPtr InstanceById(const std::string& id);
+  ObjectPtr Resolve(const ObjectPtr& request);
+
+  /// Location -> instance types in stock (GET /instance-availability, section 3.6).
+  std::map<std::string, std::vector<std::string>> Availability(const std::string& location);
+
+  struct SshKey {
+    std::string id;
+    std::string name;
+  };
+  SshKey EnsureSshKey(const std::string& public_key);
+  /// Deletes gpuprov's keys (named gpuprov-...) among `key_ids` (every gpuprov key when
+  /// empty) that no live gpuprov instance other than `except_id` uses.
+  void DeleteUnusedKeys(const std::vector<std::string>& key_ids, const std::string& except_id);
+
+  /// The ids of the startup scripts named ScriptName(vm).
+  std::vector<std::string> ScriptIds(const std::string& vm_name);
+  std::string CreateScript(const std::string& vm_name, const std::string& text);
+  void DeleteScripts(const std::string& vm_name);
+
+  /// POST /instances without ever making two: after a 5xx or a lost answer it looks for the
+  /// name before trying again. Returns the instance id.
+  std::string Launch(const std::string& name, const std::string& body);
+  /// Waits (bounded) while the new instance is unplaced (new/ordered); returns it, or nullptr
+  /// when it vanished. Throws CAPACITY (after deleting it) when it ends in no_capacity.
+  ObjectPtr WaitPlaced(const std::string& id, const std::string& name);
+  /// The delete action, waiting out "Can't discontinue a provisioning instance". False when
+  /// the instance was already gone.
+  bool DeleteInstance(const std::string& id, const std::string& name);
+
+  ObjectPtr VmJson(const ObjectPtr& instance) const;
+
+  gpuprov::sdk::Host host_;
+  std::string endpoint_;
+  ObjectPtr config_;
+  std::string default_location_;
+  std::string default_image_;
+  size_t script_limit_;
+  int os_volume_gb_;
+  std::chrono::seconds delete_wait_;
+  std::chrono::seconds placement_wait_;
+  std::chrono::milliseconds poll_interval_;
+  std::unique_ptr<drivers::HttpClient> http_;
+  std::optional<ClientCredentials> credentials_;
+  std::string token_;
+  std::chrono::steady_clock::time_point token_expiry_{};
+};
+
+}  // namespace gpuprov::verda

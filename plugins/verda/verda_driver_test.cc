@@ -1,0 +1,543 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Loads the BUILT driver .so with dlopen, as the host does, and drives it through the C
+// vtable against the Verda emulator (tests/emulators/verda_api.cc, memory backend) started as
+// a child process. Talks only to 127.0.0.1.
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "driver_test_util.h"
+#include "gpuprov/driver_abi.h"
+
+namespace gpuprov::verda {
+namespace {
+
+using drivers::testing::Contains;
+using drivers::testing::HttpReply;
+using drivers::testing::LoopbackHttp;
+using drivers::testing::OpResult;
+using drivers::testing::ParseJson;
+using drivers::testing::ScopedEnv;
+using drivers::testing::ScopedTempDir;
+using drivers::testing::SharedEmulatorTest;
+using drivers::testing::Stringify;
+using Poco::JSON::Array;
+using Poco::JSON::Object;
+
+constexpr const char* kClientId = "gpuprov-test-client";
+constexpr const char* kClientSecret = "secret_gpuprov_verda_client_0123456789";
+constexpr const char* kKeyA =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJUeW8OWN9ub68dw8qD7cVkpP5fX+R7F0nbhoeOp4EjF test@gpuprov";
+constexpr const char* kScript = "#!/bin/bash\necho installing k3s\n";
+
+constexpr char kDriverPath[] = GPUPROV_VERDA_DRIVER_PATH;
+using Driver = drivers::testing::DriverAt<kDriverPath>;
+
+// --- no emulator needed -----------------------------------------------------
+
+TEST(VerdaDescriptor, IdentityCapabilitiesAndKeys) {
+  const gpuprov_type_driver_descriptor* d = Driver::Descriptor();
+  ASSERT_NE(d, nullptr);
+  EXPECT_STREQ(d->name, "verda");
+  // A startup-script cloud without a firewall API: no OPEN_PORTS, no cloud-init.
+  EXPECT_EQ(d->capabilities,
+            static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_STARTUP_SCRIPT |
+                                  GPUPROV_CAP_HOSTS_KUBERNETES));
+  drivers::testing::ExpectEveryOperation(*d->vtable, /*open_ports=*/false);
+}
+
+TEST(VerdaDescriptor, RefusesPlainHttpToANonLoopbackEndpoint) {
+  Driver driver(R"({"endpoint":"http://api.verda.com/v1","config":{}})");
+  EXPECT_EQ(driver.init_status(), GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_TRUE(Contains(driver.init_error(), "loopback")) << driver.init_error();
+}
+
+TEST(VerdaDescriptor, NoCredentialsAnywhereIsAuthBeforeAnyCall) {
+  ScopedTempDir home;
+  ScopedEnv h("HOME", home.path().c_str());
+  ScopedEnv a("VERDA_CLIENT_ID", nullptr);
+  ScopedEnv b("VERDA_CLIENT_SECRET", nullptr);
+  ScopedEnv c("DATACRUNCH_CLIENT_ID", nullptr);
+  ScopedEnv d("DATACRUNCH_CLIENT_SECRET", nullptr);
+  ScopedEnv e("VERDA_SHARED_CREDENTIALS_FILE", nullptr);
+  ScopedEnv f("VERDA_HOME", nullptr);
+  // Nothing is sent (the discard port would refuse it anyway): the credentials are missing first.
+  Driver driver(R"({"endpoint":"http://127.0.0.1:9/v1","config":{}})");
+  ASSERT_EQ(driver.init_status(), GPUPROV_STATUS_OK) << driver.init_error();
+  OpResult r = driver.Check();
+  EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r;
+  EXPECT_TRUE(Contains(r.error, "VERDA_CLIENT_ID")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "~/.verda/credentials")) << r.error;
+}
+
+TEST(VerdaDescriptor, ATinyScriptLimitIsRefused) {
+  Driver driver(R"({"endpoint":"","config":{"startup_script_limit":10}})");
+  EXPECT_EQ(driver.init_status(), GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_TRUE(Contains(driver.init_error(), "startup_script_limit")) << driver.init_error();
+}
+
+// --- the emulator -----------------------------------------------------------
+
+class Emulator : public drivers::testing::OneCloudEmulator {
+ public:
+  Emulator() : OneCloudEmulator("verda") {}
+  bool Start(std::string* problem) {
+    return StartMemory({"--boot-seconds", "1"},
+                       {{"VERDA_CLIENT_ID", kClientId}, {"VERDA_CLIENT_SECRET", kClientSecret}},
+                       problem);
+  }
+  void Fault(const std::string& fault, const std::string& extra = "") {
+    EmulatorProcess::Fault(R"({"cloud":"verda","fault":")" + fault + "\"" + extra + "}");
+  }
+  void Settings(const std::string& members) {
+    HttpReply r = Control("POST", "/settings", R"({"cloud":"verda",)" + members + "}");
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
+  void ClearRequests() { EmulatorProcess::ClearRequests("verda"); }
+  // The emulator's rows (status, startup_script text) of instances called name.
+  std::vector<Object::Ptr> Rows(const std::string& name) {
+    std::vector<Object::Ptr> out;
+    HttpReply r = Control("GET", "/instances?cloud=verda");
+    Array::Ptr rows = r.Doc()->getArray("instances");
+    for (size_t i = 0; rows && i < rows->size(); ++i) {
+      Object::Ptr row = rows->getObject(static_cast<unsigned>(i));
+      if (row->getValue<std::string>("name") == name) out.push_back(row);
+    }
+    return out;
+  }
+  // How many logged requests start with "METHOD path".
+  int CountRequests(const std::string& prefix) {
+    int n = 0;
+    for (const auto& r : Requests()) n += r.rfind(prefix, 0) == 0 ? 1 : 0;
+    return n;
+  }
+  // The Verda API with a token of its own (as a user's other tool would).
+  HttpReply Api(const std::string& method, const std::string& path, const std::string& body = "") {
+    HttpReply t = LoopbackHttp("POST", url() + "/oauth2/token",
+                               std::string(R"({"grant_type":"client_credentials","client_id":")") +
+                                   kClientId + R"(","client_secret":")" + kClientSecret + "\"}");
+    const std::string token = t.Doc()->getValue<std::string>("access_token");
+    return LoopbackHttp(method, url() + path, body, {{"Authorization", "Bearer " + token}});
+  }
+};
+
+class VerdaEmulatorTest : public SharedEmulatorTest<Emulator> {
+ protected:
+  void SetUp() override {
+    SharedEmulatorTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    emulator_->Reset();
+    emulator_->Settings(R"("ordered_seconds":0.5,"deleting_seconds":0.5,"out_of_stock":[],)"
+                        R"("token_lifetime_seconds":3600)");
+    home_ = std::make_unique<ScopedTempDir>();
+    home_env_ = std::make_unique<ScopedEnv>("HOME", home_->path().c_str());
+    id_ = std::make_unique<ScopedEnv>("VERDA_CLIENT_ID", kClientId);
+    secret_ = std::make_unique<ScopedEnv>("VERDA_CLIENT_SECRET", kClientSecret);
+  }
+  void TearDown() override {
+    secret_.reset();
+    id_.reset();
+    home_env_.reset();
+    home_.reset();
+  }
+
+  static std::string Config(const std::string& extra_config = "") {
+    return R"({"endpoint":")" + emulator_->url() +
+           R"(","config":{"retry":{"max_attempts":5,"base_delay_ms":5,"max_delay_ms":50,)"
+           R"("max_retry_after_ms":1500,"total_budget_ms":20000,"attempt_timeout_ms":10000},)"
+           R"("poll_interval_ms":200,"placement_wait_seconds":20,"delete_wait_seconds":20)" +
+           extra_config + "}}";
+  }
+
+  static std::string CreateRequest(const std::string& name, const std::string& gpu = "H100",
+                                   const std::string& user_data = kScript,
+                                   const std::string& region = "FIN-01") {
+    Object::Ptr req = new Object();
+    req->set("name", name);
+    req->set("region", region);
+    req->set("instance_type", "");
+    Object::Ptr g = new Object();
+    g->set("type", gpu);
+    g->set("count", 1);
+    req->set("gpu", g);
+    req->set("image", "");
+    req->set("ssh_public_key", kKeyA);
+    req->set("user_data", user_data);
+    Object::Ptr tags = new Object();
+    tags->set("gpuprov", "1");
+    tags->set("gpuprov-name", name);
+    tags->set("team", "ml");
+    req->set("tags", tags);
+    Array::Ptr p = new Array();
+    p->add(22);
+    req->set("open_ports", p);
+    return Stringify(req);
+  }
+
+  static Object::Ptr WaitRunning(Driver& driver, const std::string& id) {
+    return drivers::testing::WaitRunning(driver, id, std::chrono::seconds(30), "instance");
+  }
+
+  static void ExpectNothingLeft() {
+    for (int i = 0; i < 50 && emulator_->Count("instances") != 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_EQ(emulator_->Count("instances"), 0);
+    EXPECT_EQ(emulator_->Count("scripts"), 0);
+    EXPECT_EQ(emulator_->Count("ssh_keys"), 0);
+  }
+
+  std::unique_ptr<ScopedTempDir> home_;
+  std::unique_ptr<ScopedEnv> home_env_;
+  std::unique_ptr<ScopedEnv> id_;
+  std::unique_ptr<ScopedEnv> secret_;
+};
+
+TEST_F(VerdaEmulatorTest, CheckNamesWhereTheCredentialsCameFromAndNeverTheSecret) {
+  Driver driver(Config());
+  OpResult r = driver.Check();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_EQ(r.Doc()->getValue<std::string>("key_from"), "$VERDA_CLIENT_ID/$VERDA_CLIENT_SECRET");
+  EXPECT_EQ(r.Doc()->getValue<int>("user_data_limit"), 64 * 1024);
+  EXPECT_FALSE(Contains(r.json, kClientSecret));
+  EXPECT_FALSE(Contains(driver.host().All(), kClientSecret));
+}
+
+TEST_F(VerdaEmulatorTest, TheCliCredentialsFileIsUsedWithoutTheVariables) {
+  ScopedEnv a("VERDA_CLIENT_ID", nullptr);
+  ScopedEnv b("VERDA_CLIENT_SECRET", nullptr);
+  std::filesystem::create_directories(home_->path() / ".verda");
+  std::ofstream(home_->path() / ".verda" / "credentials")
+      << "[default]\nverda_client_id = " << kClientId << "\nverda_client_secret = " << kClientSecret
+      << "\n";
+  Driver driver(Config());
+  OpResult r = driver.Check();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_TRUE(Contains(r.Doc()->getValue<std::string>("key_from"), ".verda/credentials [default]"));
+}
+
+TEST_F(VerdaEmulatorTest, WrongCredentialsAreAuthNamingWhereTheyCameFrom) {
+  ScopedEnv b("VERDA_CLIENT_SECRET", "secret_wrong_one");
+  Driver driver(Config());
+  OpResult r = driver.Check();
+  EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r;
+  EXPECT_TRUE(Contains(r.error, "$VERDA_CLIENT_ID/$VERDA_CLIENT_SECRET")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "Invalid client credentials")) << r.error;
+  EXPECT_FALSE(Contains(r.error + driver.host().All(), "secret_wrong_one"));
+}
+
+TEST_F(VerdaEmulatorTest, TheTokenIsCachedAndRenewedOnceWhenItExpires) {
+  Driver driver(Config());
+  emulator_->ClearRequests();
+  ASSERT_EQ(driver.Check().status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.List().status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Offers(R"({"gpu":{"type":"H100","count":1},"region":""})").status,
+            GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->CountRequests("POST /v1/oauth2/token"), 1);
+  // The emulator expires every issued token: the next call gets a 401, one new token, and
+  // succeeds.
+  emulator_->Settings(R"("expire_tokens":true)");
+  OpResult r = driver.List();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_EQ(emulator_->CountRequests("POST /v1/oauth2/token"), 2);
+  EXPECT_EQ(emulator_->CountRequests("GET /v1/instances -> 401"), 1);
+  // A 401 that persists after the new token is AUTH, not a loop.
+  emulator_->Fault("auth_failure", R"(,"times":2)");
+  r = driver.List();
+  EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r;
+  EXPECT_EQ(emulator_->CountRequests("POST /v1/oauth2/token"), 3);
+  // A token is renewed before its end, not after a refused call: a lifetime of 30 s is within
+  // the 60 s margin, so it is used for about a second.
+  emulator_->Settings(R"("token_lifetime_seconds":30)");
+  Driver short_lived(Config());
+  ASSERT_EQ(short_lived.Check().status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->CountRequests("POST /v1/oauth2/token"), 4);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  ASSERT_EQ(short_lived.List().status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->CountRequests("POST /v1/oauth2/token"), 5);
+  EXPECT_EQ(emulator_->CountRequests("GET /v1/instances -> 401"), 3);  // none new
+  EXPECT_FALSE(Contains(driver.host().All(), kClientSecret));
+}
+
+TEST_F(VerdaEmulatorTest, OffersComeFromAvailabilityPerLocation) {
+  Driver driver(Config());
+  OpResult r = driver.Offers(R"({"gpu":{"type":"H100","count":1},"region":""})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  Array::Ptr offers = r.Doc()->getArray("offers");
+  ASSERT_EQ(offers->size(), 4u) << r.json;  // 1H100.80S.30V in four locations
+  Object::Ptr o = offers->getObject(0);
+  EXPECT_EQ(o->getValue<std::string>("instance_type"), "1H100.80S.30V");
+  EXPECT_EQ(o->getValue<std::string>("gpu_type"), "H100");
+  EXPECT_DOUBLE_EQ(o->getValue<double>("price_per_hour"), 2.19);
+  r = driver.Offers(R"({"gpu":{"type":"A100","count":1},"region":"FIN-02"})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_EQ(r.Doc()->getArray("offers")->size(), 2u) << r.json;  // 80 GB and 40 GB
+  emulator_->Settings(R"("out_of_stock":["1L40S.20V"])");
+  r = driver.Offers(R"({"gpu":{"type":"L40S","count":1},"region":""})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_EQ(r.Doc()->getArray("offers")->size(), 0u) << r.json;
+  EXPECT_TRUE(Contains(driver.host().All(), "no capacity now for 1L40S.20V"))
+      << driver.host().All();
+  r = driver.Offers(R"({"gpu":null,"region":"ICE-01"})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  ASSERT_EQ(r.Doc()->getArray("offers")->size(), 1u) << r.json;
+  EXPECT_EQ(r.Doc()->getArray("offers")->getObject(0)->getValue<std::string>("instance_type"),
+            "CPU.4V.16G");
+}
+
+TEST_F(VerdaEmulatorTest, AGpuVerdaDoesNotRentIsRefusedBeforeAnyCreate) {
+  Driver driver(Config());
+  OpResult offers = driver.Offers(R"({"gpu":{"type":"L4","count":1},"region":""})");
+  ASSERT_EQ(offers.status, GPUPROV_STATUS_OK) << offers;
+  EXPECT_EQ(offers.Doc()->getArray("offers")->size(), 0u);
+  EXPECT_TRUE(Contains(driver.host().All(), "Verda does not offer L4:1")) << driver.host().All();
+  emulator_->ClearRequests();
+  OpResult c = driver.Create(CreateRequest("vd-l4", "L4"));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c;
+  EXPECT_TRUE(Contains(c.error, "H100")) << c.error;
+  EXPECT_TRUE(emulator_->Requests().empty());
+  ExpectNothingLeft();
+}
+
+TEST_F(VerdaEmulatorTest, AnUnknownLocationIsRefusedNamingTheLocations) {
+  Driver driver(Config());
+  OpResult o = driver.Offers(R"({"gpu":{"type":"H100","count":1},"region":"FIN-99"})");
+  EXPECT_EQ(o.status, GPUPROV_STATUS_INVALID_INPUT) << o;
+  EXPECT_TRUE(Contains(o.error, "no location FIN-99")) << o.error;
+  EXPECT_TRUE(Contains(o.error, "FIN-01, FIN-02, FIN-03, ICE-01")) << o.error;
+  emulator_->ClearRequests();
+  OpResult c = driver.Create(CreateRequest("vd-loc", "H100", kScript, "FIN-99"));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c;
+  EXPECT_EQ(emulator_->CountRequests("POST"), 0);  // no key, script or instance made
+  ExpectNothingLeft();
+}
+
+TEST_F(VerdaEmulatorTest, LifecycleWithTheStartupScriptObject) {
+  Driver driver(Config());
+  OpResult c = driver.Create(CreateRequest("vd-life"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c << "\n" << driver.host().All();
+  EXPECT_FALSE(c.Doc()->getValue<bool>("existing"));
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  EXPECT_EQ(c.Vm()->getValue<std::string>("instance_type"), "1H100.80S.30V");
+  EXPECT_EQ(c.Vm()->getValue<std::string>("gpus"), "H100:1");
+  EXPECT_EQ(c.Vm()->getValue<std::string>("ssh_user"), "root");
+  EXPECT_EQ(c.Vm()->getValue<std::string>("region"), "FIN-01");
+  // The installer travelled as the startup script object gpuprov-<name>, text unchanged.
+  EXPECT_EQ(emulator_->Count("scripts"), 1);
+  HttpReply scripts = emulator_->Api("GET", "/scripts");
+  EXPECT_TRUE(Contains(scripts.body, "\"gpuprov-vd-life\"")) << scripts.body;
+  std::vector<Object::Ptr> rows = emulator_->Rows("vd-life");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0]->getValue<std::string>("startup_script"), kScript);
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 1);
+
+  Object::Ptr vm = WaitRunning(driver, id);
+  ASSERT_TRUE(vm);
+  EXPECT_FALSE(vm->getValue<std::string>("public_ip").empty());
+  EXPECT_EQ(vm->getObject("tags")->getValue<std::string>("team"), "ml");
+  OpResult by_name = driver.Get(R"({"name":"vd-life"})");
+  ASSERT_EQ(by_name.status, GPUPROV_STATUS_OK) << by_name;
+  EXPECT_EQ(by_name.Vm()->getValue<std::string>("id"), id);
+  OpResult list = driver.List();
+  ASSERT_EQ(list.status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(list.Doc()->getArray("vms")->size(), 1u);
+
+  // A re-run finds it by name: nothing new is made.
+  OpResult again = driver.Create(CreateRequest("vd-life"));
+  ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << again;
+  EXPECT_TRUE(again.Doc()->getValue<bool>("existing"));
+  EXPECT_EQ(again.Vm()->getValue<std::string>("id"), id);
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  EXPECT_EQ(emulator_->Count("scripts"), 1);
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 1);
+
+  OpResult d = driver.Delete(R"({"id":")" + id + R"(","name":"vd-life"})");
+  ASSERT_EQ(d.status, GPUPROV_STATUS_OK) << d;
+  EXPECT_TRUE(d.Doc()->getValue<bool>("deleted"));
+  ExpectNothingLeft();
+  OpResult gone = driver.Get(R"({"id":")" + id + R"("})");
+  EXPECT_EQ(gone.status, GPUPROV_STATUS_NOT_FOUND) << gone;
+  OpResult twice = driver.Delete(R"({"id":")" + id + R"(","name":"vd-life"})");
+  ASSERT_EQ(twice.status, GPUPROV_STATUS_OK) << twice;
+  EXPECT_FALSE(twice.Doc()->getValue<bool>("deleted"));
+}
+
+TEST_F(VerdaEmulatorTest, ASharedKeyStaysUntilTheLastVmAndAUsersKeyIsNeverDeleted) {
+  Driver driver(Config());
+  OpResult a = driver.Create(CreateRequest("vd-ka", "H100", ""));
+  OpResult b = driver.Create(CreateRequest("vd-kb", "H100", ""));
+  ASSERT_EQ(a.status, GPUPROV_STATUS_OK) << a;
+  ASSERT_EQ(b.status, GPUPROV_STATUS_OK) << b;
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 1);
+  EXPECT_EQ(emulator_->Count("scripts"), 0);  // no boot script, no script object
+  WaitRunning(driver, a.Vm()->getValue<std::string>("id"));
+  WaitRunning(driver, b.Vm()->getValue<std::string>("id"));
+  ASSERT_EQ(driver.Delete(R"({"name":"vd-ka"})").status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 1);  // vd-kb still uses it
+  ASSERT_EQ(driver.Delete(R"({"name":"vd-kb"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+  // The user registered the same key under a name of their own: reused, never deleted.
+  HttpReply own = emulator_->Api("POST", "/sshkeys",
+                                 std::string(R"({"name":"my laptop","key":")") + kKeyA + "\"}");
+  ASSERT_LT(own.status, 300) << own.body;
+  OpResult c = driver.Create(CreateRequest("vd-kc", "H100", ""));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 1);
+  WaitRunning(driver, c.Vm()->getValue<std::string>("id"));
+  ASSERT_EQ(driver.Delete(R"({"name":"vd-kc"})").status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 1);
+  EXPECT_TRUE(Contains(emulator_->Api("GET", "/sshkeys").body, "my laptop"));
+}
+
+TEST_F(VerdaEmulatorTest, DeleteWaitsOutAProvisioningInstance) {
+  Driver driver(Config());
+  OpResult c = driver.Create(CreateRequest("vd-prov"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  emulator_->ClearRequests();
+  OpResult d = driver.Delete(R"({"name":"vd-prov"})");
+  ASSERT_EQ(d.status, GPUPROV_STATUS_OK) << d << "\n" << driver.host().All();
+  EXPECT_TRUE(d.Doc()->getValue<bool>("deleted"));
+  EXPECT_GE(emulator_->CountRequests("PUT /v1/instances -> 400"), 1)
+      << "the emulator did not refuse the delete while provisioning";
+  EXPECT_TRUE(Contains(driver.host().All(), "Can't discontinue a provisioning instance"));
+  ExpectNothingLeft();
+}
+
+TEST_F(VerdaEmulatorTest, NotEnoughResourcesIsCapacityAndLeavesNothing) {
+  Driver driver(Config());
+  emulator_->Fault("capacity", R"(,"times":1)");
+  emulator_->ClearRequests();
+  OpResult c = driver.Create(CreateRequest("vd-cap"));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_CAPACITY) << c;
+  EXPECT_TRUE(Contains(c.error, "Not enough resources")) << c.error;
+  EXPECT_EQ(emulator_->CountRequests("POST /v1/instances"), 1);  // never retried
+  ExpectNothingLeft();
+  // Out of stock per /instance-availability: refused before anything is made.
+  emulator_->Settings(R"("out_of_stock":["1H100.80S.30V"])");
+  emulator_->ClearRequests();
+  c = driver.Create(CreateRequest("vd-cap"));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_CAPACITY) << c;
+  EXPECT_TRUE(Contains(c.error, "no capacity now for 1H100.80S.30V")) << c.error;
+  EXPECT_EQ(emulator_->CountRequests("POST /v1/instances"), 0);
+  EXPECT_EQ(emulator_->CountRequests("POST /v1/scripts"), 0);
+  ExpectNothingLeft();
+}
+
+TEST_F(VerdaEmulatorTest, PlacedAsNoCapacityIsDeletedAndCapacity) {
+  Driver driver(Config());
+  emulator_->Settings(R"("ordered_seconds":3)");
+  emulator_->Fault("error_during_boot", R"(,"value":"no_capacity")");
+  OpResult c = driver.Create(CreateRequest("vd-nocap"));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_CAPACITY) << c << "\n" << driver.host().All();
+  EXPECT_TRUE(Contains(c.error, "no_capacity")) << c.error;
+  ExpectNothingLeft();
+}
+
+TEST_F(VerdaEmulatorTest, QuotaAndFundsAreQuota) {
+  Driver driver(Config());
+  emulator_->Fault("quota", R"(,"times":1)");
+  OpResult c = driver.Create(CreateRequest("vd-q"));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_QUOTA) << c;
+  ExpectNothingLeft();
+  emulator_->Fault("payment_required", R"(,"times":1)");
+  c = driver.Create(CreateRequest("vd-q"));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_QUOTA) << c;
+  EXPECT_TRUE(Contains(c.error, "insufficient_funds")) << c.error;
+  ExpectNothingLeft();
+}
+
+TEST_F(VerdaEmulatorTest, A5xxAfterTheCreateHappenedFindsItByName) {
+  Driver driver(Config());
+  emulator_->Fault(
+      "server_error",
+      R"(,"status":503,"value":"after_create","method":"POST","path":"/v1/instances")");
+  OpResult c = driver.Create(CreateRequest("vd-5xx"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c << "\n" << driver.host().All();
+  EXPECT_TRUE(Contains(driver.host().All(), "created although Verda's answer failed"));
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  EXPECT_EQ(emulator_->Count("scripts"), 1);
+  ASSERT_EQ(driver.Delete(R"({"name":"vd-5xx"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(VerdaEmulatorTest, ThrottlingAnd503BurstsAreRetried) {
+  Driver driver(Config());
+  emulator_->Fault("throttle", R"(,"times":3,"retry_after":1)");
+  emulator_->Fault("server_error", R"(,"status":503,"times":2,"method":"GET")");
+  OpResult c = driver.Create(CreateRequest("vd-thr"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  ASSERT_EQ(driver.Delete(R"({"name":"vd-thr"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(VerdaEmulatorTest, ASameNamedInstanceGpuprovDidNotMakeIsNeverAdopted) {
+  emulator_->Settings(R"("seed_instances":[{"hostname":"vd-foreign","description":"my own box"}])");
+  Driver driver(Config());
+  OpResult c = driver.Create(CreateRequest("vd-foreign"));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c;
+  EXPECT_TRUE(Contains(c.error, "choose another VM name")) << c.error;
+  OpResult d = driver.Delete(R"({"name":"vd-foreign"})");
+  ASSERT_EQ(d.status, GPUPROV_STATUS_OK) << d;
+  EXPECT_FALSE(d.Doc()->getValue<bool>("deleted"));
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  EXPECT_EQ(emulator_->Count("scripts"), 0);
+}
+
+TEST_F(VerdaEmulatorTest, AnEarlierRunsInstanceIsFoundByItsDescription) {
+  // Hostnames are not unique; an instance an earlier gpuprov run made (the emulator's seed
+  // keeps no tags, so only the description says it) and a discontinued one of that name.
+  emulator_->Settings(
+      R"J("seed_instances":[{"hostname":"vd-old","description":"gpuprov-managed VM vd-old (gpuprov-name=vd-old)"},)J"
+      R"J({"hostname":"vd-old","description":"gpuprov-managed VM vd-old (gpuprov-name=vd-old)","status":"discontinued"}])J");
+  Driver driver(Config());
+  OpResult c = driver.Create(CreateRequest("vd-old"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  EXPECT_TRUE(c.Doc()->getValue<bool>("existing"));
+  EXPECT_NE(c.Vm()->getValue<std::string>("state"), "terminated");
+  EXPECT_EQ(emulator_->Count("instances"), 2);  // the two seeded, nothing new
+  EXPECT_EQ(emulator_->Count("scripts"), 0);
+}
+
+TEST_F(VerdaEmulatorTest, AScriptAKilledRunLeftIsReplacedAndDownRemovesItWithoutAnInstance) {
+  HttpReply left = emulator_->Api(
+      "POST", "/scripts", R"({"name":"gpuprov-vd-stale","script":"#!/bin/bash\necho old\n"})");
+  ASSERT_LT(left.status, 300) << left.body;
+  Driver driver(Config());
+  // down of a VM whose create died before the instance: the script goes.
+  OpResult d = driver.Delete(R"({"name":"vd-stale"})");
+  ASSERT_EQ(d.status, GPUPROV_STATUS_OK) << d;
+  EXPECT_FALSE(d.Doc()->getValue<bool>("deleted"));
+  EXPECT_EQ(emulator_->Count("scripts"), 0);
+  // A create after such a run carries the new text, in one script.
+  left = emulator_->Api("POST", "/scripts",
+                        R"({"name":"gpuprov-vd-stale","script":"#!/bin/bash\necho old\n"})");
+  OpResult c = driver.Create(CreateRequest("vd-stale"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  EXPECT_EQ(emulator_->Count("scripts"), 1);
+  EXPECT_EQ(emulator_->Rows("vd-stale").at(0)->getValue<std::string>("startup_script"), kScript);
+  ASSERT_EQ(driver.Delete(R"({"name":"vd-stale"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(VerdaEmulatorTest, AScriptOverTheLimitIsRefusedBeforeAnyCall) {
+  Driver driver(Config(R"(,"startup_script_limit":2048)"));
+  emulator_->ClearRequests();
+  OpResult c =
+      driver.Create(CreateRequest("vd-big", "H100", "#!/bin/bash\n" + std::string(3000, '#')));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c;
+  EXPECT_TRUE(Contains(c.error, "startup script")) << c.error;
+  EXPECT_TRUE(emulator_->Requests().empty());
+}
+
+}  // namespace
+}  // namespace gpuprov::verda

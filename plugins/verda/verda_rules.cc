@@ -1,0 +1,396 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "verda_rules.h"
+
+#include <Poco/DigestEngine.h>
+#include <Poco/SHA2Engine.h>
+
+#include <array>
+#include <cctype>
+#include <cstdlib>
+#include <set>
+
+#include "config_files.h"
+#include "driver_status.h"
+#include "gpuprov/sdk.hpp"
+#include "json_util.h"
+#include "ssh_public_key.h"
+
+namespace gpuprov::verda {
+namespace {
+
+namespace json = drivers::json;
+using Poco::JSON::Array;
+using Poco::JSON::Object;
+
+// Section 8's codes. Codes not listed fall back to the HTTP status.
+constexpr std::array<drivers::CloudCode, 7> kCodes = {{
+    {"invalid_request", GPUPROV_STATUS_INVALID_INPUT},
+    {"unauthorized_request", GPUPROV_STATUS_AUTH},
+    {"insufficient_funds", GPUPROV_STATUS_QUOTA},
+    {"forbidden_action", GPUPROV_STATUS_AUTH},
+    {"not_found", GPUPROV_STATUS_NOT_FOUND},
+    {"server_error", GPUPROV_STATUS_TRANSIENT},
+    {"service_unavailable", GPUPROV_STATUS_TRANSIENT},
+}};
+// Capacity and quota are said in prose (section 8).
+constexpr std::array<std::string_view, 3> kCapacityWords = {"not enough resources", "no capacity",
+                                                            "out of stock"};
+constexpr std::array<std::string_view, 2> kQuotaWords = {"quota", "limit exceeded"};
+
+std::string Normalize(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == ' ' || c == '-' || c == '_') continue;
+    out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+std::optional<ClientCredentials> FromEnvPair(const std::string& id_var,
+                                             const std::string& secret_var) {
+  std::optional<drivers::Credential> id = drivers::CredentialFromEnv({id_var});
+  std::optional<drivers::Credential> secret = drivers::CredentialFromEnv({secret_var});
+  if (!id || !secret) return std::nullopt;
+  return ClientCredentials{id->value, secret->value, "$" + id_var + "/$" + secret_var};
+}
+
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+}  // namespace
+
+std::string DefaultCredentialsFile() {
+  if (const char* f = std::getenv("VERDA_SHARED_CREDENTIALS_FILE"); f && *f) return f;
+  if (const char* h = std::getenv("VERDA_HOME"); h && *h) return std::string(h) + "/credentials";
+  const char* home = std::getenv("HOME");
+  return home && *home ? std::string(home) + "/.verda/credentials" : "";
+}
+
+std::optional<ClientCredentials> ResolveCredentials(const Object::Ptr& config) {
+  const std::string id_env = config ? json::Str(config, "client_id_env") : "";
+  const std::string secret_env = config ? json::Str(config, "client_secret_env") : "";
+  if (!id_env.empty() && !secret_env.empty()) {
+    if (auto c = FromEnvPair(id_env, secret_env)) return c;
+  }
+  if (auto c = FromEnvPair("VERDA_CLIENT_ID", "VERDA_CLIENT_SECRET")) return c;
+  if (auto c = FromEnvPair("DATACRUNCH_CLIENT_ID", "DATACRUNCH_CLIENT_SECRET")) return c;
+  std::string path = config ? json::Str(config, "credentials_file") : "";
+  if (path.empty()) path = DefaultCredentialsFile();
+  if (path.empty()) return std::nullopt;
+  std::optional<std::string> text = drivers::ReadSmallFile(path);
+  if (!text) return std::nullopt;
+  std::string profile = config ? json::Str(config, "profile") : "";
+  if (profile.empty()) profile = EnvOr("VERDA_PROFILE", "default");
+  const drivers::IniFile ini = drivers::ParseIni(*text);
+  auto id = drivers::IniValue(ini, profile, "verda_client_id");
+  auto secret = drivers::IniValue(ini, profile, "verda_client_secret");
+  if (!id || !secret || id->empty() || secret->empty()) return std::nullopt;
+  return ClientCredentials{*id, *secret, path + " [" + profile + "]"};
+}
+
+std::string CredentialsHint() {
+  return "set VERDA_CLIENT_ID and VERDA_CLIENT_SECRET to Cloud API credentials from the Verda "
+         "console (project > Keys > Cloud API credentials), or write verda_client_id and "
+         "verda_client_secret to the [default] profile of ~/.verda/credentials (the verda "
+         "CLI's file; VERDA_PROFILE picks another profile)";
+}
+
+std::string TokenRequestBody(const ClientCredentials& c) {
+  Object body(Poco::JSON_PRESERVE_KEY_ORDER);
+  body.set("grant_type", "client_credentials");
+  body.set("client_id", c.client_id);
+  body.set("client_secret", c.client_secret);
+  return json::Stringify(body);
+}
+
+AccessToken ParseTokenAnswer(const std::string& body) {
+  Object::Ptr doc = json::TryParseObject(body);
+  AccessToken t;
+  try {
+    t.value = doc ? json::Str(doc, "access_token") : "";
+    if (doc) t.expires_in = json::Int(doc, "expires_in", 3600);
+  } catch (const std::exception&) {
+    t.value.clear();
+  }
+  if (t.value.empty()) {
+    throw gpuprov::sdk::DriverError(GPUPROV_STATUS_FAILED,
+                                    "Verda's token answer has no access_token");
+  }
+  return t;
+}
+
+std::string ApiError::Text() const {
+  if (code.empty()) return message;
+  return code + (message.empty() ? "" : ": " + message);
+}
+
+ApiError ParseApiError(const std::string& body) {
+  ApiError e;
+  if (Object::Ptr doc = json::TryParseObject(body)) {
+    try {
+      e.code = json::Str(doc, "code");
+      e.message = json::Str(doc, "message");
+      if (e.message.empty()) e.message = json::Str(doc, "details");
+      if (!e.code.empty() || !e.message.empty()) return e;
+    } catch (const std::exception&) {
+    }
+  }
+  std::string text = drivers::TrimSpace(body);
+  if (text.size() > 300) text = text.substr(0, 300) + "...";
+  e.code.clear();
+  e.message = text.empty() ? "no error message" : text;
+  return e;
+}
+
+gpuprov_type_status StatusOf(int http_status, const ApiError& error) {
+  if (http_status >= 400 && http_status < 500 && http_status != 401 && http_status != 429) {
+    if (drivers::MentionsAny(error.message, kCapacityWords)) return GPUPROV_STATUS_CAPACITY;
+    if (drivers::MentionsAny(error.message, kQuotaWords)) return GPUPROV_STATUS_QUOTA;
+  }
+  return drivers::StatusOf(http_status, error.code, kCodes);
+}
+
+VmState StateOf(const std::string& s, bool has_ip) {
+  if (s == "new" || s == "ordered" || s == "pending" || s == "validating" || s == "provisioning") {
+    return {"pending", ""};
+  }
+  if (s == "running") {
+    return has_ip ? VmState{"running", ""} : VmState{"pending", "running, waiting for its IP"};
+  }
+  if (s == "offline") return {"stopped", "Verda reports the instance offline (shut down)"};
+  if (s == "starting_hibernation" || s == "hibernating" || s == "restoring") {
+    return {"stopped", "Verda status " + s};
+  }
+  if (s == "no_capacity") {
+    return {"error",
+            "Verda could not place the instance (no_capacity): try another location "
+            "or GPU, or later"};
+  }
+  if (s == "error" || s == "installation_failed") return {"error", "Verda status " + s};
+  if (IsGoneStatus(s)) return {"terminated", s};
+  return {"error", "Verda status " + (s.empty() ? std::string("(none)") : s)};
+}
+
+bool IsGoneStatus(const std::string& s) {
+  return s == "deleting" || s == "discontinued" || s == "notfound" || s == "unknown";
+}
+
+bool IsUnplacedStatus(const std::string& s) { return s == "new" || s == "ordered"; }
+
+// ---- instance types --------------------------------------------------------------------------
+
+std::optional<std::string> CanonicalGpu(const std::string& requested) {
+  static const std::map<std::string, std::string> kAliases = {
+      {"H100", "H100"},
+      {"H10080GB", "H100"},
+      {"H100SXM", "H100"},
+      {"H100SXM5", "H100"},
+      {"H200", "H200"},
+      {"H200141GB", "H200"},
+      {"A100", "A100"},
+      {"A10080GB", "A100"},
+      {"A10040GB", "A100"},
+      {"A100SXM", "A100"},
+      {"A100SXM4", "A100"},
+      {"L40S", "L40S"},
+      {"A6000", "A6000"},
+      {"RTXA6000", "A6000"},
+      {"RTX6000ADA", "RTX6000ADA"},
+      {"RTX6000ADAGENERATION", "RTX6000ADA"},
+      {"RTXPRO6000", "RTXPRO6000"},
+      {"B200", "B200"},
+      {"B300", "B300"},
+      {"V100", "V100"},
+      {"TESLAV100", "V100"},
+  };
+  auto it = kAliases.find(Normalize(requested));
+  if (it == kAliases.end()) return std::nullopt;
+  return it->second;
+}
+
+const drivers::Catalogue& TypeCatalogue() {
+  static const drivers::Catalogue catalogue = [] {
+    drivers::Catalogue c;
+    c.cloud = "Verda";
+    // clang-format off
+    c.rows = {
+        // type               GPU           n  preferred
+        {"1H100.80S.30V",     "H100",       1, true},
+        {"1H100.80S.32V",     "H100",       1, false},
+        {"1H100.80S.22V",     "H100",       1, false},
+        {"2H100.80S.80V",     "H100",       2, true},
+        {"4H100.80S.176V",    "H100",       4, true},
+        {"8H100.80S.176V",    "H100",       8, true},
+        {"1H200.141S.44V",    "H200",       1, true},
+        {"8H200.141S.176V",   "H200",       8, true},
+        {"1A100.22V",         "A100",       1, true},   // 80 GB
+        {"1A100.40S.22V",     "A100",       1, false},  // 40 GB SXM
+        {"2A100.44V",         "A100",       2, true},
+        {"4A100.88V",         "A100",       4, true},
+        {"8A100.176V",        "A100",       8, true},
+        {"1L40S.20V",         "L40S",       1, true},
+        {"2L40S.40V",         "L40S",       2, true},
+        {"4L40S.80V",         "L40S",       4, true},
+        {"8L40S.160V",        "L40S",       8, true},
+        {"1A6000.10V",        "A6000",      1, true},
+        {"2A6000.20V",        "A6000",      2, true},
+        {"4A6000.40V",        "A6000",      4, true},
+        {"8A6000.80V",        "A6000",      8, true},
+        {"1RTX6000ADA.10V",   "RTX6000ADA", 1, true},
+        {"1RTXPRO6000.30V",   "RTXPRO6000", 1, true},
+        {"1B200.30V",         "B200",       1, true},
+        {"1B300.30V",         "B300",       1, true},
+        {"1V100.6V",          "V100",       1, true},
+    };
+    // clang-format on
+    c.cpu_default = {"CPU.4V.16G", "", 0, true};
+    c.canonical_gpu = CanonicalGpu;
+    c.gpu_hint = [](const std::string& requested) {
+      const std::string n = Normalize(requested);
+      if (n == "L4" || n == "T4" || n == "A10" || n == "A10G") {
+        return std::string("Verda has no ") + requested + " instances";
+      }
+      return std::string("not a GPU Verda rents");
+    };
+    return c;
+  }();
+  return catalogue;
+}
+
+std::optional<TypeGpus> GpusOfTypeName(const std::string& type_name) {
+  for (const auto& row : TypeCatalogue().rows) {
+    if (row.instance_type == type_name) return TypeGpus{row.gpu_type, row.gpu_count};
+  }
+  // <count><GPU>[.<mem><S>].<vCPUs>V
+  size_t i = 0;
+  int count = 0;
+  while (i < type_name.size() && std::isdigit(static_cast<unsigned char>(type_name[i]))) {
+    count = count * 10 + (type_name[i] - '0');
+    if (count > 64) return std::nullopt;
+    ++i;
+  }
+  const size_t dot = type_name.find('.', i);
+  if (i == 0 || count < 1 || dot == std::string::npos || dot == i) return std::nullopt;
+  if (type_name.back() != 'V') return std::nullopt;
+  std::optional<std::string> gpu = CanonicalGpu(type_name.substr(i, dot - i));
+  if (!gpu) return std::nullopt;
+  return TypeGpus{*gpu, count};
+}
+
+std::string GpusText(const std::string& type_name) {
+  std::optional<TypeGpus> g = GpusOfTypeName(type_name);
+  return g ? g->gpu_type + ":" + std::to_string(g->gpu_count) : "";
+}
+
+std::map<std::string, std::vector<std::string>> ParseAvailability(const Array::Ptr& a) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (size_t i = 0; a && i < a->size(); ++i) {
+    Object::Ptr loc = json::ObjAt(a, i);
+    if (!loc) continue;
+    const std::string code = json::Str(loc, "location_code");
+    std::vector<std::string>& types = out[code];
+    Array::Ptr list = json::Arr(loc, "availabilities");
+    for (size_t j = 0; list && j < list->size(); ++j) {
+      types.push_back(list->get(static_cast<unsigned>(j)).toString());
+    }
+  }
+  return out;
+}
+
+// ---- names and recognition -------------------------------------------------------------------
+
+std::string ScriptName(const std::string& vm_name) { return kResourcePrefix + vm_name; }
+
+std::string KeyName(const std::string& line) {
+  const drivers::SshPublicKey key = drivers::ParseSshPublicKey(line);
+  Poco::SHA2Engine sha(Poco::SHA2Engine::SHA_256);
+  sha.update(drivers::DecodedBlob(key));
+  return kResourcePrefix + Poco::DigestEngine::digestToHex(sha.digest()).substr(0, 16);
+}
+
+std::string InstanceDescription(const std::string& vm_name) {
+  return "gpuprov-managed VM " + vm_name + " (" + drivers::kNameTag + "=" + vm_name + ")";
+}
+
+Array::Ptr InstanceTags(const std::string& vm_name,
+                        const std::map<std::string, std::string>& user_tags) {
+  Array::Ptr tags = new Array();
+  auto add = [&](const std::string& k, const std::string& v) {
+    Object::Ptr t = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    t->set("key", k);
+    t->set("value", v.substr(0, 255));
+    tags->add(t);
+  };
+  for (const auto& [k, v] : drivers::ManagedTags(vm_name)) add(k, v);
+  std::set<std::string> used = {drivers::kManagedTag, drivers::kNameTag};
+  for (const auto& [k, v] : user_tags) {
+    const std::string key = drivers::FitTag(k, "-_.:", 63);
+    if (key.empty() || !used.insert(key).second) continue;
+    add(key, v);
+  }
+  return tags;
+}
+
+std::string TagValue(const Object::Ptr& instance, const std::string& key) {
+  Array::Ptr tags = instance ? json::Arr(instance, "tags") : nullptr;
+  for (size_t i = 0; tags && i < tags->size(); ++i) {
+    Object::Ptr t = json::ObjAt(tags, i);
+    if (t && json::Str(t, "key") == key) return json::Str(t, "value");
+  }
+  return "";
+}
+
+bool IsManaged(const Object::Ptr& instance) {
+  if (!instance) return false;
+  if (TagValue(instance, drivers::kManagedTag) == "1") return true;
+  const std::string hostname = json::Str(instance, "hostname");
+  return !hostname.empty() && json::Str(instance, "description") == InstanceDescription(hostname);
+}
+
+std::string IdOfCreateAnswer(const std::string& body) {
+  const std::string text = drivers::TrimSpace(body);
+  if (text.empty()) return "";
+  if (text[0] == '{') {
+    Object::Ptr doc = json::TryParseObject(text);
+    try {
+      return doc ? json::Str(doc, "id") : "";
+    } catch (const std::exception&) {
+      return "";
+    }
+  }
+  if (text[0] == '"') {
+    const size_t end = text.find('"', 1);
+    return end == std::string::npos ? "" : text.substr(1, end - 1);
+  }
+  // A bare id: one token of letters, digits and '-'.
+  for (char c : text) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') return "";
+  }
+  return text;
+}
+
+std::string DeleteActionBody(const std::string& id) {
+  Object body(Poco::JSON_PRESERVE_KEY_ORDER);
+  body.set("action", "delete");
+  Array::Ptr ids = new Array();
+  ids->add(id);
+  body.set("id", ids);
+  body.set("volume_ids", Poco::Dynamic::Var());
+  body.set("delete_permanently", true);
+  return json::Stringify(body);
+}
+
+ActionOutcome ClassifyActionMessage(const std::string& message) {
+  if (message.empty()) return ActionOutcome::kDone;
+  constexpr std::array<std::string_view, 3> kGone = {"invalid instance id",
+                                                     "discontinue a discontinued", "not found"};
+  constexpr std::array<std::string_view, 2> kNotYet = {"discontinue a provisioning",
+                                                       "discontinue a new"};
+  if (drivers::MentionsAny(message, kGone)) return ActionOutcome::kGone;
+  if (drivers::MentionsAny(message, kNotYet)) return ActionOutcome::kNotYet;
+  return ActionOutcome::kFailed;
+}
+
+}  // namespace gpuprov::verda

@@ -1,0 +1,1031 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Verda Cloud (formerly DataCrunch) Public API (/v1: OAuth2 token endpoint, instances with the
+// PUT action call, SSH keys under /sshkeys and /ssh-keys, startup scripts, instance types,
+// availability, images, locations) as described in /work/shared/clouds/verda.md. Errors are
+// {"code", "message"} with the reference's codes. Create calls answer the new id as bare text.
+// There is no firewall API: every port of an instance is reachable (reference §5). The startup
+// script travels to the backend as InstanceSpec::startup_script, never as cloud-init user data
+// (reference §4). Guesses the reference marks UNCONFIRMED are listed in README.md.
+#include <Poco/Base64Decoder.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <variant>
+
+#include "cloud_api.h"
+#include "request_shape.h"
+
+namespace gpuprov::emulator {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using SysClock = std::chrono::system_clock;
+
+constexpr const char* kScope = "cloud-api-v1";
+constexpr double kRefreshTokenLifetime = 7 * 24 * 3600;  // not in the reference: a week
+
+// --- catalogue (names from reference §7 and §9; prices and stock illustrative) -----------
+
+struct LocationDef {
+  const char* code;
+  const char* name;
+  const char* country_code;
+};
+
+const std::vector<LocationDef>& Locations() {
+  static const std::vector<LocationDef> l = {{"FIN-01", "Finland 1", "FI"},
+                                             {"FIN-02", "Finland 2", "FI"},
+                                             {"FIN-03", "Finland 3", "FI"},
+                                             {"ICE-01", "Iceland 1", "IS"}};
+  return l;
+}
+
+bool KnownLocation(const std::string& code) {
+  for (const auto& l : Locations()) {
+    if (code == l.code) return true;
+  }
+  return false;
+}
+
+struct TypeDef {
+  const char* instance_type;
+  const char* model;        // free text, as the reference warns
+  const char* gpu_description;
+  int gpus;
+  int gpu_memory_gb;        // per instance
+  int vcpus;
+  int memory_gb;
+  const char* price;        // per hour, a string as the API sends it
+  const char* spot_price;
+  const char* testvm_gpu;   // the test VM's GPU file type ("" for CPU)
+  std::vector<std::string> stock;  // locations where it is available
+};
+
+const std::vector<TypeDef>& Types() {
+  static const std::vector<TypeDef> t = {
+      {"1H100.80S.30V", "H100 SXM5 80GB", "1x H100 SXM5 80GB", 1, 80, 30, 120, "2.19", "0.99",
+       "H100-80GB", {"FIN-01", "FIN-02", "FIN-03", "ICE-01"}},
+      {"2H100.80S.80V", "H100 SXM5 80GB", "2x H100 SXM5 80GB", 2, 160, 80, 370, "4.38", "1.98",
+       "H100-80GB", {"FIN-01", "FIN-03"}},
+      {"4H100.80S.176V", "H100 SXM5 80GB", "4x H100 SXM5 80GB", 4, 320, 176, 740, "8.76", "3.96",
+       "H100-80GB", {"FIN-01"}},
+      {"8H100.80S.176V", "H100 SXM5 80GB", "8x H100 SXM5 80GB", 8, 640, 176, 1480, "17.52",
+       "7.92", "H100-80GB", {"FIN-01", "ICE-01"}},
+      {"1H200.141S.44V", "H200 SXM5 141GB", "1x H200 SXM5 141GB", 1, 141, 44, 185, "3.39",
+       "1.49", "H200-141GB", {"FIN-03"}},
+      {"1B200.30V", "B200 SXM6 180GB", "1x B200 SXM6 180GB", 1, 180, 30, 184, "4.49", "1.99",
+       "B200", {}},
+      {"1A100.22V", "A100 SXM4 80GB", "1x A100 SXM4 80GB", 1, 80, 22, 120, "1.29", "0.49",
+       "A100-80GB", {"FIN-01", "FIN-02"}},
+      {"1A100.40S.22V", "A100 SXM4 40GB", "1x A100 SXM4 40GB", 1, 40, 22, 120, "0.99", "0.39",
+       "A100-40GB", {"FIN-02"}},
+      {"8A100.176V", "A100 SXM4 80GB", "8x A100 SXM4 80GB", 8, 640, 176, 960, "10.32", "3.92",
+       "A100-80GB", {"FIN-01"}},
+      {"1L40S.20V", "L40S", "1x L40S 48GB", 1, 48, 20, 60, "0.91", "0.39", "L40S",
+       {"FIN-01", "FIN-03"}},
+      {"1A6000.10V", "RTX A6000", "1x RTX A6000 48GB", 1, 48, 10, 60, "0.49", "0.19",
+       "RTX-A6000", {"FIN-01"}},
+      {"2A6000.20V", "RTX A6000", "2x RTX A6000 48GB", 2, 96, 20, 120, "0.98", "0.38",
+       "RTX-A6000", {}},
+      {"1V100.6V", "Tesla V100 16GB", "1x Tesla V100 16GB", 1, 16, 6, 23, "0.39", "0.14", "V100",
+       {"FIN-01"}},
+      {"CPU.4V.16G", "CPU Node", "", 0, 0, 4, 16, "0.03", "0.01", "",
+       {"FIN-01", "FIN-02", "FIN-03", "ICE-01"}},
+  };
+  return t;
+}
+
+const TypeDef* FindType(const std::string& name) {
+  for (const auto& t : Types()) {
+    if (name == t.instance_type) return &t;
+  }
+  return nullptr;
+}
+
+struct ImageDef {
+  const char* id;
+  const char* image_type;
+  const char* name;
+};
+
+const std::vector<ImageDef>& Images() {
+  static const std::vector<ImageDef> i = {
+      {"2404f580-1300-1111-82b3-f199fb9b701b", "ubuntu-24.04-cuda-13.0-open-docker",
+       "Ubuntu 24.04 + CUDA 13.0 Open + Docker"},
+      {"5f0c6b8e-3d41-4c1e-9a52-0b8f0d1e7a01", "ubuntu-24.04-cuda-12.8-open-docker",
+       "Ubuntu 24.04 + CUDA 12.8 Open + Docker"},
+      {"2088da25-bb0d-41cc-a191-dccae45d96fd", "ubuntu-22.04-cuda-12.0-docker",
+       "Ubuntu 22.04 + CUDA 12.0 + Docker"},
+      {"7b3e2a10-8c55-4f0e-b1d4-6a9e0c2f5b02", "ubuntu-24.04", "Ubuntu 24.04"},
+      {"9c4f3b21-9d66-4a1f-82e5-7bAF1d306c03", "ubuntu-22.04", "Ubuntu 22.04"},
+  };
+  return i;
+}
+
+const ImageDef* FindImage(const std::string& id_or_type) {
+  for (const auto& i : Images()) {
+    if (id_or_type == i.id || id_or_type == i.image_type) return &i;
+  }
+  return nullptr;
+}
+
+std::string TrimSpace(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  return s.substr(i);
+}
+
+// The decoded blob of "type base64 [comment]" with a known OpenSSH key type that the blob
+// names; "" when it is not such a key.
+std::string PublicKeyBlob(const std::string& key) {
+  std::istringstream in(key);
+  std::string type, b64;
+  if (!(in >> type >> b64)) return "";
+  static const std::set<std::string> types = {"ssh-rsa", "ssh-ed25519", "ecdsa-sha2-nistp256",
+                                              "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521"};
+  if (types.count(type) == 0) return "";
+  std::string blob;
+  try {
+    std::istringstream b(b64);
+    Poco::Base64Decoder dec(b);
+    blob.assign(std::istreambuf_iterator<char>(dec), std::istreambuf_iterator<char>());
+  } catch (const std::exception&) {
+    return "";
+  }
+  if (blob.size() <= 4 + type.size() || blob.compare(4, type.size(), type) != 0) return "";
+  return blob;
+}
+
+class VerdaApi : public CloudApi {
+ public:
+  VerdaApi(InstanceBackend* backend, CloudOptions options)
+      : CloudApi("verda", backend, std::move(options)) {
+    // Client credentials come in pairs (client id, secret); a single value is both.
+    const auto& t = options_.tokens;
+    if (t.size() == 1) {
+      clients_[t[0]] = t[0];
+    } else {
+      for (size_t i = 0; i + 1 < t.size(); i += 2) clients_[t[i]] = t[i + 1];
+    }
+  }
+
+  std::string BasePath() const override { return "/v1"; }
+
+  JsonObject Counts() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Reconcile();
+    JsonObject o = NewObject();
+    o->set("instances", instances_.size());
+    o->set("firewalls", 0);
+    o->set("ssh_keys", keys_.size());
+    o->set("backend_instances", backend_->LiveCount(name_));
+    o->set("scripts", scripts_.size());
+    return o;
+  }
+
+  JsonArray Instances() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Reconcile();
+    JsonArray a = NewArray();
+    for (const auto& [id, in] : instances_) {
+      JsonObject row = InstanceRow(id, in.hostname, in.backend_id);
+      row->set("status", StatusOf(in));
+      row->set("startup_script_id", in.startup_script_id);
+      row->set("startup_script", in.startup_script);
+      a->add(row);
+    }
+    return a;
+  }
+
+  void Reset() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, in] : instances_) {
+      if (!in.backend_id.empty()) backend_->Delete(in.backend_id);
+    }
+    instances_.clear();
+    keys_.clear();
+    scripts_.clear();
+    access_tokens_.clear();
+    refresh_tokens_.clear();
+    faults_.Clear();
+  }
+
+  std::string Configure(const JsonObject& settings) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto v = GetDouble(settings, "token_lifetime_seconds")) {
+      if (*v <= 0) return "token_lifetime_seconds must be > 0";
+      token_lifetime_ = *v;
+    }
+    if (auto v = GetBool(settings, "expire_tokens"); v && *v) {
+      for (auto& [t, expires] : access_tokens_) expires = Clock::now();
+    }
+    if (auto v = GetBool(settings, "revoke_refresh_tokens"); v && *v) refresh_tokens_.clear();
+    if (auto v = GetDouble(settings, "ordered_seconds")) ordered_seconds_ = *v;
+    if (auto v = GetDouble(settings, "deleting_seconds")) deleting_seconds_ = *v;
+    if (auto v = GetInt(settings, "max_script_bytes")) max_script_bytes_ = *v;
+    if (JsonArray a = GetArray(settings, "out_of_stock")) {
+      out_of_stock_.clear();
+      for (unsigned i = 0; i < a->size(); ++i) out_of_stock_.insert(a->get(i).toString());
+    }
+    if (JsonArray a = GetArray(settings, "seed_instances")) {
+      for (unsigned i = 0; i < a->size(); ++i) {
+        if (auto e = Seed(a->getObject(i)); !e.empty()) return "seed_instances[" +
+                                                               std::to_string(i) + "]: " + e;
+      }
+    }
+    return CloudApi::Configure(settings);
+  }
+
+ protected:
+  struct Instance {
+    std::string id;
+    std::string hostname;
+    std::string description;
+    std::string location;
+    const TypeDef* type = nullptr;
+    const ImageDef* image = nullptr;
+    std::string image_value;  // as sent (type string or id)
+    std::vector<std::string> ssh_key_ids;
+    std::string startup_script_id;  // "" = null
+    std::string startup_script;     // the script's text at create
+    bool is_spot = false;
+    std::string contract = "PAY_AS_YOU_GO";
+    std::string pricing = "FIXED_PRICE";
+    JsonArray tags;
+    std::string os_volume_id;
+    std::string jupyter_token;
+    std::string backend_id;
+    SysClock::time_point created_at;
+    Clock::time_point created;
+    std::string error_status = "error";  // error_during_boot's status
+    bool vanish_discontinued = false;    // vanish_during_boot "discontinued": listed as such
+    double ip_after_seconds = 0;         // ip_after_boot
+    std::string fixed_status;            // once set (seeded, discontinued), the status
+    std::optional<Clock::time_point> gone_at;  // deleting until then
+  };
+  struct SshKey {
+    std::string id;
+    std::string name;
+    std::string key;
+    std::string fingerprint;
+    SysClock::time_point created_at;
+  };
+  struct Script {
+    std::string id;
+    std::string name;
+    std::string script;
+    SysClock::time_point created_at;
+  };
+
+  // --- envelopes (reference §8) ---
+  static HttpResponse Error(int status, const std::string& code, const std::string& message) {
+    JsonObject o = NewObject();
+    o->set("code", code);
+    o->set("message", message);
+    return JsonResponse(status, o);
+  }
+  static HttpResponse Invalid(const std::string& message) {
+    return Error(400, "invalid_request", message);
+  }
+  static HttpResponse NotFound(const std::string& message) {
+    return Error(404, "not_found", message);
+  }
+  static HttpResponse Unauthorized(const std::string& message) {
+    return Error(401, "unauthorized_request", message);
+  }
+  // A create's answer: the new id as bare text (reference §2).
+  static HttpResponse IdText(int status, const std::string& id) {
+    return TextResponse(status, id);
+  }
+  static HttpResponse Json(const JsonArray& a, int status = 200) {
+    HttpResponse r;
+    r.status = status;
+    r.body = ToJson(a);
+    return r;
+  }
+
+  bool IsTokenPath(const HttpRequest& req) const {
+    return TrimTrailingSlash(req.path) == BasePath() + "/oauth2/token";
+  }
+
+  std::optional<HttpResponse> Authenticate(const HttpRequest& req) override {
+    if (IsTokenPath(req)) return std::nullopt;  // the token endpoint checks the body
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string token = req.BearerToken();
+    if (token.empty()) return Unauthorized("Missing access token");
+    auto it = access_tokens_.find(token);
+    if (it == access_tokens_.end()) return Unauthorized("Invalid access token");
+    if (Clock::now() >= it->second) return Unauthorized("Access token expired");
+    if (faults_.Take("auth_failure", req.method, req.path)) {
+      return Unauthorized("Access token expired");
+    }
+    return std::nullopt;
+  }
+
+  HttpResponse Throttled(const HttpRequest& /*req*/, const Fault& f) override {
+    HttpResponse r = Error(429, "too_many_requests", "Too many requests, slow down");
+    if (f.retry_after > 0) r.SetHeader("Retry-After", std::to_string(f.retry_after));
+    return r;
+  }
+
+  // value "after_create": the instance is made, then the 5xx is answered (the ambiguous
+  // failure after which a client must find its instance by hostname, reference §8).
+  HttpResponse ServerError(const HttpRequest& req, const Fault& f) override {
+    if (f.value == "after_create" && req.method == "POST" &&
+        TrimTrailingSlash(req.path) == BasePath() + "/instances") {
+      std::lock_guard<std::mutex> lock(mu_);
+      CreateInstance(req);
+    }
+    if (f.status == 503) return Error(503, "service_unavailable", "Service unavailable");
+    return Error(f.status, "server_error", "Internal server error");
+  }
+
+  HttpResponse InternalError(const std::string& what) override {
+    return Error(500, "server_error", "Internal server error (emulator: " + what + ")");
+  }
+
+  HttpResponse Route(const HttpRequest& req) override {
+    if (IsTokenPath(req)) {
+      if (req.method != "POST") return MethodNotAllowed();
+      std::lock_guard<std::mutex> lock(mu_);
+      return Token(req);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string base = BasePath();
+    const std::string path = TrimTrailingSlash(req.path);
+    if (path.compare(0, base.size(), base) != 0) return NotFound("Not found: " + path);
+    std::vector<std::string> seg = Split(path.substr(base.size()), '/');
+    const std::string& m = req.method;
+    Reconcile();
+    if (seg.empty()) return NotFound("Not found: " + path);
+    const std::string& top = seg[0];
+    if (top == "instance-types" && seg.size() == 1 && m == "GET") return ListTypes();
+    if (top == "instance-availability" && m == "GET") {
+      if (seg.size() == 1) return Availability(req);
+      if (seg.size() == 2) return TypeAvailable(req, seg[1]);
+    }
+    if (top == "images" && seg.size() == 1 && m == "GET") return ListImages();
+    if (top == "locations" && seg.size() == 1 && m == "GET") return ListLocations();
+    if (top == "instances") {
+      if (seg.size() == 1 && m == "GET") return ListInstances(req);
+      if (seg.size() == 1 && m == "POST") return CreateInstance(req);
+      if (seg.size() == 1 && m == "PUT") return Action(req);
+      if (seg.size() == 2 && m == "GET") return GetInstance(seg[1]);
+      return MethodNotAllowed();
+    }
+    if (top == "sshkeys" || top == "ssh-keys") {
+      if (seg.size() == 1 && m == "GET") return ListKeys("");
+      if (seg.size() == 1 && m == "POST") return AddKey(req);
+      if (seg.size() == 1 && m == "DELETE") return DeleteMany(req, "keys", keys_, "ssh key");
+      if (seg.size() == 2 && m == "GET") return ListKeys(seg[1]);
+      if (seg.size() == 2 && m == "DELETE") return DeleteOne(seg[1], keys_, "ssh key");
+      return MethodNotAllowed();
+    }
+    if (top == "scripts") {
+      if (seg.size() == 1 && m == "GET") return ListScripts("");
+      if (seg.size() == 1 && m == "POST") return AddScript(req);
+      if (seg.size() == 1 && m == "DELETE") return DeleteMany(req, "scripts", scripts_, "script");
+      if (seg.size() == 2 && m == "GET") return ListScripts(seg[1]);
+      if (seg.size() == 2 && m == "DELETE") return DeleteOne(seg[1], scripts_, "script");
+      return MethodNotAllowed();
+    }
+    return NotFound("Not found: " + path);
+  }
+
+  static HttpResponse MethodNotAllowed() {
+    return Error(405, "invalid_request", "Method not allowed (not from the reference)");
+  }
+
+  // --- OAuth2 (reference §1) ---
+  HttpResponse Token(const HttpRequest& req) {
+    JsonObject body = ParseObject(req.body);
+    if (!body) return Invalid("The body must be a JSON object");
+    const std::string grant = GetString(body, "grant_type").value_or("");
+    if (grant == "client_credentials") {
+      const auto id = GetString(body, "client_id");
+      const auto secret = GetString(body, "client_secret");
+      if (!id || !secret) return Invalid("client_id and client_secret are required");
+      auto it = clients_.find(*id);
+      if (it == clients_.end() || it->second != *secret) {
+        return Unauthorized("Invalid client credentials");
+      }
+      return IssueTokens();
+    }
+    if (grant == "refresh_token") {
+      const auto refresh = GetString(body, "refresh_token");
+      if (!refresh) return Invalid("refresh_token is required");
+      auto it = refresh_tokens_.find(*refresh);
+      if (it == refresh_tokens_.end() || Clock::now() >= it->second) {
+        return Unauthorized("Invalid refresh token");
+      }
+      refresh_tokens_.erase(it);  // rotated: each refresh token is good once
+      return IssueTokens();
+    }
+    return Invalid("Unsupported grant_type \"" + grant +
+                   "\"; use client_credentials or refresh_token");
+  }
+
+  HttpResponse IssueTokens() {
+    const std::string access = "verda-emu-at-" + RandomHex(24);
+    const std::string refresh = "verda-emu-rt-" + RandomHex(24);
+    const auto now = Clock::now();
+    access_tokens_[access] =
+        now + std::chrono::milliseconds(static_cast<int64_t>(token_lifetime_ * 1000));
+    refresh_tokens_[refresh] =
+        now + std::chrono::seconds(static_cast<int64_t>(kRefreshTokenLifetime));
+    JsonObject o = NewObject();
+    o->set("access_token", access);
+    o->set("refresh_token", refresh);
+    o->set("scope", std::string(kScope));
+    o->set("token_type", std::string("Bearer"));
+    o->set("expires_in", static_cast<int64_t>(token_lifetime_ + 0.999));
+    return JsonResponse(200, o);
+  }
+
+  // --- catalogue (reference §3.6) ---
+  bool InStock(const TypeDef& t, const std::string& location) const {
+    if (out_of_stock_.count(t.instance_type) || out_of_stock_.count("*")) return false;
+    return std::find(t.stock.begin(), t.stock.end(), location) != t.stock.end();
+  }
+
+  static JsonObject Described(const std::string& description) {
+    JsonObject o = NewObject();
+    o->set("description", description);
+    return o;
+  }
+
+  static JsonObject TypeJson(const TypeDef& t) {
+    JsonObject o = NewObject();
+    o->set("id", std::string("0b5c7a9e-") + std::to_string(1000 + (&t - Types().data())) +
+                     "-4e21-9f3a-5d6c7e8f9a0b");
+    o->set("instance_type", std::string(t.instance_type));
+    o->set("model", std::string(t.model));
+    o->set("name", std::string(t.model));
+    o->set("description", std::string(t.instance_type) + " " + t.model);
+    o->set("price_per_hour", std::string(t.price));
+    o->set("spot_price", std::string(t.spot_price));
+    JsonObject cpu = Described(std::to_string(t.vcpus) + " CPU");
+    cpu->set("number_of_cores", t.vcpus);
+    o->set("cpu", cpu);
+    JsonObject gpu = Described(t.gpu_description);
+    gpu->set("number_of_gpus", t.gpus);
+    o->set("gpu", gpu);
+    JsonObject gmem = Described(std::to_string(t.gpu_memory_gb) + "GB GPU RAM");
+    gmem->set("size_in_gigabytes", t.gpu_memory_gb);
+    o->set("gpu_memory", gmem);
+    JsonObject mem = Described(std::to_string(t.memory_gb) + "GB RAM");
+    mem->set("size_in_gigabytes", t.memory_gb);
+    o->set("memory", mem);
+    o->set("storage", Described("Dynamic"));
+    JsonArray best = NewArray();
+    if (t.gpus > 0) {
+      best->add(std::string("Inference"));
+      best->add(std::string("Training"));
+    }
+    o->set("best_for", best);
+    o->set("deploy_warning", Poco::Dynamic::Var());
+    o->set("p2p", t.gpus > 1 ? std::string("NVLink") : std::string(""));
+    return o;
+  }
+
+  HttpResponse ListTypes() {
+    JsonArray a = NewArray();
+    for (const auto& t : Types()) a->add(TypeJson(t));
+    return Json(a);
+  }
+
+  // GET /instance-availability?isSpot=&locationCode= (reference §3.6).
+  HttpResponse Availability(const HttpRequest& req) {
+    const std::string only = req.Query("locationCode").value_or(
+        req.Query("location_code").value_or(""));
+    if (!only.empty() && !KnownLocation(only)) return Invalid("Invalid location code " + only);
+    JsonArray a = NewArray();
+    for (const auto& l : Locations()) {
+      if (!only.empty() && only != l.code) continue;
+      JsonObject o = NewObject();
+      o->set("location_code", std::string(l.code));
+      JsonArray types = NewArray();
+      for (const auto& t : Types()) {
+        if (InStock(t, l.code)) types->add(std::string(t.instance_type));
+      }
+      o->set("availabilities", types);
+      a->add(o);
+    }
+    return Json(a);
+  }
+
+  // GET /instance-availability/{type}?isSpot=&location_code= → true|false.
+  HttpResponse TypeAvailable(const HttpRequest& req, const std::string& type) {
+    const std::string location = req.Query("location_code").value_or(
+        req.Query("locationCode").value_or(""));
+    if (!location.empty() && !KnownLocation(location)) {
+      return Invalid("Invalid location code " + location);
+    }
+    const TypeDef* t = FindType(type);
+    bool available = false;
+    if (t) {
+      for (const auto& l : Locations()) {
+        if ((location.empty() || location == l.code) && InStock(*t, l.code)) available = true;
+      }
+    }
+    HttpResponse r;
+    r.body = available ? "true" : "false";
+    return r;
+  }
+
+  HttpResponse ListImages() {
+    JsonArray a = NewArray();
+    for (const auto& i : Images()) {
+      JsonObject o = NewObject();
+      o->set("id", std::string(i.id));
+      o->set("name", std::string(i.name));
+      o->set("image_type", std::string(i.image_type));
+      JsonArray details = NewArray();
+      details->add(std::string(i.name));
+      o->set("details", details);
+      o->set("is_default", std::string(i.image_type) == "ubuntu-24.04-cuda-12.8-open-docker");
+      o->set("is_cluster", false);
+      o->set("category", std::string("ubuntu"));
+      a->add(o);
+    }
+    return Json(a);
+  }
+
+  HttpResponse ListLocations() {
+    JsonArray a = NewArray();
+    for (const auto& l : Locations()) {
+      JsonObject o = NewObject();
+      o->set("code", std::string(l.code));
+      o->set("name", std::string(l.name));
+      o->set("country_code", std::string(l.country_code));
+      a->add(o);
+    }
+    return Json(a);
+  }
+
+  // --- instances (reference §3.1-§3.4) ---
+  std::string StatusOf(const Instance& in) const {
+    if (in.gone_at) return "deleting";
+    if (!in.fixed_status.empty()) return in.fixed_status;
+    const InstanceStatus s = backend_->State(in.backend_id);
+    switch (s.state) {
+      case InstanceState::kProvisioning:
+        return std::chrono::duration<double>(Clock::now() - in.created).count() < ordered_seconds_
+                   ? "ordered"
+                   : "provisioning";
+      case InstanceState::kRunning:
+        return "running";
+      case InstanceState::kError:
+        return in.error_status;
+      case InstanceState::kGone:
+        return "discontinued";
+    }
+    return "provisioning";
+  }
+
+  // Forgets instances whose deletion has ended and those that vanished; a vanish as
+  // "discontinued" stays listed with that status (until deleted).
+  void Reconcile() {
+    const auto now = Clock::now();
+    for (auto it = instances_.begin(); it != instances_.end();) {
+      Instance& in = it->second;
+      if (in.gone_at) {
+        it = now >= *in.gone_at ? instances_.erase(it) : std::next(it);
+        continue;
+      }
+      if (!in.backend_id.empty() &&
+          backend_->State(in.backend_id).state == InstanceState::kGone) {
+        backend_->Delete(in.backend_id);
+        if (!in.vanish_discontinued) {
+          it = instances_.erase(it);
+          continue;
+        }
+        in.backend_id.clear();
+        in.fixed_status = "discontinued";
+      }
+      ++it;
+    }
+  }
+
+  JsonObject InstanceJson(const Instance& in) const {
+    const std::string status = StatusOf(in);
+    JsonObject o = NewObject();
+    o->set("id", in.id);
+    Poco::Dynamic::Var ip;
+    if (status == "running" || status == "offline") {
+      const InstanceStatus s = backend_->State(in.backend_id);
+      if (!s.public_ip.empty() && s.running_for.count() >= in.ip_after_seconds * 1000) {
+        ip = s.public_ip;
+      }
+    }
+    o->set("ip", ip);
+    o->set("status", status);
+    o->set("created_at", Rfc3339(in.created_at));
+    o->set("hostname", in.hostname);
+    o->set("description", in.description);
+    o->set("location", in.location);
+    o->set("instance_type", std::string(in.type->instance_type));
+    o->set("image", std::string(in.image->image_type));
+    o->set("os_name", std::string(in.image->name));
+    o->set("price_per_hour",
+           std::stod(in.is_spot ? in.type->spot_price : in.type->price));
+    o->set("is_spot", in.is_spot);
+    o->set("contract", in.contract);
+    o->set("pricing", in.pricing);
+    const JsonObject t = TypeJson(*in.type);
+    o->set("cpu", t->getObject("cpu"));
+    o->set("gpu", t->getObject("gpu"));
+    o->set("gpu_memory", t->getObject("gpu_memory"));
+    o->set("memory", t->getObject("memory"));
+    o->set("storage", t->getObject("storage"));
+    JsonArray keys = NewArray();
+    for (const auto& k : in.ssh_key_ids) keys->add(k);
+    o->set("ssh_key_ids", keys);
+    if (in.startup_script_id.empty()) {
+      o->set("startup_script_id", Poco::Dynamic::Var());
+    } else {
+      o->set("startup_script_id", in.startup_script_id);
+    }
+    o->set("os_volume_id", in.os_volume_id);
+    o->set("volume_ids", NewArray());
+    o->set("jupyter_token", in.jupyter_token);
+    o->set("tags", in.tags ? in.tags : NewArray());
+    return o;
+  }
+
+  HttpResponse ListInstances(const HttpRequest& req) {
+    const std::string only = req.Query("status").value_or("");
+    std::vector<const Instance*> list;
+    for (const auto& [id, in] : instances_) list.push_back(&in);
+    std::sort(list.begin(), list.end(), [](const Instance* a, const Instance* b) {
+      return a->created_at < b->created_at;
+    });
+    JsonArray a = NewArray();
+    for (const Instance* in : list) {
+      if (!only.empty() && StatusOf(*in) != only) continue;
+      a->add(InstanceJson(*in));
+    }
+    return Json(a);
+  }
+
+  HttpResponse GetInstance(const std::string& id) {
+    auto it = instances_.find(id);
+    if (it == instances_.end()) return NotFound("Invalid instance id");
+    return JsonResponse(200, InstanceJson(it->second));
+  }
+
+  HttpResponse CreateInstance(const HttpRequest& req) {
+    JsonObject body = ParseObject(req.body);
+    if (!body) return Invalid("The body must be a JSON object");
+    if (auto e = CheckShape(body, {{"instance_type", JsonType::kString, true},
+                                   {"image", JsonType::kString, true},
+                                   {"hostname", JsonType::kString, true},
+                                   {"description", JsonType::kString, true},
+                                   {"ssh_key_ids", JsonType::kArray},
+                                   {"location_code", JsonType::kString},
+                                   {"startup_script_id", JsonType::kString},
+                                   {"os_volume", JsonType::kObject},
+                                   {"is_spot", JsonType::kBool},
+                                   {"contract", JsonType::kString},
+                                   {"pricing", JsonType::kString},
+                                   {"volumes", JsonType::kArray},
+                                   {"existing_volumes", JsonType::kArray},
+                                   {"coupon", JsonType::kString},
+                                   {"tags", JsonType::kArray}});
+        !e.empty()) {
+      return Invalid(e);
+    }
+    Instance in;
+    in.hostname = *GetString(body, "hostname");
+    in.description = *GetString(body, "description");
+    if (in.hostname.empty()) return Invalid("hostname must not be empty");
+    const std::string type_name = *GetString(body, "instance_type");
+    in.type = FindType(type_name);
+    if (!in.type) return Invalid("Invalid instance type " + type_name);
+    in.image_value = *GetString(body, "image");
+    in.image = FindImage(in.image_value);
+    if (!in.image) return Invalid("Invalid image " + in.image_value);
+    in.location = GetString(body, "location_code").value_or("FIN-01");
+    if (!KnownLocation(in.location)) return Invalid("Invalid location code " + in.location);
+    std::vector<std::string> public_keys;
+    if (JsonArray ids = GetArray(body, "ssh_key_ids")) {
+      if (auto e = CheckItems(ids, JsonType::kString, "ssh_key_ids"); !e.empty()) {
+        return Invalid(e);
+      }
+      for (unsigned i = 0; i < ids->size(); ++i) {
+        const std::string id = ids->get(i).toString();
+        auto k = keys_.find(id);
+        if (k == keys_.end()) return Invalid("Invalid ssh key id " + id);
+        in.ssh_key_ids.push_back(id);
+        public_keys.push_back(k->second.key);
+      }
+    }
+    if (auto sid = GetString(body, "startup_script_id")) {
+      auto s = scripts_.find(*sid);
+      if (s == scripts_.end()) return Invalid("Invalid startup script id " + *sid);
+      in.startup_script_id = *sid;
+      in.startup_script = s->second.script;
+    }
+    in.is_spot = GetBool(body, "is_spot").value_or(false);
+    if (in.is_spot) in.contract = "SPOT";
+    if (auto c = GetString(body, "contract")) in.contract = *c;
+    if (auto p = GetString(body, "pricing")) in.pricing = *p;
+    in.tags = GetArray(body, "tags");
+    // Stock and account limits after validation, as a real API checks the body first.
+    if (faults_.Take("capacity", req.method, req.path) || !InStock(*in.type, in.location)) {
+      return Invalid("Not enough resources to deploy " + type_name + " in " + in.location +
+                     " at the moment");
+    }
+    if (faults_.Take("quota", req.method, req.path)) {
+      return Error(400, "forbidden_action", "Instance quota limit exceeded");
+    }
+    if (faults_.Take("payment_required", req.method, req.path)) {
+      return Error(402, "insufficient_funds", "Insufficient funds to deploy the instance");
+    }
+    std::string error;
+    const std::string id = Launch(std::move(in), 0, &error);
+    if (id.empty()) return Error(500, "server_error", error);
+    return IdText(202, id);
+  }
+
+  // Makes the instance (age_seconds: created that long ago), through the backend unless
+  // fixed_status is set (an instance an earlier run left in that state); its id, or "" with
+  // *error.
+  std::string Launch(Instance in, double age_seconds, std::string* error,
+                     const std::string& fixed_status = "") {
+    in.id = RandomUuid();
+    in.os_volume_id = RandomUuid();
+    in.jupyter_token = RandomHex(16);
+    const auto age = std::chrono::milliseconds(static_cast<int64_t>(age_seconds * 1000));
+    in.created_at = SysClock::now() - age;
+    in.created = Clock::now() - age;
+    in.fixed_status = fixed_status;
+    if (fixed_status.empty()) {
+      // error_during_boot's value is the status it ends in; vanish_during_boot "discontinued"
+      // keeps it listed as discontinued instead of 404.
+      const std::optional<Fault> fail = faults_.Take("error_during_boot");
+      if (fail && !fail->value.empty()) in.error_status = fail->value;
+      const std::optional<Fault> vanish = faults_.Take("vanish_during_boot");
+      in.vanish_discontinued = vanish && vanish->value == "discontinued";
+      if (auto f = faults_.Take("ip_after_boot")) in.ip_after_seconds = f->seconds;
+      InstanceSpec spec;
+      spec.cloud = name_;
+      spec.name = in.hostname;
+      spec.image = in.image->image_type;
+      spec.gpu_type = in.type->testvm_gpu;
+      spec.gpu_count = in.type->gpus;
+      spec.startup_script = in.startup_script;  // run by the "cloud", never by cloud-init
+      for (const auto& kid : in.ssh_key_ids) spec.ssh_public_keys.push_back(keys_.at(kid).key);
+      spec.ssh_user = "root";           // reference §9
+      spec.reachable = PortSet::All();  // no firewall API (reference §5): every port
+      spec.faults = faults_.TakeBootFaults();
+      if (fail) spec.faults.error = true;
+      if (vanish) spec.faults.vanish = true;
+      try {
+        in.backend_id = backend_->Create(spec);
+      } catch (const BackendError& e) {
+        *error = std::string("Internal server error (emulator backend: ") + e.what() + ")";
+        return "";
+      }
+    }
+    const std::string id = in.id;
+    instances_[id] = std::move(in);
+    return id;
+  }
+
+  // POST /settings seed_instances item: {"hostname", "instance_type"?, "location_code"?,
+  // "status"? ("running" (default): a real backend instance; any other status is only a
+  // record), "age_seconds"? (default 600)}: an instance an earlier run left behind (reference
+  // §3.3: hostnames are not unique).
+  std::string Seed(const JsonObject& o) {
+    if (!o) return "must be an object";
+    Instance in;
+    in.hostname = GetString(o, "hostname").value_or("");
+    if (in.hostname.empty()) return "\"hostname\" is required";
+    in.description = GetString(o, "description").value_or("");
+    in.type = FindType(GetString(o, "instance_type").value_or("1H100.80S.30V"));
+    if (!in.type) return "unknown instance_type";
+    in.image = FindImage("ubuntu-24.04-cuda-12.8-open-docker");
+    in.location = GetString(o, "location_code").value_or("FIN-01");
+    const std::string status = GetString(o, "status").value_or("running");
+    std::string error;
+    const std::string id = Launch(in, GetDouble(o, "age_seconds").value_or(600), &error,
+                                  status == "running" ? "" : status);
+    return id.empty() ? error : "";
+  }
+
+  // PUT /instances {"action", "id": "uuid" | ["uuid", ...], ...} (reference §3.4). One id:
+  // success 202 with the result array, a refusal as the error envelope (what the SDKs raise);
+  // several ids: 202 with one result each ({action, instanceId, status, error?, statusCode?}).
+  HttpResponse Action(const HttpRequest& req) {
+    JsonObject body = ParseObject(req.body);
+    if (!body) return Invalid("The body must be a JSON object");
+    const std::string action = GetString(body, "action").value_or("");
+    if (action.empty()) return Invalid("action is required");
+    std::vector<std::string> ids;
+    if (auto one = GetString(body, "id")) {
+      ids.push_back(*one);
+    } else if (JsonArray a = GetArray(body, "id")) {
+      if (auto e = CheckItems(a, JsonType::kString, "id"); !e.empty()) return Invalid(e);
+      for (unsigned i = 0; i < a->size(); ++i) ids.push_back(a->get(i).toString());
+    }
+    if (ids.empty()) return Invalid("id is required: an instance id or a list of them");
+    static const std::set<std::string> known = {
+        "boot",   "start",   "shutdown",     "force_shutdown",   "hibernate", "restore",
+        "delete", "discontinue", "delete_stuck", "configure_spot", "deploy",    "transfer"};
+    if (known.count(action) == 0) return Invalid("Invalid action " + action);
+    if (action != "delete" && action != "discontinue" && action != "delete_stuck") {
+      return Invalid("Action " + action + " is not emulated (not from the reference)");
+    }
+    struct Result {
+      std::string id;
+      int status = 202;
+      std::string code, error;
+    };
+    std::vector<Result> results;
+    for (const auto& id : ids) {
+      Result r;
+      r.id = id;
+      auto it = instances_.find(id);
+      if (it == instances_.end()) {
+        r.status = 404;
+        r.code = "not_found";
+        r.error = "Invalid instance id";
+      } else {
+        Instance& in = it->second;
+        const std::string s = StatusOf(in);
+        if (s == "deleting" || s == "discontinued") {
+          r.status = 400;
+          r.code = "invalid_request";
+          r.error = "Can't discontinue a discontinued instance";
+        } else if (action != "delete_stuck" &&
+                   (s == "new" || s == "ordered" || s == "pending" || s == "validating" ||
+                    s == "provisioning")) {
+          r.status = 400;
+          r.code = "invalid_request";
+          r.error = "Can't discontinue a provisioning instance";
+        } else {
+          if (!in.backend_id.empty()) backend_->Delete(in.backend_id);
+          in.gone_at = Clock::now() + std::chrono::milliseconds(
+                                          static_cast<int64_t>(deleting_seconds_ * 1000));
+        }
+      }
+      results.push_back(r);
+    }
+    if (results.size() == 1 && results[0].status != 202) {
+      return Error(results[0].status, results[0].code, results[0].error);
+    }
+    JsonArray a = NewArray();
+    for (const auto& r : results) {
+      JsonObject o = NewObject();
+      o->set("action", action);
+      o->set("instanceId", r.id);
+      o->set("status", std::string(r.status == 202 ? "success" : "error"));
+      if (r.status != 202) {
+        o->set("error", r.error);
+        o->set("statusCode", r.status);
+      }
+      a->add(o);
+    }
+    return Json(a, 202);
+  }
+
+  // --- SSH keys (reference §3.5) and startup scripts (§4) ---
+  static JsonObject KeyJson(const SshKey& k) {
+    JsonObject o = NewObject();
+    o->set("id", k.id);
+    o->set("name", k.name);
+    o->set("key", k.key);
+    o->set("fingerprint", k.fingerprint);
+    o->set("created_at", Rfc3339(k.created_at));
+    return o;
+  }
+
+  // All keys, or (one non-empty) a one-element array.
+  HttpResponse ListKeys(const std::string& one) {
+    JsonArray a = NewArray();
+    if (!one.empty()) {
+      auto it = keys_.find(one);
+      if (it == keys_.end()) return NotFound("Invalid ssh key id");
+      a->add(KeyJson(it->second));
+      return Json(a);
+    }
+    for (const auto& [id, k] : keys_) a->add(KeyJson(k));
+    return Json(a);
+  }
+
+  HttpResponse AddKey(const HttpRequest& req) {
+    JsonObject body = ParseObject(req.body);
+    if (!body) return Invalid("The body must be a JSON object");
+    if (auto e = CheckShape(body, {{"name", JsonType::kString, true},
+                                   {"key", JsonType::kString, true}});
+        !e.empty()) {
+      return Invalid(e);
+    }
+    SshKey k;
+    k.name = *GetString(body, "name");
+    k.key = TrimSpace(*GetString(body, "key"));
+    if (k.name.empty()) return Invalid("name must not be empty");
+    const std::string blob = PublicKeyBlob(k.key);
+    if (blob.empty()) return Invalid("key must be an OpenSSH public key (\"ssh-ed25519 AAAA...\")");
+    k.id = RandomUuid();
+    k.fingerprint = Md5Fingerprint(blob);
+    k.created_at = SysClock::now();
+    keys_[k.id] = k;
+    return IdText(201, k.id);
+  }
+
+  static JsonObject ScriptJson(const Script& s) {
+    JsonObject o = NewObject();
+    o->set("id", s.id);
+    o->set("name", s.name);
+    o->set("script", s.script);
+    o->set("created_at", Rfc3339(s.created_at));
+    return o;
+  }
+
+  HttpResponse ListScripts(const std::string& one) {
+    JsonArray a = NewArray();
+    if (!one.empty()) {
+      auto it = scripts_.find(one);
+      if (it == scripts_.end()) return NotFound("Invalid script id");
+      a->add(ScriptJson(it->second));
+      return Json(a);
+    }
+    for (const auto& [id, s] : scripts_) a->add(ScriptJson(s));
+    return Json(a);
+  }
+
+  HttpResponse AddScript(const HttpRequest& req) {
+    JsonObject body = ParseObject(req.body);
+    if (!body) return Invalid("The body must be a JSON object");
+    if (auto e = CheckShape(body, {{"name", JsonType::kString, true},
+                                   {"script", JsonType::kString, true}});
+        !e.empty()) {
+      return Invalid(e);
+    }
+    Script s;
+    s.name = *GetString(body, "name");
+    s.script = *GetString(body, "script");
+    if (s.name.empty()) return Invalid("name must not be empty");
+    if (s.script.empty()) return Invalid("script must not be empty");
+    if (max_script_bytes_ > 0 && static_cast<int64_t>(s.script.size()) > max_script_bytes_) {
+      return Invalid("script is too long: " + std::to_string(s.script.size()) +
+                     " bytes, at most " + std::to_string(max_script_bytes_));
+    }
+    s.id = RandomUuid();
+    s.created_at = SysClock::now();
+    scripts_[s.id] = s;
+    return IdText(201, s.id);
+  }
+
+  template <class Map>
+  HttpResponse DeleteOne(const std::string& id, Map& map, const std::string& what) {
+    if (map.erase(id) == 0) return NotFound("Invalid " + what + " id");
+    return EmptyResponse(200);
+  }
+
+  // DELETE /sshkeys {"keys": [ids]}, DELETE /scripts {"scripts": [ids]}: all or nothing.
+  template <class Map>
+  HttpResponse DeleteMany(const HttpRequest& req, const std::string& field, Map& map,
+                          const std::string& what) {
+    JsonObject body = ParseObject(req.body);
+    if (!body) return Invalid("The body must be a JSON object");
+    if (auto e = CheckShape(body, {{field, JsonType::kArray, true}}); !e.empty()) {
+      return Invalid(e);
+    }
+    JsonArray a = GetArray(body, field);
+    if (auto e = CheckItems(a, JsonType::kString, field); !e.empty()) return Invalid(e);
+    for (unsigned i = 0; i < a->size(); ++i) {
+      if (map.count(a->get(i).toString()) == 0) return NotFound("Invalid " + what + " id");
+    }
+    for (unsigned i = 0; i < a->size(); ++i) map.erase(a->get(i).toString());
+    return EmptyResponse(200);
+  }
+
+  std::mutex mu_;
+  std::map<std::string, std::string> clients_;  // client id -> secret
+  std::map<std::string, Clock::time_point> access_tokens_;   // -> expiry
+  std::map<std::string, Clock::time_point> refresh_tokens_;  // -> expiry
+  std::map<std::string, Instance> instances_;
+  std::map<std::string, SshKey> keys_;
+  std::map<std::string, Script> scripts_;
+  double token_lifetime_ = 3600;
+  double ordered_seconds_ = 0.5;
+  double deleting_seconds_ = 1;
+  int64_t max_script_bytes_ = 0;  // 0: no limit (the reference gives none)
+  std::set<std::string> out_of_stock_;
+};
+
+}  // namespace
+
+std::unique_ptr<CloudApi> MakeVerdaApi(InstanceBackend* backend, CloudOptions options) {
+  return std::make_unique<VerdaApi>(backend, std::move(options));
+}
+
+}  // namespace gpuprov::emulator

@@ -1,0 +1,707 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The Verda emulator over HTTP with the memory backend, checked against the reference
+// (/work/shared/clouds/verda.md): the OAuth2 token endpoint (client credentials, refresh
+// rotation, expiry, 401 bodies), every route's shape (bare-UUID create answers, one-element
+// arrays for GET by id, {"code","message"} errors), instance states over time, the PUT action
+// call and its refusal while provisioning, SSH keys under both spellings, startup scripts,
+// the catalogue, and every fault knob of the reference's emulator notes (a)-(g).
+#include <Poco/JSON/Parser.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <regex>
+#include <set>
+
+#include "emulator.h"
+#include "emulator_test_util.h"
+
+namespace gpuprov::emulator {
+namespace {
+
+using testing::Call;
+using testing::Reply;
+using testing::WaitFor;
+using namespace std::chrono_literals;
+
+constexpr const char* kClientId = "verda-test-client";
+constexpr const char* kClientSecret = "verda-test-secret";
+constexpr const char* kPublicKey =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPtlieUdwvU3Yi8XHX36t5VZpca1by3GqjV+S0aD87Tm emu-test";
+
+bool IsUuid(const std::string& s) {
+  static const std::regex uuid("^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$");
+  return std::regex_match(s, uuid);
+}
+
+JsonArray ArrayOf(const Reply& r) {
+  try {
+    Poco::JSON::Parser p;
+    return p.parse(r.body).extract<JsonArray>();
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
+std::string Code(const Reply& r) {
+  return GetString(r.Json(), "code").value_or("(none: " + r.body + ")");
+}
+std::string Message(const Reply& r) { return GetString(r.Json(), "message").value_or(""); }
+
+class VerdaApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    EmulatorOptions o;
+    o.backend = "memory";
+    o.boot_seconds = 0.6;
+    o.clouds = {"verda"};
+    o.tokens["verda"] = {kClientId, kClientSecret};
+    emu_ = std::make_unique<Emulator>(o);
+    emu_->Start();
+    base_ = emu_->BaseUrl("verda");
+    control_ = emu_->ControlUrl();
+    Settings(R"({"cloud":"verda","ordered_seconds":0.2,"deleting_seconds":0.3})");
+    token_ = TokenJson(kClientId, kClientSecret)->getValue<std::string>("access_token");
+  }
+  void TearDown() override { emu_.reset(); }
+
+  Reply PostToken(const std::string& body) { return Call(base_, "POST", "/oauth2/token", body); }
+  JsonObject TokenJson(const std::string& id, const std::string& secret) {
+    Reply r = PostToken(R"({"grant_type":"client_credentials","client_id":")" + id +
+                        R"(","client_secret":")" + secret + "\"}");
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.Json();
+  }
+  Reply V(const std::string& method, const std::string& path, const std::string& body = "") {
+    return Call(base_, method, path, body, token_);
+  }
+  Reply Control(const std::string& method, const std::string& path, const std::string& body = "") {
+    return Call(control_, method, path, body);
+  }
+  void Fault(const std::string& json) {
+    Reply r = Control("POST", "/faults", json);
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  void Settings(const std::string& json) {
+    Reply r = Control("POST", "/settings", json);
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  int64_t Count(const std::string& what) {
+    return Control("GET", "/counts?cloud=verda").Json()->getValue<int64_t>(what);
+  }
+  JsonObject ControlRow(const std::string& id) {
+    JsonArray rows = GetArray(Control("GET", "/instances?cloud=verda").Json(), "instances");
+    for (unsigned i = 0; rows && i < rows->size(); ++i) {
+      if (rows->getObject(i)->getValue<std::string>("id") == id) return rows->getObject(i);
+    }
+    return nullptr;
+  }
+  std::string AddKey(const std::string& path = "/sshkeys") {
+    Reply r = V("POST", path, R"({"name":"gpuprov","key":")" + std::string(kPublicKey) + "\"}");
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.body;
+  }
+  std::string AddScript(const std::string& text) {
+    JsonObject b = NewObject();
+    b->set("name", std::string("gpuprov-vm"));
+    b->set("script", text);
+    Reply r = V("POST", "/scripts", ToJson(b));
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.body;
+  }
+  static std::string CreateBody(const std::string& hostname, const std::string& extra = "",
+                                const std::string& type = "1H100.80S.30V") {
+    return R"({"instance_type":")" + type +
+           R"(","image":"ubuntu-24.04-cuda-12.8-open-docker","hostname":")" + hostname +
+           R"(","description":"gpuprov test","location_code":"FIN-01")" + extra + "}";
+  }
+  std::string Create(const std::string& hostname, const std::string& extra = "") {
+    Reply r = V("POST", "/instances", CreateBody(hostname, extra));
+    EXPECT_EQ(r.status, 202) << r.body;
+    return r.body;
+  }
+  JsonObject Instance(const std::string& id) {
+    Reply r = V("GET", "/instances/" + id);
+    return r.status == 200 ? r.Json() : nullptr;
+  }
+  std::string Status(const std::string& id) {
+    JsonObject i = Instance(id);
+    return i ? i->getValue<std::string>("status") : "404";
+  }
+  bool WaitStatus(const std::string& id, const std::string& want,
+                  std::chrono::milliseconds timeout = 5s) {
+    return WaitFor([&] { return Status(id) == want; }, timeout);
+  }
+  Reply Delete(const std::string& id) {
+    return V("PUT", "/instances",
+             R"({"action":"delete","id":[")" + id +
+                 R"("],"volume_ids":null,"delete_permanently":true})");
+  }
+
+  std::unique_ptr<Emulator> emu_;
+  std::string base_, control_, token_;
+};
+
+// --- authentication (reference §1, emulator note 1 and fault g) ---
+
+TEST_F(VerdaApiTest, TokenEndpointIssuesTheReferenceShapeForClientCredentials) {
+  JsonObject t = TokenJson(kClientId, kClientSecret);
+  EXPECT_EQ(t->getValue<std::string>("token_type"), "Bearer");
+  EXPECT_EQ(t->getValue<std::string>("scope"), "cloud-api-v1");
+  EXPECT_EQ(t->getValue<int>("expires_in"), 3600);
+  EXPECT_FALSE(t->getValue<std::string>("access_token").empty());
+  EXPECT_FALSE(t->getValue<std::string>("refresh_token").empty());
+  EXPECT_NE(t->getValue<std::string>("access_token"), token_);
+
+  Reply wrong = PostToken(R"({"grant_type":"client_credentials","client_id":")" +
+                          std::string(kClientId) + R"(","client_secret":"nope"})");
+  EXPECT_EQ(wrong.status, 401);
+  EXPECT_EQ(Code(wrong), "unauthorized_request");
+  Reply unknown = PostToken(
+      R"({"grant_type":"client_credentials","client_id":"other","client_secret":"x"})");
+  EXPECT_EQ(unknown.status, 401);
+  Reply missing = PostToken(R"({"grant_type":"client_credentials","client_id":"x"})");
+  EXPECT_EQ(missing.status, 400);
+  EXPECT_EQ(Code(missing), "invalid_request");
+  Reply grant = PostToken(R"({"grant_type":"password"})");
+  EXPECT_EQ(grant.status, 400);
+  EXPECT_NE(Message(grant).find("grant_type"), std::string::npos);
+  EXPECT_EQ(PostToken("not json").status, 400);
+  EXPECT_EQ(Call(base_, "GET", "/oauth2/token").status, 405);
+}
+
+TEST_F(VerdaApiTest, EveryOtherRouteNeedsAnIssuedUnexpiredBearerToken) {
+  for (const std::string path : {"/instances", "/sshkeys", "/ssh-keys", "/scripts",
+                                 "/instance-types", "/instance-availability", "/images",
+                                 "/locations"}) {
+    for (const Reply& r : {Call(base_, "GET", path), Call(base_, "GET", path, "", "forged"),
+                           Call(base_, "GET", path, "", kClientSecret)}) {
+      EXPECT_EQ(r.status, 401) << path;
+      EXPECT_EQ(Code(r), "unauthorized_request") << path;
+    }
+    EXPECT_EQ(V("GET", path).status, 200) << path;
+  }
+  // A wrong token is refused before any fault or route.
+  Fault(R"({"cloud":"verda","fault":"throttle"})");
+  EXPECT_EQ(Call(base_, "GET", "/instances", "", "forged").status, 401);
+  EXPECT_EQ(V("GET", "/instances").status, 429);
+}
+
+TEST_F(VerdaApiTest, ShortLivedTokensExpireAndTheRefreshGrantRotates) {
+  Settings(R"({"cloud":"verda","token_lifetime_seconds":0.4})");
+  JsonObject t = TokenJson(kClientId, kClientSecret);
+  EXPECT_EQ(t->getValue<int>("expires_in"), 1);
+  const std::string access = t->getValue<std::string>("access_token");
+  const std::string refresh = t->getValue<std::string>("refresh_token");
+  EXPECT_EQ(Call(base_, "GET", "/instances", "", access).status, 200);
+  std::this_thread::sleep_for(500ms);
+  Reply expired = Call(base_, "GET", "/instances", "", access);
+  EXPECT_EQ(expired.status, 401);
+  EXPECT_EQ(Code(expired), "unauthorized_request");
+  EXPECT_EQ(Message(expired), "Access token expired");
+
+  Reply r = PostToken(R"({"grant_type":"refresh_token","refresh_token":")" + refresh + "\"}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string access2 = r.Json()->getValue<std::string>("access_token");
+  EXPECT_EQ(Call(base_, "GET", "/instances", "", access2).status, 200);
+  // Each refresh token is good once; an unknown one is refused.
+  EXPECT_EQ(PostToken(R"({"grant_type":"refresh_token","refresh_token":")" + refresh + "\"}")
+                .status,
+            401);
+  EXPECT_EQ(PostToken(R"({"grant_type":"refresh_token"})").status, 400);
+
+  // Revoked refresh tokens: the client must authenticate again (the SDK's fallback).
+  const std::string refresh2 = r.Json()->getValue<std::string>("refresh_token");
+  Settings(R"({"cloud":"verda","revoke_refresh_tokens":true})");
+  EXPECT_EQ(PostToken(R"({"grant_type":"refresh_token","refresh_token":")" + refresh2 + "\"}")
+                .status,
+            401);
+  EXPECT_FALSE(TokenJson(kClientId, kClientSecret)->getValue<std::string>("access_token").empty());
+}
+
+TEST_F(VerdaApiTest, ExpireTokensSettingAndAuthFailureFaultGive401) {
+  Settings(R"({"cloud":"verda","expire_tokens":true})");
+  Reply r = V("GET", "/instances");
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(Message(r), "Access token expired");
+  token_ = TokenJson(kClientId, kClientSecret)->getValue<std::string>("access_token");
+  EXPECT_EQ(V("GET", "/instances").status, 200);
+
+  Fault(R"({"cloud":"verda","fault":"auth_failure","times":2})");
+  EXPECT_EQ(V("GET", "/instances").status, 401);
+  EXPECT_EQ(Code(V("GET", "/sshkeys")), "unauthorized_request");
+  EXPECT_EQ(V("GET", "/instances").status, 200);
+}
+
+// --- catalogue (reference §3.6, §7, §9) ---
+
+TEST_F(VerdaApiTest, InstanceTypesCarryTheReferenceFieldsWithPricesAsStrings) {
+  Reply r = V("GET", "/instance-types");
+  ASSERT_EQ(r.status, 200);
+  JsonArray a = ArrayOf(r);
+  ASSERT_TRUE(a);
+  std::set<std::string> names;
+  for (unsigned i = 0; i < a->size(); ++i) {
+    JsonObject t = a->getObject(i);
+    names.insert(t->getValue<std::string>("instance_type"));
+    for (const char* k : {"id", "instance_type", "model", "name", "description", "price_per_hour",
+                          "spot_price", "cpu", "gpu", "gpu_memory", "memory", "storage",
+                          "best_for", "deploy_warning", "p2p"}) {
+      EXPECT_TRUE(t->has(k)) << k;
+    }
+    EXPECT_TRUE(t->get("price_per_hour").isString());
+    EXPECT_TRUE(t->getObject("gpu")->has("number_of_gpus"));
+    EXPECT_TRUE(t->getObject("gpu_memory")->has("size_in_gigabytes"));
+  }
+  for (const char* n : {"1H100.80S.30V", "8H100.80S.176V", "1A100.22V", "1L40S.20V",
+                        "1A6000.10V", "CPU.4V.16G"}) {
+    EXPECT_TRUE(names.count(n)) << n;
+  }
+}
+
+TEST_F(VerdaApiTest, AvailabilityListsInStockTypesPerLocationAndAnswersOneTypeAsABool) {
+  Reply r = V("GET", "/instance-availability?isSpot=false&locationCode=FIN-01");
+  ASSERT_EQ(r.status, 200);
+  JsonArray a = ArrayOf(r);
+  ASSERT_TRUE(a);
+  ASSERT_EQ(a->size(), 1u);
+  EXPECT_EQ(a->getObject(0)->getValue<std::string>("location_code"), "FIN-01");
+  std::set<std::string> in_stock;
+  JsonArray av = a->getObject(0)->getArray("availabilities");
+  for (unsigned i = 0; i < av->size(); ++i) in_stock.insert(av->get(i).toString());
+  EXPECT_TRUE(in_stock.count("1H100.80S.30V"));
+  EXPECT_FALSE(in_stock.count("1B200.30V"));
+  EXPECT_EQ(ArrayOf(V("GET", "/instance-availability"))->size(), 4u);
+  EXPECT_EQ(V("GET", "/instance-availability?locationCode=MARS-01").status, 400);
+
+  EXPECT_EQ(V("GET", "/instance-availability/1H100.80S.30V?isSpot=false&location_code=FIN-01").body,
+            "true");
+  EXPECT_EQ(V("GET", "/instance-availability/1H200.141S.44V?location_code=FIN-01").body, "false");
+  EXPECT_EQ(V("GET", "/instance-availability/1H200.141S.44V?location_code=FIN-03").body, "true");
+
+  Settings(R"({"cloud":"verda","out_of_stock":["1H100.80S.30V"]})");
+  EXPECT_EQ(V("GET", "/instance-availability/1H100.80S.30V?location_code=FIN-01").body, "false");
+  Reply c = V("POST", "/instances", CreateBody("no-stock"));
+  EXPECT_EQ(c.status, 400);
+  EXPECT_NE(Message(c).find("Not enough resources"), std::string::npos) << c.body;
+  Settings(R"({"cloud":"verda","out_of_stock":[]})");
+  EXPECT_EQ(V("GET", "/instance-availability/1H100.80S.30V?location_code=FIN-01").body, "true");
+}
+
+TEST_F(VerdaApiTest, ImagesAndLocationsAreServed) {
+  JsonArray images = ArrayOf(V("GET", "/images"));
+  ASSERT_TRUE(images);
+  std::set<std::string> types;
+  for (unsigned i = 0; i < images->size(); ++i) {
+    JsonObject im = images->getObject(i);
+    EXPECT_TRUE(im->has("id") && im->has("name") && im->has("details"));
+    types.insert(im->getValue<std::string>("image_type"));
+  }
+  EXPECT_TRUE(types.count("ubuntu-24.04-cuda-12.8-open-docker"));
+  EXPECT_TRUE(types.count("ubuntu-22.04-cuda-12.0-docker"));
+  JsonArray locations = ArrayOf(V("GET", "/locations"));
+  ASSERT_TRUE(locations);
+  std::set<std::string> codes;
+  for (unsigned i = 0; i < locations->size(); ++i) {
+    codes.insert(locations->getObject(i)->getValue<std::string>("code"));
+  }
+  EXPECT_EQ(codes, (std::set<std::string>{"FIN-01", "FIN-02", "FIN-03", "ICE-01"}));
+}
+
+// --- SSH keys (reference §3.5) and startup scripts (§4) ---
+
+TEST_F(VerdaApiTest, SshKeysUnderBothSpellingsCreateAsBareUuidAndGetOneAsOneElementArray) {
+  Reply created = V("POST", "/sshkeys",
+                    R"({"name":"gpuprov","key":")" + std::string(kPublicKey) + "\"}");
+  ASSERT_EQ(created.status, 201);
+  EXPECT_TRUE(IsUuid(created.body)) << created.body;
+  EXPECT_EQ(created.content_type.rfind("text/plain", 0), 0u) << created.content_type;
+  const std::string id = created.body;
+  const std::string id2 = AddKey("/ssh-keys");
+  for (const std::string p : {"/sshkeys", "/ssh-keys"}) {
+    JsonArray all = ArrayOf(V("GET", p));
+    ASSERT_TRUE(all);
+    EXPECT_EQ(all->size(), 2u);
+    JsonArray one = ArrayOf(V("GET", p + "/" + id));
+    ASSERT_TRUE(one);
+    ASSERT_EQ(one->size(), 1u);
+    JsonObject k = one->getObject(0);
+    EXPECT_EQ(k->getValue<std::string>("id"), id);
+    EXPECT_EQ(k->getValue<std::string>("name"), "gpuprov");
+    EXPECT_EQ(k->getValue<std::string>("key"), kPublicKey);
+    EXPECT_EQ(k->getValue<std::string>("fingerprint").size(), 47u);  // MD5 colon hex
+    EXPECT_TRUE(k->has("created_at"));
+  }
+  EXPECT_EQ(Count("ssh_keys"), 2);
+  Reply bad = V("POST", "/sshkeys", R"({"name":"x","key":"ssh-ed25519 notbase64!"})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(Code(bad), "invalid_request");
+  EXPECT_EQ(V("POST", "/sshkeys", R"({"name":"x"})").status, 400);
+  EXPECT_EQ(V("POST", "/sshkeys", R"({"name":"x","public_key":"k","key":"k"})").status, 400);
+
+  EXPECT_EQ(V("DELETE", "/ssh-keys/" + id).status, 200);
+  Reply gone = V("GET", "/sshkeys/" + id);
+  EXPECT_EQ(gone.status, 404);
+  EXPECT_EQ(Code(gone), "not_found");
+  EXPECT_EQ(V("DELETE", "/sshkeys/" + id).status, 404);
+  EXPECT_EQ(V("DELETE", "/sshkeys", R"({"keys":[")" + id2 + "\"]}").status, 200);
+  EXPECT_EQ(Count("ssh_keys"), 0);
+}
+
+TEST_F(VerdaApiTest, ScriptsCreateListGetDeleteByIdAndByBodyKeepingTheText) {
+  const std::string text = "#!/bin/bash\nset -eu\necho 'hello \"world\"' > /root/x\n";
+  const std::string a = AddScript(text);
+  const std::string b = AddScript("#!/bin/sh\ntrue\n");
+  const std::string c = AddScript("#!/bin/sh\nfalse\n");
+  EXPECT_TRUE(IsUuid(a)) << a;
+  JsonArray all = ArrayOf(V("GET", "/scripts"));
+  ASSERT_TRUE(all);
+  EXPECT_EQ(all->size(), 3u);
+  JsonArray one = ArrayOf(V("GET", "/scripts/" + a));
+  ASSERT_TRUE(one);
+  ASSERT_EQ(one->size(), 1u);
+  EXPECT_EQ(one->getObject(0)->getValue<std::string>("id"), a);
+  EXPECT_EQ(one->getObject(0)->getValue<std::string>("name"), "gpuprov-vm");
+  EXPECT_EQ(one->getObject(0)->getValue<std::string>("script"), text);
+  EXPECT_EQ(Count("scripts"), 3);
+
+  EXPECT_EQ(V("POST", "/scripts", R"({"name":"x"})").status, 400);
+  EXPECT_EQ(V("POST", "/scripts", R"({"name":"x","script":""})").status, 400);
+  EXPECT_EQ(V("POST", "/scripts", R"({"name":"x","script":"y","extra":1})").status, 400);
+  Settings(R"({"cloud":"verda","max_script_bytes":16})");
+  Reply big = V("POST", "/scripts", R"({"name":"x","script":"0123456789abcdefg"})");
+  EXPECT_EQ(big.status, 400);
+  EXPECT_NE(Message(big).find("too long"), std::string::npos);
+  Settings(R"({"cloud":"verda","max_script_bytes":0})");
+
+  EXPECT_EQ(V("DELETE", "/scripts/" + a).status, 200);
+  Reply gone = V("GET", "/scripts/" + a);
+  EXPECT_EQ(gone.status, 404);
+  EXPECT_EQ(Code(gone), "not_found");
+  // By body: all or nothing.
+  EXPECT_EQ(V("DELETE", "/scripts", R"({"scripts":[")" + b + R"(",")" + a + "\"]}").status, 404);
+  EXPECT_EQ(Count("scripts"), 2);
+  EXPECT_EQ(V("DELETE", "/scripts", R"({"scripts":[")" + b + R"(",")" + c + "\"]}").status, 200);
+  EXPECT_EQ(Count("scripts"), 0);
+}
+
+// --- instances (reference §3.1-§3.4, emulator notes 5-6) ---
+
+TEST_F(VerdaApiTest, CreatedInstanceIsOrderedThenProvisioningThenRunningWithAnIp) {
+  const std::string key = AddKey();
+  const std::string script = AddScript("#!/bin/bash\necho installer\n");
+  Reply r = V("POST", "/instances",
+              CreateBody("gpuprov-a", R"(,"ssh_key_ids":[")" + key +
+                                          R"("],"startup_script_id":")" + script +
+                                          R"(","os_volume":{"name":"os","size":100},"is_spot":false,"contract":"PAY_AS_YOU_GO","pricing":"FIXED_PRICE","tags":[{"key":"gpuprov","value":"a"}])"));
+  ASSERT_EQ(r.status, 202) << r.body;
+  EXPECT_TRUE(IsUuid(r.body)) << r.body;
+  EXPECT_EQ(r.content_type.rfind("text/plain", 0), 0u);
+  const std::string id = r.body;
+
+  JsonObject i = Instance(id);
+  ASSERT_TRUE(i);
+  EXPECT_EQ(i->getValue<std::string>("status"), "ordered");
+  EXPECT_TRUE(i->isNull("ip"));
+  for (const char* k : {"id", "ip", "status", "created_at", "hostname", "description", "location",
+                        "instance_type", "image", "os_name", "price_per_hour", "is_spot",
+                        "contract", "pricing", "cpu", "gpu", "gpu_memory", "memory", "storage",
+                        "ssh_key_ids", "startup_script_id", "os_volume_id", "volume_ids",
+                        "jupyter_token", "tags"}) {
+    EXPECT_TRUE(i->has(k)) << k;
+  }
+  EXPECT_EQ(i->getValue<std::string>("hostname"), "gpuprov-a");
+  EXPECT_EQ(i->getValue<std::string>("location"), "FIN-01");
+  EXPECT_EQ(i->getValue<std::string>("instance_type"), "1H100.80S.30V");
+  EXPECT_EQ(i->getValue<std::string>("startup_script_id"), script);
+  EXPECT_EQ(i->getArray("ssh_key_ids")->get(0).toString(), key);
+  EXPECT_EQ(i->getObject("gpu")->getValue<int>("number_of_gpus"), 1);
+  EXPECT_EQ(i->getArray("tags")->getObject(0)->getValue<std::string>("key"), "gpuprov");
+
+  ASSERT_TRUE(WaitStatus(id, "provisioning"));
+  EXPECT_TRUE(Instance(id)->isNull("ip"));
+  ASSERT_TRUE(WaitStatus(id, "running"));
+  const std::string ip = Instance(id)->getValue<std::string>("ip");
+  EXPECT_EQ(ip.rfind("127.91.", 0), 0u) << ip;
+
+  // The script as stored went to the backend as the startup script; no firewall: every port.
+  JsonObject row = ControlRow(id);
+  ASSERT_TRUE(row);
+  EXPECT_EQ(row->getValue<std::string>("startup_script"), "#!/bin/bash\necho installer\n");
+  EXPECT_EQ(row->getValue<std::string>("reachable_ports"), "1-65535");
+  EXPECT_EQ(row->getValue<std::string>("status"), "running");
+
+  JsonArray list = ArrayOf(V("GET", "/instances"));
+  ASSERT_TRUE(list);
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ(list->getObject(0)->getValue<std::string>("id"), id);
+  EXPECT_EQ(ArrayOf(V("GET", "/instances?status=running"))->size(), 1u);
+  EXPECT_EQ(ArrayOf(V("GET", "/instances?status=offline"))->size(), 0u);
+  // Without a script the field is null.
+  const std::string plain = Create("gpuprov-b");
+  EXPECT_TRUE(Instance(plain)->isNull("startup_script_id"));
+}
+
+TEST_F(VerdaApiTest, UnknownInstanceIs404WithTheReferenceBody) {
+  Reply r = V("GET", "/instances/00000000-0000-4000-8000-000000000000");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(Code(r), "not_found");
+  EXPECT_EQ(Message(r), "Invalid instance id");
+  Reply d = Delete("00000000-0000-4000-8000-000000000000");
+  EXPECT_EQ(d.status, 404);
+  EXPECT_EQ(Message(d), "Invalid instance id");
+}
+
+TEST_F(VerdaApiTest, DeleteIsRefusedWhileProvisioningThenDeletingThenGone) {
+  const std::string id = Create("gpuprov-del");
+  Reply early = Delete(id);
+  EXPECT_EQ(early.status, 400);
+  EXPECT_EQ(Code(early), "invalid_request");
+  EXPECT_EQ(Message(early), "Can't discontinue a provisioning instance");
+  ASSERT_TRUE(WaitStatus(id, "running"));
+
+  Reply r = Delete(id);
+  ASSERT_EQ(r.status, 202) << r.body;
+  JsonArray results = ArrayOf(r);
+  ASSERT_TRUE(results);
+  ASSERT_EQ(results->size(), 1u);
+  EXPECT_EQ(results->getObject(0)->getValue<std::string>("action"), "delete");
+  EXPECT_EQ(results->getObject(0)->getValue<std::string>("instanceId"), id);
+  EXPECT_EQ(results->getObject(0)->getValue<std::string>("status"), "success");
+  EXPECT_EQ(Status(id), "deleting");
+  EXPECT_TRUE(Instance(id)->isNull("ip"));
+  EXPECT_EQ(Count("backend_instances"), 0);
+  Reply again = V("PUT", "/instances", R"({"action":"delete","id":")" + id + "\"}");
+  EXPECT_EQ(again.status, 400);
+  EXPECT_EQ(Message(again), "Can't discontinue a discontinued instance");
+  ASSERT_TRUE(WaitStatus(id, "404"));
+  EXPECT_EQ(Count("instances"), 0);
+  EXPECT_EQ(Message(Delete(id)), "Invalid instance id");
+}
+
+TEST_F(VerdaApiTest, ActionOnSeveralIdsAnswersOneResultEach) {
+  const std::string a = Create("multi-a");
+  const std::string b = Create("multi-b");
+  ASSERT_TRUE(WaitStatus(a, "running"));
+  ASSERT_TRUE(WaitStatus(b, "running"));
+  const std::string missing = "00000000-0000-4000-8000-000000000000";
+  Reply r = V("PUT", "/instances",
+              R"({"action":"delete","id":[")" + a + R"(",")" + missing + R"(",")" + b + "\"]}");
+  ASSERT_EQ(r.status, 202) << r.body;
+  JsonArray results = ArrayOf(r);
+  ASSERT_EQ(results->size(), 3u);
+  EXPECT_EQ(results->getObject(0)->getValue<std::string>("status"), "success");
+  EXPECT_EQ(results->getObject(1)->getValue<std::string>("status"), "error");
+  EXPECT_EQ(results->getObject(1)->getValue<std::string>("error"), "Invalid instance id");
+  EXPECT_EQ(results->getObject(1)->getValue<int>("statusCode"), 404);
+  EXPECT_EQ(results->getObject(2)->getValue<std::string>("status"), "success");
+  EXPECT_EQ(V("PUT", "/instances", R"({"action":"fly","id":")" + a + "\"}").status, 400);
+  EXPECT_EQ(V("PUT", "/instances", R"({"action":"delete"})").status, 400);
+}
+
+TEST_F(VerdaApiTest, CreateBodiesAreValidatedWithInvalidRequest) {
+  const std::string key = AddKey();
+  struct Case {
+    std::string body;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {R"({"image":"ubuntu-24.04","hostname":"h","description":"d"})", "instance_type"},
+      {R"({"instance_type":"1H100.80S.30V","hostname":"h","description":"d"})", "image"},
+      {R"({"instance_type":"1H100.80S.30V","image":"ubuntu-24.04","description":"d"})",
+       "hostname"},
+      {R"({"instance_type":"1H100.80S.30V","image":"ubuntu-24.04","hostname":"h"})",
+       "description"},
+      {CreateBody("h", R"(,"startup_script":"#!/bin/sh")"), "startup_script"},
+      {CreateBody("h", "", "9Z999.1V"), "instance type"},
+      {R"({"instance_type":"1H100.80S.30V","image":"windows","hostname":"h","description":"d"})",
+       "image"},
+      {CreateBody("h", R"(,"ssh_key_ids":["nope"])"), "ssh key"},
+      {CreateBody("h", R"(,"ssh_key_ids":")" + key + "\""), "ssh_key_ids"},
+      {CreateBody("h", R"(,"startup_script_id":"nope")"), "startup script"},
+      {R"({"instance_type":"1H100.80S.30V","image":"ubuntu-24.04","hostname":"h","description":"d","location_code":"MARS-1"})",
+       "location"},
+  };
+  for (const auto& c : cases) {
+    Reply r = V("POST", "/instances", c.body);
+    EXPECT_EQ(r.status, 400) << c.body;
+    EXPECT_EQ(Code(r), "invalid_request") << c.body;
+    EXPECT_NE(Message(r).find(c.says), std::string::npos) << c.body << " -> " << r.body;
+  }
+  EXPECT_EQ(Count("instances"), 0);
+  // The image by id works as by type.
+  Reply byid = V("POST", "/instances",
+                 R"({"instance_type":"1L40S.20V","image":"2088da25-bb0d-41cc-a191-dccae45d96fd","hostname":"h","description":"d"})");
+  EXPECT_EQ(byid.status, 202) << byid.body;
+  EXPECT_EQ(Instance(byid.body)->getValue<std::string>("image"), "ubuntu-22.04-cuda-12.0-docker");
+}
+
+// --- faults (emulator notes a-g) ---
+
+TEST_F(VerdaApiTest, FaultA_CapacityQuotaAndPaymentRefuseTheCreate) {
+  Fault(R"({"cloud":"verda","fault":"capacity"})");
+  Reply r = V("POST", "/instances", CreateBody("cap"));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(Code(r), "invalid_request");
+  EXPECT_NE(Message(r).find("Not enough resources"), std::string::npos);
+  Fault(R"({"cloud":"verda","fault":"quota"})");
+  r = V("POST", "/instances", CreateBody("quota"));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(Message(r).find("quota"), std::string::npos);
+  Fault(R"({"cloud":"verda","fault":"payment_required"})");
+  r = V("POST", "/instances", CreateBody("pay"));
+  EXPECT_EQ(Code(r), "insufficient_funds");
+  EXPECT_EQ(Count("instances"), 0);
+  EXPECT_EQ(Count("backend_instances"), 0);
+  EXPECT_EQ(V("POST", "/instances", CreateBody("ok")).status, 202);
+}
+
+TEST_F(VerdaApiTest, FaultB_AcceptedCreateEndsInNoCapacity) {
+  Fault(R"({"cloud":"verda","fault":"error_during_boot","value":"no_capacity"})");
+  const std::string id = Create("nocap");
+  ASSERT_TRUE(WaitStatus(id, "no_capacity"));
+  EXPECT_TRUE(Instance(id)->isNull("ip"));
+  EXPECT_EQ(Delete(id).status, 202);
+  EXPECT_TRUE(WaitStatus(id, "404"));
+}
+
+TEST_F(VerdaApiTest, FaultC_ThrottleAndServiceUnavailableBursts) {
+  Fault(R"({"cloud":"verda","fault":"throttle","times":2,"retry_after":3})");
+  for (int i = 0; i < 2; ++i) {
+    Reply r = V("GET", "/instances");
+    EXPECT_EQ(r.status, 429);
+    EXPECT_EQ(r.Header("retry-after"), "3");
+    EXPECT_TRUE(GetString(r.Json(), "code").has_value());
+  }
+  EXPECT_EQ(V("GET", "/instances").status, 200);
+  Fault(R"({"cloud":"verda","fault":"server_error","status":503,"times":3})");
+  for (int i = 0; i < 3; ++i) {
+    Reply r = V("GET", "/instance-availability");
+    EXPECT_EQ(r.status, 503);
+    EXPECT_EQ(Code(r), "service_unavailable");
+  }
+  Fault(R"({"cloud":"verda","fault":"server_error"})");
+  EXPECT_EQ(Code(V("GET", "/images")), "server_error");
+  EXPECT_EQ(V("GET", "/images").status, 200);
+  // Only the token endpoint.
+  Fault(R"({"cloud":"verda","fault":"server_error","status":503,"path":"/v1/oauth2/token"})");
+  EXPECT_EQ(V("GET", "/images").status, 200);
+  EXPECT_EQ(PostToken(R"({"grant_type":"client_credentials","client_id":"a","client_secret":"b"})")
+                .status,
+            503);
+}
+
+TEST_F(VerdaApiTest, FaultD_SlowBootKeepsProvisioningWithoutAnIpAndIpAfterBoot) {
+  Fault(R"({"cloud":"verda","fault":"slow_boot","seconds":1.5})");
+  const std::string slow = Create("slow");
+  const std::string fast = Create("fast");
+  ASSERT_TRUE(WaitStatus(fast, "running"));
+  EXPECT_EQ(Status(slow), "provisioning");
+  EXPECT_TRUE(Instance(slow)->isNull("ip"));
+  EXPECT_TRUE(WaitStatus(slow, "running", 5s));
+
+  Fault(R"({"cloud":"verda","fault":"ip_after_boot","seconds":1})");
+  const std::string noip = Create("noip");
+  ASSERT_TRUE(WaitStatus(noip, "running"));
+  EXPECT_TRUE(Instance(noip)->isNull("ip"));
+  EXPECT_TRUE(WaitFor([&] { return !Instance(noip)->isNull("ip"); }, 5s));
+}
+
+TEST_F(VerdaApiTest, FaultE_VanishAsNotFoundOrDiscontinuedAndErrorStates) {
+  Fault(R"({"cloud":"verda","fault":"vanish_during_boot"})");
+  const std::string gone = Create("vanish");
+  EXPECT_TRUE(WaitStatus(gone, "404"));
+  EXPECT_EQ(Count("backend_instances"), 0);
+
+  Fault(R"({"cloud":"verda","fault":"vanish_during_boot","value":"discontinued"})");
+  const std::string disc = Create("disc");
+  ASSERT_TRUE(WaitStatus(disc, "discontinued"));
+  EXPECT_EQ(Count("backend_instances"), 0);
+  EXPECT_EQ(Message(Delete(disc)), "Can't discontinue a discontinued instance");
+
+  Fault(R"({"cloud":"verda","fault":"error_during_boot"})");
+  const std::string err = Create("err");
+  ASSERT_TRUE(WaitStatus(err, "error"));
+  Fault(R"({"cloud":"verda","fault":"error_during_boot","value":"installation_failed"})");
+  const std::string inst = Create("inst");
+  ASSERT_TRUE(WaitStatus(inst, "installation_failed"));
+  EXPECT_EQ(Delete(err).status, 202);
+  EXPECT_EQ(Delete(inst).status, 202);
+}
+
+TEST_F(VerdaApiTest, FaultF_DuplicateHostnamesFromAnEarlierRun) {
+  // An earlier run's leftovers, older than anything made now.
+  Settings(R"({"cloud":"verda","seed_instances":[
+      {"hostname":"gpuprov-dup","status":"running","age_seconds":900},
+      {"hostname":"gpuprov-dup","status":"error","age_seconds":600}]})");
+  // And a create whose answer was lost (5xx after the instance was made).
+  Fault(R"({"cloud":"verda","fault":"server_error","value":"after_create","method":"POST",
+             "path":"/v1/instances"})");
+  Reply lost = V("POST", "/instances", CreateBody("gpuprov-dup"));
+  EXPECT_EQ(lost.status, 500);
+  const std::string made = Create("gpuprov-dup");
+  JsonArray list = ArrayOf(V("GET", "/instances"));
+  ASSERT_TRUE(list);
+  ASSERT_EQ(list->size(), 4u);
+  std::vector<std::string> created;
+  std::set<std::string> statuses;
+  for (unsigned i = 0; i < list->size(); ++i) {
+    EXPECT_EQ(list->getObject(i)->getValue<std::string>("hostname"), "gpuprov-dup");
+    created.push_back(list->getObject(i)->getValue<std::string>("created_at"));
+    statuses.insert(list->getObject(i)->getValue<std::string>("status"));
+  }
+  EXPECT_TRUE(std::is_sorted(created.begin(), created.end()));
+  EXPECT_LT(created[0], created[3]);
+  EXPECT_TRUE(statuses.count("error"));
+  EXPECT_EQ(Count("backend_instances"), 3);  // the error leftover is only a record
+  Reply bad =
+      Control("POST", "/settings", R"({"cloud":"verda","seed_instances":[{"status":"running"}]})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("hostname"), std::string::npos) << bad.body;
+}
+
+TEST_F(VerdaApiTest, FaultG_ExpiredTokenMidRunThenTheClientRefreshes) {
+  const std::string refresh =
+      TokenJson(kClientId, kClientSecret)->getValue<std::string>("refresh_token");
+  const std::string id = Create("mid-run");
+  Settings(R"({"cloud":"verda","expire_tokens":true})");
+  EXPECT_EQ(V("GET", "/instances/" + id).status, 401);
+  Reply r = PostToken(R"({"grant_type":"refresh_token","refresh_token":")" + refresh + "\"}");
+  ASSERT_EQ(r.status, 200);
+  token_ = r.Json()->getValue<std::string>("access_token");
+  EXPECT_EQ(V("GET", "/instances/" + id).status, 200);
+}
+
+TEST_F(VerdaApiTest, SharedBootFaultsReachTheBackend) {
+  Fault(R"({"cloud":"verda","fault":"boot_script_fails"})");
+  Fault(R"({"cloud":"verda","fault":"gpu_after_boot","seconds":0.8})");
+  Fault(R"({"cloud":"verda","fault":"port_blocked","value":"6443"})");
+  const std::string id = Create("shared", R"(,"startup_script_id":")" +
+                                              AddScript("#!/bin/sh\necho x\n") + "\"");
+  ASSERT_TRUE(WaitStatus(id, "running"));
+  JsonObject row = ControlRow(id);
+  EXPECT_TRUE(row->getValue<bool>("boot_script_fails"));
+  EXPECT_FALSE(row->getValue<bool>("gpu_present"));
+  EXPECT_EQ(row->getValue<std::string>("reachable_ports"), "1-6442,6444-65535");
+  EXPECT_TRUE(WaitFor([&] { return ControlRow(id)->getValue<bool>("gpu_present"); }, 5s));
+}
+
+TEST_F(VerdaApiTest, ResetForgetsEverythingAndUnknownPathsUseTheEnvelope) {
+  AddKey();
+  AddScript("#!/bin/sh\n");
+  Create("r");
+  Reply nf = V("GET", "/volumes");
+  EXPECT_EQ(nf.status, 404);
+  EXPECT_EQ(Code(nf), "not_found");
+  EXPECT_EQ(V("PATCH", "/instances").status, 405);
+  ASSERT_EQ(Control("POST", "/reset", R"({"cloud":"verda"})").status, 200);
+  EXPECT_EQ(Count("instances"), 0);
+  EXPECT_EQ(Count("ssh_keys"), 0);
+  EXPECT_EQ(Count("scripts"), 0);
+  EXPECT_EQ(Count("backend_instances"), 0);
+  // Issued tokens went too.
+  EXPECT_EQ(V("GET", "/instances").status, 401);
+}
+
+}  // namespace
+}  // namespace gpuprov::emulator
