@@ -104,5 +104,6 @@ std::unique_ptr<CloudApi> MakeEc2Api(InstanceBackend* backend, CloudOptions opti
 std::unique_ptr<CloudApi> MakeGceApi(InstanceBackend* backend, CloudOptions options);
 std::unique_ptr<CloudApi> MakeLambdaApi(InstanceBackend* backend, CloudOptions options);
 std::unique_ptr<CloudApi> MakeHyperstackApi(InstanceBackend* backend, CloudOptions options);
+std::unique_ptr<CloudApi> MakeMassedComputeApi(InstanceBackend* backend, CloudOptions options);
 
 }  // namespace gpuprov::emulator

@@ -97,7 +97,7 @@ struct Emulator::Server {
 };
 
 std::vector<std::string> Emulator::KnownClouds() {
-  return {"digitalocean", "primeintellect", "aws", "gcp", "lambda", "hyperstack"};
+  return {"digitalocean", "primeintellect", "aws", "gcp", "lambda", "hyperstack", "massedcompute"};
 }
 
 std::vector<std::string> Emulator::TokenEnvVars(const std::string& cloud) {
@@ -109,6 +109,8 @@ std::vector<std::string> Emulator::TokenEnvVars(const std::string& cloud) {
   if (cloud == "gcp") return {"GOOGLE_APPLICATION_CREDENTIALS"};
   if (cloud == "lambda") return {"LAMBDA_API_KEY"};
   if (cloud == "hyperstack") return {"HYPERSTACK_API_KEY"};
+  // Massed Compute: no official name; third-party tools use both (clouds/massedcompute.md §1).
+  if (cloud == "massedcompute") return {"MASSED_API_KEY", "MASSED_COMPUTE_API_TOKEN"};
   return {};
 }
 
@@ -122,7 +124,7 @@ Emulator::Emulator(EmulatorOptions options) : options_(std::move(options)) {
     const auto known = KnownClouds();
     if (std::find(known.begin(), known.end(), c) == known.end()) {
       throw std::runtime_error("unknown cloud \"" + c + "\"; this emulator serves: digitalocean, "
-                               "primeintellect, aws, gcp, lambda, hyperstack");
+                               "primeintellect, aws, gcp, lambda, hyperstack, massedcompute");
     }
   }
   if (options_.session.empty()) {
@@ -163,6 +165,7 @@ Emulator::Emulator(EmulatorOptions options) : options_(std::move(options)) {
     if (c == "gcp") apis_.push_back(MakeGceApi(backend_.get(), co));
     if (c == "lambda") apis_.push_back(MakeLambdaApi(backend_.get(), co));
     if (c == "hyperstack") apis_.push_back(MakeHyperstackApi(backend_.get(), co));
+    if (c == "massedcompute") apis_.push_back(MakeMassedComputeApi(backend_.get(), co));
   }
 }
 
