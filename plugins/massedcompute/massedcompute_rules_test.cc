@@ -73,13 +73,13 @@ TEST(MassedComputeRules, GpuRequestsMatchTheModelWithOrWithoutRtxAndWithTheirMem
 
 TEST(MassedComputeRules, InventoryIsReadIntoProductsAndListedWithoutSpot) {
   Poco::JSON::Parser parser;
-  auto doc = parser.parse(R"({"gpu_inventory":{
+  auto doc = parser.parse(R"json({"gpu_inventory":{
     "gpu_1x_h100":{"instance_type":{"name":"gpu_1x_h100","description":"1x H100 (80GB)",
       "price_cents_per_hour":239,"specs":{"vcpu_count":20}},
       "regions_with_capacity_available":[{"name":"us-central-3","description":"Des Moines, IA"}],
       "capacity_available":3},
     "gpu_1x_a6000_spot":{"instance_type":{"name":"gpu_1x_a6000_spot","description":"1x RTX A6000 (48GB)",
-      "price_cents_per_hour":39},"regions_with_capacity_available":[],"capacity_available":0}}})")
+      "price_cents_per_hour":39},"regions_with_capacity_available":[],"capacity_available":0}}})json")
                  .extract<Poco::JSON::Object::Ptr>();
   std::vector<Product> products = ParseInventory(doc);
   ASSERT_EQ(products.size(), 2u);
