@@ -151,6 +151,13 @@ port_answers() {
   [[ "$output" == *"does not offer L4:1"* ]]
   [[ "$output" == *"RTX-A6000:1 (gpu_1x_a6000)"* ]]
   [ ! -e "$GPUPROV_HOME/state/mc-l4.json" ]
+  # A key the driver does not declare in [clouds.massedcompute] (ABI 1.1) is refused too.
+  printf '[clouds.massedcompute]\nregoin = "us-central-3"\n' >"$GPUPROV_HOME/config.toml"
+  run "$GPUPROV" provision --name mc-l4 --cloud massedcompute --gpus RTX-A6000:1
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"unknown key 'regoin' in [clouds.massedcompute]"* ]]
+  [[ "$output" == *"accepts: delete_wait_seconds, endpoint, image, region"* ]]
   [ "$(count massedcompute launches)" -eq 0 ]
   expect_nothing_left massedcompute ssh_keys
 }
