@@ -126,7 +126,7 @@ MassedComputeDriver::Answer MassedComputeDriver::Call(const std::string& method,
                 ": a read-only key may list but not launch, terminate or change SSH keys; use "
                 "a full-access key";
       } else if (st == GPUPROV_STATUS_CAPACITY) {
-        text += "; try another GPU or region (gpuprov offers --cloud massedcompute), or later";
+        text += "; try another GPU or region (--gpus, --region), or later";
       }
       throw DriverError(st, text);
     }
