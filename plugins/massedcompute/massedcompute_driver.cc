@@ -27,7 +27,9 @@ std::string TokenHint() {
 std::string MessageOf(const std::string& body) {
   if (Object::Ptr o = json::TryParseObject(body)) {
     for (const char* key : {"message", "error", "detail"}) {
-      if (o->has(key) && o->get(key).isString()) return kit::TrimSpace(o->getValue<std::string>(key));
+      if (o->has(key) && o->get(key).isString()) {
+        return kit::TrimSpace(o->getValue<std::string>(key));
+      }
     }
   }
   std::string t = kit::TrimSpace(body);
@@ -148,10 +150,9 @@ std::vector<Product> MassedComputeDriver::Inventory() {
   return ParseInventory(a.doc);
 }
 
-MassedComputeDriver::Placement MassedComputeDriver::Place(const std::optional<std::string>& gpu_type,
-                                                          int gpu_count,
-                                                          const std::string& instance_type,
-                                                          const std::string& region) {
+MassedComputeDriver::Placement MassedComputeDriver::Place(
+    const std::optional<std::string>& gpu_type, int gpu_count, const std::string& instance_type,
+    const std::string& region) {
   const std::vector<Product> products = Inventory();
   std::vector<const Product*> matching;
   for (const auto& p : products) {
@@ -205,7 +206,9 @@ int64_t MassedComputeDriver::ImageId(const std::string& requested) {
       ObjectPtr img = json::ObjAt(images, i);
       if (!img) continue;
       const std::string id = json::Str(img, "vm_image_id");
-      if (json::Str(img, "vm_image_name") == want || id == want) return json::Int(img, "vm_image_id");
+      if (json::Str(img, "vm_image_name") == want || id == want) {
+        return json::Int(img, "vm_image_id");
+      }
     }
     return std::nullopt;
   };

@@ -467,6 +467,7 @@ TEST_F(MassedComputeEmulatorTest, ACancelledDeleteWaitReturnsCancelledAtOnce) {
   ASSERT_EQ(driver.Create(CreateRequest("mc-cancel")).status, GPUPROV_STATUS_OK);
   std::thread cancel([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    // The driver's host is handed out read-only; its cancel flag is what Ctrl-C sets.
     const_cast<drivers::testing::RecordingHost&>(driver.host()).cancel = true;
   });
   const auto start = std::chrono::steady_clock::now();

@@ -62,7 +62,9 @@ std::optional<DescribedGpus> ParseDescription(const std::string& description) {
     return std::nullopt;
   }
   std::string model = m[2].str();
-  while (std::regex_search(model, interconnect)) model = std::regex_replace(model, interconnect, "");
+  while (std::regex_search(model, interconnect)) {
+    model = std::regex_replace(model, interconnect, "");
+  }
   d.model = CanonicalModel(model);
   const std::string rest = m[3].str();
   std::smatch mem;
