@@ -105,5 +105,6 @@ std::unique_ptr<CloudApi> MakeGceApi(InstanceBackend* backend, CloudOptions opti
 std::unique_ptr<CloudApi> MakeLambdaApi(InstanceBackend* backend, CloudOptions options);
 std::unique_ptr<CloudApi> MakeHyperstackApi(InstanceBackend* backend, CloudOptions options);
 std::unique_ptr<CloudApi> MakeVerdaApi(InstanceBackend* backend, CloudOptions options);
+std::unique_ptr<CloudApi> MakeMassedComputeApi(InstanceBackend* backend, CloudOptions options);
 
 }  // namespace gpuprov::emulator

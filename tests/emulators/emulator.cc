@@ -97,7 +97,8 @@ struct Emulator::Server {
 };
 
 std::vector<std::string> Emulator::KnownClouds() {
-  return {"digitalocean", "primeintellect", "aws", "gcp", "lambda", "hyperstack", "verda"};
+  return {"digitalocean", "primeintellect", "aws",   "gcp",
+          "lambda",       "hyperstack",     "verda", "massedcompute"};
 }
 
 std::vector<std::string> Emulator::TokenEnvVars(const std::string& cloud) {
@@ -111,6 +112,8 @@ std::vector<std::string> Emulator::TokenEnvVars(const std::string& cloud) {
   if (cloud == "hyperstack") return {"HYPERSTACK_API_KEY"};
   // Verda: the OAuth2 client id, then its secret (the token endpoint pairs them up).
   if (cloud == "verda") return {"VERDA_CLIENT_ID", "VERDA_CLIENT_SECRET"};
+  // Massed Compute: no official name; third-party tools use both (clouds/massedcompute.md §1).
+  if (cloud == "massedcompute") return {"MASSED_API_KEY", "MASSED_COMPUTE_API_TOKEN"};
   return {};
 }
 
@@ -124,7 +127,7 @@ Emulator::Emulator(EmulatorOptions options) : options_(std::move(options)) {
     const auto known = KnownClouds();
     if (std::find(known.begin(), known.end(), c) == known.end()) {
       throw std::runtime_error("unknown cloud \"" + c + "\"; this emulator serves: digitalocean, "
-                               "primeintellect, aws, gcp, lambda, hyperstack, verda");
+                               "primeintellect, aws, gcp, lambda, hyperstack, verda, massedcompute");
     }
   }
   if (options_.session.empty()) {
@@ -166,6 +169,7 @@ Emulator::Emulator(EmulatorOptions options) : options_(std::move(options)) {
     if (c == "lambda") apis_.push_back(MakeLambdaApi(backend_.get(), co));
     if (c == "hyperstack") apis_.push_back(MakeHyperstackApi(backend_.get(), co));
     if (c == "verda") apis_.push_back(MakeVerdaApi(backend_.get(), co));
+    if (c == "massedcompute") apis_.push_back(MakeMassedComputeApi(backend_.get(), co));
   }
 }
 

@@ -1,0 +1,600 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "massedcompute_driver.h"
+
+#include <algorithm>
+
+#include "driver_kit.h"
+
+namespace gpuprov::massedcompute {
+namespace {
+
+namespace kit = gpuprov::drivers;
+using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
+
+constexpr const char* kLaunchPath = "/instance/launch";
+// Words of a launch refusal that mean "out of stock" (the error is UNCONFIRMED, reference §8).
+constexpr std::string_view kCapacityWords[] = {"capacity", "out of stock", "inventory",
+                                               "not available", "unavailable", "sold out"};
+
+std::string Encode(const std::string& s) { return kit::EncodeComponent(s); }
+
+std::string TokenHint() {
+  return "set MASSED_API_KEY (or MASSED_COMPUTE_API_TOKEN) to a Massed Compute API key "
+         "(https://vm.massedcompute.com/settings/api)";
+}
+
+// The "message" of an error body, else its text (first 300 characters).
+std::string MessageOf(const std::string& body) {
+  if (Object::Ptr o = json::TryParseObject(body)) {
+    for (const char* key : {"message", "error", "detail"}) {
+      if (o->has(key) && o->get(key).isString()) {
+        return kit::TrimSpace(o->getValue<std::string>(key));
+      }
+    }
+  }
+  std::string t = kit::TrimSpace(body);
+  return t.size() > 300 ? t.substr(0, 300) + "..." : t;
+}
+
+bool IsManaged(const Object::Ptr& in) { return VmNameOf(json::Str(in, "name")).has_value(); }
+
+bool IsGone(const Object::Ptr& in) {
+  return StateOf(json::Str(in, "status"), false, false).state == "terminated";
+}
+
+bool Flag(const Object::Ptr& o, const std::string& key) {
+  if (!json::Has(o, key)) return false;
+  Poco::Dynamic::Var v = o->get(key);
+  if (v.isBoolean()) return v.extract<bool>();
+  if (v.isNumeric()) return v.convert<double>() != 0;
+  if (v.isString()) return v.extract<std::string>() == "1" || v.extract<std::string>() == "true";
+  return false;
+}
+
+}  // namespace
+
+MassedComputeDriver::MassedComputeDriver(const gpuprov::sdk::InitContext& ctx)
+    : host_(ctx.host) {
+  kit::DriverSettings settings = kit::ParseSettings(ctx.config_json, kDefaultEndpoint);
+  endpoint_ = settings.endpoint;
+  config_ = settings.config;
+  default_region_ = kit::TrimSpace(json::Str(config_, "region"));
+  default_image_ = kit::TrimSpace(json::Str(config_, "image"));
+  const long long wait = json::Int(config_, "delete_wait_seconds", 600);
+  if (wait < 1) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "delete_wait_seconds in [clouds.massedcompute] must be at least 1");
+  }
+  delete_wait_ = std::chrono::seconds(wait);
+  try {
+    http_ = std::make_unique<kit::HttpClient>(endpoint_, kit::RetryPolicyFrom(config_), host_);
+  } catch (const kit::HttpError& e) {
+    kit::ThrowHttpError(e, "the Massed Compute endpoint (GPUPROV_MASSEDCOMPUTE_ENDPOINT or "
+                           "endpoint in [clouds.massedcompute])");
+  }
+}
+
+const kit::Credential& MassedComputeDriver::Token() {
+  if (!token_) {
+    token_ = kit::CredentialFromEnv(kTokenEnvVars);
+    if (!token_) {
+      throw DriverError(GPUPROV_STATUS_AUTH, "no Massed Compute API key found: " + TokenHint());
+    }
+    host_.Debug("API key from " + token_->origin);
+  }
+  return *token_;
+}
+
+MassedComputeDriver::Answer MassedComputeDriver::Call(const std::string& method,
+                                                      const std::string& path,
+                                                      const std::string& what,
+                                                      const ObjectPtr& body,
+                                                      const std::set<int>& allow,
+                                                      bool idempotent) {
+  kit::HttpRequest req;
+  req.idempotent = idempotent;
+  req.method = method;
+  req.path_and_query = path;
+  req.headers["Authorization"] = "Bearer " + Token().value;
+  req.headers["Accept"] = "application/json";
+  if (body) {
+    req.headers["Content-Type"] = "application/json";
+    req.body = json::Stringify(body);
+  }
+  kit::HttpResponse resp;
+  try {
+    resp = http_->Send(req);
+  } catch (const kit::HttpError& e) {
+    kit::ThrowHttpError(e, what + ": Massed Compute API at " + endpoint_,
+                        e.last_response().body.empty() ? "" : MessageOf(e.last_response().body));
+  }
+  Answer a;
+  a.status = resp.status;
+  const bool ok = resp.status >= 200 && resp.status < 300;
+  if (!ok) {
+    a.message = MessageOf(resp.body);
+    if (allow.count(resp.status) == 0) {
+      gpuprov_type_status st = kit::StatusOf(resp.status);
+      if (resp.status >= 400 && resp.status < 500 && st == GPUPROV_STATUS_INVALID_INPUT &&
+          kit::MentionsAny(a.message, kCapacityWords)) {
+        st = GPUPROV_STATUS_CAPACITY;
+      }
+      std::string text = what + ": Massed Compute answered HTTP " + std::to_string(resp.status) +
+                         " (" + a.message + ")";
+      if (resp.status == 401) {
+        text += " for the API key from " + Token().origin + "; " + TokenHint();
+      } else if (resp.status == 403) {
+        text += " for the API key from " + Token().origin +
+                ": a read-only key may list but not launch, terminate or change SSH keys; use "
+                "a full-access key";
+      } else if (st == GPUPROV_STATUS_CAPACITY) {
+        text += "; try another GPU or region (--gpus, --region), or later";
+      }
+      throw DriverError(st, text);
+    }
+  }
+  if (kit::TrimSpace(resp.body).empty()) return a;
+  a.doc = json::TryParseObject(resp.body);
+  if (!a.doc && ok) {
+    throw DriverError(GPUPROV_STATUS_FAILED, what + ": Massed Compute answered HTTP " +
+                                                 std::to_string(resp.status) +
+                                                 " with a body that is not a JSON object");
+  }
+  return a;
+}
+
+// --- discovery ------------------------------------------------------------------------------
+
+std::vector<Product> MassedComputeDriver::Inventory() {
+  Answer a = Call("GET", "/gpu-inventory", "read the GPU inventory");
+  return ParseInventory(a.doc);
+}
+
+MassedComputeDriver::Placement MassedComputeDriver::Place(
+    const std::optional<std::string>& gpu_type, int gpu_count, const std::string& instance_type,
+    const std::string& region) {
+  const std::vector<Product> products = Inventory();
+  std::vector<const Product*> matching;
+  for (const auto& p : products) {
+    if (!instance_type.empty()) {
+      if (p.name != instance_type) continue;
+      if (gpu_type && (!GpuMatches(*gpu_type, p) || p.gpu_count != gpu_count)) {
+        throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                          "instance_type " + instance_type + " is " + p.description + ", not " +
+                              *gpu_type + ":" + std::to_string(gpu_count));
+      }
+    } else if (!gpu_type || p.spot || p.gpu_count != gpu_count || !GpuMatches(*gpu_type, p)) {
+      continue;
+    }
+    matching.push_back(&p);
+  }
+  if (matching.empty()) {
+    const std::string wanted = !instance_type.empty()
+                                   ? "instance_type " + instance_type
+                                   : *gpu_type + ":" + std::to_string(gpu_count);
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "Massed Compute does not offer " + wanted + "; its GPU inventory has " +
+                          OfferedText(products) + " (--gpus TYPE:COUNT, e.g. RTX-A6000:1)");
+  }
+  // The cheapest product with capacity (in the region when one is asked for).
+  std::sort(matching.begin(), matching.end(), [](const Product* a, const Product* b) {
+    return a->price_per_hour < b->price_per_hour;
+  });
+  for (const Product* p : matching) {
+    if (p->capacity <= 0 || p->regions.empty()) continue;
+    if (region.empty()) return {*p, p->regions.front()};
+    if (std::find(p->regions.begin(), p->regions.end(), region) != p->regions.end()) {
+      return {*p, region};
+    }
+  }
+  std::string names;
+  for (const Product* p : matching) names += (names.empty() ? "" : ", ") + p->name;
+  throw DriverError(GPUPROV_STATUS_CAPACITY,
+                    "Massed Compute has no capacity now for " + names +
+                        (region.empty() ? std::string(" in any region") : " in " + region) +
+                        " (GET /gpu-inventory, capacity_available); try later" +
+                        (region.empty() ? std::string(" or another GPU") : " or another region"));
+}
+
+int64_t MassedComputeDriver::ImageId(const std::string& requested) {
+  Answer a = Call("GET", "/images", "list images");
+  Array::Ptr images = a.doc ? json::Arr(a.doc, "images") : nullptr;
+  if (!images) throw DriverError(GPUPROV_STATUS_FAILED, "list images: the answer has no images");
+  std::string known;
+  auto find = [&](const std::string& want) -> std::optional<int64_t> {
+    for (size_t i = 0; i < images->size(); ++i) {
+      ObjectPtr img = json::ObjAt(images, i);
+      if (!img) continue;
+      const std::string id = json::Str(img, "vm_image_id");
+      if (json::Str(img, "vm_image_name") == want || id == want) {
+        return json::Int(img, "vm_image_id");
+      }
+    }
+    return std::nullopt;
+  };
+  for (size_t i = 0; i < images->size(); ++i) {
+    ObjectPtr img = json::ObjAt(images, i);
+    if (img) known += (known.empty() ? "\"" : ", \"") + json::Str(img, "vm_image_name") + "\"";
+  }
+  const std::string want = !requested.empty() ? requested : default_image_;
+  if (!want.empty()) {
+    if (auto id = find(want)) return *id;
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "Massed Compute has no image \"" + want + "\" (" +
+                          (requested.empty() ? "image in [clouds.massedcompute]" : "--image") +
+                          "); its images: " + known);
+  }
+  for (const auto& name : kDefaultImages) {
+    if (auto id = find(name)) return *id;
+  }
+  throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                    "Massed Compute lists none of gpuprov's default images; name one with "
+                    "image in [clouds.massedcompute]: " + known);
+}
+
+// --- instances ------------------------------------------------------------------------------
+
+std::vector<MassedComputeDriver::ObjectPtr> MassedComputeDriver::Instances() {
+  Answer a = Call("GET", "/instance", "list instances");
+  Array::Ptr list = a.doc ? json::Arr(a.doc, "runningInstances") : nullptr;
+  if (!list) {
+    throw DriverError(GPUPROV_STATUS_FAILED, "list instances: the answer has no runningInstances");
+  }
+  std::vector<ObjectPtr> out;
+  for (size_t i = 0; i < list->size(); ++i) {
+    if (ObjectPtr in = json::ObjAt(list, i); in && !IsGone(in)) out.push_back(in);
+  }
+  return out;
+}
+
+MassedComputeDriver::ObjectPtr MassedComputeDriver::FindByName(const std::string& vm_name) {
+  const std::string instance_name = InstanceNameFor(vm_name);
+  ObjectPtr found;
+  for (const auto& in : Instances()) {
+    if (json::Str(in, "name") != instance_name) continue;
+    if (found) {
+      host_.Warning("two Massed Compute instances are named " + instance_name + "; using " +
+                    json::Str(found, "uuid"));
+      continue;
+    }
+    found = in;
+  }
+  return found;
+}
+
+MassedComputeDriver::ObjectPtr MassedComputeDriver::InstanceById(const std::string& uuid) {
+  Answer a = Call("GET", "/instance/" + Encode(uuid), "get instance " + uuid, nullptr, {404});
+  if (a.status == 404 || !a.doc) return nullptr;
+  // The spec lists both shapes: {"runningInstances":[...]} and {"runningInstance":{...}}.
+  ObjectPtr in = json::Obj(a.doc, "runningInstance");
+  if (!in) {
+    Array::Ptr list = json::Arr(a.doc, "runningInstances");
+    for (size_t i = 0; list && i < list->size() && !in; ++i) {
+      ObjectPtr one = json::ObjAt(list, i);
+      if (one && (json::Str(one, "uuid") == uuid || list->size() == 1)) in = one;
+    }
+  }
+  if (!in) {
+    throw DriverError(GPUPROV_STATUS_FAILED,
+                      "get instance " + uuid + ": the answer holds no instance");
+  }
+  return IsGone(in) ? nullptr : in;
+}
+
+MassedComputeDriver::ObjectPtr MassedComputeDriver::Resolve(const ObjectPtr& request) {
+  const auto [id, name] = kit::RequireIdOrName(request);
+  if (!id.empty()) {
+    ObjectPtr in = InstanceById(id);
+    if (in && IsManaged(in)) return in;
+    if (name.empty()) return nullptr;
+  }
+  return FindByName(name);
+}
+
+// --- SSH keys (reference section 3.5) -------------------------------------------------------
+
+MassedComputeDriver::SshKey MassedComputeDriver::EnsureSshKey(const std::string& public_key) {
+  const std::string our_name = KeyName(public_key);  // validates the key line
+  const std::string identity = kit::KeyIdentity(kit::ParseSshPublicKey(public_key));
+  auto find = [&]() -> std::optional<SshKey> {
+    Answer a = Call("GET", "/ssh-keys", "list SSH keys");
+    Array::Ptr keys = a.doc ? json::Arr(a.doc, "sshKeys") : nullptr;
+    for (size_t i = 0; keys && i < keys->size(); ++i) {
+      ObjectPtr k = json::ObjAt(keys, i);
+      if (!k) continue;
+      const std::string name = json::Str(k, "name");
+      bool same = name == our_name;
+      try {
+        same = same || kit::KeyIdentity(kit::ParseSshPublicKey(json::Str(k, "public_key"))) ==
+                           identity;
+      } catch (const DriverError&) {
+      }
+      if (same) return SshKey{json::Str(k, "id"), name, false};
+    }
+    return std::nullopt;
+  };
+  if (auto k = find()) {
+    host_.Debug("SSH key is registered already as \"" + k->name + "\"");
+    return *k;
+  }
+  Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  body->set("name", our_name);
+  body->set("publicKey", kit::TrimSpace(public_key));
+  host_.Progress("registering SSH key \"" + our_name + "\" on the Massed Compute account");
+  Answer a = Call("POST", "/ssh-keys", "register SSH key " + our_name, body, {400}, false);
+  if (a.status == 400) {
+    // Registered in the meantime (a lost answer, or another run): look it up once more.
+    if (auto k = find()) return *k;
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "register SSH key \"" + our_name +
+                                                        "\": Massed Compute answered HTTP 400 (" +
+                                                        a.message + ")");
+  }
+  ObjectPtr k = a.doc ? json::Obj(a.doc, "sshKey") : nullptr;
+  SshKey out{json::Str(k, "id"), our_name, true};
+  if (out.id.empty()) {
+    if (auto again = find()) out.id = again->id;
+  }
+  return out;
+}
+
+void MassedComputeDriver::DeleteKeysIfUnused(const std::string& except_uuid) {
+  for (const auto& in : Instances()) {
+    if (IsManaged(in) && json::Str(in, "uuid") != except_uuid) return;  // still in use
+  }
+  Answer a = Call("GET", "/ssh-keys", "list SSH keys");
+  Array::Ptr keys = a.doc ? json::Arr(a.doc, "sshKeys") : nullptr;
+  for (size_t i = 0; keys && i < keys->size(); ++i) {
+    ObjectPtr k = json::ObjAt(keys, i);
+    const std::string name = json::Str(k, "name");
+    if (!IsGpuprovKeyName(name)) continue;
+    host_.Progress("deleting SSH key \"" + name + "\" (no gpuprov VM uses it)");
+    Call("DELETE", "/ssh-keys/" + Encode(json::Str(k, "id")), "delete SSH key " + name, nullptr,
+         {404});
+  }
+}
+
+// --- launch ---------------------------------------------------------------------------------
+
+std::string MassedComputeDriver::Launch(const std::string& vm_name, const ObjectPtr& body) {
+  const std::string what = "launch instance " + InstanceNameFor(vm_name);
+  kit::Backoff backoff(host_, http_->policy(), what);
+  for (;;) {
+    std::optional<DriverError> failure;
+    try {
+      Answer a = Call("POST", kLaunchPath, what, body, {500, 502, 503, 504}, /*idempotent=*/false);
+      if (a.status < 500) {
+        const std::string uuid = a.doc ? json::Str(a.doc, "response") : "";
+        if (uuid.empty()) {
+          throw DriverError(GPUPROV_STATUS_FAILED, what + ": the answer has no instance uuid");
+        }
+        return uuid;
+      }
+      failure.emplace(GPUPROV_STATUS_TRANSIENT, what + ": Massed Compute answered HTTP " +
+                                                    std::to_string(a.status) + " (" + a.message +
+                                                    ")");
+    } catch (const DriverError& e) {
+      if (e.status() != GPUPROV_STATUS_TRANSIENT) throw;
+      failure.emplace(e);
+    }
+    // Launch is not idempotent (reference §8): the failed try may have made the instance.
+    if (ObjectPtr made = FindByName(vm_name)) {
+      host_.Info("instance " + InstanceNameFor(vm_name) +
+                 " was launched although Massed Compute's answer failed");
+      return json::Str(made, "uuid");
+    }
+    if (!backoff.Wait(failure->what())) throw *failure;
+  }
+}
+
+void MassedComputeDriver::WaitGone(const std::string& uuid, const std::string& vm_name) {
+  kit::PollOptions options;
+  options.what = "waiting for instance " + InstanceNameFor(vm_name) + " to terminate";
+  options.interval = std::chrono::milliseconds(1000);
+  options.timeout = delete_wait_;
+  const bool gone = kit::PollUntil(host_, options, [&](std::string* status) {
+    Answer a = Call("GET", "/instance/" + Encode(uuid), "get instance " + uuid, nullptr, {404});
+    if (a.status == 404) return true;
+    ObjectPtr in = a.doc ? json::Obj(a.doc, "runningInstance") : nullptr;
+    if (!in && a.doc) in = json::ObjAt(json::Arr(a.doc, "runningInstances"), 0);
+    *status = json::Str(in, "status");
+    return !in || *status == "terminated" || *status == "deleted";
+  });
+  if (!gone) {
+    throw DriverError(GPUPROV_STATUS_TRANSIENT,
+                      "instance " + InstanceNameFor(vm_name) + " is still terminating after " +
+                          std::to_string(delete_wait_.count()) + " s; run `gpuprov down " +
+                          vm_name + "` again later to remove its SSH key");
+  }
+}
+
+// --- the protocol ---------------------------------------------------------------------------
+
+MassedComputeDriver::ObjectPtr MassedComputeDriver::VmJson(const ObjectPtr& in) const {
+  const std::string ip = json::Str(in, "ip");
+  const VmState state = StateOf(json::Str(in, "status"), Flag(in, "os_booted"), !ip.empty());
+  ObjectPtr product = json::Obj(in, "product");
+  std::string gpus;
+  if (auto d = ParseDescription(json::Str(product, "description"))) {
+    gpus = d->model + ":" + std::to_string(d->count);
+  }
+  std::string user = kit::TrimSpace(json::Str(in, "username"));
+  if (user.empty()) user = kFallbackSshUser;
+  Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  vm->set("id", json::Str(in, "uuid"));
+  vm->set("name", VmNameOf(json::Str(in, "name")).value_or(json::Str(in, "name")));
+  vm->set("state", state.state);
+  vm->set("public_ip", state.state == "running" ? ip : std::string());
+  vm->set("ssh_port", 22);
+  vm->set("ssh_user", user);
+  vm->set("region", json::Str(json::Obj(in, "region"), "name"));
+  vm->set("instance_type", json::Str(product, "name"));
+  vm->set("image", json::Str(json::Obj(in, "image"), "name"));
+  vm->set("gpus", gpus);
+  vm->set("created_at", json::Str(in, "created"));
+  vm->set("message", state.message);
+  vm->set("ports", kit::PortMap({22}));
+  vm->set("cloud_status", json::Str(in, "status"));
+  return vm;
+}
+
+std::string MassedComputeDriver::Check(const std::string& /*request_json*/) {
+  Answer a = Call("POST", "/account/token/validation", "check the Massed Compute API key");
+  Object result(Poco::JSON_PRESERVE_KEY_ORDER);
+  result.set("account", "Massed Compute account (" +
+                            (a.doc ? json::Str(a.doc, "message") : std::string("valid")) + ")");
+  result.set("key_from", Token().origin);
+  result.set("endpoint", endpoint_);
+  return json::Stringify(result);
+}
+
+std::string MassedComputeDriver::Offers(const std::string& request_json) {
+  const auto [gpu, region] = kit::ParseOffersRequest(request_json, default_region_);
+  Array::Ptr offers = new Array();
+  if (!gpu) {
+    host_.Warning("Massed Compute has only GPU VMs: ask for a GPU, e.g. RTX-A6000:1");
+    return kit::OffersResult(offers);
+  }
+  const std::vector<Product> products = Inventory();
+  bool any_match = false;
+  for (const auto& p : products) {
+    if (p.spot || p.gpu_count != gpu->count || !GpuMatches(gpu->type, p)) continue;
+    any_match = true;
+    if (p.capacity <= 0) continue;
+    for (const auto& r : p.regions) {
+      if (!region.empty() && r != region) continue;
+      offers->add(kit::OfferJson({p.name, p.model, p.gpu_count, r, p.price_per_hour, ""}));
+    }
+  }
+  if (!any_match) {
+    host_.Warning("Massed Compute does not offer " + gpu->type + ":" + std::to_string(gpu->count) +
+                  "; its GPU inventory has " + OfferedText(products));
+  } else if (offers->size() == 0) {
+    host_.Warning("Massed Compute has no capacity now for " + gpu->type + ":" +
+                  std::to_string(gpu->count) +
+                  (region.empty() ? std::string() : " in " + region) + "; try later");
+  }
+  return kit::OffersResult(offers);
+}
+
+std::string MassedComputeDriver::Create(const std::string& request_json) {
+  // No boot script capability: the host sends none; anything else is refused by size 0.
+  const auto [request, name, user_data] = kit::ParseCreateRequest(
+      request_json, kVmNameRules, 0, "Massed Compute",
+      "user data (gpuprov installs over SSH on Massed Compute)");
+  const std::string public_key = kit::RequiredSshPublicKey(
+      request, "Massed Compute installs registered account keys named at launch");
+  KeyName(public_key);  // validates the key line before any call
+  std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request);
+  const std::string type = kit::TrimSpace(json::Str(request, "instance_type"));
+  if (!gpu && type.empty()) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "Massed Compute has only GPU VMs: ask for a GPU (gpus, e.g. RTX-A6000:1) "
+                      "or name an instance_type such as gpu_1x_a6000");
+  }
+  std::string region = kit::TrimSpace(json::Str(request, "region"));
+  if (region.empty()) region = default_region_;
+
+  // Idempotent by name.
+  if (ObjectPtr existing = FindByName(name)) {
+    host_.Info("instance " + InstanceNameFor(name) + " exists (uuid " +
+               json::Str(existing, "uuid") + ", " + json::Str(existing, "status") + ")");
+    return kit::VmResult(VmJson(existing), true);
+  }
+  const Placement placement = Place(gpu ? std::optional<std::string>(gpu->type) : std::nullopt,
+                                    gpu ? gpu->count : 0, type, region);
+  const int64_t image_id = ImageId(kit::TrimSpace(json::Str(request, "image")));
+
+  SshKey key = EnsureSshKey(public_key);
+  Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  body->set("imageId", image_id);
+  body->set("productName", placement.product.name);
+  body->set("regionName", placement.region);
+  body->set("instanceName", InstanceNameFor(name));
+  Array::Ptr keys = new Array();
+  keys->add(key.name);
+  body->set("sshKeys", keys);
+  host_.Progress("launching " + InstanceNameFor(name) + " (" + placement.product.name + ", " +
+                 placement.product.description + ", in " + placement.region + ")");
+  std::string uuid;
+  try {
+    uuid = Launch(name, body);
+  } catch (const DriverError&) {
+    // No instance of this name exists: the key goes again when no gpuprov VM uses it.
+    try {
+      DeleteKeysIfUnused("");
+    } catch (const std::exception& e) {
+      host_.Warning("could not remove the SSH key made for " + name + ": " + e.what() +
+                    "; `gpuprov down " + name + "` removes it");
+    }
+    throw;
+  }
+  host_.Info("instance " + InstanceNameFor(name) + " is uuid " + uuid);
+  ObjectPtr in = InstanceById(uuid);
+  if (!in) {
+    // Launched, then gone before the first look: reported as terminated, so the host stops
+    // waiting and `gpuprov down` removes the key.
+    Object::Ptr gone = new Object();
+    gone->set("uuid", uuid);
+    gone->set("name", InstanceNameFor(name));
+    gone->set("status", "terminated");
+    ObjectPtr vm = VmJson(gone);
+    vm->set("instance_type", placement.product.name);
+    vm->set("region", placement.region);
+    vm->set("message", "Massed Compute no longer lists the instance (it vanished right after "
+                       "launch)");
+    return kit::VmResult(vm, false);
+  }
+  return kit::VmResult(VmJson(in), false);
+}
+
+std::string MassedComputeDriver::Get(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the get request");
+  ObjectPtr in = Resolve(request);
+  if (!in) {
+    throw DriverError(GPUPROV_STATUS_NOT_FOUND,
+                      "no gpuprov instance " + kit::VmReference(request) + " on Massed Compute");
+  }
+  return kit::VmResult(VmJson(in));
+}
+
+std::string MassedComputeDriver::List(const std::string& /*request_json*/) {
+  Array::Ptr vms = new Array();
+  for (const auto& in : Instances()) {
+    if (IsManaged(in)) vms->add(VmJson(in));
+  }
+  return kit::VmsResult(vms);
+}
+
+std::string MassedComputeDriver::Delete(const std::string& request_json) {
+  ObjectPtr request = json::ParseObject(request_json, "the delete request");
+  ObjectPtr in = Resolve(request);
+  bool deleted = false;
+  std::string uuid;
+  if (in) {
+    uuid = json::Str(in, "uuid");
+    const std::string vm_name = VmNameOf(json::Str(in, "name")).value_or(json::Str(in, "name"));
+    host_.Progress("terminating instance " + json::Str(in, "name") + " (uuid " + uuid + ")");
+    Object::Ptr body = new Object();
+    Array::Ptr ids = new Array();
+    ids->add(uuid);
+    body->set("instanceUuids", ids);
+    Answer a = Call("POST", "/instance/terminate", "terminate instance " + json::Str(in, "name"),
+                    body, {404});
+    deleted = a.status != 404;  // already gone counts as done (reference §3.4)
+    if (deleted) WaitGone(uuid, vm_name);
+  }
+  // The key, also when the instance was already gone (a half-done create).
+  DeleteKeysIfUnused(uuid);
+  return kit::DeletedResult(deleted);
+}
+
+}  // namespace gpuprov::massedcompute
+
+// The keys of [clouds.massedcompute] this driver reads (ABI 1.1: gpuprov refuses others).
+constexpr gpuprov_type_config_key kMassedComputeConfigKeys[] = {
+    gpuprov::sdk::StringKey("region", "the region used when provision names none (us-central-3)"),
+    gpuprov::sdk::StringKey("image", "the image name (default \"Ubuntu Server 22.04 w/ drivers\")"),
+    gpuprov::sdk::IntegerKey("delete_wait_seconds", "how long down waits for the instance (600)"),
+};
+
+GPUPROV_DRIVER(gpuprov::massedcompute::MassedComputeDriver, kMassedComputeConfigKeys)

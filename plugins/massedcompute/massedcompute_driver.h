@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The "massedcompute" driver: Massed Compute on-demand GPU VMs over the Massed Compute VM API
+// v1 (clouds/massedcompute.md).
+//
+// Capabilities: VM lifecycle and hosting Kubernetes. No boot script (the launch's startup
+// `command` has an unconfirmed size limit, run-once semantics and log location, so the host
+// takes the SSH route) and no firewall API (tunnel access: kubeconfig on 127.0.0.1,
+// `gpuprov tunnel NAME`). See README.md.
+//
+// Settings (docs/driver-protocol.md, init): "endpoint" (default
+// https://vm.massedcompute.com/api/v1; GPUPROV_MASSEDCOMPUTE_ENDPOINT; http:// only for a
+// loopback emulator); config keys: region, image, delete_wait_seconds, and the kit's "retry"
+// table (tests compress it). Credentials: $MASSED_API_KEY, else $MASSED_COMPUTE_API_TOKEN.
+// What it makes per VM: the instance "gpuprov-<name>", and at most one account SSH key
+// "gpuprov <hash>" per public key, shared by every gpuprov VM and removed with the last one.
+#pragma once
+
+#include <Poco/JSON/Object.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "credentials.h"
+#include "gpuprov/sdk.hpp"
+#include "http_client.h"
+#include "massedcompute_rules.h"
+
+namespace gpuprov::massedcompute {
+
+class MassedComputeDriver {
+ public:
+  static constexpr const char* kName = "massedcompute";
+  static constexpr const char* kVersion = "0.1.0";
+  static constexpr const char* kDescription =
+      "Massed Compute on-demand GPU VMs (VM API v1); SSH route, tunnel access";
+  static constexpr uint64_t kCapabilities =
+      GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES;
+
+  explicit MassedComputeDriver(const gpuprov::sdk::InitContext& ctx);
+
+  std::string Check(const std::string& request_json);
+  std::string Offers(const std::string& request_json);
+  std::string Create(const std::string& request_json);
+  std::string Get(const std::string& request_json);
+  std::string List(const std::string& request_json);
+  std::string Delete(const std::string& request_json);
+
+ private:
+  using ObjectPtr = Poco::JSON::Object::Ptr;
+
+  /// One API call with the token. Failures become DriverError (a 4xx naming capacity
+  /// CAPACITY); statuses in `allow` are returned as they are.
+  struct Answer {
+    int status = 0;
+    ObjectPtr doc;
+    std::string message;  ///< the error body's "message" (or its text)
+  };
+  Answer Call(const std::string& method, const std::string& path, const std::string& what,
+              const ObjectPtr& body = nullptr, const std::set<int>& allow = {},
+              bool idempotent = true);
+  const drivers::Credential& Token();
+
+  std::vector<Product> Inventory();
+  /// Every instance GET /instance lists.
+  std::vector<ObjectPtr> Instances();
+  /// The live gpuprov instance of a VM name, or nullptr.
+  ObjectPtr FindByName(const std::string& vm_name);
+  /// GET /instance/{uuid} in either documented shape; nullptr on 404 or when terminated.
+  ObjectPtr InstanceById(const std::string& uuid);
+  /// The gpuprov instance a get/delete request names by "id" or "name", or nullptr.
+  ObjectPtr Resolve(const ObjectPtr& request);
+
+  /// The product and region for a request: a GPU request or an instance_type (a product
+  /// name); INVALID_INPUT listing the products when none matches, CAPACITY when those that
+  /// match have no capacity (in the region).
+  struct Placement {
+    Product product;
+    std::string region;
+  };
+  Placement Place(const std::optional<std::string>& gpu_type, int gpu_count,
+                  const std::string& instance_type, const std::string& region);
+  /// The image id for a name or id ("" = config image, else kDefaultImages).
+  int64_t ImageId(const std::string& requested);
+
+  struct SshKey {
+    std::string id;
+    std::string name;
+    bool created = false;
+  };
+  SshKey EnsureSshKey(const std::string& public_key);
+  /// Deletes every key gpuprov registered once no live gpuprov instance other than
+  /// `except_uuid` remains (instances do not say which keys they hold).
+  void DeleteKeysIfUnused(const std::string& except_uuid);
+
+  /// POST /instance/launch without ever making two: after a 5xx or a lost answer it looks
+  /// for the name before trying again. Returns the instance uuid.
+  std::string Launch(const std::string& vm_name, const ObjectPtr& body);
+  /// Waits (cancellable, bounded) until the instance is gone from the API.
+  void WaitGone(const std::string& uuid, const std::string& vm_name);
+
+  ObjectPtr VmJson(const ObjectPtr& instance) const;
+
+  gpuprov::sdk::Host host_;
+  std::string endpoint_;
+  std::string default_region_;
+  std::string default_image_;
+  std::chrono::seconds delete_wait_{600};
+  ObjectPtr config_;
+  std::unique_ptr<drivers::HttpClient> http_;
+  std::optional<drivers::Credential> token_;
+};
+
+}  // namespace gpuprov::massedcompute

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// What the Massed Compute driver knows without the network (clouds/massedcompute.md): the
+// token's environment variables, the products of GET /gpu-inventory read from their
+// descriptions, GPU request -> product, the instance name that stands in for tags, the SSH
+// key name, and the API's statuses as the protocol's five states.
+#pragma once
+
+#include <Poco/JSON/Object.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vm_rules.h"
+
+namespace gpuprov::massedcompute {
+
+inline constexpr const char* kDefaultEndpoint = "https://vm.massedcompute.com/api/v1";
+/// Third-party tools use both; no official name exists (reference §1). First set wins.
+inline const std::vector<std::string> kTokenEnvVars = {"MASSED_API_KEY",
+                                                       "MASSED_COMPUTE_API_TOKEN"};
+/// The SSH user when an instance names none (reference §9: use `username`, else root).
+inline constexpr const char* kFallbackSshUser = "root";
+/// Instances have no tags or labels: gpuprov's instances are named "gpuprov-<vm name>", which
+/// carries both gpuprov=1 (the prefix) and gpuprov-name (the rest).
+inline constexpr const char* kInstancePrefix = "gpuprov-";
+/// Images tried in order when neither the request nor the config names one (reference §9).
+inline const std::vector<std::string> kDefaultImages = {"Ubuntu Server 22.04 w/ drivers",
+                                                        "Ubuntu Server 24.04"};
+
+/// VM names: the instance name adds kInstancePrefix; the API documents no rule, so letters,
+/// digits and '-' (what every other gpuprov cloud takes) up to 55 characters.
+extern const drivers::VmNameRules kVmNameRules;
+
+/// One product of GET /gpu-inventory.
+struct Product {
+  std::string name;         ///< "gpu_1x_a6000"
+  std::string description;  ///< "1x RTX A6000 (48GB)"
+  std::string model;        ///< "RTX-A6000" (CanonicalModel of the description's model)
+  int gpu_count = 0;
+  int memory_gb = 0;  ///< from "(48GB)"; 0 when not given
+  bool spot = false;  ///< "[spot]" in the description or a "_spot" name
+  double price_per_hour = 0;
+  int capacity = 0;                  ///< capacity_available
+  std::vector<std::string> regions;  ///< regions_with_capacity_available, by name
+};
+
+/// "<N>x <model> [(<mem>GB)] [interconnect] [annotation]" -> its parts (model canonical);
+/// nullopt when the description does not start with "<N>x ".
+struct DescribedGpus {
+  std::string model;
+  int count = 0;
+  int memory_gb = 0;
+  bool spot = false;
+};
+std::optional<DescribedGpus> ParseDescription(const std::string& description);
+
+/// A GPU model as gpuprov writes it: upper case, blanks and '_' as '-', without "NVIDIA-"
+/// ("RTX A6000" -> "RTX-A6000", "h100_nvl" -> "H100-NVL").
+std::string CanonicalModel(const std::string& model);
+
+/// Whether a requested GPU type names the product's GPU: the same canonical model; or the same
+/// without "RTX-" ("A6000" is the RTX A6000); or the model with "-<mem>GB" of the product's
+/// memory ("A100-80GB").
+bool GpuMatches(const std::string& requested, const Product& product);
+
+/// The products of a GET /gpu-inventory answer, sorted by name; throws DriverError(FAILED)
+/// when it has no "gpu_inventory" object.
+std::vector<Product> ParseInventory(const Poco::JSON::Object::Ptr& doc);
+
+/// "RTX-A6000:1 (gpu_1x_a6000), H100:1 (gpu_1x_h100), ...": what the inventory offers, spot
+/// products left out.
+std::string OfferedText(const std::vector<Product>& products);
+
+/// "gpuprov-<vm name>".
+std::string InstanceNameFor(const std::string& vm_name);
+/// The VM name of a gpuprov instance name; nullopt for an instance gpuprov did not make.
+std::optional<std::string> VmNameOf(const std::string& instance_name);
+
+/// The account key name for a public key line: "gpuprov " and 16 hex digits of the SHA-256 of
+/// its blob (key names take letters, digits and spaces only, reference §3.5). Throws
+/// DriverError(INVALID_INPUT) naming ssh_public_key for a malformed line.
+std::string KeyName(const std::string& public_key_line);
+/// True for a name KeyName makes.
+bool IsGpuprovKeyName(const std::string& name);
+
+/// The protocol's state of an instance (reference §3.2): rented/running/active is running only
+/// with os_booted 1 and an ip, else pending with what it waits for; booting and unknown
+/// words pending; stopping/stopped stopped; terminating/deleting/terminated/deleted terminated;
+/// failed/error error.
+struct VmState {
+  std::string state;
+  std::string message;
+};
+VmState StateOf(const std::string& status, bool os_booted, bool has_ip);
+
+}  // namespace gpuprov::massedcompute
