@@ -96,11 +96,16 @@ std::unique_ptr<TokenSource> NebiusDriver::MakeTokens(std::shared_ptr<grpc::Chan
     return std::make_unique<TokenSource>(c->value, c->origin);
   }
   std::string file = json::Str(config_, "credentials_file");
+  std::string file_origin = "credentials_file in [clouds.nebius]";
+  if (file.empty()) {
+    file = EnvOr("NEBIUS_CREDENTIALS_FILE");
+    file_origin = "$NEBIUS_CREDENTIALS_FILE";
+  }
   if (!file.empty()) {
     std::optional<std::string> text = kit::ReadSmallFile(file);
     if (!text) {
       throw DriverError(GPUPROV_STATUS_AUTH, "cannot read the Nebius credentials file " + file +
-                                                 " (credentials_file in [clouds.nebius])");
+                                                 " (" + file_origin + ")");
     }
     return std::make_unique<TokenSource>(ParseCredentialsFile(*text, file), std::move(channel));
   }
@@ -116,8 +121,9 @@ std::unique_ptr<TokenSource> NebiusDriver::MakeTokens(std::shared_ptr<grpc::Chan
   }
   throw DriverError(GPUPROV_STATUS_AUTH,
                     "no Nebius credentials: set NEBIUS_IAM_TOKEN (e.g. from `nebius iam "
-                    "get-access-token`), or credentials_file in [clouds.nebius] to a "
-                    "service-account credentials file (else ~/.nebius/credentials.json)");
+                    "get-access-token`), or credentials_file in [clouds.nebius] (or "
+                    "NEBIUS_CREDENTIALS_FILE) to a service-account credentials file (else "
+                    "~/.nebius/credentials.json)");
 }
 
 const std::string& NebiusDriver::Project() {
@@ -858,7 +864,7 @@ std::string NebiusDriver::OpenPorts(const std::string& request_json) {
 constexpr gpuprov_type_config_key kNebiusConfigKeys[] = {
     gpuprov::sdk::StringKey("project_id", "the project (parent_id) VMs go in (else NEBIUS_PROJECT_ID, the nebius CLI profile's parent-id)"),
     gpuprov::sdk::StringKey("profile", "the nebius CLI profile read for parent-id (else NEBIUS_PROFILE, the file's default)"),
-    gpuprov::sdk::StringKey("credentials_file", "a service-account credentials file (else NEBIUS_IAM_TOKEN, ~/.nebius/credentials.json)"),
+    gpuprov::sdk::StringKey("credentials_file", "a service-account credentials file (else NEBIUS_CREDENTIALS_FILE, ~/.nebius/credentials.json); NEBIUS_IAM_TOKEN wins"),
     gpuprov::sdk::StringKey("region", "the region of the project, reported on VMs (eu-north1)"),
     gpuprov::sdk::StringKey("subnet_id", "the subnet of new VMs (else the project's default-subnet)"),
     gpuprov::sdk::StringKey("image_family", "the boot image family when the request names none (ubuntu24.04-cuda13.0 for GPUs)"),
