@@ -190,7 +190,7 @@ class NebiusEmulatorTest : public SharedEmulatorTest<NebiusEmulator> {
   static std::string Config(const std::string& extra = "") {
     return R"({"endpoint":")" + emulator_->url() +
            R"(","config":{"poll_interval_ms":100,"call_timeout_seconds":10,)"
-           R"("retry":{"max_attempts":4,"base_delay_ms":5,"max_delay_ms":50,)"
+           R"("retry":{"max_attempts":6,"base_delay_ms":5,"max_delay_ms":50,)"
            R"("max_retry_after_ms":100,"total_budget_ms":20000,"attempt_timeout_ms":10000})" +
            extra + "}}";
   }
