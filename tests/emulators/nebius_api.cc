@@ -942,7 +942,8 @@ class NebiusApi : public CloudApi {
     }
     if (out.empty()) {
       for (const auto& [id, g] : groups_) {
-        if (g.status().default_() && g.metadata().parent_id() == inst.proto.metadata().parent_id()) {
+        if (g.status().default_() &&
+            g.metadata().parent_id() == inst.proto.metadata().parent_id()) {
           out.push_back(id);
         }
       }
@@ -1747,7 +1748,8 @@ class NebiusApi : public CloudApi {
       return BadRequest("vpc", side + ".destination_ports",
                         "ports need protocol TCP or UDP (rule not from the reference)");
     }
-    const auto& list = s.has_ingress() ? s.ingress().source_cidrs() : s.egress().destination_cidrs();
+    const auto& list =
+        s.has_ingress() ? s.ingress().source_cidrs() : s.egress().destination_cidrs();
     static const std::regex cidr_re(R"(^(\d{1,3}\.){3}\d{1,3}/\d{1,2}$)");
     for (const auto& c : list) {
       if (!std::regex_match(c, cidr_re)) {

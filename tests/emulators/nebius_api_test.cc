@@ -331,8 +331,9 @@ class NebiusTokenTest : public NebiusApiTest {
     body->set("service_account", sa);
     Settings(ToJson(body));
   }
-  grpc::Status Exchange(const std::string& jwt, iam::CreateTokenResponse* resp,
-                        const std::string& grant = "urn:ietf:params:oauth:grant-type:token-exchange") {
+  grpc::Status Exchange(
+      const std::string& jwt, iam::CreateTokenResponse* resp,
+      const std::string& grant = "urn:ietf:params:oauth:grant-type:token-exchange") {
     iam::ExchangeTokenRequest req;
     req.set_grant_type(grant);
     req.set_requested_token_type("urn:ietf:params:oauth:token-type:access_token");
@@ -367,7 +368,8 @@ TEST_F(NebiusTokenTest, ServiceAccountJwtIsExchangedForAnExpiringToken) {
   EXPECT_TRUE(Works(resp.access_token()));
   // Operations carry the caller.
   nc::Operation op;
-  ASSERT_TRUE(instances_->Create(Ctx(resp.access_token()).get(), InstanceRequest("by-sa"), &op).ok());
+  ASSERT_TRUE(
+      instances_->Create(Ctx(resp.access_token()).get(), InstanceRequest("by-sa"), &op).ok());
   EXPECT_EQ(op.created_by(), kAccount);
 
   // Expiry: a short lifetime, then the token is refused; expire_tokens ends every token.

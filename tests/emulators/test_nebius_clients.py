@@ -37,6 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PROTO_DIR = os.environ.get("GPUPROV_NEBIUS_PROTO_DIR") or os.path.join(
     HERE, "..", "..", "plugins", "nebius", "proto")
 PROJECT = "project-e00test"
+ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 GEN = None  # the generated modules' directory
 M = {}  # short name -> generated module
 
@@ -157,15 +158,17 @@ class NebiusClientTest(unittest.TestCase):
 
     def exchange(self):
         jwt, account = signed_jwt(self.creds, self.workdir)
+        return self.call_exchange(jwt), account
+
+    def call_exchange(self, jwt):
         t = M["tokens"]
-        resp = self.api.call("/nebius.iam.v1.TokenExchangeService/Exchange",
+        return self.api.call("/nebius.iam.v1.TokenExchangeService/Exchange",
                              t.ExchangeTokenRequest(
                                  grant_type="urn:ietf:params:oauth:grant-type:token-exchange",
-                                 requested_token_type="urn:ietf:params:oauth:token-type:access_token",
+                                 requested_token_type=ACCESS_TOKEN_TYPE,
                                  subject_token=jwt,
                                  subject_token_type="urn:ietf:params:oauth:token-type:jwt"),
                              t.CreateTokenResponse, token=False)
-        return resp, account
 
     def test_token_exchange_and_authentication(self):
         self.assertEqual(os.stat(self.creds).st_mode & 0o777, 0o600)
@@ -187,15 +190,8 @@ class NebiusClientTest(unittest.TestCase):
         # A JWT that is not signed by the account's key is refused.
         jwt, _ = signed_jwt(self.creds, self.workdir)
         head, claims, _sig = jwt.split(".")
-        t = M["tokens"]
         with self.assertRaises(grpc.RpcError) as forged:
-            self.api.call("/nebius.iam.v1.TokenExchangeService/Exchange",
-                          t.ExchangeTokenRequest(
-                              grant_type="urn:ietf:params:oauth:grant-type:token-exchange",
-                              requested_token_type="urn:ietf:params:oauth:token-type:access_token",
-                              subject_token=head + "." + claims + "." + b64url(b"x" * 256),
-                              subject_token_type="urn:ietf:params:oauth:token-type:jwt"),
-                          t.CreateTokenResponse, token=False)
+            self.call_exchange(head + "." + claims + "." + b64url(b"x" * 256))
         self.assertEqual(forged.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
         # The ready token of NEBIUS_IAM_TOKEN works as it is.
         self.api.token = "client-test-ready-token"
