@@ -373,12 +373,12 @@ TEST_F(NebiusTokenTest, ServiceAccountJwtIsExchangedForAnExpiringToken) {
   EXPECT_EQ(op.created_by(), kAccount);
 
   // Expiry: a short lifetime, then the token is refused; expire_tokens ends every token.
-  Settings(R"({"cloud":"nebius","token_lifetime_seconds":1})");
+  Settings(R"({"cloud":"nebius","token_lifetime_seconds":2})");
   iam::CreateTokenResponse brief;
   ASSERT_TRUE(Exchange(Jwt(key_, kKid, Claims(kAccount, 300)), &brief).ok());
-  EXPECT_EQ(brief.expires_in(), 1);
+  EXPECT_EQ(brief.expires_in(), 2);
   EXPECT_TRUE(Works(brief.access_token()));
-  std::this_thread::sleep_for(1200ms);
+  std::this_thread::sleep_for(2200ms);
   EXPECT_FALSE(Works(brief.access_token()));
   EXPECT_TRUE(Works(resp.access_token()));
   Settings(R"({"cloud":"nebius","expire_tokens":true})");
@@ -673,8 +673,10 @@ TEST_F(NebiusApiTest, DiskLifecycle) {
 // --- instances ------------------------------------------------------------------------------
 
 TEST_F(NebiusApiTest, InstanceLifecycleWithOperations) {
-  Settings(R"({"cloud":"nebius","stopped_seconds":0.5})");
+  // Wide phases, so a loaded machine's polls still see each: STOPPED 1 s, STARTING 2 s.
+  Settings(R"({"cloud":"nebius","stopped_seconds":1})");
   const std::string group = MakeGroup("lifecycle", {22, 80, 443, 6443});
+  Fault(R"({"cloud":"nebius","fault":"slow_boot","seconds":1.5})");
   nc::Operation op;
   compute::CreateInstanceRequest req = InstanceRequest("vm-1", group);
   ASSERT_TRUE(Create(req, &op).ok());
@@ -909,7 +911,11 @@ TEST_F(NebiusApiTest, CapacityAndQuotaFailTheCallOrTheOperation) {
   // In the operation: accepted, then the operation fails and the instance is gone.
   Fault(R"({"cloud":"nebius","fault":"capacity","value":"operation"})");
   ASSERT_TRUE(Create(InstanceRequest("cap-3", group), &op).ok());
-  EXPECT_EQ(GetInstance(op.resource_id()).status().state(), compute::InstanceStatus::STOPPED);
+  compute::Instance pending = GetInstance(op.resource_id(), &st);
+  if (st.ok()) {  // for 0.5 s: STOPPED+reconciling
+    EXPECT_EQ(pending.status().state(), compute::InstanceStatus::STOPPED);
+    EXPECT_TRUE(pending.status().reconciling());
+  }
   nc::Operation done = Wait(op);
   EXPECT_EQ(done.status().code(), static_cast<int>(Code::RESOURCE_EXHAUSTED));
   EXPECT_EQ(DetailOf(done).not_enough_resources().violations_size(), 1);
@@ -1006,7 +1012,7 @@ TEST_F(NebiusApiTest, BootFaults) {
   EXPECT_EQ(st.error_code(), Code::NOT_FOUND);
 
   // ip_after_boot: RUNNING without a public address for a while.
-  Fault(R"({"cloud":"nebius","fault":"ip_after_boot","seconds":2})");
+  Fault(R"({"cloud":"nebius","fault":"ip_after_boot","seconds":3})");
   nc::Operation late;
   ASSERT_TRUE(Create(InstanceRequest("late-ip", group), &late).ok());
   EXPECT_EQ(Wait(late).status().code(), 0);
@@ -1022,7 +1028,7 @@ TEST_F(NebiusApiTest, BootFaults) {
                     .address()
                     .empty();
       },
-      5s));
+      8s));
 
   // The shared boot faults reach the backend (memory: flags in /instances).
   Fault(R"({"cloud":"nebius","fault":"boot_script_fails"})");
@@ -1037,6 +1043,8 @@ TEST_F(NebiusApiTest, BootFaults) {
 
 TEST_F(NebiusApiTest, DeleteWhileBusyAbortsOrConflicts) {
   const std::string group = MakeGroup("busy", {22});
+  // Long boots, so the deletes below surely meet running creates.
+  Fault(R"({"cloud":"nebius","fault":"slow_boot","seconds":3,"times":2})");
   nc::Operation create, del;
   ASSERT_TRUE(Create(InstanceRequest("busy-1", group), &create).ok());
   ASSERT_TRUE(DeleteInstance(create.resource_id(), &del).ok());
