@@ -531,6 +531,19 @@ class NebiusApi : public CloudApi {
       if (*d != "abort" && *d != "conflict") return "delete_while_busy is abort or conflict";
       delete_conflicts_ = *d == "conflict";
     }
+    if (auto v = GetString(s, "vanish_instance")) {
+      // The machine is lost (reference emulator notes (f)): NOT_FOUND from now on.
+      auto it = instances_.begin();
+      while (it != instances_.end() && it->first != *v &&
+             it->second.proto.metadata().name() != *v) {
+        ++it;
+      }
+      if (it == instances_.end()) return "vanish_instance: no instance with id or name " + *v;
+      if (!it->second.backend_id.empty()) backend_->Delete(it->second.backend_id);
+      Finish(it->second.create_op, Code::INTERNAL, "the instance was lost (vanish_instance)");
+      ReleaseDisk(it->second);
+      instances_.erase(it);
+    }
     if (JsonArray p = GetArray(s, "projects")) {
       std::set<std::string> projects;
       for (size_t i = 0; i < p->size(); ++i) {

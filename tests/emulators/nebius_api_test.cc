@@ -1030,6 +1030,14 @@ TEST_F(NebiusApiTest, BootFaults) {
       },
       8s));
 
+  // A running instance lost later (settings vanish_instance): NOT_FOUND, its disk gone too.
+  Settings(R"({"cloud":"nebius","vanish_instance":"late-ip"})");
+  GetInstance(late.resource_id(), &st);
+  EXPECT_EQ(st.error_code(), Code::NOT_FOUND);
+  EXPECT_EQ(
+      Control("POST", "/settings", R"({"cloud":"nebius","vanish_instance":"late-ip"})").status,
+      400);
+
   // The shared boot faults reach the backend (memory: flags in /instances).
   Fault(R"({"cloud":"nebius","fault":"boot_script_fails"})");
   nc::Operation script;
