@@ -323,6 +323,38 @@ TEST_F(NebiusEmulatorTest, ThrottlingAndUnavailableAreRetried) {
   ExpectNothingLeft();
 }
 
+TEST_F(NebiusEmulatorTest, ALostCreateAnswerIsRetriedWithTheSameIdempotencyKey) {
+  Driver driver(Config());
+  // The create happens, then its answer is lost (UNAVAILABLE): the retry carries the same
+  // x-idempotency-key and gets the same operation, not a second instance.
+  emulator_->Fault(
+      R"("fault":"server_error","value":"after_create","path":"/nebius.compute.v1.InstanceService/Create")");
+  OpResult c = driver.Create(CreateRequest("nb-lost", ""));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  EXPECT_FALSE(c.Doc()->getValue<bool>("existing"));
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  ASSERT_EQ(driver.Delete(R"({"name":"nb-lost"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(NebiusEmulatorTest, DeleteOfAHalfDoneCreateRemovesItsDiskAndGroup) {
+  Driver driver(Config());
+  std::thread t([&] { driver.Create(CreateRequest("nb-half")); });
+  // Cancelled once the boot disk is being made (the group exists by then).
+  for (int i = 0; i < 300 && emulator_->Count("disks") == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const_cast<drivers::testing::RecordingHost&>(driver.host()).cancel = true;
+  t.join();
+  if (emulator_->Count("instances") != 0) GTEST_SKIP() << "the instance was made before the cancel";
+  EXPECT_EQ(emulator_->Count("security_groups"), 1);
+  Driver down(Config());
+  OpResult d = down.Delete(R"({"name":"nb-half"})");
+  ASSERT_EQ(d.status, GPUPROV_STATUS_OK) << d;
+  EXPECT_FALSE(d.Doc()->getValue<bool>("deleted"));  // no instance was there
+  ExpectNothingLeft();
+}
+
 TEST_F(NebiusEmulatorTest, RevokedTokenIsExchangedAgainOnce) {
   Driver driver(Config());
   ASSERT_EQ(driver.Check().status, GPUPROV_STATUS_OK);
