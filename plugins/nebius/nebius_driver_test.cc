@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -231,6 +233,29 @@ TEST_F(NebiusEmulatorTest, ReadyTokenFromTheEnvironment) {
   EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r;
   EXPECT_TRUE(Contains(r.error, "$NEBIUS_IAM_TOKEN")) << r.error;
   EXPECT_FALSE(Contains(r.error, "wrong-token")) << r.error;
+}
+
+TEST_F(NebiusEmulatorTest, ProjectAndKeyFromTheNebiusCliFiles) {
+  // No variables: the project from the CLI profile's parent-id, the key from
+  // ~/.nebius/credentials.json.
+  ScopedTempDir home("nebius-home");
+  std::filesystem::create_directories(home.path() / ".nebius");
+  {
+    std::ofstream cfg(home.path() / ".nebius" / "config.yaml");
+    cfg << "default: other\nprofiles:\n  other:\n    parent-id: project-e00nope\n"
+           "  work:\n    parent-id: " << kProject << "\n";
+  }
+  std::filesystem::copy_file(emulator_->creds(), home.path() / ".nebius" / "credentials.json");
+  ScopedEnv h("HOME", home.path().c_str());
+  ScopedEnv f("NEBIUS_CREDENTIALS_FILE", nullptr);
+  ScopedEnv p("NEBIUS_PROJECT_ID", nullptr);
+  ScopedEnv profile("NEBIUS_PROFILE", "work");
+  Driver driver(Config());
+  OpResult r = driver.Check();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  const std::string account = r.Doc()->getValue<std::string>("account");
+  EXPECT_TRUE(Contains(account, kProject)) << account;
+  EXPECT_TRUE(Contains(account, ".nebius/credentials.json")) << account;
 }
 
 TEST_F(NebiusEmulatorTest, CreateGetListOpenPortsDeleteLeaveNothing) {
