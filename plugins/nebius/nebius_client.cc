@@ -320,6 +320,11 @@ nc::Operation NebiusClient::Wait(Service service, nc::Operation op, const std::s
     const CallError err = CallErrorOf(op.status());
     gpuprov_type_status status = StatusOfGrpc(err.code, err.detail, err.message);
     std::string msg = what + ": operation " + op.id() + " failed: " + err.Describe();
+    if (status == GPUPROV_STATUS_TRANSIENT) {
+      // Nothing was retried: the operation's end is final for this run.
+      status = GPUPROV_STATUS_FAILED;
+      msg += "; re-run to try again";
+    }
     if (status == GPUPROV_STATUS_QUOTA) {
       msg += ". Request a larger quota in the Nebius console or choose another platform";
     } else if (status == GPUPROV_STATUS_CAPACITY) {

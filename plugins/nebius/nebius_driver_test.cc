@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -233,6 +235,29 @@ TEST_F(NebiusEmulatorTest, ReadyTokenFromTheEnvironment) {
   EXPECT_FALSE(Contains(r.error, "wrong-token")) << r.error;
 }
 
+TEST_F(NebiusEmulatorTest, ProjectAndKeyFromTheNebiusCliFiles) {
+  // No variables: the project from the CLI profile's parent-id, the key from
+  // ~/.nebius/credentials.json.
+  ScopedTempDir home("nebius-home");
+  std::filesystem::create_directories(home.path() / ".nebius");
+  {
+    std::ofstream cfg(home.path() / ".nebius" / "config.yaml");
+    cfg << "default: other\nprofiles:\n  other:\n    parent-id: project-e00nope\n"
+           "  work:\n    parent-id: " << kProject << "\n";
+  }
+  std::filesystem::copy_file(emulator_->creds(), home.path() / ".nebius" / "credentials.json");
+  ScopedEnv h("HOME", home.path().c_str());
+  ScopedEnv f("NEBIUS_CREDENTIALS_FILE", nullptr);
+  ScopedEnv p("NEBIUS_PROJECT_ID", nullptr);
+  ScopedEnv profile("NEBIUS_PROFILE", "work");
+  Driver driver(Config());
+  OpResult r = driver.Check();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  const std::string account = r.Doc()->getValue<std::string>("account");
+  EXPECT_TRUE(Contains(account, kProject)) << account;
+  EXPECT_TRUE(Contains(account, ".nebius/credentials.json")) << account;
+}
+
 TEST_F(NebiusEmulatorTest, CreateGetListOpenPortsDeleteLeaveNothing) {
   Driver driver(Config());
   OpResult c = driver.Create(CreateRequest("nb-one"));
@@ -320,6 +345,38 @@ TEST_F(NebiusEmulatorTest, ThrottlingAndUnavailableAreRetried) {
             "cpu-d3/8vcpu-32gb");
   OpResult del = driver.Delete(R"({"name":"nb-retry"})");
   ASSERT_EQ(del.status, GPUPROV_STATUS_OK) << del;
+  ExpectNothingLeft();
+}
+
+TEST_F(NebiusEmulatorTest, ALostCreateAnswerIsRetriedWithTheSameIdempotencyKey) {
+  Driver driver(Config());
+  // The create happens, then its answer is lost (UNAVAILABLE): the retry carries the same
+  // x-idempotency-key and gets the same operation, not a second instance.
+  emulator_->Fault(
+      R"("fault":"server_error","value":"after_create","path":"/nebius.compute.v1.InstanceService/Create")");
+  OpResult c = driver.Create(CreateRequest("nb-lost", ""));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  EXPECT_FALSE(c.Doc()->getValue<bool>("existing"));
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  ASSERT_EQ(driver.Delete(R"({"name":"nb-lost"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(NebiusEmulatorTest, DeleteOfAHalfDoneCreateRemovesItsDiskAndGroup) {
+  Driver driver(Config());
+  std::thread t([&] { driver.Create(CreateRequest("nb-half")); });
+  // Cancelled once the boot disk is being made (the group exists by then).
+  for (int i = 0; i < 300 && emulator_->Count("disks") == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const_cast<drivers::testing::RecordingHost&>(driver.host()).cancel = true;
+  t.join();
+  if (emulator_->Count("instances") != 0) GTEST_SKIP() << "the instance was made before the cancel";
+  EXPECT_EQ(emulator_->Count("security_groups"), 1);
+  Driver down(Config());
+  OpResult d = down.Delete(R"({"name":"nb-half"})");
+  ASSERT_EQ(d.status, GPUPROV_STATUS_OK) << d;
+  EXPECT_FALSE(d.Doc()->getValue<bool>("deleted"));  // no instance was there
   ExpectNothingLeft();
 }
 

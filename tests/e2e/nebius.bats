@@ -178,3 +178,43 @@ quick_ssh_wait() {
   [[ "$output" == *"H100"* ]]
   expect_nebius_clean
 }
+
+@test "nebius: Ctrl-C while the instance is being made exits 130 within 2 s; down leaves nothing" {
+  use_emulator memory
+  fault '{"cloud":"nebius","fault":"slow_boot","seconds":20}'
+  "$GPUPROV" provision --name nb-int --cloud nebius --gpus H100:1 --no-k8s \
+    >"$BATS_TEST_TMPDIR/nb-int.out" 2>&1 3>&- &
+  pid=$!
+  for _ in $(seq 1 300); do
+    grep -qF "creating instance nb-int" "$BATS_TEST_TMPDIR/nb-int.out" && break
+    sleep 0.1
+  done
+  grep -qF "creating instance nb-int" "$BATS_TEST_TMPDIR/nb-int.out"
+  sleep 1 # inside the operation or boot wait
+  start=$(date +%s%N)
+  kill -INT "$pid"
+  rc=0
+  wait "$pid" || rc=$?
+  end=$(date +%s%N)
+  cat "$BATS_TEST_TMPDIR/nb-int.out"
+  echo "exit $rc after $(((end - start) / 1000000)) ms"
+  [ "$rc" -eq 130 ]
+  [ $((end - start)) -lt 2000000000 ]
+  [ "$(count nebius security_groups)" -eq 1 ]
+  run "$GPUPROV" down nb-int
+  echo "$output"
+  [ "$status" -eq 0 ]
+  expect_nebius_clean
+}
+
+@test "nebius: an instance that fails to start fails its create operation, said plainly; nothing left" {
+  use_emulator memory
+  fault '{"cloud":"nebius","fault":"error_during_boot"}'
+  run "$GPUPROV" provision --name nb-stop --cloud nebius --gpus H100:1 --no-k8s
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"create instance nb-stop: operation "*" failed: INTERNAL"* ]]
+  [[ "$output" == *"re-run to try again"* ]]
+  [ ! -e "$GPUPROV_HOME/state/nb-stop.json" ]
+  expect_nebius_clean
+}
