@@ -217,8 +217,10 @@ class DockerBackend : public InstanceBackend {
     Record r;
     r.spec = spec;
     r.id = "ctr-" + std::to_string(++counter_);
+    // The session too: two emulators (parallel test files) making the same VM name in the same
+    // order would otherwise ask Docker for the same container name.
     r.container_name = "gpuprov-emu-" + spec.cloud + "-" + TestVmHostname(spec.name) + "-" +
-                       std::to_string(counter_);
+                       std::to_string(counter_) + "-" + options_.session;
     r.address = PickAddressLocked();
     std::random_device rd;
     r.ssh_port = spec.remap_ssh ? 20000 + static_cast<int>(rd() % 30000) : 22;

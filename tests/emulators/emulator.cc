@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "emulator.h"
 #include "gce_api.h"
+#ifdef GPUPROV_EMULATOR_NEBIUS
+#include "nebius_api.h"
+#endif
 
 #include <Poco/Net/HTTPRequestHandler.h>
 #include <Poco/Net/HTTPRequestHandlerFactory.h>
@@ -94,11 +97,17 @@ struct Emulator::Server {
   int port = 0;
   std::unique_ptr<Poco::ThreadPool> pool;
   std::unique_ptr<Poco::Net::HTTPServer> http;
+  bool grpc = false;  // a gRPC server (nebius): printed as host:port, no scheme or path
 };
 
 std::vector<std::string> Emulator::KnownClouds() {
   return {"digitalocean", "primeintellect", "aws",   "gcp",
-          "lambda",       "hyperstack",     "verda", "massedcompute"};
+          "lambda",       "hyperstack",     "verda", "massedcompute"
+#ifdef GPUPROV_EMULATOR_NEBIUS
+          ,
+          "nebius"
+#endif
+  };
 }
 
 std::vector<std::string> Emulator::TokenEnvVars(const std::string& cloud) {
@@ -114,6 +123,9 @@ std::vector<std::string> Emulator::TokenEnvVars(const std::string& cloud) {
   if (cloud == "verda") return {"VERDA_CLIENT_ID", "VERDA_CLIENT_SECRET"};
   // Massed Compute: no official name; third-party tools use both (clouds/massedcompute.md §1).
   if (cloud == "massedcompute") return {"MASSED_API_KEY", "MASSED_COMPUTE_API_TOKEN"};
+  // Nebius: a ready IAM token; service-account JWTs are checked against the key of
+  // NEBIUS_CREDENTIALS_FILE (nebius_api.h) and exchanged for tokens the emulator issues.
+  if (cloud == "nebius") return {"NEBIUS_IAM_TOKEN"};
   return {};
 }
 
@@ -126,8 +138,9 @@ Emulator::Emulator(EmulatorOptions options) : options_(std::move(options)) {
   for (const auto& c : options_.clouds) {
     const auto known = KnownClouds();
     if (std::find(known.begin(), known.end(), c) == known.end()) {
-      throw std::runtime_error("unknown cloud \"" + c + "\"; this emulator serves: digitalocean, "
-                               "primeintellect, aws, gcp, lambda, hyperstack, verda, massedcompute");
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      throw std::runtime_error("unknown cloud \"" + c + "\"; this emulator serves: " + list);
     }
   }
   if (options_.session.empty()) {
@@ -170,6 +183,9 @@ Emulator::Emulator(EmulatorOptions options) : options_(std::move(options)) {
     if (c == "hyperstack") apis_.push_back(MakeHyperstackApi(backend_.get(), co));
     if (c == "verda") apis_.push_back(MakeVerdaApi(backend_.get(), co));
     if (c == "massedcompute") apis_.push_back(MakeMassedComputeApi(backend_.get(), co));
+#ifdef GPUPROV_EMULATOR_NEBIUS
+    if (c == "nebius") apis_.push_back(MakeNebiusApi(backend_.get(), co));
+#endif
   }
 }
 
@@ -189,6 +205,24 @@ void Emulator::Start() {
     s->api = api;
     int port = 0;
     if (auto it = options_.ports.find(name); it != options_.ports.end()) port = it->second;
+#ifdef GPUPROV_EMULATOR_NEBIUS
+    if (name == "nebius") {
+      s->grpc = true;
+      s->port = NebiusStartServer(api, kListenHost, port,
+                                  [this](const std::string& method, int code, double ms) {
+                                    LoggedRequest l;
+                                    l.cloud = "nebius";
+                                    l.method = "POST";  // gRPC calls are HTTP/2 POSTs
+                                    l.path = method;
+                                    l.status = NebiusHttpEquivalent(code);
+                                    l.duration_ms = ms;
+                                    l.time = Rfc3339Millis(std::chrono::system_clock::now());
+                                    Log(std::move(l));
+                                  });
+      servers_.push_back(std::move(s));
+      return;
+    }
+#endif
     Poco::Net::ServerSocket socket;
     try {
       socket.bind(Poco::Net::SocketAddress(kListenHost, static_cast<Poco::UInt16>(port)), true);
@@ -223,6 +257,9 @@ void Emulator::Stop() {
   stopped_ = true;
   for (auto& s : servers_) {
     if (s->http) s->http->stopAll(true);
+#ifdef GPUPROV_EMULATOR_NEBIUS
+    if (s->grpc) NebiusStopServer(s->api);
+#endif
   }
   for (auto& s : servers_) {
     if (s->pool) s->pool->joinAll();
@@ -233,8 +270,8 @@ void Emulator::Stop() {
 std::vector<std::pair<std::string, std::string>> Emulator::Endpoints() const {
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& s : servers_) {
-    std::string url = "http://" + std::string(kListenHost) + ":" + std::to_string(s->port);
-    if (s->api) url += s->api->BasePath();
+    std::string url = std::string(kListenHost) + ":" + std::to_string(s->port);
+    if (!s->grpc) url = "http://" + url + (s->api ? s->api->BasePath() : "");
     out.emplace_back(s->cloud, url);
   }
   return out;

@@ -1,0 +1,877 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "nebius_driver.h"
+
+#include <google/protobuf/util/time_util.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+
+#include "driver_kit.h"
+
+namespace gpuprov::nebius {
+namespace {
+
+namespace kit = gpuprov::drivers;
+using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
+using std::chrono::milliseconds;
+namespace nc = ::nebius::common::v1;
+namespace compute = ::nebius::compute::v1;
+namespace vpc = ::nebius::vpc::v1;
+using Done = std::function<void(grpc::Status)>;
+
+constexpr int kMaxPages = 100;
+constexpr int64_t kPageSize = 100;
+constexpr int kIngressPriority = 500;
+// A GPU image family needs at least 40 GB (reference §9).
+constexpr int64_t kMinGpuDiskGib = 40;
+
+std::string EnvOr(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? kit::TrimSpace(v) : "";
+}
+
+std::string HomeFile(const std::string& relative) {
+  const std::string home = EnvOr("HOME");
+  return home.empty() ? "" : home + "/" + relative;
+}
+
+template <class MapT>
+std::map<std::string, std::string> LabelsOf(const MapT& labels) {
+  return std::map<std::string, std::string>(labels.begin(), labels.end());
+}
+
+template <class MapT>
+void SetLabels(MapT* to, const std::map<std::string, std::string>& labels) {
+  for (const auto& [k, v] : labels) (*to)[k] = v;
+}
+
+std::string PortList(const std::vector<int>& ports) {
+  std::string out;
+  for (int p : ports) out += (out.empty() ? "" : ",") + std::to_string(p);
+  return out;
+}
+
+// The ingress TCP ports a rule opens to every source (0.0.0.0/0); all of 1-65535 for a rule
+// without ports.
+std::set<int> OpenToAll(const vpc::SecurityRule& rule) {
+  const vpc::SecurityRuleSpec& s = rule.spec();
+  if (s.access() != vpc::ALLOW || !s.has_ingress()) return {};
+  if (s.protocol() != vpc::TCP && s.protocol() != vpc::ANY) return {};
+  const auto& cidrs = s.ingress().source_cidrs();
+  if (std::find(cidrs.begin(), cidrs.end(), "0.0.0.0/0") == cidrs.end()) return {};
+  std::set<int> ports;
+  if (s.ingress().destination_ports().empty()) {
+    for (int p = 1; p <= 65535; ++p) ports.insert(p);
+  }
+  for (int p : s.ingress().destination_ports()) ports.insert(p);
+  return ports;
+}
+
+}  // namespace
+
+NebiusDriver::NebiusDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
+  kit::DriverSettings settings = kit::ParseSettings(ctx.config_json);
+  config_ = settings.config;
+  endpoints_ = ParseEndpoint(settings.endpoint);
+  region_ = json::Str(config_, "region");
+  if (region_.empty()) region_ = kDefaultRegion;
+  ssh_user_ = json::Str(config_, "ssh_user");
+  if (ssh_user_.empty()) ssh_user_ = kDefaultSshUser;
+  NebiusClient::Options options;
+  options.call_timeout =
+      milliseconds(1000 * std::max<long long>(1, json::Int(config_, "call_timeout_seconds", 30)));
+  options.poll_interval =
+      milliseconds(std::max<long long>(10, json::Int(config_, "poll_interval_ms", 2000)));
+  options.operation_timeout = milliseconds(
+      1000 * std::max<long long>(1, json::Int(config_, "operation_timeout_seconds", 900)));
+  options.retry = kit::RetryPolicyFrom(config_);
+  client_ = std::make_unique<NebiusClient>(
+      endpoints_, host_, options,
+      [this](std::shared_ptr<grpc::Channel> channel) { return MakeTokens(std::move(channel)); });
+}
+
+std::unique_ptr<TokenSource> NebiusDriver::MakeTokens(std::shared_ptr<grpc::Channel> channel) const {
+  if (std::optional<kit::Credential> c = kit::CredentialFromEnv({"NEBIUS_IAM_TOKEN"})) {
+    return std::make_unique<TokenSource>(c->value, c->origin);
+  }
+  std::string file = json::Str(config_, "credentials_file");
+  std::string file_origin = "credentials_file in [clouds.nebius]";
+  if (file.empty()) {
+    file = EnvOr("NEBIUS_CREDENTIALS_FILE");
+    file_origin = "$NEBIUS_CREDENTIALS_FILE";
+  }
+  if (!file.empty()) {
+    std::optional<std::string> text = kit::ReadSmallFile(file);
+    if (!text) {
+      throw DriverError(GPUPROV_STATUS_AUTH, "cannot read the Nebius credentials file " + file +
+                                                 " (" + file_origin + ")");
+    }
+    return std::make_unique<TokenSource>(ParseCredentialsFile(*text, file), std::move(channel));
+  }
+  const std::string token_file = HomeFile(".nebius/NEBIUS_IAM_TOKEN.txt");
+  if (std::optional<std::string> t = kit::ReadSmallFile(token_file)) {
+    if (!kit::TrimSpace(*t).empty()) {
+      return std::make_unique<TokenSource>(kit::TrimSpace(*t), token_file);
+    }
+  }
+  file = HomeFile(".nebius/credentials.json");
+  if (std::optional<std::string> text = kit::ReadSmallFile(file)) {
+    return std::make_unique<TokenSource>(ParseCredentialsFile(*text, file), std::move(channel));
+  }
+  throw DriverError(GPUPROV_STATUS_AUTH,
+                    "no Nebius credentials: set NEBIUS_IAM_TOKEN (e.g. from `nebius iam "
+                    "get-access-token`), or credentials_file in [clouds.nebius] (or "
+                    "NEBIUS_CREDENTIALS_FILE) to a service-account credentials file (else "
+                    "~/.nebius/credentials.json)");
+}
+
+const std::string& NebiusDriver::Project() {
+  if (project_.empty()) {
+    std::string p = json::Str(config_, "project_id");
+    if (p.empty()) p = EnvOr("NEBIUS_PROJECT_ID");
+    if (p.empty()) {
+      std::string profile = json::Str(config_, "profile");
+      if (profile.empty()) profile = EnvOr("NEBIUS_PROFILE");
+      if (std::optional<std::string> text = kit::ReadSmallFile(HomeFile(".nebius/config.yaml"))) {
+        p = ProfileParentId(*text, profile).value_or("");
+      }
+    }
+    if (p.empty()) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "no Nebius project: set project_id in [clouds.nebius] of "
+                        "~/.gpu-provisioner/config.toml or NEBIUS_PROJECT_ID (or parent-id in "
+                        "the nebius CLI profile, ~/.nebius/config.yaml)");
+    }
+    project_ = p;
+  }
+  return project_;
+}
+
+// --- look-ups ---
+
+std::optional<NebiusDriver::Instance> NebiusDriver::InstanceByName(const std::string& name) {
+  nc::GetByNameRequest req;
+  req.set_parent_id(Project());
+  req.set_name(name);
+  Instance inst;
+  if (!client_->Run({"find instance " + name, false, true},
+                    [&](grpc::ClientContext* c, Done d) {
+                      client_->instances().async()->GetByName(c, &req, &inst, std::move(d));
+                    })) {
+    return std::nullopt;
+  }
+  return inst;
+}
+
+std::optional<NebiusDriver::Instance> NebiusDriver::InstanceById(const std::string& id) {
+  compute::GetInstanceRequest req;
+  req.set_id(id);
+  Instance inst;
+  if (!client_->Run({"get instance " + id, false, true}, [&](grpc::ClientContext* c, Done d) {
+        client_->instances().async()->Get(c, &req, &inst, std::move(d));
+      })) {
+    return std::nullopt;
+  }
+  return inst;
+}
+
+std::optional<NebiusDriver::Instance> NebiusDriver::Resolve(const Object::Ptr& request) {
+  const auto [id, name] = kit::RequireIdOrName(request);
+  std::optional<Instance> inst;
+  if (!id.empty() && id.rfind("computeinstance-", 0) == 0) inst = InstanceById(id);
+  if (!inst && !name.empty()) inst = InstanceByName(name);
+  if (!inst && id.rfind("computeinstance-", 0) != 0 && !id.empty()) inst = InstanceByName(id);
+  if (!inst || !OwnedBy(LabelsOf(inst->metadata().labels()))) return std::nullopt;
+  if (!name.empty() && inst->metadata().name() != name) return std::nullopt;
+  return inst;
+}
+
+std::vector<NebiusDriver::Instance> NebiusDriver::Instances() {
+  std::vector<Instance> out;
+  std::string token;
+  for (int page = 0; page < kMaxPages; ++page) {
+    compute::ListInstancesRequest req;
+    req.set_parent_id(Project());
+    req.set_page_size(kPageSize);
+    req.set_page_token(token);
+    compute::ListInstancesResponse resp;
+    client_->Run({"list instances"}, [&](grpc::ClientContext* c, Done d) {
+      client_->instances().async()->List(c, &req, &resp, std::move(d));
+    });
+    for (auto& i : *resp.mutable_items()) out.push_back(std::move(i));
+    token = resp.next_page_token();
+    if (token.empty()) break;
+  }
+  return out;
+}
+
+std::pair<std::string, std::string> NebiusDriver::Subnet() {
+  const std::string wanted = json::Str(config_, "subnet_id");
+  if (!wanted.empty()) {
+    vpc::GetSubnetRequest req;
+    req.set_id(wanted);
+    vpc::Subnet s;
+    if (!client_->Run({"get subnet " + wanted, false, true}, [&](grpc::ClientContext* c, Done d) {
+          client_->subnets().async()->Get(c, &req, &s, std::move(d));
+        })) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "subnet " + wanted + " (subnet_id in [clouds.nebius]) does not exist");
+    }
+    return {s.metadata().id(), s.spec().network_id()};
+  }
+  vpc::ListSubnetsRequest req;
+  req.set_parent_id(Project());
+  req.set_page_size(kPageSize);
+  vpc::ListSubnetsResponse resp;
+  client_->Run({"list subnets of project " + Project()}, [&](grpc::ClientContext* c, Done d) {
+    client_->subnets().async()->List(c, &req, &resp, std::move(d));
+  });
+  const vpc::Subnet* pick = nullptr;
+  for (const auto& s : resp.items()) {
+    if (s.metadata().name().rfind("default-subnet", 0) == 0) {
+      pick = &s;
+      break;
+    }
+  }
+  if (!pick && !resp.items().empty()) pick = &resp.items(0);
+  if (!pick) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "project " + Project() +
+                          " has no subnet; create a network in the Nebius console or set "
+                          "subnet_id in [clouds.nebius]");
+  }
+  return {pick->metadata().id(), pick->spec().network_id()};
+}
+
+// --- security group ---
+
+std::string NebiusDriver::EnsureSecurityGroup(const std::string& vm_name,
+                                              const std::vector<int>& ports,
+                                              const std::string& network_id,
+                                              const std::map<std::string, std::string>& labels,
+                                              bool* created) {
+  *created = false;
+  const std::string sg_name = SecurityGroupName(vm_name);
+  vpc::GetSecurityGroupByNameRequest get;
+  get.set_parent_id(Project());
+  get.set_name(sg_name);
+  vpc::SecurityGroup group;
+  if (client_->Run({"find security group " + sg_name, false, true},
+                   [&](grpc::ClientContext* c, Done d) {
+                     client_->groups().async()->GetByName(c, &get, &group, std::move(d));
+                   })) {
+    if (!OwnedBy(LabelsOf(group.metadata().labels()), vm_name)) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "a security group named " + sg_name + " exists in project " + Project() +
+                            " that gpuprov did not make; delete it or choose another VM name");
+    }
+    AddMissingRules(group.metadata().id(), vm_name, ports, true);
+    return group.metadata().id();
+  }
+  vpc::CreateSecurityGroupRequest req;
+  req.mutable_metadata()->set_parent_id(Project());
+  req.mutable_metadata()->set_name(sg_name);
+  SetLabels(req.mutable_metadata()->mutable_labels(), labels);
+  req.mutable_spec()->set_network_id(network_id);
+  host_.Progress("creating security group " + sg_name + " (tcp " + PortList(ports) +
+                 " from 0.0.0.0/0)");
+  Operation op;
+  client_->Run({"create security group " + sg_name, true}, [&](grpc::ClientContext* c, Done d) {
+    client_->groups().async()->Create(c, &req, &op, std::move(d));
+  });
+  *created = true;
+  op = client_->Wait(NebiusClient::Service::kVpc, op, "create security group " + sg_name);
+  const std::string id = op.resource_id();
+  AddMissingRules(id, vm_name, ports, true);
+  return id;
+}
+
+std::vector<int> NebiusDriver::OpenPortsOf(const std::string& group_id,
+                                           const std::vector<int>& ports) {
+  std::set<int> open;
+  std::string token;
+  for (int page = 0; page < kMaxPages; ++page) {
+    vpc::ListSecurityRulesRequest req;
+    req.set_parent_id(group_id);
+    req.set_page_size(kPageSize);
+    req.set_page_token(token);
+    vpc::ListSecurityRulesResponse resp;
+    client_->Run({"list rules of security group " + group_id},
+                 [&](grpc::ClientContext* c, Done d) {
+                   client_->rules().async()->List(c, &req, &resp, std::move(d));
+                 });
+    for (const auto& r : resp.items()) {
+      for (int p : OpenToAll(r)) open.insert(p);
+    }
+    token = resp.next_page_token();
+    if (token.empty()) break;
+  }
+  std::vector<int> out;
+  for (int p : ports) {
+    if (open.count(p)) out.push_back(p);
+  }
+  return out;
+}
+
+void NebiusDriver::AddMissingRules(const std::string& group_id, const std::string& vm_name,
+                                   const std::vector<int>& ports, bool with_egress) {
+  const std::vector<int> open = OpenPortsOf(group_id, ports);
+  std::vector<int> missing;
+  for (int p : ports) {
+    if (std::find(open.begin(), open.end(), p) == open.end()) missing.push_back(p);
+  }
+  const auto labels = LabelsFor(vm_name, {});
+  auto create_rule = [&](const std::string& rule_name, vpc::SecurityRuleSpec spec) {
+    vpc::CreateSecurityRuleRequest req;
+    req.mutable_metadata()->set_parent_id(group_id);
+    req.mutable_metadata()->set_name(rule_name);
+    SetLabels(req.mutable_metadata()->mutable_labels(), labels);
+    *req.mutable_spec() = std::move(spec);
+    Operation op;
+    const std::string what = "create security rule " + rule_name + " in " + group_id;
+    client_->Run({what, true}, [&](grpc::ClientContext* c, Done d) {
+      client_->rules().async()->Create(c, &req, &op, std::move(d));
+    });
+    client_->Wait(NebiusClient::Service::kVpc, op, what);
+  };
+  for (const auto& group : PortGroups(missing)) {
+    vpc::SecurityRuleSpec spec;
+    spec.set_access(vpc::ALLOW);
+    spec.set_priority(kIngressPriority);
+    spec.set_protocol(vpc::TCP);
+    spec.set_type(vpc::STATEFUL);
+    spec.mutable_ingress()->add_source_cidrs("0.0.0.0/0");
+    for (int p : group) spec.mutable_ingress()->add_destination_ports(p);
+    std::string rule_name = "ingress-tcp";
+    for (int p : group) rule_name += "-" + std::to_string(p);
+    host_.Progress("opening tcp " + PortList(group) + " in security group " +
+                   SecurityGroupName(vm_name));
+    create_rule(rule_name, std::move(spec));
+  }
+  if (with_egress && !missing.empty() && open.empty()) {
+    // A group ends in an implicit deny: outbound traffic (package and k3s downloads) needs
+    // its own rule.
+    vpc::SecurityRuleSpec spec;
+    spec.set_access(vpc::ALLOW);
+    spec.set_priority(kIngressPriority);
+    spec.set_protocol(vpc::ANY);
+    spec.set_type(vpc::STATEFUL);
+    spec.mutable_egress()->add_destination_cidrs("0.0.0.0/0");
+    create_rule("egress-all", std::move(spec));
+  }
+}
+
+// --- boot disk ---
+
+std::string NebiusDriver::EnsureBootDisk(const std::string& vm_name,
+                                         const std::string& image_family, int64_t size_gib,
+                                         const std::map<std::string, std::string>& labels,
+                                         bool* created) {
+  *created = false;
+  const std::string disk_name = BootDiskName(vm_name);
+  nc::GetByNameRequest get;
+  get.set_parent_id(Project());
+  get.set_name(disk_name);
+  compute::Disk disk;
+  std::string id;
+  if (client_->Run({"find disk " + disk_name, false, true}, [&](grpc::ClientContext* c, Done d) {
+        client_->disks().async()->GetByName(c, &get, &disk, std::move(d));
+      })) {
+    if (!OwnedBy(LabelsOf(disk.metadata().labels()), vm_name)) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "a disk named " + disk_name + " exists in project " + Project() +
+                            " that gpuprov did not make; delete it or choose another VM name");
+    }
+    if (!disk.status().read_write_attachment().empty()) {
+      throw DriverError(GPUPROV_STATUS_FAILED,
+                        "disk " + disk_name + " is attached to " +
+                            disk.status().read_write_attachment() +
+                            "; `gpuprov down` that VM first");
+    }
+    id = disk.metadata().id();
+  } else {
+    compute::CreateDiskRequest req;
+    req.mutable_metadata()->set_parent_id(Project());
+    req.mutable_metadata()->set_name(disk_name);
+    SetLabels(req.mutable_metadata()->mutable_labels(), labels);
+    req.mutable_spec()->set_size_gibibytes(size_gib);
+    req.mutable_spec()->set_type(compute::DiskSpec::NETWORK_SSD);
+    req.mutable_spec()->mutable_source_image_family()->set_image_family(image_family);
+    host_.Progress("creating boot disk " + disk_name + " (" + std::to_string(size_gib) +
+                   " GiB, image family " + image_family + ")");
+    Operation op;
+    client_->Run({"create disk " + disk_name, true}, [&](grpc::ClientContext* c, Done d) {
+      client_->disks().async()->Create(c, &req, &op, std::move(d));
+    });
+    *created = true;
+    op = client_->Wait(NebiusClient::Service::kCompute, op, "create disk " + disk_name);
+    id = op.resource_id();
+  }
+  // The disk is usable once READY (reference §3.1).
+  compute::GetDiskRequest req;
+  req.set_id(id);
+  kit::PollOptions poll{"waiting for disk " + disk_name + " to be READY",
+                        client_->options().poll_interval, client_->options().operation_timeout};
+  const bool ready = kit::PollUntil(host_, poll, [&](std::string* state) {
+    client_->Run({"get disk " + disk_name}, [&](grpc::ClientContext* c, Done d) {
+      client_->disks().async()->Get(c, &req, &disk, std::move(d));
+    });
+    *state = compute::DiskStatus::State_Name(disk.status().state());
+    if (disk.status().state() == compute::DiskStatus::ERROR ||
+        disk.status().state() == compute::DiskStatus::BROKEN) {
+      throw DriverError(GPUPROV_STATUS_FAILED, "boot disk " + disk_name + " is " + *state +
+                                                   (disk.status().state_description().empty()
+                                                        ? ""
+                                                        : ": " + disk.status().state_description()));
+    }
+    return disk.status().state() == compute::DiskStatus::READY;
+  });
+  if (!ready) {
+    throw DriverError(GPUPROV_STATUS_TRANSIENT,
+                      "boot disk " + disk_name + " is not READY in time; re-run to continue");
+  }
+  return id;
+}
+
+// --- deletes ---
+
+bool NebiusDriver::DeleteInstance(const Instance& inst) {
+  const std::string id = inst.metadata().id();
+  const std::string name = inst.metadata().name();
+  compute::DeleteInstanceRequest req;
+  req.set_id(id);
+  Operation op;
+  host_.Progress("deleting instance " + name + " (" + id + ")");
+  if (!client_->Run({"delete instance " + name, true, true}, [&](grpc::ClientContext* c, Done d) {
+        client_->instances().async()->Delete(c, &req, &op, std::move(d));
+      })) {
+    return false;
+  }
+  client_->Wait(NebiusClient::Service::kCompute, op, "delete instance " + name);
+  // Gone (NOT_FOUND) before its disk can go.
+  kit::PollOptions poll{"waiting for instance " + name + " to be gone",
+                        client_->options().poll_interval, client_->options().operation_timeout};
+  const bool gone = kit::PollUntil(host_, poll, [&](std::string* state) {
+    std::optional<Instance> left = InstanceById(id);
+    if (left) *state = InstanceStateName(left->status().state());
+    return !left.has_value();
+  });
+  if (!gone) {
+    throw DriverError(GPUPROV_STATUS_TRANSIENT,
+                      "instance " + name + " is still there after its delete; re-run to retry");
+  }
+  return true;
+}
+
+bool NebiusDriver::DeleteBootDisk(const std::string& vm_name) {
+  const std::string disk_name = BootDiskName(vm_name);
+  nc::GetByNameRequest get;
+  get.set_parent_id(Project());
+  get.set_name(disk_name);
+  compute::Disk disk;
+  if (!client_->Run({"find disk " + disk_name, false, true}, [&](grpc::ClientContext* c, Done d) {
+        client_->disks().async()->GetByName(c, &get, &disk, std::move(d));
+      })) {
+    return false;
+  }
+  if (!OwnedBy(LabelsOf(disk.metadata().labels()), vm_name)) {
+    host_.Warning("disk " + disk_name + " is not labelled as gpuprov's for " + vm_name +
+                  "; left in place");
+    return false;
+  }
+  compute::DeleteDiskRequest req;
+  req.set_id(disk.metadata().id());
+  Operation op;
+  host_.Progress("deleting boot disk " + disk_name);
+  if (!client_->Run({"delete disk " + disk_name, true, true}, [&](grpc::ClientContext* c, Done d) {
+        client_->disks().async()->Delete(c, &req, &op, std::move(d));
+      })) {
+    return false;
+  }
+  client_->Wait(NebiusClient::Service::kCompute, op, "delete disk " + disk_name);
+  return true;
+}
+
+bool NebiusDriver::DeleteSecurityGroup(const std::string& vm_name) {
+  const std::string sg_name = SecurityGroupName(vm_name);
+  vpc::GetSecurityGroupByNameRequest get;
+  get.set_parent_id(Project());
+  get.set_name(sg_name);
+  vpc::SecurityGroup group;
+  if (!client_->Run({"find security group " + sg_name, false, true},
+                    [&](grpc::ClientContext* c, Done d) {
+                      client_->groups().async()->GetByName(c, &get, &group, std::move(d));
+                    })) {
+    return false;
+  }
+  if (!OwnedBy(LabelsOf(group.metadata().labels()), vm_name)) {
+    host_.Warning("security group " + sg_name + " is not labelled as gpuprov's for " + vm_name +
+                  "; left in place");
+    return false;
+  }
+  const std::string id = group.metadata().id();
+  // Its rules first (children of the group).
+  vpc::ListSecurityRulesRequest list;
+  list.set_parent_id(id);
+  list.set_page_size(kPageSize);
+  vpc::ListSecurityRulesResponse rules;
+  client_->Run({"list rules of security group " + sg_name}, [&](grpc::ClientContext* c, Done d) {
+    client_->rules().async()->List(c, &list, &rules, std::move(d));
+  });
+  for (const auto& r : rules.items()) {
+    vpc::DeleteSecurityRuleRequest req;
+    req.set_id(r.metadata().id());
+    Operation op;
+    const std::string what = "delete security rule " + r.metadata().name() + " of " + sg_name;
+    if (client_->Run({what, true, true}, [&](grpc::ClientContext* c, Done d) {
+          client_->rules().async()->Delete(c, &req, &op, std::move(d));
+        })) {
+      client_->Wait(NebiusClient::Service::kVpc, op, what);
+    }
+  }
+  vpc::DeleteSecurityGroupRequest req;
+  req.set_id(id);
+  Operation op;
+  host_.Progress("deleting security group " + sg_name);
+  if (!client_->Run({"delete security group " + sg_name, true, true},
+                    [&](grpc::ClientContext* c, Done d) {
+                      client_->groups().async()->Delete(c, &req, &op, std::move(d));
+                    })) {
+    return false;
+  }
+  client_->Wait(NebiusClient::Service::kVpc, op, "delete security group " + sg_name);
+  return true;
+}
+
+void NebiusDriver::CleanUp(const std::string& vm_name, bool disk, bool group) {
+  try {
+    if (std::optional<Instance> left = InstanceByName(vm_name);
+        left && OwnedBy(LabelsOf(left->metadata().labels()), vm_name)) {
+      DeleteInstance(*left);
+    }
+    if (disk) DeleteBootDisk(vm_name);
+    if (group) DeleteSecurityGroup(vm_name);
+  } catch (const std::exception& e) {
+    host_.Warning("could not remove what the failed create of " + vm_name + " made: " +
+                  e.what() + "; `gpuprov down " + vm_name + " --cloud nebius` retries");
+  }
+}
+
+// --- results ---
+
+Object::Ptr NebiusDriver::VmJson(const Instance& inst, const std::vector<int>& ports) const {
+  Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  const int state = inst.status().state();
+  const std::string vm_state = VmStateOf(state, inst.status().reconciling());
+  std::string public_ip;
+  if (!inst.status().network_interfaces().empty()) {
+    public_ip =
+        StripPrefixLength(inst.status().network_interfaces(0).public_ip_address().address());
+  }
+  const PlatformPreset pp =
+      PresetOf(inst.spec().resources().platform(), inst.spec().resources().preset());
+  vm->set("id", inst.metadata().id());
+  vm->set("name", inst.metadata().name());
+  vm->set("state", vm_state);
+  vm->set("public_ip", public_ip);
+  vm->set("ssh_port", 22);
+  vm->set("ssh_user", ssh_user_);
+  vm->set("region", region_);
+  vm->set("instance_type", pp.InstanceType());
+  // The image family is on the boot disk, not the instance: not reported.
+  vm->set("image", std::string());
+  vm->set("gpus", pp.gpu_count > 0 ? pp.gpu_type + ":" + std::to_string(pp.gpu_count) : "");
+  vm->set("created_at", inst.metadata().has_created_at()
+                            ? google::protobuf::util::TimeUtil::ToString(inst.metadata().created_at())
+                            : std::string());
+  std::string message;
+  if (vm_state != "running" && vm_state != "pending") {
+    message = InstanceStateName(state);
+    if (state == compute::InstanceStatus::STOPPED) {
+      message += ": the instance is stopped (its start failed or it was stopped); gpuprov down "
+                 "removes it";
+    }
+  }
+  vm->set("message", message);
+  vm->set("ports", kit::PortMap(ports));
+  Object::Ptr tags = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  for (const auto& [k, v] : LabelsOf(inst.metadata().labels())) tags->set(k, v);
+  vm->set("tags", tags);
+  return vm;
+}
+
+// --- operations ---
+
+std::string NebiusDriver::Check(const std::string& /*request_json*/) {
+  const std::string project = Project();
+  vpc::ListSubnetsRequest req;
+  req.set_parent_id(project);
+  req.set_page_size(1);
+  vpc::ListSubnetsResponse resp;
+  client_->Run({"list subnets of project " + project}, [&](grpc::ClientContext* c, Done d) {
+    client_->subnets().async()->List(c, &req, &resp, std::move(d));
+  });
+  Object result(Poco::JSON_PRESERVE_KEY_ORDER);
+  result.set("account", project + " / token from " + client_->TokenOrigin());
+  result.set("user_data_limit", static_cast<int64_t>(kUserDataLimit));
+  result.set("endpoint", endpoints_.compute);
+  return json::Stringify(result);
+}
+
+std::string NebiusDriver::Offers(const std::string& request_json) {
+  const auto [gpu, region] = kit::ParseOffersRequest(request_json, region_);
+  Array::Ptr offers = new Array();
+  std::vector<PlatformPreset> rows;
+  if (gpu) {
+    const std::optional<size_t> row = kit::FindGpuRow(PresetCatalogue(), gpu->type, gpu->count);
+    if (!row) {
+      host_.Warning(kit::NotOfferedMessage(PresetCatalogue(), gpu->type, gpu->count));
+      return kit::OffersResult(offers);
+    }
+    rows.push_back(GpuPresets()[*row]);
+  } else {
+    rows.push_back(CpuPreset());
+  }
+  // What the project has (PlatformService.List); capacity shows only at create (§7).
+  std::set<std::string> known;
+  std::string token;
+  for (int page = 0; page < kMaxPages; ++page) {
+    compute::ListPlatformsRequest req;
+    req.set_parent_id(Project());
+    req.set_page_size(kPageSize);
+    req.set_page_token(token);
+    compute::ListPlatformsResponse resp;
+    client_->Run({"list platforms of project " + Project()}, [&](grpc::ClientContext* c, Done d) {
+      client_->platforms().async()->List(c, &req, &resp, std::move(d));
+    });
+    for (const auto& p : resp.items()) {
+      for (const auto& preset : p.spec().presets()) {
+        known.insert(p.metadata().name() + "/" + preset.name());
+      }
+    }
+    token = resp.next_page_token();
+    if (token.empty()) break;
+  }
+  for (const auto& r : rows) {
+    if (!known.count(r.InstanceType())) {
+      host_.Warning("project " + Project() + " has no platform/preset " + r.InstanceType() +
+                    " (PlatformService.List); " + std::to_string(known.size()) +
+                    " presets are listed there");
+      continue;
+    }
+    offers->add(kit::OfferJson({r.InstanceType(), r.gpu_type, r.gpu_count, region, 0, ""}));
+  }
+  return kit::OffersResult(offers);
+}
+
+std::string NebiusDriver::Create(const std::string& request_json) {
+  const auto [request, name, user_data] = kit::ParseCreateRequest(
+      request_json, kVmNameRules, kUserDataLimit,
+      "Nebius (cloud_init_user_data, less the cloud-config part with the SSH key)");
+  const std::string public_key = kit::RequiredSshPublicKey(
+      request, "Nebius has no SSH key resource; the key goes in through cloud-init users");
+  kit::ParseSshPublicKey(public_key, "ssh_public_key");
+  const std::vector<int> ports = kit::WithSsh(kit::PortsOf(request, "open_ports"));
+  const PlatformPreset pp = ChoosePreset(kit::ParseGpu(request), json::Str(request, "instance_type"));
+  const bool has_gpu = pp.gpu_count > 0 || pp.platform.rfind("gpu-", 0) == 0;
+  std::string image_family = json::Str(request, "image");
+  if (image_family.empty()) image_family = json::Str(config_, "image_family");
+  if (image_family.empty()) image_family = has_gpu ? kGpuImageFamily : kCpuImageFamily;
+  const int64_t disk_gib = json::Int(request, "disk_gb", 0) > 0 ? json::Int(request, "disk_gb", 0)
+                                                               : (has_gpu ? 100 : 50);
+  if (has_gpu && disk_gib < kMinGpuDiskGib) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "disk_gb " + std::to_string(disk_gib) + " is too small for the GPU image " +
+                          image_family + ": use at least " + std::to_string(kMinGpuDiskGib));
+  }
+  const std::string region = json::Str(request, "region");
+  if (!region.empty() && region != region_) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "region " + region + ": a Nebius project serves one region, and this one "
+                      "is configured for " + region_ + " (region and project_id in "
+                      "[clouds.nebius]); use a project in " + region + " or drop --region");
+  }
+  const std::string cloud_init = MakeUserData(ssh_user_, public_key, user_data);
+  const std::map<std::string, std::string> labels = LabelsFor(name, kit::UserTags(request));
+
+  // Idempotent by name (instance names are unique in a project).
+  if (std::optional<Instance> existing = InstanceByName(name)) {
+    if (!OwnedBy(LabelsOf(existing->metadata().labels()))) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "an instance named " + name + " exists in project " + Project() +
+                            " that gpuprov did not create (no label gpuprov=1); choose another "
+                            "VM name");
+    }
+    host_.Info("instance " + name + " exists (" +
+               InstanceStateName(existing->status().state()) + ")");
+    std::vector<int> open;
+    const auto& nics = existing->spec().network_interfaces();
+    if (!nics.empty() && !nics[0].security_groups().empty()) {
+      open = OpenPortsOf(nics[0].security_groups(0).id(), ports);
+    }
+    return kit::VmResult(VmJson(*existing, open), true);
+  }
+
+  const auto [subnet_id, network_id] = Subnet();
+  bool group_created = false;
+  bool disk_created = false;
+  std::string group_id;
+  std::string disk_id;
+  try {
+    group_id = EnsureSecurityGroup(name, ports, network_id, labels, &group_created);
+    disk_id = EnsureBootDisk(name, image_family, disk_gib, labels, &disk_created);
+  } catch (const DriverError& e) {
+    if (e.status() != GPUPROV_STATUS_CANCELLED) CleanUp(name, disk_created, group_created);
+    throw;
+  }
+
+  compute::CreateInstanceRequest req;
+  req.mutable_metadata()->set_parent_id(Project());
+  req.mutable_metadata()->set_name(name);
+  SetLabels(req.mutable_metadata()->mutable_labels(), labels);
+  compute::InstanceSpec* spec = req.mutable_spec();
+  spec->mutable_resources()->set_platform(pp.platform);
+  spec->mutable_resources()->set_preset(pp.preset);
+  spec->mutable_boot_disk()->set_attach_mode(compute::AttachedDiskSpec::READ_WRITE);
+  spec->mutable_boot_disk()->mutable_existing_disk()->set_id(disk_id);
+  compute::NetworkInterfaceSpec* nic = spec->add_network_interfaces();
+  nic->set_name("eth0");
+  nic->set_subnet_id(subnet_id);
+  nic->mutable_ip_address();
+  nic->mutable_public_ip_address();
+  nic->add_security_groups()->set_id(group_id);
+  spec->set_cloud_init_user_data(cloud_init);
+
+  host_.Progress("creating instance " + name + " (" + pp.InstanceType() + " in project " +
+                 Project() + ")");
+  Operation op;
+  try {
+    try {
+      client_->Run({"create instance " + name, true}, [&](grpc::ClientContext* c, Done d) {
+        client_->instances().async()->Create(c, &req, &op, std::move(d));
+      });
+    } catch (const DriverError& e) {
+      // Made in the meantime (another gpuprov run): that one is returned.
+      if (e.status() == GPUPROV_STATUS_INVALID_INPUT) {
+        if (std::optional<Instance> other = InstanceByName(name);
+            other && OwnedBy(LabelsOf(other->metadata().labels()), name)) {
+          return kit::VmResult(VmJson(*other, ports), true);
+        }
+      }
+      throw;
+    }
+    op = client_->Wait(NebiusClient::Service::kCompute, op, "create instance " + name);
+  } catch (const DriverError& e) {
+    if (e.status() != GPUPROV_STATUS_CANCELLED) CleanUp(name, disk_created, group_created);
+    throw;
+  }
+  std::optional<Instance> inst = InstanceById(op.resource_id());
+  if (!inst) inst = InstanceByName(name);
+  if (!inst) {
+    CleanUp(name, disk_created, group_created);
+    throw DriverError(GPUPROV_STATUS_FAILED, "instance " + name +
+                                                 " disappeared right after its create operation "
+                                                 "finished; re-run to try again");
+  }
+  host_.Info("instance " + name + " created (" + inst->metadata().id() + ")");
+  return kit::VmResult(VmJson(*inst, ports), false);
+}
+
+std::string NebiusDriver::Get(const std::string& request_json) {
+  Object::Ptr request = json::ParseObject(request_json, "the get request");
+  std::optional<Instance> inst = Resolve(request);
+  if (!inst) {
+    throw DriverError(GPUPROV_STATUS_NOT_FOUND, "no gpuprov instance " +
+                                                    kit::VmReference(request) + " in project " +
+                                                    Project());
+  }
+  return kit::VmResult(VmJson(*inst, {22}));
+}
+
+std::string NebiusDriver::List(const std::string& /*request_json*/) {
+  Array::Ptr vms = new Array();
+  for (const auto& inst : Instances()) {
+    if (OwnedBy(LabelsOf(inst.metadata().labels()))) vms->add(VmJson(inst, {22}));
+  }
+  return kit::VmsResult(vms);
+}
+
+std::string NebiusDriver::Delete(const std::string& request_json) {
+  Object::Ptr request = json::ParseObject(request_json, "the delete request");
+  std::optional<Instance> inst = Resolve(request);
+  std::string name = json::Str(request, "name");
+  bool deleted = false;
+  if (inst) {
+    name = inst->metadata().name();
+    deleted = DeleteInstance(*inst);
+  }
+  // The disk and group of this VM name, also when the instance was already gone.
+  if (!name.empty()) {
+    bool valid = true;
+    try {
+      kit::ValidateVmName(name, kVmNameRules);
+    } catch (const DriverError&) {
+      valid = false;
+    }
+    if (valid) {
+      DeleteBootDisk(name);
+      DeleteSecurityGroup(name);
+    }
+  }
+  return kit::DeletedResult(deleted);
+}
+
+std::string NebiusDriver::OpenPorts(const std::string& request_json) {
+  Object::Ptr request = json::ParseObject(request_json, "the open_ports request");
+  const std::vector<int> ports = kit::PortsOf(request, "ports");
+  std::optional<Instance> inst = Resolve(request);
+  if (!inst) {
+    throw DriverError(GPUPROV_STATUS_NOT_FOUND,
+                      "no gpuprov instance " + kit::VmReference(request) + " in project " +
+                          Project());
+  }
+  const std::string name = inst->metadata().name();
+  std::string group_id;
+  for (const auto& nic : inst->spec().network_interfaces()) {
+    for (const auto& g : nic.security_groups()) {
+      vpc::GetSecurityGroupRequest req;
+      req.set_id(g.id());
+      vpc::SecurityGroup group;
+      if (client_->Run({"get security group " + g.id(), false, true},
+                       [&](grpc::ClientContext* c, Done d) {
+                         client_->groups().async()->Get(c, &req, &group, std::move(d));
+                       }) &&
+          OwnedBy(LabelsOf(group.metadata().labels()), name)) {
+        group_id = g.id();
+      }
+    }
+  }
+  if (group_id.empty()) {
+    throw DriverError(GPUPROV_STATUS_FAILED,
+                      "instance " + name + " has no security group gpuprov made (" +
+                          SecurityGroupName(name) +
+                          "); open tcp " + PortList(ports) +
+                          " in its group yourself, or gpuprov down and up again");
+  }
+  AddMissingRules(group_id, name, ports, false);
+  return "{}";
+}
+
+}  // namespace gpuprov::nebius
+
+// The keys of [clouds.nebius] this driver reads (ABI 1.1: gpuprov refuses others).
+constexpr gpuprov_type_config_key kNebiusConfigKeys[] = {
+    gpuprov::sdk::StringKey("project_id", "the project (parent_id) VMs go in (else NEBIUS_PROJECT_ID, the nebius CLI profile's parent-id)"),
+    gpuprov::sdk::StringKey("profile", "the nebius CLI profile read for parent-id (else NEBIUS_PROFILE, the file's default)"),
+    gpuprov::sdk::StringKey("credentials_file", "a service-account credentials file (else NEBIUS_CREDENTIALS_FILE, ~/.nebius/credentials.json); NEBIUS_IAM_TOKEN wins"),
+    gpuprov::sdk::StringKey("region", "the region of the project, reported on VMs (eu-north1)"),
+    gpuprov::sdk::StringKey("subnet_id", "the subnet of new VMs (else the project's default-subnet)"),
+    gpuprov::sdk::StringKey("image_family", "the boot image family when the request names none (ubuntu24.04-cuda13.0 for GPUs)"),
+    gpuprov::sdk::StringKey("ssh_user", "the user cloud-init creates with the SSH key (ubuntu)"),
+    gpuprov::sdk::IntegerKey("call_timeout_seconds", "the deadline of one gRPC call (30)"),
+    gpuprov::sdk::IntegerKey("poll_interval_ms", "operation and disk polling interval (2000)"),
+    gpuprov::sdk::IntegerKey("operation_timeout_seconds", "how long one operation may take (900)"),
+};
+
+GPUPROV_DRIVER(gpuprov::nebius::NebiusDriver, kNebiusConfigKeys)

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The "nebius" driver: Nebius AI Cloud VMs over its gRPC API (clouds/nebius.md), the only API
+// the cloud has. gRPC lives in this .so only; the host sees the same JSON ABI as ever.
+//
+// Settings (docs/driver-protocol.md, init): "endpoint" (GPUPROV_NEBIUS_ENDPOINT or endpoint in
+// [clouds.nebius]): one host:port serving every service (tests; plaintext only to loopback),
+// else the real per-service endpoints over TLS. Config keys: see kNebiusConfigKeys at the end
+// of nebius_driver.cc and README.md.
+//
+// What it makes per VM <name>, each labelled gpuprov=1 and gpuprov-name=<name>: the boot disk
+// <name>-boot (DiskService, from an image family), the security group gpuprov-<name> with one
+// ingress rule per 8 ports (TCP from 0.0.0.0/0) and one egress allow-all rule, and the
+// instance (platform/preset, one interface with a public IP and that group, cloud-init user
+// data with the SSH key and the host's boot script). Every mutating call is an Operation,
+// polled to its end on the service that made it.
+#pragma once
+
+#include <Poco/JSON/Object.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpuprov/sdk.hpp"
+#include "nebius_client.h"
+
+namespace gpuprov::nebius {
+
+class NebiusDriver {
+ public:
+  static constexpr const char* kName = "nebius";
+  static constexpr const char* kVersion = "0.1.0";
+  static constexpr const char* kDescription =
+      "Nebius AI Cloud (gRPC): instances, boot disks, VPC security groups, service-account "
+      "token exchange";
+  static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
+                                            GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES;
+
+  explicit NebiusDriver(const gpuprov::sdk::InitContext& ctx);
+
+  std::string Check(const std::string& request_json);
+  std::string Offers(const std::string& request_json);
+  std::string Create(const std::string& request_json);
+  std::string Get(const std::string& request_json);
+  std::string List(const std::string& request_json);
+  std::string Delete(const std::string& request_json);
+  std::string OpenPorts(const std::string& request_json);
+
+ private:
+  using Instance = ::nebius::compute::v1::Instance;
+  using Operation = ::nebius::common::v1::Operation;
+
+  const std::string& Project();
+  std::unique_ptr<TokenSource> MakeTokens(std::shared_ptr<grpc::Channel> channel) const;
+
+  std::optional<Instance> InstanceByName(const std::string& name);
+  std::optional<Instance> InstanceById(const std::string& id);
+  /// The gpuprov instance a get/delete/open_ports request names by "id" or "name".
+  std::optional<Instance> Resolve(const Poco::JSON::Object::Ptr& request);
+  std::vector<Instance> Instances();
+
+  /// The subnet for new interfaces: config subnet_id, else the project's "default-subnet*",
+  /// else its first. Returns {subnet id, network id}.
+  std::pair<std::string, std::string> Subnet();
+
+  /// The VM's security group (made now, or gpuprov's from before) with `ports` open; its id.
+  std::string EnsureSecurityGroup(const std::string& vm_name, const std::vector<int>& ports,
+                                  const std::string& network_id,
+                                  const std::map<std::string, std::string>& labels,
+                                  bool* created);
+  /// Adds ingress rules for those of `ports` the group does not open to 0.0.0.0/0 yet.
+  void AddMissingRules(const std::string& group_id, const std::string& vm_name,
+                       const std::vector<int>& ports, bool with_egress);
+  /// The TCP ports of `ports` the group opens to 0.0.0.0/0.
+  std::vector<int> OpenPortsOf(const std::string& group_id, const std::vector<int>& ports);
+  /// The boot disk (made now, or gpuprov's from before) once READY; its id.
+  std::string EnsureBootDisk(const std::string& vm_name, const std::string& image_family,
+                             int64_t size_gib, const std::map<std::string, std::string>& labels,
+                             bool* created);
+
+  /// Deletes, each through its operation; false when it was not there (or not gpuprov's).
+  bool DeleteInstance(const Instance& inst);
+  bool DeleteBootDisk(const std::string& vm_name);
+  bool DeleteSecurityGroup(const std::string& vm_name);
+  /// The clean-up of a create that failed: what it made now goes, errors only warned.
+  void CleanUp(const std::string& vm_name, bool disk, bool group);
+
+  Poco::JSON::Object::Ptr VmJson(const Instance& inst, const std::vector<int>& ports) const;
+
+  gpuprov::sdk::Host host_;
+  Poco::JSON::Object::Ptr config_;
+  Endpoints endpoints_;
+  std::string region_;
+  std::string ssh_user_;
+  std::string project_;
+  std::unique_ptr<NebiusClient> client_;
+};
+
+}  // namespace gpuprov::nebius

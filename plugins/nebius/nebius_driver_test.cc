@@ -1,0 +1,424 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Loads the BUILT nebius driver .so with dlopen, as the host does, and drives it through the C
+// vtable against the nebius gRPC emulator (tests/emulators, `gpuprov-emulator --backend memory
+// --clouds nebius`) started as a child process. Authentication goes the service-account way:
+// the emulator writes the credentials file named by NEBIUS_CREDENTIALS_FILE and the driver
+// exchanges JWTs signed with it for access tokens. Talks only to 127.0.0.1.
+//
+// This binary does not link the generated protobuf messages (the driver .so carries them).
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "driver_test_util.h"
+#include "gpuprov/driver_abi.h"
+
+namespace gpuprov::nebius {
+namespace {
+
+using namespace drivers::testing;  // the shared driver test helpers (driver_test_util.h)
+using Poco::JSON::Array;
+using Poco::JSON::Object;
+
+constexpr const char* kKey =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJUeW8OWN9ub68dw8qD7cVkpP5fX+R7F0nbhoeOp4EjF test@gpuprov";
+constexpr const char* kProject = "project-e00test";
+
+constexpr char kDriverPath[] = GPUPROV_NEBIUS_DRIVER_PATH;
+using Driver = DriverAt<kDriverPath>;
+
+std::string CreateRequest(const std::string& name, const std::string& gpu = "H100",
+                          std::vector<int> ports = {22, 6443, 80, 443}) {
+  Object::Ptr req = new Object();
+  req->set("name", name);
+  req->set("region", "");
+  req->set("instance_type", "");
+  if (!gpu.empty()) {
+    Object::Ptr g = new Object();
+    g->set("type", gpu);
+    g->set("count", 1);
+    req->set("gpu", g);
+  }
+  req->set("image", "");
+  req->set("ssh_public_key", kKey);
+  req->set("user_data", "#!/bin/bash\necho hi\n");
+  Object::Ptr tags = new Object();
+  tags->set("gpuprov", "1");
+  tags->set("gpuprov-name", name);
+  tags->set("Team", "ML");
+  req->set("tags", tags);
+  Array::Ptr p = new Array();
+  for (int port : ports) p->add(port);
+  req->set("open_ports", p);
+  return Stringify(req);
+}
+
+// --- no emulator needed -----------------------------------------------------
+
+TEST(NebiusDescriptor, IdentityCapabilitiesAndKeys) {
+  const gpuprov_type_driver_descriptor* d = Driver::Descriptor();
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->magic, GPUPROV_DRIVER_MAGIC);
+  EXPECT_STREQ(d->name, "nebius");
+  EXPECT_EQ(d->capabilities,
+            static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
+                                  GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES));
+  ExpectEveryOperation(*d->vtable);
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < d->config_key_count; ++i) keys.push_back(d->config_keys[i]->name);
+  for (const char* k : {"project_id", "credentials_file", "region", "subnet_id", "image_family"}) {
+    EXPECT_NE(std::find(keys.begin(), keys.end(), k), keys.end()) << k;
+  }
+}
+
+TEST(NebiusDescriptor, RefusesPlaintextToANonLoopbackEndpoint) {
+  Driver driver(R"({"endpoint":"http://compute.api.nebius.cloud:443","config":{}})");
+  EXPECT_EQ(driver.init_status(), GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_TRUE(Contains(driver.init_error(), "loopback")) << driver.init_error();
+}
+
+TEST(NebiusDescriptor, NoCredentialsIsAuthBeforeAnyNetworkCall) {
+  ScopedTempDir home("nebius-home");
+  ScopedEnv h("HOME", home.path().c_str());
+  ScopedEnv t("NEBIUS_IAM_TOKEN", nullptr);
+  ScopedEnv f("NEBIUS_CREDENTIALS_FILE", nullptr);
+  ScopedEnv p("NEBIUS_PROJECT_ID", kProject);
+  // Port 9 (discard) on loopback: a call that got through would fail differently.
+  Driver driver(R"({"endpoint":"127.0.0.1:9","config":{}})");
+  ASSERT_EQ(driver.init_status(), GPUPROV_STATUS_OK) << driver.init_error();
+  OpResult r = driver.Check();
+  EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r;
+  EXPECT_TRUE(Contains(r.error, "NEBIUS_IAM_TOKEN")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "credentials_file")) << r.error;
+}
+
+TEST(NebiusDescriptor, NoProjectNamesWhereToSetIt) {
+  ScopedTempDir home("nebius-home");
+  ScopedEnv h("HOME", home.path().c_str());
+  ScopedEnv p("NEBIUS_PROJECT_ID", nullptr);
+  ScopedEnv t("NEBIUS_IAM_TOKEN", "some-token");
+  Driver driver(R"({"endpoint":"127.0.0.1:9","config":{}})");
+  OpResult r = driver.Check();
+  EXPECT_EQ(r.status, GPUPROV_STATUS_INVALID_INPUT) << r;
+  EXPECT_TRUE(Contains(r.error, "project_id")) << r.error;
+}
+
+TEST(NebiusDescriptor, BadInputIsRefusedBeforeAnyCall) {
+  ScopedEnv t("NEBIUS_IAM_TOKEN", "some-token");
+  ScopedEnv p("NEBIUS_PROJECT_ID", kProject);
+  Driver driver(R"({"endpoint":"127.0.0.1:9","config":{}})");
+  OpResult bad = driver.Create(CreateRequest("Bad_Name"));
+  EXPECT_EQ(bad.status, GPUPROV_STATUS_INVALID_INPUT) << bad;
+  OpResult gpu = driver.Create(CreateRequest("demo", "A100"));
+  EXPECT_EQ(gpu.status, GPUPROV_STATUS_INVALID_INPUT) << gpu;
+  EXPECT_TRUE(Contains(gpu.error, "H100")) << gpu.error;
+  Object::Ptr req = ParseJson(CreateRequest("big"));
+  req->set("user_data", std::string(32768, 'x'));
+  OpResult big = driver.Create(Stringify(req));
+  EXPECT_EQ(big.status, GPUPROV_STATUS_INVALID_INPUT) << big;
+  req = ParseJson(CreateRequest("key"));
+  req->set("ssh_public_key", "not a key");
+  OpResult key = driver.Create(Stringify(req));
+  EXPECT_EQ(key.status, GPUPROV_STATUS_INVALID_INPUT) << key;
+  EXPECT_TRUE(Contains(key.error, "ssh_public_key")) << key.error;
+}
+
+// --- the emulator -----------------------------------------------------------
+
+class NebiusEmulator {
+ public:
+  static std::optional<std::string> Problem() {
+    return EmulatorProcess::Problem(GPUPROV_EMULATOR_PATH);
+  }
+  bool Start(std::string* problem) {
+    creds_ = (dir_.path() / "credentials.json").string();
+    return process_.Start(GPUPROV_EMULATOR_PATH,
+                          {"--backend", "memory", "--clouds", "nebius", "--boot-seconds", "1"},
+                          {{"NEBIUS_CREDENTIALS_FILE", creds_}, {"NEBIUS_IAM_TOKEN", "emu-token"}},
+                          {"nebius"}, problem);
+  }
+  const std::string& creds() const { return creds_; }
+  std::string url() const { return process_.Url("nebius"); }
+  void Reset() { process_.Reset("nebius"); }
+  void Fault(const std::string& json_fields) {
+    process_.Fault(R"({"cloud":"nebius",)" + json_fields + "}");
+  }
+  long long Count(const std::string& what) { return process_.Count("nebius", what); }
+  std::string Reachable(const std::string& name) {
+    return process_.ReachablePorts("nebius", name);
+  }
+  std::string UserData(const std::string& name) {
+    HttpReply r = process_.Control("GET", "/instances?cloud=nebius");
+    Array::Ptr list = r.Doc()->getArray("instances");
+    for (size_t i = 0; list && i < list->size(); ++i) {
+      Object::Ptr o = list->getObject(static_cast<unsigned>(i));
+      if (o->getValue<std::string>("name") == name) return o->optValue<std::string>("user_data", "");
+    }
+    return "";
+  }
+
+ private:
+  ScopedTempDir dir_{"nebius-emu"};
+  std::string creds_;
+  EmulatorProcess process_;
+};
+
+class NebiusEmulatorTest : public SharedEmulatorTest<NebiusEmulator> {
+ protected:
+  void SetUp() override {
+    SharedEmulatorTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    emulator_->Reset();
+    token_ = std::make_unique<ScopedEnv>("NEBIUS_IAM_TOKEN", nullptr);
+    creds_ = std::make_unique<ScopedEnv>("NEBIUS_CREDENTIALS_FILE", emulator_->creds().c_str());
+    project_ = std::make_unique<ScopedEnv>("NEBIUS_PROJECT_ID", kProject);
+  }
+  void TearDown() override {
+    token_.reset();
+    creds_.reset();
+    project_.reset();
+  }
+
+  static std::string Config(const std::string& extra = "") {
+    return R"({"endpoint":")" + emulator_->url() +
+           R"(","config":{"poll_interval_ms":100,"call_timeout_seconds":10,)"
+           R"("retry":{"max_attempts":6,"base_delay_ms":5,"max_delay_ms":50,)"
+           R"("max_retry_after_ms":100,"total_budget_ms":20000,"attempt_timeout_ms":10000})" +
+           extra + "}}";
+  }
+
+  static Object::Ptr WaitRunning(Driver& driver, const std::string& id) {
+    return drivers::testing::WaitRunning(driver, id, std::chrono::seconds(30), "instance");
+  }
+
+  void ExpectNothingLeft() {
+    EXPECT_EQ(emulator_->Count("instances"), 0);
+    EXPECT_EQ(emulator_->Count("disks"), 0);
+    EXPECT_EQ(emulator_->Count("security_groups"), 0);
+    EXPECT_EQ(emulator_->Count("security_rules"), 0);
+  }
+
+  std::unique_ptr<ScopedEnv> token_, creds_, project_;
+};
+
+TEST_F(NebiusEmulatorTest, CheckExchangesTheServiceAccountKey) {
+  Driver driver(Config());
+  ASSERT_EQ(driver.init_status(), GPUPROV_STATUS_OK) << driver.init_error();
+  OpResult r = driver.Check();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  Object::Ptr doc = ParseJson(r.json);
+  EXPECT_TRUE(Contains(doc->getValue<std::string>("account"), kProject)) << r.json;
+  EXPECT_TRUE(Contains(doc->getValue<std::string>("account"), emulator_->creds())) << r.json;
+  EXPECT_LT(doc->getValue<int>("user_data_limit"), 32768);
+  EXPECT_FALSE(Contains(r.json, "v1.emu"));  // no token in the result
+}
+
+TEST_F(NebiusEmulatorTest, ReadyTokenFromTheEnvironment) {
+  ScopedEnv t("NEBIUS_IAM_TOKEN", "emu-token");
+  Driver driver(Config());
+  EXPECT_EQ(driver.Check().status, GPUPROV_STATUS_OK);
+  ScopedEnv wrong("NEBIUS_IAM_TOKEN", "wrong-token");
+  Driver refused(Config());
+  OpResult r = refused.Check();
+  EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r;
+  EXPECT_TRUE(Contains(r.error, "$NEBIUS_IAM_TOKEN")) << r.error;
+  EXPECT_FALSE(Contains(r.error, "wrong-token")) << r.error;
+}
+
+TEST_F(NebiusEmulatorTest, ProjectAndKeyFromTheNebiusCliFiles) {
+  // No variables: the project from the CLI profile's parent-id, the key from
+  // ~/.nebius/credentials.json.
+  ScopedTempDir home("nebius-home");
+  std::filesystem::create_directories(home.path() / ".nebius");
+  {
+    std::ofstream cfg(home.path() / ".nebius" / "config.yaml");
+    cfg << "default: other\nprofiles:\n  other:\n    parent-id: project-e00nope\n"
+           "  work:\n    parent-id: " << kProject << "\n";
+  }
+  std::filesystem::copy_file(emulator_->creds(), home.path() / ".nebius" / "credentials.json");
+  ScopedEnv h("HOME", home.path().c_str());
+  ScopedEnv f("NEBIUS_CREDENTIALS_FILE", nullptr);
+  ScopedEnv p("NEBIUS_PROJECT_ID", nullptr);
+  ScopedEnv profile("NEBIUS_PROFILE", "work");
+  Driver driver(Config());
+  OpResult r = driver.Check();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  const std::string account = r.Doc()->getValue<std::string>("account");
+  EXPECT_TRUE(Contains(account, kProject)) << account;
+  EXPECT_TRUE(Contains(account, ".nebius/credentials.json")) << account;
+}
+
+TEST_F(NebiusEmulatorTest, CreateGetListOpenPortsDeleteLeaveNothing) {
+  Driver driver(Config());
+  OpResult c = driver.Create(CreateRequest("nb-one"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  Object::Ptr vm = ParseJson(c.json)->getObject("vm");
+  EXPECT_FALSE(ParseJson(c.json)->getValue<bool>("existing"));
+  const std::string id = vm->getValue<std::string>("id");
+  EXPECT_EQ(id.rfind("computeinstance-", 0), 0u) << id;
+  EXPECT_EQ(vm->getValue<std::string>("instance_type"), "gpu-h100-sxm/1gpu-16vcpu-200gb");
+  EXPECT_EQ(vm->getValue<std::string>("gpus"), "H100:1");
+  EXPECT_EQ(vm->getObject("tags")->getValue<std::string>("gpuprov"), "1");
+  EXPECT_EQ(vm->getObject("tags")->getValue<std::string>("gpuprov-name"), "nb-one");
+  EXPECT_EQ(vm->getObject("tags")->getValue<std::string>("team"), "ml");
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  EXPECT_EQ(emulator_->Count("disks"), 1);
+  EXPECT_EQ(emulator_->Count("security_groups"), 1);
+
+  Object::Ptr running = WaitRunning(driver, id);
+  ASSERT_TRUE(running);
+  EXPECT_EQ(running->getValue<std::string>("public_ip").find('/'), std::string::npos);
+  EXPECT_EQ(running->getValue<std::string>("public_ip").rfind("127.", 0), 0u);
+  EXPECT_EQ(running->getValue<std::string>("ssh_user"), "ubuntu");
+  EXPECT_EQ(emulator_->Reachable("nb-one"), "22,80,443,6443");
+
+  // The user data: cloud-config with the key for ubuntu, then the boot script.
+  const std::string ud = emulator_->UserData("nb-one");
+  EXPECT_TRUE(Contains(ud, "text/cloud-config")) << ud;
+  EXPECT_TRUE(Contains(ud, kKey)) << ud;
+  EXPECT_TRUE(Contains(ud, "#!/bin/bash\necho hi")) << ud;
+
+  // By name: the same VM, not a second one.
+  OpResult again = driver.Create(CreateRequest("nb-one"));
+  ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << again;
+  EXPECT_TRUE(ParseJson(again.json)->getValue<bool>("existing"));
+  EXPECT_EQ(ParseJson(again.json)->getObject("vm")->getValue<std::string>("id"), id);
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  EXPECT_EQ(emulator_->Count("disks"), 1);
+
+  OpResult byname = driver.Get(R"({"name":"nb-one"})");
+  ASSERT_EQ(byname.status, GPUPROV_STATUS_OK) << byname;
+  OpResult list = driver.List();
+  ASSERT_EQ(list.status, GPUPROV_STATUS_OK) << list;
+  EXPECT_EQ(ParseJson(list.json)->getArray("vms")->size(), 1u);
+
+  OpResult open = driver.OpenPorts(R"({"id":")" + id + R"(","name":"nb-one","ports":[22,8080]})");
+  ASSERT_EQ(open.status, GPUPROV_STATUS_OK) << open;
+  EXPECT_EQ(emulator_->Reachable("nb-one"), "22,80,443,6443,8080");
+
+  OpResult del = driver.Delete(R"({"id":")" + id + R"(","name":"nb-one"})");
+  ASSERT_EQ(del.status, GPUPROV_STATUS_OK) << del;
+  EXPECT_TRUE(ParseJson(del.json)->getValue<bool>("deleted"));
+  ExpectNothingLeft();
+  OpResult gone = driver.Get(R"({"id":")" + id + R"("})");
+  EXPECT_EQ(gone.status, GPUPROV_STATUS_NOT_FOUND) << gone;
+  OpResult twice = driver.Delete(R"({"id":")" + id + R"(","name":"nb-one"})");
+  ASSERT_EQ(twice.status, GPUPROV_STATUS_OK) << twice;
+  EXPECT_FALSE(ParseJson(twice.json)->getValue<bool>("deleted"));
+}
+
+TEST_F(NebiusEmulatorTest, CapacityAndQuotaAreTheirStatusesAndLeaveNothing) {
+  Driver driver(Config());
+  emulator_->Fault(R"("fault":"capacity")");
+  OpResult cap = driver.Create(CreateRequest("nb-cap"));
+  EXPECT_EQ(cap.status, GPUPROV_STATUS_CAPACITY) << cap;
+  ExpectNothingLeft();
+  emulator_->Fault(R"("fault":"quota")");
+  OpResult quota = driver.Create(CreateRequest("nb-quota"));
+  EXPECT_EQ(quota.status, GPUPROV_STATUS_QUOTA) << quota;
+  ExpectNothingLeft();
+  // The same, reported by the create operation instead of the call.
+  emulator_->Fault(R"("fault":"capacity","value":"operation")");
+  OpResult cap_op = driver.Create(CreateRequest("nb-capop"));
+  EXPECT_EQ(cap_op.status, GPUPROV_STATUS_CAPACITY) << cap_op;
+  ExpectNothingLeft();
+}
+
+TEST_F(NebiusEmulatorTest, ThrottlingAndUnavailableAreRetried) {
+  Driver driver(Config());
+  emulator_->Fault(R"("fault":"throttle","times":2)");
+  emulator_->Fault(R"("fault":"server_error","times":2)");
+  OpResult c = driver.Create(CreateRequest("nb-retry", ""));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  EXPECT_EQ(ParseJson(c.json)->getObject("vm")->getValue<std::string>("instance_type"),
+            "cpu-d3/8vcpu-32gb");
+  OpResult del = driver.Delete(R"({"name":"nb-retry"})");
+  ASSERT_EQ(del.status, GPUPROV_STATUS_OK) << del;
+  ExpectNothingLeft();
+}
+
+TEST_F(NebiusEmulatorTest, ALostCreateAnswerIsRetriedWithTheSameIdempotencyKey) {
+  Driver driver(Config());
+  // The create happens, then its answer is lost (UNAVAILABLE): the retry carries the same
+  // x-idempotency-key and gets the same operation, not a second instance.
+  emulator_->Fault(
+      R"("fault":"server_error","value":"after_create","path":"/nebius.compute.v1.InstanceService/Create")");
+  OpResult c = driver.Create(CreateRequest("nb-lost", ""));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  EXPECT_FALSE(c.Doc()->getValue<bool>("existing"));
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  ASSERT_EQ(driver.Delete(R"({"name":"nb-lost"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(NebiusEmulatorTest, DeleteOfAHalfDoneCreateRemovesItsDiskAndGroup) {
+  Driver driver(Config());
+  std::thread t([&] { driver.Create(CreateRequest("nb-half")); });
+  // Cancelled once the boot disk is being made (the group exists by then).
+  for (int i = 0; i < 300 && emulator_->Count("disks") == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const_cast<drivers::testing::RecordingHost&>(driver.host()).cancel = true;
+  t.join();
+  if (emulator_->Count("instances") != 0) GTEST_SKIP() << "the instance was made before the cancel";
+  EXPECT_EQ(emulator_->Count("security_groups"), 1);
+  Driver down(Config());
+  OpResult d = down.Delete(R"({"name":"nb-half"})");
+  ASSERT_EQ(d.status, GPUPROV_STATUS_OK) << d;
+  EXPECT_FALSE(d.Doc()->getValue<bool>("deleted"));  // no instance was there
+  ExpectNothingLeft();
+}
+
+TEST_F(NebiusEmulatorTest, RevokedTokenIsExchangedAgainOnce) {
+  Driver driver(Config());
+  ASSERT_EQ(driver.Check().status, GPUPROV_STATUS_OK);
+  emulator_->Fault(R"("fault":"auth_failure")");
+  EXPECT_EQ(driver.List().status, GPUPROV_STATUS_OK);
+  emulator_->Fault(R"("fault":"auth_failure","times":2)");
+  OpResult r = driver.List();
+  EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r;
+}
+
+TEST_F(NebiusEmulatorTest, CancelStopsAWaitAndARerunFinishesWithoutDuplicates) {
+  Driver driver(Config());
+  std::atomic<bool> done{false};
+  OpResult first;
+  std::thread t([&] {
+    first = driver.Create(CreateRequest("nb-cancel"));
+    done = true;
+  });
+  // Cancel once the security group exists (the create is under way).
+  for (int i = 0; i < 200 && emulator_->Count("security_groups") == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const_cast<drivers::testing::RecordingHost&>(driver.host()).cancel = true;
+  const auto start = std::chrono::steady_clock::now();
+  t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_TRUE(done);
+  if (first.status == GPUPROV_STATUS_OK) GTEST_SKIP() << "the create finished before the cancel";
+  EXPECT_EQ(first.status, GPUPROV_STATUS_CANCELLED) << first;
+
+  Driver rerun(Config());
+  OpResult c = rerun.Create(CreateRequest("nb-cancel"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  EXPECT_EQ(emulator_->Count("disks"), 1);
+  EXPECT_EQ(emulator_->Count("security_groups"), 1);
+  ASSERT_EQ(rerun.Delete(R"({"name":"nb-cancel"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+}  // namespace
+}  // namespace gpuprov::nebius
