@@ -154,6 +154,10 @@ class NebiusEmulator {
     process_.Fault(R"({"cloud":"nebius",)" + json_fields + "}");
   }
   long long Count(const std::string& what) { return process_.Count("nebius", what); }
+  void Settings(const std::string& json_fields) {
+    HttpReply r = process_.Control("POST", "/settings", R"({"cloud":"nebius",)" + json_fields + "}");
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
   std::string Reachable(const std::string& name) {
     return process_.ReachablePorts("nebius", name);
   }
@@ -377,6 +381,20 @@ TEST_F(NebiusEmulatorTest, DeleteOfAHalfDoneCreateRemovesItsDiskAndGroup) {
   OpResult d = down.Delete(R"({"name":"nb-half"})");
   ASSERT_EQ(d.status, GPUPROV_STATUS_OK) << d;
   EXPECT_FALSE(d.Doc()->getValue<bool>("deleted"));  // no instance was there
+  ExpectNothingLeft();
+}
+
+TEST_F(NebiusEmulatorTest, AVanishedInstanceIsNotFoundAndDeleteRemovesTheRest) {
+  Driver driver(Config());
+  OpResult c = driver.Create(CreateRequest("nb-vanish", ""));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  emulator_->Settings(R"("vanish_instance":"nb-vanish")");
+  OpResult g = driver.Get(R"({"id":")" + id + R"(","name":"nb-vanish"})");
+  EXPECT_EQ(g.status, GPUPROV_STATUS_NOT_FOUND) << g;
+  OpResult d = driver.Delete(R"({"id":")" + id + R"(","name":"nb-vanish"})");
+  ASSERT_EQ(d.status, GPUPROV_STATUS_OK) << d;
+  EXPECT_FALSE(d.Doc()->getValue<bool>("deleted"));
   ExpectNothingLeft();
 }
 

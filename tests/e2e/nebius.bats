@@ -218,3 +218,19 @@ quick_ssh_wait() {
   [ ! -e "$GPUPROV_HOME/state/nb-stop.json" ]
   expect_nebius_clean
 }
+
+@test "nebius: an instance that vanishes: down removes its boot disk and security group" {
+  use_emulator memory
+  quick_ssh_wait
+  run "$GPUPROV" provision --name nb-lost --cloud nebius --gpus H100:1 --no-k8s
+  echo "$output"
+  [ "$(count nebius instances)" -eq 1 ]
+  curl -fsS -X POST "$CONTROL/settings" -d '{"cloud":"nebius","vanish_instance":"nb-lost"}' >/dev/null
+  [ "$(count nebius instances)" -eq 0 ]
+  [ "$(count nebius disks)" -eq 1 ]
+  [ "$(count nebius security_groups)" -eq 1 ]
+  run "$GPUPROV" down nb-lost
+  echo "$output"
+  [ "$status" -eq 0 ]
+  expect_nebius_clean
+}

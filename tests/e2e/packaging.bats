@@ -49,4 +49,10 @@ load helpers
   dpkg-deb -c "$sdk" | grep -q 'include/gpuprov/driver_kit/driver_kit.h$'
   dpkg-deb -c "$sdk" | grep -q 'libgpuprov_driver_kit.a$'
   dpkg-deb -f "$sdk" Depends | grep -q 'libyaml-cpp-dev'
+  # gRPC is the nebius driver's own: its package needs the runtime, the core's does not.
+  nebius=$(ls "$debs"/gpuprov-driver-nebius_*.deb)
+  [ "$(dpkg-deb -f "$nebius" Depends)" = "gpuprov (= $version), libgrpc++1.51, libgrpc29, libprotobuf32" ]
+  core_depends=$(dpkg-deb -f "$core" Depends)
+  [[ "$core_depends" != *grpc* && "$core_depends" != *protobuf* ]]
+  dpkg-deb -f "$all" Depends | grep -q "gpuprov-driver-nebius (= $version)"
 }
