@@ -82,15 +82,11 @@ port_answers() {
   [ "$(file_mode "$kc")" = 600 ]
   [ "$(KUBECONFIG=$kc kubectl config view -o jsonpath='{.clusters[0].cluster.server}')" = "https://127.0.0.1:16443" ]
   address=$(field mc-k8s address)
-  # LEAD: after merging the node-firewall branch, set MC_NODE_FIREWALL=1 here (or drop the
-  # condition): the installer then closes every inbound port but SSH on tunnel-access clouds,
-  # and 6443 must NOT answer at the public address. Until then the API is open there, which
-  # the else branch documents (the emulator does not hide it).
-  if [ "${MC_NODE_FIREWALL:-0}" = 1 ]; then
-    run ! port_answers "$address" 6443
-  else
-    port_answers "$address" 6443
-  fi
+  # No firewall API: the installer's node firewall closes every inbound port but SSH, so 6443
+  # must not answer at the public address (the emulator forwards every port the node listens on).
+  [[ "$(field mc-k8s probe.api_at_public_address)" == closed* ]]
+  run ! port_answers "$address" 6443
+  port_answers "$address" 22
   # Through the tunnel (a free port, never a user's own 16443) kubectl reaches the cluster.
   port=$(free_port)
   start_tunnel mc-k8s "$port"

@@ -148,12 +148,10 @@ container_of() {
   expect_verda_clean
 }
 
-# ENABLE AFTER MERGING the 'firewall' branch (issue 13's node firewall on tunnel-access
-# clouds): remove the skip line. Verda has no firewall API and the emulator's docker backend
+# Verda has no firewall API and the emulator's docker backend
 # forwards every port the node listens on, as the real cloud is believed to; the installer's
 # node firewall must close 6443 at the public address while the tunnel still reaches it.
 @test "verda: the API port is not reachable at the public address, only through the tunnel (node firewall)" {
-  skip "enable after merging the firewall branch (node firewall on tunnel-access clouds)"
   use_emulator docker
   run "$GPUPROV" provision --name vd-fw --cloud verda --gpus H100:1
   echo "$output"
