@@ -87,9 +87,14 @@ TEST(ClusterPlan, TheBootScriptCarriesTheK3sChoiceWithinEc2sLimit) {
                        "'ssh-only'\n");
 }
 
-// The exec line of a boot script: the installer's arguments.
-std::string ExecLine(const ClusterPlan& p) {
-  return p.boot_script.substr(p.boot_script.rfind("\nexec bash ") + 1);
+// The line of a boot script that runs the installer, without the command itself: its
+// arguments ("" when none). The cloud-init form ends in `exec bash ...`; the startup-script form
+// runs `bash ...` so its exit trap can record the status.
+std::string InstallerArgsOf(const ClusterPlan& p) {
+  const std::string run = "bash \"$dir/gpuprov-install.sh\"";
+  const std::size_t at = p.boot_script.rfind(run);
+  if (at == std::string::npos) return "<no installer line>";
+  return p.boot_script.substr(at + run.size());
 }
 
 TEST(ClusterPlan, TunnelAccessFirewallsTheNodeOnBothBootForms) {
@@ -104,7 +109,7 @@ TEST(ClusterPlan, TunnelAccessFirewallsTheNodeOnBothBootForms) {
       EXPECT_FALSE(p.direct);
       EXPECT_EQ(NodeFirewallFor(p), "ssh-only");
       EXPECT_LE(p.boot_script.size(), limit);
-      EXPECT_EQ(ExecLine(p), "exec bash \"$dir/gpuprov-install.sh\" '--node-firewall' 'ssh-only'\n");
+      EXPECT_EQ(InstallerArgsOf(p), " '--node-firewall' 'ssh-only'\n");
     }
   }
 }
@@ -113,7 +118,9 @@ TEST(ClusterPlan, DirectAccessLeavesTheNodeFirewallAlone) {
   ClusterPlan p = PlanCluster(kCloudInit | GPUPROV_CAP_OPEN_PORTS, 16384);
   ASSERT_TRUE(p.boot_route);
   EXPECT_EQ(NodeFirewallFor(p), "");
-  EXPECT_EQ(ExecLine(p), "exec bash \"$dir/gpuprov-install.sh\"\n");
+  EXPECT_EQ(InstallerArgsOf(p), "\n");
+  // cloud-init's form hands the boot over to the installer.
+  EXPECT_NE(p.boot_script.find("\nexec bash \"$dir/gpuprov-install.sh\"\n"), std::string::npos);
 }
 
 TEST(ClusterPlan, TooSmallLimitFallsBackToSshWithANote) {
