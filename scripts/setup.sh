@@ -17,7 +17,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev ccache
   docker.io mmdebstrap openssh-client bats shellcheck kubectl
   python3 python3-libcloud python3-digitalocean hyperfine awscli
-  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler python3-grpcio python3-protobuf
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler python3-grpcio python3-protobuf openssl
 )
 
 missing=()
