@@ -160,3 +160,10 @@ expect_k8s_by_boot_route() {
     [[ "$1" == *"probe: check-api: installed, k3s running"* ]] &&
     [[ "$1" != *"node round trip "*": push installer"* ]]
 }
+
+# api_ping ADDRESS: k3s's anonymous /ping at ADDRESS:6443 from this machine ("pong" when open).
+# An HTTP check, not a TCP connect: the emulators' port gate accepts a connection before it
+# reaches the node, whose firewall then drops it (tests/emulators/README.md, Reachability).
+api_ping() {
+  curl -sk --connect-timeout 3 --max-time 6 "https://$1:6443/ping"
+}

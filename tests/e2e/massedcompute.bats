@@ -85,7 +85,7 @@ port_answers() {
   # No firewall API: the installer's node firewall closes every inbound port but SSH, so 6443
   # must not answer at the public address (the emulator forwards every port the node listens on).
   [[ "$(field mc-k8s probe.api_at_public_address)" == closed* ]]
-  run ! port_answers "$address" 6443
+  run ! api_ping "$address"
   port_answers "$address" 22
   # Through the tunnel (a free port, never a user's own 16443) kubectl reaches the cluster.
   port=$(free_port)

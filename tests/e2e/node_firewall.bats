@@ -31,11 +31,6 @@ teardown() {
   rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
 }
 
-# api_ping ADDRESS: k3s's anonymous /ping at ADDRESS:6443 from this machine ("pong" when open).
-api_ping() {
-  curl -sk --connect-timeout 3 --max-time 6 "https://$1:6443/ping"
-}
-
 @test "tunnel access (Prime Intellect): 6443 is closed at the VM's address, kubectl works through gpuprov tunnel" {
   run "$GPUPROV" -v provision --name nf-pi --cloud primeintellect --gpus H100:1
   echo "$output"

@@ -161,7 +161,7 @@ container_of() {
   [[ "$(field vd-fw probe.api_at_public_address)" == closed* ]]
   local ip kc="$GPUPROV_HOME/kube/vd-fw.yaml" port
   ip=$(field vd-fw public_ip)
-  run ! timeout 5 bash -c "exec 3<>/dev/tcp/$ip/6443"
+  run ! api_ping "$ip"
   run timeout 5 bash -c "exec 3<>/dev/tcp/$ip/22"
   [ "$status" -eq 0 ]
   port=$(free_port)
