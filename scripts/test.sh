@@ -46,7 +46,8 @@ wait
 for i in $(seq 1 "$n"); do
   cat "$log_dir/bats.$i.log"
   cat "$log_dir/bats.$i.log" >>"$log_dir/bats.log"
-  [ "$(cat "$log_dir/bats.$i.rc")" -eq 0 ] || bats_rc=1
+  rc=$(cat "$log_dir/bats.$i.rc" 2>/dev/null || echo missing)
+  [ "$rc" = 0 ] || { echo "bats job $i ended with status $rc" >&2; bats_rc=1; }
 done
 
 # One closing line over both runners: ctest counts each registered test (gpuprov_test is one),

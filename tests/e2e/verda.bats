@@ -160,7 +160,7 @@ container_of() {
   [[ "$output" == *"the API is closed at"* ]]
   [[ "$(field vd-fw probe.api_at_public_address)" == closed* ]]
   local ip kc="$GPUPROV_HOME/kube/vd-fw.yaml" port
-  ip=$(field vd-fw public_ip)
+  ip=$(field vd-fw address)
   run ! api_ping "$ip"
   run timeout 5 bash -c "exec 3<>/dev/tcp/$ip/22"
   [ "$status" -eq 0 ]
@@ -182,10 +182,12 @@ container_of() {
 # its -v output is in $output, its exit status in $rc.
 boot_install_interrupted() {
   local name=$1 pattern=$2 pid _
-  fault '{"cloud":"verda","fault":"k3s_faults","value":"slow-start 20"}'
+  # k3s starts slowly enough (40 s) for the probe, a round trip every few seconds even on a
+  # loaded machine, to see the k3s-start step running; the wait below allows for a slow boot.
+  fault '{"cloud":"verda","fault":"k3s_faults","value":"slow-start 40"}'
   "$GPUPROV" -v provision --name "$name" --cloud verda >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
   pid=$!
-  for _ in $(seq 1 300); do
+  for _ in $(seq 1 900); do
     grep -q "probe: wait: the boot install is running (k3s-start)" "$BATS_TEST_TMPDIR/out" && break
     sleep 0.2
   done
