@@ -89,6 +89,32 @@ class EmulatorDockerTest : public DockerBackendTest {
     return GetObject(k.Json(), "ssh_key")->getValue<int64_t>("id");
   }
 
+  // Registers the test key and creates a one-L40S Prime Intellect pod NAME; *conn is its
+  // sshConnection ("root@ADDRESS -p PORT") once the API reports one.
+  void CreatePod(const std::string& name, std::string* conn) {
+    Reply k = Call(pi_, "POST", "/ssh_keys/",
+                   R"({"name":"t","publicKey":")" + std::string(kPublicKey) + "\"}", kPiKey);
+    ASSERT_EQ(k.status, 200);
+    Reply c = Call(pi_, "POST", "/pods/",
+                   R"({"pod":{"name":")" + name +
+                       R"(","cloudId":"1L40S.20V","gpuType":"L40S_48GB","gpuCount":1,"socket":"PCIe"},"provider":{"type":"datacrunch"}})",
+                   kPiKey);
+    ASSERT_EQ(c.status, 200) << c.body;
+    const std::string id = c.Json()->getValue<std::string>("id");
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          JsonObject p = Call(pi_, "GET", "/pods/" + id, "", kPiKey).Json();
+          auto s = GetString(p, "sshConnection");
+          if (auto a = GetArray(p, "sshConnection"); a && a->size() && !a->isNull(0)) {
+            s = a->getElement<std::string>(0);
+          }
+          if (!s) return false;
+          *conn = *s;
+          return true;
+        },
+        60s));
+  }
+
   std::string do_, pi_;
 };
 
@@ -183,27 +209,8 @@ TEST_F(EmulatorDockerTest, BootScriptFailsAndGpuAppearsLater) {
 }
 
 TEST_F(EmulatorDockerTest, PrimeIntellectPodPublishesSshOnARemappedPort) {
-  Reply k = Call(pi_, "POST", "/ssh_keys/",
-                 R"({"name":"t","publicKey":")" + std::string(kPublicKey) + "\"}", kPiKey);
-  ASSERT_EQ(k.status, 200);
-  Reply c = Call(pi_, "POST", "/pods/",
-                 R"({"pod":{"name":"emu-docker-pod","cloudId":"1L40S.20V","gpuType":"L40S_48GB","gpuCount":1,"socket":"PCIe"},"provider":{"type":"datacrunch"}})",
-                 kPiKey);
-  ASSERT_EQ(c.status, 200) << c.body;
-  const std::string id = c.Json()->getValue<std::string>("id");
   std::string conn;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        JsonObject p = Call(pi_, "GET", "/pods/" + id, "", kPiKey).Json();
-        auto s = GetString(p, "sshConnection");
-        if (auto a = GetArray(p, "sshConnection"); a && a->size() && !a->isNull(0)) {
-          s = a->getElement<std::string>(0);
-        }
-        if (!s) return false;
-        conn = *s;
-        return true;
-      },
-      60s));
+  ASSERT_NO_FATAL_FAILURE(CreatePod("emu-docker-pod", &conn));
   // root@127.90.x.y -p N with N != 22, and SSH answers exactly there.
   const size_t at = conn.find('@'), p = conn.find(" -p ");
   ASSERT_NE(p, std::string::npos) << conn;
@@ -227,27 +234,8 @@ TEST_F(EmulatorDockerTest, PrimeIntellectPodPublishesSshOnARemappedPort) {
 // can close the Kubernetes ports. The gate delivers through the container's network namespace,
 // so rules there (as gpuprov's installer writes them on tunnel-access clouds) do close them.
 TEST_F(EmulatorDockerTest, PrimeIntellectForwardsEveryListeningPortUntilTheNodeFirewallDropsIt) {
-  Reply k = Call(pi_, "POST", "/ssh_keys/",
-                 R"({"name":"t","publicKey":")" + std::string(kPublicKey) + "\"}", kPiKey);
-  ASSERT_EQ(k.status, 200);
-  Reply c = Call(pi_, "POST", "/pods/",
-                 R"({"pod":{"name":"emu-docker-open","cloudId":"1L40S.20V","gpuType":"L40S_48GB","gpuCount":1,"socket":"PCIe"},"provider":{"type":"datacrunch"}})",
-                 kPiKey);
-  ASSERT_EQ(c.status, 200) << c.body;
-  const std::string id = c.Json()->getValue<std::string>("id");
   std::string conn;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        JsonObject p = Call(pi_, "GET", "/pods/" + id, "", kPiKey).Json();
-        auto s = GetString(p, "sshConnection");
-        if (auto a = GetArray(p, "sshConnection"); a && a->size() && !a->isNull(0)) {
-          s = a->getElement<std::string>(0);
-        }
-        if (!s) return false;
-        conn = *s;
-        return true;
-      },
-      60s));
+  ASSERT_NO_FATAL_FAILURE(CreatePod("emu-docker-open", &conn));
   const size_t at = conn.find('@'), p = conn.find(" -p ");
   ASSERT_NE(p, std::string::npos) << conn;
   const std::string ip = conn.substr(at + 1, p - at - 1);
