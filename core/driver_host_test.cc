@@ -251,6 +251,25 @@ TEST_F(DriverFilesTest, AnAbiOneZeroDriverStillLoadsAndRuns) {
   EXPECT_EQ(driver->Call(DriverOp::kList, "{}"), "{}");
 }
 
+TEST_F(DriverFilesTest, AnAbiOneOneDriverLoadsAndCannotListResources) {
+  // abi11 is built with a verbatim copy of the 1.1 header: its function table ends at
+  // open_ports, so the host must not read list_resources or delete_resource from it.
+  DriverHost host(std::vector<gpuprov::DriverSearchDir>{{GPUPROV_FIXTURE_DRIVER_DIR, "fixtures"}});
+  DriverInfo info = host.Find("abi11");
+  EXPECT_TRUE(info.ok()) << info.problem;
+  EXPECT_EQ(info.abi_minor_required, 1);
+  EXPECT_FALSE(info.lists_resources);
+  auto driver = host.Open("abi11", R"({"endpoint":"","config":{}})", {});
+  EXPECT_EQ(driver->Call(DriverOp::kList, "{}"), "{}");
+  try {
+    driver->Call(DriverOp::kListResources, "{}");
+    FAIL() << "a 1.1 driver has no list_resources";
+  } catch (const DriverCallError& e) {
+    EXPECT_EQ(e.status(), GPUPROV_STATUS_UNSUPPORTED);
+    EXPECT_NE(std::string(e.what()).find("list_resources"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(DriverFilesTest, DeclaredConfigKeysAreRead) {
   DriverHost host(std::vector<gpuprov::DriverSearchDir>{{GPUPROV_FIXTURE_DRIVER_DIR, "fixtures"}});
   // A C driver's table...
