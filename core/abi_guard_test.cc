@@ -52,7 +52,7 @@ std::string Sha256(const std::string& s) {
 const std::map<std::string, std::string> kKnownAbi = {
     {"1.0", "ed1e4e63b037e98c6488b8499496a7aa1a34b442f50af103eaeee7cc599fadc6"},
     {"1.1", "973b1857a0806f2e97ccee40d5085e8b3ec641dc6cb6e445a247c55dafe88b1a"},
-    {"1.2", "PENDING"},
+    {"1.2", "28d36bb7a001dc82707d9d819fb64c32d2b2569262f3060bf81230db8075814e"},
 };
 
 TEST(AbiGuard, HeaderMatchesTheHashRecordedForItsVersion) {

@@ -179,8 +179,10 @@ void PrintText(const std::vector<GcCloudReport>& reports, bool asked_to_delete) 
     out << "no orphaned resources on " << swept << (swept == 1 ? " cloud" : " clouds")
         << " swept\n";
   } else if (!asked_to_delete) {
-    out << total << (total == 1 ? " resource carries" : " resources carry")
-        << " gpuprov's marks but belongs to no VM record";
+    out << total
+        << (total == 1 ? " resource carries gpuprov's marks but belongs"
+                       : " resources carry gpuprov's marks but belong")
+        << " to no VM record here";
     if (cost > 0) out << " (about $" << Money(cost) << "/h)";
     out << "; delete with `gpuprov gc --delete`\n";
   }

@@ -10,11 +10,16 @@ bats_require_minimum_version 1.5.0
 
 setup_file() {
   export DIGITALOCEAN_TOKEN="dop_v1_gc_$$_secret_token"
+  export AWS_ACCESS_KEY_ID="AKIAGC$$TESTKEY00001"
+  export AWS_SECRET_ACCESS_KEY="gc/$$/secret+access+key"
+  unset AWS_SESSION_TOKEN AWS_PROFILE AWS_REGION AWS_DEFAULT_REGION
+  export LAMBDA_API_KEY="secret_gc_$$_lambda_api_key"
   export HOME="$BATS_FILE_TMPDIR/userhome" # no cloud CLI files of the machine's user
   mkdir -p "$HOME"
   export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
   mkdir -p "$GPUPROV_HOME"
-  start_emulator memory --clouds digitalocean --backend memory --boot-seconds 1
+  # Every cloud, so that a sweep of every cloud sends nothing past this machine.
+  start_emulator memory --backend memory --boot-seconds 1
 }
 
 teardown_file() {
@@ -54,7 +59,7 @@ do_api() {
 plant_digitalocean() {
   local name
   for name in keep-me lost-one; do
-    run "$GPUPROV" provision --name "$name" --cloud digitalocean --no-k8s --instance-type s-1vcpu-1gb
+    run "$GPUPROV" provision --name "$name" --cloud digitalocean --no-k8s
     echo "$output"
     [ -f "$GPUPROV_HOME/state/$name.json" ]
   done
@@ -76,12 +81,13 @@ plant_digitalocean() {
   # The shared SSH key is used by keep-me too (recorded): kept. users-* carry no mark.
   [ "$output" = "digitalocean firewall gpuprov-lost-one lost-one
 digitalocean vm lost-one lost-one" ]
-  # Text: age and $/h (s-1vcpu-1gb is $0.00893/h), and how to delete.
+  # Text: age and $/h (s-2vcpu-4gb, the CPU default, is $0.03571/h), and how to delete.
   run "$GPUPROV" gc --cloud digitalocean
   echo "$output"
   [ "$status" -eq 0 ]
-  [[ "$output" == *"0.009"* ]]
-  [[ "$output" == *"2 resources carry gpuprov's marks but belong"* || "$output" == *"delete with \`gpuprov gc --delete\`"* ]]
+  [[ "$output" == *"0.036"* ]]
+  [[ "$output" == *"2 resources carry gpuprov's marks but belong to no VM record here"* ]]
+  [[ "$output" == *"delete with \`gpuprov gc --delete\`"* ]]
   # Listing deleted nothing; --delete without --yes off a terminal is refused, nothing deleted.
   [ "$(count digitalocean instances)" -eq 3 ]
   run "$GPUPROV" gc --cloud digitalocean --delete </dev/null
@@ -120,7 +126,7 @@ orphans = json.load(sys.stdin)["clouds"][0]["orphans"]
 kinds = sorted((o["kind"], o["name"]) for o in orphans)
 assert [k for k, _ in kinds] == ["firewall", "ssh_key", "vm"], kinds
 vm = [o for o in orphans if o["kind"] == "vm"][0]
-assert vm["name"] == "keep-me" and vm["price_per_hour"] == 0.00893, vm
+assert vm["name"] == "keep-me" and vm["price_per_hour"] == 0.03571, vm
 assert vm["age_seconds"] is not None and 0 <= vm["age_seconds"] < 600, vm
 assert all("users" not in n for _, n in kinds), kinds'
   # down of the recorded VM still works after gc.
@@ -145,4 +151,110 @@ assert all("users" not in n for _, n in kinds), kinds'
   [[ "$output" == *"--delete"* ]]
   run "$GPUPROV" --help
   [[ "$output" == *"gc "*"belongs to no VM record"* ]]
+}
+
+# aws_cli ARGS...: the AWS CLI against the emulator, as a user's own script would call it.
+aws_cli() {
+  env AWS_DEFAULT_REGION=us-east-1 AWS_PAGER='' AWS_EC2_METADATA_DISABLED=true \
+    /usr/bin/aws --endpoint-url "$GPUPROV_AWS_ENDPOINT" --output json ec2 "$@"
+}
+
+@test "aws: gc lists the lost VM's instance, security group and key pair; --delete --yes removes only them" {
+  local name
+  for name in keep-aws lost-aws; do
+    run "$GPUPROV" provision --name "$name" --cloud aws --no-k8s --gpus L4:1
+    echo "$output"
+    [ -f "$GPUPROV_HOME/state/$name.json" ]
+  done
+  rm "$GPUPROV_HOME/state/lost-aws.json"
+  aws_cli create-security-group --group-name users-sg --description "the user's own" >/dev/null
+  ssh-keygen -q -t ed25519 -N '' -f "$BATS_TEST_TMPDIR/userkey"
+  aws_cli import-key-pair --key-name users-key --public-key-material "fileb://$BATS_TEST_TMPDIR/userkey.pub" >/dev/null
+  aws_cli run-instances --instance-type t3.micro --count 1 --image-id \
+    resolve:ssm:/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id >/dev/null
+  [ "$(count aws instances)" -eq 3 ]
+  [ "$(count aws firewalls)" -eq 3 ]
+  [ "$(count aws ssh_keys)" -eq 3 ]
+
+  run gc_lines --cloud aws
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "aws key_pair gpuprov-lost-aws lost-aws
+aws security_group gpuprov-lost-aws lost-aws
+aws vm lost-aws lost-aws" ]
+  run "$GPUPROV" gc --cloud aws --delete --yes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(count aws instances)" -eq 2 ]
+  [ "$(count aws firewalls)" -eq 2 ]
+  [ "$(count aws ssh_keys)" -eq 2 ]
+  run gc_lines --cloud aws
+  [ "$output" = "" ]
+  [[ "$(aws_cli describe-security-groups)" == *users-sg* ]]
+  [[ "$(aws_cli describe-key-pairs)" == *users-key* ]]
+  run "$GPUPROV" down keep-aws
+  [ "$status" -eq 0 ]
+  [ "$(count aws instances)" -eq 1 ]
+}
+
+@test "gc without --cloud sweeps every cloud with credentials and says which it skipped" {
+  run "$GPUPROV" provision --name lost-do --cloud digitalocean --no-k8s
+  rm "$GPUPROV_HOME/state/lost-do.json"
+  local json_doc
+  json_doc=$("$GPUPROV" gc -o json 2>"$BATS_TEST_TMPDIR/notes")
+  cat "$BATS_TEST_TMPDIR/notes"
+  echo "$json_doc"
+  echo "$json_doc" | /usr/bin/python3 -c '
+import json, sys
+clouds = {c["cloud"]: c for c in json.load(sys.stdin)["clouds"]}
+assert clouds["digitalocean"]["swept"] and clouds["aws"]["swept"], clouds
+assert [o["kind"] for o in clouds["digitalocean"]["orphans"]] == ["vm", "firewall", "ssh_key"], clouds
+assert clouds["digitalocean"]["orphans"][0]["name"] == "lost-do", clouds
+assert clouds["aws"]["orphans"] == [], clouds["aws"]
+# Clouds without credentials here are skipped with a note, not failed.
+assert clouds["lambda"]["swept"] and clouds["lambda"]["orphans"] == [], clouds["lambda"]
+assert not clouds["hyperstack"]["swept"] and "no credentials" in clouds["hyperstack"]["note"], clouds["hyperstack"]
+assert not clouds["docker"]["swept"] and "cannot list orphans" in clouds["docker"]["note"], clouds["docker"]'
+  grep -q "hyperstack skipped: no credentials" "$BATS_TEST_TMPDIR/notes"
+  [ "$(count digitalocean instances)" -eq 1 ]
+}
+
+# lambda_api METHOD PATH [BODY]: the emulated Lambda API (paced at about 1 request/s: curl
+# retries a 429).
+lambda_api() {
+  curl -fsS --retry 10 --retry-delay 1 -X "$1" -H "Authorization: Bearer $LAMBDA_API_KEY" \
+    -H 'Content-Type: application/json' "$GPUPROV_LAMBDA_ENDPOINT$2" ${3:+-d "$3"}
+}
+
+@test "lambda: gc lists the lost VM's instance, ruleset and key; --delete --yes removes only them" {
+  local name
+  for name in keep-lam lost-lam; do
+    run "$GPUPROV" provision --name "$name" --cloud lambda --no-k8s --gpus A10:1 --region us-east-1
+    echo "$output"
+    [ -f "$GPUPROV_HOME/state/$name.json" ]
+  done
+  rm "$GPUPROV_HOME/state/lost-lam.json"
+  ssh-keygen -q -t ed25519 -N '' -f "$BATS_TEST_TMPDIR/userkey"
+  lambda_api POST /ssh-keys "{\"name\":\"users-key\",\"public_key\":\"$(cat "$BATS_TEST_TMPDIR/userkey.pub")\"}" >/dev/null
+  lambda_api POST /firewall-rulesets '{"name":"users-rules","region":"us-east-1","rules":[{"protocol":"tcp","port_range":[22,22],"source_network":"0.0.0.0/0","description":"ssh"}]}' >/dev/null
+  lambda_api POST /instance-operations/launch '{"region_name":"us-east-1","instance_type_name":"gpu_1x_a10","ssh_key_names":["users-key"],"name":"users-own"}' >/dev/null
+  [ "$(count lambda instances)" -eq 3 ]
+  [ "$(count lambda rulesets)" -eq 3 ]
+  [ "$(count lambda ssh_keys)" -eq 2 ]
+
+  run gc_lines --cloud lambda
+  echo "$output"
+  [ "$status" -eq 0 ]
+  # The gpuprov key is shared with keep-lam (recorded): kept.
+  [ "$output" = "lambda ruleset gpuprov-lost-lam lost-lam
+lambda vm lost-lam lost-lam" ]
+  run "$GPUPROV" gc --cloud lambda --delete --yes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(count lambda instances)" -eq 2 ]
+  [ "$(count lambda rulesets)" -eq 2 ]
+  [ "$(count lambda ssh_keys)" -eq 2 ]
+  run gc_lines --cloud lambda
+  [ "$output" = "" ]
+  [[ "$(lambda_api GET /firewall-rulesets)" == *users-rules* ]]
 }
