@@ -14,6 +14,10 @@ setup_file() {
   export AWS_SECRET_ACCESS_KEY="gc/$$/secret+access+key"
   unset AWS_SESSION_TOKEN AWS_PROFILE AWS_REGION AWS_DEFAULT_REGION
   export LAMBDA_API_KEY="secret_gc_$$_lambda_api_key"
+  export MASSED_API_KEY="mc_gc_$$_secret_api_key"
+  unset MASSED_COMPUTE_API_TOKEN
+  # The emulator writes a service-account key here once it listens; gpuprov reads it.
+  export GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key.json"
   export HOME="$BATS_FILE_TMPDIR/userhome" # no cloud CLI files of the machine's user
   mkdir -p "$HOME"
   export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
@@ -207,12 +211,12 @@ aws vm lost-aws lost-aws" ]
   echo "$json_doc" | /usr/bin/python3 -c '
 import json, sys
 clouds = {c["cloud"]: c for c in json.load(sys.stdin)["clouds"]}
-assert clouds["digitalocean"]["swept"] and clouds["aws"]["swept"], clouds
+assert all(clouds[c]["swept"] for c in ("digitalocean", "aws", "lambda", "gcp", "massedcompute")), clouds
 assert [o["kind"] for o in clouds["digitalocean"]["orphans"]] == ["vm", "firewall", "ssh_key"], clouds
 assert clouds["digitalocean"]["orphans"][0]["name"] == "lost-do", clouds
 assert clouds["aws"]["orphans"] == [], clouds["aws"]
 # Clouds without credentials here are skipped with a note, not failed.
-assert clouds["lambda"]["swept"] and clouds["lambda"]["orphans"] == [], clouds["lambda"]
+assert clouds["lambda"]["orphans"] == [] and clouds["gcp"]["orphans"] == [], clouds
 assert not clouds["hyperstack"]["swept"] and "no credentials" in clouds["hyperstack"]["note"], clouds["hyperstack"]
 assert not clouds["docker"]["swept"] and "cannot list orphans" in clouds["docker"]["note"], clouds["docker"]'
   grep -q "hyperstack skipped: no credentials" "$BATS_TEST_TMPDIR/notes"
@@ -257,4 +261,96 @@ lambda vm lost-lam lost-lam" ]
   run gc_lines --cloud lambda
   [ "$output" = "" ]
   [[ "$(lambda_api GET /firewall-rulesets)" == *users-rules* ]]
+}
+
+# gce_api METHOD PATH [BODY]: the emulated Compute Engine API of the key's project, with a token
+# got as a user's script would (a JWT signed by the service-account key, exchanged at token_uri).
+gce_api() {
+  local token
+  token=$(/usr/bin/python3 - "$GOOGLE_APPLICATION_CREDENTIALS" <<'PY'
+import base64, json, sys, time, urllib.parse, urllib.request
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding
+key = json.load(open(sys.argv[1]))
+b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=")
+now = int(time.time())
+claims = {"iss": key["client_email"], "aud": key["token_uri"], "iat": now, "exp": now + 600,
+          "scope": "https://www.googleapis.com/auth/compute"}
+head = b64(json.dumps({"alg": "RS256", "typ": "JWT"}).encode()) + b"." + b64(json.dumps(claims).encode())
+pk = serialization.load_pem_private_key(key["private_key"].encode(), None)
+jwt = head + b"." + b64(pk.sign(head, padding.PKCS1v15(), hashes.SHA256()))
+form = urllib.parse.urlencode({"grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer",
+                               "assertion": jwt.decode()}).encode()
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+print(json.load(opener.open(key["token_uri"], form))["access_token"])
+PY
+)
+  curl -fsS -X "$1" -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+    "$GPUPROV_GCP_ENDPOINT/compute/v1/projects/gpuprov-emulator$2" ${3:+-d "$3"}
+}
+
+@test "gcp: gc lists the lost VM's instance and firewall rule; a look-alike rule and the recorded VM survive" {
+  local name
+  for name in keep-gce lost-gce; do
+    run "$GPUPROV" provision --name "$name" --cloud gcp --no-k8s --gpus L4:1
+    echo "$output"
+    [ -f "$GPUPROV_HOME/state/$name.json" ]
+  done
+  rm "$GPUPROV_HOME/state/lost-gce.json"
+  # The user's own rule, and one named like gpuprov's that does not target its own tag.
+  gce_api POST /global/firewalls '{"name":"users-fw","allowed":[{"IPProtocol":"tcp","ports":["8888"]}],"sourceRanges":["10.0.0.0/8"]}' >/dev/null
+  gce_api POST /global/firewalls '{"name":"gpuprov-lookalike","allowed":[{"IPProtocol":"tcp","ports":["22"]}],"sourceRanges":["10.0.0.0/8"],"targetTags":["web"]}' >/dev/null
+  [ "$(count gcp instances)" -eq 2 ]
+  [ "$(count gcp firewalls)" -eq 4 ]
+
+  run gc_lines --cloud gcp
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "gcp firewall gpuprov-lost-gce lost-gce
+gcp vm lost-gce lost-gce" ]
+  run "$GPUPROV" gc --cloud gcp --delete --yes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(count gcp instances)" -eq 1 ]
+  [ "$(count gcp firewalls)" -eq 3 ]
+  run gc_lines --cloud gcp
+  [ "$output" = "" ]
+  run gce_api GET /global/firewalls
+  [[ "$output" == *users-fw* && "$output" == *gpuprov-lookalike* && "$output" == *gpuprov-keep-gce* ]]
+}
+
+@test "massedcompute: gc lists the lost VM's instance; the shared key of a recorded VM and the user's key survive" {
+  local name
+  for name in keep-mc lost-mc; do
+    run "$GPUPROV" provision --name "$name" --cloud massedcompute --no-k8s --gpus RTX-A6000:1
+    echo "$output"
+    [ -f "$GPUPROV_HOME/state/$name.json" ]
+  done
+  rm "$GPUPROV_HOME/state/lost-mc.json"
+  ssh-keygen -q -t ed25519 -N '' -f "$BATS_TEST_TMPDIR/userkey"
+  curl -fsS -X POST -H "Authorization: Bearer $MASSED_API_KEY" -H 'Content-Type: application/json' \
+    "$GPUPROV_MASSEDCOMPUTE_ENDPOINT/ssh-keys" \
+    -d "{\"name\":\"users-key\",\"publicKey\":\"$(cat "$BATS_TEST_TMPDIR/userkey.pub")\"}" >/dev/null
+  [ "$(count massedcompute instances)" -eq 2 ]
+  [ "$(count massedcompute ssh_keys)" -eq 2 ]
+  run gc_lines --cloud massedcompute
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "massedcompute vm gpuprov-lost-mc lost-mc" ]
+  run "$GPUPROV" gc --cloud massedcompute --delete --yes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(count massedcompute instances)" -eq 1 ]
+  [ "$(count massedcompute ssh_keys)" -eq 2 ]
+  # With keep-mc's record gone too, its instance and the gpuprov key are orphans; the user's
+  # key never is.
+  rm "$GPUPROV_HOME/state/keep-mc.json"
+  run gc_lines --cloud massedcompute
+  echo "$output"
+  [[ "$output" == "massedcompute ssh_key gpuprov "*" keep-mc
+massedcompute vm gpuprov-keep-mc keep-mc" ]]
+  run "$GPUPROV" gc --cloud massedcompute --delete --yes
+  [ "$status" -eq 0 ]
+  [ "$(count massedcompute instances)" -eq 0 ]
+  [ "$(count massedcompute ssh_keys)" -eq 1 ]
 }
