@@ -763,13 +763,16 @@ std::string AwsDriver::ListResources(const std::string& /*request_json*/) {
   const Params tagged = {{"Filter.1.Name", "tag:gpuprov"}, {"Filter.1.Value.1", "1"}};
   for (const auto& region : SearchRegions("")) {
     Params p = tagged;
-    p.insert(p.end(), {{"Filter.2.Name", "instance-state-name"}, {"Filter.2.Value.1", "pending"},
-                       {"Filter.2.Value.2", "running"}, {"Filter.2.Value.3", "stopping"},
+    p.insert(p.end(), {{"Filter.2.Name", "instance-state-name"},
+                       {"Filter.2.Value.1", "pending"},
+                       {"Filter.2.Value.2", "running"},
+                       {"Filter.2.Value.3", "stopping"},
                        {"Filter.2.Value.4", "stopped"}});
     for (const auto& instance : DescribeInstances(region, p)) {
       if (!Managed(instance) || Gone(instance)) continue;
       auto tags = TagsOf(instance);
-      kit::ResourceFields r{"vm", region + "/" + instance.Text("instanceId"), tags["Name"]};
+      kit::ResourceFields r =
+          kit::Resource("vm", region + "/" + instance.Text("instanceId"), tags["Name"]);
       r.vm_names = {vm_name_of(tags, tags["Name"])};
       r.region = region;
       r.created_at = instance.Text("launchTime");
@@ -783,7 +786,8 @@ std::string AwsDriver::ListResources(const std::string& /*request_json*/) {
     for (const XmlNode* g : group_doc.Items("securityGroupInfo")) {
       if (!Managed(*g)) continue;
       const std::string name = g->Text("groupName");
-      kit::ResourceFields r{"security_group", region + "/" + g->Text("groupId"), name};
+      kit::ResourceFields r =
+          kit::Resource("security_group", region + "/" + g->Text("groupId"), name);
       r.vm_names = {vm_name_of(TagsOf(*g), name.substr(std::string(kit::kResourcePrefix).size()))};
       r.region = region;
       groups.push_back(r);
@@ -792,7 +796,7 @@ std::string AwsDriver::ListResources(const std::string& /*request_json*/) {
     for (const XmlNode* k : key_doc.Items("keySet")) {
       if (!Managed(*k)) continue;
       const std::string name = k->Text("keyName");
-      kit::ResourceFields r{"key_pair", region + "/" + name, name};
+      kit::ResourceFields r = kit::Resource("key_pair", region + "/" + name, name);
       r.vm_names = {vm_name_of(TagsOf(*k), name.substr(std::string(kit::kResourcePrefix).size()))};
       r.region = region;
       r.created_at = k->Text("createTime");
@@ -814,8 +818,9 @@ std::string AwsDriver::DeleteResource(const std::string& request_json) {
                       "id '" + ref.id + "' is not <region>/<id> as list_resources gives it");
   }
   auto refuse = [&] {
-    return DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                       ref.kind + " " + ref.id + " is not tagged gpuprov=1; gpuprov leaves it alone");
+    return DriverError(
+        GPUPROV_STATUS_INVALID_INPUT,
+        ref.kind + " " + ref.id + " is not tagged gpuprov=1; gpuprov leaves it alone");
   };
   // Each is looked up again: only what still carries gpuprov's tag is deleted.
   if (ref.kind == "vm") {

@@ -187,6 +187,14 @@ std::string OffersResult(const Array::Ptr& offers) { return OneMember("offers", 
 std::string VmsResult(const Array::Ptr& vms) { return OneMember("vms", vms); }
 std::string DeletedResult(bool deleted) { return OneMember("deleted", deleted); }
 
+ResourceFields Resource(std::string kind, std::string id, std::string name) {
+  ResourceFields r;
+  r.kind = std::move(kind);
+  r.id = std::move(id);
+  r.name = std::move(name);
+  return r;
+}
+
 std::string ResourcesResult(const std::vector<ResourceFields>& resources) {
   Array::Ptr list = new Array();
   for (const auto& r : resources) {

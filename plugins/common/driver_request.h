@@ -120,6 +120,8 @@ struct ResourceFields {
   std::string created_at;                // RFC 3339 or ""
   std::optional<double> price_per_hour;  // when the cloud says
 };
+/// A resource with its kind, id and name; the other fields are set by the caller.
+ResourceFields Resource(std::string kind, std::string id, std::string name);
 /// {"resources": [...]} as JSON text, in the given order (the order gc deletes in).
 std::string ResourcesResult(const std::vector<ResourceFields>& resources);
 

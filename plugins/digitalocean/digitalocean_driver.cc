@@ -723,7 +723,7 @@ std::string DigitalOceanDriver::ListResources(const std::string& /*request_json*
   std::vector<kit::ResourceFields> out;
   const std::vector<ObjectPtr> droplets = ManagedDroplets();
   for (const auto& d : droplets) {
-    kit::ResourceFields r{"vm", json::Str(d, "id"), json::Str(d, "name")};
+    kit::ResourceFields r = kit::Resource("vm", json::Str(d, "id"), json::Str(d, "name"));
     r.vm_names = {json::Str(d, "name")};
     r.region = json::Str(json::Obj(d, "region"), "slug");
     r.created_at = json::Str(d, "created_at");
@@ -736,7 +736,7 @@ std::string DigitalOceanDriver::ListResources(const std::string& /*request_json*
   for (const auto& fw : ListAll("/firewalls", "firewalls", "list firewalls")) {
     const std::string name = json::Str(fw, "name");
     if (name.rfind(kResourcePrefix, 0) != 0) continue;
-    kit::ResourceFields r{"firewall", json::Str(fw, "id"), name};
+    kit::ResourceFields r = kit::Resource("firewall", json::Str(fw, "id"), name);
     r.vm_names = {name.substr(std::string(kResourcePrefix).size())};
     r.created_at = json::Str(fw, "created_at");
     out.push_back(r);
@@ -745,7 +745,7 @@ std::string DigitalOceanDriver::ListResources(const std::string& /*request_json*
   for (const auto& k : ListAll("/account/keys", "ssh_keys", "list SSH keys")) {
     const std::string name = json::Str(k, "name");
     if (name.rfind(kResourcePrefix, 0) != 0) continue;
-    kit::ResourceFields r{"ssh_key", json::Str(k, "id"), name};
+    kit::ResourceFields r = kit::Resource("ssh_key", json::Str(k, "id"), name);
     for (const auto& d : droplets) {
       if (HasTag(d, KeyTag(r.id))) r.vm_names.push_back(json::Str(d, "name"));
     }
@@ -760,7 +760,9 @@ std::string DigitalOceanDriver::DeleteResource(const std::string& request_json) 
   const std::string path = ref.kind == "vm"         ? "/droplets/" + Encode(ref.id)
                            : ref.kind == "firewall" ? "/firewalls/" + Encode(ref.id)
                                                     : "/account/keys/" + Encode(ref.id);
-  const char* member = ref.kind == "vm" ? "droplet" : ref.kind == "firewall" ? "firewall" : "ssh_key";
+  const char* member = ref.kind == "vm"         ? "droplet"
+                       : ref.kind == "firewall" ? "firewall"
+                                                : "ssh_key";
   // Looked up again: only what still carries gpuprov's mark is deleted.
   int status = 0;
   ObjectPtr doc = Call("GET", path, "get " + ref.kind + " " + ref.id, nullptr, {404}, &status);

@@ -887,7 +887,7 @@ std::string GcpDriver::ListResources(const std::string& /*request_json*/) {
     if (LabelOf(inst, kManagedLabel) != "1") continue;
     const std::string name = json::Str(inst, "name");
     const std::string zone = LastSegment(json::Str(inst, "zone"));
-    kit::ResourceFields r{"vm", zone + "/" + name, name};
+    kit::ResourceFields r = kit::Resource("vm", zone + "/" + name, name);
     const std::string labelled = LabelOf(inst, kNameLabel);
     r.vm_names = {labelled.empty() ? name : labelled};
     r.region = zone;
@@ -913,7 +913,7 @@ std::string GcpDriver::ListResources(const std::string& /*request_json*/) {
       ObjectPtr fw = json::ObjAt(items, i);
       if (!fw || !OwnFirewall(fw)) continue;
       const std::string name = json::Str(fw, "name");
-      kit::ResourceFields r{"firewall", name, name};
+      kit::ResourceFields r = kit::Resource("firewall", name, name);
       r.vm_names = {name.substr(std::string(kit::kResourcePrefix).size())};
       r.region = "global";
       r.created_at = json::Str(fw, "creationTimestamp");
@@ -938,7 +938,8 @@ std::string GcpDriver::DeleteResource(const std::string& request_json) {
                         nullptr, {404}, &status);
     if (status == 404 || !fw) return kit::DeletedResult(false);
     if (!OwnFirewall(fw)) throw refuse();
-    return kit::DeletedResult(DeleteFirewall(ref.id.substr(std::string(kit::kResourcePrefix).size())));
+    return kit::DeletedResult(
+        DeleteFirewall(ref.id.substr(std::string(kit::kResourcePrefix).size())));
   }
   const size_t slash = ref.id.find('/');
   if (slash == std::string::npos || slash == 0 || slash + 1 >= ref.id.size()) {

@@ -610,8 +610,8 @@ std::string HyperstackDriver::List(const std::string& /*request_json*/) {
 bool HyperstackDriver::DeleteVmAndWait(const std::string& id, const std::string& name) {
   host_.Progress("deleting virtual machine " + name + " (id " + id + ")");
   // A VM still being created cannot be deleted yet (§3.4): try again, cancellable.
-  kit::PollOptions poll{"waiting until virtual machine " + name + " can be deleted",
-                        delete_retry_, delete_retry_ * kDeleteTries};
+  kit::PollOptions poll{"waiting until virtual machine " + name + " can be deleted", delete_retry_,
+                        delete_retry_ * kDeleteTries};
   bool gone_already = false;
   const bool accepted = kit::PollUntil(host_, poll, [&](std::string* state) {
     int status = 0;
@@ -632,8 +632,7 @@ bool HyperstackDriver::DeleteVmAndWait(const std::string& id, const std::string&
     throw DriverError(
         GPUPROV_STATUS_TRANSIENT,
         "virtual machine " + name + " was still being created after " +
-            std::to_string(
-                std::chrono::duration_cast<std::chrono::seconds>(poll.timeout).count()) +
+            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(poll.timeout).count()) +
             " s of retries; run `gpuprov down " + name + "` again later");
   }
   WaitGone(id, name);  // its security rules go with it (§3.4)
@@ -672,7 +671,7 @@ std::string HyperstackDriver::ListResources(const std::string& /*request_json*/)
     }
     env_users[env].push_back(name);
     key_users[key].push_back(name);
-    kit::ResourceFields r{"vm", json::Str(vm, "id"), name};
+    kit::ResourceFields r = kit::Resource("vm", json::Str(vm, "id"), name);
     const std::string labelled = TagsOf(vm)->optValue<std::string>(kit::kNameTag, "");
     r.vm_names = {labelled.empty() ? name : labelled};
     r.region = json::Str(json::Obj(vm, "environment"), "region");
@@ -681,8 +680,12 @@ std::string HyperstackDriver::ListResources(const std::string& /*request_json*/)
   }
   for (const auto& k : ListAll("/core/keypairs", "keypairs", "list key pairs")) {
     const std::string name = json::Str(k, "name"), env = EnvironmentOf(k);
-    if (name.rfind(kResourcePrefix, 0) != 0 || foreign_keys.count(env + "/" + name)) continue;
-    kit::ResourceFields r{"key_pair", json::Str(k, "id"), name};
+    if (name.rfind(kResourcePrefix, 0) != 0) {
+      foreign_envs.insert(env);  // the user's key pair keeps its environment
+      continue;
+    }
+    if (foreign_keys.count(env + "/" + name)) continue;
+    kit::ResourceFields r = kit::Resource("key_pair", json::Str(k, "id"), name);
     r.vm_names = key_users[env + "/" + name];
     r.region = env;
     r.created_at = json::Str(k, "created_at");
@@ -698,7 +701,7 @@ std::string HyperstackDriver::ListResources(const std::string& /*request_json*/)
         foreign_envs.count(name)) {
       continue;
     }
-    kit::ResourceFields r{"environment", json::Str(e, "id"), name};
+    kit::ResourceFields r = kit::Resource("environment", json::Str(e, "id"), name);
     r.vm_names = env_users[name];
     r.region = json::Str(e, "region");
     r.created_at = json::Str(e, "created_at");
@@ -752,6 +755,11 @@ std::string HyperstackDriver::DeleteResource(const std::string& request_json) {
     for (const auto& vm : vms) {
       if (!IsManaged(vm) && EnvironmentOf(vm) == name) {
         throw refuse("holds virtual machine " + json::Str(vm, "name"));
+      }
+    }
+    for (const auto& k : ListAll("/core/keypairs", "keypairs", "list key pairs")) {
+      if (EnvironmentOf(k) == name && json::Str(k, "name").rfind(kResourcePrefix, 0) != 0) {
+        throw refuse("holds the key pair " + json::Str(k, "name"));
       }
     }
     host_.Progress("deleting environment " + name);

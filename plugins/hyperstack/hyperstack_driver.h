@@ -56,7 +56,7 @@ class HyperstackDriver {
   std::string Delete(const std::string& request_json);
   std::string OpenPorts(const std::string& request_json);
   // `gpuprov gc` (ABI 1.2): VMs labelled gpuprov, key pairs gpuprov-<fingerprint> and
-  // environments gpuprov-<region> that no VM without gpuprov's label uses.
+  // environments gpuprov-<region> that no VM or key pair without gpuprov's mark uses.
   std::string ListResources(const std::string& request_json);
   std::string DeleteResource(const std::string& request_json);
 

@@ -595,7 +595,7 @@ std::string MassedComputeDriver::ListResources(const std::string& /*request_json
     if (!IsManaged(in)) continue;
     const std::string vm_name = *VmNameOf(json::Str(in, "name"));
     all_vms.push_back(vm_name);
-    kit::ResourceFields r{"vm", json::Str(in, "uuid"), json::Str(in, "name")};
+    kit::ResourceFields r = kit::Resource("vm", json::Str(in, "uuid"), json::Str(in, "name"));
     r.vm_names = {vm_name};
     r.region = json::Str(json::Obj(in, "region"), "name");
     r.created_at = json::Str(in, "created");
@@ -615,7 +615,7 @@ std::string MassedComputeDriver::ListResources(const std::string& /*request_json
     ObjectPtr k = json::ObjAt(keys, i);
     const std::string name = json::Str(k, "name");
     if (!IsGpuprovKeyName(name)) continue;
-    kit::ResourceFields r{"ssh_key", json::Str(k, "id"), name};
+    kit::ResourceFields r = kit::Resource("ssh_key", json::Str(k, "id"), name);
     r.vm_names = all_vms;
     out.push_back(r);
   }
@@ -653,8 +653,8 @@ std::string MassedComputeDriver::DeleteResource(const std::string& request_json)
     if (json::Str(k, "id") != ref.id) continue;
     if (!IsGpuprovKeyName(json::Str(k, "name"))) throw refuse();
     host_.Progress("deleting SSH key \"" + json::Str(k, "name") + "\"");
-    Answer d = Call("DELETE", "/ssh-keys/" + Encode(ref.id), "delete SSH key " + ref.id, nullptr,
-                    {404});
+    Answer d =
+        Call("DELETE", "/ssh-keys/" + Encode(ref.id), "delete SSH key " + ref.id, nullptr, {404});
     return kit::DeletedResult(d.status != 404);
   }
   return kit::DeletedResult(false);

@@ -14,6 +14,9 @@ setup_file() {
   export AWS_SECRET_ACCESS_KEY="gc/$$/secret+access+key"
   unset AWS_SESSION_TOKEN AWS_PROFILE AWS_REGION AWS_DEFAULT_REGION
   export LAMBDA_API_KEY="secret_gc_$$_lambda_api_key"
+  export HYPERSTACK_API_KEY="hs-gc-$$-api-key"
+  export VERDA_CLIENT_ID="gpuprov-gc-$$"
+  export VERDA_CLIENT_SECRET="secret_gc_$$_verda_client"
   export MASSED_API_KEY="mc_gc_$$_secret_api_key"
   unset MASSED_COMPUTE_API_TOKEN
   # The emulator writes a service-account key here once it listens; gpuprov reads it.
@@ -34,7 +37,10 @@ setup() {
   use_emulator memory
   # The memory backend's addresses never answer SSH: a provision ends soon after the VM runs,
   # with the VM, its firewall and its key made and the record written.
-  printf '[defaults.timeouts]\nssh_wait_seconds = 2\n' >"$GPUPROV_HOME/config.toml"
+  # Deletes are polled fast.
+  printf '%s\n' '[defaults.timeouts]' 'ssh_wait_seconds = 2' \
+    '[clouds.hyperstack]' 'poll_interval_ms = 500' 'delete_retry_ms = 1000' \
+    '[clouds.verda]' 'poll_interval_ms = 200' >"$GPUPROV_HOME/config.toml"
 }
 
 teardown() {
@@ -205,21 +211,21 @@ aws vm lost-aws lost-aws" ]
   run "$GPUPROV" provision --name lost-do --cloud digitalocean --no-k8s
   rm "$GPUPROV_HOME/state/lost-do.json"
   local json_doc
-  json_doc=$("$GPUPROV" gc -o json 2>"$BATS_TEST_TMPDIR/notes")
+  json_doc=$(env -u LAMBDA_API_KEY "$GPUPROV" gc -o json 2>"$BATS_TEST_TMPDIR/notes")
   cat "$BATS_TEST_TMPDIR/notes"
   echo "$json_doc"
   echo "$json_doc" | /usr/bin/python3 -c '
 import json, sys
 clouds = {c["cloud"]: c for c in json.load(sys.stdin)["clouds"]}
-assert all(clouds[c]["swept"] for c in ("digitalocean", "aws", "lambda", "gcp", "massedcompute")), clouds
+assert all(clouds[c]["swept"] for c in ("digitalocean", "aws", "gcp", "hyperstack", "verda", "massedcompute")), clouds
 assert [o["kind"] for o in clouds["digitalocean"]["orphans"]] == ["vm", "firewall", "ssh_key"], clouds
 assert clouds["digitalocean"]["orphans"][0]["name"] == "lost-do", clouds
 assert clouds["aws"]["orphans"] == [], clouds["aws"]
 # Clouds without credentials here are skipped with a note, not failed.
-assert clouds["lambda"]["orphans"] == [] and clouds["gcp"]["orphans"] == [], clouds
-assert not clouds["hyperstack"]["swept"] and "no credentials" in clouds["hyperstack"]["note"], clouds["hyperstack"]
+assert all(clouds[c]["orphans"] == [] for c in ("gcp", "hyperstack", "verda", "massedcompute")), clouds
+assert not clouds["lambda"]["swept"] and "no credentials" in clouds["lambda"]["note"], clouds["lambda"]
 assert not clouds["docker"]["swept"] and "cannot list orphans" in clouds["docker"]["note"], clouds["docker"]'
-  grep -q "hyperstack skipped: no credentials" "$BATS_TEST_TMPDIR/notes"
+  grep -q "lambda skipped: no credentials" "$BATS_TEST_TMPDIR/notes"
   [ "$(count digitalocean instances)" -eq 1 ]
 }
 
@@ -353,4 +359,80 @@ massedcompute vm gpuprov-keep-mc keep-mc" ]]
   [ "$status" -eq 0 ]
   [ "$(count massedcompute instances)" -eq 0 ]
   [ "$(count massedcompute ssh_keys)" -eq 1 ]
+}
+
+# hs_api METHOD PATH [BODY]: the emulated Hyperstack API (the api_key header).
+hs_api() {
+  curl -fsS -X "$1" -H "api_key: $HYPERSTACK_API_KEY" -H 'Content-Type: application/json' \
+    "$GPUPROV_HYPERSTACK_ENDPOINT$2" ${3:+-d "$3"}
+}
+
+@test "hyperstack: gc lists the lost VM; the shared key pair and environment, the user's key pair and environment survive" {
+  local name
+  for name in keep-hs lost-hs; do
+    run "$GPUPROV" provision --name "$name" --cloud hyperstack --no-k8s --gpus A100:1
+    echo "$output"
+    [ -f "$GPUPROV_HOME/state/$name.json" ]
+  done
+  rm "$GPUPROV_HOME/state/lost-hs.json"
+  ssh-keygen -q -t ed25519 -N '' -f "$BATS_TEST_TMPDIR/userkey"
+  hs_api POST /core/environments '{"name":"users-env","region":"CANADA-1"}' >/dev/null
+  hs_api POST /core/keypairs "{\"name\":\"users-key\",\"environment_name\":\"users-env\",\"public_key\":\"$(cat "$BATS_TEST_TMPDIR/userkey.pub")\"}" >/dev/null
+  [ "$(count hyperstack instances)" -eq 2 ]
+  [ "$(count hyperstack environments)" -eq 2 ]
+  [ "$(count hyperstack ssh_keys)" -eq 2 ]
+  run gc_lines --cloud hyperstack
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "hyperstack vm lost-hs lost-hs" ]
+  run "$GPUPROV" gc --cloud hyperstack --delete --yes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(count hyperstack instances)" -eq 1 ]
+  [ "$(count hyperstack environments)" -eq 2 ]
+  [ "$(count hyperstack ssh_keys)" -eq 2 ]
+  # Another machine's view: keep-hs, its key pair and environment are orphans there; the
+  # user's environment and key pair never are.
+  run env GPUPROV_HOME="$BATS_TEST_TMPDIR/other-home" "$GPUPROV" gc --cloud hyperstack --delete --yes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(count hyperstack instances)" -eq 0 ]
+  [ "$(count hyperstack environments)" -eq 1 ]
+  [ "$(count hyperstack ssh_keys)" -eq 1 ]
+  [[ "$(hs_api GET /core/keypairs)" == *users-key* ]]
+}
+
+@test "verda: gc lists the lost VM's instance and startup script; the user's script and key survive" {
+  local name
+  for name in keep-vd lost-vd; do
+    run "$GPUPROV" provision --name "$name" --cloud verda --no-k8s --gpus H100:1
+    echo "$output"
+    [ -f "$GPUPROV_HOME/state/$name.json" ]
+  done
+  rm "$GPUPROV_HOME/state/lost-vd.json"
+  local token
+  token=$(curl -fsS -X POST -H 'Content-Type: application/json' "$GPUPROV_VERDA_ENDPOINT/oauth2/token" \
+    -d "{\"grant_type\":\"client_credentials\",\"client_id\":\"$VERDA_CLIENT_ID\",\"client_secret\":\"$VERDA_CLIENT_SECRET\"}" |
+    /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
+  curl -fsS -X POST -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+    "$GPUPROV_VERDA_ENDPOINT/scripts" -d '{"name":"users-script","script":"#!/bin/bash\necho hi\n"}' >/dev/null
+  ssh-keygen -q -t ed25519 -N '' -f "$BATS_TEST_TMPDIR/userkey"
+  curl -fsS -X POST -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+    "$GPUPROV_VERDA_ENDPOINT/sshkeys" -d "{\"name\":\"users-key\",\"key\":\"$(cat "$BATS_TEST_TMPDIR/userkey.pub")\"}" >/dev/null
+  [ "$(count verda instances)" -eq 2 ]
+  [ "$(count verda scripts)" -eq 3 ]
+  [ "$(count verda ssh_keys)" -eq 2 ]
+  run gc_lines --cloud verda
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "verda script gpuprov-lost-vd lost-vd
+verda vm lost-vd lost-vd" ]
+  run "$GPUPROV" gc --cloud verda --delete --yes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(count verda instances)" -eq 1 ]
+  [ "$(count verda scripts)" -eq 2 ]
+  [ "$(count verda ssh_keys)" -eq 2 ]
+  run gc_lines --cloud verda
+  [ "$output" = "" ]
 }
