@@ -34,7 +34,7 @@ const char* LastError(gpuprov_type_driver*) { return ""; }
 
 gpuprov_drv_vtable FullVtable() {
   return gpuprov_drv_vtable{sizeof(gpuprov_drv_vtable), Init, Destroy, LastError, Op, Op, Op,
-                            Op, Op, Op, Op};
+                            Op, Op, Op, Op, Op, Op};
 }
 
 struct DescriptorCase {

@@ -165,10 +165,10 @@ void PrintText(const std::vector<GcCloudReport>& reports, bool asked_to_delete) 
           << Pad(HumanAge(AgeOf(r.created_at)), 5)
           << Pad(r.price_per_hour ? Money(*r.price_per_hour) : "-", 6);
       if (asked_to_delete) {
-        out << (o.deleted              ? "deleted"
-                : o.claimed_meanwhile  ? "kept: a gpuprov run took its VM name meanwhile"
-                : o.error.empty()      ? "already gone"
-                                       : "FAILED: " + o.error);
+        out << (o.deleted             ? "deleted"
+                : o.claimed_meanwhile ? "kept: a gpuprov run took its VM name meanwhile"
+                : o.error.empty()     ? "already gone"
+                                      : "FAILED: " + o.error);
       }
       out << "\n";
     }
@@ -211,7 +211,9 @@ GcCloudReport ListOrphans(Cloud& cloud, const StateStore& store) {
   GcCloudReport report;
   report.cloud = cloud.name();
   for (auto& r : SelectOrphans(cloud.name(), cloud.ListResources(), store, &report.kept)) {
-    report.orphans.push_back(GcOrphan{std::move(r), false, ""});
+    GcOrphan orphan;
+    orphan.resource = std::move(r);
+    report.orphans.push_back(std::move(orphan));
   }
   return report;
 }
@@ -272,9 +274,10 @@ int RunGc(const AppContext& app, const GcOptions& options) {
       throw Error("the " + *options.cloud + " driver (" + info.path + ") " + info.problem);
     }
     if (!info.lists_resources) {
-      throw Error("the " + *options.cloud + " driver cannot list orphans: it has no "
-                  "list_resources (driver ABI 1.2); it needs ABI 1." +
-                  std::to_string(info.abi_minor_required) + " only",
+      throw Error("the " + *options.cloud +
+                      " driver cannot list orphans: it has no "
+                      "list_resources (driver ABI 1.2); it needs ABI 1." +
+                      std::to_string(info.abi_minor_required) + " only",
                   "update the driver; until then look for resources named or tagged gpuprov in "
                   "the cloud's console");
     }
