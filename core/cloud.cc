@@ -225,8 +225,7 @@ void Cloud::OpenPorts(const std::string& id, const std::string& vm_name,
 }
 
 std::vector<CloudResource> Cloud::ListResources() {
-  Object::Ptr r =
-      ParseObject(driver_->Call(DriverOp::kListResources, "{}"), "list_resources");
+  Object::Ptr r = ParseObject(driver_->Call(DriverOp::kListResources, "{}"), "list_resources");
   std::vector<CloudResource> out;
   Array::Ptr arr = r->getArray("resources");
   if (arr.isNull()) {

@@ -24,7 +24,7 @@ struct GcOrphan {
   CloudResource resource;
   bool deleted = false;
   bool claimed_meanwhile = false;  // a gpuprov run on this machine took its VM name since
-  std::string error;  // why deleting it failed; "" when it did not or was not asked to
+  std::string error;               // why deleting it failed; "" when it did not or was not asked to
 };
 
 /// One cloud's part of a gc run.
