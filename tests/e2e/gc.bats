@@ -118,6 +118,14 @@ digitalocean vm lost-one lost-one" ]
   [[ "$output" == *"needs --yes"* ]]
   [ "$(count digitalocean instances)" -eq 3 ]
 
+  # On a terminal it asks; anything but y deletes nothing.
+  run script -qec "$GPUPROV gc --cloud digitalocean --delete" /dev/null <<<"n"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"delete these 2 resources? [y/N]"* ]]
+  [[ "$output" == *"nothing deleted"* ]]
+  [ "$(count digitalocean instances)" -eq 3 ]
+
   run "$GPUPROV" gc --cloud digitalocean --delete --yes
   echo "$output"
   [ "$status" -eq 0 ]
@@ -367,8 +375,11 @@ gcp vm lost-gce lost-gce" ]
   echo "$output"
   [[ "$output" == "massedcompute ssh_key gpuprov "*" keep-mc
 massedcompute vm gpuprov-keep-mc keep-mc" ]]
-  run "$GPUPROV" gc --cloud massedcompute --delete --yes
+  # Answered y on a terminal: deleted.
+  run script -qec "$GPUPROV gc --cloud massedcompute --delete" /dev/null <<<"y"
+  echo "$output"
   [ "$status" -eq 0 ]
+  [[ "$output" == *"delete these 2 resources? [y/N]"* ]]
   [ "$(count massedcompute instances)" -eq 0 ]
   [ "$(count massedcompute ssh_keys)" -eq 1 ]
 }
