@@ -5,6 +5,7 @@
 #include <Poco/JSON/Object.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iomanip>
@@ -149,18 +150,26 @@ void PrintText(const std::vector<GcCloudReport>& reports, bool asked_to_delete) 
   Console& console = Console::Get();
   size_t total = 0;
   double cost = 0;
+  // Ids and names differ in length by cloud (a number, a UUID, region/id): columns fit them.
+  size_t id_width = 2, name_width = 4;
+  for (const auto& report : reports) {
+    for (const auto& o : report.orphans) {
+      id_width = std::max(id_width, o.resource.id.size());
+      name_width = std::max(name_width, o.resource.name.size());
+    }
+  }
   std::ostringstream out;
   for (const auto& report : reports) {
     for (const auto& o : report.orphans) {
       if (total++ == 0) {
-        out << Pad("CLOUD", 14) << Pad("KIND", 15) << Pad("ID", 22) << Pad("NAME", 28)
-            << Pad("VM", 20) << Pad("AGE", 5) << Pad("$/H", 6);
+        out << Pad("CLOUD", 14) << Pad("KIND", 15) << Pad("ID", id_width)
+            << Pad("NAME", name_width) << Pad("VM", 20) << Pad("AGE", 5) << Pad("$/H", 6);
         out << (asked_to_delete ? "RESULT\n" : "\n");
       }
       const CloudResource& r = o.resource;
       if (r.price_per_hour) cost += *r.price_per_hour;
-      out << Pad(report.cloud, 14) << Pad(r.kind, 15) << Pad(r.id, 22)
-          << Pad(r.name.empty() ? "-" : r.name, 28)
+      out << Pad(report.cloud, 14) << Pad(r.kind, 15) << Pad(r.id, id_width)
+          << Pad(r.name.empty() ? "-" : r.name, name_width)
           << Pad(r.vm_names.empty() ? "-" : Join(r.vm_names, ","), 20)
           << Pad(HumanAge(AgeOf(r.created_at)), 5)
           << Pad(r.price_per_hour ? Money(*r.price_per_hour) : "-", 6);
