@@ -52,6 +52,7 @@ std::string Sha256(const std::string& s) {
 const std::map<std::string, std::string> kKnownAbi = {
     {"1.0", "ed1e4e63b037e98c6488b8499496a7aa1a34b442f50af103eaeee7cc599fadc6"},
     {"1.1", "973b1857a0806f2e97ccee40d5085e8b3ec641dc6cb6e445a247c55dafe88b1a"},
+    {"1.2", "28d36bb7a001dc82707d9d819fb64c32d2b2569262f3060bf81230db8075814e"},
 };
 
 TEST(AbiGuard, HeaderMatchesTheHashRecordedForItsVersion) {
@@ -78,6 +79,16 @@ TEST(AbiGuard, TheOneZeroFixtureHeaderIsTheReleasedOne) {
   std::stringstream ss;
   ss << in.rdbuf();
   EXPECT_EQ(Sha256(Declarations(ss.str())), kKnownAbi.at("1.0"));
+}
+
+TEST(AbiGuard, TheOneOneFixtureHeaderIsTheReleasedOne) {
+  // The abi11 fixture driver is built with this copy; it must be ABI 1.1 as released.
+  std::ifstream in(std::string(GPUPROV_SOURCE_DIR) +
+                   "/tests/fixtures/drivers/abi_1_1/gpuprov/driver_abi.h");
+  ASSERT_TRUE(in);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(Sha256(Declarations(ss.str())), kKnownAbi.at("1.1"));
 }
 
 TEST(AbiGuard, CommentsAndSpacingDoNotCount) {

@@ -9,6 +9,7 @@
 #include "console.h"
 #include "drivers_command.h"
 #include "error.h"
+#include "gc_command.h"
 #include "gpu_request.h"
 #include "provision.h"
 #include "provision_options.h"
@@ -42,6 +43,7 @@ int RunSshArgs(const AppContext& app, const ParsedArgs& args);
 int RunListArgs(const AppContext& app, const ParsedArgs& args);
 int RunDownArgs(const AppContext& app, const ParsedArgs& args);
 int RunTunnelArgs(const AppContext& app, const ParsedArgs& args);
+int RunGcArgs(const AppContext& app, const ParsedArgs& args);
 int RunDriversArgs(const AppContext& app, const ParsedArgs& args);
 int RunVersionArgs(const AppContext& app, const ParsedArgs& args);
 
@@ -76,6 +78,13 @@ const std::vector<Command>& Commands() {
       {"down", "down NAME", "delete the VM, what its driver created for it, and its local files",
        {{"cloud", 'c', "CLOUD", "look the VM up in this cloud when no local record exists"}},
        &RunDownArgs},
+      {"gc", "gc [--cloud CLOUD] [--delete [--yes]]",
+       "list what carries gpuprov's tags on a cloud but belongs to no VM record here (a killed "
+       "run's, a lost home folder's, another machine's), with age and $/h; --delete removes it",
+       {{"cloud", 'c', "CLOUD", "sweep this cloud only (default: every cloud with credentials)"},
+        {"delete", 0, nullptr, "delete what is listed (asks first on a terminal)"},
+        {"yes", 'y', nullptr, "do not ask: needed with --delete when stdin is not a terminal"}},
+       &RunGcArgs},
       {"tunnel", "tunnel NAME [--local-port N]",
        "forward 127.0.0.1:16443 to the VM's Kubernetes API over SSH until Ctrl-C, "
        "reconnecting when SSH drops",
@@ -161,6 +170,17 @@ int RunListArgs(const AppContext& app, const ParsedArgs& args) {
 
 int RunDownArgs(const AppContext& app, const ParsedArgs& args) {
   return RunDown(app, OneName(args, "down"), args.value("cloud"));
+}
+
+int RunGcArgs(const AppContext& app, const ParsedArgs& args) {
+  if (!args.positional.empty()) {
+    throw UsageError("`gpuprov gc` takes no arguments", "pick a cloud with --cloud CLOUD");
+  }
+  GcOptions options;
+  options.cloud = args.value("cloud");
+  options.remove = args.has("delete");
+  options.yes = args.has("yes");
+  return RunGc(app, options);
 }
 
 int RunTunnelArgs(const AppContext& app, const ParsedArgs& args) {

@@ -224,4 +224,53 @@ void Cloud::OpenPorts(const std::string& id, const std::string& vm_name,
   ParseObject(driver_->Call(DriverOp::kOpenPorts, ToJson(req)), "open_ports");
 }
 
+std::vector<CloudResource> Cloud::ListResources() {
+  Object::Ptr r = ParseObject(driver_->Call(DriverOp::kListResources, "{}"), "list_resources");
+  std::vector<CloudResource> out;
+  Array::Ptr arr = r->getArray("resources");
+  if (arr.isNull()) {
+    throw Error("driver " + name() + " returned no resources array from list_resources",
+                "this is a bug in the driver; report it with `gpuprov -v` output");
+  }
+  for (size_t i = 0; i < arr->size(); ++i) {
+    Object::Ptr o = arr->getObject(static_cast<unsigned>(i));
+    if (o.isNull()) continue;
+    CloudResource res;
+    res.kind = Str(o, "kind");
+    res.id = Str(o, "id");
+    res.name = Str(o, "name");
+    res.region = Str(o, "region");
+    res.created_at = Str(o, "created_at");
+    if (res.kind.empty() || res.id.empty()) {
+      throw Error("driver " + name() + " listed a resource without kind or id",
+                  "this is a bug in the driver; report it with `gpuprov -v` output");
+    }
+    if (Array::Ptr names = o->getArray("vm_names"); !names.isNull()) {
+      for (size_t j = 0; j < names->size(); ++j) {
+        std::string vm = names->get(static_cast<unsigned>(j)).toString();
+        if (!vm.empty()) res.vm_names.push_back(vm);
+      }
+    }
+    if (o->has("price_per_hour") && o->get("price_per_hour").isNumeric()) {
+      res.price_per_hour = o->getValue<double>("price_per_hour");
+    }
+    out.push_back(res);
+  }
+  return out;
+}
+
+bool Cloud::DeleteResource(const std::string& kind, const std::string& id) {
+  Object::Ptr req = new Object;
+  req->set("kind", kind);
+  req->set("id", id);
+  try {
+    Object::Ptr r =
+        ParseObject(driver_->Call(DriverOp::kDeleteResource, ToJson(req)), "delete_resource");
+    return r->has("deleted") && r->getValue<bool>("deleted");
+  } catch (const DriverCallError& e) {
+    if (e.status() == GPUPROV_STATUS_NOT_FOUND) return false;
+    throw;
+  }
+}
+
 }  // namespace gpuprov

@@ -37,6 +37,19 @@ struct CloudOffer {
   double price_per_hour = 0;
 };
 
+/// Something on the cloud that carries gpuprov's marks (ABI 1.2 list_resources).
+struct CloudResource {
+  std::string kind;  // "vm", "ssh_key", "firewall", "security_group", "disk", ...
+  std::string id;    // what delete_resource takes with the kind
+  std::string name;
+  /// The gpuprov VMs it belongs to: one for most; the users of a shared one (an SSH key);
+  /// empty when it belongs to none any more.
+  std::vector<std::string> vm_names;
+  std::string region;
+  std::string created_at;                // RFC 3339; "" when the cloud does not say
+  std::optional<double> price_per_hour;  // USD; nullopt when the cloud does not say
+};
+
 struct CloudCheck {
   std::string account;
   /// Bytes of raw boot script (user data) the cloud accepts; drivers that do not say get the
@@ -87,6 +100,11 @@ class Cloud {
   bool Delete(const std::string& id, const std::string& name);
   /// Opens \a ports of the VM to 0.0.0.0/0 (GPUPROV_CAP_OPEN_PORTS).
   void OpenPorts(const std::string& id, const std::string& name, const std::vector<int>& ports);
+  /// Everything carrying gpuprov's marks, in an order it can be deleted in (ABI 1.2;
+  /// DriverCallError UNSUPPORTED when the driver lacks it: check info().lists_resources).
+  std::vector<CloudResource> ListResources();
+  /// false when it was already gone.
+  bool DeleteResource(const std::string& kind, const std::string& id);
 
  private:
   std::unique_ptr<Driver> driver_;

@@ -240,6 +240,8 @@ const char* DriverOpName(DriverOp op) {
     case DriverOp::kList: return "list";
     case DriverOp::kDelete: return "delete_vm";
     case DriverOp::kOpenPorts: return "open_ports";
+    case DriverOp::kListResources: return "list_resources";
+    case DriverOp::kDeleteResource: return "delete_resource";
   }
   return "?";
 }
@@ -353,6 +355,11 @@ const gpuprov_drv_vtable* ValidateDescriptor(const gpuprov_type_driver_descripto
   if ((d.capabilities & GPUPROV_CAP_OPEN_PORTS) && !vt.open_ports) {
     missing.push_back("open_ports");
   }
+  // vt is zeroed past the table's struct_size, so a 1.0 or 1.1 table has neither function.
+  if ((vt.list_resources == nullptr) != (vt.delete_resource == nullptr)) {
+    missing.push_back(vt.list_resources ? "delete_resource (it has list_resources)"
+                                        : "list_resources (it has delete_resource)");
+  }
   if (!missing.empty()) {
     std::string names;
     for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
@@ -370,6 +377,7 @@ const gpuprov_drv_vtable* ValidateDescriptor(const gpuprov_type_driver_descripto
       return nullptr;
     }
   }
+  info->lists_resources = vt.list_resources != nullptr;
   *vtable_copy = vt;
   return d.vtable;
 }
@@ -388,6 +396,8 @@ std::string Driver::Call(DriverOp op, const std::string& request_json) {
     case DriverOp::kList: fn = vtable_.list; break;
     case DriverOp::kDelete: fn = vtable_.delete_vm; break;
     case DriverOp::kOpenPorts: fn = vtable_.open_ports; break;
+    case DriverOp::kListResources: fn = vtable_.list_resources; break;
+    case DriverOp::kDeleteResource: fn = vtable_.delete_resource; break;
   }
   if (fn == nullptr) {
     throw DriverCallError(GPUPROV_STATUS_UNSUPPORTED,
@@ -446,7 +456,7 @@ std::vector<DriverSearchDir> DriverHost::DefaultSearchPath(const std::string& dr
 
 namespace {
 
-constexpr int kListCacheVersion = 2;  // 2: config keys (ABI 1.1)
+constexpr int kListCacheVersion = 3;  // 2: config keys (ABI 1.1); 3: lists_resources (1.2)
 
 /// The identity of a driver file for the list cache: its size and mtime in nanoseconds.
 std::string FileStamp(const fs::path& path) {
@@ -466,6 +476,7 @@ Poco::JSON::Object::Ptr InfoToJson(const DriverInfo& info, const std::string& st
   o->set("abi_minor_required", static_cast<int>(info.abi_minor_required));
   o->set("capabilities", static_cast<Poco::UInt64>(info.capabilities));
   o->set("problem", info.problem);
+  o->set("lists_resources", info.lists_resources);
   if (info.config_keys) {
     Poco::JSON::Array::Ptr keys = new Poco::JSON::Array;
     for (const auto& k : *info.config_keys) {
@@ -504,6 +515,7 @@ std::map<std::string, std::pair<std::string, DriverInfo>> ReadListCache(const st
       info.abi_minor_required = static_cast<uint16_t>(o->getValue<int>("abi_minor_required"));
       info.capabilities = o->getValue<Poco::UInt64>("capabilities");
       info.problem = o->getValue<std::string>("problem");
+      info.lists_resources = o->optValue<bool>("lists_resources", false);
       if (auto keys = o->getArray("config_keys"); !keys.isNull()) {
         info.config_keys.emplace();
         for (size_t i = 0; i < keys->size(); ++i) {

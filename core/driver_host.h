@@ -54,6 +54,8 @@ struct DriverInfo {
   /// The [clouds.NAME] keys the driver declares; nullopt when it declares none (every ABI 1.0
   /// driver), and then its table is passed unchecked.
   std::optional<std::vector<DriverConfigKey>> config_keys;
+  /// The driver has list_resources and delete_resource (ABI 1.2), so `gpuprov gc` can use it.
+  bool lists_resources = false;
   std::string problem;       // empty when the driver is usable
   std::string shadowed_by;   // path of the earlier file of the same name, if any
 
@@ -71,7 +73,17 @@ const gpuprov_drv_vtable* ValidateDescriptor(const gpuprov_type_driver_descripto
 std::string CapabilitiesToString(uint64_t capabilities);
 
 /// The operations of the vtable, by name.
-enum class DriverOp { kCheck, kOffers, kCreate, kGet, kList, kDelete, kOpenPorts };
+enum class DriverOp {
+  kCheck,
+  kOffers,
+  kCreate,
+  kGet,
+  kList,
+  kDelete,
+  kOpenPorts,
+  kListResources,   // ABI 1.2
+  kDeleteResource,  // ABI 1.2
+};
 const char* DriverOpName(DriverOp op);
 
 /// A failed driver call: the driver's status and message.

@@ -34,7 +34,7 @@ const char* LastError(gpuprov_type_driver*) { return ""; }
 
 gpuprov_drv_vtable FullVtable() {
   return gpuprov_drv_vtable{sizeof(gpuprov_drv_vtable), Init, Destroy, LastError, Op, Op, Op,
-                            Op, Op, Op, Op};
+                            Op, Op, Op, Op, Op, Op};
 }
 
 struct DescriptorCase {
@@ -76,11 +76,11 @@ INSTANTIATE_TEST_SUITE_P(
                          d->abi_major = 2;
                          d->abi_minor_required = 0;
                        },
-                       "needs driver ABI 2.0 but this gpuprov has ABI 1.1"},
+                       "needs driver ABI 2.0 but this gpuprov has ABI 1.2"},
         DescriptorCase{"OlderMajor", [](auto* d, auto*) { d->abi_major = 0; },
                        "major versions must be equal"},
         DescriptorCase{"NewerMinor", [](auto* d, auto*) { d->abi_minor_required = 7; },
-                       "needs driver ABI 1.7 or newer but this gpuprov has ABI 1.1"},
+                       "needs driver ABI 1.7 or newer but this gpuprov has ABI 1.2"},
         // A larger descriptor or function table comes from a newer minor that the driver does
         // not require: the host reads the members it knows (driver_abi.h, COMPATIBILITY).
         DescriptorCase{"LargerFromANewerMinorIsRead", [](auto* d, auto*) { d->struct_size += 16; },
@@ -222,7 +222,7 @@ TEST_F(DriverFilesTest, ListReportsBrokenDriversAndStillLoadsGoodOnes) {
     const DriverInfo* i = Find(all, name);
     return i == nullptr ? std::string("<not listed>") : i->problem;
   };
-  EXPECT_NE(problem("newmajor").find("needs driver ABI 2.0 but this gpuprov has ABI 1.1"),
+  EXPECT_NE(problem("newmajor").find("needs driver ABI 2.0 but this gpuprov has ABI 1.2"),
             std::string::npos) << problem("newmajor");
   EXPECT_NE(problem("newminor").find("needs driver ABI 1.99 or newer"), std::string::npos)
       << problem("newminor");
@@ -249,6 +249,25 @@ TEST_F(DriverFilesTest, AnAbiOneZeroDriverStillLoadsAndRuns) {
   EXPECT_FALSE(info.config_keys.has_value());
   auto driver = host.Open("abi10", R"({"endpoint":"","config":{"anything":1}})", {});
   EXPECT_EQ(driver->Call(DriverOp::kList, "{}"), "{}");
+}
+
+TEST_F(DriverFilesTest, AnAbiOneOneDriverLoadsAndCannotListResources) {
+  // abi11 is built with a verbatim copy of the 1.1 header: its function table ends at
+  // open_ports, so the host must not read list_resources or delete_resource from it.
+  DriverHost host(std::vector<gpuprov::DriverSearchDir>{{GPUPROV_FIXTURE_DRIVER_DIR, "fixtures"}});
+  DriverInfo info = host.Find("abi11");
+  EXPECT_TRUE(info.ok()) << info.problem;
+  EXPECT_EQ(info.abi_minor_required, 1);
+  EXPECT_FALSE(info.lists_resources);
+  auto driver = host.Open("abi11", R"({"endpoint":"","config":{}})", {});
+  EXPECT_EQ(driver->Call(DriverOp::kList, "{}"), "{}");
+  try {
+    driver->Call(DriverOp::kListResources, "{}");
+    FAIL() << "a 1.1 driver has no list_resources";
+  } catch (const DriverCallError& e) {
+    EXPECT_EQ(e.status(), GPUPROV_STATUS_UNSUPPORTED);
+    EXPECT_NE(std::string(e.what()).find("list_resources"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(DriverFilesTest, DeclaredConfigKeysAreRead) {

@@ -80,7 +80,7 @@ const char* FakeLastError(gpuprov_type_driver*) { return ""; }
 std::unique_ptr<Cloud> FakeCloud(bool open_ports_capability) {
   static const gpuprov_drv_vtable vt = {sizeof(gpuprov_drv_vtable), FakeInit, FakeDestroy,
                                         FakeLastError, FakeOp, FakeOp, FakeOp, FakeOp, FakeOp,
-                                        FakeOp, FakeOpenPorts};
+                                        FakeOp, FakeOpenPorts, nullptr, nullptr};
   static gpuprov_type_driver_descriptor d = {sizeof(d), GPUPROV_DRIVER_MAGIC,
                                              GPUPROV_ABI_VERSION_MAJOR, 0, "fake", "1", "fake",
                                              0, &vt, nullptr, 0};

@@ -754,6 +754,137 @@ std::string AwsDriver::Delete(const std::string& request_json) {
   return kit::DeletedResult(deleted);
 }
 
+std::string AwsDriver::ListResources(const std::string& /*request_json*/) {
+  std::vector<kit::ResourceFields> vms, groups, keys;
+  auto vm_name_of = [](std::map<std::string, std::string> tags, const std::string& fallback) {
+    const std::string n = tags[kNameTag];
+    return n.empty() ? fallback : n;
+  };
+  const Params tagged = {{"Filter.1.Name", "tag:gpuprov"}, {"Filter.1.Value.1", "1"}};
+  for (const auto& region : SearchRegions("")) {
+    Params p = tagged;
+    p.insert(p.end(), {{"Filter.2.Name", "instance-state-name"},
+                       {"Filter.2.Value.1", "pending"},
+                       {"Filter.2.Value.2", "running"},
+                       {"Filter.2.Value.3", "stopping"},
+                       {"Filter.2.Value.4", "stopped"}});
+    for (const auto& instance : DescribeInstances(region, p)) {
+      if (!Managed(instance) || Gone(instance)) continue;
+      auto tags = TagsOf(instance);
+      kit::ResourceFields r =
+          kit::Resource("vm", region + "/" + instance.Text("instanceId"), tags["Name"]);
+      r.vm_names = {vm_name_of(tags, tags["Name"])};
+      r.region = region;
+      r.created_at = instance.Text("launchTime");
+      // EC2 does not say; the driver's us-east-1 list price when its table has the type.
+      if (auto type = TypeByName(instance.Text("instanceType")); type && type->price_per_hour > 0) {
+        r.price_per_hour = type->price_per_hour;
+      }
+      vms.push_back(r);
+    }
+    const XmlNode group_doc = Call(region, "DescribeSecurityGroups", tagged);
+    for (const XmlNode* g : group_doc.Items("securityGroupInfo")) {
+      if (!Managed(*g)) continue;
+      const std::string name = g->Text("groupName");
+      kit::ResourceFields r =
+          kit::Resource("security_group", region + "/" + g->Text("groupId"), name);
+      r.vm_names = {vm_name_of(TagsOf(*g), name.substr(std::string(kit::kResourcePrefix).size()))};
+      r.region = region;
+      groups.push_back(r);
+    }
+    const XmlNode key_doc = Call(region, "DescribeKeyPairs", tagged);
+    for (const XmlNode* k : key_doc.Items("keySet")) {
+      if (!Managed(*k)) continue;
+      const std::string name = k->Text("keyName");
+      kit::ResourceFields r = kit::Resource("key_pair", region + "/" + name, name);
+      r.vm_names = {vm_name_of(TagsOf(*k), name.substr(std::string(kit::kResourcePrefix).size()))};
+      r.region = region;
+      r.created_at = k->Text("createTime");
+      keys.push_back(r);
+    }
+  }
+  // Instances first: a security group cannot go while an instance uses it.
+  vms.insert(vms.end(), groups.begin(), groups.end());
+  vms.insert(vms.end(), keys.begin(), keys.end());
+  return kit::ResourcesResult(vms);
+}
+
+std::string AwsDriver::DeleteResource(const std::string& request_json) {
+  const kit::ResourceRef ref =
+      kit::ParseResourceRequest(request_json, {"vm", "security_group", "key_pair"});
+  const auto [region, id] = SplitId(ref.id);
+  if (region.empty() || id.empty()) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "id '" + ref.id + "' is not <region>/<id> as list_resources gives it");
+  }
+  auto refuse = [&] {
+    return DriverError(
+        GPUPROV_STATUS_INVALID_INPUT,
+        ref.kind + " " + ref.id + " is not tagged gpuprov=1; gpuprov leaves it alone");
+  };
+  // Each is looked up again: only what still carries gpuprov's tag is deleted.
+  if (ref.kind == "vm") {
+    std::vector<XmlNode> found;
+    try {
+      found = DescribeInstances(region, {{"InstanceId.1", id}});
+    } catch (const DriverError& e) {
+      if (e.status() == GPUPROV_STATUS_NOT_FOUND) return kit::DeletedResult(false);
+      throw;
+    }
+    if (found.empty() || Gone(found.front())) return kit::DeletedResult(false);
+    if (!Managed(found.front())) throw refuse();
+    host_.Progress("terminating instance " + id + " in " + region);
+    try {
+      ec2_->Call(region, "TerminateInstances", {{"InstanceId.1", id}});
+    } catch (const Ec2Error& e) {
+      if (e.code() == "InvalidInstanceID.NotFound") return kit::DeletedResult(false);
+      Raise(region, e);
+    }
+    return kit::DeletedResult(true);
+  }
+  if (ref.kind == "key_pair") {
+    XmlNode doc;
+    try {
+      doc = ec2_->Call(region, "DescribeKeyPairs", {{"KeyName.1", id}});
+    } catch (const Ec2Error& e) {
+      if (e.code() == "InvalidKeyPair.NotFound") return kit::DeletedResult(false);
+      Raise(region, e);
+    }
+    auto items = doc.Items("keySet");
+    if (items.empty()) return kit::DeletedResult(false);
+    if (!Managed(*items.front())) throw refuse();
+    host_.Progress("deleting key pair " + id + " in " + region);
+    Call(region, "DeleteKeyPair", {{"KeyName", id}});
+    return kit::DeletedResult(true);
+  }
+  XmlNode doc;
+  try {
+    doc = ec2_->Call(region, "DescribeSecurityGroups", {{"GroupId.1", id}});
+  } catch (const Ec2Error& e) {
+    if (e.code() == "InvalidGroup.NotFound") return kit::DeletedResult(false);
+    Raise(region, e);
+  }
+  auto items = doc.Items("securityGroupInfo");
+  if (items.empty()) return kit::DeletedResult(false);
+  if (!Managed(*items.front())) throw refuse();
+  host_.Progress("deleting security group " + items.front()->Text("groupName") + " (" + id + ")");
+  const auto deadline = steady_clock::now() + delete_wait_;
+  while (true) {
+    try {
+      ec2_->Call(region, "DeleteSecurityGroup", {{"GroupId", id}});
+      return kit::DeletedResult(true);
+    } catch (const Ec2Error& e) {
+      if (e.code() == "InvalidGroup.NotFound") return kit::DeletedResult(false);
+      // Deleting fails until every instance using it is fully terminated (reference §5).
+      if (e.code() == "DependencyViolation" && steady_clock::now() < deadline) {
+        Sleep(poll_interval_);
+        continue;
+      }
+      Raise(region, e);
+    }
+  }
+}
+
 std::string AwsDriver::OpenPorts(const std::string& request_json) {
   ObjectPtr request = json::ParseObject(request_json, "the open_ports request");
   std::vector<int> ports = kit::PortsOf(request, "ports");

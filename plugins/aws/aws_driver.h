@@ -58,6 +58,10 @@ class AwsDriver {
   std::string List(const std::string& request_json);
   std::string Delete(const std::string& request_json);
   std::string OpenPorts(const std::string& request_json);
+  // `gpuprov gc` (ABI 1.2): instances, security groups and key pairs tagged gpuprov=1 in the
+  // regions this driver searches (region, regions).
+  std::string ListResources(const std::string& request_json);
+  std::string DeleteResource(const std::string& request_json);
 
  private:
   using ObjectPtr = Poco::JSON::Object::Ptr;

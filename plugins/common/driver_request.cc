@@ -187,4 +187,46 @@ std::string OffersResult(const Array::Ptr& offers) { return OneMember("offers", 
 std::string VmsResult(const Array::Ptr& vms) { return OneMember("vms", vms); }
 std::string DeletedResult(bool deleted) { return OneMember("deleted", deleted); }
 
+ResourceFields Resource(std::string kind, std::string id, std::string name) {
+  ResourceFields r;
+  r.kind = std::move(kind);
+  r.id = std::move(id);
+  r.name = std::move(name);
+  return r;
+}
+
+std::string ResourcesResult(const std::vector<ResourceFields>& resources) {
+  Array::Ptr list = new Array();
+  for (const auto& r : resources) {
+    Object::Ptr o = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    o->set("kind", r.kind);
+    o->set("id", r.id);
+    o->set("name", r.name);
+    Array::Ptr names = new Array();
+    for (const auto& n : r.vm_names) names->add(n);
+    o->set("vm_names", names);
+    o->set("region", r.region);
+    o->set("created_at", r.created_at);
+    if (r.price_per_hour) o->set("price_per_hour", *r.price_per_hour);
+    list->add(o);
+  }
+  Object::Ptr root = new Object();
+  root->set("resources", list);
+  return json::Stringify(root);
+}
+
+ResourceRef ParseResourceRequest(const std::string& request_json,
+                                 const std::set<std::string>& kinds) {
+  Object::Ptr request = json::ParseObject(request_json, "the delete_resource request");
+  ResourceRef ref{json::Str(request, "kind"), json::Str(request, "id")};
+  if (kinds.count(ref.kind) == 0) {
+    std::string known;
+    for (const auto& k : kinds) known += (known.empty() ? "" : ", ") + k;
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "kind '" + ref.kind + "' is not one this driver lists (" + known + ")");
+  }
+  if (ref.id.empty()) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "id is missing");
+  return ref;
+}
+
 }  // namespace gpuprov::drivers

@@ -109,6 +109,31 @@ std::string OffersResult(const Poco::JSON::Array::Ptr& offers);
 std::string VmsResult(const Poco::JSON::Array::Ptr& vms);
 std::string DeletedResult(bool deleted);
 
+/// One entry of the list_resources result (ABI 1.2): something on the cloud that carries
+/// gpuprov's marks.
+struct ResourceFields {
+  std::string kind;  // "vm", "ssh_key", "firewall", "security_group", "disk", ...
+  std::string id;    // what delete_resource takes back with the kind
+  std::string name;
+  std::vector<std::string> vm_names;  // the gpuprov VMs it belongs to; empty when none
+  std::string region;
+  std::string created_at;                // RFC 3339 or ""
+  std::optional<double> price_per_hour;  // when the cloud says
+};
+/// A resource with its kind, id and name; the other fields are set by the caller.
+ResourceFields Resource(std::string kind, std::string id, std::string name);
+/// {"resources": [...]} as JSON text, in the given order (the order gc deletes in).
+std::string ResourcesResult(const std::vector<ResourceFields>& resources);
+
+/// The delete_resource request {"kind", "id"}: INVALID_INPUT naming the field when either is
+/// missing or the kind is not one of \a kinds.
+struct ResourceRef {
+  std::string kind;
+  std::string id;
+};
+ResourceRef ParseResourceRequest(const std::string& request_json,
+                                 const std::set<std::string>& kinds);
+
 /// {"vm": <vm>} or, when `existing` is set, {"vm": <vm>, "existing": <existing>} as JSON text.
 std::string VmResult(const Poco::JSON::Object::Ptr& vm,
                      std::optional<bool> existing = std::nullopt);

@@ -189,6 +189,33 @@ TEST(DriverRequest, Results) {
 namespace gpuprov::drivers {
 namespace {
 
+TEST(DriverRequest, ResourcesResultKeepsOrderAndLeavesOutAnUnknownPrice) {
+  ResourceFields vm = Resource("vm", "42", "demo");
+  vm.vm_names = {"demo"};
+  vm.price_per_hour = 0.5;
+  ResourceFields key = Resource("ssh_key", "7", "gpuprov-ab");
+  const std::string text = ResourcesResult({vm, key});
+  EXPECT_EQ(text,
+            R"({"resources":[{"kind":"vm","id":"42","name":"demo","vm_names":["demo"],"region":"",)"
+            R"("created_at":"","price_per_hour":0.5},{"kind":"ssh_key","id":"7","name":"gpuprov-ab",)"
+            R"("vm_names":[],"region":"","created_at":""}]})");
+}
+
+TEST(DriverRequest, ResourceRequestNamesAnUnknownKindOrAMissingId) {
+  const ResourceRef ref = ParseResourceRequest(R"({"kind":"vm","id":"42"})", {"vm", "ssh_key"});
+  EXPECT_EQ(ref.kind, "vm");
+  EXPECT_EQ(ref.id, "42");
+  auto [status, message] =
+      ErrorOf([] { ParseResourceRequest(R"({"kind":"disk","id":"1"})", {"vm", "ssh_key"}); });
+  EXPECT_EQ(status, GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_NE(message.find("kind 'disk' is not one this driver lists (ssh_key, vm)"),
+            std::string::npos)
+      << message;
+  std::tie(status, message) = ErrorOf([] { ParseResourceRequest(R"({"kind":"vm"})", {"vm"}); });
+  EXPECT_EQ(status, GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_NE(message.find("id is missing"), std::string::npos) << message;
+}
+
 TEST(DriverRequest, SettingsNormaliseTheEndpoint) {
   DriverSettings s = ParseSettings(R"({"endpoint": " https://h.example/api/v1/ ", "config": {"a": 1}})",
                                    "https://default.example", "/api/v1");

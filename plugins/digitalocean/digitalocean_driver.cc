@@ -718,6 +718,68 @@ std::string DigitalOceanDriver::OpenPorts(const std::string& request_json) {
   return "{}";
 }
 
+std::string DigitalOceanDriver::ListResources(const std::string& /*request_json*/) {
+  // Droplets first, then what they use: the order gc deletes in.
+  std::vector<kit::ResourceFields> out;
+  const std::vector<ObjectPtr> droplets = ManagedDroplets();
+  for (const auto& d : droplets) {
+    kit::ResourceFields r = kit::Resource("vm", json::Str(d, "id"), json::Str(d, "name"));
+    r.vm_names = {json::Str(d, "name")};
+    r.region = json::Str(json::Obj(d, "region"), "slug");
+    r.created_at = json::Str(d, "created_at");
+    if (ObjectPtr size = json::Obj(d, "size"); size && json::Has(size, "price_hourly")) {
+      r.price_per_hour = size->getValue<double>("price_hourly");
+    }
+    out.push_back(r);
+  }
+  // A firewall is gpuprov's by its name, gpuprov-<VM name> (its tags would attach droplets).
+  for (const auto& fw : ListAll("/firewalls", "firewalls", "list firewalls")) {
+    const std::string name = json::Str(fw, "name");
+    if (name.rfind(kResourcePrefix, 0) != 0) continue;
+    kit::ResourceFields r = kit::Resource("firewall", json::Str(fw, "id"), name);
+    r.vm_names = {name.substr(std::string(kResourcePrefix).size())};
+    r.created_at = json::Str(fw, "created_at");
+    out.push_back(r);
+  }
+  // A key gpuprov registered (gpuprov-<fingerprint>) belongs to the droplets tagged with it.
+  for (const auto& k : ListAll("/account/keys", "ssh_keys", "list SSH keys")) {
+    const std::string name = json::Str(k, "name");
+    if (name.rfind(kResourcePrefix, 0) != 0) continue;
+    kit::ResourceFields r = kit::Resource("ssh_key", json::Str(k, "id"), name);
+    for (const auto& d : droplets) {
+      if (HasTag(d, KeyTag(r.id))) r.vm_names.push_back(json::Str(d, "name"));
+    }
+    out.push_back(r);
+  }
+  return kit::ResourcesResult(out);
+}
+
+std::string DigitalOceanDriver::DeleteResource(const std::string& request_json) {
+  const kit::ResourceRef ref =
+      kit::ParseResourceRequest(request_json, {"vm", "firewall", "ssh_key"});
+  const std::string path = ref.kind == "vm"         ? "/droplets/" + Encode(ref.id)
+                           : ref.kind == "firewall" ? "/firewalls/" + Encode(ref.id)
+                                                    : "/account/keys/" + Encode(ref.id);
+  const char* member = ref.kind == "vm"         ? "droplet"
+                       : ref.kind == "firewall" ? "firewall"
+                                                : "ssh_key";
+  // Looked up again: only what still carries gpuprov's mark is deleted.
+  int status = 0;
+  ObjectPtr doc = Call("GET", path, "get " + ref.kind + " " + ref.id, nullptr, {404}, &status);
+  ObjectPtr o = status == 404 ? nullptr : json::Obj(doc, member);
+  if (!o) return kit::DeletedResult(false);
+  const bool ours = ref.kind == "vm" ? HasTag(o, kManagedTag)
+                                     : json::Str(o, "name").rfind(kResourcePrefix, 0) == 0;
+  if (!ours) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      ref.kind + " " + ref.id + " does not carry gpuprov's " +
+                          (ref.kind == "vm" ? "tag" : "name") + "; gpuprov leaves it alone");
+  }
+  host_.Progress("deleting " + ref.kind + " " + json::Str(o, "name") + " (id " + ref.id + ")");
+  Call("DELETE", path, "delete " + ref.kind + " " + ref.id, nullptr, {404}, &status);
+  return kit::DeletedResult(status != 404);
+}
+
 }  // namespace gpuprov::digitalocean
 
 // The keys of [clouds.digitalocean] this driver reads (ABI 1.1: gpuprov refuses others in

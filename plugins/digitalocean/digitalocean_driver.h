@@ -50,6 +50,9 @@ class DigitalOceanDriver {
   std::string List(const std::string& request_json);
   std::string Delete(const std::string& request_json);
   std::string OpenPorts(const std::string& request_json);
+  // `gpuprov gc` (ABI 1.2): gpuprov's droplets, its firewalls and SSH keys (named gpuprov-*).
+  std::string ListResources(const std::string& request_json);
+  std::string DeleteResource(const std::string& request_json);
 
  private:
   using ObjectPtr = Poco::JSON::Object::Ptr;

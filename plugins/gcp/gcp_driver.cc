@@ -867,6 +867,94 @@ std::string GcpDriver::Delete(const std::string& request_json) {
   return kit::DeletedResult(deleted);
 }
 
+namespace {
+// True for the rule gpuprov made: named gpuprov-<vm> and targeting the tag of that name.
+bool OwnFirewall(const Object::Ptr& fw) {
+  const std::string name = json::Str(fw, "name");
+  if (name.rfind(kit::kResourcePrefix, 0) != 0) return false;
+  Array::Ptr tags = json::Arr(fw, "targetTags");
+  for (size_t i = 0; tags && i < tags->size(); ++i) {
+    if (tags->get(static_cast<unsigned>(i)).toString() == name) return true;
+  }
+  return false;
+}
+}  // namespace
+
+std::string GcpDriver::ListResources(const std::string& /*request_json*/) {
+  std::vector<kit::ResourceFields> out;
+  for (const auto& inst :
+       AggregatedInstances(std::string("labels.") + kManagedLabel + " = \"1\"")) {
+    if (LabelOf(inst, kManagedLabel) != "1") continue;
+    const std::string name = json::Str(inst, "name");
+    const std::string zone = LastSegment(json::Str(inst, "zone"));
+    kit::ResourceFields r = kit::Resource("vm", zone + "/" + name, name);
+    const std::string labelled = LabelOf(inst, kNameLabel);
+    r.vm_names = {labelled.empty() ? name : labelled};
+    r.region = zone;
+    r.created_at = json::Str(inst, "creationTimestamp");
+    // GCE says no price: the driver's approximate us-central1 list price when it knows the type.
+    std::string accelerator;
+    if (Array::Ptr acc = json::Arr(inst, "guestAccelerators"); acc && acc->size() > 0) {
+      accelerator = LastSegment(json::Str(json::ObjAt(acc, 0), "acceleratorType"));
+    }
+    if (auto type = MachineTypeByName(LastSegment(json::Str(inst, "machineType")), accelerator);
+        type && type->price_per_hour > 0) {
+      r.price_per_hour = type->price_per_hour;
+    }
+    out.push_back(r);
+  }
+  std::string token;
+  for (int page = 0; page < kMaxPages; ++page) {
+    std::string path = "global/firewalls?maxResults=500";
+    if (!token.empty()) path += "&pageToken=" + Encode(token);
+    ObjectPtr doc = Call("GET", path, "list firewall rules");
+    Array::Ptr items = json::Arr(doc, "items");
+    for (size_t i = 0; items && i < items->size(); ++i) {
+      ObjectPtr fw = json::ObjAt(items, i);
+      if (!fw || !OwnFirewall(fw)) continue;
+      const std::string name = json::Str(fw, "name");
+      kit::ResourceFields r = kit::Resource("firewall", name, name);
+      r.vm_names = {name.substr(std::string(kit::kResourcePrefix).size())};
+      r.region = "global";
+      r.created_at = json::Str(fw, "creationTimestamp");
+      out.push_back(r);
+    }
+    token = json::Str(doc, "nextPageToken");
+    if (token.empty()) break;
+  }
+  return kit::ResourcesResult(out);
+}
+
+std::string GcpDriver::DeleteResource(const std::string& request_json) {
+  const kit::ResourceRef ref = kit::ParseResourceRequest(request_json, {"vm", "firewall"});
+  auto refuse = [&] {
+    return DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                       ref.kind + " " + ref.id +
+                           " does not carry gpuprov's label or name; gpuprov leaves it alone");
+  };
+  int status = 0;
+  if (ref.kind == "firewall") {
+    ObjectPtr fw = Call("GET", "global/firewalls/" + Encode(ref.id), "get firewall rule " + ref.id,
+                        nullptr, {404}, &status);
+    if (status == 404 || !fw) return kit::DeletedResult(false);
+    if (!OwnFirewall(fw)) throw refuse();
+    return kit::DeletedResult(
+        DeleteFirewall(ref.id.substr(std::string(kit::kResourcePrefix).size())));
+  }
+  const size_t slash = ref.id.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 >= ref.id.size()) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "id '" + ref.id + "' is not <zone>/<name> as list_resources gives it");
+  }
+  const std::string zone = ref.id.substr(0, slash), name = ref.id.substr(slash + 1);
+  ObjectPtr inst = Call("GET", "zones/" + Encode(zone) + "/instances/" + Encode(name),
+                        "get instance " + name, nullptr, {404}, &status);
+  if (status == 404 || !inst) return kit::DeletedResult(false);
+  if (LabelOf(inst, kManagedLabel) != "1") throw refuse();
+  host_.Progress("deleting instance " + name + " in " + zone);
+  return kit::DeletedResult(DeleteInstance(zone, name));
+}
+
 std::string GcpDriver::OpenPorts(const std::string& request_json) {
   ObjectPtr request = json::ParseObject(request_json, "the open_ports request");
   std::vector<int> ports = kit::PortsOf(request, "ports");

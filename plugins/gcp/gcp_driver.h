@@ -56,6 +56,10 @@ class GcpDriver {
   std::string List(const std::string& request_json);
   std::string Delete(const std::string& request_json);
   std::string OpenPorts(const std::string& request_json);
+  // `gpuprov gc` (ABI 1.2): instances labelled gpuprov=1 and the firewall rules gpuprov-<vm>
+  // that target their own tag.
+  std::string ListResources(const std::string& request_json);
+  std::string DeleteResource(const std::string& request_json);
 
  private:
   using ObjectPtr = Poco::JSON::Object::Ptr;

@@ -607,6 +607,38 @@ std::string HyperstackDriver::List(const std::string& /*request_json*/) {
   return kit::VmsResult(vms);
 }
 
+bool HyperstackDriver::DeleteVmAndWait(const std::string& id, const std::string& name) {
+  host_.Progress("deleting virtual machine " + name + " (id " + id + ")");
+  // A VM still being created cannot be deleted yet (§3.4): try again, cancellable.
+  kit::PollOptions poll{"waiting until virtual machine " + name + " can be deleted", delete_retry_,
+                        delete_retry_ * kDeleteTries};
+  bool gone_already = false;
+  const bool accepted = kit::PollUntil(host_, poll, [&](std::string* state) {
+    int status = 0;
+    std::string raw;
+    Call("DELETE", "/core/virtual-machines/" + kit::EncodeComponent(id),
+         "delete virtual machine " + name, nullptr, {400, 404, 409}, &status, &raw);
+    if (Ok(status)) return true;
+    if (status == 404) return gone_already = true;
+    if (!IsStillBeingCreated(raw)) {
+      throw DriverError(StatusOfError(status, raw),
+                        "delete virtual machine " + name + ": Hyperstack answered HTTP " +
+                            std::to_string(status) + ": " + ApiMessage(raw));
+    }
+    *state = "still being created";
+    return false;
+  });
+  if (!accepted) {
+    throw DriverError(
+        GPUPROV_STATUS_TRANSIENT,
+        "virtual machine " + name + " was still being created after " +
+            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(poll.timeout).count()) +
+            " s of retries; run `gpuprov down " + name + "` again later");
+  }
+  WaitGone(id, name);  // its security rules go with it (§3.4)
+  return !gone_already;
+}
+
 std::string HyperstackDriver::Delete(const std::string& request_json) {
   ObjectPtr request = json::ParseObject(request_json, "the delete request");
   ObjectPtr vm = Resolve(request);
@@ -617,39 +649,126 @@ std::string HyperstackDriver::Delete(const std::string& request_json) {
     const std::string id = json::Str(vm, "id");
     name = json::Str(vm, "name");
     environment = EnvironmentOf(vm);
-    host_.Progress("deleting virtual machine " + name + " (id " + id + ")");
-    // A VM still being created cannot be deleted yet (§3.4): try again, cancellable.
-    kit::PollOptions poll{"waiting until virtual machine " + name + " can be deleted",
-                          delete_retry_, delete_retry_ * kDeleteTries};
-    bool gone_already = false;
-    const bool accepted = kit::PollUntil(host_, poll, [&](std::string* state) {
-      int status = 0;
-      std::string raw;
-      Call("DELETE", "/core/virtual-machines/" + kit::EncodeComponent(id),
-           "delete virtual machine " + name, nullptr, {400, 404, 409}, &status, &raw);
-      if (Ok(status)) return true;
-      if (status == 404) return gone_already = true;
-      if (!IsStillBeingCreated(raw)) {
-        throw DriverError(StatusOfError(status, raw),
-                          "delete virtual machine " + name + ": Hyperstack answered HTTP " +
-                              std::to_string(status) + ": " + ApiMessage(raw));
-      }
-      *state = "still being created";
-      return false;
-    });
-    if (!accepted) {
-      throw DriverError(
-          GPUPROV_STATUS_TRANSIENT,
-          "virtual machine " + name + " was still being created after " +
-              std::to_string(
-                  std::chrono::duration_cast<std::chrono::seconds>(poll.timeout).count()) +
-              " s of retries; run `gpuprov down " + name + "` again later");
-    }
-    deleted = !gone_already;
-    WaitGone(id, name);  // its security rules go with it (§3.4)
+    deleted = DeleteVmAndWait(id, name);
   }
   CleanUpEnvironment(environment);
   return kit::DeletedResult(deleted);
+}
+
+std::string HyperstackDriver::ListResources(const std::string& /*request_json*/) {
+  std::vector<kit::ResourceFields> out;
+  // Environment and environment/key name -> the gpuprov VMs using them; what a VM without
+  // gpuprov's label uses is not listed at all.
+  std::map<std::string, std::vector<std::string>> env_users, key_users;
+  std::set<std::string> foreign_envs, foreign_keys;
+  for (const auto& vm : AllVms()) {
+    const std::string env = EnvironmentOf(vm), key = env + "/" + KeyNameOf(vm);
+    const std::string name = json::Str(vm, "name");
+    if (!IsManaged(vm)) {
+      foreign_envs.insert(env);
+      foreign_keys.insert(key);
+      continue;
+    }
+    env_users[env].push_back(name);
+    key_users[key].push_back(name);
+    kit::ResourceFields r = kit::Resource("vm", json::Str(vm, "id"), name);
+    const std::string labelled = TagsOf(vm)->optValue<std::string>(kit::kNameTag, "");
+    r.vm_names = {labelled.empty() ? name : labelled};
+    r.region = json::Str(json::Obj(vm, "environment"), "region");
+    r.created_at = json::Str(vm, "created_at");
+    out.push_back(r);
+  }
+  for (const auto& k : ListAll("/core/keypairs", "keypairs", "list key pairs")) {
+    const std::string name = json::Str(k, "name"), env = EnvironmentOf(k);
+    if (name.rfind(kResourcePrefix, 0) != 0) {
+      foreign_envs.insert(env);  // the user's key pair keeps its environment
+      continue;
+    }
+    if (foreign_keys.count(env + "/" + name)) continue;
+    kit::ResourceFields r = kit::Resource("key_pair", json::Str(k, "id"), name);
+    r.vm_names = key_users[env + "/" + name];
+    r.region = env;
+    r.created_at = json::Str(k, "created_at");
+    out.push_back(r);
+  }
+  ObjectPtr doc = Call("GET", "/core/environments", "list environments");
+  Array::Ptr envs = json::Arr(doc, "environments");
+  for (size_t i = 0; envs && i < envs->size(); ++i) {
+    ObjectPtr e = json::ObjAt(envs, i);
+    const std::string name = json::Str(e, "name");
+    // A configured environment is the user's, even when named gpuprov-*.
+    if (name.rfind(kResourcePrefix, 0) != 0 || name == configured_environment_ ||
+        foreign_envs.count(name)) {
+      continue;
+    }
+    kit::ResourceFields r = kit::Resource("environment", json::Str(e, "id"), name);
+    r.vm_names = env_users[name];
+    r.region = json::Str(e, "region");
+    r.created_at = json::Str(e, "created_at");
+    out.push_back(r);
+  }
+  return kit::ResourcesResult(out);
+}
+
+std::string HyperstackDriver::DeleteResource(const std::string& request_json) {
+  const kit::ResourceRef ref =
+      kit::ParseResourceRequest(request_json, {"vm", "key_pair", "environment"});
+  auto refuse = [&](const std::string& why) {
+    return DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                       ref.kind + " " + ref.id + " " + why + "; gpuprov leaves it alone");
+  };
+  // Each is looked up again: only what still carries gpuprov's label or name is deleted.
+  if (ref.kind == "vm") {
+    ObjectPtr vm = GetVm(ref.id);
+    if (!vm) return kit::DeletedResult(false);
+    if (!IsManaged(vm)) throw refuse("does not carry gpuprov's label");
+    return kit::DeletedResult(DeleteVmAndWait(ref.id, json::Str(vm, "name")));
+  }
+  std::vector<ObjectPtr> vms = AllVms();
+  if (ref.kind == "key_pair") {
+    for (const auto& k : ListAll("/core/keypairs", "keypairs", "list key pairs")) {
+      if (json::Str(k, "id") != ref.id) continue;
+      const std::string name = json::Str(k, "name"), env = EnvironmentOf(k);
+      if (name.rfind(kResourcePrefix, 0) != 0) throw refuse("is not named gpuprov-*");
+      for (const auto& vm : vms) {
+        if (!IsManaged(vm) && EnvironmentOf(vm) == env && KeyNameOf(vm) == name) {
+          throw refuse("is used by virtual machine " + json::Str(vm, "name"));
+        }
+      }
+      host_.Progress("deleting key pair " + name + " in " + env);
+      int status = 0;
+      Call("DELETE", "/core/keypair/" + kit::EncodeComponent(ref.id), "delete key pair " + name,
+           nullptr, {404}, &status);
+      return kit::DeletedResult(status != 404);
+    }
+    return kit::DeletedResult(false);
+  }
+  ObjectPtr doc = Call("GET", "/core/environments", "list environments");
+  Array::Ptr envs = json::Arr(doc, "environments");
+  for (size_t i = 0; envs && i < envs->size(); ++i) {
+    ObjectPtr e = json::ObjAt(envs, i);
+    if (json::Str(e, "id") != ref.id) continue;
+    const std::string name = json::Str(e, "name");
+    if (name.rfind(kResourcePrefix, 0) != 0 || name == configured_environment_) {
+      throw refuse("is not an environment gpuprov made");
+    }
+    for (const auto& vm : vms) {
+      if (!IsManaged(vm) && EnvironmentOf(vm) == name) {
+        throw refuse("holds virtual machine " + json::Str(vm, "name"));
+      }
+    }
+    for (const auto& k : ListAll("/core/keypairs", "keypairs", "list key pairs")) {
+      if (EnvironmentOf(k) == name && json::Str(k, "name").rfind(kResourcePrefix, 0) != 0) {
+        throw refuse("holds the key pair " + json::Str(k, "name"));
+      }
+    }
+    host_.Progress("deleting environment " + name);
+    int status = 0;
+    Call("DELETE", "/core/environments/" + kit::EncodeComponent(ref.id),
+         "delete environment " + name, nullptr, {404}, &status);
+    return kit::DeletedResult(status != 404);
+  }
+  return kit::DeletedResult(false);
 }
 
 std::string HyperstackDriver::OpenPorts(const std::string& request_json) {

@@ -55,6 +55,10 @@ class HyperstackDriver {
   std::string List(const std::string& request_json);
   std::string Delete(const std::string& request_json);
   std::string OpenPorts(const std::string& request_json);
+  // `gpuprov gc` (ABI 1.2): VMs labelled gpuprov, key pairs gpuprov-<fingerprint> and
+  // environments gpuprov-<region> that no VM or key pair without gpuprov's mark uses.
+  std::string ListResources(const std::string& request_json);
+  std::string DeleteResource(const std::string& request_json);
 
  private:
   using ObjectPtr = Poco::JSON::Object::Ptr;
@@ -109,6 +113,9 @@ class HyperstackDriver {
   /// no other key pair left. Also what a vanished VM or a cut-short create left.
   void CleanUpEnvironment(const std::string& environment);
   /// Waits (cancellable) until GET answers 404.
+  /// Deletes the VM (retrying while Hyperstack says it is still being created) and waits
+  /// until it is gone. False when it was gone already.
+  bool DeleteVmAndWait(const std::string& id, const std::string& name);
   void WaitGone(const std::string& id, const std::string& name);
 
   gpuprov::sdk::Host host_;

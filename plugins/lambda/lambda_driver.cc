@@ -776,6 +776,118 @@ std::string LambdaDriver::Delete(const std::string& request_json) {
   return kit::DeletedResult(deleted);
 }
 
+std::string LambdaDriver::ListResources(const std::string& /*request_json*/) {
+  std::vector<kit::ResourceFields> out;
+  std::vector<ObjectPtr> managed;
+  for (const auto& in : Instances()) {
+    if (!IsManaged(in)) continue;
+    managed.push_back(in);
+    const std::string name = json::Str(in, "name");
+    const std::string tagged = TagValue(in, kit::kNameTag);
+    kit::ResourceFields r = kit::Resource("vm", json::Str(in, "id"), name);
+    r.vm_names = {tagged.empty() ? name : tagged};
+    r.region = json::Str(json::Obj(in, "region"), "name");
+    // Lambda lists no creation time for an instance; its type carries the price.
+    ObjectPtr type = json::Obj(in, "instance_type");
+    if (type && json::Has(type, "price_cents_per_hour")) {
+      r.price_per_hour = static_cast<double>(json::Int(type, "price_cents_per_hour")) / 100.0;
+    }
+    out.push_back(r);
+  }
+  Array::Ptr sets = DataArray(Call("GET", "/firewall-rulesets", "list firewall rulesets"),
+                              "list firewall rulesets");
+  for (size_t i = 0; i < sets->size(); ++i) {
+    ObjectPtr set = json::ObjAt(sets, i);
+    const std::string name = json::Str(set, "name");
+    if (!set || name.rfind(kResourcePrefix, 0) != 0) continue;
+    kit::ResourceFields r = kit::Resource("ruleset", json::Str(set, "id"), name);
+    r.vm_names = {name.substr(std::string(kResourcePrefix).size())};
+    r.region = json::Str(json::Obj(set, "region"), "name");
+    r.created_at = json::Str(set, "created");
+    out.push_back(r);
+  }
+  // gpuprov's rules in the account-wide list, as one resource per VM name they name.
+  Array::Ptr rules =
+      DataArray(Call("GET", "/firewall-rules", "read firewall rules"), "read firewall rules");
+  for (const auto& vm : AccountRuleVms(rules)) {
+    kit::ResourceFields r =
+        kit::Resource("account_rules", vm, "gpuprov's account-wide firewall rules for " + vm);
+    r.vm_names = {vm};
+    out.push_back(r);
+  }
+  Array::Ptr keys = DataArray(Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
+  for (size_t i = 0; i < keys->size(); ++i) {
+    ObjectPtr k = json::ObjAt(keys, i);
+    const std::string name = json::Str(k, "name");
+    if (!k || name.rfind(kResourcePrefix, 0) != 0) continue;
+    kit::ResourceFields r = kit::Resource("ssh_key", json::Str(k, "id"), name);
+    for (const auto& in : managed) {
+      for (const auto& used : KeyNamesOf(in)) {
+        if (used == name) r.vm_names.push_back(json::Str(in, "name"));
+      }
+    }
+    out.push_back(r);
+  }
+  return kit::ResourcesResult(out);
+}
+
+std::string LambdaDriver::DeleteResource(const std::string& request_json) {
+  const kit::ResourceRef ref =
+      kit::ParseResourceRequest(request_json, {"vm", "ruleset", "account_rules", "ssh_key"});
+  auto refuse = [&] {
+    return DriverError(
+        GPUPROV_STATUS_INVALID_INPUT,
+        ref.kind + " " + ref.id + " does not carry gpuprov's tag or name; gpuprov leaves it alone");
+  };
+  // Each is looked up again: only what still carries gpuprov's mark is deleted.
+  if (ref.kind == "vm") {
+    ObjectPtr in = InstanceById(ref.id);
+    if (!in || IsGoneStatus(json::Str(in, "status"))) return kit::DeletedResult(false);
+    if (!IsManaged(in)) throw refuse();
+    host_.Progress("terminating instance " + json::Str(in, "name") + " (id " + ref.id + ")");
+    Object::Ptr body = new Object();
+    Array::Ptr ids = new Array();
+    ids->add(ref.id);
+    body->set("instance_ids", ids);
+    Answer a =
+        Call("POST", "/instance-operations/terminate", "terminate instance " + ref.id, body, {404});
+    return kit::DeletedResult(a.status != 404);
+  }
+  if (ref.kind == "account_rules") {
+    Array::Ptr rules =
+        DataArray(Call("GET", "/firewall-rules", "read firewall rules"), "read firewall rules");
+    const std::vector<std::string> vms = AccountRuleVms(rules);
+    if (std::find(vms.begin(), vms.end(), ref.id) == vms.end()) return kit::DeletedResult(false);
+    RemoveAccountRules(ref.id);
+    return kit::DeletedResult(true);
+  }
+  const bool ruleset = ref.kind == "ruleset";
+  Array::Ptr list = ruleset ? DataArray(Call("GET", "/firewall-rulesets", "list firewall rulesets"),
+                                        "list firewall rulesets")
+                            : DataArray(Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
+  ObjectPtr found;
+  for (size_t i = 0; i < list->size(); ++i) {
+    ObjectPtr o = json::ObjAt(list, i);
+    if (o && json::Str(o, "id") == ref.id) found = o;
+  }
+  if (!found) return kit::DeletedResult(false);
+  if (json::Str(found, "name").rfind(kResourcePrefix, 0) != 0) throw refuse();
+  if (ruleset) {
+    // Lambda refuses to delete a ruleset attached to an instance, terminating ones included.
+    Array::Ptr attached = json::Arr(found, "instance_ids");
+    for (size_t i = 0; attached && i < attached->size(); ++i) {
+      const std::string id = attached->get(static_cast<unsigned>(i)).toString();
+      WaitGone(id, id);
+    }
+    DeleteRuleset(found);
+    return kit::DeletedResult(true);
+  }
+  host_.Progress("deleting SSH key " + json::Str(found, "name"));
+  Answer a =
+      Call("DELETE", "/ssh-keys/" + Encode(ref.id), "delete SSH key " + ref.id, nullptr, {404});
+  return kit::DeletedResult(a.status != 404);
+}
+
 std::string LambdaDriver::OpenPorts(const std::string& request_json) {
   ObjectPtr request = json::ParseObject(request_json, "the open_ports request");
   const std::vector<int> ports = kit::PortsOf(request, "ports");

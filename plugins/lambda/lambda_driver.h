@@ -51,6 +51,10 @@ class LambdaDriver {
   std::string List(const std::string& request_json);
   std::string Delete(const std::string& request_json);
   std::string OpenPorts(const std::string& request_json);
+  // `gpuprov gc` (ABI 1.2): gpuprov's instances, rulesets, account-wide rules (per VM name) and
+  // SSH keys.
+  std::string ListResources(const std::string& request_json);
+  std::string DeleteResource(const std::string& request_json);
 
  private:
   using ObjectPtr = Poco::JSON::Object::Ptr;

@@ -4,6 +4,7 @@
 #include <Poco/DigestEngine.h>
 #include <Poco/SHA2Engine.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <sstream>
@@ -309,6 +310,18 @@ Array::Ptr RemoveFromAccountRules(const Array::Ptr& rules, const std::string& vm
     if (keep.empty()) continue;
     copy->set("description", RuleDescription(keep));
     out->add(copy);
+  }
+  return out;
+}
+
+std::vector<std::string> AccountRuleVms(const Array::Ptr& rules) {
+  std::vector<std::string> out;
+  for (size_t i = 0; rules && i < rules->size(); ++i) {
+    std::optional<std::vector<std::string>> vms = RuleVms(json::ObjAt(rules, i));
+    if (!vms) continue;
+    for (const auto& vm : *vms) {
+      if (std::find(out.begin(), out.end(), vm) == out.end()) out.push_back(vm);
+    }
   }
   return out;
 }

@@ -130,4 +130,8 @@ Poco::JSON::Array::Ptr RemoveFromAccountRules(const Poco::JSON::Array::Ptr& rule
                                               const std::set<std::string>& live_vms,
                                               bool* changed);
 
+/// The VM names gpuprov's rules in an account-wide list name (its rules' descriptions), in
+/// order of first appearance; rules gpuprov did not make are not read.
+std::vector<std::string> AccountRuleVms(const Poco::JSON::Array::Ptr& rules);
+
 }  // namespace gpuprov::lambda

@@ -588,6 +588,78 @@ std::string MassedComputeDriver::Delete(const std::string& request_json) {
   return kit::DeletedResult(deleted);
 }
 
+std::string MassedComputeDriver::ListResources(const std::string& /*request_json*/) {
+  std::vector<kit::ResourceFields> out;
+  std::vector<std::string> all_vms;
+  for (const auto& in : Instances()) {
+    if (!IsManaged(in)) continue;
+    const std::string vm_name = *VmNameOf(json::Str(in, "name"));
+    all_vms.push_back(vm_name);
+    kit::ResourceFields r = kit::Resource("vm", json::Str(in, "uuid"), json::Str(in, "name"));
+    r.vm_names = {vm_name};
+    r.region = json::Str(json::Obj(in, "region"), "name");
+    r.created_at = json::Str(in, "created");
+    // The product's hourly price, a decimal text ("1.50").
+    const std::string price = json::Str(json::Obj(in, "product"), "final_price_hr");
+    try {
+      if (!price.empty()) r.price_per_hour = std::stod(price);
+    } catch (const std::exception&) {
+    }
+    out.push_back(r);
+  }
+  // The instance list does not say which key an instance got: a gpuprov key belongs to every
+  // gpuprov instance, as down keeps it until the last one goes.
+  Answer a = Call("GET", "/ssh-keys", "list SSH keys");
+  Array::Ptr keys = a.doc ? json::Arr(a.doc, "sshKeys") : nullptr;
+  for (size_t i = 0; keys && i < keys->size(); ++i) {
+    ObjectPtr k = json::ObjAt(keys, i);
+    const std::string name = json::Str(k, "name");
+    if (!IsGpuprovKeyName(name)) continue;
+    kit::ResourceFields r = kit::Resource("ssh_key", json::Str(k, "id"), name);
+    r.vm_names = all_vms;
+    out.push_back(r);
+  }
+  return kit::ResourcesResult(out);
+}
+
+std::string MassedComputeDriver::DeleteResource(const std::string& request_json) {
+  const kit::ResourceRef ref = kit::ParseResourceRequest(request_json, {"vm", "ssh_key"});
+  auto refuse = [&] {
+    return DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                       ref.kind + " " + ref.id + " is not named as gpuprov names its " +
+                           (ref.kind == "vm" ? "instances" : "keys") + "; gpuprov leaves it alone");
+  };
+  // Each is looked up again: only what still carries gpuprov's name is deleted.
+  if (ref.kind == "vm") {
+    ObjectPtr in = InstanceById(ref.id);
+    if (!in) return kit::DeletedResult(false);
+    if (!IsManaged(in)) throw refuse();
+    const std::string vm_name = *VmNameOf(json::Str(in, "name"));
+    host_.Progress("terminating instance " + json::Str(in, "name") + " (uuid " + ref.id + ")");
+    Object::Ptr body = new Object();
+    Array::Ptr ids = new Array();
+    ids->add(ref.id);
+    body->set("instanceUuids", ids);
+    Answer t = Call("POST", "/instance/terminate", "terminate instance " + json::Str(in, "name"),
+                    body, {404});
+    if (t.status == 404) return kit::DeletedResult(false);
+    WaitGone(ref.id, vm_name);
+    return kit::DeletedResult(true);
+  }
+  Answer a = Call("GET", "/ssh-keys", "list SSH keys");
+  Array::Ptr keys = a.doc ? json::Arr(a.doc, "sshKeys") : nullptr;
+  for (size_t i = 0; keys && i < keys->size(); ++i) {
+    ObjectPtr k = json::ObjAt(keys, i);
+    if (json::Str(k, "id") != ref.id) continue;
+    if (!IsGpuprovKeyName(json::Str(k, "name"))) throw refuse();
+    host_.Progress("deleting SSH key \"" + json::Str(k, "name") + "\"");
+    Answer d =
+        Call("DELETE", "/ssh-keys/" + Encode(ref.id), "delete SSH key " + ref.id, nullptr, {404});
+    return kit::DeletedResult(d.status != 404);
+  }
+  return kit::DeletedResult(false);
+}
+
 }  // namespace gpuprov::massedcompute
 
 // The keys of [clouds.massedcompute] this driver reads (ABI 1.1: gpuprov refuses others).

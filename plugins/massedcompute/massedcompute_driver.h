@@ -50,6 +50,10 @@ class MassedComputeDriver {
   std::string Get(const std::string& request_json);
   std::string List(const std::string& request_json);
   std::string Delete(const std::string& request_json);
+  // `gpuprov gc` (ABI 1.2): instances named gpuprov-<vm> and the SSH keys named "gpuprov <hash>"
+  // (shared by every gpuprov instance).
+  std::string ListResources(const std::string& request_json);
+  std::string DeleteResource(const std::string& request_json);
 
  private:
   using ObjectPtr = Poco::JSON::Object::Ptr;

@@ -715,6 +715,85 @@ std::string VerdaDriver::Delete(const std::string& request_json) {
   return kit::DeletedResult(deleted);
 }
 
+std::string VerdaDriver::ListResources(const std::string& /*request_json*/) {
+  std::vector<kit::ResourceFields> out;
+  std::vector<ObjectPtr> managed;
+  for (const auto& in : Instances()) {
+    if (!IsManaged(in)) continue;
+    managed.push_back(in);
+    const std::string name = json::Str(in, "hostname");
+    kit::ResourceFields r = kit::Resource("vm", json::Str(in, "id"), name);
+    r.vm_names = {name};
+    r.region = json::Str(in, "location");
+    r.created_at = json::Str(in, "created_at");
+    if (json::Has(in, "price_per_hour")) {
+      try {
+        r.price_per_hour = in->getValue<double>("price_per_hour");
+      } catch (const Poco::Exception&) {
+      }
+    }
+    out.push_back(r);
+  }
+  const std::string prefix = kResourcePrefix;
+  Array::Ptr scripts =
+      ArrayOf(Call("GET", "/scripts", "list startup scripts"), "list startup scripts");
+  for (size_t i = 0; i < scripts->size(); ++i) {
+    ObjectPtr sc = json::ObjAt(scripts, i);
+    const std::string name = json::Str(sc, "name");
+    if (!sc || name.rfind(prefix, 0) != 0) continue;
+    kit::ResourceFields r = kit::Resource("script", json::Str(sc, "id"), name);
+    r.vm_names = {name.substr(prefix.size())};
+    r.created_at = json::Str(sc, "created_at");
+    out.push_back(r);
+  }
+  Array::Ptr keys = ArrayOf(Call("GET", "/sshkeys", "list SSH keys"), "list SSH keys");
+  for (size_t i = 0; i < keys->size(); ++i) {
+    ObjectPtr k = json::ObjAt(keys, i);
+    const std::string name = json::Str(k, "name");
+    if (!k || name.rfind(prefix, 0) != 0) continue;
+    kit::ResourceFields r = kit::Resource("ssh_key", json::Str(k, "id"), name);
+    for (const auto& in : managed) {
+      for (const auto& id : StringsOf(json::Arr(in, "ssh_key_ids"))) {
+        if (id == r.id) r.vm_names.push_back(json::Str(in, "hostname"));
+      }
+    }
+    out.push_back(r);
+  }
+  return kit::ResourcesResult(out);
+}
+
+std::string VerdaDriver::DeleteResource(const std::string& request_json) {
+  const kit::ResourceRef ref =
+      kit::ParseResourceRequest(request_json, {"vm", "script", "ssh_key"});
+  auto refuse = [&] {
+    return DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                       ref.kind + " " + ref.id +
+                           " does not carry gpuprov's tag or name; gpuprov leaves it alone");
+  };
+  // Each is looked up again: only what still carries gpuprov's mark is deleted.
+  if (ref.kind == "vm") {
+    ObjectPtr in = InstanceById(ref.id);
+    if (!in || IsGoneStatus(json::Str(in, "status"))) return kit::DeletedResult(false);
+    if (!IsManaged(in)) throw refuse();
+    return kit::DeletedResult(DeleteInstance(ref.id, json::Str(in, "hostname")));
+  }
+  const bool script = ref.kind == "script";
+  const std::string path = script ? "/scripts" : "/sshkeys";
+  Array::Ptr list = ArrayOf(Call("GET", path, script ? "list startup scripts" : "list SSH keys"),
+                            script ? "list startup scripts" : "list SSH keys");
+  for (size_t i = 0; i < list->size(); ++i) {
+    ObjectPtr o = json::ObjAt(list, i);
+    if (!o || json::Str(o, "id") != ref.id) continue;
+    const std::string name = json::Str(o, "name");
+    if (name.rfind(kResourcePrefix, 0) != 0) throw refuse();
+    host_.Progress("deleting " + std::string(script ? "startup script " : "SSH key ") + name);
+    Answer a = Call("DELETE", path + "/" + Encode(ref.id), "delete " + ref.kind + " " + name, "",
+                    {404});
+    return kit::DeletedResult(a.status != 404);
+  }
+  return kit::DeletedResult(false);
+}
+
 }  // namespace gpuprov::verda
 
 // The keys of [clouds.verda] this driver reads (ABI 1.1: gpuprov refuses others).

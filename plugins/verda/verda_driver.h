@@ -48,6 +48,10 @@ class VerdaDriver {
   std::string Get(const std::string& request_json);
   std::string List(const std::string& request_json);
   std::string Delete(const std::string& request_json);
+  // `gpuprov gc` (ABI 1.2): instances tagged gpuprov=1, startup scripts gpuprov-<vm> and SSH keys
+  // gpuprov-<hash>.
+  std::string ListResources(const std::string& request_json);
+  std::string DeleteResource(const std::string& request_json);
   // No OpenPorts: Verda has no firewall API (section 5), so no GPUPROV_CAP_OPEN_PORTS.
 
  private:

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * gpuprov driver ABI, version 1.1: the only contract between the gpuprov host and a cloud driver.
+ * gpuprov driver ABI, version 1.2: the only contract between the gpuprov host and a cloud driver.
  *
  * TRUST MODEL. A driver is a shared object loaded into the gpuprov process with
  * RTLD_NOW | RTLD_LOCAL. It is trusted like the host itself: it runs with the user's
@@ -53,7 +53,7 @@ extern "C" {
 #endif
 
 #define GPUPROV_ABI_VERSION_MAJOR 1
-#define GPUPROV_ABI_VERSION_MINOR 1
+#define GPUPROV_ABI_VERSION_MINOR 2
 
 /* First member after struct_size in the descriptor: tells a gpuprov driver from any other .so
  * that happens to export the entry symbol name. Not a security measure. ('GPPV') */
@@ -145,6 +145,12 @@ typedef struct gpuprov_drv_vtable {
   gpuprov_drv_op_fn delete_vm; /* the VM and what the driver created for it */
   /* GPUPROV_CAP_OPEN_PORTS. */
   gpuprov_drv_op_fn open_ports;
+  /* Since ABI 1.2, optional, both or neither (no capability bit: a 1.1 host refuses unknown
+   * bits, so the host reads struct_size and the pointers). `gpuprov gc` uses them to find and
+   * remove what a lost run left behind. NULL, or a table that does not reach them: the driver
+   * cannot list its leftovers. */
+  gpuprov_drv_op_fn list_resources;  /* everything on the cloud that carries gpuprov's marks */
+  gpuprov_drv_op_fn delete_resource; /* one of those by kind and id; refuses any other */
 } gpuprov_drv_vtable;
 
 /* Since ABI 1.1: the type of a value in a driver's [clouds.NAME] table of config.toml. */

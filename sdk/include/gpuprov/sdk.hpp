@@ -17,6 +17,8 @@
 //     std::string List(const std::string& request_json);
 //     std::string Delete(const std::string& request_json);
 //     std::string OpenPorts(const std::string& request_json); // only with GPUPROV_CAP_OPEN_PORTS
+//     std::string ListResources(const std::string& request_json);  // optional, both or neither:
+//     std::string DeleteResource(const std::string& request_json); // `gpuprov gc` (ABI 1.2)
 //   };
 //   GPUPROV_DRIVER(MyCloud)
 //
@@ -169,13 +171,16 @@ GPUPROV_SDK_OP_CONCEPT(Get)
 GPUPROV_SDK_OP_CONCEPT(List)
 GPUPROV_SDK_OP_CONCEPT(Delete)
 GPUPROV_SDK_OP_CONCEPT(OpenPorts)
+GPUPROV_SDK_OP_CONCEPT(ListResources)
+GPUPROV_SDK_OP_CONCEPT(DeleteResource)
 #undef GPUPROV_SDK_OP_CONCEPT
 
 template <class T>
 constexpr bool CheckOpSignatures() {
   return CheckCheckSignature<T>() && CheckOffersSignature<T>() && CheckCreateSignature<T>() &&
          CheckGetSignature<T>() && CheckListSignature<T>() && CheckDeleteSignature<T>() &&
-         CheckOpenPortsSignature<T>();
+         CheckOpenPortsSignature<T>() && CheckListResourcesSignature<T>() &&
+         CheckDeleteResourceSignature<T>();
 }
 
 /// The name rule of a config key: [a-z0-9_]+, at most 64 bytes.
@@ -360,6 +365,8 @@ constexpr gpuprov_drv_vtable MakeVtable() {
   if constexpr (HasList<T>) v.list = &Op<T, &T::List>;
   if constexpr (HasDelete<T>) v.delete_vm = &Op<T, &T::Delete>;
   if constexpr (HasOpenPorts<T>) v.open_ports = &Op<T, &T::OpenPorts>;
+  if constexpr (HasListResources<T>) v.list_resources = &Op<T, &T::ListResources>;
+  if constexpr (HasDeleteResource<T>) v.delete_resource = &Op<T, &T::DeleteResource>;
   return v;
 }
 
@@ -384,6 +391,9 @@ const gpuprov_type_driver_descriptor* Descriptor() noexcept {
   static_assert(!(T::kCapabilities & GPUPROV_CAP_OPEN_PORTS) || HasOpenPorts<T>,
                 "GPUPROV_CAP_OPEN_PORTS needs: std::string OpenPorts(const std::string& "
                 "request_json)");
+  static_assert(HasListResources<T> == HasDeleteResource<T>,
+                "gpuprov SDK: ListResources and DeleteResource come together (`gpuprov gc` lists "
+                "with one and deletes with the other)");
   static constexpr gpuprov_drv_vtable kVtable = MakeVtable<T>();
   constexpr size_t kCount = kKeyCount<decltype(Keys)>;
   static constexpr std::array<const gpuprov_type_config_key*, kCount> kKeyPointers =
