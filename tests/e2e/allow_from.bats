@@ -187,3 +187,11 @@ narrowing() {
   [ "$status" -eq 0 ]
   expect_nothing_left digitalocean
 }
+
+@test "allow_from: aws security group rules follow --allow-from, re-runs update or keep them" {
+  narrowing aws
+}
+
+@test "allow_from: hyperstack security rules follow --allow-from, re-runs update or keep them" {
+  narrowing hyperstack
+}
