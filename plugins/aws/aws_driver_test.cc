@@ -225,10 +225,10 @@ TEST_F(AwsEmulatorTest, AllowFromNarrowsTheGroupAndOpenPortsUpdatesIt) {
 
   // Widened again to everyone through the same field.
   op = d.OpenPorts(R"({"id":")" + id + R"(","ports":[22,80,443,6443],)"
-                   R"("allow_from":["0.0.0.0/0"],"allow_from_ports":[6443]})");
+                   R"("allow_from":["0.0.0.0/0"],"allow_from_ports":[80,443,6443]})");
   ASSERT_EQ(op.status, GPUPROV_STATUS_OK) << op;
   EXPECT_EQ(sources_of("6443"), std::set<std::string>{"0.0.0.0/0"});
-  EXPECT_EQ(emulator_->ReachablePorts("aws", "aws-narrow"), "22,6443");
+  EXPECT_EQ(emulator_->ReachablePorts("aws", "aws-narrow"), "22,80,443,6443");
 
   // Not a CIDR: refused naming the field, before any call.
   OpResult bad = d.OpenPorts(R"({"id":")" + id + R"(","ports":[6443],"allow_from":["nonsense"],)"

@@ -465,9 +465,9 @@ TEST_F(DigitalOceanEmulatorTest, AllowFromNarrowsTheFirewallAndOpenPortsUpdatesI
     ParseJson(body)->getArray("firewalls")->getObject(0)->getArray("inbound_rules")->stringify(out);
     return out.str();
   };
-  EXPECT_TRUE(Contains(rules(), R"({"protocol":"tcp","ports":"6443","sources":{"addresses":["127.0.0.1/32"]}})"))
+  EXPECT_TRUE(Contains(rules(), R"({"ports":"6443","protocol":"tcp","sources":{"addresses":["127.0.0.1/32"]}})"))
       << rules();
-  EXPECT_TRUE(Contains(rules(), R"({"protocol":"tcp","ports":"22","sources":{"addresses":["0.0.0.0/0","::/0"]}})"))
+  EXPECT_TRUE(Contains(rules(), R"({"ports":"22","protocol":"tcp","sources":{"addresses":["0.0.0.0/0","::/0"]}})"))
       << rules();
 
   OpResult r = driver.OpenPorts(R"({"id":")" + id + R"(","ports":[22,80,443,6443],)"
@@ -476,7 +476,7 @@ TEST_F(DigitalOceanEmulatorTest, AllowFromNarrowsTheFirewallAndOpenPortsUpdatesI
   EXPECT_EQ(r.json, R"({"allow_from":["10.0.0.0/8"]})");
   EXPECT_EQ(emulator_->Reachable("do-narrow"), "22");
   EXPECT_FALSE(Contains(rules(), "127.0.0.1/32")) << rules();
-  EXPECT_TRUE(Contains(rules(), R"("ports":"443","sources":{"addresses":["10.0.0.0/8"]})")) << rules();
+  EXPECT_TRUE(Contains(rules(), R"("ports":"443","protocol":"tcp","sources":{"addresses":["10.0.0.0/8"]})")) << rules();
 
   // A repeat changes nothing.
   const size_t before = emulator_->Requests().size();
