@@ -195,3 +195,16 @@ narrowing() {
 @test "allow_from: hyperstack security rules follow --allow-from, re-runs update or keep them" {
   narrowing hyperstack
 }
+
+@test "allow_from: gcp, lambda and nebius (not done yet) refuse --allow-from before anything is made" {
+  local cloud
+  for cloud in gcp lambda nebius; do
+    # shellcheck disable=SC2046  # gpus is one flag and its value, or nothing
+    run "$GPUPROV" provision --name "af-$cloud" --cloud "$cloud" $(gpus "$cloud") --allow-from 10.0.0.0/8
+    echo "$output"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"the $cloud driver cannot restrict who reaches a VM's ports (--allow-from)"* ]]
+    [ "$(count "$cloud" instances)" -eq 0 ]
+    [ ! -e "$GPUPROV_HOME/state/af-$cloud.json" ]
+  done
+}
