@@ -68,7 +68,11 @@ const std::vector<Command>& Commands() {
         {"k3s-version", 0, "TAG", "k3s release to install (default: the pinned one; another "
                                   "needs --k3s-sha256)"},
         {"k3s-sha256", 0, "HEX", "sha256 of that release's k3s binary for the VM's architecture"},
-        {"k3s-download-url", 0, "URL", "a mirror of https://github.com/k3s-io/k3s/releases/download"}},
+        {"k3s-download-url", 0, "URL", "a mirror of https://github.com/k3s-io/k3s/releases/download"},
+        {"allow-from", 0, "CIDR", "open 6443, 80 and 443 (direct access) only to these sources, "
+                                  "e.g. 203.0.113.0/24 (repeatable; kept for the VM)"},
+        {"allow-from-ssh", 0, nullptr, "narrow SSH (22) to the --allow-from sources too (gpuprov "
+                                       "itself must then be inside them)"}},
        &RunProvisionArgs},
       {"ssh", "ssh NAME [-- COMMAND...]",
        "open a shell on the VM, or run one command and exit with its status", {}, &RunSshArgs},
@@ -152,6 +156,10 @@ int RunProvisionArgs(const AppContext& app, const ParsedArgs& args) {
   flags.k3s_download_url = args.value("k3s-download-url");
   if (args.has("k8s")) flags.kubernetes = true;
   if (args.has("no-k8s")) flags.kubernetes = false;
+  for (const std::string& cidr : args.values_of("allow-from")) {
+    flags.allow_from.push_back(CanonicalCidr(cidr, "--allow-from"));
+  }
+  if (args.has("allow-from-ssh")) flags.allow_from_ssh = true;
   return RunProvision(app, flags, args.value("file"));
 }
 

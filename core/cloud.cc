@@ -59,6 +59,34 @@ CloudVm ParseVm(const Object::Ptr& o) {
   return vm;
 }
 
+void SetSources(Object& req, const PortSources& sources) {
+  Array::Ptr cidrs = new Array;
+  for (const auto& c : sources.allow_from) cidrs->add(c);
+  req.set("allow_from", cidrs);
+  Array::Ptr ports = new Array;
+  for (int p : sources.narrowed_ports) ports->add(p);
+  req.set("allow_from_ports", ports);
+}
+
+/// A driver confirms a narrowing by echoing "allow_from" in its result; one that ignored the
+/// field (an older driver) left the ports open to everyone, which must not pass silently.
+void RequireConfirmed(const Object& result, const PortSources& sources, const std::string& cloud,
+                      const std::string& op) {
+  std::vector<std::string> echoed;
+  if (Array::Ptr a = result.getArray("allow_from"); !a.isNull()) {
+    for (size_t i = 0; i < a->size(); ++i) echoed.push_back(a->getElement<std::string>(i));
+  }
+  std::vector<std::string> want = sources.allow_from;
+  std::sort(echoed.begin(), echoed.end());
+  std::sort(want.begin(), want.end());
+  if (echoed != want) {
+    throw Error("the " + cloud + " driver's " + op + " did not confirm allow_from: ports of the "
+                "VM may be open to 0.0.0.0/0 instead of only the --allow-from sources",
+                "the VM is kept: `gpuprov down NAME` removes it; drop --allow-from (and "
+                "allow_from in config.toml or the spec) to use this driver, or update it");
+  }
+}
+
 }  // namespace
 
 std::string EndpointEnvVar(const std::string& cloud) {
@@ -115,6 +143,8 @@ CloudCheck Cloud::Check() {
     const double limit = r->getValue<double>("user_data_limit");
     if (limit > 0) check.user_data_limit = static_cast<std::size_t>(limit);
   }
+  check.honours_allow_from = r->has("allow_from") && r->get("allow_from").isBoolean() &&
+                             r->getValue<bool>("allow_from");
   return check;
 }
 
@@ -174,10 +204,15 @@ std::pair<CloudVm, bool> Cloud::Create(const CreateRequest& request) {
   req->set("open_ports", ports);
   if (request.disk_gb) req->set("disk_gb", *request.disk_gb);
   req->set("kubernetes", request.kubernetes);
+  if (request.sources.narrows()) SetSources(*req, request.sources);
   Object::Ptr r = ParseObject(driver_->Call(DriverOp::kCreate, ToJson(req)), "create");
   Object::Ptr vm = r->getObject("vm");
   if (vm.isNull()) throw Error("driver " + name() + " returned no VM from create");
   bool existing = r->has("existing") && r->getValue<bool>("existing");
+  // An existing VM is returned as it is; open_ports narrows it (vm_ports.h).
+  if (!existing && request.sources.narrows()) {
+    RequireConfirmed(*r, request.sources, name(), "create");
+  }
   return {ParseVm(vm), existing};
 }
 
@@ -214,14 +249,16 @@ bool Cloud::Delete(const std::string& id, const std::string& vm_name) {
 }
 
 void Cloud::OpenPorts(const std::string& id, const std::string& vm_name,
-                      const std::vector<int>& ports) {
+                      const std::vector<int>& ports, const PortSources& sources) {
   Object::Ptr req = new Object;
   req->set("id", id);
   req->set("name", vm_name);
   Array::Ptr list = new Array;
   for (int p : ports) list->add(p);
   req->set("ports", list);
-  ParseObject(driver_->Call(DriverOp::kOpenPorts, ToJson(req)), "open_ports");
+  if (sources.narrows()) SetSources(*req, sources);
+  Object::Ptr r = ParseObject(driver_->Call(DriverOp::kOpenPorts, ToJson(req)), "open_ports");
+  if (sources.narrows()) RequireConfirmed(*r, sources, name(), "open_ports");
 }
 
 std::vector<CloudResource> Cloud::ListResources() {

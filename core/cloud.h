@@ -55,6 +55,18 @@ struct CloudCheck {
   /// Bytes of raw boot script (user data) the cloud accepts; drivers that do not say get the
   /// smallest limit among the clouds (EC2's 16 KB).
   std::size_t user_data_limit = 16384;
+  /// The driver narrows sources by "allow_from" in create and open_ports (check's
+  /// "allow_from": true); a driver that does not say is never sent a narrowing.
+  bool honours_allow_from = false;
+};
+
+/// Who may reach which port (docs/driver-protocol.md, "allow_from"): the ports in
+/// \a narrowed_ports are opened to \a allow_from only, the others to 0.0.0.0/0. Empty
+/// allow_from: every port open to 0.0.0.0/0, as before the field existed.
+struct PortSources {
+  std::vector<std::string> allow_from;  // canonical CIDRs
+  std::vector<int> narrowed_ports;      // ascending
+  bool narrows() const { return !allow_from.empty() && !narrowed_ports.empty(); }
 };
 
 struct CreateRequest {
@@ -70,6 +82,8 @@ struct CreateRequest {
   std::optional<int> disk_gb;
   /// The VM becomes a k3s node (a driver may then pick only offers that can host it).
   bool kubernetes = false;
+  /// Sent only when it narrows; the driver then confirms it in the result.
+  PortSources sources;
 };
 
 class Cloud {
@@ -91,15 +105,18 @@ class Cloud {
   /// \a kubernetes: the VM will be a k3s node, so only offers that can host it count.
   std::vector<CloudOffer> Offers(const std::optional<GpuRequest>& gpu, const std::string& region,
                                  bool kubernetes);
-  /// Returns the VM and whether it already existed.
+  /// Returns the VM and whether it already existed. A VM created with a narrowing the driver
+  /// did not confirm (no "allow_from" equal to the request's in the result) is an Error.
   std::pair<CloudVm, bool> Create(const CreateRequest& request);
   /// nullopt when the VM is gone.
   std::optional<CloudVm> Get(const std::string& id, const std::string& name);
   std::vector<CloudVm> List();
   /// false when it was already gone.
   bool Delete(const std::string& id, const std::string& name);
-  /// Opens \a ports of the VM to 0.0.0.0/0 (GPUPROV_CAP_OPEN_PORTS).
-  void OpenPorts(const std::string& id, const std::string& name, const std::vector<int>& ports);
+  /// Opens \a ports of the VM to their \a sources (GPUPROV_CAP_OPEN_PORTS): 0.0.0.0/0, or
+  /// allow_from for the narrowed ports. Throws Error when a narrowing is not confirmed.
+  void OpenPorts(const std::string& id, const std::string& name, const std::vector<int>& ports,
+                 const PortSources& sources = {});
   /// Everything carrying gpuprov's marks, in an order it can be deleted in (ABI 1.2;
   /// DriverCallError UNSUPPORTED when the driver lacks it: check info().lists_resources).
   std::vector<CloudResource> ListResources();

@@ -18,7 +18,7 @@ namespace {
 constexpr std::string_view kAllowedTopLevel = "[defaults], [clouds.<name>]";
 constexpr std::string_view kAllowedDefaults =
     "kubernetes, cloud, region, gpus, ssh_key, k3s_version, k3s_sha256, k3s_download_url, "
-    "[defaults.timeouts]";
+    "allow_from, allow_from_ssh, [defaults.timeouts]";
 constexpr std::string_view kAllowedTimeouts =
     "boot_wait_seconds, ssh_wait_seconds, boot_install_wait_seconds, api_wait_seconds";
 constexpr std::string_view kCloudNameRule =
@@ -191,6 +191,17 @@ class ConfigParser {
         out.k3s_sha256 = String(full, v, false);
       } else if (key == "k3s_download_url") {
         out.k3s_download_url = String(full, v, false);
+      } else if (key == "allow_from") {
+        if (!v.is_array()) throw TypeError(full, v, "an array of CIDR strings");
+        std::vector<std::string> cidrs;
+        for (const toml::value& item : v.as_array()) {
+          if (!item.is_string()) throw TypeError(full, item, "an array of CIDR strings");
+          cidrs.push_back(item.as_string().str);
+        }
+        out.allow_from = std::move(cidrs);
+      } else if (key == "allow_from_ssh") {
+        if (!v.is_boolean()) throw TypeError(full, v, "a boolean (true or false)");
+        out.allow_from_ssh = v.as_boolean();
       } else if (key == "timeouts") {
         if (!v.is_table()) throw TypeError(full, v, "a table ([defaults.timeouts])");
         ParseTimeouts(v, out.timeouts);

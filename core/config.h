@@ -10,6 +10,8 @@
 //   k3s_version = "v1.36.4+k3s1"  # another than the installer's pin needs k3s_sha256
 //   k3s_sha256 = "<64 hex>"
 //   k3s_download_url = "https://mirror.example/k3s"
+//   allow_from = ["203.0.113.0/24"]  # sources of 6443/80/443 with direct access (CIDRs)
+//   allow_from_ssh = false      # true: 22 too
 //
 //   [defaults.timeouts]         # positive integers, seconds
 //   boot_wait_seconds = 600     # the VM running
@@ -29,6 +31,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "gpu_request.h"
 
@@ -50,6 +53,8 @@ struct ConfigDefaults {
   std::optional<std::string> k3s_version;
   std::optional<std::string> k3s_sha256;
   std::optional<std::string> k3s_download_url;
+  std::optional<std::vector<std::string>> allow_from;  // As written; checked with the flag's.
+  std::optional<bool> allow_from_ssh;
   ConfigTimeouts timeouts;
 };
 

@@ -243,5 +243,21 @@ TEST(ConfigTest, K3sReleaseDefaults) {
               HasSubstr("key 'defaults.k3s_download_url' must not be empty"));
 }
 
+TEST(ConfigTest, AllowFromIsAListOfStringsAndAllowFromSshABoolean) {
+  const Config config = ParseConfig(
+      "[defaults]\nallow_from = [\"10.0.0.0/8\", \"2001:db8::/32\"]\nallow_from_ssh = true\n",
+      "config.toml");
+  ASSERT_TRUE(config.defaults.allow_from);
+  EXPECT_EQ(*config.defaults.allow_from,
+            (std::vector<std::string>{"10.0.0.0/8", "2001:db8::/32"}));
+  EXPECT_EQ(config.defaults.allow_from_ssh, true);
+  EXPECT_THAT(ErrorFor("[defaults]\nallow_from = \"10.0.0.0/8\"\n"),
+              HasSubstr("key 'defaults.allow_from' must be an array of CIDR strings"));
+  EXPECT_THAT(ErrorFor("[defaults]\nallow_from = [1]\n"),
+              HasSubstr("must be an array of CIDR strings"));
+  EXPECT_THAT(ErrorFor("[defaults]\nallow_from_ssh = \"yes\"\n"),
+              HasSubstr("key 'defaults.allow_from_ssh' must be a boolean"));
+}
+
 }  // namespace
 }  // namespace gpuprov

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -214,13 +215,54 @@ class Provision {
     console_.Step("checking " + cloud_name_ + " credentials");
     const CloudCheck account = cloud_->Check();
     console_.Debug(cloud_name_ + " account: " + account.account);
+    if (k8s_.enabled) {
+      plan_ = PlanCluster(driver_->info().capabilities, account.user_data_limit, K3sArgs());
+    }
+    DecideSources(account);
     if (!k8s_.enabled) return;
-    plan_ = PlanCluster(driver_->info().capabilities, account.user_data_limit, K3sArgs());
     if (!plan_.note.empty()) console_.Note(plan_.note);
     console_.Debug(std::string("cluster plan: route ") + (plan_.boot_route ? "boot" : "ssh") +
                    ", access " + (plan_.direct ? "direct" : "tunnel") + ", boot script " +
                    std::to_string(plan_.boot_script.size()) + " of " +
                    std::to_string(account.user_data_limit) + " bytes");
+  }
+
+  /// Who may reach the ports (--allow-from): this run's choice, else what the record of an
+  /// earlier run says, else everyone. Refused before anything is made when the driver has not
+  /// said it narrows sources (check's "allow_from": true).
+  void DecideSources(const CloudCheck& account) {
+    std::vector<std::string> allow_from;
+    bool ssh = false;
+    if (existing_) {
+      allow_from = existing_->allow_from;
+      const auto& narrowed = existing_->allow_from_ports;
+      ssh = std::find(narrowed.begin(), narrowed.end(), 22) != narrowed.end();
+    }
+    if (opt_.allow_from.value) allow_from = *opt_.allow_from.value;
+    if (opt_.allow_from_ssh.value) ssh = *opt_.allow_from_ssh.value;
+    std::set<int> ports;
+    for (int p : PortsToOpen(k8s_.enabled, plan_)) ports.insert(p);
+    if (existing_) ports.insert(existing_->open_ports.begin(), existing_->open_ports.end());
+    wanted_sources_ = WantedSources(allow_from, ssh, std::vector<int>(ports.begin(), ports.end()));
+    const std::string origin = opt_.allow_from.value
+                                   ? (opt_.allow_from.source == Source::kFlag
+                                          ? std::string("--allow-from")
+                                          : "allow_from " + DescribeOrigin(opt_.allow_from))
+                                   : std::string("allow_from of the VM's record");
+    if (!allow_from.empty() && !wanted_sources_.narrows()) {
+      console_.Note(origin + " narrows nothing here: this run opens only SSH (22), and "
+                    "--allow-from-ssh is not given");
+      return;
+    }
+    if (wanted_sources_.narrows()) {
+      if (!account.honours_allow_from) {
+        throw UsageError("the " + cloud_name_ + " driver cannot restrict who reaches a VM's ports "
+                         "(" + origin + ")",
+                         "drop --allow-from (and allow_from in the spec or config.toml) for " +
+                             cloud_name_ + "; nothing was created");
+      }
+      console_.Info("ports " + SourcesText(wanted_sources_) + " (" + origin + ")");
+    }
   }
 
   void ChooseOfferAndKey() {
@@ -277,6 +319,7 @@ class Provision {
     req.user_data = plan_.boot_script;
     req.disk_gb = opt_.disk_gb.value;
     req.kubernetes = k8s_.enabled;
+    req.sources = wanted_sources_;
     create_start_ = Clock::now();
     try {
       rec_.phase = "creating";
@@ -320,7 +363,10 @@ class Provision {
                     "made; `gpuprov down " + name_ + "` and provision again to change them");
     }
     if (!vm_existed_) {
-      rec_.open_ports = PlanPorts(false, {}, req.open_ports, false).open_after;
+      const PortsPlan made = PlanPorts(false, {}, {}, req.open_ports, req.sources, false);
+      rec_.open_ports = made.open_after;
+      rec_.allow_from = made.sources_after.allow_from;
+      rec_.allow_from_ports = made.sources_after.narrowed_ports;
     }
     Save();
   }
@@ -344,9 +390,15 @@ class Provision {
   /// with direct access), the driver's open_ports opens them (vm_ports.h).
   void OpenNeededPorts() {
     if (!vm_existed_) return;
-    const PortsPlan ports =
-        EnsurePortsOpen(*cloud_, vm_, true, rec_.open_ports, PortsToOpen(k8s_.enabled, plan_));
+    PortSources recorded;
+    recorded.allow_from = rec_.allow_from;
+    recorded.narrowed_ports = rec_.allow_from_ports;
+    const PortsPlan ports = EnsurePortsOpen(*cloud_, vm_, true, rec_.open_ports,
+                                            PortsToOpen(k8s_.enabled, plan_), recorded,
+                                            wanted_sources_);
     rec_.open_ports = ports.open_after;
+    rec_.allow_from = ports.sources_after.allow_from;
+    rec_.allow_from_ports = ports.sources_after.narrowed_ports;
     Save();
     if (ports.call_open_ports) {
       // The ports map (node port -> reachable port) may change with the firewall.
@@ -447,10 +499,35 @@ class Provision {
     }
     console_.Result(out.str());
     if (k8s_.enabled && rec_.access_mode == "direct") {
-      console_.Warning("the Kubernetes API of " + name_ + " is exposed to the internet at " +
-                       cluster_.server + " (ports " + PortsText(rec_.open_ports) +
-                       " are open to 0.0.0.0/0); the kubeconfig is a secret: whoever holds it "
-                       "controls the cluster. --no-k8s gives a plain VM with only SSH open");
+      PortSources sources;
+      sources.allow_from = rec_.allow_from;
+      sources.narrowed_ports = rec_.allow_from_ports;
+      std::vector<int> world;
+      for (int p : rec_.open_ports) {
+        if (!sources.narrows() ||
+            std::find(sources.narrowed_ports.begin(), sources.narrowed_ports.end(), p) ==
+                sources.narrowed_ports.end()) {
+          world.push_back(p);
+        }
+      }
+      const bool api_narrowed =
+          sources.narrows() && std::find(sources.narrowed_ports.begin(),
+                                         sources.narrowed_ports.end(),
+                                         kApiPort) != sources.narrowed_ports.end();
+      if (!api_narrowed) {
+        console_.Warning("the Kubernetes API of " + name_ + " is exposed to the internet at " +
+                         cluster_.server + " (ports " + PortsText(world) +
+                         " are open to 0.0.0.0/0); the kubeconfig is a secret: whoever holds it "
+                         "controls the cluster. --allow-from CIDR (or allow_from in config.toml) "
+                         "narrows 6443, 80 and 443 to your networks; --no-k8s gives a plain VM "
+                         "with only SSH open");
+      } else {
+        console_.Note("the Kubernetes API of " + name_ + " at " + cluster_.server + ": ports " +
+                      SourcesText(sources) +
+                      (world.empty() ? std::string()
+                                     : "; " + PortsText(world) + " open to 0.0.0.0/0") +
+                      "; the kubeconfig is a secret: whoever holds it controls the cluster");
+      }
     }
   }
 
@@ -467,6 +544,7 @@ class Provision {
   std::optional<DriverHost> host_;
   std::optional<LoadedDriver> driver_;
   K8sDecision k8s_;
+  PortSources wanted_sources_;  // who may reach the ports this run opens (DecideSources)
   std::string key_path_;
   std::optional<StateStore> store_;
   std::optional<FileLock> lock_;

@@ -1,6 +1,9 @@
 #include "provision_options.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <string_view>
 #include <regex>
@@ -253,7 +256,82 @@ ProvisionOptions ResolveProvisionOptions(const ProvisionFlags& flags, const Spec
       Take(o.k3s_download_url, spec.k3s_download_url, Source::kSpec, spec_name) ||
       Take(o.k3s_download_url, d.k3s_download_url, Source::kConfig, config_defaults);
   CheckK3sChoice(o);
+
+  std::optional<std::vector<std::string>> flag_allow;
+  if (!flags.allow_from.empty()) flag_allow = flags.allow_from;
+  Take(o.allow_from, flag_allow, Source::kFlag, "--allow-from") ||
+      Take(o.allow_from, spec.allow_from, Source::kSpec, spec_name) ||
+      Take(o.allow_from, d.allow_from, Source::kConfig, config_defaults);
+  if (auto& cidrs = o.allow_from.value) {
+    const std::string field = o.allow_from.source == Source::kFlag
+                                  ? std::string("--allow-from")
+                                  : "allow_from (" + DescribeOrigin(o.allow_from) + ")";
+    if (cidrs->empty()) {
+      throw UsageError(field + " is an empty list: nobody could reach the VM's ports",
+                       "list at least one CIDR, e.g. [\"203.0.113.0/24\"], or remove it to keep "
+                       "the ports open to everyone");
+    }
+    std::vector<std::string> canonical;
+    for (const auto& c : *cidrs) {
+      std::string one = CanonicalCidr(c, field);
+      if (std::find(canonical.begin(), canonical.end(), one) == canonical.end()) {
+        canonical.push_back(one);
+      }
+    }
+    *cidrs = canonical;
+  }
+  Take(o.allow_from_ssh, flags.allow_from_ssh, Source::kFlag, "--allow-from-ssh") ||
+      Take(o.allow_from_ssh, spec.allow_from_ssh, Source::kSpec, spec_name) ||
+      Take(o.allow_from_ssh, d.allow_from_ssh, Source::kConfig, config_defaults);
+  if (o.allow_from_ssh.value.value_or(false) && !o.allow_from.value) {
+    throw UsageError(std::string(o.allow_from_ssh.source == Source::kFlag
+                                     ? "--allow-from-ssh"
+                                     : "allow_from_ssh (" + DescribeOrigin(o.allow_from_ssh) + ")") +
+                         " needs sources to narrow SSH to",
+                     "add --allow-from CIDR (repeatable) or allow_from = [...]");
+  }
   return o;
+}
+
+std::string CanonicalCidr(const std::string& text, const std::string& field) {
+  const std::string example =
+      "give a network such as 203.0.113.0/24, 198.51.100.7/32 or 2001:db8::/48";
+  const size_t slash = text.find('/');
+  const std::string address = text.substr(0, slash);
+  const bool v6 = address.find(':') != std::string::npos;
+  const int max_bits = v6 ? 128 : 32;
+  int bits = max_bits;
+  if (slash != std::string::npos) {
+    const std::string len = text.substr(slash + 1);
+    if (len.empty() || len.size() > 3 ||
+        !std::all_of(len.begin(), len.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+        std::stoi(len) > max_bits) {
+      throw UsageError(field + ": \"" + text + "\" has no valid prefix length (0 to " +
+                           std::to_string(max_bits) + " after the '/')",
+                       example);
+    }
+    bits = std::stoi(len);
+  }
+  std::array<unsigned char, 16> raw{};
+  if (inet_pton(v6 ? AF_INET6 : AF_INET, address.c_str(), raw.data()) != 1) {
+    throw UsageError(field + ": \"" + text + "\" is not an IPv4 or IPv6 CIDR", example);
+  }
+  const int bytes = max_bits / 8;
+  std::array<unsigned char, 16> net = raw;
+  for (int i = 0; i < bytes; ++i) {
+    const int keep = std::clamp(bits - i * 8, 0, 8);
+    net[i] = static_cast<unsigned char>(raw[i] & (keep == 0 ? 0 : (0xff << (8 - keep)) & 0xff));
+  }
+  char buffer[INET6_ADDRSTRLEN] = {};
+  inet_ntop(v6 ? AF_INET6 : AF_INET, net.data(), buffer, sizeof buffer);
+  const std::string canonical = std::string(buffer) + "/" + std::to_string(bits);
+  if (net != raw) {
+    throw UsageError(field + ": \"" + text + "\" has address bits set past its /" +
+                         std::to_string(bits) + " prefix",
+                     "write the network " + canonical + ", or a /" + std::to_string(max_bits) +
+                         " for that one address");
+  }
+  return canonical;
 }
 
 namespace {
@@ -313,6 +391,16 @@ std::vector<std::string> DescribeProvisionOptions(const ProvisionOptions& o) {
   lines.push_back(LineOf("k3s_version", o.k3s_version, PinnedK3sRelease().version + " (pinned)"));
   lines.push_back(LineOf("k3s_sha256", o.k3s_sha256, "(pinned)"));
   lines.push_back(LineOf("k3s_download_url", o.k3s_download_url, "(GitHub releases)"));
+  std::string sources = "(the VM's record; new VMs: 0.0.0.0/0)";
+  if (o.allow_from.value) {
+    sources.clear();
+    for (const auto& c : *o.allow_from.value) sources += (sources.empty() ? "" : ",") + c;
+  }
+  lines.push_back(Line("allow_from", sources, DescribeOrigin(o.allow_from)));
+  lines.push_back(Line("allow_from_ssh",
+                       o.allow_from_ssh.value ? (*o.allow_from_ssh.value ? "true" : "false")
+                                              : "(the VM's record; new VMs: false)",
+                       DescribeOrigin(o.allow_from_ssh)));
   return lines;
 }
 

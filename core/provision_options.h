@@ -55,6 +55,8 @@ struct ProvisionFlags {
   std::optional<std::string> k3s_version;
   std::optional<std::string> k3s_sha256;
   std::optional<std::string> k3s_download_url;
+  std::vector<std::string> allow_from;  // --allow-from, canonical (CanonicalCidr)
+  std::optional<bool> allow_from_ssh;   // --allow-from-ssh: true
 };
 
 inline constexpr const char* kDefaultCloud = "docker";
@@ -85,6 +87,12 @@ struct ProvisionOptions {
   Resolved<std::optional<std::string>> k3s_version;
   Resolved<std::optional<std::string>> k3s_sha256;  // lower-case hex
   Resolved<std::optional<std::string>> k3s_download_url;
+  /// The sources direct-access ports are opened to (flag > spec > config.toml [defaults]),
+  /// canonical CIDRs; nullopt: nobody said, so an existing VM keeps what its record says and a
+  /// new one is open to 0.0.0.0/0.
+  Resolved<std::optional<std::vector<std::string>>> allow_from;
+  /// SSH (22) narrowed to allow_from too; nullopt as above (a new VM: false).
+  Resolved<std::optional<bool>> allow_from_ssh;
 };
 
 /// Merges the inputs. \a spec is a default Spec when no spec file was given; \a env is only
@@ -95,6 +103,12 @@ struct ProvisionOptions {
 /// installer's pin without a k3s sha256 (naming --k3s-version or where the version came from).
 ProvisionOptions ResolveProvisionOptions(const ProvisionFlags& flags, const Spec& spec,
                                          const EnvLookup& env, const Config& config);
+
+/// \a text as a canonical CIDR: an IPv4 or IPv6 network with its prefix length ("10.0.0.0/8",
+/// "2001:db8::/32"); a bare address is a /32 or /128. Throws UsageError naming \a field (e.g.
+/// "--allow-from") for anything else, and for an address with bits set past the prefix (naming
+/// the network meant).
+std::string CanonicalCidr(const std::string& text, const std::string& field);
 
 /// --disk-gb N: a whole number of GB from kMinDiskGb to kMaxDiskGb. Throws UsageError naming
 /// the flag.

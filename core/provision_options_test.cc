@@ -422,5 +422,91 @@ TEST(ProvisionOptionsTest, MalformedK3sValuesAreRefusedNamingTheField) {
               HasSubstr("k3s_sha256 (from config.toml [defaults]) must be 64 hex digits"));
 }
 
+// ---- --allow-from ----
+
+std::string CidrError(const std::string& text) {
+  try {
+    CanonicalCidr(text, "--allow-from");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), kExitUsage) << e.what();
+    return e.what() + std::string(" / ") + e.hint();
+  }
+  ADD_FAILURE() << "no error for " << text;
+  return "";
+}
+
+TEST(CanonicalCidr, AcceptsIpv4AndIpv6NetworksAndBareAddresses) {
+  EXPECT_EQ(CanonicalCidr("10.0.0.0/8", "--allow-from"), "10.0.0.0/8");
+  EXPECT_EQ(CanonicalCidr("0.0.0.0/0", "--allow-from"), "0.0.0.0/0");
+  EXPECT_EQ(CanonicalCidr("203.0.113.7", "--allow-from"), "203.0.113.7/32");
+  EXPECT_EQ(CanonicalCidr("2001:DB8:0:0::/32", "--allow-from"), "2001:db8::/32");
+  EXPECT_EQ(CanonicalCidr("::1", "--allow-from"), "::1/128");
+  EXPECT_EQ(CanonicalCidr("::/0", "--allow-from"), "::/0");
+}
+
+TEST(CanonicalCidr, RefusesWhatIsNotANetworkNamingTheFlag) {
+  for (const char* bad : {"", "10.0.0.0/", "10.0.0.0/33", "10.0.0.0/-1", "300.1.1.1/32",
+                          "10.0.0/8", "example.com", "fe80::1/129", "10.0.0.0/8x", "1.2.3.4/ 8"}) {
+    EXPECT_THAT(CidrError(bad), HasSubstr("--allow-from")) << bad;
+  }
+  EXPECT_THAT(CidrError("10.0.0.1/8"), HasSubstr("address bits set past its /8 prefix"));
+  EXPECT_THAT(CidrError("10.0.0.1/8"), HasSubstr("write the network 10.0.0.0/8"));
+  EXPECT_THAT(CidrError("2001:db8::1/32"), HasSubstr("write the network 2001:db8::/32"));
+}
+
+TEST(ProvisionOptionsTest, AllowFromFlagOverSpecOverConfig) {
+  Config config = ConfigFrom("[defaults]\nallow_from = [\"192.0.2.0/24\"]\nallow_from_ssh = true\n");
+  ProvisionOptions o = ResolveProvisionOptions(Named(), SpecNamed(), MapEnv({}), config);
+  ASSERT_TRUE(o.allow_from.value);
+  EXPECT_EQ(*o.allow_from.value, std::vector<std::string>{"192.0.2.0/24"});
+  EXPECT_EQ(o.allow_from.source, Source::kConfig);
+  EXPECT_TRUE(o.allow_from_ssh.value.value_or(false));
+
+  Spec spec = SpecNamed();
+  spec.allow_from = std::vector<std::string>{"198.51.100.0/24", "198.51.100.0/24"};
+  o = ResolveProvisionOptions(Named(), spec, MapEnv({}), config);
+  EXPECT_EQ(*o.allow_from.value, std::vector<std::string>{"198.51.100.0/24"});  // one of each
+  EXPECT_EQ(o.allow_from.source, Source::kSpec);
+
+  ProvisionFlags flags = Named();
+  flags.allow_from = {"10.0.0.0/8", "2001:db8::/32"};
+  o = ResolveProvisionOptions(flags, spec, MapEnv({}), config);
+  EXPECT_EQ(*o.allow_from.value, (std::vector<std::string>{"10.0.0.0/8", "2001:db8::/32"}));
+  EXPECT_EQ(o.allow_from.source, Source::kFlag);
+  EXPECT_THAT(DescribeProvisionOptions(o),
+              Contains("allow_from=10.0.0.0/8,2001:db8::/32 (--allow-from from the command line)"));
+
+  o = ResolveProvisionOptions(Named(), SpecNamed(), MapEnv({}), Config{});
+  EXPECT_FALSE(o.allow_from.value);  // nobody said: the record's, or everyone
+  EXPECT_FALSE(o.allow_from_ssh.value);
+}
+
+TEST(ProvisionOptionsTest, AllowFromFromConfigOrSpecIsCheckedNamingWhereItCameFrom) {
+  try {
+    ResolveProvisionOptions(Named(), SpecNamed(), MapEnv({}),
+                            ConfigFrom("[defaults]\nallow_from = [\"10.1.2.3/8\"]\n"));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("allow_from (from config.toml [defaults])"));
+    EXPECT_EQ(e.exit_code(), kExitUsage);
+  }
+  Spec spec = SpecNamed();
+  spec.allow_from = std::vector<std::string>{};
+  try {
+    ResolveProvisionOptions(Named(), spec, MapEnv({}), Config{});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("allow_from (from spec.yaml) is an empty list"));
+  }
+  ProvisionFlags flags = Named();
+  flags.allow_from_ssh = true;
+  try {
+    ResolveProvisionOptions(flags, SpecNamed(), MapEnv({}), Config{});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--allow-from-ssh needs sources"));
+  }
+}
+
 }  // namespace
 }  // namespace gpuprov

@@ -15,7 +15,7 @@ namespace {
 
 constexpr std::string_view kAllowedFields =
     "name, cloud, region, gpus, kubernetes, image, instance_type, ssh_key, disk_gb, tags, "
-    "k3s_version, k3s_sha256, k3s_download_url";
+    "k3s_version, k3s_sha256, k3s_download_url, allow_from, allow_from_ssh";
 
 std::string Lower(std::string_view s) {
   std::string lower;
@@ -135,6 +135,30 @@ class SpecParser {
     } else if (field == "gpus") {
       const std::string text = Scalar(field, key, value, "TYPE:COUNT, e.g. L4:1");
       spec.gpus = ParseGpuRequest(text, Field(key, field));
+    } else if (field == "allow_from") {
+      std::vector<std::string> cidrs;
+      const YAML::Node list = value;
+      if (!list.IsSequence()) {
+        throw UsageError(Field(key, field) + " must be a list of CIDRs, not " + KindOf(value),
+                         "write e.g. `allow_from: [203.0.113.0/24]`");
+      }
+      for (const YAML::Node& item : list) {
+        if (!item.IsScalar() || item.Scalar().empty()) {
+          throw UsageError(Field(key, field) + " must be a list of CIDRs, not " + KindOf(item),
+                           "write e.g. `allow_from: [203.0.113.0/24]`");
+        }
+        cidrs.push_back(item.Scalar());
+      }
+      spec.allow_from = std::move(cidrs);
+    } else if (field == "allow_from_ssh") {
+      const std::string lower = Lower(Scalar(field, key, value, "true or false"));
+      if (lower == "true" || lower == "yes" || lower == "on") {
+        spec.allow_from_ssh = true;
+      } else if (lower == "false" || lower == "no" || lower == "off") {
+        spec.allow_from_ssh = false;
+      } else {
+        throw UsageError(Field(key, field) + " must be true or false");
+      }
     } else if (field == "kubernetes") {
       const std::string text = Scalar(field, key, value, "true or false");
       const std::string lower = Lower(text);

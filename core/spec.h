@@ -13,6 +13,8 @@
 //   k3s_version: v1.36.4+k3s1  # k3s release; another than the installer's pin needs k3s_sha256
 //   k3s_sha256: <64 hex>     # sha256 of that release's k3s binary for the VM's architecture
 //   k3s_download_url: https://mirror.example/k3s  # a mirror of GitHub's release downloads
+//   allow_from: [203.0.113.0/24]  # sources of 6443/80/443 with direct access (CIDRs)
+//   allow_from_ssh: false    # true: 22 too
 #pragma once
 
 #include <filesystem>
@@ -20,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gpu_request.h"
 
@@ -44,6 +47,8 @@ struct Spec {
   std::optional<std::string> k3s_version;
   std::optional<std::string> k3s_sha256;
   std::optional<std::string> k3s_download_url;
+  std::optional<std::vector<std::string>> allow_from;  // As written; checked with the flag's.
+  std::optional<bool> allow_from_ssh;
 };
 
 /// Parses spec YAML. Throws UsageError naming \a display_name, the line, the field and what

@@ -204,5 +204,16 @@ TEST(SpecTest, K3sReleaseFields) {
   EXPECT_THAT(ErrorFor("k3s_sha256: [a]\n"), HasSubstr("field 'k3s_sha256' must be a string"));
 }
 
+TEST(SpecTest, AllowFromIsAListOfCidrs) {
+  const Spec spec = ParseSpec("allow_from: [10.0.0.0/8, \"2001:db8::/32\"]\nallow_from_ssh: true\n",
+                              "spec.yaml");
+  ASSERT_TRUE(spec.allow_from);
+  EXPECT_EQ(*spec.allow_from, (std::vector<std::string>{"10.0.0.0/8", "2001:db8::/32"}));
+  EXPECT_EQ(spec.allow_from_ssh, true);
+  EXPECT_THAT(ErrorFor("allow_from: 10.0.0.0/8\n"), HasSubstr("must be a list of CIDRs"));
+  EXPECT_THAT(ErrorFor("allow_from: [[1]]\n"), HasSubstr("must be a list of CIDRs"));
+  EXPECT_THAT(ErrorFor("allow_from_ssh: maybe\n"), HasSubstr("must be true or false"));
+}
+
 }  // namespace
 }  // namespace gpuprov

@@ -109,6 +109,20 @@ class RecordReader {
     return out;
   }
 
+  std::vector<std::string> StringList(const std::string& key) {
+    std::vector<std::string> out;
+    const Poco::Dynamic::Var v = object_->get(key);
+    if (v.isEmpty()) return out;
+    if (v.type() != typeid(Poco::JSON::Array::Ptr)) throw Corrupt("field '" + key + "' is not a list");
+    const Poco::JSON::Array::Ptr list = v.extract<Poco::JSON::Array::Ptr>();
+    for (size_t i = 0; i < list->size(); ++i) {
+      const Poco::Dynamic::Var item = list->get(static_cast<unsigned>(i));
+      if (!item.isString()) throw Corrupt("field '" + key + "' holds something that is not a string");
+      out.push_back(item.extract<std::string>());
+    }
+    return out;
+  }
+
   std::map<std::string, double> NumberMap(const std::string& key) {
     std::map<std::string, double> out;
     const Poco::Dynamic::Var v = object_->get(key);
@@ -202,6 +216,8 @@ VmRecord ParseRecord(const std::filesystem::path& path, const std::string& text,
   record.disk_gb = r.Int("disk_gb", 0, 0, 1000000);
   record.tags = r.StringMap("tags");
   record.open_ports = r.PortList("open_ports");
+  record.allow_from = r.StringList("allow_from");
+  record.allow_from_ports = r.PortList("allow_from_ports");
   record.kubeconfig = r.String("kubeconfig");
   record.probe = r.StringMap("probe");
   record.phase_seconds = r.NumberMap("phase_seconds");
@@ -239,6 +255,11 @@ std::string SerializeRecord(const VmRecord& record) {
   Poco::JSON::Array open_ports;
   for (int port : record.open_ports) open_ports.add(port);
   object.set("open_ports", open_ports);
+  Poco::JSON::Array allow_from, allow_from_ports;
+  for (const auto& cidr : record.allow_from) allow_from.add(cidr);
+  for (int port : record.allow_from_ports) allow_from_ports.add(port);
+  object.set("allow_from", allow_from);
+  object.set("allow_from_ports", allow_from_ports);
   object.set("kubeconfig", record.kubeconfig);
   Poco::JSON::Object probe(Poco::JSON_PRESERVE_KEY_ORDER);
   for (const auto& [key, value] : record.probe) probe.set(key, value);

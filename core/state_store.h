@@ -40,6 +40,10 @@ struct VmRecord {
   /// The ports gpuprov has had opened to 0.0.0.0/0 for this VM (by create or open_ports),
   /// ascending; empty when unknown (a record from before gpuprov kept it).
   std::vector<int> open_ports;
+  /// The sources (canonical CIDRs) the ports in allow_from_ports are narrowed to; empty: every
+  /// open port is open to 0.0.0.0/0. Kept so re-runs and open_ports keep the narrowing.
+  std::vector<std::string> allow_from;
+  std::vector<int> allow_from_ports;  // ascending
   std::string kubeconfig;            // path of the kubeconfig gpuprov wrote, "" when none
   /// What the last cluster probe found ("cloud_init", "k3s_unit", "marker", "gpu", "decision").
   std::map<std::string, std::string> probe;

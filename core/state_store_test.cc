@@ -134,6 +134,28 @@ TEST_F(StateStoreTest, RouteReasonDiskTagsAndOpenPortsRoundTrip) {
   EXPECT_EQ(loaded->open_ports, r.open_ports);
 }
 
+TEST_F(StateStoreTest, AllowFromRoundTripsAndIsEmptyInAnOlderRecord) {
+  StateStore store = Store();
+  VmRecord r = Record("narrow");
+  r.open_ports = {22, 80, 443, 6443};
+  r.allow_from = {"10.0.0.0/8", "2001:db8::/32"};
+  r.allow_from_ports = {80, 443, 6443};
+  store.Save(r);
+  const std::optional<VmRecord> loaded = store.Load("narrow");
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(loaded->allow_from, r.allow_from);
+  EXPECT_EQ(loaded->allow_from_ports, r.allow_from_ports);
+  WriteFileAtomic(StateDir() / "older.json",
+                  R"({"version": 1, "name": "older", "cloud": "aws", "phase": "ready"})");
+  const std::optional<VmRecord> older = Store().Load("older");
+  ASSERT_TRUE(older.has_value());
+  EXPECT_TRUE(older->allow_from.empty());
+  EXPECT_TRUE(older->allow_from_ports.empty());
+  WriteFileAtomic(StateDir() / "bad.json",
+                  R"({"version": 1, "name": "bad", "cloud": "aws", "allow_from": [8]})");
+  EXPECT_THROW(Store().Load("bad"), Error);
+}
+
 TEST_F(StateStoreTest, ARecordWithoutTheNewerFieldsLoadsWithThemEmpty) {
   Store().Save(Record("good"));  // makes the folders
   WriteFileAtomic(StateDir() / "old.json",

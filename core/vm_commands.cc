@@ -70,6 +70,11 @@ Object::Ptr ToJsonObject(const VmRecord& r, const std::string& state) {
   Poco::JSON::Array::Ptr open_ports = new Poco::JSON::Array;
   for (int port : r.open_ports) open_ports->add(port);
   o->set("open_ports", open_ports);
+  Poco::JSON::Array::Ptr allow_from = new Poco::JSON::Array, allow_from_ports = new Poco::JSON::Array;
+  for (const auto& cidr : r.allow_from) allow_from->add(cidr);
+  for (int port : r.allow_from_ports) allow_from_ports->add(port);
+  o->set("allow_from", allow_from);
+  o->set("allow_from_ports", allow_from_ports);
   if (!r.kubeconfig.empty()) o->set("kubeconfig", r.kubeconfig);
   Object::Ptr probe = new Object;
   for (const auto& [key, value] : r.probe) probe->set(key, value);

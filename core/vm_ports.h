@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "cloud.h"
+
 namespace gpuprov {
 
 class Cloud;
@@ -18,6 +20,9 @@ struct PortsPlan {
   bool call_open_ports = false;
   std::vector<int> open_after;  // ascending: what is open once the plan has run
   std::string reason;           // why open_ports is called, for the user ("" when it is not)
+  PortSources sources_after;    // who may reach them once the plan has run
+  std::vector<int> call_ports;  // the ports open_ports is called with: the needed set, or every
+                                // open port when the sources change
 };
 
 /// The decision. \a vm_existed: create found the VM instead of creating it. \a recorded_open:
@@ -27,10 +32,28 @@ struct PortsPlan {
 PortsPlan PlanPorts(bool vm_existed, const std::vector<int>& recorded_open,
                     const std::vector<int>& needed, bool can_open_ports);
 
+/// The same with sources: \a recorded_sources, what the record says (empty: open to
+/// 0.0.0.0/0); \a wanted, what this run wants. An existing VM whose sources differ gets
+/// open_ports with \a needed and \a wanted, which sets them (a different list updates the
+/// rules).
+PortsPlan PlanPorts(bool vm_existed, const std::vector<int>& recorded_open,
+                    const PortSources& recorded_sources, const std::vector<int>& needed,
+                    const PortSources& wanted, bool can_open_ports);
+
+/// What a run wants: \a allow_from for 80, 443 and 6443 of \a needed (and 22 when \a ssh);
+/// empty when \a allow_from is.
+PortSources WantedSources(const std::vector<std::string>& allow_from, bool ssh,
+                          const std::vector<int>& needed);
+
+/// "6443, 80 and 443 open only to 10.0.0.0/8" or "… open to 0.0.0.0/0".
+std::string SourcesText(const PortSources& sources);
+
 /// Runs PlanPorts' decision on \a cloud for \a vm: calls open_ports with \a needed when the
 /// plan says so. Returns the plan (open_after: what is open afterwards).
 PortsPlan EnsurePortsOpen(Cloud& cloud, const CloudVm& vm, bool vm_existed,
-                          const std::vector<int>& recorded_open, const std::vector<int>& needed);
+                          const std::vector<int>& recorded_open, const std::vector<int>& needed,
+                          const PortSources& recorded_sources = {},
+                          const PortSources& wanted = {});
 
 /// "22, 6443, 80 and 443".
 std::string PortsText(const std::vector<int>& ports);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "driver_kit.h"
@@ -85,16 +86,17 @@ void AddTagSpec(Params& params, int n, const std::string& resource_type,
   }
 }
 
-// True when the group's ingress opens tcp `port` to 0.0.0.0/0.
-bool PortOpen(const XmlNode* group, int port) {
+// True when the group's ingress opens tcp `port` to some IPv4 or IPv6 source (`world`: to
+// 0.0.0.0/0).
+bool PortOpen(const XmlNode* group, int port, bool world = false) {
   if (group == nullptr) return false;
   for (const XmlNode* perm : group->Items("ipPermissions")) {
     const std::string proto = perm->Text("ipProtocol");
     if (proto != "tcp" && proto != "-1") continue;
-    bool world = false;
-    for (const XmlNode* r : perm->Items("ipRanges"))
-      world = world || r->Text("cidrIp") == "0.0.0.0/0";
-    if (!world) continue;
+    bool everyone = false;
+    for (const XmlNode* r : perm->Items("ipRanges")) everyone = everyone || r->Text("cidrIp") == "0.0.0.0/0";
+    if (world && !everyone) continue;
+    if (perm->Items("ipRanges").empty() && perm->Items("ipv6Ranges").empty()) continue;
     if (proto == "-1") return true;
     try {
       if (std::stoi(perm->Text("fromPort")) <= port && port <= std::stoi(perm->Text("toPort"))) {
@@ -331,33 +333,88 @@ AwsDriver::ObjectPtr AwsDriver::VmJson(const std::string& region, const XmlNode&
 
 // --- security group and key pair ------------------------------------------------
 
+IngressChange PlanIngress(const XmlNode* group, int port,
+                          const gpuprov::drivers::PortSources& sources) {
+  IngressChange change;
+  const std::vector<std::string> want = sources.Of(port, /*with_ipv6=*/true);
+  // A port not narrowed only gains its rule from everyone when nothing opens it to 0.0.0.0/0;
+  // other rules of it (the user's) stay.
+  if (!sources.IsNarrowed(port)) {
+    if (!PortOpen(group, port, /*world=*/true)) change.authorize = want;
+    return change;
+  }
+  std::set<std::string> have;
+  if (group != nullptr) {
+    for (const XmlNode* perm : group->Items("ipPermissions")) {
+      if (perm->Text("ipProtocol") != "tcp" || perm->Text("fromPort") != std::to_string(port) ||
+          perm->Text("toPort") != std::to_string(port)) {
+        continue;
+      }
+      for (const XmlNode* r : perm->Items("ipRanges")) have.insert(r->Text("cidrIp"));
+      for (const XmlNode* r : perm->Items("ipv6Ranges")) have.insert(r->Text("cidrIpv6"));
+    }
+  }
+  for (const auto& c : want) {
+    if (!have.count(c)) change.authorize.push_back(c);
+  }
+  for (const auto& c : have) {
+    if (std::find(want.begin(), want.end(), c) == want.end()) change.revoke.push_back(c);
+  }
+  return change;
+}
+
 void AwsDriver::AuthorizePorts(const std::string& region, const std::string& group_id,
-                               const XmlNode* group, const std::vector<int>& ports) {
+                               const XmlNode* group, const std::vector<int>& ports,
+                               const gpuprov::drivers::PortSources& sources) {
   for (int port : ports) {
-    if (PortOpen(group, port)) continue;
+    const IngressChange change = PlanIngress(group, port, sources);
     const std::string p = std::to_string(port);
-    Params params = {{"GroupId", group_id},
-                     {"IpPermissions.1.IpProtocol", "tcp"},
-                     {"IpPermissions.1.FromPort", p},
-                     {"IpPermissions.1.ToPort", p},
-                     {"IpPermissions.1.IpRanges.1.CidrIp", "0.0.0.0/0"},
-                     {"IpPermissions.1.IpRanges.1.Description", "gpuprov"},
-                     {"IpPermissions.1.Ipv6Ranges.1.CidrIpv6", "::/0"},
-                     {"IpPermissions.1.Ipv6Ranges.1.Description", "gpuprov"}};
-    const auto deadline = steady_clock::now() + consistency_grace_;
-    while (true) {
-      try {
-        ec2_->Call(region, "AuthorizeSecurityGroupIngress", params);
-        break;
-      } catch (const Ec2Error& e) {
-        // One port per call, so a duplicate means exactly this rule exists (reference §5).
-        if (e.code() == "InvalidPermission.Duplicate") break;
-        // A group created a moment ago may not be visible yet.
-        if (e.code() == "InvalidGroup.NotFound" && steady_clock::now() < deadline) {
-          Sleep(poll_interval_);
-          continue;
+    // One call per port: its IPv4 and IPv6 ranges together (added before anything is revoked,
+    // so a narrowing never leaves the port shut meanwhile).
+    if (!change.authorize.empty()) {
+      Params params = {{"GroupId", group_id},
+                       {"IpPermissions.1.IpProtocol", "tcp"},
+                       {"IpPermissions.1.FromPort", p},
+                       {"IpPermissions.1.ToPort", p}};
+      int v4 = 0, v6 = 0;
+      for (const std::string& cidr : change.authorize) {
+        const bool is_v6 = cidr.find(':') != std::string::npos;
+        const std::string base = is_v6 ? "IpPermissions.1.Ipv6Ranges." + std::to_string(++v6)
+                                       : "IpPermissions.1.IpRanges." + std::to_string(++v4);
+        params.emplace_back(base + (is_v6 ? ".CidrIpv6" : ".CidrIp"), cidr);
+        params.emplace_back(base + ".Description", "gpuprov");
+      }
+      const auto deadline = steady_clock::now() + consistency_grace_;
+      while (true) {
+        try {
+          ec2_->Call(region, "AuthorizeSecurityGroupIngress", params);
+          break;
+        } catch (const Ec2Error& e) {
+          // One port per call and only ranges it lacked (PlanIngress), so a duplicate means
+          // this rule exists (reference §5).
+          if (e.code() == "InvalidPermission.Duplicate") break;
+          // A group created a moment ago may not be visible yet.
+          if (e.code() == "InvalidGroup.NotFound" && steady_clock::now() < deadline) {
+            Sleep(poll_interval_);
+            continue;
+          }
+          Raise(region, e);
         }
-        Raise(region, e);
+      }
+    }
+    for (const std::string& cidr : change.revoke) {
+      host_.Progress("revoking tcp " + p + " from " + cidr + " in security group " + group_id);
+      const bool is_v6 = cidr.find(':') != std::string::npos;
+      try {
+        ec2_->Call(region, "RevokeSecurityGroupIngress",
+                   {{"GroupId", group_id},
+                    {"IpPermissions.1.IpProtocol", "tcp"},
+                    {"IpPermissions.1.FromPort", p},
+                    {"IpPermissions.1.ToPort", p},
+                    {is_v6 ? "IpPermissions.1.Ipv6Ranges.1.CidrIpv6" : "IpPermissions.1.IpRanges.1.CidrIp",
+                     cidr}});
+      } catch (const Ec2Error& e) {
+        if (e.code() != "InvalidPermission.NotFound") Raise(region, e);  // already gone
       }
     }
   }
@@ -366,7 +423,8 @@ void AwsDriver::AuthorizePorts(const std::string& region, const std::string& gro
 AwsDriver::Resource AwsDriver::EnsureSecurityGroup(const std::string& region,
                                                    const std::string& vm_name,
                                                    const std::vector<int>& ports,
-                                                   const std::map<std::string, std::string>& tags) {
+                                                   const std::map<std::string, std::string>& tags,
+                                                   const kit::PortSources& sources) {
   const std::string group_name = ResourceName(vm_name);
   auto describe = [&]() -> std::optional<XmlNode> {
     XmlNode doc = Call(region, "DescribeSecurityGroups",
@@ -401,7 +459,7 @@ AwsDriver::Resource AwsDriver::EnsureSecurityGroup(const std::string& region,
   if (out.id.empty()) {
     throw DriverError(GPUPROV_STATUS_FAILED, "CreateSecurityGroup answered without a groupId");
   }
-  AuthorizePorts(region, out.id, group ? &*group : nullptr, kit::WithSsh(ports));
+  AuthorizePorts(region, out.id, group ? &*group : nullptr, kit::WithSsh(ports), sources);
   return out;
 }
 
@@ -510,6 +568,7 @@ std::string AwsDriver::Check(const std::string& /*request_json*/) {
       (owner.empty() ? std::string("account id not shown (no default VPC)") : "account " + owner) +
           ", region " + default_region_ + ", access key " + MaskKeyId(c.access_key_id));
   result.set("user_data_limit", static_cast<int>(kUserDataLimit));
+  result.set("allow_from", true);  // create and open_ports narrow sources
   result.set("credentials_from", c.origin);
   result.set("endpoint", endpoint_.empty() ? RegionalEndpoint(default_region_) : endpoint_);
   return json::Stringify(result);
@@ -570,6 +629,7 @@ std::string AwsDriver::Create(const std::string& request_json) {
     }
   }
   const std::vector<int> ports = kit::WithSsh(kit::PortsOf(request, "open_ports"));
+  const kit::PortSources sources = kit::SourcesOf(request);
 
   // The instance type: from gpu (instance_type must agree), else instance_type, else CPU.
   const std::string instance_type = json::Str(request, "instance_type");
@@ -608,7 +668,7 @@ std::string AwsDriver::Create(const std::string& request_json) {
                           "another VM name");
   }
 
-  Resource group = EnsureSecurityGroup(region, name, ports, tags);
+  Resource group = EnsureSecurityGroup(region, name, ports, tags, sources);
   Resource key;
   try {
     key = EnsureKeyPair(region, name, public_key, tags);
@@ -652,7 +712,7 @@ std::string AwsDriver::Create(const std::string& request_json) {
     if (e.status() == GPUPROV_STATUS_TRANSIENT || e.status() == GPUPROV_STATUS_FAILED) {
       try {
         if (auto made = FindByName(region, name)) {
-          return kit::VmResult(VmJson(region, *made, ports), false);
+          return kit::ConfirmSources(kit::VmResult(VmJson(region, *made, ports), false), sources);
         }
       } catch (const std::exception&) {
       }
@@ -682,7 +742,7 @@ std::string AwsDriver::Create(const std::string& request_json) {
     remembered.children.push_back(set);
   }
   launched_[instance_id] = Launched{steady_clock::now(), remembered, region, ports};
-  return kit::VmResult(VmJson(region, remembered, ports), false);
+  return kit::ConfirmSources(kit::VmResult(VmJson(region, remembered, ports), false), sources);
 }
 
 std::string AwsDriver::Get(const std::string& request_json) {
@@ -901,9 +961,10 @@ std::string AwsDriver::OpenPorts(const std::string& request_json) {
                           ResourceName(TagsOf(*instance)["Name"]) +
                           " (it was not made by gpuprov's create)");
   }
-  // Only additions, one rule per missing port: the group's other rules stay.
-  AuthorizePorts(region, group->Text("groupId"), &*group, ports);
-  return "{}";
+  // Each listed port gets exactly its sources; the group's other rules stay.
+  const kit::PortSources sources = kit::SourcesOf(request);
+  AuthorizePorts(region, group->Text("groupId"), &*group, ports, sources);
+  return kit::ConfirmSources("{}", sources);
 }
 
 std::optional<XmlNode> AwsDriver::OwnGroup(const std::string& region, const XmlNode& instance) {

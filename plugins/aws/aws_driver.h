@@ -33,10 +33,20 @@
 #include <vector>
 
 #include "aws_credentials.h"
+#include "driver_request.h"
 #include "ec2_client.h"
 #include "gpuprov/sdk.hpp"
 
 namespace gpuprov::aws {
+
+/// What to change in a security group so tcp `port` is open to its sources: for a narrowed
+/// port exactly allow_from (the CIDRs to authorize, and those of its single-port rules to
+/// revoke); for another 0.0.0.0/0 and ::/0 when nothing opens it to 0.0.0.0/0 (nothing revoked).
+struct IngressChange {
+  std::vector<std::string> authorize;
+  std::vector<std::string> revoke;
+};
+IngressChange PlanIngress(const XmlNode* group, int port, const gpuprov::drivers::PortSources& sources);
 
 class AwsDriver {
  public:
@@ -91,9 +101,12 @@ class AwsDriver {
   std::optional<XmlNode> OwnGroup(const std::string& region, const XmlNode& instance);
   Resource EnsureSecurityGroup(const std::string& region, const std::string& vm_name,
                                const std::vector<int>& ports,
-                               const std::map<std::string, std::string>& tags);
+                               const std::map<std::string, std::string>& tags,
+                               const gpuprov::drivers::PortSources& sources);
+  /// Opens each of `ports` to exactly its sources (PlanIngress): authorizes what is missing,
+  /// revokes what a narrowing or widening left over. Rules of other ports stay.
   void AuthorizePorts(const std::string& region, const std::string& group_id, const XmlNode* group,
-                      const std::vector<int>& ports);
+                      const std::vector<int>& ports, const gpuprov::drivers::PortSources& sources);
   Resource EnsureKeyPair(const std::string& region, const std::string& vm_name,
                          const std::string& public_key,
                          const std::map<std::string, std::string>& tags);

@@ -182,6 +182,63 @@ class AwsEmulatorTest : public SharedEmulatorTest<AwsEmulator> {
   std::vector<std::unique_ptr<ScopedEnv>> env_;
 };
 
+// allow_from (docs/driver-protocol.md): create narrows 6443/80/443 to the given sources, open_ports
+// sets them to another list (revoking the old), and both confirm it in their results.
+TEST_F(AwsEmulatorTest, AllowFromNarrowsTheGroupAndOpenPortsUpdatesIt) {
+  Driver d(Config());
+  OpResult check = d.Check();
+  ASSERT_EQ(check.status, GPUPROV_STATUS_OK) << check;
+  EXPECT_TRUE(check.Doc()->getValue<bool>("allow_from"));
+
+  std::string req = CreateRequest("aws-narrow");
+  req.replace(req.find(R"(,"open_ports":[22])"), std::string(R"(,"open_ports":[22])").size(),
+              R"(,"open_ports":[22,6443,80,443],"allow_from":["127.0.0.1/32","2001:db8::/32"],)"
+              R"("allow_from_ports":[80,443,6443])");
+  OpResult c = d.Create(req);
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  EXPECT_TRUE(Contains(c.json, R"("allow_from":["127.0.0.1/32","2001:db8::/32"])")) << c.json;
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  EXPECT_EQ(emulator_->ReachablePorts("aws", "aws-narrow"), "22,80,443,6443");
+
+  auto ec2 = Client();
+  auto sources_of = [&](const std::string& port) {
+    XmlNode g = ec2->Call("us-east-1", "DescribeSecurityGroups",
+                          {{"Filter.1.Name", "group-name"}, {"Filter.1.Value.1", "gpuprov-aws-narrow"}});
+    std::set<std::string> out;
+    for (const XmlNode* p : g.Items("securityGroupInfo")[0]->Items("ipPermissions")) {
+      if (p->Text("fromPort") != port) continue;
+      for (const XmlNode* r : p->Items("ipRanges")) out.insert(r->Text("cidrIp"));
+      for (const XmlNode* r : p->Items("ipv6Ranges")) out.insert(r->Text("cidrIpv6"));
+    }
+    return out;
+  };
+  EXPECT_EQ(sources_of("6443"), (std::set<std::string>{"127.0.0.1/32", "2001:db8::/32"}));
+  EXPECT_EQ(sources_of("22"), (std::set<std::string>{"0.0.0.0/0", "::/0"}));
+
+  OpResult op = d.OpenPorts(R"({"id":")" + id + R"(","ports":[22,80,443,6443],)"
+                            R"("allow_from":["10.0.0.0/8"],"allow_from_ports":[80,443,6443]})");
+  ASSERT_EQ(op.status, GPUPROV_STATUS_OK) << op;
+  EXPECT_EQ(op.json, R"({"allow_from":["10.0.0.0/8"]})");
+  EXPECT_EQ(emulator_->ReachablePorts("aws", "aws-narrow"), "22");
+  EXPECT_EQ(sources_of("443"), std::set<std::string>{"10.0.0.0/8"});
+  EXPECT_EQ(sources_of("22"), (std::set<std::string>{"0.0.0.0/0", "::/0"}));
+
+  // Widened again to everyone through the same field.
+  op = d.OpenPorts(R"({"id":")" + id + R"(","ports":[22,80,443,6443],)"
+                   R"("allow_from":["0.0.0.0/0"],"allow_from_ports":[80,443,6443]})");
+  ASSERT_EQ(op.status, GPUPROV_STATUS_OK) << op;
+  EXPECT_EQ(sources_of("6443"), std::set<std::string>{"0.0.0.0/0"});
+  EXPECT_EQ(emulator_->ReachablePorts("aws", "aws-narrow"), "22,80,443,6443");
+
+  // Not a CIDR: refused naming the field, before any call.
+  OpResult bad = d.OpenPorts(R"({"id":")" + id + R"(","ports":[6443],"allow_from":["nonsense"],)"
+                             R"("allow_from_ports":[6443]})");
+  EXPECT_EQ(bad.status, GPUPROV_STATUS_INVALID_INPUT) << bad;
+  EXPECT_TRUE(Contains(bad.error, "allow_from[0]")) << bad.error;
+  ASSERT_EQ(d.Delete(R"({"name":"aws-narrow"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
 TEST_F(AwsEmulatorTest, CheckNamesTheAccountAndTheUserDataLimit) {
   Driver d(Config());
   OpResult r = d.Check();

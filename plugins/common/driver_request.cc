@@ -4,6 +4,7 @@
 #include <Poco/JSON/Array.h>
 
 #include <algorithm>
+#include <regex>
 
 #include "credentials.h"
 #include "json_util.h"
@@ -32,6 +33,55 @@ std::vector<int> PortsOf(const Object::Ptr& request, const std::string& key) {
     ports.push_back(p);
   }
   return ports;
+}
+
+std::vector<std::string> PortSources::Of(int port, bool with_ipv6) const {
+  if (!IsNarrowed(port)) {
+    if (with_ipv6) return {"0.0.0.0/0", "::/0"};
+    return {"0.0.0.0/0"};
+  }
+  std::vector<std::string> out;
+  for (const auto& c : allow_from) {
+    if (with_ipv6 || c.find(':') == std::string::npos) out.push_back(c);
+  }
+  return out;
+}
+
+bool IsEveryone(const std::string& cidr) { return cidr == "0.0.0.0/0" || cidr == "::/0"; }
+
+PortSources SourcesOf(const Object::Ptr& request, bool ipv6_allowed) {
+  PortSources sources;
+  Array::Ptr cidrs = request ? request->getArray("allow_from") : nullptr;
+  for (size_t i = 0; cidrs && i < cidrs->size(); ++i) {
+    const Poco::Dynamic::Var v = cidrs->get(static_cast<unsigned>(i));
+    const std::string text = v.isString() ? v.extract<std::string>() : std::string();
+    // Canonical form only (the host sends it so): address, '/', prefix length; the address's
+    // own syntax is left to the cloud, which rejects a malformed one naming it.
+    static const std::regex v4(R"((\d{1,3}\.){3}\d{1,3}/(\d|[12]\d|3[0-2]))");
+    static const std::regex v6(R"([0-9a-f:]*:[0-9a-f:]*/(\d|[1-9]\d|1[01]\d|12[0-8]))");
+    const bool is_v6 = std::regex_match(text, v6);
+    if (!std::regex_match(text, v4) && !is_v6) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "allow_from[" + std::to_string(i) + "] is not a CIDR such as 10.0.0.0/8");
+    }
+    if (is_v6 && !ipv6_allowed) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "allow_from: " + text + " is IPv6, and this cloud's rules take IPv4 "
+                        "sources only; give IPv4 CIDRs with --allow-from");
+    }
+    sources.allow_from.push_back(text);
+  }
+  for (int p : PortsOf(request, "allow_from_ports")) sources.narrowed.insert(p);
+  return sources;
+}
+
+std::string ConfirmSources(const std::string& result_json, const PortSources& sources) {
+  if (!sources.Narrows()) return result_json;
+  Object::Ptr result = json::ParseObject(result_json, "the result");
+  Array::Ptr echoed = new Array();
+  for (const auto& c : sources.allow_from) echoed->add(c);
+  result->set("allow_from", echoed);
+  return json::Stringify(result);
 }
 
 std::vector<int> WithSsh(std::vector<int> ports) {

@@ -23,6 +23,32 @@ namespace gpuprov::drivers {
 /// Throws when it is not an array of numbers in 1..65535.
 std::vector<int> PortsOf(const Poco::JSON::Object::Ptr& request, const std::string& key);
 
+/// Who may reach each port of a VM (docs/driver-protocol.md, "allow_from"): the request's
+/// "allow_from" CIDRs for the ports in "allow_from_ports", everyone for the others.
+struct PortSources {
+  std::vector<std::string> allow_from;  // empty: every port open to everyone
+  std::set<int> narrowed;               // the ports allow_from applies to
+
+  bool Narrows() const { return !allow_from.empty() && !narrowed.empty(); }
+  bool IsNarrowed(int port) const { return Narrows() && narrowed.count(port) > 0; }
+  /// The CIDRs `port` is opened to: allow_from for a narrowed port, else "0.0.0.0/0" (and
+  /// "::/0" when `with_ipv6`). A narrowed port gets only the IPv4 CIDRs of allow_from when
+  /// not `with_ipv6`.
+  std::vector<std::string> Of(int port, bool with_ipv6) const;
+};
+
+/// The request's "allow_from" and "allow_from_ports". Throws INVALID_INPUT naming the field
+/// for something not a canonical CIDR ("10.0.0.0/8", "2001:db8::/32") or a port outside
+/// 1..65535, and for IPv6 CIDRs when not `ipv6_allowed` (clouds whose rules take IPv4 only).
+PortSources SourcesOf(const Poco::JSON::Object::Ptr& request, bool ipv6_allowed = true);
+
+/// `result_json` (an object) with "allow_from": the sources, as the confirmation the host
+/// requires of a create or open_ports that narrowed; unchanged when `sources` narrows nothing.
+std::string ConfirmSources(const std::string& result_json, const PortSources& sources);
+
+/// true for "0.0.0.0/0" and "::/0".
+bool IsEveryone(const std::string& cidr);
+
 /// `ports` with 22 added, sorted, without repeats.
 std::vector<int> WithSsh(std::vector<int> ports);
 

@@ -246,5 +246,51 @@ TEST(DriverRequest, CreateRequestChecksNameAndUserData) {
                gpuprov::sdk::DriverError);
 }
 
+TEST(SourcesOf, ReadsAllowFromAndTheNarrowedPorts) {
+  PortSources none = SourcesOf(json::ParseObject(R"({"open_ports":[22,6443]})", "req"));
+  EXPECT_FALSE(none.Narrows());
+  EXPECT_EQ(none.Of(6443, true), (std::vector<std::string>{"0.0.0.0/0", "::/0"}));
+  EXPECT_EQ(none.Of(6443, false), std::vector<std::string>{"0.0.0.0/0"});
+
+  PortSources s = SourcesOf(json::ParseObject(
+      R"({"allow_from":["10.0.0.0/8","2001:db8::/32"],"allow_from_ports":[6443,443]})", "req"));
+  EXPECT_TRUE(s.Narrows());
+  EXPECT_TRUE(s.IsNarrowed(6443));
+  EXPECT_FALSE(s.IsNarrowed(22));
+  EXPECT_EQ(s.Of(6443, true), (std::vector<std::string>{"10.0.0.0/8", "2001:db8::/32"}));
+  EXPECT_EQ(s.Of(6443, false), std::vector<std::string>{"10.0.0.0/8"});
+  EXPECT_EQ(s.Of(22, true), (std::vector<std::string>{"0.0.0.0/0", "::/0"}));
+}
+
+TEST(SourcesOf, RefusesWhatIsNotACidrAndIpv6WhereTheCloudTakesIpv4Only) {
+  for (const char* bad : {R"(["10.0.0.0"])", R"(["10.0.0.0/40"])", R"([7])", R"(["any"])"}) {
+    try {
+      SourcesOf(json::ParseObject(std::string(R"({"allow_from":)") + bad +
+                                      R"(,"allow_from_ports":[6443]})",
+                                  "req"));
+      ADD_FAILURE() << bad;
+    } catch (const DriverError& e) {
+      EXPECT_EQ(e.status(), GPUPROV_STATUS_INVALID_INPUT);
+      EXPECT_NE(std::string(e.what()).find("allow_from[0]"), std::string::npos) << e.what();
+    }
+  }
+  try {
+    SourcesOf(json::ParseObject(R"({"allow_from":["2001:db8::/32"],"allow_from_ports":[6443]})",
+                                "req"),
+              /*ipv6_allowed=*/false);
+    ADD_FAILURE() << "IPv6 passed";
+  } catch (const DriverError& e) {
+    EXPECT_NE(std::string(e.what()).find("IPv4 sources only"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ConfirmSources, EchoesTheListOnlyWhenItNarrows) {
+  PortSources s;
+  EXPECT_EQ(ConfirmSources("{}", s), "{}");
+  s.allow_from = {"10.0.0.0/8"};
+  s.narrowed = {6443};
+  EXPECT_EQ(ConfirmSources("{}", s), R"({"allow_from":["10.0.0.0/8"]})");
+}
+
 }  // namespace
 }  // namespace gpuprov::drivers

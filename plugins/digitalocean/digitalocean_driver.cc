@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "digitalocean_driver.h"
 
+#include <sstream>
+
 #include <algorithm>
 #include <map>
 
@@ -12,7 +14,6 @@
 namespace gpuprov::digitalocean {
 namespace {
 
-namespace kit = gpuprov::drivers;
 using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
 
 constexpr const char* kSshUser = "root";
@@ -100,19 +101,27 @@ Array::Ptr AllAddresses() {
   return a;
 }
 
-Array::Ptr InboundRules(const std::vector<int>& ports) {
+}  // namespace
+
+Object::Ptr InboundRule(int port, const kit::PortSources& sources) {
+  Object::Ptr r = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  r->set("protocol", "tcp");
+  r->set("ports", std::to_string(port));
+  Object::Ptr from = new Object();
+  Array::Ptr addresses = new Array();
+  for (const auto& cidr : sources.Of(port, /*with_ipv6=*/true)) addresses->add(cidr);
+  from->set("addresses", addresses);
+  r->set("sources", from);
+  return r;
+}
+
+Array::Ptr InboundRules(const std::vector<int>& ports, const kit::PortSources& sources) {
   Array::Ptr rules = new Array();
-  for (int p : ports) {
-    Object::Ptr r = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-    r->set("protocol", "tcp");
-    r->set("ports", std::to_string(p));
-    Object::Ptr sources = new Object();
-    sources->set("addresses", AllAddresses());
-    r->set("sources", sources);
-    rules->add(r);
-  }
+  for (int p : ports) rules->add(InboundRule(p, sources));
   return rules;
 }
+
+namespace {
 
 // Without outbound rules an attached firewall blocks all egress (reference §5).
 Array::Ptr OutboundRules() {
@@ -129,19 +138,35 @@ Array::Ptr OutboundRules() {
   return rules;
 }
 
+std::set<std::string> AddressesOf(const Object::Ptr& rule) {
+  std::set<std::string> out;
+  Array::Ptr addresses = json::Arr(json::Obj(rule, "sources"), "addresses");
+  for (size_t j = 0; addresses && j < addresses->size(); ++j) {
+    out.insert(addresses->get(static_cast<unsigned>(j)).toString());
+  }
+  return out;
+}
+
 // Whether an inbound tcp rule of the firewall opens port to every address (0.0.0.0/0);
 // "0", "all" or "" is every port, "8000-9000" a range.
 bool OpenToAll(const Object::Ptr& fw, int port) {
   Array::Ptr rules = json::Arr(fw, "inbound_rules");
   for (size_t i = 0; rules && i < rules->size(); ++i) {
     Object::Ptr r = json::ObjAt(rules, i);
-    if (!r || json::Str(r, "protocol") != "tcp") continue;
-    bool everyone = false;
-    Array::Ptr addresses = json::Arr(json::Obj(r, "sources"), "addresses");
-    for (size_t j = 0; addresses && j < addresses->size(); ++j) {
-      everyone = everyone || addresses->get(static_cast<unsigned>(j)).toString() == "0.0.0.0/0";
-    }
-    if (!everyone) continue;
+    if (!r || json::Str(r, "protocol") != "tcp" || !AddressesOf(r).count("0.0.0.0/0")) continue;
+    const std::string p = json::Str(r, "ports");
+    if (p.empty() || kit::PortsOfRanges({p}).count(port) > 0) return true;
+  }
+  return false;
+}
+
+// Whether an inbound tcp rule of the firewall opens port to some address; "0", "all" or ""
+// is every port, "8000-9000" a range.
+bool OpenToSome(const Object::Ptr& fw, int port) {
+  Array::Ptr rules = json::Arr(fw, "inbound_rules");
+  for (size_t i = 0; rules && i < rules->size(); ++i) {
+    Object::Ptr r = json::ObjAt(rules, i);
+    if (!r || json::Str(r, "protocol") != "tcp" || AddressesOf(r).empty()) continue;
     const std::string p = json::Str(r, "ports");
     if (p.empty() || kit::PortsOfRanges({p}).count(port) > 0) return true;
   }
@@ -397,10 +422,11 @@ DigitalOceanDriver::ObjectPtr DigitalOceanDriver::FindFirewall(const std::string
 }
 
 void DigitalOceanDriver::CreateFirewall(const std::string& vm_name, const std::string& droplet_id,
-                                        const std::vector<int>& ports) {
+                                        const std::vector<int>& ports,
+                                        const kit::PortSources& sources) {
   Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   body->set("name", FirewallName(vm_name));
-  body->set("inbound_rules", InboundRules(ports));
+  body->set("inbound_rules", InboundRules(ports, sources));
   body->set("outbound_rules", OutboundRules());
   Array::Ptr ids = new Array();
   try {
@@ -417,12 +443,60 @@ void DigitalOceanDriver::CreateFirewall(const std::string& vm_name, const std::s
 
 std::vector<int> DigitalOceanDriver::OpenFirewallPorts(const std::string& vm_name,
                                                        const std::string& droplet_id,
-                                                       const std::vector<int>& ports) {
+                                                       const std::vector<int>& ports,
+                                                       const kit::PortSources& sources) {
   ObjectPtr fw = FindFirewall(vm_name);
   if (!fw) {
-    CreateFirewall(vm_name, droplet_id, ports);
+    CreateFirewall(vm_name, droplet_id, ports, sources);
     return ports;
   }
+  const std::string fw_id = json::Str(fw, "id");
+  if (!sources.Narrows()) return AddFirewallRules(vm_name, droplet_id, fw, ports);
+  Array::Ptr inbound = RewriteInbound(json::Arr(fw, "inbound_rules"), ports, sources);
+  std::vector<int> changed;
+  auto text = [](const Array::Ptr& a) {
+    std::ostringstream out;
+    if (a) a->stringify(out);
+    return out.str();
+  };
+  if (text(inbound) != text(json::Arr(fw, "inbound_rules"))) {
+    for (int p : ports) changed.push_back(p);
+  }
+  const bool attached = DropletIdsOf(fw).count(droplet_id) > 0;
+  if (!changed.empty()) {
+    host_.Progress("setting tcp " + PortText(ports) + " of firewall " + FirewallName(vm_name) +
+                   " to " + (sources.Narrows() ? "the allow_from sources" : "every address"));
+    // PUT replaces the whole firewall: the rest of it is sent back as it is.
+    Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    body->set("name", FirewallName(vm_name));
+    body->set("inbound_rules", inbound);
+    Array::Ptr outbound = json::Arr(fw, "outbound_rules");
+    body->set("outbound_rules", outbound ? outbound : OutboundRules());
+    Array::Ptr ids = new Array();
+    for (const auto& id : DropletIdsOf(fw)) ids->add(std::stoll(id));
+    if (!attached) ids->add(std::stoll(droplet_id));
+    body->set("droplet_ids", ids);
+    Array::Ptr tags = json::Arr(fw, "tags");
+    body->set("tags", tags ? tags : Array::Ptr(new Array()));
+    Call("PUT", "/firewalls/" + Encode(fw_id), "update firewall " + FirewallName(vm_name), body);
+    return changed;
+  }
+  if (!attached) {
+    host_.Progress("attaching droplet " + droplet_id + " to firewall " + FirewallName(vm_name));
+    Object::Ptr body = new Object();
+    Array::Ptr ids = new Array();
+    ids->add(std::stoll(droplet_id));
+    body->set("droplet_ids", ids);
+    Call("POST", "/firewalls/" + Encode(fw_id) + "/droplets",
+         "attach droplet " + droplet_id + " to firewall " + FirewallName(vm_name), body);
+  }
+  return changed;
+}
+
+std::vector<int> DigitalOceanDriver::AddFirewallRules(const std::string& vm_name,
+                                                      const std::string& droplet_id,
+                                                      const ObjectPtr& fw,
+                                                      const std::vector<int>& ports) {
   // Only additions: rules and droplets the user added to it stay.
   const std::string fw_id = json::Str(fw, "id");
   std::vector<int> missing;
@@ -432,7 +506,7 @@ std::vector<int> DigitalOceanDriver::OpenFirewallPorts(const std::string& vm_nam
   if (!missing.empty()) {
     host_.Progress("opening tcp " + PortText(missing) + " in firewall " + FirewallName(vm_name));
     Object::Ptr body = new Object();
-    body->set("inbound_rules", InboundRules(missing));
+    body->set("inbound_rules", InboundRules(missing, kit::PortSources{}));
     Call("POST", "/firewalls/" + Encode(fw_id) + "/rules",
          "add rules to firewall " + FirewallName(vm_name), body);
   }
@@ -448,13 +522,48 @@ std::vector<int> DigitalOceanDriver::OpenFirewallPorts(const std::string& vm_nam
   return missing;
 }
 
+Array::Ptr RewriteInbound(const Array::Ptr& rules, const std::vector<int>& ports,
+                          const kit::PortSources& sources) {
+  const std::set<int> set(ports.begin(), ports.end());
+  std::set<int> satisfied;
+  Array::Ptr out = new Array();
+  for (size_t i = 0; rules && i < rules->size(); ++i) {
+    Object::Ptr r = json::ObjAt(rules, i);
+    if (!r) continue;
+    int port = 0;
+    try {
+      const std::string text = json::Str(r, "ports");
+      size_t used = 0;
+      port = std::stoi(text, &used);
+      if (used != text.size()) port = 0;
+    } catch (const std::exception&) {
+      port = 0;
+    }
+    if (json::Str(r, "protocol") == "tcp" && set.count(port) > 0) {
+      const std::vector<std::string> want = sources.Of(port, true);
+      const std::set<std::string> have = AddressesOf(r);
+      if (sources.IsNarrowed(port)) {
+        if (have != std::set<std::string>(want.begin(), want.end())) continue;  // stale
+        if (!satisfied.insert(port).second) continue;  // a duplicate
+      } else if (have.count("0.0.0.0/0")) {
+        satisfied.insert(port);  // open to everyone already; other rules of it stay
+      }
+    }
+    out->add(r);
+  }
+  for (int p : ports) {
+    if (!satisfied.count(p)) out->add(InboundRule(p, sources));
+  }
+  return out;
+}
+
 std::vector<int> DigitalOceanDriver::OpenPortsOf(const std::string& vm_name,
                                                  const std::vector<int>& ports) {
   ObjectPtr fw = FindFirewall(vm_name);
   if (!fw) return ports;  // no firewall: the droplet takes every port
   std::vector<int> open;
   for (int p : ports) {
-    if (OpenToAll(fw, p)) open.push_back(p);
+    if (OpenToSome(fw, p)) open.push_back(p);
   }
   return open;
 }
@@ -472,6 +581,7 @@ std::string DigitalOceanDriver::Check(const std::string& /*request_json*/) {
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
   result.set("account", text);
   result.set("user_data_limit", 65536);  // user_data <= 64 KiB (digitalocean.md section 4)
+  result.set("allow_from", true);       // create and open_ports narrow sources
   result.set("token_from", Token().origin);
   result.set("endpoint", endpoint_);
   return json::Stringify(result);
@@ -540,6 +650,7 @@ std::string DigitalOceanDriver::Create(const std::string& request_json) {
   const std::string fingerprint =
       kit::Md5Fingerprint(kit::ParseSshPublicKey(public_key));  // validates before any call
   std::vector<int> ports = kit::WithSsh(kit::PortsOf(request, "open_ports"));
+  const kit::PortSources sources = kit::SourcesOf(request);  // checked before any call
 
   // The size: from gpu (instance_type must agree), else instance_type, else the CPU size.
   const kit::CatalogueChoice choice = kit::ChooseInstanceType(
@@ -560,7 +671,7 @@ std::string DigitalOceanDriver::Create(const std::string& request_json) {
     // As it is: widening its ports is open_ports' job. Reported: what its firewall opens.
     // A create interrupted before its firewall left the droplet open to every port: the
     // firewall is made now (that only narrows).
-    if (!FindFirewall(name)) CreateFirewall(name, id, ports);
+    if (!FindFirewall(name)) CreateFirewall(name, id, ports, kit::SourcesOf(request));
     return kit::VmResult(VmJson(existing, OpenPortsOf(name, ports)), true);
   }
   if (foreign) {
@@ -621,8 +732,8 @@ std::string DigitalOceanDriver::Create(const std::string& request_json) {
   }
   const std::string id = json::Str(droplet, "id");
   host_.Info("droplet " + name + " is id " + id);
-  OpenFirewallPorts(name, id, ports);
-  return kit::VmResult(VmJson(droplet, ports), false);
+  OpenFirewallPorts(name, id, ports, sources);
+  return kit::ConfirmSources(kit::VmResult(VmJson(droplet, ports), false), sources);
 }
 
 std::string DigitalOceanDriver::Get(const std::string& request_json) {
@@ -714,8 +825,9 @@ std::string DigitalOceanDriver::OpenPorts(const std::string& request_json) {
     throw DriverError(GPUPROV_STATUS_NOT_FOUND,
                       "no gpuprov droplet with id " + json::Str(request, "id") + " on DigitalOcean");
   }
-  OpenFirewallPorts(json::Str(d, "name"), json::Str(d, "id"), kit::WithSsh(ports));
-  return "{}";
+  const kit::PortSources sources = kit::SourcesOf(request);
+  OpenFirewallPorts(json::Str(d, "name"), json::Str(d, "id"), kit::WithSsh(ports), sources);
+  return kit::ConfirmSources("{}", sources);
 }
 
 std::string DigitalOceanDriver::ListResources(const std::string& /*request_json*/) {

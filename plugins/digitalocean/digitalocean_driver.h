@@ -27,10 +27,24 @@
 #include <vector>
 
 #include "credentials.h"
+#include "driver_request.h"
 #include "gpuprov/sdk.hpp"
 #include "http_client.h"
 
 namespace gpuprov::digitalocean {
+
+namespace kit = gpuprov::drivers;
+
+/// One inbound firewall rule: tcp `port` from its sources (both families for everyone).
+Poco::JSON::Object::Ptr InboundRule(int port, const kit::PortSources& sources);
+
+/// `rules` (a firewall's inbound_rules) with each of `ports` open to its sources: for a
+/// narrowed port exactly (its single-port tcp rules with other addresses removed, the rule
+/// added when missing); for another a rule from everyone added when none opens it to
+/// 0.0.0.0/0; every other rule kept as it is.
+Poco::JSON::Array::Ptr RewriteInbound(const Poco::JSON::Array::Ptr& rules,
+                                      const std::vector<int>& ports,
+                                      const kit::PortSources& sources);
 
 class DigitalOceanDriver {
  public:
@@ -86,15 +100,21 @@ class DigitalOceanDriver {
   };
   SshKey EnsureSshKey(const std::string& public_key);
   void DeleteSshKey(const std::string& id);
-  /// Makes the firewall of a VM with `ports` open to 0.0.0.0/0, the droplet attached.
+  /// Makes the firewall of a VM with `ports` open to their sources (0.0.0.0/0 and ::/0, or
+  /// allow_from for the narrowed ones), the droplet attached.
   void CreateFirewall(const std::string& vm_name, const std::string& droplet_id,
-                      const std::vector<int>& ports);
-  /// Opens `ports` of the VM to 0.0.0.0/0: creates its firewall, or adds only the rules
-  /// missing from it and attaches the droplet; never removes a rule. Returns the ports
-  /// it opened.
+                      const std::vector<int>& ports, const kit::PortSources& sources);
+  /// Opens `ports` of the VM to their sources: creates its firewall; else without a narrowing
+  /// adds only the missing rules (AddFirewallRules), with one rewrites the firewall by
+  /// RewriteInbound (one PUT). Attaches the droplet. Returns the ports whose rules changed.
   std::vector<int> OpenFirewallPorts(const std::string& vm_name, const std::string& droplet_id,
-                                     const std::vector<int>& ports);
-  /// Which of `ports` the VM's firewall opens to 0.0.0.0/0 (all without a firewall).
+                                     const std::vector<int>& ports,
+                                     const kit::PortSources& sources);
+  /// Adds a rule from everyone for each of `ports` no rule opens to 0.0.0.0/0, never removes
+  /// one (the user's stay), and attaches the droplet. Returns the ports it opened.
+  std::vector<int> AddFirewallRules(const std::string& vm_name, const std::string& droplet_id,
+                                    const ObjectPtr& fw, const std::vector<int>& ports);
+  /// Which of `ports` the VM's firewall opens to some source (all without a firewall).
   std::vector<int> OpenPortsOf(const std::string& vm_name, const std::vector<int>& ports);
   ObjectPtr FindFirewall(const std::string& vm_name);
 

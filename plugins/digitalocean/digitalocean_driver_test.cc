@@ -442,6 +442,54 @@ TEST_F(DigitalOceanEmulatorTest, OpenPortsKeepsUserRulesAndIsIdempotent) {
   EXPECT_EQ(firewall()->getArray("inbound_rules")->size(), 7u);
 }
 
+// allow_from (docs/driver-protocol.md): the firewall's rules of 6443/80/443 take the given sources,
+// open_ports replaces them with another list (the user's own rules of other ports stay), and
+// both results confirm it.
+TEST_F(DigitalOceanEmulatorTest, AllowFromNarrowsTheFirewallAndOpenPortsUpdatesIt) {
+  Driver driver(Config());
+  OpResult check = driver.Check();
+  ASSERT_EQ(check.status, GPUPROV_STATUS_OK) << check;
+  EXPECT_TRUE(check.Doc()->getValue<bool>("allow_from"));
+  Object::Ptr req = ParseJson(CreateRequest("do-narrow"));
+  req->set("allow_from", ParseJson(R"({"a":["127.0.0.1/32"]})")->getArray("a"));
+  req->set("allow_from_ports", ParseJson(R"({"a":[80,443,6443]})")->getArray("a"));
+  OpResult c = driver.Create(Stringify(req));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  EXPECT_TRUE(Contains(c.json, R"("allow_from":["127.0.0.1/32"])")) << c.json;
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  EXPECT_EQ(emulator_->Reachable("do-narrow"), "22,80,443,6443");
+  auto rules = [&] {
+    auto [status, body] = emulator_->Http("GET", emulator_->do_url() + "/firewalls", "", true);
+    EXPECT_EQ(status, 200) << body;
+    std::ostringstream out;
+    ParseJson(body)->getArray("firewalls")->getObject(0)->getArray("inbound_rules")->stringify(out);
+    return out.str();
+  };
+  EXPECT_TRUE(Contains(rules(), R"({"ports":"6443","protocol":"tcp","sources":{"addresses":["127.0.0.1/32"]}})"))
+      << rules();
+  EXPECT_TRUE(Contains(rules(), R"({"ports":"22","protocol":"tcp","sources":{"addresses":["0.0.0.0/0","::/0"]}})"))
+      << rules();
+
+  OpResult r = driver.OpenPorts(R"({"id":")" + id + R"(","ports":[22,80,443,6443],)"
+                                R"("allow_from":["10.0.0.0/8"],"allow_from_ports":[80,443,6443]})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_EQ(r.json, R"({"allow_from":["10.0.0.0/8"]})");
+  EXPECT_EQ(emulator_->Reachable("do-narrow"), "22");
+  EXPECT_FALSE(Contains(rules(), "127.0.0.1/32")) << rules();
+  EXPECT_TRUE(Contains(rules(), R"("ports":"443","protocol":"tcp","sources":{"addresses":["10.0.0.0/8"]})")) << rules();
+
+  // A repeat changes nothing.
+  const size_t before = emulator_->Requests().size();
+  r = driver.OpenPorts(R"({"id":")" + id + R"(","ports":[22,80,443,6443],)"
+                       R"("allow_from":["10.0.0.0/8"],"allow_from_ports":[80,443,6443]})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  const std::vector<std::string> log = emulator_->Requests();
+  for (size_t i = before; i < log.size(); ++i) {
+    EXPECT_EQ(log[i].rfind("GET ", 0), 0u) << "a repeat changed something: " << log[i];
+  }
+  ASSERT_EQ(driver.Delete(R"({"id":")" + id + R"(","name":"do-narrow"})").status, GPUPROV_STATUS_OK);
+}
+
 TEST_F(DigitalOceanEmulatorTest, OversizedUserDataIsRefusedBeforeAnyCall) {
   Driver driver(Config());
   OpResult r = driver.Create(CreateRequest("do-big", kKeyA, std::string(64 * 1024 + 1, 'x')));

@@ -201,7 +201,7 @@ HyperstackDriver::ObjectPtr HyperstackDriver::VmJson(const ObjectPtr& vm) const 
   f.gpu = json::Str(flavor, "gpu");
   f.gpu_count = static_cast<int>(json::Int(flavor, "gpu_count", 0));
   std::vector<int> ports;
-  const std::set<int> open = OpenTcpPorts(vm);
+  const std::set<int> open = OpenTcpPorts(vm, /*world_only=*/false);
   for (int p : kWellKnownPorts) {
     if (open.count(p)) ports.push_back(p);
   }
@@ -449,6 +449,7 @@ std::string HyperstackDriver::Check(const std::string& /*request_json*/) {
   result.set("account", "Hyperstack API key from " + ApiKey().origin + ", " +
                             std::to_string(envs ? envs->size() : 0) + " environment(s)");
   result.set("user_data_limit", static_cast<int>(kMaxUserDataBytes));
+  result.set("allow_from", true);  // create and open_ports narrow sources (IPv4)
   result.set("key_from", ApiKey().origin);
   result.set("endpoint", endpoint_);
   return json::Stringify(result);
@@ -516,6 +517,7 @@ std::string HyperstackDriver::Create(const std::string& request_json) {
       kit::RequiredSshPublicKey(request, "Hyperstack needs a key pair (key_name) to create a VM");
   KeyPairName(public_key);  // checks the key line before any call
   const std::vector<int> ports = kit::WithSsh(kit::PortsOf(request, "open_ports"));
+  const kit::PortSources sources = kit::SourcesOf(request, /*ipv6_allowed=*/false);
   const std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request);
   const std::string region = RegionOf(request);
 
@@ -558,8 +560,7 @@ std::string HyperstackDriver::Create(const std::string& request_json) {
     throw;
   }
 
-  Array::Ptr rules = new Array();
-  for (int p : ports) rules->add(IngressRule(p));
+  Array::Ptr rules = IngressRules(ports, sources);
   Array::Ptr labels = new Array();
   for (const auto& l : VmLabels(name, request)) labels->add(l);
   Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
@@ -588,7 +589,7 @@ std::string HyperstackDriver::Create(const std::string& request_json) {
     throw;
   }
   host_.Info("virtual machine " + name + " is id " + json::Str(vm, "id"));
-  return kit::VmResult(VmJson(vm), false);
+  return kit::ConfirmSources(kit::VmResult(VmJson(vm), false), sources);
 }
 
 std::string HyperstackDriver::Get(const std::string& request_json) {
@@ -780,8 +781,28 @@ std::string HyperstackDriver::OpenPorts(const std::string& request_json) {
                       "no gpuprov virtual machine " + kit::VmReference(request) + " on Hyperstack");
   }
   const std::string id = json::Str(vm, "id");
+  const kit::PortSources sources = kit::SourcesOf(request, /*ipv6_allowed=*/false);
   const std::set<int> open = OpenTcpPorts(vm);
   for (int p : kit::WithSsh(ports)) {
+    if (sources.IsNarrowed(p)) {
+      // Exactly allow_from: the missing sources first, then the others go.
+      const RuleChange change = PlanRules(vm, p, sources);
+      for (const std::string& cidr : change.add) {
+        host_.Progress("adding a security rule for tcp " + std::to_string(p) + " from " + cidr +
+                       " to " + json::Str(vm, "name"));
+        Call("POST", "/core/virtual-machines/" + kit::EncodeComponent(id) + "/sg-rules",
+             "add a security rule for port " + std::to_string(p), IngressRule(p, cidr), {409});
+      }
+      for (const std::string& rule_id : change.remove_ids) {
+        host_.Progress("removing security rule " + rule_id + " (tcp " + std::to_string(p) +
+                       ") of " + json::Str(vm, "name"));
+        Call("DELETE",
+             "/core/virtual-machines/" + kit::EncodeComponent(id) + "/sg-rules/" +
+                 kit::EncodeComponent(rule_id),
+             "remove security rule " + rule_id, nullptr, {404});
+      }
+      continue;
+    }
     if (open.count(p)) continue;
     host_.Progress("adding a security rule for tcp " + std::to_string(p) + " to " +
                    json::Str(vm, "name"));
@@ -789,7 +810,7 @@ std::string HyperstackDriver::OpenPorts(const std::string& request_json) {
     Call("POST", "/core/virtual-machines/" + kit::EncodeComponent(id) + "/sg-rules",
          "add a security rule for port " + std::to_string(p), IngressRule(p), {409});
   }
-  return "{}";
+  return kit::ConfirmSources("{}", sources);
 }
 
 }  // namespace gpuprov::hyperstack

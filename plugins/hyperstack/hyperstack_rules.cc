@@ -200,18 +200,51 @@ VmState StateOf(const Object::Ptr& vm) {
   return {"pending", status.empty() ? "" : "Hyperstack status " + status};
 }
 
-Object::Ptr IngressRule(int port) {
+Object::Ptr IngressRule(int port, const std::string& cidr) {
   Object::Ptr r = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   r->set("direction", "ingress");
   r->set("protocol", "tcp");
   r->set("ethertype", "IPv4");
-  r->set("remote_ip_prefix", "0.0.0.0/0");
+  r->set("remote_ip_prefix", cidr);
   r->set("port_range_min", port);
   r->set("port_range_max", port);
   return r;
 }
 
-std::set<int> OpenTcpPorts(const Object::Ptr& vm) {
+Array::Ptr IngressRules(const std::vector<int>& ports, const kit::PortSources& sources) {
+  Array::Ptr rules = new Array();
+  for (int p : ports) {
+    for (const auto& cidr : sources.Of(p, /*with_ipv6=*/false)) rules->add(IngressRule(p, cidr));
+  }
+  return rules;
+}
+
+RuleChange PlanRules(const Object::Ptr& vm, int port, const kit::PortSources& sources) {
+  const std::vector<std::string> want = sources.Of(port, /*with_ipv6=*/false);
+  std::set<std::string> have;
+  RuleChange change;
+  Array::Ptr rules = json::Arr(vm, "security_rules");
+  for (size_t i = 0; rules && i < rules->size(); ++i) {
+    Object::Ptr r = json::ObjAt(rules, i);
+    if (!r || json::Str(r, "direction") != "ingress" || json::Str(r, "ethertype") != "IPv4" ||
+        json::Str(r, "protocol") != "tcp" || json::Int(r, "port_range_min", 0) != port ||
+        json::Int(r, "port_range_max", 0) != port) {
+      continue;
+    }
+    const std::string prefix = json::Str(r, "remote_ip_prefix");
+    if (std::find(want.begin(), want.end(), prefix) == want.end()) {
+      change.remove_ids.push_back(json::Str(r, "id"));
+    } else {
+      have.insert(prefix);
+    }
+  }
+  for (const auto& c : want) {
+    if (!have.count(c)) change.add.push_back(c);
+  }
+  return change;
+}
+
+std::set<int> OpenTcpPorts(const Object::Ptr& vm, bool world_only) {
   std::set<int> ports;
   Array::Ptr rules = json::Arr(vm, "security_rules");
   for (size_t i = 0; rules && i < rules->size(); ++i) {
@@ -219,7 +252,8 @@ std::set<int> OpenTcpPorts(const Object::Ptr& vm) {
     if (!r) continue;
     const std::string proto = json::Str(r, "protocol");
     if (json::Str(r, "direction") != "ingress" || json::Str(r, "ethertype") != "IPv4" ||
-        json::Str(r, "remote_ip_prefix") != "0.0.0.0/0" || (proto != "tcp" && proto != "any")) {
+        (world_only && json::Str(r, "remote_ip_prefix") != "0.0.0.0/0") ||
+        (proto != "tcp" && proto != "any")) {
       continue;
     }
     const long long lo = json::Int(r, "port_range_min", 1);

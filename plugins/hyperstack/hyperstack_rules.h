@@ -6,6 +6,8 @@
 // error becomes a gpuprov status. Reference: /work/shared/clouds/hyperstack.md.
 #pragma once
 
+#include "driver_request.h"
+
 #include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
 
@@ -86,12 +88,27 @@ VmState StateOf(const Poco::JSON::Object::Ptr& vm);
 /// The public address of a VM object: floating_ip once floating_ip_status is ATTACHED.
 std::string PublicIp(const Poco::JSON::Object::Ptr& vm);
 
-/// One ingress rule for a tcp port from everywhere (§5).
-Poco::JSON::Object::Ptr IngressRule(int port);
+/// One ingress rule for a tcp port from `cidr` (IPv4), everywhere by default (§5).
+Poco::JSON::Object::Ptr IngressRule(int port, const std::string& cidr = "0.0.0.0/0");
+
+/// The rules that open each of `ports` to its sources (IPv4: Hyperstack's rules here are
+/// ethertype IPv4): one per port and source.
+Poco::JSON::Array::Ptr IngressRules(const std::vector<int>& ports,
+                                    const drivers::PortSources& sources);
 
 /// The tcp ports that a VM object's security_rules open from 0.0.0.0/0 (ingress, IPv4, tcp or
-/// any protocol; ranges port by port, capped at 1-65535).
-std::set<int> OpenTcpPorts(const Poco::JSON::Object::Ptr& vm);
+/// any protocol; ranges port by port, capped at 1-65535); from any source when not
+/// `world_only`.
+std::set<int> OpenTcpPorts(const Poco::JSON::Object::Ptr& vm, bool world_only = true);
+
+/// What to change so narrowed `port` is open to exactly its sources: the CIDRs to add, and the
+/// ids of the VM's single-port ingress tcp IPv4 rules of that port from other sources.
+struct RuleChange {
+  std::vector<std::string> add;
+  std::vector<std::string> remove_ids;
+};
+RuleChange PlanRules(const Poco::JSON::Object::Ptr& vm, int port,
+                     const drivers::PortSources& sources);
 
 /// Hyperstack's error envelope {"status":false,"message","error_reason"} -> "message
 /// (error_reason)"; the legacy {"message"} body or raw text cut short otherwise.

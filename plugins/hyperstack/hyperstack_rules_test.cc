@@ -192,5 +192,26 @@ TEST(HyperstackRules, OpenPortsFromSecurityRules) {
       R"({"direction":"ingress","protocol":"tcp","ethertype":"IPv4","remote_ip_prefix":"0.0.0.0/0","port_range_min":6443,"port_range_max":6443})");
 }
 
+TEST(HyperstackRules, IngressRulesCarryEachSourceAndPlanRulesSetsExactlyThem) {
+  drivers::PortSources s;
+  s.allow_from = {"10.0.0.0/8", "192.0.2.0/24"};
+  s.narrowed = {6443};
+  Poco::JSON::Array::Ptr rules = IngressRules({22, 6443}, s);
+  ASSERT_EQ(rules->size(), 3u);  // 22 from everyone, 6443 from each source
+  EXPECT_EQ(rules->getObject(0)->getValue<std::string>("remote_ip_prefix"), "0.0.0.0/0");
+  EXPECT_EQ(rules->getObject(1)->getValue<std::string>("remote_ip_prefix"), "10.0.0.0/8");
+  EXPECT_EQ(rules->getObject(2)->getValue<int>("port_range_min"), 6443);
+
+  Poco::JSON::Object::Ptr vm = ParseJson(R"({"security_rules":[
+    {"id":1,"direction":"ingress","protocol":"tcp","ethertype":"IPv4","remote_ip_prefix":"0.0.0.0/0","port_range_min":6443,"port_range_max":6443},
+    {"id":2,"direction":"ingress","protocol":"tcp","ethertype":"IPv4","remote_ip_prefix":"10.0.0.0/8","port_range_min":6443,"port_range_max":6443},
+    {"id":3,"direction":"ingress","protocol":"tcp","ethertype":"IPv4","remote_ip_prefix":"0.0.0.0/0","port_range_min":22,"port_range_max":22},
+    {"id":4,"direction":"ingress","protocol":"tcp","ethertype":"IPv4","remote_ip_prefix":"0.0.0.0/0","port_range_min":6000,"port_range_max":7000}]})");
+  RuleChange change = PlanRules(vm, 6443, s);
+  EXPECT_EQ(change.add, std::vector<std::string>{"192.0.2.0/24"});
+  EXPECT_EQ(change.remove_ids, std::vector<std::string>{"1"});  // the range rule 4 is not ours
+  EXPECT_EQ(OpenTcpPorts(vm).count(6443), 1u);                   // through rule 1 (and 4)
+}
+
 }  // namespace
 }  // namespace gpuprov::hyperstack

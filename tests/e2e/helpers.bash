@@ -167,3 +167,88 @@ expect_k8s_by_boot_route() {
 api_ping() {
   curl -sk --connect-timeout 3 --max-time 6 "https://$1:6443/ping"
 }
+
+# ---- Security checks after every gpuprov command (issue 15) --------------------------------------
+# `run` is wrapped: after each `run "$GPUPROV" ...` (but `gpuprov ssh`, whose output is the
+# node's), its output, the state records and `list --output json` are scanned for the test
+# credentials of every cloud (the values of the variables below, as the test set them) and for
+# private key material; and every file gpuprov keeps under GPUPROV_HOME must be 0600 (public keys
+# may be 0644) and its directories 0700. A hit fails the test, naming what and where. The cost
+# is a few greps and one stat per command.
+SECRET_ENV_VARS="DIGITALOCEAN_TOKEN DIGITALOCEAN_ACCESS_TOKEN DO_API_TOKEN AWS_SECRET_ACCESS_KEY
+AWS_SESSION_TOKEN LAMBDA_API_KEY HYPERSTACK_API_KEY PRIME_API_KEY MASSED_API_KEY
+MASSED_COMPUTE_API_TOKEN NEBIUS_IAM_TOKEN VERDA_CLIENT_SECRET DATACRUNCH_CLIENT_SECRET"
+# Key material in any form: PEM private keys (ssh, GCP and Nebius service-account keys, k3s's
+# client key) and a kubeconfig's embedded client credentials.
+SECRET_PATTERNS='-----BEGIN [A-Z ]*PRIVATE KEY-----|client-(key|certificate)-data"?:? *"?[A-Za-z0-9+/=]{20,}'
+
+eval "bats_plain_run() $(declare -f run | tail -n +2)"
+
+# secret_hits TEXT WHERE: prints one line per secret found in TEXT.
+secret_hits() {
+  local var value
+  for var in $SECRET_ENV_VARS; do
+    value=${!var:-}
+    [ "${#value}" -ge 8 ] || continue
+    [[ "$1" != *"$value"* ]] || echo "secret leak: \$$var's value in $2"
+  done
+  if grep -qE -- "$SECRET_PATTERNS" <<<"$1"; then
+    echo "secret leak: key material ($(grep -oE -- "$SECRET_PATTERNS" <<<"$1" | head -1)) in $2"
+  fi
+  # Service-account private keys the emulators wrote for GCP and Nebius, by their body.
+  local f body
+  for f in "${GOOGLE_APPLICATION_CREDENTIALS:-}" "${NEBIUS_CREDENTIALS_FILE:-}"; do
+    if [ -z "$f" ] || [ ! -r "$f" ]; then continue; fi
+    body=$(grep -oE '[A-Za-z0-9+/]{40,}' "$f" | sed -n 3p)
+    [ -z "$body" ] || [[ "$1" != *"$body"* ]] || echo "secret leak: the key of $f in $2"
+  done
+}
+
+# bad_modes: gpuprov's files under GPUPROV_HOME that are not 0600 (0644 for *.pub) and its
+# directories that are not 0700; config.toml and spec files are the user's own, and so is the
+# home folder a test made itself (provision tightens it; docker_cloud.bats checks that).
+bad_modes() {
+  local home=${GPUPROV_HOME:-}
+  if [ -z "$home" ] || [ ! -d "$home" ]; then return 0; fi
+  find "$home"/state "$home"/keys "$home"/kube "$home"/locks "$home"/known_hosts \
+    \( -type d ! -perm 0700 -printf 'mode %m of %p (want 700)\n' \) -o \
+    \( -type f ! -name '*.pub' ! -perm 0600 -printf 'mode %m of %p (want 600)\n' \) -o \
+    \( -type f -name '*.pub' ! -perm 0600 ! -perm 0644 -printf 'mode %m of %p (want 600 or 644)\n' \) \
+    2>/dev/null
+}
+
+# security_checks ARGS...: the checks above after one `run ARGS` (the run's flags skipped).
+security_checks() {
+  while [[ $# -gt 0 && ( $1 == -* || $1 == '!' ) ]]; do
+    [ "$1" != -- ] || { shift; break; }
+    shift
+  done
+  [ "${1:-}" = "$GPUPROV" ] || return 0
+  local arg
+  for arg in "${@:2}"; do
+    case "$arg" in
+      -*) ;;
+      ssh) return 0 ;; # the node's own output
+      *) break ;;
+    esac
+  done
+  local found state
+  # shellcheck disable=SC2154  # output: set by bats' run
+  found=$(secret_hits "$output" "the output of: ${*}")$'\n'
+  state=$(cat "${GPUPROV_HOME:-/nonexistent}"/state/*.json 2>/dev/null || true)
+  [ -z "$state" ] || found+=$(secret_hits "$state" "a state record")$'\n'
+  if [[ " $* " == *" provision "* || " $* " == *" down "* ]]; then
+    found+=$(secret_hits "$("$GPUPROV" list --no-refresh --output json 2>&1)" "list --output json")$'\n'
+  fi
+  found+=$(bad_modes)
+  [ -n "${found//$'\n'/}" ] || return 0
+  echo "$found" >&2
+  return 1
+}
+
+run() {
+  bats_plain_run "$@"
+  local rc=$?
+  security_checks "$@" || return 1
+  return "$rc"
+}

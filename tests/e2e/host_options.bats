@@ -139,6 +139,7 @@ assert d['config_keys'][2]['type'] == 'integer', d" "$output"
   [[ "$output" == *"opening ports 22, 6443, 80 and 443 of plain2k8s"* ]]
   [[ "$output" == *'driver digitalocean: open_ports {"id":'*'"ports":[22,6443,80,443]}'* ]]
   [[ "$output" == *"(ports 22, 80, 443 and 6443 are open to 0.0.0.0/0)"* ]]
+  [[ "$output" == *"--allow-from CIDR (or allow_from in config.toml) narrows 6443, 80 and 443"* ]]
   [ "$(field_json plain2k8s open_ports)" = '[22, 80, 443, 6443]' ]
   # The route printed and recorded is the one that ran: the boot script of the plain VM had no
   # installer, so it was pushed over SSH, and the summary says why.

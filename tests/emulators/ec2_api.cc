@@ -1734,6 +1734,9 @@ class Ec2Api : public CloudApi {
         }
       }
       for (const auto& ip : a.Indexes(p + ".IpRanges")) doomed.emplace_back(r, a.Str(ip + ".CidrIp"));
+      for (const auto& ip : a.Indexes(p + ".Ipv6Ranges")) {
+        doomed.emplace_back(r, a.Str(ip + ".CidrIpv6"));
+      }
     }
     if (doomed.empty()) return Missing("IpPermissions");
     for (const auto& [r, cidr] : doomed) {
@@ -1741,6 +1744,7 @@ class Ec2Api : public CloudApi {
       for (const auto& have : g.ingress) {
         if (!SameRange(have, r)) continue;
         for (const auto& [c, d] : have.v4) found = found || c == cidr;
+        for (const auto& [c, d] : have.v6) found = found || c == cidr;
       }
       if (!found) {
         return Error(400, "InvalidPermission.NotFound",
@@ -1751,6 +1755,7 @@ class Ec2Api : public CloudApi {
       for (auto& have : g.ingress) {
         if (!SameRange(have, r)) continue;
         std::erase_if(have.v4, [&](const auto& pair) { return pair.first == cidr; });
+        std::erase_if(have.v6, [&](const auto& pair) { return pair.first == cidr; });
       }
     }
     std::erase_if(g.ingress, [](const Rule& r) { return r.v4.empty() && r.v6.empty(); });
