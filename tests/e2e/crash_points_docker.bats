@@ -1,0 +1,34 @@
+#!/usr/bin/env bats
+# Crash points on the Docker test cloud (real test VMs: systemd, OpenSSH; no emulator): the
+# host's points up to the pinned SSH host key and those of `down`, as tests/e2e/crash_points.bats
+# runs them on the emulated clouds (tests/e2e/crash_points.bash). The census is this file's
+# containers and the lines of gpuprov's known_hosts. It makes docker-cloud containers, so
+# scripts/test.sh runs it with the other files that count them.
+
+load helpers
+load crash_points
+
+setup_file() {
+  export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
+  mkdir -p "$GPUPROV_HOME"
+  printf '[defaults.timeouts]\nssh_wait_seconds = 180\n' >"$GPUPROV_HOME/config.toml"
+  export CRASH_ROWS="$BATS_FILE_TMPDIR/rows.tsv" CRASH_LOGS="$BATS_FILE_TMPDIR/logs"
+  export CRASH_PREFIX="cpd$$"
+  mkdir -p "$CRASH_LOGS"
+  : >"$CRASH_ROWS"
+}
+
+teardown_file() {
+  local i
+  for i in base 1 2 3 4 5 6; do remove_vm_containers "$CRASH_PREFIX-$i"; done
+}
+
+@test "docker cloud: crash at each host point, re-run converges, down leaves nothing" {
+  declare -gA CLOUD_ARGS=([docker]="")
+  crash_matrix docker intent-recorded vm-created vm-running host-key-pinned \
+    down-vm-deleted down-host-key-forgotten
+  write_table "${GPUPROV_CRASH_TABLE_DOCKER:-$BATS_FILE_TMPDIR/crash-table.md}"
+  cat "${GPUPROV_CRASH_TABLE_DOCKER:-$BATS_FILE_TMPDIR/crash-table.md}"
+  [ -s "$CRASH_ROWS" ]
+  [ -z "$(grep -v $'\tconverged\t' "$CRASH_ROWS")" ]
+}
