@@ -131,8 +131,11 @@ cloud_worker() {
   declare -gA CLOUD_ARGS=([digitalocean]="" [primeintellect]="--gpus A100:1" [aws]=""
     [gcp]="--gpus L4:1" [lambda]="--gpus A10:1" [hyperstack]="" [verda]=""
     [massedcompute]="--gpus RTX-A6000:1" [nebius]="--gpus H100:1")
-  local cloud pids=()
-  for cloud in ${CRASH_CLOUDS:-digitalocean}; do
+  local cloud pids=() clouds
+  # Every cloud the emulator serves (nebius only when its driver is built); CRASH_CLOUDS picks.
+  clouds=${CRASH_CLOUDS:-$(curl -fsS "$CONTROL/health" |
+    /usr/bin/python3 -c 'import json,sys; print(" ".join(json.load(sys.stdin)["clouds"]))')}
+  for cloud in $clouds; do
     cloud_worker "$cloud" &
     pids+=($!)
   done
