@@ -460,8 +460,8 @@ TEST_F(PrimeIntellectEmulator, SharedKeyGoesWithTheLastPodOnly) {
   ASSERT_EQ(d.Delete(R"({"name":"pi-key-b"})").status, GPUPROV_STATUS_OK);
   EXPECT_EQ(emu().Count("instances"), 0);
   EXPECT_EQ(emu().Count("ssh_keys"), 0);
-  // Only the key: the capacity fault refuses the pod after the key was registered.
-  emu().Fault(R"({"cloud":"primeintellect","fault":"capacity","times":1})");
+  // Only the key: the pod create is refused (402) after the key was registered.
+  emu().Fault(R"({"cloud":"primeintellect","fault":"payment_required","times":1})");
   EXPECT_NE(d.Create(CreateRequest("pi-key-c", "A100", 1)).status, GPUPROV_STATUS_OK);
   EXPECT_EQ(emu().Count("ssh_keys"), 1);
   OpResult del = d.Delete(R"({"name":"pi-key-c"})");

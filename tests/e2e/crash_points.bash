@@ -55,7 +55,11 @@ instances_named() {
     return
   fi
   curl -fsS "$CONTROL/instances?cloud=$1" |
-    /usr/bin/python3 -c 'import json,sys; print(sum(r["name"] == sys.argv[1] for r in json.load(sys.stdin)["instances"]))' "$2"
+    /usr/bin/python3 -c '
+import json, sys
+n = sys.argv[1]
+# Massed Compute: the driver names the instance with a prefix ("gpuprov-" + name).
+print(sum(r["name"] in (n, "gpuprov-" + n) for r in json.load(sys.stdin)["instances"]))' "$2"
 }
 
 # stall_state CLOUD: "true" once the cloud stalled after the armed request.
