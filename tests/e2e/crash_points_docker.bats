@@ -25,7 +25,7 @@ teardown_file() {
 
 @test "docker cloud: crash at each host point, re-run converges, down leaves nothing" {
   declare -gA CLOUD_ARGS=([docker]="")
-  # intent-recorded and vm-running run on every emulated cloud (crash_points.bats).
+  # intent-recorded and vm-running: crash_points.bats runs them on the emulated clouds.
   crash_matrix docker vm-created host-key-pinned \
     down-vm-deleted down-host-key-forgotten
   write_table "${GPUPROV_CRASH_TABLE_DOCKER:-$BATS_FILE_TMPDIR/crash-table.md}"
