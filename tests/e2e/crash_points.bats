@@ -7,8 +7,8 @@
 # (cloud, point): the census of /counts before, the crash, the same command again, which must
 # end as an uninterrupted run did (exit status, census, state record, one VM of that name),
 # then `gpuprov down` (or the crashed down again), after which the census equals the one
-# before. The table goes to $GPUPROV_CRASH_TABLE (default $BATS_FILE_TMPDIR/crash-table.md;
-# docs/crash-table.md is a copy). Clouds run side by side, each with its own GPUPROV_HOME.
+# before. The table goes to $GPUPROV_CRASH_TABLE (default <build dir>/crash-table.md;
+# docs/crash-table.md keeps one). Clouds run side by side, each with its own GPUPROV_HOME.
 
 load helpers
 load crash_points
@@ -143,8 +143,8 @@ cloud_worker() {
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid"; done
-  write_table "${GPUPROV_CRASH_TABLE:-$BATS_FILE_TMPDIR/crash-table.md}"
-  cat "${GPUPROV_CRASH_TABLE:-$BATS_FILE_TMPDIR/crash-table.md}"
+  write_table "${GPUPROV_CRASH_TABLE:-$BUILD_DIR/crash-table.md}"
+  cat "${GPUPROV_CRASH_TABLE:-$BUILD_DIR/crash-table.md}"
   [ -s "$CRASH_ROWS" ]
   [ -z "$(grep -v $'\tconverged\t' "$CRASH_ROWS")" ]
 }

@@ -2,7 +2,8 @@
 # Crash points on the Docker test cloud (real test VMs: systemd, OpenSSH; no emulator): the
 # host's points up to the pinned SSH host key and those of `down`, as tests/e2e/crash_points.bats
 # runs them on the emulated clouds (tests/e2e/crash_points.bash). The census is this file's
-# containers and the lines of gpuprov's known_hosts. It makes docker-cloud containers, so
+# containers and the lines of gpuprov's known_hosts. The table goes to
+# $GPUPROV_CRASH_TABLE_DOCKER (default <build dir>/crash-table-docker.md). It makes docker-cloud containers, so
 # scripts/test.sh runs it with the other files that count them.
 
 load helpers
@@ -28,8 +29,8 @@ teardown_file() {
   # intent-recorded and vm-running: crash_points.bats runs them on the emulated clouds.
   crash_matrix docker vm-created host-key-pinned \
     down-vm-deleted down-host-key-forgotten
-  write_table "${GPUPROV_CRASH_TABLE_DOCKER:-$BATS_FILE_TMPDIR/crash-table.md}"
-  cat "${GPUPROV_CRASH_TABLE_DOCKER:-$BATS_FILE_TMPDIR/crash-table.md}"
+  write_table "${GPUPROV_CRASH_TABLE_DOCKER:-$BUILD_DIR/crash-table-docker.md}"
+  cat "${GPUPROV_CRASH_TABLE_DOCKER:-$BUILD_DIR/crash-table-docker.md}"
   [ -s "$CRASH_ROWS" ]
   [ -z "$(grep -v $'\tconverged\t' "$CRASH_ROWS")" ]
 }

@@ -6,12 +6,14 @@
 # killed (GPUPROV_TEST_CRASH_AT, a GPUPROV_TEST_HOOKS build) right after the step; the same
 # command again must end as an uninterrupted run does (exit 0, phase ready, one VM, the real
 # kubectl reaching the node, nothing installed twice), and `down` must bring the emulator's
-# census back to what it was.
+# census back to what it was. Each test that passes adds its rows to $GPUPROV_CRASH_TABLE_K8S
+# (default <build dir>/crash-table-k8s.md).
 
 load helpers
 load crash_points
 
 setup_file() {
+  rm -f "${GPUPROV_CRASH_TABLE_K8S:-$BUILD_DIR/crash-table-k8s.md}"
   export DIGITALOCEAN_TOKEN="dop_v1_crashk8s_$$_secret_token"
   export PRIME_API_KEY="pit_crashk8s_$$_secret_key"
   export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
@@ -23,6 +25,16 @@ setup_file() {
 
 teardown_file() {
   stop_emulators
+}
+
+# passed CLOUD ROUTE POINT...: the rows of a test that passed, appended to the k8s table.
+passed() {
+  local table=${GPUPROV_CRASH_TABLE_K8S:-$BUILD_DIR/crash-table-k8s.md} cloud=$1 route=$2 point
+  shift 2
+  [ -s "$table" ] || printf '| cloud | route, access | point | result |\n|---|---|---|---|\n' >"$table"
+  for point in "$@"; do
+    echo "| $cloud | $route | $point | converged (re-run ready, one VM, nothing installed twice; down: census as before) |" >>"$table"
+  done
 }
 
 setup() {
@@ -93,6 +105,7 @@ converged() {
   run "$GPUPROV" down ck-san
   [ "$status" -eq 0 ]
   [ "$(census_until digitalocean "$start")" = "$start" ]
+  passed digitalocean "boot, direct" ports-opened kubeconfig-written san-rerun
 }
 
 @test "primeintellect (SSH route, tunnel): crash after the host key, after the installer is pushed" {
@@ -115,4 +128,5 @@ converged() {
   [ "$status" -eq 0 ]
   [ "$(census_until primeintellect "$start")" = "$start" ]
   [ ! -s "$GPUPROV_HOME/known_hosts" ]
+  passed primeintellect "ssh, tunnel" host-key-pinned installer-pushed
 }
