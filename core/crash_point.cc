@@ -21,13 +21,13 @@ std::atomic<int> armed_index{-1};
 const std::vector<std::string>& CrashPointNames() {
   static const std::vector<std::string> names = {
       // provision
-      "intent-recorded",   // the record says what is about to be made (phase intent)
-      "vm-created",        // the driver's create returned; the VM id is recorded
-      "vm-running",        // the VM runs with an address; recorded
-      "ports-opened",      // open_ports widened an existing VM's firewall; recorded
-      "host-key-pinned",   // SSH answered and the host key is in known_hosts
-      "installer-pushed",  // the k3s installer ran over SSH; recorded
-      "san-rerun",         // the installer re-ran with --public-ip for the API certificate
+      "intent-recorded",     // the record says what is about to be made (phase intent)
+      "vm-created",          // the driver's create returned; the VM id is recorded
+      "vm-running",          // the VM runs with an address; recorded
+      "ports-opened",        // open_ports widened an existing VM's firewall; recorded
+      "host-key-pinned",     // SSH answered and the host key is in known_hosts
+      "installer-pushed",    // the k3s installer ran over SSH; recorded
+      "san-rerun",           // the installer re-ran with --public-ip for the API certificate
       "kubeconfig-written",  // the user's kubeconfig is written; recorded
       // down
       "down-deleting-recorded",   // the record's phase is deleting

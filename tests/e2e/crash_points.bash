@@ -8,6 +8,12 @@
 # result: converged | leaked | diverged | not-reached. Needs GPUPROV, CONTROL and the cloud's
 # endpoint and credentials in the environment, and GPUPROV_HOME private to the cloud.
 
+# skip_without_hooks: skips the test when gpuprov was built with GPUPROV_TEST_HOOKS off (then
+# there is no separate installed executable, and nothing arms a crash point).
+skip_without_hooks() {
+  [ -x "$BUILD_DIR/installed-bin/gpuprov" ] || skip "gpuprov built with GPUPROV_TEST_HOOKS=OFF"
+}
+
 # census CLOUD: what exists, one "key=n" list. An emulated cloud: its /counts without the
 # rate-limit and launch counters. The docker cloud (no emulator): the containers of this file's
 # VMs (names starting with $CRASH_PREFIX) and the lines of gpuprov's known_hosts.

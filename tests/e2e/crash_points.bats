@@ -38,6 +38,10 @@ teardown_file() {
   stop_emulators
 }
 
+setup() {
+  skip_without_hooks
+}
+
 # The host's crash points a --no-k8s provision on the memory backend reaches (it never gets
 # SSH: host-key-pinned and the cluster's points need a real VM), and down's. Every cloud runs
 # those whose re-run depends on the driver (a VM made but not recorded; recorded; deleted but

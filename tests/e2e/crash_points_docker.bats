@@ -24,6 +24,10 @@ teardown_file() {
   for i in base 1 2 3 4 5 6; do remove_vm_containers "$CRASH_PREFIX-$i"; done
 }
 
+setup() {
+  skip_without_hooks
+}
+
 @test "docker cloud: crash at each host point, re-run converges, down leaves nothing" {
   declare -gA CLOUD_ARGS=([docker]="")
   # intent-recorded and vm-running: crash_points.bats runs them on the emulated clouds.

@@ -38,6 +38,7 @@ passed() {
 }
 
 setup() {
+  skip_without_hooks
   use_emulator emu
 }
 
