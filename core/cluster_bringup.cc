@@ -13,6 +13,7 @@
 #include "error.h"
 #include "interrupt.h"
 #include "kube_api_client.h"
+#include "crash_point.h"
 #include "kubeconfig.h"
 #include "node_shell.h"
 #include "ssh_tunnel.h"
@@ -252,6 +253,7 @@ class ClusterBringUp {
     WriteKubeconfig(in_.kubeconfig_path, RenderKubeconfig(vm_, result.server, creds));
     rec_.kubeconfig = in_.kubeconfig_path.string();
     in_.save(rec_);
+    CrashPoint("kubeconfig-written");
     return result;
   }
 
@@ -315,6 +317,9 @@ class ClusterBringUp {
                                       std::chrono::minutes(30));
     rec_.probe[record_key] = r.exit_status == 0 ? "yes" : "failed";
     in_.save(rec_);
+    if (r.exit_status == 0) {
+      CrashPoint(record_key == "san_rerun" ? "san-rerun" : "installer-pushed");
+    }
     if (r.exit_status != 0) {
       const std::string with = args.public_ip.empty() ? "" : " with --public-ip " + args.public_ip;
       throw Error("the k3s installer failed on " + vm_ + with + " (exit " +

@@ -12,6 +12,7 @@
 #include "cloud.h"
 #include "cluster_bringup.h"
 #include "console.h"
+#include "crash_point.h"
 #include "elapsed.h"
 #include "error.h"
 #include "interrupt.h"
@@ -299,6 +300,7 @@ class Provision {
     rec_.phase = existing_ ? rec_.phase : "intent";
     rec_.last_error.clear();
     Save();
+    CrashPoint("intent-recorded");
   }
 
   /// create: idempotent by name, so a re-run finds the VM of the first. When create fails and
@@ -369,6 +371,7 @@ class Provision {
       rec_.allow_from_ports = made.sources_after.narrowed_ports;
     }
     Save();
+    CrashPoint("vm-created");
   }
 
   /// The VM running, with a public address; bounded by boot_wait_seconds.
@@ -380,6 +383,7 @@ class Provision {
     rec_.phase = "running";
     rec_.phase_seconds["create"] = SecondsSince(create_start_);
     Save();
+    CrashPoint("vm-running");
     if (rec_.public_ip.empty()) {
       throw Error("the " + cloud_name_ + " driver reported no public address for " + name_,
                   "the VM is kept; `gpuprov down " + name_ + "` removes it");
@@ -401,6 +405,7 @@ class Provision {
     rec_.allow_from_ports = ports.sources_after.narrowed_ports;
     Save();
     if (ports.call_open_ports) {
+      CrashPoint("ports-opened");
       // The ports map (node port -> reachable port) may change with the firewall.
       if (std::optional<CloudVm> now = cloud_->Get(vm_.id, name_)) vm_ = *now;
     }
@@ -418,6 +423,7 @@ class Provision {
           console_.Progress("waiting for SSH on " + SshHostPort(target_.host, target_.port), s);
           ThrowIfInterrupted("waiting for SSH");
         });
+    CrashPoint("host-key-pinned");
     SshRunResult hello = session.Run("uname -sr");
     console_.Debug("node: " + hello.stdout_text);
     rec_.phase_seconds["ssh"] = SecondsSince(ssh_start);

@@ -13,6 +13,7 @@
 
 #include "cloud.h"
 #include "console.h"
+#include "crash_point.h"
 #include "error.h"
 #include "spec.h"
 #include "ssh_client.h"
@@ -237,14 +238,18 @@ int RunDown(const AppContext& app, const std::string& name,
   if (rec) {
     rec->phase = "deleting";
     store.Save(*rec);
+    CrashPoint("down-deleting-recorded");
   }
   console.Step("deleting VM " + name + " on " + cloud_name);
   bool deleted = cloud->Delete(rec ? rec->vm_id : "", name);
+  CrashPoint("down-vm-deleted");
   if (rec && !rec->public_ip.empty()) {
     ForgetHostKey(app.paths.known_hosts().string(), rec->public_ip, rec->ssh_port);
+    CrashPoint("down-host-key-forgotten");
   }
   std::error_code ec;
   std::filesystem::remove(app.paths.kubeconfig(name), ec);
+  CrashPoint("down-kubeconfig-removed");
   if (rec) store.Remove(name);
   if (deleted) {
     console.Result("removed VM " + name + " from " + cloud_name + " and its local files\n");

@@ -288,8 +288,9 @@ std::string NebiusDriver::EnsureSecurityGroup(const std::string& vm_name,
 }
 
 std::vector<int> NebiusDriver::OpenPortsOf(const std::string& group_id,
-                                           const std::vector<int>& ports) {
+                                           const std::vector<int>& ports, bool* egress_to_all) {
   std::set<int> open;
+  if (egress_to_all != nullptr) *egress_to_all = false;
   std::string token;
   for (int page = 0; page < kMaxPages; ++page) {
     vpc::ListSecurityRulesRequest req;
@@ -303,6 +304,12 @@ std::vector<int> NebiusDriver::OpenPortsOf(const std::string& group_id,
                  });
     for (const auto& r : resp.items()) {
       for (int p : OpenToAll(r)) open.insert(p);
+      const vpc::SecurityRuleSpec& s = r.spec();
+      if (egress_to_all != nullptr && s.has_egress() && s.access() == vpc::ALLOW) {
+        for (const auto& cidr : s.egress().destination_cidrs()) {
+          if (cidr == "0.0.0.0/0") *egress_to_all = true;
+        }
+      }
     }
     token = resp.next_page_token();
     if (token.empty()) break;
@@ -316,7 +323,8 @@ std::vector<int> NebiusDriver::OpenPortsOf(const std::string& group_id,
 
 void NebiusDriver::AddMissingRules(const std::string& group_id, const std::string& vm_name,
                                    const std::vector<int>& ports, bool with_egress) {
-  const std::vector<int> open = OpenPortsOf(group_id, ports);
+  bool egress_to_all = false;
+  const std::vector<int> open = OpenPortsOf(group_id, ports, &egress_to_all);
   std::vector<int> missing;
   for (int p : ports) {
     if (std::find(open.begin(), open.end(), p) == open.end()) missing.push_back(p);
@@ -349,9 +357,10 @@ void NebiusDriver::AddMissingRules(const std::string& group_id, const std::strin
                    SecurityGroupName(vm_name));
     create_rule(rule_name, std::move(spec));
   }
-  if (with_egress && !missing.empty() && open.empty()) {
+  if (with_egress && !egress_to_all) {
     // A group ends in an implicit deny: outbound traffic (package and k3s downloads) needs
-    // its own rule.
+    // its own rule. Looked for, not inferred from the ingress rules: a run that stopped
+    // between the rules left a group with ingress and no egress.
     vpc::SecurityRuleSpec spec;
     spec.set_access(vpc::ALLOW);
     spec.set_priority(kIngressPriority);

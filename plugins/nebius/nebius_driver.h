@@ -70,11 +70,14 @@ class NebiusDriver {
                                   const std::string& network_id,
                                   const std::map<std::string, std::string>& labels,
                                   bool* created);
-  /// Adds ingress rules for those of `ports` the group does not open to 0.0.0.0/0 yet.
+  /// Adds ingress rules for those of `ports` the group does not open to 0.0.0.0/0 yet and,
+  /// with_egress, the rule allowing all outbound traffic when the group has none.
   void AddMissingRules(const std::string& group_id, const std::string& vm_name,
                        const std::vector<int>& ports, bool with_egress);
-  /// The TCP ports of `ports` the group opens to 0.0.0.0/0.
-  std::vector<int> OpenPortsOf(const std::string& group_id, const std::vector<int>& ports);
+  /// Which of \a ports the group's rules open to 0.0.0.0/0; with \a egress_to_all, whether a
+  /// rule allows all outbound traffic.
+  std::vector<int> OpenPortsOf(const std::string& group_id, const std::vector<int>& ports,
+                               bool* egress_to_all = nullptr);
   /// The boot disk (made now, or gpuprov's from before) once READY; its id.
   std::string EnsureBootDisk(const std::string& vm_name, const std::string& image_family,
                              int64_t size_gib, const std::map<std::string, std::string>& labels,

@@ -923,6 +923,7 @@ std::string PrimeIntellectDriver::Delete(const std::string& request_json) {
   ObjectPtr pod = Resolve(request);
   if (!pod || Upper(Text(pod, "status")) == "TERMINATED") {
     host_.Debug("nothing to delete for " + request_json);
+    DeleteOwnKeysIfNoPods();  // a half-done create may have registered the key only
     return kit::DeletedResult(false);
   }
   const std::string id = Text(pod, "id");
@@ -930,6 +931,7 @@ std::string PrimeIntellectDriver::Delete(const std::string& request_json) {
   host_.Progress("deleting pod " + name + " (" + id + ")");
   HttpResponse r = Call("DELETE", std::string(kApi) + "/pods/" + Encode(id));
   if (r.status == 404) {
+    DeleteOwnKeysIfNoPods();
     return kit::DeletedResult(false);
   }
   if (!IsSuccess(r.status)) ThrowForResponse(r, "delete pod " + name);
@@ -949,8 +951,30 @@ std::string PrimeIntellectDriver::Delete(const std::string& request_json) {
     host_.Warning("pod " + name + " is still " + status + " after " +
                   std::to_string(delete_timeout_.count()) +
                   " s; Prime Intellect finishes the deletion on its own");
+  } else {
+    DeleteOwnKeysIfNoPods();
   }
   return kit::DeletedResult(true);
+}
+
+void PrimeIntellectDriver::DeleteOwnKeysIfNoPods() {
+  for (const ObjectPtr& pod : ListPods()) {
+    if (!IsGone(pod)) return;
+  }
+  Poco::Dynamic::Var v = CallJson(
+      "GET", std::string(kApi) + "/ssh_keys/?offset=0&limit=" + std::to_string(kPageSize),
+      "list SSH keys");
+  Object::Ptr o = v.type() == typeid(Object::Ptr) ? v.extract<Object::Ptr>() : nullptr;
+  Array::Ptr data = o ? json::Arr(o, "data") : nullptr;
+  for (size_t i = 0; data && i < data->size(); ++i) {
+    Object::Ptr k = json::ObjAt(data, i);
+    if (!k || Text(k, "name").rfind("gpuprov-", 0) != 0) continue;
+    host_.Progress("deleting SSH key " + Text(k, "name") + " (no pod left on the account)");
+    HttpResponse r = Call("DELETE", std::string(kApi) + "/ssh_keys/" + Encode(Text(k, "id")));
+    if (!IsSuccess(r.status) && r.status != 404) {
+      ThrowForResponse(r, "delete SSH key " + Text(k, "name"));
+    }
+  }
 }
 
 }  // namespace gpuprov::primeintellect

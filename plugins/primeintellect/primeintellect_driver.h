@@ -92,6 +92,9 @@ class PrimeIntellectDriver {
   ObjectPtr Resolve(const ObjectPtr& request);
   /// Makes sure the public key is registered on the account.
   void EnsureSshKey(const std::string& public_key);
+  /// Deletes the account keys gpuprov registered (named gpuprov-<hash>) once the account has no
+  /// live pod left: pods carry no tags, so no pod left is the only sure sign that none needs it.
+  void DeleteOwnKeysIfNoPods();
   /// POST /pods/ without blind retries: 429 waits and retries; a 5xx or lost connection looks
   /// for the pod by name first, since the create may have happened.
   ObjectPtr CreatePod(const std::string& body, const std::string& name);

@@ -438,6 +438,7 @@ TEST_F(PrimeIntellectEmulator, CreateWaitRunningSecondCreateReturnsItDelete) {
   ASSERT_EQ(del.status, GPUPROV_STATUS_OK) << del.error;
   EXPECT_TRUE(del.Doc()->getValue<bool>("deleted"));
   EXPECT_EQ(emu().Count("instances"), 0);
+  EXPECT_EQ(emu().Count("ssh_keys"), 0);  // no pod left: gpuprov's key went with the last
 
   OpResult gone = d.Get(R"({"id":")" + id + R"(","name":"pi-life"})");
   EXPECT_EQ(gone.status, GPUPROV_STATUS_NOT_FOUND) << gone.json;
@@ -445,6 +446,28 @@ TEST_F(PrimeIntellectEmulator, CreateWaitRunningSecondCreateReturnsItDelete) {
   ASSERT_EQ(del2.status, GPUPROV_STATUS_OK) << del2.error;
   EXPECT_FALSE(del2.Doc()->getValue<bool>("deleted"));
   EXPECT_FALSE(Contains(d.host().All(), kKey));
+}
+
+// The account key is shared: it stays while another pod is live, goes with the last one, and a
+// delete of a pod that never came (a create that stopped after registering the key) removes it.
+TEST_F(PrimeIntellectEmulator, SharedKeyGoesWithTheLastPodOnly) {
+  Driver d(config());
+  ASSERT_EQ(d.Create(CreateRequest("pi-key-a", "A100", 1)).status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(d.Create(CreateRequest("pi-key-b", "A100", 1)).status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emu().Count("ssh_keys"), 1);
+  ASSERT_EQ(d.Delete(R"({"name":"pi-key-a"})").status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emu().Count("ssh_keys"), 1);  // pi-key-b is still live
+  ASSERT_EQ(d.Delete(R"({"name":"pi-key-b"})").status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emu().Count("instances"), 0);
+  EXPECT_EQ(emu().Count("ssh_keys"), 0);
+  // Only the key: the pod create is refused (402) after the key was registered.
+  emu().Fault(R"({"cloud":"primeintellect","fault":"payment_required","times":1})");
+  EXPECT_NE(d.Create(CreateRequest("pi-key-c", "A100", 1)).status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emu().Count("ssh_keys"), 1);
+  OpResult del = d.Delete(R"({"name":"pi-key-c"})");
+  ASSERT_EQ(del.status, GPUPROV_STATUS_OK) << del.error;
+  EXPECT_FALSE(del.Doc()->getValue<bool>("deleted"));
+  EXPECT_EQ(emu().Count("ssh_keys"), 0);
 }
 
 // Every pod shape the emulator varies (string, one-element list; [null] before ready) and

@@ -52,6 +52,15 @@ load helpers
   # gRPC is the nebius driver's own: its package needs the runtime, the core's does not.
   nebius=$(ls "$debs"/gpuprov-driver-nebius_*.deb)
   [ "$(dpkg-deb -f "$nebius" Depends)" = "gpuprov (= $version), libgrpc++1.51, libgrpc29, libprotobuf32" ]
+  # The packaged gpuprov has no test crash points (GPUPROV_TEST_HOOKS): it ignores the variable
+  # that the build tree's gpuprov reads (and refuses when it names no point).
+  dpkg-deb -x "$core" "$BATS_TEST_TMPDIR/core-root"
+  GPUPROV_TEST_CRASH_AT=no-such-point "$BATS_TEST_TMPDIR/core-root/usr/bin/gpuprov" version
+  if [ -x "$BUILD_DIR/installed-bin/gpuprov" ]; then # a GPUPROV_TEST_HOOKS build
+    run env GPUPROV_TEST_CRASH_AT=no-such-point "$GPUPROV" version
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"GPUPROV_TEST_CRASH_AT=no-such-point is not a crash point"* ]]
+  fi
   core_depends=$(dpkg-deb -f "$core" Depends)
   [[ "$core_depends" != *grpc* && "$core_depends" != *protobuf* ]]
   dpkg-deb -f "$all" Depends | grep -q "gpuprov-driver-nebius (= $version)"

@@ -55,6 +55,45 @@ bool CloudApi::TokenAccepted(const std::string& token) const {
   return false;
 }
 
+bool CloudApi::WaitWhileStalled() {
+  std::unique_lock<std::mutex> lock(stall_mu_);
+  if (!stalled_) return true;
+  const uint64_t generation = stall_generation_;
+  ++held_;
+  stall_cv_.wait_for(lock, std::chrono::minutes(10),
+                     [&] { return stall_generation_ != generation; });
+  --held_;
+  return false;
+}
+
+void CloudApi::StallIfMatched(const std::string& method, const std::string& path,
+                              const std::string& body, int status) {
+  if (status < 200 || status > 299) return;
+  if (!faults_.Take("stall_after", method, path, body)) return;
+  std::lock_guard<std::mutex> lock(stall_mu_);
+  stalled_ = true;
+  stalled_after_ = method + " " + path;
+}
+
+JsonObject CloudApi::StallState() {
+  std::lock_guard<std::mutex> lock(stall_mu_);
+  JsonObject o = NewObject();
+  o->set("stalled", stalled_);
+  o->set("request", stalled_after_);
+  o->set("held", held_);
+  return o;
+}
+
+void CloudApi::ReleaseStall() {
+  {
+    std::lock_guard<std::mutex> lock(stall_mu_);
+    stalled_ = false;
+    stalled_after_.clear();
+    ++stall_generation_;
+  }
+  stall_cv_.notify_all();
+}
+
 JsonObject CloudApi::InstanceRow(const std::string& id, const std::string& name,
                                  const std::string& backend_id) {
   InstanceStatus s = backend_->State(backend_id);

@@ -7,7 +7,9 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,6 +55,22 @@ class CloudApi {
   /// Applies POST /settings fields; returns an error text or "".
   virtual std::string Configure(const JsonObject& settings);
 
+  // --- stall_after: a client stopped right after one request (tests' crash points) ---
+  /// Called before a request is carried out. While the cloud is stalled, holds the request
+  /// until ReleaseStall (or 10 minutes) and then returns false: the request must be answered
+  /// 503 (gRPC UNAVAILABLE) without being carried out, as if it had never arrived. True at
+  /// once when the cloud is not stalled.
+  bool WaitWhileStalled();
+  /// Called after a request was answered with \a status (HTTP, or the gRPC code's
+  /// equivalent): a 2xx answer to a request that an armed stall_after fault matches (method,
+  /// path prefix, body substring) stalls the cloud from now on.
+  void StallIfMatched(const std::string& method, const std::string& path,
+                      const std::string& body, int status);
+  /// {"stalled": bool, "request": "METHOD PATH" of the request it stalled after, "held": n}.
+  JsonObject StallState();
+  /// Ends the stall: every held request is answered 503 and later ones are served.
+  void ReleaseStall();
+
  protected:
   /// nullopt when the request carries an accepted credential.
   virtual std::optional<HttpResponse> Authenticate(const HttpRequest& req) = 0;
@@ -92,6 +110,14 @@ class CloudApi {
   InstanceBackend* backend_;
   CloudOptions options_;
   FaultBook faults_;
+
+ private:
+  std::mutex stall_mu_;
+  std::condition_variable stall_cv_;
+  bool stalled_ = false;
+  uint64_t stall_generation_ = 0;  // +1 per release: a held request waits for its own
+  std::string stalled_after_;      // "METHOD PATH"
+  int held_ = 0;
 };
 
 /// MD5 of a decoded SSH key blob in lower-case colon hex ("aa:bb:..."), the fingerprint

@@ -255,6 +255,7 @@ void Emulator::Start() {
 void Emulator::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  for (const auto& a : apis_) a->ReleaseStall();  // held requests end, so the servers can stop
   for (auto& s : servers_) {
     if (s->http) s->http->stopAll(true);
 #ifdef GPUPROV_EMULATOR_NEBIUS
@@ -302,7 +303,15 @@ void Emulator::Log(LoggedRequest r) {
 
 HttpResponse Emulator::HandleCloud(CloudApi* api, const HttpRequest& req) {
   const auto t0 = std::chrono::steady_clock::now();
-  HttpResponse resp = api->Serve(req);
+  HttpResponse resp;
+  if (api->WaitWhileStalled()) {
+    resp = api->Serve(req);
+    api->StallIfMatched(req.method, req.path, req.body, resp.status);
+  } else {
+    resp = ControlError(503, "emulator: " + api->name() +
+                                 " was stalled (fault stall_after); this request was held and "
+                                 "not carried out");
+  }
   LoggedRequest l;
   l.cloud = api->name();
   l.method = req.method;
@@ -364,7 +373,22 @@ HttpResponse Emulator::HandleControl(const HttpRequest& req) {
       return JsonResponse(200, o);
     }
     if (m == "DELETE") {
-      for (CloudApi* a : targets) a->faults().Clear();
+      for (CloudApi* a : targets) {
+        a->faults().Clear();
+        a->ReleaseStall();
+      }
+      return EmptyResponse(204);
+    }
+  }
+  if (path == "/stalled") {
+    if (m == "GET") {
+      if (!cloud.empty()) return JsonResponse(200, targets.front()->StallState());
+      JsonObject o = NewObject();
+      for (CloudApi* a : targets) o->set(a->name(), a->StallState());
+      return JsonResponse(200, o);
+    }
+    if (m == "DELETE") {
+      for (CloudApi* a : targets) a->ReleaseStall();
       return EmptyResponse(204);
     }
   }
@@ -436,7 +460,10 @@ HttpResponse Emulator::HandleControl(const HttpRequest& req) {
     return JsonResponse(200, o);
   }
   if (path == "/reset" && m == "POST") {
-    for (CloudApi* a : targets) a->Reset();
+    for (CloudApi* a : targets) {
+      a->ReleaseStall();
+      a->Reset();
+    }
     {
       std::lock_guard<std::mutex> lock(log_mu_);
       for (CloudApi* a : targets) log_[a->name()].clear();

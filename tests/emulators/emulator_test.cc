@@ -11,6 +11,7 @@
 #include <regex>
 #include <set>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 #include "emulator.h"
@@ -697,6 +698,49 @@ TEST_F(EmulatorTest, ControlResetRemovesEverything) {
   EXPECT_EQ(all->getValue<int>("ssh_keys"), 0);
   EXPECT_EQ(all->getValue<int>("backend_instances"), 0);
   EXPECT_EQ(Do("POST", "/droplets", DropletBody("after")).status, 202);  // fault cleared
+}
+
+TEST_F(EmulatorTest, StallAfterAnswersTheMatchingRequestThenHoldsTheCloudUntilReleased) {
+  // Only a 2xx answer to POST /v2/droplets with "name":"s1" in the body stalls the cloud.
+  Fault(R"({"cloud":"digitalocean","fault":"stall_after","method":"POST",)"
+        R"("path":"/v2/droplets","body":"\"name\":\"s1\""})");
+  EXPECT_EQ(Do("POST", "/droplets", DropletBody("other")).status, 202);
+  EXPECT_EQ(Do("POST", "/droplets", R"({"name":"s1"})").status, 422);  // not a 2xx: no stall
+  EXPECT_FALSE(Control("GET", "/stalled?cloud=digitalocean").Json()->getValue<bool>("stalled"));
+  const int64_t id = CreateDroplet("s1");
+  JsonObject st = Control("GET", "/stalled?cloud=digitalocean").Json();
+  EXPECT_TRUE(st->getValue<bool>("stalled"));
+  EXPECT_EQ(st->getValue<std::string>("request"), "POST /v2/droplets");
+  // The next request is held, not carried out, until the stall is released; then it is a 503.
+  Reply held;
+  std::thread client([&] { held = Do("DELETE", "/droplets/" + std::to_string(id)); });
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return Control("GET", "/stalled?cloud=digitalocean").Json()->getValue<int>("held") == 1;
+      },
+      5s));
+  EXPECT_EQ(Pi("GET", "/pods/").status, 200);  // other clouds are not stalled
+  EXPECT_EQ(Count("digitalocean", "instances"), 2);
+  ASSERT_EQ(Control("DELETE", "/stalled?cloud=digitalocean").status, 204);
+  client.join();
+  EXPECT_EQ(held.status, 503);
+  EXPECT_EQ(Count("digitalocean", "instances"), 2);  // the held delete never ran
+  EXPECT_FALSE(Control("GET", "/stalled?cloud=digitalocean").Json()->getValue<bool>("stalled"));
+  EXPECT_EQ(Do("DELETE", "/droplets/" + std::to_string(id)).status, 204);
+  EXPECT_EQ(Count("digitalocean", "instances"), 1);
+}
+
+TEST_F(EmulatorTest, StallIsReleasedByDeleteFaultsAndReset) {
+  Fault(R"({"cloud":"digitalocean","fault":"stall_after","path":"/v2/account"})");
+  EXPECT_EQ(Do("GET", "/account").status, 200);
+  EXPECT_TRUE(Control("GET", "/stalled").Json()->getObject("digitalocean")->getValue<bool>(
+      "stalled"));
+  ASSERT_EQ(Control("DELETE", "/faults").status, 204);
+  EXPECT_EQ(Do("GET", "/account").status, 200);
+  Fault(R"({"cloud":"digitalocean","fault":"stall_after"})");
+  EXPECT_EQ(Do("GET", "/account").status, 200);
+  ASSERT_EQ(Control("POST", "/reset").status, 200);
+  EXPECT_EQ(Do("GET", "/account").status, 200);
 }
 
 // --- the binary ---------------------------------------------------------------------

@@ -15,6 +15,7 @@ JsonObject Fault::ToJson() const {
   if (name == "throttle") o->set("retry_after", retry_after);
   if (!method.empty()) o->set("method", method);
   if (!path.empty()) o->set("path", path);
+  if (!body.empty()) o->set("body", body);
   if (!value.empty()) o->set("value", value);
   return o;
 }
@@ -24,7 +25,7 @@ const std::vector<std::string>& FaultBook::Names() {
       "capacity",          "throttle",          "server_error",      "slow_boot",
       "vanish_during_boot", "error_during_boot", "boot_script_fails", "gpu_after_boot",
       "quota",             "payment_required",  "no_metadata",       "k3s_faults",
-      "port_blocked",      "auth_failure",      "ip_after_boot"};
+      "port_blocked",      "auth_failure",      "ip_after_boot",     "stall_after"};
   return names;
 }
 
@@ -35,7 +36,7 @@ std::optional<Fault> FaultBook::Parse(const JsonObject& body, std::string* error
     *error = "\"fault\" (string) is required; one of capacity, throttle, server_error, "
              "slow_boot, vanish_during_boot, error_during_boot, boot_script_fails, "
              "gpu_after_boot, quota, payment_required, no_metadata, k3s_faults, port_blocked, "
-             "auth_failure, ip_after_boot";
+             "auth_failure, ip_after_boot, stall_after";
     return std::nullopt;
   }
   const auto& names = Names();
@@ -70,6 +71,7 @@ std::optional<Fault> FaultBook::Parse(const JsonObject& body, std::string* error
   if (auto r = GetInt(body, "retry_after")) f.retry_after = static_cast<int>(*r);
   if (auto m = GetString(body, "method")) f.method = *m;
   if (auto p = GetString(body, "path")) f.path = *p;
+  if (auto b = GetString(body, "body")) f.body = *b;
   if (auto v = GetString(body, "value")) f.value = *v;
   if (f.name == "port_blocked" && (f.value.empty() ||
                                    f.value.find_first_not_of("0123456789,") != std::string::npos)) {
@@ -89,12 +91,13 @@ void FaultBook::Add(const Fault& f) {
 }
 
 std::optional<Fault> FaultBook::Take(const std::string& name, const std::string& method,
-                                     const std::string& path) {
+                                     const std::string& path, const std::string& body) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = faults_.begin(); it != faults_.end(); ++it) {
     if (it->name != name) continue;
     if (!it->method.empty() && !method.empty() && it->method != method) continue;
     if (!it->path.empty() && path.compare(0, it->path.size(), it->path) != 0) continue;
+    if (!it->body.empty() && body.find(it->body) == std::string::npos) continue;
     Fault f = *it;
     if (it->times > 0 && --it->times == 0) faults_.erase(it);
     return f;

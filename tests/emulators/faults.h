@@ -16,7 +16,8 @@ namespace gpuprov::emulator {
 /// One armed fault. Request faults (throttle, server_error, capacity, quota,
 /// payment_required, auth_failure) fire on matching requests; boot faults (slow_boot,
 /// vanish_during_boot, error_during_boot, boot_script_fails, gpu_after_boot,
-/// ip_after_boot) are taken by the next instance creates.
+/// ip_after_boot) are taken by the next instance creates. stall_after (a test's crash point)
+/// fires after a matching request was answered with a 2xx: CloudApi::StallIfMatched.
 struct Fault {
   std::string name;
   int times = 1;         // how many more times it fires; -1: until reset
@@ -25,6 +26,7 @@ struct Fault {
   int retry_after = 1;   // throttle: Retry-After seconds
   std::string method;    // request faults: only this method ("" = any)
   std::string path;      // request faults: only paths starting with this ("" = any)
+  std::string body;      // stall_after: only requests whose body contains this ("" = any)
   std::string value;     // k3s_faults: the lines of the k3s simulator's fault file
 
   JsonObject ToJson() const;
@@ -56,7 +58,7 @@ class FaultBook {
   /// Consumes one firing of the first armed fault called name that matches
   /// the request (method/path); nullopt when none.
   std::optional<Fault> Take(const std::string& name, const std::string& method = "",
-                            const std::string& path = "");
+                            const std::string& path = "", const std::string& body = "");
   /// True when a fault called name is armed (without consuming it).
   bool Armed(const std::string& name) const;
   /// Takes every boot fault for one new instance.

@@ -429,10 +429,18 @@ class NebiusApi : public CloudApi {
                       std::string* out) {
     const auto t0 = Clock::now();
     grpc::Status st;
-    try {
-      st = Dispatch(ctx, ByteBufferString(in), out);
-    } catch (const std::exception& e) {
-      st = grpc::Status(Code::INTERNAL, std::string("emulator: ") + e.what());
+    if (!WaitWhileStalled()) {
+      st = grpc::Status(Code::UNAVAILABLE,
+                        "emulator: nebius was stalled (fault stall_after); this call was held and "
+                        "not carried out");
+    } else {
+      try {
+        st = Dispatch(ctx, ByteBufferString(in), out);
+      } catch (const std::exception& e) {
+        st = grpc::Status(Code::INTERNAL, std::string("emulator: ") + e.what());
+      }
+      StallIfMatched("POST", ctx->method(), "",
+                     NebiusHttpEquivalent(static_cast<int>(st.error_code())));
     }
     if (log_) {
       log_(ctx->method(), static_cast<int>(st.error_code()),

@@ -1,0 +1,176 @@
+#!/usr/bin/env bats
+# Crash points (issue 15): gpuprov killed with SIGKILL right after each step that changes the
+# world, on every emulated cloud (memory backend, --no-k8s): the host's own steps (core's crash
+# points through GPUPROV_TEST_CRASH_AT, a build with GPUPROV_TEST_HOOKS) and each create and
+# delete call of each driver (the emulator's stall_after fault: the call is answered, then the
+# cloud holds every later request until this file kills gpuprov and releases it). For each
+# (cloud, point): the census of /counts before, the crash, the same command again, which must
+# end as an uninterrupted run did (exit status, census, state record, one VM of that name),
+# then `gpuprov down` (or the crashed down again), after which the census equals the one
+# before. The table goes to $GPUPROV_CRASH_TABLE (default <build dir>/crash-table.md;
+# docs/crash-table.md keeps one). Clouds run side by side, each with its own GPUPROV_HOME.
+
+load helpers
+load crash_points
+
+setup_file() {
+  export DIGITALOCEAN_TOKEN="dop_v1_crash_$$_secret_token"
+  export PRIME_API_KEY="pit_crash_$$_secret_key"
+  export AWS_ACCESS_KEY_ID="AKIACRASH$$KEY01" AWS_SECRET_ACCESS_KEY="crash/$$/secret+key"
+  unset AWS_SESSION_TOKEN AWS_PROFILE AWS_REGION AWS_DEFAULT_REGION
+  export GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key.json"
+  export LAMBDA_API_KEY="secret_crash_$$_lambda"
+  export HYPERSTACK_API_KEY="hs-crash-$$-key"
+  export VERDA_CLIENT_ID="gpuprov-crash-$$" VERDA_CLIENT_SECRET="secret_crash_$$_verda"
+  export MASSED_API_KEY="mc_crash_$$_key"
+  unset MASSED_COMPUTE_API_TOKEN NEBIUS_IAM_TOKEN
+  export NEBIUS_CREDENTIALS_FILE="$BATS_FILE_TMPDIR/nebius-credentials.json"
+  export NEBIUS_PROJECT_ID=project-e00test
+  export HOME="$BATS_FILE_TMPDIR/userhome" # no cloud CLI files of the machine's user
+  mkdir -p "$HOME"
+  start_emulator memory --backend memory --boot-seconds 1
+  export CRASH_ROWS="$BATS_FILE_TMPDIR/rows.tsv" CRASH_LOGS="$BATS_FILE_TMPDIR/logs" CRASH_PREFIX=cp
+  mkdir -p "$CRASH_LOGS"
+  : >"$CRASH_ROWS"
+}
+
+teardown_file() {
+  stop_emulators
+}
+
+setup() {
+  skip_without_hooks
+}
+
+# The host's crash points a --no-k8s provision on the memory backend reaches (it never gets
+# SSH: host-key-pinned and the cluster's points need a real VM), and down's. Every cloud runs
+# those whose re-run depends on the driver (a VM made but not recorded; recorded; deleted but
+# its record kept); the others lead to the same driver calls as one of these (vm-running: as
+# vm-created, create finds the VM by name) or only touch local files, and run on digitalocean
+# (and the docker cloud) alone, to keep the file within minutes (Lambda paces 1 request/s).
+HOST_POINTS=(intent-recorded vm-created down-vm-deleted)
+DO_ONLY_POINTS=(vm-running down-deleting-recorded down-host-key-forgotten down-kubeconfig-removed)
+
+# cloud_points CLOUD: the driver's calls that change the cloud, as stall_after matches
+# (method, path prefix, body substring), each a point; `"down":true` marks delete calls, made
+# by `down`. Checked against the request log of an uninterrupted run (every_call_is_a_point).
+cloud_points() {
+  local m p
+  while read -r m p; do
+    [ -n "$m" ] || continue
+    case "$m" in
+      DOWN-*) echo "stall:\"method\":\"${m#DOWN-}\",\"path\":\"$p\",\"down\":true" ;;
+      AWS) echo "stall:\"method\":\"POST\",\"path\":\"/\",\"body\":\"Action=$p&\"" ;;
+      AWS-DOWN) echo "stall:\"method\":\"POST\",\"path\":\"/\",\"body\":\"Action=$p&\",\"down\":true" ;;
+      *) echo "stall:\"method\":\"$m\",\"path\":\"$p\"" ;;
+    esac
+  done <<<"$(cloud_calls "$1")"
+}
+
+# cloud_calls CLOUD: "METHOD PATH-PREFIX" per call (DOWN-METHOD: made by down; AWS ACTION and
+# AWS-DOWN ACTION: an EC2 action, matched in the form body, since every EC2 call is POST /).
+cloud_calls() {
+  case "$1" in
+    digitalocean)
+      printf '%s\n' 'POST /v2/account/keys' 'POST /v2/droplets' 'POST /v2/firewalls' \
+        'DOWN-DELETE /v2/droplets/' 'DOWN-DELETE /v2/firewalls/' 'DOWN-DELETE /v2/account/keys/' ;;
+    primeintellect)
+      printf '%s\n' 'POST /api/v1/ssh_keys' 'POST /api/v1/pods' 'DOWN-DELETE /api/v1/pods/' \
+        'DOWN-DELETE /api/v1/ssh_keys/' ;;
+    aws)
+      printf '%s\n' 'AWS ImportKeyPair' 'AWS CreateSecurityGroup' 'AWS AuthorizeSecurityGroupIngress' \
+        'AWS RunInstances' 'AWS-DOWN TerminateInstances' 'AWS-DOWN DeleteSecurityGroup' \
+        'AWS-DOWN DeleteKeyPair' ;;
+    gcp)
+      printf '%s\n' 'POST /compute/v1/projects/gpuprov-emulator/global/firewalls' \
+        'POST /compute/v1/projects/gpuprov-emulator/zones/' \
+        'DOWN-DELETE /compute/v1/projects/gpuprov-emulator/zones/' \
+        'DOWN-DELETE /compute/v1/projects/gpuprov-emulator/global/firewalls/' ;;
+    lambda)
+      printf '%s\n' 'POST /api/v1/ssh-keys' 'POST /api/v1/firewall-rulesets' \
+        'POST /api/v1/instance-operations/launch' 'DOWN-POST /api/v1/instance-operations/terminate' \
+        'DOWN-DELETE /api/v1/firewall-rulesets/' 'DOWN-DELETE /api/v1/ssh-keys/' ;;
+    hyperstack)
+      printf '%s\n' 'POST /v1/core/environments' 'POST /v1/core/keypairs' 'POST /v1/core/virtual-machines' \
+        'DOWN-DELETE /v1/core/virtual-machines/' 'DOWN-DELETE /v1/core/keypair/' \
+        'DOWN-DELETE /v1/core/environments/' ;;
+    verda)
+      # With --no-k8s no startup script is made (POST /v1/scripts is a cluster's).
+      printf '%s\n' 'POST /v1/sshkeys' 'POST /v1/instances' 'DOWN-PUT /v1/instances' \
+        'DOWN-DELETE /v1/sshkeys/' ;;
+    massedcompute)
+      printf '%s\n' 'POST /api/v1/ssh-keys' 'POST /api/v1/instance/launch' \
+        'DOWN-POST /api/v1/instance/terminate' 'DOWN-DELETE /api/v1/ssh-keys/' ;;
+    nebius)
+      printf '%s\n' 'POST /nebius.vpc.v1.SecurityGroupService/Create' \
+        'POST /nebius.vpc.v1.SecurityRuleService/Create' 'POST /nebius.compute.v1.DiskService/Create' \
+        'POST /nebius.compute.v1.InstanceService/Create' \
+        'DOWN-POST /nebius.compute.v1.InstanceService/Delete' \
+        'DOWN-POST /nebius.compute.v1.DiskService/Delete' \
+        'DOWN-POST /nebius.vpc.v1.SecurityRuleService/Delete' \
+        'DOWN-POST /nebius.vpc.v1.SecurityGroupService/Delete' ;;
+  esac
+}
+
+# config_for CLOUD: config.toml: the memory backend never answers SSH, so the wait is short.
+config_for() {
+  printf '[defaults.timeouts]\nssh_wait_seconds = 2\n'
+  case "$1" in
+    hyperstack) printf '[clouds.hyperstack]\npoll_interval_ms = 500\ndelete_retry_ms = 1000\n' ;;
+    verda) printf '[clouds.verda]\npoll_interval_ms = 200\n' ;;
+    nebius) printf '[clouds.nebius]\npoll_interval_ms = 200\n' ;;
+  esac
+}
+
+# cloud_worker CLOUD: the whole matrix of one cloud, in its own GPUPROV_HOME.
+cloud_worker() {
+  local cloud=$1 points=()
+  export GPUPROV_HOME="$BATS_FILE_TMPDIR/home-$cloud"
+  mkdir -p "$GPUPROV_HOME"
+  config_for "$cloud" >"$GPUPROV_HOME/config.toml"
+  mapfile -t points < <(cloud_points "$cloud")
+  [ "$cloud" != digitalocean ] || points+=("${DO_ONLY_POINTS[@]}")
+  crash_matrix "$cloud" "${HOST_POINTS[@]}" "${points[@]}"
+}
+
+@test "crash matrix: every emulated cloud x every point, side by side" {
+  use_emulator memory
+  declare -gA CLOUD_ARGS=([digitalocean]="" [primeintellect]="--gpus A100:1" [aws]=""
+    [gcp]="--gpus L4:1" [lambda]="--gpus A10:1" [hyperstack]="" [verda]=""
+    [massedcompute]="--gpus RTX-A6000:1" [nebius]="--gpus H100:1")
+  local cloud pids=() clouds
+  # Every cloud the emulator serves (nebius only when its driver is built); CRASH_CLOUDS picks.
+  clouds=${CRASH_CLOUDS:-$(curl -fsS "$CONTROL/health" |
+    /usr/bin/python3 -c 'import json,sys; print(" ".join(json.load(sys.stdin)["clouds"]))')}
+  for cloud in $clouds; do
+    cloud_worker "$cloud" &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid"; done
+  write_table "${GPUPROV_CRASH_TABLE:-$BUILD_DIR/crash-table.md}"
+  cat "${GPUPROV_CRASH_TABLE:-$BUILD_DIR/crash-table.md}"
+  [ -s "$CRASH_ROWS" ]
+  [ -z "$(grep -v $'\tconverged\t' "$CRASH_ROWS")" ]
+}
+
+@test "the installed gpuprov (built without GPUPROV_TEST_HOOKS) ignores GPUPROV_TEST_CRASH_AT" {
+  use_emulator memory
+  export GPUPROV_HOME="$BATS_FILE_TMPDIR/home-nohooks"
+  mkdir -p "$GPUPROV_HOME"
+  config_for digitalocean >"$GPUPROV_HOME/config.toml"
+  [ -x "$BUILD_DIR/installed-bin/gpuprov" ]
+  run env GPUPROV_TEST_CRASH_AT=intent-recorded "$BUILD_DIR/installed-bin/gpuprov" \
+    --driver-path "$BUILD_DIR/lib/gpuprov/drivers" provision --name cp-nohooks --cloud digitalocean --no-k8s
+  echo "$output"
+  # It went on past the point: the VM was made and the SSH wait (the memory backend never
+  # answers) ended the run as an uninterrupted one ends.
+  [ "$status" -eq 1 ]
+  [[ "$output" != *"test crash point"* ]]
+  [ "$(instances_named digitalocean cp-nohooks)" -eq 1 ]
+  "$GPUPROV" down cp-nohooks
+  # The build tree's gpuprov, with the same variable, dies there.
+  run env GPUPROV_TEST_CRASH_AT=intent-recorded "$GPUPROV" provision --name cp-hooks --cloud digitalocean --no-k8s
+  [ "$status" -eq 137 ]
+  [ "$(instances_named digitalocean cp-hooks)" -eq 0 ]
+  "$GPUPROV" down cp-hooks
+}
