@@ -8,6 +8,7 @@
 #   scripts/fuzz.sh -t 3600 spec      one target for an hour
 #   scripts/fuzz.sh -r 10000000       every target for 10 million executions
 #   scripts/fuzz.sh -j 2 ...          run two targets at once
+#   scripts/fuzz.sh -n ...            run what is built, do not configure or build
 #
 # Prints one line per target (executions, seconds, coverage, features, corpus, crashes) and
 # exits 1 when any target found a crash, a leak, a timeout or an out-of-memory.
@@ -17,22 +18,26 @@ cd "$(dirname "$0")/.."
 seconds=10
 runs=-1
 jobs=1
-while getopts "t:r:j:" opt; do
+build=1
+while getopts "t:r:j:n" opt; do
   case $opt in
     t) seconds=$OPTARG ;;
     r) runs=$OPTARG; seconds=0 ;;
     j) jobs=$OPTARG ;;
-    *) echo "usage: $0 [-t SECONDS | -r RUNS] [-j JOBS] [TARGET...]" >&2; exit 2 ;;
+    n) build=0 ;;
+    *) echo "usage: $0 [-t SECONDS | -r RUNS] [-j JOBS] [-n] [TARGET...]" >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
 
 BUILD_DIR=${GPUPROV_FUZZ_BUILD_DIR:-build-fuzz}
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
-  -DGPUPROV_FUZZ=ON -DGPUPROV_BUILD_TESTS=OFF >/dev/null
-cmake --build "$BUILD_DIR" --target fuzz_targets
+if [ "$build" -eq 1 ]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
+    -DGPUPROV_FUZZ=ON -DGPUPROV_BUILD_TESTS=OFF >/dev/null
+  cmake --build "$BUILD_DIR" --target fuzz_targets
+fi
 
 if [ "$#" -gt 0 ]; then
   targets=("$@")

@@ -80,9 +80,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     keys.push_back(reinterpret_cast<const gpuprov_type_config_key*>(key.get()));
     key_blocks.push_back(std::move(key));
   }
-  // Counts above the keys given are only safe when the host refuses them before reading.
+  // The array holds 300 entries, NULL past the keys given: a count the host accepts (at most
+  // 256), even one half-written by a descriptor that ends inside config_key_count, stays inside
+  // it. Larger counts must be refused before any read.
   const size_t declared_count = key_count > 256 ? key_count : keys.size();
-  auto key_array = std::make_unique<const gpuprov_type_config_key*[]>(keys.size() + 1);
+  auto key_array = std::make_unique<const gpuprov_type_config_key*[]>(300);
   std::copy(keys.begin(), keys.end(), key_array.get());
 
   // The descriptor: random bytes; usually the right magic and major so the check goes deep.
