@@ -2,6 +2,7 @@
 
 #include <Poco/Base64Decoder.h>
 #include <Poco/Base64Encoder.h>
+#include <Poco/Exception.h>
 #include <yaml-cpp/yaml.h>
 
 #include <sstream>
@@ -22,7 +23,12 @@ Error Bad(const std::string& what) {
 std::string DecodeBase64(const std::string& field, const std::string& text) {
   std::istringstream in(text);
   Poco::Base64Decoder decoder(in);
-  std::string out((std::istreambuf_iterator<char>(decoder)), std::istreambuf_iterator<char>());
+  std::string out;
+  try {
+    out.assign(std::istreambuf_iterator<char>(decoder), std::istreambuf_iterator<char>());
+  } catch (const Poco::Exception&) {  // DataFormatException: a character outside base64
+    throw Bad(field + " is not base64 PEM");
+  }
   if (out.find("-----BEGIN") == std::string::npos) throw Bad(field + " is not base64 PEM");
   return out;
 }

@@ -55,6 +55,20 @@ TEST(Kubeconfig, RendersRenamedContextPointingAtTheEndpoint) {
   EXPECT_EQ(back.server, "https://203.0.113.7:6443");
 }
 
+// Found by fuzzing (tests/fuzz/corpus/kubeconfig/crash-bad-base64-character): a character
+// outside base64 made Poco's decoder throw DataFormatException past ParseKubeconfig.
+TEST(Kubeconfig, RefusesDataThatIsNotBase64NamingTheField) {
+  std::string bad = K3sYaml();
+  bad.replace(bad.find(kKey), 4, "LS0t!");
+  try {
+    ParseKubeconfig(bad);
+    FAIL() << "accepted client-key-data that is not base64";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("client-key-data is not base64 PEM"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Kubeconfig, RejectsWhatIsNotUsable) {
   EXPECT_THROW(ParseKubeconfig("not: [yaml"), Error);
   EXPECT_THROW(ParseKubeconfig("apiVersion: v1\n"), Error);

@@ -27,7 +27,7 @@ void NotCalled() { __builtin_trap(); }
 std::unique_ptr<uint8_t[]> Block(FuzzedDataProvider& in, uint32_t size) {
   auto block = std::make_unique<uint8_t[]>(size);
   std::vector<uint8_t> bytes = in.ConsumeBytes<uint8_t>(size);
-  std::memcpy(block.get(), bytes.data(), bytes.size());
+  if (!bytes.empty()) std::memcpy(block.get(), bytes.data(), bytes.size());
   if (size >= sizeof(uint32_t)) std::memcpy(block.get(), &size, sizeof(size));
   return block;
 }
