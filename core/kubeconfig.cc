@@ -2,7 +2,6 @@
 
 #include <Poco/Base64Decoder.h>
 #include <Poco/Base64Encoder.h>
-#include <Poco/Exception.h>
 #include <yaml-cpp/yaml.h>
 
 #include <sstream>
@@ -23,13 +22,16 @@ Error Bad(const std::string& what) {
 std::string DecodeBase64(const std::string& field, const std::string& text) {
   std::istringstream in(text);
   Poco::Base64Decoder decoder(in);
+  // istream::read turns the decoder's DataFormatException (a character outside base64) into
+  // badbit; an exception through istreambuf_iterator would leak the string being built.
   std::string out;
-  try {
-    out.assign(std::istreambuf_iterator<char>(decoder), std::istreambuf_iterator<char>());
-  } catch (const Poco::Exception&) {  // DataFormatException: a character outside base64
+  char chunk[1024];
+  while (decoder.read(chunk, sizeof(chunk)) || decoder.gcount() > 0) {
+    out.append(chunk, static_cast<size_t>(decoder.gcount()));
+  }
+  if (decoder.bad() || out.find("-----BEGIN") == std::string::npos) {
     throw Bad(field + " is not base64 PEM");
   }
-  if (out.find("-----BEGIN") == std::string::npos) throw Bad(field + " is not base64 PEM");
   return out;
 }
 
