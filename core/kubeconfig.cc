@@ -59,16 +59,9 @@ std::string Field(const YAML::Node& node, const std::string& key) {
   return node[key].as<std::string>();
 }
 
-}  // namespace
-
-KubeCredentials ParseKubeconfig(const std::string& yaml_text) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    throw Bad(std::string("not YAML: ") + e.what());
-  }
-  if (!root.IsMap()) throw Bad("not a YAML mapping");
+/// The current context's credentials in a parsed kubeconfig. yaml-cpp throws when a node has
+/// another shape than read here (a scalar where a mapping belongs): the caller turns that into Bad.
+KubeCredentials ReadCredentials(const YAML::Node& root) {
   const std::string current =
       root["current-context"] && root["current-context"].IsScalar()
           ? root["current-context"].as<std::string>()
@@ -88,6 +81,23 @@ KubeCredentials ParseKubeconfig(const std::string& yaml_text) {
   c.client_cert_pem = DecodeBase64("client-certificate-data", Field(user, "client-certificate-data"));
   c.client_key_pem = DecodeBase64("client-key-data", Field(user, "client-key-data"));
   return c;
+}
+
+}  // namespace
+
+KubeCredentials ParseKubeconfig(const std::string& yaml_text) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw Bad(std::string("not YAML: ") + e.what());
+  }
+  if (!root.IsMap()) throw Bad("not a YAML mapping");
+  try {
+    return ReadCredentials(root);
+  } catch (const YAML::Exception& e) {
+    throw Bad(std::string("not a kubeconfig: ") + e.what());
+  }
 }
 
 std::string KubeContextName(const std::string& vm_name) { return "gpuprov-" + vm_name; }

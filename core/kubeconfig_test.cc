@@ -69,6 +69,19 @@ TEST(Kubeconfig, RefusesDataThatIsNotBase64NamingTheField) {
   }
 }
 
+// Found by fuzzing (tests/fuzz/corpus/kubeconfig/crash-context-is-a-scalar): a node of another
+// shape than a kubeconfig's made yaml-cpp throw BadSubscript past ParseKubeconfig.
+TEST(Kubeconfig, RefusesNodesOfTheWrongShape) {
+  std::string scalar_context = K3sYaml();
+  scalar_context.replace(scalar_context.find("- context:\n    cluster: default\n    user: default"),
+                         std::string("- context:\n    cluster: default\n    user: default").size(),
+                         "- context: 127.0.0.1:6443");
+  EXPECT_THROW(ParseKubeconfig(scalar_context), Error);
+  std::string scalar_entry = K3sYaml();
+  scalar_entry.replace(scalar_entry.find("users:\n"), 8, "users:\n- just-a-name\n");
+  EXPECT_THROW(ParseKubeconfig(scalar_entry), Error);
+}
+
 TEST(Kubeconfig, RejectsWhatIsNotUsable) {
   EXPECT_THROW(ParseKubeconfig("not: [yaml"), Error);
   EXPECT_THROW(ParseKubeconfig("apiVersion: v1\n"), Error);
