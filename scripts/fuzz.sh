@@ -80,6 +80,7 @@ pids=()
 names=()
 for target in "${targets[@]}"; do
   while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  rm -f "$log_dir/$target.rc"
   ( rc=0; run_one "$target" || rc=$?; echo "$rc" >"$log_dir/$target.rc" ) &
   pids+=($!)
   names+=("$target")
