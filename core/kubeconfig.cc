@@ -22,8 +22,16 @@ Error Bad(const std::string& what) {
 std::string DecodeBase64(const std::string& field, const std::string& text) {
   std::istringstream in(text);
   Poco::Base64Decoder decoder(in);
-  std::string out((std::istreambuf_iterator<char>(decoder)), std::istreambuf_iterator<char>());
-  if (out.find("-----BEGIN") == std::string::npos) throw Bad(field + " is not base64 PEM");
+  // istream::read turns the decoder's DataFormatException (a character outside base64) into
+  // badbit; an exception through istreambuf_iterator would leak the string being built.
+  std::string out;
+  char chunk[1024];
+  while (decoder.read(chunk, sizeof(chunk)) || decoder.gcount() > 0) {
+    out.append(chunk, static_cast<size_t>(decoder.gcount()));
+  }
+  if (decoder.bad() || out.find("-----BEGIN") == std::string::npos) {
+    throw Bad(field + " is not base64 PEM");
+  }
   return out;
 }
 
@@ -51,16 +59,9 @@ std::string Field(const YAML::Node& node, const std::string& key) {
   return node[key].as<std::string>();
 }
 
-}  // namespace
-
-KubeCredentials ParseKubeconfig(const std::string& yaml_text) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    throw Bad(std::string("not YAML: ") + e.what());
-  }
-  if (!root.IsMap()) throw Bad("not a YAML mapping");
+/// The current context's credentials in a parsed kubeconfig. yaml-cpp throws when a node has
+/// another shape than read here (a scalar where a mapping belongs): the caller turns that into Bad.
+KubeCredentials ReadCredentials(const YAML::Node& root) {
   const std::string current =
       root["current-context"] && root["current-context"].IsScalar()
           ? root["current-context"].as<std::string>()
@@ -80,6 +81,23 @@ KubeCredentials ParseKubeconfig(const std::string& yaml_text) {
   c.client_cert_pem = DecodeBase64("client-certificate-data", Field(user, "client-certificate-data"));
   c.client_key_pem = DecodeBase64("client-key-data", Field(user, "client-key-data"));
   return c;
+}
+
+}  // namespace
+
+KubeCredentials ParseKubeconfig(const std::string& yaml_text) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw Bad(std::string("not YAML: ") + e.what());
+  }
+  if (!root.IsMap()) throw Bad("not a YAML mapping");
+  try {
+    return ReadCredentials(root);
+  } catch (const YAML::Exception& e) {
+    throw Bad(std::string("not a kubeconfig: ") + e.what());
+  }
 }
 
 std::string KubeContextName(const std::string& vm_name) { return "gpuprov-" + vm_name; }

@@ -55,6 +55,33 @@ TEST(Kubeconfig, RendersRenamedContextPointingAtTheEndpoint) {
   EXPECT_EQ(back.server, "https://203.0.113.7:6443");
 }
 
+// Found by fuzzing (tests/fuzz/corpus/kubeconfig/crash-bad-base64-character): a character
+// outside base64 made Poco's decoder throw DataFormatException past ParseKubeconfig.
+TEST(Kubeconfig, RefusesDataThatIsNotBase64NamingTheField) {
+  std::string bad = K3sYaml();
+  bad.replace(bad.find(kKey), 4, "LS0t!");
+  try {
+    ParseKubeconfig(bad);
+    FAIL() << "accepted client-key-data that is not base64";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("client-key-data is not base64 PEM"), std::string::npos)
+        << e.what();
+  }
+}
+
+// Found by fuzzing (tests/fuzz/corpus/kubeconfig/crash-context-is-a-scalar): a node of another
+// shape than a kubeconfig's made yaml-cpp throw BadSubscript past ParseKubeconfig.
+TEST(Kubeconfig, RefusesNodesOfTheWrongShape) {
+  std::string scalar_context = K3sYaml();
+  scalar_context.replace(scalar_context.find("- context:\n    cluster: default\n    user: default"),
+                         std::string("- context:\n    cluster: default\n    user: default").size(),
+                         "- context: 127.0.0.1:6443");
+  EXPECT_THROW(ParseKubeconfig(scalar_context), Error);
+  std::string scalar_entry = K3sYaml();
+  scalar_entry.replace(scalar_entry.find("users:\n"), 8, "users:\n- just-a-name\n");
+  EXPECT_THROW(ParseKubeconfig(scalar_entry), Error);
+}
+
 TEST(Kubeconfig, RejectsWhatIsNotUsable) {
   EXPECT_THROW(ParseKubeconfig("not: [yaml"), Error);
   EXPECT_THROW(ParseKubeconfig("apiVersion: v1\n"), Error);

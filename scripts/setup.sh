@@ -18,6 +18,7 @@ PACKAGES=(
   docker.io mmdebstrap openssh-client bats shellcheck kubectl
   python3 python3-libcloud python3-digitalocean hyperfine awscli
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler python3-grpcio python3-protobuf openssl
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: set up and build, then unit and driver tests (ctest), the installer and
-# fixture tests (bats, shellcheck) and the end-to-end CLI tests (bats, against real Docker).
+# fixture tests (bats, shellcheck), the end-to-end CLI tests (bats, against real Docker), the
+# unit and driver tests again under ASan + UBSan (scripts/sanitize.sh; GPUPROV_SKIP_SANITIZE=1
+# skips it) and a short run of every fuzz target (scripts/fuzz.sh; GPUPROV_SKIP_FUZZ=1 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -50,6 +52,17 @@ for i in $(seq 1 "$n"); do
   [ "$rc" = 0 ] || { echo "bats job $i ended with status $rc" >&2; bats_rc=1; }
 done
 
+sanitize_rc=0
+if [ "${GPUPROV_SKIP_SANITIZE:-0}" != 1 ]; then
+  echo "==> sanitizers (ASan + UBSan)" >&2
+  bash scripts/sanitize.sh | tee "$log_dir/sanitize.log" || sanitize_rc=$?
+fi
+fuzz_rc=0
+if [ "${GPUPROV_SKIP_FUZZ:-0}" != 1 ]; then
+  echo "==> fuzz smoke" >&2
+  bash scripts/fuzz.sh -t "${GPUPROV_FUZZ_SECONDS:-10}" || fuzz_rc=$?
+fi
+
 # One closing line over both runners: ctest counts each registered test (gpuprov_test is one),
 # bats each @test.
 ctest_total=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$log_dir/ctest.log" | tail -1)
@@ -60,6 +73,13 @@ passed=$(( ${ctest_total:-0} - ${ctest_failed:-0} + bats_passed ))
 failed=$(( ${ctest_failed:-0} + bats_failed ))
 if [ "$ctest_rc" -ne 0 ] || [ "$bats_rc" -ne 0 ]; then
   [ "$failed" -gt 0 ] || failed=1
+fi
+# The sanitizer and fuzz steps count as one test each.
+if [ "${GPUPROV_SKIP_SANITIZE:-0}" != 1 ]; then
+  if [ "$sanitize_rc" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+fi
+if [ "${GPUPROV_SKIP_FUZZ:-0}" != 1 ]; then
+  if [ "$fuzz_rc" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 fi
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

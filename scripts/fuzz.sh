@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of tests/fuzz/ with clang (ASan + UBSan) into
+# ${GPUPROV_FUZZ_BUILD_DIR:-build-fuzz} and runs each for a while, starting from its seed corpus
+# (tests/fuzz/corpus/<target>/). New inputs go to <build>/corpus/<target>/, crash inputs to
+# <build>/artifacts/<target>/; the tree's seed folders are never written.
+#
+#   scripts/fuzz.sh                   every target for 10 s (the CI smoke)
+#   scripts/fuzz.sh -t 3600 spec      one target for an hour
+#   scripts/fuzz.sh -r 10000000       every target for 10 million executions
+#   scripts/fuzz.sh -j 2 ...          run two targets at once
+#   scripts/fuzz.sh -n ...            run what is built, do not configure or build
+#
+# Prints one line per target (executions, seconds, coverage, features, corpus, crashes) and
+# exits 1 when any target found a crash, a leak, a timeout or an out-of-memory.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=10
+runs=-1
+jobs=1
+build=1
+while getopts "t:r:j:n" opt; do
+  case $opt in
+    t) seconds=$OPTARG ;;
+    r) runs=$OPTARG; seconds=0 ;;
+    j) jobs=$OPTARG ;;
+    n) build=0 ;;
+    *) echo "usage: $0 [-t SECONDS | -r RUNS] [-j JOBS] [-n] [TARGET...]" >&2; exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+
+BUILD_DIR=${GPUPROV_FUZZ_BUILD_DIR:-build-fuzz}
+if [ "$build" -eq 1 ]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
+    -DGPUPROV_FUZZ=ON -DGPUPROV_BUILD_TESTS=OFF >/dev/null
+  cmake --build "$BUILD_DIR" --target fuzz_targets
+fi
+
+if [ "$#" -gt 0 ]; then
+  targets=("$@")
+else
+  mapfile -t targets < <(find "$BUILD_DIR/fuzz" -maxdepth 1 -name "*_fuzz" -type f -printf "%f\n" | sed "s/_fuzz$//" | sort)
+fi
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+log_dir="$BUILD_DIR/fuzz-logs"
+mkdir -p "$log_dir"
+
+run_one() {
+  local target=$1
+  local corpus="$BUILD_DIR/corpus/$target" artifacts="$BUILD_DIR/artifacts/$target/"
+  mkdir -p "$corpus" "$artifacts"
+  local limit=(-max_total_time="$seconds")
+  [ "$runs" -ge 0 ] && limit=(-runs="$runs")
+  # -timeout: one input taking 10 s is a hang; -rss_limit_mb: 2 GB is an out-of-memory.
+  "$BUILD_DIR/fuzz/${target}_fuzz" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+    -print_final_stats=1 -artifact_prefix="$artifacts" "$corpus" "tests/fuzz/corpus/$target" \
+    >"$log_dir/$target.log" 2>&1
+}
+
+summary() {
+  local target=$1 rc=$2 log="$log_dir/$1.log"
+  local execs secs cov ft units crashes
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  secs=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log" | tail -1)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+  ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+  units=$(find "$BUILD_DIR/corpus/$target" -type f | wc -l)
+  crashes=$(find "$BUILD_DIR/artifacts/$target" -type f | wc -l)
+  printf '%-24s rc=%-3s execs=%-10s secs=%-6s cov=%-6s ft=%-6s corpus=%-5s artifacts=%s\n' \
+    "$target" "$rc" "${execs:-?}" "${secs:-?}" "${cov:-?}" "${ft:-?}" "$units" "$crashes"
+}
+
+failed=0
+pids=()
+names=()
+for target in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  rm -f "$log_dir/$target.rc"
+  ( rc=0; run_one "$target" || rc=$?; echo "$rc" >"$log_dir/$target.rc" ) &
+  pids+=($!)
+  names+=("$target")
+done
+wait
+for target in "${names[@]}"; do
+  rc=$(cat "$log_dir/$target.rc")
+  summary "$target" "$rc"
+  if [ "$rc" -ne 0 ]; then
+    failed=1
+    echo "--- $target failed; its log: $log_dir/$target.log" >&2
+    grep -E '^(==[0-9]+==ERROR|SUMMARY|.*runtime error)' "$log_dir/$target.log" | head -5 >&2 || true
+  fi
+done
+exit "$failed"
