@@ -23,6 +23,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+/// How long a bring-up that pushed the installer waits for another run holding the lock (a
+/// boot run that took it after ours): one install, apt included, fits well within it.
+constexpr std::chrono::minutes kAfterPushRunWait{15};
+
 /// Sleeps \a d in small steps so Ctrl-C is noticed.
 void Pause(std::chrono::milliseconds d, const std::string& doing) {
   const auto until = Clock::now() + d;
@@ -266,6 +270,7 @@ class ClusterBringUp {
     args.node_firewall = NodeFirewallFor(in_.plan);
     if (!in_.plan.boot_route) args.public_ip = in_.public_ip;  // a boot run asks the metadata service
     bool pushed = false;
+    Clock::time_point pushed_at;
     console_.Step(in_.plan.boot_route ? "checking the k3s install that ran at boot"
                                       : "installing k3s over SSH");
     for (;;) {
@@ -285,6 +290,15 @@ class ClusterBringUp {
         Pause(in_.poll_interval + in_.poll_interval / 2, "waiting for the boot install");
         continue;
       }
+      if (pushed && probe.installer_running && Since(pushed_at) < kAfterPushRunWait) {
+        // Our run finished, so another one holds the lock: a boot run that reached its lock
+        // only after ours (cloud-init was still in its early stages when we pushed). It
+        // installs the same thing; wait for it rather than fail.
+        console_.Progress("waiting for another installer run on " + vm_ + " to finish",
+                          Since(pushed_at));
+        Pause(in_.poll_interval + in_.poll_interval / 2, "waiting for another installer run");
+        continue;
+      }
       if (pushed) {
         throw Error("k3s is not running on " + vm_ + " after the installer ran over SSH: " +
                         d.reason,
@@ -299,6 +313,7 @@ class ClusterBringUp {
                     ")");
       pushed = true;
       RunInstaller("push installer", args, "pushed_over_ssh");
+      pushed_at = Clock::now();
     }
     if (!pushed && in_.plan.boot_route && previous_route_ == "ssh") {
       // Nothing ran now: the install found is the one an earlier run pushed over SSH.

@@ -360,6 +360,20 @@ TEST_F(BringUpLoop, GivesUpWhenK3sStillDoesNotRunAfterOnePush) {
   EXPECT_EQ(node.Count("cluster checks"), 0);
 }
 
+TEST_F(BringUpLoop, ABootRunThatTakesTheLockAfterThePushIsWaitedFor) {
+  // The boot run was still in cloud-init's early stages when the push ran; it took the lock
+  // after the pushed run ended and is still installing at the next probe.
+  std::string boot_run_holds_lock = ProbeOutput(true, R"({"status": "running", "errors": []})");
+  boot_run_holds_lock.replace(boot_run_holds_lock.find("@@lock@@\nfree"),
+                              std::string("@@lock@@\nfree").size(), "@@lock@@\nheld");
+  node.probes = {ProbeOutput(false, kCloudInitDone), boot_run_holds_lock, boot_run_holds_lock,
+                 ProbeOutput(true, kCloudInitDone)};
+  Run();
+  EXPECT_EQ(node.Count("push installer"), 1);  // waited, never a second push
+  EXPECT_EQ(node.Count("probe"), 4);
+  EXPECT_EQ(rec.probe["pushed_over_ssh"], "yes");
+}
+
 TEST_F(BringUpLoop, AFailedPushStopsWithTheInstallersLastLine) {
   node.probes = {ProbeOutput(false, kCloudInitDone)};
   node.installer_exit = 3;

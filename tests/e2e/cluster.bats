@@ -147,10 +147,12 @@ heal() {
   "$GPUPROV" -v provision --name kw --cloud digitalocean >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
   local pid=$! _
   # While gpuprov waits for the boot install, cut its SSH connection on the node.
-  for _ in $(seq 1 100); do
+  # (up to 2 minutes: on a loaded machine SSH alone can take half a minute to come up)
+  for _ in $(seq 1 600); do
     grep -q "waiting for the boot install" "$BATS_TEST_TMPDIR/out" && break
     sleep 0.2
   done
+  grep -q "waiting for the boot install" "$BATS_TEST_TMPDIR/out"
   docker exec "$(docker ps -q --filter label=io.gpuprov.emulator.name=kw)" pkill -f 'sshd: root@'
   local rc=0
   wait "$pid" || rc=$?
