@@ -10,6 +10,7 @@
 #include <array>
 #include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <random>
@@ -589,7 +590,22 @@ std::string DockerDriver::ListResources(const std::string& /*request_json*/) {
     Engine engine = MakeEngine();
     // A VM is its container and nothing else: no key, firewall or disk is made for it.
     std::vector<kit::ResourceFields> out;
-    for (const auto& s : engine.ListContainers(ManagedFilter(scope_))) {
+    std::vector<ContainerSummary> containers;
+    try {
+      containers = engine.ListContainers(ManagedFilter(scope_));
+    } catch (const EngineError& e) {
+      // No daemon socket at all (Docker not installed or never started): no container can
+      // exist, so a sweep of every cloud finds nothing here rather than failing.
+      std::error_code ec;
+      if (e.kind() != EngineError::Kind::kUnreachable ||
+          std::filesystem::exists(engine.socket_path(), ec)) {
+        throw;
+      }
+      host_.Info("docker: no Docker daemon socket at " + engine.socket_path() +
+                 ", so no test VM to sweep");
+      return kit::ResourcesResult(out);
+    }
+    for (const auto& s : containers) {
       std::optional<ContainerInfo> info = engine.InspectContainer(s.id);
       if (!info || !IsManaged(*info, scope_)) continue;  // removed meanwhile, or not ours
       const std::string vm_name = Label(*info, kLabelName);

@@ -187,6 +187,12 @@ TEST(DockerDriverTest, UnreachableDaemonSaysStartDockerd) {
   EXPECT_TRUE(Contains(r.error, expected)) << r.error;
   r = driver.List();
   EXPECT_TRUE(Contains(r.error, expected)) << r.error;
+  // No socket, no container: gc's sweep finds nothing here instead of failing.
+  r = driver.Call(driver.vtable().list_resources, "{}");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r.error;
+  EXPECT_EQ(r.Doc()->getArray("resources")->size(), 0u) << r.json;
+  EXPECT_TRUE(Contains(driver.host().All(), "no Docker daemon socket at /nonexistent"))
+      << driver.host().All();
 }
 
 TEST(DockerDriverTest, TcpDockerHostIsRefused) {
