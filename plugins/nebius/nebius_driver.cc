@@ -933,6 +933,9 @@ std::string NebiusDriver::OpenPorts(const std::string& request_json) {
 std::string NebiusDriver::ListResources(const std::string& /*request_json*/) {
   // Instances before the disks they boot from and the groups their interfaces use: the order
   // gc deletes in. A security rule is a child of its group and goes with it.
+  // Credentials before the project: with neither, this is a cloud without credentials (AUTH),
+  // which a sweep of every cloud skips, not a misconfigured one.
+  client_->TokenOrigin();
   std::vector<kit::ResourceFields> out;
   for (const auto& inst : Instances()) {
     if (!OwnedBy(LabelsOf(inst.metadata().labels()))) continue;

@@ -102,6 +102,18 @@ TEST(NebiusDescriptor, NoCredentialsIsAuthBeforeAnyNetworkCall) {
   EXPECT_TRUE(Contains(r.error, "credentials_file")) << r.error;
 }
 
+TEST(NebiusDescriptor, NoCredentialsNorProjectIsAuthForGc) {
+  ScopedTempDir home("nebius-home");
+  ScopedEnv h("HOME", home.path().c_str());
+  ScopedEnv t("NEBIUS_IAM_TOKEN", nullptr);
+  ScopedEnv f("NEBIUS_CREDENTIALS_FILE", nullptr);
+  ScopedEnv p("NEBIUS_PROJECT_ID", nullptr);
+  Driver driver(R"({"endpoint":"127.0.0.1:9","config":{}})");
+  // AUTH: `gpuprov gc` skips a cloud without credentials instead of failing on it.
+  OpResult r = driver.Call(driver.vtable().list_resources, "{}");
+  EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r;
+}
+
 TEST(NebiusDescriptor, NoProjectNamesWhereToSetIt) {
   ScopedTempDir home("nebius-home");
   ScopedEnv h("HOME", home.path().c_str());

@@ -247,20 +247,23 @@ aws vm lost-aws lost-aws" ]
   run "$GPUPROV" provision --name lost-do --cloud digitalocean --no-k8s
   rm "$GPUPROV_HOME/state/lost-do.json"
   local json_doc
-  json_doc=$(env -u LAMBDA_API_KEY "$GPUPROV" gc -o json 2>"$BATS_TEST_TMPDIR/notes")
+  json_doc=$(env -u LAMBDA_API_KEY -u NEBIUS_CREDENTIALS_FILE -u NEBIUS_PROJECT_ID \
+    "$GPUPROV" gc -o json 2>"$BATS_TEST_TMPDIR/notes")
   cat "$BATS_TEST_TMPDIR/notes"
   echo "$json_doc"
   echo "$json_doc" | /usr/bin/python3 -c '
 import json, sys
 clouds = {c["cloud"]: c for c in json.load(sys.stdin)["clouds"]}
-assert all(clouds[c]["swept"] for c in ("digitalocean", "aws", "gcp", "hyperstack", "verda", "massedcompute", "primeintellect", "nebius", "docker")), clouds
+assert all(clouds[c]["swept"] for c in ("digitalocean", "aws", "gcp", "hyperstack", "verda", "massedcompute", "primeintellect", "docker")), clouds
 assert [o["kind"] for o in clouds["digitalocean"]["orphans"]] == ["vm", "firewall", "ssh_key"], clouds
 assert clouds["digitalocean"]["orphans"][0]["name"] == "lost-do", clouds
 assert clouds["aws"]["orphans"] == [], clouds["aws"]
 # Clouds without credentials here are skipped with a note, not failed.
-assert all(clouds[c]["orphans"] == [] for c in ("gcp", "hyperstack", "verda", "massedcompute", "primeintellect", "nebius", "docker")), clouds
-assert not clouds["lambda"]["swept"] and "no credentials" in clouds["lambda"]["note"], clouds["lambda"]'
+assert all(clouds[c]["orphans"] == [] for c in ("gcp", "hyperstack", "verda", "massedcompute", "primeintellect", "docker")), clouds
+assert not clouds["lambda"]["swept"] and "no credentials" in clouds["lambda"]["note"], clouds["lambda"]
+assert not clouds["nebius"]["swept"] and "no credentials" in clouds["nebius"]["note"], clouds["nebius"]'
   grep -q "lambda skipped: no credentials" "$BATS_TEST_TMPDIR/notes"
+  grep -q "nebius skipped: no credentials" "$BATS_TEST_TMPDIR/notes"
   [ "$(count digitalocean instances)" -eq 1 ]
 }
 
