@@ -10,6 +10,7 @@
 #include <array>
 #include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <random>
@@ -40,6 +41,8 @@ constexpr const char* kLabelAddress = "io.gpuprov.address";
 constexpr const char* kLabelGpus = "io.gpuprov.gpus";
 constexpr const char* kLabelInstanceType = "io.gpuprov.instance-type";
 constexpr const char* kLabelTagPrefix = "io.gpuprov.tag.";
+// Set from [clouds.docker] scope: test runs that share one daemon see only their own VMs.
+constexpr const char* kLabelScope = "io.gpuprov.scope";
 
 constexpr const char* kRegion = "local";
 constexpr const char* kContainerPrefix = "gpuprov-";
@@ -171,10 +174,20 @@ std::string SeedArchive(const std::string& container_name, const std::string& ho
 
 // --- containers as VMs ------------------------------------------------------
 
-std::vector<std::string> ManagedFilter() { return {std::string(kLabelManaged) + "=1"}; }
+// Every gpuprov container of the daemon, whatever its scope (addresses are shared by all).
+std::vector<std::string> AnyScopeFilter() { return {std::string(kLabelManaged) + "=1"}; }
 
-std::vector<std::string> NameFilter(const std::string& name) {
-  return {std::string(kLabelManaged) + "=1", std::string(kLabelName) + "=" + name};
+// The gpuprov containers of `scope` ("": every one).
+std::vector<std::string> ManagedFilter(const std::string& scope) {
+  std::vector<std::string> f = AnyScopeFilter();
+  if (!scope.empty()) f.push_back(std::string(kLabelScope) + "=" + scope);
+  return f;
+}
+
+std::vector<std::string> NameFilter(const std::string& scope, const std::string& name) {
+  std::vector<std::string> f = ManagedFilter(scope);
+  f.push_back(std::string(kLabelName) + "=" + name);
+  return f;
 }
 
 std::string Label(const ContainerInfo& c, const std::string& key) {
@@ -182,7 +195,23 @@ std::string Label(const ContainerInfo& c, const std::string& key) {
   return it == c.labels.end() ? "" : it->second;
 }
 
-bool IsManaged(const ContainerInfo& c) { return Label(c, kLabelManaged) == "1"; }
+// Carries gpuprov's label and, when a scope is set, that scope's.
+bool IsManaged(const ContainerInfo& c, const std::string& scope) {
+  return Label(c, kLabelManaged) == "1" && (scope.empty() || Label(c, kLabelScope) == scope);
+}
+
+// A scope is a Docker label value kept simple: 1-63 of [a-zA-Z0-9_.-].
+void ValidateScope(const std::string& scope) {
+  bool ok = !scope.empty() && scope.size() <= 63;
+  for (char c : scope) {
+    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-');
+  }
+  if (!ok) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "[clouds.docker] scope \"" + scope +
+                          "\" must be 1-63 letters, digits, '_', '.' or '-'");
+  }
+}
 
 // "2026-12-02T10:00:00.123456789Z" -> "2026-12-02T10:00:00Z".
 std::string TrimFraction(const std::string& rfc3339) {
@@ -250,24 +279,28 @@ std::string VmResult(const ContainerInfo& c, std::optional<bool> existing = std:
   return json::Stringify(result);
 }
 
-// The gpuprov container labelled with this VM name; nullopt when none.
-std::optional<ContainerInfo> FindByName(const Engine& engine, const std::string& name) {
-  for (const auto& s : engine.ListContainers(NameFilter(name))) {
+// The gpuprov container of `scope` labelled with this VM name; nullopt when none.
+std::optional<ContainerInfo> FindByName(const Engine& engine, const std::string& scope,
+                                        const std::string& name) {
+  for (const auto& s : engine.ListContainers(NameFilter(scope, name))) {
     auto it = s.labels.find(kLabelName);
     if (it == s.labels.end() || it->second != name) continue;  // exact, whatever the filter did
-    if (auto info = engine.InspectContainer(s.id)) return info;
+    if (auto info = engine.InspectContainer(s.id); info && IsManaged(*info, scope)) return info;
   }
   return std::nullopt;
 }
 
 // The gpuprov container a get/delete request names by "id" or, failing that, "name".
-std::optional<ContainerInfo> Resolve(const Engine& engine, const Object::Ptr& request) {
+std::optional<ContainerInfo> Resolve(const Engine& engine, const std::string& scope,
+                                     const Object::Ptr& request) {
   const auto [id, name] = kit::RequireIdOrName(request);
   if (!id.empty()) {
     auto info = engine.InspectContainer(id);
-    if (info && IsManaged(*info) && (name.empty() || Label(*info, kLabelName) == name)) return info;
+    if (info && IsManaged(*info, scope) && (name.empty() || Label(*info, kLabelName) == name)) {
+      return info;
+    }
   }
-  if (!name.empty()) return FindByName(engine, name);
+  if (!name.empty()) return FindByName(engine, scope, name);
   return std::nullopt;
 }
 
@@ -303,6 +336,10 @@ DockerDriver::DockerDriver(const gpuprov::sdk::InitContext& ctx)
   endpoint_ = settings.endpoint;
   const std::string image = json::Str(settings.config, "image");
   if (!image.empty()) default_image_ = image;
+  if (json::Has(settings.config, "scope")) {
+    scope_ = json::Str(settings.config, "scope");
+    ValidateScope(scope_);
+  }
 }
 
 Engine DockerDriver::MakeEngine() const {
@@ -401,7 +438,7 @@ std::string DockerDriver::Create(const std::string& request_json) {
     Engine engine = MakeEngine();
 
     // Idempotent by name: the container labelled with this name is the VM.
-    if (std::optional<ContainerInfo> found = FindByName(engine, name)) {
+    if (std::optional<ContainerInfo> found = FindByName(engine, scope_, name)) {
       host_.Info("docker: VM " + name + " exists as container " + found->name + " (" +
                  found->status + ")");
       if (found->status == "created") {
@@ -437,7 +474,7 @@ std::string DockerDriver::Create(const std::string& request_json) {
     }
 
     std::set<std::string> used;
-    for (const auto& s : engine.ListContainers(ManagedFilter())) {
+    for (const auto& s : engine.ListContainers(AnyScopeFilter())) {
       auto it = s.labels.find(kLabelAddress);
       if (it != s.labels.end()) used.insert(it->second);
     }
@@ -457,6 +494,7 @@ std::string DockerDriver::Create(const std::string& request_json) {
     vm.labels[kLabelGpus] =
         offer->gpu_count > 0 ? offer->gpu_type + ":" + std::to_string(offer->gpu_count) : "";
     vm.labels[kLabelInstanceType] = offer->instance_type;
+    if (!scope_.empty()) vm.labels[kLabelScope] = scope_;
     const ContainerSpec spec = TestVmContainer(vm);
 
     host_.Progress("creating container " + container_name + " (" + image + ", " + address + ")");
@@ -466,7 +504,7 @@ std::string DockerDriver::Create(const std::string& request_json) {
     } catch (const EngineError& e) {
       if (e.kind() != EngineError::Kind::kHttp || e.http_status() != 409) throw;
       // A parallel create of the same name won, or the name belongs to someone else.
-      if (std::optional<ContainerInfo> found = FindByName(engine, name)) {
+      if (std::optional<ContainerInfo> found = FindByName(engine, scope_, name)) {
         return VmResult(*found, true);
       }
       throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
@@ -505,7 +543,7 @@ std::string DockerDriver::Get(const std::string& request_json) {
   Object::Ptr request = json::ParseObject(request_json, "the request");
   return Translate("get", [&] {
     Engine engine = MakeEngine();
-    std::optional<ContainerInfo> info = Resolve(engine, request);
+    std::optional<ContainerInfo> info = Resolve(engine, scope_, request);
     if (!info) {
       std::string id = json::Str(request, "id"), name = json::Str(request, "name");
       throw DriverError(GPUPROV_STATUS_NOT_FOUND,
@@ -521,10 +559,10 @@ std::string DockerDriver::List(const std::string& /*request_json*/) {
   return Translate("list", [&] {
     Engine engine = MakeEngine();
     Array::Ptr vms = new Array();
-    for (const auto& s : engine.ListContainers(ManagedFilter())) {
+    for (const auto& s : engine.ListContainers(ManagedFilter(scope_))) {
       // A container removed between the two calls is skipped.
       if (std::optional<ContainerInfo> info = engine.InspectContainer(s.id)) {
-        if (IsManaged(*info)) vms->add(VmJson(*info));
+        if (IsManaged(*info, scope_)) vms->add(VmJson(*info));
       }
     }
     return kit::VmsResult(vms);
@@ -535,7 +573,7 @@ std::string DockerDriver::Delete(const std::string& request_json) {
   Object::Ptr request = json::ParseObject(request_json, "the request");
   return Translate("delete", [&] {
     Engine engine = MakeEngine();
-    std::optional<ContainerInfo> info = Resolve(engine, request);
+    std::optional<ContainerInfo> info = Resolve(engine, scope_, request);
     bool deleted = false;
     if (info) {
       host_.Progress("removing container " + info->name);
@@ -547,11 +585,67 @@ std::string DockerDriver::Delete(const std::string& request_json) {
   });
 }
 
+std::string DockerDriver::ListResources(const std::string& /*request_json*/) {
+  return Translate("list resources", [&] {
+    Engine engine = MakeEngine();
+    // A VM is its container and nothing else: no key, firewall or disk is made for it.
+    std::vector<kit::ResourceFields> out;
+    std::vector<ContainerSummary> containers;
+    try {
+      containers = engine.ListContainers(ManagedFilter(scope_));
+    } catch (const EngineError& e) {
+      // No daemon socket at all (Docker not installed or never started): no container can
+      // exist, so a sweep of every cloud finds nothing here rather than failing.
+      std::error_code ec;
+      if (e.kind() != EngineError::Kind::kUnreachable ||
+          std::filesystem::exists(engine.socket_path(), ec)) {
+        throw;
+      }
+      host_.Info("docker: no Docker daemon socket at " + engine.socket_path() +
+                 ", so no test VM to sweep");
+      return kit::ResourcesResult(out);
+    }
+    for (const auto& s : containers) {
+      std::optional<ContainerInfo> info = engine.InspectContainer(s.id);
+      if (!info || !IsManaged(*info, scope_)) continue;  // removed meanwhile, or not ours
+      const std::string vm_name = Label(*info, kLabelName);
+      kit::ResourceFields r = kit::Resource("vm", info->id, info->name);
+      if (!vm_name.empty()) r.vm_names = {vm_name};
+      r.region = kRegion;
+      r.created_at = TrimFraction(info->created);
+      r.price_per_hour = 0.0;  // the test cloud's offers cost nothing
+      out.push_back(r);
+    }
+    return kit::ResourcesResult(out);
+  });
+}
+
+std::string DockerDriver::DeleteResource(const std::string& request_json) {
+  const kit::ResourceRef ref = kit::ParseResourceRequest(request_json, {"vm"});
+  return Translate("delete container " + ref.id, [&] {
+    Engine engine = MakeEngine();
+    // Inspected again: only a container that still carries gpuprov's labels is removed.
+    std::optional<ContainerInfo> info = engine.InspectContainer(ref.id);
+    if (!info) return kit::DeletedResult(false);
+    if (!IsManaged(*info, scope_)) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "container " + info->name + " (" + ref.id.substr(0, 12) +
+                            ") does not carry gpuprov's label " + kLabelManaged + "=1" +
+                            (scope_.empty() ? "" : " and " + std::string(kLabelScope) + "=" + scope_) +
+                            "; gpuprov leaves it alone");
+    }
+    host_.Progress("removing container " + info->name);
+    return kit::DeletedResult(engine.RemoveContainer(info->id));
+  });
+}
+
 }  // namespace gpuprov::docker
 
 // The keys of [clouds.docker] this driver reads (ABI 1.1: gpuprov refuses others).
 constexpr gpuprov_type_config_key kDockerConfigKeys[] = {
     gpuprov::sdk::StringKey("image", "the test VM image used when the request names none"),
+    gpuprov::sdk::StringKey("scope", "only containers labelled with this scope are this cloud's "
+                                     "(test runs sharing one Docker daemon)"),
 };
 
 GPUPROV_DRIVER(gpuprov::docker::DockerDriver, kDockerConfigKeys)

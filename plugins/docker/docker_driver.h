@@ -10,7 +10,8 @@
 //
 // Settings (docs/driver-protocol.md, init): "endpoint" may be a unix:///path
 // Docker socket (default: $DOCKER_HOST, else /var/run/docker.sock);
-// config.image replaces the default image.
+// config.image replaces the default image; config.scope labels the containers made and
+// limits every look-up (list, get, delete, gc) to that label, so test runs can share a daemon.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,11 @@ class DockerDriver {
   std::string Get(const std::string& request_json);
   std::string List(const std::string& request_json);
   std::string Delete(const std::string& request_json);
+  /// The containers labelled io.gpuprov.managed=1 (and the scope, when set): `gpuprov gc`
+  /// (ABI 1.2). A VM here is one container; nothing else is made for it.
+  std::string ListResources(const std::string& request_json);
+  /// Removes one of those by id ("vm"), inspected again; refused when it lacks the labels.
+  std::string DeleteResource(const std::string& request_json);
 
  private:
   /// A client for the socket named by the endpoint setting, else $DOCKER_HOST
@@ -46,6 +52,7 @@ class DockerDriver {
   gpuprov::sdk::Host host_;
   std::string endpoint_;       // "" or unix:///path
   std::string default_image_;  // config.image, else GPUPROV_TESTVM_IMAGE
+  std::string scope_;          // config.scope: "" sees every gpuprov container of the daemon
 };
 
 }  // namespace gpuprov::docker

@@ -187,6 +187,12 @@ TEST(DockerDriverTest, UnreachableDaemonSaysStartDockerd) {
   EXPECT_TRUE(Contains(r.error, expected)) << r.error;
   r = driver.List();
   EXPECT_TRUE(Contains(r.error, expected)) << r.error;
+  // No socket, no container: gc's sweep finds nothing here instead of failing.
+  r = driver.Call(driver.vtable().list_resources, "{}");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r.error;
+  EXPECT_EQ(r.Doc()->getArray("resources")->size(), 0u) << r.json;
+  EXPECT_TRUE(Contains(driver.host().All(), "no Docker daemon socket at /nonexistent"))
+      << driver.host().All();
 }
 
 TEST(DockerDriverTest, TcpDockerHostIsRefused) {
@@ -440,6 +446,75 @@ TEST(DockerDriverTest, CloudInitRunsTheSeed) {
   char banner[8] = {};
   int n = ssh.receiveBytes(banner, sizeof banner);
   EXPECT_EQ(std::string(banner, n > 0 ? n : 0), "SSH-2.0-");
+}
+
+// `gpuprov gc` (ABI 1.2): the containers of the driver's scope, with age and price; another
+// scope's container and a container without gpuprov's labels are neither listed nor removed.
+TEST(DockerDriverTest, ListResourcesAndDeleteResourceStayInTheScope) {
+  if (auto p = ImageProblem(kImage)) GTEST_SKIP() << *p;
+  const std::string scope_a = "gc-a-" + RunId(), scope_b = "gc-b-" + RunId();
+  Driver a(R"({"endpoint":"","config":{"scope":")" + scope_a + R"("}})");
+  Driver b(R"({"endpoint":"","config":{"scope":")" + scope_b + R"("}})");
+  ASSERT_NE(a.vtable().list_resources, nullptr);
+  ASSERT_NE(a.vtable().delete_resource, nullptr);
+  const std::string in_a = VmName("gc-a"), in_b = VmName("gc-b");
+  OpResult ca = a.Create(CreateRequest(in_a, "null"));
+  ASSERT_EQ(ca.status, GPUPROV_STATUS_OK) << ca.error;
+  OpResult cb = b.Create(CreateRequest(in_b, "null"));
+  ASSERT_EQ(cb.status, GPUPROV_STATUS_OK) << cb.error;
+  const std::string id_a = ca.Vm()->getValue<std::string>("id");
+  const std::string id_b = cb.Vm()->getValue<std::string>("id");
+  ContainerSpec foreign;
+  foreign.name = "gpuprov-" + VmName("gc-foreign");
+  foreign.image = kImage;
+  foreign.cmd = {"/bin/true"};
+  foreign.labels = {{testing::kRunLabel, RunId()}};
+  const std::string id_foreign = TestEngine().CreateContainer(foreign);
+
+  OpResult listed = a.Call(a.vtable().list_resources, "{}");
+  ASSERT_EQ(listed.status, GPUPROV_STATUS_OK) << listed.error;
+  Array::Ptr resources = listed.Doc()->getArray("resources");
+  ASSERT_EQ(resources->size(), 1u) << listed.json;
+  Object::Ptr r = resources->getObject(0);
+  EXPECT_EQ(r->getValue<std::string>("kind"), "vm");
+  EXPECT_EQ(r->getValue<std::string>("id"), id_a);
+  EXPECT_EQ(r->getValue<std::string>("name"), "gpuprov-" + in_a);
+  EXPECT_EQ(r->getArray("vm_names")->getElement<std::string>(0), in_a);
+  EXPECT_EQ(r->getValue<std::string>("region"), "local");
+  EXPECT_EQ(r->getValue<std::string>("created_at").size(), 20u) << listed.json;  // ...T..:..:..Z
+  EXPECT_EQ(r->getValue<double>("price_per_hour"), 0.0);
+  // The other scope's VM is not this driver's: get, list and delete do not see it either.
+  EXPECT_EQ(a.Get(R"({"name":")" + in_b + R"("})").status, GPUPROV_STATUS_NOT_FOUND);
+  EXPECT_EQ(a.List().Doc()->getArray("vms")->size(), 1u);
+  // Without a scope, every gpuprov container of the daemon is listed (both, not the foreign one).
+  Driver all;
+  OpResult every = all.Call(all.vtable().list_resources, "{}");
+  ASSERT_EQ(every.status, GPUPROV_STATUS_OK) << every.error;
+  EXPECT_TRUE(Contains(every.json, id_a) && Contains(every.json, id_b)) << every.json;
+  EXPECT_FALSE(Contains(every.json, id_foreign)) << every.json;
+
+  for (const std::string& id : {id_b, id_foreign}) {
+    OpResult refused = a.Call(a.vtable().delete_resource, R"({"kind":"vm","id":")" + id + R"("})");
+    EXPECT_EQ(refused.status, GPUPROV_STATUS_INVALID_INPUT) << refused.json;
+    EXPECT_TRUE(Contains(refused.error, "gpuprov leaves it alone")) << refused.error;
+  }
+  OpResult kind = a.Call(a.vtable().delete_resource, R"({"kind":"ssh_key","id":"1"})");
+  EXPECT_EQ(kind.status, GPUPROV_STATUS_INVALID_INPUT);
+  OpResult del = a.Call(a.vtable().delete_resource, R"({"kind":"vm","id":")" + id_a + R"("})");
+  ASSERT_EQ(del.status, GPUPROV_STATUS_OK) << del.error;
+  EXPECT_TRUE(del.Doc()->getValue<bool>("deleted"));
+  OpResult again = a.Call(a.vtable().delete_resource, R"({"kind":"vm","id":")" + id_a + R"("})");
+  ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << again.error;
+  EXPECT_FALSE(again.Doc()->getValue<bool>("deleted"));
+  EXPECT_EQ(CountByName(in_a), 0u);
+  EXPECT_EQ(CountByName(in_b), 1u);
+  EXPECT_TRUE(TestEngine().InspectContainer(id_foreign).has_value());
+}
+
+TEST(DockerDriverTest, ABadScopeIsRefusedAtInit) {
+  LoadedDriver bad(GPUPROV_DOCKER_DRIVER_PATH, R"({"endpoint":"","config":{"scope":"a b"}})");
+  EXPECT_EQ(bad.init_status(), GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_TRUE(Contains(bad.init_error(), "[clouds.docker] scope")) << bad.init_error();
 }
 
 }  // namespace

@@ -46,6 +46,21 @@ void SetLabels(MapT* to, const std::map<std::string, std::string>& labels) {
   for (const auto& [k, v] : labels) (*to)[k] = v;
 }
 
+// A listed resource from its metadata: the VM it was made for is its gpuprov-name label.
+kit::ResourceFields ResourceOf(const std::string& kind, const nc::ResourceMetadata& m,
+                               const std::string& region) {
+  kit::ResourceFields r = kit::Resource(kind, m.id(), m.name());
+  const auto labels = LabelsOf(m.labels());
+  if (auto it = labels.find(kit::kNameTag); it != labels.end() && !it->second.empty()) {
+    r.vm_names = {it->second};
+  }
+  r.region = region;
+  if (m.has_created_at()) {
+    r.created_at = google::protobuf::util::TimeUtil::ToString(m.created_at());
+  }
+  return r;
+}
+
 std::string PortList(const std::vector<int>& ports) {
   std::string out;
   for (int p : ports) out += (out.empty() ? "" : ",") + std::to_string(p);
@@ -198,6 +213,44 @@ std::vector<NebiusDriver::Instance> NebiusDriver::Instances() {
     compute::ListInstancesResponse resp;
     client_->Run({"list instances"}, [&](grpc::ClientContext* c, Done d) {
       client_->instances().async()->List(c, &req, &resp, std::move(d));
+    });
+    for (auto& i : *resp.mutable_items()) out.push_back(std::move(i));
+    token = resp.next_page_token();
+    if (token.empty()) break;
+  }
+  return out;
+}
+
+std::vector<compute::Disk> NebiusDriver::Disks() {
+  std::vector<compute::Disk> out;
+  std::string token;
+  for (int page = 0; page < kMaxPages; ++page) {
+    compute::ListDisksRequest req;
+    req.set_parent_id(Project());
+    req.set_page_size(kPageSize);
+    req.set_page_token(token);
+    compute::ListDisksResponse resp;
+    client_->Run({"list disks"}, [&](grpc::ClientContext* c, Done d) {
+      client_->disks().async()->List(c, &req, &resp, std::move(d));
+    });
+    for (auto& i : *resp.mutable_items()) out.push_back(std::move(i));
+    token = resp.next_page_token();
+    if (token.empty()) break;
+  }
+  return out;
+}
+
+std::vector<vpc::SecurityGroup> NebiusDriver::Groups() {
+  std::vector<vpc::SecurityGroup> out;
+  std::string token;
+  for (int page = 0; page < kMaxPages; ++page) {
+    vpc::ListSecurityGroupsRequest req;
+    req.set_parent_id(Project());
+    req.set_page_size(kPageSize);
+    req.set_page_token(token);
+    vpc::ListSecurityGroupsResponse resp;
+    client_->Run({"list security groups"}, [&](grpc::ClientContext* c, Done d) {
+      client_->groups().async()->List(c, &req, &resp, std::move(d));
     });
     for (auto& i : *resp.mutable_items()) out.push_back(std::move(i));
     token = resp.next_page_token();
@@ -489,10 +542,15 @@ bool NebiusDriver::DeleteBootDisk(const std::string& vm_name) {
                   "; left in place");
     return false;
   }
+  return DeleteDisk(disk);
+}
+
+bool NebiusDriver::DeleteDisk(const ::nebius::compute::v1::Disk& disk) {
+  const std::string disk_name = disk.metadata().name();
   compute::DeleteDiskRequest req;
   req.set_id(disk.metadata().id());
   Operation op;
-  host_.Progress("deleting boot disk " + disk_name);
+  host_.Progress("deleting disk " + disk_name);
   if (!client_->Run({"delete disk " + disk_name, true, true}, [&](grpc::ClientContext* c, Done d) {
         client_->disks().async()->Delete(c, &req, &op, std::move(d));
       })) {
@@ -519,6 +577,11 @@ bool NebiusDriver::DeleteSecurityGroup(const std::string& vm_name) {
                   "; left in place");
     return false;
   }
+  return DeleteGroup(group);
+}
+
+bool NebiusDriver::DeleteGroup(const ::nebius::vpc::v1::SecurityGroup& group) {
+  const std::string sg_name = group.metadata().name();
   const std::string id = group.metadata().id();
   // Its rules first (children of the group).
   vpc::ListSecurityRulesRequest list;
@@ -865,6 +928,68 @@ std::string NebiusDriver::OpenPorts(const std::string& request_json) {
   }
   AddMissingRules(group_id, name, ports, false);
   return "{}";
+}
+
+std::string NebiusDriver::ListResources(const std::string& /*request_json*/) {
+  // Instances before the disks they boot from and the groups their interfaces use: the order
+  // gc deletes in. A security rule is a child of its group and goes with it.
+  // Credentials before the project: with neither, this is a cloud without credentials (AUTH),
+  // which a sweep of every cloud skips, not a misconfigured one.
+  client_->TokenOrigin();
+  std::vector<kit::ResourceFields> out;
+  for (const auto& inst : Instances()) {
+    if (!OwnedBy(LabelsOf(inst.metadata().labels()))) continue;
+    out.push_back(ResourceOf("vm", inst.metadata(), region_));
+  }
+  for (const auto& disk : Disks()) {
+    if (!OwnedBy(LabelsOf(disk.metadata().labels()))) continue;
+    out.push_back(ResourceOf("disk", disk.metadata(), region_));
+  }
+  for (const auto& group : Groups()) {
+    if (!OwnedBy(LabelsOf(group.metadata().labels()))) continue;
+    out.push_back(ResourceOf("security_group", group.metadata(), region_));
+  }
+  return kit::ResourcesResult(out);
+}
+
+std::string NebiusDriver::DeleteResource(const std::string& request_json) {
+  const kit::ResourceRef ref =
+      kit::ParseResourceRequest(request_json, {"vm", "disk", "security_group"});
+  auto refuse = [&] {
+    return DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                       ref.kind + " " + ref.id +
+                           " does not carry gpuprov's label (gpuprov=1); gpuprov leaves it alone");
+  };
+  // Each is read again: only what still carries gpuprov's label is deleted.
+  if (ref.kind == "vm") {
+    std::optional<Instance> inst = InstanceById(ref.id);
+    if (!inst) return kit::DeletedResult(false);
+    if (!OwnedBy(LabelsOf(inst->metadata().labels()))) throw refuse();
+    return kit::DeletedResult(DeleteInstance(*inst));
+  }
+  if (ref.kind == "disk") {
+    compute::GetDiskRequest req;
+    req.set_id(ref.id);
+    compute::Disk disk;
+    if (!client_->Run({"get disk " + ref.id, false, true}, [&](grpc::ClientContext* c, Done d) {
+          client_->disks().async()->Get(c, &req, &disk, std::move(d));
+        })) {
+      return kit::DeletedResult(false);
+    }
+    if (!OwnedBy(LabelsOf(disk.metadata().labels()))) throw refuse();
+    return kit::DeletedResult(DeleteDisk(disk));
+  }
+  vpc::GetSecurityGroupRequest req;
+  req.set_id(ref.id);
+  vpc::SecurityGroup group;
+  if (!client_->Run({"get security group " + ref.id, false, true},
+                    [&](grpc::ClientContext* c, Done d) {
+                      client_->groups().async()->Get(c, &req, &group, std::move(d));
+                    })) {
+    return kit::DeletedResult(false);
+  }
+  if (!OwnedBy(LabelsOf(group.metadata().labels()))) throw refuse();
+  return kit::DeletedResult(DeleteGroup(group));
 }
 
 }  // namespace gpuprov::nebius

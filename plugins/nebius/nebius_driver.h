@@ -47,6 +47,12 @@ class NebiusDriver {
   std::string List(const std::string& request_json);
   std::string Delete(const std::string& request_json);
   std::string OpenPorts(const std::string& request_json);
+  /// Instances, boot disks and security groups labelled gpuprov=1 (`gpuprov gc`, ABI 1.2), in
+  /// that order; a group's rules go with it. No price: the API reports none.
+  std::string ListResources(const std::string& request_json);
+  /// One of those by kind ("vm", "disk", "security_group") and id, read again first; refused
+  /// when it does not carry the gpuprov=1 label.
+  std::string DeleteResource(const std::string& request_json);
 
  private:
   using Instance = ::nebius::compute::v1::Instance;
@@ -87,6 +93,11 @@ class NebiusDriver {
   bool DeleteInstance(const Instance& inst);
   bool DeleteBootDisk(const std::string& vm_name);
   bool DeleteSecurityGroup(const std::string& vm_name);
+  bool DeleteDisk(const ::nebius::compute::v1::Disk& disk);
+  /// The group's rules, then the group.
+  bool DeleteGroup(const ::nebius::vpc::v1::SecurityGroup& group);
+  std::vector<::nebius::compute::v1::Disk> Disks();
+  std::vector<::nebius::vpc::v1::SecurityGroup> Groups();
   /// The clean-up of a create that failed: what it made now goes, errors only warned.
   void CleanUp(const std::string& vm_name, bool disk, bool group);
 

@@ -102,6 +102,18 @@ TEST(NebiusDescriptor, NoCredentialsIsAuthBeforeAnyNetworkCall) {
   EXPECT_TRUE(Contains(r.error, "credentials_file")) << r.error;
 }
 
+TEST(NebiusDescriptor, NoCredentialsNorProjectIsAuthForGc) {
+  ScopedTempDir home("nebius-home");
+  ScopedEnv h("HOME", home.path().c_str());
+  ScopedEnv t("NEBIUS_IAM_TOKEN", nullptr);
+  ScopedEnv f("NEBIUS_CREDENTIALS_FILE", nullptr);
+  ScopedEnv p("NEBIUS_PROJECT_ID", nullptr);
+  Driver driver(R"({"endpoint":"127.0.0.1:9","config":{}})");
+  // AUTH: `gpuprov gc` skips a cloud without credentials instead of failing on it.
+  OpResult r = driver.Call(driver.vtable().list_resources, "{}");
+  EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r;
+}
+
 TEST(NebiusDescriptor, NoProjectNamesWhereToSetIt) {
   ScopedTempDir home("nebius-home");
   ScopedEnv h("HOME", home.path().c_str());
@@ -161,12 +173,14 @@ class NebiusEmulator {
   std::string Reachable(const std::string& name) {
     return process_.ReachablePorts("nebius", name);
   }
-  std::string UserData(const std::string& name) {
+  std::string UserData(const std::string& name) { return InstanceField(name, "user_data"); }
+  /// A field of the emulator's /instances row of that instance name ("" when none).
+  std::string InstanceField(const std::string& name, const std::string& field) {
     HttpReply r = process_.Control("GET", "/instances?cloud=nebius");
     Array::Ptr list = r.Doc()->getArray("instances");
     for (size_t i = 0; list && i < list->size(); ++i) {
       Object::Ptr o = list->getObject(static_cast<unsigned>(i));
-      if (o->getValue<std::string>("name") == name) return o->optValue<std::string>("user_data", "");
+      if (o->getValue<std::string>("name") == name) return o->optValue<std::string>(field, "");
     }
     return "";
   }
@@ -436,6 +450,68 @@ TEST_F(NebiusEmulatorTest, CancelStopsAWaitAndARerunFinishesWithoutDuplicates) {
   EXPECT_EQ(emulator_->Count("security_groups"), 1);
   ASSERT_EQ(rerun.Delete(R"({"name":"nb-cancel"})").status, GPUPROV_STATUS_OK);
   ExpectNothingLeft();
+}
+
+// `gpuprov gc` (ABI 1.2): an instance, its boot disk and its security group, each labelled
+// gpuprov=1 and gpuprov-name, listed VMs first with age; resources that lost their labels (the
+// user's own) are neither listed nor deleted.
+TEST_F(NebiusEmulatorTest, ListResourcesAndDeleteResourceTouchOnlyLabelledOnes) {
+  Driver driver(Config());
+  ASSERT_NE(driver.vtable().list_resources, nullptr);
+  ASSERT_NE(driver.vtable().delete_resource, nullptr);
+  ASSERT_EQ(driver.Create(CreateRequest("nb-gc", "")).status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Create(CreateRequest("nb-users", "")).status, GPUPROV_STATUS_OK);
+  for (const char* name : {"nb-users", "nb-users-boot", "gpuprov-nb-users"}) {
+    emulator_->Settings(std::string(R"("unlabel":")") + name + R"(")");
+  }
+  OpResult listed = driver.Call(driver.vtable().list_resources, "{}");
+  ASSERT_EQ(listed.status, GPUPROV_STATUS_OK) << listed;
+  Array::Ptr resources = listed.Doc()->getArray("resources");
+  ASSERT_EQ(resources->size(), 3u) << listed.json;
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"vm", "nb-gc"}, {"disk", "nb-gc-boot"}, {"security_group", "gpuprov-nb-gc"}};
+  std::vector<std::pair<std::string, std::string>> ids;
+  for (size_t i = 0; i < resources->size(); ++i) {
+    Object::Ptr r = resources->getObject(static_cast<unsigned>(i));
+    EXPECT_EQ(r->getValue<std::string>("kind"), want[i].first) << listed.json;
+    EXPECT_EQ(r->getValue<std::string>("name"), want[i].second) << listed.json;
+    ASSERT_EQ(r->getArray("vm_names")->size(), 1u) << listed.json;
+    EXPECT_EQ(r->getArray("vm_names")->getElement<std::string>(0), "nb-gc");
+    EXPECT_EQ(r->getValue<std::string>("created_at").rfind("20", 0), 0u) << listed.json;
+    EXPECT_FALSE(r->has("price_per_hour")) << listed.json;  // the API reports no price
+    ids.emplace_back(r->getValue<std::string>("kind"), r->getValue<std::string>("id"));
+  }
+
+  // The user's own resources are refused by id, whatever kind is claimed.
+  OpResult users = driver.List();
+  ASSERT_EQ(users.status, GPUPROV_STATUS_OK) << users;
+  EXPECT_EQ(users.Doc()->getArray("vms")->size(), 1u) << users.json;
+  const std::string users_instance = emulator_->InstanceField("nb-users", "id");
+  ASSERT_FALSE(users_instance.empty());
+  OpResult refused = driver.Call(driver.vtable().delete_resource,
+                                 R"({"kind":"vm","id":")" + users_instance + R"("})");
+  EXPECT_EQ(refused.status, GPUPROV_STATUS_INVALID_INPUT) << refused;
+  EXPECT_TRUE(Contains(refused.error, "does not carry gpuprov's label")) << refused.error;
+  OpResult bad_kind = driver.Call(driver.vtable().delete_resource, R"({"kind":"ssh_key","id":"x"})");
+  EXPECT_EQ(bad_kind.status, GPUPROV_STATUS_INVALID_INPUT) << bad_kind;
+
+  // Deleted in the listed order: instance, disk, group (with its rules).
+  for (const auto& [kind, id] : ids) {
+    OpResult d = driver.Call(driver.vtable().delete_resource,
+                             R"({"kind":")" + kind + R"(","id":")" + id + R"("})");
+    ASSERT_EQ(d.status, GPUPROV_STATUS_OK) << kind << ": " << d;
+    EXPECT_TRUE(d.Doc()->getValue<bool>("deleted")) << kind;
+  }
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  EXPECT_EQ(emulator_->Count("disks"), 1);
+  EXPECT_EQ(emulator_->Count("security_groups"), 1);
+  OpResult again = driver.Call(driver.vtable().delete_resource,
+                               R"({"kind":"disk","id":")" + ids[1].second + R"("})");
+  ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << again;
+  EXPECT_FALSE(again.Doc()->getValue<bool>("deleted"));
+  OpResult empty = driver.Call(driver.vtable().list_resources, "{}");
+  ASSERT_EQ(empty.status, GPUPROV_STATUS_OK) << empty;
+  EXPECT_EQ(empty.Doc()->getArray("resources")->size(), 0u) << empty.json;
 }
 
 }  // namespace

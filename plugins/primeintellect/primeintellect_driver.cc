@@ -166,6 +166,21 @@ std::string PriceText(const std::optional<double>& p) {
 
 // --- pods as VMs -------------------------------------------------------------
 
+// A pod carries no tags: its name, gpuprov-<VM name>, is gpuprov's mark (and the SSH key's,
+// gpuprov-<hash>). Pods made before this prefix are still found by id (a state record's).
+std::string PodName(const std::string& vm_name) { return kit::kResourcePrefix + vm_name; }
+
+bool IsGpuprovName(const std::string& name) {
+  return name.size() > std::string(kit::kResourcePrefix).size() &&
+         name.rfind(kit::kResourcePrefix, 0) == 0;
+}
+
+// The VM name of a pod: its name without gpuprov's prefix (an older pod's name as it is).
+std::string VmNameOf(const Object::Ptr& pod) {
+  const std::string name = Text(pod, "name");
+  return IsGpuprovName(name) ? name.substr(std::string(kit::kResourcePrefix).size()) : name;
+}
+
 bool IsGone(const Object::Ptr& pod) {
   std::string s = Upper(Text(pod, "status"));
   return s == "TERMINATED" || s == "DELETING";
@@ -248,7 +263,8 @@ Object::Ptr VmJson(const Object::Ptr& pod) {
 
   Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   vm->set("id", Text(pod, "id"));
-  vm->set("name", Text(pod, "name"));
+  vm->set("name", VmNameOf(pod));
+  vm->set("pod_name", Text(pod, "name"));
   vm->set("state", st.state);
   vm->set("public_ip", public_ip);
   vm->set("ssh_port", port);
@@ -317,8 +333,9 @@ std::string SkipFix(const std::vector<std::string>& vm_providers) {
          list + "\")";
 }
 
+// The pod name is gpuprov-<VM name>, at most 128 characters.
 const kit::VmNameRules kPodNameRules{
-    .what = "a Prime Intellect pod name", .max_length = 128, .any_visible = true};
+    .what = "a Prime Intellect pod name", .max_length = 120, .any_visible = true};
 
 // A positive integer setting from the config table (number or numeric string).
 std::optional<long long> Setting(const Object::Ptr& config, const std::string& key) {
@@ -614,8 +631,9 @@ std::vector<PrimeIntellectDriver::ObjectPtr> PrimeIntellectDriver::ListPods() {
 PrimeIntellectDriver::ObjectPtr PrimeIntellectDriver::FindPodByName(const std::string& name) {
   ObjectPtr found;
   int matches = 0;
+  const std::string pod_name = PodName(name);
   for (const ObjectPtr& pod : ListPods()) {
-    if (Text(pod, "name") != name || IsGone(pod)) continue;
+    if (Text(pod, "name") != pod_name || IsGone(pod)) continue;
     if (!found) found = pod;
     ++matches;
   }
@@ -639,7 +657,7 @@ PrimeIntellectDriver::ObjectPtr PrimeIntellectDriver::Resolve(const ObjectPtr& r
   const auto [id, name] = kit::RequireIdOrName(request);
   if (!id.empty()) {
     ObjectPtr pod = GetPod(id);
-    if (pod && (name.empty() || Text(pod, "name") == name)) return pod;
+    if (pod && (name.empty() || VmNameOf(pod) == name)) return pod;
   }
   if (!name.empty()) return FindPodByName(name);
   return nullptr;
@@ -865,7 +883,7 @@ std::string PrimeIntellectDriver::Create(const std::string& request_json) {
   if (!public_key.empty()) EnsureSshKey(public_key);
 
   Object::Ptr pod = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-  pod->set("name", name);
+  pod->set("name", PodName(name));
   pod->set("cloudId", offer->cloud_id);
   pod->set("gpuType", offer->gpu_type);
   if (!offer->socket.empty()) pod->set("socket", offer->socket);
@@ -889,7 +907,7 @@ std::string PrimeIntellectDriver::Create(const std::string& request_json) {
     body.set("team", Poco::Dynamic::Var());
   }
 
-  host_.Progress("creating pod " + name + ": " + offer->cloud_id + " on " + offer->provider +
+  host_.Progress("creating pod " + PodName(name) + ": " + offer->cloud_id + " on " + offer->provider +
                  " in " + offer->DisplayRegion() + " (" + PriceText(offer->price_per_hour) +
                  ", image " + chosen_image + ")");
   ObjectPtr created = CreatePod(json::Stringify(body), name);
@@ -912,7 +930,7 @@ std::string PrimeIntellectDriver::Get(const std::string& request_json) {
 std::string PrimeIntellectDriver::List(const std::string& /*request_json*/) {
   Array::Ptr vms = new Array();
   for (const ObjectPtr& pod : ListPods()) {
-    if (Upper(Text(pod, "status")) == "TERMINATED") continue;
+    if (Upper(Text(pod, "status")) == "TERMINATED" || !IsGpuprovName(Text(pod, "name"))) continue;
     vms->add(VmJson(pod));
   }
   return kit::VmsResult(vms);
@@ -926,13 +944,20 @@ std::string PrimeIntellectDriver::Delete(const std::string& request_json) {
     DeleteOwnKeysIfNoPods();  // a half-done create may have registered the key only
     return kit::DeletedResult(false);
   }
+  bool finished = false;
+  const bool deleted = DeletePod(pod, &finished);
+  if (finished) DeleteOwnKeysIfNoPods();
+  return kit::DeletedResult(deleted);
+}
+
+bool PrimeIntellectDriver::DeletePod(const ObjectPtr& pod, bool* finished) {
   const std::string id = Text(pod, "id");
   const std::string name = Text(pod, "name");
   host_.Progress("deleting pod " + name + " (" + id + ")");
   HttpResponse r = Call("DELETE", std::string(kApi) + "/pods/" + Encode(id));
   if (r.status == 404) {
-    DeleteOwnKeysIfNoPods();
-    return kit::DeletedResult(false);
+    *finished = true;
+    return false;
   }
   if (!IsSuccess(r.status)) ThrowForResponse(r, "delete pod " + name);
 
@@ -940,35 +965,107 @@ std::string PrimeIntellectDriver::Delete(const std::string& request_json) {
   std::string status = Text(pod, "status");
   kit::PollOptions poll{"waiting for pod " + name + " to be deleted", poll_interval_,
                         std::chrono::duration_cast<std::chrono::milliseconds>(delete_timeout_)};
-  const bool gone = kit::PollUntil(host_, poll, [&](std::string* state) {
+  *finished = kit::PollUntil(host_, poll, [&](std::string* state) {
     ObjectPtr now = GetPod(id);
     if (!now) return true;
     status = Upper(Text(now, "status"));
     *state = Lower(status);
     return status == "TERMINATED";
   });
-  if (!gone) {
+  if (!*finished) {
     host_.Warning("pod " + name + " is still " + status + " after " +
                   std::to_string(delete_timeout_.count()) +
                   " s; Prime Intellect finishes the deletion on its own");
-  } else {
-    DeleteOwnKeysIfNoPods();
   }
-  return kit::DeletedResult(true);
+  return true;
+}
+
+std::vector<PrimeIntellectDriver::ObjectPtr> PrimeIntellectDriver::ListKeys() {
+  std::vector<ObjectPtr> keys;
+  for (int page = 0; page < kMaxPages; ++page) {
+    const int offset = page * kPageSize;
+    Poco::Dynamic::Var v =
+        CallJson("GET",
+                 std::string(kApi) + "/ssh_keys/?offset=" + std::to_string(offset) +
+                     "&limit=" + std::to_string(kPageSize),
+                 "list SSH keys");
+    Object::Ptr o = v.type() == typeid(Object::Ptr) ? v.extract<Object::Ptr>() : nullptr;
+    Array::Ptr data = o ? json::Arr(o, "data") : nullptr;
+    if (!data) break;
+    for (size_t i = 0; i < data->size(); ++i) {
+      if (Object::Ptr k = json::ObjAt(data, i)) keys.push_back(k);
+    }
+    std::optional<double> total = Number(o, "total_count");
+    if (data->size() < static_cast<size_t>(kPageSize)) break;
+    if (total && offset + static_cast<int>(data->size()) >= *total) break;
+  }
+  return keys;
+}
+
+std::string PrimeIntellectDriver::ListResources(const std::string& /*request_json*/) {
+  // Pods first, then the account key they were made with: the order gc deletes in.
+  std::vector<kit::ResourceFields> out;
+  std::vector<std::string> live;  // the VM names of gpuprov's live pods
+  for (const ObjectPtr& pod : ListPods()) {
+    const std::string name = Text(pod, "name");
+    if (IsGone(pod) || !IsGpuprovName(name)) continue;
+    kit::ResourceFields r = kit::Resource("vm", Text(pod, "id"), name);
+    r.vm_names = {VmNameOf(pod)};
+    live.push_back(r.vm_names.front());
+    r.region = Text(pod, "dataCenterId");
+    if (r.region.empty()) r.region = Text(pod, "dataCenter");
+    if (r.region.empty()) r.region = Text(pod, "country");
+    r.created_at = Text(pod, "createdAt");
+    r.price_per_hour = Number(pod, "priceHr");
+    out.push_back(r);
+  }
+  // A pod has no key field: the account's keys are put on every pod made after them, so
+  // gpuprov's key belongs to every live gpuprov pod (an orphan once none is left).
+  for (const ObjectPtr& k : ListKeys()) {
+    const std::string name = Text(k, "name");
+    if (!IsGpuprovName(name)) continue;
+    kit::ResourceFields r = kit::Resource("ssh_key", Text(k, "id"), name);
+    r.vm_names = live;
+    r.created_at = Text(k, "createdAt");
+    out.push_back(r);
+  }
+  return kit::ResourcesResult(out);
+}
+
+std::string PrimeIntellectDriver::DeleteResource(const std::string& request_json) {
+  const kit::ResourceRef ref = kit::ParseResourceRequest(request_json, {"vm", "ssh_key"});
+  auto refuse = [&](const std::string& name) {
+    return DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                       ref.kind + " " + ref.id + " (" + name +
+                           ") is not named gpuprov-...; gpuprov leaves it alone");
+  };
+  // Read again: only what is still named as gpuprov's is deleted.
+  if (ref.kind == "vm") {
+    ObjectPtr pod = GetPod(ref.id);
+    if (!pod || IsGone(pod)) return kit::DeletedResult(false);  // gone or already going
+    if (!IsGpuprovName(Text(pod, "name"))) throw refuse(Text(pod, "name"));
+    bool finished = false;
+    return kit::DeletedResult(DeletePod(pod, &finished));
+  }
+  for (const ObjectPtr& k : ListKeys()) {
+    if (Text(k, "id") != ref.id) continue;
+    const std::string name = Text(k, "name");
+    if (!IsGpuprovName(name)) throw refuse(name);
+    host_.Progress("deleting SSH key " + name);
+    HttpResponse r = Call("DELETE", std::string(kApi) + "/ssh_keys/" + Encode(ref.id));
+    if (r.status == 404) return kit::DeletedResult(false);
+    if (!IsSuccess(r.status)) ThrowForResponse(r, "delete SSH key " + name);
+    return kit::DeletedResult(true);
+  }
+  return kit::DeletedResult(false);
 }
 
 void PrimeIntellectDriver::DeleteOwnKeysIfNoPods() {
   for (const ObjectPtr& pod : ListPods()) {
     if (!IsGone(pod)) return;
   }
-  Poco::Dynamic::Var v = CallJson(
-      "GET", std::string(kApi) + "/ssh_keys/?offset=0&limit=" + std::to_string(kPageSize),
-      "list SSH keys");
-  Object::Ptr o = v.type() == typeid(Object::Ptr) ? v.extract<Object::Ptr>() : nullptr;
-  Array::Ptr data = o ? json::Arr(o, "data") : nullptr;
-  for (size_t i = 0; data && i < data->size(); ++i) {
-    Object::Ptr k = json::ObjAt(data, i);
-    if (!k || Text(k, "name").rfind("gpuprov-", 0) != 0) continue;
+  for (const ObjectPtr& k : ListKeys()) {
+    if (Text(k, "name").rfind("gpuprov-", 0) != 0) continue;
     host_.Progress("deleting SSH key " + Text(k, "name") + " (no pod left on the account)");
     HttpResponse r = Call("DELETE", std::string(kApi) + "/ssh_keys/" + Encode(Text(k, "id")));
     if (!IsSuccess(r.status) && r.status != 404) {

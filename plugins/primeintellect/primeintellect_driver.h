@@ -57,6 +57,12 @@ class PrimeIntellectDriver {
   std::string Get(const std::string& request_json);
   std::string List(const std::string& request_json);
   std::string Delete(const std::string& request_json);
+  /// gpuprov's live pods (named gpuprov-<VM name>) with their price, then gpuprov's account
+  /// SSH keys (gpuprov-<hash>): `gpuprov gc` (ABI 1.2).
+  std::string ListResources(const std::string& request_json);
+  /// One of those by kind ("vm", "ssh_key") and id, read again first; refused when its name
+  /// does not start with gpuprov-.
+  std::string DeleteResource(const std::string& request_json);
 
  private:
   using ObjectPtr = Poco::JSON::Object::Ptr;
@@ -84,12 +90,17 @@ class PrimeIntellectDriver {
   std::vector<Offer> FetchAvailability(const OfferQuery& query);
   /// Every pod of the account (all pages), TERMINATED ones included.
   std::vector<ObjectPtr> ListPods();
-  /// The live pod (not TERMINATED/DELETING) of exactly this name, or nullptr.
+  /// The live pod (not TERMINATED/DELETING) named gpuprov-<name>, or nullptr.
   ObjectPtr FindPodByName(const std::string& name);
   /// GET /pods/{id}; nullptr on 404.
   ObjectPtr GetPod(const std::string& id);
   /// The pod a get/delete request names by "id" or, failing that, "name"; nullptr if none.
   ObjectPtr Resolve(const ObjectPtr& request);
+  /// Every SSH key of the account (all pages).
+  std::vector<ObjectPtr> ListKeys();
+  /// DELETE /pods/{id}, then waits (bounded) until it is gone or TERMINATED. False when it was
+  /// already gone (404); `finished` tells whether the deletion ended within the wait.
+  bool DeletePod(const ObjectPtr& pod, bool* finished);
   /// Makes sure the public key is registered on the account.
   void EnsureSshKey(const std::string& public_key);
   /// Deletes the account keys gpuprov registered (named gpuprov-<hash>) once the account has no

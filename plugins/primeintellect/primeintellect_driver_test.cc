@@ -632,5 +632,87 @@ TEST_F(PrimeIntellectEmulator, BootErrorIsErrorState) {
   EXPECT_EQ(emu().Count("instances"), 0);
 }
 
+// `gpuprov gc` (ABI 1.2): pods carry no tags, so gpuprov names them gpuprov-<VM name>; those and
+// gpuprov's account key are listed (the key for every live gpuprov pod), with price and age. A
+// pod and a key the user made by hand are never listed, and refused by delete_resource.
+TEST_F(PrimeIntellectEmulator, ListResourcesAndDeleteResourceTouchOnlyGpuprovNamedOnes) {
+  Driver d(config());
+  ASSERT_NE(d.vtable().list_resources, nullptr);
+  ASSERT_NE(d.vtable().delete_resource, nullptr);
+  OpResult c = d.Create(CreateRequest("pi-gc", "A100", 1));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c.error;
+  EXPECT_EQ(c.Vm()->getValue<std::string>("name"), "pi-gc");
+  EXPECT_EQ(c.Vm()->getValue<std::string>("pod_name"), "gpuprov-pi-gc");
+  const std::string pod_id = c.Vm()->getValue<std::string>("id");
+  // The user's own pod and key, made through the API as the prime CLI would.
+  const std::vector<std::pair<std::string, std::string>> auth = {
+      {"Authorization", std::string("Bearer ") + kKey}};
+  HttpReply users_pod = LoopbackHttp(
+      "POST", emu().prime() + "/pods/",
+      R"({"pod":{"name":"users-pod","cloudId":"n3-A100x1","gpuType":"A100_80GB","gpuCount":1,)"
+      R"("socket":"PCIe","dataCenterId":"CANADA-1"},"provider":{"type":"hyperstack"}})",
+      auth);
+  ASSERT_EQ(users_pod.status, 200) << users_pod.body;
+  const std::string users_pod_id = users_pod.Doc()->getValue<std::string>("id");
+  HttpReply users_key = LoopbackHttp(
+      "POST", emu().prime() + "/ssh_keys/",
+      R"({"name":"users-key","publicKey":"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHVzZXJzLW93bi1rZXktMDAwMDAwMDAwMDAwMA user@host"})",
+      auth);
+  ASSERT_EQ(users_key.status, 200) << users_key.body;
+  const std::string users_key_id = users_key.Doc()->getValue<std::string>("id");
+  EXPECT_EQ(emu().Count("instances"), 2);
+  EXPECT_EQ(emu().Count("ssh_keys"), 2);
+  // list (gpuprov's VMs) no longer shows the user's pod.
+  OpResult list = d.List();
+  ASSERT_EQ(list.status, GPUPROV_STATUS_OK) << list.error;
+  EXPECT_EQ(list.Doc()->getArray("vms")->size(), 1u) << list.json;
+
+  OpResult listed = d.Call(d.vtable().list_resources, "{}");
+  ASSERT_EQ(listed.status, GPUPROV_STATUS_OK) << listed.error;
+  Array::Ptr resources = listed.Doc()->getArray("resources");
+  ASSERT_EQ(resources->size(), 2u) << listed.json;
+  Object::Ptr pod = resources->getObject(0);
+  EXPECT_EQ(pod->getValue<std::string>("kind"), "vm");
+  EXPECT_EQ(pod->getValue<std::string>("id"), pod_id);
+  EXPECT_EQ(pod->getValue<std::string>("name"), "gpuprov-pi-gc");
+  EXPECT_EQ(pod->getArray("vm_names")->getElement<std::string>(0), "pi-gc");
+  EXPECT_EQ(pod->getValue<double>("price_per_hour"), 1.29);  // 1A100.22V@datacrunch's priceHr
+  EXPECT_EQ(pod->getValue<std::string>("created_at").rfind("20", 0), 0u) << listed.json;
+  Object::Ptr key = resources->getObject(1);
+  EXPECT_EQ(key->getValue<std::string>("kind"), "ssh_key");
+  EXPECT_EQ(key->getValue<std::string>("name").rfind("gpuprov-", 0), 0u) << listed.json;
+  ASSERT_EQ(key->getArray("vm_names")->size(), 1u) << listed.json;
+  EXPECT_EQ(key->getArray("vm_names")->getElement<std::string>(0), "pi-gc");
+  EXPECT_FALSE(key->has("price_per_hour"));
+  const std::string key_id = key->getValue<std::string>("id");
+
+  for (const auto& [kind, id] : {std::pair<std::string, std::string>{"vm", users_pod_id},
+                                 {"ssh_key", users_key_id}}) {
+    OpResult refused =
+        d.Call(d.vtable().delete_resource, R"({"kind":")" + kind + R"(","id":")" + id + R"("})");
+    EXPECT_EQ(refused.status, GPUPROV_STATUS_INVALID_INPUT) << kind << ": " << refused.json;
+    EXPECT_TRUE(Contains(refused.error, "gpuprov leaves it alone")) << refused.error;
+  }
+  OpResult kind = d.Call(d.vtable().delete_resource, R"({"kind":"disk","id":"x"})");
+  EXPECT_EQ(kind.status, GPUPROV_STATUS_INVALID_INPUT) << kind.json;
+
+  for (const auto& [k, id] : {std::pair<std::string, std::string>{"vm", pod_id},
+                              {"ssh_key", key_id}}) {
+    OpResult del =
+        d.Call(d.vtable().delete_resource, R"({"kind":")" + k + R"(","id":")" + id + R"("})");
+    ASSERT_EQ(del.status, GPUPROV_STATUS_OK) << k << ": " << del.error;
+    EXPECT_TRUE(del.Doc()->getValue<bool>("deleted")) << k;
+    OpResult again =
+        d.Call(d.vtable().delete_resource, R"({"kind":")" + k + R"(","id":")" + id + R"("})");
+    ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << k << ": " << again.error;
+    EXPECT_FALSE(again.Doc()->getValue<bool>("deleted")) << k;
+  }
+  EXPECT_EQ(emu().Count("instances"), 1);  // the user's pod
+  EXPECT_EQ(emu().Count("ssh_keys"), 1);   // the user's key
+  OpResult empty = d.Call(d.vtable().list_resources, "{}");
+  ASSERT_EQ(empty.status, GPUPROV_STATUS_OK) << empty.error;
+  EXPECT_EQ(empty.Doc()->getArray("resources")->size(), 0u) << empty.json;
+}
+
 }  // namespace
 }  // namespace gpuprov::primeintellect

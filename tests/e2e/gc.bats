@@ -4,6 +4,8 @@
 # without gpuprov's marks. gc lists exactly the orphans (with age and $/h), deletes them only
 # with --delete --yes, and the untagged resources and a recorded VM survive; the emulator's
 # /counts census proves it. Also: a driver of ABI 1.1 is named as unable to list orphans.
+# The docker test cloud is the machine's real Docker daemon, shared with other test runs: its
+# rows set [clouds.docker] scope, so gc sees (and deletes) only this file's containers.
 
 load helpers
 bats_require_minimum_version 1.5.0
@@ -19,6 +21,12 @@ setup_file() {
   export VERDA_CLIENT_SECRET="secret_gc_$$_verda_client"
   export MASSED_API_KEY="mc_gc_$$_secret_api_key"
   unset MASSED_COMPUTE_API_TOKEN
+  export PRIME_API_KEY="pit_gc_$$_secret_key"
+  # A missing file: the emulator writes the Nebius service-account credentials there.
+  export NEBIUS_CREDENTIALS_FILE="$BATS_FILE_TMPDIR/nebius-credentials.json"
+  export NEBIUS_PROJECT_ID=project-e00test
+  unset NEBIUS_IAM_TOKEN
+  export DOCKER_SCOPE="gcbats-$$"
   # The emulator writes a service-account key here once it listens; gpuprov reads it.
   export GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key.json"
   export HOME="$BATS_FILE_TMPDIR/userhome" # no cloud CLI files of the machine's user
@@ -40,12 +48,20 @@ setup() {
   # Deletes are polled fast.
   printf '%s\n' '[defaults.timeouts]' 'ssh_wait_seconds = 2' \
     '[clouds.hyperstack]' 'poll_interval_ms = 500' 'delete_retry_ms = 1000' \
-    '[clouds.verda]' 'poll_interval_ms = 200' >"$GPUPROV_HOME/config.toml"
+    '[clouds.verda]' 'poll_interval_ms = 200' \
+    '[clouds.primeintellect]' 'poll_interval_ms = 200' \
+    '[clouds.nebius]' 'poll_interval_ms = 200' \
+    '[clouds.docker]' "scope = \"$DOCKER_SCOPE\"" >"$GPUPROV_HOME/config.toml"
 }
 
 teardown() {
   reset_emulators
   rm -rf "$GPUPROV_HOME"/state
+  # What a failed docker row left: this file's scope and its planted containers.
+  {
+    docker ps -aq --filter "label=io.gpuprov.scope=$DOCKER_SCOPE"
+    docker ps -aq --filter "name=^/gpuprov-gck$$-"
+  } 2>/dev/null | xargs -r docker rm -f >/dev/null 2>&1 || true
 }
 
 # wait_count CLOUD FIELD N: waits up to 30 s until the emulator's count is N (some clouds
@@ -231,21 +247,23 @@ aws vm lost-aws lost-aws" ]
   run "$GPUPROV" provision --name lost-do --cloud digitalocean --no-k8s
   rm "$GPUPROV_HOME/state/lost-do.json"
   local json_doc
-  json_doc=$(env -u LAMBDA_API_KEY "$GPUPROV" gc -o json 2>"$BATS_TEST_TMPDIR/notes")
+  json_doc=$(env -u LAMBDA_API_KEY -u NEBIUS_CREDENTIALS_FILE -u NEBIUS_PROJECT_ID \
+    "$GPUPROV" gc -o json 2>"$BATS_TEST_TMPDIR/notes")
   cat "$BATS_TEST_TMPDIR/notes"
   echo "$json_doc"
   echo "$json_doc" | /usr/bin/python3 -c '
 import json, sys
 clouds = {c["cloud"]: c for c in json.load(sys.stdin)["clouds"]}
-assert all(clouds[c]["swept"] for c in ("digitalocean", "aws", "gcp", "hyperstack", "verda", "massedcompute")), clouds
+assert all(clouds[c]["swept"] for c in ("digitalocean", "aws", "gcp", "hyperstack", "verda", "massedcompute", "primeintellect", "docker")), clouds
 assert [o["kind"] for o in clouds["digitalocean"]["orphans"]] == ["vm", "firewall", "ssh_key"], clouds
 assert clouds["digitalocean"]["orphans"][0]["name"] == "lost-do", clouds
 assert clouds["aws"]["orphans"] == [], clouds["aws"]
 # Clouds without credentials here are skipped with a note, not failed.
-assert all(clouds[c]["orphans"] == [] for c in ("gcp", "hyperstack", "verda", "massedcompute")), clouds
+assert all(clouds[c]["orphans"] == [] for c in ("gcp", "hyperstack", "verda", "massedcompute", "primeintellect", "docker")), clouds
 assert not clouds["lambda"]["swept"] and "no credentials" in clouds["lambda"]["note"], clouds["lambda"]
-assert not clouds["docker"]["swept"] and "cannot list orphans" in clouds["docker"]["note"], clouds["docker"]'
+assert not clouds["nebius"]["swept"] and "no credentials" in clouds["nebius"]["note"], clouds["nebius"]'
   grep -q "lambda skipped: no credentials" "$BATS_TEST_TMPDIR/notes"
+  grep -q "nebius skipped: no credentials" "$BATS_TEST_TMPDIR/notes"
   [ "$(count digitalocean instances)" -eq 1 ]
 }
 
@@ -463,4 +481,140 @@ verda vm lost-vd lost-vd" ]
   [ "$(count verda ssh_keys)" -eq 2 ]
   run gc_lines --cloud verda
   [ "$output" = "" ]
+}
+
+# pi_api METHOD PATH [BODY]: the emulated Prime Intellect API, as the prime CLI would call it.
+pi_api() {
+  curl -fsS -X "$1" -H "Authorization: Bearer $PRIME_API_KEY" -H 'Content-Type: application/json' \
+    "$GPUPROV_PRIMEINTELLECT_ENDPOINT$2" ${3:+-d "$3"}
+}
+
+@test "primeintellect: gc lists the lost VM's pod (named gpuprov-<name>) with \$/h; the user's pod and key and the recorded VM survive" {
+  local name
+  for name in keep-pi lost-pi; do
+    run "$GPUPROV" provision --name "$name" --cloud primeintellect --no-k8s --gpus A100:1
+    echo "$output"
+    [ -f "$GPUPROV_HOME/state/$name.json" ]
+  done
+  rm "$GPUPROV_HOME/state/lost-pi.json"
+  pi_api POST /pods/ '{"pod":{"name":"users-pod","cloudId":"n3-A100x1","gpuType":"A100_80GB","gpuCount":1,"socket":"PCIe","dataCenterId":"CANADA-1"},"provider":{"type":"hyperstack"}}' >/dev/null
+  ssh-keygen -q -t ed25519 -N '' -f "$BATS_TEST_TMPDIR/userkey"
+  pi_api POST /ssh_keys/ "{\"name\":\"users-key\",\"publicKey\":\"$(cat "$BATS_TEST_TMPDIR/userkey.pub")\"}" >/dev/null
+  [ "$(count primeintellect instances)" -eq 3 ]
+  [ "$(count primeintellect ssh_keys)" -eq 2 ]
+
+  run gc_lines --cloud primeintellect
+  echo "$output"
+  [ "$status" -eq 0 ]
+  # The account key is shared with keep-pi (recorded): kept.
+  [ "$output" = "primeintellect vm gpuprov-lost-pi lost-pi" ]
+  # The pod's priceHr: the cheapest A100:1 offer of any kind, RunPod's $1.19/h.
+  run "$GPUPROV" gc --cloud primeintellect
+  echo "$output"
+  [[ "$output" == *"1.19"* ]]
+  [[ "$output" == *"1 resource carries gpuprov's marks"* ]]
+  run "$GPUPROV" gc --cloud primeintellect --delete --yes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  wait_count primeintellect instances 2
+  [ "$(count primeintellect ssh_keys)" -eq 2 ]
+  run gc_lines --cloud primeintellect
+  [ "$output" = "" ]
+  # Another machine's view: keep-pi's pod and gpuprov's key are orphans there; the user's pod
+  # and key never are.
+  run env GPUPROV_HOME="$BATS_TEST_TMPDIR/other-home" "$GPUPROV" gc --cloud primeintellect --delete --yes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  wait_count primeintellect instances 1
+  [ "$(count primeintellect ssh_keys)" -eq 1 ]
+  [[ "$(pi_api GET '/pods/?offset=0&limit=100')" == *users-pod* ]]
+  [[ "$(pi_api GET '/ssh_keys/?offset=0&limit=100')" == *users-key* ]]
+}
+
+@test "nebius: gc lists the lost VM's instance, boot disk and security group without \$/h; the user's unlabelled ones and the recorded VM survive" {
+  local name
+  for name in keep-nb lost-nb users-nb; do
+    run "$GPUPROV" provision --name "$name" --cloud nebius --no-k8s
+    echo "$output"
+    [ -f "$GPUPROV_HOME/state/$name.json" ]
+  done
+  rm "$GPUPROV_HOME/state/lost-nb.json" "$GPUPROV_HOME/state/users-nb.json"
+  # users-nb stands for the user's own instance, disk and group (one named like gpuprov's):
+  # the emulator takes every label off them.
+  for name in users-nb users-nb-boot gpuprov-users-nb; do
+    curl -fsS -X POST "$CONTROL/settings" -d "{\"cloud\":\"nebius\",\"unlabel\":\"$name\"}" >/dev/null
+  done
+  [ "$(count nebius instances)" -eq 3 ]
+  [ "$(count nebius disks)" -eq 3 ]
+  [ "$(count nebius security_groups)" -eq 3 ]
+
+  run gc_lines --cloud nebius
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "nebius disk lost-nb-boot lost-nb
+nebius security_group gpuprov-lost-nb lost-nb
+nebius vm lost-nb lost-nb" ]
+  # Nebius's API reports no price: none shown; the age is.
+  "$GPUPROV" gc -o json --cloud nebius | /usr/bin/python3 -c '
+import json, sys
+orphans = json.load(sys.stdin)["clouds"][0]["orphans"]
+assert [o["kind"] for o in orphans] == ["vm", "disk", "security_group"], orphans
+assert all(o["price_per_hour"] is None for o in orphans), orphans
+assert all(o["age_seconds"] is not None and 0 <= o["age_seconds"] < 600 for o in orphans), orphans'
+  run "$GPUPROV" gc --cloud nebius --delete --yes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(count nebius instances)" -eq 2 ]
+  [ "$(count nebius disks)" -eq 2 ]
+  [ "$(count nebius security_groups)" -eq 2 ]
+  run gc_lines --cloud nebius
+  [ "$output" = "" ]
+  curl -fsS "$CONTROL/instances?cloud=nebius" | /usr/bin/python3 -c '
+import json, sys
+names = sorted(i["name"] for i in json.load(sys.stdin)["instances"])
+assert names == ["keep-nb", "users-nb"], names'
+  run "$GPUPROV" down keep-nb
+  [ "$status" -eq 0 ]
+  [ "$(count nebius instances)" -eq 1 ]
+  [ "$(count nebius disks)" -eq 1 ]
+  [ "$(count nebius security_groups)" -eq 1 ]
+}
+
+@test "docker: gc lists the lost VM's container of this scope; another scope's, an unlabelled one and the recorded VM survive" {
+  local image keep="gck$$-keep" lost="gck$$-lost" name
+  image=$(bash "$REPO_ROOT/tests/fixtures/testvm/build-image.sh" --print-tag)
+  docker image inspect "$image" >/dev/null 2>&1 || skip "test VM image $image not built"
+  # ssh_wait_seconds = 2 (setup): the run ends at the SSH wait, with the container made and
+  # the record written, as fast as the memory rows.
+  for name in "$keep" "$lost"; do
+    run "$GPUPROV" provision --name "$name" --cloud docker
+    echo "$output"
+    [ -f "$GPUPROV_HOME/state/$name.json" ]
+  done
+  rm "$GPUPROV_HOME/state/$lost.json"
+  # The user's own container (no labels, a gpuprov-like name) and a VM of another test run's
+  # scope (all of gpuprov's labels but that scope).
+  docker create --name "gpuprov-gck$$-users" "$image" /bin/true >/dev/null
+  docker create --name "gpuprov-gck$$-other" --label io.gpuprov.managed=1 \
+    --label "io.gpuprov.name=gck$$-other" --label "io.gpuprov.scope=gcbats-other-$$" \
+    "$image" /bin/true >/dev/null
+  [ "$(count_vm_containers "$keep")" -eq 1 ]
+  [ "$(count_vm_containers "$lost")" -eq 1 ]
+
+  run gc_lines --cloud docker
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "docker vm gpuprov-$lost $lost" ]
+  run "$GPUPROV" gc --cloud docker --delete --yes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(count_vm_containers "$lost")" -eq 0 ]
+  [ "$(count_vm_containers "$keep")" -eq 1 ]
+  docker inspect "gpuprov-gck$$-users" "gpuprov-gck$$-other" >/dev/null
+  run gc_lines --cloud docker
+  [ "$output" = "" ]
+  run "$GPUPROV" down "$keep"
+  [ "$status" -eq 0 ]
+  [ "$(count_vm_containers "$keep")" -eq 0 ]
+  docker rm -f "gpuprov-gck$$-users" "gpuprov-gck$$-other" >/dev/null
 }

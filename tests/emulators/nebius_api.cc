@@ -552,6 +552,26 @@ class NebiusApi : public CloudApi {
       ReleaseDisk(it->second);
       instances_.erase(it);
     }
+    if (auto v = GetString(s, "unlabel")) {
+      // The user's own resources by that name (an instance, a disk, a security group and its
+      // rules): no labels, as if made without gpuprov (`gpuprov gc` must leave them alone).
+      bool found = false;
+      auto clear = [&](nc::ResourceMetadata* m) {
+        if (m->name() != *v) return;
+        m->mutable_labels()->clear();
+        found = true;
+      };
+      for (auto& [id, inst] : instances_) clear(inst.proto.mutable_metadata());
+      for (auto& [id, disk] : disks_) clear(disk.proto.mutable_metadata());
+      for (auto& [id, group] : groups_) {
+        if (group.metadata().name() != *v) continue;
+        clear(group.mutable_metadata());
+        for (auto& [rid, rule] : rules_) {
+          if (rule.metadata().parent_id() == id) rule.mutable_metadata()->mutable_labels()->clear();
+        }
+      }
+      if (!found) return "unlabel: no instance, disk or security group named " + *v;
+    }
     if (JsonArray p = GetArray(s, "projects")) {
       std::set<std::string> projects;
       for (size_t i = 0; i < p->size(); ++i) {
