@@ -171,7 +171,7 @@ crash() {
 # the crashed command alone, not of the preparation or of down) go to BASE_REQUESTS (a file).
 baseline() {
   local cloud=$1 name log
-  name="$CRASH_PREFIX$(mode_letter)-base" log="$CRASH_LOGS/$1$(mode_letter)-baseline"
+  name="$CRASH_PREFIX$(mode_letter)-base" log="$CRASH_LOGS/$CRASH_PREFIX-$1$(mode_letter)-baseline"
   BASE_START=$(census "$cloud")
   BASE_REQUESTS="$log.requests.json"
   prepare "$cloud" "$name" "$log.prepare"
@@ -237,7 +237,7 @@ for r in json.load(open(sys.argv[1]))["requests"]:
 # provision_point CLOUD N POINT: crash the provision at POINT, re-run, compare, down, census.
 provision_point() {
   local cloud=$1 point=$3 name log
-  name="$CRASH_PREFIX$(mode_letter)-$2" log="$CRASH_LOGS/$1$(mode_letter)-$2"
+  name="$CRASH_PREFIX$(mode_letter)-$2" log="$CRASH_LOGS/$CRASH_PREFIX-$1$(mode_letter)-$2"
   local start crashed rc now rec n after
   start=$(census "$cloud")
   prepare "$cloud" "$name" "$log.prepare"
@@ -256,7 +256,7 @@ provision_point() {
 # down_point CLOUD N POINT: provision, crash `down` at POINT, re-run down, census.
 down_point() {
   local cloud=$1 point=$3 name log
-  name="$CRASH_PREFIX$(mode_letter)-$2" log="$CRASH_LOGS/$1$(mode_letter)-$2"
+  name="$CRASH_PREFIX$(mode_letter)-$2" log="$CRASH_LOGS/$CRASH_PREFIX-$1$(mode_letter)-$2"
   local start crashed rc after
   start=$(census "$cloud")
   # shellcheck disable=SC2046

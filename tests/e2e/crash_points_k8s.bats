@@ -1,9 +1,10 @@
 #!/usr/bin/env bats
 # Crash points of a Kubernetes run (issue 15), on real test VMs (the emulator's docker backend),
-# one cloud per route and access: here DigitalOcean (boot route, direct access: ports opened for
-# an existing VM, the installer re-run for the certificate's SAN, the kubeconfig);
-# crash_points_k8s_tunnel.bats: Prime Intellect (SSH route, tunnel access). Two files, so
-# scripts/test.sh runs them side by side. gpuprov is
+# one cloud per route and access: here DigitalOcean (direct access: ports opened for an existing
+# VM, the installer pushed to it, the kubeconfig); crash_points_k8s_san.bats: DigitalOcean's boot
+# route (the installer re-run for the certificate's SAN); crash_points_k8s_tunnel.bats: Prime
+# Intellect (SSH route, tunnel access). Three files, so scripts/test.sh runs them side by side.
+# gpuprov is
 # killed (GPUPROV_TEST_CRASH_AT, a GPUPROV_TEST_HOOKS build) right after the step; the same
 # command again must end as an uninterrupted run does (exit 0, phase ready, one VM, the real
 # kubectl reaching the node, nothing installed twice), and `down` must bring the emulator's
@@ -66,7 +67,7 @@ converged() {
   expect_cluster_ready "$1"
 }
 
-@test "digitalocean (boot route, direct): crash after ports opened, after the SAN re-run, after the kubeconfig" {
+@test "digitalocean (direct, Kubernetes on an existing VM): crash after ports opened, after the kubeconfig" {
   local start
   start=$(census digitalocean)
   # A plain VM first: Kubernetes on the same name then needs open_ports for 6443, 80, 443.
@@ -89,22 +90,5 @@ converged() {
   [ "$status" -eq 0 ]
   [ "$(census_until digitalocean "$start")" = "$start" ]
   [ ! -e "$GPUPROV_HOME/kube/ck-do.yaml" ]
-
-  # The SAN re-run: without the metadata service the boot install cannot learn the public
-  # address, the certificate does not cover it and gpuprov re-runs the installer with
-  # --public-ip; killed right after that.
-  fault '{"cloud":"digitalocean","fault":"no_metadata"}'
-  crash_at san-rerun "$GPUPROV" -v provision --name ck-san --cloud digitalocean
-  [[ "$output" == *"the API certificate does not cover"* ]]
-  run "$GPUPROV" -v provision --name ck-san --cloud digitalocean
-  echo "$output"
-  [ "$status" -eq 0 ]
-  converged ck-san digitalocean "$output"
-  # The crashed run's re-run with --public-ip stands: no second one, nothing pushed.
-  [ "$(round_trips "$output" "re-run installer with the public IP")" -eq 0 ]
-  [ "$(round_trips "$output" "push installer")" -eq 0 ]
-  run "$GPUPROV" down ck-san
-  [ "$status" -eq 0 ]
-  [ "$(census_until digitalocean "$start")" = "$start" ]
-  passed digitalocean "boot, direct" ports-opened kubeconfig-written san-rerun
+  passed digitalocean "ssh push, direct" ports-opened kubeconfig-written
 }
