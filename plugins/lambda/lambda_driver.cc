@@ -92,9 +92,15 @@ LambdaDriver::LambdaDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.hos
                           "account-wide rules)");
   }
   account_firewall_ = firewall == "account";
+  // config.toml's [clouds.lambda] holds no tables: the pacing keys are plain keys there; the
+  // "pacing" object (driver tests' JSON) is read when they are absent.
   Object::Ptr pacing = json::Obj(config_, "pacing");
-  request_interval_ = milliseconds(ConfigInt(pacing, "request_interval_ms", kRequestIntervalMs));
-  launch_interval_ = milliseconds(ConfigInt(pacing, "launch_interval_ms", kLaunchIntervalMs));
+  request_interval_ = milliseconds(std::max<long long>(
+      0, ConfigInt(config_, "request_interval_ms",
+                   ConfigInt(pacing, "request_interval_ms", kRequestIntervalMs))));
+  launch_interval_ = milliseconds(std::max<long long>(
+      0, ConfigInt(config_, "launch_interval_ms",
+                   ConfigInt(pacing, "launch_interval_ms", kLaunchIntervalMs))));
   delete_wait_ = std::chrono::seconds(ConfigInt(config_, "delete_wait_seconds", 600));
   try {
     http_ = std::make_unique<kit::HttpClient>(endpoint_, kit::RetryPolicyFrom(config_), host_);
@@ -909,6 +915,8 @@ constexpr gpuprov_type_config_key kLambdaConfigKeys[] = {
     gpuprov::sdk::StringKey("api_key_env", "the environment variable that holds the API key"),
     gpuprov::sdk::StringKey("api_key_file", "Lambda's keys file (~/.lambda_cloud/lambda_keys)"),
     gpuprov::sdk::IntegerKey("delete_wait_seconds", "how long down waits for the instance (600)"),
+    gpuprov::sdk::IntegerKey("request_interval_ms", "pause between API requests (1000, as documented)"),
+    gpuprov::sdk::IntegerKey("launch_interval_ms", "pause between launches (12000, as documented)"),
 };
 
 GPUPROV_DRIVER(gpuprov::lambda::LambdaDriver, kLambdaConfigKeys)

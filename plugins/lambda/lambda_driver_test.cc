@@ -449,6 +449,23 @@ TEST_F(LambdaEmulatorTest, DocumentedPacingIsRespectedWithoutA429) {
   ExpectNothingLeft();
 }
 
+TEST_F(LambdaEmulatorTest, PacingKeysOfConfigTomlTakePrecedence) {
+  // config.toml cannot hold the "pacing" table: [clouds.lambda] request_interval_ms and
+  // launch_interval_ms are plain keys, and they win over the table (here: no pacing).
+  emulator_->Settings(R"("enforce_rate_limits":true,"requests_per_second":5,)"
+                      R"("launch_interval_seconds":1.5)");
+  Driver driver(Config(R"(,"request_interval_ms":250,"launch_interval_ms":1700)"));
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(driver.Create(CreateRequest("lam-pace-c")).status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Create(CreateRequest("lam-pace-d")).status, GPUPROV_STATUS_OK);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1500));
+  EXPECT_EQ(emulator_->Count("rate_limited"), 0) << driver.host().All();
+  emulator_->Settings(R"("enforce_rate_limits":false)");
+  ASSERT_EQ(driver.Delete(R"({"name":"lam-pace-c"})").status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Delete(R"({"name":"lam-pace-d"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
 TEST_F(LambdaEmulatorTest, AWrongKeyIsAuthWithAHintAndIsNeverShown) {
   ScopedEnv wrong("LAMBDA_API_KEY", "secret_wrong_lambda_key");
   Driver driver(Config());

@@ -7,6 +7,15 @@
 #   cloud <TAB> point <TAB> result <TAB> detail
 # result: converged | leaked | diverged | not-reached. Needs GPUPROV, CONTROL and the cloud's
 # endpoint and credentials in the environment, and GPUPROV_HOME private to the cloud.
+#
+# CRASH_MODE says which command a matrix crashes (default plain):
+#   plain    `provision --no-k8s` on a new name, and `down`;
+#   k8s      `provision` with Kubernetes on, on a new name, and `down` (on the memory backend the
+#            run ends at the SSH wait, after every cloud call of the create: Verda's startup
+#            script among them);
+#   upgrade  `provision` with Kubernetes on, for a name made first with `--no-k8s` (the
+#            preparation run is not crashed): the existing VM's ports are opened for the cluster
+#            (the driver's open_ports calls and the host point ports-opened).
 
 # skip_without_hooks: skips the test when gpuprov was built with GPUPROV_TEST_HOOKS off (then
 # there is no separate installed executable, and nothing arms a crash point).
@@ -73,12 +82,43 @@ stall_state() {
   curl -fsS "$CONTROL/stalled?cloud=$1" | /usr/bin/python3 -c 'import json,sys; print(str(json.load(sys.stdin)["stalled"]).lower())'
 }
 
-row() { printf '%s\t%s\t%s\t%s\n' "$@" >>"$CRASH_ROWS"; }
+# row CLOUD POINT RESULT DETAIL: one row; the cloud column names the mode when not plain.
+row() {
+  local cloud=$1
+  case "${CRASH_MODE:-plain}" in
+    k8s) cloud="$cloud (k8s on)" ;;
+    upgrade) cloud="$cloud (k8s on an existing VM)" ;;
+  esac
+  shift
+  printf '%s\t%s\t%s\t%s\n' "$cloud" "$@" >>"$CRASH_ROWS"
+}
 
-# provision_cmd CLOUD NAME: the command line every run of the cloud uses.
+# mode_letter: the mode's mark in VM names ("" plain, k, u), so no two modes share a name.
+mode_letter() {
+  case "${CRASH_MODE:-plain}" in
+    k8s) echo k ;;
+    upgrade) echo u ;;
+  esac
+}
+
+# provision_cmd CLOUD NAME: the command line every crashed run of the mode uses.
 provision_cmd() {
+  local k8s=--no-k8s
+  [ "${CRASH_MODE:-plain}" = plain ] || k8s=
   # shellcheck disable=SC2086  # CLOUD_ARGS holds several words
-  echo "$GPUPROV" provision --name "$2" --cloud "$1" --no-k8s ${CLOUD_ARGS[$1]}
+  echo "$GPUPROV" provision --name "$2" --cloud "$1" $k8s ${CLOUD_ARGS[$1]}
+}
+
+# prepare CLOUD NAME LOG: the upgrade mode's first run (a plain VM of that name); else nothing.
+prepare() {
+  [ "${CRASH_MODE:-plain}" = upgrade ] || return 0
+  # shellcheck disable=SC2086  # CLOUD_ARGS holds several words
+  run_to_end "$3" "$GPUPROV" provision --name "$2" --cloud "$1" --no-k8s ${CLOUD_ARGS[$1]} >/dev/null
+}
+
+# save_requests CLOUD FILE: the emulator's request log of the cloud, as JSON, to FILE.
+save_requests() {
+  curl -fsS "$CONTROL/requests?cloud=$1" >"$2"
 }
 
 # run_to_end LOG CMD...: runs CMD with stdout and stderr in LOG; prints its exit status.
@@ -127,15 +167,22 @@ crash() {
 }
 
 # baseline CLOUD: one uninterrupted provision and down; sets BASE_RC, BASE_CENSUS (after the
-# provision) and BASE_RECORD, and leaves nothing.
+# provision) and BASE_RECORD, and leaves nothing. The calls it made (the upgrade mode: those of
+# the crashed command alone, not of the preparation or of down) go to BASE_REQUESTS (a file).
 baseline() {
-  local cloud=$1 name="$CRASH_PREFIX-base" log="$CRASH_LOGS/$1-baseline"
+  local cloud=$1 name log
+  name="$CRASH_PREFIX$(mode_letter)-base" log="$CRASH_LOGS/$CRASH_PREFIX-$1$(mode_letter)-baseline"
   BASE_START=$(census "$cloud")
+  BASE_REQUESTS="$log.requests.json"
+  prepare "$cloud" "$name" "$log.prepare"
+  [ "$cloud" = docker ] || curl -fsS -X DELETE "$CONTROL/requests?cloud=$cloud" >/dev/null
   # shellcheck disable=SC2046
   BASE_RC=$(run_to_end "$log.provision" $(provision_cmd "$cloud" "$name"))
   BASE_CENSUS=$(census "$cloud")
   BASE_RECORD=$(record_summary "$name")
+  [ "$cloud" = docker ] || [ "${CRASH_MODE:-plain}" != upgrade ] || save_requests "$cloud" "$BASE_REQUESTS"
   run_to_end "$log.down" "$GPUPROV" down "$name" >/dev/null
+  [ "$cloud" = docker ] || [ "${CRASH_MODE:-plain}" = upgrade ] || save_requests "$cloud" "$BASE_REQUESTS"
   local after
   after=$(census_until "$cloud" "$BASE_START")
   if [ "$after" = "$BASE_START" ]; then
@@ -145,21 +192,24 @@ baseline() {
   fi
 }
 
-# uncovered_calls CLOUD POINT...: the calls of the request log (the baseline's) that change the
-# cloud (not GET, answered 2xx, not a token exchange) and that no stall point matches (method and
-# path prefix; a point with a body match covers its method and path); one "METHOD PATH" a line.
+# uncovered_calls REQUESTS POINT...: the calls of the request log REQUESTS (a file: the
+# baseline's) that change the cloud (not GET, answered 2xx, not a token exchange) and that no
+# stall point stops after, one "METHOD PATH" a line. A point matches as stall_after does (method,
+# path prefix, body substring: EC2's "Action=X&" against the log's action) and stops after its
+# nth match (default the first); a call matched by a point but not at the point's nth match is
+# uncovered (the Nth call to one path needs a point of its own).
 uncovered_calls() {
-  local cloud=$1
+  local requests=$1
   shift
-  curl -fsS "$CONTROL/requests?cloud=$cloud" | /usr/bin/python3 -c '
+  /usr/bin/python3 -c '
 import json, re, sys
 points = []
-for p in sys.argv[1:]:
+for p in sys.argv[2:]:
     if p.startswith("stall:"):
         f = json.loads("{" + p[len("stall:"):] + "}")
-        points.append((f.get("method", ""), f.get("path", "")))
-seen = set()
-for r in json.load(sys.stdin)["requests"]:
+        points.append([f.get("method", ""), f.get("path", ""), f.get("body", ""), f.get("nth", 1), 0])
+made = {}
+for r in json.load(open(sys.argv[1]))["requests"]:
     path = r["path"].split("?")[0]
     if r["method"] == "GET" or not 200 <= r["status"] < 300:
         continue
@@ -167,18 +217,30 @@ for r in json.load(sys.stdin)["requests"]:
         continue
     if path.startswith("/nebius.") and not re.search(r"/(Create|Delete|Update)$", path):
         continue  # gRPC: every call is a POST; only these methods change the cloud
-    if any((not m or m == r["method"]) and path.startswith(pp) for m, pp in points):
-        continue
+    action = r.get("action", "")
+    if path == "/" and re.match(r"(Describe|Get)", action):
+        continue  # EC2: every call is a POST; these actions only read
+    body = "Action=" + action + "&" if action else ""
+    covered = False
+    for p in points:
+        if (not p[0] or p[0] == r["method"]) and path.startswith(p[1]) and p[2] in body:
+            p[4] += 1
+            covered = covered or p[4] == p[3]
     call = r["method"] + " " + re.sub(r"/[0-9a-f-]{6,}$|/[0-9]+$", "/{id}", path)
-    if call not in seen:
-        seen.add(call)
-        print(call)' "$@"
+    if action:
+        call += " Action=" + action
+    made[call] = made.get(call, 0) + 1
+    if not covered:
+        print(call + (" (call %d to it)" % made[call] if made[call] > 1 else ""))' "$requests" "$@"
 }
 
 # provision_point CLOUD N POINT: crash the provision at POINT, re-run, compare, down, census.
 provision_point() {
-  local cloud=$1 name="$CRASH_PREFIX-$2" point=$3 log="$CRASH_LOGS/$1-$2" start crashed rc now rec n after
+  local cloud=$1 point=$3 name log
+  name="$CRASH_PREFIX$(mode_letter)-$2" log="$CRASH_LOGS/$CRASH_PREFIX-$1$(mode_letter)-$2"
+  local start crashed rc now rec n after
   start=$(census "$cloud")
+  prepare "$cloud" "$name" "$log.prepare"
   # shellcheck disable=SC2046
   crashed=$(crash "$log.crash" "$point" "$cloud" $(provision_cmd "$cloud" "$name"))
   # shellcheck disable=SC2046
@@ -193,7 +255,9 @@ provision_point() {
 
 # down_point CLOUD N POINT: provision, crash `down` at POINT, re-run down, census.
 down_point() {
-  local cloud=$1 name="$CRASH_PREFIX-$2" point=$3 log="$CRASH_LOGS/$1-$2" start crashed rc after
+  local cloud=$1 point=$3 name log
+  name="$CRASH_PREFIX$(mode_letter)-$2" log="$CRASH_LOGS/$CRASH_PREFIX-$1$(mode_letter)-$2"
+  local start crashed rc after
   start=$(census "$cloud")
   # shellcheck disable=SC2046
   run_to_end "$log.provision" $(provision_cmd "$cloud" "$name") >/dev/null
@@ -232,12 +296,12 @@ report() {
 crash_matrix() {
   local cloud=$1 i=0 point
   shift
-  [ "$cloud" = docker ] || curl -fsS -X DELETE "$CONTROL/requests?cloud=$cloud" >/dev/null
   baseline "$cloud"
   local call
-  [ "$cloud" = docker ] || while read -r call; do
+  # CRASH_NO_UNCOVERED=1: this matrix runs host points only (another one has the stall points).
+  [ "$cloud" = docker ] || [ "${CRASH_NO_UNCOVERED:-0}" = 1 ] || while read -r call; do
     row "$cloud" "$call" uncovered "a call of the uninterrupted run that no point stops after"
-  done < <(uncovered_calls "$cloud" "$@")
+  done < <(uncovered_calls "$BASE_REQUESTS" "$@")
   for point in "$@"; do
     i=$((i + 1))
     case "$point" in
@@ -245,6 +309,30 @@ crash_matrix() {
       *) provision_point "$cloud" "$i" "$point" ;;
     esac
   done
+}
+
+# crash_matrix_side_by_side CLOUD WIDTH POINT...: crash_matrix for a cloud whose census is per
+# name prefix and GPUPROV_HOME (the docker cloud: containers and known_hosts lines): the
+# baseline, then the points WIDTH at a time, each in its own GPUPROV_HOME (a copy of the config)
+# with its own name prefix, so no row sees another's VMs or host keys.
+crash_matrix_side_by_side() {
+  local cloud=$1 width=$2 i=0 point home=$GPUPROV_HOME prefix=$CRASH_PREFIX
+  shift 2
+  baseline "$cloud"
+  for point in "$@"; do
+    i=$((i + 1))
+    while [ "$(jobs -rp | wc -l)" -ge "$width" ]; do wait -n || true; done
+    (
+      export GPUPROV_HOME="$home-$i" CRASH_PREFIX="${prefix}r$i"
+      mkdir -p "$GPUPROV_HOME"
+      cp "$home/config.toml" "$GPUPROV_HOME/config.toml"
+      case "$point" in
+        down-*) down_point "$cloud" "$i" "$point" ;;
+        *) provision_point "$cloud" "$i" "$point" ;;
+      esac
+    ) &
+  done
+  wait
 }
 
 # point_label POINT: the point as the table names it (a stall point: "after METHOD PATH [BODY]").
@@ -257,7 +345,9 @@ point_label() {
   /usr/bin/python3 -c '
 import json, sys
 f = json.loads("{" + sys.argv[1][len("stall:"):] + "}")
-print("after " + f.get("method", "*") + " " + f.get("path", "") + (" " + f["body"] if "body" in f else ""))' "$p"
+nth = f.get("nth", 1)
+print("after " + f.get("method", "*") + " " + f.get("path", "") + (" " + f["body"] if "body" in f else "") +
+      (" (call %d to it)" % nth if nth > 1 else ""))' "$p"
 }
 
 # write_table FILE: the rows as a Markdown table, one line per (cloud, point), then the counts.
@@ -271,6 +361,7 @@ write_table() {
     done
     echo
     echo "$(grep -c $'\tconverged\t' "$CRASH_ROWS") converged, $(grep -c $'\tleaked\t' "$CRASH_ROWS") leaked," \
-      "$(grep -c $'\tdiverged\t' "$CRASH_ROWS") diverged, $(grep -c $'\tnot-reached\t' "$CRASH_ROWS") not reached"
+      "$(grep -c $'\tdiverged\t' "$CRASH_ROWS") diverged, $(grep -c $'\tnot-reached\t' "$CRASH_ROWS") not reached," \
+      "$(grep -c $'\tuncovered\t' "$CRASH_ROWS") uncovered"
   } >"$file"
 }

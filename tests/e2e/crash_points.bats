@@ -28,7 +28,10 @@ setup_file() {
   export NEBIUS_PROJECT_ID=project-e00test
   export HOME="$BATS_FILE_TMPDIR/userhome" # no cloud CLI files of the machine's user
   mkdir -p "$HOME"
-  start_emulator memory --backend memory --boot-seconds 1
+  start_emulator memory --backend memory --boot-seconds 0.5 --no-rate-limits
+  # The GCP emulator writes a service-account key naming its own token endpoint: one file each.
+  GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key2.json" \
+    start_emulator memory2 --backend memory --boot-seconds 0.5 --no-rate-limits
   export CRASH_ROWS="$BATS_FILE_TMPDIR/rows.tsv" CRASH_LOGS="$BATS_FILE_TMPDIR/logs" CRASH_PREFIX=cp
   mkdir -p "$CRASH_LOGS"
   : >"$CRASH_ROWS"
@@ -42,34 +45,42 @@ setup() {
   skip_without_hooks
 }
 
-# The host's crash points a --no-k8s provision on the memory backend reaches (it never gets
-# SSH: host-key-pinned and the cluster's points need a real VM), and down's. Every cloud runs
-# those whose re-run depends on the driver (a VM made but not recorded; recorded; deleted but
-# its record kept); the others lead to the same driver calls as one of these (vm-running: as
-# vm-created, create finds the VM by name) or only touch local files, and run on digitalocean
-# (and the docker cloud) alone, to keep the file within minutes (Lambda paces 1 request/s).
-HOST_POINTS=(intent-recorded vm-created down-vm-deleted)
-DO_ONLY_POINTS=(vm-running down-deleting-recorded down-host-key-forgotten down-kubeconfig-removed)
+# The host's crash points a provision on the memory backend reaches (it never gets SSH:
+# host-key-pinned and the cluster's points need a real VM: crash_points_k8s.bats), and down's;
+# every cloud runs each of them.
+HOST_POINTS=(intent-recorded vm-created vm-running down-deleting-recorded down-vm-deleted
+  down-host-key-forgotten down-kubeconfig-removed)
+
+# The clouds whose Kubernetes is reached directly (firewall opened for 6443/80/443): their
+# upgrade matrix (Kubernetes turned on for an existing plain VM) opens the existing VM's ports.
+DIRECT_CLOUDS=" digitalocean aws gcp hyperstack lambda nebius "
 
 # cloud_points CLOUD: the driver's calls that change the cloud, as stall_after matches
-# (method, path prefix, body substring), each a point; `"down":true` marks delete calls, made
-# by `down`. Checked against the request log of an uninterrupted run (every_call_is_a_point).
+# (method, path prefix, body substring, nth), each a point; `"down":true` marks delete calls,
+# made by `down`. Checked against the request log of an uninterrupted run (uncovered rows).
 cloud_points() {
-  local m p
-  while read -r m p; do
+  local m p n
+  while read -r m p n; do
     [ -n "$m" ] || continue
+    n=${n:+,\"nth\":$n}
     case "$m" in
-      DOWN-*) echo "stall:\"method\":\"${m#DOWN-}\",\"path\":\"$p\",\"down\":true" ;;
-      AWS) echo "stall:\"method\":\"POST\",\"path\":\"/\",\"body\":\"Action=$p&\"" ;;
-      AWS-DOWN) echo "stall:\"method\":\"POST\",\"path\":\"/\",\"body\":\"Action=$p&\",\"down\":true" ;;
-      *) echo "stall:\"method\":\"$m\",\"path\":\"$p\"" ;;
+      DOWN-*) echo "stall:\"method\":\"${m#DOWN-}\",\"path\":\"$p\"$n,\"down\":true" ;;
+      AWS) echo "stall:\"method\":\"POST\",\"path\":\"/\",\"body\":\"Action=$p&\"$n" ;;
+      AWS-DOWN) echo "stall:\"method\":\"POST\",\"path\":\"/\",\"body\":\"Action=$p&\"$n,\"down\":true" ;;
+      *) echo "stall:\"method\":\"$m\",\"path\":\"$p\"$n" ;;
     esac
   done <<<"$(cloud_calls "$1")"
 }
 
-# cloud_calls CLOUD: "METHOD PATH-PREFIX" per call (DOWN-METHOD: made by down; AWS ACTION and
-# AWS-DOWN ACTION: an EC2 action, matched in the form body, since every EC2 call is POST /).
+# cloud_calls CLOUD: "METHOD PATH-PREFIX [NTH]" per call of the cloud in the matrix's mode
+# (CRASH_MODE); NTH: the point stops after the NTH call matching (default the first). DOWN-METHOD:
+# made by down; AWS ACTION and AWS-DOWN ACTION: an EC2 action, matched in the form body, since
+# every EC2 call is POST /.
 cloud_calls() {
+  if [ "${CRASH_MODE:-plain}" = upgrade ]; then
+    open_calls "$1"
+    return
+  fi
   case "$1" in
     digitalocean)
       printf '%s\n' 'POST /v2/account/keys' 'POST /v2/droplets' 'POST /v2/firewalls' \
@@ -95,42 +106,113 @@ cloud_calls() {
         'DOWN-DELETE /v1/core/virtual-machines/' 'DOWN-DELETE /v1/core/keypair/' \
         'DOWN-DELETE /v1/core/environments/' ;;
     verda)
-      # With --no-k8s no startup script is made (POST /v1/scripts is a cluster's).
+      # The startup script (POST /v1/scripts) is made with Kubernetes on only (the k8s mode).
       printf '%s\n' 'POST /v1/sshkeys' 'POST /v1/instances' 'DOWN-PUT /v1/instances' \
-        'DOWN-DELETE /v1/sshkeys/' ;;
+        'DOWN-DELETE /v1/sshkeys/'
+      [ "${CRASH_MODE:-plain}" != k8s ] || printf '%s\n' 'POST /v1/scripts' 'DOWN-DELETE /v1/scripts' ;;
     massedcompute)
       printf '%s\n' 'POST /api/v1/ssh-keys' 'POST /api/v1/instance/launch' \
         'DOWN-POST /api/v1/instance/terminate' 'DOWN-DELETE /api/v1/ssh-keys/' ;;
     nebius)
       printf '%s\n' 'POST /nebius.vpc.v1.SecurityGroupService/Create' \
-        'POST /nebius.vpc.v1.SecurityRuleService/Create' 'POST /nebius.compute.v1.DiskService/Create' \
+        'POST /nebius.vpc.v1.SecurityRuleService/Create' \
+        'POST /nebius.vpc.v1.SecurityRuleService/Create 2' \
+        'POST /nebius.compute.v1.DiskService/Create' \
         'POST /nebius.compute.v1.InstanceService/Create' \
         'DOWN-POST /nebius.compute.v1.InstanceService/Delete' \
         'DOWN-POST /nebius.compute.v1.DiskService/Delete' \
         'DOWN-POST /nebius.vpc.v1.SecurityRuleService/Delete' \
+        'DOWN-POST /nebius.vpc.v1.SecurityRuleService/Delete 2' \
         'DOWN-POST /nebius.vpc.v1.SecurityGroupService/Delete' ;;
   esac
 }
 
-# config_for CLOUD: config.toml: the memory backend never answers SSH, so the wait is short.
-config_for() {
-  printf '[defaults.timeouts]\nssh_wait_seconds = 2\n'
+# open_calls CLOUD: the calls of the driver's open_ports for an existing VM that gets Kubernetes
+# (the upgrade mode), as cloud_calls lists them.
+open_calls() {
   case "$1" in
-    hyperstack) printf '[clouds.hyperstack]\npoll_interval_ms = 500\ndelete_retry_ms = 1000\n' ;;
-    verda) printf '[clouds.verda]\npoll_interval_ms = 200\n' ;;
-    nebius) printf '[clouds.nebius]\npoll_interval_ms = 200\n' ;;
+    digitalocean) echo 'POST /v2/firewalls/' ;;  # .../rules
+    aws) printf '%s\n' 'AWS AuthorizeSecurityGroupIngress' 'AWS AuthorizeSecurityGroupIngress 2' \
+      'AWS AuthorizeSecurityGroupIngress 3' ;;  # one call per port
+    gcp) echo 'PATCH /compute/v1/projects/gpuprov-emulator/global/firewalls/' ;;
+    hyperstack) printf '%s\n' 'POST /v1/core/virtual-machines/' 'POST /v1/core/virtual-machines/ 2' \
+      'POST /v1/core/virtual-machines/ 3' ;;  # .../sg-rules, one call per port
+    lambda) echo 'PATCH /api/v1/firewall-rulesets/' ;;
+    nebius) echo 'POST /nebius.vpc.v1.SecurityRuleService/Create' ;;
   esac
 }
 
-# cloud_worker CLOUD: the whole matrix of one cloud, in its own GPUPROV_HOME.
+# config_for CLOUD: config.toml: the memory backend never answers SSH, so the wait is short;
+# the drivers poll often, and Lambda's client-side pacing is off (the emulator runs with
+# --no-rate-limits: this file is about crashes, lambda.bats about the pacing).
+config_for() {
+  printf '[defaults.timeouts]\nssh_wait_seconds = 1\n'
+  case "$1" in
+    hyperstack) printf '[clouds.hyperstack]\npoll_interval_ms = 200\ndelete_retry_ms = 500\n' ;;
+    lambda) printf '[clouds.lambda]\nrequest_interval_ms = 0\nlaunch_interval_ms = 0\n' ;;
+    aws | gcp | verda | nebius | primeintellect) printf '[clouds.%s]\npoll_interval_ms = 200\n' "$1" ;;
+  esac
+}
+
+# cloud_worker CLOUD: the whole matrix of one cloud, in two halves side by side, each on its
+# own emulator (the census and the stall are per cloud and emulator) with its own GPUPROV_HOME:
+# the host points of the plain command on the first; on the second the driver's calls of the
+# plain command, then Kubernetes on a new VM (Verda: its startup script is made then only),
+# then Kubernetes on an existing VM (the direct-access clouds: their open_ports).
 cloud_worker() {
-  local cloud=$1 points=()
-  export GPUPROV_HOME="$BATS_FILE_TMPDIR/home-$cloud"
+  local cloud=$1 start=$SECONDS
+  host_half "$cloud" &
+  local host_pid=$!
+  calls_half "$cloud"
+  wait "$host_pid"
+  echo "$cloud $((SECONDS - start)) s" >>"$BATS_FILE_TMPDIR/seconds"
+}
+
+# endpoints_of EMULATOR: exports CONTROL and the clouds' endpoints of that emulator (as
+# use_emulator does, without clearing its faults: other clouds' stalls may be armed there).
+endpoints_of() {
+  local cloud url
+  while read -r cloud url; do
+    if [ "$cloud" = control ]; then
+      export CONTROL="$url"
+    else
+      export "GPUPROV_${cloud^^}_ENDPOINT=$url"
+    fi
+  done <"$BATS_FILE_TMPDIR/$1.out"
+}
+
+# home_for NAME CLOUD: a fresh GPUPROV_HOME with the cloud's config.
+home_for() {
+  export GPUPROV_HOME="$BATS_FILE_TMPDIR/home-$1"
   mkdir -p "$GPUPROV_HOME"
-  config_for "$cloud" >"$GPUPROV_HOME/config.toml"
+  config_for "$2" >"$GPUPROV_HOME/config.toml"
+}
+
+host_half() {
+  local cloud=$1
+  endpoints_of memory
+  home_for "$cloud-host" "$cloud"
+  CRASH_MODE=plain CRASH_NO_UNCOVERED=1 CRASH_PREFIX=cph crash_matrix "$cloud" "${HOST_POINTS[@]}"
+}
+
+calls_half() {
+  local cloud=$1 points=()
+  endpoints_of memory2
+  export GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key2.json"
+  home_for "$cloud" "$cloud"
+  CRASH_MODE=plain
   mapfile -t points < <(cloud_points "$cloud")
-  [ "$cloud" != digitalocean ] || points+=("${DO_ONLY_POINTS[@]}")
-  crash_matrix "$cloud" "${HOST_POINTS[@]}" "${points[@]}"
+  crash_matrix "$cloud" "${points[@]}"
+  if [ "$cloud" = verda ]; then
+    CRASH_MODE=k8s
+    mapfile -t points < <(cloud_points "$cloud")
+    crash_matrix "$cloud" "${points[@]}"
+  fi
+  if [[ "$DIRECT_CLOUDS" == *" $cloud "* ]]; then
+    CRASH_MODE=upgrade
+    mapfile -t points < <(cloud_points "$cloud")
+    crash_matrix "$cloud" ports-opened "${points[@]}"
+  fi
 }
 
 @test "crash matrix: every emulated cloud x every point, side by side" {
@@ -147,6 +229,7 @@ cloud_worker() {
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid"; done
+  cat "$BATS_FILE_TMPDIR/seconds"  # each cloud's matrix, wall time
   write_table "${GPUPROV_CRASH_TABLE:-$BUILD_DIR/crash-table.md}"
   cat "${GPUPROV_CRASH_TABLE:-$BUILD_DIR/crash-table.md}"
   [ -s "$CRASH_ROWS" ]

@@ -4,7 +4,7 @@
 # runs them on the emulated clouds (tests/e2e/crash_points.bash). The census is this file's
 # containers and the lines of gpuprov's known_hosts. The table goes to
 # $GPUPROV_CRASH_TABLE_DOCKER (default <build dir>/crash-table-docker.md). It makes docker-cloud containers, so
-# scripts/test.sh runs it with the other files that count them.
+# scripts/test.sh runs it with the other files that count them. Its rows run side by side.
 
 load helpers
 load crash_points
@@ -20,8 +20,8 @@ setup_file() {
 }
 
 teardown_file() {
-  local i
-  for i in base 1 2 3 4 5 6; do remove_vm_containers "$CRASH_PREFIX-$i"; done
+  docker ps -a --filter label=io.gpuprov.managed=1 --format '{{.Label "io.gpuprov.name"}}' |
+    grep "^$CRASH_PREFIX" | while read -r name; do remove_vm_containers "$name"; done
 }
 
 setup() {
@@ -30,9 +30,10 @@ setup() {
 
 @test "docker cloud: crash at each host point, re-run converges, down leaves nothing" {
   declare -gA CLOUD_ARGS=([docker]="")
-  # intent-recorded and vm-running: crash_points.bats runs them on the emulated clouds.
-  crash_matrix docker vm-created host-key-pinned \
-    down-vm-deleted down-host-key-forgotten
+  # Every host point a --no-k8s run reaches (the cluster's: crash_points_k8s.bats), the rows
+  # four at a time (each in its own GPUPROV_HOME with its own names).
+  crash_matrix_side_by_side docker 4 intent-recorded vm-created vm-running host-key-pinned \
+    down-deleting-recorded down-vm-deleted down-host-key-forgotten down-kubeconfig-removed
   write_table "${GPUPROV_CRASH_TABLE_DOCKER:-$BUILD_DIR/crash-table-docker.md}"
   cat "${GPUPROV_CRASH_TABLE_DOCKER:-$BUILD_DIR/crash-table-docker.md}"
   [ -s "$CRASH_ROWS" ]

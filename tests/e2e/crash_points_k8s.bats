@@ -1,8 +1,10 @@
 #!/usr/bin/env bats
 # Crash points of a Kubernetes run (issue 15), on real test VMs (the emulator's docker backend),
-# one cloud per route and access: DigitalOcean (boot route, direct access: ports opened for an
-# existing VM, the installer re-run for the certificate's SAN, the kubeconfig) and Prime
-# Intellect (SSH route, tunnel access: the installer pushed, the kubeconfig). gpuprov is
+# one cloud per route and access: here DigitalOcean (direct access: ports opened for an existing
+# VM, the installer pushed to it, the kubeconfig); crash_points_k8s_san.bats: DigitalOcean's boot
+# route (the installer re-run for the certificate's SAN); crash_points_k8s_tunnel.bats: Prime
+# Intellect (SSH route, tunnel access). Three files, so scripts/test.sh runs them side by side.
+# gpuprov is
 # killed (GPUPROV_TEST_CRASH_AT, a GPUPROV_TEST_HOOKS build) right after the step; the same
 # command again must end as an uninterrupted run does (exit 0, phase ready, one VM, the real
 # kubectl reaching the node, nothing installed twice), and `down` must bring the emulator's
@@ -15,12 +17,11 @@ load crash_points
 setup_file() {
   rm -f "${GPUPROV_CRASH_TABLE_K8S:-$BUILD_DIR/crash-table-k8s.md}"
   export DIGITALOCEAN_TOKEN="dop_v1_crashk8s_$$_secret_token"
-  export PRIME_API_KEY="pit_crashk8s_$$_secret_key"
   export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
   mkdir -p "$GPUPROV_HOME"
   printf '[defaults.timeouts]\nssh_wait_seconds = 180\nboot_install_wait_seconds = 120\napi_wait_seconds = 120\n' \
     >"$GPUPROV_HOME/config.toml"
-  start_emulator emu --backend docker --clouds digitalocean,primeintellect
+  start_emulator emu --backend docker --clouds digitalocean
 }
 
 teardown_file() {
@@ -66,7 +67,7 @@ converged() {
   expect_cluster_ready "$1"
 }
 
-@test "digitalocean (boot route, direct): crash after ports opened, after the SAN re-run, after the kubeconfig" {
+@test "digitalocean (direct, Kubernetes on an existing VM): crash after ports opened, after the kubeconfig" {
   local start
   start=$(census digitalocean)
   # A plain VM first: Kubernetes on the same name then needs open_ports for 6443, 80, 443.
@@ -89,45 +90,5 @@ converged() {
   [ "$status" -eq 0 ]
   [ "$(census_until digitalocean "$start")" = "$start" ]
   [ ! -e "$GPUPROV_HOME/kube/ck-do.yaml" ]
-
-  # The SAN re-run: without the metadata service the boot install cannot learn the public
-  # address, the certificate does not cover it and gpuprov re-runs the installer with
-  # --public-ip; killed right after that.
-  fault '{"cloud":"digitalocean","fault":"no_metadata"}'
-  crash_at san-rerun "$GPUPROV" -v provision --name ck-san --cloud digitalocean
-  [[ "$output" == *"the API certificate does not cover"* ]]
-  run "$GPUPROV" -v provision --name ck-san --cloud digitalocean
-  echo "$output"
-  [ "$status" -eq 0 ]
-  converged ck-san digitalocean "$output"
-  # The crashed run's re-run with --public-ip stands: no second one, nothing pushed.
-  [ "$(round_trips "$output" "re-run installer with the public IP")" -eq 0 ]
-  [ "$(round_trips "$output" "push installer")" -eq 0 ]
-  run "$GPUPROV" down ck-san
-  [ "$status" -eq 0 ]
-  [ "$(census_until digitalocean "$start")" = "$start" ]
-  passed digitalocean "boot, direct" ports-opened kubeconfig-written san-rerun
-}
-
-@test "primeintellect (SSH route, tunnel): crash after the host key, after the installer is pushed" {
-  local start
-  start=$(census primeintellect)
-  crash_at host-key-pinned "$GPUPROV" provision --name ck-pi --cloud primeintellect --gpus A100:1
-  grep -q . "$GPUPROV_HOME/known_hosts"
-  crash_at installer-pushed "$GPUPROV" provision --name ck-pi --cloud primeintellect --gpus A100:1
-  [ "$(field ck-pi probe.pushed_over_ssh)" = yes ]
-  run "$GPUPROV" -v provision --name ck-pi --cloud primeintellect --gpus A100:1
-  echo "$output"
-  [ "$status" -eq 0 ]
-  [ "$(field ck-pi phase)" = ready ]
-  [ "$(instances_named primeintellect ck-pi)" -eq 1 ]
-  [[ "$output" == *"reusing existing VM ck-pi"* ]]
-  # The installer the crashed run pushed is found installed: not pushed again.
-  [ "$(round_trips "$output" "push installer")" -eq 0 ]
-  [ "$(field ck-pi access)" = tunnel ]
-  run "$GPUPROV" down ck-pi
-  [ "$status" -eq 0 ]
-  [ "$(census_until primeintellect "$start")" = "$start" ]
-  [ ! -s "$GPUPROV_HOME/known_hosts" ]
-  passed primeintellect "ssh, tunnel" host-key-pinned installer-pushed
+  passed digitalocean "ssh push, direct" ports-opened kubeconfig-written
 }

@@ -515,5 +515,46 @@ TEST_F(Ec2ApiTest, ClientTokenReturnsTheSameReservation) {
   EXPECT_EQ(Count("instances"), 1);
 }
 
+TEST_F(Ec2ApiTest, RequestLogNamesEachActionAndStallAfterFiresOnTheNthMatch) {
+  const std::string gid =
+      Ec2("CreateSecurityGroup", {{"GroupName", "web"}, {"GroupDescription", "web"}})
+          .Text("groupId");
+  auto rule = [&](const std::string& port) {
+    return Params{{"GroupId", gid},
+                  {"IpPermissions.1.IpProtocol", "tcp"},
+                  {"IpPermissions.1.FromPort", port},
+                  {"IpPermissions.1.ToPort", port},
+                  {"IpPermissions.1.IpRanges.1.CidrIp", "0.0.0.0/0"}};
+  };
+  // The second successful AuthorizeSecurityGroupIngress stalls the cloud, not the first.
+  Fault(R"({"cloud":"aws","fault":"stall_after","method":"POST","path":"/",)"
+        R"("body":"Action=AuthorizeSecurityGroupIngress&","nth":2})");
+  EXPECT_EQ(
+      Control("GET", "/faults?cloud=aws").Json()->getArray("aws")->getObject(0)->getValue<int>("nth"),
+      2);
+  Ec2("AuthorizeSecurityGroupIngress", rule("22"));
+  EXPECT_EQ(ErrorOf("AuthorizeSecurityGroupIngress", rule("22")), "InvalidPermission.Duplicate");
+  EXPECT_FALSE(Control("GET", "/stalled?cloud=aws").Json()->getValue<bool>("stalled"));
+  Ec2("AuthorizeSecurityGroupIngress", rule("6443"));
+  EXPECT_TRUE(Control("GET", "/stalled?cloud=aws").Json()->getValue<bool>("stalled"));
+  ASSERT_EQ(Control("DELETE", "/stalled?cloud=aws").status, 204);
+  // Each call is logged with its action, and nothing else of the signed form body.
+  const Reply log = Control("GET", "/requests?cloud=aws");
+  JsonArray requests = log.Json()->getArray("requests");
+  std::vector<std::string> actions;
+  for (size_t i = 0; i < requests->size(); ++i) {
+    actions.push_back(requests->getObject(static_cast<unsigned>(i))->optValue<std::string>("action", ""));
+  }
+  EXPECT_EQ(actions, (std::vector<std::string>{"CreateSecurityGroup", "AuthorizeSecurityGroupIngress",
+                                               "AuthorizeSecurityGroupIngress",
+                                               "AuthorizeSecurityGroupIngress"}));
+  EXPECT_EQ(log.body.find(kSecret), std::string::npos);
+  EXPECT_EQ(log.body.find("0.0.0.0/0"), std::string::npos);
+  // nth below 1 is refused, naming the field.
+  const Reply bad = Control("POST", "/faults", R"({"cloud":"aws","fault":"stall_after","nth":0})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find(R"(\"nth\" must be 1 or more)"), std::string::npos) << bad.body;
+}
+
 }  // namespace
 }  // namespace gpuprov::emulator

@@ -17,6 +17,7 @@
 #include <Poco/URI.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <stdexcept>
 #include <unistd.h>
@@ -27,6 +28,26 @@ namespace {
 
 constexpr size_t kMaxLoggedPerCloud = 20000;
 constexpr const char* kListenHost = "127.0.0.1";
+
+// The Action field of a form-encoded body (EC2's Query API), for the request log: letters and
+// digits only, so nothing else of the body (no credential, no value) can reach the log.
+std::string FormAction(const HttpRequest& req) {
+  if (req.Header("content-type").rfind("application/x-www-form-urlencoded", 0) != 0) return "";
+  size_t start = 0;
+  while (start <= req.body.size()) {
+    size_t end = req.body.find('&', start);
+    if (end == std::string::npos) end = req.body.size();
+    if (req.body.compare(start, 7, "Action=") == 0) {
+      std::string action = req.body.substr(start + 7, end - start - 7);
+      for (char c : action) {
+        if (!std::isalnum(static_cast<unsigned char>(c))) return "";
+      }
+      return action;
+    }
+    start = end + 1;
+  }
+  return "";
+}
 
 HttpRequest ReadRequest(Poco::Net::HTTPServerRequest& in) {
   HttpRequest r;
@@ -320,6 +341,7 @@ HttpResponse Emulator::HandleCloud(CloudApi* api, const HttpRequest& req) {
   std::string q;
   for (const auto& [k, v] : req.query) q += (q.empty() ? "?" : "&") + k + "=" + v;
   l.path += q;
+  l.action = FormAction(req);
   l.status = resp.status;
   l.duration_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                       .count();
@@ -429,6 +451,7 @@ HttpResponse Emulator::HandleControl(const HttpRequest& req) {
           o->set("cloud", l.cloud);
           o->set("method", l.method);
           o->set("path", l.path);
+          if (!l.action.empty()) o->set("action", l.action);
           o->set("status", l.status);
           o->set("duration_ms", l.duration_ms);
           o->set("time", l.time);

@@ -39,6 +39,7 @@ struct LoggedRequest {
   std::string cloud;
   std::string method;
   std::string path;   // with the query string
+  std::string action; // a form body's Action (EC2's Query API: every call is POST /), else ""
   int status = 0;
   double duration_ms = 0;
   std::string time;   // RFC 3339

@@ -16,6 +16,7 @@ JsonObject Fault::ToJson() const {
   if (!method.empty()) o->set("method", method);
   if (!path.empty()) o->set("path", path);
   if (!body.empty()) o->set("body", body);
+  if (nth != 1) o->set("nth", nth);
   if (!value.empty()) o->set("value", value);
   return o;
 }
@@ -73,6 +74,11 @@ std::optional<Fault> FaultBook::Parse(const JsonObject& body, std::string* error
   if (auto p = GetString(body, "path")) f.path = *p;
   if (auto b = GetString(body, "body")) f.body = *b;
   if (auto v = GetString(body, "value")) f.value = *v;
+  if (auto n = GetInt(body, "nth")) f.nth = static_cast<int>(*n);
+  if (f.nth < 1) {
+    *error = "\"nth\" must be 1 or more (the nth matching request fires)";
+    return std::nullopt;
+  }
   if (f.name == "port_blocked" && (f.value.empty() ||
                                    f.value.find_first_not_of("0123456789,") != std::string::npos)) {
     *error = "fault port_blocked needs \"value\": comma-separated port numbers, e.g. \"6443\"";
@@ -98,6 +104,10 @@ std::optional<Fault> FaultBook::Take(const std::string& name, const std::string&
     if (!it->method.empty() && !method.empty() && it->method != method) continue;
     if (!it->path.empty() && path.compare(0, it->path.size(), it->path) != 0) continue;
     if (!it->body.empty() && body.find(it->body) == std::string::npos) continue;
+    if (it->nth > 1) {  // an earlier match than the one asked for: it passes, counted
+      --it->nth;
+      return std::nullopt;
+    }
     Fault f = *it;
     if (it->times > 0 && --it->times == 0) faults_.erase(it);
     return f;

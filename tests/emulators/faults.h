@@ -27,6 +27,7 @@ struct Fault {
   std::string method;    // request faults: only this method ("" = any)
   std::string path;      // request faults: only paths starting with this ("" = any)
   std::string body;      // stall_after: only requests whose body contains this ("" = any)
+  int nth = 1;           // request faults: the first nth-1 matching requests pass untouched
   std::string value;     // k3s_faults: the lines of the k3s simulator's fault file
 
   JsonObject ToJson() const;
