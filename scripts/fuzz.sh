@@ -60,8 +60,9 @@ run_one() {
   local limit=(-max_total_time="$seconds")
   [ "$runs" -ge 0 ] && limit=(-runs="$runs")
   [ "$runs" -ge 0 ] && [ "$seconds_given" -eq 1 ] && limit+=(-max_total_time="$seconds")
-  # -timeout: one input taking 10 s is a hang; -rss_limit_mb: 2 GB is an out-of-memory.
-  "$BUILD_DIR/fuzz/${target}_fuzz" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+  # -timeout: one input taking 10 s is a hang (a wall-clock alarm: a long run at nice 19 on a
+  # loaded machine wants GPUPROV_FUZZ_TIMEOUT=60); -rss_limit_mb: 2 GB is an out-of-memory.
+  "$BUILD_DIR/fuzz/${target}_fuzz" "${limit[@]}" -timeout="${GPUPROV_FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 -max_len=65536 \
     -print_final_stats=1 -artifact_prefix="$artifacts" "$corpus" "tests/fuzz/corpus/$target" \
     >"$log_dir/$target.log" 2>&1
 }
