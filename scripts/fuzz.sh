@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets of tests/fuzz/ with clang (ASan + UBSan) into
-# ${GPUPROV_FUZZ_BUILD_DIR:-build-fuzz} and runs each for a while, starting from its seed corpus
-# (tests/fuzz/corpus/<target>/). New inputs go to <build>/corpus/<target>/, crash inputs to
-# <build>/artifacts/<target>/; the tree's seed folders are never written.
+# Runs the libFuzzer targets of tests/fuzz/, built with clang (ASan + UBSan) in the sanitizer
+# build directory ${GPUPROV_FUZZ_BUILD_DIR:-${GPUPROV_SANITIZE_BUILD_DIR:-build-san}}, the one
+# scripts/sanitize.sh builds and runs the tests in (configured by it). Each target starts from
+# its seed corpus (tests/fuzz/corpus/<target>/). New inputs go to <build>/corpus/<target>/,
+# crash inputs to <build>/artifacts/<target>/; the tree's seed folders are never written.
 #
-#   scripts/fuzz.sh                   every target for 10 s (the CI smoke)
+#   scripts/fuzz.sh                   every target for 4 s, two at a time (the CI smoke)
 #   scripts/fuzz.sh -t 3600 spec      one target for an hour
 #   scripts/fuzz.sh -r 10000000       every target for 10 million executions
-#   scripts/fuzz.sh -j 2 ...          run two targets at once
+#   scripts/fuzz.sh -t 3600 -r 10000000 spec   whichever comes first
+#   scripts/fuzz.sh -j 1 ...          one target at a time
 #   scripts/fuzz.sh -n ...            run what is built, do not configure or build
 #
 # Prints one line per target (executions, seconds, coverage, features, corpus, crashes) and
@@ -15,27 +17,27 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-seconds=10
+seconds=4
 runs=-1
-jobs=1
+jobs=2
 build=1
+seconds_given=0
 while getopts "t:r:j:n" opt; do
   case $opt in
-    t) seconds=$OPTARG ;;
-    r) runs=$OPTARG; seconds=0 ;;
+    t) seconds=$OPTARG; seconds_given=1 ;;
+    r) runs=$OPTARG ;;
     j) jobs=$OPTARG ;;
     n) build=0 ;;
-    *) echo "usage: $0 [-t SECONDS | -r RUNS] [-j JOBS] [-n] [TARGET...]" >&2; exit 2 ;;
+    *) echo "usage: $0 [-t SECONDS] [-r RUNS] [-j JOBS] [-n] [TARGET...]" >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
 
-BUILD_DIR=${GPUPROV_FUZZ_BUILD_DIR:-build-fuzz}
+BUILD_DIR=${GPUPROV_FUZZ_BUILD_DIR:-${GPUPROV_SANITIZE_BUILD_DIR:-build-san}}
 if [ "$build" -eq 1 ]; then
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
-    -DGPUPROV_FUZZ=ON -DGPUPROV_BUILD_TESTS=OFF >/dev/null
+  # Configured as scripts/sanitize.sh does, so a directory it built is not configured anew
+  # (when it built everything already, this builds nothing).
+  GPUPROV_SANITIZE_BUILD_DIR=$BUILD_DIR bash scripts/sanitize.sh --configure
   cmake --build "$BUILD_DIR" --target fuzz_targets
 fi
 
@@ -54,10 +56,13 @@ run_one() {
   local target=$1
   local corpus="$BUILD_DIR/corpus/$target" artifacts="$BUILD_DIR/artifacts/$target/"
   mkdir -p "$corpus" "$artifacts"
+  # -t and -r together: whichever limit comes first.
   local limit=(-max_total_time="$seconds")
   [ "$runs" -ge 0 ] && limit=(-runs="$runs")
-  # -timeout: one input taking 10 s is a hang; -rss_limit_mb: 2 GB is an out-of-memory.
-  "$BUILD_DIR/fuzz/${target}_fuzz" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+  [ "$runs" -ge 0 ] && [ "$seconds_given" -eq 1 ] && limit+=(-max_total_time="$seconds")
+  # -timeout: one input taking 10 s is a hang (a wall-clock alarm: a long run at nice 19 on a
+  # loaded machine wants GPUPROV_FUZZ_TIMEOUT=60); -rss_limit_mb: 2 GB is an out-of-memory.
+  "$BUILD_DIR/fuzz/${target}_fuzz" "${limit[@]}" -timeout="${GPUPROV_FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 -max_len=65536 \
     -print_final_stats=1 -artifact_prefix="$artifacts" "$corpus" "tests/fuzz/corpus/$target" \
     >"$log_dir/$target.log" 2>&1
 }

@@ -1,23 +1,81 @@
 #!/usr/bin/env bash
-# Builds gpuprov with AddressSanitizer + UndefinedBehaviorSanitizer into a second build directory
-# (${GPUPROV_SANITIZE_BUILD_DIR:-build-asan}) and runs the unit, driver-kit, driver and emulator
-# tests there (ctest; the e2e bats files stay on the normal build). Every sanitizer report aborts
-# its process (-fno-sanitize-recover=all, halt_on_error), so any report fails this script.
-# Run alone or from scripts/test.sh (GPUPROV_SANITIZE=0 skips it there).
+# The sanitizer runs (docs/fuzzing.md). Two build directories beside the normal one:
+#
+#   ${GPUPROV_SANITIZE_BUILD_DIR:-build-san}: clang, every target with AddressSanitizer +
+#     UndefinedBehaviorSanitizer and libFuzzer's coverage instrumentation (-DGPUPROV_FUZZ=ON).
+#     The unit, driver-kit, driver and emulator tests and the fuzz targets all build here, so
+#     the code is compiled a second time only once; scripts/fuzz.sh runs the fuzz targets from
+#     this directory. ctest runs every test here but the e2e bats files (normal build).
+#   ${GPUPROV_TSAN_BUILD_DIR:-build-tsan}: ThreadSanitizer, and only the concurrency tests: the
+#     SSH tunnel's (ssh_tunnel_test) and the cloud emulator's (emulator_test: its HTTP server's
+#     threads, held (stalled) requests, the Prime Intellect port forwarders).
+#
+# Every report aborts its process (-fno-sanitize-recover=all, halt_on_error), so any report fails
+# the test that triggered it and this script. Prints the wall seconds of each step.
+#
+#   scripts/sanitize.sh               both builds and runs
+#   scripts/sanitize.sh --asan        ASan + UBSan only
+#   scripts/sanitize.sh --tsan        TSan only
+#   scripts/sanitize.sh --configure   configure build-san and stop (scripts/fuzz.sh uses this)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD_DIR=${GPUPROV_SANITIZE_BUILD_DIR:-build-asan}
+BUILD_DIR=${GPUPROV_SANITIZE_BUILD_DIR:-build-san}
+TSAN_DIR=${GPUPROV_TSAN_BUILD_DIR:-build-tsan}
+# -O0 and line tables only (reports still name file and line): compiling a core file with
+# ASan + UBSan + coverage took 12 CPU seconds so against 36 with -O1 -g, and the build is what
+# costs CI here; the tests are I/O bound. (gcc's -g1 is clang's -gline-tables-only.)
+SAN_FLAGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -gline-tables-only"
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O0 -gline-tables-only")
+TSAN_FLAGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O0 -g1")
 
-# -O1: the tests run at a useful speed and the build stays cheaper than -O2.
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
-  -DGPUPROV_SANITIZE=address,undefined >/dev/null
-cmake --build "$BUILD_DIR"
+run_asan=1
+run_tsan=1
+case ${1:-} in
+  "") ;;
+  --asan) run_tsan=0 ;;
+  --tsan) run_asan=0 ;;
+  --configure) run_asan=0; run_tsan=0 ;;
+  *) echo "usage: $0 [--asan | --tsan | --configure]" >&2; exit 2 ;;
+esac
 
-# detect_leaks: a leak is a report too. The driver .so files are dlopen'ed and never unloaded
-# while the process lives, so their symbols stay readable in reports.
+step_start=0
+step() { step_start=$(date +%s); echo "==> sanitize: $*" >&2; }
+step_done() { echo "==> sanitize: $* took $(( $(date +%s) - step_start )) s" >&2; }
+
+cmake -S . -B "$BUILD_DIR" -G Ninja "${SAN_FLAGS[@]}" \
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DGPUPROV_FUZZ=ON >/dev/null
+[ "${1:-}" = --configure ] && exit 0
+
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:abort_on_error=1:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
-# Not run here: the k3s simulator (Python, label fixture) and sdk_compile_errors (it checks that
-# bad driver code does not compile: nothing runs).
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 -LE fixture -E '^sdk_compile_errors$'
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+
+rc=0
+if [ "$run_asan" -eq 1 ]; then
+  step "build $BUILD_DIR (clang, ASan + UBSan + fuzzer coverage)"
+  cmake --build "$BUILD_DIR"
+  step_done "build $BUILD_DIR"
+  step "ctest in $BUILD_DIR"
+  # Not run here: the k3s simulator (Python, label fixture) and sdk_compile_errors (it checks
+  # that bad driver code does not compile: nothing runs).
+  ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 -LE fixture -E '^sdk_compile_errors$' || rc=1
+  step_done "ctest in $BUILD_DIR"
+fi
+
+if [ "$run_tsan" -eq 1 ]; then
+  step "build $TSAN_DIR (ThreadSanitizer; the tunnel and emulator tests only)"
+  # The Nebius driver is left out: the emulator then carries no gRPC server, which the
+  # concurrency tests below do not use, and the build stays small.
+  cmake -S . -B "$TSAN_DIR" -G Ninja "${TSAN_FLAGS[@]}" \
+    -DGPUPROV_SANITIZE=thread -DGPUPROV_EXCLUDE_DRIVERS=nebius >/dev/null
+  cmake --build "$TSAN_DIR" --target ssh_tunnel_test emulator_test gpuprov-emulator
+  step_done "build $TSAN_DIR"
+  step "TSan tests"
+  "$TSAN_DIR/bin/ssh_tunnel_test" || rc=1
+  "$TSAN_DIR/bin/emulator_test" \
+    --gtest_filter='EmulatorTest.*:EmulatorBinary.*:PortSetTest.*:EmulatorDockerTest.PrimeIntellect*' || rc=1
+  step_done "TSan tests"
+fi
+exit "$rc"

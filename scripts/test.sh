@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test: set up and build, then unit and driver tests (ctest), the installer and
 # fixture tests (bats, shellcheck), the end-to-end CLI tests (bats, against real Docker), the
-# unit and driver tests again under ASan + UBSan (scripts/sanitize.sh; GPUPROV_SKIP_SANITIZE=1
-# skips it) and a short run of every fuzz target (scripts/fuzz.sh; GPUPROV_SKIP_FUZZ=1 skips it).
+# unit, driver and emulator tests again under ASan + UBSan and the tunnel and emulator
+# concurrency tests under TSan (scripts/sanitize.sh; GPUPROV_SKIP_SANITIZE=1 skips it) and a short
+# run of every fuzz target, built in the same ASan + UBSan directory (scripts/fuzz.sh;
+# GPUPROV_SKIP_FUZZ=1 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -54,13 +56,16 @@ done
 
 sanitize_rc=0
 if [ "${GPUPROV_SKIP_SANITIZE:-0}" != 1 ]; then
-  echo "==> sanitizers (ASan + UBSan)" >&2
+  echo "==> sanitizers (ASan + UBSan, TSan)" >&2
   bash scripts/sanitize.sh | tee "$log_dir/sanitize.log" || sanitize_rc=$?
 fi
 fuzz_rc=0
 if [ "${GPUPROV_SKIP_FUZZ:-0}" != 1 ]; then
+  # Every target for a few seconds, two at a time (about 40 s for 16 targets at 4 s).
   echo "==> fuzz smoke" >&2
-  bash scripts/fuzz.sh -t "${GPUPROV_FUZZ_SECONDS:-10}" || fuzz_rc=$?
+  fuzz_start=$(date +%s)
+  bash scripts/fuzz.sh -t "${GPUPROV_FUZZ_SECONDS:-4}" -j 2 || fuzz_rc=$?
+  echo "==> fuzz smoke took $(( $(date +%s) - fuzz_start )) s" >&2
 fi
 
 # One closing line over both runners: ctest counts each registered test (gpuprov_test is one),

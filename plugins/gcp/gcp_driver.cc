@@ -661,7 +661,8 @@ std::string GcpDriver::Create(const std::string& request_json) {
 
   // The firewall rule first: the instance carries its tag from the start.
   EnsureFirewall(name, ports);
-  auto forget_firewall = [&] {
+  // name by an init-capture: clang 14 (the sanitizer build) cannot capture a structured binding.
+  auto forget_firewall = [&, name = name] {
     try {
       DeleteFirewall(name);
     } catch (const std::exception& e) {
