@@ -17,6 +17,10 @@
 #   scripts/sanitize.sh --asan        ASan + UBSan only
 #   scripts/sanitize.sh --tsan        TSan only
 #   scripts/sanitize.sh --configure   configure build-san and stop (scripts/fuzz.sh uses this)
+#   scripts/sanitize.sh --build       configure and build both directories, run nothing
+#                                     (scripts/test.sh runs this at nice 19 beside the normal
+#                                     tests, then this script without options: the builds are
+#                                     then up to date and only the tests run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${GPUPROV_SANITIZE_BUILD_DIR:-build-san}
@@ -32,12 +36,14 @@ TSAN_FLAGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo
 
 run_asan=1
 run_tsan=1
+build_only=0
 case ${1:-} in
   "") ;;
+  --build) build_only=1 ;;
   --asan) run_tsan=0 ;;
   --tsan) run_asan=0 ;;
   --configure) run_asan=0; run_tsan=0 ;;
-  *) echo "usage: $0 [--asan | --tsan | --configure]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--asan | --tsan | --configure | --build]" >&2; exit 2 ;;
 esac
 
 step_start=0
@@ -57,6 +63,8 @@ if [ "$run_asan" -eq 1 ]; then
   step "build $BUILD_DIR (clang, ASan + UBSan + fuzzer coverage)"
   cmake --build "$BUILD_DIR"
   step_done "build $BUILD_DIR"
+fi
+if [ "$run_asan" -eq 1 ] && [ "$build_only" -eq 0 ]; then
   step "ctest in $BUILD_DIR"
   # Not run here: the k3s simulator (Python, label fixture) and sdk_compile_errors (it checks
   # that bad driver code does not compile: nothing runs).
@@ -72,6 +80,8 @@ if [ "$run_tsan" -eq 1 ]; then
     -DGPUPROV_SANITIZE=thread -DGPUPROV_EXCLUDE_DRIVERS=nebius >/dev/null
   cmake --build "$TSAN_DIR" --target ssh_tunnel_test emulator_test gpuprov-emulator
   step_done "build $TSAN_DIR"
+fi
+if [ "$run_tsan" -eq 1 ] && [ "$build_only" -eq 0 ]; then
   step "TSan tests"
   "$TSAN_DIR/bin/ssh_tunnel_test" || rc=1
   "$TSAN_DIR/bin/emulator_test" \

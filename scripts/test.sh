@@ -13,12 +13,37 @@ export GPUPROV_BUILD_DIR="$BUILD_DIR"
 # setup.sh built the test VM image: run the installer's tests inside real test VMs too.
 export GPUPROV_INSTALLER_VM_TESTS=1
 
+# The sanitizer builds (a second compile of everything, with clang) run at the lowest priority
+# beside the tests below: the e2e files mostly wait on containers and SSH, and that idle CPU
+# compiles build-san/ and build-tsan/. The sanitizer step later waits for this build.
+# Started outside this shell's jobs (the bats step below counts and waits for its own jobs);
+# its exit status lands in $san_build_log.rc.
+san_build=0
+san_build_log=$(mktemp)
+if [ "${GPUPROV_SKIP_SANITIZE:-0}" != 1 ] || [ "${GPUPROV_SKIP_FUZZ:-0}" != 1 ]; then
+  san_build=1
+  ( (
+    # Its own process group (setsid), so the EXIT trap can stop the compilers too.
+    setsid nice -n 19 bash scripts/sanitize.sh --build >"$san_build_log" 2>&1 &
+    echo "$!" >"$san_build_log.pid"
+    rc=0
+    wait "$!" || rc=$?
+    echo "$rc" >"$san_build_log.rc"
+  ) </dev/null >/dev/null 2>&1 & )
+fi
+
 echo "==> shellcheck" >&2
 mapfile -t shell_files < <(git ls-files '*.sh' '*.bash' 'tests/fixtures/testvm/overlay/usr/bin/*' .ci/run)
 shellcheck "${shell_files[@]}"
 
 log_dir=$(mktemp -d)
-trap 'rm -rf "$log_dir"' EXIT
+stop_san_build() {
+  if [ "$san_build" -eq 1 ] && [ ! -e "$san_build_log.rc" ] && [ -s "$san_build_log.pid" ]; then
+    kill -- "-$(cat "$san_build_log.pid")" 2>/dev/null || true
+  fi
+  rm -f "$san_build_log" "$san_build_log.pid" "$san_build_log.rc"
+}
+trap 'rm -rf "$log_dir"; stop_san_build' EXIT
 
 echo "==> ctest" >&2
 ctest_rc=0
@@ -54,6 +79,14 @@ for i in $(seq 1 "$n"); do
   [ "$rc" = 0 ] || { echo "bats job $i ended with status $rc" >&2; bats_rc=1; }
 done
 
+if [ "$san_build" -eq 1 ]; then
+  echo "==> waiting for the sanitizer builds started at the beginning" >&2
+  while [ ! -e "$san_build_log.rc" ]; do sleep 2; done
+  san_build_rc=$(cat "$san_build_log.rc")
+  cat "$san_build_log" >&2
+  # A failed build shows again (with its error) in the steps below, which build what is missing.
+  [ "$san_build_rc" -eq 0 ] || echo "==> the background sanitizer build ended with $san_build_rc" >&2
+fi
 sanitize_rc=0
 if [ "${GPUPROV_SKIP_SANITIZE:-0}" != 1 ]; then
   echo "==> sanitizers (ASan + UBSan, TSan)" >&2

@@ -623,7 +623,8 @@ std::string LambdaDriver::Create(const std::string& request_json) {
   std::string ruleset_id;
   bool ruleset_created = false;
   bool rules_added = false;
-  auto cleanup = [&] {
+  // name by an init-capture: clang 14 (the sanitizer build) cannot capture a structured binding.
+  auto cleanup = [&, name = name] {
     // No instance of this name exists: what gpuprov made for it (now, or in a run that was
     // killed before its launch) goes again; a key only when no gpuprov instance uses it.
     try {

@@ -478,7 +478,8 @@ std::string VerdaDriver::Create(const std::string& request_json) {
 
   const SshKey key = EnsureSshKey(public_key);
   std::string script_id;
-  auto cleanup = [&] {
+  // name by an init-capture: clang 14 (the sanitizer build) cannot capture a structured binding.
+  auto cleanup = [&, name = name] {
     // No instance of this name exists: its script goes, and the key when no gpuprov
     // instance uses it.
     try {
@@ -607,7 +608,7 @@ std::string VerdaDriver::Offers(const std::string& request_json) {
     }
     price[name] = p;
   }
-  auto wanted = [&](const std::string& type_name) {
+  auto wanted = [&, gpu = gpu](const std::string& type_name) {  // init-capture: clang 14
     if (!gpu) return type_name == catalogue.cpu_default.instance_type;
     std::optional<TypeGpus> g = GpusOfTypeName(type_name);
     return g && g->gpu_type == canonical && g->gpu_count == count;

@@ -1754,8 +1754,9 @@ class Ec2Api : public CloudApi {
     for (const auto& [r, cidr] : doomed) {
       for (auto& have : g.ingress) {
         if (!SameRange(have, r)) continue;
-        std::erase_if(have.v4, [&](const auto& pair) { return pair.first == cidr; });
-        std::erase_if(have.v6, [&](const auto& pair) { return pair.first == cidr; });
+        // cidr by an init-capture: clang 14 cannot capture a structured binding.
+        std::erase_if(have.v4, [&, cidr = cidr](const auto& pair) { return pair.first == cidr; });
+        std::erase_if(have.v6, [&, cidr = cidr](const auto& pair) { return pair.first == cidr; });
       }
     }
     std::erase_if(g.ingress, [](const Rule& r) { return r.v4.empty() && r.v6.empty(); });
