@@ -40,6 +40,7 @@ void PutOctal(char* field, size_t width, uint64_t value, const std::string& path
 }
 
 void PutString(char* field, size_t width, std::string_view s) {
+  if (s.empty()) return;  // an empty view's data() may be null, which memcpy may not be given
   std::memcpy(field, s.data(), s.size() < width ? s.size() : width);
 }
 
