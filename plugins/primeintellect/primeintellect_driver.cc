@@ -666,30 +666,15 @@ PrimeIntellectDriver::ObjectPtr PrimeIntellectDriver::Resolve(const ObjectPtr& r
 void PrimeIntellectDriver::EnsureSshKey(const std::string& public_key) {
   const std::string want = KeyBody(public_key);
   if (want.empty()) return;
-  for (int page = 0; page < kMaxPages; ++page) {
-    const int offset = page * kPageSize;
-    Poco::Dynamic::Var v =
-        CallJson("GET",
-                 std::string(kApi) + "/ssh_keys/?offset=" + std::to_string(offset) +
-                     "&limit=" + std::to_string(kPageSize),
-                 "list SSH keys");
-    Object::Ptr o = v.type() == typeid(Object::Ptr) ? v.extract<Object::Ptr>() : nullptr;
-    Array::Ptr data = o ? json::Arr(o, "data") : nullptr;
-    if (!data) break;
-    for (size_t i = 0; i < data->size(); ++i) {
-      Object::Ptr k = json::ObjAt(data, i);
-      if (!k || KeyBody(Text(k, "publicKey")) != want) continue;
-      host_.Debug("SSH key already registered on the account as " + Text(k, "name"));
-      if (json::Has(k, "isPrimary") && !k->get("isPrimary").convert<bool>()) {
-        host_.Info("the SSH key " + Text(k, "name") +
-                   " is registered but not the account's primary key; if SSH is refused, "
-                   "make it primary in the Prime Intellect dashboard");
-      }
-      return;
+  for (const ObjectPtr& k : ListKeys()) {
+    if (KeyBody(Text(k, "publicKey")) != want) continue;
+    host_.Debug("SSH key already registered on the account as " + Text(k, "name"));
+    if (json::Has(k, "isPrimary") && !k->get("isPrimary").convert<bool>()) {
+      host_.Info("the SSH key " + Text(k, "name") +
+                 " is registered but not the account's primary key; if SSH is refused, "
+                 "make it primary in the Prime Intellect dashboard");
     }
-    std::optional<double> total = o ? Number(o, "total_count") : std::nullopt;
-    if (data->size() < static_cast<size_t>(kPageSize)) break;
-    if (total && offset + static_cast<int>(data->size()) >= *total) break;
+    return;
   }
   Object body;
   const std::string key_name = "gpuprov-" + ShortHash(want);
