@@ -323,6 +323,7 @@ crash_matrix_side_by_side() {
     i=$((i + 1))
     while [ "$(jobs -rp | wc -l)" -ge "$width" ]; do wait -n || true; done
     (
+      # shellcheck disable=SC2030  # each side-by-side run has its own home, in its subshell
       export GPUPROV_HOME="$home-$i" CRASH_PREFIX="${prefix}r$i"
       mkdir -p "$GPUPROV_HOME"
       cp "$home/config.toml" "$GPUPROV_HOME/config.toml"
@@ -364,4 +365,59 @@ write_table() {
       "$(grep -c $'\tdiverged\t' "$CRASH_ROWS") diverged, $(grep -c $'\tnot-reached\t' "$CRASH_ROWS") not reached," \
       "$(grep -c $'\tuncovered\t' "$CRASH_ROWS") uncovered"
   } >"$file"
+}
+
+# ---- The Kubernetes points on test VMs (crash_points_k8s*.bats) -----------------------------------
+# Each of those files sets K8S_TABLE (its table file) and the cloud's credential in setup_file,
+# then calls k8s_file_setup CLOUD; its tests run with k8s_setup / k8s_teardown.
+
+# k8s_file_setup CLOUD: a fresh table, a home with waits long enough for test VMs under load,
+# one docker-backend emulator of CLOUD.
+k8s_file_setup() {
+  rm -f "$K8S_TABLE"
+  # shellcheck disable=SC2031  # crash_matrix_side_by_side sets its own in subshells
+  export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
+  mkdir -p "$GPUPROV_HOME"
+  printf '[defaults.timeouts]\nssh_wait_seconds = 180\nboot_install_wait_seconds = 120\napi_wait_seconds = 120\n' \
+    >"$GPUPROV_HOME/config.toml"
+  start_emulator emu --backend docker --clouds "$1"
+}
+
+k8s_setup() {
+  skip_without_hooks
+  use_emulator emu
+}
+
+k8s_teardown() {
+  reset_emulators
+  rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
+}
+
+# passed CLOUD ROUTE POINT...: the rows of a test that passed, appended to $K8S_TABLE.
+passed() {
+  local cloud=$1 route=$2 point
+  shift 2
+  [ -s "$K8S_TABLE" ] || printf '| cloud | route, access | point | result |\n|---|---|---|---|\n' >"$K8S_TABLE"
+  for point in "$@"; do
+    echo "| $cloud | $route | $point | converged (re-run ready, one VM, nothing installed twice; down: census as before) |" >>"$K8S_TABLE"
+  done
+}
+
+# crash_at POINT CMD...: CMD killed by gpuprov itself at POINT (exit 137).
+crash_at() {
+  local point=$1
+  shift
+  run env GPUPROV_TEST_CRASH_AT="$point" "$@"
+  # shellcheck disable=SC2154  # output and status: set by bats' run
+  { echo "$output"; [ "$status" -eq 137 ]; }
+  [[ "$output" == *"test crash point $point: SIGKILL"* ]]
+}
+
+# converged NAME CLOUD OUTPUT: a re-run's -v OUTPUT ended as an uninterrupted run: exit status
+# already checked by the caller, the record ready, one VM, kubectl reaches the node.
+converged() {
+  [ "$(field "$1" phase)" = ready ]
+  [ "$(instances_named "$2" "$1")" -eq 1 ]
+  [[ "$3" == *"reusing existing VM $1"* ]]
+  expect_cluster_ready "$1"
 }

@@ -15,56 +15,21 @@ load helpers
 load crash_points
 
 setup_file() {
-  rm -f "${GPUPROV_CRASH_TABLE_K8S:-$BUILD_DIR/crash-table-k8s.md}"
+  export K8S_TABLE=${GPUPROV_CRASH_TABLE_K8S:-$BUILD_DIR/crash-table-k8s.md}
   export DIGITALOCEAN_TOKEN="dop_v1_crashk8s_$$_secret_token"
-  export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
-  mkdir -p "$GPUPROV_HOME"
-  printf '[defaults.timeouts]\nssh_wait_seconds = 180\nboot_install_wait_seconds = 120\napi_wait_seconds = 120\n' \
-    >"$GPUPROV_HOME/config.toml"
-  start_emulator emu --backend docker --clouds digitalocean
+  k8s_file_setup digitalocean
 }
 
 teardown_file() {
   stop_emulators
 }
 
-# passed CLOUD ROUTE POINT...: the rows of a test that passed, appended to the k8s table.
-passed() {
-  local table=${GPUPROV_CRASH_TABLE_K8S:-$BUILD_DIR/crash-table-k8s.md} cloud=$1 route=$2 point
-  shift 2
-  [ -s "$table" ] || printf '| cloud | route, access | point | result |\n|---|---|---|---|\n' >"$table"
-  for point in "$@"; do
-    echo "| $cloud | $route | $point | converged (re-run ready, one VM, nothing installed twice; down: census as before) |" >>"$table"
-  done
-}
-
 setup() {
-  skip_without_hooks
-  use_emulator emu
+  k8s_setup
 }
 
 teardown() {
-  reset_emulators
-  rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
-}
-
-# crash_at POINT CMD...: CMD killed by gpuprov itself at POINT (exit 137).
-crash_at() {
-  local point=$1
-  shift
-  run env GPUPROV_TEST_CRASH_AT="$point" "$@"
-  echo "$output"
-  [ "$status" -eq 137 ]
-  [[ "$output" == *"test crash point $point: SIGKILL"* ]]
-}
-
-# converged NAME CLOUD OUTPUT: a re-run's -v OUTPUT ended as an uninterrupted run: exit status
-# already checked by the caller, the record ready, one VM, kubectl reaches the node.
-converged() {
-  [ "$(field "$1" phase)" = ready ]
-  [ "$(instances_named "$2" "$1")" -eq 1 ]
-  [[ "$3" == *"reusing existing VM $1"* ]]
-  expect_cluster_ready "$1"
+  k8s_teardown
 }
 
 @test "digitalocean (direct, Kubernetes on an existing VM): crash after ports opened, after the kubeconfig" {
