@@ -135,7 +135,7 @@ TokenSource& GcpDriver::Tokens() {
       throw DriverError(GPUPROV_STATUS_AUTH,
                         "no Google Cloud credentials found: " + CredentialsHint());
     }
-    host_.Debug("Google credentials from " + creds->origin);
+    host_.Debug("Google credentials from " + creds->Describe());
     tokens_ = std::make_unique<TokenSource>(std::move(*creds), policy_, host_);
   }
   return *tokens_;
