@@ -503,7 +503,8 @@ std::string SubjectTokenFrom(const GoogleCredentials& creds, const std::string& 
 
 std::optional<int64_t> SecondsUntil(const std::string& rfc3339, int64_t now_unix_seconds) {
   // Poco's parser is lenient about what precedes the fields: the shape is checked first.
-  static const std::regex kShape(R"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2}))");
+  static const std::regex kShape(
+      R"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2}))");
   if (!std::regex_match(rfc3339, kShape)) return std::nullopt;
   Poco::DateTime dt;
   int tzd = 0;

@@ -43,8 +43,8 @@ class GceEmulator : public OneCloudEmulator {
  public:
   GceEmulator() : OneCloudEmulator("gcp") {}
   bool Start(std::string* problem) {
-    return StartMemory({}, {{"GOOGLE_APPLICATION_CREDENTIALS", (dir_.path() / "key.json").string()}},
-                       problem);
+    const std::string key = (dir_.path() / "key.json").string();
+    return StartMemory({}, {{"GOOGLE_APPLICATION_CREDENTIALS", key}}, problem);
   }
   // "127.0.0.1:PORT"
   std::string HostPort() const { return Poco::URI(url()).getAuthority(); }

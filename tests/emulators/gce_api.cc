@@ -940,8 +940,9 @@ class GceApi : public CloudApi {
       return r;
     };
     if (req.Header("metadata-flavor") != "Google") {
-      HttpResponse r = TextResponse(403, "Missing required header \"Metadata-Flavor\": \"Google\"\n",
-                                    "text/html; charset=UTF-8");
+      HttpResponse r =
+          TextResponse(403, "Missing required header \"Metadata-Flavor\": \"Google\"\n",
+                       "text/html; charset=UTF-8");
       r.SetHeader("Metadata-Flavor", "Google");
       return r;
     }
