@@ -336,6 +336,9 @@ std::string GcloudConfigProject() {
     if (auto a = drivers::ReadSmallFile(dir + "/active_config")) active = drivers::TrimSpace(*a);
   }
   if (active.empty()) active = "default";
+  // gcloud's configuration names are [a-z][-a-z0-9]*: anything else names no file of its.
+  static const std::regex kConfigName("[a-z][-a-z0-9]*");
+  if (!std::regex_match(active, kConfigName)) return "";
   std::optional<std::string> text =
       drivers::ReadSmallFile(dir + "/configurations/config_" + active);
   return text ? drivers::IniValue(drivers::ParseIni(*text), "core", "project").value_or("") : "";

@@ -348,8 +348,15 @@ TEST(GcpCredentials, ActiveConfigNameFromTheEnvironmentWinsOverTheFile) {
     ScopedEnv active("CLOUDSDK_ACTIVE_CONFIG_NAME", nullptr);
     EXPECT_EQ(GcloudConfigProject(), "from-default");
   }
-  ScopedEnv active("CLOUDSDK_ACTIVE_CONFIG_NAME", "ci");
-  EXPECT_EQ(GcloudConfigProject(), "from-ci");
+  {
+    ScopedEnv active("CLOUDSDK_ACTIVE_CONFIG_NAME", "ci");
+    EXPECT_EQ(GcloudConfigProject(), "from-ci");
+  }
+  // Not a gcloud configuration name: no file outside configurations/ is read.
+  std::ofstream((dir.path() / "config_x").string()) << "[core]\nproject = outside\n";
+  std::filesystem::create_directories(dir.path() / "configurations" / "config_sub");
+  ScopedEnv active("CLOUDSDK_ACTIVE_CONFIG_NAME", "sub/../../config_x");
+  EXPECT_EQ(GcloudConfigProject(), "");
 }
 
 TEST(GcpCredentials, ProjectFromGcloudsActiveConfiguration) {
