@@ -246,11 +246,15 @@ std::string MetadataHost() {
     } else if (std::count(host.begin(), host.end(), ':') == 1) {
       host = host.substr(0, host.find(':'));
     }
-    if (!drivers::IsLoopbackHost(host)) {
+    // Loopback (test servers) or the metadata server's own names, for a Google VM or pod
+    // whose DMI product name is hidden (e.g. a sandboxed container).
+    if (!drivers::IsLoopbackHost(host) && configured != kDefaultMetadataHost &&
+        configured != "metadata.google.internal") {
       throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
                         "GCE_METADATA_HOST=" + configured +
-                            " is not a loopback address; it exists for local test servers: "
-                            "unset it (on Google Cloud the metadata server is found without it)");
+                            " is neither a loopback address (test servers) nor the metadata "
+                            "server (169.254.169.254, metadata.google.internal): unset it (on "
+                            "Google Cloud the metadata server is found without it)");
     }
     return configured;
   }

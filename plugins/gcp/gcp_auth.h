@@ -99,10 +99,10 @@ GoogleCredentials ParseCredentials(const std::string& json_text, const std::stri
 /// $HOME/.config/gcloud/application_default_credentials.json ("" when neither is set).
 std::string AdcFilePath();
 
-/// The metadata server to ask: $GCE_METADATA_HOST (host[:port], loopback only: it exists for
-/// tests) when set, else kDefaultMetadataHost when this machine says it is a Google VM
+/// The metadata server to ask: $GCE_METADATA_HOST (host[:port]; a loopback address for tests,
+/// or exactly 169.254.169.254 / metadata.google.internal) when set, else kDefaultMetadataHost when this machine says it is a Google VM
 /// (/sys/class/dmi/id/product_name starts with "Google"), else "" (not on Google Cloud: the
-/// link-local address is not tried). Throws DriverError(INVALID_INPUT) for a non-loopback
+/// link-local address is not tried). Throws DriverError(INVALID_INPUT) for any other
 /// $GCE_METADATA_HOST.
 std::string MetadataHost();
 

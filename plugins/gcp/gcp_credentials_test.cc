@@ -325,14 +325,21 @@ TEST_F(GcpCredentialSources, MetadataServerNeedsTheFlavorHeaderAndAnsweresWithIt
   EXPECT_FALSE(MetadataGet("127.0.0.1:9", "project/project-id", std::chrono::seconds(2)));
 }
 
-TEST_F(GcpCredentialSources, ANonLoopbackMetadataHostIsRefused) {
-  ScopedEnv metadata("GCE_METADATA_HOST", "metadata.example.com:80");
-  try {
-    FindCredentials("");
-    FAIL() << "a non-loopback GCE_METADATA_HOST was accepted";
-  } catch (const DriverError& e) {
-    EXPECT_EQ(e.status(), GPUPROV_STATUS_INVALID_INPUT);
-    EXPECT_TRUE(Contains(e.what(), "GCE_METADATA_HOST")) << e.what();
+TEST_F(GcpCredentialSources, AMetadataHostNeitherLoopbackNorGooglesIsRefused) {
+  for (const char* host : {"metadata.example.com:80", "10.0.0.1", "169.254.169.254:8080"}) {
+    ScopedEnv metadata("GCE_METADATA_HOST", host);
+    try {
+      FindCredentials("");
+      ADD_FAILURE() << "GCE_METADATA_HOST=" << host << " was accepted";
+    } catch (const DriverError& e) {
+      EXPECT_EQ(e.status(), GPUPROV_STATUS_INVALID_INPUT);
+      EXPECT_TRUE(Contains(e.what(), "GCE_METADATA_HOST")) << e.what();
+    }
+  }
+  // The metadata server's own names are accepted (MetadataHost sends nothing).
+  for (const char* host : {"169.254.169.254", "metadata.google.internal", "127.0.0.1:8080"}) {
+    ScopedEnv metadata("GCE_METADATA_HOST", host);
+    EXPECT_EQ(MetadataHost(), host);
   }
 }
 
