@@ -14,6 +14,7 @@
 #include <Poco/StreamCopier.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -179,7 +180,9 @@ TEST(GcpCredentials, ParsesApplicationDefaultUserCredentials) {
       R"("client_secret":"csecret","refresh_token":"1//rtoken","quota_project_id":"qp"})",
       "adc.json");
   EXPECT_EQ(c.type, GoogleCredentials::Type::kAuthorizedUser);
-  EXPECT_EQ(c.project_id, "qp");
+  // quota_project_id is the project billed for quota, not the one to create in (issue 17).
+  EXPECT_EQ(c.project_id, "");
+  EXPECT_EQ(c.quota_project_id, "qp");
   EXPECT_EQ(c.token_uri, kDefaultTokenUri);
   const std::string body = TokenRequestBody(c, 0);
   EXPECT_NE(body.find("grant_type=refresh_token"), std::string::npos) << body;
@@ -200,7 +203,8 @@ TEST(GcpCredentials, MissingFieldsAndUnknownTypesNameTheFileAndTheField) {
            {R"({"type":"service_account","client_email":"a@b"})", "\"private_key\""},
            {R"({"type":"authorized_user","client_id":"x","client_secret":"y"})",
             "\"refresh_token\""},
-           {R"({"type":"external_account"})", "external_account"},
+           {R"({"type":"external_account"})", "\"audience\""},
+           {R"({"type":"gdch_service_account"})", "gdch_service_account"},
            {"not json", "not a JSON credentials file"}}) {
     try {
       ParseCredentials(text, "/etc/creds.json");
@@ -242,6 +246,117 @@ TEST(GcpCredentials, LookupOrderIsConfigThenEnvironmentThenAdcFile) {
       EXPECT_NE(std::string(e.what()).find("GOOGLE_APPLICATION_CREDENTIALS"), std::string::npos);
     }
   }
+}
+
+TEST(GcpCredentials, ParsesAnExternalAccountFile) {
+  GoogleCredentials c = ParseCredentials(
+      R"({"type":"external_account","audience":"//iam.googleapis.com/projects/1/locations/global/)"
+      R"(workloadIdentityPools/p/providers/q","subject_token_type":"urn:ietf:params:oauth:)"
+      R"(token-type:jwt","token_url":"https://sts.googleapis.com/v1/token",)"
+      R"("service_account_impersonation_url":"https://iamcredentials.googleapis.com/v1/)"
+      R"(projects/-/serviceAccounts/ci%40p.iam.gserviceaccount.com:generateAccessToken",)"
+      R"("credential_source":{"url":"http://169.254.169.254/token","headers":{"Metadata":"true"},)"
+      R"("format":{"type":"json","subject_token_field_name":"access_token"}}})",
+      "wif.json");
+  EXPECT_EQ(c.type, GoogleCredentials::Type::kExternalAccount);
+  EXPECT_EQ(c.token_uri, "https://sts.googleapis.com/v1/token");
+  EXPECT_EQ(c.client_email, "ci@p.iam.gserviceaccount.com");
+  EXPECT_EQ(c.subject_token_url, "http://169.254.169.254/token");
+  EXPECT_EQ(c.subject_token_headers.at("Metadata"), "true");
+  EXPECT_EQ(c.subject_token_field, "access_token");
+  EXPECT_EQ(c.Describe(), "wif.json (external_account)");
+  EXPECT_EQ(SubjectTokenFrom(c, R"({"access_token":"st-1"})"), "st-1");
+  EXPECT_THROW(SubjectTokenFrom(c, R"({"other":"st-1"})"), DriverError);
+  const std::string body = StsRequestBody(c, "st-1");
+  EXPECT_EQ(body.rfind("grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Atoken-exchange"
+                       "&audience=%2F%2Fiam.googleapis.com%2Fprojects%2F1",
+                       0),
+            0u)
+      << body;
+  EXPECT_NE(body.find("&requested_token_type=urn%3Aietf%3Aparams%3Aoauth%3Atoken-type%3Aaccess_"
+                      "token&subject_token=st-1&subject_token_type=urn%3Aietf%3Aparams%3Aoauth%"
+                      "3Atoken-type%3Ajwt"),
+            std::string::npos)
+      << body;
+}
+
+TEST(GcpCredentials, ExternalAccountSourcesThatCannotWorkAreRefusedByName) {
+  auto parse = [](const std::string& source) {
+    return ParseCredentials(R"({"type":"external_account","audience":"a","subject_token_type":)"
+                            R"("t","credential_source":)" +
+                                source + "}",
+                            "wif.json");
+  };
+  for (const std::string& source :
+       {std::string(R"({"environment_id":"aws1","region_url":"x"})"),
+        std::string(R"({"executable":{"command":"/bin/true"}})"),
+        std::string(R"({"file":"/a","url":"http://127.0.0.1/b"})"), std::string("{}")}) {
+    try {
+      parse(source);
+      FAIL() << "accepted " << source;
+    } catch (const DriverError& e) {
+      EXPECT_EQ(e.status(), GPUPROV_STATUS_AUTH);
+      EXPECT_NE(std::string(e.what()).find("wif.json"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(parse(R"({"file":"/run/token"})").subject_token_file, "/run/token");
+  EXPECT_EQ(parse(R"({"file":"/run/token"})").token_uri, kDefaultStsTokenUrl);
+}
+
+TEST(GcpCredentials, ParsesImpersonatedServiceAccountWithItsSource) {
+  GoogleCredentials c = ParseCredentials(
+      R"({"type":"impersonated_service_account","service_account_impersonation_url":)"
+      R"("https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/)"
+      R"(deploy@p.iam.gserviceaccount.com:generateAccessToken","delegates":["mid@p.iam.)"
+      R"(gserviceaccount.com"],"source_credentials":{"type":"authorized_user","client_id":"c",)"
+      R"("client_secret":"s","refresh_token":"r"}})",
+      "imp.json");
+  EXPECT_EQ(c.type, GoogleCredentials::Type::kImpersonatedServiceAccount);
+  EXPECT_EQ(c.client_email, "deploy@p.iam.gserviceaccount.com");
+  ASSERT_TRUE(c.source);
+  EXPECT_EQ(c.source->type, GoogleCredentials::Type::kAuthorizedUser);
+  EXPECT_EQ(GenerateAccessTokenBody(c.delegates),
+            R"({"scope":["https://www.googleapis.com/auth/cloud-platform"],"delegates":)"
+            R"(["projects/-/serviceAccounts/mid@p.iam.gserviceaccount.com"],"lifetime":"3600s"})");
+  // A source that is itself impersonated or federated is refused.
+  EXPECT_THROW(ParseCredentials(R"({"type":"impersonated_service_account",)"
+                                R"("service_account_impersonation_url":"https://x/v1/projects/-/)"
+                                R"(serviceAccounts/a@b:generateAccessToken","source_credentials":)"
+                                R"({"type":"external_account"}})",
+                                "imp.json"),
+               DriverError);
+}
+
+TEST(GcpCredentials, SecondsUntilReadsRfc3339Times) {
+  // 2026-12-03T18:00:00Z is 1796320800.
+  EXPECT_EQ(SecondsUntil("2026-12-03T18:00:00Z", 1796320800 - 3599), 3599);
+  EXPECT_EQ(SecondsUntil("2026-12-03T18:00:00.250Z", 1796320800 - 10), 10);
+  EXPECT_EQ(SecondsUntil("2026-12-03T19:00:00+01:00", 1796320800), 0);
+  EXPECT_FALSE(SecondsUntil("tomorrow", 0));
+}
+
+TEST(GcpCredentials, ActiveConfigNameFromTheEnvironmentWinsOverTheFile) {
+  ScopedTempDir dir("gcp-active");
+  std::filesystem::create_directories(dir.path() / "configurations");
+  std::ofstream((dir.path() / "active_config").string()) << "default\n";
+  std::ofstream((dir.path() / "configurations" / "config_default").string())
+      << "[core]\nproject = from-default\n";
+  std::ofstream((dir.path() / "configurations" / "config_ci").string())
+      << "[core]\nproject = from-ci\n";
+  ScopedEnv cloudsdk("CLOUDSDK_CONFIG", dir.path().c_str());
+  {
+    ScopedEnv active("CLOUDSDK_ACTIVE_CONFIG_NAME", nullptr);
+    EXPECT_EQ(GcloudConfigProject(), "from-default");
+  }
+  {
+    ScopedEnv active("CLOUDSDK_ACTIVE_CONFIG_NAME", "ci");
+    EXPECT_EQ(GcloudConfigProject(), "from-ci");
+  }
+  // Not a gcloud configuration name: no file outside configurations/ is read.
+  std::ofstream((dir.path() / "config_x").string()) << "[core]\nproject = outside\n";
+  std::filesystem::create_directories(dir.path() / "configurations" / "config_sub");
+  ScopedEnv active("CLOUDSDK_ACTIVE_CONFIG_NAME", "sub/../../config_x");
+  EXPECT_EQ(GcloudConfigProject(), "");
 }
 
 TEST(GcpCredentials, ProjectFromGcloudsActiveConfiguration) {

@@ -135,7 +135,7 @@ TokenSource& GcpDriver::Tokens() {
       throw DriverError(GPUPROV_STATUS_AUTH,
                         "no Google Cloud credentials found: " + CredentialsHint());
     }
-    host_.Debug("Google credentials from " + creds->origin);
+    host_.Debug("Google credentials from " + creds->Describe());
     tokens_ = std::make_unique<TokenSource>(std::move(*creds), policy_, host_);
   }
   return *tokens_;
@@ -146,14 +146,22 @@ const std::string& GcpDriver::Project() {
     std::string p = json::Str(config_, "project");
     if (p.empty()) p = EnvOr("GOOGLE_CLOUD_PROJECT");
     if (p.empty()) p = EnvOr("CLOUDSDK_CORE_PROJECT");
+    // A service-account key names its project; quota_project_id (authorized_user and
+    // others) is only the project billed for quota, not the one to create in.
     if (p.empty()) p = Tokens().credentials().project_id;
     if (p.empty()) p = GcloudConfigProject();
+    const GoogleCredentials& c = Tokens().credentials();
+    if (p.empty() && c.type == GoogleCredentials::Type::kMetadataServer) {
+      p = kit::TrimSpace(
+          MetadataGet(c.metadata_host, "project/project-id", std::chrono::seconds(5))
+              .value_or(""));
+    }
     if (p.empty()) {
       throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
                         "no Google Cloud project: set project in [clouds.gcp] of "
-                        "~/.gpu-provisioner/config.toml or GOOGLE_CLOUD_PROJECT (credentials "
-                        "from " +
-                            Tokens().credentials().origin + " name none)");
+                        "~/.gpu-provisioner/config.toml, GOOGLE_CLOUD_PROJECT, or gcloud's "
+                        "`gcloud config set project <id>` (credentials from " +
+                            c.Describe() + " name none)");
     }
     project_ = p;
   }
@@ -553,11 +561,11 @@ std::string GcpDriver::Check(const std::string& /*request_json*/) {
   ObjectPtr p = Call("GET", "/compute/v1/projects/" + Encode(project), "read project " + project);
   const GoogleCredentials& c = Tokens().credentials();
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
-  std::string who = c.client_email.empty() ? "user credentials" : c.client_email;
+  std::string who = c.client_email.empty() ? c.TypeName() + " credentials" : c.client_email;
   const std::string name = json::Str(p, "name");
   result.set("account", (name.empty() ? project : name) + " / " + who);
   result.set("user_data_limit", static_cast<int64_t>(kMaxMetadataValueBytes));
-  result.set("credentials_from", c.origin);
+  result.set("credentials_from", c.Describe());
   result.set("endpoint", endpoint_);
   return json::Stringify(result);
 }

@@ -63,6 +63,8 @@ TEST(GcpDescriptor, NoCredentialsIsAuthBeforeAnyNetworkCall) {
   ScopedTempDir dir("gcp-nocreds");
   ScopedEnv no_gac("GOOGLE_APPLICATION_CREDENTIALS", nullptr);
   ScopedEnv no_gcloud("CLOUDSDK_CONFIG", dir.path().c_str());
+  // No metadata server either (a closed loopback port, so no test asks a real one).
+  ScopedEnv no_metadata("GCE_METADATA_HOST", "127.0.0.1:9");
   Driver driver(R"({"endpoint":"","config":{}})");
   ASSERT_EQ(driver.init_status(), GPUPROV_STATUS_OK) << driver.init_error();
   OpResult r = driver.Check();

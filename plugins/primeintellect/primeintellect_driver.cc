@@ -8,6 +8,7 @@
 #include <Poco/JSON/Parser.h>
 
 #include <algorithm>
+#include <tuple>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -378,15 +379,57 @@ std::optional<std::string> ConfigFileValue(const std::string& key) {
   return v;
 }
 
+// ConfigFileValue, but nullopt (not an error) when the file is not JSON: for settings read
+// before the API key, whose look-up reports a broken file.
+std::optional<std::string> ConfigFileValueOrNone(const std::string& key) {
+  try {
+    return ConfigFileValue(key);
+  } catch (const DriverError&) {
+    return std::nullopt;
+  }
+}
+
+// The prime CLI's API host and where it came from: $PRIME_API_BASE_URL, $PRIME_BASE_URL,
+// base_url in ~/.prime/config.json; ("", "") when none is set.
+std::pair<std::string, std::string> CliBaseUrl() {
+  if (auto c = kit::CredentialFromEnv({"PRIME_API_BASE_URL", "PRIME_BASE_URL"})) {
+    return {c->value, c->origin};
+  }
+  if (std::optional<std::string> v = ConfigFileValueOrNone("base_url")) {
+    return {*v, "base_url in ~/.prime/config.json"};
+  }
+  return {"", ""};
+}
+
+std::string StripApiSuffix(std::string url) {
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  const std::string suffix = kApi;
+  if (url.size() > suffix.size() &&
+      url.compare(url.size() - suffix.size(), std::string::npos, suffix) == 0) {
+    url.erase(url.size() - suffix.size());
+  }
+  return url;
+}
+
 }  // namespace
 
 // --- the driver ----------------------------------------------------------------
 
 PrimeIntellectDriver::PrimeIntellectDriver(const gpuprov::sdk::InitContext& ctx)
     : host_(ctx.host) {
-  // The prime CLI keeps the host without /api/v1; either is accepted.
-  kit::DriverSettings settings = kit::ParseSettings(ctx.config_json, kDefaultEndpoint, kApi);
+  // The prime CLI keeps the host without /api/v1; either is accepted. gpuprov's own setting
+  // wins, then the prime CLI's (PRIME_API_BASE_URL, PRIME_BASE_URL, base_url in its config).
+  kit::DriverSettings settings = kit::ParseSettings(ctx.config_json, "", kApi);
   endpoint_ = settings.endpoint;
+  endpoint_origin_ = "GPUPROV_PRIMEINTELLECT_ENDPOINT or endpoint in [clouds.primeintellect]";
+  if (endpoint_.empty()) {
+    std::tie(endpoint_, endpoint_origin_) = CliBaseUrl();
+    endpoint_ = StripApiSuffix(endpoint_);
+  }
+  if (endpoint_.empty()) {
+    endpoint_ = kDefaultEndpoint;
+    endpoint_origin_ = "the default";
+  }
 
   Object::Ptr config = settings.config;
   config_team_id_ = Trim(json::Str(config, "team_id"));
@@ -429,9 +472,8 @@ PrimeIntellectDriver::PrimeIntellectDriver(const gpuprov::sdk::InitContext& ctx)
     once_client_ = std::make_unique<kit::HttpClient>(endpoint_, once, host_);
   } catch (const HttpError& e) {
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      std::string("Prime Intellect endpoint: ") + e.what() +
-                          " (set by GPUPROV_PRIMEINTELLECT_ENDPOINT or endpoint in "
-                          "[clouds.primeintellect])");
+                      std::string("Prime Intellect endpoint: ") + e.what() + " (set by " +
+                          endpoint_origin_ + ")");
   }
 }
 
@@ -451,7 +493,9 @@ Credential PrimeIntellectDriver::ApiKey() {
 }
 
 std::string PrimeIntellectDriver::TeamId() const {
-  if (auto c = kit::CredentialFromEnv({"PRIME_TEAM_ID"})) return c->value;
+  // PRIME_TEAM_ID set but empty is the personal account, as for the prime CLI: no team
+  // parameter, whatever the config files say.
+  if (const char* env = std::getenv("PRIME_TEAM_ID")) return Trim(env);
   if (!config_team_id_.empty()) return config_team_id_;
   try {
     return ConfigFileValue("team_id").value_or("");
@@ -756,9 +800,17 @@ std::string PrimeIntellectDriver::Check(const std::string& /*request_json*/) {
   const std::string team = TeamId();
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
   result.set("account", "Prime Intellect at " + endpoint_ + " (key from " + key.origin +
-                            (team.empty() ? "" : ", team " + team) + ")");
+                            (team.empty() ? ", personal account" : ", team " + team) + ")");
   result.set("key_source", key.origin);
   result.set("endpoint", endpoint_);
+  result.set("endpoint_from", endpoint_origin_);
+  // The prime CLI's SSH key (`prime pods ssh` uses it); gpuprov registers and uses its own.
+  if (std::optional<std::string> path = ConfigFileValueOrNone("ssh_key_path")) {
+    std::string expanded = *path;
+    const char* home = std::getenv("HOME");
+    if (expanded.rfind("~/", 0) == 0 && home != nullptr) expanded = home + expanded.substr(1);
+    result.set("cli_ssh_key_path", expanded);
+  }
   if (pods) result.set("pods", static_cast<long long>(*pods));
   return json::Stringify(result);
 }

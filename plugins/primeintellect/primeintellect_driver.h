@@ -117,6 +117,7 @@ class PrimeIntellectDriver {
 
   gpuprov::sdk::Host host_;
   std::string endpoint_;
+  std::string endpoint_origin_;  ///< where endpoint_ came from, for messages
   std::string config_team_id_;
   std::string default_image_;
   std::vector<std::string> vm_providers_;

@@ -204,6 +204,75 @@ TEST_F(PrimeIntellectEmulator, CheckNamesWhereTheKeyCameFrom) {
   EXPECT_FALSE(Contains(r.json, kKey));
 }
 
+// The prime CLI's settings (issue 17): base_url, ssh_key_path, and PRIME_TEAM_ID="".
+
+TEST_F(PrimeIntellectEmulator, TheCliBaseUrlIsTheEndpointWhenGpuprovSetsNone) {
+  // The emulator's URL ends in /api/v1 (a trailing "/api/v1/" is accepted, as from gpuprov).
+  std::string host = emu().prime();
+  host.erase(host.size() - std::string("/api/v1").size());
+  home_->WriteConfig(R"({"base_url":")" + emu().prime() +
+                     R"(/","ssh_key_path":"~/.ssh/prime_key"})");
+  Driver d(Config(""));
+  ASSERT_EQ(d.init_status(), GPUPROV_STATUS_OK) << d.init_error();
+  OpResult r = d.Check();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r.error;
+  EXPECT_EQ(r.Doc()->getValue<std::string>("endpoint"), host);
+  EXPECT_EQ(r.Doc()->getValue<std::string>("endpoint_from"), "base_url in ~/.prime/config.json");
+  const std::string ssh_key = r.Doc()->getValue<std::string>("cli_ssh_key_path");
+  EXPECT_EQ(ssh_key, std::string(getenv("HOME")) + "/.ssh/prime_key");
+
+  // PRIME_API_BASE_URL wins over the file; gpuprov's own endpoint wins over both.
+  home_->WriteConfig(R"({"base_url":"http://127.0.0.1:9"})");
+  {
+    ScopedEnv env("PRIME_API_BASE_URL", host.c_str());
+    Driver d2(Config(""));
+    OpResult r2 = d2.Check();
+    ASSERT_EQ(r2.status, GPUPROV_STATUS_OK) << r2.error;
+    EXPECT_EQ(r2.Doc()->getValue<std::string>("endpoint_from"), "$PRIME_API_BASE_URL");
+  }
+  ScopedEnv env("PRIME_API_BASE_URL", "http://127.0.0.1:9");
+  Driver d3(config());
+  OpResult r3 = d3.Check();
+  ASSERT_EQ(r3.status, GPUPROV_STATUS_OK) << r3.error;
+  EXPECT_EQ(r3.Doc()->getValue<std::string>("endpoint"), host);
+}
+
+TEST(PrimeIntellectInit, APlainHttpCliBaseUrlToARemoteHostIsRefusedNamingIt) {
+  TempHome home;
+  home.WriteConfig(R"({"base_url":"http://api.primeintellect.ai"})");
+  ScopedEnv no_env("PRIME_API_BASE_URL", nullptr);
+  Driver d(R"({"endpoint":"","config":{}})");
+  EXPECT_EQ(d.init_status(), GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_TRUE(Contains(d.init_error(), "base_url in ~/.prime/config.json")) << d.init_error();
+}
+
+TEST_F(PrimeIntellectEmulator, AnEmptyPrimeTeamIdIsThePersonalAccount) {
+  home_->WriteConfig(R"({"team_id":"team-from-cli"})");
+  auto team_of_new_pod = [&](const std::string& name) {
+    Driver d(config());
+    OpResult offers = d.Offers(R"({"gpu":{"type":"A100","count":1},"region":""})");
+    EXPECT_EQ(offers.status, GPUPROV_STATUS_OK) << offers.error;
+    Object::Ptr offer = offers.Doc()->getArray("offers")->getObject(0);
+    OpResult c = d.Create(CreateRequest(name, "A100", 1, offer->getValue<std::string>("region"),
+                                        offer->getValue<std::string>("instance_type")));
+    EXPECT_EQ(c.status, GPUPROV_STATUS_OK) << c.error;
+    if (c.status != GPUPROV_STATUS_OK) return std::string("?");
+    const std::string id = c.Vm()->getValue<std::string>("id");
+    HttpReply pod = LoopbackHttp("GET", emu().prime() + "/pods/" + id, "",
+                                 {{"Authorization", std::string("Bearer ") + kKey}});
+    EXPECT_EQ(pod.status, 200) << pod.body;
+    Object::Ptr doc = pod.Doc();
+    return doc->isNull("teamId") ? std::string("<none>") : doc->getValue<std::string>("teamId");
+  };
+  EXPECT_EQ(team_of_new_pod("pi-team"), "team-from-cli");
+  ScopedEnv personal("PRIME_TEAM_ID", "");
+  EXPECT_EQ(team_of_new_pod("pi-personal"), "<none>");
+  Driver d(config());
+  OpResult r = d.Check();
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r.error;
+  EXPECT_TRUE(Contains(r.Doc()->getValue<std::string>("account"), "personal account")) << r.json;
+}
+
 TEST_F(PrimeIntellectEmulator, EnvironmentKeyWinsOverConfigFile) {
   home_->WriteConfig(std::string(R"({"api_key":")") + kWrongKey + R"(","team_id":null})");
   Driver d(config());

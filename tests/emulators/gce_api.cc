@@ -3,9 +3,13 @@
 // Google Compute Engine REST v1 and its OAuth2 token endpoint, as described in
 // /work/shared/clouds/gcp.md: instances, zone and global operations, firewalls, disks,
 // zones, regions, machine and accelerator types, networks, public images, the project.
-// One server answers both the token endpoint (POST /token, and libcloud's legacy
-// /o/oauth2/token) and the Compute paths (/compute/v1/projects/...). Messages the reference
-// does not give verbatim are marked "(not from the reference)" and listed in README.md.
+// One server answers the token endpoint (POST /token, and libcloud's legacy
+// /o/oauth2/token: jwt-bearer and refresh_token grants), the Security Token Service
+// (POST /v1/token, token exchange), IAM Credentials generateAccessToken
+// (POST /v1/projects/-/serviceAccounts/<email>:generateAccessToken), a metadata server
+// (/computeMetadata/v1/...), a URL-sourced subject token (/metadata/identity/oauth2/token)
+// and the Compute paths (/compute/v1/projects/...). Messages the reference does not give
+// verbatim are marked "(not from the reference)" and listed in README.md.
 #include "gce_api.h"
 
 #include <Poco/Crypto/EVPPKey.h>
@@ -39,6 +43,15 @@ constexpr const char* kDefaultEmail = "gpuprov-emulator@gpuprov-emulator.iam.gse
 constexpr size_t kMaxMetadataValue = 262144;
 constexpr size_t kMaxMetadataTotal = 512 * 1024;
 constexpr int kTokenLifetimeSeconds = 3599;
+// The user credentials (authorized_user), workload identity pool and subject token the
+// emulator accepts (README.md, "Google Compute Engine").
+constexpr const char* kUserClientId = "emulator-client.apps.googleusercontent.com";
+constexpr const char* kUserClientSecret = "emulator-client-secret";
+constexpr const char* kUserRefreshToken = "1//emulator-refresh-token";
+constexpr const char* kWifAudience =
+    "//iam.googleapis.com/projects/470000000001/locations/global/workloadIdentityPools/"
+    "gpuprov-pool/providers/gpuprov-provider";
+constexpr const char* kSubjectToken = "emulator-subject-token";
 constexpr int kMaxResultsDefault = 500;
 // Timings of the emulated control plane (the backend decides the VM's own boot).
 constexpr milliseconds kProvisioningPhase{800};   // PROVISIONING before STAGING
@@ -503,6 +516,7 @@ class GceApi : public CloudApi {
       if (*n < 1 || *n > 3600) return "token_lifetime_seconds must be 1..3600";
       token_lifetime_ = static_cast<int>(*n);
     }
+    if (auto v = GetBool(settings, "metadata_service_account")) metadata_service_account_ = *v;
     return CloudApi::Configure(settings);
   }
 
@@ -582,11 +596,24 @@ class GceApi : public CloudApi {
   }
 
   static bool IsTokenPath(const std::string& path) {
-    return path == "/token" || path == "/o/oauth2/token" || path == "/oauth2/v4/token";
+    return path == "/token" || path == "/o/oauth2/token" || path == "/oauth2/v4/token" ||
+           path == kStsPath;
+  }
+  static constexpr const char* kStsPath = "/v1/token";
+  static constexpr const char* kMetadataPrefix = "/computeMetadata/v1/";
+  static constexpr const char* kSubjectTokenPath = "/metadata/identity/oauth2/token";
+  static bool IsIamCredentialsPath(const std::string& path) {
+    return path.rfind("/v1/projects/-/serviceAccounts/", 0) == 0;
+  }
+  // Paths that check their own credentials (a grant, a Metadata-Flavor header, a token of
+  // the caller's own) instead of the Compute API's bearer token.
+  static bool IsOwnAuthPath(const std::string& path) {
+    return IsTokenPath(path) || IsIamCredentialsPath(path) || path == kSubjectTokenPath ||
+           path.rfind(kMetadataPrefix, 0) == 0 || path == "/computeMetadata/v1";
   }
 
   std::optional<HttpResponse> Authenticate(const HttpRequest& req) override {
-    if (IsTokenPath(req.path)) return std::nullopt;  // the token endpoint takes a grant
+    if (IsOwnAuthPath(req.path)) return std::nullopt;
     const std::string token = req.BearerToken();
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -620,7 +647,7 @@ class GceApi : public CloudApi {
   }
 
   HttpResponse Throttled(const HttpRequest& req, const Fault& f) override {
-    if (IsTokenPath(TrimTrailingSlash(req.path))) {
+    if (IsOwnAuthPath(TrimTrailingSlash(req.path))) {
       // The token endpoint is another service with OAuth-shaped errors (not from the reference).
       HttpResponse r = TokenError(429, "rate_limit_exceeded", "Rate Limit Exceeded");
       r.SetHeader("Retry-After", std::to_string(f.retry_after));
@@ -639,7 +666,7 @@ class GceApi : public CloudApi {
   }
 
   HttpResponse ServerError(const HttpRequest& req, const Fault& f) override {
-    if (IsTokenPath(TrimTrailingSlash(req.path))) {
+    if (IsOwnAuthPath(TrimTrailingSlash(req.path))) {
       return TokenError(f.status, "internal_failure", "Backend Error (not from the reference)");
     }
     return Error(f.status, "backendError",
@@ -655,11 +682,25 @@ class GceApi : public CloudApi {
   HttpResponse Route(const HttpRequest& req) override {
     const std::string path = TrimTrailingSlash(req.path);
     const std::string& m = req.method;
+    if (path == kStsPath) {
+      if (m != "POST") return TokenError(405, "invalid_request", "use POST");
+      std::lock_guard<std::mutex> lock(mu_);
+      return StsEndpoint(req);
+    }
     if (IsTokenPath(path)) {
       if (m != "POST") return TokenError(405, "invalid_request", "use POST");
       std::lock_guard<std::mutex> lock(mu_);
       return TokenEndpoint(req);
     }
+    if (IsIamCredentialsPath(path)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      return GenerateAccessToken(req, path);
+    }
+    if (path.rfind(kMetadataPrefix, 0) == 0 || path == "/computeMetadata/v1") {
+      std::lock_guard<std::mutex> lock(mu_);
+      return Metadata(req, path);
+    }
+    if (path == kSubjectTokenPath) return SubjectToken(req);
     const std::string prefix = "/compute/v1/projects/";
     if (path.rfind(prefix, 0) != 0) return NotFound(path);
     std::vector<std::string> seg = Split(path.substr(prefix.size()), '/');
@@ -710,10 +751,7 @@ class GceApi : public CloudApi {
   HttpResponse TokenEndpoint(const HttpRequest& req) {
     std::map<std::string, std::string> form = ParseForm(req.body);
     const std::string grant = form["grant_type"];
-    if (grant == "refresh_token") {
-      return TokenError(400, "invalid_grant",
-                        "Bad Request (the emulator issues only service-account keys)");
-    }
+    if (grant == "refresh_token") return RefreshGrant(form);
     if (grant != "urn:ietf:params:oauth:grant-type:jwt-bearer") {
       return TokenError(400, "unsupported_grant_type", "Invalid grant_type: " + grant);
     }
@@ -786,6 +824,165 @@ class GceApi : public CloudApi {
     HttpResponse r = JsonResponse(200, o);
     r.SetHeader("Cache-Control", "no-cache, no-store, max-age=0, must-revalidate");
     return r;
+  }
+
+  // An access token the Compute paths accept from now on.
+  JsonObject IssueToken(const std::string& prefix) {
+    const std::string token = prefix + RandomHex(24);
+    tokens_[token] = Clock::now() + std::chrono::seconds(token_lifetime_);
+    JsonObject o = NewObject();
+    o->set("access_token", token);
+    o->set("expires_in", token_lifetime_);
+    o->set("token_type", std::string("Bearer"));
+    return o;
+  }
+
+  // refresh_token grant of authorized_user credentials (reference §1.2). Google's wording
+  // for an unknown client and for a bad refresh token.
+  HttpResponse RefreshGrant(std::map<std::string, std::string>& form) {
+    if (form["client_id"] != kUserClientId || form["client_secret"] != kUserClientSecret) {
+      return TokenError(401, "invalid_client", "The OAuth client was not found.");
+    }
+    if (form["refresh_token"] != kUserRefreshToken) {
+      return TokenError(400, "invalid_grant", "Token has been expired or revoked.");
+    }
+    HttpResponse r = JsonResponse(200, IssueToken("ya29.emu-user-"));
+    r.SetHeader("Cache-Control", "no-cache, no-store, max-age=0, must-revalidate");
+    return r;
+  }
+
+  // Security Token Service token exchange (sts.googleapis.com/v1/token, RFC 8693).
+  // (Error descriptions not from the reference.)
+  HttpResponse StsEndpoint(const HttpRequest& req) {
+    std::map<std::string, std::string> form = ParseForm(req.body);
+    if (form["grant_type"] != "urn:ietf:params:oauth:grant-type:token-exchange") {
+      return TokenError(400, "unsupported_grant_type",
+                        "Invalid value for \"grant_type\": " + form["grant_type"]);
+    }
+    if (form["requested_token_type"] != "urn:ietf:params:oauth:token-type:access_token") {
+      return TokenError(400, "invalid_request", "Invalid value for \"requested_token_type\"");
+    }
+    static const std::set<std::string> kSubjectTypes = {
+        "urn:ietf:params:oauth:token-type:jwt", "urn:ietf:params:oauth:token-type:id_token",
+        "urn:ietf:params:oauth:token-type:saml2",
+        "urn:ietf:params:aws:token-type:aws4_request"};
+    if (kSubjectTypes.count(form["subject_token_type"]) == 0) {
+      return TokenError(400, "invalid_request", "Invalid value for \"subject_token_type\"");
+    }
+    if (form["audience"] != kWifAudience) {
+      return TokenError(400, "invalid_target",
+                        "The target service indicated by the \"audience\" parameters is invalid. "
+                        "This might either be because the pool or provider is disabled or "
+                        "deleted or because it doesn't exist.");
+    }
+    if (form["scope"].empty()) {
+      return TokenError(400, "invalid_scope", "Scope(s) must be provided.");
+    }
+    if (form["subject_token"] != kSubjectToken) {
+      return TokenError(400, "invalid_grant", "The subject token is invalid or expired.");
+    }
+    JsonObject o = IssueToken("ya29.emu-sts-");
+    o->set("issued_token_type", std::string("urn:ietf:params:oauth:token-type:access_token"));
+    return JsonResponse(200, o);
+  }
+
+  static HttpResponse GoogleApiError(int status, const std::string& rpc_status,
+                                     const std::string& message) {
+    JsonObject err = NewObject();
+    err->set("code", status);
+    err->set("message", message);
+    err->set("status", rpc_status);
+    JsonObject o = NewObject();
+    o->set("error", err);
+    return JsonResponse(status, o);
+  }
+
+  // IAM Credentials generateAccessToken: the caller's token (from any path above) buys a
+  // token of the emulator's service account. (Messages not from the reference.)
+  HttpResponse GenerateAccessToken(const HttpRequest& req, const std::string& path) {
+    const std::string prefix = "/v1/projects/-/serviceAccounts/";
+    const std::string suffix = ":generateAccessToken";
+    if (req.method != "POST" || path.size() <= prefix.size() + suffix.size() ||
+        path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      return GoogleApiError(404, "NOT_FOUND", "Method not found.");
+    }
+    auto it = tokens_.find(req.BearerToken());
+    if (it == tokens_.end() || Clock::now() >= it->second) {
+      return GoogleApiError(401, "UNAUTHENTICATED",
+                            "Request had invalid authentication credentials. Expected OAuth 2 "
+                            "access token, login cookie or other valid authentication "
+                            "credential.");
+    }
+    const std::string email =
+        path.substr(prefix.size(), path.size() - prefix.size() - suffix.size());
+    if (email != client_email_) {
+      return GoogleApiError(404, "NOT_FOUND", "Not found; Gaia id not found for email " + email);
+    }
+    JsonObject body = ParseObject(req.body);
+    JsonArray scope = body ? GetArray(body, "scope") : nullptr;
+    if (!scope || scope->size() == 0) {
+      return GoogleApiError(400, "INVALID_ARGUMENT", "Scope required.");
+    }
+    const std::string token = "ya29.emu-sa-" + RandomHex(24);
+    tokens_[token] = Clock::now() + std::chrono::seconds(token_lifetime_);
+    JsonObject o = NewObject();
+    o->set("accessToken", token);
+    o->set("expireTime", Rfc3339Millis(SysClock::now() + std::chrono::seconds(token_lifetime_)));
+    return JsonResponse(200, o);
+  }
+
+  // The metadata server (reference §6): Metadata-Flavor: Google both ways; the instance's
+  // service account (settings metadata_service_account=false: a VM without one).
+  HttpResponse Metadata(const HttpRequest& req, const std::string& path) {
+    auto text = [](int status, const std::string& body) {
+      HttpResponse r = TextResponse(status, body, "application/text");
+      r.SetHeader("Metadata-Flavor", "Google");
+      return r;
+    };
+    if (req.Header("metadata-flavor") != "Google") {
+      HttpResponse r =
+          TextResponse(403, "Missing required header \"Metadata-Flavor\": \"Google\"\n",
+                       "text/html; charset=UTF-8");
+      r.SetHeader("Metadata-Flavor", "Google");
+      return r;
+    }
+    if (req.method != "GET") return text(405, "Method Not Allowed\n");
+    const std::string rest = path.size() > std::string(kMetadataPrefix).size()
+                                 ? path.substr(std::string(kMetadataPrefix).size())
+                                 : "";
+    if (rest.empty()) return text(200, "instance/\nproject/\n");
+    if (rest == "project/project-id") return text(200, project_);
+    if (rest == "project/numeric-project-id") return text(200, "470000000001");
+    const std::string sa = "instance/service-accounts";
+    if (rest.rfind(sa, 0) == 0) {
+      if (!metadata_service_account_) return text(404, "Not Found\n");
+      if (rest == sa) return text(200, "default/\n" + client_email_ + "/\n");
+      for (const std::string& who : {std::string("default"), client_email_}) {
+        const std::string base = sa + "/" + who + "/";
+        if (rest == base + "email") return text(200, client_email_);
+        if (rest == base + "scopes") {
+          return text(200, "https://www.googleapis.com/auth/cloud-platform\n");
+        }
+        if (rest == base + "token") {
+          HttpResponse r = JsonResponse(200, IssueToken("ya29.emu-gce-"));
+          r.SetHeader("Metadata-Flavor", "Google");
+          return r;
+        }
+      }
+    }
+    return text(404, "Not Found\n");
+  }
+
+  // A URL-sourced subject token (credential_source.url), shaped like Azure's instance
+  // metadata identity endpoint: needs the header "Metadata: true".
+  HttpResponse SubjectToken(const HttpRequest& req) {
+    if (req.Header("metadata") != "true") {
+      return TokenError(400, "bad_request", "Required metadata header not specified");
+    }
+    JsonObject o = NewObject();
+    o->set("access_token", std::string(kSubjectToken));
+    o->set("token_type", std::string("Bearer"));
+    return JsonResponse(200, o);
   }
 
   // --- project, zones, regions, types ---
@@ -2122,6 +2319,7 @@ class GceApi : public CloudApi {
   std::string write_key_to_;
   std::string static_token_;
   int token_lifetime_ = kTokenLifetimeSeconds;
+  bool metadata_service_account_ = true;
   std::map<std::string, Clock::time_point> tokens_;
   std::map<std::string, Instance> instances_;  // "zone/name"
   std::map<std::string, Operation> operations_;

@@ -245,6 +245,96 @@ TEST_F(GceApiTest, ComputeNeedsAnIssuedTokenAndRefusesExpiredOnes) {
   EXPECT_EQ(Gce("GET", "").status, 200);
 }
 
+// --- the other ways to a token (issue 17) ---
+
+TEST_F(GceApiTest, RefreshGrantOfTheEmulatorsUserCredentials) {
+  auto refresh = [&](const std::string& secret, const std::string& refresh_token) {
+    return Call(base_, "POST", "/token",
+                "grant_type=refresh_token&client_id=" +
+                    FormEncode("emulator-client.apps.googleusercontent.com") +
+                    "&client_secret=" + FormEncode(secret) +
+                    "&refresh_token=" + FormEncode(refresh_token),
+                "", {{"Content-Type", "application/x-www-form-urlencoded"}});
+  };
+  Reply ok = refresh("emulator-client-secret", "1//emulator-refresh-token");
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  const std::string user_token = GetString(ok.Json(), "access_token").value_or("");
+  EXPECT_EQ(Call(base_, "GET", P(""), "", user_token).status, 200);
+  Reply revoked = refresh("emulator-client-secret", "1//other");
+  EXPECT_EQ(revoked.status, 400);
+  EXPECT_EQ(GetString(revoked.Json(), "error").value_or(""), "invalid_grant");
+  Reply client = refresh("wrong-secret", "1//emulator-refresh-token");
+  EXPECT_EQ(client.status, 401);
+  EXPECT_EQ(GetString(client.Json(), "error").value_or(""), "invalid_client");
+}
+
+TEST_F(GceApiTest, StsExchangesTheSubjectTokenOfThePoolAndGenerateAccessTokenImpersonates) {
+  auto sts = [&](const std::string& audience, const std::string& subject) {
+    return Call(base_, "POST", "/v1/token",
+                "grant_type=" + FormEncode("urn:ietf:params:oauth:grant-type:token-exchange") +
+                    "&audience=" + FormEncode(audience) +
+                    "&scope=" + FormEncode("https://www.googleapis.com/auth/cloud-platform") +
+                    "&requested_token_type=" +
+                    FormEncode("urn:ietf:params:oauth:token-type:access_token") +
+                    "&subject_token=" + FormEncode(subject) + "&subject_token_type=" +
+                    FormEncode("urn:ietf:params:oauth:token-type:jwt"),
+                "", {{"Content-Type", "application/x-www-form-urlencoded"}});
+  };
+  const std::string pool =
+      "//iam.googleapis.com/projects/470000000001/locations/global/workloadIdentityPools/"
+      "gpuprov-pool/providers/gpuprov-provider";
+  Reply ok = sts(pool, "emulator-subject-token");
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(GetString(ok.Json(), "issued_token_type").value_or(""),
+            "urn:ietf:params:oauth:token-type:access_token");
+  const std::string federated = GetString(ok.Json(), "access_token").value_or("");
+  EXPECT_EQ(Call(base_, "GET", P(""), "", federated).status, 200);
+  EXPECT_EQ(GetString(sts(pool, "forged").Json(), "error").value_or(""), "invalid_grant");
+  EXPECT_EQ(GetString(sts("//iam.googleapis.com/x", "emulator-subject-token").Json(), "error")
+                .value_or(""),
+            "invalid_target");
+
+  const std::string generate =
+      "/v1/projects/-/serviceAccounts/" + Str("client_email") + ":generateAccessToken";
+  const std::string body = R"({"scope":["https://www.googleapis.com/auth/cloud-platform"]})";
+  EXPECT_EQ(Call(base_, "POST", generate, body, "ya29.made-up").status, 401);
+  EXPECT_EQ(Call(base_, "POST",
+                 "/v1/projects/-/serviceAccounts/nobody@x.iam.gserviceaccount.com:"
+                 "generateAccessToken",
+                 body, federated)
+                .status,
+            404);
+  EXPECT_EQ(Call(base_, "POST", generate, "{}", federated).status, 400);
+  Reply sa = Call(base_, "POST", generate, body, federated);
+  ASSERT_EQ(sa.status, 200) << sa.body;
+  EXPECT_FALSE(GetString(sa.Json(), "expireTime").value_or("").empty());
+  EXPECT_EQ(
+      Call(base_, "GET", P(""), "", GetString(sa.Json(), "accessToken").value_or("")).status, 200);
+}
+
+TEST_F(GceApiTest, MetadataServerAnswersOnlyWithTheFlavorHeader) {
+  const std::string token_path = "/computeMetadata/v1/instance/service-accounts/default/token";
+  Reply bare = Call(base_, "GET", token_path);
+  EXPECT_EQ(bare.status, 403);
+  Reply ok = Call(base_, "GET", token_path, "", "", {{"Metadata-Flavor", "Google"}});
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(ok.Header("metadata-flavor"), "Google");
+  EXPECT_EQ(Call(base_, "GET", P(""), "", GetString(ok.Json(), "access_token").value_or("")).status,
+            200);
+  Reply project = Call(base_, "GET", "/computeMetadata/v1/project/project-id", "", "",
+                       {{"Metadata-Flavor", "Google"}});
+  EXPECT_EQ(project.body, Str("project_id"));
+  auto service_account = [&](bool on) {
+    return Control("POST", "/settings",
+                   std::string(R"({"cloud":"gcp","metadata_service_account":)") +
+                       (on ? "true" : "false") + "}")
+        .status;
+  };
+  ASSERT_EQ(service_account(false), 200);
+  EXPECT_EQ(Call(base_, "GET", token_path, "", "", {{"Metadata-Flavor", "Google"}}).status, 404);
+  ASSERT_EQ(service_account(true), 200);
+}
+
 TEST_F(GceApiTest, InstanceLifecycleWithOperations) {
   JsonObject op =
       Gce("POST", "/zones/us-central1-a/instances?requestId=r-1", InstanceBody("vm1")).Json();
