@@ -576,7 +576,8 @@ std::string AwsDriver::Check(const std::string& /*request_json*/) {
   result.set(
       "account",
       (owner.empty() ? std::string("account id not shown (no default VPC)") : "account " + owner) +
-          ", region " + default_region_ + ", access key " + MaskKeyId(c.access_key_id));
+          ", region " + default_region_ + ", access key " + MaskKeyId(c.access_key_id) +
+          ", credentials from " + c.origin);
   result.set("user_data_limit", static_cast<int>(kUserDataLimit));
   result.set("allow_from", true);  // create and open_ports narrow sources
   result.set("credentials_from", c.origin);
