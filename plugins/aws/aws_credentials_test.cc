@@ -285,6 +285,30 @@ TEST_F(AwsCredentialSources, WebIdentityFromTheEnvironment) {
   EXPECT_EQ(env.credentials->access_key_id, kBaseKey);
 }
 
+TEST_F(AwsCredentialSources, ProfileWebIdentityAndCredentialSource) {
+  Write(home_.path() / "token", "aGVhZA.Ym9keQ.c2ln");
+  Write(home_.path() / ".aws/config",
+        "[profile wi]\nrole_arn = arn:aws:iam::123456789012:role/ci\nweb_identity_token_file = " +
+            (home_.path() / "token").string() +
+            "\n[profile ecs]\nrole_arn = arn:aws:iam::123456789012:role/deploy\n"
+            "credential_source = EcsContainer\n"
+            "[profile odd]\nrole_arn = arn:aws:iam::123456789012:role/x\n"
+            "credential_source = Somewhere\n");
+  auto wi = Resolve("wi");
+  ASSERT_TRUE(wi.credentials) << wi.problem;
+  EXPECT_EQ(wi.credentials->origin, "profile wi (role_arn via web_identity_token_file)");
+  EXPECT_EQ(Ec2Works(*wi.credentials), "");
+  // The container's credentials sign the AssumeRole: two issued, the role's keys work.
+  vars_["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = emulator_->url() + "/container-credentials/t";
+  vars_["AWS_CONTAINER_AUTHORIZATION_TOKEN"] = "emulator-aws-container-token";
+  auto ecs = Resolve("ecs");
+  ASSERT_TRUE(ecs.credentials) << ecs.problem;
+  EXPECT_EQ(ecs.credentials->origin, "profile ecs (role_arn via credential_source EcsContainer)");
+  EXPECT_EQ(Ec2Works(*ecs.credentials), "");
+  EXPECT_EQ(Issued(), 3);
+  EXPECT_NE(Resolve("odd").problem.find("Ec2InstanceMetadata"), std::string::npos);
+}
+
 TEST_F(AwsCredentialSources, CredentialProcessJsonIsRead) {
   const auto script = home_.path() / "creds.sh";
   Write(script, std::string("#!/bin/sh\ncat <<EOF\n{\"Version\": 1, \"AccessKeyId\": \"") +
