@@ -126,12 +126,21 @@ AwsDriver::AwsDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
   consistency_grace_ = milliseconds(json::Int(config_, "consistency_grace_seconds", 60) * 1000);
   delete_wait_ = milliseconds(json::Int(config_, "delete_wait_seconds", 600) * 1000);
   poll_interval_ = milliseconds(json::Int(config_, "poll_interval_ms", 2000));
+  // The SDKs' endpoint variables, after gpuprov's own (GPUPROV_AWS_ENDPOINT / endpoint).
+  if (endpoint_.empty()) endpoint_ = EndpointOverride(env, "EC2");
+  drivers::HttpClientOptions http_options;
+  if (auto ca = env("AWS_CA_BUNDLE")) http_options.ca_file = *ca;
   ec2_ = std::make_unique<Ec2Client>(endpoint_, kit::RetryPolicyFrom(config_), host_,
-                                     [this] { return LoadCredentials(); });
+                                     [this] { return LoadCredentials(); }, nullptr,
+                                     http_options);
 }
 
 AwsCredentials AwsDriver::LoadCredentials() const {
-  CredentialLookup found = ResolveCredentials(ProcessEnv(), profile_);
+  CredentialOptions options;
+  options.region = default_region_;
+  options.policy = kit::RetryPolicyFrom(config_);
+  options.host = host_;
+  CredentialLookup found = ResolveCredentials(ProcessEnv(), profile_, options);
   if (!found.credentials) throw DriverError(GPUPROV_STATUS_AUTH, found.problem);
   host_.Debug("AWS credentials from " + found.credentials->origin + " (access key " +
               MaskKeyId(found.credentials->access_key_id) + ")");
@@ -240,6 +249,7 @@ std::vector<std::string> AwsDriver::SearchRegions(const std::string& requested) 
   add(default_region_);
   for (const auto& r : extra_regions_) add(r);
   for (const auto& [id, l] : launched_) add(l.region);
+  if (out.empty()) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, NoRegionProblem(profile_));
   return out;
 }
 
@@ -566,7 +576,8 @@ std::string AwsDriver::Check(const std::string& /*request_json*/) {
   result.set(
       "account",
       (owner.empty() ? std::string("account id not shown (no default VPC)") : "account " + owner) +
-          ", region " + default_region_ + ", access key " + MaskKeyId(c.access_key_id));
+          ", region " + default_region_ + ", access key " + MaskKeyId(c.access_key_id) +
+          ", credentials from " + c.origin);
   result.set("user_data_limit", static_cast<int>(kUserDataLimit));
   result.set("allow_from", true);  // create and open_ports narrow sources
   result.set("credentials_from", c.origin);

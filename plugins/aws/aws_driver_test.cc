@@ -251,6 +251,35 @@ TEST_F(AwsEmulatorTest, CheckNamesTheAccountAndTheUserDataLimit) {
   EXPECT_FALSE(Contains(d.host().All(), kSecret));
 }
 
+TEST_F(AwsEmulatorTest, SdkEndpointVariablesAndNoRegion) {
+  // Without GPUPROV_AWS_ENDPOINT / endpoint: AWS_ENDPOINT_URL_EC2, else AWS_ENDPOINT_URL.
+  const std::string no_endpoint = R"({"config":{"region":"eu-west-1","retry":{"max_attempts":2}}})";
+  {
+    ScopedEnv ec2("AWS_ENDPOINT_URL_EC2", Url().c_str());
+    ScopedEnv all("AWS_ENDPOINT_URL", "http://127.0.0.1:9");  // EC2's own variable wins
+    Driver d(no_endpoint);
+    OpResult r = d.Check();
+    ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+    EXPECT_EQ(r.Doc()->getValue<std::string>("endpoint"), Url());
+    EXPECT_EQ(r.Doc()->getValue<std::string>("credentials_from"),
+              "$AWS_ACCESS_KEY_ID/$AWS_SECRET_ACCESS_KEY");
+    EXPECT_TRUE(Contains(r.Doc()->getValue<std::string>("account"), "region eu-west-1"));
+  }
+  {
+    ScopedEnv all("AWS_ENDPOINT_URL", Url().c_str());
+    Driver d(no_endpoint);
+    EXPECT_EQ(d.Check().status, GPUPROV_STATUS_OK);
+  }
+  // No region anywhere: INVALID_INPUT naming where to set one, and nothing is called.
+  emulator_->ClearRequests("aws");
+  Driver none(R"({"endpoint":")" + Url() + R"("})");
+  OpResult r = none.Check();
+  EXPECT_EQ(r.status, GPUPROV_STATUS_INVALID_INPUT) << r;
+  EXPECT_TRUE(Contains(r.error, "no AWS region")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "AWS_REGION")) << r.error;
+  EXPECT_TRUE(emulator_->Requests("aws").empty());
+}
+
 TEST_F(AwsEmulatorTest, LifecycleCreateRunningListOpenPortsDelete) {
   Driver d(Config());
   OpResult c = d.Create(CreateRequest("aws-life"));

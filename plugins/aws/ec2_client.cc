@@ -119,8 +119,10 @@ std::string RegionalEndpoint(const std::string& region) {
 }
 
 Ec2Client::Ec2Client(std::string endpoint, drivers::RetryPolicy policy, gpuprov::sdk::Host host,
-                     std::function<AwsCredentials()> credentials, std::function<long long()> clock)
+                     std::function<AwsCredentials()> credentials, std::function<long long()> clock,
+                     drivers::HttpClientOptions http_options)
     : endpoint_(std::move(endpoint)),
+      http_options_(std::move(http_options)),
       policy_(policy),
       host_(host),
       credentials_fn_(std::move(credentials)),
@@ -140,7 +142,11 @@ Ec2Client::Ec2Client(std::string endpoint, drivers::RetryPolicy policy, gpuprov:
 Ec2Client::~Ec2Client() = default;
 
 const AwsCredentials& Ec2Client::credentials() {
-  if (!credentials_) credentials_ = std::make_unique<AwsCredentials>(credentials_fn_());
+  // Temporary credentials are fetched again 5 minutes before they expire.
+  if (!credentials_ ||
+      (credentials_->expiration != 0 && credentials_->expiration - 300 <= clock_())) {
+    credentials_ = std::make_unique<AwsCredentials>(credentials_fn_());
+  }
   return *credentials_;
 }
 
@@ -150,13 +156,14 @@ drivers::HttpClient& Ec2Client::ClientFor(const std::string& base_url) {
   // One attempt per Send: this class retries itself, re-signing each attempt.
   drivers::RetryPolicy once = policy_;
   once.max_attempts = 1;
-  auto client = std::make_unique<drivers::HttpClient>(base_url, once, host_);
+  auto client = std::make_unique<drivers::HttpClient>(base_url, once, host_, http_options_);
   return *clients_.emplace(base_url, std::move(client)).first->second;
 }
 
 XmlNode Ec2Client::Call(const std::string& region, const std::string& action,
                         const Params& params) {
-  const AwsCredentials& creds = credentials();
+  const AwsCredentials creds = credentials();  // missing credentials are named first
+  if (region.empty()) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, NoRegionProblem(""));
   const std::string base = endpoint_.empty() ? RegionalEndpoint(region) : endpoint_;
   drivers::HttpClient* client = nullptr;
   try {
@@ -164,7 +171,7 @@ XmlNode Ec2Client::Call(const std::string& region, const std::string& action,
   } catch (const drivers::HttpError& e) {
     drivers::ThrowHttpError(e, "the EC2 endpoint " + base);
   }
-  const drivers::ParsedUrl url = drivers::ParseBaseUrl(base);
+  const drivers::ParsedUrl url = drivers::ParseBaseUrl(base, http_options_.allow_link_local_http);
   Params all = {{"Action", action}, {"Version", kEc2ApiVersion}};
   all.insert(all.end(), params.begin(), params.end());
   const std::string body = FormEncode(all);

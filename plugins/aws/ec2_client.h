@@ -21,6 +21,7 @@
 
 #include "aws_credentials.h"
 #include "ec2_xml.h"
+#include "http_client.h"
 #include "gpuprov/driver_abi.h"
 #include "gpuprov/sdk.hpp"
 #include "retry_policy.h"
@@ -82,7 +83,8 @@ class Ec2Client {
   /// call, not construction); `clock` gives Unix seconds (tests pin it).
   Ec2Client(std::string endpoint, drivers::RetryPolicy policy, gpuprov::sdk::Host host,
             std::function<AwsCredentials()> credentials,
-            std::function<long long()> clock = nullptr);
+            std::function<long long()> clock = nullptr,
+            drivers::HttpClientOptions http_options = {});
   ~Ec2Client();
 
   /// Calls `action` in `region` with `params` (Action and Version are added). Returns the
@@ -97,6 +99,7 @@ class Ec2Client {
   drivers::HttpClient& ClientFor(const std::string& base_url);
 
   std::string endpoint_;
+  drivers::HttpClientOptions http_options_;  // CA bundle
   drivers::RetryPolicy policy_;
   gpuprov::sdk::Host host_;
   std::function<AwsCredentials()> credentials_fn_;

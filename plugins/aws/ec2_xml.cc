@@ -99,6 +99,7 @@ Ec2ErrorBody ParseErrorBody(const std::string& text) {
     XmlNode root = ParseXml(text);
     const XmlNode* error = root.Find("Errors/Error");
     if (error == nullptr && root.name == "Error") error = &root;
+    if (error == nullptr) error = root.Child("Error");  // STS: <ErrorResponse><Error>
     if (error == nullptr) return out;
     out.code = error->Text("Code");
     out.message = error->Text("Message");

@@ -17,7 +17,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <ctime>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -49,6 +51,25 @@ Poco::Net::Context::Ptr ClientContext() {
     context->requireMinimumProtocol(Poco::Net::Context::PROTO_TLSV1_2);
     context->enableExtendedCertificateVerification(true);  // host name must match
   });
+  return context;
+}
+
+// A client context that trusts only the CA certificates in `ca_file` (AWS_CA_BUNDLE), one per
+// file for the process.
+Poco::Net::Context::Ptr ClientContextFor(const std::string& ca_file) {
+  if (ca_file.empty()) return ClientContext();
+  static std::mutex mu;
+  static std::map<std::string, Poco::Net::Context::Ptr> contexts;
+  ClientContext();  // initializes SSL once
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = contexts.find(ca_file);
+  if (it != contexts.end()) return it->second;
+  Poco::Net::Context::Ptr context = new Poco::Net::Context(
+      Poco::Net::Context::TLS_CLIENT_USE, "", "", ca_file, Poco::Net::Context::VERIFY_RELAXED, 9,
+      /*loadDefaultCAs=*/false);
+  context->requireMinimumProtocol(Poco::Net::Context::PROTO_TLSV1_2);
+  context->enableExtendedCertificateVerification(true);
+  contexts[ca_file] = context;
   return context;
 }
 
@@ -108,7 +129,110 @@ bool IsLoopbackHost(const std::string& host_in) {
   return ip.isLoopback();  // ::1 (not IPv4-mapped addresses)
 }
 
-ParsedUrl ParseBaseUrl(const std::string& base_url) {
+bool IsLinkLocalCredentialHost(const std::string& host_in) {
+  std::string host = Lower(host_in);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host == "169.254.169.254" || host == "169.254.170.2" || host == "169.254.170.23") {
+    return true;
+  }
+  Poco::Net::IPAddress ip, imds6, ecs6;
+  if (!Poco::Net::IPAddress::tryParse(host, ip) || ip.family() != Poco::Net::IPAddress::IPv6) {
+    return false;
+  }
+  Poco::Net::IPAddress::tryParse("fd00:ec2::254", imds6);
+  Poco::Net::IPAddress::tryParse("fd00:ec2::23", ecs6);
+  return ip == imds6 || ip == ecs6;
+}
+
+bool NoProxyMatches(const std::string& no_proxy, const std::string& host_in) {
+  std::string host = Lower(host_in);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  std::stringstream list(no_proxy);
+  std::string entry;
+  while (std::getline(list, entry, ',')) {
+    entry = Lower(entry);
+    entry.erase(0, entry.find_first_not_of(" \t"));
+    entry.erase(entry.find_last_not_of(" \t") + 1);
+    if (entry.empty()) continue;
+    if (entry == "*") return true;
+    if (entry.size() >= 2 && entry.front() == '[') {  // [::1]:port
+      const size_t close = entry.find(']');
+      entry = close == std::string::npos ? entry : entry.substr(1, close - 1);
+    } else if (std::count(entry.begin(), entry.end(), ':') == 1) {
+      entry = entry.substr(0, entry.find(':'));  // host:port: the port is not compared
+    }
+    if (!entry.empty() && entry.front() == '.') entry.erase(0, 1);
+    if (host == entry) return true;
+    if (host.size() > entry.size() &&
+        host.compare(host.size() - entry.size(), entry.size(), entry) == 0 &&
+        host[host.size() - entry.size() - 1] == '.') {
+      return true;
+    }
+  }
+  return false;
+}
+
+EnvReader ProcessEnvReader() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (v == nullptr || *v == '\0') return std::nullopt;
+    return std::string(v);
+  };
+}
+
+std::optional<ProxySetting> ProxyFor(const ParsedUrl& url, const EnvReader& env) {
+  if (IsLinkLocalCredentialHost(url.host)) return std::nullopt;
+  auto first = [&](std::initializer_list<const char*> names)
+      -> std::optional<std::pair<std::string, std::string>> {
+    for (const char* n : names) {
+      if (auto v = env(n)) return std::make_pair(std::string(n), *v);
+    }
+    return std::nullopt;
+  };
+  const auto chosen = url.scheme == "https" ? first({"https_proxy", "HTTPS_PROXY"})
+                                            : first({"http_proxy", "HTTP_PROXY"});
+  if (!chosen) return std::nullopt;
+  if (auto no_proxy = first({"no_proxy", "NO_PROXY"})) {
+    if (NoProxyMatches(no_proxy->second, url.host)) return std::nullopt;
+  }
+  const std::string& var = chosen->first;
+  std::string value = chosen->second;
+  if (value.find("://") == std::string::npos) value = "http://" + value;  // curl's default
+  auto bad = [&](const std::string& why) {
+    return HttpError(HttpError::Kind::kInvalidUrl,
+                     "$" + var + ": " + why + " (expected http://[user:password@]host:port)");
+  };
+  Poco::URI uri;
+  try {
+    uri = Poco::URI(value);
+  } catch (const Poco::Exception&) {
+    throw bad("not a URL");
+  }
+  if (Lower(uri.getScheme()) != "http") {
+    throw bad("only http:// proxies are supported (https:// targets still use TLS end to end "
+              "through the proxy's CONNECT tunnel)");
+  }
+  if (uri.getHost().empty()) throw bad("the proxy URL has no host");
+  ProxySetting p;
+  p.host = uri.getHost();
+  p.port = uri.getPort();
+  p.origin = "$" + var;
+  const std::string info = uri.getUserInfo();
+  if (!info.empty()) {
+    const size_t colon = info.find(':');
+    Poco::URI::decode(info.substr(0, colon), p.username);
+    if (colon != std::string::npos) Poco::URI::decode(info.substr(colon + 1), p.password);
+  }
+  // Plain http:// targets are loopback emulators: only a proxy on loopback keeps them local.
+  if (url.scheme == "http" && !IsLoopbackHost(p.host)) return std::nullopt;
+  return p;
+}
+
+ParsedUrl ParseBaseUrl(const std::string& base_url, bool allow_link_local_http) {
   auto bad = [&](const std::string& why) {
     return HttpError(HttpError::Kind::kInvalidUrl, "endpoint \"" + base_url + "\": " + why);
   };
@@ -129,7 +253,8 @@ ParsedUrl ParseBaseUrl(const std::string& base_url) {
   if (!uri.getRawQuery().empty() || !uri.getFragment().empty()) {
     throw bad("a base URL takes no query or fragment");
   }
-  if (out.scheme == "http" && !IsLoopbackHost(out.host)) {
+  if (out.scheme == "http" && !IsLoopbackHost(out.host) &&
+      !(allow_link_local_http && IsLinkLocalCredentialHost(out.host))) {
     throw bad("plain http:// is allowed only for loopback hosts (127.0.0.0/8, localhost, ::1), "
               "so an API token never crosses a network unencrypted; use https://");
   }
@@ -139,12 +264,19 @@ ParsedUrl ParseBaseUrl(const std::string& base_url) {
   return out;
 }
 
-HttpClient::HttpClient(std::string base_url, RetryPolicy policy, const gpuprov::sdk::Host& host)
+HttpClient::HttpClient(std::string base_url, RetryPolicy policy, const gpuprov::sdk::Host& host,
+                       HttpClientOptions options)
     : base_url_(std::move(base_url)),
-      url_(ParseBaseUrl(base_url_)),
+      url_(ParseBaseUrl(base_url_, options.allow_link_local_http)),
       policy_(policy),
-      host_(host) {
+      host_(host),
+      ca_file_(options.ca_file) {
   if (policy_.max_attempts < 1) policy_.max_attempts = 1;
+  proxy_ = ProxyFor(url_, options.env ? options.env : ProcessEnvReader());
+  if (proxy_) {
+    host_.Debug("requests to " + url_.host + " go through the proxy " + proxy_->host + ":" +
+                std::to_string(proxy_->port) + " (" + proxy_->origin + ")");
+  }
 }
 
 HttpClient::~HttpClient() = default;
@@ -156,10 +288,18 @@ HttpResponse HttpClient::SendOnce(const HttpRequest& request, milliseconds timeo
   if (!session_) {
     if (url_.scheme == "https") {
       session_ = std::make_unique<Poco::Net::HTTPSClientSession>(
-          url_.host, static_cast<Poco::UInt16>(url_.port), ClientContext());
+          url_.host, static_cast<Poco::UInt16>(url_.port), ClientContextFor(ca_file_));
     } else {
       session_ = std::make_unique<Poco::Net::HTTPClientSession>(
           url_.host, static_cast<Poco::UInt16>(url_.port));
+    }
+    if (proxy_) {
+      Poco::Net::HTTPClientSession::ProxyConfig config;
+      config.host = proxy_->host;
+      config.port = static_cast<Poco::UInt16>(proxy_->port);
+      config.username = proxy_->username;
+      config.password = proxy_->password;
+      session_->setProxyConfig(config);
     }
     session_->setKeepAlive(true);
   }
@@ -227,7 +367,8 @@ HttpResponse HttpClient::Send(const HttpRequest& request) {
       if (IsTlsVerificationFailure(e)) {
         throw HttpError(HttpError::Kind::kTls,
                         what + ": TLS with " + url_.host + " failed: " + e.displayText() +
-                            " (certificates are verified against the system CA store)");
+                            " (certificates are verified against " +
+                            (ca_file_.empty() ? std::string("the system CA store") : ca_file_) + ")");
       }
       last = HttpResponse{};
       last_problem = e.displayText();

@@ -10,6 +10,14 @@
 // - Nothing secret is logged: debug lines carry method, path, status and attempt only — never
 //   headers or bodies.
 //
+// Proxies (HttpClientOptions::env, the process environment by default), as curl reads them:
+// https:// URLs go through https_proxy / HTTPS_PROXY with a CONNECT tunnel (TLS stays end to
+// end); http:// (loopback) URLs go through http_proxy / HTTP_PROXY only when that proxy is on
+// loopback too, so nothing leaves the machine in clear text. no_proxy / NO_PROXY (comma list of
+// host names, domain suffixes such as ".corp" or "corp", IP addresses, "*") bypasses the proxy.
+// The link-local credential endpoints (EC2 instance metadata, container credentials) are
+// never proxied: a proxy would answer them with its own machine's credentials.
+//
 // Retries: 429 (Retry-After honoured, capped), retryable 5xx (IsRetryableStatus) and
 // connection/timeout errors, with exponential backoff and full jitter, bounded by
 // RetryPolicy::max_attempts and total_budget. Waits poll host.Cancelled(). Requests marked
@@ -21,6 +29,7 @@
 #include <map>
 #include <stdexcept>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -88,16 +97,56 @@ struct ParsedUrl {
 };
 
 /// Parses and validates a base URL under the security rules above; throws HttpError
-/// (kInvalidUrl) with a message naming the URL and the rule.
-ParsedUrl ParseBaseUrl(const std::string& base_url);
+/// (kInvalidUrl) with a message naming the URL and the rule. With allow_link_local_http,
+/// http:// is also accepted for the cloud metadata/credential hosts (IsLinkLocalCredentialHost),
+/// which serve only plain HTTP and only to the machine itself.
+ParsedUrl ParseBaseUrl(const std::string& base_url, bool allow_link_local_http = false);
 
 /// True for "localhost", 127.0.0.0/8 and ::1 (with or without brackets).
 bool IsLoopbackHost(const std::string& host);
 
+/// True for the link-local addresses clouds serve instance metadata and container credentials
+/// on: 169.254.169.254, 169.254.170.2, 169.254.170.23, fd00:ec2::254, fd00:ec2::23.
+bool IsLinkLocalCredentialHost(const std::string& host);
+
+/// Reads an environment variable (nullopt when unset or empty).
+using EnvReader = std::function<std::optional<std::string>(const std::string&)>;
+
+/// A forward proxy to use.
+struct ProxySetting {
+  std::string host;
+  int port = 0;
+  std::string username;  ///< from http://user:password@host:port; never logged
+  std::string password;  ///< never logged
+  std::string origin;    ///< the variable it came from, e.g. "$HTTPS_PROXY"
+};
+
+/// True when `host` matches a no_proxy list (see the header comment).
+bool NoProxyMatches(const std::string& no_proxy, const std::string& host);
+
+/// The proxy for a request to `url` under the rules above, or nullopt for a direct connection.
+/// Throws HttpError(kInvalidUrl) naming the variable when its value is not an http:// proxy URL.
+std::optional<ProxySetting> ProxyFor(const ParsedUrl& url, const EnvReader& env);
+
+/// The process environment as an EnvReader.
+EnvReader ProcessEnvReader();
+
+/// Optional client settings.
+struct HttpClientOptions {
+  /// A PEM file of CA certificates that replaces the system CA store (AWS_CA_BUNDLE); "" = the
+  /// system store.
+  std::string ca_file;
+  /// Accept http:// to IsLinkLocalCredentialHost hosts (credential providers only).
+  bool allow_link_local_http = false;
+  /// Where proxy variables are read; null = the process environment.
+  EnvReader env;
+};
+
 class HttpClient {
  public:
   /// Throws HttpError(kInvalidUrl) when base_url breaks the rules above.
-  HttpClient(std::string base_url, RetryPolicy policy, const gpuprov::sdk::Host& host);
+  HttpClient(std::string base_url, RetryPolicy policy, const gpuprov::sdk::Host& host,
+             HttpClientOptions options = {});
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
@@ -110,6 +159,8 @@ class HttpClient {
 
   const std::string& base_url() const { return base_url_; }
   const RetryPolicy& policy() const { return policy_; }
+  /// The proxy requests go through (nullopt: direct).
+  const std::optional<ProxySetting>& proxy() const { return proxy_; }
 
   /// Runs `hook` before every attempt of every request, retries included (e.g. PaceCall for
   /// an API with a published rate). Exceptions it throws (DriverError CANCELLED) pass through.
@@ -125,6 +176,8 @@ class HttpClient {
   RetryPolicy policy_;
   gpuprov::sdk::Host host_;
   Jitter jitter_;
+  std::optional<ProxySetting> proxy_;
+  std::string ca_file_;
   std::unique_ptr<Poco::Net::HTTPClientSession> session_;  // kept alive between requests
   std::function<void(const HttpRequest&)> before_attempt_;
 };

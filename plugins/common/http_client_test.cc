@@ -7,11 +7,20 @@
 #include <Poco/Net/HTTPServerParams.h>
 #include <Poco/Net/HTTPServerRequest.h>
 #include <Poco/Net/HTTPServerResponse.h>
+#include <Poco/Net/Context.h>
+#include <Poco/Net/SecureServerSocket.h>
 #include <Poco/Net/ServerSocket.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <Poco/StreamCopier.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -36,8 +45,11 @@ class TestServer {
  public:
   using Fn = std::function<Reply(int n, const std::string& method, const std::string& uri,
                                  const std::string& body)>;
-  explicit TestServer(Fn fn) : fn_(std::move(fn)) {
-    Poco::Net::ServerSocket socket(Poco::Net::SocketAddress("127.0.0.1", 0));
+  /// With `tls`, the server speaks HTTPS with that server context.
+  explicit TestServer(Fn fn, Poco::Net::Context::Ptr tls = nullptr) : fn_(std::move(fn)) {
+    Poco::Net::ServerSocket socket =
+        tls ? Poco::Net::SecureServerSocket(Poco::Net::SocketAddress("127.0.0.1", 0), 64, tls)
+            : Poco::Net::ServerSocket(Poco::Net::SocketAddress("127.0.0.1", 0));
     port_ = socket.address().port();
     auto* params = new Poco::Net::HTTPServerParams;
     params->setKeepAlive(true);
@@ -331,6 +343,204 @@ TEST(HttpClient, HttpsToAPlainServerFailsAsTlsWithoutRetry) {
   stop = true;
   server.join();
 }
+
+// --- proxies ----------------------------------------------------------------------------
+
+EnvReader EnvOf(std::map<std::string, std::string> vars) {
+  return [vars](const std::string& n) -> std::optional<std::string> {
+    auto it = vars.find(n);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+TEST(HttpProxy, NoProxyListMatching) {
+  EXPECT_TRUE(NoProxyMatches("*", "api.example.com"));
+  EXPECT_TRUE(NoProxyMatches("example.com", "api.example.com"));
+  EXPECT_TRUE(NoProxyMatches(" .example.com ,other", "api.example.com"));
+  EXPECT_TRUE(NoProxyMatches("example.com", "EXAMPLE.com"));
+  EXPECT_TRUE(NoProxyMatches("localhost:8443,127.0.0.1", "127.0.0.1"));
+  EXPECT_TRUE(NoProxyMatches("[::1]:443", "[::1]"));
+  EXPECT_FALSE(NoProxyMatches("example.com", "badexample.com"));
+  EXPECT_FALSE(NoProxyMatches("", "example.com"));
+  EXPECT_FALSE(NoProxyMatches("api.example.com", "example.com"));
+}
+
+TEST(HttpProxy, WhichVariableApplies) {
+  const ParsedUrl https = ParseBaseUrl("https://ec2.us-east-1.amazonaws.com");
+  const ParsedUrl http = ParseBaseUrl("http://127.0.0.1:8080");
+  EXPECT_FALSE(ProxyFor(https, EnvOf({})));
+  auto p = ProxyFor(https, EnvOf({{"HTTPS_PROXY", "http://u%40x:p%3Aw@proxy.corp:3128"}}));
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->host, "proxy.corp");
+  EXPECT_EQ(p->port, 3128);
+  EXPECT_EQ(p->username, "u@x");
+  EXPECT_EQ(p->password, "p:w");
+  EXPECT_EQ(p->origin, "$HTTPS_PROXY");
+  // The lower-case form wins, a bare host:port is http://, HTTP_PROXY is not for https.
+  auto lower = ProxyFor(https, EnvOf({{"HTTPS_PROXY", "http://a:1"}, {"https_proxy", "b:2"}}));
+  ASSERT_TRUE(lower);
+  EXPECT_EQ(lower->host, "b");
+  EXPECT_EQ(lower->origin, "$https_proxy");
+  EXPECT_FALSE(ProxyFor(https, EnvOf({{"HTTP_PROXY", "http://a:1"}})));
+  // NO_PROXY / no_proxy bypass.
+  EXPECT_FALSE(ProxyFor(https, EnvOf({{"HTTPS_PROXY", "http://a:1"}, {"NO_PROXY", ".amazonaws.com"}})));
+  EXPECT_FALSE(ProxyFor(https, EnvOf({{"https_proxy", "http://a:1"}, {"no_proxy", "*"}})));
+  // A plain-http (loopback) target goes only through a loopback proxy.
+  EXPECT_TRUE(ProxyFor(http, EnvOf({{"HTTP_PROXY", "http://127.0.0.1:3128"}})));
+  EXPECT_FALSE(ProxyFor(http, EnvOf({{"HTTP_PROXY", "http://proxy.corp:3128"}})));
+  EXPECT_FALSE(ProxyFor(http, EnvOf({{"HTTPS_PROXY", "http://127.0.0.1:3128"}})));
+  // Instance metadata and container credentials are never proxied.
+  const ParsedUrl imds = ParseBaseUrl("http://169.254.169.254", /*allow_link_local_http=*/true);
+  EXPECT_FALSE(ProxyFor(imds, EnvOf({{"HTTP_PROXY", "http://127.0.0.1:3128"}})));
+  // An https:// proxy is refused naming the variable.
+  try {
+    ProxyFor(https, EnvOf({{"HTTPS_PROXY", "https://proxy.corp:443"}}));
+    ADD_FAILURE() << "no error";
+  } catch (const HttpError& e) {
+    EXPECT_EQ(e.kind(), HttpError::Kind::kInvalidUrl);
+    EXPECT_NE(std::string(e.what()).find("$HTTPS_PROXY"), std::string::npos) << e.what();
+  }
+}
+
+TEST(HttpProxy, LinkLocalCredentialHostsNeedTheFlag) {
+  EXPECT_THROW(ParseBaseUrl("http://169.254.169.254"), HttpError);
+  EXPECT_EQ(ParseBaseUrl("http://169.254.170.2", true).host, "169.254.170.2");
+  EXPECT_EQ(ParseBaseUrl("http://[fd00:ec2::254]", true).host, "fd00:ec2::254");
+  EXPECT_THROW(ParseBaseUrl("http://169.254.1.1", true), HttpError);
+  EXPECT_THROW(ParseBaseUrl("http://10.0.0.1", true), HttpError);
+}
+
+#ifdef GPUPROV_PROXY_FIXTURE
+// tests/fixtures/proxy/connect_proxy.py as a child process, logging request lines to a file.
+class ProxyProcess {
+ public:
+  explicit ProxyProcess(const std::string& log) : log_(log) {
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[1], STDOUT_FILENO);
+      close(fds[0]);
+      close(fds[1]);
+      execl("/usr/bin/python3", "python3", GPUPROV_PROXY_FIXTURE, log.c_str(),
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(fds[1]);
+    std::string line;
+    char c;
+    while (read(fds[0], &c, 1) == 1 && c != '\n') line += c;
+    close(fds[0]);
+    const std::string prefix = "proxy ";
+    if (line.rfind(prefix, 0) == 0) url_ = line.substr(prefix.size());
+  }
+  ~ProxyProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  const std::string& url() const { return url_; }
+  std::string Log() const {
+    std::ifstream f(log_);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }
+
+ private:
+  std::string log_;
+  std::string url_;
+  pid_t pid_ = -1;
+};
+
+// A self-signed certificate for localhost/127.0.0.1 made with the openssl CLI.
+struct TestCertificate {
+  testing::ScopedTempDir dir;
+  std::string cert = (dir.path() / "cert.pem").string();
+  std::string key = (dir.path() / "key.pem").string();
+  bool ok = false;
+  TestCertificate() {
+    const std::string cmd =
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext "
+        "subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout '" + key + "' -out '" + cert +
+        "' >/dev/null 2>&1";
+    ok = std::system(cmd.c_str()) == 0;
+  }
+};
+
+TEST(HttpProxy, HttpsGoesThroughAConnectTunnelAndNoProxyBypassesIt) {
+  TestCertificate certificate;
+  ASSERT_TRUE(certificate.ok) << "openssl could not make a test certificate";
+  Poco::Net::Context::Ptr server_tls = new Poco::Net::Context(
+      Poco::Net::Context::TLS_SERVER_USE, certificate.key, certificate.cert, "",
+      Poco::Net::Context::VERIFY_NONE);
+  TestServer server([](int, const std::string&, const std::string& uri, const std::string&) {
+    return Reply{200, R"({"uri":")" + uri + R"("})", {}};
+  }, server_tls);
+  testing::ScopedTempDir dir;
+  ProxyProcess proxy((dir.path() / "proxy.log").string());
+  ASSERT_FALSE(proxy.url().empty()) << "the proxy fixture did not start";
+  RecordingHost host;
+  const std::string target = "https://localhost:" + std::to_string(server.port());
+
+  HttpClientOptions via_proxy;
+  via_proxy.ca_file = certificate.cert;
+  via_proxy.env = EnvOf({{"HTTPS_PROXY", proxy.url()}});
+  HttpClient client(target, Quick(1), host.Host(), via_proxy);
+  ASSERT_TRUE(client.proxy());
+  HttpRequest get;
+  get.path_and_query = "/v1/things?x=1";
+  HttpResponse r = client.Send(get);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, R"({"uri":"/v1/things?x=1"})");
+  // The proxy saw only the tunnel's target: TLS stayed end to end.
+  EXPECT_EQ(proxy.Log(), "CONNECT localhost:" + std::to_string(server.port()) + "\n");
+  EXPECT_EQ(server.count(), 1);
+
+  // Without the custom CA (the system store), the tunnelled TLS fails verification.
+  HttpClientOptions system_cas = via_proxy;
+  system_cas.ca_file.clear();
+  HttpClient untrusted(target, Quick(1), host.Host(), system_cas);
+  try {
+    untrusted.Send(get);
+    ADD_FAILURE() << "a self-signed certificate was accepted";
+  } catch (const HttpError& e) {
+    EXPECT_EQ(e.kind(), HttpError::Kind::kTls) << e.what();
+  }
+
+  // NO_PROXY: a direct connection; the proxy log does not grow.
+  const std::string before = proxy.Log();
+  HttpClientOptions bypass = via_proxy;
+  bypass.env = EnvOf({{"https_proxy", proxy.url()}, {"no_proxy", "localhost"}});
+  HttpClient direct(target, Quick(1), host.Host(), bypass);
+  EXPECT_FALSE(direct.proxy());
+  EXPECT_EQ(direct.Send(get).status, 200);
+  EXPECT_EQ(proxy.Log(), before);
+}
+
+TEST(HttpProxy, PlainHttpToLoopbackGoesThroughALoopbackHttpProxy) {
+  TestServer server([](int, const std::string&, const std::string& uri, const std::string& body) {
+    return Reply{201, R"({"uri":")" + uri + R"(","body":")" + body + R"("})", {}};
+  });
+  testing::ScopedTempDir dir;
+  ProxyProcess proxy((dir.path() / "proxy.log").string());
+  ASSERT_FALSE(proxy.url().empty()) << "the proxy fixture did not start";
+  RecordingHost host;
+  HttpClientOptions options;
+  options.env = EnvOf({{"http_proxy", proxy.url()}});
+  HttpClient client(server.Url(), Quick(1), host.Host(), options);
+  HttpRequest post;
+  post.method = "POST";
+  post.path_and_query = "/droplets";
+  post.body = "abc";
+  HttpResponse r = client.Send(post);
+  EXPECT_EQ(r.status, 201);
+  EXPECT_EQ(r.body, R"({"uri":"/v2/droplets","body":"abc"})");
+  EXPECT_EQ(proxy.Log(), "POST http://127.0.0.1:" + std::to_string(server.port()) + "/v2/droplets\n");
+}
+#endif  // GPUPROV_PROXY_FIXTURE
 
 }  // namespace
 }  // namespace gpuprov::drivers

@@ -11,6 +11,7 @@ setup_file() {
   export AWS_ACCESS_KEY_ID="AKIAE2E$$TESTKEY0001"
   export AWS_SECRET_ACCESS_KEY="e2e/$$/secret+access+key"
   unset AWS_SESSION_TOKEN AWS_PROFILE AWS_REGION AWS_DEFAULT_REGION
+  export AWS_REGION=us-east-1 # gpuprov picks no default region (issue 17)
   export HOME="$BATS_FILE_TMPDIR/userhome" # no ~/.aws of the machine's user
   mkdir -p "$HOME"
   export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"

@@ -18,6 +18,7 @@ setup_file() {
   export PRIME_API_KEY="pit_crash_$$_secret_key"
   export AWS_ACCESS_KEY_ID="AKIACRASH$$KEY01" AWS_SECRET_ACCESS_KEY="crash/$$/secret+key"
   unset AWS_SESSION_TOKEN AWS_PROFILE AWS_REGION AWS_DEFAULT_REGION
+  export AWS_REGION=us-east-1 # gpuprov picks no default region (issue 17)
   export GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key.json"
   export LAMBDA_API_KEY="secret_crash_$$_lambda"
   export HYPERSTACK_API_KEY="hs-crash-$$-key"

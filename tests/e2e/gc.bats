@@ -15,6 +15,7 @@ setup_file() {
   export AWS_ACCESS_KEY_ID="AKIAGC$$TESTKEY00001"
   export AWS_SECRET_ACCESS_KEY="gc/$$/secret+access+key"
   unset AWS_SESSION_TOKEN AWS_PROFILE AWS_REGION AWS_DEFAULT_REGION
+  export AWS_REGION=us-east-1 # gpuprov picks no default region (issue 17)
   export LAMBDA_API_KEY="secret_gc_$$_lambda_api_key"
   export HYPERSTACK_API_KEY="hs-gc-$$-api-key"
   export VERDA_CLIENT_ID="gpuprov-gc-$$"

@@ -16,6 +16,7 @@ setup_file() {
   export AWS_ACCESS_KEY_ID="AKIAE2E$$PORTSKEY01"
   export AWS_SECRET_ACCESS_KEY="e2e/$$/ports+secret+key"
   unset AWS_SESSION_TOKEN AWS_PROFILE AWS_REGION AWS_DEFAULT_REGION
+  export AWS_REGION=us-east-1 # gpuprov picks no default region (issue 17)
   export HOME="$BATS_FILE_TMPDIR/userhome" # no ~/.aws of the machine's user
   mkdir -p "$HOME"
   export GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key.json" # written by the emulator

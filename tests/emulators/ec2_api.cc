@@ -250,6 +250,41 @@ HttpResponse Missing(const std::string& name) {
   return Error(400, "MissingParameter", "The request must contain the parameter " + name);
 }
 
+// --- STS (Query API, version 2011-06-15) -----------------------------------------
+
+constexpr const char* kStsXmlns = "https://sts.amazonaws.com/doc/2011-06-15/";
+
+// STS's error document: ErrorResponse/Error/{Type,Code,Message}, RequestId.
+HttpResponse StsError(int status, const std::string& code, const std::string& message) {
+  HttpResponse r;
+  r.status = status;
+  r.content_type = "text/xml";
+  r.body = std::string("<ErrorResponse xmlns=\"") + kStsXmlns + "\"><Error>" +
+           L("Type", status >= 500 ? "Receiver" : "Sender") + L("Code", code) +
+           L("Message", message) + "</Error>" + L("RequestId", RandomUuid()) + "</ErrorResponse>";
+  return r;
+}
+
+HttpResponse StsXml(const std::string& action, const std::string& result_inner) {
+  HttpResponse r;
+  r.content_type = "text/xml";
+  r.body = "<" + action + "Response xmlns=\"" + kStsXmlns + "\"><" + action + "Result>" +
+           result_inner + "</" + action + "Result>" +
+           E("ResponseMetadata", L("RequestId", RandomUuid())) + "</" + action + "Response>";
+  return r;
+}
+
+// Upper-case hex of n random characters (for issued keys and tokens).
+std::string RandomUpperHex(size_t n) {
+  std::string out;
+  while (out.size() < n) {
+    for (char c : RandomUuid()) {
+      if (c != '-' && out.size() < n) out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    }
+  }
+  return out;
+}
+
 // --- request parameters ----------------------------------------------------------
 
 // Decodes application/x-www-form-urlencoded ('+' is a space).
@@ -480,6 +515,7 @@ class Ec2Api : public CloudApi {
     o->set("firewalls", groups);
     o->set("ssh_keys", keys_.size());
     o->set("backend_instances", backend_->LiveCount(name_));
+    o->set("credentials_issued", issued_);
     return o;
   }
 
@@ -504,6 +540,13 @@ class Ec2Api : public CloudApi {
     faults_.Clear();
     describe_not_found_ = 0;
     shutdown_seconds_ = 1.0;
+    for (const auto& [key, session] : session_tokens_) secrets_.erase(key);
+    session_tokens_.clear();
+    imds_tokens_.clear();
+    sso_tokens_ = {"emulator-aws-sso-token"};
+    container_token_ = "emulator-aws-container-token";
+    instance_role_ = "emulator-instance-role";
+    issued_ = 0;
   }
 
   std::string Configure(const JsonObject& settings) override {
@@ -512,6 +555,9 @@ class Ec2Api : public CloudApi {
       if (*n < 0) return "describe_not_found must be >= 0";
       describe_not_found_ = static_cast<int>(*n);
     }
+    if (auto t = GetString(settings, "sso_access_token")) sso_tokens_.insert(*t);
+    if (auto t = GetString(settings, "container_authorization_token")) container_token_ = *t;
+    if (auto r = GetString(settings, "instance_role")) instance_role_ = *r;
     if (auto s = GetDouble(settings, "shutdown_seconds")) {
       if (*s < 0) return "shutdown_seconds must be >= 0";
       shutdown_seconds_ = *s;
@@ -616,46 +662,75 @@ class Ec2Api : public CloudApi {
     return static_cast<int64_t>(timegm(&tm));
   }
 
+  // The request's Action (query or form body), "" when none.
+  static std::string ActionOf(const HttpRequest& req) {
+    if (auto a = req.Query("Action")) return *a;
+    if (req.method == "POST") {
+      for (const auto& [k, v] : ParseForm(req.body)) {
+        if (k == "Action") return v;
+      }
+    }
+    return "";
+  }
+
+  // Paths served beside EC2 that authenticate themselves (SSO portal, container credentials,
+  // instance metadata).
+  static bool IsCredentialServicePath(const std::string& path) {
+    return path.rfind("/federation/", 0) == 0 || path.rfind("/container-credentials/", 0) == 0 ||
+           path.rfind("/latest/", 0) == 0;
+  }
+
   std::optional<HttpResponse> Authenticate(const HttpRequest& req) override {
+    if (IsCredentialServicePath(req.path)) return std::nullopt;
+    const std::string action = ActionOf(req);
+    if (action == "AssumeRoleWithWebIdentity") return std::nullopt;  // unsigned by design
+    const bool sts = action == "AssumeRole" || action == "GetCallerIdentity";
+    std::lock_guard<std::mutex> lock(mu_);
+    auto refuse = [&](int status, const std::string& code, const std::string& message) {
+      return sts ? StsError(status == 401 ? 403 : status,
+                            code == "AuthFailure" ? "InvalidClientTokenId" : code, message)
+                 : Error(status, code, message);
+    };
     const std::string header = req.Header("authorization");
     if (header.empty()) {
-      return Error(401, "MissingAuthenticationToken", "Request is missing Authentication Token");
+      return refuse(401, "MissingAuthenticationToken", "Request is missing Authentication Token");
     }
     std::optional<AuthParts> a = ParseAuthorization(header);
     if (!a) {
-      return Error(400, "IncompleteSignature",
+      return refuse(400, "IncompleteSignature",
                    "Authorization header requires 'Credential', 'SignedHeaders' and 'Signature' "
                    "parameters with an AWS4-HMAC-SHA256 credential scope");
     }
     auto secret = secrets_.find(a->access_key);
     if (secret == secrets_.end()) {
-      return Error(401, "AuthFailure",
+      return refuse(401, "AuthFailure",
                    "AWS was not able to validate the provided access credentials");
     }
-    if (a->service != "ec2") {
-      return Error(403, "SignatureDoesNotMatch",
-                   "Credential should be scoped to correct service: 'ec2'.");
+    const std::string service = sts ? "sts" : "ec2";
+    if (a->service != service) {
+      return refuse(403, "SignatureDoesNotMatch",
+                    "Credential should be scoped to correct service: '" + service + "'.");
     }
     if (!KnownRegion(a->region)) {
-      return Error(401, "AuthFailure",
+      return refuse(401, "AuthFailure",
                    "Credential should be scoped to a valid region, not '" + a->region + "'.");
     }
     const std::string amz_date = req.Header("x-amz-date");
     std::optional<int64_t> when = ParseAmzDate(amz_date);
     if (!when || amz_date.substr(0, 8) != a->date) {
-      return Error(400, "IncompleteSignature",
+      return refuse(400, "IncompleteSignature",
                    "the x-amz-date header is missing or does not match the credential scope date");
     }
     const int64_t now =
         std::chrono::duration_cast<std::chrono::seconds>(SysClock::now().time_since_epoch())
             .count();
     if (std::llabs(now - *when) > kMaxClockSkewSeconds) {
-      return Error(400, "RequestExpired", "Request has expired.");
+      return refuse(400, "RequestExpired", "Request has expired.");
     }
     // The canonical request as the client must have built it (reference §1.3).
     std::vector<std::string> names = Split(a->signed_headers, ';');
     if (std::find(names.begin(), names.end(), "host") == names.end()) {
-      return Error(401, "AuthFailure",
+      return refuse(401, "AuthFailure",
                    "AWS was not able to validate the provided access credentials");
     }
     std::string canonical_headers;
@@ -702,8 +777,22 @@ class Ec2Api : public CloudApi {
     }
     if (expected != a->signature) {
       // EC2 answers a wrong secret like an unknown key.
-      return Error(401, "AuthFailure",
-                   "AWS was not able to validate the provided access credentials");
+      return refuse(401, sts ? "SignatureDoesNotMatch" : "AuthFailure",
+                    sts ? "The request signature we calculated does not match the signature "
+                          "you provided."
+                        : "AWS was not able to validate the provided access credentials");
+    }
+    // Temporary credentials (issued below) are valid only with their session token and
+    // until they expire.
+    if (auto t = session_tokens_.find(a->access_key); t != session_tokens_.end()) {
+      if (req.Header("x-amz-security-token") != t->second.token) {
+        return refuse(401, "AuthFailure",
+                      "AWS was not able to validate the provided access credentials");
+      }
+      if (SysClock::now() >= t->second.expires) {
+        return refuse(400, sts ? "ExpiredToken" : "RequestExpired",
+                      "The security token included in the request is expired");
+      }
     }
     return std::nullopt;
   }
@@ -727,6 +816,16 @@ class Ec2Api : public CloudApi {
   // --- routing ---
   HttpResponse Route(const HttpRequest& req) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (req.path.rfind("/federation/", 0) == 0) return SsoPortal(req);
+    if (req.path.rfind("/container-credentials/", 0) == 0) return ContainerCredentials(req);
+    if (req.path.rfind("/latest/", 0) == 0) return InstanceMetadata(req);
+    {
+      const std::string sts_action = ActionOf(req);
+      if (sts_action == "AssumeRole" || sts_action == "AssumeRoleWithWebIdentity" ||
+          sts_action == "GetCallerIdentity") {
+        return Sts(req, sts_action);
+      }
+    }
     if (req.path != "/" && !req.path.empty()) {
       return Error(400, "InvalidAction", "The action is not valid for this web service.");
     }
@@ -769,6 +868,217 @@ class Ec2Api : public CloudApi {
       return Xml(200, "DescribeAddressesResponse", E("addressesSet", ""));
     return Error(400, "InvalidAction",
                  "The action " + action + " is not valid for this web service.");
+  }
+
+  // --- STS, the SSO portal, container credentials and IMDSv2 (credential sources) ---
+  struct Session {
+    std::string token;
+    SysClock::time_point expires;
+    std::string arn;  // the assumed role's
+  };
+
+  // New temporary credentials for `arn`, valid for `seconds`; EC2 accepts them from now on.
+  struct Issued {
+    std::string access_key, secret, token;
+    SysClock::time_point expires;
+  };
+  Issued Issue(const std::string& arn, int seconds) {
+    Issued i;
+    i.access_key = "ASIA" + RandomUpperHex(16);
+    i.secret = RandomUpperHex(40);
+    i.token = "IQoJb3JpZ2luX2VjE" + RandomUpperHex(96);
+    i.expires = SysClock::now() + std::chrono::seconds(seconds);
+    secrets_[i.access_key] = i.secret;
+    session_tokens_[i.access_key] = Session{i.token, i.expires, arn};
+    ++issued_;
+    return i;
+  }
+
+  // arn:aws:iam::<12 digits>:role/<path/>name -> {account, name}.
+  static std::optional<std::pair<std::string, std::string>> RoleArnParts(const std::string& arn) {
+    static const std::regex re("^arn:aws[a-z-]*:iam::(\\d{12}):role/(?:[\\w+=,.@/-]*/)?([\\w+=,.@-]{1,64})$");
+    std::smatch m;
+    if (!std::regex_match(arn, m, re)) return std::nullopt;
+    return std::make_pair(m[1].str(), m[2].str());
+  }
+
+  HttpResponse Sts(const HttpRequest& req, const std::string& action) {
+    Params all(req.query.begin(), req.query.end());
+    if (req.method == "POST") {
+      Params form = ParseForm(req.body);
+      all.insert(all.end(), form.begin(), form.end());
+    }
+    Args a(all);
+    if (a.Str("Version") != "2011-06-15") {
+      return StsError(400, "InvalidAction", "Could not find operation " + action +
+                                                 " for version " + a.Str("Version"));
+    }
+    if (action == "GetCallerIdentity") {
+      const std::string key = ParseAuthorization(req.Header("authorization"))->access_key;
+      auto t = session_tokens_.find(key);
+      const std::string arn = t != session_tokens_.end() ? t->second.arn
+                                                         : "arn:aws:iam::123456789012:user/emulator";
+      return StsXml(action, L("Arn", arn) + L("UserId", key) +
+                                L("Account", arn.substr(13, 12)));
+    }
+    const std::string role_arn = a.Str("RoleArn");
+    const std::string session = a.Str("RoleSessionName");
+    if (role_arn.empty()) return StsError(400, "MissingParameter", "RoleArn is required");
+    if (session.empty()) return StsError(400, "MissingParameter", "RoleSessionName is required");
+    static const std::regex session_re("^[\\w+=,.@-]{2,64}$");
+    if (!std::regex_match(session, session_re)) {
+      return StsError(400, "ValidationError",
+                      "1 validation error detected: Value '" + session +
+                          "' at 'roleSessionName' failed to satisfy constraint: Member must "
+                          "satisfy regular expression pattern: [\\w+=,.@-]*");
+    }
+    auto parts = RoleArnParts(role_arn);
+    if (!parts) {
+      return StsError(400, "ValidationError", role_arn + " is invalid");
+    }
+    int duration = 3600;
+    if (!a.Str("DurationSeconds").empty()) {
+      try {
+        duration = std::stoi(a.Str("DurationSeconds"));
+      } catch (const std::exception&) {
+        duration = -1;
+      }
+      if (duration < 900 || duration > 43200) {
+        return StsError(400, "ValidationError",
+                        "1 validation error detected: Value at 'durationSeconds' failed to "
+                        "satisfy constraint: Member must have value between 900 and 43200");
+      }
+    }
+    // Roles whose name starts with "denied" trust nobody (tests of refusal).
+    const bool denied = parts->second.rfind("denied", 0) == 0;
+    std::string extra;
+    if (action == "AssumeRoleWithWebIdentity") {
+      const std::string token = a.Str("WebIdentityToken");
+      if (token.empty()) return StsError(400, "MissingParameter", "WebIdentityToken is required");
+      if (std::count(token.begin(), token.end(), '.') != 2) {
+        return StsError(400, "InvalidIdentityToken", "The ID Token provided is not a valid JWT.");
+      }
+      if (denied) {
+        return StsError(403, "AccessDenied", "Not authorized to perform sts:AssumeRoleWithWebIdentity");
+      }
+      extra = L("SubjectFromWebIdentityToken", "system:serviceaccount:default:gpuprov") +
+              L("Audience", "sts.amazonaws.com") + L("Provider", "emulator-oidc");
+    } else if (denied) {
+      return StsError(403, "AccessDenied",
+                      "User: arn:aws:iam::123456789012:user/emulator is not authorized to "
+                      "perform: sts:AssumeRole on resource: " + role_arn);
+    }
+    const std::string assumed =
+        "arn:aws:sts::" + parts->first + ":assumed-role/" + parts->second + "/" + session;
+    Issued i = Issue(assumed, duration);
+    return StsXml(action,
+                  E("Credentials", L("AccessKeyId", i.access_key) +
+                                       L("SecretAccessKey", i.secret) +
+                                       L("SessionToken", i.token) +
+                                       L("Expiration", Iso8601(i.expires))) +
+                      E("AssumedRoleUser",
+                        L("AssumedRoleId", "AROA" + RandomUpperHex(17) + ":" + session) +
+                            L("Arn", assumed)) +
+                      extra);
+  }
+
+  // IAM Identity Center's portal: GET /federation/credentials?account_id&role_name with the
+  // CLI's cached access token in x-amz-sso_bearer_token (JSON errors as the portal's).
+  HttpResponse SsoPortal(const HttpRequest& req) {
+    auto err = [](int status, const std::string& type, const std::string& message) {
+      JsonObject o = NewObject();
+      o->set("message", message);
+      HttpResponse r = JsonResponse(status, o);
+      r.SetHeader("x-amzn-ErrorType", type);
+      return r;
+    };
+    if (req.path != "/federation/credentials" || req.method != "GET") {
+      return err(404, "ResourceNotFoundException", "Not found");
+    }
+    const std::string token = req.Header("x-amz-sso_bearer_token");
+    if (token.empty() || sso_tokens_.count(token) == 0) {
+      return err(401, "UnauthorizedException", "Session token not found or invalid");
+    }
+    const std::string account = req.Query("account_id").value_or("");
+    const std::string role = req.Query("role_name").value_or("");
+    if (account.empty() || role.empty()) {
+      return err(400, "InvalidRequestException", "account_id and role_name are required");
+    }
+    if (role.rfind("denied", 0) == 0) return err(403, "ForbiddenException", "No access");
+    Issued i = Issue("arn:aws:sts::" + account + ":assumed-role/AWSReservedSSO_" + role +
+                         "/emulator",
+                     3600);
+    JsonObject rc = NewObject();
+    rc->set("accessKeyId", i.access_key);
+    rc->set("secretAccessKey", i.secret);
+    rc->set("sessionToken", i.token);
+    rc->set("expiration", static_cast<int64_t>(
+                              std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  i.expires.time_since_epoch())
+                                  .count()));
+    JsonObject o = NewObject();
+    o->set("roleCredentials", rc);
+    return JsonResponse(200, o);
+  }
+
+  // The ECS/EKS container credentials endpoint: GET /container-credentials/<id>; with an
+  // authorization token configured (default emulator-aws-container-token), the
+  // Authorization header must carry it.
+  HttpResponse ContainerCredentials(const HttpRequest& req) {
+    if (req.method != "GET") return TextResponse(405, "method not allowed");
+    if (!container_token_.empty() && req.Header("authorization") != container_token_) {
+      JsonObject o = NewObject();
+      o->set("code", "AccessDeniedException");
+      o->set("message", "Authorization token is missing or invalid");
+      return JsonResponse(401, o);
+    }
+    Issued i = Issue("arn:aws:sts::123456789012:assumed-role/emulator-task-role/container", 3600);
+    JsonObject o = NewObject();
+    o->set("RoleArn", "arn:aws:iam::123456789012:role/emulator-task-role");
+    o->set("AccessKeyId", i.access_key);
+    o->set("SecretAccessKey", i.secret);
+    o->set("Token", i.token);
+    o->set("Expiration", Iso8601(i.expires));
+    return JsonResponse(200, o);
+  }
+
+  // IMDSv2: PUT /latest/api/token (X-aws-ec2-metadata-token-ttl-seconds 1-21600), then GETs
+  // with X-aws-ec2-metadata-token. Only the credential paths are served.
+  HttpResponse InstanceMetadata(const HttpRequest& req) {
+    if (req.path == "/latest/api/token") {
+      if (req.method != "PUT") return TextResponse(405, "");
+      if (!req.Header("x-forwarded-for").empty()) return TextResponse(403, "");
+      int ttl = 0;
+      try {
+        ttl = std::stoi(req.Header("x-aws-ec2-metadata-token-ttl-seconds"));
+      } catch (const std::exception&) {
+      }
+      if (ttl < 1 || ttl > 21600) return TextResponse(400, "");
+      const std::string token = "AQAEA" + RandomUpperHex(51);
+      imds_tokens_[token] = SysClock::now() + std::chrono::seconds(ttl);
+      HttpResponse r = TextResponse(200, token);
+      r.SetHeader("X-aws-ec2-metadata-token-ttl-seconds", std::to_string(ttl));
+      return r;
+    }
+    auto t = imds_tokens_.find(req.Header("x-aws-ec2-metadata-token"));
+    if (t == imds_tokens_.end() || SysClock::now() >= t->second) return TextResponse(401, "");
+    if (req.method != "GET") return TextResponse(405, "");
+    const std::string base = "/latest/meta-data/iam/security-credentials/";
+    if (req.path == base) {
+      return instance_role_.empty() ? TextResponse(404, "") : TextResponse(200, instance_role_);
+    }
+    if (instance_role_.empty() || req.path != base + instance_role_) return TextResponse(404, "");
+    Issued i = Issue("arn:aws:sts::123456789012:assumed-role/" + instance_role_ + "/i-emulator",
+                     6 * 3600);
+    JsonObject o = NewObject();
+    o->set("Code", "Success");
+    o->set("LastUpdated", Iso8601(SysClock::now()));
+    o->set("Type", "AWS-HMAC");
+    o->set("AccessKeyId", i.access_key);
+    o->set("SecretAccessKey", i.secret);
+    o->set("Token", i.token);
+    o->set("Expiration", Iso8601(i.expires));
+    return JsonResponse(200, o);
   }
 
   // --- regions, VPC, default group ---
@@ -1921,6 +2231,12 @@ class Ec2Api : public CloudApi {
 
   std::mutex mu_;
   std::map<std::string, std::string> secrets_;  // access key id -> secret
+  std::map<std::string, Session> session_tokens_;  // temporary access key id -> its session
+  std::map<std::string, SysClock::time_point> imds_tokens_;
+  std::set<std::string> sso_tokens_ = {"emulator-aws-sso-token"};
+  std::string container_token_ = "emulator-aws-container-token";
+  std::string instance_role_ = "emulator-instance-role";
+  int64_t issued_ = 0;             // temporary credentials issued
   std::map<std::string, Instance> instances_;
   std::map<std::string, Reservation> reservations_;  // region|ClientToken
   std::map<std::string, KeyPair> keys_;

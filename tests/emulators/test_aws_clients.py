@@ -165,6 +165,105 @@ class AwsCli(unittest.TestCase):
         self.assertEqual((counts["firewalls"], counts["ssh_keys"]), (0, 0))
 
 
+class AwsCliCredentialServices(unittest.TestCase):
+    """The AWS CLI v2 (botocore) against the emulator's STS, SSO portal, container credentials
+    and IMDSv2: what it gets back signs EC2 calls the emulator accepts."""
+
+    def setUp(self):
+        if not os.access(AWS_CLI, os.X_OK):
+            self.skipTest("apt-get install -y awscli")
+        EMU.control("POST", "/reset", {})
+        self.home = os.path.join(os.environ.get("TMPDIR", "/tmp"), "gpuprov-awscred-%d" % os.getpid())
+        os.makedirs(self.home, exist_ok=True)
+
+    def cli(self, args, keys=(KEY_ID, SECRET, None), extra_env=None, check=True):
+        env = {"PATH": "/usr/bin:/bin", "HOME": self.home, "AWS_DEFAULT_REGION": REGION,
+               "AWS_PAGER": "", "AWS_EC2_METADATA_DISABLED": "true",
+               "NO_PROXY": "127.0.0.1,localhost"}
+        if keys:
+            env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = keys[0], keys[1]
+            if keys[2]:
+                env["AWS_SESSION_TOKEN"] = keys[2]
+        env.update(extra_env or {})
+        p = subprocess.run([AWS_CLI, "--endpoint-url", EMU.urls["aws"], "--output", "json"] +
+                           list(args), env=env, capture_output=True, text=True, timeout=60)
+        if check and p.returncode != 0:
+            self.fail("aws %s failed (%d): %s" % (" ".join(args), p.returncode, p.stderr))
+        return p
+
+    def ec2_works(self, keys=None, extra_env=None):
+        p = self.cli(["ec2", "describe-regions"], keys=keys, extra_env=extra_env, check=False)
+        return p.returncode == 0, p.stderr
+
+    def test_assume_role_signed_with_sts_scope(self):
+        out = json.loads(self.cli(["sts", "assume-role", "--role-arn",
+                                   "arn:aws:iam::123456789012:role/gpuprov-dev",
+                                   "--role-session-name", "cli-session"]).stdout)
+        c = out["Credentials"]
+        self.assertRegex(c["AccessKeyId"], r"^ASIA[0-9A-F]{16}$")
+        self.assertEqual(out["AssumedRoleUser"]["Arn"],
+                         "arn:aws:sts::123456789012:assumed-role/gpuprov-dev/cli-session")
+        temp = (c["AccessKeyId"], c["SecretAccessKey"], c["SessionToken"])
+        ok, err = self.ec2_works(temp)
+        self.assertTrue(ok, err)
+        ok, err = self.ec2_works((temp[0], temp[1], None))
+        self.assertFalse(ok)
+        self.assertIn("AuthFailure", err)
+        ident = json.loads(self.cli(["sts", "get-caller-identity"], keys=temp).stdout)
+        self.assertEqual(ident["Arn"], out["AssumedRoleUser"]["Arn"])
+        denied = self.cli(["sts", "assume-role", "--role-arn",
+                           "arn:aws:iam::123456789012:role/denied-x", "--role-session-name", "s1"],
+                          check=False)
+        self.assertNotEqual(denied.returncode, 0)
+        self.assertIn("AccessDenied", denied.stderr)
+        wrong = self.cli(["sts", "assume-role", "--role-arn",
+                          "arn:aws:iam::123456789012:role/r", "--role-session-name", "s1"],
+                         keys=(KEY_ID, "wrong-secret", None), check=False)
+        self.assertIn("SignatureDoesNotMatch", wrong.stderr)
+        self.assertEqual(EMU.counts()["credentials_issued"], 1)
+
+    def test_assume_role_with_web_identity_is_unsigned(self):
+        out = json.loads(self.cli(["sts", "assume-role-with-web-identity", "--role-arn",
+                                   "arn:aws:iam::123456789012:role/ci", "--role-session-name",
+                                   "ci", "--web-identity-token", "aGVhZA.Ym9keQ.c2ln"],
+                                  keys=None).stdout)
+        c = out["Credentials"]
+        ok, err = self.ec2_works((c["AccessKeyId"], c["SecretAccessKey"], c["SessionToken"]))
+        self.assertTrue(ok, err)
+        bad = self.cli(["sts", "assume-role-with-web-identity", "--role-arn",
+                        "arn:aws:iam::123456789012:role/ci", "--role-session-name", "ci",
+                        "--web-identity-token", "not-a-jwt"], keys=None, check=False)
+        self.assertIn("InvalidIdentityToken", bad.stderr)
+
+    def test_sso_portal_role_credentials(self):
+        out = json.loads(self.cli(["sso", "get-role-credentials", "--access-token",
+                                   "emulator-aws-sso-token", "--account-id", "111122223333",
+                                   "--role-name", "Dev", "--region", "us-east-1"],
+                                  keys=None).stdout)
+        rc = out["roleCredentials"]
+        self.assertGreater(rc["expiration"], 1_000_000_000_000)  # milliseconds
+        ok, err = self.ec2_works((rc["accessKeyId"], rc["secretAccessKey"], rc["sessionToken"]))
+        self.assertTrue(ok, err)
+        bad = self.cli(["sso", "get-role-credentials", "--access-token", "stale",
+                        "--account-id", "111122223333", "--role-name", "Dev",
+                        "--region", "us-east-1"], keys=None, check=False)
+        self.assertIn("UnauthorizedException", bad.stderr)
+
+    def test_container_credentials_and_imds_feed_botocore(self):
+        url = EMU.urls["aws"]
+        ok, err = self.ec2_works(None, {
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI": url + "/container-credentials/pod",
+            "AWS_CONTAINER_AUTHORIZATION_TOKEN": "emulator-aws-container-token"})
+        self.assertTrue(ok, err)
+        ok, err = self.ec2_works(None, {
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI": url + "/container-credentials/pod",
+            "AWS_CONTAINER_AUTHORIZATION_TOKEN": "wrong"})
+        self.assertFalse(ok)
+        ok, err = self.ec2_works(None, {"AWS_EC2_METADATA_DISABLED": "false",
+                                        "AWS_EC2_METADATA_SERVICE_ENDPOINT": url + "/"})
+        self.assertTrue(ok, err)
+
+
 class Libcloud(unittest.TestCase):
     """python3-libcloud's EC2 driver (SigV4 requested; its default is the query-string SigV2,
     which the emulator does not accept)."""
