@@ -81,8 +81,8 @@ ssh_banner_answers() {
 
 # get_through PORT: the listener's file through a forward on 127.0.0.1:PORT, retried for 20 s.
 get_through() {
-  local i
-  for i in $(seq 1 40); do
+  local _
+  for _ in $(seq 1 40); do
     curl -fsS --max-time 3 "http://127.0.0.1:$1/index.txt" 2>/dev/null && return 0
     sleep 0.5
   done
