@@ -192,8 +192,12 @@ class KubeconfigText {
   }
 
   std::string Apply(std::vector<LineEdit> edits, const std::vector<std::string>& appended) const {
-    std::sort(edits.begin(), edits.end(),
-              [](const LineEdit& a, const LineEdit& b) { return a.begin > b.begin; });
+    // Bottom up, so earlier line numbers stay valid; at one line a replacement before an
+    // insertion there (an entry added after a list's last entry, then `current-context` on the
+    // next line replaced), so the insertion lands before the replaced line.
+    std::sort(edits.begin(), edits.end(), [](const LineEdit& a, const LineEdit& b) {
+      return a.begin != b.begin ? a.begin > b.begin : a.end > b.end;
+    });
     std::vector<std::string> lines = lines_;
     for (const auto& e : edits) {
       lines.erase(lines.begin() + static_cast<long>(e.begin),

@@ -135,6 +135,17 @@ TEST(MergeKubeconfigText, ANewFileAndNullListsGetBlockLists) {
   const std::string merged = MergeKubeconfigText(nulls, Ours("demo", 16443), "gpuprov-demo", true, "f");
   EXPECT_EQ(ParseKubeconfig(merged).server, "https://127.0.0.1:16443");
   EXPECT_THAT(merged, HasSubstr("preferences: {}\n"));
+  // An entry added at a list's end, right above a line that is replaced (a null list, the
+  // current context).
+  const std::string packed =
+      "clusters:\n- name: x\n  cluster: {server: s}\nusers: null\ncontexts:\n- name: c\n"
+      "  context: {cluster: x, user: u}\ncurrent-context: c\n";
+  const std::string both = MergeKubeconfigText(packed, Ours("demo", 16443), "gpuprov-demo", true, "f");
+  const YAML::Node root = YAML::Load(both);
+  EXPECT_EQ(root["clusters"].size(), 2u);
+  EXPECT_EQ(root["users"].size(), 1u);
+  EXPECT_EQ(root["contexts"].size(), 2u);
+  EXPECT_EQ(ParseKubeconfig(both).server, "https://127.0.0.1:16443");
 }
 
 TEST(MergeKubeconfigText, RefusesWhatItCannotEditAsTextNamingTheFile) {
@@ -149,6 +160,26 @@ TEST(MergeKubeconfigText, RefusesWhatItCannotEditAsTextNamingTheFile) {
   }
   EXPECT_THROW(MergeKubeconfigText("- a\n- b\n", Ours("d", 1), "gpuprov-d", false, "f"), Error);
   EXPECT_THROW(MergeKubeconfigText("a: [\n", Ours("d", 1), "gpuprov-d", false, "f"), Error);
+}
+
+// kubectl's own layout, users last: a second VM merged after a first, then switched to.
+TEST(MergeKubeconfigText, ASecondVmAfterAFirstWhenUsersIsTheLastList) {
+  const std::string user_file =
+      "apiVersion: v1\n# the user's own cluster\nclusters:\n- cluster:\n"
+      "    certificate-authority-data: QUJD\n    server: https://prod.example:6443\n"
+      "  name: prod\ncontexts:\n- context:\n    cluster: prod\n    user: admin\n  name: prod\n"
+      "current-context: prod\nkind: Config\npreferences: {}\nusers:\n- name: admin\n  user:\n"
+      "    token: abc\n";
+  std::string text = MergeKubeconfigText(user_file, Ours("a", 16443), "gpuprov-a", false, "f");
+  text = MergeKubeconfigText(text, Ours("b", 16444), "gpuprov-b", true, "f");
+  const YAML::Node root = YAML::Load(text);
+  EXPECT_EQ(root["users"].size(), 3u) << text;
+  EXPECT_EQ(root["current-context"].Scalar(), "gpuprov-b");
+  text = RemoveKubeconfigEntries(text, "gpuprov-a", "f");
+  text = RemoveKubeconfigEntries(text, "gpuprov-b", "f");
+  std::string want = user_file;
+  want.replace(want.find("current-context: prod"), 21, "current-context: \"\"");
+  EXPECT_EQ(text, want);
 }
 
 TEST(MergeKubeconfigText, RemoveLeavesAFileWithoutOurEntriesAlone) {
