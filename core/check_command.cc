@@ -35,8 +35,8 @@ CloudCheckReport CheckReportOf(const std::string& cloud, const std::function<Clo
     if (e.exit_code() == kExitInterrupted) throw;
     r.result = e.what();
     r.credentials = "unknown";
-    r.fix = !e.hint().empty() ? e.hint()
-                              : "run `gpuprov -v check --cloud " + cloud + "` for details";
+    r.fix =
+        !e.hint().empty() ? e.hint() : "run `gpuprov -v check --cloud " + cloud + "` for details";
   }
   return r;
 }
@@ -89,10 +89,10 @@ std::string ChooseDefaultCloud(const std::vector<CloudCheckReport>& reports) {
   }
   std::string list;
   for (const auto& c : usable) list += (list.empty() ? "" : ", ") + c;
-  throw UsageError("no cloud given, and " + std::to_string(usable.size()) +
-                       " clouds are usable: " + list,
-                   "pick one with --cloud CLOUD, or set cloud = \"" + usable[0] +
-                       "\" in [defaults] of config.toml");
+  throw UsageError(
+      "no cloud given, and " + std::to_string(usable.size()) + " clouds are usable: " + list,
+      "pick one with --cloud CLOUD, or set cloud = \"" + usable[0] +
+          "\" in [defaults] of config.toml");
 }
 
 namespace {

@@ -35,9 +35,8 @@ TEST(CheckReportOf, AnAuthErrorIsMissingOrRejectedWithTheDriversFix) {
   EXPECT_EQ(r.credentials, "missing or rejected");
   EXPECT_EQ(r.result, "no Lambda API key found");
   EXPECT_EQ(r.fix, "set LAMBDA_API_KEY or write ~/.lambda_cloud/lambda_keys");
-  const CloudCheckReport no_hint = CheckReportOf("aws", []() -> CloudCheck {
-    throw DriverCallError(GPUPROV_STATUS_AUTH, "AuthFailure", "");
-  });
+  const CloudCheckReport no_hint = CheckReportOf(
+      "aws", []() -> CloudCheck { throw DriverCallError(GPUPROV_STATUS_AUTH, "AuthFailure", ""); });
   EXPECT_THAT(no_hint.fix, HasSubstr("gpuprov drivers aws"));
 }
 
@@ -51,9 +50,10 @@ TEST(CheckReportOf, OtherFailuresLeaveCredentialsUnknownAndCtrlCIsThrownOn) {
     throw UsageError("config.toml:3: unknown key 'x' in [clouds.aws]", "see gpuprov drivers aws");
   });
   EXPECT_EQ(usage.fix, "see gpuprov drivers aws");
-  EXPECT_THROW(CheckReportOf("aws", []() -> CloudCheck {
-                 throw DriverCallError(GPUPROV_STATUS_CANCELLED, "cancelled", "");
-               }),
+  EXPECT_THROW(CheckReportOf("aws",
+                             []() -> CloudCheck {
+                               throw DriverCallError(GPUPROV_STATUS_CANCELLED, "cancelled", "");
+                             }),
                DriverCallError);
   EXPECT_TRUE(CheckReportOf("docker", [] { return CloudCheck{}; }).test_cloud);
 }
@@ -67,9 +67,9 @@ CloudCheckReport Report(const std::string& cloud, bool usable) {
 }
 
 TEST(ChooseDefaultCloud, TheOnlyUsableCloudNotCountingTheTestCloud) {
-  EXPECT_EQ(ChooseDefaultCloud({Report("aws", false), Report("lambda", true),
-                                Report("docker", true)}),
-            "lambda");
+  EXPECT_EQ(
+      ChooseDefaultCloud({Report("aws", false), Report("lambda", true), Report("docker", true)}),
+      "lambda");
 }
 
 TEST(ChooseDefaultCloud, NoneOrSeveralIsAUsageErrorNamingThem) {

@@ -71,14 +71,14 @@ int RunKubeconfigCommand(const AppContext& app, const std::string& name,
     console.Result(out.str() + "\n");
     return 0;
   }
-  std::string out = (edit.changed ? "merged cluster, user and context " + context + " into "
-                                  : "cluster, user and context " + context + " already in ") +
-                    edit.file.string() +
-                    (edit.backup.empty() ? "" : " (previous contents in " + edit.backup.string() + ")") +
-                    "\n";
-  out += options.switch_context
-             ? "current context: " + context + "; kubectl get nodes\n"
-             : "use it: kubectl --context " + context + " get nodes (or --switch to make it current)\n";
+  std::string out =
+      (edit.changed ? "merged cluster, user and context " + context + " into "
+                    : "cluster, user and context " + context + " already in ") +
+      edit.file.string() +
+      (edit.backup.empty() ? "" : " (previous contents in " + edit.backup.string() + ")") + "\n";
+  out += options.switch_context ? "current context: " + context + "; kubectl get nodes\n"
+                                : "use it: kubectl --context " + context +
+                                      " get nodes (or --switch to make it current)\n";
   console.Result(out);
   return 0;
 }

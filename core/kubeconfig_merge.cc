@@ -20,9 +20,10 @@ const char* const kSections[] = {"clusters", "users", "contexts"};
 constexpr const char* kCurrent = "current-context";
 
 Error Cannot(const std::string& display, const std::string& what) {
-  return Error("cannot edit the kubeconfig " + display + ": " + what,
-               "fix the file (kubectl config view shows what kubectl reads), or skip the merge "
-               "and use gpuprov's own file: export KUBECONFIG=<file>:${KUBECONFIG:-~/.kube/config}");
+  return Error(
+      "cannot edit the kubeconfig " + display + ": " + what,
+      "fix the file (kubectl config view shows what kubectl reads), or skip the merge "
+      "and use gpuprov's own file: export KUBECONFIG=<file>:${KUBECONFIG:-~/.kube/config}");
 }
 
 std::vector<std::string> SplitLines(const std::string& text) {
@@ -120,8 +121,9 @@ class KubeconfigText {
     if (!list.IsSequence()) throw Cannot(display_, key + " is not a list");
     if (list.size() == 0) return {};
     if (list.Style() == YAML::EmitterStyle::Flow) {
-      throw Cannot(display_, key + " is a flow-style list ([...]), which gpuprov does not "
-                             "rewrite; write it as a block list (one '- ' entry per item)");
+      throw Cannot(display_, key +
+                                 " is a flow-style list ([...]), which gpuprov does not "
+                                 "rewrite; write it as a block list (one '- ' entry per item)");
     }
     const long key_line = found->second.key_mark.line;
     std::vector<EntrySpan> spans;
@@ -133,8 +135,7 @@ class KubeconfigText {
       for (long l = m.line; l > key_line; --l) {
         const std::string& t = lines_[static_cast<size_t>(l)];
         const size_t ind = Indent(t);
-        if (ind < t.size() && t[ind] == '-' &&
-            (l < m.line || static_cast<long>(ind) < m.column)) {
+        if (ind < t.size() && t[ind] == '-' && (l < m.line || static_cast<long>(ind) < m.column)) {
           span.begin = static_cast<size_t>(l);
           span.dash_column = ind;
           found_dash = true;
@@ -229,9 +230,9 @@ class KubeconfigText {
 YAML::Node OurEntry(const YAML::Node& ours, const std::string& key, const std::string& name) {
   const YAML::Node list = ours[key];
   if (!list || !list.IsSequence() || list.size() != 1 || EntryName(list[0]) != name) {
-    throw Error("gpuprov's kubeconfig for " + name + " has no single " + key + " entry named " +
-                    name,
-                "re-run `gpuprov provision` to write it again");
+    throw Error(
+        "gpuprov's kubeconfig for " + name + " has no single " + key + " entry named " + name,
+        "re-run `gpuprov provision` to write it again");
   }
   return list[0];
 }
@@ -261,20 +262,19 @@ void VerifyEdit(const YAML::Node& before, const std::string& after_text, const s
   try {
     after = YAML::Load(after_text);
   } catch (const YAML::Exception& e) {
-    throw Error("gpuprov's edit of " + display + " does not parse (" + e.what() +
-                    "); nothing was written",
-                "this is a bug; please report it");
+    throw Error(
+        "gpuprov's edit of " + display + " does not parse (" + e.what() + "); nothing was written",
+        "this is a bug; please report it");
   }
   auto fail = [&](const std::string& what) {
-    return Error("gpuprov's edit of " + display + " would change " + what +
-                     "; nothing was written",
+    return Error("gpuprov's edit of " + display + " would change " + what + "; nothing was written",
                  "this is a bug; please report it with the file's layout (not its secrets)");
   };
   if (before.IsMap()) {
     for (auto it = before.begin(); it != before.end(); ++it) {
       const std::string key = it->first.Scalar();
-      if (key == kCurrent || std::find(std::begin(kSections), std::end(kSections), key) !=
-                                 std::end(kSections)) {
+      if (key == kCurrent ||
+          std::find(std::begin(kSections), std::end(kSections), key) != std::end(kSections)) {
         continue;
       }
       if (!after[key] || YAML::Dump(after[key]) != YAML::Dump(it->second)) {
@@ -346,13 +346,14 @@ std::string MergeKubeconfigText(const std::string& existing, const std::string& 
     bool replaced = false;
     for (const EntrySpan& span : spans) {
       if (span.name != name) continue;
-      edits.push_back({span.begin, span.end,
-                       replaced ? std::vector<std::string>{} : EntryLines(entry, span.dash_column)});
+      edits.push_back(
+          {span.begin, span.end,
+           replaced ? std::vector<std::string>{} : EntryLines(entry, span.dash_column)});
       replaced = true;
     }
     if (!replaced) {
-      edits.push_back({spans.back().end, spans.back().end,
-                       EntryLines(entry, spans.back().dash_column)});
+      edits.push_back(
+          {spans.back().end, spans.back().end, EntryLines(entry, spans.back().dash_column)});
     }
   }
   std::string want_current = CurrentContext(doc.root());
@@ -393,8 +394,7 @@ std::string RemoveKubeconfigEntries(const std::string& existing, const std::stri
   if (want_current == name) {
     want_current = "";
     const size_t line = doc.KeyLine(kCurrent);
-    edits.push_back({line, line + 1,
-                     {std::string(doc.root_indent(), ' ') + kCurrent + ": \"\""}});
+    edits.push_back({line, line + 1, {std::string(doc.root_indent(), ' ') + kCurrent + ": \"\""}});
   }
   if (edits.empty()) return existing;
   const std::string result = doc.Apply(edits, {});
@@ -423,9 +423,9 @@ fs::path UserKubeconfigFile(const EnvLookup& env) {
 
 namespace {
 
-KubeconfigEdit EditFile(const fs::path& file, const fs::path& lock, bool create,
-                        const std::function<std::string(const std::string&, const std::string&)>&
-                            edit) {
+KubeconfigEdit EditFile(
+    const fs::path& file, const fs::path& lock, bool create,
+    const std::function<std::string(const std::string&, const std::string&)>& edit) {
   KubeconfigEdit result;
   std::error_code ec;
   // A symlinked kubeconfig: edit its target, keep the link.

@@ -54,8 +54,7 @@ KubeconfigEdit MergeKubeconfigFile(const std::filesystem::path& file, const std:
                                    const std::filesystem::path& lock);
 
 /// Removes the entries named \a name from \a file the same way; a missing file is no change.
-KubeconfigEdit RemoveFromKubeconfigFile(const std::filesystem::path& file,
-                                        const std::string& name,
+KubeconfigEdit RemoveFromKubeconfigFile(const std::filesystem::path& file, const std::string& name,
                                         const std::filesystem::path& lock);
 
 }  // namespace gpuprov

@@ -23,7 +23,8 @@ KubeCredentials Creds(const std::string& tag) {
   KubeCredentials c;
   c.ca_pem = "-----BEGIN CERTIFICATE-----\nCA" + tag + "\n-----END CERTIFICATE-----\n";
   c.client_cert_pem = "-----BEGIN CERTIFICATE-----\nCERT" + tag + "\n-----END CERTIFICATE-----\n";
-  c.client_key_pem = "-----BEGIN EC PRIVATE KEY-----\nKEY" + tag + "\n-----END EC PRIVATE KEY-----\n";
+  c.client_key_pem =
+      "-----BEGIN EC PRIVATE KEY-----\nKEY" + tag + "\n-----END EC PRIVATE KEY-----\n";
   return c;
 }
 
@@ -64,8 +65,8 @@ std::string Server(const YAML::Node& root, const std::string& cluster) {
 }
 
 TEST(MergeKubeconfigText, AddsOurEntriesAndLeavesEveryOtherByteAsItWas) {
-  const std::string merged = MergeKubeconfigText(kUserFile, Ours("demo", 16443), "gpuprov-demo",
-                                                 false, "config");
+  const std::string merged =
+      MergeKubeconfigText(kUserFile, Ours("demo", 16443), "gpuprov-demo", false, "config");
   // Each line of the user's file is still there, in order.
   EXPECT_EQ(RemoveKubeconfigEntries(merged, "gpuprov-demo", "config"), kUserFile);
   const YAML::Node root = YAML::Load(merged);
@@ -132,7 +133,8 @@ TEST(MergeKubeconfigText, ANewFileAndNullListsGetBlockLists) {
   const std::string nulls =
       "apiVersion: v1\nclusters: null\ncontexts: []\ncurrent-context: \"\"\nkind: Config\n"
       "preferences: {}\nusers: null\n";
-  const std::string merged = MergeKubeconfigText(nulls, Ours("demo", 16443), "gpuprov-demo", true, "f");
+  const std::string merged =
+      MergeKubeconfigText(nulls, Ours("demo", 16443), "gpuprov-demo", true, "f");
   EXPECT_EQ(ParseKubeconfig(merged).server, "https://127.0.0.1:16443");
   EXPECT_THAT(merged, HasSubstr("preferences: {}\n"));
   // An entry added at a list's end, right above a line that is replaced (a null list, the
@@ -140,7 +142,8 @@ TEST(MergeKubeconfigText, ANewFileAndNullListsGetBlockLists) {
   const std::string packed =
       "clusters:\n- name: x\n  cluster: {server: s}\nusers: null\ncontexts:\n- name: c\n"
       "  context: {cluster: x, user: u}\ncurrent-context: c\n";
-  const std::string both = MergeKubeconfigText(packed, Ours("demo", 16443), "gpuprov-demo", true, "f");
+  const std::string both =
+      MergeKubeconfigText(packed, Ours("demo", 16443), "gpuprov-demo", true, "f");
   const YAML::Node root = YAML::Load(both);
   EXPECT_EQ(root["clusters"].size(), 2u);
   EXPECT_EQ(root["users"].size(), 1u);

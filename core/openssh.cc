@@ -36,8 +36,8 @@ int PortField(const std::string& spec, const std::string& text, const char* what
   const long port = std::strtol(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0' || errno != 0 || port < 1 || port > 65535 ||
       text.find_first_not_of("0123456789") != std::string::npos) {
-    throw BadForward(spec, std::string(what) + " must be a port number from 1 to 65535, not '" +
-                               text + "'");
+    throw BadForward(
+        spec, std::string(what) + " must be a port number from 1 to 65535, not '" + text + "'");
   }
   return static_cast<int>(port);
 }
@@ -48,7 +48,8 @@ void HostField(const std::string& spec, const std::string& text, const char* wha
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                     c == '.' || c == '-' || c == '_' || c == '[' || c == ']' || c == ':' ||
                     c == '*';
-    if (!ok) throw BadForward(spec, std::string(what) + " '" + text + "' is not a host name or address");
+    if (!ok)
+      throw BadForward(spec, std::string(what) + " '" + text + "' is not a host name or address");
   }
   if ((text.front() == '[') != (text.back() == ']')) {
     throw BadForward(spec, std::string(what) + " '" + text + "' has an unclosed bracket");
@@ -57,8 +58,9 @@ void HostField(const std::string& spec, const std::string& text, const char* wha
 
 std::string ConfigValue(const std::string& value) {
   if (value.find_first_of("\"\r\n") != std::string::npos) {
-    throw Error("cannot write '" + value + "' into an ssh_config block (it holds a quote or a "
-                "line break)",
+    throw Error("cannot write '" + value +
+                    "' into an ssh_config block (it holds a quote or a "
+                    "line break)",
                 "move the file to a path without them, e.g. with GPUPROV_HOME");
   }
   if (value.find_first_of(" \t") != std::string::npos) return "\"" + value + "\"";
@@ -84,8 +86,8 @@ std::string LocalForward::ToSpec() const {
 LocalForward ParseLocalForward(const std::string& spec) {
   const std::vector<std::string> fields = SplitFields(spec);
   if (fields.size() != 3 && fields.size() != 4) {
-    throw BadForward(spec, "expected 3 or 4 fields separated by ':', found " +
-                               std::to_string(fields.size()));
+    throw BadForward(
+        spec, "expected 3 or 4 fields separated by ':', found " + std::to_string(fields.size()));
   }
   LocalForward f;
   size_t i = 0;
@@ -103,11 +105,21 @@ LocalForward ParseLocalForward(const std::string& spec) {
 std::vector<std::string> OpenSshArgv(const SshTarget& target,
                                      const std::vector<LocalForward>& forwards, bool no_command,
                                      const std::string& command_line) {
-  std::vector<std::string> argv = {
-      "ssh", "-i", target.private_key_path, "-p", std::to_string(target.port),
-      "-o", "IdentitiesOnly=yes", "-o", "UserKnownHostsFile=" + target.known_hosts_path,
-      "-o", "GlobalKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=yes",
-      "-o", "LogLevel=ERROR"};
+  std::vector<std::string> argv = {"ssh",
+                                   "-i",
+                                   target.private_key_path,
+                                   "-p",
+                                   std::to_string(target.port),
+                                   "-o",
+                                   "IdentitiesOnly=yes",
+                                   "-o",
+                                   "UserKnownHostsFile=" + target.known_hosts_path,
+                                   "-o",
+                                   "GlobalKnownHostsFile=/dev/null",
+                                   "-o",
+                                   "StrictHostKeyChecking=yes",
+                                   "-o",
+                                   "LogLevel=ERROR"};
   for (const auto& f : forwards) {
     argv.push_back("-L");
     argv.push_back(f.ToSpec());

@@ -54,12 +54,28 @@ SshTarget Target() {
 TEST(OpenSshArgv, PinsTheHostKeyAndPassesForwardsAndTheJoinedCommand) {
   const std::vector<std::string> argv =
       OpenSshArgv(Target(), {ParseLocalForward("8888:localhost:8000")}, false, "exit 7");
-  const std::vector<std::string> want = {
-      "ssh", "-i", "/home/u/.gpu-provisioner/keys/id_ed25519", "-p", "2222",
-      "-o", "IdentitiesOnly=yes", "-o", "UserKnownHostsFile=/home/u/.gpu-provisioner/known_hosts",
-      "-o", "GlobalKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=yes",
-      "-o", "LogLevel=ERROR", "-L", "8888:localhost:8000", "-o", "ExitOnForwardFailure=yes",
-      "ubuntu@127.0.0.5", "--", "exit 7"};
+  const std::vector<std::string> want = {"ssh",
+                                         "-i",
+                                         "/home/u/.gpu-provisioner/keys/id_ed25519",
+                                         "-p",
+                                         "2222",
+                                         "-o",
+                                         "IdentitiesOnly=yes",
+                                         "-o",
+                                         "UserKnownHostsFile=/home/u/.gpu-provisioner/known_hosts",
+                                         "-o",
+                                         "GlobalKnownHostsFile=/dev/null",
+                                         "-o",
+                                         "StrictHostKeyChecking=yes",
+                                         "-o",
+                                         "LogLevel=ERROR",
+                                         "-L",
+                                         "8888:localhost:8000",
+                                         "-o",
+                                         "ExitOnForwardFailure=yes",
+                                         "ubuntu@127.0.0.5",
+                                         "--",
+                                         "exit 7"};
   EXPECT_EQ(argv, want);
 }
 
