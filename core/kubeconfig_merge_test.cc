@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -183,6 +184,63 @@ TEST(MergeKubeconfigText, ASecondVmAfterAFirstWhenUsersIsTheLastList) {
   std::string want = user_file;
   want.replace(want.find("current-context: prod"), 21, "current-context: \"\"");
   EXPECT_EQ(text, want);
+}
+
+// Many layouts a user's file may have (list order, dash indentation, comments and blank lines
+// between and after entries, flow-style entries, a missing or null list, no final newline):
+// merging and removing again gives back every byte, and kubectl's view of the other entries
+// (what yaml-cpp parses) never changes in between.
+TEST(MergeKubeconfigText, RemoveAfterMergeGivesBackEveryLayoutByteForByte) {
+  const std::vector<std::string> indents = {"", "  ", "    "};
+  const std::vector<std::string> between = {"", "\n", "# note\n", "\n  # indented note\n\n"};
+  int layouts = 0;
+  for (const std::string& dash : indents) {
+    for (const std::string& gap : between) {
+      for (int order = 0; order < 3; ++order) {
+        for (int variant = 0; variant < 3; ++variant) {
+          const std::string in = dash + "  ";  // an entry's keys, under its dash
+          std::string clusters = "clusters:\n" + dash + "- cluster:\n" + in +
+                                 "  server: https://a:1\n" + in + "name: a\n" + gap + dash +
+                                 "- {name: 'b', cluster: {server: \"https://b:2\"}}\n";
+          std::string users = "users:\n" + dash + "- name: a\n" + in + "user:\n" + in +
+                              "  token: t   # a comment\n" + gap;
+          if (variant == 1) users = "users: null\n";
+          if (variant == 2) users = "";
+          std::string contexts = "contexts:\n" + dash + "- context:\n" + in + "  cluster: a\n" +
+                                 in + "  user: a\n" + in + "name: a\n";
+          std::vector<std::string> parts = {clusters, users, contexts};
+          std::rotate(parts.begin(), parts.begin() + order, parts.end());
+          std::string file = "apiVersion: v1\n" + parts[0] + parts[1] + parts[2] +
+                             "current-context: a\nkind: Config\n";
+          if (variant == 2) file.pop_back();  // no final newline
+          ++layouts;
+          SCOPED_TRACE(file);
+          const std::string merged =
+              MergeKubeconfigText(file, Ours("demo", 16443), "gpuprov-demo", false, "f");
+          const YAML::Node root = YAML::Load(merged);
+          EXPECT_EQ(Server(root, "b"), "https://b:2");
+          EXPECT_EQ(Server(root, "gpuprov-demo"), "https://127.0.0.1:16443");
+          EXPECT_EQ(root["current-context"].Scalar(), "a");
+          const std::string back = RemoveKubeconfigEntries(merged, "gpuprov-demo", "f");
+          // A null list becomes an empty block list ("users:"), null to YAML and kubectl
+          // alike; a missing one is added at the end and stays as an empty list.
+          std::string want = file;
+          if (variant == 1) want.replace(want.find("users: null"), 11, "users:");
+          if (variant == 2) want += "\nusers:\n";
+          EXPECT_EQ(back, want);
+          // Switching and removing: the same but an emptied current-context.
+          const std::string switched =
+              MergeKubeconfigText(file, Ours("demo", 16443), "gpuprov-demo", true, "f");
+          EXPECT_EQ(YAML::Load(switched)["current-context"].Scalar(), "gpuprov-demo");
+          const YAML::Node removed =
+              YAML::Load(RemoveKubeconfigEntries(switched, "gpuprov-demo", "f"));
+          EXPECT_EQ(removed["current-context"].Scalar(), "");
+          EXPECT_EQ(removed["clusters"].size(), 2u);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(layouts, 108);
 }
 
 TEST(MergeKubeconfigText, RemoveLeavesAFileWithoutOurEntriesAlone) {
