@@ -1,9 +1,13 @@
 #include "kubeconfig_merge.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <vector>
@@ -423,6 +427,44 @@ fs::path UserKubeconfigFile(const EnvLookup& env) {
 
 namespace {
 
+/// kubectl's own lock on a kubeconfig (client-go: `<file>.lock`, made with O_CREAT|O_EXCL and
+/// removed when done), held while gpuprov reads and writes the file, so a kubectl writing the
+/// same file at the same moment cannot lose gpuprov's change or have its own lost.
+class KubectlLock {
+ public:
+  explicit KubectlLock(const fs::path& file) : path_(file.string() + ".lock") {
+    for (int attempt = 0;; ++attempt) {
+      const int fd = open(path_.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+      if (fd >= 0) {
+        close(fd);
+        return;
+      }
+      if (errno != EEXIST) {
+        throw Error("cannot create kubectl's lock file " + path_.string() + ": " +
+                    std::strerror(errno));
+      }
+      if (attempt >= 50) {
+        throw Error(
+            "kubectl's lock file " + path_.string() +
+                " has existed for 5 s: another "
+                "kubectl (or a tool like it) is writing " +
+                file.string(),
+            "retry when it is done; if nothing is writing the file, remove " + path_.string());
+      }
+      usleep(100 * 1000);
+    }
+  }
+  ~KubectlLock() {
+    std::error_code ec;
+    fs::remove(path_, ec);
+  }
+  KubectlLock(const KubectlLock&) = delete;
+  KubectlLock& operator=(const KubectlLock&) = delete;
+
+ private:
+  fs::path path_;
+};
+
 KubeconfigEdit EditFile(
     const fs::path& file, const fs::path& lock, bool create,
     const std::function<std::string(const std::string&, const std::string&)>& edit) {
@@ -433,6 +475,14 @@ KubeconfigEdit EditFile(
   if (ec) result.file = file;
   EnsureDir(lock.parent_path());
   FileLock held(lock, "the kubeconfig " + result.file.string(), 60 * 1000);
+  const fs::path dir = result.file.parent_path();
+  if (!fs::exists(dir)) {
+    if (!create) return result;
+    fs::create_directories(dir, ec);
+    if (!ec) fs::permissions(dir, fs::perms::owner_all, ec);
+    if (ec) throw Error("cannot create " + dir.string() + ": " + ec.message());
+  }
+  const KubectlLock kubectl_lock(result.file);
   const std::optional<std::string> old = ReadFileIfExists(result.file);
   if (!old && !create) return result;
   const std::string text = edit(old.value_or(""), result.file.string());
@@ -443,12 +493,6 @@ KubeconfigEdit EditFile(
     if (stat(result.file.c_str(), &st) == 0) mode = st.st_mode & 0700;
     result.backup = result.file.string() + ".gpuprov-backup";
     WriteFileAtomic(result.backup, *old, 0600);
-  } else if (!fs::exists(result.file.parent_path())) {
-    fs::create_directories(result.file.parent_path(), ec);
-    fs::permissions(result.file.parent_path(), fs::perms::owner_all, ec);
-    if (ec) {
-      throw Error("cannot create " + result.file.parent_path().string() + ": " + ec.message());
-    }
   }
   WriteFileAtomic(result.file, text, mode == 0 ? 0600 : mode);
   result.changed = true;

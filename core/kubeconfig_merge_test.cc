@@ -285,6 +285,23 @@ TEST(MergeKubeconfigFile, KeepsABackupWritesAtomicallyAnd0600) {
   EXPECT_FALSE(RemoveFromKubeconfigFile(file, "gpuprov-b", lock).changed);
   EXPECT_FALSE(RemoveFromKubeconfigFile(dir.path() / "missing", "gpuprov-b", lock).changed);
   EXPECT_FALSE(fs::exists(dir.path() / "missing"));
+  EXPECT_FALSE(fs::exists(file.string() + ".lock"));  // kubectl's lock, released
+}
+
+TEST(MergeKubeconfigFile, WaitsForKubectlsLockFileAndNamesIt) {
+  testing::ScopedTempDir dir;
+  const fs::path file = dir.path() / "config";
+  const fs::path lock = dir.path() / "locks" / "kubeconfig.lock";
+  WriteFileAtomic(file.string() + ".lock", "", 0600);  // a kubectl writing the file
+  try {
+    MergeKubeconfigFile(file, Ours("demo", 16443), "gpuprov-demo", false, lock);
+    FAIL() << "wrote under kubectl's lock";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("kubectl's lock file " + file.string() + ".lock"));
+    EXPECT_THAT(e.hint(), HasSubstr("remove " + file.string() + ".lock"));
+  }
+  EXPECT_FALSE(fs::exists(file));
+  EXPECT_TRUE(fs::exists(file.string() + ".lock"));  // not ours to remove
 }
 
 }  // namespace
