@@ -47,8 +47,9 @@ struct KubeconfigEdit {
 };
 
 /// Merges \a ours into \a file (created 0600, its folder 0700, when missing): under \a lock
-/// (a gpuprov lock file, so two gpuprov runs never interleave), the old contents saved to
-/// <file>.gpuprov-backup (0600), the new written atomically with the file's own mode.
+/// (a gpuprov lock file, so two gpuprov runs never interleave) and kubectl's `<file>.lock`, the
+/// old contents saved to <file>.gpuprov-backup (0600), the new written atomically with the
+/// file's owner bits (group and other dropped: it holds credentials).
 KubeconfigEdit MergeKubeconfigFile(const std::filesystem::path& file, const std::string& ours,
                                    const std::string& name, bool switch_context,
                                    const std::filesystem::path& lock);
