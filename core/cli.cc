@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "app_context.h"
+#include "check_command.h"
 #include "cli_args.h"
 #include "cluster_bringup.h"
 #include "console.h"
@@ -11,6 +12,7 @@
 #include "error.h"
 #include "gc_command.h"
 #include "gpu_request.h"
+#include "kubeconfig_command.h"
 #include "provision.h"
 #include "provision_options.h"
 #include "tunnel_command.h"
@@ -40,11 +42,14 @@ const std::vector<OptionSpec> kGlobalOptions = {
 
 int RunProvisionArgs(const AppContext& app, const ParsedArgs& args);
 int RunSshArgs(const AppContext& app, const ParsedArgs& args);
+int RunSshConfigArgs(const AppContext& app, const ParsedArgs& args);
 int RunListArgs(const AppContext& app, const ParsedArgs& args);
 int RunDownArgs(const AppContext& app, const ParsedArgs& args);
 int RunTunnelArgs(const AppContext& app, const ParsedArgs& args);
 int RunGcArgs(const AppContext& app, const ParsedArgs& args);
 int RunDriversArgs(const AppContext& app, const ParsedArgs& args);
+int RunKubeconfigArgs(const AppContext& app, const ParsedArgs& args);
+int RunCheckArgs(const AppContext& app, const ParsedArgs& args);
 int RunVersionArgs(const AppContext& app, const ParsedArgs& args);
 
 const std::vector<Command>& Commands() {
@@ -53,7 +58,8 @@ const std::vector<Command>& Commands() {
        "create a GPU VM (or reuse the one of that name), wait for SSH, and by default make it a "
        "k3s node",
        {{"name", 'n', "NAME", "the VM's name: [a-z][a-z0-9-]*, at most 39 characters"},
-        {"cloud", 'c', "CLOUD", "which cloud's driver to use (default: docker)"},
+        {"cloud", 'c', "CLOUD", "which cloud's driver to use (default: [defaults] cloud, else "
+                                "the only cloud `gpuprov check` finds usable)"},
         {"region", 'r', "REGION", "the cloud's region or zone"},
         {"gpus", 'g', "TYPE:COUNT", "GPU type and count, e.g. L4:1, A100:8, H100-80GB:8"},
         {"file", 'f', "SPEC", "a YAML spec file; flags override its fields"},
@@ -72,10 +78,21 @@ const std::vector<Command>& Commands() {
         {"allow-from", 0, "CIDR", "open 6443, 80 and 443 (direct access) only to these sources, "
                                   "e.g. 203.0.113.0/24 (repeatable; kept for the VM)"},
         {"allow-from-ssh", 0, nullptr, "narrow SSH (22) to the --allow-from sources too (gpuprov "
-                                       "itself must then be inside them)"}},
+                                       "itself must then be inside them)"},
+        {"merge-kubeconfig", 0, nullptr, "merge the VM's context into $KUBECONFIG's first file or "
+                                         "~/.kube/config at the end (config: merge_kubeconfig)"}},
        &RunProvisionArgs},
-      {"ssh", "ssh NAME [-- COMMAND...]",
-       "open a shell on the VM, or run one command and exit with its status", {}, &RunSshArgs},
+      {"ssh", "ssh NAME [-L [BIND:]PORT:HOST:HOSTPORT]... [-N] [-- COMMAND...]",
+       "open a shell on the VM, or run one command and exit with its status; the words after "
+       "`--` are joined with spaces for the remote shell, as OpenSSH does",
+       {{"local-forward", 'L', "[BIND:]PORT:HOST:HOSTPORT",
+         "forward a local port to HOST:HOSTPORT as the VM sees it, as ssh -L (repeatable)"},
+        {"no-command", 'N', nullptr, "with -L: forward only, run no shell or command"}},
+       &RunSshArgs},
+      {"ssh-config", "ssh-config NAME",
+       "print an OpenSSH `Host gpuprov-NAME` block (address, port, user, key, gpuprov's pinned "
+       "known_hosts) for ~/.ssh/config, VS Code or `ssh -F`",
+       {}, &RunSshConfigArgs},
       {"list", "list", "show every VM gpuprov knows: name, cloud, region, state, address, k8s, age",
        {{"no-refresh", 0, nullptr, "show recorded state only; do not ask the clouds"}},
        &RunListArgs},
@@ -90,10 +107,22 @@ const std::vector<Command>& Commands() {
         {"yes", 'y', nullptr, "do not ask: needed with --delete when stdin is not a terminal"}},
        &RunGcArgs},
       {"tunnel", "tunnel NAME [--local-port N]",
-       "forward 127.0.0.1:16443 to the VM's Kubernetes API over SSH until Ctrl-C, "
-       "reconnecting when SSH drops",
-       {{"local-port", 0, "N", "listen on 127.0.0.1:N instead of 16443"}},
+       "forward the VM's own local port (the one its kubeconfig names, from 16443 up) to its "
+       "Kubernetes API over SSH until Ctrl-C, reconnecting when SSH drops",
+       {{"local-port", 0, "N", "listen on 127.0.0.1:N instead of the VM's port"}},
        &RunTunnelArgs},
+      {"kubeconfig", "kubeconfig NAME [--merge [--switch]]",
+       "print the VM's kubeconfig; --merge adds (or refreshes) its cluster, user and context "
+       "gpuprov-NAME in $KUBECONFIG's first file or ~/.kube/config (backup kept, other entries "
+       "untouched; `down` removes them)",
+       {{"merge", 0, nullptr, "merge into the user's kubeconfig instead of printing"},
+        {"switch", 0, nullptr, "merge and make gpuprov-NAME the current context"}},
+       &RunKubeconfigArgs},
+      {"check", "check [--cloud CLOUD]",
+       "for each cloud driver: credentials found and where from (never the secret), one "
+       "read-only API call's result, the account, and the fix when it fails",
+       {{"cloud", 'c', "CLOUD", "check this cloud only"}},
+       &RunCheckArgs},
       {"drivers", "drivers [NAME]",
        "list the cloud drivers found, with capabilities and problems; with NAME, one driver "
        "and the keys its [clouds.NAME] table of config.toml accepts",
@@ -160,6 +189,7 @@ int RunProvisionArgs(const AppContext& app, const ParsedArgs& args) {
     flags.allow_from.push_back(CanonicalCidr(cidr, "--allow-from"));
   }
   if (args.has("allow-from-ssh")) flags.allow_from_ssh = true;
+  if (args.has("merge-kubeconfig")) flags.merge_kubeconfig = true;
   return RunProvision(app, flags, args.value("file"));
 }
 
@@ -168,7 +198,25 @@ int RunSshArgs(const AppContext& app, const ParsedArgs& args) {
   if (args.has_dashdash && args.after_dashdash.empty()) {
     throw UsageError("nothing after `--`", "e.g. gpuprov ssh " + name + " -- uname -a");
   }
-  return RunSsh(app, name, args.after_dashdash);
+  SshCommandOptions options;
+  options.command = args.after_dashdash;
+  for (const std::string& spec : args.values_of("local-forward")) {
+    options.forwards.push_back(ParseLocalForward(spec));
+  }
+  options.no_command = args.has("no-command");
+  if (options.no_command && options.forwards.empty()) {
+    throw UsageError("-N forwards only, and no -L forward is given",
+                     "e.g. gpuprov ssh " + name + " -N -L 8888:localhost:8888");
+  }
+  if (options.no_command && !options.command.empty()) {
+    throw UsageError("-N runs no command, but a command follows `--`",
+                     "drop -N to run the command while forwarding, or drop the command");
+  }
+  return RunSsh(app, name, options);
+}
+
+int RunSshConfigArgs(const AppContext& app, const ParsedArgs& args) {
+  return RunSshConfig(app, OneName(args, "ssh-config"));
 }
 
 int RunListArgs(const AppContext& app, const ParsedArgs& args) {
@@ -194,7 +242,21 @@ int RunGcArgs(const AppContext& app, const ParsedArgs& args) {
 int RunTunnelArgs(const AppContext& app, const ParsedArgs& args) {
   const std::string name = OneName(args, "tunnel");
   const std::optional<std::string> port = args.value("local-port");
-  return RunTunnel(app, name, port ? ParseLocalPort(*port) : kTunnelLocalPort);
+  return RunTunnel(app, name, port ? std::optional<int>(ParseLocalPort(*port)) : std::nullopt);
+}
+
+int RunKubeconfigArgs(const AppContext& app, const ParsedArgs& args) {
+  KubeconfigCommandOptions options;
+  options.merge = args.has("merge");
+  options.switch_context = args.has("switch");
+  return RunKubeconfigCommand(app, OneName(args, "kubeconfig"), options);
+}
+
+int RunCheckArgs(const AppContext& app, const ParsedArgs& args) {
+  if (!args.positional.empty()) {
+    throw UsageError("`gpuprov check` takes no arguments", "name one cloud with --cloud CLOUD");
+  }
+  return RunCheckCommand(app, args.value("cloud"));
 }
 
 int RunDriversArgs(const AppContext& app, const ParsedArgs& args) {

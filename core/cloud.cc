@@ -139,6 +139,12 @@ CloudCheck Cloud::Check() {
   Object::Ptr r = ParseObject(driver_->Call(DriverOp::kCheck, "{}"), "check");
   CloudCheck check;
   check.account = Str(r, "account");
+  for (const char* key : {"credentials_from", "token_from", "key_from", "key_source"}) {
+    if (r->has(key) && r->get(key).isString() && !r->getValue<std::string>(key).empty()) {
+      check.credentials_from = r->getValue<std::string>(key);
+      break;
+    }
+  }
   if (r->has("user_data_limit") && r->get("user_data_limit").isNumeric()) {
     const double limit = r->getValue<double>("user_data_limit");
     if (limit > 0) check.user_data_limit = static_cast<std::size_t>(limit);

@@ -52,6 +52,10 @@ struct CloudResource {
 
 struct CloudCheck {
   std::string account;
+  /// Where the driver found the credentials (an environment variable's name, a file, a
+  /// profile; never the secret): check's "credentials_from" (or the older names drivers used:
+  /// token_from, key_from, key_source). "" when the driver does not say.
+  std::string credentials_from;
   /// Bytes of raw boot script (user data) the cloud accepts; drivers that do not say get the
   /// smallest limit among the clouds (EC2's 16 KB).
   std::size_t user_data_limit = 16384;

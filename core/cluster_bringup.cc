@@ -449,7 +449,7 @@ class ClusterBringUp {
                       std::to_string(ready.status),
                   LookHint(vm_, boot_log_));
     }
-    return "https://127.0.0.1:" + std::to_string(kTunnelLocalPort);
+    return "https://127.0.0.1:" + std::to_string(in_.tunnel_local_port);
   }
 
   NodeShell& shell_;

@@ -20,7 +20,9 @@ namespace gpuprov {
 
 class NodeShell;
 
-/// The local port `gpuprov tunnel` listens on, and tunnel-mode kubeconfigs point at.
+/// The first local port a tunnel-mode VM gets (`[defaults] tunnel_first_port` overrides); each
+/// VM has its own (ChooseTunnelPort, tunnel_command.h), which its kubeconfig names and
+/// `gpuprov tunnel` listens on.
 inline constexpr int kTunnelLocalPort = 16443;
 /// The API server port on the node.
 inline constexpr int kApiPort = 6443;
@@ -104,6 +106,8 @@ struct ClusterInputs {
   std::chrono::seconds boot_install_wait{900};
   std::chrono::seconds api_wait{600};
   std::filesystem::path kubeconfig_path;
+  /// Tunnel access: the local port the kubeconfig names (the VM's own, from ChooseTunnelPort).
+  int tunnel_local_port = kTunnelLocalPort;
   /// Saves the record after each transition (VmRecord fields route, route_reason,
   /// access_mode, probe, phase_seconds, kubeconfig are kept up to date).
   std::function<void(VmRecord&)> save;

@@ -18,7 +18,7 @@ namespace {
 constexpr std::string_view kAllowedTopLevel = "[defaults], [clouds.<name>]";
 constexpr std::string_view kAllowedDefaults =
     "kubernetes, cloud, region, gpus, ssh_key, k3s_version, k3s_sha256, k3s_download_url, "
-    "allow_from, allow_from_ssh, [defaults.timeouts]";
+    "allow_from, allow_from_ssh, merge_kubeconfig, tunnel_first_port, [defaults.timeouts]";
 constexpr std::string_view kAllowedTimeouts =
     "boot_wait_seconds, ssh_wait_seconds, boot_install_wait_seconds, api_wait_seconds";
 constexpr std::string_view kCloudNameRule =
@@ -202,6 +202,14 @@ class ConfigParser {
       } else if (key == "allow_from_ssh") {
         if (!v.is_boolean()) throw TypeError(full, v, "a boolean (true or false)");
         out.allow_from_ssh = v.as_boolean();
+      } else if (key == "merge_kubeconfig") {
+        if (!v.is_boolean()) throw TypeError(full, v, "a boolean (true or false)");
+        out.merge_kubeconfig = v.as_boolean();
+      } else if (key == "tunnel_first_port") {
+        if (!v.is_integer() || v.as_integer() < 1024 || v.as_integer() > 65535) {
+          throw TypeError(full, v, "a port number from 1024 to 65535");
+        }
+        out.tunnel_first_port = static_cast<int>(v.as_integer());
       } else if (key == "timeouts") {
         if (!v.is_table()) throw TypeError(full, v, "a table ([defaults.timeouts])");
         ParseTimeouts(v, out.timeouts);

@@ -12,6 +12,8 @@
 //   k3s_download_url = "https://mirror.example/k3s"
 //   allow_from = ["203.0.113.0/24"]  # sources of 6443/80/443 with direct access (CIDRs)
 //   allow_from_ssh = false      # true: 22 too
+//   merge_kubeconfig = true     # provision merges the VM's context into ~/.kube/config
+//   tunnel_first_port = 16443   # tunnel-mode VMs get the first free local port from here
 //
 //   [defaults.timeouts]         # positive integers, seconds
 //   boot_wait_seconds = 600     # the VM running
@@ -55,6 +57,8 @@ struct ConfigDefaults {
   std::optional<std::string> k3s_download_url;
   std::optional<std::vector<std::string>> allow_from;  // As written; checked with the flag's.
   std::optional<bool> allow_from_ssh;
+  std::optional<bool> merge_kubeconfig;
+  std::optional<int> tunnel_first_port;
   ConfigTimeouts timeouts;
 };
 

@@ -259,5 +259,18 @@ TEST(ConfigTest, AllowFromIsAListOfStringsAndAllowFromSshABoolean) {
               HasSubstr("key 'defaults.allow_from_ssh' must be a boolean"));
 }
 
+TEST(ConfigTest, MergeKubeconfigIsABooleanAndTunnelFirstPortAPort) {
+  const Config config =
+      ParseConfig("[defaults]\nmerge_kubeconfig = true\ntunnel_first_port = 20000\n", "config.toml");
+  EXPECT_EQ(config.defaults.merge_kubeconfig, true);
+  EXPECT_EQ(config.defaults.tunnel_first_port, 20000);
+  EXPECT_THAT(ErrorFor("[defaults]\nmerge_kubeconfig = 1\n"),
+              HasSubstr("key 'defaults.merge_kubeconfig' must be a boolean"));
+  EXPECT_THAT(ErrorFor("[defaults]\ntunnel_first_port = 80\n"),
+              HasSubstr("key 'defaults.tunnel_first_port' must be a port number from 1024 to 65535"));
+  EXPECT_THAT(ErrorFor("[defaults]\ntunnel_first_port = \"16443\"\n"),
+              HasSubstr("must be a port number"));
+}
+
 }  // namespace
 }  // namespace gpuprov

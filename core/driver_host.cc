@@ -21,6 +21,9 @@
 #include "console.h"
 #include "file_util.h"
 
+#ifndef GPUPROV_INSTALL_LIBDIR
+#define GPUPROV_INSTALL_LIBDIR "lib"
+#endif
 #ifndef GPUPROV_INSTALL_DRIVER_DIR
 #define GPUPROV_INSTALL_DRIVER_DIR "/usr/local/lib/gpuprov/drivers"
 #endif
@@ -438,9 +441,14 @@ std::vector<DriverSearchDir> DriverHost::DefaultSearchPath(const std::string& dr
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    dirs.push_back({(exe.parent_path().parent_path() / "lib" / "gpuprov" / "drivers")
-                        .lexically_normal().string(),
-                    "next to gpuprov"});
+    // <prefix>/bin/gpuprov finds <prefix>/<libdir>/gpuprov/drivers wherever the prefix was
+    // installed to (cmake --install --prefix, an unpacked .deb); the build tree uses lib/.
+    for (const char* libdir : {GPUPROV_INSTALL_LIBDIR, "lib"}) {
+      if (fs::path(libdir).is_absolute()) continue;
+      dirs.push_back({(exe.parent_path().parent_path() / libdir / "gpuprov" / "drivers")
+                          .lexically_normal().string(),
+                      "next to gpuprov"});
+    }
   }
   dirs.push_back({GPUPROV_INSTALL_DRIVER_DIR, "install prefix"});
   // The same folder twice is searched once, at its first place.

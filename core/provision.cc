@@ -9,21 +9,25 @@
 #include <sstream>
 #include <thread>
 
+#include "check_command.h"
 #include "cloud.h"
 #include "cluster_bringup.h"
 #include "console.h"
 #include "crash_point.h"
 #include "elapsed.h"
 #include "error.h"
+#include "file_util.h"
 #include "interrupt.h"
 #include "installer_bundle.h"
 #include "k8s_policy.h"
 #include "kubeconfig.h"
+#include "kubeconfig_merge.h"
 #include "node_shell.h"
 #include "spec.h"
 #include "ssh_client.h"
 #include "ssh_keys.h"
 #include "state_store.h"
+#include "tunnel_command.h"
 #include "vm_commands.h"
 #include "vm_ports.h"
 
@@ -143,7 +147,9 @@ class Provision {
       WaitForRunning();
       OpenNeededPorts();
       SshSession session = WaitForSsh();
+      ChooseTunnelPortIfTunnel();
       BringUpClusterIfOn(session);
+      MergeKubeconfigIfAsked();
       rec_.phase = "ready";
       Save();
     } catch (const Error& e) {
@@ -163,6 +169,14 @@ class Provision {
     for (const auto& line : DescribeProvisionOptions(opt_)) console_.Debug(line);
     name_ = opt_.name.value;
     cloud_name_ = opt_.cloud.value;
+    if (cloud_name_.empty()) {
+      // No --cloud, spec, GPUPROV_CLOUD or [defaults] cloud: the only cloud whose check passes.
+      console_.Step("no cloud given: checking which clouds' credentials work");
+      cloud_name_ = ChooseDefaultCloud(
+          CheckClouds(app_.MakeDriverHost(), config_, std::nullopt, /*with_test_cloud=*/false));
+      opt_.cloud.value = cloud_name_;
+      console_.Info("cloud: " + cloud_name_ + ", the only one whose credentials work");
+    }
   }
 
   /// The driver file, loaded once: its capabilities decide Kubernetes and the plan, and the
@@ -430,6 +444,45 @@ class Provision {
     return session;
   }
 
+  /// Tunnel access: the VM's own local port, kept from an earlier run, else the first one from
+  /// tunnel_first_port that no other VM holds and nothing listens on (under a lock, so two
+  /// provisions never take the same).
+  void ChooseTunnelPortIfTunnel() {
+    if (!k8s_.enabled || plan_.direct) return;
+    if (std::optional<int> recorded = RecordedTunnelPort(rec_)) {
+      tunnel_port_ = *recorded;
+      return;
+    }
+    EnsureDir(app_.paths.lock_dir());
+    FileLock ports(app_.paths.lock_dir() / "tunnel-ports.lock", "the tunnel ports", 60 * 1000);
+    std::set<int> taken;
+    for (const VmRecord& other : store_->List()) {
+      if (other.name == name_) continue;
+      if (std::optional<int> port = RecordedTunnelPort(other)) taken.insert(*port);
+    }
+    tunnel_port_ = ChooseTunnelPort(config_.defaults.tunnel_first_port.value_or(kTunnelLocalPort),
+                                    taken, LocalPortFree);
+    rec_.extra[kTunnelPortKey] = std::to_string(tunnel_port_);
+    Save();
+    console_.Debug("tunnel local port " + std::to_string(tunnel_port_));
+  }
+
+  /// --merge-kubeconfig (or [defaults] merge_kubeconfig): the VM's cluster, user and context
+  /// in the user's kubeconfig, recorded so `gpuprov down` takes exactly them out again.
+  void MergeKubeconfigIfAsked() {
+    merged_into_.clear();
+    const bool merge =
+        flags_.merge_kubeconfig.value_or(config_.defaults.merge_kubeconfig.value_or(false));
+    if (!k8s_.enabled || !merge) return;
+    const std::filesystem::path file = UserKubeconfigFile(ProcessEnv());
+    const KubeconfigEdit edit =
+        MergeKubeconfigFile(file, ReadFile(rec_.kubeconfig), KubeContextName(name_), false,
+                            app_.paths.lock_dir() / "kubeconfig.lock");
+    rec_.extra[kKubeconfigMergedKey] = edit.file.string();
+    merged_into_ = edit.file.string();
+    Save();
+  }
+
   /// The cluster state machine (cluster_bringup.h) when Kubernetes is on.
   void BringUpClusterIfOn(SshSession& session) {
     if (!k8s_.enabled) return;
@@ -446,6 +499,7 @@ class Provision {
     in.boot_install_wait = std::chrono::seconds(opt_.boot_install_wait_seconds.value);
     in.api_wait = std::chrono::seconds(opt_.api_wait_seconds.value);
     in.kubeconfig_path = app_.paths.kubeconfig(name_);
+    in.tunnel_local_port = tunnel_port_;
     in.save = [this](VmRecord& r) { r = store_->Save(r); };
     SshNodeShell shell(&session);
     cluster_ = BringUpCluster(shell, in, rec_);
@@ -496,8 +550,15 @@ class Provision {
           << " access; "
           << PhaseTimes(rec_.phase_seconds) << ").\n"
           << "  kubeconfig: " << rec_.kubeconfig << " (context " << KubeContextName(name_)
-          << ")\n"
-          << "  use:        export KUBECONFIG=" << rec_.kubeconfig << "; kubectl get nodes\n";
+          << ")\n";
+      if (!merged_into_.empty()) {
+        out << "  merged:     into " << merged_into_ << "; kubectl --context "
+            << KubeContextName(name_) << " get nodes\n";
+      } else {
+        out << "  use:        export KUBECONFIG=" << rec_.kubeconfig
+            << ":${KUBECONFIG:-~/.kube/config}; kubectl get nodes\n"
+            << "  or merge:   gpuprov kubeconfig " << name_ << " --merge [--switch]\n";
+      }
       if (rec_.access_mode == "tunnel") {
         out << "  tunnel:     gpuprov tunnel " << name_
             << "   (keep it running: kubectl reaches " << cluster_.server << " through SSH)\n";
@@ -566,6 +627,8 @@ class Provision {
   bool vm_existed_ = false;
   SshTarget target_;
   ClusterResult cluster_;
+  int tunnel_port_ = kTunnelLocalPort;
+  std::string merged_into_;  // the user's kubeconfig this run merged into ("" when none)
 };
 
 }  // namespace

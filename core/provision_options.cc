@@ -188,7 +188,7 @@ ProvisionOptions ResolveProvisionOptions(const ProvisionFlags& flags, const Spec
                      "pass --name <name> (e.g. --name gpu-box-1) or set `name:` in the spec file");
   }
 
-  o.cloud.value = kDefaultCloud;
+  o.cloud.value = "";  // none given: provision picks the only cloud with credentials (check)
   Take(o.cloud, flags.cloud, Source::kFlag, "--cloud") ||
       Take(o.cloud, spec.cloud, Source::kSpec, spec_name) ||
       Take(o.cloud, env_cloud, Source::kEnv, "GPUPROV_CLOUD") ||

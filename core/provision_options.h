@@ -57,9 +57,10 @@ struct ProvisionFlags {
   std::optional<std::string> k3s_download_url;
   std::vector<std::string> allow_from;  // --allow-from, canonical (CanonicalCidr)
   std::optional<bool> allow_from_ssh;   // --allow-from-ssh: true
+  /// --merge-kubeconfig: true (else [defaults] merge_kubeconfig, else false).
+  std::optional<bool> merge_kubeconfig;
 };
 
-inline constexpr const char* kDefaultCloud = "docker";
 inline constexpr int kDefaultBootWaitSeconds = 600;
 inline constexpr int kDefaultSshWaitSeconds = 600;
 inline constexpr int kDefaultBootInstallWaitSeconds = 900;  // design.md: up to 15 minutes.

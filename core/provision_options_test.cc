@@ -38,7 +38,8 @@ TEST(ProvisionOptionsTest, BuiltInDefaults) {
   const ProvisionOptions o = ResolveProvisionOptions(Named(), Spec{}, MapEnv({}), Config{});
   EXPECT_EQ(o.name.value, "box");
   EXPECT_EQ(o.name.source, Source::kFlag);
-  EXPECT_EQ(o.cloud.value, "docker");
+  // No built-in cloud: provision picks the only one with credentials (check_command.h).
+  EXPECT_EQ(o.cloud.value, "");
   EXPECT_EQ(o.cloud.source, Source::kDefault);
   EXPECT_FALSE(o.gpus.value.has_value());
   EXPECT_EQ(o.gpus.source, Source::kDefault);
@@ -141,7 +142,8 @@ TEST(ProvisionOptionsTest, PrecedenceFlagsSpecEnvConfigDefault) {
 TEST(ProvisionOptionsTest, EmptyEnvValuesCountAsUnset) {
   const ProvisionOptions o = ResolveProvisionOptions(
       Named(), Spec{}, MapEnv({{"GPUPROV_CLOUD", ""}, {"GPUPROV_KUBERNETES", ""}}), Config{});
-  EXPECT_EQ(o.cloud.value, "docker");
+  EXPECT_EQ(o.cloud.value, "");
+  EXPECT_EQ(o.cloud.source, Source::kDefault);
   EXPECT_EQ(o.kubernetes.source, Source::kDefault);
 }
 

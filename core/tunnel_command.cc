@@ -1,5 +1,9 @@
 #include "tunnel_command.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <optional>
@@ -27,9 +31,43 @@ int ParseLocalPort(const std::string& text) {
   return static_cast<int>(port);
 }
 
-int RunTunnel(const AppContext& app, const std::string& name, int local_port) {
+std::optional<int> RecordedTunnelPort(const VmRecord& record) {
+  auto it = record.extra.find(kTunnelPortKey);
+  if (it == record.extra.end()) return std::nullopt;
+  char* end = nullptr;
+  const long port = std::strtol(it->second.c_str(), &end, 10);
+  if (it->second.empty() || *end != '\0' || port < 1 || port > 65535) return std::nullopt;
+  return static_cast<int>(port);
+}
+
+int ChooseTunnelPort(int first, const std::set<int>& taken,
+                     const std::function<bool(int)>& free_now) {
+  for (int port = first; port <= 65535; ++port) {
+    if (taken.count(port) == 0 && free_now(port)) return port;
+  }
+  throw Error("no free local port from " + std::to_string(first) + " to 65535 for the tunnel",
+              "remove VMs you no longer need (`gpuprov down NAME`), or set tunnel_first_port "
+              "in [defaults] of config.toml to a lower port");
+}
+
+bool LocalPortFree(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  // No SO_REUSEADDR: a port in TIME_WAIT counts as taken, as the tunnel would see it.
+  const bool ok = bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+int RunTunnel(const AppContext& app, const std::string& name, std::optional<int> local_port_flag) {
   Console& console = Console::Get();
   const VmRecord rec = LoadVmRecord(StateStore(app.paths), name);
+  const int kubeconfig_port = RecordedTunnelPort(rec).value_or(kTunnelLocalPort);
+  const int local_port = local_port_flag.value_or(kubeconfig_port);
   if (!rec.kubernetes) {
     throw UsageError("VM '" + name + "' has Kubernetes off: there is no API to forward",
                      "reach it with `gpuprov ssh " + name +
@@ -55,8 +93,8 @@ int RunTunnel(const AppContext& app, const std::string& name, int local_port) {
         break;
       case PortForwardEvent::Kind::kConnected:
         console.Step(forwarding + "; KUBECONFIG=" + kubeconfig + "; Ctrl-C to stop");
-        if (local_port != kTunnelLocalPort) {
-          console.Note("the kubeconfig names port " + std::to_string(kTunnelLocalPort) +
+        if (local_port != kubeconfig_port && rec.access_mode != "direct") {
+          console.Note("the kubeconfig names port " + std::to_string(kubeconfig_port) +
                        "; through this port use kubectl --server https://127.0.0.1:" +
                        std::to_string(local_port));
         }

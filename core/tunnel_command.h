@@ -1,18 +1,39 @@
 // `gpuprov tunnel NAME [--local-port N]`: holds an SSH local forward from 127.0.0.1:N (default
-// 16443, the port tunnel-mode kubeconfigs name) to the node's Kubernetes API on its own
-// 127.0.0.1:6443, until Ctrl-C, reconnecting when the SSH connection drops.
+// the VM's own port, recorded when it was provisioned and named by its kubeconfig) to the
+// node's Kubernetes API on its own 127.0.0.1:6443, until Ctrl-C, reconnecting when the SSH
+// connection drops. Also the choice of that per-VM port.
 #pragma once
 
+#include <functional>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "app_context.h"
+#include "state_store.h"
 
 namespace gpuprov {
 
-/// Runs the tunnel for the VM \a name (local_port: kTunnelLocalPort of cluster_bringup.h
-/// without --local-port) until Ctrl-C (then returns 0). Throws UsageError for an
+/// The key of VmRecord::extra that holds a tunnel-mode VM's local port.
+inline constexpr const char* kTunnelPortKey = "tunnel_local_port";
+
+/// The VM's recorded local tunnel port; nullopt for a record without one (made before ports
+/// were per VM: such a VM's kubeconfig names 16443).
+std::optional<int> RecordedTunnelPort(const VmRecord& record);
+
+/// The local port for a new tunnel-mode VM: the first from \a first up to 65535 that no other
+/// VM's record holds (\a taken) and that \a free_now says can be bound on 127.0.0.1 now.
+/// Throws Error when there is none.
+int ChooseTunnelPort(int first, const std::set<int>& taken,
+                     const std::function<bool(int)>& free_now);
+
+/// true when 127.0.0.1:\a port can be bound now (nothing listens there).
+bool LocalPortFree(int port);
+
+/// Runs the tunnel for the VM \a name (local_port: nullopt without --local-port, then the
+/// VM's recorded port, else kTunnelLocalPort) until Ctrl-C (then returns 0). Throws UsageError for an
 /// unknown VM or one with Kubernetes off, Error when the port is taken or SSH fails.
-int RunTunnel(const AppContext& app, const std::string& name, int local_port);
+int RunTunnel(const AppContext& app, const std::string& name, std::optional<int> local_port);
 
 /// Parses the value of --local-port: a port number 1-65535, else UsageError.
 int ParseLocalPort(const std::string& text);

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -15,8 +17,12 @@
 #include "console.h"
 #include "crash_point.h"
 #include "error.h"
+#include "kubeconfig.h"
+#include "kubeconfig_merge.h"
+#include "openssh.h"
 #include "spec.h"
 #include "ssh_client.h"
+#include "tunnel_command.h"
 
 namespace gpuprov {
 namespace {
@@ -77,6 +83,15 @@ Object::Ptr ToJsonObject(const VmRecord& r, const std::string& state) {
   o->set("allow_from", allow_from);
   o->set("allow_from_ports", allow_from_ports);
   if (!r.kubeconfig.empty()) o->set("kubeconfig", r.kubeconfig);
+  for (const char* key : {kTunnelPortKey, kKubeconfigMergedKey}) {
+    auto it = r.extra.find(key);
+    if (it == r.extra.end()) continue;
+    if (std::string(key) == kTunnelPortKey) {
+      o->set(key, std::atoi(it->second.c_str()));
+    } else {
+      o->set(key, it->second);
+    }
+  }
   Object::Ptr probe = new Object;
   for (const auto& [key, value] : r.probe) probe->set(key, value);
   o->set("probe", probe);
@@ -188,33 +203,58 @@ int RunList(const AppContext& app, bool refresh) {
   return 0;
 }
 
-int RunSsh(const AppContext& app, const std::string& name, const std::vector<std::string>& command) {
+int RunSsh(const AppContext& app, const std::string& name, const SshCommandOptions& options) {
   ValidateVmName(name, "VM name");
   StateStore store(app.paths);
   VmRecord rec = LoadVmRecord(store, name);
   SshTarget target = SshTargetOf(app, rec);
-  if (!command.empty()) {
-    std::string line;
-    for (const auto& arg : command) line += (line.empty() ? "" : " ") + ShellQuote(arg);
+  const std::string command_line = RemoteCommandLine(options.command);
+  if (!command_line.empty() && options.forwards.empty()) {
     SshSession session = SshSession::Connect(target, std::chrono::seconds(30));
-    return session.RunStreaming(line, STDOUT_FILENO, STDERR_FILENO);
+    return session.RunStreaming(command_line, STDOUT_FILENO, STDERR_FILENO);
   }
-  // An interactive shell: OpenSSH handles the terminal; the host key must already be pinned.
+  // A shell, or forwards: OpenSSH handles the terminal and -L; the host key must already be
+  // pinned (gpuprov's own connection checks it first, pinning on first contact).
   if (access("/usr/bin/ssh", X_OK) != 0) {
-    throw Error("an interactive shell needs OpenSSH's ssh client at /usr/bin/ssh",
+    throw Error(std::string(options.forwards.empty() ? "an interactive shell" : "-L") +
+                    " needs OpenSSH's ssh client at /usr/bin/ssh",
                 "install openssh-client, or run one command: gpuprov ssh " + name + " -- CMD");
   }
   { SshSession pin_check = SshSession::Connect(target, std::chrono::seconds(30)); }
-  std::vector<std::string> argv = {
-      "ssh", "-i", target.private_key_path, "-p", std::to_string(target.port),
-      "-o", "IdentitiesOnly=yes", "-o", "UserKnownHostsFile=" + target.known_hosts_path,
-      "-o", "GlobalKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=yes",
-      "-o", "LogLevel=ERROR", target.user + "@" + target.host};
+  std::vector<std::string> argv =
+      OpenSshArgv(target, options.forwards, options.no_command, command_line);
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
   execv("/usr/bin/ssh", cargv.data());
   throw Error(std::string("cannot run /usr/bin/ssh: ") + std::strerror(errno));
+}
+
+int RunSshConfig(const AppContext& app, const std::string& name) {
+  ValidateVmName(name, "VM name");
+  const VmRecord rec = LoadVmRecord(StateStore(app.paths), name);
+  const SshTarget target = SshTargetOf(app, rec);
+  Console::Get().Result(SshConfigBlock(SshHostAlias(name), target));
+  return 0;
+}
+
+void RemoveMergedKubeconfigEntries(const AppContext& app, const VmRecord& rec) {
+  auto merged = rec.extra.find(kKubeconfigMergedKey);
+  if (merged == rec.extra.end()) return;
+  const std::string context = KubeContextName(rec.name);
+  Console& console = Console::Get();
+  try {
+    const KubeconfigEdit edit = RemoveFromKubeconfigFile(merged->second, context,
+                                                         app.paths.lock_dir() / "kubeconfig.lock");
+    if (edit.changed) {
+      console.Info("removed cluster, user and context " + context + " from " + edit.file.string() +
+                   " (previous contents in " + edit.backup.string() + ")");
+    }
+  } catch (const Error& e) {
+    console.Warning(std::string(e.what()) + "; remove them yourself: kubectl config delete-context " +
+                    context + "; kubectl config delete-cluster " + context +
+                    "; kubectl config delete-user " + context);
+  }
 }
 
 int RunDown(const AppContext& app, const std::string& name,
@@ -249,6 +289,7 @@ int RunDown(const AppContext& app, const std::string& name,
   }
   std::error_code ec;
   std::filesystem::remove(app.paths.kubeconfig(name), ec);
+  if (rec) RemoveMergedKubeconfigEntries(app, *rec);
   CrashPoint("down-kubeconfig-removed");
   if (rec) store.Remove(name);
   if (deleted) {

@@ -6,14 +6,30 @@
 #include <vector>
 
 #include "app_context.h"
+#include "openssh.h"
 #include "ssh_client.h"
 #include "state_store.h"
 
 namespace gpuprov {
 
 int RunList(const AppContext& app, bool refresh);
-int RunSsh(const AppContext& app, const std::string& name, const std::vector<std::string>& command);
+/// What `gpuprov ssh NAME` was asked for besides the name.
+struct SshCommandOptions {
+  std::vector<std::string> command;     // the words after `--`, joined as OpenSSH does
+  std::vector<LocalForward> forwards;   // -L
+  bool no_command = false;              // -N: forward only
+};
+
+/// One command (its exit status), or OpenSSH for a shell and for -L forwards.
+int RunSsh(const AppContext& app, const std::string& name, const SshCommandOptions& options);
+/// `gpuprov ssh-config NAME`: the OpenSSH Host block for the VM on stdout.
+int RunSshConfig(const AppContext& app, const std::string& name);
 int RunDown(const AppContext& app, const std::string& name, const std::optional<std::string>& cloud);
+
+/// `down`: takes the VM's cluster, user and context out of the user's kubeconfig when a merge
+/// put them there (the record names the file); a file that cannot be edited is a warning
+/// naming the kubectl commands that remove them.
+void RemoveMergedKubeconfigEntries(const AppContext& app, const VmRecord& rec);
 
 /// The record of \a name; UsageError naming `gpuprov list` when there is none.
 VmRecord LoadVmRecord(const StateStore& store, const std::string& name);

@@ -374,6 +374,7 @@ std::string DockerDriver::Check(const std::string& /*request_json*/) {
     result.set("account", "docker " + v.version + " at " + engine.socket_path());
     result.set("image", default_image_);
     result.set("image_built", built);
+    result.set("credentials_from", engine.socket_path());  // no credentials: the socket's access
     return json::Stringify(result);
   });
 }

@@ -687,6 +687,7 @@ std::string NebiusDriver::Check(const std::string& /*request_json*/) {
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
   result.set("account", project + " / token from " + client_->TokenOrigin());
   result.set("user_data_limit", static_cast<int64_t>(kUserDataLimit));
+  result.set("credentials_from", client_->TokenOrigin());
   result.set("endpoint", endpoints_.compute);
   return json::Stringify(result);
 }

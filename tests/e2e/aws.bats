@@ -44,7 +44,7 @@ teardown() {
   [ "$(count aws instances)" -eq 1 ]
   [ "$(count aws firewalls)" -eq 1 ]
   [ "$(count aws ssh_keys)" -eq 1 ]
-  run "$GPUPROV" ssh aws-vm -- sh -c 'whoami; nvidia-smi -L'
+  run "$GPUPROV" ssh aws-vm -- 'whoami; nvidia-smi -L'
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"ubuntu"* ]]

@@ -42,7 +42,7 @@ teardown_file() {
   run "$GPUPROV" ssh "$E2E_NAME" -- uname -s
   [ "$status" -eq 0 ]
   [ "$output" = "Linux" ]
-  run "$GPUPROV" ssh "$E2E_NAME" -- sh -c 'echo to-stderr >&2; exit 7'
+  run "$GPUPROV" ssh "$E2E_NAME" -- 'echo to-stderr >&2; exit 7'
   [ "$status" -eq 7 ]
   [[ "$output" == *"to-stderr"* ]]
 }

@@ -65,7 +65,7 @@ assert vm["address"].startswith("127.90."), vm'
 import json, sys
 print([v for v in json.load(sys.stdin) if v["name"] == "pi-vm"][0]["ssh_port"])')
   [ "$port" -ne 22 ]
-  run "$GPUPROV" ssh pi-vm -- sh -c 'nvidia-smi -L; exit 4'
+  run "$GPUPROV" ssh pi-vm -- 'nvidia-smi -L; exit 4'
   echo "$output"
   [ "$status" -eq 4 ]
   [[ "$output" == *"NVIDIA A100"* ]]

@@ -63,7 +63,7 @@ teardown() {
   [ "$(count gcp firewalls)" -eq 1 ]
   curl -fsS "$CONTROL/requests?cloud=gcp" | grep -q '"status":429'
   curl -fsS "$CONTROL/requests?cloud=gcp" | grep -q '"status":403'
-  run "$GPUPROV" ssh gce-vm -- sh -c 'whoami; nvidia-smi -L'
+  run "$GPUPROV" ssh gce-vm -- 'whoami; nvidia-smi -L'
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"ubuntu"* ]]

@@ -79,7 +79,7 @@ rules_text() {
   # The kubeconfig points at the VM's public address (direct mode), and kubectl works.
   grep -q 'server: https://127\.90\.' "$GPUPROV_HOME/kube/lam-k8s.yaml"
   expect_cluster_ready lam-k8s
-  run "$GPUPROV" ssh lam-k8s -- sh -c 'whoami; nvidia-smi -L'
+  run "$GPUPROV" ssh lam-k8s -- 'whoami; nvidia-smi -L'
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"ubuntu"* ]]

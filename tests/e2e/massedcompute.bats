@@ -70,7 +70,7 @@ port_answers() {
   [ "$(count massedcompute ssh_keys)" -eq 1 ]
   # The SSH route: no startup command was sent; gpuprov logs in as the API's username.
   curl -fsS "$CONTROL/instances?cloud=massedcompute" | grep -q '"command_startup":""'
-  run "$GPUPROV" ssh mc-k8s -- sh -c 'whoami; nvidia-smi -L'
+  run "$GPUPROV" ssh mc-k8s -- 'whoami; nvidia-smi -L'
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"Ubuntu"* ]]

@@ -73,7 +73,7 @@ quick_ssh_wait() {
   # Direct mode: the kubeconfig names the VM's public address, and kubectl works.
   grep -q 'server: https://127\.' "$GPUPROV_HOME/kube/nb-k8s.yaml"
   expect_cluster_ready nb-k8s
-  run "$GPUPROV" ssh nb-k8s -- sh -c 'whoami; nvidia-smi -L'
+  run "$GPUPROV" ssh nb-k8s -- 'whoami; nvidia-smi -L'
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"ubuntu"* ]]

@@ -101,7 +101,7 @@ teardown() {
   ip=$(field nf-do address)
   run api_ping "$ip"
   [ "$output" = pong ]
-  run "$GPUPROV" ssh nf-do -- sh -c 'nft list tables; test -e /etc/gpuprov/node-firewall.sh && echo script; cat /var/lib/gpuprov/install-status.json'
+  run "$GPUPROV" ssh nf-do -- 'nft list tables; test -e /etc/gpuprov/node-firewall.sh && echo script; cat /var/lib/gpuprov/install-status.json'
   echo "$output"
   [[ "$output" != *gpuprov-firewall* ]]
   [[ "$output" != *"inet gpuprov"* ]]

@@ -60,7 +60,7 @@ config() {
   [ "$status" -eq 0 ]
   [[ "$output" == *"offer: NVIDIA A100 80GB PCIe in US-KS-2"* ]]
   [[ "$output" != *"skipping"* ]]
-  run "$GPUPROV" ssh pic-plain -- sh -c 'cat /proc/1/comm; test -d /run/systemd/system || echo no-systemd; nvidia-smi -L'
+  run "$GPUPROV" ssh pic-plain -- 'cat /proc/1/comm; test -d /run/systemd/system || echo no-systemd; nvidia-smi -L'
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == "sshd"* ]]

@@ -106,7 +106,7 @@ container_of() {
   [[ "$script" == *"GPUPROV_INSTALLER_EOF"* ]]
   [[ "$script" == *"boot-script.status"* ]]
   [[ "$script" != *"base64 -d"* ]]
-  run "$GPUPROV" ssh vd-k8s -- sh -c 'whoami; cat /var/lib/gpuprov/boot-script.status; tail -n 3 /var/log/verda-startup-script.log'
+  run "$GPUPROV" ssh vd-k8s -- 'whoami; cat /var/lib/gpuprov/boot-script.status; tail -n 3 /var/log/verda-startup-script.log'
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"root"* ]]

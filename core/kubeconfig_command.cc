@@ -1,0 +1,86 @@
+#include "kubeconfig_command.h"
+
+#include <Poco/JSON/Object.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "console.h"
+#include "error.h"
+#include "file_util.h"
+#include "kubeconfig.h"
+#include "kubeconfig_merge.h"
+#include "spec.h"
+#include "state_store.h"
+#include "vm_commands.h"
+
+namespace gpuprov {
+
+int RunKubeconfigCommand(const AppContext& app, const std::string& name,
+                         const KubeconfigCommandOptions& options) {
+  ValidateVmName(name, "VM name");
+  Console& console = Console::Get();
+  StateStore store(app.paths);
+  VmRecord rec = LoadVmRecord(store, name);
+  if (!rec.kubernetes) {
+    throw UsageError("VM '" + name + "' has Kubernetes off: it has no kubeconfig",
+                     "provision a VM with Kubernetes on (the default, or --k8s)");
+  }
+  const std::filesystem::path own = app.paths.kubeconfig(name);
+  const std::optional<std::string> text = ReadFileIfExists(own);
+  if (!text) {
+    throw Error("VM '" + name + "' has no kubeconfig yet (phase " + rec.phase + ")",
+                "re-run `gpuprov provision --name " + name + "` to finish it");
+  }
+  const std::string context = KubeContextName(name);
+  if (!options.merge && !options.switch_context) {
+    if (app.json_output) {
+      Poco::JSON::Object::Ptr o = new Poco::JSON::Object(Poco::JSON_PRESERVE_KEY_ORDER);
+      o->set("name", name);
+      o->set("context", context);
+      o->set("file", own.string());
+      o->set("server", ParseKubeconfig(*text).server);
+      o->set("kubeconfig", *text);
+      std::ostringstream out;
+      o->stringify(out, 2);
+      console.Result(out.str() + "\n");
+    } else {
+      console.Result(*text);
+    }
+    return 0;
+  }
+  // The record names the file, so `down` removes exactly these entries; the VM lock keeps a
+  // concurrent provision or down of the same VM from losing that line.
+  FileLock lock = store.LockVm(name, 60 * 1000);
+  rec = LoadVmRecord(store, name);
+  const std::filesystem::path file = UserKubeconfigFile(ProcessEnv());
+  const KubeconfigEdit edit = MergeKubeconfigFile(file, *text, context, options.switch_context,
+                                                  app.paths.lock_dir() / "kubeconfig.lock");
+  rec.extra[kKubeconfigMergedKey] = edit.file.string();
+  store.Save(rec);
+  if (app.json_output) {
+    Poco::JSON::Object::Ptr o = new Poco::JSON::Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    o->set("name", name);
+    o->set("context", context);
+    o->set("file", edit.file.string());
+    o->set("changed", edit.changed);
+    o->set("backup", edit.backup.string());
+    o->set("current_context", options.switch_context);
+    std::ostringstream out;
+    o->stringify(out, 2);
+    console.Result(out.str() + "\n");
+    return 0;
+  }
+  std::string out =
+      (edit.changed ? "merged cluster, user and context " + context + " into "
+                    : "cluster, user and context " + context + " already in ") +
+      edit.file.string() +
+      (edit.backup.empty() ? "" : " (previous contents in " + edit.backup.string() + ")") + "\n";
+  out += options.switch_context ? "current context: " + context + "; kubectl get nodes\n"
+                                : "use it: kubectl --context " + context +
+                                      " get nodes (or --switch to make it current)\n";
+  console.Result(out);
+  return 0;
+}
+
+}  // namespace gpuprov
