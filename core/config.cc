@@ -18,7 +18,7 @@ namespace {
 constexpr std::string_view kAllowedTopLevel = "[defaults], [clouds.<name>]";
 constexpr std::string_view kAllowedDefaults =
     "kubernetes, cloud, region, gpus, ssh_key, k3s_version, k3s_sha256, k3s_download_url, "
-    "allow_from, allow_from_ssh, [defaults.timeouts]";
+    "allow_from, allow_from_ssh, confirm_above_per_hour, [defaults.timeouts]";
 constexpr std::string_view kAllowedTimeouts =
     "boot_wait_seconds, ssh_wait_seconds, boot_install_wait_seconds, api_wait_seconds";
 constexpr std::string_view kCloudNameRule =
@@ -202,6 +202,14 @@ class ConfigParser {
       } else if (key == "allow_from_ssh") {
         if (!v.is_boolean()) throw TypeError(full, v, "a boolean (true or false)");
         out.allow_from_ssh = v.as_boolean();
+      } else if (key == "confirm_above_per_hour") {
+        const double price = v.is_floating()  ? v.as_floating()
+                             : v.is_integer() ? static_cast<double>(v.as_integer())
+                                              : -1;
+        if (!(v.is_floating() || v.is_integer()) || !(price >= 0)) {
+          throw TypeError(full, v, "a price in dollars per hour of 0 or more, e.g. 5.0");
+        }
+        out.confirm_above_per_hour = price;
       } else if (key == "timeouts") {
         if (!v.is_table()) throw TypeError(full, v, "a table ([defaults.timeouts])");
         ParseTimeouts(v, out.timeouts);

@@ -55,6 +55,8 @@ struct ConfigDefaults {
   std::optional<std::string> k3s_download_url;
   std::optional<std::vector<std::string>> allow_from;  // As written; checked with the flag's.
   std::optional<bool> allow_from_ssh;
+  /// provision asks (on a terminal) before making a VM dearer than this, in dollars per hour.
+  std::optional<double> confirm_above_per_hour;
   ConfigTimeouts timeouts;
 };
 
