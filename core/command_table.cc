@@ -83,7 +83,7 @@ std::string CommandHelp(const Command& c, const std::vector<OptionSpec>& globals
 std::string ManPage(const std::vector<Command>& commands, const std::vector<OptionSpec>& globals,
                     const std::string& version) {
   std::ostringstream out;
-  out << ".\\\" Generated from gpuprov's command table (gpuprov __man); do not edit.\n"
+  out << ".\\\" Generated at build time from gpuprov's command table; do not edit.\n"
       << ".TH GPUPROV 1 \"\" \"gpuprov " << Roff(version) << "\" \"User Commands\"\n"
       << ".SH NAME\n"
       << "gpuprov \\- a GPU Kubernetes box on any cloud, with one command\n"

@@ -33,7 +33,7 @@ const std::vector<Command> kCommands = {
 TEST(MainHelp, ListsVisibleCommandsAndGlobalOptions) {
   const std::string help = MainHelp(kCommands, kGlobals, "1.2.3");
   EXPECT_THAT(help, HasSubstr("gpuprov 1.2.3"));
-  EXPECT_THAT(help, HasSubstr("  provision     create a GPU VM\n"));
+  EXPECT_THAT(help, HasSubstr("  provision   create a GPU VM\n"));
   EXPECT_THAT(help, HasSubstr("  -o, --output FORMAT"));
   EXPECT_THAT(help, HasSubstr("gpuprov help COMMAND"));
   EXPECT_THAT(help, Not(HasSubstr("__man")));

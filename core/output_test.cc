@@ -76,7 +76,7 @@ TEST(RenderJsonLine, IsOneLineThatParsesBack) {
 
 TEST(RenderJson, IsIndentedAndEndsWithANewline) {
   const std::string json = RenderJson(Sample());
-  EXPECT_THAT(json, HasSubstr("\n  \"name\" : \"demo\""));
+  EXPECT_THAT(json, HasSubstr("\n  \"name\": \"demo\""));
   EXPECT_EQ(json.back(), '\n');
 }
 

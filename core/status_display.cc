@@ -137,7 +137,8 @@ void TerminalStatus::Waiting(std::string_view message, std::chrono::seconds) {
     message_ = message;
     phase_start_ = now_();
   } else {
-    waiting_ = message;
+    // "waiting for SSH on X" in the phase "waiting for SSH on X" says nothing new.
+    waiting_ = message == message_ ? std::string() : std::string(message);
   }
   Draw();
 }

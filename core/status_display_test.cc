@@ -109,6 +109,16 @@ TEST(TerminalStatus, RedrawsOneLineAndPrintsAFinishedPhaseOnceWithItsTime) {
   EXPECT_THAT(out, HasSubstr("==> waiting for SSH on 1.2.3.4 (3.0s)\n"));
 }
 
+TEST(TerminalStatus, AWaitNamedLikeItsPhaseIsShownOnce) {
+  std::ostringstream err;
+  FakeClock clock;
+  TerminalStatus status(err, clock.fn(), false);
+  status.Phase("ssh", "waiting for SSH on 1.2.3.4");
+  clock.Advance(seconds(3));
+  status.Waiting("waiting for SSH on 1.2.3.4", seconds(3));
+  EXPECT_THAT(err.str(), ::testing::EndsWith("\r\033[K... waiting for SSH on 1.2.3.4 (3s)"));
+}
+
 TEST(TerminalStatus, PrintsOtherLinesAboveTheStatusLine) {
   std::ostringstream err;
   FakeClock clock;
