@@ -27,7 +27,8 @@ echo "==> bats" >&2
 # own GPUPROV_HOME and emulator session. The files that drive the Docker test cloud count its
 # containers machine-wide, so they run one after another in a single job.
 mapfile -t bats_files < <(git ls-files '*.bats')
-serial_files=(tests/e2e/docker_cloud.bats tests/e2e/lifecycle_rules.bats tests/e2e/crash_points_docker.bats)
+serial_files=(tests/e2e/docker_cloud.bats tests/e2e/lifecycle_rules.bats tests/e2e/crash_points_docker.bats
+  tests/e2e/cli.bats)
 bats_jobs=()
 for f in "${bats_files[@]}"; do
   case " ${serial_files[*]} " in *" $f "*) ;; *) bats_jobs+=("$f") ;; esac

@@ -217,28 +217,27 @@ assert final["result"] == "removed", final
   rm -f "$GPUPROV_HOME/config.toml"
 }
 
-# complete WORDS...: what bash completion offers after `gpuprov WORDS` (the last word is the
-# one being completed), through bash-completion's own word splitting.
+# complete_words WORDS...: what bash completion offers after `gpuprov WORDS` (the last word is
+# the one being completed), through bash-completion's own word splitting.
 complete_words() {
-  local line="gpuprov $*"
-  bash -c '
+  cat >"$BATS_TEST_TMPDIR/complete.bash" <<'EOF'
 source /usr/share/bash-completion/bash_completion
 source <("$1" completion bash)
-shift
-COMP_WORDBREAKS=$'"'"' \t\n"\'"'"'><=;|&(:'"'"' # readline'"'"'s default
-COMP_LINE=$1; COMP_POINT=${#COMP_LINE}
-# Split as readline does, with "=" and ":" as word breaks.
+COMP_WORDBREAKS=$' \t\n"\'><=;|&(:' # readline's default
+COMP_LINE=$2
+COMP_POINT=${#COMP_LINE}
+# Split as readline does, with "=" a word of its own.
 read -ra COMP_WORDS <<<"${COMP_LINE//=/ = }"
 [[ $COMP_LINE == *" " ]] && COMP_WORDS+=("")
-COMP_WORDS[0]=$GPUPROV_BIN
+COMP_WORDS[0]=$1
 COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
-_gpuprov gpuprov "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+_gpuprov gpuprov "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]}"
 printf "%s\n" "${COMPREPLY[@]}"
-' _ "$GPUPROV" "$line"
+EOF
+  bash "$BATS_TEST_TMPDIR/complete.bash" "$GPUPROV" "gpuprov $*"
 }
 
 @test "bash completion offers commands, flags, formats, clouds and VM names" {
-  export GPUPROV_BIN="$GPUPROV"
   mkdir -p "$GPUPROV_HOME/state"
   printf '{"version":1,"name":"comp-vm","cloud":"docker","phase":"ready"}' \
     >"$GPUPROV_HOME/state/comp-vm.json"
