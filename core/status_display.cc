@@ -1,7 +1,10 @@
 #include "status_display.h"
 
 #include <Poco/JSON/Object.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <cmath>
 #include <cstdlib>
@@ -87,8 +90,8 @@ void LineStatus::Finish(bool) {}
 
 // ---- TerminalStatus -----------------------------------------------------------------------
 
-TerminalStatus::TerminalStatus(std::ostream& err, Now now, bool color)
-    : err_(err), now_(std::move(now)), color_(color) {}
+TerminalStatus::TerminalStatus(std::ostream& err, Now now, bool color, int columns)
+    : err_(err), now_(std::move(now)), color_(color), columns_(columns) {}
 
 void TerminalStatus::Clear() {
   if (drawn_) err_ << kClearLine;
@@ -99,9 +102,18 @@ void TerminalStatus::Draw() {
   if (!active_) return;
   const auto elapsed =
       std::chrono::duration_cast<std::chrono::seconds>(now_() - phase_start_);
-  err_ << kClearLine << (color_ ? "\033[1;34m... \033[0m" : "... ") << message_;
-  if (!waiting_.empty()) err_ << ": " << waiting_;
-  err_ << " (" << FormatWait(elapsed) << ")";
+  std::string text = message_;
+  if (!waiting_.empty()) text += ": " + waiting_;
+  const std::string suffix = " (" + FormatWait(elapsed) + ")";
+  // "... " + text + suffix must stay shorter than the terminal: cut the text's end.
+  if (columns_ > 0) {
+    const size_t room = static_cast<size_t>(std::max(columns_ - 1, 0));
+    const size_t fixed = 4 + suffix.size();
+    if (fixed + text.size() > room) {
+      text = room > fixed + 3 ? text.substr(0, room - fixed - 3) + "..." : std::string();
+    }
+  }
+  err_ << kClearLine << (color_ ? "\033[1;34m... \033[0m" : "... ") << text << suffix;
   err_.flush();
   drawn_ = true;
 }
@@ -201,7 +213,11 @@ bool StderrCanRedraw() {
 std::unique_ptr<StatusDisplay> MakeStatusDisplay(bool ndjson, bool color) {
   StatusDisplay::Now now = [] { return StatusDisplay::Clock::now(); };
   if (ndjson) return std::make_unique<NdjsonStatus>(std::cout, std::cerr, now);
-  if (StderrCanRedraw()) return std::make_unique<TerminalStatus>(std::cerr, now, color);
+  if (StderrCanRedraw()) {
+    struct winsize size {};
+    const int columns = ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 ? size.ws_col : 0;
+    return std::make_unique<TerminalStatus>(std::cerr, now, color, columns);
+  }
   return std::make_unique<LineStatus>(std::cerr, now, color);
 }
 

@@ -63,7 +63,9 @@ class LineStatus : public StatusDisplay {
 
 class TerminalStatus : public StatusDisplay {
  public:
-  TerminalStatus(std::ostream& err, Now now, bool color);
+  /// \a columns: the terminal's width; the status line is cut to fit (0: not cut), since a
+  /// line that wraps could not be redrawn in place.
+  TerminalStatus(std::ostream& err, Now now, bool color, int columns = 0);
   void Phase(std::string_view phase, std::string_view message) override;
   void Waiting(std::string_view message, std::chrono::seconds waited) override;
   void Line(std::string_view line) override;
@@ -78,6 +80,7 @@ class TerminalStatus : public StatusDisplay {
   std::ostream& err_;
   Now now_;
   bool color_;
+  int columns_;
   bool active_ = false;  // a phase is open
   bool drawn_ = false;   // the status line is on the screen
   std::string message_;  // the open phase's message

@@ -119,6 +119,19 @@ TEST(TerminalStatus, AWaitNamedLikeItsPhaseIsShownOnce) {
   EXPECT_THAT(err.str(), ::testing::EndsWith("\r\033[K... waiting for SSH on 1.2.3.4 (3s)"));
 }
 
+TEST(TerminalStatus, CutsTheStatusLineToTheTerminalsWidth) {
+  std::ostringstream err;
+  FakeClock clock;
+  TerminalStatus status(err, clock.fn(), false, 40);
+  status.Phase("create", "creating VM a-rather-long-name on digitalocean");
+  clock.Advance(seconds(75));
+  status.Waiting("waiting for VM a-rather-long-name to run (state new)", seconds(75));
+  const std::string out = err.str();
+  const std::string last = out.substr(out.rfind("\r\033[K") + 4);
+  EXPECT_EQ(last, "... creating VM a-rather-lon... (1m15s)");
+  EXPECT_LT(last.size(), 40u);
+}
+
 TEST(TerminalStatus, PrintsOtherLinesAboveTheStatusLine) {
   std::ostringstream err;
   FakeClock clock;
