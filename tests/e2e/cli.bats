@@ -288,3 +288,13 @@ EOF
     grep -q -- "$flag" <<<"$text" || { echo "missing: $flag"; return 1; }
   done
 }
+
+@test "cmake --install puts the man page and the completion scripts where man and the shells look" {
+  cmake --install "$BUILD_DIR" --prefix "$BATS_TEST_TMPDIR/prefix" --component core >/dev/null
+  p="$BATS_TEST_TMPDIR/prefix"
+  cmp "$p/share/man/man1/gpuprov.1" "$BUILD_DIR/share/man/man1/gpuprov.1"
+  [ -s "$p/share/bash-completion/completions/gpuprov" ]
+  [ -s "$p/share/zsh/vendor-completions/_gpuprov" ]
+  [ -s "$p/share/fish/vendor_completions.d/gpuprov.fish" ]
+  MANPATH="$p/share/man" man -w gpuprov | grep -q "^$p/share/man/man1/gpuprov.1"
+}
