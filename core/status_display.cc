@@ -93,6 +93,30 @@ void LineStatus::Finish(bool) {}
 TerminalStatus::TerminalStatus(std::ostream& err, Now now, bool color, int columns)
     : err_(err), now_(std::move(now)), color_(color), columns_(columns) {}
 
+TerminalStatus::~TerminalStatus() {
+  if (ticker_.joinable()) {
+    ticker_.request_stop();
+    wake_.notify_all();
+    ticker_.join();
+  }
+}
+
+void TerminalStatus::StartTicking(std::chrono::milliseconds interval) {
+  ticker_ = std::jthread([this, interval](std::stop_token stop) {
+    std::unique_lock lock(mutex_);
+    while (!stop.stop_requested()) {
+      wake_.wait_for(lock, stop, interval, [] { return false; });
+      if (stop.stop_requested()) break;
+      if (drawn_) Draw();
+    }
+  });
+}
+
+void TerminalStatus::Tick() {
+  std::lock_guard lock(mutex_);
+  if (drawn_) Draw();
+}
+
 void TerminalStatus::Clear() {
   if (drawn_) err_ << kClearLine;
   drawn_ = false;
@@ -134,6 +158,7 @@ void TerminalStatus::ClosePhase(bool ok) {
 }
 
 void TerminalStatus::Phase(std::string_view, std::string_view message) {
+  std::lock_guard lock(mutex_);
   ClosePhase(true);
   active_ = true;
   message_ = message;
@@ -143,6 +168,7 @@ void TerminalStatus::Phase(std::string_view, std::string_view message) {
 }
 
 void TerminalStatus::Waiting(std::string_view message, std::chrono::seconds) {
+  std::lock_guard lock(mutex_);
   if (!active_) {
     // A wait outside a phase (tunnel, gc): it is its own status line.
     active_ = true;
@@ -156,17 +182,22 @@ void TerminalStatus::Waiting(std::string_view message, std::chrono::seconds) {
 }
 
 void TerminalStatus::Line(std::string_view line) {
+  std::lock_guard lock(mutex_);
   Clear();
   err_ << line << '\n';
   Draw();
 }
 
 void TerminalStatus::Pause() {
+  std::lock_guard lock(mutex_);
   Clear();
   err_.flush();
 }
 
-void TerminalStatus::Finish(bool ok) { ClosePhase(ok); }
+void TerminalStatus::Finish(bool ok) {
+  std::lock_guard lock(mutex_);
+  ClosePhase(ok);
+}
 
 // ---- NdjsonStatus -------------------------------------------------------------------------
 
@@ -216,7 +247,9 @@ std::unique_ptr<StatusDisplay> MakeStatusDisplay(bool ndjson, bool color) {
   if (StderrCanRedraw()) {
     struct winsize size {};
     const int columns = ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 ? size.ws_col : 0;
-    return std::make_unique<TerminalStatus>(std::cerr, now, color, columns);
+    auto status = std::make_unique<TerminalStatus>(std::cerr, now, color, columns);
+    status->StartTicking(std::chrono::seconds(1));
+    return status;
   }
   return std::make_unique<LineStatus>(std::cerr, now, color);
 }

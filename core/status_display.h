@@ -10,12 +10,15 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <thread>
 
 namespace gpuprov {
 
@@ -66,6 +69,12 @@ class TerminalStatus : public StatusDisplay {
   /// \a columns: the terminal's width; the status line is cut to fit (0: not cut), since a
   /// line that wraps could not be redrawn in place.
   TerminalStatus(std::ostream& err, Now now, bool color, int columns = 0);
+  ~TerminalStatus() override;
+  /// Redraws the status line every \a interval from a thread of its own, so the elapsed time
+  /// moves between the callers' updates. Every method is safe against it.
+  void StartTicking(std::chrono::milliseconds interval);
+  /// One tick: what the thread does each interval (tests call it directly).
+  void Tick();
   void Phase(std::string_view phase, std::string_view message) override;
   void Waiting(std::string_view message, std::chrono::seconds waited) override;
   void Line(std::string_view line) override;
@@ -86,6 +95,9 @@ class TerminalStatus : public StatusDisplay {
   std::string message_;  // the open phase's message
   std::string waiting_;  // what it waits for, "" when it does not
   Clock::time_point phase_start_;
+  std::mutex mutex_;
+  std::condition_variable_any wake_;
+  std::jthread ticker_;
 };
 
 class NdjsonStatus : public StatusDisplay {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <sstream>
+#include <thread>
 
 namespace gpuprov {
 namespace {
@@ -144,6 +145,37 @@ TEST(TerminalStatus, PrintsOtherLinesAboveTheStatusLine) {
   ASSERT_NE(note, std::string::npos);
   // The status line is drawn again after the note.
   EXPECT_NE(out.find("... creating VM demo (4s)", note), std::string::npos);
+}
+
+TEST(TerminalStatus, ATickRedrawsTheElapsedTimeBetweenUpdates) {
+  std::ostringstream err;
+  FakeClock clock;
+  TerminalStatus status(err, clock.fn(), false);
+  status.Phase("create", "forwarding 127.0.0.1:16443");
+  clock.Advance(seconds(7));
+  status.Tick();
+  EXPECT_THAT(err.str(), ::testing::EndsWith("\r\033[K... forwarding 127.0.0.1:16443 (7s)"));
+  status.Pause();  // not drawn: a tick leaves the screen alone (a question may be on it)
+  const std::string before = err.str();
+  status.Tick();
+  EXPECT_EQ(err.str(), before);
+}
+
+TEST(TerminalStatus, TheTickerThreadRedrawsAndStopsWithTheDisplay) {
+  std::ostringstream err;
+  FakeClock clock;
+  {
+    TerminalStatus status(err, clock.fn(), false);
+    status.Phase("create", "creating");
+    status.StartTicking(std::chrono::milliseconds(5));
+    for (int i = 0; i < 40; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      status.Line("x");  // the main thread writes meanwhile; the mutex keeps lines whole
+    }
+  }  // the thread is joined here: err is read only afterwards
+  // 40 lines each redraw once; the ticks add more redraws of their own.
+  EXPECT_GT(CountOf(err.str(), "\r\033[K... creating (0s)"), 41);
+  EXPECT_EQ(CountOf(err.str(), "\r\033[Kx\n"), 40);
 }
 
 TEST(TerminalStatus, AFailedPhaseSaysSo) {
