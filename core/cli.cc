@@ -414,11 +414,11 @@ int RunCli(const std::vector<std::string>& raw_args) {
   try {
     code = RunCommand(raw_args);
   } catch (const Error& e) {
-    console.FinishStatus(false);
+    console.FailStatus(e.what());
     console.ErrorLine(e.what(), e.hint());
     code = e.exit_code();
   } catch (const std::exception& e) {
-    console.FinishStatus(false);
+    console.FailStatus(std::string("unexpected: ") + e.what());
     console.ErrorLine(std::string("unexpected: ") + e.what(),
                       "this is a bug; please report it with the output of `gpuprov -v ...`");
     code = kExitFailure;

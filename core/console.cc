@@ -54,6 +54,11 @@ void Console::PauseStatus() { display_->Pause(); }
 
 void Console::FinishStatus(bool ok) { display_->Finish(ok); }
 
+void Console::FailStatus(std::string_view message) {
+  display_->Failed(Redact(message));
+  display_->Finish(false);
+}
+
 void Console::AddSecret(std::string value) {
   if (value.size() >= 8) secrets_.push_back(std::move(value));
 }

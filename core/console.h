@@ -42,6 +42,9 @@ class Console {
   void PauseStatus();
   /// The command ends: closes the open phase (\a ok false: it failed).
   void FinishStatus(bool ok);
+  /// The command failed with \a message: reported to the display (an ndjson "error" event),
+  /// then the open phase is closed as failed.
+  void FailStatus(std::string_view message);
 
   /// Results: stdout, unredacted on purpose only for data the user asked for.
   void Result(std::string_view text);

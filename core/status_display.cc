@@ -232,6 +232,8 @@ void NdjsonStatus::Line(std::string_view line) {
 
 void NdjsonStatus::Finish(bool) {}
 
+void NdjsonStatus::Failed(std::string_view message) { Event("error", message); }
+
 // ---- choice -------------------------------------------------------------------------------
 
 bool StderrCanRedraw() {

@@ -5,7 +5,8 @@
 //  - LineStatus: on a pipe, with NO_COLOR or TERM=dumb: one "==> phase" line per phase and the
 //    wait lines of before, but at most one per wait every 30 seconds.
 //  - NdjsonStatus: --output ndjson: one JSON event per phase change and printed wait line on
-//    stdout, {"event", "phase", "elapsed", "message"}; other lines stay on stderr.
+//    stdout, {"event", "phase", "elapsed", "message"}, and an "error" event when the command
+//    fails; other lines stay on stderr.
 // The clock is passed in, so tests drive time; the streams too.
 #pragma once
 
@@ -39,6 +40,8 @@ class StatusDisplay {
   virtual void Pause() {}
   /// The command ends: the last phase is closed (\a ok false: it failed).
   virtual void Finish(bool ok) = 0;
+  /// The command failed with \a message (before Finish(false)); only ndjson reports it.
+  virtual void Failed(std::string_view /*message*/) {}
 };
 
 /// "12s", "3m05s", "1h02m".
@@ -107,6 +110,7 @@ class NdjsonStatus : public StatusDisplay {
   void Waiting(std::string_view message, std::chrono::seconds waited) override;
   void Line(std::string_view line) override;
   void Finish(bool ok) override;
+  void Failed(std::string_view message) override;
 
  private:
   void Event(std::string_view event, std::string_view message);

@@ -230,5 +230,22 @@ TEST(NdjsonStatus, WritesOneEventPerPhaseAndPrintedWait) {
   EXPECT_EQ(err.str(), "note: to stderr\n");
 }
 
+TEST(NdjsonStatus, AFailureIsTheLastEvent) {
+  std::ostringstream out, err;
+  FakeClock clock;
+  NdjsonStatus status(out, err, clock.fn());
+  status.Phase("ssh", "waiting for SSH on 1.2.3.4");
+  clock.Advance(seconds(4));
+  status.Failed("SSH on 1.2.3.4 did not answer within 3s");
+  status.Finish(false);
+  const std::string text = out.str();
+  const std::string last = text.substr(text.rfind('\n', text.size() - 2) + 1);
+  Poco::JSON::Object::Ptr event = ParseLine(last);
+  EXPECT_EQ(event->getValue<std::string>("event"), "error");
+  EXPECT_EQ(event->getValue<std::string>("phase"), "ssh");
+  EXPECT_DOUBLE_EQ(event->getValue<double>("elapsed"), 4.0);
+  EXPECT_EQ(event->getValue<std::string>("message"), "SSH on 1.2.3.4 did not answer within 3s");
+}
+
 }  // namespace
 }  // namespace gpuprov

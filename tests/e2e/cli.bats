@@ -183,6 +183,17 @@ assert final["result"] == "removed", final
   [ "$(count_vm_containers "$CLI_VM")" -eq 0 ]
 }
 
+@test "a failing provision -o ndjson ends its stream with an error event" {
+  run --separate-stderr "$GPUPROV" provision --name cli-none --cloud nosuchcloud -o ndjson
+  [ "$status" -eq 2 ]
+  printf '%s\n' "$output" | tail -1 | /usr/bin/python3 -c '
+import json, sys
+e = json.loads(sys.stdin.read())
+assert e["event"] == "error" and "nosuchcloud" in e["message"], e'
+  # shellcheck disable=SC2154 # bats sets stderr (run --separate-stderr)
+  [[ "$stderr" == *"error: "*"nosuchcloud"* ]]
+}
+
 @test "provision shows type and \$/h, --max-price refuses above, a dear offer is asked on a terminal" {
   use_emulator memory
   printf '[defaults]\nconfirm_above_per_hour = 0.01\n[defaults.timeouts]\nssh_wait_seconds = 3\n' \
