@@ -12,10 +12,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 const std::vector<OptionSpec> kOptions = {
-    {"output", 'o', "FORMAT", "format"},
-    {"cloud", 'c', "CLOUD", "cloud"},
-    {"verbose", 'v', nullptr, "logs"},
-    {"yes", 'y', nullptr, "no question"},
+    {"output", 'o', "FORMAT", "format"},         {"cloud", 'c', "CLOUD", "cloud"},
+    {"verbose", 'v', nullptr, "logs"},           {"yes", 'y', nullptr, "no question"},
     {"no-refresh", 0, nullptr, "recorded only"},
 };
 
@@ -83,8 +81,8 @@ TEST(EditDistance, CountsEditsAndSwapsAsOne) {
 }
 
 TEST(ClosestMatch, PicksTheNearestAndRefusesFarWords) {
-  const std::vector<std::string> commands = {"provision", "ssh", "list", "down", "drivers",
-                                             "version"};
+  const std::vector<std::string> commands = {"provision", "ssh",     "list",
+                                             "down",      "drivers", "version"};
   EXPECT_EQ(ClosestMatch("provison", commands), "provision");
   EXPECT_EQ(ClosestMatch("lsit", commands), "list");
   EXPECT_EQ(ClosestMatch("dwn", commands), "down");

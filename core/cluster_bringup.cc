@@ -267,7 +267,7 @@ class ClusterBringUp {
     if (!in_.plan.boot_route) args.public_ip = in_.public_ip;  // a boot run asks the metadata service
     bool pushed = false;
     console_.Step("install", in_.plan.boot_route ? "checking the k3s install that ran at boot"
-                                      : "installing k3s over SSH");
+                                                 : "installing k3s over SSH");
     for (;;) {
       NodeProbe probe = RunNodeProbe(shell_);
       const BootRoute route = pushed ? BootRoute::kNone : BootRouteOf(in_.plan);

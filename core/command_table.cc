@@ -64,8 +64,9 @@ std::string MainHelp(const std::vector<Command>& commands, const std::vector<Opt
     out += name + c.summary + "\n";
   }
   out += "\nglobal options:\n" + OptionsHelp(globals);
-  out += "\nRun `gpuprov help COMMAND` (or `gpuprov COMMAND --help`) for a command's options.\n"
-         "Files live in ~/.gpu-provisioner (GPUPROV_HOME overrides).\n";
+  out +=
+      "\nRun `gpuprov help COMMAND` (or `gpuprov COMMAND --help`) for a command's options.\n"
+      "Files live in ~/.gpu-provisioner (GPUPROV_HOME overrides).\n";
   return out;
 }
 
@@ -74,8 +75,9 @@ std::string CommandHelp(const Command& c, const std::vector<OptionSpec>& globals
   if (!c.options.empty()) out += "\noptions:\n" + OptionsHelp(c.options);
   out += "\nglobal options:\n" + OptionsHelp(globals);
   if (c.streams) {
-    out += "\n--output ndjson streams one JSON event per phase and wait line, then the VM as "
-           "`gpuprov list -o json` shows it.\n";
+    out +=
+        "\n--output ndjson streams one JSON event per phase and wait line, then the VM as "
+        "`gpuprov list -o json` shows it.\n";
   }
   return out;
 }
@@ -93,13 +95,14 @@ std::string ManPage(const std::vector<Command>& commands, const std::vector<Opti
       << ".SH DESCRIPTION\n"
       << "gpuprov makes a GPU VM on a cloud through a per\\-cloud driver and, by default, turns it "
          "into a single\\-node k3s cluster.\n"
-      << "Results go to standard output (as text, or with \\fB\\-o json\\fR or \\fB\\-o yaml\\fR as "
+      << "Results go to standard output (as text, or with \\fB\\-o json\\fR or \\fB\\-o yaml\\fR "
+         "as "
          "data); progress, notes and errors go to standard error.\n"
       << ".SH COMMANDS\n";
   for (const auto& c : commands) {
     if (c.hidden) continue;
-    out << ".SS \"" << Roff(std::string("gpuprov ") + c.synopsis) << "\"\n" << Roff(c.summary)
-        << ".\n";
+    out << ".SS \"" << Roff(std::string("gpuprov ") + c.synopsis) << "\"\n"
+        << Roff(c.summary) << ".\n";
     if (c.streams) {
       out << ".PP\n\\fB\\-\\-output ndjson\\fR streams one JSON event per phase and wait line, "
              "then the VM as \\fBgpuprov list \\-o json\\fR shows it.\n";

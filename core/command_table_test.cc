@@ -22,10 +22,14 @@ const std::vector<OptionSpec> kGlobals = {
 };
 
 const std::vector<Command> kCommands = {
-    {"provision", "provision [--name NAME]", "create a GPU VM",
+    {"provision",
+     "provision [--name NAME]",
+     "create a GPU VM",
      {{"name", 'n', "NAME", "the VM's name: [a-z][a-z0-9-]*"},
       {"k3s-download-url", 0, "URL", "a mirror of https://github.com/k3s-io/k3s"}},
-     &Noop, Completion::kNone, true},
+     &Noop,
+     Completion::kNone,
+     true},
     {"down", "down NAME", ".deletes the VM \\ and more", {}, &Noop},
     {"__man", "__man", "hidden", {}, &Noop, Completion::kNone, false, true},
 };
@@ -60,8 +64,7 @@ TEST(ManPage, HasEveryVisibleCommandAndOptionInManMarkup) {
   std::istringstream lines(man);
   for (std::string line; std::getline(lines, line);) {
     if (line.empty() || line[0] != '.') continue;
-    EXPECT_THAT(line, ::testing::MatchesRegex("^\\.(\\\\\"|TH|SH|SS|TP|PP|RS|RE|B) ?.*"))
-        << line;
+    EXPECT_THAT(line, ::testing::MatchesRegex("^\\.(\\\\\"|TH|SH|SS|TP|PP|RS|RE|B) ?.*")) << line;
   }
 }
 

@@ -14,8 +14,8 @@ const OptionSpec* FindOption(const std::vector<OptionSpec>& options, const std::
 }
 
 std::vector<std::string> ValuesOf(Completion kind, const Command* command,
-                                  const std::vector<Command>& commands,
-                                  CompletionSources& sources, bool* files) {
+                                  const std::vector<Command>& commands, CompletionSources& sources,
+                                  bool* files) {
   switch (kind) {
     case Completion::kCloud:
       return sources.Clouds();

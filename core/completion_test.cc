@@ -20,14 +20,23 @@ const std::vector<OptionSpec> kGlobals = {
 };
 
 const std::vector<Command> kCommands = {
-    {"provision", "provision", "make a VM",
+    {"provision",
+     "provision",
+     "make a VM",
      {{"cloud", 'c', "CLOUD", "cloud", Completion::kCloud},
       {"file", 'f', "SPEC", "spec", Completion::kFile},
       {"name", 'n', "NAME", "name"}},
-     &Noop, Completion::kNone, true},
+     &Noop,
+     Completion::kNone,
+     true},
     {"ssh", "ssh NAME", "shell", {}, &Noop, Completion::kVm},
-    {"down", "down NAME", "delete", {{"yes", 'y', nullptr, "no question"}}, &Noop,
-     Completion::kVm, true},
+    {"down",
+     "down NAME",
+     "delete",
+     {{"yes", 'y', nullptr, "no question"}},
+     &Noop,
+     Completion::kVm,
+     true},
     {"list", "list", "show", {}, &Noop},
     {"completion", "completion SHELL", "script", {}, &Noop, Completion::kShell},
     {"help", "help [COMMAND]", "help", {}, &Noop, Completion::kCommand},
@@ -60,7 +69,8 @@ TEST(Complete, OffersACommandsFlagsAndTheGlobalOnes) {
 }
 
 TEST(Complete, OffersValuesByKind) {
-  EXPECT_THAT(CompleteWords({"provision", "--cloud", ""}).words, ElementsAre("aws", "docker", "gcp"));
+  EXPECT_THAT(CompleteWords({"provision", "--cloud", ""}).words,
+              ElementsAre("aws", "docker", "gcp"));
   EXPECT_THAT(CompleteWords({"provision", "-c", "g"}).words, ElementsAre("gcp"));
   EXPECT_THAT(CompleteWords({"ssh", ""}).words, ElementsAre("demo", "dev-box"));
   EXPECT_THAT(CompleteWords({"down", "-y", "dev"}).words, ElementsAre("dev-box"));
@@ -86,11 +96,12 @@ TEST(Complete, AsksTheShellForPaths) {
 }
 
 TEST(Complete, OffersNothingWhereNothingFits) {
-  EXPECT_THAT(CompleteWords({"ssh", "demo", ""}).words, IsEmpty());     // ssh takes one name
-  EXPECT_THAT(CompleteWords({"ssh", "demo", "--", ""}).words, IsEmpty());  // the remote command
+  EXPECT_THAT(CompleteWords({"ssh", "demo", ""}).words, IsEmpty());          // ssh takes one name
+  EXPECT_THAT(CompleteWords({"ssh", "demo", "--", ""}).words, IsEmpty());    // the remote command
   EXPECT_THAT(CompleteWords({"provision", "--name", ""}).words, IsEmpty());  // a new name
   EXPECT_THAT(CompleteWords({"nosuch", ""}).words, IsEmpty());
-  EXPECT_THAT(CompleteWords({"__complete", ""}).words, IsEmpty());  // hidden commands are unknown here
+  EXPECT_THAT(CompleteWords({"__complete", ""}).words,
+              IsEmpty());  // hidden commands are unknown here
   EXPECT_THAT(CompleteWords({"__"}).words, IsEmpty());
 }
 

@@ -20,8 +20,8 @@ bool ReadsAsAnotherType(const std::string& text) {
   if (text.empty()) return true;
   std::string lower;
   for (char c : text) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  static const char* const kWords[] = {"y", "n", "yes", "no", "on", "off", "true", "false",
-                                       "null", "~", ".nan", ".inf", "-.inf", "+.inf"};
+  static const char* const kWords[] = {"y",     "n",    "yes", "no",   "on",   "off",   "true",
+                                       "false", "null", "~",   ".nan", ".inf", "-.inf", "+.inf"};
   for (const char* w : kWords) {
     if (lower == w) return true;
   }
@@ -104,9 +104,9 @@ OutputFormat ParseOutputFormat(const std::string& text, bool streams, const std:
   if (streams) formats.push_back("ndjson");
   std::string list;
   for (const auto& f : formats) list += (list.empty() ? "" : ", ") + f;
-  throw UsageError("--output must be one of " + list + ", not '" + text + "'" +
-                       DidYouMean(text, formats),
-                   "e.g. -o json, -ojson or --output=json");
+  throw UsageError(
+      "--output must be one of " + list + ", not '" + text + "'" + DidYouMean(text, formats),
+      "e.g. -o json, -ojson or --output=json");
 }
 
 std::string RenderJson(const Poco::Dynamic::Var& value) {

@@ -102,8 +102,9 @@ TEST(ParseOutputFormat, RefusesNdjsonWhereNothingStreams) {
 }
 
 TEST(ParseOutputFormat, SuggestsTheClosestFormat) {
-  EXPECT_THAT(FormatError("jsno", false),
-              HasSubstr("--output must be one of text, json, yaml, not 'jsno' (did you mean json?)"));
+  EXPECT_THAT(
+      FormatError("jsno", false),
+      HasSubstr("--output must be one of text, json, yaml, not 'jsno' (did you mean json?)"));
   EXPECT_THAT(FormatError("xml", true), HasSubstr("text, json, yaml, ndjson"));
 }
 

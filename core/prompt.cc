@@ -23,8 +23,7 @@ class TerminalPrompter : public Prompter {
       std::cerr << "\n";
       return false;
     }
-    return answer == "y" || answer == "Y" || answer == "yes" || answer == "YES" ||
-           answer == "Yes";
+    return answer == "y" || answer == "Y" || answer == "yes" || answer == "YES" || answer == "Yes";
   }
 };
 
@@ -74,8 +73,7 @@ double ParsePricePerHour(const std::string& text, const std::string& field) {
     used = 0;
   }
   if (number.empty() || used != number.size() || !std::isfinite(value) || value < 0) {
-    throw UsageError(field + " must be a price in dollars per hour, e.g. 2.50; not '" + text +
-                         "'",
+    throw UsageError(field + " must be a price in dollars per hour, e.g. 2.50; not '" + text + "'",
                      "give a number of 0 or more");
   }
   return value;

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -124,8 +123,7 @@ void TerminalStatus::Clear() {
 
 void TerminalStatus::Draw() {
   if (!active_) return;
-  const auto elapsed =
-      std::chrono::duration_cast<std::chrono::seconds>(now_() - phase_start_);
+  const auto elapsed = std::chrono::duration_cast<std::chrono::seconds>(now_() - phase_start_);
   std::string text = message_;
   if (!waiting_.empty()) text += ": " + waiting_;
   const std::string suffix = " (" + FormatWait(elapsed) + ")";

@@ -11,8 +11,8 @@
 namespace gpuprov {
 namespace {
 
-using ::testing::HasSubstr;
 using std::chrono::seconds;
+using ::testing::HasSubstr;
 
 /// A clock the test moves by hand.
 struct FakeClock {
@@ -51,9 +51,9 @@ TEST(LineStatus, PrintsAWaitAtMostOnceEvery30Seconds) {
   // A 15-minute wait polled every 5 s: 180 calls.
   for (int s = 5; s <= 900; s += 5) {
     clock.Advance(seconds(5));
-    status.Waiting("waiting for VM demo to run (state " + std::string(s < 450 ? "pending" : "booting") +
-                       ")",
-                   seconds(s));
+    status.Waiting(
+        "waiting for VM demo to run (state " + std::string(s < 450 ? "pending" : "booting") + ")",
+        seconds(s));
   }
   const std::string out = err.str();
   EXPECT_THAT(out, HasSubstr("==> creating VM demo on aws\n"));
