@@ -187,15 +187,6 @@ int RunCommand(const std::vector<std::string>& raw_args) {
   }
   if (command == nullptr) command = &FindOrSuggest(command_name);
   std::vector<std::string> rest(raw_args.begin() + i + 1, raw_args.end());
-  if (command->run == &RunCompleteArgs) {
-    // The words to complete are anything at all, options included: no parsing.
-    ParsedArgs args;
-    if (!rest.empty() && rest[0] == "--") rest.erase(rest.begin());
-    args.after_dashdash = rest;
-    AppContext app{Paths(ProcessEnv()), globals.value("driver-path").value_or(""), false,
-                   OutputFormat::kText, nullptr};
-    return command->run(app, args);
-  }
   std::vector<OptionSpec> options = command->options;
   options.insert(options.end(), kGlobalOptions.begin(), kGlobalOptions.end());
   ParsedArgs args = ParseArgs(rest, options, command_name);
@@ -395,7 +386,8 @@ class MachineCompletionSources : public CompletionSources {
 
 int RunCompleteArgs(const AppContext& app, const ParsedArgs& args) {
   MachineCompletionSources sources(app);
-  std::vector<std::string> words = args.after_dashdash;
+  // The scripts pass the words after `--`, so options among them are not parsed here.
+  std::vector<std::string> words = args.has_dashdash ? args.after_dashdash : args.positional;
   if (words.empty()) words.push_back("");
   Console::Get().Result(CompletionReply(Complete(Commands(), kGlobalOptions, words, sources)));
   return 0;
