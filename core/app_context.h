@@ -1,25 +1,39 @@
-// What every subcommand needs: the user's gpuprov folder, the driver search path and how to
-// print results.
+// What every subcommand needs: the user's gpuprov folder, the driver search path, how to
+// print results and how to ask the user.
 #pragma once
 
+#include <Poco/Dynamic/Var.h>
+
+#include <memory>
 #include <string>
 
 #include "config.h"
+#include "console.h"
 #include "driver_host.h"
+#include "output.h"
 #include "paths.h"
+#include "prompt.h"
 
 namespace gpuprov {
 
 struct AppContext {
   Paths paths;
   std::string driver_path_flag;  // --driver-path
-  bool json_output = false;      // --output json
+  bool json_output = false;      // a structured --output (json, yaml or ndjson): see Print
+  OutputFormat output = OutputFormat::kText;
+  /// Questions on the terminal (prompt.h); never null in a running command.
+  std::shared_ptr<Prompter> prompter;
 
   DriverHost MakeDriverHost() const {
     return DriverHost(DriverHost::DefaultSearchPath(driver_path_flag, paths.home().string()));
   }
   /// config.toml from the gpuprov folder (defaults when it does not exist).
   Config LoadUserConfig() const { return LoadConfig(paths.config_file()); }
+  /// Prints a result in the structured format asked for (json_output is true): pretty JSON,
+  /// YAML, or one JSON line for ndjson.
+  void Print(const Poco::Dynamic::Var& value) const {
+    Console::Get().Result(RenderStructured(value, output));
+  }
 };
 
 }  // namespace gpuprov

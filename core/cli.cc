@@ -1,5 +1,8 @@
 #include "cli.h"
 
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+
 #include <csignal>
 #include <iostream>
 
@@ -7,37 +10,41 @@
 #include "check_command.h"
 #include "cli_args.h"
 #include "cluster_bringup.h"
+#include "command_table.h"
+#include "completion.h"
 #include "console.h"
 #include "drivers_command.h"
 #include "error.h"
 #include "gc_command.h"
 #include "gpu_request.h"
 #include "kubeconfig_command.h"
+#include "output.h"
+#include "prompt.h"
 #include "provision.h"
 #include "provision_options.h"
+#include "state_store.h"
+#include "status_display.h"
 #include "tunnel_command.h"
 #include "vm_commands.h"
 
 #ifndef GPUPROV_VERSION
 #define GPUPROV_VERSION "0.0.0"
 #endif
+#ifndef GPUPROV_BUILD_TYPE
+#define GPUPROV_BUILD_TYPE ""
+#endif
 
 namespace gpuprov {
 namespace {
 
-struct Command {
-  const char* name;
-  const char* synopsis;
-  const char* summary;
-  std::vector<OptionSpec> options;
-  int (*run)(const AppContext& app, const ParsedArgs& args);
-};
-
 const std::vector<OptionSpec> kGlobalOptions = {
     {"verbose", 'v', nullptr, "debug logs on stderr (secrets redacted)"},
     {"driver-path", 0, "DIRS", "search these folders for drivers first (colon separated)"},
-    {"output", 'o', "FORMAT", "text (default) or json"},
+    {"output", 'o', "FORMAT", "text (default), json or yaml; ndjson streams provision and "
+                              "down (-o json, -ojson and --output=json all work)",
+     Completion::kOutputFormat},
     {"help", 'h', nullptr, "show help"},
+    {"version", 0, nullptr, "print gpuprov's version and exit"},
 };
 
 int RunProvisionArgs(const AppContext& app, const ParsedArgs& args);
@@ -51,6 +58,10 @@ int RunDriversArgs(const AppContext& app, const ParsedArgs& args);
 int RunKubeconfigArgs(const AppContext& app, const ParsedArgs& args);
 int RunCheckArgs(const AppContext& app, const ParsedArgs& args);
 int RunVersionArgs(const AppContext& app, const ParsedArgs& args);
+int RunHelpArgs(const AppContext& app, const ParsedArgs& args);
+int RunCompletionArgs(const AppContext& app, const ParsedArgs& args);
+int RunCompleteArgs(const AppContext& app, const ParsedArgs& args);
+int RunManArgs(const AppContext& app, const ParsedArgs& args);
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command> kCommands = {
@@ -59,16 +70,18 @@ const std::vector<Command>& Commands() {
        "k3s node",
        {{"name", 'n', "NAME", "the VM's name: [a-z][a-z0-9-]*, at most 39 characters"},
         {"cloud", 'c', "CLOUD", "which cloud's driver to use (default: [defaults] cloud, else "
-                                "the only cloud `gpuprov check` finds usable)"},
+                                "the only cloud `gpuprov check` finds usable)",
+         Completion::kCloud},
         {"region", 'r', "REGION", "the cloud's region or zone"},
         {"gpus", 'g', "TYPE:COUNT", "GPU type and count, e.g. L4:1, A100:8, H100-80GB:8"},
-        {"file", 'f', "SPEC", "a YAML spec file; flags override its fields"},
+        {"file", 'f', "SPEC", "a YAML spec file; flags override its fields", Completion::kFile},
         {"k8s", 0, nullptr, "make the VM a single-node k3s cluster (the default where the "
                             "cloud can host it)"},
         {"no-k8s", 0, nullptr, "a plain VM: no Kubernetes, only SSH opened"},
         {"image", 0, "IMAGE", "the VM image (default: the cloud's GPU image)"},
         {"instance-type", 0, "TYPE", "the cloud's instance type (default: chosen from --gpus)"},
-        {"ssh-key", 0, "PATH", "private key to use (default: a generated ed25519 key)"},
+        {"ssh-key", 0, "PATH", "private key to use (default: a generated ed25519 key)",
+         Completion::kFile},
         {"disk-gb", 0, "N", "boot disk size in GB, 10 to 10000 (default: the cloud's)"},
         {"tag", 0, "KEY=VALUE", "a tag on the VM and what the driver makes for it (repeatable)"},
         {"k3s-version", 0, "TAG", "k3s release to install (default: the pinned one; another "
@@ -80,29 +93,39 @@ const std::vector<Command>& Commands() {
         {"allow-from-ssh", 0, nullptr, "narrow SSH (22) to the --allow-from sources too (gpuprov "
                                        "itself must then be inside them)"},
         {"merge-kubeconfig", 0, nullptr, "merge the VM's context into $KUBECONFIG's first file or "
-                                         "~/.kube/config at the end (config: merge_kubeconfig)"}},
-       &RunProvisionArgs},
+                                         "~/.kube/config at the end (config: merge_kubeconfig)"},
+        {"max-price", 0, "USD", "refuse an offer costing more than USD dollars per hour; "
+                                "nothing is created"},
+        {"yes", 'y', nullptr, "do not ask before making a VM above confirm_above_per_hour "
+                              "(asked only on a terminal)"}},
+       &RunProvisionArgs, Completion::kNone, /*streams=*/true},
       {"ssh", "ssh NAME [-L [BIND:]PORT:HOST:HOSTPORT]... [-N] [-- COMMAND...]",
        "open a shell on the VM, or run one command and exit with its status; the words after "
        "`--` are joined with spaces for the remote shell, as OpenSSH does",
        {{"local-forward", 'L', "[BIND:]PORT:HOST:HOSTPORT",
          "forward a local port to HOST:HOSTPORT as the VM sees it, as ssh -L (repeatable)"},
         {"no-command", 'N', nullptr, "with -L: forward only, run no shell or command"}},
-       &RunSshArgs},
+       &RunSshArgs, Completion::kVm},
       {"ssh-config", "ssh-config NAME",
        "print an OpenSSH `Host gpuprov-NAME` block (address, port, user, key, gpuprov's pinned "
        "known_hosts) for ~/.ssh/config, VS Code or `ssh -F`",
-       {}, &RunSshConfigArgs},
-      {"list", "list", "show every VM gpuprov knows: name, cloud, region, state, address, k8s, age",
+       {}, &RunSshConfigArgs, Completion::kVm},
+      {"list", "list",
+       "show every VM gpuprov knows: name, cloud, region, state, address, GPUs, $/h, k8s, age",
        {{"no-refresh", 0, nullptr, "show recorded state only; do not ask the clouds"}},
        &RunListArgs},
-      {"down", "down NAME", "delete the VM, what its driver created for it, and its local files",
-       {{"cloud", 'c', "CLOUD", "look the VM up in this cloud when no local record exists"}},
-       &RunDownArgs},
+      {"down", "down NAME [--yes]",
+       "delete the VM, what its driver created for it, and its local files (asks first on a "
+       "terminal)",
+       {{"cloud", 'c', "CLOUD", "look the VM up in this cloud when no local record exists",
+         Completion::kCloud},
+        {"yes", 'y', nullptr, "do not ask (asked only on a terminal)"}},
+       &RunDownArgs, Completion::kVm, /*streams=*/true},
       {"gc", "gc [--cloud CLOUD] [--delete [--yes]]",
        "list what carries gpuprov's tags on a cloud but belongs to no VM record here (a killed "
        "run's, a lost home folder's, another machine's), with age and $/h; --delete removes it",
-       {{"cloud", 'c', "CLOUD", "sweep this cloud only (default: every cloud with credentials)"},
+       {{"cloud", 'c', "CLOUD", "sweep this cloud only (default: every cloud with credentials)",
+         Completion::kCloud},
         {"delete", 0, nullptr, "delete what is listed (asks first on a terminal)"},
         {"yes", 'y', nullptr, "do not ask: needed with --delete when stdin is not a terminal"}},
        &RunGcArgs},
@@ -110,48 +133,109 @@ const std::vector<Command>& Commands() {
        "forward the VM's own local port (the one its kubeconfig names, from 16443 up) to its "
        "Kubernetes API over SSH until Ctrl-C, reconnecting when SSH drops",
        {{"local-port", 0, "N", "listen on 127.0.0.1:N instead of the VM's port"}},
-       &RunTunnelArgs},
+       &RunTunnelArgs, Completion::kVm},
       {"kubeconfig", "kubeconfig NAME [--merge [--switch]]",
        "print the VM's kubeconfig; --merge adds (or refreshes) its cluster, user and context "
        "gpuprov-NAME in $KUBECONFIG's first file or ~/.kube/config (backup kept, other entries "
        "untouched; `down` removes them)",
        {{"merge", 0, nullptr, "merge into the user's kubeconfig instead of printing"},
         {"switch", 0, nullptr, "merge and make gpuprov-NAME the current context"}},
-       &RunKubeconfigArgs},
+       &RunKubeconfigArgs, Completion::kVm},
       {"check", "check [--cloud CLOUD]",
        "for each cloud driver: credentials found and where from (never the secret), one "
        "read-only API call's result, the account, and the fix when it fails",
-       {{"cloud", 'c', "CLOUD", "check this cloud only"}},
+       {{"cloud", 'c', "CLOUD", "check this cloud only", Completion::kCloud}},
        &RunCheckArgs},
       {"drivers", "drivers [NAME]",
        "list the cloud drivers found, with capabilities and problems; with NAME, one driver "
        "and the keys its [clouds.NAME] table of config.toml accepts",
-       {}, &RunDriversArgs},
-      {"version", "version", "print the gpuprov and driver ABI versions", {}, &RunVersionArgs},
+       {}, &RunDriversArgs, Completion::kCloud},
+      {"version", "version",
+       "print the gpuprov and driver ABI versions, the build and where drivers are searched",
+       {}, &RunVersionArgs},
+      {"help", "help [COMMAND]", "show the commands, or one command's options", {}, &RunHelpArgs,
+       Completion::kCommand},
+      {"completion", "completion bash|zsh|fish",
+       "print the shell completion script, e.g. `source <(gpuprov completion bash)`", {},
+       &RunCompletionArgs, Completion::kShell},
+      // Hidden: what the completion scripts run on Tab, and the man page generator (build).
+      {"__complete", "__complete -- WORDS...", "complete the last word", {}, &RunCompleteArgs,
+       Completion::kNone, false, /*hidden=*/true},
+      {"__man", "__man", "print gpuprov(1)", {}, &RunManArgs, Completion::kNone, false,
+       /*hidden=*/true},
   };
   return kCommands;
 }
 
-std::string MainHelp() {
-  std::string out =
-      "gpuprov " GPUPROV_VERSION ": a GPU Kubernetes box on any cloud, with one command.\n\n"
-      "usage: gpuprov [GLOBAL OPTIONS] COMMAND [ARGS]\n\ncommands:\n";
-  for (const auto& c : Commands()) {
-    std::string name = std::string("  ") + c.name;
-    name.resize(14, ' ');
-    out += name + c.summary + "\n";
-  }
-  out += "\nglobal options:\n" + OptionsHelp(kGlobalOptions);
-  out += "\nRun `gpuprov COMMAND --help` for a command's options.\n"
-         "Files live in ~/.gpu-provisioner (GPUPROV_HOME overrides).\n";
-  return out;
+#ifdef __VERSION__
+constexpr const char* kCompiler = "compiler " __VERSION__;
+#else
+constexpr const char* kCompiler = "compiler unknown";
+#endif
+
+/// The visible command \a name; a UsageError with the closest command otherwise.
+const Command& FindOrSuggest(const std::string& name) {
+  if (const Command* c = FindCommand(Commands(), name)) return *c;
+  throw UsageError("unknown command '" + name + "'" + DidYouMean(name, CommandNames(Commands())),
+                   "run `gpuprov --help` to see the commands");
 }
 
-std::string CommandHelp(const Command& c) {
-  std::string out = std::string("usage: gpuprov ") + c.synopsis + "\n\n" + c.summary + "\n";
-  if (!c.options.empty()) out += "\noptions:\n" + OptionsHelp(c.options);
-  out += "\nglobal options:\n" + OptionsHelp(kGlobalOptions);
-  return out;
+/// Parses the command line and runs the command; errors are left to RunCli.
+int RunCommand(const std::vector<std::string>& raw_args) {
+  Console& console = Console::Get();
+  // Global options come before the command; the command's own after it. Global options are
+  // also accepted after the command, for convenience.
+  size_t i = 0;
+  std::vector<std::string> global_args;
+  while (i < raw_args.size() && !raw_args[i].empty() && raw_args[i][0] == '-') {
+    global_args.push_back(raw_args[i]);
+    const std::string& a = raw_args[i];
+    if ((a == "--driver-path" || a == "--output" || a == "-o") && i + 1 < raw_args.size()) {
+      global_args.push_back(raw_args[++i]);
+    }
+    ++i;
+  }
+  ParsedArgs globals = ParseArgs(global_args, kGlobalOptions, "");
+  if (globals.has("version")) {
+    console.Result("gpuprov " GPUPROV_VERSION "\n");
+    return 0;
+  }
+  if (i >= raw_args.size()) {
+    if (globals.has("help")) {
+      console.Result(MainHelp(Commands(), kGlobalOptions, GPUPROV_VERSION));
+      return 0;
+    }
+    std::cerr << MainHelp(Commands(), kGlobalOptions, GPUPROV_VERSION);
+    return kExitUsage;
+  }
+  const std::string command_name = raw_args[i];
+  const Command* command = nullptr;
+  for (const auto& c : Commands()) {
+    if (command_name == c.name) command = &c;  // hidden ones too: scripts run them
+  }
+  if (command == nullptr) command = &FindOrSuggest(command_name);
+  std::vector<std::string> rest(raw_args.begin() + i + 1, raw_args.end());
+  std::vector<OptionSpec> options = command->options;
+  options.insert(options.end(), kGlobalOptions.begin(), kGlobalOptions.end());
+  ParsedArgs args = ParseArgs(rest, options, command_name);
+  for (const auto& [k, v] : globals.values) args.values.emplace(k, v);
+  for (const auto& s : globals.switches) args.switches.push_back(s);
+  if (args.has("help")) {
+    console.Result(CommandHelp(*command, kGlobalOptions));
+    return 0;
+  }
+  if (args.has("version")) {
+    console.Result("gpuprov " GPUPROV_VERSION "\n");
+    return 0;
+  }
+  console.set_verbose(args.has("verbose"));
+  const OutputFormat output =
+      ParseOutputFormat(args.value("output").value_or("text"), command->streams, command_name);
+  console.set_display(MakeStatusDisplay(output == OutputFormat::kNdjson, console.color()));
+  AppContext app{Paths(ProcessEnv()), args.value("driver-path").value_or(""),
+                 output != OutputFormat::kText, output,
+                 std::shared_ptr<Prompter>(MakeTerminalPrompter())};
+  return command->run(app, args);
 }
 
 std::string OneName(const ParsedArgs& args, const char* command) {
@@ -190,6 +274,10 @@ int RunProvisionArgs(const AppContext& app, const ParsedArgs& args) {
   }
   if (args.has("allow-from-ssh")) flags.allow_from_ssh = true;
   if (args.has("merge-kubeconfig")) flags.merge_kubeconfig = true;
+  if (auto price = args.value("max-price")) {
+    flags.max_price_per_hour = ParsePricePerHour(*price, "--max-price");
+  }
+  flags.yes = args.has("yes");
   return RunProvision(app, flags, args.value("file"));
 }
 
@@ -225,7 +313,7 @@ int RunListArgs(const AppContext& app, const ParsedArgs& args) {
 }
 
 int RunDownArgs(const AppContext& app, const ParsedArgs& args) {
-  return RunDown(app, OneName(args, "down"), args.value("cloud"));
+  return RunDown(app, OneName(args, "down"), args.value("cloud"), args.has("yes"));
 }
 
 int RunGcArgs(const AppContext& app, const ParsedArgs& args) {
@@ -268,10 +356,106 @@ int RunDriversArgs(const AppContext& app, const ParsedArgs& args) {
   return RunDriversCommand(app);
 }
 
-int RunVersionArgs(const AppContext&, const ParsedArgs&) {
-  Console::Get().Result("gpuprov " GPUPROV_VERSION " (driver ABI " +
-                        std::to_string(GPUPROV_ABI_VERSION_MAJOR) + "." +
-                        std::to_string(GPUPROV_ABI_VERSION_MINOR) + ")\n");
+int RunVersionArgs(const AppContext& app, const ParsedArgs& args) {
+  if (!args.positional.empty()) throw UsageError("`gpuprov version` takes no arguments");
+  const std::string abi = std::to_string(GPUPROV_ABI_VERSION_MAJOR) + "." +
+                          std::to_string(GPUPROV_ABI_VERSION_MINOR);
+  const std::vector<DriverSearchDir> search =
+      DriverHost::DefaultSearchPath(app.driver_path_flag, app.paths.home().string());
+  if (app.json_output) {
+    Poco::JSON::Object::Ptr o = new Poco::JSON::Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    o->set("version", std::string(GPUPROV_VERSION));
+    o->set("abi", abi);
+    o->set("abi_major", GPUPROV_ABI_VERSION_MAJOR);
+    o->set("abi_minor", GPUPROV_ABI_VERSION_MINOR);
+    Poco::JSON::Object::Ptr build = new Poco::JSON::Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    build->set("type", std::string(GPUPROV_BUILD_TYPE));
+    build->set("compiler", std::string(kCompiler));
+    build->set("cplusplus", static_cast<Poco::Int64>(__cplusplus));
+    o->set("build", build);
+    Poco::JSON::Array::Ptr dirs = new Poco::JSON::Array;
+    for (const auto& d : search) {
+      Poco::JSON::Object::Ptr dir = new Poco::JSON::Object(Poco::JSON_PRESERVE_KEY_ORDER);
+      dir->set("path", d.path);
+      dir->set("origin", d.origin);
+      dirs->add(dir);
+    }
+    o->set("drivers_dirs", dirs);
+    app.Print(o);
+    return 0;
+  }
+  std::string out = "gpuprov " GPUPROV_VERSION " (driver ABI " + abi + ")\n";
+  out += std::string("  build:   ") + (*GPUPROV_BUILD_TYPE ? GPUPROV_BUILD_TYPE ", " : "") +
+         kCompiler + "\n";
+  out += "  drivers: searched in\n";
+  for (const auto& d : search) out += "    " + d.path + " (" + d.origin + ")\n";
+  Console::Get().Result(out);
+  return 0;
+}
+
+int RunHelpArgs(const AppContext&, const ParsedArgs& args) {
+  if (args.positional.size() > 1) {
+    throw UsageError("`gpuprov help` takes at most one command", "e.g. gpuprov help provision");
+  }
+  if (args.positional.empty()) {
+    Console::Get().Result(MainHelp(Commands(), kGlobalOptions, GPUPROV_VERSION));
+    return 0;
+  }
+  Console::Get().Result(CommandHelp(FindOrSuggest(args.positional[0]), kGlobalOptions));
+  return 0;
+}
+
+int RunCompletionArgs(const AppContext&, const ParsedArgs& args) {
+  if (args.positional.size() != 1) {
+    throw UsageError("`gpuprov completion` takes one shell: bash, zsh or fish",
+                     "e.g. source <(gpuprov completion bash)");
+  }
+  Console::Get().Result(CompletionScript(args.positional[0]));
+  return 0;
+}
+
+/// Names for completion: working drivers (from the driver list cache) and VM records. Errors
+/// give no names: a Tab must never print an error.
+class MachineCompletionSources : public CompletionSources {
+ public:
+  explicit MachineCompletionSources(const AppContext& app) : app_(app) {}
+  std::vector<std::string> Clouds() override {
+    std::vector<std::string> names;
+    try {
+      DriverHost host = app_.MakeDriverHost();
+      host.set_list_cache((app_.paths.home() / "cache" / "drivers.json").string());
+      for (const auto& d : host.ListAll()) {
+        if (d.ok() && d.shadowed_by.empty()) names.push_back(d.name);
+      }
+    } catch (const std::exception&) {
+    }
+    return names;
+  }
+  std::vector<std::string> Vms() override {
+    std::vector<std::string> names;
+    try {
+      std::vector<std::string> problems;
+      for (const auto& r : StateStore(app_.paths).List(&problems)) names.push_back(r.name);
+    } catch (const std::exception&) {
+    }
+    return names;
+  }
+
+ private:
+  const AppContext& app_;
+};
+
+int RunCompleteArgs(const AppContext& app, const ParsedArgs& args) {
+  MachineCompletionSources sources(app);
+  // The scripts pass the words after `--`, so options among them are not parsed here.
+  std::vector<std::string> words = args.has_dashdash ? args.after_dashdash : args.positional;
+  if (words.empty()) words.push_back("");
+  Console::Get().Result(CompletionReply(Complete(Commands(), kGlobalOptions, words, sources)));
+  return 0;
+}
+
+int RunManArgs(const AppContext&, const ParsedArgs&) {
+  Console::Get().Result(ManPage(Commands(), kGlobalOptions, GPUPROV_VERSION));
   return 0;
 }
 
@@ -279,67 +463,21 @@ int RunVersionArgs(const AppContext&, const ParsedArgs&) {
 
 int RunCli(const std::vector<std::string>& raw_args) {
   Console& console = Console::Get();
+  int code = kExitOk;
   try {
-    // Global options come before the command; the command's own after it. Global options are
-    // also accepted after the command, for convenience.
-    size_t i = 0;
-    std::vector<std::string> global_args;
-    while (i < raw_args.size() && !raw_args[i].empty() && raw_args[i][0] == '-') {
-      global_args.push_back(raw_args[i]);
-      const std::string& a = raw_args[i];
-      if ((a == "--driver-path" || a == "--output" || a == "-o") && i + 1 < raw_args.size()) {
-        global_args.push_back(raw_args[++i]);
-      }
-      ++i;
-    }
-    ParsedArgs globals = ParseArgs(global_args, kGlobalOptions, "");
-    if (i >= raw_args.size()) {
-      if (globals.has("help")) {
-        console.Result(MainHelp());
-        return 0;
-      }
-      std::cerr << MainHelp();
-      return kExitUsage;
-    }
-    const std::string command_name = raw_args[i];
-    if (command_name == "help") {
-      console.Result(MainHelp());
-      return 0;
-    }
-    const Command* command = nullptr;
-    for (const auto& c : Commands()) {
-      if (command_name == c.name) command = &c;
-    }
-    if (command == nullptr) {
-      throw UsageError("unknown command '" + command_name + "'",
-                       "run `gpuprov --help` to see the commands");
-    }
-    std::vector<OptionSpec> options = command->options;
-    options.insert(options.end(), kGlobalOptions.begin(), kGlobalOptions.end());
-    std::vector<std::string> rest(raw_args.begin() + i + 1, raw_args.end());
-    ParsedArgs args = ParseArgs(rest, options, command_name);
-    for (const auto& [k, v] : globals.values) args.values.emplace(k, v);
-    for (const auto& s : globals.switches) args.switches.push_back(s);
-    if (args.has("help")) {
-      console.Result(CommandHelp(*command));
-      return 0;
-    }
-    console.set_verbose(args.has("verbose"));
-    std::string output = args.value("output").value_or("text");
-    if (output != "text" && output != "json") {
-      throw UsageError("--output must be text or json, not '" + output + "'");
-    }
-    AppContext app{Paths(ProcessEnv()), args.value("driver-path").value_or(""),
-                   output == "json"};
-    return command->run(app, args);
+    code = RunCommand(raw_args);
   } catch (const Error& e) {
+    console.FailStatus(e.what());
     console.ErrorLine(e.what(), e.hint());
-    return e.exit_code();
+    code = e.exit_code();
   } catch (const std::exception& e) {
+    console.FailStatus(std::string("unexpected: ") + e.what());
     console.ErrorLine(std::string("unexpected: ") + e.what(),
                       "this is a bug; please report it with the output of `gpuprov -v ...`");
-    return kExitFailure;
+    code = kExitFailure;
   }
+  console.FinishStatus(code == kExitOk);
+  return code;
 }
 
 }  // namespace gpuprov

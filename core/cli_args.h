@@ -1,20 +1,37 @@
 // Command-line parsing for gpuprov's subcommands: a small, strict parser. Unknown options are
-// usage errors naming the option and the command's help; `--` ends options and the rest is kept
-// verbatim (for `gpuprov ssh NAME -- CMD...`).
+// usage errors naming the option, the closest known one ("did you mean --cloud?") and the
+// command's help; `--` ends options and the rest is kept verbatim (for `gpuprov ssh NAME --
+// CMD...`). A short option takes its value attached or as the next word (`-ojson`, `-o json`),
+// a long one after `=` or as the next word (`--output=json`, `--output json`).
+// Written here rather than with CLI11: the same table drives help, the man page and completion,
+// and the messages follow gpuprov's error convention.
 #pragma once
 
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpuprov {
+
+/// What a shell may complete for an option's value or a command's arguments.
+enum class Completion {
+  kNone,
+  kFile,          // a path
+  kCloud,         // an installed driver's name
+  kVm,            // a VM name from the state folder
+  kOutputFormat,  // text, json, yaml (and ndjson where the command streams)
+  kShell,         // bash, zsh, fish
+  kCommand,       // a gpuprov command
+};
 
 struct OptionSpec {
   const char* long_name;   // "name" for --name
   char short_name;         // 'f' for -f, or 0
   const char* value_name;  // "NAME" when the option takes a value, nullptr for a switch
   const char* help;
+  Completion completes = Completion::kNone;  // what the value is, for shell completion
 };
 
 struct ParsedArgs {
@@ -38,5 +55,17 @@ ParsedArgs ParseArgs(const std::vector<std::string>& args, const std::vector<Opt
 
 /// "  -f, --file SPEC   help" lines.
 std::string OptionsHelp(const std::vector<OptionSpec>& options);
+
+/// Edit distance counting an insertion, deletion, substitution or swap of two neighbouring
+/// characters as one (optimal string alignment).
+size_t EditDistance(std::string_view a, std::string_view b);
+
+/// The candidate closest to \a typed when it is near enough to be a typo (distance at most 2,
+/// and at most a third of the longer word, or \a typed is a prefix of it); nullopt otherwise.
+std::optional<std::string> ClosestMatch(std::string_view typed,
+                                        const std::vector<std::string>& candidates);
+
+/// " (did you mean X?)" for the closest candidate, or "".
+std::string DidYouMean(std::string_view typed, const std::vector<std::string>& candidates);
 
 }  // namespace gpuprov

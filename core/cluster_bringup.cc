@@ -236,7 +236,7 @@ class ClusterBringUp {
     in_.save(rec_);
 
     Install();
-    console_.Step("waiting for the Kubernetes API and validating the node");
+    console_.Step("validate", "waiting for the Kubernetes API and validating the node");
     NodeChecks checks = WaitAndValidate();
 
     const auto access_start = Clock::now();
@@ -244,7 +244,7 @@ class ClusterBringUp {
     ClusterResult result;
     result.server = in_.plan.direct ? CheckDirectAccess(creds, checks) : CheckTunnelAccess(creds);
     if (!in_.plan.direct && !in_.public_ip.empty()) {
-      console_.Step("checking that the API is closed at " + in_.public_ip + ":" +
+      console_.Step("access", "checking that the API is closed at " + in_.public_ip + ":" +
                     std::to_string(in_.api_port) + " from this machine");
       ApiReach& reach = in_.reach != nullptr ? *in_.reach : ApiFromThisMachine();
       rec_.probe["api_at_public_address"] = CheckApiClosedAtPublicAddress(
@@ -271,8 +271,8 @@ class ClusterBringUp {
     if (!in_.plan.boot_route) args.public_ip = in_.public_ip;  // a boot run asks the metadata service
     bool pushed = false;
     Clock::time_point pushed_at;
-    console_.Step(in_.plan.boot_route ? "checking the k3s install that ran at boot"
-                                      : "installing k3s over SSH");
+    console_.Step("install", in_.plan.boot_route ? "checking the k3s install that ran at boot"
+                                                 : "installing k3s over SSH");
     for (;;) {
       NodeProbe probe = RunNodeProbe(shell_);
       const BootRoute route = pushed ? BootRoute::kNone : BootRouteOf(in_.plan);
@@ -388,7 +388,7 @@ class ClusterBringUp {
   std::string CheckDirectAccess(KubeCredentials& creds, NodeChecks& checks) {
     const std::string& host = in_.public_ip;
     const std::string where = host + ":" + std::to_string(in_.api_port);
-    console_.Step("checking the API at " + where + " from this machine");
+    console_.Step("access", "checking the API at " + where + " from this machine");
     ApiReach& reach = in_.reach != nullptr ? *in_.reach : ApiFromThisMachine();
     if (std::string err = reach.ConnectError(host, in_.api_port); !err.empty()) {
       throw Error("the Kubernetes API port " + std::to_string(kApiPort) + " of " + vm_ +
@@ -436,7 +436,7 @@ class ClusterBringUp {
   /// Tunnel mode: /readyz through a temporary SSH forward on an ephemeral local port, with the
   /// kubeconfig's credentials. Returns the kubeconfig's server URL (gpuprov tunnel's port).
   std::string CheckTunnelAccess(const KubeCredentials& creds) {
-    console_.Step("checking the API through an SSH tunnel");
+    console_.Step("access", "checking the API through an SSH tunnel");
     PortForwardOptions options;
     options.remote_port = kApiPort;  // listen_port 0: an ephemeral 127.0.0.1 port
     SshPortForward forward(in_.ssh, options);

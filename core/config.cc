@@ -18,7 +18,8 @@ namespace {
 constexpr std::string_view kAllowedTopLevel = "[defaults], [clouds.<name>]";
 constexpr std::string_view kAllowedDefaults =
     "kubernetes, cloud, region, gpus, ssh_key, k3s_version, k3s_sha256, k3s_download_url, "
-    "allow_from, allow_from_ssh, merge_kubeconfig, tunnel_first_port, [defaults.timeouts]";
+    "allow_from, allow_from_ssh, merge_kubeconfig, tunnel_first_port, confirm_above_per_hour, "
+    "[defaults.timeouts]";
 constexpr std::string_view kAllowedTimeouts =
     "boot_wait_seconds, ssh_wait_seconds, boot_install_wait_seconds, api_wait_seconds";
 constexpr std::string_view kCloudNameRule =
@@ -210,6 +211,14 @@ class ConfigParser {
           throw TypeError(full, v, "a port number from 1024 to 65535");
         }
         out.tunnel_first_port = static_cast<int>(v.as_integer());
+      } else if (key == "confirm_above_per_hour") {
+        const double price = v.is_floating()  ? v.as_floating()
+                             : v.is_integer() ? static_cast<double>(v.as_integer())
+                                              : -1;
+        if (!(v.is_floating() || v.is_integer()) || !(price >= 0)) {
+          throw TypeError(full, v, "a price in dollars per hour of 0 or more, e.g. 5.0");
+        }
+        out.confirm_above_per_hour = price;
       } else if (key == "timeouts") {
         if (!v.is_table()) throw TypeError(full, v, "a table ([defaults.timeouts])");
         ParseTimeouts(v, out.timeouts);

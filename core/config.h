@@ -59,6 +59,8 @@ struct ConfigDefaults {
   std::optional<bool> allow_from_ssh;
   std::optional<bool> merge_kubeconfig;
   std::optional<int> tunnel_first_port;
+  /// provision asks (on a terminal) before making a VM dearer than this, in dollars per hour.
+  std::optional<double> confirm_above_per_hour;
   ConfigTimeouts timeouts;
 };
 

@@ -272,5 +272,19 @@ TEST(ConfigTest, MergeKubeconfigIsABooleanAndTunnelFirstPortAPort) {
               HasSubstr("must be a port number"));
 }
 
+TEST(ConfigTest, ConfirmAbovePerHourIsANonNegativePrice) {
+  EXPECT_EQ(ParseConfig("[defaults]\nconfirm_above_per_hour = 2.5\n", "config.toml")
+                .defaults.confirm_above_per_hour,
+            2.5);
+  EXPECT_EQ(ParseConfig("[defaults]\nconfirm_above_per_hour = 10\n", "config.toml")
+                .defaults.confirm_above_per_hour,
+            10.0);
+  EXPECT_FALSE(ParseConfig("", "config.toml").defaults.confirm_above_per_hour);
+  EXPECT_THAT(ErrorFor("[defaults]\nconfirm_above_per_hour = \"5\"\n"),
+              HasSubstr("key 'defaults.confirm_above_per_hour' must be a price in dollars"));
+  EXPECT_THAT(ErrorFor("[defaults]\nconfirm_above_per_hour = -1.0\n"),
+              HasSubstr("must be a price in dollars per hour of 0 or more"));
+}
+
 }  // namespace
 }  // namespace gpuprov

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <iostream>
 
+#include "status_display.h"
+
 extern char** environ;
 
 namespace gpuprov {
@@ -38,6 +40,23 @@ Console::Console() {
     std::string value(eq + 1);
     if (LooksSecret(name) && value.size() >= 8) secrets_.push_back(value);
   }
+  display_ = std::make_unique<LineStatus>(
+      std::cerr, [] { return StatusDisplay::Clock::now(); }, color_);
+}
+
+Console::~Console() = default;
+
+void Console::set_display(std::unique_ptr<StatusDisplay> display) {
+  display_ = std::move(display);
+}
+
+void Console::PauseStatus() { display_->Pause(); }
+
+void Console::FinishStatus(bool ok) { display_->Finish(ok); }
+
+void Console::FailStatus(std::string_view message) {
+  display_->Failed(Redact(message));
+  display_->Finish(false);
 }
 
 void Console::AddSecret(std::string value) {
@@ -56,20 +75,23 @@ std::string Console::Redact(std::string_view text) const {
 }
 
 void Console::Emit(std::string_view prefix, std::string_view msg, const char* color_code) {
-  std::string line = Redact(msg);
+  const std::string line = Redact(msg);
   if (color_ && color_code != nullptr) {
-    std::cerr << color_code << prefix << "\033[0m" << line << '\n';
+    display_->Line(std::string(color_code) + std::string(prefix) + "\033[0m" + line);
   } else {
-    std::cerr << prefix << line << '\n';
+    display_->Line(std::string(prefix) + line);
   }
-  std::cerr.flush();
 }
 
 void Console::Debug(std::string_view msg) {
   if (verbose_) Emit("debug: ", msg, "\033[2m");
 }
 void Console::Info(std::string_view msg) { Emit("  ", msg, nullptr); }
-void Console::Step(std::string_view msg) { Emit("==> ", msg, "\033[1;34m"); }
+void Console::Step(std::string_view msg) { Step(phase_.empty() ? "step" : phase_, msg); }
+void Console::Step(std::string_view phase, std::string_view msg) {
+  phase_ = phase;
+  display_->Phase(phase, Redact(msg));
+}
 void Console::Note(std::string_view msg) { Emit("note: ", msg, "\033[1;36m"); }
 void Console::Warning(std::string_view msg) { Emit("warning: ", msg, "\033[1;33m"); }
 void Console::ErrorLine(std::string_view msg, std::string_view hint) {
@@ -77,10 +99,11 @@ void Console::ErrorLine(std::string_view msg, std::string_view hint) {
   if (!hint.empty()) Emit("hint: ", hint, "\033[1m");
 }
 void Console::Progress(std::string_view msg, std::chrono::seconds elapsed) {
-  Emit("  ", std::string(msg) + " ... " + std::to_string(elapsed.count()) + "s", nullptr);
+  display_->Waiting(Redact(msg), elapsed);
 }
 
 void Console::Result(std::string_view text) {
+  display_->Finish(true);  // the status line (and its open phase) before the result
   std::cout << Redact(text);
   std::cout.flush();
 }

@@ -36,9 +36,7 @@ int RunDriversCommand(const AppContext& app) {
       o->set("shadowed_by", d.shadowed_by);
       arr->add(o);
     }
-    std::ostringstream out;
-    arr->stringify(out, 2);
-    console.Result(out.str() + "\n");
+    app.Print(arr);
     return 0;
   }
   std::ostringstream out;
@@ -99,9 +97,7 @@ int RunDriverDetailCommand(const AppContext& app, const std::string& name) {
     } else {
       o->set("config_keys", Poco::Dynamic::Var());
     }
-    std::ostringstream out;
-    o->stringify(out, 2);
-    console.Result(out.str() + "\n");
+    app.Print(o);
     return d.problem.empty() ? 0 : kExitFailure;
   }
   std::ostringstream out;

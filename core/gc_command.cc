@@ -126,7 +126,8 @@ Object::Ptr OrphanJson(const GcOrphan& orphan, bool asked_to_delete) {
   return o;
 }
 
-void PrintJson(const std::vector<GcCloudReport>& reports, bool asked_to_delete) {
+void PrintJson(const AppContext& app, const std::vector<GcCloudReport>& reports,
+               bool asked_to_delete) {
   Array::Ptr clouds = new Array;
   for (const auto& report : reports) {
     Object::Ptr c = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
@@ -141,9 +142,7 @@ void PrintJson(const std::vector<GcCloudReport>& reports, bool asked_to_delete) 
   }
   Object::Ptr root = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   root->set("clouds", clouds);
-  std::ostringstream out;
-  root->stringify(out, 2);
-  Console::Get().Result(out.str() + "\n");
+  app.Print(root);
 }
 
 void PrintText(const std::vector<GcCloudReport>& reports, bool asked_to_delete) {
@@ -355,7 +354,7 @@ int RunGc(const AppContext& app, const GcOptions& options) {
     }
   }
   if (app.json_output) {
-    PrintJson(reports, options.remove);
+    PrintJson(app, reports, options.remove);
   } else {
     PrintText(reports, options.remove);
   }

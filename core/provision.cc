@@ -23,6 +23,7 @@
 #include "kubeconfig.h"
 #include "kubeconfig_merge.h"
 #include "node_shell.h"
+#include "prompt.h"
 #include "spec.h"
 #include "ssh_client.h"
 #include "ssh_keys.h"
@@ -227,7 +228,7 @@ class Provision {
   /// plans the cluster route and access.
   void CheckAccountAndPlan() {
     cloud_ = Cloud::Open(*driver_, config_);
-    console_.Step("checking " + cloud_name_ + " credentials");
+    console_.Step("check", "checking " + cloud_name_ + " credentials");
     const CloudCheck account = cloud_->Check();
     console_.Debug(cloud_name_ + " account: " + account.account);
     if (k8s_.enabled) {
@@ -287,10 +288,38 @@ class Provision {
     region_ = opt_.region.value.value_or(offer_.region);
     console_.Info("offer: " + offer_.instance_type +
                   (offer_.region.empty() ? "" : " in " + offer_.region) +
-                  (offer_.price_per_hour > 0
-                       ? " at $" + std::to_string(offer_.price_per_hour) + "/h"
-                       : ""));
+                  (offer_.price_per_hour > 0 ? " at " + FormatPricePerHour(offer_.price_per_hour)
+                                             : ""));
+    ConfirmPrice();
     public_key_ = EnsureEd25519Key(key_path_);
+  }
+
+  /// Before a new VM is made: --max-price refuses a dearer offer; above
+  /// confirm_above_per_hour the user is asked on a terminal (prompt.h).
+  void ConfirmPrice() {
+    if (existing_ && !existing_->vm_id.empty()) return;  // the VM exists: nothing new is made
+    const double confirm_above =
+        config_.defaults.confirm_above_per_hour.value_or(kDefaultConfirmAbovePerHour);
+    const ConsentDecision d =
+        DecideCreateConsent(offer_.price_per_hour, flags_.max_price_per_hour, confirm_above,
+                            flags_.yes, app_.prompter && app_.prompter->CanAsk());
+    switch (d.consent) {
+      case Consent::kRefuse:
+        throw UsageError(d.reason + " (" + offer_.instance_type + ")",
+                         "raise --max-price, or choose fewer or smaller GPUs; nothing was "
+                         "created");
+      case Consent::kAsk:
+        if (!app_.prompter->Confirm("create " + offer_.instance_type + " at " +
+                                    FormatPricePerHour(offer_.price_per_hour) + "?")) {
+          throw Error("not confirmed: nothing was created",
+                      "--yes skips the question; [defaults] confirm_above_per_hour in "
+                      "config.toml sets the price above which gpuprov asks");
+        }
+        return;
+      case Consent::kProceed:
+        if (!d.reason.empty()) console_.Note(d.reason);
+        return;
+    }
   }
 
   /// The record says what is about to be made before any call that creates something.
@@ -300,6 +329,7 @@ class Provision {
     rec_.cloud = cloud_name_;
     rec_.region = region_;
     rec_.instance_type = offer_.instance_type;
+    if (offer_.price_per_hour > 0) rec_.price_per_hour = offer_.price_per_hour;
     rec_.gpus = opt_.gpus.value ? ToString(*opt_.gpus.value) : "";
     rec_.image = opt_.image.value.value_or("");
     rec_.driver_file = driver_->info().path;
@@ -320,7 +350,7 @@ class Provision {
   /// create: idempotent by name, so a re-run finds the VM of the first. When create fails and
   /// the cloud has no VM of that name, the intent is forgotten: nothing is left behind.
   void CreateOrFind() {
-    console_.Step((existing_ ? "checking VM " : "creating VM ") + name_ + " on " + cloud_name_);
+    console_.Step("create", (existing_ ? "checking VM " : "creating VM ") + name_ + " on " + cloud_name_);
     CreateRequest req;
     req.name = name_;
     req.region = region_;
@@ -430,7 +460,7 @@ class Provision {
     target_ = SshTarget{rec_.public_ip, rec_.ssh_port, rec_.ssh_user, key_path_,
                         app_.paths.known_hosts().string()};
     if (!vm_existed_) ForgetHostKey(target_.known_hosts_path, target_.host, target_.port);
-    console_.Step("waiting for SSH on " + SshHostPort(target_.host, target_.port));
+    console_.Step("ssh", "waiting for SSH on " + SshHostPort(target_.host, target_.port));
     const auto ssh_start = Clock::now();
     SshSession session = gpuprov::WaitForSsh(
         target_, std::chrono::seconds(opt_.ssh_wait_seconds.value), [&](std::chrono::seconds s) {
@@ -529,7 +559,8 @@ class Provision {
   void Report() {
     if (!k8s_.note.empty()) console_.Note(k8s_.note);
     if (app_.json_output) {
-      console_.Result(VmRecordJson(rec_) + "\n");
+      // The cloud's word for the VM, as `gpuprov list` (which asks the cloud) shows it.
+      app_.Print(VmRecordObject(rec_, vm_.state.empty() ? rec_.phase : vm_.state));
       return;
     }
     std::ostringstream out;

@@ -51,6 +51,8 @@ struct ProvisionFlags {
   std::optional<std::string> instance_type;
   std::optional<std::string> ssh_key;
   std::optional<int> disk_gb;
+  std::optional<double> max_price_per_hour;  // --max-price: refuse a dearer offer
+  bool yes = false;                          // --yes: no question before an expensive VM
   std::map<std::string, std::string> tags;  // Overlay the spec's tags key by key.
   std::optional<std::string> k3s_version;
   std::optional<std::string> k3s_sha256;

@@ -123,6 +123,16 @@ class RecordReader {
     return out;
   }
 
+  /// A non-negative number; 0 when absent.
+  double Number(const std::string& key) {
+    const Poco::Dynamic::Var v = object_->get(key);
+    if (v.isEmpty()) return 0;
+    if (!v.isNumeric() || v.isBoolean() || v.convert<double>() < 0) {
+      throw Corrupt("field '" + key + "' is not a number of 0 or more");
+    }
+    return v.convert<double>();
+  }
+
   std::map<std::string, double> NumberMap(const std::string& key) {
     std::map<std::string, double> out;
     const Poco::Dynamic::Var v = object_->get(key);
@@ -214,6 +224,7 @@ VmRecord ParseRecord(const std::filesystem::path& path, const std::string& text,
   if (record.route.empty()) record.route = "none";
   record.route_reason = r.String("route_reason");
   record.disk_gb = r.Int("disk_gb", 0, 0, 1000000);
+  record.price_per_hour = r.Number("price_per_hour");
   record.tags = r.StringMap("tags");
   record.open_ports = r.PortList("open_ports");
   record.allow_from = r.StringList("allow_from");
@@ -249,6 +260,7 @@ std::string SerializeRecord(const VmRecord& record) {
   object.set("route", record.route);
   object.set("route_reason", record.route_reason);
   object.set("disk_gb", record.disk_gb);
+  if (record.price_per_hour > 0) object.set("price_per_hour", record.price_per_hour);
   Poco::JSON::Object tags(Poco::JSON_PRESERVE_KEY_ORDER);
   for (const auto& [key, value] : record.tags) tags.set(key, value);
   object.set("tags", tags);

@@ -169,6 +169,24 @@ TEST_F(StateStoreTest, ARecordWithoutTheNewerFieldsLoadsWithThemEmpty) {
   EXPECT_TRUE(loaded->open_ports.empty());
 }
 
+TEST_F(StateStoreTest, PricePerHourRoundTripsAndIsUnknownInAnOlderRecord) {
+  StateStore store = Store();
+  VmRecord r = Record("priced");
+  r.price_per_hour = 1.29;
+  store.Save(r);
+  const std::optional<VmRecord> loaded = store.Load("priced");
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_DOUBLE_EQ(loaded->price_per_hour, 1.29);
+  WriteFileAtomic(StateDir() / "older.json",
+                  R"({"version": 1, "name": "older", "cloud": "aws", "phase": "ready"})");
+  EXPECT_EQ(Store().Load("older")->price_per_hour, 0);
+  for (const char* bad : {R"("1.5")", "-1", "true"}) {
+    WriteFileAtomic(StateDir() / "bad.json",
+                    std::string(R"({"version": 1, "name": "bad", "price_per_hour": )") + bad + "}");
+    EXPECT_THROW(Store().Load("bad"), Error) << bad;
+  }
+}
+
 TEST_F(StateStoreTest, OpenPortsThatAreNotPortsAreCorrupt) {
   Store().Save(Record("good"));
   WriteFileAtomic(StateDir() / "bad.json",

@@ -20,6 +20,7 @@
 #include "kubeconfig.h"
 #include "kubeconfig_merge.h"
 #include "openssh.h"
+#include "prompt.h"
 #include "spec.h"
 #include "ssh_client.h"
 #include "tunnel_command.h"
@@ -71,6 +72,11 @@ Object::Ptr ToJsonObject(const VmRecord& r, const std::string& state) {
   if (!r.route_reason.empty()) o->set("route_reason", r.route_reason);
   o->set("access", r.access_mode);
   if (r.disk_gb > 0) o->set("disk_gb", r.disk_gb);
+  if (r.price_per_hour > 0) {
+    o->set("price_per_hour", r.price_per_hour);
+  } else {
+    o->set("price_per_hour", Poco::Dynamic::Var());
+  }
   Object::Ptr tags = new Object;
   for (const auto& [key, value] : r.tags) tags->set(key, value);
   o->set("tags", tags);
@@ -107,12 +113,46 @@ Object::Ptr ToJsonObject(const VmRecord& r, const std::string& state) {
   return o;
 }
 
-std::string Pad(std::string s, size_t width) {
-  if (s.size() < width) s.resize(width, ' ');
-  return s + "  ";
+}  // namespace
+
+Poco::JSON::Object::Ptr VmRecordObject(const VmRecord& record, const std::string& state) {
+  return ToJsonObject(record, state);
 }
 
-}  // namespace
+std::string ListTable(const std::vector<VmRecord>& records, const std::vector<std::string>& states,
+                      const std::vector<long>& age_seconds) {
+  std::vector<std::vector<std::string>> rows = {
+      {"NAME", "CLOUD", "REGION", "STATE", "ADDRESS", "GPUS", "$/H", "K8S", "AGE"}};
+  for (size_t i = 0; i < records.size(); ++i) {
+    const VmRecord& r = records[i];
+    std::string address = r.public_ip.empty() ? "-" : r.public_ip;
+    if (!r.public_ip.empty() && r.ssh_port != 22) address += ":" + std::to_string(r.ssh_port);
+    std::string price = "-";
+    if (r.price_per_hour > 0) {
+      price = FormatPricePerHour(r.price_per_hour);
+      price = price.substr(0, price.size() - 2);  // "$1.23": the header says per hour
+    }
+    rows.push_back({r.name, r.cloud, r.region.empty() ? "-" : r.region, states[i], address,
+                    r.gpus.empty() ? "-" : r.gpus, price,
+                    !r.kubernetes ? "off" : r.access_mode == "none" ? "on" : r.access_mode,
+                    HumanAge(age_seconds[i])});
+  }
+  std::vector<size_t> width(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      std::string cell = row[c];
+      if (c + 1 < row.size()) cell.resize(width[c] + 2, ' ');
+      line += cell;
+    }
+    out += line + "\n";
+  }
+  return out;
+}
 
 VmRecord LoadVmRecord(const StateStore& store, const std::string& name) {
   std::optional<VmRecord> rec = store.Load(name);
@@ -178,28 +218,22 @@ int RunList(const AppContext& app, bool refresh) {
   if (app.json_output) {
     Poco::JSON::Array::Ptr arr = new Poco::JSON::Array;
     for (const auto& row : rows) arr->add(ToJsonObject(row.record, row.state));
-    std::ostringstream out;
-    arr->stringify(out, 2);
-    console.Result(out.str() + "\n");
+    app.Print(arr);
     return 0;
   }
   if (rows.empty()) {
     console.Result("no VMs; create one with `gpuprov provision --name NAME`\n");
     return 0;
   }
-  std::ostringstream out;
-  out << Pad("NAME", 20) << Pad("CLOUD", 14) << Pad("REGION", 14) << Pad("STATE", 10)
-      << Pad("ADDRESS", 21) << Pad("K8S", 6) << "AGE\n";
+  std::vector<VmRecord> shown;
+  std::vector<std::string> states;
+  std::vector<long> ages;
   for (const auto& row : rows) {
-    const VmRecord& r = row.record;
-    std::string address = r.public_ip.empty() ? "-" : r.public_ip;
-    if (!r.public_ip.empty() && r.ssh_port != 22) address += ":" + std::to_string(r.ssh_port);
-    out << Pad(r.name, 20) << Pad(r.cloud, 14) << Pad(r.region.empty() ? "-" : r.region, 14)
-        << Pad(row.state, 10) << Pad(address, 21)
-        << Pad(!r.kubernetes ? "off" : r.access_mode == "none" ? "on" : r.access_mode, 6)
-        << HumanAge(AgeSeconds(r.created_at)) << "\n";
+    shown.push_back(row.record);
+    states.push_back(row.state);
+    ages.push_back(AgeSeconds(row.record.created_at));
   }
-  console.Result(out.str());
+  console.Result(ListTable(shown, states, ages));
   return 0;
 }
 
@@ -258,20 +292,51 @@ void RemoveMergedKubeconfigEntries(const AppContext& app, const VmRecord& rec) {
 }
 
 int RunDown(const AppContext& app, const std::string& name,
-            const std::optional<std::string>& cloud_flag) {
+            const std::optional<std::string>& cloud_flag, bool yes) {
   ValidateVmName(name, "VM name");
   Console& console = Console::Get();
   StateStore store(app.paths);
   FileLock lock = store.LockVm(name, 60 * 1000);
   std::optional<VmRecord> rec = store.Load(name);
+  // The result: the VM as `list -o json` shows it, state "deleted", and what happened.
+  auto result = [&](const std::string& what, const std::string& text) {
+    if (!app.json_output) {
+      console.Result(text);
+      return;
+    }
+    VmRecord shown = rec.value_or(VmRecord{});
+    if (!rec) {
+      shown.name = name;
+      shown.cloud = cloud_flag.value_or("");
+    }
+    Poco::JSON::Object::Ptr o = ToJsonObject(shown, "deleted");
+    o->set("result", what);
+    app.Print(o);
+  };
   if (!rec && !cloud_flag) {
-    console.Result("nothing to remove: gpuprov has no VM named '" + name + "'\n");
+    result("nothing", "nothing to remove: gpuprov has no VM named '" + name + "'\n");
     return 0;
   }
   const std::string cloud_name = rec ? rec->cloud : *cloud_flag;
   if (rec && cloud_flag && *cloud_flag != rec->cloud) {
     throw UsageError("VM '" + name + "' is on " + rec->cloud + ", not " + *cloud_flag,
                      "drop --cloud, or name the right cloud");
+  }
+  const ConsentDecision consent = DecideDownConsent(yes, app.prompter && app.prompter->CanAsk());
+  if (consent.consent == Consent::kAsk) {
+    std::string what = "VM " + name + " on " + cloud_name;
+    if (rec) {
+      std::string details = rec->instance_type;
+      if (rec->price_per_hour > 0) {
+        details += (details.empty() ? "" : ", ") + FormatPricePerHour(rec->price_per_hour);
+      }
+      if (!rec->public_ip.empty()) details += (details.empty() ? "" : ", ") + rec->public_ip;
+      if (!details.empty()) what += " (" + details + ")";
+    }
+    if (!app.prompter->Confirm("delete " + what + " and its local files?")) {
+      console.Note("nothing deleted: VM " + name + " is kept");
+      return kExitFailure;
+    }
   }
   DriverHost host = app.MakeDriverHost();
   std::unique_ptr<Cloud> cloud = Cloud::Open(host, cloud_name, app.LoadUserConfig());
@@ -280,7 +345,7 @@ int RunDown(const AppContext& app, const std::string& name,
     store.Save(*rec);
     CrashPoint("down-deleting-recorded");
   }
-  console.Step("deleting VM " + name + " on " + cloud_name);
+  console.Step("delete", "deleting VM " + name + " on " + cloud_name);
   bool deleted = cloud->Delete(rec ? rec->vm_id : "", name);
   CrashPoint("down-vm-deleted");
   if (rec && !rec->public_ip.empty()) {
@@ -293,12 +358,12 @@ int RunDown(const AppContext& app, const std::string& name,
   CrashPoint("down-kubeconfig-removed");
   if (rec) store.Remove(name);
   if (deleted) {
-    console.Result("removed VM " + name + " from " + cloud_name + " and its local files\n");
+    result("removed", "removed VM " + name + " from " + cloud_name + " and its local files\n");
   } else if (rec) {
-    console.Result("VM " + name + " was already gone from " + cloud_name +
-                   "; removed its local files\n");
+    result("already_gone", "VM " + name + " was already gone from " + cloud_name +
+                               "; removed its local files\n");
   } else {
-    console.Result("nothing to remove: " + cloud_name + " has no VM named '" + name + "'\n");
+    result("nothing", "nothing to remove: " + cloud_name + " has no VM named '" + name + "'\n");
   }
   return 0;
 }

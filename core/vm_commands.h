@@ -1,6 +1,8 @@
 // `gpuprov list`, `gpuprov ssh` and `gpuprov down`: the commands that act on recorded VMs.
 #pragma once
 
+#include <Poco/JSON/Object.h>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,7 +26,9 @@ struct SshCommandOptions {
 int RunSsh(const AppContext& app, const std::string& name, const SshCommandOptions& options);
 /// `gpuprov ssh-config NAME`: the OpenSSH Host block for the VM on stdout.
 int RunSshConfig(const AppContext& app, const std::string& name);
-int RunDown(const AppContext& app, const std::string& name, const std::optional<std::string>& cloud);
+/// Deletes the VM; on a terminal asks first unless \a yes (prompt.h).
+int RunDown(const AppContext& app, const std::string& name, const std::optional<std::string>& cloud,
+            bool yes = false);
 
 /// `down`: takes the VM's cluster, user and context out of the user's kubeconfig when a merge
 /// put them there (the record names the file); a file that cannot be edited is a warning
@@ -40,5 +44,14 @@ SshTarget SshTargetOf(const AppContext& app, const VmRecord& rec);
 
 /// The record as the JSON `list --output json` and `provision --output json` print.
 std::string VmRecordJson(const VmRecord& record);
+
+/// The object `list --output json` prints for one VM, \a state being the cloud's word (or the
+/// record's phase when the cloud was not asked).
+Poco::JSON::Object::Ptr VmRecordObject(const VmRecord& record, const std::string& state);
+
+/// The columns of `gpuprov list`, each as wide as its widest cell: NAME, CLOUD, REGION, STATE,
+/// ADDRESS, GPUS, $/H, K8S, AGE. \a states holds each record's shown state.
+std::string ListTable(const std::vector<VmRecord>& records, const std::vector<std::string>& states,
+                      const std::vector<long>& age_seconds);
 
 }  // namespace gpuprov

@@ -92,7 +92,7 @@ PortsPlan EnsurePortsOpen(Cloud& cloud, const CloudVm& vm, bool vm_existed,
   PortsPlan plan = PlanPorts(vm_existed, recorded_open, recorded_sources, needed, wanted,
                              cloud.info().has(GPUPROV_CAP_OPEN_PORTS));
   if (plan.call_open_ports) {
-    Console::Get().Step("opening ports " + PortsText(plan.call_ports) + " of " + vm.name + " (" +
+    Console::Get().Step("ports", "opening ports " + PortsText(plan.call_ports) + " of " + vm.name + " (" +
                         plan.reason + ")");
     cloud.OpenPorts(vm.id, vm.name, plan.call_ports, wanted);
   }

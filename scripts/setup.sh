@@ -19,6 +19,7 @@ PACKAGES=(
   python3 python3-libcloud python3-digitalocean hyperfine awscli
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler python3-grpcio python3-protobuf openssl
   clang libclang-rt-14-dev
+  bash-completion zsh fish man-db python3-yaml
 )
 
 missing=()

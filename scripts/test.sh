@@ -54,7 +54,8 @@ echo "==> bats" >&2
 # own GPUPROV_HOME and emulator session. The files that drive the Docker test cloud count its
 # containers machine-wide, so they run one after another in a single job.
 mapfile -t bats_files < <(git ls-files '*.bats')
-serial_files=(tests/e2e/docker_cloud.bats tests/e2e/lifecycle_rules.bats tests/e2e/crash_points_docker.bats)
+serial_files=(tests/e2e/docker_cloud.bats tests/e2e/lifecycle_rules.bats tests/e2e/crash_points_docker.bats
+  tests/e2e/cli.bats)
 # The serial job is the longest: it starts first.
 bats_jobs=("${serial_files[*]}")
 for f in "${bats_files[@]}"; do
