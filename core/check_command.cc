@@ -113,7 +113,7 @@ void PrintText(const std::vector<CloudCheckReport>& reports) {
   Console::Get().Result(out.str());
 }
 
-void PrintJson(const std::vector<CloudCheckReport>& reports) {
+void PrintStructured(const AppContext& app, const std::vector<CloudCheckReport>& reports) {
   Poco::JSON::Array::Ptr arr = new Poco::JSON::Array;
   for (const auto& r : reports) {
     Poco::JSON::Object::Ptr o = new Poco::JSON::Object(Poco::JSON_PRESERVE_KEY_ORDER);
@@ -128,9 +128,7 @@ void PrintJson(const std::vector<CloudCheckReport>& reports) {
     o->set("driver_file", r.driver_file);
     arr->add(o);
   }
-  std::ostringstream out;
-  arr->stringify(out, 2);
-  Console::Get().Result(out.str() + "\n");
+  app.Print(arr);
 }
 
 }  // namespace
@@ -142,7 +140,7 @@ int RunCheckCommand(const AppContext& app, const std::optional<std::string>& clo
   }
   const DriverHost host = app.MakeDriverHost();
   const std::vector<CloudCheckReport> reports = CheckClouds(host, app.LoadUserConfig(), cloud);
-  app.json_output ? PrintJson(reports) : PrintText(reports);
+  app.json_output ? PrintStructured(app, reports) : PrintText(reports);
   // With --cloud that cloud decides; without, a check passes when any real cloud is usable.
   bool usable = false;
   for (const auto& r : reports) usable = usable || (r.usable && (cloud || !r.test_cloud));

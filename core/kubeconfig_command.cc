@@ -3,7 +3,6 @@
 #include <Poco/JSON/Object.h>
 
 #include <filesystem>
-#include <sstream>
 
 #include "console.h"
 #include "error.h"
@@ -41,9 +40,7 @@ int RunKubeconfigCommand(const AppContext& app, const std::string& name,
       o->set("file", own.string());
       o->set("server", ParseKubeconfig(*text).server);
       o->set("kubeconfig", *text);
-      std::ostringstream out;
-      o->stringify(out, 2);
-      console.Result(out.str() + "\n");
+      app.Print(o);
     } else {
       console.Result(*text);
     }
@@ -66,9 +63,7 @@ int RunKubeconfigCommand(const AppContext& app, const std::string& name,
     o->set("changed", edit.changed);
     o->set("backup", edit.backup.string());
     o->set("current_context", options.switch_context);
-    std::ostringstream out;
-    o->stringify(out, 2);
-    console.Result(out.str() + "\n");
+    app.Print(o);
     return 0;
   }
   std::string out =

@@ -252,3 +252,40 @@ run() {
   security_checks "$@" || return 1
   return "$rc"
 }
+
+# start_vm_with_loopback_server VM ADDR LABEL DIR PORT: a container of the test image (systemd,
+# sshd, cloud-init with a NoCloud seed authorising $GPUPROV_HOME/keys/id_ed25519, generated here)
+# with only SSH published, on ADDR:22; python3's HTTP server serves DIR's files (copied to
+# /srv/web) on the VM's own 127.0.0.1:PORT, which only an SSH forward reaches. Returns when SSH
+# answers and the server listens.
+start_vm_with_loopback_server() {
+  local vm=$1 addr=$2 label=$3 dir=$4 port=$5 image seed i
+  mkdir -p "$GPUPROV_HOME/keys" "$GPUPROV_HOME/state"
+  chmod 0700 "$GPUPROV_HOME" "$GPUPROV_HOME/keys" "$GPUPROV_HOME/state"
+  ssh-keygen -q -t ed25519 -N '' -C gpuprov-e2e -f "$GPUPROV_HOME/keys/id_ed25519"
+  image=$(bash "$REPO_ROOT/tests/fixtures/testvm/build-image.sh" 2>/dev/null | tail -1)
+  seed="$BATS_FILE_TMPDIR/seed"
+  mkdir -p "$seed/var/lib/cloud/seed/nocloud" "$seed/srv/web"
+  printf 'instance-id: %s\nlocal-hostname: vm1\npublic-keys:\n  - "%s"\n' \
+    "$vm-$RANDOM" "$(cat "$GPUPROV_HOME/keys/id_ed25519.pub")" \
+    >"$seed/var/lib/cloud/seed/nocloud/meta-data"
+  printf '#cloud-config\n{}\n' >"$seed/var/lib/cloud/seed/nocloud/user-data"
+  cp -R "$dir/." "$seed/srv/web/"
+  docker rm -f "$vm" >/dev/null 2>&1 || true
+  docker create --name "$vm" --hostname vm1 --label "org.gpuprov.test=$label" \
+    --cap-add SYS_ADMIN --cgroupns host -v /sys/fs/cgroup:/sys/fs/cgroup:ro \
+    --tmpfs /run:rw,nosuid,nodev,exec,mode=755 --tmpfs /run/lock:rw,nosuid,nodev,noexec \
+    --stop-signal SIGRTMIN+3 -p "$addr:22:22" "$image" /lib/systemd/systemd >/dev/null
+  tar -C "$seed" --owner=0 --group=0 --numeric-owner -cf - var srv | docker cp - "$vm:/"
+  docker start "$vm" >/dev/null
+  for i in $(seq 1 120); do
+    docker exec "$vm" systemd-run --unit=web python3 -m http.server "$port" \
+      --bind 127.0.0.1 --directory /srv/web >/dev/null 2>&1 && break
+    sleep 1
+  done
+  for i in $(seq 1 120); do
+    timeout 2 bash -c "exec 3<>/dev/tcp/$addr/22 && head -c 4 <&3" 2>/dev/null | grep -q '^SSH-' &&
+      docker exec "$vm" ss -ltn "sport = :$port" | grep -q LISTEN && break
+    sleep 1
+  done
+}

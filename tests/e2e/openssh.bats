@@ -13,37 +13,11 @@ setup_file() {
   export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
   export VM="gpuprov-openssh-e2e-$$"
   export NAME="ossh-$$"
-  mkdir -p "$GPUPROV_HOME/keys" "$GPUPROV_HOME/state"
-  chmod 0700 "$GPUPROV_HOME" "$GPUPROV_HOME/keys" "$GPUPROV_HOME/state"
-  ssh-keygen -q -t ed25519 -N '' -C gpuprov-e2e -f "$GPUPROV_HOME/keys/id_ed25519"
-
-  local image seed i now
-  image=$(bash "$REPO_ROOT/tests/fixtures/testvm/build-image.sh" 2>/dev/null | tail -1)
-  seed="$BATS_FILE_TMPDIR/seed"
-  mkdir -p "$seed/var/lib/cloud/seed/nocloud" "$seed/srv/web"
-  printf 'instance-id: %s\nlocal-hostname: vm1\npublic-keys:\n  - "%s"\n' \
-    "$VM-$RANDOM" "$(cat "$GPUPROV_HOME/keys/id_ed25519.pub")" \
-    >"$seed/var/lib/cloud/seed/nocloud/meta-data"
-  printf '#cloud-config\n{}\n' >"$seed/var/lib/cloud/seed/nocloud/user-data"
-  printf 'hello-from-the-vm\n' >"$seed/srv/web/index.txt"
-  docker rm -f "$VM" >/dev/null 2>&1 || true
-  docker create --name "$VM" --hostname vm1 --label org.gpuprov.test=openssh-e2e \
-    --cap-add SYS_ADMIN --cgroupns host -v /sys/fs/cgroup:/sys/fs/cgroup:ro \
-    --tmpfs /run:rw,nosuid,nodev,exec,mode=755 --tmpfs /run/lock:rw,nosuid,nodev,noexec \
-    --stop-signal SIGRTMIN+3 -p "$VM_ADDR:22:22" "$image" /lib/systemd/systemd >/dev/null
-  tar -C "$seed" --owner=0 --group=0 --numeric-owner -cf - var srv | docker cp - "$VM:/"
-  docker start "$VM" >/dev/null
-
+  local now
+  mkdir -p "$BATS_FILE_TMPDIR/web"
+  printf 'hello-from-the-vm\n' >"$BATS_FILE_TMPDIR/web/index.txt"
   # A listener on the VM's own loopback (nothing is published but SSH): only -L reaches it.
-  for i in $(seq 1 120); do
-    docker exec "$VM" systemd-run --unit=web python3 -m http.server 8000 \
-      --bind 127.0.0.1 --directory /srv/web >/dev/null 2>&1 && break
-    sleep 1
-  done
-  for i in $(seq 1 120); do
-    ssh_banner_answers && docker exec "$VM" ss -ltn 'sport = :8000' | grep -q LISTEN && break
-    sleep 1
-  done
+  start_vm_with_loopback_server "$VM" "$VM_ADDR" openssh-e2e "$BATS_FILE_TMPDIR/web" 8000
 
   now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   cat >"$GPUPROV_HOME/state/$NAME.json" <<JSON
@@ -73,10 +47,6 @@ teardown_file() {
 
 teardown() {
   if [[ -n "${SSH_PID:-}" ]]; then kill "$SSH_PID" 2>/dev/null || true; fi
-}
-
-ssh_banner_answers() {
-  timeout 2 bash -c "exec 3<>/dev/tcp/$VM_ADDR/22 && head -c 4 <&3" 2>/dev/null | grep -q '^SSH-'
 }
 
 # get_through PORT: the listener's file through a forward on 127.0.0.1:PORT, retried for 20 s.

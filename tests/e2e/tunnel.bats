@@ -14,38 +14,10 @@ setup_file() {
   export VM="gpuprov-tunnel-e2e-$$"
   export K8S_NAME="tun-k8s-$$"
   export PLAIN_NAME="tun-plain-$$"
-  mkdir -p "$GPUPROV_HOME/keys" "$GPUPROV_HOME/state"
-  chmod 0700 "$GPUPROV_HOME" "$GPUPROV_HOME/keys" "$GPUPROV_HOME/state"
-  ssh-keygen -q -t ed25519 -N '' -C gpuprov-e2e -f "$GPUPROV_HOME/keys/id_ed25519"
-
-  local image seed
-  image=$(bash "$REPO_ROOT/tests/fixtures/testvm/build-image.sh" 2>/dev/null | tail -1)
-  seed="$BATS_FILE_TMPDIR/seed"
-  mkdir -p "$seed/var/lib/cloud/seed/nocloud" "$seed/srv/api"
-  printf 'instance-id: %s\nlocal-hostname: vm1\npublic-keys:\n  - "%s"\n' \
-    "$VM-$RANDOM" "$(cat "$GPUPROV_HOME/keys/id_ed25519.pub")" \
-    >"$seed/var/lib/cloud/seed/nocloud/meta-data"
-  printf '#cloud-config\n{}\n' >"$seed/var/lib/cloud/seed/nocloud/user-data"
-  printf 'ok-from-node\n' >"$seed/srv/api/readyz"
-  docker rm -f "$VM" >/dev/null 2>&1 || true
-  docker create --name "$VM" --hostname vm1 --label org.gpuprov.test=tunnel-e2e \
-    --cap-add SYS_ADMIN --cgroupns host -v /sys/fs/cgroup:/sys/fs/cgroup:ro \
-    --tmpfs /run:rw,nosuid,nodev,exec,mode=755 --tmpfs /run/lock:rw,nosuid,nodev,noexec \
-    --stop-signal SIGRTMIN+3 -p "$VM_ADDR:22:22" "$image" /lib/systemd/systemd >/dev/null
-  tar -C "$seed" --owner=0 --group=0 --numeric-owner -cf - var srv | docker cp - "$VM:/"
-  docker start "$VM" >/dev/null
-
+  mkdir -p "$BATS_FILE_TMPDIR/api"
+  printf 'ok-from-node\n' >"$BATS_FILE_TMPDIR/api/readyz"
   # The node's API stand-in, on the node's loopback only (nothing is published but SSH).
-  local i
-  for i in $(seq 1 120); do
-    docker exec "$VM" systemd-run --unit=fake-api python3 -m http.server 6443 \
-      --bind 127.0.0.1 --directory /srv/api >/dev/null 2>&1 && break
-    sleep 1
-  done
-  for i in $(seq 1 120); do
-    ssh_banner_answers && docker exec "$VM" ss -ltn 'sport = :6443' | grep -q LISTEN && break
-    sleep 1
-  done
+  start_vm_with_loopback_server "$VM" "$VM_ADDR" tunnel-e2e "$BATS_FILE_TMPDIR/api" 6443
 
   write_record "$K8S_NAME" true tunnel
   write_record "$PLAIN_NAME" false none
@@ -58,10 +30,6 @@ teardown_file() {
 teardown() {
   # A tunnel a failed test left running.
   if [[ -n "${TUNNEL_PID:-}" ]]; then kill "$TUNNEL_PID" 2>/dev/null || true; fi
-}
-
-ssh_banner_answers() {
-  timeout 2 bash -c "exec 3<>/dev/tcp/$VM_ADDR/22 && head -c 4 <&3" 2>/dev/null | grep -q '^SSH-'
 }
 
 # write_record NAME KUBERNETES ACCESS_MODE: the state record of a VM at $VM_ADDR:22.
