@@ -17,6 +17,7 @@
 #include "error.h"
 #include "gc_command.h"
 #include "gpu_request.h"
+#include "offer_cache.h"
 #include "kubeconfig_command.h"
 #include "output.h"
 #include "prompt.h"
@@ -73,7 +74,8 @@ const std::vector<Command>& Commands() {
                                 "the only cloud `gpuprov check` finds usable)",
          Completion::kCloud},
         {"region", 'r', "REGION", "the cloud's region or zone"},
-        {"gpus", 'g', "TYPE:COUNT", "GPU type and count, e.g. L4:1, A100:8, H100-80GB:8"},
+        {"gpus", 'g', "TYPE:COUNT", "GPU type and count, e.g. L4:1, A100:8, H100-80GB:8",
+         Completion::kGpus},
         {"file", 'f', "SPEC", "a YAML spec file; flags override its fields", Completion::kFile},
         {"k8s", 0, nullptr, "make the VM a single-node k3s cluster (the default where the "
                             "cloud can host it)"},
@@ -439,6 +441,9 @@ class MachineCompletionSources : public CompletionSources {
     } catch (const std::exception&) {
     }
     return names;
+  }
+  std::vector<std::string> GpuTypes(const std::string& cloud) override {
+    return RememberedGpuTypes(app_.paths.home() / "cache", cloud);
   }
 
  private:

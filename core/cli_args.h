@@ -24,6 +24,7 @@ enum class Completion {
   kOutputFormat,  // text, json, yaml (and ndjson where the command streams)
   kShell,         // bash, zsh, fish
   kCommand,       // a gpuprov command
+  kGpus,          // TYPE:COUNT a cloud offered before (offer_cache.h; a Tab calls no cloud)
 };
 
 struct OptionSpec {

@@ -15,12 +15,14 @@ const OptionSpec* FindOption(const std::vector<OptionSpec>& options, const std::
 
 std::vector<std::string> ValuesOf(Completion kind, const Command* command,
                                   const std::vector<Command>& commands, CompletionSources& sources,
-                                  bool* files) {
+                                  const std::string& cloud, bool* files) {
   switch (kind) {
     case Completion::kCloud:
       return sources.Clouds();
     case Completion::kVm:
       return sources.Vms();
+    case Completion::kGpus:
+      return sources.GpuTypes(cloud);
     case Completion::kOutputFormat: {
       std::vector<std::string> formats = {"text", "json", "yaml"};
       if (command != nullptr && command->streams) formats.push_back("ndjson");
@@ -51,12 +53,15 @@ CompletionResult Complete(const std::vector<Command>& commands,
   std::vector<OptionSpec> options = globals;
   size_t positionals = 0;
   const OptionSpec* pending = nullptr;  // an option whose value is the next word
+  std::string cloud;                    // --cloud's value on the line (GPU types of that cloud)
   for (size_t i = 0; i + 1 < words.size(); ++i) {
     const std::string& w = words[i];
     if (pending != nullptr) {
+      if (pending->completes == Completion::kCloud) cloud = w;
       pending = nullptr;
       continue;
     }
+    if (w.rfind("--cloud=", 0) == 0) cloud = w.substr(8);
     if (w == "--") return result;  // a remote command follows: nothing to offer
     if (w.size() > 1 && w[0] == '-') {
       const OptionSpec* o = FindOption(options, w);
@@ -75,19 +80,19 @@ CompletionResult Complete(const std::vector<Command>& commands,
   std::vector<std::string> candidates;
   std::string prefix;  // put before each candidate (for --option=VALUE)
   if (pending != nullptr) {
-    candidates = ValuesOf(pending->completes, command, commands, sources, &result.files);
+    candidates = ValuesOf(pending->completes, command, commands, sources, cloud, &result.files);
   } else if (cur.rfind("--", 0) == 0 && cur.find('=') != std::string::npos) {
     const std::string name = cur.substr(0, cur.find('='));
     const OptionSpec* o = FindOption(options, name);
     if (o == nullptr || o->value_name == nullptr) return result;
     prefix = name + "=";
-    candidates = ValuesOf(o->completes, command, commands, sources, &result.files);
+    candidates = ValuesOf(o->completes, command, commands, sources, cloud, &result.files);
   } else if (!cur.empty() && cur[0] == '-') {
     for (const auto& o : options) candidates.push_back(std::string("--") + o.long_name);
   } else if (command == nullptr) {
     candidates = CommandNames(commands);
   } else if (positionals == 0) {
-    candidates = ValuesOf(command->arguments, command, commands, sources, &result.files);
+    candidates = ValuesOf(command->arguments, command, commands, sources, cloud, &result.files);
   }
   for (const auto& c : candidates) {
     const std::string word = prefix + c;

@@ -17,6 +17,8 @@ class CompletionSources {
   virtual ~CompletionSources() = default;
   virtual std::vector<std::string> Clouds() = 0;  // installed, working drivers
   virtual std::vector<std::string> Vms() = 0;     // VM records in the state folder
+  /// TYPE:COUNT offered before by \a cloud, or by any cloud when it is "".
+  virtual std::vector<std::string> GpuTypes(const std::string& cloud) = 0;
 };
 
 struct CompletionResult {

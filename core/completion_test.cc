@@ -25,7 +25,8 @@ const std::vector<Command> kCommands = {
      "make a VM",
      {{"cloud", 'c', "CLOUD", "cloud", Completion::kCloud},
       {"file", 'f', "SPEC", "spec", Completion::kFile},
-      {"name", 'n', "NAME", "name"}},
+      {"name", 'n', "NAME", "name"},
+      {"gpus", 'g', "TYPE:COUNT", "gpus", Completion::kGpus}},
      &Noop,
      Completion::kNone,
      true},
@@ -47,6 +48,10 @@ class FakeSources : public CompletionSources {
  public:
   std::vector<std::string> Clouds() override { return {"aws", "docker", "gcp"}; }
   std::vector<std::string> Vms() override { return {"demo", "dev-box"}; }
+  std::vector<std::string> GpuTypes(const std::string& cloud) override {
+    if (cloud == "aws") return {"A10G:1", "L4:1"};
+    return {"A10G:1", "H100:8", "L4:1"};
+  }
 };
 
 CompletionResult CompleteWords(const std::vector<std::string>& words) {
@@ -64,7 +69,7 @@ TEST(Complete, OffersVisibleCommandsFirst) {
 
 TEST(Complete, OffersACommandsFlagsAndTheGlobalOnes) {
   EXPECT_THAT(CompleteWords({"provision", "--"}).words,
-              ElementsAre("--cloud", "--file", "--name", "--verbose", "--output"));
+              ElementsAre("--cloud", "--file", "--name", "--gpus", "--verbose", "--output"));
   EXPECT_THAT(CompleteWords({"down", "--y"}).words, ElementsAre("--yes"));
 }
 
@@ -76,6 +81,16 @@ TEST(Complete, OffersValuesByKind) {
   EXPECT_THAT(CompleteWords({"down", "-y", "dev"}).words, ElementsAre("dev-box"));
   EXPECT_THAT(CompleteWords({"completion", ""}).words, ElementsAre("bash", "zsh", "fish"));
   EXPECT_THAT(CompleteWords({"help", "pro"}).words, ElementsAre("provision"));
+}
+
+TEST(Complete, OffersTheGpuTypesOfTheCloudOnTheLine) {
+  EXPECT_THAT(CompleteWords({"provision", "--gpus", ""}).words,
+              ElementsAre("A10G:1", "H100:8", "L4:1"));
+  EXPECT_THAT(CompleteWords({"provision", "--cloud", "aws", "--gpus", ""}).words,
+              ElementsAre("A10G:1", "L4:1"));
+  EXPECT_THAT(CompleteWords({"provision", "-c", "aws", "-g", "L"}).words, ElementsAre("L4:1"));
+  EXPECT_THAT(CompleteWords({"provision", "--cloud=aws", "--gpus=A"}).words,
+              ElementsAre("--gpus=A10G:1"));
 }
 
 TEST(Complete, NdjsonIsOfferedOnlyWhereTheCommandStreams) {

@@ -23,6 +23,7 @@
 #include "kubeconfig.h"
 #include "kubeconfig_merge.h"
 #include "node_shell.h"
+#include "offer_cache.h"
 #include "prompt.h"
 #include "spec.h"
 #include "ssh_client.h"
@@ -284,6 +285,7 @@ class Provision {
   void ChooseOfferAndKey() {
     std::vector<CloudOffer> offers =
         cloud_->Offers(opt_.gpus.value, opt_.region.value.value_or(""), k8s_.enabled);
+    RememberOffers(offers);
     offer_ = ChooseOffer(offers, opt_, cloud_name_);
     region_ = opt_.region.value.value_or(offer_.region);
     console_.Info("offer: " + offer_.instance_type +
@@ -292,6 +294,17 @@ class Provision {
                                              : ""));
     ConfirmPrice();
     public_key_ = EnsureEd25519Key(key_path_);
+  }
+
+  /// Keeps the GPU types offered for shell completion (offer_cache.h); a cache that cannot be
+  /// written costs only the completion, so it is a debug line, not a failure.
+  void RememberOffers(const std::vector<CloudOffer>& offers) {
+    try {
+      EnsureDir(app_.paths.home() / "cache");
+      RememberGpuOffers(app_.paths.home() / "cache", cloud_name_, offers);
+    } catch (const std::exception& e) {
+      console_.Debug(std::string("offer cache not written: ") + e.what());
+    }
   }
 
   /// Before a new VM is made: --max-price refuses a dearer offer; above

@@ -268,6 +268,12 @@ EOF
   [ "$output" = "$(printf 'bash\nzsh\nfish')" ]
   run complete_words "ssh comp-vm -- "
   [ "$output" = "" ]
+  # GPU types come from the offers an earlier provision was shown (the lambda test above), never
+  # from a cloud call on Tab.
+  run complete_words "provision --cloud lambda --gpus A10"
+  [[ "$output" == *"A10:1"* ]]
+  run complete_words "provision --cloud docker --gpus A10"
+  [ "$output" = "" ]
   rm -f "$GPUPROV_HOME/state/comp-vm.json"
 }
 
