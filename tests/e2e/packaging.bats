@@ -206,7 +206,7 @@ EOF
     echo "lintian not found: install it (scripts/setup.sh does)"
     false
   }
-  run lintian --no-tag-display-limit "$DEBS"/*.deb
+  run lintian --tag-display-limit 0 "$DEBS"/*.deb
   echo "$output"
   ! grep -q '^E: ' <<<"$output"
   # Lintian's own failures (not findings) exit 2 or more.
