@@ -34,6 +34,21 @@ usage: clean-bookworm.sh [--print-tag] PKG...
 EOF
 }
 
+# build_rootfs TAR: the image's root file system as a tar (packages named in GPUPROV_CLEAN_PKGS).
+# The customize hooks run on the host with the chroot as $1: apt (configured by mmdebstrap for
+# the chroot) downloads the packages and what they need that the chroot lacks; they move to
+# /repo with a Packages index; the sources list then names /repo only. mmdebstrap's cleanup
+# empties apt's lists and archive cache afterwards.
+build_rootfs() {
+  # shellcheck disable=SC2016  # $1 and the variables are for the hooks' shell
+  mmdebstrap --quiet --mode=root --variant=apt --format=tar \
+    --customize-hook='APT_CONFIG="$MMDEBSTRAP_APT_CONFIG" apt-get install --download-only -y -q $GPUPROV_CLEAN_PKGS' \
+    --customize-hook='mkdir -p "$1/repo" && find "$1/var/cache/apt/archives" -maxdepth 1 -name "*.deb" -exec mv -t "$1/repo/" {} +' \
+    --customize-hook='cd "$1/repo" && dpkg-scanpackages --multiversion . /dev/null > Packages 2>/dev/null && chmod -R a+rX .' \
+    --customize-hook='rm -f "$1"/etc/apt/sources.list.d/* && echo "deb [trusted=yes] file:/repo ./" > "$1/etc/apt/sources.list"' \
+    "$SUITE" "$1" </dev/null >&2
+}
+
 main() {
   local print_only=0
   local -a pkgs=()
@@ -96,18 +111,12 @@ main() {
 
   local start=$SECONDS
   log "building $tag with mmdebstrap ($SUITE, repo for: $(tr '\n' ' ' <<<"$sorted"))"
-  # The customize hooks run on the host with the chroot as $1: apt (configured by mmdebstrap
-  # for the chroot) downloads the packages and what they need that the chroot lacks; they move
-  # to /repo with a Packages index; the sources list then names /repo only. mmdebstrap's cleanup
-  # empties apt's lists and archive cache afterwards.
   export GPUPROV_CLEAN_PKGS="$sorted"
-  # shellcheck disable=SC2016  # $1 and the variables are for the hooks' shell
-  mmdebstrap --quiet --mode=root --variant=apt --format=tar \
-    --customize-hook='APT_CONFIG="$MMDEBSTRAP_APT_CONFIG" apt-get install --download-only -y -q $GPUPROV_CLEAN_PKGS' \
-    --customize-hook='mkdir -p "$1/repo" && find "$1/var/cache/apt/archives" -maxdepth 1 -name "*.deb" -exec mv -t "$1/repo/" {} +' \
-    --customize-hook='cd "$1/repo" && dpkg-scanpackages --multiversion . /dev/null > Packages 2>/dev/null && chmod -R a+rX .' \
-    --customize-hook='rm -f "$1"/etc/apt/sources.list.d/* && echo "deb [trusted=yes] file:/repo ./" > "$1/etc/apt/sources.list"' \
-    "$SUITE" "$tmp/rootfs.tar" </dev/null >&2
+  # A failed download from the mirror is tried once more before giving up.
+  build_rootfs "$tmp/rootfs.tar" || {
+    log "mmdebstrap failed; trying once more"
+    build_rootfs "$tmp/rootfs.tar"
+  } || die "mmdebstrap failed twice (is the Debian mirror reachable?)"
   docker import \
     --change 'CMD ["/bin/bash"]' \
     --change "LABEL org.gpuprov.clean-bookworm.recipe=$hash" \
