@@ -39,7 +39,14 @@ EOF
 # the chroot) downloads the packages and what they need that the chroot lacks; they move to
 # /repo with a Packages index; the sources list then names /repo only. mmdebstrap's cleanup
 # empties apt's lists and archive cache afterwards.
+# mmdebstrap runs with no file descriptor open above 2: one inherited from the caller (this
+# script's lock on fd 9, the pipes bats keeps) makes its apt step fail with "Bad fd number".
 build_rootfs() {
+  local fd
+  for fd in /proc/self/fd/*; do
+    fd=${fd##*/}
+    if ((fd > 2)); then eval "exec $fd>&-"; fi
+  done
   # shellcheck disable=SC2016  # $1 and the variables are for the hooks' shell
   mmdebstrap --quiet --mode=root --variant=apt --format=tar \
     --customize-hook='APT_CONFIG="$MMDEBSTRAP_APT_CONFIG" apt-get install --download-only -y -q $GPUPROV_CLEAN_PKGS' \
@@ -113,9 +120,9 @@ main() {
   log "building $tag with mmdebstrap ($SUITE, repo for: $(tr '\n' ' ' <<<"$sorted"))"
   export GPUPROV_CLEAN_PKGS="$sorted"
   # A failed download from the mirror is tried once more before giving up.
-  build_rootfs "$tmp/rootfs.tar" || {
+  (build_rootfs "$tmp/rootfs.tar") || {
     log "mmdebstrap failed; trying once more"
-    build_rootfs "$tmp/rootfs.tar"
+    (build_rootfs "$tmp/rootfs.tar")
   } || die "mmdebstrap failed twice (is the Debian mirror reachable?)"
   docker import \
     --change 'CMD ["/bin/bash"]' \
