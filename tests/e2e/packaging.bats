@@ -32,7 +32,7 @@ deb() {
 # depends_names DEB: the package names of DEB's Depends, one a line, sorted (versions dropped,
 # every alternative listed).
 depends_names() {
-  dpkg-deb -f "$1" Depends | tr ',|' '\n\n' | sed -e 's/(.*)//' -e 's/:any//' -e 's/ //g' |
+  dpkg-deb -f "$1" Depends | tr ',|' '\n' | sed -e 's/(.*)//' -e 's/:any//' -e 's/ //g' |
     grep -v '^$' | LC_ALL=C sort -u
 }
 
@@ -133,8 +133,9 @@ EOF
     ./usr/share/doc/gpuprov/copyright ./usr/share/doc/gpuprov/changelog.gz; do
     grep -qx -- "$f" <<<"$core_files" || { echo "core package lacks $f"; false; }
   done
-  ! grep -q 'libgpuprov-driver-' <<<"$core_files"
-  ! grep -q 'share/man/man1/gpuprov.1$' <<<"$core_files"
+  # (`! cmd || false`: bats fails a test on a negated command only through the `|| false`.)
+  ! grep -q 'libgpuprov-driver-' <<<"$core_files" || false
+  ! grep -q 'share/man/man1/gpuprov.1$' <<<"$core_files" || false
 
   # Each driver: its .so, its README, copyright and changelog.
   for d in "$DEBS"/gpuprov-driver-*.deb; do
@@ -167,14 +168,14 @@ EOF
   depends_names "$nebius" | grep -qx 'libprotobuf32'
   for d in "$DEBS"/*.deb; do
     [ "$d" = "$nebius" ] && continue
-    ! depends_names "$d" | grep -E 'grpc|protobuf'
+    ! depends_names "$d" | grep -E 'grpc|protobuf' || false
   done
 
   # The umbrella: every real cloud's driver at this version, not the Docker test driver.
   for d in "$DEBS"/gpuprov-driver-*.deb; do
     name=$(dpkg-deb -f "$d" Package)
     if [ "$name" = gpuprov-driver-docker ]; then
-      ! dpkg-deb -f "$all" Depends | grep -q "$name"
+      ! dpkg-deb -f "$all" Depends | grep -q "$name" || false
     else
       dpkg-deb -f "$all" Depends | grep -q "$name (= $version)"
     fi
@@ -208,7 +209,7 @@ EOF
   }
   run lintian --tag-display-limit 0 "$DEBS"/*.deb
   echo "$output"
-  ! grep -q '^E: ' <<<"$output"
+  ! grep -q '^E: ' <<<"$output" || false
   # Lintian's own failures (not findings) exit 2 or more.
   [ "$status" -le 1 ]
 }
