@@ -20,6 +20,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler python3-grpcio python3-protobuf openssl
   clang libclang-rt-14-dev
   bash-completion zsh fish man-db python3-yaml
+  dpkg-dev lintian
 )
 
 missing=()
