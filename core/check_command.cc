@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "console.h"
+#include "driver_host.h"
 #include "error.h"
 
 namespace gpuprov {
@@ -28,8 +29,8 @@ CloudCheckReport CheckReportOf(const std::string& cloud, const std::function<Clo
     r.credentials = e.status() == GPUPROV_STATUS_AUTH ? "missing or rejected" : "unknown";
     r.fix = !e.hint().empty() ? e.hint()
             : e.status() == GPUPROV_STATUS_AUTH
-                ? "set the credentials the message names; the driver's README (`gpuprov drivers " +
-                      cloud + "`) lists where it looks"
+                ? "set the credentials the message names; " + DriverReadme(cloud) +
+                      " lists where the driver looks"
                 : "retry; if it persists, run `gpuprov -v check --cloud " + cloud + "`";
   } catch (const Error& e) {
     if (e.exit_code() == kExitInterrupted) throw;

@@ -14,6 +14,7 @@
 #include "interrupt.h"
 #include "kube_api_client.h"
 #include "crash_point.h"
+#include "driver_host.h"
 #include "kubeconfig.h"
 #include "node_shell.h"
 #include "ssh_tunnel.h"
@@ -162,7 +163,7 @@ std::string CannotHostFix(const std::string& vm) {
   return "k3s needs a VM. The machine is kept: `gpuprov ssh " + vm + "` works; remove it with "
          "`gpuprov down " + vm + "`. Then provision with --no-k8s for a plain machine, or pick an "
          "offer from a provider that gives VMs (Prime Intellect: vm_providers in "
-         "[clouds.primeintellect] lists them; see its driver README)";
+         "[clouds.primeintellect] lists them; see " + DriverReadme("primeintellect") + ")";
 }
 
 std::string FixFor(const std::string& failing, const std::string& vm,

@@ -212,11 +212,31 @@ std::vector<DriverConfigKey> ReadConfigKeys(const gpuprov_type_config_key* const
   return out;
 }
 
+}  // namespace
+
+std::string DriverReadme(const std::string& cloud) {
+  const std::string package = "gpuprov-driver-" + cloud;
+  std::vector<fs::path> candidates;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    candidates.push_back(exe.parent_path().parent_path() / "share" / "doc" / package / "README.md");
+  }
+  candidates.push_back(fs::path(GPUPROV_INSTALL_PREFIX) / "share" / "doc" / package / "README.md");
+  candidates.push_back(fs::path(GPUPROV_SOURCE_DIR) / "plugins" / cloud / "README.md");
+  for (const auto& c : candidates) {
+    if (fs::is_regular_file(c, ec)) return c.lexically_normal().string();
+  }
+  return "the README.md of the " + package + " package";
+}
+
+namespace {
+
 std::string HintFor(gpuprov_type_status status, const std::string& driver) {
   switch (status) {
     case GPUPROV_STATUS_AUTH:
       return "check the " + driver + " credentials (environment variables or the cloud CLI's "
-             "files, see the driver's README)";
+             "files; where the driver looks: " + DriverReadme(driver) + ")";
     case GPUPROV_STATUS_CAPACITY:
       return "try another region or GPU type, or try again later";
     case GPUPROV_STATUS_QUOTA:

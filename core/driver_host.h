@@ -26,6 +26,12 @@ class shared_library;
 
 namespace gpuprov {
 
+/// Where the README of \a cloud's driver is on this machine, for error hints: its package's doc
+/// folder next to this gpuprov (<prefix>/share/doc/gpuprov-driver-CLOUD/README.md, as the
+/// .debs and `cmake --install` put it), else the source tree's plugins/CLOUD/README.md (a build
+/// tree), else a sentence naming the package.
+std::string DriverReadme(const std::string& cloud);
+
 struct DriverSearchDir {
   std::string path;
   std::string origin;  // "--driver-path", "GPUPROV_DRIVER_PATH", "user", "next to gpuprov", "install prefix"

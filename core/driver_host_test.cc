@@ -1,5 +1,6 @@
 #include "driver_host.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -484,3 +485,16 @@ TEST(DriverSearchPath, FlagThenEnvThenUserThenExeThenPrefix) {
 }
 
 }  // namespace
+
+namespace gpuprov {
+namespace {
+
+TEST(DriverReadme, NamesTheReadmeFileOrElseThePackage) {
+  // The build tree's gpuprov_test is not installed: the source tree's README is found.
+  EXPECT_THAT(DriverReadme("aws"), ::testing::EndsWith("plugins/aws/README.md"));
+  EXPECT_TRUE(std::filesystem::is_regular_file(DriverReadme("aws")));
+  EXPECT_EQ(DriverReadme("nosuchcloud"), "the README.md of the gpuprov-driver-nosuchcloud package");
+}
+
+}  // namespace
+}  // namespace gpuprov

@@ -62,8 +62,8 @@ CloudOffer ChooseOffer(const std::vector<CloudOffer>& offers, const ProvisionOpt
   if (offers.empty()) {
     throw UsageError("the " + cloud + " cloud does not offer " + gpu_text + region_text +
                          " (GPUs " + DescribeOrigin(opt.gpus) + ")",
-                     "choose another GPU type, count or region, or another --cloud; the "
-                     "driver's README lists what it offers");
+                     "choose another GPU type, count or region, or another --cloud; " +
+                         DriverReadme(cloud) + " lists what it offers");
   }
   if (opt.instance_type.value) {
     for (const auto& o : offers) {
