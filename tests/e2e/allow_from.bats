@@ -218,12 +218,6 @@ narrowing() {
   expect_nothing_left lambda
 }
 
-@test "allow_from: nebius (not done yet) refuses --allow-from before anything is made" {
-  # shellcheck disable=SC2046  # gpus is one flag and its value
-  run "$GPUPROV" provision --name af-nebius --cloud nebius $(gpus nebius) --allow-from 10.0.0.0/8
-  echo "$output"
-  [ "$status" -eq 2 ]
-  [[ "$output" == *"the nebius driver cannot restrict who reaches a VM's ports (--allow-from)"* ]]
-  [ "$(count nebius instances)" -eq 0 ]
-  [ ! -e "$GPUPROV_HOME/state/af-nebius.json" ]
+@test "allow_from: nebius security rules follow --allow-from, re-runs update or keep them" {
+  narrowing nebius
 }
