@@ -558,6 +558,34 @@ TEST_F(GcpEmulatorTest, AllowFromPutsTheNarrowedPortsInASecondRuleThatOpenPortsU
   EXPECT_EQ(emulator_->Count("instances"), 0);
 }
 
+// gc sees the sources rule as the VM's and deletes it alone.
+TEST_F(GcpEmulatorTest, GcListsTheSourcesRuleWithItsVmAndDeletesIt) {
+  Driver driver(Config());
+  Object::Ptr req = ParseJson(CreateRequest("gcp-gc", "", {22, 6443}));
+  req->set("allow_from", ParseJson(R"({"a":["10.0.0.0/8"]})")->getArray("a"));
+  req->set("allow_from_ports", ParseJson(R"({"a":[6443]})")->getArray("a"));
+  OpResult c = driver.Create(Stringify(req));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  const std::string src = SourcesFirewallName("gcp-gc");
+  OpResult listed = driver.Call(driver.vtable().list_resources, "{}");
+  ASSERT_EQ(listed.status, GPUPROV_STATUS_OK) << listed.error;
+  Array::Ptr resources = listed.Doc()->getArray("resources");
+  int firewalls = 0;
+  for (size_t i = 0; i < resources->size(); ++i) {
+    Object::Ptr r = resources->getObject(static_cast<unsigned>(i));
+    if (r->getValue<std::string>("kind") != "firewall") continue;
+    ++firewalls;
+    EXPECT_EQ(r->getArray("vm_names")->getElement<std::string>(0), "gcp-gc") << listed.json;
+  }
+  EXPECT_EQ(firewalls, 2) << listed.json;
+  OpResult del = driver.Call(driver.vtable().delete_resource,
+                             R"({"kind":"firewall","id":")" + src + R"("})");
+  ASSERT_EQ(del.status, GPUPROV_STATUS_OK) << del;
+  EXPECT_TRUE(del.Doc()->getValue<bool>("deleted"));
+  EXPECT_EQ(emulator_->Count("firewalls"), 1);
+  EXPECT_EQ(FirewallPorts("gpuprov-gcp-gc"), (std::vector<std::string>{"22"}));
+}
+
 TEST_F(GcpEmulatorTest, AllowFromRefusesIpv6AndTheEmulatorRefusesMixedFamilies) {
   Driver driver(Config());
   Object::Ptr req = ParseJson(CreateRequest("gcp-v6", ""));
