@@ -365,13 +365,15 @@ GcpDriver::ObjectPtr GcpDriver::GetFirewallNamed(const std::string& fw_name) {
 
 void GcpDriver::FirewallOperation(const std::string& method, const std::string& fw_name,
                                   const ObjectPtr& body, const std::string& what) {
-  const std::string path = method == "POST" ? "global/firewalls" : "global/firewalls/" + Encode(fw_name);
+  const std::string path =
+      method == "POST" ? "global/firewalls" : "global/firewalls/" + Encode(fw_name);
   int status = 0;
   ObjectPtr op = Call(method, path + "?requestId=" + NewRequestId(), what, body, {404}, &status);
   if (status == 404) return;  // a DELETE of a rule already gone
   OperationError err = ParseOperationError(WaitOperation(op, what));
   if (err.code != "") {
-    throw DriverError(ClassifyOperationError(err.code), what + ": " + err.code + ": " + err.message);
+    throw DriverError(ClassifyOperationError(err.code),
+                      what + ": " + err.code + ": " + err.message);
   }
 }
 
@@ -414,7 +416,8 @@ void GcpDriver::SetSourcesFirewall(const std::string& vm_name, const std::vector
   if (fw) {
     std::set<std::string> had;
     if (Array::Ptr r = json::Arr(fw, "sourceRanges")) {
-      for (size_t i = 0; i < r->size(); ++i) had.insert(r->get(static_cast<unsigned>(i)).toString());
+      for (size_t i = 0; i < r->size(); ++i)
+        had.insert(r->get(static_cast<unsigned>(i)).toString());
     }
     const std::set<int> had_ports = AllowedTcpPorts(fw);
     if (had == std::set<std::string>(allow_from.begin(), allow_from.end()) &&
@@ -430,8 +433,8 @@ void GcpDriver::SetSourcesFirewall(const std::string& vm_name, const std::vector
   }
   Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   body->set("name", fw_name);
-  body->set("description", "gpuprov: inbound ports of VM " + vm_name + " open only to its "
-                           "--allow-from sources");
+  body->set("description",
+            "gpuprov: inbound ports of VM " + vm_name + " open only to its --allow-from sources");
   body->set("network", "global/networks/" + network_);
   body->set("direction", "INGRESS");
   body->set("priority", 1000);

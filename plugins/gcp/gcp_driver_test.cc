@@ -521,7 +521,8 @@ TEST_F(GcpEmulatorTest, AllowFromPutsTheNarrowedPortsInASecondRuleThatOpenPortsU
   EXPECT_EQ(emulator_->Reachable("gcp-narrow"), "22,80,443,6443");
 
   // Another list: the sources rule takes it; this machine no longer reaches 6443.
-  const std::string narrower = R"({"id":")" + id + R"(","ports":[22,80,443,6443],)"
+  const std::string narrower = R"({"id":")" + id +
+                               R"(","ports":[22,80,443,6443],)"
                                R"("allow_from":["10.0.0.0/8"],"allow_from_ports":[80,443,6443]})";
   OpResult r = driver.OpenPorts(narrower);
   ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
@@ -534,7 +535,8 @@ TEST_F(GcpEmulatorTest, AllowFromPutsTheNarrowedPortsInASecondRuleThatOpenPortsU
   EXPECT_EQ(CountMatching(emulator_->Requests(), "POST"), 0);
 
   // SSH narrowed too: 22 leaves the 0.0.0.0/0 rule, which then has nothing and goes.
-  r = driver.OpenPorts(R"({"id":")" + id + R"(","ports":[22,80,443,6443],)"
+  r = driver.OpenPorts(R"({"id":")" + id +
+                       R"(","ports":[22,80,443,6443],)"
                        R"("allow_from":["10.0.0.0/8"],"allow_from_ports":[22,80,443,6443]})");
   ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
   EXPECT_EQ(emulator_->Reachable("gcp-narrow"), "");
@@ -578,8 +580,8 @@ TEST_F(GcpEmulatorTest, GcListsTheSourcesRuleWithItsVmAndDeletesIt) {
     EXPECT_EQ(r->getArray("vm_names")->getElement<std::string>(0), "gcp-gc") << listed.json;
   }
   EXPECT_EQ(firewalls, 2) << listed.json;
-  OpResult del = driver.Call(driver.vtable().delete_resource,
-                             R"({"kind":"firewall","id":")" + src + R"("})");
+  OpResult del =
+      driver.Call(driver.vtable().delete_resource, R"({"kind":"firewall","id":")" + src + R"("})");
   ASSERT_EQ(del.status, GPUPROV_STATUS_OK) << del;
   EXPECT_TRUE(del.Doc()->getValue<bool>("deleted"));
   EXPECT_EQ(emulator_->Count("firewalls"), 1);

@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "gcp_rules.h"
 
-#include "driver_status.h"
-#include "tags.h"
-
 #include <Poco/DigestEngine.h>
 #include <Poco/JSON/Array.h>
 #include <Poco/SHA2Engine.h>
@@ -13,8 +10,10 @@
 #include <sstream>
 
 #include "credentials.h"
+#include "driver_status.h"
 #include "gpuprov/sdk.hpp"
 #include "json_util.h"
+#include "tags.h"
 
 namespace gpuprov::gcp {
 namespace {

@@ -320,10 +320,10 @@ std::string LambdaDriver::EnsureRuleset(const std::string& vm_name, const std::s
   *created = false;
   const std::string name = RulesetName(vm_name);
   const std::string narrowing =
-      sources.Narrows() ? " (" + PortList(std::vector<int>(sources.narrowed.begin(),
-                                                           sources.narrowed.end())) +
-                              " only from " + Join(sources.allow_from) + ")"
-                        : "";
+      sources.Narrows()
+          ? " (" + PortList(std::vector<int>(sources.narrowed.begin(), sources.narrowed.end())) +
+                " only from " + Join(sources.allow_from) + ")"
+          : "";
   if (ObjectPtr s = FindRuleset(vm_name, region)) {
     const std::string id = json::Str(s, "id");
     // PATCH replaces the list: every rule there is kept but the sources allow_from drops.
@@ -378,14 +378,16 @@ void LambdaDriver::DeleteRuleset(const ObjectPtr& ruleset) {
 
 void LambdaDriver::WarnAccountWideSources(const std::string& vm_name,
                                           const kit::PortSources& sources) {
-  Array::Ptr rules = DataArray(Call("GET", "/firewall-rules", "read firewall rules"),
-                               "read firewall rules");
+  Array::Ptr rules =
+      DataArray(Call("GET", "/firewall-rules", "read firewall rules"), "read firewall rules");
   const std::vector<int> wider = lambda::PortsWiderThan(rules, sources);
   if (wider.empty()) return;
-  host_.Warning("the account-wide firewall rules, which apply to every instance beside its "
-                "ruleset, open tcp " + PortList(wider) + " to sources outside allow_from, so " +
-                vm_name + " stays reachable there from those; remove or narrow those rules in "
-                "Lambda's console (Firewall) to narrow them too");
+  host_.Warning(
+      "the account-wide firewall rules, which apply to every instance beside its "
+      "ruleset, open tcp " +
+      PortList(wider) + " to sources outside allow_from, so " + vm_name +
+      " stays reachable there from those; remove or narrow those rules in "
+      "Lambda's console (Firewall) to narrow them too");
 }
 
 void LambdaDriver::AddAccountRules(const std::string& vm_name, const std::vector<int>& ports) {

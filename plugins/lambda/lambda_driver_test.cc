@@ -535,7 +535,8 @@ TEST_F(LambdaEmulatorTest, AllowFromNarrowsTheRulesetAndOpenPortsReplacesTheSour
   EXPECT_FALSE(has(6443, "0.0.0.0/0")) << rules();
 
   // Another list replaces the sources of the narrowed ports; 22 stays open to everyone.
-  const std::string narrower = R"({"id":")" + id + R"(","ports":[22,80,443,6443],)"
+  const std::string narrower = R"({"id":")" + id +
+                               R"(","ports":[22,80,443,6443],)"
                                R"("allow_from":["10.0.0.0/8"],"allow_from_ports":[80,443,6443]})";
   OpResult r = driver.OpenPorts(narrower);
   ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
@@ -552,7 +553,8 @@ TEST_F(LambdaEmulatorTest, AllowFromNarrowsTheRulesetAndOpenPortsReplacesTheSour
   }
 
   // SSH narrowed too: the account's default "Allow SSH" rule keeps 22 open, and says so.
-  r = driver.OpenPorts(R"({"id":")" + id + R"(","ports":[22,80,443,6443],)"
+  r = driver.OpenPorts(R"({"id":")" + id +
+                       R"(","ports":[22,80,443,6443],)"
                        R"("allow_from":["10.0.0.0/8"],"allow_from_ports":[22,80,443,6443]})");
   ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
   EXPECT_FALSE(has(22, "0.0.0.0/0")) << rules();
@@ -563,7 +565,8 @@ TEST_F(LambdaEmulatorTest, AllowFromNarrowsTheRulesetAndOpenPortsReplacesTheSour
       << driver.host().All();
 
   // Everyone again, through the same call.
-  r = driver.OpenPorts(R"({"id":")" + id + R"(","ports":[22,80,443,6443],)"
+  r = driver.OpenPorts(R"({"id":")" + id +
+                       R"(","ports":[22,80,443,6443],)"
                        R"("allow_from":["0.0.0.0/0"],"allow_from_ports":[22,80,443,6443]})");
   ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
   EXPECT_EQ(emulator_->AllowedPorts(id), (std::set<int>{22, 80, 443, 6443}));

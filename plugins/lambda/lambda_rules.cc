@@ -248,7 +248,7 @@ Array::Ptr OpenInRuleset(const Array::Ptr& rules, const std::string& vm_name,
   *changed = false;
   Array::Ptr out = new Array();
   std::map<int, std::set<std::string>> single;  // tcp [p, p] rules kept: port -> sources
-  std::map<int, bool> any_rule;                  // port -> some tcp rule opens it
+  std::map<int, bool> any_rule;                 // port -> some tcp rule opens it
   const std::set<int> world = OpenTcpPorts(rules);
   for (size_t i = 0; rules && i < rules->size(); ++i) {
     Object::Ptr r = json::ObjAt(rules, i);
@@ -317,12 +317,12 @@ std::vector<int> PortsWiderThan(const Array::Ptr& rules, const drivers::PortSour
 
 void CheckRuleCount(const Array::Ptr& rules, const drivers::PortSources& sources) {
   if (!rules || rules->size() <= kMaxRules) return;
-  throw sdk::DriverError(
-      GPUPROV_STATUS_INVALID_INPUT,
-      "allow_from: the VM's firewall ruleset would need " + std::to_string(rules->size()) +
-          " rules (one per port and source; " + std::to_string(sources.allow_from.size()) +
-          " sources), and Lambda takes at most " + std::to_string(kMaxRules) +
-          "; give fewer --allow-from sources (a wider CIDR covers several)");
+  throw sdk::DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                         "allow_from: the VM's firewall ruleset would need " +
+                             std::to_string(rules->size()) + " rules (one per port and source; " +
+                             std::to_string(sources.allow_from.size()) +
+                             " sources), and Lambda takes at most " + std::to_string(kMaxRules) +
+                             "; give fewer --allow-from sources (a wider CIDR covers several)");
 }
 
 std::set<int> OpenTcpPorts(const Array::Ptr& rules) {

@@ -18,8 +18,8 @@
 
 #include "credentials.h"
 #include "driver_request.h"
-#include "tags.h"
 #include "gpuprov/driver_abi.h"
+#include "tags.h"
 #include "vm_rules.h"
 
 namespace gpuprov::lambda {

@@ -186,11 +186,12 @@ TEST(LambdaRulesets, NarrowedPortsGetOneRulePerSourceAndOpenPortsReplacesThem) {
   s.narrowed = {6443};
   Array::Ptr made = RulesetRules("demo", {22, 6443}, s);
   ASSERT_EQ(made->size(), 3u);
-  EXPECT_EQ(Text(made), R"([{"protocol":"tcp","port_range":[22,22],"source_network":"0.0.0.0/0",)"
-                        R"("description":"gpuprov demo: tcp 22"},{"protocol":"tcp","port_range":[6443,6443],)"
-                        R"("source_network":"10.0.0.0/8","description":"gpuprov demo: tcp 6443"},)"
-                        R"({"protocol":"tcp","port_range":[6443,6443],"source_network":"192.0.2.0/24",)"
-                        R"("description":"gpuprov demo: tcp 6443"}])");
+  EXPECT_EQ(Text(made),
+            R"([{"protocol":"tcp","port_range":[22,22],"source_network":"0.0.0.0/0",)"
+            R"("description":"gpuprov demo: tcp 22"},{"protocol":"tcp","port_range":[6443,6443],)"
+            R"("source_network":"10.0.0.0/8","description":"gpuprov demo: tcp 6443"},)"
+            R"({"protocol":"tcp","port_range":[6443,6443],"source_network":"192.0.2.0/24",)"
+            R"("description":"gpuprov demo: tcp 6443"}])");
   EXPECT_EQ(OpenTcpPorts(made), (std::set<int>{22}));
 
   // Another list: the dropped source goes, the new one comes, 22 and other rules stay.
@@ -241,10 +242,11 @@ TEST(LambdaRulesets, RuleCountAndWiderAccountRules) {
   }
   // Lambda's default account rules open 22 to everyone; a rule from an allowed source does not
   // count, nor one of a port not narrowed.
-  Array::Ptr account = Rules(R"([{"protocol":"tcp","port_range":[22,22],"source_network":"0.0.0.0/0","description":"Allow SSH"},)"
-                             R"({"protocol":"icmp","source_network":"0.0.0.0/0","description":"Allow ICMP"},)"
-                             R"({"protocol":"tcp","port_range":[6443,6443],"source_network":"10.0.0.0/8","description":""},)"
-                             R"({"protocol":"tcp","port_range":[80,80],"source_network":"0.0.0.0/0","description":""}])");
+  Array::Ptr account = Rules(
+      R"([{"protocol":"tcp","port_range":[22,22],"source_network":"0.0.0.0/0","description":"Allow SSH"},)"
+      R"({"protocol":"icmp","source_network":"0.0.0.0/0","description":"Allow ICMP"},)"
+      R"({"protocol":"tcp","port_range":[6443,6443],"source_network":"10.0.0.0/8","description":""},)"
+      R"({"protocol":"tcp","port_range":[80,80],"source_network":"0.0.0.0/0","description":""}])");
   EXPECT_EQ(PortsWiderThan(account, s), (std::vector<int>{22}));
   s.narrowed = {6443};
   EXPECT_TRUE(PortsWiderThan(account, s).empty());

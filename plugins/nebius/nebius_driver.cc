@@ -383,10 +383,9 @@ std::vector<IngressRule> NebiusDriver::IngressRules(const std::string& group_id)
     req.set_page_size(kPageSize);
     req.set_page_token(token);
     vpc::ListSecurityRulesResponse resp;
-    client_->Run({"list rules of security group " + group_id},
-                 [&](grpc::ClientContext* c, Done d) {
-                   client_->rules().async()->List(c, &req, &resp, std::move(d));
-                 });
+    client_->Run({"list rules of security group " + group_id}, [&](grpc::ClientContext* c, Done d) {
+      client_->rules().async()->List(c, &req, &resp, std::move(d));
+    });
     for (const auto& r : resp.items()) {
       const vpc::SecurityRuleSpec& sp = r.spec();
       if (sp.access() != vpc::ALLOW || !sp.has_ingress()) continue;

@@ -75,8 +75,7 @@ class NebiusDriver {
   std::string EnsureSecurityGroup(const std::string& vm_name, const std::vector<int>& ports,
                                   const drivers::PortSources& sources,
                                   const std::string& network_id,
-                                  const std::map<std::string, std::string>& labels,
-                                  bool* created);
+                                  const std::map<std::string, std::string>& labels, bool* created);
   /// Adds ingress rules for those of `ports` not narrowed that the group does not open to
   /// 0.0.0.0/0 yet, makes the narrowed ones open to exactly allow_from (PlanSources) and,
   /// with_egress, adds the rule allowing all outbound traffic when the group has none.

@@ -352,7 +352,8 @@ TEST_F(NebiusEmulatorTest, AllowFromNarrowsTheSecurityRulesAndOpenPortsReplacesT
   ASSERT_TRUE(WaitRunning(driver, id));
   EXPECT_EQ(emulator_->Reachable("nb-narrow"), "22,80,443,6443");
 
-  const std::string narrower = R"({"id":")" + id + R"(","name":"nb-narrow","ports":[22,80,443,6443],)"
+  const std::string narrower = R"({"id":")" + id +
+                               R"(","name":"nb-narrow","ports":[22,80,443,6443],)"
                                R"("allow_from":["10.0.0.0/8"],"allow_from_ports":[80,443,6443]})";
   OpResult r = driver.OpenPorts(narrower);
   ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r << "\n" << driver.host().All();
@@ -367,13 +368,15 @@ TEST_F(NebiusEmulatorTest, AllowFromNarrowsTheSecurityRulesAndOpenPortsReplacesT
   EXPECT_FALSE(Contains(repeat.host().All(), "delete security rule")) << repeat.host().All();
 
   // SSH too: the 0.0.0.0/0 rule of 22 is replaced.
-  r = driver.OpenPorts(R"({"id":")" + id + R"(","name":"nb-narrow","ports":[22,80,443,6443],)"
+  r = driver.OpenPorts(R"({"id":")" + id +
+                       R"(","name":"nb-narrow","ports":[22,80,443,6443],)"
                        R"("allow_from":["10.0.0.0/8"],"allow_from_ports":[22,80,443,6443]})");
   ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r << "\n" << driver.host().All();
   EXPECT_EQ(emulator_->Reachable("nb-narrow"), "");
 
   // Everyone again.
-  r = driver.OpenPorts(R"({"id":")" + id + R"(","name":"nb-narrow","ports":[22,80,443,6443],)"
+  r = driver.OpenPorts(R"({"id":")" + id +
+                       R"(","name":"nb-narrow","ports":[22,80,443,6443],)"
                        R"("allow_from":["0.0.0.0/0"],"allow_from_ports":[22,80,443,6443]})");
   ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
   EXPECT_EQ(emulator_->Reachable("nb-narrow"), "22,80,443,6443");

@@ -463,8 +463,8 @@ SourcesPlan PlanSources(const std::vector<IngressRule>& rules, const std::vector
     for (int p : r.ports) {
       if (!narrowed.count(p)) keep.push_back(p);
     }
-    if (!keep.empty()) AddRules(keep, r.cidrs.empty() ? std::vector<std::string>{"0.0.0.0/0"}
-                                                      : r.cidrs, &plan.add);
+    if (!keep.empty())
+      AddRules(keep, r.cidrs.empty() ? std::vector<std::string>{"0.0.0.0/0"} : r.cidrs, &plan.add);
   }
   // The narrowed ports by the sources they lack: one set of rules per distinct list.
   std::map<std::vector<std::string>, std::vector<int>> lacking;
