@@ -353,15 +353,154 @@ std::vector<std::string> GcpDriver::ZonesFor(const std::string& region,
 }
 
 GcpDriver::ObjectPtr GcpDriver::GetFirewall(const std::string& vm_name) {
+  return GetFirewallNamed(FirewallName(vm_name));
+}
+
+GcpDriver::ObjectPtr GcpDriver::GetFirewallNamed(const std::string& fw_name) {
   int status = 0;
-  ObjectPtr fw = Call("GET", "global/firewalls/" + Encode(FirewallName(vm_name)),
-                      "get firewall rule " + FirewallName(vm_name), nullptr, {404}, &status);
+  ObjectPtr fw = Call("GET", "global/firewalls/" + Encode(fw_name), "get firewall rule " + fw_name,
+                      nullptr, {404}, &status);
   return status == 404 ? nullptr : fw;
 }
 
-void GcpDriver::EnsureFirewall(const std::string& vm_name, const std::vector<int>& ports_in) {
+void GcpDriver::FirewallOperation(const std::string& method, const std::string& fw_name,
+                                  const ObjectPtr& body, const std::string& what) {
+  const std::string path =
+      method == "POST" ? "global/firewalls" : "global/firewalls/" + Encode(fw_name);
+  int status = 0;
+  ObjectPtr op = Call(method, path + "?requestId=" + NewRequestId(), what, body, {404}, &status);
+  if (status == 404) return;  // a DELETE of a rule already gone
+  OperationError err = ParseOperationError(WaitOperation(op, what));
+  if (err.code != "") {
+    throw DriverError(ClassifyOperationError(err.code),
+                      what + ": " + err.code + ": " + err.message);
+  }
+}
+
+void GcpDriver::SetPortRules(const std::string& vm_name, const std::vector<int>& ports,
+                             const kit::PortSources& sources, bool exact) {
+  std::vector<int> world, narrowed;
+  for (int p : ports) (sources.IsNarrowed(p) ? narrowed : world).push_back(p);
+  // The sources rule first, so that a port moved out of the 0.0.0.0/0 rule stays open to them.
+  SetSourcesFirewall(vm_name, narrowed, sources.allow_from);
+  EnsureFirewall(vm_name, world);
+  if (exact && !narrowed.empty()) {
+    if (ObjectPtr fw = GetFirewall(vm_name)) {
+      RemoveFromFirewall(fw, std::set<int>(narrowed.begin(), narrowed.end()));
+    }
+  }
+}
+
+void GcpDriver::SetSourcesFirewall(const std::string& vm_name, const std::vector<int>& ports,
+                                   const std::vector<std::string>& allow_from) {
+  const std::string fw_name = SourcesFirewallName(vm_name);
+  ObjectPtr fw = GetFirewallNamed(fw_name);
+  if (ports.empty()) {
+    if (fw) {
+      host_.Progress("deleting firewall rule " + fw_name + " (no port of " + vm_name +
+                     " is narrowed now)");
+      FirewallOperation("DELETE", fw_name, nullptr, "delete firewall rule " + fw_name);
+    }
+    return;
+  }
+  Array::Ptr ranges = new Array();
+  for (const auto& c : allow_from) ranges->add(c);
+  Array::Ptr allowed = new Array();
+  Object::Ptr tcp = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  tcp->set("IPProtocol", "tcp");
+  Array::Ptr list = new Array();
+  for (int p : ports) list->add(std::to_string(p));
+  tcp->set("ports", list);
+  allowed->add(tcp);
+  const std::string summary = "tcp " + PortList(ports) + " from " + Join(allow_from);
+  if (fw) {
+    std::set<std::string> had;
+    if (Array::Ptr r = json::Arr(fw, "sourceRanges")) {
+      for (size_t i = 0; i < r->size(); ++i)
+        had.insert(r->get(static_cast<unsigned>(i)).toString());
+    }
+    const std::set<int> had_ports = AllowedTcpPorts(fw);
+    if (had == std::set<std::string>(allow_from.begin(), allow_from.end()) &&
+        had_ports == std::set<int>(ports.begin(), ports.end())) {
+      return;
+    }
+    Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    body->set("sourceRanges", ranges);
+    body->set("allowed", allowed);
+    host_.Progress("setting firewall rule " + fw_name + " to " + summary);
+    FirewallOperation("PATCH", fw_name, body, "update firewall rule " + fw_name);
+    return;
+  }
+  Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  body->set("name", fw_name);
+  body->set("description",
+            "gpuprov: inbound ports of VM " + vm_name + " open only to its --allow-from sources");
+  body->set("network", "global/networks/" + network_);
+  body->set("direction", "INGRESS");
+  body->set("priority", 1000);
+  body->set("sourceRanges", ranges);
+  Array::Ptr targets = new Array();
+  targets->add(FirewallName(vm_name));
+  body->set("targetTags", targets);
+  body->set("allowed", allowed);
+  host_.Progress("creating firewall rule " + fw_name + " (" + summary + ")");
+  int status = 0;
+  ObjectPtr op = Call("POST", "global/firewalls?requestId=" + NewRequestId(),
+                      "create firewall rule " + fw_name, body, {409}, &status);
+  if (status == 409) {  // made in the meantime: make it match
+    SetSourcesFirewall(vm_name, ports, allow_from);
+    return;
+  }
+  OperationError err = ParseOperationError(WaitOperation(op, "create firewall rule " + fw_name));
+  if (err.code != "") {
+    throw DriverError(ClassifyOperationError(err.code),
+                      "create firewall rule " + fw_name + ": " + err.code + ": " + err.message);
+  }
+}
+
+void GcpDriver::RemoveFromFirewall(const ObjectPtr& fw, const std::set<int>& ports) {
+  const std::string fw_name = json::Str(fw, "name");
+  Array::Ptr allowed = new Array();
+  std::vector<int> removed;
+  Array::Ptr had = json::Arr(fw, "allowed");
+  for (size_t i = 0; had && i < had->size(); ++i) {
+    Object::Ptr a = json::ObjAt(had, i);
+    Array::Ptr list = json::Arr(a, "ports");
+    if (!a || json::Str(a, "IPProtocol") != "tcp" || !list) {
+      allowed->add(had->get(static_cast<unsigned>(i)));
+      continue;
+    }
+    Array::Ptr kept = new Array();
+    for (size_t j = 0; j < list->size(); ++j) {
+      const std::string spec = list->get(static_cast<unsigned>(j)).toString();
+      const bool single = spec.find('-') == std::string::npos;
+      if (single && ports.count(std::atoi(spec.c_str()))) {
+        removed.push_back(std::atoi(spec.c_str()));
+      } else {
+        kept->add(spec);
+      }
+    }
+    if (kept->size() == 0) continue;
+    Object::Ptr entry = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    entry->set("IPProtocol", "tcp");
+    entry->set("ports", kept);
+    allowed->add(entry);
+  }
+  if (removed.empty()) return;
+  if (allowed->size() == 0) {
+    host_.Progress("deleting firewall rule " + fw_name + " (its ports are narrowed now)");
+    FirewallOperation("DELETE", fw_name, nullptr, "delete firewall rule " + fw_name);
+    return;
+  }
+  Object::Ptr body = new Object();
+  body->set("allowed", allowed);
+  host_.Progress("closing tcp " + PortList(removed) + " to 0.0.0.0/0 in firewall rule " + fw_name);
+  FirewallOperation("PATCH", fw_name, body, "update firewall rule " + fw_name);
+}
+
+void GcpDriver::EnsureFirewall(const std::string& vm_name, const std::vector<int>& ports) {
   const std::string fw_name = FirewallName(vm_name);
-  std::vector<int> ports = kit::WithSsh(ports_in);
+  if (ports.empty()) return;
   if (ObjectPtr fw = GetFirewall(vm_name)) {
     AddToFirewall(fw, ports);
     return;
@@ -393,7 +532,7 @@ void GcpDriver::EnsureFirewall(const std::string& vm_name, const std::vector<int
   ObjectPtr op = Call("POST", "global/firewalls" + query, "create firewall rule " + fw_name, body,
                       {409}, &status);
   if (status == 409) {  // made in the meantime: check it has the ports
-    EnsureFirewall(vm_name, ports_in);
+    EnsureFirewall(vm_name, ports);
     return;
   }
   OperationError err = ParseOperationError(WaitOperation(op, "create firewall rule " + fw_name));
@@ -442,10 +581,12 @@ void GcpDriver::AddToFirewall(const ObjectPtr& fw, const std::vector<int>& ports
 }
 
 std::vector<int> GcpDriver::OpenPortsOf(const std::string& vm_name, const std::vector<int>& ports) {
-  ObjectPtr fw = GetFirewall(vm_name);
+  std::set<int> allowed;
+  if (ObjectPtr fw = GetFirewall(vm_name); fw && OpenToAll(fw)) allowed = AllowedTcpPorts(fw);
+  if (ObjectPtr src = GetFirewallNamed(SourcesFirewallName(vm_name))) {
+    for (int p : AllowedTcpPorts(src)) allowed.insert(p);
+  }
   std::vector<int> open;
-  if (!fw || !OpenToAll(fw)) return open;
-  const std::set<int> allowed = AllowedTcpPorts(fw);
   for (int p : ports) {
     if (allowed.count(p)) open.push_back(p);
   }
@@ -454,8 +595,19 @@ std::vector<int> GcpDriver::OpenPortsOf(const std::string& vm_name, const std::v
 
 bool GcpDriver::DeleteFirewall(const std::string& vm_name) {
   const std::string fw_name = FirewallName(vm_name);
+  bool deleted = false;
+  // The sources rule first: it is gpuprov's when it targets the VM's tag.
+  const std::string src_name = SourcesFirewallName(vm_name);
+  if (ObjectPtr src = GetFirewallNamed(src_name)) {
+    Array::Ptr tags = json::Arr(src, "targetTags");
+    if (tags && tags->size() == 1 && tags->get(0).toString() == fw_name) {
+      host_.Progress("deleting firewall rule " + src_name);
+      FirewallOperation("DELETE", src_name, nullptr, "delete firewall rule " + src_name);
+      deleted = true;
+    }
+  }
   ObjectPtr fw = GetFirewall(vm_name);
-  if (!fw) return false;
+  if (!fw) return deleted;
   // Only the rule gpuprov made: it targets the VM's own tag.
   bool ours = false;
   if (Array::Ptr tags = json::Arr(fw, "targetTags")) {
@@ -466,7 +618,7 @@ bool GcpDriver::DeleteFirewall(const std::string& vm_name) {
   if (!ours) {
     host_.Warning("firewall rule " + fw_name + " does not target tag " + fw_name +
                   "; gpuprov did not make it and leaves it");
-    return false;
+    return deleted;
   }
   host_.Progress("deleting firewall rule " + fw_name);
   int status = 0;
@@ -565,6 +717,7 @@ std::string GcpDriver::Check(const std::string& /*request_json*/) {
   const std::string name = json::Str(p, "name");
   result.set("account", (name.empty() ? project : name) + " / " + who);
   result.set("user_data_limit", static_cast<int64_t>(kMaxMetadataValueBytes));
+  result.set("allow_from", true);  // a second firewall rule per VM holds the sources (IPv4)
   result.set("credentials_from", c.Describe());
   result.set("endpoint", endpoint_);
   return json::Stringify(result);
@@ -620,6 +773,9 @@ std::string GcpDriver::Create(const std::string& request_json) {
       request, "Compute Engine takes the login key from the ssh-keys metadata item");
   const std::string ssh_keys = SshKeysEntry(ssh_user_, public_key);
   const std::vector<int> ports = kit::WithSsh(kit::PortsOf(request, "open_ports"));
+  // IPv4 only: a GCE firewall rule takes IPv4 or IPv6 ranges, not both, and the VM's access
+  // config gives it an IPv4 address only.
+  const kit::PortSources sources = kit::SourcesOf(request, /*ipv6_allowed=*/false);
 
   const kit::CatalogueChoice choice = kit::ChooseInstanceType(
       MachineTypeCatalogue(), kit::ParseGpu(request), json::Str(request, "instance_type"));
@@ -667,8 +823,6 @@ std::string GcpDriver::Create(const std::string& request_json) {
     }
   }
 
-  // The firewall rule first: the instance carries its tag from the start.
-  EnsureFirewall(name, ports);
   // name by an init-capture: clang 14 (the sanitizer build) cannot capture a structured binding.
   auto forget_firewall = [&, name = name] {
     try {
@@ -678,6 +832,13 @@ std::string GcpDriver::Create(const std::string& request_json) {
                     "; `gpuprov down " + name + " --cloud gcp` retries");
     }
   };
+  // The firewall rules first: the instance carries their tag from the start.
+  try {
+    SetPortRules(name, ports, sources, /*exact=*/true);
+  } catch (const DriverError&) {
+    forget_firewall();
+    throw;
+  }
 
   std::vector<std::string> stockouts;
   std::vector<std::string> suggested;
@@ -783,7 +944,7 @@ std::string GcpDriver::Create(const std::string& request_json) {
                               zone + "; re-run to try again");
       }
       host_.Info("instance " + name + " created in " + zone);
-      return kit::VmResult(VmJson(inst, ports), false);
+      return kit::ConfirmSources(kit::VmResult(VmJson(inst, ports), false), sources);
     }
     // A failed insert may leave the instance visible for a moment (reference §8): make sure
     // it is gone before going on.
@@ -877,16 +1038,24 @@ std::string GcpDriver::Delete(const std::string& request_json) {
 }
 
 namespace {
-// True for the rule gpuprov made: named gpuprov-<vm> and targeting the tag of that name.
-bool OwnFirewall(const Object::Ptr& fw) {
+// The VM of a rule gpuprov made, else "": gpuprov-<vm> targeting the tag of that name, or
+// SourcesFirewallName(vm) targeting only the tag gpuprov-<vm>.
+std::string FirewallVm(const Object::Ptr& fw) {
   const std::string name = json::Str(fw, "name");
-  if (name.rfind(kit::kResourcePrefix, 0) != 0) return false;
+  const std::string prefix = kit::kResourcePrefix;
+  if (name.rfind(prefix, 0) != 0) return "";
   Array::Ptr tags = json::Arr(fw, "targetTags");
   for (size_t i = 0; tags && i < tags->size(); ++i) {
-    if (tags->get(static_cast<unsigned>(i)).toString() == name) return true;
+    const std::string tag = tags->get(static_cast<unsigned>(i)).toString();
+    if (tag == name) return name.substr(prefix.size());
+    if (tags->size() == 1 && tag.rfind(prefix, 0) == 0 &&
+        SourcesFirewallName(tag.substr(prefix.size())) == name) {
+      return tag.substr(prefix.size());
+    }
   }
-  return false;
+  return "";
 }
+bool OwnFirewall(const Object::Ptr& fw) { return !FirewallVm(fw).empty(); }
 }  // namespace
 
 std::string GcpDriver::ListResources(const std::string& /*request_json*/) {
@@ -923,7 +1092,7 @@ std::string GcpDriver::ListResources(const std::string& /*request_json*/) {
       if (!fw || !OwnFirewall(fw)) continue;
       const std::string name = json::Str(fw, "name");
       kit::ResourceFields r = kit::Resource("firewall", name, name);
-      r.vm_names = {name.substr(std::string(kit::kResourcePrefix).size())};
+      r.vm_names = {FirewallVm(fw)};
       r.region = "global";
       r.created_at = json::Str(fw, "creationTimestamp");
       out.push_back(r);
@@ -947,8 +1116,12 @@ std::string GcpDriver::DeleteResource(const std::string& request_json) {
                         nullptr, {404}, &status);
     if (status == 404 || !fw) return kit::DeletedResult(false);
     if (!OwnFirewall(fw)) throw refuse();
-    return kit::DeletedResult(
-        DeleteFirewall(ref.id.substr(std::string(kit::kResourcePrefix).size())));
+    if (ref.id != FirewallName(FirewallVm(fw))) {  // a sources rule
+      host_.Progress("deleting firewall rule " + ref.id);
+      FirewallOperation("DELETE", ref.id, nullptr, "delete firewall rule " + ref.id);
+      return kit::DeletedResult(true);
+    }
+    return kit::DeletedResult(DeleteFirewall(FirewallVm(fw)));
   }
   const size_t slash = ref.id.find('/');
   if (slash == std::string::npos || slash == 0 || slash + 1 >= ref.id.size()) {
@@ -973,8 +1146,9 @@ std::string GcpDriver::OpenPorts(const std::string& request_json) {
         GPUPROV_STATUS_NOT_FOUND,
         "no gpuprov instance with id " + json::Str(request, "id") + " in project " + Project());
   }
-  EnsureFirewall(json::Str(inst, "name"), ports);
-  return "{}";
+  SetPortRules(json::Str(inst, "name"), kit::WithSsh(ports),
+               kit::SourcesOf(request, /*ipv6_allowed=*/false), /*exact=*/true);
+  return kit::ConfirmSources("{}", kit::SourcesOf(request, /*ipv6_allowed=*/false));
 }
 
 }  // namespace gpuprov::gcp

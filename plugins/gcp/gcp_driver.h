@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "driver_request.h"
 #include "gce_machine_types.h"
 #include "gcp_auth.h"
 #include "gpuprov/sdk.hpp"
@@ -88,10 +89,29 @@ class GcpDriver {
   std::vector<std::string> ZonesFor(const std::string& region, const std::string& accelerator);
 
   ObjectPtr GetFirewall(const std::string& vm_name);
+  /// The firewall rule of that name, or nullptr.
+  ObjectPtr GetFirewallNamed(const std::string& fw_name);
+  /// POST (body), PATCH (body) or DELETE of a firewall rule and its global operation; a DELETE
+  /// of a rule already gone is fine.
+  void FirewallOperation(const std::string& method, const std::string& fw_name,
+                         const ObjectPtr& body, const std::string& what);
+  /// Opens `ports` of a VM to their sources: the ports `sources` narrows in the sources rule
+  /// (SetSourcesFirewall; it is deleted when none is narrowed), the others in the 0.0.0.0/0
+  /// rule (EnsureFirewall). `exact`: the narrowed ports also leave the 0.0.0.0/0 rule.
+  void SetPortRules(const std::string& vm_name, const std::vector<int>& ports,
+                    const drivers::PortSources& sources, bool exact);
+  /// Makes the rule SourcesFirewallName(vm) allow exactly tcp `ports` from `allow_from`
+  /// (created, patched, or deleted when `ports` is empty).
+  void SetSourcesFirewall(const std::string& vm_name, const std::vector<int>& ports,
+                          const std::vector<std::string>& allow_from);
+  /// Takes the single tcp ports `ports` out of a rule's allowed list (ranges stay); deletes
+  /// the rule when nothing is left.
+  void RemoveFromFirewall(const ObjectPtr& fw, const std::set<int>& ports);
   /// Creates the firewall rule of a VM with `ports` open (tcp, 0.0.0.0/0), or adds to it
-  /// those it lacks (AddToFirewall).
+  /// those it lacks (AddToFirewall); nothing for no ports.
   void EnsureFirewall(const std::string& vm_name, const std::vector<int>& ports);
-  /// Deletes the VM's firewall rule if gpuprov made it; true when one was deleted.
+  /// Deletes the VM's firewall rules (the 0.0.0.0/0 one and the sources one) where gpuprov
+  /// made them; true when one was deleted.
   bool DeleteFirewall(const std::string& vm_name);
   /// Adds to the VM's firewall rule one tcp entry with those of `ports` it does not allow
   /// yet (nothing else of the rule changes); fails when the rule no longer admits 0.0.0.0/0.

@@ -23,6 +23,7 @@
 #include "credentials.h"
 #include "driver_test_util.h"
 #include "gcp_auth.h"
+#include "gcp_rules.h"
 #include "gpuprov/driver_abi.h"
 
 namespace gpuprov::gcp {
@@ -488,6 +489,127 @@ TEST_F(GcpEmulatorTest, PortsOfAnExistingInstanceOpenOnlyThroughOpenPorts) {
   r = driver.OpenPorts(R"({"id":")" + id + R"(","ports":[22,6443,80,443]})");
   ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
   EXPECT_EQ(CountMatching(emulator_->Requests(), "PATCH"), 0);
+}
+
+// allow_from (docs/driver-protocol.md): the narrowed ports go in a second rule
+// (SourcesFirewallName) whose sourceRanges are the sources; open_ports replaces them, moves
+// ports between the two rules, and down deletes both.
+TEST_F(GcpEmulatorTest, AllowFromPutsTheNarrowedPortsInASecondRuleThatOpenPortsUpdates) {
+  Driver driver(Config());
+  OpResult check = driver.Check();
+  ASSERT_EQ(check.status, GPUPROV_STATUS_OK) << check;
+  EXPECT_TRUE(check.Doc()->getValue<bool>("allow_from"));
+  Object::Ptr req = ParseJson(CreateRequest("gcp-narrow", ""));
+  req->set("allow_from", ParseJson(R"({"a":["127.0.0.1/32","192.0.2.0/24"]})")->getArray("a"));
+  req->set("allow_from_ports", ParseJson(R"({"a":[80,443,6443]})")->getArray("a"));
+  OpResult c = driver.Create(Stringify(req));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c << "\n" << driver.host().All();
+  EXPECT_TRUE(Contains(c.json, R"("allow_from":["127.0.0.1/32","192.0.2.0/24"])")) << c.json;
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  const std::string src = SourcesFirewallName("gcp-narrow");
+  EXPECT_EQ(src.rfind("gpuprov-src-", 0), 0u) << src;
+  EXPECT_EQ(emulator_->Count("firewalls"), 2);
+  EXPECT_EQ(FirewallPorts("gpuprov-gcp-narrow"), (std::vector<std::string>{"22"}));
+  EXPECT_EQ(FirewallPorts(src), (std::vector<std::string>{"80", "443", "6443"}));
+  auto ranges = [&](const std::string& name) {
+    std::ostringstream out;
+    Firewall(name)->getArray("sourceRanges")->stringify(out);
+    return out.str();
+  };
+  EXPECT_EQ(ranges(src), R"(["127.0.0.1/32","192.0.2.0/24"])");
+  EXPECT_EQ(Firewall(src)->getArray("targetTags")->get(0).toString(), "gpuprov-gcp-narrow");
+  EXPECT_EQ(emulator_->Reachable("gcp-narrow"), "22,80,443,6443");
+
+  // Another list: the sources rule takes it; this machine no longer reaches 6443.
+  const std::string narrower = R"({"id":")" + id +
+                               R"(","ports":[22,80,443,6443],)"
+                               R"("allow_from":["10.0.0.0/8"],"allow_from_ports":[80,443,6443]})";
+  OpResult r = driver.OpenPorts(narrower);
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_EQ(r.json, R"({"allow_from":["10.0.0.0/8"]})");
+  EXPECT_EQ(ranges(src), R"(["10.0.0.0/8"])");
+  EXPECT_EQ(emulator_->Reachable("gcp-narrow"), "22");
+  emulator_->ClearRequests();
+  ASSERT_EQ(driver.OpenPorts(narrower).status, GPUPROV_STATUS_OK);  // a repeat: reads only
+  EXPECT_EQ(CountMatching(emulator_->Requests(), "PATCH"), 0);
+  EXPECT_EQ(CountMatching(emulator_->Requests(), "POST"), 0);
+
+  // SSH narrowed too: 22 leaves the 0.0.0.0/0 rule, which then has nothing and goes.
+  r = driver.OpenPorts(R"({"id":")" + id +
+                       R"(","ports":[22,80,443,6443],)"
+                       R"("allow_from":["10.0.0.0/8"],"allow_from_ports":[22,80,443,6443]})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_EQ(emulator_->Reachable("gcp-narrow"), "");
+  EXPECT_EQ(emulator_->Count("firewalls"), 1);
+  EXPECT_EQ(FirewallPorts(src), (std::vector<std::string>{"22", "80", "443", "6443"}));
+
+  // No narrowing: every port back in the 0.0.0.0/0 rule, the sources rule deleted.
+  r = driver.OpenPorts(R"({"id":")" + id + R"(","ports":[22,80,443,6443]})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_EQ(r.json, "{}");
+  EXPECT_EQ(emulator_->Reachable("gcp-narrow"), "22,80,443,6443");
+  EXPECT_EQ(emulator_->Count("firewalls"), 1);
+
+  // Narrowed again, then down: both rules go.
+  ASSERT_EQ(driver.OpenPorts(narrower).status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->Count("firewalls"), 2);
+  EXPECT_EQ(emulator_->Reachable("gcp-narrow"), "22");
+  ASSERT_EQ(driver.Delete(R"({"id":")" + id + R"(","name":"gcp-narrow"})").status,
+            GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->Count("firewalls"), 0);
+  EXPECT_EQ(emulator_->Count("instances"), 0);
+}
+
+// gc sees the sources rule as the VM's and deletes it alone.
+TEST_F(GcpEmulatorTest, GcListsTheSourcesRuleWithItsVmAndDeletesIt) {
+  Driver driver(Config());
+  Object::Ptr req = ParseJson(CreateRequest("gcp-gc", "", {22, 6443}));
+  req->set("allow_from", ParseJson(R"({"a":["10.0.0.0/8"]})")->getArray("a"));
+  req->set("allow_from_ports", ParseJson(R"({"a":[6443]})")->getArray("a"));
+  OpResult c = driver.Create(Stringify(req));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  const std::string src = SourcesFirewallName("gcp-gc");
+  OpResult listed = driver.Call(driver.vtable().list_resources, "{}");
+  ASSERT_EQ(listed.status, GPUPROV_STATUS_OK) << listed.error;
+  Array::Ptr resources = listed.Doc()->getArray("resources");
+  int firewalls = 0;
+  for (size_t i = 0; i < resources->size(); ++i) {
+    Object::Ptr r = resources->getObject(static_cast<unsigned>(i));
+    if (r->getValue<std::string>("kind") != "firewall") continue;
+    ++firewalls;
+    EXPECT_EQ(r->getArray("vm_names")->getElement<std::string>(0), "gcp-gc") << listed.json;
+  }
+  EXPECT_EQ(firewalls, 2) << listed.json;
+  OpResult del =
+      driver.Call(driver.vtable().delete_resource, R"({"kind":"firewall","id":")" + src + R"("})");
+  ASSERT_EQ(del.status, GPUPROV_STATUS_OK) << del;
+  EXPECT_TRUE(del.Doc()->getValue<bool>("deleted"));
+  EXPECT_EQ(emulator_->Count("firewalls"), 1);
+  EXPECT_EQ(FirewallPorts("gpuprov-gcp-gc"), (std::vector<std::string>{"22"}));
+}
+
+TEST_F(GcpEmulatorTest, AllowFromRefusesIpv6AndTheEmulatorRefusesMixedFamilies) {
+  Driver driver(Config());
+  Object::Ptr req = ParseJson(CreateRequest("gcp-v6", ""));
+  req->set("allow_from", ParseJson(R"({"a":["2001:db8::/32"]})")->getArray("a"));
+  req->set("allow_from_ports", ParseJson(R"({"a":[6443]})")->getArray("a"));
+  OpResult c = driver.Create(Stringify(req));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c;
+  EXPECT_TRUE(Contains(c.error, "allow_from")) << c.error;
+  EXPECT_EQ(emulator_->Count("firewalls"), 0);
+  EXPECT_EQ(emulator_->Count("instances"), 0);
+
+  // GCE: "A firewall rule can contain either IPv4 or IPv6 ranges, but not both".
+  std::optional<GoogleCredentials> creds = FindCredentials(emulator_->key_path());
+  TokenSource tokens(*creds, drivers::RetryPolicy::Fast(), gpuprov::sdk::Host());
+  HttpReply r = drivers::testing::LoopbackHttp(
+      "POST", emulator_->url() + "/compute/v1/projects/" + creds->project_id + "/global/firewalls",
+      R"({"name":"mixed","sourceRanges":["10.0.0.0/8","2001:db8::/32"],)"
+      R"("allowed":[{"IPProtocol":"tcp","ports":["22"]}]})",
+      {{"Authorization", "Bearer " + tokens.Token()}, {"Content-Type", "application/json"}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_TRUE(Contains(r.body, "sourceRanges")) << r.body;
+  EXPECT_EQ(emulator_->Count("firewalls"), 0);
 }
 
 TEST_F(GcpEmulatorTest, ACpuVmInAGivenZone) {

@@ -1,18 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "gcp_rules.h"
 
-#include "driver_status.h"
-#include "tags.h"
-
+#include <Poco/DigestEngine.h>
 #include <Poco/JSON/Array.h>
+#include <Poco/SHA2Engine.h>
 
 #include <cctype>
 #include <regex>
 #include <sstream>
 
 #include "credentials.h"
+#include "driver_status.h"
 #include "gpuprov/sdk.hpp"
 #include "json_util.h"
+#include "tags.h"
 
 namespace gpuprov::gcp {
 namespace {
@@ -25,6 +26,13 @@ namespace json = gpuprov::drivers::json;
 }  // namespace
 
 std::string FirewallName(const std::string& vm_name) { return kResourcePrefix + vm_name; }
+
+std::string SourcesFirewallName(const std::string& vm_name) {
+  Poco::SHA2Engine sha(Poco::SHA2Engine::SHA_256);
+  sha.update(vm_name);
+  return std::string(kResourcePrefix) + "src-" +
+         Poco::DigestEngine::digestToHex(sha.digest()).substr(0, 16);
+}
 
 std::string LabelKey(const std::string& s) {
   std::string out = LabelValue(s);

@@ -43,6 +43,11 @@ inline const drivers::VmNameRules kVmNameRules{
 /// "gpuprov-<name>": the firewall rule name and the network tag it targets.
 std::string FirewallName(const std::string& vm_name);
 
+/// "gpuprov-src-<first 16 hex of sha256(vm name)>": the VM's second firewall rule, which opens
+/// the ports --allow-from narrows to those sources only (GCE takes one sourceRanges list per
+/// rule); it targets the VM's tag FirewallName(vm_name). Fits 63 characters for any VM name.
+std::string SourcesFirewallName(const std::string& vm_name);
+
 /// A label key: lower case, [a-z0-9_-], starting with a letter (prefixed "k-" otherwise),
 /// at most 63 characters; "" for an empty input.
 std::string LabelKey(const std::string& s);

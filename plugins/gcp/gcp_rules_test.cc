@@ -4,6 +4,8 @@
 #include <Poco/JSON/Parser.h>
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "gpuprov/sdk.hpp"
 
 namespace gpuprov::gcp {
@@ -122,6 +124,17 @@ TEST(GcpRules, CapacityArrivesInTheFinishedOperation) {
   EXPECT_EQ(ClassifyOperationError("INTERNAL_ERROR"), GPUPROV_STATUS_TRANSIENT);
   EXPECT_EQ(ClassifyOperationError("RESOURCE_NOT_FOUND"), GPUPROV_STATUS_FAILED);
   EXPECT_TRUE(ParseOperationError(Parse(R"({"status":"DONE"})")).code.empty());
+}
+
+TEST(GcpRules, SourcesFirewallNameIsFixedPerVmAndAValidGceName) {
+  const std::string longest(kMaxVmNameLength, 'a');
+  EXPECT_EQ(SourcesFirewallName("demo"), SourcesFirewallName("demo"));
+  EXPECT_NE(SourcesFirewallName("demo"), SourcesFirewallName("demo2"));
+  for (const std::string& vm : {std::string("demo"), longest}) {
+    const std::string name = SourcesFirewallName(vm);
+    EXPECT_TRUE(std::regex_match(name, std::regex("gpuprov-src-[0-9a-f]{16}"))) << name;
+    EXPECT_NE(name, FirewallName(vm));
+  }
 }
 
 }  // namespace

@@ -291,6 +291,15 @@ void LambdaDriver::DeleteKeyIfUnused(const std::string& key_name, const std::str
 
 // --- firewall (reference section 5) ---------------------------------------------------------
 
+void LambdaDriver::RefuseAccountNarrowing(const std::string& vm_name) {
+  throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                    "allow_from: " + vm_name +
+                        "'s ports are opened in the account-wide firewall rules, which every "
+                        "instance shares, so they cannot be narrowed for one VM; use per-VM "
+                        "rulesets (firewall = \"ruleset\" in [clouds.lambda], the default) or "
+                        "provision without --allow-from");
+}
+
 LambdaDriver::ObjectPtr LambdaDriver::FindRuleset(const std::string& vm_name,
                                                   const std::string& region) {
   Array::Ptr sets = DataArray(Call("GET", "/firewall-rulesets", "list firewall rulesets"),
@@ -305,40 +314,42 @@ LambdaDriver::ObjectPtr LambdaDriver::FindRuleset(const std::string& vm_name,
 }
 
 std::string LambdaDriver::EnsureRuleset(const std::string& vm_name, const std::string& region,
-                                        const std::vector<int>& ports, bool* created) {
+                                        const std::vector<int>& ports,
+                                        const kit::PortSources& sources, bool exact,
+                                        bool* created) {
   *created = false;
   const std::string name = RulesetName(vm_name);
+  const std::string narrowing =
+      sources.Narrows()
+          ? " (" + PortList(std::vector<int>(sources.narrowed.begin(), sources.narrowed.end())) +
+                " only from " + Join(sources.allow_from) + ")"
+          : "";
   if (ObjectPtr s = FindRuleset(vm_name, region)) {
     const std::string id = json::Str(s, "id");
-    Array::Ptr rules = json::Arr(s, "rules");
-    std::set<int> open = OpenTcpPorts(rules);
-    std::vector<int> missing;
-    for (int p : ports) {
-      if (!open.count(p) && !open.count(0)) missing.push_back(p);
-    }
-    if (missing.empty()) return id;
-    // PATCH replaces the list: keep every rule there, add ours.
-    Array::Ptr all = new Array();
-    for (size_t i = 0; rules && i < rules->size(); ++i) all->add(rules->get(static_cast<unsigned>(i)));
-    Array::Ptr extra = RulesetRules(vm_name, missing);
-    for (size_t i = 0; i < extra->size(); ++i) all->add(extra->get(static_cast<unsigned>(i)));
+    // PATCH replaces the list: every rule there is kept but the sources allow_from drops.
+    bool changed = false;
+    Array::Ptr all = OpenInRuleset(json::Arr(s, "rules"), vm_name, ports, sources, exact, &changed);
+    if (!changed) return id;
+    CheckRuleCount(all, sources);
     Object::Ptr body = new Object();
     body->set("rules", all);
-    host_.Progress("opening tcp " + PortList(missing) + " in firewall ruleset " + name);
+    host_.Progress("setting tcp " + PortList(ports) + " in firewall ruleset " + name + narrowing);
     Call("PATCH", "/firewall-rulesets/" + Encode(id), "update firewall ruleset " + name, body);
     return id;
   }
+  Array::Ptr rules = RulesetRules(vm_name, ports, sources);
+  CheckRuleCount(rules, sources);
   Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   body->set("name", name);
   body->set("region", region);
-  body->set("rules", RulesetRules(vm_name, ports));
+  body->set("rules", rules);
   host_.Progress("creating firewall ruleset " + name + " in " + region + " (tcp " +
-                 PortList(ports) + ")");
+                 PortList(ports) + ")" + narrowing);
   Answer a = Call("POST", "/firewall-rulesets", "create firewall ruleset " + name, body, {400},
                   /*idempotent=*/false);
   if (a.status == 400) {
     if (a.code == "global/duplicate") {  // made by a lost answer or another run
-      return EnsureRuleset(vm_name, region, ports, created);
+      return EnsureRuleset(vm_name, region, ports, sources, exact, created);
     }
     throw DriverError(StatusOf(400, a.code), "create firewall ruleset " + name +
                                                  ": Lambda answered HTTP 400 (" + a.message + ")");
@@ -363,6 +374,20 @@ void LambdaDriver::DeleteRuleset(const ObjectPtr& ruleset) {
                             "); run `gpuprov down` again in a minute");
     }
   }
+}
+
+void LambdaDriver::WarnAccountWideSources(const std::string& vm_name,
+                                          const kit::PortSources& sources) {
+  Array::Ptr rules =
+      DataArray(Call("GET", "/firewall-rules", "read firewall rules"), "read firewall rules");
+  const std::vector<int> wider = lambda::PortsWiderThan(rules, sources);
+  if (wider.empty()) return;
+  host_.Warning(
+      "the account-wide firewall rules, which apply to every instance beside its "
+      "ruleset, open tcp " +
+      PortList(wider) + " to sources outside allow_from, so " + vm_name +
+      " stays reachable there from those; remove or narrow those rules in "
+      "Lambda's console (Firewall) to narrow them too");
 }
 
 void LambdaDriver::AddAccountRules(const std::string& vm_name, const std::vector<int>& ports) {
@@ -395,14 +420,17 @@ void LambdaDriver::RemoveAccountRules(const std::string& vm_name) {
   Call("PUT", "/firewall-rules", "write firewall rules", body);
 }
 
-void LambdaDriver::OpenFor(const ObjectPtr& instance, const std::vector<int>& ports) {
+void LambdaDriver::OpenFor(const ObjectPtr& instance, const std::vector<int>& ports,
+                           const kit::PortSources& sources, bool exact) {
   const std::string name = json::Str(instance, "name");
   const std::string region = json::Str(json::Obj(instance, "region"), "name");
   ObjectPtr ruleset = FindRuleset(name, region);
   if (ruleset && IsAttached(ruleset, instance)) {
     bool created = false;
-    EnsureRuleset(name, region, ports, &created);
+    EnsureRuleset(name, region, ports, sources, exact, &created);
+    if (sources.Narrows()) WarnAccountWideSources(name, sources);
   } else {
+    if (sources.Narrows()) RefuseAccountNarrowing(name);
     AddAccountRules(name, ports);
   }
 }
@@ -517,6 +545,8 @@ std::string LambdaDriver::Check(const std::string& /*request_json*/) {
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
   result.set("account", "Lambda Cloud account (" + std::to_string(keys) + " SSH keys)");
   result.set("user_data_limit", static_cast<int>(kMaxUserDataBytes));
+  // Sources are narrowed in the VM's own ruleset; the account-wide rules serve every instance.
+  if (!account_firewall_) result.set("allow_from", true);
   result.set("key_from", ApiKey().origin);
   result.set("endpoint", endpoint_);
   return json::Stringify(result);
@@ -575,6 +605,8 @@ std::string LambdaDriver::Create(const std::string& request_json) {
       request, "Lambda installs exactly one registered key for user ubuntu");
   KeyName(public_key);  // validates the key line before any call
   const std::vector<int> ports = kit::WithSsh(kit::PortsOf(request, "open_ports"));
+  const kit::PortSources sources = kit::SourcesOf(request, /*ipv6_allowed=*/false);
+  if (sources.Narrows() && account_firewall_) RefuseAccountNarrowing(name);
   std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request);
   std::string type = json::Str(request, "instance_type");
   if (!gpu && type.empty()) {
@@ -597,7 +629,7 @@ std::string LambdaDriver::Create(const std::string& request_json) {
   if (ObjectPtr existing = FindByName(name, &foreign)) {
     host_.Info("instance " + name + " exists (id " + json::Str(existing, "id") + ", " +
                json::Str(existing, "status") + ")");
-    OpenFor(existing, ports);
+    OpenFor(existing, ports, sources, /*exact=*/false);
     return kit::VmResult(VmJson(existing, ports), true);
   }
   if (foreign) {
@@ -659,7 +691,7 @@ std::string LambdaDriver::Create(const std::string& request_json) {
       AddAccountRules(name, ports);
       rules_added = true;
     } else {
-      ruleset_id = EnsureRuleset(name, region, ports, &ruleset_created);
+      ruleset_id = EnsureRuleset(name, region, ports, sources, /*exact=*/true, &ruleset_created);
       Array::Ptr sets = new Array();
       Object::Ptr ref = new Object();
       ref->set("id", ruleset_id);
@@ -675,6 +707,7 @@ std::string LambdaDriver::Create(const std::string& request_json) {
         if (ObjectPtr s = FindRuleset(name, region)) DeleteRuleset(s);
         ruleset_created = false;
       }
+      if (sources.Narrows()) RefuseAccountNarrowing(name);
       AddAccountRules(name, ports);
       rules_added = true;
       id = Launch(name, body, &rulesets_refused);
@@ -684,6 +717,7 @@ std::string LambdaDriver::Create(const std::string& request_json) {
     throw;
   }
   host_.Info("instance " + name + " is id " + id);
+  if (sources.Narrows()) WarnAccountWideSources(name, sources);
   ObjectPtr in = InstanceById(id);
   if (!in) {
     // Launched, then gone before the first look: reported as terminated, so the host stops
@@ -700,9 +734,9 @@ std::string LambdaDriver::Create(const std::string& request_json) {
     gone->set("instance_type", t);
     ObjectPtr vm = VmJson(gone, ports);
     vm->set("message", "Lambda no longer lists the instance (it vanished right after launch)");
-    return kit::VmResult(vm, false);
+    return kit::ConfirmSources(kit::VmResult(vm, false), sources);
   }
-  return kit::VmResult(VmJson(in, ports), false);
+  return kit::ConfirmSources(kit::VmResult(VmJson(in, ports), false), sources);
 }
 
 std::string LambdaDriver::Get(const std::string& request_json) {
@@ -898,13 +932,14 @@ std::string LambdaDriver::DeleteResource(const std::string& request_json) {
 std::string LambdaDriver::OpenPorts(const std::string& request_json) {
   ObjectPtr request = json::ParseObject(request_json, "the open_ports request");
   const std::vector<int> ports = kit::PortsOf(request, "ports");
+  const kit::PortSources sources = kit::SourcesOf(request, /*ipv6_allowed=*/false);
   ObjectPtr in = Resolve(request);
   if (!in) {
     throw DriverError(GPUPROV_STATUS_NOT_FOUND,
                       "no gpuprov instance " + kit::VmReference(request) + " on Lambda");
   }
-  if (!ports.empty()) OpenFor(in, ports);
-  return "{}";
+  if (!ports.empty()) OpenFor(in, ports, sources, /*exact=*/true);
+  return kit::ConfirmSources("{}", sources);
 }
 
 }  // namespace gpuprov::lambda

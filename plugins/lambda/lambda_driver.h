@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "credentials.h"
+#include "driver_request.h"
 #include "gpuprov/sdk.hpp"
 #include "http_client.h"
 
@@ -103,17 +104,25 @@ class LambdaDriver {
 
   /// The ruleset "gpuprov-<vm>" in region (any region when ""), or nullptr.
   ObjectPtr FindRuleset(const std::string& vm_name, const std::string& region);
-  /// The VM's ruleset with at least `ports` open (created or widened). Returns its id.
+  /// The VM's ruleset with at least `ports` open to their `sources` (created, or changed as
+  /// lambda::OpenInRuleset says with `exact`). Returns its id.
   std::string EnsureRuleset(const std::string& vm_name, const std::string& region,
-                            const std::vector<int>& ports, bool* created);
+                            const std::vector<int>& ports, const drivers::PortSources& sources,
+                            bool exact, bool* created);
   void DeleteRuleset(const ObjectPtr& ruleset);
+  /// Throws INVALID_INPUT naming allow_from: the account-wide rules cannot narrow one VM.
+  [[noreturn]] void RefuseAccountNarrowing(const std::string& vm_name);
+  /// Warns when the account-wide rules (applied to every instance beside its ruleset) open a
+  /// port `sources` narrows to a source outside allow_from (Lambda's default opens 22).
+  void WarnAccountWideSources(const std::string& vm_name, const drivers::PortSources& sources);
   /// Read, add this VM's ports to gpuprov's rules, write (the user's rules kept).
   void AddAccountRules(const std::string& vm_name, const std::vector<int>& ports);
   /// Read, remove this VM (and VMs that no longer exist) from gpuprov's rules, write.
   void RemoveAccountRules(const std::string& vm_name);
   /// Opens ports for an existing instance the way it was made (its ruleset, else the
-  /// account-wide rules).
-  void OpenFor(const ObjectPtr& instance, const std::vector<int>& ports);
+  /// account-wide rules, which cannot narrow sources: INVALID_INPUT when `sources` narrows).
+  void OpenFor(const ObjectPtr& instance, const std::vector<int>& ports,
+               const drivers::PortSources& sources, bool exact);
   /// Waits (cancellable, bounded) until the instance is gone from the API.
   void WaitGone(const std::string& id, const std::string& name);
 

@@ -495,6 +495,119 @@ TEST_F(LambdaEmulatorTest, OpenPortsWidensTheVmsRuleset) {
   ExpectNothingLeft();
 }
 
+// allow_from (docs/driver-protocol.md): the ruleset has one rule per narrowed port and source;
+// open_ports replaces the sources, a repeat changes nothing, and the account-wide rules (which
+// open 22 to everyone by default) are named in a warning when they undo a narrowing.
+TEST_F(LambdaEmulatorTest, AllowFromNarrowsTheRulesetAndOpenPortsReplacesTheSources) {
+  Driver driver(Config());
+  OpResult check = driver.Check();
+  ASSERT_EQ(check.status, GPUPROV_STATUS_OK) << check;
+  EXPECT_TRUE(check.Doc()->getValue<bool>("allow_from"));
+  Object::Ptr req = ParseJson(CreateRequest("lam-narrow"));
+  req->set("allow_from", ParseJson(R"({"a":["127.0.0.1/32","192.0.2.0/24"]})")->getArray("a"));
+  req->set("allow_from_ports", ParseJson(R"({"a":[80,443,6443]})")->getArray("a"));
+  OpResult c = driver.Create(Stringify(req));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c << "\n" << driver.host().All();
+  EXPECT_TRUE(Contains(c.json, R"("allow_from":["127.0.0.1/32","192.0.2.0/24"])")) << c.json;
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  ASSERT_TRUE(WaitRunning(driver, id));
+  EXPECT_EQ(emulator_->AllowedPorts(id), (std::set<int>{22, 80, 443, 6443}));
+  auto rules = [&] { return emulator_->Api("GET", "/firewall-rulesets").body; };
+  // Whether the VM's ruleset has a tcp rule of exactly `port` from `source`.
+  auto has = [&](int port, const std::string& source) {
+    Array::Ptr sets = ParseJson(rules())->getArray("data");
+    for (size_t i = 0; sets && i < sets->size(); ++i) {
+      Array::Ptr list = sets->getObject(static_cast<unsigned>(i))->getArray("rules");
+      for (size_t j = 0; list && j < list->size(); ++j) {
+        Object::Ptr one = list->getObject(static_cast<unsigned>(j));
+        Array::Ptr range = one->getArray("port_range");
+        if (range && range->getElement<int>(0) == port && range->getElement<int>(1) == port &&
+            one->getValue<std::string>("source_network") == source) {
+          return true;
+        }
+      }
+    }
+    return false;
+  };
+  EXPECT_TRUE(has(6443, "192.0.2.0/24")) << rules();
+  EXPECT_TRUE(has(6443, "127.0.0.1/32")) << rules();
+  EXPECT_TRUE(has(22, "0.0.0.0/0")) << rules();
+  EXPECT_FALSE(has(6443, "0.0.0.0/0")) << rules();
+
+  // Another list replaces the sources of the narrowed ports; 22 stays open to everyone.
+  const std::string narrower = R"({"id":")" + id +
+                               R"(","ports":[22,80,443,6443],)"
+                               R"("allow_from":["10.0.0.0/8"],"allow_from_ports":[80,443,6443]})";
+  OpResult r = driver.OpenPorts(narrower);
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_EQ(r.json, R"({"allow_from":["10.0.0.0/8"]})");
+  EXPECT_EQ(emulator_->AllowedPorts(id), (std::set<int>{22}));
+  EXPECT_FALSE(Contains(rules(), "127.0.0.1/32")) << rules();
+  EXPECT_FALSE(Contains(rules(), "192.0.2.0/24")) << rules();
+
+  // A repeat changes nothing.
+  emulator_->ClearRequests();
+  ASSERT_EQ(driver.OpenPorts(narrower).status, GPUPROV_STATUS_OK);
+  for (const std::string& line : emulator_->Requests()) {
+    EXPECT_EQ(line.rfind("GET ", 0), 0u) << "a repeat changed something: " << line;
+  }
+
+  // SSH narrowed too: the account's default "Allow SSH" rule keeps 22 open, and says so.
+  r = driver.OpenPorts(R"({"id":")" + id +
+                       R"(","ports":[22,80,443,6443],)"
+                       R"("allow_from":["10.0.0.0/8"],"allow_from_ports":[22,80,443,6443]})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_FALSE(has(22, "0.0.0.0/0")) << rules();
+  EXPECT_TRUE(has(22, "10.0.0.0/8")) << rules();
+  EXPECT_EQ(emulator_->AllowedPorts(id), (std::set<int>{22}));  // the account-wide rule
+  EXPECT_TRUE(Contains(driver.host().All(), "account-wide firewall rules")) << driver.host().All();
+  EXPECT_TRUE(Contains(driver.host().All(), "open tcp 22 to sources outside allow_from"))
+      << driver.host().All();
+
+  // Everyone again, through the same call.
+  r = driver.OpenPorts(R"({"id":")" + id +
+                       R"(","ports":[22,80,443,6443],)"
+                       R"("allow_from":["0.0.0.0/0"],"allow_from_ports":[22,80,443,6443]})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_EQ(emulator_->AllowedPorts(id), (std::set<int>{22, 80, 443, 6443}));
+  EXPECT_FALSE(Contains(rules(), "10.0.0.0/8")) << rules();
+  ASSERT_EQ(driver.Delete(R"({"name":"lam-narrow"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(LambdaEmulatorTest, AllowFromRefusesIpv6TooManyRulesAndTheAccountWideRules) {
+  Driver driver(Config());
+  Object::Ptr req = ParseJson(CreateRequest("lam-v6"));
+  req->set("allow_from", ParseJson(R"({"a":["2001:db8::/32"]})")->getArray("a"));
+  req->set("allow_from_ports", ParseJson(R"({"a":[6443]})")->getArray("a"));
+  OpResult c = driver.Create(Stringify(req));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c;
+  EXPECT_TRUE(Contains(c.error, "allow_from")) << c.error;
+
+  // 3 ports x 7 sources + 22: 22 rules, more than a ruleset takes.
+  req = ParseJson(CreateRequest("lam-many"));
+  req->set("allow_from", ParseJson(R"({"a":["10.0.0.0/8","10.1.0.0/16","10.2.0.0/16",)"
+                                   R"("10.3.0.0/16","10.4.0.0/16","10.5.0.0/16","10.6.0.0/16"]})")
+                             ->getArray("a"));
+  req->set("allow_from_ports", ParseJson(R"({"a":[80,443,6443]})")->getArray("a"));
+  c = driver.Create(Stringify(req));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c;
+  EXPECT_TRUE(Contains(c.error, "allow_from")) << c.error;
+  EXPECT_TRUE(Contains(c.error, "at most 20")) << c.error;
+
+  Driver account(Config(R"(,"firewall":"account")"));
+  OpResult check = account.Check();
+  ASSERT_EQ(check.status, GPUPROV_STATUS_OK) << check;
+  EXPECT_FALSE(check.Doc()->has("allow_from")) << check.json;
+  req = ParseJson(CreateRequest("lam-acct"));
+  req->set("allow_from", ParseJson(R"({"a":["10.0.0.0/8"]})")->getArray("a"));
+  req->set("allow_from_ports", ParseJson(R"({"a":[6443]})")->getArray("a"));
+  c = account.Create(Stringify(req));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c;
+  EXPECT_TRUE(Contains(c.error, "account-wide")) << c.error;
+  ExpectNothingLeft();
+}
+
 // The account-wide list (firewall = "account"): the user's own rules survive two VMs that
 // need the same ports, and each down removes only what no other VM needs.
 TEST_F(LambdaEmulatorTest, AccountRulesKeepTheUsersRulesAcrossTwoOverlappingVms) {

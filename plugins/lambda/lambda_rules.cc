@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "config_files.h"
@@ -217,22 +219,110 @@ std::string TagValue(const Object::Ptr& instance, const std::string& key) {
   return "";
 }
 
-Object::Ptr TcpRule(int port, const std::string& description) {
+Object::Ptr TcpRule(int port, const std::string& description, const std::string& source) {
   Object::Ptr r = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   r->set("protocol", "tcp");
   Array::Ptr range = new Array();
   range->add(port);
   range->add(port);
   r->set("port_range", range);
-  r->set("source_network", "0.0.0.0/0");
+  r->set("source_network", source);
   r->set("description", description);
   return r;
 }
 
-Array::Ptr RulesetRules(const std::string& vm_name, const std::vector<int>& ports) {
+Array::Ptr RulesetRules(const std::string& vm_name, const std::vector<int>& ports,
+                        const drivers::PortSources& sources) {
   Array::Ptr rules = new Array();
-  for (int p : ports) rules->add(TcpRule(p, "gpuprov " + vm_name + ": tcp " + std::to_string(p)));
+  for (int p : ports) {
+    for (const std::string& cidr : sources.Of(p, /*with_ipv6=*/false)) {
+      rules->add(TcpRule(p, "gpuprov " + vm_name + ": tcp " + std::to_string(p), cidr));
+    }
+  }
   return rules;
+}
+
+Array::Ptr OpenInRuleset(const Array::Ptr& rules, const std::string& vm_name,
+                         const std::vector<int>& ports, const drivers::PortSources& sources,
+                         bool exact, bool* changed) {
+  *changed = false;
+  Array::Ptr out = new Array();
+  std::map<int, std::set<std::string>> single;  // tcp [p, p] rules kept: port -> sources
+  std::map<int, bool> any_rule;                 // port -> some tcp rule opens it
+  const std::set<int> world = OpenTcpPorts(rules);
+  for (size_t i = 0; rules && i < rules->size(); ++i) {
+    Object::Ptr r = json::ObjAt(rules, i);
+    const std::string proto = r ? json::Str(r, "protocol") : "";
+    Array::Ptr range = r ? json::Arr(r, "port_range") : nullptr;
+    const bool two = range && range->size() == 2;
+    const int lo = two ? range->get(0).convert<int>() : 1;
+    const int hi = two ? range->get(1).convert<int>() : 65535;
+    const std::string source = r ? json::Str(r, "source_network") : "";
+    if (proto == "tcp" || proto == "all") {
+      for (int p : ports) {
+        if (p >= lo && p <= hi) any_rule[p] = true;
+      }
+    }
+    if (exact && proto == "tcp" && two && lo == hi && sources.IsNarrowed(lo) &&
+        std::find(ports.begin(), ports.end(), lo) != ports.end()) {
+      const std::vector<std::string> want = sources.Of(lo, /*with_ipv6=*/false);
+      if (std::find(want.begin(), want.end(), source) == want.end()) {
+        *changed = true;  // a source allow_from no longer holds
+        continue;
+      }
+      single[lo].insert(source);
+    }
+    out->add(rules->get(static_cast<unsigned>(i)));
+  }
+  for (int p : ports) {
+    const std::string description = "gpuprov " + vm_name + ": tcp " + std::to_string(p);
+    std::vector<std::string> add;
+    if (!exact) {
+      if (!any_rule[p]) add = sources.Of(p, /*with_ipv6=*/false);
+    } else if (sources.IsNarrowed(p)) {
+      for (const std::string& cidr : sources.Of(p, /*with_ipv6=*/false)) {
+        if (!single[p].count(cidr)) add.push_back(cidr);
+      }
+    } else if (!world.count(p) && !world.count(0)) {
+      add.push_back("0.0.0.0/0");
+    }
+    for (const std::string& cidr : add) out->add(TcpRule(p, description, cidr));
+    if (!add.empty()) *changed = true;
+  }
+  return out;
+}
+
+std::vector<int> PortsWiderThan(const Array::Ptr& rules, const drivers::PortSources& sources) {
+  std::set<int> wider;
+  for (size_t i = 0; rules && i < rules->size(); ++i) {
+    Object::Ptr r = json::ObjAt(rules, i);
+    if (!r) continue;
+    const std::string proto = json::Str(r, "protocol");
+    if (proto != "tcp" && proto != "all") continue;
+    const std::string source = json::Str(r, "source_network");
+    if (std::find(sources.allow_from.begin(), sources.allow_from.end(), source) !=
+        sources.allow_from.end()) {
+      continue;
+    }
+    Array::Ptr range = json::Arr(r, "port_range");
+    const bool two = range && range->size() == 2;
+    const int lo = two ? range->get(0).convert<int>() : 1;
+    const int hi = two ? range->get(1).convert<int>() : 65535;
+    for (int p : sources.narrowed) {
+      if (p >= lo && p <= hi && sources.IsNarrowed(p)) wider.insert(p);
+    }
+  }
+  return {wider.begin(), wider.end()};
+}
+
+void CheckRuleCount(const Array::Ptr& rules, const drivers::PortSources& sources) {
+  if (!rules || rules->size() <= kMaxRules) return;
+  throw sdk::DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                         "allow_from: the VM's firewall ruleset would need " +
+                             std::to_string(rules->size()) + " rules (one per port and source; " +
+                             std::to_string(sources.allow_from.size()) +
+                             " sources), and Lambda takes at most " + std::to_string(kMaxRules) +
+                             "; give fewer --allow-from sources (a wider CIDR covers several)");
 }
 
 std::set<int> OpenTcpPorts(const Array::Ptr& rules) {

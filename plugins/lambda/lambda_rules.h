@@ -17,8 +17,9 @@
 #include <vector>
 
 #include "credentials.h"
-#include "tags.h"
+#include "driver_request.h"
 #include "gpuprov/driver_abi.h"
+#include "tags.h"
 #include "vm_rules.h"
 
 namespace gpuprov::lambda {
@@ -105,11 +106,38 @@ Poco::JSON::Array::Ptr LaunchTags(const std::string& vm_name,
 /// The value of tag `key` in an instance's "tags", or "".
 std::string TagValue(const Poco::JSON::Object::Ptr& instance, const std::string& key);
 
-/// One inbound rule (section 5): tcp [port, port] from 0.0.0.0/0 with a description.
-Poco::JSON::Object::Ptr TcpRule(int port, const std::string& description);
+/// A rule list holds at most 20 rules (section 5).
+inline constexpr size_t kMaxRules = 20;
 
-/// The rules of a VM's own ruleset: one per port, described "gpuprov <vm>: tcp <port>".
-Poco::JSON::Array::Ptr RulesetRules(const std::string& vm_name, const std::vector<int>& ports);
+/// One inbound rule (section 5): tcp [port, port] from `source` (an IPv4 CIDR) with a
+/// description.
+Poco::JSON::Object::Ptr TcpRule(int port, const std::string& description,
+                                const std::string& source = "0.0.0.0/0");
+
+/// The rules of a VM's own ruleset: one per port and source (sources.Of(port): the
+/// allow_from CIDRs for a narrowed port, 0.0.0.0/0 for the others), described
+/// "gpuprov <vm>: tcp <port>".
+Poco::JSON::Array::Ptr RulesetRules(const std::string& vm_name, const std::vector<int>& ports,
+                                    const drivers::PortSources& sources = {});
+
+/// A VM's ruleset rules after opening `ports` with `sources`; the rules of other ports are kept
+/// in order. `exact` (open_ports): a narrowed port ends with one rule per allow_from source
+/// (its single-port tcp rules from other sources go), any other port gets a 0.0.0.0/0 rule
+/// unless a rule opens it to everyone already. Not `exact` (a create that finds the VM): only
+/// a port no tcp rule opens at all gets rules, from sources.Of(port). *changed says whether the
+/// list differs.
+Poco::JSON::Array::Ptr OpenInRuleset(const Poco::JSON::Array::Ptr& rules,
+                                     const std::string& vm_name, const std::vector<int>& ports,
+                                     const drivers::PortSources& sources, bool exact,
+                                     bool* changed);
+
+/// The ports `sources` narrows that a rule of `rules` (tcp or all) opens to a source that is
+/// not one of allow_from, sorted.
+std::vector<int> PortsWiderThan(const Poco::JSON::Array::Ptr& rules,
+                                const drivers::PortSources& sources);
+
+/// Throws DriverError(INVALID_INPUT) naming allow_from when `rules` holds more than kMaxRules.
+void CheckRuleCount(const Poco::JSON::Array::Ptr& rules, const drivers::PortSources& sources);
 
 /// The tcp ports a rule list opens to 0.0.0.0/0 (single ports and ranges; "all" counts as
 /// every port: reported as 0).

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "driver_test_util.h"
+#include "gpuprov/sdk.hpp"
 #include "json_util.h"
 
 namespace gpuprov::lambda {
@@ -177,6 +178,78 @@ TEST(LambdaRulesets, OneRulePerPortNamedForTheVm) {
                      R"("source_network":"0.0.0.0/0","description":"gpuprov demo: tcp 6443"}])");
   EXPECT_EQ(OpenTcpPorts(Rules(R"([{"protocol":"all","source_network":"0.0.0.0/0","description":""}])")),
             (std::set<int>{0}));
+}
+
+TEST(LambdaRulesets, NarrowedPortsGetOneRulePerSourceAndOpenPortsReplacesThem) {
+  drivers::PortSources s;
+  s.allow_from = {"10.0.0.0/8", "192.0.2.0/24"};
+  s.narrowed = {6443};
+  Array::Ptr made = RulesetRules("demo", {22, 6443}, s);
+  ASSERT_EQ(made->size(), 3u);
+  EXPECT_EQ(Text(made),
+            R"([{"protocol":"tcp","port_range":[22,22],"source_network":"0.0.0.0/0",)"
+            R"("description":"gpuprov demo: tcp 22"},{"protocol":"tcp","port_range":[6443,6443],)"
+            R"("source_network":"10.0.0.0/8","description":"gpuprov demo: tcp 6443"},)"
+            R"({"protocol":"tcp","port_range":[6443,6443],"source_network":"192.0.2.0/24",)"
+            R"("description":"gpuprov demo: tcp 6443"}])");
+  EXPECT_EQ(OpenTcpPorts(made), (std::set<int>{22}));
+
+  // Another list: the dropped source goes, the new one comes, 22 and other rules stay.
+  drivers::PortSources next;
+  next.allow_from = {"192.0.2.0/24", "198.51.100.0/24"};
+  next.narrowed = {6443};
+  made->add(TcpRule(8888, "mine"));
+  bool changed = false;
+  Array::Ptr after = OpenInRuleset(made, "demo", {22, 6443}, next, /*exact=*/true, &changed);
+  EXPECT_TRUE(changed);
+  const std::string t = Text(after);
+  EXPECT_EQ(t.find("10.0.0.0/8"), std::string::npos) << t;
+  EXPECT_NE(t.find("198.51.100.0/24"), std::string::npos) << t;
+  EXPECT_NE(t.find("[8888,8888]"), std::string::npos) << t;
+  EXPECT_EQ(after->size(), 4u) << t;
+  OpenInRuleset(after, "demo", {22, 6443}, next, /*exact=*/true, &changed);
+  EXPECT_FALSE(changed);
+
+  // A create that finds the VM: a port with a rule from any source is left as it is; one
+  // without gets rules; nothing is removed.
+  Array::Ptr kept = OpenInRuleset(after, "demo", {22, 80, 6443}, {}, /*exact=*/false, &changed);
+  EXPECT_TRUE(changed);
+  EXPECT_EQ(kept->size(), 5u) << Text(kept);
+  EXPECT_EQ(OpenTcpPorts(kept), (std::set<int>{22, 80, 8888}));
+
+  // Widening to everyone: the narrowed port's sources are replaced by 0.0.0.0/0.
+  drivers::PortSources everyone;
+  everyone.allow_from = {"0.0.0.0/0"};
+  everyone.narrowed = {6443};
+  Array::Ptr wide = OpenInRuleset(after, "demo", {22, 6443}, everyone, /*exact=*/true, &changed);
+  EXPECT_EQ(OpenTcpPorts(wide), (std::set<int>{22, 6443, 8888}));
+  EXPECT_EQ(wide->size(), 3u) << Text(wide);
+}
+
+TEST(LambdaRulesets, RuleCountAndWiderAccountRules) {
+  drivers::PortSources s;
+  s.allow_from = {"10.0.0.0/8"};
+  s.narrowed = {22, 6443};
+  EXPECT_NO_THROW(CheckRuleCount(RulesetRules("demo", {22, 6443}, s), s));
+  Array::Ptr many = new Array();
+  for (int i = 0; i < 21; ++i) many->add(TcpRule(1000 + i, "x"));
+  try {
+    CheckRuleCount(many, s);
+    ADD_FAILURE() << "21 rules passed";
+  } catch (const sdk::DriverError& e) {
+    EXPECT_EQ(e.status(), GPUPROV_STATUS_INVALID_INPUT);
+    EXPECT_NE(std::string(e.what()).find("allow_from"), std::string::npos) << e.what();
+  }
+  // Lambda's default account rules open 22 to everyone; a rule from an allowed source does not
+  // count, nor one of a port not narrowed.
+  Array::Ptr account = Rules(
+      R"([{"protocol":"tcp","port_range":[22,22],"source_network":"0.0.0.0/0","description":"Allow SSH"},)"
+      R"({"protocol":"icmp","source_network":"0.0.0.0/0","description":"Allow ICMP"},)"
+      R"({"protocol":"tcp","port_range":[6443,6443],"source_network":"10.0.0.0/8","description":""},)"
+      R"({"protocol":"tcp","port_range":[80,80],"source_network":"0.0.0.0/0","description":""}])");
+  EXPECT_EQ(PortsWiderThan(account, s), (std::vector<int>{22}));
+  s.narrowed = {6443};
+  EXPECT_TRUE(PortsWiderThan(account, s).empty());
 }
 
 }  // namespace

@@ -301,6 +301,7 @@ std::pair<std::string, std::string> NebiusDriver::Subnet() {
 
 std::string NebiusDriver::EnsureSecurityGroup(const std::string& vm_name,
                                               const std::vector<int>& ports,
+                                              const kit::PortSources& sources,
                                               const std::string& network_id,
                                               const std::map<std::string, std::string>& labels,
                                               bool* created) {
@@ -319,7 +320,7 @@ std::string NebiusDriver::EnsureSecurityGroup(const std::string& vm_name,
                         "a security group named " + sg_name + " exists in project " + Project() +
                             " that gpuprov did not make; delete it or choose another VM name");
     }
-    AddMissingRules(group.metadata().id(), vm_name, ports, true);
+    AddMissingRules(group.metadata().id(), vm_name, ports, sources, true);
     return group.metadata().id();
   }
   vpc::CreateSecurityGroupRequest req;
@@ -327,8 +328,7 @@ std::string NebiusDriver::EnsureSecurityGroup(const std::string& vm_name,
   req.mutable_metadata()->set_name(sg_name);
   SetLabels(req.mutable_metadata()->mutable_labels(), labels);
   req.mutable_spec()->set_network_id(network_id);
-  host_.Progress("creating security group " + sg_name + " (tcp " + PortList(ports) +
-                 " from 0.0.0.0/0)");
+  host_.Progress("creating security group " + sg_name + " (tcp " + PortList(ports) + ")");
   Operation op;
   client_->Run({"create security group " + sg_name, true}, [&](grpc::ClientContext* c, Done d) {
     client_->groups().async()->Create(c, &req, &op, std::move(d));
@@ -336,7 +336,7 @@ std::string NebiusDriver::EnsureSecurityGroup(const std::string& vm_name,
   *created = true;
   op = client_->Wait(NebiusClient::Service::kVpc, op, "create security group " + sg_name);
   const std::string id = op.resource_id();
-  AddMissingRules(id, vm_name, ports, true);
+  AddMissingRules(id, vm_name, ports, sources, true);
   return id;
 }
 
@@ -374,12 +374,47 @@ std::vector<int> NebiusDriver::OpenPortsOf(const std::string& group_id,
   return out;
 }
 
+std::vector<IngressRule> NebiusDriver::IngressRules(const std::string& group_id) {
+  std::vector<IngressRule> out;
+  std::string token;
+  for (int page = 0; page < kMaxPages; ++page) {
+    vpc::ListSecurityRulesRequest req;
+    req.set_parent_id(group_id);
+    req.set_page_size(kPageSize);
+    req.set_page_token(token);
+    vpc::ListSecurityRulesResponse resp;
+    client_->Run({"list rules of security group " + group_id}, [&](grpc::ClientContext* c, Done d) {
+      client_->rules().async()->List(c, &req, &resp, std::move(d));
+    });
+    for (const auto& r : resp.items()) {
+      const vpc::SecurityRuleSpec& sp = r.spec();
+      if (sp.access() != vpc::ALLOW || !sp.has_ingress()) continue;
+      if (sp.protocol() != vpc::TCP && sp.protocol() != vpc::ANY) continue;
+      IngressRule one;
+      one.id = r.metadata().id();
+      one.name = r.metadata().name();
+      one.ports.assign(sp.ingress().destination_ports().begin(),
+                       sp.ingress().destination_ports().end());
+      one.cidrs.assign(sp.ingress().source_cidrs().begin(), sp.ingress().source_cidrs().end());
+      out.push_back(std::move(one));
+    }
+    token = resp.next_page_token();
+    if (token.empty()) break;
+  }
+  return out;
+}
+
 void NebiusDriver::AddMissingRules(const std::string& group_id, const std::string& vm_name,
-                                   const std::vector<int>& ports, bool with_egress) {
-  bool egress_to_all = false;
-  const std::vector<int> open = OpenPortsOf(group_id, ports, &egress_to_all);
-  std::vector<int> missing;
+                                   const std::vector<int>& ports, const kit::PortSources& sources,
+                                   bool with_egress) {
+  std::vector<int> world;  // the ports open to everyone; the narrowed ones below
   for (int p : ports) {
+    if (!sources.IsNarrowed(p)) world.push_back(p);
+  }
+  bool egress_to_all = false;
+  const std::vector<int> open = OpenPortsOf(group_id, world, &egress_to_all);
+  std::vector<int> missing;
+  for (int p : world) {
     if (std::find(open.begin(), open.end(), p) == open.end()) missing.push_back(p);
   }
   const auto labels = LabelsFor(vm_name, {});
@@ -409,6 +444,42 @@ void NebiusDriver::AddMissingRules(const std::string& group_id, const std::strin
     host_.Progress("opening tcp " + PortList(group) + " in security group " +
                    SecurityGroupName(vm_name));
     create_rule(rule_name, std::move(spec));
+  }
+  if (sources.Narrows()) {
+    // Exactly allow_from on the narrowed ports: the rules they lack first, then the rules that
+    // admit other sources go (rules are immutable; the other ports of one come back first).
+    const SourcesPlan plan = PlanSources(IngressRules(group_id), ports, sources);
+    if (!plan.problem.empty()) {
+      throw DriverError(GPUPROV_STATUS_FAILED,
+                        "allow_from: " + plan.problem + " in security group " +
+                            SecurityGroupName(vm_name) + "; delete that rule, then re-run");
+    }
+    for (const IngressRule& r : plan.add) {
+      vpc::SecurityRuleSpec spec;
+      spec.set_access(vpc::ALLOW);
+      spec.set_priority(kIngressPriority);
+      spec.set_protocol(vpc::TCP);
+      spec.set_type(vpc::STATEFUL);
+      for (const auto& c : r.cidrs) spec.mutable_ingress()->add_source_cidrs(c);
+      for (int p : r.ports) spec.mutable_ingress()->add_destination_ports(p);
+      std::string from;
+      for (const auto& c : r.cidrs) from += (from.empty() ? "" : ", ") + c;
+      host_.Progress("opening tcp " + PortList(r.ports) + " to " + from + " in security group " +
+                     SecurityGroupName(vm_name));
+      create_rule(r.name, std::move(spec));
+    }
+    for (const std::string& id : plan.remove_ids) {
+      vpc::DeleteSecurityRuleRequest req;
+      req.set_id(id);
+      Operation op;
+      const std::string what = "delete security rule " + id + " of " + SecurityGroupName(vm_name);
+      host_.Progress(what + " (it admits sources outside allow_from)");
+      if (client_->Run({what, true, true}, [&](grpc::ClientContext* c, Done d) {
+            client_->rules().async()->Delete(c, &req, &op, std::move(d));
+          })) {
+        client_->Wait(NebiusClient::Service::kVpc, op, what);
+      }
+    }
   }
   if (with_egress && !egress_to_all) {
     // A group ends in an implicit deny: outbound traffic (package and k3s downloads) needs
@@ -687,6 +758,7 @@ std::string NebiusDriver::Check(const std::string& /*request_json*/) {
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
   result.set("account", project + " / token from " + client_->TokenOrigin());
   result.set("user_data_limit", static_cast<int64_t>(kUserDataLimit));
+  result.set("allow_from", true);  // security rules' source_cidrs (IPv4)
   result.set("credentials_from", client_->TokenOrigin());
   result.set("endpoint", endpoints_.compute);
   return json::Stringify(result);
@@ -746,6 +818,8 @@ std::string NebiusDriver::Create(const std::string& request_json) {
       request, "Nebius has no SSH key resource; the key goes in through cloud-init users");
   kit::ParseSshPublicKey(public_key, "ssh_public_key");
   const std::vector<int> ports = kit::WithSsh(kit::PortsOf(request, "open_ports"));
+  // IPv4 only: the VM gets a public IPv4 address (public_ip_address).
+  const kit::PortSources sources = kit::SourcesOf(request, /*ipv6_allowed=*/false);
   const PlatformPreset pp = ChoosePreset(kit::ParseGpu(request), json::Str(request, "instance_type"));
   const bool has_gpu = pp.gpu_count > 0 || pp.platform.rfind("gpu-", 0) == 0;
   std::string image_family = json::Str(request, "image");
@@ -792,7 +866,7 @@ std::string NebiusDriver::Create(const std::string& request_json) {
   std::string group_id;
   std::string disk_id;
   try {
-    group_id = EnsureSecurityGroup(name, ports, network_id, labels, &group_created);
+    group_id = EnsureSecurityGroup(name, ports, sources, network_id, labels, &group_created);
     disk_id = EnsureBootDisk(name, image_family, disk_gib, labels, &disk_created);
   } catch (const DriverError& e) {
     if (e.status() != GPUPROV_STATUS_CANCELLED) CleanUp(name, disk_created, group_created);
@@ -848,7 +922,7 @@ std::string NebiusDriver::Create(const std::string& request_json) {
                                                  "finished; re-run to try again");
   }
   host_.Info("instance " + name + " created (" + inst->metadata().id() + ")");
-  return kit::VmResult(VmJson(*inst, ports), false);
+  return kit::ConfirmSources(kit::VmResult(VmJson(*inst, ports), false), sources);
 }
 
 std::string NebiusDriver::Get(const std::string& request_json) {
@@ -898,6 +972,7 @@ std::string NebiusDriver::Delete(const std::string& request_json) {
 std::string NebiusDriver::OpenPorts(const std::string& request_json) {
   Object::Ptr request = json::ParseObject(request_json, "the open_ports request");
   const std::vector<int> ports = kit::PortsOf(request, "ports");
+  const kit::PortSources sources = kit::SourcesOf(request, /*ipv6_allowed=*/false);
   std::optional<Instance> inst = Resolve(request);
   if (!inst) {
     throw DriverError(GPUPROV_STATUS_NOT_FOUND,
@@ -927,8 +1002,8 @@ std::string NebiusDriver::OpenPorts(const std::string& request_json) {
                           "); open tcp " + PortList(ports) +
                           " in its group yourself, or gpuprov down and up again");
   }
-  AddMissingRules(group_id, name, ports, false);
-  return "{}";
+  AddMissingRules(group_id, name, kit::WithSsh(ports), sources, false);
+  return kit::ConfirmSources("{}", sources);
 }
 
 std::string NebiusDriver::ListResources(const std::string& /*request_json*/) {

@@ -73,13 +73,17 @@ class NebiusDriver {
 
   /// The VM's security group (made now, or gpuprov's from before) with `ports` open; its id.
   std::string EnsureSecurityGroup(const std::string& vm_name, const std::vector<int>& ports,
+                                  const drivers::PortSources& sources,
                                   const std::string& network_id,
-                                  const std::map<std::string, std::string>& labels,
-                                  bool* created);
-  /// Adds ingress rules for those of `ports` the group does not open to 0.0.0.0/0 yet and,
-  /// with_egress, the rule allowing all outbound traffic when the group has none.
+                                  const std::map<std::string, std::string>& labels, bool* created);
+  /// Adds ingress rules for those of `ports` not narrowed that the group does not open to
+  /// 0.0.0.0/0 yet, makes the narrowed ones open to exactly allow_from (PlanSources) and,
+  /// with_egress, adds the rule allowing all outbound traffic when the group has none.
   void AddMissingRules(const std::string& group_id, const std::string& vm_name,
-                       const std::vector<int>& ports, bool with_egress);
+                       const std::vector<int>& ports, const drivers::PortSources& sources,
+                       bool with_egress);
+  /// The group's ALLOW ingress TCP/ANY rules.
+  std::vector<IngressRule> IngressRules(const std::string& group_id);
   /// Which of \a ports the group's rules open to 0.0.0.0/0; with \a egress_to_all, whether a
   /// rule allows all outbound traffic.
   std::vector<int> OpenPortsOf(const std::string& group_id, const std::vector<int>& ports,

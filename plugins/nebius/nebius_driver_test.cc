@@ -335,6 +335,64 @@ TEST_F(NebiusEmulatorTest, CreateGetListOpenPortsDeleteLeaveNothing) {
   EXPECT_FALSE(ParseJson(twice.json)->getValue<bool>("deleted"));
 }
 
+// allow_from (docs/driver-protocol.md): the narrowed ports get rules with those source_cidrs;
+// open_ports replaces the rules that admit other sources (rules are immutable).
+TEST_F(NebiusEmulatorTest, AllowFromNarrowsTheSecurityRulesAndOpenPortsReplacesThem) {
+  Driver driver(Config());
+  OpResult check = driver.Check();
+  ASSERT_EQ(check.status, GPUPROV_STATUS_OK) << check;
+  EXPECT_TRUE(ParseJson(check.json)->getValue<bool>("allow_from"));
+  Object::Ptr req = ParseJson(CreateRequest("nb-narrow"));
+  req->set("allow_from", ParseJson(R"({"a":["127.0.0.1/32","192.0.2.0/24"]})")->getArray("a"));
+  req->set("allow_from_ports", ParseJson(R"({"a":[80,443,6443]})")->getArray("a"));
+  OpResult c = driver.Create(Stringify(req));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c << "\n" << driver.host().All();
+  EXPECT_TRUE(Contains(c.json, R"("allow_from":["127.0.0.1/32","192.0.2.0/24"])")) << c.json;
+  const std::string id = ParseJson(c.json)->getObject("vm")->getValue<std::string>("id");
+  ASSERT_TRUE(WaitRunning(driver, id));
+  EXPECT_EQ(emulator_->Reachable("nb-narrow"), "22,80,443,6443");
+
+  const std::string narrower = R"({"id":")" + id +
+                               R"(","name":"nb-narrow","ports":[22,80,443,6443],)"
+                               R"("allow_from":["10.0.0.0/8"],"allow_from_ports":[80,443,6443]})";
+  OpResult r = driver.OpenPorts(narrower);
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r << "\n" << driver.host().All();
+  EXPECT_EQ(r.json, R"({"allow_from":["10.0.0.0/8"]})");
+  EXPECT_EQ(emulator_->Reachable("nb-narrow"), "22");
+  // A repeat makes and deletes nothing.
+  const long long rules = emulator_->Count("security_rules");
+  Driver repeat(Config());
+  ASSERT_EQ(repeat.OpenPorts(narrower).status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->Count("security_rules"), rules);
+  EXPECT_FALSE(Contains(repeat.host().All(), "opening tcp")) << repeat.host().All();
+  EXPECT_FALSE(Contains(repeat.host().All(), "delete security rule")) << repeat.host().All();
+
+  // SSH too: the 0.0.0.0/0 rule of 22 is replaced.
+  r = driver.OpenPorts(R"({"id":")" + id +
+                       R"(","name":"nb-narrow","ports":[22,80,443,6443],)"
+                       R"("allow_from":["10.0.0.0/8"],"allow_from_ports":[22,80,443,6443]})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r << "\n" << driver.host().All();
+  EXPECT_EQ(emulator_->Reachable("nb-narrow"), "");
+
+  // Everyone again.
+  r = driver.OpenPorts(R"({"id":")" + id +
+                       R"(","name":"nb-narrow","ports":[22,80,443,6443],)"
+                       R"("allow_from":["0.0.0.0/0"],"allow_from_ports":[22,80,443,6443]})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  EXPECT_EQ(emulator_->Reachable("nb-narrow"), "22,80,443,6443");
+
+  req = ParseJson(CreateRequest("nb-v6"));
+  req->set("allow_from", ParseJson(R"({"a":["2001:db8::/32"]})")->getArray("a"));
+  req->set("allow_from_ports", ParseJson(R"({"a":[6443]})")->getArray("a"));
+  OpResult v6 = driver.Create(Stringify(req));
+  EXPECT_EQ(v6.status, GPUPROV_STATUS_INVALID_INPUT) << v6;
+  EXPECT_TRUE(Contains(v6.error, "allow_from")) << v6.error;
+
+  ASSERT_EQ(driver.Delete(R"({"id":")" + id + R"(","name":"nb-narrow"})").status,
+            GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
 TEST_F(NebiusEmulatorTest, CapacityAndQuotaAreTheirStatusesAndLeaveNothing) {
   Driver driver(Config());
   emulator_->Fault(R"("fault":"capacity")");

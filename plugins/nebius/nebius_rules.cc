@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cctype>
 #include <ctime>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "config_files.h"
@@ -389,6 +391,92 @@ std::vector<std::vector<int>> PortGroups(const std::vector<int>& ports) {
                         ports.begin() + static_cast<long>(std::min(ports.size(), i + 8)));
   }
   return groups;
+}
+
+namespace {
+
+// FNV-1a (32 bits) of the CIDRs, as 8 hex digits: a short fixed name part per source list.
+std::string CidrsHash(const std::vector<std::string>& cidrs) {
+  uint32_t h = 2166136261u;
+  for (const auto& c : cidrs) {
+    for (char ch : c + ",") {
+      h ^= static_cast<unsigned char>(ch);
+      h *= 16777619u;
+    }
+  }
+  static const char* hex = "0123456789abcdef";
+  std::string out(8, '0');
+  for (int i = 7; i >= 0; --i, h >>= 4) out[static_cast<size_t>(i)] = hex[h & 0xf];
+  return out;
+}
+
+// Rules for `ports` from `cidrs`, split to at most 8 of each.
+void AddRules(const std::vector<int>& ports, const std::vector<std::string>& cidrs,
+              std::vector<IngressRule>* out) {
+  for (const auto& group : PortGroups(ports)) {
+    for (size_t i = 0; i < cidrs.size(); i += 8) {
+      IngressRule r;
+      r.ports = group;
+      r.cidrs.assign(cidrs.begin() + static_cast<long>(i),
+                     cidrs.begin() + static_cast<long>(std::min(cidrs.size(), i + 8)));
+      r.name = "ingress-tcp";
+      for (int p : group) r.name += "-" + std::to_string(p);
+      r.name += "-src-" + CidrsHash(r.cidrs);
+      out->push_back(std::move(r));
+    }
+  }
+}
+
+}  // namespace
+
+SourcesPlan PlanSources(const std::vector<IngressRule>& rules, const std::vector<int>& ports,
+                        const drivers::PortSources& sources) {
+  SourcesPlan plan;
+  std::set<int> narrowed;
+  for (int p : ports) {
+    if (sources.IsNarrowed(p)) narrowed.insert(p);
+  }
+  if (narrowed.empty()) return plan;
+  const std::set<std::string> want(sources.allow_from.begin(), sources.allow_from.end());
+  std::map<int, std::set<std::string>> covered;
+  for (const auto& r : rules) {
+    std::vector<int> hit;
+    for (int p : narrowed) {
+      if (r.ports.empty() || std::find(r.ports.begin(), r.ports.end(), p) != r.ports.end()) {
+        hit.push_back(p);
+      }
+    }
+    if (hit.empty()) continue;
+    bool wider = r.cidrs.empty();
+    for (const auto& c : r.cidrs) wider = wider || want.count(c) == 0;
+    if (!wider) {
+      for (int p : hit) covered[p].insert(r.cidrs.begin(), r.cidrs.end());
+      continue;
+    }
+    if (r.ports.empty()) {
+      plan.problem = "security rule " + r.name + " (" + r.id +
+                     ") opens every tcp port to sources outside allow_from";
+      continue;
+    }
+    plan.remove_ids.push_back(r.id);
+    std::vector<int> keep;
+    for (int p : r.ports) {
+      if (!narrowed.count(p)) keep.push_back(p);
+    }
+    if (!keep.empty())
+      AddRules(keep, r.cidrs.empty() ? std::vector<std::string>{"0.0.0.0/0"} : r.cidrs, &plan.add);
+  }
+  // The narrowed ports by the sources they lack: one set of rules per distinct list.
+  std::map<std::vector<std::string>, std::vector<int>> lacking;
+  for (int p : narrowed) {
+    std::vector<std::string> missing;
+    for (const auto& c : sources.allow_from) {
+      if (!covered[p].count(c)) missing.push_back(c);
+    }
+    if (!missing.empty()) lacking[missing].push_back(p);
+  }
+  for (const auto& [cidrs, ps] : lacking) AddRules(ps, cidrs, &plan.add);
+  return plan;
 }
 
 }  // namespace gpuprov::nebius

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "catalogue.h"
+#include "driver_request.h"
 #include "gpuprov/sdk.hpp"
 #include "vm_rules.h"
 
@@ -164,5 +165,29 @@ bool OwnedBy(const std::map<std::string, std::string>& labels, const std::string
 
 /// The ports of `ports` in groups of at most 8 (a security rule's limit), in order.
 std::vector<std::vector<int>> PortGroups(const std::vector<int>& ports);
+
+/// An ALLOW ingress rule (TCP or ANY) of a security group, as far as sources go.
+struct IngressRule {
+  std::string id;
+  std::string name;
+  std::vector<int> ports;          ///< empty: every port
+  std::vector<std::string> cidrs;  ///< empty: every source
+};
+
+/// What makes a group's rules open each narrowed port of `ports` to exactly allow_from
+/// (security rules are immutable: replaced, not edited; reference "security groups").
+struct SourcesPlan {
+  /// Rules that admit a narrowed port from a source allow_from lacks.
+  std::vector<std::string> remove_ids;
+  /// Rules to create first: the narrowed ports from the sources they lack, and the other
+  /// ports of a removed rule from its own sources again. At most 8 ports and 8 CIDRs each;
+  /// named "ingress-tcp-<ports>-src-<8 hex of the CIDRs>".
+  std::vector<IngressRule> add;
+  /// Set when a rule to remove opens every port (it cannot be kept for the others): the
+  /// driver refuses, naming it.
+  std::string problem;
+};
+SourcesPlan PlanSources(const std::vector<IngressRule>& rules, const std::vector<int>& ports,
+                        const drivers::PortSources& sources);
 
 }  // namespace gpuprov::nebius

@@ -276,5 +276,44 @@ TEST(NebiusNames, LabelsOwnershipAndRuleGroups) {
   EXPECT_TRUE(PortGroups({}).empty());
 }
 
+TEST(NebiusSources, PlanReplacesWiderRulesAndKeepsTheirOtherPorts) {
+  drivers::PortSources s;
+  s.allow_from = {"10.0.0.0/8"};
+  s.narrowed = {80, 443, 6443};
+  // The rule create made (every port to everyone) and the egress-free group's other rule.
+  std::vector<IngressRule> rules = {
+      {"r1", "ingress-tcp-22-80-443-6443", {22, 80, 443, 6443}, {"0.0.0.0/0"}},
+      {"r2", "mine", {8080}, {"0.0.0.0/0"}}};
+  SourcesPlan plan = PlanSources(rules, {22, 80, 443, 6443}, s);
+  EXPECT_TRUE(plan.problem.empty());
+  EXPECT_EQ(plan.remove_ids, (std::vector<std::string>{"r1"}));
+  ASSERT_EQ(plan.add.size(), 2u);
+  EXPECT_EQ(plan.add[0].ports, (std::vector<int>{22}));  // 22 again, from its own sources
+  EXPECT_EQ(plan.add[0].cidrs, (std::vector<std::string>{"0.0.0.0/0"}));
+  EXPECT_EQ(plan.add[1].ports, (std::vector<int>{80, 443, 6443}));
+  EXPECT_EQ(plan.add[1].cidrs, (std::vector<std::string>{"10.0.0.0/8"}));
+  EXPECT_EQ(plan.add[1].name.rfind("ingress-tcp-80-443-6443-src-", 0), 0u) << plan.add[1].name;
+  EXPECT_EQ(plan.add[1].name.size(), std::string("ingress-tcp-80-443-6443-src-").size() + 8);
+
+  // Applied: nothing more to do.
+  std::vector<IngressRule> after = {rules[1]};
+  for (auto r : plan.add) after.push_back(r);
+  SourcesPlan again = PlanSources(after, {22, 80, 443, 6443}, s);
+  EXPECT_TRUE(again.remove_ids.empty());
+  EXPECT_TRUE(again.add.empty());
+
+  // More than 8 sources: rules of at most 8 CIDRs; a rule opening every port cannot be kept.
+  drivers::PortSources many;
+  for (int i = 0; i < 9; ++i) many.allow_from.push_back("10." + std::to_string(i) + ".0.0/16");
+  many.narrowed = {6443};
+  plan = PlanSources({}, {6443}, many);
+  ASSERT_EQ(plan.add.size(), 2u);
+  EXPECT_EQ(plan.add[0].cidrs.size(), 8u);
+  EXPECT_EQ(plan.add[1].cidrs.size(), 1u);
+  EXPECT_NE(plan.add[0].name, plan.add[1].name);
+  plan = PlanSources({{"r9", "all", {}, {"0.0.0.0/0"}}}, {6443}, many);
+  EXPECT_NE(plan.problem.find("r9"), std::string::npos) << plan.problem;
+}
+
 }  // namespace
 }  // namespace gpuprov::nebius

@@ -87,9 +87,11 @@ provision_to_ports() {
   [[ "$output" == *"cluster plan: route "*", access direct"* ]] || return 1
 }
 
-# narrowing CLOUD: the whole story on one cloud.
+# narrowing CLOUD [SSH_REACHABLE]: the whole story on one cloud. SSH_REACHABLE: what this machine
+# still reaches once SSH is narrowed to a source that does not hold it (nothing, unless the
+# cloud has rules beside the VM's own that open 22).
 narrowing() {
-  local cloud=$1 name="af-$1"
+  local cloud=$1 name="af-$1" ssh_reachable=${2:-}
   provision_to_ports "$cloud" "$name" --allow-from 127.0.0.1/32
   [[ "$output" == *"ports 80, 443 and 6443 open only to 127.0.0.1/32"* ]]
   [ "$(reachable "$cloud" "$name")" = "22,80,443,6443" ]
@@ -111,7 +113,7 @@ narrowing() {
 
   # --allow-from-ssh narrows SSH as well: nothing is reachable from here.
   provision_to_ports "$cloud" "$name" --allow-from 10.0.0.0/8 --allow-from-ssh
-  [ "$(reachable "$cloud" "$name")" = "" ]
+  [ "$(reachable "$cloud" "$name")" = "$ssh_reachable" ]
   [ "$(recorded "$name" allow_from_ports)" = 22,80,443,6443 ]
 
   # Back to everyone, through the same mechanism.
@@ -197,15 +199,25 @@ narrowing() {
   narrowing hyperstack
 }
 
-@test "allow_from: gcp, lambda and nebius (not done yet) refuse --allow-from before anything is made" {
-  local cloud
-  for cloud in gcp lambda nebius; do
-    # shellcheck disable=SC2046  # gpus is one flag and its value, or nothing
-    run "$GPUPROV" provision --name "af-$cloud" --cloud "$cloud" $(gpus "$cloud") --allow-from 10.0.0.0/8
-    echo "$output"
-    [ "$status" -eq 2 ]
-    [[ "$output" == *"the $cloud driver cannot restrict who reaches a VM's ports (--allow-from)"* ]]
-    [ "$(count "$cloud" instances)" -eq 0 ]
-    [ ! -e "$GPUPROV_HOME/state/af-$cloud.json" ]
-  done
+@test "allow_from: gcp firewall rules follow --allow-from, re-runs update or keep them" {
+  narrowing gcp
+}
+
+@test "allow_from: lambda ruleset rules follow --allow-from, re-runs update or keep them" {
+  # Lambda's account-wide rules (22 from everyone by default) apply beside the VM's ruleset:
+  # SSH stays reachable, and the driver says which rule keeps it open.
+  narrowing lambda 22
+}
+
+@test "allow_from: lambda names the account-wide rule that keeps SSH open" {
+  provision_to_ports lambda af-lamssh --allow-from 10.0.0.0/8 --allow-from-ssh
+  [[ "$output" == *"account-wide firewall rules"*"open tcp 22 to sources outside allow_from"* ]]
+  [ "$(reachable lambda af-lamssh)" = 22 ]
+  run "$GPUPROV" down af-lamssh
+  [ "$status" -eq 0 ]
+  expect_nothing_left lambda
+}
+
+@test "allow_from: nebius security rules follow --allow-from, re-runs update or keep them" {
+  narrowing nebius
 }

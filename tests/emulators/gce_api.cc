@@ -2152,12 +2152,20 @@ class GceApi : public CloudApi {
     static const std::regex cidr_re(
         "^[0-9]{1,3}(\\.[0-9]{1,3}){3}(/[0-9]{1,2})?$|^[0-9a-fA-F:]+(/[0-9]{1,3})?$");
     JsonArray ranges = GetArray(f, "sourceRanges");
+    bool v4 = false, v6 = false;
     for (size_t i = 0; ranges && i < ranges->size(); ++i) {
       const std::string r = ranges->get(i).toString();
       if (!std::regex_match(r, cidr_re)) {
         return "Invalid value for field 'resource.sourceRanges[" + std::to_string(i) + "]': '" + r +
                "'. Must be a CIDR address range that is contained in the network.";
       }
+      (r.find(':') == std::string::npos ? v4 : v6) = true;
+    }
+    // "A firewall rule can contain either IPv4 or IPv6 ranges, but not both" (VPC firewall
+    // rules documentation, cloud.google.com/firewall/docs/using-firewalls).
+    if (v4 && v6) {
+      return "Invalid value for field 'resource.sourceRanges': a firewall rule can contain either "
+             "IPv4 or IPv6 ranges, but not both. (wording not from the reference)";
     }
     JsonArray targets = GetArray(f, "targetTags");
     for (size_t i = 0; targets && i < targets->size(); ++i) {
