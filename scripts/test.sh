@@ -7,7 +7,11 @@
 # GPUPROV_SKIP_FUZZ=1 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+run_start=$(date +%s)
+# since: seconds from $1 to now.
+since() { echo "$(( $(date +%s) - $1 )) s"; }
 bash scripts/setup.sh
+echo "==> setup (packages, dockerd, test image, build) took $(since "$run_start")" >&2
 BUILD_DIR=${GPUPROV_BUILD_DIR:-build}
 export GPUPROV_BUILD_DIR="$BUILD_DIR"
 # setup.sh built the test VM image: run the installer's tests inside real test VMs too.
@@ -47,7 +51,9 @@ trap 'rm -rf "$log_dir"; stop_san_build' EXIT
 
 echo "==> ctest" >&2
 ctest_rc=0
+step_start=$(date +%s)
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 | tee "$log_dir/ctest.log" || ctest_rc=$?
+echo "==> ctest took $(since "$step_start")" >&2
 
 echo "==> bats" >&2
 # Independent bats files run side by side (BATS_JOBS at once, default 3): each e2e file has its
@@ -62,6 +68,7 @@ for f in "${bats_files[@]}"; do
   case " ${serial_files[*]} " in *" $f "*) ;; *) bats_jobs+=("$f") ;; esac
 done
 max_jobs=${BATS_JOBS:-3}
+step_start=$(date +%s)
 : >"$log_dir/bats.log"
 bats_rc=0
 n=0
@@ -69,13 +76,17 @@ for job in "${bats_jobs[@]}"; do
   while [ "$(jobs -rp | wc -l)" -ge "$max_jobs" ]; do wait -n || true; done
   n=$((n + 1))
   # shellcheck disable=SC2086  # a job is one or more file names
-  ( bats --print-output-on-failure $job >"$log_dir/bats.$n.log" 2>&1
-    echo $? >"$log_dir/bats.$n.rc" ) &
+  ( job_start=$(date +%s)
+    bats --print-output-on-failure $job >"$log_dir/bats.$n.log" 2>&1
+    echo $? >"$log_dir/bats.$n.rc"
+    echo "$(( $(date +%s) - job_start )) s: $job" >"$log_dir/bats.$n.time" ) &
 done
 wait
+echo "==> bats took $(since "$step_start")" >&2
 for i in $(seq 1 "$n"); do
   cat "$log_dir/bats.$i.log"
   cat "$log_dir/bats.$i.log" >>"$log_dir/bats.log"
+  echo "==> bats job $i took $(cat "$log_dir/bats.$i.time" 2>/dev/null || echo "?")" >&2
   rc=$(cat "$log_dir/bats.$i.rc" 2>/dev/null || echo missing)
   [ "$rc" = 0 ] || { echo "bats job $i ended with status $rc" >&2; bats_rc=1; }
 done
@@ -99,7 +110,7 @@ if [ "${GPUPROV_SKIP_FUZZ:-0}" != 1 ]; then
   echo "==> fuzz smoke" >&2
   fuzz_start=$(date +%s)
   bash scripts/fuzz.sh -t "${GPUPROV_FUZZ_SECONDS:-4}" -j 2 || fuzz_rc=$?
-  echo "==> fuzz smoke took $(( $(date +%s) - fuzz_start )) s" >&2
+  echo "==> fuzz smoke took $(since "$fuzz_start")" >&2
 fi
 
 # One closing line over both runners: ctest counts each registered test (gpuprov_test is one),
@@ -120,5 +131,6 @@ fi
 if [ "${GPUPROV_SKIP_FUZZ:-0}" != 1 ]; then
   if [ "$fuzz_rc" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 fi
+echo "==> the whole run took $(since "$run_start")" >&2
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
