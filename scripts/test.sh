@@ -49,40 +49,54 @@ stop_san_build() {
 }
 trap 'rm -rf "$log_dir"; stop_san_build' EXIT
 
-echo "==> ctest" >&2
-ctest_rc=0
-step_start=$(date +%s)
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 | tee "$log_dir/ctest.log" || ctest_rc=$?
-echo "==> ctest took $(since "$step_start")" >&2
-
-echo "==> bats" >&2
-# Independent bats files run side by side (BATS_JOBS at once, default 3): each e2e file has its
-# own GPUPROV_HOME and emulator session. The files that drive the Docker test cloud count its
-# containers machine-wide, so they run one after another in a single job.
+# ctest and the bats files run side by side: ctest is one of the BATS_JOBS slots (default 3).
+# Independent bats files run at once: each e2e file has its own GPUPROV_HOME and emulator
+# session, and the emulators pick free loopback addresses across sessions. The files that drive
+# the Docker test cloud count its containers machine-wide, so they run one after another in a
+# single job, and only after ctest (the docker driver's tests make such containers). That job
+# is the longest: it starts the moment ctest ends.
+echo "==> ctest and bats" >&2
 mapfile -t bats_files < <(git ls-files '*.bats')
 serial_files=(tests/e2e/docker_cloud.bats tests/e2e/lifecycle_rules.bats tests/e2e/crash_points_docker.bats
   tests/e2e/cli.bats)
-# The serial job is the longest: it starts first.
-bats_jobs=("${serial_files[*]}")
+bats_jobs=()
 for f in "${bats_files[@]}"; do
   case " ${serial_files[*]} " in *" $f "*) ;; *) bats_jobs+=("$f") ;; esac
 done
 max_jobs=${BATS_JOBS:-3}
 step_start=$(date +%s)
+( ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 >"$log_dir/ctest.log" 2>&1
+  echo $? >"$log_dir/ctest.rc"
+  echo "==> ctest took $(since "$step_start")" >&2 ) &
 : >"$log_dir/bats.log"
 bats_rc=0
 n=0
-for job in "${bats_jobs[@]}"; do
-  while [ "$(jobs -rp | wc -l)" -ge "$max_jobs" ]; do wait -n || true; done
+# start_bats FILES: one bats job in the background (its log, status and time in $log_dir).
+start_bats() {
   n=$((n + 1))
   # shellcheck disable=SC2086  # a job is one or more file names
   ( job_start=$(date +%s)
-    bats --print-output-on-failure $job >"$log_dir/bats.$n.log" 2>&1
+    bats --print-output-on-failure $1 >"$log_dir/bats.$n.log" 2>&1
     echo $? >"$log_dir/bats.$n.rc"
-    echo "$(( $(date +%s) - job_start )) s: $job" >"$log_dir/bats.$n.time" ) &
+    echo "$(since "$job_start"): $1" >"$log_dir/bats.$n.time" ) &
+}
+serial_started=0
+next=0
+while [ "$serial_started" -eq 0 ] || [ "$next" -lt "${#bats_jobs[@]}" ]; do
+  if [ "$serial_started" -eq 0 ] && [ -e "$log_dir/ctest.rc" ]; then
+    start_bats "${serial_files[*]}"
+    serial_started=1
+  elif [ "$next" -lt "${#bats_jobs[@]}" ] && [ "$(jobs -rp | wc -l)" -lt "$max_jobs" ]; then
+    start_bats "${bats_jobs[$next]}"
+    next=$((next + 1))
+  else
+    wait -n || true
+  fi
 done
 wait
-echo "==> bats took $(since "$step_start")" >&2
+ctest_rc=$(cat "$log_dir/ctest.rc" 2>/dev/null || echo 1)
+cat "$log_dir/ctest.log"
+echo "==> ctest and bats took $(since "$step_start")" >&2
 for i in $(seq 1 "$n"); do
   cat "$log_dir/bats.$i.log"
   cat "$log_dir/bats.$i.log" >>"$log_dir/bats.log"
