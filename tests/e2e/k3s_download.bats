@@ -71,7 +71,7 @@ expect_downloaded() {
   [ "$output" = "$PINNED" ]
   expect_downloaded dl-boot
   # The boot script ran it (cloud-init), not an SSH push.
-  run on dl-boot grep -c "installed k3s $PINNED" /var/log/cloud-init-output.log
+  run on dl-boot "grep -c 'installed k3s $PINNED' /var/log/cloud-init-output.log"
   [ "$output" -ge 1 ]
   run "$GPUPROV" down dl-boot
   [ "$status" -eq 0 ]
