@@ -90,7 +90,7 @@ assert vm["address"].startswith("127.90."), vm'
     [ "$(count aws instances)" -eq 1 ] && break
     sleep 0.1
   done
-  kill -9 "$pid"
+  stop_child KILL "$pid"
   wait "$pid" || true
   run "$GPUPROV" provision --name aws-rerun --cloud aws --no-k8s
   echo "$output"

@@ -24,7 +24,7 @@ setup() {
 }
 
 teardown() {
-  [ -z "${TUNNEL_PID:-}" ] || kill "$TUNNEL_PID" 2>/dev/null || true
+  [ -z "${TUNNEL_PID:-}" ] || stop_child TERM "$TUNNEL_PID" || true
   reset_emulators
   rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
 }
@@ -134,7 +134,7 @@ heal() {
   run env KUBECONFIG="$kc" kubectl --server "https://127.0.0.1:$port" logs job/gpu-test
   echo "$output"
   [[ "$output" == *"NVIDIA-SMI"* ]]
-  kill -INT "$TUNNEL_PID"
+  stop_child INT "$TUNNEL_PID"
   wait "$TUNNEL_PID"
   TUNNEL_PID=
   run "$GPUPROV" down kt

@@ -156,7 +156,7 @@ crash() {
   if [ "$(stall_state "$cloud")" = true ]; then
     # Killed while held; or, after a command's last call, already ended: either way nothing
     # reached the cloud after that call.
-    kill -9 "$pid" 2>/dev/null || true
+    stop_child KILL "$pid" || true
     wait "$pid" 2>/dev/null || true
     echo crashed
   else

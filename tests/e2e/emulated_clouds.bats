@@ -183,7 +183,7 @@ print([v for v in json.load(sys.stdin) if v["name"] == "pi-vm"][0]["ssh_port"])'
     [ "$(count digitalocean instances)" -eq 1 ] && break
     sleep 0.2
   done
-  kill -9 "$pid"
+  stop_child KILL "$pid"
   wait "$pid" || true
   run "$GPUPROV" provision --name do-rerun --cloud digitalocean --no-k8s
   echo "$output"

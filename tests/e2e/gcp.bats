@@ -49,7 +49,7 @@ teardown() {
     sleep 0.2
   done
   [ "$(count gcp instances)" -eq 1 ]
-  kill -9 "$pid"
+  stop_child KILL "$pid"
   wait "$pid" || true
   # API rate limits on the re-run: 429 with Retry-After, then 403 rateLimitExceeded (backoff).
   fault '{"cloud":"gcp","fault":"throttle","times":2,"retry_after":1,"path":"/compute/"}'

@@ -61,6 +61,24 @@ start_tunnel() {
 
 # ---- The cloud emulator (tests/emulators) -----------------------------------------------------
 
+# stop_child SIGNAL PID [COMM]: sends SIGNAL to PID only while it is still the process this test
+# started: a child of this shell (or, with COMM, a process of that name). Once an ended child
+# has been reaped its PID is free, and on a busy machine (pid_max 32768) another process, even
+# another test job, may have it already: a bare `kill PID` could hit that one. Status 1 when the
+# process is gone.
+stop_child() {
+  local sig=$1 pid=$2 comm=${3:-} stat ppid
+  [ -n "$pid" ] || return 1
+  if [ -n "$comm" ]; then
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$comm" ] || return 1
+  else
+    stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
+    read -r _ ppid _ <<<"${stat##*) }"
+    [ "$ppid" = "$BASHPID" ] || return 1
+  fi
+  kill "-$sig" "$pid" 2>/dev/null
+}
+
 # start_emulator NAME ARGS...: starts `gpuprov-emulator ARGS` for this test file (from
 # setup_file), known as NAME; its "<cloud> <url>" lines go to $BATS_FILE_TMPDIR/NAME.out. Cloud
 # credentials come from the environment (for gcp, GOOGLE_APPLICATION_CREDENTIALS may name a
@@ -86,7 +104,7 @@ stop_emulators() {
   for f in "$BATS_FILE_TMPDIR"/*.emulator-pid; do
     [ -e "$f" ] || continue
     pid=$(cat "$f")
-    kill "$pid" 2>/dev/null || true
+    stop_child TERM "$pid" gpuprov-emulat || true
     wait "$pid" 2>/dev/null || true
   done
 }

@@ -100,7 +100,7 @@ assert sorted(vm["allowed_ports"]) == [22, 80, 443, 6443], vm["allowed_ports"]'
     [ "$(count hyperstack instances)" -eq 1 ] && break
     sleep 0.1
   done
-  kill -9 "$pid"
+  stop_child KILL "$pid"
   wait "$pid" || true
   run "$GPUPROV" -v provision --name hs-rerun --cloud hyperstack --no-k8s
   echo "$output"

@@ -34,7 +34,7 @@ setup() {
 
 teardown() {
   local pid
-  for pid in ${TUNNEL_PIDS:-}; do kill "$pid" 2>/dev/null || true; done
+  for pid in ${TUNNEL_PIDS:-}; do stop_child TERM "$pid" || true; done
 }
 
 # start_vm_tunnel NAME: `gpuprov tunnel NAME` (the VM's own port) in the background, waiting

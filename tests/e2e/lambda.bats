@@ -107,7 +107,7 @@ rules_text() {
     [ "$(count lambda instances)" -eq 1 ] && break
     sleep 0.1
   done
-  kill -9 "$pid"
+  stop_child KILL "$pid"
   wait "$pid" || true
   [ "$(count lambda instances)" -eq 1 ]
   run "$GPUPROV" provision --name lam-rerun --cloud lambda --gpus A10:1 --no-k8s

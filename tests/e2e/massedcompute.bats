@@ -31,7 +31,7 @@ setup() {
 }
 
 teardown() {
-  [ -z "${TUNNEL_PID:-}" ] || kill "$TUNNEL_PID" 2>/dev/null || true
+  [ -z "${TUNNEL_PID:-}" ] || stop_child TERM "$TUNNEL_PID" || true
   reset_emulators
   rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
 }
@@ -94,7 +94,7 @@ port_answers() {
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *" Ready "* ]]
-  kill -INT "$TUNNEL_PID"
+  stop_child INT "$TUNNEL_PID"
   wait "$TUNNEL_PID" || true
   TUNNEL_PID=
   # A re-run reuses the VM and its key.
@@ -121,7 +121,7 @@ port_answers() {
     [ "$(count massedcompute instances)" -eq 1 ] && break
     sleep 0.1
   done
-  kill -9 "$pid"
+  stop_child KILL "$pid"
   wait "$pid" || true
   cat "$BATS_TEST_TMPDIR/first.out"
   [ "$(count massedcompute instances)" -eq 1 ]

@@ -102,7 +102,7 @@ quick_ssh_wait() {
     [ "$(count nebius disks)" -eq 1 ] && break
     sleep 0.1
   done
-  kill -9 "$pid"
+  stop_child KILL "$pid"
   wait "$pid" || true
   [ "$(count nebius security_groups)" -eq 1 ]
   run "$GPUPROV" provision --name nb-rerun --cloud nebius --gpus H100:1 --no-k8s

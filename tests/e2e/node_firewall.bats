@@ -26,7 +26,7 @@ setup() {
 }
 
 teardown() {
-  [ -z "${TUNNEL_PID:-}" ] || kill "$TUNNEL_PID" 2>/dev/null || true
+  [ -z "${TUNNEL_PID:-}" ] || stop_child TERM "$TUNNEL_PID" || true
   reset_emulators
   rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
 }
@@ -62,7 +62,7 @@ teardown() {
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *" Ready "* ]]
-  kill -INT "$TUNNEL_PID"
+  stop_child INT "$TUNNEL_PID"
   wait "$TUNNEL_PID"
   TUNNEL_PID=
 

@@ -29,7 +29,7 @@ teardown_file() {
 
 teardown() {
   # A tunnel a failed test left running.
-  if [[ -n "${TUNNEL_PID:-}" ]]; then kill "$TUNNEL_PID" 2>/dev/null || true; fi
+  if [[ -n "${TUNNEL_PID:-}" ]]; then stop_child TERM "$TUNNEL_PID" || true; fi
 }
 
 # write_record NAME KUBERNETES ACCESS_MODE: the state record of a VM at $VM_ADDR:22.
@@ -79,7 +79,7 @@ start_tunnel() {
 
 # stop_tunnel: Ctrl-C (SIGINT) to the tunnel; its exit status in TUNNEL_STATUS.
 stop_tunnel() {
-  kill -INT "$TUNNEL_PID"
+  stop_child INT "$TUNNEL_PID"
   TUNNEL_STATUS=0
   wait "$TUNNEL_PID" || TUNNEL_STATUS=$?
   TUNNEL_PID=

@@ -35,7 +35,7 @@ setup() {
 }
 
 teardown() {
-  [ -z "${TUNNEL_PID:-}" ] || kill "$TUNNEL_PID" 2>/dev/null || true
+  [ -z "${TUNNEL_PID:-}" ] || stop_child TERM "$TUNNEL_PID" || true
   reset_emulators
   rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
 }
@@ -128,7 +128,7 @@ container_of() {
   run env KUBECONFIG="$kc" kubectl --server "https://127.0.0.1:$port" logs job/gpu-test
   echo "$output"
   [[ "$output" == *"NVIDIA-SMI"* ]]
-  kill -INT "$TUNNEL_PID"
+  stop_child INT "$TUNNEL_PID"
   wait "$TUNNEL_PID" || true
   TUNNEL_PID=
   # A re-run reuses the VM, its script and key, probes once and goes to the API check.
@@ -168,7 +168,7 @@ container_of() {
   start_tunnel vd-fw "$port"
   run env KUBECONFIG="$kc" kubectl --server "https://127.0.0.1:$port" get nodes
   [ "$status" -eq 0 ]
-  kill -INT "$TUNNEL_PID"
+  stop_child INT "$TUNNEL_PID"
   wait "$TUNNEL_PID" || true
   TUNNEL_PID=
   run "$GPUPROV" down vd-fw
@@ -292,7 +292,7 @@ boot_install_interrupted() {
     [ "$(count verda instances)" -eq 1 ] && break
     sleep 0.1
   done
-  kill -9 "$pid"
+  stop_child KILL "$pid"
   wait "$pid" || true
   [ "$(count verda instances)" -eq 1 ]
   [ "$(count verda scripts)" -eq 1 ]
