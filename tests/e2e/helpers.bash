@@ -62,7 +62,8 @@ start_tunnel() {
 # ---- The cloud emulator (tests/emulators) -----------------------------------------------------
 
 # stop_child SIGNAL PID [COMM]: sends SIGNAL to PID only while it is still the process this test
-# started: a child of this shell (or, with COMM, a process of that name). Once an ended child
+# started: a child of this shell (or, with COMM, a process of that name as /proc/PID/comm
+# holds it: the first 15 characters, e.g. gpuprov-emulato). Once an ended child
 # has been reaped its PID is free, and on a busy machine (pid_max 32768) another process, even
 # another test job, may have it already: a bare `kill PID` could hit that one. Status 1 when the
 # process is gone.
@@ -104,7 +105,7 @@ stop_emulators() {
   for f in "$BATS_FILE_TMPDIR"/*.emulator-pid; do
     [ -e "$f" ] || continue
     pid=$(cat "$f")
-    stop_child TERM "$pid" gpuprov-emulat || true
+    stop_child TERM "$pid" gpuprov-emulato || true
     wait "$pid" 2>/dev/null || true
   done
 }
