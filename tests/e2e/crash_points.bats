@@ -169,19 +169,6 @@ cloud_worker() {
   echo "$cloud $((SECONDS - start)) s" >>"$BATS_FILE_TMPDIR/seconds"
 }
 
-# endpoints_of EMULATOR: exports CONTROL and the clouds' endpoints of that emulator (as
-# use_emulator does, without clearing its faults: other clouds' stalls may be armed there).
-endpoints_of() {
-  local cloud url
-  while read -r cloud url; do
-    if [ "$cloud" = control ]; then
-      export CONTROL="$url"
-    else
-      export "GPUPROV_${cloud^^}_ENDPOINT=$url"
-    fi
-  done <"$BATS_FILE_TMPDIR/$1.out"
-}
-
 # home_for NAME CLOUD: a fresh GPUPROV_HOME with the cloud's config.
 home_for() {
   export GPUPROV_HOME="$BATS_FILE_TMPDIR/home-$1"

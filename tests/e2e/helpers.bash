@@ -110,9 +110,9 @@ stop_emulators() {
   done
 }
 
-# use_emulator NAME: exports GPUPROV_<CLOUD>_ENDPOINT for every cloud it serves and CONTROL (its
-# control API), and clears its armed faults.
-use_emulator() {
+# endpoints_of NAME: exports GPUPROV_<CLOUD>_ENDPOINT for every cloud emulator NAME serves and
+# CONTROL (its control API); its armed faults stay.
+endpoints_of() {
   local cloud url
   while read -r cloud url; do
     if [ "$cloud" = control ]; then
@@ -121,6 +121,11 @@ use_emulator() {
       export "GPUPROV_${cloud^^}_ENDPOINT=$url"
     fi
   done <"$BATS_FILE_TMPDIR/$1.out"
+}
+
+# use_emulator NAME: endpoints_of NAME, and clears its armed faults.
+use_emulator() {
+  endpoints_of "$1"
   curl -fsS -X DELETE "$CONTROL/faults" >/dev/null
 }
 
