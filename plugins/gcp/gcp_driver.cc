@@ -269,6 +269,14 @@ GcpDriver::ObjectPtr GcpDriver::WaitOperation(const ObjectPtr& op_in, const std:
   return op;
 }
 
+void GcpDriver::AwaitOperation(const ObjectPtr& op, const std::string& what,
+                               const std::string& tolerated_code) {
+  OperationError err = ParseOperationError(WaitOperation(op, what));
+  if (err.code != "" && err.code != tolerated_code) {
+    throw DriverError(ClassifyOperationError(err.code), what + ": " + err.code + ": " + err.message);
+  }
+}
+
 std::vector<GcpDriver::ObjectPtr> GcpDriver::AggregatedInstances(const std::string& filter) {
   std::vector<ObjectPtr> out;
   std::string token;
@@ -370,11 +378,7 @@ void GcpDriver::FirewallOperation(const std::string& method, const std::string& 
   int status = 0;
   ObjectPtr op = Call(method, path + "?requestId=" + NewRequestId(), what, body, {404}, &status);
   if (status == 404) return;  // a DELETE of a rule already gone
-  OperationError err = ParseOperationError(WaitOperation(op, what));
-  if (err.code != "") {
-    throw DriverError(ClassifyOperationError(err.code),
-                      what + ": " + err.code + ": " + err.message);
-  }
+  AwaitOperation(op, what);
 }
 
 void GcpDriver::SetPortRules(const std::string& vm_name, const std::vector<int>& ports,
@@ -451,11 +455,7 @@ void GcpDriver::SetSourcesFirewall(const std::string& vm_name, const std::vector
     SetSourcesFirewall(vm_name, ports, allow_from);
     return;
   }
-  OperationError err = ParseOperationError(WaitOperation(op, "create firewall rule " + fw_name));
-  if (err.code != "") {
-    throw DriverError(ClassifyOperationError(err.code),
-                      "create firewall rule " + fw_name + ": " + err.code + ": " + err.message);
-  }
+  AwaitOperation(op, "create firewall rule " + fw_name);
 }
 
 void GcpDriver::RemoveFromFirewall(const ObjectPtr& fw, const std::set<int>& ports) {
@@ -535,11 +535,7 @@ void GcpDriver::EnsureFirewall(const std::string& vm_name, const std::vector<int
     EnsureFirewall(vm_name, ports);
     return;
   }
-  OperationError err = ParseOperationError(WaitOperation(op, "create firewall rule " + fw_name));
-  if (err.code != "") {
-    throw DriverError(ClassifyOperationError(err.code),
-                      "create firewall rule " + fw_name + ": " + err.code + ": " + err.message);
-  }
+  AwaitOperation(op, "create firewall rule " + fw_name);
 }
 
 void GcpDriver::AddToFirewall(const ObjectPtr& fw, const std::vector<int>& ports) {
@@ -573,11 +569,7 @@ void GcpDriver::AddToFirewall(const ObjectPtr& fw, const std::vector<int>& ports
   host_.Progress("opening tcp " + PortList(missing) + " in firewall rule " + fw_name);
   ObjectPtr op = Call("PATCH", "global/firewalls/" + Encode(fw_name) + "?requestId=" + NewRequestId(),
                       "update firewall rule " + fw_name, body);
-  OperationError err = ParseOperationError(WaitOperation(op, "update firewall rule " + fw_name));
-  if (err.code != "") {
-    throw DriverError(ClassifyOperationError(err.code),
-                      "update firewall rule " + fw_name + ": " + err.code + ": " + err.message);
-  }
+  AwaitOperation(op, "update firewall rule " + fw_name);
 }
 
 std::vector<int> GcpDriver::OpenPortsOf(const std::string& vm_name, const std::vector<int>& ports) {
@@ -626,11 +618,7 @@ bool GcpDriver::DeleteFirewall(const std::string& vm_name) {
       Call("DELETE", "global/firewalls/" + Encode(fw_name) + "?requestId=" + NewRequestId(),
            "delete firewall rule " + fw_name, nullptr, {404}, &status);
   if (status == 404) return false;
-  OperationError err = ParseOperationError(WaitOperation(op, "delete firewall rule " + fw_name));
-  if (err.code != "") {
-    throw DriverError(ClassifyOperationError(err.code),
-                      "delete firewall rule " + fw_name + ": " + err.code + ": " + err.message);
-  }
+  AwaitOperation(op, "delete firewall rule " + fw_name);
   return true;
 }
 
@@ -641,11 +629,7 @@ bool GcpDriver::DeleteInstance(const std::string& zone, const std::string& name)
            "zones/" + Encode(zone) + "/instances/" + Encode(name) + "?requestId=" + NewRequestId(),
            "delete instance " + name, nullptr, {404}, &status);
   if (status == 404) return false;
-  OperationError err = ParseOperationError(WaitOperation(op, "delete instance " + name));
-  if (err.code != "" && err.code != "RESOURCE_NOT_FOUND") {
-    throw DriverError(ClassifyOperationError(err.code),
-                      "delete instance " + name + ": " + err.code + ": " + err.message);
-  }
+  AwaitOperation(op, "delete instance " + name, "RESOURCE_NOT_FOUND");  // gone already: deleted
   return true;
 }
 

@@ -73,6 +73,10 @@ class GcpDriver {
                  int* status = nullptr);
   /// Polls an operation until DONE (bounded); returns the finished operation.
   ObjectPtr WaitOperation(const ObjectPtr& op, const std::string& what);
+  /// WaitOperation, then throws DriverError (classified by its code, "WHAT: CODE: message")
+  /// when the finished operation carries an error other than `tolerated_code`.
+  void AwaitOperation(const ObjectPtr& op, const std::string& what,
+                      const std::string& tolerated_code = "");
 
   TokenSource& Tokens();
   const std::string& Project();
