@@ -313,3 +313,30 @@ start_vm_with_loopback_server() {
     sleep 1
   done
 }
+
+# write_docker_record NAME VM ADDR KUBERNETES ACCESS_MODE: a state record (0600) for a VM that a
+# test started itself (a container VM on ADDR:22, user root, phase ready), as provision writes one
+# on the docker cloud, so `ssh`, `tunnel` and `list` can be pointed at it.
+write_docker_record() {
+  local now
+  now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  cat >"$GPUPROV_HOME/state/$1.json" <<JSON
+{
+  "version": 1,
+  "name": "$1",
+  "cloud": "docker",
+  "region": "local",
+  "phase": "ready",
+  "vm_id": "$2",
+  "public_ip": "$3",
+  "ssh_user": "root",
+  "ssh_port": 22,
+  "kubernetes": $4,
+  "access_mode": "$5",
+  "created_at": "$now",
+  "updated_at": "$now",
+  "extra": {}
+}
+JSON
+  chmod 0600 "$GPUPROV_HOME/state/$1.json"
+}

@@ -13,32 +13,12 @@ setup_file() {
   export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
   export VM="gpuprov-openssh-e2e-$$"
   export NAME="ossh-$$"
-  local now
   mkdir -p "$BATS_FILE_TMPDIR/web"
   printf 'hello-from-the-vm\n' >"$BATS_FILE_TMPDIR/web/index.txt"
   # A listener on the VM's own loopback (nothing is published but SSH): only -L reaches it.
   start_vm_with_loopback_server "$VM" "$VM_ADDR" openssh-e2e "$BATS_FILE_TMPDIR/web" 8000
 
-  now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-  cat >"$GPUPROV_HOME/state/$NAME.json" <<JSON
-{
-  "version": 1,
-  "name": "$NAME",
-  "cloud": "docker",
-  "region": "local",
-  "phase": "ready",
-  "vm_id": "$VM",
-  "public_ip": "$VM_ADDR",
-  "ssh_user": "root",
-  "ssh_port": 22,
-  "kubernetes": false,
-  "access_mode": "none",
-  "created_at": "$now",
-  "updated_at": "$now",
-  "extra": {}
-}
-JSON
-  chmod 0600 "$GPUPROV_HOME/state/$NAME.json"
+  write_docker_record "$NAME" "$VM" "$VM_ADDR" false none
 }
 
 teardown_file() {

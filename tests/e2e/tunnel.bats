@@ -34,27 +34,7 @@ teardown() {
 
 # write_record NAME KUBERNETES ACCESS_MODE: the state record of a VM at $VM_ADDR:22.
 write_record() {
-  local now
-  now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-  cat >"$GPUPROV_HOME/state/$1.json" <<JSON
-{
-  "version": 1,
-  "name": "$1",
-  "cloud": "docker",
-  "region": "local",
-  "phase": "ready",
-  "vm_id": "$VM",
-  "public_ip": "$VM_ADDR",
-  "ssh_user": "root",
-  "ssh_port": 22,
-  "kubernetes": $2,
-  "access_mode": "$3",
-  "created_at": "$now",
-  "updated_at": "$now",
-  "extra": {}
-}
-JSON
-  chmod 0600 "$GPUPROV_HOME/state/$1.json"
+  write_docker_record "$1" "$VM" "$VM_ADDR" "$2" "$3"
 }
 
 free_port() {
