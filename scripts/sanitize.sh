@@ -3,10 +3,11 @@
 #
 #   ${GPUPROV_SANITIZE_BUILD_DIR:-build-san}: clang, every target with AddressSanitizer +
 #     UndefinedBehaviorSanitizer and libFuzzer's coverage instrumentation (-DGPUPROV_FUZZ=ON).
-#     The unit, driver-kit, driver and emulator tests and the fuzz targets all build here, so
-#     the code is compiled a second time only once; scripts/fuzz.sh runs the fuzz targets from
-#     this directory. ctest runs the unit, driver-kit, driver and fuzz replay tests here (not
-#     the emulators' own tests nor the e2e bats files: normal build).
+#     The unit, driver-kit and driver tests and the fuzz targets all build here, so the code is
+#     compiled a second time only once (the driver tests run the normal build's emulator);
+#     scripts/fuzz.sh runs the fuzz targets from this directory. ctest runs the unit, driver-kit,
+#     driver and fuzz replay tests here (not the emulators' own tests nor the e2e bats files:
+#     normal build).
 #   ${GPUPROV_TSAN_BUILD_DIR:-build-tsan}: ThreadSanitizer, and only the concurrency tests: the
 #     SSH tunnel's (ssh_tunnel_test) and the cloud emulator's (emulator_test: its HTTP server's
 #     threads, held (stalled) requests, the Prime Intellect port forwarders).
@@ -51,8 +52,12 @@ step_start=0
 step() { step_start=$(date +%s); echo "==> sanitize: $*" >&2; }
 step_done() { echo "==> sanitize: $* took $(( $(date +%s) - step_start )) s" >&2; }
 
+# The driver tests here start the normal build's gpuprov-emulator (test infrastructure, not
+# gpuprov's code): the emulators and their own tests are not compiled a third time.
+EMULATOR="$PWD/${GPUPROV_BUILD_DIR:-build}/bin/gpuprov-emulator"
 cmake -S . -B "$BUILD_DIR" -G Ninja "${SAN_FLAGS[@]}" \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DGPUPROV_FUZZ=ON >/dev/null
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DGPUPROV_FUZZ=ON \
+  -DGPUPROV_EXTERNAL_EMULATOR="$EMULATOR" >/dev/null
 [ "${1:-}" = --configure ] && exit 0
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:abort_on_error=1:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1}
@@ -66,11 +71,12 @@ if [ "$run_asan" -eq 1 ]; then
   step_done "build $BUILD_DIR"
 fi
 if [ "$run_asan" -eq 1 ] && [ "$build_only" -eq 0 ]; then
+  [ -x "$EMULATOR" ] || { echo "no $EMULATOR: build the normal tree first (scripts/setup.sh)" >&2; exit 1; }
   step "ctest in $BUILD_DIR"
   # Not run here: the k3s simulator (Python, label fixture), sdk_compile_errors (it checks that
   # bad driver code does not compile: nothing runs), and the emulators' own tests (labels
-  # emulator*: test infrastructure, not gpuprov's code; the unit, driver-kit, driver and fuzz
-  # replay tests still run against the emulator built here, and TSan runs its concurrency
+  # emulator*: test infrastructure, not gpuprov's code, and not built here; the driver tests
+  # run against the normal build's emulator, and TSan runs the emulator's concurrency
   # tests below). EmulatorDockerTest.BootScriptFailsAndGpuAppearsLater, which did not end here
   # once (docs/fuzzing.md), is one of those.
   ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 -LE 'fixture|emulator' \

@@ -8,8 +8,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 run_start=$(date +%s)
+# cpu_ticks: "busy total" jiffies of all CPUs since boot (/proc/stat), for the closing line.
+cpu_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8}' /proc/stat; }
+read -r busy_start total_start < <(cpu_ticks)
 # since: seconds from $1 to now.
 since() { echo "$(( $(date +%s) - $1 )) s"; }
+# The sanitizer build replays the fuzz corpora under ASan + UBSan: the normal build leaves its
+# own replays out then (CMake option GPUPROV_FUZZ_REPLAY).
+[ "${GPUPROV_SKIP_SANITIZE:-0}" = 1 ] || export GPUPROV_FUZZ_REPLAY=OFF
 bash scripts/setup.sh
 echo "==> setup (packages, dockerd, test image, build) took $(since "$run_start")" >&2
 BUILD_DIR=${GPUPROV_BUILD_DIR:-build}
@@ -17,37 +23,35 @@ export GPUPROV_BUILD_DIR="$BUILD_DIR"
 # setup.sh built the test VM image: run the installer's tests inside real test VMs too.
 export GPUPROV_INSTALLER_VM_TESTS=1
 
-# The sanitizer builds (a second compile of everything, with clang) run at the lowest priority
-# beside the tests below: the e2e files mostly wait on containers and SSH, and that idle CPU
-# compiles build-san/ and build-tsan/. The sanitizer step later waits for this build.
-# Started outside this shell's jobs (the bats step below counts and waits for its own jobs);
-# its exit status lands in $san_build_log.rc.
-san_build=0
-san_build_log=$(mktemp)
+# The sanitizer and fuzz steps run beside the tests below, from the start, as one background
+# pipeline (scripts/sanitize_and_fuzz.sh): the builds of build-san/ and build-tsan/ at the lowest
+# priority (the e2e files mostly wait on containers and SSH, and that idle CPU compiles them),
+# then the ASan + UBSan and TSan tests and the fuzz smoke at normal priority. This run waits for
+# it at the end. Started outside this shell's jobs (the bats step counts and waits for its own
+# jobs), in its own process group (setsid) so the EXIT trap can stop it, compilers included.
+log_dir=$(mktemp -d)
+san_run=0
+san_dir=$(mktemp -d)
+stop_san_run() {
+  if [ "$san_run" -eq 1 ] && [ ! -e "$san_dir/ended" ] && [ -s "$san_dir/pid" ]; then
+    kill -- "-$(cat "$san_dir/pid")" 2>/dev/null || true
+  fi
+  rm -rf "$san_dir"
+}
+trap 'rm -rf "$log_dir"; stop_san_run' EXIT
 if [ "${GPUPROV_SKIP_SANITIZE:-0}" != 1 ] || [ "${GPUPROV_SKIP_FUZZ:-0}" != 1 ]; then
-  san_build=1
+  san_run=1
   ( (
-    # Its own process group (setsid), so the EXIT trap can stop the compilers too.
-    setsid nice -n 19 bash scripts/sanitize.sh --build >"$san_build_log" 2>&1 &
-    echo "$!" >"$san_build_log.pid"
-    rc=0
-    wait "$!" || rc=$?
-    echo "$rc" >"$san_build_log.rc"
+    setsid bash scripts/sanitize_and_fuzz.sh "$san_dir" "$log_dir/ctest.rc" &
+    echo "$!" >"$san_dir/pid"
+    wait "$!" || true
+    touch "$san_dir/ended"
   ) </dev/null >/dev/null 2>&1 & )
 fi
 
 echo "==> shellcheck" >&2
 mapfile -t shell_files < <(git ls-files '*.sh' '*.bash' 'tests/fixtures/testvm/overlay/usr/bin/*' .ci/run)
 shellcheck "${shell_files[@]}"
-
-log_dir=$(mktemp -d)
-stop_san_build() {
-  if [ "$san_build" -eq 1 ] && [ ! -e "$san_build_log.rc" ] && [ -s "$san_build_log.pid" ]; then
-    kill -- "-$(cat "$san_build_log.pid")" 2>/dev/null || true
-  fi
-  rm -f "$san_build_log" "$san_build_log.pid" "$san_build_log.rc"
-}
-trap 'rm -rf "$log_dir"; stop_san_build' EXIT
 
 # ctest and the bats files run side by side: ctest is one of the BATS_JOBS slots (default 3).
 # Independent bats files run at once: each e2e file has its own GPUPROV_HOME and emulator
@@ -56,7 +60,12 @@ trap 'rm -rf "$log_dir"; stop_san_build' EXIT
 # single job, and only after ctest (the docker driver's tests make such containers). That job
 # is the longest: it starts the moment ctest ends.
 echo "==> ctest and bats" >&2
-mapfile -t bats_files < <(git ls-files '*.bats')
+# The longest files first (their wall seconds in a CI-like run: cluster 634, lambda 367,
+# verda 329, ports 260, gc 254, allow_from 226), then the rest in name order: a long file
+# started last would run on alone at the end.
+slow_first=(tests/e2e/cluster.bats tests/e2e/lambda.bats tests/e2e/verda.bats tests/e2e/ports.bats
+  tests/e2e/gc.bats tests/e2e/allow_from.bats)
+mapfile -t bats_files < <( (printf '%s\n' "${slow_first[@]}"; git ls-files '*.bats') | awk '!seen[$0]++')
 serial_files=(tests/e2e/docker_cloud.bats tests/e2e/lifecycle_rules.bats tests/e2e/crash_points_docker.bats
   tests/e2e/cli.bats)
 bats_jobs=()
@@ -105,26 +114,14 @@ for i in $(seq 1 "$n"); do
   [ "$rc" = 0 ] || { echo "bats job $i ended with status $rc" >&2; bats_rc=1; }
 done
 
-if [ "$san_build" -eq 1 ]; then
-  echo "==> waiting for the sanitizer builds started at the beginning" >&2
-  while [ ! -e "$san_build_log.rc" ]; do sleep 2; done
-  san_build_rc=$(cat "$san_build_log.rc")
-  cat "$san_build_log" >&2
-  # A failed build shows again (with its error) in the steps below, which build what is missing.
-  [ "$san_build_rc" -eq 0 ] || echo "==> the background sanitizer build ended with $san_build_rc" >&2
-fi
 sanitize_rc=0
-if [ "${GPUPROV_SKIP_SANITIZE:-0}" != 1 ]; then
-  echo "==> sanitizers (ASan + UBSan, TSan)" >&2
-  bash scripts/sanitize.sh | tee "$log_dir/sanitize.log" || sanitize_rc=$?
-fi
 fuzz_rc=0
-if [ "${GPUPROV_SKIP_FUZZ:-0}" != 1 ]; then
-  # Every target for a few seconds, two at a time (about 40 s for 16 targets at 4 s).
-  echo "==> fuzz smoke" >&2
-  fuzz_start=$(date +%s)
-  bash scripts/fuzz.sh -t "${GPUPROV_FUZZ_SECONDS:-4}" -j 2 || fuzz_rc=$?
-  echo "==> fuzz smoke took $(since "$fuzz_start")" >&2
+if [ "$san_run" -eq 1 ]; then
+  echo "==> waiting for the sanitizer and fuzz steps started at the beginning" >&2
+  while [ ! -e "$san_dir/ended" ]; do sleep 2; done
+  cat "$san_dir/log" >&2
+  sanitize_rc=$(cat "$san_dir/sanitize.rc" 2>/dev/null || echo 1)
+  fuzz_rc=$(cat "$san_dir/fuzz.rc" 2>/dev/null || echo 1)
 fi
 
 # One closing line over both runners: ctest counts each registered test (gpuprov_test is one),
@@ -145,6 +142,8 @@ fi
 if [ "${GPUPROV_SKIP_FUZZ:-0}" != 1 ]; then
   if [ "$fuzz_rc" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 fi
-echo "==> the whole run took $(since "$run_start")" >&2
+read -r busy_end total_end < <(cpu_ticks)
+echo "==> the whole run took $(since "$run_start"), the CPUs busy" \
+  "$(( 100 * (busy_end - busy_start) / (total_end - total_start + 1) ))% of it" >&2
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
