@@ -1,0 +1,78 @@
+#include <dlfcn.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "error.h"
+#include "remote.h"
+
+#ifndef GPUPROV_VERSION
+#define GPUPROV_VERSION "0.0.0"
+#endif
+#ifndef GPUPROV_INSTALL_LIBDIR
+#define GPUPROV_INSTALL_LIBDIR "lib"
+#endif
+#ifndef GPUPROV_INSTALL_MODULE_DIR
+#define GPUPROV_INSTALL_MODULE_DIR "/usr/local/lib/gpuprov"
+#endif
+
+namespace gpuprov {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kModuleFile = "libgpuprov-remote.so";
+constexpr const char* kReinstallHint =
+    "reinstall gpuprov: the module must come from the same build as the gpuprov executable";
+
+/// Where the module may be, in order: <prefix>/<libdir>/gpuprov next to the executable's
+/// <prefix>/bin (an installed prefix, wherever it was moved; the build tree uses lib/), then
+/// the configured install folder.
+std::vector<fs::path> ModuleCandidates() {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const char* libdir : {GPUPROV_INSTALL_LIBDIR, "lib"}) {
+      if (fs::path(libdir).is_absolute()) continue;
+      out.push_back(exe.parent_path().parent_path() / libdir / "gpuprov" / kModuleFile);
+    }
+  }
+  out.push_back(fs::path(GPUPROV_INSTALL_MODULE_DIR) / kModuleFile);
+  return out;
+}
+
+const RemoteCommands& Load() {
+  std::vector<fs::path> candidates = ModuleCandidates();
+  std::error_code ec;
+  for (const fs::path& path : candidates) {
+    if (!fs::exists(path, ec)) continue;
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      throw Error("cannot load " + path.string() + ": " + dlerror(), kReinstallHint);
+    }
+    using Entry = const RemoteCommands* (*)();
+    auto entry = reinterpret_cast<Entry>(dlsym(handle, "gpuprov_remote_commands"));
+    const RemoteCommands* commands = entry != nullptr ? entry() : nullptr;
+    if (commands == nullptr || std::string(commands->version) != GPUPROV_VERSION) {
+      throw Error(path.string() + " is not the remote module of gpuprov " GPUPROV_VERSION,
+                  kReinstallHint);
+    }
+    return *commands;  // the module stays loaded until the process exits
+  }
+  std::string searched;
+  for (const fs::path& path : candidates) searched += "\n  " + path.string();
+  throw Error(std::string("cannot find ") + kModuleFile + ", which SSH, tunnels and provision " +
+                  "need; searched:" + searched,
+              kReinstallHint);
+}
+
+}  // namespace
+
+const RemoteCommands& Remote() {
+  static const RemoteCommands& commands = Load();
+  return commands;
+}
+
+}  // namespace gpuprov
