@@ -19,10 +19,7 @@
 
 #include "error.h"
 #include "gpuprov/driver_abi.h"
-
-namespace boost::dll {
-class shared_library;
-}
+#include "shared_library.h"
 
 namespace gpuprov {
 
@@ -130,7 +127,7 @@ class Driver {
   friend class DriverHost;
   Driver() = default;
 
-  std::shared_ptr<boost::dll::shared_library> library_;  // null for in-memory drivers
+  std::shared_ptr<SharedLibrary> library_;  // null for in-memory drivers
   DriverInfo info_;
   gpuprov_drv_vtable vtable_{};
   gpuprov_type_driver* handle_ = nullptr;
@@ -147,7 +144,7 @@ class LoadedDriver {
 
  private:
   friend class DriverHost;
-  std::shared_ptr<boost::dll::shared_library> library_;
+  std::shared_ptr<SharedLibrary> library_;
   const gpuprov_type_driver_descriptor* descriptor_ = nullptr;
   DriverInfo info_;
 };

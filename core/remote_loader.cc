@@ -1,11 +1,10 @@
-#include <dlfcn.h>
-
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "error.h"
 #include "remote.h"
+#include "shared_library.h"
 
 #ifndef GPUPROV_VERSION
 #define GPUPROV_VERSION "0.0.0"
@@ -48,18 +47,20 @@ const RemoteCommands& Load() {
   std::error_code ec;
   for (const fs::path& path : candidates) {
     if (!fs::exists(path, ec)) continue;
-    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) {
-      throw Error("cannot load " + path.string() + ": " + dlerror(), kReinstallHint);
+    const SharedLibrary* module = nullptr;
+    try {
+      module = new SharedLibrary(path.string());  // never closed: the commands run from it
+    } catch (const Error& e) {
+      throw Error(std::string("cannot load the remote module: ") + e.what(), kReinstallHint);
     }
     using Entry = const RemoteCommands* (*)();
-    auto entry = reinterpret_cast<Entry>(dlsym(handle, "gpuprov_remote_commands"));
+    auto entry = reinterpret_cast<Entry>(module->Find("gpuprov_remote_commands"));
     const RemoteCommands* commands = entry != nullptr ? entry() : nullptr;
     if (commands == nullptr || std::string(commands->version) != GPUPROV_VERSION) {
       throw Error(path.string() + " is not the remote module of gpuprov " GPUPROV_VERSION,
                   kReinstallHint);
     }
-    return *commands;  // the module stays loaded until the process exits
+    return *commands;
   }
   std::string searched;
   for (const fs::path& path : candidates) searched += "\n  " + path.string();
