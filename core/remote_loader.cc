@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -39,6 +40,8 @@ std::vector<fs::path> ModuleCandidates() {
     }
   }
   out.push_back(fs::path(GPUPROV_INSTALL_MODULE_DIR) / kModuleFile);
+  for (fs::path& path : out) path = path.lexically_normal();
+  out.erase(std::unique(out.begin(), out.end()), out.end());  // libdir "lib": one path twice
   return out;
 }
 
@@ -66,7 +69,8 @@ const RemoteCommands& Load() {
   for (const fs::path& path : candidates) searched += "\n  " + path.string();
   throw Error(std::string("cannot find ") + kModuleFile + ", which SSH, tunnels and provision " +
                   "need; searched:" + searched,
-              kReinstallHint);
+              "reinstall gpuprov: its package (or cmake --install) puts the module in " +
+                  candidates.front().parent_path().string());
 }
 
 }  // namespace
