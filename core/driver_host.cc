@@ -3,10 +3,12 @@
 #include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
 #include <Poco/JSON/Parser.h>
+#include <dlfcn.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/dll/shared_library.hpp>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -83,7 +85,7 @@ std::string NameFromFile(const std::string& file_name) {
 
 struct LoadedFile {
   DriverInfo info;
-  std::shared_ptr<SharedLibrary> library;
+  std::shared_ptr<boost::dll::shared_library> library;
   gpuprov_drv_vtable vtable{};
   const gpuprov_type_driver_descriptor* descriptor = nullptr;
 };
@@ -95,18 +97,19 @@ LoadedFile LoadFile(const std::string& path, const std::string& origin) {
   out.info.origin = origin;
   out.info.name = NameFromFile(fs::path(path).filename().string());
   try {
-    out.library = std::make_shared<SharedLibrary>(path);
-  } catch (const Error& e) {
-    out.info.problem = std::string("cannot load: ") + e.what();
+    out.library = std::make_shared<boost::dll::shared_library>(
+        path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+  } catch (const std::exception& e) {
+    out.info.problem = "cannot load: " + LoaderReason(path, e.what());
     return out;
   }
-  using Entry = const gpuprov_type_driver_descriptor* (*)();
-  auto entry = reinterpret_cast<Entry>(out.library->Find(GPUPROV_DRIVER_ENTRY_SYMBOL));
-  if (entry == nullptr) {
+  if (!out.library->has(GPUPROV_DRIVER_ENTRY_SYMBOL)) {
     out.info.problem = std::string("missing entry symbol ") + GPUPROV_DRIVER_ENTRY_SYMBOL +
                        ": not a gpuprov driver";
     return out;
   }
+  auto entry = out.library->get<const gpuprov_type_driver_descriptor*()>(
+      GPUPROV_DRIVER_ENTRY_SYMBOL);
   const gpuprov_type_driver_descriptor* descriptor = entry();
   if (descriptor == nullptr) {
     out.info.problem = "entry returned no descriptor";
@@ -684,6 +687,17 @@ std::unique_ptr<Driver> DriverHost::OpenDescriptor(const gpuprov_type_driver_des
                           HintFor(status, driver->info_.name));
   }
   return driver;
+}
+
+std::string LoaderReason(const std::string& path, const std::string& fallback) {
+  dlerror();
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle != nullptr) {
+    dlclose(handle);
+    return fallback;
+  }
+  const char* err = dlerror();
+  return err != nullptr ? err : fallback;
 }
 
 }  // namespace gpuprov

@@ -19,7 +19,10 @@
 
 #include "error.h"
 #include "gpuprov/driver_abi.h"
-#include "shared_library.h"
+
+namespace boost::dll {
+class shared_library;
+}
 
 namespace gpuprov {
 
@@ -127,7 +130,7 @@ class Driver {
   friend class DriverHost;
   Driver() = default;
 
-  std::shared_ptr<SharedLibrary> library_;  // null for in-memory drivers
+  std::shared_ptr<boost::dll::shared_library> library_;  // null for in-memory drivers
   DriverInfo info_;
   gpuprov_drv_vtable vtable_{};
   gpuprov_type_driver* handle_ = nullptr;
@@ -144,7 +147,7 @@ class LoadedDriver {
 
  private:
   friend class DriverHost;
-  std::shared_ptr<SharedLibrary> library_;
+  std::shared_ptr<boost::dll::shared_library> library_;
   const gpuprov_type_driver_descriptor* descriptor_ = nullptr;
   DriverInfo info_;
 };
@@ -196,5 +199,10 @@ class DriverHost {
 
 /// "libgpuprov-driver-<name>.so"
 std::string DriverFileName(const std::string& name);
+
+/// Why dlopen refuses \a path, in the loader's own words ("file too short", "undefined symbol:
+/// ..."): Boost.DLL resets dlerror() and reports only a generic code, so dlopen is asked once
+/// more. \a fallback when it now succeeds.
+std::string LoaderReason(const std::string& path, const std::string& fallback);
 
 }  // namespace gpuprov

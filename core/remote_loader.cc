@@ -1,11 +1,12 @@
 #include <algorithm>
+#include <boost/dll/shared_library.hpp>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "driver_host.h"
 #include "error.h"
 #include "remote.h"
-#include "shared_library.h"
 
 #ifndef GPUPROV_VERSION
 #define GPUPROV_VERSION "0.0.0"
@@ -50,14 +51,19 @@ const RemoteCommands& Load() {
   std::error_code ec;
   for (const fs::path& path : candidates) {
     if (!fs::exists(path, ec)) continue;
-    const SharedLibrary* module = nullptr;
+    const boost::dll::shared_library* module = nullptr;
     try {
-      module = new SharedLibrary(path.string());  // never closed: the commands run from it
-    } catch (const Error& e) {
-      throw Error(std::string("cannot load the remote module: ") + e.what(), kReinstallHint);
+      // Never closed: the commands run from it until the process exits.
+      module = new boost::dll::shared_library(
+          path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+    } catch (const std::exception& e) {
+      throw Error("cannot load " + path.string() + ": " + LoaderReason(path.string(), e.what()),
+                  kReinstallHint);
     }
-    using Entry = const RemoteCommands* (*)();
-    auto entry = reinterpret_cast<Entry>(module->Find("gpuprov_remote_commands"));
+    const RemoteCommands* (*entry)() = nullptr;
+    if (module->has("gpuprov_remote_commands")) {
+      entry = module->get<const RemoteCommands*()>("gpuprov_remote_commands");
+    }
     const RemoteCommands* commands = entry != nullptr ? entry() : nullptr;
     if (commands == nullptr || std::string(commands->version) != GPUPROV_VERSION) {
       throw Error(path.string() + " is not the remote module of gpuprov " GPUPROV_VERSION,
