@@ -9,7 +9,6 @@
 #include "app_context.h"
 #include "check_command.h"
 #include "cli_args.h"
-#include "cluster_bringup.h"
 #include "command_table.h"
 #include "completion.h"
 #include "console.h"
@@ -21,11 +20,10 @@
 #include "kubeconfig_command.h"
 #include "output.h"
 #include "prompt.h"
-#include "provision.h"
+#include "remote.h"
 #include "provision_options.h"
 #include "state_store.h"
 #include "status_display.h"
-#include "tunnel_command.h"
 #include "vm_commands.h"
 
 #ifndef GPUPROV_VERSION
@@ -280,7 +278,7 @@ int RunProvisionArgs(const AppContext& app, const ParsedArgs& args) {
     flags.max_price_per_hour = ParsePricePerHour(*price, "--max-price");
   }
   flags.yes = args.has("yes");
-  return RunProvision(app, flags, args.value("file"));
+  return Remote().provision(app, flags, args.value("file"));
 }
 
 int RunSshArgs(const AppContext& app, const ParsedArgs& args) {
@@ -302,7 +300,7 @@ int RunSshArgs(const AppContext& app, const ParsedArgs& args) {
     throw UsageError("-N runs no command, but a command follows `--`",
                      "drop -N to run the command while forwarding, or drop the command");
   }
-  return RunSsh(app, name, options);
+  return Remote().ssh(app, name, options);
 }
 
 int RunSshConfigArgs(const AppContext& app, const ParsedArgs& args) {
@@ -332,7 +330,8 @@ int RunGcArgs(const AppContext& app, const ParsedArgs& args) {
 int RunTunnelArgs(const AppContext& app, const ParsedArgs& args) {
   const std::string name = OneName(args, "tunnel");
   const std::optional<std::string> port = args.value("local-port");
-  return RunTunnel(app, name, port ? std::optional<int>(ParseLocalPort(*port)) : std::nullopt);
+  return Remote().tunnel(app, name,
+                         port ? std::optional<int>(ParseLocalPort(*port)) : std::nullopt);
 }
 
 int RunKubeconfigArgs(const AppContext& app, const ParsedArgs& args) {

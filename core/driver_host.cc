@@ -83,19 +83,6 @@ std::string NameFromFile(const std::string& file_name) {
   return file_name.substr(prefix, file_name.size() - prefix - suffix);
 }
 
-/// Boost.DLL resets dlerror() and reports only a generic code; ask dlopen once more for the
-/// loader's own words ("file too short", "undefined symbol: ...").
-std::string LoaderReason(const std::string& path, const std::string& fallback) {
-  dlerror();
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle != nullptr) {
-    dlclose(handle);
-    return fallback;
-  }
-  const char* err = dlerror();
-  return err != nullptr ? err : fallback;
-}
-
 struct LoadedFile {
   DriverInfo info;
   std::shared_ptr<boost::dll::shared_library> library;
@@ -700,6 +687,17 @@ std::unique_ptr<Driver> DriverHost::OpenDescriptor(const gpuprov_type_driver_des
                           HintFor(status, driver->info_.name));
   }
   return driver;
+}
+
+std::string LoaderReason(const std::string& path, const std::string& fallback) {
+  dlerror();
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle != nullptr) {
+    dlclose(handle);
+    return fallback;
+  }
+  const char* err = dlerror();
+  return err != nullptr ? err : fallback;
 }
 
 }  // namespace gpuprov

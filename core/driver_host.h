@@ -200,4 +200,9 @@ class DriverHost {
 /// "libgpuprov-driver-<name>.so"
 std::string DriverFileName(const std::string& name);
 
+/// Why dlopen refuses \a path, in the loader's own words ("file too short", "undefined symbol:
+/// ..."): Boost.DLL resets dlerror() and reports only a generic code, so dlopen is asked once
+/// more. \a fallback when it now succeeds.
+std::string LoaderReason(const std::string& path, const std::string& fallback);
+
 }  // namespace gpuprov

@@ -69,6 +69,17 @@ std::string ConfigValue(const std::string& value) {
 
 }  // namespace
 
+int ParseLocalPort(const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  const long port = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || port < 1 || port > 65535) {
+    throw UsageError("--local-port must be a port number from 1 to 65535, not '" + text + "'",
+                     "e.g. --local-port 16444");
+  }
+  return static_cast<int>(port);
+}
+
 std::string RemoteCommandLine(const std::vector<std::string>& words) {
   std::string line;
   for (const auto& word : words) {

@@ -26,6 +26,9 @@ struct LocalForward {
   std::string ToSpec() const;
 };
 
+/// Parses the value of `gpuprov tunnel --local-port`: a port number 1-65535, else UsageError.
+int ParseLocalPort(const std::string& text);
+
 /// Parses the value of -L. Throws UsageError naming -L and the expected form.
 LocalForward ParseLocalForward(const std::string& spec);
 

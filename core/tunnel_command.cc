@@ -20,17 +20,6 @@
 
 namespace gpuprov {
 
-int ParseLocalPort(const std::string& text) {
-  errno = 0;
-  char* end = nullptr;
-  const long port = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno != 0 || port < 1 || port > 65535) {
-    throw UsageError("--local-port must be a port number from 1 to 65535, not '" + text + "'",
-                     "e.g. --local-port 16444");
-  }
-  return static_cast<int>(port);
-}
-
 std::optional<int> RecordedTunnelPort(const VmRecord& record) {
   auto it = record.extra.find(kTunnelPortKey);
   if (it == record.extra.end()) return std::nullopt;

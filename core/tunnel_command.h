@@ -35,7 +35,5 @@ bool LocalPortFree(int port);
 /// unknown VM or one with Kubernetes off, Error when the port is taken or SSH fails.
 int RunTunnel(const AppContext& app, const std::string& name, std::optional<int> local_port);
 
-/// Parses the value of --local-port: a port number 1-65535, else UsageError.
-int ParseLocalPort(const std::string& text);
 
 }  // namespace gpuprov

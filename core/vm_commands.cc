@@ -21,6 +21,7 @@
 #include "kubeconfig_merge.h"
 #include "openssh.h"
 #include "prompt.h"
+#include "remote.h"
 #include "spec.h"
 #include "ssh_client.h"
 #include "tunnel_command.h"
@@ -237,33 +238,6 @@ int RunList(const AppContext& app, bool refresh) {
   return 0;
 }
 
-int RunSsh(const AppContext& app, const std::string& name, const SshCommandOptions& options) {
-  ValidateVmName(name, "VM name");
-  StateStore store(app.paths);
-  VmRecord rec = LoadVmRecord(store, name);
-  SshTarget target = SshTargetOf(app, rec);
-  const std::string command_line = RemoteCommandLine(options.command);
-  if (!command_line.empty() && options.forwards.empty()) {
-    SshSession session = SshSession::Connect(target, std::chrono::seconds(30));
-    return session.RunStreaming(command_line, STDOUT_FILENO, STDERR_FILENO);
-  }
-  // A shell, or forwards: OpenSSH handles the terminal and -L; the host key must already be
-  // pinned (gpuprov's own connection checks it first, pinning on first contact).
-  if (access("/usr/bin/ssh", X_OK) != 0) {
-    throw Error(std::string(options.forwards.empty() ? "an interactive shell" : "-L") +
-                    " needs OpenSSH's ssh client at /usr/bin/ssh",
-                "install openssh-client, or run one command: gpuprov ssh " + name + " -- CMD");
-  }
-  { SshSession pin_check = SshSession::Connect(target, std::chrono::seconds(30)); }
-  std::vector<std::string> argv =
-      OpenSshArgv(target, options.forwards, options.no_command, command_line);
-  std::vector<char*> cargv;
-  for (auto& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  execv("/usr/bin/ssh", cargv.data());
-  throw Error(std::string("cannot run /usr/bin/ssh: ") + std::strerror(errno));
-}
-
 int RunSshConfig(const AppContext& app, const std::string& name) {
   ValidateVmName(name, "VM name");
   const VmRecord rec = LoadVmRecord(StateStore(app.paths), name);
@@ -349,7 +323,7 @@ int RunDown(const AppContext& app, const std::string& name,
   bool deleted = cloud->Delete(rec ? rec->vm_id : "", name);
   CrashPoint("down-vm-deleted");
   if (rec && !rec->public_ip.empty()) {
-    ForgetHostKey(app.paths.known_hosts().string(), rec->public_ip, rec->ssh_port);
+    Remote().forget_host_key(app.paths.known_hosts().string(), rec->public_ip, rec->ssh_port);
     CrashPoint("down-host-key-forgotten");
   }
   std::error_code ec;

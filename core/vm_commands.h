@@ -22,7 +22,8 @@ struct SshCommandOptions {
   bool no_command = false;              // -N: forward only
 };
 
-/// One command (its exit status), or OpenSSH for a shell and for -L forwards.
+/// One command (its exit status), or OpenSSH for a shell and for -L forwards. Defined in
+/// ssh_command.cc, part of libgpuprov-remote.so (remote.h): call it through Remote().ssh.
 int RunSsh(const AppContext& app, const std::string& name, const SshCommandOptions& options);
 /// `gpuprov ssh-config NAME`: the OpenSSH Host block for the VM on stdout.
 int RunSshConfig(const AppContext& app, const std::string& name);

@@ -13,7 +13,7 @@ as_root() {
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
-  libpoco-dev libssh-dev libyaml-cpp-dev libtoml11-dev libboost-dev libboost-filesystem-dev
+  libpoco-dev libssh-dev libyaml-cpp-dev libtoml11-dev libboost-dev
   libgtest-dev libgmock-dev ccache
   docker.io mmdebstrap openssh-client bats shellcheck kubectl
   python3 python3-libcloud python3-digitalocean hyperfine awscli

@@ -61,6 +61,36 @@ assert any(d["path"].endswith("/drivers") for d in v["drivers_dirs"]), v
   [[ "$output" == *"drivers: searched in"* ]]
 }
 
+@test "without its remote module gpuprov runs the local commands and names the file ssh needs" {
+  # A copy of the executable in a prefix of its own: <prefix>/lib/gpuprov holds no module.
+  prefix="$BATS_TEST_TMPDIR/prefix"
+  mkdir -p "$prefix/bin" "$prefix/lib/gpuprov"
+  cp "$GPUPROV" "$prefix/bin/gpuprov"
+  # The configured install folder is searched last; an installed gpuprov there would be found.
+  install_dir=$("$GPUPROV" version -o json | /usr/bin/python3 -c '
+import json, os, sys
+print(next(os.path.dirname(d["path"]) for d in json.load(sys.stdin)["drivers_dirs"]
+           if d["origin"] == "install prefix"))')
+  [ -n "$install_dir" ]
+  run "$prefix/bin/gpuprov" --help
+  [ "$status" -eq 0 ]
+  run "$prefix/bin/gpuprov" list --no-refresh
+  [ "$status" -eq 0 ]
+  if [ ! -e "$install_dir/libgpuprov-remote.so" ]; then
+    run "$prefix/bin/gpuprov" ssh "$CLI_VM" -- true
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"cannot find libgpuprov-remote.so"* ]]
+    [[ "$output" == *"$prefix/lib/gpuprov/libgpuprov-remote.so"* ]]
+    [[ "$output" == *"hint: reinstall gpuprov"* ]]
+  fi
+  # A file there that is no shared object: the loader's words, and the same hint.
+  echo "not a library" >"$prefix/lib/gpuprov/libgpuprov-remote.so"
+  run "$prefix/bin/gpuprov" tunnel "$CLI_VM"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"cannot load the remote module: $prefix/lib/gpuprov/libgpuprov-remote.so"* ]]
+  [[ "$output" == *"hint: reinstall gpuprov"* ]]
+}
+
 @test "help CMD and CMD --help print that command's help; plain help the commands" {
   run "$GPUPROV" help provision
   [ "$status" -eq 0 ]

@@ -124,9 +124,10 @@ EOF
   version=$(dpkg-deb -f "$core" Version)
   [ "$version" = "0.1.0" ]
 
-  # The core: the CLI, its man page (compressed), completions, examples, copyright, changelog.
+  # The core: the CLI, its remote module (core/remote.h), its man page (compressed),
+  # completions, examples, copyright, changelog.
   core_files=$(dpkg-deb -c "$core" | awk '{ print $6 }')
-  for f in ./usr/bin/gpuprov ./usr/share/man/man1/gpuprov.1.gz \
+  for f in ./usr/bin/gpuprov ./usr/lib/gpuprov/libgpuprov-remote.so ./usr/share/man/man1/gpuprov.1.gz \
     ./usr/share/bash-completion/completions/gpuprov ./usr/share/zsh/vendor-completions/_gpuprov \
     ./usr/share/fish/vendor_completions.d/gpuprov.fish \
     ./usr/share/doc/gpuprov/examples/config.toml ./usr/share/doc/gpuprov/examples/example-spec.yaml \
@@ -150,11 +151,17 @@ EOF
   done
 
   # Computed dependencies: the core depends on exactly the packages of the libraries gpuprov
-  # links, plus openssh-client (run, not linked); a driver on the packages of what its .so links
-  # plus gpuprov at this version.
+  # and its remote module link, plus openssh-client (run, not linked); a driver on the packages
+  # of what its .so links plus gpuprov at this version.
   dpkg-deb -x "$core" "$BATS_TEST_TMPDIR/core-root"
-  expected=$( (needed_packages "$BATS_TEST_TMPDIR/core-root/usr/bin/gpuprov"; echo openssh-client) |
-    LC_ALL=C sort -u)
+  expected=$( (needed_packages "$BATS_TEST_TMPDIR/core-root/usr/bin/gpuprov"
+    needed_packages "$BATS_TEST_TMPDIR/core-root/usr/lib/gpuprov/libgpuprov-remote.so"
+    echo openssh-client) | LC_ALL=C sort -u)
+  # The executable itself links neither libssh nor OpenSSL: the module brings them.
+  ! objdump -p "$BATS_TEST_TMPDIR/core-root/usr/bin/gpuprov" |
+    grep -E 'NEEDED +lib(ssh|ssl|crypto)\.' || false
+  objdump -p "$BATS_TEST_TMPDIR/core-root/usr/lib/gpuprov/libgpuprov-remote.so" |
+    grep -qE 'NEEDED +libssh\.'
   diff <(depends_names "$core") <(echo "$expected")
   for d in "$aws" "$nebius" "$drv"; do
     root="$BATS_TEST_TMPDIR/root-$(dpkg-deb -f "$d" Package)"
@@ -242,7 +249,10 @@ EOF
     echo "== check"
     set +e
     gpuprov check --cloud aws
-    echo "check exit $?"'
+    echo "check exit $?"
+    echo "== ssh"
+    gpuprov ssh no-such-vm -- true
+    echo "ssh exit $?"'
   echo "$output"
   [ "$status" -eq 0 ]
   [ "$(grep '^source: ' <<<"$output")" = "source: deb [trusted=yes] file:/repo ./" ]
@@ -251,9 +261,13 @@ EOF
   drivers=$(sed -n '/^== drivers/,/^== check/p' <<<"$output")
   [[ "$drivers" == *"aws  0.1.0"* ]]
   [[ "$drivers" != *docker* ]]
-  check=$(sed -n '/^== check/,$p' <<<"$output")
+  check=$(sed -n '/^== check/,/^== ssh/p' <<<"$output")
   # No credentials in the container: the check runs the driver and fails with its fix.
   [[ "$check" == *"check exit 1"* ]]
   [[ "$check" == *"no AWS credentials found"* ]]
   [[ "$check" != *"cannot open shared object"* ]]
+  # `gpuprov ssh` loads the remote module (libssh, OpenSSL) from the package, then finds no VM.
+  ssh=$(sed -n '/^== ssh/,$p' <<<"$output")
+  [[ "$ssh" == *"no VM named 'no-such-vm'"* ]]
+  [[ "$ssh" == *"ssh exit 2"* ]]
 }

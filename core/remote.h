@@ -1,0 +1,37 @@
+// The commands that reach a VM over SSH or TLS (provision, ssh, tunnel, and the host-key removal
+// of down) live in libgpuprov-remote.so, with libssh, Poco Net/NetSSL/Crypto and OpenSSL. The
+// gpuprov executable loads it on first use, so `--help`, `list --no-refresh`, `completion` and
+// the other local commands start without mapping those libraries (BENCHMARKS.md, start-up).
+// The module resolves the rest of core from the executable (which exports gpuprov::* symbols,
+// gpuprov.dynamic-list): one copy of Console, the crash points and the state code.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "app_context.h"
+#include "provision_options.h"
+#include "vm_commands.h"
+
+namespace gpuprov {
+
+/// What the module provides. The executable and the module come from the same build;
+/// `version` is checked against the executable's when the module is loaded.
+struct RemoteCommands {
+  const char* version;
+  int (*provision)(const AppContext& app, const ProvisionFlags& flags,
+                   const std::optional<std::string>& spec_file);
+  int (*ssh)(const AppContext& app, const std::string& name, const SshCommandOptions& options);
+  int (*tunnel)(const AppContext& app, const std::string& name, std::optional<int> local_port);
+  void (*forget_host_key)(const std::string& known_hosts_path, const std::string& host, int port);
+};
+
+/// The remote commands: in the gpuprov executable, libgpuprov-remote.so loaded on the first
+/// call (Error naming the file when it is missing or from another build); in a binary that
+/// links them in (gpuprov_test), those.
+const RemoteCommands& Remote();
+
+}  // namespace gpuprov
+
+/// The module's one exported entry point (remote_commands.cc).
+extern "C" const gpuprov::RemoteCommands* gpuprov_remote_commands();

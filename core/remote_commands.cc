@@ -1,0 +1,18 @@
+#include "provision.h"
+#include "remote.h"
+#include "ssh_client.h"
+#include "tunnel_command.h"
+#include "vm_commands.h"
+
+#ifndef GPUPROV_VERSION
+#define GPUPROV_VERSION "0.0.0"
+#endif
+
+extern "C" __attribute__((visibility("default"))) const gpuprov::RemoteCommands*
+gpuprov_remote_commands() {
+  static const gpuprov::RemoteCommands kCommands = {
+      GPUPROV_VERSION, &gpuprov::RunProvision, &gpuprov::RunSsh, &gpuprov::RunTunnel,
+      &gpuprov::ForgetHostKey,
+  };
+  return &kCommands;
+}

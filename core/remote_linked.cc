@@ -1,0 +1,7 @@
+#include "remote.h"
+
+namespace gpuprov {
+
+const RemoteCommands& Remote() { return *gpuprov_remote_commands(); }
+
+}  // namespace gpuprov
