@@ -51,9 +51,10 @@ const RemoteCommands& Load() {
   std::error_code ec;
   for (const fs::path& path : candidates) {
     if (!fs::exists(path, ec)) continue;
-    const boost::dll::shared_library* module = nullptr;
+    static const boost::dll::shared_library* module = nullptr;
     try {
-      // Never closed: the commands run from it until the process exits.
+      // Never closed (no destructor runs at exit): the commands run from it until the process
+      // exits. Held by a static, so LeakSanitizer sees it reachable.
       module = new boost::dll::shared_library(
           path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
     } catch (const std::exception& e) {
