@@ -145,7 +145,7 @@ base_calls() {
 k8s_calls() {
   case "$1" in
     aws) printf '%s\n' 'AWS AuthorizeSecurityGroupIngress 2' 'AWS AuthorizeSecurityGroupIngress 3' \
-      'AWS AuthorizeSecurityGroupIngress 4' ;;  # one call per port: 22, 6443, 80, 443
+      'AWS AuthorizeSecurityGroupIngress 4' ;;  # one call per port: 22, 80, 443, 6443
     verda) printf '%s\n' 'POST /v1/scripts' 'DOWN-DELETE /v1/scripts' ;;  # the startup script
   esac
 }
@@ -178,17 +178,19 @@ config_for() {
 }
 
 # cloud_worker CLOUD: the whole matrix of one cloud, in three parts side by side, each on its
-# own emulator (the census and the stall are per cloud and emulator) with its own GPUPROV_HOME:
-# the host points of the plain command on the first; on the second the driver's calls of the
-# plain command, then Kubernetes on an existing VM (the direct-access clouds: their
-# open_ports); on the third the driver's calls of Kubernetes on a new VM and its down.
+# own emulator (the census and the stall are per cloud and emulator) with its own GPUPROV_HOME,
+# the rows of a part one after another: on the first the host points of the plain command, then
+# Kubernetes on an existing VM (the direct-access clouds: ports-opened and their open_ports
+# calls); on the second the driver's calls of the plain command; on the third the driver's
+# calls of Kubernetes on a new VM and its down. (The parts take about as long on the slowest
+# cloud, Nebius: 11 runs each.)
 cloud_worker() {
   local cloud=$1 start=$SECONDS
-  host_half "$cloud" &
+  host_part "$cloud" &
   local host_pid=$!
-  k8s_half "$cloud" &
+  k8s_part "$cloud" &
   local k8s_pid=$!
-  calls_half "$cloud"
+  calls_part "$cloud"
   wait "$host_pid"
   wait "$k8s_pid"
   echo "$cloud $((SECONDS - start)) s" >>"$BATS_FILE_TMPDIR/seconds"
@@ -201,21 +203,11 @@ home_for() {
   config_for "$2" >"$GPUPROV_HOME/config.toml"
 }
 
-host_half() {
-  local cloud=$1
+host_part() {
+  local cloud=$1 points=()
   endpoints_of memory
   home_for "$cloud-host" "$cloud"
   CRASH_MODE=plain CRASH_NO_UNCOVERED=1 CRASH_PREFIX=cph crash_matrix "$cloud" "${HOST_POINTS[@]}"
-}
-
-calls_half() {
-  local cloud=$1 points=()
-  endpoints_of memory2
-  export GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key2.json"
-  home_for "$cloud" "$cloud"
-  CRASH_MODE=plain
-  mapfile -t points < <(cloud_points "$cloud")
-  crash_matrix "$cloud" "${points[@]}"
   if [[ "$DIRECT_CLOUDS" == *" $cloud "* ]]; then
     CRASH_MODE=upgrade
     mapfile -t points < <(cloud_points "$cloud")
@@ -223,7 +215,17 @@ calls_half() {
   fi
 }
 
-k8s_half() {
+calls_part() {
+  local cloud=$1 points=()
+  endpoints_of memory2
+  export GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key2.json"
+  home_for "$cloud" "$cloud"
+  CRASH_MODE=plain
+  mapfile -t points < <(cloud_points "$cloud")
+  crash_matrix "$cloud" "${points[@]}"
+}
+
+k8s_part() {
   local cloud=$1 points=()
   endpoints_of memory3
   export GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key3.json"
