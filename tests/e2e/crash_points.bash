@@ -77,6 +77,24 @@ n = sys.argv[1]
 print(sum(r["name"] in (n, "gpuprov-" + n) for r in json.load(sys.stdin)["instances"]))' "$2"
 }
 
+# ports_of CLOUD NAME: the TCP ports this machine can reach on the live instances of that name
+# under the cloud's firewall (the emulator's reachable_ports, e.g. "22,80,443,6443"), one
+# entry per instance joined by ";"; "-" on the docker cloud (its census has no firewall). A
+# re-run that made the VM but left a port shut (a rule lost between two create calls) differs
+# here from the uninterrupted run even where the census counts no rules (EC2, GCP, DigitalOcean).
+ports_of() {
+  if [ "$1" = docker ]; then
+    echo -
+    return
+  fi
+  curl -fsS "$CONTROL/instances?cloud=$1" |
+    /usr/bin/python3 -c '
+import json, sys
+n = sys.argv[1]
+print(";".join(sorted(r.get("reachable_ports", "?") for r in json.load(sys.stdin)["instances"]
+                      if r["name"] in (n, "gpuprov-" + n))))' "$2"
+}
+
 # stall_state CLOUD: "true" once the cloud stalled after the armed request.
 stall_state() {
   curl -fsS "$CONTROL/stalled?cloud=$1" | /usr/bin/python3 -c 'import json,sys; print(str(json.load(sys.stdin)["stalled"]).lower())'
@@ -167,7 +185,7 @@ crash() {
 }
 
 # baseline CLOUD: one uninterrupted provision and down; sets BASE_RC, BASE_CENSUS (after the
-# provision) and BASE_RECORD, and leaves nothing. The calls it made (the upgrade mode: those of
+# provision), BASE_RECORD and BASE_PORTS (ports_of its VM), and leaves nothing. The calls it made (the upgrade mode: those of
 # the crashed command alone, not of the preparation or of down) go to BASE_REQUESTS (a file).
 baseline() {
   local cloud=$1 name log
@@ -180,13 +198,14 @@ baseline() {
   BASE_RC=$(run_to_end "$log.provision" $(provision_cmd "$cloud" "$name"))
   BASE_CENSUS=$(census "$cloud")
   BASE_RECORD=$(record_summary "$name")
+  BASE_PORTS=$(ports_of "$cloud" "$name")
   [ "$cloud" = docker ] || [ "${CRASH_MODE:-plain}" != upgrade ] || save_requests "$cloud" "$BASE_REQUESTS"
   run_to_end "$log.down" "$GPUPROV" down "$name" >/dev/null
   [ "$cloud" = docker ] || [ "${CRASH_MODE:-plain}" = upgrade ] || save_requests "$cloud" "$BASE_REQUESTS"
   local after
   after=$(census_until "$cloud" "$BASE_START")
   if [ "$after" = "$BASE_START" ]; then
-    row "$cloud" uninterrupted converged "provision exit $BASE_RC, $BASE_CENSUS, record '$BASE_RECORD'; down: $after"
+    row "$cloud" uninterrupted converged "provision exit $BASE_RC, $BASE_CENSUS, record '$BASE_RECORD', ports $BASE_PORTS; down: $after"
   else
     row "$cloud" uninterrupted leaked "after down: $after; before: $BASE_START"
   fi
@@ -238,7 +257,7 @@ for r in json.load(open(sys.argv[1]))["requests"]:
 provision_point() {
   local cloud=$1 point=$3 name log
   name="$CRASH_PREFIX$(mode_letter)-$2" log="$CRASH_LOGS/$CRASH_PREFIX-$1$(mode_letter)-$2"
-  local start crashed rc now rec n after
+  local start crashed rc now rec n ports after
   start=$(census "$cloud")
   prepare "$cloud" "$name" "$log.prepare"
   # shellcheck disable=SC2046
@@ -248,9 +267,10 @@ provision_point() {
   now=$(census "$cloud")
   rec=$(record_summary "$name")
   n=$(instances_named "$cloud" "$name")
+  ports=$(ports_of "$cloud" "$name")
   run_to_end "$log.down" "$GPUPROV" down "$name" >/dev/null
   after=$(census_until "$cloud" "$start")
-  report "$cloud" "$point" "$crashed" "$rc" "$now" "$rec" "$n" "$after" "$start" "$name"
+  report "$cloud" "$point" "$crashed" "$rc" "$now" "$rec" "$n" "$after" "$start" "$name" "$ports"
 }
 
 # down_point CLOUD N POINT: provision, crash `down` at POINT, re-run down, census.
@@ -275,19 +295,19 @@ down_point() {
   fi
 }
 
-# report CLOUD POINT CRASHED RC CENSUS RECORD N AFTER START NAME: one provision row.
+# report CLOUD POINT CRASHED RC CENSUS RECORD N AFTER START NAME PORTS: one provision row.
 report() {
-  local cloud=$1 point=$2 crashed=$3 rc=$4 now=$5 rec=$6 n=$7 after=$8 start=$9 name=${10}
+  local cloud=$1 point=$2 crashed=$3 rc=$4 now=$5 rec=$6 n=$7 after=$8 start=$9 name=${10} ports=${11}
   if [ "$crashed" != crashed ]; then
     row "$cloud" "$point" not-reached "$crashed"
   elif [ "$after" != "$start" ]; then
     row "$cloud" "$point" leaked "after down: $after; before: $start"
   elif [ "$rc" != "$BASE_RC" ] || [ "$now" != "$BASE_CENSUS" ] || [ "$rec" != "$BASE_RECORD" ] ||
-    [ "$n" -ne 1 ]; then
+    [ "$n" -ne 1 ] || [ "$ports" != "$BASE_PORTS" ]; then
     row "$cloud" "$point" diverged \
-      "re-run exit $rc, census $now, record '$rec', $n instances named $name; uninterrupted: exit $BASE_RC, census $BASE_CENSUS, record '$BASE_RECORD'"
+      "re-run exit $rc, census $now, record '$rec', ports $ports, $n instances named $name; uninterrupted: exit $BASE_RC, census $BASE_CENSUS, record '$BASE_RECORD', ports $BASE_PORTS"
   else
-    row "$cloud" "$point" converged "re-run as uninterrupted (exit $rc, $now, record '$rec'); down: $after"
+    row "$cloud" "$point" converged "re-run as uninterrupted (exit $rc, $now, record '$rec', ports $ports); down: $after"
   fi
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bats
 # Crash points (issue 15): gpuprov killed with SIGKILL right after each step that changes the
-# world, on every emulated cloud (memory backend, --no-k8s): the host's own steps (core's crash
-# points through GPUPROV_TEST_CRASH_AT, a build with GPUPROV_TEST_HOOKS) and each create and
-# delete call of each driver (the emulator's stall_after fault: the call is answered, then the
+# world, on every emulated cloud (memory backend; `provision --no-k8s`, `provision` with
+# Kubernetes on a new VM and on an existing one, and their `down`): the host's own steps (core's
+# crash points through GPUPROV_TEST_CRASH_AT, a build with GPUPROV_TEST_HOOKS) and each create
+# and delete call of each driver (the emulator's stall_after fault: the call is answered, then the
 # cloud holds every later request until this file kills gpuprov and releases it). For each
 # (cloud, point): the census of /counts before, the crash, the same command again, which must
 # end as an uninterrupted run did (exit status, census, state record, one VM of that name),
@@ -33,6 +34,8 @@ setup_file() {
   # The GCP emulator writes a service-account key naming its own token endpoint: one file each.
   GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key2.json" \
     start_emulator memory2 --backend memory --boot-seconds 0.5 --no-rate-limits
+  GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key3.json" \
+    start_emulator memory3 --backend memory --boot-seconds 0.5 --no-rate-limits
   export CRASH_ROWS="$BATS_FILE_TMPDIR/rows.tsv" CRASH_LOGS="$BATS_FILE_TMPDIR/logs" CRASH_PREFIX=cp
   mkdir -p "$CRASH_LOGS"
   : >"$CRASH_ROWS"
@@ -76,12 +79,20 @@ cloud_points() {
 # cloud_calls CLOUD: "METHOD PATH-PREFIX [NTH]" per call of the cloud in the matrix's mode
 # (CRASH_MODE); NTH: the point stops after the NTH call matching (default the first). DOWN-METHOD:
 # made by down; AWS ACTION and AWS-DOWN ACTION: an EC2 action, matched in the form body, since
-# every EC2 call is POST /.
+# every EC2 call is POST /. The plain and k8s modes share each cloud's base list (base_calls);
+# k8s_calls adds what a Kubernetes-on create and its down make besides; the upgrade mode's are
+# the driver's open_ports calls (open_calls).
 cloud_calls() {
-  if [ "${CRASH_MODE:-plain}" = upgrade ]; then
-    open_calls "$1"
-    return
-  fi
+  case "${CRASH_MODE:-plain}" in
+    upgrade) open_calls "$1" ;;
+    k8s) base_calls "$1"; k8s_calls "$1" ;;
+    *) base_calls "$1" ;;
+  esac
+}
+
+# base_calls CLOUD: the create and delete calls of `provision --no-k8s` on a new name and its
+# `down`, as cloud_calls lists them.
+base_calls() {
   case "$1" in
     digitalocean)
       printf '%s\n' 'POST /v2/account/keys' 'POST /v2/droplets' 'POST /v2/firewalls' \
@@ -107,10 +118,8 @@ cloud_calls() {
         'DOWN-DELETE /v1/core/virtual-machines/' 'DOWN-DELETE /v1/core/keypair/' \
         'DOWN-DELETE /v1/core/environments/' ;;
     verda)
-      # The startup script (POST /v1/scripts) is made with Kubernetes on only (the k8s mode).
       printf '%s\n' 'POST /v1/sshkeys' 'POST /v1/instances' 'DOWN-PUT /v1/instances' \
-        'DOWN-DELETE /v1/sshkeys/'
-      [ "${CRASH_MODE:-plain}" != k8s ] || printf '%s\n' 'POST /v1/scripts' 'DOWN-DELETE /v1/scripts' ;;
+        'DOWN-DELETE /v1/sshkeys/' ;;
     massedcompute)
       printf '%s\n' 'POST /api/v1/ssh-keys' 'POST /api/v1/instance/launch' \
         'DOWN-POST /api/v1/instance/terminate' 'DOWN-DELETE /api/v1/ssh-keys/' ;;
@@ -125,6 +134,19 @@ cloud_calls() {
         'DOWN-POST /nebius.vpc.v1.SecurityRuleService/Delete' \
         'DOWN-POST /nebius.vpc.v1.SecurityRuleService/Delete 2' \
         'DOWN-POST /nebius.vpc.v1.SecurityGroupService/Delete' ;;
+  esac
+}
+
+# k8s_calls CLOUD: the calls a Kubernetes-on create on a new name and its `down` make besides
+# base_calls'. The other clouds make the same calls with other bodies: the ports 6443/80/443 go
+# in the create call's body (DigitalOcean's firewall, GCP's firewall, Lambda's ruleset,
+# Hyperstack's VM) or in the same rule as 22 (Nebius: up to 8 ports a rule, so still an
+# ingress and an egress rule and two deletes).
+k8s_calls() {
+  case "$1" in
+    aws) printf '%s\n' 'AWS AuthorizeSecurityGroupIngress 2' 'AWS AuthorizeSecurityGroupIngress 3' \
+      'AWS AuthorizeSecurityGroupIngress 4' ;;  # one call per port: 22, 80, 443, 6443
+    verda) printf '%s\n' 'POST /v1/scripts' 'DOWN-DELETE /v1/scripts' ;;  # the startup script
   esac
 }
 
@@ -155,17 +177,22 @@ config_for() {
   esac
 }
 
-# cloud_worker CLOUD: the whole matrix of one cloud, in two halves side by side, each on its
-# own emulator (the census and the stall are per cloud and emulator) with its own GPUPROV_HOME:
-# the host points of the plain command on the first; on the second the driver's calls of the
-# plain command, then Kubernetes on a new VM (Verda: its startup script is made then only),
-# then Kubernetes on an existing VM (the direct-access clouds: their open_ports).
+# cloud_worker CLOUD: the whole matrix of one cloud, in three parts side by side, each on its
+# own emulator (the census and the stall are per cloud and emulator) with its own GPUPROV_HOME,
+# the rows of a part one after another: on the first the host points of the plain command, then
+# Kubernetes on an existing VM (the direct-access clouds: ports-opened and their open_ports
+# calls); on the second the driver's calls of the plain command; on the third the driver's
+# calls of Kubernetes on a new VM and its down. (The parts take about as long on the slowest
+# cloud, Nebius: 11 runs each.)
 cloud_worker() {
   local cloud=$1 start=$SECONDS
-  host_half "$cloud" &
+  host_part "$cloud" &
   local host_pid=$!
-  calls_half "$cloud"
+  k8s_part "$cloud" &
+  local k8s_pid=$!
+  calls_part "$cloud"
   wait "$host_pid"
+  wait "$k8s_pid"
   echo "$cloud $((SECONDS - start)) s" >>"$BATS_FILE_TMPDIR/seconds"
 }
 
@@ -176,14 +203,19 @@ home_for() {
   config_for "$2" >"$GPUPROV_HOME/config.toml"
 }
 
-host_half() {
-  local cloud=$1
+host_part() {
+  local cloud=$1 points=()
   endpoints_of memory
   home_for "$cloud-host" "$cloud"
   CRASH_MODE=plain CRASH_NO_UNCOVERED=1 CRASH_PREFIX=cph crash_matrix "$cloud" "${HOST_POINTS[@]}"
+  if [[ "$DIRECT_CLOUDS" == *" $cloud "* ]]; then
+    CRASH_MODE=upgrade
+    mapfile -t points < <(cloud_points "$cloud")
+    crash_matrix "$cloud" ports-opened "${points[@]}"
+  fi
 }
 
-calls_half() {
+calls_part() {
   local cloud=$1 points=()
   endpoints_of memory2
   export GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key2.json"
@@ -191,16 +223,16 @@ calls_half() {
   CRASH_MODE=plain
   mapfile -t points < <(cloud_points "$cloud")
   crash_matrix "$cloud" "${points[@]}"
-  if [ "$cloud" = verda ]; then
-    CRASH_MODE=k8s
-    mapfile -t points < <(cloud_points "$cloud")
-    crash_matrix "$cloud" "${points[@]}"
-  fi
-  if [[ "$DIRECT_CLOUDS" == *" $cloud "* ]]; then
-    CRASH_MODE=upgrade
-    mapfile -t points < <(cloud_points "$cloud")
-    crash_matrix "$cloud" ports-opened "${points[@]}"
-  fi
+}
+
+k8s_part() {
+  local cloud=$1 points=()
+  endpoints_of memory3
+  export GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key3.json"
+  home_for "$cloud-k8s" "$cloud"
+  CRASH_MODE=k8s
+  mapfile -t points < <(cloud_points "$cloud")
+  crash_matrix "$cloud" "${points[@]}"
 }
 
 @test "crash matrix: every emulated cloud x every point, side by side" {
