@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <cstdio>
 #include <sstream>
 #include <toml.hpp>
 #include <vector>
@@ -50,6 +51,43 @@ std::string TypeName(const toml::value& v) {
   return "empty";
 }
 
+/// The offset of the first byte that does not belong to a well-formed UTF-8 sequence (RFC 3629:
+/// no overlong forms, no surrogates, nothing above U+10FFFF), or npos when the text is UTF-8.
+/// Written here because the check must run before toml11: its 3.7.1 reads outside the buffer
+/// while reporting invalid UTF-8 inside a string (found by fuzzing, docs/fuzzing.md).
+std::size_t FirstInvalidUtf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    std::size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+    if (b < 0x80) {
+      ++i;
+      continue;
+    } else if (b >= 0xC2 && b <= 0xDF) {
+      len = 2;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+      len = 3;
+      if (b == 0xE0) lo = 0xA0;  // overlong
+      if (b == 0xED) hi = 0x9F;  // surrogates
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      len = 4;
+      if (b == 0xF0) lo = 0x90;  // overlong
+      if (b == 0xF4) hi = 0x8F;  // above U+10FFFF
+    } else {
+      return i;
+    }
+    if (i + len > text.size()) return i;
+    for (std::size_t k = 1; k < len; ++k) {
+      const auto c = static_cast<unsigned char>(text[i + k]);
+      const unsigned char min = k == 1 ? lo : 0x80, max = k == 1 ? hi : 0xBF;
+      if (c < min || c > max) return i;
+    }
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
 class ConfigParser {
  public:
   explicit ConfigParser(const std::string& display_name) : file_(display_name) {}
@@ -83,6 +121,14 @@ class ConfigParser {
   using Entry = std::pair<std::string, const toml::value*>;
 
   toml::value ParseToml(std::string_view text) {
+    if (const std::size_t bad = FirstInvalidUtf8(text); bad != std::string_view::npos) {
+      const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad), '\n');
+      char byte[8];
+      std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(text[bad]));
+      throw UsageError(file_ + ":" + std::to_string(line) + ": not UTF-8 text (byte " + byte +
+                           "); a TOML file must be UTF-8",
+                       "save the file as UTF-8, or remove that byte");
+    }
     std::istringstream in{std::string(text)};
     try {
       return toml::parse(in, file_);

@@ -175,6 +175,21 @@ TEST(ConfigTest, SyntaxErrorNamesFileAndLine) {
   EXPECT_THAT(error, Not(HasSubstr("\n")));
 }
 
+// toml11 3.7.1 read outside its buffer while reporting invalid UTF-8 in a literal string
+// (fuzzing found it: tests/fuzz/corpus/config/crash-toml11-invalid-utf8-in-literal-string), so
+// text that is not UTF-8 is refused before toml11 sees it, naming the line and the byte.
+TEST(ConfigTest, TextThatIsNotUtf8IsRefusedNamingLineAndByte) {
+  EXPECT_THAT(ErrorFor("[defaults]\n'\xfd<o' = 1\n"),
+              HasSubstr("config.toml:2: not UTF-8 text (byte 0xFD); a TOML file must be UTF-8"));
+  // Overlong form, surrogate, above U+10FFFF, cut short at the end.
+  for (const char* bad : {"a = '\xc0\xaf'\n", "a = '\xed\xa0\x80'\n", "a = '\xf4\x90\x80\x80'\n",
+                          "a = '\xe2\x82"}) {
+    EXPECT_THAT(ErrorFor(bad), HasSubstr("config.toml:1: not UTF-8 text")) << bad;
+  }
+  // Well-formed UTF-8 of every length still parses.
+  EXPECT_NO_THROW(ParseConfig("# caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x9a\x80\n[defaults]\n", "config.toml"));
+}
+
 TEST(ConfigTest, DuplicateKeyIsASyntaxError) {
   EXPECT_THAT(ErrorFor("[defaults]\ncloud = \"aws\"\ncloud = \"gcp\"\n"),
               HasSubstr("config.toml:3: TOML syntax error:"));

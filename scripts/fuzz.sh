@@ -11,9 +11,11 @@
 #   scripts/fuzz.sh -t 3600 -r 10000000 spec   whichever comes first
 #   scripts/fuzz.sh -j 1 ...          one target at a time
 #   scripts/fuzz.sh -n ...            run what is built, do not configure or build
-#   scripts/fuzz.sh -l ...            long runs: the targets built alone with -O1 in build-fuzz/
-#                                     (ASan + UBSan still on; no tests), about 3x the executions
-#                                     per second of build-san/'s -O0
+#   scripts/fuzz.sh -l ...            long runs: the targets built alone with -O2 and UBSan
+#                                     only in build-fuzzfast/ (no tests), 10 to 30 times the
+#                                     executions per second of build-san/'s -O0 ASan; then every
+#                                     input of each target's grown corpus is replayed once through
+#                                     build-san/'s ASan + UBSan binary (memory errors, leaks)
 #
 # Prints one line per target (executions, seconds, coverage, features, corpus, crashes) and
 # exits 1 when any target found a crash, a leak, a timeout or an out-of-memory.
@@ -38,15 +40,19 @@ while getopts "t:r:j:nl" opt; do
 done
 shift $((OPTIND - 1))
 
+ASAN_DIR=${GPUPROV_SANITIZE_BUILD_DIR:-build-san}
 if [ "$long" -eq 1 ]; then
-  BUILD_DIR=${GPUPROV_FUZZ_BUILD_DIR:-build-fuzz}
+  BUILD_DIR=${GPUPROV_FUZZ_BUILD_DIR:-build-fuzzfast}
   if [ "$build" -eq 1 ]; then
     cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
-      -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only" \
+      -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only" \
       -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DGPUPROV_FUZZ=ON \
-      -DGPUPROV_BUILD_TESTS=OFF >/dev/null
+      -DGPUPROV_FUZZ_SANITIZERS=undefined -DGPUPROV_BUILD_TESTS=OFF >/dev/null
     cmake --build "$BUILD_DIR" --target fuzz_targets
+    # The ASan replay below uses build-san/'s binaries.
+    GPUPROV_SANITIZE_BUILD_DIR=$ASAN_DIR bash scripts/sanitize.sh --configure
+    cmake --build "$ASAN_DIR" --target fuzz_targets
   fi
 else
   BUILD_DIR=${GPUPROV_FUZZ_BUILD_DIR:-${GPUPROV_SANITIZE_BUILD_DIR:-build-san}}
@@ -82,6 +88,10 @@ run_one() {
   "$BUILD_DIR/fuzz/${target}_fuzz" "${limit[@]}" -timeout="${GPUPROV_FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 -max_len=65536 \
     -print_final_stats=1 -artifact_prefix="$artifacts" "$corpus" "tests/fuzz/corpus/$target" \
     >"$log_dir/$target.log" 2>&1
+  [ "$long" -eq 1 ] || return 0
+  # Every input the run kept, once, under ASan + UBSan (-runs=0: no mutation, nothing written).
+  "$ASAN_DIR/fuzz/${target}_fuzz" -runs=0 -max_len=65536 -timeout="${GPUPROV_FUZZ_TIMEOUT:-10}" \
+    "$corpus" "tests/fuzz/corpus/$target" >"$log_dir/$target.asan-replay.log" 2>&1
 }
 
 summary() {
@@ -95,6 +105,10 @@ summary() {
   crashes=$(find "$BUILD_DIR/artifacts/$target" -type f | wc -l)
   printf '%-24s rc=%-3s execs=%-10s secs=%-6s cov=%-6s ft=%-6s corpus=%-5s artifacts=%s\n' \
     "$target" "$rc" "${execs:-?}" "${secs:-?}" "${cov:-?}" "${ft:-?}" "$units" "$crashes"
+  if [ "$long" -eq 1 ]; then
+    echo "  ASan + UBSan replay of the corpus: $(grep -o 'Done [0-9]* runs' "$log_dir/$1.asan-replay.log" ||
+      echo "failed, see $log_dir/$1.asan-replay.log")"
+  fi
 }
 
 failed=0
