@@ -10,6 +10,7 @@
 #   of VMs, key pairs, security rules and environments are back to zero.
 
 load helpers
+load crash_points
 bats_require_minimum_version 1.5.0
 
 setup_file() {
@@ -52,11 +53,15 @@ nothing_left() {
 
 @test "hyperstack: Kubernetes by the boot route, direct access, kubectl works; a re-run reuses; down leaves nothing" {
   use_emulator docker
+  # The cluster's crash points (issue 15): the VM is made by runs killed after the host key is
+  # pinned and after the kubeconfig is written; the run below is their re-run.
+  cluster_crash_chain hyperstack hs-k8s "host-key-pinned kubeconfig-written" --gpus A100:1
   run "$GPUPROV" -v provision --name hs-k8s --cloud hyperstack --gpus A100:1
   echo "$output"
   [ "$status" -eq 0 ]
+  cluster_crash_converged hyperstack hs-k8s "$output"
   expect_k8s_by_boot_route "$output"
-  [[ "$output" == *"n3-A100x1"* ]]
+  [[ "$CHAIN_OUTPUT$output" == *"n3-A100x1"* ]]
   [[ "$output" == *"nvidia.com/gpu: 1"* ]]
   [[ "$output" != *"$HYPERSTACK_API_KEY"* ]]
   run ! grep -rqF "$HYPERSTACK_API_KEY" "$GPUPROV_HOME"
@@ -89,6 +94,7 @@ assert sorted(vm["allowed_ports"]) == [22, 80, 443, 6443], vm["allowed_ports"]'
   [ "$status" -eq 0 ]
   [ ! -e "$kc" ]
   nothing_left
+  cluster_crash_passed hyperstack "boot, direct"
 }
 
 @test "hyperstack: a killed provision is found by name on re-run, through a floating IP that comes late" {

@@ -11,6 +11,7 @@
 #   equal the start.
 
 load helpers
+load crash_points
 bats_require_minimum_version 1.5.0
 
 setup_file() {
@@ -64,11 +65,15 @@ rules_text() {
 
 @test "lambda: k3s by the boot route, direct access, kubectl works; a re-run reuses; down leaves nothing" {
   use_emulator docker
+  # The cluster's crash points (issue 15): the VM is made by runs killed after the host key is
+  # pinned and after the kubeconfig is written; the run below is their re-run.
+  cluster_crash_chain lambda lam-k8s "host-key-pinned kubeconfig-written" --gpus A10:1
   run "$GPUPROV" -v provision --name lam-k8s --cloud lambda --gpus A10:1
   echo "$output"
   [ "$status" -eq 0 ]
+  cluster_crash_converged lambda lam-k8s "$output"
   expect_k8s_by_boot_route "$output"
-  [[ "$output" == *"gpu_1x_a10"* ]]
+  [[ "$CHAIN_OUTPUT$output" == *"gpu_1x_a10"* ]]
   [[ "$output" == *"nvidia.com/gpu: 1"* ]]
   [[ "$output" != *"$LAMBDA_API_KEY"* ]]
   run ! grep -rqF "$LAMBDA_API_KEY" "$GPUPROV_HOME"
@@ -97,6 +102,7 @@ rules_text() {
   [ "$status" -eq 0 ]
   [ ! -e "$GPUPROV_HOME/kube/lam-k8s.yaml" ]
   expect_lambda_clean
+  cluster_crash_passed lambda "boot, direct"
 }
 
 @test "lambda: a re-run after gpuprov was killed finds the VM by name" {
