@@ -424,14 +424,20 @@ converged() {
 
 # ---- The cluster's points on every cloud's own Kubernetes test (aws.bats, gcp.bats, ...) ---------
 # Each cloud's e2e file folds the chain into the Kubernetes test it has anyway (no provision of its
-# own): cluster_crash_chain makes the VM by runs killed at each point in turn, the test's own
+# own; crash_points_k8s_san.bats and crash_points_k8s_tunnel.bats use it for DigitalOcean and Prime
+# Intellect): cluster_crash_chain makes the VM by runs killed at each point in turn, the test's own
 # `gpuprov -v provision` is the last re-run, cluster_crash_converged checks it and the test's own
 # `down`, and cluster_crash_passed writes the rows.
 
-# cluster_table CLOUD: that cloud's rows ($GPUPROV_CRASH_TABLE_DIR, default the build dir): one
-# file per cloud, since the cloud files run side by side.
+# cluster_table CLOUD: where the chain's rows go: $K8S_TABLE in a crash_points_k8s*.bats file
+# (k8s_file_setup starts it), else one file per cloud in $GPUPROV_CRASH_TABLE_DIR (default the
+# build dir), since the cloud files run side by side.
 cluster_table() {
-  echo "${GPUPROV_CRASH_TABLE_DIR:-$BUILD_DIR}/crash-table-cluster-$1.md"
+  if [ -n "${K8S_TABLE:-}" ]; then
+    echo "$K8S_TABLE"
+  else
+    echo "${GPUPROV_CRASH_TABLE_DIR:-$BUILD_DIR}/crash-table-cluster-$1.md"
+  fi
 }
 
 # cluster_crash_chain CLOUD NAME POINTS ARGS...: `gpuprov -v provision --name NAME --cloud CLOUD
@@ -445,7 +451,7 @@ cluster_crash_chain() {
   # shellcheck disable=SC2206  # POINTS is a list of words
   local points=($3)
   shift 3
-  rm -f "$(cluster_table "$cloud")"
+  [ -n "${K8S_TABLE:-}" ] || rm -f "$(cluster_table "$cloud")"
   CHAIN_START=$(census "$cloud")
   CHAIN_POINTS=()
   CHAIN_OUTPUT=

@@ -54,8 +54,10 @@ nothing_left() {
 @test "hyperstack: Kubernetes by the boot route, direct access, kubectl works; a re-run reuses; down leaves nothing" {
   use_emulator docker
   # The cluster's crash points (issue 15): the VM is made by runs killed after the host key is
-  # pinned and after the kubeconfig is written; the run below is their re-run.
-  cluster_crash_chain hyperstack hs-k8s "host-key-pinned kubeconfig-written" --gpus A100:1
+  # pinned, after the SAN re-run (the boot install finds no metadata service that names the
+  # public address, so gpuprov re-runs the installer with --public-ip) and after the kubeconfig
+  # is written; the run below is their re-run.
+  cluster_crash_chain hyperstack hs-k8s "host-key-pinned san-rerun kubeconfig-written" --gpus A100:1
   run "$GPUPROV" -v provision --name hs-k8s --cloud hyperstack --gpus A100:1
   echo "$output"
   [ "$status" -eq 0 ]

@@ -66,8 +66,10 @@ rules_text() {
 @test "lambda: k3s by the boot route, direct access, kubectl works; a re-run reuses; down leaves nothing" {
   use_emulator docker
   # The cluster's crash points (issue 15): the VM is made by runs killed after the host key is
-  # pinned and after the kubeconfig is written; the run below is their re-run.
-  cluster_crash_chain lambda lam-k8s "host-key-pinned kubeconfig-written" --gpus A10:1
+  # pinned, after the SAN re-run (the boot install finds no metadata service that names the
+  # public address, so gpuprov re-runs the installer with --public-ip) and after the kubeconfig
+  # is written; the run below is their re-run.
+  cluster_crash_chain lambda lam-k8s "host-key-pinned san-rerun kubeconfig-written" --gpus A10:1
   run "$GPUPROV" -v provision --name lam-k8s --cloud lambda --gpus A10:1
   echo "$output"
   [ "$status" -eq 0 ]
