@@ -512,3 +512,24 @@ cluster_crash_passed() {
   [ "${#CHAIN_POINTS[@]}" -gt 0 ] || return 0
   K8S_TABLE=$(cluster_table "$cloud") passed "$cloud" "$route" "${CHAIN_POINTS[@]}"
 }
+
+# write_cluster_table FILE: the rows of every cluster table in the build dir (crash-table-k8s*.md
+# and crash-table-cluster-*.md, as the files above leave them) as one table sorted by cloud, then
+# the counts: the docs' cluster section. Needs only BUILD_DIR (or GPUPROV_CRASH_TABLE_DIR):
+#   BUILD_DIR=build bash -c '. tests/e2e/crash_points.bash; write_cluster_table build/crash-table-cluster.md'
+write_cluster_table() {
+  local dir=${GPUPROV_CRASH_TABLE_DIR:-$BUILD_DIR} rows total=0 converged=0 clouds=0
+  rows=$(cat "$dir"/crash-table-k8s*.md "$dir"/crash-table-cluster-*.md 2>/dev/null |
+    grep '^| [a-z]' | grep -v '^| cloud ' | sort -s -t '|' -k2,2)
+  if [ -n "$rows" ]; then
+    total=$(wc -l <<<"$rows")
+    converged=$(grep -c '^|[^|]*|[^|]*|[^|]*| converged ' <<<"$rows" || true)
+    clouds=$(cut -d'|' -f2 <<<"$rows" | sort -u | wc -l)
+  fi
+  {
+    printf '| cloud | route, access | point | result |\n|---|---|---|---|\n'
+    [ -z "$rows" ] || echo "$rows"
+    echo
+    echo "$total rows on $clouds clouds: $converged converged, $((total - converged)) not"
+  } >"$1"
+}
