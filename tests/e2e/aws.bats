@@ -2,7 +2,9 @@
 # gpuprov on AWS through the EC2 emulator: the lifecycle and the retried faults on real test VMs
 # (docker backend: SSH reaches the address EC2 reported, user ubuntu, a fake L4), the failing
 # faults on the memory backend (fast). Every test asserts through the emulator's /counts that no
-# instance, security group or key pair is left. Kubernetes is off (--no-k8s).
+# instance, security group or key pair is left. Kubernetes is off (--no-k8s) but in the last test:
+# the boot route with direct access, whose VM is made by runs killed at each of the cluster's
+# crash points the route reaches (issue 15, cluster_crash_chain of crash_points.bash).
 
 load helpers
 load crash_points

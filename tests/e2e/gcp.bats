@@ -6,7 +6,9 @@
 # - memory backend: the faults that end before SSH (capacity in every zone, quota, a key the
 #   emulator did not issue, an instance vanishing while it boots), each with a clear message
 #   and nothing left behind (the emulator's /counts).
-# Kubernetes is off (--no-k8s).
+# Kubernetes is off (--no-k8s) but in the last test: the boot route with direct access, whose VM
+# is made by runs killed at each of the cluster's crash points the route reaches (issue 15,
+# cluster_crash_chain of crash_points.bash).
 
 load helpers
 load crash_points

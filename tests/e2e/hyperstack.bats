@@ -4,6 +4,8 @@
 #   direct access through the VM's security rules, the real kubectl, a re-run that reuses, down;
 #   a gpuprov killed while creating, found by name on re-run (through a floating IP that comes
 #   late: ACTIVE without an address for a while).
+#   The Kubernetes test also crashes the cluster's points (issue 15, cluster_crash_chain of
+#   crash_points.bash): its VM is made by runs killed at each point the route reaches.
 # - memory backend: the faults that end before SSH (capacity, 429, 5xx, a refused key, a VM
 #   vanishing, ERROR, a floating IP that never comes), each with a clear message and nothing
 #   left behind: the emulator's counts

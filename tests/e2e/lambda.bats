@@ -5,6 +5,8 @@
 #   installer), direct access, the real kubectl, down; a re-run reuses; a gpuprov killed while
 #   creating, re-run, finds the VM by name; the user's own firewall rules survive two
 #   overlapping VMs (rulesets, and the account-wide list with firewall = "account").
+#   The Kubernetes test also crashes the cluster's points (issue 15, cluster_crash_chain of
+#   crash_points.bash): its VM is made by runs killed at each point the route reaches.
 # - memory backend: the faults (capacity, 5xx after the launch happened, throttling, a wrong
 #   key, an instance vanishing, a GPU Lambda does not have), each with a clear message and
 #   nothing left behind: the emulator's counts of instances, keys, rulesets and account rules

@@ -5,6 +5,8 @@
 #   multipart user data: the SSH key for ubuntu, then the installer), direct access through the
 #   driver's security group, the real kubectl, down; a re-run reuses; a gpuprov killed while
 #   creating, re-run, finds what it made by name.
+#   The Kubernetes test also crashes the cluster's points (issue 15, cluster_crash_chain of
+#   crash_points.bash): its VM is made by runs killed at each point the route reaches.
 # - memory backend: the faults (no capacity, quota, throttling, a refused token, a GPU Nebius
 #   does not have), each with a clear message and nothing left: no instance, boot disk,
 #   security group or rule.

@@ -4,6 +4,8 @@
 #   runs at first boot as root (a systemd unit, not cloud-init); the probe decides from the
 #   installer's marker and the script's own trace, never from `cloud-init status`; tunnel access
 #   (no firewall API): kubectl through `gpuprov tunnel`; down removes the VM, its script and key.
+#   The Kubernetes test also crashes the cluster's points (issue 15, cluster_crash_chain of
+#   crash_points.bash): its VM is made by runs killed at each point the route reaches.
 #   Each decision row on this route: installed at boot, still running, failed (its k3s start
 #   killed), died (the boot installer killed), never ran (a reused VM made without the
 #   script; a script that fails before its first line), a GPU that appeared later; both
