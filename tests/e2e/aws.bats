@@ -2,9 +2,12 @@
 # gpuprov on AWS through the EC2 emulator: the lifecycle and the retried faults on real test VMs
 # (docker backend: SSH reaches the address EC2 reported, user ubuntu, a fake L4), the failing
 # faults on the memory backend (fast). Every test asserts through the emulator's /counts that no
-# instance, security group or key pair is left. Kubernetes is off (--no-k8s).
+# instance, security group or key pair is left. Kubernetes is off (--no-k8s) but in the last test:
+# the boot route with direct access, whose VM is made by runs killed at each of the cluster's
+# crash points the route reaches (issue 15, cluster_crash_chain of crash_points.bash).
 
 load helpers
+load crash_points
 bats_require_minimum_version 1.5.0
 
 setup_file() {
@@ -168,18 +171,23 @@ assert vm["address"].startswith("127.90."), vm'
 @test "aws: Kubernetes by the boot route (compressed boot script within 16 KB), direct access, kubectl works" {
   use docker
   printf '[defaults.timeouts]\nssh_wait_seconds = 180\napi_wait_seconds = 120\n' >"$GPUPROV_HOME/config.toml"
+  # The cluster's crash points (issue 15): the VM is made by runs killed after the host key is
+  # pinned and after the kubeconfig is written; the run below is their re-run.
+  cluster_crash_chain aws aws-k8s "host-key-pinned kubeconfig-written" --gpus L4:1
   run "$GPUPROV" -v provision --name aws-k8s --cloud aws --gpus L4:1
   echo "$output"
   [ "$status" -eq 0 ]
+  cluster_crash_converged aws aws-k8s "$output"
   expect_k8s_by_boot_route "$output"
-  size=$(sed -n 's/.*boot script \([0-9]*\) of 16384 bytes.*/\1/p' <<<"$output")
+  size=$(sed -n 's/.*boot script \([0-9]*\) of 16384 bytes.*/\1/p' <<<"$CHAIN_OUTPUT$output" | head -n 1)
   [ "$size" -gt 0 ] && [ "$size" -le 16384 ]
   [[ "$output" == *"nvidia.com/gpu: 1"* ]]
-  [[ "$output" != *"$AWS_SECRET_ACCESS_KEY"* ]]
+  [[ "$CHAIN_OUTPUT$output" != *"$AWS_SECRET_ACCESS_KEY"* ]]
   kc="$GPUPROV_HOME/kube/aws-k8s.yaml"
   expect_cluster_ready aws-k8s
   run "$GPUPROV" down aws-k8s
   [ "$status" -eq 0 ]
   [ ! -e "$kc" ]
   expect_nothing_left aws ssh_keys
+  cluster_crash_passed aws "boot, direct"
 }

@@ -441,3 +441,115 @@ converged() {
   [[ "$3" == *"reusing existing VM $1"* ]]
   expect_cluster_ready "$1"
 }
+
+# ---- The cluster's points on every cloud's own Kubernetes test (aws.bats, gcp.bats, ...) ---------
+# Each cloud's e2e file folds the chain into the Kubernetes test it has anyway (no provision of its
+# own; crash_points_k8s_san.bats and crash_points_k8s_tunnel.bats use it for DigitalOcean and Prime
+# Intellect): cluster_crash_chain makes the VM by runs killed at each point in turn, the test's own
+# `gpuprov -v provision` is the last re-run, cluster_crash_converged checks it and the test's own
+# `down`, and cluster_crash_passed writes the rows.
+
+# cluster_table CLOUD: where the chain's rows go: $K8S_TABLE in a crash_points_k8s*.bats file
+# (k8s_file_setup starts it), else one file per cloud in $GPUPROV_CRASH_TABLE_DIR (default the
+# build dir), since the cloud files run side by side.
+cluster_table() {
+  if [ -n "${K8S_TABLE:-}" ]; then
+    echo "$K8S_TABLE"
+  else
+    echo "${GPUPROV_CRASH_TABLE_DIR:-$BUILD_DIR}/crash-table-cluster-$1.md"
+  fi
+}
+
+# cluster_crash_chain CLOUD NAME POINTS ARGS...: `gpuprov -v provision --name NAME --cloud CLOUD
+# ARGS...` killed at each point of POINTS (words, in the order the run reaches them), each run the
+# re-run of the one before; after each, the step's trace: the host key in known_hosts, the record's
+# probe saying the installer was pushed or re-run, the kubeconfig on disk. Sets CHAIN_START (the
+# census before), CHAIN_POINTS and CHAIN_OUTPUT (the killed runs' output, in order). With
+# GPUPROV_TEST_HOOKS off nothing is crashed (CHAIN_POINTS empty) and the test's run is the first.
+cluster_crash_chain() {
+  local cloud=$1 name=$2 point
+  # shellcheck disable=SC2206  # POINTS is a list of words
+  local points=($3)
+  shift 3
+  [ -n "${K8S_TABLE:-}" ] || rm -f "$(cluster_table "$cloud")"
+  CHAIN_START=$(census "$cloud")
+  CHAIN_POINTS=()
+  CHAIN_OUTPUT=
+  if [ ! -x "$BUILD_DIR/installed-bin/gpuprov" ]; then
+    echo "gpuprov built with GPUPROV_TEST_HOOKS=OFF: no crash points" >&2
+    return 0
+  fi
+  for point in "${points[@]}"; do
+    crash_at "$point" "$GPUPROV" -v provision --name "$name" --cloud "$cloud" "$@"
+    CHAIN_OUTPUT+="$output"$'\n'
+    case "$point" in
+      host-key-pinned) grep -q . "$GPUPROV_HOME/known_hosts" ;;
+      installer-pushed) [ "$(field "$name" probe.pushed_over_ssh)" = yes ] ;;
+      san-rerun) [ "$(field "$name" probe.san_rerun)" = yes ] ;;
+      kubeconfig-written) [ -e "$GPUPROV_HOME/kube/$name.yaml" ] ;;
+      *) echo "cluster_crash_chain: $point is not a cluster point" >&2; return 1 ;;
+    esac
+    CHAIN_POINTS+=("$point")
+  done
+}
+
+# cluster_crash_converged CLOUD NAME OUTPUT: the last re-run (its -v OUTPUT, exit 0 checked by
+# the caller) ended as an uninterrupted run: phase ready, one VM, the VM reused, nothing installed
+# twice (no installer push and no SAN re-run in it); and the chain crashed at every install step
+# the route took: a push or SAN re-run in any run of the chain is one of its points. Nothing to
+# check when the chain crashed nothing.
+cluster_crash_converged() {
+  local cloud=$1 name=$2 out=$3
+  [ "${#CHAIN_POINTS[@]}" -gt 0 ] || return 0
+  [ "$(field "$name" phase)" = ready ]
+  [ "$(instances_named "$cloud" "$name")" -eq 1 ]
+  [[ "$out" == *"reusing existing VM $name"* ]]
+  [ "$(round_trips "$out" "push installer")" -eq 0 ]
+  [ "$(round_trips "$out" "re-run installer with the public IP")" -eq 0 ]
+  chain_covers installer-pushed "push installer"
+  chain_covers san-rerun "re-run installer with the public IP"
+}
+
+# chain_covers POINT PURPOSE: the chain's runs made the SSH round trip PURPOSE exactly when POINT
+# is one of its points, and then once (the point not reached fails crash_at; reached but not
+# listed fails here).
+chain_covers() {
+  local n
+  n=$(round_trips "$CHAIN_OUTPUT" "$2")
+  if [[ " ${CHAIN_POINTS[*]} " == *" $1 "* ]]; then
+    [ "$n" -eq 1 ] || { echo "$1: the chain made $n '$2' round trips" >&2; return 1; }
+  else
+    [ "$n" -eq 0 ] || { echo "the route reached $1 ('$2') but the chain does not crash there" >&2; return 1; }
+  fi
+}
+
+# cluster_crash_passed CLOUD ROUTE: after the test's `down`: the census is back to CHAIN_START,
+# then the chain's rows go to the cloud's table (cluster_table).
+cluster_crash_passed() {
+  local cloud=$1 route=$2 now
+  now=$(census_until "$cloud" "$CHAIN_START")
+  [ "$now" = "$CHAIN_START" ] || { echo "census after down: $now; before: $CHAIN_START" >&2; return 1; }
+  [ "${#CHAIN_POINTS[@]}" -gt 0 ] || return 0
+  K8S_TABLE=$(cluster_table "$cloud") passed "$cloud" "$route" "${CHAIN_POINTS[@]}"
+}
+
+# write_cluster_table FILE: the rows of every cluster table in the build dir (crash-table-k8s*.md
+# and crash-table-cluster-*.md, as the files above leave them) as one table sorted by cloud, then
+# the counts: the docs' cluster section. Needs only BUILD_DIR (or GPUPROV_CRASH_TABLE_DIR):
+#   BUILD_DIR=build bash -c '. tests/e2e/crash_points.bash; write_cluster_table build/crash-table-cluster.md'
+write_cluster_table() {
+  local dir=${GPUPROV_CRASH_TABLE_DIR:-$BUILD_DIR} rows total=0 converged=0 clouds=0
+  rows=$(cat "$dir"/crash-table-k8s*.md "$dir"/crash-table-cluster-*.md 2>/dev/null |
+    grep '^| [a-z]' | grep -v '^| cloud ' | sort -s -t '|' -k2,2)
+  if [ -n "$rows" ]; then
+    total=$(wc -l <<<"$rows")
+    converged=$(grep -c '^|[^|]*|[^|]*|[^|]*| converged ' <<<"$rows" || true)
+    clouds=$(cut -d'|' -f2 <<<"$rows" | sort -u | wc -l)
+  fi
+  {
+    printf '| cloud | route, access | point | result |\n|---|---|---|---|\n'
+    [ -z "$rows" ] || echo "$rows"
+    echo
+    echo "$total rows on $clouds clouds: $converged converged, $((total - converged)) not"
+  } >"$1"
+}

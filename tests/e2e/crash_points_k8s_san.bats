@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # Crash points of a Kubernetes run (issue 15), on real test VMs (the emulator's docker backend),
-# here DigitalOcean's boot route with direct access: the installer re-run for the certificate's
-# SAN (crash_points_k8s.bats and crash_points_k8s_tunnel.bats have the other points). gpuprov is
+# here DigitalOcean's boot route with direct access: the host key pinned, the installer re-run for
+# the certificate's SAN, the kubeconfig written (crash_points_k8s.bats and
+# crash_points_k8s_tunnel.bats have the other routes). gpuprov is
 # killed (GPUPROV_TEST_CRASH_AT, a GPUPROV_TEST_HOOKS build) right after the step; the same
 # command again must end as an uninterrupted run does (exit 0, phase ready, one VM, the real
 # kubectl reaching the node, nothing installed twice), and `down` must bring the emulator's
@@ -29,24 +30,22 @@ teardown() {
   k8s_teardown
 }
 
-@test "digitalocean (boot route, direct): crash after the SAN re-run" {
-  local start
-  start=$(census digitalocean)
+@test "digitalocean (boot route, direct): crash after the host key, the SAN re-run, the kubeconfig" {
   # The SAN re-run: without the metadata service the boot install cannot learn the public
   # address, the certificate does not cover it and gpuprov re-runs the installer with
-  # --public-ip; killed right after that.
+  # --public-ip. The VM is made by runs killed after the host key is pinned, after that re-run
+  # and after the kubeconfig is written; the run below is their re-run.
   fault '{"cloud":"digitalocean","fault":"no_metadata"}'
-  crash_at san-rerun "$GPUPROV" -v provision --name ck-san --cloud digitalocean
-  [[ "$output" == *"the API certificate does not cover"* ]]
+  cluster_crash_chain digitalocean ck-san "host-key-pinned san-rerun kubeconfig-written"
+  [[ "$CHAIN_OUTPUT" == *"the API certificate does not cover"* ]]
   run "$GPUPROV" -v provision --name ck-san --cloud digitalocean
   echo "$output"
   [ "$status" -eq 0 ]
-  converged ck-san digitalocean "$output"
   # The crashed run's re-run with --public-ip stands: no second one, nothing pushed.
-  [ "$(round_trips "$output" "re-run installer with the public IP")" -eq 0 ]
-  [ "$(round_trips "$output" "push installer")" -eq 0 ]
+  cluster_crash_converged digitalocean ck-san "$output"
+  expect_cluster_ready ck-san
   run "$GPUPROV" down ck-san
   [ "$status" -eq 0 ]
-  [ "$(census_until digitalocean "$start")" = "$start" ]
-  passed digitalocean "boot, direct" san-rerun
+  [ ! -s "$GPUPROV_HOME/known_hosts" ]
+  cluster_crash_passed digitalocean "boot, direct"
 }

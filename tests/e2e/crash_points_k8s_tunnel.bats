@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # Crash points of a Kubernetes run (issue 15), on real test VMs (the emulator's docker backend),
-# the SSH route with tunnel access: Prime Intellect (the host key pinned, the installer pushed);
+# the SSH route with tunnel access: Prime Intellect (the host key pinned, the installer pushed,
+# the kubeconfig written; kubectl through `gpuprov tunnel`);
 # crash_points_k8s.bats has the boot route with direct access. gpuprov is
 # killed (GPUPROV_TEST_CRASH_AT, a GPUPROV_TEST_HOOKS build) right after the step; the same
 # command again must end as an uninterrupted run does (exit 0, phase ready, one VM, the real
@@ -26,28 +27,33 @@ setup() {
 }
 
 teardown() {
+  [ -z "${TUNNEL_PID:-}" ] || stop_child TERM "$TUNNEL_PID" || true
   k8s_teardown
 }
 
-@test "primeintellect (SSH route, tunnel): crash after the host key, after the installer is pushed" {
-  local start
-  start=$(census primeintellect)
-  crash_at host-key-pinned "$GPUPROV" provision --name ck-pi --cloud primeintellect --gpus A100:1
-  grep -q . "$GPUPROV_HOME/known_hosts"
-  crash_at installer-pushed "$GPUPROV" provision --name ck-pi --cloud primeintellect --gpus A100:1
-  [ "$(field ck-pi probe.pushed_over_ssh)" = yes ]
+@test "primeintellect (SSH route, tunnel): crash after the host key, the installer push, the kubeconfig" {
+  # The VM is made by runs killed after each point; the run below is their re-run.
+  cluster_crash_chain primeintellect ck-pi "host-key-pinned installer-pushed kubeconfig-written" \
+    --gpus A100:1
   run "$GPUPROV" -v provision --name ck-pi --cloud primeintellect --gpus A100:1
   echo "$output"
   [ "$status" -eq 0 ]
-  [ "$(field ck-pi phase)" = ready ]
-  [ "$(instances_named primeintellect ck-pi)" -eq 1 ]
-  [[ "$output" == *"reusing existing VM ck-pi"* ]]
   # The installer the crashed run pushed is found installed: not pushed again.
-  [ "$(round_trips "$output" "push installer")" -eq 0 ]
+  cluster_crash_converged primeintellect ck-pi "$output"
   [ "$(field ck-pi access)" = tunnel ]
+  # The real kubectl reaches the node through `gpuprov tunnel` (a free local port).
+  local port
+  port=$(free_port)
+  start_tunnel ck-pi "$port"
+  run env KUBECONFIG="$GPUPROV_HOME/kube/ck-pi.yaml" kubectl --server "https://127.0.0.1:$port" get nodes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *" Ready "* ]]
+  stop_child INT "$TUNNEL_PID"
+  wait "$TUNNEL_PID" || true
+  TUNNEL_PID=
   run "$GPUPROV" down ck-pi
   [ "$status" -eq 0 ]
-  [ "$(census_until primeintellect "$start")" = "$start" ]
   [ ! -s "$GPUPROV_HOME/known_hosts" ]
-  passed primeintellect "ssh, tunnel" host-key-pinned installer-pushed
+  cluster_crash_passed primeintellect "ssh, tunnel"
 }

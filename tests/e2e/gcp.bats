@@ -6,9 +6,12 @@
 # - memory backend: the faults that end before SSH (capacity in every zone, quota, a key the
 #   emulator did not issue, an instance vanishing while it boots), each with a clear message
 #   and nothing left behind (the emulator's /counts).
-# Kubernetes is off (--no-k8s).
+# Kubernetes is off (--no-k8s) but in the last test: the boot route with direct access, whose VM
+# is made by runs killed at each of the cluster's crash points the route reaches (issue 15,
+# cluster_crash_chain of crash_points.bash).
 
 load helpers
+load crash_points
 
 # start NAME BACKEND: an emulator serving gcp only; its key is written to
 # $BATS_FILE_TMPDIR/NAME-key.json (GOOGLE_APPLICATION_CREDENTIALS names a missing file).
@@ -146,17 +149,22 @@ EOF
 @test "gcp: Kubernetes by the boot route (user-data metadata), direct access, kubectl works" {
   use docker
   printf '[defaults.timeouts]\nssh_wait_seconds = 180\napi_wait_seconds = 120\n' >"$GPUPROV_HOME/config.toml"
+  # The cluster's crash points (issue 15): the VM is made by runs killed after the host key is
+  # pinned and after the kubeconfig is written; the run below is their re-run.
+  cluster_crash_chain gcp gce-k8s "host-key-pinned kubeconfig-written" --gpus L4:1
   run "$GPUPROV" -v provision --name gce-k8s --cloud gcp --gpus L4:1
   echo "$output"
   [ "$status" -eq 0 ]
+  cluster_crash_converged gcp gce-k8s "$output"
   expect_k8s_by_boot_route "$output"
   [[ "$output" == *"nvidia.com/gpu: 1"* ]]
-  [[ "$output" != *"private_key"* ]]
-  [[ "$output" != *"PRIVATE KEY"* ]]
+  [[ "$CHAIN_OUTPUT$output" != *"private_key"* ]]
+  [[ "$CHAIN_OUTPUT$output" != *"PRIVATE KEY"* ]]
   kc="$GPUPROV_HOME/kube/gce-k8s.yaml"
   expect_cluster_ready gce-k8s
   run "$GPUPROV" down gce-k8s
   [ "$status" -eq 0 ]
   [ ! -e "$kc" ]
   expect_nothing_left gcp
+  cluster_crash_passed gcp "boot, direct"
 }

@@ -4,12 +4,15 @@
 #   direct access through the VM's security rules, the real kubectl, a re-run that reuses, down;
 #   a gpuprov killed while creating, found by name on re-run (through a floating IP that comes
 #   late: ACTIVE without an address for a while).
+#   The Kubernetes test also crashes the cluster's points (issue 15, cluster_crash_chain of
+#   crash_points.bash): its VM is made by runs killed at each point the route reaches.
 # - memory backend: the faults that end before SSH (capacity, 429, 5xx, a refused key, a VM
 #   vanishing, ERROR, a floating IP that never comes), each with a clear message and nothing
 #   left behind: the emulator's counts
 #   of VMs, key pairs, security rules and environments are back to zero.
 
 load helpers
+load crash_points
 bats_require_minimum_version 1.5.0
 
 setup_file() {
@@ -52,11 +55,17 @@ nothing_left() {
 
 @test "hyperstack: Kubernetes by the boot route, direct access, kubectl works; a re-run reuses; down leaves nothing" {
   use_emulator docker
+  # The cluster's crash points (issue 15): the VM is made by runs killed after the host key is
+  # pinned, after the SAN re-run (the boot install finds no metadata service that names the
+  # public address, so gpuprov re-runs the installer with --public-ip) and after the kubeconfig
+  # is written; the run below is their re-run.
+  cluster_crash_chain hyperstack hs-k8s "host-key-pinned san-rerun kubeconfig-written" --gpus A100:1
   run "$GPUPROV" -v provision --name hs-k8s --cloud hyperstack --gpus A100:1
   echo "$output"
   [ "$status" -eq 0 ]
+  cluster_crash_converged hyperstack hs-k8s "$output"
   expect_k8s_by_boot_route "$output"
-  [[ "$output" == *"n3-A100x1"* ]]
+  [[ "$CHAIN_OUTPUT$output" == *"n3-A100x1"* ]]
   [[ "$output" == *"nvidia.com/gpu: 1"* ]]
   [[ "$output" != *"$HYPERSTACK_API_KEY"* ]]
   run ! grep -rqF "$HYPERSTACK_API_KEY" "$GPUPROV_HOME"
@@ -89,6 +98,7 @@ assert sorted(vm["allowed_ports"]) == [22, 80, 443, 6443], vm["allowed_ports"]'
   [ "$status" -eq 0 ]
   [ ! -e "$kc" ]
   nothing_left
+  cluster_crash_passed hyperstack "boot, direct"
 }
 
 @test "hyperstack: a killed provision is found by name on re-run, through a floating IP that comes late" {

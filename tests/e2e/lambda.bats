@@ -5,12 +5,15 @@
 #   installer), direct access, the real kubectl, down; a re-run reuses; a gpuprov killed while
 #   creating, re-run, finds the VM by name; the user's own firewall rules survive two
 #   overlapping VMs (rulesets, and the account-wide list with firewall = "account").
+#   The Kubernetes test also crashes the cluster's points (issue 15, cluster_crash_chain of
+#   crash_points.bash): its VM is made by runs killed at each point the route reaches.
 # - memory backend: the faults (capacity, 5xx after the launch happened, throttling, a wrong
 #   key, an instance vanishing, a GPU Lambda does not have), each with a clear message and
 #   nothing left behind: the emulator's counts of instances, keys, rulesets and account rules
 #   equal the start.
 
 load helpers
+load crash_points
 bats_require_minimum_version 1.5.0
 
 setup_file() {
@@ -64,11 +67,17 @@ rules_text() {
 
 @test "lambda: k3s by the boot route, direct access, kubectl works; a re-run reuses; down leaves nothing" {
   use_emulator docker
+  # The cluster's crash points (issue 15): the VM is made by runs killed after the host key is
+  # pinned, after the SAN re-run (the boot install finds no metadata service that names the
+  # public address, so gpuprov re-runs the installer with --public-ip) and after the kubeconfig
+  # is written; the run below is their re-run.
+  cluster_crash_chain lambda lam-k8s "host-key-pinned san-rerun kubeconfig-written" --gpus A10:1
   run "$GPUPROV" -v provision --name lam-k8s --cloud lambda --gpus A10:1
   echo "$output"
   [ "$status" -eq 0 ]
+  cluster_crash_converged lambda lam-k8s "$output"
   expect_k8s_by_boot_route "$output"
-  [[ "$output" == *"gpu_1x_a10"* ]]
+  [[ "$CHAIN_OUTPUT$output" == *"gpu_1x_a10"* ]]
   [[ "$output" == *"nvidia.com/gpu: 1"* ]]
   [[ "$output" != *"$LAMBDA_API_KEY"* ]]
   run ! grep -rqF "$LAMBDA_API_KEY" "$GPUPROV_HOME"
@@ -97,6 +106,7 @@ rules_text() {
   [ "$status" -eq 0 ]
   [ ! -e "$GPUPROV_HOME/kube/lam-k8s.yaml" ]
   expect_lambda_clean
+  cluster_crash_passed lambda "boot, direct"
 }
 
 @test "lambda: a re-run after gpuprov was killed finds the VM by name" {

@@ -4,12 +4,15 @@
 #   the installer is pushed over SSH as the API's `username`, "Ubuntu"), tunnel access (no
 #   firewall API), the real kubectl through `gpuprov tunnel`, down; a gpuprov killed (SIGKILL)
 #   while provisioning, re-run, finds its VM by name, and down leaves nothing.
+#   The Kubernetes test also crashes the cluster's points (issue 15, cluster_crash_chain of
+#   crash_points.bash): its VM is made by runs killed at each point the route reaches.
 # - memory backend: the faults of the reference's emulator notes (capacity, a 5xx after the
 #   launch happened, throttling, an instance vanishing, a read-only key) and a GPU Massed
 #   Compute does not have, each with a clear message and nothing left behind: the emulator's
 #   counts of instances and SSH keys are 0.
 
 load helpers
+load crash_points
 bats_require_minimum_version 1.5.0
 
 setup_file() {
@@ -54,14 +57,20 @@ port_answers() {
 
 @test "massedcompute: k3s by the SSH route, tunnel access, kubectl through gpuprov tunnel; down leaves nothing" {
   use_emulator docker
+  # The cluster's crash points (issue 15): the VM is made by runs killed after the host key is
+  # pinned, after the installer is pushed over SSH and after the kubeconfig is written; the run
+  # below is their re-run.
+  cluster_crash_chain massedcompute mc-k8s "host-key-pinned installer-pushed kubeconfig-written" \
+    --gpus RTX-A6000:1
   run "$GPUPROV" -v provision --name mc-k8s --cloud massedcompute --gpus RTX-A6000:1
   echo "$output"
   [ "$status" -eq 0 ]
-  [[ "$output" == *"gpu_1x_a6000"* ]]
-  [[ "$output" == *"probe: push-installer: not installed yet"* ]]
-  [ "$(round_trips "$output" "push installer")" -eq 1 ]
+  cluster_crash_converged massedcompute mc-k8s "$output"
+  [[ "$CHAIN_OUTPUT$output" == *"gpu_1x_a6000"* ]]
+  [[ "$CHAIN_OUTPUT$output" == *"probe: push-installer: not installed yet"* ]]
+  [ "$(round_trips "$CHAIN_OUTPUT$output" "push installer")" -eq 1 ]
   [[ "$output" == *"gpuprov tunnel mc-k8s"* ]]
-  [[ "$output" != *"$MASSED_API_KEY"* ]]
+  [[ "$CHAIN_OUTPUT$output" != *"$MASSED_API_KEY"* ]]
   run ! grep -rqF "$MASSED_API_KEY" "$GPUPROV_HOME"
   [ "$(field mc-k8s route)" = ssh ]
   [ "$(field mc-k8s access)" = tunnel ]
@@ -110,6 +119,7 @@ port_answers() {
   [ "$status" -eq 0 ]
   [ ! -e "$kc" ]
   expect_nothing_left massedcompute ssh_keys
+  cluster_crash_passed massedcompute "ssh, tunnel"
 }
 
 @test "massedcompute: gpuprov killed while provisioning, re-run, finds its VM by name; down leaves nothing" {

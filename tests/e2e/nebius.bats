@@ -5,11 +5,14 @@
 #   multipart user data: the SSH key for ubuntu, then the installer), direct access through the
 #   driver's security group, the real kubectl, down; a re-run reuses; a gpuprov killed while
 #   creating, re-run, finds what it made by name.
+#   The Kubernetes test also crashes the cluster's points (issue 15, cluster_crash_chain of
+#   crash_points.bash): its VM is made by runs killed at each point the route reaches.
 # - memory backend: the faults (no capacity, quota, throttling, a refused token, a GPU Nebius
 #   does not have), each with a clear message and nothing left: no instance, boot disk,
 #   security group or rule.
 
 load helpers
+load crash_points
 bats_require_minimum_version 1.5.0
 
 setup_file() {
@@ -53,18 +56,24 @@ quick_ssh_wait() {
 
 @test "nebius: k3s by the boot route, direct access, kubectl works; a re-run reuses; down leaves nothing" {
   use_emulator docker
+  # The cluster's crash points (issue 15): the VM is made by runs killed after the host key is
+  # pinned, after the SAN re-run (the boot install finds no metadata service that names the
+  # public address, so gpuprov re-runs the installer with --public-ip) and after the kubeconfig
+  # is written; the run below is their re-run.
+  cluster_crash_chain nebius nb-k8s "host-key-pinned san-rerun kubeconfig-written" --gpus H100:1
   run "$GPUPROV" -v provision --name nb-k8s --cloud nebius --gpus H100:1
   echo "$output"
   [ "$status" -eq 0 ]
+  cluster_crash_converged nebius nb-k8s "$output"
   expect_k8s_by_boot_route "$output"
-  [[ "$output" == *"gpu-h100-sxm/1gpu-16vcpu-200gb"* ]]
+  [[ "$CHAIN_OUTPUT$output" == *"gpu-h100-sxm/1gpu-16vcpu-200gb"* ]]
   [[ "$output" == *"nvidia.com/gpu: 1"* ]]
   # Neither the service account's key nor an access token (the emulator's start "v1.emu") is
   # in the output or gpuprov's files.
   key_line=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["subject-credentials"]["private-key"].splitlines()[1])' "$NEBIUS_CREDENTIALS_FILE")
   [ -n "$key_line" ]
-  [[ "$output" != *"$key_line"* ]]
-  [[ "$output" != *"v1.emu"* ]]
+  [[ "$CHAIN_OUTPUT$output" != *"$key_line"* ]]
+  [[ "$CHAIN_OUTPUT$output" != *"v1.emu"* ]]
   run ! grep -rqF "$key_line" "$GPUPROV_HOME"
   run ! grep -rqF "v1.emu" "$GPUPROV_HOME"
   [ "$(count nebius instances)" -eq 1 ]
@@ -91,6 +100,7 @@ quick_ssh_wait() {
   [ "$status" -eq 0 ]
   [ ! -e "$GPUPROV_HOME/kube/nb-k8s.yaml" ]
   expect_nebius_clean
+  cluster_crash_passed nebius "boot, direct"
 }
 
 @test "nebius: a re-run after gpuprov was killed while creating finds what it made by name" {

@@ -4,6 +4,8 @@
 #   runs at first boot as root (a systemd unit, not cloud-init); the probe decides from the
 #   installer's marker and the script's own trace, never from `cloud-init status`; tunnel access
 #   (no firewall API): kubectl through `gpuprov tunnel`; down removes the VM, its script and key.
+#   The Kubernetes test also crashes the cluster's points (issue 15, cluster_crash_chain of
+#   crash_points.bash): its VM is made by runs killed at each point the route reaches.
 #   Each decision row on this route: installed at boot, still running, failed (its k3s start
 #   killed), died (the boot installer killed), never ran (a reused VM made without the
 #   script; a script that fails before its first line), a GPU that appeared later; both
@@ -13,6 +15,7 @@
 #   with nothing left: the emulator's counts of instances, scripts and keys back at zero.
 
 load helpers
+load crash_points
 bats_require_minimum_version 1.5.0
 
 setup_file() {
@@ -83,16 +86,20 @@ container_of() {
 
 @test "verda: the startup script installs k3s at boot, tunnel access, kubectl through gpuprov tunnel; a re-run reuses; down removes VM, script and key" {
   use_emulator docker
+  # The cluster's crash points (issue 15): the VM is made by runs killed after the host key is
+  # pinned and after the kubeconfig is written; the run below is their re-run.
+  cluster_crash_chain verda vd-k8s "host-key-pinned kubeconfig-written" --gpus H100:1
   run "$GPUPROV" -v provision --name vd-k8s --cloud verda --gpus H100:1
   echo "$output"
   [ "$status" -eq 0 ]
+  cluster_crash_converged verda vd-k8s "$output"
   [[ "$output" == *"cluster plan: route boot, access tunnel"* ]]
   [[ "$output" == *"probe: check-api: installed, k3s running"* ]]
-  [ "$(round_trips "$output" "push installer")" -eq 0 ]
-  [[ "$output" == *"1H100.80S.30V"* ]]
+  [ "$(round_trips "$CHAIN_OUTPUT$output" "push installer")" -eq 0 ]
+  [[ "$CHAIN_OUTPUT$output" == *"1H100.80S.30V"* ]]
   [[ "$output" == *"nvidia.com/gpu: 1"* ]]
   [[ "$output" == *"gpuprov tunnel vd-k8s"* ]]
-  [[ "$output" != *"$VERDA_CLIENT_SECRET"* ]]
+  [[ "$CHAIN_OUTPUT$output" != *"$VERDA_CLIENT_SECRET"* ]]
   run ! grep -rqF "$VERDA_CLIENT_SECRET" "$GPUPROV_HOME"
   [ "$(field vd-k8s route)" = boot ]
   [ "$(field vd-k8s access)" = tunnel ]
@@ -146,6 +153,7 @@ container_of() {
   [ "$status" -eq 0 ]
   [ ! -e "$kc" ]
   expect_verda_clean
+  cluster_crash_passed verda "boot, tunnel"
 }
 
 # Verda has no firewall API and the emulator's docker backend
