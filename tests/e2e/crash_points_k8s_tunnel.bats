@@ -42,16 +42,9 @@ teardown() {
   cluster_crash_converged primeintellect ck-pi "$output"
   [ "$(field ck-pi access)" = tunnel ]
   # The real kubectl reaches the node through `gpuprov tunnel` (a free local port).
-  local port
-  port=$(free_port)
-  start_tunnel ck-pi "$port"
-  run env KUBECONFIG="$GPUPROV_HOME/kube/ck-pi.yaml" kubectl --server "https://127.0.0.1:$port" get nodes
+  run nodes_through_tunnel ck-pi
   echo "$output"
   [ "$status" -eq 0 ]
-  [[ "$output" == *" Ready "* ]]
-  stop_child INT "$TUNNEL_PID"
-  wait "$TUNNEL_PID" || true
-  TUNNEL_PID=
   run "$GPUPROV" down ck-pi
   [ "$status" -eq 0 ]
   [ ! -s "$GPUPROV_HOME/known_hosts" ]

@@ -59,6 +59,21 @@ start_tunnel() {
   done
 }
 
+# nodes_through_tunnel NAME: `gpuprov tunnel NAME` on a free local port (never a user's own
+# 16443), the real kubectl's `get nodes` through it with NAME's kubeconfig, then the tunnel
+# stopped; prints kubectl's output; status 1 unless kubectl listed a Ready node.
+nodes_through_tunnel() {
+  local port out rc=0
+  port=$(free_port)
+  start_tunnel "$1" "$port"
+  out=$(KUBECONFIG="$GPUPROV_HOME/kube/$1.yaml" kubectl --server "https://127.0.0.1:$port" get nodes 2>&1) || rc=$?
+  stop_child INT "$TUNNEL_PID" || true
+  wait "$TUNNEL_PID" || true
+  TUNNEL_PID=
+  echo "$out"
+  [ "$rc" -eq 0 ] && [[ "$out" == *" Ready "* ]]
+}
+
 # ---- The cloud emulator (tests/emulators) -----------------------------------------------------
 
 # stop_child SIGNAL PID [COMM]: sends SIGNAL to PID only while it is still the process this test

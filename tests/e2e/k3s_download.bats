@@ -87,17 +87,10 @@ expect_downloaded() {
   [[ "$output" == *"node round trip "*": push installer"* ]]
   [[ "$output" == *"(ssh route: the cloud runs no boot script; tunnel access;"* ]]
   expect_downloaded dl-ssh
-  local kc port
-  kc="$GPUPROV_HOME/kube/dl-ssh.yaml"
-  port=$(free_port)
-  start_tunnel dl-ssh "$port"
-  run env KUBECONFIG="$kc" kubectl --server "https://127.0.0.1:$port" get nodes
+  run nodes_through_tunnel dl-ssh
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *" Ready "*"$PINNED"* ]]
-  stop_child INT "$TUNNEL_PID"
-  wait "$TUNNEL_PID" || true
-  TUNNEL_PID=
   run "$GPUPROV" down dl-ssh
   [ "$status" -eq 0 ]
   expect_nothing_left primeintellect

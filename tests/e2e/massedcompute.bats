@@ -87,7 +87,7 @@ port_answers() {
   # No firewall API: every port the node listens on is reachable at its address (as on the
   # real cloud), so gpuprov never relies on the API for access.
   curl -fsS "$CONTROL/instances?cloud=massedcompute" | grep -q '"reachable_ports":"1-65535"'
-  local kc="$GPUPROV_HOME/kube/mc-k8s.yaml" port address
+  local kc="$GPUPROV_HOME/kube/mc-k8s.yaml" address
   [ "$(file_mode "$kc")" = 600 ]
   [ "$(KUBECONFIG=$kc kubectl config view -o jsonpath='{.clusters[0].cluster.server}')" = "https://127.0.0.1:16443" ]
   address=$(field mc-k8s address)
@@ -97,15 +97,9 @@ port_answers() {
   run ! api_ping "$address"
   port_answers "$address" 22
   # Through the tunnel (a free port, never a user's own 16443) kubectl reaches the cluster.
-  port=$(free_port)
-  start_tunnel mc-k8s "$port"
-  run env KUBECONFIG="$kc" kubectl --server "https://127.0.0.1:$port" get nodes
+  run nodes_through_tunnel mc-k8s
   echo "$output"
   [ "$status" -eq 0 ]
-  [[ "$output" == *" Ready "* ]]
-  stop_child INT "$TUNNEL_PID"
-  wait "$TUNNEL_PID" || true
-  TUNNEL_PID=
   # A re-run reuses the VM and its key.
   run "$GPUPROV" provision --name mc-k8s --cloud massedcompute --gpus RTX-A6000:1
   echo "$output"

@@ -38,7 +38,7 @@ teardown() {
   [ "$(field nf-pi access)" = tunnel ]
   [[ "$output" == *"checking that the API is closed at "*":6443 from this machine"* ]]
   [[ "$(field nf-pi probe.api_at_public_address)" == "closed: "* ]]
-  local ip kc port
+  local ip
   ip=$(field nf-pi address)
   [[ "$ip" == 127.* ]]
   run api_ping "$ip"
@@ -55,16 +55,9 @@ teardown() {
   run "$GPUPROV" ssh nf-pi -- cat /var/lib/gpuprov/install-status.json
   [[ "$output" == *'"node_firewall": "ssh-only (nft)"'* ]]
   # kubectl through the tunnel (a free port, not 16443).
-  kc="$GPUPROV_HOME/kube/nf-pi.yaml"
-  port=$(free_port)
-  start_tunnel nf-pi "$port"
-  run env KUBECONFIG="$kc" kubectl --server "https://127.0.0.1:$port" get nodes
+  run nodes_through_tunnel nf-pi
   echo "$output"
   [ "$status" -eq 0 ]
-  [[ "$output" == *" Ready "* ]]
-  stop_child INT "$TUNNEL_PID"
-  wait "$TUNNEL_PID"
-  TUNNEL_PID=
 
   # Without the node's rules the emulator exposes 6443 as the real cloud would, and gpuprov
   # refuses the cluster: a re-run fails naming the open address and the fix; the VM is kept.

@@ -167,18 +167,13 @@ container_of() {
   # gpuprov's own validation said so (the firewall branch's check), and this machine agrees.
   [[ "$output" == *"the API is closed at"* ]]
   [[ "$(field vd-fw probe.api_at_public_address)" == closed* ]]
-  local ip kc="$GPUPROV_HOME/kube/vd-fw.yaml" port
+  local ip
   ip=$(field vd-fw address)
   run ! api_ping "$ip"
   run timeout 5 bash -c "exec 3<>/dev/tcp/$ip/22"
   [ "$status" -eq 0 ]
-  port=$(free_port)
-  start_tunnel vd-fw "$port"
-  run env KUBECONFIG="$kc" kubectl --server "https://127.0.0.1:$port" get nodes
+  run nodes_through_tunnel vd-fw
   [ "$status" -eq 0 ]
-  stop_child INT "$TUNNEL_PID"
-  wait "$TUNNEL_PID" || true
-  TUNNEL_PID=
   run "$GPUPROV" down vd-fw
   [ "$status" -eq 0 ]
   expect_verda_clean
