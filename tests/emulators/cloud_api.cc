@@ -4,6 +4,7 @@
 #include <Poco/MD5Engine.h>
 
 #include <exception>
+#include <thread>
 
 namespace gpuprov::emulator {
 
@@ -44,7 +45,19 @@ HttpResponse CloudApi::Serve(const HttpRequest& req) {
 
 std::string CloudApi::Configure(const JsonObject& settings) {
   if (auto e = GetBool(settings, "enforce_rate_limits")) options_.enforce_rate_limits = *e;
+  if (settings->has("api_latency_ms")) {
+    auto ms = GetDouble(settings, "api_latency_ms");
+    if (!ms || *ms < 0) return "\"api_latency_ms\" must be a number of milliseconds >= 0";
+    latency_us_ = static_cast<int64_t>(*ms * 1000);
+  }
   return "";
+}
+
+void CloudApi::DelayRequest() {
+  const int64_t us = latency_us_.load();
+  if (us <= 0) return;
+  ++delayed_;
+  std::this_thread::sleep_for(std::chrono::microseconds(us));
 }
 
 bool CloudApi::TokenAccepted(const std::string& token) const {
@@ -106,6 +119,7 @@ JsonObject CloudApi::InstanceRow(const std::string& id, const std::string& name,
   o->set("ssh_port", s.ssh_port);
   o->set("gpu_present", s.gpu_present);
   o->set("boot_script_fails", s.boot_script_fails);
+  o->set("ssh_open", s.ssh_open);
   o->set("message", s.message);
   o->set("reachable_ports", backend_->ReachablePorts(backend_id).ToString());
   return o;

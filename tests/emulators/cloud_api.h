@@ -6,6 +6,7 @@
 // cloud = one subclass + one line in MakeCloudApi (emulator.cc).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -26,12 +27,15 @@ struct CloudOptions {
   std::vector<std::string> tokens;
   /// Whether the cloud's own rate limits are enforced (429) or only reported.
   bool enforce_rate_limits = true;
+  /// Milliseconds every API request waits before it is carried out (0 = none).
+  double api_latency_ms = 0;
 };
 
 class CloudApi {
  public:
   CloudApi(std::string name, InstanceBackend* backend, CloudOptions options)
-      : name_(std::move(name)), backend_(backend), options_(std::move(options)) {}
+      : name_(std::move(name)), backend_(backend), options_(std::move(options)),
+        latency_us_(static_cast<int64_t>(options_.api_latency_ms * 1000)) {}
   virtual ~CloudApi() = default;
   CloudApi(const CloudApi&) = delete;
   CloudApi& operator=(const CloudApi&) = delete;
@@ -54,6 +58,16 @@ class CloudApi {
   virtual void Reset() = 0;
   /// Applies POST /settings fields; returns an error text or "".
   virtual std::string Configure(const JsonObject& settings);
+
+  // --- api_latency_ms: every request answered that much later, as a distant real API is ---
+  /// Called before a request is carried out: sleeps the cloud's API latency (flag
+  /// --api-latency-ms, setting api_latency_ms) and counts the request when it is not 0.
+  void DelayRequest();
+  /// The latency now, in milliseconds.
+  double api_latency_ms() const { return static_cast<double>(latency_us_.load()) / 1000; }
+  /// Requests delayed by DelayRequest since the start or the last ResetDelayedCount.
+  int64_t delayed_requests() const { return delayed_.load(); }
+  void ResetDelayedCount() { delayed_ = 0; }
 
   // --- stall_after: a client stopped right after one request (tests' crash points) ---
   /// Called before a request is carried out. While the cloud is stalled, holds the request
@@ -112,6 +126,8 @@ class CloudApi {
   FaultBook faults_;
 
  private:
+  std::atomic<int64_t> latency_us_;
+  std::atomic<int64_t> delayed_{0};
   std::mutex stall_mu_;
   std::condition_variable stall_cv_;
   bool stalled_ = false;

@@ -15,6 +15,10 @@
 // forwarded port by port; in wider ones (a droplet without a firewall, "all
 // ports" rules) the ports the container listens on, read from
 // /proc/<pid>/net/tcp{,6} at every check.
+//
+// SSH delay (fault ssh_delay, DockerBackendOptions::ssh_delay_seconds): the instance is
+// running and its boot runs from the start, but the gate leaves its SSH port out until the
+// delay has passed, so a connection there is refused, as before a real VM's sshd listens.
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
@@ -246,6 +250,7 @@ class DockerBackend : public InstanceBackend {
     s.ssh_port = r.ssh_port;
     s.boot_script_fails = r.spec.faults.script_fails;
     s.message = r.message;
+    s.ssh_open = r.ssh_open;
     switch (r.phase) {
       case Phase::kCreating:
       case Phase::kWaitStart:
@@ -285,7 +290,9 @@ class DockerBackend : public InstanceBackend {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = records_.find(id);
     if (it == records_.end() || it->second.phase == Phase::kDeleted) return {};
-    return WithoutBlocked(it->second.reachable, it->second.spec.faults.blocked_ports);
+    PortSet ports = WithoutBlocked(it->second.reachable, it->second.spec.faults.blocked_ports);
+    if (!it->second.ssh_open) ports.Remove(22, 22);
+    return ports;
   }
 
   size_t LiveCount(const std::string& cloud) override {
@@ -327,7 +334,7 @@ class DockerBackend : public InstanceBackend {
 
  private:
   enum class Phase { kCreating, kWaitStart, kRunning, kGone, kError, kDeleted };
-  enum class Task { kCreate, kStart, kVanish, kFail, kGpu, kCheck, kRemove };
+  enum class Task { kCreate, kStart, kVanish, kFail, kGpu, kCheck, kRemove, kOpenSsh };
   struct Record {
     std::string id;
     InstanceSpec spec;
@@ -343,6 +350,7 @@ class DockerBackend : public InstanceBackend {
     std::string bridge_ip;      // the container's address, once started
     int pid = 0;                // its first process, once started
     std::set<int> listening;    // ports it listens on (read only for wide ranges)
+    bool ssh_open = true;       // false while the SSH delay runs: the gate leaves SSH out
   };
   struct Job {
     Clock::time_point at;
@@ -379,6 +387,8 @@ class DockerBackend : public InstanceBackend {
       }
     }
     if (allowed.Contains(22)) out[r.ssh_port] = 22;  // a remapped SSH port wins a clash
+    // The gate, not sshd, holds SSH back: the boot runs from t=0, and no unit inside is touched.
+    if (!r.ssh_open) out.erase(r.ssh_port);
     return out;
   }
 
@@ -591,14 +601,22 @@ class DockerBackend : public InstanceBackend {
         }
         const std::set<int> listening =
             HasWideRange(r.reachable) ? ListeningPorts(info->pid) : std::set<int>{};
+        const double ssh_delay = r.spec.faults.ssh_delay_seconds >= 0
+                                     ? r.spec.faults.ssh_delay_seconds
+                                     : options_.ssh_delay_seconds;
         Update(r.id, [&](Record& x) {
           x.phase = Phase::kRunning;
           x.running_since = Clock::now();
           x.bridge_ip = info->ip_address;
           x.pid = info->pid;
           x.listening = listening;
+          x.ssh_open = ssh_delay <= 0;
         });
         ApplyGate(r.id);
+        if (ssh_delay > 0) {
+          Schedule(Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(ssh_delay * 1000)),
+                   r.id, Task::kOpenSsh);
+        }
         if (r.spec.gpu_count > 0) {
           if (r.spec.faults.gpu_after_seconds >= 0) {
             Schedule(Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(
@@ -688,6 +706,12 @@ class DockerBackend : public InstanceBackend {
           }
           Schedule(Clock::now() + kCheckEvery, r.id, Task::kCheck);
         }
+        return;
+      }
+      case Task::kOpenSsh: {
+        if (r.phase != Phase::kRunning) return;
+        Update(r.id, [&](Record& x) { x.ssh_open = true; });
+        ApplyGate(r.id);
         return;
       }
       case Task::kRemove: {

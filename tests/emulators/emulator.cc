@@ -174,6 +174,7 @@ Emulator::Emulator(EmulatorOptions options) : options_(std::move(options)) {
     DockerBackendOptions d;
     d.image = options_.image;
     d.session = options_.session;
+    d.ssh_delay_seconds = options_.ssh_delay_seconds;
     backend_ = MakeDockerBackend(d);
   } else {
     throw std::runtime_error("unknown backend \"" + options_.backend + "\"; use memory or docker");
@@ -181,6 +182,7 @@ Emulator::Emulator(EmulatorOptions options) : options_(std::move(options)) {
   for (const auto& c : options_.clouds) {
     CloudOptions co;
     co.enforce_rate_limits = options_.enforce_rate_limits;
+    co.api_latency_ms = options_.api_latency_ms;
     auto t = options_.tokens.find(c);
     if (t != options_.tokens.end()) {
       co.tokens = t->second;
@@ -325,6 +327,7 @@ void Emulator::Log(LoggedRequest r) {
 HttpResponse Emulator::HandleCloud(CloudApi* api, const HttpRequest& req) {
   const auto t0 = std::chrono::steady_clock::now();
   HttpResponse resp;
+  api->DelayRequest();
   if (api->WaitWhileStalled()) {
     resp = api->Serve(req);
     api->StallIfMatched(req.method, req.path, req.body, resp.status);
@@ -421,6 +424,8 @@ HttpResponse Emulator::HandleControl(const HttpRequest& req) {
     JsonObject per = NewObject();
     for (CloudApi* a : targets) {
       JsonObject c = a->Counts();
+      c->set("delayed_requests", a->delayed_requests());
+      c->set("api_latency_ms", a->api_latency_ms());
       instances += c->getValue<int64_t>("instances");
       firewalls += c->getValue<int64_t>("firewalls");
       keys += c->getValue<int64_t>("ssh_keys");
@@ -486,6 +491,7 @@ HttpResponse Emulator::HandleControl(const HttpRequest& req) {
     for (CloudApi* a : targets) {
       a->ReleaseStall();
       a->Reset();
+      a->ResetDelayedCount();
     }
     {
       std::lock_guard<std::mutex> lock(log_mu_);

@@ -28,6 +28,8 @@ struct EmulatorOptions {
   std::string image;                   // docker backend: test VM image
   double boot_seconds = 3;             // memory backend: create -> running
   bool enforce_rate_limits = true;     // clouds' own documented rate limits
+  double api_latency_ms = 0;           // every cloud API request waits this long first
+  double ssh_delay_seconds = 0;        // docker backend: SSH refused this long after running
   /// Accepted credentials per cloud; a cloud absent here reads its
   /// environment variables (TokenEnvVars).
   std::map<std::string, std::vector<std::string>> tokens;

@@ -6,7 +6,8 @@
 // and late-GPU faults, the remapped SSH port of Prime Intellect pods, that a
 // port answers on the instance's address exactly while the cloud's firewall
 // allows it (real TCP connects), and that deleting (and stopping the emulator)
-// removes the containers.
+// removes the containers; SSH refused during the SSH delay (flag and fault) while the boot
+// script runs.
 // Skipped when Docker or the test image is not there.
 #include <gtest/gtest.h>
 
@@ -181,6 +182,82 @@ TEST_F(EmulatorDockerTest, DropletRunsItsUserDataAndGetsTheKeyAndGpu) {
   EXPECT_EQ(Do("DELETE", "/droplets/" + std::to_string(id)).status, 204);
   EXPECT_TRUE(WaitFor([&] { return !engine_.InspectContainer(cid); }, 60s));
   EXPECT_EQ(Call(control_, "GET", "/counts").Json()->getValue<int>("backend_instances"), 0);
+}
+
+// The emulator with --ssh-delay-seconds 20.
+class EmulatorDockerSshDelayTest : public EmulatorDockerTest {
+ protected:
+  void SetUp() override {
+    EmulatorOptions o;
+    o.tokens["digitalocean"] = {kToken};
+    o.ssh_delay_seconds = 20;
+    StartDockerEmulator(o);
+    if (IsSkipped()) return;
+    do_ = emu_->BaseUrl("digitalocean");
+  }
+
+  // The droplet's public address once it is active ("" if it never is within 60 s).
+  std::string ActiveIp(int64_t id) {
+    std::string ip;
+    WaitFor(
+        [&] {
+          JsonObject d = GetObject(Do("GET", "/droplets/" + std::to_string(id)).Json(), "droplet");
+          if (!d || d->getValue<std::string>("status") != "active") return false;
+          JsonArray v4 = GetArray(GetObject(d, "networks"), "v4");
+          for (unsigned i = 0; i < v4->size(); ++i) {
+            if (v4->getObject(i)->getValue<std::string>("type") == "public") {
+              ip = v4->getObject(i)->getValue<std::string>("ip_address");
+            }
+          }
+          return !ip.empty();
+        },
+        60s);
+    return ip;
+  }
+
+  // The control API's instance row of the droplet called name.
+  JsonObject Row(const std::string& name) {
+    JsonArray rows = GetArray(Call(control_, "GET", "/instances?cloud=digitalocean").Json(),
+                              "instances");
+    for (unsigned i = 0; i < rows->size(); ++i) {
+      if (rows->getObject(i)->getValue<std::string>("name") == name) return rows->getObject(i);
+    }
+    return nullptr;
+  }
+};
+
+TEST_F(EmulatorDockerSshDelayTest, SshIsRefusedUntilTheDelayWhileTheBootScriptRuns) {
+  int64_t key = AddKey();
+  // The flag's delay; then a fault of 0 s for the next create overrides it.
+  int64_t late = CreateDroplet("emu-ssh-late", "s-1vcpu-1gb",
+                               "#!/bin/bash\necho booted > /root/boot-ran\n", key);
+  ASSERT_EQ(Call(control_, "POST", "/faults",
+                 R"({"cloud":"digitalocean","fault":"ssh_delay","seconds":0})")
+                .status,
+            200);
+  int64_t now = CreateDroplet("emu-ssh-now", "s-1vcpu-1gb", "", key);
+  const std::string late_ip = ActiveIp(late);
+  const auto active = std::chrono::steady_clock::now();
+  const std::string now_ip = ActiveIp(now);
+  ASSERT_FALSE(late_ip.empty());
+  ASSERT_FALSE(now_ip.empty());
+  EXPECT_TRUE(WaitFor([&] { return Greeting(now_ip, 22).rfind("SSH-2.0-", 0) == 0; }, 60s));
+  // The late droplet is running and its boot script has run, but SSH is refused.
+  const std::string cid = ContainerOf("digitalocean", "emu-ssh-late");
+  ASSERT_FALSE(cid.empty());
+  EXPECT_TRUE(WaitFor([&] { return Exec(cid, "cat /root/boot-ran 2>/dev/null").out == "booted\n"; },
+                      60s));
+  JsonObject row = Row("emu-ssh-late");
+  ASSERT_TRUE(row);
+  EXPECT_FALSE(row->getValue<bool>("ssh_open"));
+  EXPECT_EQ(row->getValue<std::string>("reachable_ports"), "1-21,23-65535");
+  EXPECT_EQ(Greeting(late_ip, 22), "");
+  EXPECT_TRUE(Row("emu-ssh-now")->getValue<bool>("ssh_open"));
+  // Then it answers, about 20 s after it was running.
+  EXPECT_TRUE(WaitFor([&] { return Greeting(late_ip, 22).rfind("SSH-2.0-", 0) == 0; }, 60s));
+  EXPECT_GE(std::chrono::steady_clock::now() - active, 15s);
+  EXPECT_TRUE(Row("emu-ssh-late")->getValue<bool>("ssh_open"));
+  EXPECT_EQ(Row("emu-ssh-late")->getValue<std::string>("reachable_ports"), "1-65535");
 }
 
 TEST_F(EmulatorDockerTest, BootScriptFailsAndGpuAppearsLater) {

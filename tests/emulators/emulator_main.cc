@@ -21,6 +21,7 @@ namespace {
 const char* kUsage =
     "usage: gpuprov-emulator [--backend memory|docker] [--clouds a,b] [--port CLOUD=N]...\n"
     "                        [--image TAG] [--boot-seconds N] [--no-rate-limits]\n"
+    "                        [--api-latency-ms L] [--ssh-delay-seconds N]\n"
     "\n"
     "A test fixture: serves each cloud's API on its own 127.0.0.1 port at the real API's\n"
     "paths, then prints one line per cloud, '<cloud> <base-url>', and a last line\n"
@@ -42,7 +43,13 @@ const char* kUsage =
     "  --port CLOUD=N     fixed port for CLOUD (or 'control'); default: ephemeral\n"
     "  --image TAG        docker backend image (default " GPUPROV_TESTVM_IMAGE ")\n"
     "  --boot-seconds N   memory backend: seconds from create to running (default 3)\n"
-    "  --no-rate-limits   report the clouds' rate-limit headers but never enforce them\n";
+    "  --no-rate-limits   report the clouds' rate-limit headers but never enforce them\n"
+    "  --api-latency-ms L every cloud API request is answered L ms later (default 0;\n"
+    "                     control: POST /settings {\"api_latency_ms\": L})\n"
+    "  --ssh-delay-seconds N\n"
+    "                     docker backend: SSH is refused until N s after an instance is\n"
+    "                     running, while its boot script runs from the start (default 0;\n"
+    "                     per cloud: fault ssh_delay)\n";
 
 int Usage(const std::string& error) {
   if (!error.empty()) std::cerr << "gpuprov-emulator: " << error << "\n";
@@ -102,9 +109,28 @@ int main(int argc, char** argv) {
         options.boot_seconds = -1;
       }
       if (options.boot_seconds < 0) return Usage("--boot-seconds takes a number >= 0");
+    } else if (a.rfind("--api-latency-ms", 0) == 0) {
+      auto v = value("--api-latency-ms");
+      try {
+        options.api_latency_ms = v ? std::stod(*v) : -1;
+      } catch (const std::exception&) {
+        options.api_latency_ms = -1;
+      }
+      if (options.api_latency_ms < 0) return Usage("--api-latency-ms takes a number >= 0");
+    } else if (a.rfind("--ssh-delay-seconds", 0) == 0) {
+      auto v = value("--ssh-delay-seconds");
+      try {
+        options.ssh_delay_seconds = v ? std::stod(*v) : -1;
+      } catch (const std::exception&) {
+        options.ssh_delay_seconds = -1;
+      }
+      if (options.ssh_delay_seconds < 0) return Usage("--ssh-delay-seconds takes a number >= 0");
     } else {
       return Usage("unknown argument " + a);
     }
+  }
+  if (options.ssh_delay_seconds > 0 && options.backend != "docker") {
+    return Usage("--ssh-delay-seconds needs --backend docker (the memory backend runs no SSH)");
   }
 
   // Block the stop signals in every thread; the main thread waits for them.

@@ -5,6 +5,7 @@
 // control API; and the gpuprov-emulator binary's start-up contract.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <map>
@@ -13,6 +14,7 @@
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 
 #include "emulator.h"
 #include "emulator_test_util.h"
@@ -743,7 +745,88 @@ TEST_F(EmulatorTest, StallIsReleasedByDeleteFaultsAndReset) {
   EXPECT_EQ(Do("GET", "/account").status, 200);
 }
 
+TEST_F(EmulatorTest, ApiLatencySettingDelaysEveryRequestOfThatCloudAndCountsIt) {
+  ASSERT_EQ(Control("POST", "/settings", R"({"cloud":"digitalocean","api_latency_ms":-1})").status,
+            400);
+  ASSERT_EQ(Control("POST", "/settings", R"({"cloud":"digitalocean","api_latency_ms":150})").status,
+            200);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(Do("GET", "/account").status, 200);
+  EXPECT_EQ(Call(do_, "GET", "/account", "", "wrong").status, 401);  // before auth too
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 300ms);
+  EXPECT_EQ(Pi("GET", "/pods/").status, 200);  // another cloud: not delayed
+  EXPECT_EQ(Count("digitalocean", "delayed_requests"), 2);
+  EXPECT_EQ(Count("primeintellect", "delayed_requests"), 0);
+  EXPECT_EQ(GetObject(GetObject(Control("GET", "/counts").Json(), "clouds"), "digitalocean")
+                ->getValue<double>("api_latency_ms"),
+            150);
+  JsonArray reqs = GetArray(Control("GET", "/requests?cloud=digitalocean").Json(), "requests");
+  ASSERT_EQ(reqs->size(), 2u);
+  EXPECT_GE(reqs->getObject(0)->getValue<double>("duration_ms"), 150);
+  ASSERT_EQ(Control("POST", "/settings", R"({"cloud":"digitalocean","api_latency_ms":0})").status,
+            200);
+  EXPECT_EQ(Do("GET", "/account").status, 200);
+  EXPECT_EQ(Count("digitalocean", "delayed_requests"), 2);
+  ASSERT_EQ(Control("POST", "/reset").status, 200);
+  EXPECT_EQ(Count("digitalocean", "delayed_requests"), 0);
+}
+
 // --- the binary ---------------------------------------------------------------------
+
+// Runs the emulator binary with args; its "<cloud> <url>" lines by cloud ("control" included),
+// once it printed the control line. *pid is the process, *out its stdout.
+std::map<std::string, std::string> StartBinary(const std::vector<std::string>& args, pid_t* pid,
+                                               FILE** out) {
+  int fds[2];
+  if (pipe(fds) != 0) return {};
+  *pid = fork();
+  if (*pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    close(fds[1]);
+    std::vector<char*> argv = {const_cast<char*>(GPUPROV_EMULATOR_PATH)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(GPUPROV_EMULATOR_PATH, argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  *out = fdopen(fds[0], "r");
+  std::map<std::string, std::string> urls;
+  char buf[512];
+  while (urls.count("control") == 0 && fgets(buf, sizeof buf, *out)) {
+    std::string l = buf;
+    if (!l.empty() && l.back() == '\n') l.pop_back();
+    urls[l.substr(0, l.find(' '))] = l.substr(l.find(' ') + 1);
+  }
+  return urls;
+}
+
+TEST(EmulatorBinary, ApiLatencyFlagDelaysRequestsAndSshDelayNeedsTheDockerBackend) {
+  pid_t pid = 0;
+  FILE* out = nullptr;
+  auto urls = StartBinary({"--clouds", "digitalocean", "--api-latency-ms", "120"}, &pid, &out);
+  ASSERT_EQ(urls.count("control"), 1u);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(Call(urls["digitalocean"], "GET", "/account", "", "wrong").status, 401);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 120ms);
+  EXPECT_EQ(Call(urls["control"], "GET", "/counts", "").Json()->getValue<int>("delayed_requests"),
+            1);
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  fclose(out);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  for (const auto& bad : std::vector<std::vector<std::string>>{
+           {"--api-latency-ms", "-5"}, {"--ssh-delay-seconds", "x"}, {"--ssh-delay-seconds", "3"}}) {
+    urls = StartBinary(bad, &pid, &out);
+    EXPECT_EQ(urls.count("control"), 0u) << bad[0] << " " << bad[1];
+    waitpid(pid, &status, 0);
+    fclose(out);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << bad[0] << " " << bad[1];
+  }
+}
+
 
 TEST(EmulatorBinary, PrintsOneLinePerCloudThenControlAndStopsOnSigterm) {
   int out[2];

@@ -26,7 +26,8 @@ const std::vector<std::string>& FaultBook::Names() {
       "capacity",          "throttle",          "server_error",      "slow_boot",
       "vanish_during_boot", "error_during_boot", "boot_script_fails", "gpu_after_boot",
       "quota",             "payment_required",  "no_metadata",       "k3s_faults",
-      "port_blocked",      "auth_failure",      "ip_after_boot",     "stall_after"};
+      "port_blocked",      "auth_failure",      "ip_after_boot",     "stall_after",
+      "ssh_delay"};
   return names;
 }
 
@@ -37,7 +38,7 @@ std::optional<Fault> FaultBook::Parse(const JsonObject& body, std::string* error
     *error = "\"fault\" (string) is required; one of capacity, throttle, server_error, "
              "slow_boot, vanish_during_boot, error_during_boot, boot_script_fails, "
              "gpu_after_boot, quota, payment_required, no_metadata, k3s_faults, port_blocked, "
-             "auth_failure, ip_after_boot, stall_after";
+             "auth_failure, ip_after_boot, stall_after, ssh_delay";
     return std::nullopt;
   }
   const auto& names = Names();
@@ -56,7 +57,8 @@ std::optional<Fault> FaultBook::Parse(const JsonObject& body, std::string* error
     *error = "\"seconds\" must not be negative";
     return std::nullopt;
   }
-  if ((f.name == "slow_boot" || f.name == "gpu_after_boot" || f.name == "ip_after_boot") &&
+  if ((f.name == "slow_boot" || f.name == "gpu_after_boot" || f.name == "ip_after_boot" ||
+       f.name == "ssh_delay") &&
       !GetDouble(body, "seconds")) {
     *error = "fault " + f.name + " needs \"seconds\"";
     return std::nullopt;
@@ -132,6 +134,7 @@ BootFaults FaultBook::TakeBootFaults() {
   if (auto f = Take("gpu_after_boot")) b.gpu_after_seconds = f->seconds;
   if (Take("no_metadata")) b.no_metadata = true;
   if (auto f = Take("k3s_faults")) b.k3s_faults = f->value;
+  if (auto f = Take("ssh_delay")) b.ssh_delay_seconds = f->seconds;
   if (auto f = Take("port_blocked")) {
     std::stringstream ports(f->value);
     for (std::string p; std::getline(ports, p, ',');) {

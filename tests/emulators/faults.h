@@ -16,12 +16,12 @@ namespace gpuprov::emulator {
 /// One armed fault. Request faults (throttle, server_error, capacity, quota,
 /// payment_required, auth_failure) fire on matching requests; boot faults (slow_boot,
 /// vanish_during_boot, error_during_boot, boot_script_fails, gpu_after_boot,
-/// ip_after_boot) are taken by the next instance creates. stall_after (a test's crash point)
+/// ip_after_boot, ssh_delay) are taken by the next instance creates. stall_after (a test's crash point)
 /// fires after a matching request was answered with a 2xx: CloudApi::StallIfMatched.
 struct Fault {
   std::string name;
   int times = 1;         // how many more times it fires; -1: until reset
-  double seconds = 0;    // slow_boot / gpu_after_boot / vanish/error delay
+  double seconds = 0;    // slow_boot / gpu_after_boot / ssh_delay / vanish/error delay
   int status = 0;        // server_error: the 5xx to send (default 500)
   int retry_after = 1;   // throttle: Retry-After seconds
   std::string method;    // request faults: only this method ("" = any)
@@ -43,6 +43,7 @@ struct BootFaults {
   bool no_metadata = false;      // the VM has no metadata service (169.254.169.254 unreachable)
   std::string k3s_faults;        // the k3s simulator's fault file in the VM ("" = none)
   std::vector<int> blocked_ports; // ports the cloud's firewall drops although rules open them
+  double ssh_delay_seconds = -1;  // >= 0: SSH refused this long after running (-1: the default)
 };
 
 class FaultBook {

@@ -105,6 +105,7 @@ struct InstanceStatus {
   std::string message;        // why it is in error / gone
   bool gpu_present = false;   // the GPU the spec asked for is visible now
   bool boot_script_fails = false;  // boot_script_fails was applied
+  bool ssh_open = true;  // docker: false while the SSH delay keeps SSH refused
   /// How long it has been running (0 unless kRunning).
   std::chrono::milliseconds running_for{0};
 };
@@ -164,6 +165,9 @@ struct DockerBackendOptions {
   std::string image;              // test VM image tag
   std::string socket_path;        // "" = $DOCKER_HOST or /var/run/docker.sock
   std::string session;            // label value telling this emulator's containers apart
+  /// Seconds SSH stays refused after an instance is running (its boot runs meanwhile), unless
+  /// its ssh_delay fault says otherwise; 0 = none.
+  double ssh_delay_seconds = 0;
 };
 std::unique_ptr<InstanceBackend> MakeDockerBackend(const DockerBackendOptions& options);
 

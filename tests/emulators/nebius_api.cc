@@ -429,6 +429,7 @@ class NebiusApi : public CloudApi {
                       std::string* out) {
     const auto t0 = Clock::now();
     grpc::Status st;
+    DelayRequest();
     if (!WaitWhileStalled()) {
       st = grpc::Status(Code::UNAVAILABLE,
                         "emulator: nebius was stalled (fault stall_after); this call was held and "
