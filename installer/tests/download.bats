@@ -24,17 +24,8 @@ teardown() { common_teardown; }
 
 # serve_release MODE: release_server.py in MODE (ok, truncate, stall); sets MIRROR.
 serve_release() {
-  local out="$BATS_TEST_TMPDIR/release-server.out" port="" i
-  "$REAL_PYTHON" -u "$BATS_TEST_DIRNAME/release_server.py" "$RELEASES" "$1" >"$out" 2>&1 &
-  # shellcheck disable=SC2034 # killed by common_teardown
-  HTTP_PID=$!
-  for ((i = 0; i < 100; i++)); do
-    port="$(sed -n 's/^port \([0-9]*\)$/\1/p' "$out")"
-    [[ -n "$port" ]] && break
-    sleep 0.1
-  done
-  [[ -n "$port" ]] || { cat "$out" >&2; return 1; }
-  MIRROR="http://127.0.0.1:$port"
+  start_port_server "$REAL_PYTHON" -u "$BATS_TEST_DIRNAME/release_server.py" "$RELEASES" "$1"
+  MIRROR="http://127.0.0.1:$SERVER_PORT"
 }
 
 # requests: how many times the asset was asked for.

@@ -41,18 +41,27 @@ common_teardown() {
   if [[ -n "${HTTP_PID:-}" ]]; then kill "$HTTP_PID" 2>/dev/null || true; fi
 }
 
-# start_http_server DIR: serve DIR on 127.0.0.1 (any free port); sets HTTP_URL and HTTP_PID.
-start_http_server() {
-  local out="$BATS_TEST_TMPDIR/http.out" port="" i
-  "$REAL_PYTHON" -u -m http.server --bind 127.0.0.1 --directory "$1" 0 >"$out" 2>&1 &
+# start_port_server CMD...: runs CMD (a local server that prints "port N" once it listens) in the
+# background (HTTP_PID, killed by common_teardown) and waits up to 30 s for that line; sets
+# SERVER_PORT. The output file exists before CMD starts, so the first read cannot race the fork.
+start_port_server() {
+  local out i
+  out="$(mktemp "$BATS_TEST_TMPDIR/server.XXXXXX")"
+  "$@" >"$out" 2>&1 &
   HTTP_PID=$!
-  for ((i = 0; i < 100; i++)); do
-    port="$(sed -n 's/.* port \([0-9][0-9]*\) .*/\1/p' "$out" | head -n1)"
-    [[ -n "$port" ]] && break
+  SERVER_PORT=""
+  for ((i = 0; i < 300; i++)); do
+    SERVER_PORT="$(sed -n 's/.*port \([0-9][0-9]*\).*/\1/p' "$out" | head -n1)"
+    [[ -n "$SERVER_PORT" ]] && break
     sleep 0.1
   done
-  [[ -n "$port" ]] || { cat "$out" >&2; return 1; }
-  HTTP_URL="http://127.0.0.1:$port"
+  [[ -n "$SERVER_PORT" ]] || { cat "$out" >&2; return 1; }
+}
+
+# start_http_server DIR: serve DIR on 127.0.0.1 (any free port); sets HTTP_URL and HTTP_PID.
+start_http_server() {
+  start_port_server "$REAL_PYTHON" -u -m http.server --bind 127.0.0.1 --directory "$1" 0
+  HTTP_URL="http://127.0.0.1:$SERVER_PORT"
 }
 
 # k3s_starts: how many times k3s was started or restarted.

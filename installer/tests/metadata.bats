@@ -24,15 +24,8 @@ meta_file() { mkdir -p "$(dirname "$META/$1")"; printf '%s\n' "$2" >"$META/$1"; 
 }
 
 @test "EC2 IMDSv2: token first, then the public IP with the token" {
-  "$REAL_PYTHON" -u "$BATS_TEST_DIRNAME/imds_server.py" 203.0.113.23 >"$BATS_TEST_TMPDIR/imds.out" &
-  # shellcheck disable=SC2034 # killed by common_teardown
-  HTTP_PID=$!
-  for ((i = 0; i < 100; i++)); do
-    port="$(sed -n 's/^port \([0-9]*\)$/\1/p' "$BATS_TEST_TMPDIR/imds.out")"
-    [ -n "$port" ] && break
-    sleep 0.1
-  done
-  GPUPROV_METADATA_URL="http://127.0.0.1:$port" run "$INSTALLER"
+  start_port_server "$REAL_PYTHON" -u "$BATS_TEST_DIRNAME/imds_server.py" 203.0.113.23
+  GPUPROV_METADATA_URL="http://127.0.0.1:$SERVER_PORT" run "$INSTALLER"
   [ "$status" -eq 0 ]
   grep -qx '  - "203.0.113.23"' "$SANDBOX/etc/rancher/k3s/config.yaml"
   grep -q 'X-aws-ec2-metadata-token: fake-imds-token' "$CURL_LOG"

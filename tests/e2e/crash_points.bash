@@ -24,7 +24,7 @@ skip_without_hooks() {
 }
 
 # census CLOUD: what exists, one "key=n" list. An emulated cloud: its /counts without the
-# rate-limit and launch counters. The docker cloud (no emulator): the containers of this file's
+# rate-limit, launch and delayed-request counters. The docker cloud (no emulator): the containers of this file's
 # VMs (names starting with $CRASH_PREFIX) and the lines of gpuprov's known_hosts.
 census() {
   if [ "$1" = docker ]; then
@@ -36,7 +36,7 @@ census() {
   curl -fsS "$CONTROL/counts?cloud=$1" | /usr/bin/python3 -c '
 import json, sys
 c = json.load(sys.stdin)
-for k in ("rate_limited", "operations_running", "launches"):
+for k in ("rate_limited", "operations_running", "launches", "delayed_requests"):
     c.pop(k, None)
 print(" ".join("%s=%s" % (k, c[k]) for k in sorted(c)))'
 }
