@@ -24,8 +24,9 @@ skip_without_hooks() {
 }
 
 # census CLOUD: what exists, one "key=n" list. An emulated cloud: its /counts without the
-# rate-limit, launch and delayed-request counters. The docker cloud (no emulator): the containers of this file's
-# VMs (names starting with $CRASH_PREFIX) and the lines of gpuprov's known_hosts.
+# rate-limit, launch and delayed-request counters. The docker cloud (no emulator): the
+# containers of this file's VMs (names starting with $CRASH_PREFIX) and the lines of gpuprov's
+# known_hosts.
 census() {
   if [ "$1" = docker ]; then
     echo "containers=$(docker ps -a --filter label=io.gpuprov.managed=1 \
