@@ -74,7 +74,20 @@ for f in "${bats_files[@]}"; do
 done
 max_jobs=${BATS_JOBS:-3}
 step_start=$(date +%s)
-( ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 >"$log_dir/ctest.log" 2>&1
+# record_signals JOB: inside a job's wrapper subshell, a TERM, INT or HUP sent to the wrapper is
+# written to $log_dir/signals (printed at the end) and the wrapper goes on waiting for its
+# ctest or bats: a kill of a stale PID elsewhere (PIDs wrap quickly here) must not lose a job's
+# status silently. (The commands it starts get default signal handling back at exec.)
+record_signals() {
+  local sig
+  for sig in TERM INT HUP; do
+    # shellcheck disable=SC2064  # the job's name and the signal now
+    trap "signal_note '$1' $sig" "$sig"
+  done
+}
+signal_note() { echo "$(date +%T) $1: SIG$2 to its wrapper (pid $BASHPID), ignored" >>"$log_dir/signals"; }
+( record_signals ctest
+  ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 >"$log_dir/ctest.log" 2>&1
   echo $? >"$log_dir/ctest.rc"
   echo "==> ctest took $(since "$step_start")" >&2 ) &
 : >"$log_dir/bats.log"
@@ -84,7 +97,8 @@ n=0
 start_bats() {
   n=$((n + 1))
   # shellcheck disable=SC2086  # a job is one or more file names
-  ( job_start=$(date +%s)
+  ( record_signals "bats job $n ($1)"
+    job_start=$(date +%s)
     bats --print-output-on-failure $1 >"$log_dir/bats.$n.log" 2>&1
     echo $? >"$log_dir/bats.$n.rc"
     echo "$(since "$job_start"): $1" >"$log_dir/bats.$n.time" ) &
@@ -98,6 +112,10 @@ while [ "$serial_started" -eq 0 ] || [ "$next" -lt "${#bats_jobs[@]}" ]; do
   elif [ "$next" -lt "${#bats_jobs[@]}" ] && [ "$(jobs -rp | wc -l)" -lt "$max_jobs" ]; then
     start_bats "${bats_jobs[$next]}"
     next=$((next + 1))
+  elif [ -z "$(jobs -rp)" ] && [ ! -e "$log_dir/ctest.rc" ]; then
+    # Nothing runs and ctest left no status: its wrapper is gone. Counted as failed.
+    echo "ctest's job ended without a status (killed?)" | tee -a "$log_dir/signals" >&2
+    echo 1 >"$log_dir/ctest.rc"
   else
     wait -n || true
   fi
@@ -105,6 +123,10 @@ done
 wait
 ctest_rc=$(cat "$log_dir/ctest.rc" 2>/dev/null || echo 1)
 cat "$log_dir/ctest.log"
+if [ -s "$log_dir/signals" ]; then
+  echo "==> signals the jobs' wrappers received (a kill aimed at another process?):" >&2
+  cat "$log_dir/signals" >&2
+fi
 echo "==> ctest and bats took $(since "$step_start")" >&2
 for i in $(seq 1 "$n"); do
   cat "$log_dir/bats.$i.log"
