@@ -58,7 +58,8 @@ const RemoteCommands& Load() {
       module = new boost::dll::shared_library(
           path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
     } catch (const std::exception& e) {
-      throw Error("cannot load " + path.string() + ": " + LoaderReason(path.string(), e.what()),
+      throw Error("cannot load the remote module: " + path.string() + ": " +
+                      LoaderReason(path.string(), e.what()),
                   kReinstallHint);
     }
     const RemoteCommands* (*entry)() = nullptr;
