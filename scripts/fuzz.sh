@@ -91,6 +91,7 @@ run_one() {
   [ "$long" -eq 1 ] || return 0
   # Every input the run kept, once, under ASan + UBSan (-runs=0: no mutation, nothing written).
   "$ASAN_DIR/fuzz/${target}_fuzz" -runs=0 -max_len=65536 -timeout="${GPUPROV_FUZZ_TIMEOUT:-10}" \
+    -artifact_prefix="$artifacts" \
     "$corpus" "tests/fuzz/corpus/$target" >"$log_dir/$target.asan-replay.log" 2>&1
 }
 
