@@ -83,6 +83,25 @@ class EmulatorDockerTest : public DockerBackendTest {
     return GetObject(r.Json(), "droplet")->getValue<int64_t>("id");
   }
 
+  // The droplet's public address once it is active ("" if it never is within 60 s).
+  std::string ActiveIp(int64_t id) {
+    std::string ip;
+    WaitFor(
+        [&] {
+          JsonObject d = GetObject(Do("GET", "/droplets/" + std::to_string(id)).Json(), "droplet");
+          if (!d || d->getValue<std::string>("status") != "active") return false;
+          JsonArray v4 = GetArray(GetObject(d, "networks"), "v4");
+          for (unsigned i = 0; i < v4->size(); ++i) {
+            if (v4->getObject(i)->getValue<std::string>("type") == "public") {
+              ip = v4->getObject(i)->getValue<std::string>("ip_address");
+            }
+          }
+          return !ip.empty();
+        },
+        60s);
+    return ip;
+  }
+
   int64_t AddKey() {
     Reply k = Do("POST", "/account/keys",
                  R"({"name":"t","public_key":")" + std::string(kPublicKey) + "\"}");
@@ -123,20 +142,8 @@ TEST_F(EmulatorDockerTest, DropletRunsItsUserDataAndGetsTheKeyAndGpu) {
   int64_t key = AddKey();
   int64_t id = CreateDroplet("emu-docker-vm", "gpu-h100x1-80gb",
                              "#!/bin/bash\necho ran-by-cloud-init > /root/emulator-user-data\n", key);
-  std::string ip;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        JsonObject d = GetObject(Do("GET", "/droplets/" + std::to_string(id)).Json(), "droplet");
-        if (!d || d->getValue<std::string>("status") != "active") return false;
-        JsonArray v4 = GetArray(GetObject(d, "networks"), "v4");
-        for (unsigned i = 0; i < v4->size(); ++i) {
-          if (v4->getObject(i)->getValue<std::string>("type") == "public") {
-            ip = v4->getObject(i)->getValue<std::string>("ip_address");
-          }
-        }
-        return true;
-      },
-      60s));
+  const std::string ip = ActiveIp(id);
+  ASSERT_FALSE(ip.empty()) << "the droplet never became active with a public address";
   EXPECT_EQ(ip.rfind("127.90.", 0), 0u) << ip;
   std::string cid = ContainerOf("digitalocean", "emu-docker-vm");
   ASSERT_FALSE(cid.empty());
@@ -194,25 +201,6 @@ class EmulatorDockerSshDelayTest : public EmulatorDockerTest {
     StartDockerEmulator(o);
     if (IsSkipped()) return;
     do_ = emu_->BaseUrl("digitalocean");
-  }
-
-  // The droplet's public address once it is active ("" if it never is within 60 s).
-  std::string ActiveIp(int64_t id) {
-    std::string ip;
-    WaitFor(
-        [&] {
-          JsonObject d = GetObject(Do("GET", "/droplets/" + std::to_string(id)).Json(), "droplet");
-          if (!d || d->getValue<std::string>("status") != "active") return false;
-          JsonArray v4 = GetArray(GetObject(d, "networks"), "v4");
-          for (unsigned i = 0; i < v4->size(); ++i) {
-            if (v4->getObject(i)->getValue<std::string>("type") == "public") {
-              ip = v4->getObject(i)->getValue<std::string>("ip_address");
-            }
-          }
-          return !ip.empty();
-        },
-        60s);
-    return ip;
   }
 
   // The control API's instance row of the droplet called name.

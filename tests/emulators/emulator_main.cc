@@ -74,6 +74,16 @@ int main(int argc, char** argv) {
       if (a.rfind(flag + "=", 0) == 0) return a.substr(flag.size() + 1);
       return std::nullopt;
     };
+    // The flag's value as a number >= 0 into *out; false when it is missing or not one.
+    auto non_negative = [&](const std::string& flag, double* out) {
+      auto v = value(flag);
+      try {
+        *out = v ? std::stod(*v) : -1;
+      } catch (const std::exception&) {
+        *out = -1;
+      }
+      return *out >= 0;
+    };
     if (a == "-h" || a == "--help") {
       std::cout << kUsage;
       return 0;
@@ -102,29 +112,17 @@ int main(int argc, char** argv) {
       if (!v || v->empty()) return Usage("--image needs a tag");
       options.image = *v;
     } else if (a.rfind("--boot-seconds", 0) == 0) {
-      auto v = value("--boot-seconds");
-      try {
-        options.boot_seconds = v ? std::stod(*v) : -1;
-      } catch (const std::exception&) {
-        options.boot_seconds = -1;
+      if (!non_negative("--boot-seconds", &options.boot_seconds)) {
+        return Usage("--boot-seconds takes a number >= 0");
       }
-      if (options.boot_seconds < 0) return Usage("--boot-seconds takes a number >= 0");
     } else if (a.rfind("--api-latency-ms", 0) == 0) {
-      auto v = value("--api-latency-ms");
-      try {
-        options.api_latency_ms = v ? std::stod(*v) : -1;
-      } catch (const std::exception&) {
-        options.api_latency_ms = -1;
+      if (!non_negative("--api-latency-ms", &options.api_latency_ms)) {
+        return Usage("--api-latency-ms takes a number >= 0");
       }
-      if (options.api_latency_ms < 0) return Usage("--api-latency-ms takes a number >= 0");
     } else if (a.rfind("--ssh-delay-seconds", 0) == 0) {
-      auto v = value("--ssh-delay-seconds");
-      try {
-        options.ssh_delay_seconds = v ? std::stod(*v) : -1;
-      } catch (const std::exception&) {
-        options.ssh_delay_seconds = -1;
+      if (!non_negative("--ssh-delay-seconds", &options.ssh_delay_seconds)) {
+        return Usage("--ssh-delay-seconds takes a number >= 0");
       }
-      if (options.ssh_delay_seconds < 0) return Usage("--ssh-delay-seconds takes a number >= 0");
     } else {
       return Usage("unknown argument " + a);
     }
