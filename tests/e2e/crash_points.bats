@@ -188,9 +188,9 @@ cloud_worker() {
   local cloud=$1 start=$SECONDS
   host_part "$cloud" &
   local host_pid=$!
-  k8s_part "$cloud" &
+  driver_calls_part "$cloud" k8s 3 "$cloud-k8s" &
   local k8s_pid=$!
-  calls_part "$cloud"
+  driver_calls_part "$cloud" plain 2 "$cloud"
   wait "$host_pid"
   wait "$k8s_pid"
   echo "$cloud $((SECONDS - start)) s" >>"$BATS_FILE_TMPDIR/seconds"
@@ -215,22 +215,14 @@ host_part() {
   fi
 }
 
-calls_part() {
+# driver_calls_part CLOUD MODE N HOME: every driver call of MODE's command (plain or k8s) on the
+# emulator memoryN (its own GCP key file gcp-keyN.json), in GPUPROV_HOME home-HOME.
+driver_calls_part() {
   local cloud=$1 points=()
-  endpoints_of memory2
-  export GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key2.json"
-  home_for "$cloud" "$cloud"
-  CRASH_MODE=plain
-  mapfile -t points < <(cloud_points "$cloud")
-  crash_matrix "$cloud" "${points[@]}"
-}
-
-k8s_part() {
-  local cloud=$1 points=()
-  endpoints_of memory3
-  export GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key3.json"
-  home_for "$cloud-k8s" "$cloud"
-  CRASH_MODE=k8s
+  endpoints_of "memory$3"
+  export GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key$3.json"
+  home_for "$4" "$cloud"
+  CRASH_MODE=$2
   mapfile -t points < <(cloud_points "$cloud")
   crash_matrix "$cloud" "${points[@]}"
 }
