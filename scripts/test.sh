@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test: set up and build, then unit and driver tests (ctest), the installer and
-# fixture tests (bats, shellcheck), the end-to-end CLI tests (bats, against real Docker), the
-# unit, driver and emulator tests again under ASan + UBSan and the tunnel and emulator
-# concurrency tests under TSan (scripts/sanitize.sh; GPUPROV_SKIP_SANITIZE=1 skips it) and a short
-# run of every fuzz target, built in the same ASan + UBSan directory (scripts/fuzz.sh;
-# GPUPROV_SKIP_FUZZ=1 skips it).
+# fixture tests (bats, shellcheck), the end-to-end CLI tests (bats, against real Docker), and,
+# beside them from the start (scripts/sanitize_and_fuzz.sh), the unit, driver-kit and driver
+# tests again under ASan + UBSan and the tunnel and emulator concurrency tests under TSan
+# (scripts/sanitize.sh; GPUPROV_SKIP_SANITIZE=1 skips it) and a short run of every fuzz target,
+# built in the same ASan + UBSan directory (scripts/fuzz.sh; GPUPROV_SKIP_FUZZ=1 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 run_start=$(date +%s)
