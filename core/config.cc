@@ -88,6 +88,46 @@ std::size_t FirstInvalidUtf8(std::string_view text) {
   return std::string_view::npos;
 }
 
+/// How deep arrays and inline tables may nest in config.toml. gpuprov's own keys nest at most
+/// two deep; toml11 3.7.1 parses nesting by recursion and overflows the stack at a few thousand
+/// levels (found by fuzzing, docs/fuzzing.md), so deeper text is refused before toml11 sees it.
+constexpr int kMaxTomlNesting = 32;
+
+/// The offset of the `[` or `{` that opens nesting level kMaxTomlNesting + 1 outside strings and
+/// comments, or npos. Knows TOML's four string forms and `#` comments; it counts table headers
+/// too (`[[x]]` is two levels), which close on their line.
+std::size_t FirstTooDeepBracket(std::string_view text) {
+  int depth = 0;
+  std::size_t i = 0;
+  const auto starts = [&](std::string_view token) { return text.substr(i, token.size()) == token; };
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == '#') {
+      while (i < text.size() && text[i] != '\n') ++i;
+    } else if (starts("\"\"\"") || starts("'''")) {
+      const std::string_view close = text.substr(i, 3);
+      const bool escapes = close[0] == '"';
+      i += 3;
+      while (i < text.size() && !starts(close)) i += (escapes && text[i] == '\\') ? 2 : 1;
+      // A closing delimiter may be followed by up to two more quotes that belong to the string.
+      i += 3;
+      while (i < text.size() && text[i] == close[0]) ++i;
+      continue;
+    } else if (c == '"' || c == '\'') {
+      ++i;
+      while (i < text.size() && text[i] != c && text[i] != '\n') {
+        i += (c == '"' && text[i] == '\\') ? 2 : 1;
+      }
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxTomlNesting) return i;
+    } else if (c == ']' || c == '}') {
+      if (depth > 0) --depth;
+    }
+    ++i;
+  }
+  return std::string_view::npos;
+}
+
 class ConfigParser {
  public:
   explicit ConfigParser(const std::string& display_name) : file_(display_name) {}
@@ -128,6 +168,12 @@ class ConfigParser {
       throw UsageError(file_ + ":" + std::to_string(line) + ": not UTF-8 text (byte " + byte +
                            "); a TOML file must be UTF-8",
                        "save the file as UTF-8, or remove that byte");
+    }
+    if (const std::size_t deep = FirstTooDeepBracket(text); deep != std::string_view::npos) {
+      const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(deep), '\n');
+      throw UsageError(file_ + ":" + std::to_string(line) + ": arrays or inline tables nested more than " +
+                           std::to_string(kMaxTomlNesting) + " deep",
+                       "gpuprov's settings nest at most two deep: check the brackets on that line");
     }
     std::istringstream in{std::string(text)};
     try {

@@ -190,6 +190,32 @@ TEST(ConfigTest, TextThatIsNotUtf8IsRefusedNamingLineAndByte) {
   EXPECT_NO_THROW(ParseConfig("# caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x9a\x80\n[defaults]\n", "config.toml"));
 }
 
+TEST(ConfigTest, NestingDeeperThan32IsRefusedBeforeToml11NamingTheLine) {
+  // toml11 recurses per level: thousands of `[` overflowed the stack (found by fuzzing).
+  const std::string deep = "[defaults]\ncloud = " + std::string(5000, '[') + "\n";
+  EXPECT_THAT(ErrorFor(deep), HasSubstr("config.toml:2: arrays or inline tables nested more than 32 deep"));
+  EXPECT_THAT(ErrorFor("x = " + std::string(33, '{') + "\n"), HasSubstr("nested more than 32 deep"));
+  // 32 levels reach toml11, which judges the rest.
+  EXPECT_THAT(ErrorFor("x = " + std::string(32, '[') + std::string(32, ']') + "\n"),
+              Not(HasSubstr("nested")));
+  // Brackets inside comments and the four string forms are not nesting.
+  const auto message_or_empty = [](const std::string& text) -> std::string {
+    try {
+      ParseConfig(text, "config.toml");
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::string many(100, '[');
+  for (const std::string& text :
+       {"# " + many + "\n[defaults]\n", "[defaults]\ncloud = \"" + many + "\\\"\"\n",
+        "[defaults]\ncloud = '" + many + "'\n", "[defaults]\ncloud = \"\"\"\n" + many + "\"\"\"\n",
+        "[defaults]\ncloud = '''" + many + "\n'''\n"}) {
+    EXPECT_THAT(message_or_empty(text), Not(HasSubstr("nested"))) << text;
+  }
+}
+
 TEST(ConfigTest, DuplicateKeyIsASyntaxError) {
   EXPECT_THAT(ErrorFor("[defaults]\ncloud = \"aws\"\ncloud = \"gcp\"\n"),
               HasSubstr("config.toml:3: TOML syntax error:"));

@@ -6,7 +6,6 @@
 #include <array>
 #include <cctype>
 #include <string_view>
-#include <regex>
 
 #include "error.h"
 #include "installer_bundle.h"
@@ -54,13 +53,32 @@ std::string K3sFieldName(Source source, const std::string& flag, const std::stri
   return source == Source::kFlag ? flag : key;
 }
 
+/// v1.31.4+k3s1 or v1.31.4-rc1+k3s1: v D.D.D [-rcD] +k3sD. Written out rather than with std::regex,
+/// whose libstdc++ executor recurses once per character (a long input overflowed the stack in the
+/// GCP driver, docs/fuzzing.md).
+bool IsK3sReleaseTag(std::string_view tag) {
+  std::size_t i = 0;
+  const auto literal = [&](std::string_view text) {
+    if (tag.substr(i, text.size()) != text) return false;
+    i += text.size();
+    return true;
+  };
+  const auto digits = [&] {
+    const std::size_t start = i;
+    while (i < tag.size() && tag[i] >= '0' && tag[i] <= '9') ++i;
+    return i > start;
+  };
+  if (!(literal("v") && digits() && literal(".") && digits() && literal(".") && digits())) return false;
+  if (literal("-rc") && !digits()) return false;
+  return literal("+k3s") && digits() && i == tag.size();
+}
+
 /// Checks the k3s choice (the installer checks the same on the node; checking here refuses it
 /// before anything is created): formats, and a sha256 for any version but the pinned one.
 void CheckK3sChoice(ProvisionOptions& o) {
   const PinnedK3s& pinned = PinnedK3sRelease();
   if (const auto& v = o.k3s_version.value) {
-    static const std::regex tag(R"(v[0-9]+\.[0-9]+\.[0-9]+(-rc[0-9]+)?\+k3s[0-9]+)");
-    if (!std::regex_match(*v, tag)) {
+    if (!IsK3sReleaseTag(*v)) {
       throw UsageError(K3sFieldName(o.k3s_version.source, "--k3s-version", "k3s_version") + ": \"" +
                            *v + "\" (" + DescribeOrigin(o.k3s_version) +
                            ") is not a k3s release tag like " + pinned.version,
@@ -69,8 +87,7 @@ void CheckK3sChoice(ProvisionOptions& o) {
     }
   }
   if (auto& h = o.k3s_sha256.value) {
-    static const std::regex hex("[0-9a-fA-F]{64}");
-    if (!std::regex_match(*h, hex)) {
+    if (h->size() != 64 || !std::all_of(h->begin(), h->end(), [](unsigned char c) { return std::isxdigit(c); })) {
       throw UsageError(K3sFieldName(o.k3s_sha256.source, "--k3s-sha256", "k3s_sha256") + " (" +
                            DescribeOrigin(o.k3s_sha256) + ") must be 64 hex digits",
                        "copy the hash from the release's sha256sum-amd64.txt or "
@@ -79,16 +96,16 @@ void CheckK3sChoice(ProvisionOptions& o) {
     for (char& c : *h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
   if (auto& u = o.k3s_download_url.value) {
-    static const std::regex url(R"(https?://[^\s]+)");
-    if (!std::regex_match(*u, url)) {
+    const std::size_t scheme = u->rfind("https://", 0) == 0 ? 8 : u->rfind("http://", 0) == 0 ? 7 : 0;
+    const auto space = [](unsigned char c) { return std::isspace(c) != 0; };
+    if (scheme == 0 || u->size() == scheme || std::any_of(u->begin(), u->end(), space)) {
       throw UsageError(
           K3sFieldName(o.k3s_download_url.source, "--k3s-download-url", "k3s_download_url") +
               ": \"" + *u + "\" (" + DescribeOrigin(o.k3s_download_url) +
               ") is not an http:// or https:// URL",
           "give the base URL of a mirror of https://github.com/k3s-io/k3s/releases/download");
     }
-    static const std::regex userinfo(R"(https?://[^/]*@.*)");
-    if (std::regex_match(*u, userinfo)) {
+    if (u->substr(scheme, u->find('/', scheme) - scheme).find('@') != std::string::npos) {
       throw UsageError(
           K3sFieldName(o.k3s_download_url.source, "--k3s-download-url", "k3s_download_url") +
               " (" + DescribeOrigin(o.k3s_download_url) +

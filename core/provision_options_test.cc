@@ -11,6 +11,7 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 EnvLookup MapEnv(std::map<std::string, std::string> vars) {
   return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
@@ -422,6 +423,36 @@ TEST(ProvisionOptionsTest, MalformedK3sValuesAreRefusedNamingTheField) {
   EXPECT_THAT(refusal, ::testing::Not(HasSubstr("hunter2")));
   EXPECT_THAT(RefusalOf(Named(), Spec{}, ConfigFrom("[defaults]\nk3s_sha256 = \"zz\"\n")),
               HasSubstr("k3s_sha256 (from config.toml [defaults]) must be 64 hex digits"));
+}
+
+TEST(ProvisionOptionsTest, K3sTagAndUrlShapesAreCheckedCharacterByCharacter) {
+  const auto refusal_for_version = [](const std::string& version) {
+    ProvisionFlags flags = Named();
+    flags.k3s_version = version;
+    return RefusalOf(flags);
+  };
+  for (const char* good : {"v1.31.4+k3s1", "v1.31.4-rc1+k3s2", "v10.0.123+k3s10"}) {
+    EXPECT_THAT(refusal_for_version(good), Not(HasSubstr("is not a k3s release tag"))) << good;
+  }
+  for (const char* bad : {"v1.31+k3s1", "v1.31.4", "v1.31.4+k3s", "v1.31.4-rc+k3s1", "v1.31.4-beta1+k3s1",
+                          "1.31.4+k3s1", "v1.31.4+k3s1 ", "v1.31.4+k3s1x"}) {
+    EXPECT_THAT(refusal_for_version(bad), HasSubstr("is not a k3s release tag")) << bad;
+  }
+  // std::regex recursed per character; a long value is now refused like any other.
+  EXPECT_THAT(refusal_for_version("v1.31." + std::string(200000, '4')), HasSubstr("is not a k3s release tag"));
+  const auto refusal_for_url = [](const std::string& url) {
+    ProvisionFlags flags = Named();
+    flags.k3s_download_url = url;
+    return RefusalOf(flags);
+  };
+  for (const char* bad : {"https://", "http://", "ftp://mirror.example", "https://mirror.example/k 3s"}) {
+    EXPECT_THAT(refusal_for_url(bad), HasSubstr("is not an http:// or https:// URL")) << bad;
+  }
+  EXPECT_THAT(refusal_for_url("http://u@mirror.example"), HasSubstr("holds a user name or password"));
+  // An @ after the host is a path, not credentials.
+  EXPECT_THAT(refusal_for_url("https://mirror.example/k3s@v1"), Not(HasSubstr("user name or password")));
+  EXPECT_THAT(refusal_for_url("https://mirror.example/" + std::string(200000, 'a')),
+              Not(HasSubstr("is not an http")));
 }
 
 // ---- --allow-from ----

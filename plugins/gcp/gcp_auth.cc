@@ -20,8 +20,8 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
-#include <regex>
 #include <sstream>
+#include <string_view>
 
 #include "credentials.h"
 #include "json_util.h"
@@ -341,8 +341,10 @@ std::string GcloudConfigProject() {
   }
   if (active.empty()) active = "default";
   // gcloud's configuration names are [a-z][-a-z0-9]*: anything else names no file of its.
-  static const std::regex kConfigName("[a-z][-a-z0-9]*");
-  if (!std::regex_match(active, kConfigName)) return "";
+  const auto name_char = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; };
+  if (!(active[0] >= 'a' && active[0] <= 'z') || !std::all_of(active.begin(), active.end(), name_char)) {
+    return "";
+  }
   std::optional<std::string> text =
       drivers::ReadSmallFile(dir + "/configurations/config_" + active);
   return text ? drivers::IniValue(drivers::ParseIni(*text), "core", "project").value_or("") : "";
@@ -508,11 +510,39 @@ std::string SubjectTokenFrom(const GoogleCredentials& creds, const std::string& 
   return token;
 }
 
+namespace {
+
+/// dddd-dd-ddTdd:dd:dd, optionally .d+, then Z or [+-]dd:dd. Written out: libstdc++'s std::regex
+/// recurses once per character and a long input overflowed the stack (found by fuzzing,
+/// docs/fuzzing.md).
+bool HasRfc3339Shape(std::string_view s) {
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  // 'd' in a shape is a digit; any other character stands for itself.
+  const auto fits = [&](std::string_view text, std::string_view shape) {
+    if (text.size() != shape.size()) return false;
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      if (shape[i] == 'd' ? !digit(text[i]) : text[i] != shape[i]) return false;
+    }
+    return true;
+  };
+  constexpr std::string_view kDateTime = "dddd-dd-ddTdd:dd:dd";
+  if (s.size() < kDateTime.size() || !fits(s.substr(0, kDateTime.size()), kDateTime)) return false;
+  s.remove_prefix(kDateTime.size());
+  if (!s.empty() && s[0] == '.') {
+    std::size_t n = 1;
+    while (n < s.size() && digit(s[n])) ++n;
+    if (n == 1) return false;
+    s.remove_prefix(n);
+  }
+  if (s == "Z") return true;
+  return !s.empty() && (s[0] == '+' || s[0] == '-') && fits(s.substr(1), "dd:dd");
+}
+
+}  // namespace
+
 std::optional<int64_t> SecondsUntil(const std::string& rfc3339, int64_t now_unix_seconds) {
   // Poco's parser is lenient about what precedes the fields: the shape is checked first.
-  static const std::regex kShape(
-      R"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2}))");
-  if (!std::regex_match(rfc3339, kShape)) return std::nullopt;
+  if (!HasRfc3339Shape(rfc3339)) return std::nullopt;
   Poco::DateTime dt;
   int tzd = 0;
   if (!Poco::DateTimeParser::tryParse(Poco::DateTimeFormat::ISO8601_FRAC_FORMAT, rfc3339, dt,

@@ -333,6 +333,12 @@ TEST(GcpCredentials, SecondsUntilReadsRfc3339Times) {
   EXPECT_EQ(SecondsUntil("2026-12-03T18:00:00.250Z", 1796320800 - 10), 10);
   EXPECT_EQ(SecondsUntil("2026-12-03T19:00:00+01:00", 1796320800), 0);
   EXPECT_FALSE(SecondsUntil("tomorrow", 0));
+  for (const char* bad : {"2026-12-03T18:00:00", "2026-12-03T18:00:00.Z", "2026-12-03 18:00:00Z",
+                          "2026-12-03T18:00:00+0100", "x2026-12-03T18:00:00Z", "2026-12-03T18:00:00Zx"}) {
+    EXPECT_FALSE(SecondsUntil(bad, 0)) << bad;
+  }
+  // std::regex overflowed the stack on a long input (found by fuzzing); now a plain refusal.
+  EXPECT_FALSE(SecondsUntil("2026-12-03T18:00:00." + std::string(200000, '1'), 0));
 }
 
 TEST(GcpCredentials, ActiveConfigNameFromTheEnvironmentWinsOverTheFile) {

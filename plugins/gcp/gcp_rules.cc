@@ -6,7 +6,6 @@
 #include <Poco/SHA2Engine.h>
 
 #include <cctype>
-#include <regex>
 #include <sstream>
 
 #include "credentials.h"
@@ -53,9 +52,20 @@ std::string StateOf(const std::string& s) {
   return "error";
 }
 
+// [a-z]+-[a-z]+[0-9]+-[a-z], written out: libstdc++'s std::regex recurses once per character
+// and a long input overflowed the stack (found by fuzzing, docs/fuzzing.md).
 bool IsZone(const std::string& location) {
-  static const std::regex zone("^[a-z]+-[a-z]+[0-9]+-[a-z]$");
-  return std::regex_match(location, zone);
+  const auto lower = [](char c) { return c >= 'a' && c <= 'z'; };
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  std::size_t i = 0;
+  const auto run = [&](auto in_class) {
+    const std::size_t start = i;
+    while (i < location.size() && in_class(location[i])) ++i;
+    return i > start;
+  };
+  const auto dash = [&] { return i < location.size() && location[i++] == '-'; };
+  return run(lower) && dash() && run(lower) && run(digit) && dash() &&
+         i + 1 == location.size() && lower(location[i]);
 }
 
 std::string RegionOf(const std::string& location) {

@@ -55,6 +55,12 @@ TEST(GcpRules, ZonesAndRegions) {
   EXPECT_TRUE(IsZone("us-central1-a"));
   EXPECT_TRUE(IsZone("europe-west4-b"));
   EXPECT_FALSE(IsZone("us-central1"));
+  for (const char* bad : {"", "us-central-a", "us-central1-", "us-central1-ab", "Us-central1-a",
+                          "-us-central1-a", "uscentral1-a", "us-central1-1"}) {
+    EXPECT_FALSE(IsZone(bad)) << bad;
+  }
+  // std::regex overflowed the stack on a long input (found by fuzzing); now a plain no.
+  EXPECT_FALSE(IsZone("us-" + std::string(200000, 'a') + "1-"));
   EXPECT_EQ(RegionOf("us-central1-f"), "us-central1");
   EXPECT_EQ(RegionOf("us-central1"), "us-central1");
   EXPECT_EQ(LastSegment("https://www.googleapis.com/compute/v1/projects/p/zones/us-east1-b"),
