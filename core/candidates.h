@@ -59,7 +59,8 @@ std::vector<Candidate> CandidatesFromOffers(const std::vector<CloudOffers>& aske
 /// skipped candidates last, in the order given.
 void SortCandidates(std::vector<Candidate>& candidates);
 
-/// Marks candidates above \a max_price (--max-price) as skipped, with the reason.
+/// Marks candidates above \a max_price (--max-price) as skipped, with the reason; with a
+/// maximum, an offer whose price is unknown is skipped too (it cannot be shown to be within it).
 void SkipAbovePrice(std::vector<Candidate>& candidates, std::optional<double> max_price);
 
 /// The table printed before anything is created: cloud, region, instance type, GPUs, $/h and

@@ -133,13 +133,17 @@ TEST(SortCandidates, ByPriceTiesByOrderGivenUnknownPriceThenSkippedLast) {
 }
 
 TEST(SkipAbovePrice, SkipsOnlyDearerOffersWithTheReason) {
-  std::vector<Candidate> c = {Cand("a", 1, 0), Cand("b", 2.5, 1), Cand("c", 2, 2)};
+  std::vector<Candidate> c = {Cand("a", 1, 0), Cand("b", 2.5, 1), Cand("c", 2, 2),
+                              Cand("d", 0, 3), Cand("e", 9, 4, "no offer for this request")};
   SkipAbovePrice(c, std::nullopt);
   EXPECT_TRUE(c[1].skipped.empty());
+  EXPECT_TRUE(c[3].skipped.empty());
   SkipAbovePrice(c, 2.0);
   EXPECT_TRUE(c[0].skipped.empty());
   EXPECT_EQ(c[1].skipped, "above --max-price $2.00/h");
   EXPECT_TRUE(c[2].skipped.empty());  // at the limit is allowed, as DecideCreateConsent does
+  EXPECT_EQ(c[3].skipped, "price unknown, so not known to be within --max-price");
+  EXPECT_EQ(c[4].skipped, "no offer for this request");  // the first reason stays
 }
 
 TEST(CandidateTable, NumbersTriedRowsAndSaysWhyOthersAreSkipped) {
