@@ -167,7 +167,7 @@ void SkipAbovePrice(std::vector<Candidate>& candidates, std::optional<double> ma
 
 std::string CandidateTable(const std::vector<Candidate>& candidates) {
   std::vector<std::vector<std::string>> rows = {
-      {"#", "CLOUD", "REGION", "INSTANCE TYPE", "GPUS", "$/H", "NOTE"}};
+      {"#", "CLOUD", "REGION", "INSTANCE TYPE", "GPUS", "$/H", "PRICE FROM", "IN STOCK", "NOTE"}};
   size_t n = 0;
   for (const auto& c : candidates) {
     const bool tried = c.skipped.empty();
@@ -176,7 +176,11 @@ std::string CandidateTable(const std::vector<Candidate>& candidates) {
                                            : "";
     rows.push_back({tried ? std::to_string(++n) : "-", c.cloud, c.region.empty() ? "-" : c.region,
                     c.offer.instance_type.empty() ? "-" : c.offer.instance_type, GpusText(c.offer),
-                    PriceText(c.offer.price_per_hour), note});
+                    PriceText(c.offer.price_per_hour),
+                    c.offer.price_per_hour > 0 && !c.offer.price_source.empty()
+                        ? c.offer.price_source
+                        : "-",
+                    !c.offer.in_stock ? "-" : *c.offer.in_stock ? "yes" : "no", note});
   }
   std::vector<size_t> width(rows[0].size(), 0);
   for (const auto& row : rows) {

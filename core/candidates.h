@@ -63,8 +63,9 @@ void SortCandidates(std::vector<Candidate>& candidates);
 /// maximum, an offer whose price is unknown is skipped too (it cannot be shown to be within it).
 void SkipAbovePrice(std::vector<Candidate>& candidates, std::optional<double> max_price);
 
-/// The table printed before anything is created: cloud, region, instance type, GPUs, $/h and
-/// the note (skipped or failed, with the reason), one row per candidate in order.
+/// The table printed before anything is created: cloud, region, instance type, GPUs, $/h, where
+/// the price comes from (live or the driver's table), in stock (where the cloud says) and the
+/// note (skipped or failed, with the reason), one row per candidate in order.
 std::string CandidateTable(const std::vector<Candidate>& candidates);
 
 /// How one attempt on a candidate ended.

@@ -147,12 +147,18 @@ TEST(SkipAbovePrice, SkipsOnlyDearerOffersWithTheReason) {
 }
 
 TEST(CandidateTable, NumbersTriedRowsAndSaysWhyOthersAreSkipped) {
-  std::vector<Candidate> c = {Cand("aws", 1.5, 0), Cand("gcp", 0, 1, "no offer for this request")};
+  std::vector<Candidate> c = {Cand("aws", 1.5, 0), Cand("gcp", 0, 1, "no offer for this request"),
+                              Cand("lambda", 2, 2)};
   c[0].failed = "no capacity";
+  c[0].offer.price_source = "table";
+  c[1].offer.price_source = "live";  // no price: nothing to say where it came from
+  c[2].offer.price_source = "live";
+  c[2].offer.in_stock = true;
   const std::string t = CandidateTable(c);
-  EXPECT_THAT(t, HasSubstr("#  CLOUD  REGION  INSTANCE TYPE  GPUS    $/H      NOTE\n"));
-  EXPECT_THAT(t, HasSubstr("1  aws    r       t              H100:1  $1.50/h  failed: no capacity\n"));
-  EXPECT_THAT(t, HasSubstr("-  gcp    r       t              H100:1  -        skipped: no offer"));
+  EXPECT_THAT(t, HasSubstr("#  CLOUD   REGION  INSTANCE TYPE  GPUS    $/H      PRICE FROM  IN STOCK  NOTE\n"));
+  EXPECT_THAT(t, HasSubstr("1  aws     r       t              H100:1  $1.50/h  table       -         failed: no capacity\n"));
+  EXPECT_THAT(t, HasSubstr("-  gcp     r       t              H100:1  -        -           -         skipped: no offer"));
+  EXPECT_THAT(t, HasSubstr("2  lambda  r       t              H100:1  $2.00/h  live        yes\n"));
 }
 
 // The failover decision table: one test per row.

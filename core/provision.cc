@@ -633,8 +633,10 @@ class Provision {
   void AnnounceOfferAndConfirm() {
     console_.Info("offer: " + offer_.instance_type +
                   (offer_.region.empty() ? "" : " in " + offer_.region) +
-                  (offer_.price_per_hour > 0 ? " at " + FormatPricePerHour(offer_.price_per_hour)
-                                             : ""));
+                  (offer_.price_per_hour > 0
+                       ? " at " + FormatPricePerHour(offer_.price_per_hour) +
+                             (offer_.price_source == "table" ? " (the driver's price table)" : "")
+                       : " (price unknown)"));
     ConfirmPrice();
   }
 

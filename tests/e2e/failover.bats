@@ -79,7 +79,10 @@ record() {
   [ "$status" -eq 1 ] # the memory backend's SSH never answers
   [[ "$output" == *"SSH on "*"did not become reachable"* ]]
   # The table, cheapest first, ties in the order given; then the attempts in that order.
-  [[ "$output" == *"1  massedcompute  us-central-3  gpu_1x_h100"*"\$2.39/h"* ]]
+  # $/h with where the price comes from; "in stock" where the cloud says (Massed Compute's
+  # inventory does; GCE's machine types and AWS's table do not).
+  [[ "$output" == *"1  massedcompute  us-central-3  gpu_1x_h100"*"\$2.39/h   live        yes"* ]]
+  [[ "$output" == *"4  gcp "*"\$11.06/h  table       -"* ]]
   [[ "$output" == *"2  digitalocean   nyc2"*"3  digitalocean   tor1"*"4  gcp            us-central1   a3-highgpu-1g"*"\$11.06/h"*"5  aws "* ]]
   [[ "$output" == *"massedcompute us-central-3: no capacity; trying the next candidate"* ]]
   [[ "$output" == *"digitalocean nyc2: quota; trying the next candidate"* ]]
@@ -187,8 +190,8 @@ record() {
   header=$(head -1 <<<"$output")
   row=$(grep '^fo-resume ' <<<"$output")
   [[ "$header" == *'$/H'*COST* ]]
-  [ "${row:$(awk -v h="$header" 'BEGIN{print index(h, "$/H") - 1}'):6}" = '$11.06' ]
-  [[ "${row:$(awk -v h="$header" 'BEGIN{print index(h, "COST") - 1}')}" == '$0.'* ]]
+  [ "${row:$(awk -v h="$header" 'BEGIN{print index(h, "$/H") - 1}'):6}" = "\$11.06" ]
+  [[ "${row:$(awk -v h="$header" 'BEGIN{print index(h, "COST") - 1}')}" == "\$0."* ]]
   "$GPUPROV" list -o json | /usr/bin/python3 -c '
 import json, sys
 vm = [v for v in json.load(sys.stdin) if v["name"] == "fo-resume"][0]
