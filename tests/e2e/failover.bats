@@ -134,6 +134,15 @@ record() {
   [[ "$output" == *"no candidate to try for H100:1 on gcp, digitalocean"* ]]
   [ ! -e "$GPUPROV_HOME/state/fo-none.json" ]
   [ "$(count gcp instances)" -eq 0 ]
+  # The same candidates from a spec file's lists.
+  printf '%s\n' 'name: fo-spec' 'cloud: [gcp, digitalocean]' 'region: [us-central1, nyc2]' \
+    'gpus: H100:1' 'kubernetes: false' >"$BATS_TEST_TMPDIR/spec.yaml"
+  run -2 "$GPUPROV" provision -f "$BATS_TEST_TMPDIR/spec.yaml" --max-price 1
+  echo "$output"
+  grep -Eq '^ +-  gcp +us-central1 .*skipped: above --max-price [$]1\.00/h$' <<<"$output"
+  grep -Eq '^ +-  digitalocean +nyc2 .*skipped: above --max-price [$]1\.00/h$' <<<"$output"
+  grep -Eq '^ +-  gcp +nyc2 .*skipped: no offer for this request$' <<<"$output"
+  [[ "$output" == *"no candidate to try for H100:1 on gcp, digitalocean"* ]]
 
   # Capacity on the only candidates within the maximum: each cleaned up, every one named.
   fault '{"cloud":"massedcompute","fault":"capacity","times":1}'
