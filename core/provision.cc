@@ -15,9 +15,9 @@
 #include "check_command.h"
 #include "cloud.h"
 #include "cluster_bringup.h"
-#include "driver_host.h"
 #include "console.h"
 #include "crash_point.h"
+#include "driver_host.h"
 #include "elapsed.h"
 #include "error.h"
 #include "file_util.h"
@@ -231,25 +231,10 @@ class Provision {
         opt_.region.value ? ParseRegionList(*opt_.region.value, "--region")
                           : std::vector<std::string>{};
     host_.emplace(app_.MakeDriverHost());
-    key_path_ = opt_.ssh_key.value ? ExpandHome(*opt_.ssh_key.value)
-                                   : (app_.paths.keys_dir() / "id_ed25519").string();
-    if (opt_.ssh_key.value && !std::filesystem::exists(key_path_)) {
-      throw UsageError("ssh key " + key_path_ + " does not exist (--ssh-key " +
-                           DescribeOrigin(opt_.ssh_key) + ")",
-                       "name an existing private key, or drop --ssh-key to use gpuprov's own");
-    }
+    ChooseKeyPath();
     std::vector<std::string> clouds = selection.clouds;
     if (selection.any) clouds = UsableClouds();
-    EnsureDir(app_.paths.home());
-    EnsureDir(app_.paths.state_dir());
-    EnsureDir(app_.paths.keys_dir());
-    store_.emplace(app_.paths);
-    lock_ = store_->TryLockVm(name_);
-    if (!lock_) {
-      console_.Note("another gpuprov is working on '" + name_ + "'; waiting for it");
-      lock_.emplace(store_->LockVm(name_, 30 * 60 * 1000));
-    }
-    existing_ = store_->Load(name_);
+    LockVmAndLoadRecord();
     if (existing_) {
       if (std::find(clouds.begin(), clouds.end(), existing_->cloud) == clouds.end()) {
         throw UsageError("a VM named '" + name_ + "' already exists on " + existing_->cloud +
@@ -501,12 +486,7 @@ class Provision {
     console_.Info("resuming with " + cloud_name_ +
                   (existing_->region.empty() ? "" : " " + existing_->region) +
                   ", the candidate the record of '" + name_ + "' names");
-    const Resolved<bool> kubernetes = opt_.kubernetes;
-    host_.emplace(app_.MakeDriverHost());
-    driver_.emplace(host_->Load(cloud_name_));
-    k8s_ = DecideKubernetes(kubernetes, cloud_name_,
-                            driver_->info().has(GPUPROV_CAP_HOSTS_KUBERNETES));
-    if (k8s_.refused) throw UsageError(k8s_.note, "nothing was created");
+    LoadDriver();
     CheckAccountAndPlan();
     ChooseOfferAndKey();
     RecordIntent();
@@ -526,6 +506,11 @@ class Provision {
     const DriverInfo& info = driver_->info();
     k8s_ = DecideKubernetes(opt_.kubernetes, cloud_name_, info.has(GPUPROV_CAP_HOSTS_KUBERNETES));
     if (k8s_.refused) throw UsageError(k8s_.note, "nothing was created");
+    ChooseKeyPath();
+  }
+
+  /// The private key: --ssh-key (which must exist), else gpuprov's own.
+  void ChooseKeyPath() {
     key_path_ = opt_.ssh_key.value ? ExpandHome(*opt_.ssh_key.value)
                                    : (app_.paths.keys_dir() / "id_ed25519").string();
     if (opt_.ssh_key.value && !std::filesystem::exists(key_path_)) {
@@ -537,6 +522,15 @@ class Provision {
 
   /// The per-VM lock (another gpuprov on the same name waits), and the record of an earlier run.
   void LockAndReadRecord() {
+    LockVmAndLoadRecord();
+    if (existing_ && existing_->cloud != cloud_name_) {
+      throw UsageError("a VM named '" + name_ + "' already exists on " + existing_->cloud,
+                       "choose another --name, or remove it with `gpuprov down " + name_ + "`");
+    }
+  }
+
+  /// The per-VM lock (held to the end) and the record of an earlier run, if any.
+  void LockVmAndLoadRecord() {
     EnsureDir(app_.paths.home());
     EnsureDir(app_.paths.state_dir());
     EnsureDir(app_.paths.keys_dir());
@@ -547,11 +541,8 @@ class Provision {
       lock_.emplace(store_->LockVm(name_, 30 * 60 * 1000));
     }
     existing_ = store_->Load(name_);
-    if (existing_ && existing_->cloud != cloud_name_) {
-      throw UsageError("a VM named '" + name_ + "' already exists on " + existing_->cloud,
-                       "choose another --name, or remove it with `gpuprov down " + name_ + "`");
-    }
   }
+
 
   /// The k3s release choice, for the boot script and SSH runs alike.
   InstallerArgs K3sArgs() const {
