@@ -103,7 +103,7 @@ std::vector<Candidate> CandidatesFromOffers(const std::vector<CloudOffers>& aske
     skipped.region = a.region;
     skipped.order = a.order;
     if (!a.error.empty()) {
-      skipped.skipped = "offers failed: " + a.error;
+      skipped.skipped = a.error;
       out.push_back(skipped);
       continue;
     }

@@ -46,7 +46,9 @@ struct CloudOffers {
   std::string region;  // as asked ("" for the driver's choice)
   size_t order = 0;
   std::vector<CloudOffer> offers;
-  std::string error;  // the offers call (or opening the driver) failed with this
+  /// Why there are no offers: "offers failed: ..." for a failed offers call, or why the cloud
+  /// cannot be used (its driver did not load, Kubernetes asked of a cloud that cannot host it).
+  std::string error;
 };
 
 /// One candidate per (cloud, region) pair: the offer of \a instance_type when given, else the

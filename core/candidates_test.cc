@@ -89,7 +89,7 @@ TEST(CandidatesFromOffers, CheapestPerRegionNamedTypeFailuresAndNothingOffered) 
             {Offer("p5.big", "us-east-1", 9), Offer("p5.small", "us-east-1", 4),
              Offer("p5.small", "us-west-2", 5)}),
       Asked("gcp", "us-central1", 1, {}),
-      Asked("lambda", "", 2, {}, "HTTP 500"),
+      Asked("lambda", "", 2, {}, "offers failed: HTTP 500"),
   };
   const std::vector<Candidate> c = CandidatesFromOffers(asked, std::nullopt);
   ASSERT_EQ(c.size(), 4u);

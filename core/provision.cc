@@ -344,7 +344,7 @@ class Provision {
           try {
             o.offers = c.cloud->Offers(opt_.gpus.value, o.region, c.k8s.enabled);
           } catch (const std::exception& e) {
-            o.error = e.what();
+            o.error = std::string("offers failed: ") + e.what();
           }
         }
         per_cloud[i].push_back(std::move(o));
