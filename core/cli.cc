@@ -69,9 +69,13 @@ const std::vector<Command>& Commands() {
        "k3s node",
        {{"name", 'n', "NAME", "the VM's name: [a-z][a-z0-9-]*, at most 39 characters"},
         {"cloud", 'c', "CLOUD", "which cloud's driver to use (default: [defaults] cloud, else "
-                                "the only cloud `gpuprov check` finds usable)",
+                                "the only cloud `gpuprov check` finds usable); a list "
+                                "(aws,gcp,lambda) or `any` (every cloud whose credentials work) "
+                                "makes candidates, tried cheapest first, the next on no "
+                                "capacity or quota",
          Completion::kCloud},
-        {"region", 'r', "REGION", "the cloud's region or zone"},
+        {"region", 'r', "REGION", "the cloud's region or zone; a list (us-central1,us-east1) "
+                                  "makes a candidate of each region a cloud serves"},
         {"gpus", 'g', "TYPE:COUNT", "GPU type and count, e.g. L4:1, A100:8, H100-80GB:8",
          Completion::kGpus},
         {"file", 'f', "SPEC", "a YAML spec file; flags override its fields", Completion::kFile},
@@ -95,7 +99,8 @@ const std::vector<Command>& Commands() {
         {"merge-kubeconfig", 0, nullptr, "merge the VM's context into $KUBECONFIG's first file or "
                                          "~/.kube/config at the end (config: merge_kubeconfig)"},
         {"max-price", 0, "USD", "refuse an offer costing more than USD dollars per hour; "
-                                "nothing is created"},
+                                "nothing is created (with candidates: skip those above it or "
+                                "without a price)"},
         {"yes", 'y', nullptr, "do not ask before making a VM above confirm_above_per_hour "
                               "(asked only on a terminal)"}},
        &RunProvisionArgs, Completion::kNone, /*streams=*/true},
@@ -111,7 +116,8 @@ const std::vector<Command>& Commands() {
        "known_hosts) for ~/.ssh/config, VS Code or `ssh -F`",
        {}, &RunSshConfigArgs, Completion::kVm},
       {"list", "list",
-       "show every VM gpuprov knows: name, cloud, region, state, address, GPUs, $/h, k8s, age",
+       "show every VM gpuprov knows: name, cloud, region, state, address, GPUs, $/h, cost so "
+       "far, k8s, age",
        {{"no-refresh", 0, nullptr, "show recorded state only; do not ask the clouds"}},
        &RunListArgs},
       {"down", "down NAME [--yes]",

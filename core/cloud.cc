@@ -180,6 +180,12 @@ std::vector<CloudOffer> Cloud::Offers(const std::optional<GpuRequest>& gpu,
       if (o->has("price_per_hour") && !o->isNull("price_per_hour")) {
         offer.price_per_hour = o->getValue<double>("price_per_hour");
       }
+      if (o->has("price_source") && o->get("price_source").isString()) {
+        offer.price_source = o->getValue<std::string>("price_source");
+      }
+      if (o->has("in_stock") && o->get("in_stock").isBoolean()) {
+        offer.in_stock = o->getValue<bool>("in_stock");
+      }
       out.push_back(offer);
     }
   }

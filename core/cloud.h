@@ -35,6 +35,10 @@ struct CloudOffer {
   int gpu_count = 0;
   std::string region;
   double price_per_hour = 0;
+  /// "live" (the cloud's API said it now) or "table" (the driver's own list); "" unknown.
+  std::string price_source;
+  /// The cloud says it is in stock now (true) or not (false); nullopt: it does not say.
+  std::optional<bool> in_stock;
 };
 
 /// Something on the cloud that carries gpuprov's marks (ABI 1.2 list_resources).

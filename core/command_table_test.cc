@@ -105,6 +105,26 @@ TEST(ListTable, SizesColumnsToTheirContent) {
   EXPECT_EQ(header.back(), 'E');
   EXPECT_EQ(row_b.substr(header.find("GPUS"), 1), "-");
   EXPECT_EQ(row_b.substr(header.find("$/H"), 1), "-");
+  EXPECT_EQ(row_b.substr(header.find("COST"), 1), "-");
+}
+
+TEST(ListTable, CostIsHoursSinceCreatedTimesPrice) {
+  VmRecord a;
+  a.name = "a";
+  a.cloud = "lambda";
+  a.price_per_hour = 2.0;
+  VmRecord b = a;
+  b.name = "b";
+  b.price_per_hour = 0.5;
+  const std::string table = ListTable({a, b}, {"running", "running"}, {5400, 36});
+  std::istringstream lines(table);
+  std::string header, row_a, row_b;
+  std::getline(lines, header);
+  std::getline(lines, row_a);
+  std::getline(lines, row_b);
+  EXPECT_EQ(row_a.find("$2.00"), header.find("$/H"));
+  EXPECT_EQ(row_a.find("$3.00"), header.find("COST"));  // 1.5 h x $2/h
+  EXPECT_EQ(row_b.find("$0.0050"), header.find("COST"));  // 0.01 h x $0.50/h: below a cent
 }
 
 }  // namespace

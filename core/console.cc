@@ -75,6 +75,7 @@ std::string Console::Redact(std::string_view text) const {
 }
 
 void Console::Emit(std::string_view prefix, std::string_view msg, const char* color_code) {
+  const std::lock_guard<std::recursive_mutex> hold(mutex_);
   const std::string line = Redact(msg);
   if (color_ && color_code != nullptr) {
     display_->Line(std::string(color_code) + std::string(prefix) + "\033[0m" + line);
@@ -89,6 +90,7 @@ void Console::Debug(std::string_view msg) {
 void Console::Info(std::string_view msg) { Emit("  ", msg, nullptr); }
 void Console::Step(std::string_view msg) { Step(phase_.empty() ? "step" : phase_, msg); }
 void Console::Step(std::string_view phase, std::string_view msg) {
+  const std::lock_guard<std::recursive_mutex> hold(mutex_);
   phase_ = phase;
   display_->Phase(phase, Redact(msg));
 }
@@ -99,6 +101,7 @@ void Console::ErrorLine(std::string_view msg, std::string_view hint) {
   if (!hint.empty()) Emit("hint: ", hint, "\033[1m");
 }
 void Console::Progress(std::string_view msg, std::chrono::seconds elapsed) {
+  const std::lock_guard<std::recursive_mutex> hold(mutex_);
   display_->Waiting(Redact(msg), elapsed);
 }
 

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,6 +65,9 @@ class Console {
   std::vector<std::string> secrets_;
   std::string phase_;  // the key of the last Step
   std::unique_ptr<StatusDisplay> display_;
+  /// Lines, phases and waits may come from several threads (provision asks the candidate
+  /// clouds' drivers for offers side by side, and their logs come through here).
+  std::recursive_mutex mutex_;
 };
 
 }  // namespace gpuprov

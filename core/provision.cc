@@ -3,17 +3,21 @@
 #include <Poco/JSON/Object.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "candidates.h"
 #include "check_command.h"
 #include "cloud.h"
 #include "cluster_bringup.h"
 #include "console.h"
 #include "crash_point.h"
+#include "driver_host.h"
 #include "elapsed.h"
 #include "error.h"
 #include "file_util.h"
@@ -94,8 +98,9 @@ std::string PhaseTimes(const std::map<std::string, double>& seconds) {
 
 std::string NowRfc3339() { return FormatRfc3339Utc(std::chrono::system_clock::now()); }
 
-/// Polls the driver until the VM is running; bounded, with progress.
-CloudVm WaitRunning(Cloud& cloud, CloudVm vm, std::chrono::seconds limit) {
+/// Polls the driver until the VM is running; bounded, with progress. \a vm holds the last state
+/// seen when it throws ("gone" when the VM disappeared).
+void WaitRunning(Cloud& cloud, CloudVm& vm, std::chrono::seconds limit) {
   Console& console = Console::Get();
   const auto start = Clock::now();
   auto last_progress = start;
@@ -120,12 +125,27 @@ CloudVm WaitRunning(Cloud& cloud, CloudVm vm, std::chrono::seconds limit) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
     std::optional<CloudVm> now = cloud.Get(vm.id, vm.name);
     if (!now) {
+      vm.state = "gone";
       throw Error("VM " + vm.name + " disappeared while booting",
                   "re-run the same `gpuprov provision` to create it again");
     }
     vm = *now;
   }
-  return vm;
+}
+
+/// At most this many clouds are asked for offers at once.
+constexpr size_t kParallelOffers = 4;
+
+/// Runs \a job(i) for i in [0, n), at most \a width at a time.
+void RunBounded(size_t n, size_t width, const std::function<void(size_t)>& job) {
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < std::min(n, width); ++t) {
+    threads.emplace_back([&] {
+      for (size_t i = next++; i < n; i = next++) job(i);
+    });
+  }
+  for (auto& t : threads) t.join();
 }
 
 /// One `gpuprov provision`: the steps of design.md section 3, each a method, sharing the
@@ -139,14 +159,18 @@ class Provision {
 
   int Run() {
     ResolveInputs();
-    LoadDriver();
-    LockAndReadRecord();
-    CheckAccountAndPlan();
-    ChooseOfferAndKey();
-    RecordIntent();
-    CreateOrFind();
+    if (failover_) {
+      RunCandidates();
+    } else {
+      LoadDriver();
+      LockAndReadRecord();
+      CheckAccountAndPlan();
+      ChooseOfferAndKey();
+      RecordIntent();
+      CreateOrFind();
+    }
     try {
-      WaitForRunning();
+      if (!failover_) WaitForRunning();
       OpenNeededPorts();
       SshSession session = WaitForSsh();
       ChooseTunnelPortIfTunnel();
@@ -171,6 +195,10 @@ class Provision {
     for (const auto& line : DescribeProvisionOptions(opt_)) console_.Debug(line);
     name_ = opt_.name.value;
     cloud_name_ = opt_.cloud.value;
+    // A list of clouds or regions, or any: candidates (RunCandidates); else one cloud as ever.
+    failover_ = IsCandidateList(cloud_name_) ||
+                (opt_.region.value && IsCandidateList(*opt_.region.value));
+    if (failover_) return;
     if (cloud_name_.empty()) {
       // No --cloud, spec, GPUPROV_CLOUD or [defaults] cloud: the only cloud whose check passes.
       console_.Step("no cloud given: checking which clouds' credentials work");
@@ -178,6 +206,295 @@ class Provision {
           CheckClouds(app_.MakeDriverHost(), config_, std::nullopt, /*with_test_cloud=*/false));
       opt_.cloud.value = cloud_name_;
       console_.Info("cloud: " + cloud_name_ + ", the only one whose credentials work");
+    }
+  }
+
+  // ---- Candidates (issue 19): several clouds or regions, tried cheapest first ----------------
+
+  /// A candidate cloud's driver, opened once for offers and, when its turn comes, for create.
+  struct CandidateCloud {
+    std::string name;
+    std::optional<LoadedDriver> driver;
+    std::unique_ptr<Cloud> cloud;
+    K8sDecision k8s;
+    std::string error;  // why it cannot be a candidate ("" when it can)
+  };
+
+  /// Candidates: the clouds given (or every cloud whose credentials work) x the regions given,
+  /// offers asked side by side, tried cheapest first; a create that fails for lack of capacity
+  /// or quota is cleaned up and the next one is tried (DecideAfterAttempt). Ends with the VM
+  /// running (or throws), like the single path's CreateOrFind and WaitForRunning.
+  void RunCandidates() {
+    const CloudSelection selection = ParseCloudList(
+        opt_.cloud.value.empty() ? std::string("any") : opt_.cloud.value, "--cloud");
+    const std::vector<std::string> regions =
+        opt_.region.value ? ParseRegionList(*opt_.region.value, "--region")
+                          : std::vector<std::string>{};
+    host_.emplace(app_.MakeDriverHost());
+    ChooseKeyPath();
+    std::vector<std::string> clouds = selection.clouds;
+    if (selection.any) clouds = UsableClouds();
+    LockVmAndLoadRecord();
+    if (existing_) {
+      if (std::find(clouds.begin(), clouds.end(), existing_->cloud) == clouds.end()) {
+        throw UsageError("a VM named '" + name_ + "' already exists on " + existing_->cloud +
+                             ", which is not among the candidate clouds",
+                         "choose another --name, or remove it with `gpuprov down " + name_ + "`");
+      }
+      ResumeCandidate();
+      return;
+    }
+    std::vector<CandidateCloud> prepared = PrepareClouds(clouds);
+    candidates_ = GatherCandidates(prepared, regions);
+    console_.Step("offers", "candidates, cheapest first:");
+    std::istringstream table(CandidateTable(candidates_));
+    for (std::string line; std::getline(table, line);) console_.Info(line);
+    const auto tried = [](const Candidate& c) { return c.skipped.empty(); };
+    if (std::none_of(candidates_.begin(), candidates_.end(), tried)) {
+      throw UsageError("no candidate to try for " +
+                           (opt_.gpus.value ? ToString(*opt_.gpus.value) : std::string("no GPU")) +
+                           " on " + JoinNames(clouds),
+                       "the table above says why each was skipped; raise --max-price, or name "
+                       "other clouds (--cloud) or regions (--region); nothing was created");
+    }
+    public_key_ = EnsureEd25519Key(key_path_);
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      if (!tried(candidates_[i])) continue;
+      const bool has_next = std::any_of(candidates_.begin() + i + 1, candidates_.end(), tried);
+      if (TryCandidate(candidates_[i], prepared, has_next)) return;
+    }
+    throw Error("no candidate could be created; tried:\n" + WithoutLastNewline(TriedReport(candidates_)),
+                "try again later, or name other clouds (--cloud) or regions (--region); nothing "
+                "was left on the clouds tried");
+  }
+
+  /// `any`: every cloud whose check passes, the test cloud not counted; the others are named
+  /// with the reason they are skipped.
+  std::vector<std::string> UsableClouds() {
+    console_.Step("check", "--cloud any: checking which clouds' credentials work");
+    std::vector<std::string> usable;
+    for (const CloudCheckReport& r : CheckClouds(*host_, config_, std::nullopt, false)) {
+      if (r.usable) {
+        usable.push_back(r.cloud);
+      } else {
+        console_.Info("skipping " + r.cloud + ": " + r.credentials + (r.result.empty() ? "" : ", " + r.result));
+      }
+    }
+    if (usable.empty()) {
+      throw UsageError("--cloud any: no cloud's credentials work",
+                       "`gpuprov check` says what each cloud needs; nothing was created");
+    }
+    console_.Info("clouds with working credentials: " + JoinNames(usable));
+    return usable;
+  }
+
+  static std::string WithoutLastNewline(std::string text) {
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    return text;
+  }
+
+  static std::string JoinNames(const std::vector<std::string>& names) {
+    std::string out;
+    for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+  }
+
+  /// Each cloud's driver loaded and opened (here, one after the other: opening reads files, no
+  /// network), with its Kubernetes decision; a cloud that fails is kept with its reason.
+  std::vector<CandidateCloud> PrepareClouds(const std::vector<std::string>& clouds) {
+    std::vector<CandidateCloud> out(clouds.size());
+    for (size_t i = 0; i < clouds.size(); ++i) {
+      CandidateCloud& c = out[i];
+      c.name = clouds[i];
+      try {
+        c.driver.emplace(host_->Load(c.name));
+        c.k8s = DecideKubernetes(opt_.kubernetes, c.name,
+                                 c.driver->info().has(GPUPROV_CAP_HOSTS_KUBERNETES));
+        if (c.k8s.refused) {
+          c.error = c.k8s.note;
+          continue;
+        }
+        c.cloud = Cloud::Open(*c.driver, config_);
+      } catch (const Error& e) {
+        if (e.exit_code() == kExitInterrupted) throw;
+        c.error = e.what();
+      }
+    }
+    return out;
+  }
+
+  /// Offers of every cloud x region, asked side by side (kParallelOffers clouds at a time; the
+  /// regions of one cloud one after the other, as a driver handle serves one call at a time).
+  std::vector<Candidate> GatherCandidates(std::vector<CandidateCloud>& prepared,
+                                          const std::vector<std::string>& regions) {
+    const std::vector<std::string> asked_regions =
+        regions.empty() ? std::vector<std::string>{""} : regions;
+    std::vector<std::vector<CloudOffers>> per_cloud(prepared.size());
+    console_.Step("offers", "asking " + std::to_string(prepared.size()) + " cloud(s) for offers");
+    RunBounded(prepared.size(), kParallelOffers, [&](size_t i) {
+      CandidateCloud& c = prepared[i];
+      for (size_t j = 0; j < asked_regions.size(); ++j) {
+        CloudOffers o;
+        o.cloud = c.name;
+        o.region = asked_regions[j];
+        o.order = i * asked_regions.size() + j;
+        if (!c.error.empty()) {
+          o.error = c.error;
+        } else {
+          try {
+            o.offers = c.cloud->Offers(opt_.gpus.value, o.region, c.k8s.enabled);
+          } catch (const std::exception& e) {
+            o.error = std::string("offers failed: ") + e.what();
+          }
+        }
+        per_cloud[i].push_back(std::move(o));
+      }
+    });
+    ThrowIfInterrupted("asking for offers");
+    std::vector<CloudOffers> asked;
+    for (auto& list : per_cloud) {
+      for (auto& o : list) {
+        if (o.error.empty()) RememberOffers(o.cloud, o.offers);
+        asked.push_back(std::move(o));
+      }
+    }
+    std::vector<Candidate> out = CandidatesFromOffers(asked, opt_.instance_type.value);
+    SortCandidates(out);
+    SkipAbovePrice(out, flags_.max_price_per_hour);
+    SortCandidates(out);
+    return out;
+  }
+
+  /// Makes \a c's cloud the one in use (its driver, opened cloud and Kubernetes decision).
+  void UseCloud(CandidateCloud& c) {
+    cloud_name_ = c.name;
+    opt_.cloud.value = c.name;
+    driver_.emplace(*c.driver);
+    k8s_ = c.k8s;
+    cloud_ = std::move(c.cloud);
+  }
+
+  /// One attempt: check, plan, record the candidate, create, wait for it to run. true: the VM
+  /// runs; false: cleaned up, try the next. Throws when the decision is to stop.
+  bool TryCandidate(Candidate& c, std::vector<CandidateCloud>& prepared, bool has_next) {
+    auto it = std::find_if(prepared.begin(), prepared.end(),
+                           [&](const CandidateCloud& p) { return p.name == c.cloud; });
+    UseCloud(*it);
+    // The cloud goes back for a later candidate of the same cloud (another region).
+    struct GiveBack {
+      Provision* self;
+      CandidateCloud* to;
+      ~GiveBack() {
+        if (self->cloud_) to->cloud = std::move(self->cloud_);
+      }
+    };
+    console_.Step("create", "trying " + c.cloud + (c.region.empty() ? "" : " " + c.region) + ": " +
+                                c.offer.instance_type);
+    try {
+      CheckAccountAndPlan();
+      offer_ = c.offer;
+      region_ = c.region;
+      AnnounceOfferAndConfirm();
+    } catch (const Error& e) {
+      if (Interrupted() || e.exit_code() == kExitInterrupted) throw;
+      GiveBack back{this, &*it};
+      c.failed = std::string("before create: ") + e.what();
+      console_.Note(c.cloud + " " + c.region + ": " + c.failed + "; next candidate");
+      return false;
+    }
+    rec_ = VmRecord{};
+    RecordIntent();
+    AttemptOutcome outcome = AttemptOutcome::kCreated;
+    std::string message;
+    try {
+      CreateOrFind();
+    } catch (const DriverCallError& e) {
+      outcome = Interrupted()                               ? AttemptOutcome::kInterrupted
+                : e.status() == GPUPROV_STATUS_CAPACITY ? AttemptOutcome::kCapacity
+                : e.status() == GPUPROV_STATUS_QUOTA    ? AttemptOutcome::kQuota
+                                                        : AttemptOutcome::kFailed;
+      message = e.what();
+      if (!Settle(c, outcome, message, has_next)) throw;
+      GiveBack back{this, &*it};
+      return false;
+    }
+    try {
+      WaitForRunning();
+    } catch (const Error& e) {
+      outcome = Interrupted() ? AttemptOutcome::kInterrupted
+                : BootFailureIsCapacity(vm_.state, vm_.message) || vm_.state == "gone"
+                    ? AttemptOutcome::kBootCapacity
+                    : AttemptOutcome::kBootFailed;
+      if (!Settle(c, outcome, e.what(), has_next)) KeepVmAndRethrow(e);
+      GiveBack back{this, &*it};
+      return false;
+    }
+    if (!TriedReport(candidates_).empty()) {
+      console_.Note("running on " + c.cloud + (c.region.empty() ? "" : " " + c.region) +
+                    "; the candidates tried before it and why they failed:\n" +
+                    WithoutLastNewline(TriedReport(candidates_)));
+    }
+    return true;
+  }
+
+  /// After a failed attempt: false when the failure stands (the caller rethrows it as a single
+  /// cloud would); true when the attempt was cleaned up and the next candidate comes. Throws
+  /// when the attempt was cleaned up and none is left, or when clean-up failed.
+  bool Settle(Candidate& c, AttemptOutcome outcome, const std::string& message, bool has_next) {
+    const AttemptDecision d = DecideAfterAttempt(outcome, /*failover=*/true, has_next);
+    if (d.action == AttemptAction::kStop || d.action == AttemptAction::kProceed) return false;
+    c.failed = d.reason + " (" + message + ")";
+    CleanUpAttempt(c);
+    if (d.action == AttemptAction::kCleanUpAndStop) {
+      throw Error("no candidate could be created; tried:\n" + WithoutLastNewline(TriedReport(candidates_)),
+                  "try again later, or name other clouds (--cloud) or regions (--region); "
+                  "nothing was left on the clouds tried");
+    }
+    console_.Note(c.cloud + " " + c.region + ": " + d.reason + "; trying the next candidate");
+    return true;
+  }
+
+  /// Deletes what the attempt on \a c made (the driver's delete_vm also removes its firewall,
+  /// key and the like) and forgets the record; a delete that fails stops everything, so two
+  /// candidates never hold a VM at once.
+  void CleanUpAttempt(const Candidate& c) {
+    try {
+      if (cloud_->Delete(vm_.id, name_)) console_.Info("deleted the VM made on " + c.cloud);
+    } catch (const Error& e) {
+      rec_.phase = "failed";
+      rec_.last_error = c.failed + "; deleting it failed: " + e.what();
+      store_->Save(rec_);
+      throw Error("the attempt on " + c.cloud + " failed (" + c.failed +
+                      ") and deleting what it made failed: " + e.what(),
+                  "`gpuprov down " + name_ + "` removes it; then re-run the provision");
+    }
+    store_->Remove(name_);
+    existing_.reset();
+    vm_ = CloudVm{};
+    vm_existed_ = false;
+  }
+
+  /// A record of this name on a candidate cloud: a killed run's candidate. Continue with it
+  /// (create is idempotent by name) instead of starting over.
+  void ResumeCandidate() {
+    cloud_name_ = existing_->cloud;
+    opt_.cloud.value = cloud_name_;
+    if (!existing_->region.empty()) opt_.region.value = existing_->region;
+    if (!opt_.instance_type.value && !existing_->instance_type.empty()) {
+      opt_.instance_type.value = existing_->instance_type;
+    }
+    console_.Info("resuming with " + cloud_name_ +
+                  (existing_->region.empty() ? "" : " " + existing_->region) +
+                  ", the candidate the record of '" + name_ + "' names");
+    LoadDriver();
+    CheckAccountAndPlan();
+    ChooseOfferAndKey();
+    RecordIntent();
+    CreateOrFind();
+    try {
+      WaitForRunning();
+    } catch (const Error& e) {
+      KeepVmAndRethrow(e);
     }
   }
 
@@ -189,6 +506,11 @@ class Provision {
     const DriverInfo& info = driver_->info();
     k8s_ = DecideKubernetes(opt_.kubernetes, cloud_name_, info.has(GPUPROV_CAP_HOSTS_KUBERNETES));
     if (k8s_.refused) throw UsageError(k8s_.note, "nothing was created");
+    ChooseKeyPath();
+  }
+
+  /// The private key: --ssh-key (which must exist), else gpuprov's own.
+  void ChooseKeyPath() {
     key_path_ = opt_.ssh_key.value ? ExpandHome(*opt_.ssh_key.value)
                                    : (app_.paths.keys_dir() / "id_ed25519").string();
     if (opt_.ssh_key.value && !std::filesystem::exists(key_path_)) {
@@ -200,6 +522,15 @@ class Provision {
 
   /// The per-VM lock (another gpuprov on the same name waits), and the record of an earlier run.
   void LockAndReadRecord() {
+    LockVmAndLoadRecord();
+    if (existing_ && existing_->cloud != cloud_name_) {
+      throw UsageError("a VM named '" + name_ + "' already exists on " + existing_->cloud,
+                       "choose another --name, or remove it with `gpuprov down " + name_ + "`");
+    }
+  }
+
+  /// The per-VM lock (held to the end) and the record of an earlier run, if any.
+  void LockVmAndLoadRecord() {
     EnsureDir(app_.paths.home());
     EnsureDir(app_.paths.state_dir());
     EnsureDir(app_.paths.keys_dir());
@@ -210,11 +541,8 @@ class Provision {
       lock_.emplace(store_->LockVm(name_, 30 * 60 * 1000));
     }
     existing_ = store_->Load(name_);
-    if (existing_ && existing_->cloud != cloud_name_) {
-      throw UsageError("a VM named '" + name_ + "' already exists on " + existing_->cloud,
-                       "choose another --name, or remove it with `gpuprov down " + name_ + "`");
-    }
   }
+
 
   /// The k3s release choice, for the boot script and SSH runs alike.
   InstallerArgs K3sArgs() const {
@@ -228,7 +556,7 @@ class Provision {
   /// Initialises the driver (config.toml keys checked first), checks the credentials and
   /// plans the cluster route and access.
   void CheckAccountAndPlan() {
-    cloud_ = Cloud::Open(*driver_, config_);
+    if (!cloud_) cloud_ = Cloud::Open(*driver_, config_);
     console_.Step("check", "checking " + cloud_name_ + " credentials");
     const CloudCheck account = cloud_->Check();
     console_.Debug(cloud_name_ + " account: " + account.account);
@@ -288,20 +616,28 @@ class Provision {
     RememberOffers(offers);
     offer_ = ChooseOffer(offers, opt_, cloud_name_);
     region_ = opt_.region.value.value_or(offer_.region);
+    AnnounceOfferAndConfirm();
+    public_key_ = EnsureEd25519Key(key_path_);
+  }
+
+  /// The chosen offer and its price, said before anything is made; then the price consent.
+  void AnnounceOfferAndConfirm() {
     console_.Info("offer: " + offer_.instance_type +
                   (offer_.region.empty() ? "" : " in " + offer_.region) +
-                  (offer_.price_per_hour > 0 ? " at " + FormatPricePerHour(offer_.price_per_hour)
-                                             : ""));
+                  (offer_.price_per_hour > 0
+                       ? " at " + FormatPricePerHour(offer_.price_per_hour) +
+                             (offer_.price_source == "table" ? " (the driver's price table)" : "")
+                       : " (price unknown)"));
     ConfirmPrice();
-    public_key_ = EnsureEd25519Key(key_path_);
   }
 
   /// Keeps the GPU types offered for shell completion (offer_cache.h); a cache that cannot be
   /// written costs only the completion, so it is a debug line, not a failure.
-  void RememberOffers(const std::vector<CloudOffer>& offers) {
+  void RememberOffers(const std::vector<CloudOffer>& offers) { RememberOffers(cloud_name_, offers); }
+  void RememberOffers(const std::string& cloud, const std::vector<CloudOffer>& offers) {
     try {
       EnsureDir(app_.paths.home() / "cache");
-      RememberGpuOffers(app_.paths.home() / "cache", cloud_name_, offers);
+      RememberGpuOffers(app_.paths.home() / "cache", cloud, offers);
     } catch (const std::exception& e) {
       console_.Debug(std::string("offer cache not written: ") + e.what());
     }
@@ -433,7 +769,7 @@ class Provision {
 
   /// The VM running, with a public address; bounded by boot_wait_seconds.
   void WaitForRunning() {
-    vm_ = WaitRunning(*cloud_, vm_, std::chrono::seconds(opt_.boot_wait_seconds.value));
+    WaitRunning(*cloud_, vm_, std::chrono::seconds(opt_.boot_wait_seconds.value));
     rec_.public_ip = vm_.public_ip;
     rec_.ssh_port = vm_.ports.count(22) ? vm_.ports.at(22) : vm_.ssh_port;
     rec_.ssh_user = vm_.ssh_user.empty() ? "root" : vm_.ssh_user;
@@ -571,6 +907,10 @@ class Provision {
   /// the ports the record says are open.
   void Report() {
     if (!k8s_.note.empty()) console_.Note(k8s_.note);
+    if (failover_ && !TriedReport(candidates_).empty()) {
+      console_.Note("candidates tried before " + cloud_name_ + " and why they failed:\n" +
+                    WithoutLastNewline(TriedReport(candidates_)));
+    }
     if (app_.json_output) {
       // The cloud's word for the VM, as `gpuprov list` (which asks the cloud) shows it.
       app_.Print(VmRecordObject(rec_, vm_.state.empty() ? rec_.phase : vm_.state));
@@ -673,6 +1013,8 @@ class Provision {
   ClusterResult cluster_;
   int tunnel_port_ = kTunnelLocalPort;
   std::string merged_into_;  // the user's kubeconfig this run merged into ("" when none)
+  bool failover_ = false;    // several clouds or regions, or any: RunCandidates
+  std::vector<Candidate> candidates_;  // in the order tried, with why each failed
 };
 
 }  // namespace

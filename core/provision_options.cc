@@ -7,6 +7,7 @@
 #include <cctype>
 #include <string_view>
 
+#include "candidates.h"
 #include "error.h"
 #include "installer_bundle.h"
 
@@ -26,15 +27,6 @@ std::optional<bool> ParseEnvBool(const std::string& name, const std::string& tex
   if (lower == "false" || lower == "0" || lower == "no") return false;
   throw UsageError(name + ": \"" + text + "\" is not a boolean; use true/false, 1/0 or yes/no",
                    "unset " + name + " to use the default");
-}
-
-void CheckCloudName(const std::string& value, const std::string& where) {
-  if (!IsValidCloudName(value)) {
-    throw UsageError(where + ": \"" + value +
-                         "\" is not a cloud name; cloud names may hold only lower-case letters "
-                         "a-z, digits, '_' and '-'",
-                     "`gpuprov drivers` lists the clouds");
-  }
 }
 
 /// Fills \a out from the first source that has a value; leaves it untouched otherwise.
@@ -177,7 +169,8 @@ ProvisionOptions ResolveProvisionOptions(const ProvisionFlags& flags, const Spec
 
   // Flags are checked here as well as by the CLI so every caller gets the same rules.
   if (flags.name) ValidateVmName(*flags.name, "--name");
-  if (flags.cloud) CheckCloudName(*flags.cloud, "--cloud");
+  if (flags.cloud) ParseCloudList(*flags.cloud, "--cloud");  // one name, a list, or any
+  if (flags.region) ParseRegionList(*flags.region, "--region");
   if (flags.disk_gb && (*flags.disk_gb < kMinDiskGb || *flags.disk_gb > kMaxDiskGb)) {
     throw UsageError("--disk-gb: " + std::to_string(*flags.disk_gb) +
                      " is out of range; give a whole number of GB from " +
@@ -185,7 +178,7 @@ ProvisionOptions ResolveProvisionOptions(const ProvisionFlags& flags, const Spec
   }
 
   const std::optional<std::string> env_cloud = EnvValue(env, "GPUPROV_CLOUD");
-  if (env_cloud) CheckCloudName(*env_cloud, "GPUPROV_CLOUD");
+  if (env_cloud) ParseCloudList(*env_cloud, "GPUPROV_CLOUD");
   const std::optional<std::string> env_region = EnvValue(env, "GPUPROV_REGION");
   std::optional<GpuRequest> env_gpus;
   if (std::optional<std::string> text = EnvValue(env, "GPUPROV_GPUS")) {

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <set>
 
+#include "candidates.h"
 #include "config.h"
 #include "error.h"
 #include "file_util.h"
@@ -115,6 +116,26 @@ class SpecParser {
     return s;
   }
 
+  /// A string, or a list of strings joined with commas (cloud and region candidates).
+  std::string OneOrList(std::string_view field, const YAML::Node& key, const YAML::Node& value) {
+    if (!value.IsSequence()) return NonEmptyString(field, key, value);
+    if (value.size() == 0) {
+      throw UsageError(Field(key, field) + " must not be an empty list",
+                       "give a value or remove the line");
+    }
+    std::string joined;
+    for (const auto& item : value) {
+      if (!item.IsScalar() || item.Scalar().empty() ||
+          item.Scalar().find(',') != std::string::npos) {
+        throw UsageError(Field(key, field) + ": each entry must be one non-empty name, not " +
+                             (item.IsScalar() ? "\"" + item.Scalar() + "\"" : KindOf(item)),
+                         "e.g. " + std::string(field) + ": [a, b]");
+      }
+      joined += (joined.empty() ? "" : ",") + item.Scalar();
+    }
+    return joined;
+  }
+
   void ParseField(const std::string& field, const YAML::Node& key, const YAML::Node& value,
                   Spec& spec) {
     if (field == "name") {
@@ -122,16 +143,13 @@ class SpecParser {
       ValidateVmName(name, Field(key, field));
       spec.name = std::move(name);
     } else if (field == "cloud") {
-      std::string cloud = NonEmptyString(field, key, value);
-      if (!IsValidCloudName(cloud)) {
-        throw UsageError(Field(key, field) + ": \"" + cloud +
-                             "\" is not a cloud name; cloud names may hold only lower-case "
-                             "letters a-z, digits, '_' and '-'",
-                         "`gpuprov drivers` lists the clouds");
-      }
+      std::string cloud = OneOrList(field, key, value);
+      ParseCloudList(cloud, Field(key, field));  // one name, a list, or any
       spec.cloud = std::move(cloud);
     } else if (field == "region") {
-      spec.region = NonEmptyString(field, key, value);
+      std::string region = OneOrList(field, key, value);
+      ParseRegionList(region, Field(key, field));
+      spec.region = std::move(region);
     } else if (field == "gpus") {
       const std::string text = Scalar(field, key, value, "TYPE:COUNT, e.g. L4:1");
       spec.gpus = ParseGpuRequest(text, Field(key, field));

@@ -1,8 +1,8 @@
 // A VM spec file, as given to `gpuprov provision -f spec.yaml`. Every field is optional:
 //
 //   name: gpu-box-1          # [a-z][a-z0-9-]{0,38}, not ending in '-'
-//   cloud: aws
-//   region: us-east-1
+//   cloud: aws              # or a list of candidates, [aws, gcp, lambda], or any
+//   region: us-east-1       # or a list, [us-central1, us-east1]
 //   gpus: L4:1               # TYPE:COUNT
 //   kubernetes: true
 //   image: ubuntu-22.04
@@ -35,8 +35,8 @@ struct Spec {
   /// How messages name the file, e.g. "spec.yaml" or its path.
   std::string display_name;
   std::optional<std::string> name;
-  std::optional<std::string> cloud;
-  std::optional<std::string> region;
+  std::optional<std::string> cloud;   // a list is kept joined with commas ("aws,gcp")
+  std::optional<std::string> region;  // likewise
   std::optional<GpuRequest> gpus;
   std::optional<bool> kubernetes;
   std::optional<std::string> image;

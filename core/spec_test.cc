@@ -88,9 +88,25 @@ TEST(SpecTest, GpusErrorMatchesTheDocumentedForm) {
                         "or H100-80GB:8"));
 }
 
+TEST(SpecTest, CloudAndRegionTakeListsOfCandidates) {
+  const Spec spec = ParseSpec("cloud: [aws, gcp, lambda]\nregion: [us-central1, us-east1]\n",
+                              "spec.yaml");
+  EXPECT_EQ(spec.cloud, "aws,gcp,lambda");
+  EXPECT_EQ(spec.region, "us-central1,us-east1");
+  EXPECT_EQ(ParseSpec("cloud: any\n", "spec.yaml").cloud, "any");
+  EXPECT_THAT(ErrorFor("cloud: [aws, AWS]\n"),
+              HasSubstr("spec.yaml:1: field 'cloud': \"AWS\" is not a cloud name"));
+  EXPECT_THAT(ErrorFor("cloud: [aws, aws]\n"), HasSubstr("cloud \"aws\" is given twice"));
+  EXPECT_THAT(ErrorFor("cloud: []\n"),
+              HasSubstr("spec.yaml:1: field 'cloud' must not be an empty list"));
+  EXPECT_THAT(ErrorFor("region: [a, [b]]\n"),
+              HasSubstr("spec.yaml:1: field 'region': each entry must be one non-empty name"));
+  EXPECT_THAT(ErrorFor("region: [a, 'b,c']\n"), HasSubstr("not \"b,c\""));
+}
+
 TEST(SpecTest, WrongTypesNameTheField) {
-  EXPECT_THAT(ErrorFor("region: [a, b]\n"),
-              HasSubstr("spec.yaml:1: field 'region' must be a string, not a list"));
+  EXPECT_THAT(ErrorFor("region:\n  a: b\n"),
+              HasSubstr("spec.yaml:1: field 'region' must be a string, not a mapping"));
   EXPECT_THAT(ErrorFor("\nimage:\n  a: b\n"),
               HasSubstr("spec.yaml:2: field 'image' must be a string, not a mapping"));
   EXPECT_THAT(ErrorFor("image:\n"), HasSubstr("spec.yaml:1: field 'image' has no value"));

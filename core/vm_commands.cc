@@ -5,12 +5,15 @@
 #include <Poco/JSON/Object.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "cloud.h"
@@ -50,6 +53,19 @@ std::string HumanAge(long seconds) {
   if (seconds < 7200) return std::to_string(seconds / 60) + "m";
   if (seconds < 172800) return std::to_string(seconds / 3600) + "h";
   return std::to_string(seconds / 86400) + "d";
+}
+
+/// Dollars spent so far: hours since the record's created_at times the offer's $/h; nullopt
+/// when the price is unknown.
+std::optional<double> CostSoFar(const VmRecord& r, long age_seconds) {
+  if (r.price_per_hour <= 0) return std::nullopt;
+  return r.price_per_hour * static_cast<double>(std::max(0L, age_seconds)) / 3600.0;
+}
+
+/// "$1.23"; "$0.0042" below a cent.
+std::string DollarsText(double dollars) {
+  std::string text = FormatPricePerHour(dollars);
+  return text.substr(0, text.size() - 2);
 }
 
 /// What the user sees as the VM's state: the cloud's word when we asked, else the record's phase.
@@ -110,6 +126,11 @@ Object::Ptr ToJsonObject(const VmRecord& r, const std::string& state) {
   o->set("vm_id", r.vm_id);
   o->set("created_at", r.created_at);
   o->set("age_seconds", static_cast<Poco::Int64>(AgeSeconds(r.created_at)));
+  if (std::optional<double> cost = CostSoFar(r, AgeSeconds(r.created_at))) {
+    o->set("cost_so_far", std::round(*cost * 10000) / 10000);  // USD, to 1/100 cent
+  } else {
+    o->set("cost_so_far", Poco::Dynamic::Var());
+  }
   if (!r.last_error.empty()) o->set("last_error", r.last_error);
   return o;
 }
@@ -123,18 +144,17 @@ Poco::JSON::Object::Ptr VmRecordObject(const VmRecord& record, const std::string
 std::string ListTable(const std::vector<VmRecord>& records, const std::vector<std::string>& states,
                       const std::vector<long>& age_seconds) {
   std::vector<std::vector<std::string>> rows = {
-      {"NAME", "CLOUD", "REGION", "STATE", "ADDRESS", "GPUS", "$/H", "K8S", "AGE"}};
+      {"NAME", "CLOUD", "REGION", "STATE", "ADDRESS", "GPUS", "$/H", "COST", "K8S", "AGE"}};
   for (size_t i = 0; i < records.size(); ++i) {
     const VmRecord& r = records[i];
     std::string address = r.public_ip.empty() ? "-" : r.public_ip;
     if (!r.public_ip.empty() && r.ssh_port != 22) address += ":" + std::to_string(r.ssh_port);
     std::string price = "-";
-    if (r.price_per_hour > 0) {
-      price = FormatPricePerHour(r.price_per_hour);
-      price = price.substr(0, price.size() - 2);  // "$1.23": the header says per hour
-    }
+    if (r.price_per_hour > 0) price = DollarsText(r.price_per_hour);  // the header says per hour
+    const std::optional<double> cost_so_far = CostSoFar(r, age_seconds[i]);
+    const std::string cost = cost_so_far ? DollarsText(*cost_so_far) : "-";
     rows.push_back({r.name, r.cloud, r.region.empty() ? "-" : r.region, states[i], address,
-                    r.gpus.empty() ? "-" : r.gpus, price,
+                    r.gpus.empty() ? "-" : r.gpus, price, cost,
                     !r.kubernetes ? "off" : r.access_mode == "none" ? "on" : r.access_mode,
                     HumanAge(age_seconds[i])});
   }

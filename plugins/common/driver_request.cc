@@ -176,6 +176,10 @@ Object::Ptr OfferJson(const OfferFields& offer) {
   o->set("region", offer.region);
   o->set("price_per_hour", offer.price_per_hour);
   if (!offer.image.empty()) o->set("image", offer.image);
+  if (offer.in_stock) o->set("in_stock", *offer.in_stock);
+  if (!offer.price_source.empty() && offer.price_per_hour > 0) {
+    o->set("price_source", offer.price_source);
+  }
   return o;
 }
 

@@ -90,6 +90,11 @@ struct OfferFields {
   std::string region;
   double price_per_hour = 0;
   std::string image;  ///< written only when not empty
+  /// The cloud says the offer is in stock now (a live capacity list); nullopt: it does not say.
+  std::optional<bool> in_stock;
+  /// Where the price comes from: "live" (the cloud's API now) or "table" (the driver's own
+  /// list); "" (not written) when there is no price.
+  std::string price_source;
 };
 Poco::JSON::Object::Ptr OfferJson(const OfferFields& offer);
 

@@ -158,6 +158,15 @@ TEST(DriverRequest, OfferJsonWritesNullForNoGpu) {
             R"("region":"us-east-1","price_per_hour":0.8,"image":"ami-1"})");
 }
 
+TEST(DriverRequest, OfferJsonWritesStockAndPriceSourceOnlyWhenKnown) {
+  EXPECT_EQ(json::Stringify(OfferJson({"gpu_1x_h100", "H100", 1, "us-east-1", 2.49, "", true, "live"})),
+            R"({"instance_type":"gpu_1x_h100","gpu_type":"H100","gpu_count":1,)"
+            R"("region":"us-east-1","price_per_hour":2.49,"in_stock":true,"price_source":"live"})");
+  EXPECT_EQ(json::Stringify(OfferJson({"n3-H100x1", "H100", 1, "CANADA-1", 0, "", false, "live"})),
+            R"({"instance_type":"n3-H100x1","gpu_type":"H100","gpu_count":1,)"
+            R"("region":"CANADA-1","price_per_hour":0,"in_stock":false})");
+}
+
 }  // namespace
 }  // namespace gpuprov::drivers
 

@@ -601,6 +601,7 @@ std::string DigitalOceanDriver::Offers(const std::string& request_json) {
   // read (an authentication failure still fails: nothing else would work either).
   std::vector<std::string> regions = size->regions;
   double price = size->price_per_hour;
+  std::string price_source = "table";
   try {
     bool listed = false;
     for (const auto& s : ListAll("/sizes", "sizes", "list sizes")) {
@@ -614,7 +615,10 @@ std::string DigitalOceanDriver::Offers(const std::string& request_json) {
         regions.clear();
         for (size_t i = 0; i < r->size(); ++i) regions.push_back(r->get(static_cast<unsigned>(i)).toString());
       }
-      if (json::Has(s, "price_hourly")) price = s->getValue<double>("price_hourly");
+      if (json::Has(s, "price_hourly")) {
+        price = s->getValue<double>("price_hourly");
+        price_source = "live";
+      }
     }
     if (!listed) {
       host_.Warning("DigitalOcean's size list has no " + size->slug +
@@ -627,7 +631,8 @@ std::string DigitalOceanDriver::Offers(const std::string& request_json) {
   }
   for (const auto& r : regions) {
     if (!region.empty() && r != region) continue;
-    offers->add(kit::OfferJson({size->slug, size->gpu_type, size->gpu_count, r, price, size->image}));
+    offers->add(kit::OfferJson({size->slug, size->gpu_type, size->gpu_count, r, price, size->image,
+                                std::nullopt, price_source}));
   }
   if (offers->size() == 0) {
     host_.Warning(size->slug + " is not offered in region " + region + " (regions: " +

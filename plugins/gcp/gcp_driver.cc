@@ -741,7 +741,8 @@ std::string GcpDriver::Offers(const std::string& request_json) {
     return kit::OffersResult(offers);
   }
   Object::Ptr o = kit::OfferJson(
-      {mt->machine_type, mt->gpu_type, mt->gpu_count, location, mt->price_per_hour, ""});
+      {mt->machine_type, mt->gpu_type, mt->gpu_count, location, mt->price_per_hour, "",
+       std::nullopt, "table"});
   Array::Ptr zone_list = new Array();
   for (const auto& z : zones) zone_list->add(z);
   o->set("zones", zone_list);

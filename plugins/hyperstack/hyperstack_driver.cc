@@ -499,7 +499,7 @@ std::string HyperstackDriver::Offers(const std::string& request_json) {
     }
     const std::optional<std::string> g = CanonicalGpu(f->gpu);
     offers->add(kit::OfferJson(
-        {f->name, f->gpu_count > 0 && g ? *g : "", f->gpu_count, f->region, 0.0, ""}));
+        {f->name, f->gpu_count > 0 && g ? *g : "", f->gpu_count, f->region, 0.0, "", true, ""}));
   }
   if (offers->size() == 0) {
     host_.Warning("Hyperstack has " + (wanted.empty() ? std::string("CPU VMs") : wanted) + " as " +

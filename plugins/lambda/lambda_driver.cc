@@ -581,7 +581,8 @@ std::string LambdaDriver::Offers(const std::string& request_json) {
     for (size_t i = 0; regions && i < regions->size(); ++i) {
       const std::string r = json::Str(json::ObjAt(regions, i), "name");
       if (!region.empty() && r != region) continue;
-      offers->add(kit::OfferJson({type_name, *canonical, gpu->count, r, price, ""}));
+      // Listed under regions_with_capacity_available: in stock now, at the live price.
+      offers->add(kit::OfferJson({type_name, *canonical, gpu->count, r, price, "", true, "live"}));
       any = true;
     }
     if (!any) sold_out.push_back(type_name);

@@ -462,7 +462,8 @@ std::string MassedComputeDriver::Offers(const std::string& request_json) {
     if (p.capacity <= 0) continue;
     for (const auto& r : p.regions) {
       if (!region.empty() && r != region) continue;
-      offers->add(kit::OfferJson({p.name, p.model, p.gpu_count, r, p.price_per_hour, ""}));
+      offers->add(kit::OfferJson(
+          {p.name, p.model, p.gpu_count, r, p.price_per_hour, "", p.capacity > 0, "live"}));
     }
   }
   if (!any_match) {

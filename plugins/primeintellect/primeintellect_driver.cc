@@ -848,6 +848,7 @@ std::string PrimeIntellectDriver::Offers(const std::string& request_json) {
     o->set("region", m.DisplayRegion());
     if (m.price_per_hour) {
       o->set("price_per_hour", *m.price_per_hour);
+      o->set("price_source", "live");
     } else {
       o->set("price_per_hour", Poco::Dynamic::Var());
     }
@@ -857,6 +858,7 @@ std::string PrimeIntellectDriver::Offers(const std::string& request_json) {
     o->set("data_center", m.data_center);
     o->set("country", m.country);
     o->set("stock_status", m.stock_status);
+    o->set("in_stock", true);  // matching offers are the ones in stock
     o->set("spot", m.is_spot);
     offers->add(o);
   }

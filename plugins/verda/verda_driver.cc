@@ -622,7 +622,7 @@ std::string VerdaDriver::Offers(const std::string& request_json) {
     for (const auto& t : in_stock) {
       if (!wanted(t)) continue;
       offers->add(kit::OfferJson(
-          {t, gpu ? canonical : "", count, loc, price.count(t) ? price[t] : 0.0, ""}));
+          {t, gpu ? canonical : "", count, loc, price.count(t) ? price[t] : 0.0, "", true, "live"}));
     }
   }
   const std::string what = gpu ? canonical + ":" + std::to_string(count) : "a CPU instance";

@@ -171,16 +171,16 @@ assert final == listed, (final, listed)
 ' "$CLI_VM" "$BATS_TEST_TMPDIR/list.json"
 }
 
-@test "list sizes its columns to their contents, with GPUS and \$/H, and -o yaml matches -o json" {
+@test "list sizes its columns to their contents, with GPUS, \$/H and COST, and -o yaml matches -o json" {
   run "$GPUPROV" list --no-refresh
   echo "$output"
   [ "$status" -eq 0 ]
   header=$(head -1 <<<"$output")
-  [[ "$header" =~ ^NAME\ +CLOUD\ +REGION\ +STATE\ +ADDRESS\ +GPUS\ +\$/H\ +K8S\ +AGE$ ]]
+  [[ "$header" =~ ^NAME\ +CLOUD\ +REGION\ +STATE\ +ADDRESS\ +GPUS\ +\$/H\ +COST\ +K8S\ +AGE$ ]]
   row=$(grep "^$CLI_VM " <<<"$output")
   # NAME is as wide as the longest name plus two blanks.
   [ "${header%%CLOUD*}" = "$(printf '%-*s' $((${#CLI_VM} + 2)) NAME)" ]
-  [[ "$row" =~ ^$CLI_VM\ +docker\ +local\ +ready\ +127\.77\.[0-9.:]+\ +-\ +-\ +off\ +[0-9]+[smhd]$ ]]
+  [[ "$row" =~ ^$CLI_VM\ +docker\ +local\ +ready\ +127\.77\.[0-9.:]+\ +-\ +-\ +-\ +off\ +[0-9]+[smhd]$ ]]
   "$GPUPROV" list -o json >"$BATS_TEST_TMPDIR/list.json"
   "$GPUPROV" list -oyaml >"$BATS_TEST_TMPDIR/list.yaml"
   /usr/bin/python3 -c '
