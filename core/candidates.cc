@@ -49,6 +49,14 @@ std::string PriceText(double price) {
   return price > 0 ? FormatPricePerHour(price) : std::string("-");
 }
 
+/// "live", "table 2026-12-02" (the day the driver's table was written), "table", or "-" when
+/// there is no price.
+std::string PriceSourceText(const CloudOffer& offer) {
+  if (offer.price_per_hour <= 0 || offer.price_source.empty()) return "-";
+  if (offer.price_source == "table" && !offer.price_date.empty()) return "table " + offer.price_date;
+  return offer.price_source;
+}
+
 std::string GpusText(const CloudOffer& o) {
   if (o.gpu_type.empty() || o.gpu_count <= 0) return "-";
   return o.gpu_type + ":" + std::to_string(o.gpu_count);
@@ -177,9 +185,7 @@ std::string CandidateTable(const std::vector<Candidate>& candidates) {
     rows.push_back({tried ? std::to_string(++n) : "-", c.cloud, c.region.empty() ? "-" : c.region,
                     c.offer.instance_type.empty() ? "-" : c.offer.instance_type, GpusText(c.offer),
                     PriceText(c.offer.price_per_hour),
-                    c.offer.price_per_hour > 0 && !c.offer.price_source.empty()
-                        ? c.offer.price_source
-                        : "-",
+                    PriceSourceText(c.offer),
                     !c.offer.in_stock ? "-" : *c.offer.in_stock ? "yes" : "no", note});
   }
   std::vector<size_t> width(rows[0].size(), 0);

@@ -161,6 +161,13 @@ TEST(CandidateTable, NumbersTriedRowsAndSaysWhyOthersAreSkipped) {
   EXPECT_THAT(t, HasSubstr("2  lambda  r       t              H100:1  $2.00/h  live        yes\n"));
 }
 
+TEST(CandidateTable, ATablePriceSaysTheDayItsTableWasWritten) {
+  std::vector<Candidate> c = {Cand("aws", 1.5, 0)};
+  c[0].offer.price_source = "table";
+  c[0].offer.price_date = "2026-12-02";
+  EXPECT_THAT(CandidateTable(c), HasSubstr("$1.50/h  table 2026-12-02  -"));
+}
+
 // The failover decision table: one test per row.
 TEST(DecideAfterAttempt, CreatedProceeds) {
   EXPECT_EQ(DecideAfterAttempt(AttemptOutcome::kCreated, true, true).action,

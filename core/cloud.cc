@@ -183,6 +183,9 @@ std::vector<CloudOffer> Cloud::Offers(const std::optional<GpuRequest>& gpu,
       if (o->has("price_source") && o->get("price_source").isString()) {
         offer.price_source = o->getValue<std::string>("price_source");
       }
+      if (o->has("price_date") && o->get("price_date").isString()) {
+        offer.price_date = o->getValue<std::string>("price_date");
+      }
       if (o->has("in_stock") && o->get("in_stock").isBoolean()) {
         offer.in_stock = o->getValue<bool>("in_stock");
       }

@@ -37,6 +37,8 @@ struct CloudOffer {
   double price_per_hour = 0;
   /// "live" (the cloud's API said it now) or "table" (the driver's own list); "" unknown.
   std::string price_source;
+  /// With "table": the day the driver's table was written (YYYY-MM-DD); "" when not said.
+  std::string price_date;
   /// The cloud says it is in stock now (true) or not (false); nullopt: it does not say.
   std::optional<bool> in_stock;
 };

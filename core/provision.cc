@@ -626,7 +626,10 @@ class Provision {
                   (offer_.region.empty() ? "" : " in " + offer_.region) +
                   (offer_.price_per_hour > 0
                        ? " at " + FormatPricePerHour(offer_.price_per_hour) +
-                             (offer_.price_source == "table" ? " (the driver's price table)" : "")
+                             (offer_.price_source == "table"
+                                  ? " (the driver's price table" +
+                                        (offer_.price_date.empty() ? "" : " of " + offer_.price_date) + ")"
+                                  : "")
                        : " (price unknown)"));
     ConfirmPrice();
   }

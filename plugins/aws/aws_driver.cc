@@ -621,7 +621,7 @@ std::string AwsDriver::Offers(const std::string& request_json) {
   offers->add(kit::OfferJson({type->name, type->gpu_type, type->gpu_count, region,
                               type->price_per_hour,
                               image_override_.empty() ? DefaultImage(*type) : image_override_,
-                              std::nullopt, "table"}));
+                              std::nullopt, "table", kPriceTableDate}));
   return kit::OffersResult(offers);
 }
 

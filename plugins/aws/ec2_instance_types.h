@@ -17,6 +17,9 @@
 
 namespace gpuprov::aws {
 
+/// The day the prices below were written down (offers say it next to a table price).
+inline constexpr const char* kPriceTableDate = "2026-12-02";
+
 struct InstanceType {
   const char* name;      ///< "g6.xlarge"
   const char* gpu_type;  ///< gpuprov's GPU name ("L4", "A10G", "H100"); "" for none

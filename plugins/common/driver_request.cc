@@ -179,6 +179,7 @@ Object::Ptr OfferJson(const OfferFields& offer) {
   if (offer.in_stock) o->set("in_stock", *offer.in_stock);
   if (!offer.price_source.empty() && offer.price_per_hour > 0) {
     o->set("price_source", offer.price_source);
+    if (offer.price_source == "table" && !offer.price_date.empty()) o->set("price_date", offer.price_date);
   }
   return o;
 }

@@ -95,6 +95,9 @@ struct OfferFields {
   /// Where the price comes from: "live" (the cloud's API now) or "table" (the driver's own
   /// list); "" (not written) when there is no price.
   std::string price_source;
+  /// With "table": the day the driver's prices were written down (YYYY-MM-DD), so a user can
+  /// judge how stale they may be; written only then.
+  std::string price_date;
 };
 Poco::JSON::Object::Ptr OfferJson(const OfferFields& offer);
 

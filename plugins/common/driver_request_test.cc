@@ -165,6 +165,14 @@ TEST(DriverRequest, OfferJsonWritesStockAndPriceSourceOnlyWhenKnown) {
   EXPECT_EQ(json::Stringify(OfferJson({"n3-H100x1", "H100", 1, "CANADA-1", 0, "", false, "live"})),
             R"({"instance_type":"n3-H100x1","gpu_type":"H100","gpu_count":1,)"
             R"("region":"CANADA-1","price_per_hour":0,"in_stock":false})");
+  // A table price says the day its table was written; a live price has no such day.
+  EXPECT_EQ(json::Stringify(OfferJson({"g6.xlarge", "L4", 1, "us-east-1", 0.8, "", std::nullopt,
+                                       "table", "2026-12-02"})),
+            R"({"instance_type":"g6.xlarge","gpu_type":"L4","gpu_count":1,)"
+            R"("region":"us-east-1","price_per_hour":0.8,"price_source":"table","price_date":"2026-12-02"})");
+  EXPECT_EQ(json::Stringify(OfferJson({"x", "L4", 1, "r", 0.8, "", std::nullopt, "live", "2026-12-02"})),
+            R"({"instance_type":"x","gpu_type":"L4","gpu_count":1,"region":"r","price_per_hour":0.8,)"
+            R"("price_source":"live"})");
 }
 
 }  // namespace

@@ -632,7 +632,7 @@ std::string DigitalOceanDriver::Offers(const std::string& request_json) {
   for (const auto& r : regions) {
     if (!region.empty() && r != region) continue;
     offers->add(kit::OfferJson({size->slug, size->gpu_type, size->gpu_count, r, price, size->image,
-                                std::nullopt, price_source}));
+                                std::nullopt, price_source, kPriceTableDate}));
   }
   if (offers->size() == 0) {
     host_.Warning(size->slug + " is not offered in region " + region + " (regions: " +

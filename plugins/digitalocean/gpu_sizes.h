@@ -20,6 +20,9 @@
 
 namespace gpuprov::digitalocean {
 
+/// The day the fallback prices below were written down (said next to a table price).
+inline constexpr const char* kPriceTableDate = "2026-12-02";
+
 struct GpuSize {
   std::string gpu_type;  ///< canonical: "H100", "H200", "L40S", "RTX6000ADA", "RTX4000ADA", "MI300X", "MI325X"
   int gpu_count = 0;     ///< 0 for the CPU size

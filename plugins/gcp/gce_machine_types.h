@@ -15,6 +15,9 @@
 
 namespace gpuprov::gcp {
 
+/// The day the prices below were written down (offers say it next to a table price).
+inline constexpr const char* kPriceTableDate = "2026-12-02";
+
 struct GceMachineType {
   std::string gpu_type;  ///< gpuprov's name, e.g. "L4", "A100-80GB"; "" for CPU only
   int gpu_count = 0;

@@ -742,7 +742,7 @@ std::string GcpDriver::Offers(const std::string& request_json) {
   }
   Object::Ptr o = kit::OfferJson(
       {mt->machine_type, mt->gpu_type, mt->gpu_count, location, mt->price_per_hour, "",
-       std::nullopt, "table"});
+       std::nullopt, "table", kPriceTableDate});
   Array::Ptr zone_list = new Array();
   for (const auto& z : zones) zone_list->add(z);
   o->set("zones", zone_list);

@@ -81,8 +81,8 @@ record() {
   # The table, cheapest first, ties in the order given; then the attempts in that order.
   # $/h with where the price comes from; "in stock" where the cloud says (Massed Compute's
   # inventory does; GCE's machine types and AWS's table do not).
-  [[ "$output" == *"1  massedcompute  us-central-3  gpu_1x_h100"*"\$2.39/h   live        yes"* ]]
-  [[ "$output" == *"4  gcp "*"\$11.06/h  table       -"* ]]
+  [[ "$output" == *"1  massedcompute  us-central-3  gpu_1x_h100"*"\$2.39/h   live              yes"* ]]
+  [[ "$output" == *"4  gcp "*"\$11.06/h  table 2026-12-02  -"* ]]
   [[ "$output" == *"2  digitalocean   nyc2"*"3  digitalocean   tor1"*"4  gcp            us-central1   a3-highgpu-1g"*"\$11.06/h"*"5  aws "* ]]
   [[ "$output" == *"massedcompute us-central-3: no capacity; trying the next candidate"* ]]
   [[ "$output" == *"digitalocean nyc2: quota; trying the next candidate"* ]]
