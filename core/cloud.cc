@@ -169,6 +169,7 @@ std::vector<CloudOffer> Cloud::Offers(const std::optional<GpuRequest>& gpu,
   req->set("kubernetes", kubernetes);
   Object::Ptr r = ParseObject(driver_->Call(DriverOp::kOffers, ToJson(req)), "offers");
   std::vector<CloudOffer> out;
+  const std::string powered_off = Str(r, "powered_off_cost");
   if (auto arr = r->getArray("offers"); !arr.isNull()) {
     for (size_t i = 0; i < arr->size(); ++i) {
       Object::Ptr o = arr->getObject(i);
@@ -179,6 +180,9 @@ std::vector<CloudOffer> Cloud::Offers(const std::optional<GpuRequest>& gpu,
       offer.region = Str(o, "region");
       if (o->has("price_per_hour") && !o->isNull("price_per_hour")) {
         offer.price_per_hour = o->getValue<double>("price_per_hour");
+      }
+      if (powered_off == "none" || powered_off == "disk" || powered_off == "full") {
+        offer.powered_off_cost = powered_off;
       }
       out.push_back(offer);
     }

@@ -35,6 +35,9 @@ struct CloudOffer {
   int gpu_count = 0;
   std::string region;
   double price_per_hour = 0;
+  /// The offers result's powered_off_cost: "none", "disk", "full"; "" when the driver does
+  /// not say (ttl.h).
+  std::string powered_off_cost;
 };
 
 /// Something on the cloud that carries gpuprov's marks (ABI 1.2 list_resources).

@@ -29,6 +29,7 @@
 #include "ssh_client.h"
 #include "ssh_keys.h"
 #include "state_store.h"
+#include "ttl.h"
 #include "tunnel_command.h"
 #include "vm_commands.h"
 #include "vm_ports.h"
@@ -149,6 +150,7 @@ class Provision {
       WaitForRunning();
       OpenNeededPorts();
       SshSession session = WaitForSsh();
+      InstallTtlIfAsked(session);
       ChooseTunnelPortIfTunnel();
       BringUpClusterIfOn(session);
       MergeKubeconfigIfAsked();
@@ -293,6 +295,9 @@ class Provision {
                   (offer_.price_per_hour > 0 ? " at " + FormatPricePerHour(offer_.price_per_hour)
                                              : ""));
     ConfirmPrice();
+    if (opt_.ttl_seconds.value.value_or(0) > 0 || opt_.idle_ttl_seconds.value.value_or(0) > 0) {
+      console_.Note(PoweredOffNote(cloud_name_, offer_.powered_off_cost, name_));
+    }
     public_key_ = EnsureEd25519Key(key_path_);
   }
 
@@ -353,6 +358,7 @@ class Provision {
       rec_.route_reason.clear();
     }
     rec_.extra["ssh_key"] = key_path_;
+    rec_.powered_off_cost = offer_.powered_off_cost;
     if (rec_.created_at.empty()) rec_.created_at = NowRfc3339();
     rec_.phase = existing_ ? rec_.phase : "intent";
     rec_.last_error.clear();
@@ -487,6 +493,58 @@ class Provision {
     return session;
   }
 
+  /// TTL on the node (ttl.h), right after the host key is pinned, for every route and for
+  /// --no-k8s VMs too: the script, its settings and its timer, over SSH. This run's --ttl (or
+  /// the spec's or config's for a VM made now) sets a new deadline; a VM that exists keeps its
+  /// recorded one otherwise. Nothing runs when neither this run nor the record has a TTL.
+  void InstallTtlIfAsked(SshSession& session) {
+    NodeTtl ttl;
+    ttl.check_seconds = opt_.ttl_check_seconds.value;
+    const bool set_deadline =
+        opt_.ttl_seconds.value && (opt_.ttl_seconds.source == Source::kFlag || !vm_existed_ ||
+                                   rec_.ttl_deadline.empty());
+    if (set_deadline) {
+      if (*opt_.ttl_seconds.value > 0) {
+        ttl.deadline_epoch = static_cast<long long>(std::chrono::system_clock::to_time_t(
+                                 std::chrono::system_clock::now())) +
+                             *opt_.ttl_seconds.value;
+      }
+    } else if (const auto deadline = TtlDeadline(rec_)) {
+      ttl.deadline_epoch = static_cast<long long>(std::chrono::system_clock::to_time_t(*deadline));
+    }
+    const bool set_idle = opt_.idle_ttl_seconds.value &&
+                          (opt_.idle_ttl_seconds.source == Source::kFlag || !vm_existed_ ||
+                           rec_.idle_ttl_seconds == 0);
+    if (set_idle) {
+      if (*opt_.idle_ttl_seconds.value > 0) ttl.idle_seconds = *opt_.idle_ttl_seconds.value;
+    } else if (rec_.idle_ttl_seconds > 0) {
+      ttl.idle_seconds = rec_.idle_ttl_seconds;
+    }
+    SshNodeShell shell(&session);
+    if (!ttl.deadline_epoch && !ttl.idle_seconds) {
+      if (rec_.ttl_deadline.empty() && rec_.idle_ttl_seconds == 0) return;
+      // A recorded TTL this run turns off ("--ttl off").
+      SshRunResult r = shell.RunAsRoot("ttl off", TtlOffCommand(), "", std::chrono::seconds(60));
+      if (r.exit_status != 0) {
+        throw Error("could not remove the TTL timer on " + name_ + ": " + TrimSpace(r.stderr_text),
+                    "retry with `gpuprov ttl " + name_ + " --off`");
+      }
+      SetRecordTtl(rec_, ttl);
+      Save();
+      return;
+    }
+    SshRunResult r =
+        shell.RunAsRoot("ttl install", TtlInstallCommand(ttl), TtlScript(), std::chrono::seconds(60));
+    if (r.exit_status != 0) {
+      throw Error("could not install the TTL timer on " + name_ + " (exit " +
+                      std::to_string(r.exit_status) + "): " + TrimSpace(r.stderr_text),
+                  "the node needs systemd; re-run the same `gpuprov provision`, or `gpuprov down " +
+                      name_ + "`");
+    }
+    SetRecordTtl(rec_, ttl);
+    Save();
+  }
+
   /// Tunnel access: the VM's own local port, kept from an earlier run, else the first one from
   /// tunnel_first_port that no other VM holds and nothing listens on (under a lock, so two
   /// provisions never take the same).
@@ -583,6 +641,14 @@ class Provision {
         << "  command: gpuprov ssh " << name_
         << (rec_.gpus.empty() ? " -- uname -a\n" : " -- nvidia-smi\n")
         << "  remove:  gpuprov down " << name_ << "\n";
+    if (const auto left = TtlSecondsLeft(rec_, std::chrono::system_clock::now())) {
+      out << "  ttl:     the VM powers itself off at " << rec_.ttl_deadline << " (in "
+          << FormatDuration(*left) << "); `gpuprov ttl " << name_ << " 2h` extends\n";
+    }
+    if (rec_.idle_ttl_seconds > 0) {
+      out << "  idle:    the VM powers itself off after " << FormatDuration(rec_.idle_ttl_seconds)
+          << " idle (no SSH session, no GPU pod, GPUs below 5%)\n";
+    }
     if (k8s_.enabled) {
       const std::string route =
           rec_.route + " route" + (rec_.route_reason.empty() ? "" : ": " + rec_.route_reason);
