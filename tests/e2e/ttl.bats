@@ -1,0 +1,154 @@
+#!/usr/bin/env bats
+# TTL on the node (docs/ttl.md) with compressed times (the node's timer checks every second):
+# - docker test cloud (real test VMs, systemd as PID 1): --ttl powers the VM off (its
+#   container exits), `list` then shows it stopped and EXPIRED, gc lists it, `down --expired`
+#   deletes it; `gpuprov ttl NAME 1h` extends past the old deadline, `--off` removes the timer;
+#   --idle-ttl does not fire while an SSH session is open and fires once it has closed.
+# - DigitalOcean through the emulator's docker backend: the emulated API reports the VM that
+#   powered itself off as `off` (digitalocean.md 3.2), gpuprov shows it stopped and EXPIRED, and
+#   `down --expired` leaves nothing on the cloud.
+
+load helpers
+
+setup_file() {
+  export DIGITALOCEAN_TOKEN="dop_v1_e2e_$$_ttl_token"
+  export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
+  mkdir -p "$GPUPROV_HOME"
+  printf '[defaults.timeouts]\nssh_wait_seconds = 180\nttl_check_seconds = 1\n' \
+    >"$GPUPROV_HOME/config.toml"
+  export TTL_A="ttl-a-$$" TTL_B="ttl-b-$$" TTL_C="ttl-c-$$"
+  remove_vm_containers "$TTL_A" "$TTL_B" "$TTL_C"
+  start_emulator emu --backend docker --clouds digitalocean
+}
+
+teardown_file() {
+  stop_emulators
+  remove_vm_containers "$TTL_A" "$TTL_B" "$TTL_C"
+}
+
+# container_status NAME: the docker test cloud's container of VM NAME: running, exited, ...
+container_status() {
+  docker ps -a --filter "label=io.gpuprov.managed=1" --filter "label=io.gpuprov.name=$1" \
+    --format '{{.State}}'
+}
+
+# wait_for SECONDS COMMAND...: runs COMMAND every half second until it succeeds (status 1
+# after SECONDS).
+wait_for() {
+  local limit=$1 _
+  shift
+  for _ in $(seq 1 $((limit * 2))); do
+    "$@" && return 0
+    sleep 0.5
+  done
+  return 1
+}
+
+container_exited() { [ "$(container_status "$1")" = exited ]; }
+listed_state() { [ "$(field "$1" state)" = "$2" ]; }
+
+@test "docker: --ttl powers the VM off at its deadline; list marks it; gc lists it; down --expired deletes it" {
+  run "$GPUPROV" provision --name "$TTL_A" --cloud docker --ttl 6s
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"at the TTL the VM powers off; on docker a powered-off VM is no longer billed"* ]]
+  [[ "$output" == *"ttl:     the VM powers itself off at "* ]]
+  run "$GPUPROV" list --no-refresh
+  echo "$output"
+  [[ "${lines[0]}" == *" TTL" ]]
+  [[ "${lines[1]}" =~ \ [1-6]s$ ]]
+  [ "$(container_status "$TTL_A")" = running ]
+  run "$GPUPROV" ssh "$TTL_A" -- 'systemctl is-active gpuprov-ttl.timer; cat /etc/gpuprov/ttl.conf'
+  echo "$output"
+  [[ "$output" == *"active"* && "$output" == *"deadline="[0-9]* ]]
+  # The node powers itself off: systemd as PID 1 ends, and so does the container.
+  wait_for 20 container_exited "$TTL_A"
+  [ "$(docker inspect -f '{{.State.ExitCode}}' "$(docker ps -aq --filter "label=io.gpuprov.name=$TTL_A")")" -eq 0 ]
+  run "$GPUPROV" list
+  echo "$output"
+  [[ "${lines[1]}" == *" stopped "*" EXPIRED" ]]
+  [ "$(field "$TTL_A" expired)" = True ]
+  run "$GPUPROV" gc --cloud docker
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"expired VMs"*"$TTL_A"*"expired "* ]]
+  run "$GPUPROV" down --expired </dev/null
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"needs --yes when stdin is not a terminal"*"$TTL_A"* ]]
+  [ "$(count_vm_containers "$TTL_A")" -eq 1 ]
+  run "$GPUPROV" down --expired --yes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"removed VM $TTL_A from docker"* ]]
+  [ "$(count_vm_containers "$TTL_A")" -eq 0 ]
+  [ ! -e "$GPUPROV_HOME/state/$TTL_A.json" ]
+  run "$GPUPROV" down --expired --yes
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"no expired VMs"* ]]
+}
+
+@test "docker: gpuprov ttl NAME 1h extends past the old deadline; --off removes the timer" {
+  run "$GPUPROV" provision --name "$TTL_B" --cloud docker --ttl 5s
+  [ "$status" -eq 0 ]
+  run "$GPUPROV" ttl "$TTL_B" 1h
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"powers itself off at "*"(in 59m"* ]]
+  sleep 8 # past the first deadline, with the timer checking every second
+  [ "$(container_status "$TTL_B")" = running ]
+  run "$GPUPROV" list --no-refresh
+  [[ "${lines[1]}" =~ \ 5[0-9]m[0-9]*s?$ ]]
+  run "$GPUPROV" ttl "$TTL_B" --off
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"removed the TTL timer from VM $TTL_B"* ]]
+  run "$GPUPROV" ssh "$TTL_B" -- 'systemctl is-active gpuprov-ttl.timer; ls /etc/gpuprov/ttl.conf /usr/local/sbin/gpuprov-ttl'
+  echo "$output"
+  [[ "$output" == *"inactive"* && "$output" == *"No such file"* ]]
+  run "$GPUPROV" ttl "$TTL_B"
+  [[ "$output" == *"has no TTL deadline"* ]]
+  run "$GPUPROV" list --no-refresh
+  [[ "${lines[1]}" == *" -" ]]
+  run "$GPUPROV" ttl "$TTL_B" soon
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"gpuprov ttl NAME DURATION: 'soon' is not a duration"* ]]
+  run "$GPUPROV" down "$TTL_B" --yes
+  [ "$status" -eq 0 ]
+}
+
+@test "docker: --idle-ttl waits while an SSH session is open and fires once it has closed" {
+  run "$GPUPROV" provision --name "$TTL_C" --cloud docker --idle-ttl 4s
+  echo "$output"
+  [ "$status" -eq 0 ]
+  "$GPUPROV" ssh "$TTL_C" -- sleep 9 3>&- &
+  local session=$!
+  sleep 7 # idle TTL 4 s, timer every second: it would have fired without the session
+  [ "$(container_status "$TTL_C")" = running ]
+  wait "$session"
+  # Idle from here: the first idle check starts the clock, 4 s later the VM powers off.
+  wait_for 15 container_exited "$TTL_C"
+  run "$GPUPROV" list --no-refresh
+  [[ "${lines[1]}" == *" idle 4s" ]]
+  run "$GPUPROV" down "$TTL_C" --yes
+  [ "$status" -eq 0 ]
+}
+
+@test "digitalocean (emulated): the VM that powered itself off is off on the API; down --expired leaves nothing" {
+  use_emulator emu
+  run "$GPUPROV" provision --name ttl-do --cloud digitalocean --no-k8s --ttl 5s
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"on digitalocean a powered-off VM is still billed in full: use \`gpuprov down ttl-do\`"* ]]
+  [ "$(field ttl-do powered_off_cost)" = full ]
+  wait_for 25 listed_state ttl-do stopped
+  local id
+  id=$(field ttl-do vm_id)
+  run curl -fsS -H "Authorization: Bearer $DIGITALOCEAN_TOKEN" "$GPUPROV_DIGITALOCEAN_ENDPOINT/droplets/$id"
+  echo "$output"
+  [[ "$output" == *'"status":"off"'* ]]
+  run "$GPUPROV" down --expired --yes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"removed VM ttl-do from digitalocean"* ]]
+  expect_nothing_left digitalocean ssh_keys
+}
