@@ -7,18 +7,27 @@
 # - DigitalOcean through the emulator's docker backend: the emulated API reports the VM that
 #   powered itself off as `off` (digitalocean.md 3.2), gpuprov shows it stopped and EXPIRED, and
 #   `down --expired` leaves nothing on the cloud.
+# - AWS through the emulator's docker backend: gpuprov launches with
+#   InstanceInitiatedShutdownBehavior=terminate, so the instance that powered itself off is
+#   terminated (aws.md 3.1: stateReason Client.InstanceInitiatedShutdown); `down --expired`
+#   then removes its security group and key.
 
 load helpers
 
 setup_file() {
   export DIGITALOCEAN_TOKEN="dop_v1_e2e_$$_ttl_token"
+  export AWS_ACCESS_KEY_ID="AKIAE2E$$TTLKEY0001"
+  export AWS_SECRET_ACCESS_KEY="e2e/$$/ttl+secret+access+key"
+  export AWS_REGION=us-east-1
+  export HOME="$BATS_FILE_TMPDIR/userhome" # no ~/.aws of the machine's user
+  mkdir -p "$HOME"
   export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
   mkdir -p "$GPUPROV_HOME"
   printf '[defaults.timeouts]\nssh_wait_seconds = 180\nttl_check_seconds = 1\n' \
     >"$GPUPROV_HOME/config.toml"
   export TTL_A="ttl-a-$$" TTL_B="ttl-b-$$" TTL_C="ttl-c-$$"
   remove_vm_containers "$TTL_A" "$TTL_B" "$TTL_C"
-  start_emulator emu --backend docker --clouds digitalocean
+  start_emulator emu --backend docker --clouds digitalocean,aws
 }
 
 teardown_file() {
@@ -46,6 +55,7 @@ wait_for() {
 
 container_exited() { [ "$(container_status "$1")" = exited ]; }
 listed_state() { [ "$(field "$1" state)" = "$2" ]; }
+no_backend_instance() { [ "$(count "$1" backend_instances)" -eq 0 ]; }
 
 @test "docker: --ttl powers the VM off at its deadline; list marks it; gc lists it; down --expired deletes it" {
   run "$GPUPROV" provision --name "$TTL_A" --cloud docker --ttl 6s
@@ -151,4 +161,21 @@ listed_state() { [ "$(field "$1" state)" = "$2" ]; }
   [ "$status" -eq 0 ]
   [[ "$output" == *"removed VM ttl-do from digitalocean"* ]]
   expect_nothing_left digitalocean ssh_keys
+}
+
+@test "aws (emulated): the instance that powered itself off is terminated; down --expired cleans up" {
+  use_emulator emu
+  run "$GPUPROV" provision --name ttl-aws --cloud aws --no-k8s --ttl 5s
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"on aws a powered-off VM is no longer billed"* ]]
+  # The driver lists no terminated instance: gpuprov sees it missing.
+  wait_for 30 listed_state ttl-aws missing
+  # Terminated: the emulator removes the test VM behind it.
+  wait_for 20 no_backend_instance aws
+  run "$GPUPROV" down --expired --yes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"ttl-aws"* ]]
+  expect_nothing_left aws ssh_keys
 }
