@@ -234,6 +234,7 @@ class Provision {
     console_.Step("check", "checking " + cloud_name_ + " credentials");
     const CloudCheck account = cloud_->Check();
     console_.Debug(cloud_name_ + " account: " + account.account);
+    user_data_limit_ = account.user_data_limit;
     if (k8s_.enabled) {
       plan_ = PlanCluster(driver_->info().capabilities, account.user_data_limit, K3sArgs());
     }
@@ -297,6 +298,12 @@ class Provision {
     ConfirmPrice();
     if (opt_.ttl_seconds.value.value_or(0) > 0 || opt_.idle_ttl_seconds.value.value_or(0) > 0) {
       console_.Note(PoweredOffNote(cloud_name_, offer_.powered_off_cost, name_));
+    }
+    // One deadline, counted from now, for the boot script and the SSH set-up alike.
+    if (opt_.ttl_seconds.value.value_or(0) > 0) {
+      planned_deadline_ = static_cast<long long>(std::chrono::system_clock::to_time_t(
+                              std::chrono::system_clock::now())) +
+                          *opt_.ttl_seconds.value;
     }
     public_key_ = EnsureEd25519Key(key_path_);
   }
@@ -382,6 +389,7 @@ class Provision {
     req.tags["gpuprov-name"] = name_;
     req.open_ports = PortsToOpen(k8s_.enabled, plan_);
     req.user_data = plan_.boot_script;
+    AddTtlToUserData(req.user_data);
     req.disk_gb = opt_.disk_gb.value;
     req.kubernetes = k8s_.enabled;
     req.sources = wanted_sources_;
@@ -435,6 +443,25 @@ class Provision {
     }
     Save();
     CrashPoint("vm-created");
+  }
+
+  /// A new VM on the boot route gets the TTL timer in its boot script too (before the
+  /// installer), so it is in place even if this run never reaches SSH; when it does not fit the
+  /// cloud's limit, the SSH set-up alone does it.
+  void AddTtlToUserData(std::string& user_data) {
+    if (user_data.empty() || (existing_ && !existing_->vm_id.empty())) return;
+    NodeTtl ttl;
+    ttl.check_seconds = opt_.ttl_check_seconds.value;
+    ttl.deadline_epoch = planned_deadline_;
+    if (opt_.idle_ttl_seconds.value.value_or(0) > 0) ttl.idle_seconds = *opt_.idle_ttl_seconds.value;
+    if (!ttl.deadline_epoch && !ttl.idle_seconds) return;
+    if (std::optional<std::string> with = AddTtlToBootScript(user_data, ttl, user_data_limit_)) {
+      user_data = *with;
+      console_.Debug("boot script: the TTL timer first, " + std::to_string(user_data.size()) +
+                     " bytes");
+    } else {
+      console_.Debug("the TTL timer does not fit in the boot script; it is set over SSH only");
+    }
   }
 
   /// The VM running, with a public address; bounded by boot_wait_seconds.
@@ -504,11 +531,7 @@ class Provision {
         opt_.ttl_seconds.value && (opt_.ttl_seconds.source == Source::kFlag || !vm_existed_ ||
                                    rec_.ttl_deadline.empty());
     if (set_deadline) {
-      if (*opt_.ttl_seconds.value > 0) {
-        ttl.deadline_epoch = static_cast<long long>(std::chrono::system_clock::to_time_t(
-                                 std::chrono::system_clock::now())) +
-                             *opt_.ttl_seconds.value;
-      }
+      ttl.deadline_epoch = planned_deadline_;
     } else if (const auto deadline = TtlDeadline(rec_)) {
       ttl.deadline_epoch = static_cast<long long>(std::chrono::system_clock::to_time_t(*deadline));
     }
@@ -739,6 +762,8 @@ class Provision {
   ClusterResult cluster_;
   int tunnel_port_ = kTunnelLocalPort;
   std::string merged_into_;  // the user's kubeconfig this run merged into ("" when none)
+  std::size_t user_data_limit_ = 0;            // the cloud's boot script limit (check)
+  std::optional<long long> planned_deadline_;  // --ttl's deadline, epoch seconds
 };
 
 }  // namespace

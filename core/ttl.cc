@@ -151,15 +151,19 @@ std::string PoweredOffNote(const std::string& cloud, const std::string& powered_
          "` (or `gpuprov down --expired`)";
 }
 
+std::string TtlSetupCommand(const NodeTtl& ttl) {
+  const std::string path = kNodeTtlPath;
+  return path + " set --deadline " +
+         (ttl.deadline_epoch ? std::to_string(*ttl.deadline_epoch) : "none") + " --idle-seconds " +
+         (ttl.idle_seconds ? std::to_string(*ttl.idle_seconds) : "none") + " && " + path +
+         " install --check-seconds " + std::to_string(ttl.check_seconds);
+}
+
 std::string TtlInstallCommand(const NodeTtl& ttl) {
   const std::string path = kNodeTtlPath;
-  std::string set = path + " set --deadline " +
-                    (ttl.deadline_epoch ? std::to_string(*ttl.deadline_epoch) : "none") +
-                    " --idle-seconds " +
-                    (ttl.idle_seconds ? std::to_string(*ttl.idle_seconds) : "none");
   return "set -e; mkdir -p /usr/local/sbin; cat > " + Quote(path + ".tmp") + "; chmod 0755 " +
          Quote(path + ".tmp") + "; mv -f " + Quote(path + ".tmp") + " " + Quote(path) + "; " +
-         set + "; " + path + " install --check-seconds " + std::to_string(ttl.check_seconds);
+         TtlSetupCommand(ttl);
 }
 
 std::string TtlOffCommand() {

@@ -55,6 +55,10 @@ inline constexpr const char* kNodeTtlPath = "/usr/local/sbin/gpuprov-ttl";
 /// installer/gpuprov-ttl.sh, byte for byte as at build time.
 const std::string& TtlScript();
 
+/// The commands that write the settings and install and start the timer, with the script
+/// already at kNodeTtlPath: "gpuprov-ttl set ... && gpuprov-ttl install --check-seconds N".
+std::string TtlSetupCommand(const NodeTtl& ttl);
+
 /// The root shell command that saves the script it reads on stdin to kNodeTtlPath, writes the
 /// settings and installs and starts the timer. Run again it replaces the settings.
 std::string TtlInstallCommand(const NodeTtl& ttl);
