@@ -7,6 +7,8 @@
 # - DigitalOcean through the emulator's docker backend: the emulated API reports the VM that
 #   powered itself off as `off` (digitalocean.md 3.2), gpuprov shows it stopped and EXPIRED, and
 #   `down --expired` leaves nothing on the cloud.
+# - DigitalOcean with Kubernetes (boot route): the timer is set up by the boot script before
+#   the installer, with the deadline gpuprov records.
 # - AWS through the emulator's docker backend: gpuprov launches with
 #   InstanceInitiatedShutdownBehavior=terminate, so the instance that powered itself off is
 #   terminated (aws.md 3.1: stateReason Client.InstanceInitiatedShutdown); `down --expired`
@@ -178,4 +180,22 @@ no_backend_instance() { [ "$(count "$1" backend_instances)" -eq 0 ]; }
   [ "$status" -eq 0 ]
   [[ "$output" == *"ttl-aws"* ]]
   expect_nothing_left aws ssh_keys
+}
+
+@test "digitalocean (emulated), Kubernetes on the boot route: the boot script sets the timer up first" {
+  use_emulator emu
+  run "$GPUPROV" -v provision --name ttl-k8s --cloud digitalocean --ttl 1h
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"cluster plan: route boot"* ]]
+  [[ "$output" == *"boot script: the TTL timer first"* ]]
+  run "$GPUPROV" ssh ttl-k8s -- 'grep gpuprov-ttl /var/log/cloud-init-output.log; cat /etc/gpuprov/ttl.conf'
+  echo "$output"
+  [[ "$output" == *"gpuprov-ttl: timer installed at boot"* ]]
+  local deadline
+  deadline=$(date -u -d "$(field ttl-k8s ttl_deadline)" +%s)
+  [[ "$output" == *"deadline=$deadline"* ]]
+  run "$GPUPROV" down ttl-k8s --yes
+  [ "$status" -eq 0 ]
+  expect_nothing_left digitalocean ssh_keys
 }
