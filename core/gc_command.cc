@@ -411,8 +411,13 @@ int RunGc(const AppContext& app, const GcOptions& options) {
   if (remove && !options.yes) {
     PrintText(reports, false);
     PrintExpiredText(expired, false);
-    if (!Confirm("delete these " + std::to_string(orphan_count) + " resources and " +
-                 std::to_string(expired.size()) + " expired VM(s)?")) {
+    const std::string question =
+        expired.empty() ? "delete these " + std::to_string(orphan_count) + " resources?"
+        : orphan_count == 0
+            ? "delete these " + std::to_string(expired.size()) + " expired VM(s)?"
+            : "delete these " + std::to_string(orphan_count) + " resources and " +
+                  std::to_string(expired.size()) + " expired VM(s)?";
+    if (!Confirm(question)) {
       console.Result("nothing deleted\n");
       return 0;
     }
