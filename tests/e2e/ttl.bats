@@ -11,8 +11,8 @@
 #   the installer, with the deadline gpuprov records.
 # - AWS through the emulator's docker backend: gpuprov launches with
 #   InstanceInitiatedShutdownBehavior=terminate, so the instance that powered itself off is
-#   terminated (aws.md 3.1: stateReason Client.InstanceInitiatedShutdown); `down --expired`
-#   then removes its security group and key.
+#   terminated (aws.md 3.1: stateReason Client.InstanceInitiatedShutdown); `gc --delete`
+#   then deletes the expired VM: its security group, key and record.
 
 load helpers
 
@@ -165,7 +165,7 @@ no_backend_instance() { [ "$(count "$1" backend_instances)" -eq 0 ]; }
   expect_nothing_left digitalocean ssh_keys
 }
 
-@test "aws (emulated): the instance that powered itself off is terminated; down --expired cleans up" {
+@test "aws (emulated): the instance that powered itself off is terminated; gc --delete cleans up" {
   use_emulator emu
   run "$GPUPROV" provision --name ttl-aws --cloud aws --no-k8s --ttl 5s
   echo "$output"
@@ -175,10 +175,11 @@ no_backend_instance() { [ "$(count "$1" backend_instances)" -eq 0 ]; }
   wait_for 30 listed_state ttl-aws missing
   # Terminated: the emulator removes the test VM behind it.
   wait_for 20 no_backend_instance aws
-  run "$GPUPROV" down --expired --yes
+  run "$GPUPROV" gc --cloud aws --delete --yes
   echo "$output"
   [ "$status" -eq 0 ]
-  [[ "$output" == *"ttl-aws"* ]]
+  [[ "$output" == *"expired VMs"*"ttl-aws"*"deleted"* ]]
+  [ ! -e "$GPUPROV_HOME/state/ttl-aws.json" ]
   expect_nothing_left aws ssh_keys
 }
 
