@@ -366,6 +366,9 @@ class Provision {
     }
     rec_.extra["ssh_key"] = key_path_;
     rec_.powered_off_cost = offer_.powered_off_cost;
+    // A VM about to be made: its TTL is recorded with it (the boot script may carry it before
+    // this run reaches SSH).
+    if (!existing_ || existing_->vm_id.empty()) SetRecordTtl(rec_, PlannedTtl());
     if (rec_.created_at.empty()) rec_.created_at = NowRfc3339();
     rec_.phase = existing_ ? rec_.phase : "intent";
     rec_.last_error.clear();
@@ -445,15 +448,21 @@ class Provision {
     CrashPoint("vm-created");
   }
 
+  /// This run's TTL for a VM made now: --ttl's deadline and the idle TTL (flag, spec or config).
+  NodeTtl PlannedTtl() const {
+    NodeTtl ttl;
+    ttl.check_seconds = opt_.ttl_check_seconds.value;
+    ttl.deadline_epoch = planned_deadline_;
+    if (opt_.idle_ttl_seconds.value.value_or(0) > 0) ttl.idle_seconds = *opt_.idle_ttl_seconds.value;
+    return ttl;
+  }
+
   /// A new VM on the boot route gets the TTL timer in its boot script too (before the
   /// installer), so it is in place even if this run never reaches SSH; when it does not fit the
   /// cloud's limit, the SSH set-up alone does it.
   void AddTtlToUserData(std::string& user_data) {
     if (user_data.empty() || (existing_ && !existing_->vm_id.empty())) return;
-    NodeTtl ttl;
-    ttl.check_seconds = opt_.ttl_check_seconds.value;
-    ttl.deadline_epoch = planned_deadline_;
-    if (opt_.idle_ttl_seconds.value.value_or(0) > 0) ttl.idle_seconds = *opt_.idle_ttl_seconds.value;
+    const NodeTtl ttl = PlannedTtl();
     if (!ttl.deadline_epoch && !ttl.idle_seconds) return;
     if (std::optional<std::string> with = AddTtlToBootScript(user_data, ttl, user_data_limit_)) {
       user_data = *with;
