@@ -25,8 +25,9 @@ setup_file() {
   mkdir -p "$HOME"
   export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
   mkdir -p "$GPUPROV_HOME"
-  printf '[defaults.timeouts]\nssh_wait_seconds = 180\nttl_check_seconds = 1\n' \
-    >"$GPUPROV_HOME/config.toml"
+  # The docker scope keeps `gc --cloud docker` to this file's containers.
+  printf '[defaults.timeouts]\nssh_wait_seconds = 180\nttl_check_seconds = 1\n[clouds.docker]\nscope = "ttl-%s"\n' \
+    "$$" >"$GPUPROV_HOME/config.toml"
   export TTL_A="ttl-a-$$" TTL_B="ttl-b-$$" TTL_C="ttl-c-$$"
   remove_vm_containers "$TTL_A" "$TTL_B" "$TTL_C"
   start_emulator emu --backend docker --clouds digitalocean,aws
@@ -60,7 +61,7 @@ listed_state() { [ "$(field "$1" state)" = "$2" ]; }
 no_backend_instance() { [ "$(count "$1" backend_instances)" -eq 0 ]; }
 
 @test "docker: --ttl powers the VM off at its deadline; list marks it; gc lists it; down --expired deletes it" {
-  run "$GPUPROV" provision --name "$TTL_A" --cloud docker --ttl 6s
+  run "$GPUPROV" provision --name "$TTL_A" --cloud docker --ttl 12s
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"at the TTL the VM powers off; on docker a powered-off VM is no longer billed"* ]]
@@ -68,13 +69,13 @@ no_backend_instance() { [ "$(count "$1" backend_instances)" -eq 0 ]; }
   run "$GPUPROV" list --no-refresh
   echo "$output"
   [[ "${lines[0]}" == *" TTL" ]]
-  [[ "${lines[1]}" =~ \ [1-6]s$ ]]
+  [[ "${lines[1]}" =~ \ ([1-9]|1[0-2])s$ ]]
   [ "$(container_status "$TTL_A")" = running ]
   run "$GPUPROV" ssh "$TTL_A" -- 'systemctl is-active gpuprov-ttl.timer; cat /etc/gpuprov/ttl.conf'
   echo "$output"
   [[ "$output" == *"active"* && "$output" == *"deadline="[0-9]* ]]
   # The node powers itself off: systemd as PID 1 ends, and so does the container.
-  wait_for 20 container_exited "$TTL_A"
+  wait_for 25 container_exited "$TTL_A"
   [ "$(docker inspect -f '{{.State.ExitCode}}' "$(docker ps -aq --filter "label=io.gpuprov.name=$TTL_A")")" -eq 0 ]
   run "$GPUPROV" list
   echo "$output"
@@ -100,13 +101,13 @@ no_backend_instance() { [ "$(count "$1" backend_instances)" -eq 0 ]; }
 }
 
 @test "docker: gpuprov ttl NAME 1h extends past the old deadline; --off removes the timer" {
-  run "$GPUPROV" provision --name "$TTL_B" --cloud docker --ttl 5s
+  run "$GPUPROV" provision --name "$TTL_B" --cloud docker --ttl 10s
   [ "$status" -eq 0 ]
   run "$GPUPROV" ttl "$TTL_B" 1h
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"powers itself off at "*"(in 59m"* ]]
-  sleep 8 # past the first deadline, with the timer checking every second
+  sleep 12 # past the first deadline, with the timer checking every second
   [ "$(container_status "$TTL_B")" = running ]
   run "$GPUPROV" list --no-refresh
   [[ "${lines[1]}" =~ \ 5[0-9]m[0-9]*s?$ ]]
@@ -129,18 +130,19 @@ no_backend_instance() { [ "$(count "$1" backend_instances)" -eq 0 ]; }
 }
 
 @test "docker: --idle-ttl waits while an SSH session is open and fires once it has closed" {
-  run "$GPUPROV" provision --name "$TTL_C" --cloud docker --idle-ttl 4s
+  run "$GPUPROV" provision --name "$TTL_C" --cloud docker --idle-ttl 8s
   echo "$output"
   [ "$status" -eq 0 ]
-  "$GPUPROV" ssh "$TTL_C" -- sleep 9 3>&- &
+  "$GPUPROV" ssh "$TTL_C" -- sleep 13 3>&- &
   local session=$!
-  sleep 7 # idle TTL 4 s, timer every second: it would have fired without the session
+  sleep 11 # idle TTL 8 s, timer every second: it would have fired without the session
+  echo "after 11 s with a session: $(container_status "$TTL_C")"
   [ "$(container_status "$TTL_C")" = running ]
   wait "$session"
-  # Idle from here: the first idle check starts the clock, 4 s later the VM powers off.
-  wait_for 15 container_exited "$TTL_C"
+  # Idle from here: the first idle check starts the clock, 8 s later the VM powers off.
+  wait_for 20 container_exited "$TTL_C"
   run "$GPUPROV" list --no-refresh
-  [[ "${lines[1]}" == *" idle 4s" ]]
+  [[ "${lines[1]}" == *" idle 8s" ]]
   run "$GPUPROV" down "$TTL_C" --yes
   [ "$status" -eq 0 ]
 }
