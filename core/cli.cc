@@ -24,6 +24,7 @@
 #include "remote.h"
 #include "state_store.h"
 #include "status_display.h"
+#include "ttl.h"
 #include "vm_commands.h"
 
 #ifndef GPUPROV_VERSION
@@ -52,6 +53,7 @@ int RunSshConfigArgs(const AppContext& app, const ParsedArgs& args);
 int RunListArgs(const AppContext& app, const ParsedArgs& args);
 int RunDownArgs(const AppContext& app, const ParsedArgs& args);
 int RunTunnelArgs(const AppContext& app, const ParsedArgs& args);
+int RunTtlArgs(const AppContext& app, const ParsedArgs& args);
 int RunGcArgs(const AppContext& app, const ParsedArgs& args);
 int RunDriversArgs(const AppContext& app, const ParsedArgs& args);
 int RunKubeconfigArgs(const AppContext& app, const ParsedArgs& args);
@@ -102,7 +104,11 @@ const std::vector<Command>& Commands() {
                                 "nothing is created (with candidates: skip those above it or "
                                 "without a price)"},
         {"yes", 'y', nullptr, "do not ask before making a VM above confirm_above_per_hour "
-                              "(asked only on a terminal)"}},
+                              "(asked only on a terminal)"},
+        {"ttl", 0, "DURATION", "the node powers itself off DURATION from now, e.g. 8h, 90m, "
+                               "1h30m (a systemd timer on the VM; config: ttl; off: none)"},
+        {"idle-ttl", 0, "DURATION", "the node powers itself off once idle that long: no SSH "
+                                    "session, no GPU pod, GPUs under 5% (config: idle_ttl)"}},
        &RunProvisionArgs, Completion::kNone, /*streams=*/true},
       {"ssh", "ssh NAME [-L [BIND:]PORT:HOST:HOSTPORT]... [-N] [-- COMMAND...]",
        "open a shell on the VM, or run one command and exit with its status; the words after "
@@ -120,21 +126,32 @@ const std::vector<Command>& Commands() {
        "far, k8s, age",
        {{"no-refresh", 0, nullptr, "show recorded state only; do not ask the clouds"}},
        &RunListArgs},
-      {"down", "down NAME [--yes]",
+      {"down", "down NAME [--yes] | down --expired [--yes]",
        "delete the VM, what its driver created for it, and its local files (asks first on a "
-       "terminal)",
+       "terminal); --expired: every VM whose TTL has passed",
        {{"cloud", 'c', "CLOUD", "look the VM up in this cloud when no local record exists",
          Completion::kCloud},
+        {"expired", 0, nullptr, "delete every VM whose TTL deadline has passed (`list` marks "
+                                "them EXPIRED); needs --yes when stdin is not a terminal"},
         {"yes", 'y', nullptr, "do not ask (asked only on a terminal)"}},
        &RunDownArgs, Completion::kVm, /*streams=*/true},
       {"gc", "gc [--cloud CLOUD] [--delete [--yes]]",
        "list what carries gpuprov's tags on a cloud but belongs to no VM record here (a killed "
-       "run's, a lost home folder's, another machine's), with age and $/h; --delete removes it",
+       "run's, a lost home folder's, another machine's), with age and $/h, and the recorded VMs "
+       "whose TTL has passed; --delete removes them",
        {{"cloud", 'c', "CLOUD", "sweep this cloud only (default: every cloud with credentials)",
          Completion::kCloud},
         {"delete", 0, nullptr, "delete what is listed (asks first on a terminal)"},
         {"yes", 'y', nullptr, "do not ask: needed with --delete when stdin is not a terminal"}},
        &RunGcArgs},
+      {"ttl", "ttl NAME [DURATION] [--idle-ttl DURATION] [--off]",
+       "show the VM's TTL, or set it: the node powers itself off DURATION from now (e.g. 2h), "
+       "or once idle that long; --off removes the timer (over SSH; the record keeps the "
+       "deadline for `list`)",
+       {{"idle-ttl", 0, "DURATION", "power off once idle that long (no SSH session, no GPU "
+                                    "pod, GPUs under 5%); off: no idle TTL"},
+        {"off", 0, nullptr, "remove the timer and both TTLs from the node"}},
+       &RunTtlArgs, Completion::kVm},
       {"tunnel", "tunnel NAME [--local-port N]",
        "forward the VM's own local port (the one its kubeconfig names, from 16443 up) to its "
        "Kubernetes API over SSH until Ctrl-C, reconnecting when SSH drops",
@@ -284,6 +301,10 @@ int RunProvisionArgs(const AppContext& app, const ParsedArgs& args) {
     flags.max_price_per_hour = ParsePricePerHour(*price, "--max-price");
   }
   flags.yes = args.has("yes");
+  if (auto ttl = args.value("ttl")) flags.ttl_seconds = ParseDurationSeconds(*ttl, "--ttl");
+  if (auto idle = args.value("idle-ttl")) {
+    flags.idle_ttl_seconds = ParseDurationSeconds(*idle, "--idle-ttl");
+  }
   return Remote().provision(app, flags, args.value("file"));
 }
 
@@ -319,6 +340,13 @@ int RunListArgs(const AppContext& app, const ParsedArgs& args) {
 }
 
 int RunDownArgs(const AppContext& app, const ParsedArgs& args) {
+  if (args.has("expired")) {
+    if (!args.positional.empty() || args.value("cloud")) {
+      throw UsageError("`gpuprov down --expired` takes no VM name and no --cloud",
+                       "run `gpuprov down NAME` for one VM");
+    }
+    return RunDownExpired(app, args.has("yes"));
+  }
   return RunDown(app, OneName(args, "down"), args.value("cloud"), args.has("yes"));
 }
 
@@ -331,6 +359,26 @@ int RunGcArgs(const AppContext& app, const ParsedArgs& args) {
   options.remove = args.has("delete");
   options.yes = args.has("yes");
   return RunGc(app, options);
+}
+
+int RunTtlArgs(const AppContext& app, const ParsedArgs& args) {
+  if (args.positional.empty() || args.positional.size() > 2) {
+    throw UsageError("`gpuprov ttl` takes a VM name and at most one duration",
+                     "e.g. gpuprov ttl demo 2h, gpuprov ttl demo --off, gpuprov ttl demo");
+  }
+  TtlCommandOptions options;
+  if (args.positional.size() == 2) {
+    options.ttl_seconds = ParseDurationSeconds(args.positional[1], "gpuprov ttl NAME DURATION");
+  }
+  if (auto idle = args.value("idle-ttl")) {
+    options.idle_ttl_seconds = ParseDurationSeconds(*idle, "--idle-ttl");
+  }
+  options.off = args.has("off");
+  if (options.off && (options.ttl_seconds || options.idle_ttl_seconds)) {
+    throw UsageError("--off removes the TTL; it takes no duration",
+                     "drop --off to set a TTL, or the duration to remove it");
+  }
+  return Remote().ttl(app, args.positional[0], options);
 }
 
 int RunTunnelArgs(const AppContext& app, const ParsedArgs& args) {

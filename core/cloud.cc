@@ -169,6 +169,7 @@ std::vector<CloudOffer> Cloud::Offers(const std::optional<GpuRequest>& gpu,
   req->set("kubernetes", kubernetes);
   Object::Ptr r = ParseObject(driver_->Call(DriverOp::kOffers, ToJson(req)), "offers");
   std::vector<CloudOffer> out;
+  const std::string powered_off = Str(r, "powered_off_cost");
   if (auto arr = r->getArray("offers"); !arr.isNull()) {
     for (size_t i = 0; i < arr->size(); ++i) {
       Object::Ptr o = arr->getObject(i);
@@ -188,6 +189,9 @@ std::vector<CloudOffer> Cloud::Offers(const std::optional<GpuRequest>& gpu,
       }
       if (o->has("in_stock") && o->get("in_stock").isBoolean()) {
         offer.in_stock = o->getValue<bool>("in_stock");
+      }
+      if (powered_off == "none" || powered_off == "disk" || powered_off == "full") {
+        offer.powered_off_cost = powered_off;
       }
       out.push_back(offer);
     }

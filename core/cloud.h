@@ -41,6 +41,9 @@ struct CloudOffer {
   std::string price_date;
   /// The cloud says it is in stock now (true) or not (false); nullopt: it does not say.
   std::optional<bool> in_stock;
+  /// The offers result's powered_off_cost: "none", "disk", "full"; "" when the driver does
+  /// not say (ttl.h).
+  std::string powered_off_cost;
 };
 
 /// Something on the cloud that carries gpuprov's marks (ABI 1.2 list_resources).

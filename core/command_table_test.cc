@@ -68,6 +68,31 @@ TEST(ManPage, HasEveryVisibleCommandAndOptionInManMarkup) {
   }
 }
 
+TEST(ListTable, TtlColumnShowsTimeLeftAndExpired) {
+  VmRecord a;
+  a.name = "a";
+  a.cloud = "docker";
+  a.ttl_deadline = "2026-12-04T12:00:00Z";
+  VmRecord b = a;
+  b.name = "b";
+  b.ttl_deadline = "2026-12-04T10:00:00Z";
+  b.idle_ttl_seconds = 1800;
+  const auto now = std::chrono::system_clock::from_time_t(1796385600 - 7200);  // 10:00Z
+  const std::string table = ListTable({a, b}, {"running", "off"}, {30, 60}, now);
+  std::istringstream lines(table);
+  std::string header, row_a, row_b;
+  std::getline(lines, header);
+  std::getline(lines, row_a);
+  std::getline(lines, row_b);
+  EXPECT_EQ(row_a.substr(header.find("TTL")), "2h");
+  EXPECT_EQ(row_b.substr(header.find("TTL")), "EXPIRED idle 30m");
+  const std::vector<VmRecord> expired = ExpiredRecords({a, b}, now);
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].name, "b");
+  EXPECT_TRUE(ExpiredRecords({a, b}, now, std::string("aws")).empty());
+  EXPECT_EQ(ExpiredRecords({a, b}, now + std::chrono::hours(3)).size(), 2u);
+}
+
 TEST(ListTable, SizesColumnsToTheirContent) {
   VmRecord a;
   a.name = "a-very-long-vm-name-indeed";
@@ -98,11 +123,14 @@ TEST(ListTable, SizesColumnsToTheirContent) {
   EXPECT_EQ(row_a.find("$1.25"), header.find("$/H"));
   EXPECT_EQ(row_b.find("127.77.0.2:2222"), header.find("ADDRESS"));
   EXPECT_THAT(row_a, HasSubstr("direct"));
+  EXPECT_EQ(header.find("TTL"), header.size() - 3);  // the last column
+  EXPECT_EQ(row_a.substr(row_a.size() - 1), "-");    // no TTL
   EXPECT_THAT(row_b, HasSubstr("off"));
-  EXPECT_THAT(row_a, ::testing::EndsWith("30s"));
-  EXPECT_THAT(row_b, ::testing::EndsWith("2h"));
+  EXPECT_EQ(row_a.substr(header.find("AGE"), 3), "30s");
+  EXPECT_EQ(row_b.substr(header.find("AGE"), 2), "2h");
   // No trailing blanks and "-" where nothing is known.
-  EXPECT_EQ(header.back(), 'E');
+  EXPECT_EQ(header.back(), 'L');
+  EXPECT_EQ(row_b.back(), '-');
   EXPECT_EQ(row_b.substr(header.find("GPUS"), 1), "-");
   EXPECT_EQ(row_b.substr(header.find("$/H"), 1), "-");
   EXPECT_EQ(row_b.substr(header.find("COST"), 1), "-");

@@ -12,6 +12,7 @@
 
 #include "error.h"
 #include "file_util.h"
+#include "ttl.h"
 
 namespace gpuprov {
 namespace {
@@ -20,9 +21,11 @@ constexpr std::string_view kAllowedTopLevel = "[defaults], [clouds.<name>]";
 constexpr std::string_view kAllowedDefaults =
     "kubernetes, cloud, region, gpus, ssh_key, k3s_version, k3s_sha256, k3s_download_url, "
     "allow_from, allow_from_ssh, merge_kubeconfig, tunnel_first_port, confirm_above_per_hour, "
+    "ttl, idle_ttl, "
     "[defaults.timeouts]";
 constexpr std::string_view kAllowedTimeouts =
-    "boot_wait_seconds, ssh_wait_seconds, boot_install_wait_seconds, api_wait_seconds";
+    "boot_wait_seconds, ssh_wait_seconds, boot_install_wait_seconds, api_wait_seconds, "
+    "ttl_check_seconds";
 constexpr std::string_view kCloudNameRule =
     "cloud names may hold only lower-case letters a-z, digits, '_' and '-'";
 
@@ -295,6 +298,10 @@ class ConfigParser {
       } else if (key == "allow_from_ssh") {
         if (!v.is_boolean()) throw TypeError(full, v, "a boolean (true or false)");
         out.allow_from_ssh = v.as_boolean();
+      } else if (key == "ttl" || key == "idle_ttl") {
+        const long seconds =
+            ParseDurationSeconds(String(full, v, false), At(v) + "key '" + full + "'");
+        (key == "ttl" ? out.ttl_seconds : out.idle_ttl_seconds) = seconds;
       } else if (key == "merge_kubeconfig") {
         if (!v.is_boolean()) throw TypeError(full, v, "a boolean (true or false)");
         out.merge_kubeconfig = v.as_boolean();
@@ -343,6 +350,8 @@ class ConfigParser {
         out.boot_install_wait_seconds = PositiveSeconds(full, *value);
       } else if (key == "api_wait_seconds") {
         out.api_wait_seconds = PositiveSeconds(full, *value);
+      } else if (key == "ttl_check_seconds") {
+        out.ttl_check_seconds = PositiveSeconds(full, *value);
       } else {
         throw UsageError(At(*value) + "unknown key '" + key +
                              "' in [defaults.timeouts]; allowed: " + std::string(kAllowedTimeouts),

@@ -44,6 +44,7 @@ struct ConfigTimeouts {
   std::optional<int> ssh_wait_seconds;
   std::optional<int> boot_install_wait_seconds;
   std::optional<int> api_wait_seconds;
+  std::optional<int> ttl_check_seconds;  // how often the node's TTL timer checks
 };
 
 struct ConfigDefaults {
@@ -61,6 +62,8 @@ struct ConfigDefaults {
   std::optional<int> tunnel_first_port;
   /// provision asks (on a terminal) before making a VM dearer than this, in dollars per hour.
   std::optional<double> confirm_above_per_hour;
+  std::optional<long> ttl_seconds;       // ttl = "8h" (ttl.h); 0: "off"
+  std::optional<long> idle_ttl_seconds;  // idle_ttl = "1h"
   ConfigTimeouts timeouts;
 };
 

@@ -82,6 +82,17 @@ TEST(ConfigTest, InlineTimeoutsTableWorksToo) {
   EXPECT_EQ(config.defaults.timeouts.api_wait_seconds, 5);
 }
 
+TEST(ConfigTest, TtlDefaultsAndCheckInterval) {
+  const Config config = ParseConfig(
+      "[defaults]\nttl = \"8h\"\nidle_ttl = \"off\"\n[defaults.timeouts]\nttl_check_seconds = 2\n",
+      "config.toml");
+  EXPECT_EQ(config.defaults.ttl_seconds, 28800);
+  EXPECT_EQ(config.defaults.idle_ttl_seconds, 0);
+  EXPECT_EQ(config.defaults.timeouts.ttl_check_seconds, 2);
+  EXPECT_THAT(ErrorFor("[defaults]\nttl = \"soon\"\n"),
+              HasSubstr("config.toml:2: key 'defaults.ttl': 'soon' is not a duration"));
+}
+
 TEST(ConfigTest, CloudSettingsJson) {
   const Config config = ParseConfig(
       "[clouds.aws]\nregion = \"eu-west-1\"\nmax_retries = 3\nspot = true\nnote = \"a "

@@ -18,6 +18,8 @@
 #include "console.h"
 #include "error.h"
 #include "interrupt.h"
+#include "ttl.h"
+#include "vm_commands.h"
 
 namespace gpuprov {
 namespace {
@@ -126,8 +128,49 @@ Object::Ptr OrphanJson(const GcOrphan& orphan, bool asked_to_delete) {
   return o;
 }
 
+/// A recorded VM whose TTL has passed, and what became of it.
+struct GcExpiredVm {
+  VmRecord record;
+  bool deleted = false;
+  std::string error;
+};
+
+void PrintExpiredText(const std::vector<GcExpiredVm>& expired, bool asked_to_delete) {
+  if (expired.empty()) return;
+  std::ostringstream out;
+  out << "\nexpired VMs (their TTL passed; the node powered itself off"
+      << (asked_to_delete ? ")" : "; `gpuprov gc --delete` or `gpuprov down --expired` deletes "
+                                  "them)")
+      << ":\n";
+  for (const auto& e : expired) {
+    out << "  " << Pad(e.record.name, 20) << Pad(e.record.cloud, 14)
+        << "expired " << e.record.ttl_deadline;
+    if (asked_to_delete) out << "  " << (e.deleted ? "deleted" : "failed: " + e.error);
+    out << "\n";
+  }
+  Console::Get().Result(out.str());
+}
+
+void DeleteExpired(const AppContext& app, StateStore& store, std::vector<GcExpiredVm>& expired) {
+  for (auto& e : expired) {
+    try {
+      FileLock lock = store.LockVm(e.record.name, 60 * 1000);
+      std::optional<VmRecord> rec = store.Load(e.record.name);
+      if (!rec || !TtlExpired(*rec, std::chrono::system_clock::now())) {
+        e.error = "no longer expired (kept)";
+        continue;
+      }
+      DeleteVmAndFiles(app, store, rec, e.record.name, e.record.cloud);
+      e.deleted = true;
+    } catch (const Error& err) {
+      if (err.exit_code() == kExitInterrupted) throw;
+      e.error = err.what();
+    }
+  }
+}
+
 void PrintJson(const AppContext& app, const std::vector<GcCloudReport>& reports,
-               bool asked_to_delete) {
+               bool asked_to_delete, const std::vector<GcExpiredVm>& expired) {
   Array::Ptr clouds = new Array;
   for (const auto& report : reports) {
     Object::Ptr c = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
@@ -142,6 +185,19 @@ void PrintJson(const AppContext& app, const std::vector<GcCloudReport>& reports,
   }
   Object::Ptr root = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   root->set("clouds", clouds);
+  Array::Ptr vms = new Array;
+  for (const auto& e : expired) {
+    Object::Ptr v = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    v->set("name", e.record.name);
+    v->set("cloud", e.record.cloud);
+    v->set("ttl_deadline", e.record.ttl_deadline);
+    if (asked_to_delete) {
+      v->set("deleted", e.deleted);
+      if (!e.error.empty()) v->set("error", e.error);
+    }
+    vms->add(v);
+  }
+  root->set("expired", vms);
   app.Print(root);
 }
 
@@ -339,10 +395,29 @@ int RunGc(const AppContext& app, const GcOptions& options) {
 
   size_t orphan_count = 0;
   for (const auto& r : reports) orphan_count += r.orphans.size();
-  bool remove = options.remove && orphan_count > 0;
+  // Recorded VMs whose TTL has passed (ttl.h), on the clouds swept: the node powered itself
+  // off, and `down --expired` (or gc --delete) removes what is left.
+  std::vector<GcExpiredVm> expired;
+  {
+    std::vector<VmRecord> records = store.List();
+    for (const GcCloudReport& report : reports) {
+      if (!report.skipped.empty()) continue;
+      for (VmRecord& r : ExpiredRecords(records, std::chrono::system_clock::now(), report.cloud)) {
+        expired.push_back({std::move(r), false, ""});
+      }
+    }
+  }
+  bool remove = options.remove && (orphan_count > 0 || !expired.empty());
   if (remove && !options.yes) {
     PrintText(reports, false);
-    if (!Confirm("delete these " + std::to_string(orphan_count) + " resources?")) {
+    PrintExpiredText(expired, false);
+    const std::string question =
+        expired.empty() ? "delete these " + std::to_string(orphan_count) + " resources?"
+        : orphan_count == 0
+            ? "delete these " + std::to_string(expired.size()) + " expired VM(s)?"
+            : "delete these " + std::to_string(orphan_count) + " resources and " +
+                  std::to_string(expired.size()) + " expired VM(s)?";
+    if (!Confirm(question)) {
       console.Result("nothing deleted\n");
       return 0;
     }
@@ -352,13 +427,18 @@ int RunGc(const AppContext& app, const GcOptions& options) {
       if (clouds[i] == nullptr || reports[i].orphans.empty()) continue;
       DeleteOrphans(*clouds[i], store, reports[i]);
     }
+    DeleteExpired(app, store, expired);
   }
   if (app.json_output) {
-    PrintJson(app, reports, options.remove);
+    PrintJson(app, reports, options.remove, expired);
   } else {
     PrintText(reports, options.remove);
+    PrintExpiredText(expired, options.remove);
   }
   bool failed = false;
+  for (const auto& e : expired) {
+    if (!e.error.empty()) failed = true;
+  }
   for (const auto& r : reports) {
     if (r.failed) failed = true;
     for (const auto& o : r.orphans) {

@@ -113,6 +113,29 @@ std::optional<BootScript> MakeBootScript(const InstallerArgs& args, std::size_t 
   return std::nullopt;
 }
 
+std::optional<std::string> AddTtlToBootScript(const std::string& boot_script, const NodeTtl& ttl,
+                                              std::size_t limit_bytes) {
+  const size_t first_line = boot_script.find('\n');
+  if (boot_script.rfind("#!", 0) != 0 || first_line == std::string::npos) return std::nullopt;
+  const std::string path = kNodeTtlPath;
+  // One `if`: the script through base64 and gzip, then its settings and timer; the here-document
+  // body follows the `if` line. Nothing before it has set -e, so a failure is only reported.
+  const std::string block =
+      "# gpuprov TTL (docs/ttl.md): the timer that powers this VM off, before anything else.\n"
+      "mkdir -p /usr/local/sbin\n"
+      "if base64 -d <<'GPUPROV_TTL_EOF' | gzip -dc >" + path + ".tmp && chmod 0755 " + path +
+      ".tmp && mv -f " + path + ".tmp " + path + " && " + TtlSetupCommand(ttl) + "; then\n" +
+      Base64(Gzip(TtlScript())) +
+      "GPUPROV_TTL_EOF\n"
+      "  echo 'gpuprov-ttl: timer installed at boot'\n"
+      "else\n"
+      "  echo 'gpuprov-ttl: timer NOT installed at boot (gpuprov sets it over SSH)' >&2\n"
+      "fi\n";
+  std::string out = boot_script.substr(0, first_line + 1) + block + boot_script.substr(first_line + 1);
+  if (out.size() > limit_bytes) return std::nullopt;
+  return out;
+}
+
 std::string InstallerPushCommand(const InstallerArgs& args) {
   const std::string path = kNodeInstallerPath;
   return "set -e; umask 077; mkdir -p /var/lib/gpuprov; cat > " + path + ".new; mv -f " + path +

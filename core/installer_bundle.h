@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "ttl.h"
+
 namespace gpuprov {
 
 /// The installer script, byte for byte as in installer/gpuprov-install.sh at build time.
@@ -67,6 +69,13 @@ struct BootScript {
 /// without, so EC2's 16 KB stays reachable.
 std::optional<BootScript> MakeBootScript(const InstallerArgs& args, std::size_t limit_bytes,
                                          bool trace = false);
+
+/// \a boot_script (MakeBootScript's) with the node's TTL timer (ttl.h) set up first thing, before
+/// the installer: the script compressed in a here-document, its settings, the timer started; a
+/// failure there is logged ("gpuprov-ttl: ...") and the installer runs anyway. nullopt when the
+/// result would not fit in \a limit_bytes (gpuprov then sets the TTL over SSH only).
+std::optional<std::string> AddTtlToBootScript(const std::string& boot_script, const NodeTtl& ttl,
+                                              std::size_t limit_bytes);
 
 /// The shell command (run as root) that saves the installer it reads on stdin to
 /// kNodeInstallerPath and runs it with \a args; the installer's exit status is the command's.

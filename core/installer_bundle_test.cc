@@ -155,6 +155,48 @@ TEST(InstallerBundle, BothFormsWriteTheSameInstallerOnTheNode) {
   }
 }
 
+TEST(InstallerBundle, TtlInTheBootScriptWritesTheScriptSettingsAndTimerFirst) {
+  ScopedTempDir dir;
+  auto s = MakeBootScript(InstallerArgs{}, 64 * 1024);
+  ASSERT_TRUE(s);
+  NodeTtl ttl;
+  ttl.deadline_epoch = 1796385600;
+  ttl.check_seconds = 7;
+  std::optional<std::string> with = AddTtlToBootScript(s->text, ttl, 64 * 1024);
+  ASSERT_TRUE(with);
+  EXPECT_EQ(with->rfind("#!/bin/bash\n# gpuprov TTL", 0), 0u);
+  EXPECT_LT(with->find("gpuprov-ttl install"), with->find("gpuprov-install.sh"));
+  // Too big for the limit: nothing, gpuprov sets the TTL over SSH.
+  EXPECT_FALSE(AddTtlToBootScript(s->text, ttl, s->text.size() + 100));
+  // Run it in a sandbox: the script's folder and root moved, a fake systemctl first on PATH.
+  std::string text = *with;
+  const std::string sbin = "/usr/local/sbin";
+  for (size_t at = text.find(sbin); at != std::string::npos; at = text.find(sbin, at)) {
+    text.replace(at, sbin.size(), (dir.path() / "sbin").string());
+    at += (dir.path() / "sbin").string().size();
+  }
+  std::filesystem::create_directories(dir.path() / "bin");
+  WriteFileAtomic(dir.path() / "bin/systemctl",
+                  "#!/bin/sh\necho \"$*\" >>" + (dir.path() / "systemctl.log").string() + "\n",
+                  0755);
+  const std::string old_path = std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin";
+  setenv("PATH", ((dir.path() / "bin").string() + ":" + old_path).c_str(), 1);
+  setenv("GPUPROV_TTL_ROOT", (dir.path() / "root").string().c_str(), 1);
+  const int rc = RunBootScript(text, dir.path());
+  setenv("PATH", old_path.c_str(), 1);
+  unsetenv("GPUPROV_TTL_ROOT");
+  ASSERT_EQ(rc, 0) << ReadFile(dir.path() / "out");
+  EXPECT_THAT(ReadFile(dir.path() / "out"), ::testing::HasSubstr("timer installed at boot"));
+  EXPECT_EQ(ReadFile(dir.path() / "sbin/gpuprov-ttl"), TtlScript());
+  EXPECT_THAT(ReadFile(dir.path() / "root/etc/gpuprov/ttl.conf"),
+              ::testing::HasSubstr("deadline=1796385600\n"));
+  EXPECT_THAT(ReadFile(dir.path() / "root/etc/systemd/system/gpuprov-ttl.timer"),
+              ::testing::HasSubstr("OnUnitActiveSec=7s"));
+  EXPECT_THAT(ReadFile(dir.path() / "systemctl.log"),
+              ::testing::HasSubstr("enable gpuprov-ttl.timer"));
+  EXPECT_EQ(ReadFile(dir.path() / "node/var/lib/gpuprov/gpuprov-install.sh"), InstallerScript());
+}
+
 /// Runs traced boot script \a script (MakeBootScript with trace) as RunBootScript does, its
 /// installer run replaced by \a installer (a shell command). Returns bash's exit status.
 int RunTracedBootScript(const std::string& script, const std::filesystem::path& dir,

@@ -33,6 +33,7 @@
 #include "ssh_client.h"
 #include "ssh_keys.h"
 #include "state_store.h"
+#include "ttl.h"
 #include "tunnel_command.h"
 #include "vm_commands.h"
 #include "vm_ports.h"
@@ -173,6 +174,7 @@ class Provision {
       if (!failover_) WaitForRunning();
       OpenNeededPorts();
       SshSession session = WaitForSsh();
+      InstallTtlIfAsked(session);
       ChooseTunnelPortIfTunnel();
       BringUpClusterIfOn(session);
       MergeKubeconfigIfAsked();
@@ -560,6 +562,7 @@ class Provision {
     console_.Step("check", "checking " + cloud_name_ + " credentials");
     const CloudCheck account = cloud_->Check();
     console_.Debug(cloud_name_ + " account: " + account.account);
+    user_data_limit_ = account.user_data_limit;
     if (k8s_.enabled) {
       plan_ = PlanCluster(driver_->info().capabilities, account.user_data_limit, K3sArgs());
     }
@@ -632,6 +635,15 @@ class Provision {
                                   : "")
                        : " (price unknown)"));
     ConfirmPrice();
+    if (opt_.ttl_seconds.value.value_or(0) > 0 || opt_.idle_ttl_seconds.value.value_or(0) > 0) {
+      console_.Note(PoweredOffNote(cloud_name_, offer_.powered_off_cost, name_));
+    }
+    // One deadline, counted from now, for the boot script and the SSH set-up alike.
+    if (opt_.ttl_seconds.value.value_or(0) > 0) {
+      planned_deadline_ = static_cast<long long>(std::chrono::system_clock::to_time_t(
+                              std::chrono::system_clock::now())) +
+                          *opt_.ttl_seconds.value;
+    }
   }
 
   /// Keeps the GPU types offered for shell completion (offer_cache.h); a cache that cannot be
@@ -692,6 +704,10 @@ class Provision {
       rec_.route_reason.clear();
     }
     rec_.extra["ssh_key"] = key_path_;
+    rec_.powered_off_cost = offer_.powered_off_cost;
+    // A VM about to be made: its TTL is recorded with it (the boot script may carry it before
+    // this run reaches SSH).
+    if (!existing_ || existing_->vm_id.empty()) SetRecordTtl(rec_, PlannedTtl());
     if (rec_.created_at.empty()) rec_.created_at = NowRfc3339();
     rec_.phase = existing_ ? rec_.phase : "intent";
     rec_.last_error.clear();
@@ -715,6 +731,7 @@ class Provision {
     req.tags["gpuprov-name"] = name_;
     req.open_ports = PortsToOpen(k8s_.enabled, plan_);
     req.user_data = plan_.boot_script;
+    AddTtlToUserData(req.user_data);
     req.disk_gb = opt_.disk_gb.value;
     req.kubernetes = k8s_.enabled;
     req.sources = wanted_sources_;
@@ -768,6 +785,31 @@ class Provision {
     }
     Save();
     CrashPoint("vm-created");
+  }
+
+  /// This run's TTL for a VM made now: --ttl's deadline and the idle TTL (flag, spec or config).
+  NodeTtl PlannedTtl() const {
+    NodeTtl ttl;
+    ttl.check_seconds = opt_.ttl_check_seconds.value;
+    ttl.deadline_epoch = planned_deadline_;
+    if (opt_.idle_ttl_seconds.value.value_or(0) > 0) ttl.idle_seconds = *opt_.idle_ttl_seconds.value;
+    return ttl;
+  }
+
+  /// A new VM on the boot route gets the TTL timer in its boot script too (before the
+  /// installer), so it is in place even if this run never reaches SSH; when it does not fit the
+  /// cloud's limit, the SSH set-up alone does it.
+  void AddTtlToUserData(std::string& user_data) {
+    if (user_data.empty() || (existing_ && !existing_->vm_id.empty())) return;
+    const NodeTtl ttl = PlannedTtl();
+    if (!ttl.deadline_epoch && !ttl.idle_seconds) return;
+    if (std::optional<std::string> with = AddTtlToBootScript(user_data, ttl, user_data_limit_)) {
+      user_data = *with;
+      console_.Debug("boot script: the TTL timer first, " + std::to_string(user_data.size()) +
+                     " bytes");
+    } else {
+      console_.Debug("the TTL timer does not fit in the boot script; it is set over SSH only");
+    }
   }
 
   /// The VM running, with a public address; bounded by boot_wait_seconds.
@@ -824,6 +866,54 @@ class Provision {
     console_.Debug("node: " + hello.stdout_text);
     rec_.phase_seconds["ssh"] = SecondsSince(ssh_start);
     return session;
+  }
+
+  /// TTL on the node (ttl.h), right after the host key is pinned, for every route and for
+  /// --no-k8s VMs too: the script, its settings and its timer, over SSH. This run's --ttl (or
+  /// the spec's or config's for a VM made now) sets a new deadline; a VM that exists keeps its
+  /// recorded one otherwise. Nothing runs when neither this run nor the record has a TTL.
+  void InstallTtlIfAsked(SshSession& session) {
+    NodeTtl ttl;
+    ttl.check_seconds = opt_.ttl_check_seconds.value;
+    const bool set_deadline =
+        opt_.ttl_seconds.value && (opt_.ttl_seconds.source == Source::kFlag || !vm_existed_ ||
+                                   rec_.ttl_deadline.empty());
+    if (set_deadline) {
+      ttl.deadline_epoch = planned_deadline_;
+    } else if (const auto deadline = TtlDeadline(rec_)) {
+      ttl.deadline_epoch = static_cast<long long>(std::chrono::system_clock::to_time_t(*deadline));
+    }
+    const bool set_idle = opt_.idle_ttl_seconds.value &&
+                          (opt_.idle_ttl_seconds.source == Source::kFlag || !vm_existed_ ||
+                           rec_.idle_ttl_seconds == 0);
+    if (set_idle) {
+      if (*opt_.idle_ttl_seconds.value > 0) ttl.idle_seconds = *opt_.idle_ttl_seconds.value;
+    } else if (rec_.idle_ttl_seconds > 0) {
+      ttl.idle_seconds = rec_.idle_ttl_seconds;
+    }
+    SshNodeShell shell(&session);
+    if (!ttl.deadline_epoch && !ttl.idle_seconds) {
+      if (rec_.ttl_deadline.empty() && rec_.idle_ttl_seconds == 0) return;
+      // A recorded TTL this run turns off ("--ttl off").
+      SshRunResult r = shell.RunAsRoot("ttl off", TtlOffCommand(), "", std::chrono::seconds(60));
+      if (r.exit_status != 0) {
+        throw Error("could not remove the TTL timer on " + name_ + ": " + TrimSpace(r.stderr_text),
+                    "retry with `gpuprov ttl " + name_ + " --off`");
+      }
+      SetRecordTtl(rec_, ttl);
+      Save();
+      return;
+    }
+    SshRunResult r =
+        shell.RunAsRoot("ttl install", TtlInstallCommand(ttl), TtlScript(), std::chrono::seconds(60));
+    if (r.exit_status != 0) {
+      throw Error("could not install the TTL timer on " + name_ + " (exit " +
+                      std::to_string(r.exit_status) + "): " + TrimSpace(r.stderr_text),
+                  "the node needs systemd; re-run the same `gpuprov provision`, or `gpuprov down " +
+                      name_ + "`");
+    }
+    SetRecordTtl(rec_, ttl);
+    Save();
   }
 
   /// Tunnel access: the VM's own local port, kept from an earlier run, else the first one from
@@ -926,6 +1016,14 @@ class Provision {
         << "  command: gpuprov ssh " << name_
         << (rec_.gpus.empty() ? " -- uname -a\n" : " -- nvidia-smi\n")
         << "  remove:  gpuprov down " << name_ << "\n";
+    if (const auto left = TtlSecondsLeft(rec_, std::chrono::system_clock::now())) {
+      out << "  ttl:     the VM powers itself off at " << rec_.ttl_deadline << " (in "
+          << FormatDuration(*left) << "); `gpuprov ttl " << name_ << " 2h` extends\n";
+    }
+    if (rec_.idle_ttl_seconds > 0) {
+      out << "  idle:    the VM powers itself off after " << FormatDuration(rec_.idle_ttl_seconds)
+          << " idle (no SSH session, no GPU pod, GPUs below 5%)\n";
+    }
     if (k8s_.enabled) {
       const std::string route =
           rec_.route + " route" + (rec_.route_reason.empty() ? "" : ": " + rec_.route_reason);
@@ -1018,6 +1116,8 @@ class Provision {
   std::string merged_into_;  // the user's kubeconfig this run merged into ("" when none)
   bool failover_ = false;    // several clouds or regions, or any: RunCandidates
   std::vector<Candidate> candidates_;  // in the order tried, with why each failed
+  std::size_t user_data_limit_ = 0;            // the cloud's boot script limit (check)
+  std::optional<long long> planned_deadline_;  // --ttl's deadline, epoch seconds
 };
 
 }  // namespace

@@ -255,6 +255,15 @@ ProvisionOptions ResolveProvisionOptions(const ProvisionFlags& flags, const Spec
        config_timeouts);
   o.api_wait_seconds.value = kDefaultApiWaitSeconds;
   Take(o.api_wait_seconds, d.timeouts.api_wait_seconds, Source::kConfig, config_timeouts);
+  o.ttl_check_seconds.value = kDefaultTtlCheckSeconds;
+  Take(o.ttl_check_seconds, d.timeouts.ttl_check_seconds, Source::kConfig, config_timeouts);
+
+  Take(o.ttl_seconds, flags.ttl_seconds, Source::kFlag, "--ttl") ||
+      Take(o.ttl_seconds, spec.ttl_seconds, Source::kSpec, spec_name) ||
+      Take(o.ttl_seconds, d.ttl_seconds, Source::kConfig, config_defaults);
+  Take(o.idle_ttl_seconds, flags.idle_ttl_seconds, Source::kFlag, "--idle-ttl") ||
+      Take(o.idle_ttl_seconds, spec.idle_ttl_seconds, Source::kSpec, spec_name) ||
+      Take(o.idle_ttl_seconds, d.idle_ttl_seconds, Source::kConfig, config_defaults);
 
   Take(o.k3s_version, flags.k3s_version, Source::kFlag, "--k3s-version") ||
       Take(o.k3s_version, spec.k3s_version, Source::kSpec, spec_name) ||

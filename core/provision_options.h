@@ -61,12 +61,15 @@ struct ProvisionFlags {
   std::optional<bool> allow_from_ssh;   // --allow-from-ssh: true
   /// --merge-kubeconfig: true (else [defaults] merge_kubeconfig, else false).
   std::optional<bool> merge_kubeconfig;
+  std::optional<long> ttl_seconds;       // --ttl (ttl.h); 0: "off"
+  std::optional<long> idle_ttl_seconds;  // --idle-ttl; 0: "off"
 };
 
 inline constexpr int kDefaultBootWaitSeconds = 600;
 inline constexpr int kDefaultSshWaitSeconds = 600;
 inline constexpr int kDefaultBootInstallWaitSeconds = 900;  // design.md: up to 15 minutes.
 inline constexpr int kDefaultApiWaitSeconds = 600;          // design.md: up to 10 minutes.
+inline constexpr int kDefaultTtlCheckSeconds = 60;          // the node's TTL timer
 
 struct ProvisionOptions {
   Resolved<std::string> name;
@@ -96,6 +99,10 @@ struct ProvisionOptions {
   Resolved<std::optional<std::vector<std::string>>> allow_from;
   /// SSH (22) narrowed to allow_from too; nullopt as above (a new VM: false).
   Resolved<std::optional<bool>> allow_from_ssh;
+  /// TTL on the node (flag > spec > config.toml [defaults]), seconds; nullopt or 0: none.
+  Resolved<std::optional<long>> ttl_seconds;
+  Resolved<std::optional<long>> idle_ttl_seconds;
+  Resolved<int> ttl_check_seconds;  // [defaults.timeouts] ttl_check_seconds
 };
 
 /// Merges the inputs. \a spec is a default Spec when no spec file was given; \a env is only

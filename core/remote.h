@@ -11,6 +11,7 @@
 
 #include "app_context.h"
 #include "provision_options.h"
+#include "ttl_command.h"
 #include "vm_commands.h"
 
 namespace gpuprov {
@@ -24,6 +25,7 @@ struct RemoteCommands {
   int (*ssh)(const AppContext& app, const std::string& name, const SshCommandOptions& options);
   int (*tunnel)(const AppContext& app, const std::string& name, std::optional<int> local_port);
   void (*forget_host_key)(const std::string& known_hosts_path, const std::string& host, int port);
+  int (*ttl)(const AppContext& app, const std::string& name, const TtlCommandOptions& options);
 };
 
 /// The remote commands: in the gpuprov executable, libgpuprov-remote.so loaded on the first

@@ -1,6 +1,7 @@
 #include "provision.h"
 #include "remote.h"
 #include "ssh_client.h"
+#include "ttl_command.h"
 #include "tunnel_command.h"
 #include "vm_commands.h"
 
@@ -12,7 +13,7 @@ extern "C" __attribute__((visibility("default"))) const gpuprov::RemoteCommands*
 gpuprov_remote_commands() {
   static const gpuprov::RemoteCommands kCommands = {
       GPUPROV_VERSION, &gpuprov::RunProvision, &gpuprov::RunSsh, &gpuprov::RunTunnel,
-      &gpuprov::ForgetHostKey,
+      &gpuprov::ForgetHostKey, &gpuprov::RunTtl,
   };
   return &kCommands;
 }

@@ -10,13 +10,14 @@
 #include "config.h"
 #include "error.h"
 #include "file_util.h"
+#include "ttl.h"
 
 namespace gpuprov {
 namespace {
 
 constexpr std::string_view kAllowedFields =
     "name, cloud, region, gpus, kubernetes, image, instance_type, ssh_key, disk_gb, tags, "
-    "k3s_version, k3s_sha256, k3s_download_url, allow_from, allow_from_ssh";
+    "k3s_version, k3s_sha256, k3s_download_url, allow_from, allow_from_ssh, ttl, idle_ttl";
 
 std::string Lower(std::string_view s) {
   std::string lower;
@@ -213,6 +214,10 @@ class SpecParser {
       spec.k3s_sha256 = NonEmptyString(field, key, value);
     } else if (field == "k3s_download_url") {
       spec.k3s_download_url = NonEmptyString(field, key, value);
+    } else if (field == "ttl" || field == "idle_ttl") {
+      const long seconds = ParseDurationSeconds(
+          Scalar(field, key, value, "a duration such as 8h, 90m or off"), Field(key, field));
+      (field == "ttl" ? spec.ttl_seconds : spec.idle_ttl_seconds) = seconds;
     } else {
       throw UsageError(
           At(key) + "unknown field '" + field + "'; allowed: " + std::string(kAllowedFields),

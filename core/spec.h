@@ -15,6 +15,8 @@
 //   k3s_download_url: https://mirror.example/k3s  # a mirror of GitHub's release downloads
 //   allow_from: [203.0.113.0/24]  # sources of 6443/80/443 with direct access (CIDRs)
 //   allow_from_ssh: false    # true: 22 too
+//   ttl: 8h                  # the node powers itself off then (ttl.h); "off": none
+//   idle_ttl: 1h             # ... or after being idle that long
 #pragma once
 
 #include <filesystem>
@@ -49,6 +51,8 @@ struct Spec {
   std::optional<std::string> k3s_download_url;
   std::optional<std::vector<std::string>> allow_from;  // As written; checked with the flag's.
   std::optional<bool> allow_from_ssh;
+  std::optional<long> ttl_seconds;       // 0: "off"
+  std::optional<long> idle_ttl_seconds;  // 0: "off"
 };
 
 /// Parses spec YAML. Throws UsageError naming \a display_name, the line, the field and what

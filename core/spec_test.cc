@@ -231,5 +231,14 @@ TEST(SpecTest, AllowFromIsAListOfCidrs) {
   EXPECT_THAT(ErrorFor("allow_from_ssh: maybe\n"), HasSubstr("must be true or false"));
 }
 
+TEST(SpecTest, TtlAndIdleTtlAreDurations) {
+  const Spec spec = ParseSpec("ttl: 8h\nidle_ttl: 90m\n", "spec.yaml");
+  EXPECT_EQ(spec.ttl_seconds, 28800);
+  EXPECT_EQ(spec.idle_ttl_seconds, 5400);
+  EXPECT_EQ(ParseSpec("ttl: off\n", "spec.yaml").ttl_seconds, 0);
+  EXPECT_THAT(ErrorFor("ttl: 8\n"), HasSubstr("spec.yaml:1: field 'ttl': '8' has a number without a unit"));
+  EXPECT_THAT(ErrorFor("idle_ttl: [1h]\n"), HasSubstr("field 'idle_ttl'"));
+}
+
 }  // namespace
 }  // namespace gpuprov

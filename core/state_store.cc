@@ -236,6 +236,9 @@ VmRecord ParseRecord(const std::filesystem::path& path, const std::string& text,
   record.updated_at = r.String("updated_at");
   record.last_error = r.String("last_error");
   record.extra = r.StringMap("extra");
+  record.ttl_deadline = r.String("ttl_deadline");
+  record.idle_ttl_seconds = r.Int("idle_ttl_seconds", 0, 0, 365 * 86400);
+  record.powered_off_cost = r.String("powered_off_cost");
   return record;
 }
 
@@ -285,6 +288,9 @@ std::string SerializeRecord(const VmRecord& record) {
   Poco::JSON::Object extra(Poco::JSON_PRESERVE_KEY_ORDER);
   for (const auto& [key, value] : record.extra) extra.set(key, value);
   object.set("extra", extra);
+  if (!record.ttl_deadline.empty()) object.set("ttl_deadline", record.ttl_deadline);
+  if (record.idle_ttl_seconds > 0) object.set("idle_ttl_seconds", record.idle_ttl_seconds);
+  if (!record.powered_off_cost.empty()) object.set("powered_off_cost", record.powered_off_cost);
   std::ostringstream out;
   object.stringify(out, 2);
   out << "\n";

@@ -54,6 +54,12 @@ struct VmRecord {
   std::string updated_at;            // RFC 3339, UTC; set by StateStore::Save.
   std::string last_error;
   std::map<std::string, std::string> extra;  // Driver-specific, non-secret.
+  /// TTL on the node (ttl.h): the deadline at which the node powers itself off, RFC 3339 UTC
+  /// ("" none); the idle TTL in seconds (0 none); what the driver says a powered-off VM still
+  /// costs ("none", "disk", "full"; "" unknown).
+  std::string ttl_deadline;
+  long idle_ttl_seconds = 0;
+  std::string powered_off_cost;
 };
 
 /// "2024-05-01T12:34:56Z".

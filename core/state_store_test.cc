@@ -187,6 +187,29 @@ TEST_F(StateStoreTest, PricePerHourRoundTripsAndIsUnknownInAnOlderRecord) {
   }
 }
 
+TEST_F(StateStoreTest, TtlFieldsRoundTripAndAreEmptyInAnOlderRecord) {
+  StateStore store = Store();
+  VmRecord r = Record("timed");
+  r.ttl_deadline = "2026-12-04T20:00:00Z";
+  r.idle_ttl_seconds = 3600;
+  r.powered_off_cost = "full";
+  store.Save(r);
+  const std::optional<VmRecord> loaded = store.Load("timed");
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(loaded->ttl_deadline, "2026-12-04T20:00:00Z");
+  EXPECT_EQ(loaded->idle_ttl_seconds, 3600);
+  EXPECT_EQ(loaded->powered_off_cost, "full");
+  WriteFileAtomic(StateDir() / "older.json",
+                  R"({"version": 1, "name": "older", "cloud": "aws", "phase": "ready"})");
+  const std::optional<VmRecord> older = Store().Load("older");
+  EXPECT_EQ(older->ttl_deadline, "");
+  EXPECT_EQ(older->idle_ttl_seconds, 0);
+  EXPECT_EQ(older->powered_off_cost, "");
+  WriteFileAtomic(StateDir() / "bad.json",
+                  R"({"version": 1, "name": "bad", "idle_ttl_seconds": -5})");
+  EXPECT_THROW(Store().Load("bad"), Error);
+}
+
 TEST_F(StateStoreTest, OpenPortsThatAreNotPortsAreCorrupt) {
   Store().Save(Record("good"));
   WriteFileAtomic(StateDir() / "bad.json",

@@ -27,6 +27,7 @@
 #include "remote.h"
 #include "spec.h"
 #include "ssh_client.h"
+#include "ttl.h"
 #include "tunnel_command.h"
 
 namespace gpuprov {
@@ -132,6 +133,14 @@ Object::Ptr ToJsonObject(const VmRecord& r, const std::string& state) {
     o->set("cost_so_far", Poco::Dynamic::Var());
   }
   if (!r.last_error.empty()) o->set("last_error", r.last_error);
+  const auto now = std::chrono::system_clock::now();
+  if (const auto left = TtlSecondsLeft(r, now)) {
+    o->set("ttl_deadline", r.ttl_deadline);
+    o->set("ttl_seconds_left", static_cast<Poco::Int64>(std::max(0L, *left)));
+  }
+  o->set("expired", TtlExpired(r, now));
+  if (r.idle_ttl_seconds > 0) o->set("idle_ttl_seconds", static_cast<Poco::Int64>(r.idle_ttl_seconds));
+  if (!r.powered_off_cost.empty()) o->set("powered_off_cost", r.powered_off_cost);
   return o;
 }
 
@@ -142,9 +151,10 @@ Poco::JSON::Object::Ptr VmRecordObject(const VmRecord& record, const std::string
 }
 
 std::string ListTable(const std::vector<VmRecord>& records, const std::vector<std::string>& states,
-                      const std::vector<long>& age_seconds) {
+                      const std::vector<long>& age_seconds,
+                      std::chrono::system_clock::time_point now) {
   std::vector<std::vector<std::string>> rows = {
-      {"NAME", "CLOUD", "REGION", "STATE", "ADDRESS", "GPUS", "$/H", "COST", "K8S", "AGE"}};
+      {"NAME", "CLOUD", "REGION", "STATE", "ADDRESS", "GPUS", "$/H", "COST", "K8S", "AGE", "TTL"}};
   for (size_t i = 0; i < records.size(); ++i) {
     const VmRecord& r = records[i];
     std::string address = r.public_ip.empty() ? "-" : r.public_ip;
@@ -156,7 +166,7 @@ std::string ListTable(const std::vector<VmRecord>& records, const std::vector<st
     rows.push_back({r.name, r.cloud, r.region.empty() ? "-" : r.region, states[i], address,
                     r.gpus.empty() ? "-" : r.gpus, price, cost,
                     !r.kubernetes ? "off" : r.access_mode == "none" ? "on" : r.access_mode,
-                    HumanAge(age_seconds[i])});
+                    HumanAge(age_seconds[i]), TtlCell(r, now)});
   }
   std::vector<size_t> width(rows[0].size(), 0);
   for (const auto& row : rows) {
@@ -285,6 +295,39 @@ void RemoveMergedKubeconfigEntries(const AppContext& app, const VmRecord& rec) {
   }
 }
 
+DownOutcome DeleteVmAndFiles(const AppContext& app, StateStore& store,
+                             std::optional<VmRecord>& rec, const std::string& name,
+                             const std::string& cloud_name) {
+  Console& console = Console::Get();
+  DriverHost host = app.MakeDriverHost();
+  std::unique_ptr<Cloud> cloud = Cloud::Open(host, cloud_name, app.LoadUserConfig());
+  if (rec) {
+    rec->phase = "deleting";
+    store.Save(*rec);
+    CrashPoint("down-deleting-recorded");
+  }
+  console.Step("delete", "deleting VM " + name + " on " + cloud_name);
+  bool deleted = cloud->Delete(rec ? rec->vm_id : "", name);
+  CrashPoint("down-vm-deleted");
+  if (rec && !rec->public_ip.empty()) {
+    Remote().forget_host_key(app.paths.known_hosts().string(), rec->public_ip, rec->ssh_port);
+    CrashPoint("down-host-key-forgotten");
+  }
+  std::error_code ec;
+  std::filesystem::remove(app.paths.kubeconfig(name), ec);
+  if (rec) RemoveMergedKubeconfigEntries(app, *rec);
+  CrashPoint("down-kubeconfig-removed");
+  if (rec) store.Remove(name);
+  if (deleted) {
+    return {"removed", "removed VM " + name + " from " + cloud_name + " and its local files\n"};
+  }
+  if (rec) {
+    return {"already_gone",
+            "VM " + name + " was already gone from " + cloud_name + "; removed its local files\n"};
+  }
+  return {"nothing", "nothing to remove: " + cloud_name + " has no VM named '" + name + "'\n"};
+}
+
 int RunDown(const AppContext& app, const std::string& name,
             const std::optional<std::string>& cloud_flag, bool yes) {
   ValidateVmName(name, "VM name");
@@ -332,34 +375,81 @@ int RunDown(const AppContext& app, const std::string& name,
       return kExitFailure;
     }
   }
-  DriverHost host = app.MakeDriverHost();
-  std::unique_ptr<Cloud> cloud = Cloud::Open(host, cloud_name, app.LoadUserConfig());
-  if (rec) {
-    rec->phase = "deleting";
-    store.Save(*rec);
-    CrashPoint("down-deleting-recorded");
-  }
-  console.Step("delete", "deleting VM " + name + " on " + cloud_name);
-  bool deleted = cloud->Delete(rec ? rec->vm_id : "", name);
-  CrashPoint("down-vm-deleted");
-  if (rec && !rec->public_ip.empty()) {
-    Remote().forget_host_key(app.paths.known_hosts().string(), rec->public_ip, rec->ssh_port);
-    CrashPoint("down-host-key-forgotten");
-  }
-  std::error_code ec;
-  std::filesystem::remove(app.paths.kubeconfig(name), ec);
-  if (rec) RemoveMergedKubeconfigEntries(app, *rec);
-  CrashPoint("down-kubeconfig-removed");
-  if (rec) store.Remove(name);
-  if (deleted) {
-    result("removed", "removed VM " + name + " from " + cloud_name + " and its local files\n");
-  } else if (rec) {
-    result("already_gone", "VM " + name + " was already gone from " + cloud_name +
-                               "; removed its local files\n");
-  } else {
-    result("nothing", "nothing to remove: " + cloud_name + " has no VM named '" + name + "'\n");
-  }
+  const DownOutcome outcome = DeleteVmAndFiles(app, store, rec, name, cloud_name);
+  result(outcome.result, outcome.text);
   return 0;
+}
+
+std::vector<VmRecord> ExpiredRecords(const std::vector<VmRecord>& records,
+                                     std::chrono::system_clock::time_point now,
+                                     const std::optional<std::string>& cloud) {
+  std::vector<VmRecord> out;
+  for (const VmRecord& r : records) {
+    if (cloud && r.cloud != *cloud) continue;
+    if (TtlExpired(r, now)) out.push_back(r);
+  }
+  return out;
+}
+
+int RunDownExpired(const AppContext& app, bool yes) {
+  Console& console = Console::Get();
+  StateStore store(app.paths);
+  std::vector<std::string> problems;
+  const std::vector<VmRecord> expired =
+      ExpiredRecords(store.List(&problems), std::chrono::system_clock::now());
+  for (const auto& p : problems) console.Warning(p);
+  Poco::JSON::Array::Ptr results = new Poco::JSON::Array;
+  if (expired.empty()) {
+    if (app.json_output) {
+      app.Print(results);
+    } else {
+      console.Result("no expired VMs: no recorded VM's TTL has passed\n");
+    }
+    return 0;
+  }
+  std::string names;
+  for (const VmRecord& r : expired) {
+    names += (names.empty() ? "" : ", ") + r.name + " (" + r.cloud + ", expired " +
+             r.ttl_deadline + ")";
+  }
+  if (!yes) {
+    if (!(app.prompter && app.prompter->CanAsk())) {
+      throw UsageError("`gpuprov down --expired` needs --yes when stdin is not a terminal",
+                       "it would delete " + names + "; `gpuprov list` shows them");
+    }
+    if (!app.prompter->Confirm("delete " + std::to_string(expired.size()) +
+                               " expired VM(s) and their local files: " + names + "?")) {
+      console.Note("nothing deleted");
+      return kExitFailure;
+    }
+  }
+  bool failed = false;
+  for (const VmRecord& listed : expired) {
+    try {
+      FileLock lock = store.LockVm(listed.name, 60 * 1000);
+      std::optional<VmRecord> rec = store.Load(listed.name);
+      // `gpuprov ttl` may have extended it, or a `down` removed it, since the listing.
+      if (!rec || !TtlExpired(*rec, std::chrono::system_clock::now())) {
+        console.Note("VM " + listed.name + " is no longer expired; kept");
+        continue;
+      }
+      const VmRecord shown = *rec;
+      const DownOutcome outcome = DeleteVmAndFiles(app, store, rec, listed.name, shown.cloud);
+      if (app.json_output) {
+        Poco::JSON::Object::Ptr o = ToJsonObject(shown, "deleted");
+        o->set("result", outcome.result);
+        results->add(o);
+      } else {
+        console.Result(outcome.text);
+      }
+    } catch (const Error& e) {
+      if (e.exit_code() == kExitInterrupted) throw;
+      failed = true;
+      console.ErrorLine("VM " + listed.name + ": " + e.what(), e.hint());
+    }
+  }
+  if (app.json_output) app.Print(results);
+  return failed ? kExitFailure : kExitOk;
 }
 
 }  // namespace gpuprov

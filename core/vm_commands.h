@@ -3,6 +3,7 @@
 
 #include <Poco/JSON/Object.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,29 @@ int RunSshConfig(const AppContext& app, const std::string& name);
 int RunDown(const AppContext& app, const std::string& name, const std::optional<std::string>& cloud,
             bool yes = false);
 
+/// What deleting one VM came to: "removed", "already_gone" or "nothing", and the line saying so.
+struct DownOutcome {
+  std::string result;
+  std::string text;
+};
+
+/// The deletion part of `down` (no question): the VM on \a cloud_name through its driver, its
+/// pinned host key, kubeconfig and merged entries, and its record. The caller holds the VM's
+/// lock and has loaded \a rec (nullopt: no record, look the name up on the cloud).
+DownOutcome DeleteVmAndFiles(const AppContext& app, StateStore& store,
+                             std::optional<VmRecord>& rec, const std::string& name,
+                             const std::string& cloud_name);
+
+/// The records whose TTL deadline has passed at \a now (ttl.h), in the order given; only those
+/// on \a cloud when it is given.
+std::vector<VmRecord> ExpiredRecords(const std::vector<VmRecord>& records,
+                                     std::chrono::system_clock::time_point now,
+                                     const std::optional<std::string>& cloud = std::nullopt);
+
+/// `gpuprov down --expired`: deletes every VM whose TTL deadline has passed, as `down NAME`
+/// does; asks first on a terminal unless \a yes, and needs \a yes when it cannot ask.
+int RunDownExpired(const AppContext& app, bool yes);
+
 /// `down`: takes the VM's cluster, user and context out of the user's kubeconfig when a merge
 /// put them there (the record names the file); a file that cannot be edited is a warning
 /// naming the kubectl commands that remove them.
@@ -51,8 +75,10 @@ std::string VmRecordJson(const VmRecord& record);
 Poco::JSON::Object::Ptr VmRecordObject(const VmRecord& record, const std::string& state);
 
 /// The columns of `gpuprov list`, each as wide as its widest cell: NAME, CLOUD, REGION, STATE,
-/// ADDRESS, GPUS, $/H, K8S, AGE. \a states holds each record's shown state.
+/// ADDRESS, GPUS, $/H, K8S, AGE, TTL (ttl.h TtlCell at \a now). \a states holds each
+/// record's shown state.
 std::string ListTable(const std::vector<VmRecord>& records, const std::vector<std::string>& states,
-                      const std::vector<long>& age_seconds);
+                      const std::vector<long>& age_seconds,
+                      std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
 
 }  // namespace gpuprov

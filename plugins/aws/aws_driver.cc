@@ -15,6 +15,12 @@ namespace gpuprov::aws {
 namespace {
 
 namespace kit = gpuprov::drivers;
+
+// What a VM powered off from inside still costs (gpuprov's TTL on the node powers it off),
+// from aws.md: the driver launches with InstanceInitiatedShutdownBehavior=terminate, so a
+// VM powered off from inside is terminated, and its root volume (DeleteOnTermination) with it.
+constexpr kit::PoweredOffCost kPoweredOffCost = kit::PoweredOffCost::kNone;
+
 using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
 using kit::Base64;
 using kit::kManagedTag;
@@ -593,7 +599,7 @@ std::string AwsDriver::Offers(const std::string& request_json) {
     type = TypeForGpu(gpu->type, gpu->count);
     if (!type) {
       host_.Warning(NotOfferedMessage(gpu->type, gpu->count));
-      return kit::OffersResult(offers);
+      return kit::OffersResult(offers, kPoweredOffCost);
     }
   } else {
     type = CpuType();
@@ -610,7 +616,7 @@ std::string AwsDriver::Offers(const std::string& request_json) {
     if (doc.Items("instanceTypeOfferingSet").empty()) {
       host_.Warning(std::string(type->name) + " is not offered in " + region +
                     "; choose another region with --region");
-      return kit::OffersResult(offers);
+      return kit::OffersResult(offers, kPoweredOffCost);
     }
   } catch (const Ec2Error& e) {
     const gpuprov_type_status s = StatusOfCode(e.http_status(), e.code());
@@ -622,7 +628,7 @@ std::string AwsDriver::Offers(const std::string& request_json) {
                               type->price_per_hour,
                               image_override_.empty() ? DefaultImage(*type) : image_override_,
                               std::nullopt, "table", kPriceTableDate}));
-  return kit::OffersResult(offers);
+  return kit::OffersResult(offers, kPoweredOffCost);
 }
 
 std::string AwsDriver::Create(const std::string& request_json) {

@@ -239,6 +239,25 @@ std::string OneMember(const std::string& key, const Poco::Dynamic::Var& value) {
 }  // namespace
 
 std::string OffersResult(const Array::Ptr& offers) { return OneMember("offers", offers); }
+
+const char* PoweredOffCostName(PoweredOffCost cost) {
+  switch (cost) {
+    case PoweredOffCost::kNone:
+      return "none";
+    case PoweredOffCost::kDisk:
+      return "disk";
+    case PoweredOffCost::kFull:
+      return "full";
+  }
+  return "full";
+}
+
+std::string OffersResult(const Array::Ptr& offers, PoweredOffCost powered_off) {
+  Object o(Poco::JSON_PRESERVE_KEY_ORDER);
+  o.set("offers", offers);
+  o.set("powered_off_cost", std::string(PoweredOffCostName(powered_off)));
+  return json::Stringify(o);
+}
 std::string VmsResult(const Array::Ptr& vms) { return OneMember("vms", vms); }
 std::string DeletedResult(bool deleted) { return OneMember("deleted", deleted); }
 

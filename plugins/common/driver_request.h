@@ -140,6 +140,15 @@ VmRef RequireIdOrName(const Poco::JSON::Object::Ptr& request);
 
 /// The results {"offers": [...]}, {"vms": [...]} and {"deleted": bool} as JSON text.
 std::string OffersResult(const Poco::JSON::Array::Ptr& offers);
+
+/// What a VM powered off from inside (`systemctl poweroff`, gpuprov's TTL on the node) still
+/// costs on the cloud, as the cloud's reference states it: nothing, its disk only, or the full
+/// price. The offers result carries it as "powered_off_cost" (docs/driver-protocol.md).
+enum class PoweredOffCost { kNone, kDisk, kFull };
+/// "none", "disk", "full".
+const char* PoweredOffCostName(PoweredOffCost cost);
+/// {"offers": [...], "powered_off_cost": "none"|"disk"|"full"} as JSON text.
+std::string OffersResult(const Poco::JSON::Array::Ptr& offers, PoweredOffCost powered_off);
 std::string VmsResult(const Poco::JSON::Array::Ptr& vms);
 std::string DeletedResult(bool deleted);
 

@@ -198,6 +198,10 @@ TEST(DriverRequest, Results) {
   EXPECT_EQ(DeletedResult(true), R"({"deleted":true})");
   EXPECT_EQ(VmsResult(new Poco::JSON::Array()), R"({"vms":[]})");
   EXPECT_EQ(OffersResult(new Poco::JSON::Array()), R"({"offers":[]})");
+  EXPECT_EQ(OffersResult(new Poco::JSON::Array(), PoweredOffCost::kDisk),
+            R"({"offers":[],"powered_off_cost":"disk"})");
+  EXPECT_STREQ(PoweredOffCostName(PoweredOffCost::kNone), "none");
+  EXPECT_STREQ(PoweredOffCostName(PoweredOffCost::kFull), "full");
 }
 
 }  // namespace

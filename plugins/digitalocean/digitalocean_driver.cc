@@ -14,6 +14,11 @@
 namespace gpuprov::digitalocean {
 namespace {
 
+// What a VM powered off from inside still costs (gpuprov's TTL on the node powers it off),
+// from digitalocean.md: a powered-off droplet is `off` and kept, with its size reserved;
+// DigitalOcean bills a droplet until it is destroyed, powered off or not.
+constexpr kit::PoweredOffCost kPoweredOffCost = kit::PoweredOffCost::kFull;
+
 using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
 
 constexpr const char* kSshUser = "root";
@@ -594,7 +599,7 @@ std::string DigitalOceanDriver::Offers(const std::string& request_json) {
   std::optional<GpuSize> size = gpu ? SizeForGpu(gpu->type, gpu->count) : CpuSize();
   if (!size) {
     host_.Warning(NotOfferedMessage(gpu->type, gpu->count));
-    return kit::OffersResult(offers);
+    return kit::OffersResult(offers, kPoweredOffCost);
   }
 
   // Live availability, regions and prices; the built-in table when the sizes list cannot be
@@ -609,7 +614,7 @@ std::string DigitalOceanDriver::Offers(const std::string& request_json) {
       listed = true;
       if (json::Has(s, "available") && !s->getValue<bool>("available")) {
         host_.Warning("DigitalOcean lists " + size->slug + " as not available now");
-        return kit::OffersResult(offers);
+        return kit::OffersResult(offers, kPoweredOffCost);
       }
       if (Array::Ptr r = json::Arr(s, "regions")) {
         regions.clear();
@@ -623,7 +628,7 @@ std::string DigitalOceanDriver::Offers(const std::string& request_json) {
     if (!listed) {
       host_.Warning("DigitalOcean's size list has no " + size->slug +
                     " (GPU Droplets may need enabling for the account)");
-      return kit::OffersResult(offers);
+      return kit::OffersResult(offers, kPoweredOffCost);
     }
   } catch (const DriverError& e) {
     if (e.status() == GPUPROV_STATUS_AUTH || e.status() == GPUPROV_STATUS_CANCELLED) throw;
@@ -643,7 +648,7 @@ std::string DigitalOceanDriver::Offers(const std::string& request_json) {
                   }() +
                   ")");
   }
-  return kit::OffersResult(offers);
+  return kit::OffersResult(offers, kPoweredOffCost);
 }
 
 std::string DigitalOceanDriver::Create(const std::string& request_json) {

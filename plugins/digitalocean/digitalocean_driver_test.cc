@@ -82,6 +82,8 @@ TEST(DigitalOceanDescriptor, OffersWithoutTheNetworkSayWhenAGpuIsNotOffered) {
   OpResult h100 = driver.Offers(R"({"gpu":{"type":"H100","count":8},"region":"tor1"})");
   ASSERT_EQ(h100.status, GPUPROV_STATUS_OK) << h100;
   Array::Ptr offers = h100.Doc()->getArray("offers");
+  // digitalocean.md: a powered-off droplet is kept and billed.
+  EXPECT_EQ(h100.Doc()->getValue<std::string>("powered_off_cost"), "full");
   ASSERT_EQ(offers->size(), 1u) << h100.json;
   EXPECT_EQ(offers->getObject(0)->getValue<std::string>("instance_type"), "gpu-h100x8-640gb");
   EXPECT_GT(offers->getObject(0)->getValue<double>("price_per_hour"), 0.0);

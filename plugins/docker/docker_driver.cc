@@ -29,6 +29,11 @@ namespace gpuprov::docker {
 namespace {
 
 namespace kit = gpuprov::drivers;
+
+// What a VM powered off from inside still costs (gpuprov's TTL on the node powers it off),
+// from docker.md: the test cloud costs nothing; a stopped container holds only its files.
+constexpr kit::PoweredOffCost kPoweredOffCost = kit::PoweredOffCost::kNone;
+
 using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
 
 // A VM name becomes the hostname and part of the container name.
@@ -395,7 +400,7 @@ std::string DockerDriver::Offers(const std::string& request_json) {
     const kit::CatalogueRow& o = OfferCatalogue().rows[*row];
     offers->add(kit::OfferJson({o.instance_type, o.gpu_type, o.gpu_count, kRegion, 0.0, ""}));
   }
-  return kit::OffersResult(offers);
+  return kit::OffersResult(offers, kPoweredOffCost);
 }
 
 std::string DockerDriver::Create(const std::string& request_json) {

@@ -119,6 +119,7 @@ TEST(DockerDriverTest, OffersFakeGpusInRegionLocal) {
   OpResult r = driver.Offers(R"({"gpu":{"type":"L4","count":1},"region":""})");
   ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r.error;
   Array::Ptr offers = r.Doc()->getArray("offers");
+  EXPECT_EQ(r.Doc()->getValue<std::string>("powered_off_cost"), "none");  // the test cloud
   ASSERT_EQ(offers->size(), 1u);
   Object::Ptr o = offers->getObject(0);
   EXPECT_EQ(o->getValue<std::string>("instance_type"), "testvm-l4x1");

@@ -14,6 +14,12 @@ namespace gpuprov::gcp {
 namespace {
 
 namespace kit = gpuprov::drivers;
+
+// What a VM powered off from inside still costs (gpuprov's TTL on the node powers it off),
+// from gcp.md: a powered-off instance is TERMINATED, i.e. stopped, not deleted; a stopped
+// instance bills its persistent disks, not its vCPUs and GPUs.
+constexpr kit::PoweredOffCost kPoweredOffCost = kit::PoweredOffCost::kDisk;
+
 using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
 using std::chrono::milliseconds;
 
@@ -714,7 +720,7 @@ std::string GcpDriver::Offers(const std::string& request_json) {
       gpu ? MachineTypeForGpu(gpu->type, gpu->count) : CpuMachineType();
   if (!mt) {
     host_.Warning(NotOfferedMessage(gpu->type, gpu->count));
-    return kit::OffersResult(offers);
+    return kit::OffersResult(offers, kPoweredOffCost);
   }
   // The zones of the region that have the GPU (acceleratorTypes); capacity is only learnt
   // at create time (reference §3.7).
@@ -738,7 +744,7 @@ std::string GcpDriver::Offers(const std::string& request_json) {
                   (mt->accelerator.empty() ? std::string("machine type ") + mt->machine_type
                                            : mt->accelerator) +
                   "; try another --region");
-    return kit::OffersResult(offers);
+    return kit::OffersResult(offers, kPoweredOffCost);
   }
   Object::Ptr o = kit::OfferJson(
       {mt->machine_type, mt->gpu_type, mt->gpu_count, location, mt->price_per_hour, "",
@@ -747,7 +753,7 @@ std::string GcpDriver::Offers(const std::string& request_json) {
   for (const auto& z : zones) zone_list->add(z);
   o->set("zones", zone_list);
   offers->add(o);
-  return kit::OffersResult(offers);
+  return kit::OffersResult(offers, kPoweredOffCost);
 }
 
 std::string GcpDriver::Create(const std::string& request_json) {

@@ -9,6 +9,12 @@ namespace gpuprov::hyperstack {
 namespace {
 
 namespace kit = gpuprov::drivers;
+
+// What a VM powered off from inside still costs (gpuprov's TTL on the node powers it off),
+// from hyperstack.md: a powered-off VM is SHUTOFF, "still billed" (only hibernation pauses
+// billing).
+constexpr kit::PoweredOffCost kPoweredOffCost = kit::PoweredOffCost::kFull;
+
 using namespace gpuprov::drivers::prelude;
 using kit::kResourcePrefix;
 
@@ -482,7 +488,7 @@ std::string HyperstackDriver::Offers(const std::string& request_json) {
                             (region.empty() ? "" : " (in " + region + ")")
                       : "Hyperstack lists no CPU flavor" +
                             (region.empty() ? std::string() : " in " + region));
-    return kit::OffersResult(offers);
+    return kit::OffersResult(offers, kPoweredOffCost);
   }
   // The default region first, then the preferred (PCIe) flavors: the host takes the first of
   // equally priced offers (the API gives no prices).
@@ -507,7 +513,7 @@ std::string HyperstackDriver::Offers(const std::string& request_json) {
                   " but none is in stock now (stock_available false); try later or another "
                   "region");
   }
-  return kit::OffersResult(offers);
+  return kit::OffersResult(offers, kPoweredOffCost);
 }
 
 std::string HyperstackDriver::Create(const std::string& request_json) {

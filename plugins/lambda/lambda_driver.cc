@@ -12,6 +12,12 @@ namespace gpuprov::lambda {
 namespace {
 
 namespace kit = gpuprov::drivers;
+
+// What a VM powered off from inside still costs (gpuprov's TTL on the node powers it off),
+// from lambda.md: there is no stop or suspend; an instance is billed until terminated, so a
+// powered-off one is billed in full.
+constexpr kit::PoweredOffCost kPoweredOffCost = kit::PoweredOffCost::kFull;
+
 using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
 using std::chrono::milliseconds;
 
@@ -557,13 +563,13 @@ std::string LambdaDriver::Offers(const std::string& request_json) {
   Array::Ptr offers = new Array();
   if (!gpu) {
     host_.Warning("Lambda has only GPU instances: ask for a GPU, e.g. A10:1 (the cheapest)");
-    return kit::OffersResult(offers);
+    return kit::OffersResult(offers, kPoweredOffCost);
   }
   const kit::Catalogue& catalogue = TypeCatalogue();
   std::optional<std::string> canonical = kit::CanonicalGpu(catalogue, gpu->type);
   if (!canonical || !kit::FindGpuRow(catalogue, gpu->type, gpu->count)) {
     host_.Warning(kit::NotOfferedMessage(catalogue, gpu->type, gpu->count));
-    return kit::OffersResult(offers);
+    return kit::OffersResult(offers, kPoweredOffCost);
   }
   // Live: every listed type with these GPUs (table rows and names that read as them).
   ObjectPtr types = DataObject(Call("GET", "/instance-types", "list instance types"),
@@ -596,7 +602,7 @@ std::string LambdaDriver::Offers(const std::string& request_json) {
                   " (GET /instance-types, regions_with_capacity_available); try later" +
                   (region.empty() ? "" : " or another region"));
   }
-  return kit::OffersResult(offers);
+  return kit::OffersResult(offers, kPoweredOffCost);
 }
 
 std::string LambdaDriver::Create(const std::string& request_json) {

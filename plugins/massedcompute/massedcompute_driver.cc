@@ -9,6 +9,12 @@ namespace gpuprov::massedcompute {
 namespace {
 
 namespace kit = gpuprov::drivers;
+
+// What a VM powered off from inside still costs (gpuprov's TTL on the node powers it off),
+// from massedcompute.md: no stop/start or hibernate endpoint; the rental runs (and is billed)
+// until the instance is terminated, powered off or not.
+constexpr kit::PoweredOffCost kPoweredOffCost = kit::PoweredOffCost::kFull;
+
 using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
 
 constexpr const char* kLaunchPath = "/instance/launch";
@@ -452,7 +458,7 @@ std::string MassedComputeDriver::Offers(const std::string& request_json) {
   Array::Ptr offers = new Array();
   if (!gpu) {
     host_.Warning("Massed Compute has only GPU VMs: ask for a GPU, e.g. RTX-A6000:1");
-    return kit::OffersResult(offers);
+    return kit::OffersResult(offers, kPoweredOffCost);
   }
   const std::vector<Product> products = Inventory();
   bool any_match = false;
@@ -474,7 +480,7 @@ std::string MassedComputeDriver::Offers(const std::string& request_json) {
                   std::to_string(gpu->count) +
                   (region.empty() ? std::string() : " in " + region) + "; try later");
   }
-  return kit::OffersResult(offers);
+  return kit::OffersResult(offers, kPoweredOffCost);
 }
 
 std::string MassedComputeDriver::Create(const std::string& request_json) {

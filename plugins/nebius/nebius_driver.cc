@@ -13,6 +13,11 @@ namespace gpuprov::nebius {
 namespace {
 
 namespace kit = gpuprov::drivers;
+
+// What a VM powered off from inside still costs (gpuprov's TTL on the node powers it off),
+// from nebius.md: "stopped VMs are not billed for compute"; the boot disk stays and is billed.
+constexpr kit::PoweredOffCost kPoweredOffCost = kit::PoweredOffCost::kDisk;
+
 using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
 using std::chrono::milliseconds;
 namespace nc = ::nebius::common::v1;
@@ -772,7 +777,7 @@ std::string NebiusDriver::Offers(const std::string& request_json) {
     const std::optional<size_t> row = kit::FindGpuRow(PresetCatalogue(), gpu->type, gpu->count);
     if (!row) {
       host_.Warning(kit::NotOfferedMessage(PresetCatalogue(), gpu->type, gpu->count));
-      return kit::OffersResult(offers);
+      return kit::OffersResult(offers, kPoweredOffCost);
     }
     rows.push_back(GpuPresets()[*row]);
   } else {
@@ -807,7 +812,7 @@ std::string NebiusDriver::Offers(const std::string& request_json) {
     }
     offers->add(kit::OfferJson({r.InstanceType(), r.gpu_type, r.gpu_count, region, 0, ""}));
   }
-  return kit::OffersResult(offers);
+  return kit::OffersResult(offers, kPoweredOffCost);
 }
 
 std::string NebiusDriver::Create(const std::string& request_json) {

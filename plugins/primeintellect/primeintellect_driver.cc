@@ -22,6 +22,12 @@ namespace gpuprov::primeintellect {
 namespace {
 
 namespace kit = gpuprov::drivers;
+
+// What a VM powered off from inside still costs (gpuprov's TTL on the node powers it off),
+// from primeintellect.md: no stop endpoint gpuprov can use; a pod is billed at priceHr until
+// deleted (stoppedPriceHr applies only to pods the platform itself stops).
+constexpr kit::PoweredOffCost kPoweredOffCost = kit::PoweredOffCost::kFull;
+
 using kit::Credential;
 using kit::HttpError;
 using kit::HttpRequest;
@@ -864,7 +870,7 @@ std::string PrimeIntellectDriver::Offers(const std::string& request_json) {
   }
   host_.Debug("availability: " + std::to_string(offers->size()) + " in-stock offers for " +
               Describe(query));
-  return kit::OffersResult(offers);
+  return kit::OffersResult(offers, kPoweredOffCost);
 }
 
 std::string PrimeIntellectDriver::Create(const std::string& request_json) {

@@ -12,6 +12,11 @@ namespace gpuprov::verda {
 namespace {
 
 namespace kit = gpuprov::drivers;
+
+// What a VM powered off from inside still costs (gpuprov's TTL on the node powers it off),
+// from verda.md: a shut-down instance is `offline`, "GPU still billed".
+constexpr kit::PoweredOffCost kPoweredOffCost = kit::PoweredOffCost::kFull;
+
 using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
 using std::chrono::milliseconds;
 using std::chrono::seconds;
@@ -588,7 +593,7 @@ std::string VerdaDriver::Offers(const std::string& request_json) {
     std::optional<std::string> c = CanonicalGpu(gpu->type);
     if (!c || !kit::FindGpuRow(catalogue, gpu->type, gpu->count)) {
       host_.Warning(kit::NotOfferedMessage(catalogue, gpu->type, gpu->count));
-      return kit::OffersResult(offers);
+      return kit::OffersResult(offers, kPoweredOffCost);
     }
     canonical = *c;
     count = gpu->count;
@@ -634,7 +639,7 @@ std::string VerdaDriver::Offers(const std::string& request_json) {
                   " (GET /instance-availability); try later" +
                   (location.empty() ? "" : " or another location"));
   }
-  return kit::OffersResult(offers);
+  return kit::OffersResult(offers, kPoweredOffCost);
 }
 
 std::string VerdaDriver::Get(const std::string& request_json) {

@@ -176,11 +176,11 @@ assert final == listed, (final, listed)
   echo "$output"
   [ "$status" -eq 0 ]
   header=$(head -1 <<<"$output")
-  [[ "$header" =~ ^NAME\ +CLOUD\ +REGION\ +STATE\ +ADDRESS\ +GPUS\ +\$/H\ +COST\ +K8S\ +AGE$ ]]
+  [[ "$header" =~ ^NAME\ +CLOUD\ +REGION\ +STATE\ +ADDRESS\ +GPUS\ +\$/H\ +COST\ +K8S\ +AGE\ +TTL$ ]]
   row=$(grep "^$CLI_VM " <<<"$output")
   # NAME is as wide as the longest name plus two blanks.
   [ "${header%%CLOUD*}" = "$(printf '%-*s' $((${#CLI_VM} + 2)) NAME)" ]
-  [[ "$row" =~ ^$CLI_VM\ +docker\ +local\ +ready\ +127\.77\.[0-9.:]+\ +-\ +-\ +-\ +off\ +[0-9]+[smhd]$ ]]
+  [[ "$row" =~ ^$CLI_VM\ +docker\ +local\ +ready\ +127\.77\.[0-9.:]+\ +-\ +-\ +-\ +off\ +[0-9]+[smhd]\ +-$ ]]
   "$GPUPROV" list -o json >"$BATS_TEST_TMPDIR/list.json"
   "$GPUPROV" list -oyaml >"$BATS_TEST_TMPDIR/list.yaml"
   /usr/bin/python3 -c '

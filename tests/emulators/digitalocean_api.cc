@@ -666,7 +666,10 @@ class DigitalOceanApi : public CloudApi {
     o->set("vcpus", size->vcpus);
     o->set("disk", size->disk_gb);
     o->set("locked", false);
-    o->set("status", std::string(s.state == InstanceState::kRunning ? "active" : "new"));
+    // digitalocean.md 3.2: a powered-off droplet is `off` (and kept).
+    o->set("status", std::string(s.state == InstanceState::kRunning   ? "active"
+                                 : s.state == InstanceState::kStopped ? "off"
+                                                                      : "new"));
     o->set("kernel", Poco::Dynamic::Var());
     o->set("created_at", Rfc3339(d.created));
     JsonArray features = NewArray();

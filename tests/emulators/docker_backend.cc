@@ -269,6 +269,9 @@ class DockerBackend : public InstanceBackend {
       case Phase::kError:
         s.state = InstanceState::kError;
         break;
+      case Phase::kStopped:
+        s.state = InstanceState::kStopped;
+        break;
     }
     return s;
   }
@@ -333,7 +336,7 @@ class DockerBackend : public InstanceBackend {
   }
 
  private:
-  enum class Phase { kCreating, kWaitStart, kRunning, kGone, kError, kDeleted };
+  enum class Phase { kCreating, kWaitStart, kRunning, kGone, kError, kStopped, kDeleted };
   enum class Task { kCreate, kStart, kVanish, kFail, kGpu, kCheck, kRemove, kOpenSsh };
   struct Record {
     std::string id;
@@ -687,6 +690,13 @@ class DockerBackend : public InstanceBackend {
           Update(r.id, [&](Record& x) {
             x.phase = Phase::kGone;
             x.message = "the container was removed";
+          });
+        } else if (!info->running && info->status == "exited" && info->exit_code == 0) {
+          // Powered off from inside (`systemctl poweroff`: systemd as PID 1 exits with 0).
+          CloseGate(r.address);
+          Update(r.id, [&](Record& x) {
+            x.phase = Phase::kStopped;
+            x.message = "the VM powered itself off (its container exited with code 0)";
           });
         } else if (!info->running) {
           Update(r.id, [&](Record& x) {

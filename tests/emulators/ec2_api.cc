@@ -1132,6 +1132,20 @@ class Ec2Api : public CloudApi {
     }
     if (i.phase != Phase::kLive) return;
     InstanceStatus s = backend_->State(i.backend_id);
+    if (s.state == InstanceState::kStopped && i.shutdown_behavior == "terminate") {
+      // aws.md 3.1: with InstanceInitiatedShutdownBehavior=terminate, a shutdown from inside
+      // the VM terminates it.
+      i.phase = Phase::kShuttingDown;
+      i.terminate_requested = now;
+      i.reason_code = "Client.InstanceInitiatedShutdown";
+      i.reason_message = "Client.InstanceInitiatedShutdown: Instance initiated shutdown";
+      backend_->Delete(i.backend_id);
+      if (shutdown_seconds_ <= 0) {
+        i.phase = Phase::kTerminated;
+        i.terminated_at = now;
+      }
+      return;
+    }
     if (s.state == InstanceState::kGone || s.state == InstanceState::kError) {
       i.phase = Phase::kTerminated;
       i.terminated_at = now;
@@ -1170,6 +1184,7 @@ class Ec2Api : public CloudApi {
     if (i.phase == Phase::kShuttingDown) return {32, "shutting-down"};
     InstanceStatus s = backend_->State(i.backend_id);
     if (s.state == InstanceState::kRunning) return {16, "running"};
+    if (s.state == InstanceState::kStopped) return {80, "stopped"};  // shutdown behavior "stop"
     return {0, "pending"};
   }
 

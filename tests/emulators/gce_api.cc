@@ -1578,6 +1578,8 @@ class GceApi : public CloudApi {
         return "RUNNING";
       case InstanceState::kError:
         return "TERMINATED";
+      case InstanceState::kStopped:
+        return "TERMINATED";  // gcp.md 3.2: TERMINATED = stopped, not deleted
       case InstanceState::kGone:
         return "";
     }

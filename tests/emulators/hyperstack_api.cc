@@ -674,6 +674,8 @@ class HyperstackApi : public CloudApi {
         return "ACTIVE";
       case InstanceState::kError:
         return "ERROR";
+      case InstanceState::kStopped:
+        return "SHUTOFF";  // hyperstack.md: stopped, still billed
       case InstanceState::kGone:
         return "DELETING";
     }

@@ -84,7 +84,10 @@ struct InstanceSpec {
   BootFaults faults;
 };
 
-enum class InstanceState { kProvisioning, kRunning, kGone, kError };
+/// kStopped: the VM powered itself off from inside (docker: its container exited with status 0
+/// after running, as systemd as PID 1 does on `systemctl poweroff`); each cloud's API reports it
+/// as its reference says a powered-off VM looks.
+enum class InstanceState { kProvisioning, kRunning, kGone, kError, kStopped };
 
 const char* ToString(InstanceState s);
 

@@ -579,6 +579,7 @@ class LambdaApi : public CloudApi {
       case InstanceState::kRunning:
         return "active";
       case InstanceState::kError:
+      case InstanceState::kStopped:  // lambda.md: no stopped state; a powered-off one is unhealthy
         return "unhealthy";
       case InstanceState::kGone:
         return "terminated";

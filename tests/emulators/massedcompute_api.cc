@@ -473,6 +473,9 @@ class MassedComputeApi : public CloudApi {
       case InstanceState::kError:
         v.status = "failed";
         break;
+      case InstanceState::kStopped:  // massedcompute.md: Brev's mapping knows `stopped`
+        v.status = "stopped";
+        break;
       case InstanceState::kGone:
         v.status = "terminated";
         break;

@@ -23,6 +23,8 @@ const char* ToString(InstanceState s) {
       return "gone";
     case InstanceState::kError:
       return "error";
+    case InstanceState::kStopped:
+      return "stopped";
   }
   return "?";
 }

@@ -1040,6 +1040,8 @@ class NebiusApi : public CloudApi {
     } else if (b.state == InstanceState::kError) {
       s.set_state(inst.error_state ? compute::InstanceStatus::ERROR
                                    : compute::InstanceStatus::STOPPED);
+    } else if (b.state == InstanceState::kStopped) {
+      s.set_state(compute::InstanceStatus::STOPPED);  // nebius.md 3.5: stopped, not reconciling
     } else {
       s.set_state(compute::InstanceStatus::UNSPECIFIED);  // gone: Reconcile drops it
     }

@@ -387,6 +387,10 @@ class PrimeIntellectApi : public CloudApi {
       return v;
     }
     v.backend = backend_->State(p.backend_id);
+    if (v.backend.state == InstanceState::kStopped) {
+      v.status = "STOPPED";  // primeintellect.md 3.3
+      return v;
+    }
     if (v.backend.state != InstanceState::kRunning) {
       v.status = "PROVISIONING";
       return v;

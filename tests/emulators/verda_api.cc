@@ -582,6 +582,8 @@ class VerdaApi : public CloudApi {
         return "running";
       case InstanceState::kError:
         return in.error_status;
+      case InstanceState::kStopped:
+        return "offline";  // verda.md 3.2: shut down, GPU still billed
       case InstanceState::kGone:
         return "discontinued";
     }

@@ -138,7 +138,10 @@ typedef struct gpuprov_drv_vtable {
   const char* (*last_error)(gpuprov_type_driver* driver);
   /* GPUPROV_CAP_VM_LIFECYCLE. */
   gpuprov_drv_op_fn check;     /* credentials: one cheap read-only API call */
-  gpuprov_drv_op_fn offers;    /* what GPU types/regions it can serve for a request */
+  gpuprov_drv_op_fn offers;    /* what GPU types/regions it can serve for a request; the
+                                * result may carry "powered_off_cost": "none", "disk" or "full",
+                                * what a VM powered off from inside still costs on the cloud
+                                * (gpuprov's TTL powers VMs off); absent: unknown */
   gpuprov_drv_op_fn create;    /* idempotent by VM name: returns the existing VM if present */
   gpuprov_drv_op_fn get;       /* one VM by id or name */
   gpuprov_drv_op_fn list;      /* every VM tagged by gpuprov */

@@ -1,0 +1,258 @@
+#!/bin/bash
+# gpuprov-ttl: powers this VM off when its deadline passes or when it has been idle long
+# enough. gpuprov puts it on the node at /usr/local/sbin/gpuprov-ttl (over SSH, as root) and
+# runs `gpuprov-ttl install`; a systemd timer then runs `gpuprov-ttl check` every few seconds.
+# It holds no cloud credential: it only runs `systemctl poweroff`.
+#
+#   gpuprov-ttl install --check-seconds N   write and start gpuprov-ttl.timer (+ .service)
+#   gpuprov-ttl set [--deadline EPOCH|none] [--idle-seconds N|none] [--gpu-util-max PCT]
+#                                           write the settings (keys not given stay as they are)
+#   gpuprov-ttl off                         stop and remove the timer, the service, the settings
+#   gpuprov-ttl check                       one check: power off when due
+#   gpuprov-ttl status                      the settings and the idle clock, as KEY=VALUE lines
+#
+# Idle means, at every check: no SSH connection established to this host (ss) and nobody
+# logged in (who), no running Kubernetes pod asking for nvidia.com/gpu (kubectl), and every
+# GPU's utilisation below gpu_util_max percent (nvidia-smi). The idle clock starts at the first
+# idle check and restarts at any busy one.
+#
+# GPUPROV_TTL_ROOT prefixes every path (tests run it in a sandbox); GPUPROV_TTL_NOW replaces
+# the clock (epoch seconds). Tests also put fake ss, who, kubectl, nvidia-smi and systemctl
+# first on PATH.
+set -euo pipefail
+
+readonly ROOT="${GPUPROV_TTL_ROOT:-}"
+readonly CONF="$ROOT/etc/gpuprov/ttl.conf"
+readonly IDLE_FILE="$ROOT/var/lib/gpuprov/ttl-idle-since"
+readonly UNIT_DIR="$ROOT/etc/systemd/system"
+readonly SELF="/usr/local/sbin/gpuprov-ttl"
+readonly DEFAULT_GPU_UTIL_MAX=5
+
+deadline=""
+idle_seconds=""
+gpu_util_max="$DEFAULT_GPU_UTIL_MAX"
+
+log() { printf 'gpuprov-ttl: %s\n' "$*" >&2; }
+die() {
+  log "$*"
+  exit 2
+}
+
+now() { printf '%s\n' "${GPUPROV_TTL_NOW:-$(date +%s)}"; }
+
+is_count() { [[ $1 =~ ^[0-9]+$ ]]; }
+
+# Reads the settings file (KEY=VALUE lines; unknown keys are ignored).
+load_conf() {
+  [ -f "$CONF" ] || return 0
+  local key value
+  while IFS='=' read -r key value; do
+    case "$key" in
+      deadline) deadline="$value" ;;
+      idle_seconds) idle_seconds="$value" ;;
+      gpu_util_max) gpu_util_max="$value" ;;
+    esac
+  done <"$CONF"
+}
+
+write_conf() {
+  mkdir -p "$(dirname "$CONF")"
+  printf 'deadline=%s\nidle_seconds=%s\ngpu_util_max=%s\n' "$deadline" "$idle_seconds" \
+    "$gpu_util_max" >"$CONF.tmp"
+  mv -f "$CONF.tmp" "$CONF"
+}
+
+# Number of established TCP connections whose local port is sshd's (22), plus logged-in users.
+ssh_sessions() {
+  local conns users
+  conns=$(ss -Htn state established '( sport = :22 )' 2>/dev/null | grep -c . || true)
+  users=$(who 2>/dev/null | grep -c . || true)
+  printf '%s\n' "$((conns + users))"
+}
+
+# Running pods whose containers ask for nvidia.com/gpu, one "namespace/name" a line. Nothing
+# when there is no kubectl or the API does not answer (no pod can then be found running).
+gpu_pods() {
+  command -v kubectl >/dev/null 2>&1 || return 0
+  local kubeconfig="$ROOT/etc/rancher/k3s/k3s.yaml" out pod counts n
+  [ -f "$kubeconfig" ] || return 0
+  out=$(KUBECONFIG="$kubeconfig" timeout 20 kubectl get pods --all-namespaces \
+    --field-selector=status.phase=Running -o \
+    'jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{" "}{.spec.containers[*].resources.limits.nvidia\.com/gpu}{"\n"}{end}' \
+    2>/dev/null) || return 0
+  while read -r pod counts; do
+    [ -n "$pod" ] || continue
+    for n in $counts; do
+      if is_count "$n" && [ "$n" -gt 0 ]; then
+        printf '%s\n' "$pod"
+        break
+      fi
+    done
+  done <<<"$out"
+}
+
+# The highest GPU utilisation in percent, or nothing without a working nvidia-smi.
+gpu_util_peak() {
+  command -v nvidia-smi >/dev/null 2>&1 || return 0
+  local out line peak=""
+  out=$(timeout 20 nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits \
+    2>/dev/null) || return 0
+  while read -r line; do
+    line="${line%% *}"
+    is_count "$line" || continue
+    if [ -z "$peak" ] || [ "$line" -gt "$peak" ]; then peak="$line"; fi
+  done <<<"$out"
+  [ -z "$peak" ] || printf '%s\n' "$peak"
+}
+
+# Why the node is busy (one phrase), or nothing when it is idle.
+busy_reason() {
+  local n pods peak
+  n=$(ssh_sessions)
+  if [ "$n" -gt 0 ]; then
+    printf '%s SSH session(s)\n' "$n"
+    return
+  fi
+  pods=$(gpu_pods)
+  if [ -n "$pods" ]; then
+    printf 'GPU pod(s) running: %s\n' "$(printf '%s' "$pods" | tr '\n' ' ')"
+    return
+  fi
+  peak=$(gpu_util_peak)
+  if [ -n "$peak" ] && [ "$peak" -ge "$gpu_util_max" ]; then
+    printf 'GPU utilisation %s%% (threshold %s%%)\n' "$peak" "$gpu_util_max"
+  fi
+}
+
+power_off() {
+  log "powering off: $1"
+  logger -t gpuprov-ttl "powering off: $1" 2>/dev/null || true
+  systemctl poweroff
+}
+
+cmd_check() {
+  load_conf
+  local t reason since
+  t=$(now)
+  if is_count "$deadline" && [ "$t" -ge "$deadline" ]; then
+    power_off "the deadline $(date -u -d "@$deadline" +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || echo "$deadline") has passed"
+    return
+  fi
+  if ! is_count "$idle_seconds"; then
+    rm -f "$IDLE_FILE"
+    return
+  fi
+  reason=$(busy_reason)
+  if [ -n "$reason" ]; then
+    rm -f "$IDLE_FILE"
+    log "busy: $reason"
+    return
+  fi
+  since=""
+  [ -f "$IDLE_FILE" ] && since=$(cat "$IDLE_FILE")
+  if ! is_count "$since"; then
+    mkdir -p "$(dirname "$IDLE_FILE")"
+    printf '%s\n' "$t" >"$IDLE_FILE"
+    since="$t"
+  fi
+  if [ $((t - since)) -ge "$idle_seconds" ]; then
+    power_off "idle for $((t - since)) s (idle TTL $idle_seconds s)"
+    return
+  fi
+  log "idle for $((t - since)) s of $idle_seconds s"
+}
+
+cmd_set() {
+  load_conf
+  while [ $# -gt 0 ]; do
+    [ $# -ge 2 ] || die "$1 needs a value"
+    case "$1" in
+      --deadline) deadline="$2" ;;
+      --idle-seconds) idle_seconds="$2" ;;
+      --gpu-util-max) gpu_util_max="$2" ;;
+      *) die "unknown option $1 for set" ;;
+    esac
+    shift 2
+  done
+  [ "$deadline" != none ] || deadline=""
+  [ "$idle_seconds" != none ] || idle_seconds=""
+  [ -z "$deadline" ] || is_count "$deadline" || die "--deadline: epoch seconds or none, not '$deadline'"
+  if [ -n "$idle_seconds" ] && ! { is_count "$idle_seconds" && [ "$idle_seconds" -gt 0 ]; }; then
+    die "--idle-seconds: a positive number of seconds or none, not '$idle_seconds'"
+  fi
+  if ! { is_count "$gpu_util_max" && [ "$gpu_util_max" -le 100 ]; }; then
+    die "--gpu-util-max: a percentage 0-100, not '$gpu_util_max'"
+  fi
+  write_conf
+  # A new idle TTL starts its clock afresh.
+  rm -f "$IDLE_FILE"
+}
+
+cmd_install() {
+  local check=60
+  while [ $# -gt 0 ]; do
+    [ $# -ge 2 ] || die "$1 needs a value"
+    case "$1" in
+      --check-seconds) check="$2" ;;
+      *) die "unknown option $1 for install" ;;
+    esac
+    shift 2
+  done
+  if ! { is_count "$check" && [ "$check" -gt 0 ]; }; then
+    die "--check-seconds: a positive number, not '$check'"
+  fi
+  mkdir -p "$UNIT_DIR"
+  cat >"$UNIT_DIR/gpuprov-ttl.service" <<EOF
+[Unit]
+Description=gpuprov TTL: power the VM off when its deadline passes or it is idle too long
+
+[Service]
+Type=oneshot
+ExecStart=$SELF check
+EOF
+  cat >"$UNIT_DIR/gpuprov-ttl.timer" <<EOF
+[Unit]
+Description=gpuprov TTL check every ${check}s
+
+[Timer]
+OnBootSec=${check}s
+OnUnitActiveSec=${check}s
+AccuracySec=1s
+
+[Install]
+WantedBy=timers.target
+EOF
+  systemctl daemon-reload
+  systemctl enable gpuprov-ttl.timer
+  systemctl restart gpuprov-ttl.timer
+}
+
+cmd_off() {
+  systemctl disable --now gpuprov-ttl.timer 2>/dev/null || true
+  rm -f "$UNIT_DIR/gpuprov-ttl.timer" "$UNIT_DIR/gpuprov-ttl.service" "$CONF" "$IDLE_FILE"
+  systemctl daemon-reload
+}
+
+cmd_status() {
+  load_conf
+  local since=""
+  [ -f "$IDLE_FILE" ] && since=$(cat "$IDLE_FILE")
+  printf 'deadline=%s\nidle_seconds=%s\ngpu_util_max=%s\nidle_since=%s\nnow=%s\n' \
+    "$deadline" "$idle_seconds" "$gpu_util_max" "$since" "$(now)"
+}
+
+main() {
+  [ $# -ge 1 ] || die "usage: gpuprov-ttl install|set|off|check|status [options]"
+  local cmd="$1"
+  shift
+  case "$cmd" in
+    install) cmd_install "$@" ;;
+    set) cmd_set "$@" ;;
+    off) cmd_off ;;
+    check) cmd_check ;;
+    status) cmd_status ;;
+    *) die "unknown command '$cmd'" ;;
+  esac
+}
+
+main "$@"

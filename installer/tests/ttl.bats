@@ -1,0 +1,194 @@
+#!/usr/bin/env bats
+# Tests of installer/gpuprov-ttl.sh, the node's TTL check, in a sandbox: GPUPROV_TTL_ROOT
+# prefixes its paths, GPUPROV_TTL_NOW is the clock, and fake ss, who, kubectl, nvidia-smi,
+# systemctl and logger come first on PATH, each printing what its FAKE_* file holds.
+
+setup() {
+  TTL="$BATS_TEST_DIRNAME/../gpuprov-ttl.sh"
+  export GPUPROV_TTL_ROOT="$BATS_TEST_TMPDIR/root"
+  mkdir -p "$GPUPROV_TTL_ROOT"
+  FAKE="$BATS_TEST_TMPDIR/fake"
+  BIN="$BATS_TEST_TMPDIR/bin"
+  mkdir -p "$FAKE" "$BIN"
+  export FAKE
+  # Each fake prints $FAKE/<name>.out (when there) and exits with $FAKE/<name>.rc (else 0);
+  # systemctl also logs its arguments.
+  local tool
+  # shellcheck disable=SC2016 # the fakes expand $FAKE when they run
+  for tool in ss who kubectl nvidia-smi logger; do
+    printf '#!/bin/sh\n[ -f "$FAKE/%s.out" ] && cat "$FAKE/%s.out"\nexit "$(cat "$FAKE/%s.rc" 2>/dev/null || echo 0)"\n' \
+      "$tool" "$tool" "$tool" >"$BIN/$tool"
+    chmod +x "$BIN/$tool"
+  done
+  # shellcheck disable=SC2016
+  printf '#!/bin/sh\nprintf "%%s\\n" "$*" >>"$FAKE/systemctl.log"\n' >"$BIN/systemctl"
+  chmod +x "$BIN/systemctl"
+  export PATH="$BIN:/usr/sbin:/usr/bin:/sbin:/bin"
+  export GPUPROV_TTL_NOW=1000
+}
+
+powered_off() { grep -qx poweroff "$FAKE/systemctl.log" 2>/dev/null; }
+still_on() { ! powered_off; }
+
+k3s_up() {
+  mkdir -p "$GPUPROV_TTL_ROOT/etc/rancher/k3s"
+  : >"$GPUPROV_TTL_ROOT/etc/rancher/k3s/k3s.yaml"
+}
+
+@test "shellcheck is clean" {
+  run shellcheck "$TTL"
+  [ "$status" -eq 0 ]
+}
+
+@test "deadline: no power-off before it, power-off at it" {
+  run "$TTL" set --deadline 1100
+  [ "$status" -eq 0 ]
+  GPUPROV_TTL_NOW=1099 run "$TTL" check
+  [ "$status" -eq 0 ]
+  still_on
+  GPUPROV_TTL_NOW=1100 run "$TTL" check
+  [ "$status" -eq 0 ]
+  powered_off
+  [[ $output == *"deadline"*"has passed"* ]]
+}
+
+@test "a deadline fires even while someone is logged in" {
+  "$TTL" set --deadline 900
+  echo "ESTAB 0 0 10.0.0.5:22 203.0.113.9:51234" >"$FAKE/ss.out"
+  run "$TTL" check
+  powered_off
+}
+
+@test "no settings: check does nothing" {
+  run "$TTL" check
+  [ "$status" -eq 0 ]
+  still_on
+}
+
+@test "idle TTL: the clock starts at the first idle check and fires after idle_seconds" {
+  "$TTL" set --idle-seconds 60
+  GPUPROV_TTL_NOW=1000 run "$TTL" check
+  still_on
+  [ "$(cat "$GPUPROV_TTL_ROOT/var/lib/gpuprov/ttl-idle-since")" = 1000 ]
+  GPUPROV_TTL_NOW=1059 run "$TTL" check
+  still_on
+  [[ $output == *"idle for 59 s of 60 s"* ]]
+  GPUPROV_TTL_NOW=1060 run "$TTL" check
+  powered_off
+  [[ $output == *"idle for 60 s"* ]]
+}
+
+@test "idle TTL: an SSH connection keeps it up and restarts the idle clock" {
+  "$TTL" set --idle-seconds 60
+  GPUPROV_TTL_NOW=1000 "$TTL" check
+  echo "0 0 10.0.0.5:22 203.0.113.9:51234" >"$FAKE/ss.out"
+  GPUPROV_TTL_NOW=1070 run "$TTL" check
+  still_on
+  [[ $output == *"busy: 1 SSH session(s)"* ]]
+  [ ! -e "$GPUPROV_TTL_ROOT/var/lib/gpuprov/ttl-idle-since" ]
+  rm "$FAKE/ss.out"
+  GPUPROV_TTL_NOW=1080 run "$TTL" check
+  still_on
+  GPUPROV_TTL_NOW=1139 run "$TTL" check
+  still_on
+  GPUPROV_TTL_NOW=1140 run "$TTL" check
+  powered_off
+}
+
+@test "idle TTL: a logged-in user (who) counts as a session" {
+  "$TTL" set --idle-seconds 1
+  echo "ubuntu   pts/0        2026-12-04 17:00 (203.0.113.9)" >"$FAKE/who.out"
+  GPUPROV_TTL_NOW=1000 "$TTL" check
+  GPUPROV_TTL_NOW=2000 run "$TTL" check
+  still_on
+  [[ $output == *"1 SSH session(s)"* ]]
+}
+
+@test "idle TTL: a running pod asking for nvidia.com/gpu keeps it up; one without GPUs does not" {
+  k3s_up
+  "$TTL" set --idle-seconds 10
+  printf 'default/train 1\nkube-system/coredns \n' >"$FAKE/kubectl.out"
+  GPUPROV_TTL_NOW=1000 "$TTL" check
+  GPUPROV_TTL_NOW=1100 run "$TTL" check
+  still_on
+  [[ $output == *"GPU pod(s) running: default/train"* ]]
+  printf 'kube-system/coredns \ndefault/web 0\n' >"$FAKE/kubectl.out"
+  GPUPROV_TTL_NOW=1200 "$TTL" check
+  GPUPROV_TTL_NOW=1210 run "$TTL" check
+  powered_off
+}
+
+@test "idle TTL: a failing kubectl is no evidence of a GPU pod" {
+  k3s_up
+  "$TTL" set --idle-seconds 10
+  echo "default/train 1" >"$FAKE/kubectl.out"
+  echo 1 >"$FAKE/kubectl.rc"
+  GPUPROV_TTL_NOW=1000 "$TTL" check
+  GPUPROV_TTL_NOW=1010 run "$TTL" check
+  powered_off
+}
+
+@test "idle TTL: GPU utilisation at or above the threshold keeps it up, below does not" {
+  "$TTL" set --idle-seconds 10 --gpu-util-max 20
+  printf '3\n20\n' >"$FAKE/nvidia-smi.out"
+  GPUPROV_TTL_NOW=1000 "$TTL" check
+  GPUPROV_TTL_NOW=1100 run "$TTL" check
+  still_on
+  [[ $output == *"GPU utilisation 20% (threshold 20%)"* ]]
+  printf '3\n19\n' >"$FAKE/nvidia-smi.out"
+  GPUPROV_TTL_NOW=1200 "$TTL" check
+  GPUPROV_TTL_NOW=1210 run "$TTL" check
+  powered_off
+}
+
+@test "idle TTL: nvidia-smi failing (no driver) or printing no numbers is no evidence" {
+  "$TTL" set --idle-seconds 10
+  echo "NVIDIA-SMI has failed" >"$FAKE/nvidia-smi.out"
+  echo 9 >"$FAKE/nvidia-smi.rc"
+  GPUPROV_TTL_NOW=1000 "$TTL" check
+  GPUPROV_TTL_NOW=1010 run "$TTL" check
+  powered_off
+  : >"$FAKE/systemctl.log"
+  echo 0 >"$FAKE/nvidia-smi.rc"
+  echo "[N/A]" >"$FAKE/nvidia-smi.out"
+  GPUPROV_TTL_NOW=1020 "$TTL" check
+  GPUPROV_TTL_NOW=1030 run "$TTL" check
+  powered_off
+}
+
+@test "set keeps the keys it is not given, takes none, and refuses bad values" {
+  "$TTL" set --deadline 5000 --idle-seconds 600
+  "$TTL" set --gpu-util-max 30
+  run "$TTL" status
+  [[ $output == *"deadline=5000"* && $output == *"idle_seconds=600"* && $output == *"gpu_util_max=30"* ]]
+  "$TTL" set --deadline none
+  run "$TTL" status
+  [[ $output == *"deadline="$'\n'* && $output == *"idle_seconds=600"* ]]
+  run "$TTL" set --deadline 8h
+  [ "$status" -eq 2 ]
+  [[ $output == *"--deadline: epoch seconds or none"* ]]
+  run "$TTL" set --idle-seconds 0
+  [ "$status" -eq 2 ]
+  run "$TTL" set --gpu-util-max 101
+  [ "$status" -eq 2 ]
+  run "$TTL" status
+  [[ $output == *"idle_seconds=600"* ]]
+}
+
+@test "install writes the timer and service and starts the timer; off removes everything" {
+  run "$TTL" install --check-seconds 7
+  [ "$status" -eq 0 ]
+  grep -qx 'OnUnitActiveSec=7s' "$GPUPROV_TTL_ROOT/etc/systemd/system/gpuprov-ttl.timer"
+  grep -qx 'ExecStart=/usr/local/sbin/gpuprov-ttl check' \
+    "$GPUPROV_TTL_ROOT/etc/systemd/system/gpuprov-ttl.service"
+  grep -qx 'enable gpuprov-ttl.timer' "$FAKE/systemctl.log"
+  grep -qx 'restart gpuprov-ttl.timer' "$FAKE/systemctl.log"
+  "$TTL" set --deadline 5000
+  run "$TTL" off
+  [ "$status" -eq 0 ]
+  grep -qx 'disable --now gpuprov-ttl.timer' "$FAKE/systemctl.log"
+  [ ! -e "$GPUPROV_TTL_ROOT/etc/systemd/system/gpuprov-ttl.timer" ]
+  [ ! -e "$GPUPROV_TTL_ROOT/etc/gpuprov/ttl.conf" ]
+  run "$TTL" install --check-seconds 0
+  [ "$status" -eq 2 ]
+}
