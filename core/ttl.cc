@@ -120,6 +120,16 @@ bool TtlExpired(const VmRecord& record, std::chrono::system_clock::time_point no
   return left && *left <= 0;
 }
 
+std::string ExpiryReason(const VmRecord& record, std::chrono::system_clock::time_point now,
+                         const std::optional<std::string>& live_state) {
+  if (TtlExpired(record, now)) return "TTL passed at " + record.ttl_deadline;
+  if (record.idle_ttl_seconds > 0 && live_state &&
+      (*live_state == "stopped" || *live_state == "terminated" || *live_state == "missing")) {
+    return "powered off by its idle TTL (" + *live_state + ")";
+  }
+  return "";
+}
+
 std::string TtlCell(const VmRecord& record, std::chrono::system_clock::time_point now) {
   std::string cell;
   if (const auto left = TtlSecondsLeft(record, now)) {

@@ -32,6 +32,12 @@ std::optional<long> TtlSecondsLeft(const VmRecord& record,
 /// True when the record has a deadline and \a now is at or past it.
 bool TtlExpired(const VmRecord& record, std::chrono::system_clock::time_point now);
 
+/// Why `down --expired` deletes a VM: "TTL passed at DEADLINE" when its deadline is at or before
+/// \a now; "powered off by its idle TTL (STATE)" when it has an idle TTL and \a live_state (its
+/// cloud's state now; nullopt: not asked) is stopped, terminated or missing; "" otherwise.
+std::string ExpiryReason(const VmRecord& record, std::chrono::system_clock::time_point now,
+                         const std::optional<std::string>& live_state);
+
 /// The TTL column of `gpuprov list`: "-" (no TTL), "7h59m" (time left), "EXPIRED", with
 /// " idle 1h" appended when an idle TTL is set ("idle 1h" alone without a deadline).
 std::string TtlCell(const VmRecord& record, std::chrono::system_clock::time_point now);

@@ -83,6 +83,34 @@ TEST(TtlTimeLeft, NoneWithoutOrWithAnUnreadableDeadline) {
   }
 }
 
+// ExpiryReason: one test per row.
+TEST(ExpiryReason, ADeadlinePassedIsExpiredWhateverTheCloudSays) {
+  VmRecord r;
+  r.ttl_deadline = "2026-12-04T12:00:00Z";
+  EXPECT_EQ(ExpiryReason(r, At(kNoon), std::nullopt), "TTL passed at 2026-12-04T12:00:00Z");
+  EXPECT_EQ(ExpiryReason(r, At(kNoon), std::string("running")), "TTL passed at 2026-12-04T12:00:00Z");
+}
+TEST(ExpiryReason, AnIdleTtlVmTheCloudSaysIsOffIsExpired) {
+  VmRecord r;
+  r.idle_ttl_seconds = 3600;
+  for (const char* off : {"stopped", "terminated", "missing"}) {
+    EXPECT_EQ(ExpiryReason(r, At(kNoon), std::string(off)),
+              std::string("powered off by its idle TTL (") + off + ")");
+  }
+}
+TEST(ExpiryReason, AnIdleTtlVmStillRunningOrNotAskedIsNot) {
+  VmRecord r;
+  r.idle_ttl_seconds = 3600;
+  EXPECT_EQ(ExpiryReason(r, At(kNoon), std::string("running")), "");
+  EXPECT_EQ(ExpiryReason(r, At(kNoon), std::nullopt), "");
+}
+TEST(ExpiryReason, AStoppedVmWithoutAnyTtlIsNot) {
+  VmRecord r;  // stopped by hand: no TTL of gpuprov's did it
+  EXPECT_EQ(ExpiryReason(r, At(kNoon), std::string("stopped")), "");
+  r.ttl_deadline = "2026-12-04T13:00:00Z";  // a deadline not yet passed
+  EXPECT_EQ(ExpiryReason(r, At(kNoon), std::string("stopped")), "");
+}
+
 TEST(TtlCell, LeftExpiredIdleOrDash) {
   VmRecord r = WithDeadline("2026-12-04T12:00:00Z");
   EXPECT_EQ(TtlCell(r, At(kNoon - 5400)), "1h30m");

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -211,6 +212,34 @@ std::string VmRecordJson(const VmRecord& record) {
   return out.str();
 }
 
+std::optional<std::string> LiveStates::StateOf(const VmRecord& record) const {
+  const auto cloud_it = by_cloud.find(record.cloud);
+  if (cloud_it == by_cloud.end()) return std::nullopt;  // not asked, or it did not answer
+  const auto vm_it = cloud_it->second.find(record.name);
+  return vm_it != cloud_it->second.end() ? vm_it->second : "missing";
+}
+
+LiveStates AskLiveStates(const AppContext& app, const std::vector<VmRecord>& records) {
+  LiveStates live;
+  std::map<std::string, bool> clouds;
+  for (const auto& r : records) clouds[r.cloud] = true;
+  if (clouds.empty()) return live;
+  // One driver per cloud that has VMs, one list call each.
+  DriverHost host = app.MakeDriverHost();
+  Config config = app.LoadUserConfig();
+  for (const auto& [cloud_name, unused] : clouds) {
+    try {
+      std::unique_ptr<Cloud> cloud = Cloud::Open(host, cloud_name, config);
+      auto& states = live.by_cloud[cloud_name];
+      for (const CloudVm& vm : cloud->List()) states[vm.name] = vm.state;
+    } catch (const Error& e) {
+      Console::Get().Warning("cannot ask " + cloud_name + " for live state (" + e.what() +
+                             "); using the recorded state");
+    }
+  }
+  return live;
+}
+
 int RunList(const AppContext& app, bool refresh) {
   Console& console = Console::Get();
   StateStore store(app.paths);
@@ -218,34 +247,9 @@ int RunList(const AppContext& app, bool refresh) {
   std::vector<VmRecord> records = store.List(&problems);
   for (const auto& p : problems) console.Warning(p);
 
-  // One driver per cloud that has VMs, one list call each.
-  std::map<std::string, std::map<std::string, std::string>> live;  // cloud -> name -> state
-  if (refresh) {
-    std::map<std::string, bool> clouds;
-    for (const auto& r : records) clouds[r.cloud] = true;
-    DriverHost host = app.MakeDriverHost();
-    Config config = app.LoadUserConfig();
-    for (const auto& [cloud_name, unused] : clouds) {
-      try {
-        std::unique_ptr<Cloud> cloud = Cloud::Open(host, cloud_name, config);
-        auto& states = live[cloud_name];
-        for (const CloudVm& vm : cloud->List()) states[vm.name] = vm.state;
-      } catch (const Error& e) {
-        console.Warning("cannot ask " + cloud_name + " for live state (" + e.what() +
-                        "); showing recorded state");
-      }
-    }
-  }
+  const LiveStates live = refresh ? AskLiveStates(app, records) : LiveStates{};
   std::vector<ListedVm> rows;
-  for (const auto& r : records) {
-    std::string state = r.phase;
-    auto cloud_it = live.find(r.cloud);
-    if (cloud_it != live.end()) {
-      auto vm_it = cloud_it->second.find(r.name);
-      state = vm_it != cloud_it->second.end() ? vm_it->second : "missing";
-    }
-    rows.push_back({r, state});
-  }
+  for (const auto& r : records) rows.push_back({r, live.StateOf(r).value_or(r.phase)});
   if (app.json_output) {
     Poco::JSON::Array::Ptr arr = new Poco::JSON::Array;
     for (const auto& row : rows) arr->add(ToJsonObject(row.record, row.state));
@@ -382,11 +386,12 @@ int RunDown(const AppContext& app, const std::string& name,
 
 std::vector<VmRecord> ExpiredRecords(const std::vector<VmRecord>& records,
                                      std::chrono::system_clock::time_point now,
-                                     const std::optional<std::string>& cloud) {
+                                     const std::optional<std::string>& cloud,
+                                     const LiveStates* live) {
   std::vector<VmRecord> out;
   for (const VmRecord& r : records) {
     if (cloud && r.cloud != *cloud) continue;
-    if (TtlExpired(r, now)) out.push_back(r);
+    if (!ExpiryReason(r, now, live ? live->StateOf(r) : std::nullopt).empty()) out.push_back(r);
   }
   return out;
 }
@@ -395,22 +400,30 @@ int RunDownExpired(const AppContext& app, bool yes) {
   Console& console = Console::Get();
   StateStore store(app.paths);
   std::vector<std::string> problems;
-  const std::vector<VmRecord> expired =
-      ExpiredRecords(store.List(&problems), std::chrono::system_clock::now());
+  const std::vector<VmRecord> records = store.List(&problems);
   for (const auto& p : problems) console.Warning(p);
+  // A VM with an idle TTL has no deadline that passes: its cloud is asked whether the node
+  // powered itself off. Nothing is asked when no record has an idle TTL.
+  std::vector<VmRecord> with_idle_ttl;
+  std::copy_if(records.begin(), records.end(), std::back_inserter(with_idle_ttl),
+               [](const VmRecord& r) { return r.idle_ttl_seconds > 0; });
+  const LiveStates live = AskLiveStates(app, with_idle_ttl);
+  const std::vector<VmRecord> expired =
+      ExpiredRecords(records, std::chrono::system_clock::now(), std::nullopt, &live);
   Poco::JSON::Array::Ptr results = new Poco::JSON::Array;
   if (expired.empty()) {
     if (app.json_output) {
       app.Print(results);
     } else {
-      console.Result("no expired VMs: no recorded VM's TTL has passed\n");
+      console.Result("no expired VMs: no recorded VM's TTL has passed, and none with an idle TTL "
+                     "is powered off\n");
     }
     return 0;
   }
   std::string names;
   for (const VmRecord& r : expired) {
-    names += (names.empty() ? "" : ", ") + r.name + " (" + r.cloud + ", expired " +
-             r.ttl_deadline + ")";
+    names += (names.empty() ? "" : ", ") + r.name + " (" + r.cloud + ", " +
+             ExpiryReason(r, std::chrono::system_clock::now(), live.StateOf(r)) + ")";
   }
   if (!yes) {
     if (!(app.prompter && app.prompter->CanAsk())) {
@@ -429,7 +442,7 @@ int RunDownExpired(const AppContext& app, bool yes) {
       FileLock lock = store.LockVm(listed.name, 60 * 1000);
       std::optional<VmRecord> rec = store.Load(listed.name);
       // `gpuprov ttl` may have extended it, or a `down` removed it, since the listing.
-      if (!rec || !TtlExpired(*rec, std::chrono::system_clock::now())) {
+      if (!rec || ExpiryReason(*rec, std::chrono::system_clock::now(), live.StateOf(*rec)).empty()) {
         console.Note("VM " + listed.name + " is no longer expired; kept");
         continue;
       }

@@ -4,6 +4,7 @@
 #include <Poco/JSON/Object.h>
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,14 +46,28 @@ DownOutcome DeleteVmAndFiles(const AppContext& app, StateStore& store,
                              std::optional<VmRecord>& rec, const std::string& name,
                              const std::string& cloud_name);
 
-/// The records whose TTL deadline has passed at \a now (ttl.h), in the order given; only those
-/// on \a cloud when it is given.
+/// What each cloud says of its VMs now: cloud -> VM name -> state (CloudVm::state).
+struct LiveStates {
+  std::map<std::string, std::map<std::string, std::string>> by_cloud;
+  /// The record's VM's state; "missing" when its cloud answered without it; nullopt when its
+  /// cloud was not asked or did not answer.
+  std::optional<std::string> StateOf(const VmRecord& record) const;
+};
+
+/// One list call per cloud that \a records name; a cloud that cannot be asked is a warning
+/// and left out.
+LiveStates AskLiveStates(const AppContext& app, const std::vector<VmRecord>& records);
+
+/// The records that count as expired at \a now (ExpiryReason, ttl.h: the deadline passed, or,
+/// with \a live, an idle TTL and a VM its cloud says is off), in the order given; only those on
+/// \a cloud when it is given.
 std::vector<VmRecord> ExpiredRecords(const std::vector<VmRecord>& records,
                                      std::chrono::system_clock::time_point now,
-                                     const std::optional<std::string>& cloud = std::nullopt);
+                                     const std::optional<std::string>& cloud = std::nullopt,
+                                     const LiveStates* live = nullptr);
 
-/// `gpuprov down --expired`: deletes every VM whose TTL deadline has passed, as `down NAME`
-/// does; asks first on a terminal unless \a yes, and needs \a yes when it cannot ask.
+/// `gpuprov down --expired`: deletes every VM whose TTL deadline has passed, or that its idle
+/// TTL powered off (its cloud is asked), as `down NAME` does; asks first on a terminal unless \a yes, and needs \a yes when it cannot ask.
 int RunDownExpired(const AppContext& app, bool yes);
 
 /// `down`: takes the VM's cluster, user and context out of the user's kubeconfig when a merge
