@@ -233,7 +233,13 @@ class Provision {
     const CloudCheck account = cloud_->Check();
     console_.Debug(cloud_name_ + " account: " + account.account);
     if (k8s_.enabled) {
-      plan_ = PlanCluster(driver_->info().capabilities, account.user_data_limit, K3sArgs());
+      plan_ = PlanCluster(driver_->info().capabilities, account.user_data_limit, K3sArgs(),
+                          flags_.install_route);
+      if (!plan_.refusal.empty()) {
+        throw UsageError("--install-route boot on " + cloud_name_ + ": " + plan_.refusal,
+                         "use --install-route auto (or ssh) on " + cloud_name_ +
+                             "; nothing was created");
+      }
     }
     DecideSources(account);
     if (!k8s_.enabled) return;
