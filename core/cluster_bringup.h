@@ -123,7 +123,7 @@ struct ClusterInputs {
   /// How the API is reached in direct mode; null: ApiFromThisMachine().
   ApiReach* reach = nullptr;
   /// Pause between probes and checks; tests shorten it.
-  std::chrono::milliseconds poll_interval{2000};
+  std::chrono::milliseconds poll_interval{1000};
 };
 
 struct ClusterResult {
