@@ -17,7 +17,8 @@
 #   BENCH_QUICK=1      a smoke: N = 3, one run
 #
 # Internal: `fleet.sh --at-once N PREFIX STATUS_DIR` starts N provisions (PREFIX-1..N) and
-# waits for all; each one's exit status goes to STATUS_DIR/PREFIX-i.rc, its output to PREFIX-i.log.
+# waits for all; each one's exit status goes to STATUS_DIR/PREFIX-i.rc (and is appended to
+# every.rc), its -v and ndjson output to PREFIX-i.log, the batch's count of 429s to 429s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${GPUPROV_BUILD_DIR:-build}
@@ -29,11 +30,14 @@ if [ "${1:-}" = --at-once ]; then
   mkdir -p "$dir"
   for i in $(seq 1 "$n"); do
     ( rc=0
-      "$GPUPROV" provision --name "$prefix-$i" --cloud "$cloud" --gpus H100:1 --no-k8s \
-        >"$dir/$prefix-$i.log" 2>&1 || rc=$?
-      echo "$rc" >"$dir/$prefix-$i.rc" ) &
+      "$GPUPROV" -v provision --name "$prefix-$i" --cloud "$cloud" --gpus H100:1 --no-k8s \
+        -o ndjson >"$dir/$prefix-$i.log" 2>&1 || rc=$?
+      echo "$rc" >"$dir/$prefix-$i.rc"
+      echo "$rc" >>"$dir/every.rc" ) &
   done
   wait
+  # The 429s the drivers met (and retried) in this batch, one line per batch.
+  cat "$dir/$prefix"-*.log | grep -c -- '-> 429 ' >>"$dir/429s" || true
   if grep -qv '^0$' "$dir/$prefix"-*.rc; then exit 1; fi
   exit 0
 fi
@@ -55,7 +59,11 @@ export LAMBDA_API_KEY="secret_bench_lambda" HYPERSTACK_API_KEY="bench-hyperstack
 mkdir -p "$GPUPROV_HOME" "$results"
 "$BUILD_DIR/bin/gpuprov-emulator" --backend docker --clouds "$cloud" >"$work/emu.out" 2>"$work/emu.err" &
 emu=$!
-trap 'kill $emu 2>/dev/null; wait $emu 2>/dev/null; rm -rf "$work"' EXIT
+# BENCH_KEEP_LOGS=DIR: each provision's -v and ndjson output (timed and counted batches) is
+# copied there at the end, to look at a slow one.
+trap 'kill $emu 2>/dev/null; wait $emu 2>/dev/null
+  [ -z "${BENCH_KEEP_LOGS:-}" ] || { mkdir -p "$BENCH_KEEP_LOGS"; cp -r "$work"/status "$work"/counted "$BENCH_KEEP_LOGS"/ 2>/dev/null; }
+  rm -rf "$work"' EXIT
 for _ in $(seq 1 100); do grep -q '^control ' "$work/emu.out" && break; sleep 0.2; done
 endpoint=$(awk -v c="$cloud" '$1==c{print $2}' "$work/emu.out")
 control=$(awk '$1=="control"{print $2}' "$work/emu.out")
@@ -68,19 +76,24 @@ export "$var=$endpoint"
 
 g=$GPUPROV
 self="bash $0"
-# down_all PREFIX: removes PREFIX-1..N at once (outside the timing).
+# Before each run (outside the timing): the previous run's VMs removed, then the emulator reset,
+# which also starts a new rate-limit window: each run is what a user who made no other call in
+# the last minute sees (DigitalOcean allows 250 requests a minute; a batch of 8 makes about 90,
+# and the removals of the previous run's 8 about 40 more, so back-to-back runs would meet the
+# limit because of the benchmark's own traffic).
 down_all="for i in \$(seq 1 $n); do $g down f-\$i >/dev/null 2>&1 & done; wait"
+fresh="curl -fsS -X POST $control/reset -d '{}' >/dev/null"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$work/load"
 hyperfine --runs "$runs" -i --export-markdown "$results"/fleet.md --export-json "$work/fleet.json" \
-  --prepare "$g down one >/dev/null 2>&1" --prepare "$down_all" \
+  --prepare "$g down one >/dev/null 2>&1; $fresh" --prepare "$down_all; $fresh" \
   --cleanup "$g down one >/dev/null 2>&1; $down_all" \
   -n "one provision" "$g provision --name one --cloud $cloud --gpus H100:1 --no-k8s 2>/dev/null" \
   -n "$n provisions at once, one home" "$self --at-once $n f $work/status"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$work/load"
 cat "$results"/fleet.md
 
-# The counted batch: the request log of this batch alone.
-curl -fsS -X DELETE "$control/requests" >/dev/null
+# The counted batch: the request log of this batch alone, from a fresh rate-limit window.
+eval "$fresh"
 rc=0
 bash "$0" --at-once "$n" c "$work/counted" || rc=$?
 curl -fsS "$control/requests?cloud=$cloud" >"$work/requests.json"
@@ -88,10 +101,11 @@ curl -fsS "$control/requests?cloud=$cloud" >"$work/requests.json"
 downs=()
 for i in $(seq 1 "$n"); do "$g" down "c-$i" >/dev/null 2>&1 & downs+=($!); done
 wait "${downs[@]}"
-failed_timed=$(cat "$work/status"/f-*.rc | grep -cv '^0$' || true)
+failed_timed=$(grep -cv '^0$' "$work/status/every.rc" || true)
+retried_timed=$(paste -sd+ "$work/status/429s" | bc)
 python3 - "$work/requests.json" "$work/list.json" "$work/counted" "$n" "$cloud" \
   "$(cut -d' ' -f1-3 /proc/loadavg)" "$(tr '\n' ';' <"$work/load")" "$failed_timed" \
-  "$work/fleet.json" >"$results"/fleet-summary.md <<'PY'
+  "$work/fleet.json" "$retried_timed" >"$results"/fleet-summary.md <<'PY'
 import collections, glob, json, os, sys
 reqs = json.load(open(sys.argv[1]))["requests"]
 vms = [v for v in json.load(open(sys.argv[2])) if v["name"].startswith("c-")]
@@ -114,8 +128,9 @@ print(f"| failed provisions (timed runs + counted batch) | {failed_timed + len(f
 print(f"| VMs recorded in the shared home after the counted batch | {len(vms)} of {n}, "
       f"{len({v.get('address') for v in vms})} distinct addresses | {n} |")
 print(f"| API calls per VM (counted batch) | {len(reqs) / n:.1f} | |")
-print(f"| 429 answers (counted batch), all absorbed by the driver when no provision failed | "
-      f"{len(too_many)} | no 429 left unabsorbed |")
+print(f"| 429 answers (counted batch, emulator's request log), all absorbed by the driver when no "
+      f"provision failed | {len(too_many)} | no 429 left unabsorbed |")
+print(f"| 429 answers met by the drivers in the timed batches (their -v logs) | {sys.argv[10]} | |")
 phases = collections.defaultdict(list)
 for v in vms:
     for k, sec in (v.get("phase_seconds") or {}).items():
