@@ -94,6 +94,9 @@ const std::vector<Command>& Commands() {
                                   "needs --k3s-sha256)"},
         {"k3s-sha256", 0, "HEX", "sha256 of that release's k3s binary for the VM's architecture"},
         {"k3s-download-url", 0, "URL", "a mirror of https://github.com/k3s-io/k3s/releases/download"},
+        {"install-route", 0, "ROUTE", "how k3s gets onto the node: auto (the default: in the "
+                                      "boot script where the cloud runs one, else over SSH), "
+                                      "boot or ssh"},
         {"allow-from", 0, "CIDR", "open 6443, 80 and 443 (direct access) only to these sources, "
                                   "e.g. 203.0.113.0/24 (repeatable; kept for the VM)"},
         {"allow-from-ssh", 0, nullptr, "narrow SSH (22) to the --allow-from sources too (gpuprov "
@@ -292,6 +295,13 @@ int RunProvisionArgs(const AppContext& app, const ParsedArgs& args) {
   flags.k3s_download_url = args.value("k3s-download-url");
   if (args.has("k8s")) flags.kubernetes = true;
   if (args.has("no-k8s")) flags.kubernetes = false;
+  if (auto route = args.value("install-route")) {
+    flags.install_route = ParseInstallRoute(*route);
+    if (args.has("no-k8s") && flags.install_route != InstallRoute::kAuto) {
+      throw UsageError("--install-route " + *route + " with --no-k8s: a plain VM installs nothing",
+                       "drop one of them");
+    }
+  }
   for (const std::string& cidr : args.values_of("allow-from")) {
     flags.allow_from.push_back(CanonicalCidr(cidr, "--allow-from"));
   }

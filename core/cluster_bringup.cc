@@ -184,11 +184,21 @@ std::string FixFor(const std::string& failing, const std::string& vm,
 }  // namespace
 
 ClusterPlan PlanCluster(std::uint64_t capabilities, std::size_t user_data_limit,
-                        const InstallerArgs& boot_args) {
+                        const InstallerArgs& boot_args, InstallRoute asked) {
   ClusterPlan plan;
   plan.direct = (capabilities & GPUPROV_CAP_OPEN_PORTS) != 0;
   const bool boot = (capabilities & (GPUPROV_CAP_BOOT_CLOUD_INIT | GPUPROV_CAP_BOOT_STARTUP_SCRIPT)) != 0;
-  if (!boot) return plan;
+  if (asked == InstallRoute::kSsh) {
+    plan.ssh_asked = true;
+    return plan;
+  }
+  if (!boot) {
+    if (asked == InstallRoute::kBoot) {
+      plan.refusal = "the driver declares no boot script (neither cloud-init user data nor a "
+                     "startup script), so the installer cannot ride in one";
+    }
+    return plan;
+  }
   InstallerArgs args = boot_args;
   args.node_firewall = NodeFirewallFor(plan);
   // A cloud that runs user data through cloud-init is asked through cloud-init; a startup
@@ -196,6 +206,11 @@ ClusterPlan PlanCluster(std::uint64_t capabilities, std::size_t user_data_limit,
   plan.startup_script = (capabilities & GPUPROV_CAP_BOOT_CLOUD_INIT) == 0;
   std::optional<BootScript> script = MakeBootScript(args, user_data_limit, plan.startup_script);
   if (!script) {
+    if (asked == InstallRoute::kBoot) {
+      plan.refusal = "the installer does not fit in the cloud's " +
+                     std::to_string(user_data_limit) + "-byte boot script, even compressed";
+      return plan;
+    }
     plan.note = "the installer does not fit in this cloud's " + std::to_string(user_data_limit) +
                 "-byte boot script, even compressed: installing over SSH instead";
     return plan;
@@ -519,6 +534,7 @@ std::string BootLogOf(const ClusterPlan& plan) {
 }
 
 std::string PlannedSshRouteReason(const ClusterPlan& plan) {
+  if (plan.ssh_asked) return "--install-route ssh";
   if (!plan.note.empty()) return "the installer does not fit in the cloud's boot script";
   return "the cloud runs no boot script";
 }

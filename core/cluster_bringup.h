@@ -13,6 +13,7 @@
 
 #include "cluster_probe.h"
 #include "installer_bundle.h"
+#include "provision_options.h"
 #include "ssh_client.h"
 #include "state_store.h"
 
@@ -34,12 +35,20 @@ struct ClusterPlan {
   bool direct = false;       // API at https://<public-ip>:6443; else an SSH tunnel
   std::string boot_script;   // the user data ("" on the SSH route)
   std::string note;          // why the SSH route was taken although the cloud runs boot scripts
+  bool ssh_asked = false;    // --install-route ssh chose the SSH route
+  /// Non-empty: the route asked for cannot be taken on this cloud (--install-route boot where
+  /// no boot script runs or the installer does not fit); provision refuses before making
+  /// anything.
+  std::string refusal;
 };
 
 /// The plan for a driver with \a capabilities (GPUPROV_CAP_* bits) and a cloud that accepts
 /// \a user_data_limit bytes of boot script; a boot script runs the installer with \a boot_args.
+/// \a asked is --install-route: kAuto takes the boot route where the cloud runs a boot script
+/// and the installer fits, kSsh never does, kBoot sets refusal where it cannot.
 ClusterPlan PlanCluster(std::uint64_t capabilities, std::size_t user_data_limit,
-                        const InstallerArgs& boot_args = {});
+                        const InstallerArgs& boot_args = {},
+                        InstallRoute asked = InstallRoute::kAuto);
 
 /// The node firewall the installer sets up (--node-firewall): "ssh-only" on tunnel access (the
 /// cloud has no firewall API, so the node itself closes every inbound port but SSH), "" on direct
@@ -114,7 +123,7 @@ struct ClusterInputs {
   /// How the API is reached in direct mode; null: ApiFromThisMachine().
   ApiReach* reach = nullptr;
   /// Pause between probes and checks; tests shorten it.
-  std::chrono::milliseconds poll_interval{2000};
+  std::chrono::milliseconds poll_interval{1000};
 };
 
 struct ClusterResult {

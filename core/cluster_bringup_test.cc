@@ -130,6 +130,57 @@ TEST(ClusterPlan, TooSmallLimitFallsBackToSshWithANote) {
   EXPECT_TRUE(p.boot_script.empty());
   EXPECT_NE(p.note.find("4096-byte"), std::string::npos) << p.note;
   EXPECT_NE(p.note.find("over SSH"), std::string::npos) << p.note;
+  EXPECT_TRUE(p.refusal.empty());
+}
+
+// --install-route, one test per row of PlanCluster's route choice (the auto rows are above).
+TEST(ClusterPlan, InstallRouteSshOnABootScriptCloudPlansTheSshRouteWithItsReason) {
+  ClusterPlan p = PlanCluster(kCloudInit | GPUPROV_CAP_OPEN_PORTS, 65536, {}, InstallRoute::kSsh);
+  EXPECT_FALSE(p.boot_route);
+  EXPECT_TRUE(p.direct);  // access still follows the cloud's firewall API
+  EXPECT_TRUE(p.boot_script.empty());
+  EXPECT_TRUE(p.note.empty());
+  EXPECT_TRUE(p.refusal.empty());
+  EXPECT_EQ(BootRouteOf(p), BootRoute::kNone);
+  EXPECT_EQ(PlannedSshRouteReason(p), "--install-route ssh");
+}
+
+TEST(ClusterPlan, InstallRouteSshOnACloudWithoutBootScriptsIsTheSshRouteAsAsked) {
+  ClusterPlan p = PlanCluster(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES, 65536, {},
+                              InstallRoute::kSsh);
+  EXPECT_FALSE(p.boot_route);
+  EXPECT_FALSE(p.direct);
+  EXPECT_TRUE(p.refusal.empty());
+  EXPECT_EQ(PlannedSshRouteReason(p), "--install-route ssh");
+}
+
+TEST(ClusterPlan, InstallRouteBootWhereTheScriptFitsIsTheBootRoute) {
+  ClusterPlan p = PlanCluster(kCloudInit, 16384, {}, InstallRoute::kBoot);
+  EXPECT_TRUE(p.boot_route);
+  EXPECT_FALSE(p.boot_script.empty());
+  EXPECT_TRUE(p.refusal.empty());
+}
+
+TEST(ClusterPlan, InstallRouteBootOnACloudWithoutBootScriptsIsRefused) {
+  ClusterPlan p = PlanCluster(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES, 65536, {},
+                              InstallRoute::kBoot);
+  EXPECT_FALSE(p.boot_route);
+  EXPECT_NE(p.refusal.find("no boot script"), std::string::npos) << p.refusal;
+}
+
+TEST(ClusterPlan, InstallRouteBootWhereTheInstallerDoesNotFitIsRefusedNotFallenBack) {
+  ClusterPlan p = PlanCluster(kCloudInit | GPUPROV_CAP_OPEN_PORTS, 4096, {}, InstallRoute::kBoot);
+  EXPECT_FALSE(p.boot_route);
+  EXPECT_TRUE(p.note.empty());
+  EXPECT_NE(p.refusal.find("4096-byte"), std::string::npos) << p.refusal;
+}
+
+TEST(ClusterPlan, InstallRouteAutoOnACloudWithoutBootScriptsIsTheSshRouteUnrefused) {
+  ClusterPlan p = PlanCluster(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES, 65536, {},
+                              InstallRoute::kAuto);
+  EXPECT_FALSE(p.boot_route);
+  EXPECT_TRUE(p.refusal.empty());
+  EXPECT_EQ(PlannedSshRouteReason(p), "the cloud runs no boot script");
 }
 
 // A node that answers every command with one output and records what it was asked.

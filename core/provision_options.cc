@@ -423,6 +423,15 @@ std::vector<std::string> DescribeProvisionOptions(const ProvisionOptions& o) {
   return lines;
 }
 
+InstallRoute ParseInstallRoute(const std::string& text) {
+  if (text == "auto") return InstallRoute::kAuto;
+  if (text == "boot") return InstallRoute::kBoot;
+  if (text == "ssh") return InstallRoute::kSsh;
+  throw UsageError("--install-route: '" + text + "' is not a route",
+                   "give auto (the default: the boot script where the cloud runs one), boot or "
+                   "ssh");
+}
+
 int ParseDiskGbFlag(const std::string& text) {
   const std::string range = "give a whole number of GB from " + std::to_string(kMinDiskGb) +
                             " to " + std::to_string(kMaxDiskGb) + ", e.g. --disk-gb 200";

@@ -40,6 +40,15 @@ std::string DescribeOrigin(const Resolved<T>& resolved) {
   return DescribeOrigin(resolved.source, resolved.origin);
 }
 
+/// How the k3s installer reaches the node (--install-route): kAuto follows the cloud's
+/// capabilities (boot script where the cloud runs one and the installer fits, else SSH); kBoot
+/// insists on the boot script; kSsh pushes the installer over SSH even where a boot script would
+/// run (e.g. to compare the two, or when the image's cloud-init is not to be trusted).
+enum class InstallRoute { kAuto, kBoot, kSsh };
+
+/// --install-route auto|boot|ssh. Throws UsageError naming the flag and the three values.
+InstallRoute ParseInstallRoute(const std::string& text);
+
 /// Command-line flags of `provision`; unset fields were not given.
 struct ProvisionFlags {
   std::optional<std::string> name;
@@ -63,6 +72,7 @@ struct ProvisionFlags {
   std::optional<bool> merge_kubeconfig;
   std::optional<long> ttl_seconds;       // --ttl (ttl.h); 0: "off"
   std::optional<long> idle_ttl_seconds;  // --idle-ttl; 0: "off"
+  InstallRoute install_route = InstallRoute::kAuto;  // --install-route
 };
 
 inline constexpr int kDefaultBootWaitSeconds = 600;

@@ -274,6 +274,23 @@ TEST(ProvisionOptionsTest, BootWaitIsSeparateFromSshWait) {
   EXPECT_EQ(o.boot_wait_seconds.source, Source::kDefault);
 }
 
+TEST(ProvisionOptionsTest, InstallRouteFlagTakesAutoBootOrSsh) {
+  EXPECT_EQ(ParseInstallRoute("auto"), InstallRoute::kAuto);
+  EXPECT_EQ(ParseInstallRoute("boot"), InstallRoute::kBoot);
+  EXPECT_EQ(ParseInstallRoute("ssh"), InstallRoute::kSsh);
+  EXPECT_EQ(ProvisionFlags{}.install_route, InstallRoute::kAuto);
+  for (const char* bad : {"", "SSH", "cloud-init", "boot "}) {
+    try {
+      ParseInstallRoute(bad);
+      ADD_FAILURE() << "accepted --install-route " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), kExitUsage);
+      EXPECT_THAT(e.what(), HasSubstr("--install-route"));
+      EXPECT_THAT(e.hint(), HasSubstr("auto"));
+    }
+  }
+}
+
 TEST(ProvisionOptionsTest, DiskGbFlagIsAWholeNumberInRange) {
   EXPECT_EQ(ParseDiskGbFlag("200"), 200);
   EXPECT_EQ(ParseDiskGbFlag("10"), 10);

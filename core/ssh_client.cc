@@ -38,7 +38,7 @@ constexpr seconds kOperationTimeout(60);
 /// WaitForSsh: bounds of one attempt, pause between attempts, progress cadence.
 constexpr seconds kMaxAttemptTimeout(10);
 constexpr milliseconds kMinAttemptTimeout(200);
-constexpr milliseconds kRetryPause(1000);
+constexpr milliseconds kRetryPause(500);
 constexpr seconds kProgressInterval(3);
 /// Largest stdin chunk written at once.
 constexpr size_t kWriteChunk = 32 * 1024;

@@ -142,6 +142,44 @@ heal() {
   expect_nothing_left primeintellect
 }
 
+@test "--install-route ssh on a boot-script cloud: no installer in the user data, pushed over SSH, direct access" {
+  run "$GPUPROV" -v provision --name ks --cloud digitalocean --gpus H100:1 --install-route ssh
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"cluster plan: route ssh, access direct, boot script 0 of "* ]]
+  [[ "$output" == *"probe: push-installer: not installed yet"* ]]
+  [ "$(round_trips "$output" "push installer")" -eq 1 ]
+  [[ "$output" == *"nvidia.com/gpu: 1 (ssh route: --install-route ssh; direct access; "* ]]
+  [ "$(field ks route)" = ssh ]
+  [ "$(field ks route_reason)" = "--install-route ssh" ]
+  [ "$(field ks access)" = direct ]
+  # cloud-init ran no installer: the droplet's user data was empty.
+  run "$GPUPROV" ssh ks -- grep -c gpuprov-install /var/log/cloud-init-output.log
+  [ "$output" = 0 ]
+  run env KUBECONFIG="$(kubeconfig_of ks)" kubectl get nodes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *" Ready "* ]]
+  "$GPUPROV" down ks
+  expect_nothing_left digitalocean
+}
+
+@test "--install-route boot on a cloud without boot scripts is refused before anything is made" {
+  run "$GPUPROV" provision --name kn --cloud primeintellect --gpus H100:1 --install-route boot
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"error: --install-route boot on primeintellect: the driver declares no boot script"* ]]
+  [[ "$output" == *"nothing was created"* ]]
+  [ ! -e "$GPUPROV_HOME/state/kn.json" ]
+  expect_nothing_left primeintellect
+  run "$GPUPROV" provision --name kn --cloud primeintellect --install-route cloud-init
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"--install-route: 'cloud-init' is not a route"* ]]
+  run "$GPUPROV" provision --name kn --cloud digitalocean --no-k8s --install-route ssh
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"a plain VM installs nothing"* ]]
+}
+
 @test "decision: a boot install still running is waited for, not pushed; a dropped SSH connection is re-made" {
   fault '{"cloud":"digitalocean","fault":"k3s_faults","value":"slow-start 10"}'
   "$GPUPROV" -v provision --name kw --cloud digitalocean >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
