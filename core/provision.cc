@@ -575,6 +575,12 @@ class Provision {
                          "use --install-route auto (or ssh) on " + cloud_name_ +
                              "; nothing was created");
       }
+    } else if (flags_.install_route != InstallRoute::kAuto) {
+      // Kubernetes is off by the spec, config.toml or the cloud, not by --no-k8s (cli.cc
+      // refuses that pair): the route asked for would install nothing.
+      throw UsageError("--install-route " + std::string(flags_.install_route == InstallRoute::kSsh ? "ssh" : "boot") +
+                           ": Kubernetes is off for this VM (" + k8s_.note + ")",
+                       "add --k8s to install it, or drop --install-route; nothing was created");
     }
     DecideSources(account);
     if (!k8s_.enabled) return;

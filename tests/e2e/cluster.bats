@@ -178,6 +178,14 @@ heal() {
   run "$GPUPROV" provision --name kn --cloud digitalocean --no-k8s --install-route ssh
   [ "$status" -eq 2 ]
   [[ "$output" == *"a plain VM installs nothing"* ]]
+  # Kubernetes off by the spec file (not --no-k8s): the route would install nothing either.
+  printf 'name: kn\ncloud: digitalocean\nkubernetes: false\n' >"$BATS_TEST_TMPDIR/plain.yaml"
+  run "$GPUPROV" provision -f "$BATS_TEST_TMPDIR/plain.yaml" --install-route ssh
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"error: --install-route ssh: Kubernetes is off for this VM (Kubernetes off (from "*"plain.yaml"* ]]
+  [[ "$output" == *"add --k8s to install it, or drop --install-route; nothing was created"* ]]
+  expect_nothing_left digitalocean
 }
 
 @test "decision: a boot install still running is waited for, not pushed; a dropped SSH connection is re-made" {
