@@ -16,7 +16,7 @@
 #   from each provision's ndjson events: its start to its "waiting for SSH" event (the VM
 #   running, its address known), and for a batch its start to the last such event. Then one
 #   more batch with rate limits off (emulator `POST /settings`), to tell gpuprov's own
-#   concurrency from the cloud's limit.
+#   concurrency from the cloud's limit. The one alone is started the same way (--at-once 1).
 #
 # Then one more batch of N, not timed, with the emulator's request log cleared first: API calls
 # per VM and every 429 the emulator answered. A 429 the driver absorbed (it retried and the
