@@ -77,11 +77,11 @@ if [ "${1:-}" = --at-once ]; then
     # event's elapsed counts from its own process's start); "failed" when one never got there.
     for i in $(seq 1 "$n"); do
       el=$(grep -m1 '^{"event":"phase","phase":"ssh",' "$dir/$prefix-$i.log" |
-        sed -n 's/.*"elapsed":\([0-9.]*\).*/\1/p')
+        sed -n 's/.*"elapsed":\([0-9.]*\).*/\1/p' || true)
       echo "$(cat "$dir/$prefix-$i.start") ${el:-none}"
     done | awk -v s="$(cat "$dir/$prefix.start")" '
-      $2 == "none" { bad = 1 } $2 != "none" && $1 - s + $2 > m { m = $1 - s + $2 }
-      END { if (bad) print "failed"; else printf "%.2f\n", m }' >>"$dir/cp"
+      $2 == "none" { bad = 1 } $2 != "none" && $1 - s + $2 > m { m = $1 - s + $2 } { seen++ }
+      END { if (bad || seen == 0) print "failed"; else printf "%.2f\n", m }' >>"$dir/cp"
   fi
   if grep -qv '^0$' "$dir/$prefix"-*.rc; then exit 1; fi
   exit 0
