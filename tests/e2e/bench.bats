@@ -18,6 +18,17 @@ load helpers
   [[ "$output" =~ \|\ API\ calls\ per\ VM\ \(counted\ batch\)\ \|\ [0-9]+\.[0-9]\ \| ]]
 }
 
+@test "bench/fleet.sh BENCH_BACKEND=memory: three control planes at once, each ended at the SSH wait with its VM running and recorded" {
+  run env BENCH_QUICK=1 BENCH_BACKEND=memory GPUPROV_BUILD_DIR="$BUILD_DIR" bash "$REPO_ROOT/bench/fleet.sh"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" =~ \|\ 3\ at\ once\ /\ one,\ control\ plane\ \|\ [0-9]+\.[0-9]+x\ \|\ \<=\ 2x:\ (met|missed)\ \| ]]
+  [[ "$output" == *"| failed provisions (timed runs + counted + unlimited batch) | 0 | 0: met |"* ]]
+  [[ "$output" == *"| VMs recorded in the shared home after the counted batch | 3 of 3, 3 distinct addresses | 3 |"* ]]
+  [[ "$output" == *"| 3 | 1.0 | 0 | \`POST /v2/droplets\` |"* ]]
+  [[ "$output" =~ \|\ API\ calls\ per\ VM\ \(counted\ batch\)\ \|\ [0-9]+\.[0-9]\ \| ]]
+}
+
 @test "bench/cluster.sh: both routes on one cloud, overhead, sshd-counted connections and round trips, RSS" {
   run env BENCH_QUICK=1 GPUPROV_BUILD_DIR="$BUILD_DIR" bash "$REPO_ROOT/bench/cluster.sh"
   echo "$output"
