@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <list>
+#include <memory>
 #include <stdexcept>
 #include <thread>
 
@@ -77,6 +78,12 @@ void Copy(StreamSocket a, StreamSocket b, const std::atomic<bool>& stop) {
   b.close();
 }
 
+// A connection accepted by a listener and the one it made to the target.
+struct SocketPair {
+  StreamSocket client;
+  StreamSocket upstream;
+};
+
 }  // namespace
 
 // The connections made through one address's listeners.
@@ -88,7 +95,10 @@ class PortGate::Connections {
     for (auto& p : pumps_) p.thread.join();
   }
 
-  void Add(StreamSocket client, StreamSocket upstream) {
+  /// The pump thread gets the only references to the two sockets: Poco counts them inside its
+  /// own library, which ThreadSanitizer does not see, so a last release on the listener's
+  /// thread after the pump ended was reported as a race with the pump's close().
+  void Add(std::unique_ptr<SocketPair> sockets) {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = pumps_.begin(); it != pumps_.end();) {  // forget finished ones
       if (it->done) {
@@ -99,8 +109,9 @@ class PortGate::Connections {
       }
     }
     Pump& p = pumps_.emplace_back();
-    p.thread = std::thread([this, &p, client, upstream] {
-      Copy(client, upstream, stop_);
+    p.thread = std::thread([this, &p, sockets = std::move(sockets)]() mutable {
+      Copy(sockets->client, sockets->upstream, stop_);
+      sockets.reset();
       p.done = true;
     });
   }
@@ -139,18 +150,22 @@ class PortGate::Listener {
     while (!stop_) {
       try {
         if (!socket_.poll(kPollEvery, Socket::SELECT_READ)) continue;
-        StreamSocket client = socket_.acceptConnection();
-        StreamSocket upstream;
-        try {
-          upstream.connect(target_, kConnectTimeout);
-        } catch (const Poco::Exception&) {
-          client.setLinger(true, 0);  // nothing listens there: reset, as Docker's proxy does
-          client.close();
-          continue;
+        std::unique_ptr<SocketPair> sockets;
+        {  // this thread's references end here, before the pump starts (Connections::Add)
+          StreamSocket client = socket_.acceptConnection();
+          StreamSocket upstream;
+          try {
+            upstream.connect(target_, kConnectTimeout);
+          } catch (const Poco::Exception&) {
+            client.setLinger(true, 0);  // nothing listens there: reset, as Docker's proxy does
+            client.close();
+            continue;
+          }
+          client.setNoDelay(true);
+          upstream.setNoDelay(true);
+          sockets = std::make_unique<SocketPair>(SocketPair{client, upstream});
         }
-        client.setNoDelay(true);
-        upstream.setNoDelay(true);
-        connections_->Add(client, upstream);
+        connections_->Add(std::move(sockets));
       } catch (const Poco::Exception&) {
       }
     }
