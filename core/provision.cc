@@ -401,6 +401,7 @@ class Provision {
       offer_ = c.offer;
       region_ = c.region;
       AnnounceOfferAndConfirm();
+      PlanTtl();
     } catch (const Error& e) {
       if (Interrupted() || e.exit_code() == kExitInterrupted) throw;
       GiveBack back{this, &*it};
@@ -636,6 +637,7 @@ class Provision {
     offer_ = ChooseOffer(offers, opt_, cloud_name_);
     region_ = opt_.region.value.value_or(offer_.region);
     AnnounceOfferAndConfirm();
+    PlanTtl();
     public_key_ = EnsureEd25519Key(key_path_);
   }
 
@@ -651,6 +653,11 @@ class Provision {
                                   : "")
                        : " (price unknown)"));
     ConfirmPrice();
+  }
+
+  /// With a TTL: says what the powered-off VM still costs on this cloud, and fixes the
+  /// deadline, counted from now, before anything is made.
+  void PlanTtl() {
     if (opt_.ttl_seconds.value.value_or(0) > 0 || opt_.idle_ttl_seconds.value.value_or(0) > 0) {
       console_.Note(PoweredOffNote(cloud_name_, offer_.powered_off_cost, name_));
     }
