@@ -15,21 +15,7 @@ load helpers
 load crash_points
 
 setup_file() {
-  export DIGITALOCEAN_TOKEN="dop_v1_crash_$$_secret_token"
-  export PRIME_API_KEY="pit_crash_$$_secret_key"
-  export AWS_ACCESS_KEY_ID="AKIACRASH$$KEY01" AWS_SECRET_ACCESS_KEY="crash/$$/secret+key"
-  unset AWS_SESSION_TOKEN AWS_PROFILE AWS_REGION AWS_DEFAULT_REGION
-  export AWS_REGION=us-east-1 # gpuprov picks no default region (issue 17)
-  export GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key.json"
-  export LAMBDA_API_KEY="secret_crash_$$_lambda"
-  export HYPERSTACK_API_KEY="hs-crash-$$-key"
-  export VERDA_CLIENT_ID="gpuprov-crash-$$" VERDA_CLIENT_SECRET="secret_crash_$$_verda"
-  export MASSED_API_KEY="mc_crash_$$_key"
-  unset MASSED_COMPUTE_API_TOKEN NEBIUS_IAM_TOKEN
-  export NEBIUS_CREDENTIALS_FILE="$BATS_FILE_TMPDIR/nebius-credentials.json"
-  export NEBIUS_PROJECT_ID=project-e00test
-  export HOME="$BATS_FILE_TMPDIR/userhome" # no cloud CLI files of the machine's user
-  mkdir -p "$HOME"
+  export_emulated_cloud_credentials crash
   start_emulator memory --backend memory --boot-seconds 0.5 --no-rate-limits
   # The GCP emulator writes a service-account key naming its own token endpoint: one file each.
   GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key2.json" \

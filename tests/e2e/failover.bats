@@ -12,25 +12,9 @@ load helpers
 bats_require_minimum_version 1.5.0
 
 setup_file() {
-  export DIGITALOCEAN_TOKEN="dop_v1_fo_$$_secret_token"
-  export AWS_ACCESS_KEY_ID="AKIAFO$$TESTKEY00001"
-  export AWS_SECRET_ACCESS_KEY="fo/$$/secret+access+key"
-  unset AWS_SESSION_TOKEN AWS_PROFILE AWS_REGION AWS_DEFAULT_REGION
-  export AWS_REGION=us-east-1
-  export LAMBDA_API_KEY="secret_fo_$$_lambda_api_key"
-  export VERDA_CLIENT_ID="gpuprov-fo-$$"
-  export VERDA_CLIENT_SECRET="secret_fo_$$_verda_client"
-  export MASSED_API_KEY="mc_fo_$$_secret_api_key"
-  unset MASSED_COMPUTE_API_TOKEN
-  export PRIME_API_KEY="pit_fo_$$_secret_key"
-  export NEBIUS_CREDENTIALS_FILE="$BATS_FILE_TMPDIR/nebius-credentials.json"
-  export NEBIUS_PROJECT_ID=project-e00test
-  unset NEBIUS_IAM_TOKEN
+  export_emulated_cloud_credentials fo
   # Hyperstack has no credentials here: `--cloud any` must skip it and say why.
   unset HYPERSTACK_API_KEY
-  export GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key.json"
-  export HOME="$BATS_FILE_TMPDIR/userhome" # no cloud CLI files of the machine's user
-  mkdir -p "$HOME"
   export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
   mkdir -p "$GPUPROV_HOME"
   # Every cloud, so that `--cloud any` sends nothing past this machine.

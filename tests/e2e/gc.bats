@@ -11,27 +11,8 @@ load helpers
 bats_require_minimum_version 1.5.0
 
 setup_file() {
-  export DIGITALOCEAN_TOKEN="dop_v1_gc_$$_secret_token"
-  export AWS_ACCESS_KEY_ID="AKIAGC$$TESTKEY00001"
-  export AWS_SECRET_ACCESS_KEY="gc/$$/secret+access+key"
-  unset AWS_SESSION_TOKEN AWS_PROFILE AWS_REGION AWS_DEFAULT_REGION
-  export AWS_REGION=us-east-1 # gpuprov picks no default region (issue 17)
-  export LAMBDA_API_KEY="secret_gc_$$_lambda_api_key"
-  export HYPERSTACK_API_KEY="hs-gc-$$-api-key"
-  export VERDA_CLIENT_ID="gpuprov-gc-$$"
-  export VERDA_CLIENT_SECRET="secret_gc_$$_verda_client"
-  export MASSED_API_KEY="mc_gc_$$_secret_api_key"
-  unset MASSED_COMPUTE_API_TOKEN
-  export PRIME_API_KEY="pit_gc_$$_secret_key"
-  # A missing file: the emulator writes the Nebius service-account credentials there.
-  export NEBIUS_CREDENTIALS_FILE="$BATS_FILE_TMPDIR/nebius-credentials.json"
-  export NEBIUS_PROJECT_ID=project-e00test
-  unset NEBIUS_IAM_TOKEN
+  export_emulated_cloud_credentials gc
   export DOCKER_SCOPE="gcbats-$$"
-  # The emulator writes a service-account key here once it listens; gpuprov reads it.
-  export GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key.json"
-  export HOME="$BATS_FILE_TMPDIR/userhome" # no cloud CLI files of the machine's user
-  mkdir -p "$HOME"
   export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
   mkdir -p "$GPUPROV_HOME"
   # Every cloud, so that a sweep of every cloud sends nothing past this machine.

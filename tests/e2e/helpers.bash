@@ -95,6 +95,31 @@ stop_child() {
   kill "-$sig" "$pid" 2>/dev/null
 }
 
+# export_emulated_cloud_credentials TAG: test credentials of every emulated cloud (TAG and the
+# shell's PID in each, so the security scan above can tell them apart), for the emulators this
+# file starts next, which take them from the environment. AWS gets us-east-1 (gpuprov picks no
+# default region); GCP and Nebius name missing files that the emulator writes its keys to. HOME
+# is the test file's own, so no cloud CLI file of the machine's user is read.
+export_emulated_cloud_credentials() {
+  local tag=$1
+  export DIGITALOCEAN_TOKEN="dop_v1_${tag}_$$_secret_token"
+  export AWS_ACCESS_KEY_ID="AKIA${tag^^}$$TESTKEY01" AWS_SECRET_ACCESS_KEY="$tag/$$/secret+access+key"
+  unset AWS_SESSION_TOKEN AWS_PROFILE AWS_DEFAULT_REGION
+  export AWS_REGION=us-east-1
+  export LAMBDA_API_KEY="secret_${tag}_$$_lambda_api_key"
+  export HYPERSTACK_API_KEY="hs-$tag-$$-api-key"
+  export VERDA_CLIENT_ID="gpuprov-$tag-$$" VERDA_CLIENT_SECRET="secret_${tag}_$$_verda_client"
+  export MASSED_API_KEY="mc_${tag}_$$_secret_api_key"
+  unset MASSED_COMPUTE_API_TOKEN
+  export PRIME_API_KEY="pit_${tag}_$$_secret_key"
+  export NEBIUS_CREDENTIALS_FILE="$BATS_FILE_TMPDIR/nebius-credentials.json"
+  export NEBIUS_PROJECT_ID=project-e00test
+  unset NEBIUS_IAM_TOKEN
+  export GOOGLE_APPLICATION_CREDENTIALS="$BATS_FILE_TMPDIR/gcp-key.json"
+  export HOME="$BATS_FILE_TMPDIR/userhome"
+  mkdir -p "$HOME"
+}
+
 # start_emulator NAME ARGS...: starts `gpuprov-emulator ARGS` for this test file (from
 # setup_file), known as NAME; its "<cloud> <url>" lines go to $BATS_FILE_TMPDIR/NAME.out. Cloud
 # credentials come from the environment (for gcp, GOOGLE_APPLICATION_CREDENTIALS may name a
