@@ -96,13 +96,27 @@ std::size_t FirstInvalidUtf8(std::string_view text) {
 /// levels (found by fuzzing, docs/fuzzing.md), so deeper text is refused before toml11 sees it.
 constexpr int kMaxTomlNesting = 32;
 
-/// The offset of the `[` or `{` that opens nesting level kMaxTomlNesting + 1 outside strings and
-/// comments, or npos. Knows TOML's four string forms and `#` comments; it counts table headers
-/// too (`[[x]]` is two levels), which close on their line.
-std::size_t FirstTooDeepBracket(std::string_view text) {
+/// The fewest digits of a binary integer (`0b...`, underscores not counted) that toml11 3.7.1
+/// cannot read: it doubles a signed 64-bit place value once per digit, and the 63rd doubling
+/// overflows (undefined behaviour, found by fuzzing), whatever the digits are.
+constexpr int kMinToml11OverflowingBinaryDigits = 63;
+
+/// What the scan before toml11 found in config.toml text: nothing, or the offset of the first
+/// `[` or `{` that opens nesting level kMaxTomlNesting + 1, or of the first binary integer with
+/// kMinToml11OverflowingBinaryDigits digits or more.
+struct Toml11Hazard {
+  enum Kind { kNone, kTooDeep, kLongBinaryInteger };
+  Kind kind = kNone;
+  std::size_t offset = 0;
+};
+
+/// Scans outside strings and comments (TOML's four string forms and `#` comments); counts table
+/// headers as nesting too (`[[x]]` is two levels), which close on their line.
+Toml11Hazard FirstToml11Hazard(std::string_view text) {
   int depth = 0;
   std::size_t i = 0;
   const auto starts = [&](std::string_view token) { return text.substr(i, token.size()) == token; };
+  const auto in_word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; };
   while (i < text.size()) {
     const char c = text[i];
     if (c == '#') {
@@ -122,13 +136,21 @@ std::size_t FirstTooDeepBracket(std::string_view text) {
         i += (c == '"' && text[i] == '\\') ? 2 : 1;
       }
     } else if (c == '[' || c == '{') {
-      if (++depth > kMaxTomlNesting) return i;
+      if (++depth > kMaxTomlNesting) return {Toml11Hazard::kTooDeep, i};
     } else if (c == ']' || c == '}') {
       if (depth > 0) --depth;
+    } else if (starts("0b") && (i == 0 || !in_word(text[i - 1]))) {
+      const std::size_t start = i;
+      int digits = 0;
+      for (i += 2; i < text.size() && (text[i] == '0' || text[i] == '1' || text[i] == '_'); ++i) {
+        if (text[i] != '_') ++digits;
+      }
+      if (digits >= kMinToml11OverflowingBinaryDigits) return {Toml11Hazard::kLongBinaryInteger, start};
+      continue;
     }
     ++i;
   }
-  return std::string_view::npos;
+  return {};
 }
 
 class ConfigParser {
@@ -172,11 +194,16 @@ class ConfigParser {
                            "); a TOML file must be UTF-8",
                        "save the file as UTF-8, or remove that byte");
     }
-    if (const std::size_t deep = FirstTooDeepBracket(text); deep != std::string_view::npos) {
-      const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(deep), '\n');
-      throw UsageError(file_ + ":" + std::to_string(line) + ": arrays or inline tables nested more than " +
-                           std::to_string(kMaxTomlNesting) + " deep",
-                       "gpuprov's settings nest at most two deep: check the brackets on that line");
+    if (const Toml11Hazard hazard = FirstToml11Hazard(text); hazard.kind != Toml11Hazard::kNone) {
+      const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(hazard.offset), '\n');
+      const std::string at = file_ + ":" + std::to_string(line) + ": ";
+      if (hazard.kind == Toml11Hazard::kTooDeep) {
+        throw UsageError(at + "arrays or inline tables nested more than " + std::to_string(kMaxTomlNesting) + " deep",
+                         "gpuprov's settings nest at most two deep: check the brackets on that line");
+      }
+      throw UsageError(at + "a binary integer (0b...) of " + std::to_string(kMinToml11OverflowingBinaryDigits) +
+                           " or more digits, more than this TOML reader can hold",
+                       "write the number in decimal; gpuprov's settings are far smaller");
     }
     std::istringstream in{std::string(text)};
     try {

@@ -227,6 +227,23 @@ TEST(ConfigTest, NestingDeeperThan32IsRefusedBeforeToml11NamingTheLine) {
   }
 }
 
+TEST(ConfigTest, BinaryIntegerOf63DigitsOrMoreIsRefusedBeforeToml11NamingTheLine) {
+  // toml11 doubles a signed 64-bit place value per binary digit: the 63rd overflowed (found by
+  // fuzzing), even with leading zeros.
+  EXPECT_THAT(ErrorFor("[defaults]\nttl = 0b" + std::string(63, '0') + "\n"),
+              HasSubstr("config.toml:2: a binary integer (0b...) of 63 or more digits"));
+  EXPECT_THAT(ErrorFor("x = [1, 0b1_" + std::string(70, '1') + "]\n"), HasSubstr("config.toml:1: a binary integer"));
+  // 62 digits (underscores not counted) reach toml11, which reads them.
+  const std::string ok = "0b" + std::string(31, '1') + "_" + std::string(31, '1');
+  EXPECT_THAT(ErrorFor("x = " + ok + "\n"), Not(HasSubstr("binary integer")));
+  // Inside strings, comments and words it is not an integer.
+  // (Each is refused for its unknown key instead.)
+  for (const std::string& text : {"# 0b" + std::string(80, '1') + "\nx = 1\n", "x = \"0b" + std::string(80, '1') + "\"\n",
+                                  "a0b" + std::string(80, '1') + " = 1\n"}) {
+    EXPECT_THAT(ErrorFor(text), Not(HasSubstr("binary integer"))) << text;
+  }
+}
+
 TEST(ConfigTest, DuplicateKeyIsASyntaxError) {
   EXPECT_THAT(ErrorFor("[defaults]\ncloud = \"aws\"\ncloud = \"gcp\"\n"),
               HasSubstr("config.toml:3: TOML syntax error:"));
