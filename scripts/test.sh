@@ -195,4 +195,23 @@ read -r busy_end total_end < <(cpu_ticks)
 echo "==> the whole run took $(since "$run_start"), the CPUs busy" \
   "$(( 100 * (busy_end - busy_start) / (total_end - total_start + 1) ))% of it" >&2
 echo "tests: $passed passed, $failed failed"
+# CI keeps only the end of this output: name what failed here, last, with each failed bats
+# test's own output (its '# ' lines, up to 60) and each failed gtest case.
+if [ "$failed" -gt 0 ]; then
+  echo "==> what failed"
+  sed -n '/^The following tests FAILED:/,/^Errors while running/p' "$log_dir/ctest.log" |
+    sed -n 's/^[[:space:]]*[0-9]* - /ctest: /p'
+  grep -h '^\[  FAILED  \] [^0-9]' "$log_dir/ctest.log" | sort -u | sed 's/^/  gtest: /' || true
+  for i in $(seq 1 "$n"); do
+    awk -v job="$i" '/^not ok /{shown=0; print "bats job " job ": " $0; failing=1; next}
+      /^ok /{failing=0} failing && /^#/ && shown < 60 {print "    " $0; shown++}' "$log_dir/bats.$i.log"
+    rc=$(cat "$log_dir/bats.$i.rc" 2>/dev/null || echo missing)
+    if [ "$rc" != 0 ] && ! grep -q '^not ok ' "$log_dir/bats.$i.log"; then
+      echo "bats job $i ended with status $rc and no failed test in its output; its last lines:"
+      tail -n 20 "$log_dir/bats.$i.log" | sed 's/^/    /'
+    fi
+  done
+  [ "$sanitize_rc" -eq 0 ] || echo "the sanitizer step (see '==> sanitize' above)"
+  [ "$fuzz_rc" -eq 0 ] || echo "the fuzz smoke (see its table above)"
+fi
 [ "$failed" -eq 0 ]
