@@ -171,9 +171,11 @@ std::string TtlSetupCommand(const NodeTtl& ttl) {
 
 std::string TtlInstallCommand(const NodeTtl& ttl) {
   const std::string path = kNodeTtlPath;
-  return "set -e; mkdir -p /usr/local/sbin; cat > " + Quote(path + ".tmp") + "; chmod 0755 " +
-         Quote(path + ".tmp") + "; mv -f " + Quote(path + ".tmp") + " " + Quote(path) + "; " +
-         TtlSetupCommand(ttl);
+  // The copy has this shell's own name ($$): on the boot route the boot script writes the
+  // same file at the same time.
+  const std::string tmp = Quote(path) + ".tmp.$$";
+  return "set -e; mkdir -p /usr/local/sbin; cat > " + tmp + "; chmod 0755 " + tmp + "; mv -f " +
+         tmp + " " + Quote(path) + "; " + TtlSetupCommand(ttl);
 }
 
 std::string TtlOffCommand() {

@@ -25,6 +25,7 @@ readonly ROOT="${GPUPROV_TTL_ROOT:-}"
 readonly CONF="$ROOT/etc/gpuprov/ttl.conf"
 readonly IDLE_FILE="$ROOT/var/lib/gpuprov/ttl-idle-since"
 readonly UNIT_DIR="$ROOT/etc/systemd/system"
+readonly LOCK="$ROOT/run/lock/gpuprov-ttl.lock"
 readonly SELF="/usr/local/sbin/gpuprov-ttl"
 readonly DEFAULT_GPU_UTIL_MAX=5
 
@@ -42,6 +43,14 @@ now() { printf '%s\n' "${GPUPROV_TTL_NOW:-$(date +%s)}"; }
 
 is_count() { [[ $1 =~ ^[0-9]+$ ]]; }
 
+# Holds the node's TTL lock until this process exits: set, install and off change the settings
+# and the units, and on the boot route the boot script and gpuprov over SSH run them at once.
+take_lock() {
+  mkdir -p "$(dirname "$LOCK")"
+  exec 9>"$LOCK"
+  flock -w 120 9 || die "another gpuprov-ttl held $LOCK for 120 s"
+}
+
 # Reads the settings file (KEY=VALUE lines; unknown keys are ignored).
 load_conf() {
   [ -f "$CONF" ] || return 0
@@ -58,8 +67,8 @@ load_conf() {
 write_conf() {
   mkdir -p "$(dirname "$CONF")"
   printf 'deadline=%s\nidle_seconds=%s\ngpu_util_max=%s\n' "$deadline" "$idle_seconds" \
-    "$gpu_util_max" >"$CONF.tmp"
-  mv -f "$CONF.tmp" "$CONF"
+    "$gpu_util_max" >"$CONF.tmp.$$"
+  mv -f "$CONF.tmp.$$" "$CONF"
 }
 
 # Number of established TCP connections whose local port is sshd's (22), plus logged-in users.
@@ -163,6 +172,7 @@ cmd_check() {
 }
 
 cmd_set() {
+  take_lock
   load_conf
   while [ $# -gt 0 ]; do
     [ $# -ge 2 ] || die "$1 needs a value"
@@ -201,6 +211,7 @@ cmd_install() {
   if ! { is_count "$check" && [ "$check" -gt 0 ]; }; then
     die "--check-seconds: a positive number, not '$check'"
   fi
+  take_lock
   mkdir -p "$UNIT_DIR"
   cat >"$UNIT_DIR/gpuprov-ttl.service" <<EOF
 [Unit]
@@ -228,6 +239,7 @@ EOF
 }
 
 cmd_off() {
+  take_lock
   systemctl disable --now gpuprov-ttl.timer 2>/dev/null || true
   rm -f "$UNIT_DIR/gpuprov-ttl.timer" "$UNIT_DIR/gpuprov-ttl.service" "$CONF" "$IDLE_FILE"
   systemctl daemon-reload

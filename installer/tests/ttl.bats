@@ -192,3 +192,23 @@ k3s_up() {
   run "$TTL" install --check-seconds 0
   [ "$status" -eq 2 ]
 }
+
+@test "set and install run one at a time: the boot script and gpuprov over SSH may run them together" {
+  # This systemctl notices a second call while one is running, and is slow enough to be caught.
+  # shellcheck disable=SC2016
+  printf '#!/bin/sh\n[ -e "$FAKE/busy" ] && echo OVERLAP >>"$FAKE/systemctl.log"\n: >"$FAKE/busy"\nsleep 0.05\nrm -f "$FAKE/busy"\nprintf "%%s\\n" "$*" >>"$FAKE/systemctl.log"\n' \
+    >"$BIN/systemctl"
+  local i pids=()
+  for i in 1 2 3 4 5 6 7 8; do
+    { "$TTL" set --deadline "$((5000 + i))" && "$TTL" install --check-seconds 5; } \
+      >"$FAKE/run.$i" 2>&1 &
+    pids+=("$!")
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || { cat "$FAKE/run.$((i + 1))"; false; }
+  done
+  ! grep -q OVERLAP "$FAKE/systemctl.log"
+  [ "$(grep -cx 'restart gpuprov-ttl.timer' "$FAKE/systemctl.log")" -eq 8 ]
+  grep -Eqx 'deadline=500[1-8]' "$GPUPROV_TTL_ROOT/etc/gpuprov/ttl.conf"
+  ! ls "$GPUPROV_TTL_ROOT/etc/gpuprov/" | grep -q tmp
+}
