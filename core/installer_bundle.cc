@@ -117,15 +117,13 @@ std::optional<std::string> AddTtlToBootScript(const std::string& boot_script, co
                                               std::size_t limit_bytes) {
   const size_t first_line = boot_script.find('\n');
   if (boot_script.rfind("#!", 0) != 0 || first_line == std::string::npos) return std::nullopt;
-  const std::string path = kNodeTtlPath;
   // One `if`: the script through base64 and gzip, then its settings and timer; the here-document
   // body follows the `if` line. Nothing before it has set -e, so a failure is only reported.
-  // The copy is named for this shell ($$): gpuprov may write the same file over SSH at once.
   const std::string block =
       "# gpuprov TTL (docs/ttl.md): the timer that powers this VM off, before anything else.\n"
       "mkdir -p /usr/local/sbin\n"
-      "if base64 -d <<'GPUPROV_TTL_EOF' | gzip -dc >" + path + ".tmp.$$ && chmod 0755 " + path +
-      ".tmp.$$ && mv -f " + path + ".tmp.$$ " + path + " && " + TtlSetupCommand(ttl) + "; then\n" +
+      "if " + TtlScriptSaveCommand("base64 -d <<'GPUPROV_TTL_EOF' | gzip -dc") + " && " +
+      TtlSetupCommand(ttl) + "; then\n" +
       Base64(Gzip(TtlScript())) +
       "GPUPROV_TTL_EOF\n"
       "  echo 'gpuprov-ttl: timer installed at boot'\n"

@@ -169,13 +169,16 @@ std::string TtlSetupCommand(const NodeTtl& ttl) {
          " install --check-seconds " + std::to_string(ttl.check_seconds);
 }
 
-std::string TtlInstallCommand(const NodeTtl& ttl) {
+std::string TtlScriptSaveCommand(const std::string& source_command) {
   const std::string path = kNodeTtlPath;
-  // The copy has this shell's own name ($$): on the boot route the boot script writes the
-  // same file at the same time.
   const std::string tmp = Quote(path) + ".tmp.$$";
-  return "set -e; mkdir -p /usr/local/sbin; cat > " + tmp + "; chmod 0755 " + tmp + "; mv -f " +
-         tmp + " " + Quote(path) + "; " + TtlSetupCommand(ttl);
+  return source_command + " >" + tmp + " && chmod 0755 " + tmp + " && mv -f " + tmp + " " +
+         Quote(path);
+}
+
+std::string TtlInstallCommand(const NodeTtl& ttl) {
+  return "set -e; mkdir -p /usr/local/sbin; " + TtlScriptSaveCommand("cat") + " && " +
+         TtlSetupCommand(ttl);
 }
 
 std::string TtlOffCommand() {

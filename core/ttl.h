@@ -65,6 +65,11 @@ const std::string& TtlScript();
 /// already at kNodeTtlPath: "gpuprov-ttl set ... && gpuprov-ttl install --check-seconds N".
 std::string TtlSetupCommand(const NodeTtl& ttl);
 
+/// The shell words that save what \a source_command prints as the script at kNodeTtlPath: to a
+/// copy named for this shell ($$), made executable, then renamed into place, joined by &&. The
+/// boot script and gpuprov over SSH may write the file at the same moment: each has its own copy.
+std::string TtlScriptSaveCommand(const std::string& source_command);
+
 /// The root shell command that saves the script it reads on stdin to kNodeTtlPath, writes the
 /// settings and installs and starts the timer. Run again it replaces the settings.
 std::string TtlInstallCommand(const NodeTtl& ttl);

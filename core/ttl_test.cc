@@ -149,7 +149,9 @@ TEST(TtlInstallCommand, SavesTheScriptThenSetsAndInstalls) {
   ttl.deadline_epoch = kNoon;
   ttl.check_seconds = 5;
   const std::string cmd = TtlInstallCommand(ttl);
-  EXPECT_THAT(cmd, HasSubstr("cat > '/usr/local/sbin/gpuprov-ttl'.tmp.$$; "));
+  EXPECT_THAT(cmd, HasSubstr("cat >'/usr/local/sbin/gpuprov-ttl'.tmp.$$ && chmod 0755 "
+                             "'/usr/local/sbin/gpuprov-ttl'.tmp.$$ && mv -f "
+                             "'/usr/local/sbin/gpuprov-ttl'.tmp.$$ '/usr/local/sbin/gpuprov-ttl' && "));
   EXPECT_THAT(cmd, HasSubstr("/usr/local/sbin/gpuprov-ttl set --deadline 1796385600 "
                              "--idle-seconds none"));
   EXPECT_THAT(cmd, HasSubstr("/usr/local/sbin/gpuprov-ttl install --check-seconds 5"));
