@@ -165,10 +165,8 @@ void SkipAbovePrice(std::vector<Candidate>& candidates, std::optional<double> ma
   if (!max_price) return;
   for (auto& c : candidates) {
     if (!c.skipped.empty()) continue;
-    if (c.offer.price_per_hour <= 0) {
-      c.skipped = "price unknown, so not known to be within --max-price";
-    } else if (c.offer.price_per_hour > *max_price) {
-      c.skipped = "above --max-price " + FormatPricePerHour(*max_price);
+    if (std::optional<std::string> refused = MaxPriceRefusal(c.offer.price_per_hour, max_price)) {
+      c.skipped = *refused;
     }
   }
 }

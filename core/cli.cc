@@ -103,9 +103,9 @@ const std::vector<Command>& Commands() {
                                        "itself must then be inside them)"},
         {"merge-kubeconfig", 0, nullptr, "merge the VM's context into $KUBECONFIG's first file or "
                                          "~/.kube/config at the end (config: merge_kubeconfig)"},
-        {"max-price", 0, "USD", "refuse an offer costing more than USD dollars per hour; "
-                                "nothing is created (with candidates: skip those above it or "
-                                "without a price)"},
+        {"max-price", 0, "USD", "refuse an offer costing more than USD dollars per hour, or "
+                                "whose price is unknown; nothing is created (with candidates: "
+                                "skip those)"},
         {"yes", 'y', nullptr, "do not ask before making a VM above confirm_above_per_hour "
                               "(asked only on a terminal)"},
         {"ttl", 0, "DURATION", "the node powers itself off DURATION from now, e.g. 8h, 90m, "

@@ -37,12 +37,19 @@ ConsentDecision DecideDownConsent(bool yes, bool can_ask) {
   return {Consent::kAsk, ""};
 }
 
+std::optional<std::string> MaxPriceRefusal(double price_per_hour, std::optional<double> max_price) {
+  if (!max_price) return std::nullopt;
+  if (price_per_hour <= 0) return "price unknown, so not known to be within --max-price";
+  if (price_per_hour > *max_price) return "above --max-price " + FormatPricePerHour(*max_price);
+  return std::nullopt;
+}
+
 ConsentDecision DecideCreateConsent(double price_per_hour, std::optional<double> max_price,
                                     double confirm_above, bool yes, bool can_ask) {
   const std::string price = FormatPricePerHour(price_per_hour);
-  if (max_price && price_per_hour > *max_price) {
+  if (std::optional<std::string> refused = MaxPriceRefusal(price_per_hour, max_price)) {
     return {Consent::kRefuse,
-            "the offer costs " + price + ", above --max-price " + FormatPricePerHour(*max_price)};
+            price_per_hour > 0 ? "the offer costs " + price + ", " + *refused : *refused};
   }
   if (price_per_hour <= confirm_above) return {Consent::kProceed, ""};
   const std::string above = "the offer costs " + price + ", above confirm_above_per_hour " +

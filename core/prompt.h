@@ -35,9 +35,16 @@ ConsentDecision DecideDownConsent(bool yes, bool can_ask);
 /// costs more per hour.
 inline constexpr double kDefaultConfirmAbovePerHour = 5.0;
 
-/// `gpuprov provision` before creating a VM that costs \a price_per_hour (0: unknown or free):
-/// refused above \a max_price (--max-price), else asked above \a confirm_above on a terminal
-/// unless --yes; never asked without a terminal.
+/// Why --max-price \a max_price refuses an offer of \a price_per_hour (0 or less: the driver
+/// does not know it): "above --max-price $2.00/h", or "price unknown, so not known to be within
+/// --max-price" (an unknown price cannot be shown to be within a maximum); nullopt when it may
+/// be made (no maximum, or a known price at most the maximum). The one rule of both paths: the
+/// single cloud's DecideCreateConsent and the candidates' SkipAbovePrice.
+std::optional<std::string> MaxPriceRefusal(double price_per_hour, std::optional<double> max_price);
+
+/// `gpuprov provision` before creating a VM that costs \a price_per_hour (0: unknown):
+/// refused by \a max_price (--max-price) as MaxPriceRefusal says, else asked above
+/// \a confirm_above on a terminal unless --yes; never asked without a terminal.
 ConsentDecision DecideCreateConsent(double price_per_hour, std::optional<double> max_price,
                                     double confirm_above, bool yes, bool can_ask);
 

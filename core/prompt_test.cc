@@ -55,8 +55,25 @@ INSTANTIATE_TEST_SUITE_P(
                    Consent::kRefuse, "--max-price"},
         CreateCase{"under_max_price_still_asked_above_the_limit", 8.0, 10.0, 5.0, false, true,
                    Consent::kAsk, "confirm_above_per_hour"},
-        CreateCase{"free", 0.0, 0.0, 0.0, false, true, Consent::kProceed, ""}),
+        // An unknown price (0) cannot be shown to be within --max-price: refused, as the
+        // candidates' SkipAbovePrice does (issue 30: `--cloud hyperstack --max-price 0.01`
+        // made an H100 VM whose price the driver did not know). Without a maximum it proceeds.
+        CreateCase{"unknown_price_under_max_price", 0.0, 0.01, 5.0, true, false, Consent::kRefuse,
+                   "price unknown, so not known to be within --max-price"},
+        CreateCase{"unknown_price_under_max_price_zero", 0.0, 0.0, 0.0, false, true,
+                   Consent::kRefuse, "price unknown"},
+        CreateCase{"unknown_price_without_max_price", 0.0, std::nullopt, 5.0, false, true,
+                   Consent::kProceed, ""}),
     [](const ::testing::TestParamInfo<CreateCase>& info) { return info.param.name; });
+
+TEST(MaxPriceRefusal, OneRuleForKnownAndUnknownPrices) {
+  EXPECT_EQ(MaxPriceRefusal(9.0, std::nullopt), std::nullopt);
+  EXPECT_EQ(MaxPriceRefusal(0.0, std::nullopt), std::nullopt);
+  EXPECT_EQ(MaxPriceRefusal(2.0, 2.0), std::nullopt);  // at the limit is allowed
+  EXPECT_EQ(MaxPriceRefusal(2.5, 2.0), "above --max-price $2.00/h");
+  EXPECT_EQ(MaxPriceRefusal(0.0, 2.0), "price unknown, so not known to be within --max-price");
+  EXPECT_EQ(MaxPriceRefusal(-1.0, 2.0), "price unknown, so not known to be within --max-price");
+}
 
 TEST(FormatPricePerHour, ShowsCentsOrFractionsOfACent) {
   EXPECT_EQ(FormatPricePerHour(1.0), "$1.00/h");

@@ -692,6 +692,18 @@ class Provision {
                             flags_.yes, app_.prompter && app_.prompter->CanAsk());
     switch (d.consent) {
       case Consent::kRefuse:
+        if (offer_.price_per_hour <= 0) {
+          throw UsageError(
+              "the price of " + cloud_name_ + " " + offer_.instance_type +
+                  (region_.empty() ? "" : " in " + region_) + " is unknown (the " + cloud_name_ +
+                  " driver does not know it), so --max-price " +
+                  FormatPricePerHour(*flags_.max_price_per_hour) + " cannot be checked",
+              "look the price up on " + cloud_name_ +
+                  "'s own price list and run again without --max-price if it suits you, or "
+                  "name several clouds (--cloud a,b,c: the candidates table shows each "
+                  "offer's price and tries only those within --max-price); nothing was "
+                  "created");
+        }
         throw UsageError(d.reason + " (" + offer_.instance_type + ")",
                          "raise --max-price, or choose fewer or smaller GPUs; nothing was "
                          "created");
