@@ -27,8 +27,13 @@ struct AppContext {
   DriverHost MakeDriverHost() const {
     return DriverHost(DriverHost::DefaultSearchPath(driver_path_flag, paths.home().string()));
   }
-  /// config.toml from the gpuprov folder (defaults when it does not exist).
-  Config LoadUserConfig() const { return LoadConfig(paths.config_file()); }
+  /// config.toml from the gpuprov folder (defaults when it does not exist), with the folder's
+  /// pacer_dir for the drivers.
+  Config LoadUserConfig() const {
+    Config config = LoadConfig(paths.config_file());
+    config.pacer_dir = paths.pacer_dir().string();
+    return config;
+  }
   /// Prints a result in the structured format asked for (json_output is true): pretty JSON,
   /// YAML, or one JSON line for ndjson.
   void Print(const Poco::Dynamic::Var& value) const {

@@ -107,6 +107,7 @@ std::string DriverConfigJson(const std::string& cloud, const Config& config) {
   Object::Ptr root = new Object;
   root->set("endpoint", endpoint);
   root->set("config", settings);
+  if (!config.pacer_dir.empty()) root->set("pacer_dir", config.pacer_dir);
   return ToJson(root);
 }
 

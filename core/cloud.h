@@ -143,7 +143,8 @@ class Cloud {
 /// "GPUPROV_<CLOUD>_ENDPOINT" ('-' as '_'): the variable that overrides a cloud's endpoint.
 std::string EndpointEnvVar(const std::string& cloud);
 
-/// The JSON given to a driver's init: {"endpoint": ..., "config": {...}}.
+/// The JSON given to a driver's init: {"endpoint": ..., "config": {...}}, and "pacer_dir" when
+/// \a config has one (docs/driver-protocol.md).
 std::string DriverConfigJson(const std::string& cloud, const Config& config);
 
 }  // namespace gpuprov

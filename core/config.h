@@ -81,6 +81,10 @@ struct Config {
   std::map<std::string, CloudSettings> clouds;
   /// Cloud name -> key -> the line it is on, so a driver's key check can name file:line.
   std::map<std::string, std::map<std::string, int>> cloud_key_lines;
+  /// Not from the file: the folder drivers pace their API calls in across processes
+  /// (Paths::pacer_dir, set by AppContext::LoadUserConfig), passed to each driver at init as
+  /// "pacer_dir" (docs/driver-protocol.md); "" sends none.
+  std::string pacer_dir;
 };
 
 /// Parses config.toml text. Throws UsageError naming \a display_name, the line, the key and

@@ -1,9 +1,12 @@
 #include "config.h"
 
+#include <Poco/JSON/Object.h>
+#include <Poco/JSON/Parser.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include "cloud.h"
 #include "error.h"
 #include "file_util.h"
 
@@ -101,6 +104,19 @@ TEST(ConfigTest, CloudSettingsJson) {
   EXPECT_EQ(CloudSettingsJson(config, "aws"),
             R"({"max_retries":3,"note":"a \"q\"","region":"eu-west-1","spot":true})");
   EXPECT_EQ(CloudSettingsJson(config, "gcp"), "{}");
+}
+
+// A driver's init settings carry the pacer folder of the gpuprov home (issue 30: pacing per
+// API key across processes), and none when the Config has none.
+TEST(ConfigTest, DriverConfigJsonCarriesThePacerFolder) {
+  Config config = ParseConfig("[clouds.lambda]\nregion = \"us-east-1\"\n", "config.toml");
+  EXPECT_THAT(DriverConfigJson("lambda", config), Not(HasSubstr("pacer_dir")));
+  config.pacer_dir = "/home/u/.gpu-provisioner/pacer";
+  Poco::JSON::Object::Ptr json = Poco::JSON::Parser()
+                                     .parse(DriverConfigJson("lambda", config))
+                                     .extract<Poco::JSON::Object::Ptr>();
+  EXPECT_EQ(json->getValue<std::string>("pacer_dir"), "/home/u/.gpu-provisioner/pacer");
+  EXPECT_EQ(json->getObject("config")->getValue<std::string>("region"), "us-east-1");
 }
 
 TEST(ConfigTest, UnknownDefaultsKeyNamesKeyLineAndAllowedKeys) {

@@ -39,6 +39,9 @@ class Paths {
   std::filesystem::path known_hosts() const { return home_ / "known_hosts"; }
   std::filesystem::path user_driver_dir() const { return home_ / "drivers"; }
   std::filesystem::path lock_dir() const { return home_ / "locks"; }
+  /// Where drivers keep the slots of APIs with a published rate, one file per cloud and API
+  /// key hash, so every gpuprov process of the user paces together (plugins/common/pacer.h).
+  std::filesystem::path pacer_dir() const { return home_ / "pacer"; }
 
  private:
   explicit Paths(std::filesystem::path home) : home_(std::move(home)) {}

@@ -8,7 +8,8 @@
 //   retry_policy.h    the retry limits and the back-off computation
 //   driver_status.h   HTTP status and cloud error code -> driver status, one table
 //   wait.h            cancellable sleep, bounded poll with progress, driver-level back-off
-//   pacer.h           process-wide spacing of calls for APIs with a published rate
+//   pacer.h           spacing of calls for APIs with a published rate, per API key across
+//                     processes (the host's pacer_dir), else process-wide
 //   uri.h             path and query encoding
 //   catalogue.h       GPU request / instance_type / CPU default -> instance type
 //   vm_rules.h        VM-name rules as data, user-data size and encoding checks, base64

@@ -198,6 +198,7 @@ DriverSettings ParseSettings(const std::string& settings_json, const std::string
   }
   out.config = json::Obj(settings, "config");
   if (!out.config) out.config = new Object();
+  out.pacer_dir = json::Str(settings, "pacer_dir");
   return out;
 }
 

@@ -103,10 +103,13 @@ Poco::JSON::Object::Ptr OfferJson(const OfferFields& offer);
 
 /// The init settings (docs/driver-protocol.md, init): "endpoint", trimmed, without trailing
 /// '/' and without `api_suffix` when it ends with it ("https://host/api/v1" and "https://host"
-/// are the same), `default_endpoint` when empty; "config", an empty object when absent.
+/// are the same), `default_endpoint` when empty; "config", an empty object when absent;
+/// "pacer_dir", the folder PaceCall shares its slots in across processes ("" from a host that
+/// does not send it: pacing is then process-wide only).
 struct DriverSettings {
   std::string endpoint;
   Poco::JSON::Object::Ptr config;
+  std::string pacer_dir;
 };
 DriverSettings ParseSettings(const std::string& settings_json,
                              const std::string& default_endpoint = "",

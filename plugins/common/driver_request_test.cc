@@ -246,6 +246,9 @@ TEST(DriverRequest, SettingsNormaliseTheEndpoint) {
   EXPECT_EQ(d.endpoint, "https://default.example");
   ASSERT_TRUE(d.config);
   EXPECT_EQ(d.config->size(), 0u);
+  EXPECT_EQ(d.pacer_dir, "");  // an older host sends none: pacing stays process-wide
+  DriverSettings p = ParseSettings(R"({"endpoint": "", "config": {}, "pacer_dir": "/h/pacer"})");
+  EXPECT_EQ(p.pacer_dir, "/h/pacer");
 }
 
 }  // namespace

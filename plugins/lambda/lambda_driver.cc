@@ -114,15 +114,22 @@ LambdaDriver::LambdaDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.hos
     kit::ThrowHttpError(e, "the Lambda endpoint (GPUPROV_LAMBDA_ENDPOINT or endpoint in "
                            "[clouds.lambda])");
   }
-  // Lambda's documented pacing, for every attempt (retries too), process-wide per endpoint.
+  // Lambda's documented pacing, for every attempt (retries too), per endpoint and API key
+  // (the credential is in the key; the pacer keeps only its hash), across every gpuprov
+  // process of the user through the host's pacer folder (pacer.h).
   // The launch slot first: the request slot is then taken when the launch really goes out.
-  http_->set_before_attempt([this](const kit::HttpRequest& r) {
+  http_->set_before_attempt([this, pacer_dir = settings.pacer_dir](const kit::HttpRequest& r) {
+    auto auth = r.headers.find("Authorization");
+    const std::string key =
+        endpoint_ + " " + (auth == r.headers.end() ? std::string() : auth->second);
     if (r.method == "POST" && r.path_and_query == kLaunchPath) {
-      kit::PaceCall(host_, "lambda launch " + endpoint_, launch_interval_,
+      kit::PaceCall(host_, "lambda launch " + key, launch_interval_,
                     "waiting for Lambda's launch rate limit (1 launch per " +
-                        std::to_string(launch_interval_.count() / 1000) + " s)");
+                        std::to_string(launch_interval_.count() / 1000) + " s)",
+                    pacer_dir);
     }
-    kit::PaceCall(host_, "lambda " + endpoint_, request_interval_, "waiting for Lambda's rate limit");
+    kit::PaceCall(host_, "lambda " + key, request_interval_, "waiting for Lambda's rate limit",
+                  pacer_dir);
   });
 }
 

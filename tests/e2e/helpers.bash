@@ -274,7 +274,7 @@ secret_hits() {
 bad_modes() {
   local home=${GPUPROV_HOME:-}
   if [ -z "$home" ] || [ ! -d "$home" ]; then return 0; fi
-  find "$home"/state "$home"/keys "$home"/kube "$home"/locks "$home"/known_hosts \
+  find "$home"/state "$home"/keys "$home"/kube "$home"/locks "$home"/pacer "$home"/known_hosts \
     \( -type d ! -perm 0700 -printf 'mode %m of %p (want 700)\n' \) -o \
     \( -type f ! -name '*.pub' ! -perm 0600 -printf 'mode %m of %p (want 600)\n' \) -o \
     \( -type f -name '*.pub' ! -perm 0600 ! -perm 0644 -printf 'mode %m of %p (want 600 or 644)\n' \) \

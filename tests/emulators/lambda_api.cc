@@ -428,7 +428,13 @@ class LambdaApi : public CloudApi {
     return Error(500, "global/internal-error", "Internal error (emulator: " + what + ")");
   }
 
-  // Documented pacing per API key; nullopt when the request may go on.
+  // Documented pacing; nullopt when the request may go on. Lambda's Cloud API spec (v1.8.3,
+  // info.description; vendored in alexandervaneck/lambda-ai-cloud-api-client at
+  // openapi-1.8.3.json): "Requests to the API are generally limited to one request per second.
+  // Requests to the /instance-operations/launch endpoint are limited to one request per 12
+  // seconds". The spec authenticates every request by its API key (Authentication: Bearer or
+  // Basic with the key) and names no other unit, so each presented key has its own pace here:
+  // two gpuprov processes with one key share it, two keys do not.
   std::optional<HttpResponse> Paced(const HttpRequest& req, bool launch) {
     if (!options_.enforce_rate_limits) return std::nullopt;
     Pace& p = pace_[PresentedKey(req)];

@@ -27,6 +27,7 @@ using testing::WaitFor;
 using namespace std::chrono_literals;
 
 constexpr const char* kKey = "secret_lambda_test_key";
+constexpr const char* kOtherKey = "secret_lambda_other_key";  // a second key of the account
 constexpr const char* kPublicKey =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPtlieUdwvU3Yi8XHX36t5VZpca1by3GqjV+S0aD87Tm emu-test";
 
@@ -50,7 +51,7 @@ class LambdaApiTest : public ::testing::Test {
     o.backend = "memory";
     o.boot_seconds = 0.3;
     o.clouds = {"lambda"};
-    o.tokens["lambda"] = {kKey};
+    o.tokens["lambda"] = {kKey, kOtherKey};
     o.enforce_rate_limits = false;  // the pacing test turns them on
     emu_ = std::make_unique<Emulator>(o);
     emu_->Start();
@@ -472,6 +473,17 @@ TEST_F(LambdaApiTest, DocumentedPacingIsEnforcedAndEvery429Counted) {
   EXPECT_EQ(Count("rate_limited"), 2);
   Settings(R"({"cloud":"lambda","enforce_rate_limits":false})");
   for (int i = 0; i < 5; ++i) EXPECT_EQ(L("GET", "/instances").status, 200);
+}
+
+// The limit is counted per API key (the spec's unit of authentication; lambda_api.cc Paced):
+// a second request with the same key at once is refused, one with another key is not.
+TEST_F(LambdaApiTest, PacingIsCountedPerApiKey) {
+  Settings(R"({"cloud":"lambda","enforce_rate_limits":true})");
+  EXPECT_EQ(L("GET", "/instances").status, 200);
+  EXPECT_EQ(Call(base_, "GET", "/instances", "", kOtherKey).status, 200);
+  EXPECT_EQ(L("GET", "/instances").status, 429);
+  EXPECT_EQ(Call(base_, "GET", "/instances", "", kOtherKey).status, 429);
+  EXPECT_EQ(Count("rate_limited"), 2);
 }
 
 TEST_F(LambdaApiTest, FaultsLookLikeLambda) {
