@@ -47,6 +47,9 @@ listed() {
 
 @test "one cloud, --max-price and an offer whose price is unknown: refused, the offer named, nothing made" {
   use_emulator memory
+  # Where the driver reads prices from Hyperstack's pricebook (GET /v1/pricebook), a pricebook
+  # that cannot be read leaves them unknown: the case under test on any version of the driver.
+  fault '{"cloud":"hyperstack","fault":"server_error","status":503,"times":-1,"method":"GET","path":"/v1/pricebook"}'
   curl -fsS -X DELETE "$CONTROL/requests?cloud=hyperstack" >/dev/null
   run -2 "$GPUPROV" provision --name mp-hs --cloud hyperstack --gpus H100:1 --no-k8s --max-price 0.01
   echo "$output"
