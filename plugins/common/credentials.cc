@@ -3,9 +3,16 @@
 
 #include "config_files.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+
+#include "gpuprov/sdk.hpp"
 
 namespace gpuprov::drivers {
 namespace {
@@ -33,13 +40,34 @@ std::optional<Credential> CredentialFromEnv(const std::vector<std::string>& name
 }
 
 std::optional<std::string> ReadSmallFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
+  constexpr size_t kMax = 1u << 20;
+  // O_NONBLOCK: a FIFO in a credential file's place opens at once (and is refused below)
+  // instead of waiting for a writer; the descriptor's own fstat decides.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<size_t>(st.st_size) > kMax) {
+    const bool regular = S_ISREG(st.st_mode);
+    ::close(fd);
+    throw sdk::DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                           "refusing to read '" + path + "': it is " +
+                               (regular ? "larger than 1 MiB" : "not a regular file") +
+                               "; a credential or config file must be a regular file of at "
+                               "most 1 MiB");
+  }
   std::string data;
   char buf[8192];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    data.append(buf, static_cast<size_t>(in.gcount()));
-    if (data.size() > (1u << 20)) return std::nullopt;
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    data.append(buf, static_cast<size_t>(n));
+    if (data.size() > kMax) break;  // grew while read: refused as too large below
+  }
+  ::close(fd);
+  if (data.size() > kMax) {
+    throw sdk::DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                           "refusing to read '" + path + "': it grew past 1 MiB while read");
   }
   return data;
 }

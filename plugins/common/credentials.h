@@ -22,7 +22,9 @@ std::string TrimSpace(const std::string& s);
 /// The first variable of `names` that is set and non-blank, trimmed.
 std::optional<Credential> CredentialFromEnv(const std::vector<std::string>& names);
 
-/// A whole small file (<= 1 MiB), or nullopt when it cannot be read.
+/// A whole small file (<= 1 MiB), or nullopt when it does not exist or cannot be opened.
+/// Throws sdk::DriverError (INVALID_INPUT, naming the path) when it is not a regular file (a
+/// FIFO or a device in its place is never read) or is larger.
 std::optional<std::string> ReadSmallFile(const std::string& path);
 
 /// $XDG_CONFIG_HOME/doctl/config.yaml, else $HOME/.config/doctl/config.yaml ("" if neither set).
