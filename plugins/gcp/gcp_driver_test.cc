@@ -446,14 +446,13 @@ TEST_F(GcpEmulatorTest, AnInstanceVanishingInEveryZoneIsCapacityAndLeavesNothing
 // its rate moves on too, and when every zone refuses it the create is TRANSIENT.
 TEST_F(GcpEmulatorTest, InsufficientCapacityAndOperationRateMoveOnToTheNextZone) {
   Driver driver(Config());
-  emulator_->Fault(R"("fault":"capacity","value":"insufficientCapacity")");
-  OpResult r = driver.Create(CreateRequest("gcp-ic"));
-  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r << "\n" << driver.host().All();
-  EXPECT_EQ(r.Vm()->getValue<std::string>("region"), "us-central1-b");
-  emulator_->Fault(R"("fault":"capacity","value":"RESOURCE_OPERATION_RATE_EXCEEDED")");
-  OpResult rate = driver.Create(CreateRequest("gcp-rate"));
-  ASSERT_EQ(rate.status, GPUPROV_STATUS_OK) << rate << "\n" << driver.host().All();
-  EXPECT_EQ(rate.Vm()->getValue<std::string>("region"), "us-central1-b");
+  for (const auto& [code, name] : {std::pair<std::string, std::string>{"insufficientCapacity", "gcp-ic"},
+                                   {"RESOURCE_OPERATION_RATE_EXCEEDED", "gcp-rate"}}) {
+    emulator_->Fault(R"("fault":"capacity","value":")" + code + R"(")");
+    OpResult r = driver.Create(CreateRequest(name));
+    ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << code << ": " << r << "\n" << driver.host().All();
+    EXPECT_EQ(r.Vm()->getValue<std::string>("region"), "us-central1-b") << code;
+  }
   emulator_->Fault(R"("fault":"capacity","value":"RESOURCE_OPERATION_RATE_EXCEEDED","times":-1)");
   OpResult all = driver.Create(CreateRequest("gcp-rate2"));
   EXPECT_EQ(all.status, GPUPROV_STATUS_TRANSIENT) << all;
