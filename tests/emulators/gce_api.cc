@@ -710,6 +710,11 @@ std::string GceDiscoveryMethodId(const std::string& http_method, const std::stri
   return "";
 }
 
+std::string GceCheckResource(const std::string& schema, const JsonObject& resource) {
+  if (Schemas().count(schema) == 0) return "no schema " + schema + " is transcribed";
+  return CheckObject(resource, schema, SnakeCase(schema));
+}
+
 std::string GceCheckRequestBody(const std::string& method_id, const JsonObject& body) {
   // The request body of each method that takes one: its `request.$ref` and the name Google's
   // JSON parser gives it (the proto field of the request message).

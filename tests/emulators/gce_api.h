@@ -26,6 +26,9 @@ std::string GceDiscoveryMethodId(const std::string& http_method, const std::stri
 /// "" when a request body has only fields of the method's request schema, each of its type;
 /// else the message Google's JSON parser gives (unknown name, invalid value).
 std::string GceCheckRequestBody(const std::string& method_id, const JsonObject& body);
+/// The same check of a resource the emulator answers with ("Instance", "Firewall"): every
+/// field one the schema has, of its type.
+std::string GceCheckResource(const std::string& schema, const JsonObject& resource);
 
 /// Called once the gcp server listens at base_url ("http://127.0.0.1:PORT"): when
 /// GOOGLE_APPLICATION_CREDENTIALS named a file that did not exist at start, writes the

@@ -658,6 +658,29 @@ TEST_F(GceApiTest, RequestBodiesFollowTheDiscoverySchemas) {
   EXPECT_EQ(Count("firewalls"), 0);
 }
 
+// Issue 30 part 2: what the emulator answers carries only fields of the discovery schemas,
+// each of its type (an optional string is a string or absent, never null).
+TEST_F(GceApiTest, ResourcesAnsweredFollowTheDiscoverySchemas) {
+  std::string n1 = InstanceBody("n1", "us-central1-a", "n1-standard-4");
+  n1.insert(
+      1,
+      R"("guestAccelerators":[{"acceleratorType":"nvidia-tesla-t4","acceleratorCount":1}],)");
+  JsonObject op = Gce("POST", "/zones/us-central1-a/instances", n1).Json();
+  for (int i = 0; i < 2; ++i) {  // PROVISIONING, then RUNNING
+    JsonObject inst = Gce("GET", "/zones/us-central1-a/instances/n1").Json();
+    EXPECT_EQ(GceCheckResource("Instance", inst), "") << ToJson(inst);
+    WaitOp(op, "us-central1-a");
+  }
+  ASSERT_EQ(Gce("POST", "/global/firewalls",
+                R"({"name":"fw1","allowed":[{"IPProtocol":"tcp","ports":["22"]}],"targetTags":["n1"]})")
+                .status,
+            200);
+  JsonObject fw = Gce("GET", "/global/firewalls/fw1").Json();
+  EXPECT_EQ(GceCheckResource("Firewall", fw), "") << ToJson(fw);
+  JsonObject listed = GetArray(Gce("GET", "/zones/us-central1-a/instances").Json(), "items")->getObject(0);
+  EXPECT_EQ(GceCheckResource("Instance", listed), "");
+}
+
 TEST_F(GceApiTest, CapacityArrivesInTheOperationAndTheInstanceVanishes) {
   Fault(R"({"cloud":"gcp","fault":"capacity"})");
   JsonObject op = Gce("POST", "/zones/us-central1-a/instances", InstanceBody("cap")).Json();
