@@ -500,19 +500,23 @@ std::optional<std::pair<std::string, std::string>> OpenSshKey(const std::string&
 // parameter of the model is here, also those the emulator does not act on (real EC2 accepts
 // them), so what the emulator refuses as UnknownParameter is what EC2 refuses.
 // ec2_api_test (Ec2ApiModel.*) reads that file at run time and checks this table against it.
+// The members AuthorizeSecurityGroupIngress and RevokeSecurityGroupIngress share.
+#define GPUPROV_EC2_INGRESS_PARAMS                                                                           \
+  "CidrIp:s FromPort:i GroupId:s GroupName:s IpPermissions.N.FromPort:i "                         \
+  "IpPermissions.N.IpProtocol:s IpPermissions.N.IpRanges.N.CidrIp:s "                             \
+  "IpPermissions.N.IpRanges.N.Description:s IpPermissions.N.Ipv6Ranges.N.CidrIpv6:s "             \
+  "IpPermissions.N.Ipv6Ranges.N.Description:s IpPermissions.N.PrefixListIds.N.Description:s "     \
+  "IpPermissions.N.PrefixListIds.N.PrefixListId:s IpPermissions.N.ToPort:i "                      \
+  "IpPermissions.N.Groups.N.Description:s IpPermissions.N.Groups.N.GroupId:s "                    \
+  "IpPermissions.N.Groups.N.GroupName:s IpPermissions.N.Groups.N.PeeringStatus:s "                \
+  "IpPermissions.N.Groups.N.UserId:s IpPermissions.N.Groups.N.VpcId:s "                           \
+  "IpPermissions.N.Groups.N.VpcPeeringConnectionId:s IpProtocol:s SourceSecurityGroupName:s "     \
+  "SourceSecurityGroupOwnerId:s ToPort:i DryRun:b "
+
 const std::vector<std::pair<std::string, std::string>>& ShapeSource() {
   static const std::vector<std::pair<std::string, std::string>> source = {
       {"AuthorizeSecurityGroupIngress",
-       "CidrIp:s FromPort:i GroupId:s GroupName:s IpPermissions.N.FromPort:i "
-       "IpPermissions.N.IpProtocol:s IpPermissions.N.IpRanges.N.CidrIp:s "
-       "IpPermissions.N.IpRanges.N.Description:s IpPermissions.N.Ipv6Ranges.N.CidrIpv6:s "
-       "IpPermissions.N.Ipv6Ranges.N.Description:s IpPermissions.N.PrefixListIds.N.Description:s "
-       "IpPermissions.N.PrefixListIds.N.PrefixListId:s IpPermissions.N.ToPort:i "
-       "IpPermissions.N.Groups.N.Description:s IpPermissions.N.Groups.N.GroupId:s "
-       "IpPermissions.N.Groups.N.GroupName:s IpPermissions.N.Groups.N.PeeringStatus:s "
-       "IpPermissions.N.Groups.N.UserId:s IpPermissions.N.Groups.N.VpcId:s "
-       "IpPermissions.N.Groups.N.VpcPeeringConnectionId:s IpProtocol:s SourceSecurityGroupName:s "
-       "SourceSecurityGroupOwnerId:s ToPort:i DryRun:b TagSpecification.N.ResourceType:s "
+       GPUPROV_EC2_INGRESS_PARAMS "TagSpecification.N.ResourceType:s "
        "TagSpecification.N.Tag.N.Key:s TagSpecification.N.Tag.N.Value:s"},
       {"CreateSecurityGroup",
        "GroupDescription:s GroupDescription! GroupName:s GroupName! VpcId:s "
@@ -551,16 +555,7 @@ const std::vector<std::pair<std::string, std::string>>& ShapeSource() {
        "TagSpecification.N.ResourceType:s TagSpecification.N.Tag.N.Key:s "
        "TagSpecification.N.Tag.N.Value:s"},
       {"RevokeSecurityGroupIngress",
-       "CidrIp:s FromPort:i GroupId:s GroupName:s IpPermissions.N.FromPort:i "
-       "IpPermissions.N.IpProtocol:s IpPermissions.N.IpRanges.N.CidrIp:s "
-       "IpPermissions.N.IpRanges.N.Description:s IpPermissions.N.Ipv6Ranges.N.CidrIpv6:s "
-       "IpPermissions.N.Ipv6Ranges.N.Description:s IpPermissions.N.PrefixListIds.N.Description:s "
-       "IpPermissions.N.PrefixListIds.N.PrefixListId:s IpPermissions.N.ToPort:i "
-       "IpPermissions.N.Groups.N.Description:s IpPermissions.N.Groups.N.GroupId:s "
-       "IpPermissions.N.Groups.N.GroupName:s IpPermissions.N.Groups.N.PeeringStatus:s "
-       "IpPermissions.N.Groups.N.UserId:s IpPermissions.N.Groups.N.VpcId:s "
-       "IpPermissions.N.Groups.N.VpcPeeringConnectionId:s IpProtocol:s SourceSecurityGroupName:s "
-       "SourceSecurityGroupOwnerId:s ToPort:i DryRun:b SecurityGroupRuleId.N:s"},
+       GPUPROV_EC2_INGRESS_PARAMS "SecurityGroupRuleId.N:s"},
       {"RunInstances",
        "BlockDeviceMapping.N.DeviceName:s BlockDeviceMapping.N.VirtualName:s "
        "BlockDeviceMapping.N.Ebs.DeleteOnTermination:b BlockDeviceMapping.N.Ebs.Iops:i "
@@ -613,6 +608,7 @@ const std::vector<std::pair<std::string, std::string>>& ShapeSource() {
   };
   return source;
 }
+#undef GPUPROV_EC2_INGRESS_PARAMS
 
 // --- the API ------------------------------------------------------------------------
 

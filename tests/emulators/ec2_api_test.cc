@@ -4,7 +4,6 @@
 // actions, element names, error codes, regions, pagination, state changes over time and the
 // fault knobs. Requests are signed with the AWS driver's signer (plugins/aws/sigv4, itself
 // checked against AWS's published vectors) through its Ec2Client, which also parses the XML.
-#include <Poco/Base64Encoder.h>
 #include <Poco/JSON/Object.h>
 #include <Poco/JSON/Parser.h>
 #include <gtest/gtest.h>
@@ -23,6 +22,7 @@
 #include "emulator.h"
 #include "emulator_test_util.h"
 #include "sigv4.h"
+#include "vm_rules.h"  // drivers::Base64
 
 namespace gpuprov::emulator {
 namespace {
@@ -215,16 +215,8 @@ TEST_F(Ec2ApiTest, UserDataIsBase64AndAtMost16KiBRaw) {
       {"ImageId", kUbuntu}, {"InstanceType", "t3.micro"}, {"MinCount", "1"}, {"MaxCount", "1"}};
   Params ok = p, big = p, bad = p;
   std::string max(16384, 'a'), over(16385, 'a');
-  auto b64 = [](const std::string& s) {
-    std::ostringstream out;
-    Poco::Base64Encoder enc(out);
-    enc.rdbuf()->setLineLength(0);
-    enc << s;
-    enc.close();
-    return out.str();
-  };
-  ok.emplace_back("UserData", b64(max));
-  big.emplace_back("UserData", b64(over));
+  ok.emplace_back("UserData", drivers::Base64(max));
+  big.emplace_back("UserData", drivers::Base64(over));
   bad.emplace_back("UserData", "not base64!");
   EXPECT_EQ(ErrorOf("RunInstances", big), "InvalidParameterValue");
   EXPECT_EQ(ErrorOf("RunInstances", bad), "InvalidParameterValue");
@@ -566,19 +558,11 @@ TEST_F(Ec2ApiTest, RequestLogNamesEachActionAndStallAfterFiresOnTheNthMatch) {
 // ImportKeyPair takes RSA and ED25519 only (EC2 API reference, ImportKeyPair): an ECDSA key is
 // InvalidKey.Format, as EC2 answers it.
 TEST_F(Ec2ApiTest, EcdsaKeysAreRefusedAsEc2Does) {
-  auto b64 = [](const std::string& s) {
-    std::ostringstream out;
-    Poco::Base64Encoder enc(out);
-    enc.rdbuf()->setLineLength(0);
-    enc << s;
-    enc.close();
-    return out.str();
-  };
   const std::string ecdsa =
       "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBJSFFK09bJK+3FAHX9m"
       "6XOBZgK4xxP5/04hEBQeSP1uZHwRo+KVxD5sW3U1LFwRi+Cip/+Ns7gD/Vd3pjFRGitU= t@x";
   int http = 0;
-  EXPECT_EQ(ErrorOf("ImportKeyPair", {{"KeyName", "e"}, {"PublicKeyMaterial", b64(ecdsa)}},
+  EXPECT_EQ(ErrorOf("ImportKeyPair", {{"KeyName", "e"}, {"PublicKeyMaterial", drivers::Base64(ecdsa)}},
                     "us-east-1", &http),
             "InvalidKey.Format");
   EXPECT_EQ(http, 400);
