@@ -752,8 +752,171 @@ class Ec2ApiModel : public ::testing::Test {
     }
     return in;
   }
+  // Problems of a response element against its model shape: every child element is a member
+  // of the structure (by its XML name: locationName, else the member name), a list holds
+  // "item" elements, and integer and boolean values parse as such. The model marks no output
+  // member of these actions required, so absence is never a problem.
+  static void CheckXml(const XmlNode& node, const std::string& shape, const std::string& path,
+                       std::vector<std::string>* problems) {
+    Poco::JSON::Object::Ptr s = Shape(shape);
+    const std::string type = s->getValue<std::string>("type");
+    if (type == "structure") {
+      Poco::JSON::Object::Ptr members = s->getObject("members");
+      for (const XmlNode& child : node.children) {
+        std::string member_shape;
+        for (const auto& [name, value] : *members) {
+          Poco::JSON::Object::Ptr ref = members->getObject(name);
+          const std::string xml = ref->has("locationName") ? ref->getValue<std::string>("locationName") : name;
+          if (xml == child.name) member_shape = ref->getValue<std::string>("shape");
+        }
+        if (member_shape.empty()) {
+          // At the root, requestId of every answer, and `return`, which EC2 sends beside the
+          // model's members for some actions (the EC2 API reference's sample response of
+          // CreateSecurityGroup: <return>true</return><groupId>...</groupId>).
+          const bool root = path.find('/') == std::string::npos;
+          if (!(root && (child.name == "requestId" || child.name == "return"))) {
+            problems->push_back(path + "/" + child.name + " is not in " + shape);
+          }
+          continue;
+        }
+        CheckXml(child, member_shape, path + "/" + child.name, problems);
+      }
+    } else if (type == "list") {
+      for (const XmlNode& child : node.children) {
+        if (child.name != "item") {
+          problems->push_back(path + "/" + child.name + ": a list holds item elements");
+          continue;
+        }
+        CheckXml(child, s->getObject("member")->getValue<std::string>("shape"), path + "/item", problems);
+      }
+    } else if (!node.children.empty()) {
+      problems->push_back(path + " is a " + type + " but has child elements");
+    } else if ((type == "integer" || type == "long") &&
+               node.text.find_first_not_of("-0123456789") != std::string::npos) {
+      problems->push_back(path + " = '" + node.text + "' is not an integer");
+    } else if (type == "boolean" && node.text != "true" && node.text != "false") {
+      problems->push_back(path + " = '" + node.text + "' is not a boolean");
+    }
+  }
+  // The problems of a whole answer of `action`.
+  static std::vector<std::string> ResponseProblems(const std::string& action, const XmlNode& doc) {
+    std::vector<std::string> problems;
+    Poco::JSON::Object::Ptr op = model_->getObject("operations")->getObject(action);
+    if (doc.name != action + "Response") problems.push_back("root " + doc.name);
+    if (!op->has("output")) return problems;
+    CheckXml(doc, op->getObject("output")->getValue<std::string>("shape"), action, &problems);
+    return problems;
+  }
+
   static inline Poco::JSON::Object::Ptr model_;
 };
+
+// Every answer of every action the emulator serves, in a lifecycle that fills them (instances,
+// groups with rules, key pairs, subnets), has only elements of the action's output shape in the
+// model, with integer and boolean values of those types.
+class Ec2ApiModelResponses : public Ec2ApiModel {
+ protected:
+  void SetUp() override {
+    Ec2ApiModel::SetUp();
+    if (HasFatalFailure()) return;
+    EmulatorOptions o;
+    o.backend = "memory";
+    o.boot_seconds = 0.1;
+    o.clouds = {"aws"};
+    o.tokens["aws"] = {kKeyId, kSecret};
+    emu_ = std::make_unique<Emulator>(o);
+    emu_->Start();
+    drivers::RetryPolicy once;
+    once.max_attempts = 1;
+    client_ = std::make_unique<Ec2Client>(emu_->BaseUrl("aws"), once, gpuprov::sdk::Host(), [] {
+      aws::AwsCredentials c;
+      c.access_key_id = kKeyId;
+      c.secret_access_key = kSecret;
+      c.origin = "test";
+      return c;
+    });
+  }
+  XmlNode Checked(const std::string& action, const Params& params) {
+    XmlNode doc = client_->Call("us-east-1", action, params);
+    for (const std::string& p : ResponseProblems(action, doc)) ADD_FAILURE() << action << ": " << p;
+    seen_.insert(action);
+    return doc;
+  }
+  std::unique_ptr<Emulator> emu_;
+  std::unique_ptr<Ec2Client> client_;
+  std::set<std::string> seen_;
+};
+
+TEST_F(Ec2ApiModelResponses, EveryAnswerHasOnlyTheModelsElementsAndTypes) {
+  // The check itself: an element the model lacks and a boolean that is not one, deep down.
+  const XmlNode bad = aws::ParseXml(
+      "<DescribeVpcsResponse><vpcSet><item><vpcId>v</vpcId><isDefault>maybe</isDefault><nope/>"
+      "</item></vpcSet></DescribeVpcsResponse>");
+  EXPECT_EQ(ResponseProblems("DescribeVpcs", bad).size(), 2u);
+
+  const Params tag = {{"TagSpecification.1.ResourceType", "security-group"},
+                      {"TagSpecification.1.Tag.1.Key", "gpuprov"},
+                      {"TagSpecification.1.Tag.1.Value", "1"}};
+  Params sg = {{"GroupName", "g"}, {"GroupDescription", "g"}};
+  sg.insert(sg.end(), tag.begin(), tag.end());
+  const std::string gid = Checked("CreateSecurityGroup", sg).Text("groupId");
+  const Params rule = {{"GroupId", gid},
+                       {"IpPermissions.1.IpProtocol", "tcp"},
+                       {"IpPermissions.1.FromPort", "22"},
+                       {"IpPermissions.1.ToPort", "22"},
+                       {"IpPermissions.1.IpRanges.1.CidrIp", "0.0.0.0/0"},
+                       {"IpPermissions.1.Ipv6Ranges.1.CidrIpv6", "::/0"}};
+  Checked("AuthorizeSecurityGroupIngress", rule);
+  const std::string material =
+      "c3NoLWVkMjU1MTkgQUFBQUMzTnphQzFsWkRJMU5URTVBQUFBSVB0bGllVWR3dlUzWWk4WEhYMzZ0NVZacGNhMWJ5M0dx"
+      "alYrUzBhRDg3VG0gZW11LXRlc3Q=";
+  Checked("ImportKeyPair", {{"KeyName", "k"},
+                            {"PublicKeyMaterial", material},
+                            {"TagSpecification.1.ResourceType", "key-pair"},
+                            {"TagSpecification.1.Tag.1.Key", "gpuprov"},
+                            {"TagSpecification.1.Tag.1.Value", "1"}});
+  XmlNode run = Checked("RunInstances", {{"ImageId", kUbuntu},
+                                         {"InstanceType", "g6.xlarge"},
+                                         {"MinCount", "1"},
+                                         {"MaxCount", "1"},
+                                         {"KeyName", "k"},
+                                         {"SecurityGroupId.1", gid},
+                                         {"TagSpecification.1.ResourceType", "instance"},
+                                         {"TagSpecification.1.Tag.1.Key", "Name"},
+                                         {"TagSpecification.1.Tag.1.Value", "vm"}});
+  const std::string id = run.Items("instancesSet").at(0)->Text("instanceId");
+  ASSERT_TRUE(WaitFor([&] {
+    return Checked("DescribeInstances", {{"InstanceId.1", id}})
+               .Items("reservationSet").at(0)->Items("instancesSet").at(0)->Text("instanceState/name") == "running";
+  }, 5s));
+  Checked("DescribeInstances", {{"MaxResults", "5"}});
+  Checked("DescribeSecurityGroups", {{"GroupId.1", gid}});
+  Checked("DescribeKeyPairs", {{"KeyName.1", "k"}});
+  Checked("CreateTags", {{"ResourceId.1", id}, {"Tag.1.Key", "team"}, {"Tag.1.Value", "ml"}});
+  Checked("DescribeInstanceTypes", {{"InstanceType.1", "g6.xlarge"}});
+  Checked("DescribeInstanceTypeOfferings", {{"LocationType", "region"}});
+  Checked("DescribeRegions", {});
+  Checked("DescribeAvailabilityZones", {});
+  Checked("DescribeAddresses", {});
+  Checked("DescribeVpcs", {});
+  Checked("DescribeSubnets", {});
+  Checked("RevokeSecurityGroupIngress", rule);
+  Checked("TerminateInstances", {{"InstanceId.1", id}});
+  ASSERT_TRUE(WaitFor([&] {
+    try {
+      client_->Call("us-east-1", "DeleteSecurityGroup", {{"GroupId", gid}});
+      return true;
+    } catch (const Ec2Error&) {
+      return false;
+    }
+  }, 5s));
+  Checked("DeleteKeyPair", {{"KeyName", "k"}});
+  Checked("DescribeInstances", {{"InstanceId.1", id}});  // terminated
+  std::set<std::string> all;
+  for (const auto& [action, shape] : Ec2ActionShapes()) all.insert(action);
+  all.erase("DeleteSecurityGroup");  // answered above, outside Checked (it waits)
+  for (const std::string& a : all) EXPECT_TRUE(seen_.count(a)) << a << " was not checked";
+}
 
 // Every action the emulator serves is an operation of the model, and it takes exactly the
 // model's parameters, of the model's types, with the model's required members.
