@@ -675,7 +675,7 @@ std::string AwsDriver::Check(const std::string& /*request_json*/) {
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
   result.set(
       "account",
-      (owner.empty() ? std::string("account id not shown (no default VPC)") : "account " + owner) +
+      (owner.empty() ? std::string("account id not shown (no security group named default: no VPC in the region)") : "account " + owner) +
           ", region " + default_region_ + ", access key " + MaskKeyId(c.access_key_id) +
           ", credentials from " + c.origin);
   result.set("user_data_limit", static_cast<int>(kUserDataLimit));
