@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "cloud_api.h"
 
@@ -70,6 +71,9 @@ const std::vector<Offer>& Offers() {
        48, 1.45, 8, 147, "secure_cloud", "ubuntu", false},
       {"primecompute-h100x1", "H100_80GB", "SXM5", "primecompute", "united_states", "US-TX-1",
        "US", 1, 80, 2.29, 26, 225, "secure_cloud", "root", false},
+      // massedcompute is a provider id of P-DOC's create-pod provider enum.
+      {"gpu_1x_l40", "L40_48GB", "PCIe", "massedcompute", "united_states", "us-central-3", "US",
+       1, 48, 0.99, 12, 64, "secure_cloud", "ubuntu", false},
   };
   return offers;
 }
@@ -146,7 +150,14 @@ class PrimeIntellectApi : public CloudApi {
     Reconcile();
     JsonArray a = NewArray();
     for (const auto& [id, p] : pods_) {
-      if (!p.deleted) a->add(InstanceRow(id, p.name, p.backend_id));
+      if (p.deleted) continue;
+      JsonObject row = InstanceRow(id, p.name, p.backend_id);
+      row->set("vcpus", p.vcpus);  // what create sent (0: none)
+      row->set("memory", p.memory);
+      JsonArray keys = NewArray();
+      for (const auto& k : p.key_names) keys->add(k);
+      row->set("ssh_key_names", keys);
+      a->add(row);
     }
     return a;
   }
@@ -158,6 +169,25 @@ class PrimeIntellectApi : public CloudApi {
     history_.clear();
     keys_.clear();
     faults_.Clear();
+    installation_fields_ = "all";
+    primary_key_only_ = false;
+  }
+
+  // installation_fields: "all" (installationStatus PENDING -> FINISHED with the progress),
+  // "status_stays_pending" (installationStatus stays PENDING, as every P-DOC example shows it,
+  // while the progress reaches 100) or "none" (neither field: both are Optional in the prime
+  // CLI's Pod model, api/pods.py). primary_key_only: a pod created without sshKeyId gets only
+  // the account's primary key (which keys a pod gets is UNCONFIRMED).
+  std::string Configure(const JsonObject& settings) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto v = GetString(settings, "installation_fields")) {
+      if (*v != "all" && *v != "status_stays_pending" && *v != "none") {
+        return "installation_fields must be all, status_stays_pending or none";
+      }
+      installation_fields_ = *v;
+    }
+    if (auto v = GetBool(settings, "primary_key_only")) primary_key_only_ = *v;
+    return CloudApi::Configure(settings);
   }
 
  protected:
@@ -179,6 +209,9 @@ class PrimeIntellectApi : public CloudApi {
     bool auto_restart = false;
     std::optional<std::string> jupyter_password;
     JsonArray env_vars;
+    int64_t vcpus = 0;   // as sent (0: not sent)
+    int64_t memory = 0;  // GB, as sent (0: not sent)
+    std::vector<std::string> key_names;  // the account keys put on the pod
   };
   struct Key {
     std::string id;
@@ -458,6 +491,13 @@ class PrimeIntellectApi : public CloudApi {
     return a;
   }
 
+  void SetInstallation(JsonObject o, const View& v) const {
+    if (installation_fields_ == "none") return;
+    const bool stays = installation_fields_ == "status_stays_pending" && v.installation == "FINISHED";
+    o->set("installationStatus", stays ? std::string("PENDING") : v.installation);
+    o->set("installationProgress", v.progress);
+  }
+
   JsonObject PodJson(const Pod& p) {
     View v = ViewOf(p);
     JsonObject o = NewObject();
@@ -469,8 +509,7 @@ class PrimeIntellectApi : public CloudApi {
     o->set("type", std::string("HOSTED"));
     o->set("providerType", std::string(p.offer->provider));
     o->set("status", v.status);
-    o->set("installationStatus", v.installation);
-    o->set("installationProgress", v.progress);
+    SetInstallation(o, v);
     o->set("installationFailure", p.failed ? Poco::Dynamic::Var(p.failure) : Poco::Dynamic::Var());
     o->set("finalizerStatus", Poco::Dynamic::Var());
     o->set("createdAt", Rfc3339Millis(p.created));
@@ -492,6 +531,8 @@ class PrimeIntellectApi : public CloudApi {
     res->set("memory", p.offer->memory_gb);
     res->set("disk", p.disk);
     res->set("vcpus", p.offer->vcpus);
+    if (p.vcpus > 0) res->set("vcpus", p.vcpus);
+    if (p.memory > 0) res->set("memory", p.memory);
     o->set("resources", res);
     o->set("attachedResources", NewArray());
     o->set("isSpot", false);
@@ -544,6 +585,31 @@ class PrimeIntellectApi : public CloudApi {
                         "value_error.number.not_in_range");
     }
     std::string image = GetString(pod, "image").value_or("ubuntu_22_cuda_12");
+    // vcpus and memory: optional integers (P-DOC create-pod request); within the offer's
+    // vcpu/memory range, which is one value here.
+    int64_t vcpus = 0, memory = 0;
+    for (const auto& [field, range, out] :
+         {std::tuple<const char*, int, int64_t*>{"vcpus", offer->vcpus, &vcpus},
+          std::tuple<const char*, int, int64_t*>{"memory", offer->memory_gb, &memory}}) {
+      if (!pod->has(field) || pod->isNull(field)) continue;
+      std::optional<int64_t> n = GetInt(pod, field);
+      if (!n) {
+        return Validation({"body", "pod", field}, "value is not a valid integer",
+                          "type_error.integer");
+      }
+      if (*n != range) {
+        return Validation({"body", "pod", field},
+                          std::string(field) + " must be " + std::to_string(range) +
+                              " for this offer",
+                          "value_error.number.not_in_range");
+      }
+      *out = *n;
+    }
+    // sshKeyId: P-DOC create-pod request's pod.sshKeyId, one of the account's keys.
+    std::optional<std::string> ssh_key_id = GetString(pod, "sshKeyId");
+    if (ssh_key_id && !keys_.count(*ssh_key_id)) {
+      return Detail(404, "SSH key not found (not from the reference)");
+    }
     if (faults_.Take("payment_required", req.method, req.path)) {
       return Detail(402, "Insufficient funds: please top up your wallet");
     }
@@ -566,6 +632,8 @@ class PrimeIntellectApi : public CloudApi {
     p.auto_restart = GetBool(pod, "autoRestart").value_or(false);
     if (auto jp = GetString(pod, "jupyterPassword")) p.jupyter_password = *jp;
     p.env_vars = GetArray(pod, "envVars");
+    p.vcpus = vcpus;
+    p.memory = memory;
 
     InstanceSpec spec;
     spec.cloud = name_;
@@ -575,7 +643,13 @@ class PrimeIntellectApi : public CloudApi {
     spec.gpu_count = offer->gpu_count;
     // No boot script on Prime Intellect (reference §4); the account's keys are
     // installed (the reference leaves "primary only" unconfirmed).
-    for (const auto& [id, k] : keys_) spec.ssh_public_keys.push_back(k.public_key);
+    // With primary_key_only, a pod without sshKeyId gets the primary key only.
+    for (const auto& [id, k] : keys_) {
+      const bool named = ssh_key_id && *ssh_key_id == id;
+      if (primary_key_only_ && !k.primary && !named) continue;
+      spec.ssh_public_keys.push_back(k.public_key);
+      p.key_names.push_back(k.name);
+    }
     spec.ssh_user = offer->ssh_user;
     spec.reachable = PortSet::All();  // no firewall API: every port the node listens on
     spec.remap_ssh = true;
@@ -644,7 +718,7 @@ class PrimeIntellectApi : public CloudApi {
       o->set("ip", Ip(*p, v));
       o->set("installationFailure",
              p->failed ? Poco::Dynamic::Var(p->failure) : Poco::Dynamic::Var());
-      o->set("installationProgress", v.progress);
+      if (installation_fields_ != "none") o->set("installationProgress", v.progress);
       data->add(o);
     }
     JsonObject o = NewObject();
@@ -741,6 +815,8 @@ class PrimeIntellectApi : public CloudApi {
   std::map<std::string, Pod> pods_;
   std::vector<Pod> history_;
   std::map<std::string, Key> keys_;
+  std::string installation_fields_ = "all";
+  bool primary_key_only_ = false;
   uint64_t next_seq_ = 0;
   std::string user_id_ = "cm" + RandomHex(11);
   std::string wallet_id_ = "cm" + RandomHex(11);
