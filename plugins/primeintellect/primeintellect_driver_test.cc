@@ -815,6 +815,28 @@ TEST_F(PrimeIntellectEmulator, EveryOperationTheDriverUsesIsOneThePrimeIntellect
   EXPECT_TRUE(outside.empty()) << "not in the Prime Intellect reference: " << outside.front();
 }
 
+// Part 2: the emulator holds create-pod and ssh-key bodies to P-DOC's request model as FastAPI
+// does: a declared field of another type is 422 {"detail":[{loc, msg, type}]}; a missing
+// required one too; a field the model does not declare is ignored.
+TEST_F(PrimeIntellectEmulator, TheEmulatorChecksRequestFieldsAsTheReferenceModelsThem) {
+  const std::string offer =
+      R"("cloudId":"n3-A100x1","gpuType":"A100_80GB","socket":"PCIe","dataCenterId":"CANADA-1")";
+  HttpReply mistyped = emu().Api(
+      "POST", "/pods/", R"({"pod":{)" + offer + R"(,"gpuCount":"1"},"provider":{"type":"hyperstack"}})");
+  EXPECT_EQ(mistyped.status, 422) << mistyped.body;
+  EXPECT_TRUE(Contains(mistyped.body, R"("loc":["body","pod","gpuCount"])")) << mistyped.body;
+  HttpReply missing =
+      emu().Api("POST", "/pods/", R"({"pod":{)" + offer + R"(},"provider":{"type":"hyperstack"}})");
+  EXPECT_EQ(missing.status, 422) << missing.body;
+  EXPECT_TRUE(Contains(missing.body, "gpuCount")) << missing.body;
+  HttpReply extra = emu().Api(
+      "POST", "/pods/",
+      R"({"pod":{)" + offer + R"(,"gpuCount":1,"notAField":true},"provider":{"type":"hyperstack"}})");
+  EXPECT_EQ(extra.status, 200) << extra.body;
+  HttpReply key = emu().Api("POST", "/ssh_keys/", R"({"name":7,"publicKey":"ssh-ed25519 AAAA x"})");
+  EXPECT_EQ(key.status, 422) << key.body;
+}
+
 TEST_F(PrimeIntellectEmulator, BootErrorIsErrorState) {
   emu().Fault(R"({"cloud":"primeintellect","fault":"error_during_boot","times":1,"seconds":0.1})");
   Driver d(config());

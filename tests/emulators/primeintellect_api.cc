@@ -4,8 +4,10 @@
 // as described in /work/shared/clouds/primeintellect.md. FastAPI-style errors
 // ({"detail": ...}); trailing slash optional on every path.
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <tuple>
 
 #include "cloud_api.h"
@@ -121,6 +123,58 @@ HttpResponse Validation(const std::vector<std::string>& loc, const std::string& 
   JsonObject o = NewObject();
   o->set("detail", d);
   return JsonResponse(422, o);
+}
+
+// The fields of P-DOC's create-pod request (PodRequestConfig, as its example and the prime
+// CLI's PodConfig in api/pods.py list them) with their JSON types. A FastAPI model ignores
+// fields it does not declare, so unknown fields pass; a declared one of another type is 422.
+enum class Kind { kString, kInteger, kNumber, kBool, kArray };
+struct FieldType {
+  const char* name;
+  Kind kind;
+};
+constexpr FieldType kPodFields[] = {
+    {"name", Kind::kString},        {"cloudId", Kind::kString},
+    {"gpuType", Kind::kString},     {"socket", Kind::kString},
+    {"gpuCount", Kind::kInteger},   {"diskSize", Kind::kInteger},
+    {"vcpus", Kind::kInteger},      {"memory", Kind::kInteger},
+    {"maxPrice", Kind::kNumber},    {"image", Kind::kString},
+    {"customTemplateId", Kind::kString}, {"dataCenterId", Kind::kString},
+    {"country", Kind::kString},     {"security", Kind::kString},
+    {"envVars", Kind::kArray},      {"jupyterPassword", Kind::kString},
+    {"sshKeyId", Kind::kString},    {"autoRestart", Kind::kBool},
+    {"prepaidForHr", Kind::kInteger},
+};
+
+// The first declared field of `o` whose value (not null: the model's fields are Optional) is
+// not of its type, as FastAPI's 422 names it: {loc, msg, type}; nullopt when all fit.
+std::optional<std::tuple<std::string, std::string, std::string>> MistypedField(
+    const JsonObject& o, const FieldType* fields, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    const FieldType& f = fields[i];
+    if (!o->has(f.name) || o->isNull(f.name)) continue;
+    const Poco::Dynamic::Var v = o->get(f.name);
+    bool ok = false;
+    switch (f.kind) {
+      case Kind::kString: ok = v.isString(); break;
+      case Kind::kInteger: ok = v.isInteger(); break;
+      case Kind::kNumber: ok = v.isNumeric(); break;
+      case Kind::kBool: ok = v.isBoolean(); break;
+      case Kind::kArray: ok = v.type() == typeid(JsonArray); break;
+    }
+    if (ok) continue;
+    switch (f.kind) {
+      case Kind::kString: return std::make_tuple(f.name, "str type expected", "type_error.str");
+      case Kind::kInteger:
+        return std::make_tuple(f.name, "value is not a valid integer", "type_error.integer");
+      case Kind::kNumber:
+        return std::make_tuple(f.name, "value is not a valid float", "type_error.float");
+      case Kind::kBool:
+        return std::make_tuple(f.name, "value could not be parsed to a boolean", "type_error.bool");
+      case Kind::kArray: return std::make_tuple(f.name, "value is not a valid list", "type_error.list");
+    }
+  }
+  return std::nullopt;
 }
 
 class PrimeIntellectApi : public CloudApi {
@@ -548,6 +602,9 @@ class PrimeIntellectApi : public CloudApi {
     if (!body) return Validation({"body"}, "value is not a valid dict", "type_error.dict");
     JsonObject pod = GetObject(body, "pod");
     if (!pod) return Validation({"body", "pod"}, "field required");
+    if (auto bad = MistypedField(pod, kPodFields, std::size(kPodFields))) {
+      return Validation({"body", "pod", std::get<0>(*bad)}, std::get<1>(*bad), std::get<2>(*bad));
+    }
     std::optional<std::string> cloud_id = GetString(pod, "cloudId");
     if (!cloud_id) return Validation({"body", "pod", "cloudId"}, "field required");
     std::optional<std::string> gpu_type = GetString(pod, "gpuType");
@@ -775,6 +832,11 @@ class PrimeIntellectApi : public CloudApi {
   HttpResponse CreateKey(const HttpRequest& req) {
     JsonObject body = ParseObject(req.body);
     if (!body) return Validation({"body"}, "value is not a valid dict", "type_error.dict");
+    static constexpr FieldType kKeyFields[] = {{"name", Kind::kString},
+                                               {"publicKey", Kind::kString}};
+    if (auto bad = MistypedField(body, kKeyFields, std::size(kKeyFields))) {
+      return Validation({"body", std::get<0>(*bad)}, std::get<1>(*bad), std::get<2>(*bad));
+    }
     std::optional<std::string> name = GetString(body, "name");
     if (!name) return Validation({"body", "name"}, "field required");
     std::optional<std::string> pub = GetString(body, "publicKey");
