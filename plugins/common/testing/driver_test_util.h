@@ -316,6 +316,54 @@ struct HttpReply {
   }
 };
 
+/// One operation of a vendor's published API: an HTTP method and path ("{x}" stands for one
+/// path segment), or "POST" and a gRPC method path.
+struct VendorOperation {
+  const char* method;
+  const char* path;
+};
+
+/// The requests of an emulator's log ("METHOD path -> status", EmulatorProcess::Requests) that
+/// are none of `ops` (query strings and a trailing '/' ignored): what a driver called that the
+/// vendor's source does not describe.
+inline std::vector<std::string> OutsideOperations(const std::vector<std::string>& logged,
+                                                  const std::vector<VendorOperation>& ops) {
+  auto segments = [](std::string path) {
+    path = path.substr(0, path.find('?'));
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    std::vector<std::string> out;
+    size_t start = 0;
+    for (size_t i = 0; i <= path.size(); ++i) {
+      if (i == path.size() || path[i] == '/') {
+        out.push_back(path.substr(start, i - start));
+        start = i + 1;
+      }
+    }
+    return out;
+  };
+  std::vector<std::string> outside;
+  for (const std::string& line : logged) {
+    const size_t space = line.find(' ');
+    const std::string method = line.substr(0, space);
+    const std::string path = line.substr(space + 1, line.find(" -> ") - space - 1);
+    const std::vector<std::string> got = segments(path);
+    bool known = false;
+    for (const VendorOperation& op : ops) {
+      const std::vector<std::string> want = segments(op.path);
+      if (method != op.method || want.size() != got.size()) continue;
+      bool same = true;
+      for (size_t i = 0; same && i < want.size(); ++i) {
+        same = (want[i].size() > 1 && want[i].front() == '{' && want[i].back() == '}' &&
+                !got[i].empty()) ||
+               want[i] == got[i];
+      }
+      known = known || same;
+    }
+    if (!known) outside.push_back(line);
+  }
+  return outside;
+}
+
 /// One HTTP request to a loopback URL (anything else throws).
 inline HttpReply LoopbackHttp(const std::string& method, const std::string& url,
                               const std::string& body = "",
