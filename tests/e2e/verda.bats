@@ -62,7 +62,7 @@ quick_ssh_wait() {
 }
 
 expect_verda_clean() {
-  expect_nothing_left verda ssh_keys scripts
+  expect_nothing_left verda ssh_keys scripts volumes_in_trash detached_volumes deprecated_calls
 }
 
 # script_of NAME: the startup script text the emulated cloud holds for instance NAME.
@@ -311,14 +311,15 @@ boot_install_interrupted() {
   expect_verda_clean
 }
 
-@test "verda: not enough resources is CAPACITY, one create only, nothing left" {
+@test "verda: no capacity (503 service_unavailable) is CAPACITY, one create only, nothing left" {
   use_emulator memory
   fault '{"cloud":"verda","fault":"capacity","times":1}'
   curl -fsS -X DELETE "$CONTROL/requests?cloud=verda" >/dev/null
   run "$GPUPROV" provision --name vd-cap --cloud verda --gpus H100:1
   echo "$output"
   [ "$status" -eq 1 ]
-  [[ "$output" == *"Not enough resources"* ]]
+  # V-SPEC POST /v1/instances: no capacity is 503 {"code":"service_unavailable"}.
+  [[ "$output" == *"service_unavailable"* ]]
   [[ "$output" == *"another location"* ]]
   [ "$(requests_matching 'POST /v1/instances ->')" -eq 1 ]
   [ ! -e "$GPUPROV_HOME/state/vd-cap.json" ]
