@@ -236,7 +236,7 @@ TEST_F(VerdaEmulatorTest, WrongCredentialsAreAuthNamingWhereTheyCameFrom) {
   OpResult r = driver.Check();
   EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r;
   EXPECT_TRUE(Contains(r.error, "$VERDA_CLIENT_ID/$VERDA_CLIENT_SECRET")) << r.error;
-  EXPECT_TRUE(Contains(r.error, "Invalid client credentials")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "Invalid client id or client secret")) << r.error;
   EXPECT_FALSE(Contains(r.error + driver.host().All(), "secret_wrong_one"));
 }
 

@@ -378,7 +378,7 @@ boot_install_interrupted() {
   VERDA_CLIENT_SECRET=secret_wrong_e2e run "$GPUPROV" -v provision --name vd-auth --cloud verda --gpus H100:1
   echo "$output"
   [ "$status" -ne 0 ]
-  [[ "$output" == *"Invalid client credentials"* ]]
+  [[ "$output" == *"Invalid client id or client secret"* ]]
   [[ "$output" == *"VERDA_CLIENT_ID"* ]]
   [[ "$output" != *"secret_wrong_e2e"* ]]
   [ ! -e "$GPUPROV_HOME/state/vd-auth.json" ]

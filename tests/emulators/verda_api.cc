@@ -474,24 +474,36 @@ class VerdaApi : public CloudApi {
     return Error(405, "invalid_request", "Method not allowed (not from the reference)");
   }
 
-  // --- OAuth2 (reference §1) ---
+  // --- OAuth2: V-SPEC POST /v1/oauth2/token (Oauth2Controller_getAccessToken), body oneOf
+  // GetAccessTokenDto {grant_type, client_id, client_secret} | RefreshAccessTokenPublicApiDto
+  // {grant_type, refresh_token}; 400 example "unsupported grant type", 401 example "Invalid
+  // client id or client secret".
   HttpResponse Token(const HttpRequest& req) {
     JsonObject body = ParseObject(req.body);
     if (!body) return Invalid("The body must be a JSON object");
     const std::string grant = GetString(body, "grant_type").value_or("");
     if (grant == "client_credentials") {
+      if (auto e = CheckShape(body, {{"grant_type", JsonType::kString, true},
+                                     {"client_id", JsonType::kString, true},
+                                     {"client_secret", JsonType::kString, true}});
+          !e.empty()) {
+        return Invalid(e);
+      }
       const auto id = GetString(body, "client_id");
       const auto secret = GetString(body, "client_secret");
-      if (!id || !secret) return Invalid("client_id and client_secret are required");
       auto it = clients_.find(*id);
       if (it == clients_.end() || it->second != *secret) {
-        return Unauthorized("Invalid client credentials");
+        return Unauthorized("Invalid client id or client secret");
       }
       return IssueTokens();
     }
     if (grant == "refresh_token") {
+      if (auto e = CheckShape(body, {{"grant_type", JsonType::kString, true},
+                                     {"refresh_token", JsonType::kString, true}});
+          !e.empty()) {
+        return Invalid(e);
+      }
       const auto refresh = GetString(body, "refresh_token");
-      if (!refresh) return Invalid("refresh_token is required");
       auto it = refresh_tokens_.find(*refresh);
       if (it == refresh_tokens_.end() || Clock::now() >= it->second) {
         return Unauthorized("Invalid refresh token");
@@ -499,8 +511,7 @@ class VerdaApi : public CloudApi {
       refresh_tokens_.erase(it);  // rotated: each refresh token is good once
       return IssueTokens();
     }
-    return Invalid("Unsupported grant_type \"" + grant +
-                   "\"; use client_credentials or refresh_token");
+    return Invalid("unsupported grant type");
   }
 
   HttpResponse IssueTokens() {
