@@ -11,8 +11,9 @@
 #   script; a script that fails before its first line), a GPU that appeared later; both
 #   boot-script forms (plain, compressed).
 # - memory backend: the faults (capacity, no_capacity after the create, 429/503 bursts, an
-#   expired token, wrong credentials, a GPU Verda does not rent) and a killed run re-run, each
-#   with nothing left: the emulator's counts of instances, scripts and keys back at zero.
+#   expired token, wrong credentials, a GPU Verda does not rent, tags beyond Verda's limits)
+#   and a killed run re-run, each with nothing left: the emulator's counts of instances,
+#   scripts, keys, trashed or detached volumes and deprecated calls back at zero.
 
 load helpers
 load crash_points
@@ -392,5 +393,28 @@ boot_install_interrupted() {
   [ "$status" -eq 2 ]
   [[ "$output" == *"Verda does not offer L4:1"* ]]
   [[ "$output" == *"H100"* ]]
+  expect_verda_clean
+}
+
+@test "verda: more tags than Verda takes, or a value over 127 characters, is refused (exit 2) naming the tag, nothing made" {
+  use_emulator memory
+  curl -fsS -X DELETE "$CONTROL/requests?cloud=verda" >/dev/null
+  # V-SPEC DeployInstancePublicDto.tags: at most 10 per instance (gpuprov uses 2), TagDto value
+  # up to 127 characters.
+  local tags=() i
+  for i in 1 2 3 4 5 6 7 8 9; do tags+=(--tag "t$i=v"); done
+  run "$GPUPROV" provision --name vd-tags --cloud verda --gpus H100:1 "${tags[@]}"
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"10 tags"* ]]
+  run "$GPUPROV" provision --name vd-tags --cloud verda --gpus H100:1 --tag "note=$(printf 'x%.0s' $(seq 1 128))"
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"tag note"* ]]
+  # Nothing made: no key, script or instance (only the token was asked for).
+  [ "$(requests_matching 'POST /v1/ssh-keys')" -eq 0 ]
+  [ "$(requests_matching 'POST /v1/scripts')" -eq 0 ]
+  [ "$(requests_matching 'POST /v1/instances')" -eq 0 ]
+  [ ! -e "$GPUPROV_HOME/state/vd-tags.json" ]
   expect_verda_clean
 }
