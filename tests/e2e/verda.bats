@@ -418,3 +418,23 @@ boot_install_interrupted() {
   [ ! -e "$GPUPROV_HOME/state/vd-tags.json" ]
   expect_verda_clean
 }
+
+@test "verda: a GPU count only the live type list has (B300:8) is offered and provisioned; A6000 gets an image its type supports" {
+  use_emulator memory
+  quick_ssh_wait
+  # V-SPEC GET /v1/instance-types is the list of types (gpuprov's table lacks 8B300.640S.176V),
+  # and InstanceType.supported_os the images a type boots (A6000: the older ones only).
+  run "$GPUPROV" provision --name vd-b300 --cloud verda --gpus B300:8 --no-k8s
+  echo "$output"
+  [[ "$output" == *"8B300.640S.176V"* ]]
+  [ "$(count verda instances)" -eq 1 ]
+  run "$GPUPROV" down vd-b300
+  [ "$status" -eq 0 ]
+  run "$GPUPROV" -v provision --name vd-a6000 --cloud verda --gpus A6000:1 --no-k8s
+  echo "$output"
+  [ "$(count verda instances)" -eq 1 ]
+  [[ "$output" == *"using ubuntu-22.04-cuda-12.0-docker"* ]]
+  run "$GPUPROV" down vd-a6000
+  [ "$status" -eq 0 ]
+  expect_verda_clean
+}
