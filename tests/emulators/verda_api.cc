@@ -470,8 +470,10 @@ class VerdaApi : public CloudApi {
     return NotFound("Not found: " + path);
   }
 
+  // A method the spec does not list for a path: its error table has no 405, only not_found
+  // ("Resource not found, or invalid path", 404).
   static HttpResponse MethodNotAllowed() {
-    return Error(405, "invalid_request", "Method not allowed (not from the reference)");
+    return Error(404, "not_found", "Resource not found, or invalid path");
   }
 
   // --- OAuth2: V-SPEC POST /v1/oauth2/token (Oauth2Controller_getAccessToken), body oneOf

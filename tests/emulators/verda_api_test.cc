@@ -175,7 +175,7 @@ TEST_F(VerdaApiTest, TokenEndpointIssuesTheReferenceShapeForClientCredentials) {
                           R"(","scope":"all"})");
   EXPECT_EQ(extra.status, 400) << extra.body;  // not a member of GetAccessTokenDto
   EXPECT_EQ(PostToken("not json").status, 400);
-  EXPECT_EQ(Call(base_, "GET", "/oauth2/token").status, 405);
+  EXPECT_EQ(Call(base_, "GET", "/oauth2/token").status, 404);  // V-SPEC: POST only, no 405
 }
 
 TEST_F(VerdaApiTest, EveryOtherRouteNeedsAnIssuedUnexpiredBearerToken) {
