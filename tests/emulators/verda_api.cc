@@ -762,6 +762,8 @@ class VerdaApi : public CloudApi {
     JsonArray keys = NewArray();
     for (const auto& k : in.ssh_key_ids) keys->add(k);
     o->set("ssh_key_ids", keys);
+    // Required by V-SPEC GetInstanceResponsePublicApiDto; null without a script, as V-GO's
+    // Instance.StartupScriptID (*string, pkg/verda/instances_types.go) expects.
     if (in.startup_script_id.empty()) {
       o->set("startup_script_id", Poco::Dynamic::Var());
     } else {

@@ -649,6 +649,36 @@ TEST_F(VerdaApiTest, CreateBodiesAreValidatedWithInvalidRequest) {
   EXPECT_FALSE(tags->getObject(0)->getValue<std::string>("id").empty());
 }
 
+TEST_F(VerdaApiTest, InstancesCarryEveryMemberTheSpecRequires) {
+  const std::string id = Create("fields");
+  ASSERT_TRUE(WaitStatus(id, "running"));
+  JsonArray listed = ArrayOf(V("GET", "/instances"));
+  ASSERT_TRUE(listed);
+  ASSERT_EQ(listed->size(), 1u);
+  for (const JsonObject& in : {Instance(id), listed->getObject(0)}) {
+    ASSERT_TRUE(in);
+    // V-SPEC GetInstanceResponsePublicApiDto.required
+    for (const char* k : {"id", "ip", "status", "created_at", "cpu", "gpu", "gpu_memory",
+                          "memory", "storage", "hostname", "description", "tags", "location",
+                          "price_per_hour", "is_spot", "instance_type", "image", "os_name",
+                          "startup_script_id", "ssh_key_ids", "os_volume_id", "jupyter_token",
+                          "contract", "pricing", "volume_ids"}) {
+      EXPECT_TRUE(in->has(k)) << k;
+    }
+    EXPECT_TRUE(in->get("price_per_hour").isNumeric());
+    EXPECT_TRUE(in->get("is_spot").isBoolean());
+    EXPECT_TRUE(in->get("ip").isString());  // nullable until reachable; running here
+    EXPECT_TRUE(in->getArray("volume_ids"));
+    EXPECT_TRUE(in->getArray("tags"));
+  }
+  // V-SPEC Location.required, GetScriptResponseDto.required.
+  JsonObject loc = ArrayOf(V("GET", "/locations"))->getObject(0);
+  for (const char* k : {"code", "name", "country_code"}) EXPECT_TRUE(loc->has(k)) << k;
+  AddScript("#!/bin/sh\n");
+  JsonObject sc = ArrayOf(V("GET", "/scripts"))->getObject(0);
+  for (const char* k : {"id", "name", "script", "created_at"}) EXPECT_TRUE(sc->has(k)) << k;
+}
+
 TEST_F(VerdaApiTest, DeletedInstancesLeaveTheirOsVolumeInTheTrashUnlessDeletedPermanently) {
   // V-SPEC PUT /v1/instances: without volume_ids the OS volume goes to the trash (null counts
   // as absent, as V-GO sends it); with them and delete_permanently it is gone; an empty array
