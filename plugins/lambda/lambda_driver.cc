@@ -114,15 +114,20 @@ LambdaDriver::LambdaDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.hos
     kit::ThrowHttpError(e, "the Lambda endpoint (GPUPROV_LAMBDA_ENDPOINT or endpoint in "
                            "[clouds.lambda])");
   }
-  // Lambda's documented pacing, for every attempt (retries too), process-wide per endpoint.
-  // The launch slot first: the request slot is then taken when the launch really goes out.
-  http_->set_before_attempt([this](const kit::HttpRequest& r) {
+  // Lambda's documented pacing, for every attempt (retries too). Lambda counts per API key,
+  // so the slots are shared with every gpuprov process using this key at this endpoint (a
+  // file per key under the home folder, kit::DefaultPaceDir; issue 30). The launch slot
+  // first: the request slot is then taken when the launch really goes out.
+  const std::string pace_dir = kit::DefaultPaceDir();
+  http_->set_before_attempt([this, pace_dir](const kit::HttpRequest& r) {
+    const std::string key = PaceKey(endpoint_, api_key_ ? api_key_->value : "");
     if (r.method == "POST" && r.path_and_query == kLaunchPath) {
-      kit::PaceCall(host_, "lambda launch " + endpoint_, launch_interval_,
+      kit::PaceCall(host_, "launch " + key, launch_interval_,
                     "waiting for Lambda's launch rate limit (1 launch per " +
-                        std::to_string(launch_interval_.count() / 1000) + " s)");
+                        std::to_string(launch_interval_.count() / 1000) + " s)",
+                    pace_dir);
     }
-    kit::PaceCall(host_, "lambda " + endpoint_, request_interval_, "waiting for Lambda's rate limit");
+    kit::PaceCall(host_, key, request_interval_, "waiting for Lambda's rate limit", pace_dir);
   });
 }
 

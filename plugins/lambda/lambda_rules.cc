@@ -193,6 +193,12 @@ std::string KeyName(const std::string& line) {
   return kResourcePrefix + Poco::DigestEngine::digestToHex(sha.digest()).substr(0, 16);
 }
 
+std::string PaceKey(const std::string& endpoint, const std::string& api_key) {
+  Poco::SHA2Engine sha(Poco::SHA2Engine::SHA_256);
+  sha.update(api_key);
+  return "lambda " + endpoint + " " + Poco::DigestEngine::digestToHex(sha.digest()).substr(0, 16);
+}
+
 bool SameKey(const std::string& a, const std::string& b) {
   auto pa = KeyParts(a), pb = KeyParts(b);
   return pa && pb && *pa == *pb;

@@ -35,9 +35,14 @@ inline constexpr size_t kMaxUserDataBytes = 1000 * 1000;
 /// description "gpuprov:<vm>,<vm>".
 using drivers::kResourcePrefix;
 inline constexpr const char* kRuleDescriptionPrefix = "gpuprov:";
-/// Documented pacing (section 2): about 1 request/s; launch 1 per 12 s (older docs: 10 s).
+/// Documented pacing (L-SPEC info.description: "generally limited to one request per second",
+/// launch "one request per 12 seconds"); the limits count per API key.
 inline constexpr int kRequestIntervalMs = 1000;
 inline constexpr int kLaunchIntervalMs = 12000;
+
+/// The pacer's key for one API key at one endpoint: "lambda <endpoint> <16 hex of
+/// sha256(api key)>" (the key itself never leaves the credential).
+std::string PaceKey(const std::string& endpoint, const std::string& api_key);
 
 /// Instance names are at most 64 characters (section 3.1); gpuprov's are host-name-like and
 /// at most 56, so "gpuprov-<name>" fits a ruleset name (64).

@@ -320,3 +320,16 @@ print(sum(r["method"] == "DELETE" and "/firewall-rulesets/" in r["path"] and r["
   [ "$status" -eq 0 ]
   expect_lambda_clean
 }
+
+@test "lambda: gpuprov processes started together share the API key's pace: no 429" {
+  # Lambda's limits count per API key (its OpenAPI spec v1.8.3: about 1 request/s); the
+  # emulator enforces them here. Three gpuprov runs at once, four calls each (gc).
+  use_emulator memory
+  before=$(count lambda rate_limited)
+  for i in 1 2 3; do "$GPUPROV" gc --cloud lambda >"$BATS_TEST_TMPDIR/gc$i.out" 2>&1 & done
+  wait
+  cat "$BATS_TEST_TMPDIR"/gc*.out
+  [ "$(count lambda rate_limited)" -eq "$before" ]
+  [ -n "$(ls "$GPUPROV_HOME/pace")" ]
+  expect_lambda_clean
+}
