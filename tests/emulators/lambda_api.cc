@@ -572,8 +572,11 @@ class LambdaApi : public CloudApi {
     if (top == "instances") {
       if (seg.size() == 1 && m == "GET") return ListInstances();
       if (seg.size() == 2 && m == "GET") return GetInstance(seg[1]);
+      if (seg.size() == 2 && m == "POST") return RenameInstance(req, seg[1]);
       return MethodNotAllowed();
     }
+    // L-SPEC listFilesystems: none exist here (gpuprov mounts none).
+    if (top == "file-systems" && seg.size() == 1 && m == "GET") return Data(NewArray());
     if (top == "instance-operations" && seg.size() == 2 && m == "POST") {
       if (seg[1] == "launch") return Launch(req);
       if (seg[1] == "terminate") return Terminate(req);
@@ -783,6 +786,21 @@ class LambdaApi : public CloudApi {
     JsonArray a = NewArray();
     for (const auto& [id, in] : instances_) a->add(InstanceJson(in));
     return Data(a);
+  }
+
+  // L-SPEC postInstance: InstanceModificationRequest {name (<= 64)} -> the Instance.
+  HttpResponse RenameInstance(const HttpRequest& req, const std::string& id) {
+    auto it = instances_.find(id);
+    if (it == instances_.end()) return NotFound("Instance " + id);
+    JsonObject body = ParseObject(req.body);
+    if (!body) return Invalid("the body must be a JSON object");
+    if (auto e = CheckShape(body, {{"name", JsonType::kString}}); !e.empty()) return Invalid(e);
+    if (auto n = GetString(body, "name")) {
+      if (n->size() > kMaxNameLength) return Invalid("\"name\" is longer than 64 characters");
+      it->second.name = *n;
+      it->second.has_name = true;
+    }
+    return Data(InstanceJson(it->second));
   }
 
   HttpResponse GetInstance(const std::string& id) {

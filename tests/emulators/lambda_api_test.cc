@@ -593,6 +593,13 @@ TEST_F(LambdaApiTest, OnlyTheOperationsOfLambdasSpecAreServed) {
            {"GET", "/firewall-rulesets/global"}, {"GET", "/images"}}) {
     EXPECT_EQ(L(m, p).status, 200) << m << " " << p;
   }
+  // postInstance renames; listFilesystems lists none.
+  const std::string id = Launch("renamed");
+  Reply renamed = L("POST", "/instances/" + id, R"({"name":"new-name"})");
+  ASSERT_EQ(renamed.status, 200) << renamed.body;
+  EXPECT_EQ(GetObject(renamed.Json(), "data")->getValue<std::string>("name"), "new-name");
+  EXPECT_EQ(ErrorCode(L("POST", "/instances/" + id, R"({"nme":"x"})")), "global/invalid-parameters");
+  EXPECT_EQ(GetArray(L("GET", "/file-systems").Json(), "data")->size(), 0u);
   // The spec's billing-address refusal (launchInstance 403) and a concurrent twin request.
   Fault(R"({"cloud":"lambda","fault":"invalid_address"})");
   Reply bill = L("POST", "/instance-operations/launch", LaunchBody("a"));
