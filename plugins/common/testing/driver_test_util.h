@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -527,6 +528,57 @@ class EmulatorProcess {
   std::thread drain_;
   std::map<std::string, std::string> urls_;
 };
+
+/// One operation of a vendor's published API (transcribed, with its citation, by the test that
+/// lists it): method, path template (`{name}` is one path segment) and the query parameters
+/// the source documents for it.
+struct VendorOperation {
+  std::string method;
+  std::string path;
+  std::vector<std::string> query;
+};
+
+/// "" when `logged` ("METHOD /path?query -> status", as EmulatorProcess::Requests gives it) is
+/// one of `operations` with only documented query parameters; otherwise what is wrong.
+inline std::string CheckAgainstOperations(const std::string& logged,
+                                          const std::vector<VendorOperation>& operations) {
+  std::istringstream in(logged);
+  std::string method, target;
+  in >> method >> target;
+  const size_t q = target.find('?');
+  const std::string path = target.substr(0, q);
+  std::vector<std::string> params;
+  if (q != std::string::npos) {
+    std::istringstream query(target.substr(q + 1));
+    for (std::string kv; std::getline(query, kv, '&');) params.push_back(kv.substr(0, kv.find('=')));
+  }
+  auto split = [](const std::string& p) {
+    std::vector<std::string> out;
+    std::istringstream ss(p);
+    for (std::string seg; std::getline(ss, seg, '/');) out.push_back(seg);
+    return out;
+  };
+  const std::vector<std::string> segs = split(path);
+  for (const VendorOperation& op : operations) {
+    if (op.method != method) continue;
+    const std::vector<std::string> want = split(op.path);
+    if (want.size() != segs.size()) continue;
+    bool same = true;
+    for (size_t i = 0; same && i < want.size(); ++i) {
+      const bool var = want[i].size() > 2 && want[i].front() == '{' && want[i].back() == '}';
+      same = var ? !segs[i].empty() : want[i] == segs[i];
+    }
+    if (!same) continue;
+    for (const std::string& p : params) {
+      if (std::find(op.query.begin(), op.query.end(), p) == op.query.end()) {
+        return logged + ": query parameter \"" + p + "\" is not documented for " + op.method +
+               " " + op.path;
+      }
+    }
+    return "";
+  }
+  return logged + ": not an operation of the vendor's source";
+}
 
 #ifdef GPUPROV_EMULATOR_PATH
 /// The built emulator serving one cloud from its memory backend, for SharedEmulatorTest: a
