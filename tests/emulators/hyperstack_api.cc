@@ -546,9 +546,9 @@ class HyperstackApi : public CloudApi {
       if (m == "POST") {
         JsonObject body = ParseObject(req.body);
         if (!body) return BadRequest("The body must be a JSON object");
+        // H-SDK docs/CreateEnvironment.md: name and region, both required.
         if (auto e = CheckShape(body, {{"name", JsonType::kString, true},
-                                       {"region", JsonType::kString, true},
-                                       {"features", JsonType::kObject}});
+                                       {"region", JsonType::kString, true}});
             !e.empty()) {
           return BadRequest(e);
         }
@@ -896,9 +896,11 @@ class HyperstackApi : public CloudApi {
   HttpResponse CreateVms(const HttpRequest& req) {
     JsonObject body = ParseObject(req.body);
     if (!body) return BadRequest("The body must be a JSON object");
+    // H-SDK docs/CreateInstancesPayload.md: image_name is optional there (a VM may boot from
+    // a volume, volume_name); this emulator has no volumes, so it needs one or the other.
     if (auto e = CheckShape(body, {{"name", JsonType::kString, true},
                                    {"environment_name", JsonType::kString, true},
-                                   {"image_name", JsonType::kString, true},
+                                   {"image_name", JsonType::kString},
                                    {"flavor_name", JsonType::kString, true},
                                    {"key_name", JsonType::kString, true},
                                    {"count", JsonType::kInteger, true},
@@ -927,6 +929,11 @@ class HyperstackApi : public CloudApi {
     const std::string flavor_name = *GetString(body, "flavor_name");
     const FlavorDef* flavor = FindFlavor(flavor_name, env->region);
     if (!flavor) return NotFound("Flavor " + flavor_name + " not found in " + env->region);
+    if (!GetString(body, "image_name")) {
+      return BadRequest(GetString(body, "volume_name")
+                            ? "Booting from a volume is not served by this emulator"
+                            : "\"image_name\" is required unless the VM boots from volume_name");
+    }
     const std::string image = *GetString(body, "image_name");
     const auto& images = ImageNames();
     if (std::find(images.begin(), images.end(), image) == images.end()) {
