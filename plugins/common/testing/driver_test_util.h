@@ -580,6 +580,37 @@ inline std::string CheckAgainstOperations(const std::string& logged,
   return logged + ": not an operation of the vendor's source";
 }
 
+/// Calls every operation of a cloud driver once, as a provision, open_ports (widened, then
+/// narrowed to a source), gc and down would: check, offers, create (`create_request`, whose VM
+/// is called `name`), get, list, open_ports twice, list_resources, delete. For a test that
+/// then checks what the driver sent (CheckAgainstOperations).
+inline void CallEveryOperation(LoadedDriver& driver, const std::string& offers_request,
+                               const std::string& create_request, const std::string& name) {
+  ASSERT_EQ(driver.Check().status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Offers(offers_request).status, GPUPROV_STATUS_OK);
+  OpResult created = driver.Create(create_request);
+  ASSERT_EQ(created.status, GPUPROV_STATUS_OK) << created;
+  const std::string id = created.Vm()->getValue<std::string>("id");
+  ASSERT_EQ(driver.Get(R"({"id":")" + id + R"("})").status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.List().status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.OpenPorts(R"({"id":")" + id + R"(","ports":[8080]})").status,
+            GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.OpenPorts(R"({"id":")" + id +
+                             R"(","ports":[6443],"allow_from":["192.0.2.0/24"]})")
+                .status,
+            GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Call(driver.vtable().list_resources, "{}").status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Delete(R"({"id":")" + id + R"(","name":")" + name + R"("})").status,
+            GPUPROV_STATUS_OK);
+}
+
+/// Each of `requests` (EmulatorProcess::Requests) is one of `operations` (CheckAgainstOperations).
+inline void ExpectOnlyOperations(const std::vector<std::string>& requests,
+                                 const std::vector<VendorOperation>& operations) {
+  EXPECT_GT(requests.size(), 10u);
+  for (const std::string& r : requests) EXPECT_EQ(CheckAgainstOperations(r, operations), "");
+}
+
 #ifdef GPUPROV_EMULATOR_PATH
 /// The built emulator serving one cloud from its memory backend, for SharedEmulatorTest: a
 /// test's emulator class derives from it and starts it with that cloud's arguments and the
