@@ -288,30 +288,36 @@ TEST_F(HyperstackEmulatorTest, AVmReportingPortRandomizationSaysSo) {
 // get_vm, delete_vm, add_firewall_rule_to_vm, delete_security_rule; pricebook_api.py
 // get_pricebook), with the query parameters each serializer appends.
 const std::vector<drivers::testing::VendorOperation>& HyperstackOperations() {
+  // Statuses: each operation's _response_types_map in the same files.
   static const std::vector<drivers::testing::VendorOperation> ops = {
-      {"GET", "/v1/core/flavors", {"region"}},
-      {"GET", "/v1/core/images", {"region", "include_public", "search", "page", "per_page"}},
-      {"GET", "/v1/core/environments", {"page", "pageSize", "search"}},
-      {"POST", "/v1/core/environments", {}},
-      {"DELETE", "/v1/core/environments/{id}", {}},
-      {"GET", "/v1/core/keypairs", {"page", "pageSize", "search"}},
-      {"POST", "/v1/core/keypairs", {}},
-      {"DELETE", "/v1/core/keypair/{id}", {}},
+      {"GET", "/v1/core/flavors", {"region"}, {200, 400, 401, 404, 500}},
+      {"GET", "/v1/core/images",
+       {"region", "include_public", "search", "page", "per_page"},
+       {200, 400, 401, 404, 406, 500}},
+      {"GET", "/v1/core/environments", {"page", "pageSize", "search"}, {200, 400, 401, 500}},
+      {"POST", "/v1/core/environments", {}, {200, 400, 401, 404, 409, 500}},
+      {"DELETE", "/v1/core/environments/{id}", {}, {200, 400, 401, 404, 500}},
+      {"GET", "/v1/core/keypairs", {"page", "pageSize", "search"}, {200, 400, 401, 500}},
+      {"POST", "/v1/core/keypairs", {}, {200, 400, 401, 404, 409, 500}},
+      {"DELETE", "/v1/core/keypair/{id}", {}, {200, 400, 401, 404, 500}},
       {"GET", "/v1/core/virtual-machines",
        {"page", "pageSize", "search", "environment", "exclude_firewalls",
-        "exact_environment_match"}},
-      {"POST", "/v1/core/virtual-machines", {}},
-      {"GET", "/v1/core/virtual-machines/{vm_id}", {}},
-      {"DELETE", "/v1/core/virtual-machines/{vm_id}", {}},
-      {"POST", "/v1/core/virtual-machines/{vm_id}/sg-rules", {}},
-      {"DELETE", "/v1/core/virtual-machines/{vm_id}/sg-rules/{sg_rule_id}", {}},
-      {"GET", "/v1/pricebook", {}},
+        "exact_environment_match"},
+       {200, 400, 401, 500}},
+      {"POST", "/v1/core/virtual-machines", {}, {200, 400, 401, 404, 405, 409, 500}},
+      {"GET", "/v1/core/virtual-machines/{vm_id}", {}, {200, 400, 401, 404, 500}},
+      {"DELETE", "/v1/core/virtual-machines/{vm_id}", {}, {200, 400, 401, 404, 409, 500}},
+      {"POST", "/v1/core/virtual-machines/{vm_id}/sg-rules", {}, {200, 400, 401, 404, 409, 500}},
+      {"DELETE", "/v1/core/virtual-machines/{vm_id}/sg-rules/{sg_rule_id}", {},
+       {200, 400, 401, 404, 500}},
+      {"GET", "/v1/pricebook", {}, {200, 400, 401, 405, 500}},
   };
   return ops;
 }
 
 // Part 2 of issue 30: every request the driver makes through every operation is one of the
-// SDK's operations with only its documented query parameters.
+// SDK's operations with only its documented query parameters, answered with a status the SDK
+// lists for it.
 TEST_F(HyperstackEmulatorTest, EveryCallIsAnOperationOfHyperstacksSdk) {
   emulator_->ClearRequests();
   Driver driver(Config());

@@ -530,12 +530,14 @@ class EmulatorProcess {
 };
 
 /// One operation of a vendor's published API (transcribed, with its citation, by the test that
-/// lists it): method, path template (`{name}` is one path segment) and the query parameters
-/// the source documents for it.
+/// lists it): method, path template (`{name}` is one path segment), the query parameters the
+/// source documents for it and, when it lists them, the HTTP statuses it may answer (empty: a
+/// `default` response covers any).
 struct VendorOperation {
   std::string method;
   std::string path;
   std::vector<std::string> query;
+  std::vector<int> statuses = {};
 };
 
 /// "" when `logged` ("METHOD /path?query -> status", as EmulatorProcess::Requests gives it) is
@@ -573,6 +575,14 @@ inline std::string CheckAgainstOperations(const std::string& logged,
       if (std::find(op.query.begin(), op.query.end(), p) == op.query.end()) {
         return logged + ": query parameter \"" + p + "\" is not documented for " + op.method +
                " " + op.path;
+      }
+    }
+    const size_t arrow = logged.rfind("-> ");
+    if (!op.statuses.empty() && arrow != std::string::npos) {
+      const int status = std::atoi(logged.c_str() + arrow + 3);
+      if (std::find(op.statuses.begin(), op.statuses.end(), status) == op.statuses.end()) {
+        return logged + ": status " + std::to_string(status) + " is not documented for " +
+               op.method + " " + op.path;
       }
     }
     return "";
