@@ -976,7 +976,7 @@ constexpr gpuprov_type_config_key kDigitalOceanConfigKeys[] = {
     gpuprov::sdk::StringKey("region", "the region used when provision names none (else the first DigitalOcean sells the size in now)"),
     gpuprov::sdk::StringKey("token_env", "the environment variable that holds the API token"),
     gpuprov::sdk::StringKey("token", "the API token itself (works; prefer the environment)"),
-    gpuprov::sdk::StringKey("doctl_config", "doctl's config file (default ~/.config/doctl/config.yaml)"),
+    gpuprov::sdk::StringKey("doctl_config", "doctl's config file (default: ~/.config/doctl, else ~/Library/Application Support/doctl, config.yaml)"),
     gpuprov::sdk::StringKey("doctl_context", "the doctl auth context to read the token from"),
 };
 
