@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // DigitalOcean API v2 (droplets, actions, SSH keys, firewalls, sizes, regions,
-// images, account) as described in /work/shared/clouds/digitalocean.md.
-// Messages the reference does not give verbatim are marked "(not from the
+// images, account). The source it follows is DigitalOcean's OpenAPI spec
+// (digitalocean/openapi, commit 7c1300c479fe, specification/resources/...);
+// ../shared/clouds/digitalocean.md summarises it and is not the authority where
+// they differ. Messages no source gives verbatim are marked "(not from the
 // reference)" and listed in README.md.
 #include <Poco/Base64Decoder.h>
 

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Hyperstack ("Infrahub") API v1 (/v1/core: environments, keypairs, flavors,
-// images, virtual machines, per-VM security rules) as described in
-// /work/shared/clouds/hyperstack.md. Auth is the `api_key` header. Every body
+// images, virtual machines, per-VM security rules; /v1/pricebook) as the official
+// SDK generated from its OpenAPI definition describes it (NexGenCloud/
+// hyperstack-sdk-python f130f57: hyperstack/api/*.py, docs/*.md);
+// ../shared/clouds/hyperstack.md summarises it and is not the authority where they
+// differ. Auth is the `api_key` header. Every body
 // is {"status": true|false, "message": ..., <payload>}; errors carry
 // "error_reason". Request bodies are checked against the documented shapes
 // (unknown field or wrong type: 400 bad_request). A VM's security rules decide
