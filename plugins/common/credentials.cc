@@ -72,14 +72,24 @@ std::optional<std::string> ReadSmallFile(const std::string& path) {
   return data;
 }
 
-std::string DoctlConfigPath() {
+std::vector<std::string> DoctlConfigPaths() {
+  // doctl's README ("Configuring default values"): $XDG_CONFIG_HOME/doctl/config.yaml when set,
+  // else ~/.config/doctl/config.yaml on Linux and ~/Library/Application Support/doctl/config.yaml
+  // on macOS (Go's os.UserConfigDir); SkyPilot's sky/provision/do/utils.py reads both.
+  std::vector<std::string> out;
   if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg != nullptr && *xdg != '\0') {
-    return std::string(xdg) + "/doctl/config.yaml";
+    out.push_back(std::string(xdg) + "/doctl/config.yaml");
   }
   if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
-    return std::string(home) + "/.config/doctl/config.yaml";
+    out.push_back(std::string(home) + "/.config/doctl/config.yaml");
+    out.push_back(std::string(home) + "/Library/Application Support/doctl/config.yaml");
   }
-  return "";
+  return out;
+}
+
+std::string DoctlConfigPath() {
+  const std::vector<std::string> paths = DoctlConfigPaths();
+  return paths.empty() ? "" : paths.front();
 }
 
 std::optional<std::string> DoctlTokenFromYaml(const std::string& yaml_text,
@@ -96,13 +106,16 @@ std::optional<std::string> DoctlTokenFromYaml(const std::string& yaml_text,
 
 std::optional<Credential> CredentialFromDoctlConfig(const std::string& path_in,
                                                     const std::string& context) {
-  const std::string path = path_in.empty() ? DoctlConfigPath() : path_in;
-  if (path.empty()) return std::nullopt;
-  std::optional<std::string> text = ReadSmallFile(path);
-  if (!text) return std::nullopt;
-  std::optional<std::string> token = DoctlTokenFromYaml(*text, context);
-  if (!token) return std::nullopt;
-  return Credential{*token, path + (context.empty() ? "" : " (context " + context + ")")};
+  const std::vector<std::string> paths =
+      path_in.empty() ? DoctlConfigPaths() : std::vector<std::string>{path_in};
+  for (const std::string& path : paths) {
+    std::optional<std::string> text = ReadSmallFile(path);
+    if (!text) continue;
+    std::optional<std::string> token = DoctlTokenFromYaml(*text, context);
+    if (!token) continue;
+    return Credential{*token, path + (context.empty() ? "" : " (context " + context + ")")};
+  }
+  return std::nullopt;
 }
 
 }  // namespace gpuprov::drivers

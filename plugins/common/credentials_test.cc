@@ -94,5 +94,28 @@ TEST(Credentials, DoctlFileIsRead) {
   EXPECT_FALSE(CredentialFromDoctlConfig());
 }
 
+// F11 (../shared/reference/real-apis-1.md): on macOS doctl keeps its file under
+// ~/Library/Application Support/doctl (doctl README, "Configuring default values").
+TEST(Credentials, DoctlFileOnMacOsIsRead) {
+  ScopedTempDir tmp("gpuprov-cred-mac");
+  const std::filesystem::path& home = tmp.path();
+  std::filesystem::create_directories(home / "Library" / "Application Support" / "doctl");
+  std::ofstream(home / "Library" / "Application Support" / "doctl" / "config.yaml")
+      << "access-token: from-mac\n";
+  ScopedEnv no_xdg("XDG_CONFIG_HOME", nullptr);
+  ScopedEnv env_home("HOME", home.c_str());
+  auto cred = CredentialFromDoctlConfig();
+  ASSERT_TRUE(cred);
+  EXPECT_EQ(cred->value, "from-mac");
+  EXPECT_NE(cred->origin.find("Library/Application Support/doctl/config.yaml"),
+            std::string::npos);
+  // The Linux file, when both exist, is read first.
+  std::filesystem::create_directories(home / ".config" / "doctl");
+  std::ofstream(home / ".config" / "doctl" / "config.yaml") << "access-token: from-linux\n";
+  cred = CredentialFromDoctlConfig();
+  ASSERT_TRUE(cred);
+  EXPECT_EQ(cred->value, "from-linux");
+}
+
 }  // namespace
 }  // namespace gpuprov::drivers

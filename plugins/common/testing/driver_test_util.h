@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -575,6 +576,98 @@ class EmulatorProcess {
   std::thread drain_;
   std::map<std::string, std::string> urls_;
 };
+
+/// One operation of a vendor's published API (transcribed, with its citation, by the test that
+/// lists it): method, path template (`{name}` is one path segment), the query parameters the
+/// source documents for it and, when it lists them, the HTTP statuses it may answer (empty: a
+/// `default` response covers any).
+struct VendorOperation {
+  std::string method;
+  std::string path;
+  std::vector<std::string> query;
+  std::vector<int> statuses = {};
+};
+
+/// "" when `logged` ("METHOD /path?query -> status", as EmulatorProcess::Requests gives it) is
+/// one of `operations` with only documented query parameters; otherwise what is wrong.
+inline std::string CheckAgainstOperations(const std::string& logged,
+                                          const std::vector<VendorOperation>& operations) {
+  std::istringstream in(logged);
+  std::string method, target;
+  in >> method >> target;
+  const size_t q = target.find('?');
+  const std::string path = target.substr(0, q);
+  std::vector<std::string> params;
+  if (q != std::string::npos) {
+    std::istringstream query(target.substr(q + 1));
+    for (std::string kv; std::getline(query, kv, '&');) params.push_back(kv.substr(0, kv.find('=')));
+  }
+  auto split = [](const std::string& p) {
+    std::vector<std::string> out;
+    std::istringstream ss(p);
+    for (std::string seg; std::getline(ss, seg, '/');) out.push_back(seg);
+    return out;
+  };
+  const std::vector<std::string> segs = split(path);
+  for (const VendorOperation& op : operations) {
+    if (op.method != method) continue;
+    const std::vector<std::string> want = split(op.path);
+    if (want.size() != segs.size()) continue;
+    bool same = true;
+    for (size_t i = 0; same && i < want.size(); ++i) {
+      const bool var = want[i].size() > 2 && want[i].front() == '{' && want[i].back() == '}';
+      same = var ? !segs[i].empty() : want[i] == segs[i];
+    }
+    if (!same) continue;
+    for (const std::string& p : params) {
+      if (std::find(op.query.begin(), op.query.end(), p) == op.query.end()) {
+        return logged + ": query parameter \"" + p + "\" is not documented for " + op.method +
+               " " + op.path;
+      }
+    }
+    const size_t arrow = logged.rfind("-> ");
+    if (!op.statuses.empty() && arrow != std::string::npos) {
+      const int status = std::atoi(logged.c_str() + arrow + 3);
+      if (std::find(op.statuses.begin(), op.statuses.end(), status) == op.statuses.end()) {
+        return logged + ": status " + std::to_string(status) + " is not documented for " +
+               op.method + " " + op.path;
+      }
+    }
+    return "";
+  }
+  return logged + ": not an operation of the vendor's source";
+}
+
+/// Calls every operation of a cloud driver once, as a provision, open_ports (widened, then
+/// narrowed to a source), gc and down would: check, offers, create (`create_request`, whose VM
+/// is called `name`), get, list, open_ports twice, list_resources, delete. For a test that
+/// then checks what the driver sent (CheckAgainstOperations).
+inline void CallEveryOperation(LoadedDriver& driver, const std::string& offers_request,
+                               const std::string& create_request, const std::string& name) {
+  ASSERT_EQ(driver.Check().status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Offers(offers_request).status, GPUPROV_STATUS_OK);
+  OpResult created = driver.Create(create_request);
+  ASSERT_EQ(created.status, GPUPROV_STATUS_OK) << created;
+  const std::string id = created.Vm()->getValue<std::string>("id");
+  ASSERT_EQ(driver.Get(R"({"id":")" + id + R"("})").status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.List().status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.OpenPorts(R"({"id":")" + id + R"(","ports":[8080]})").status,
+            GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.OpenPorts(R"({"id":")" + id +
+                             R"(","ports":[6443],"allow_from":["192.0.2.0/24"]})")
+                .status,
+            GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Call(driver.vtable().list_resources, "{}").status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Delete(R"({"id":")" + id + R"(","name":")" + name + R"("})").status,
+            GPUPROV_STATUS_OK);
+}
+
+/// Each of `requests` (EmulatorProcess::Requests) is one of `operations` (CheckAgainstOperations).
+inline void ExpectOnlyOperations(const std::vector<std::string>& requests,
+                                 const std::vector<VendorOperation>& operations) {
+  EXPECT_GT(requests.size(), 10u);
+  for (const std::string& r : requests) EXPECT_EQ(CheckAgainstOperations(r, operations), "");
+}
 
 #ifdef GPUPROV_EMULATOR_PATH
 /// The built emulator serving one cloud from its memory backend, for SharedEmulatorTest: a
