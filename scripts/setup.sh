@@ -49,7 +49,21 @@ if [ "${#missing[@]}" -gt 0 ]; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-log "Debian packages took $(since "$step_start")"
+# The Node clients of the emulator tests (tests/emulators/node_clients/*: googleapis,
+# dots-wrapper), pinned by their package-lock.json; with the machine's node and npm, else
+# Debian's. Not for the demo, which runs no test.
+if [ "$build_target" = all ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm
+  fi
+  for dir in tests/emulators/node_clients/*/; do
+    if [ ! -d "$dir/node_modules" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+      log "npm ci in $dir"
+      (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    fi
+  done
+fi
+log "packages took $(since "$step_start")"
 
 step_start=$(date +%s)
 if ! docker info >/dev/null 2>&1; then
