@@ -317,50 +317,61 @@ struct HttpReply {
   }
 };
 
-/// One operation of a vendor's published API: an HTTP method and path ("{x}" stands for one
-/// path segment), or "POST" and a gRPC method path.
+/// One operation of a vendor's published API (transcribed, with its citation, by the test that
+/// lists it): an HTTP method and path template (`{name}` is one path segment), or "POST" and a
+/// gRPC method path; the query parameters the source documents for it and, when it lists them,
+/// the HTTP statuses it may answer (empty: a `default` response covers any).
 struct VendorOperation {
-  const char* method;
-  const char* path;
+  std::string method;
+  std::string path;
+  std::vector<std::string> query{};
+  std::vector<int> statuses{};
 };
 
-/// The requests of an emulator's log ("METHOD path -> status", EmulatorProcess::Requests) that
-/// are none of `ops` (query strings and a trailing '/' ignored): what a driver called that the
-/// vendor's source does not describe.
-inline std::vector<std::string> OutsideOperations(const std::vector<std::string>& logged,
+/// The operation of `ops` that METHOD `path` (without its query string; a trailing '/'
+/// ignored) is, or nullptr.
+inline const VendorOperation* FindVendorOperation(const std::string& method,
+                                                  const std::string& path,
                                                   const std::vector<VendorOperation>& ops) {
-  auto segments = [](std::string path) {
-    path = path.substr(0, path.find('?'));
-    while (path.size() > 1 && path.back() == '/') path.pop_back();
+  auto segments = [](std::string p) {
+    while (p.size() > 1 && p.back() == '/') p.pop_back();
     std::vector<std::string> out;
     size_t start = 0;
-    for (size_t i = 0; i <= path.size(); ++i) {
-      if (i == path.size() || path[i] == '/') {
-        out.push_back(path.substr(start, i - start));
+    for (size_t i = 0; i <= p.size(); ++i) {
+      if (i == p.size() || p[i] == '/') {
+        out.push_back(p.substr(start, i - start));
         start = i + 1;
       }
     }
     return out;
   };
+  const std::vector<std::string> got = segments(path);
+  for (const VendorOperation& op : ops) {
+    const std::vector<std::string> want = segments(op.path);
+    if (method != op.method || want.size() != got.size()) continue;
+    bool same = true;
+    for (size_t i = 0; same && i < want.size(); ++i) {
+      const bool var = want[i].size() > 2 && want[i].front() == '{' && want[i].back() == '}';
+      same = var ? !got[i].empty() : want[i] == got[i];
+    }
+    if (same) return &op;
+  }
+  return nullptr;
+}
+
+/// The requests of an emulator's log ("METHOD path -> status", EmulatorProcess::Requests) that
+/// are none of `ops` (query strings ignored): what a driver called that the vendor's source
+/// does not describe.
+inline std::vector<std::string> OutsideOperations(const std::vector<std::string>& logged,
+                                                  const std::vector<VendorOperation>& ops) {
   std::vector<std::string> outside;
   for (const std::string& line : logged) {
     const size_t space = line.find(' ');
     const std::string method = line.substr(0, space);
-    const std::string path = line.substr(space + 1, line.find(" -> ") - space - 1);
-    const std::vector<std::string> got = segments(path);
-    bool known = false;
-    for (const VendorOperation& op : ops) {
-      const std::vector<std::string> want = segments(op.path);
-      if (method != op.method || want.size() != got.size()) continue;
-      bool same = true;
-      for (size_t i = 0; same && i < want.size(); ++i) {
-        same = (want[i].size() > 1 && want[i].front() == '{' && want[i].back() == '}' &&
-                !got[i].empty()) ||
-               want[i] == got[i];
-      }
-      known = known || same;
+    const std::string target = line.substr(space + 1, line.find(" -> ") - space - 1);
+    if (FindVendorOperation(method, target.substr(0, target.find('?')), ops) == nullptr) {
+      outside.push_back(line);
     }
-    if (!known) outside.push_back(line);
   }
   return outside;
 }
@@ -577,17 +588,6 @@ class EmulatorProcess {
   std::map<std::string, std::string> urls_;
 };
 
-/// One operation of a vendor's published API (transcribed, with its citation, by the test that
-/// lists it): method, path template (`{name}` is one path segment), the query parameters the
-/// source documents for it and, when it lists them, the HTTP statuses it may answer (empty: a
-/// `default` response covers any).
-struct VendorOperation {
-  std::string method;
-  std::string path;
-  std::vector<std::string> query;
-  std::vector<int> statuses = {};
-};
-
 /// "" when `logged` ("METHOD /path?query -> status", as EmulatorProcess::Requests gives it) is
 /// one of `operations` with only documented query parameters; otherwise what is wrong.
 inline std::string CheckAgainstOperations(const std::string& logged,
@@ -602,40 +602,23 @@ inline std::string CheckAgainstOperations(const std::string& logged,
     std::istringstream query(target.substr(q + 1));
     for (std::string kv; std::getline(query, kv, '&');) params.push_back(kv.substr(0, kv.find('=')));
   }
-  auto split = [](const std::string& p) {
-    std::vector<std::string> out;
-    std::istringstream ss(p);
-    for (std::string seg; std::getline(ss, seg, '/');) out.push_back(seg);
-    return out;
-  };
-  const std::vector<std::string> segs = split(path);
-  for (const VendorOperation& op : operations) {
-    if (op.method != method) continue;
-    const std::vector<std::string> want = split(op.path);
-    if (want.size() != segs.size()) continue;
-    bool same = true;
-    for (size_t i = 0; same && i < want.size(); ++i) {
-      const bool var = want[i].size() > 2 && want[i].front() == '{' && want[i].back() == '}';
-      same = var ? !segs[i].empty() : want[i] == segs[i];
+  const VendorOperation* op = FindVendorOperation(method, path, operations);
+  if (op == nullptr) return logged + ": not an operation of the vendor's source";
+  for (const std::string& p : params) {
+    if (std::find(op->query.begin(), op->query.end(), p) == op->query.end()) {
+      return logged + ": query parameter \"" + p + "\" is not documented for " + op->method +
+             " " + op->path;
     }
-    if (!same) continue;
-    for (const std::string& p : params) {
-      if (std::find(op.query.begin(), op.query.end(), p) == op.query.end()) {
-        return logged + ": query parameter \"" + p + "\" is not documented for " + op.method +
-               " " + op.path;
-      }
-    }
-    const size_t arrow = logged.rfind("-> ");
-    if (!op.statuses.empty() && arrow != std::string::npos) {
-      const int status = std::atoi(logged.c_str() + arrow + 3);
-      if (std::find(op.statuses.begin(), op.statuses.end(), status) == op.statuses.end()) {
-        return logged + ": status " + std::to_string(status) + " is not documented for " +
-               op.method + " " + op.path;
-      }
-    }
-    return "";
   }
-  return logged + ": not an operation of the vendor's source";
+  const size_t arrow = logged.rfind("-> ");
+  if (!op->statuses.empty() && arrow != std::string::npos) {
+    const int status = std::atoi(logged.c_str() + arrow + 3);
+    if (std::find(op->statuses.begin(), op->statuses.end(), status) == op->statuses.end()) {
+      return logged + ": status " + std::to_string(status) + " is not documented for " +
+             op->method + " " + op->path;
+    }
+  }
+  return "";
 }
 
 /// Calls every operation of a cloud driver once, as a provision, open_ports (widened, then
