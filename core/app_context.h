@@ -24,8 +24,11 @@ struct AppContext {
   /// Questions on the terminal (prompt.h); never null in a running command.
   std::shared_ptr<Prompter> prompter;
 
+  /// The driver host of this run, with its descriptor cache in $GPUPROV_HOME/cache.
   DriverHost MakeDriverHost() const {
-    return DriverHost(DriverHost::DefaultSearchPath(driver_path_flag, paths.home().string()));
+    DriverHost host(DriverHost::DefaultSearchPath(driver_path_flag, paths.home().string()));
+    host.set_list_cache((paths.home() / "cache" / "drivers.json").string());
+    return host;
   }
   /// config.toml from the gpuprov folder (defaults when it does not exist), with the folder's
   /// pacer_dir for the drivers.

@@ -488,7 +488,6 @@ class MachineCompletionSources : public CompletionSources {
     std::vector<std::string> names;
     try {
       DriverHost host = app_.MakeDriverHost();
-      host.set_list_cache((app_.paths.home() / "cache" / "drivers.json").string());
       for (const auto& d : host.ListAll()) {
         if (d.ok() && d.shadowed_by.empty()) names.push_back(d.name);
       }

@@ -442,7 +442,7 @@ Config ParseConfig(std::string_view text, const std::string& display_name) {
 }
 
 Config LoadConfig(const std::filesystem::path& path) {
-  std::optional<std::string> text = ReadFileIfExists(path);
+  std::optional<std::string> text = ReadFileIfExists(path, kConfigFileKind);
   if (!text) {
     Config config;
     config.display_name = path.string();

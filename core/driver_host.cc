@@ -4,11 +4,17 @@
 #include <Poco/JSON/Object.h>
 #include <Poco/JSON/Parser.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <boost/dll/shared_library.hpp>
+#include <chrono>
+#include <csignal>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +26,7 @@
 
 #include "console.h"
 #include "file_util.h"
+#include "paths.h"
 
 #ifndef GPUPROV_INSTALL_LIBDIR
 #define GPUPROV_INSTALL_LIBDIR "lib"
@@ -209,7 +216,8 @@ std::string DriverReadme(const std::string& cloud) {
   if (!ec) {
     candidates.push_back(exe.parent_path().parent_path() / "share" / "doc" / package / "README.md");
   }
-  candidates.push_back(fs::path(GPUPROV_INSTALL_PREFIX) / "share" / "doc" / package / "README.md");
+  // Not the configured install prefix: a build tree's gpuprov must not name whatever another
+  // install put there (the README of that install's version).
   candidates.push_back(fs::path(GPUPROV_SOURCE_DIR) / "plugins" / cloud / "README.md");
   for (const auto& c : candidates) {
     if (fs::is_regular_file(c, ec)) return c.lexically_normal().string();
@@ -506,44 +514,50 @@ Poco::JSON::Object::Ptr InfoToJson(const DriverInfo& info, const std::string& st
   return o;
 }
 
+/// A DriverInfo from InfoToJson's object (path and origin are not in it).
+DriverInfo InfoFromJson(const Poco::JSON::Object::Ptr& o) {
+  DriverInfo info;
+  info.name = o->getValue<std::string>("name");
+  info.version = o->getValue<std::string>("version");
+  info.description = o->getValue<std::string>("description");
+  info.abi_major = static_cast<uint16_t>(o->getValue<int>("abi_major"));
+  info.abi_minor_required = static_cast<uint16_t>(o->getValue<int>("abi_minor_required"));
+  info.capabilities = o->getValue<Poco::UInt64>("capabilities");
+  info.problem = o->getValue<std::string>("problem");
+  info.lists_resources = o->optValue<bool>("lists_resources", false);
+  if (auto keys = o->getArray("config_keys"); !keys.isNull()) {
+    info.config_keys.emplace();
+    for (size_t i = 0; i < keys->size(); ++i) {
+      auto key = keys->getObject(static_cast<unsigned>(i));
+      info.config_keys->push_back({key->getValue<std::string>("name"),
+                                   key->getValue<int>("type"),
+                                   key->getValue<std::string>("help")});
+    }
+  }
+  return info;
+}
+
 /// path -> (stamp, info) from the cache file; empty when it is missing, unreadable or of
 /// another version.
 std::map<std::string, std::pair<std::string, DriverInfo>> ReadListCache(const std::string& path) {
   std::map<std::string, std::pair<std::string, DriverInfo>> out;
   if (path.empty()) return out;
   try {
-    std::ifstream in(path);
-    if (!in) return out;
+    std::optional<std::string> text = ReadFileIfExists(path, kCacheFileKind);
+    if (!text) return out;
     Poco::JSON::Parser parser;
-    auto root = parser.parse(in).extract<Poco::JSON::Object::Ptr>();
+    auto root = parser.parse(*text).extract<Poco::JSON::Object::Ptr>();
     if (root->optValue<int>("version", 0) != kListCacheVersion) return out;
     auto files = root->getObject("files");
     if (files.isNull()) return out;
     for (const auto& [file, value] : *files) {
       auto o = value.extract<Poco::JSON::Object::Ptr>();
-      DriverInfo info;
+      DriverInfo info = InfoFromJson(o);
       info.path = file;
-      info.name = o->getValue<std::string>("name");
-      info.version = o->getValue<std::string>("version");
-      info.description = o->getValue<std::string>("description");
-      info.abi_major = static_cast<uint16_t>(o->getValue<int>("abi_major"));
-      info.abi_minor_required = static_cast<uint16_t>(o->getValue<int>("abi_minor_required"));
-      info.capabilities = o->getValue<Poco::UInt64>("capabilities");
-      info.problem = o->getValue<std::string>("problem");
-      info.lists_resources = o->optValue<bool>("lists_resources", false);
-      if (auto keys = o->getArray("config_keys"); !keys.isNull()) {
-        info.config_keys.emplace();
-        for (size_t i = 0; i < keys->size(); ++i) {
-          auto key = keys->getObject(static_cast<unsigned>(i));
-          info.config_keys->push_back({key->getValue<std::string>("name"),
-                                       key->getValue<int>("type"),
-                                       key->getValue<std::string>("help")});
-        }
-      }
       out[file] = {o->getValue<std::string>("stamp"), info};
     }
   } catch (const std::exception&) {
-    out.clear();  // a damaged cache is rebuilt
+    out.clear();  // a damaged (or refused) cache is rebuilt
   }
   return out;
 }
@@ -558,14 +572,154 @@ void WriteListCache(const std::string& path,
   std::ostringstream text;
   root->stringify(text);
   try {
-    fs::create_directories(fs::path(path).parent_path());
+    EnsureDir(fs::path(path).parent_path());  // 0700, as every folder of $GPUPROV_HOME
     WriteFileAtomic(path, text.str(), 0600);
   } catch (const std::exception& e) {
     Console::Get().Debug(std::string("driver list cache not written: ") + e.what());
   }
 }
 
+/// Reads one driver file's descriptor in a child process, so nothing of the file is loaded into
+/// this one: a file that aborts or crashes while loading (a second copy of a gRPC driver, whose
+/// protobuf registry aborts with "File already exists in database") or hangs is reported
+/// broken, and this process never holds two copies of one driver. The child sets
+/// GPUPROV_DRIVER_PROBE=1 before it loads the file.
+DriverInfo ProbeFile(const std::string& path, const std::string& origin) {
+  DriverInfo failed;
+  failed.path = path;
+  failed.origin = origin;
+  failed.name = NameFromFile(fs::path(path).filename().string());
+  if (const std::string reason = UnreadableFileReason(path, kDriverFileKind); !reason.empty()) {
+    failed.problem = "not loaded: the file " + reason;
+    return failed;
+  }
+  int result_pipe[2], stderr_pipe[2];
+  if (pipe2(result_pipe, O_CLOEXEC) != 0) {
+    failed.problem = std::string("cannot read its descriptor: pipe: ") + std::strerror(errno);
+    return failed;
+  }
+  if (pipe2(stderr_pipe, O_CLOEXEC) != 0) {
+    failed.problem = std::string("cannot read its descriptor: pipe: ") + std::strerror(errno);
+    close(result_pipe[0]);
+    close(result_pipe[1]);
+    return failed;
+  }
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // The child: load, describe, write the JSON, and leave without running any destructor.
+    dup2(stderr_pipe[1], STDERR_FILENO);
+    setenv("GPUPROV_DRIVER_PROBE", "1", 1);
+    std::ostringstream text;
+    InfoToJson(LoadFile(path, origin).info, "")->stringify(text);
+    const std::string out = text.str();
+    size_t done = 0;
+    while (done < out.size()) {
+      const ssize_t n = write(result_pipe[1], out.data() + done, out.size() - done);
+      if (n <= 0) _exit(3);
+      done += static_cast<size_t>(n);
+    }
+    _exit(0);
+  }
+  close(result_pipe[1]);
+  close(stderr_pipe[1]);
+  if (pid < 0) {
+    close(result_pipe[0]);
+    close(stderr_pipe[0]);
+    failed.problem = std::string("cannot read its descriptor: fork: ") + std::strerror(errno);
+    return failed;
+  }
+  // Both pipes are drained together (a chatty constructor cannot fill one and block), each
+  // kept to 1 MiB, for at most 20 s.
+  constexpr size_t kMaxOutput = 1u << 20;
+  constexpr auto kTimeout = std::chrono::seconds(20);
+  const auto deadline = std::chrono::steady_clock::now() + kTimeout;
+  std::string result, errors;
+  pollfd fds[2] = {{result_pipe[0], POLLIN, 0}, {stderr_pipe[0], POLLIN, 0}};
+  std::string* sinks[2] = {&result, &errors};
+  bool timed_out = false;
+  while (fds[0].fd >= 0 || fds[1].fd >= 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    const int ready = poll(fds, 2, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) continue;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buf[8192];
+      const ssize_t n = read(fds[i].fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        continue;
+      }
+      if (sinks[i]->size() < kMaxOutput) sinks[i]->append(buf, static_cast<size_t>(n));
+    }
+  }
+  for (const pollfd& p : fds) {
+    if (p.fd >= 0) close(p.fd);
+  }
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  // The last line the file wrote to stderr, if any, says why it died.
+  while (!errors.empty() && (errors.back() == '\n' || errors.back() == '\r')) errors.pop_back();
+  const std::string last_words =
+      errors.empty() ? "" : ": " + errors.substr(errors.find_last_of('\n') + 1, 300);
+  if (timed_out) {
+    failed.problem = "did not finish loading within " + std::to_string(kTimeout.count()) +
+                     " s (its initialisation hangs)" + last_words;
+    return failed;
+  }
+  if (WIFSIGNALED(status)) {
+    failed.problem = "crashed while loading (signal " + std::to_string(WTERMSIG(status)) + ", " +
+                     strsignal(WTERMSIG(status)) + ")" + last_words +
+                     "; a second copy of a driver in one process does this (is another copy of "
+                     "it installed under another name?)";
+    return failed;
+  }
+  try {
+    Poco::JSON::Parser parser;
+    DriverInfo info = InfoFromJson(parser.parse(result).extract<Poco::JSON::Object::Ptr>());
+    info.path = path;
+    info.origin = origin;
+    return info;
+  } catch (const std::exception&) {
+    failed.problem = "ended while loading (exit status " +
+                     std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")" +
+                     last_words;
+    return failed;
+  }
+}
+
 }  // namespace
+
+DriverInfo DriverHost::Describe(const std::string& path, const std::string& origin) const {
+  std::error_code ec;
+  const std::string key = fs::absolute(path, ec).lexically_normal().string();
+  const std::string stamp = FileStamp(path);
+  auto cache = ReadListCache(list_cache_path_);
+  auto hit = cache.find(key);
+  if (!list_cache_path_.empty() && !stamp.empty() && hit != cache.end() &&
+      hit->second.first == stamp) {
+    DriverInfo info = hit->second.second;
+    info.path = path;
+    info.origin = origin;
+    return info;
+  }
+  DriverInfo info = ProbeFile(path, origin);
+  if (!list_cache_path_.empty() && !stamp.empty()) {
+    cache[key] = {stamp, info};
+    WriteListCache(list_cache_path_, cache);
+  }
+  return info;
+}
 
 std::vector<DriverInfo> DriverHost::ListAll() const {
   std::vector<DriverInfo> out;
@@ -582,6 +736,19 @@ std::vector<DriverInfo> DriverHost::ListAll() const {
     }
     std::sort(files.begin(), files.end());
     for (const auto& path : files) {
+      const std::string file_name = NameFromFile(fs::path(path).filename().string());
+      auto [first, inserted] = first_path.emplace(file_name, path);
+      if (!inserted) {
+        // A later file of a name already found: reported from its path alone, never loaded
+        // (a second copy of a gRPC driver aborts the process that loads it).
+        DriverInfo shadowed;
+        shadowed.name = file_name;
+        shadowed.path = path;
+        shadowed.origin = dir.origin;
+        shadowed.shadowed_by = first->second;
+        out.push_back(std::move(shadowed));
+        continue;
+      }
       std::string key = fs::absolute(path, ec).lexically_normal().string();
       std::string stamp = FileStamp(path);
       DriverInfo info;
@@ -590,15 +757,12 @@ std::vector<DriverInfo> DriverHost::ListAll() const {
           hit->second.first == stamp) {
         info = hit->second.second;
       } else {
-        info = LoadFile(path, dir.origin).info;
+        info = ProbeFile(path, dir.origin);
         cache_changed = true;
       }
       info.path = path;
       info.origin = dir.origin;
       if (!stamp.empty()) fresh[key] = {stamp, info};
-      std::string file_name = NameFromFile(fs::path(path).filename().string());
-      auto [it, inserted] = first_path.emplace(file_name, path);
-      if (!inserted) info.shadowed_by = it->second;
       out.push_back(std::move(info));
     }
   }
@@ -613,7 +777,7 @@ DriverInfo DriverHost::Find(const std::string& name) const {
   for (const auto& dir : search_path_) {
     fs::path path = fs::path(dir.path) / DriverFileName(name);
     std::error_code ec;
-    if (fs::exists(path, ec)) return LoadFile(path.string(), dir.origin).info;
+    if (fs::exists(path, ec)) return Describe(path.string(), dir.origin);
     searched += "\n  " + dir.path + " (" + dir.origin + ")";
   }
   throw UsageError("no driver for cloud '" + name + "': " + DriverFileName(name) +
@@ -627,10 +791,14 @@ LoadedDriver DriverHost::Load(const std::string& name) const {
     fs::path path = fs::path(dir.path) / DriverFileName(name);
     std::error_code ec;
     if (!fs::exists(path, ec)) continue;
-    LoadedFile file = LoadFile(path.string(), dir.origin);
-    if (!file.info.problem.empty()) {
-      throw Error("the " + name + " driver at " + file.info.path + " is broken: " +
-                      file.info.problem,
+    // Described first (from the cache, or in a child process): a file that is broken, or that
+    // would abort this process while loading, is refused without being loaded here.
+    const DriverInfo described = Describe(path.string(), dir.origin);
+    LoadedFile file;
+    if (described.problem.empty()) file = LoadFile(path.string(), dir.origin);
+    const DriverInfo& info = described.problem.empty() ? file.info : described;
+    if (!info.problem.empty()) {
+      throw Error("the " + name + " driver at " + info.path + " is broken: " + info.problem,
                   "run `gpuprov drivers` for details; reinstall gpuprov-driver-" + name);
     }
     LoadedDriver loaded;

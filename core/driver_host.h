@@ -162,21 +162,26 @@ class DriverHost {
 
   const std::vector<DriverSearchDir>& search_path() const { return search_path_; }
 
-  /// Every driver file on the search path with its descriptor or problem. Loads each file to
-  /// read its descriptor; calls no driver function but the entry. With a cache file, a file
-  /// whose path, size and mtime match its cached entry is not loaded at all (GStreamer's
-  /// registry idea): the cache only serves listing; Open() always loads and checks for real.
+  /// Every driver file on the search path with its descriptor or problem. Each file's
+  /// descriptor is read in a child process (nothing is loaded into this one), calling no driver
+  /// function but the entry; a later file of a name already found is shadowed and reported
+  /// from its path alone, never loaded. With a cache file, a file whose path, size and mtime
+  /// match its cached entry is not loaded at all (GStreamer's registry idea); Load() still
+  /// loads and checks for real.
   std::vector<DriverInfo> ListAll() const;
 
-  /// Where ListAll keeps descriptor facts between runs (e.g. $GPUPROV_HOME/cache/drivers.json).
+  /// Where ListAll, Find and Load keep descriptor facts between runs
+  /// ($GPUPROV_HOME/cache/drivers.json; AppContext::MakeDriverHost sets it).
   void set_list_cache(std::string path) { list_cache_path_ = std::move(path); }
 
-  /// Finds the first file named for `name` and reads its descriptor; loads no other file.
-  /// Throws Error naming the search path when there is none.
+  /// Finds the first file named for `name` and reads its descriptor as ListAll does (cache or
+  /// child process); loads nothing into this process. Throws Error naming the search path when
+  /// there is none.
   DriverInfo Find(const std::string& name) const;
 
-  /// Finds and loads the file for `name` and checks its descriptor. Throws Error naming the
-  /// search path when there is none, and naming the file and its problem when it is broken.
+  /// Finds the file for `name`, reads its descriptor as Find does, and only when that shows no
+  /// problem loads it into this process and checks it again. Throws Error naming the search
+  /// path when there is none, and naming the file and its problem when it is broken.
   LoadedDriver Load(const std::string& name) const;
 
   /// Initialises a loaded driver; the file is not searched or loaded again.
@@ -193,6 +198,10 @@ class DriverHost {
                                                 DriverCallbacks callbacks);
 
  private:
+  /// One file's descriptor facts: its cache entry when path, size and mtime match, else read
+  /// in a child process (and the cache updated).
+  DriverInfo Describe(const std::string& path, const std::string& origin) const;
+
   std::vector<DriverSearchDir> search_path_;
   std::string list_cache_path_;
 };

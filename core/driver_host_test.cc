@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -297,6 +298,15 @@ TEST_F(DriverFilesTest, DeclaredConfigKeysAreRead) {
   EXPECT_FALSE(none.config_keys.has_value());
 }
 
+/// Lines of the good fixture's load marker that start with \a word ("load": loaded into this
+/// test's process, "probe": into the host's descriptor-reading child).
+int MarkerLines(const std::string& marker, const std::string& word) {
+  std::ifstream in(marker);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) n += line.rfind(word + " ", 0) == 0 ? 1 : 0;
+  return n;
+}
+
 TEST_F(DriverFilesTest, LoadThenOpenLoadsTheFileOnce) {
   // Fresh copies, so no earlier test has this file loaded.
   for (const char* dir : {"a", "b"}) {
@@ -305,18 +315,15 @@ TEST_F(DriverFilesTest, LoadThenOpenLoadsTheFileOnce) {
   }
   const std::string load_marker = (tmp_ / "load-marker").string();
   setenv("GPUPROV_FIXTURE_LOAD_MARKER", load_marker.c_str(), 1);
-  auto loads = [&] {
-    std::ifstream in(load_marker);
-    return static_cast<int>(std::count(std::istreambuf_iterator<char>(in), {}, '\n'));
-  };
   {
-    // What provision did before: Find, then Open searched and loaded the file again.
+    // Find reads the descriptor in a child process: nothing is loaded into this one.
     DriverHost host(std::vector<gpuprov::DriverSearchDir>{{(tmp_ / "a").string(), "a"}});
     EXPECT_TRUE(host.Find("good").ok());
-    host.Open("good", "{}", {});
+    EXPECT_EQ(MarkerLines(load_marker, "load"), 0);
+    EXPECT_EQ(MarkerLines(load_marker, "probe"), 1);
   }
-  EXPECT_EQ(loads(), 2);
   DriverHost host(std::vector<gpuprov::DriverSearchDir>{{(tmp_ / "b").string(), "b"}});
+  host.set_list_cache((tmp_ / "cache" / "drivers.json").string());
   {
     gpuprov::LoadedDriver loaded = host.Load("good");
     EXPECT_TRUE(loaded.info().has(GPUPROV_CAP_HOSTS_KUBERNETES));
@@ -325,70 +332,77 @@ TEST_F(DriverFilesTest, LoadThenOpenLoadsTheFileOnce) {
     EXPECT_NE(driver->Call(DriverOp::kCreate, R"({"name":"x"})").find("\"vm\""),
               std::string::npos);
   }
+  EXPECT_EQ(MarkerLines(load_marker, "load"), 1);  // Load + Open: one load into this process
+  EXPECT_EQ(MarkerLines(load_marker, "probe"), 2);  // and one child read its descriptor
+  host.Load("good");  // the child's reading is cached: only the load itself
   unsetenv("GPUPROV_FIXTURE_LOAD_MARKER");
-  EXPECT_EQ(loads(), 3);  // one more
+  EXPECT_EQ(MarkerLines(load_marker, "load"), 2);
+  EXPECT_EQ(MarkerLines(load_marker, "probe"), 2);
 }
 
-TEST_F(DriverFilesTest, LoadRefusesABrokenDriverWithItsReason) {
-  DriverHost host(std::vector<gpuprov::DriverSearchDir>{{GPUPROV_FIXTURE_DRIVER_DIR, "fixtures"}});
-  try {
-    host.Load("missingfns");
-    FAIL();
-  } catch (const gpuprov::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("is broken: declares capabilities"), std::string::npos)
-        << e.what();
-  }
+TEST_F(DriverFilesTest, AShadowedCopyIsReportedFromItsPathAndNeverLoaded) {
+  fs::create_directories(tmp_ / "a");
+  fs::create_directories(tmp_ / "b");
+  fs::copy_file(Fixture("good"), tmp_ / "a" / gpuprov::DriverFileName("good"));
+  fs::copy_file(Fixture("good"), tmp_ / "b" / gpuprov::DriverFileName("good"));
+  const std::string load_marker = (tmp_ / "load-marker").string();
+  setenv("GPUPROV_FIXTURE_LOAD_MARKER", load_marker.c_str(), 1);
+  DriverHost host({{(tmp_ / "a").string(), "first"}, {(tmp_ / "b").string(), "second"}});
+  auto all = host.ListAll();
+  host.Load("good");
+  unsetenv("GPUPROV_FIXTURE_LOAD_MARKER");
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[1].name, "good");
+  EXPECT_EQ(all[1].path, (tmp_ / "b" / gpuprov::DriverFileName("good")).string());
+  EXPECT_EQ(all[1].version, "");  // never read
+  // The first file: described in a child for the list, again for Load (no cache), then
+  // loaded here once; the shadowed one in neither process.
+  EXPECT_EQ(MarkerLines(load_marker, "probe"), 2);
+  EXPECT_EQ(MarkerLines(load_marker, "load"), 1);
 }
 
-TEST_F(DriverFilesTest, OpenInitialisesAndCallsThroughTheVtable) {
-  DriverHost host(std::vector<gpuprov::DriverSearchDir>{{GPUPROV_FIXTURE_DRIVER_DIR, "fixtures"}});
-  std::vector<std::string> logs, progress;
-  auto driver = host.Open("good", "{}",
-                          {[&](gpuprov_type_log_level, const std::string& m) { logs.push_back(m); },
-                           [&](const std::string& m) { progress.push_back(m); },
-                           [] { return false; }});
-  EXPECT_TRUE(fs::exists(marker_));
-  EXPECT_EQ(logs, std::vector<std::string>{"good driver initialised"});
-  std::string result = driver->Call(DriverOp::kCreate, R"({"name":"x"})");
-  EXPECT_NE(result.find("\"existing\":false"), std::string::npos);
-  EXPECT_EQ(progress, std::vector<std::string>{"creating"});
-
-  try {
-    driver->Call(DriverOp::kCreate, R"({"capacity":1})");
-    FAIL() << "expected a capacity error";
-  } catch (const DriverCallError& e) {
-    EXPECT_EQ(e.status(), GPUPROV_STATUS_CAPACITY);
-    EXPECT_NE(std::string(e.what()).find("no capacity (fixture)"), std::string::npos);
-    EXPECT_NE(e.hint().find("another region"), std::string::npos);
-  }
-  try {
-    driver->Call(DriverOp::kCreate, R"({"explode":1})");
-    FAIL() << "expected a failure";
-  } catch (const DriverCallError& e) {
-    EXPECT_EQ(e.status(), GPUPROV_STATUS_FAILED);
-    EXPECT_NE(std::string(e.what()).find("boom"), std::string::npos);
-  }
+TEST_F(DriverFilesTest, AFileThatAbortsWhileLoadingIsBrokenAndThisProcessLivesOn) {
+  // onepp aborts as a second copy of a gRPC driver does when a copy is already loaded.
+  fs::copy_file(Fixture("onepp"), tmp_ / gpuprov::DriverFileName("onepp"));
+  setenv("GPUPROV_FIXTURE_ONE_PER_PROCESS_LOADED", "1", 1);
+  DriverHost host(std::vector<gpuprov::DriverSearchDir>{{tmp_.string(), "tmp"}});
+  auto all = host.ListAll();
+  unsetenv("GPUPROV_FIXTURE_ONE_PER_PROCESS_LOADED");
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_THAT(all[0].problem, ::testing::HasSubstr("crashed while loading (signal 6"));
+  EXPECT_THAT(all[0].problem, ::testing::HasSubstr("File already exists in database"));
 }
 
-TEST_F(DriverFilesTest, InitFailureCarriesTheDriversMessage) {
-  DriverHost host(std::vector<gpuprov::DriverSearchDir>{{GPUPROV_FIXTURE_DRIVER_DIR, "fixtures"}});
-  try {
-    host.Open("good", R"({"fail_init":true})", {});
-    FAIL() << "expected init to fail";
-  } catch (const DriverCallError& e) {
-    EXPECT_EQ(e.status(), GPUPROV_STATUS_AUTH);
-    EXPECT_NE(std::string(e.what()).find("no credentials (fixture)"), std::string::npos);
+TEST_F(DriverFilesTest, TwoCopiesOfADriverNeverShareAProcess) {
+  // The same one-per-process driver under its own name and a second one: Load of the first
+  // works; Load of the copy is refused from its child's reading, without loading it here
+  // (which would abort this test program).
+  fs::copy_file(Fixture("onepp"), tmp_ / gpuprov::DriverFileName("onepp"));
+  fs::copy_file(Fixture("onepp"), tmp_ / gpuprov::DriverFileName("onecopy"));
+  DriverHost host(std::vector<gpuprov::DriverSearchDir>{{tmp_.string(), "tmp"}});
+  {
+    gpuprov::LoadedDriver first = host.Load("onepp");
+    EXPECT_EQ(first.info().name, "onepp");
+    try {
+      host.Load("onecopy");
+      ADD_FAILURE() << "the copy was loaded";
+    } catch (const gpuprov::Error& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("is broken: crashed while loading"));
+    }
+    EXPECT_EQ(host.ListAll().size(), 2u);  // and listing both is safe too
   }
+  unsetenv("GPUPROV_FIXTURE_ONE_PER_PROCESS_LOADED");
 }
 
-TEST_F(DriverFilesTest, OpenRefusesABrokenDriverWithItsReason) {
-  DriverHost host(std::vector<gpuprov::DriverSearchDir>{{GPUPROV_FIXTURE_DRIVER_DIR, "fixtures"}});
-  try {
-    host.Open("newmajor", "{}", {});
-    FAIL();
-  } catch (const gpuprov::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("needs driver ABI 2.0"), std::string::npos) << e.what();
-  }
+TEST_F(DriverFilesTest, ADriverFolderEntryThatIsNotARegularFileIsNotOpened) {
+  ASSERT_EQ(mkfifo((tmp_ / gpuprov::DriverFileName("fifo")).c_str(), 0600), 0);
+  fs::create_symlink("/dev/zero", tmp_ / gpuprov::DriverFileName("zero"));
+  DriverHost host(std::vector<gpuprov::DriverSearchDir>{{tmp_.string(), "tmp"}});
+  auto all = host.ListAll();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_THAT(all[0].problem, ::testing::HasSubstr("is a FIFO (named pipe), not a regular file"));
+  EXPECT_THAT(all[1].problem, ::testing::HasSubstr("is a character device, not a regular file"));
+  EXPECT_THROW(host.Load("fifo"), gpuprov::Error);
 }
 
 TEST_F(DriverFilesTest, FirstDirectoryWinsAndLaterCopiesAreShadowed) {

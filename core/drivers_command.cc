@@ -16,7 +16,6 @@ namespace gpuprov {
 
 int RunDriversCommand(const AppContext& app) {
   DriverHost host = app.MakeDriverHost();
-  host.set_list_cache((app.paths.home() / "cache" / "drivers.json").string());
   std::vector<DriverInfo> drivers = host.ListAll();
   Console& console = Console::Get();
   int broken = 0;

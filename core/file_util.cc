@@ -101,11 +101,64 @@ void WriteFileAtomic(const std::filesystem::path& path, std::string_view content
   }
 }
 
-std::optional<std::string> ReadFileIfExists(const std::filesystem::path& path) {
-  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+namespace {
+
+/// "a FIFO", "a directory", ... for a file type that is not a regular file.
+std::string FileTypeWords(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+std::string ByteCount(std::uintmax_t bytes) {
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+  if (bytes >= (1u << 10) && bytes % (1u << 10) == 0) return std::to_string(bytes >> 10) + " KiB";
+  return std::to_string(bytes) + " bytes";
+}
+
+/// The reason a file of this stat may not be read as \a kind, or "".
+std::string ReasonFromStat(const struct stat& st, FileKind kind) {
+  if (!S_ISREG(st.st_mode)) {
+    const std::string type = FileTypeWords(st.st_mode);
+    return "is " + type + (type == "not a regular file" ? "" : ", not a regular file");
+  }
+  if (static_cast<std::uintmax_t>(st.st_size) > kind.max_bytes) {
+    return "is " + std::to_string(st.st_size) + " bytes, more than a " + std::string(kind.name) +
+           " may be (" + ByteCount(kind.max_bytes) + ")";
+  }
+  return "";
+}
+
+Error RefusedFile(const std::filesystem::path& path, FileKind kind, const std::string& reason) {
+  return UsageError("refusing to read the " + std::string(kind.name) + " " + Quoted(path) + ": it " +
+                        reason,
+                    "gpuprov reads a " + std::string(kind.name) + " only from a regular file of at "
+                    "most " + ByteCount(kind.max_bytes) + "; put one there, or name another");
+}
+
+}  // namespace
+
+std::string UnreadableFileReason(const std::filesystem::path& path, FileKind kind) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "";
+  return ReasonFromStat(st, kind);
+}
+
+std::optional<std::string> ReadFileIfExists(const std::filesystem::path& path, FileKind kind) {
+  // O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer; the
+  // descriptor's own fstat then decides (no window between a check and the open).
+  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (fd.get() < 0) {
     if (errno == ENOENT) return std::nullopt;
     throw SystemError("cannot read", path, errno);
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw SystemError("cannot read", path, errno);
+  if (const std::string reason = ReasonFromStat(st, kind); !reason.empty()) {
+    throw RefusedFile(path, kind, reason);
   }
   std::string contents;
   char buffer[65536];
@@ -117,12 +170,16 @@ std::optional<std::string> ReadFileIfExists(const std::filesystem::path& path) {
     }
     if (n == 0) break;
     contents.append(buffer, static_cast<std::size_t>(n));
+    // A file that grows while it is read is held to the same bound.
+    if (contents.size() > kind.max_bytes) {
+      throw RefusedFile(path, kind, "grew past " + ByteCount(kind.max_bytes) + " while read");
+    }
   }
   return contents;
 }
 
-std::string ReadFile(const std::filesystem::path& path) {
-  std::optional<std::string> contents = ReadFileIfExists(path);
+std::string ReadFile(const std::filesystem::path& path, FileKind kind) {
+  std::optional<std::string> contents = ReadFileIfExists(path, kind);
   if (!contents) throw SystemError("cannot read", path, ENOENT);
   return std::move(*contents);
 }

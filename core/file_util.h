@@ -3,6 +3,8 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
+
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -18,11 +20,37 @@ namespace gpuprov {
 void WriteFileAtomic(const std::filesystem::path& path, std::string_view contents,
                      mode_t mode = 0600);
 
-/// The whole file. Throws Error naming the path when it is missing or unreadable.
-std::string ReadFile(const std::filesystem::path& path);
+/// What a file read by gpuprov may be: its kind (for messages) and the most bytes it may hold.
+/// Every file gpuprov reads is opened only if it is a regular file within such a bound, so a
+/// symlink to /dev/zero or a FIFO in a file's place is refused at once, never read forever.
+struct FileKind {
+  const char* name;
+  std::size_t max_bytes;
+};
+inline constexpr FileKind kConfigFileKind{"config file", 1u << 20};
+inline constexpr FileKind kSpecFileKind{"spec file", 1u << 20};
+inline constexpr FileKind kStateRecordKind{"state record", 1u << 20};
+inline constexpr FileKind kKubeconfigKind{"kubeconfig", 16u << 20};
+inline constexpr FileKind kKnownHostsKind{"known_hosts file", 16u << 20};
+inline constexpr FileKind kPrivateKeyKind{"private key", 64u << 10};
+inline constexpr FileKind kCacheFileKind{"cache file", 16u << 20};
+inline constexpr FileKind kDriverFileKind{"driver file", 1u << 30};
+/// Any other text file (test fixtures, scripts): 64 MiB.
+inline constexpr FileKind kTextFileKind{"file", 64u << 20};
 
-/// The whole file, or nullopt when it does not exist. Throws Error on other failures.
-std::optional<std::string> ReadFileIfExists(const std::filesystem::path& path);
+/// Why \a path may not be read as \a kind ("is a FIFO, not a regular file", "is 2 GiB, more
+/// than a config file may be (1 MiB)"), or "" when it is a regular file within the bound.
+/// Follows symlinks; a missing file gives "".
+std::string UnreadableFileReason(const std::filesystem::path& path, FileKind kind);
+
+/// The whole file. Throws Error naming the path when it is missing or unreadable, and
+/// UsageError (exit 2) naming the path and the reason when it is not a regular file or is
+/// larger than \a kind allows.
+std::string ReadFile(const std::filesystem::path& path, FileKind kind = kTextFileKind);
+
+/// The whole file, or nullopt when it does not exist. Throws as ReadFile does otherwise.
+std::optional<std::string> ReadFileIfExists(const std::filesystem::path& path,
+                                            FileKind kind = kTextFileKind);
 
 /// An exclusive flock(2) on a lock file, held for the object's lifetime and released by the
 /// destructor (and by the kernel when the process dies, so a crash leaves no stale lock).

@@ -11,6 +11,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "error.h"
@@ -188,6 +190,46 @@ TEST(ReadFileTest, MissingFileThrowsNamingThePath) {
 TEST(ReadFileTest, ReadingADirectoryThrows) {
   ScopedTempDir tmp;
   EXPECT_THROW(ReadFileIfExists(tmp.path()), Error);
+}
+
+/// The exit code and message of reading \a path as \a kind ("" and 0 when it was read).
+std::pair<int, std::string> ReadRefusal(const std::filesystem::path& path, FileKind kind) {
+  try {
+    ReadFileIfExists(path, kind);
+    return {0, ""};
+  } catch (const Error& e) {
+    return {e.exit_code(), e.what()};
+  }
+}
+
+TEST(ReadFileTest, OnlyARegularFileWithinItsKindsBoundIsRead) {
+  ScopedTempDir tmp;
+  const std::filesystem::path fifo = tmp.path() / "config.toml";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const auto started = std::chrono::steady_clock::now();
+  // A FIFO: refused at once (no writer is waited for), exit 2, naming the path and why.
+  auto [code, what] = ReadRefusal(fifo, kConfigFileKind);
+  EXPECT_EQ(code, kExitUsage);
+  EXPECT_THAT(what, HasSubstr("refusing to read the config file '" + fifo.string() +
+                              "': it is a FIFO (named pipe), not a regular file"));
+  // A symlink to /dev/zero: never read (it would never end).
+  const std::filesystem::path zero = tmp.path() / "zero";
+  std::filesystem::create_symlink("/dev/zero", zero);
+  std::tie(code, what) = ReadRefusal(zero, kSpecFileKind);
+  EXPECT_EQ(code, kExitUsage);
+  EXPECT_THAT(what, HasSubstr("it is a character device, not a regular file"));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2));
+  // Larger than the kind allows, by one byte.
+  const std::filesystem::path big = tmp.path() / "big";
+  WriteFileAtomic(big, std::string(kPrivateKeyKind.max_bytes + 1, 'k'));
+  std::tie(code, what) = ReadRefusal(big, kPrivateKeyKind);
+  EXPECT_EQ(code, kExitUsage);
+  EXPECT_THAT(what, HasSubstr("is 65537 bytes, more than a private key may be (64 KiB)"));
+  // At the bound: read.
+  WriteFileAtomic(big, std::string(kPrivateKeyKind.max_bytes, 'k'));
+  EXPECT_EQ(ReadFile(big, kPrivateKeyKind).size(), kPrivateKeyKind.max_bytes);
+  EXPECT_EQ(UnreadableFileReason(big, kPrivateKeyKind), "");
+  EXPECT_EQ(UnreadableFileReason(fifo, kPrivateKeyKind), "is a FIFO (named pipe), not a regular file");
 }
 
 TEST(FileLockTest, LockFileIsCreatedWithMode0600) {

@@ -63,15 +63,14 @@ TEST(InstallerBundle, PinnedK3sIsReadFromTheInstaller) {
   EXPECT_THAT(pinned.sha256_arm64, ::testing::MatchesRegex("[0-9a-f]{64}"));
 }
 
-// The pinned release and both hashes equal the table of the k3s reference (section 13), which
-// sits beside the repository (../shared); a typo in either place fails here.
+// The pinned release and both hashes equal the table of docs/k3s-pin.md, which names their
+// public sources; a typo in any of the three places fails here.
 TEST(InstallerBundle, PinnedK3sMatchesTheReferenceTable) {
-  const std::string path =
-      std::string(GPUPROV_SOURCE_DIR) + "/../shared/reference/k3s-nvidia.md";
+  const std::string path = std::string(GPUPROV_SOURCE_DIR) + "/docs/k3s-pin.md";
   std::optional<std::string> reference = ReadFileIfExists(path);
-  ASSERT_TRUE(reference) << path << " is missing: CI keeps shared/ beside the clone";
-  const size_t section = reference->find("\n## 13. Pinned k3s release hashes");
-  ASSERT_NE(section, std::string::npos) << "no section 13 in " << path;
+  ASSERT_TRUE(reference) << path << " is missing";
+  const size_t section = reference->find("\n## Pinned release: ");
+  ASSERT_NE(section, std::string::npos) << "no '## Pinned release' section in " << path;
   const std::string table = reference->substr(section);
   std::smatch version, amd64, arm64;
   ASSERT_TRUE(std::regex_search(table, version, std::regex(R"(\*\*k3s (v[^*\s]+)\*\*)")));

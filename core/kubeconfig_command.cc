@@ -26,7 +26,7 @@ int RunKubeconfigCommand(const AppContext& app, const std::string& name,
                      "provision a VM with Kubernetes on (the default, or --k8s)");
   }
   const std::filesystem::path own = app.paths.kubeconfig(name);
-  const std::optional<std::string> text = ReadFileIfExists(own);
+  const std::optional<std::string> text = ReadFileIfExists(own, kKubeconfigKind);
   if (!text) {
     throw Error("VM '" + name + "' has no kubeconfig yet (phase " + rec.phase + ")",
                 "re-run `gpuprov provision --name " + name + "` to finish it");

@@ -483,7 +483,7 @@ KubeconfigEdit EditFile(
     if (ec) throw Error("cannot create " + dir.string() + ": " + ec.message());
   }
   const KubectlLock kubectl_lock(result.file);
-  const std::optional<std::string> old = ReadFileIfExists(result.file);
+  const std::optional<std::string> old = ReadFileIfExists(result.file, kKubeconfigKind);
   if (!old && !create) return result;
   const std::string text = edit(old.value_or(""), result.file.string());
   if (old && text == *old) return result;

@@ -262,6 +262,24 @@ TEST(UserKubeconfigFile, FirstOfKubeconfigElseHomeKubeConfig) {
   EXPECT_THROW(UserKubeconfigFile(lookup), Error);
 }
 
+TEST(MergeKubeconfigFile, RefusesAFileThatIsNotRegularAndLeavesItAlone) {
+  testing::ScopedTempDir dir;
+  const fs::path file = dir.path() / "config";
+  ASSERT_EQ(mkfifo(file.c_str(), 0600), 0);
+  const fs::path lock = dir.path() / "locks" / "kubeconfig.lock";
+  try {
+    MergeKubeconfigFile(file, Ours("demo", 16443), "gpuprov-demo", false, lock);
+    FAIL() << "merged into a FIFO";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), kExitUsage);
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("kubeconfig '" + file.string() +
+                                               "': it is a FIFO (named pipe)"));
+  }
+  struct stat st {};
+  ASSERT_EQ(lstat(file.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+}
+
 TEST(MergeKubeconfigFile, KeepsABackupWritesAtomicallyAnd0600) {
   testing::ScopedTempDir dir;
   const fs::path file = dir.path() / "kube" / "config";

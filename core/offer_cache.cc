@@ -27,7 +27,7 @@ std::vector<std::string> Lines(const std::string& text) {
 
 std::vector<std::string> ReadLines(const std::filesystem::path& file) {
   try {
-    if (auto text = ReadFileIfExists(file)) return Lines(*text);
+    if (auto text = ReadFileIfExists(file, kCacheFileKind)) return Lines(*text);
   } catch (const std::exception&) {
   }
   return {};

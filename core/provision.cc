@@ -987,7 +987,8 @@ class Provision {
     if (!k8s_.enabled || !merge) return;
     const std::filesystem::path file = UserKubeconfigFile(ProcessEnv());
     const KubeconfigEdit edit =
-        MergeKubeconfigFile(file, ReadFile(rec_.kubeconfig), KubeContextName(name_), false,
+        MergeKubeconfigFile(file, ReadFile(rec_.kubeconfig, kKubeconfigKind),
+                            KubeContextName(name_), false,
                             app_.paths.lock_dir() / "kubeconfig.lock");
     rec_.extra[kKubeconfigMergedKey] = edit.file.string();
     merged_into_ = edit.file.string();

@@ -279,7 +279,7 @@ Spec ParseSpec(std::string_view text, const std::string& display_name) {
 Spec LoadSpec(const std::filesystem::path& path) {
   std::optional<std::string> text;
   try {
-    text = ReadFileIfExists(path);
+    text = ReadFileIfExists(path, kSpecFileKind);
   } catch (const Error& e) {
     throw UsageError(std::string("spec file: ") + e.what(), "check the path given with -f");
   }

@@ -185,7 +185,7 @@ struct PinnedKey {
 std::vector<PinnedKey> ReadPinnedKeys(const std::string& known_hosts_path, const std::string& host,
                                       int port) {
   std::vector<PinnedKey> pinned;
-  std::optional<std::string> text = ReadFileIfExists(known_hosts_path);
+  std::optional<std::string> text = ReadFileIfExists(known_hosts_path, kKnownHostsKind);
   if (!text) return pinned;
   const std::string name = KnownHostsName(host, port);
   std::istringstream lines(*text);
@@ -681,7 +681,7 @@ void ForgetHostKey(const std::string& known_hosts_path, const std::string& host,
   std::error_code ec;
   if (!std::filesystem::exists(known_hosts_path, ec)) return;
   FileLock lock = LockKnownHosts(known_hosts_path);
-  std::optional<std::string> text = ReadFileIfExists(known_hosts_path);
+  std::optional<std::string> text = ReadFileIfExists(known_hosts_path, kKnownHostsKind);
   if (!text) return;
 
   const std::string plain = KnownHostsName(host, port);

@@ -91,9 +91,8 @@ void CheckPrivateKeyFile(const std::string& path) {
     throw Error("cannot read private key " + Quoted(path) + ": " + Errno(err),
                 "check the path and its permissions");
   }
-  if (!S_ISREG(st.st_mode)) {
-    throw Error("private key " + Quoted(path) + " is not a regular file",
-                "name the key file itself");
+  if (const std::string reason = UnreadableFileReason(path, kPrivateKeyKind); !reason.empty()) {
+    throw UsageError("private key " + Quoted(path) + " " + reason, "name the key file itself");
   }
   if ((st.st_mode & 077) != 0) {
     throw Error("private key " + Quoted(path) + " is accessible by other users (mode " +

@@ -300,7 +300,7 @@ std::string SerializeRecord(const VmRecord& record) {
 /// The record at \a path, nullopt when the file does not exist. Throws Error naming the file
 /// when it cannot be used.
 std::optional<VmRecord> ReadRecord(const std::filesystem::path& path, const std::string& name) {
-  std::optional<std::string> text = ReadFileIfExists(path);
+  std::optional<std::string> text = ReadFileIfExists(path, kStateRecordKind);
   if (!text) return std::nullopt;
   return ParseRecord(path, *text, name);
 }

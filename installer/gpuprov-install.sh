@@ -17,7 +17,7 @@ readonly STATUS_SCHEMA_VERSION=1
 readonly K3S_PINNED_VERSION="v1.36.4+k3s1"
 readonly K3S_MIN_VERSION_FOR_DEFAULT_RUNTIME="v1.29.0"
 # >>> PINNED K3S HASHES: sha256 of the assets `k3s` (amd64) and `k3s-arm64` of K3S_PINNED_VERSION
-# >>> from its sha256sum-<arch>.txt (a unit test compares them with the k3s reference's table).
+# >>> from its sha256sum-<arch>.txt (a unit test compares them with docs/k3s-pin.md's table).
 # >>> Other versions need --k3s-sha256. gpuprov reads these lines at build time.
 readonly K3S_SHA256_AMD64="835873f37245fc615f547a2fe2af9402a347875f13fa64a1f136de644955ea3f"
 readonly K3S_SHA256_ARM64="c920706346d5ad4e5cd3c7bf1bb09ce71ebe07fec829e513e40f1caf98aed8bb"

@@ -7,7 +7,12 @@
 # GPUPROV_PREFIX overrides the prefix (default /usr/local as root, else ~/.local).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+demo_start=$(date +%s)
+# since START: seconds from START (date +%s) to now.
+since() { echo "$(( $(date +%s) - $1 )) s"; }
+# Only what is installed and run here is built (not the tests): setup.sh --installables.
+bash scripts/setup.sh --installables
+echo "==> setup (packages, dockerd, test image, build) took $(since "$demo_start")" >&2
 BUILD_DIR=${GPUPROV_BUILD_DIR:-build}
 if [[ -n "${GPUPROV_PREFIX:-}" ]]; then
   prefix=$GPUPROV_PREFIX
@@ -17,9 +22,13 @@ else
   prefix=$HOME/.local
 fi
 echo "demo: installing gpuprov into $prefix (cmake --install $BUILD_DIR --prefix $prefix)" >&2
+step_start=$(date +%s)
 cmake --install "$BUILD_DIR" --prefix "$prefix" >/dev/null
+echo "==> install took $(since "$step_start")" >&2
 gpuprov="$prefix/bin/gpuprov"
+step_start=$(date +%s)
 "$gpuprov" provision --name "${1:-demo}" --cloud docker
+echo "==> provision took $(since "$step_start"); the whole demo $(since "$demo_start")" >&2
 # The hints above say `gpuprov ...`: true only when this gpuprov is the one on PATH.
 if [[ "$(command -v gpuprov || true)" != "$gpuprov" ]]; then
   echo "demo: $gpuprov is not the gpuprov on your PATH; for the commands above run" >&2

@@ -92,8 +92,9 @@ void AddTagSpec(Params& params, int n, const std::string& resource_type,
   }
 }
 
-// True when the group's ingress opens tcp `port` to some IPv4 or IPv6 source (`world`: to
-// 0.0.0.0/0).
+// True when the group's ingress opens tcp `port` to some IPv4 source (`world`: to 0.0.0.0/0).
+// Only IPv4 ranges count: gpuprov reaches the VM at its public IPv4 address, and a rule open
+// only to ::/0 lets none of that in.
 bool PortOpen(const XmlNode* group, int port, bool world = false) {
   if (group == nullptr) return false;
   for (const XmlNode* perm : group->Items("ipPermissions")) {
@@ -102,7 +103,7 @@ bool PortOpen(const XmlNode* group, int port, bool world = false) {
     bool everyone = false;
     for (const XmlNode* r : perm->Items("ipRanges")) everyone = everyone || r->Text("cidrIp") == "0.0.0.0/0";
     if (world && !everyone) continue;
-    if (perm->Items("ipRanges").empty() && perm->Items("ipv6Ranges").empty()) continue;
+    if (perm->Items("ipRanges").empty()) continue;
     if (proto == "-1") return true;
     try {
       if (std::stoi(perm->Text("fromPort")) <= port && port <= std::stoi(perm->Text("toPort"))) {
@@ -112,6 +113,16 @@ bool PortOpen(const XmlNode* group, int port, bool world = false) {
     }
   }
   return false;
+}
+
+// What to do in an account (region) without a default VPC.
+std::string NoDefaultVpcHint(const std::string& region) {
+  return "The account has no default VPC in " + region +
+         ", and gpuprov launches into the default VPC unless told otherwise: set subnet_id "
+         "(a subnet with a route to an internet gateway; its VPC is found from it) or vpc_id in "
+         "[clouds.aws] of ~/.gpu-provisioner/config.toml, or create a default VPC (`aws ec2 "
+         "create-default-vpc --region " +
+         region + "`)";
 }
 
 }  // namespace
@@ -129,6 +140,8 @@ AwsDriver::AwsDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
     }
   }
   image_override_ = json::Str(config_, "image");
+  vpc_id_ = json::Str(config_, "vpc_id");
+  subnet_id_ = json::Str(config_, "subnet_id");
   consistency_grace_ = milliseconds(json::Int(config_, "consistency_grace_seconds", 60) * 1000);
   delete_wait_ = milliseconds(json::Int(config_, "delete_wait_seconds", 600) * 1000);
   poll_interval_ = milliseconds(json::Int(config_, "poll_interval_ms", 2000));
@@ -165,7 +178,7 @@ XmlNode AwsDriver::Call(const std::string& region, const std::string& action,
 }
 
 void AwsDriver::Raise(const std::string& region, const Ec2Error& e) {
-  const gpuprov_type_status status = StatusOfCode(e.http_status(), e.code());
+  const gpuprov_type_status status = StatusOfError(e.http_status(), e.code(), e.message());
   std::string msg = e.what();
   switch (status) {
     case GPUPROV_STATUS_AUTH: {
@@ -175,9 +188,25 @@ void AwsDriver::Raise(const std::string& region, const Ec2Error& e) {
              "): check them (`aws sts get-caller-identity`), or set AWS_ACCESS_KEY_ID/"
              "AWS_SECRET_ACCESS_KEY or AWS_PROFILE; the IAM user needs ec2:RunInstances, "
              "ec2:Describe*, ec2:TerminateInstances, ec2:CreateTags, ec2:*SecurityGroup*, "
-             "ec2:ImportKeyPair and ec2:DeleteKeyPair";
+             "ec2:ImportKeyPair and ec2:DeleteKeyPair, and ssm:GetParameters for the default "
+             "images (EC2 resolves their resolve:ssm: ids)";
       break;
     }
+    case GPUPROV_STATUS_INVALID_INPUT:
+      if (e.code() == "InvalidAMIID.NotFound" || e.code() == "InvalidAMIID.Unavailable") {
+        msg += ". That image is not available in " + region +
+               " (an AMI of another region, or a DLAMI not published there): give an AMI of " +
+               region + " with --image (or `image` in [clouds.aws]), or choose another region";
+      } else if (e.code() == "Unsupported") {
+        msg += ". EC2 does not support this combination of instance type, image and settings "
+               "in " + region + ": choose another GPU type or image";
+      } else if (e.code() == "VPCIdNotSpecified") {
+        msg += ". " + NoDefaultVpcHint(region);
+      } else if (e.code() == "InvalidSubnetID.NotFound" || e.code() == "InvalidVpcID.NotFound") {
+        msg += ". Check subnet_id and vpc_id in [clouds.aws]: they must name a subnet and VPC "
+               "of this account in " + region;
+      }
+      break;
     case GPUPROV_STATUS_CAPACITY:
       msg += ". AWS has no capacity for this instance type in " + region +
              " right now: retry later, or choose another region (--region) or GPU type";
@@ -347,6 +376,51 @@ AwsDriver::ObjectPtr AwsDriver::VmJson(const std::string& region, const XmlNode&
   return vm;
 }
 
+// --- network ---------------------------------------------------------------------
+
+AwsDriver::Network AwsDriver::ResolveNetwork(const std::string& region) {
+  Network net;
+  if (!subnet_id_.empty() || !vpc_id_.empty()) {
+    // The subnet named (its VPC with it), or the subnets of the VPC named.
+    Params p = subnet_id_.empty()
+                   ? Params{{"Filter.1.Name", "vpc-id"}, {"Filter.1.Value.1", vpc_id_}}
+                   : Params{{"SubnetId.1", subnet_id_}};
+    XmlNode doc = Call(region, "DescribeSubnets", p);
+    std::vector<const XmlNode*> subnets = doc.Items("subnetSet");
+    if (subnets.empty()) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "VPC " + vpc_id_ + " (vpc_id in [clouds.aws]) has no subnet in " + region +
+                            ": create one with a route to an internet gateway, or set subnet_id");
+    }
+    // With only vpc_id: a subnet that gives public addresses by default first, then by id,
+    // so every run picks the same one.
+    std::sort(subnets.begin(), subnets.end(), [](const XmlNode* a, const XmlNode* b) {
+      const bool pa = a->Text("mapPublicIpOnLaunch") == "true";
+      const bool pb = b->Text("mapPublicIpOnLaunch") == "true";
+      return pa != pb ? pa : a->Text("subnetId") < b->Text("subnetId");
+    });
+    net.subnet_id = subnets.front()->Text("subnetId");
+    net.vpc_id = subnets.front()->Text("vpcId");
+    if (!vpc_id_.empty() && net.vpc_id != vpc_id_) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "subnet_id " + subnet_id_ + " is in VPC " + net.vpc_id +
+                            ", not in vpc_id " + vpc_id_ +
+                            " ([clouds.aws]): drop vpc_id (the subnet's VPC is used) or make "
+                            "them agree");
+    }
+    return net;
+  }
+  // One read says whether the default VPC that a launch without a subnet needs is there
+  // (CreateSecurityGroup documents VpcId as "Required for a nondefault VPC"; without a default
+  // VPC EC2 answers VPCIdNotSpecified), before anything is made.
+  XmlNode doc = Call(region, "DescribeVpcs",
+                     {{"Filter.1.Name", "isDefault"}, {"Filter.1.Value.1", "true"}});
+  if (doc.Items("vpcSet").empty()) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, NoDefaultVpcHint(region));
+  }
+  return net;
+}
+
 // --- security group and key pair ------------------------------------------------
 
 IngressChange PlanIngress(const XmlNode* group, int port,
@@ -355,10 +429,9 @@ IngressChange PlanIngress(const XmlNode* group, int port,
   const std::vector<std::string> want = sources.Of(port, /*with_ipv6=*/true);
   // A port not narrowed only gains its rule from everyone when nothing opens it to 0.0.0.0/0;
   // other rules of it (the user's) stay.
-  if (!sources.IsNarrowed(port)) {
-    if (!PortOpen(group, port, /*world=*/true)) change.authorize = want;
-    return change;
-  }
+  // The sources of the group's own rule for exactly tcp port-port: EC2 refuses the whole
+  // AuthorizeSecurityGroupIngress call when one of its ranges is already there
+  // (InvalidPermission.Duplicate), so these are never sent again.
   std::set<std::string> have;
   if (group != nullptr) {
     for (const XmlNode* perm : group->Items("ipPermissions")) {
@@ -369,6 +442,15 @@ IngressChange PlanIngress(const XmlNode* group, int port,
       for (const XmlNode* r : perm->Items("ipRanges")) have.insert(r->Text("cidrIp"));
       for (const XmlNode* r : perm->Items("ipv6Ranges")) have.insert(r->Text("cidrIpv6"));
     }
+  }
+  if (!sources.IsNarrowed(port)) {
+    // Open to 0.0.0.0/0 already: nothing to do. Else the world ranges the exact rule lacks
+    // (a rule open only to ::/0 gains 0.0.0.0/0 alone).
+    if (PortOpen(group, port, /*world=*/true)) return change;
+    for (const auto& c : want) {
+      if (!have.count(c)) change.authorize.push_back(c);
+    }
+    return change;
   }
   for (const auto& c : want) {
     if (!have.count(c)) change.authorize.push_back(c);
@@ -388,34 +470,40 @@ void AwsDriver::AuthorizePorts(const std::string& region, const std::string& gro
     // One call per port: its IPv4 and IPv6 ranges together (added before anything is revoked,
     // so a narrowing never leaves the port shut meanwhile).
     if (!change.authorize.empty()) {
-      Params params = {{"GroupId", group_id},
-                       {"IpPermissions.1.IpProtocol", "tcp"},
-                       {"IpPermissions.1.FromPort", p},
-                       {"IpPermissions.1.ToPort", p}};
-      int v4 = 0, v6 = 0;
-      for (const std::string& cidr : change.authorize) {
-        const bool is_v6 = cidr.find(':') != std::string::npos;
-        const std::string base = is_v6 ? "IpPermissions.1.Ipv6Ranges." + std::to_string(++v6)
-                                       : "IpPermissions.1.IpRanges." + std::to_string(++v4);
-        params.emplace_back(base + (is_v6 ? ".CidrIpv6" : ".CidrIp"), cidr);
-        params.emplace_back(base + ".Description", "gpuprov");
-      }
-      const auto deadline = steady_clock::now() + consistency_grace_;
-      while (true) {
-        try {
-          ec2_->Call(region, "AuthorizeSecurityGroupIngress", params);
-          break;
-        } catch (const Ec2Error& e) {
-          // One port per call and only ranges it lacked (PlanIngress), so a duplicate means
-          // this rule exists (reference §5).
-          if (e.code() == "InvalidPermission.Duplicate") break;
-          // A group created a moment ago may not be visible yet.
-          if (e.code() == "InvalidGroup.NotFound" && steady_clock::now() < deadline) {
-            Sleep(poll_interval_);
-            continue;
-          }
-          Raise(region, e);
+      auto authorize = [&](const std::vector<std::string>& cidrs) {
+        Params params = {{"GroupId", group_id},
+                         {"IpPermissions.1.IpProtocol", "tcp"},
+                         {"IpPermissions.1.FromPort", p},
+                         {"IpPermissions.1.ToPort", p}};
+        int v4 = 0, v6 = 0;
+        for (const std::string& cidr : cidrs) {
+          const bool is_v6 = cidr.find(':') != std::string::npos;
+          const std::string base = is_v6 ? "IpPermissions.1.Ipv6Ranges." + std::to_string(++v6)
+                                         : "IpPermissions.1.IpRanges." + std::to_string(++v4);
+          params.emplace_back(base + (is_v6 ? ".CidrIpv6" : ".CidrIp"), cidr);
+          params.emplace_back(base + ".Description", "gpuprov");
         }
+        const auto deadline = steady_clock::now() + consistency_grace_;
+        while (true) {
+          try {
+            ec2_->Call(region, "AuthorizeSecurityGroupIngress", params);
+            return true;
+          } catch (const Ec2Error& e) {
+            // EC2 refuses the whole call when any one range exists already.
+            if (e.code() == "InvalidPermission.Duplicate") return false;
+            // A group created a moment ago may not be visible yet.
+            if (e.code() == "InvalidGroup.NotFound" && steady_clock::now() < deadline) {
+              Sleep(poll_interval_);
+              continue;
+            }
+            Raise(region, e);
+          }
+        }
+      };
+      // All of the port's missing ranges in one call; if one of them appeared meanwhile (a
+      // concurrent run, a hand edit), each alone, so the others are still added.
+      if (!authorize(change.authorize) && change.authorize.size() > 1) {
+        for (const std::string& cidr : change.authorize) authorize({cidr});
       }
     }
     for (const std::string& cidr : change.revoke) {
@@ -440,11 +528,15 @@ AwsDriver::Resource AwsDriver::EnsureSecurityGroup(const std::string& region,
                                                    const std::string& vm_name,
                                                    const std::vector<int>& ports,
                                                    const std::map<std::string, std::string>& tags,
-                                                   const kit::PortSources& sources) {
+                                                   const kit::PortSources& sources,
+                                                   const Network& net) {
   const std::string group_name = ResourceName(vm_name);
   auto describe = [&]() -> std::optional<XmlNode> {
-    XmlNode doc = Call(region, "DescribeSecurityGroups",
-                       {{"Filter.1.Name", "group-name"}, {"Filter.1.Value.1", group_name}});
+    Params filter = {{"Filter.1.Name", "group-name"}, {"Filter.1.Value.1", group_name}};
+    if (!net.vpc_id.empty()) {  // names are unique per VPC
+      filter.insert(filter.end(), {{"Filter.2.Name", "vpc-id"}, {"Filter.2.Value.1", net.vpc_id}});
+    }
+    XmlNode doc = Call(region, "DescribeSecurityGroups", filter);
     for (const XmlNode* g : doc.Items("securityGroupInfo")) {
       if (g->Text("groupName") == group_name) return *g;
     }
@@ -456,8 +548,10 @@ AwsDriver::Resource AwsDriver::EnsureSecurityGroup(const std::string& region,
     Params params = {
         {"GroupName", group_name},
         {"GroupDescription", "gpuprov VM " + vm_name + ": SSH, Kubernetes API, HTTP(S)"}};
+    if (!net.vpc_id.empty()) params.emplace_back("VpcId", net.vpc_id);
     AddTagSpec(params, 1, "security-group", tags);
-    host_.Progress("creating security group " + group_name + " in " + region);
+    host_.Progress("creating security group " + group_name + " in " + region +
+                   (net.vpc_id.empty() ? "" : " (" + net.vpc_id + ")"));
     try {
       XmlNode doc = ec2_->Call(region, "CreateSecurityGroup", params);
       out.id = doc.Text("groupId");
@@ -581,7 +675,7 @@ std::string AwsDriver::Check(const std::string& /*request_json*/) {
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
   result.set(
       "account",
-      (owner.empty() ? std::string("account id not shown (no default VPC)") : "account " + owner) +
+      (owner.empty() ? std::string("account id not shown (no security group named default: no VPC in the region)") : "account " + owner) +
           ", region " + default_region_ + ", access key " + MaskKeyId(c.access_key_id) +
           ", credentials from " + c.origin);
   result.set("user_data_limit", static_cast<int>(kUserDataLimit));
@@ -624,9 +718,14 @@ std::string AwsDriver::Offers(const std::string& request_json) {
     host_.Debug(std::string("instance type offerings unavailable, using the built-in table: ") +
                 e.what());
   }
+  std::optional<std::string> image = image_override_;
+  if (image->empty()) image = DefaultImage(*type);
+  if (!image) {
+    host_.Warning(NoDefaultImageMessage(*type));
+    return kit::OffersResult(offers, kPoweredOffCost);
+  }
   offers->add(kit::OfferJson({type->name, type->gpu_type, type->gpu_count, region,
-                              type->price_per_hour,
-                              image_override_.empty() ? DefaultImage(*type) : image_override_,
+                              type->price_per_hour, *image,
                               std::nullopt, "table", kPriceTableDate}));
   return kit::OffersResult(offers, kPoweredOffCost);
 }
@@ -637,13 +736,23 @@ std::string AwsDriver::Create(const std::string& request_json) {
                               "raw user data before base64");
   const std::string public_key = kit::TrimSpace(json::Str(request, "ssh_public_key"));
   {
+    // EC2 API reference, ImportKeyPair: "Imports the public key from an RSA or ED25519 key
+    // pair"; any other type is refused there (InvalidKey.Format) after the security group was
+    // made, so it is refused here, before anything is.
     std::istringstream words(public_key);
     std::string kind, blob;
-    if (!(words >> kind >> blob) ||
-        (kind != "ssh-ed25519" && kind != "ssh-rsa" && kind.rfind("ecdsa-sha2-", 0) != 0)) {
+    if (!(words >> kind >> blob)) {
       throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
                         "ssh_public_key must be an OpenSSH public key line (ssh-ed25519 or "
                         "ssh-rsa ...): EC2 imports it as the key pair gpuprov logs in with");
+    }
+    if (kind != "ssh-ed25519" && kind != "ssh-rsa") {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "the SSH key is " + kind +
+                            ", but EC2 imports only RSA and ED25519 keys (ImportKeyPair): make "
+                            "one with `ssh-keygen -t ed25519 -f ~/.ssh/gpuprov_aws` and pass "
+                            "--ssh-key ~/.ssh/gpuprov_aws, or drop --ssh-key to use gpuprov's "
+                            "own ed25519 key");
     }
   }
   const std::vector<int> ports = kit::WithSsh(kit::PortsOf(request, "open_ports"));
@@ -659,7 +768,11 @@ std::string AwsDriver::Create(const std::string& request_json) {
       ResolveRegion(ProcessEnv(), json::Str(request, "region"), default_region_, profile_);
   std::string image = json::Str(request, "image");
   if (image.empty()) image = image_override_;
-  if (image.empty()) image = DefaultImage(*type);
+  if (image.empty()) {
+    std::optional<std::string> fits = DefaultImage(*type);
+    if (!fits) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, NoDefaultImageMessage(*type));
+    image = *fits;
+  }
 
   std::map<std::string, std::string> tags = kit::UserTags(request, {"aws:"});
   tags.merge(kit::ManagedTags(name));
@@ -686,7 +799,9 @@ std::string AwsDriver::Create(const std::string& request_json) {
                           "another VM name");
   }
 
-  Resource group = EnsureSecurityGroup(region, name, ports, tags, sources);
+  // The VPC and subnet to launch into, checked before anything is made.
+  const Network net = ResolveNetwork(region);
+  Resource group = EnsureSecurityGroup(region, name, ports, tags, sources, net);
   Resource key;
   try {
     key = EnsureKeyPair(region, name, public_key, tags);
@@ -707,9 +822,21 @@ std::string AwsDriver::Create(const std::string& request_json) {
                    {"MinCount", "1"},
                    {"MaxCount", "1"},
                    {"KeyName", key.id},
-                   {"SecurityGroupId.1", group.id},
                    {"ClientToken", "gpuprov-" + RandomHex(32)},
                    {"InstanceInitiatedShutdownBehavior", "terminate"}};
+  if (net.subnet_id.empty()) {
+    params.emplace_back("SecurityGroupId.1", group.id);  // the default VPC's default subnet
+  } else {
+    // A subnet of another VPC need not give public addresses (default subnets do): the
+    // primary interface asks for one, as SkyPilot's launcher does
+    // (sky/provision/aws/instance.py, NetworkInterfaces with AssociatePublicIpAddress). With
+    // NetworkInterface.N, the subnet and groups go there (RunInstances in the EC2 API model).
+    params.insert(params.end(), {{"NetworkInterface.1.DeviceIndex", "0"},
+                                 {"NetworkInterface.1.SubnetId", net.subnet_id},
+                                 {"NetworkInterface.1.AssociatePublicIpAddress", "true"},
+                                 {"NetworkInterface.1.DeleteOnTermination", "true"},
+                                 {"NetworkInterface.1.SecurityGroupId.1", group.id}});
+  }
   if (!user_data.empty()) params.emplace_back("UserData", Base64(user_data));
   const long long disk_gb = json::Int(request, "disk_gb", 0);
   if (disk_gb > 0) {
@@ -1005,6 +1132,8 @@ constexpr gpuprov_type_config_key kAwsConfigKeys[] = {
     gpuprov::sdk::StringKey("profile", "the AWS profile for credentials and region (else AWS_PROFILE, else default)"),
     gpuprov::sdk::StringKey("region", "the region used when provision names none (else AWS_REGION, the profile's)"),
     gpuprov::sdk::StringKey("image", "an AMI id or resolve:ssm: parameter used instead of the default images"),
+    gpuprov::sdk::StringKey("vpc_id", "the VPC for security groups and instances, for accounts without a default VPC (else the default VPC)"),
+    gpuprov::sdk::StringKey("subnet_id", "the subnet instances launch into, with a public address (its VPC is used; else the default VPC)"),
     gpuprov::sdk::IntegerKey("consistency_grace_seconds", "how long a just-created instance or group may be not visible yet (60)"),
     gpuprov::sdk::IntegerKey("delete_wait_seconds", "how long delete waits for terminated before removing the security group (600)"),
     gpuprov::sdk::IntegerKey("poll_interval_ms", "polling interval of those waits (2000)"),

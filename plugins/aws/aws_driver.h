@@ -9,6 +9,7 @@
 //   regions       extra regions `list` and look-ups by name search
 //   profile       AWS profile (else AWS_PROFILE, else "default")
 //   image         AMI id or resolve:ssm: parameter replacing the default images
+//   vpc_id, subnet_id  where to launch in an account without a default VPC (README.md)
 //   consistency_grace_seconds  how long InvalidInstanceID.NotFound right after RunInstances
 //                              (and InvalidGroup.NotFound after CreateSecurityGroup) is
 //                              read as "not visible yet" (default 60)
@@ -18,7 +19,8 @@
 //   retry         {max_attempts, base_delay_ms, max_delay_ms, total_budget_ms,
 //                  attempt_timeout_ms}
 // What it creates per VM (all tagged Name=<vm>, gpuprov=1, gpuprov-name=<vm>): the instance
-// (and its root volume), a security group "gpuprov-<vm>" in the default VPC, and a key pair
+// (and its root volume), a security group "gpuprov-<vm>" in the default VPC (or vpc_id's /
+// subnet_id's), and a key pair
 // "gpuprov-<vm>". VM ids are "<region>/<instance-id>". See README.md.
 #pragma once
 
@@ -99,10 +101,19 @@ class AwsDriver {
   /// The security group gpuprov made for the instance (gpuprov-<name>), described; nullopt
   /// when it has none.
   std::optional<XmlNode> OwnGroup(const std::string& region, const XmlNode& instance);
+  /// Where instances launch: empty ids mean the default VPC (and its default subnets).
+  struct Network {
+    std::string vpc_id;
+    std::string subnet_id;
+  };
+  /// The VPC and subnet of the settings (subnet_id, else a subnet of vpc_id, read with
+  /// DescribeSubnets), else the default VPC after one DescribeVpcs says it exists. Throws
+  /// INVALID_INPUT naming the settings when there is none: nothing is made before this.
+  Network ResolveNetwork(const std::string& region);
   Resource EnsureSecurityGroup(const std::string& region, const std::string& vm_name,
                                const std::vector<int>& ports,
                                const std::map<std::string, std::string>& tags,
-                               const gpuprov::drivers::PortSources& sources);
+                               const gpuprov::drivers::PortSources& sources, const Network& net);
   /// Opens each of `ports` to exactly its sources (PlanIngress): authorizes what is missing,
   /// revokes what a narrowing or widening left over. Rules of other ports stay.
   void AuthorizePorts(const std::string& region, const std::string& group_id, const XmlNode* group,
@@ -130,6 +141,8 @@ class AwsDriver {
   std::vector<std::string> extra_regions_;
   std::string profile_;
   std::string image_override_;
+  std::string vpc_id_;     ///< [clouds.aws] vpc_id ("" = the default VPC)
+  std::string subnet_id_;  ///< [clouds.aws] subnet_id
   std::chrono::milliseconds consistency_grace_{60'000};
   std::chrono::milliseconds delete_wait_{600'000};
   std::chrono::milliseconds poll_interval_{2'000};

@@ -414,6 +414,14 @@ TEST_F(AwsEmulatorTest, PortsOfAnExistingInstanceOpenOnlyThroughOpenPorts) {
              {"IpPermissions.1.ToPort", "6443"},
              {"IpPermissions.1.IpRanges.1.CidrIp", "0.0.0.0/0"}});
   EXPECT_EQ(emulator_->ReachablePorts("aws", "aws-ports"), "22,80,443");
+  // 6443 keeps its ::/0 range only: not open to IPv4, so not reported open, and open_ports
+  // adds 0.0.0.0/0 (EC2 refuses a call that repeats ::/0 as a whole: InvalidPermission.Duplicate).
+  OpResult existing = d.Create(again_req);
+  ASSERT_EQ(existing.status, GPUPROV_STATUS_OK) << existing;
+  EXPECT_FALSE(existing.Vm()->getObject("ports")->has("6443")) << existing.json;
+  op = d.OpenPorts(R"({"id":")" + id + R"(","ports":[6443]})");
+  ASSERT_EQ(op.status, GPUPROV_STATUS_OK) << op;
+  EXPECT_EQ(emulator_->ReachablePorts("aws", "aws-ports"), "22,80,443,6443");
   ASSERT_EQ(d.Delete(R"({"name":"aws-ports"})").status, GPUPROV_STATUS_OK);
   ExpectNothingLeft();
 }
@@ -662,6 +670,116 @@ TEST_F(AwsEmulatorTest, ProfileCredentialsFromTheSharedFile) {
   ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
   EXPECT_TRUE(Contains(r.Doc()->getValue<std::string>("account"), "region eu-west-1")) << r.json;
   EXPECT_TRUE(Contains(r.Doc()->getValue<std::string>("credentials_from"), "[gpu]")) << r.json;
+}
+
+
+// EC2 ImportKeyPair takes RSA and ED25519 keys only (EC2 API reference, ImportKeyPair): an
+// ECDSA key is refused before any call, with the fix in the message.
+TEST_F(AwsEmulatorTest, AnEcdsaKeyIsRefusedBeforeAnythingIsMade) {
+  Driver d(Config());
+  emulator_->ClearRequests("aws");
+  std::string req = CreateRequest("aws-ecdsa");
+  const std::string ecdsa =
+      "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBJSFFK09bJK+3FAHX9m"
+      "6XOBZgK4xxP5/04hEBQeSP1uZHwRo+KVxD5sW3U1LFwRi+Cip/+Ns7gD/Vd3pjFRGitU= t@x";
+  req.replace(req.find(kPublicKey), std::string(kPublicKey).size(), ecdsa);
+  OpResult c = d.Create(req);
+  EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c;
+  EXPECT_TRUE(Contains(c.error, "ecdsa-sha2-nistp256")) << c.error;
+  EXPECT_TRUE(Contains(c.error, "RSA and ED25519")) << c.error;
+  EXPECT_TRUE(Contains(c.error, "ssh-keygen -t ed25519")) << c.error;
+  EXPECT_TRUE(emulator_->Requests("aws").empty());
+  ExpectNothingLeft();
+}
+
+// An account without a default VPC: one DescribeVpcs finds it out and the message names the
+// settings, before a security group is made (not VPCIdNotSpecified from CreateSecurityGroup).
+TEST_F(AwsEmulatorTest, NoDefaultVpcIsSaidPlainlyBeforeAnythingIsMade) {
+  ASSERT_EQ(Control("POST", "/settings", R"({"cloud":"aws","default_vpc":false})").status, 200);
+  Driver d(Config());
+  OpResult c = d.Create(CreateRequest("aws-novpc"));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c;
+  EXPECT_TRUE(Contains(c.error, "no default VPC in us-east-1")) << c.error;
+  EXPECT_TRUE(Contains(c.error, "subnet_id")) << c.error;
+  EXPECT_TRUE(Contains(c.error, "vpc_id")) << c.error;
+  ExpectNothingLeft();
+}
+
+// subnet_id (or vpc_id alone): the group is made in that VPC and the instance launches into
+// the subnet with a public address asked for on its interface (the subnet maps none itself).
+TEST_F(AwsEmulatorTest, SubnetIdOrVpcIdLaunchIntoThatNetworkWithAPublicAddress) {
+  ASSERT_EQ(Control("POST", "/settings", R"({"cloud":"aws","default_vpc":false})").status, 200);
+  auto ec2 = Client();
+  XmlNode subnets = ec2->Call("us-east-1", "DescribeSubnets", {});
+  ASSERT_EQ(subnets.Items("subnetSet").size(), 1u);
+  const std::string subnet = subnets.Items("subnetSet")[0]->Text("subnetId");
+  const std::string vpc = subnets.Items("subnetSet")[0]->Text("vpcId");
+  EXPECT_EQ(subnets.Items("subnetSet")[0]->Text("mapPublicIpOnLaunch"), "false");
+  for (const std::string& setting : {R"("subnet_id":")" + subnet + "\"", R"("vpc_id":")" + vpc + "\""}) {
+    SCOPED_TRACE(setting);
+    std::string config = Config();
+    config.replace(config.find(R"("region":"us-east-1")"), 20, R"("region":"us-east-1",)" + setting);
+    Driver d(config);
+    OpResult c = d.Create(CreateRequest("aws-subnet"));
+    ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+    const std::string id = c.Vm()->getValue<std::string>("id");
+    Object::Ptr vm = WaitNotPending(d, id, "aws-subnet");
+    ASSERT_TRUE(vm);
+    EXPECT_EQ(vm->getValue<std::string>("state"), "running");
+    EXPECT_EQ(vm->getValue<std::string>("public_ip").rfind("127.91.", 0), 0u) << Stringify(vm);
+    XmlNode inst = ec2->Call("us-east-1", "DescribeInstances",
+                             {{"InstanceId.1", id.substr(id.find('/') + 1)}});
+    const XmlNode* item = inst.Items("reservationSet")[0]->Items("instancesSet")[0];
+    EXPECT_EQ(item->Text("subnetId"), subnet);
+    EXPECT_EQ(item->Text("vpcId"), vpc);
+    XmlNode g = ec2->Call("us-east-1", "DescribeSecurityGroups",
+                          {{"Filter.1.Name", "group-name"}, {"Filter.1.Value.1", "gpuprov-aws-subnet"}});
+    ASSERT_EQ(g.Items("securityGroupInfo").size(), 1u);
+    EXPECT_EQ(g.Items("securityGroupInfo")[0]->Text("vpcId"), vpc);
+    EXPECT_EQ(emulator_->ReachablePorts("aws", "aws-subnet"), "22");
+    ASSERT_EQ(d.Delete(R"({"name":"aws-subnet"})").status, GPUPROV_STATUS_OK);
+    ExpectNothingLeft();
+  }
+  // A subnet that is not there: the setting is named.
+  std::string config = Config();
+  config.replace(config.find(R"("region":"us-east-1")"), 20,
+                 R"("region":"us-east-1","subnet_id":"subnet-0123456789abcdef0")");
+  Driver bad(config);
+  OpResult c = bad.Create(CreateRequest("aws-nosubnet"));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c;
+  EXPECT_TRUE(Contains(c.error, "InvalidSubnetID.NotFound")) << c.error;
+  EXPECT_TRUE(Contains(c.error, "subnet_id")) << c.error;
+  ExpectNothingLeft();
+}
+
+// V100 (p3): the OSS-driver DLAMI does not drive Volta (DLAMI release notes list no P3), so
+// there is no default image: refused before anything is made, and offered only with an image.
+TEST_F(AwsEmulatorTest, VoltaHasNoDefaultImage) {
+  Driver d(Config());
+  std::string req = CreateRequest("aws-v100");
+  req.replace(req.find(R"("type":"L4")"), 11, R"("type":"V100")");
+  OpResult c = d.Create(req);
+  EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c;
+  EXPECT_TRUE(Contains(c.error, "Volta")) << c.error;
+  EXPECT_TRUE(Contains(c.error, "--image")) << c.error;
+  ExpectNothingLeft();
+  OpResult offers = d.Offers(R"({"gpu":{"type":"V100","count":1},"region":""})");
+  ASSERT_EQ(offers.status, GPUPROV_STATUS_OK) << offers;
+  EXPECT_EQ(offers.Doc()->getArray("offers")->size(), 0u) << offers.json;
+  EXPECT_TRUE(Contains(d.host().All(), "no default image")) << d.host().All();
+}
+
+// An image EC2 does not have in the region is the request's fault (INVALID_INPUT naming
+// --image), not NOT_FOUND; what the create made for it is removed.
+TEST_F(AwsEmulatorTest, AnUnknownImageIsInvalidInputNotNotFound) {
+  Driver d(Config());
+  std::string req = CreateRequest("aws-noami");
+  req.replace(req.find(R"("image":"")"), 10, R"("image":"ami-0123456789abcdef0")");
+  OpResult c = d.Create(req);
+  EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c;
+  EXPECT_TRUE(Contains(c.error, "InvalidAMIID.NotFound")) << c.error;
+  EXPECT_TRUE(Contains(c.error, "--image")) << c.error;
+  ExpectNothingLeft();
 }
 
 }  // namespace

@@ -50,7 +50,6 @@ constexpr drivers::CloudCode kEc2Codes[] = {
     {"InsufficientCapacity", GPUPROV_STATUS_CAPACITY},
     {"InsufficientAddressCapacity", GPUPROV_STATUS_CAPACITY},
     {"InsufficientCapacityOnHost", GPUPROV_STATUS_CAPACITY},
-    {"Unsupported", GPUPROV_STATUS_CAPACITY},
     {"VcpuLimitExceeded", GPUPROV_STATUS_QUOTA},
     {"InstanceLimitExceeded", GPUPROV_STATUS_QUOTA},
     {"MaxSpotInstanceCountExceeded", GPUPROV_STATUS_QUOTA},
@@ -87,6 +86,13 @@ constexpr drivers::CloudCode kEc2Codes[] = {
     {"Unavailable", GPUPROV_STATUS_TRANSIENT},
     {"RequestTimeout", GPUPROV_STATUS_TRANSIENT},
     {"RequestTimeoutException", GPUPROV_STATUS_TRANSIENT},
+    // A resource the request names that is not there: the request's fault, not "the VM is
+    // gone" (an image not published in this region, a subnet_id/vpc_id setting of another
+    // region or account). Before the generic ".NotFound" row, which they would match.
+    {"InvalidAMIID.NotFound", GPUPROV_STATUS_INVALID_INPUT},
+    {"InvalidAMIID.Unavailable", GPUPROV_STATUS_INVALID_INPUT},
+    {"InvalidSubnetID.NotFound", GPUPROV_STATUS_INVALID_INPUT},
+    {"InvalidVpcID.NotFound", GPUPROV_STATUS_INVALID_INPUT},
     {".NotFound", GPUPROV_STATUS_NOT_FOUND},
 };
 
@@ -111,6 +117,20 @@ bool IsRetryable(int http_status, const std::string& code) {
 gpuprov_type_status StatusOfCode(int http_status, const std::string& code) {
   // 429 without a code is throttling; 4xx other than these is the request's fault.
   return drivers::StatusOf(http_status, code, kEc2Codes);
+}
+
+gpuprov_type_status StatusOfError(int http_status, const std::string& code,
+                                  const std::string& message) {
+  // The EC2 API reference (Errors > Common client error codes) describes `Unsupported` as "The
+  // specified request is unsupported", for example a launch in an Availability Zone that has
+  // constraints on the type; "the returned message provides details". So: a type not offered
+  // in the zone ("... is not supported in your requested Availability Zone ...") is capacity
+  // here, anything else unsupported (a type with that image, a setting) is the request's.
+  if (code == "Unsupported") {
+    return message.find("Availability Zone") != std::string::npos ? GPUPROV_STATUS_CAPACITY
+                                                                  : GPUPROV_STATUS_INVALID_INPUT;
+  }
+  return StatusOfCode(http_status, code);
 }
 
 std::string RegionalEndpoint(const std::string& region) {

@@ -71,6 +71,12 @@ bool IsAuthCode(const std::string& code);
 bool IsRetryable(int http_status, const std::string& code);
 /// The gpuprov status of an EC2 error code.
 gpuprov_type_status StatusOfCode(int http_status, const std::string& code);
+/// The gpuprov status of an EC2 error, where the code alone does not say: `Unsupported` is
+/// CAPACITY when EC2 says the type is not supported in the Availability Zone (another zone or
+/// region may have it), INVALID_INPUT for any other unsupported request (a type with that
+/// image, a setting). Other codes as StatusOfCode.
+gpuprov_type_status StatusOfError(int http_status, const std::string& code,
+                                  const std::string& message);
 
 /// The base URL of EC2 in a region ("https://ec2.<region>.amazonaws.com"; China regions
 /// end in amazonaws.com.cn).

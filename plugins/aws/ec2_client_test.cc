@@ -28,7 +28,6 @@ TEST(Ec2Errors, ThrottlingAndServerErrorsAreRetriedCapacityQuotaAuthAreNot) {
 
 TEST(Ec2Errors, StatusOfCode) {
   EXPECT_EQ(StatusOfCode(500, "InsufficientInstanceCapacity"), GPUPROV_STATUS_CAPACITY);
-  EXPECT_EQ(StatusOfCode(400, "Unsupported"), GPUPROV_STATUS_CAPACITY);
   EXPECT_EQ(StatusOfCode(400, "VcpuLimitExceeded"), GPUPROV_STATUS_QUOTA);
   EXPECT_EQ(StatusOfCode(400, "InstanceLimitExceeded"), GPUPROV_STATUS_QUOTA);
   EXPECT_EQ(StatusOfCode(401, "AuthFailure"), GPUPROV_STATUS_AUTH);
@@ -37,6 +36,29 @@ TEST(Ec2Errors, StatusOfCode) {
   EXPECT_EQ(StatusOfCode(503, "RequestLimitExceeded"), GPUPROV_STATUS_TRANSIENT);
   EXPECT_EQ(StatusOfCode(400, "InvalidParameterValue"), GPUPROV_STATUS_INVALID_INPUT);
   EXPECT_EQ(StatusOfCode(400, "IdempotentParameterMismatch"), GPUPROV_STATUS_INVALID_INPUT);
+}
+
+// EC2's Unsupported covers a type not offered in the zone (capacity: another zone or region
+// may have it) and unsupported configurations (the request's fault); the message tells them
+// apart. Images, subnets and VPCs a request names that are not there are the request's fault
+// too, not "the VM is gone".
+TEST(Ec2Errors, UnsupportedAndNotFoundAreClassifiedAsWhatTheyAre) {
+  EXPECT_EQ(StatusOfError(400, "Unsupported",
+                          "Your requested instance type (p5.48xlarge) is not supported in your "
+                          "requested Availability Zone (us-east-1e). Please retry your request by "
+                          "not specifying an Availability Zone or choosing us-east-1a."),
+            GPUPROV_STATUS_CAPACITY);
+  EXPECT_EQ(StatusOfError(400, "Unsupported",
+                          "The requested configuration is currently not supported. Please check "
+                          "the documentation for supported configurations."),
+            GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_EQ(StatusOfError(400, "InvalidAMIID.NotFound", "The image id '[ami-1]' does not exist"),
+            GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_EQ(StatusOfCode(400, "InvalidAMIID.NotFound"), GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_EQ(StatusOfCode(400, "InvalidSubnetID.NotFound"), GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_EQ(StatusOfCode(400, "InvalidVpcID.NotFound"), GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_EQ(StatusOfError(400, "InvalidInstanceID.NotFound", ""), GPUPROV_STATUS_NOT_FOUND);
+  EXPECT_EQ(StatusOfError(500, "InsufficientInstanceCapacity", ""), GPUPROV_STATUS_CAPACITY);
 }
 
 TEST(Ec2Errors, RegionalEndpoints) {

@@ -113,13 +113,36 @@ std::string NotOfferedMessage(const std::string& gpu_type, int count) {
   return drivers::NotOfferedMessage(InstanceTypeCatalogue(), gpu_type, count);
 }
 
-std::string DefaultImage(const InstanceType& type) {
+// The Deep Learning Base OSS Nvidia Driver AMIs ship NVIDIA's open kernel modules, which drive
+// Turing and newer GPUs only. Their release notes list the instances they support, e.g.
+// https://docs.amazonaws.cn/dlami/latest/devguide/aws-deep-learning-ami-gpupt210oss-al2023-2026-09-21.html
+// ("supported_ec2_instances: G4dn, G5, G6, Gr6, Gr6f, G6e, G6f, P4, P4de, P5, P5e, P5en,
+// P6-B200") and the single-CUDA Ubuntu 24.04 DLAMI
+// (aws-deep-learning-ami-gpubasesinglecuda-ul2404-2026-07-17) the same set plus G7 and P6-B300:
+// no P3 (Volta V100). The one DLAMI that still lists P3, "Deep Learning Base Proprietary Nvidia
+// Driver AMI (Amazon Linux 2)" (aws-deep-learning-ami-base-aml2-2026-01-02), is Amazon Linux 2
+// (user ec2-user, root /dev/xvda, yum), which this driver's Ubuntu assumptions do not fit. So a
+// Volta type has no default image.
+namespace {
+bool OssDriverImageFits(const InstanceType& type) { return std::string(type.gpu_type) != "V100"; }
+}  // namespace
+
+std::optional<std::string> DefaultImage(const InstanceType& type) {
   if (type.gpu_count > 0) {
+    if (!OssDriverImageFits(type)) return std::nullopt;
     return "resolve:ssm:/aws/service/deeplearning/ami/x86_64/"
            "base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id";
   }
   return "resolve:ssm:/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/"
          "ebs-gp2/ami-id";
+}
+
+std::string NoDefaultImageMessage(const InstanceType& type) {
+  return std::string(type.gpu_type) + " (" + type.name +
+         ") has no default image: AWS's Deep Learning AMIs for Ubuntu ship NVIDIA's open kernel "
+         "modules, which do not drive Volta GPUs (their release notes list no P3). Choose another "
+         "GPU (T4, A10G, L4, L40S, A100, H100 ...), or give an Ubuntu AMI with NVIDIA's "
+         "proprietary driver for Volta with --image ami-... (or `image` in [clouds.aws])";
 }
 
 }  // namespace gpuprov::aws

@@ -56,6 +56,10 @@ std::string NotOfferedMessage(const std::string& gpu_type, int count);
 
 /// The AMI of a type: the Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) for GPU
 /// types, Ubuntu 22.04 otherwise, both as resolve:ssm: parameters EC2 resolves at launch.
-std::string DefaultImage(const InstanceType& type);
+/// nullopt for V100 (p3): the OSS-driver DLAMIs do not support Volta (see the .cc).
+std::optional<std::string> DefaultImage(const InstanceType& type);
+
+/// Why `type` has no default image and what to do instead (refusals and offers' warnings).
+std::string NoDefaultImageMessage(const InstanceType& type);
 
 }  // namespace gpuprov::aws

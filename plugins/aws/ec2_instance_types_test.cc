@@ -63,10 +63,22 @@ TEST(Ec2InstanceTypes, GpusOfEverySize) {
 }
 
 TEST(Ec2InstanceTypes, ImagesAreSsmParameters) {
-  EXPECT_EQ(DefaultImage(*TypeForGpu("L4", 1)),
+  EXPECT_EQ(DefaultImage(*TypeForGpu("L4", 1)).value_or(""),
             "resolve:ssm:/aws/service/deeplearning/ami/x86_64/"
             "base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id");
-  EXPECT_EQ(DefaultImage(CpuType()).rfind("resolve:ssm:/aws/service/canonical/ubuntu/", 0), 0u);
+  EXPECT_EQ(DefaultImage(CpuType()).value_or("").rfind("resolve:ssm:/aws/service/canonical/ubuntu/", 0), 0u);
+}
+
+// The OSS-driver DLAMI's release notes list the instances it supports, and no P3: V100 has
+// no default image (and the refusal says what to do); every other GPU type keeps the DLAMI.
+TEST(Ec2InstanceTypes, VoltaHasNoDefaultImage) {
+  for (const InstanceType& t : InstanceTypes()) {
+    SCOPED_TRACE(t.name);
+    EXPECT_EQ(DefaultImage(t).has_value(), std::string(t.gpu_type) != "V100");
+  }
+  const std::string why = NoDefaultImageMessage(*TypeForGpu("V100", 1));
+  EXPECT_NE(why.find("p3.2xlarge"), std::string::npos) << why;
+  EXPECT_NE(why.find("--image"), std::string::npos) << why;
 }
 
 }  // namespace

@@ -22,10 +22,15 @@ std::string TrimSpace(const std::string& s);
 /// The first variable of `names` that is set and non-blank, trimmed.
 std::optional<Credential> CredentialFromEnv(const std::vector<std::string>& names);
 
-/// A whole small file (<= 1 MiB), or nullopt when it cannot be read.
+/// A whole small file (<= 1 MiB), or nullopt when it does not exist or cannot be opened.
+/// Throws sdk::DriverError (INVALID_INPUT, naming the path) when it is not a regular file (a
+/// FIFO or a device in its place is never read) or is larger.
 std::optional<std::string> ReadSmallFile(const std::string& path);
 
-/// $XDG_CONFIG_HOME/doctl/config.yaml, else $HOME/.config/doctl/config.yaml ("" if neither set).
+/// Where doctl keeps config.yaml, in the order searched: $XDG_CONFIG_HOME/doctl (when set),
+/// $HOME/.config/doctl (Linux), $HOME/Library/Application Support/doctl (macOS).
+std::vector<std::string> DoctlConfigPaths();
+/// The first of DoctlConfigPaths() ("" if neither variable is set).
 std::string DoctlConfigPath();
 
 /// The token in a doctl config.yaml text for `context` ("" means the file's own `context:`
@@ -34,8 +39,8 @@ std::string DoctlConfigPath();
 std::optional<std::string> DoctlTokenFromYaml(const std::string& yaml_text,
                                               const std::string& context = "");
 
-/// DoctlTokenFromYaml over the file at `path` (DoctlConfigPath() when empty); origin names
-/// the file and context.
+/// DoctlTokenFromYaml over the file at `path` (when empty: the first of DoctlConfigPaths()
+/// that holds a token); origin names the file and context.
 std::optional<Credential> CredentialFromDoctlConfig(const std::string& path = "",
                                                     const std::string& context = "");
 

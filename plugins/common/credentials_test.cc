@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -15,6 +16,30 @@ namespace {
 
 using testing::ScopedEnv;
 using testing::ScopedTempDir;
+
+TEST(Credentials, ReadSmallFileReadsOnlyARegularFileWithinItsBound) {
+  ScopedTempDir dir;
+  const std::filesystem::path root = dir.path();
+  std::ofstream(root / "token") << "tok\n";
+  EXPECT_EQ(ReadSmallFile((root / "token").string()), "tok\n");
+  EXPECT_FALSE(ReadSmallFile((root / "missing").string()));
+  // A FIFO would block a read until a writer came; /dev/zero would never end: both refused at
+  // once, naming the file.
+  ASSERT_EQ(mkfifo((root / "fifo").c_str(), 0600), 0);
+  std::filesystem::create_symlink("/dev/zero", root / "zero");
+  for (const char* name : {"fifo", "zero"}) {
+    try {
+      ReadSmallFile((root / name).string());
+      ADD_FAILURE() << name << " was read";
+    } catch (const sdk::DriverError& e) {
+      EXPECT_EQ(e.status(), GPUPROV_STATUS_INVALID_INPUT);
+      EXPECT_NE(std::string(e.what()).find((root / name).string() + "': it is not a regular file"),
+                std::string::npos) << e.what();
+    }
+  }
+  std::ofstream(root / "big") << std::string((1u << 20) + 1, 'x');
+  EXPECT_THROW(ReadSmallFile((root / "big").string()), sdk::DriverError);
+}
 
 TEST(Credentials, FirstNonBlankVariableWins) {
   ScopedEnv a("GPUPROV_T_A", "  ");
@@ -67,6 +92,29 @@ TEST(Credentials, DoctlFileIsRead) {
   EXPECT_EQ(cred->origin.find("from-file"), std::string::npos);
   tmp.Remove();
   EXPECT_FALSE(CredentialFromDoctlConfig());
+}
+
+// F11 (../shared/reference/real-apis-1.md): on macOS doctl keeps its file under
+// ~/Library/Application Support/doctl (doctl README, "Configuring default values").
+TEST(Credentials, DoctlFileOnMacOsIsRead) {
+  ScopedTempDir tmp("gpuprov-cred-mac");
+  const std::filesystem::path& home = tmp.path();
+  std::filesystem::create_directories(home / "Library" / "Application Support" / "doctl");
+  std::ofstream(home / "Library" / "Application Support" / "doctl" / "config.yaml")
+      << "access-token: from-mac\n";
+  ScopedEnv no_xdg("XDG_CONFIG_HOME", nullptr);
+  ScopedEnv env_home("HOME", home.c_str());
+  auto cred = CredentialFromDoctlConfig();
+  ASSERT_TRUE(cred);
+  EXPECT_EQ(cred->value, "from-mac");
+  EXPECT_NE(cred->origin.find("Library/Application Support/doctl/config.yaml"),
+            std::string::npos);
+  // The Linux file, when both exist, is read first.
+  std::filesystem::create_directories(home / ".config" / "doctl");
+  std::ofstream(home / ".config" / "doctl" / "config.yaml") << "access-token: from-linux\n";
+  cred = CredentialFromDoctlConfig();
+  ASSERT_TRUE(cred);
+  EXPECT_EQ(cred->value, "from-linux");
 }
 
 }  // namespace

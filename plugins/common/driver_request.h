@@ -91,13 +91,13 @@ struct OfferFields {
   double price_per_hour = 0;
   std::string image;  ///< written only when not empty
   /// The cloud says the offer is in stock now (a live capacity list); nullopt: it does not say.
-  std::optional<bool> in_stock;
+  std::optional<bool> in_stock{};
   /// Where the price comes from: "live" (the cloud's API now) or "table" (the driver's own
   /// list); "" (not written) when there is no price.
-  std::string price_source;
+  std::string price_source{};
   /// With "table": the day the driver's prices were written down (YYYY-MM-DD), so a user can
   /// judge how stale they may be; written only then.
-  std::string price_date;
+  std::string price_date{};
 };
 Poco::JSON::Object::Ptr OfferJson(const OfferFields& offer);
 

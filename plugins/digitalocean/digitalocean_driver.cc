@@ -592,6 +592,75 @@ std::string DigitalOceanDriver::Check(const std::string& /*request_json*/) {
   return json::Stringify(result);
 }
 
+DigitalOceanDriver::LiveSize DigitalOceanDriver::ReadLiveSize(const std::string& slug) {
+  LiveSize live;
+  for (const auto& s : ListAll("/sizes", "sizes", "list sizes")) {
+    if (json::Str(s, "slug") != slug) continue;
+    live.listed = true;
+    live.available = !json::Has(s, "available") || s->getValue<bool>("available");
+    if (Array::Ptr r = json::Arr(s, "regions")) {
+      for (size_t i = 0; i < r->size(); ++i) {
+        live.regions.push_back(r->get(static_cast<unsigned>(i)).toString());
+      }
+    }
+    if (json::Has(s, "price_hourly")) live.price_per_hour = s->getValue<double>("price_hourly");
+  }
+  if (!live.listed || !live.available || live.regions.empty()) return live;
+  // A region closed to new droplets, or one that no longer lists the size, is left out.
+  std::set<std::string> closed;
+  try {
+    for (const auto& r : ListAll("/regions", "regions", "list regions")) {
+      const std::string name = json::Str(r, "slug");
+      bool open = !json::Has(r, "available") || r->getValue<bool>("available");
+      if (Array::Ptr sizes = json::Arr(r, "sizes"); open && sizes) {
+        open = false;
+        for (size_t i = 0; i < sizes->size(); ++i) {
+          if (sizes->get(static_cast<unsigned>(i)).toString() == slug) open = true;
+        }
+      }
+      if (!open) closed.insert(name);
+    }
+  } catch (const DriverError& e) {
+    if (e.status() == GPUPROV_STATUS_AUTH || e.status() == GPUPROV_STATUS_CANCELLED) throw;
+    host_.Debug(std::string("region list unavailable, using the size's regions: ") + e.what());
+  }
+  std::erase_if(live.regions, [&](const std::string& r) { return closed.count(r) > 0; });
+  return live;
+}
+
+std::string DigitalOceanDriver::DefaultRegionFor(const std::string& slug,
+                                                 const std::vector<std::string>& table_regions) {
+  LiveSize live;
+  try {
+    live = ReadLiveSize(slug);
+  } catch (const DriverError& e) {
+    if (e.status() == GPUPROV_STATUS_AUTH || e.status() == GPUPROV_STATUS_CANCELLED) throw;
+    if (table_regions.empty()) throw;
+    host_.Warning("DigitalOcean's size list cannot be read (" + std::string(e.what()) +
+                  "); trying region " + table_regions.front() + " from the built-in table");
+    return table_regions.front();
+  }
+  if (!live.listed) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "DigitalOcean's size list has no " + slug +
+                          ": GPU Droplets may need enabling for the account (control panel), "
+                          "or name another size; nothing was created");
+  }
+  if (!live.available || live.regions.empty()) {
+    throw DriverError(GPUPROV_STATUS_CAPACITY,
+                      "DigitalOcean sells " + slug +
+                          " in no region now (GET /v2/sizes and /v2/regions); try later or "
+                          "another GPU type; nothing was created");
+  }
+  host_.Info("region " + live.regions.front() + ": the first DigitalOcean sells " + slug +
+             " in now (of " + [&] {
+               std::string s;
+               for (const auto& r : live.regions) s += (s.empty() ? "" : ", ") + r;
+               return s;
+             }() + ")");
+  return live.regions.front();
+}
+
 std::string DigitalOceanDriver::Offers(const std::string& request_json) {
   const auto [gpu, region] = kit::ParseOffersRequest(request_json, default_region_);
   Array::Ptr offers = new Array();
@@ -608,27 +677,20 @@ std::string DigitalOceanDriver::Offers(const std::string& request_json) {
   double price = size->price_per_hour;
   std::string price_source = "table";
   try {
-    bool listed = false;
-    for (const auto& s : ListAll("/sizes", "sizes", "list sizes")) {
-      if (json::Str(s, "slug") != size->slug) continue;
-      listed = true;
-      if (json::Has(s, "available") && !s->getValue<bool>("available")) {
-        host_.Warning("DigitalOcean lists " + size->slug + " as not available now");
-        return kit::OffersResult(offers, kPoweredOffCost);
-      }
-      if (Array::Ptr r = json::Arr(s, "regions")) {
-        regions.clear();
-        for (size_t i = 0; i < r->size(); ++i) regions.push_back(r->get(static_cast<unsigned>(i)).toString());
-      }
-      if (json::Has(s, "price_hourly")) {
-        price = s->getValue<double>("price_hourly");
-        price_source = "live";
-      }
-    }
-    if (!listed) {
+    const LiveSize live = ReadLiveSize(size->slug);
+    if (!live.listed) {
       host_.Warning("DigitalOcean's size list has no " + size->slug +
                     " (GPU Droplets may need enabling for the account)");
       return kit::OffersResult(offers, kPoweredOffCost);
+    }
+    if (!live.available) {
+      host_.Warning("DigitalOcean lists " + size->slug + " as not available now");
+      return kit::OffersResult(offers, kPoweredOffCost);
+    }
+    regions = live.regions;
+    if (live.price_per_hour) {
+      price = *live.price_per_hour;
+      price_source = "live";
     }
   } catch (const DriverError& e) {
     if (e.status() == GPUPROV_STATUS_AUTH || e.status() == GPUPROV_STATUS_CANCELLED) throw;
@@ -669,7 +731,6 @@ std::string DigitalOceanDriver::Create(const std::string& request_json) {
   size->slug = choice.row.instance_type;  // a size the table does not know: DigitalOcean decides
   std::string region = json::Str(request, "region");
   if (region.empty()) region = default_region_;
-  if (region.empty()) region = size->regions.front();
   std::string image = json::Str(request, "image");
   if (image.empty()) image = size->image;
 
@@ -690,6 +751,10 @@ std::string DigitalOceanDriver::Create(const std::string& request_json) {
                           " exists that gpuprov did not create (it lacks the gpuprov tag); "
                           "choose another VM name");
   }
+
+  // No region named: one where DigitalOcean sells the size now (F6 of
+  // ../shared/reference/real-apis-1.md), not the first of the built-in table.
+  if (region.empty()) region = DefaultRegionFor(size->slug, size->regions);
 
   SshKey key = EnsureSshKey(public_key);
 
@@ -908,10 +973,10 @@ std::string DigitalOceanDriver::DeleteResource(const std::string& request_json) 
 // config.toml). `capacity_messages` and `retry` are not listed: config.toml holds only strings,
 // integers and booleans there.
 constexpr gpuprov_type_config_key kDigitalOceanConfigKeys[] = {
-    gpuprov::sdk::StringKey("region", "the region used when provision names none (else the size's first)"),
+    gpuprov::sdk::StringKey("region", "the region used when provision names none (else the first DigitalOcean sells the size in now)"),
     gpuprov::sdk::StringKey("token_env", "the environment variable that holds the API token"),
     gpuprov::sdk::StringKey("token", "the API token itself (works; prefer the environment)"),
-    gpuprov::sdk::StringKey("doctl_config", "doctl's config file (default ~/.config/doctl/config.yaml)"),
+    gpuprov::sdk::StringKey("doctl_config", "doctl's config file (default: ~/.config/doctl, else ~/Library/Application Support/doctl, config.yaml)"),
     gpuprov::sdk::StringKey("doctl_context", "the doctl auth context to read the token from"),
 };
 

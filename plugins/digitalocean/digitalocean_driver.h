@@ -82,6 +82,23 @@ class DigitalOceanDriver {
   /// Every item of a paginated collection.
   std::vector<ObjectPtr> ListAll(const std::string& path, const std::string& key,
                                  const std::string& what);
+  /// A size as DigitalOcean sells it now: GET /v2/sizes (`available`, `regions`,
+  /// `price_hourly`), its regions narrowed to those GET /v2/regions lists as `available` with
+  /// the size among their `sizes` (digitalocean/openapi sizes/models/size.yml,
+  /// regions/models/region.yml). Throws DriverError when a list cannot be read (the regions
+  /// list only narrows: when it cannot be read, the size's own list stands).
+  struct LiveSize {
+    bool listed = false;     ///< the sizes list has the slug
+    bool available = false;  ///< its `available`
+    std::vector<std::string> regions;
+    std::optional<double> price_per_hour;
+  };
+  LiveSize ReadLiveSize(const std::string& slug);
+  /// The region for a create that names none: the first region DigitalOcean sells the size
+  /// in now (ReadLiveSize), CAPACITY when it sells it nowhere; the built-in table's first only
+  /// when the sizes list cannot be read.
+  std::string DefaultRegionFor(const std::string& slug,
+                               const std::vector<std::string>& table_regions);
   /// The token, resolved on first use; throws AUTH with a hint when there is none.
   const drivers::Credential& Token();
 

@@ -299,6 +299,83 @@ TEST_F(DigitalOceanEmulatorTest, CapacityIsReportedWithDigitalOceansMessageAndNo
   EXPECT_EQ(emulator_->Count("ssh_keys"), 0);
 }
 
+// F6 (../shared/reference/real-apis-1.md): with no region named, the droplet goes to a region
+// DigitalOcean sells the size in now (the size's `regions` in GET /v2/sizes, narrowed by the
+// regions `available` in GET /v2/regions), not the first of the built-in table (nyc2 for H100).
+TEST_F(DigitalOceanEmulatorTest, NoRegionTakesOneWhereTheSizeIsSoldNow) {
+  auto settings = [&](const std::string& json) {
+    HttpReply r = emulator_->Control("POST", "/settings", json);
+    ASSERT_EQ(r.status, 200) << r.body;
+  };
+  settings(R"({"cloud":"digitalocean","size_regions":{"gpu-h100x1-80gb":["nyc2","ams3","tor1"]},)"
+           R"("unavailable_regions":["nyc2"]})");
+  Driver driver(Config());
+  OpResult offers = driver.Offers(R"({"gpu":{"type":"H100","count":1},"region":""})");
+  ASSERT_EQ(offers.status, GPUPROV_STATUS_OK) << offers;
+  std::vector<std::string> offered;
+  Array::Ptr list = offers.Doc()->getArray("offers");
+  for (size_t i = 0; i < list->size(); ++i) {
+    offered.push_back(list->getObject(i)->getValue<std::string>("region"));
+  }
+  EXPECT_EQ(offered, (std::vector<std::string>{"ams3", "tor1"})) << offers.json;
+
+  OpResult created = driver.Create(CreateRequest("do-region"));
+  ASSERT_EQ(created.status, GPUPROV_STATUS_OK) << created << "\n" << driver.host().All();
+  EXPECT_EQ(created.Vm()->getValue<std::string>("region"), "ams3");
+  ASSERT_EQ(driver.Delete(R"({"name":"do-region"})").status, GPUPROV_STATUS_OK);
+
+  // Sold nowhere now: CAPACITY before anything is made.
+  settings(R"({"cloud":"digitalocean","unavailable_sizes":["gpu-h100x1-80gb"]})");
+  OpResult none = driver.Create(CreateRequest("do-region-none"));
+  EXPECT_EQ(none.status, GPUPROV_STATUS_CAPACITY) << none;
+  EXPECT_TRUE(Contains(none.error, "in no region")) << none.error;
+  EXPECT_EQ(emulator_->Count("instances"), 0);
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 0);
+  EXPECT_EQ(emulator_->Count("firewalls"), 0);
+}
+
+// The operations of DigitalOcean's API the driver may call, transcribed from digitalocean/openapi
+// (commit 7c1300c479fe, specification/DigitalOcean-public.v2.yaml paths and the files they
+// reference: account_get, sshKeys_{list,create,get,delete}, droplets_{list,create,get,destroy},
+// firewalls_{list,create,get,update,delete,assign_droplets,add_rules}, sizes_list,
+// regions_list; query parameters from shared/parameters.yml (page, per_page) and
+// droplets/parameters.yml (tag_name, name, type)).
+const std::vector<drivers::testing::VendorOperation>& DigitalOceanOperations() {
+  static const std::vector<drivers::testing::VendorOperation> ops = {
+      {"GET", "/v2/account", {}},
+      {"GET", "/v2/account/keys", {"page", "per_page"}},
+      {"POST", "/v2/account/keys", {}},
+      {"GET", "/v2/account/keys/{ssh_key_identifier}", {}},
+      {"DELETE", "/v2/account/keys/{ssh_key_identifier}", {}},
+      {"GET", "/v2/droplets", {"page", "per_page", "tag_name", "name", "type"}},
+      {"POST", "/v2/droplets", {}},
+      {"GET", "/v2/droplets/{droplet_id}", {}},
+      {"DELETE", "/v2/droplets/{droplet_id}", {}},
+      {"GET", "/v2/firewalls", {"page", "per_page"}},
+      {"POST", "/v2/firewalls", {}},
+      {"GET", "/v2/firewalls/{firewall_id}", {}},
+      {"PUT", "/v2/firewalls/{firewall_id}", {}},
+      {"DELETE", "/v2/firewalls/{firewall_id}", {}},
+      {"POST", "/v2/firewalls/{firewall_id}/droplets", {}},
+      {"POST", "/v2/firewalls/{firewall_id}/rules", {}},
+      {"GET", "/v2/sizes", {"page", "per_page"}},
+      {"GET", "/v2/regions", {"page", "per_page"}},
+  };
+  return ops;
+}
+
+// Part 2 of issue 30: every request the driver makes, through every operation (check, offers,
+// create, get, list, open_ports narrowed and widened, gc, delete), is an operation of
+// DigitalOcean's published spec with only its documented query parameters.
+TEST_F(DigitalOceanEmulatorTest, EveryCallIsAnOperationOfDigitalOceansSpec) {
+  emulator_->ClearRequests("digitalocean");
+  Driver driver(Config());
+  drivers::testing::CallEveryOperation(driver, R"({"gpu":{"type":"H100","count":1},"region":""})",
+                                       CreateRequest("do-ops"), "do-ops");
+  if (HasFatalFailure()) return;
+  drivers::testing::ExpectOnlyOperations(emulator_->Requests(), DigitalOceanOperations());
+}
+
 TEST_F(DigitalOceanEmulatorTest, QuotaIsReported) {
   Driver driver(Config());
   emulator_->Fault("quota", 1);

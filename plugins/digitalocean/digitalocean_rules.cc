@@ -100,9 +100,13 @@ gpuprov_type_status Classify422(const std::string& message,
   for (const auto& s : extra_capacity) {
     if (!s.empty() && Contains(m, Lower(s))) return GPUPROV_STATUS_CAPACITY;
   }
-  if (Contains(m, "droplet limit") || Contains(m, "exceed") || Contains(m, "quota") ||
-      Contains(m, "limit")) {
-    return GPUPROV_STATUS_QUOTA;
+  // Only the account's limits: DigitalOcean's 422 "creating this/these droplet(s) will exceed
+  // your droplet limit" (seen in public client logs, e.g. pry0cc/axiom#422, OpenRouterLabs/
+  // spawn#3059) and "... not enough available droplet limit" (digitalocean/doctl#1619). A
+  // message that merely mentions a limit or "exceeds" (a field length) is the request's fault.
+  static const std::vector<std::string> kQuota = {"droplet limit", "exceed your", "quota"};
+  for (const auto& s : kQuota) {
+    if (Contains(m, s)) return GPUPROV_STATUS_QUOTA;
   }
   return GPUPROV_STATUS_INVALID_INPUT;
 }

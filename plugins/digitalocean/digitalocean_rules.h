@@ -63,8 +63,8 @@ std::string StateOf(const std::string& droplet_status);
 std::string ApiMessage(const std::string& body);
 
 /// The status for a 422: CAPACITY when the message names unavailable size/region/capacity
-/// (or one of `extra_capacity` substrings), QUOTA for droplet/resource limits, else
-/// INVALID_INPUT.
+/// (or one of `extra_capacity` substrings), QUOTA only for the account's limits ("droplet
+/// limit", "exceed your", "quota"), else INVALID_INPUT (a field that is too long is not quota).
 gpuprov_type_status Classify422(const std::string& message,
                                 const std::vector<std::string>& extra_capacity = {});
 

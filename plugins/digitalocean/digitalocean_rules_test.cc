@@ -106,5 +106,18 @@ TEST(DigitalOceanRules, ErrorsAndClassification) {
   EXPECT_EQ(Classify422("GPUs are busy", {"busy"}), GPUPROV_STATUS_CAPACITY);
 }
 
+// F10 (../shared/reference/real-apis-1.md): QUOTA only for the account's limits, never for a
+// message that merely mentions a limit or "exceeds" (a field that is too long).
+TEST(DigitalOceanRules, Classify422QuotaOnlyForAccountLimits) {
+  EXPECT_EQ(Classify422("validation error: autoscale desired max nodes exceed limits, 24 "
+                        "additional nodes but not enough available droplet limit"),
+            GPUPROV_STATUS_QUOTA);
+  EXPECT_EQ(Classify422("user_data exceeds the limit of 64 KiB"), GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_EQ(Classify422("Name is too long (maximum is 255 characters); limit your input"),
+            GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_EQ(Classify422("tags: a tag name may not exceed 255 characters"),
+            GPUPROV_STATUS_INVALID_INPUT);
+}
+
 }  // namespace
 }  // namespace gpuprov::digitalocean

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string_view>
@@ -298,8 +299,10 @@ std::optional<GoogleCredentials> FindCredentials(const std::string& configured_p
   if (path.empty()) {
     path = AdcFilePath();
     how = "";
-    std::ifstream probe(path);
-    if (path.empty() || !probe) path.clear();
+    // Whether it is there, without opening it (a FIFO there would block an open; the read
+    // below refuses anything but a regular file).
+    std::error_code ec;
+    if (path.empty() || !std::filesystem::exists(path, ec)) path.clear();
   }
   if (path.empty()) {
     const std::string host = MetadataHost();

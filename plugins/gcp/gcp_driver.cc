@@ -639,6 +639,23 @@ bool GcpDriver::DeleteInstance(const std::string& zone, const std::string& name)
   return true;
 }
 
+void GcpDriver::WarnIfOsLogin(const ObjectPtr& inst) {
+  // resourceStatus.effectiveInstanceMetadata.enableOsloginMetadataValue (compute v1 discovery
+  // document, schema ResourceStatusEffectiveInstanceMetadata: "Effective enable-oslogin value
+  // at Instance level"): true although gpuprov set enable-oslogin=FALSE means something
+  // above the instance enforces OS Login (real-apis-1.md F8). Whether Google reports an
+  // organization policy's enforcement here is not confirmed; a refused insert is the other
+  // form (Create). Absent: nothing is known, nothing is said.
+  ObjectPtr effective =
+      json::Obj(json::Obj(inst, "resourceStatus"), "effectiveInstanceMetadata");
+  if (!json::Has(effective, "enableOsloginMetadataValue")) return;
+  const Poco::Dynamic::Var on = effective->get("enableOsloginMetadataValue");
+  if (!on.isBoolean() || !on.extract<bool>()) return;
+  host_.Warning("instance " + json::Str(inst, "name") +
+                " has OS Login on although gpuprov turned it off in its metadata: " +
+                OsLoginPolicyHint(Project()));
+}
+
 GcpDriver::ObjectPtr GcpDriver::VmJson(const ObjectPtr& inst, const std::vector<int>& ports) const {
   Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   const std::string zone = LastSegment(json::Str(inst, "zone"));
@@ -791,6 +808,7 @@ std::string GcpDriver::Create(const std::string& request_json) {
   if (ObjectPtr existing = FindByName(name, &foreign)) {
     host_.Info("instance " + name + " exists (" + LastSegment(json::Str(existing, "zone")) + ", " +
                json::Str(existing, "status") + ")");
+    WarnIfOsLogin(existing);
     // As it is: widening its ports is open_ports' job. Reported: what its rule opens.
     return kit::VmResult(VmJson(existing, OpenPortsOf(name, ports)), true);
   }
@@ -831,9 +849,10 @@ std::string GcpDriver::Create(const std::string& request_json) {
     throw;
   }
 
-  std::vector<std::string> stockouts;
+  std::vector<std::string> stockouts;  // the zones tried, each refused for capacity or rate
   std::vector<std::string> suggested;
   std::string last_capacity;
+  bool any_capacity = false;  // else every zone refused the operation's rate: TRANSIENT
   for (const auto& zone : zones) {
     Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
     body->set("name", name);
@@ -860,7 +879,8 @@ std::string GcpDriver::Create(const std::string& request_json) {
     Object::Ptr init = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
     init->set("sourceImage", image);
     init->set("diskSizeGb", std::to_string(disk_gb));
-    init->set("diskType", "zones/" + zone + "/diskTypes/pd-balanced");
+    // A3 Ultra and A4 take only Hyperdisk (BootDiskType, real-apis-1.md F1).
+    init->set("diskType", "zones/" + zone + "/diskTypes/" + BootDiskType(mt.machine_type));
     disk->set("initializeParams", init);
     disks->add(disk);
     body->set("disks", disks);
@@ -909,8 +929,11 @@ std::string GcpDriver::Create(const std::string& request_json) {
       // The same requestId on every retry of this request: GCE runs it once (reference §2).
       op = Call("POST", "zones/" + zone + "/instances?requestId=" + NewRequestId(),
                 "create instance " + name, body, {409}, &status);
-    } catch (const DriverError&) {
+    } catch (const DriverError& e) {
       forget_firewall();
+      if (IsOsLoginPolicyError(e.what())) {
+        throw DriverError(e.status(), NoFullStop(e.what()) + ". " + OsLoginPolicyHint(Project()));
+      }
       throw;
     }
     if (status == 409) {  // made in the meantime (another gpuprov run)
@@ -926,16 +949,14 @@ std::string GcpDriver::Create(const std::string& request_json) {
     const std::string inst_path = "zones/" + zone + "/instances/" + Encode(name);
     if (err.code.empty()) {
       ObjectPtr inst = Call("GET", inst_path, "get instance " + name, nullptr, {404}, &status);
-      if (status == 404) {
-        forget_firewall();
-        throw DriverError(GPUPROV_STATUS_FAILED,
-                          "instance " + name +
-                              " disappeared right after its create operation "
-                              "finished in " +
-                              zone + "; re-run to try again");
+      if (status != 404) {
+        host_.Info("instance " + name + " created in " + zone);
+        WarnIfOsLogin(inst);
+        return kit::ConfirmSources(kit::VmResult(VmJson(inst, ports), false), sources);
       }
-      host_.Info("instance " + name + " created in " + zone);
-      return kit::ConfirmSources(kit::VmResult(VmJson(inst, ports), false), sources);
+      // Gone right after a DONE insert: as RESOURCE_NOT_FOUND below (real-apis-1.md F5).
+      err.code = kGoneAfterCreate;
+      err.message = "the instance was not found right after its create operation finished";
     }
     // A failed insert may leave the instance visible for a moment (reference §8): make sure
     // it is gone before going on.
@@ -945,11 +966,16 @@ std::string GcpDriver::Create(const std::string& request_json) {
     } catch (const DriverError& e) {
       host_.Warning("could not check that failed instance " + name + " is gone: " + e.what());
     }
-    const gpuprov_type_status st = ClassifyOperationError(err.code);
-    if (st == GPUPROV_STATUS_CAPACITY) {
-      host_.Info(zone + " has no capacity for " + mt.machine_type + " (" + err.code + ")");
+    const ZoneFailure failure = ClassifyZoneFailure(err.code);
+    const gpuprov_type_status st = failure.status;
+    if (failure.next_zone) {
+      host_.Info(zone + (st == GPUPROV_STATUS_CAPACITY ? " has no capacity for "
+                                                       : " refused the create of ") +
+                 mt.machine_type + " (" + err.code + ": " + failure.reason +
+                 "); trying the next zone");
       stockouts.push_back(zone);
-      last_capacity = err.code + ": " + err.message;
+      last_capacity = err.code + ": " + NoFullStop(err.message);
+      if (st == GPUPROV_STATUS_CAPACITY) any_capacity = true;
       for (const auto& z : err.zones_available) suggested.push_back(z);
       continue;
     }
@@ -959,11 +985,6 @@ std::string GcpDriver::Create(const std::string& request_json) {
                         "create instance " + name + " in " + zone + ": " + err.code + ": " +
                             NoFullStop(err.message) +
                             ". Request more quota (IAM & Admin > Quotas) or choose another region");
-    }
-    if (err.code == "RESOURCE_NOT_FOUND") {
-      throw DriverError(GPUPROV_STATUS_FAILED,
-                        "instance " + name + " disappeared while it was being created in " + zone +
-                            " (" + err.code + ": " + err.message + "); re-run to try again");
     }
     throw DriverError(
         st, "create instance " + name + " in " + zone + ": " + err.code + ": " + err.message);
@@ -978,6 +999,12 @@ std::string GcpDriver::Create(const std::string& request_json) {
                                           stockouts.end();
                                  }),
                   suggested.end());
+  if (!any_capacity) {
+    throw DriverError(GPUPROV_STATUS_TRANSIENT,
+                      "Compute Engine refused to create " + mt.machine_type + " in " +
+                          Join(stockouts) + " for the rate of operations (" + last_capacity +
+                          "). Wait a minute and re-run");
+  }
   throw DriverError(GPUPROV_STATUS_CAPACITY,
                     "no capacity for " + mt.machine_type + " in " + Join(stockouts) + " (" +
                         last_capacity + ")" +

@@ -126,6 +126,9 @@ class GcpDriver {
   bool DeleteInstance(const std::string& zone, const std::string& name);
 
   ObjectPtr VmJson(const ObjectPtr& instance, const std::vector<int>& ports) const;
+  /// Warns, naming constraints/compute.requireOsLogin, when the instance's effective metadata
+  /// says OS Login is on (then its ssh-keys metadata is ignored and SSH is refused).
+  void WarnIfOsLogin(const ObjectPtr& instance);
 
   gpuprov::sdk::Host host_;
   std::string endpoint_;

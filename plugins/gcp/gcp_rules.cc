@@ -147,6 +147,11 @@ constexpr drivers::CloudCode kOperationCodes[] = {
     {"QUOTA_EXCEEDED", GPUPROV_STATUS_QUOTA},
     {"RESOURCE_NOT_READY", GPUPROV_STATUS_TRANSIENT},
     {"INTERNAL_ERROR", GPUPROV_STATUS_TRANSIENT},
+    // Not documented by Google as an operation code; SkyPilot's _gcp_handler (see
+    // ClassifyZoneFailure) treats it as a zone's capacity.
+    {"insufficientCapacity", GPUPROV_STATUS_CAPACITY},
+    // Too many operations on one resource at once: wait, or go elsewhere.
+    {"RESOURCE_OPERATION_RATE_EXCEEDED", GPUPROV_STATUS_TRANSIENT},
 };
 
 gpuprov_type_status ClassifyApiError(const ApiError& e) {
@@ -185,6 +190,43 @@ OperationError ParseOperationError(const Object::Ptr& operation) {
 
 gpuprov_type_status ClassifyOperationError(const std::string& code) {
   return drivers::StatusOfCode(kOperationCodes, code).value_or(GPUPROV_STATUS_FAILED);
+}
+
+ZoneFailure ClassifyZoneFailure(const std::string& code) {
+  if (code == "RESOURCE_NOT_FOUND" || code == kGoneAfterCreate) {
+    return {true, GPUPROV_STATUS_CAPACITY,
+            "the instance was gone when its create finished, which Compute Engine does when "
+            "the zone runs out of capacity during the create"};
+  }
+  if (code == "RESOURCE_OPERATION_RATE_EXCEEDED") {
+    return {true, GPUPROV_STATUS_TRANSIENT,
+            "Compute Engine refused the operation for its rate (too many operations at once)"};
+  }
+  const gpuprov_type_status status = ClassifyOperationError(code);
+  if (status == GPUPROV_STATUS_CAPACITY) return {true, status, "no capacity"};
+  return {false, status, ""};
+}
+
+bool IsOsLoginPolicyError(const std::string& message) {
+  return message.find("requireOsLogin") != std::string::npos;
+}
+
+std::string OsLoginPolicyHint(const std::string& project) {
+  return "the organization policy constraints/compute.requireOsLogin enforces OS Login in "
+         "project " +
+         project +
+         ", so Compute Engine ignores the ssh-keys metadata gpuprov logs in with and SSH to "
+         "the VM is refused; ask your organization's admin to exempt the project from that "
+         "policy, or use a project where it is not enforced";
+}
+
+std::string BootDiskType(const std::string& machine_type) {
+  // skypilot-org/skypilot sky/clouds/gcp.py `_get_disk_type`: "a3-ultragpu, n4, and a4
+  // instances only support hyperdisk-balanced".
+  for (const char* prefix : {"a3-ultragpu-", "a4-", "n4-"}) {
+    if (machine_type.rfind(prefix, 0) == 0) return "hyperdisk-balanced";
+  }
+  return "pd-balanced";
 }
 
 }  // namespace gpuprov::gcp

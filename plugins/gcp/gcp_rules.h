@@ -98,8 +98,38 @@ struct OperationError {
 /// nullopt-like: an empty code when the operation has no error.
 OperationError ParseOperationError(const Poco::JSON::Object::Ptr& operation);
 /// CAPACITY for ZONE_/REGION_RESOURCE_POOL_EXHAUSTED(_WITH_DETAILS), RESOURCE_POOL_EXHAUSTED,
-/// GPU_STOCKOUT and UNSUPPORTED_OPERATION; QUOTA for QUOTA_EXCEEDED; TRANSIENT for
-/// RESOURCE_NOT_READY and INTERNAL_ERROR; else FAILED.
+/// GPU_STOCKOUT, UNSUPPORTED_OPERATION and insufficientCapacity; QUOTA for QUOTA_EXCEEDED;
+/// TRANSIENT for RESOURCE_NOT_READY, INTERNAL_ERROR and RESOURCE_OPERATION_RATE_EXCEEDED;
+/// else FAILED.
 gpuprov_type_status ClassifyOperationError(const std::string& code);
+
+/// The pseudo-code the driver gives an insert whose operation finished without error but
+/// whose instance is gone (404) right after.
+inline constexpr const char* kGoneAfterCreate = "INSTANCE_GONE_AFTER_CREATE";
+
+/// What a create does when the insert in one zone failed with an operation error `code`
+/// (or kGoneAfterCreate): try the next zone of the region, or stop with `status`.
+struct ZoneFailure {
+  bool next_zone = false;
+  gpuprov_type_status status = GPUPROV_STATUS_FAILED;  ///< CAPACITY, TRANSIENT, QUOTA, ...
+  std::string reason;  ///< why, for the progress line and the final error
+};
+/// The decision table (one test per row in gcp_rules_test.cc). From SkyPilot's GCP failover
+/// (skypilot-org/skypilot sky/backends/cloud_vm_ray_backend.py `_gcp_handler`), which moves
+/// on to the next zone for ZONE_RESOURCE_POOL_EXHAUSTED(_WITH_DETAILS), UNSUPPORTED_OPERATION
+/// and insufficientCapacity (capacity), for RESOURCE_NOT_FOUND after an insert ("this zone is
+/// most likely out of capacity", skypilot#1797) and blocks the zone on
+/// RESOURCE_OPERATION_RATE_EXCEEDED. Every other code stops the create.
+ZoneFailure ClassifyZoneFailure(const std::string& code);
+
+/// True when an API error's message names the organization policy that enforces OS Login
+/// (constraints/compute.requireOsLogin).
+bool IsOsLoginPolicyError(const std::string& message);
+/// What to do when OS Login is enforced on a project: Compute Engine then ignores the
+/// ssh-keys metadata gpuprov logs in with.
+std::string OsLoginPolicyHint(const std::string& project);
+/// The boot disk type a machine type takes: "hyperdisk-balanced" for the series that support
+/// only Hyperdisk (A3 Ultra a3-ultragpu-*, A4 a4-*, N4 n4-*), else "pd-balanced".
+std::string BootDiskType(const std::string& machine_type);
 
 }  // namespace gpuprov::gcp

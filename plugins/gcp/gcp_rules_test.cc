@@ -132,6 +132,58 @@ TEST(GcpRules, CapacityArrivesInTheFinishedOperation) {
   EXPECT_TRUE(ParseOperationError(Parse(R"({"status":"DONE"})")).code.empty());
 }
 
+// F5 (real-apis-1.md): which failed inserts move on to the next zone, one row each.
+TEST(GcpRules, ZoneFailoverDecisionTable) {
+  struct Row {
+    const char* code;
+    bool next_zone;
+    gpuprov_type_status status;
+  };
+  for (const Row& r : {
+           Row{"ZONE_RESOURCE_POOL_EXHAUSTED", true, GPUPROV_STATUS_CAPACITY},
+           Row{"ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", true, GPUPROV_STATUS_CAPACITY},
+           Row{"UNSUPPORTED_OPERATION", true, GPUPROV_STATUS_CAPACITY},
+           Row{"insufficientCapacity", true, GPUPROV_STATUS_CAPACITY},
+           Row{"RESOURCE_NOT_FOUND", true, GPUPROV_STATUS_CAPACITY},
+           Row{kGoneAfterCreate, true, GPUPROV_STATUS_CAPACITY},
+           Row{"RESOURCE_OPERATION_RATE_EXCEEDED", true, GPUPROV_STATUS_TRANSIENT},
+           Row{"QUOTA_EXCEEDED", false, GPUPROV_STATUS_QUOTA},
+           Row{"INTERNAL_ERROR", false, GPUPROV_STATUS_TRANSIENT},
+           Row{"INVALID_FIELD_VALUE", false, GPUPROV_STATUS_FAILED},
+       }) {
+    const ZoneFailure f = ClassifyZoneFailure(r.code);
+    EXPECT_EQ(f.next_zone, r.next_zone) << r.code;
+    EXPECT_EQ(f.status, r.status) << r.code;
+    if (r.next_zone) {
+      EXPECT_FALSE(f.reason.empty()) << r.code;
+    }
+  }
+  EXPECT_EQ(ClassifyOperationError("insufficientCapacity"), GPUPROV_STATUS_CAPACITY);
+  EXPECT_EQ(ClassifyOperationError("RESOURCE_OPERATION_RATE_EXCEEDED"), GPUPROV_STATUS_TRANSIENT);
+}
+
+// F1 (real-apis-1.md): A3 Ultra (H200) and A4 (B200) boot from Hyperdisk only.
+TEST(GcpRules, HyperdiskOnlySeriesBootFromHyperdiskBalanced) {
+  EXPECT_EQ(BootDiskType("a3-ultragpu-8g"), "hyperdisk-balanced");
+  EXPECT_EQ(BootDiskType("a4-highgpu-8g"), "hyperdisk-balanced");
+  EXPECT_EQ(BootDiskType("n4-standard-8"), "hyperdisk-balanced");
+  for (const char* pd : {"a3-highgpu-8g", "a3-megagpu-8g", "a2-ultragpu-1g", "g2-standard-4",
+                         "n1-standard-8", "e2-standard-4"}) {
+    EXPECT_EQ(BootDiskType(pd), "pd-balanced") << pd;
+  }
+}
+
+// F8 (real-apis-1.md): OS Login enforced by organization policy is named, with what to do.
+TEST(GcpRules, OsLoginPolicyIsRecognisedAndExplained) {
+  EXPECT_TRUE(IsOsLoginPolicyError(
+      "Constraint constraints/compute.requireOsLogin violated for project 470000000001."));
+  EXPECT_FALSE(IsOsLoginPolicyError("Constraint constraints/compute.vmExternalIpAccess violated"));
+  const std::string hint = OsLoginPolicyHint("p1");
+  EXPECT_NE(hint.find("constraints/compute.requireOsLogin"), std::string::npos) << hint;
+  EXPECT_NE(hint.find("ssh-keys"), std::string::npos) << hint;
+  EXPECT_NE(hint.find("p1"), std::string::npos) << hint;
+}
+
 TEST(GcpRules, SourcesFirewallNameIsFixedPerVmAndAValidGceName) {
   const std::string longest(kMaxVmNameLength, 'a');
   EXPECT_EQ(SourcesFirewallName("demo"), SourcesFirewallName("demo"));

@@ -110,7 +110,8 @@ HyperstackDriver::ObjectPtr HyperstackDriver::Call(const std::string& method,
   if (kit::TrimSpace(resp.body).empty()) return new Object();
   Object::Ptr doc = json::TryParseObject(resp.body);
   if (!doc) {
-    if (!Ok(resp.status)) return new Object();
+    // A caller that takes the raw text reads it itself (the pricebook is a JSON array).
+    if (!Ok(resp.status) || raw) return new Object();
     throw DriverError(GPUPROV_STATUS_FAILED, what + ": Hyperstack answered HTTP " +
                                                  std::to_string(resp.status) +
                                                  " with a body that is not a JSON object");
@@ -121,13 +122,17 @@ HyperstackDriver::ObjectPtr HyperstackDriver::Call(const std::string& method,
 std::vector<HyperstackDriver::ObjectPtr> HyperstackDriver::ListAll(const std::string& path,
                                                                    const std::string& key,
                                                                    const std::string& what) {
+  // H-SDK list_vms, list_key_pairs, list_environments: query `page` and `pageSize` (the
+  // answer spells it `page_size`, beside `count`, the whole list's length). H1 of
+  // ../shared/reference/real-apis-2.md: the default page size is not documented, so every
+  // list is paged here until `count` items, a short page or an empty one.
   std::vector<ObjectPtr> out;
   const char sep = path.find('?') == std::string::npos ? '?' : '&';
   for (int page = 1; page <= kMaxPages; ++page) {
     ObjectPtr doc = Call("GET",
                          path + sep +
                              kit::QueryString({{"page", std::to_string(page)},
-                                               {"page_size", std::to_string(kPageSize)}})
+                                               {"pageSize", std::to_string(kPageSize)}})
                                  .substr(1),
                          what);
     Array::Ptr items = json::Arr(doc, key);
@@ -136,7 +141,9 @@ std::vector<HyperstackDriver::ObjectPtr> HyperstackDriver::ListAll(const std::st
       if (ObjectPtr o = json::ObjAt(items, i)) out.push_back(o);
     }
     const long long page_size = json::Int(doc, "page_size", kPageSize);
+    const long long count = json::Int(doc, "count", -1);
     if (n == 0 || static_cast<long long>(n) < page_size) break;
+    if (count >= 0 && static_cast<long long>(out.size()) >= count) break;
   }
   return out;
 }
@@ -153,6 +160,23 @@ std::vector<Flavor> HyperstackDriver::ListFlavors(const std::string& region) {
 
 std::vector<HyperstackDriver::ObjectPtr> HyperstackDriver::AllVms() {
   return ListAll("/core/virtual-machines", "instances", "list virtual machines");
+}
+
+std::vector<HyperstackDriver::ObjectPtr> HyperstackDriver::Environments() {
+  return ListAll("/core/environments", "environments", "list environments");
+}
+
+std::map<std::string, double> HyperstackDriver::Pricebook() {
+  int status = 0;
+  std::string raw;
+  try {
+    Call("GET", "/pricebook", "read the pricebook", nullptr, {}, &status, &raw);
+  } catch (const DriverError& e) {
+    if (e.status() == GPUPROV_STATUS_AUTH || e.status() == GPUPROV_STATUS_CANCELLED) throw;
+    host_.Debug(std::string("pricebook unavailable, prices unknown: ") + e.what());
+    return {};
+  }
+  return ParsePricebook(raw);
 }
 
 std::vector<HyperstackDriver::ObjectPtr> HyperstackDriver::ManagedVms() {
@@ -223,7 +247,15 @@ HyperstackDriver::ObjectPtr HyperstackDriver::VmJson(const ObjectPtr& vm) const 
   out->set("image", json::Str(json::Obj(vm, "image"), "name"));
   out->set("gpus", GpusOf(f));
   out->set("created_at", json::Str(vm, "created_at"));
-  out->set("message", state.message);
+  std::string message = state.message;
+  if (PortRandomized(vm)) {
+    // H3 (unconfirmed): created with enable_port_randomization false; if Hyperstack
+    // randomized the floating IP's ports anyway, SSH may not answer on port 22.
+    message += std::string(message.empty() ? "" : "; ") +
+               "Hyperstack reports port randomization on this VM (port_randomization): SSH may "
+               "not answer on port 22 of its floating IP; see the hyperstack driver's README";
+  }
+  out->set("message", message);
   out->set("ports", kit::PortMap(ports));
   out->set("tags", TagsOf(vm));
   out->set("environment", EnvironmentOf(vm));
@@ -233,11 +265,8 @@ HyperstackDriver::ObjectPtr HyperstackDriver::VmJson(const ObjectPtr& vm) const 
 std::string HyperstackDriver::EnsureEnvironment(const std::string& region, Made* made) {
   const std::string name =
       configured_environment_.empty() ? EnvironmentName(region) : configured_environment_;
-  ObjectPtr doc = Call("GET", "/core/environments", "list environments");
-  Array::Ptr envs = json::Arr(doc, "environments");
-  for (size_t i = 0; envs && i < envs->size(); ++i) {
-    ObjectPtr e = json::ObjAt(envs, i);
-    if (!e || json::Str(e, "name") != name) continue;
+  for (const auto& e : Environments()) {
+    if (json::Str(e, "name") != name) continue;
     const std::string env_region = json::Str(e, "region");
     if (!env_region.empty() && env_region != region) {
       throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
@@ -259,8 +288,8 @@ std::string HyperstackDriver::EnsureEnvironment(const std::string& region, Made*
   body->set("region", region);
   host_.Progress("creating environment " + name);
   int status = 0;
-  doc = Call("POST", "/core/environments", "create environment " + name, body, {409}, &status,
-             nullptr, /*idempotent=*/false);
+  ObjectPtr doc = Call("POST", "/core/environments", "create environment " + name, body, {409},
+                       &status, nullptr, /*idempotent=*/false);
   if (status == 409) return name;  // made in the meantime by another run
   made->environment = true;
   made->environment_id = json::Str(json::Obj(doc, "environment"), "id");
@@ -304,17 +333,24 @@ std::string HyperstackDriver::EnsureKeyPair(const std::string& environment,
 }
 
 void HyperstackDriver::CheckImage(const std::string& region, const std::string& image) {
-  ObjectPtr doc = Call(
-      "GET", "/core/images" + kit::QueryString({{"region", region}, {"include_public", "true"}}),
-      "list images");
+  // H-SDK list_images(region, include_public, search, page, per_page): its default page size
+  // is not documented (H1), so the image is looked for by `search` first, which finds it
+  // whichever way the list is paged; the whole list only names the others in the error.
   std::vector<std::string> names;
-  Array::Ptr groups = json::Arr(doc, "images");
-  for (size_t g = 0; groups && g < groups->size(); ++g) {
-    Array::Ptr list = json::Arr(json::ObjAt(groups, g), "images");
-    for (size_t i = 0; list && i < list->size(); ++i) {
-      const std::string n = json::Str(json::ObjAt(list, i), "name");
-      if (n == image) return;
-      if (!n.empty()) names.push_back(n);
+  for (const std::string& search : {image, std::string()}) {
+    std::vector<std::pair<std::string, std::string>> query = {{"region", region},
+                                                              {"include_public", "true"}};
+    if (!search.empty()) query.emplace_back("search", search);
+    ObjectPtr doc = Call("GET", "/core/images" + kit::QueryString(query), "list images");
+    Array::Ptr groups = json::Arr(doc, "images");
+    for (size_t g = 0; groups && g < groups->size(); ++g) {
+      Array::Ptr list = json::Arr(json::ObjAt(groups, g), "images");
+      for (size_t i = 0; list && i < list->size(); ++i) {
+        const std::string n = json::Str(json::ObjAt(list, i), "name");
+        if (n == image) return;
+        if (!n.empty() && !search.empty()) continue;
+        if (!n.empty()) names.push_back(n);
+      }
     }
   }
   throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
@@ -414,10 +450,7 @@ void HyperstackDriver::CleanUpEnvironment(const std::string& environment) {
     Call("DELETE", "/core/keypair/" + kit::EncodeComponent(json::Str(k, "id")),
          "delete key pair " + name, nullptr, {404});
   }
-  ObjectPtr doc = Call("GET", "/core/environments", "list environments");
-  Array::Ptr envs = json::Arr(doc, "environments");
-  for (size_t i = 0; envs && i < envs->size(); ++i) {
-    ObjectPtr e = json::ObjAt(envs, i);
+  for (const auto& e : Environments()) {
     const std::string name = json::Str(e, "name");
     // Only environments gpuprov names; a configured one is the user's.
     if (name.rfind(kResourcePrefix, 0) != 0 || name == configured_environment_ ||
@@ -449,11 +482,16 @@ void HyperstackDriver::WaitGone(const std::string& id, const std::string& name) 
 }
 
 std::string HyperstackDriver::Check(const std::string& /*request_json*/) {
-  ObjectPtr doc = Call("GET", "/core/environments", "check the Hyperstack API key");
+  // One page (H-SDK list_environments: `count` is the whole list's length).
+  ObjectPtr doc = Call("GET",
+                       "/core/environments" +
+                           kit::QueryString({{"page", "1"}, {"pageSize", std::to_string(kPageSize)}}),
+                       "check the Hyperstack API key");
   Array::Ptr envs = json::Arr(doc, "environments");
+  const long long count = json::Int(doc, "count", envs ? static_cast<long long>(envs->size()) : 0);
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
   result.set("account", "Hyperstack API key from " + ApiKey().origin + ", " +
-                            std::to_string(envs ? envs->size() : 0) + " environment(s)");
+                            std::to_string(count) + " environment(s)");
   result.set("user_data_limit", static_cast<int>(kMaxUserDataBytes));
   result.set("allow_from", true);  // create and open_ports narrow sources (IPv4)
   result.set("key_from", ApiKey().origin);
@@ -491,12 +529,15 @@ std::string HyperstackDriver::Offers(const std::string& request_json) {
     return kit::OffersResult(offers, kPoweredOffCost);
   }
   // The default region first, then the preferred (PCIe) flavors: the host takes the first of
-  // equally priced offers (the API gives no prices).
+  // equally priced offers (and of offers whose price the pricebook does not give).
   std::stable_sort(matching.begin(), matching.end(), [&](const Flavor* a, const Flavor* b) {
     const bool ra = a->region == default_region_, rb = b->region == default_region_;
     if (ra != rb) return ra;
     return IsPreferredFlavor(a->name) && !IsPreferredFlavor(b->name);
   });
+  // Prices from the pricebook (H2 of ../shared/reference/real-apis-2.md): a flavor's GPU model
+  // times its count; unknown (0, no price source) when the pricebook does not name it.
+  const std::map<std::string, double> pricebook = Pricebook();
   std::vector<std::string> out_of_stock;
   for (const Flavor* f : matching) {
     if (!f->stock_available) {
@@ -504,8 +545,10 @@ std::string HyperstackDriver::Offers(const std::string& request_json) {
       continue;
     }
     const std::optional<std::string> g = CanonicalGpu(f->gpu);
-    offers->add(kit::OfferJson(
-        {f->name, f->gpu_count > 0 && g ? *g : "", f->gpu_count, f->region, 0.0, "", true, ""}));
+    const std::optional<double> price = FlavorPrice(pricebook, *f);
+    offers->add(kit::OfferJson({f->name, f->gpu_count > 0 && g ? *g : "", f->gpu_count,
+                                f->region, price.value_or(0.0), "", true,
+                                price ? "live" : "", ""}));
   }
   if (offers->size() == 0) {
     host_.Warning("Hyperstack has " + (wanted.empty() ? std::string("CPU VMs") : wanted) + " as " +
@@ -698,10 +741,7 @@ std::string HyperstackDriver::ListResources(const std::string& /*request_json*/)
     r.created_at = json::Str(k, "created_at");
     out.push_back(r);
   }
-  ObjectPtr doc = Call("GET", "/core/environments", "list environments");
-  Array::Ptr envs = json::Arr(doc, "environments");
-  for (size_t i = 0; envs && i < envs->size(); ++i) {
-    ObjectPtr e = json::ObjAt(envs, i);
+  for (const auto& e : Environments()) {
     const std::string name = json::Str(e, "name");
     // A configured environment is the user's, even when named gpuprov-*.
     if (name.rfind(kResourcePrefix, 0) != 0 || name == configured_environment_ ||
@@ -750,10 +790,7 @@ std::string HyperstackDriver::DeleteResource(const std::string& request_json) {
     }
     return kit::DeletedResult(false);
   }
-  ObjectPtr doc = Call("GET", "/core/environments", "list environments");
-  Array::Ptr envs = json::Arr(doc, "environments");
-  for (size_t i = 0; envs && i < envs->size(); ++i) {
-    ObjectPtr e = json::ObjAt(envs, i);
+  for (const auto& e : Environments()) {
     if (json::Str(e, "id") != ref.id) continue;
     const std::string name = json::Str(e, "name");
     if (name.rfind(kResourcePrefix, 0) != 0 || name == configured_environment_) {

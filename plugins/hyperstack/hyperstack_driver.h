@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -81,6 +82,11 @@ class HyperstackDriver {
   /// Every VM of the account; those labelled gpuprov.
   std::vector<ObjectPtr> AllVms();
   std::vector<ObjectPtr> ManagedVms();
+  /// Every environment of the account (paged, ListAll).
+  std::vector<ObjectPtr> Environments();
+  /// GET /pricebook as GPU model -> USD per GPU-hour; empty when it cannot be read (prices
+  /// then stay unknown; an authentication failure still throws).
+  std::map<std::string, double> Pricebook();
   /// The VM called `name` that gpuprov made, or nullptr; a same-named VM without the label
   /// is reported in *foreign.
   ObjectPtr FindByName(const std::string& name, bool* foreign = nullptr);

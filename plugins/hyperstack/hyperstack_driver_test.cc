@@ -206,6 +206,127 @@ TEST_F(HyperstackEmulatorTest, OffersComeFromTheFlavorList) {
   EXPECT_TRUE(Contains(driver.host().All(), "none is in stock")) << driver.host().All();
 }
 
+// H2 (../shared/reference/real-apis-2.md): prices from GET /pricebook, a GPU model's price per
+// GPU-hour times the flavor's GPU count (SkyPilot's fetch_hyperstack.py computes it so).
+TEST_F(HyperstackEmulatorTest, OffersArePricedFromThePricebook) {
+  Driver driver(Config());
+  OpResult h100 = driver.Offers(R"({"gpu":{"type":"H100","count":1},"region":"CANADA-1"})");
+  ASSERT_EQ(h100.status, GPUPROV_STATUS_OK) << h100;
+  Object::Ptr one = h100.Doc()->getArray("offers")->getObject(0);
+  EXPECT_DOUBLE_EQ(one->getValue<double>("price_per_hour"), 1.90) << h100.json;
+  EXPECT_EQ(one->getValue<std::string>("price_source"), "live") << h100.json;
+  OpResult eight = driver.Offers(R"({"gpu":{"type":"H100","count":8},"region":""})");
+  ASSERT_EQ(eight.status, GPUPROV_STATUS_OK) << eight;
+  Object::Ptr x8 = eight.Doc()->getArray("offers")->getObject(0);
+  EXPECT_EQ(x8->getValue<std::string>("instance_type"), "n3-H100x8");
+  EXPECT_DOUBLE_EQ(x8->getValue<double>("price_per_hour"), 8 * 1.90) << eight.json;
+  // A CPU flavor has no pricebook entry: its price stays unknown (no source), never $0 "live".
+  OpResult cpu = driver.Offers(R"({"gpu":null,"region":"CANADA-1"})");
+  ASSERT_EQ(cpu.status, GPUPROV_STATUS_OK) << cpu;
+  Object::Ptr c = cpu.Doc()->getArray("offers")->getObject(0);
+  EXPECT_EQ(c->getValue<double>("price_per_hour"), 0.0) << cpu.json;
+  EXPECT_FALSE(c->has("price_source")) << cpu.json;
+}
+
+// H1 (../shared/reference/real-apis-2.md): every list call pages with the API's own `page` and
+// `pageSize` (H-SDK list_vms, list_key_pairs, list_environments), environments included, and
+// reads past the first page.
+TEST_F(HyperstackEmulatorTest, ListsAreAskedWithPageAndPageSizeAndReadToTheEnd) {
+  for (int i = 0; i < 101; ++i) {
+    HttpReply r = emulator_->Api(
+        "POST", "/core/environments",
+        R"({"name":"other-)" + std::to_string(i) + R"(","region":"NORWAY-1"})");
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  emulator_->ClearRequests();
+  Driver driver(Config());
+  OpResult created = driver.Create(CreateRequest("hs-pages"));
+  ASSERT_EQ(created.status, GPUPROV_STATUS_OK) << created << "\n" << driver.host().All();
+  ASSERT_EQ(driver.List().status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Delete(R"({"name":"hs-pages"})").status, GPUPROV_STATUS_OK);
+  // gpuprov-CANADA-1 is the 103rd environment (page 2 of 100): found and removed.
+  EXPECT_EQ(emulator_->Count("environments"), 101);
+  int lists = 0;
+  for (const std::string& r : emulator_->Requests()) {
+    if (r.rfind("GET /v1/core/virtual-machines?", 0) != 0 && r.rfind("GET /v1/core/keypairs", 0) != 0 &&
+        r.rfind("GET /v1/core/environments", 0) != 0) {
+      continue;
+    }
+    ++lists;
+    EXPECT_TRUE(Contains(r, "pageSize=")) << r;
+    EXPECT_TRUE(Contains(r, "page=")) << r;
+    EXPECT_FALSE(Contains(r, "page_size")) << r;
+  }
+  EXPECT_GT(lists, 5);
+}
+
+// H3 (unconfirmed, ../shared/reference/real-apis-2.md): the driver asks for no port
+// randomization; a VM that reports it anyway says SSH may not be on port 22.
+TEST_F(HyperstackEmulatorTest, AVmReportingPortRandomizationSaysSo) {
+  emulator_->Settings(R"({"cloud":"hyperstack","force_port_randomization":true})");
+  Driver driver(Config());
+  OpResult created = driver.Create(CreateRequest("hs-random"));
+  ASSERT_EQ(created.status, GPUPROV_STATUS_OK) << created;
+  const std::string id = created.Vm()->getValue<std::string>("id");
+  Object::Ptr running = WaitRunning(driver, id);
+  ASSERT_TRUE(running);
+  EXPECT_TRUE(Contains(running->getValue<std::string>("message"), "port randomization"))
+      << Stringify(running);
+  ASSERT_EQ(driver.Delete(R"({"name":"hs-random"})").status, GPUPROV_STATUS_OK);
+  emulator_->Settings(R"({"cloud":"hyperstack","force_port_randomization":false})");
+  OpResult plain = driver.Create(CreateRequest("hs-plain"));
+  ASSERT_EQ(plain.status, GPUPROV_STATUS_OK) << plain;
+  EXPECT_FALSE(Contains(plain.Vm()->getValue<std::string>("message"), "randomization"));
+  ASSERT_EQ(driver.Delete(R"({"name":"hs-plain"})").status, GPUPROV_STATUS_OK);
+}
+
+// The operations of Hyperstack's API the driver may call, transcribed from the official SDK
+// generated from its OpenAPI definition (NexGenCloud/hyperstack-sdk-python f130f57,
+// hyperstack/api/: flavor_api.py list_flavors; image_api.py list_images; environment_api.py
+// list_environments, create_environment, delete_environment; keypair_api.py list_key_pairs,
+// import_key_pair, delete_key_pair; virtual_machine_api.py list_vms, create_virtual_machines,
+// get_vm, delete_vm, add_firewall_rule_to_vm, delete_security_rule; pricebook_api.py
+// get_pricebook), with the query parameters each serializer appends.
+const std::vector<drivers::testing::VendorOperation>& HyperstackOperations() {
+  // Statuses: each operation's _response_types_map in the same files.
+  static const std::vector<drivers::testing::VendorOperation> ops = {
+      {"GET", "/v1/core/flavors", {"region"}, {200, 400, 401, 404, 500}},
+      {"GET", "/v1/core/images",
+       {"region", "include_public", "search", "page", "per_page"},
+       {200, 400, 401, 404, 406, 500}},
+      {"GET", "/v1/core/environments", {"page", "pageSize", "search"}, {200, 400, 401, 500}},
+      {"POST", "/v1/core/environments", {}, {200, 400, 401, 404, 409, 500}},
+      {"DELETE", "/v1/core/environments/{id}", {}, {200, 400, 401, 404, 500}},
+      {"GET", "/v1/core/keypairs", {"page", "pageSize", "search"}, {200, 400, 401, 500}},
+      {"POST", "/v1/core/keypairs", {}, {200, 400, 401, 404, 409, 500}},
+      {"DELETE", "/v1/core/keypair/{id}", {}, {200, 400, 401, 404, 500}},
+      {"GET", "/v1/core/virtual-machines",
+       {"page", "pageSize", "search", "environment", "exclude_firewalls",
+        "exact_environment_match"},
+       {200, 400, 401, 500}},
+      {"POST", "/v1/core/virtual-machines", {}, {200, 400, 401, 404, 405, 409, 500}},
+      {"GET", "/v1/core/virtual-machines/{vm_id}", {}, {200, 400, 401, 404, 500}},
+      {"DELETE", "/v1/core/virtual-machines/{vm_id}", {}, {200, 400, 401, 404, 409, 500}},
+      {"POST", "/v1/core/virtual-machines/{vm_id}/sg-rules", {}, {200, 400, 401, 404, 409, 500}},
+      {"DELETE", "/v1/core/virtual-machines/{vm_id}/sg-rules/{sg_rule_id}", {},
+       {200, 400, 401, 404, 500}},
+      {"GET", "/v1/pricebook", {}, {200, 400, 401, 405, 500}},
+  };
+  return ops;
+}
+
+// Part 2 of issue 30: every request the driver makes through every operation is one of the
+// SDK's operations with only its documented query parameters, answered with a status the SDK
+// lists for it.
+TEST_F(HyperstackEmulatorTest, EveryCallIsAnOperationOfHyperstacksSdk) {
+  emulator_->ClearRequests();
+  Driver driver(Config());
+  drivers::testing::CallEveryOperation(driver, R"({"gpu":{"type":"A100","count":1},"region":""})",
+                                       CreateRequest("hs-ops"), "hs-ops");
+  if (HasFatalFailure()) return;
+  drivers::testing::ExpectOnlyOperations(emulator_->Requests(), HyperstackOperations());
+}
+
 TEST_F(HyperstackEmulatorTest, LifecycleSendsTheDocumentedShapeAndLeavesNothing) {
   Driver driver(Config());
   OpResult created = driver.Create(CreateRequest("hs-life"));

@@ -157,6 +157,14 @@ std::string PublicIp(const Object::Ptr& vm) {
   return json::Str(vm, "floating_ip");
 }
 
+bool PortRandomized(const Object::Ptr& vm) {
+  if (vm && vm->has("port_randomization")) {
+    const Poco::Dynamic::Var v = vm->get("port_randomization");
+    if (v.isBoolean() && v.extract<bool>()) return true;
+  }
+  return Upper(json::Str(vm, "port_randomization_status")) == "ENABLED";
+}
+
 VmState StateOf(const Object::Ptr& vm) {
   const std::string status = Upper(json::Str(vm, "status"));
   if (status == "ACTIVE") {
@@ -418,6 +426,47 @@ std::vector<Flavor> ParseFlavors(const Object::Ptr& doc) {
     }
   }
   return out;
+}
+
+std::map<std::string, double> ParsePricebook(const std::string& body) {
+  std::map<std::string, double> out;
+  Poco::JSON::Array::Ptr list;
+  try {
+    Poco::JSON::Parser parser;
+    list = parser.parse(body).extract<Poco::JSON::Array::Ptr>();
+  } catch (const std::exception&) {
+    return out;
+  }
+  for (size_t i = 0; list && i < list->size(); ++i) {
+    Object::Ptr entry = json::ObjAt(list, i);
+    const std::string name = json::Str(entry, "name");
+    if (name.empty() || !entry->has("value")) continue;
+    const Poco::Dynamic::Var v = entry->get("value");
+    try {
+      double value = 0;
+      if (v.isString()) {
+        size_t used = 0;
+        const std::string text = v.extract<std::string>();
+        value = std::stod(text, &used);
+        if (used != text.size()) continue;
+      } else if (v.isNumeric()) {
+        value = v.convert<double>();
+      } else {
+        continue;
+      }
+      if (value > 0) out[name] = value;
+    } catch (const std::exception&) {
+    }
+  }
+  return out;
+}
+
+std::optional<double> FlavorPrice(const std::map<std::string, double>& pricebook,
+                                  const Flavor& flavor) {
+  if (flavor.gpu_count <= 0 || flavor.gpu.empty()) return std::nullopt;
+  auto it = pricebook.find(flavor.gpu);
+  if (it == pricebook.end()) return std::nullopt;
+  return it->second * flavor.gpu_count;
 }
 
 }  // namespace gpuprov::hyperstack

@@ -11,6 +11,7 @@
 #include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
 
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -88,6 +89,13 @@ VmState StateOf(const Poco::JSON::Object::Ptr& vm);
 /// The public address of a VM object: floating_ip once floating_ip_status is ATTACHED.
 std::string PublicIp(const Poco::JSON::Object::Ptr& vm);
 
+/// Whether a VM object says its floating IP's ports are randomized: `port_randomization`
+/// true, or `port_randomization_status` "ENABLED" (H-SDK InstanceFields has both; which one the
+/// API fills, and what randomization changes, is unconfirmed: H3 of
+/// ../shared/reference/real-apis-2.md). The driver creates with it off; when a VM reports it
+/// on anyway, SSH may not be on port 22 and the VM's message says so.
+bool PortRandomized(const Poco::JSON::Object::Ptr& vm);
+
 /// One ingress rule for a tcp port from `cidr` (IPv4), everywhere by default (§5).
 Poco::JSON::Object::Ptr IngressRule(int port, const std::string& cidr = "0.0.0.0/0");
 
@@ -163,5 +171,20 @@ std::vector<Flavor> ParseFlavors(const Poco::JSON::Object::Ptr& doc);
 
 /// "H100:1" for a flavor with GPUs, "" otherwise.
 std::string GpusOf(const Flavor& flavor);
+
+// --- prices ----------------------------------------------------------------------------------
+
+/// GET /pricebook (H-SDK PricebookApi.get_pricebook: a JSON array of PricebookModel {id, name,
+/// value, original_value, discount_applied, start_time, end_time}; the API reference's example
+/// names a GPU model, "RTX-A4000", with `value` "price value for the GPU per hour") as name ->
+/// USD per GPU-hour. `value` may be a number or a numeric string (SkyPilot's
+/// fetch_hyperstack.py converts it with float()); entries without a usable value are skipped.
+std::map<std::string, double> ParsePricebook(const std::string& body);
+
+/// A flavor's price per hour: its GPU model's pricebook value times its GPU count (as
+/// SkyPilot's catalogue fetcher computes it); nullopt for a CPU flavor or a GPU the pricebook
+/// does not name.
+std::optional<double> FlavorPrice(const std::map<std::string, double>& pricebook,
+                                  const Flavor& flavor);
 
 }  // namespace gpuprov::hyperstack

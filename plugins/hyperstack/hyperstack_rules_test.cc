@@ -213,5 +213,32 @@ TEST(HyperstackRules, IngressRulesCarryEachSourceAndPlanRulesSetsExactlyThem) {
   EXPECT_EQ(OpenTcpPorts(vm).count(6443), 1u);                   // through rule 1 (and 4)
 }
 
+// H2: the pricebook (H-SDK PricebookModel; the API reference's example entry) and a flavor's
+// price from it (SkyPilot's fetch_hyperstack.py: the GPU's value times gpu_count).
+TEST(HyperstackRules, PricebookPricesAFlavorPerGpu) {
+  const auto book = ParsePricebook(R"([
+    {"id":10,"name":"RTX-A4000","value":0.58,"original_value":0.58,"discount_applied":false,"start_time":null,"end_time":null},
+    {"id":11,"name":"H100-80G-PCIe","value":"1.90","original_value":"1.90"},
+    {"id":12,"name":"broken","value":"n/a"},
+    {"id":13,"name":"free","value":0}])");
+  EXPECT_EQ(book.size(), 2u);
+  Flavor h100{"n3-H100x2", "H100-80G-PCIe", 2, "CANADA-1", true};
+  EXPECT_DOUBLE_EQ(FlavorPrice(book, h100).value_or(-1), 3.80);
+  Flavor a4000{"n3-RTX-A4000x1", "RTX-A4000", 1, "NORWAY-1", true};
+  EXPECT_DOUBLE_EQ(FlavorPrice(book, a4000).value_or(-1), 0.58);
+  EXPECT_FALSE(FlavorPrice(book, Flavor{"n3-L40x1", "L40", 1, "CANADA-1", true}));
+  EXPECT_FALSE(FlavorPrice(book, Flavor{"n1-cpu-small", "", 0, "CANADA-1", true}));
+  EXPECT_TRUE(ParsePricebook("{\"status\":false}").empty());
+  EXPECT_TRUE(ParsePricebook("not json").empty());
+}
+
+// H3 (unconfirmed): both fields H-SDK InstanceFields has for it are read.
+TEST(HyperstackRules, PortRandomizationIsReadFromEitherField) {
+  EXPECT_FALSE(PortRandomized(ParseJson(R"({"port_randomization":false,"port_randomization_status":"DISABLED"})")));
+  EXPECT_FALSE(PortRandomized(ParseJson(R"({})")));
+  EXPECT_TRUE(PortRandomized(ParseJson(R"({"port_randomization":true})")));
+  EXPECT_TRUE(PortRandomized(ParseJson(R"({"port_randomization_status":"enabled"})")));
+}
+
 }  // namespace
 }  // namespace gpuprov::hyperstack

@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "instance_types.h"
 
+#include <algorithm>
 #include <cctype>
 #include <map>
+#include <tuple>
 #include <vector>
+
+#include "json_util.h"
 
 namespace gpuprov::lambda {
 namespace {
@@ -104,6 +108,43 @@ std::optional<TypeGpus> GpusOfTypeName(const std::string& type_name) {
 std::string GpusText(const std::string& type_name) {
   std::optional<TypeGpus> g = GpusOfTypeName(type_name);
   return g ? g->gpu_type + ":" + std::to_string(g->gpu_count) : "";
+}
+
+LiveChoice ChooseLiveType(const Poco::JSON::Object::Ptr& types, const std::string& gpu_type,
+                          int count, const std::string& region, const std::string& requested) {
+  namespace json = drivers::json;
+  LiveChoice out;
+  // (price, not preferred, name) orders the candidates with capacity.
+  std::optional<std::tuple<long long, bool, std::string, std::string>> best;
+  for (const auto& name : types ? types->getNames() : std::vector<std::string>{}) {
+    if (!requested.empty()) {
+      if (name != requested) continue;
+    } else {
+      std::optional<TypeGpus> g = GpusOfTypeName(name);
+      if (!g || g->gpu_type != gpu_type || g->gpu_count != count) continue;
+    }
+    out.candidates.push_back(name);
+    Poco::JSON::Object::Ptr entry = json::Obj(types, name);
+    Poco::JSON::Array::Ptr regions = json::Arr(entry, "regions_with_capacity_available");
+    std::string where;
+    for (size_t i = 0; regions && i < regions->size() && where.empty(); ++i) {
+      const std::string r = json::Str(json::ObjAt(regions, i), "name");
+      if (region.empty() || r == region) where = r;
+    }
+    if (where.empty()) continue;
+    bool preferred = false;
+    for (const auto& row : TypeCatalogue().rows) {
+      if (row.instance_type == name) preferred = row.preferred;
+    }
+    auto key = std::make_tuple(json::Int(json::Obj(entry, "instance_type"), "price_cents_per_hour"),
+                               !preferred, name, where);
+    if (!best || key < *best) best = key;
+  }
+  if (best) {
+    out.type = std::get<2>(*best);
+    out.region = std::get<3>(*best);
+  }
+  return out;
 }
 
 }  // namespace gpuprov::lambda

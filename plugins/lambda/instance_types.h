@@ -9,8 +9,11 @@
 // no instance without a GPU, and no L4 or T4.
 #pragma once
 
+#include <Poco/JSON/Object.h>
+
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "catalogue.h"
 
@@ -34,5 +37,21 @@ std::optional<TypeGpus> GpusOfTypeName(const std::string& type_name);
 
 /// "H100:8" for a type name, "" when it names no GPU.
 std::string GpusText(const std::string& type_name);
+
+/// What create launches, chosen from the live GET /instance-types map (L-SPEC
+/// listInstanceTypes: type name -> {instance_type{price_cents_per_hour}, regions_with_capacity_available}).
+struct LiveChoice {
+  std::string type;                   ///< "" when no candidate has capacity
+  std::string region;                 ///< where it has capacity
+  std::vector<std::string> candidates;  ///< the listed types that were considered, by name
+};
+
+/// The candidates are `requested` alone when it is not "" (a type the request named), else
+/// every listed type whose name reads as gpu_type x count (canonical GPU name). Of those with
+/// capacity in `region` (in any region when ""), the cheapest; equal prices: the table's
+/// preferred row first, then by name. The region is `region`, or the chosen type's first
+/// region with capacity.
+LiveChoice ChooseLiveType(const Poco::JSON::Object::Ptr& types, const std::string& gpu_type,
+                          int count, const std::string& region, const std::string& requested);
 
 }  // namespace gpuprov::lambda

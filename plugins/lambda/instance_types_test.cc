@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "instance_types.h"
 
+#include <Poco/JSON/Parser.h>
 #include <gtest/gtest.h>
 
 #include "gpuprov/sdk.hpp"
@@ -51,6 +52,36 @@ TEST(LambdaInstanceTypes, TypeNamesReadAsGpus) {
   EXPECT_EQ(GpusText("cpu_4x_general"), "");
   EXPECT_EQ(GpusText("gpu_1x_l4"), "");
   EXPECT_EQ(GpusText("gpu_x_a10"), "");
+}
+
+// L7: create chooses among the live list's types with the GPUs asked (L-SPEC
+// listInstanceTypes), the cheapest with capacity in the region; a named type alone.
+TEST(LambdaInstanceTypes, TheLiveListGivesTheCheapestVariantWithCapacity) {
+  Poco::JSON::Object::Ptr types = Poco::JSON::Parser().parse(R"({
+    "gpu_1x_h100_pcie": {"instance_type": {"name": "gpu_1x_h100_pcie", "price_cents_per_hour": 249},
+                         "regions_with_capacity_available": [{"name": "us-west-1"}]},
+    "gpu_1x_h100_sxm5": {"instance_type": {"name": "gpu_1x_h100_sxm5", "price_cents_per_hour": 329},
+                         "regions_with_capacity_available": [{"name": "us-east-1"}, {"name": "us-west-1"}]},
+    "gpu_1x_h100_newvariant": {"instance_type": {"name": "gpu_1x_h100_newvariant", "price_cents_per_hour": 199},
+                         "regions_with_capacity_available": []},
+    "gpu_8x_h100_sxm5": {"instance_type": {"name": "gpu_8x_h100_sxm5", "price_cents_per_hour": 2392},
+                         "regions_with_capacity_available": [{"name": "us-east-1"}]}
+  })").extract<Poco::JSON::Object::Ptr>();
+  LiveChoice any = ChooseLiveType(types, "H100", 1, "", "");
+  EXPECT_EQ(any.type, "gpu_1x_h100_pcie");
+  EXPECT_EQ(any.region, "us-west-1");
+  EXPECT_EQ(any.candidates.size(), 3u);
+  LiveChoice east = ChooseLiveType(types, "H100", 1, "us-east-1", "");
+  EXPECT_EQ(east.type, "gpu_1x_h100_sxm5");
+  EXPECT_EQ(east.region, "us-east-1");
+  LiveChoice none = ChooseLiveType(types, "H100", 1, "us-south-1", "");
+  EXPECT_EQ(none.type, "");
+  EXPECT_EQ(none.candidates.size(), 3u);
+  LiveChoice named = ChooseLiveType(types, "", 0, "", "gpu_1x_h100_sxm5");
+  EXPECT_EQ(named.type, "gpu_1x_h100_sxm5");
+  EXPECT_EQ(named.region, "us-east-1");
+  EXPECT_TRUE(ChooseLiveType(types, "", 0, "", "gpu_1x_nope").candidates.empty());
+  EXPECT_TRUE(ChooseLiveType(types, "A10", 1, "", "").candidates.empty());
 }
 
 }  // namespace

@@ -114,22 +114,19 @@ LambdaDriver::LambdaDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.hos
     kit::ThrowHttpError(e, "the Lambda endpoint (GPUPROV_LAMBDA_ENDPOINT or endpoint in "
                            "[clouds.lambda])");
   }
-  // Lambda's documented pacing, for every attempt (retries too), per endpoint and API key
-  // (the credential is in the key; the pacer keeps only its hash), across every gpuprov
-  // process of the user through the host's pacer folder (pacer.h).
+  // Lambda's documented pacing, for every attempt (retries too). Lambda counts per API key,
+  // so the slots are shared with every gpuprov process using this key at this endpoint,
+  // through the host's pacer folder (the init settings' pacer_dir; kit pacer.h; issue 30).
   // The launch slot first: the request slot is then taken when the launch really goes out.
   http_->set_before_attempt([this, pacer_dir = settings.pacer_dir](const kit::HttpRequest& r) {
-    auto auth = r.headers.find("Authorization");
-    const std::string key =
-        endpoint_ + " " + (auth == r.headers.end() ? std::string() : auth->second);
+    const std::string key = PaceKey(endpoint_, api_key_ ? api_key_->value : "");
     if (r.method == "POST" && r.path_and_query == kLaunchPath) {
-      kit::PaceCall(host_, "lambda launch " + key, launch_interval_,
+      kit::PaceCall(host_, "launch " + key, launch_interval_,
                     "waiting for Lambda's launch rate limit (1 launch per " +
                         std::to_string(launch_interval_.count() / 1000) + " s)",
                     pacer_dir);
     }
-    kit::PaceCall(host_, "lambda " + key, request_interval_, "waiting for Lambda's rate limit",
-                  pacer_dir);
+    kit::PaceCall(host_, key, request_interval_, "waiting for Lambda's rate limit", pacer_dir);
   });
 }
 
@@ -177,6 +174,9 @@ LambdaDriver::Answer LambdaDriver::Call(const std::string& method, const std::st
         text += " for the API key from " + ApiKey().origin + "; " + ApiKeyHint();
       } else if (st == GPUPROV_STATUS_QUOTA) {
         text += "; ask Lambda support to raise the account's instance quota";
+      } else if (err.code == kInvalidAddressCode) {
+        text += "; correct the account's billing address in the Lambda console (Settings, "
+                "Billing), then run the command again";
       }
       throw DriverError(st, text);
     }
@@ -266,15 +266,19 @@ LambdaDriver::SshKey LambdaDriver::EnsureSshKey(const std::string& public_key) {
   body->set("public_key", kit::TrimSpace(public_key));
   Answer a = Call("POST", "/ssh-keys", "register SSH key " + our_name, body, {400}, false);
   if (a.status == 400) {
-    if (a.code != "global/duplicate") {
-      throw DriverError(StatusOf(400, a.code), "register SSH key " + our_name +
-                                                   ": Lambda answered HTTP 400 (" + a.message + ")");
-    }
-    // Registered in the meantime (a lost answer, or another run): look it up once more.
+    // Registered in the meantime (a lost answer, or another run)? L-SPEC addSSHKey documents
+    // only 400 global/invalid-parameters, so whatever the code, look it up once more.
     if (auto k = find()) return *k;
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      "an SSH key named " + our_name + " holds another public key; delete it in "
-                      "the Lambda console (SSH keys)");
+    Array::Ptr keys = DataArray(Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
+    for (size_t i = 0; i < keys->size(); ++i) {
+      if (json::Str(json::ObjAt(keys, i), "name") == our_name) {
+        throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                          "an SSH key named " + our_name + " holds another public key; delete "
+                          "it in the Lambda console (SSH keys)");
+      }
+    }
+    throw DriverError(StatusOf(400, a.code), "register SSH key " + our_name +
+                                                 ": Lambda answered HTTP 400 (" + a.message + ")");
   }
   ObjectPtr k = DataObject(a, "register SSH key");
   host_.Info("registered SSH key " + our_name);
@@ -296,10 +300,28 @@ void LambdaDriver::DeleteKeyIfUnused(const std::string& key_name, const std::str
   for (size_t i = 0; i < keys->size(); ++i) {
     ObjectPtr k = json::ObjAt(keys, i);
     if (!k || json::Str(k, "name") != key_name) continue;
-    host_.Progress("deleting SSH key " + key_name);
-    Call("DELETE", "/ssh-keys/" + Encode(json::Str(k, "id")), "delete SSH key " + key_name,
-         nullptr, {404});
+    DeleteSshKey(json::Str(k, "id"), key_name);
   }
+}
+
+bool LambdaDriver::DeleteSshKey(const std::string& id, const std::string& key_name) {
+  host_.Progress("deleting SSH key " + key_name);
+  const std::string what = "delete SSH key " + key_name;
+  // L-SPEC deleteSSHKey lists 200, 400 (global/invalid-parameters), 401, 403 and no 404: a key
+  // already gone (another run's `down`) may well answer 400. It counts as gone when a fresh
+  // list no longer has it; 404 is taken as gone too.
+  Answer a = Call("DELETE", "/ssh-keys/" + Encode(id), what, nullptr, {400, 404});
+  if (a.status == 404) return false;
+  if (a.status != 400) return true;
+  Array::Ptr keys = DataArray(Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
+  for (size_t i = 0; i < keys->size(); ++i) {
+    if (json::Str(json::ObjAt(keys, i), "id") == id) {
+      throw DriverError(StatusOf(400, a.code),
+                        what + ": Lambda answered HTTP 400 (" + a.message + ")");
+    }
+  }
+  host_.Debug("SSH key " + key_name + " was already gone (" + a.message + ")");
+  return false;
 }
 
 // --- firewall (reference section 5) ---------------------------------------------------------
@@ -361,7 +383,9 @@ std::string LambdaDriver::EnsureRuleset(const std::string& vm_name, const std::s
   Answer a = Call("POST", "/firewall-rulesets", "create firewall ruleset " + name, body, {400},
                   /*idempotent=*/false);
   if (a.status == 400) {
-    if (a.code == "global/duplicate") {  // made by a lost answer or another run
+    // Made by a lost answer or another run? L-SPEC createFirewallRuleset documents 400 only as
+    // global/invalid-parameters or global/quota-exceeded, so whatever the code, look again.
+    if (FindRuleset(vm_name, region)) {
       return EnsureRuleset(vm_name, region, ports, sources, exact, created);
     }
     throw DriverError(StatusOf(400, a.code), "create firewall ruleset " + name +
@@ -375,22 +399,37 @@ void LambdaDriver::DeleteRuleset(const ObjectPtr& ruleset) {
   const std::string id = json::Str(ruleset, "id");
   const std::string name = json::Str(ruleset, "name");
   host_.Progress("deleting firewall ruleset " + name);
-  kit::Backoff backoff(host_, http_->policy(), "delete firewall ruleset " + name);
-  for (;;) {
-    Answer a = Call("DELETE", "/firewall-rulesets/" + Encode(id), "delete firewall ruleset " + name,
-                    nullptr, {404, 409});
-    if (a.status != 409) return;
-    // Still attached to an instance Lambda is terminating.
-    if (!backoff.Wait(a.message)) {
-      throw DriverError(GPUPROV_STATUS_TRANSIENT,
-                        "firewall ruleset " + name + " is still attached (" + a.message +
-                            "); run `gpuprov down` again in a minute");
+  const std::string what = "delete firewall ruleset " + name;
+  // L-SPEC deleteFirewallRuleset: 400 firewall-rulesets/firewall-ruleset-in-use while an
+  // instance (one still terminating too) uses it; 409 is global/internal-error. Both are
+  // tried again, bounded by delete_wait_seconds, with the kit's progress lines.
+  kit::PollOptions options;
+  options.what = "waiting for Lambda to release firewall ruleset " + name;
+  options.interval = std::max(milliseconds(2000), request_interval_);
+  options.timeout = delete_wait_;
+  std::string last;
+  const bool deleted = kit::PollUntil(host_, options, [&](std::string* status) {
+    Answer a = Call("DELETE", "/firewall-rulesets/" + Encode(id), what, nullptr, {400, 404, 409});
+    if (a.status == 400 && a.code != kRulesetInUseCode) {
+      throw DriverError(StatusOf(400, a.code),
+                        what + ": Lambda answered HTTP 400 (" + a.message + ")");
     }
+    if (a.status != 400 && a.status != 409) return true;
+    last = a.message;
+    *status = a.status == 400 ? "still in use" : "HTTP 409";
+    return false;
+  });
+  if (!deleted) {
+    throw DriverError(GPUPROV_STATUS_TRANSIENT,
+                      "firewall ruleset " + name + " is still in use after " +
+                          std::to_string(delete_wait_.count()) + " s (" + last +
+                          "); run `gpuprov down` again in a minute");
   }
 }
 
-void LambdaDriver::WarnAccountWideSources(const std::string& vm_name,
+void LambdaDriver::WarnAccountWideSources(const std::string& vm_name, const std::string& region,
                                           const kit::PortSources& sources) {
+  if (!AccountRulesApply(region)) return;  // they do not apply there (L-SPEC firewallRulesList)
   Array::Ptr rules =
       DataArray(Call("GET", "/firewall-rules", "read firewall rules"), "read firewall rules");
   const std::vector<int> wider = lambda::PortsWiderThan(rules, sources);
@@ -441,11 +480,24 @@ void LambdaDriver::OpenFor(const ObjectPtr& instance, const std::vector<int>& po
   if (ruleset && IsAttached(ruleset, instance)) {
     bool created = false;
     EnsureRuleset(name, region, ports, sources, exact, &created);
-    if (sources.Narrows()) WarnAccountWideSources(name, sources);
+    if (sources.Narrows()) WarnAccountWideSources(name, region, sources);
   } else {
     if (sources.Narrows()) RefuseAccountNarrowing(name);
+    if (!AccountRulesApply(region)) RefuseWithoutAccountRules(name, region, ports);
     AddAccountRules(name, ports);
   }
+}
+
+void LambdaDriver::RefuseWithoutAccountRules(const std::string& vm_name, const std::string& region,
+                                             const std::vector<int>& ports) {
+  throw DriverError(
+      GPUPROV_STATUS_INVALID_INPUT,
+      "tcp " + PortList(ports) + " of " + vm_name + " can only be opened by Lambda's account-wide "
+          "firewall rules here (the instance has no firewall ruleset of gpuprov's, or this API "
+          "takes none), and those rules do not apply in " + region +
+          " (Lambda's API reference, firewall rules), so gpuprov cannot open them; provision in "
+          "another region (--region), or remove this VM (`gpuprov down " + vm_name +
+          "`) and provision again so it gets a ruleset of its own");
 }
 
 // --- launch ---------------------------------------------------------------------------------
@@ -458,8 +510,15 @@ std::string LambdaDriver::Launch(const std::string& name, ObjectPtr body,
   for (;;) {
     std::optional<DriverError> failure;
     try {
-      Answer a = Call("POST", kLaunchPath, what, body, {400, 500, 502, 503, 504},
+      Answer a = Call("POST", kLaunchPath, what, body, {400, 404, 500, 502, 503, 504},
                       /*idempotent=*/false);
+      if ((a.status == 400 || a.status == 404) && a.code == "global/object-does-not-exist") {
+        // L-SPEC launchInstance 400/404 ApiErrorLaunchResourceNotFound: something the launch
+        // names (image, SSH key, ruleset) is not there; not a missing VM.
+        throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                          what + ": Lambda answered HTTP " + std::to_string(a.status) + " (" +
+                              a.message + "); check the image named (--image), or run again");
+      }
       if (a.status == 400 && a.code == "global/invalid-parameters") {
         // An older API refuses fields it does not know: drop that one and launch again.
         bool dropped = false;
@@ -483,9 +542,10 @@ std::string LambdaDriver::Launch(const std::string& name, ObjectPtr body,
         if (*rulesets_refused) return "";  // the caller opens the ports another way first
         continue;
       }
-      if (a.status == 400) {
-        const gpuprov_type_status st = StatusOf(400, a.code);
-        std::string text = what + ": Lambda answered HTTP 400 (" + a.message + ")";
+      if (a.status == 400 || a.status == 404) {
+        const gpuprov_type_status st = StatusOf(a.status, a.code);
+        std::string text = what + ": Lambda answered HTTP " + std::to_string(a.status) + " (" +
+                           a.message + ")";
         if (st == GPUPROV_STATUS_CAPACITY) {
           text += "; Lambda has no capacity for this type there now: try another region or "
                   "instance type (--region, --gpus), or later";
@@ -494,7 +554,7 @@ std::string LambdaDriver::Launch(const std::string& name, ObjectPtr body,
         }
         throw DriverError(st, text);
       }
-      if (a.status < 500) {
+      if (a.status < 400) {
         Array::Ptr ids = json::Arr(DataObject(a, what), "instance_ids");
         if (!ids || ids->size() != 1) {
           throw DriverError(GPUPROV_STATUS_FAILED, what + ": the answer has no instance id");
@@ -519,15 +579,13 @@ std::string LambdaDriver::Launch(const std::string& name, ObjectPtr body,
 
 // --- the protocol ---------------------------------------------------------------------------
 
-LambdaDriver::ObjectPtr LambdaDriver::VmJson(const ObjectPtr& in, const std::vector<int>& ports) const {
+LambdaDriver::ObjectPtr LambdaDriver::VmJson(const ObjectPtr& in, const std::vector<int>& ports,
+                                            const std::string& image) const {
   const std::string status = json::Str(in, "status");
   const std::string ip = json::Str(in, "ip");
   const VmState state = StateOf(status, !ip.empty());
   ObjectPtr type = json::Obj(in, "instance_type");
   const std::string type_name = json::Str(type, "name");
-  ObjectPtr image = json::Obj(in, "image");
-  std::string image_name = json::Str(image, "family");
-  if (image_name.empty()) image_name = json::Str(image, "id");
   Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   vm->set("id", json::Str(in, "id"));
   vm->set("name", json::Str(in, "name"));
@@ -537,7 +595,8 @@ LambdaDriver::ObjectPtr LambdaDriver::VmJson(const ObjectPtr& in, const std::vec
   vm->set("ssh_user", kSshUser);
   vm->set("region", json::Str(json::Obj(in, "region"), "name"));
   vm->set("instance_type", type_name);
-  vm->set("image", image_name);
+  // L-SPEC Instance has no image field: only create knows the image it asked for.
+  vm->set("image", image);
   vm->set("gpus", GpusText(type_name));
   vm->set("created_at", "");
   vm->set("message", state.message);
@@ -595,7 +654,7 @@ std::string LambdaDriver::Offers(const std::string& request_json) {
       const std::string r = json::Str(json::ObjAt(regions, i), "name");
       if (!region.empty() && r != region) continue;
       // Listed under regions_with_capacity_available: in stock now, at the live price.
-      offers->add(kit::OfferJson({type_name, *canonical, gpu->count, r, price, "", true, "live"}));
+      offers->add(kit::OfferJson({type_name, *canonical, gpu->count, r, price, "", true, "live", ""}));
       any = true;
     }
     if (!any) sold_out.push_back(type_name);
@@ -628,11 +687,17 @@ std::string LambdaDriver::Create(const std::string& request_json) {
                       "Lambda has only GPU instances: ask for a GPU (gpus, e.g. A10:1) or name "
                       "an instance_type such as gpu_1x_a10");
   }
+  std::string canonical;
   if (gpu) {
     std::optional<TypeGpus> named = type.empty() ? std::nullopt : GpusOfTypeName(type);
     const bool same = named && kit::CanonicalGpu(TypeCatalogue(), gpu->type) == named->gpu_type &&
                       named->gpu_count == gpu->count;
-    if (!same) type = kit::ChooseInstanceType(TypeCatalogue(), gpu, type).row.instance_type;
+    if (!same) {
+      // Refuses, before any call, a GPU Lambda does not rent (or a type without these GPUs);
+      // the type itself comes from the live list below, any variant with these GPUs.
+      canonical = kit::ChooseInstanceType(TypeCatalogue(), gpu, type).row.gpu_type;
+      type.clear();
+    }
   }
   std::string region = json::Str(request, "region");
   if (region.empty()) region = default_region_;
@@ -652,17 +717,36 @@ std::string LambdaDriver::Create(const std::string& request_json) {
                           " exists that gpuprov did not launch (it lacks the gpuprov tag); "
                           "choose another VM name");
   }
-  if (region.empty()) {
-    // The first region with capacity for the type.
+  {
+    // The type and region from the live list (L7): the cheapest listed type with these GPUs
+    // (or the type named) that has capacity in the region (any region when none is named).
     ObjectPtr types = DataObject(Call("GET", "/instance-types", "list instance types"),
                                  "list instance types");
-    Array::Ptr regions = json::Arr(json::Obj(types, type), "regions_with_capacity_available");
-    if (!regions || regions->size() == 0) {
-      throw DriverError(GPUPROV_STATUS_CAPACITY,
-                        "Lambda has no capacity for " + type + " in any region now; try later "
-                        "or another GPU");
+    const LiveChoice choice =
+        ChooseLiveType(types, canonical, gpu ? gpu->count : 0, region, type);
+    const std::string asked = type.empty() ? canonical + ":" + std::to_string(gpu->count) : type;
+    const std::string where = region.empty() ? std::string(" in any region") : " in " + region;
+    if (choice.candidates.empty()) {
+      throw DriverError(type.empty() ? GPUPROV_STATUS_CAPACITY : GPUPROV_STATUS_INVALID_INPUT,
+                        "Lambda's instance-type list (GET /instance-types) has no " +
+                            (type.empty() ? "type with " + asked : "type " + type) +
+                            " now; ask `gpuprov offers --cloud lambda` what it has");
     }
-    region = json::Str(json::ObjAt(regions, 0), "name");
+    if (choice.type.empty()) {
+      throw DriverError(GPUPROV_STATUS_CAPACITY,
+                        "Lambda has no capacity for " + asked + " (" + Join(choice.candidates) +
+                            ")" + where + " now; try later, another region (--region) or "
+                            "another GPU");
+    }
+    type = choice.type;
+    region = choice.region;
+  }
+  // Lambda's account-wide rules do not apply in us-south-1 (L-SPEC firewallRulesList): a VM
+  // there gets its own ruleset even with firewall = "account".
+  const bool account_rules = account_firewall_ && AccountRulesApply(region);
+  if (account_firewall_ && !account_rules) {
+    host_.Progress("Lambda's account-wide firewall rules do not apply in " + region + ": " +
+                   name + " gets a firewall ruleset of its own (" + RulesetName(name) + ")");
   }
 
   SshKey key = EnsureSshKey(public_key);
@@ -701,7 +785,7 @@ std::string LambdaDriver::Create(const std::string& request_json) {
 
   std::string id;
   try {
-    if (account_firewall_) {
+    if (account_rules) {
       AddAccountRules(name, ports);
       rules_added = true;
     } else {
@@ -722,6 +806,7 @@ std::string LambdaDriver::Create(const std::string& request_json) {
         ruleset_created = false;
       }
       if (sources.Narrows()) RefuseAccountNarrowing(name);
+      if (!AccountRulesApply(region)) RefuseWithoutAccountRules(name, region, ports);
       AddAccountRules(name, ports);
       rules_added = true;
       id = Launch(name, body, &rulesets_refused);
@@ -731,7 +816,7 @@ std::string LambdaDriver::Create(const std::string& request_json) {
     throw;
   }
   host_.Info("instance " + name + " is id " + id);
-  if (sources.Narrows()) WarnAccountWideSources(name, sources);
+  if (sources.Narrows()) WarnAccountWideSources(name, region, sources);
   ObjectPtr in = InstanceById(id);
   if (!in) {
     // Launched, then gone before the first look: reported as terminated, so the host stops
@@ -746,11 +831,11 @@ std::string LambdaDriver::Create(const std::string& request_json) {
     Object::Ptr t = new Object();
     t->set("name", type);
     gone->set("instance_type", t);
-    ObjectPtr vm = VmJson(gone, ports);
+    ObjectPtr vm = VmJson(gone, ports, image);
     vm->set("message", "Lambda no longer lists the instance (it vanished right after launch)");
     return kit::ConfirmSources(kit::VmResult(vm, false), sources);
   }
-  return kit::ConfirmSources(kit::VmResult(VmJson(in, ports), false), sources);
+  return kit::ConfirmSources(kit::VmResult(VmJson(in, ports, image), false), sources);
 }
 
 std::string LambdaDriver::Get(const std::string& request_json) {
@@ -937,10 +1022,7 @@ std::string LambdaDriver::DeleteResource(const std::string& request_json) {
     DeleteRuleset(found);
     return kit::DeletedResult(true);
   }
-  host_.Progress("deleting SSH key " + json::Str(found, "name"));
-  Answer a =
-      Call("DELETE", "/ssh-keys/" + Encode(ref.id), "delete SSH key " + ref.id, nullptr, {404});
-  return kit::DeletedResult(a.status != 404);
+  return kit::DeletedResult(DeleteSshKey(ref.id, json::Str(found, "name")));
 }
 
 std::string LambdaDriver::OpenPorts(const std::string& request_json) {

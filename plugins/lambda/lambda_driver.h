@@ -101,6 +101,8 @@ class LambdaDriver {
   /// Deletes gpuprov's key `key_name` unless a live gpuprov instance other than `except_id`
   /// still uses it.
   void DeleteKeyIfUnused(const std::string& key_name, const std::string& except_id);
+  /// DELETE /ssh-keys/{id}: true when deleted, false when it was already gone.
+  bool DeleteSshKey(const std::string& id, const std::string& key_name);
 
   /// The ruleset "gpuprov-<vm>" in region (any region when ""), or nullptr.
   ObjectPtr FindRuleset(const std::string& vm_name, const std::string& region);
@@ -114,7 +116,13 @@ class LambdaDriver {
   [[noreturn]] void RefuseAccountNarrowing(const std::string& vm_name);
   /// Warns when the account-wide rules (applied to every instance beside its ruleset) open a
   /// port `sources` narrows to a source outside allow_from (Lambda's default opens 22).
-  void WarnAccountWideSources(const std::string& vm_name, const drivers::PortSources& sources);
+  void WarnAccountWideSources(const std::string& vm_name, const std::string& region,
+                              const drivers::PortSources& sources);
+  /// Throws INVALID_INPUT: only the account-wide rules could open `ports` for the VM, and they
+  /// do not apply in `region` (lambda::AccountRulesApply).
+  [[noreturn]] void RefuseWithoutAccountRules(const std::string& vm_name,
+                                              const std::string& region,
+                                              const std::vector<int>& ports);
   /// Read, add this VM's ports to gpuprov's rules, write (the user's rules kept).
   void AddAccountRules(const std::string& vm_name, const std::vector<int>& ports);
   /// Read, remove this VM (and VMs that no longer exist) from gpuprov's rules, write.
@@ -126,7 +134,10 @@ class LambdaDriver {
   /// Waits (cancellable, bounded) until the instance is gone from the API.
   void WaitGone(const std::string& id, const std::string& name);
 
-  ObjectPtr VmJson(const ObjectPtr& instance, const std::vector<int>& ports = {22}) const;
+  /// The protocol's vm object; `image` is what create asked for (Lambda's Instance has no
+  /// image field).
+  ObjectPtr VmJson(const ObjectPtr& instance, const std::vector<int>& ports = {22},
+                   const std::string& image = "") const;
 
   gpuprov::sdk::Host host_;
   std::string endpoint_;

@@ -25,8 +25,9 @@ namespace json = drivers::json;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
 
-// Section 8. Codes not listed fall back to the HTTP status.
-constexpr std::array<drivers::CloudCode, 13> kCodes = {{
+// Section 8, corrected by Lambda's OpenAPI spec v1.8.3 (L-SPEC: openapi-1.8.3.json in
+// alexandervaneck/lambda-ai-cloud-api-client). Codes not listed fall back to the HTTP status.
+constexpr std::array<drivers::CloudCode, 15> kCodes = {{
     {kCapacityCode, GPUPROV_STATUS_CAPACITY},
     {"instance-operations/launch/file-system-in-wrong-region", GPUPROV_STATUS_INVALID_INPUT},
     {"global/invalid-api-key", GPUPROV_STATUS_AUTH},
@@ -40,6 +41,12 @@ constexpr std::array<drivers::CloudCode, 13> kCodes = {{
     {"global/internal-error", GPUPROV_STATUS_TRANSIENT},
     {"global/conflict", GPUPROV_STATUS_TRANSIENT},
     {"global/rate-limited", GPUPROV_STATUS_TRANSIENT},
+    // L-SPEC deleteFirewallRuleset 400 ApiErrorFirewallRulesetInUse: the ruleset is still
+    // attached to an instance (one Lambda is still terminating): wait and try again.
+    {kRulesetInUseCode, GPUPROV_STATUS_TRANSIENT},
+    // L-SPEC launchInstance 403 ApiErrorInvalidBillingAddress: the account's billing, not its
+    // key (an AUTH status would send the user to the API key).
+    {kInvalidAddressCode, GPUPROV_STATUS_FAILED},
 }};
 
 // The key type and blob of an OpenSSH public key line, or nullopt.
@@ -171,6 +178,8 @@ VmState StateOf(const std::string& s, bool has_ip) {
   return {"error", "Lambda status " + (s.empty() ? std::string("(none)") : s)};
 }
 
+bool AccountRulesApply(const std::string& region) { return region != kNoAccountRulesRegion; }
+
 bool IsGoneStatus(const std::string& s) {
   return s == "terminating" || s == "terminated" || s == "preempted";
 }
@@ -182,6 +191,12 @@ std::string KeyName(const std::string& line) {
   Poco::SHA2Engine sha(Poco::SHA2Engine::SHA_256);
   sha.update(drivers::DecodedBlob(key));
   return kResourcePrefix + Poco::DigestEngine::digestToHex(sha.digest()).substr(0, 16);
+}
+
+std::string PaceKey(const std::string& endpoint, const std::string& api_key) {
+  Poco::SHA2Engine sha(Poco::SHA2Engine::SHA_256);
+  sha.update(api_key);
+  return "lambda " + endpoint + " " + Poco::DigestEngine::digestToHex(sha.digest()).substr(0, 16);
 }
 
 bool SameKey(const std::string& a, const std::string& b) {
@@ -361,11 +376,18 @@ Array::Ptr AddToAccountRules(const Array::Ptr& rules, const std::string& vm_name
     const int port = SingleTcpPort(r);
     const bool wanted = std::find(ports.begin(), ports.end(), port) != ports.end();
     if (vms && port != 0 && wanted && !covered.count(port)) {
-      covered.insert(port);
-      if (std::find(vms->begin(), vms->end(), vm_name) == vms->end()) {
-        vms->push_back(vm_name);
-        copy->set("description", RuleDescription(*vms));
-        *changed = true;
+      if (std::find(vms->begin(), vms->end(), vm_name) != vms->end()) {
+        covered.insert(port);
+      } else {
+        std::vector<std::string> more = *vms;
+        more.push_back(vm_name);
+        // L-SPEC FirewallRule.description: at most 128 characters. A full rule stays as it
+        // is; the VM goes into another gpuprov rule of the port (or a new one).
+        if (RuleDescription(more).size() <= kMaxRuleDescription) {
+          covered.insert(port);
+          copy->set("description", RuleDescription(more));
+          *changed = true;
+        }
       }
     }
     out->add(copy);

@@ -26,16 +26,23 @@ namespace gpuprov::lambda {
 
 inline constexpr const char* kDefaultEndpoint = "https://cloud.lambda.ai/api/v1";  // section 2
 inline constexpr const char* kSshUser = "ubuntu";                                  // section 9
-/// user_data is plain text of at most 1 MB (section 4).
-inline constexpr size_t kMaxUserDataBytes = 1024 * 1024;
+/// user_data is plain text that "cannot exceed 1MB" (L-SPEC InstanceLaunchRequest.user_data).
+/// Whether Lambda means 10^6 or 2^20 bytes is unconfirmed: the driver takes the smaller, which
+/// both readings accept (a larger installer goes gzip'd, or over SSH).
+inline constexpr size_t kMaxUserDataBytes = 1000 * 1000;
 /// Names of what gpuprov makes (the kit's kResourcePrefix): SSH key "gpuprov-<sha256 of the
 /// key, 16 hex>", firewall ruleset "gpuprov-<vm name>"; account-wide rules carry the
 /// description "gpuprov:<vm>,<vm>".
 using drivers::kResourcePrefix;
 inline constexpr const char* kRuleDescriptionPrefix = "gpuprov:";
-/// Documented pacing (section 2): about 1 request/s; launch 1 per 12 s (older docs: 10 s).
+/// Documented pacing (L-SPEC info.description: "generally limited to one request per second",
+/// launch "one request per 12 seconds"); the limits count per API key.
 inline constexpr int kRequestIntervalMs = 1000;
 inline constexpr int kLaunchIntervalMs = 12000;
+
+/// The pacer's key for one API key at one endpoint: "lambda <endpoint> <16 hex of
+/// sha256(api key)>" (the key itself never leaves the credential).
+std::string PaceKey(const std::string& endpoint, const std::string& api_key);
 
 /// Instance names are at most 64 characters (section 3.1); gpuprov's are host-name-like and
 /// at most 56, so "gpuprov-<name>" fits a ruleset name (64).
@@ -74,6 +81,17 @@ ApiError ParseApiError(const std::string& body);
 gpuprov_type_status StatusOf(int http_status, const std::string& code);
 
 inline constexpr const char* kCapacityCode = "instance-operations/launch/insufficient-capacity";
+/// L-SPEC deleteFirewallRuleset: 400 with this code while an instance still uses the ruleset.
+inline constexpr const char* kRulesetInUseCode = "firewall-rulesets/firewall-ruleset-in-use";
+/// L-SPEC launchInstance: 403 with this code when the account's billing address is invalid.
+inline constexpr const char* kInvalidAddressCode = "global/invalid-address";
+
+/// L-SPEC firewallRulesList / firewallRulesSet: "Firewall rules do not apply to the
+/// us-south-1 region." Whether ports there are then all open or only what a ruleset opens is
+/// unconfirmed: the driver never counts the account-wide rules as opening a port there.
+inline constexpr const char* kNoAccountRulesRegion = "us-south-1";
+/// False for the region where Lambda's account-wide firewall rules do not apply.
+bool AccountRulesApply(const std::string& region);
 
 /// An instance status (section 3.2) -> the protocol's state word and a message:
 /// booting -> pending; active -> running once it has an IP (pending before, "active, waiting
@@ -108,6 +126,8 @@ std::string TagValue(const Poco::JSON::Object::Ptr& instance, const std::string&
 
 /// A rule list holds at most 20 rules (section 5).
 inline constexpr size_t kMaxRules = 20;
+/// L-SPEC FirewallRule.description: maxLength 128.
+inline constexpr size_t kMaxRuleDescription = 128;
 
 /// One inbound rule (section 5): tcp [port, port] from `source` (an IPv4 CIDR) with a
 /// description.
@@ -145,7 +165,7 @@ std::set<int> OpenTcpPorts(const Poco::JSON::Array::Ptr& rules);
 
 /// The account-wide list with `vm_name` added to gpuprov's rule for each port (one rule per
 /// port, its description naming the VMs that need it; a rule is added for a port that has
-/// none). Every other rule is kept as it is, in order. *changed says whether it differs.
+/// none, or whose rules' descriptions would pass kMaxRuleDescription). Every other rule is kept as it is, in order. *changed says whether it differs.
 Poco::JSON::Array::Ptr AddToAccountRules(const Poco::JSON::Array::Ptr& rules,
                                          const std::string& vm_name, const std::vector<int>& ports,
                                          bool* changed);

@@ -71,6 +71,12 @@ TEST(LambdaErrors, CodesDecideTheStatus) {
   EXPECT_EQ(StatusOf(409, "provider/other"), GPUPROV_STATUS_TRANSIENT);
   EXPECT_EQ(StatusOf(429, ""), GPUPROV_STATUS_TRANSIENT);
   EXPECT_EQ(StatusOf(418, "something/new"), GPUPROV_STATUS_INVALID_INPUT);
+  // L-SPEC deleteFirewallRuleset 400 and launchInstance 403 (L1, L6).
+  EXPECT_EQ(StatusOf(400, "firewall-rulesets/firewall-ruleset-in-use"), GPUPROV_STATUS_TRANSIENT);
+  EXPECT_EQ(StatusOf(403, "global/invalid-address"), GPUPROV_STATUS_FAILED);
+  // L-SPEC firewallRulesList: the account-wide rules do not apply in us-south-1 (L2).
+  EXPECT_FALSE(AccountRulesApply("us-south-1"));
+  EXPECT_TRUE(AccountRulesApply("us-east-1"));
 }
 
 TEST(LambdaErrors, ErrorObjectText) {
@@ -148,6 +154,31 @@ TEST(LambdaAccountRules, AddingKeepsTheUsersRulesAndSharesOneRulePerPort) {
   EXPECT_FALSE(changed);
   EXPECT_EQ(Text(again), Text(two));
   EXPECT_EQ(OpenTcpPorts(two), (std::set<int>{22, 443, 6443}));
+}
+
+// L-SPEC FirewallRule.description is at most 128 characters: a port whose gpuprov rule is
+// full gets a second rule, and removal still finds every VM.
+TEST(LambdaAccountRules, ADescriptionNeverPassesTheSpecs128Characters) {
+  bool changed = false;
+  Array::Ptr rules = Rules(kUserRules);
+  std::vector<std::string> vms;
+  for (char c : std::string("abcd")) {
+    vms.push_back(std::string(50, c));
+    rules = AddToAccountRules(rules, vms.back(), {6443}, &changed);
+    EXPECT_TRUE(changed);
+  }
+  int ours = 0;
+  for (size_t i = 0; i < rules->size(); ++i) {
+    const std::string d = rules->getObject(static_cast<unsigned>(i))->getValue<std::string>("description");
+    EXPECT_LE(d.size(), 128u) << d;
+    ours += d.rfind("gpuprov:", 0) == 0;
+  }
+  EXPECT_EQ(ours, 2) << Text(rules);
+  EXPECT_EQ(AccountRuleVms(rules), vms);
+  AddToAccountRules(rules, vms[2], {6443}, &changed);
+  EXPECT_FALSE(changed);
+  Array::Ptr left = RemoveFromAccountRules(rules, vms[0], {vms[1], vms[2], vms[3]}, &changed);
+  EXPECT_EQ(AccountRuleVms(left), (std::vector<std::string>{vms[1], vms[2], vms[3]}));
 }
 
 TEST(LambdaAccountRules, RemovingDropsOnlyWhatNoOtherVmNeeds) {

@@ -48,13 +48,24 @@ bool IsGone(const Object::Ptr& in) {
   return StateOf(json::Str(in, "status"), false, false).state == "terminated";
 }
 
-bool Flag(const Object::Ptr& o, const std::string& key) {
-  if (!json::Has(o, key)) return false;
+// A 0/1 (or boolean) field; nullopt when the instance does not carry it (or it is null).
+std::optional<bool> Flag(const Object::Ptr& o, const std::string& key) {
+  if (!json::Has(o, key)) return std::nullopt;
   Poco::Dynamic::Var v = o->get(key);
+  if (v.isEmpty()) return std::nullopt;
   if (v.isBoolean()) return v.extract<bool>();
   if (v.isNumeric()) return v.convert<double>() != 0;
   if (v.isString()) return v.extract<std::string>() == "1" || v.extract<std::string>() == "true";
   return false;
+}
+
+// A launch refused for want of the image field the REST API may take instead of imageId
+// (M3): its message or field errors name os_image_name.
+bool AsksForImageName(const std::string& text) {
+  std::string t;
+  for (char c : text) t += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return t.find("os_image_name") != std::string::npos ||
+         t.find("os image name") != std::string::npos;
 }
 
 }  // namespace
@@ -66,6 +77,7 @@ MassedComputeDriver::MassedComputeDriver(const gpuprov::sdk::InitContext& ctx)
   config_ = settings.config;
   default_region_ = kit::TrimSpace(json::Str(config_, "region"));
   default_image_ = kit::TrimSpace(json::Str(config_, "image"));
+  ssh_user_ = kit::TrimSpace(json::Str(config_, "ssh_user"));
   const long long wait = json::Int(config_, "delete_wait_seconds", 600);
   if (wait < 1) {
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
@@ -172,6 +184,11 @@ MassedComputeDriver::Placement MassedComputeDriver::Place(
     } else if (!gpu_type || p.spot || p.gpu_count != gpu_count || !GpuMatches(*gpu_type, p)) {
       continue;
     }
+    if (!IsOffered(p)) {
+      host_.Debug("skipping " + p.name + " (" + p.description + "): listed at $0/h, an "
+                  "internal-only product");
+      continue;
+    }
     matching.push_back(&p);
   }
   if (matching.empty()) {
@@ -202,18 +219,18 @@ MassedComputeDriver::Placement MassedComputeDriver::Place(
                         (region.empty() ? std::string(" or another GPU") : " or another region"));
 }
 
-int64_t MassedComputeDriver::ImageId(const std::string& requested) {
+MassedComputeDriver::Image MassedComputeDriver::ImageFor(const std::string& requested) {
   Answer a = Call("GET", "/images", "list images");
   Array::Ptr images = a.doc ? json::Arr(a.doc, "images") : nullptr;
   if (!images) throw DriverError(GPUPROV_STATUS_FAILED, "list images: the answer has no images");
   std::string known;
-  auto find = [&](const std::string& want) -> std::optional<int64_t> {
+  auto find = [&](const std::string& want) -> std::optional<Image> {
     for (size_t i = 0; i < images->size(); ++i) {
       ObjectPtr img = json::ObjAt(images, i);
       if (!img) continue;
       const std::string id = json::Str(img, "vm_image_id");
       if (json::Str(img, "vm_image_name") == want || id == want) {
-        return json::Int(img, "vm_image_id");
+        return Image{json::Int(img, "vm_image_id"), json::Str(img, "vm_image_name")};
       }
     }
     return std::nullopt;
@@ -236,6 +253,16 @@ int64_t MassedComputeDriver::ImageId(const std::string& requested) {
   throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
                     "Massed Compute lists none of gpuprov's default images; name one with "
                     "image in [clouds.massedcompute]: " + known);
+}
+
+void MassedComputeDriver::SetImage(ObjectPtr body, const Image& image) const {
+  body->remove("imageId");
+  body->remove("os_image_name");
+  if (image_by_name_) {
+    body->set("os_image_name", image.name);
+  } else {
+    body->set("imageId", image.id);
+  }
 }
 
 // --- instances ------------------------------------------------------------------------------
@@ -423,7 +450,10 @@ MassedComputeDriver::ObjectPtr MassedComputeDriver::VmJson(const ObjectPtr& in) 
   if (auto d = ParseDescription(json::Str(product, "description"))) {
     gpus = d->model + ":" + std::to_string(d->count);
   }
-  std::string user = kit::TrimSpace(json::Str(in, "username"));
+  // ssh_user in [clouds.massedcompute] wins: which user gets the launch's keys is UNCONFIRMED
+  // (M4: the vendor's fixture says username "Ubuntu").
+  std::string user = ssh_user_;
+  if (user.empty()) user = kit::TrimSpace(json::Str(in, "username"));
   if (user.empty()) user = kFallbackSshUser;
   Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   vm->set("id", json::Str(in, "uuid"));
@@ -464,6 +494,7 @@ std::string MassedComputeDriver::Offers(const std::string& request_json) {
   bool any_match = false;
   for (const auto& p : products) {
     if (p.spot || p.gpu_count != gpu->count || !GpuMatches(gpu->type, p)) continue;
+    if (!IsOffered(p)) continue;  // an internal-only product listed at $0/h (IsOffered)
     any_match = true;
     if (p.capacity <= 0) continue;
     for (const auto& r : p.regions) {
@@ -509,11 +540,11 @@ std::string MassedComputeDriver::Create(const std::string& request_json) {
   }
   const Placement placement = Place(gpu ? std::optional<std::string>(gpu->type) : std::nullopt,
                                     gpu ? gpu->count : 0, type, region);
-  const int64_t image_id = ImageId(kit::TrimSpace(json::Str(request, "image")));
+  const Image image = ImageFor(kit::TrimSpace(json::Str(request, "image")));
 
   SshKey key = EnsureSshKey(public_key);
   Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-  body->set("imageId", image_id);
+  SetImage(body, image);
   body->set("productName", placement.product.name);
   body->set("regionName", placement.region);
   body->set("instanceName", InstanceNameFor(name));
@@ -524,7 +555,23 @@ std::string MassedComputeDriver::Create(const std::string& request_json) {
                  placement.product.description + ", in " + placement.region + ")");
   std::string uuid;
   try {
-    uuid = Launch(name, body);
+    try {
+      uuid = Launch(name, body);
+    } catch (const DriverError& e) {
+      // M3: the vendor's MCP build forwards imageId (integer) to this endpoint
+      // (massed-compute-mcp d11c49a tools.json, instances_launch), while its agent plugin says
+      // the REST API takes os_image_name (string) (massed-compute-agent-plugin
+      // skills/mc-launch-vms/SKILL.md). UNCONFIRMED either way: a refusal that asks for
+      // os_image_name is answered once with it, and the form that works is kept.
+      if (e.status() != GPUPROV_STATUS_INVALID_INPUT || image_by_name_ ||
+          !AsksForImageName(e.what())) {
+        throw;
+      }
+      host_.Info("Massed Compute asks for os_image_name at launch; sending the image by name");
+      image_by_name_ = true;
+      SetImage(body, image);
+      uuid = Launch(name, body);
+    }
   } catch (const DriverError&) {
     // No instance of this name exists: the key goes again when no gpuprov VM uses it.
     try {
@@ -674,6 +721,7 @@ constexpr gpuprov_type_config_key kMassedComputeConfigKeys[] = {
     gpuprov::sdk::StringKey("region", "the region used when provision names none (us-central-3)"),
     gpuprov::sdk::StringKey("image", "the image name (default \"Ubuntu Server 22.04 w/ drivers\")"),
     gpuprov::sdk::IntegerKey("delete_wait_seconds", "how long down waits for the instance (600)"),
+    gpuprov::sdk::StringKey("ssh_user", "the SSH user, instead of the instance's username"),
 };
 
 GPUPROV_DRIVER(gpuprov::massedcompute::MassedComputeDriver, kMassedComputeConfigKeys)

@@ -90,7 +90,14 @@ class MassedComputeDriver {
   Placement Place(const std::optional<std::string>& gpu_type, int gpu_count,
                   const std::string& instance_type, const std::string& region);
   /// The image id for a name or id ("" = config image, else kDefaultImages).
-  int64_t ImageId(const std::string& requested);
+  /// An image of GET /images: its vm_image_id and vm_image_name.
+  struct Image {
+    int64_t id = 0;
+    std::string name;
+  };
+  Image ImageFor(const std::string& requested);
+  /// Puts the image in a launch body: imageId, or os_image_name once the API asked for it.
+  void SetImage(ObjectPtr body, const Image& image) const;
 
   struct SshKey {
     std::string id;
@@ -114,6 +121,8 @@ class MassedComputeDriver {
   std::string endpoint_;
   std::string default_region_;
   std::string default_image_;
+  std::string ssh_user_;        ///< ssh_user in [clouds.massedcompute] ("" = the API's)
+  bool image_by_name_ = false;  ///< launch takes os_image_name (learnt from a refusal)
   std::chrono::seconds delete_wait_{600};
   ObjectPtr config_;
   std::unique_ptr<drivers::HttpClient> http_;

@@ -169,10 +169,12 @@ bool IsGpuprovKeyName(const std::string& name) {
   return std::regex_match(name, re);
 }
 
-VmState StateOf(const std::string& raw, bool os_booted, bool has_ip) {
+bool IsOffered(const Product& product) { return product.price_per_hour > 0; }
+
+VmState StateOf(const std::string& raw, std::optional<bool> os_booted, bool has_ip) {
   const std::string s = Lower(kit::TrimSpace(raw));
   if (s == "rented" || s == "running" || s == "active") {
-    if (!os_booted) return {"pending", s + ", the OS is booting (os_booted 0)"};
+    if (os_booted && !*os_booted) return {"pending", s + ", the OS is booting (os_booted 0)"};
     if (!has_ip) return {"pending", s + ", waiting for its IP"};
     return {"running", ""};
   }

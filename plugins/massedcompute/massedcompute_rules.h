@@ -85,14 +85,23 @@ std::string KeyName(const std::string& public_key_line);
 /// True for a name KeyName makes.
 bool IsGpuprovKeyName(const std::string& name);
 
-/// The protocol's state of an instance (reference §3.2): rented/running/active is running only
-/// with os_booted 1 and an ip, else pending with what it waits for; booting and unknown
-/// words pending; stopping/stopped stopped; terminating/deleting/terminated/deleted terminated;
-/// failed/error error.
+/// The protocol's state of an instance: rented/running/active is running with an ip, else
+/// pending with what it waits for; booting, pending and unknown words pending;
+/// stopping/stopped stopped; terminating/deleting/terminated/deleted terminated; failed/error
+/// error. `os_booted` gates running only when the instance carries it (nullopt: absent): the
+/// vendor's own instance fixture (massed-compute-mcp bafb889
+/// packages/node/tests/forward.test.ts) has no such field and its agent plugin waits for
+/// `status: running` only (massed-compute-agent-plugin skills/mc-launch-vms/SKILL.md), while
+/// clouds/massedcompute.md says the spec lists it: both forms are handled (UNCONFIRMED).
 struct VmState {
   std::string state;
   std::string message;
 };
-VmState StateOf(const std::string& status, bool os_booted, bool has_ip);
+VmState StateOf(const std::string& status, std::optional<bool> os_booted, bool has_ip);
+
+/// Whether a product is a real offer: priced above $0/h. The vendor's agent plugin warns that
+/// internal-only SKUs ("1x H100 SXM5", "L40 8x") may be listed at $0/hr and must not be used
+/// (massed-compute-agent-plugin skills/mc-pick-gpu/SKILL.md).
+bool IsOffered(const Product& product);
 
 }  // namespace gpuprov::massedcompute

@@ -131,5 +131,26 @@ TEST(MassedComputeRules, StatusesMapToTheFiveStates) {
   EXPECT_EQ(StateOf("error", false, false).state, "error");
 }
 
+// M2: without os_booted (the vendor's own instance fixture has none) the status and the ip
+// decide; with it, 0 still means booting.
+TEST(MassedComputeRules, OsBootedGatesOnlyWhenTheInstanceCarriesIt) {
+  EXPECT_EQ(StateOf("Running", std::nullopt, true).state, "running");
+  EXPECT_EQ(StateOf("rented", std::nullopt, true).state, "running");
+  EXPECT_EQ(StateOf("Running", std::nullopt, false).state, "pending");
+  EXPECT_EQ(StateOf("pending", std::nullopt, false).state, "pending");
+  EXPECT_EQ(StateOf("Running", false, true).state, "pending");
+}
+
+// M1: a product listed at $0/h (or less) is internal-only, never an offer.
+TEST(MassedComputeRules, ProductsAtZeroDollarsAreNotOffered) {
+  Product p;
+  p.price_per_hour = 0;
+  EXPECT_FALSE(IsOffered(p));
+  p.price_per_hour = -1;
+  EXPECT_FALSE(IsOffered(p));
+  p.price_per_hour = 0.57;
+  EXPECT_TRUE(IsOffered(p));
+}
+
 }  // namespace
 }  // namespace gpuprov::massedcompute

@@ -72,14 +72,14 @@ std::string PortList(const std::vector<int>& ports) {
   return out;
 }
 
-// The ingress TCP ports a rule opens to every source (0.0.0.0/0); all of 1-65535 for a rule
-// without ports.
+// The ingress TCP ports a rule opens to every source (AnyAddress: 0.0.0.0/0, or no CIDR and no
+// source group); all of 1-65535 for a rule without ports.
 std::set<int> OpenToAll(const vpc::SecurityRule& rule) {
   const vpc::SecurityRuleSpec& s = rule.spec();
   if (s.access() != vpc::ALLOW || !s.has_ingress()) return {};
   if (s.protocol() != vpc::TCP && s.protocol() != vpc::ANY) return {};
   const auto& cidrs = s.ingress().source_cidrs();
-  if (std::find(cidrs.begin(), cidrs.end(), "0.0.0.0/0") == cidrs.end()) return {};
+  if (!AnyAddress({cidrs.begin(), cidrs.end()}, s.ingress().source_security_group_id())) return {};
   std::set<int> ports;
   if (s.ingress().destination_ports().empty()) {
     for (int p = 1; p <= 65535; ++p) ports.insert(p);
@@ -364,8 +364,9 @@ std::vector<int> NebiusDriver::OpenPortsOf(const std::string& group_id,
       for (int p : OpenToAll(r)) open.insert(p);
       const vpc::SecurityRuleSpec& s = r.spec();
       if (egress_to_all != nullptr && s.has_egress() && s.access() == vpc::ALLOW) {
-        for (const auto& cidr : s.egress().destination_cidrs()) {
-          if (cidr == "0.0.0.0/0") *egress_to_all = true;
+        const auto& cidrs = s.egress().destination_cidrs();
+        if (AnyAddress({cidrs.begin(), cidrs.end()}, s.egress().destination_security_group_id())) {
+          *egress_to_all = true;
         }
       }
     }
@@ -926,6 +927,7 @@ std::string NebiusDriver::Create(const std::string& request_json) {
                                                  " disappeared right after its create operation "
                                                  "finished; re-run to try again");
   }
+  inst = AwaitStart(*inst, name, disk_created, group_created);
   host_.Info("instance " + name + " created (" + inst->metadata().id() + ")");
   return kit::ConfirmSources(kit::VmResult(VmJson(*inst, ports), false), sources);
 }
@@ -938,7 +940,103 @@ std::string NebiusDriver::Get(const std::string& request_json) {
                                                     kit::VmReference(request) + " in project " +
                                                     Project());
   }
-  return kit::VmResult(VmJson(*inst, {22}));
+  Object::Ptr vm = VmJson(*inst, {22});
+  // Stopped without reconciling: a failed start says why (the host reads capacity words in
+  // the message); a VM that ran and was powered off has no failed operation and stays stopped.
+  if (inst->status().state() == compute::InstanceStatus::STOPPED && !inst->status().reconciling()) {
+    if (const StartFailure f = StartFailureOf(*inst); f.failed) {
+      vm->set("message", "the instance did not start: " + f.text);
+    }
+  }
+  return kit::VmResult(vm);
+}
+
+NebiusDriver::StartFailure NebiusDriver::StartFailureOf(const Instance& inst) {
+  StartFailure out;
+  const std::string id = inst.metadata().id();
+  std::optional<Operation> newest;
+  auto newer = [](const Operation& a, const Operation& b) {
+    return std::make_pair(a.created_at().seconds(), a.created_at().nanos()) >
+           std::make_pair(b.created_at().seconds(), b.created_at().nanos());
+  };
+  try {
+    // The project's instance operations, as SkyPilot reads them (at most 1000); whichever
+    // order the API lists them in, the newest of this instance's is taken.
+    std::string token;
+    for (int page = 0; page < 10; ++page) {
+      compute::ListOperationsByParentRequest req;
+      req.set_parent_id(Project());
+      req.set_page_size(kPageSize);
+      req.set_page_token(token);
+      nc::ListOperationsResponse resp;
+      client_->Run({"list operations of project " + Project()},
+                   [&](grpc::ClientContext* c, Done d) {
+                     client_->instances().async()->ListOperationsByParent(c, &req, &resp,
+                                                                          std::move(d));
+                   });
+      for (const auto& op : resp.operations()) {
+        if (op.resource_id() == id && (!newest || newer(op, *newest))) newest = op;
+      }
+      token = resp.next_page_token();
+      if (token.empty()) break;
+    }
+  } catch (const DriverError& e) {
+    if (e.status() == GPUPROV_STATUS_CANCELLED) throw;
+    host_.Debug("could not read the operations of instance " + id + ": " + e.what());
+  }
+  if (!newest || !newest->has_status() || newest->status().code() == 0) {
+    out.text = newest ? "its last operation (" + newest->description() + ") reports no error"
+                      : "no operation of the instance is listed";
+    return out;
+  }
+  const CallError err = CallErrorOf(newest->status());
+  out.failed = true;
+  out.status = StatusOfGrpc(err.code, err.detail, err.message);
+  if (out.status == GPUPROV_STATUS_TRANSIENT) out.status = GPUPROV_STATUS_FAILED;
+  out.text = newest->description() + ": " + err.Describe();
+  if (out.status == GPUPROV_STATUS_CAPACITY) out.text += " (no capacity)";
+  return out;
+}
+
+NebiusDriver::Instance NebiusDriver::AwaitStart(Instance inst, const std::string& vm_name,
+                                                bool disk_created, bool group_created) {
+  // A new instance shows STOPPED while reconciling, then STARTING; STOPPED without
+  // reconciling after the create operation succeeded is a start that failed (SkyPilot's
+  // sky/provision/nebius/utils.py `launch` waits for exactly these; UNCONFIRMED whether the
+  // create operation itself then reports the error).
+  auto started = [](const Instance& i) {
+    const int s = i.status().state();
+    return s == compute::InstanceStatus::STARTING || s == compute::InstanceStatus::RUNNING;
+  };
+  auto failed = [](const Instance& i) {
+    const int s = i.status().state();
+    return s == compute::InstanceStatus::ERROR ||
+           (s == compute::InstanceStatus::STOPPED && !i.status().reconciling());
+  };
+  kit::PollOptions poll{"waiting for instance " + vm_name + " to start",
+                        client_->options().poll_interval, client_->options().operation_timeout};
+  kit::PollUntil(host_, poll, [&](std::string* state) {
+    *state = InstanceStateName(inst.status().state());
+    if (started(inst) || failed(inst)) return true;
+    std::optional<Instance> now = InstanceById(inst.metadata().id());
+    if (!now) return true;  // gone: the host sees it at its next look
+    inst = *now;
+    return started(inst) || failed(inst);
+  });
+  if (!failed(inst)) return inst;
+  const StartFailure f = StartFailureOf(inst);
+  const gpuprov_type_status status = f.failed ? f.status : GPUPROV_STATUS_FAILED;
+  std::string msg = "instance " + vm_name + " did not start after its create (" +
+                    InstanceStateName(inst.status().state()) + "): " + f.text;
+  if (status == GPUPROV_STATUS_CAPACITY) {
+    msg += "; try again later, another preset, or a project in another region";
+  } else if (status == GPUPROV_STATUS_QUOTA) {
+    msg += "; request a larger quota in the Nebius console or choose another platform";
+  } else {
+    msg += "; re-run to try again";
+  }
+  CleanUp(vm_name, disk_created, group_created);
+  throw DriverError(status, msg);
 }
 
 std::string NebiusDriver::List(const std::string& /*request_json*/) {

@@ -105,6 +105,21 @@ class NebiusDriver {
   /// The clean-up of a create that failed: what it made now goes, errors only warned.
   void CleanUp(const std::string& vm_name, bool disk, bool group);
 
+  /// Why an instance that is STOPPED without reconciling did not start: the newest of its
+  /// operations (InstanceService.ListOperationsByParent, as SkyPilot's Nebius provisioner
+  /// reads it). `failed` is false when that operation reports no error (or none is listed).
+  struct StartFailure {
+    bool failed = false;
+    gpuprov_type_status status = GPUPROV_STATUS_FAILED;  ///< CAPACITY, QUOTA, FAILED, ...
+    std::string text;                                     ///< "<description>: <error>"
+  };
+  StartFailure StartFailureOf(const Instance& inst);
+  /// After the create operation: polls the instance until it starts (STARTING, RUNNING) or
+  /// stops without reconciling (a failed start, thrown with its reason after CleanUp), bounded
+  /// by the operation timeout. Returns the instance as last seen.
+  Instance AwaitStart(Instance inst, const std::string& vm_name, bool disk_created,
+                      bool group_created);
+
   Poco::JSON::Object::Ptr VmJson(const Instance& inst, const std::vector<int>& ports) const;
 
   gpuprov::sdk::Host host_;

@@ -166,6 +166,7 @@ class NebiusEmulator {
     process_.Fault(R"({"cloud":"nebius",)" + json_fields + "}");
   }
   long long Count(const std::string& what) { return process_.Count("nebius", what); }
+  std::vector<std::string> Requests() { return process_.Requests("nebius"); }
   void Settings(const std::string& json_fields) {
     HttpReply r = process_.Control("POST", "/settings", R"({"cloud":"nebius",)" + json_fields + "}");
     EXPECT_EQ(r.status, 200) << r.body;
@@ -408,6 +409,70 @@ TEST_F(NebiusEmulatorTest, CapacityAndQuotaAreTheirStatusesAndLeaveNothing) {
   OpResult cap_op = driver.Create(CreateRequest("nb-capop"));
   EXPECT_EQ(cap_op.status, GPUPROV_STATUS_CAPACITY) << cap_op;
   ExpectNothingLeft();
+}
+
+// U5: the create operation succeeds, then the start fails for want of capacity: the instance
+// shows STOPPED without reconciling and its newest operation carries the error (what SkyPilot's
+// Nebius provisioner watches for). That is CAPACITY with the operation's reason, cleaned up, so
+// failover moves on; not a "stopped" VM for the host to wait on.
+TEST_F(NebiusEmulatorTest, AStartThatFailsAfterTheCreateIsCapacityWithItsReason) {
+  Driver driver(Config());
+  emulator_->Fault(R"("fault":"capacity","value":"after_start")");
+  OpResult r = driver.Create(CreateRequest("nb-nostart"));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_CAPACITY) << r;
+  EXPECT_TRUE(Contains(r.error, "not enough resources")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "Start instance nb-nostart")) << r.error;
+  ExpectNothingLeft();
+}
+
+// Part 2 of issue 30: the gRPC methods of the nebius/api protos (snapshot 5101002) for the
+// services the driver uses, transcribed. Every call the driver makes in a whole lifecycle
+// (check, offers, create, get, list, open_ports, gc, delete) is one of them.
+const std::vector<VendorOperation> kNebiusMethods = [] {
+  std::vector<VendorOperation> out;
+  static const std::vector<std::pair<const char*, std::vector<const char*>>> services = {
+      {"/nebius.compute.v1.InstanceService/",
+       {"Get", "GetByName", "BatchGet", "List", "ListInstancesByNVLInstanceGroup", "Create",
+        "Update", "Delete", "Start", "Stop", "ListOperationsByParent"}},
+      {"/nebius.compute.v1.DiskService/",
+       {"Get", "GetByName", "List", "Create", "Update", "Delete", "ListOperationsByParent"}},
+      {"/nebius.compute.v1.PlatformService/", {"GetByName", "List"}},
+      {"/nebius.common.v1.OperationService/", {"Get", "List"}},
+      {"/nebius.vpc.v1.SubnetService/",
+       {"Get", "GetByName", "List", "ListByNetwork", "Create", "Update", "Delete"}},
+      {"/nebius.vpc.v1.SecurityGroupService/",
+       {"Get", "GetByName", "List", "ListByNetwork", "Create", "Update", "Delete"}},
+      {"/nebius.vpc.v1.SecurityRuleService/",
+       {"Get", "GetByName", "List", "Create", "Update", "Delete"}},
+      {"/nebius.iam.v1.TokenExchangeService/", {"Exchange"}},
+  };
+  static std::vector<std::string> paths;
+  for (const auto& [service, methods] : services) {
+    for (const char* m : methods) paths.push_back(std::string(service) + m);
+  }
+  for (const std::string& p : paths) out.push_back({"POST", p.c_str()});
+  return out;
+}();
+
+TEST_F(NebiusEmulatorTest, EveryMethodTheDriverCallsIsOneOfTheNebiusProtos) {
+  Driver driver(Config());
+  ASSERT_EQ(driver.Check().status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Offers(R"({"gpu":{"type":"H100","count":1},"region":""})").status,
+            GPUPROV_STATUS_OK);
+  OpResult c = driver.Create(CreateRequest("nb-ops"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  const std::string id = ParseJson(c.json)->getObject("vm")->getValue<std::string>("id");
+  ASSERT_TRUE(WaitRunning(driver, id));
+  ASSERT_EQ(driver.Get(R"({"name":"nb-ops"})").status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.List().status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.OpenPorts(R"({"id":")" + id + R"(","name":"nb-ops","ports":[22,8080]})").status,
+            GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Call(driver.vtable().list_resources, "{}").status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Delete(R"({"id":")" + id + R"(","name":"nb-ops"})").status, GPUPROV_STATUS_OK);
+  const std::vector<std::string> logged = emulator_->Requests();
+  ASSERT_FALSE(logged.empty());
+  const std::vector<std::string> outside = OutsideOperations(logged, kNebiusMethods);
+  EXPECT_TRUE(outside.empty()) << "not in the nebius/api protos: " << outside.front();
 }
 
 TEST_F(NebiusEmulatorTest, ThrottlingAndUnavailableAreRetried) {

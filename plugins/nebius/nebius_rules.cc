@@ -323,6 +323,11 @@ std::string VmStateOf(int s, bool reconciling) {
   }
 }
 
+bool AnyAddress(const std::vector<std::string>& cidrs, const std::string& security_group_id) {
+  if (cidrs.empty()) return security_group_id.empty();
+  return std::find(cidrs.begin(), cidrs.end(), "0.0.0.0/0") != cidrs.end();
+}
+
 std::string StripPrefixLength(const std::string& cidr) {
   const size_t slash = cidr.find('/');
   return slash == std::string::npos ? cidr : cidr.substr(0, slash);

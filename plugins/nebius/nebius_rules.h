@@ -167,6 +167,12 @@ bool OwnedBy(const std::map<std::string, std::string>& labels, const std::string
 std::vector<std::vector<int>> PortGroups(const std::vector<int>& ports);
 
 /// An ALLOW ingress rule (TCP or ANY) of a security group, as far as sources go.
+/// Whether a security rule's CIDR list admits any address: empty (when it names no security
+/// group) means any address (nebius/api vpc/v1/security_rule.proto, RuleIngress.source_cidrs
+/// and RuleEgress.destination_cidrs: "Optional. Empty list means any address."), as does
+/// 0.0.0.0/0.
+bool AnyAddress(const std::vector<std::string>& cidrs, const std::string& security_group_id);
+
 struct IngressRule {
   std::string id;
   std::string name;

@@ -315,5 +315,15 @@ TEST(NebiusSources, PlanReplacesWiderRulesAndKeepsTheirOtherPorts) {
   EXPECT_NE(plan.problem.find("r9"), std::string::npos) << plan.problem;
 }
 
+// F12: an empty CIDR list means any address (security_rule.proto), unless the rule names a
+// security group instead.
+TEST(NebiusSecurityRules, AnEmptyCidrListIsAnyAddress) {
+  EXPECT_TRUE(AnyAddress({}, ""));
+  EXPECT_TRUE(AnyAddress({"0.0.0.0/0"}, ""));
+  EXPECT_TRUE(AnyAddress({"10.0.0.0/8", "0.0.0.0/0"}, ""));
+  EXPECT_FALSE(AnyAddress({"203.0.113.7/32"}, ""));
+  EXPECT_FALSE(AnyAddress({}, "vpcsecuritygroup-e00abc"));
+}
+
 }  // namespace
 }  // namespace gpuprov::nebius

@@ -111,6 +111,8 @@ Offer ParseOffer(const Object::Ptr& o) {
     offer.disk_default_gb = Int(disk, "defaultCount");
     offer.disk_max_gb = Int(disk, "maxCount");
   }
+  if (Object::Ptr vcpu = Child(o, "vcpu")) offer.vcpus_default = Int(vcpu, "defaultCount");
+  if (Object::Ptr memory = Child(o, "memory")) offer.memory_default_gb = Int(memory, "defaultCount");
   if (o->has("images") && !o->isNull("images")) {
     Poco::Dynamic::Var v = o->get("images");
     if (v.type() == typeid(Array::Ptr)) {
@@ -241,7 +243,8 @@ bool Matches(const Offer& offer, const OfferQuery& query) {
 std::vector<Offer> MatchingOffers(const std::vector<Offer>& offers, const OfferQuery& query) {
   std::vector<Offer> out;
   for (const Offer& o : offers) {
-    if (InStock(o) && Matches(o, query)) out.push_back(o);
+    const bool free_or_less = o.price_per_hour && *o.price_per_hour <= 0;
+    if (InStock(o) && Matches(o, query) && !free_or_less) out.push_back(o);
   }
   std::stable_sort(out.begin(), out.end(), [](const Offer& a, const Offer& b) {
     if (a.price_per_hour.has_value() != b.price_per_hour.has_value()) {

@@ -35,6 +35,9 @@ struct Offer {
   std::optional<double> price_per_hour;  ///< prices.onDemand, else prices.communityPrice
   std::string currency;
   std::optional<int> disk_min_gb, disk_default_gb, disk_max_gb;
+  /// vcpu.defaultCount and memory.defaultCount: what pod create's vcpus and memory take (the
+  /// prime CLI sends them, packages/prime/src/prime_cli/commands/pods.py `create`).
+  std::optional<int> vcpus_default, memory_default_gb;
   std::vector<std::string> images;
   bool is_spot = false;
 
@@ -81,7 +84,8 @@ bool InStock(const Offer& offer);
 bool Matches(const Offer& offer, const OfferQuery& query);
 
 /// The in-stock offers that match, cheapest first (unknown prices last; ties by higher stock,
-/// then cloudId, provider, dataCenter, so the order is stable).
+/// then cloudId, provider, dataCenter, so the order is stable). An offer priced at or below
+/// zero is no offer (an internal or placeholder SKU) and is left out.
 std::vector<Offer> MatchingOffers(const std::vector<Offer>& offers, const OfferQuery& query);
 
 /// The cheapest in-stock matching offer, or nullopt.
@@ -101,9 +105,12 @@ std::string ImageFor(const Offer& offer, const std::string& requested, std::stri
 /// Providers whose pods are virtual machines with systemd as PID 1, where k3s can run, unless
 /// `vm_providers` in [clouds.primeintellect] says otherwise. The project's references document
 /// each as a VM cloud: hyperstack (clouds/hyperstack.md), lambdalabs (clouds/lambda.md),
-/// datacrunch (clouds/verda.md, Verda was DataCrunch), nebius (clouds/nebius.md). RunPod gives
-/// containers (clouds/primeintellect.md); any provider not listed counts as a container.
-inline constexpr const char* kDefaultVmProviders = "hyperstack,lambdalabs,datacrunch,nebius";
+/// datacrunch (clouds/verda.md, Verda was DataCrunch), nebius (clouds/nebius.md),
+/// massedcompute (clouds/massedcompute.md; a provider id of P-DOC's create-pod provider enum).
+/// RunPod gives containers (clouds/primeintellect.md); any provider not listed counts as a
+/// container.
+inline constexpr const char* kDefaultVmProviders =
+    "hyperstack,lambdalabs,datacrunch,nebius,massedcompute";
 
 /// Providers known to give containers, named as such in messages (clouds/primeintellect.md).
 inline constexpr const char* kKnownContainerProviders = "runpod";

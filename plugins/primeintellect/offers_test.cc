@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -233,11 +234,50 @@ TEST(MatchingOffers, SortedCheapestFirstUnknownPriceLast) {
   EXPECT_TRUE(Matches(Sample()[2], {"A100", 1, "", ""}));  // matches, though not in stock
 }
 
+// An offer at $0/h or less is not a real offer (an internal or placeholder SKU, as Massed
+// Compute's own agent plugin warns of for its catalogue; the same rule here): never chosen,
+// never listed, wherever it would sort.
+TEST(MatchingOffers, OffersPricedAtOrBelowZeroAreSkipped) {
+  std::vector<Offer> offers = ParseAvailability(Response({
+                                                    Item("free", "H100_80GB", 1, "p", "D", "C",
+                                                         "\"High\"", "0"),
+                                                    Item("negative", "H100_80GB", 1, "p", "D",
+                                                         "C", "\"High\"", "-1.5"),
+                                                    Item("paid", "H100_80GB", 1, "p", "D", "C",
+                                                         "\"High\"", "2.5"),
+                                                }))
+                                  .offers;
+  std::vector<Offer> m = MatchingOffers(offers, {"H100", 1, "", ""});
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].cloud_id, "paid");
+  std::optional<Offer> chosen = ChooseOffer(offers, {"H100", 1, "", ""});
+  ASSERT_TRUE(chosen);
+  EXPECT_EQ(chosen->cloud_id, "paid");
+}
+
+// vcpu.defaultCount and memory.defaultCount (P-DOC provision-gpu guide's offer example) are
+// what pod create's vcpus and memory take, as the prime CLI sends them (pods.py create).
+TEST(ParseAvailability, ReadsTheVcpuAndMemoryDefaults) {
+  AvailabilityPage page = ParseAvailability(Response(
+      {Item("n3-H100x1", "H100_80GB", 1, "hyperstack", "CANADA-1", "CA", "\"Available\"", "1.9",
+            R"(,"vcpu":{"minCount":null,"defaultCount":180,"maxCount":null},)"
+            R"("memory":{"minCount":null,"defaultCount":180,"maxCount":null})")}));
+  ASSERT_EQ(page.offers.size(), 1u);
+  EXPECT_EQ(page.offers[0].vcpus_default, 180);
+  EXPECT_EQ(page.offers[0].memory_default_gb, 180);
+  AvailabilityPage bare = ParseAvailability(
+      Response({Item("x", "H100_80GB", 1, "p", "D", "C", "\"High\"", "2")}));
+  ASSERT_EQ(bare.offers.size(), 1u);
+  EXPECT_FALSE(bare.offers[0].vcpus_default.has_value());
+  EXPECT_FALSE(bare.offers[0].memory_default_gb.has_value());
+}
+
 // --- the Kubernetes rule: only offers of providers that give a VM ---
 
 TEST(ProviderList, DefaultNamesTheVmCloudsOfTheReferences) {
   EXPECT_EQ(ParseProviderList(kDefaultVmProviders),
-            (std::vector<std::string>{"hyperstack", "lambdalabs", "datacrunch", "nebius"}));
+            (std::vector<std::string>{"hyperstack", "lambdalabs", "datacrunch", "nebius",
+                                      "massedcompute"}));
   // RunPod gives containers (clouds/primeintellect.md): never a default VM provider.
   std::vector<std::string> def = ParseProviderList(kDefaultVmProviders);
   EXPECT_EQ(std::find(def.begin(), def.end(), "runpod"), def.end());

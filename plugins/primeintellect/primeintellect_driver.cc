@@ -217,9 +217,15 @@ struct PodState {
   std::string message;
 };
 
-// Maps a pod to gpuprov's five states. Running needs ACTIVE, the installation finished
-// (installationStatus FINISHED, or progress 100 when no status is given) and a usable
-// sshConnection (clouds/primeintellect.md §3.3).
+// Maps a pod to gpuprov's five states. Running needs ACTIVE and a usable sshConnection, which
+// is all the prime CLI waits for (`prime pods ssh`: until the status has an sshConnection,
+// packages/prime/src/prime_cli/commands/pods.py `connect`) and all SkyPilot waits for (ACTIVE
+// plus sshConnection, sky/provision/primeintellect/instance.py). The installation counts as
+// still running only while the pod says so: installationProgress below 100 without
+// installationStatus FINISHED (the CLI shows INSTALLING exactly then, pods.py
+// `_format_pod_for_status`). Whether installationStatus always reaches FINISHED is
+// UNCONFIRMED (P-DOC's examples show "PENDING"), so a pod that keeps it PENDING, or sends
+// neither field, is running once ACTIVE with an sshConnection (README, "States").
 PodState StateOf(const Object::Ptr& pod, const SshField& ssh) {
   const std::string status = Upper(Text(pod, "status"));
   const std::string install = Upper(Text(pod, "installationStatus"));
@@ -237,11 +243,9 @@ PodState StateOf(const Object::Ptr& pod, const SshField& ssh) {
   if (status != "ACTIVE") {
     return {"pending", status.empty() ? "no status yet" : Lower(status)};
   }
-  bool finished = install == "FINISHED" || (install.empty() && progress && *progress >= 100);
-  if (!finished) {
-    std::string m = "installing";
-    if (progress) m += " (" + std::to_string(static_cast<int>(*progress)) + "%)";
-    return {"pending", m};
+  const bool installing = install != "FINISHED" && progress && *progress < 100;
+  if (installing) {
+    return {"pending", "installing (" + std::to_string(static_cast<int>(*progress)) + "%)"};
   }
   if (ssh.kind == SshField::Kind::kAbsent) return {"pending", "waiting for sshConnection"};
   if (ssh.kind == SshField::Kind::kMalformed) return {"error", ssh.error};
@@ -276,11 +280,11 @@ Object::Ptr VmJson(const Object::Ptr& pod) {
   vm->set("public_ip", public_ip);
   vm->set("ssh_port", port);
   vm->set("ssh_user", user);
-  std::string region = Text(pod, "dataCenterId");
-  if (region.empty()) region = Text(pod, "dataCenter");
-  if (region.empty()) region = Text(pod, "country");
-  vm->set("region", region);
-  vm->set("instance_type", Text(pod, "cloudId"));
+  // The Pod object has no cloudId and no data-center field (P-DOC get-pod, the prime CLI's
+  // `Pod` model in api/pods.py): both are known only at create, which fills them from the
+  // offer it took (VmResultFor).
+  vm->set("region", "");
+  vm->set("instance_type", "");
   vm->set("image", Text(pod, "environmentType"));
   std::string gpu = Text(pod, "gpuName");
   std::string count = Text(pod, "gpuCount");
@@ -340,9 +344,14 @@ std::string SkipFix(const std::vector<std::string>& vm_providers) {
          list + "\")";
 }
 
-// The pod name is gpuprov-<VM name>, at most 128 characters.
-const kit::VmNameRules kPodNameRules{
-    .what = "a Prime Intellect pod name", .max_length = 120, .any_visible = true};
+// The pod name is gpuprov-<VM name>, at most 128 characters, of letters, digits and '-' with at
+// least one letter: the prime CLI's rule ("alphanumeric and dashes only, must contain at least
+// 1 letter", packages/prime/src/prime_cli/commands/pods.py `create`). Whether the server
+// enforces it is UNCONFIRMED; keeping to it is safe either way (the prefix is the letter).
+const kit::VmNameRules kPodNameRules{.what = "a Prime Intellect pod name",
+                                     .max_length = 120,
+                                     .note = "the prime CLI allows only letters, digits and "
+                                             "'-' in pod names"};
 
 // A positive integer setting from the config table (number or numeric string).
 std::optional<long long> Setting(const Object::Ptr& config, const std::string& key) {
@@ -713,25 +722,38 @@ PrimeIntellectDriver::ObjectPtr PrimeIntellectDriver::Resolve(const ObjectPtr& r
   return nullptr;
 }
 
-void PrimeIntellectDriver::EnsureSshKey(const std::string& public_key) {
+std::string PrimeIntellectDriver::EnsureSshKey(const std::string& public_key) {
   const std::string want = KeyBody(public_key);
-  if (want.empty()) return;
-  for (const ObjectPtr& k : ListKeys()) {
-    if (KeyBody(Text(k, "publicKey")) != want) continue;
+  if (want.empty()) return "";
+  auto find = [&]() -> ObjectPtr {
+    for (const ObjectPtr& k : ListKeys()) {
+      if (KeyBody(Text(k, "publicKey")) == want) return k;
+    }
+    return nullptr;
+  };
+  if (ObjectPtr k = find()) {
     host_.Debug("SSH key already registered on the account as " + Text(k, "name"));
     if (json::Has(k, "isPrimary") && !k->get("isPrimary").convert<bool>()) {
       host_.Info("the SSH key " + Text(k, "name") +
-                 " is registered but not the account's primary key; if SSH is refused, "
-                 "make it primary in the Prime Intellect dashboard");
+                 " is registered but not the account's primary key; the pod create names it "
+                 "(sshKeyId), and if SSH is refused all the same, make it primary in the Prime "
+                 "Intellect dashboard");
     }
-    return;
+    return Text(k, "id");
   }
   Object body;
   const std::string key_name = "gpuprov-" + ShortHash(want);
   body.set("name", key_name);
   body.set("publicKey", Trim(public_key));
   host_.Progress("registering SSH key " + key_name + " on the Prime Intellect account");
-  CallJson("POST", std::string(kApi) + "/ssh_keys/", "register SSH key", json::Stringify(body));
+  Poco::Dynamic::Var v = CallJson("POST", std::string(kApi) + "/ssh_keys/", "register SSH key",
+                                  json::Stringify(body));
+  Object::Ptr made = v.type() == typeid(Object::Ptr) ? v.extract<Object::Ptr>() : nullptr;
+  std::string id = made ? Text(made, "id") : "";
+  if (id.empty()) {
+    if (ObjectPtr k = find()) id = Text(k, "id");
+  }
+  return id;
 }
 
 PrimeIntellectDriver::ObjectPtr PrimeIntellectDriver::CreatePod(const std::string& body,
@@ -925,7 +947,7 @@ std::string PrimeIntellectDriver::Create(const std::string& request_json) {
   std::string chosen_image = ImageFor(*offer, image, &error);
   if (!error.empty()) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, error);
 
-  if (!public_key.empty()) EnsureSshKey(public_key);
+  const std::string key_id = public_key.empty() ? "" : EnsureSshKey(public_key);
 
   Object::Ptr pod = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   pod->set("name", PodName(name));
@@ -934,11 +956,20 @@ std::string PrimeIntellectDriver::Create(const std::string& request_json) {
   if (!offer->socket.empty()) pod->set("socket", offer->socket);
   pod->set("gpuCount", offer->gpu_count);
   if (disk) pod->set("diskSize", *disk);
+  // The offer's defaults, as the prime CLI and SkyPilot send them (optional in P-DOC).
+  if (offer->vcpus_default && *offer->vcpus_default > 0) pod->set("vcpus", *offer->vcpus_default);
+  if (offer->memory_default_gb && *offer->memory_default_gb > 0) {
+    pod->set("memory", *offer->memory_default_gb);
+  }
   pod->set("image", chosen_image);
   if (!offer->data_center.empty()) pod->set("dataCenterId", offer->data_center);
   if (!offer->country.empty()) pod->set("country", offer->country);
   if (!offer->security.empty()) pod->set("security", offer->security);
   pod->set("autoRestart", false);
+  // The key this pod gets: P-DOC's create-pod request lists pod.sshKeyId. Whether a pod created
+  // without it gets every account key or only the primary one is UNCONFIRMED; naming it covers
+  // both (README, "Differences").
+  if (!key_id.empty()) pod->set("sshKeyId", key_id);
   Object::Ptr provider = new Object();
   provider->set("type", offer->provider);
   Object body(Poco::JSON_PRESERVE_KEY_ORDER);
@@ -957,7 +988,11 @@ std::string PrimeIntellectDriver::Create(const std::string& request_json) {
                  ", image " + chosen_image + ")");
   ObjectPtr created = CreatePod(json::Stringify(body), name);
   host_.Info("pod " + name + " is " + Text(created, "id") + " (" + Text(created, "status") + ")");
-  return VmResult(created, false);
+  // The Pod has no cloudId or data-center field: create knows them from the offer.
+  Object::Ptr vm = VmJson(created);
+  vm->set("instance_type", offer->cloud_id);
+  vm->set("region", offer->DisplayRegion());
+  return kit::VmResult(vm, false);
 }
 
 std::string PrimeIntellectDriver::Get(const std::string& request_json) {
@@ -1057,9 +1092,6 @@ std::string PrimeIntellectDriver::ListResources(const std::string& /*request_jso
     kit::ResourceFields r = kit::Resource("vm", Text(pod, "id"), name);
     r.vm_names = {VmNameOf(pod)};
     live.push_back(r.vm_names.front());
-    r.region = Text(pod, "dataCenterId");
-    if (r.region.empty()) r.region = Text(pod, "dataCenter");
-    if (r.region.empty()) r.region = Text(pod, "country");
     r.created_at = Text(pod, "createdAt");
     r.price_per_hour = Number(pod, "priceHr");
     out.push_back(r);

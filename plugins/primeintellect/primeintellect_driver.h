@@ -102,7 +102,8 @@ class PrimeIntellectDriver {
   /// already gone (404); `finished` tells whether the deletion ended within the wait.
   bool DeletePod(const ObjectPtr& pod, bool* finished);
   /// Makes sure the public key is registered on the account.
-  void EnsureSshKey(const std::string& public_key);
+  /// Registers the key on the account unless it is there; returns its id ("" if unknown).
+  std::string EnsureSshKey(const std::string& public_key);
   /// Deletes the account keys gpuprov registered (named gpuprov-<hash>) once the account has no
   /// live pod left: pods carry no tags, so no pod left is the only sure sign that none needs it.
   void DeleteOwnKeysIfNoPods();

@@ -65,6 +65,26 @@ class Emulator : public OneCloudEmulator {
     return StartMemory({"--boot-seconds", "0.3"}, {{"PRIME_API_KEY", kKey}}, problem);
   }
   std::string prime() const { return url(); }
+  void Settings(const std::string& members) const {
+    HttpReply r = Control("POST", "/settings", R"({"cloud":"primeintellect",)" + members + "}");
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
+  HttpReply Api(const std::string& method, const std::string& path,
+                const std::string& body = "") const {
+    return LoopbackHttp(method, url() + path, body,
+                        {{"Authorization", std::string("Bearer ") + kKey},
+                         {"Content-Type", "application/json"}});
+  }
+  // The emulator's row of the live pod named `pod_name` (control GET /instances).
+  Object::Ptr Row(const std::string& pod_name) const {
+    HttpReply r = Control("GET", "/instances?cloud=primeintellect");
+    Poco::JSON::Array::Ptr list = r.Doc()->getArray("instances");
+    for (size_t i = 0; list && i < list->size(); ++i) {
+      Object::Ptr o = list->getObject(static_cast<unsigned>(i));
+      if (o->getValue<std::string>("name") == pod_name) return o;
+    }
+    return nullptr;
+  }
 };
 
 std::string Config(const std::string& endpoint, const std::string& vm_providers = "") {
@@ -684,6 +704,137 @@ TEST_F(PrimeIntellectEmulator, UnknownGpuIsInvalidInput) {
       R"({"name":"pi-disk","gpu":{"type":"A100","count":1},"region":"","disk_gb":5})");
   EXPECT_EQ(disk.status, GPUPROV_STATUS_INVALID_INPUT) << disk.error;
   EXPECT_EQ(emu().Count("instances"), 0);
+}
+
+// P1: a pod whose installationStatus stays PENDING (every P-DOC example shows PENDING), or
+// that sends neither installationStatus nor installationProgress (both Optional in the prime
+// CLI's Pod model), is running once ACTIVE with an sshConnection: what the CLI waits for.
+TEST_F(PrimeIntellectEmulator, ReadinessDoesNotWaitOnInstallationStatus) {
+  for (const std::string mode : {"status_stays_pending", "none"}) {
+    SCOPED_TRACE(mode);
+    emu().Reset();
+    emu().Settings(R"("installation_fields":")" + mode + R"(")");
+    Driver d(config());
+    OpResult c = d.Create(CreateRequest("pi-ready", "A100", 1));
+    ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c.error;
+    const std::string id = c.Doc()->getObject("vm")->getValue<std::string>("id");
+    Object::Ptr vm = WaitFor(d, id, "running");
+    ASSERT_TRUE(vm);
+    EXPECT_EQ(vm->getValue<std::string>("state"), "running")
+        << vm->getValue<std::string>("message");
+    EXPECT_FALSE(vm->getValue<std::string>("public_ip").empty());
+    ASSERT_EQ(d.Delete(R"({"id":")" + id + R"("})").status, GPUPROV_STATUS_OK);
+  }
+  emu().Settings(R"("installation_fields":"all")");
+}
+
+// P2: the prime CLI takes only letters, digits and '-' in pod names; other characters are
+// refused before any call (exit 2, nothing made).
+TEST_F(PrimeIntellectEmulator, PodNamesTakeOnlyLettersDigitsAndDashes) {
+  Driver d(config());
+  for (const std::string name : {"pi_under", "pi.dot", "pi:colon"}) {
+    OpResult c = d.Create(CreateRequest(name, "A100", 1));
+    EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << name << ": " << c.json;
+    EXPECT_TRUE(Contains(c.error, "letters, digits")) << c.error;
+  }
+  EXPECT_TRUE(emu().Requests().empty());
+  EXPECT_EQ(emu().Count("instances"), 0);
+  EXPECT_EQ(emu().Count("ssh_keys"), 0);
+}
+
+// P3, P4, P6: create sends the offer's vcpu and memory defaults (as the prime CLI does) and
+// names its key (pod.sshKeyId), so a pod gets it even where only the primary key would be put
+// on pods; the create result has the offer's cloudId and data center, which a Pod lacks.
+TEST_F(PrimeIntellectEmulator, CreateSendsTheOffersResourcesAndNamesItsKey) {
+  // The user's own key, registered first, is the account's primary key.
+  HttpReply own = emu().Api(
+      "POST", "/ssh_keys/",
+      R"({"name":"laptop","publicKey":"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHVzZXJzLW93bi1rZXktMDAwMDAwMDAwMDAw me@laptop"})");
+  ASSERT_EQ(own.status, 200) << own.body;
+  emu().Settings(R"("primary_key_only":true)");
+  Driver d(config());
+  OpResult c = d.Create(CreateRequest("pi-res", "A100", 1));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c.error;
+  Object::Ptr vm = c.Doc()->getObject("vm");
+  EXPECT_EQ(vm->getValue<std::string>("instance_type"), "1A100.22V");  // the cheapest VM offer
+  EXPECT_EQ(vm->getValue<std::string>("region"), "FIN-01");
+  Object::Ptr row = emu().Row("gpuprov-pi-res");
+  ASSERT_TRUE(row);
+  EXPECT_EQ(row->getValue<int>("vcpus"), 22);
+  EXPECT_EQ(row->getValue<int>("memory"), 120);
+  Poco::JSON::Array::Ptr keys = row->getArray("ssh_key_names");
+  bool ours = false;
+  for (size_t i = 0; keys && i < keys->size(); ++i) {
+    ours = ours || keys->getElement<std::string>(static_cast<unsigned>(i)).rfind("gpuprov-", 0) == 0;
+  }
+  EXPECT_TRUE(ours) << "the pod did not get gpuprov's (not primary) key";
+  emu().Settings(R"("primary_key_only":false)");
+  ASSERT_EQ(d.Delete(R"({"name":"pi-res"})").status, GPUPROV_STATUS_OK);
+}
+
+// P5: massedcompute, a VM cloud in the project's references and a provider of P-DOC's enum,
+// is a default VM provider: its offers serve a Kubernetes node.
+TEST_F(PrimeIntellectEmulator, KubernetesTakesMassedComputeOffers) {
+  Driver d(config());
+  OpResult c = d.Create(CreateRequest("pi-l40", "L40", 1));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c.error;
+  EXPECT_EQ(c.Doc()->getObject("vm")->getValue<std::string>("provider"), "massedcompute");
+  ASSERT_EQ(d.Delete(R"({"name":"pi-l40"})").status, GPUPROV_STATUS_OK);
+}
+
+// Part 2 of issue 30: the operations of Prime Intellect's API reference (P-DOC,
+// docs.primeintellect.ai/api-reference: availability, pods create/get/list/status/delete,
+// ssh-keys) and of the official CLI (PrimeIntellect-ai/prime 66fb4b7,
+// packages/prime/src/prime_cli/api/{pods,availability}.py: /pods/history,
+// /availability/multi-node), transcribed. Every call the driver makes in a whole lifecycle
+// (check, offers, create, get, list, gc, delete) is one of them.
+const std::vector<VendorOperation> kPrimeIntellectOperations = {
+    {"GET", "/api/v1/availability/gpus"},      {"GET", "/api/v1/availability/multi-node"},
+    {"GET", "/api/v1/pods/"},                  {"POST", "/api/v1/pods/"},
+    {"GET", "/api/v1/pods/status"},            {"GET", "/api/v1/pods/history"},
+    {"GET", "/api/v1/pods/{podId}"},           {"DELETE", "/api/v1/pods/{podId}"},
+    {"GET", "/api/v1/ssh_keys/"},              {"POST", "/api/v1/ssh_keys/"},
+    {"DELETE", "/api/v1/ssh_keys/{keyId}"},
+};
+
+TEST_F(PrimeIntellectEmulator, EveryOperationTheDriverUsesIsOneThePrimeIntellectReferenceDescribes) {
+  Driver d(config());
+  ASSERT_EQ(d.Check().status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(d.Offers(R"({"gpu":{"type":"A100","count":1},"region":""})").status, GPUPROV_STATUS_OK);
+  OpResult c = d.Create(CreateRequest("pi-ops", "A100", 1));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c.error;
+  const std::string id = c.Doc()->getObject("vm")->getValue<std::string>("id");
+  ASSERT_TRUE(WaitFor(d, id, "running"));
+  ASSERT_EQ(d.Get(R"({"name":"pi-ops"})").status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(d.List().status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(d.Call(d.vtable().list_resources, "{}").status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(d.Delete(R"({"id":")" + id + R"(","name":"pi-ops"})").status, GPUPROV_STATUS_OK);
+  const std::vector<std::string> logged = emu().Requests();
+  ASSERT_FALSE(logged.empty());
+  const std::vector<std::string> outside = OutsideOperations(logged, kPrimeIntellectOperations);
+  EXPECT_TRUE(outside.empty()) << "not in the Prime Intellect reference: " << outside.front();
+}
+
+// Part 2: the emulator holds create-pod and ssh-key bodies to P-DOC's request model as FastAPI
+// does: a declared field of another type is 422 {"detail":[{loc, msg, type}]}; a missing
+// required one too; a field the model does not declare is ignored.
+TEST_F(PrimeIntellectEmulator, TheEmulatorChecksRequestFieldsAsTheReferenceModelsThem) {
+  const std::string offer =
+      R"("cloudId":"n3-A100x1","gpuType":"A100_80GB","socket":"PCIe","dataCenterId":"CANADA-1")";
+  HttpReply mistyped = emu().Api(
+      "POST", "/pods/", R"({"pod":{)" + offer + R"(,"gpuCount":"1"},"provider":{"type":"hyperstack"}})");
+  EXPECT_EQ(mistyped.status, 422) << mistyped.body;
+  EXPECT_TRUE(Contains(mistyped.body, R"("loc":["body","pod","gpuCount"])")) << mistyped.body;
+  HttpReply missing =
+      emu().Api("POST", "/pods/", R"({"pod":{)" + offer + R"(},"provider":{"type":"hyperstack"}})");
+  EXPECT_EQ(missing.status, 422) << missing.body;
+  EXPECT_TRUE(Contains(missing.body, "gpuCount")) << missing.body;
+  HttpReply extra = emu().Api(
+      "POST", "/pods/",
+      R"({"pod":{)" + offer + R"(,"gpuCount":1,"notAField":true},"provider":{"type":"hyperstack"}})");
+  EXPECT_EQ(extra.status, 200) << extra.body;
+  HttpReply key = emu().Api("POST", "/ssh_keys/", R"({"name":7,"publicKey":"ssh-ed25519 AAAA x"})");
+  EXPECT_EQ(key.status, 422) << key.body;
 }
 
 TEST_F(PrimeIntellectEmulator, BootErrorIsErrorState) {

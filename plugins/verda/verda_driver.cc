@@ -22,6 +22,11 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
 
+// V-SPEC tag "SSH Keys": "`/v1/sshkeys` endpoints are deprecated. Use `/v1/ssh-keys` instead."
+constexpr const char* kSshKeysPath = "/ssh-keys";
+// GET /v1/scripts pages (V-SPEC: pageSize "default 10 maximum 100").
+constexpr int kScriptPageSize = 100;
+
 // A token is renewed this long before Verda says it expires.
 constexpr seconds kTokenMargin{60};
 
@@ -65,6 +70,7 @@ VerdaDriver::VerdaDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host)
   config_ = settings.config;
   default_location_ = json::Str(config_, "location");
   default_image_ = json::Str(config_, "image");
+  image_configured_ = !default_image_.empty();
   if (default_image_.empty()) default_image_ = kDefaultImage;
   const long long limit = json::Int(config_, "startup_script_limit", kDefaultScriptLimit);
   if (limit < 1024) {
@@ -159,6 +165,7 @@ VerdaDriver::Answer VerdaDriver::Call(const std::string& method, const std::stri
   Answer a;
   a.status = resp.status;
   a.body = resp.body;
+  a.headers = resp.headers;
   const bool ok = resp.status >= 200 && resp.status < 300;
   if (!ok) {
     a.error = ParseApiError(resp.body);
@@ -242,8 +249,9 @@ VerdaDriver::ObjectPtr VerdaDriver::Resolve(const ObjectPtr& request) {
 
 std::map<std::string, std::vector<std::string>> VerdaDriver::Availability(
     const std::string& location) {
-  std::vector<std::pair<std::string, std::string>> q = {{"isSpot", "false"}};
-  if (!location.empty()) q.emplace_back("locationCode", location);
+  // is_spot / location_code: V-SPEC marks isSpot / locationCode "Deprecated camelCase alias".
+  std::vector<std::pair<std::string, std::string>> q = {{"is_spot", "false"}};
+  if (!location.empty()) q.emplace_back("location_code", location);
   Answer a = Call("GET", "/instance-availability" + kit::QueryString(q), "list availability", "",
                   {400, 404});
   std::map<std::string, std::vector<std::string>> stock;
@@ -274,7 +282,7 @@ std::map<std::string, std::vector<std::string>> VerdaDriver::Availability(
 
 VerdaDriver::SshKey VerdaDriver::EnsureSshKey(const std::string& public_key) {
   const kit::SshPublicKey mine = kit::ParseSshPublicKey(public_key);
-  Array::Ptr keys = ArrayOf(Call("GET", "/sshkeys", "list SSH keys"), "list SSH keys");
+  Array::Ptr keys = ArrayOf(Call("GET", kSshKeysPath, "list SSH keys"), "list SSH keys");
   for (size_t i = 0; i < keys->size(); ++i) {
     ObjectPtr k = json::ObjAt(keys, i);
     const std::string line = json::Str(k, "key");
@@ -292,7 +300,7 @@ VerdaDriver::SshKey VerdaDriver::EnsureSshKey(const std::string& public_key) {
   body.set("name", name);
   body.set("key", kit::KeyIdentity(mine));
   host_.Progress("registering SSH key " + name);
-  Answer a = Call("POST", "/sshkeys", "register SSH key " + name, json::Stringify(body));
+  Answer a = Call("POST", kSshKeysPath, "register SSH key " + name, json::Stringify(body));
   const std::string id = IdOfCreateAnswer(a.body);
   if (id.empty())
     throw DriverError(GPUPROV_STATUS_FAILED, "register SSH key: no key id in the answer");
@@ -306,7 +314,7 @@ void VerdaDriver::DeleteUnusedKeys(const std::vector<std::string>& key_ids,
     if (!IsManaged(in) || json::Str(in, "id") == except_id) continue;
     for (const auto& k : StringsOf(json::Arr(in, "ssh_key_ids"))) used.insert(k);
   }
-  Array::Ptr keys = ArrayOf(Call("GET", "/sshkeys", "list SSH keys"), "list SSH keys");
+  Array::Ptr keys = ArrayOf(Call("GET", kSshKeysPath, "list SSH keys"), "list SSH keys");
   for (size_t i = 0; i < keys->size(); ++i) {
     ObjectPtr k = json::ObjAt(keys, i);
     const std::string id = json::Str(k, "id");
@@ -315,19 +323,87 @@ void VerdaDriver::DeleteUnusedKeys(const std::vector<std::string>& key_ids,
     if (!key_ids.empty() && std::find(key_ids.begin(), key_ids.end(), id) == key_ids.end())
       continue;
     host_.Progress("deleting SSH key " + name + " (no gpuprov VM uses it)");
-    Call("DELETE", "/sshkeys/" + Encode(id), "delete SSH key " + name, "", {404});
+    Call("DELETE", std::string(kSshKeysPath) + "/" + Encode(id), "delete SSH key " + name, "", {404});
+  }
+}
+
+std::vector<VerdaDriver::ObjectPtr> VerdaDriver::Scripts(const std::string& name_filter) {
+  std::vector<ObjectPtr> out;
+  std::set<std::string> seen;
+  for (int page = 1;; ++page) {
+    std::vector<std::pair<std::string, std::string>> q = {
+        {"page", std::to_string(page)}, {"pageSize", std::to_string(kScriptPageSize)}};
+    if (!name_filter.empty()) q.emplace_back("name", name_filter);
+    Answer a = Call("GET", "/scripts" + kit::QueryString(q), "list startup scripts");
+    Array::Ptr items = ArrayOf(a, "list startup scripts");
+    bool fresh = false;
+    for (size_t i = 0; i < items->size(); ++i) {
+      ObjectPtr sc = json::ObjAt(items, i);
+      if (sc && seen.insert(json::Str(sc, "id")).second) {
+        out.push_back(sc);
+        fresh = true;
+      }
+    }
+    // The last page: a short one, all X-Total-Count items read, or (an API that ignores the
+    // page parameters and answers the whole list each time) nothing new.
+    long long total = -1;
+    if (auto it = a.headers.find("X-Total-Count"); it != a.headers.end()) {
+      try {
+        total = std::stoll(it->second);
+      } catch (const std::exception&) {
+      }
+    }
+    if (!fresh || items->size() < static_cast<size_t>(kScriptPageSize) ||
+        (total >= 0 && static_cast<long long>(out.size()) >= total)) {
+      return out;
+    }
   }
 }
 
 std::vector<std::string> VerdaDriver::ScriptIds(const std::string& vm_name) {
-  Array::Ptr scripts =
-      ArrayOf(Call("GET", "/scripts", "list startup scripts"), "list startup scripts");
   std::vector<std::string> ids;
-  for (size_t i = 0; i < scripts->size(); ++i) {
-    ObjectPtr s = json::ObjAt(scripts, i);
-    if (json::Str(s, "name") == ScriptName(vm_name)) ids.push_back(json::Str(s, "id"));
+  for (const auto& sc : Scripts(ScriptName(vm_name))) {
+    if (json::Str(sc, "name") == ScriptName(vm_name)) ids.push_back(json::Str(sc, "id"));
   }
   return ids;
+}
+
+std::map<std::string, LiveType> VerdaDriver::LiveTypes() {
+  return ParseInstanceTypes(
+      ArrayOf(Call("GET", "/instance-types", "list instance types"), "list instance types"));
+}
+
+std::string VerdaDriver::ImageFor(const std::string& type, const std::string& wanted,
+                                  bool user_chose, const LiveType& live) {
+  std::vector<ImageRow> images;
+  const bool fits = live.supported_os.empty() ||
+                    std::find(live.supported_os.begin(), live.supported_os.end(), wanted) !=
+                        live.supported_os.end();
+  if (!fits && !user_chose) {
+    // V-SPEC GET /v1/images: "instance_type: Filter OS images by instance type"; 404 when
+    // the type is unknown (then supported_os alone decides).
+    Answer a = Call("GET", "/images" + kit::QueryString({{"instance_type", type}}),
+                    "list the images of " + type, "", {404});
+    if (a.status < 300 && a.doc.type() == typeid(Array::Ptr)) {
+      Array::Ptr list = a.doc.extract<Array::Ptr>();
+      for (size_t i = 0; i < list->size(); ++i) {
+        ObjectPtr o = json::ObjAt(list, i);
+        if (!o) continue;
+        const bool marked = json::Has(o, "is_default") && o->get("is_default").isBoolean() &&
+                            o->getValue<bool>("is_default");
+        images.push_back({json::Str(o, "image_type"), marked});
+      }
+    }
+  }
+  const std::string image = ChooseImage(wanted, user_chose, live.supported_os, images);
+  if (!fits && user_chose) {
+    host_.Warning("Verda lists image " + wanted + " as not supported by " + type +
+                  " (supported_os: " + Join(live.supported_os) + "); sending it as chosen");
+  } else if (image != wanted) {
+    host_.Info("image " + wanted + " does not run on " + type + " (its supported_os: " +
+               Join(live.supported_os) + "); using " + image);
+  }
+  return image;
 }
 
 std::string VerdaDriver::CreateScript(const std::string& vm_name, const std::string& text) {
@@ -363,6 +439,15 @@ std::string VerdaDriver::Launch(const std::string& name, const std::string& body
     std::optional<DriverError> failure;
     try {
       Answer a = Call("POST", "/instances", what, body, {500, 502, 503, 504}, /*idempotent=*/false);
+      if (IsNoCapacityAnswer(a.status, a.error)) {
+        // Sold out there: nothing was made, and another try would only meet the same answer;
+        // CAPACITY lets the host move on to another location or GPU.
+        throw DriverError(GPUPROV_STATUS_CAPACITY,
+                          what + ": Verda answered HTTP " + std::to_string(a.status) + " (" +
+                              a.error.Text() +
+                              "); Verda has no capacity for this type there now: try another "
+                              "location or GPU (--region, --gpus), or later");
+      }
       if (a.status < 500) {
         const std::string id = IdOfCreateAnswer(a.body);
         if (id.empty())
@@ -399,7 +484,7 @@ VerdaDriver::ObjectPtr VerdaDriver::WaitPlaced(const std::string& id, const std:
   });
   if (in && json::Str(in, "status") == "no_capacity") {
     host_.Progress("instance " + name + " could not be placed (no_capacity): deleting it");
-    DeleteInstance(id, name);
+    DeleteInstance(in);
     throw DriverError(GPUPROV_STATUS_CAPACITY,
                       "create instance " + name +
                           ": Verda accepted it but could not place it "
@@ -415,32 +500,34 @@ std::string VerdaDriver::Create(const std::string& request_json) {
   const std::string public_key =
       kit::RequiredSshPublicKey(request, "Verda installs the instance's registered keys for root");
   KeyName(public_key);  // validates the key line before any call
+  // Tags within Verda's limits, checked before anything is made (V3).
+  const Array::Ptr tags = InstanceTags(name, kit::UserTags(request));
   std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request);
   std::string type = json::Str(request, "instance_type");
-  // An unknown GPU or count is refused here, naming what Verda has.
-  std::vector<std::string> candidates;
+  // A GPU Verda does not rent is refused here, before any call; the counts come from the live
+  // type list below.
+  std::optional<TypeGpus> wanted_gpus;
   if (gpu) {
-    std::optional<TypeGpus> named = type.empty() ? std::nullopt : GpusOfTypeName(type);
-    const bool same =
-        named && CanonicalGpu(gpu->type) == named->gpu_type && named->gpu_count == gpu->count;
-    if (same) {
-      candidates.push_back(type);
-    } else {
-      const kit::CatalogueChoice choice = kit::ChooseInstanceType(TypeCatalogue(), gpu, type);
-      candidates.push_back(choice.row.instance_type);
-      for (const auto& row : TypeCatalogue().rows) {
-        if (row.gpu_type == choice.row.gpu_type && row.gpu_count == choice.row.gpu_count &&
-            row.instance_type != choice.row.instance_type) {
-          candidates.push_back(row.instance_type);
-        }
+    const std::optional<std::string> canonical = CanonicalGpu(gpu->type);
+    if (!canonical) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        kit::NotOfferedMessage(TypeCatalogue(), gpu->type, gpu->count));
+    }
+    wanted_gpus = TypeGpus{*canonical, gpu->count};
+    if (!type.empty()) {
+      const std::optional<TypeGpus> named = GpusOfTypeName(type);
+      if (!named || named->gpu_type != *canonical || named->gpu_count != gpu->count) {
+        throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                          "instance type " + type + " does not have " + *canonical + ":" +
+                              std::to_string(gpu->count) +
+                              "; give --gpus alone, or a type with those GPUs");
       }
     }
-  } else {
-    candidates.push_back(kit::ChooseInstanceType(TypeCatalogue(), gpu, type).row.instance_type);
   }
   std::string location = json::Str(request, "region");
   if (location.empty()) location = default_location_;
   std::string image = json::Str(request, "image");
+  const bool image_chosen = !image.empty() || image_configured_;
   if (image.empty()) image = default_image_;
   long long disk_gb = json::Int(request, "disk_gb", 0);
   if (disk_gb <= 0) disk_gb = os_volume_gb_;
@@ -457,6 +544,17 @@ std::string VerdaDriver::Create(const std::string& request_json) {
                       "a Verda instance with hostname " + name +
                           " exists that gpuprov did not create (it lacks the gpuprov tag); "
                           "choose another VM name");
+  }
+
+  // The types to try, from the live list (V-SPEC GET /v1/instance-types), not only the table.
+  const std::map<std::string, LiveType> live = LiveTypes();
+  std::vector<std::string> candidates;
+  if (!wanted_gpus) {
+    candidates.push_back(kit::ChooseInstanceType(TypeCatalogue(), gpu, type).row.instance_type);
+  } else if (!type.empty()) {
+    candidates.push_back(type);
+  } else {
+    candidates = CandidateTypes(wanted_gpus->gpu_type, wanted_gpus->gpu_count, live);
   }
 
   // The first candidate type in stock, and its location (section 3.6, 7).
@@ -479,6 +577,10 @@ std::string VerdaDriver::Create(const std::string& request_json) {
                           (location.empty() ? std::string(" in any location") : " in " + location) +
                           " (GET /instance-availability); try later or another " +
                           (location.empty() ? "GPU" : "location (--region) or GPU"));
+  }
+
+  if (auto it = live.find(chosen); it != live.end()) {
+    image = ImageFor(chosen, image, image_chosen, it->second);
   }
 
   const SshKey key = EnsureSshKey(public_key);
@@ -515,7 +617,7 @@ std::string VerdaDriver::Create(const std::string& request_json) {
     os_volume->set("size", disk_gb);
     body.set("os_volume", os_volume);
     body.set("is_spot", false);
-    body.set("tags", InstanceTags(name, kit::UserTags(request)));
+    body.set("tags", tags);
     host_.Progress("creating " + name + " (" + chosen + " in " + location + ")");
     id = Launch(name, json::Stringify(body));
     host_.Info("instance " + name + " is id " + id);
@@ -573,7 +675,7 @@ VerdaDriver::ObjectPtr VerdaDriver::VmJson(const ObjectPtr& in) const {
 }
 
 std::string VerdaDriver::Check(const std::string& /*request_json*/) {
-  Array::Ptr keys = ArrayOf(Call("GET", "/sshkeys", "check the Verda credentials"),
+  Array::Ptr keys = ArrayOf(Call("GET", kSshKeysPath, "check the Verda credentials"),
                             "check the Verda credentials");
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
   result.set("account", "Verda project (" + std::to_string(keys->size()) + " SSH keys)");
@@ -590,8 +692,9 @@ std::string VerdaDriver::Offers(const std::string& request_json) {
   std::string canonical;
   int count = 0;
   if (gpu) {
+    // Counts the table lacks are offered when the live list has them (V6).
     std::optional<std::string> c = CanonicalGpu(gpu->type);
-    if (!c || !kit::FindGpuRow(catalogue, gpu->type, gpu->count)) {
+    if (!c) {
       host_.Warning(kit::NotOfferedMessage(catalogue, gpu->type, gpu->count));
       return kit::OffersResult(offers, kPoweredOffCost);
     }
@@ -600,19 +703,8 @@ std::string VerdaDriver::Offers(const std::string& request_json) {
   }
   // Prices from the live type list; a listed type the table lacks counts when its name reads
   // as the request (the set changes).
-  Array::Ptr types =
-      ArrayOf(Call("GET", "/instance-types", "list instance types"), "list instance types");
   std::map<std::string, double> price;
-  for (size_t i = 0; i < types->size(); ++i) {
-    ObjectPtr t = json::ObjAt(types, i);
-    const std::string name = json::Str(t, "instance_type");
-    double p = 0;
-    try {
-      p = std::stod(json::Str(t, "price_per_hour"));
-    } catch (const std::exception&) {
-    }
-    price[name] = p;
-  }
+  for (const auto& [name, t] : LiveTypes()) price[name] = t.price_per_hour;
   auto wanted = [&, gpu = gpu](const std::string& type_name) {  // init-capture: clang 14
     if (!gpu) return type_name == catalogue.cpu_default.instance_type;
     std::optional<TypeGpus> g = GpusOfTypeName(type_name);
@@ -626,8 +718,8 @@ std::string VerdaDriver::Offers(const std::string& request_json) {
     if (!location.empty() && loc != location) continue;
     for (const auto& t : in_stock) {
       if (!wanted(t)) continue;
-      offers->add(kit::OfferJson(
-          {t, gpu ? canonical : "", count, loc, price.count(t) ? price[t] : 0.0, "", true, "live"}));
+      offers->add(kit::OfferJson({t, gpu ? canonical : "", count, loc,
+                                  price.count(t) ? price[t] : 0.0, "", true, "live", ""}));
     }
   }
   const std::string what = gpu ? canonical + ":" + std::to_string(count) : "a CPU instance";
@@ -660,12 +752,16 @@ std::string VerdaDriver::List(const std::string& /*request_json*/) {
   return kit::VmsResult(vms);
 }
 
-bool VerdaDriver::DeleteInstance(const std::string& id, const std::string& name) {
+bool VerdaDriver::DeleteInstance(const ObjectPtr& instance) {
+  const std::string id = json::Str(instance, "id");
+  const std::string name = json::Str(instance, "hostname");
   const std::string what = "delete instance " + name;
   host_.Progress("deleting instance " + name + " (id " + id + ")");
+  // The OS volume is deleted with it, not left in the trash (V4).
+  const std::string body = DeleteActionBody(id, VolumesToDelete(instance));
   const auto start = Clock::now();
   for (;;) {
-    Answer a = Call("PUT", "/instances", what, DeleteActionBody(id), {400, 404});
+    Answer a = Call("PUT", "/instances", what, body, {400, 404});
     // The message is either the error envelope or the instance's entry in the result list.
     std::string message = a.status >= 400 ? a.error.message : "";
     if (a.status < 400 && a.doc.type() == typeid(Array::Ptr)) {
@@ -676,6 +772,7 @@ bool VerdaDriver::DeleteInstance(const std::string& id, const std::string& name)
       }
     }
     if (a.status == 404) return false;
+    if (a.status == 204) return true;  // V-SPEC: "already in the requested state"
     switch (ClassifyActionMessage(message)) {
       case ActionOutcome::kDone:
         return true;
@@ -710,7 +807,7 @@ std::string VerdaDriver::Delete(const std::string& request_json) {
     id = json::Str(in, "id");
     name = json::Str(in, "hostname");
     key_ids = StringsOf(json::Arr(in, "ssh_key_ids"));
-    deleted = DeleteInstance(id, name);
+    deleted = DeleteInstance(in);
   }
   if (name.empty()) return kit::DeletedResult(deleted);
   // The startup script of this VM name, also when the instance was already gone (a half-done
@@ -741,10 +838,7 @@ std::string VerdaDriver::ListResources(const std::string& /*request_json*/) {
     out.push_back(r);
   }
   const std::string prefix = kResourcePrefix;
-  Array::Ptr scripts =
-      ArrayOf(Call("GET", "/scripts", "list startup scripts"), "list startup scripts");
-  for (size_t i = 0; i < scripts->size(); ++i) {
-    ObjectPtr sc = json::ObjAt(scripts, i);
+  for (const auto& sc : Scripts(prefix)) {
     const std::string name = json::Str(sc, "name");
     if (!sc || name.rfind(prefix, 0) != 0) continue;
     kit::ResourceFields r = kit::Resource("script", json::Str(sc, "id"), name);
@@ -752,7 +846,7 @@ std::string VerdaDriver::ListResources(const std::string& /*request_json*/) {
     r.created_at = json::Str(sc, "created_at");
     out.push_back(r);
   }
-  Array::Ptr keys = ArrayOf(Call("GET", "/sshkeys", "list SSH keys"), "list SSH keys");
+  Array::Ptr keys = ArrayOf(Call("GET", kSshKeysPath, "list SSH keys"), "list SSH keys");
   for (size_t i = 0; i < keys->size(); ++i) {
     ObjectPtr k = json::ObjAt(keys, i);
     const std::string name = json::Str(k, "name");
@@ -781,14 +875,18 @@ std::string VerdaDriver::DeleteResource(const std::string& request_json) {
     ObjectPtr in = InstanceById(ref.id);
     if (!in || IsGoneStatus(json::Str(in, "status"))) return kit::DeletedResult(false);
     if (!IsManaged(in)) throw refuse();
-    return kit::DeletedResult(DeleteInstance(ref.id, json::Str(in, "hostname")));
+    return kit::DeletedResult(DeleteInstance(in));
   }
   const bool script = ref.kind == "script";
-  const std::string path = script ? "/scripts" : "/sshkeys";
-  Array::Ptr list = ArrayOf(Call("GET", path, script ? "list startup scripts" : "list SSH keys"),
-                            script ? "list startup scripts" : "list SSH keys");
-  for (size_t i = 0; i < list->size(); ++i) {
-    ObjectPtr o = json::ObjAt(list, i);
+  const std::string path = script ? "/scripts" : kSshKeysPath;
+  std::vector<ObjectPtr> list;
+  if (script) {
+    list = Scripts(kResourcePrefix);
+  } else {
+    Array::Ptr keys = ArrayOf(Call("GET", path, "list SSH keys"), "list SSH keys");
+    for (size_t i = 0; i < keys->size(); ++i) list.push_back(json::ObjAt(keys, i));
+  }
+  for (const auto& o : list) {
     if (!o || json::Str(o, "id") != ref.id) continue;
     const std::string name = json::Str(o, "name");
     if (name.rfind(kResourcePrefix, 0) != 0) throw refuse();

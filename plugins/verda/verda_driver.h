@@ -66,6 +66,7 @@ class VerdaDriver {
     std::string body;
     Poco::Dynamic::Var doc;  ///< the parsed body (empty when it is not JSON)
     ApiError error;          ///< of a failure
+    drivers::HttpHeaders headers;
   };
   Answer Call(const std::string& method, const std::string& path, const std::string& what,
               const std::string& body = "", const std::set<int>& allow = {},
@@ -95,8 +96,18 @@ class VerdaDriver {
   /// empty) that no live gpuprov instance other than `except_id` uses.
   void DeleteUnusedKeys(const std::vector<std::string>& key_ids, const std::string& except_id);
 
+  /// Every startup script whose name contains `name_filter`, page by page (V-SPEC GET
+  /// /v1/scripts: page, pageSize default 10 maximum 100, name "match by a partial name";
+  /// X-Total-Count). A server that ignores the page parameters ends the walk by repeating ids.
+  std::vector<ObjectPtr> Scripts(const std::string& name_filter);
   /// The ids of the startup scripts named ScriptName(vm).
   std::vector<std::string> ScriptIds(const std::string& vm_name);
+  /// GET /instance-types: name -> price and supported OS images.
+  std::map<std::string, LiveType> LiveTypes();
+  /// The image for `type` (ChooseImage; GET /images?instance_type= only when the wanted image
+  /// is not among the type's supported_os).
+  std::string ImageFor(const std::string& type, const std::string& wanted, bool user_chose,
+                       const LiveType& live);
   std::string CreateScript(const std::string& vm_name, const std::string& text);
   void DeleteScripts(const std::string& vm_name);
 
@@ -106,9 +117,10 @@ class VerdaDriver {
   /// Waits (bounded) while the new instance is unplaced (new/ordered); returns it, or nullptr
   /// when it vanished. Throws CAPACITY (after deleting it) when it ends in no_capacity.
   ObjectPtr WaitPlaced(const std::string& id, const std::string& name);
-  /// The delete action, waiting out "Can't discontinue a provisioning instance". False when
-  /// the instance was already gone.
-  bool DeleteInstance(const std::string& id, const std::string& name);
+  /// The delete action with the instance's OS volume deleted for good (VolumesToDelete),
+  /// waiting out "Can't discontinue a provisioning instance". False when the instance was
+  /// already gone.
+  bool DeleteInstance(const ObjectPtr& instance);
 
   ObjectPtr VmJson(const ObjectPtr& instance) const;
 
@@ -117,6 +129,7 @@ class VerdaDriver {
   ObjectPtr config_;
   std::string default_location_;
   std::string default_image_;
+  bool image_configured_ = false;  ///< [clouds.verda] image was set (the user's choice)
   size_t script_limit_;
   int os_volume_gb_;
   std::chrono::seconds delete_wait_;

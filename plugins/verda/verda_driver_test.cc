@@ -11,10 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../../tests/emulators/verda_spec_operations.h"
 #include "driver_test_util.h"
 #include "gpuprov/driver_abi.h"
 
@@ -194,6 +196,9 @@ class VerdaEmulatorTest : public SharedEmulatorTest<Emulator> {
     EXPECT_EQ(emulator_->Count("instances"), 0);
     EXPECT_EQ(emulator_->Count("scripts"), 0);
     EXPECT_EQ(emulator_->Count("ssh_keys"), 0);
+    // V4: no OS volume in the trash (96 h, counted in the quota) nor left detached.
+    EXPECT_EQ(emulator_->Count("volumes_in_trash"), 0);
+    EXPECT_EQ(emulator_->Count("detached_volumes"), 0);
   }
 
   std::unique_ptr<ScopedTempDir> home_;
@@ -231,7 +236,7 @@ TEST_F(VerdaEmulatorTest, WrongCredentialsAreAuthNamingWhereTheyCameFrom) {
   OpResult r = driver.Check();
   EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r;
   EXPECT_TRUE(Contains(r.error, "$VERDA_CLIENT_ID/$VERDA_CLIENT_SECRET")) << r.error;
-  EXPECT_TRUE(Contains(r.error, "Invalid client credentials")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "Invalid client id or client secret")) << r.error;
   EXPECT_FALSE(Contains(r.error + driver.host().All(), "secret_wrong_one"));
 }
 
@@ -369,6 +374,73 @@ TEST_F(VerdaEmulatorTest, LifecycleWithTheStartupScriptObject) {
   OpResult twice = driver.Delete(R"({"id":")" + id + R"(","name":"vd-life"})");
   ASSERT_EQ(twice.status, GPUPROV_STATUS_OK) << twice;
   EXPECT_FALSE(twice.Doc()->getValue<bool>("deleted"));
+  // V7: the current operations and query parameters only (V-SPEC marks /v1/sshkeys and
+  // isSpot / locationCode deprecated).
+  ASSERT_EQ(driver.Check().status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Offers(R"({"gpu":{"type":"H100","count":1},"region":"FIN-01"})").status,
+            GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Call(driver.vtable().list_resources, "{}").status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->Count("deprecated_calls"), 0);
+  EXPECT_EQ(emulator_->CountRequests("GET /v1/sshkeys"), 0);
+  EXPECT_GE(emulator_->CountRequests("GET /v1/ssh-keys"), 1);
+}
+
+// Part 2 of issue 30: every operation the driver calls through create, get, list, offers,
+// check, gc and down is one the Verda OpenAPI spec describes and does not mark deprecated
+// (the table in tests/emulators/verda_spec_operations.h, transcribed from it).
+TEST_F(VerdaEmulatorTest, EveryCallIsAnOperationOfTheVendorSpecNotDeprecated) {
+  Driver driver(Config());
+  emulator_->ClearRequests();
+  ASSERT_EQ(driver.Check().status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Offers(R"({"gpu":{"type":"A6000","count":1},"region":""})").status,
+            GPUPROV_STATUS_OK);
+  OpResult c = driver.Create(CreateRequest("vd-ops", "A6000"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  WaitRunning(driver, id);
+  ASSERT_EQ(driver.List().status, GPUPROV_STATUS_OK);
+  OpResult gc = driver.Call(driver.vtable().list_resources, "{}");
+  ASSERT_EQ(gc.status, GPUPROV_STATUS_OK) << gc;
+  ASSERT_EQ(driver.Call(driver.vtable().delete_resource,
+                        R"({"kind":"vm","id":")" + id + R"("})")
+                .status,
+            GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Delete(R"({"name":"vd-ops"})").status, GPUPROV_STATUS_OK);
+  std::set<std::string> used;
+  for (const std::string& line : emulator_->Requests()) {
+    const size_t space = line.find(' ');
+    const size_t arrow = line.find(" -> ");
+    const std::string method = line.substr(0, space);
+    const std::string target = line.substr(space + 1, arrow - space - 1);
+    const size_t q = target.find('?');
+    const std::string path = target.substr(0, q);
+    const emulator::VerdaSpecOperation* op = emulator::FindVerdaSpecOperation(method, path);
+    ASSERT_TRUE(op) << line << " is not an operation of the Verda spec";
+    EXPECT_FALSE(op->deprecated) << line << " (" << op->operation_id << ") is deprecated";
+    // Each query parameter is one the operation documents, and not a deprecated alias.
+    std::string query = q == std::string::npos ? "" : target.substr(q + 1);
+    while (!query.empty()) {
+      const std::string pair = query.substr(0, query.find('&'));
+      query = pair.size() < query.size() ? query.substr(pair.size() + 1) : "";
+      const std::string name = pair.substr(0, pair.find('='));
+      EXPECT_TRUE(emulator::VerdaSpecListHas(op->query, name))
+          << line << ": " << name << " is not a query parameter of " << op->operation_id;
+      EXPECT_FALSE(emulator::VerdaSpecListHas(op->deprecated_query, name))
+          << line << ": " << name << " is deprecated";
+    }
+    used.insert(std::string(op->operation_id));
+  }
+  for (const char* want :
+       {"Oauth2Controller_getAccessToken", "InstancesController_getInstances",
+        "InstancesController_deployInstance", "InstancesController_performActions",
+        "InstancesController_getInstanceById", "InstanceTypesController_getInstanceTypes",
+        "InstanceAvailabilityController_getAllAvailabilities", "ImagesController_getImageTypes",
+        "SshkeysController_getKeys", "SshkeysController_addKey", "SshkeysController_deleteKey",
+        "ScriptsController_getScripts", "ScriptsController_addScript",
+        "ScriptsController_deleteKey"}) {
+    EXPECT_TRUE(used.count(want)) << want << " was not called";
+  }
+  ExpectNothingLeft();
 }
 
 TEST_F(VerdaEmulatorTest, ASharedKeyStaysUntilTheLastVmAndAUsersKeyIsNeverDeleted) {
@@ -386,7 +458,7 @@ TEST_F(VerdaEmulatorTest, ASharedKeyStaysUntilTheLastVmAndAUsersKeyIsNeverDelete
   ASSERT_EQ(driver.Delete(R"({"name":"vd-kb"})").status, GPUPROV_STATUS_OK);
   ExpectNothingLeft();
   // The user registered the same key under a name of their own: reused, never deleted.
-  HttpReply own = emulator_->Api("POST", "/sshkeys",
+  HttpReply own = emulator_->Api("POST", "/ssh-keys",
                                  std::string(R"({"name":"my laptop","key":")") + kKeyA + "\"}");
   ASSERT_LT(own.status, 300) << own.body;
   OpResult c = driver.Create(CreateRequest("vd-kc", "H100", ""));
@@ -395,7 +467,7 @@ TEST_F(VerdaEmulatorTest, ASharedKeyStaysUntilTheLastVmAndAUsersKeyIsNeverDelete
   WaitRunning(driver, c.Vm()->getValue<std::string>("id"));
   ASSERT_EQ(driver.Delete(R"({"name":"vd-kc"})").status, GPUPROV_STATUS_OK);
   EXPECT_EQ(emulator_->Count("ssh_keys"), 1);
-  EXPECT_TRUE(Contains(emulator_->Api("GET", "/sshkeys").body, "my laptop"));
+  EXPECT_TRUE(Contains(emulator_->Api("GET", "/ssh-keys").body, "my laptop"));
 }
 
 TEST_F(VerdaEmulatorTest, DeleteWaitsOutAProvisioningInstance) {
@@ -414,11 +486,14 @@ TEST_F(VerdaEmulatorTest, DeleteWaitsOutAProvisioningInstance) {
 
 TEST_F(VerdaEmulatorTest, NotEnoughResourcesIsCapacityAndLeavesNothing) {
   Driver driver(Config());
+  // V1: V-SPEC POST /v1/instances answers no capacity as 503 service_unavailable (the old
+  // assertion, a 400 "Not enough resources", followed our notes, which the spec corrects).
   emulator_->Fault("capacity", R"(,"times":1)");
   emulator_->ClearRequests();
   OpResult c = driver.Create(CreateRequest("vd-cap"));
-  EXPECT_EQ(c.status, GPUPROV_STATUS_CAPACITY) << c;
-  EXPECT_TRUE(Contains(c.error, "Not enough resources")) << c.error;
+  EXPECT_EQ(c.status, GPUPROV_STATUS_CAPACITY) << c << "\n" << driver.host().All();
+  EXPECT_TRUE(Contains(c.error, "service_unavailable")) << c.error;
+  EXPECT_TRUE(Contains(c.error, "another location or GPU")) << c.error;
   EXPECT_EQ(emulator_->CountRequests("POST /v1/instances"), 1);  // never retried
   ExpectNothingLeft();
   // Out of stock per /instance-availability: refused before anything is made.
@@ -537,6 +612,136 @@ TEST_F(VerdaEmulatorTest, AScriptOverTheLimitIsRefusedBeforeAnyCall) {
   EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c;
   EXPECT_TRUE(Contains(c.error, "startup script")) << c.error;
   EXPECT_TRUE(emulator_->Requests().empty());
+}
+
+// V2: GET /v1/scripts is paged (V-SPEC: pageSize default 10, newest first): a VM's script is
+// found by name however many scripts the project has, by down and by gc.
+TEST_F(VerdaEmulatorTest, AnOldVmsScriptIsFoundPastTheFirstPageByDownAndGc) {
+  emulator_->Settings(R"("script_quota":200)");
+  Driver driver(Config());
+  OpResult c = driver.Create(CreateRequest("vd-paged"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  // Newer scripts push gpuprov-vd-paged off the first pages: other tools' and other VMs'.
+  for (int i = 0; i < 120; ++i) {
+    const std::string name = (i % 4 ? "gpuprov-other-" : "user-script-") + std::to_string(i);
+    HttpReply r = emulator_->Api("POST", "/scripts",
+                                 R"({"name":")" + name + R"(","script":"#!/bin/sh\ntrue\n"})");
+    ASSERT_EQ(r.status, 201) << r.body;
+  }
+  // gc sees every gpuprov script (90 others and this VM's), over two pages of 100.
+  OpResult gc = driver.Call(driver.vtable().list_resources, "{}");
+  ASSERT_EQ(gc.status, GPUPROV_STATUS_OK) << gc;
+  int scripts = 0;
+  bool mine = false;
+  Array::Ptr resources = gc.Doc()->getArray("resources");
+  for (size_t i = 0; i < resources->size(); ++i) {
+    Object::Ptr r = resources->getObject(static_cast<unsigned>(i));
+    if (r->getValue<std::string>("kind") != "script") continue;
+    ++scripts;
+    mine = mine || r->getValue<std::string>("name") == "gpuprov-vd-paged";
+  }
+  EXPECT_EQ(scripts, 91) << gc.json;
+  EXPECT_TRUE(mine) << gc.json;
+  ASSERT_EQ(driver.Delete(R"({"name":"vd-paged"})").status, GPUPROV_STATUS_OK);
+  HttpReply left = emulator_->Api("GET", "/scripts?name=gpuprov-vd-paged");
+  EXPECT_EQ(left.body, "[]") << "down left the VM's startup script behind";
+  EXPECT_EQ(emulator_->Count("scripts"), 120);
+}
+
+// V2: the project's startup-script quota (V-SPEC: 100 by default) refuses the create as QUOTA,
+// leaving nothing.
+TEST_F(VerdaEmulatorTest, TheScriptQuotaIsQuotaAndLeavesNothing) {
+  emulator_->Settings(R"("script_quota":1)");
+  HttpReply r = emulator_->Api("POST", "/scripts", R"({"name":"mine","script":"#!/bin/sh\n"})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  Driver driver(Config());
+  OpResult c = driver.Create(CreateRequest("vd-quota"));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_QUOTA) << c;
+  EXPECT_TRUE(Contains(c.error, "quota")) << c.error;
+  EXPECT_EQ(emulator_->Count("instances"), 0);
+  EXPECT_EQ(emulator_->Count("scripts"), 1);
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 0);
+}
+
+// V3: at most 10 tags (gpuprov's 2 and 8 of the user's), values up to 127 characters, checked
+// before anything is made, naming the tag.
+TEST_F(VerdaEmulatorTest, TagsBeyondVerdasLimitsAreRefusedBeforeAnythingIsMade) {
+  Driver driver(Config());
+  auto with_tags = [](const std::string& name, int count, size_t value_length) {
+    Object::Ptr req = ParseJson(CreateRequest(name));
+    Object::Ptr tags = req->getObject("tags");
+    tags->remove("team");
+    for (int i = 0; i < count; ++i) {
+      tags->set("tag" + std::to_string(i), std::string(i == 0 ? value_length : 2, 'v'));
+    }
+    return Stringify(req);
+  };
+  emulator_->ClearRequests();
+  OpResult many = driver.Create(with_tags("vd-tags", 9, 2));
+  EXPECT_EQ(many.status, GPUPROV_STATUS_INVALID_INPUT) << many;
+  EXPECT_TRUE(Contains(many.error, "tag8")) << many.error;
+  EXPECT_TRUE(Contains(many.error, "10 tags")) << many.error;
+  OpResult longer = driver.Create(with_tags("vd-tags", 1, 128));
+  EXPECT_EQ(longer.status, GPUPROV_STATUS_INVALID_INPUT) << longer;
+  EXPECT_TRUE(Contains(longer.error, "tag0")) << longer.error;
+  EXPECT_TRUE(Contains(longer.error, "128 characters")) << longer.error;
+  EXPECT_TRUE(emulator_->Requests().empty());
+  // At the limits: accepted, every tag on the instance.
+  OpResult ok = driver.Create(with_tags("vd-tags", 8, 127));
+  ASSERT_EQ(ok.status, GPUPROV_STATUS_OK) << ok;
+  Object::Ptr vm = WaitRunning(driver, ok.Vm()->getValue<std::string>("id"));
+  ASSERT_TRUE(vm);
+  EXPECT_EQ(vm->getObject("tags")->size(), 10u);
+  EXPECT_EQ(vm->getObject("tags")->getValue<std::string>("tag0"), std::string(127, 'v'));
+  ASSERT_EQ(driver.Delete(R"({"name":"vd-tags"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+// V5: a type whose supported_os lacks gpuprov's default image (A6000, V100) gets one it lists.
+TEST_F(VerdaEmulatorTest, AnA6000GetsAnImageItsTypeSupports) {
+  Driver driver(Config());
+  OpResult c = driver.Create(CreateRequest("vd-a6000", "A6000"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c << "\n" << driver.host().All();
+  EXPECT_EQ(c.Vm()->getValue<std::string>("instance_type"), "1A6000.10V");
+  EXPECT_EQ(c.Vm()->getValue<std::string>("image"), "ubuntu-22.04-cuda-12.0-docker");
+  EXPECT_EQ(emulator_->CountRequests("GET /v1/images"), 1);
+  ASSERT_EQ(driver.Delete(R"({"name":"vd-a6000"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+  // The default image where the type supports it: no image list asked.
+  emulator_->ClearRequests();
+  c = driver.Create(CreateRequest("vd-h100"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  EXPECT_EQ(c.Vm()->getValue<std::string>("image"), "ubuntu-24.04-cuda-12.8-open-docker");
+  EXPECT_EQ(emulator_->CountRequests("GET /v1/images"), 0);
+  ASSERT_EQ(driver.Delete(R"({"name":"vd-h100"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+// V6: instance types come from the live list: a type the built-in table lacks is offered and
+// created; a count no live type has is refused naming the counts there are.
+TEST_F(VerdaEmulatorTest, ATypeOnlyTheLiveListHasIsOfferedAndCreated) {
+  Driver driver(Config());
+  OpResult o = driver.Offers(R"({"gpu":{"type":"B300","count":8},"region":""})");
+  ASSERT_EQ(o.status, GPUPROV_STATUS_OK) << o;
+  ASSERT_EQ(o.Doc()->getArray("offers")->size(), 1u) << o.json << driver.host().All();
+  EXPECT_EQ(o.Doc()->getArray("offers")->getObject(0)->getValue<std::string>("instance_type"),
+            "8B300.640S.176V");
+  Object::Ptr req = ParseJson(CreateRequest("vd-b300", "B300", kScript, "FIN-02"));
+  req->getObject("gpu")->set("count", 8);
+  OpResult c = driver.Create(Stringify(req));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c << "\n" << driver.host().All();
+  EXPECT_EQ(c.Vm()->getValue<std::string>("instance_type"), "8B300.640S.176V");
+  EXPECT_EQ(c.Vm()->getValue<std::string>("gpus"), "B300:8");
+  ASSERT_EQ(driver.Delete(R"({"name":"vd-b300"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+  req->getObject("gpu")->set("count", 3);
+  req->set("name", "vd-h100x3");
+  req->getObject("gpu")->set("type", "H100");
+  emulator_->ClearRequests();
+  c = driver.Create(Stringify(req));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c;
+  EXPECT_TRUE(Contains(c.error, "H100 with 1, 2, 4, 8 GPUs")) << c.error;
+  EXPECT_EQ(emulator_->CountRequests("POST"), 0);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <Poco/DigestEngine.h>
 #include <Poco/SHA2Engine.h>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cstdlib>
@@ -35,6 +36,15 @@ constexpr std::array<drivers::CloudCode, 7> kCodes = {{
 // Capacity and quota are said in prose (section 8).
 constexpr std::array<std::string_view, 3> kCapacityWords = {"not enough resources", "no capacity",
                                                             "out of stock"};
+// Images that carry NVIDIA's CUDA stack, preferred when gpuprov picks an image for a type.
+constexpr std::array<std::string_view, 1> kCudaWords = {"cuda"};
+
+// Characters, not bytes: JSON schema's maxLength counts code points.
+size_t CodePoints(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80 ? 1 : 0;
+  return n;
+}
 constexpr std::array<std::string_view, 2> kQuotaWords = {"quota", "limit exceeded"};
 
 std::string Normalize(const std::string& s) {
@@ -150,6 +160,11 @@ gpuprov_type_status StatusOf(int http_status, const ApiError& error) {
     if (drivers::MentionsAny(error.message, kQuotaWords)) return GPUPROV_STATUS_QUOTA;
   }
   return drivers::StatusOf(http_status, error.code, kCodes);
+}
+
+bool IsNoCapacityAnswer(int http_status, const ApiError& error) {
+  if (http_status == 503 && error.code == "service_unavailable") return true;
+  return http_status >= 500 && drivers::MentionsAny(error.message, kCapacityWords);
 }
 
 VmState StateOf(const std::string& s, bool has_ip) {
@@ -284,6 +299,87 @@ std::string GpusText(const std::string& type_name) {
   return g ? g->gpu_type + ":" + std::to_string(g->gpu_count) : "";
 }
 
+std::map<std::string, LiveType> ParseInstanceTypes(const Array::Ptr& a) {
+  std::map<std::string, LiveType> out;
+  for (size_t i = 0; a && i < a->size(); ++i) {
+    Object::Ptr t = json::ObjAt(a, i);
+    const std::string name = t ? json::Str(t, "instance_type") : "";
+    if (name.empty()) continue;
+    LiveType& row = out[name];
+    try {
+      row.price_per_hour = std::stod(json::Str(t, "price_per_hour"));
+    } catch (const std::exception&) {
+      row.price_per_hour = 0;
+    }
+    Array::Ptr os = json::Arr(t, "supported_os");
+    for (size_t j = 0; os && j < os->size(); ++j) {
+      row.supported_os.push_back(os->get(static_cast<unsigned>(j)).toString());
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> CandidateTypes(const std::string& canonical, int count,
+                                        const std::map<std::string, LiveType>& live) {
+  std::vector<std::string> out;
+  auto add = [&](const std::string& t) {
+    if (!live.empty() && live.count(t) == 0) return;
+    if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+  };
+  const auto& rows = TypeCatalogue().rows;
+  for (bool preferred : {true, false}) {
+    for (const auto& row : rows) {
+      if (row.gpu_type == canonical && row.gpu_count == count && row.preferred == preferred) {
+        add(row.instance_type);
+      }
+    }
+  }
+  std::vector<std::pair<double, std::string>> others;
+  std::set<int> counts;
+  for (const auto& [name, t] : live) {
+    const std::optional<TypeGpus> g = GpusOfTypeName(name);
+    if (!g || g->gpu_type != canonical) continue;
+    counts.insert(g->gpu_count);
+    if (g->gpu_count == count) others.emplace_back(t.price_per_hour, name);
+  }
+  std::sort(others.begin(), others.end());
+  for (const auto& [price, name] : others) add(name);
+  if (out.empty()) {
+    std::string has;
+    for (int n : counts) has += (has.empty() ? "" : ", ") + std::to_string(n);
+    throw gpuprov::sdk::DriverError(
+        GPUPROV_STATUS_INVALID_INPUT,
+        "Verda's instance-type list (GET /instance-types) has no type with " + canonical + ":" +
+            std::to_string(count) +
+            (has.empty() ? "; it lists no " + canonical + " type now"
+                         : "; it has " + canonical + " with " + has + " GPUs") +
+            ": choose another --gpus");
+  }
+  return out;
+}
+
+std::string ChooseImage(const std::string& wanted, bool user_chose,
+                        const std::vector<std::string>& supported_os,
+                        const std::vector<ImageRow>& images) {
+  auto supported = [&](const std::string& image) {
+    return std::find(supported_os.begin(), supported_os.end(), image) != supported_os.end();
+  };
+  if (supported_os.empty() || supported(wanted) || user_chose) return wanted;
+  std::vector<std::string> fitting;
+  const ImageRow* marked = nullptr;
+  for (const auto& i : images) {
+    if (!supported(i.image_type)) continue;
+    if (i.is_default && !marked) marked = &i;
+    fitting.push_back(i.image_type);
+  }
+  if (marked) return marked->image_type;
+  if (fitting.empty()) fitting = supported_os;
+  for (const auto& i : fitting) {
+    if (drivers::MentionsAny(i, kCudaWords)) return i;
+  }
+  return fitting.front();
+}
+
 std::map<std::string, std::vector<std::string>> ParseAvailability(const Array::Ptr& a) {
   std::map<std::string, std::vector<std::string>> out;
   for (size_t i = 0; a && i < a->size(); ++i) {
@@ -316,18 +412,38 @@ std::string InstanceDescription(const std::string& vm_name) {
 
 Array::Ptr InstanceTags(const std::string& vm_name,
                         const std::map<std::string, std::string>& user_tags) {
+  auto refuse = [](const std::string& what) {
+    return gpuprov::sdk::DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                                     what + " (Verda allows " + std::to_string(kMaxTags) +
+                                         " tags per instance, gpuprov uses 2; keys up to " +
+                                         std::to_string(kMaxTagKey) + " and values up to " +
+                                         std::to_string(kMaxTagValue) +
+                                         " characters): shorten or drop it in --tag / tags");
+  };
   Array::Ptr tags = new Array();
   auto add = [&](const std::string& k, const std::string& v) {
     Object::Ptr t = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
     t->set("key", k);
-    t->set("value", v.substr(0, 255));
+    t->set("value", v);
     tags->add(t);
   };
   for (const auto& [k, v] : drivers::ManagedTags(vm_name)) add(k, v);
   std::set<std::string> used = {drivers::kManagedTag, drivers::kNameTag};
   for (const auto& [k, v] : user_tags) {
-    const std::string key = drivers::FitTag(k, "-_.:", 63);
+    if (CodePoints(k) > kMaxTagKey) {
+      throw refuse("tag key " + k.substr(0, 20) + "... is " + std::to_string(CodePoints(k)) +
+                   " characters");
+    }
+    if (CodePoints(v) > kMaxTagValue) {
+      throw refuse("the value of tag " + k + " is " + std::to_string(CodePoints(v)) +
+                   " characters");
+    }
+    const std::string key = drivers::FitTag(k, "-_.:", kMaxTagKey, /*lower_case=*/true);
     if (key.empty() || !used.insert(key).second) continue;
+    if (tags->size() == kMaxTags) {
+      throw refuse(std::to_string(user_tags.size()) + " user tags are too many (tag " + k +
+                   " is one past the limit)");
+    }
     add(key, v);
   }
   return tags;
@@ -371,13 +487,27 @@ std::string IdOfCreateAnswer(const std::string& body) {
   return text;
 }
 
-std::string DeleteActionBody(const std::string& id) {
+std::vector<std::string> VolumesToDelete(const Object::Ptr& instance) {
+  if (!instance) return {};
+  const std::string os = json::Str(instance, "os_volume_id");
+  if (!os.empty()) return {os};
+  std::vector<std::string> out;
+  Array::Ptr ids = json::Arr(instance, "volume_ids");
+  for (size_t i = 0; ids && i < ids->size(); ++i) {
+    out.push_back(ids->get(static_cast<unsigned>(i)).toString());
+  }
+  return out;
+}
+
+std::string DeleteActionBody(const std::string& id, const std::vector<std::string>& volume_ids) {
   Object body(Poco::JSON_PRESERVE_KEY_ORDER);
   body.set("action", "delete");
   Array::Ptr ids = new Array();
   ids->add(id);
   body.set("id", ids);
-  body.set("volume_ids", Poco::Dynamic::Var());
+  Array::Ptr volumes = new Array();
+  for (const auto& v : volume_ids) volumes->add(v);
+  body.set("volume_ids", volumes);
   body.set("delete_permanently", true);
   return json::Stringify(body);
 }

@@ -3,8 +3,10 @@
 // The Verda-specific rules of the driver that need no network, kept apart so they are
 // unit-tested directly: where the client credentials come from, the error envelope and its
 // code table, instance states, instance types, names of what gpuprov makes, and how a gpuprov
-// instance is recognised. Facts from /work/shared/clouds/verda.md (section numbers in the
-// comments).
+// instance is recognised. The vendor source is the official Verda OpenAPI spec ("Verda Cloud
+// Public API", changelog up to 2026-09-25; V-SPEC in ../shared/reference/real-apis-2.md, vendored
+// in gurdasnijor/effect-verda spec/verda.openapi.json @805db07); where our older notes
+// (../shared/clouds/verda.md, section numbers in the comments) disagree with it, the spec wins.
 #pragma once
 
 #include <Poco/JSON/Array.h>
@@ -87,6 +89,14 @@ ApiError ParseApiError(const std::string& body);
 /// message first, then the code table (section 8), else the HTTP status.
 gpuprov_type_status StatusOf(int http_status, const ApiError& error);
 
+/// True when an answer to POST /instances says "no capacity": V-SPEC `POST /v1/instances`
+/// answers 503 {"code":"service_unavailable","message":"No capacity available"} ("The requested
+/// instance type has no capacity in the selected location"; the error table: service_unavailable
+/// = "Not enough resources at the moment ... use a different resource", 503). Also a 5xx whose
+/// message says capacity. A 503 without Verda's envelope (a proxy's page) is not: it stays an
+/// ambiguous failure after which the create is looked up by name.
+bool IsNoCapacityAnswer(int http_status, const ApiError& error);
+
 /// An instance status (section 3.2) -> the protocol's state word and a message.
 ///   new, ordered, pending, validating, provisioning -> pending
 ///   running -> running once it has an ip (pending "running, waiting for its IP" before)
@@ -126,6 +136,40 @@ std::optional<TypeGpus> GpusOfTypeName(const std::string& type_name);
 /// "H100:8" for a type name, "" when it names no GPU.
 std::string GpusText(const std::string& type_name);
 
+/// One row of GET /instance-types (V-SPEC schema InstanceType): its price (a string in the
+/// answer) and `supported_os`, the OS image types the type can boot.
+struct LiveType {
+  double price_per_hour = 0;
+  std::vector<std::string> supported_os;
+};
+/// instance_type -> row; rows without a name are skipped, an unreadable price is 0.
+std::map<std::string, LiveType> ParseInstanceTypes(const Poco::JSON::Array::Ptr& a);
+
+/// The types to try for a GPU request, best first: the table's preferred row, the table's
+/// other rows with the same GPUs, then every type of the live list whose name reads as those
+/// GPUs (cheapest first; the set changes, V-SPEC's own examples name types the table lacks).
+/// Only types the live list has are kept when it is not empty. Throws DriverError
+/// (INVALID_INPUT) when none has those GPUs, naming the counts Verda has for that GPU.
+/// `canonical` is CanonicalGpu of the request.
+std::vector<std::string> CandidateTypes(const std::string& canonical, int count,
+                                        const std::map<std::string, LiveType>& live);
+
+/// An image of GET /images (V-SPEC schema Os): image_type and is_default.
+struct ImageRow {
+  std::string image_type;
+  bool is_default = false;
+};
+
+/// The image to deploy `type` with. `wanted` when the type's supported_os lists it, lists
+/// nothing, or the user chose it (Verda decides then). Otherwise gpuprov's default image does
+/// not fit the type (V-DS: A6000 and V100 answer "Operating system is not valid for this
+/// instance type" for newer images), and the choice is, among `images` (GET
+/// /images?instance_type=<type>) that supported_os lists, the one marked is_default, else the
+/// first CUDA image, else the first; without images, the first CUDA image of supported_os.
+std::string ChooseImage(const std::string& wanted, bool user_chose,
+                        const std::vector<std::string>& supported_os,
+                        const std::vector<ImageRow>& images);
+
 /// The types an availability answer lists per location (section 3.6:
 /// [{"location_code", "availabilities": [type, ...]}]): location -> types.
 std::map<std::string, std::vector<std::string>> ParseAvailability(const Poco::JSON::Array::Ptr& a);
@@ -142,8 +186,17 @@ std::string KeyName(const std::string& public_key_line);
 /// The description gpuprov gives its instances: "gpuprov-managed VM <name> (gpuprov-name=<name>)".
 std::string InstanceDescription(const std::string& vm_name);
 
-/// The create body's tags ([{key, value}], section 3.1): gpuprov=1, gpuprov-name, then the
-/// user's tags (keys fitted to letters, digits, '-', '_', '.', ':' and 63 characters).
+/// Verda's tag limits (V-SPEC DeployInstancePublicDto.tags "Maximum 10", TagDto key maxLength
+/// 63, value maxLength 127, "Keys are lowercased"; V-GO tags_types.go MaxTagsPerResource,
+/// TagKeyMaxLength, TagValueMaxLength).
+inline constexpr size_t kMaxTags = 10;
+inline constexpr size_t kMaxTagKey = 63;
+inline constexpr size_t kMaxTagValue = 127;
+
+/// The create body's tags ([{key, value}]): gpuprov=1, gpuprov-name, then the user's tags
+/// (keys lower-cased as Verda stores them, fitted to letters, digits, '-', '_', '.', ':').
+/// Throws DriverError(INVALID_INPUT) naming the tag, before anything is made, for more than
+/// kMaxTags - 2 user tags, a key over 63 or a value over 127 characters.
 Poco::JSON::Array::Ptr InstanceTags(const std::string& vm_name,
                                     const std::map<std::string, std::string>& user_tags);
 
@@ -158,9 +211,16 @@ bool IsManaged(const Poco::JSON::Object::Ptr& instance);
 /// (section 2, 3.1); "" when none.
 std::string IdOfCreateAnswer(const std::string& body);
 
-/// The delete action's body: {"action":"delete","id":[id],"volume_ids":null,
-/// "delete_permanently":true} (section 3.4).
-std::string DeleteActionBody(const std::string& id);
+/// The volumes gpuprov deletes with an instance: its OS volume (`os_volume_id`, the only volume
+/// gpuprov makes), else the instance's `volume_ids`; a volume the user attached is detached,
+/// never deleted.
+std::vector<std::string> VolumesToDelete(const Poco::JSON::Object::Ptr& instance);
+
+/// The delete action's body: {"action":"delete","id":[id],"volume_ids":[...],
+/// "delete_permanently":true}. V-SPEC PerformInstanceActionPublicDto: volume_ids is an array
+/// of strings, and delete_permanently applies only "when volume IDs to delete are also
+/// provided"; without them the OS volume goes to the trash (96 h, counted in the quota).
+std::string DeleteActionBody(const std::string& id, const std::vector<std::string>& volume_ids);
 
 /// What an action answer says about one instance (section 3.4): done, already gone ("Invalid
 /// instance id", "Can't discontinue a discontinued instance"), not yet deletable ("Can't

@@ -143,6 +143,13 @@ TEST(VerdaErrors, EnvelopeAndStatuses) {
   EXPECT_EQ(StatusOf(404, ParseApiError(R"({"code":"not_found","message":"Invalid instance id"})")),
             GPUPROV_STATUS_NOT_FOUND);
   EXPECT_EQ(StatusOf(503, ParseApiError("<html>upstream</html>")), GPUPROV_STATUS_TRANSIENT);
+  // V1: V-SPEC POST /v1/instances "503" {"code":"service_unavailable","message":"No capacity
+  // available"} is no capacity; a 503 without Verda's envelope is not.
+  EXPECT_TRUE(IsNoCapacityAnswer(
+      503, ParseApiError(R"({"code":"service_unavailable","message":"No capacity available"})")));
+  EXPECT_TRUE(IsNoCapacityAnswer(500, ParseApiError(R"({"code":"server_error","message":"No capacity"})")));
+  EXPECT_FALSE(IsNoCapacityAnswer(503, ParseApiError("<html>upstream</html>")));
+  EXPECT_FALSE(IsNoCapacityAnswer(500, ParseApiError(R"({"code":"server_error","message":"x"})")));
   EXPECT_EQ(StatusOf(429, ParseApiError("")), GPUPROV_STATUS_TRANSIENT);
   // Not JSON: the text itself; "details" when there is no message.
   EXPECT_EQ(ParseApiError("plain failure").Text(), "plain failure");
@@ -216,6 +223,80 @@ TEST(VerdaTypes, NamesReadAsTheirGpus) {
   EXPECT_EQ(GpusText(""), "");
 }
 
+TEST(VerdaTypes, CandidatesComeFromTheTableAndTheLiveList) {
+  Poco::JSON::Parser parser;
+  auto live = ParseInstanceTypes(parser.parse(R"([
+      {"instance_type":"8H100.80S.352V","price_per_hour":"20.00","supported_os":["ubuntu-24.04"]},
+      {"instance_type":"8H100.80S.176V","price_per_hour":"17.52"},
+      {"instance_type":"8H100.80S.168V","price_per_hour":"x"},
+      {"instance_type":"8B300.640S.176V","price_per_hour":"39.92"},
+      {"instance_type":"1H100.80S.30V","price_per_hour":"2.19"}])")
+                                         .extract<Poco::JSON::Array::Ptr>());
+  ASSERT_EQ(live.size(), 5u);
+  EXPECT_DOUBLE_EQ(live["8H100.80S.176V"].price_per_hour, 17.52);
+  EXPECT_EQ(live["8H100.80S.352V"].supported_os, (std::vector<std::string>{"ubuntu-24.04"}));
+  // The table's row first, then the live others cheapest first; a table row the live list
+  // lacks is not tried.
+  EXPECT_EQ(CandidateTypes("H100", 8, live),
+            (std::vector<std::string>{"8H100.80S.176V", "8H100.80S.168V", "8H100.80S.352V"}));
+  EXPECT_EQ(CandidateTypes("B300", 8, live), (std::vector<std::string>{"8B300.640S.176V"}));
+  EXPECT_EQ(CandidateTypes("H100", 1, {}), (std::vector<std::string>{"1H100.80S.30V",
+                                                                      "1H100.80S.32V",
+                                                                      "1H100.80S.22V"}));
+  try {
+    CandidateTypes("H100", 2, live);
+    FAIL() << "H100:2 accepted";
+  } catch (const gpuprov::sdk::DriverError& e) {
+    EXPECT_EQ(e.status(), GPUPROV_STATUS_INVALID_INPUT);
+    EXPECT_TRUE(Contains(e.what(), "H100 with 1, 8 GPUs")) << e.what();
+  }
+}
+
+TEST(VerdaTypes, AnImageTheTypeSupports) {
+  const std::vector<std::string> older = {"ubuntu-22.04-cuda-12.0-docker", "ubuntu-22.04"};
+  const std::string def = "ubuntu-24.04-cuda-12.8-open-docker";
+  EXPECT_EQ(ChooseImage(def, false, {}, {}), def);  // no supported_os: as wanted
+  EXPECT_EQ(ChooseImage(def, false, {def, "ubuntu-24.04"}, {}), def);
+  EXPECT_EQ(ChooseImage(def, true, older, {}), def);  // the user's choice: Verda decides
+  EXPECT_EQ(ChooseImage(def, false, older, {}), "ubuntu-22.04-cuda-12.0-docker");
+  EXPECT_EQ(ChooseImage(def, false, {"ubuntu-22.04", "ubuntu-20.04-cuda-11.8"}, {}),
+            "ubuntu-20.04-cuda-11.8");
+  EXPECT_EQ(ChooseImage(def, false, older,
+                        {{"ubuntu-22.04-cuda-12.0-docker", false}, {"ubuntu-22.04", true}}),
+            "ubuntu-22.04");  // the list's default, when the type supports it
+  EXPECT_EQ(ChooseImage(def, false, {"ubuntu-22.04"}, {}), "ubuntu-22.04");
+}
+
+TEST(VerdaNames, TagsWithinVerdasLimits) {
+  std::map<std::string, std::string> user;
+  for (int i = 0; i < 8; ++i) user["t" + std::to_string(i)] = std::string(127, 'v');
+  user["Team"] = "ml";  // 9 user tags: one too many
+  try {
+    InstanceTags("demo", user);
+    FAIL() << "11 tags accepted";
+  } catch (const gpuprov::sdk::DriverError& e) {
+    EXPECT_EQ(e.status(), GPUPROV_STATUS_INVALID_INPUT);
+    EXPECT_TRUE(Contains(e.what(), "10 tags")) << e.what();
+  }
+  user.erase("t7");
+  Poco::JSON::Array::Ptr tags = InstanceTags("demo", user);
+  EXPECT_EQ(tags->size(), 10u);
+  Object::Ptr in = new Object();
+  in->set("tags", tags);
+  EXPECT_EQ(TagValue(in, "team"), "ml");  // keys lower-cased, as Verda stores them
+  try {
+    InstanceTags("demo", {{"long", std::string(128, 'v')}});
+    FAIL() << "a 128-character value accepted";
+  } catch (const gpuprov::sdk::DriverError& e) {
+    EXPECT_TRUE(Contains(e.what(), "tag long")) << e.what();
+  }
+  EXPECT_THROW(InstanceTags("demo", {{std::string(64, 'k'), "v"}}), gpuprov::sdk::DriverError);
+  // Characters, not bytes: 127 two-byte characters fit.
+  std::string wide;
+  for (int i = 0; i < 127; ++i) wide += "\xc3\xa9";
+  EXPECT_EQ(InstanceTags("demo", {{"accent", wide}})->size(), 3u);
+}
+
 TEST(VerdaTypes, Availability) {
   Poco::JSON::Parser parser;
   auto a =
@@ -257,12 +338,24 @@ TEST(VerdaAnswers, CreateIdsAndActions) {
   EXPECT_EQ(IdOfCreateAnswer(R"({"id":"abc-2","status":"ordered"})"), "abc-2");
   EXPECT_EQ(IdOfCreateAnswer("<html>oops</html>"), "");
   EXPECT_EQ(IdOfCreateAnswer(""), "");
-  Object::Ptr body = drivers::json::TryParseObject(DeleteActionBody("i-1"));
+  // V4/V7: volume_ids is an array (V-SPEC PerformInstanceActionPublicDto), never null, and
+  // names the OS volume so delete_permanently applies to it (the old assertion, null, followed
+  // our notes, which the spec corrects).
+  Object::Ptr in = drivers::json::TryParseObject(
+      R"({"id":"i-1","os_volume_id":"v-os","volume_ids":["v-os","v-data"]})");
+  EXPECT_EQ(VolumesToDelete(in), (std::vector<std::string>{"v-os"}));
+  in->remove("os_volume_id");
+  EXPECT_EQ(VolumesToDelete(in), (std::vector<std::string>{"v-os", "v-data"}));
+  Object::Ptr body = drivers::json::TryParseObject(DeleteActionBody("i-1", {"v-os"}));
   ASSERT_TRUE(body);
   EXPECT_EQ(body->getValue<std::string>("action"), "delete");
   EXPECT_EQ(body->getArray("id")->getElement<std::string>(0), "i-1");
-  EXPECT_TRUE(body->isNull("volume_ids"));
+  ASSERT_TRUE(body->getArray("volume_ids"));
+  EXPECT_EQ(body->getArray("volume_ids")->getElement<std::string>(0), "v-os");
   EXPECT_TRUE(body->getValue<bool>("delete_permanently"));
+  body = drivers::json::TryParseObject(DeleteActionBody("i-1", {}));
+  ASSERT_TRUE(body->getArray("volume_ids"));
+  EXPECT_EQ(body->getArray("volume_ids")->size(), 0u);
   EXPECT_EQ(ClassifyActionMessage(""), ActionOutcome::kDone);
   EXPECT_EQ(ClassifyActionMessage("Invalid instance id"), ActionOutcome::kGone);
   EXPECT_EQ(ClassifyActionMessage("Can't discontinue a discontinued instance"),

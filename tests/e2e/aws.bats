@@ -168,6 +168,63 @@ assert vm["address"].startswith("127.90."), vm'
   [ "$(count aws firewalls)" -eq 0 ]
 }
 
+@test "aws: an ECDSA key is refused before anything is created (EC2 imports RSA and ED25519 only)" {
+  use memory
+  ssh-keygen -q -t ecdsa -N '' -C e2e -f "$BATS_TEST_TMPDIR/ecdsa_key"
+  run "$GPUPROV" provision --name aws-ecdsa --cloud aws --gpus L4:1 --no-k8s \
+    --ssh-key "$BATS_TEST_TMPDIR/ecdsa_key"
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"RSA and ED25519"* ]]
+  [[ "$output" == *"ssh-keygen -t ed25519"* ]]
+  [ ! -e "$GPUPROV_HOME/state/aws-ecdsa.json" ]
+  [ "$(count aws firewalls)" -eq 0 ]
+  [ "$(count aws ssh_keys)" -eq 0 ]
+  [ "$(count aws instances)" -eq 0 ]
+}
+
+@test "aws: V100 has no default image (the OSS-driver DLAMI does not drive Volta): exit 2" {
+  use memory
+  run "$GPUPROV" provision --name aws-v100 --cloud aws --gpus V100:1 --no-k8s
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"Volta"* ]]
+  [[ "$output" == *"--image"* ]]
+  [ "$(count aws instances)" -eq 0 ]
+  [ "$(count aws firewalls)" -eq 0 ]
+}
+
+@test "aws: an account without a default VPC is said plainly (exit 2); subnet_id in config.toml launches there" {
+  use docker
+  curl -fsS -X POST "$CONTROL/settings" -d '{"cloud":"aws","default_vpc":false}' >/dev/null
+  run "$GPUPROV" provision --name aws-vpc --cloud aws --no-k8s
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"no default VPC in us-east-1"* ]]
+  [[ "$output" == *"subnet_id"* ]]
+  [ ! -e "$GPUPROV_HOME/state/aws-vpc.json" ]
+  [ "$(count aws firewalls)" -eq 0 ]
+  # The account's own subnet, as the AWS CLI lists it.
+  subnet=$(AWS_PAGER='' /usr/bin/aws --endpoint-url "$GPUPROV_AWS_ENDPOINT" --region us-east-1 \
+    ec2 describe-subnets --query 'Subnets[0].SubnetId' --output text)
+  echo "subnet: $subnet"
+  [[ "$subnet" == subnet-* ]]
+  # A setting of [clouds.aws] in config.toml (the driver declares it, so gpuprov accepts it).
+  cp "$GPUPROV_HOME/config.toml" "$BATS_TEST_TMPDIR/config.toml.saved"
+  printf '[clouds.aws]\nsubnet_id = "%s"\n' "$subnet" >>"$GPUPROV_HOME/config.toml"
+  run "$GPUPROV" provision --name aws-vpc --cloud aws --no-k8s
+  echo "$output"
+  [ "$status" -eq 0 ]
+  run "$GPUPROV" ssh aws-vpc -- whoami
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"ubuntu"* ]]
+  run "$GPUPROV" down aws-vpc
+  echo "$output"
+  cp "$BATS_TEST_TMPDIR/config.toml.saved" "$GPUPROV_HOME/config.toml"
+  [ "$status" -eq 0 ]
+  expect_nothing_left aws ssh_keys
+}
+
 @test "aws: Kubernetes by the boot route (compressed boot script within 16 KB), direct access, kubectl works" {
   use docker
   printf '[defaults.timeouts]\nssh_wait_seconds = 180\napi_wait_seconds = 120\n' >"$GPUPROV_HOME/config.toml"

@@ -104,8 +104,8 @@ base_calls() {
         'DOWN-DELETE /v1/core/virtual-machines/' 'DOWN-DELETE /v1/core/keypair/' \
         'DOWN-DELETE /v1/core/environments/' ;;
     verda)
-      printf '%s\n' 'POST /v1/sshkeys' 'POST /v1/instances' 'DOWN-PUT /v1/instances' \
-        'DOWN-DELETE /v1/sshkeys/' ;;
+      printf '%s\n' 'POST /v1/ssh-keys' 'POST /v1/instances' 'DOWN-PUT /v1/instances' \
+        'DOWN-DELETE /v1/ssh-keys/' ;;
     massedcompute)
       printf '%s\n' 'POST /api/v1/ssh-keys' 'POST /api/v1/instance/launch' \
         'DOWN-POST /api/v1/instance/terminate' 'DOWN-DELETE /api/v1/ssh-keys/' ;;

@@ -74,6 +74,24 @@ print([v for v in json.load(sys.stdin) if v["name"] == "pi-vm"][0]["ssh_port"])'
   expect_nothing_left primeintellect
 }
 
+# Review P1: a pod whose installationStatus stays PENDING (as every P-DOC example shows it), or
+# that sends no installation fields, is ready once ACTIVE with an sshConnection, as the prime CLI
+# waits; provision must not wait for FINISHED until it times out.
+@test "primeintellect: a pod that never says FINISHED, or says nothing of its installation, is provisioned" {
+  for mode in status_stays_pending none; do
+    curl -fsS -X POST "$CONTROL/settings" \
+      -d "{\"cloud\":\"primeintellect\",\"installation_fields\":\"$mode\"}" >/dev/null
+    run "$GPUPROV" provision --name pi-inst --cloud primeintellect --gpus A100:1 --no-k8s
+    echo "$mode: $output"
+    [ "$status" -eq 0 ]
+    run "$GPUPROV" ssh pi-inst -- true
+    [ "$status" -eq 0 ]
+    run "$GPUPROV" down pi-inst
+    [ "$status" -eq 0 ]
+    expect_nothing_left primeintellect
+  done
+}
+
 @test "digitalocean: a GPU it does not offer (L4) is refused before anything is created" {
   run "$GPUPROV" provision --name do-l4 --cloud digitalocean --gpus L4:1 --no-k8s
   echo "$output"

@@ -446,7 +446,7 @@ hs_api() {
   done
   ssh-keygen -q -t ed25519 -N '' -f "$BATS_TEST_TMPDIR/userkey"
   curl -fsS -X POST -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
-    "$GPUPROV_VERDA_ENDPOINT/sshkeys" -d "{\"name\":\"users-key\",\"key\":\"$(cat "$BATS_TEST_TMPDIR/userkey.pub")\"}" >/dev/null
+    "$GPUPROV_VERDA_ENDPOINT/ssh-keys" -d "{\"name\":\"users-key\",\"key\":\"$(cat "$BATS_TEST_TMPDIR/userkey.pub")\"}" >/dev/null
   [ "$(count verda instances)" -eq 2 ]
   [ "$(count verda scripts)" -eq 2 ]
   [ "$(count verda ssh_keys)" -eq 2 ]

@@ -4,7 +4,8 @@
 # - docker backend: a real test VM; a gpuprov killed while creating it, the re-run that finds
 #   it by name under API throttling, SSH as the user of the ssh-keys metadata, list, down.
 # - memory backend: the faults that end before SSH (capacity in every zone, quota, a key the
-#   emulator did not issue, an instance vanishing while it boots), each with a clear message
+#   emulator did not issue, an instance vanishing in every zone, OS Login enforced by
+#   organization policy), each with a clear message
 #   and nothing left behind (the emulator's /counts).
 # Kubernetes is off (--no-k8s) but in the last test: the boot route with direct access, whose VM
 # is made by runs killed at each of the cluster's crash points the route reaches (issue 15,
@@ -133,16 +134,34 @@ EOF
   expect_nothing_left gcp
 }
 
-@test "gcp: an instance that vanishes while booting: a clear message, and nothing is left" {
+# An insert that ends with RESOURCE_NOT_FOUND is the zone out of capacity (SkyPilot's
+# _gcp_handler; real-apis-1.md F5): every zone is tried, then a capacity error. This test
+# expected "disappeared while it was being created" (a give-up after the first zone) before.
+@test "gcp: an instance that vanishes while booting in every zone: each zone tried, capacity, nothing left" {
   use memory
-  fault '{"cloud":"gcp","fault":"vanish_during_boot"}'
-  run "$GPUPROV" provision --name gce-gone --cloud gcp --gpus L4:1 --no-k8s
+  fault '{"cloud":"gcp","fault":"vanish_during_boot","times":-1}'
+  run "$GPUPROV" provision --name gce-gone --cloud gcp --gpus L4:1 --region us-central1 --no-k8s
   echo "$output"
   [ "$status" -eq 1 ]
-  [[ "$output" == *"disappeared while it was being created"* ]]
+  [[ "$output" == *"no capacity for g2-standard-4 in us-central1-a, us-central1-b, us-central1-c"* ]]
+  [[ "$output" == *"RESOURCE_NOT_FOUND"* ]]
   expect_nothing_left gcp
   run "$GPUPROV" down gce-gone --cloud gcp
   [ "$status" -eq 0 ]
+  expect_nothing_left gcp
+}
+
+# real-apis-1.md F8: OS Login enforced by organization policy, in the form that refuses the
+# insert, is named with what to do; nothing is made.
+@test "gcp: OS Login enforced by organization policy: the policy is named, nothing is left" {
+  use memory
+  curl -fsS -X POST "$CONTROL/settings" -d '{"cloud":"gcp","os_login_policy":"refuse"}' >/dev/null
+  run "$GPUPROV" provision --name gce-osl --cloud gcp --gpus L4:1 --no-k8s
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"constraints/compute.requireOsLogin"* ]]
+  [[ "$output" == *"exempt the project"* ]]
+  [ ! -e "$GPUPROV_HOME/state/gce-osl.json" ]
   expect_nothing_left gcp
 }
 

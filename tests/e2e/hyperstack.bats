@@ -233,3 +233,17 @@ assert sorted(vm["allowed_ports"]) == [22, 80, 443, 6443], vm["allowed_ports"]'
   [[ "$output" == *"L40:1"* ]]
   nothing_left
 }
+
+# Issue 30 (H2 of ../shared/reference/real-apis-2.md): offers carry the pricebook's price, so
+# --max-price below it refuses the offer before anything is made (it created an H100 VM at
+# "$0" before), and the offer line says the price.
+@test "hyperstack: prices come from the pricebook; --max-price below it makes nothing" {
+  use_emulator memory
+  run "$GPUPROV" provision --name hs-cheap --cloud hyperstack --gpus H100:1 --no-k8s --max-price 0.01
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"n3-H100x1"* ]]
+  [[ "$output" == *"1.90"* ]]
+  [ ! -e "$GPUPROV_HOME/state/hs-cheap.json" ]
+  nothing_left
+}

@@ -51,3 +51,25 @@ setup_file() {
   [ "$status" -eq 0 ]
   [[ "$output" == *"file:          $BATS_TEST_TMPDIR/moved/lib"*"/gpuprov/drivers/libgpuprov-driver-digitalocean.so (next to gpuprov)"* ]]
 }
+
+@test "a second install's drivers are shadowed, listed from their paths, and never loaded" {
+  # A user with the Debian package and a ~/.local install: two copies of every driver on the
+  # search path. Loading both copies of the gRPC (Nebius) driver into one process aborts it in
+  # protobuf ("File already exists in database"), so a shadowed copy must never be loaded.
+  cp -a "$PREFIX" "$BATS_TEST_TMPDIR/second"
+  second_drivers=$(dirname "$(find "$BATS_TEST_TMPDIR/second" -name libgpuprov-driver-nebius.so)")
+  export GPUPROV_HOME="$BATS_TEST_TMPDIR/home"
+  unset GPUPROV_DRIVER_PATH
+  run "$PREFIX/bin/gpuprov" --driver-path "$second_drivers" drivers
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" != *BROKEN* ]]
+  [ "$(grep -c 'shadowed by' <<<"$output")" -ge 10 ]
+  grep -q "nebius  shadowed by $second_drivers/libgpuprov-driver-nebius.so" <<<"$output"
+  # Every command that opens every driver (check asks each cloud) runs with both copies there.
+  run "$PREFIX/bin/gpuprov" --driver-path "$second_drivers" check --output json
+  echo "$output"
+  [[ "$output" != *"File already exists in database"* ]]
+  [ "$status" -le 1 ]
+  [[ "$output" == *'"cloud": "nebius"'* ]]
+}

@@ -280,3 +280,56 @@ rules_text() {
   [ "$status" -eq 0 ]
   expect_lambda_clean
 }
+
+# lambda_settings JSON_MEMBERS: POST /settings on the current emulator's lambda.
+lambda_settings() {
+  curl -fsS -X POST "$CONTROL/settings" -d "{\"cloud\":\"lambda\",$1}" >/dev/null
+}
+
+@test "lambda: down waits while Lambda still holds the ruleset in use (400 in-use), then leaves nothing" {
+  # Lambda's OpenAPI spec v1.8.3, deleteFirewallRuleset: 400 firewall-rulesets/firewall-ruleset-in-use.
+  use_emulator memory
+  quick_ssh_wait
+  run "$GPUPROV" provision --name lam-inuse --cloud lambda --gpus A10:1 --no-k8s
+  echo "$output"
+  [ "$(count lambda rulesets)" -eq 1 ]
+  lambda_settings '"ruleset_release_seconds":4'
+  run "$GPUPROV" down lam-inuse
+  lambda_settings '"ruleset_release_seconds":0'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  in_use=$(curl -fsS "$CONTROL/requests?cloud=lambda" | /usr/bin/python3 -c 'import json,sys
+print(sum(r["method"] == "DELETE" and "/firewall-rulesets/" in r["path"] and r["status"] == 400
+          for r in json.load(sys.stdin)["requests"]))')
+  [ "$in_use" -ge 1 ]
+  expect_lambda_clean
+}
+
+@test "lambda: in us-south-1 the account-wide rules open nothing: firewall = account gives the VM a ruleset" {
+  # Lambda's OpenAPI spec v1.8.3, firewallRulesList: "Firewall rules do not apply to the us-south-1 region".
+  use_emulator memory
+  quick_ssh_wait
+  printf '[clouds.lambda]\nfirewall = "account"\n' >>"$GPUPROV_HOME/config.toml"
+  run "$GPUPROV" provision --name lam-south --cloud lambda --gpus A10:1 --region us-south-1 --no-k8s
+  echo "$output"
+  [[ "$output" == *"do not apply in us-south-1"* ]]
+  [ "$(count lambda rulesets)" -eq 1 ]
+  [ "$(count lambda firewall_rules)" -eq 0 ]
+  run "$GPUPROV" down lam-south
+  echo "$output"
+  [ "$status" -eq 0 ]
+  expect_lambda_clean
+}
+
+@test "lambda: gpuprov processes started together share the API key's pace: no 429" {
+  # Lambda's limits count per API key (its OpenAPI spec v1.8.3: about 1 request/s); the
+  # emulator enforces them here. Three gpuprov runs at once, four calls each (gc).
+  use_emulator memory
+  before=$(count lambda rate_limited)
+  for i in 1 2 3; do "$GPUPROV" gc --cloud lambda >"$BATS_TEST_TMPDIR/gc$i.out" 2>&1 & done
+  wait
+  cat "$BATS_TEST_TMPDIR"/gc*.out
+  [ "$(count lambda rate_limited)" -eq "$before" ]
+  [ -n "$(ls "$GPUPROV_HOME/pacer")" ]
+  expect_lambda_clean
+}

@@ -143,6 +143,27 @@ port_answers() {
   expect_nothing_left massedcompute ssh_keys
 }
 
+# Review M2, M3 on a real test VM: instances without os_booted (the vendor's fixture: status
+# "pending", then "Running") and a launch that takes os_image_name instead of imageId (the two
+# vendor sources disagree) still give a VM reached over SSH, launched once after the refusal.
+@test "massedcompute: no os_booted field and a launch that wants os_image_name still give a VM over SSH" {
+  use_emulator docker
+  settings '"omit_os_booted":true,"launch_image_field":"os_image_name"'
+  run "$GPUPROV" provision --name mc-forms --cloud massedcompute --gpus RTX-A6000:1 --no-k8s
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(count massedcompute instances)" -eq 1 ]
+  [ "$(count massedcompute launches)" -eq 1 ]
+  run "$GPUPROV" ssh mc-forms -- nvidia-smi -L
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"NVIDIA RTX-A6000"* ]]
+  run "$GPUPROV" down mc-forms
+  echo "$output"
+  [ "$status" -eq 0 ]
+  expect_nothing_left massedcompute ssh_keys
+}
+
 @test "massedcompute: a GPU it does not have is refused with exit 2, listing its products; nothing made" {
   use_emulator memory
   run "$GPUPROV" provision --name mc-l4 --cloud massedcompute --gpus L4:1

@@ -141,6 +141,21 @@ quick_ssh_wait() {
   expect_nebius_clean
 }
 
+# The create operation succeeds, then the start fails for want of capacity (STOPPED, not
+# reconciling, a failed operation on the instance: what SkyPilot's provisioner watches for).
+@test "nebius: a start that fails for capacity after its create succeeded says why, nothing left" {
+  use_emulator memory
+  fault '{"cloud":"nebius","fault":"capacity","value":"after_start"}'
+  run "$GPUPROV" provision --name nb-nostart --cloud nebius --gpus H100:1 --no-k8s
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"did not start after its create"* ]]
+  [[ "$output" == *"Start instance nb-nostart"*"not enough resources"* ]]
+  [[ "$output" == *"try again later"* ]]
+  [ ! -e "$GPUPROV_HOME/state/nb-nostart.json" ]
+  expect_nebius_clean
+}
+
 @test "nebius: a quota failure in the create operation names the quota, nothing left" {
   use_emulator memory
   fault '{"cloud":"nebius","fault":"quota","value":"operation"}'

@@ -11,8 +11,9 @@
 #   script; a script that fails before its first line), a GPU that appeared later; both
 #   boot-script forms (plain, compressed).
 # - memory backend: the faults (capacity, no_capacity after the create, 429/503 bursts, an
-#   expired token, wrong credentials, a GPU Verda does not rent) and a killed run re-run, each
-#   with nothing left: the emulator's counts of instances, scripts and keys back at zero.
+#   expired token, wrong credentials, a GPU Verda does not rent, tags beyond Verda's limits)
+#   and a killed run re-run, each with nothing left: the emulator's counts of instances,
+#   scripts, keys, trashed or detached volumes and deprecated calls back at zero.
 
 load helpers
 load crash_points
@@ -62,7 +63,7 @@ quick_ssh_wait() {
 }
 
 expect_verda_clean() {
-  expect_nothing_left verda ssh_keys scripts
+  expect_nothing_left verda ssh_keys scripts volumes_in_trash detached_volumes deprecated_calls
 }
 
 # script_of NAME: the startup script text the emulated cloud holds for instance NAME.
@@ -311,14 +312,15 @@ boot_install_interrupted() {
   expect_verda_clean
 }
 
-@test "verda: not enough resources is CAPACITY, one create only, nothing left" {
+@test "verda: no capacity (503 service_unavailable) is CAPACITY, one create only, nothing left" {
   use_emulator memory
   fault '{"cloud":"verda","fault":"capacity","times":1}'
   curl -fsS -X DELETE "$CONTROL/requests?cloud=verda" >/dev/null
   run "$GPUPROV" provision --name vd-cap --cloud verda --gpus H100:1
   echo "$output"
   [ "$status" -eq 1 ]
-  [[ "$output" == *"Not enough resources"* ]]
+  # V-SPEC POST /v1/instances: no capacity is 503 {"code":"service_unavailable"}.
+  [[ "$output" == *"service_unavailable"* ]]
   [[ "$output" == *"another location"* ]]
   [ "$(requests_matching 'POST /v1/instances ->')" -eq 1 ]
   [ ! -e "$GPUPROV_HOME/state/vd-cap.json" ]
@@ -377,7 +379,7 @@ boot_install_interrupted() {
   VERDA_CLIENT_SECRET=secret_wrong_e2e run "$GPUPROV" -v provision --name vd-auth --cloud verda --gpus H100:1
   echo "$output"
   [ "$status" -ne 0 ]
-  [[ "$output" == *"Invalid client credentials"* ]]
+  [[ "$output" == *"Invalid client id or client secret"* ]]
   [[ "$output" == *"VERDA_CLIENT_ID"* ]]
   [[ "$output" != *"secret_wrong_e2e"* ]]
   [ ! -e "$GPUPROV_HOME/state/vd-auth.json" ]
@@ -391,5 +393,48 @@ boot_install_interrupted() {
   [ "$status" -eq 2 ]
   [[ "$output" == *"Verda does not offer L4:1"* ]]
   [[ "$output" == *"H100"* ]]
+  expect_verda_clean
+}
+
+@test "verda: more tags than Verda takes, or a value over 127 characters, is refused (exit 2) naming the tag, nothing made" {
+  use_emulator memory
+  curl -fsS -X DELETE "$CONTROL/requests?cloud=verda" >/dev/null
+  # V-SPEC DeployInstancePublicDto.tags: at most 10 per instance (gpuprov uses 2), TagDto value
+  # up to 127 characters.
+  local tags=() i
+  for i in 1 2 3 4 5 6 7 8 9; do tags+=(--tag "t$i=v"); done
+  run "$GPUPROV" provision --name vd-tags --cloud verda --gpus H100:1 "${tags[@]}"
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"10 tags"* ]]
+  run "$GPUPROV" provision --name vd-tags --cloud verda --gpus H100:1 --tag "note=$(printf 'x%.0s' $(seq 1 128))"
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"tag note"* ]]
+  # Nothing made: no key, script or instance (only the token was asked for).
+  [ "$(requests_matching 'POST /v1/ssh-keys')" -eq 0 ]
+  [ "$(requests_matching 'POST /v1/scripts')" -eq 0 ]
+  [ "$(requests_matching 'POST /v1/instances')" -eq 0 ]
+  [ ! -e "$GPUPROV_HOME/state/vd-tags.json" ]
+  expect_verda_clean
+}
+
+@test "verda: a GPU count only the live type list has (B300:8) is offered and provisioned; A6000 gets an image its type supports" {
+  use_emulator memory
+  quick_ssh_wait
+  # V-SPEC GET /v1/instance-types is the list of types (gpuprov's table lacks 8B300.640S.176V),
+  # and InstanceType.supported_os the images a type boots (A6000: the older ones only).
+  run "$GPUPROV" provision --name vd-b300 --cloud verda --gpus B300:8 --no-k8s
+  echo "$output"
+  [[ "$output" == *"8B300.640S.176V"* ]]
+  [ "$(count verda instances)" -eq 1 ]
+  run "$GPUPROV" down vd-b300
+  [ "$status" -eq 0 ]
+  run "$GPUPROV" -v provision --name vd-a6000 --cloud verda --gpus A6000:1 --no-k8s
+  echo "$output"
+  [ "$(count verda instances)" -eq 1 ]
+  [[ "$output" == *"using ubuntu-22.04-cuda-12.0-docker"* ]]
+  run "$GPUPROV" down vd-a6000
+  [ "$status" -eq 0 ]
   expect_verda_clean
 }

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // DigitalOcean API v2 (droplets, actions, SSH keys, firewalls, sizes, regions,
-// images, account) as described in /work/shared/clouds/digitalocean.md.
-// Messages the reference does not give verbatim are marked "(not from the
+// images, account). The source it follows is DigitalOcean's OpenAPI spec
+// (digitalocean/openapi, commit 7c1300c479fe, specification/resources/...);
+// ../shared/clouds/digitalocean.md summarises it and is not the authority where
+// they differ. Messages no source gives verbatim are marked "(not from the
 // reference)" and listed in README.md.
 #include <Poco/Base64Decoder.h>
 
@@ -15,6 +17,7 @@
 #include <sstream>
 
 #include "cloud_api.h"
+#include "request_shape.h"
 
 namespace gpuprov::emulator {
 namespace {
@@ -157,7 +160,7 @@ JsonObject GpuInfoJson(const SizeDef& s) {
   return g;
 }
 
-JsonObject SizeJson(const SizeDef& s) {
+JsonObject SizeJson(const SizeDef& s, const std::vector<std::string>& regions, bool available) {
   JsonObject o = NewObject();
   o->set("slug", std::string(s.slug));
   o->set("memory", s.memory_mb);
@@ -166,31 +169,21 @@ JsonObject SizeJson(const SizeDef& s) {
   o->set("transfer", s.transfer_tb);
   o->set("price_monthly", static_cast<double>(static_cast<int64_t>(s.price_hourly * 672 * 100)) / 100);
   o->set("price_hourly", s.price_hourly);
-  o->set("regions", StringArray(s.regions));
-  o->set("available", true);
+  o->set("regions", StringArray(regions));
+  o->set("available", available);
   o->set("description", std::string(s.description));
   if (s.gpu_count > 0) o->set("gpu_info", GpuInfoJson(s));
   return o;
 }
 
-std::vector<std::string> SizesInRegion(const std::string& region) {
-  std::vector<std::string> out;
-  for (const auto& s : Sizes()) {
-    if (std::find(s.regions.begin(), s.regions.end(), region) != s.regions.end()) {
-      out.push_back(s.slug);
-    }
-  }
-  return out;
-}
-
-JsonObject RegionJson(const RegionDef& r) {
+JsonObject RegionJson(const RegionDef& r, const std::vector<std::string>& sizes, bool available) {
   JsonObject o = NewObject();
   o->set("name", std::string(r.name));
   o->set("slug", std::string(r.slug));
   o->set("features", StringArray({"backups", "ipv6", "metadata", "install_agent", "storage",
                                   "image_transfer"}));
-  o->set("available", true);
-  o->set("sizes", StringArray(SizesInRegion(r.slug)));
+  o->set("available", available);
+  o->set("sizes", StringArray(sizes));
   return o;
 }
 
@@ -285,8 +278,29 @@ class DigitalOceanApi : public CloudApi {
     return o;
   }
 
+  // Besides the shared settings: "size_regions" {"<slug>":["tor1",...]} (the regions a size
+  // is sold in now), "unavailable_sizes" and "unavailable_regions" (slugs whose `available`
+  // is false). digitalocean/openapi sizes/models/size.yml (`regions`, `available`) and
+  // regions/models/region.yml (`available`, `sizes`): GPU sizes are per region and change.
   std::string Configure(const JsonObject& settings) override {
     std::lock_guard<std::mutex> lock(mu_);  // Route reads the options under mu_
+    if (JsonObject o = GetObject(settings, "size_regions")) {
+      for (const auto& [slug, value] : *o) {
+        JsonArray a = GetArray(o, slug);
+        if (!a || !FindSize(slug)) return "\"size_regions\" maps a known size slug to a list";
+        std::vector<std::string> regions;
+        for (unsigned i = 0; i < a->size(); ++i) regions.push_back(a->get(i).toString());
+        size_regions_[slug] = regions;
+      }
+    }
+    if (JsonArray a = GetArray(settings, "unavailable_sizes")) {
+      unavailable_sizes_.clear();
+      for (unsigned i = 0; i < a->size(); ++i) unavailable_sizes_.insert(a->get(i).toString());
+    }
+    if (JsonArray a = GetArray(settings, "unavailable_regions")) {
+      unavailable_regions_.clear();
+      for (unsigned i = 0; i < a->size(); ++i) unavailable_regions_.insert(a->get(i).toString());
+    }
     return CloudApi::Configure(settings);
   }
 
@@ -309,6 +323,9 @@ class DigitalOceanApi : public CloudApi {
     firewalls_.clear();
     rate_.clear();
     key_lists_.clear();
+    size_regions_.clear();
+    unavailable_sizes_.clear();
+    unavailable_regions_.clear();
     faults_.Clear();
   }
 
@@ -518,12 +535,12 @@ class DigitalOceanApi : public CloudApi {
     if (top == "firewalls") return RouteFirewalls(req, seg);
     if (top == "sizes" && seg.size() == 1 && m == "GET") {
       std::vector<JsonObject> items;
-      for (const auto& s : Sizes()) items.push_back(SizeJson(s));
+      for (const auto& s : Sizes()) items.push_back(LiveSizeJson(s));
       return Paginated(req, "sizes", items);
     }
     if (top == "regions" && seg.size() == 1 && m == "GET") {
       std::vector<JsonObject> items;
-      for (const auto& r : Regions()) items.push_back(RegionJson(r));
+      for (const auto& r : Regions()) items.push_back(LiveRegionJson(r));
       return Paginated(req, "regions", items);
     }
     if (top == "images") {
@@ -541,6 +558,27 @@ class DigitalOceanApi : public CloudApi {
       }
     }
     return NotFound();
+  }
+
+  // --- the catalogue as sold now (Configure can narrow it) ---
+  std::vector<std::string> RegionsOf(const SizeDef& s) const {
+    auto it = size_regions_.find(s.slug);
+    return it == size_regions_.end() ? s.regions : it->second;
+  }
+  bool SizeSold(const SizeDef& s, const std::string& region) const {
+    if (unavailable_sizes_.count(s.slug)) return false;
+    const std::vector<std::string> regions = RegionsOf(s);
+    return std::find(regions.begin(), regions.end(), region) != regions.end();
+  }
+  JsonObject LiveSizeJson(const SizeDef& s) const {
+    return SizeJson(s, RegionsOf(s), unavailable_sizes_.count(s.slug) == 0);
+  }
+  JsonObject LiveRegionJson(const RegionDef& r) const {
+    std::vector<std::string> sizes;
+    for (const auto& s : Sizes()) {
+      if (SizeSold(s, r.slug)) sizes.push_back(s.slug);
+    }
+    return RegionJson(r, sizes, unavailable_regions_.count(r.slug) == 0);
   }
 
   static HttpResponse MethodNotAllowed() {
@@ -683,7 +721,7 @@ class DigitalOceanApi : public CloudApi {
     o->set("snapshot_ids", NewArray());
     o->set("image", ImageJson(*d.image));
     o->set("volume_ids", NewArray());
-    o->set("size", SizeJson(*size));
+    o->set("size", LiveSizeJson(*size));
     o->set("size_slug", d.size);
     JsonObject networks = NewObject();
     JsonArray v4 = NewArray();
@@ -704,7 +742,7 @@ class DigitalOceanApi : public CloudApi {
     networks->set("v4", v4);
     networks->set("v6", NewArray());
     o->set("networks", networks);
-    o->set("region", RegionJson(*region));
+    o->set("region", LiveRegionJson(*region));
     o->set("tags", StringArray(d.tags));
     o->set("vpc_uuid", d.vpc_uuid);
     if (d.gpu) o->set("gpu_info", GpuInfoJson(*size));
@@ -855,12 +893,46 @@ class DigitalOceanApi : public CloudApi {
     return std::nullopt;
   }
 
+  // digitalocean/openapi droplets/models/droplet_create.yml (with droplet_single_create.yml's
+  // `name` and droplet_multi_create.yml's `names`): the fields of POST /v2/droplets and their
+  // types; `size` and `image` (a slug or an id) are required; `region` may be left out ("the
+  // Droplet may deploy in any region"). A field the spec does not have, or of another type, is
+  // the spec's default error (shared/responses/unexpected_error.yml: {id, message}) as a 422.
+  static std::string CheckDropletCreate(const JsonObject& body) {
+    JsonObject rest = new Poco::JSON::Object(*body);
+    rest->remove("image");
+    if (auto e = CheckShape(rest, {{"name", JsonType::kString},
+                                   {"names", JsonType::kArray},
+                                   {"region", JsonType::kString},
+                                   {"size", JsonType::kString, true},
+                                   {"ssh_keys", JsonType::kArray},
+                                   {"backups", JsonType::kBool},
+                                   {"backup_policy", JsonType::kObject},
+                                   {"ipv6", JsonType::kBool},
+                                   {"monitoring", JsonType::kBool},
+                                   {"tags", JsonType::kArray},
+                                   {"user_data", JsonType::kString},
+                                   {"private_networking", JsonType::kBool},
+                                   {"volumes", JsonType::kArray},
+                                   {"vpc_uuid", JsonType::kString},
+                                   {"with_droplet_agent", JsonType::kBool},
+                                   {"public_networking", JsonType::kBool}});
+        !e.empty()) {
+      return e;
+    }
+    if (!body->has("image") || body->isNull("image")) return "\"image\" is required";
+    const Poco::Dynamic::Var image = body->get("image");
+    if (!image.isString() && !image.isInteger()) return "\"image\" must be a slug or an id";
+    return "";
+  }
+
   HttpResponse CreateDroplets(const HttpRequest& req) {
     JsonObject body = ParseObject(req.body);
     if (!body) {
       return Error(400, "bad_request",
                    "unexpected end of JSON input (the body must be a JSON object)");
     }
+    if (auto e = CheckDropletCreate(body); !e.empty()) return Unprocessable(e);
     std::vector<std::string> names;
     if (JsonArray arr = GetArray(body, "names")) {
       for (size_t i = 0; i < arr->size(); ++i) {
@@ -893,15 +965,27 @@ class DigitalOceanApi : public CloudApi {
     if (!size || !FindSize(*size)) {
       return Unprocessable("You specified an invalid size for Droplet creation.");
     }
-    if (!region || !FindRegion(*region)) {
+    if (!region) {
+      // droplet_create.yml: without a region "the Droplet may deploy in any region": here the
+      // first open region that sells the size.
+      for (const auto& r : Regions()) {
+        if (SizeSold(*FindSize(*size), r.slug) && !unavailable_regions_.count(r.slug)) {
+          region = r.slug;
+          break;
+        }
+      }
+      if (!region) return Unprocessable("Size is not available in this region.");
+    }
+    if (!FindRegion(*region)) {
       return Unprocessable("You specified an invalid region for Droplet creation.");
     }
     const ImageDef* image = FindImage(image_ref);
     if (!image) return Unprocessable("You specified an invalid image for Droplet creation.");
+    // A size sold out everywhere or not sold in the region, and a region closed to new
+    // droplets: DigitalOcean's 422s (the messages of ../shared/reference/real-apis-1.md F6).
     const SizeDef* sdef = FindSize(*size);
-    if (std::find(sdef->regions.begin(), sdef->regions.end(), *region) == sdef->regions.end()) {
-      return Unprocessable("Size is not available in this region.");
-    }
+    if (!SizeSold(*sdef, *region)) return Unprocessable("Size is not available in this region.");
+    if (unavailable_regions_.count(*region)) return Unprocessable("Region is not available");
     std::string user_data = GetString(body, "user_data").value_or("");
     if (user_data.size() > kMaxUserData) {
       return Unprocessable("user_data must be 64 KiB or smaller (not from the reference)");
@@ -1023,7 +1107,7 @@ class DigitalOceanApi : public CloudApi {
     }
     o->set("resource_id", a.droplet_id);
     o->set("resource_type", std::string("droplet"));
-    if (const RegionDef* r = FindRegion(a.region)) o->set("region", RegionJson(*r));
+    if (const RegionDef* r = FindRegion(a.region)) o->set("region", LiveRegionJson(*r));
     o->set("region_slug", a.region);
     return o;
   }
@@ -1095,6 +1179,15 @@ class DigitalOceanApi : public CloudApi {
   HttpResponse CreateKey(const HttpRequest& req) {
     JsonObject body = ParseObject(req.body);
     if (!body) return Error(400, "bad_request", "the body must be a JSON object");
+    // digitalocean/openapi ssh_keys/models/sshKeys.yml: name and public_key required (id and
+    // fingerprint are the answer's).
+    if (auto e = CheckShape(body, {{"name", JsonType::kString, true},
+                                   {"public_key", JsonType::kString, true},
+                                   {"id", JsonType::kInteger},
+                                   {"fingerprint", JsonType::kString}});
+        !e.empty()) {
+      return Unprocessable(e);
+    }
     std::optional<std::string> name = GetString(body, "name");
     std::optional<std::string> pub = GetString(body, "public_key");
     if (!name || name->empty()) return Unprocessable("Name can't be blank");
@@ -1205,8 +1298,23 @@ class DigitalOceanApi : public CloudApi {
     return "";
   }
 
-  // Fills f from a create/update body; "" when fine.
+  // Fills f from a create/update body; "" when fine. Its fields: digitalocean/openapi
+  // firewalls/models/firewall.yml (name, droplet_ids, tags, and firewall_rule.yml's
+  // inbound_rules/outbound_rules); id, status, created_at and pending_changes are readOnly, so
+  // a client that sends a firewall back as it read it is not refused for them.
   std::string FillFirewall(Firewall& f, const JsonObject& body) {
+    if (auto e = CheckShape(body, {{"name", JsonType::kString, true},
+                                   {"inbound_rules", JsonType::kArray},
+                                   {"outbound_rules", JsonType::kArray},
+                                   {"droplet_ids", JsonType::kArray},
+                                   {"tags", JsonType::kArray},
+                                   {"id", JsonType::kString},
+                                   {"status", JsonType::kString},
+                                   {"created_at", JsonType::kString},
+                                   {"pending_changes", JsonType::kArray}});
+        !e.empty()) {
+      return e;
+    }
     std::optional<std::string> name = GetString(body, "name");
     static const std::regex name_re("^[a-zA-Z0-9][a-zA-Z0-9\\.-]+$");
     if (!name || !std::regex_match(*name, name_re)) {
@@ -1369,6 +1477,9 @@ class DigitalOceanApi : public CloudApi {
   std::map<std::string, std::string> vpcs_;
   std::map<std::string, Window> rate_;
   std::map<std::string, Window> key_lists_;
+  std::map<std::string, std::vector<std::string>> size_regions_;
+  std::set<std::string> unavailable_sizes_;
+  std::set<std::string> unavailable_regions_;
   int64_t next_droplet_id_ = 412000001;
   int64_t next_action_id_ = 2100000001;
   int64_t next_key_id_ = 41000001;

@@ -24,9 +24,11 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <tuple>
 #include <variant>
 
 #include "cloud_api.h"
+#include "ec2_api.h"
 
 namespace gpuprov::emulator {
 namespace {
@@ -471,13 +473,14 @@ std::string Base64Encode(const std::string& s) {
   return out.str();
 }
 
-// The OpenSSH key blob of "type base64 [comment]" when the blob names its own type.
+// The OpenSSH key blob of "type base64 [comment]" when the blob names its own type. Only RSA
+// and ED25519: EC2 API reference, ImportKeyPair ("Imports the public key from an RSA or
+// ED25519 key pair"); ECDSA and others get InvalidKey.Format there.
 std::optional<std::pair<std::string, std::string>> OpenSshKey(const std::string& line) {
   std::istringstream in(line);
   std::string type, b64;
   if (!(in >> type >> b64)) return std::nullopt;
-  static const std::set<std::string> types = {"ssh-rsa", "ssh-ed25519", "ecdsa-sha2-nistp256",
-                                              "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521"};
+  static const std::set<std::string> types = {"ssh-rsa", "ssh-ed25519"};
   if (!types.count(type)) return std::nullopt;
   auto blob = Base64Decode(b64);
   if (!blob || blob->size() < 4 + type.size()) return std::nullopt;
@@ -486,6 +489,126 @@ std::optional<std::pair<std::string, std::string>> OpenSshKey(const std::string&
   if (n != type.size() || blob->compare(4, n, type) != 0) return std::nullopt;
   return std::make_pair(type, *blob);
 }
+
+// --- request parameters of each action (EC2 API model) -----------------------------
+
+// Transcribed from the EC2 API model, botocore's data/ec2/2016-11-15/service-2.json as Debian's
+// awscli 2.9.19 ships it (/usr/lib/python3/dist-packages/awscli/botocore/data/ec2/2016-11-15/):
+// per action the members of its input shape as the EC2 protocol serializes them (queryName,
+// else locationName with its first letter upper-cased, else the member name; lists flattened
+// as Name.N), with their types, and "Name!" for each member the shape lists as required. Every
+// parameter of the model is here, also those the emulator does not act on (real EC2 accepts
+// them), so what the emulator refuses as UnknownParameter is what EC2 refuses.
+// ec2_api_test (Ec2ApiModel.*) reads that file at run time and checks this table against it.
+// The members AuthorizeSecurityGroupIngress and RevokeSecurityGroupIngress share.
+#define GPUPROV_EC2_INGRESS_PARAMS                                                                           \
+  "CidrIp:s FromPort:i GroupId:s GroupName:s IpPermissions.N.FromPort:i "                         \
+  "IpPermissions.N.IpProtocol:s IpPermissions.N.IpRanges.N.CidrIp:s "                             \
+  "IpPermissions.N.IpRanges.N.Description:s IpPermissions.N.Ipv6Ranges.N.CidrIpv6:s "             \
+  "IpPermissions.N.Ipv6Ranges.N.Description:s IpPermissions.N.PrefixListIds.N.Description:s "     \
+  "IpPermissions.N.PrefixListIds.N.PrefixListId:s IpPermissions.N.ToPort:i "                      \
+  "IpPermissions.N.Groups.N.Description:s IpPermissions.N.Groups.N.GroupId:s "                    \
+  "IpPermissions.N.Groups.N.GroupName:s IpPermissions.N.Groups.N.PeeringStatus:s "                \
+  "IpPermissions.N.Groups.N.UserId:s IpPermissions.N.Groups.N.VpcId:s "                           \
+  "IpPermissions.N.Groups.N.VpcPeeringConnectionId:s IpProtocol:s SourceSecurityGroupName:s "     \
+  "SourceSecurityGroupOwnerId:s ToPort:i DryRun:b "
+
+const std::vector<std::pair<std::string, std::string>>& ShapeSource() {
+  static const std::vector<std::pair<std::string, std::string>> source = {
+      {"AuthorizeSecurityGroupIngress",
+       GPUPROV_EC2_INGRESS_PARAMS "TagSpecification.N.ResourceType:s "
+       "TagSpecification.N.Tag.N.Key:s TagSpecification.N.Tag.N.Value:s"},
+      {"CreateSecurityGroup",
+       "GroupDescription:s GroupDescription! GroupName:s GroupName! VpcId:s "
+       "TagSpecification.N.ResourceType:s TagSpecification.N.Tag.N.Key:s "
+       "TagSpecification.N.Tag.N.Value:s DryRun:b"},
+      {"CreateTags",
+       "DryRun:b ResourceId.N:s ResourceId! Tag.N.Key:s Tag.N.Value:s Tag!"},
+      {"DeleteKeyPair",
+       "KeyName:s KeyPairId:s DryRun:b"},
+      {"DeleteSecurityGroup",
+       "GroupId:s GroupName:s DryRun:b"},
+      {"DescribeAddresses",
+       "Filter.N.Name:s Filter.N.Value.N:s PublicIp.N:s AllocationId.N:s DryRun:b"},
+      {"DescribeAvailabilityZones",
+       "Filter.N.Name:s Filter.N.Value.N:s ZoneName.N:s ZoneId.N:s AllAvailabilityZones:b "
+       "DryRun:b"},
+      {"DescribeInstanceTypeOfferings",
+       "DryRun:b LocationType:s Filter.N.Name:s Filter.N.Value.N:s MaxResults:i NextToken:s"},
+      {"DescribeInstanceTypes",
+       "DryRun:b InstanceType.N:s Filter.N.Name:s Filter.N.Value.N:s MaxResults:i NextToken:s"},
+      {"DescribeInstances",
+       "Filter.N.Name:s Filter.N.Value.N:s InstanceId.N:s DryRun:b MaxResults:i NextToken:s"},
+      {"DescribeKeyPairs",
+       "Filter.N.Name:s Filter.N.Value.N:s KeyName.N:s KeyPairId.N:s DryRun:b IncludePublicKey:b"},
+      {"DescribeRegions",
+       "Filter.N.Name:s Filter.N.Value.N:s RegionName.N:s DryRun:b AllRegions:b"},
+      {"DescribeSecurityGroups",
+       "Filter.N.Name:s Filter.N.Value.N:s GroupId.N:s GroupName.N:s DryRun:b NextToken:s "
+       "MaxResults:i"},
+      {"DescribeSubnets",
+       "Filter.N.Name:s Filter.N.Value.N:s SubnetId.N:s DryRun:b NextToken:s MaxResults:i"},
+      {"DescribeVpcs",
+       "Filter.N.Name:s Filter.N.Value.N:s VpcId.N:s DryRun:b NextToken:s MaxResults:i"},
+      {"ImportKeyPair",
+       "DryRun:b KeyName:s KeyName! PublicKeyMaterial:B PublicKeyMaterial! "
+       "TagSpecification.N.ResourceType:s TagSpecification.N.Tag.N.Key:s "
+       "TagSpecification.N.Tag.N.Value:s"},
+      {"RevokeSecurityGroupIngress",
+       GPUPROV_EC2_INGRESS_PARAMS "SecurityGroupRuleId.N:s"},
+      {"RunInstances",
+       "BlockDeviceMapping.N.DeviceName:s BlockDeviceMapping.N.VirtualName:s "
+       "BlockDeviceMapping.N.Ebs.DeleteOnTermination:b BlockDeviceMapping.N.Ebs.Iops:i "
+       "BlockDeviceMapping.N.Ebs.SnapshotId:s BlockDeviceMapping.N.Ebs.VolumeSize:i "
+       "BlockDeviceMapping.N.Ebs.VolumeType:s BlockDeviceMapping.N.Ebs.KmsKeyId:s "
+       "BlockDeviceMapping.N.Ebs.Throughput:i BlockDeviceMapping.N.Ebs.OutpostArn:s "
+       "BlockDeviceMapping.N.Ebs.Encrypted:b BlockDeviceMapping.N.NoDevice:s ImageId:s "
+       "InstanceType:s Ipv6AddressCount:i Ipv6Address.N.Ipv6Address:s KernelId:s KeyName:s "
+       "MaxCount:i MaxCount! MinCount:i MinCount! Monitoring.Enabled:b "
+       "Placement.AvailabilityZone:s Placement.Affinity:s Placement.GroupName:s "
+       "Placement.PartitionNumber:i Placement.HostId:s Placement.Tenancy:s "
+       "Placement.SpreadDomain:s Placement.HostResourceGroupArn:s Placement.GroupId:s "
+       "RamdiskId:s SecurityGroupId.N:s SecurityGroup.N:s SubnetId:s UserData:s AdditionalInfo:s "
+       "ClientToken:s DisableApiTermination:b DryRun:b EbsOptimized:b IamInstanceProfile.Arn:s "
+       "IamInstanceProfile.Name:s InstanceInitiatedShutdownBehavior:s "
+       "NetworkInterface.N.AssociatePublicIpAddress:b NetworkInterface.N.DeleteOnTermination:b "
+       "NetworkInterface.N.Description:s NetworkInterface.N.DeviceIndex:i "
+       "NetworkInterface.N.SecurityGroupId.N:s NetworkInterface.N.Ipv6AddressCount:i "
+       "NetworkInterface.N.Ipv6Addresses.N.Ipv6Address:s NetworkInterface.N.NetworkInterfaceId:s "
+       "NetworkInterface.N.PrivateIpAddress:s NetworkInterface.N.PrivateIpAddresses.N.Primary:b "
+       "NetworkInterface.N.PrivateIpAddresses.N.PrivateIpAddress:s "
+       "NetworkInterface.N.SecondaryPrivateIpAddressCount:i NetworkInterface.N.SubnetId:s "
+       "NetworkInterface.N.AssociateCarrierIpAddress:b NetworkInterface.N.InterfaceType:s "
+       "NetworkInterface.N.NetworkCardIndex:i NetworkInterface.N.Ipv4Prefix.N.Ipv4Prefix:s "
+       "NetworkInterface.N.Ipv4PrefixCount:i NetworkInterface.N.Ipv6Prefix.N.Ipv6Prefix:s "
+       "NetworkInterface.N.Ipv6PrefixCount:i PrivateIpAddress:s ElasticGpuSpecification.N.Type:s "
+       "ElasticInferenceAccelerator.N.Type:s ElasticInferenceAccelerator.N.Count:i "
+       "TagSpecification.N.ResourceType:s TagSpecification.N.Tag.N.Key:s "
+       "TagSpecification.N.Tag.N.Value:s LaunchTemplate.LaunchTemplateId:s "
+       "LaunchTemplate.LaunchTemplateName:s LaunchTemplate.Version:s "
+       "InstanceMarketOptions.MarketType:s InstanceMarketOptions.SpotOptions.MaxPrice:s "
+       "InstanceMarketOptions.SpotOptions.SpotInstanceType:s "
+       "InstanceMarketOptions.SpotOptions.BlockDurationMinutes:i "
+       "InstanceMarketOptions.SpotOptions.ValidUntil:t "
+       "InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior:s "
+       "CreditSpecification.CpuCredits:s CpuOptions.CoreCount:i CpuOptions.ThreadsPerCore:i "
+       "CapacityReservationSpecification.CapacityReservationPreference:s "
+       "CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId:s "
+       "CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationResourceGroupArn:s "
+       "HibernationOptions.Configured:b LicenseSpecification.N.LicenseConfigurationArn:s "
+       "MetadataOptions.HttpTokens:s MetadataOptions.HttpPutResponseHopLimit:i "
+       "MetadataOptions.HttpEndpoint:s MetadataOptions.HttpProtocolIpv6:s "
+       "MetadataOptions.InstanceMetadataTags:s EnclaveOptions.Enabled:b "
+       "PrivateDnsNameOptions.HostnameType:s "
+       "PrivateDnsNameOptions.EnableResourceNameDnsARecord:b "
+       "PrivateDnsNameOptions.EnableResourceNameDnsAAAARecord:b "
+       "MaintenanceOptions.AutoRecovery:s DisableApiStop:b"},
+      {"TerminateInstances",
+       "InstanceId.N:s InstanceId! DryRun:b"},
+  };
+  return source;
+}
+#undef GPUPROV_EC2_INGRESS_PARAMS
 
 // --- the API ------------------------------------------------------------------------
 
@@ -540,6 +663,7 @@ class Ec2Api : public CloudApi {
     faults_.Clear();
     describe_not_found_ = 0;
     shutdown_seconds_ = 1.0;
+    default_vpc_ = true;
     for (const auto& [key, session] : session_tokens_) secrets_.erase(key);
     session_tokens_.clear();
     imds_tokens_.clear();
@@ -561,6 +685,16 @@ class Ec2Api : public CloudApi {
     if (auto s = GetDouble(settings, "shutdown_seconds")) {
       if (*s < 0) return "shutdown_seconds must be >= 0";
       shutdown_seconds_ = *s;
+    }
+    // An account without a default VPC (deleted, or an organization's account made without
+    // one): the default VPC, its subnets and its default group are gone in every region.
+    if (auto v = GetBool(settings, "default_vpc")) {
+      default_vpc_ = *v;
+      if (!default_vpc_) {
+        std::erase_if(groups_, [this](const auto& kv) {
+          return kv.second.vpc_id == DefaultVpc(kv.second.region);
+        });
+      }
     }
     return CloudApi::Configure(settings);
   }
@@ -588,6 +722,8 @@ class Ec2Api : public CloudApi {
   };
   struct Instance {
     std::string id, region, az, reservation_id, type, image_id, key_name, client_token;
+    std::string subnet_id, vpc_id;
+    bool public_address = true;  // the subnet's mapping, or the interface's request
     std::vector<std::string> group_ids;
     Tags tags;
     std::string backend_id;
@@ -845,6 +981,7 @@ class Ec2Api : public CloudApi {
           400, "InvalidParameterValue",
           "Version " + a.Str("Version") + " is not supported by this emulator (2016-11-15)");
     }
+    if (auto refused = CheckParameters(action, all)) return *refused;
     region_ = ParseAuthorization(req.Header("authorization"))->region;
     EnsureRegion(region_);
     RefreshAll();
@@ -862,12 +999,57 @@ class Ec2Api : public CloudApi {
     if (action == "CreateTags") return CreateTags(a);
     if (action == "DescribeInstanceTypes") return DescribeInstanceTypes(a);
     if (action == "DescribeInstanceTypeOfferings") return DescribeInstanceTypeOfferings(a);
+    if (action == "DescribeVpcs") return DescribeVpcs(a);
+    if (action == "DescribeSubnets") return DescribeSubnets(a);
     if (action == "DescribeRegions") return DescribeRegions();
     if (action == "DescribeAvailabilityZones") return DescribeAvailabilityZones();
     if (action == "DescribeAddresses")
       return Xml(200, "DescribeAddressesResponse", E("addressesSet", ""));
     return Error(400, "InvalidAction",
                  "The action " + action + " is not valid for this web service.");
+  }
+
+  // Every parameter against the action's shape in the EC2 API model (Ec2ActionShapes): a name
+  // the action does not take is 400 UnknownParameter "The parameter X is not recognized", a
+  // required member not sent is 400 MissingParameter "The request must contain the parameter
+  // X", a value not of the member's type is 400 InvalidParameterValue (EC2 API reference,
+  // Errors, common client errors; the messages as EC2 words them in answers quoted by
+  // aws/aws-cli issue 21 and aws/aws-sdk-cpp issue 327). Action, Version and the X-Amz-*
+  // query authentication parameters are the common parameters of every action.
+  static std::optional<HttpResponse> CheckParameters(const std::string& action, const Params& all) {
+    const auto& shapes = Ec2ActionShapes();
+    auto shape = shapes.find(action);
+    if (shape == shapes.end()) {  // the table is what the emulator serves
+      return Error(400, "InvalidAction",
+                   "The action " + action + " is not valid for this web service.");
+    }
+    std::set<std::string> sent;
+    for (const auto& [name, value] : all) {
+      if (name == "Action" || name == "Version" || name.rfind("X-Amz-", 0) == 0) continue;
+      sent.insert(name);
+      const std::string pattern = Ec2ParamPattern(name);
+      const Ec2Param* param = nullptr;
+      for (const Ec2Param& p : shape->second.params) {
+        if (p.pattern == pattern) param = &p;
+      }
+      if (!param) return Error(400, "UnknownParameter", "The parameter " + name + " is not recognized");
+      static const std::regex integer("^-?[0-9]+$"), number("^-?[0-9]+(\\.[0-9]+)?$");
+      const bool ok = param->type == 'i'   ? std::regex_match(value, integer)
+                      : param->type == 'd' ? std::regex_match(value, number)
+                      : param->type == 'b' ? (Lower(value) == "true" || Lower(value) == "false")
+                                           : true;
+      if (!ok) {
+        return BadParam("Invalid value '" + value + "' for " + name + ": it must be " +
+                        (param->type == 'b' ? "true or false" : "a number"));
+      }
+    }
+    for (const std::string& r : shape->second.required) {
+      const bool present = std::any_of(sent.begin(), sent.end(), [&](const std::string& n) {
+        return n == r || n.rfind(r + ".", 0) == 0;
+      });
+      if (!present) return Missing(r);
+    }
+    return std::nullopt;
   }
 
   // --- STS, the SSO portal, container credentials and IMDSv2 (credential sources) ---
@@ -1081,32 +1263,85 @@ class Ec2Api : public CloudApi {
     return JsonResponse(200, o);
   }
 
-  // --- regions, VPC, default group ---
+  // --- regions, VPCs, subnets, default groups ---
+  // Per region, as a new account has: the default VPC (172.31.0.0/16) with a default subnet in
+  // each of its zones a-c that maps public addresses (Amazon VPC User Guide, "Default VPCs"),
+  // unless the setting default_vpc is false; and one VPC of the account's own (10.0.0.0/16)
+  // with one subnet in zone a that does not map public addresses, as a subnet made with
+  // CreateSubnet does not. Every VPC has its security group "default".
+  struct Subnet {
+    std::string id, vpc_id, az, cidr;
+    bool default_for_az = false, map_public_ip = false;
+  };
+
   std::string DefaultVpc(const std::string& region) const {
     return "vpc-0" + Md5Hex("vpc|" + region).substr(0, 16);
   }
+  std::string OwnVpc(const std::string& region) const {
+    return "vpc-0" + Md5Hex("own-vpc|" + region).substr(0, 16);
+  }
+  // The VPCs of a region now: {id, cidr, is default}.
+  std::vector<std::tuple<std::string, std::string, bool>> Vpcs(const std::string& region) const {
+    std::vector<std::tuple<std::string, std::string, bool>> out;
+    if (default_vpc_) out.emplace_back(DefaultVpc(region), "172.31.0.0/16", true);
+    out.emplace_back(OwnVpc(region), "10.0.0.0/16", false);
+    return out;
+  }
+  bool VpcExists(const std::string& region, const std::string& vpc) const {
+    for (const auto& v : Vpcs(region)) {
+      if (std::get<0>(v) == vpc) return true;
+    }
+    return false;
+  }
+  std::vector<Subnet> Subnets(const std::string& region) const {
+    std::vector<Subnet> out;
+    if (default_vpc_) {
+      int k = 0;
+      for (const char* z : {"a", "b", "c"}) {
+        out.push_back(Subnet{"subnet-0" + Md5Hex("subnet|" + region + z).substr(0, 16),
+                             DefaultVpc(region), region + z,
+                             "172.31." + std::to_string(16 * k++) + ".0/20", true, true});
+      }
+    }
+    out.push_back(Subnet{"subnet-0" + Md5Hex("own-subnet|" + region).substr(0, 16),
+                         OwnVpc(region), region + "a", "10.0.1.0/24", false, false});
+    return out;
+  }
+  std::optional<Subnet> FindSubnet(const std::string& id) const {
+    for (const auto& sn : Subnets(region_)) {
+      if (sn.id == id) return sn;
+    }
+    return std::nullopt;
+  }
+  static std::string DefaultGroupId(const std::string& vpc) {
+    return "sg-0" + Md5Hex("default-sg|" + vpc).substr(0, 16);
+  }
 
   void EnsureRegion(const std::string& region) {
-    for (const auto& [id, g] : groups_) {
-      if (g.region == region && g.is_default) return;
+    for (const auto& v : Vpcs(region)) {
+      const std::string& vpc = std::get<0>(v);
+      if (groups_.count(DefaultGroupId(vpc))) continue;
+      Group g;
+      g.id = DefaultGroupId(vpc);
+      g.name = "default";
+      g.description = "default VPC security group";
+      g.region = region;
+      g.vpc_id = vpc;
+      g.is_default = true;
+      groups_[g.id] = g;
     }
-    Group g;
-    g.id = "sg-0" + Md5Hex("default-sg|" + region).substr(0, 16);
-    g.name = "default";
-    g.description = "default VPC security group";
-    g.region = region;
-    g.vpc_id = DefaultVpc(region);
-    g.is_default = true;
-    groups_[g.id] = g;
   }
 
   Group* FindGroup(const std::string& id) {
     auto it = groups_.find(id);
     return it == groups_.end() || it->second.region != region_ ? nullptr : &it->second;
   }
-  Group* FindGroupByName(const std::string& name) {
+  // A group by name in a VPC (group names are unique per VPC); "" = the default VPC, where
+  // EC2 looks up GroupName parameters.
+  Group* FindGroupByName(const std::string& name, const std::string& vpc = "") {
+    const std::string in = vpc.empty() ? DefaultVpc(region_) : vpc;
     for (auto& [id, g] : groups_) {
-      if (g.region == region_ && g.name == name) return &g;
+      if (g.region == region_ && g.name == name && g.vpc_id == in) return &g;
     }
     return nullptr;
   }
@@ -1195,6 +1430,7 @@ class Ec2Api : public CloudApi {
   std::string InstanceXml(const Instance& i) {
     auto st = StateOf(i);
     InstanceStatus s = backend_->State(i.backend_id);
+    if (!i.public_address) s.public_ip.clear();  // private only: no ipAddress, no dnsName
     const bool running = st.second == "running";
     const TypeDef* type = FindType(i.type);
     std::string x;
@@ -1226,8 +1462,8 @@ class Ec2Api : public CloudApi {
     x += E("placement", L("availabilityZone", i.az) + "<groupName/>" + L("tenancy", "default"));
     x += E("monitoring", L("state", "disabled"));
     if (i.phase != Phase::kTerminated) {
-      x += L("subnetId", "subnet-0" + Md5Hex("subnet|" + i.az).substr(0, 16));
-      x += L("vpcId", DefaultVpc(i.region));
+      x += L("subnetId", i.subnet_id);
+      x += L("vpcId", i.vpc_id);
       x += L("privateIpAddress", i.private_ip);
       if (running && !s.public_ip.empty()) x += L("ipAddress", s.public_ip);
     }
@@ -1357,6 +1593,7 @@ class Ec2Api : public CloudApi {
                        std::to_string(min_count));
     }
     // The image: an AMI of this region, or a public SSM parameter EC2 resolves.
+    std::string image_parameter;
     if (image.rfind("resolve:ssm:", 0) == 0) {
       const std::string param = image.substr(std::string("resolve:ssm:").size());
       const auto& known = SsmImageParameters();
@@ -1371,6 +1608,7 @@ class Ec2Api : public CloudApi {
                         ")");
       }
       image = AmiFor(param, region_);
+      image_parameter = param;
     } else {
       static const std::regex ami_re("^ami-[0-9a-f]{8}([0-9a-f]{9})?$");
       if (!std::regex_match(image, ami_re)) {
@@ -1378,7 +1616,12 @@ class Ec2Api : public CloudApi {
                      "Invalid id: \"" + image + "\" (expecting \"ami-...\")");
       }
       bool known = false;
-      for (const auto& p : SsmImageParameters()) known = known || AmiFor(p, region_) == image;
+      for (const auto& p : SsmImageParameters()) {
+        if (AmiFor(p, region_) == image) {
+          known = true;
+          image_parameter = p;
+        }
+      }
       if (!known) {
         return Error(400, "InvalidAMIID.NotFound", "The image id '[" + image + "]' does not exist");
       }
@@ -1403,25 +1646,73 @@ class Ec2Api : public CloudApi {
                      "The key pair '" + key_name + "' does not exist");
       }
     }
+    // The network (RunInstances, EC2 API reference): a subnet from SubnetId or the primary
+    // network interface (NetworkInterface.N, which then also carries the groups), else the
+    // default VPC's default subnet of the zone. Without a default VPC and without a subnet EC2
+    // answers 400 VPCIdNotSpecified (EC2 API reference, Error codes, common client errors),
+    // message "No default VPC for this user" (as real RunInstances answers quote it, e.g.
+    // github.com/google/cloud-forensics-utils issue 316).
+    const std::vector<std::string> nics = a.Indexes("NetworkInterface");
+    std::string nic;  // the interface of DeviceIndex 0
+    for (const auto& n : nics) {
+      if (a.Str(n + ".DeviceIndex") == "0") nic = n;
+    }
+    if (!nics.empty() && nic.empty()) {
+      return Error(400, "InvalidParameterValue",
+                   "When specifying network interfaces, one must have device index 0");
+    }
+    if (!nic.empty() && !a.Str("SubnetId").empty()) {
+      return Error(400, "InvalidParameterCombination",
+                   "Network interfaces and an instance-level subnet ID may not be specified on "
+                   "the same request");
+    }
+    if (!nic.empty() && (!a.List("SecurityGroupId").empty() || !a.List("SecurityGroup").empty())) {
+      return Error(400, "InvalidParameterCombination",
+                   "Network interfaces and an instance-level security groups may not be "
+                   "specified on the same request");
+    }
+    const std::string subnet_param = nic.empty() ? a.Str("SubnetId") : a.Str(nic + ".SubnetId");
+    std::optional<Subnet> subnet;
+    if (!subnet_param.empty()) {
+      subnet = FindSubnet(subnet_param);
+      if (!subnet) {
+        return Error(400, "InvalidSubnetID.NotFound",
+                     "The subnet ID '" + subnet_param + "' does not exist");
+      }
+    } else {
+      if (!default_vpc_) return Error(400, "VPCIdNotSpecified", "No default VPC for this user");
+      for (const auto& sn : Subnets(region_)) {
+        if (sn.default_for_az && sn.az == region_ + "a") subnet = sn;
+      }
+    }
+    bool public_address = subnet->map_public_ip;
+    if (!nic.empty() && a.Get(nic + ".AssociatePublicIpAddress")) {
+      public_address = a.Bool(nic + ".AssociatePublicIpAddress");
+    }
     std::vector<std::string> group_ids;
-    for (const auto& id : a.List("SecurityGroupId")) {
-      if (!FindGroup(id)) {
+    for (const auto& id : a.List(nic.empty() ? "SecurityGroupId" : nic + ".SecurityGroupId")) {
+      Group* g = FindGroup(id);
+      if (!g) {
         return Error(400, "InvalidGroup.NotFound",
                      "The security group '" + id + "' does not exist");
+      }
+      if (g->vpc_id != subnet->vpc_id) {
+        return Error(400, "InvalidParameter",
+                     "Security group " + id + " and subnet " + subnet->id +
+                         " belong to different networks.");
       }
       group_ids.push_back(id);
     }
     for (const auto& name : a.List("SecurityGroup")) {
-      Group* g = FindGroupByName(name);
+      Group* g = FindGroupByName(name, subnet->vpc_id);
       if (!g) {
         return Error(400, "InvalidGroup.NotFound",
-                     "The security group '" + name + "' does not exist in default VPC '" +
-                         DefaultVpc(region_) + "'");
+                     "The security group '" + name + "' does not exist in VPC '" +
+                         subnet->vpc_id + "'");
       }
       group_ids.push_back(g->id);
     }
-    if (group_ids.empty())
-      group_ids.push_back("sg-0" + Md5Hex("default-sg|" + region_).substr(0, 16));
+    if (group_ids.empty()) group_ids.push_back(DefaultGroupId(subnet->vpc_id));
     std::string user_data;
     if (auto ud = a.Get("UserData")) {
       auto decoded = Base64Decode(*ud);
@@ -1478,7 +1769,10 @@ class Ec2Api : public CloudApi {
       Instance i;
       i.id = "i-0" + RandomHex(8).substr(0, 16);
       i.region = region_;
-      i.az = region_ + "a";
+      i.az = subnet->az;
+      i.subnet_id = subnet->id;
+      i.vpc_id = subnet->vpc_id;
+      i.public_address = public_address;
       i.reservation_id = r.id;
       i.type = type_name;
       i.image_id = image;
@@ -1500,7 +1794,13 @@ class Ec2Api : public CloudApi {
       spec.cloud = name_;
       spec.name = TagValue(tags, "Name").empty() ? i.id : TagValue(tags, "Name");
       spec.image = image;
-      if (type->gpu_count > 0) {
+      // The OSS-driver DLAMIs carry NVIDIA's open kernel modules, which do not drive Volta:
+      // their release notes' supported_ec2_instances list no P3 (e.g. docs.amazonaws.cn/dlami/
+      // latest/devguide/aws-deep-learning-ami-gpupt210oss-al2023-2026-09-21.html). EC2 still
+      // launches it; the VM then shows no GPU.
+      const bool driver_fits = !(std::string(type->gpu) == "V100" &&
+                                 image_parameter.find("oss-nvidia-driver") != std::string::npos);
+      if (type->gpu_count > 0 && driver_fits) {
         spec.gpu_type = type->testvm_gpu;
         spec.gpu_count = type->gpu_count;
       }
@@ -1549,7 +1849,9 @@ class Ec2Api : public CloudApi {
       } else if (f.name == "availability-zone") {
         values = {i.az};
       } else if (f.name == "vpc-id") {
-        values = {DefaultVpc(i.region)};
+        values = {i.vpc_id};
+      } else if (f.name == "subnet-id") {
+        values = {i.subnet_id};
       } else if (f.name == "client-token") {
         values = {i.client_token};
       } else if (f.name == "instance.group-id" || f.name == "group-id") {
@@ -1833,11 +2135,16 @@ class Ec2Api : public CloudApi {
     if (name.size() > 255 || Lower(name).rfind("sg-", 0) == 0) {
       return BadParam("Group names may not be in the format sg-* and are at most 255 characters");
     }
+    // VpcId: "Required for a nondefault VPC" (EC2 API reference, CreateSecurityGroup); without
+    // it and without a default VPC: VPCIdNotSpecified.
+    if (a.Str("VpcId").empty() && !default_vpc_) {
+      return Error(400, "VPCIdNotSpecified", "No default VPC for this user");
+    }
     const std::string vpc = a.Str("VpcId").empty() ? DefaultVpc(region_) : a.Str("VpcId");
-    if (vpc != DefaultVpc(region_)) {
+    if (!VpcExists(region_, vpc)) {
       return Error(400, "InvalidVpcID.NotFound", "The vpc ID '" + vpc + "' does not exist");
     }
-    if (FindGroupByName(name)) {
+    if (FindGroupByName(name, vpc)) {
       return Error(400, "InvalidGroup.Duplicate",
                    "The security group '" + name + "' already exists for VPC '" + vpc + "'");
     }
@@ -2224,6 +2531,88 @@ class Ec2Api : public CloudApi {
     return Xml(200, "DescribeInstanceTypeOfferingsResponse", E("instanceTypeOfferingSet", items));
   }
 
+  // --- VPCs and subnets (EC2 API reference, DescribeVpcs / DescribeSubnets: vpcSet and
+  // subnetSet items; the filters named there that a client of gpuprov's kind uses) ---
+  HttpResponse DescribeVpcs(const Args& a) {
+    const std::vector<std::string> ids = a.List("VpcId");
+    for (const auto& id : ids) {
+      if (!VpcExists(region_, id)) {
+        return Error(400, "InvalidVpcID.NotFound", "The vpc ID '" + id + "' does not exist");
+      }
+    }
+    std::string items;
+    for (const auto& [id, cidr, is_default] : Vpcs(region_)) {
+      if (!ids.empty() && std::find(ids.begin(), ids.end(), id) == ids.end()) continue;
+      bool ok = true;
+      for (const auto& f : Filters(a)) {
+        if (f.name == "isDefault" || f.name == "is-default") {
+          ok = ok && AnyMatch(f.values, is_default ? "true" : "false");
+        } else if (f.name == "vpc-id") {
+          ok = ok && AnyMatch(f.values, id);
+        } else if (f.name == "state") {
+          ok = ok && AnyMatch(f.values, "available");
+        } else if (f.name == "cidr" || f.name == "cidr-block-association.cidr-block") {
+          ok = ok && AnyMatch(f.values, cidr);
+        } else if (f.name == "owner-id") {
+          ok = ok && AnyMatch(f.values, kOwnerId);
+        } else {
+          return BadParam("The filter '" + f.name + "' is invalid");
+        }
+      }
+      if (!ok) continue;
+      items += E("item", L("vpcId", id) + L("ownerId", kOwnerId) + L("state", "available") +
+                             L("cidrBlock", cidr) + L("dhcpOptionsId", "dopt-0" + Md5Hex("dopt|" + region_).substr(0, 16)) +
+                             L("instanceTenancy", "default") +
+                             L("isDefault", is_default ? "true" : "false"));
+    }
+    return Xml(200, "DescribeVpcsResponse", E("vpcSet", items));
+  }
+
+  HttpResponse DescribeSubnets(const Args& a) {
+    const std::vector<std::string> ids = a.List("SubnetId");
+    for (const auto& id : ids) {
+      if (!FindSubnet(id)) {
+        return Error(400, "InvalidSubnetID.NotFound", "The subnet ID '" + id + "' does not exist");
+      }
+    }
+    std::string items;
+    for (const Subnet& sn : Subnets(region_)) {
+      if (!ids.empty() && std::find(ids.begin(), ids.end(), sn.id) == ids.end()) continue;
+      bool ok = true;
+      for (const auto& f : Filters(a)) {
+        if (f.name == "vpc-id") {
+          ok = ok && AnyMatch(f.values, sn.vpc_id);
+        } else if (f.name == "subnet-id") {
+          ok = ok && AnyMatch(f.values, sn.id);
+        } else if (f.name == "availability-zone" || f.name == "availabilityZone") {
+          ok = ok && AnyMatch(f.values, sn.az);
+        } else if (f.name == "default-for-az" || f.name == "defaultForAz") {
+          ok = ok && AnyMatch(f.values, sn.default_for_az ? "true" : "false");
+        } else if (f.name == "map-public-ip-on-launch") {
+          ok = ok && AnyMatch(f.values, sn.map_public_ip ? "true" : "false");
+        } else if (f.name == "state") {
+          ok = ok && AnyMatch(f.values, "available");
+        } else if (f.name == "owner-id") {
+          ok = ok && AnyMatch(f.values, kOwnerId);
+        } else {
+          return BadParam("The filter '" + f.name + "' is invalid");
+        }
+      }
+      if (!ok) continue;
+      items += E("item",
+                 L("subnetId", sn.id) +
+                     L("subnetArn", "arn:aws:ec2:" + region_ + ":" + kOwnerId + ":subnet/" + sn.id) +
+                     L("state", "available") + L("ownerId", kOwnerId) + L("vpcId", sn.vpc_id) +
+                     L("cidrBlock", sn.cidr) + L("availableIpAddressCount", "4091") +
+                     L("availabilityZone", sn.az) +
+                     L("availabilityZoneId", sn.az.substr(0, 3) + "-az" +
+                                                 std::string(1, sn.az.back() - 'a' + '1')) +
+                     L("defaultForAz", sn.default_for_az ? "true" : "false") +
+                     L("mapPublicIpOnLaunch", sn.map_public_ip ? "true" : "false"));
+    }
+    return Xml(200, "DescribeSubnetsResponse", E("subnetSet", items));
+  }
+
   HttpResponse DescribeRegions() {
     std::string items;
     for (const auto& r : Regions()) {
@@ -2259,10 +2648,41 @@ class Ec2Api : public CloudApi {
   std::string region_;  // of the request being routed (under mu_)
   int describe_not_found_ = 0;
   double shutdown_seconds_ = 1.0;
+  bool default_vpc_ = true;  // setting default_vpc
   uint64_t launch_counter_ = 0;
 };
 
 }  // namespace
+
+const std::map<std::string, Ec2ActionShape>& Ec2ActionShapes() {
+  static const std::map<std::string, Ec2ActionShape> shapes = [] {
+    std::map<std::string, Ec2ActionShape> out;
+    for (const auto& [action, text] : ShapeSource()) {
+      Ec2ActionShape& shape = out[action];
+      std::istringstream words(text);
+      std::string w;
+      while (words >> w) {
+        if (w.back() == '!') {
+          shape.required.push_back(w.substr(0, w.size() - 1));
+        } else {
+          const size_t colon = w.rfind(':');
+          shape.params.push_back(Ec2Param{w.substr(0, colon), w.back()});
+        }
+      }
+    }
+    return out;
+  }();
+  return shapes;
+}
+
+std::string Ec2ParamPattern(const std::string& name) {
+  std::string out;
+  for (const std::string& part : Split(name, '.')) {
+    const bool index = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
+    out += (out.empty() ? "" : ".") + (index ? std::string("N") : part);
+  }
+  return out;
+}
 
 std::unique_ptr<CloudApi> MakeEc2Api(InstanceBackend* backend, CloudOptions options) {
   return std::make_unique<Ec2Api>(backend, std::move(options));

@@ -4,19 +4,25 @@
 // actions, element names, error codes, regions, pagination, state changes over time and the
 // fault knobs. Requests are signed with the AWS driver's signer (plugins/aws/sigv4, itself
 // checked against AWS's published vectors) through its Ec2Client, which also parses the XML.
-#include <Poco/Base64Encoder.h>
+#include <Poco/JSON/Object.h>
+#include <Poco/JSON/Parser.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "ec2_api.h"
 #include "ec2_client.h"
 #include "emulator.h"
 #include "emulator_test_util.h"
 #include "sigv4.h"
+#include "vm_rules.h"  // drivers::Base64
 
 namespace gpuprov::emulator {
 namespace {
@@ -209,16 +215,8 @@ TEST_F(Ec2ApiTest, UserDataIsBase64AndAtMost16KiBRaw) {
       {"ImageId", kUbuntu}, {"InstanceType", "t3.micro"}, {"MinCount", "1"}, {"MaxCount", "1"}};
   Params ok = p, big = p, bad = p;
   std::string max(16384, 'a'), over(16385, 'a');
-  auto b64 = [](const std::string& s) {
-    std::ostringstream out;
-    Poco::Base64Encoder enc(out);
-    enc.rdbuf()->setLineLength(0);
-    enc << s;
-    enc.close();
-    return out.str();
-  };
-  ok.emplace_back("UserData", b64(max));
-  big.emplace_back("UserData", b64(over));
+  ok.emplace_back("UserData", drivers::Base64(max));
+  big.emplace_back("UserData", drivers::Base64(over));
   bad.emplace_back("UserData", "not base64!");
   EXPECT_EQ(ErrorOf("RunInstances", big), "InvalidParameterValue");
   EXPECT_EQ(ErrorOf("RunInstances", bad), "InvalidParameterValue");
@@ -554,6 +552,436 @@ TEST_F(Ec2ApiTest, RequestLogNamesEachActionAndStallAfterFiresOnTheNthMatch) {
   const Reply bad = Control("POST", "/faults", R"({"cloud":"aws","fault":"stall_after","nth":0})");
   EXPECT_EQ(bad.status, 400);
   EXPECT_NE(bad.body.find(R"(\"nth\" must be 1 or more)"), std::string::npos) << bad.body;
+}
+
+
+// ImportKeyPair takes RSA and ED25519 only (EC2 API reference, ImportKeyPair): an ECDSA key is
+// InvalidKey.Format, as EC2 answers it.
+TEST_F(Ec2ApiTest, EcdsaKeysAreRefusedAsEc2Does) {
+  const std::string ecdsa =
+      "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBJSFFK09bJK+3FAHX9m"
+      "6XOBZgK4xxP5/04hEBQeSP1uZHwRo+KVxD5sW3U1LFwRi+Cip/+Ns7gD/Vd3pjFRGitU= t@x";
+  int http = 0;
+  EXPECT_EQ(ErrorOf("ImportKeyPair", {{"KeyName", "e"}, {"PublicKeyMaterial", drivers::Base64(ecdsa)}},
+                    "us-east-1", &http),
+            "InvalidKey.Format");
+  EXPECT_EQ(http, 400);
+  EXPECT_EQ(Count("ssh_keys"), 0);
+}
+
+// An account without a default VPC (setting default_vpc false): DescribeVpcs lists none with
+// isDefault, CreateSecurityGroup without VpcId and RunInstances without a subnet are
+// VPCIdNotSpecified; a subnet of the account's own VPC maps no public address unless the
+// primary interface asks for one.
+TEST_F(Ec2ApiTest, WithoutADefaultVpcLaunchesNeedASubnet) {
+  const Params is_default = {{"Filter.1.Name", "isDefault"}, {"Filter.1.Value.1", "true"}};
+  EXPECT_EQ(Ec2("DescribeVpcs", is_default).Items("vpcSet").size(), 1u);
+  EXPECT_EQ(Ec2("DescribeSubnets").Items("subnetSet").size(), 4u);
+  // A group of the default VPC cannot go with a subnet of another VPC.
+  XmlNode own = Ec2("DescribeSubnets", {{"Filter.1.Name", "default-for-az"}, {"Filter.1.Value.1", "false"}});
+  ASSERT_EQ(own.Items("subnetSet").size(), 1u);
+  const std::string subnet = own.Items("subnetSet")[0]->Text("subnetId");
+  const std::string vpc = own.Items("subnetSet")[0]->Text("vpcId");
+  EXPECT_EQ(own.Items("subnetSet")[0]->Text("mapPublicIpOnLaunch"), "false");
+  const std::string web = Ec2("CreateSecurityGroup", {{"GroupName", "web"}, {"GroupDescription", "w"}})
+                              .Text("groupId");
+  Params base = {
+      {"ImageId", kUbuntu}, {"InstanceType", "t3.micro"}, {"MinCount", "1"}, {"MaxCount", "1"}};
+  Params mixed = base;
+  mixed.insert(mixed.end(), {{"SubnetId", subnet}, {"SecurityGroupId.1", web}});
+  EXPECT_EQ(ErrorOf("RunInstances", mixed), "InvalidParameter");
+
+  ASSERT_EQ(Control("POST", "/settings", R"({"cloud":"aws","default_vpc":false})").status, 200);
+  EXPECT_TRUE(Ec2("DescribeVpcs", is_default).Items("vpcSet").empty());
+  EXPECT_EQ(Ec2("DescribeVpcs").Items("vpcSet").size(), 1u);
+  EXPECT_EQ(Ec2("DescribeSubnets").Items("subnetSet").size(), 1u);
+  int http = 0;
+  EXPECT_EQ(ErrorOf("CreateSecurityGroup", {{"GroupName", "g"}, {"GroupDescription", "g"}},
+                    "us-east-1", &http),
+            "VPCIdNotSpecified");
+  EXPECT_EQ(http, 400);
+  EXPECT_EQ(ErrorOf("RunInstances", base, "us-east-1", &http), "VPCIdNotSpecified");
+  EXPECT_EQ(http, 400);
+  EXPECT_EQ(ErrorOf("CreateSecurityGroup",
+                    {{"GroupName", "g"}, {"GroupDescription", "g"}, {"VpcId", "vpc-0123456789abcdef0"}}),
+            "InvalidVpcID.NotFound");
+  const std::string gid =
+      Ec2("CreateSecurityGroup", {{"GroupName", "g"}, {"GroupDescription", "g"}, {"VpcId", vpc}})
+          .Text("groupId");
+  Params unknown = base;
+  unknown.emplace_back("SubnetId", "subnet-0123456789abcdef0");
+  EXPECT_EQ(ErrorOf("RunInstances", unknown), "InvalidSubnetID.NotFound");
+  // Both an interface and instance-level groups: refused.
+  Params both = base;
+  both.insert(both.end(), {{"NetworkInterface.1.DeviceIndex", "0"},
+                           {"NetworkInterface.1.SubnetId", subnet},
+                           {"SecurityGroupId.1", gid}});
+  EXPECT_EQ(ErrorOf("RunInstances", both), "InvalidParameterCombination");
+
+  const std::string quiet = Run({{"SubnetId", subnet}, {"SecurityGroupId.1", gid}});
+  const std::string seen = Run({{"NetworkInterface.1.DeviceIndex", "0"},
+                                {"NetworkInterface.1.SubnetId", subnet},
+                                {"NetworkInterface.1.AssociatePublicIpAddress", "true"},
+                                {"NetworkInterface.1.SecurityGroupId.1", gid}});
+  ASSERT_TRUE(WaitFor([&] { return Instance(seen).Text("instanceState/name") == "running" &&
+                                   Instance(quiet).Text("instanceState/name") == "running"; },
+                      5s));
+  EXPECT_EQ(Instance(quiet).Text("ipAddress"), "");
+  EXPECT_EQ(Instance(quiet).Text("subnetId"), subnet);
+  EXPECT_NE(Instance(seen).Text("ipAddress"), "");
+  EXPECT_EQ(Instance(seen).Text("vpcId"), vpc);
+  EXPECT_EQ(Instance(seen).Items("groupSet").at(0)->Text("groupId"), gid);
+}
+
+// Parameters are held to the action's shape in the EC2 API model: an unknown name is
+// UnknownParameter, a required member not sent MissingParameter, a value not of its type
+// InvalidParameterValue (all 400), before anything is done.
+TEST_F(Ec2ApiTest, UnknownMissingAndMistypedParametersGetEc2sCodes) {
+  int http = 0;
+  try {
+    Client()->Call("us-east-1", "DescribeInstances", {{"InstanceIds.1", "i-0123456789abcdef0"}});
+    ADD_FAILURE() << "an unknown parameter must be refused";
+  } catch (const Ec2Error& e) {
+    EXPECT_EQ(e.code(), "UnknownParameter");
+    EXPECT_EQ(e.http_status(), 400);
+    EXPECT_EQ(e.message(), "The parameter InstanceIds.1 is not recognized");
+  }
+  Params run = {{"ImageId", kUbuntu}, {"InstanceType", "t3.micro"}, {"MinCount", "1"}, {"MaxCount", "1"}};
+  Params extra = run;
+  extra.emplace_back("SecurityGroupIds.1", "sg-1");  // the SDK member name, not the wire name
+  EXPECT_EQ(ErrorOf("RunInstances", extra), "UnknownParameter");
+  EXPECT_EQ(ErrorOf("RunInstances", {{"ImageId", kUbuntu}, {"MinCount", "1"}}, "us-east-1", &http),
+            "MissingParameter");
+  EXPECT_EQ(http, 400);
+  EXPECT_EQ(ErrorOf("TerminateInstances"), "MissingParameter");
+  EXPECT_EQ(ErrorOf("CreateTags", {{"ResourceId.1", "i-0123456789abcdef0"}}), "MissingParameter");
+  EXPECT_EQ(ErrorOf("DescribeInstances", {{"MaxResults", "ten"}}), "InvalidParameterValue");
+  EXPECT_EQ(ErrorOf("DescribeInstances", {{"DryRun", "maybe"}}), "InvalidParameterValue");
+  EXPECT_EQ(ErrorOf("DescribeVpcs", {{"Filter.1.Name", "isDefault"}, {"Filter.1.Value.1", "true"}}), "");
+  // Parameters of the model the emulator does not act on are still accepted, as EC2 does.
+  Params placed = run;
+  placed.emplace_back("Placement.Tenancy", "default");
+  EXPECT_EQ(ErrorOf("RunInstances", placed), "");
+}
+
+// --- the EC2 API model (botocore's data/ec2/2016-11-15/service-2.json, read at run time) ---
+
+// The model as Debian's awscli ships it (scripts/setup.sh installs awscli), or
+// $GPUPROV_EC2_API_MODEL. Never copied into the tree.
+std::string ModelPath() {
+  if (const char* env = std::getenv("GPUPROV_EC2_API_MODEL")) return env;
+  for (const char* p : {"/usr/lib/python3/dist-packages/awscli/botocore/data/ec2/2016-11-15/service-2.json",
+                        "/usr/lib/python3/dist-packages/botocore/data/ec2/2016-11-15/service-2.json"}) {
+    if (std::filesystem::exists(p)) return p;
+  }
+  return "";
+}
+
+class Ec2ApiModel : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string path = ModelPath();
+    if (path.empty()) return;
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    model_ = Poco::JSON::Parser().parse(text.str()).extract<Poco::JSON::Object::Ptr>();
+  }
+  void SetUp() override {
+    ASSERT_TRUE(model_) << "the EC2 API model is not on this machine: apt-get install awscli "
+                           "(scripts/setup.sh does), or set GPUPROV_EC2_API_MODEL to a "
+                           "service-2.json of ec2/2016-11-15";
+  }
+  static Poco::JSON::Object::Ptr Shape(const std::string& name) {
+    return model_->getObject("shapes")->getObject(name);
+  }
+  // The name a member is sent under by the EC2 protocol: queryName, else locationName with
+  // its first letter upper-cased, else the member name (botocore's EC2 serializer).
+  static std::string WireName(const std::string& member, const Poco::JSON::Object::Ptr& ref) {
+    if (ref->has("queryName")) return ref->getValue<std::string>("queryName");
+    if (ref->has("locationName")) {
+      std::string n = ref->getValue<std::string>("locationName");
+      n[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(n[0])));
+      return n;
+    }
+    return member;
+  }
+  static char TypeLetter(const std::string& t) {
+    if (t == "integer" || t == "long") return 'i';
+    if (t == "boolean") return 'b';
+    if (t == "double" || t == "float") return 'd';
+    if (t == "timestamp") return 't';
+    if (t == "blob") return 'B';
+    return 's';
+  }
+  // Every parameter pattern of a shape with its type letter (lists flattened as .N).
+  static void Flatten(const std::string& shape, const std::string& prefix,
+                      std::map<std::string, char>* out) {
+    Poco::JSON::Object::Ptr s = Shape(shape);
+    const std::string type = s->getValue<std::string>("type");
+    if (type == "structure") {
+      Poco::JSON::Object::Ptr members = s->getObject("members");
+      for (const auto& [name, value] : *members) {
+        Poco::JSON::Object::Ptr ref = members->getObject(name);
+        Flatten(ref->getValue<std::string>("shape"),
+                (prefix.empty() ? "" : prefix + ".") + WireName(name, ref), out);
+      }
+    } else if (type == "list") {
+      Flatten(s->getObject("member")->getValue<std::string>("shape"), prefix + ".N", out);
+    } else {
+      (*out)[prefix] = TypeLetter(type);
+    }
+  }
+  struct Input {
+    std::map<std::string, char> params;
+    std::set<std::string> required;
+  };
+  // nullopt when the model has no such operation.
+  static std::optional<Input> InputOf(const std::string& action) {
+    Poco::JSON::Object::Ptr ops = model_->getObject("operations");
+    if (!ops->has(action)) return std::nullopt;
+    Input in;
+    const std::string shape = ops->getObject(action)->getObject("input")->getValue<std::string>("shape");
+    Flatten(shape, "", &in.params);
+    Poco::JSON::Object::Ptr s = Shape(shape);
+    if (auto req = s->getArray("required")) {
+      for (size_t i = 0; i < req->size(); ++i) {
+        const std::string member = req->getElement<std::string>(static_cast<unsigned>(i));
+        in.required.insert(WireName(member, s->getObject("members")->getObject(member)));
+      }
+    }
+    return in;
+  }
+  // Problems of a response element against its model shape: every child element is a member
+  // of the structure (by its XML name: locationName, else the member name), a list holds
+  // "item" elements, and integer and boolean values parse as such. The model marks no output
+  // member of these actions required, so absence is never a problem.
+  static void CheckXml(const XmlNode& node, const std::string& shape, const std::string& path,
+                       std::vector<std::string>* problems) {
+    Poco::JSON::Object::Ptr s = Shape(shape);
+    const std::string type = s->getValue<std::string>("type");
+    if (type == "structure") {
+      Poco::JSON::Object::Ptr members = s->getObject("members");
+      for (const XmlNode& child : node.children) {
+        std::string member_shape;
+        for (const auto& [name, value] : *members) {
+          Poco::JSON::Object::Ptr ref = members->getObject(name);
+          const std::string xml = ref->has("locationName") ? ref->getValue<std::string>("locationName") : name;
+          if (xml == child.name) member_shape = ref->getValue<std::string>("shape");
+        }
+        if (member_shape.empty()) {
+          // At the root, requestId of every answer, and `return`, which EC2 sends beside the
+          // model's members for some actions (the EC2 API reference's sample response of
+          // CreateSecurityGroup: <return>true</return><groupId>...</groupId>).
+          const bool root = path.find('/') == std::string::npos;
+          if (!(root && (child.name == "requestId" || child.name == "return"))) {
+            problems->push_back(path + "/" + child.name + " is not in " + shape);
+          }
+          continue;
+        }
+        CheckXml(child, member_shape, path + "/" + child.name, problems);
+      }
+    } else if (type == "list") {
+      for (const XmlNode& child : node.children) {
+        if (child.name != "item") {
+          problems->push_back(path + "/" + child.name + ": a list holds item elements");
+          continue;
+        }
+        CheckXml(child, s->getObject("member")->getValue<std::string>("shape"), path + "/item", problems);
+      }
+    } else if (!node.children.empty()) {
+      problems->push_back(path + " is a " + type + " but has child elements");
+    } else if ((type == "integer" || type == "long") &&
+               node.text.find_first_not_of("-0123456789") != std::string::npos) {
+      problems->push_back(path + " = '" + node.text + "' is not an integer");
+    } else if (type == "boolean" && node.text != "true" && node.text != "false") {
+      problems->push_back(path + " = '" + node.text + "' is not a boolean");
+    }
+  }
+  // The problems of a whole answer of `action`.
+  static std::vector<std::string> ResponseProblems(const std::string& action, const XmlNode& doc) {
+    std::vector<std::string> problems;
+    Poco::JSON::Object::Ptr op = model_->getObject("operations")->getObject(action);
+    if (doc.name != action + "Response") problems.push_back("root " + doc.name);
+    if (!op->has("output")) return problems;
+    CheckXml(doc, op->getObject("output")->getValue<std::string>("shape"), action, &problems);
+    return problems;
+  }
+
+  static inline Poco::JSON::Object::Ptr model_;
+};
+
+// Every answer of every action the emulator serves, in a lifecycle that fills them (instances,
+// groups with rules, key pairs, subnets), has only elements of the action's output shape in the
+// model, with integer and boolean values of those types.
+class Ec2ApiModelResponses : public Ec2ApiModel {
+ protected:
+  void SetUp() override {
+    Ec2ApiModel::SetUp();
+    if (HasFatalFailure()) return;
+    EmulatorOptions o;
+    o.backend = "memory";
+    o.boot_seconds = 0.1;
+    o.clouds = {"aws"};
+    o.tokens["aws"] = {kKeyId, kSecret};
+    emu_ = std::make_unique<Emulator>(o);
+    emu_->Start();
+    drivers::RetryPolicy once;
+    once.max_attempts = 1;
+    client_ = std::make_unique<Ec2Client>(emu_->BaseUrl("aws"), once, gpuprov::sdk::Host(), [] {
+      aws::AwsCredentials c;
+      c.access_key_id = kKeyId;
+      c.secret_access_key = kSecret;
+      c.origin = "test";
+      return c;
+    });
+  }
+  XmlNode Checked(const std::string& action, const Params& params) {
+    XmlNode doc = client_->Call("us-east-1", action, params);
+    for (const std::string& p : ResponseProblems(action, doc)) ADD_FAILURE() << action << ": " << p;
+    seen_.insert(action);
+    return doc;
+  }
+  std::unique_ptr<Emulator> emu_;
+  std::unique_ptr<Ec2Client> client_;
+  std::set<std::string> seen_;
+};
+
+TEST_F(Ec2ApiModelResponses, EveryAnswerHasOnlyTheModelsElementsAndTypes) {
+  // The check itself: an element the model lacks and a boolean that is not one, deep down.
+  const XmlNode bad = aws::ParseXml(
+      "<DescribeVpcsResponse><vpcSet><item><vpcId>v</vpcId><isDefault>maybe</isDefault><nope/>"
+      "</item></vpcSet></DescribeVpcsResponse>");
+  EXPECT_EQ(ResponseProblems("DescribeVpcs", bad).size(), 2u);
+
+  const Params tag = {{"TagSpecification.1.ResourceType", "security-group"},
+                      {"TagSpecification.1.Tag.1.Key", "gpuprov"},
+                      {"TagSpecification.1.Tag.1.Value", "1"}};
+  Params sg = {{"GroupName", "g"}, {"GroupDescription", "g"}};
+  sg.insert(sg.end(), tag.begin(), tag.end());
+  const std::string gid = Checked("CreateSecurityGroup", sg).Text("groupId");
+  const Params rule = {{"GroupId", gid},
+                       {"IpPermissions.1.IpProtocol", "tcp"},
+                       {"IpPermissions.1.FromPort", "22"},
+                       {"IpPermissions.1.ToPort", "22"},
+                       {"IpPermissions.1.IpRanges.1.CidrIp", "0.0.0.0/0"},
+                       {"IpPermissions.1.Ipv6Ranges.1.CidrIpv6", "::/0"}};
+  Checked("AuthorizeSecurityGroupIngress", rule);
+  const std::string material =
+      "c3NoLWVkMjU1MTkgQUFBQUMzTnphQzFsWkRJMU5URTVBQUFBSVB0bGllVWR3dlUzWWk4WEhYMzZ0NVZacGNhMWJ5M0dx"
+      "alYrUzBhRDg3VG0gZW11LXRlc3Q=";
+  Checked("ImportKeyPair", {{"KeyName", "k"},
+                            {"PublicKeyMaterial", material},
+                            {"TagSpecification.1.ResourceType", "key-pair"},
+                            {"TagSpecification.1.Tag.1.Key", "gpuprov"},
+                            {"TagSpecification.1.Tag.1.Value", "1"}});
+  XmlNode run = Checked("RunInstances", {{"ImageId", kUbuntu},
+                                         {"InstanceType", "g6.xlarge"},
+                                         {"MinCount", "1"},
+                                         {"MaxCount", "1"},
+                                         {"KeyName", "k"},
+                                         {"SecurityGroupId.1", gid},
+                                         {"TagSpecification.1.ResourceType", "instance"},
+                                         {"TagSpecification.1.Tag.1.Key", "Name"},
+                                         {"TagSpecification.1.Tag.1.Value", "vm"}});
+  const std::string id = run.Items("instancesSet").at(0)->Text("instanceId");
+  ASSERT_TRUE(WaitFor([&] {
+    return Checked("DescribeInstances", {{"InstanceId.1", id}})
+               .Items("reservationSet").at(0)->Items("instancesSet").at(0)->Text("instanceState/name") == "running";
+  }, 5s));
+  Checked("DescribeInstances", {{"MaxResults", "5"}});
+  Checked("DescribeSecurityGroups", {{"GroupId.1", gid}});
+  Checked("DescribeKeyPairs", {{"KeyName.1", "k"}});
+  Checked("CreateTags", {{"ResourceId.1", id}, {"Tag.1.Key", "team"}, {"Tag.1.Value", "ml"}});
+  Checked("DescribeInstanceTypes", {{"InstanceType.1", "g6.xlarge"}});
+  Checked("DescribeInstanceTypeOfferings", {{"LocationType", "region"}});
+  Checked("DescribeRegions", {});
+  Checked("DescribeAvailabilityZones", {});
+  Checked("DescribeAddresses", {});
+  Checked("DescribeVpcs", {});
+  Checked("DescribeSubnets", {});
+  Checked("RevokeSecurityGroupIngress", rule);
+  Checked("TerminateInstances", {{"InstanceId.1", id}});
+  ASSERT_TRUE(WaitFor([&] {
+    try {
+      client_->Call("us-east-1", "DeleteSecurityGroup", {{"GroupId", gid}});
+      return true;
+    } catch (const Ec2Error&) {
+      return false;
+    }
+  }, 5s));
+  Checked("DeleteKeyPair", {{"KeyName", "k"}});
+  Checked("DescribeInstances", {{"InstanceId.1", id}});  // terminated
+  std::set<std::string> all;
+  for (const auto& [action, shape] : Ec2ActionShapes()) all.insert(action);
+  all.erase("DeleteSecurityGroup");  // answered above, outside Checked (it waits)
+  for (const std::string& a : all) EXPECT_TRUE(seen_.count(a)) << a << " was not checked";
+}
+
+// Every action the emulator serves is an operation of the model, and it takes exactly the
+// model's parameters, of the model's types, with the model's required members.
+TEST_F(Ec2ApiModel, EveryServedActionAndParameterIsInTheModel) {
+  EXPECT_EQ(model_->getObject("metadata")->getValue<std::string>("apiVersion"), "2016-11-15");
+  EXPECT_EQ(model_->getObject("metadata")->getValue<std::string>("protocol"), "ec2");
+  for (const auto& [action, shape] : Ec2ActionShapes()) {
+    SCOPED_TRACE(action);
+    std::optional<Input> model = InputOf(action);
+    ASSERT_TRUE(model) << action << " is not an operation of the EC2 API model";
+    std::map<std::string, char> served;
+    for (const Ec2Param& p : shape.params) served[p.pattern] = p.type;
+    EXPECT_EQ(served, model->params);
+    EXPECT_EQ(std::set<std::string>(shape.required.begin(), shape.required.end()), model->required);
+  }
+}
+
+// The operations the AWS driver calls and the parameters it sends (transcribed from
+// plugins/aws/aws_driver.cc): each is served by the emulator and described by the model.
+TEST_F(Ec2ApiModel, TheDriversOperationsAndParametersAreInTheModel) {
+  const std::map<std::string, std::vector<std::string>> driver = {
+      {"DescribeInstances",
+       {"InstanceId.1", "Filter.1.Name", "Filter.1.Value.1", "MaxResults", "NextToken"}},
+      {"RunInstances",
+       {"ImageId", "InstanceType", "MinCount", "MaxCount", "KeyName", "SecurityGroupId.1",
+        "ClientToken", "InstanceInitiatedShutdownBehavior", "UserData",
+        "BlockDeviceMapping.1.DeviceName", "BlockDeviceMapping.1.Ebs.VolumeSize",
+        "BlockDeviceMapping.1.Ebs.VolumeType", "BlockDeviceMapping.1.Ebs.DeleteOnTermination",
+        "TagSpecification.1.ResourceType", "TagSpecification.1.Tag.1.Key",
+        "TagSpecification.1.Tag.1.Value", "NetworkInterface.1.DeviceIndex",
+        "NetworkInterface.1.SubnetId", "NetworkInterface.1.AssociatePublicIpAddress",
+        "NetworkInterface.1.DeleteOnTermination", "NetworkInterface.1.SecurityGroupId.1"}},
+      {"TerminateInstances", {"InstanceId.1"}},
+      {"DescribeSecurityGroups", {"GroupId.1", "Filter.1.Name", "Filter.2.Value.1"}},
+      {"CreateSecurityGroup",
+       {"GroupName", "GroupDescription", "VpcId", "TagSpecification.1.ResourceType",
+        "TagSpecification.1.Tag.1.Key", "TagSpecification.1.Tag.1.Value"}},
+      {"AuthorizeSecurityGroupIngress",
+       {"GroupId", "IpPermissions.1.IpProtocol", "IpPermissions.1.FromPort",
+        "IpPermissions.1.ToPort", "IpPermissions.1.IpRanges.1.CidrIp",
+        "IpPermissions.1.IpRanges.1.Description", "IpPermissions.1.Ipv6Ranges.1.CidrIpv6",
+        "IpPermissions.1.Ipv6Ranges.1.Description"}},
+      {"RevokeSecurityGroupIngress",
+       {"GroupId", "IpPermissions.1.IpProtocol", "IpPermissions.1.FromPort",
+        "IpPermissions.1.ToPort", "IpPermissions.1.IpRanges.1.CidrIp",
+        "IpPermissions.1.Ipv6Ranges.1.CidrIpv6"}},
+      {"DeleteSecurityGroup", {"GroupId"}},
+      {"DescribeKeyPairs", {"KeyName.1", "Filter.1.Name", "Filter.1.Value.1"}},
+      {"ImportKeyPair",
+       {"KeyName", "PublicKeyMaterial", "TagSpecification.1.ResourceType",
+        "TagSpecification.1.Tag.1.Key", "TagSpecification.1.Tag.1.Value"}},
+      {"DeleteKeyPair", {"KeyName"}},
+      {"DescribeInstanceTypeOfferings", {"LocationType", "Filter.1.Name", "Filter.1.Value.1"}},
+      {"DescribeVpcs", {"Filter.1.Name", "Filter.1.Value.1"}},
+      {"DescribeSubnets", {"SubnetId.1", "Filter.1.Name", "Filter.1.Value.1"}},
+  };
+  for (const auto& [action, params] : driver) {
+    SCOPED_TRACE(action);
+    EXPECT_TRUE(Ec2ActionShapes().count(action)) << "the emulator does not serve " << action;
+    std::optional<Input> model = InputOf(action);
+    ASSERT_TRUE(model) << action << " is not an operation of the EC2 API model";
+    for (const std::string& p : params) {
+      EXPECT_TRUE(model->params.count(Ec2ParamPattern(p))) << p << " is not a parameter of " << action;
+    }
+  }
 }
 
 }  // namespace

@@ -258,6 +258,55 @@ TEST_F(EmulatorTest, DigitalOceanValidatesCreateWithItsOwn422Messages) {
   EXPECT_EQ(Do("POST", "/droplets", "{not json").status, 400);
 }
 
+// digitalocean/openapi droplets/models/droplet_create.yml: the fields of POST /v2/droplets and
+// their types, size and image required, region optional ("may deploy in any region").
+TEST_F(EmulatorTest, DigitalOceanChecksCreateBodiesAgainstTheSpec) {
+  auto message = [&](const std::string& body) {
+    Reply r = Do("POST", "/droplets", body);
+    EXPECT_EQ(r.status, 422) << body << " -> " << r.body;
+    EXPECT_EQ(r.Json()->getValue<std::string>("id"), "unprocessable_entity");
+    return r.Json()->getValue<std::string>("message");
+  };
+  EXPECT_NE(message(DropletBody("vm", "s-1vcpu-1gb", "nyc2", R"(,"usr_data":"x")"))
+                .find("usr_data"),
+            std::string::npos);
+  EXPECT_NE(message(DropletBody("vm", "s-1vcpu-1gb", "nyc2", R"(,"ipv6":"yes")")).find("ipv6"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"name":"vm","region":"nyc2","image":"ubuntu-24-04-x64"})").find("size"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"name":"vm","region":"nyc2","size":"s-1vcpu-1gb"})").find("image"),
+            std::string::npos);
+  // No region: the first open region that sells the size.
+  Reply any = Do("POST", "/droplets",
+                 R"({"name":"anywhere","size":"gpu-mi300x1-192gb","image":"gpu-amd-base"})");
+  ASSERT_EQ(any.status, 202) << any.body;
+  EXPECT_EQ(any.Json()->getObject("droplet")->getObject("region")->getValue<std::string>("slug"),
+            "atl1");
+  // Optional fields may be null (python-digitalocean sends them so).
+  EXPECT_EQ(Do("POST", "/droplets",
+               DropletBody("nulls", "s-1vcpu-1gb", "nyc2", R"(,"vpc_uuid":null,"tags":null)"))
+                .status,
+            202);
+  // Sizes and regions as sold now (settings), in the lists and at create.
+  Reply set = Control("POST", "/settings",
+                      R"({"cloud":"digitalocean","size_regions":{"gpu-h100x1-80gb":["tor1"]},)"
+                      R"("unavailable_regions":["sfo3"]})");
+  ASSERT_EQ(set.status, 200) << set.body;
+  EXPECT_EQ(message(DropletBody("h", "gpu-h100x1-80gb", "nyc2")),
+            "Size is not available in this region.");
+  EXPECT_EQ(message(DropletBody("s", "s-1vcpu-1gb", "sfo3")), "Region is not available");
+  Reply sizes = Do("GET", "/sizes?per_page=200");
+  bool seen = false;
+  JsonArray list = GetArray(sizes.Json(), "sizes");
+  for (unsigned i = 0; list && i < list->size(); ++i) {
+    JsonObject sz = list->getObject(i);
+    if (sz->getValue<std::string>("slug") != "gpu-h100x1-80gb") continue;
+    seen = true;
+    EXPECT_EQ(sz->getArray("regions")->size(), 1u);
+  }
+  EXPECT_TRUE(seen) << sizes.body;
+}
+
 TEST_F(EmulatorTest, DigitalOceanSshKeysUseMd5FingerprintsAndRefuseDuplicates) {
   Reply r = Do("POST", "/account/keys",
                R"({"name":"gpuprov","public_key":")" + std::string(kPublicKey) + "\"}");

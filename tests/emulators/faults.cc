@@ -27,7 +27,9 @@ const std::vector<std::string>& FaultBook::Names() {
       "vanish_during_boot", "error_during_boot", "boot_script_fails", "gpu_after_boot",
       "quota",             "payment_required",  "no_metadata",       "k3s_faults",
       "port_blocked",      "auth_failure",      "ip_after_boot",     "stall_after",
-      "ssh_delay"};
+      "ssh_delay",
+      // Lambda only (tests/emulators/README.md, Lambda Cloud).
+      "concurrent",        "invalid_address"};
   return names;
 }
 
@@ -38,7 +40,7 @@ std::optional<Fault> FaultBook::Parse(const JsonObject& body, std::string* error
     *error = "\"fault\" (string) is required; one of capacity, throttle, server_error, "
              "slow_boot, vanish_during_boot, error_during_boot, boot_script_fails, "
              "gpu_after_boot, quota, payment_required, no_metadata, k3s_faults, port_blocked, "
-             "auth_failure, ip_after_boot, stall_after, ssh_delay";
+             "auth_failure, ip_after_boot, stall_after, ssh_delay, concurrent, invalid_address";
     return std::nullopt;
   }
   const auto& names = Names();

@@ -59,7 +59,8 @@ void AddPortRange(std::set<int>& ports, int lo, int hi) {
 }
 
 std::set<int> LambdaAllowedPorts(const std::string& region, const JsonArray& account_rules,
-                                 const std::vector<JsonArray>& ruleset_rules) {
+                                 const std::vector<JsonArray>& ruleset_rules,
+                                 bool us_south_1_unfiltered) {
   std::set<int> ports;
   auto apply = [&](const JsonArray& rules) {
     if (!rules) return;
@@ -78,12 +79,13 @@ std::set<int> LambdaAllowedPorts(const std::string& region, const JsonArray& acc
       if (lo && hi) AddPortRange(ports, *lo, *hi);
     }
   };
-  // us-south-1: the account-wide rules do not apply there (reference §5); read as
-  // "no filtering" (UNCONFIRMED), so every port counts, as a wide range does.
-  if (region == "us-south-1") {
-    AddPortRange(ports, 1, 65535);
-  } else {
+  // us-south-1: "Firewall rules do not apply to the us-south-1 region" (Lambda's OpenAPI
+  // spec v1.8.3, firewallRulesList). Read as "only the rulesets filter" by default, or as
+  // "no filtering" (every port counts, as a wide range does): both UNCONFIRMED.
+  if (region != "us-south-1") {
     apply(account_rules);
+  } else if (us_south_1_unfiltered) {
+    AddPortRange(ports, 1, 65535);
   }
   for (const auto& rules : ruleset_rules) apply(rules);
   return ports;

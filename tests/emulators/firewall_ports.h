@@ -32,13 +32,16 @@ PortSet ToPortSet(const std::set<int>& ports);
 /// Adds [lo, hi] to ports as described above.
 void AddPortRange(std::set<int>& ports, int lo, int hi);
 
-/// Lambda: the account-wide inbound rules (not applied in us-south-1, reference §5:
-/// nothing is filtered there) plus the rules of each firewall ruleset attached to
-/// the instance. A rule:
+/// Lambda: the account-wide inbound rules plus the rules of each firewall ruleset
+/// attached to the instance. In us-south-1 the account-wide rules do not apply (Lambda's
+/// OpenAPI spec v1.8.3, firewallRulesList/firewallRulesSet); what that leaves is
+/// unconfirmed, so both readings exist: only the rulesets' rules (default), or nothing
+/// filtered at all (`us_south_1_unfiltered`). A rule:
 /// {"protocol": "tcp"|"udp"|"icmp"|"all", "port_range": [lo, hi] (absent: every
 /// port), "source_network": CIDR, "description"}.
 std::set<int> LambdaAllowedPorts(const std::string& region, const JsonArray& account_rules,
-                                 const std::vector<JsonArray>& ruleset_rules);
+                                 const std::vector<JsonArray>& ruleset_rules,
+                                 bool us_south_1_unfiltered = false);
 
 /// Hyperstack: a VM's security rules; only direction "ingress", ethertype IPv4,
 /// protocol "tcp" (or "any"), remote_ip_prefix containing the test host count;

@@ -61,14 +61,18 @@ TEST(LambdaAllowedPorts, CountsTcpAndAllFromSourcesThatIncludeTheTestHost) {
   EXPECT_EQ(LambdaAllowedPorts("us-west-1", all, {}), (std::set<int>{22, 80, 443, 6443}));
 }
 
-TEST(LambdaAllowedPorts, RulesetsAddToTheAccountRulesAndUsSouth1HasNoFiltering) {
+TEST(LambdaAllowedPorts, RulesetsAddToTheAccountRulesWhichDoNotApplyInUsSouth1) {
   JsonArray account = Rules(
       R"([{"protocol":"tcp","port_range":[22,22],"source_network":"0.0.0.0/0","description":"s"}])");
   JsonArray set = Rules(
       R"([{"protocol":"tcp","port_range":[80,80],"source_network":"0.0.0.0/0","description":"w"}])");
   EXPECT_EQ(LambdaAllowedPorts("us-east-1", account, {set}), (std::set<int>{22, 80}));
-  // us-south-1: the account-wide rules do not apply there (reference §5): nothing filtered.
-  EXPECT_EQ(LambdaAllowedPorts("us-south-1", Rules("[]"), {}),
+  // us-south-1: the account-wide rules do not apply there (Lambda's OpenAPI spec v1.8.3,
+  // firewallRulesList). Default reading: only the rulesets open ports; the other reading
+  // (nothing filtered) on request.
+  EXPECT_EQ(LambdaAllowedPorts("us-south-1", account, {set}), (std::set<int>{80}));
+  EXPECT_EQ(LambdaAllowedPorts("us-south-1", account, {}), (std::set<int>{}));
+  EXPECT_EQ(LambdaAllowedPorts("us-south-1", Rules("[]"), {}, /*us_south_1_unfiltered=*/true),
             (std::set<int>{22, 80, 443, 6443}));
 }
 

@@ -12,10 +12,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "emulator.h"
 #include "emulator_test_util.h"
+#include "gce_api.h"
 
 namespace gpuprov::emulator {
 namespace {
@@ -417,6 +419,266 @@ TEST_F(GceApiTest, InsertValidationFollowsGce) {
       R"("guestAccelerators":[{"acceleratorType":"zones/us-central1-a/acceleratorTypes/nvidia-tesla-t4","acceleratorCount":1}],)");
   Reply t4 = Gce("POST", "/zones/us-central1-a/instances", n1);
   EXPECT_EQ(t4.status, 200) << t4.body;
+}
+
+// real-apis-1.md F1: A3 Ultra (H200) and A4 (B200) take Hyperdisk only, so the Persistent
+// Disk types are refused for them; hyperdisk-balanced is taken and reported.
+TEST_F(GceApiTest, HyperdiskOnlySeriesRefusePersistentDisk) {
+  auto with_disk = [](const std::string& name, const std::string& machine,
+                      const std::string& disk_type) {
+    std::string body = InstanceBody(name, "us-central1-b", machine);
+    body.insert(body.find(R"("diskSizeGb")"),
+                R"("diskType":"zones/us-central1-b/diskTypes/)" + disk_type + R"(",)");
+    return body;
+  };
+  for (const char* machine : {"a3-ultragpu-8g", "a4-highgpu-8g"}) {
+    for (const char* pd : {"pd-balanced", "pd-ssd", "pd-standard"}) {
+      Reply r = Gce("POST", "/zones/us-central1-b/instances", with_disk("hd", machine, pd));
+      EXPECT_EQ(r.status, 400) << machine << " " << pd << ": " << r.body;
+      EXPECT_NE(r.body.find(std::string("[") + pd + "] features are not compatible"),
+                std::string::npos)
+          << r.body;
+    }
+  }
+  // No diskType is pd-standard: refused too.
+  EXPECT_EQ(Gce("POST", "/zones/us-central1-b/instances",
+                InstanceBody("hd", "us-central1-b", "a3-ultragpu-8g"))
+                .status,
+            400);
+  EXPECT_EQ(Count("instances"), 0);
+  Reply ok = Gce("POST", "/zones/us-central1-b/instances",
+                 with_disk("hd", "a3-ultragpu-8g", "hyperdisk-balanced"));
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  JsonObject disk = Gce("GET", "/zones/us-central1-b/disks/hd").Json();
+  EXPECT_EQ(GetString(disk, "type").value_or(""),
+            "https://www.googleapis.com/compute/v1/projects/" + Str("project_id") +
+                "/zones/us-central1-b/diskTypes/hyperdisk-balanced");
+  // Other series keep Persistent Disk.
+  Reply g2 = Gce("POST", "/zones/us-central1-b/instances",
+                 with_disk("pd", "g2-standard-4", "pd-balanced"));
+  EXPECT_EQ(g2.status, 200) << g2.body;
+  Reply unknown = Gce("POST", "/zones/us-central1-b/instances",
+                      with_disk("pd2", "g2-standard-4", "pd-imaginary"));
+  EXPECT_EQ(unknown.status, 400) << unknown.body;
+}
+
+// Compute Engine resources as Google returns them (issue 30): every link a full URL, the GPUs
+// of an accelerator-optimised machine type in guestAccelerators although the insert named
+// none, and a partial scheduling completed with its defaults.
+TEST_F(GceApiTest, InstancesComeBackAsGoogleReturnsThem) {
+  const std::string base = "https://www.googleapis.com/compute/v1/projects/" + Str("project_id");
+  ASSERT_EQ(Gce("POST", "/zones/us-central1-a/instances", InstanceBody("g2")).status, 200);
+  std::string n1 = InstanceBody("n1", "us-central1-a", "n1-standard-4");
+  n1.insert(
+      1,
+      R"("guestAccelerators":[{"acceleratorType":"nvidia-tesla-t4","acceleratorCount":2}],)");
+  ASSERT_EQ(Gce("POST", "/zones/us-central1-a/instances", n1).status, 200);
+
+  JsonObject g2 = Gce("GET", "/zones/us-central1-a/instances/g2").Json();
+  JsonArray ga = GetArray(g2, "guestAccelerators");
+  ASSERT_TRUE(ga && ga->size() == 1) << ToJson(g2);
+  EXPECT_EQ(GetString(ga->getObject(0), "acceleratorType").value_or(""),
+            base + "/zones/us-central1-a/acceleratorTypes/nvidia-l4");
+  EXPECT_EQ(GetInt(ga->getObject(0), "acceleratorCount").value_or(0), 1);
+  JsonObject sch = GetObject(g2, "scheduling");
+  EXPECT_EQ(GetString(sch, "onHostMaintenance").value_or(""), "TERMINATE");
+  EXPECT_EQ(GetBool(sch, "automaticRestart"), std::optional<bool>(true));
+  EXPECT_EQ(GetBool(sch, "preemptible"), std::optional<bool>(false)) << ToJson(sch);
+  EXPECT_EQ(GetString(sch, "provisioningModel").value_or(""), "STANDARD") << ToJson(sch);
+  for (const char* link : {"selfLink", "zone", "machineType"}) {
+    EXPECT_EQ(GetString(g2, link).value_or("").rfind(base + "/", 0), 0u) << link;
+  }
+  JsonObject nic = GetArray(g2, "networkInterfaces")->getObject(0);
+  EXPECT_EQ(GetString(nic, "network").value_or("").rfind(base + "/", 0), 0u);
+  EXPECT_EQ(GetString(nic, "subnetwork").value_or("").rfind(base + "/", 0), 0u);
+  EXPECT_EQ(GetString(GetArray(g2, "disks")->getObject(0), "source").value_or("").rfind(base, 0),
+            0u);
+
+  JsonObject t4 = Gce("GET", "/zones/us-central1-a/instances/n1").Json();
+  JsonObject acc = GetArray(t4, "guestAccelerators")->getObject(0);
+  EXPECT_EQ(GetString(acc, "acceleratorType").value_or(""),
+            base + "/zones/us-central1-a/acceleratorTypes/nvidia-tesla-t4");
+  EXPECT_EQ(GetInt(acc, "acceleratorCount").value_or(0), 2);
+  // A CPU type carries none; a missing scheduling has every default.
+  ASSERT_EQ(Gce("POST", "/zones/us-central1-a/instances",
+                InstanceBody("cpu", "us-central1-a", "e2-standard-4", false))
+                .status,
+            200);
+  JsonObject cpu = Gce("GET", "/zones/us-central1-a/instances/cpu").Json();
+  EXPECT_FALSE(cpu->has("guestAccelerators"));
+  EXPECT_EQ(GetString(GetObject(cpu, "scheduling"), "onHostMaintenance").value_or(""), "MIGRATE");
+  Reply bad = Gce("POST", "/zones/us-central1-a/instances",
+                  [&] {
+                    std::string b = InstanceBody("bad", "us-central1-a", "e2-standard-4");
+                    b.replace(b.find("\"TERMINATE\""), 11, "\"STOP\"");
+                    return b;
+                  }());
+  EXPECT_EQ(bad.status, 400) << bad.body;
+}
+
+// real-apis-1.md F5: the other operation errors a zone can end an insert with.
+TEST_F(GceApiTest, CapacityFaultValuesPickTheOperationErrorCode) {
+  for (const std::string code :
+       {"insufficientCapacity", "RESOURCE_OPERATION_RATE_EXCEEDED", "ZONE_RESOURCE_POOL_EXHAUSTED"}) {
+    Fault(R"({"cloud":"gcp","fault":"capacity","value":")" + code + R"("})");
+    JsonObject op = Gce("POST", "/zones/us-central1-a/instances", InstanceBody("c1")).Json();
+    JsonObject done = WaitOp(op, "us-central1-a");
+    JsonObject e = GetArray(GetObject(done, "error"), "errors")->getObject(0);
+    EXPECT_EQ(GetString(e, "code").value_or(""), code) << ToJson(done);
+    EXPECT_EQ(Gce("GET", "/zones/us-central1-a/instances/c1").status, 404);
+  }
+}
+
+// real-apis-1.md F8: OS Login enforced by organization policy, in both forms the emulator
+// can play (not confirmed which one Google plays).
+TEST_F(GceApiTest, OsLoginPolicyOverridesOrRefusesEnableOsloginFalse) {
+  // Inserts NAME with enable-oslogin=FALSE; the status, and the effective enable-oslogin.
+  auto insert = [&](const std::string& name) {
+    Reply r = Gce("POST", "/zones/us-central1-a/instances",
+                  InstanceBody(name, "us-central1-a", "g2-standard-4", true,
+                               R"(,{"key":"enable-oslogin","value":"FALSE"})"));
+    JsonObject inst = Gce("GET", "/zones/us-central1-a/instances/" + name).Json();
+    return std::make_pair(
+        r, GetBool(GetObject(GetObject(inst, "resourceStatus"), "effectiveInstanceMetadata"),
+                   "enableOsloginMetadataValue"));
+  };
+  auto policy = [&](const std::string& value) {
+    ASSERT_EQ(Control("POST", "/settings",
+                      R"({"cloud":"gcp","os_login_policy":")" + value + R"("})")
+                  .status,
+              200);
+  };
+  auto [free, free_on] = insert("free");
+  EXPECT_EQ(free.status, 200) << free.body;
+  EXPECT_EQ(free_on, std::optional<bool>(false));
+  policy("override");
+  auto [forced, forced_on] = insert("forced");
+  EXPECT_EQ(forced.status, 200) << forced.body;
+  EXPECT_EQ(forced_on, std::optional<bool>(true));
+  policy("refuse");
+  auto [refused, refused_on] = insert("refused");
+  EXPECT_EQ(refused.status, 412) << refused.body;
+  EXPECT_NE(GetString(GetObject(refused.Json(), "error"), "message")
+                .value_or("")
+                .find("constraints/compute.requireOsLogin"),
+            std::string::npos)
+      << refused.body;
+  EXPECT_NE(refused.body.find("conditionNotMet"), std::string::npos);
+  EXPECT_FALSE(refused_on.has_value());
+}
+
+// Issue 30 part 2: the operations the gcp driver calls (plugins/gcp/gcp_driver.cc; the list
+// in ../shared/reference/real-apis-1.md, "GCP (plugins/gcp)"), each one the Compute Engine
+// discovery document describes; the emulator serves nothing the document does not describe.
+TEST(GceDiscovery, TheDriversOperationsAreInTheDiscoveryDocument) {
+  struct Op {
+    const char* id;
+    const char* method;
+    const char* path;
+  };
+  const std::string p = "/compute/v1/projects/p1";
+  for (const Op& op : {
+           Op{"compute.projects.get", "GET", ""},
+           Op{"compute.instances.aggregatedList", "GET", "/aggregated/instances"},
+           Op{"compute.regions.get", "GET", "/regions/us-central1"},
+           Op{"compute.acceleratorTypes.aggregatedList", "GET", "/aggregated/acceleratorTypes"},
+           Op{"compute.instances.insert", "POST", "/zones/us-central1-a/instances"},
+           Op{"compute.instances.get", "GET", "/zones/us-central1-a/instances/vm"},
+           Op{"compute.instances.delete", "DELETE", "/zones/us-central1-a/instances/vm"},
+           Op{"compute.zoneOperations.get", "GET", "/zones/us-central1-a/operations/op-1"},
+           Op{"compute.globalOperations.get", "GET", "/global/operations/op-1"},
+           Op{"compute.firewalls.list", "GET", "/global/firewalls"},
+           Op{"compute.firewalls.insert", "POST", "/global/firewalls"},
+           Op{"compute.firewalls.get", "GET", "/global/firewalls/gpuprov-vm"},
+           Op{"compute.firewalls.patch", "PATCH", "/global/firewalls/gpuprov-vm"},
+           Op{"compute.firewalls.delete", "DELETE", "/global/firewalls/gpuprov-vm"},
+       }) {
+    EXPECT_EQ(GceDiscoveryMethodId(op.method, p + op.path), op.id) << op.method << " " << op.path;
+  }
+  for (const auto& [method, path] : std::vector<std::pair<std::string, std::string>>{
+           {"POST", "/zones/us-central1-a/instances/vm/start"},
+           {"PATCH", "/zones/us-central1-a/instances/vm"},
+           {"GET", "/zones/us-central1-a/instances/vm/serialPort"},
+           {"GET", "/global/firewalls/a/b"}}) {
+    EXPECT_EQ(GceDiscoveryMethodId(method, p + path), "") << method << " " << path;
+  }
+  std::set<std::string> ids;
+  for (const auto& m : DiscoveryMethods()) {
+    EXPECT_TRUE(ids.insert(m.id).second) << m.id;
+    EXPECT_EQ(std::string(m.id).rfind("compute.", 0), 0u) << m.id;
+  }
+}
+
+TEST_F(GceApiTest, WhatTheDiscoveryDocumentDoesNotDescribeIsNotServed) {
+  ASSERT_EQ(Gce("POST", "/zones/us-central1-a/instances", InstanceBody("vm9")).status, 200);
+  EXPECT_EQ(Gce("POST", "/zones/us-central1-a/instances/vm9/start").status, 404);
+  EXPECT_EQ(Gce("PATCH", "/zones/us-central1-a/instances/vm9", "{}").status, 404);
+  EXPECT_EQ(Gce("GET", "/zones/us-central1-a/instances/vm9").status, 200);
+}
+
+// Issue 30 part 2: request bodies are read against the discovery schemas (Instance,
+// Firewall): an unknown name or a value of another type is Google's 400 INVALID_ARGUMENT.
+TEST_F(GceApiTest, RequestBodiesFollowTheDiscoverySchemas) {
+  auto expect_400 = [&](const Reply& r, const std::string& needle) {
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_NE(r.body.find(needle), std::string::npos) << needle << "\n" << r.body;
+    EXPECT_NE(r.body.find("INVALID_ARGUMENT"), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find("google.rpc.BadRequest"), std::string::npos) << r.body;
+  };
+  std::string unknown = InstanceBody("vm8");
+  unknown.insert(1, R"("machine_type":"x",)");
+  expect_400(Gce("POST", "/zones/us-central1-a/instances", unknown),
+             R"(Unknown name \"machine_type\" at 'instance_resource': Cannot find field.)");
+  std::string nested = InstanceBody("vm8");
+  nested.insert(nested.find(R"("diskSizeGb")"), R"("disk_type":"pd-ssd",)");
+  expect_400(Gce("POST", "/zones/us-central1-a/instances", nested),
+             R"(at 'instance_resource.disks[0].initialize_params')");
+  std::string mistyped = InstanceBody("vm8");
+  mistyped.insert(1, R"("canIpForward":"yes",)");
+  expect_400(Gce("POST", "/zones/us-central1-a/instances", mistyped),
+             R"(Invalid value at 'instance_resource.can_ip_forward' (TYPE_BOOL), \"yes\")");
+  std::string labels = InstanceBody("vm8");
+  labels.replace(labels.find(R"("gpuprov":"1")"), 13, R"("gpuprov":1)");
+  EXPECT_EQ(Gce("POST", "/zones/us-central1-a/instances", labels).status, 400);
+  EXPECT_EQ(Count("instances"), 0);
+  // int64 fields take a string or a number, as Google's parser does.
+  std::string number = InstanceBody("vm8");
+  number.replace(number.find(R"("diskSizeGb":"100")"), 18, R"("diskSizeGb":100)");
+  EXPECT_EQ(Gce("POST", "/zones/us-central1-a/instances", number).status, 200);
+
+  expect_400(Gce("POST", "/global/firewalls",
+                 R"({"name":"fw1","sourceRange":["0.0.0.0/0"],"allowed":[{"IPProtocol":"tcp"}]})"),
+             R"(Unknown name \"sourceRange\" at 'firewall_resource')");
+  expect_400(Gce("POST", "/global/firewalls",
+                 R"({"name":"fw1","allowed":[{"IPProtocol":"tcp","port":["22"]}]})"),
+             R"(at 'firewall_resource.allowed[0]')");
+  expect_400(Gce("POST", "/global/firewalls",
+                 R"({"name":"fw1","priority":"high","allowed":[{"IPProtocol":"tcp"}]})"),
+             "TYPE_INT32");
+  EXPECT_EQ(Count("firewalls"), 0);
+}
+
+// Issue 30 part 2: what the emulator answers carries only fields of the discovery schemas,
+// each of its type (an optional string is a string or absent, never null).
+TEST_F(GceApiTest, ResourcesAnsweredFollowTheDiscoverySchemas) {
+  std::string n1 = InstanceBody("n1", "us-central1-a", "n1-standard-4");
+  n1.insert(
+      1,
+      R"("guestAccelerators":[{"acceleratorType":"nvidia-tesla-t4","acceleratorCount":1}],)");
+  JsonObject op = Gce("POST", "/zones/us-central1-a/instances", n1).Json();
+  for (int i = 0; i < 2; ++i) {  // PROVISIONING, then RUNNING
+    JsonObject inst = Gce("GET", "/zones/us-central1-a/instances/n1").Json();
+    EXPECT_EQ(GceCheckResource("Instance", inst), "") << ToJson(inst);
+    WaitOp(op, "us-central1-a");
+  }
+  ASSERT_EQ(Gce("POST", "/global/firewalls",
+                R"({"name":"fw1","allowed":[{"IPProtocol":"tcp","ports":["22"]}],"targetTags":["n1"]})")
+                .status,
+            200);
+  JsonObject fw = Gce("GET", "/global/firewalls/fw1").Json();
+  EXPECT_EQ(GceCheckResource("Firewall", fw), "") << ToJson(fw);
+  JsonObject listed = GetArray(Gce("GET", "/zones/us-central1-a/instances").Json(), "items")->getObject(0);
+  EXPECT_EQ(GceCheckResource("Instance", listed), "");
 }
 
 TEST_F(GceApiTest, CapacityArrivesInTheOperationAndTheInstanceVanishes) {

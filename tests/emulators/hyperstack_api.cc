@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Hyperstack ("Infrahub") API v1 (/v1/core: environments, keypairs, flavors,
-// images, virtual machines, per-VM security rules) as described in
-// /work/shared/clouds/hyperstack.md. Auth is the `api_key` header. Every body
+// images, virtual machines, per-VM security rules; /v1/pricebook) as the official
+// SDK generated from its OpenAPI definition describes it (NexGenCloud/
+// hyperstack-sdk-python f130f57: hyperstack/api/*.py, docs/*.md);
+// ../shared/clouds/hyperstack.md summarises it and is not the authority where they
+// differ. Auth is the `api_key` header. Every body
 // is {"status": true|false, "message": ..., <payload>}; errors carry
 // "error_reason". Request bodies are checked against the documented shapes
 // (unknown field or wrong type: 400 bad_request). A VM's security rules decide
@@ -191,6 +194,7 @@ class HyperstackApi : public CloudApi {
     SeedEnvironments();
     window_.clear();
     rate_limited_ = 0;
+    force_port_randomization_ = false;
     faults_.Clear();
   }
 
@@ -198,6 +202,10 @@ class HyperstackApi : public CloudApi {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto v = GetDouble(settings, "floating_ip_delay_seconds")) floating_ip_delay_ = *v;
     if (auto v = GetDouble(settings, "deleting_seconds")) deleting_seconds_ = *v;
+    // H3 of ../shared/reference/real-apis-2.md (unconfirmed): what the API does with
+    // enable_port_randomization false is not documented; true here makes every new VM report
+    // port_randomization on whatever the create asked, so a driver's reading of it is tested.
+    if (auto v = GetBool(settings, "force_port_randomization")) force_port_randomization_ = *v;
     if (JsonArray a = GetArray(settings, "out_of_stock")) {
       out_of_stock_.clear();
       for (unsigned i = 0; i < a->size(); ++i) out_of_stock_.insert(a->get(i).toString());
@@ -342,6 +350,10 @@ class HyperstackApi : public CloudApi {
     Reconcile();
     const std::string base = BasePath() + "/core";
     std::string path = TrimTrailingSlash(req.path);
+    if (path == BasePath() + "/pricebook") {
+      if (req.method != "GET") return NotAllowed();
+      return Pricebook();
+    }
     if (path.compare(0, base.size(), base) != 0) return NotFound("Not found: " + path);
     std::vector<std::string> seg = Split(path.substr(base.size()), '/');
     const std::string& m = req.method;
@@ -380,6 +392,40 @@ class HyperstackApi : public CloudApi {
       return std::nullopt;
     }
     return std::stoll(s);
+  }
+
+  // --- pricebook ---
+  // H-SDK docs/PricebookApi.md get_pricebook: GET /pricebook answers a JSON array of
+  // PricebookModel {id, name, value, original_value, discount_applied, start_time, end_time}
+  // (no envelope). The API reference (infrahub-doc.nexgencloud.com, "Retrieve Pricebook")
+  // names a GPU model per entry, `value` being "price value for the GPU per hour", and shows
+  // start_time/end_time null. The values are illustrative (the reference's example: RTX-A4000
+  // 0.58); CPU flavors have no entry here.
+  static HttpResponse Pricebook() {
+    static const std::vector<std::pair<const char*, double>> prices = {
+        {"A100-80G-PCIe", 1.35},        {"A100-80G-PCIe-NVLink", 1.40},
+        {"H100-80G-PCIe", 1.90},        {"H100-80G-PCIe-NVLink", 1.95},
+        {"H100-80G-SXM5", 2.40},        {"L40", 1.00},
+        {"RTX-A6000", 0.50},            {"RTX-A4000", 0.58}};
+    JsonArray a = NewArray();
+    int id = 1;
+    for (const auto& [name, value] : prices) {
+      JsonObject o = NewObject();
+      o->set("id", id++);
+      o->set("name", std::string(name));
+      o->set("value", value);
+      o->set("original_value", value);
+      o->set("discount_applied", false);
+      o->set("start_time", Poco::Dynamic::Var());
+      o->set("end_time", Poco::Dynamic::Var());
+      a->add(o);
+    }
+    std::ostringstream out;
+    a->stringify(out);
+    HttpResponse r;
+    r.status = 200;
+    r.body = out.str();
+    return r;
   }
 
   // --- catalogue (reference §7) ---
@@ -492,16 +538,20 @@ class HyperstackApi : public CloudApi {
     const std::string& m = req.method;
     if (seg.size() == 1) {
       if (m == "GET") {
-        JsonArray a = NewArray();
-        for (const auto& [id, e] : envs_) a->add(EnvJson(e));
-        return Ok("Success", "environments", a);
+        const std::string search = Lower(req.Query("search").value_or(""));
+        std::vector<JsonObject> items;
+        for (const auto& [id, e] : envs_) {
+          if (!search.empty() && Lower(e.name).find(search) == std::string::npos) continue;
+          items.push_back(EnvJson(e));
+        }
+        return Paged(req, "environments", items, "Success", /*all_by_default=*/true);
       }
       if (m == "POST") {
         JsonObject body = ParseObject(req.body);
         if (!body) return BadRequest("The body must be a JSON object");
+        // H-SDK docs/CreateEnvironment.md: name and region, both required.
         if (auto e = CheckShape(body, {{"name", JsonType::kString, true},
-                                       {"region", JsonType::kString, true},
-                                       {"features", JsonType::kObject}});
+                                       {"region", JsonType::kString, true}});
             !e.empty()) {
           return BadRequest(e);
         }
@@ -639,17 +689,27 @@ class HyperstackApi : public CloudApi {
     return Ok("Updated keypair successfully", "keypair", KeyJson(it->second));
   }
 
-  // --- paging (reference §3.3) ---
+  // --- paging ---
+  // H-SDK (NexGenCloud/hyperstack-sdk-python f130f57, hyperstack/api/virtual_machine_api.py
+  // list_vms, keypair_api.py list_key_pairs, environment_api.py list_environments): the query
+  // parameters are `page` and `pageSize`; the answer (models Instances, Keypairs,
+  // Environments) carries `count`, `page` and `page_size`. An unknown query parameter such as
+  // `page_size` is ignored, as by the web framework behind it. Without either parameter,
+  // `all_by_default` lists answer the whole list (the environments: H-TF reads them so).
   static HttpResponse Paged(const HttpRequest& req, const std::string& key,
-                            const std::vector<JsonObject>& items, const std::string& message) {
+                            const std::vector<JsonObject>& items, const std::string& message,
+                            bool all_by_default = false) {
     int page = 1, page_size = kDefaultPageSize;
+    if (all_by_default && !req.Query("page") && !req.Query("pageSize")) {
+      page_size = std::max<int>(1, static_cast<int>(items.size()));
+    }
     try {
       if (auto p = req.Query("page")) page = std::stoi(*p);
-      if (auto p = req.Query("page_size")) page_size = std::stoi(*p);
+      if (auto p = req.Query("pageSize")) page_size = std::stoi(*p);
     } catch (const std::exception&) {
-      return BadRequest("page and page_size must be integers");
+      return BadRequest("page and pageSize must be integers");
     }
-    if (page < 1 || page_size < 1) return BadRequest("page and page_size must be positive");
+    if (page < 1 || page_size < 1) return BadRequest("page and pageSize must be positive");
     JsonArray a = NewArray();
     const size_t from = static_cast<size_t>(page - 1) * page_size;
     for (size_t i = from; i < items.size() && i < from + page_size; ++i) a->add(items[i]);
@@ -839,9 +899,11 @@ class HyperstackApi : public CloudApi {
   HttpResponse CreateVms(const HttpRequest& req) {
     JsonObject body = ParseObject(req.body);
     if (!body) return BadRequest("The body must be a JSON object");
+    // H-SDK docs/CreateInstancesPayload.md: image_name is optional there (a VM may boot from
+    // a volume, volume_name); this emulator has no volumes, so it needs one or the other.
     if (auto e = CheckShape(body, {{"name", JsonType::kString, true},
                                    {"environment_name", JsonType::kString, true},
-                                   {"image_name", JsonType::kString, true},
+                                   {"image_name", JsonType::kString},
                                    {"flavor_name", JsonType::kString, true},
                                    {"key_name", JsonType::kString, true},
                                    {"count", JsonType::kInteger, true},
@@ -870,6 +932,11 @@ class HyperstackApi : public CloudApi {
     const std::string flavor_name = *GetString(body, "flavor_name");
     const FlavorDef* flavor = FindFlavor(flavor_name, env->region);
     if (!flavor) return NotFound("Flavor " + flavor_name + " not found in " + env->region);
+    if (!GetString(body, "image_name")) {
+      return BadRequest(GetString(body, "volume_name")
+                            ? "Booting from a volume is not served by this emulator"
+                            : "\"image_name\" is required unless the VM boots from volume_name");
+    }
     const std::string image = *GetString(body, "image_name");
     const auto& images = ImageNames();
     if (std::find(images.begin(), images.end(), image) == images.end()) {
@@ -928,7 +995,8 @@ class HyperstackApi : public CloudApi {
       vm.key_name = key_name;
       vm.user_data = user_data;
       vm.floating_ip = GetBool(body, "assign_floating_ip").value_or(false);
-      vm.port_randomization = GetBool(body, "enable_port_randomization").value_or(true);
+      vm.port_randomization =
+          force_port_randomization_ || GetBool(body, "enable_port_randomization").value_or(true);
       for (const auto& r : rules) vm.rules.push_back(NewRule(r));
       vm.labels = labels;
       vm.callback_url = GetString(body, "callback_url").value_or("");
@@ -1054,6 +1122,7 @@ class HyperstackApi : public CloudApi {
   int64_t rate_limited_ = 0;
   double floating_ip_delay_ = 1;
   double deleting_seconds_ = 1;
+  bool force_port_randomization_ = false;
   std::set<std::string> out_of_stock_;
   int64_t next_env_id_ = 1;
   int64_t next_key_id_ = 5001;

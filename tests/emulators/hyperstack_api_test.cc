@@ -5,6 +5,7 @@
 // upper-case states, the floating IP that comes after ACTIVE, request shapes,
 // per-VM security rules and the reachability they give, the 500/min limit, and
 // the fault knobs as Hyperstack shows them.
+#include <Poco/JSON/Parser.h>
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -436,9 +437,15 @@ TEST_F(HyperstackApiTest, ListPagesSearchesAndFiltersByEnvironment) {
   EXPECT_EQ(all.Json()->getValue<int>("count"), 3);
   JsonArray a = GetArray(all.Json(), "instances");
   EXPECT_EQ(a->getObject(0)->getValue<std::string>("name"), "alpha-1");  // oldest first
-  Reply page = H("GET", "/core/virtual-machines?page=2&page_size=2");
+  // H-SDK list_vms sends `pageSize` (virtual_machine_api.py); `page_size` is only the answer's
+  // spelling, and as a query parameter it is ignored (page 2 of the default 30 is empty).
+  Reply page = H("GET", "/core/virtual-machines?page=2&pageSize=2");
   EXPECT_EQ(GetArray(page.Json(), "instances")->size(), 1u);
   EXPECT_EQ(page.Json()->getValue<int>("page"), 2);
+  EXPECT_EQ(page.Json()->getValue<int>("page_size"), 2);
+  Reply wrong = H("GET", "/core/virtual-machines?page=2&page_size=2");
+  EXPECT_EQ(GetArray(wrong.Json(), "instances")->size(), 0u) << wrong.body;
+  EXPECT_EQ(wrong.Json()->getValue<int>("page_size"), 30);
   EXPECT_EQ(GetArray(H("GET", "/core/virtual-machines?search=alpha").Json(), "instances")->size(),
             2u);
   EXPECT_EQ(GetArray(H("GET", "/core/virtual-machines?environment=default-CANADA-1&exact_environment_match=true")
@@ -451,6 +458,53 @@ TEST_F(HyperstackApiTest, ListPagesSearchesAndFiltersByEnvironment) {
                      "instances")
                 ->size(),
             0u);
+}
+
+// Environments and key pairs page as the VM list does (H-SDK list_environments,
+// list_key_pairs); environments without page parameters come whole (H-TF reads them so).
+TEST_F(HyperstackApiTest, EnvironmentsAndKeypairsPageWithPageSize) {
+  for (int i = 0; i < 3; ++i) {
+    Reply r = H("POST", "/core/environments",
+                R"({"name":"env-)" + std::to_string(i) + R"(","region":"CANADA-1"})");
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  Reply all = H("GET", "/core/environments");
+  EXPECT_EQ(GetArray(all.Json(), "environments")->size(), 4u) << all.body;
+  EXPECT_EQ(all.Json()->getValue<int>("count"), 4);
+  Reply page = H("GET", "/core/environments?page=2&pageSize=3");
+  EXPECT_EQ(GetArray(page.Json(), "environments")->size(), 1u) << page.body;
+  EXPECT_EQ(page.Json()->getValue<int>("page_size"), 3);
+  EXPECT_EQ(GetArray(H("GET", "/core/environments?search=env-1").Json(), "environments")->size(),
+            1u);
+  ImportKey();
+  Reply keys = H("GET", "/core/keypairs?page=1&pageSize=1");
+  EXPECT_EQ(GetArray(keys.Json(), "keypairs")->size(), 1u);
+  EXPECT_EQ(keys.Json()->getValue<int>("count"), 1);
+}
+
+// H-SDK docs/PricebookApi.md: GET /pricebook is a bare JSON array of PricebookModel.
+TEST_F(HyperstackApiTest, PricebookIsAnArrayOfGpuPrices) {
+  Reply r = H("GET", "/pricebook");
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_FALSE(r.body.empty());
+  EXPECT_EQ(r.body.front(), '[') << r.body;
+  Poco::JSON::Parser parser;
+  JsonArray a = parser.parse(r.body).extract<JsonArray>();
+  ASSERT_GT(a->size(), 0u);
+  bool h100 = false;
+  for (unsigned i = 0; i < a->size(); ++i) {
+    JsonObject o = a->getObject(i);
+    for (const char* k : {"id", "name", "value", "original_value", "discount_applied",
+                          "start_time", "end_time"}) {
+      EXPECT_TRUE(o->has(k)) << k << " in " << r.body;
+    }
+    if (o->getValue<std::string>("name") == "H100-80G-PCIe") {
+      h100 = true;
+      EXPECT_GT(o->getValue<double>("value"), 0.0);
+    }
+  }
+  EXPECT_TRUE(h100) << r.body;
+  EXPECT_EQ(Call(base_, "GET", "/pricebook", "", "", {}).status, 401);
 }
 
 TEST_F(HyperstackApiTest, FaultsLookLikeHyperstack) {

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Lambda Cloud API v1 (/api/v1: instance types, instances, launch/terminate/
-// restart, SSH keys, account-wide firewall rules, firewall rulesets, regions,
-// images) as described in /work/shared/clouds/lambda.md. Envelopes: success
-// {"data": ...}, failure {"error": {"code", "message", "suggestion"?}}.
+// restart, SSH keys, account-wide firewall rules, firewall rulesets, images)
+// following Lambda's own OpenAPI spec v1.8.3 ("L-SPEC": openapi-1.8.3.json,
+// vendored in github.com/alexandervaneck/lambda-ai-cloud-api-client at commit
+// b6023bc07c0933df459426b281c113844f2571f5); operations are named by its
+// operationId. Only the operations of kSpecOperations are served. Envelopes:
+// success {"data": ...}, failure {"error": {"code", "message", "suggestion"?}}.
 // Request bodies are checked against the documented shapes (unknown field or
 // wrong type: 400 global/invalid-parameters). The documented pacing is enforced:
 // about 1 request/s per API key, launch 1 per 12 s (429 otherwise, counted).
@@ -30,13 +33,77 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using SysClock = std::chrono::system_clock;
 
-constexpr size_t kMaxUserData = 1024 * 1024;  // reference §4: 1 MB
+// L-SPEC InstanceLaunchRequest.user_data "cannot exceed 1MB": whether 10^6 or 2^20 bytes is
+// unconfirmed; the emulator takes the stricter reading (setting user_data_limit_bytes).
+constexpr size_t kDefaultMaxUserData = 1000 * 1000;
 constexpr size_t kMaxFirewallRules = 20;      // reference §5
 constexpr size_t kMaxNameLength = 64;
 constexpr size_t kMaxPublicKeyLength = 4096;
 // Slack on the pacing intervals, so a client that waits exactly the interval
 // on its own clock is not refused for a few milliseconds of jitter.
 constexpr double kPacingSlack = 0.9;
+
+// --- the operations of L-SPEC (paths under /api/v1, its operationIds) ---------------------
+struct SpecOperation {
+  const char* method;
+  const char* path;  // "{id}" for a path parameter
+  const char* operation_id;
+};
+
+// Transcribed from L-SPEC "paths" (v1.8.3). The file-system operations are listed but not
+// served (gpuprov mounts none).
+constexpr SpecOperation kSpecOperations[] = {
+    {"GET", "/instances", "listInstances"},
+    {"GET", "/instances/{id}", "getInstance"},
+    {"POST", "/instances/{id}", "postInstance"},
+    {"GET", "/instance-types", "listInstanceTypes"},
+    {"POST", "/instance-operations/launch", "launchInstance"},
+    {"POST", "/instance-operations/restart", "restartInstance"},
+    {"POST", "/instance-operations/terminate", "terminateInstance"},
+    {"GET", "/ssh-keys", "listSSHKeys"},
+    {"POST", "/ssh-keys", "addSSHKey"},
+    {"DELETE", "/ssh-keys/{id}", "deleteSSHKey"},
+    {"GET", "/file-systems", "listFilesystems"},
+    {"POST", "/filesystems", "createFilesystem"},
+    {"DELETE", "/filesystems/{id}", "filesystemDelete"},
+    {"GET", "/images", "listImages"},
+    {"GET", "/firewall-rules", "firewallRulesList"},
+    {"PUT", "/firewall-rules", "firewallRulesSet"},
+    {"GET", "/firewall-rulesets", "firewallRulesetsList"},
+    {"POST", "/firewall-rulesets", "createFirewallRuleset"},
+    {"GET", "/firewall-rulesets/global", "getGlobalFirewallRuleset"},
+    {"PATCH", "/firewall-rulesets/global", "updateGlobalFirewallRuleset"},
+    {"GET", "/firewall-rulesets/{id}", "getFirewallRuleset"},
+    {"PATCH", "/firewall-rulesets/{id}", "updateFirewallRuleset"},
+    {"DELETE", "/firewall-rulesets/{id}", "deleteFirewallRuleset"},
+    {"GET", "/audit-events", "getAuditEvents"},
+};
+
+// The L-SPEC operation a method and path (below /api/v1) are, or nullptr. A literal segment
+// ("global") wins over "{id}", as in the spec's own ordering.
+const SpecOperation* SpecOperationOf(const std::string& method, const std::vector<std::string>& seg) {
+  const SpecOperation* by_param = nullptr;
+  for (const auto& op : kSpecOperations) {
+    if (method != op.method) continue;
+    std::vector<std::string> want;
+    std::string part;
+    std::istringstream in(std::string(op.path).substr(1));
+    while (std::getline(in, part, '/')) want.push_back(part);
+    if (want.size() != seg.size()) continue;
+    bool literal = true, match = true;
+    for (size_t i = 0; i < want.size() && match; ++i) {
+      if (want[i] == "{id}") {
+        literal = false;
+      } else if (want[i] != seg[i]) {
+        match = false;
+      }
+    }
+    if (!match) continue;
+    if (literal) return &op;
+    if (!by_param) by_param = &op;
+  }
+  return by_param;
+}
 
 // --- catalogue (illustrative prices and capacity; names from reference §7) -------------
 
@@ -50,7 +117,13 @@ const std::vector<RegionDef>& Regions() {
       {"us-east-1", "Virginia, USA"},       {"us-west-1", "California, USA"},
       {"us-west-2", "Arizona, USA"},        {"us-south-1", "Texas, USA"},
       {"us-midwest-1", "Illinois, USA"},    {"europe-central-1", "Germany"},
-      {"asia-northeast-1", "Tokyo, Japan"}};
+      {"asia-northeast-1", "Tokyo, Japan"},
+      // The rest of L-SPEC PublicRegionCode (no capacity here).
+      {"asia-south-1", "India"},            {"australia-east-1", "Australia"},
+      {"me-west-1", "Israel"},              {"asia-northeast-2", "Osaka, Japan"},
+      {"us-west-3", "Utah, USA"},           {"us-east-2", "Washington DC, USA"},
+      {"us-south-2", "North Texas, USA"},   {"us-south-3", "Central Texas, USA"},
+      {"us-east-3", "USA"},                 {"us-midwest-2", "USA"}};
   return regions;
 }
 
@@ -299,6 +372,17 @@ class LambdaApi : public CloudApi {
     if (auto v = GetDouble(settings, "launch_interval_seconds")) launch_interval_ = *v;
     if (auto v = GetDouble(settings, "terminating_seconds")) terminating_seconds_ = *v;
     if (auto v = GetBool(settings, "legacy_api")) legacy_api_ = *v;
+    if (auto v = GetDouble(settings, "ruleset_release_seconds")) ruleset_release_seconds_ = *v;
+    if (auto v = GetInt(settings, "user_data_limit_bytes")) {
+      if (*v < 1) return "user_data_limit_bytes must be > 0";
+      user_data_limit_ = static_cast<size_t>(*v);
+    }
+    if (auto v = GetString(settings, "us_south_1_firewall")) {
+      if (*v != "rulesets_only" && *v != "unfiltered") {
+        return "us_south_1_firewall is \"rulesets_only\" or \"unfiltered\"";
+      }
+      us_south_1_unfiltered_ = *v == "unfiltered";
+    }
     if (JsonArray a = GetArray(settings, "sold_out")) {
       sold_out_.clear();
       for (unsigned i = 0; i < a->size(); ++i) sold_out_.insert(a->get(i).toString());
@@ -335,6 +419,9 @@ class LambdaApi : public CloudApi {
     std::string region;
     JsonArray rules;
     SysClock::time_point created;
+    // When an instance that used it ended; the ruleset stays in use ruleset_release_seconds
+    // (the setting now) after that: how long Lambda takes to let go of it is unconfirmed.
+    std::optional<Clock::time_point> last_user_ended;
   };
   struct Pace {
     std::optional<Clock::time_point> last;
@@ -467,17 +554,35 @@ class LambdaApi : public CloudApi {
                         seg[1] == "launch";
     if (auto limited = Paced(req, launch)) return *limited;
     Reconcile();
-    if (seg.empty()) return NotFound("The path " + path);
+    // Only what L-SPEC describes is served (GET /regions, say, is not one of its operations).
+    if (!SpecOperationOf(m, seg)) return NotFound("The path " + path);
+    // Fault "concurrent": another client sent this same request just before (two gpuprov
+    // runs registering one SSH key, or deleting it): carried out once for it, then for us.
+    if (faults_.Take("concurrent", m, req.path)) Serve(req, seg);
+    // L-SPEC launchInstance 403 ApiErrorInvalidBillingAddress.
+    if (launch && faults_.Take("invalid_address", m, req.path)) {
+      return Error(403, "global/invalid-address", "Your billing address is invalid.",
+                   "Make sure your billing address is valid. Contact Support if problems "
+                   "continue.");
+    }
+    return Serve(req, seg);
+  }
+
+  HttpResponse Serve(const HttpRequest& req, const std::vector<std::string>& seg) {
+    const std::string& m = req.method;
+    const std::string path = TrimTrailingSlash(req.path);
     const std::string& top = seg[0];
 
     if (top == "instance-types" && seg.size() == 1 && m == "GET") return ListTypes();
-    if (top == "regions" && seg.size() == 1 && m == "GET") return ListRegions();
     if (top == "images" && seg.size() == 1 && m == "GET") return ListImages();
     if (top == "instances") {
       if (seg.size() == 1 && m == "GET") return ListInstances();
       if (seg.size() == 2 && m == "GET") return GetInstance(seg[1]);
+      if (seg.size() == 2 && m == "POST") return RenameInstance(req, seg[1]);
       return MethodNotAllowed();
     }
+    // L-SPEC listFilesystems: none exist here (gpuprov mounts none).
+    if (top == "file-systems" && seg.size() == 1 && m == "GET") return Data(NewArray());
     if (top == "instance-operations" && seg.size() == 2 && m == "POST") {
       if (seg[1] == "launch") return Launch(req);
       if (seg[1] == "terminate") return Terminate(req);
@@ -544,12 +649,6 @@ class LambdaApi : public CloudApi {
     return Data(data);
   }
 
-  HttpResponse ListRegions() {
-    JsonArray a = NewArray();
-    for (const auto& r : Regions()) a->add(RegionJson(r.name));
-    return Data(a);
-  }
-
   static JsonObject ImageJson(const ImageDef& i, const std::string& region) {
     JsonObject o = NewObject();
     o->set("id", i.id);
@@ -561,9 +660,7 @@ class LambdaApi : public CloudApi {
     o->set("family", std::string(i.family));
     o->set("version", std::string(i.version));
     o->set("architecture", std::string(i.architecture));
-    JsonObject r = NewObject();
-    r->set("name", region);
-    o->set("region", r);
+    o->set("region", RegionJson(region));  // L-SPEC Region: name and description
     return o;
   }
 
@@ -603,7 +700,7 @@ class LambdaApi : public CloudApi {
   }
 
   std::set<int> AllowedPorts(const Instance& in) const {
-    return LambdaAllowedPorts(in.region, global_rules_, RulesetRules(in));
+    return LambdaAllowedPorts(in.region, global_rules_, RulesetRules(in), us_south_1_unfiltered_);
   }
 
   // Tells the backend each live instance's reachable ports (after a rule change).
@@ -618,16 +715,16 @@ class LambdaApi : public CloudApi {
     ForgetEnded(instances_, [](const auto& r) -> const auto& { return r.terminate_at; });
   }
 
+  // L-SPEC Instance: required id, status, ssh_key_names, file_system_names, region,
+  // instance_type, actions; the optional strings (name, ip, private_ip, hostname, jupyter_*)
+  // are absent until known, never null (the schema types them as plain strings). There is no
+  // image field.
   JsonObject InstanceJson(const Instance& in) {
     InstanceStatus s = backend_->State(in.backend_id);
     const std::string status = StatusOf(in);
     JsonObject o = NewObject();
     o->set("id", in.id);
-    if (in.has_name) {
-      o->set("name", in.name);
-    } else {
-      o->set("name", Poco::Dynamic::Var());
-    }
+    if (in.has_name) o->set("name", in.name);
     const bool ip_known =
         (status == "active" || status == "unhealthy" || status == "terminating") &&
         !s.public_ip.empty() &&
@@ -635,9 +732,6 @@ class LambdaApi : public CloudApi {
     if (ip_known) {
       o->set("ip", s.public_ip);
       o->set("private_ip", s.private_ip);
-    } else {
-      o->set("ip", Poco::Dynamic::Var());
-      o->set("private_ip", Poco::Dynamic::Var());
     }
     o->set("status", status);
     JsonArray keys = NewArray();
@@ -651,10 +745,8 @@ class LambdaApi : public CloudApi {
     if (ip_known) {
       o->set("jupyter_url", "https://jupyter-" + in.id + ".lambdaspaces.com/?token=" +
                                 in.jupyter_token);
-    } else {
-      o->set("jupyter_url", Poco::Dynamic::Var());
     }
-    o->set("is_reserved", false);
+    o->set("actions", ActionsJson(status));
     o->set("tags", in.tags ? in.tags : NewArray());
     JsonArray rulesets = NewArray();
     for (const auto& rid : in.ruleset_ids) {
@@ -665,10 +757,34 @@ class LambdaApi : public CloudApi {
       rulesets->add(r);
     }
     o->set("firewall_rulesets", rulesets);
-    JsonObject image = NewObject();
-    image->set("id", in.image->id);
-    image->set("family", std::string(in.image->family));
-    o->set("image", image);
+    return o;
+  }
+
+  // L-SPEC InstanceActionAvailability: each of migrate, rebuild, restart, cold_reboot,
+  // terminate as {available, reason_code?, reason_description?} (InstanceActionUnavailableCode).
+  static JsonObject ActionsJson(const std::string& status) {
+    auto one = [](bool available, const std::string& code, const std::string& why) {
+      JsonObject a = NewObject();
+      a->set("available", available);
+      if (!available) {
+        a->set("reason_code", code);
+        a->set("reason_description", why);
+      }
+      return a;
+    };
+    const bool terminating = status == "terminating" || status == "terminated";
+    const bool launched = status == "active" || status == "unhealthy";
+    JsonObject o = NewObject();
+    for (const char* action : {"migrate", "rebuild", "restart", "cold_reboot", "terminate"}) {
+      const bool is_terminate = std::string(action) == "terminate";
+      if (terminating) {
+        o->set(action, one(false, "vm-is-terminating", "The instance is terminating."));
+      } else if (!launched && !is_terminate) {
+        o->set(action, one(false, "vm-has-not-launched", "The instance has not launched yet."));
+      } else {
+        o->set(action, one(true, "", ""));
+      }
+    }
     return o;
   }
 
@@ -676,6 +792,21 @@ class LambdaApi : public CloudApi {
     JsonArray a = NewArray();
     for (const auto& [id, in] : instances_) a->add(InstanceJson(in));
     return Data(a);
+  }
+
+  // L-SPEC postInstance: InstanceModificationRequest {name (<= 64)} -> the Instance.
+  HttpResponse RenameInstance(const HttpRequest& req, const std::string& id) {
+    auto it = instances_.find(id);
+    if (it == instances_.end()) return NotFound("Instance " + id);
+    JsonObject body = ParseObject(req.body);
+    if (!body) return Invalid("the body must be a JSON object");
+    if (auto e = CheckShape(body, {{"name", JsonType::kString}}); !e.empty()) return Invalid(e);
+    if (auto n = GetString(body, "name")) {
+      if (n->size() > kMaxNameLength) return Invalid("\"name\" is longer than 64 characters");
+      it->second.name = *n;
+      it->second.has_name = true;
+    }
+    return Data(InstanceJson(it->second));
   }
 
   HttpResponse GetInstance(const std::string& id) {
@@ -721,6 +852,9 @@ class LambdaApi : public CloudApi {
           return "\"" + where + ".port_range\" must satisfy 1 <= min <= max <= 65535";
         }
       }
+      if (GetString(r, "description").value_or("").size() > 128) {  // L-SPEC FirewallRule
+        return "\"" + where + ".description\" is longer than 128 characters";
+      }
       const std::string net = GetString(r, "source_network").value_or("");
       if (!CidrContains(net, net.substr(0, net.find('/')))) {
         return "\"" + where + ".source_network\" must be an IPv4 CIDR such as 0.0.0.0/0";
@@ -739,6 +873,7 @@ class LambdaApi : public CloudApi {
                                      {"hostname", JsonType::kString},
                                      {"quantity", JsonType::kInteger},
                                      {"file_system_names", JsonType::kArray},
+                                     {"file_system_mounts", JsonType::kArray},
                                      {"tags", JsonType::kArray}};
     if (!legacy_api_) {
       shape.push_back({"image", JsonType::kObject});
@@ -775,6 +910,9 @@ class LambdaApi : public CloudApi {
       }
       hostname = *h;
     }
+    if (JsonArray mounts = GetArray(body, "file_system_mounts"); mounts && mounts->size() > 0) {
+      return NotFound("File system in \"file_system_mounts\"");  // none exist here
+    }
     if (JsonArray fs = GetArray(body, "file_system_names"); fs && fs->size() > 0) {
       if (auto e = CheckItems(fs, JsonType::kString, "file_system_names"); !e.empty()) {
         return Invalid(e);
@@ -782,7 +920,10 @@ class LambdaApi : public CloudApi {
       return NotFound("File system \"" + fs->get(0).convert<std::string>() + "\"");
     }
     std::string user_data = GetString(body, "user_data").value_or("");
-    if (user_data.size() > kMaxUserData) return Invalid("\"user_data\" is larger than 1 MB");
+    if (user_data.size() > user_data_limit_) {
+      return Invalid("\"user_data\" is larger than 1MB (" + std::to_string(user_data_limit_) +
+                     " bytes here)");
+    }
     in.tags = NewArray();
     if (JsonArray tags = GetArray(body, "tags")) {
       if (auto e = CheckItems(tags, JsonType::kObject, "tags"); !e.empty()) return Invalid(e);
@@ -928,6 +1069,11 @@ class LambdaApi : public CloudApi {
         backend_->Delete(in.backend_id);
         in.terminate_at = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(
                                              terminating_seconds_ * 1000));
+        for (const auto& rid : in.ruleset_ids) {
+          auto it = rulesets_.find(rid);
+          if (it == rulesets_.end()) continue;
+          it->second.last_user_ended = *in.terminate_at;
+        }
       }
       out->add(InstanceJson(in));
     }
@@ -983,8 +1129,8 @@ class LambdaApi : public CloudApi {
       return Invalid("\"name\" must be 1 to 64 characters");
     }
     if (KeyByName(name)) {
-      return Error(400, "global/duplicate", "An SSH key named \"" + name + "\" already exists.",
-                   "Use a different name.");
+      // L-SPEC addSSHKey documents only 400 ApiErrorInvalidParameters (no global/duplicate).
+      return Invalid("an SSH key named \"" + name + "\" already exists");
     }
     SshKey k;
     k.id = RandomHex(16);
@@ -1007,7 +1153,8 @@ class LambdaApi : public CloudApi {
   }
 
   HttpResponse DeleteKey(const std::string& id) {
-    if (keys_.erase(id) == 0) return NotFound("SSH key " + id);
+    // L-SPEC deleteSSHKey documents 200, 400 ApiErrorInvalidParameters, 401, 403 (no 404).
+    if (keys_.erase(id) == 0) return Invalid("SSH key " + id + " does not exist");
     return Data(NewObject());
   }
 
@@ -1101,7 +1248,12 @@ class LambdaApi : public CloudApi {
       return MethodNotAllowed();
     }
     auto it = rulesets_.find(seg[1]);
-    if (it == rulesets_.end()) return NotFound("Firewall ruleset " + seg[1]);
+    if (it == rulesets_.end()) {
+      // L-SPEC ApiErrorFirewallRulesetNotFound.
+      return Error(404, "global/object-does-not-exist",
+                   "Firewall ruleset does not exist or you do not have permission to access it.",
+                   "Check your firewall ruleset ID and try again.");
+    }
     if (m == "GET") return Data(RulesetJson(it->second));
     if (m == "PATCH") {
       JsonObject body = ParseObject(req.body);
@@ -1125,13 +1277,20 @@ class LambdaApi : public CloudApi {
       return Data(RulesetJson(it->second));
     }
     if (m == "DELETE") {
-      for (const auto& [id, in] : instances_) {
-        if (std::find(in.ruleset_ids.begin(), in.ruleset_ids.end(), it->first) !=
-            in.ruleset_ids.end()) {
-          return Error(409, "global/conflict",
-                       "Firewall ruleset " + it->first + " is attached to instance " + id + ".",
-                       "Terminate the instances that use it first.");
-        }
+      // L-SPEC deleteFirewallRuleset: 400 ApiErrorFirewallRulesetInUse while an instance
+      // (a terminating one too) uses it, and for ruleset_release_seconds after.
+      const auto release =
+          std::chrono::milliseconds(static_cast<int64_t>(ruleset_release_seconds_ * 1000));
+      bool in_use = it->second.last_user_ended &&
+                    Clock::now() < *it->second.last_user_ended + release;
+      for (const auto& entry : instances_) {
+        const std::vector<std::string>& used = entry.second.ruleset_ids;
+        in_use = in_use || std::find(used.begin(), used.end(), it->first) != used.end();
+      }
+      if (in_use) {
+        return Error(400, "firewall-rulesets/firewall-ruleset-in-use",
+                     "Firewall ruleset is in use by one or more instances.",
+                     "Terminate all instances that are using the ruleset before deleting it.");
       }
       rulesets_.erase(it);
       return Data(NewObject());
@@ -1163,14 +1322,8 @@ class LambdaApi : public CloudApi {
     r.name = *GetString(body, "name");
     r.region = *GetString(body, "region");
     if (!FindRegion(r.region)) return Invalid("unknown region \"" + r.region + "\"");
-    for (const auto& [id, other] : rulesets_) {
-      if (other.name == r.name && other.region == r.region) {
-        return Error(400, "global/duplicate",
-                     "A firewall ruleset named \"" + r.name + "\" already exists in " +
-                         r.region + ".",
-                     "Use a different name.");
-      }
-    }
+    // A name taken in the region: 400 global/invalid-parameters (CheckRulesetName), the
+    // only invalid-input error L-SPEC createFirewallRuleset documents (no global/duplicate).
     if (auto e = CheckRulesetName(r.name, r.region, ""); !e.empty()) return Invalid(e);
     r.rules = GetArray(body, "rules");
     if (auto e = CheckRules(r.rules, "rules"); !e.empty()) return Invalid(e);
@@ -1190,6 +1343,9 @@ class LambdaApi : public CloudApi {
   double requests_per_second_ = 1;
   double launch_interval_ = 12;
   double terminating_seconds_ = 1;
+  double ruleset_release_seconds_ = 0;
+  size_t user_data_limit_ = kDefaultMaxUserData;
+  bool us_south_1_unfiltered_ = false;
   bool legacy_api_ = false;
   std::set<std::string> sold_out_;
 };

@@ -168,9 +168,10 @@ TEST_F(LambdaApiTest, InstanceTypesAreAMapKeyedByNameWithLiveCapacity) {
   EXPECT_EQ(ErrorCode(sold), "instance-operations/launch/insufficient-capacity");
 }
 
-TEST_F(LambdaApiTest, RegionsAndImagesAreServed) {
-  JsonArray regions = GetArray(L("GET", "/regions").Json(), "data");
-  ASSERT_GT(regions->size(), 3u);
+// L-SPEC (Lambda's OpenAPI spec v1.8.3) has listImages and no regions operation: GET /regions
+// is not served (the regions are in each instance type's regions_with_capacity_available).
+TEST_F(LambdaApiTest, ImagesAreServedAndRegionsAreNoOperationOfTheSpec) {
+  EXPECT_EQ(L("GET", "/regions").status, 404);
   JsonArray images = GetArray(L("GET", "/images").Json(), "data");
   ASSERT_GT(images->size(), 0u);
   JsonObject i = images->getObject(0);
@@ -188,7 +189,18 @@ TEST_F(LambdaApiTest, LaunchedInstanceBootsThenIsActiveWithAnIpThenTerminatesAnd
   JsonObject i = Instance(id);
   ASSERT_TRUE(i);
   EXPECT_EQ(i->getValue<std::string>("status"), "booting");
-  EXPECT_TRUE(i->isNull("ip"));
+  // L-SPEC Instance: ip is a string, absent until known (never null); no image field; the
+  // required actions object.
+  EXPECT_FALSE(i->has("ip"));
+  EXPECT_FALSE(i->has("image"));
+  JsonObject actions = GetObject(i, "actions");
+  ASSERT_TRUE(actions);
+  for (const char* a : {"migrate", "rebuild", "restart", "cold_reboot", "terminate"}) {
+    ASSERT_TRUE(GetObject(actions, a)) << a;
+    EXPECT_TRUE(GetObject(actions, a)->has("available")) << a;
+  }
+  EXPECT_EQ(GetObject(actions, "restart")->getValue<std::string>("reason_code"),
+            "vm-has-not-launched");
   EXPECT_EQ(i->getValue<std::string>("name"), "gpuprov-a");
   EXPECT_EQ(GetObject(i, "region")->getValue<std::string>("name"), "us-east-1");
   EXPECT_EQ(GetObject(i, "instance_type")->getValue<std::string>("name"), "gpu_1x_a100_sxm4");
@@ -280,7 +292,8 @@ TEST_F(LambdaApiTest, LaunchBodiesAreCheckedAgainstTheDocumentedShape) {
     EXPECT_NE(r.body.find(c.mentions), std::string::npos) << c.body << " -> " << r.body;
   }
   // More than 1 MB of user data.
-  Reply big = launch(LaunchBody("a", R"(,"user_data":")" + std::string(1024 * 1024 + 1, 'x') + "\""));
+  // L-SPEC: "cannot exceed 1MB"; the emulator takes the stricter reading, 10^6 bytes.
+  Reply big = launch(LaunchBody("a", R"(,"user_data":")" + std::string(1000 * 1000 + 1, 'x') + "\""));
   EXPECT_EQ(big.status, 400);
   EXPECT_EQ(Count("instances"), 0);
   EXPECT_EQ(Count("backend_instances"), 0);
@@ -307,9 +320,10 @@ TEST_F(LambdaApiTest, SshKeysAddListDeleteAndGenerate) {
   ASSERT_EQ(keys->size(), 1u);
   const std::string id = keys->getObject(0)->getValue<std::string>("id");
   EXPECT_EQ(keys->getObject(0)->getValue<std::string>("public_key"), kPublicKey);
+  // L-SPEC addSSHKey documents only 400 global/invalid-parameters (no global/duplicate).
   Reply dup = L("POST", "/ssh-keys", R"({"name":"mine","public_key":")" + std::string(kPublicKey) + "\"}");
   EXPECT_EQ(dup.status, 400);
-  EXPECT_EQ(ErrorCode(dup), "global/duplicate");
+  EXPECT_EQ(ErrorCode(dup), "global/invalid-parameters");
   Reply bad = L("POST", "/ssh-keys", R"({"name":"x","public_key":"not a key"})");
   EXPECT_EQ(ErrorCode(bad), "global/invalid-parameters");
   Reply extra = L("POST", "/ssh-keys", R"({"name":"x","public_key":")" + std::string(kPublicKey) +
@@ -322,9 +336,10 @@ TEST_F(LambdaApiTest, SshKeysAddListDeleteAndGenerate) {
   EXPECT_NE(g->getValue<std::string>("private_key").find("PRIVATE KEY-----"), std::string::npos);
   EXPECT_EQ(Count("ssh_keys"), 2);
   EXPECT_EQ(L("DELETE", "/ssh-keys/" + id).status, 200);
+  // L-SPEC deleteSSHKey lists 200, 400 (ApiErrorInvalidParameters), 401, 403: no 404.
   Reply again = L("DELETE", "/ssh-keys/" + id);
-  EXPECT_EQ(again.status, 404);
-  EXPECT_EQ(ErrorCode(again), "global/object-does-not-exist");
+  EXPECT_EQ(again.status, 400);
+  EXPECT_EQ(ErrorCode(again), "global/invalid-parameters");
   EXPECT_EQ(Count("ssh_keys"), 1);
 }
 
@@ -389,8 +404,9 @@ TEST_F(LambdaApiTest, RulesetsAttachAtLaunchAndCannotBeDeletedWhileAttached) {
   ASSERT_EQ(c.status, 200) << c.body;
   const std::string rs = GetObject(c.Json(), "data")->getValue<std::string>("id");
   EXPECT_EQ(Count("rulesets"), 1);
+  // L-SPEC createFirewallRuleset: 400 is invalid-parameters or quota-exceeded (no duplicate).
   Reply dup = L("POST", "/firewall-rulesets", R"({"name":"gpuprov-a","region":"us-east-1","rules":[]})");
-  EXPECT_EQ(ErrorCode(dup), "global/duplicate");
+  EXPECT_EQ(ErrorCode(dup), "global/invalid-parameters");
   // Same region only.
   Reply wrong = L("POST", "/instance-operations/launch",
                   LaunchBody("w", R"(,"firewall_rulesets":[{"id":")" + rs + "\"}]", "gpu_1x_a10",
@@ -407,13 +423,21 @@ TEST_F(LambdaApiTest, RulesetsAttachAtLaunchAndCannotBeDeletedWhileAttached) {
       {"protocol":"tcp","port_range":[443,443],"source_network":"0.0.0.0/0","description":"https"}]})");
   ASSERT_EQ(p.status, 200) << p.body;
   EXPECT_EQ(AllowedPorts(id), (std::set<int>{22, 443}));
+  // L-SPEC deleteFirewallRuleset: 400 ApiErrorFirewallRulesetInUse (409 is an internal error).
   Reply busy = L("DELETE", "/firewall-rulesets/" + rs);
-  EXPECT_EQ(busy.status, 409);
-  EXPECT_EQ(ErrorCode(busy), "global/conflict");
+  EXPECT_EQ(busy.status, 400);
+  EXPECT_EQ(ErrorCode(busy), "firewall-rulesets/firewall-ruleset-in-use");
+  // In use while the instance terminates, and (ruleset_release_seconds) a while after.
+  Settings(R"({"cloud":"lambda","ruleset_release_seconds":1.5})");
   ASSERT_EQ(L("POST", "/instance-operations/terminate", R"({"instance_ids":[")" + id + "\"]}").status,
             200);
+  EXPECT_EQ(ErrorCode(L("DELETE", "/firewall-rulesets/" + rs)),
+            "firewall-rulesets/firewall-ruleset-in-use");
   ASSERT_TRUE(WaitFor([&] { return Status(id) == "404"; }, 5s));
-  EXPECT_EQ(L("DELETE", "/firewall-rulesets/" + rs).status, 200);
+  EXPECT_EQ(ErrorCode(L("DELETE", "/firewall-rulesets/" + rs)),
+            "firewall-rulesets/firewall-ruleset-in-use");
+  ASSERT_TRUE(WaitFor([&] { return L("DELETE", "/firewall-rulesets/" + rs).status == 200; }, 5s));
+  Settings(R"({"cloud":"lambda","ruleset_release_seconds":0})");
   EXPECT_EQ(L("GET", "/firewall-rulesets/" + rs).status, 404);
   EXPECT_EQ(Count("rulesets"), 0);
   EXPECT_EQ(GetArray(L("GET", "/firewall-rulesets").Json(), "data")->size(), 0u);
@@ -538,8 +562,8 @@ TEST_F(LambdaApiTest, BootFaultsVanishUnhealthyAndActiveWithoutAnIp) {
   Fault(R"({"cloud":"lambda","fault":"ip_after_boot","seconds":1})");
   const std::string late = Launch("late");
   ASSERT_TRUE(WaitFor([&] { return Status(late) == "active"; }, 5s));
-  EXPECT_TRUE(Instance(late)->isNull("ip"));
-  ASSERT_TRUE(WaitFor([&] { return !Instance(late)->isNull("ip"); }, 5s));
+  EXPECT_FALSE(Instance(late)->has("ip"));
+  ASSERT_TRUE(WaitFor([&] { return Instance(late)->has("ip"); }, 5s));
   Fault(R"({"cloud":"lambda","fault":"slow_boot","seconds":1})");
   const std::string slow = Launch("slow");
   std::this_thread::sleep_for(600ms);
@@ -555,9 +579,49 @@ TEST_F(LambdaApiTest, UnknownPathsAndMethodsUseTheErrorEnvelope) {
   Reply r = L("GET", "/nothing-here");
   EXPECT_EQ(r.status, 404);
   EXPECT_EQ(ErrorCode(r), "global/object-does-not-exist");
+  // Not an operation of L-SPEC: 404 like any path it does not describe.
   Reply m = L("DELETE", "/instances");
-  EXPECT_EQ(m.status, 405);
+  EXPECT_EQ(m.status, 404);
   EXPECT_TRUE(GetObject(m.Json(), "error"));
+}
+
+// Issue 30 part 2: the emulator serves only operations of Lambda's OpenAPI spec v1.8.3
+// (paths transcribed here on their own); what the spec does not describe is 404.
+TEST_F(LambdaApiTest, OnlyTheOperationsOfLambdasSpecAreServed) {
+  AddKey();
+  for (const auto& [m, p] : std::vector<std::pair<std::string, std::string>>{
+           {"GET", "/regions"}, {"DELETE", "/instances"}, {"DELETE", "/instances/x"},
+           {"POST", "/firewall-rules"}, {"DELETE", "/firewall-rules"}, {"PUT", "/ssh-keys"},
+           {"GET", "/ssh-keys/x"}, {"POST", "/instance-types"}, {"GET", "/instance-operations/launch"},
+           {"PUT", "/firewall-rulesets/x"}}) {
+    Reply r = L(m, p, "{}");
+    EXPECT_EQ(r.status, 404) << m << " " << p << " -> " << r.body;
+    EXPECT_EQ(ErrorCode(r), "global/object-does-not-exist") << m << " " << p;
+  }
+  // The spec's operations the driver uses are served (not the 404 of an unknown path).
+  for (const auto& [m, p] : std::vector<std::pair<std::string, std::string>>{
+           {"GET", "/instances"}, {"GET", "/instance-types"}, {"GET", "/ssh-keys"},
+           {"GET", "/firewall-rules"}, {"GET", "/firewall-rulesets"},
+           {"GET", "/firewall-rulesets/global"}, {"GET", "/images"}}) {
+    EXPECT_EQ(L(m, p).status, 200) << m << " " << p;
+  }
+  // postInstance renames; listFilesystems lists none.
+  const std::string id = Launch("renamed");
+  Reply renamed = L("POST", "/instances/" + id, R"({"name":"new-name"})");
+  ASSERT_EQ(renamed.status, 200) << renamed.body;
+  EXPECT_EQ(GetObject(renamed.Json(), "data")->getValue<std::string>("name"), "new-name");
+  EXPECT_EQ(ErrorCode(L("POST", "/instances/" + id, R"({"nme":"x"})")), "global/invalid-parameters");
+  EXPECT_EQ(GetArray(L("GET", "/file-systems").Json(), "data")->size(), 0u);
+  // The spec's billing-address refusal (launchInstance 403) and a concurrent twin request.
+  Fault(R"({"cloud":"lambda","fault":"invalid_address"})");
+  Reply bill = L("POST", "/instance-operations/launch", LaunchBody("a"));
+  EXPECT_EQ(bill.status, 403);
+  EXPECT_EQ(ErrorCode(bill), "global/invalid-address");
+  Fault(R"({"cloud":"lambda","fault":"concurrent","method":"POST","path":"/api/v1/ssh-keys"})");
+  Reply twin = L("POST", "/ssh-keys", R"({"name":"twin","public_key":")" + std::string(kPublicKey) + "\"}");
+  EXPECT_EQ(twin.status, 400);
+  EXPECT_EQ(ErrorCode(twin), "global/invalid-parameters");
+  EXPECT_EQ(Count("ssh_keys"), 2);
 }
 
 // The binary prints "lambda <url>" and "hyperstack <url>" and takes the keys from

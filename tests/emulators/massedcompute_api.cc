@@ -80,6 +80,10 @@ const std::vector<ProductDef>& Products() {
        {"us-central-3"}, 2},
       {"gpu_8x_h100_sxm5", "8x H100 (80GB) SXM5", 8, 2152, 160, 1024, 8192, "H100-80GB",
        {"us-central-3"}, 1},
+      // An internal-only SKU listed at $0/hr: "The '1x H100 SXM5' SKU exists in the catalog but
+      // is internal-only" (massed-compute-agent-plugin skills/mc-pick-gpu/SKILL.md). Launching
+      // it is refused (the answer is not documented).
+      {"gpu_1x_h100_sxm5", "1x H100 SXM5", 1, 0, 20, 128, 1024, "H100-80GB", {"us-central-3"}, 4},
   };
   return products;
 }
@@ -208,6 +212,8 @@ class MassedComputeApi : public CloudApi {
     single_shape_ = false;
     terminating_seconds_ = 1;
     launches_ = 0;
+    omit_os_booted_ = false;
+    image_field_ = "imageId";
   }
 
   std::string Configure(const JsonObject& settings) override {
@@ -226,6 +232,21 @@ class MassedComputeApi : public CloudApi {
       }
     }
     if (auto v = GetBool(settings, "single_instance_shape")) single_shape_ = *v;
+    // omit_os_booted: instances carry no os_booted and say "pending", then "Running" once the
+    // OS is up, as the vendor's fixture (massed-compute-mcp bafb889
+    // packages/node/tests/forward.test.ts: {uuid, name, ip, username, password,
+    // status:"Running"}) and agent plugin (skills/mc-launch-vms/SKILL.md: "from `pending` to
+    // `running`") show them.
+    if (auto v = GetBool(settings, "omit_os_booted")) omit_os_booted_ = *v;
+    // launch_image_field: "imageId" (integer, massed-compute-mcp d11c49a tools.json
+    // instances_launch) or "os_image_name" (string, what skills/mc-launch-vms/SKILL.md says
+    // the REST launch takes); the two sources disagree.
+    if (auto v = GetString(settings, "launch_image_field")) {
+      if (*v != "imageId" && *v != "os_image_name") {
+        return "launch_image_field must be imageId or os_image_name";
+      }
+      image_field_ = *v;
+    }
     if (auto v = GetDouble(settings, "terminating_seconds")) terminating_seconds_ = *v;
     return CloudApi::Configure(settings);
   }
@@ -461,11 +482,11 @@ class MassedComputeApi : public CloudApi {
     const InstanceStatus s = backend_->State(in.backend_id);
     switch (s.state) {
       case InstanceState::kProvisioning:
-        v.status = "booting";
+        v.status = omit_os_booted_ ? "pending" : "booting";
         break;
       case InstanceState::kRunning:
-        v.status = "rented";
         v.os_booted = s.running_for >= kOsBootTime;
+        v.status = !omit_os_booted_ ? "rented" : v.os_booted ? "Running" : "pending";
         if (s.running_for.count() >= static_cast<int64_t>(in.ip_after_seconds * 1000)) {
           v.ip = s.public_ip;
         }
@@ -492,7 +513,7 @@ class MassedComputeApi : public CloudApi {
     o->set("username", std::string(kSshUser));
     o->set("password", in.password);
     o->set("status", v.status);
-    o->set("os_booted", v.os_booted ? 1 : 0);
+    if (!omit_os_booted_) o->set("os_booted", v.os_booted ? 1 : 0);
     o->set("command_startup", in.command);
     o->set("created", Rfc3339(in.created));
     o->set("active", in.terminate_at ? 0 : 1);
@@ -549,7 +570,21 @@ class MassedComputeApi : public CloudApi {
   HttpResponse Launch(const HttpRequest& req) {
     JsonObject body = ParseObject(req.body);
     if (!body) return Invalid("The request body must be a JSON object.");
-    if (auto e = CheckShape(body, {{"imageId", JsonType::kInteger, true},
+    const bool by_name = image_field_ == "os_image_name";
+    if (by_name && !body->has("os_image_name")) {
+      // Laravel's validation answer (the API's framework: "Unauthenticated.", "Too Many
+      // Attempts."); the exact body is not documented.
+      JsonObject errors = NewObject();
+      JsonArray list = NewArray();
+      list->add(std::string("The os image name field is required."));
+      errors->set("os_image_name", list);
+      JsonObject o = NewObject();
+      o->set("message", std::string("The os image name field is required."));
+      o->set("errors", errors);
+      return JsonResponse(422, o);
+    }
+    if (auto e = CheckShape(body, {{"imageId", JsonType::kInteger, !by_name},
+                                   {"os_image_name", JsonType::kString, by_name},
                                    {"productName", JsonType::kString, true},
                                    {"regionName", JsonType::kString, true},
                                    {"instanceName", JsonType::kString},
@@ -560,11 +595,25 @@ class MassedComputeApi : public CloudApi {
         !e.empty()) {
       return Invalid(e);
     }
-    const ImageDef* image = FindImage(*GetInt(body, "imageId"));
-    if (!image) return Invalid("Unknown imageId " + std::to_string(*GetInt(body, "imageId")) + ".");
+    const ImageDef* image = nullptr;
+    if (by_name) {
+      const std::string want = *GetString(body, "os_image_name");
+      for (const auto& i : Images()) {
+        if (want == i.name) image = &i;
+      }
+      if (!image) return Invalid("Unknown os_image_name \"" + want + "\".");
+    } else {
+      image = FindImage(*GetInt(body, "imageId"));
+      if (!image) {
+        return Invalid("Unknown imageId " + std::to_string(*GetInt(body, "imageId")) + ".");
+      }
+    }
     const std::string product_name = *GetString(body, "productName");
     const ProductDef* product = FindProduct(product_name);
     if (!product) return Invalid("Unknown productName \"" + product_name + "\".");
+    if (product->price_cents_per_hour <= 0) {
+      return Invalid("The product \"" + product_name + "\" cannot be launched (internal-only).");
+    }
     const std::string region = *GetString(body, "regionName");
     if (region != "any" && !FindRegion(region)) {
       return Invalid("Unknown regionName \"" + region + "\".");
@@ -718,6 +767,8 @@ class MassedComputeApi : public CloudApi {
   std::set<std::string> read_only_tokens_;
   std::map<std::string, int> capacity_;  // product (or "*") -> capacity_available base
   bool single_shape_ = false;
+  bool omit_os_booted_ = false;
+  std::string image_field_ = "imageId";
   double terminating_seconds_ = 1;
   int64_t launches_ = 0;
 };

@@ -274,10 +274,33 @@ TEST_F(MassedComputeApiTest, LaunchedInstanceBootsThenIsRentedWithAnIpThenTermin
   EXPECT_EQ(MessageOf(M("GET", "/instance/" + id)), "Instance not found.");
 }
 
+// The launch image field the vendor's sources disagree on (imageId in massed-compute-mcp
+// tools.json, os_image_name per the agent plugin's mc-launch-vms skill), and the internal-only
+// product listed at $0/hr (mc-pick-gpu) that cannot be launched.
+TEST_F(MassedComputeApiTest, LaunchTakesTheImageFieldItIsSetToAndRefusesTheZeroDollarProduct) {
+  AddKey();
+  const std::string by_id = R"({"imageId":184,"productName":"gpu_1x_a6000","regionName":"any"})";
+  const std::string by_name =
+      R"({"os_image_name":"Ubuntu Server 24.04","productName":"gpu_1x_a6000","regionName":"any"})";
+  EXPECT_EQ(M("POST", "/instance/launch", by_id).status, 202);
+  Settings(R"({"cloud":"massedcompute","launch_image_field":"os_image_name"})");
+  Reply refused = M("POST", "/instance/launch", by_id);
+  EXPECT_EQ(refused.status, 422) << refused.body;
+  EXPECT_TRUE(refused.Json()->getObject("errors")->has("os_image_name")) << refused.body;
+  EXPECT_EQ(M("POST", "/instance/launch", by_name).status, 202);
+  Settings(R"({"cloud":"massedcompute","launch_image_field":"imageId"})");
+  Reply free = M("POST", "/instance/launch",
+                 R"({"imageId":184,"productName":"gpu_1x_h100_sxm5","regionName":"any"})");
+  EXPECT_EQ(free.status, 400) << free.body;
+  Settings(R"({"cloud":"massedcompute","omit_os_booted":true})");
+  Poco::JSON::Object::Ptr one = M("GET", "/instance").Json()->getArray("runningInstances")->getObject(0);
+  EXPECT_FALSE(one->has("os_booted"));
+}
+
 TEST_F(MassedComputeApiTest, LaunchChecksItsBody) {
   AddKey();
   auto status = [&](const std::string& body) { return M("POST", "/instance/launch", body); };
-  for (const std::string body :
+  for (const std::string& body :
        {std::string(R"({"productName":"gpu_1x_a6000","regionName":"any"})"),           // no imageId
         std::string(R"({"imageId":"184","productName":"gpu_1x_a6000","regionName":"any"})"),
         std::string(R"({"imageId":1,"productName":"gpu_1x_a6000","regionName":"any"})"),

@@ -632,6 +632,10 @@ class NebiusApi : public CloudApi {
     std::optional<Clock::time_point> fail_at;  // capacity/quota reported by the operation
     std::string fail_kind;                     // capacity | quota
     bool error_state = false;                  // error_during_boot "error": ERROR, not STOPPED
+    // capacity "after_start": the create operation succeeds, then the start fails for want
+    // of capacity: STOPPED, not reconciling, with a failed operation on the instance.
+    std::optional<Clock::time_point> start_fail_at;
+    bool start_failed = false;
     double ip_after_seconds = 0;               // ip_after_boot
     std::string disk_id;                       // boot disk
     bool managed_disk = false;
@@ -1029,6 +1033,8 @@ class NebiusApi : public CloudApi {
     if (inst.deleting_since) {
       s.set_state(compute::InstanceStatus::DELETING);
       s.set_reconciling(true);
+    } else if (inst.start_failed) {
+      s.set_state(compute::InstanceStatus::STOPPED);  // a failed start: not reconciling
     } else if (inst.backend_id.empty() || now - inst.created < stopped_phase_) {
       s.set_state(compute::InstanceStatus::STOPPED);
       s.set_reconciling(true);
@@ -1224,7 +1230,8 @@ class NebiusApi : public CloudApi {
     compute::Instance proto;
     *proto.mutable_metadata() = md;
     *proto.mutable_spec() = spec;
-    if (capacity && capacity->value != "operation") {
+    const bool fails_at_start = capacity && capacity->value == "after_start";
+    if (capacity && capacity->value != "operation" && !fails_at_start) {
       return Fail(Code::RESOURCE_EXHAUSTED, "not enough resources (fault capacity)",
                   CapacityError(proto));
     }
@@ -1267,7 +1274,14 @@ class NebiusApi : public CloudApi {
     Operation& op = NewOperation("compute", md.parent_id(), "Create instance " + md.name(), id,
                                  req, call);
     inst.create_op = op.proto.id();
-    if (capacity || quota) {
+    if (fails_at_start) {
+      // The create operation is done at once; the start fails later (SkyPilot's Nebius
+      // provisioner, sky/provision/nebius/utils.py `launch`, watches for exactly this: an
+      // instance STOPPED without reconciling after its create, the reason in its newest
+      // operation). The failed operation's wording is not from the vendor.
+      Finish(inst.create_op);
+      inst.start_fail_at = Clock::now() + kFailInOperationAfter;
+    } else if (capacity || quota) {
       inst.fail_at = Clock::now() + kFailInOperationAfter;
       inst.fail_kind = capacity ? "capacity" : "quota";
     } else {
@@ -1412,6 +1426,11 @@ class NebiusApi : public CloudApi {
         ops.push_back(&op);
       }
     }
+    // Newest first: SkyPilot takes the first operation of an instance as its most recent
+    // (sky/provision/nebius/utils.py `launch`). Ids grow with time, so by id, descending.
+    std::sort(ops.begin(), ops.end(), [](const Operation* a, const Operation* b) {
+      return a->proto.id() > b->proto.id();
+    });
     auto page = PageOf(ops.size(), req.page_size(), req.page_token());
     if (!page) return BadPage("compute");
     for (size_t i = page->start; i < page->end; ++i) *resp->add_operations() = ops[i]->proto;
@@ -1894,6 +1913,23 @@ class NebiusApi : public CloudApi {
         } else {
           ++it;
         }
+        continue;
+      }
+      if (inst.start_fail_at) {
+        if (!inst.start_failed && now >= *inst.start_fail_at) {
+          inst.start_failed = true;
+          compute::StartInstanceRequest start;
+          start.set_id(inst.proto.metadata().id());
+          Operation& op = NewOperation("compute", inst.proto.metadata().parent_id(),
+                                       "Start instance " + inst.proto.metadata().name(),
+                                       inst.proto.metadata().id(), start,
+                                       Call{"/nebius.compute.v1.InstanceService/Start", "",
+                                            kEmulatorAccount});
+          Finish(op.proto.id(), Code::RESOURCE_EXHAUSTED,
+                 "not enough resources to start the instance (fault capacity after_start)",
+                 CapacityError(inst.proto));
+        }
+        ++it;
         continue;
       }
       const InstanceStatus b = backend_->State(inst.backend_id);

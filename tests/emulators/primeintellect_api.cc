@@ -4,8 +4,11 @@
 // as described in /work/shared/clouds/primeintellect.md. FastAPI-style errors
 // ({"detail": ...}); trailing slash optional on every path.
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <tuple>
 
 #include "cloud_api.h"
 
@@ -70,6 +73,9 @@ const std::vector<Offer>& Offers() {
        48, 1.45, 8, 147, "secure_cloud", "ubuntu", false},
       {"primecompute-h100x1", "H100_80GB", "SXM5", "primecompute", "united_states", "US-TX-1",
        "US", 1, 80, 2.29, 26, 225, "secure_cloud", "root", false},
+      // massedcompute is a provider id of P-DOC's create-pod provider enum.
+      {"gpu_1x_l40", "L40_48GB", "PCIe", "massedcompute", "united_states", "us-central-3", "US",
+       1, 48, 0.99, 12, 64, "secure_cloud", "ubuntu", false},
   };
   return offers;
 }
@@ -119,6 +125,58 @@ HttpResponse Validation(const std::vector<std::string>& loc, const std::string& 
   return JsonResponse(422, o);
 }
 
+// The fields of P-DOC's create-pod request (PodRequestConfig, as its example and the prime
+// CLI's PodConfig in api/pods.py list them) with their JSON types. A FastAPI model ignores
+// fields it does not declare, so unknown fields pass; a declared one of another type is 422.
+enum class Kind { kString, kInteger, kNumber, kBool, kArray };
+struct FieldType {
+  const char* name;
+  Kind kind;
+};
+constexpr FieldType kPodFields[] = {
+    {"name", Kind::kString},        {"cloudId", Kind::kString},
+    {"gpuType", Kind::kString},     {"socket", Kind::kString},
+    {"gpuCount", Kind::kInteger},   {"diskSize", Kind::kInteger},
+    {"vcpus", Kind::kInteger},      {"memory", Kind::kInteger},
+    {"maxPrice", Kind::kNumber},    {"image", Kind::kString},
+    {"customTemplateId", Kind::kString}, {"dataCenterId", Kind::kString},
+    {"country", Kind::kString},     {"security", Kind::kString},
+    {"envVars", Kind::kArray},      {"jupyterPassword", Kind::kString},
+    {"sshKeyId", Kind::kString},    {"autoRestart", Kind::kBool},
+    {"prepaidForHr", Kind::kInteger},
+};
+
+// The first declared field of `o` whose value (not null: the model's fields are Optional) is
+// not of its type, as FastAPI's 422 names it: {loc, msg, type}; nullopt when all fit.
+std::optional<std::tuple<std::string, std::string, std::string>> MistypedField(
+    const JsonObject& o, const FieldType* fields, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    const FieldType& f = fields[i];
+    if (!o->has(f.name) || o->isNull(f.name)) continue;
+    const Poco::Dynamic::Var v = o->get(f.name);
+    bool ok = false;
+    switch (f.kind) {
+      case Kind::kString: ok = v.isString(); break;
+      case Kind::kInteger: ok = v.isInteger(); break;
+      case Kind::kNumber: ok = v.isNumeric(); break;
+      case Kind::kBool: ok = v.isBoolean(); break;
+      case Kind::kArray: ok = v.type() == typeid(JsonArray); break;
+    }
+    if (ok) continue;
+    switch (f.kind) {
+      case Kind::kString: return std::make_tuple(f.name, "str type expected", "type_error.str");
+      case Kind::kInteger:
+        return std::make_tuple(f.name, "value is not a valid integer", "type_error.integer");
+      case Kind::kNumber:
+        return std::make_tuple(f.name, "value is not a valid float", "type_error.float");
+      case Kind::kBool:
+        return std::make_tuple(f.name, "value could not be parsed to a boolean", "type_error.bool");
+      case Kind::kArray: return std::make_tuple(f.name, "value is not a valid list", "type_error.list");
+    }
+  }
+  return std::nullopt;
+}
+
 class PrimeIntellectApi : public CloudApi {
  public:
   PrimeIntellectApi(InstanceBackend* backend, CloudOptions options)
@@ -146,7 +204,14 @@ class PrimeIntellectApi : public CloudApi {
     Reconcile();
     JsonArray a = NewArray();
     for (const auto& [id, p] : pods_) {
-      if (!p.deleted) a->add(InstanceRow(id, p.name, p.backend_id));
+      if (p.deleted) continue;
+      JsonObject row = InstanceRow(id, p.name, p.backend_id);
+      row->set("vcpus", p.vcpus);  // what create sent (0: none)
+      row->set("memory", p.memory);
+      JsonArray keys = NewArray();
+      for (const auto& k : p.key_names) keys->add(k);
+      row->set("ssh_key_names", keys);
+      a->add(row);
     }
     return a;
   }
@@ -158,6 +223,25 @@ class PrimeIntellectApi : public CloudApi {
     history_.clear();
     keys_.clear();
     faults_.Clear();
+    installation_fields_ = "all";
+    primary_key_only_ = false;
+  }
+
+  // installation_fields: "all" (installationStatus PENDING -> FINISHED with the progress),
+  // "status_stays_pending" (installationStatus stays PENDING, as every P-DOC example shows it,
+  // while the progress reaches 100) or "none" (neither field: both are Optional in the prime
+  // CLI's Pod model, api/pods.py). primary_key_only: a pod created without sshKeyId gets only
+  // the account's primary key (which keys a pod gets is UNCONFIRMED).
+  std::string Configure(const JsonObject& settings) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto v = GetString(settings, "installation_fields")) {
+      if (*v != "all" && *v != "status_stays_pending" && *v != "none") {
+        return "installation_fields must be all, status_stays_pending or none";
+      }
+      installation_fields_ = *v;
+    }
+    if (auto v = GetBool(settings, "primary_key_only")) primary_key_only_ = *v;
+    return CloudApi::Configure(settings);
   }
 
  protected:
@@ -179,6 +263,9 @@ class PrimeIntellectApi : public CloudApi {
     bool auto_restart = false;
     std::optional<std::string> jupyter_password;
     JsonArray env_vars;
+    int64_t vcpus = 0;   // as sent (0: not sent)
+    int64_t memory = 0;  // GB, as sent (0: not sent)
+    std::vector<std::string> key_names;  // the account keys put on the pod
   };
   struct Key {
     std::string id;
@@ -458,6 +545,13 @@ class PrimeIntellectApi : public CloudApi {
     return a;
   }
 
+  void SetInstallation(JsonObject o, const View& v) const {
+    if (installation_fields_ == "none") return;
+    const bool stays = installation_fields_ == "status_stays_pending" && v.installation == "FINISHED";
+    o->set("installationStatus", stays ? std::string("PENDING") : v.installation);
+    o->set("installationProgress", v.progress);
+  }
+
   JsonObject PodJson(const Pod& p) {
     View v = ViewOf(p);
     JsonObject o = NewObject();
@@ -469,8 +563,7 @@ class PrimeIntellectApi : public CloudApi {
     o->set("type", std::string("HOSTED"));
     o->set("providerType", std::string(p.offer->provider));
     o->set("status", v.status);
-    o->set("installationStatus", v.installation);
-    o->set("installationProgress", v.progress);
+    SetInstallation(o, v);
     o->set("installationFailure", p.failed ? Poco::Dynamic::Var(p.failure) : Poco::Dynamic::Var());
     o->set("finalizerStatus", Poco::Dynamic::Var());
     o->set("createdAt", Rfc3339Millis(p.created));
@@ -492,6 +585,8 @@ class PrimeIntellectApi : public CloudApi {
     res->set("memory", p.offer->memory_gb);
     res->set("disk", p.disk);
     res->set("vcpus", p.offer->vcpus);
+    if (p.vcpus > 0) res->set("vcpus", p.vcpus);
+    if (p.memory > 0) res->set("memory", p.memory);
     o->set("resources", res);
     o->set("attachedResources", NewArray());
     o->set("isSpot", false);
@@ -507,6 +602,9 @@ class PrimeIntellectApi : public CloudApi {
     if (!body) return Validation({"body"}, "value is not a valid dict", "type_error.dict");
     JsonObject pod = GetObject(body, "pod");
     if (!pod) return Validation({"body", "pod"}, "field required");
+    if (auto bad = MistypedField(pod, kPodFields, std::size(kPodFields))) {
+      return Validation({"body", "pod", std::get<0>(*bad)}, std::get<1>(*bad), std::get<2>(*bad));
+    }
     std::optional<std::string> cloud_id = GetString(pod, "cloudId");
     if (!cloud_id) return Validation({"body", "pod", "cloudId"}, "field required");
     std::optional<std::string> gpu_type = GetString(pod, "gpuType");
@@ -544,6 +642,31 @@ class PrimeIntellectApi : public CloudApi {
                         "value_error.number.not_in_range");
     }
     std::string image = GetString(pod, "image").value_or("ubuntu_22_cuda_12");
+    // vcpus and memory: optional integers (P-DOC create-pod request); within the offer's
+    // vcpu/memory range, which is one value here.
+    int64_t vcpus = 0, memory = 0;
+    for (const auto& [field, range, out] :
+         {std::tuple<const char*, int, int64_t*>{"vcpus", offer->vcpus, &vcpus},
+          std::tuple<const char*, int, int64_t*>{"memory", offer->memory_gb, &memory}}) {
+      if (!pod->has(field) || pod->isNull(field)) continue;
+      std::optional<int64_t> n = GetInt(pod, field);
+      if (!n) {
+        return Validation({"body", "pod", field}, "value is not a valid integer",
+                          "type_error.integer");
+      }
+      if (*n != range) {
+        return Validation({"body", "pod", field},
+                          std::string(field) + " must be " + std::to_string(range) +
+                              " for this offer",
+                          "value_error.number.not_in_range");
+      }
+      *out = *n;
+    }
+    // sshKeyId: P-DOC create-pod request's pod.sshKeyId, one of the account's keys.
+    std::optional<std::string> ssh_key_id = GetString(pod, "sshKeyId");
+    if (ssh_key_id && !keys_.count(*ssh_key_id)) {
+      return Detail(404, "SSH key not found (not from the reference)");
+    }
     if (faults_.Take("payment_required", req.method, req.path)) {
       return Detail(402, "Insufficient funds: please top up your wallet");
     }
@@ -566,6 +689,8 @@ class PrimeIntellectApi : public CloudApi {
     p.auto_restart = GetBool(pod, "autoRestart").value_or(false);
     if (auto jp = GetString(pod, "jupyterPassword")) p.jupyter_password = *jp;
     p.env_vars = GetArray(pod, "envVars");
+    p.vcpus = vcpus;
+    p.memory = memory;
 
     InstanceSpec spec;
     spec.cloud = name_;
@@ -575,7 +700,13 @@ class PrimeIntellectApi : public CloudApi {
     spec.gpu_count = offer->gpu_count;
     // No boot script on Prime Intellect (reference §4); the account's keys are
     // installed (the reference leaves "primary only" unconfirmed).
-    for (const auto& [id, k] : keys_) spec.ssh_public_keys.push_back(k.public_key);
+    // With primary_key_only, a pod without sshKeyId gets the primary key only.
+    for (const auto& [id, k] : keys_) {
+      const bool named = ssh_key_id && *ssh_key_id == id;
+      if (primary_key_only_ && !k.primary && !named) continue;
+      spec.ssh_public_keys.push_back(k.public_key);
+      p.key_names.push_back(k.name);
+    }
     spec.ssh_user = offer->ssh_user;
     spec.reachable = PortSet::All();  // no firewall API: every port the node listens on
     spec.remap_ssh = true;
@@ -644,7 +775,7 @@ class PrimeIntellectApi : public CloudApi {
       o->set("ip", Ip(*p, v));
       o->set("installationFailure",
              p->failed ? Poco::Dynamic::Var(p->failure) : Poco::Dynamic::Var());
-      o->set("installationProgress", v.progress);
+      if (installation_fields_ != "none") o->set("installationProgress", v.progress);
       data->add(o);
     }
     JsonObject o = NewObject();
@@ -701,6 +832,11 @@ class PrimeIntellectApi : public CloudApi {
   HttpResponse CreateKey(const HttpRequest& req) {
     JsonObject body = ParseObject(req.body);
     if (!body) return Validation({"body"}, "value is not a valid dict", "type_error.dict");
+    static constexpr FieldType kKeyFields[] = {{"name", Kind::kString},
+                                               {"publicKey", Kind::kString}};
+    if (auto bad = MistypedField(body, kKeyFields, std::size(kKeyFields))) {
+      return Validation({"body", std::get<0>(*bad)}, std::get<1>(*bad), std::get<2>(*bad));
+    }
     std::optional<std::string> name = GetString(body, "name");
     if (!name) return Validation({"body", "name"}, "field required");
     std::optional<std::string> pub = GetString(body, "publicKey");
@@ -741,6 +877,8 @@ class PrimeIntellectApi : public CloudApi {
   std::map<std::string, Pod> pods_;
   std::vector<Pod> history_;
   std::map<std::string, Key> keys_;
+  std::string installation_fields_ = "all";
+  bool primary_key_only_ = false;
   uint64_t next_seq_ = 0;
   std::string user_id_ = "cm" + RandomHex(11);
   std::string wallet_id_ = "cm" + RandomHex(11);

@@ -165,6 +165,55 @@ class AwsCli(unittest.TestCase):
         self.assertEqual((counts["firewalls"], counts["ssh_keys"]), (0, 0))
 
 
+    def test_ecdsa_key_is_refused(self):
+        # EC2 API reference, ImportKeyPair: RSA and ED25519 only.
+        subprocess.run(["ssh-keygen", "-q", "-t", "ecdsa", "-N", "", "-C", "cli",
+                        "-f", os.path.join(self.home, "ecdsa")], check=True,
+                       input="y\n", text=True, capture_output=True)
+        p = self.aws("import-key-pair", "--key-name", "ecdsa-cli", "--public-key-material",
+                     "fileb://" + os.path.join(self.home, "ecdsa.pub"), check=False)
+        self.assertIn("InvalidKey.Format", p.stderr)
+        self.assertEqual(EMU.counts()["ssh_keys"], 0)
+
+    def test_no_default_vpc_then_a_subnet_with_network_interfaces(self):
+        """botocore's own serialization of --network-interfaces (NetworkInterface.1.*, its
+        Groups as SecurityGroupId.N) is what the emulator parses; without a default VPC a
+        launch without a subnet is VPCIdNotSpecified."""
+        vpcs = json.loads(self.aws("describe-vpcs", "--filters", "Name=isDefault,Values=true").stdout)
+        self.assertEqual(len(vpcs["Vpcs"]), 1)
+        EMU.control("POST", "/settings", {"cloud": "aws", "default_vpc": False})
+        vpcs = json.loads(self.aws("describe-vpcs", "--filters", "Name=isDefault,Values=true").stdout)
+        self.assertEqual(vpcs["Vpcs"], [])
+        p = self.aws("run-instances", "--image-id", UBUNTU, "--instance-type", "t3.micro",
+                     check=False)
+        self.assertIn("VPCIdNotSpecified", p.stderr)
+        p = self.aws("create-security-group", "--group-name", "x", "--description", "x",
+                     check=False)
+        self.assertIn("VPCIdNotSpecified", p.stderr)
+        subnet = json.loads(self.aws("describe-subnets").stdout)["Subnets"][0]
+        self.assertFalse(subnet["MapPublicIpOnLaunch"])
+        sg = json.loads(self.aws("create-security-group", "--group-name", "net-cli",
+                                 "--description", "x", "--vpc-id", subnet["VpcId"]).stdout)["GroupId"]
+        run = json.loads(self.aws(
+            "run-instances", "--image-id", UBUNTU, "--instance-type", "t3.micro",
+            "--network-interfaces",
+            json.dumps([{"DeviceIndex": 0, "SubnetId": subnet["SubnetId"],
+                         "AssociatePublicIpAddress": True, "DeleteOnTermination": True,
+                         "Groups": [sg]}])).stdout)
+        inst = run["Instances"][0]
+        self.assertEqual(inst["SubnetId"], subnet["SubnetId"])
+        self.assertEqual(inst["VpcId"], subnet["VpcId"])
+        self.assertEqual(inst["SecurityGroups"][0]["GroupId"], sg)
+
+        def described():
+            out = json.loads(self.aws("describe-instances", "--instance-ids", inst["InstanceId"]).stdout)
+            return out["Reservations"][0]["Instances"][0]
+
+        self.assertTrue(wait_for(lambda: described()["State"]["Name"] == "running"))
+        self.assertTrue(described()["PublicIpAddress"].startswith("127.91."))
+        self.aws("terminate-instances", "--instance-ids", inst["InstanceId"])
+
+
 class AwsCliCredentialServices(unittest.TestCase):
     """The AWS CLI v2 (botocore) against the emulator's STS, SSO portal, container credentials
     and IMDSv2: what it gets back signs EC2 calls the emulator accepts."""

@@ -142,7 +142,8 @@ class LambdaWalk(unittest.TestCase):
             status, got, _ = api.call("GET", "/instances/" + iid)
             self.assertEqual(status, 200, got)
             inst = got["data"]
-            if inst["status"] == "active" and inst["ip"]:
+            # Lambda's spec types ip as a string, absent until known (never null).
+            if inst["status"] == "active" and inst.get("ip"):
                 break
             self.assertIn(inst["status"], ("booting", "active"))
             self.assertLess(time.monotonic(), deadline)
@@ -300,6 +301,24 @@ class HyperstackWalk(unittest.TestCase):
             self.assertEqual(status, 400, err)
             self.assertEqual((err["status"], err["error_reason"]), (False, "bad_request"))
             self.assertIn(list(extra)[0], err["message"])
+
+    def test_d_prices_and_pages_as_the_sdk_names_them(self):
+        # H-SDK pricebook_api.py get_pricebook: GET /pricebook, a bare list of PricebookModel.
+        status, book, _ = self.call("GET", "/pricebook")
+        self.assertEqual(status, 200, book)
+        self.assertIsInstance(book, list)
+        prices = {p["name"]: p["value"] for p in book}
+        self.assertGreater(prices["H100-80G-PCIe"], 0)
+        # H-SDK list_environments/list_vms: query page and pageSize; the answer's page_size.
+        for i in range(3):
+            self.assertEqual(self.call("POST", "/core/environments",
+                                       {"name": "walk-%d" % i, "region": "NORWAY-1"})[0], 200)
+        status, page, _ = self.call("GET", "/core/environments?page=2&pageSize=2")
+        self.assertEqual(status, 200, page)
+        self.assertEqual((page["page"], page["page_size"], page["count"]), (2, 2, 4))
+        self.assertEqual(len(page["environments"]), 2)
+        for e in self.call("GET", "/core/environments?search=walk-")[1]["environments"]:
+            self.assertEqual(self.call("DELETE", "/core/environments/%d" % e["id"])[0], 200)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Verda Cloud (formerly DataCrunch) Public API (/v1: OAuth2 token endpoint, instances with the
-// PUT action call, SSH keys under /sshkeys and /ssh-keys, startup scripts, instance types,
-// availability, images, locations) as described in /work/shared/clouds/verda.md. Errors are
-// {"code", "message"} with the reference's codes. Create calls answer the new id as bare text.
+// PUT action call, SSH keys under /ssh-keys (and the deprecated /sshkeys), startup scripts,
+// instance types, availability, images, locations).
+//
+// The source it follows is the official OpenAPI spec "Verda Cloud Public API" (changelog up to
+// 2026-09-25), vendored in gurdasnijor/effect-verda at spec/verda.openapi.json (commit
+// 805db07978f1267a1c6cb2db6d966c32ff923a03); "V-SPEC <operation or schema>" in the comments
+// below names the part of it an answer follows. Our older notes (../shared/clouds/verda.md,
+// "reference §n") are kept only where the spec is silent. Errors are PublicApiErrorResponseDto
+// {"code", "message"} with the spec's error table (invalid_request 400, unauthorized_request
+// 401, insufficient_funds 402, forbidden_action 403, not_found 404, rate_limit_exceeded 429,
+// server_error 500, service_unavailable 503). Create calls answer the new id as bare text.
 // There is no firewall API: every port of an instance is reachable (reference §5). The startup
 // script travels to the backend as InstanceSpec::startup_script, never as cloud-init user data
 // (reference §4). Guesses the reference marks UNCONFIRMED are listed in README.md.
 #include <Poco/Base64Decoder.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -18,6 +27,7 @@
 
 #include "cloud_api.h"
 #include "request_shape.h"
+#include "verda_spec_operations.h"
 
 namespace gpuprov::emulator {
 namespace {
@@ -26,6 +36,22 @@ using Clock = std::chrono::steady_clock;
 using SysClock = std::chrono::system_clock;
 
 constexpr const char* kScope = "cloud-api-v1";
+// V-SPEC DeployInstancePublicDto.tags "Maximum 10", TagDto key maxLength 63, value 127.
+constexpr size_t kMaxTags = 10;
+constexpr size_t kMaxTagKey = 63;
+constexpr size_t kMaxTagValue = 127;
+// V-SPEC tag "Startup Scripts": "One project can have up to 100 startup scripts (configurable
+// quota up to 10000)"; GET /v1/scripts pageSize "default 10 maximum 100".
+constexpr int64_t kScriptQuota = 100;
+constexpr int kScriptPageDefault = 10;
+constexpr int kScriptPageMax = 100;
+
+// Characters, as JSON schema's maxLength counts them (not bytes).
+size_t CodePoints(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80 ? 1 : 0;
+  return n;
+}
 constexpr double kRefreshTokenLifetime = 7 * 24 * 3600;  // not in the reference: a week
 
 // --- catalogue (names from reference §7 and §9; prices and stock illustrative) -----------
@@ -51,6 +77,11 @@ bool KnownLocation(const std::string& code) {
   return false;
 }
 
+const std::vector<std::string> kModernImages = {
+    "ubuntu-24.04-cuda-13.0-open-docker", "ubuntu-24.04-cuda-12.8-open-docker",
+    "ubuntu-22.04-cuda-12.0-docker", "ubuntu-24.04", "ubuntu-22.04"};
+const std::vector<std::string> kOlderImages = {"ubuntu-22.04-cuda-12.0-docker", "ubuntu-22.04"};
+
 struct TypeDef {
   const char* instance_type;
   const char* model;        // free text, as the reference warns
@@ -63,6 +94,12 @@ struct TypeDef {
   const char* spot_price;
   const char* testvm_gpu;   // the test VM's GPU file type ("" for CPU)
   std::vector<std::string> stock;  // locations where it is available
+  // V-SPEC InstanceType.supported_os ("Supported OS image types"); a create with another image
+  // type is refused. The Volta and Ampere workstation types run only the older images: V-DS
+  // (dstackai/dstack src/dstack/_internal/core/backends/verda/compute.py, 2026-08-21) pins
+  // Ubuntu 22.04 + CUDA 12.0 for V100/A6000 because Verda answers "Operating system is not
+  // valid for this instance type" for newer images.
+  std::vector<std::string> supported_os = kModernImages;
 };
 
 const std::vector<TypeDef>& Types() {
@@ -79,6 +116,9 @@ const std::vector<TypeDef>& Types() {
        "1.49", "H200-141GB", {"FIN-03"}},
       {"1B200.30V", "B200 SXM6 180GB", "1x B200 SXM6 180GB", 1, 180, 30, 184, "4.49", "1.99",
        "B200", {}},
+      // A type gpuprov's table lacks (its name from V-SPEC CreateInstanceGroupDto's example).
+      {"8B300.640S.176V", "B300 SXM6 262GB", "8x B300 SXM6 262GB", 8, 2096, 176, 2048, "39.92",
+       "17.92", "B300", {"FIN-02"}},
       {"1A100.22V", "A100 SXM4 80GB", "1x A100 SXM4 80GB", 1, 80, 22, 120, "1.29", "0.49",
        "A100-80GB", {"FIN-01", "FIN-02"}},
       {"1A100.40S.22V", "A100 SXM4 40GB", "1x A100 SXM4 40GB", 1, 40, 22, 120, "0.99", "0.39",
@@ -88,11 +128,11 @@ const std::vector<TypeDef>& Types() {
       {"1L40S.20V", "L40S", "1x L40S 48GB", 1, 48, 20, 60, "0.91", "0.39", "L40S",
        {"FIN-01", "FIN-03"}},
       {"1A6000.10V", "RTX A6000", "1x RTX A6000 48GB", 1, 48, 10, 60, "0.49", "0.19",
-       "RTX-A6000", {"FIN-01"}},
+       "RTX-A6000", {"FIN-01"}, kOlderImages},
       {"2A6000.20V", "RTX A6000", "2x RTX A6000 48GB", 2, 96, 20, 120, "0.98", "0.38",
-       "RTX-A6000", {}},
+       "RTX-A6000", {}, kOlderImages},
       {"1V100.6V", "Tesla V100 16GB", "1x Tesla V100 16GB", 1, 16, 6, 23, "0.39", "0.14", "V100",
-       {"FIN-01"}},
+       {"FIN-01"}, kOlderImages},
       {"CPU.4V.16G", "CPU Node", "", 0, 0, 4, 16, "0.03", "0.01", "",
        {"FIN-01", "FIN-02", "FIN-03", "ICE-01"}},
   };
@@ -185,6 +225,12 @@ class VerdaApi : public CloudApi {
     o->set("ssh_keys", keys_.size());
     o->set("backend_instances", backend_->LiveCount(name_));
     o->set("scripts", scripts_.size());
+    // The volumes the instances left behind (V-SPEC PUT /v1/instances): moved to the trash
+    // ("deleted after 96 hours and counts towards the storage volume quota") or detached.
+    o->set("volumes_in_trash", trash_.size());
+    o->set("detached_volumes", detached_.size());
+    // Requests that used an operation or query parameter V-SPEC marks deprecated.
+    o->set("deprecated_calls", deprecated_calls_);
     return o;
   }
 
@@ -210,6 +256,10 @@ class VerdaApi : public CloudApi {
     instances_.clear();
     keys_.clear();
     scripts_.clear();
+    trash_.clear();
+    detached_.clear();
+    deprecated_calls_ = 0;
+    script_quota_ = kScriptQuota;
     access_tokens_.clear();
     refresh_tokens_.clear();
     faults_.Clear();
@@ -228,6 +278,10 @@ class VerdaApi : public CloudApi {
     if (auto v = GetDouble(settings, "ordered_seconds")) ordered_seconds_ = *v;
     if (auto v = GetDouble(settings, "deleting_seconds")) deleting_seconds_ = *v;
     if (auto v = GetInt(settings, "max_script_bytes")) max_script_bytes_ = *v;
+    if (auto v = GetInt(settings, "script_quota")) {
+      if (*v < 1) return "script_quota must be >= 1";
+      script_quota_ = *v;
+    }
     if (JsonArray a = GetArray(settings, "out_of_stock")) {
       out_of_stock_.clear();
       for (unsigned i = 0; i < a->size(); ++i) out_of_stock_.insert(a->get(i).toString());
@@ -280,6 +334,7 @@ class VerdaApi : public CloudApi {
     std::string name;
     std::string script;
     SysClock::time_point created_at;
+    uint64_t seq = 0;  // creation order (ties of created_at)
   };
 
   // --- envelopes (reference §8) ---
@@ -327,8 +382,9 @@ class VerdaApi : public CloudApi {
     return std::nullopt;
   }
 
+  // V-SPEC "Rate Limits" and error table: 429 rate_limit_exceeded with Retry-After.
   HttpResponse Throttled(const HttpRequest& /*req*/, const Fault& f) override {
-    HttpResponse r = Error(429, "too_many_requests", "Too many requests, slow down");
+    HttpResponse r = Error(429, "rate_limit_exceeded", "Too many requests, slow down");
     if (f.retry_after > 0) r.SetHeader("Retry-After", std::to_string(f.retry_after));
     return r;
   }
@@ -340,6 +396,17 @@ class VerdaApi : public CloudApi {
         TrimTrailingSlash(req.path) == BasePath() + "/instances") {
       std::lock_guard<std::mutex> lock(mu_);
       CreateInstance(req);
+    }
+    if (f.status == 503 && req.method == "POST" &&
+        TrimTrailingSlash(req.path) == BasePath() + "/instances") {
+      // On the create, Verda's own 503 envelope means no capacity (V-SPEC POST /v1/instances
+      // "503"; the `capacity` fault answers it). An injected 503 there is an outage in front of
+      // the API instead: the gateway's page, not Verda's envelope (V-SPEC lists the Cloudflare
+      // header cf-connecting-ip on this operation), which a client cannot read as "no capacity".
+      return TextResponse(503,
+                          "<html><head><title>503 Service Temporarily Unavailable</title></head>"
+                          "<body>503 Service Temporarily Unavailable</body></html>",
+                          "text/html");
     }
     if (f.status == 503) return Error(503, "service_unavailable", "Service unavailable");
     return Error(f.status, "server_error", "Internal server error");
@@ -361,6 +428,9 @@ class VerdaApi : public CloudApi {
     if (path.compare(0, base.size(), base) != 0) return NotFound("Not found: " + path);
     std::vector<std::string> seg = Split(path.substr(base.size()), '/');
     const std::string& m = req.method;
+    // Only what the spec describes (verda_spec_operations.h); anything else is the error
+    // table's not_found "Resource not found, or invalid path".
+    if (!FindVerdaSpecOperation(m, path)) return NotFound("Not found: " + m + " " + path);
     Reconcile();
     if (seg.empty()) return NotFound("Not found: " + path);
     const std::string& top = seg[0];
@@ -369,7 +439,7 @@ class VerdaApi : public CloudApi {
       if (seg.size() == 1) return Availability(req);
       if (seg.size() == 2) return TypeAvailable(req, seg[1]);
     }
-    if (top == "images" && seg.size() == 1 && m == "GET") return ListImages();
+    if (top == "images" && seg.size() == 1 && m == "GET") return ListImages(req);
     if (top == "locations" && seg.size() == 1 && m == "GET") return ListLocations();
     if (top == "instances") {
       if (seg.size() == 1 && m == "GET") return ListInstances(req);
@@ -378,7 +448,10 @@ class VerdaApi : public CloudApi {
       if (seg.size() == 2 && m == "GET") return GetInstance(seg[1]);
       return MethodNotAllowed();
     }
+    // V-SPEC tag "SSH Keys": "/v1/sshkeys endpoints are deprecated. Use /v1/ssh-keys instead";
+    // the spec still lists them (deprecated: true), so they are served, and counted.
     if (top == "sshkeys" || top == "ssh-keys") {
+      if (top == "sshkeys") ++deprecated_calls_;
       if (seg.size() == 1 && m == "GET") return ListKeys("");
       if (seg.size() == 1 && m == "POST") return AddKey(req);
       if (seg.size() == 1 && m == "DELETE") return DeleteMany(req, "keys", keys_, "ssh key");
@@ -387,38 +460,52 @@ class VerdaApi : public CloudApi {
       return MethodNotAllowed();
     }
     if (top == "scripts") {
-      if (seg.size() == 1 && m == "GET") return ListScripts("");
+      if (seg.size() == 1 && m == "GET") return ListScripts(req);
       if (seg.size() == 1 && m == "POST") return AddScript(req);
       if (seg.size() == 1 && m == "DELETE") return DeleteMany(req, "scripts", scripts_, "script");
-      if (seg.size() == 2 && m == "GET") return ListScripts(seg[1]);
+      if (seg.size() == 2 && m == "GET") return GetScript(seg[1]);
       if (seg.size() == 2 && m == "DELETE") return DeleteOne(seg[1], scripts_, "script");
       return MethodNotAllowed();
     }
     return NotFound("Not found: " + path);
   }
 
+  // A method the spec does not list for a path: its error table has no 405, only not_found
+  // ("Resource not found, or invalid path", 404).
   static HttpResponse MethodNotAllowed() {
-    return Error(405, "invalid_request", "Method not allowed (not from the reference)");
+    return Error(404, "not_found", "Resource not found, or invalid path");
   }
 
-  // --- OAuth2 (reference §1) ---
+  // --- OAuth2: V-SPEC POST /v1/oauth2/token (Oauth2Controller_getAccessToken), body oneOf
+  // GetAccessTokenDto {grant_type, client_id, client_secret} | RefreshAccessTokenPublicApiDto
+  // {grant_type, refresh_token}; 400 example "unsupported grant type", 401 example "Invalid
+  // client id or client secret".
   HttpResponse Token(const HttpRequest& req) {
     JsonObject body = ParseObject(req.body);
     if (!body) return Invalid("The body must be a JSON object");
     const std::string grant = GetString(body, "grant_type").value_or("");
     if (grant == "client_credentials") {
+      if (auto e = CheckShape(body, {{"grant_type", JsonType::kString, true},
+                                     {"client_id", JsonType::kString, true},
+                                     {"client_secret", JsonType::kString, true}});
+          !e.empty()) {
+        return Invalid(e);
+      }
       const auto id = GetString(body, "client_id");
       const auto secret = GetString(body, "client_secret");
-      if (!id || !secret) return Invalid("client_id and client_secret are required");
       auto it = clients_.find(*id);
       if (it == clients_.end() || it->second != *secret) {
-        return Unauthorized("Invalid client credentials");
+        return Unauthorized("Invalid client id or client secret");
       }
       return IssueTokens();
     }
     if (grant == "refresh_token") {
+      if (auto e = CheckShape(body, {{"grant_type", JsonType::kString, true},
+                                     {"refresh_token", JsonType::kString, true}});
+          !e.empty()) {
+        return Invalid(e);
+      }
       const auto refresh = GetString(body, "refresh_token");
-      if (!refresh) return Invalid("refresh_token is required");
       auto it = refresh_tokens_.find(*refresh);
       if (it == refresh_tokens_.end() || Clock::now() >= it->second) {
         return Unauthorized("Invalid refresh token");
@@ -426,8 +513,7 @@ class VerdaApi : public CloudApi {
       refresh_tokens_.erase(it);  // rotated: each refresh token is good once
       return IssueTokens();
     }
-    return Invalid("Unsupported grant_type \"" + grant +
-                   "\"; use client_credentials or refresh_token");
+    return Invalid("unsupported grant type");
   }
 
   HttpResponse IssueTokens() {
@@ -459,6 +545,10 @@ class VerdaApi : public CloudApi {
     return o;
   }
 
+  // V-SPEC schema InstanceType: every required member (best_for, cpu, description, gpu,
+  // gpu_memory, id, instance_type, memory, model, name, p2p, price_per_hour, spot_price,
+  // max_dynamic_price, storage, currency, manufacturer, display_name, supported_os), prices
+  // as strings; the optional deploy_warning is left out rather than null.
   static JsonObject TypeJson(const TypeDef& t) {
     JsonObject o = NewObject();
     o->set("id", std::string("0b5c7a9e-") + std::to_string(1000 + (&t - Types().data())) +
@@ -488,8 +578,14 @@ class VerdaApi : public CloudApi {
       best->add(std::string("Training"));
     }
     o->set("best_for", best);
-    o->set("deploy_warning", Poco::Dynamic::Var());
     o->set("p2p", t.gpus > 1 ? std::string("NVLink") : std::string(""));
+    o->set("max_dynamic_price", std::string(t.price));  // deprecated, still required
+    o->set("currency", std::string("usd"));
+    o->set("manufacturer", std::string(t.gpus > 0 ? "NVIDIA" : "AMD"));
+    o->set("display_name", std::string(t.gpus > 0 ? "NVIDIA " : "") + t.model);
+    JsonArray os = NewArray();
+    for (const auto& i : t.supported_os) os->add(i);
+    o->set("supported_os", os);
     return o;
   }
 
@@ -499,10 +595,18 @@ class VerdaApi : public CloudApi {
     return Json(a);
   }
 
-  // GET /instance-availability?isSpot=&locationCode= (reference §3.6).
+  // The location of an availability query: V-SPEC GET /v1/instance-availability takes
+  // location_code and is_spot, and still accepts locationCode / isSpot, "Deprecated camelCase
+  // alias" (counted).
+  std::string AvailabilityLocation(const HttpRequest& req) {
+    if (req.Query("isSpot") || req.Query("locationCode")) ++deprecated_calls_;
+    return req.Query("location_code").value_or(req.Query("locationCode").value_or(""));
+  }
+
+  // GET /instance-availability?is_spot=&location_code= (V-SPEC
+  // InstanceAvailabilityController_getAllAvailabilities).
   HttpResponse Availability(const HttpRequest& req) {
-    const std::string only = req.Query("locationCode").value_or(
-        req.Query("location_code").value_or(""));
+    const std::string only = AvailabilityLocation(req);
     if (!only.empty() && !KnownLocation(only)) return Invalid("Invalid location code " + only);
     JsonArray a = NewArray();
     for (const auto& l : Locations()) {
@@ -521,8 +625,7 @@ class VerdaApi : public CloudApi {
 
   // GET /instance-availability/{type}?isSpot=&location_code= → true|false.
   HttpResponse TypeAvailable(const HttpRequest& req, const std::string& type) {
-    const std::string location = req.Query("location_code").value_or(
-        req.Query("locationCode").value_or(""));
+    const std::string location = AvailabilityLocation(req);
     if (!location.empty() && !KnownLocation(location)) {
       return Invalid("Invalid location code " + location);
     }
@@ -538,9 +641,20 @@ class VerdaApi : public CloudApi {
     return r;
   }
 
-  HttpResponse ListImages() {
+  // V-SPEC GET /v1/images (schema Os): "instance_type: Filter OS images by instance type",
+  // 404 "Instance type not found".
+  HttpResponse ListImages(const HttpRequest& req) {
+    const TypeDef* only = nullptr;
+    if (auto t = req.Query("instance_type")) {
+      only = FindType(*t);
+      if (!only) return NotFound("Instance type not found");
+    }
     JsonArray a = NewArray();
     for (const auto& i : Images()) {
+      if (only && std::find(only->supported_os.begin(), only->supported_os.end(),
+                            i.image_type) == only->supported_os.end()) {
+        continue;
+      }
       JsonObject o = NewObject();
       o->set("id", std::string(i.id));
       o->set("name", std::string(i.name));
@@ -648,13 +762,19 @@ class VerdaApi : public CloudApi {
     JsonArray keys = NewArray();
     for (const auto& k : in.ssh_key_ids) keys->add(k);
     o->set("ssh_key_ids", keys);
+    // Required by V-SPEC GetInstanceResponsePublicApiDto; null without a script, as V-GO's
+    // Instance.StartupScriptID (*string, pkg/verda/instances_types.go) expects.
     if (in.startup_script_id.empty()) {
       o->set("startup_script_id", Poco::Dynamic::Var());
     } else {
       o->set("startup_script_id", in.startup_script_id);
     }
     o->set("os_volume_id", in.os_volume_id);
-    o->set("volume_ids", NewArray());
+    // V-SPEC GetInstanceResponsePublicApiDto.volume_ids: required array; its example lists the
+    // OS volume (the os_volume_id of the same example) among them.
+    JsonArray volumes = NewArray();
+    volumes->add(in.os_volume_id);
+    o->set("volume_ids", volumes);
     o->set("jupyter_token", in.jupyter_token);
     o->set("tags", in.tags ? in.tags : NewArray());
     return o;
@@ -681,15 +801,72 @@ class VerdaApi : public CloudApi {
     return JsonResponse(200, InstanceJson(it->second));
   }
 
+  // A create's tags as the instance then carries them (V-SPEC TagResponseDto {id, key, value}):
+  // at most 10 (DeployInstancePublicDto.tags "Maximum 10"), each a TagDto {key required,
+  // maxLength 63; value maxLength 127, omitted = a freeform tag, value ""}; "Keys are
+  // lowercased"; "the same key-value pair receives the same tag id wherever it is applied"
+  // (changelog 2026-09-11). Null with *error set for a list the API refuses.
+  JsonArray Tags(const JsonArray& tags, std::string* error) {
+    if (tags->size() > kMaxTags) {
+      *error = "tags must contain no more than " + std::to_string(kMaxTags) + " elements";
+      return nullptr;
+    }
+    JsonArray out = NewArray();
+    std::set<std::string> keys;
+    for (unsigned i = 0; i < tags->size(); ++i) {
+      JsonObject t = tags->getObject(i);
+      const std::string where = "tags[" + std::to_string(i) + "]";
+      if (!t) {
+        *error = where + " must be an object";
+        return nullptr;
+      }
+      if (auto e = CheckShape(t, {{"key", JsonType::kString, true}, {"value", JsonType::kString}},
+                              where);
+          !e.empty()) {
+        *error = e;
+        return nullptr;
+      }
+      std::string key = *GetString(t, "key");
+      const std::string value = GetString(t, "value").value_or("");
+      if (key.empty() || CodePoints(key) > kMaxTagKey) {
+        *error = where + ".key must be 1 to " + std::to_string(kMaxTagKey) + " characters";
+        return nullptr;
+      }
+      if (CodePoints(value) > kMaxTagValue) {
+        *error = where + ".value must be shorter than or equal to " +
+                 std::to_string(kMaxTagValue) + " characters";
+        return nullptr;
+      }
+      for (auto& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (!keys.insert(key).second) continue;
+      std::string& id = tag_ids_[key + "\n" + value];
+      if (id.empty()) id = "tag_" + RandomHex(11);
+      JsonObject o = NewObject();
+      o->set("id", id);
+      o->set("key", key);
+      o->set("value", value);
+      out->add(o);
+    }
+    return out;
+  }
+
+  // V-SPEC POST /v1/instances (InstancesController_deployInstance), body
+  // DeployInstancePublicDto: required instance_type, image, hostname, location_code (required
+  // since the 2026-03-19 changelog); ssh_key_ids one id or a list; tags at most 10 TagDto.
   HttpResponse CreateInstance(const HttpRequest& req) {
     JsonObject body = ParseObject(req.body);
     if (!body) return Invalid("The body must be a JSON object");
+    if (auto one = GetString(body, "ssh_key_ids")) {  // oneOf: a uuid or an array of them
+      JsonArray ids = NewArray();
+      ids->add(*one);
+      body->set("ssh_key_ids", ids);
+    }
     if (auto e = CheckShape(body, {{"instance_type", JsonType::kString, true},
                                    {"image", JsonType::kString, true},
                                    {"hostname", JsonType::kString, true},
-                                   {"description", JsonType::kString, true},
+                                   {"description", JsonType::kString},
                                    {"ssh_key_ids", JsonType::kArray},
-                                   {"location_code", JsonType::kString},
+                                   {"location_code", JsonType::kString, true},
                                    {"startup_script_id", JsonType::kString},
                                    {"os_volume", JsonType::kObject},
                                    {"is_spot", JsonType::kBool},
@@ -704,7 +881,7 @@ class VerdaApi : public CloudApi {
     }
     Instance in;
     in.hostname = *GetString(body, "hostname");
-    in.description = *GetString(body, "description");
+    in.description = GetString(body, "description").value_or("");
     if (in.hostname.empty()) return Invalid("hostname must not be empty");
     const std::string type_name = *GetString(body, "instance_type");
     in.type = FindType(type_name);
@@ -712,7 +889,12 @@ class VerdaApi : public CloudApi {
     in.image_value = *GetString(body, "image");
     in.image = FindImage(in.image_value);
     if (!in.image) return Invalid("Invalid image " + in.image_value);
-    in.location = GetString(body, "location_code").value_or("FIN-01");
+    // V-SPEC InstanceType.supported_os; the message is the one V-DS quotes from Verda.
+    if (std::find(in.type->supported_os.begin(), in.type->supported_os.end(),
+                  in.image->image_type) == in.type->supported_os.end()) {
+      return Invalid("Operating system is not valid for this instance type");
+    }
+    in.location = *GetString(body, "location_code");
     if (!KnownLocation(in.location)) return Invalid("Invalid location code " + in.location);
     std::vector<std::string> public_keys;
     if (JsonArray ids = GetArray(body, "ssh_key_ids")) {
@@ -737,14 +919,22 @@ class VerdaApi : public CloudApi {
     if (in.is_spot) in.contract = "SPOT";
     if (auto c = GetString(body, "contract")) in.contract = *c;
     if (auto p = GetString(body, "pricing")) in.pricing = *p;
-    in.tags = GetArray(body, "tags");
-    // Stock and account limits after validation, as a real API checks the body first.
-    if (faults_.Take("capacity", req.method, req.path) || !InStock(*in.type, in.location)) {
-      return Invalid("Not enough resources to deploy " + type_name + " in " + in.location +
-                     " at the moment");
+    if (JsonArray tags = GetArray(body, "tags")) {
+      std::string e;
+      in.tags = Tags(tags, &e);
+      if (!e.empty()) return Invalid(e);
     }
+    // Stock and account limits after validation, as a real API checks the body first.
+    // No capacity: V-SPEC POST /v1/instances "503": "The requested instance type has no
+    // capacity in the selected location", example {"code":"service_unavailable","message":
+    // "No capacity available"}.
+    if (faults_.Take("capacity", req.method, req.path) || !InStock(*in.type, in.location)) {
+      return Error(503, "service_unavailable", "No capacity available");
+    }
+    // V-SPEC error table: forbidden_action "Can't perform the current action", 403 (the
+    // spec gives no body for a quota refusal; the message is ours).
     if (faults_.Take("quota", req.method, req.path)) {
-      return Error(400, "forbidden_action", "Instance quota limit exceeded");
+      return Error(403, "forbidden_action", "Instance quota limit exceeded");
     }
     if (faults_.Take("payment_required", req.method, req.path)) {
       return Error(402, "insufficient_funds", "Insufficient funds to deploy the instance");
@@ -821,12 +1011,36 @@ class VerdaApi : public CloudApi {
     return id.empty() ? error : "";
   }
 
-  // PUT /instances {"action", "id": "uuid" | ["uuid", ...], ...} (reference §3.4). One id:
-  // success 202 with the result array, a refusal as the error envelope (what the SDKs raise);
-  // several ids: 202 with one result each ({action, instanceId, status, error?, statusCode?}).
+  // PUT /instances (V-SPEC InstancesController_performActions, body
+  // PerformInstanceActionPublicDto {action, id: uuid | [uuid], volume_ids?: [string],
+  // delete_permanently?: bool}). One id: success 202 with the result array, a refusal as the
+  // error envelope ("400/404 ... (single action only)"); several ids: 202 when all succeed,
+  // 207 with one InstanceActionResultDto each when some fail.
+  // Volumes of a deleted instance (V-SPEC PUT description and changelog 2026-02-03): those in
+  // volume_ids are deleted (permanently with delete_permanently, else moved to the trash);
+  // "If not providing a volume_ids array, only the OS volume will be deleted [to the trash]
+  // and the rest detached", and delete_permanently applies only "when volume IDs to delete are
+  // also provided". volume_ids null counts as not provided: V-GO's InstanceActionRequest
+  // (pkg/verda/instances_types.go) sends null for a nil slice.
   HttpResponse Action(const HttpRequest& req) {
     JsonObject body = ParseObject(req.body);
     if (!body) return Invalid("The body must be a JSON object");
+    if (auto e = CheckShape(body, {{"action", JsonType::kString, true},
+                                   {"id", GetString(body, "id") ? JsonType::kString
+                                                                 : JsonType::kArray,
+                                    true},
+                                   {"volume_ids", JsonType::kArray},
+                                   {"delete_permanently", JsonType::kBool}});
+        !e.empty()) {
+      return Invalid(e);
+    }
+    std::optional<std::set<std::string>> volume_ids;
+    if (JsonArray v = GetArray(body, "volume_ids")) {
+      if (auto e = CheckItems(v, JsonType::kString, "volume_ids"); !e.empty()) return Invalid(e);
+      volume_ids.emplace();
+      for (unsigned i = 0; i < v->size(); ++i) volume_ids->insert(v->get(i).toString());
+    }
+    const bool permanently = GetBool(body, "delete_permanently").value_or(false);
     const std::string action = GetString(body, "action").value_or("");
     if (action.empty()) return Invalid("action is required");
     std::vector<std::string> ids;
@@ -837,9 +1051,10 @@ class VerdaApi : public CloudApi {
       for (unsigned i = 0; i < a->size(); ++i) ids.push_back(a->get(i).toString());
     }
     if (ids.empty()) return Invalid("id is required: an instance id or a list of them");
+    // V-SPEC PerformInstanceActionPublicDto.action enum.
     static const std::set<std::string> known = {
-        "boot",   "start",   "shutdown",     "force_shutdown",   "hibernate", "restore",
-        "delete", "discontinue", "delete_stuck", "configure_spot", "deploy",    "transfer"};
+        "boot",   "start",       "shutdown",     "force_shutdown", "hibernate", "delete",
+        "discontinue", "delete_stuck", "configure_spot", "deploy",   "transfer"};
     if (known.count(action) == 0) return Invalid("Invalid action " + action);
     if (action != "delete" && action != "discontinue" && action != "delete_stuck") {
       return Invalid("Action " + action + " is not emulated (not from the reference)");
@@ -875,6 +1090,13 @@ class VerdaApi : public CloudApi {
           if (!in.backend_id.empty()) backend_->Delete(in.backend_id);
           in.gone_at = Clock::now() + std::chrono::milliseconds(
                                           static_cast<int64_t>(deleting_seconds_ * 1000));
+          if (!volume_ids) {
+            trash_.insert(in.os_volume_id);
+          } else if (volume_ids->count(in.os_volume_id) == 0) {
+            detached_.insert(in.os_volume_id);
+          } else if (!permanently) {
+            trash_.insert(in.os_volume_id);
+          }
         }
       }
       results.push_back(r);
@@ -883,7 +1105,9 @@ class VerdaApi : public CloudApi {
       return Error(results[0].status, results[0].code, results[0].error);
     }
     JsonArray a = NewArray();
+    bool some_failed = false;
     for (const auto& r : results) {
+      some_failed = some_failed || r.status != 202;
       JsonObject o = NewObject();
       o->set("action", action);
       o->set("instanceId", r.id);
@@ -894,7 +1118,7 @@ class VerdaApi : public CloudApi {
       }
       a->add(o);
     }
-    return Json(a, 202);
+    return Json(a, some_failed ? 207 : 202);
   }
 
   // --- SSH keys (reference §3.5) and startup scripts (§4) ---
@@ -904,6 +1128,9 @@ class VerdaApi : public CloudApi {
     o->set("name", k.name);
     o->set("key", k.key);
     o->set("fingerprint", k.fingerprint);
+    // V-SPEC GetKeysResponseDto requires created_by_user_id, "null when the creator is
+    // unknown" (changelog 2026-09-21); the emulator has no users.
+    o->set("created_by_user_id", Poco::Dynamic::Var());
     o->set("created_at", Rfc3339(k.created_at));
     return o;
   }
@@ -951,16 +1178,70 @@ class VerdaApi : public CloudApi {
     return o;
   }
 
-  HttpResponse ListScripts(const std::string& one) {
+  // GET /scripts/{id}: a one-element array (V-GO startup_scripts.go: "API returns array even
+  // for single script lookup").
+  HttpResponse GetScript(const std::string& id) {
+    auto it = scripts_.find(id);
+    if (it == scripts_.end()) return NotFound("Invalid script id");
     JsonArray a = NewArray();
-    if (!one.empty()) {
-      auto it = scripts_.find(one);
-      if (it == scripts_.end()) return NotFound("Invalid script id");
-      a->add(ScriptJson(it->second));
-      return Json(a);
-    }
-    for (const auto& [id, s] : scripts_) a->add(ScriptJson(s));
+    a->add(ScriptJson(it->second));
     return Json(a);
+  }
+
+  // A page number query parameter: 1.. (the spec's "number"); nullopt with *error otherwise.
+  static std::optional<int64_t> PageNumber(const HttpRequest& req, const std::string& name,
+                                           int64_t fallback, int64_t max, std::string* error) {
+    const std::optional<std::string> v = req.Query(name);
+    if (!v) return fallback;
+    try {
+      size_t used = 0;
+      const long long n = std::stoll(*v, &used);
+      if (used == v->size() && n >= 1 && n <= max) return n;
+    } catch (const std::exception&) {
+    }
+    *error = name + " must be a number from 1 to " + std::to_string(max);
+    return std::nullopt;
+  }
+
+  // GET /scripts (V-SPEC ScriptsController_getScripts): page (default 1), pageSize (default
+  // 10, maximum 100), name ("Startup scripts match by a partial name"), orderBy (only
+  // created_at), orderDirection (asc | desc, default desc: changelog 2026-06-12); the payload
+  // stays a plain array and the page is described by X-Page, X-Page-Size and X-Total-Count
+  // (section "Pagination").
+  HttpResponse ListScripts(const HttpRequest& req) {
+    std::string e;
+    const auto page = PageNumber(req, "page", 1, std::numeric_limits<int32_t>::max(), &e);
+    const auto size = PageNumber(req, "pageSize", kScriptPageDefault, kScriptPageMax, &e);
+    if (!page || !size) return Invalid(e);
+    const std::string order_by = req.Query("orderBy").value_or("created_at");
+    const std::string direction = req.Query("orderDirection").value_or("desc");
+    if (order_by != "created_at") return Invalid("orderBy must be one of: created_at");
+    if (direction != "asc" && direction != "desc") {
+      return Invalid("orderDirection must be one of: asc, desc");
+    }
+    std::string filter = req.Query("name").value_or("");
+    auto lower = [](std::string t) {
+      for (auto& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return t;
+    };
+    filter = lower(filter);
+    std::vector<const Script*> match;
+    for (const auto& [id, sc] : scripts_) {
+      if (filter.empty() || lower(sc.name).find(filter) != std::string::npos) match.push_back(&sc);
+    }
+    std::sort(match.begin(), match.end(), [&](const Script* a, const Script* b) {
+      return direction == "asc" ? a->seq < b->seq : a->seq > b->seq;
+    });
+    JsonArray a = NewArray();
+    const size_t first = static_cast<size_t>((*page - 1) * *size);
+    for (size_t i = first; i < match.size() && i < first + static_cast<size_t>(*size); ++i) {
+      a->add(ScriptJson(*match[i]));
+    }
+    HttpResponse r = Json(a);
+    r.SetHeader("X-Page", std::to_string(*page));
+    r.SetHeader("X-Page-Size", std::to_string(*size));
+    r.SetHeader("X-Total-Count", std::to_string(match.size()));
+    return r;
   }
 
   HttpResponse AddScript(const HttpRequest& req) {
@@ -980,8 +1261,19 @@ class VerdaApi : public CloudApi {
       return Invalid("script is too long: " + std::to_string(s.script.size()) +
                      " bytes, at most " + std::to_string(max_script_bytes_));
     }
+    // V-SPEC changelog 2026-03-30: "Total number of startup scripts in a project now limited
+    // by a per-user quota with a default of 100". The spec gives no body for the refusal; the
+    // status and code are the error table's forbidden_action ("Can't perform the current
+    // action", 403), the message ours.
+    if (static_cast<int64_t>(scripts_.size()) >= script_quota_) {
+      return Error(403, "forbidden_action",
+                   "Startup script quota exceeded: the project has " +
+                       std::to_string(scripts_.size()) + " of at most " +
+                       std::to_string(script_quota_) + " startup scripts");
+    }
     s.id = RandomUuid();
     s.created_at = SysClock::now();
+    s.seq = ++script_seq_;
     scripts_[s.id] = s;
     return IdText(201, s.id);
   }
@@ -1021,6 +1313,12 @@ class VerdaApi : public CloudApi {
   double ordered_seconds_ = 0.5;
   double deleting_seconds_ = 1;
   int64_t max_script_bytes_ = 0;  // 0: no limit (the reference gives none)
+  int64_t script_quota_ = kScriptQuota;
+  uint64_t script_seq_ = 0;
+  std::set<std::string> trash_;     // volume ids in the trash
+  std::set<std::string> detached_;  // volume ids left detached
+  std::map<std::string, std::string> tag_ids_;  // "key\nvalue" -> the project's tag id
+  int64_t deprecated_calls_ = 0;
   std::set<std::string> out_of_stock_;
 };
 

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// The Verda emulator over HTTP with the memory backend, checked against the reference
-// (/work/shared/clouds/verda.md): the OAuth2 token endpoint (client credentials, refresh
+// The Verda emulator over HTTP with the memory backend, checked against the official Verda
+// OpenAPI spec (V-SPEC: "Verda Cloud Public API", gurdasnijor/effect-verda
+// spec/verda.openapi.json @805db07, changelog to 2026-09-25) and, where it is silent, our
+// notes (../shared/clouds/verda.md): the OAuth2 token endpoint (client credentials, refresh
 // rotation, expiry, 401 bodies), every route's shape (bare-UUID create answers, one-element
 // arrays for GET by id, {"code","message"} errors), instance states over time, the PUT action
 // call and its refusal while provisioning, SSH keys under both spellings, startup scripts,
@@ -15,6 +17,7 @@
 
 #include "emulator.h"
 #include "emulator_test_util.h"
+#include "verda_spec_operations.h"
 
 namespace gpuprov::emulator {
 namespace {
@@ -96,7 +99,7 @@ class VerdaApiTest : public ::testing::Test {
     }
     return nullptr;
   }
-  std::string AddKey(const std::string& path = "/sshkeys") {
+  std::string AddKey(const std::string& path = "/ssh-keys") {
     Reply r = V("POST", path, R"({"name":"gpuprov","key":")" + std::string(kPublicKey) + "\"}");
     EXPECT_EQ(r.status, 201) << r.body;
     return r.body;
@@ -165,9 +168,14 @@ TEST_F(VerdaApiTest, TokenEndpointIssuesTheReferenceShapeForClientCredentials) {
   EXPECT_EQ(Code(missing), "invalid_request");
   Reply grant = PostToken(R"({"grant_type":"password"})");
   EXPECT_EQ(grant.status, 400);
-  EXPECT_NE(Message(grant).find("grant_type"), std::string::npos);
+  EXPECT_EQ(Message(grant), "unsupported grant type");  // V-SPEC example
+  EXPECT_EQ(Message(wrong), "Invalid client id or client secret");  // V-SPEC example
+  Reply extra = PostToken(R"({"grant_type":"client_credentials","client_id":")" +
+                          std::string(kClientId) + R"(","client_secret":")" + kClientSecret +
+                          R"(","scope":"all"})");
+  EXPECT_EQ(extra.status, 400) << extra.body;  // not a member of GetAccessTokenDto
   EXPECT_EQ(PostToken("not json").status, 400);
-  EXPECT_EQ(Call(base_, "GET", "/oauth2/token").status, 405);
+  EXPECT_EQ(Call(base_, "GET", "/oauth2/token").status, 404);  // V-SPEC: POST only, no 405
 }
 
 TEST_F(VerdaApiTest, EveryOtherRouteNeedsAnIssuedUnexpiredBearerToken) {
@@ -246,9 +254,13 @@ TEST_F(VerdaApiTest, InstanceTypesCarryTheReferenceFieldsWithPricesAsStrings) {
     names.insert(t->getValue<std::string>("instance_type"));
     for (const char* k : {"id", "instance_type", "model", "name", "description", "price_per_hour",
                           "spot_price", "cpu", "gpu", "gpu_memory", "memory", "storage",
-                          "best_for", "deploy_warning", "p2p"}) {
-      EXPECT_TRUE(t->has(k)) << k;
+                          "best_for", "p2p", "max_dynamic_price", "currency",
+                          "manufacturer", "display_name", "supported_os"}) {
+      EXPECT_TRUE(t->has(k)) << k;  // V-SPEC InstanceType: required
     }
+    // An optional string is absent or a string, never null.
+    EXPECT_TRUE(!t->has("deploy_warning") || t->get("deploy_warning").isString());
+    EXPECT_TRUE(t->getArray("supported_os") && t->getArray("supported_os")->size() > 0);
     EXPECT_TRUE(t->get("price_per_hour").isString());
     EXPECT_TRUE(t->getObject("gpu")->has("number_of_gpus"));
     EXPECT_TRUE(t->getObject("gpu_memory")->has("size_in_gigabytes"));
@@ -281,9 +293,11 @@ TEST_F(VerdaApiTest, AvailabilityListsInStockTypesPerLocationAndAnswersOneTypeAs
 
   Settings(R"({"cloud":"verda","out_of_stock":["1H100.80S.30V"]})");
   EXPECT_EQ(V("GET", "/instance-availability/1H100.80S.30V?location_code=FIN-01").body, "false");
+  // V-SPEC POST /v1/instances "503": no capacity, {"code":"service_unavailable",...}.
   Reply c = V("POST", "/instances", CreateBody("no-stock"));
-  EXPECT_EQ(c.status, 400);
-  EXPECT_NE(Message(c).find("Not enough resources"), std::string::npos) << c.body;
+  EXPECT_EQ(c.status, 503);
+  EXPECT_EQ(Code(c), "service_unavailable") << c.body;
+  EXPECT_EQ(Message(c), "No capacity available") << c.body;
   Settings(R"({"cloud":"verda","out_of_stock":[]})");
   EXPECT_EQ(V("GET", "/instance-availability/1H100.80S.30V?location_code=FIN-01").body, "true");
 }
@@ -306,6 +320,43 @@ TEST_F(VerdaApiTest, ImagesAndLocationsAreServed) {
     codes.insert(locations->getObject(i)->getValue<std::string>("code"));
   }
   EXPECT_EQ(codes, (std::set<std::string>{"FIN-01", "FIN-02", "FIN-03", "ICE-01"}));
+  // V-SPEC GET /v1/images?instance_type=: the type's images only; 404 for an unknown type.
+  JsonArray a6000 = ArrayOf(V("GET", "/images?instance_type=1A6000.10V"));
+  ASSERT_TRUE(a6000);
+  std::set<std::string> a6000_types;
+  for (unsigned i = 0; i < a6000->size(); ++i) {
+    JsonObject im = a6000->getObject(i);
+    for (const char* k : {"id", "image_type", "name", "is_default", "details", "category",
+                          "is_cluster"}) {
+      EXPECT_TRUE(im->has(k)) << k;  // V-SPEC Os: required
+    }
+    a6000_types.insert(im->getValue<std::string>("image_type"));
+  }
+  EXPECT_TRUE(a6000_types.count("ubuntu-22.04-cuda-12.0-docker"));
+  EXPECT_FALSE(a6000_types.count("ubuntu-24.04-cuda-12.8-open-docker"));
+  EXPECT_EQ(V("GET", "/images?instance_type=9Z999.1V").status, 404);
+}
+
+TEST_F(VerdaApiTest, AnImageItsTypeDoesNotSupportIsRefused) {
+  // V-SPEC InstanceType.supported_os; the message V-DS quotes from Verda for A6000/V100.
+  Reply r = V("POST", "/instances", CreateBody("a6000-new", "", "1A6000.10V"));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(Message(r), "Operating system is not valid for this instance type");
+  Reply ok = V("POST", "/instances",
+               R"({"instance_type":"1A6000.10V","image":"ubuntu-22.04-cuda-12.0-docker",)"
+               R"("hostname":"a6000-old","location_code":"FIN-01"})");
+  EXPECT_EQ(ok.status, 202) << ok.body;
+}
+
+TEST_F(VerdaApiTest, DeprecatedAliasesAreServedAndCounted) {
+  // V-SPEC still lists /v1/sshkeys and the camelCase query aliases, marked deprecated.
+  EXPECT_EQ(V("GET", "/ssh-keys").status, 200);
+  EXPECT_EQ(V("GET", "/instance-availability?is_spot=false&location_code=FIN-01").status, 200);
+  EXPECT_EQ(Count("deprecated_calls"), 0);
+  EXPECT_EQ(V("GET", "/sshkeys").status, 200);
+  EXPECT_EQ(V("GET", "/instance-availability?isSpot=false").status, 200);
+  EXPECT_EQ(V("GET", "/instance-availability/1H100.80S.30V?locationCode=FIN-01").status, 200);
+  EXPECT_EQ(Count("deprecated_calls"), 3);
 }
 
 // --- SSH keys (reference §3.5) and startup scripts (§4) ---
@@ -330,6 +381,7 @@ TEST_F(VerdaApiTest, SshKeysUnderBothSpellingsCreateAsBareUuidAndGetOneAsOneElem
     EXPECT_EQ(k->getValue<std::string>("name"), "gpuprov");
     EXPECT_EQ(k->getValue<std::string>("key"), kPublicKey);
     EXPECT_EQ(k->getValue<std::string>("fingerprint").size(), 47u);  // MD5 colon hex
+    EXPECT_TRUE(k->has("created_by_user_id"));  // V-SPEC GetKeysResponseDto: required
     EXPECT_TRUE(k->has("created_at"));
   }
   EXPECT_EQ(Count("ssh_keys"), 2);
@@ -383,6 +435,45 @@ TEST_F(VerdaApiTest, ScriptsCreateListGetDeleteByIdAndByBodyKeepingTheText) {
   EXPECT_EQ(Count("scripts"), 2);
   EXPECT_EQ(V("DELETE", "/scripts", R"({"scripts":[")" + b + R"(",")" + c + "\"]}").status, 200);
   EXPECT_EQ(Count("scripts"), 0);
+}
+
+TEST_F(VerdaApiTest, ScriptsArePagedNewestFirstFilteredByNameAndLimitedTo100) {
+  // V-SPEC GET /v1/scripts: page, pageSize (default 10, maximum 100), name (partial match),
+  // orderDirection (default desc); X-Page, X-Page-Size, X-Total-Count.
+  for (int i = 0; i < 25; ++i) {
+    JsonObject b = NewObject();
+    b->set("name", (i % 2 ? std::string("other-") : std::string("gpuprov-vm")) +
+                       std::to_string(i));
+    b->set("script", std::string("#!/bin/sh\ntrue\n"));
+    ASSERT_EQ(V("POST", "/scripts", ToJson(b)).status, 201);
+  }
+  Reply first = V("GET", "/scripts");
+  JsonArray page = ArrayOf(first);
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->size(), 10u);  // the default page size
+  EXPECT_EQ(page->getObject(0)->getValue<std::string>("name"), "gpuprov-vm24");  // newest first
+  EXPECT_EQ(first.Header("x-total-count"), "25");
+  EXPECT_EQ(first.Header("x-page"), "1");
+  EXPECT_EQ(first.Header("x-page-size"), "10");
+  EXPECT_EQ(ArrayOf(V("GET", "/scripts?page=3"))->size(), 5u);
+  EXPECT_EQ(ArrayOf(V("GET", "/scripts?page=4"))->size(), 0u);
+  JsonArray asc = ArrayOf(V("GET", "/scripts?orderDirection=asc&pageSize=100"));
+  ASSERT_EQ(asc->size(), 25u);
+  EXPECT_EQ(asc->getObject(0)->getValue<std::string>("name"), "gpuprov-vm0");
+  Reply named = V("GET", "/scripts?name=gpuprov-&pageSize=100");
+  EXPECT_EQ(ArrayOf(named)->size(), 13u);
+  EXPECT_EQ(named.Header("x-total-count"), "13");
+  EXPECT_EQ(V("GET", "/scripts?pageSize=101").status, 400);
+  EXPECT_EQ(V("GET", "/scripts?page=0").status, 400);
+  EXPECT_EQ(V("GET", "/scripts?orderDirection=up").status, 400);
+  // The project quota (default 100, changelog 2026-03-30).
+  Settings(R"({"cloud":"verda","script_quota":26})");
+  ASSERT_EQ(V("POST", "/scripts", R"({"name":"x","script":"y"})").status, 201);
+  Reply over = V("POST", "/scripts", R"({"name":"x","script":"y"})");
+  EXPECT_EQ(over.status, 403);
+  EXPECT_EQ(Code(over), "forbidden_action");
+  EXPECT_NE(Message(over).find("quota"), std::string::npos) << over.body;
+  EXPECT_EQ(Count("scripts"), 26);
 }
 
 // --- instances (reference §3.1-§3.4, emulator notes 5-6) ---
@@ -487,7 +578,7 @@ TEST_F(VerdaApiTest, ActionOnSeveralIdsAnswersOneResultEach) {
   const std::string missing = "00000000-0000-4000-8000-000000000000";
   Reply r = V("PUT", "/instances",
               R"({"action":"delete","id":[")" + a + R"(",")" + missing + R"(",")" + b + "\"]}");
-  ASSERT_EQ(r.status, 202) << r.body;
+  ASSERT_EQ(r.status, 207) << r.body;  // V-SPEC: 207 when some actions failed
   JsonArray results = ArrayOf(r);
   ASSERT_EQ(results->size(), 3u);
   EXPECT_EQ(results->getObject(0)->getValue<std::string>("status"), "success");
@@ -506,18 +597,30 @@ TEST_F(VerdaApiTest, CreateBodiesAreValidatedWithInvalidRequest) {
     std::string says;
   };
   const std::vector<Case> cases = {
-      {R"({"image":"ubuntu-24.04","hostname":"h","description":"d"})", "instance_type"},
-      {R"({"instance_type":"1H100.80S.30V","hostname":"h","description":"d"})", "image"},
-      {R"({"instance_type":"1H100.80S.30V","image":"ubuntu-24.04","description":"d"})",
+      {R"({"image":"ubuntu-24.04","hostname":"h","location_code":"FIN-01"})", "instance_type"},
+      {R"({"instance_type":"1H100.80S.30V","hostname":"h","location_code":"FIN-01"})", "image"},
+      {R"({"instance_type":"1H100.80S.30V","image":"ubuntu-24.04","location_code":"FIN-01"})",
        "hostname"},
+      // V-SPEC DeployInstancePublicDto: location_code required (changelog 2026-03-19).
       {R"({"instance_type":"1H100.80S.30V","image":"ubuntu-24.04","hostname":"h"})",
-       "description"},
+       "location_code"},
       {CreateBody("h", R"(,"startup_script":"#!/bin/sh")"), "startup_script"},
       {CreateBody("h", "", "9Z999.1V"), "instance type"},
-      {R"({"instance_type":"1H100.80S.30V","image":"windows","hostname":"h","description":"d"})",
+      {R"({"instance_type":"1H100.80S.30V","image":"windows","hostname":"h","location_code":"FIN-01"})",
        "image"},
       {CreateBody("h", R"(,"ssh_key_ids":["nope"])"), "ssh key"},
-      {CreateBody("h", R"(,"ssh_key_ids":")" + key + "\""), "ssh_key_ids"},
+      {CreateBody("h", R"(,"ssh_key_ids":7)"), "ssh_key_ids"},
+      // Tags: at most 10, key up to 63 and value up to 127 characters (V-SPEC TagDto).
+      {CreateBody("h", R"(,"tags":[)" + [] {
+         std::string t;
+         for (int i = 0; i < 11; ++i) t += (i ? "," : "") + ("{\"key\":\"k" + std::to_string(i) + "\"}");
+         return t;
+       }() + "]"),
+       "no more than 10"},
+      {CreateBody("h", R"(,"tags":[{"key":"k","value":")" + std::string(128, 'v') + "\"}]"),
+       "127"},
+      {CreateBody("h", R"(,"tags":[{"key":")" + std::string(64, 'k') + "\"}]"), "63"},
+      {CreateBody("h", R"(,"tags":[{"value":"v"}])"), "key"},
       {CreateBody("h", R"(,"startup_script_id":"nope")"), "startup script"},
       {R"({"instance_type":"1H100.80S.30V","image":"ubuntu-24.04","hostname":"h","description":"d","location_code":"MARS-1"})",
        "location"},
@@ -530,10 +633,81 @@ TEST_F(VerdaApiTest, CreateBodiesAreValidatedWithInvalidRequest) {
   }
   EXPECT_EQ(Count("instances"), 0);
   // The image by id works as by type.
+  // The image by id works as by type; description is optional; ssh_key_ids may be one id.
   Reply byid = V("POST", "/instances",
-                 R"({"instance_type":"1L40S.20V","image":"2088da25-bb0d-41cc-a191-dccae45d96fd","hostname":"h","description":"d"})");
+                 R"({"instance_type":"1L40S.20V","image":"2088da25-bb0d-41cc-a191-dccae45d96fd","hostname":"h","location_code":"FIN-01","ssh_key_ids":")" +
+                     key + R"(","tags":[{"key":"Team","value":"ml"},{"key":"free"}]})");
   EXPECT_EQ(byid.status, 202) << byid.body;
-  EXPECT_EQ(Instance(byid.body)->getValue<std::string>("image"), "ubuntu-22.04-cuda-12.0-docker");
+  JsonObject in = Instance(byid.body);
+  EXPECT_EQ(in->getValue<std::string>("image"), "ubuntu-22.04-cuda-12.0-docker");
+  EXPECT_EQ(in->getValue<std::string>("description"), "");
+  // V-SPEC TagResponseDto {id, key (lowercased), value ("" for a freeform tag)}.
+  JsonArray tags = in->getArray("tags");
+  ASSERT_EQ(tags->size(), 2u);
+  EXPECT_EQ(tags->getObject(0)->getValue<std::string>("key"), "team");
+  EXPECT_EQ(tags->getObject(1)->getValue<std::string>("value"), "");
+  EXPECT_FALSE(tags->getObject(0)->getValue<std::string>("id").empty());
+}
+
+TEST_F(VerdaApiTest, InstancesCarryEveryMemberTheSpecRequires) {
+  const std::string id = Create("fields");
+  ASSERT_TRUE(WaitStatus(id, "running"));
+  JsonArray listed = ArrayOf(V("GET", "/instances"));
+  ASSERT_TRUE(listed);
+  ASSERT_EQ(listed->size(), 1u);
+  for (const JsonObject& in : {Instance(id), listed->getObject(0)}) {
+    ASSERT_TRUE(in);
+    // V-SPEC GetInstanceResponsePublicApiDto.required
+    for (const char* k : {"id", "ip", "status", "created_at", "cpu", "gpu", "gpu_memory",
+                          "memory", "storage", "hostname", "description", "tags", "location",
+                          "price_per_hour", "is_spot", "instance_type", "image", "os_name",
+                          "startup_script_id", "ssh_key_ids", "os_volume_id", "jupyter_token",
+                          "contract", "pricing", "volume_ids"}) {
+      EXPECT_TRUE(in->has(k)) << k;
+    }
+    EXPECT_TRUE(in->get("price_per_hour").isNumeric());
+    EXPECT_TRUE(in->get("is_spot").isBoolean());
+    EXPECT_TRUE(in->get("ip").isString());  // nullable until reachable; running here
+    EXPECT_TRUE(in->getArray("volume_ids"));
+    EXPECT_TRUE(in->getArray("tags"));
+  }
+  // V-SPEC Location.required, GetScriptResponseDto.required.
+  JsonObject loc = ArrayOf(V("GET", "/locations"))->getObject(0);
+  for (const char* k : {"code", "name", "country_code"}) EXPECT_TRUE(loc->has(k)) << k;
+  AddScript("#!/bin/sh\n");
+  JsonObject sc = ArrayOf(V("GET", "/scripts"))->getObject(0);
+  for (const char* k : {"id", "name", "script", "created_at"}) EXPECT_TRUE(sc->has(k)) << k;
+}
+
+TEST_F(VerdaApiTest, DeletedInstancesLeaveTheirOsVolumeInTheTrashUnlessDeletedPermanently) {
+  // V-SPEC PUT /v1/instances: without volume_ids the OS volume goes to the trash (null counts
+  // as absent, as V-GO sends it); with them and delete_permanently it is gone; an empty array
+  // detaches it.
+  const std::string a = Create("vol-a");
+  const std::string b = Create("vol-b");
+  const std::string c = Create("vol-c");
+  ASSERT_TRUE(WaitStatus(a, "running"));
+  ASSERT_TRUE(WaitStatus(b, "running"));
+  ASSERT_TRUE(WaitStatus(c, "running"));
+  JsonObject in = Instance(b);
+  const std::string os_volume = in->getValue<std::string>("os_volume_id");
+  ASSERT_EQ(in->getArray("volume_ids")->size(), 1u);
+  EXPECT_EQ(in->getArray("volume_ids")->get(0).toString(), os_volume);
+  EXPECT_EQ(Delete(a).status, 202);  // volume_ids null
+  EXPECT_EQ(Count("volumes_in_trash"), 1);
+  EXPECT_EQ(V("PUT", "/instances",
+              R"({"action":"delete","id":")" + b + R"(","volume_ids":[")" + os_volume +
+                  R"("],"delete_permanently":true})")
+                .status,
+            202);
+  EXPECT_EQ(Count("volumes_in_trash"), 1);
+  EXPECT_EQ(V("PUT", "/instances", R"({"action":"delete","id":")" + c + R"(","volume_ids":[]})")
+                .status,
+            202);
+  EXPECT_EQ(Count("detached_volumes"), 1);
+  EXPECT_EQ(V("PUT", "/instances", R"({"action":"delete","id":")" + c + R"(","volume_ids":"x"})")
+                .status,
+            400);
 }
 
 // --- faults (emulator notes a-g) ---
@@ -541,12 +715,13 @@ TEST_F(VerdaApiTest, CreateBodiesAreValidatedWithInvalidRequest) {
 TEST_F(VerdaApiTest, FaultA_CapacityQuotaAndPaymentRefuseTheCreate) {
   Fault(R"({"cloud":"verda","fault":"capacity"})");
   Reply r = V("POST", "/instances", CreateBody("cap"));
-  EXPECT_EQ(r.status, 400);
-  EXPECT_EQ(Code(r), "invalid_request");
-  EXPECT_NE(Message(r).find("Not enough resources"), std::string::npos);
+  EXPECT_EQ(r.status, 503);  // V-SPEC POST /v1/instances "503"
+  EXPECT_EQ(Code(r), "service_unavailable");
+  EXPECT_EQ(Message(r), "No capacity available");
   Fault(R"({"cloud":"verda","fault":"quota"})");
   r = V("POST", "/instances", CreateBody("quota"));
-  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.status, 403);  // V-SPEC error table: forbidden_action is 403
+  EXPECT_EQ(Code(r), "forbidden_action");
   EXPECT_NE(Message(r).find("quota"), std::string::npos);
   Fault(R"({"cloud":"verda","fault":"payment_required"})");
   r = V("POST", "/instances", CreateBody("pay"));
@@ -571,7 +746,7 @@ TEST_F(VerdaApiTest, FaultC_ThrottleAndServiceUnavailableBursts) {
     Reply r = V("GET", "/instances");
     EXPECT_EQ(r.status, 429);
     EXPECT_EQ(r.Header("retry-after"), "3");
-    EXPECT_TRUE(GetString(r.Json(), "code").has_value());
+    EXPECT_EQ(Code(r), "rate_limit_exceeded");  // V-SPEC error table
   }
   EXPECT_EQ(V("GET", "/instances").status, 200);
   Fault(R"({"cloud":"verda","fault":"server_error","status":503,"times":3})");
@@ -693,7 +868,11 @@ TEST_F(VerdaApiTest, ResetForgetsEverythingAndUnknownPathsUseTheEnvelope) {
   Reply nf = V("GET", "/volumes");
   EXPECT_EQ(nf.status, 404);
   EXPECT_EQ(Code(nf), "not_found");
-  EXPECT_EQ(V("PATCH", "/instances").status, 405);
+  // An operation V-SPEC does not describe is its not_found ("Resource not found, or invalid
+  // path", 404), whatever the method.
+  Reply patch = V("PATCH", "/instances");
+  EXPECT_EQ(patch.status, 404);
+  EXPECT_EQ(Code(patch), "not_found");
   ASSERT_EQ(Control("POST", "/reset", R"({"cloud":"verda"})").status, 200);
   EXPECT_EQ(Count("instances"), 0);
   EXPECT_EQ(Count("ssh_keys"), 0);
@@ -701,6 +880,39 @@ TEST_F(VerdaApiTest, ResetForgetsEverythingAndUnknownPathsUseTheEnvelope) {
   EXPECT_EQ(Count("backend_instances"), 0);
   // Issued tokens went too.
   EXPECT_EQ(V("GET", "/instances").status, 401);
+}
+
+// Part 2 of issue 30: the emulator serves only operations the spec describes. Every row of the
+// transcribed table is served (not the envelope's "Not found"), and requests next to them that
+// the spec lacks are not.
+TEST_F(VerdaApiTest, ServesExactlyTheSpecOperationsOfItsTable) {
+  for (const auto& op : kVerdaSpecOperations) {
+    if (op.path == "/v1/oauth2/token") continue;  // checked with its body above
+    std::string path(op.path.substr(3));         // after "/v1"
+    for (const char* seg : {"{instance_id}", "{instance_type}", "{sshKeyId}", "{scriptId}"}) {
+      const size_t at = path.find(seg);
+      if (at != std::string::npos) path.replace(at, std::string(seg).size(), "1H100.80S.30V");
+    }
+    Reply r = V(std::string(op.method), path, op.method == "GET" ? "" : "{}");
+    EXPECT_EQ(Message(r).find("Not found: "), std::string::npos)
+        << op.method << " " << op.path << " (" << op.operation_id << ") -> " << r.body;
+    EXPECT_TRUE(FindVerdaSpecOperation(op.method, op.path)) << op.path;
+  }
+  for (const auto& [method, path] : std::vector<std::pair<std::string, std::string>>{
+           {"DELETE", "/instances"},
+           {"DELETE", "/instances/x"},
+           {"POST", "/instance-types"},
+           {"PUT", "/scripts/x"},
+           {"GET", "/scripts/x/y"},
+           {"GET", "/volumes/trash"}}) {
+    Reply r = V(method, path, "{}");
+    EXPECT_EQ(r.status, 404) << method << " " << path;
+    EXPECT_EQ(Code(r), "not_found") << method << " " << path;
+  }
+  EXPECT_FALSE(FindVerdaSpecOperation("GET", "/v1/instances/a/b"));
+  EXPECT_EQ(FindVerdaSpecOperation("GET", "/v1/instances/a")->operation_id,
+            "InstancesController_getInstanceById");
+  EXPECT_TRUE(FindVerdaSpecOperation("GET", "/v1/sshkeys")->deprecated);
 }
 
 }  // namespace

@@ -50,7 +50,7 @@ class VerdaDockerTest : public DockerBackendTest {
 
   // Creates a 1H100 instance called hostname with the key and script; its id.
   std::string CreateWithScript(const std::string& hostname, const std::string& script) {
-    Reply k = V("POST", "/sshkeys", R"({"name":")" + hostname + R"(","key":")" +
+    Reply k = V("POST", "/ssh-keys", R"({"name":")" + hostname + R"(","key":")" +
                                         std::string(kPublicKey) + "\"}");
     EXPECT_EQ(k.status, 201) << k.body;
     JsonObject s = NewObject();

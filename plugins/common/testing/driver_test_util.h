@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -316,6 +317,65 @@ struct HttpReply {
   }
 };
 
+/// One operation of a vendor's published API (transcribed, with its citation, by the test that
+/// lists it): an HTTP method and path template (`{name}` is one path segment), or "POST" and a
+/// gRPC method path; the query parameters the source documents for it and, when it lists them,
+/// the HTTP statuses it may answer (empty: a `default` response covers any).
+struct VendorOperation {
+  std::string method;
+  std::string path;
+  std::vector<std::string> query{};
+  std::vector<int> statuses{};
+};
+
+/// The operation of `ops` that METHOD `path` (without its query string; a trailing '/'
+/// ignored) is, or nullptr.
+inline const VendorOperation* FindVendorOperation(const std::string& method,
+                                                  const std::string& path,
+                                                  const std::vector<VendorOperation>& ops) {
+  auto segments = [](std::string p) {
+    while (p.size() > 1 && p.back() == '/') p.pop_back();
+    std::vector<std::string> out;
+    size_t start = 0;
+    for (size_t i = 0; i <= p.size(); ++i) {
+      if (i == p.size() || p[i] == '/') {
+        out.push_back(p.substr(start, i - start));
+        start = i + 1;
+      }
+    }
+    return out;
+  };
+  const std::vector<std::string> got = segments(path);
+  for (const VendorOperation& op : ops) {
+    const std::vector<std::string> want = segments(op.path);
+    if (method != op.method || want.size() != got.size()) continue;
+    bool same = true;
+    for (size_t i = 0; same && i < want.size(); ++i) {
+      const bool var = want[i].size() > 2 && want[i].front() == '{' && want[i].back() == '}';
+      same = var ? !got[i].empty() : want[i] == got[i];
+    }
+    if (same) return &op;
+  }
+  return nullptr;
+}
+
+/// The requests of an emulator's log ("METHOD path -> status", EmulatorProcess::Requests) that
+/// are none of `ops` (query strings ignored): what a driver called that the vendor's source
+/// does not describe.
+inline std::vector<std::string> OutsideOperations(const std::vector<std::string>& logged,
+                                                  const std::vector<VendorOperation>& ops) {
+  std::vector<std::string> outside;
+  for (const std::string& line : logged) {
+    const size_t space = line.find(' ');
+    const std::string method = line.substr(0, space);
+    const std::string target = line.substr(space + 1, line.find(" -> ") - space - 1);
+    if (FindVendorOperation(method, target.substr(0, target.find('?')), ops) == nullptr) {
+      outside.push_back(line);
+    }
+  }
+  return outside;
+}
+
 /// One HTTP request to a loopback URL (anything else throws).
 inline HttpReply LoopbackHttp(const std::string& method, const std::string& url,
                               const std::string& body = "",
@@ -527,6 +587,70 @@ class EmulatorProcess {
   std::thread drain_;
   std::map<std::string, std::string> urls_;
 };
+
+/// "" when `logged` ("METHOD /path?query -> status", as EmulatorProcess::Requests gives it) is
+/// one of `operations` with only documented query parameters; otherwise what is wrong.
+inline std::string CheckAgainstOperations(const std::string& logged,
+                                          const std::vector<VendorOperation>& operations) {
+  std::istringstream in(logged);
+  std::string method, target;
+  in >> method >> target;
+  const size_t q = target.find('?');
+  const std::string path = target.substr(0, q);
+  std::vector<std::string> params;
+  if (q != std::string::npos) {
+    std::istringstream query(target.substr(q + 1));
+    for (std::string kv; std::getline(query, kv, '&');) params.push_back(kv.substr(0, kv.find('=')));
+  }
+  const VendorOperation* op = FindVendorOperation(method, path, operations);
+  if (op == nullptr) return logged + ": not an operation of the vendor's source";
+  for (const std::string& p : params) {
+    if (std::find(op->query.begin(), op->query.end(), p) == op->query.end()) {
+      return logged + ": query parameter \"" + p + "\" is not documented for " + op->method +
+             " " + op->path;
+    }
+  }
+  const size_t arrow = logged.rfind("-> ");
+  if (!op->statuses.empty() && arrow != std::string::npos) {
+    const int status = std::atoi(logged.c_str() + arrow + 3);
+    if (std::find(op->statuses.begin(), op->statuses.end(), status) == op->statuses.end()) {
+      return logged + ": status " + std::to_string(status) + " is not documented for " +
+             op->method + " " + op->path;
+    }
+  }
+  return "";
+}
+
+/// Calls every operation of a cloud driver once, as a provision, open_ports (widened, then
+/// narrowed to a source), gc and down would: check, offers, create (`create_request`, whose VM
+/// is called `name`), get, list, open_ports twice, list_resources, delete. For a test that
+/// then checks what the driver sent (CheckAgainstOperations).
+inline void CallEveryOperation(LoadedDriver& driver, const std::string& offers_request,
+                               const std::string& create_request, const std::string& name) {
+  ASSERT_EQ(driver.Check().status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Offers(offers_request).status, GPUPROV_STATUS_OK);
+  OpResult created = driver.Create(create_request);
+  ASSERT_EQ(created.status, GPUPROV_STATUS_OK) << created;
+  const std::string id = created.Vm()->getValue<std::string>("id");
+  ASSERT_EQ(driver.Get(R"({"id":")" + id + R"("})").status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.List().status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.OpenPorts(R"({"id":")" + id + R"(","ports":[8080]})").status,
+            GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.OpenPorts(R"({"id":")" + id +
+                             R"(","ports":[6443],"allow_from":["192.0.2.0/24"]})")
+                .status,
+            GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Call(driver.vtable().list_resources, "{}").status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Delete(R"({"id":")" + id + R"(","name":")" + name + R"("})").status,
+            GPUPROV_STATUS_OK);
+}
+
+/// Each of `requests` (EmulatorProcess::Requests) is one of `operations` (CheckAgainstOperations).
+inline void ExpectOnlyOperations(const std::vector<std::string>& requests,
+                                 const std::vector<VendorOperation>& operations) {
+  EXPECT_GT(requests.size(), 10u);
+  for (const std::string& r : requests) EXPECT_EQ(CheckAgainstOperations(r, operations), "");
+}
 
 #ifdef GPUPROV_EMULATOR_PATH
 /// The built emulator serving one cloud from its memory backend, for SharedEmulatorTest: a
