@@ -55,7 +55,14 @@ teardown() { common_teardown; }
   if [ "$(id -u)" = 0 ]; then
     command -v setpriv >/dev/null || skip "setpriv missing"
     unset GPUPROV_INSTALL_ROOT
-    run setpriv --reuid=65534 --regid=65534 --clear-groups "$INSTALLER" --log-file /tmp/gpuprov-nobody.log
+    # A copy nobody can reach: the checkout may sit below a folder only root may enter (a clone
+    # in /root, or CI's mktemp -d folder, mode 0700).
+    local copy
+    copy=$(mktemp -d)
+    chmod 755 "$copy"
+    install -m 755 "$INSTALLER" "$copy/gpuprov-install.sh"
+    run setpriv --reuid=65534 --regid=65534 --clear-groups "$copy/gpuprov-install.sh" --log-file /tmp/gpuprov-nobody.log
+    rm -rf "$copy"
   else
     unset GPUPROV_INSTALL_ROOT
     run "$INSTALLER"
