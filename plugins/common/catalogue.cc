@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "catalogue.h"
 
+#include "text.h"
+
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -11,15 +13,6 @@
 namespace gpuprov::drivers {
 
 using gpuprov::sdk::DriverError;
-
-namespace {
-
-std::string Upper(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
-
-}  // namespace
 
 std::string GpusOf(const CatalogueRow& row) {
   return row.gpu_count > 0 ? row.gpu_type + ":" + std::to_string(row.gpu_count) : "";

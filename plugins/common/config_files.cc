@@ -7,14 +7,11 @@
 #include <sstream>
 
 #include "credentials.h"
+#include "text.h"
 
 namespace gpuprov::drivers {
 namespace {
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 std::string CollapseSpaces(const std::string& s) {
   std::string out;

@@ -3,6 +3,8 @@
 // The gpuprov driver kit: what every cloud driver needs besides its cloud's own logic, in one
 // static library (target gpuprov::driver_kit, installed with the SDK). Include this header, or
 // the parts you use:
+//   api_client.h      a cloud's JSON REST API: credential, error envelope and code table,
+//                     hints, idempotent vs not, as data (ApiDialect)
 //   http_client.h     HTTPS client: TLS verified, http:// only to loopback, timeouts, retries
 //                     with back-off, jitter and Retry-After, waits that end on cancel
 //   retry_policy.h    the retry limits and the back-off computation
@@ -11,6 +13,7 @@
 //   pacer.h           spacing of calls for APIs with a published rate, per API key across
 //                     processes (the host's pacer_dir), else process-wide
 //   uri.h             path and query encoding
+//   gpu_names.h       the one table of GPU model names and their spellings
 //   catalogue.h       GPU request / instance_type / CPU default -> instance type
 //   vm_rules.h        VM-name rules as data, user-data size and encoding checks, base64
 //   config_files.h    INI (AWS's nested keys too) and YAML (yaml-cpp) credential files
@@ -19,20 +22,24 @@
 //   ssh_public_key.h  OpenSSH public key lines: checked, compared, MD5 fingerprint
 //   driver_request.h  request fields (ports, gpu, ssh key), offers and vm results
 //   json_util.h       Poco::JSON helpers
+//   text.h            Lower, Upper, Squash, StartsWith
 // See docs/driver-protocol.md, "The driver kit".
 #pragma once
 
+#include "api_client.h"
 #include "catalogue.h"
 #include "config_files.h"
 #include "credentials.h"
 #include "driver_request.h"
 #include "driver_status.h"
+#include "gpu_names.h"
 #include "http_client.h"
 #include "json_util.h"
 #include "pacer.h"
 #include "retry_policy.h"
 #include "ssh_public_key.h"
 #include "tags.h"
+#include "text.h"
 #include "uri.h"
 #include "vm_rules.h"
 #include "wait.h"

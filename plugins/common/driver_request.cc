@@ -304,4 +304,38 @@ ResourceRef ParseResourceRequest(const std::string& request_json,
   return ref;
 }
 
+Object::Ptr VmJson(const VmFields& f) {
+  Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  vm->set("id", f.id);
+  vm->set("name", f.name);
+  vm->set("state", f.state);
+  vm->set("public_ip", f.public_ip);
+  vm->set("ssh_port", f.ssh_port);
+  vm->set("ssh_user", f.ssh_user);
+  vm->set("region", f.region);
+  vm->set("instance_type", f.instance_type);
+  vm->set("image", f.image);
+  vm->set("gpus", f.gpus);
+  vm->set("created_at", f.created_at);
+  vm->set("message", f.message);
+  vm->set("ports", PortMap(f.ports));
+  if (f.tags) {
+    Object::Ptr tags = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    for (const auto& [key, value] : *f.tags) tags->set(key, value);
+    vm->set("tags", tags);
+  }
+  for (const auto& [key, value] : f.extra) vm->set(key, value);
+  return vm;
+}
+
+std::vector<std::pair<std::string, std::string>> KeyValueTags(const Array::Ptr& tags) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (size_t i = 0; tags && i < tags->size(); ++i) {
+    if (Object::Ptr one = json::ObjAt(tags, i)) {
+      out.emplace_back(json::Str(one, "key"), json::Str(one, "value"));
+    }
+  }
+  return out;
+}
+
 }  // namespace gpuprov::drivers

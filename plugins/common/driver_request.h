@@ -9,9 +9,12 @@
 #include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
 
+#include <Poco/Dynamic/Var.h>
+
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "retry_policy.h"
@@ -100,6 +103,33 @@ struct OfferFields {
   std::string price_date{};
 };
 Poco::JSON::Object::Ptr OfferJson(const OfferFields& offer);
+
+/// One VM of the get, list and create results (docs/driver-protocol.md, "vm"): the typed
+/// fields every driver fills, written by VmJson in the protocol's order.
+struct VmFields {
+  std::string id;
+  std::string name;
+  std::string state;      ///< "pending", "running", "stopped", "error", ...
+  std::string public_ip;  ///< "" while there is none
+  int ssh_port = 22;
+  std::string ssh_user;
+  std::string region;
+  std::string instance_type;
+  std::string image;
+  std::string gpus;        ///< "L4:1", "" for none
+  std::string created_at;  ///< RFC 3339 or ""
+  std::string message;     ///< why the state is what it is; "" when nothing to say
+  std::vector<int> ports{22};
+  /// Written as the "tags" object in this order when set; a cloud without tags leaves it.
+  std::optional<std::vector<std::pair<std::string, std::string>>> tags;
+  /// The cloud's own members, written after the protocol's in this order.
+  std::vector<std::pair<std::string, Poco::Dynamic::Var>> extra;
+};
+Poco::JSON::Object::Ptr VmJson(const VmFields& vm);
+
+/// The tags of a [{"key": k, "value": v}, ...] array (nullptr: none), in order.
+std::vector<std::pair<std::string, std::string>> KeyValueTags(
+    const Poco::JSON::Array::Ptr& tags);
 
 /// The init settings (docs/driver-protocol.md, init): "endpoint", trimmed, without trailing
 /// '/' and without `api_suffix` when it ends with it ("https://host/api/v1" and "https://host"

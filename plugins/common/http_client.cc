@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "wait.h"
+#include "text.h"
 
 namespace gpuprov::drivers {
 namespace {
@@ -34,10 +35,6 @@ using std::chrono::steady_clock;
 
 constexpr size_t kMaxResponseBytes = 64u << 20;
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 // One client context for the process: peer and host-name verification on, system CA store.
 Poco::Net::Context::Ptr ClientContext() {

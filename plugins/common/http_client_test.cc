@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "driver_test_util.h"
+#include "loopback_server.h"
 
 namespace gpuprov::drivers {
 namespace {
@@ -34,80 +35,8 @@ using std::chrono::milliseconds;
 
 using testing::RecordingHost;
 
-struct Reply {
-  int status = 200;
-  std::string body = "{}";
-  std::map<std::string, std::string> headers;
-};
-
-// A loopback HTTP server answering with a function of the request number (0-based).
-class TestServer {
- public:
-  using Fn = std::function<Reply(int n, const std::string& method, const std::string& uri,
-                                 const std::string& body)>;
-  /// With `tls`, the server speaks HTTPS with that server context.
-  explicit TestServer(Fn fn, Poco::Net::Context::Ptr tls = nullptr) : fn_(std::move(fn)) {
-    Poco::Net::ServerSocket socket =
-        tls ? Poco::Net::SecureServerSocket(Poco::Net::SocketAddress("127.0.0.1", 0), 64, tls)
-            : Poco::Net::ServerSocket(Poco::Net::SocketAddress("127.0.0.1", 0));
-    port_ = socket.address().port();
-    auto* params = new Poco::Net::HTTPServerParams;
-    params->setKeepAlive(true);
-    server_ = std::make_unique<Poco::Net::HTTPServer>(new Factory(this), socket, params);
-    server_->start();
-  }
-  ~TestServer() { server_->stopAll(true); }
-  std::string Url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v2"; }
-  int port() const { return port_; }
-  int count() const { return count_.load(); }
-  std::string LastUri() {
-    std::lock_guard<std::mutex> l(mu_);
-    return last_uri_;
-  }
-
- private:
-  class Handler : public Poco::Net::HTTPRequestHandler {
-   public:
-    explicit Handler(TestServer* s) : s_(s) {}
-    void handleRequest(Poco::Net::HTTPServerRequest& req,
-                       Poco::Net::HTTPServerResponse& resp) override {
-      std::string body;
-      Poco::StreamCopier::copyToString(req.stream(), body);
-      int n = s_->count_++;
-      {
-        std::lock_guard<std::mutex> l(s_->mu_);
-        s_->last_uri_ = req.getURI();
-      }
-      Reply r = s_->fn_(n, req.getMethod(), req.getURI(), body);
-      resp.setStatus(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(r.status));
-      for (const auto& [k, v] : r.headers) resp.set(k, v);
-      resp.setContentType("application/json");
-      resp.setContentLength(static_cast<std::streamsize>(r.body.size()));
-      resp.send() << r.body;
-    }
-
-   private:
-    TestServer* s_;
-  };
-  class Factory : public Poco::Net::HTTPRequestHandlerFactory {
-   public:
-    explicit Factory(TestServer* s) : s_(s) {}
-    Poco::Net::HTTPRequestHandler* createRequestHandler(
-        const Poco::Net::HTTPServerRequest&) override {
-      return new Handler(s_);
-    }
-
-   private:
-    TestServer* s_;
-  };
-
-  Fn fn_;
-  int port_ = 0;
-  std::atomic<int> count_{0};
-  std::mutex mu_;
-  std::string last_uri_;
-  std::unique_ptr<Poco::Net::HTTPServer> server_;
-};
+using testing::Reply;
+using testing::TestServer;
 
 RetryPolicy Quick(int attempts = 4) {
   RetryPolicy p = RetryPolicy::Fast();

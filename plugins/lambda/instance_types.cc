@@ -7,37 +7,21 @@
 #include <tuple>
 #include <vector>
 
+#include "gpu_names.h"
 #include "json_util.h"
+#include "text.h"
 
 namespace gpuprov::lambda {
 namespace {
 
-std::string Normalize(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == ' ' || c == '-' || c == '_') continue;
-    out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  }
-  return out;
-}
+// The GPU models Lambda rents (the kit's canonical names, gpu_names.h).
+constexpr std::string_view kLambdaGpus[] = {"A10",  "A6000", "RTX6000", "A100",
+                                            "H100", "GH200", "B200",    "V100"};
 
 }  // namespace
 
 std::optional<std::string> CanonicalGpu(const std::string& requested) {
-  static const std::map<std::string, std::string> kAliases = {
-      {"A10", "A10"},       {"A1024GB", "A10"},
-      {"A6000", "A6000"},   {"RTXA6000", "A6000"},
-      {"RTX6000", "RTX6000"}, {"QUADRORTX6000", "RTX6000"},
-      {"A100", "A100"},     {"A10040GB", "A100"},   {"A10080GB", "A100"},
-      {"A100SXM4", "A100"}, {"A100PCIE", "A100"},
-      {"H100", "H100"},     {"H10080GB", "H100"},   {"H100SXM5", "H100"}, {"H100PCIE", "H100"},
-      {"GH200", "GH200"},   {"GH20096GB", "GH200"},
-      {"B200", "B200"},     {"B200SXM6", "B200"},
-      {"V100", "V100"},     {"TESLAV100", "V100"},
-  };
-  auto it = kAliases.find(Normalize(requested));
-  if (it == kAliases.end()) return std::nullopt;
-  return it->second;
+  return drivers::CanonicalGpuAmong(requested, kLambdaGpus);
 }
 
 const drivers::Catalogue& TypeCatalogue() {
@@ -72,7 +56,7 @@ const drivers::Catalogue& TypeCatalogue() {
     c.cpu_default = {"", "", 0, false};  // none: Lambda has only GPU instances
     c.canonical_gpu = CanonicalGpu;
     c.gpu_hint = [](const std::string& requested) {
-      const std::string n = Normalize(requested);
+      const std::string n = drivers::Squash(requested);
       if (n == "L4" || n == "T4" || n == "A10G" || n == "L40S") {
         return std::string("Lambda has no ") + requested + " instances";
       }

@@ -108,18 +108,14 @@ LambdaDriver::LambdaDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.hos
       0, ConfigInt(config_, "launch_interval_ms",
                    ConfigInt(pacing, "launch_interval_ms", kLaunchIntervalMs))));
   delete_wait_ = std::chrono::seconds(ConfigInt(config_, "delete_wait_seconds", 600));
-  try {
-    http_ = std::make_unique<kit::HttpClient>(endpoint_, kit::RetryPolicyFrom(config_), host_);
-  } catch (const kit::HttpError& e) {
-    kit::ThrowHttpError(e, "the Lambda endpoint (GPUPROV_LAMBDA_ENDPOINT or endpoint in "
-                           "[clouds.lambda])");
-  }
+  api_ = std::make_unique<kit::ApiClient>(endpoint_, kit::RetryPolicyFrom(config_), host_,
+                                         LambdaApi(), LambdaAuth(config_));
   // Lambda's documented pacing, for every attempt (retries too). Lambda counts per API key,
   // so the slots are shared with every gpuprov process using this key at this endpoint,
   // through the host's pacer folder (the init settings' pacer_dir; kit pacer.h; issue 30).
   // The launch slot first: the request slot is then taken when the launch really goes out.
-  http_->set_before_attempt([this, pacer_dir = settings.pacer_dir](const kit::HttpRequest& r) {
-    const std::string key = PaceKey(endpoint_, api_key_ ? api_key_->value : "");
+  api_->http().set_before_attempt([this, pacer_dir = settings.pacer_dir](const kit::HttpRequest& r) {
+    const std::string key = PaceKey(endpoint_, api_->credential_if_found() ? api_->credential_if_found()->value : "");
     if (r.method == "POST" && r.path_and_query == kLaunchPath) {
       kit::PaceCall(host_, "launch " + key, launch_interval_,
                     "waiting for Lambda's launch rate limit (1 launch per " +
@@ -130,81 +126,20 @@ LambdaDriver::LambdaDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.hos
   });
 }
 
-const kit::Credential& LambdaDriver::ApiKey() {
-  if (!api_key_) {
-    api_key_ = ResolveApiKey(config_);
-    if (!api_key_) throw DriverError(GPUPROV_STATUS_AUTH, "no Lambda API key found: " + ApiKeyHint());
-    host_.Debug("API key from " + api_key_->origin);
-  }
-  return *api_key_;
-}
-
-LambdaDriver::Answer LambdaDriver::Call(const std::string& method, const std::string& path,
-                                        const std::string& what, const ObjectPtr& body,
-                                        const std::set<int>& allow, bool idempotent) {
-  kit::HttpRequest req;
-  req.idempotent = idempotent;
-  req.method = method;
-  req.path_and_query = path;
-  req.headers["Authorization"] = "Bearer " + ApiKey().value;
-  if (body) {
-    req.headers["Content-Type"] = "application/json";
-    req.body = json::Stringify(body);
-  }
-  kit::HttpResponse resp;
-  try {
-    resp = http_->Send(req);
-  } catch (const kit::HttpError& e) {
-    kit::ThrowHttpError(e, what + ": Lambda API at " + endpoint_,
-                        e.last_response().body.empty() ? ""
-                                                       : ParseApiError(e.last_response().body).Text());
-  }
-  Answer a;
-  a.status = resp.status;
-  const bool ok = resp.status >= 200 && resp.status < 300;
-  if (!ok) {
-    ApiError err = ParseApiError(resp.body);
-    a.code = err.code;
-    a.message = err.Text();
-    if (allow.count(resp.status) == 0) {
-      const gpuprov_type_status st = StatusOf(resp.status, err.code);
-      std::string text = what + ": Lambda answered HTTP " + std::to_string(resp.status) + " (" +
-                         err.Text() + ")";
-      if (st == GPUPROV_STATUS_AUTH) {
-        text += " for the API key from " + ApiKey().origin + "; " + ApiKeyHint();
-      } else if (st == GPUPROV_STATUS_QUOTA) {
-        text += "; ask Lambda support to raise the account's instance quota";
-      } else if (err.code == kInvalidAddressCode) {
-        text += "; correct the account's billing address in the Lambda console (Settings, "
-                "Billing), then run the command again";
-      }
-      throw DriverError(st, text);
-    }
-  }
-  if (kit::TrimSpace(resp.body).empty()) return a;
-  a.doc = json::TryParseObject(resp.body);
-  if (!a.doc && ok) {
-    throw DriverError(GPUPROV_STATUS_FAILED, what + ": Lambda answered HTTP " +
-                                                 std::to_string(resp.status) +
-                                                 " with a body that is not a JSON object");
-  }
-  return a;
-}
-
-LambdaDriver::ObjectPtr LambdaDriver::DataObject(const Answer& a, const std::string& what) {
+LambdaDriver::ObjectPtr LambdaDriver::DataObject(const kit::ApiAnswer& a, const std::string& what) {
   ObjectPtr data = a.doc ? json::Obj(a.doc, "data") : nullptr;
   if (!data) throw DriverError(GPUPROV_STATUS_FAILED, what + ": Lambda's answer has no data object");
   return data;
 }
 
-Array::Ptr LambdaDriver::DataArray(const Answer& a, const std::string& what) {
+Array::Ptr LambdaDriver::DataArray(const kit::ApiAnswer& a, const std::string& what) {
   Array::Ptr data = a.doc ? json::Arr(a.doc, "data") : nullptr;
   if (!data) throw DriverError(GPUPROV_STATUS_FAILED, what + ": Lambda's answer has no data list");
   return data;
 }
 
 std::vector<LambdaDriver::ObjectPtr> LambdaDriver::Instances() {
-  Array::Ptr list = DataArray(Call("GET", "/instances", "list instances"), "list instances");
+  Array::Ptr list = DataArray(api_->Call("GET", "/instances", "list instances"), "list instances");
   std::vector<ObjectPtr> out;
   for (size_t i = 0; i < list->size(); ++i) {
     ObjectPtr in = json::ObjAt(list, i);
@@ -228,7 +163,7 @@ LambdaDriver::ObjectPtr LambdaDriver::FindByName(const std::string& name, bool* 
 }
 
 LambdaDriver::ObjectPtr LambdaDriver::InstanceById(const std::string& id) {
-  Answer a = Call("GET", "/instances/" + Encode(id), "get instance " + id, nullptr, {404});
+  kit::ApiAnswer a = api_->Call("GET", "/instances/" + Encode(id), "get instance " + id, nullptr, {404});
   if (a.status == 404) return nullptr;
   ObjectPtr in = DataObject(a, "get instance " + id);
   return json::Str(in, "status") == "terminated" ? nullptr : in;
@@ -248,7 +183,7 @@ LambdaDriver::ObjectPtr LambdaDriver::Resolve(const ObjectPtr& request) {
 LambdaDriver::SshKey LambdaDriver::EnsureSshKey(const std::string& public_key) {
   const std::string our_name = KeyName(public_key);  // validates the key line
   auto find = [&]() -> std::optional<SshKey> {
-    Array::Ptr keys = DataArray(Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
+    Array::Ptr keys = DataArray(api_->Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
     for (size_t i = 0; i < keys->size(); ++i) {
       ObjectPtr k = json::ObjAt(keys, i);
       if (k && SameKey(json::Str(k, "public_key"), public_key)) {
@@ -264,12 +199,12 @@ LambdaDriver::SshKey LambdaDriver::EnsureSshKey(const std::string& public_key) {
   Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   body->set("name", our_name);
   body->set("public_key", kit::TrimSpace(public_key));
-  Answer a = Call("POST", "/ssh-keys", "register SSH key " + our_name, body, {400}, false);
+  kit::ApiAnswer a = api_->Call("POST", "/ssh-keys", "register SSH key " + our_name, body, {400}, false);
   if (a.status == 400) {
     // Registered in the meantime (a lost answer, or another run)? L-SPEC addSSHKey documents
     // only 400 global/invalid-parameters, so whatever the code, look it up once more.
     if (auto k = find()) return *k;
-    Array::Ptr keys = DataArray(Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
+    Array::Ptr keys = DataArray(api_->Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
     for (size_t i = 0; i < keys->size(); ++i) {
       if (json::Str(json::ObjAt(keys, i), "name") == our_name) {
         throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
@@ -277,8 +212,8 @@ LambdaDriver::SshKey LambdaDriver::EnsureSshKey(const std::string& public_key) {
                           "it in the Lambda console (SSH keys)");
       }
     }
-    throw DriverError(StatusOf(400, a.code), "register SSH key " + our_name +
-                                                 ": Lambda answered HTTP 400 (" + a.message + ")");
+    throw DriverError(StatusOf(400, a.error.code), "register SSH key " + our_name +
+                                                 ": Lambda answered HTTP 400 (" + a.error.text + ")");
   }
   ObjectPtr k = DataObject(a, "register SSH key");
   host_.Info("registered SSH key " + our_name);
@@ -296,7 +231,7 @@ void LambdaDriver::DeleteKeyIfUnused(const std::string& key_name, const std::str
       }
     }
   }
-  Array::Ptr keys = DataArray(Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
+  Array::Ptr keys = DataArray(api_->Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
   for (size_t i = 0; i < keys->size(); ++i) {
     ObjectPtr k = json::ObjAt(keys, i);
     if (!k || json::Str(k, "name") != key_name) continue;
@@ -310,17 +245,17 @@ bool LambdaDriver::DeleteSshKey(const std::string& id, const std::string& key_na
   // L-SPEC deleteSSHKey lists 200, 400 (global/invalid-parameters), 401, 403 and no 404: a key
   // already gone (another run's `down`) may well answer 400. It counts as gone when a fresh
   // list no longer has it; 404 is taken as gone too.
-  Answer a = Call("DELETE", "/ssh-keys/" + Encode(id), what, nullptr, {400, 404});
+  kit::ApiAnswer a = api_->Call("DELETE", "/ssh-keys/" + Encode(id), what, nullptr, {400, 404});
   if (a.status == 404) return false;
   if (a.status != 400) return true;
-  Array::Ptr keys = DataArray(Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
+  Array::Ptr keys = DataArray(api_->Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
   for (size_t i = 0; i < keys->size(); ++i) {
     if (json::Str(json::ObjAt(keys, i), "id") == id) {
-      throw DriverError(StatusOf(400, a.code),
-                        what + ": Lambda answered HTTP 400 (" + a.message + ")");
+      throw DriverError(StatusOf(400, a.error.code),
+                        what + ": Lambda answered HTTP 400 (" + a.error.text + ")");
     }
   }
-  host_.Debug("SSH key " + key_name + " was already gone (" + a.message + ")");
+  host_.Debug("SSH key " + key_name + " was already gone (" + a.error.text + ")");
   return false;
 }
 
@@ -337,7 +272,7 @@ void LambdaDriver::RefuseAccountNarrowing(const std::string& vm_name) {
 
 LambdaDriver::ObjectPtr LambdaDriver::FindRuleset(const std::string& vm_name,
                                                   const std::string& region) {
-  Array::Ptr sets = DataArray(Call("GET", "/firewall-rulesets", "list firewall rulesets"),
+  Array::Ptr sets = DataArray(api_->Call("GET", "/firewall-rulesets", "list firewall rulesets"),
                               "list firewall rulesets");
   for (size_t i = 0; i < sets->size(); ++i) {
     ObjectPtr s = json::ObjAt(sets, i);
@@ -369,7 +304,7 @@ std::string LambdaDriver::EnsureRuleset(const std::string& vm_name, const std::s
     Object::Ptr body = new Object();
     body->set("rules", all);
     host_.Progress("setting tcp " + PortList(ports) + " in firewall ruleset " + name + narrowing);
-    Call("PATCH", "/firewall-rulesets/" + Encode(id), "update firewall ruleset " + name, body);
+    api_->Call("PATCH", "/firewall-rulesets/" + Encode(id), "update firewall ruleset " + name, body);
     return id;
   }
   Array::Ptr rules = RulesetRules(vm_name, ports, sources);
@@ -380,7 +315,7 @@ std::string LambdaDriver::EnsureRuleset(const std::string& vm_name, const std::s
   body->set("rules", rules);
   host_.Progress("creating firewall ruleset " + name + " in " + region + " (tcp " +
                  PortList(ports) + ")" + narrowing);
-  Answer a = Call("POST", "/firewall-rulesets", "create firewall ruleset " + name, body, {400},
+  kit::ApiAnswer a = api_->Call("POST", "/firewall-rulesets", "create firewall ruleset " + name, body, {400},
                   /*idempotent=*/false);
   if (a.status == 400) {
     // Made by a lost answer or another run? L-SPEC createFirewallRuleset documents 400 only as
@@ -388,8 +323,8 @@ std::string LambdaDriver::EnsureRuleset(const std::string& vm_name, const std::s
     if (FindRuleset(vm_name, region)) {
       return EnsureRuleset(vm_name, region, ports, sources, exact, created);
     }
-    throw DriverError(StatusOf(400, a.code), "create firewall ruleset " + name +
-                                                 ": Lambda answered HTTP 400 (" + a.message + ")");
+    throw DriverError(StatusOf(400, a.error.code), "create firewall ruleset " + name +
+                                                 ": Lambda answered HTTP 400 (" + a.error.text + ")");
   }
   *created = true;
   return json::Str(DataObject(a, "create firewall ruleset"), "id");
@@ -409,13 +344,13 @@ void LambdaDriver::DeleteRuleset(const ObjectPtr& ruleset) {
   options.timeout = delete_wait_;
   std::string last;
   const bool deleted = kit::PollUntil(host_, options, [&](std::string* status) {
-    Answer a = Call("DELETE", "/firewall-rulesets/" + Encode(id), what, nullptr, {400, 404, 409});
-    if (a.status == 400 && a.code != kRulesetInUseCode) {
-      throw DriverError(StatusOf(400, a.code),
-                        what + ": Lambda answered HTTP 400 (" + a.message + ")");
+    kit::ApiAnswer a = api_->Call("DELETE", "/firewall-rulesets/" + Encode(id), what, nullptr, {400, 404, 409});
+    if (a.status == 400 && a.error.code != kRulesetInUseCode) {
+      throw DriverError(StatusOf(400, a.error.code),
+                        what + ": Lambda answered HTTP 400 (" + a.error.text + ")");
     }
     if (a.status != 400 && a.status != 409) return true;
-    last = a.message;
+    last = a.error.text;
     *status = a.status == 400 ? "still in use" : "HTTP 409";
     return false;
   });
@@ -431,7 +366,7 @@ void LambdaDriver::WarnAccountWideSources(const std::string& vm_name, const std:
                                           const kit::PortSources& sources) {
   if (!AccountRulesApply(region)) return;  // they do not apply there (L-SPEC firewallRulesList)
   Array::Ptr rules =
-      DataArray(Call("GET", "/firewall-rules", "read firewall rules"), "read firewall rules");
+      DataArray(api_->Call("GET", "/firewall-rules", "read firewall rules"), "read firewall rules");
   const std::vector<int> wider = lambda::PortsWiderThan(rules, sources);
   if (wider.empty()) return;
   host_.Warning(
@@ -443,7 +378,7 @@ void LambdaDriver::WarnAccountWideSources(const std::string& vm_name, const std:
 }
 
 void LambdaDriver::AddAccountRules(const std::string& vm_name, const std::vector<int>& ports) {
-  Array::Ptr rules = DataArray(Call("GET", "/firewall-rules", "read firewall rules"),
+  Array::Ptr rules = DataArray(api_->Call("GET", "/firewall-rules", "read firewall rules"),
                                "read firewall rules");
   bool changed = false;
   Array::Ptr updated = lambda::AddToAccountRules(rules, vm_name, ports, &changed);
@@ -452,11 +387,11 @@ void LambdaDriver::AddAccountRules(const std::string& vm_name, const std::vector
   body->set("data", updated);
   host_.Progress("opening tcp " + PortList(ports) + " in the account's firewall rules for " +
                  vm_name + " (" + std::to_string(updated->size()) + " rules, the user's kept)");
-  Call("PUT", "/firewall-rules", "write firewall rules", body);
+  api_->Call("PUT", "/firewall-rules", "write firewall rules", body);
 }
 
 void LambdaDriver::RemoveAccountRules(const std::string& vm_name) {
-  Array::Ptr rules = DataArray(Call("GET", "/firewall-rules", "read firewall rules"),
+  Array::Ptr rules = DataArray(api_->Call("GET", "/firewall-rules", "read firewall rules"),
                                "read firewall rules");
   if (!HasGpuprovRule(rules)) return;
   std::set<std::string> live;
@@ -469,7 +404,7 @@ void LambdaDriver::RemoveAccountRules(const std::string& vm_name) {
   Object::Ptr body = new Object();
   body->set("data", updated);
   host_.Progress("removing " + vm_name + "'s ports from the account's firewall rules");
-  Call("PUT", "/firewall-rules", "write firewall rules", body);
+  api_->Call("PUT", "/firewall-rules", "write firewall rules", body);
 }
 
 void LambdaDriver::OpenFor(const ObjectPtr& instance, const std::vector<int>& ports,
@@ -506,29 +441,29 @@ std::string LambdaDriver::Launch(const std::string& name, ObjectPtr body,
                                  bool* rulesets_refused) {
   *rulesets_refused = false;
   const std::string what = "launch instance " + name;
-  kit::Backoff backoff(host_, http_->policy(), what);
+  kit::Backoff backoff(host_, api_->http().policy(), what);
   for (;;) {
     std::optional<DriverError> failure;
     try {
-      Answer a = Call("POST", kLaunchPath, what, body, {400, 404, 500, 502, 503, 504},
+      kit::ApiAnswer a = api_->Call("POST", kLaunchPath, what, body, {400, 404, 500, 502, 503, 504},
                       /*idempotent=*/false);
-      if ((a.status == 400 || a.status == 404) && a.code == "global/object-does-not-exist") {
+      if ((a.status == 400 || a.status == 404) && a.error.code == "global/object-does-not-exist") {
         // L-SPEC launchInstance 400/404 ApiErrorLaunchResourceNotFound: something the launch
         // names (image, SSH key, ruleset) is not there; not a missing VM.
         throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
                           what + ": Lambda answered HTTP " + std::to_string(a.status) + " (" +
-                              a.message + "); check the image named (--image), or run again");
+                              a.error.text + "); check the image named (--image), or run again");
       }
-      if (a.status == 400 && a.code == "global/invalid-parameters") {
+      if (a.status == 400 && a.error.code == "global/invalid-parameters") {
         // An older API refuses fields it does not know: drop that one and launch again.
         bool dropped = false;
         for (const char* field : kDroppableFields) {
-          if (body->has(field) && a.message.find(field) != std::string::npos &&
-              kit::MentionsAny(a.message, kRefusedFieldWords)) {
+          if (body->has(field) && a.error.text.find(field) != std::string::npos &&
+              kit::MentionsAny(a.error.text, kRefusedFieldWords)) {
             body->remove(field);
             dropped = true;
             if (std::string(field) == "firewall_rulesets") *rulesets_refused = true;
-            host_.Warning("this Lambda API refuses \"" + std::string(field) + "\" (" + a.message +
+            host_.Warning("this Lambda API refuses \"" + std::string(field) + "\" (" + a.error.text +
                           "); launching without it" +
                           (std::string(field) == "user_data"
                                ? ": the installer is pushed over SSH once the instance runs"
@@ -537,15 +472,15 @@ std::string LambdaDriver::Launch(const std::string& name, ObjectPtr body,
         }
         if (!dropped) {
           throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                            what + ": Lambda answered HTTP 400 (" + a.message + ")");
+                            what + ": Lambda answered HTTP 400 (" + a.error.text + ")");
         }
         if (*rulesets_refused) return "";  // the caller opens the ports another way first
         continue;
       }
       if (a.status == 400 || a.status == 404) {
-        const gpuprov_type_status st = StatusOf(a.status, a.code);
+        const gpuprov_type_status st = StatusOf(a.status, a.error.code);
         std::string text = what + ": Lambda answered HTTP " + std::to_string(a.status) + " (" +
-                           a.message + ")";
+                           a.error.text + ")";
         if (st == GPUPROV_STATUS_CAPACITY) {
           text += "; Lambda has no capacity for this type there now: try another region or "
                   "instance type (--region, --gpus), or later";
@@ -563,7 +498,7 @@ std::string LambdaDriver::Launch(const std::string& name, ObjectPtr body,
       }
       failure.emplace(GPUPROV_STATUS_TRANSIENT,
                       what + ": Lambda answered HTTP " + std::to_string(a.status) + " (" +
-                          a.message + ")");
+                          a.error.text + ")");
     } catch (const DriverError& e) {
       if (e.status() != GPUPROV_STATUS_TRANSIENT) throw;
       failure.emplace(e);
@@ -586,40 +521,32 @@ LambdaDriver::ObjectPtr LambdaDriver::VmJson(const ObjectPtr& in, const std::vec
   const VmState state = StateOf(status, !ip.empty());
   ObjectPtr type = json::Obj(in, "instance_type");
   const std::string type_name = json::Str(type, "name");
-  Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-  vm->set("id", json::Str(in, "id"));
-  vm->set("name", json::Str(in, "name"));
-  vm->set("state", state.state);
-  vm->set("public_ip", state.state == "running" ? ip : std::string());
-  vm->set("ssh_port", 22);
-  vm->set("ssh_user", kSshUser);
-  vm->set("region", json::Str(json::Obj(in, "region"), "name"));
-  vm->set("instance_type", type_name);
+  kit::VmFields vm;
+  vm.id = json::Str(in, "id");
+  vm.name = json::Str(in, "name");
+  vm.state = state.state;
+  vm.public_ip = state.state == "running" ? ip : std::string();
+  vm.ssh_user = kSshUser;
+  vm.region = json::Str(json::Obj(in, "region"), "name");
+  vm.instance_type = type_name;
   // L-SPEC Instance has no image field: only create knows the image it asked for.
-  vm->set("image", image);
-  vm->set("gpus", GpusText(type_name));
-  vm->set("created_at", "");
-  vm->set("message", state.message);
-  vm->set("ports", kit::PortMap(ports));
-  Object::Ptr tags = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-  if (Array::Ptr t = json::Arr(in, "tags")) {
-    for (size_t i = 0; i < t->size(); ++i) {
-      if (ObjectPtr one = json::ObjAt(t, i)) tags->set(json::Str(one, "key"), json::Str(one, "value"));
-    }
-  }
-  vm->set("tags", tags);
-  return vm;
+  vm.image = image;
+  vm.gpus = GpusText(type_name);
+  vm.message = state.message;
+  vm.ports = ports;
+  vm.tags = kit::KeyValueTags(json::Arr(in, "tags"));
+  return kit::VmJson(vm);
 }
 
 std::string LambdaDriver::Check(const std::string& /*request_json*/) {
-  Answer a = Call("GET", "/ssh-keys", "check the Lambda API key");
+  kit::ApiAnswer a = api_->Call("GET", "/ssh-keys", "check the Lambda API key");
   const size_t keys = DataArray(a, "check the Lambda API key")->size();
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
   result.set("account", "Lambda Cloud account (" + std::to_string(keys) + " SSH keys)");
   result.set("user_data_limit", static_cast<int>(kMaxUserDataBytes));
   // Sources are narrowed in the VM's own ruleset; the account-wide rules serve every instance.
   if (!account_firewall_) result.set("allow_from", true);
-  result.set("key_from", ApiKey().origin);
+  result.set("key_from", api_->credential().origin);
   result.set("endpoint", endpoint_);
   return json::Stringify(result);
 }
@@ -638,7 +565,7 @@ std::string LambdaDriver::Offers(const std::string& request_json) {
     return kit::OffersResult(offers, kPoweredOffCost);
   }
   // Live: every listed type with these GPUs (table rows and names that read as them).
-  ObjectPtr types = DataObject(Call("GET", "/instance-types", "list instance types"),
+  ObjectPtr types = DataObject(api_->Call("GET", "/instance-types", "list instance types"),
                                "list instance types");
   std::vector<std::string> matching, sold_out;
   for (const auto& type_name : types->getNames()) {
@@ -720,7 +647,7 @@ std::string LambdaDriver::Create(const std::string& request_json) {
   {
     // The type and region from the live list (L7): the cheapest listed type with these GPUs
     // (or the type named) that has capacity in the region (any region when none is named).
-    ObjectPtr types = DataObject(Call("GET", "/instance-types", "list instance types"),
+    ObjectPtr types = DataObject(api_->Call("GET", "/instance-types", "list instance types"),
                                  "list instance types");
     const LiveChoice choice =
         ChooseLiveType(types, canonical, gpu ? gpu->count : 0, region, type);
@@ -862,7 +789,7 @@ void LambdaDriver::WaitGone(const std::string& id, const std::string& name) {
   options.interval = std::max(milliseconds(2000), request_interval_);
   options.timeout = delete_wait_;
   const bool gone = kit::PollUntil(host_, options, [&](std::string* status) {
-    Answer a = Call("GET", "/instances/" + Encode(id), "get instance " + id, nullptr, {404});
+    kit::ApiAnswer a = api_->Call("GET", "/instances/" + Encode(id), "get instance " + id, nullptr, {404});
     if (a.status == 404) return true;
     *status = json::Str(DataObject(a, "get instance " + id), "status");
     return *status == "terminated";
@@ -893,7 +820,7 @@ std::string LambdaDriver::Delete(const std::string& request_json) {
     Array::Ptr ids = new Array();
     ids->add(id);
     body->set("instance_ids", ids);
-    Answer a = Call("POST", "/instance-operations/terminate", "terminate instance " + name, body,
+    kit::ApiAnswer a = api_->Call("POST", "/instance-operations/terminate", "terminate instance " + name, body,
                     {404});
     deleted = a.status != 404;  // already gone counts as done (section 3.4)
   }
@@ -906,7 +833,7 @@ std::string LambdaDriver::Delete(const std::string& request_json) {
   if (!in) {
     // The instance vanished before its key could be read: every key gpuprov registered that
     // no live gpuprov instance uses is an orphan of it.
-    Array::Ptr keys = DataArray(Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
+    Array::Ptr keys = DataArray(api_->Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
     for (size_t i = 0; i < keys->size(); ++i) {
       const std::string k = json::Str(json::ObjAt(keys, i), "name");
       if (k.rfind(kResourcePrefix, 0) == 0) key_names.push_back(k);
@@ -934,7 +861,7 @@ std::string LambdaDriver::ListResources(const std::string& /*request_json*/) {
     }
     out.push_back(r);
   }
-  Array::Ptr sets = DataArray(Call("GET", "/firewall-rulesets", "list firewall rulesets"),
+  Array::Ptr sets = DataArray(api_->Call("GET", "/firewall-rulesets", "list firewall rulesets"),
                               "list firewall rulesets");
   for (size_t i = 0; i < sets->size(); ++i) {
     ObjectPtr set = json::ObjAt(sets, i);
@@ -948,14 +875,14 @@ std::string LambdaDriver::ListResources(const std::string& /*request_json*/) {
   }
   // gpuprov's rules in the account-wide list, as one resource per VM name they name.
   Array::Ptr rules =
-      DataArray(Call("GET", "/firewall-rules", "read firewall rules"), "read firewall rules");
+      DataArray(api_->Call("GET", "/firewall-rules", "read firewall rules"), "read firewall rules");
   for (const auto& vm : AccountRuleVms(rules)) {
     kit::ResourceFields r =
         kit::Resource("account_rules", vm, "gpuprov's account-wide firewall rules for " + vm);
     r.vm_names = {vm};
     out.push_back(r);
   }
-  Array::Ptr keys = DataArray(Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
+  Array::Ptr keys = DataArray(api_->Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
   for (size_t i = 0; i < keys->size(); ++i) {
     ObjectPtr k = json::ObjAt(keys, i);
     const std::string name = json::Str(k, "name");
@@ -989,22 +916,22 @@ std::string LambdaDriver::DeleteResource(const std::string& request_json) {
     Array::Ptr ids = new Array();
     ids->add(ref.id);
     body->set("instance_ids", ids);
-    Answer a =
-        Call("POST", "/instance-operations/terminate", "terminate instance " + ref.id, body, {404});
+    kit::ApiAnswer a =
+        api_->Call("POST", "/instance-operations/terminate", "terminate instance " + ref.id, body, {404});
     return kit::DeletedResult(a.status != 404);
   }
   if (ref.kind == "account_rules") {
     Array::Ptr rules =
-        DataArray(Call("GET", "/firewall-rules", "read firewall rules"), "read firewall rules");
+        DataArray(api_->Call("GET", "/firewall-rules", "read firewall rules"), "read firewall rules");
     const std::vector<std::string> vms = AccountRuleVms(rules);
     if (std::find(vms.begin(), vms.end(), ref.id) == vms.end()) return kit::DeletedResult(false);
     RemoveAccountRules(ref.id);
     return kit::DeletedResult(true);
   }
   const bool ruleset = ref.kind == "ruleset";
-  Array::Ptr list = ruleset ? DataArray(Call("GET", "/firewall-rulesets", "list firewall rulesets"),
+  Array::Ptr list = ruleset ? DataArray(api_->Call("GET", "/firewall-rulesets", "list firewall rulesets"),
                                         "list firewall rulesets")
-                            : DataArray(Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
+                            : DataArray(api_->Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
   ObjectPtr found;
   for (size_t i = 0; i < list->size(); ++i) {
     ObjectPtr o = json::ObjAt(list, i);

@@ -30,7 +30,7 @@
 #include "credentials.h"
 #include "driver_request.h"
 #include "gpuprov/sdk.hpp"
-#include "http_client.h"
+#include "api_client.h"
 
 namespace gpuprov::lambda {
 
@@ -60,22 +60,9 @@ class LambdaDriver {
  private:
   using ObjectPtr = Poco::JSON::Object::Ptr;
 
-  /// One API call with the key; returns the parsed body (nullptr for an empty one). Failures
-  /// become DriverError by Lambda's code table; statuses in `allow` are returned as they are
-  /// (then *status and *error are set).
-  struct Answer {
-    int status = 0;
-    ObjectPtr doc;
-    std::string code;     ///< error.code of a failure
-    std::string message;  ///< ApiError::Text() of a failure
-  };
-  Answer Call(const std::string& method, const std::string& path, const std::string& what,
-              const ObjectPtr& body = nullptr, const std::set<int>& allow = {},
-              bool idempotent = true);
   /// The "data" member of a call's answer as an object / array (FAILED when missing).
-  static ObjectPtr DataObject(const Answer& a, const std::string& what);
-  static Poco::JSON::Array::Ptr DataArray(const Answer& a, const std::string& what);
-  const drivers::Credential& ApiKey();
+  static ObjectPtr DataObject(const drivers::ApiAnswer& a, const std::string& what);
+  static Poco::JSON::Array::Ptr DataArray(const drivers::ApiAnswer& a, const std::string& what);
 
   /// Every non-terminated instance of the account.
   std::vector<ObjectPtr> Instances();
@@ -147,8 +134,7 @@ class LambdaDriver {
   std::chrono::milliseconds launch_interval_;
   std::chrono::seconds delete_wait_;
   ObjectPtr config_;
-  std::unique_ptr<drivers::HttpClient> http_;
-  std::optional<drivers::Credential> api_key_;
+  std::unique_ptr<drivers::ApiClient> api_;
 };
 
 }  // namespace gpuprov::lambda

@@ -165,6 +165,36 @@ gpuprov_type_status StatusOf(int http_status, const std::string& code) {
   return drivers::StatusOf(http_status, code, kCodes);
 }
 
+drivers::ApiDialect LambdaApi() {
+  drivers::ApiDialect d;
+  d.cloud = "Lambda";
+  d.driver = "lambda";
+  d.read_error = [](const std::string& body) {
+    const ApiError e = ParseApiError(body);
+    return drivers::ApiError{e.code, e.Text()};
+  };
+  d.status_of = [](int http_status, const drivers::ApiError& e, const std::string&) {
+    return StatusOf(http_status, e.code);
+  };
+  d.hints = {
+      {.status = GPUPROV_STATUS_AUTH, .text = " for the API key from {origin}; " + ApiKeyHint()},
+      {.status = GPUPROV_STATUS_QUOTA,
+       .text = "; ask Lambda support to raise the account's instance quota"},
+      {.code = kInvalidAddressCode,
+       .text = "; correct the account's billing address in the Lambda console (Settings, "
+               "Billing), then run the command again"},
+  };
+  return d;
+}
+
+drivers::ApiAuth LambdaAuth(const Object::Ptr& config) {
+  drivers::ApiAuth a;
+  a.resolve = [config] { return ResolveApiKey(config); };
+  a.missing = "no Lambda API key found: " + ApiKeyHint();
+  a.label = "API key";
+  return a;
+}
+
 VmState StateOf(const std::string& s, bool has_ip) {
   if (s == "booting") return {"pending", ""};
   if (s == "active") return has_ip ? VmState{"running", ""}

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "api_client.h"
 #include "credentials.h"
 #include "driver_request.h"
 #include "gpuprov/driver_abi.h"
@@ -85,6 +86,12 @@ inline constexpr const char* kCapacityCode = "instance-operations/launch/insuffi
 inline constexpr const char* kRulesetInUseCode = "firewall-rulesets/firewall-ruleset-in-use";
 /// L-SPEC launchInstance: 403 with this code when the account's billing address is invalid.
 inline constexpr const char* kInvalidAddressCode = "global/invalid-address";
+
+/// Lambda's API as the kit's client reads it (api_client.h): the error envelope (ApiError),
+/// the code table (StatusOf) and the hints a refused call ends with.
+drivers::ApiDialect LambdaApi();
+/// "Authorization: Bearer <key>", the key from ResolveApiKey(config).
+drivers::ApiAuth LambdaAuth(const Poco::JSON::Object::Ptr& config);
 
 /// L-SPEC firewallRulesList / firewallRulesSet: "Firewall rules do not apply to the
 /// us-south-1 region." Whether ports there are then all open or only what a ruleset opens is

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "api_client.h"
+
+#include "json_util.h"
+#include "text.h"
+
+namespace gpuprov::drivers {
+
+using gpuprov::sdk::DriverError;
+
+CredentialMemo::CredentialMemo(Resolver resolve, std::string missing, std::string label,
+                               const gpuprov::sdk::Host& host)
+    : resolve_(std::move(resolve)),
+      missing_(std::move(missing)),
+      label_(std::move(label)),
+      host_(host) {}
+
+const Credential& CredentialMemo::Get() {
+  if (!found_) {
+    if (resolve_) found_ = resolve_();
+    if (!found_) throw DriverError(GPUPROV_STATUS_AUTH, missing_);
+    host_.Debug(label_ + " from " + found_->origin);
+  }
+  return *found_;
+}
+
+ApiClient::ApiClient(std::string endpoint, RetryPolicy policy, const gpuprov::sdk::Host& host,
+                     ApiDialect dialect, ApiAuth auth)
+    : endpoint_(std::move(endpoint)),
+      host_(host),
+      dialect_(std::move(dialect)),
+      auth_(std::move(auth)),
+      credential_(auth_.resolve, auth_.missing, auth_.label, host) {
+  try {
+    http_ = std::make_unique<HttpClient>(endpoint_, policy, host_);
+  } catch (const HttpError& e) {
+    ThrowHttpError(e, "the " + dialect_.cloud + " endpoint (GPUPROV_" + Upper(dialect_.driver) +
+                          "_ENDPOINT or endpoint in [clouds." + dialect_.driver + "])");
+  }
+}
+
+gpuprov_type_status ApiClient::StatusOfAnswer(int http_status, const ApiError& error,
+                                              const std::string& body) const {
+  if (dialect_.status_of) return dialect_.status_of(http_status, error, body);
+  gpuprov_type_status st = StatusOf(http_status, error.code, dialect_.codes);
+  if (st == GPUPROV_STATUS_INVALID_INPUT && http_status >= 400 && http_status < 500 &&
+      MentionsAny(error.text, dialect_.capacity_words)) {
+    st = GPUPROV_STATUS_CAPACITY;
+  }
+  return st;
+}
+
+DriverError ApiClient::Refusal(const std::string& what, int http_status,
+                               const std::string& body) {
+  const ApiError error = dialect_.read_error ? dialect_.read_error(body) : ApiError{"", body};
+  const gpuprov_type_status st = StatusOfAnswer(http_status, error, body);
+  std::string hint;
+  for (const ErrorHint& h : dialect_.hints) {
+    if (h.http_status != 0 && h.http_status != http_status) continue;
+    if (h.status && *h.status != st) continue;
+    if (!h.code.empty() && h.code != error.code) continue;
+    hint = h.text;
+    const std::string placeholder = "{origin}";
+    for (size_t at = hint.find(placeholder); at != std::string::npos;
+         at = hint.find(placeholder, at)) {
+      const std::string origin = credential_.Get().origin;
+      hint.replace(at, placeholder.size(), origin);
+      at += origin.size();
+    }
+    break;
+  }
+  std::string text = what + ": " + dialect_.cloud + " answered HTTP " + std::to_string(http_status);
+  const bool parentheses = dialect_.quote == QuoteForm::kParentheses ||
+                           (dialect_.quote == QuoteForm::kColonUnlessHint && !hint.empty());
+  text += parentheses ? " (" + error.text + ")" : ": " + error.text;
+  return DriverError(st, text + hint);
+}
+
+ApiAnswer ApiClient::Send(const ApiCall& call) {
+  HttpRequest req;
+  req.idempotent = call.idempotent;
+  req.method = call.method;
+  req.path_and_query = call.path;
+  for (const auto& [name, value] : dialect_.headers) req.headers[name] = value;
+  if (!call.body.empty() || dialect_.always_content_type) {
+    req.headers["Content-Type"] = "application/json";
+  }
+  req.body = call.body;
+  HttpResponse resp;
+  for (bool renewed = false;; renewed = true) {
+    req.headers[auth_.header] =
+        auth_.scheme + (auth_.token ? auth_.token(renewed) : credential_.Get().value);
+    try {
+      resp = http_->Send(req);
+    } catch (const HttpError& e) {
+      const std::string& last = e.last_response().body;
+      std::string said;
+      if ((!last.empty() || dialect_.quote_empty_answer) && dialect_.read_error) {
+        said = dialect_.read_error(last).text;
+      }
+      ThrowHttpError(e, call.what + ": " + dialect_.cloud + " API at " + endpoint_, said);
+    }
+    // An expired or revoked access token: one new token, then the call once more.
+    if (!auth_.token || resp.status != 401 || renewed) break;
+    host_.Debug(call.what + ": 401, renewing the access token");
+  }
+  ApiAnswer a;
+  a.status = resp.status;
+  a.headers = resp.headers;
+  a.body = resp.body;
+  if (!a.ok()) {
+    if (call.allow.count(resp.status) == 0) throw Refusal(call.what, resp.status, resp.body);
+    a.error = dialect_.read_error ? dialect_.read_error(resp.body) : ApiError{"", resp.body};
+  }
+  if (TrimSpace(resp.body).empty()) return a;
+  a.doc = json::TryParseObject(resp.body);
+  if (!a.doc && a.ok() && !call.raw) {
+    throw DriverError(GPUPROV_STATUS_FAILED, call.what + ": " + dialect_.cloud +
+                                                 " answered HTTP " + std::to_string(resp.status) +
+                                                 " with a body that is not a JSON object");
+  }
+  return a;
+}
+
+ApiAnswer ApiClient::Call(const std::string& method, const std::string& path,
+                          const std::string& what, const Poco::JSON::Object::Ptr& body,
+                          const std::set<int>& allow, bool idempotent) {
+  ApiCall call;
+  call.method = method;
+  call.path = path;
+  call.what = what;
+  if (body) call.body = json::Stringify(body);
+  call.allow = allow;
+  call.idempotent = idempotent;
+  return Send(call);
+}
+
+}  // namespace gpuprov::drivers

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// A client for a cloud's JSON REST API, over HttpClient: the base URL, how the credential
+// goes into each request (and where it came from, for the messages), the cloud's error
+// envelope and its code table, the words that mean "no capacity", the hints a refused call
+// carries, and idempotent vs not. A driver states these as data (ApiDialect) and calls
+// ApiClient::Call; what differs between clouds is in its dialect, not in plumbing.
+//
+// A refused call (a non-2xx status not in ApiCall::allow) throws DriverError with
+//   "<what>: <cloud> answered HTTP <status> (<error text>)<hint>"   (QuoteForm::kParentheses)
+//   "<what>: <cloud> answered HTTP <status>: <error text><hint>"     (QuoteForm::kColon)
+// and a call that could not complete (HttpError) throws as ThrowHttpError does, with
+//   "<what>: <cloud> API at <endpoint>: ...".
+#pragma once
+
+#include <Poco/JSON/Object.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "credentials.h"
+#include "driver_status.h"
+#include "gpuprov/sdk.hpp"
+#include "http_client.h"
+#include "retry_policy.h"
+
+namespace gpuprov::drivers {
+
+/// A credential found on first use and kept for the driver's life.
+class CredentialMemo {
+ public:
+  using Resolver = std::function<std::optional<Credential>()>;
+  /// `missing` is the whole AUTH message when `resolve` finds nothing; `label` names the
+  /// credential in the debug line "<label> from <origin>".
+  CredentialMemo(Resolver resolve, std::string missing, std::string label,
+                 const gpuprov::sdk::Host& host);
+  /// The credential; throws DriverError(AUTH, missing) when there is none.
+  const Credential& Get();
+  /// The credential when Get has found it, else nullptr (never resolves).
+  const Credential* IfFound() const { return found_ ? &*found_ : nullptr; }
+
+ private:
+  Resolver resolve_;
+  std::string missing_;
+  std::string label_;
+  gpuprov::sdk::Host host_;
+  std::optional<Credential> found_;
+};
+
+/// A cloud's error answer as its envelope reader found it.
+struct ApiError {
+  std::string code;  ///< the cloud's error code; "" when the envelope has none
+  std::string text;  ///< what a message quotes of it
+};
+
+/// How a refused call quotes the error text (see the header comment).
+enum class QuoteForm {
+  kParentheses,       ///< " (<text>)"
+  kColon,             ///< ": <text>"
+  kColonUnlessHint,   ///< ": <text>" without a hint, " (<text>)" before one
+};
+
+/// One hint a refused call's message ends with. The first row whose set fields all match
+/// wins. In `text`, "{origin}" becomes the credential's origin.
+struct ErrorHint {
+  int http_status = 0;                        ///< 0: any status
+  std::optional<gpuprov_type_status> status{};  ///< the call's driver status; nullopt: any
+  std::string_view code{};                      ///< the cloud's code; "": any
+  std::string text{};                           ///< appended as it is, its separator included
+};
+
+/// What the client knows of one cloud's API.
+struct ApiDialect {
+  std::string cloud;   ///< as messages name it: "Lambda", "Massed Compute"
+  std::string driver;  ///< the driver name: "lambda" (GPUPROV_LAMBDA_ENDPOINT, [clouds.lambda])
+  /// Reads an error body (any text, empty included) into code and text.
+  std::function<ApiError(const std::string& body)> read_error;
+  /// The cloud's codes (driver_status.h), matched against ApiError::code.
+  std::span<const CloudCode> codes;
+  /// A 4xx answer read as INVALID_INPUT whose text mentions one of these (lower case) is
+  /// CAPACITY: clouds that say "no capacity" only in prose.
+  std::span<const std::string_view> capacity_words;
+  /// When set, the status of a refused call instead of codes and capacity_words.
+  std::function<gpuprov_type_status(int http_status, const ApiError& error,
+                                    const std::string& body)>
+      status_of;
+  QuoteForm quote = QuoteForm::kParentheses;
+  std::vector<ErrorHint> hints;
+  /// Sent with every request (e.g. Accept: application/json).
+  HttpHeaders headers;
+  /// Content-Type: application/json on every request, not only those with a body.
+  bool always_content_type = false;
+  /// A call that could not complete quotes the cloud's last answer even when it was empty.
+  bool quote_empty_answer = false;
+};
+
+/// How each request carries the credential: "<header>: <scheme><value>".
+struct ApiAuth {
+  std::string header = "Authorization";
+  std::string scheme = "Bearer ";
+  CredentialMemo::Resolver resolve;
+  std::string missing;  ///< CredentialMemo's AUTH message
+  std::string label;    ///< CredentialMemo's debug label ("API key", "token")
+  /// When set, the value sent is token(renew) instead of the credential (an OAuth access
+  /// token got with it); after a 401 the call is sent once more with token(true).
+  std::function<std::string(bool renew)> token;
+};
+
+/// One call.
+struct ApiCall {
+  std::string method = "GET";
+  std::string path{};     ///< after the endpoint, query included
+  std::string what{};     ///< how messages name the call: "list instances"
+  std::string body{};     ///< JSON text; "" sends none
+  std::set<int> allow{};  ///< non-2xx statuses returned as an answer instead of thrown
+  bool idempotent = true;  ///< false: HttpRequest::idempotent (a create without a key)
+  bool raw = false;        ///< a 2xx body need not be a JSON object (the caller reads it)
+};
+
+/// The answer of a call that succeeded or whose status was allowed.
+struct ApiAnswer {
+  int status = 0;
+  HttpHeaders headers;
+  std::string body;
+  Poco::JSON::Object::Ptr doc;  ///< the body as a JSON object; nullptr when empty or not one
+  ApiError error;               ///< for a non-2xx answer
+  bool ok() const { return status >= 200 && status < 300; }
+};
+
+class ApiClient {
+ public:
+  /// Throws DriverError naming "the <cloud> endpoint (GPUPROV_<DRIVER>_ENDPOINT or endpoint
+  /// in [clouds.<driver>])" when `endpoint` breaks HttpClient's rules.
+  ApiClient(std::string endpoint, RetryPolicy policy, const gpuprov::sdk::Host& host,
+            ApiDialect dialect, ApiAuth auth);
+
+  /// Sends the call, throwing as the header comment says.
+  ApiAnswer Send(const ApiCall& call);
+  /// Send with a JSON object body (nullptr: none).
+  ApiAnswer Call(const std::string& method, const std::string& path, const std::string& what,
+                 const Poco::JSON::Object::Ptr& body = nullptr, const std::set<int>& allow = {},
+                 bool idempotent = true);
+
+  /// The credential (resolved on first use; AUTH when there is none).
+  const Credential& credential() { return credential_.Get(); }
+  const Credential* credential_if_found() const { return credential_.IfFound(); }
+  const std::string& endpoint() const { return endpoint_; }
+  const ApiDialect& dialect() const { return dialect_; }
+  HttpClient& http() { return *http_; }
+
+  /// The DriverError a refused answer throws (exposed for callers that allow a status and
+  /// decide later).
+  gpuprov::sdk::DriverError Refusal(const std::string& what, int http_status,
+                                    const std::string& body);
+  /// The driver status of a refused answer under the dialect.
+  gpuprov_type_status StatusOfAnswer(int http_status, const ApiError& error,
+                                     const std::string& body) const;
+
+ private:
+  std::string endpoint_;
+  gpuprov::sdk::Host host_;
+  ApiDialect dialect_;
+  ApiAuth auth_;
+  CredentialMemo credential_;
+  std::unique_ptr<HttpClient> http_;
+};
+
+}  // namespace gpuprov::drivers
