@@ -52,71 +52,8 @@ HyperstackDriver::HyperstackDriver(const gpuprov::sdk::InitContext& ctx) : host_
   poll_interval_ = std::chrono::milliseconds(json::Int(config_, "poll_interval_ms", 5000));
   delete_timeout_ = std::chrono::seconds(json::Int(config_, "delete_timeout_seconds", 600));
   delete_retry_ = std::chrono::milliseconds(json::Int(config_, "delete_retry_ms", 10000));
-  try {
-    http_ = std::make_unique<kit::HttpClient>(endpoint_, kit::RetryPolicyFrom(config_), host_);
-  } catch (const kit::HttpError& e) {
-    kit::ThrowHttpError(e,
-                        "the Hyperstack endpoint (GPUPROV_HYPERSTACK_ENDPOINT or endpoint in "
-                        "[clouds.hyperstack])");
-  }
-}
-
-const kit::Credential& HyperstackDriver::ApiKey() {
-  if (!api_key_) {
-    api_key_ = ResolveApiKey(config_);
-    if (!api_key_) {
-      throw DriverError(GPUPROV_STATUS_AUTH, "no Hyperstack API key found: " + ApiKeyHint());
-    }
-    host_.Debug("API key from " + api_key_->origin);
-  }
-  return *api_key_;
-}
-
-HyperstackDriver::ObjectPtr HyperstackDriver::Call(const std::string& method,
-                                                   const std::string& path, const std::string& what,
-                                                   const ObjectPtr& body,
-                                                   const std::set<int>& allow, int* status,
-                                                   std::string* raw, bool idempotent) {
-  kit::HttpRequest req;
-  req.idempotent = idempotent;
-  req.method = method;
-  req.path_and_query = path;
-  req.headers["api_key"] = ApiKey().value;
-  req.headers["Accept"] = "application/json";
-  if (body) {
-    req.headers["Content-Type"] = "application/json";
-    req.body = json::Stringify(body);
-  }
-  kit::HttpResponse resp;
-  try {
-    resp = http_->Send(req);
-  } catch (const kit::HttpError& e) {
-    kit::ThrowHttpError(e, what + ": Hyperstack API at " + endpoint_,
-                        ApiMessage(e.last_response().body));
-  }
-  if (status) *status = resp.status;
-  if (raw) *raw = resp.body;
-  if (!Ok(resp.status) && allow.count(resp.status) == 0) {
-    const std::string prefix = what + ": Hyperstack answered HTTP " + std::to_string(resp.status);
-    const gpuprov_type_status st = StatusOfError(resp.status, resp.body);
-    std::string text = prefix + ": " + ApiMessage(resp.body);
-    if (st == GPUPROV_STATUS_AUTH) {
-      text += "; the API key from " + ApiKey().origin + " was refused: " + ApiKeyHint();
-    } else if (st == GPUPROV_STATUS_CAPACITY) {
-      text += "; try another flavor or region (--region), or later";
-    }
-    throw DriverError(st, text);
-  }
-  if (kit::TrimSpace(resp.body).empty()) return new Object();
-  Object::Ptr doc = json::TryParseObject(resp.body);
-  if (!doc) {
-    // A caller that takes the raw text reads it itself (the pricebook is a JSON array).
-    if (!Ok(resp.status) || raw) return new Object();
-    throw DriverError(GPUPROV_STATUS_FAILED, what + ": Hyperstack answered HTTP " +
-                                                 std::to_string(resp.status) +
-                                                 " with a body that is not a JSON object");
-  }
-  return doc;
+  api_ = std::make_unique<kit::ApiClient>(endpoint_, kit::RetryPolicyFrom(config_), host_,
+                                         HyperstackApi(), HyperstackAuth(config_));
 }
 
 std::vector<HyperstackDriver::ObjectPtr> HyperstackDriver::ListAll(const std::string& path,
@@ -129,12 +66,12 @@ std::vector<HyperstackDriver::ObjectPtr> HyperstackDriver::ListAll(const std::st
   std::vector<ObjectPtr> out;
   const char sep = path.find('?') == std::string::npos ? '?' : '&';
   for (int page = 1; page <= kMaxPages; ++page) {
-    ObjectPtr doc = Call("GET",
+    ObjectPtr doc = api_->Call("GET",
                          path + sep +
                              kit::QueryString({{"page", std::to_string(page)},
                                                {"pageSize", std::to_string(kPageSize)}})
                                  .substr(1),
-                         what);
+                         what).doc;
     Array::Ptr items = json::Arr(doc, key);
     const size_t n = items ? items->size() : 0;
     for (size_t i = 0; i < n; ++i) {
@@ -155,7 +92,7 @@ std::string HyperstackDriver::RegionOf(const ObjectPtr& request) const {
 
 std::vector<Flavor> HyperstackDriver::ListFlavors(const std::string& region) {
   const std::string query = region.empty() ? "" : kit::QueryString({{"region", region}});
-  return ParseFlavors(Call("GET", "/core/flavors" + query, "list flavors"));
+  return ParseFlavors(api_->Call("GET", "/core/flavors" + query, "list flavors").doc);
 }
 
 std::vector<HyperstackDriver::ObjectPtr> HyperstackDriver::AllVms() {
@@ -167,10 +104,9 @@ std::vector<HyperstackDriver::ObjectPtr> HyperstackDriver::Environments() {
 }
 
 std::map<std::string, double> HyperstackDriver::Pricebook() {
-  int status = 0;
   std::string raw;
   try {
-    Call("GET", "/pricebook", "read the pricebook", nullptr, {}, &status, &raw);
+    raw = api_->Send({.path = "/pricebook", .what = "read the pricebook", .raw = true}).body;
   } catch (const DriverError& e) {
     if (e.status() == GPUPROV_STATUS_AUTH || e.status() == GPUPROV_STATUS_CANCELLED) throw;
     host_.Debug(std::string("pricebook unavailable, prices unknown: ") + e.what());
@@ -200,11 +136,10 @@ HyperstackDriver::ObjectPtr HyperstackDriver::FindByName(const std::string& name
 
 HyperstackDriver::ObjectPtr HyperstackDriver::GetVm(const std::string& id) {
   if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos) return nullptr;
-  int status = 0;
-  ObjectPtr doc = Call("GET", "/core/virtual-machines/" + kit::EncodeComponent(id),
-                       "read virtual machine " + id, nullptr, {404}, &status);
-  if (status == 404) return nullptr;
-  ObjectPtr vm = json::Obj(doc, "instance");
+  const kit::ApiAnswer a = api_->Call("GET", "/core/virtual-machines/" + kit::EncodeComponent(id),
+                                      "read virtual machine " + id, nullptr, {404});
+  if (a.status == 404) return nullptr;
+  ObjectPtr vm = json::Obj(a.doc, "instance");
   if (!vm) {
     throw DriverError(GPUPROV_STATUS_FAILED,
                       "read virtual machine " + id + ": the answer has no instance");
@@ -235,31 +170,30 @@ HyperstackDriver::ObjectPtr HyperstackDriver::VmJson(const ObjectPtr& vm) const 
   for (int p : kWellKnownPorts) {
     if (open.count(p)) ports.push_back(p);
   }
-  Object::Ptr out = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-  out->set("id", json::Str(vm, "id"));
-  out->set("name", json::Str(vm, "name"));
-  out->set("state", state.state);
-  out->set("public_ip", PublicIp(vm));
-  out->set("ssh_port", 22);
-  out->set("ssh_user", kSshUser);
-  out->set("region", json::Str(json::Obj(vm, "environment"), "region"));
-  out->set("instance_type", f.name);
-  out->set("image", json::Str(json::Obj(vm, "image"), "name"));
-  out->set("gpus", GpusOf(f));
-  out->set("created_at", json::Str(vm, "created_at"));
-  std::string message = state.message;
+  kit::VmFields out;
+  out.id = json::Str(vm, "id");
+  out.name = json::Str(vm, "name");
+  out.state = state.state;
+  out.public_ip = PublicIp(vm);
+  out.ssh_user = kSshUser;
+  out.region = json::Str(json::Obj(vm, "environment"), "region");
+  out.instance_type = f.name;
+  out.image = json::Str(json::Obj(vm, "image"), "name");
+  out.gpus = GpusOf(f);
+  out.created_at = json::Str(vm, "created_at");
+  out.message = state.message;
   if (PortRandomized(vm)) {
     // H3 (unconfirmed): created with enable_port_randomization false; if Hyperstack
     // randomized the floating IP's ports anyway, SSH may not answer on port 22.
-    message += std::string(message.empty() ? "" : "; ") +
-               "Hyperstack reports port randomization on this VM (port_randomization): SSH may "
-               "not answer on port 22 of its floating IP; see the hyperstack driver's README";
+    out.message += std::string(out.message.empty() ? "" : "; ") +
+                   "Hyperstack reports port randomization on this VM (port_randomization): SSH "
+                   "may not answer on port 22 of its floating IP; see the hyperstack driver's "
+                   "README";
   }
-  out->set("message", message);
-  out->set("ports", kit::PortMap(ports));
-  out->set("tags", TagsOf(vm));
-  out->set("environment", EnvironmentOf(vm));
-  return out;
+  out.ports = ports;
+  out.tags = TagsOf(vm);
+  out.extra = {{"environment", EnvironmentOf(vm)}};
+  return kit::VmJson(out);
 }
 
 std::string HyperstackDriver::EnsureEnvironment(const std::string& region, Made* made) {
@@ -287,12 +221,11 @@ std::string HyperstackDriver::EnsureEnvironment(const std::string& region, Made*
   body->set("name", name);
   body->set("region", region);
   host_.Progress("creating environment " + name);
-  int status = 0;
-  ObjectPtr doc = Call("POST", "/core/environments", "create environment " + name, body, {409},
-                       &status, nullptr, /*idempotent=*/false);
-  if (status == 409) return name;  // made in the meantime by another run
+  const kit::ApiAnswer a = api_->Call("POST", "/core/environments", "create environment " + name,
+                                      body, {409}, /*idempotent=*/false);
+  if (a.status == 409) return name;  // made in the meantime by another run
   made->environment = true;
-  made->environment_id = json::Str(json::Obj(doc, "environment"), "id");
+  made->environment_id = json::Str(json::Obj(a.doc, "environment"), "id");
   return name;
 }
 
@@ -317,10 +250,10 @@ std::string HyperstackDriver::EnsureKeyPair(const std::string& environment,
   body->set("environment_name", environment);
   body->set("public_key", kit::TrimSpace(public_key));
   host_.Progress("importing SSH key as key pair " + name + " in " + environment);
-  int status = 0;
-  ObjectPtr doc = Call("POST", "/core/keypairs", "import key pair " + name, body, {409}, &status,
-                       nullptr, /*idempotent=*/false);
-  if (status == 409) {
+  const kit::ApiAnswer a = api_->Call("POST", "/core/keypairs", "import key pair " + name, body,
+                                      {409}, /*idempotent=*/false);
+  const ObjectPtr& doc = a.doc;
+  if (a.status == 409) {
     if (ObjectPtr k = find()) return json::Str(k, "name");
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
                       "a key pair named " + name + " with another public key exists in " +
@@ -341,7 +274,7 @@ void HyperstackDriver::CheckImage(const std::string& region, const std::string& 
     std::vector<std::pair<std::string, std::string>> query = {{"region", region},
                                                               {"include_public", "true"}};
     if (!search.empty()) query.emplace_back("search", search);
-    ObjectPtr doc = Call("GET", "/core/images" + kit::QueryString(query), "list images");
+    ObjectPtr doc = api_->Call("GET", "/core/images" + kit::QueryString(query), "list images").doc;
     Array::Ptr groups = json::Arr(doc, "images");
     for (size_t g = 0; groups && g < groups->size(); ++g) {
       Array::Ptr list = json::Arr(json::ObjAt(groups, g), "images");
@@ -361,14 +294,20 @@ void HyperstackDriver::CheckImage(const std::string& region, const std::string& 
 HyperstackDriver::ObjectPtr HyperstackDriver::CreateVm(const std::string& name,
                                                        const ObjectPtr& body) {
   const std::string what = "create virtual machine " + name;
-  kit::Backoff backoff(host_, http_->policy(), what);
+  kit::Backoff backoff(host_, api_->http().policy(), what);
   for (;;) {
-    int status = 0;
-    std::string raw;
     std::string problem;
     try {
-      ObjectPtr doc = Call("POST", "/core/virtual-machines", what, body, {409, 500, 502, 503, 504},
-                           &status, &raw, /*idempotent=*/false);
+      const kit::ApiAnswer a = api_->Send({.method = "POST",
+                                           .path = "/core/virtual-machines",
+                                           .what = what,
+                                           .body = json::Stringify(body),
+                                           .allow = {409, 500, 502, 503, 504},
+                                           .idempotent = false,
+                                           .raw = true});
+      const int status = a.status;
+      const std::string& raw = a.body;
+      const ObjectPtr& doc = a.doc;
       if (Ok(status)) {
         ObjectPtr vm = json::ObjAt(json::Arr(doc, "instances"), 0);
         if (vm && !json::Str(vm, "id").empty()) {
@@ -410,13 +349,13 @@ void HyperstackDriver::Undo(const Made& made, const std::string& environment) {
   try {
     if (made.key_pair && !made.key_pair_id.empty()) {
       host_.Progress("removing the key pair imported for this VM");
-      Call("DELETE", "/core/keypair/" + kit::EncodeComponent(made.key_pair_id),
-           "delete key pair " + made.key_pair_id, nullptr, {404});
+      api_->Call("DELETE", "/core/keypair/" + kit::EncodeComponent(made.key_pair_id),
+           "delete key pair " + made.key_pair_id, nullptr, {404}).doc;
     }
     if (made.environment && !made.environment_id.empty()) {
       host_.Progress("removing environment " + environment);
-      Call("DELETE", "/core/environments/" + kit::EncodeComponent(made.environment_id),
-           "delete environment " + environment, nullptr, {404});
+      api_->Call("DELETE", "/core/environments/" + kit::EncodeComponent(made.environment_id),
+           "delete environment " + environment, nullptr, {404}).doc;
     }
   } catch (const std::exception& e) {
     host_.Warning(std::string("could not remove what this create made: ") + e.what() +
@@ -447,8 +386,8 @@ void HyperstackDriver::CleanUpEnvironment(const std::string& environment) {
       continue;
     }
     host_.Progress("deleting key pair " + name + " in " + env);
-    Call("DELETE", "/core/keypair/" + kit::EncodeComponent(json::Str(k, "id")),
-         "delete key pair " + name, nullptr, {404});
+    api_->Call("DELETE", "/core/keypair/" + kit::EncodeComponent(json::Str(k, "id")),
+         "delete key pair " + name, nullptr, {404}).doc;
   }
   for (const auto& e : Environments()) {
     const std::string name = json::Str(e, "name");
@@ -458,8 +397,8 @@ void HyperstackDriver::CleanUpEnvironment(const std::string& environment) {
       continue;
     }
     host_.Progress("deleting environment " + name + " (no VM left in it)");
-    Call("DELETE", "/core/environments/" + kit::EncodeComponent(json::Str(e, "id")),
-         "delete environment " + name, nullptr, {404});
+    api_->Call("DELETE", "/core/environments/" + kit::EncodeComponent(json::Str(e, "id")),
+         "delete environment " + name, nullptr, {404}).doc;
   }
 }
 
@@ -483,18 +422,18 @@ void HyperstackDriver::WaitGone(const std::string& id, const std::string& name) 
 
 std::string HyperstackDriver::Check(const std::string& /*request_json*/) {
   // One page (H-SDK list_environments: `count` is the whole list's length).
-  ObjectPtr doc = Call("GET",
+  ObjectPtr doc = api_->Call("GET",
                        "/core/environments" +
                            kit::QueryString({{"page", "1"}, {"pageSize", std::to_string(kPageSize)}}),
-                       "check the Hyperstack API key");
+                       "check the Hyperstack API key").doc;
   Array::Ptr envs = json::Arr(doc, "environments");
   const long long count = json::Int(doc, "count", envs ? static_cast<long long>(envs->size()) : 0);
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
-  result.set("account", "Hyperstack API key from " + ApiKey().origin + ", " +
+  result.set("account", "Hyperstack API key from " + api_->credential().origin + ", " +
                             std::to_string(count) + " environment(s)");
   result.set("user_data_limit", static_cast<int>(kMaxUserDataBytes));
   result.set("allow_from", true);  // create and open_ports narrow sources (IPv4)
-  result.set("key_from", ApiKey().origin);
+  result.set("key_from", api_->credential().origin);
   result.set("endpoint", endpoint_);
   return json::Stringify(result);
 }
@@ -664,10 +603,14 @@ bool HyperstackDriver::DeleteVmAndWait(const std::string& id, const std::string&
                         delete_retry_ * kDeleteTries};
   bool gone_already = false;
   const bool accepted = kit::PollUntil(host_, poll, [&](std::string* state) {
-    int status = 0;
-    std::string raw;
-    Call("DELETE", "/core/virtual-machines/" + kit::EncodeComponent(id),
-         "delete virtual machine " + name, nullptr, {400, 404, 409}, &status, &raw);
+    const kit::ApiAnswer a =
+        api_->Send({.method = "DELETE",
+                    .path = "/core/virtual-machines/" + kit::EncodeComponent(id),
+                    .what = "delete virtual machine " + name,
+                    .allow = {400, 404, 409},
+                    .raw = true});
+    const int status = a.status;
+    const std::string& raw = a.body;
     if (Ok(status)) return true;
     if (status == 404) return gone_already = true;
     if (!IsStillBeingCreated(raw)) {
@@ -722,7 +665,10 @@ std::string HyperstackDriver::ListResources(const std::string& /*request_json*/)
     env_users[env].push_back(name);
     key_users[key].push_back(name);
     kit::ResourceFields r = kit::Resource("vm", json::Str(vm, "id"), name);
-    const std::string labelled = TagsOf(vm)->optValue<std::string>(kit::kNameTag, "");
+    std::string labelled;
+    for (const auto& [key, value] : TagsOf(vm)) {
+      if (key == kit::kNameTag) labelled = value;
+    }
     r.vm_names = {labelled.empty() ? name : labelled};
     r.region = json::Str(json::Obj(vm, "environment"), "region");
     r.created_at = json::Str(vm, "created_at");
@@ -783,10 +729,10 @@ std::string HyperstackDriver::DeleteResource(const std::string& request_json) {
         }
       }
       host_.Progress("deleting key pair " + name + " in " + env);
-      int status = 0;
-      Call("DELETE", "/core/keypair/" + kit::EncodeComponent(ref.id), "delete key pair " + name,
-           nullptr, {404}, &status);
-      return kit::DeletedResult(status != 404);
+      const kit::ApiAnswer a = api_->Call(
+          "DELETE", "/core/keypair/" + kit::EncodeComponent(ref.id), "delete key pair " + name,
+          nullptr, {404});
+      return kit::DeletedResult(a.status != 404);
     }
     return kit::DeletedResult(false);
   }
@@ -807,10 +753,9 @@ std::string HyperstackDriver::DeleteResource(const std::string& request_json) {
       }
     }
     host_.Progress("deleting environment " + name);
-    int status = 0;
-    Call("DELETE", "/core/environments/" + kit::EncodeComponent(ref.id),
-         "delete environment " + name, nullptr, {404}, &status);
-    return kit::DeletedResult(status != 404);
+    const kit::ApiAnswer a = api_->Call("DELETE", "/core/environments/" + kit::EncodeComponent(ref.id),
+                                        "delete environment " + name, nullptr, {404});
+    return kit::DeletedResult(a.status != 404);
   }
   return kit::DeletedResult(false);
 }
@@ -833,16 +778,16 @@ std::string HyperstackDriver::OpenPorts(const std::string& request_json) {
       for (const std::string& cidr : change.add) {
         host_.Progress("adding a security rule for tcp " + std::to_string(p) + " from " + cidr +
                        " to " + json::Str(vm, "name"));
-        Call("POST", "/core/virtual-machines/" + kit::EncodeComponent(id) + "/sg-rules",
-             "add a security rule for port " + std::to_string(p), IngressRule(p, cidr), {409});
+        api_->Call("POST", "/core/virtual-machines/" + kit::EncodeComponent(id) + "/sg-rules",
+             "add a security rule for port " + std::to_string(p), IngressRule(p, cidr), {409}).doc;
       }
       for (const std::string& rule_id : change.remove_ids) {
         host_.Progress("removing security rule " + rule_id + " (tcp " + std::to_string(p) +
                        ") of " + json::Str(vm, "name"));
-        Call("DELETE",
+        api_->Call("DELETE",
              "/core/virtual-machines/" + kit::EncodeComponent(id) + "/sg-rules/" +
                  kit::EncodeComponent(rule_id),
-             "remove security rule " + rule_id, nullptr, {404});
+             "remove security rule " + rule_id, nullptr, {404}).doc;
       }
       continue;
     }
@@ -850,8 +795,8 @@ std::string HyperstackDriver::OpenPorts(const std::string& request_json) {
     host_.Progress("adding a security rule for tcp " + std::to_string(p) + " to " +
                    json::Str(vm, "name"));
     // 409: an identical rule exists already (added by an earlier, interrupted call).
-    Call("POST", "/core/virtual-machines/" + kit::EncodeComponent(id) + "/sg-rules",
-         "add a security rule for port " + std::to_string(p), IngressRule(p), {409});
+    api_->Call("POST", "/core/virtual-machines/" + kit::EncodeComponent(id) + "/sg-rules",
+         "add a security rule for port " + std::to_string(p), IngressRule(p), {409}).doc;
   }
   return kit::ConfirmSources("{}", sources);
 }

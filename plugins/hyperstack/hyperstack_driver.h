@@ -33,7 +33,7 @@
 
 #include "credentials.h"
 #include "gpuprov/sdk.hpp"
-#include "http_client.h"
+#include "api_client.h"
 #include "hyperstack_rules.h"
 
 namespace gpuprov::hyperstack {
@@ -64,16 +64,9 @@ class HyperstackDriver {
  private:
   using ObjectPtr = Poco::JSON::Object::Ptr;
 
-  /// One API call with the api_key header; returns the parsed body. Failures become
-  /// DriverError with Hyperstack's message; statuses in `allow` are returned (with *status
-  /// and *body set) instead.
-  ObjectPtr Call(const std::string& method, const std::string& path, const std::string& what,
-                 const ObjectPtr& body = nullptr, const std::set<int>& allow = {},
-                 int* status = nullptr, std::string* raw = nullptr, bool idempotent = true);
   /// Every item of a paged list (page, page_size; until a short page).
   std::vector<ObjectPtr> ListAll(const std::string& path, const std::string& key,
                                  const std::string& what);
-  const drivers::Credential& ApiKey();
 
   std::string RegionOf(const ObjectPtr& request) const;
   /// The live flavor list of a region ("" = all regions).
@@ -133,8 +126,7 @@ class HyperstackDriver {
   std::chrono::milliseconds poll_interval_{5000};
   std::chrono::milliseconds delete_timeout_{600'000};
   std::chrono::milliseconds delete_retry_{10'000};
-  std::unique_ptr<drivers::HttpClient> http_;
-  std::optional<drivers::Credential> api_key_;
+  std::unique_ptr<drivers::ApiClient> api_;
 };
 
 }  // namespace gpuprov::hyperstack

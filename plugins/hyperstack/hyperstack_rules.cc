@@ -13,6 +13,7 @@
 #include "json_util.h"
 #include "ssh_public_key.h"
 #include "tags.h"
+#include "text.h"
 
 namespace gpuprov::hyperstack {
 namespace {
@@ -23,10 +24,7 @@ using kit::kResourcePrefix;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
 
-std::string Upper(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
+using gpuprov::drivers::Upper;
 
 // Letters and digits only, upper case: "rtx_a6000" and "RTX-A6000" compare equal.
 std::string Squash(const std::string& s) {
@@ -132,20 +130,20 @@ bool IsManaged(const Object::Ptr& vm) {
   return false;
 }
 
-Object::Ptr TagsOf(const Object::Ptr& vm) {
-  Object::Ptr tags = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+std::vector<std::pair<std::string, std::string>> TagsOf(const Object::Ptr& vm) {
+  std::vector<std::pair<std::string, std::string>> tags;
   if (Array::Ptr labels = json::Arr(vm, "labels")) {
     for (size_t i = 0; i < labels->size(); ++i) {
       const std::string l = labels->get(static_cast<unsigned>(i)).toString();
       const size_t eq = l.find('=');
       if (l == kManagedLabel) {
-        tags->set(kit::kManagedTag, "1");
+        tags.emplace_back(kit::kManagedTag, "1");
       } else if (l.rfind(kNameLabelPrefix, 0) == 0) {
-        tags->set(kit::kNameTag, l.substr(std::string(kNameLabelPrefix).size()));
+        tags.emplace_back(kit::kNameTag, l.substr(std::string(kNameLabelPrefix).size()));
       } else if (eq != std::string::npos) {
-        tags->set(l.substr(0, eq), l.substr(eq + 1));
+        tags.emplace_back(l.substr(0, eq), l.substr(eq + 1));
       } else {
-        tags->set(l, "");
+        tags.emplace_back(l, "");
       }
     }
   }
@@ -300,6 +298,37 @@ gpuprov_type_status StatusOfError(int http_status, const std::string& body) {
   }
   if (http_status == 401 || http_status == 403) return GPUPROV_STATUS_AUTH;
   return kit::StatusOf(http_status, ErrorReason(body), kErrorReasons);
+}
+
+drivers::ApiDialect HyperstackApi() {
+  drivers::ApiDialect d;
+  d.cloud = "Hyperstack";
+  d.driver = "hyperstack";
+  d.read_error = [](const std::string& body) {
+    return drivers::ApiError{ErrorReason(body), ApiMessage(body)};
+  };
+  d.status_of = [](int http_status, const drivers::ApiError&, const std::string& body) {
+    return StatusOfError(http_status, body);
+  };
+  d.quote = drivers::QuoteForm::kColon;
+  d.hints = {
+      {.status = GPUPROV_STATUS_AUTH,
+       .text = "; the API key from {origin} was refused: " + ApiKeyHint()},
+      {.status = GPUPROV_STATUS_CAPACITY, .text = "; try another flavor or region (--region), or later"},
+  };
+  d.headers["Accept"] = "application/json";
+  d.quote_empty_answer = true;
+  return d;
+}
+
+drivers::ApiAuth HyperstackAuth(const Object::Ptr& config) {
+  drivers::ApiAuth a;
+  a.header = "api_key";
+  a.scheme = "";
+  a.resolve = [config] { return ResolveApiKey(config); };
+  a.missing = "no Hyperstack API key found: " + ApiKeyHint();
+  a.label = "API key";
+  return a;
 }
 
 bool IsStillBeingCreated(const std::string& body) {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "api_client.h"
 #include "catalogue.h"
 #include "credentials.h"
 #include "gpuprov/driver_abi.h"
@@ -72,7 +73,7 @@ std::vector<std::string> VmLabels(const std::string& vm_name,
 bool IsManaged(const Poco::JSON::Object::Ptr& vm);
 
 /// A VM object's labels as tags ({"gpuprov": "1", "gpuprov-name": name, user tags}).
-Poco::JSON::Object::Ptr TagsOf(const Poco::JSON::Object::Ptr& vm);
+std::vector<std::pair<std::string, std::string>> TagsOf(const Poco::JSON::Object::Ptr& vm);
 
 /// gpuprov's state for a VM object, and the message that goes with it.
 struct VmState {
@@ -123,6 +124,11 @@ RuleChange PlanRules(const Poco::JSON::Object::Ptr& vm, int port,
 std::string ApiMessage(const std::string& body);
 /// The error_reason of an error body, or "".
 std::string ErrorReason(const std::string& body);
+
+/// Hyperstack's API as the kit's client reads it (api_client.h): the envelope (ApiMessage),
+/// StatusOfError, the hints a refused call ends with, the "api_key" header.
+drivers::ApiDialect HyperstackApi();
+drivers::ApiAuth HyperstackAuth(const Poco::JSON::Object::Ptr& config);
 
 /// The status of a failed answer: by error_reason (the table in hyperstack_rules.cc), then
 /// by HTTP status; a 400/409 whose message speaks of stock or capacity is CAPACITY, one about

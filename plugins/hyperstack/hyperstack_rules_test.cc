@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <fstream>
 
 #include "driver_test_util.h"
@@ -172,9 +174,10 @@ TEST(HyperstackNames, EnvironmentKeyPairAndLabels) {
   EXPECT_EQ(labels[1], "gpuprov-name=demo");
   auto vm = ParseJson(R"({"labels":["gpuprov","gpuprov-name=demo","team=ml"]})");
   EXPECT_TRUE(IsManaged(vm));
-  auto tags = TagsOf(vm);
-  EXPECT_EQ(tags->getValue<std::string>("gpuprov-name"), "demo");
-  EXPECT_EQ(tags->getValue<std::string>("team"), "ml");
+  const auto tags = TagsOf(vm);
+  const std::map<std::string, std::string> by_key(tags.begin(), tags.end());
+  EXPECT_EQ(by_key.at("gpuprov-name"), "demo");
+  EXPECT_EQ(by_key.at("team"), "ml");
   EXPECT_FALSE(IsManaged(ParseJson(R"({"labels":["gpuprov-name=demo"]})")));
 }
 

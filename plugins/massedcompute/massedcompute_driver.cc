@@ -42,6 +42,34 @@ std::string MessageOf(const std::string& body) {
   return t.size() > 300 ? t.substr(0, 300) + "..." : t;
 }
 
+// Massed Compute's API as the kit's client reads it: errors {"message"|"error"|"detail"},
+// no code table, capacity only in the words of a 4xx (reference §8, UNCONFIRMED).
+kit::ApiDialect MassedComputeApi() {
+  kit::ApiDialect d;
+  d.cloud = "Massed Compute";
+  d.driver = "massedcompute";
+  d.read_error = [](const std::string& body) { return kit::ApiError{"", MessageOf(body)}; };
+  d.capacity_words = kCapacityWords;
+  d.hints = {
+      {.http_status = 401, .text = " for the API key from {origin}; " + TokenHint()},
+      {.http_status = 403,
+       .text = " for the API key from {origin}: a read-only key may list but not launch, "
+               "terminate or change SSH keys; use a full-access key"},
+      {.status = GPUPROV_STATUS_CAPACITY,
+       .text = "; try another GPU or region (--gpus, --region), or later"},
+  };
+  d.headers["Accept"] = "application/json";
+  return d;
+}
+
+kit::ApiAuth MassedComputeAuth() {
+  kit::ApiAuth a;
+  a.resolve = [] { return kit::CredentialFromEnv(kTokenEnvVars); };
+  a.missing = "no Massed Compute API key found: " + TokenHint();
+  a.label = "API key";
+  return a;
+}
+
 bool IsManaged(const Object::Ptr& in) { return VmNameOf(json::Str(in, "name")).has_value(); }
 
 bool IsGone(const Object::Ptr& in) {
@@ -84,87 +112,14 @@ MassedComputeDriver::MassedComputeDriver(const gpuprov::sdk::InitContext& ctx)
                       "delete_wait_seconds in [clouds.massedcompute] must be at least 1");
   }
   delete_wait_ = std::chrono::seconds(wait);
-  try {
-    http_ = std::make_unique<kit::HttpClient>(endpoint_, kit::RetryPolicyFrom(config_), host_);
-  } catch (const kit::HttpError& e) {
-    kit::ThrowHttpError(e, "the Massed Compute endpoint (GPUPROV_MASSEDCOMPUTE_ENDPOINT or "
-                           "endpoint in [clouds.massedcompute])");
-  }
-}
-
-const kit::Credential& MassedComputeDriver::Token() {
-  if (!token_) {
-    token_ = kit::CredentialFromEnv(kTokenEnvVars);
-    if (!token_) {
-      throw DriverError(GPUPROV_STATUS_AUTH, "no Massed Compute API key found: " + TokenHint());
-    }
-    host_.Debug("API key from " + token_->origin);
-  }
-  return *token_;
-}
-
-MassedComputeDriver::Answer MassedComputeDriver::Call(const std::string& method,
-                                                      const std::string& path,
-                                                      const std::string& what,
-                                                      const ObjectPtr& body,
-                                                      const std::set<int>& allow,
-                                                      bool idempotent) {
-  kit::HttpRequest req;
-  req.idempotent = idempotent;
-  req.method = method;
-  req.path_and_query = path;
-  req.headers["Authorization"] = "Bearer " + Token().value;
-  req.headers["Accept"] = "application/json";
-  if (body) {
-    req.headers["Content-Type"] = "application/json";
-    req.body = json::Stringify(body);
-  }
-  kit::HttpResponse resp;
-  try {
-    resp = http_->Send(req);
-  } catch (const kit::HttpError& e) {
-    kit::ThrowHttpError(e, what + ": Massed Compute API at " + endpoint_,
-                        e.last_response().body.empty() ? "" : MessageOf(e.last_response().body));
-  }
-  Answer a;
-  a.status = resp.status;
-  const bool ok = resp.status >= 200 && resp.status < 300;
-  if (!ok) {
-    a.message = MessageOf(resp.body);
-    if (allow.count(resp.status) == 0) {
-      gpuprov_type_status st = kit::StatusOf(resp.status);
-      if (resp.status >= 400 && resp.status < 500 && st == GPUPROV_STATUS_INVALID_INPUT &&
-          kit::MentionsAny(a.message, kCapacityWords)) {
-        st = GPUPROV_STATUS_CAPACITY;
-      }
-      std::string text = what + ": Massed Compute answered HTTP " + std::to_string(resp.status) +
-                         " (" + a.message + ")";
-      if (resp.status == 401) {
-        text += " for the API key from " + Token().origin + "; " + TokenHint();
-      } else if (resp.status == 403) {
-        text += " for the API key from " + Token().origin +
-                ": a read-only key may list but not launch, terminate or change SSH keys; use "
-                "a full-access key";
-      } else if (st == GPUPROV_STATUS_CAPACITY) {
-        text += "; try another GPU or region (--gpus, --region), or later";
-      }
-      throw DriverError(st, text);
-    }
-  }
-  if (kit::TrimSpace(resp.body).empty()) return a;
-  a.doc = json::TryParseObject(resp.body);
-  if (!a.doc && ok) {
-    throw DriverError(GPUPROV_STATUS_FAILED, what + ": Massed Compute answered HTTP " +
-                                                 std::to_string(resp.status) +
-                                                 " with a body that is not a JSON object");
-  }
-  return a;
+  api_ = std::make_unique<kit::ApiClient>(endpoint_, kit::RetryPolicyFrom(config_), host_,
+                                         MassedComputeApi(), MassedComputeAuth());
 }
 
 // --- discovery ------------------------------------------------------------------------------
 
 std::vector<Product> MassedComputeDriver::Inventory() {
-  Answer a = Call("GET", "/gpu-inventory", "read the GPU inventory");
+  kit::ApiAnswer a = api_->Call("GET", "/gpu-inventory", "read the GPU inventory");
   return ParseInventory(a.doc);
 }
 
@@ -220,7 +175,7 @@ MassedComputeDriver::Placement MassedComputeDriver::Place(
 }
 
 MassedComputeDriver::Image MassedComputeDriver::ImageFor(const std::string& requested) {
-  Answer a = Call("GET", "/images", "list images");
+  kit::ApiAnswer a = api_->Call("GET", "/images", "list images");
   Array::Ptr images = a.doc ? json::Arr(a.doc, "images") : nullptr;
   if (!images) throw DriverError(GPUPROV_STATUS_FAILED, "list images: the answer has no images");
   std::string known;
@@ -268,7 +223,7 @@ void MassedComputeDriver::SetImage(ObjectPtr body, const Image& image) const {
 // --- instances ------------------------------------------------------------------------------
 
 std::vector<MassedComputeDriver::ObjectPtr> MassedComputeDriver::Instances() {
-  Answer a = Call("GET", "/instance", "list instances");
+  kit::ApiAnswer a = api_->Call("GET", "/instance", "list instances");
   Array::Ptr list = a.doc ? json::Arr(a.doc, "runningInstances") : nullptr;
   if (!list) {
     throw DriverError(GPUPROV_STATUS_FAILED, "list instances: the answer has no runningInstances");
@@ -296,7 +251,7 @@ MassedComputeDriver::ObjectPtr MassedComputeDriver::FindByName(const std::string
 }
 
 MassedComputeDriver::ObjectPtr MassedComputeDriver::InstanceById(const std::string& uuid) {
-  Answer a = Call("GET", "/instance/" + Encode(uuid), "get instance " + uuid, nullptr, {404});
+  kit::ApiAnswer a = api_->Call("GET", "/instance/" + Encode(uuid), "get instance " + uuid, nullptr, {404});
   if (a.status == 404 || !a.doc) return nullptr;
   // The spec lists both shapes: {"runningInstances":[...]} and {"runningInstance":{...}}.
   ObjectPtr in = json::Obj(a.doc, "runningInstance");
@@ -330,7 +285,7 @@ MassedComputeDriver::SshKey MassedComputeDriver::EnsureSshKey(const std::string&
   const std::string our_name = KeyName(public_key);  // validates the key line
   const std::string identity = kit::KeyIdentity(kit::ParseSshPublicKey(public_key));
   auto find = [&]() -> std::optional<SshKey> {
-    Answer a = Call("GET", "/ssh-keys", "list SSH keys");
+    kit::ApiAnswer a = api_->Call("GET", "/ssh-keys", "list SSH keys");
     Array::Ptr keys = a.doc ? json::Arr(a.doc, "sshKeys") : nullptr;
     for (size_t i = 0; keys && i < keys->size(); ++i) {
       ObjectPtr k = json::ObjAt(keys, i);
@@ -354,13 +309,13 @@ MassedComputeDriver::SshKey MassedComputeDriver::EnsureSshKey(const std::string&
   body->set("name", our_name);
   body->set("publicKey", kit::TrimSpace(public_key));
   host_.Progress("registering SSH key \"" + our_name + "\" on the Massed Compute account");
-  Answer a = Call("POST", "/ssh-keys", "register SSH key " + our_name, body, {400}, false);
+  kit::ApiAnswer a = api_->Call("POST", "/ssh-keys", "register SSH key " + our_name, body, {400}, false);
   if (a.status == 400) {
     // Registered in the meantime (a lost answer, or another run): look it up once more.
     if (auto k = find()) return *k;
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "register SSH key \"" + our_name +
                                                         "\": Massed Compute answered HTTP 400 (" +
-                                                        a.message + ")");
+                                                        a.error.text + ")");
   }
   ObjectPtr k = a.doc ? json::Obj(a.doc, "sshKey") : nullptr;
   SshKey out{json::Str(k, "id"), our_name, true};
@@ -374,14 +329,14 @@ void MassedComputeDriver::DeleteKeysIfUnused(const std::string& except_uuid) {
   for (const auto& in : Instances()) {
     if (IsManaged(in) && json::Str(in, "uuid") != except_uuid) return;  // still in use
   }
-  Answer a = Call("GET", "/ssh-keys", "list SSH keys");
+  kit::ApiAnswer a = api_->Call("GET", "/ssh-keys", "list SSH keys");
   Array::Ptr keys = a.doc ? json::Arr(a.doc, "sshKeys") : nullptr;
   for (size_t i = 0; keys && i < keys->size(); ++i) {
     ObjectPtr k = json::ObjAt(keys, i);
     const std::string name = json::Str(k, "name");
     if (!IsGpuprovKeyName(name)) continue;
     host_.Progress("deleting SSH key \"" + name + "\" (no gpuprov VM uses it)");
-    Call("DELETE", "/ssh-keys/" + Encode(json::Str(k, "id")), "delete SSH key " + name, nullptr,
+    api_->Call("DELETE", "/ssh-keys/" + Encode(json::Str(k, "id")), "delete SSH key " + name, nullptr,
          {404});
   }
 }
@@ -390,11 +345,11 @@ void MassedComputeDriver::DeleteKeysIfUnused(const std::string& except_uuid) {
 
 std::string MassedComputeDriver::Launch(const std::string& vm_name, const ObjectPtr& body) {
   const std::string what = "launch instance " + InstanceNameFor(vm_name);
-  kit::Backoff backoff(host_, http_->policy(), what);
+  kit::Backoff backoff(host_, api_->http().policy(), what);
   for (;;) {
     std::optional<DriverError> failure;
     try {
-      Answer a = Call("POST", kLaunchPath, what, body, {500, 502, 503, 504}, /*idempotent=*/false);
+      kit::ApiAnswer a = api_->Call("POST", kLaunchPath, what, body, {500, 502, 503, 504}, /*idempotent=*/false);
       if (a.status < 500) {
         const std::string uuid = a.doc ? json::Str(a.doc, "response") : "";
         if (uuid.empty()) {
@@ -403,7 +358,7 @@ std::string MassedComputeDriver::Launch(const std::string& vm_name, const Object
         return uuid;
       }
       failure.emplace(GPUPROV_STATUS_TRANSIENT, what + ": Massed Compute answered HTTP " +
-                                                    std::to_string(a.status) + " (" + a.message +
+                                                    std::to_string(a.status) + " (" + a.error.text +
                                                     ")");
     } catch (const DriverError& e) {
       if (e.status() != GPUPROV_STATUS_TRANSIENT) throw;
@@ -425,7 +380,7 @@ void MassedComputeDriver::WaitGone(const std::string& uuid, const std::string& v
   options.interval = std::chrono::milliseconds(1000);
   options.timeout = delete_wait_;
   const bool gone = kit::PollUntil(host_, options, [&](std::string* status) {
-    Answer a = Call("GET", "/instance/" + Encode(uuid), "get instance " + uuid, nullptr, {404});
+    kit::ApiAnswer a = api_->Call("GET", "/instance/" + Encode(uuid), "get instance " + uuid, nullptr, {404});
     if (a.status == 404) return true;
     ObjectPtr in = a.doc ? json::Obj(a.doc, "runningInstance") : nullptr;
     if (!in && a.doc) in = json::ObjAt(json::Arr(a.doc, "runningInstances"), 0);
@@ -455,30 +410,28 @@ MassedComputeDriver::ObjectPtr MassedComputeDriver::VmJson(const ObjectPtr& in) 
   std::string user = ssh_user_;
   if (user.empty()) user = kit::TrimSpace(json::Str(in, "username"));
   if (user.empty()) user = kFallbackSshUser;
-  Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-  vm->set("id", json::Str(in, "uuid"));
-  vm->set("name", VmNameOf(json::Str(in, "name")).value_or(json::Str(in, "name")));
-  vm->set("state", state.state);
-  vm->set("public_ip", state.state == "running" ? ip : std::string());
-  vm->set("ssh_port", 22);
-  vm->set("ssh_user", user);
-  vm->set("region", json::Str(json::Obj(in, "region"), "name"));
-  vm->set("instance_type", json::Str(product, "name"));
-  vm->set("image", json::Str(json::Obj(in, "image"), "name"));
-  vm->set("gpus", gpus);
-  vm->set("created_at", json::Str(in, "created"));
-  vm->set("message", state.message);
-  vm->set("ports", kit::PortMap({22}));
-  vm->set("cloud_status", json::Str(in, "status"));
-  return vm;
+  kit::VmFields vm;
+  vm.id = json::Str(in, "uuid");
+  vm.name = VmNameOf(json::Str(in, "name")).value_or(json::Str(in, "name"));
+  vm.state = state.state;
+  vm.public_ip = state.state == "running" ? ip : std::string();
+  vm.ssh_user = user;
+  vm.region = json::Str(json::Obj(in, "region"), "name");
+  vm.instance_type = json::Str(product, "name");
+  vm.image = json::Str(json::Obj(in, "image"), "name");
+  vm.gpus = gpus;
+  vm.created_at = json::Str(in, "created");
+  vm.message = state.message;
+  vm.extra = {{"cloud_status", json::Str(in, "status")}};
+  return kit::VmJson(vm);
 }
 
 std::string MassedComputeDriver::Check(const std::string& /*request_json*/) {
-  Answer a = Call("POST", "/account/token/validation", "check the Massed Compute API key");
+  kit::ApiAnswer a = api_->Call("POST", "/account/token/validation", "check the Massed Compute API key");
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
   result.set("account", "Massed Compute account (" +
                             (a.doc ? json::Str(a.doc, "message") : std::string("valid")) + ")");
-  result.set("key_from", Token().origin);
+  result.set("key_from", api_->credential().origin);
   result.set("endpoint", endpoint_);
   return json::Stringify(result);
 }
@@ -632,7 +585,7 @@ std::string MassedComputeDriver::Delete(const std::string& request_json) {
     Array::Ptr ids = new Array();
     ids->add(uuid);
     body->set("instanceUuids", ids);
-    Answer a = Call("POST", "/instance/terminate", "terminate instance " + json::Str(in, "name"),
+    kit::ApiAnswer a = api_->Call("POST", "/instance/terminate", "terminate instance " + json::Str(in, "name"),
                     body, {404});
     deleted = a.status != 404;  // already gone counts as done (reference §3.4)
     if (deleted) WaitGone(uuid, vm_name);
@@ -663,7 +616,7 @@ std::string MassedComputeDriver::ListResources(const std::string& /*request_json
   }
   // The instance list does not say which key an instance got: a gpuprov key belongs to every
   // gpuprov instance, as down keeps it until the last one goes.
-  Answer a = Call("GET", "/ssh-keys", "list SSH keys");
+  kit::ApiAnswer a = api_->Call("GET", "/ssh-keys", "list SSH keys");
   Array::Ptr keys = a.doc ? json::Arr(a.doc, "sshKeys") : nullptr;
   for (size_t i = 0; keys && i < keys->size(); ++i) {
     ObjectPtr k = json::ObjAt(keys, i);
@@ -694,21 +647,21 @@ std::string MassedComputeDriver::DeleteResource(const std::string& request_json)
     Array::Ptr ids = new Array();
     ids->add(ref.id);
     body->set("instanceUuids", ids);
-    Answer t = Call("POST", "/instance/terminate", "terminate instance " + json::Str(in, "name"),
+    kit::ApiAnswer t = api_->Call("POST", "/instance/terminate", "terminate instance " + json::Str(in, "name"),
                     body, {404});
     if (t.status == 404) return kit::DeletedResult(false);
     WaitGone(ref.id, vm_name);
     return kit::DeletedResult(true);
   }
-  Answer a = Call("GET", "/ssh-keys", "list SSH keys");
+  kit::ApiAnswer a = api_->Call("GET", "/ssh-keys", "list SSH keys");
   Array::Ptr keys = a.doc ? json::Arr(a.doc, "sshKeys") : nullptr;
   for (size_t i = 0; keys && i < keys->size(); ++i) {
     ObjectPtr k = json::ObjAt(keys, i);
     if (json::Str(k, "id") != ref.id) continue;
     if (!IsGpuprovKeyName(json::Str(k, "name"))) throw refuse();
     host_.Progress("deleting SSH key \"" + json::Str(k, "name") + "\"");
-    Answer d =
-        Call("DELETE", "/ssh-keys/" + Encode(ref.id), "delete SSH key " + ref.id, nullptr, {404});
+    kit::ApiAnswer d =
+        api_->Call("DELETE", "/ssh-keys/" + Encode(ref.id), "delete SSH key " + ref.id, nullptr, {404});
     return kit::DeletedResult(d.status != 404);
   }
   return kit::DeletedResult(false);

@@ -28,7 +28,7 @@
 
 #include "credentials.h"
 #include "gpuprov/sdk.hpp"
-#include "http_client.h"
+#include "api_client.h"
 #include "massedcompute_rules.h"
 
 namespace gpuprov::massedcompute {
@@ -57,18 +57,6 @@ class MassedComputeDriver {
 
  private:
   using ObjectPtr = Poco::JSON::Object::Ptr;
-
-  /// One API call with the token. Failures become DriverError (a 4xx naming capacity
-  /// CAPACITY); statuses in `allow` are returned as they are.
-  struct Answer {
-    int status = 0;
-    ObjectPtr doc;
-    std::string message;  ///< the error body's "message" (or its text)
-  };
-  Answer Call(const std::string& method, const std::string& path, const std::string& what,
-              const ObjectPtr& body = nullptr, const std::set<int>& allow = {},
-              bool idempotent = true);
-  const drivers::Credential& Token();
 
   std::vector<Product> Inventory();
   /// Every instance GET /instance lists.
@@ -125,8 +113,7 @@ class MassedComputeDriver {
   bool image_by_name_ = false;  ///< launch takes os_image_name (learnt from a refusal)
   std::chrono::seconds delete_wait_{600};
   ObjectPtr config_;
-  std::unique_ptr<drivers::HttpClient> http_;
-  std::optional<drivers::Credential> token_;
+  std::unique_ptr<drivers::ApiClient> api_;
 };
 
 }  // namespace gpuprov::massedcompute

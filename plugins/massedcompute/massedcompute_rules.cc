@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "driver_kit.h"
+#include "text.h"
 
 namespace gpuprov::massedcompute {
 namespace {
@@ -17,10 +18,7 @@ using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
 
 constexpr const char* kKeyNamePrefix = "gpuprov ";
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
+using gpuprov::drivers::Lower;
 
 std::string WithoutPrefix(const std::string& s, const std::string& prefix) {
   return s.rfind(prefix, 0) == 0 ? s.substr(prefix.size()) : s;
