@@ -59,44 +59,41 @@ std::string PublicIpv4(const Object::Ptr& droplet) {
 }
 
 Object::Ptr VmJson(const Object::Ptr& d, const std::vector<int>& ports = {22}) {
-  Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   const std::string status = json::Str(d, "status");
   const std::string size = json::Has(d, "size_slug") ? json::Str(d, "size_slug")
                                                      : json::Str(json::Obj(d, "size"), "slug");
   Object::Ptr image = json::Obj(d, "image");
-  std::string image_name = json::Str(image, "slug");
-  if (image_name.empty()) image_name = json::Str(image, "id");
-  vm->set("id", json::Str(d, "id"));
-  vm->set("name", json::Str(d, "name"));
-  vm->set("state", StateOf(status));
-  vm->set("public_ip", PublicIpv4(d));
-  vm->set("ssh_port", 22);
-  vm->set("ssh_user", kSshUser);
-  vm->set("region", json::Str(json::Obj(d, "region"), "slug"));
-  vm->set("instance_type", size);
-  vm->set("image", image_name);
-  vm->set("gpus", GpusOfSlug(size));
-  vm->set("created_at", json::Str(d, "created_at"));
-  vm->set("message", StateOf(status) == "error" ? "droplet status " + status : std::string());
-  vm->set("ports", kit::PortMap(ports));
-  Object::Ptr tags = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  kit::VmFields vm;
+  vm.id = json::Str(d, "id");
+  vm.name = json::Str(d, "name");
+  vm.state = StateOf(status);
+  vm.public_ip = PublicIpv4(d);
+  vm.ssh_user = kSshUser;
+  vm.region = json::Str(json::Obj(d, "region"), "slug");
+  vm.instance_type = size;
+  vm.image = json::Str(image, "slug");
+  if (vm.image.empty()) vm.image = json::Str(image, "id");
+  vm.gpus = GpusOfSlug(size);
+  vm.created_at = json::Str(d, "created_at");
+  vm.message = vm.state == "error" ? "droplet status " + status : std::string();
+  vm.ports = ports;
+  vm.tags.emplace();
   if (Array::Ptr t = json::Arr(d, "tags")) {
     for (size_t i = 0; i < t->size(); ++i) {
       std::string tag = t->get(static_cast<unsigned>(i)).toString();
       size_t colon = tag.find(':');
       if (tag == kManagedTag) {
-        tags->set("gpuprov", "1");
+        vm.tags->emplace_back("gpuprov", "1");
       } else if (tag.rfind(kVmTagPrefix, 0) == 0) {
-        tags->set("gpuprov-name", json::Str(d, "name"));
+        vm.tags->emplace_back("gpuprov-name", vm.name);
       } else if (colon != std::string::npos) {
-        tags->set(tag.substr(0, colon), tag.substr(colon + 1));
+        vm.tags->emplace_back(tag.substr(0, colon), tag.substr(colon + 1));
       } else {
-        tags->set(tag, "");
+        vm.tags->emplace_back(tag, "");
       }
     }
   }
-  vm->set("tags", tags);
-  return vm;
+  return kit::VmJson(vm);
 }
 
 Array::Ptr AllAddresses() {
@@ -204,83 +201,21 @@ DigitalOceanDriver::DigitalOceanDriver(const gpuprov::sdk::InitContext& ctx) : h
       capacity_messages_.push_back(extra->get(static_cast<unsigned>(i)).toString());
     }
   }
-  try {
-    http_ = std::make_unique<kit::HttpClient>(endpoint_, kit::RetryPolicyFrom(config_), host_);
-  } catch (const kit::HttpError& e) {
-    kit::ThrowHttpError(e, "the DigitalOcean endpoint (GPUPROV_DIGITALOCEAN_ENDPOINT or endpoint "
-                           "in [clouds.digitalocean])");
-  }
-}
-
-const kit::Credential& DigitalOceanDriver::Token() {
-  if (!token_) {
-    token_ = ResolveToken(config_);
-    if (!token_) {
-      throw DriverError(GPUPROV_STATUS_AUTH, "no DigitalOcean API token found: " + TokenHint());
-    }
-    host_.Debug("token from " + token_->origin);
-  }
-  return *token_;
-}
-
-DigitalOceanDriver::ObjectPtr DigitalOceanDriver::Call(const std::string& method,
-                                                       const std::string& path,
-                                                       const std::string& what,
-                                                       const ObjectPtr& body,
-                                                       const std::set<int>& allow, int* status,
-                                                       bool idempotent) {
-  kit::HttpRequest req;
-  req.idempotent = idempotent;
-  req.method = method;
-  req.path_and_query = path;
-  req.headers["Authorization"] = "Bearer " + Token().value;
-  if (body) {
-    req.headers["Content-Type"] = "application/json";
-    req.body = json::Stringify(body);
-  }
-  kit::HttpResponse resp;
-  try {
-    resp = http_->Send(req);
-  } catch (const kit::HttpError& e) {
-    kit::ThrowHttpError(e, what + ": DigitalOcean API at " + endpoint_,
-                        ApiMessage(e.last_response().body));
-  }
-  if (status) *status = resp.status;
-  const bool ok = resp.status >= 200 && resp.status < 300;
-  if (!ok && allow.count(resp.status) == 0) {
-    const std::string msg = ApiMessage(resp.body);
-    const std::string prefix = what + ": DigitalOcean answered HTTP " + std::to_string(resp.status);
-    gpuprov_type_status st = kit::StatusOfHttp(resp.status);
-    std::string hint;
-    if (resp.status == 401) {
-      hint = " for the token from " + Token().origin + "; " + TokenHint();
-    } else if (resp.status == 403) {
-      hint = ": the token from " + Token().origin +
-             " lacks a scope this needs, or the account is locked; " + TokenHint();
-    } else if (resp.status == 422) {
-      st = Classify422(msg, capacity_messages_);
-    }
-    throw DriverError(st, hint.empty() ? prefix + ": " + msg : prefix + " (" + msg + ")" + hint);
-  }
-  if (kit::TrimSpace(resp.body).empty()) return nullptr;
-  Object::Ptr doc = json::TryParseObject(resp.body);
-  if (!doc && ok) {
-    throw DriverError(GPUPROV_STATUS_FAILED,
-                      what + ": DigitalOcean answered HTTP " + std::to_string(resp.status) +
-                          " with a body that is not a JSON object");
-  }
-  return doc;
+  api_ = std::make_unique<kit::ApiClient>(endpoint_, kit::RetryPolicyFrom(config_), host_,
+                                         DigitalOceanApi(capacity_messages_),
+                                         DigitalOceanAuth(config_));
 }
 
 DigitalOceanDriver::ObjectPtr DigitalOceanDriver::CreateDroplet(const std::string& name,
                                                                 const ObjectPtr& body) {
-  kit::Backoff backoff(host_, http_->policy(), "create droplet " + name);
+  kit::Backoff backoff(host_, api_->http().policy(), "create droplet " + name);
   for (;;) {
-    int status = 0;
     std::optional<DriverError> failure;
     try {
-      ObjectPtr doc = Call("POST", "/droplets", "create droplet " + name, body,
-                           {500, 502, 503, 504}, &status, /*idempotent=*/false);
+      const kit::ApiAnswer a = api_->Call("POST", "/droplets", "create droplet " + name, body,
+                                          {500, 502, 503, 504}, /*idempotent=*/false);
+      const int status = a.status;
+      const ObjectPtr& doc = a.doc;
       if (status < 500) {
         ObjectPtr droplet = json::Obj(doc, "droplet");
         if (!droplet) {
@@ -312,10 +247,10 @@ std::vector<DigitalOceanDriver::ObjectPtr> DigitalOceanDriver::ListAll(const std
   std::vector<ObjectPtr> out;
   const char sep = path.find('?') == std::string::npos ? '?' : '&';
   for (int page = 1; page <= kMaxPages; ++page) {
-    ObjectPtr doc = Call("GET",
+    ObjectPtr doc = api_->Call("GET",
                          path + sep + "page=" + std::to_string(page) +
                              "&per_page=" + std::to_string(kPerPage),
-                         what);
+                         what).doc;
     Array::Ptr items = json::Arr(doc, key);
     size_t n = items ? items->size() : 0;
     for (size_t i = 0; i < n; ++i) {
@@ -362,9 +297,8 @@ DigitalOceanDriver::ObjectPtr DigitalOceanDriver::Resolve(const ObjectPtr& reque
   if (!id.empty()) {
     bool numeric = std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (numeric) {
-      int status = 0;
-      ObjectPtr doc = Call("GET", "/droplets/" + id, "get droplet " + id, nullptr, {404}, &status);
-      ObjectPtr d = status == 404 ? nullptr : json::Obj(doc, "droplet");
+      const kit::ApiAnswer a = api_->Call("GET", "/droplets/" + id, "get droplet " + id, nullptr, {404});
+      ObjectPtr d = a.status == 404 ? nullptr : json::Obj(a.doc, "droplet");
       if (d && HasTag(d, kManagedTag) && json::Str(d, "status") != "archive" &&
           (name.empty() || json::Str(d, "name") == name)) {
         return d;
@@ -384,11 +318,10 @@ DigitalOceanDriver::SshKey DigitalOceanDriver::EnsureSshKey(const std::string& p
     key.created = created;
     return key;
   };
-  int status = 0;
-  ObjectPtr doc = Call("GET", "/account/keys/" + fp, "look up SSH key " + fp, nullptr,
-                       {404}, &status);
-  if (status != 404) {
-    if (ObjectPtr k = json::Obj(doc, "ssh_key")) {
+  const kit::ApiAnswer found =
+      api_->Call("GET", "/account/keys/" + fp, "look up SSH key " + fp, nullptr, {404});
+  if (found.status != 404) {
+    if (ObjectPtr k = json::Obj(found.doc, "ssh_key")) {
       host_.Debug("SSH key " + fp + " is registered already (id " + json::Str(k, "id") + ")");
       return from(k, false);
     }
@@ -398,15 +331,16 @@ DigitalOceanDriver::SshKey DigitalOceanDriver::EnsureSshKey(const std::string& p
   Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   body->set("name", kResourcePrefix + hex.substr(0, 16));
   body->set("public_key", kit::TrimSpace(public_key));
-  doc = Call("POST", "/account/keys", "register SSH key " + fp, body, {422}, &status);
-  if (status == 422) {
+  const kit::ApiAnswer made =
+      api_->Call("POST", "/account/keys", "register SSH key " + fp, body, {422});
+  if (made.status == 422) {
     // Registered in the meantime (or "already in use"): look it up once more.
-    doc = Call("GET", "/account/keys/" + fp, "look up SSH key " + fp);
-    ObjectPtr k = json::Obj(doc, "ssh_key");
+    ObjectPtr k =
+        json::Obj(api_->Call("GET", "/account/keys/" + fp, "look up SSH key " + fp).doc, "ssh_key");
     if (!k) throw DriverError(GPUPROV_STATUS_FAILED, "SSH key " + fp + " vanished");
     return from(k, false);
   }
-  ObjectPtr k = json::Obj(doc, "ssh_key");
+  ObjectPtr k = json::Obj(made.doc, "ssh_key");
   if (!k) {
     throw DriverError(GPUPROV_STATUS_FAILED, "register SSH key: the answer has no ssh_key");
   }
@@ -415,7 +349,7 @@ DigitalOceanDriver::SshKey DigitalOceanDriver::EnsureSshKey(const std::string& p
 }
 
 void DigitalOceanDriver::DeleteSshKey(const std::string& id) {
-  Call("DELETE", "/account/keys/" + Encode(id), "delete SSH key " + id, nullptr, {404});
+  api_->Call("DELETE", "/account/keys/" + Encode(id), "delete SSH key " + id, nullptr, {404}).doc;
 }
 
 DigitalOceanDriver::ObjectPtr DigitalOceanDriver::FindFirewall(const std::string& vm_name) {
@@ -442,8 +376,8 @@ void DigitalOceanDriver::CreateFirewall(const std::string& vm_name, const std::s
   body->set("tags", Array::Ptr(new Array()));
   host_.Progress("creating firewall " + FirewallName(vm_name) + " (tcp " + PortText(ports) + ")");
   // Not repeated blindly (a lost answer could leave two); a re-run finds it by name.
-  Call("POST", "/firewalls", "create firewall " + FirewallName(vm_name), body, {}, nullptr,
-       /*idempotent=*/false);
+  api_->Call("POST", "/firewalls", "create firewall " + FirewallName(vm_name), body, {},
+             /*idempotent=*/false);
 }
 
 std::vector<int> DigitalOceanDriver::OpenFirewallPorts(const std::string& vm_name,
@@ -483,7 +417,7 @@ std::vector<int> DigitalOceanDriver::OpenFirewallPorts(const std::string& vm_nam
     body->set("droplet_ids", ids);
     Array::Ptr tags = json::Arr(fw, "tags");
     body->set("tags", tags ? tags : Array::Ptr(new Array()));
-    Call("PUT", "/firewalls/" + Encode(fw_id), "update firewall " + FirewallName(vm_name), body);
+    api_->Call("PUT", "/firewalls/" + Encode(fw_id), "update firewall " + FirewallName(vm_name), body).doc;
     return changed;
   }
   if (!attached) {
@@ -492,8 +426,8 @@ std::vector<int> DigitalOceanDriver::OpenFirewallPorts(const std::string& vm_nam
     Array::Ptr ids = new Array();
     ids->add(std::stoll(droplet_id));
     body->set("droplet_ids", ids);
-    Call("POST", "/firewalls/" + Encode(fw_id) + "/droplets",
-         "attach droplet " + droplet_id + " to firewall " + FirewallName(vm_name), body);
+    api_->Call("POST", "/firewalls/" + Encode(fw_id) + "/droplets",
+         "attach droplet " + droplet_id + " to firewall " + FirewallName(vm_name), body).doc;
   }
   return changed;
 }
@@ -512,8 +446,8 @@ std::vector<int> DigitalOceanDriver::AddFirewallRules(const std::string& vm_name
     host_.Progress("opening tcp " + PortText(missing) + " in firewall " + FirewallName(vm_name));
     Object::Ptr body = new Object();
     body->set("inbound_rules", InboundRules(missing, kit::PortSources{}));
-    Call("POST", "/firewalls/" + Encode(fw_id) + "/rules",
-         "add rules to firewall " + FirewallName(vm_name), body);
+    api_->Call("POST", "/firewalls/" + Encode(fw_id) + "/rules",
+         "add rules to firewall " + FirewallName(vm_name), body).doc;
   }
   if (DropletIdsOf(fw).count(droplet_id) == 0) {
     host_.Progress("attaching droplet " + droplet_id + " to firewall " + FirewallName(vm_name));
@@ -521,8 +455,8 @@ std::vector<int> DigitalOceanDriver::AddFirewallRules(const std::string& vm_name
     Array::Ptr ids = new Array();
     ids->add(std::stoll(droplet_id));
     body->set("droplet_ids", ids);
-    Call("POST", "/firewalls/" + Encode(fw_id) + "/droplets",
-         "attach droplet " + droplet_id + " to firewall " + FirewallName(vm_name), body);
+    api_->Call("POST", "/firewalls/" + Encode(fw_id) + "/droplets",
+         "attach droplet " + droplet_id + " to firewall " + FirewallName(vm_name), body).doc;
   }
   return missing;
 }
@@ -574,7 +508,7 @@ std::vector<int> DigitalOceanDriver::OpenPortsOf(const std::string& vm_name,
 }
 
 std::string DigitalOceanDriver::Check(const std::string& /*request_json*/) {
-  ObjectPtr doc = Call("GET", "/account", "check the DigitalOcean account");
+  ObjectPtr doc = api_->Call("GET", "/account", "check the DigitalOcean account").doc;
   ObjectPtr account = json::Obj(doc, "account");
   std::string text = json::Str(account, "email");
   if (text.empty()) text = json::Str(account, "uuid");
@@ -587,7 +521,7 @@ std::string DigitalOceanDriver::Check(const std::string& /*request_json*/) {
   result.set("account", text);
   result.set("user_data_limit", 65536);  // user_data <= 64 KiB (digitalocean.md section 4)
   result.set("allow_from", true);       // create and open_ports narrow sources
-  result.set("token_from", Token().origin);
+  result.set("token_from", api_->credential().origin);
   result.set("endpoint", endpoint_);
   return json::Stringify(result);
 }
@@ -838,9 +772,10 @@ std::string DigitalOceanDriver::Delete(const std::string& request_json) {
     name = json::Str(d, "name");
     key_ids = TagsWithPrefix(d, kKeyTagPrefix);
     host_.Progress("deleting droplet " + name + " (id " + id + ")");
-    int status = 0;
-    ObjectPtr doc = Call("DELETE", "/droplets/" + id, "delete droplet " + name, nullptr, {404, 422},
-                         &status);
+    const kit::ApiAnswer a =
+        api_->Call("DELETE", "/droplets/" + id, "delete droplet " + name, nullptr, {404, 422});
+    const int status = a.status;
+    const ObjectPtr& doc = a.doc;
     if (status == 422) {
       // "a destroy is already in progress" counts as deleted; anything else is an error.
       std::string msg = doc ? json::Str(doc, "message") : "";
@@ -859,8 +794,8 @@ std::string DigitalOceanDriver::Delete(const std::string& request_json) {
     for (const auto& fw : ListAll("/firewalls", "firewalls", "list firewalls")) {
       if (json::Str(fw, "name") != fw_name) continue;
       host_.Progress("deleting firewall " + fw_name);
-      Call("DELETE", "/firewalls/" + Encode(json::Str(fw, "id")), "delete firewall " + fw_name,
-           nullptr, {404});
+      api_->Call("DELETE", "/firewalls/" + Encode(json::Str(fw, "id")), "delete firewall " + fw_name,
+           nullptr, {404}).doc;
     }
   }
   // The droplet vanished before we could read its key tag (a failed boot): every key gpuprov
@@ -951,9 +886,8 @@ std::string DigitalOceanDriver::DeleteResource(const std::string& request_json) 
                        : ref.kind == "firewall" ? "firewall"
                                                 : "ssh_key";
   // Looked up again: only what still carries gpuprov's mark is deleted.
-  int status = 0;
-  ObjectPtr doc = Call("GET", path, "get " + ref.kind + " " + ref.id, nullptr, {404}, &status);
-  ObjectPtr o = status == 404 ? nullptr : json::Obj(doc, member);
+  const kit::ApiAnswer a = api_->Call("GET", path, "get " + ref.kind + " " + ref.id, nullptr, {404});
+  ObjectPtr o = a.status == 404 ? nullptr : json::Obj(a.doc, member);
   if (!o) return kit::DeletedResult(false);
   const bool ours = ref.kind == "vm" ? HasTag(o, kManagedTag)
                                      : json::Str(o, "name").rfind(kResourcePrefix, 0) == 0;
@@ -963,8 +897,9 @@ std::string DigitalOceanDriver::DeleteResource(const std::string& request_json) 
                           (ref.kind == "vm" ? "tag" : "name") + "; gpuprov leaves it alone");
   }
   host_.Progress("deleting " + ref.kind + " " + json::Str(o, "name") + " (id " + ref.id + ")");
-  Call("DELETE", path, "delete " + ref.kind + " " + ref.id, nullptr, {404}, &status);
-  return kit::DeletedResult(status != 404);
+  const kit::ApiAnswer d =
+      api_->Call("DELETE", path, "delete " + ref.kind + " " + ref.id, nullptr, {404});
+  return kit::DeletedResult(d.status != 404);
 }
 
 }  // namespace gpuprov::digitalocean

@@ -29,7 +29,7 @@
 #include "credentials.h"
 #include "driver_request.h"
 #include "gpuprov/sdk.hpp"
-#include "http_client.h"
+#include "api_client.h"
 
 namespace gpuprov::digitalocean {
 
@@ -71,11 +71,6 @@ class DigitalOceanDriver {
  private:
   using ObjectPtr = Poco::JSON::Object::Ptr;
 
-  /// One API call with the token; returns the parsed body (nullptr for an empty one).
-  /// Maps failures to DriverError; `allow` lists statuses returned as-is (then *status is set).
-  ObjectPtr Call(const std::string& method, const std::string& path, const std::string& what,
-                 const ObjectPtr& body = nullptr, const std::set<int>& allow = {},
-                 int* status = nullptr, bool idempotent = true);
   /// POST /droplets without ever making two: a 5xx or a lost answer is followed by a look-up
   /// by name before the next try.
   ObjectPtr CreateDroplet(const std::string& name, const ObjectPtr& body);
@@ -99,8 +94,6 @@ class DigitalOceanDriver {
   /// when the sizes list cannot be read.
   std::string DefaultRegionFor(const std::string& slug,
                                const std::vector<std::string>& table_regions);
-  /// The token, resolved on first use; throws AUTH with a hint when there is none.
-  const drivers::Credential& Token();
 
   /// Droplets tagged gpuprov: the regular list by tag plus GPU droplets (type=gpus).
   std::vector<ObjectPtr> ManagedDroplets();
@@ -140,8 +133,7 @@ class DigitalOceanDriver {
   std::string default_region_;
   ObjectPtr config_;
   std::vector<std::string> capacity_messages_;
-  std::unique_ptr<drivers::HttpClient> http_;
-  std::optional<drivers::Credential> token_;
+  std::unique_ptr<drivers::ApiClient> api_;
 };
 
 }  // namespace gpuprov::digitalocean

@@ -9,16 +9,14 @@
 
 #include "gpuprov/sdk.hpp"
 #include "json_util.h"
+#include "text.h"
 
 namespace gpuprov::digitalocean {
 namespace {
 
 using gpuprov::sdk::DriverError;
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
+using gpuprov::drivers::Lower;
 
 bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
@@ -109,6 +107,35 @@ gpuprov_type_status Classify422(const std::string& message,
     if (Contains(m, s)) return GPUPROV_STATUS_QUOTA;
   }
   return GPUPROV_STATUS_INVALID_INPUT;
+}
+
+drivers::ApiDialect DigitalOceanApi(const std::vector<std::string>& capacity_messages) {
+  drivers::ApiDialect d;
+  d.cloud = "DigitalOcean";
+  d.driver = "digitalocean";
+  d.read_error = [](const std::string& body) { return drivers::ApiError{"", ApiMessage(body)}; };
+  d.status_of = [capacity_messages](int http_status, const drivers::ApiError& e,
+                                    const std::string&) {
+    return http_status == 422 ? Classify422(e.text, capacity_messages)
+                              : drivers::StatusOfHttp(http_status);
+  };
+  d.quote = drivers::QuoteForm::kColonUnlessHint;
+  d.hints = {
+      {.http_status = 401, .text = " for the token from {origin}; " + TokenHint()},
+      {.http_status = 403,
+       .text = ": the token from {origin} lacks a scope this needs, or the account is locked; " +
+               TokenHint()},
+  };
+  d.quote_empty_answer = true;
+  return d;
+}
+
+drivers::ApiAuth DigitalOceanAuth(const Poco::JSON::Object::Ptr& config) {
+  drivers::ApiAuth a;
+  a.resolve = [config] { return ResolveToken(config); };
+  a.missing = "no DigitalOcean API token found: " + TokenHint();
+  a.label = "token";
+  return a;
 }
 
 }  // namespace gpuprov::digitalocean

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "api_client.h"
 #include "credentials.h"
 #include "tags.h"
 #include "vm_rules.h"
@@ -61,6 +62,12 @@ std::string StateOf(const std::string& droplet_status);
 
 /// DigitalOcean's error body {"id","message"} -> "message (id)"; raw text cut short otherwise.
 std::string ApiMessage(const std::string& body);
+
+/// DigitalOcean's API as the kit's client reads it (api_client.h): the envelope (ApiMessage),
+/// HTTP statuses with 422 read by Classify422 (with `capacity_messages`), the 401/403 hints.
+drivers::ApiDialect DigitalOceanApi(const std::vector<std::string>& capacity_messages);
+/// "Authorization: Bearer <token>", the token from ResolveToken(config).
+drivers::ApiAuth DigitalOceanAuth(const Poco::JSON::Object::Ptr& config);
 
 /// The status for a 422: CAPACITY when the message names unavailable size/region/capacity
 /// (or one of `extra_capacity` substrings), QUOTA only for the account's limits ("droplet

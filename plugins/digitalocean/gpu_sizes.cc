@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "gpu_sizes.h"
 
+#include "gpu_names.h"
+
 #include <cctype>
 #include <map>
 
@@ -10,14 +12,9 @@ namespace {
 const std::vector<std::string> kNvidiaRegions = {"nyc2", "tor1"};
 const std::vector<std::string> kAmdRegions = {"atl1"};
 
-std::string Normalize(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == ' ' || c == '-' || c == '_') continue;
-    out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  }
-  return out;
-}
+// The GPU models DigitalOcean sells (the kit's canonical names, gpu_names.h).
+constexpr std::string_view kDigitalOceanGpus[] = {"H100",       "H200",   "L40S",  "RTX6000ADA",
+                                                  "RTX4000ADA", "MI300X", "MI325X"};
 
 }  // namespace
 
@@ -47,18 +44,7 @@ const std::vector<GpuSize>& KnownSizes() {
 const GpuSize& CpuSize() { return KnownSizes().back(); }
 
 std::optional<std::string> CanonicalGpuType(const std::string& requested) {
-  static const std::map<std::string, std::string> kAliases = {
-      {"H100", "H100"},           {"H10080GB", "H100"},        {"NVIDIAH100", "H100"},
-      {"H200", "H200"},           {"H200141GB", "H200"},       {"NVIDIAH200", "H200"},
-      {"L40S", "L40S"},           {"L40S48GB", "L40S"},        {"NVIDIAL40S", "L40S"},
-      {"RTX6000ADA", "RTX6000ADA"}, {"6000ADA", "RTX6000ADA"}, {"NVIDIARTX6000ADA", "RTX6000ADA"},
-      {"RTX4000ADA", "RTX4000ADA"}, {"4000ADA", "RTX4000ADA"}, {"NVIDIARTX4000ADA", "RTX4000ADA"},
-      {"MI300X", "MI300X"},       {"AMDMI300X", "MI300X"},
-      {"MI325X", "MI325X"},       {"AMDMI325X", "MI325X"},
-  };
-  auto it = kAliases.find(Normalize(requested));
-  if (it == kAliases.end()) return std::nullopt;
-  return it->second;
+  return drivers::CanonicalGpuAmong(requested, kDigitalOceanGpus);
 }
 
 const drivers::Catalogue& SizeCatalogue() {
