@@ -114,12 +114,21 @@ ApiAnswer ApiClient::Send(const ApiCall& call) {
   }
   if (TrimSpace(resp.body).empty()) return a;
   a.doc = json::TryParseObject(resp.body);
-  if (!a.doc && a.ok() && !call.raw) {
+  if (!a.doc && a.ok() && !call.raw && !dialect_.any_json) {
     throw DriverError(GPUPROV_STATUS_FAILED, call.what + ": " + dialect_.cloud +
                                                  " answered HTTP " + std::to_string(resp.status) +
                                                  " with a body that is not a JSON object");
   }
   return a;
+}
+
+Poco::Dynamic::Var ApiAnswer::Parsed() const {
+  try {
+    Poco::JSON::Parser parser;
+    return parser.parse(body);
+  } catch (...) {
+    return {};
+  }
 }
 
 ApiAnswer ApiClient::Call(const std::string& method, const std::string& path,

@@ -13,6 +13,7 @@
 //   "<what>: <cloud> API at <endpoint>: ...".
 #pragma once
 
+#include <Poco/Dynamic/Var.h>
 #include <Poco/JSON/Object.h>
 
 #include <functional>
@@ -98,6 +99,8 @@ struct ApiDialect {
   bool always_content_type = false;
   /// A call that could not complete quotes the cloud's last answer even when it was empty.
   bool quote_empty_answer = false;
+  /// A 2xx body may be any JSON (a list): never refused for not being an object.
+  bool any_json = false;
 };
 
 /// How each request carries the credential: "<header>: <scheme><value>".
@@ -131,6 +134,8 @@ struct ApiAnswer {
   Poco::JSON::Object::Ptr doc;  ///< the body as a JSON object; nullptr when empty or not one
   ApiError error;               ///< for a non-2xx answer
   bool ok() const { return status >= 200 && status < 300; }
+  /// The body as any JSON value (object, list, ...); empty when it is not JSON.
+  Poco::Dynamic::Var Parsed() const;
 };
 
 class ApiClient {

@@ -38,15 +38,6 @@ std::string Join(const std::vector<std::string>& items, const std::string& sep =
   return out;
 }
 
-Poco::Dynamic::Var ParseAny(const std::string& text) {
-  try {
-    Poco::JSON::Parser parser;
-    return parser.parse(text);
-  } catch (...) {
-    return {};
-  }
-}
-
 std::vector<std::string> StringsOf(const Array::Ptr& a) {
   std::vector<std::string> out;
   for (size_t i = 0; a && i < a->size(); ++i)
@@ -83,26 +74,23 @@ VerdaDriver::VerdaDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host)
   delete_wait_ = seconds(json::Int(config_, "delete_wait_seconds", 600));
   placement_wait_ = seconds(json::Int(config_, "placement_wait_seconds", 120));
   poll_interval_ = milliseconds(json::Int(config_, "poll_interval_ms", 5000));
-  try {
-    http_ = std::make_unique<kit::HttpClient>(endpoint_, kit::RetryPolicyFrom(config_), host_);
-  } catch (const kit::HttpError& e) {
-    kit::ThrowHttpError(e,
-                        "the Verda endpoint (GPUPROV_VERDA_ENDPOINT or endpoint in "
-                        "[clouds.verda])");
-  }
+  kit::ApiAuth auth;
+  auth.resolve = [this]() -> std::optional<kit::Credential> {
+    credentials_ = ResolveCredentials(config_);
+    if (!credentials_) return std::nullopt;
+    return kit::Credential{"", credentials_->origin};
+  };
+  auth.missing = "no Verda API credentials found: " + CredentialsHint();
+  auth.label = "client credentials";
+  auth.token = [this](bool renew) { return Token(renew); };
+  api_ = std::make_unique<kit::ApiClient>(endpoint_, kit::RetryPolicyFrom(config_), host_,
+                                         VerdaApi(), auth);
 }
 
 // --- auth and calls ------------------------------------------------------------------------
 
 const ClientCredentials& VerdaDriver::Credentials() {
-  if (!credentials_) {
-    credentials_ = ResolveCredentials(config_);
-    if (!credentials_) {
-      throw DriverError(GPUPROV_STATUS_AUTH,
-                        "no Verda API credentials found: " + CredentialsHint());
-    }
-    host_.Debug("client credentials from " + credentials_->origin);
-  }
+  api_->credential();  // resolves credentials_ once (VerdaAuth), AUTH with the hint when none
   return *credentials_;
 }
 
@@ -116,7 +104,7 @@ const std::string& VerdaDriver::Token(bool renew) {
   req.body = TokenRequestBody(Credentials());
   kit::HttpResponse resp;
   try {
-    resp = http_->Send(req);
+    resp = api_->http().Send(req);
   } catch (const kit::HttpError& e) {
     kit::ThrowHttpError(
         e, "get a Verda access token at " + endpoint_,
@@ -139,67 +127,16 @@ const std::string& VerdaDriver::Token(bool renew) {
   return token_;
 }
 
-VerdaDriver::Answer VerdaDriver::Call(const std::string& method, const std::string& path,
-                                      const std::string& what, const std::string& body,
-                                      const std::set<int>& allow, bool idempotent) {
-  kit::HttpRequest req;
-  req.idempotent = idempotent;
-  req.method = method;
-  req.path_and_query = path;
-  req.headers["Content-Type"] = "application/json";
-  if (!body.empty()) req.body = body;
-  kit::HttpResponse resp;
-  for (bool renewed = false;; renewed = true) {
-    req.headers["Authorization"] = "Bearer " + Token(renewed);
-    try {
-      resp = http_->Send(req);
-    } catch (const kit::HttpError& e) {
-      kit::ThrowHttpError(
-          e, what + ": Verda API at " + endpoint_,
-          e.last_response().body.empty() ? "" : ParseApiError(e.last_response().body).Text());
-    }
-    // An expired or revoked token: one new token, then the call once more (section 8).
-    if (resp.status != 401 || renewed) break;
-    host_.Debug(what + ": 401, renewing the access token");
-  }
-  Answer a;
-  a.status = resp.status;
-  a.body = resp.body;
-  a.headers = resp.headers;
-  const bool ok = resp.status >= 200 && resp.status < 300;
-  if (!ok) {
-    a.error = ParseApiError(resp.body);
-    if (allow.count(resp.status) == 0) {
-      const gpuprov_type_status st = StatusOf(resp.status, a.error);
-      std::string text = what + ": Verda answered HTTP " + std::to_string(resp.status) + " (" +
-                         a.error.Text() + ")";
-      if (st == GPUPROV_STATUS_AUTH) {
-        text +=
-            " for the client credentials from " + Credentials().origin + "; " + CredentialsHint();
-      } else if (st == GPUPROV_STATUS_QUOTA) {
-        text += "; add funds or ask Verda support to raise the project's limits";
-      } else if (st == GPUPROV_STATUS_CAPACITY) {
-        text +=
-            "; Verda has no capacity for this type there now: try another location or GPU "
-            "(--region, --gpus), or later";
-      }
-      throw DriverError(st, text);
-    }
-    return a;
-  }
-  a.doc = ParseAny(resp.body);
-  return a;
-}
-
-Array::Ptr VerdaDriver::ArrayOf(const Answer& a, const std::string& what) {
-  if (a.doc.type() == typeid(Array::Ptr)) return a.doc.extract<Array::Ptr>();
+Array::Ptr VerdaDriver::ArrayOf(const kit::ApiAnswer& a, const std::string& what) {
+  const Poco::Dynamic::Var doc = a.Parsed();
+  if (doc.type() == typeid(Array::Ptr)) return doc.extract<Array::Ptr>();
   throw DriverError(GPUPROV_STATUS_FAILED, what + ": Verda's answer is not a JSON list");
 }
 
 // --- instances -----------------------------------------------------------------------------
 
 std::vector<VerdaDriver::ObjectPtr> VerdaDriver::Instances() {
-  Array::Ptr list = ArrayOf(Call("GET", "/instances", "list instances"), "list instances");
+  Array::Ptr list = ArrayOf(api_->Call("GET", "/instances", "list instances"), "list instances");
   std::vector<ObjectPtr> out;
   for (size_t i = 0; i < list->size(); ++i) {
     ObjectPtr in = json::ObjAt(list, i);
@@ -228,9 +165,10 @@ VerdaDriver::ObjectPtr VerdaDriver::FindByName(const std::string& name, bool* fo
 }
 
 VerdaDriver::ObjectPtr VerdaDriver::InstanceById(const std::string& id) {
-  Answer a = Call("GET", "/instances/" + Encode(id), "get instance " + id, "", {400, 404});
+  const kit::ApiAnswer a =
+      api_->Call("GET", "/instances/" + Encode(id), "get instance " + id, nullptr, {400, 404});
   if (a.status == 404 || a.status == 400) return nullptr;  // "Invalid instance id"
-  ObjectPtr in = FirstObject(a.doc);
+  ObjectPtr in = FirstObject(a.Parsed());
   if (!in) throw DriverError(GPUPROV_STATUS_FAILED, "get instance " + id + ": no instance object");
   return in;
 }
@@ -252,21 +190,21 @@ std::map<std::string, std::vector<std::string>> VerdaDriver::Availability(
   // is_spot / location_code: V-SPEC marks isSpot / locationCode "Deprecated camelCase alias".
   std::vector<std::pair<std::string, std::string>> q = {{"is_spot", "false"}};
   if (!location.empty()) q.emplace_back("location_code", location);
-  Answer a = Call("GET", "/instance-availability" + kit::QueryString(q), "list availability", "",
-                  {400, 404});
+  const kit::ApiAnswer a = api_->Call("GET", "/instance-availability" + kit::QueryString(q),
+                                      "list availability", nullptr, {400, 404});
   std::map<std::string, std::vector<std::string>> stock;
   if (a.status < 300) stock = ParseAvailability(ArrayOf(a, "list availability"));
   if (a.status >= 300 || (!location.empty() && stock.count(location) == 0)) {
     // A location Verda does not have (a typo in --region or location): say which it has.
     std::vector<std::string> codes;
-    Array::Ptr all = ArrayOf(Call("GET", "/locations", "list locations"), "list locations");
+    Array::Ptr all = ArrayOf(api_->Call("GET", "/locations", "list locations"), "list locations");
     for (size_t i = 0; i < all->size(); ++i)
       codes.push_back(json::Str(json::ObjAt(all, i), "code"));
     if (location.empty() || std::find(codes.begin(), codes.end(), location) != codes.end()) {
       if (a.status >= 300) {
-        throw DriverError(StatusOf(a.status, a.error), "list availability: Verda answered HTTP " +
+        throw DriverError(StatusOf(a.status, ParseApiError(a.body)), "list availability: Verda answered HTTP " +
                                                            std::to_string(a.status) + " (" +
-                                                           a.error.Text() + ")");
+                                                           a.error.text + ")");
       }
       return stock;  // a known location that answered nothing: no stock there
     }
@@ -282,7 +220,7 @@ std::map<std::string, std::vector<std::string>> VerdaDriver::Availability(
 
 VerdaDriver::SshKey VerdaDriver::EnsureSshKey(const std::string& public_key) {
   const kit::SshPublicKey mine = kit::ParseSshPublicKey(public_key);
-  Array::Ptr keys = ArrayOf(Call("GET", kSshKeysPath, "list SSH keys"), "list SSH keys");
+  Array::Ptr keys = ArrayOf(api_->Call("GET", kSshKeysPath, "list SSH keys"), "list SSH keys");
   for (size_t i = 0; i < keys->size(); ++i) {
     ObjectPtr k = json::ObjAt(keys, i);
     const std::string line = json::Str(k, "key");
@@ -300,7 +238,10 @@ VerdaDriver::SshKey VerdaDriver::EnsureSshKey(const std::string& public_key) {
   body.set("name", name);
   body.set("key", kit::KeyIdentity(mine));
   host_.Progress("registering SSH key " + name);
-  Answer a = Call("POST", kSshKeysPath, "register SSH key " + name, json::Stringify(body));
+  const kit::ApiAnswer a = api_->Send({.method = "POST",
+                                       .path = kSshKeysPath,
+                                       .what = "register SSH key " + name,
+                                       .body = json::Stringify(body)});
   const std::string id = IdOfCreateAnswer(a.body);
   if (id.empty())
     throw DriverError(GPUPROV_STATUS_FAILED, "register SSH key: no key id in the answer");
@@ -314,7 +255,7 @@ void VerdaDriver::DeleteUnusedKeys(const std::vector<std::string>& key_ids,
     if (!IsManaged(in) || json::Str(in, "id") == except_id) continue;
     for (const auto& k : StringsOf(json::Arr(in, "ssh_key_ids"))) used.insert(k);
   }
-  Array::Ptr keys = ArrayOf(Call("GET", kSshKeysPath, "list SSH keys"), "list SSH keys");
+  Array::Ptr keys = ArrayOf(api_->Call("GET", kSshKeysPath, "list SSH keys"), "list SSH keys");
   for (size_t i = 0; i < keys->size(); ++i) {
     ObjectPtr k = json::ObjAt(keys, i);
     const std::string id = json::Str(k, "id");
@@ -323,7 +264,8 @@ void VerdaDriver::DeleteUnusedKeys(const std::vector<std::string>& key_ids,
     if (!key_ids.empty() && std::find(key_ids.begin(), key_ids.end(), id) == key_ids.end())
       continue;
     host_.Progress("deleting SSH key " + name + " (no gpuprov VM uses it)");
-    Call("DELETE", std::string(kSshKeysPath) + "/" + Encode(id), "delete SSH key " + name, "", {404});
+    api_->Call("DELETE", std::string(kSshKeysPath) + "/" + Encode(id), "delete SSH key " + name,
+               nullptr, {404});
   }
 }
 
@@ -334,7 +276,7 @@ std::vector<VerdaDriver::ObjectPtr> VerdaDriver::Scripts(const std::string& name
     std::vector<std::pair<std::string, std::string>> q = {
         {"page", std::to_string(page)}, {"pageSize", std::to_string(kScriptPageSize)}};
     if (!name_filter.empty()) q.emplace_back("name", name_filter);
-    Answer a = Call("GET", "/scripts" + kit::QueryString(q), "list startup scripts");
+    kit::ApiAnswer a = api_->Call("GET", "/scripts" + kit::QueryString(q), "list startup scripts");
     Array::Ptr items = ArrayOf(a, "list startup scripts");
     bool fresh = false;
     for (size_t i = 0; i < items->size(); ++i) {
@@ -370,7 +312,7 @@ std::vector<std::string> VerdaDriver::ScriptIds(const std::string& vm_name) {
 
 std::map<std::string, LiveType> VerdaDriver::LiveTypes() {
   return ParseInstanceTypes(
-      ArrayOf(Call("GET", "/instance-types", "list instance types"), "list instance types"));
+      ArrayOf(api_->Call("GET", "/instance-types", "list instance types"), "list instance types"));
 }
 
 std::string VerdaDriver::ImageFor(const std::string& type, const std::string& wanted,
@@ -382,10 +324,11 @@ std::string VerdaDriver::ImageFor(const std::string& type, const std::string& wa
   if (!fits && !user_chose) {
     // V-SPEC GET /v1/images: "instance_type: Filter OS images by instance type"; 404 when
     // the type is unknown (then supported_os alone decides).
-    Answer a = Call("GET", "/images" + kit::QueryString({{"instance_type", type}}),
-                    "list the images of " + type, "", {404});
-    if (a.status < 300 && a.doc.type() == typeid(Array::Ptr)) {
-      Array::Ptr list = a.doc.extract<Array::Ptr>();
+    const kit::ApiAnswer a = api_->Call("GET", "/images" + kit::QueryString({{"instance_type", type}}),
+                                        "list the images of " + type, nullptr, {404});
+    const Poco::Dynamic::Var doc = a.Parsed();
+    if (a.status < 300 && doc.type() == typeid(Array::Ptr)) {
+      Array::Ptr list = doc.extract<Array::Ptr>();
       for (size_t i = 0; i < list->size(); ++i) {
         ObjectPtr o = json::ObjAt(list, i);
         if (!o) continue;
@@ -414,8 +357,11 @@ std::string VerdaDriver::CreateScript(const std::string& vm_name, const std::str
   body.set("script", text);
   host_.Progress("creating startup script " + ScriptName(vm_name) + " (" +
                  std::to_string(text.size()) + " bytes)");
-  Answer a = Call("POST", "/scripts", "create startup script " + ScriptName(vm_name),
-                  json::Stringify(body));
+  const kit::ApiAnswer a =
+      api_->Send({.method = "POST",
+                  .path = "/scripts",
+                  .what = "create startup script " + ScriptName(vm_name),
+                  .body = json::Stringify(body)});
   const std::string id = IdOfCreateAnswer(a.body);
   if (id.empty())
     throw DriverError(GPUPROV_STATUS_FAILED, "create startup script: no id in the answer");
@@ -425,8 +371,8 @@ std::string VerdaDriver::CreateScript(const std::string& vm_name, const std::str
 void VerdaDriver::DeleteScripts(const std::string& vm_name) {
   for (const auto& id : ScriptIds(vm_name)) {
     host_.Progress("deleting startup script " + ScriptName(vm_name));
-    Call("DELETE", "/scripts/" + Encode(id), "delete startup script " + ScriptName(vm_name), "",
-         {404});
+    api_->Call("DELETE", "/scripts/" + Encode(id), "delete startup script " + ScriptName(vm_name),
+               nullptr, {404});
   }
 }
 
@@ -434,17 +380,22 @@ void VerdaDriver::DeleteScripts(const std::string& vm_name) {
 
 std::string VerdaDriver::Launch(const std::string& name, const std::string& body) {
   const std::string what = "create instance " + name;
-  kit::Backoff backoff(host_, http_->policy(), what);
+  kit::Backoff backoff(host_, api_->http().policy(), what);
   for (;;) {
     std::optional<DriverError> failure;
     try {
-      Answer a = Call("POST", "/instances", what, body, {500, 502, 503, 504}, /*idempotent=*/false);
-      if (IsNoCapacityAnswer(a.status, a.error)) {
+      const kit::ApiAnswer a = api_->Send({.method = "POST",
+                                           .path = "/instances",
+                                           .what = what,
+                                           .body = body,
+                                           .allow = {500, 502, 503, 504},
+                                           .idempotent = false});
+      if (IsNoCapacityAnswer(a.status, ParseApiError(a.body))) {
         // Sold out there: nothing was made, and another try would only meet the same answer;
         // CAPACITY lets the host move on to another location or GPU.
         throw DriverError(GPUPROV_STATUS_CAPACITY,
                           what + ": Verda answered HTTP " + std::to_string(a.status) + " (" +
-                              a.error.Text() +
+                              a.error.text +
                               "); Verda has no capacity for this type there now: try another "
                               "location or GPU (--region, --gpus), or later");
       }
@@ -456,7 +407,7 @@ std::string VerdaDriver::Launch(const std::string& name, const std::string& body
       }
       failure.emplace(
           GPUPROV_STATUS_TRANSIENT,
-          what + ": Verda answered HTTP " + std::to_string(a.status) + " (" + a.error.Text() + ")");
+          what + ": Verda answered HTTP " + std::to_string(a.status) + " (" + a.error.text + ")");
     } catch (const DriverError& e) {
       if (e.status() != GPUPROV_STATUS_TRANSIENT) throw;
       failure.emplace(e);
@@ -649,33 +600,24 @@ VerdaDriver::ObjectPtr VerdaDriver::VmJson(const ObjectPtr& in) const {
   const std::string ip = json::Str(in, "ip");
   const VmState state = StateOf(status, !ip.empty());
   const std::string type_name = json::Str(in, "instance_type");
-  Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-  vm->set("id", json::Str(in, "id"));
-  vm->set("name", json::Str(in, "hostname"));
-  vm->set("state", state.state);
-  vm->set("public_ip", state.state == "running" ? ip : std::string());
-  vm->set("ssh_port", 22);
-  vm->set("ssh_user", kSshUser);
-  vm->set("region", json::Str(in, "location"));
-  vm->set("instance_type", type_name);
-  vm->set("image", json::Str(in, "image"));
-  vm->set("gpus", GpusText(type_name));
-  vm->set("created_at", json::Str(in, "created_at"));
-  vm->set("message", state.message);
-  vm->set("ports", kit::PortMap({22}));
-  Object::Ptr tags = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-  if (Array::Ptr t = json::Arr(in, "tags")) {
-    for (size_t i = 0; i < t->size(); ++i) {
-      if (ObjectPtr one = json::ObjAt(t, i))
-        tags->set(json::Str(one, "key"), json::Str(one, "value"));
-    }
-  }
-  vm->set("tags", tags);
-  return vm;
+  kit::VmFields vm;
+  vm.id = json::Str(in, "id");
+  vm.name = json::Str(in, "hostname");
+  vm.state = state.state;
+  vm.public_ip = state.state == "running" ? ip : std::string();
+  vm.ssh_user = kSshUser;
+  vm.region = json::Str(in, "location");
+  vm.instance_type = type_name;
+  vm.image = json::Str(in, "image");
+  vm.gpus = GpusText(type_name);
+  vm.created_at = json::Str(in, "created_at");
+  vm.message = state.message;
+  vm.tags = kit::KeyValueTags(json::Arr(in, "tags"));
+  return kit::VmJson(vm);
 }
 
 std::string VerdaDriver::Check(const std::string& /*request_json*/) {
-  Array::Ptr keys = ArrayOf(Call("GET", kSshKeysPath, "check the Verda credentials"),
+  Array::Ptr keys = ArrayOf(api_->Call("GET", kSshKeysPath, "check the Verda credentials"),
                             "check the Verda credentials");
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
   result.set("account", "Verda project (" + std::to_string(keys->size()) + " SSH keys)");
@@ -761,11 +703,15 @@ bool VerdaDriver::DeleteInstance(const ObjectPtr& instance) {
   const std::string body = DeleteActionBody(id, VolumesToDelete(instance));
   const auto start = Clock::now();
   for (;;) {
-    Answer a = Call("PUT", "/instances", what, body, {400, 404});
+    const kit::ApiAnswer a =
+        api_->Send({.method = "PUT", .path = "/instances", .what = what, .body = body,
+                    .allow = {400, 404}});
+    const ApiError error = ParseApiError(a.body);
+    const Poco::Dynamic::Var doc = a.Parsed();
     // The message is either the error envelope or the instance's entry in the result list.
-    std::string message = a.status >= 400 ? a.error.message : "";
-    if (a.status < 400 && a.doc.type() == typeid(Array::Ptr)) {
-      Array::Ptr results = a.doc.extract<Array::Ptr>();
+    std::string message = a.status >= 400 ? error.message : "";
+    if (a.status < 400 && doc.type() == typeid(Array::Ptr)) {
+      Array::Ptr results = doc.extract<Array::Ptr>();
       for (size_t i = 0; i < results->size(); ++i) {
         ObjectPtr r = json::ObjAt(results, i);
         if (r && json::Str(r, "instanceId") == id) message = json::Str(r, "error");
@@ -779,7 +725,7 @@ bool VerdaDriver::DeleteInstance(const ObjectPtr& instance) {
       case ActionOutcome::kGone:
         return false;
       case ActionOutcome::kFailed:
-        throw DriverError(a.status >= 400 ? StatusOf(a.status, a.error) : GPUPROV_STATUS_FAILED,
+        throw DriverError(a.status >= 400 ? StatusOf(a.status, error) : GPUPROV_STATUS_FAILED,
                           what + ": Verda answered " + message);
       case ActionOutcome::kNotYet:
         break;
@@ -846,7 +792,7 @@ std::string VerdaDriver::ListResources(const std::string& /*request_json*/) {
     r.created_at = json::Str(sc, "created_at");
     out.push_back(r);
   }
-  Array::Ptr keys = ArrayOf(Call("GET", kSshKeysPath, "list SSH keys"), "list SSH keys");
+  Array::Ptr keys = ArrayOf(api_->Call("GET", kSshKeysPath, "list SSH keys"), "list SSH keys");
   for (size_t i = 0; i < keys->size(); ++i) {
     ObjectPtr k = json::ObjAt(keys, i);
     const std::string name = json::Str(k, "name");
@@ -883,7 +829,7 @@ std::string VerdaDriver::DeleteResource(const std::string& request_json) {
   if (script) {
     list = Scripts(kResourcePrefix);
   } else {
-    Array::Ptr keys = ArrayOf(Call("GET", path, "list SSH keys"), "list SSH keys");
+    Array::Ptr keys = ArrayOf(api_->Call("GET", path, "list SSH keys"), "list SSH keys");
     for (size_t i = 0; i < keys->size(); ++i) list.push_back(json::ObjAt(keys, i));
   }
   for (const auto& o : list) {
@@ -891,8 +837,8 @@ std::string VerdaDriver::DeleteResource(const std::string& request_json) {
     const std::string name = json::Str(o, "name");
     if (name.rfind(kResourcePrefix, 0) != 0) throw refuse();
     host_.Progress("deleting " + std::string(script ? "startup script " : "SSH key ") + name);
-    Answer a = Call("DELETE", path + "/" + Encode(ref.id), "delete " + ref.kind + " " + name, "",
-                    {404});
+    const kit::ApiAnswer a = api_->Call("DELETE", path + "/" + Encode(ref.id),
+                                        "delete " + ref.kind + " " + name, nullptr, {404});
     return kit::DeletedResult(a.status != 404);
   }
   return kit::DeletedResult(false);

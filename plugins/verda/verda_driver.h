@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "gpuprov/sdk.hpp"
-#include "http_client.h"
+#include "api_client.h"
 #include "verda_rules.h"
 
 namespace gpuprov::verda {
@@ -58,22 +58,11 @@ class VerdaDriver {
   using ObjectPtr = Poco::JSON::Object::Ptr;
   using ArrayPtr = Poco::JSON::Array::Ptr;
 
-  /// One API call with the bearer token (fetched once, cached until shortly before it
-  /// expires, fetched again once on a 401). Failures become DriverError by the status table;
-  /// statuses in `allow` are returned as they are.
-  struct Answer {
-    int status = 0;
-    std::string body;
-    Poco::Dynamic::Var doc;  ///< the parsed body (empty when it is not JSON)
-    ApiError error;          ///< of a failure
-    drivers::HttpHeaders headers;
-  };
-  Answer Call(const std::string& method, const std::string& path, const std::string& what,
-              const std::string& body = "", const std::set<int>& allow = {},
-              bool idempotent = true);
+  /// The OAuth access token (fetched once, cached until shortly before it expires; again
+  /// with `renew`, which the client asks after a 401).
   const std::string& Token(bool renew);
   const ClientCredentials& Credentials();
-  static ArrayPtr ArrayOf(const Answer& a, const std::string& what);
+  static ArrayPtr ArrayOf(const drivers::ApiAnswer& a, const std::string& what);
 
   /// Every instance of the account that is not gone.
   std::vector<ObjectPtr> Instances();
@@ -135,7 +124,7 @@ class VerdaDriver {
   std::chrono::seconds delete_wait_;
   std::chrono::seconds placement_wait_;
   std::chrono::milliseconds poll_interval_;
-  std::unique_ptr<drivers::HttpClient> http_;
+  std::unique_ptr<drivers::ApiClient> api_;
   std::optional<ClientCredentials> credentials_;
   std::string token_;
   std::chrono::steady_clock::time_point token_expiry_{};

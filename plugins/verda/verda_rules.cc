@@ -12,9 +12,11 @@
 
 #include "config_files.h"
 #include "driver_status.h"
+#include "gpu_names.h"
 #include "gpuprov/sdk.hpp"
 #include "json_util.h"
 #include "ssh_public_key.h"
+#include "text.h"
 
 namespace gpuprov::verda {
 namespace {
@@ -47,14 +49,10 @@ size_t CodePoints(const std::string& s) {
 }
 constexpr std::array<std::string_view, 2> kQuotaWords = {"quota", "limit exceeded"};
 
-std::string Normalize(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == ' ' || c == '-' || c == '_') continue;
-    out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  }
-  return out;
-}
+// The GPU models Verda rents (the kit's canonical names, gpu_names.h).
+constexpr std::string_view kVerdaGpus[] = {"H100",       "H200",       "A100", "L40S",
+                                           "A6000",      "RTX6000ADA", "RTXPRO6000", "B200",
+                                           "B300",       "V100"};
 
 std::optional<ClientCredentials> FromEnvPair(const std::string& id_var,
                                              const std::string& secret_var) {
@@ -162,6 +160,31 @@ gpuprov_type_status StatusOf(int http_status, const ApiError& error) {
   return drivers::StatusOf(http_status, error.code, kCodes);
 }
 
+drivers::ApiDialect VerdaApi() {
+  drivers::ApiDialect d;
+  d.cloud = "Verda";
+  d.driver = "verda";
+  d.read_error = [](const std::string& body) {
+    const ApiError e = ParseApiError(body);
+    return drivers::ApiError{e.code, e.Text()};
+  };
+  d.status_of = [](int http_status, const drivers::ApiError&, const std::string& body) {
+    return StatusOf(http_status, ParseApiError(body));
+  };
+  d.hints = {
+      {.status = GPUPROV_STATUS_AUTH,
+       .text = " for the client credentials from {origin}; " + CredentialsHint()},
+      {.status = GPUPROV_STATUS_QUOTA,
+       .text = "; add funds or ask Verda support to raise the project's limits"},
+      {.status = GPUPROV_STATUS_CAPACITY,
+       .text = "; Verda has no capacity for this type there now: try another location or GPU "
+               "(--region, --gpus), or later"},
+  };
+  d.always_content_type = true;
+  d.any_json = true;
+  return d;
+}
+
 bool IsNoCapacityAnswer(int http_status, const ApiError& error) {
   if (http_status == 503 && error.code == "service_unavailable") return true;
   return http_status >= 500 && drivers::MentionsAny(error.message, kCapacityWords);
@@ -197,32 +220,7 @@ bool IsUnplacedStatus(const std::string& s) { return s == "new" || s == "ordered
 // ---- instance types --------------------------------------------------------------------------
 
 std::optional<std::string> CanonicalGpu(const std::string& requested) {
-  static const std::map<std::string, std::string> kAliases = {
-      {"H100", "H100"},
-      {"H10080GB", "H100"},
-      {"H100SXM", "H100"},
-      {"H100SXM5", "H100"},
-      {"H200", "H200"},
-      {"H200141GB", "H200"},
-      {"A100", "A100"},
-      {"A10080GB", "A100"},
-      {"A10040GB", "A100"},
-      {"A100SXM", "A100"},
-      {"A100SXM4", "A100"},
-      {"L40S", "L40S"},
-      {"A6000", "A6000"},
-      {"RTXA6000", "A6000"},
-      {"RTX6000ADA", "RTX6000ADA"},
-      {"RTX6000ADAGENERATION", "RTX6000ADA"},
-      {"RTXPRO6000", "RTXPRO6000"},
-      {"B200", "B200"},
-      {"B300", "B300"},
-      {"V100", "V100"},
-      {"TESLAV100", "V100"},
-  };
-  auto it = kAliases.find(Normalize(requested));
-  if (it == kAliases.end()) return std::nullopt;
-  return it->second;
+  return drivers::CanonicalGpuAmong(requested, kVerdaGpus);
 }
 
 const drivers::Catalogue& TypeCatalogue() {
@@ -263,7 +261,7 @@ const drivers::Catalogue& TypeCatalogue() {
     c.cpu_default = {"CPU.4V.16G", "", 0, true};
     c.canonical_gpu = CanonicalGpu;
     c.gpu_hint = [](const std::string& requested) {
-      const std::string n = Normalize(requested);
+      const std::string n = drivers::Squash(requested);
       if (n == "L4" || n == "T4" || n == "A10" || n == "A10G") {
         return std::string("Verda has no ") + requested + " instances";
       }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "catalogue.h"
+#include "api_client.h"
 #include "credentials.h"
 #include "gpuprov/driver_abi.h"
 #include "tags.h"
@@ -88,6 +89,10 @@ ApiError ParseApiError(const std::string& body);
 /// The driver status of an answer: capacity ("Not enough resources") and quota words in the
 /// message first, then the code table (section 8), else the HTTP status.
 gpuprov_type_status StatusOf(int http_status, const ApiError& error);
+
+/// Verda's API as the kit's client reads it (api_client.h): the envelope (ParseApiError),
+/// StatusOf, the AUTH/QUOTA/CAPACITY hints; answers may be JSON lists.
+drivers::ApiDialect VerdaApi();
 
 /// True when an answer to POST /instances says "no capacity": V-SPEC `POST /v1/instances`
 /// answers 503 {"code":"service_unavailable","message":"No capacity available"} ("The requested
