@@ -20,6 +20,7 @@
 #include "ec2_xml.h"
 #include "http_client.h"
 #include "sigv4.h"
+#include "text.h"
 
 namespace gpuprov::aws {
 namespace {
@@ -39,10 +40,7 @@ std::string Get(const EnvLookup& env, const std::string& name) {
   return v ? drivers::TrimSpace(*v) : "";
 }
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
+using gpuprov::drivers::Lower;
 
 std::string HomeFile(const EnvLookup& env, const std::string& override_var,
                      const std::string& leaf) {

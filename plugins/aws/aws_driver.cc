@@ -337,43 +337,36 @@ std::optional<XmlNode> AwsDriver::Resolve(const ObjectPtr& request, bool include
 
 AwsDriver::ObjectPtr AwsDriver::VmJson(const std::string& region, const XmlNode& i,
                                        const std::vector<int>& ports) const {
-  Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   auto tags = TagsOf(i);
   const std::string ec2_state = i.Text("instanceState/name");
-  const std::string type = i.Text("instanceType");
-  std::string name = tags["Name"];
-  if (name.empty()) name = tags[kNameTag];
-  vm->set("id", region + "/" + i.Text("instanceId"));
-  vm->set("name", name);
-  vm->set("state", StateOf(ec2_state));
-  vm->set("public_ip", i.Text("ipAddress"));
-  vm->set("ssh_port", 22);
-  vm->set("ssh_user", kSshUser);
-  vm->set("region", region);
-  vm->set("instance_type", type);
-  vm->set("image", i.Text("imageId"));
-  vm->set("gpus", GpusOfType(type));
-  vm->set("created_at", i.Text("launchTime"));
-  std::string message;
+  kit::VmFields vm;
+  vm.id = region + "/" + i.Text("instanceId");
+  vm.name = tags["Name"];
+  if (vm.name.empty()) vm.name = tags[kNameTag];
+  vm.state = StateOf(ec2_state);
+  vm.public_ip = i.Text("ipAddress");
+  vm.ssh_user = kSshUser;
+  vm.region = region;
+  vm.instance_type = i.Text("instanceType");
+  vm.image = i.Text("imageId");
+  vm.gpus = GpusOfType(vm.instance_type);
+  vm.created_at = i.Text("launchTime");
   if (const XmlNode* reason = i.Child("stateReason")) {
     const std::string code = reason->Text("code");
     if (ec2_state == "terminated" || ec2_state == "shutting-down") {
-      message = reason->Text("message");
-      if (message.empty()) message = code;
+      vm.message = reason->Text("message");
+      if (vm.message.empty()) vm.message = code;
       if (code.rfind("Server.", 0) == 0) {
-        message = "EC2 ended the instance: " + message +
-                  (code == "Server.InsufficientInstanceCapacity"
-                       ? " (no capacity: try another region or GPU type)"
-                       : "");
+        vm.message = "EC2 ended the instance: " + vm.message +
+                     (code == "Server.InsufficientInstanceCapacity"
+                          ? " (no capacity: try another region or GPU type)"
+                          : "");
       }
     }
   }
-  vm->set("message", message);
-  vm->set("ports", kit::PortMap(ports));
-  Object::Ptr tag_obj = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-  for (const auto& [k, v] : tags) tag_obj->set(k, v);
-  vm->set("tags", tag_obj);
-  return vm;
+  vm.ports = ports;
+  vm.tags = std::vector<std::pair<std::string, std::string>>(tags.begin(), tags.end());
+  return kit::VmJson(vm);
 }
 
 // --- network ---------------------------------------------------------------------

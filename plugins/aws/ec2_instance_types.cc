@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ec2_instance_types.h"
+#include "text.h"
 
 #include <algorithm>
 #include <cctype>
@@ -9,10 +10,7 @@
 namespace gpuprov::aws {
 namespace {
 
-std::string Upper(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
+using gpuprov::drivers::Upper;
 
 std::string CanonicalGpu(const std::string& gpu) {
   std::string g = Upper(gpu);

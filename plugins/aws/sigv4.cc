@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "sigv4.h"
+#include "text.h"
 
 #include <Poco/Crypto/DigestEngine.h>
 #include <Poco/HMACEngine.h>
@@ -20,10 +21,7 @@ class Sha256Engine : public Poco::Crypto::DigestEngine {
 
 std::string Bytes(const Poco::DigestEngine::Digest& d) { return std::string(d.begin(), d.end()); }
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
+using gpuprov::drivers::Lower;
 
 // Trims and collapses inner runs of spaces (§1.3 step 4).
 std::string CanonicalValue(const std::string& v) {

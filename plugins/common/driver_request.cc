@@ -205,12 +205,17 @@ DriverSettings ParseSettings(const std::string& settings_json, const std::string
 CreateBasics ParseCreateRequest(const std::string& request_json, const VmNameRules& rules,
                                 size_t user_data_limit, const std::string& cloud,
                                 const std::string& form) {
+  CreateBasics out = ParseCreateRequest(request_json, rules);
+  CheckUserData(out.user_data, user_data_limit, cloud, form);
+  return out;
+}
+
+CreateBasics ParseCreateRequest(const std::string& request_json, const VmNameRules& rules) {
   CreateBasics out;
   out.request = json::ParseObject(request_json, "the create request");
   out.name = json::Str(out.request, "name");
   ValidateVmName(out.name, rules);
   out.user_data = json::Str(out.request, "user_data");
-  CheckUserData(out.user_data, user_data_limit, cloud, form);
   return out;
 }
 
@@ -302,6 +307,18 @@ ResourceRef ParseResourceRequest(const std::string& request_json,
   }
   if (ref.id.empty()) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, "id is missing");
   return ref;
+}
+
+std::string GetVmResult(const std::string& request_json, const std::string& missing,
+                        const std::string& where,
+                        const std::function<Object::Ptr(const Object::Ptr& request)>& find_vm) {
+  const Object::Ptr request = json::ParseObject(request_json, "the get request");
+  const Object::Ptr vm = find_vm(request);
+  if (!vm) {
+    throw DriverError(GPUPROV_STATUS_NOT_FOUND,
+                      "no " + missing + " " + VmReference(request) + where);
+  }
+  return VmResult(vm);
 }
 
 Object::Ptr VmJson(const VmFields& f) {

@@ -11,6 +11,7 @@
 
 #include <Poco/Dynamic/Var.h>
 
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -155,6 +156,9 @@ struct CreateBasics {
 CreateBasics ParseCreateRequest(const std::string& request_json, const VmNameRules& rules,
                                 size_t user_data_limit, const std::string& cloud,
                                 const std::string& form = "raw user data");
+/// The same for a cloud that takes no user data through its API (the driver passes it on
+/// another way, or the host pushes the installer over SSH): user_data as given, unchecked.
+CreateBasics ParseCreateRequest(const std::string& request_json, const VmNameRules& rules);
 
 /// An offers request: its GPU and region ("" in the request: `default_region`).
 struct OffersQuery {
@@ -209,6 +213,14 @@ struct ResourceRef {
 };
 ResourceRef ParseResourceRequest(const std::string& request_json,
                                  const std::set<std::string>& kinds);
+
+/// The get result {"vm": ...}: parses `request_json` (INVALID_INPUT when it is not an object),
+/// `find_vm` turns the request into the VM's object, or nullptr when there is no such VM; then
+/// NOT_FOUND "no <missing> <VmReference(request)><where>" (e.g. "no gpuprov instance named a
+/// on Lambda").
+std::string GetVmResult(
+    const std::string& request_json, const std::string& missing, const std::string& where,
+    const std::function<Poco::JSON::Object::Ptr(const Poco::JSON::Object::Ptr& request)>& find_vm);
 
 /// {"vm": <vm>} or, when `existing` is set, {"vm": <vm>, "existing": <existing>} as JSON text.
 std::string VmResult(const Poco::JSON::Object::Ptr& vm,

@@ -318,3 +318,84 @@ TEST(ConfirmSources, EchoesTheListOnlyWhenItNarrows) {
 
 }  // namespace
 }  // namespace gpuprov::drivers
+
+namespace gpuprov::drivers {
+namespace {
+
+TEST(VmJson, WritesTheProtocolFieldsInOrderThenTheCloudsOwn) {
+  VmFields f;
+  f.id = "i-1";
+  f.name = "vm1";
+  f.state = "running";
+  f.public_ip = "203.0.113.7";
+  f.ssh_user = "ubuntu";
+  f.region = "us-east-1";
+  f.instance_type = "gpu_1x_a10";
+  f.image = "ubuntu-22.04";
+  f.gpus = "A10:1";
+  f.ports = {22, 6443};
+  f.tags = std::vector<std::pair<std::string, std::string>>{{"gpuprov", "1"}, {"team", "ml"}};
+  f.extra = {{"cloud_status", Poco::Dynamic::Var(std::string("active"))}};
+  EXPECT_EQ(json::Stringify(VmJson(f)),
+            R"({"id":"i-1","name":"vm1","state":"running","public_ip":"203.0.113.7",)"
+            R"("ssh_port":22,"ssh_user":"ubuntu","region":"us-east-1",)"
+            R"("instance_type":"gpu_1x_a10","image":"ubuntu-22.04","gpus":"A10:1",)"
+            R"("created_at":"","message":"","ports":{"22":22,"6443":6443},)"
+            R"("tags":{"gpuprov":"1","team":"ml"},"cloud_status":"active"})");
+}
+
+TEST(VmJson, NoTagsWithoutTags) {
+  VmFields f;
+  EXPECT_FALSE(VmJson(f)->has("tags"));
+}
+
+TEST(KeyValueTags, ReadsKeyValueObjectsInOrder) {
+  Poco::JSON::Object::Ptr in = json::ParseObject(
+      R"({"tags": [{"key": "b", "value": "2"}, 7, {"key": "a", "value": "1"}]})", "test");
+  EXPECT_EQ(KeyValueTags(json::Arr(in, "tags")),
+            (std::vector<std::pair<std::string, std::string>>{{"b", "2"}, {"a", "1"}}));
+  EXPECT_TRUE(KeyValueTags(nullptr).empty());
+}
+
+}  // namespace
+}  // namespace gpuprov::drivers
+
+namespace gpuprov::drivers {
+namespace {
+
+TEST(ParseCreateRequest, WithoutAUserDataLimitTheNameIsStillChecked) {
+  const VmNameRules rules{.what = "a test VM name", .max_length = 10};
+  const CreateBasics c =
+      ParseCreateRequest(R"({"name": "vm-1", "user_data": "anything at all, any size"})", rules);
+  EXPECT_EQ(c.name, "vm-1");
+  EXPECT_EQ(c.user_data, "anything at all, any size");
+  EXPECT_THROW(ParseCreateRequest(R"({"name": "-bad"})", rules), sdk::DriverError);
+  EXPECT_THROW(ParseCreateRequest("not json", rules), sdk::DriverError);
+}
+
+}  // namespace
+}  // namespace gpuprov::drivers
+
+namespace gpuprov::drivers {
+namespace {
+
+TEST(GetVmResult, TheFoundVmOrNotFoundNamingTheRequest) {
+  const auto find = [](const Poco::JSON::Object::Ptr& request) -> Poco::JSON::Object::Ptr {
+    if (json::Str(request, "name") != "a") return nullptr;
+    VmFields f;
+    f.name = "a";
+    return VmJson(f);
+  };
+  EXPECT_NE(GetVmResult(R"({"name": "a"})", "gpuprov VM", " on Test", find).find(R"("name":"a")"),
+            std::string::npos);
+  try {
+    GetVmResult(R"({"id": "i-9"})", "gpuprov VM", " on Test", find);
+    FAIL() << "no error";
+  } catch (const sdk::DriverError& e) {
+    EXPECT_EQ(e.status(), GPUPROV_STATUS_NOT_FOUND);
+    EXPECT_STREQ(e.what(), "no gpuprov VM with id i-9 on Test");
+  }
+}
+
+}  // namespace
+}  // namespace gpuprov::drivers

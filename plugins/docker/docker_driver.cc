@@ -20,6 +20,7 @@
 
 #include "driver_kit.h"
 #include "test_vm.h"
+#include "text.h"
 
 #ifndef GPUPROV_TESTVM_IMAGE
 #error "GPUPROV_TESTVM_IMAGE must be defined (plugins/docker/CMakeLists.txt sets it)"
@@ -73,15 +74,9 @@ struct Offer {
   int gpu_count = 0;
 };
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
+using gpuprov::drivers::Lower;
 
-std::string Upper(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
+using gpuprov::drivers::Upper;
 
 Offer CpuOffer() { return Offer{"testvm-cpu", "", 0}; }
 
@@ -385,9 +380,7 @@ std::string DockerDriver::Check(const std::string& /*request_json*/) {
 }
 
 std::string DockerDriver::Offers(const std::string& request_json) {
-  Object::Ptr request = json::ParseObject(request_json, "the request");
-  const std::string region = json::Str(request, "region");
-  std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request);
+  const auto [gpu, region] = kit::ParseOffersRequest(request_json, "");
   Array::Ptr offers = new Array();
   std::optional<size_t> row = gpu ? kit::FindGpuRow(OfferCatalogue(), gpu->type, gpu->count)
                                   : std::optional<size_t>(0);
@@ -404,9 +397,7 @@ std::string DockerDriver::Offers(const std::string& request_json) {
 }
 
 std::string DockerDriver::Create(const std::string& request_json) {
-  Object::Ptr request = json::ParseObject(request_json, "the request");
-  const std::string name = json::Str(request, "name");
-  kit::ValidateVmName(name, kVmNameRules);
+  const auto [request, name, user_data] = kit::ParseCreateRequest(request_json, kVmNameRules);
   const std::string region = json::Str(request, "region");
   if (!region.empty() && region != kRegion) {
     throw DriverError(
@@ -437,7 +428,6 @@ std::string DockerDriver::Create(const std::string& request_json) {
     }
   }
   const std::string ssh_public_key = json::Str(request, "ssh_public_key");
-  const std::string user_data = json::Str(request, "user_data");
   const std::string container_name = kContainerPrefix + name;
 
   return Translate("create " + name, [&]() -> std::string {
@@ -551,9 +541,8 @@ std::string DockerDriver::Get(const std::string& request_json) {
     Engine engine = MakeEngine();
     std::optional<ContainerInfo> info = Resolve(engine, scope_, request);
     if (!info) {
-      std::string id = json::Str(request, "id"), name = json::Str(request, "name");
       throw DriverError(GPUPROV_STATUS_NOT_FOUND,
-                        "no docker test VM " + (name.empty() ? "with id " + id : "named " + name) +
+                        "no docker test VM " + kit::VmReference(request) +
                             " (list them with: docker ps -a --filter label=" + kLabelManaged +
                             "=1)");
     }

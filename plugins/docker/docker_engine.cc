@@ -2,6 +2,7 @@
 #include "docker_engine.h"
 
 #include "uri.h"
+#include "text.h"
 
 #include <Poco/Dynamic/Var.h>
 #include <Poco/Exception.h>
@@ -168,10 +169,7 @@ std::string StripSlash(const std::string& name) {
   return !name.empty() && name.front() == '/' ? name.substr(1) : name;
 }
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
+using gpuprov::drivers::Lower;
 
 }  // namespace
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "gce_machine_types.h"
+#include "text.h"
 
 #include <algorithm>
 #include <cctype>
@@ -8,10 +9,7 @@
 namespace gpuprov::gcp {
 namespace {
 
-std::string Upper(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
+using gpuprov::drivers::Upper;
 
 std::string Canonical(const std::string& gpu_type) {
   static const std::map<std::string, std::string> aliases = {

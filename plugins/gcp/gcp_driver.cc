@@ -657,7 +657,6 @@ void GcpDriver::WarnIfOsLogin(const ObjectPtr& inst) {
 }
 
 GcpDriver::ObjectPtr GcpDriver::VmJson(const ObjectPtr& inst, const std::vector<int>& ports) const {
-  Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   const std::string zone = LastSegment(json::Str(inst, "zone"));
   const std::string name = json::Str(inst, "name");
   const std::string status = json::Str(inst, "status");
@@ -690,29 +689,27 @@ GcpDriver::ObjectPtr GcpDriver::VmJson(const ObjectPtr& inst, const std::vector<
         "TERMINATED: the instance is stopped (not deleted); start it in the console, or "
         "gpuprov down removes it";
   }
-  vm->set("id", zone + "/" + name);
-  vm->set("name", name);
-  vm->set("state", state);
-  vm->set("public_ip", public_ip);
-  vm->set("ssh_port", 22);
-  vm->set("ssh_user", user.empty() ? ssh_user_ : user);
-  vm->set("region", zone);
-  vm->set("instance_type", machine);
+  kit::VmFields vm;
+  vm.id = zone + "/" + name;
+  vm.name = name;
+  vm.state = state;
+  vm.public_ip = public_ip;
+  vm.ssh_user = user.empty() ? ssh_user_ : user;
+  vm.region = zone;
+  vm.instance_type = machine;
   // The boot image is not on the instance (only on its disk): not reported.
-  vm->set("image", std::string());
-  vm->set("gpus", gpus);
-  vm->set("created_at", json::Str(inst, "creationTimestamp"));
-  vm->set("message", state == "running" || state == "pending"
-                         ? std::string()
-                         : status + (message.empty() ? "" : ": " + message));
-  vm->set("ports", kit::PortMap(ports));
-  Object::Ptr tags = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  vm.gpus = gpus;
+  vm.created_at = json::Str(inst, "creationTimestamp");
+  vm.message = state == "running" || state == "pending"
+                   ? std::string()
+                   : status + (message.empty() ? "" : ": " + message);
+  vm.ports = ports;
+  vm.tags.emplace();
   if (ObjectPtr labels = json::Obj(inst, "labels")) {
     for (const auto& [k, v] : *labels)
-      tags->set(k, v.isEmpty() ? std::string() : v.convert<std::string>());
+      vm.tags->emplace_back(k, v.isEmpty() ? std::string() : v.convert<std::string>());
   }
-  vm->set("tags", tags);
-  return vm;
+  return kit::VmJson(vm);
 }
 
 std::string GcpDriver::Check(const std::string& /*request_json*/) {

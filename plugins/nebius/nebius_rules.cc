@@ -17,6 +17,7 @@
 #include "credentials.h"
 #include "json_util.h"
 #include "tags.h"
+#include "text.h"
 
 namespace gpuprov::nebius {
 namespace {
@@ -24,10 +25,7 @@ namespace {
 using gpuprov::sdk::DriverError;
 namespace json = gpuprov::drivers::json;
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
+using gpuprov::drivers::Lower;
 
 // Text as a double-quoted YAML scalar.
 std::string YamlQuoted(const std::string& s) {

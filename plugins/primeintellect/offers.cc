@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "offers.h"
+#include "text.h"
 
 #include <Poco/Dynamic/Var.h>
 #include <Poco/Exception.h>
@@ -20,10 +21,7 @@ namespace {
 using Poco::JSON::Array;
 using Poco::JSON::Object;
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
+using gpuprov::drivers::Lower;
 
 // Upper case, '-' and ' ' read as '_', blanks around trimmed.
 std::string NormalizeGpu(const std::string& s) {

@@ -17,6 +17,7 @@
 
 #include "driver_kit.h"
 #include "ssh_connection.h"
+#include "text.h"
 
 namespace gpuprov::primeintellect {
 namespace {
@@ -44,15 +45,9 @@ constexpr const char* kKeyHint =
     "set PRIME_API_KEY, or api_key in ~/.prime/config.json (what `prime login` writes), to an "
     "API key with Instances read and write";
 
-std::string Upper(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
+using gpuprov::drivers::Upper;
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
+using gpuprov::drivers::Lower;
 
 std::string Trim(const std::string& s) { return kit::TrimSpace(s); }
 
@@ -896,9 +891,8 @@ std::string PrimeIntellectDriver::Offers(const std::string& request_json) {
 }
 
 std::string PrimeIntellectDriver::Create(const std::string& request_json) {
-  Object::Ptr request = json::ParseObject(request_json, "the create request");
+  const Object::Ptr request = kit::ParseCreateRequest(request_json, kPodNameRules).request;
   const std::string name = json::Str(request, "name");
-  kit::ValidateVmName(name, kPodNameRules);
   OfferQuery query = QueryFor(request);
   query.instance_type = json::Str(request, "instance_type");
   const bool kubernetes = KubernetesOf(request);
@@ -999,9 +993,8 @@ std::string PrimeIntellectDriver::Get(const std::string& request_json) {
   Object::Ptr request = json::ParseObject(request_json, "the get request");
   ObjectPtr pod = Resolve(request);
   if (!pod || Upper(Text(pod, "status")) == "TERMINATED") {
-    std::string id = json::Str(request, "id"), name = json::Str(request, "name");
     throw DriverError(GPUPROV_STATUS_NOT_FOUND,
-                      "no Prime Intellect pod " + (name.empty() ? "with id " + id : "named " + name) +
+                      "no Prime Intellect pod " + kit::VmReference(request) +
                           " (see https://app.primeintellect.ai or `prime pods list`)");
   }
   return VmResult(pod);
