@@ -6,6 +6,7 @@
 #include <Poco/JSON/Parser.h>
 #include <Poco/SHA1Engine.h>
 #include <Poco/URI.h>
+#include <sys/wait.h>
 
 #include <cctype>
 #include <cstdio>
@@ -14,7 +15,6 @@
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
-#include <sys/wait.h>
 
 #include "credentials.h"
 #include "ec2_xml.h"

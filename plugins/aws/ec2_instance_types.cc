@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ec2_instance_types.h"
-#include "text.h"
 
 #include <algorithm>
 #include <cctype>
 #include <map>
 #include <set>
+
+#include "text.h"
 
 namespace gpuprov::aws {
 namespace {

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "sigv4.h"
-#include "text.h"
 
 #include <Poco/Crypto/DigestEngine.h>
 #include <Poco/HMACEngine.h>
@@ -8,6 +7,8 @@
 #include <algorithm>
 #include <cctype>
 #include <ctime>
+
+#include "text.h"
 
 namespace gpuprov::aws {
 namespace {

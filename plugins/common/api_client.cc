@@ -50,8 +50,7 @@ gpuprov_type_status ApiClient::StatusOfAnswer(int http_status, const ApiError& e
   return st;
 }
 
-DriverError ApiClient::Refusal(const std::string& what, int http_status,
-                               const std::string& body) {
+DriverError ApiClient::Refusal(const std::string& what, int http_status, const std::string& body) {
   const ApiError error = dialect_.read_error ? dialect_.read_error(body) : ApiError{"", body};
   const gpuprov_type_status st = StatusOfAnswer(http_status, error, body);
   std::string hint;
@@ -115,8 +114,8 @@ ApiAnswer ApiClient::Send(const ApiCall& call) {
   if (TrimSpace(resp.body).empty()) return a;
   a.doc = json::TryParseObject(resp.body);
   if (!a.doc && a.ok() && !call.raw && !dialect_.any_json) {
-    throw DriverError(GPUPROV_STATUS_FAILED, call.what + ": " + dialect_.cloud +
-                                                 " answered HTTP " + std::to_string(resp.status) +
+    throw DriverError(GPUPROV_STATUS_FAILED, call.what + ": " + dialect_.cloud + " answered HTTP " +
+                                                 std::to_string(resp.status) +
                                                  " with a body that is not a JSON object");
   }
   return a;

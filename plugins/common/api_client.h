@@ -60,17 +60,25 @@ struct ApiError {
   std::string text;  ///< what a message quotes of it
 };
 
+/// An ApiDialect::read_error from a cloud's own envelope parser whose result has `code` and
+/// `Text()`: read_error = ReadCodeAndText<ParseApiError>.
+template <auto Parse>
+ApiError ReadCodeAndText(const std::string& body) {
+  const auto e = Parse(body);
+  return ApiError{e.code, e.Text()};
+}
+
 /// How a refused call quotes the error text (see the header comment).
 enum class QuoteForm {
-  kParentheses,       ///< " (<text>)"
-  kColon,             ///< ": <text>"
-  kColonUnlessHint,   ///< ": <text>" without a hint, " (<text>)" before one
+  kParentheses,      ///< " (<text>)"
+  kColon,            ///< ": <text>"
+  kColonUnlessHint,  ///< ": <text>" without a hint, " (<text>)" before one
 };
 
 /// One hint a refused call's message ends with. The first row whose set fields all match
 /// wins. In `text`, "{origin}" becomes the credential's origin.
 struct ErrorHint {
-  int http_status = 0;                        ///< 0: any status
+  int http_status = 0;                          ///< 0: any status
   std::optional<gpuprov_type_status> status{};  ///< the call's driver status; nullopt: any
   std::string_view code{};                      ///< the cloud's code; "": any
   std::string text{};                           ///< appended as it is, its separator included
@@ -118,10 +126,10 @@ struct ApiAuth {
 /// One call.
 struct ApiCall {
   std::string method = "GET";
-  std::string path{};     ///< after the endpoint, query included
-  std::string what{};     ///< how messages name the call: "list instances"
-  std::string body{};     ///< JSON text; "" sends none
-  std::set<int> allow{};  ///< non-2xx statuses returned as an answer instead of thrown
+  std::string path{};      ///< after the endpoint, query included
+  std::string what{};      ///< how messages name the call: "list instances"
+  std::string body{};      ///< JSON text; "" sends none
+  std::set<int> allow{};   ///< non-2xx statuses returned as an answer instead of thrown
   bool idempotent = true;  ///< false: HttpRequest::idempotent (a create without a key)
   bool raw = false;        ///< a 2xx body need not be a JSON object (the caller reads it)
 };

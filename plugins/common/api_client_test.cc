@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <functional>
 
 #include "driver_test_util.h"
 #include "json_util.h"
@@ -57,17 +58,28 @@ ApiAuth KeyAuth(std::optional<Credential> key = Credential{"k123", "$TEST_KEY"})
   return a;
 }
 
+// The DriverError `call` throws (a test failure when it throws none).
+sdk::DriverError ErrorOf(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const sdk::DriverError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error";
+  return sdk::DriverError(GPUPROV_STATUS_FAILED, "no error");
+}
+
 std::string ErrorBody(const std::string& code, const std::string& message) {
   return R"({"error": {"code": ")" + code + R"(", "message": ")" + message + R"("}})";
 }
 
 TEST(ApiClient, SendsTheCredentialHeadersAndBody) {
   std::string seen_body;
-  TestServer server([&](int, const std::string& method, const std::string& uri,
-                        const std::string& body) {
-    seen_body = method + " " + uri + " " + body;
-    return Reply{200, R"({"data": {"id": "i-1"}})", {}};
-  });
+  TestServer server(
+      [&](int, const std::string& method, const std::string& uri, const std::string& body) {
+        seen_body = method + " " + uri + " " + body;
+        return Reply{200, R"({"data": {"id": "i-1"}})", {}};
+      });
   RecordingHost host;
   ApiClient api(server.Url(), Quick(), host.Host(), TestDialect(), KeyAuth());
   Poco::JSON::Object::Ptr body = new Poco::JSON::Object();
@@ -103,13 +115,9 @@ TEST(ApiClient, NoCredentialIsAuthBeforeAnyRequest) {
   });
   RecordingHost host;
   ApiClient api(server.Url(), Quick(), host.Host(), TestDialect(), KeyAuth(std::nullopt));
-  try {
-    api.Call("GET", "/x", "read x");
-    FAIL() << "no error";
-  } catch (const sdk::DriverError& e) {
-    EXPECT_EQ(e.status(), GPUPROV_STATUS_AUTH);
-    EXPECT_STREQ(e.what(), "no Test Cloud key found: set $TEST_KEY");
-  }
+  const sdk::DriverError e = ErrorOf([&] { api.Call("GET", "/x", "read x"); });
+  EXPECT_EQ(e.status(), GPUPROV_STATUS_AUTH);
+  EXPECT_STREQ(e.what(), "no Test Cloud key found: set $TEST_KEY");
   EXPECT_EQ(server.count(), 0);
 }
 
@@ -130,13 +138,9 @@ TEST_P(ApiClientRefusal, StatusAndMessageComeFromTheDialect) {
   });
   RecordingHost host;
   ApiClient api(server.Url(), Quick(), host.Host(), TestDialect(c.quote), KeyAuth());
-  try {
-    api.Call("GET", "/x", "read x");
-    FAIL() << "no error";
-  } catch (const sdk::DriverError& e) {
-    EXPECT_EQ(e.status(), c.expected_status);
-    EXPECT_EQ(std::string(e.what()), c.expected_message);
-  }
+  const sdk::DriverError e = ErrorOf([&] { api.Call("GET", "/x", "read x"); });
+  EXPECT_EQ(e.status(), c.expected_status);
+  EXPECT_EQ(std::string(e.what()), c.expected_message);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -181,14 +185,10 @@ TEST(ApiClient, A2xxBodyThatIsNotAnObjectFailsUnlessRaw) {
   });
   RecordingHost host;
   ApiClient api(server.Url(), Quick(), host.Host(), TestDialect(), KeyAuth());
-  try {
-    api.Call("GET", "/x", "read x");
-    FAIL() << "no error";
-  } catch (const sdk::DriverError& e) {
-    EXPECT_EQ(e.status(), GPUPROV_STATUS_FAILED);
-    EXPECT_STREQ(e.what(),
-                 "read x: Test Cloud answered HTTP 200 with a body that is not a JSON object");
-  }
+  const sdk::DriverError e = ErrorOf([&] { api.Call("GET", "/x", "read x"); });
+  EXPECT_EQ(e.status(), GPUPROV_STATUS_FAILED);
+  EXPECT_STREQ(e.what(),
+               "read x: Test Cloud answered HTTP 200 with a body that is not a JSON object");
   ApiCall raw{.path = "/x", .what = "read x", .raw = true};
   const ApiAnswer a = api.Send(raw);
   EXPECT_EQ(a.body, "[1, 2]");
@@ -214,15 +214,11 @@ TEST(ApiClient, RetriesExhaustedQuoteTheCloudAndNameTheEndpoint) {
   });
   RecordingHost host;
   ApiClient api(server.Url(), Quick(), host.Host(), TestDialect(), KeyAuth());
-  try {
-    api.Call("GET", "/x", "read x");
-    FAIL() << "no error";
-  } catch (const sdk::DriverError& e) {
-    EXPECT_EQ(e.status(), GPUPROV_STATUS_TRANSIENT);
-    const std::string m = e.what();
-    EXPECT_EQ(m.rfind("read x: Test Cloud API at " + server.Url() + ": ", 0), 0u) << m;
-    EXPECT_NE(m.find("the cloud said: busy: try later"), std::string::npos) << m;
-  }
+  const sdk::DriverError e = ErrorOf([&] { api.Call("GET", "/x", "read x"); });
+  EXPECT_EQ(e.status(), GPUPROV_STATUS_TRANSIENT);
+  const std::string m = e.what();
+  EXPECT_EQ(m.rfind("read x: Test Cloud API at " + server.Url() + ": ", 0), 0u) << m;
+  EXPECT_NE(m.find("the cloud said: busy: try later"), std::string::npos) << m;
   EXPECT_EQ(server.count(), 2);
 }
 
@@ -256,17 +252,28 @@ TEST(ApiClient, AnAccessTokenIsRenewedOnceAfterA401) {
 
 TEST(ApiClient, ABadEndpointNamesTheSetting) {
   RecordingHost host;
-  try {
+  const sdk::DriverError e = ErrorOf([&] {
     ApiClient api("http://example.com/v1", Quick(), host.Host(), TestDialect(), KeyAuth());
-    FAIL() << "no error";
-  } catch (const sdk::DriverError& e) {
-    EXPECT_EQ(e.status(), GPUPROV_STATUS_INVALID_INPUT);
-    EXPECT_EQ(std::string(e.what()).rfind("the Test Cloud endpoint (GPUPROV_TESTCLOUD_ENDPOINT or "
-                                          "endpoint in [clouds.testcloud]): ",
-                                          0),
-              0u)
-        << e.what();
-  }
+  });
+  EXPECT_EQ(e.status(), GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_EQ(std::string(e.what()).rfind("the Test Cloud endpoint (GPUPROV_TESTCLOUD_ENDPOINT or "
+                                        "endpoint in [clouds.testcloud]): ",
+                                        0),
+            0u)
+      << e.what();
+}
+
+struct CodedError {
+  std::string code;
+  std::string message;
+  std::string Text() const { return code + ": " + message; }
+};
+CodedError ParseCoded(const std::string& body) { return {"c-" + body, "m"}; }
+
+TEST(ApiClient, ReadCodeAndTextAdaptsACloudsOwnParser) {
+  const ApiError e = ReadCodeAndText<ParseCoded>("x");
+  EXPECT_EQ(e.code, "c-x");
+  EXPECT_EQ(e.text, "c-x: m");
 }
 
 TEST(CredentialMemo, ResolvesOnce) {

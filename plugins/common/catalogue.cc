@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "catalogue.h"
 
-#include "text.h"
-
 #include <algorithm>
 #include <cctype>
 #include <map>
 #include <set>
 
 #include "gpuprov/sdk.hpp"
+#include "text.h"
 
 namespace gpuprov::drivers {
 

@@ -12,7 +12,6 @@
 namespace gpuprov::drivers {
 namespace {
 
-
 std::string CollapseSpaces(const std::string& s) {
   std::string out;
   for (char c : s) {

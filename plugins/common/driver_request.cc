@@ -335,7 +335,15 @@ Object::Ptr VmJson(const VmFields& f) {
   vm->set("gpus", f.gpus);
   vm->set("created_at", f.created_at);
   vm->set("message", f.message);
-  vm->set("ports", PortMap(f.ports));
+  if (f.published_ports) {
+    Object::Ptr ports = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    for (const auto& [port, reached_at] : *f.published_ports) {
+      ports->set(std::to_string(port), reached_at);
+    }
+    vm->set("ports", ports);
+  } else {
+    vm->set("ports", PortMap(f.ports));
+  }
   if (f.tags) {
     Object::Ptr tags = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
     for (const auto& [key, value] : *f.tags) tags->set(key, value);

@@ -6,10 +6,9 @@
 // DriverError(INVALID_INPUT) naming the field.
 #pragma once
 
+#include <Poco/Dynamic/Var.h>
 #include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
-
-#include <Poco/Dynamic/Var.h>
 
 #include <functional>
 #include <optional>
@@ -121,6 +120,9 @@ struct VmFields {
   std::string created_at;  ///< RFC 3339 or ""
   std::string message;     ///< why the state is what it is; "" when nothing to say
   std::vector<int> ports{22};
+  /// (port, the port it is reached at) for a cloud that publishes ports elsewhere (a
+  /// container's published ports): written as "ports" instead of `ports` when set.
+  std::optional<std::vector<std::pair<int, int>>> published_ports;
   /// Written as the "tags" object in this order when set; a cloud without tags leaves it.
   std::optional<std::vector<std::pair<std::string, std::string>>> tags;
   /// The cloud's own members, written after the protocol's in this order.
@@ -129,8 +131,7 @@ struct VmFields {
 Poco::JSON::Object::Ptr VmJson(const VmFields& vm);
 
 /// The tags of a [{"key": k, "value": v}, ...] array (nullptr: none), in order.
-std::vector<std::pair<std::string, std::string>> KeyValueTags(
-    const Poco::JSON::Array::Ptr& tags);
+std::vector<std::pair<std::string, std::string>> KeyValueTags(const Poco::JSON::Array::Ptr& tags);
 
 /// The init settings (docs/driver-protocol.md, init): "endpoint", trimmed, without trailing
 /// '/' and without `api_suffix` when it ends with it ("https://host/api/v1" and "https://host"

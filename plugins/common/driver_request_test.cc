@@ -344,6 +344,14 @@ TEST(VmJson, WritesTheProtocolFieldsInOrderThenTheCloudsOwn) {
             R"("tags":{"gpuprov":"1","team":"ml"},"cloud_status":"active"})");
 }
 
+TEST(VmJson, PublishedPortsAreWrittenWhereTheyAreReached) {
+  VmFields f;
+  f.published_ports = std::vector<std::pair<int, int>>{{22, 32768}, {6443, 32769}};
+  EXPECT_EQ(json::Stringify(json::Obj(VmJson(f), "ports")), R"({"22":32768,"6443":32769})");
+  f.published_ports.emplace();
+  EXPECT_EQ(json::Stringify(json::Obj(VmJson(f), "ports")), "{}");
+}
+
 TEST(VmJson, NoTagsWithoutTags) {
   VmFields f;
   EXPECT_FALSE(VmJson(f)->has("tags"));

@@ -24,8 +24,8 @@
 #include <sstream>
 #include <thread>
 
-#include "wait.h"
 #include "text.h"
+#include "wait.h"
 
 namespace gpuprov::drivers {
 namespace {
@@ -34,7 +34,6 @@ using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
 constexpr size_t kMaxResponseBytes = 64u << 20;
-
 
 // One client context for the process: peer and host-name verification on, system CA store.
 Poco::Net::Context::Ptr ClientContext() {

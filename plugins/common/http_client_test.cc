@@ -1,28 +1,28 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "http_client.h"
 
+#include <Poco/Net/Context.h>
 #include <Poco/Net/HTTPRequestHandler.h>
 #include <Poco/Net/HTTPRequestHandlerFactory.h>
 #include <Poco/Net/HTTPServer.h>
 #include <Poco/Net/HTTPServerParams.h>
 #include <Poco/Net/HTTPServerRequest.h>
 #include <Poco/Net/HTTPServerResponse.h>
-#include <Poco/Net/Context.h>
 #include <Poco/Net/SecureServerSocket.h>
 #include <Poco/Net/ServerSocket.h>
+#include <Poco/StreamCopier.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <Poco/StreamCopier.h>
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <functional>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "driver_test_util.h"

@@ -202,8 +202,8 @@ DigitalOceanDriver::DigitalOceanDriver(const gpuprov::sdk::InitContext& ctx) : h
     }
   }
   api_ = std::make_unique<kit::ApiClient>(endpoint_, kit::RetryPolicyFrom(config_), host_,
-                                         DigitalOceanApi(capacity_messages_),
-                                         DigitalOceanAuth(config_));
+                                          DigitalOceanApi(capacity_messages_),
+                                          DigitalOceanAuth(config_));
 }
 
 DigitalOceanDriver::ObjectPtr DigitalOceanDriver::CreateDroplet(const std::string& name,
@@ -248,9 +248,10 @@ std::vector<DigitalOceanDriver::ObjectPtr> DigitalOceanDriver::ListAll(const std
   const char sep = path.find('?') == std::string::npos ? '?' : '&';
   for (int page = 1; page <= kMaxPages; ++page) {
     ObjectPtr doc = api_->Call("GET",
-                         path + sep + "page=" + std::to_string(page) +
-                             "&per_page=" + std::to_string(kPerPage),
-                         what).doc;
+                               path + sep + "page=" + std::to_string(page) +
+                                   "&per_page=" + std::to_string(kPerPage),
+                               what)
+                        .doc;
     Array::Ptr items = json::Arr(doc, key);
     size_t n = items ? items->size() : 0;
     for (size_t i = 0; i < n; ++i) {
@@ -297,7 +298,8 @@ DigitalOceanDriver::ObjectPtr DigitalOceanDriver::Resolve(const ObjectPtr& reque
   if (!id.empty()) {
     bool numeric = std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (numeric) {
-      const kit::ApiAnswer a = api_->Call("GET", "/droplets/" + id, "get droplet " + id, nullptr, {404});
+      const kit::ApiAnswer a =
+          api_->Call("GET", "/droplets/" + id, "get droplet " + id, nullptr, {404});
       ObjectPtr d = a.status == 404 ? nullptr : json::Obj(a.doc, "droplet");
       if (d && HasTag(d, kManagedTag) && json::Str(d, "status") != "archive" &&
           (name.empty() || json::Str(d, "name") == name)) {
@@ -417,7 +419,9 @@ std::vector<int> DigitalOceanDriver::OpenFirewallPorts(const std::string& vm_nam
     body->set("droplet_ids", ids);
     Array::Ptr tags = json::Arr(fw, "tags");
     body->set("tags", tags ? tags : Array::Ptr(new Array()));
-    api_->Call("PUT", "/firewalls/" + Encode(fw_id), "update firewall " + FirewallName(vm_name), body).doc;
+    api_->Call("PUT", "/firewalls/" + Encode(fw_id), "update firewall " + FirewallName(vm_name),
+               body)
+        .doc;
     return changed;
   }
   if (!attached) {
@@ -427,7 +431,8 @@ std::vector<int> DigitalOceanDriver::OpenFirewallPorts(const std::string& vm_nam
     ids->add(std::stoll(droplet_id));
     body->set("droplet_ids", ids);
     api_->Call("POST", "/firewalls/" + Encode(fw_id) + "/droplets",
-         "attach droplet " + droplet_id + " to firewall " + FirewallName(vm_name), body).doc;
+               "attach droplet " + droplet_id + " to firewall " + FirewallName(vm_name), body)
+        .doc;
   }
   return changed;
 }
@@ -447,7 +452,8 @@ std::vector<int> DigitalOceanDriver::AddFirewallRules(const std::string& vm_name
     Object::Ptr body = new Object();
     body->set("inbound_rules", InboundRules(missing, kit::PortSources{}));
     api_->Call("POST", "/firewalls/" + Encode(fw_id) + "/rules",
-         "add rules to firewall " + FirewallName(vm_name), body).doc;
+               "add rules to firewall " + FirewallName(vm_name), body)
+        .doc;
   }
   if (DropletIdsOf(fw).count(droplet_id) == 0) {
     host_.Progress("attaching droplet " + droplet_id + " to firewall " + FirewallName(vm_name));
@@ -456,7 +462,8 @@ std::vector<int> DigitalOceanDriver::AddFirewallRules(const std::string& vm_name
     ids->add(std::stoll(droplet_id));
     body->set("droplet_ids", ids);
     api_->Call("POST", "/firewalls/" + Encode(fw_id) + "/droplets",
-         "attach droplet " + droplet_id + " to firewall " + FirewallName(vm_name), body).doc;
+               "attach droplet " + droplet_id + " to firewall " + FirewallName(vm_name), body)
+        .doc;
   }
   return missing;
 }
@@ -746,13 +753,11 @@ std::string DigitalOceanDriver::Create(const std::string& request_json) {
 }
 
 std::string DigitalOceanDriver::Get(const std::string& request_json) {
-  ObjectPtr request = json::ParseObject(request_json, "the get request");
-  ObjectPtr d = Resolve(request);
-  if (!d) {
-    throw DriverError(GPUPROV_STATUS_NOT_FOUND,
-                      "no gpuprov droplet " + kit::VmReference(request) + " on DigitalOcean");
-  }
-  return kit::VmResult(VmJson(d));
+  return kit::GetVmResult(request_json, "gpuprov droplet", " on DigitalOcean",
+                          [&](const ObjectPtr& request) -> ObjectPtr {
+                            const ObjectPtr d = Resolve(request);
+                            return d ? VmJson(d) : nullptr;
+                          });
 }
 
 std::string DigitalOceanDriver::List(const std::string& /*request_json*/) {
@@ -794,8 +799,9 @@ std::string DigitalOceanDriver::Delete(const std::string& request_json) {
     for (const auto& fw : ListAll("/firewalls", "firewalls", "list firewalls")) {
       if (json::Str(fw, "name") != fw_name) continue;
       host_.Progress("deleting firewall " + fw_name);
-      api_->Call("DELETE", "/firewalls/" + Encode(json::Str(fw, "id")), "delete firewall " + fw_name,
-           nullptr, {404}).doc;
+      api_->Call("DELETE", "/firewalls/" + Encode(json::Str(fw, "id")),
+                 "delete firewall " + fw_name, nullptr, {404})
+          .doc;
     }
   }
   // The droplet vanished before we could read its key tag (a failed boot): every key gpuprov
@@ -886,7 +892,8 @@ std::string DigitalOceanDriver::DeleteResource(const std::string& request_json) 
                        : ref.kind == "firewall" ? "firewall"
                                                 : "ssh_key";
   // Looked up again: only what still carries gpuprov's mark is deleted.
-  const kit::ApiAnswer a = api_->Call("GET", path, "get " + ref.kind + " " + ref.id, nullptr, {404});
+  const kit::ApiAnswer a =
+      api_->Call("GET", path, "get " + ref.kind + " " + ref.id, nullptr, {404});
   ObjectPtr o = a.status == 404 ? nullptr : json::Obj(a.doc, member);
   if (!o) return kit::DeletedResult(false);
   const bool ours = ref.kind == "vm" ? HasTag(o, kManagedTag)

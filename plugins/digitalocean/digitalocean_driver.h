@@ -26,10 +26,10 @@
 #include <string>
 #include <vector>
 
+#include "api_client.h"
 #include "credentials.h"
 #include "driver_request.h"
 #include "gpuprov/sdk.hpp"
-#include "api_client.h"
 
 namespace gpuprov::digitalocean {
 

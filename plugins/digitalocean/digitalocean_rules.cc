@@ -1,14 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "digitalocean_rules.h"
 
-#include "tags.h"
-
-
 #include <cctype>
 #include <cstdlib>
 
 #include "gpuprov/sdk.hpp"
 #include "json_util.h"
+#include "tags.h"
 #include "text.h"
 
 namespace gpuprov::digitalocean {

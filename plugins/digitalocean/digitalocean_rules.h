@@ -13,9 +13,9 @@
 
 #include "api_client.h"
 #include "credentials.h"
+#include "gpuprov/driver_abi.h"
 #include "tags.h"
 #include "vm_rules.h"
-#include "gpuprov/driver_abi.h"
 
 namespace gpuprov::digitalocean {
 

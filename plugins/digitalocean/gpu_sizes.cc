@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "gpu_sizes.h"
 
-#include "gpu_names.h"
-
 #include <cctype>
 #include <map>
+
+#include "gpu_names.h"
 
 namespace gpuprov::digitalocean {
 namespace {

@@ -221,7 +221,6 @@ std::string TrimFraction(const std::string& rfc3339) {
 }
 
 Object::Ptr VmJson(const ContainerInfo& c) {
-  Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   std::string state, message;
   if (c.status == "created" || c.status == "restarting") {
     state = "pending";
@@ -240,36 +239,33 @@ Object::Ptr VmJson(const ContainerInfo& c) {
     state = "error";
     message = c.error;
   }
-  const std::string address = Label(c, kLabelAddress);
-  vm->set("id", c.id);
-  vm->set("name", Label(c, kLabelName));
-  vm->set("state", state);
-  vm->set("public_ip", address);
-  vm->set("ssh_port", 22);
-  vm->set("ssh_user", kSshUser);
-  vm->set("region", kRegion);
-  vm->set("instance_type", Label(c, kLabelInstanceType));
-  vm->set("image", c.image);
-  vm->set("gpus", Label(c, kLabelGpus));
-  vm->set("created_at", TrimFraction(c.created));
-  vm->set("message", message);
-  Object::Ptr ports = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  kit::VmFields vm;
+  vm.id = c.id;
+  vm.name = Label(c, kLabelName);
+  vm.state = state;
+  vm.public_ip = Label(c, kLabelAddress);
+  vm.ssh_user = kSshUser;
+  vm.region = kRegion;
+  vm.instance_type = Label(c, kLabelInstanceType);
+  vm.image = c.image;
+  vm.gpus = Label(c, kLabelGpus);
+  vm.created_at = TrimFraction(c.created);
+  vm.message = message;
+  vm.published_ports.emplace();
   for (const auto& b : c.port_bindings) {
     if (b.protocol != "tcp" || b.host_port.empty()) continue;
     try {
-      ports->set(std::to_string(b.container_port), std::stoi(b.host_port));
+      vm.published_ports->emplace_back(b.container_port, std::stoi(b.host_port));
     } catch (const std::exception&) {
     }
   }
-  vm->set("ports", ports);
-  Object::Ptr tags = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  vm.tags.emplace();
   const std::string prefix = kLabelTagPrefix;
   for (const auto& [k, v] : c.labels) {
-    if (k.compare(0, prefix.size(), prefix) == 0) tags->set(k.substr(prefix.size()), v);
+    if (k.compare(0, prefix.size(), prefix) == 0) vm.tags->emplace_back(k.substr(prefix.size()), v);
   }
-  vm->set("tags", tags);
-  vm->set("container", c.name);
-  return vm;
+  vm.extra = {{"container", c.name}};
+  return kit::VmJson(vm);
 }
 
 std::string VmResult(const ContainerInfo& c, std::optional<bool> existing = std::nullopt) {

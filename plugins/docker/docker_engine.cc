@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "docker_engine.h"
 
-#include "uri.h"
-#include "text.h"
-
 #include <Poco/Dynamic/Var.h>
 #include <Poco/Exception.h>
 #include <Poco/JSON/Array.h>
@@ -27,6 +24,9 @@
 #include <cstring>
 #include <sstream>
 #include <thread>
+
+#include "text.h"
+#include "uri.h"
 
 namespace gpuprov::docker {
 namespace {

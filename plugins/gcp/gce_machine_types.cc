@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "gce_machine_types.h"
-#include "text.h"
 
 #include <algorithm>
 #include <cctype>
 #include <map>
+
+#include "text.h"
 
 namespace gpuprov::gcp {
 namespace {

@@ -53,7 +53,7 @@ HyperstackDriver::HyperstackDriver(const gpuprov::sdk::InitContext& ctx) : host_
   delete_timeout_ = std::chrono::seconds(json::Int(config_, "delete_timeout_seconds", 600));
   delete_retry_ = std::chrono::milliseconds(json::Int(config_, "delete_retry_ms", 10000));
   api_ = std::make_unique<kit::ApiClient>(endpoint_, kit::RetryPolicyFrom(config_), host_,
-                                         HyperstackApi(), HyperstackAuth(config_));
+                                          HyperstackApi(), HyperstackAuth(config_));
 }
 
 std::vector<HyperstackDriver::ObjectPtr> HyperstackDriver::ListAll(const std::string& path,
@@ -67,11 +67,12 @@ std::vector<HyperstackDriver::ObjectPtr> HyperstackDriver::ListAll(const std::st
   const char sep = path.find('?') == std::string::npos ? '?' : '&';
   for (int page = 1; page <= kMaxPages; ++page) {
     ObjectPtr doc = api_->Call("GET",
-                         path + sep +
-                             kit::QueryString({{"page", std::to_string(page)},
-                                               {"pageSize", std::to_string(kPageSize)}})
-                                 .substr(1),
-                         what).doc;
+                               path + sep +
+                                   kit::QueryString({{"page", std::to_string(page)},
+                                                     {"pageSize", std::to_string(kPageSize)}})
+                                       .substr(1),
+                               what)
+                        .doc;
     Array::Ptr items = json::Arr(doc, key);
     const size_t n = items ? items->size() : 0;
     for (size_t i = 0; i < n; ++i) {
@@ -350,12 +351,14 @@ void HyperstackDriver::Undo(const Made& made, const std::string& environment) {
     if (made.key_pair && !made.key_pair_id.empty()) {
       host_.Progress("removing the key pair imported for this VM");
       api_->Call("DELETE", "/core/keypair/" + kit::EncodeComponent(made.key_pair_id),
-           "delete key pair " + made.key_pair_id, nullptr, {404}).doc;
+                 "delete key pair " + made.key_pair_id, nullptr, {404})
+          .doc;
     }
     if (made.environment && !made.environment_id.empty()) {
       host_.Progress("removing environment " + environment);
       api_->Call("DELETE", "/core/environments/" + kit::EncodeComponent(made.environment_id),
-           "delete environment " + environment, nullptr, {404}).doc;
+                 "delete environment " + environment, nullptr, {404})
+          .doc;
     }
   } catch (const std::exception& e) {
     host_.Warning(std::string("could not remove what this create made: ") + e.what() +
@@ -387,7 +390,8 @@ void HyperstackDriver::CleanUpEnvironment(const std::string& environment) {
     }
     host_.Progress("deleting key pair " + name + " in " + env);
     api_->Call("DELETE", "/core/keypair/" + kit::EncodeComponent(json::Str(k, "id")),
-         "delete key pair " + name, nullptr, {404}).doc;
+               "delete key pair " + name, nullptr, {404})
+        .doc;
   }
   for (const auto& e : Environments()) {
     const std::string name = json::Str(e, "name");
@@ -398,7 +402,8 @@ void HyperstackDriver::CleanUpEnvironment(const std::string& environment) {
     }
     host_.Progress("deleting environment " + name + " (no VM left in it)");
     api_->Call("DELETE", "/core/environments/" + kit::EncodeComponent(json::Str(e, "id")),
-         "delete environment " + name, nullptr, {404}).doc;
+               "delete environment " + name, nullptr, {404})
+        .doc;
   }
 }
 
@@ -422,10 +427,12 @@ void HyperstackDriver::WaitGone(const std::string& id, const std::string& name) 
 
 std::string HyperstackDriver::Check(const std::string& /*request_json*/) {
   // One page (H-SDK list_environments: `count` is the whole list's length).
-  ObjectPtr doc = api_->Call("GET",
-                       "/core/environments" +
-                           kit::QueryString({{"page", "1"}, {"pageSize", std::to_string(kPageSize)}}),
-                       "check the Hyperstack API key").doc;
+  ObjectPtr doc =
+      api_->Call("GET",
+                 "/core/environments" +
+                     kit::QueryString({{"page", "1"}, {"pageSize", std::to_string(kPageSize)}}),
+                 "check the Hyperstack API key")
+          .doc;
   Array::Ptr envs = json::Arr(doc, "environments");
   const long long count = json::Int(doc, "count", envs ? static_cast<long long>(envs->size()) : 0);
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
@@ -581,13 +588,11 @@ std::string HyperstackDriver::Create(const std::string& request_json) {
 }
 
 std::string HyperstackDriver::Get(const std::string& request_json) {
-  ObjectPtr request = json::ParseObject(request_json, "the get request");
-  ObjectPtr vm = Resolve(request);
-  if (!vm) {
-    throw DriverError(GPUPROV_STATUS_NOT_FOUND,
-                      "no gpuprov virtual machine " + kit::VmReference(request) + " on Hyperstack");
-  }
-  return kit::VmResult(VmJson(vm));
+  return kit::GetVmResult(request_json, "gpuprov virtual machine", " on Hyperstack",
+                          [&](const ObjectPtr& request) -> ObjectPtr {
+                            const ObjectPtr vm = Resolve(request);
+                            return vm ? VmJson(vm) : nullptr;
+                          });
 }
 
 std::string HyperstackDriver::List(const std::string& /*request_json*/) {
@@ -729,9 +734,8 @@ std::string HyperstackDriver::DeleteResource(const std::string& request_json) {
         }
       }
       host_.Progress("deleting key pair " + name + " in " + env);
-      const kit::ApiAnswer a = api_->Call(
-          "DELETE", "/core/keypair/" + kit::EncodeComponent(ref.id), "delete key pair " + name,
-          nullptr, {404});
+      const kit::ApiAnswer a = api_->Call("DELETE", "/core/keypair/" + kit::EncodeComponent(ref.id),
+                                          "delete key pair " + name, nullptr, {404});
       return kit::DeletedResult(a.status != 404);
     }
     return kit::DeletedResult(false);
@@ -753,8 +757,9 @@ std::string HyperstackDriver::DeleteResource(const std::string& request_json) {
       }
     }
     host_.Progress("deleting environment " + name);
-    const kit::ApiAnswer a = api_->Call("DELETE", "/core/environments/" + kit::EncodeComponent(ref.id),
-                                        "delete environment " + name, nullptr, {404});
+    const kit::ApiAnswer a =
+        api_->Call("DELETE", "/core/environments/" + kit::EncodeComponent(ref.id),
+                   "delete environment " + name, nullptr, {404});
     return kit::DeletedResult(a.status != 404);
   }
   return kit::DeletedResult(false);
@@ -779,15 +784,17 @@ std::string HyperstackDriver::OpenPorts(const std::string& request_json) {
         host_.Progress("adding a security rule for tcp " + std::to_string(p) + " from " + cidr +
                        " to " + json::Str(vm, "name"));
         api_->Call("POST", "/core/virtual-machines/" + kit::EncodeComponent(id) + "/sg-rules",
-             "add a security rule for port " + std::to_string(p), IngressRule(p, cidr), {409}).doc;
+                   "add a security rule for port " + std::to_string(p), IngressRule(p, cidr), {409})
+            .doc;
       }
       for (const std::string& rule_id : change.remove_ids) {
         host_.Progress("removing security rule " + rule_id + " (tcp " + std::to_string(p) +
                        ") of " + json::Str(vm, "name"));
         api_->Call("DELETE",
-             "/core/virtual-machines/" + kit::EncodeComponent(id) + "/sg-rules/" +
-                 kit::EncodeComponent(rule_id),
-             "remove security rule " + rule_id, nullptr, {404}).doc;
+                   "/core/virtual-machines/" + kit::EncodeComponent(id) + "/sg-rules/" +
+                       kit::EncodeComponent(rule_id),
+                   "remove security rule " + rule_id, nullptr, {404})
+            .doc;
       }
       continue;
     }
@@ -796,7 +803,8 @@ std::string HyperstackDriver::OpenPorts(const std::string& request_json) {
                    json::Str(vm, "name"));
     // 409: an identical rule exists already (added by an earlier, interrupted call).
     api_->Call("POST", "/core/virtual-machines/" + kit::EncodeComponent(id) + "/sg-rules",
-         "add a security rule for port " + std::to_string(p), IngressRule(p), {409}).doc;
+               "add a security rule for port " + std::to_string(p), IngressRule(p), {409})
+        .doc;
   }
   return kit::ConfirmSources("{}", sources);
 }

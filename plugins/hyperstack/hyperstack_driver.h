@@ -31,9 +31,9 @@
 #include <string>
 #include <vector>
 
+#include "api_client.h"
 #include "credentials.h"
 #include "gpuprov/sdk.hpp"
-#include "api_client.h"
 #include "hyperstack_rules.h"
 
 namespace gpuprov::hyperstack {

@@ -314,7 +314,8 @@ drivers::ApiDialect HyperstackApi() {
   d.hints = {
       {.status = GPUPROV_STATUS_AUTH,
        .text = "; the API key from {origin} was refused: " + ApiKeyHint()},
-      {.status = GPUPROV_STATUS_CAPACITY, .text = "; try another flavor or region (--region), or later"},
+      {.status = GPUPROV_STATUS_CAPACITY,
+       .text = "; try another flavor or region (--region), or later"},
   };
   d.headers["Accept"] = "application/json";
   d.quote_empty_answer = true;

@@ -6,8 +6,6 @@
 // error becomes a gpuprov status. Reference: /work/shared/clouds/hyperstack.md.
 #pragma once
 
-#include "driver_request.h"
-
 #include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
 
@@ -20,6 +18,7 @@
 #include "api_client.h"
 #include "catalogue.h"
 #include "credentials.h"
+#include "driver_request.h"
 #include "gpuprov/driver_abi.h"
 #include "vm_rules.h"
 

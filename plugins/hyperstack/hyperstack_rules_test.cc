@@ -3,9 +3,8 @@
 
 #include <gtest/gtest.h>
 
-#include <map>
-
 #include <fstream>
+#include <map>
 
 #include "driver_test_util.h"
 #include "gpuprov/sdk.hpp"

@@ -109,13 +109,15 @@ LambdaDriver::LambdaDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.hos
                    ConfigInt(pacing, "launch_interval_ms", kLaunchIntervalMs))));
   delete_wait_ = std::chrono::seconds(ConfigInt(config_, "delete_wait_seconds", 600));
   api_ = std::make_unique<kit::ApiClient>(endpoint_, kit::RetryPolicyFrom(config_), host_,
-                                         LambdaApi(), LambdaAuth(config_));
+                                          LambdaApi(), LambdaAuth(config_));
   // Lambda's documented pacing, for every attempt (retries too). Lambda counts per API key,
   // so the slots are shared with every gpuprov process using this key at this endpoint,
   // through the host's pacer folder (the init settings' pacer_dir; kit pacer.h; issue 30).
   // The launch slot first: the request slot is then taken when the launch really goes out.
-  api_->http().set_before_attempt([this, pacer_dir = settings.pacer_dir](const kit::HttpRequest& r) {
-    const std::string key = PaceKey(endpoint_, api_->credential_if_found() ? api_->credential_if_found()->value : "");
+  api_->http().set_before_attempt([this,
+                                   pacer_dir = settings.pacer_dir](const kit::HttpRequest& r) {
+    const std::string key =
+        PaceKey(endpoint_, api_->credential_if_found() ? api_->credential_if_found()->value : "");
     if (r.method == "POST" && r.path_and_query == kLaunchPath) {
       kit::PaceCall(host_, "launch " + key, launch_interval_,
                     "waiting for Lambda's launch rate limit (1 launch per " +
@@ -163,7 +165,8 @@ LambdaDriver::ObjectPtr LambdaDriver::FindByName(const std::string& name, bool* 
 }
 
 LambdaDriver::ObjectPtr LambdaDriver::InstanceById(const std::string& id) {
-  kit::ApiAnswer a = api_->Call("GET", "/instances/" + Encode(id), "get instance " + id, nullptr, {404});
+  kit::ApiAnswer a =
+      api_->Call("GET", "/instances/" + Encode(id), "get instance " + id, nullptr, {404});
   if (a.status == 404) return nullptr;
   ObjectPtr in = DataObject(a, "get instance " + id);
   return json::Str(in, "status") == "terminated" ? nullptr : in;
@@ -199,7 +202,8 @@ LambdaDriver::SshKey LambdaDriver::EnsureSshKey(const std::string& public_key) {
   Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   body->set("name", our_name);
   body->set("public_key", kit::TrimSpace(public_key));
-  kit::ApiAnswer a = api_->Call("POST", "/ssh-keys", "register SSH key " + our_name, body, {400}, false);
+  kit::ApiAnswer a =
+      api_->Call("POST", "/ssh-keys", "register SSH key " + our_name, body, {400}, false);
   if (a.status == 400) {
     // Registered in the meantime (a lost answer, or another run)? L-SPEC addSSHKey documents
     // only 400 global/invalid-parameters, so whatever the code, look it up once more.
@@ -212,8 +216,9 @@ LambdaDriver::SshKey LambdaDriver::EnsureSshKey(const std::string& public_key) {
                           "it in the Lambda console (SSH keys)");
       }
     }
-    throw DriverError(StatusOf(400, a.error.code), "register SSH key " + our_name +
-                                                 ": Lambda answered HTTP 400 (" + a.error.text + ")");
+    throw DriverError(
+        StatusOf(400, a.error.code),
+        "register SSH key " + our_name + ": Lambda answered HTTP 400 (" + a.error.text + ")");
   }
   ObjectPtr k = DataObject(a, "register SSH key");
   host_.Info("registered SSH key " + our_name);
@@ -304,7 +309,8 @@ std::string LambdaDriver::EnsureRuleset(const std::string& vm_name, const std::s
     Object::Ptr body = new Object();
     body->set("rules", all);
     host_.Progress("setting tcp " + PortList(ports) + " in firewall ruleset " + name + narrowing);
-    api_->Call("PATCH", "/firewall-rulesets/" + Encode(id), "update firewall ruleset " + name, body);
+    api_->Call("PATCH", "/firewall-rulesets/" + Encode(id), "update firewall ruleset " + name,
+               body);
     return id;
   }
   Array::Ptr rules = RulesetRules(vm_name, ports, sources);
@@ -315,16 +321,18 @@ std::string LambdaDriver::EnsureRuleset(const std::string& vm_name, const std::s
   body->set("rules", rules);
   host_.Progress("creating firewall ruleset " + name + " in " + region + " (tcp " +
                  PortList(ports) + ")" + narrowing);
-  kit::ApiAnswer a = api_->Call("POST", "/firewall-rulesets", "create firewall ruleset " + name, body, {400},
-                  /*idempotent=*/false);
+  kit::ApiAnswer a =
+      api_->Call("POST", "/firewall-rulesets", "create firewall ruleset " + name, body, {400},
+                 /*idempotent=*/false);
   if (a.status == 400) {
     // Made by a lost answer or another run? L-SPEC createFirewallRuleset documents 400 only as
     // global/invalid-parameters or global/quota-exceeded, so whatever the code, look again.
     if (FindRuleset(vm_name, region)) {
       return EnsureRuleset(vm_name, region, ports, sources, exact, created);
     }
-    throw DriverError(StatusOf(400, a.error.code), "create firewall ruleset " + name +
-                                                 ": Lambda answered HTTP 400 (" + a.error.text + ")");
+    throw DriverError(
+        StatusOf(400, a.error.code),
+        "create firewall ruleset " + name + ": Lambda answered HTTP 400 (" + a.error.text + ")");
   }
   *created = true;
   return json::Str(DataObject(a, "create firewall ruleset"), "id");
@@ -344,7 +352,8 @@ void LambdaDriver::DeleteRuleset(const ObjectPtr& ruleset) {
   options.timeout = delete_wait_;
   std::string last;
   const bool deleted = kit::PollUntil(host_, options, [&](std::string* status) {
-    kit::ApiAnswer a = api_->Call("DELETE", "/firewall-rulesets/" + Encode(id), what, nullptr, {400, 404, 409});
+    kit::ApiAnswer a =
+        api_->Call("DELETE", "/firewall-rulesets/" + Encode(id), what, nullptr, {400, 404, 409});
     if (a.status == 400 && a.error.code != kRulesetInUseCode) {
       throw DriverError(StatusOf(400, a.error.code),
                         what + ": Lambda answered HTTP 400 (" + a.error.text + ")");
@@ -378,8 +387,8 @@ void LambdaDriver::WarnAccountWideSources(const std::string& vm_name, const std:
 }
 
 void LambdaDriver::AddAccountRules(const std::string& vm_name, const std::vector<int>& ports) {
-  Array::Ptr rules = DataArray(api_->Call("GET", "/firewall-rules", "read firewall rules"),
-                               "read firewall rules");
+  Array::Ptr rules =
+      DataArray(api_->Call("GET", "/firewall-rules", "read firewall rules"), "read firewall rules");
   bool changed = false;
   Array::Ptr updated = lambda::AddToAccountRules(rules, vm_name, ports, &changed);
   if (!changed) return;
@@ -391,8 +400,8 @@ void LambdaDriver::AddAccountRules(const std::string& vm_name, const std::vector
 }
 
 void LambdaDriver::RemoveAccountRules(const std::string& vm_name) {
-  Array::Ptr rules = DataArray(api_->Call("GET", "/firewall-rules", "read firewall rules"),
-                               "read firewall rules");
+  Array::Ptr rules =
+      DataArray(api_->Call("GET", "/firewall-rules", "read firewall rules"), "read firewall rules");
   if (!HasGpuprovRule(rules)) return;
   std::set<std::string> live;
   for (const auto& in : Instances()) {
@@ -446,7 +455,7 @@ std::string LambdaDriver::Launch(const std::string& name, ObjectPtr body,
     std::optional<DriverError> failure;
     try {
       kit::ApiAnswer a = api_->Call("POST", kLaunchPath, what, body, {400, 404, 500, 502, 503, 504},
-                      /*idempotent=*/false);
+                                    /*idempotent=*/false);
       if ((a.status == 400 || a.status == 404) && a.error.code == "global/object-does-not-exist") {
         // L-SPEC launchInstance 400/404 ApiErrorLaunchResourceNotFound: something the launch
         // names (image, SSH key, ruleset) is not there; not a missing VM.
@@ -463,8 +472,8 @@ std::string LambdaDriver::Launch(const std::string& name, ObjectPtr body,
             body->remove(field);
             dropped = true;
             if (std::string(field) == "firewall_rulesets") *rulesets_refused = true;
-            host_.Warning("this Lambda API refuses \"" + std::string(field) + "\" (" + a.error.text +
-                          "); launching without it" +
+            host_.Warning("this Lambda API refuses \"" + std::string(field) + "\" (" +
+                          a.error.text + "); launching without it" +
                           (std::string(field) == "user_data"
                                ? ": the installer is pushed over SSH once the instance runs"
                                : ""));
@@ -479,8 +488,8 @@ std::string LambdaDriver::Launch(const std::string& name, ObjectPtr body,
       }
       if (a.status == 400 || a.status == 404) {
         const gpuprov_type_status st = StatusOf(a.status, a.error.code);
-        std::string text = what + ": Lambda answered HTTP " + std::to_string(a.status) + " (" +
-                           a.error.text + ")";
+        std::string text =
+            what + ": Lambda answered HTTP " + std::to_string(a.status) + " (" + a.error.text + ")";
         if (st == GPUPROV_STATUS_CAPACITY) {
           text += "; Lambda has no capacity for this type there now: try another region or "
                   "instance type (--region, --gpus), or later";
@@ -496,9 +505,9 @@ std::string LambdaDriver::Launch(const std::string& name, ObjectPtr body,
         }
         return ids->get(0).toString();
       }
-      failure.emplace(GPUPROV_STATUS_TRANSIENT,
-                      what + ": Lambda answered HTTP " + std::to_string(a.status) + " (" +
-                          a.error.text + ")");
+      failure.emplace(
+          GPUPROV_STATUS_TRANSIENT,
+          what + ": Lambda answered HTTP " + std::to_string(a.status) + " (" + a.error.text + ")");
     } catch (const DriverError& e) {
       if (e.status() != GPUPROV_STATUS_TRANSIENT) throw;
       failure.emplace(e);
@@ -522,17 +531,18 @@ LambdaDriver::ObjectPtr LambdaDriver::VmJson(const ObjectPtr& in, const std::vec
   ObjectPtr type = json::Obj(in, "instance_type");
   const std::string type_name = json::Str(type, "name");
   kit::VmFields vm;
+  // What the state says: Lambda hands out the address before the instance answers on it.
+  vm.state = state.state;
+  vm.message = state.message;
+  vm.public_ip = state.state == "running" ? ip : std::string();
   vm.id = json::Str(in, "id");
   vm.name = json::Str(in, "name");
-  vm.state = state.state;
-  vm.public_ip = state.state == "running" ? ip : std::string();
   vm.ssh_user = kSshUser;
   vm.region = json::Str(json::Obj(in, "region"), "name");
   vm.instance_type = type_name;
   // L-SPEC Instance has no image field: only create knows the image it asked for.
   vm.image = image;
   vm.gpus = GpusText(type_name);
-  vm.message = state.message;
   vm.ports = ports;
   vm.tags = kit::KeyValueTags(json::Arr(in, "tags"));
   return kit::VmJson(vm);
@@ -766,13 +776,11 @@ std::string LambdaDriver::Create(const std::string& request_json) {
 }
 
 std::string LambdaDriver::Get(const std::string& request_json) {
-  ObjectPtr request = json::ParseObject(request_json, "the get request");
-  ObjectPtr in = Resolve(request);
-  if (!in) {
-    throw DriverError(GPUPROV_STATUS_NOT_FOUND,
-                      "no gpuprov instance " + kit::VmReference(request) + " on Lambda");
-  }
-  return kit::VmResult(VmJson(in));
+  return kit::GetVmResult(request_json, "gpuprov instance", " on Lambda",
+                          [&](const ObjectPtr& request) -> ObjectPtr {
+                            const ObjectPtr in = Resolve(request);
+                            return in ? VmJson(in) : nullptr;
+                          });
 }
 
 std::string LambdaDriver::List(const std::string& /*request_json*/) {
@@ -789,7 +797,8 @@ void LambdaDriver::WaitGone(const std::string& id, const std::string& name) {
   options.interval = std::max(milliseconds(2000), request_interval_);
   options.timeout = delete_wait_;
   const bool gone = kit::PollUntil(host_, options, [&](std::string* status) {
-    kit::ApiAnswer a = api_->Call("GET", "/instances/" + Encode(id), "get instance " + id, nullptr, {404});
+    kit::ApiAnswer a =
+        api_->Call("GET", "/instances/" + Encode(id), "get instance " + id, nullptr, {404});
     if (a.status == 404) return true;
     *status = json::Str(DataObject(a, "get instance " + id), "status");
     return *status == "terminated";
@@ -820,8 +829,8 @@ std::string LambdaDriver::Delete(const std::string& request_json) {
     Array::Ptr ids = new Array();
     ids->add(id);
     body->set("instance_ids", ids);
-    kit::ApiAnswer a = api_->Call("POST", "/instance-operations/terminate", "terminate instance " + name, body,
-                    {404});
+    kit::ApiAnswer a = api_->Call("POST", "/instance-operations/terminate",
+                                  "terminate instance " + name, body, {404});
     deleted = a.status != 404;  // already gone counts as done (section 3.4)
   }
   if (name.empty()) return kit::DeletedResult(deleted);
@@ -916,22 +925,23 @@ std::string LambdaDriver::DeleteResource(const std::string& request_json) {
     Array::Ptr ids = new Array();
     ids->add(ref.id);
     body->set("instance_ids", ids);
-    kit::ApiAnswer a =
-        api_->Call("POST", "/instance-operations/terminate", "terminate instance " + ref.id, body, {404});
+    kit::ApiAnswer a = api_->Call("POST", "/instance-operations/terminate",
+                                  "terminate instance " + ref.id, body, {404});
     return kit::DeletedResult(a.status != 404);
   }
   if (ref.kind == "account_rules") {
-    Array::Ptr rules =
-        DataArray(api_->Call("GET", "/firewall-rules", "read firewall rules"), "read firewall rules");
+    Array::Ptr rules = DataArray(api_->Call("GET", "/firewall-rules", "read firewall rules"),
+                                 "read firewall rules");
     const std::vector<std::string> vms = AccountRuleVms(rules);
     if (std::find(vms.begin(), vms.end(), ref.id) == vms.end()) return kit::DeletedResult(false);
     RemoveAccountRules(ref.id);
     return kit::DeletedResult(true);
   }
   const bool ruleset = ref.kind == "ruleset";
-  Array::Ptr list = ruleset ? DataArray(api_->Call("GET", "/firewall-rulesets", "list firewall rulesets"),
-                                        "list firewall rulesets")
-                            : DataArray(api_->Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
+  Array::Ptr list =
+      ruleset ? DataArray(api_->Call("GET", "/firewall-rulesets", "list firewall rulesets"),
+                          "list firewall rulesets")
+              : DataArray(api_->Call("GET", "/ssh-keys", "list SSH keys"), "list SSH keys");
   ObjectPtr found;
   for (size_t i = 0; i < list->size(); ++i) {
     ObjectPtr o = json::ObjAt(list, i);

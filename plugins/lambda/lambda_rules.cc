@@ -169,10 +169,7 @@ drivers::ApiDialect LambdaApi() {
   drivers::ApiDialect d;
   d.cloud = "Lambda";
   d.driver = "lambda";
-  d.read_error = [](const std::string& body) {
-    const ApiError e = ParseApiError(body);
-    return drivers::ApiError{e.code, e.Text()};
-  };
+  d.read_error = drivers::ReadCodeAndText<ParseApiError>;
   d.status_of = [](int http_status, const drivers::ApiError& e, const std::string&) {
     return StatusOf(http_status, e.code);
   };

@@ -113,7 +113,7 @@ MassedComputeDriver::MassedComputeDriver(const gpuprov::sdk::InitContext& ctx)
   }
   delete_wait_ = std::chrono::seconds(wait);
   api_ = std::make_unique<kit::ApiClient>(endpoint_, kit::RetryPolicyFrom(config_), host_,
-                                         MassedComputeApi(), MassedComputeAuth());
+                                          MassedComputeApi(), MassedComputeAuth());
 }
 
 // --- discovery ------------------------------------------------------------------------------
@@ -251,7 +251,8 @@ MassedComputeDriver::ObjectPtr MassedComputeDriver::FindByName(const std::string
 }
 
 MassedComputeDriver::ObjectPtr MassedComputeDriver::InstanceById(const std::string& uuid) {
-  kit::ApiAnswer a = api_->Call("GET", "/instance/" + Encode(uuid), "get instance " + uuid, nullptr, {404});
+  kit::ApiAnswer a =
+      api_->Call("GET", "/instance/" + Encode(uuid), "get instance " + uuid, nullptr, {404});
   if (a.status == 404 || !a.doc) return nullptr;
   // The spec lists both shapes: {"runningInstances":[...]} and {"runningInstance":{...}}.
   ObjectPtr in = json::Obj(a.doc, "runningInstance");
@@ -309,7 +310,8 @@ MassedComputeDriver::SshKey MassedComputeDriver::EnsureSshKey(const std::string&
   body->set("name", our_name);
   body->set("publicKey", kit::TrimSpace(public_key));
   host_.Progress("registering SSH key \"" + our_name + "\" on the Massed Compute account");
-  kit::ApiAnswer a = api_->Call("POST", "/ssh-keys", "register SSH key " + our_name, body, {400}, false);
+  kit::ApiAnswer a =
+      api_->Call("POST", "/ssh-keys", "register SSH key " + our_name, body, {400}, false);
   if (a.status == 400) {
     // Registered in the meantime (a lost answer, or another run): look it up once more.
     if (auto k = find()) return *k;
@@ -336,8 +338,8 @@ void MassedComputeDriver::DeleteKeysIfUnused(const std::string& except_uuid) {
     const std::string name = json::Str(k, "name");
     if (!IsGpuprovKeyName(name)) continue;
     host_.Progress("deleting SSH key \"" + name + "\" (no gpuprov VM uses it)");
-    api_->Call("DELETE", "/ssh-keys/" + Encode(json::Str(k, "id")), "delete SSH key " + name, nullptr,
-         {404});
+    api_->Call("DELETE", "/ssh-keys/" + Encode(json::Str(k, "id")), "delete SSH key " + name,
+               nullptr, {404});
   }
 }
 
@@ -349,7 +351,8 @@ std::string MassedComputeDriver::Launch(const std::string& vm_name, const Object
   for (;;) {
     std::optional<DriverError> failure;
     try {
-      kit::ApiAnswer a = api_->Call("POST", kLaunchPath, what, body, {500, 502, 503, 504}, /*idempotent=*/false);
+      kit::ApiAnswer a =
+          api_->Call("POST", kLaunchPath, what, body, {500, 502, 503, 504}, /*idempotent=*/false);
       if (a.status < 500) {
         const std::string uuid = a.doc ? json::Str(a.doc, "response") : "";
         if (uuid.empty()) {
@@ -380,7 +383,8 @@ void MassedComputeDriver::WaitGone(const std::string& uuid, const std::string& v
   options.interval = std::chrono::milliseconds(1000);
   options.timeout = delete_wait_;
   const bool gone = kit::PollUntil(host_, options, [&](std::string* status) {
-    kit::ApiAnswer a = api_->Call("GET", "/instance/" + Encode(uuid), "get instance " + uuid, nullptr, {404});
+    kit::ApiAnswer a =
+        api_->Call("GET", "/instance/" + Encode(uuid), "get instance " + uuid, nullptr, {404});
     if (a.status == 404) return true;
     ObjectPtr in = a.doc ? json::Obj(a.doc, "runningInstance") : nullptr;
     if (!in && a.doc) in = json::ObjAt(json::Arr(a.doc, "runningInstances"), 0);
@@ -427,7 +431,8 @@ MassedComputeDriver::ObjectPtr MassedComputeDriver::VmJson(const ObjectPtr& in) 
 }
 
 std::string MassedComputeDriver::Check(const std::string& /*request_json*/) {
-  kit::ApiAnswer a = api_->Call("POST", "/account/token/validation", "check the Massed Compute API key");
+  kit::ApiAnswer a =
+      api_->Call("POST", "/account/token/validation", "check the Massed Compute API key");
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
   result.set("account", "Massed Compute account (" +
                             (a.doc ? json::Str(a.doc, "message") : std::string("valid")) + ")");
@@ -555,13 +560,11 @@ std::string MassedComputeDriver::Create(const std::string& request_json) {
 }
 
 std::string MassedComputeDriver::Get(const std::string& request_json) {
-  ObjectPtr request = json::ParseObject(request_json, "the get request");
-  ObjectPtr in = Resolve(request);
-  if (!in) {
-    throw DriverError(GPUPROV_STATUS_NOT_FOUND,
-                      "no gpuprov instance " + kit::VmReference(request) + " on Massed Compute");
-  }
-  return kit::VmResult(VmJson(in));
+  return kit::GetVmResult(request_json, "gpuprov instance", " on Massed Compute",
+                          [&](const ObjectPtr& request) -> ObjectPtr {
+                            const ObjectPtr in = Resolve(request);
+                            return in ? VmJson(in) : nullptr;
+                          });
 }
 
 std::string MassedComputeDriver::List(const std::string& /*request_json*/) {
@@ -585,8 +588,8 @@ std::string MassedComputeDriver::Delete(const std::string& request_json) {
     Array::Ptr ids = new Array();
     ids->add(uuid);
     body->set("instanceUuids", ids);
-    kit::ApiAnswer a = api_->Call("POST", "/instance/terminate", "terminate instance " + json::Str(in, "name"),
-                    body, {404});
+    kit::ApiAnswer a = api_->Call("POST", "/instance/terminate",
+                                  "terminate instance " + json::Str(in, "name"), body, {404});
     deleted = a.status != 404;  // already gone counts as done (reference §3.4)
     if (deleted) WaitGone(uuid, vm_name);
   }
@@ -647,8 +650,8 @@ std::string MassedComputeDriver::DeleteResource(const std::string& request_json)
     Array::Ptr ids = new Array();
     ids->add(ref.id);
     body->set("instanceUuids", ids);
-    kit::ApiAnswer t = api_->Call("POST", "/instance/terminate", "terminate instance " + json::Str(in, "name"),
-                    body, {404});
+    kit::ApiAnswer t = api_->Call("POST", "/instance/terminate",
+                                  "terminate instance " + json::Str(in, "name"), body, {404});
     if (t.status == 404) return kit::DeletedResult(false);
     WaitGone(ref.id, vm_name);
     return kit::DeletedResult(true);
@@ -660,8 +663,8 @@ std::string MassedComputeDriver::DeleteResource(const std::string& request_json)
     if (json::Str(k, "id") != ref.id) continue;
     if (!IsGpuprovKeyName(json::Str(k, "name"))) throw refuse();
     host_.Progress("deleting SSH key \"" + json::Str(k, "name") + "\"");
-    kit::ApiAnswer d =
-        api_->Call("DELETE", "/ssh-keys/" + Encode(ref.id), "delete SSH key " + ref.id, nullptr, {404});
+    kit::ApiAnswer d = api_->Call("DELETE", "/ssh-keys/" + Encode(ref.id),
+                                  "delete SSH key " + ref.id, nullptr, {404});
     return kit::DeletedResult(d.status != 404);
   }
   return kit::DeletedResult(false);

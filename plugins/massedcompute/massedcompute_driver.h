@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
+#include "api_client.h"
 #include "credentials.h"
 #include "gpuprov/sdk.hpp"
-#include "api_client.h"
 #include "massedcompute_rules.h"
 
 namespace gpuprov::massedcompute {

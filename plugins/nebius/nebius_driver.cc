@@ -710,7 +710,6 @@ void NebiusDriver::CleanUp(const std::string& vm_name, bool disk, bool group) {
 // --- results ---
 
 Object::Ptr NebiusDriver::VmJson(const Instance& inst, const std::vector<int>& ports) const {
-  Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   const int state = inst.status().state();
   const std::string vm_state = VmStateOf(state, inst.status().reconciling());
   std::string public_ip;
@@ -720,34 +719,31 @@ Object::Ptr NebiusDriver::VmJson(const Instance& inst, const std::vector<int>& p
   }
   const PlatformPreset pp =
       PresetOf(inst.spec().resources().platform(), inst.spec().resources().preset());
-  vm->set("id", inst.metadata().id());
-  vm->set("name", inst.metadata().name());
-  vm->set("state", vm_state);
-  vm->set("public_ip", public_ip);
-  vm->set("ssh_port", 22);
-  vm->set("ssh_user", ssh_user_);
-  vm->set("region", region_);
-  vm->set("instance_type", pp.InstanceType());
+  kit::VmFields vm;
+  vm.id = inst.metadata().id();
+  vm.name = inst.metadata().name();
+  vm.state = vm_state;
+  vm.public_ip = public_ip;
+  vm.ssh_user = ssh_user_;
+  vm.region = region_;
+  vm.instance_type = pp.InstanceType();
   // The image family is on the boot disk, not the instance: not reported.
-  vm->set("image", std::string());
-  vm->set("gpus", pp.gpu_count > 0 ? pp.gpu_type + ":" + std::to_string(pp.gpu_count) : "");
-  vm->set("created_at", inst.metadata().has_created_at()
-                            ? google::protobuf::util::TimeUtil::ToString(inst.metadata().created_at())
-                            : std::string());
-  std::string message;
+  vm.gpus = pp.gpu_count > 0 ? pp.gpu_type + ":" + std::to_string(pp.gpu_count) : "";
+  vm.created_at = inst.metadata().has_created_at()
+                      ? google::protobuf::util::TimeUtil::ToString(inst.metadata().created_at())
+                      : std::string();
   if (vm_state != "running" && vm_state != "pending") {
-    message = InstanceStateName(state);
+    vm.message = InstanceStateName(state);
     if (state == compute::InstanceStatus::STOPPED) {
-      message += ": the instance is stopped (its start failed or it was stopped); gpuprov down "
-                 "removes it";
+      vm.message +=
+          ": the instance is stopped (its start failed or it was stopped); gpuprov down "
+          "removes it";
     }
   }
-  vm->set("message", message);
-  vm->set("ports", kit::PortMap(ports));
-  Object::Ptr tags = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-  for (const auto& [k, v] : LabelsOf(inst.metadata().labels())) tags->set(k, v);
-  vm->set("tags", tags);
-  return vm;
+  vm.ports = ports;
+  vm.tags.emplace();
+  for (const auto& [k, v] : LabelsOf(inst.metadata().labels())) vm.tags->emplace_back(k, v);
+  return kit::VmJson(vm);
 }
 
 // --- operations ---

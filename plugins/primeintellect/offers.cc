@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "offers.h"
-#include "text.h"
 
 #include <Poco/Dynamic/Var.h>
 #include <Poco/Exception.h>
@@ -14,6 +13,8 @@
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
+
+#include "text.h"
 
 namespace gpuprov::primeintellect {
 namespace {

@@ -8,12 +8,12 @@
 #include <Poco/JSON/Parser.h>
 
 #include <algorithm>
-#include <tuple>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <tuple>
 
 #include "driver_kit.h"
 #include "ssh_connection.h"
@@ -267,32 +267,30 @@ Object::Ptr VmJson(const Object::Ptr& pod) {
     if (!ips.empty()) public_ip = ips.front();
   }
 
-  Object::Ptr vm = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-  vm->set("id", Text(pod, "id"));
-  vm->set("name", VmNameOf(pod));
-  vm->set("pod_name", Text(pod, "name"));
-  vm->set("state", st.state);
-  vm->set("public_ip", public_ip);
-  vm->set("ssh_port", port);
-  vm->set("ssh_user", user);
+  kit::VmFields vm;
+  vm.id = Text(pod, "id");
+  vm.name = VmNameOf(pod);
+  vm.state = st.state;
+  vm.public_ip = public_ip;
+  vm.ssh_port = port;
+  vm.ssh_user = user;
   // The Pod object has no cloudId and no data-center field (P-DOC get-pod, the prime CLI's
   // `Pod` model in api/pods.py): both are known only at create, which fills them from the
   // offer it took (VmResultFor).
-  vm->set("region", "");
-  vm->set("instance_type", "");
-  vm->set("image", Text(pod, "environmentType"));
-  std::string gpu = Text(pod, "gpuName");
-  std::string count = Text(pod, "gpuCount");
-  vm->set("gpus", gpu.empty() ? "" : gpu + (count.empty() ? "" : ":" + count));
-  vm->set("created_at", Text(pod, "createdAt"));
-  vm->set("message", st.message);
-  Object::Ptr ports = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-  ports->set("22", port);
-  vm->set("ports", ports);
-  vm->set("cloud_status", Text(pod, "status"));
-  vm->set("provider", Text(pod, "providerType"));
-  if (std::optional<double> price = Number(pod, "priceHr")) vm->set("price_per_hour", *price);
-  return vm;
+  vm.image = Text(pod, "environmentType");
+  const std::string gpu = Text(pod, "gpuName");
+  const std::string count = Text(pod, "gpuCount");
+  vm.gpus = gpu.empty() ? "" : gpu + (count.empty() ? "" : ":" + count);
+  vm.created_at = Text(pod, "createdAt");
+  vm.message = st.message;
+  vm.published_ports = std::vector<std::pair<int, int>>{{22, port}};
+  vm.extra = {{"pod_name", Text(pod, "name")},
+              {"cloud_status", Text(pod, "status")},
+              {"provider", Text(pod, "providerType")}};
+  if (std::optional<double> price = Number(pod, "priceHr")) {
+    vm.extra.emplace_back("price_per_hour", *price);
+  }
+  return kit::VmJson(vm);
 }
 
 std::string VmResult(const Object::Ptr& pod, std::optional<bool> existing = std::nullopt) {

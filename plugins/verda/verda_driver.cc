@@ -84,7 +84,7 @@ VerdaDriver::VerdaDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host)
   auth.label = "client credentials";
   auth.token = [this](bool renew) { return Token(renew); };
   api_ = std::make_unique<kit::ApiClient>(endpoint_, kit::RetryPolicyFrom(config_), host_,
-                                         VerdaApi(), auth);
+                                          VerdaApi(), auth);
 }
 
 // --- auth and calls ------------------------------------------------------------------------
@@ -202,9 +202,9 @@ std::map<std::string, std::vector<std::string>> VerdaDriver::Availability(
       codes.push_back(json::Str(json::ObjAt(all, i), "code"));
     if (location.empty() || std::find(codes.begin(), codes.end(), location) != codes.end()) {
       if (a.status >= 300) {
-        throw DriverError(StatusOf(a.status, ParseApiError(a.body)), "list availability: Verda answered HTTP " +
-                                                           std::to_string(a.status) + " (" +
-                                                           a.error.text + ")");
+        throw DriverError(StatusOf(a.status, ParseApiError(a.body)),
+                          "list availability: Verda answered HTTP " + std::to_string(a.status) +
+                              " (" + a.error.text + ")");
       }
       return stock;  // a known location that answered nothing: no stock there
     }
@@ -324,8 +324,9 @@ std::string VerdaDriver::ImageFor(const std::string& type, const std::string& wa
   if (!fits && !user_chose) {
     // V-SPEC GET /v1/images: "instance_type: Filter OS images by instance type"; 404 when
     // the type is unknown (then supported_os alone decides).
-    const kit::ApiAnswer a = api_->Call("GET", "/images" + kit::QueryString({{"instance_type", type}}),
-                                        "list the images of " + type, nullptr, {404});
+    const kit::ApiAnswer a =
+        api_->Call("GET", "/images" + kit::QueryString({{"instance_type", type}}),
+                   "list the images of " + type, nullptr, {404});
     const Poco::Dynamic::Var doc = a.Parsed();
     if (a.status < 300 && doc.type() == typeid(Array::Ptr)) {
       Array::Ptr list = doc.extract<Array::Ptr>();
@@ -357,11 +358,10 @@ std::string VerdaDriver::CreateScript(const std::string& vm_name, const std::str
   body.set("script", text);
   host_.Progress("creating startup script " + ScriptName(vm_name) + " (" +
                  std::to_string(text.size()) + " bytes)");
-  const kit::ApiAnswer a =
-      api_->Send({.method = "POST",
-                  .path = "/scripts",
-                  .what = "create startup script " + ScriptName(vm_name),
-                  .body = json::Stringify(body)});
+  const kit::ApiAnswer a = api_->Send({.method = "POST",
+                                       .path = "/scripts",
+                                       .what = "create startup script " + ScriptName(vm_name),
+                                       .body = json::Stringify(body)});
   const std::string id = IdOfCreateAnswer(a.body);
   if (id.empty())
     throw DriverError(GPUPROV_STATUS_FAILED, "create startup script: no id in the answer");
@@ -677,13 +677,11 @@ std::string VerdaDriver::Offers(const std::string& request_json) {
 }
 
 std::string VerdaDriver::Get(const std::string& request_json) {
-  ObjectPtr request = json::ParseObject(request_json, "the get request");
-  ObjectPtr in = Resolve(request);
-  if (!in) {
-    throw DriverError(GPUPROV_STATUS_NOT_FOUND,
-                      "no gpuprov instance " + kit::VmReference(request) + " on Verda");
-  }
-  return kit::VmResult(VmJson(in));
+  return kit::GetVmResult(request_json, "gpuprov instance", " on Verda",
+                          [&](const ObjectPtr& request) -> ObjectPtr {
+                            const ObjectPtr in = Resolve(request);
+                            return in ? VmJson(in) : nullptr;
+                          });
 }
 
 std::string VerdaDriver::List(const std::string& /*request_json*/) {
@@ -703,9 +701,8 @@ bool VerdaDriver::DeleteInstance(const ObjectPtr& instance) {
   const std::string body = DeleteActionBody(id, VolumesToDelete(instance));
   const auto start = Clock::now();
   for (;;) {
-    const kit::ApiAnswer a =
-        api_->Send({.method = "PUT", .path = "/instances", .what = what, .body = body,
-                    .allow = {400, 404}});
+    const kit::ApiAnswer a = api_->Send(
+        {.method = "PUT", .path = "/instances", .what = what, .body = body, .allow = {400, 404}});
     const ApiError error = ParseApiError(a.body);
     const Poco::Dynamic::Var doc = a.Parsed();
     // The message is either the error envelope or the instance's entry in the result list.

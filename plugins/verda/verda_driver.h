@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "gpuprov/sdk.hpp"
 #include "api_client.h"
+#include "gpuprov/sdk.hpp"
 #include "verda_rules.h"
 
 namespace gpuprov::verda {

@@ -50,9 +50,8 @@ size_t CodePoints(const std::string& s) {
 constexpr std::array<std::string_view, 2> kQuotaWords = {"quota", "limit exceeded"};
 
 // The GPU models Verda rents (the kit's canonical names, gpu_names.h).
-constexpr std::string_view kVerdaGpus[] = {"H100",       "H200",       "A100", "L40S",
-                                           "A6000",      "RTX6000ADA", "RTXPRO6000", "B200",
-                                           "B300",       "V100"};
+constexpr std::string_view kVerdaGpus[] = {"H100",       "H200",       "A100", "L40S", "A6000",
+                                           "RTX6000ADA", "RTXPRO6000", "B200", "B300", "V100"};
 
 std::optional<ClientCredentials> FromEnvPair(const std::string& id_var,
                                              const std::string& secret_var) {
@@ -164,10 +163,7 @@ drivers::ApiDialect VerdaApi() {
   drivers::ApiDialect d;
   d.cloud = "Verda";
   d.driver = "verda";
-  d.read_error = [](const std::string& body) {
-    const ApiError e = ParseApiError(body);
-    return drivers::ApiError{e.code, e.Text()};
-  };
+  d.read_error = drivers::ReadCodeAndText<ParseApiError>;
   d.status_of = [](int http_status, const drivers::ApiError&, const std::string& body) {
     return StatusOf(http_status, ParseApiError(body));
   };

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "catalogue.h"
 #include "api_client.h"
+#include "catalogue.h"
 #include "credentials.h"
 #include "gpuprov/driver_abi.h"
 #include "tags.h"
