@@ -11,8 +11,8 @@
 
 #include "app_context.h"
 #include "provision_options.h"
-#include "ttl_command.h"
-#include "vm_commands.h"
+#include "openssh.h"
+#include "ttl.h"
 
 namespace gpuprov {
 

@@ -27,9 +27,7 @@
 #include "prompt.h"
 #include "remote.h"
 #include "spec.h"
-#include "ssh_client.h"
 #include "ttl.h"
-#include "tunnel_command.h"
 
 namespace gpuprov {
 namespace {

@@ -11,22 +11,12 @@
 
 #include "app_context.h"
 #include "openssh.h"
-#include "ssh_client.h"
+#include "ssh_target.h"
 #include "state_store.h"
 
 namespace gpuprov {
 
 int RunList(const AppContext& app, bool refresh);
-/// What `gpuprov ssh NAME` was asked for besides the name.
-struct SshCommandOptions {
-  std::vector<std::string> command;     // the words after `--`, joined as OpenSSH does
-  std::vector<LocalForward> forwards;   // -L
-  bool no_command = false;              // -N: forward only
-};
-
-/// One command (its exit status), or OpenSSH for a shell and for -L forwards. Defined in
-/// ssh_command.cc, part of libgpuprov-remote.so (remote.h): call it through Remote().ssh.
-int RunSsh(const AppContext& app, const std::string& name, const SshCommandOptions& options);
 /// `gpuprov ssh-config NAME`: the OpenSSH Host block for the VM on stdout.
 int RunSshConfig(const AppContext& app, const std::string& name);
 /// Deletes the VM; on a terminal asks first unless \a yes (prompt.h).

@@ -1,4 +1,6 @@
 // `gpuprov ssh NAME`: in libgpuprov-remote.so (remote.h), as it connects with libssh.
+#include "ssh_command.h"
+
 #include <unistd.h>
 
 #include <cerrno>
