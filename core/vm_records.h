@@ -1,4 +1,6 @@
-// `gpuprov list`, `gpuprov ssh` and `gpuprov down`: the commands that act on recorded VMs.
+// What the commands that act on recorded VMs (list, down, ssh-config, ssh, tunnel, ttl,
+// kubeconfig, gc) share: loading a record, its SSH target, its JSON and table forms, and what
+// each cloud says of its VMs now.
 #pragma once
 
 #include <Poco/JSON/Object.h>
@@ -10,31 +12,10 @@
 #include <vector>
 
 #include "app_context.h"
-#include "openssh.h"
 #include "ssh_target.h"
 #include "state_store.h"
 
 namespace gpuprov {
-
-int RunList(const AppContext& app, bool refresh);
-/// `gpuprov ssh-config NAME`: the OpenSSH Host block for the VM on stdout.
-int RunSshConfig(const AppContext& app, const std::string& name);
-/// Deletes the VM; on a terminal asks first unless \a yes (prompt.h).
-int RunDown(const AppContext& app, const std::string& name, const std::optional<std::string>& cloud,
-            bool yes = false);
-
-/// What deleting one VM came to: "removed", "already_gone" or "nothing", and the line saying so.
-struct DownOutcome {
-  std::string result;
-  std::string text;
-};
-
-/// The deletion part of `down` (no question): the VM on \a cloud_name through its driver, its
-/// pinned host key, kubeconfig and merged entries, and its record. The caller holds the VM's
-/// lock and has loaded \a rec (nullopt: no record, look the name up on the cloud).
-DownOutcome DeleteVmAndFiles(const AppContext& app, StateStore& store,
-                             std::optional<VmRecord>& rec, const std::string& name,
-                             const std::string& cloud_name);
 
 /// What each cloud says of its VMs now: cloud -> VM name -> state (CloudVm::state).
 struct LiveStates {
@@ -48,22 +29,8 @@ struct LiveStates {
 /// and left out.
 LiveStates AskLiveStates(const AppContext& app, const std::vector<VmRecord>& records);
 
-/// The records that count as expired at \a now (ExpiryReason, ttl.h: the deadline passed, or,
-/// with \a live, an idle TTL and a VM its cloud says is off), in the order given; only those on
-/// \a cloud when it is given.
-std::vector<VmRecord> ExpiredRecords(const std::vector<VmRecord>& records,
-                                     std::chrono::system_clock::time_point now,
-                                     const std::optional<std::string>& cloud = std::nullopt,
-                                     const LiveStates* live = nullptr);
-
-/// `gpuprov down --expired`: deletes every VM whose TTL deadline has passed, or that its idle
-/// TTL powered off (its cloud is asked), as `down NAME` does; asks first on a terminal unless \a yes, and needs \a yes when it cannot ask.
-int RunDownExpired(const AppContext& app, bool yes);
-
-/// `down`: takes the VM's cluster, user and context out of the user's kubeconfig when a merge
-/// put them there (the record names the file); a file that cannot be edited is a warning
-/// naming the kubectl commands that remove them.
-void RemoveMergedKubeconfigEntries(const AppContext& app, const VmRecord& rec);
+/// Seconds since \a rfc3339 (a record's created_at); 0 when empty or unreadable.
+long RecordAgeSeconds(const std::string& rfc3339);
 
 /// The record of \a name; UsageError naming `gpuprov list` when there is none.
 VmRecord LoadVmRecord(const StateStore& store, const std::string& name);

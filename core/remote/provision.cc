@@ -35,7 +35,7 @@
 #include "state_store.h"
 #include "ttl.h"
 #include "tunnel_command.h"
-#include "vm_commands.h"
+#include "vm_records.h"
 #include "vm_ports.h"
 
 namespace gpuprov {

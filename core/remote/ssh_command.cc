@@ -12,7 +12,7 @@
 #include "spec.h"
 #include "ssh_client.h"
 #include "state_store.h"
-#include "vm_commands.h"
+#include "vm_records.h"
 
 namespace gpuprov {
 
