@@ -243,6 +243,8 @@ struct CrashCase {
   bool vm_made;
 };
 
+void PrintTo(const CrashCase& c, std::ostream* os) { *os << c.point; }
+
 class ProvisionCrashTest : public ProvisionTest, public ::testing::WithParamInterface<CrashCase> {};
 
 TEST_P(ProvisionCrashTest, ARerunAfterTheKillContinuesWithOneVm) {
