@@ -1,7 +1,5 @@
 #include "provision.h"
 
-#include <Poco/JSON/Object.h>
-
 #include <algorithm>
 #include <chrono>
 #include <filesystem>

@@ -116,8 +116,38 @@ class MemoryDriver {
   }
 };
 
+/// A second cloud, cheaper, that never has capacity: the candidate loop tries it first.
+class FullDriver {
+ public:
+  static constexpr const char* kName = "full";
+  static constexpr const char* kVersion = "1.0.0";
+  static constexpr const char* kDescription = "provision_test's cloud without capacity";
+  static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE;
+
+  explicit FullDriver(const gpuprov::sdk::InitContext&) {}
+  std::string Check(const std::string&) { return R"({"account":"full"})"; }
+  std::string Offers(const std::string&) {
+    g_world->calls.push_back("full offers");
+    return R"({"offers":[{"instance_type":"full-1","region":"f1","gpu_count":0,)"
+           R"("price_per_hour":0.05}]})";
+  }
+  std::string Create(const std::string& request) {
+    g_world->calls.push_back("full create " + Field(request, "name"));
+    throw gpuprov::sdk::DriverError(GPUPROV_STATUS_CAPACITY, "no capacity (full)");
+  }
+  std::string Get(const std::string&) { return R"({"vm":null})"; }
+  std::string List(const std::string&) { return R"({"vms":[]})"; }
+  std::string Delete(const std::string& request) {
+    g_world->calls.push_back("full delete " + Field(request, "name"));
+    return R"({"deleted":false})";
+  }
+};
+
 const gpuprov_type_driver_descriptor* MemoryDescriptor() {
   return gpuprov::sdk::internal::Descriptor<MemoryDriver, gpuprov::sdk::kNoConfigKeys, 0>();
+}
+const gpuprov_type_driver_descriptor* FullDescriptor() {
+  return gpuprov::sdk::internal::Descriptor<FullDriver, gpuprov::sdk::kNoConfigKeys, 0>();
 }
 
 /// A port on 127.0.0.1 that nothing listens on: bound once to learn a free one, then closed.
@@ -161,7 +191,7 @@ class ProvisionTest : public ::testing::Test {
     std::ofstream(home_.path() / "config.toml")
         << "[defaults.timeouts]\nssh_wait_seconds = 1\nboot_wait_seconds = 30\n";
     app_.prompter = std::make_shared<NoTerminal>();
-    app_.in_memory_drivers = {MemoryDescriptor()};
+    app_.in_memory_drivers = {MemoryDescriptor(), FullDescriptor()};
     flags_.name = "demo";
     flags_.cloud = "memory";
     flags_.kubernetes = false;
@@ -305,6 +335,24 @@ TEST_F(ProvisionTest, ACreateThatFailsWithNoVmOnTheCloudLeavesNoRecord) {
   EXPECT_THAT(error, HasSubstr("no capacity"));
   EXPECT_FALSE(Record());
   EXPECT_TRUE(world_.vms.empty());
+}
+
+TEST_F(ProvisionTest, TheCandidateLoopCleansUpACloudWithoutCapacityAndTakesTheNext) {
+  flags_.cloud = "full,memory";
+  const std::string error = RunUntilError();
+  EXPECT_THAT(error, HasSubstr("did not become reachable"));
+  // The cheaper cloud first: its create failed for capacity and was cleaned up; then memory.
+  EXPECT_THAT(world_.calls,
+              ::testing::IsSupersetOf({"full create demo", "full delete demo", "create demo"}));
+  const auto at = [&](const std::string& call) {
+    return std::find(world_.calls.begin(), world_.calls.end(), call) - world_.calls.begin();
+  };
+  EXPECT_LT(at("full create demo"), at("full delete demo"));
+  EXPECT_LT(at("full delete demo"), at("create demo"));
+  ASSERT_TRUE(Record());
+  EXPECT_EQ(Record()->cloud, "memory");
+  EXPECT_EQ(Record()->phase, "failed");
+  EXPECT_EQ(world_.vms.size(), 1u);
 }
 
 TEST(ProvisionReport, ReadySummarySaysWhereTheVmIsAndHowToReachIt) {
