@@ -517,17 +517,9 @@ gpuprov_type_status InMemoryOp(gpuprov_type_driver*, gpuprov_type_json, gpuprov_
   *out = gpuprov_type_json{kAnswer, sizeof(kAnswer) - 1};
   return GPUPROV_STATUS_OK;
 }
-gpuprov_type_driver* InMemoryInit(const gpuprov_type_init_input*, gpuprov_type_status* st) {
-  static char handle;
-  *st = GPUPROV_STATUS_OK;
-  return reinterpret_cast<gpuprov_type_driver*>(&handle);
-}
-void InMemoryDestroy(gpuprov_type_driver*) {}
-const char* InMemoryLastError(gpuprov_type_driver*) { return ""; }
-const gpuprov_drv_vtable kInMemoryVtable = {
-    sizeof(gpuprov_drv_vtable), InMemoryInit, InMemoryDestroy, InMemoryLastError, InMemoryOp,
-    InMemoryOp,                 InMemoryOp,   InMemoryOp,      InMemoryOp,        InMemoryOp,
-    nullptr,                    nullptr,      nullptr};
+const gpuprov_drv_vtable kInMemoryVtable = {sizeof(gpuprov_drv_vtable), Init, Destroy, LastError,
+                                             InMemoryOp, InMemoryOp, InMemoryOp, InMemoryOp,
+                                             InMemoryOp, InMemoryOp, nullptr, nullptr, nullptr};
 
 TEST(InMemoryDriver, LoadFindsItBeforeAFileOfTheSameNameAndOpenCallsIt) {
   DriverHost host(std::vector<gpuprov::DriverSearchDir>{{GPUPROV_FIXTURE_DRIVER_DIR, "fixtures"}});
