@@ -794,7 +794,23 @@ DriverInfo DriverHost::Find(const std::string& name) const {
                    "gpuprov-driver-" + name + " package");
 }
 
+void DriverHost::AddInMemory(const gpuprov_type_driver_descriptor* descriptor) {
+  in_memory_.push_back(descriptor);
+}
+
 LoadedDriver DriverHost::Load(const std::string& name) const {
+  for (const gpuprov_type_driver_descriptor* descriptor : in_memory_) {
+    if (descriptor->name == nullptr || name != descriptor->name) continue;
+    LoadedDriver loaded;
+    gpuprov_drv_vtable vtable{};
+    if (ValidateDescriptor(descriptor, &loaded.info_, &vtable) == nullptr) {
+      throw Error("the in-memory " + name + " driver is broken: " + loaded.info_.problem, "");
+    }
+    loaded.descriptor_ = descriptor;
+    loaded.info_.path = "(in memory)";
+    loaded.info_.origin = "in memory";
+    return loaded;
+  }
   for (const auto& dir : search_path_) {
     fs::path path = fs::path(dir.path) / DriverFileName(name);
     std::error_code ec;
