@@ -53,6 +53,7 @@ const std::map<std::string, std::string> kKnownAbi = {
     {"1.0", "ed1e4e63b037e98c6488b8499496a7aa1a34b442f50af103eaeee7cc599fadc6"},
     {"1.1", "973b1857a0806f2e97ccee40d5085e8b3ec641dc6cb6e445a247c55dafe88b1a"},
     {"1.2", "28d36bb7a001dc82707d9d819fb64c32d2b2569262f3060bf81230db8075814e"},
+    {"1.3", "0b296e44246bccb6535d8bc25d2ec20a9535a82b32516f1beedccc188c229b8d"},
 };
 
 TEST(AbiGuard, HeaderMatchesTheHashRecordedForItsVersion) {
@@ -89,6 +90,16 @@ TEST(AbiGuard, TheOneOneFixtureHeaderIsTheReleasedOne) {
   std::stringstream ss;
   ss << in.rdbuf();
   EXPECT_EQ(Sha256(Declarations(ss.str())), kKnownAbi.at("1.1"));
+}
+
+TEST(AbiGuard, TheOneTwoFixtureHeaderIsTheReleasedOne) {
+  // The abi12 fixture driver is built with this copy; it must be ABI 1.2 as released.
+  std::ifstream in(std::string(GPUPROV_SOURCE_DIR) +
+                   "/tests/fixtures/drivers/abi_1_2/gpuprov/driver_abi.h");
+  ASSERT_TRUE(in);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(Sha256(Declarations(ss.str())), kKnownAbi.at("1.2"));
 }
 
 TEST(AbiGuard, CommentsAndSpacingDoNotCount) {
