@@ -55,6 +55,7 @@ TOML
   # retried through.
   printf '[clouds.aws]\nregions = ["us-east-1"]\n\n[clouds.aws.retry]\nbase_delay_ms = 1\nmax_delay_ms = 5\n' \
     >"$GPUPROV_HOME/config.toml"
+  use_emulator emu # clears what is left of the first fault
   fault '{"cloud":"aws","fault":"throttle","times":4}'
   curl -fsS -X DELETE "$CONTROL/requests?cloud=aws" >/dev/null
   run "$GPUPROV" check --cloud aws
@@ -63,27 +64,27 @@ TOML
   [ "$(throttled)" -eq 4 ]
 }
 
+# provision_refused: a provision that the config check stops before anything is made (exit 2).
+provision_refused() {
+  run "$GPUPROV" provision --name settings-vm --cloud "$1" --no-k8s
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [ ! -e "$GPUPROV_HOME/state/settings-vm.json" ]
+}
+
 @test "settings: a mistake inside the retry table or a list is refused with file:line (exit 2)" {
   printf '[clouds.aws.retry]\nmax_attempts = 2\nmax_atempts = 3\n' >"$GPUPROV_HOME/config.toml"
-  run "$GPUPROV" check --cloud aws
-  echo "$output"
-  [ "$status" -eq 2 ]
+  provision_refused aws
   [[ "$output" == *"config.toml:3: unknown key 'max_atempts' in clouds.aws.retry; the aws driver's retry accepts: attempt_timeout_ms, base_delay_ms, max_attempts,"* ]]
   printf '[clouds.aws]\nretry = {max_attempts = "2"}\n' >"$GPUPROV_HOME/config.toml"
-  run "$GPUPROV" check --cloud aws
-  echo "$output"
-  [ "$status" -eq 2 ]
+  provision_refused aws
   [[ "$output" == *"config.toml:2: key 'clouds.aws.retry.max_attempts' must be an integer for the aws driver, not a string"* ]]
   printf '[clouds.aws]\nregions = "us-west-2"\n' >"$GPUPROV_HOME/config.toml"
-  run "$GPUPROV" check --cloud aws
-  echo "$output"
-  [ "$status" -eq 2 ]
+  provision_refused aws
   [[ "$output" == *"config.toml:2: key 'clouds.aws.regions' must be a string list for the aws driver, not a string"* ]]
   [[ "$output" == *'regions = ["a", "b"]'* ]]
   printf '[clouds.aws]\nregions = ["us-west-2", 3]\n' >"$GPUPROV_HOME/config.toml"
-  run "$GPUPROV" check --cloud aws
-  echo "$output"
-  [ "$status" -eq 2 ]
+  provision_refused aws
   [[ "$output" == *"config.toml:2: key 'clouds.aws.regions' must hold only strings, not an integer"* ]]
 }
 
@@ -103,9 +104,7 @@ TOML
   [[ "$output" != *"former name"* ]]
   # Both: refused, naming the line to remove.
   printf '[clouds.lambda]\ntoken_env = "MY_LAMBDA_KEY"\napi_key_env = "X"\n' >"$GPUPROV_HOME/config.toml"
-  run "$GPUPROV" check --cloud lambda
-  echo "$output"
-  [ "$status" -eq 2 ]
+  provision_refused lambda
   [[ "$output" == *"config.toml:3: key 'clouds.lambda.api_key_env' is the former name of 'token_env', which is set too"* ]]
 }
 
