@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "gpuprov/driver_abi.h"
 
@@ -72,34 +73,19 @@ TEST(AbiGuard, HeaderMatchesTheHashRecordedForItsVersion) {
                               << "end of structs, major for anything else) and record the hash";
 }
 
-TEST(AbiGuard, TheOneZeroFixtureHeaderIsTheReleasedOne) {
-  // The abi10 fixture driver is built with this copy; it must be ABI 1.0 as released.
-  std::ifstream in(std::string(GPUPROV_SOURCE_DIR) +
-                   "/tests/fixtures/drivers/abi_1_0/gpuprov/driver_abi.h");
-  ASSERT_TRUE(in);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  EXPECT_EQ(Sha256(Declarations(ss.str())), kKnownAbi.at("1.0"));
-}
-
-TEST(AbiGuard, TheOneOneFixtureHeaderIsTheReleasedOne) {
-  // The abi11 fixture driver is built with this copy; it must be ABI 1.1 as released.
-  std::ifstream in(std::string(GPUPROV_SOURCE_DIR) +
-                   "/tests/fixtures/drivers/abi_1_1/gpuprov/driver_abi.h");
-  ASSERT_TRUE(in);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  EXPECT_EQ(Sha256(Declarations(ss.str())), kKnownAbi.at("1.1"));
-}
-
-TEST(AbiGuard, TheOneTwoFixtureHeaderIsTheReleasedOne) {
-  // The abi12 fixture driver is built with this copy; it must be ABI 1.2 as released.
-  std::ifstream in(std::string(GPUPROV_SOURCE_DIR) +
-                   "/tests/fixtures/drivers/abi_1_2/gpuprov/driver_abi.h");
-  ASSERT_TRUE(in);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  EXPECT_EQ(Sha256(Declarations(ss.str())), kKnownAbi.at("1.2"));
+TEST(AbiGuard, TheFixtureHeadersAreTheReleasedOnes) {
+  // The abi10, abi11 and abi12 fixture drivers are built with these copies; each must be its
+  // ABI as released.
+  const std::pair<std::string, std::string> kCopies[] = {
+      {"1.0", "abi_1_0"}, {"1.1", "abi_1_1"}, {"1.2", "abi_1_2"}};
+  for (const auto& [version, folder] : kCopies) {
+    std::ifstream in(std::string(GPUPROV_SOURCE_DIR) + "/tests/fixtures/drivers/" + folder +
+                     "/gpuprov/driver_abi.h");
+    ASSERT_TRUE(in) << folder;
+    std::stringstream ss;
+    ss << in.rdbuf();
+    EXPECT_EQ(Sha256(Declarations(ss.str())), kKnownAbi.at(version)) << folder;
+  }
 }
 
 TEST(AbiGuard, CommentsAndSpacingDoNotCount) {

@@ -257,11 +257,12 @@ std::vector<DriverConfigKey> ReadConfigKeys(const gpuprov_type_config_key* const
     const auto target = std::find_if(out.begin(), out.end(), [&](const DriverConfigKey& k) {
       return k.name == table;
     });
+    const std::string member = dot == std::string::npos ? "" : key.replaced_by.substr(dot + 1);
     const bool member_found =
         dot == std::string::npos ||
         (target != out.end() &&
          std::any_of(target->members.begin(), target->members.end(),
-                     [&](const DriverConfigKey& m) { return m.name == key.replaced_by.substr(dot + 1); }));
+                     [&](const DriverConfigKey& m) { return m.name == member; }));
     if (target == out.end() || !target->replaced_by.empty() || !member_found) {
       *problem = "config key '" + key.name + "' is replaced by '" + key.replaced_by +
                  "', which the driver does not declare as a key of its own";

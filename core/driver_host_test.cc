@@ -124,7 +124,8 @@ INSTANTIATE_TEST_SUITE_P(
         DescriptorCase{"ConfigKeyWithABadName",
                        [](auto* d, auto*) {
                          static const gpuprov_type_config_key bad = {
-                             sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_STRING, "Bad-Key", "x", nullptr, nullptr, 0};
+                             sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_STRING, "Bad-Key", "x", nullptr,
+                             nullptr, 0};
                          static const gpuprov_type_config_key* const keys[] = {&bad};
                          d->config_keys = keys;
                          d->config_key_count = 1;
@@ -142,7 +143,8 @@ INSTANTIATE_TEST_SUITE_P(
         DescriptorCase{"ConfigKeyTwice",
                        [](auto* d, auto*) {
                          static const gpuprov_type_config_key zone = {
-                             sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_STRING, "zone", "x", nullptr, nullptr, 0};
+                             sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_STRING, "zone", "x", nullptr,
+                             nullptr, 0};
                          static const gpuprov_type_config_key* const keys[] = {&zone, &zone};
                          d->config_keys = keys;
                          d->config_key_count = 2;

@@ -137,7 +137,9 @@ class SettingsChecker {
 
 std::string AllowedKeysText(const DriverInfo& driver) {
   std::vector<DriverConfigKey> keys{{kEndpointKey, GPUPROV_CONFIG_STRING, ""}};
-  if (driver.config_keys) keys.insert(keys.end(), driver.config_keys->begin(), driver.config_keys->end());
+  if (driver.config_keys) {
+    keys.insert(keys.end(), driver.config_keys->begin(), driver.config_keys->end());
+  }
   return NamesText(keys);
 }
 
@@ -153,7 +155,17 @@ CheckedCloudSettings CheckCloudSettings(const Config& config, const DriverInfo& 
     const CloudSettingValue& value = table->second.at(key);
     const DriverConfigKey* declared =
         key == kEndpointKey ? &endpoint : FindKey(*driver.config_keys, key);
-    if (declared == nullptr) {
+    // The host checked at load that a former name's key (and member) is declared.
+    const std::string& name = declared ? declared->replaced_by : key;
+    const size_t dot = name.find('.');
+    const std::string top = name.substr(0, dot);
+    const DriverConfigKey* target = declared ? FindKey(*driver.config_keys, top) : nullptr;
+    const DriverConfigKey* member_key =
+        target && dot != std::string::npos ? FindKey(target->members, name.substr(dot + 1))
+                                           : nullptr;
+    if (declared == nullptr ||
+        (!declared->replaced_by.empty() &&
+         (target == nullptr || (dot != std::string::npos && member_key == nullptr)))) {
       throw UsageError(checker.At(key) + "unknown key '" + key + "' in [clouds." + driver.name +
                            "]; the " + driver.name + " driver accepts: " + AllowedKeysText(driver),
                        "check the spelling, or remove the line; `gpuprov drivers " + driver.name +
@@ -173,16 +185,13 @@ CheckedCloudSettings CheckCloudSettings(const Config& config, const DriverInfo& 
       continue;
     }
     // A former name: checked as the current key (or table member) and passed under its name.
-    const std::string& name = declared->replaced_by;
-    const size_t dot = name.find('.');
-    const std::string top = name.substr(0, dot);
-    const DriverConfigKey* target = FindKey(*driver.config_keys, top);
     const auto* written_table = table->second.count(top) > 0
                                     ? std::get_if<CloudSettingTable>(&table->second.at(top))
                                     : nullptr;
     const bool both = dot == std::string::npos
                           ? table->second.count(top) > 0
-                          : written_table != nullptr && written_table->count(name.substr(dot + 1)) > 0;
+                          : written_table != nullptr &&
+                                written_table->count(name.substr(dot + 1)) > 0;
     if (both) {
       throw UsageError(checker.At(key) + "key 'clouds." + driver.name + "." + key +
                            "' is the former name of '" + name + "', which is set too",
@@ -196,12 +205,10 @@ CheckedCloudSettings CheckCloudSettings(const Config& config, const DriverInfo& 
       current[name] = value;
       continue;
     }
-    const std::string member = name.substr(dot + 1);
-    const DriverConfigKey* member_key = FindKey(target->members, member);
     checker.CheckValue(key, *member_key, value);
     CloudSettingValue& into = current[top];
     if (!std::holds_alternative<CloudSettingTable>(into)) into = CloudSettingTable{};
-    std::get<CloudSettingTable>(into)[member] = *AsScalar(value);
+    std::get<CloudSettingTable>(into)[member_key->name] = *AsScalar(value);
   }
   out.config.clouds[driver.name] = std::move(current);
   return out;

@@ -40,8 +40,8 @@ inline constexpr gpuprov_type_config_key kRetryMembers[] = {
 };
 
 /// `retry = {max_attempts = 6, ...}` (or a [clouds.NAME.retry] section): the HTTP retry policy.
-inline constexpr gpuprov_type_config_key kRetryKey =
-    sdk::TableKey<kRetryMembers>(kRetrySetting, "the HTTP retry policy: a table of the members below");
+inline constexpr gpuprov_type_config_key kRetryKey = sdk::TableKey<kRetryMembers>(
+    kRetrySetting, "the HTTP retry policy: a table of the members below");
 
 /// `poll_interval_ms`: how often a wait asks the cloud again; \a help names what and the default.
 constexpr gpuprov_type_config_key PollIntervalKey(const char* help) {

@@ -119,7 +119,8 @@ GcpDriver::GcpDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
   network_ = json::Str(config_, "network");
   if (network_.empty()) network_ = "default";
   subnetwork_ = json::Str(config_, "subnetwork");
-  poll_interval_ = std::max(milliseconds(10), kit::PollIntervalSetting(config_, milliseconds(2000)));
+  poll_interval_ =
+      std::max(milliseconds(10), kit::PollIntervalSetting(config_, milliseconds(2000)));
   operation_timeout_ = std::chrono::seconds(
       std::max<long long>(1, json::Int(config_, "operation_timeout_seconds", 900)));
   policy_ = kit::RetryPolicyFrom(config_);

@@ -906,8 +906,8 @@ constexpr gpuprov_type_config_key kVerdaConfigKeys[] = {
     gpuprov::drivers::kRetryKey,
     gpuprov::drivers::PollIntervalKey("how often to poll while waiting (5000)"),
     gpuprov::drivers::DeleteWaitKey("how long down retries a delete Verda refuses while provisioning (600)"),
-    gpuprov::sdk::StringKey("region",
-                            "the location code used when provision names no --region (e.g. FIN-01)"),
+    gpuprov::sdk::StringKey("region", "the location code used when provision names no --region "
+                                      "(e.g. FIN-01)"),
     gpuprov::sdk::StringKey("image",
                             "the OS image type (default ubuntu-24.04-cuda-12.8-open-docker)"),
     gpuprov::sdk::StringKey("client_id_env", "the environment variable that holds the client id"),

@@ -85,7 +85,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     SetPointer(key.get(), key_size, offsetof(gpuprov_type_config_key, members),
                in.ConsumeBool() && !keys.empty() ? static_cast<const void*>(keys.data()) : nullptr);
     if (offsetof(gpuprov_type_config_key, member_count) + sizeof(size_t) <= key_size) {
-      const size_t members = keys.size() == 0 ? 0 : in.ConsumeIntegralInRange<size_t>(0, keys.size());
+      const size_t members =
+          keys.empty() ? 0 : in.ConsumeIntegralInRange<size_t>(0, keys.size());
       std::memcpy(key.get() + offsetof(gpuprov_type_config_key, member_count), &members,
                   sizeof(members));
     }

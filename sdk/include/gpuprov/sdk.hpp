@@ -48,7 +48,8 @@
 //
 // The driver states the minimum driver ABI minor it needs from the host as a third argument
 // (default 0: any ABI 1.x host, or 3 when its key table uses a 1.3 key; the SDK's own minor
-// only when the driver relies on a member added in it): GPUPROV_DRIVER(MyCloud, kMyCloudConfigKeys, 1), or without keys
+// only when the driver relies on a member added in it):
+// GPUPROV_DRIVER(MyCloud, kMyCloudConfigKeys, 1), or without keys
 // GPUPROV_DRIVER(MyCloud, gpuprov::sdk::kNoConfigKeys, 1).
 //
 // Build it with gpuprov_add_driver(mycloud SOURCES mycloud.cc) from find_package(gpuprov-sdk):
@@ -149,8 +150,9 @@ constexpr gpuprov_type_config_key StringListKey(const char* name, const char* he
 }
 
 /// ABI 1.3: \a former_name, an older name of the key \a current_name (declared in the same
-/// table), or of a member of a declared table ("retry.max_attempts"). The host accepts it with a warning naming the current name and passes its value
-/// under that name, so the driver reads only \a current_name.
+/// table), or of a member of a declared table ("retry.max_attempts"). The host accepts it with
+/// a warning naming the current name and passes its value under that name, so the driver reads
+/// only \a current_name.
 constexpr gpuprov_type_config_key RenamedKey(const char* former_name, const char* current_name) {
   return {sizeof(gpuprov_type_config_key), 0, former_name, "", current_name, nullptr, 0};
 }
@@ -162,8 +164,8 @@ constexpr std::array<const gpuprov_type_config_key*, sizeof...(I)> KeyPointers(
   return {&Keys[I]...};
 }
 template <const auto& Keys>
-inline constexpr auto kKeyPointersOf =
-    KeyPointers<Keys>(std::make_index_sequence<std::extent_v<std::remove_cvref_t<decltype(Keys)>>>());
+inline constexpr auto kKeyPointersOf = KeyPointers<Keys>(
+    std::make_index_sequence<std::extent_v<std::remove_cvref_t<decltype(Keys)>>>());
 }  // namespace internal
 
 /// ABI 1.3: a table key whose members are the keys of \a Members, a namespace-scope
