@@ -6,6 +6,7 @@
 
 #include "gpuprov/sdk.hpp"
 #include "json_util.h"
+#include "standard_settings.h"
 #include "tags.h"
 #include "text.h"
 
@@ -30,7 +31,7 @@ const std::vector<std::string>& TokenEnvVars() {
 
 std::optional<drivers::Credential> ResolveToken(const Poco::JSON::Object::Ptr& config) {
   namespace json = drivers::json;
-  const std::string token_env = config ? json::Str(config, "token_env") : "";
+  const std::string token_env = drivers::TokenEnvSetting(config);
   if (!token_env.empty()) {
     if (auto c = drivers::CredentialFromEnv({token_env})) return c;
   }
