@@ -161,18 +161,25 @@ void CheckKubeconfig(const YAML::Node& root, const std::string& display) {
   }
 }
 
+/// \a text parsed and checked (CheckKubeconfig).
+YAML::Node LoadKubeconfig(const std::string& text, const std::string& display) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw Refuse(display, std::string("not YAML: ") + e.what());
+  }
+  CheckKubeconfig(root, display);
+  return root;
+}
+
 /// The parsed file with what the edits need: its lines and each top-level key's position.
 class KubeconfigText {
  public:
   KubeconfigText(const std::string& text, const std::string& display)
       : display_(display), lines_(SplitLines(text)) {
     final_newline_ = text.empty() || text.back() == '\n';
-    try {
-      root_ = YAML::Load(text);
-    } catch (const YAML::Exception& e) {
-      throw Refuse(display, std::string("not YAML: ") + e.what());
-    }
-    CheckKubeconfig(root_, display);
+    root_ = LoadKubeconfig(text, display);
     if (root_.IsNull()) return;
     if (root_.Style() == YAML::EmitterStyle::Flow) {
       throw NotLineEditable{"its top level is a flow mapping ({...})"};
@@ -484,13 +491,7 @@ std::string MergeKubeconfigText(const std::string& existing, const std::string& 
   }
   std::map<std::string, YAML::Node> ours_entries;
   for (const char* key : kSections) ours_entries[key] = OurEntry(ours, key, name);
-  YAML::Node root;
-  try {
-    root = YAML::Load(existing);
-  } catch (const YAML::Exception& e) {
-    throw Refuse(display, std::string("not YAML: ") + e.what());
-  }
-  CheckKubeconfig(root, display);
+  const YAML::Node root = LoadKubeconfig(existing, display);
   const std::string want_current = switch_context ? name : CurrentContext(root);
   std::string result;
   bool by_lines = true;
@@ -509,13 +510,7 @@ std::string MergeKubeconfigText(const std::string& existing, const std::string& 
 std::string RemoveKubeconfigEntries(const std::string& existing, const std::string& name,
                                     const std::string& display, bool* reemitted) {
   if (reemitted != nullptr) *reemitted = false;
-  YAML::Node root;
-  try {
-    root = YAML::Load(existing);
-  } catch (const YAML::Exception& e) {
-    throw Refuse(display, std::string("not YAML: ") + e.what());
-  }
-  CheckKubeconfig(root, display);
+  const YAML::Node root = LoadKubeconfig(existing, display);
   if (root.IsNull()) return existing;
   bool present = CurrentContext(root) == name;
   for (const char* key : kSections) {
