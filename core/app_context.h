@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "config.h"
 #include "console.h"
@@ -23,11 +24,15 @@ struct AppContext {
   OutputFormat output = OutputFormat::kText;
   /// Questions on the terminal (prompt.h); never null in a running command.
   std::shared_ptr<Prompter> prompter;
+  /// Drivers every host of this run finds before its search path (DriverHost::AddInMemory):
+  /// tests drive commands with an in-memory cloud through them.
+  std::vector<const gpuprov_type_driver_descriptor*> in_memory_drivers = {};
 
   /// The driver host of this run, with its descriptor cache in $GPUPROV_HOME/cache.
   DriverHost MakeDriverHost() const {
     DriverHost host(DriverHost::DefaultSearchPath(driver_path_flag, paths.home().string()));
     host.set_list_cache((paths.home() / "cache" / "drivers.json").string());
+    for (const gpuprov_type_driver_descriptor* d : in_memory_drivers) host.AddInMemory(d);
     return host;
   }
   /// config.toml from the gpuprov folder (defaults when it does not exist), with the folder's

@@ -134,7 +134,7 @@ void PrintStructured(const AppContext& app, const std::vector<CloudCheckReport>&
 
 }  // namespace
 
-int RunCheckCommand(const AppContext& app, const std::optional<std::string>& cloud) {
+int RunCheck(const AppContext& app, const std::optional<std::string>& cloud) {
   if (cloud && !IsValidCloudName(*cloud)) {
     throw UsageError("--cloud: '" + *cloud + "' is not a cloud name ([a-z0-9_-])",
                      "`gpuprov drivers` lists the clouds");

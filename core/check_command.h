@@ -47,6 +47,6 @@ std::string ChooseDefaultCloud(const std::vector<CloudCheckReport>& reports);
 
 /// Prints the reports; exit 0 when the cloud asked for (else any cloud but the test cloud) is
 /// usable, 1 otherwise.
-int RunCheckCommand(const AppContext& app, const std::optional<std::string>& cloud);
+int RunCheck(const AppContext& app, const std::optional<std::string>& cloud);
 
 }  // namespace gpuprov

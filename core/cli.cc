@@ -1,8 +1,5 @@
 #include "cli.h"
 
-#include <Poco/JSON/Array.h>
-#include <Poco/JSON/Object.h>
-
 #include <csignal>
 #include <iostream>
 
@@ -10,28 +7,26 @@
 #include "check_command.h"
 #include "cli_args.h"
 #include "command_table.h"
-#include "completion.h"
+#include "completion_command.h"
 #include "console.h"
+#include "down_command.h"
 #include "drivers_command.h"
 #include "error.h"
 #include "gc_command.h"
 #include "gpu_request.h"
-#include "offer_cache.h"
 #include "kubeconfig_command.h"
+#include "list_command.h"
 #include "output.h"
 #include "prompt.h"
 #include "provision_options.h"
 #include "remote.h"
-#include "state_store.h"
+#include "ssh_config_command.h"
 #include "status_display.h"
 #include "ttl.h"
-#include "vm_commands.h"
+#include "version_command.h"
 
 #ifndef GPUPROV_VERSION
 #define GPUPROV_VERSION "0.0.0"
-#endif
-#ifndef GPUPROV_BUILD_TYPE
-#define GPUPROV_BUILD_TYPE ""
 #endif
 
 namespace gpuprov {
@@ -193,12 +188,6 @@ const std::vector<Command>& Commands() {
   return kCommands;
 }
 
-#ifdef __VERSION__
-constexpr const char* kCompiler = "compiler " __VERSION__;
-#else
-constexpr const char* kCompiler = "compiler unknown";
-#endif
-
 /// The visible command \a name; a UsageError with the closest command otherwise.
 const Command& FindOrSuggest(const std::string& name) {
   if (const Command* c = FindCommand(Commands(), name)) return *c;
@@ -355,9 +344,13 @@ int RunDownArgs(const AppContext& app, const ParsedArgs& args) {
       throw UsageError("`gpuprov down --expired` takes no VM name and no --cloud",
                        "run `gpuprov down NAME` for one VM");
     }
-    return RunDownExpired(app, args.has("yes"));
   }
-  return RunDown(app, OneName(args, "down"), args.value("cloud"), args.has("yes"));
+  DownOptions options;
+  options.expired = args.has("expired");
+  if (!options.expired) options.name = OneName(args, "down");
+  options.cloud = args.value("cloud");
+  options.yes = args.has("yes");
+  return RunDown(app, options);
 }
 
 int RunGcArgs(const AppContext& app, const ParsedArgs& args) {
@@ -402,14 +395,14 @@ int RunKubeconfigArgs(const AppContext& app, const ParsedArgs& args) {
   KubeconfigCommandOptions options;
   options.merge = args.has("merge");
   options.switch_context = args.has("switch");
-  return RunKubeconfigCommand(app, OneName(args, "kubeconfig"), options);
+  return RunKubeconfig(app, OneName(args, "kubeconfig"), options);
 }
 
 int RunCheckArgs(const AppContext& app, const ParsedArgs& args) {
   if (!args.positional.empty()) {
     throw UsageError("`gpuprov check` takes no arguments", "name one cloud with --cloud CLOUD");
   }
-  return RunCheckCommand(app, args.value("cloud"));
+  return RunCheck(app, args.value("cloud"));
 }
 
 int RunDriversArgs(const AppContext& app, const ParsedArgs& args) {
@@ -423,39 +416,21 @@ int RunDriversArgs(const AppContext& app, const ParsedArgs& args) {
 
 int RunVersionArgs(const AppContext& app, const ParsedArgs& args) {
   if (!args.positional.empty()) throw UsageError("`gpuprov version` takes no arguments");
-  const std::string abi = std::to_string(GPUPROV_ABI_VERSION_MAJOR) + "." +
-                          std::to_string(GPUPROV_ABI_VERSION_MINOR);
-  const std::vector<DriverSearchDir> search =
-      DriverHost::DefaultSearchPath(app.driver_path_flag, app.paths.home().string());
-  if (app.json_output) {
-    Poco::JSON::Object::Ptr o = new Poco::JSON::Object(Poco::JSON_PRESERVE_KEY_ORDER);
-    o->set("version", std::string(GPUPROV_VERSION));
-    o->set("abi", abi);
-    o->set("abi_major", GPUPROV_ABI_VERSION_MAJOR);
-    o->set("abi_minor", GPUPROV_ABI_VERSION_MINOR);
-    Poco::JSON::Object::Ptr build = new Poco::JSON::Object(Poco::JSON_PRESERVE_KEY_ORDER);
-    build->set("type", std::string(GPUPROV_BUILD_TYPE));
-    build->set("compiler", std::string(kCompiler));
-    build->set("cplusplus", static_cast<Poco::Int64>(__cplusplus));
-    o->set("build", build);
-    Poco::JSON::Array::Ptr dirs = new Poco::JSON::Array;
-    for (const auto& d : search) {
-      Poco::JSON::Object::Ptr dir = new Poco::JSON::Object(Poco::JSON_PRESERVE_KEY_ORDER);
-      dir->set("path", d.path);
-      dir->set("origin", d.origin);
-      dirs->add(dir);
-    }
-    o->set("drivers_dirs", dirs);
-    app.Print(o);
-    return 0;
+  return RunVersion(app);
+}
+
+int RunCompletionArgs(const AppContext&, const ParsedArgs& args) {
+  if (args.positional.size() != 1) {
+    throw UsageError("`gpuprov completion` takes one shell: bash, zsh or fish",
+                     "e.g. source <(gpuprov completion bash)");
   }
-  std::string out = "gpuprov " GPUPROV_VERSION " (driver ABI " + abi + ")\n";
-  out += std::string("  build:   ") + (*GPUPROV_BUILD_TYPE ? GPUPROV_BUILD_TYPE ", " : "") +
-         kCompiler + "\n";
-  out += "  drivers: searched in\n";
-  for (const auto& d : search) out += "    " + d.path + " (" + d.origin + ")\n";
-  Console::Get().Result(out);
-  return 0;
+  return RunCompletion(args.positional[0]);
+}
+
+int RunCompleteArgs(const AppContext& app, const ParsedArgs& args) {
+  // The scripts pass the words after `--`, so options among them are not parsed here.
+  return RunComplete(app, Commands(), kGlobalOptions,
+                     args.has_dashdash ? args.after_dashdash : args.positional);
 }
 
 int RunHelpArgs(const AppContext&, const ParsedArgs& args) {
@@ -467,57 +442,6 @@ int RunHelpArgs(const AppContext&, const ParsedArgs& args) {
     return 0;
   }
   Console::Get().Result(CommandHelp(FindOrSuggest(args.positional[0]), kGlobalOptions));
-  return 0;
-}
-
-int RunCompletionArgs(const AppContext&, const ParsedArgs& args) {
-  if (args.positional.size() != 1) {
-    throw UsageError("`gpuprov completion` takes one shell: bash, zsh or fish",
-                     "e.g. source <(gpuprov completion bash)");
-  }
-  Console::Get().Result(CompletionScript(args.positional[0]));
-  return 0;
-}
-
-/// Names for completion: working drivers (from the driver list cache) and VM records. Errors
-/// give no names: a Tab must never print an error.
-class MachineCompletionSources : public CompletionSources {
- public:
-  explicit MachineCompletionSources(const AppContext& app) : app_(app) {}
-  std::vector<std::string> Clouds() override {
-    std::vector<std::string> names;
-    try {
-      DriverHost host = app_.MakeDriverHost();
-      for (const auto& d : host.ListAll()) {
-        if (d.ok() && d.shadowed_by.empty()) names.push_back(d.name);
-      }
-    } catch (const std::exception&) {
-    }
-    return names;
-  }
-  std::vector<std::string> Vms() override {
-    std::vector<std::string> names;
-    try {
-      std::vector<std::string> problems;
-      for (const auto& r : StateStore(app_.paths).List(&problems)) names.push_back(r.name);
-    } catch (const std::exception&) {
-    }
-    return names;
-  }
-  std::vector<std::string> GpuTypes(const std::string& cloud) override {
-    return RememberedGpuTypes(app_.paths.home() / "cache", cloud);
-  }
-
- private:
-  const AppContext& app_;
-};
-
-int RunCompleteArgs(const AppContext& app, const ParsedArgs& args) {
-  MachineCompletionSources sources(app);
-  // The scripts pass the words after `--`, so options among them are not parsed here.
-  std::vector<std::string> words = args.has_dashdash ? args.after_dashdash : args.positional;
-  if (words.empty()) words.push_back("");
-  Console::Get().Result(CompletionReply(Complete(Commands(), kGlobalOptions, words, sources)));
   return 0;
 }
 

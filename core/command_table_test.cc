@@ -5,8 +5,9 @@
 
 #include <sstream>
 
+#include "down_command.h"
 #include "state_store.h"
-#include "vm_commands.h"
+#include "vm_records.h"
 
 namespace gpuprov {
 namespace {

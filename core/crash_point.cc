@@ -15,6 +15,7 @@ namespace {
 // Which point is armed: an index into CrashPointNames(), -1 for none. Atomic because driver
 // threads and the interrupt handler may run while a point is reached.
 std::atomic<int> armed_index{-1};
+std::atomic<CrashAction> crash_action{nullptr};
 
 }  // namespace
 
@@ -52,9 +53,15 @@ void ArmCrashPoint(const std::string& point) {
 
 void DisarmCrashPoint() { armed_index = -1; }
 
+void SetCrashAction(CrashAction action) { crash_action = action; }
+
 void CrashPoint(const char* point) {
   const int armed = armed_index.load();
   if (armed < 0 || CrashPointNames()[static_cast<size_t>(armed)] != point) return;
+  if (const CrashAction action = crash_action.load()) {
+    action(point);
+    return;
+  }
   // write(2), not the console: nothing buffered, nothing allocated, right before the kill.
   const std::string line = std::string("gpuprov: test crash point ") + point + ": SIGKILL\n";
   ssize_t unused = write(STDERR_FILENO, line.data(), line.size());

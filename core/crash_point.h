@@ -24,8 +24,15 @@ void ArmCrashPoint(const std::string& point);
 /// Disarms (for tests of this file).
 void DisarmCrashPoint();
 
+/// What reaching the armed point does instead of the SIGKILL; nullptr (the default) kills.
+/// For unit tests: an action that throws a value no handler catches (nothing derived from
+/// std::exception) stops the run where a kill would, leaving the files as the kill leaves them.
+using CrashAction = void (*)(const char* point);
+void SetCrashAction(CrashAction action);
+
 /// When \a point is the armed one: says so on stderr and SIGKILLs this process (no cleanup, no
-/// destructors, no flush of anything else: what a power cut or `kill -9` leaves). Else returns.
+/// destructors, no flush of anything else: what a power cut or `kill -9` leaves), or runs the
+/// action SetCrashAction gave. Else returns.
 void CrashPoint(const char* point);
 
 }  // namespace gpuprov

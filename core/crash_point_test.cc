@@ -27,6 +27,22 @@ TEST(CrashPointTest, ArmedPointKillsWithSigkillAndOthersReturn) {
   DisarmCrashPoint();
 }
 
+const char* g_reached = nullptr;
+void RecordReached(const char* point) { g_reached = point; }
+
+TEST(CrashPointTest, ACrashActionRunsAtTheArmedPointInsteadOfTheKill) {
+  g_reached = nullptr;
+  ArmCrashPoint("vm-created");
+  SetCrashAction(&RecordReached);
+  CrashPoint("intent-recorded");  // another point: nothing
+  EXPECT_EQ(g_reached, nullptr);
+  CrashPoint("vm-created");  // this process lives on
+  ASSERT_NE(g_reached, nullptr);
+  EXPECT_STREQ(g_reached, "vm-created");
+  SetCrashAction(nullptr);
+  DisarmCrashPoint();
+}
+
 TEST(CrashPointTest, UnknownPointIsAUsageErrorNamingThePoints) {
   try {
     ArmCrashPoint("vm-runing");

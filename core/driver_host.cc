@@ -537,10 +537,12 @@ DriverInfo InfoFromJson(const Poco::JSON::Object::Ptr& o) {
   return info;
 }
 
-/// path -> (stamp, info) from the cache file; empty when it is missing, unreadable or of
-/// another version.
-std::map<std::string, std::pair<std::string, DriverInfo>> ReadListCache(const std::string& path) {
-  std::map<std::string, std::pair<std::string, DriverInfo>> out;
+/// The list cache: absolute path -> (stamp, info).
+using ListCache = std::map<std::string, std::pair<std::string, DriverInfo>>;
+
+/// The list cache from its file; empty when it is missing, unreadable or of another version.
+ListCache ReadListCache(const std::string& path) {
+  ListCache out;
   if (path.empty()) return out;
   try {
     std::optional<std::string> text = ReadFileIfExists(path, kCacheFileKind);
@@ -698,34 +700,51 @@ DriverInfo ProbeFile(const std::string& path, const std::string& origin) {
   }
 }
 
+/// A driver file described: from the cache when its stamp still matches (`use_cache`), else by
+/// reading it in a child process (`probed`). Path and origin are the caller's.
+struct Described {
+  std::string key;    // the absolute path, the cache's key
+  std::string stamp;  // FileStamp(path); empty when the file cannot be stat'ed
+  DriverInfo info;
+  bool probed = false;
+};
+
+Described DescribeFile(const ListCache& cache, bool use_cache, const std::string& path,
+                       const std::string& origin) {
+  Described d;
+  std::error_code ec;
+  d.key = fs::absolute(path, ec).lexically_normal().string();
+  d.stamp = FileStamp(path);
+  auto hit = cache.find(d.key);
+  if (use_cache && !d.stamp.empty() && hit != cache.end() && hit->second.first == d.stamp) {
+    d.info = hit->second.second;
+  } else {
+    d.info = ProbeFile(path, origin);
+    d.probed = true;
+  }
+  d.info.path = path;
+  d.info.origin = origin;
+  return d;
+}
+
 }  // namespace
 
 DriverInfo DriverHost::Describe(const std::string& path, const std::string& origin) const {
-  std::error_code ec;
-  const std::string key = fs::absolute(path, ec).lexically_normal().string();
-  const std::string stamp = FileStamp(path);
-  auto cache = ReadListCache(list_cache_path_);
-  auto hit = cache.find(key);
-  if (!list_cache_path_.empty() && !stamp.empty() && hit != cache.end() &&
-      hit->second.first == stamp) {
-    DriverInfo info = hit->second.second;
-    info.path = path;
-    info.origin = origin;
-    return info;
-  }
-  DriverInfo info = ProbeFile(path, origin);
-  if (!list_cache_path_.empty() && !stamp.empty()) {
-    cache[key] = {stamp, info};
+  ListCache cache = ReadListCache(list_cache_path_);
+  const bool use_cache = !list_cache_path_.empty();
+  Described d = DescribeFile(cache, use_cache, path, origin);
+  if (use_cache && d.probed && !d.stamp.empty()) {
+    cache[d.key] = {d.stamp, d.info};
     WriteListCache(list_cache_path_, cache);
   }
-  return info;
+  return d.info;
 }
 
 std::vector<DriverInfo> DriverHost::ListAll() const {
   std::vector<DriverInfo> out;
   std::map<std::string, std::string> first_path;
-  auto cache = ReadListCache(list_cache_path_);
-  std::map<std::string, std::pair<std::string, DriverInfo>> fresh;
+  const ListCache cache = ReadListCache(list_cache_path_);
+  ListCache fresh;
   bool cache_changed = false;
   for (const auto& dir : search_path_) {
     std::error_code ec;
@@ -749,21 +768,10 @@ std::vector<DriverInfo> DriverHost::ListAll() const {
         out.push_back(std::move(shadowed));
         continue;
       }
-      std::string key = fs::absolute(path, ec).lexically_normal().string();
-      std::string stamp = FileStamp(path);
-      DriverInfo info;
-      auto hit = cache.find(key);
-      if (!list_cache_path_.empty() && !stamp.empty() && hit != cache.end() &&
-          hit->second.first == stamp) {
-        info = hit->second.second;
-      } else {
-        info = ProbeFile(path, dir.origin);
-        cache_changed = true;
-      }
-      info.path = path;
-      info.origin = dir.origin;
-      if (!stamp.empty()) fresh[key] = {stamp, info};
-      out.push_back(std::move(info));
+      Described d = DescribeFile(cache, !list_cache_path_.empty(), path, dir.origin);
+      cache_changed |= d.probed;
+      if (!d.stamp.empty()) fresh[d.key] = {d.stamp, d.info};
+      out.push_back(std::move(d.info));
     }
   }
   if (!list_cache_path_.empty() && (cache_changed || fresh.size() != cache.size())) {
@@ -786,7 +794,23 @@ DriverInfo DriverHost::Find(const std::string& name) const {
                    "gpuprov-driver-" + name + " package");
 }
 
+void DriverHost::AddInMemory(const gpuprov_type_driver_descriptor* descriptor) {
+  in_memory_.push_back(descriptor);
+}
+
 LoadedDriver DriverHost::Load(const std::string& name) const {
+  for (const gpuprov_type_driver_descriptor* descriptor : in_memory_) {
+    if (descriptor->name == nullptr || name != descriptor->name) continue;
+    LoadedDriver loaded;
+    gpuprov_drv_vtable vtable{};
+    if (ValidateDescriptor(descriptor, &loaded.info_, &vtable) == nullptr) {
+      throw Error("the in-memory " + name + " driver is broken: " + loaded.info_.problem, "");
+    }
+    loaded.descriptor_ = descriptor;
+    loaded.info_.path = "(in memory)";
+    loaded.info_.origin = "in memory";
+    return loaded;
+  }
   for (const auto& dir : search_path_) {
     fs::path path = fs::path(dir.path) / DriverFileName(name);
     std::error_code ec;

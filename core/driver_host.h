@@ -184,6 +184,12 @@ class DriverHost {
   /// path when there is none, and naming the file and its problem when it is broken.
   LoadedDriver Load(const std::string& name) const;
 
+  /// A driver given as an in-memory descriptor (tests; a statically linked driver): Load and
+  /// Open(name, ...) find it by its descriptor's name before any file on the search path, and
+  /// check it as a file's descriptor is checked. ListAll and Find list files only. The
+  /// descriptor must outlive the host and what it loads.
+  void AddInMemory(const gpuprov_type_driver_descriptor* descriptor);
+
   /// Initialises a loaded driver; the file is not searched or loaded again.
   static std::unique_ptr<Driver> Open(const LoadedDriver& loaded, const std::string& config_json,
                                       DriverCallbacks callbacks);
@@ -204,6 +210,7 @@ class DriverHost {
 
   std::vector<DriverSearchDir> search_path_;
   std::string list_cache_path_;
+  std::vector<const gpuprov_type_driver_descriptor*> in_memory_;
 };
 
 /// "libgpuprov-driver-<name>.so"

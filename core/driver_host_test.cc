@@ -510,5 +510,45 @@ TEST(DriverReadme, NamesTheReadmeFileOrElseThePackage) {
   EXPECT_EQ(DriverReadme("nosuchcloud"), "the README.md of the gpuprov-driver-nosuchcloud package");
 }
 
+// ---- In-memory drivers (DriverHost::AddInMemory) ----
+
+gpuprov_type_status InMemoryOp(gpuprov_type_driver*, gpuprov_type_json, gpuprov_type_json* out) {
+  static const char kAnswer[] = R"({"account":"in memory"})";
+  *out = gpuprov_type_json{kAnswer, sizeof(kAnswer) - 1};
+  return GPUPROV_STATUS_OK;
+}
+const gpuprov_drv_vtable kInMemoryVtable = {sizeof(gpuprov_drv_vtable), Init, Destroy, LastError,
+                                             InMemoryOp, InMemoryOp, InMemoryOp, InMemoryOp,
+                                             InMemoryOp, InMemoryOp, nullptr, nullptr, nullptr};
+
+TEST(InMemoryDriver, LoadFindsItBeforeAFileOfTheSameNameAndOpenCallsIt) {
+  DriverHost host(std::vector<gpuprov::DriverSearchDir>{{GPUPROV_FIXTURE_DRIVER_DIR, "fixtures"}});
+  static const gpuprov_type_driver_descriptor kGood = {
+      sizeof(gpuprov_type_driver_descriptor), GPUPROV_DRIVER_MAGIC, GPUPROV_ABI_VERSION_MAJOR, 0,
+      "good", "9.9.9", "in memory", GPUPROV_CAP_VM_LIFECYCLE, &kInMemoryVtable, nullptr, 0};
+  host.AddInMemory(&kGood);
+  const gpuprov::LoadedDriver loaded = host.Load("good");  // the fixture file is 1.2.3
+  EXPECT_EQ(loaded.info().version, "9.9.9");
+  EXPECT_EQ(loaded.info().path, "(in memory)");
+  auto driver = DriverHost::Open(loaded, "{}", {});
+  EXPECT_EQ(driver->Call(DriverOp::kCheck, "{}"), R"({"account":"in memory"})");
+  EXPECT_EQ(host.Load("abi10").info().name, "abi10");  // other names: the search path
+}
+
+TEST(InMemoryDriver, ABrokenOneIsRefusedWithItsProblem) {
+  DriverHost host(std::vector<gpuprov::DriverSearchDir>{});
+  static const gpuprov_type_driver_descriptor kNewMajor = {
+      sizeof(gpuprov_type_driver_descriptor), GPUPROV_DRIVER_MAGIC, 99, 0, "broken", "1",
+      "in memory", GPUPROV_CAP_VM_LIFECYCLE, &kInMemoryVtable, nullptr, 0};
+  host.AddInMemory(&kNewMajor);
+  try {
+    host.Load("broken");
+    FAIL() << "loaded";
+  } catch (const gpuprov::Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("the in-memory broken driver is broken"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("99"));
+  }
+}
+
 }  // namespace
 }  // namespace gpuprov

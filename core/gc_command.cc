@@ -16,10 +16,11 @@
 #include <sstream>
 
 #include "console.h"
+#include "down_command.h"
 #include "error.h"
 #include "interrupt.h"
 #include "ttl.h"
-#include "vm_commands.h"
+#include "vm_records.h"
 
 namespace gpuprov {
 namespace {

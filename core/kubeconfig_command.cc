@@ -11,12 +11,12 @@
 #include "kubeconfig_merge.h"
 #include "spec.h"
 #include "state_store.h"
-#include "vm_commands.h"
+#include "vm_records.h"
 
 namespace gpuprov {
 
-int RunKubeconfigCommand(const AppContext& app, const std::string& name,
-                         const KubeconfigCommandOptions& options) {
+int RunKubeconfig(const AppContext& app, const std::string& name,
+                  const KubeconfigCommandOptions& options) {
   ValidateVmName(name, "VM name");
   Console& console = Console::Get();
   StateStore store(app.paths);

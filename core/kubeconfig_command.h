@@ -14,7 +14,7 @@ struct KubeconfigCommandOptions {
   bool switch_context = false;  // implies merge
 };
 
-int RunKubeconfigCommand(const AppContext& app, const std::string& name,
-                         const KubeconfigCommandOptions& options);
+int RunKubeconfig(const AppContext& app, const std::string& name,
+                  const KubeconfigCommandOptions& options);
 
 }  // namespace gpuprov

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ssh_client.h"
+#include "ssh_target.h"
 
 namespace gpuprov {
 
@@ -24,6 +24,13 @@ struct LocalForward {
 
   /// The spec as OpenSSH's -L takes it.
   std::string ToSpec() const;
+};
+
+/// What `gpuprov ssh NAME` was asked for besides the name.
+struct SshCommandOptions {
+  std::vector<std::string> command;     // the words after `--`, joined as OpenSSH does
+  std::vector<LocalForward> forwards;   // -L
+  bool no_command = false;              // -N: forward only
 };
 
 /// Parses the value of `gpuprov tunnel --local-port`: a port number 1-65535, else UsageError.

@@ -9,7 +9,7 @@
 
 #include "candidates.h"
 #include "error.h"
-#include "installer_bundle.h"
+#include "installer_text.h"
 
 namespace gpuprov {
 namespace {

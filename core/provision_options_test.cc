@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "error.h"
-#include "installer_bundle.h"
+#include "installer_text.h"
 
 namespace gpuprov {
 namespace {

@@ -1,9 +1,11 @@
-// The commands that reach a VM over SSH or TLS (provision, ssh, tunnel, and the host-key removal
-// of down) live in libgpuprov-remote.so, with libssh, Poco Net/NetSSL/Crypto and OpenSSL. The
-// gpuprov executable loads it on first use, so `--help`, `list --no-refresh`, `completion` and
-// the other local commands start without mapping those libraries (BENCHMARKS.md, start-up).
-// The module resolves the rest of core from the executable (which exports gpuprov::* symbols,
-// gpuprov.dynamic-list): one copy of Console, the crash points and the state code.
+// The commands that reach a VM over SSH or TLS (provision, ssh, tunnel, ttl, and the host-key
+// removal of down) live in libgpuprov-remote.so (core/remote/, whose headers the executable's
+// own code cannot include), with libssh, Poco Net/NetSSL/Crypto and OpenSSL. The gpuprov
+// executable loads it on first use, so `--help`, `list --no-refresh`, `completion` and the other
+// local commands start without mapping those libraries (BENCHMARKS.md, start-up). The module
+// resolves the rest of core from the executable (which exports gpuprov::* symbols,
+// gpuprov.dynamic-list): one copy of Console, the crash points and the state code. This header
+// and the option structs it names (provision_options.h, openssh.h, ttl.h) are base code.
 #pragma once
 
 #include <optional>
@@ -11,8 +13,8 @@
 
 #include "app_context.h"
 #include "provision_options.h"
-#include "ttl_command.h"
-#include "vm_commands.h"
+#include "openssh.h"
+#include "ttl.h"
 
 namespace gpuprov {
 

@@ -14,6 +14,9 @@
 
 namespace gpuprov {
 
+/// The key of VmRecord::extra that holds a tunnel-mode VM's local port (remote/tunnel_command.h).
+inline constexpr const char* kTunnelPortKey = "tunnel_local_port";
+
 /// The record version this gpuprov writes and the newest it reads.
 inline constexpr int kStateRecordVersion = 1;
 

@@ -81,4 +81,11 @@ std::string TtlOffCommand();
 /// The record keys gpuprov writes: deadline as RFC 3339 UTC ("" none), idle TTL seconds (0 none).
 void SetRecordTtl(VmRecord& record, const NodeTtl& ttl);
 
+/// What `gpuprov ttl NAME` was asked to change (remote/ttl_command.h runs it).
+struct TtlCommandOptions {
+  std::optional<long> ttl_seconds;       // DURATION: the new deadline is now + this; 0: none
+  std::optional<long> idle_ttl_seconds;  // --idle-ttl; 0: none
+  bool off = false;                      // --off: remove the timer and both TTLs
+};
+
 }  // namespace gpuprov

@@ -70,7 +70,8 @@ else
   mapfile -t targets < <(find "$BUILD_DIR/fuzz" -maxdepth 1 -name "*_fuzz" -type f -printf "%f\n" | sed "s/_fuzz$//" | sort)
 fi
 
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+# intercept_tls_get_addr=0: see scripts/sanitize.sh (clang 14's leak-check tracer crash).
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:intercept_tls_get_addr=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 log_dir="$BUILD_DIR/fuzz-logs"
 mkdir -p "$log_dir"

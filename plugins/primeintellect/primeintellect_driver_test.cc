@@ -457,7 +457,7 @@ TEST_F(PrimeIntellectEmulator, CreateLandsOnAVmProviderOnlyWithKubernetes) {
 }
 
 // vm_providers in [clouds.primeintellect] replaces the default list: admitting runpod lets
-// Kubernetes land on its container (the probe then names it, see core/cluster_probe.h), and
+// Kubernetes land on its container (the probe then names it, see core/remote/cluster_probe.h), and
 // leaving out datacrunch skips its VM offers.
 TEST_F(PrimeIntellectEmulator, VmProvidersOverrideTheDefaultList) {
   Driver d(Config(emu().prime(), "runpod, hyperstack"));

@@ -293,6 +293,19 @@ heal() {
   expect_nothing_left digitalocean
 }
 
+# node_fault_evidence NAME CLOUD: what the node and the emulator hold, printed when a fault
+# armed for the node did not show (bats prints it with the failure).
+node_fault_evidence() {
+  echo "--- the node's fault file and k3s"
+  "$GPUPROV" ssh "$1" -- 'ls -la --time-style=full-iso /etc/gpuprov-testvm; cat /etc/gpuprov-testvm/k3s-faults; systemctl show -p ActiveEnterTimestamp k3s; hostname' || true
+  echo "--- faults still armed"
+  curl -fsS "$CONTROL/faults" || true
+  echo "--- the cloud's requests"
+  curl -fsS "$CONTROL/requests?cloud=$2" | head -c 4000 || true
+  echo "--- containers"
+  docker ps -a --format '{{.Names}} {{.Status}} {{.Labels}}' | grep -F "$1" || true
+}
+
 # check_fails_then_heals CLOUD NAME K3S_FAULT EXPECTED_MESSAGE [GPU]: provision fails naming the
 # check, keeps the VM, then succeeds after the fault is removed on the node.
 check_fails_then_heals() {
@@ -301,6 +314,7 @@ check_fails_then_heals() {
   fault "{\"cloud\":\"$cloud\",\"fault\":\"k3s_faults\",\"value\":\"$k3s_fault\"}"
   run "$GPUPROV" provision --name "$name" --cloud "$cloud" "${gpus[@]}"
   echo "$output"
+  [ "$status" -eq 1 ] || node_fault_evidence "$name" "$cloud"
   [ "$status" -eq 1 ]
   [[ "$output" == *"cluster check failed on $name"* ]]
   [[ "$output" == *"$message"* ]]

@@ -120,6 +120,13 @@ export_emulated_cloud_credentials() {
   mkdir -p "$HOME"
 }
 
+# own_homes: this test file's own HOME (no cloud CLI file of the machine's user is read) and
+# GPUPROV_HOME, both made.
+own_homes() {
+  export HOME="$BATS_FILE_TMPDIR/userhome" GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
+  mkdir -p "$HOME" "$GPUPROV_HOME"
+}
+
 # start_emulator NAME ARGS...: starts `gpuprov-emulator ARGS` for this test file (from
 # setup_file), known as NAME; its "<cloud> <url>" lines go to $BATS_FILE_TMPDIR/NAME.out. Cloud
 # credentials come from the environment (for gcp, GOOGLE_APPLICATION_CREDENTIALS may name a

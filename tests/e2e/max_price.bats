@@ -11,10 +11,7 @@ bats_require_minimum_version 1.5.0
 
 setup_file() {
   export HYPERSTACK_API_KEY="hs-maxprice-$$-api-key"
-  export HOME="$BATS_FILE_TMPDIR/userhome" # no ~/.hyperstack of the machine's user
-  mkdir -p "$HOME"
-  export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
-  mkdir -p "$GPUPROV_HOME"
+  own_homes
   start_emulator memory --clouds hyperstack --backend memory --boot-seconds 1
 }
 

@@ -11,10 +11,7 @@ bats_require_minimum_version 1.5.0
 
 setup_file() {
   export LAMBDA_API_KEY="secret_pacer_$$_lambda_api_key"
-  export HOME="$BATS_FILE_TMPDIR/userhome" # no ~/.lambda_cloud of the machine's user
-  mkdir -p "$HOME"
-  export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
-  mkdir -p "$GPUPROV_HOME"
+  own_homes
   start_emulator memory --clouds lambda --backend memory --boot-seconds 1
 }
 

@@ -2,7 +2,7 @@
 //
 // `cloud-init status --format json` (and its text form) as the probe reads it: the input is
 // the cloud-init section of an otherwise well-formed probe output, so every execution reaches
-// the cloud-init parser in core/cluster_probe.cc. Contract as for the probe: a NodeProbe or
+// the cloud-init parser in core/remote/cluster_probe.cc. Contract as for the probe: a NodeProbe or
 // gpuprov::Error.
 #include <chrono>
 #include <cstdint>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// The cluster probe's sectioned node output (core/cluster_probe.cc: "@@name@@" sections, the
+// The cluster probe's sectioned node output (core/remote/cluster_probe.cc: "@@name@@" sections, the
 // installer's status marker JSON, cloud-init status, nvidia-smi lines, key=value init facts),
 // then what gpuprov does with a parsed probe: the state-record map and the decision table on
 // both boot routes. Contract: ParseNodeProbe returns or throws gpuprov::Error.

@@ -11,7 +11,7 @@
 #include "ssh_client.h"
 #include "state_store.h"
 #include "ttl.h"
-#include "vm_commands.h"
+#include "vm_records.h"
 
 namespace gpuprov {
 namespace {

@@ -3,7 +3,7 @@
 #include "ssh_client.h"
 #include "ttl_command.h"
 #include "tunnel_command.h"
-#include "vm_commands.h"
+#include "ssh_command.h"
 
 #ifndef GPUPROV_VERSION
 #define GPUPROV_VERSION "0.0.0"

@@ -14,9 +14,6 @@
 
 namespace gpuprov {
 
-/// The key of VmRecord::extra that holds a tunnel-mode VM's local port.
-inline constexpr const char* kTunnelPortKey = "tunnel_local_port";
-
 /// The VM's recorded local tunnel port; nullopt for a record without one (made before ports
 /// were per VM: such a VM's kubeconfig names 16443).
 std::optional<int> RecordedTunnelPort(const VmRecord& record);

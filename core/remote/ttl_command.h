@@ -6,14 +6,9 @@
 #include <string>
 
 #include "app_context.h"
+#include "ttl.h"
 
 namespace gpuprov {
-
-struct TtlCommandOptions {
-  std::optional<long> ttl_seconds;       // DURATION: the new deadline is now + this; 0: none
-  std::optional<long> idle_ttl_seconds;  // --idle-ttl; 0: none
-  bool off = false;                      // --off: remove the timer and both TTLs
-};
 
 /// With nothing to change it shows the recorded TTL (no SSH); otherwise it writes the new
 /// settings on the node over SSH (the timer installed if it was not), then in the record.

@@ -1,4 +1,6 @@
 // `gpuprov ssh NAME`: in libgpuprov-remote.so (remote.h), as it connects with libssh.
+#include "ssh_command.h"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,7 +12,7 @@
 #include "spec.h"
 #include "ssh_client.h"
 #include "state_store.h"
-#include "vm_commands.h"
+#include "vm_records.h"
 
 namespace gpuprov {
 

@@ -16,7 +16,7 @@
 #include "ssh_client.h"
 #include "ssh_tunnel.h"
 #include "state_store.h"
-#include "vm_commands.h"
+#include "vm_records.h"
 
 namespace gpuprov {
 

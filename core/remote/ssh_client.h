@@ -15,16 +15,9 @@
 #include <string>
 
 #include "error.h"
+#include "ssh_target.h"
 
 namespace gpuprov {
-
-struct SshTarget {
-  std::string host;  // IP address or DNS name
-  int port = 22;
-  std::string user;
-  std::string private_key_path;
-  std::string known_hosts_path;  // gpuprov's own, e.g. ~/.gpu-provisioner/known_hosts
-};
 
 struct SshRunResult {
   /// The remote command's exit status; 128 + the signal number when a signal killed it (as a

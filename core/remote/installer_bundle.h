@@ -8,24 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "installer_text.h"
 #include "ttl.h"
 
 namespace gpuprov {
 
-/// The installer script, byte for byte as in installer/gpuprov-install.sh at build time.
-const std::string& InstallerScript();
-
 /// INSTALLER_VERSION of the built-in installer (what its status marker reports).
 std::string InstallerVersion();
-
-/// The k3s release the installer pins: its K3S_PINNED_VERSION and K3S_SHA256_AMD64/ARM64 lines,
-/// read at build time. Any other version needs a sha256 from the user.
-struct PinnedK3s {
-  std::string version;       // e.g. "v1.36.4+k3s1"
-  std::string sha256_amd64;  // of the release asset `k3s`
-  std::string sha256_arm64;  // of the release asset `k3s-arm64`
-};
-const PinnedK3s& PinnedK3sRelease();
 
 /// Where the installer lives on the node once sent, and what it writes there.
 inline constexpr const char* kNodeInstallerDir = "/var/lib/gpuprov";

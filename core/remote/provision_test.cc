@@ -1,0 +1,381 @@
+// Provision's steps against an in-memory cloud: a driver class built with the SDK, whose
+// descriptor the driver host loads and opens as it would a driver file's
+// (AppContext::in_memory_drivers, DriverHost::AddInMemory). The VM's SSH port is a closed
+// loopback port, so a run stops at WaitForSsh: what these tests look at is what comes before
+// (order, re-run, resume after a crash point) and what a failure after create leaves.
+#include "provision.h"
+
+#include <Poco/JSON/Object.h>
+#include <Poco/JSON/Parser.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "crash_point.h"
+#include "gpuprov/sdk.hpp"
+#include "provision_report.h"
+#include "test_support.h"
+
+namespace gpuprov {
+namespace {
+
+using gpuprov::testing::ScopedTempDir;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+/// The in-memory cloud: its VMs by name and every call made to it, in order.
+struct MemoryWorld {
+  struct Vm {
+    std::string id;
+    std::string state;
+  };
+  std::map<std::string, Vm> vms;
+  std::vector<std::string> calls;             // "check", "offers", "create NAME", "get NAME", ...
+  std::vector<std::string> phase_at_create;   // the record's phase on disk when create was called
+  std::function<std::string()> record_phase;  // reads it
+  int next_id = 1;
+  std::string boot_state = "running";  // what the VM turns to at its first get
+  bool no_capacity = false;            // create fails with GPUPROV_STATUS_CAPACITY
+  int ssh_port = 0;                    // a closed loopback port
+};
+MemoryWorld* g_world = nullptr;
+
+std::string Field(const std::string& json, const std::string& key) {
+  Poco::JSON::Object::Ptr o = Poco::JSON::Parser().parse(json).extract<Poco::JSON::Object::Ptr>();
+  return o->has(key) && !o->isNull(key) ? o->getValue<std::string>(key) : "";
+}
+
+std::string VmJson(const std::string& name, const MemoryWorld::Vm& vm) {
+  return R"({"id":")" + vm.id + R"(","name":")" + name + R"(","state":")" + vm.state +
+         R"(","public_ip":"127.0.0.1","ssh_port":)" + std::to_string(g_world->ssh_port) +
+         R"(,"ssh_user":"root"})";
+}
+
+class MemoryDriver {
+ public:
+  static constexpr const char* kName = "memory";
+  static constexpr const char* kVersion = "1.0.0";
+  static constexpr const char* kDescription = "provision_test's in-memory cloud";
+  static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE;
+
+  explicit MemoryDriver(const gpuprov::sdk::InitContext&) {}
+  std::string Check(const std::string&) {
+    g_world->calls.push_back("check");
+    return R"({"account":"memory","user_data_limit":16384})";
+  }
+  std::string Offers(const std::string&) {
+    g_world->calls.push_back("offers");
+    return R"({"offers":[{"instance_type":"mem-1","region":"r1","gpu_count":0,)"
+           R"("price_per_hour":0.1}]})";
+  }
+  std::string Create(const std::string& request) {
+    const std::string name = Field(request, "name");
+    g_world->calls.push_back("create " + name);
+    g_world->phase_at_create.push_back(g_world->record_phase());
+    if (g_world->no_capacity) {
+      throw gpuprov::sdk::DriverError(GPUPROV_STATUS_CAPACITY, "no capacity (memory)");
+    }
+    auto it = g_world->vms.find(name);
+    const bool existing = it != g_world->vms.end();
+    if (!existing) {
+      it =
+          g_world->vms.emplace(name, MemoryWorld::Vm{std::to_string(g_world->next_id++), "pending"})
+              .first;
+    }
+    return R"({"vm":)" + VmJson(name, it->second) + R"(,"existing":)" +
+           (existing ? "true" : "false") + "}";
+  }
+  std::string Get(const std::string& request) {
+    const std::string name = Field(request, "name");
+    g_world->calls.push_back("get " + name);
+    auto it = g_world->vms.find(name);
+    if (it == g_world->vms.end()) return R"({"vm":null})";
+    if (it->second.state == "pending") it->second.state = g_world->boot_state;
+    return R"({"vm":)" + VmJson(name, it->second) + "}";
+  }
+  std::string List(const std::string&) {
+    g_world->calls.push_back("list");
+    std::string out;
+    for (const auto& [name, vm] : g_world->vms) out += (out.empty() ? "" : ",") + VmJson(name, vm);
+    return R"({"vms":[)" + out + "]}";
+  }
+  std::string Delete(const std::string& request) {
+    const std::string name = Field(request, "name");
+    g_world->calls.push_back("delete " + name);
+    const bool deleted = g_world->vms.erase(name) > 0;
+    return std::string(R"({"deleted":)") + (deleted ? "true" : "false") + "}";
+  }
+};
+
+/// A second cloud, cheaper, that never has capacity: the candidate loop tries it first.
+class FullDriver {
+ public:
+  static constexpr const char* kName = "full";
+  static constexpr const char* kVersion = "1.0.0";
+  static constexpr const char* kDescription = "provision_test's cloud without capacity";
+  static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE;
+
+  explicit FullDriver(const gpuprov::sdk::InitContext&) {}
+  std::string Check(const std::string&) { return R"({"account":"full"})"; }
+  std::string Offers(const std::string&) {
+    g_world->calls.push_back("full offers");
+    return R"({"offers":[{"instance_type":"full-1","region":"f1","gpu_count":0,)"
+           R"("price_per_hour":0.05}]})";
+  }
+  std::string Create(const std::string& request) {
+    g_world->calls.push_back("full create " + Field(request, "name"));
+    throw gpuprov::sdk::DriverError(GPUPROV_STATUS_CAPACITY, "no capacity (full)");
+  }
+  std::string Get(const std::string&) { return R"({"vm":null})"; }
+  std::string List(const std::string&) { return R"({"vms":[]})"; }
+  std::string Delete(const std::string& request) {
+    g_world->calls.push_back("full delete " + Field(request, "name"));
+    return R"({"deleted":false})";
+  }
+};
+
+const gpuprov_type_driver_descriptor* MemoryDescriptor() {
+  return gpuprov::sdk::internal::Descriptor<MemoryDriver, gpuprov::sdk::kNoConfigKeys, 0>();
+}
+const gpuprov_type_driver_descriptor* FullDescriptor() {
+  return gpuprov::sdk::internal::Descriptor<FullDriver, gpuprov::sdk::kNoConfigKeys, 0>();
+}
+
+/// A port on 127.0.0.1 that nothing listens on: bound once to learn a free one, then closed.
+int ClosedLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(fd);
+    return 1;
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+class NoTerminal : public Prompter {
+ public:
+  bool CanAsk() const override { return false; }
+  bool Confirm(const std::string&) override { return false; }
+};
+
+/// What a crash point throws in these tests: nothing catches it, so the run stops where the
+/// SIGKILL of a real crash point would, with the files as the kill leaves them.
+struct SimulatedKill {};
+[[noreturn]] void ThrowSimulatedKill(const char*) { throw SimulatedKill{}; }
+
+class ProvisionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    g_world = &world_;
+    world_.ssh_port = ClosedLoopbackPort();
+    world_.record_phase = [this] {
+      std::optional<VmRecord> rec = StateStore(app_.paths).Load("demo");
+      return rec ? rec->phase : std::string("none");
+    };
+    // SSH is given one second: the port is closed, so WaitForSsh fails fast.
+    std::ofstream(home_.path() / "config.toml")
+        << "[defaults.timeouts]\nssh_wait_seconds = 1\nboot_wait_seconds = 30\n";
+    app_.prompter = std::make_shared<NoTerminal>();
+    app_.in_memory_drivers = {MemoryDescriptor(), FullDescriptor()};
+    flags_.name = "demo";
+    flags_.cloud = "memory";
+    flags_.kubernetes = false;
+    flags_.yes = true;
+  }
+  void TearDown() override {
+    DisarmCrashPoint();
+    SetCrashAction(nullptr);
+    g_world = nullptr;
+  }
+
+  std::optional<VmRecord> Record() const { return StateStore(app_.paths).Load("demo"); }
+  /// One whole `gpuprov provision`; the Error it ends with (these VMs never answer SSH).
+  std::string RunUntilError() {
+    try {
+      Provision(app_, flags_, no_spec_).Run();
+    } catch (const Error& e) {
+      return std::string(e.what()) + " | hint: " + e.hint();
+    }
+    ADD_FAILURE() << "the run ended without an error, yet nothing answers SSH";
+    return "";
+  }
+
+  ScopedTempDir home_;
+  AppContext app_{Paths::ForHome(home_.path()), "", false, OutputFormat::kText, nullptr};
+  ProvisionFlags flags_;
+  const std::optional<std::string> no_spec_;  // Provision keeps a reference to it
+  MemoryWorld world_;
+};
+
+TEST_F(ProvisionTest, StepsRecordTheIntentBeforeCreateAndEachTransitionAfter) {
+  Provision p(app_, flags_, no_spec_);
+  p.ResolveInputs();
+  EXPECT_FALSE(p.failover());
+  p.LoadDriver();
+  p.LockAndReadRecord();
+  p.CheckAccountAndPlan();
+  p.ChooseOfferAndKey();
+  EXPECT_THAT(world_.calls, ElementsAre("check", "offers"));
+  EXPECT_FALSE(Record()) << "nothing is recorded before the intent";
+
+  p.RecordIntent();
+  ASSERT_TRUE(Record());
+  EXPECT_EQ(Record()->phase, "intent");
+  EXPECT_EQ(Record()->instance_type, "mem-1");
+  EXPECT_EQ(Record()->driver_file, "(in memory)");
+  EXPECT_TRUE(Record()->vm_id.empty());
+  EXPECT_TRUE(world_.vms.empty()) << "the intent comes before anything is made";
+
+  p.CreateOrFind();
+  EXPECT_THAT(world_.phase_at_create, ElementsAre("creating"));
+  EXPECT_EQ(Record()->vm_id, "1");
+
+  p.WaitForRunning();
+  EXPECT_EQ(Record()->phase, "running");
+  EXPECT_EQ(Record()->public_ip, "127.0.0.1");
+  EXPECT_EQ(Record()->ssh_port, world_.ssh_port);
+  EXPECT_THAT(world_.calls, ElementsAre("check", "offers", "create demo", "get demo"));
+}
+
+TEST_F(ProvisionTest, ARerunFindsTheVmOfTheFirstAndMakesNoSecond) {
+  RunUntilError();
+  ASSERT_TRUE(Record());
+  const std::string first_id = Record()->vm_id;
+  RunUntilError();
+  EXPECT_EQ(world_.vms.size(), 1u);
+  EXPECT_EQ(Record()->vm_id, first_id);
+  // The second create was asked with the same name and answered with the VM of the first.
+  EXPECT_EQ(std::count(world_.calls.begin(), world_.calls.end(), "create demo"), 2);
+  EXPECT_THAT(world_.phase_at_create, ElementsAre("creating", "creating"));
+  EXPECT_EQ(std::count(world_.calls.begin(), world_.calls.end(), "delete demo"), 0);
+}
+
+/// One row per provision crash point before SSH: the phase the kill leaves on disk, and
+/// whether the VM exists by then.
+struct CrashCase {
+  const char* point;
+  const char* phase_left;
+  bool vm_made;
+};
+
+void PrintTo(const CrashCase& c, std::ostream* os) { *os << c.point; }
+
+class ProvisionCrashTest : public ProvisionTest, public ::testing::WithParamInterface<CrashCase> {};
+
+TEST_P(ProvisionCrashTest, ARerunAfterTheKillContinuesWithOneVm) {
+  const CrashCase c = GetParam();
+  ArmCrashPoint(c.point);
+  SetCrashAction(&ThrowSimulatedKill);
+  EXPECT_THROW(Provision(app_, flags_, no_spec_).Run(), SimulatedKill);
+  ASSERT_TRUE(Record());
+  EXPECT_EQ(Record()->phase, c.phase_left);
+  EXPECT_EQ(world_.vms.size(), c.vm_made ? 1u : 0u);
+
+  DisarmCrashPoint();
+  const std::string error = RunUntilError();
+  EXPECT_THAT(error, HasSubstr("SSH"));
+  ASSERT_EQ(world_.vms.size(), 1u);
+  EXPECT_EQ(Record()->vm_id, world_.vms.at("demo").id);
+  EXPECT_EQ(Record()->phase, "failed");
+  // The re-run took the record of the killed run and created (or found) the VM by its name.
+  EXPECT_EQ(world_.phase_at_create.back(), "creating");
+  EXPECT_EQ(std::count(world_.calls.begin(), world_.calls.end(), "delete demo"), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Points, ProvisionCrashTest,
+                         ::testing::Values(CrashCase{"intent-recorded", "intent", false},
+                                           CrashCase{"vm-created", "creating", true},
+                                           CrashCase{"vm-running", "running", true}),
+                         [](const ::testing::TestParamInfo<CrashCase>& info) {
+                           std::string name = info.param.point;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+TEST_F(ProvisionTest, AFailureAfterCreateKeepsTheVmAndRecordsWhy) {
+  const std::string error = RunUntilError();
+  EXPECT_THAT(error, HasSubstr("did not become reachable"));
+  EXPECT_THAT(error, HasSubstr("reuses the VM"));
+  ASSERT_TRUE(Record());
+  EXPECT_EQ(Record()->phase, "failed");
+  EXPECT_THAT(Record()->last_error, HasSubstr("SSH"));
+  EXPECT_EQ(world_.vms.count("demo"), 1u);
+  EXPECT_EQ(std::count(world_.calls.begin(), world_.calls.end(), "delete demo"), 0);
+}
+
+TEST_F(ProvisionTest, AVmThatFailsToBootIsKeptWithItsState) {
+  world_.boot_state = "error";
+  const std::string error = RunUntilError();
+  EXPECT_THAT(error, HasSubstr("went to state 'error'"));
+  EXPECT_THAT(error, HasSubstr("gpuprov down demo"));
+  ASSERT_TRUE(Record());
+  EXPECT_EQ(Record()->phase, "failed");
+  EXPECT_EQ(world_.vms.count("demo"), 1u);
+  EXPECT_EQ(std::count(world_.calls.begin(), world_.calls.end(), "delete demo"), 0);
+}
+
+TEST_F(ProvisionTest, ACreateThatFailsWithNoVmOnTheCloudLeavesNoRecord) {
+  world_.no_capacity = true;
+  const std::string error = RunUntilError();
+  EXPECT_THAT(error, HasSubstr("no capacity"));
+  EXPECT_FALSE(Record());
+  EXPECT_TRUE(world_.vms.empty());
+}
+
+TEST_F(ProvisionTest, TheCandidateLoopCleansUpACloudWithoutCapacityAndTakesTheNext) {
+  flags_.cloud = "full,memory";
+  const std::string error = RunUntilError();
+  EXPECT_THAT(error, HasSubstr("did not become reachable"));
+  // The cheaper cloud first: its create failed for capacity and was cleaned up; then memory.
+  EXPECT_THAT(world_.calls,
+              ::testing::IsSupersetOf({"full create demo", "full delete demo", "create demo"}));
+  const auto at = [&](const std::string& call) {
+    return std::find(world_.calls.begin(), world_.calls.end(), call) - world_.calls.begin();
+  };
+  EXPECT_LT(at("full create demo"), at("full delete demo"));
+  EXPECT_LT(at("full delete demo"), at("create demo"));
+  ASSERT_TRUE(Record());
+  EXPECT_EQ(Record()->cloud, "memory");
+  EXPECT_EQ(Record()->phase, "failed");
+  EXPECT_EQ(world_.vms.size(), 1u);
+}
+
+TEST(ProvisionReport, ReadySummarySaysWhereTheVmIsAndHowToReachIt) {
+  ProvisionOutcome o;
+  o.record.name = "demo";
+  o.record.cloud = "memory";
+  o.record.public_ip = "203.0.113.7";
+  o.record.ssh_port = 2222;
+  o.record.ssh_user = "ubuntu";
+  const std::string text = ReadySummary(o);
+  EXPECT_THAT(text, HasSubstr("VM demo is ready on memory at 203.0.113.7 (ssh port 2222, user "
+                              "ubuntu)."));
+  EXPECT_THAT(text, HasSubstr("gpuprov ssh demo -- uname -a"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("kubeconfig")));
+  o.k8s.enabled = true;
+  o.record.kubeconfig = "/k/demo.yaml";
+  o.record.access_mode = "tunnel";
+  o.record.route = "boot";
+  o.record.phase_seconds = {{"create", 1.0}, {"ssh", 2.3}};
+  EXPECT_THAT(ReadySummary(o), HasSubstr("kubeconfig: /k/demo.yaml"));
+  EXPECT_THAT(ReadySummary(o), HasSubstr("gpuprov tunnel demo"));
+  EXPECT_EQ(PhaseTimes(o.record.phase_seconds), "create 1.0 s, ssh 2.3 s");
+}
+
+}  // namespace
+}  // namespace gpuprov
