@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "gpuprov/driver_abi.h"
 
@@ -53,6 +54,7 @@ const std::map<std::string, std::string> kKnownAbi = {
     {"1.0", "ed1e4e63b037e98c6488b8499496a7aa1a34b442f50af103eaeee7cc599fadc6"},
     {"1.1", "973b1857a0806f2e97ccee40d5085e8b3ec641dc6cb6e445a247c55dafe88b1a"},
     {"1.2", "28d36bb7a001dc82707d9d819fb64c32d2b2569262f3060bf81230db8075814e"},
+    {"1.3", "0b296e44246bccb6535d8bc25d2ec20a9535a82b32516f1beedccc188c229b8d"},
 };
 
 TEST(AbiGuard, HeaderMatchesTheHashRecordedForItsVersion) {
@@ -71,24 +73,19 @@ TEST(AbiGuard, HeaderMatchesTheHashRecordedForItsVersion) {
                               << "end of structs, major for anything else) and record the hash";
 }
 
-TEST(AbiGuard, TheOneZeroFixtureHeaderIsTheReleasedOne) {
-  // The abi10 fixture driver is built with this copy; it must be ABI 1.0 as released.
-  std::ifstream in(std::string(GPUPROV_SOURCE_DIR) +
-                   "/tests/fixtures/drivers/abi_1_0/gpuprov/driver_abi.h");
-  ASSERT_TRUE(in);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  EXPECT_EQ(Sha256(Declarations(ss.str())), kKnownAbi.at("1.0"));
-}
-
-TEST(AbiGuard, TheOneOneFixtureHeaderIsTheReleasedOne) {
-  // The abi11 fixture driver is built with this copy; it must be ABI 1.1 as released.
-  std::ifstream in(std::string(GPUPROV_SOURCE_DIR) +
-                   "/tests/fixtures/drivers/abi_1_1/gpuprov/driver_abi.h");
-  ASSERT_TRUE(in);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  EXPECT_EQ(Sha256(Declarations(ss.str())), kKnownAbi.at("1.1"));
+TEST(AbiGuard, TheFixtureHeadersAreTheReleasedOnes) {
+  // The abi10, abi11 and abi12 fixture drivers are built with these copies; each must be its
+  // ABI as released.
+  const std::pair<std::string, std::string> kCopies[] = {
+      {"1.0", "abi_1_0"}, {"1.1", "abi_1_1"}, {"1.2", "abi_1_2"}};
+  for (const auto& [version, folder] : kCopies) {
+    std::ifstream in(std::string(GPUPROV_SOURCE_DIR) + "/tests/fixtures/drivers/" + folder +
+                     "/gpuprov/driver_abi.h");
+    ASSERT_TRUE(in) << folder;
+    std::stringstream ss;
+    ss << in.rdbuf();
+    EXPECT_EQ(Sha256(Declarations(ss.str())), kKnownAbi.at(version)) << folder;
+  }
 }
 
 TEST(AbiGuard, CommentsAndSpacingDoNotCount) {

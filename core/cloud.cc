@@ -118,7 +118,8 @@ std::unique_ptr<Cloud> Cloud::Open(const DriverHost& host, const std::string& cl
 
 std::unique_ptr<Cloud> Cloud::Open(const LoadedDriver& driver, const Config& config) {
   const std::string& cloud = driver.info().name;
-  CheckCloudSettings(config, driver.info());
+  const CheckedCloudSettings checked = CheckCloudSettings(config, driver.info());
+  for (const std::string& warning : checked.warnings) Console::Get().Warning(warning);
   DriverCallbacks callbacks;
   callbacks.log = [cloud](gpuprov_type_log_level level, const std::string& msg) {
     Console& c = Console::Get();
@@ -131,7 +132,7 @@ std::unique_ptr<Cloud> Cloud::Open(const LoadedDriver& driver, const Config& con
   callbacks.progress = [](const std::string& msg) { Console::Get().Info(msg); };
   callbacks.cancelled = [] { return Interrupted(); };
   return std::make_unique<Cloud>(
-      DriverHost::Open(driver, DriverConfigJson(cloud, config), callbacks));
+      DriverHost::Open(driver, DriverConfigJson(cloud, checked.config), callbacks));
 }
 
 Cloud::Cloud(std::unique_ptr<Driver> driver) : driver_(std::move(driver)) {}

@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <cstdio>
 #include <sstream>
 #include <toml.hpp>
+#include <type_traits>
 #include <vector>
 
 #include "error.h"
@@ -402,17 +404,43 @@ class ConfigParser {
       for (const auto& [key, setting] : ByLine(*value)) {
         const std::string full = "clouds." + cloud + "." + key;
         lines[cloud][key] = static_cast<int>(setting->location().line());
-        if (setting->is_string()) {
-          settings[key] = setting->as_string().str;
-        } else if (setting->is_integer()) {
-          settings[key] = static_cast<std::int64_t>(setting->as_integer());
-        } else if (setting->is_boolean()) {
-          settings[key] = setting->as_boolean();
-        } else {
-          throw TypeError(full, *setting, "a string, an integer or a boolean");
+        if (!setting->is_table()) {
+          settings[key] = std::visit([](auto v) -> CloudSettingValue { return v; },
+                                     Scalar(full, *setting, kCloudValueTypes));
+          continue;
         }
+        CloudSettingTable table;
+        for (const auto& [member, member_value] : ByLine(*setting)) {
+          lines[cloud][key + "." + member] = static_cast<int>(member_value->location().line());
+          table[member] = Scalar(full + "." + member, *member_value, kCloudMemberTypes);
+        }
+        settings[key] = std::move(table);
       }
     }
+  }
+
+  static constexpr std::string_view kCloudValueTypes =
+      "a string, an integer, a boolean, an array of strings or a table";
+  static constexpr std::string_view kCloudMemberTypes =
+      "a string, an integer, a boolean or an array of strings";
+
+  /// A cloud setting that is not a table; \a allowed names what the place takes otherwise.
+  CloudSettingScalar Scalar(const std::string& full, const toml::value& v,
+                            std::string_view allowed) {
+    if (v.is_string()) return v.as_string().str;
+    if (v.is_integer()) return static_cast<std::int64_t>(v.as_integer());
+    if (v.is_boolean()) return v.as_boolean();
+    if (!v.is_array()) throw TypeError(full, v, allowed);
+    std::vector<std::string> items;
+    for (const toml::value& item : v.as_array()) {
+      if (!item.is_string()) {
+        throw UsageError(At(item) + "key '" + full + "' must hold only strings, not " +
+                             TypeName(item),
+                         "put each item in quotes");
+      }
+      items.push_back(item.as_string().str);
+    }
+    return items;
   }
 
   std::string file_;
@@ -451,13 +479,45 @@ Config LoadConfig(const std::filesystem::path& path) {
   return ParseConfig(*text, path.string());
 }
 
+namespace {
+
+Poco::Dynamic::Var SettingJson(const CloudSettingScalar& value) {
+  if (const auto* text = std::get_if<std::string>(&value)) return *text;
+  if (const auto* number = std::get_if<std::int64_t>(&value)) return *number;
+  if (const auto* flag = std::get_if<bool>(&value)) return *flag;
+  Poco::JSON::Array::Ptr array = new Poco::JSON::Array;
+  for (const auto& item : std::get<std::vector<std::string>>(value)) array->add(item);
+  return array;
+}
+
+Poco::Dynamic::Var SettingJson(const CloudSettingValue& value) {
+  if (std::optional<CloudSettingScalar> scalar = AsScalar(value)) return SettingJson(*scalar);
+  Poco::JSON::Object::Ptr object = new Poco::JSON::Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  for (const auto& [key, member] : std::get<CloudSettingTable>(value)) {
+    object->set(key, SettingJson(member));
+  }
+  return object;
+}
+
+}  // namespace
+
+std::optional<CloudSettingScalar> AsScalar(const CloudSettingValue& value) {
+  return std::visit(
+      [](const auto& v) -> std::optional<CloudSettingScalar> {
+        if constexpr (std::is_same_v<std::decay_t<decltype(v)>, CloudSettingTable>) {
+          return std::nullopt;
+        } else {
+          return v;
+        }
+      },
+      value);
+}
+
 std::string CloudSettingsJson(const Config& config, const std::string& cloud) {
   Poco::JSON::Object object(Poco::JSON_PRESERVE_KEY_ORDER);
   auto it = config.clouds.find(cloud);
   if (it != config.clouds.end()) {
-    for (const auto& [key, value] : it->second) {
-      std::visit([&, &key = key](const auto& v) { object.set(key, v); }, value);
-    }
+    for (const auto& [key, value] : it->second) object.set(key, SettingJson(value));
   }
   std::ostringstream out;
   object.stringify(out);

@@ -21,9 +21,10 @@
 //   boot_install_wait_seconds = 900
 //   api_wait_seconds = 600
 //
-//   [clouds.aws]                # any keys; values are strings, integers or booleans
-//   region = "eu-west-1"
-//   token_env = "MY_AWS_TOKEN"
+//   [clouds.aws]                # the keys the driver declares (`gpuprov drivers aws`); values
+//   region = "eu-west-1"        # are strings, integers, booleans, arrays of strings, or one
+//   regions = ["us-east-1"]     # level of table holding those
+//   retry = {max_attempts = 6}
 #pragma once
 
 #include <cstdint>
@@ -67,8 +68,15 @@ struct ConfigDefaults {
   ConfigTimeouts timeouts;
 };
 
+/// A value in a [clouds.<name>] table that is not a table: a string, an integer, a boolean or
+/// an array of strings.
+using CloudSettingScalar = std::variant<std::string, std::int64_t, bool, std::vector<std::string>>;
+/// A table in a [clouds.<name>] table (`retry = {max_attempts = 6}` or [clouds.<name>.retry]):
+/// key -> value, one level deep.
+using CloudSettingTable = std::map<std::string, CloudSettingScalar>;
 /// A value in a [clouds.<name>] table.
-using CloudSettingValue = std::variant<std::string, std::int64_t, bool>;
+using CloudSettingValue =
+    std::variant<std::string, std::int64_t, bool, std::vector<std::string>, CloudSettingTable>;
 using CloudSettings = std::map<std::string, CloudSettingValue>;
 
 struct Config {
@@ -79,7 +87,8 @@ struct Config {
   ConfigDefaults defaults;
   /// Cloud name -> its settings, passed to that cloud's driver as JSON.
   std::map<std::string, CloudSettings> clouds;
-  /// Cloud name -> key -> the line it is on, so a driver's key check can name file:line.
+  /// Cloud name -> key -> the line it is on, so a driver's key check can name file:line; a
+  /// member of a table as "<table>.<member>".
   std::map<std::string, std::map<std::string, int>> cloud_key_lines;
   /// Not from the file: the folder drivers pace their API calls in across processes
   /// (Paths::pacer_dir, set by AppContext::LoadUserConfig), passed to each driver at init as
@@ -95,6 +104,9 @@ Config ParseConfig(std::string_view text, const std::string& display_name);
 /// Loads \a path; a missing file gives a default Config (loaded = false). Throws Error when
 /// the file exists but cannot be read, UsageError when it is invalid.
 Config LoadConfig(const std::filesystem::path& path);
+
+/// \a value as a CloudSettingScalar; nullopt when it is a table.
+std::optional<CloudSettingScalar> AsScalar(const CloudSettingValue& value);
 
 /// The settings of \a cloud as a JSON object text ("{}" when the config has none), the form
 /// a driver receives them in.

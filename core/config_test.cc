@@ -187,13 +187,41 @@ TEST(ConfigTest, EmptyStringsAreRejected) {
               HasSubstr("config.toml:2: key 'defaults.region' must not be empty"));
 }
 
-TEST(ConfigTest, CloudValuesMustBeScalars) {
-  EXPECT_THAT(ErrorFor("[clouds.aws]\nzones = [\"a\"]\n"),
-              HasSubstr("config.toml:2: key 'clouds.aws.zones' must be a string, an integer or "
-                        "a boolean, not an array"));
-  EXPECT_THAT(ErrorFor("[clouds.aws.sub]\nx = 1\n"),
-              HasSubstr("key 'clouds.aws.sub' must be a string, an integer or a boolean, not a "
-                        "table"));
+TEST(ConfigTest, CloudValuesAreScalarsStringListsOrOneLevelOfTable) {
+  const Config config = ParseConfig(
+      "[clouds.aws]\nregions = [\"us-east-1\", \"eu-west-1\"]\n"
+      "retry = {max_attempts = 6, base_delay_ms = 500}\nnone = []\n\n"
+      "[clouds.gcp.retry]\nmax_attempts = 2\nflags = [\"x\"]\n",
+      "config.toml");
+  const CloudSettings& aws = config.clouds.at("aws");
+  EXPECT_EQ(std::get<std::vector<std::string>>(aws.at("regions")),
+            (std::vector<std::string>{"us-east-1", "eu-west-1"}));
+  EXPECT_TRUE(std::get<std::vector<std::string>>(aws.at("none")).empty());
+  const auto& retry = std::get<CloudSettingTable>(aws.at("retry"));
+  EXPECT_EQ(std::get<std::int64_t>(retry.at("max_attempts")), 6);
+  // Each member's line, for the driver's key check.
+  EXPECT_EQ(config.cloud_key_lines.at("aws").at("retry"), 3);
+  EXPECT_EQ(config.cloud_key_lines.at("aws").at("retry.base_delay_ms"), 3);
+  EXPECT_EQ(config.cloud_key_lines.at("gcp").at("retry.max_attempts"), 7);
+  EXPECT_EQ(CloudSettingsJson(config, "aws"),
+            R"({"none":[],"regions":["us-east-1","eu-west-1"],)"
+            R"("retry":{"base_delay_ms":500,"max_attempts":6}})");
+  EXPECT_EQ(CloudSettingsJson(config, "gcp"), R"({"retry":{"flags":["x"],"max_attempts":2}})");
+}
+
+TEST(ConfigTest, CloudValuesOfOtherShapesAreRefusedWithTheirLine) {
+  EXPECT_THAT(ErrorFor("[clouds.aws]\nzones = [\"a\", 2]\n"),
+              HasSubstr("config.toml:2: key 'clouds.aws.zones' must hold only strings, not an "
+                        "integer"));
+  EXPECT_THAT(ErrorFor("[clouds.aws]\nprice = 1.5\n"),
+              HasSubstr("config.toml:2: key 'clouds.aws.price' must be a string, an integer, a "
+                        "boolean, an array of strings or a table, not a float"));
+  EXPECT_THAT(ErrorFor("[clouds.aws.sub]\nx = 1\n\n[clouds.aws.sub.deeper]\ny = 2\n"),
+              HasSubstr("key 'clouds.aws.sub.deeper' must be a string, an integer, a boolean or "
+                        "an array of strings, not a table"));
+  EXPECT_THAT(ErrorFor("[clouds.aws]\nretry = {max_attempts = [1]}\n"),
+              HasSubstr("config.toml:2: key 'clouds.aws.retry.max_attempts' must hold only "
+                        "strings, not an integer"));
 }
 
 TEST(ConfigTest, SyntaxErrorNamesFileAndLine) {

@@ -162,6 +162,68 @@ bool ValidConfigKeyName(const char* name) {
   return true;
 }
 
+/// One declared key read by its own struct_size (members and replaced_by only when it reaches
+/// them: a key of ABI 1.1 or 1.2 has neither); "" or the problem, naming \a where.
+std::string ReadConfigKey(const gpuprov_type_config_key* raw, const std::string& where,
+                          bool is_member, DriverConfigKey* key) {
+  if (raw == nullptr ||
+      raw->struct_size < offsetof(gpuprov_type_config_key, help) + sizeof(raw->help)) {
+    return where + " is missing or smaller than ABI 1.1's";
+  }
+  if (!ValidConfigKeyName(raw->name)) {
+    return where + ": the name is missing or not [a-z0-9_]+ (at most 64 bytes)";
+  }
+  key->name = raw->name;
+  const auto reaches = [raw](size_t offset, size_t width) {
+    return offset + width <= raw->struct_size;
+  };
+  const char* replaced_by =
+      reaches(offsetof(gpuprov_type_config_key, replaced_by), sizeof(raw->replaced_by))
+          ? raw->replaced_by
+          : nullptr;
+  if (replaced_by != nullptr) {
+    if (is_member) return where + " is a former name, which a table member cannot be";
+    const std::string target = replaced_by;
+    const size_t dot = target.find('.');
+    if (!ValidConfigKeyName(target.substr(0, dot).c_str()) ||
+        (dot != std::string::npos && !ValidConfigKeyName(target.substr(dot + 1).c_str()))) {
+      return "config key '" + key->name +
+             "' is replaced by a name that is not [a-z0-9_]+ or [a-z0-9_]+.[a-z0-9_]+";
+    }
+    key->replaced_by = replaced_by;
+    return "";
+  }
+  key->type = raw->type;
+  key->help = raw->help != nullptr ? raw->help : "";
+  if (key->type < GPUPROV_CONFIG_STRING || key->type > GPUPROV_CONFIG_TABLE) {
+    return "config key '" + key->name + "' has unknown type " + std::to_string(key->type);
+  }
+  if (key->type != GPUPROV_CONFIG_TABLE) return "";
+  if (is_member) return where + " is a table, which a table member cannot be";
+  const bool has_members =
+      reaches(offsetof(gpuprov_type_config_key, member_count), sizeof(raw->member_count)) &&
+      raw->members != nullptr && raw->member_count > 0;
+  if (!has_members) return "config key '" + key->name + "' is a table without members";
+  constexpr size_t kMaxMembers = 64;
+  if (raw->member_count > kMaxMembers) {
+    return "config key '" + key->name + "' has more than " + std::to_string(kMaxMembers) +
+           " members";
+  }
+  std::set<std::string> seen;
+  for (size_t i = 0; i < raw->member_count; ++i) {
+    DriverConfigKey member;
+    std::string problem = ReadConfigKey(
+        raw->members[i], "config key '" + key->name + "' member #" + std::to_string(i + 1), true,
+        &member);
+    if (!problem.empty()) return problem;
+    if (!seen.insert(member.name).second) {
+      return "config key '" + key->name + "' has member '" + member.name + "' twice";
+    }
+    key->members.push_back(std::move(member));
+  }
+  return "";
+}
+
 /// The declared config keys, each read by its own struct_size; \a problem names the first bad
 /// one (the SDK checks the same rules at compile time, a C driver only here).
 std::vector<DriverConfigKey> ReadConfigKeys(const gpuprov_type_config_key* const* keys,
@@ -175,24 +237,9 @@ std::vector<DriverConfigKey> ReadConfigKeys(const gpuprov_type_config_key* const
   }
   std::set<std::string> seen;
   for (size_t i = 0; i < count; ++i) {
-    const gpuprov_type_config_key* raw = keys[i];
-    const std::string where = "config key #" + std::to_string(i + 1);
-    if (raw == nullptr || raw->struct_size < offsetof(gpuprov_type_config_key, help) + sizeof(raw->help)) {
-      *problem = where + " is missing or smaller than ABI 1.1's";
-      return out;
-    }
-    if (!ValidConfigKeyName(raw->name)) {
-      *problem = where + ": the name is missing or not [a-z0-9_]+ (at most 64 bytes)";
-      return out;
-    }
     DriverConfigKey key;
-    key.name = raw->name;
-    key.type = raw->type;
-    key.help = raw->help != nullptr ? raw->help : "";
-    if (key.type < GPUPROV_CONFIG_STRING || key.type > GPUPROV_CONFIG_BOOLEAN) {
-      *problem = "config key '" + key.name + "' has unknown type " + std::to_string(key.type);
-      return out;
-    }
+    *problem = ReadConfigKey(keys[i], "config key #" + std::to_string(i + 1), false, &key);
+    if (!problem->empty()) return out;
     if (key.name == "endpoint") {
       *problem = "declares config key 'endpoint', which is the host's own";
       return out;
@@ -202,6 +249,25 @@ std::vector<DriverConfigKey> ReadConfigKeys(const gpuprov_type_config_key* const
       return out;
     }
     out.push_back(std::move(key));
+  }
+  for (const auto& key : out) {
+    if (key.replaced_by.empty()) continue;
+    const size_t dot = key.replaced_by.find('.');
+    const std::string table = key.replaced_by.substr(0, dot);
+    const auto target = std::find_if(out.begin(), out.end(), [&](const DriverConfigKey& k) {
+      return k.name == table;
+    });
+    const std::string member = dot == std::string::npos ? "" : key.replaced_by.substr(dot + 1);
+    const bool member_found =
+        dot == std::string::npos ||
+        (target != out.end() &&
+         std::any_of(target->members.begin(), target->members.end(),
+                     [&](const DriverConfigKey& m) { return m.name == member; }));
+    if (target == out.end() || !target->replaced_by.empty() || !member_found) {
+      *problem = "config key '" + key.name + "' is replaced by '" + key.replaced_by +
+                 "', which the driver does not declare as a key of its own";
+      return out;
+    }
   }
   return out;
 }
@@ -269,6 +335,8 @@ const char* ConfigTypeName(gpuprov_type_config_type type) {
     case GPUPROV_CONFIG_STRING: return "string";
     case GPUPROV_CONFIG_INTEGER: return "integer";
     case GPUPROV_CONFIG_BOOLEAN: return "boolean";
+    case GPUPROV_CONFIG_STRING_LIST: return "string list";
+    case GPUPROV_CONFIG_TABLE: return "table";
   }
   return "unknown";
 }
@@ -283,6 +351,11 @@ std::string CapabilitiesToString(uint64_t caps) {
   words.push_back(caps & GPUPROV_CAP_OPEN_PORTS ? "open-ports" : "no-open-ports");
   words.push_back(caps & GPUPROV_CAP_HOSTS_KUBERNETES ? "kubernetes" : "no-kubernetes");
   if (caps & GPUPROV_CAP_VM_LIFECYCLE) words.push_back("vm-lifecycle");
+  if (const uint64_t unknown = caps & ~kKnownCapabilities; unknown != 0) {
+    std::ostringstream hex;
+    hex << std::hex << unknown;
+    words.push_back("unknown:0x" + hex.str());
+  }
   std::string out;
   for (const auto& w : words) out += (out.empty() ? "" : ",") + w;
   return out;
@@ -338,15 +411,8 @@ const gpuprov_drv_vtable* ValidateDescriptor(const gpuprov_type_driver_descripto
   info->version = d.version != nullptr ? d.version : "";
   info->description = d.description != nullptr ? d.description : "";
   info->capabilities = d.capabilities;
-  const uint64_t known = GPUPROV_CAP_BOOT_CLOUD_INIT | GPUPROV_CAP_BOOT_STARTUP_SCRIPT |
-                         GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES |
-                         GPUPROV_CAP_VM_LIFECYCLE;
-  if (d.capabilities & ~known) {
-    std::ostringstream hex;
-    hex << std::hex << (d.capabilities & ~known);
-    info->problem = "declares unknown capability bits 0x" + hex.str() + " for ABI " + wanted;
-    return nullptr;
-  }
+  // Bits this host does not know come from a newer minor: listed (CapabilitiesToString) and
+  // ignored, since this host never calls what they promise (driver_abi.h, COMPATIBILITY).
   if (d.vtable == nullptr) {
     info->problem = "descriptor has no function table";
     return nullptr;
@@ -479,7 +545,8 @@ std::vector<DriverSearchDir> DriverHost::DefaultSearchPath(const std::string& dr
 
 namespace {
 
-constexpr int kListCacheVersion = 3;  // 2: config keys (ABI 1.1); 3: lists_resources (1.2)
+// 2: config keys (ABI 1.1); 3: lists_resources (1.2); 4: key members and former names (1.3)
+constexpr int kListCacheVersion = 4;
 
 /// The identity of a driver file for the list cache: its size and mtime in nanoseconds.
 std::string FileStamp(const fs::path& path) {
@@ -487,6 +554,35 @@ std::string FileStamp(const fs::path& path) {
   if (stat(path.c_str(), &st) != 0) return "";
   return std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
          std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_ino);
+}
+
+Poco::JSON::Array::Ptr ConfigKeysToJson(const std::vector<DriverConfigKey>& keys) {
+  Poco::JSON::Array::Ptr out = new Poco::JSON::Array;
+  for (const auto& k : keys) {
+    Poco::JSON::Object::Ptr key = new Poco::JSON::Object;
+    key->set("name", k.name);
+    key->set("type", static_cast<int>(k.type));
+    key->set("help", k.help);
+    if (!k.replaced_by.empty()) key->set("replaced_by", k.replaced_by);
+    if (!k.members.empty()) key->set("members", ConfigKeysToJson(k.members));
+    out->add(key);
+  }
+  return out;
+}
+
+std::vector<DriverConfigKey> ConfigKeysFromJson(const Poco::JSON::Array::Ptr& keys) {
+  std::vector<DriverConfigKey> out;
+  for (size_t i = 0; i < keys->size(); ++i) {
+    auto key = keys->getObject(static_cast<unsigned>(i));
+    DriverConfigKey k{key->getValue<std::string>("name"), key->getValue<int>("type"),
+                      key->getValue<std::string>("help"),
+                      key->optValue<std::string>("replaced_by", "")};
+    if (auto members = key->getArray("members"); !members.isNull()) {
+      k.members = ConfigKeysFromJson(members);
+    }
+    out.push_back(std::move(k));
+  }
+  return out;
 }
 
 Poco::JSON::Object::Ptr InfoToJson(const DriverInfo& info, const std::string& stamp) {
@@ -500,17 +596,7 @@ Poco::JSON::Object::Ptr InfoToJson(const DriverInfo& info, const std::string& st
   o->set("capabilities", static_cast<Poco::UInt64>(info.capabilities));
   o->set("problem", info.problem);
   o->set("lists_resources", info.lists_resources);
-  if (info.config_keys) {
-    Poco::JSON::Array::Ptr keys = new Poco::JSON::Array;
-    for (const auto& k : *info.config_keys) {
-      Poco::JSON::Object::Ptr key = new Poco::JSON::Object;
-      key->set("name", k.name);
-      key->set("type", static_cast<int>(k.type));
-      key->set("help", k.help);
-      keys->add(key);
-    }
-    o->set("config_keys", keys);
-  }
+  if (info.config_keys) o->set("config_keys", ConfigKeysToJson(*info.config_keys));
   return o;
 }
 
@@ -526,13 +612,7 @@ DriverInfo InfoFromJson(const Poco::JSON::Object::Ptr& o) {
   info.problem = o->getValue<std::string>("problem");
   info.lists_resources = o->optValue<bool>("lists_resources", false);
   if (auto keys = o->getArray("config_keys"); !keys.isNull()) {
-    info.config_keys.emplace();
-    for (size_t i = 0; i < keys->size(); ++i) {
-      auto key = keys->getObject(static_cast<unsigned>(i));
-      info.config_keys->push_back({key->getValue<std::string>("name"),
-                                   key->getValue<int>("type"),
-                                   key->getValue<std::string>("help")});
-    }
+    info.config_keys = ConfigKeysFromJson(keys);
   }
   return info;
 }

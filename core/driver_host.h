@@ -37,15 +37,25 @@ struct DriverSearchDir {
   std::string origin;  // "--driver-path", "GPUPROV_DRIVER_PATH", "user", "next to gpuprov", "install prefix"
 };
 
-/// One key a driver accepts in its [clouds.NAME] table (ABI 1.1).
+/// One key a driver accepts in its [clouds.NAME] table (ABI 1.1; lists, tables and former
+/// names since 1.3).
 struct DriverConfigKey {
   std::string name;
   gpuprov_type_config_type type = GPUPROV_CONFIG_STRING;
   std::string help;
+  /// Not empty: \a name is a former name of this key, accepted with a warning.
+  std::string replaced_by{};
+  /// The keys of a GPUPROV_CONFIG_TABLE.
+  std::vector<DriverConfigKey> members{};
 };
 
-/// "string", "integer", "boolean".
+/// "string", "integer", "boolean", "string list", "table".
 const char* ConfigTypeName(gpuprov_type_config_type type);
+
+/// Every bit of the capability mask this host knows.
+inline constexpr uint64_t kKnownCapabilities =
+    GPUPROV_CAP_BOOT_CLOUD_INIT | GPUPROV_CAP_BOOT_STARTUP_SCRIPT | GPUPROV_CAP_OPEN_PORTS |
+    GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_VM_LIFECYCLE;
 
 /// What `gpuprov drivers` shows for one file: descriptor facts, or why the file is broken.
 struct DriverInfo {
@@ -75,7 +85,8 @@ struct DriverInfo {
 const gpuprov_drv_vtable* ValidateDescriptor(const gpuprov_type_driver_descriptor* raw,
                                              DriverInfo* info, gpuprov_drv_vtable* vtable_copy);
 
-/// "boot script: cloud-init, open ports, hosts kubernetes": capability bits in words.
+/// "boot:cloud-init,open-ports,kubernetes,vm-lifecycle": capability bits in words; bits this
+/// host does not know (a newer driver's, ignored) as "unknown:0x...".
 std::string CapabilitiesToString(uint64_t capabilities);
 
 /// The operations of the vtable, by name.

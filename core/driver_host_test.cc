@@ -78,11 +78,11 @@ INSTANTIATE_TEST_SUITE_P(
                          d->abi_major = 2;
                          d->abi_minor_required = 0;
                        },
-                       "needs driver ABI 2.0 but this gpuprov has ABI 1.2"},
+                       "needs driver ABI 2.0 but this gpuprov has ABI 1.3"},
         DescriptorCase{"OlderMajor", [](auto* d, auto*) { d->abi_major = 0; },
                        "major versions must be equal"},
         DescriptorCase{"NewerMinor", [](auto* d, auto*) { d->abi_minor_required = 7; },
-                       "needs driver ABI 1.7 or newer but this gpuprov has ABI 1.2"},
+                       "needs driver ABI 1.7 or newer but this gpuprov has ABI 1.3"},
         // A larger descriptor or function table comes from a newer minor that the driver does
         // not require: the host reads the members it knows (driver_abi.h, COMPATIBILITY).
         DescriptorCase{"LargerFromANewerMinorIsRead", [](auto* d, auto*) { d->struct_size += 16; },
@@ -116,15 +116,16 @@ INSTANTIATE_TEST_SUITE_P(
         DescriptorCase{"NoVtable", [](auto* d, auto*) { d->vtable = nullptr; },
                        "no function table"},
         DescriptorCase{"BadName", [](auto* d, auto*) { d->name = "Bad Name"; }, "driver name"},
-        DescriptorCase{"UnknownCapability",
-                       [](auto* d, auto*) { d->capabilities |= (1ull << 40); },
-                       "unknown capability bits"},
+        // A bit of a newer minor: listed and ignored (driver_abi.h, COMPATIBILITY).
+        DescriptorCase{"UnknownCapabilityIsIgnored",
+                       [](auto* d, auto*) { d->capabilities |= (1ull << 40); }, ""},
         DescriptorCase{"LargerVtableFromANewerMinorIsRead",
                        [](auto*, auto* vt) { vt->struct_size += 8; }, ""},
         DescriptorCase{"ConfigKeyWithABadName",
                        [](auto* d, auto*) {
                          static const gpuprov_type_config_key bad = {
-                             sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_STRING, "Bad-Key", "x"};
+                             sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_STRING, "Bad-Key", "x", nullptr,
+                             nullptr, 0};
                          static const gpuprov_type_config_key* const keys[] = {&bad};
                          d->config_keys = keys;
                          d->config_key_count = 1;
@@ -133,7 +134,7 @@ INSTANTIATE_TEST_SUITE_P(
         DescriptorCase{"ConfigKeyOfUnknownType",
                        [](auto* d, auto*) {
                          static const gpuprov_type_config_key bad = {
-                             sizeof(gpuprov_type_config_key), 9, "zone", "x"};
+                             sizeof(gpuprov_type_config_key), 9, "zone", "x", nullptr, nullptr, 0};
                          static const gpuprov_type_config_key* const keys[] = {&bad};
                          d->config_keys = keys;
                          d->config_key_count = 1;
@@ -142,7 +143,8 @@ INSTANTIATE_TEST_SUITE_P(
         DescriptorCase{"ConfigKeyTwice",
                        [](auto* d, auto*) {
                          static const gpuprov_type_config_key zone = {
-                             sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_STRING, "zone", "x"};
+                             sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_STRING, "zone", "x", nullptr,
+                             nullptr, 0};
                          static const gpuprov_type_config_key* const keys[] = {&zone, &zone};
                          d->config_keys = keys;
                          d->config_key_count = 2;
@@ -152,7 +154,7 @@ INSTANTIATE_TEST_SUITE_P(
                        [](auto* d, auto*) {
                          static const gpuprov_type_config_key endpoint = {
                              sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_STRING, "endpoint",
-                             "x"};
+                             "x", nullptr, nullptr, 0};
                          static const gpuprov_type_config_key* const keys[] = {&endpoint};
                          d->config_keys = keys;
                          d->config_key_count = 1;
@@ -160,13 +162,75 @@ INSTANTIATE_TEST_SUITE_P(
                        "'endpoint', which is the host's own"},
         DescriptorCase{"ConfigKeySmallerThanOneOne",
                        [](auto* d, auto*) {
-                         static const gpuprov_type_config_key small = {4, GPUPROV_CONFIG_STRING,
-                                                                       "zone", "x"};
+                         static const gpuprov_type_config_key small = {
+                             4, GPUPROV_CONFIG_STRING, "zone", "x", nullptr, nullptr, 0};
                          static const gpuprov_type_config_key* const keys[] = {&small};
                          d->config_keys = keys;
                          d->config_key_count = 1;
                        },
-                       "config key #1 is missing or smaller"}),
+                       "config key #1 is missing or smaller"},
+        // A key of ABI 1.1 or 1.2 ends at help: read, members and former name absent.
+        DescriptorCase{"ConfigKeyOfTheOneTwoSizeIsRead",
+                       [](auto* d, auto*) {
+                         static const gpuprov_type_config_key old = {
+                             offsetof(gpuprov_type_config_key, replaced_by),
+                             GPUPROV_CONFIG_STRING, "zone", "x", "garbage", nullptr, 99};
+                         static const gpuprov_type_config_key* const keys[] = {&old};
+                         d->config_keys = keys;
+                         d->config_key_count = 1;
+                       },
+                       ""},
+        DescriptorCase{"TableKeyWithoutMembers",
+                       [](auto* d, auto*) {
+                         static const gpuprov_type_config_key table = {
+                             sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_TABLE, "retry", "x",
+                             nullptr, nullptr, 0};
+                         static const gpuprov_type_config_key* const keys[] = {&table};
+                         d->config_keys = keys;
+                         d->config_key_count = 1;
+                       },
+                       "config key 'retry' is a table without members"},
+        DescriptorCase{"TableInsideATable",
+                       [](auto* d, auto*) {
+                         static const gpuprov_type_config_key* const none[] = {nullptr};
+                         static const gpuprov_type_config_key inner = {
+                             sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_TABLE, "inner", "x",
+                             nullptr, none, 1};
+                         static const gpuprov_type_config_key* const members[] = {&inner};
+                         static const gpuprov_type_config_key table = {
+                             sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_TABLE, "retry", "x",
+                             nullptr, members, 1};
+                         static const gpuprov_type_config_key* const keys[] = {&table};
+                         d->config_keys = keys;
+                         d->config_key_count = 1;
+                       },
+                       "config key 'retry' member #1 is a table, which a table member cannot be"},
+        DescriptorCase{"FormerNameOfAnUndeclaredKey",
+                       [](auto* d, auto*) {
+                         static const gpuprov_type_config_key old = {
+                             sizeof(gpuprov_type_config_key), 0, "old", "", "new", nullptr, 0};
+                         static const gpuprov_type_config_key* const keys[] = {&old};
+                         d->config_keys = keys;
+                         d->config_key_count = 1;
+                       },
+                       "config key 'old' is replaced by 'new', which the driver does not declare"},
+        DescriptorCase{"FormerNameOfAMissingMember",
+                       [](auto* d, auto*) {
+                         static const gpuprov_type_config_key attempts = {
+                             sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_INTEGER,
+                             "max_attempts", "x", nullptr, nullptr, 0};
+                         static const gpuprov_type_config_key* const members[] = {&attempts};
+                         static const gpuprov_type_config_key table = {
+                             sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_TABLE, "retry", "x",
+                             nullptr, members, 1};
+                         static const gpuprov_type_config_key old = {
+                             sizeof(gpuprov_type_config_key), 0, "http_delay", "",
+                             "retry.base_delay_ms", nullptr, 0};
+                         static const gpuprov_type_config_key* const keys[] = {&table, &old};
+                         d->config_keys = keys;
+                         d->config_key_count = 2;
+                       },
+                       "replaced by 'retry.base_delay_ms', which the driver does not declare"}),
     [](const auto& info) { return std::string(info.param.test_name); });
 
 // ---- real .so files: the fixture drivers ----
@@ -224,7 +288,7 @@ TEST_F(DriverFilesTest, ListReportsBrokenDriversAndStillLoadsGoodOnes) {
     const DriverInfo* i = Find(all, name);
     return i == nullptr ? std::string("<not listed>") : i->problem;
   };
-  EXPECT_NE(problem("newmajor").find("needs driver ABI 2.0 but this gpuprov has ABI 1.2"),
+  EXPECT_NE(problem("newmajor").find("needs driver ABI 2.0 but this gpuprov has ABI 1.3"),
             std::string::npos) << problem("newmajor");
   EXPECT_NE(problem("newminor").find("needs driver ABI 1.99 or newer"), std::string::npos)
       << problem("newminor");
@@ -272,18 +336,53 @@ TEST_F(DriverFilesTest, AnAbiOneOneDriverLoadsAndCannotListResources) {
   }
 }
 
+TEST_F(DriverFilesTest, ACapabilityBitThisHostDoesNotKnowIsListedAndIgnored) {
+  // newcap is a C driver setting bit 40, as a driver of a newer minor may.
+  DriverHost host(std::vector<gpuprov::DriverSearchDir>{{GPUPROV_FIXTURE_DRIVER_DIR, "fixtures"}});
+  DriverInfo info = host.Find("newcap");
+  EXPECT_TRUE(info.ok()) << info.problem;
+  EXPECT_THAT(gpuprov::CapabilitiesToString(info.capabilities),
+              ::testing::HasSubstr("vm-lifecycle,unknown:0x10000000000"));
+  auto driver = host.Open("newcap", R"({"endpoint":"","config":{}})", {});
+  EXPECT_EQ(driver->Call(DriverOp::kList, "{}"), "{}");
+}
+
+TEST_F(DriverFilesTest, AnAbiOneTwoDriverWithConfigKeysLoads) {
+  // abi12 is built with a verbatim copy of the 1.2 header: its keys end at help.
+  DriverHost host(std::vector<gpuprov::DriverSearchDir>{{GPUPROV_FIXTURE_DRIVER_DIR, "fixtures"}});
+  DriverInfo info = host.Find("abi12");
+  ASSERT_TRUE(info.ok()) << info.problem;
+  EXPECT_EQ(info.abi_minor_required, 2);
+  ASSERT_TRUE(info.config_keys.has_value());
+  ASSERT_EQ(info.config_keys->size(), 3u);
+  EXPECT_EQ((*info.config_keys)[0].name, "zone");
+  EXPECT_TRUE((*info.config_keys)[0].replaced_by.empty());
+  EXPECT_TRUE((*info.config_keys)[0].members.empty());
+  EXPECT_TRUE(info.lists_resources == false);
+  auto driver = host.Open("abi12", R"({"endpoint":"","config":{"zone":"z"}})", {});
+  EXPECT_EQ(driver->Call(DriverOp::kList, "{}"), "{}");
+}
+
 TEST_F(DriverFilesTest, DeclaredConfigKeysAreRead) {
   DriverHost host(std::vector<gpuprov::DriverSearchDir>{{GPUPROV_FIXTURE_DRIVER_DIR, "fixtures"}});
   // A C driver's table...
   DriverInfo raw = host.Find("rawkeys");
   ASSERT_TRUE(raw.ok()) << raw.problem;
   ASSERT_TRUE(raw.config_keys.has_value());
-  ASSERT_EQ(raw.config_keys->size(), 3u);
+  ASSERT_EQ(raw.config_keys->size(), 6u);
   EXPECT_EQ((*raw.config_keys)[0].name, "zone");
   EXPECT_EQ((*raw.config_keys)[0].type, GPUPROV_CONFIG_STRING);
   EXPECT_EQ((*raw.config_keys)[0].help, "the zone used when provision names none");
   EXPECT_EQ((*raw.config_keys)[1].type, GPUPROV_CONFIG_INTEGER);
   EXPECT_EQ((*raw.config_keys)[2].type, GPUPROV_CONFIG_BOOLEAN);
+  // ABI 1.3: a string list, a table with its members, a former name.
+  EXPECT_EQ((*raw.config_keys)[3].type, GPUPROV_CONFIG_STRING_LIST);
+  EXPECT_EQ((*raw.config_keys)[4].type, GPUPROV_CONFIG_TABLE);
+  ASSERT_EQ((*raw.config_keys)[4].members.size(), 1u);
+  EXPECT_EQ((*raw.config_keys)[4].members[0].name, "attempts");
+  EXPECT_EQ((*raw.config_keys)[4].members[0].type, GPUPROV_CONFIG_INTEGER);
+  EXPECT_EQ((*raw.config_keys)[5].name, "old_zone");
+  EXPECT_EQ((*raw.config_keys)[5].replaced_by, "zone");
   // ...and one made by the SDK's macro, which requires minor 0 unless told otherwise.
   DriverInfo good = host.Find("good");
   ASSERT_TRUE(good.ok()) << good.problem;

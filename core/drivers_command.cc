@@ -13,6 +13,26 @@
 #include "error.h"
 
 namespace gpuprov {
+namespace {
+
+Poco::JSON::Array::Ptr KeysJson(const std::vector<DriverConfigKey>& keys) {
+  Poco::JSON::Array::Ptr out = new Poco::JSON::Array;
+  for (const auto& k : keys) {
+    Poco::JSON::Object::Ptr key = new Poco::JSON::Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    key->set("name", k.name);
+    if (!k.replaced_by.empty()) {
+      key->set("replaced_by", k.replaced_by);
+    } else {
+      key->set("type", ConfigTypeName(k.type));
+      key->set("help", k.help);
+      if (!k.members.empty()) key->set("members", KeysJson(k.members));
+    }
+    out->add(key);
+  }
+  return out;
+}
+
+}  // namespace
 
 int RunDriversCommand(const AppContext& app) {
   DriverHost host = app.MakeDriverHost();
@@ -84,15 +104,7 @@ int RunDriverDetailCommand(const AppContext& app, const std::string& name) {
     o->set("ok", d.problem.empty());
     o->set("problem", d.problem);
     if (d.config_keys) {
-      Poco::JSON::Array::Ptr keys = new Poco::JSON::Array;
-      for (const auto& k : *d.config_keys) {
-        Poco::JSON::Object::Ptr key = new Poco::JSON::Object(Poco::JSON_PRESERVE_KEY_ORDER);
-        key->set("name", k.name);
-        key->set("type", ConfigTypeName(k.type));
-        key->set("help", k.help);
-        keys->add(key);
-      }
-      o->set("config_keys", keys);
+      o->set("config_keys", KeysJson(*d.config_keys));
     } else {
       o->set("config_keys", Poco::Dynamic::Var());
     }
@@ -116,19 +128,34 @@ int RunDriverDetailCommand(const AppContext& app, const std::string& name) {
         << "] table in config.toml is passed to it unchecked\n";
   } else {
     out << "  settings: [clouds." << d.name << "] in config.toml accepts\n";
-    std::vector<DriverConfigKey> keys = *d.config_keys;
-    keys.insert(keys.begin(),
-                DriverConfigKey{"endpoint", GPUPROV_CONFIG_STRING,
-                                "the API base URL (gpuprov's own key; " + EndpointEnvVar(d.name) +
-                                    " overrides it)"});
-    size_t width = 0;
-    for (const auto& k : keys) width = std::max(width, k.name.size());
-    for (const auto& k : keys) {
+    // Rows: each key, a table's members as "table.member" below it; former names last.
+    std::vector<DriverConfigKey> rows{{"endpoint", GPUPROV_CONFIG_STRING,
+                                       "the API base URL (gpuprov's own key; " +
+                                           EndpointEnvVar(d.name) + " overrides it)"}};
+    std::vector<const DriverConfigKey*> former;
+    for (const auto& k : *d.config_keys) {
+      if (!k.replaced_by.empty()) {
+        former.push_back(&k);
+        continue;
+      }
+      rows.push_back(k);
+      for (const auto& m : k.members) rows.push_back({k.name + "." + m.name, m.type, m.help});
+    }
+    size_t width = 0, type_width = 8;
+    for (const auto& k : rows) {
+      width = std::max(width, k.name.size());
+      type_width = std::max(type_width, std::string(ConfigTypeName(k.type)).size());
+    }
+    for (const auto& k : rows) {
       std::string name = k.name;
       name.resize(width, ' ');
       std::string type = ConfigTypeName(k.type);
-      type.resize(8, ' ');
+      type.resize(type_width, ' ');
       out << "    " << name << "  " << type << "  " << k.help << "\n";
+    }
+    if (!former.empty()) {
+      out << "  former names, read with a warning in this release:\n";
+      for (const auto* k : former) out << "    " << k->name << " -> " << k->replaced_by << "\n";
     }
   }
   console.Result(out.str());

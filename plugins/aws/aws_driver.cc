@@ -143,8 +143,8 @@ AwsDriver::AwsDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
   vpc_id_ = json::Str(config_, "vpc_id");
   subnet_id_ = json::Str(config_, "subnet_id");
   consistency_grace_ = milliseconds(json::Int(config_, "consistency_grace_seconds", 60) * 1000);
-  delete_wait_ = milliseconds(json::Int(config_, "delete_wait_seconds", 600) * 1000);
-  poll_interval_ = milliseconds(json::Int(config_, "poll_interval_ms", 2000));
+  delete_wait_ = kit::DeleteWaitSetting(config_, std::chrono::seconds(600));
+  poll_interval_ = kit::PollIntervalSetting(config_, milliseconds(2000));
   // The SDKs' endpoint variables, after gpuprov's own (GPUPROV_AWS_ENDPOINT / endpoint).
   if (endpoint_.empty()) endpoint_ = EndpointOverride(env, "EC2");
   drivers::HttpClientOptions http_options;
@@ -1125,18 +1125,19 @@ std::optional<XmlNode> AwsDriver::OwnGroup(const std::string& region, const XmlN
 
 }  // namespace gpuprov::aws
 
-// The keys of [clouds.aws] this driver reads (ABI 1.1: gpuprov refuses others in config.toml).
-// `regions` and `retry` are not listed: config.toml holds only strings, integers and booleans
-// there, so they reach the driver only from tests.
+// The keys of [clouds.aws] this driver reads (gpuprov refuses others in config.toml); the kit's
+// standard keys first, README.md's settings table lists the same (driver_settings_docs_test).
 constexpr gpuprov_type_config_key kAwsConfigKeys[] = {
+    gpuprov::drivers::kRetryKey,
+    gpuprov::drivers::PollIntervalKey("polling interval of the waits below (2000)"),
+    gpuprov::drivers::DeleteWaitKey("how long delete waits for terminated before removing the security group (600)"),
+    gpuprov::sdk::StringListKey("regions", "more regions that list and look-ups by name search (default: only the default region)"),
     gpuprov::sdk::StringKey("profile", "the AWS profile for credentials and region (else AWS_PROFILE, else default)"),
     gpuprov::sdk::StringKey("region", "the region used when provision names none (else AWS_REGION, the profile's)"),
     gpuprov::sdk::StringKey("image", "an AMI id or resolve:ssm: parameter used instead of the default images"),
     gpuprov::sdk::StringKey("vpc_id", "the VPC for security groups and instances, for accounts without a default VPC (else the default VPC)"),
     gpuprov::sdk::StringKey("subnet_id", "the subnet instances launch into, with a public address (its VPC is used; else the default VPC)"),
     gpuprov::sdk::IntegerKey("consistency_grace_seconds", "how long a just-created instance or group may be not visible yet (60)"),
-    gpuprov::sdk::IntegerKey("delete_wait_seconds", "how long delete waits for terminated before removing the security group (600)"),
-    gpuprov::sdk::IntegerKey("poll_interval_ms", "polling interval of those waits (2000)"),
 };
 
 GPUPROV_DRIVER(gpuprov::aws::AwsDriver, kAwsConfigKeys)

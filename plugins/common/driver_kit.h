@@ -17,6 +17,8 @@
 //   credentials.h     tokens from environment variables and doctl's config
 //   tags.h            gpuprov's tags, the user's tags, tag/label character sets
 //   ssh_public_key.h  OpenSSH public key lines: checked, compared, MD5 fingerprint
+//   standard_settings.h  the settings every driver names alike (retry, poll interval, delete
+//                     wait, token variable): declared and read once
 //   driver_request.h  request fields (ports, gpu, ssh key), offers and vm results
 //   json_util.h       Poco::JSON helpers
 // See docs/driver-protocol.md, "The driver kit".
@@ -32,6 +34,7 @@
 #include "pacer.h"
 #include "retry_policy.h"
 #include "ssh_public_key.h"
+#include "standard_settings.h"
 #include "tags.h"
 #include "uri.h"
 #include "vm_rules.h"

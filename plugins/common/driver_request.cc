@@ -120,7 +120,7 @@ RetryPolicy RetryPolicyFrom(const Object::Ptr& config) {
   RetryPolicy p;
   Object::Ptr r = json::Obj(config, "retry");
   if (!r) return p;
-  p.max_attempts = static_cast<int>(json::Int(r, "max_attempts", p.max_attempts));
+  p.max_attempts = static_cast<int>(std::max(1LL, json::Int(r, "max_attempts", p.max_attempts)));
   p.base_delay = milliseconds(json::Int(r, "base_delay_ms", p.base_delay.count()));
   p.max_delay = milliseconds(json::Int(r, "max_delay_ms", p.max_delay.count()));
   p.max_retry_after = milliseconds(json::Int(r, "max_retry_after_ms", p.max_retry_after.count()));

@@ -969,15 +969,17 @@ std::string DigitalOceanDriver::DeleteResource(const std::string& request_json) 
 
 }  // namespace gpuprov::digitalocean
 
-// The keys of [clouds.digitalocean] this driver reads (ABI 1.1: gpuprov refuses others in
-// config.toml). `capacity_messages` and `retry` are not listed: config.toml holds only strings,
-// integers and booleans there.
+// The keys of [clouds.digitalocean] this driver reads (gpuprov refuses others in config.toml);
+// the kit's standard keys first, README.md's settings table lists the same
+// (driver_settings_docs_test).
 constexpr gpuprov_type_config_key kDigitalOceanConfigKeys[] = {
+    gpuprov::drivers::kRetryKey,
+    gpuprov::drivers::TokenEnvKey("the environment variable that holds the API token"),
     gpuprov::sdk::StringKey("region", "the region used when provision names none (else the first DigitalOcean sells the size in now)"),
-    gpuprov::sdk::StringKey("token_env", "the environment variable that holds the API token"),
     gpuprov::sdk::StringKey("token", "the API token itself (works; prefer the environment)"),
     gpuprov::sdk::StringKey("doctl_config", "doctl's config file (default: ~/.config/doctl, else ~/Library/Application Support/doctl, config.yaml)"),
     gpuprov::sdk::StringKey("doctl_context", "the doctl auth context to read the token from"),
+    gpuprov::sdk::StringListKey("capacity_messages", "more 422 message substrings that mean no capacity"),
 };
 
 GPUPROV_DRIVER(gpuprov::digitalocean::DigitalOceanDriver, kDigitalOceanConfigKeys)

@@ -9,6 +9,7 @@
 
 #include "gpuprov/sdk.hpp"
 #include "json_util.h"
+#include "standard_settings.h"
 
 namespace gpuprov::digitalocean {
 namespace {
@@ -34,7 +35,7 @@ const std::vector<std::string>& TokenEnvVars() {
 
 std::optional<drivers::Credential> ResolveToken(const Poco::JSON::Object::Ptr& config) {
   namespace json = drivers::json;
-  const std::string token_env = config ? json::Str(config, "token_env") : "";
+  const std::string token_env = drivers::TokenEnvSetting(config);
   if (!token_env.empty()) {
     if (auto c = drivers::CredentialFromEnv({token_env})) return c;
   }

@@ -120,7 +120,7 @@ GcpDriver::GcpDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
   if (network_.empty()) network_ = "default";
   subnetwork_ = json::Str(config_, "subnetwork");
   poll_interval_ =
-      milliseconds(std::max<long long>(10, json::Int(config_, "poll_interval_ms", 2000)));
+      std::max(milliseconds(10), kit::PollIntervalSetting(config_, milliseconds(2000)));
   operation_timeout_ = std::chrono::seconds(
       std::max<long long>(1, json::Int(config_, "operation_timeout_seconds", 900)));
   policy_ = kit::RetryPolicyFrom(config_);
@@ -1171,9 +1171,11 @@ std::string GcpDriver::OpenPorts(const std::string& request_json) {
 
 }  // namespace gpuprov::gcp
 
-// The keys of [clouds.gcp] this driver reads (ABI 1.1: gpuprov refuses others in config.toml).
-// `retry` is not listed: config.toml holds only strings, integers and booleans there.
+// The keys of [clouds.gcp] this driver reads (gpuprov refuses others in config.toml); the kit's
+// standard keys first, README.md's settings table lists the same (driver_settings_docs_test).
 constexpr gpuprov_type_config_key kGcpConfigKeys[] = {
+    gpuprov::drivers::kRetryKey,
+    gpuprov::drivers::PollIntervalKey("zone operation polling interval (2000)"),
     gpuprov::sdk::StringKey("project", "the project (else GOOGLE_CLOUD_PROJECT, gcloud's, the credentials')"),
     gpuprov::sdk::StringKey("credentials_file", "a service-account JSON key file (else GOOGLE_APPLICATION_CREDENTIALS, gcloud's)"),
     gpuprov::sdk::StringKey("region", "the region or zone used when provision names none (us-central1)"),
@@ -1182,7 +1184,6 @@ constexpr gpuprov_type_config_key kGcpConfigKeys[] = {
     gpuprov::sdk::StringKey("subnetwork", "a subnetwork, by name or partial URL"),
     gpuprov::sdk::StringKey("ssh_user", "the user named in the ssh-keys metadata (ubuntu)"),
     gpuprov::sdk::StringKey("image", "the boot image when the request names none"),
-    gpuprov::sdk::IntegerKey("poll_interval_ms", "zone operation polling interval (2000)"),
     gpuprov::sdk::IntegerKey("operation_timeout_seconds", "how long a zone operation may take (900)"),
 };
 

@@ -49,8 +49,8 @@ HyperstackDriver::HyperstackDriver(const gpuprov::sdk::InitContext& ctx) : host_
   if (default_region_.empty()) default_region_ = kDefaultRegion;
   configured_environment_ = json::Str(config_, "environment");
   default_image_ = json::Str(config_, "image");
-  poll_interval_ = std::chrono::milliseconds(json::Int(config_, "poll_interval_ms", 5000));
-  delete_timeout_ = std::chrono::seconds(json::Int(config_, "delete_timeout_seconds", 600));
+  poll_interval_ = kit::PollIntervalSetting(config_, std::chrono::milliseconds(5000));
+  delete_timeout_ = kit::DeleteWaitSetting(config_, std::chrono::seconds(600));
   delete_retry_ = std::chrono::milliseconds(json::Int(config_, "delete_retry_ms", 10000));
   try {
     http_ = std::make_unique<kit::HttpClient>(endpoint_, kit::RetryPolicyFrom(config_), host_);
@@ -858,17 +858,23 @@ std::string HyperstackDriver::OpenPorts(const std::string& request_json) {
 
 }  // namespace gpuprov::hyperstack
 
-// The keys of [clouds.hyperstack] this driver reads (ABI 1.1: gpuprov refuses others).
+// The keys of [clouds.hyperstack] this driver reads (gpuprov refuses others in config.toml); the
+// kit's standard keys first, README.md's settings table lists the same
+// (driver_settings_docs_test).
 constexpr gpuprov_type_config_key kHyperstackConfigKeys[] = {
+    gpuprov::drivers::kRetryKey,
+    gpuprov::drivers::PollIntervalKey("how often delete looks whether the VM is gone (5000)"),
+    gpuprov::drivers::DeleteWaitKey("how long down waits for the VM to go (600)"),
+    gpuprov::drivers::TokenEnvKey("the environment variable that holds the API key"),
+    gpuprov::sdk::StringKey("token", "the API key itself (works; prefer the environment)"),
     gpuprov::sdk::StringKey("region", "the region used when provision names none (CANADA-1)"),
     gpuprov::sdk::StringKey("environment", "an existing environment to use (never deleted)"),
     gpuprov::sdk::StringKey("image", "the image name (the reference's Ubuntu CUDA image)"),
-    gpuprov::sdk::StringKey("api_key_env", "the environment variable that holds the API key"),
-    gpuprov::sdk::StringKey("api_key", "the API key itself (works; prefer the environment)"),
     gpuprov::sdk::StringKey("api_key_file", "a file holding the API key (~/.hyperstack/api_key)"),
-    gpuprov::sdk::IntegerKey("poll_interval_ms", "VM status polling interval (5000)"),
-    gpuprov::sdk::IntegerKey("delete_timeout_seconds", "how long down waits for the VM to go (600)"),
-    gpuprov::sdk::IntegerKey("delete_retry_ms", "retry interval of a delete refused while creating"),
+    gpuprov::sdk::IntegerKey("delete_retry_ms", "retry interval of a delete refused while creating (10000)"),
+    gpuprov::sdk::RenamedKey("api_key_env", gpuprov::drivers::kTokenEnvSetting),
+    gpuprov::sdk::RenamedKey("api_key", "token"),
+    gpuprov::sdk::RenamedKey("delete_timeout_seconds", gpuprov::drivers::kDeleteWaitSetting),
 };
 
 GPUPROV_DRIVER(gpuprov::hyperstack::HyperstackDriver, kHyperstackConfigKeys)

@@ -5,16 +5,8 @@
 //
 // Settings (docs/driver-protocol.md, init): "endpoint" (default
 // https://infrahub-api.nexgencloud.com/v1; GPUPROV_HYPERSTACK_ENDPOINT; http:// only for a
-// loopback emulator); config keys ([clouds.hyperstack] of config.toml):
-//   region          region when the request names none (default CANADA-1)
-//   environment     an existing environment to use (never deleted); default: gpuprov-<region>,
-//                   created on first use and deleted with its last gpuprov VM
-//   image           image name when the request names none
-//   api_key_env, api_key, api_key_file   where the API key is (see hyperstack_rules.h)
-//   retry           {max_attempts, base_delay_ms, ...} (kit RetryPolicy; tests compress them)
-//   poll_interval_ms         delete: how often to look whether the VM is gone (default 5000)
-//   delete_timeout_seconds   delete: how long to wait for it (default 600)
-//   delete_retry_ms          delete refused "being created": wait between tries (default 10000)
+// loopback emulator); config keys ([clouds.hyperstack] of config.toml): the table at the end of
+// hyperstack_driver.cc, listed in README.md, "Settings".
 // What it creates per VM: the VM (labels gpuprov, gpuprov-name=<name>, the user's tags) with
 // its security rules; per environment: the environment gpuprov-<region> and one key pair
 // gpuprov-<fingerprint> per public key, shared by the VMs there. See README.md.

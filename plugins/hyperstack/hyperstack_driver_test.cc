@@ -117,7 +117,7 @@ class HyperstackEmulatorTest : public SharedEmulatorTest<Emulator> {
 
   static std::string Config(const std::string& extra = "") {
     return R"({"endpoint":")" + emulator_->url() +
-           R"(","config":{"poll_interval_ms":100,"delete_retry_ms":200,"delete_timeout_seconds":20,)"
+           R"(","config":{"poll_interval_ms":100,"delete_retry_ms":200,"delete_wait_seconds":20,)"
            R"("retry":{"max_attempts":5,"base_delay_ms":5,"max_delay_ms":50,"max_retry_after_ms":100,)"
            R"("total_budget_ms":20000,"attempt_timeout_ms":10000})" +
            extra + "}}";
@@ -518,7 +518,7 @@ TEST_F(HyperstackEmulatorTest, EndlessLegacyServerErrorsBecomeTransientWithTheMe
 
 TEST_F(HyperstackEmulatorTest, AWrongKeyIsAuthWithAHintAndNoSecret) {
   ScopedEnv wrong("GPUPROV_TEST_WRONG_HS_KEY", "hs-wrong-key-value");
-  Driver driver(Config(R"(,"api_key_env":"GPUPROV_TEST_WRONG_HS_KEY")"));
+  Driver driver(Config(R"(,"token_env":"GPUPROV_TEST_WRONG_HS_KEY")"));
   OpResult r = driver.Create(CreateRequest("hs-auth"));
   EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r;
   EXPECT_TRUE(Contains(r.error, "HYPERSTACK_API_KEY")) << r.error;
@@ -597,7 +597,7 @@ TEST_F(HyperstackEmulatorTest, AVmThatVanishesIsNotFoundAndDownRemovesItsKeyAndE
 }
 
 TEST_F(HyperstackEmulatorTest, WaitingForADeleteEndsOnCancel) {
-  Driver driver(Config(R"(,"delete_timeout_seconds":60)"));
+  Driver driver(Config(R"(,"delete_wait_seconds":60)"));
   emulator_->Settings(R"({"cloud":"hyperstack","deleting_seconds":30})");
   OpResult c = driver.Create(CreateRequest("hs-cancel"));
   ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;

@@ -12,6 +12,7 @@
 #include "gpuprov/sdk.hpp"
 #include "json_util.h"
 #include "ssh_public_key.h"
+#include "standard_settings.h"
 #include "tags.h"
 
 namespace gpuprov::hyperstack {
@@ -69,15 +70,15 @@ std::string MessageOf(const std::string& body) {
 }  // namespace
 
 std::optional<kit::Credential> ResolveApiKey(const Object::Ptr& config) {
-  const std::string env_name = config ? json::Str(config, "api_key_env") : "";
+  const std::string env_name = kit::TokenEnvSetting(config);
   if (!env_name.empty()) {
     if (auto c = kit::CredentialFromEnv({env_name})) return c;
   }
   if (auto c = kit::CredentialFromEnv({"HYPERSTACK_API_KEY"})) return c;
   if (config) {
-    const std::string literal = kit::TrimSpace(json::Str(config, "api_key"));
+    const std::string literal = kit::TrimSpace(json::Str(config, "token"));
     if (!literal.empty())
-      return kit::Credential{literal, "config.toml [clouds.hyperstack] api_key"};
+      return kit::Credential{literal, "config.toml [clouds.hyperstack] token"};
   }
   std::string path = config ? json::Str(config, "api_key_file") : "";
   if (path.empty()) {
@@ -94,7 +95,7 @@ std::optional<kit::Credential> ResolveApiKey(const Object::Ptr& config) {
 
 std::string ApiKeyHint() {
   return "set HYPERSTACK_API_KEY to an API key from console.hyperstack.cloud (API keys), write it "
-         "to ~/.hyperstack/api_key as SkyPilot reads it, or name the variable with api_key_env "
+         "to ~/.hyperstack/api_key as SkyPilot reads it, or name the variable with token_env "
          "in [clouds.hyperstack] of config.toml";
 }
 

@@ -45,8 +45,8 @@ inline const drivers::VmNameRules kVmNameRules{.what = "a Hyperstack VM name",
                                                .punctuation = "-",
                                                .note = "Hyperstack allows 50 characters"};
 
-/// The API key: the variable named by config.api_key_env, then $HYPERSTACK_API_KEY, then
-/// config.api_key (config.toml), then the file config.api_key_file, else ~/.hyperstack/api_key
+/// The API key: the variable named by config.token_env, then $HYPERSTACK_API_KEY, then
+/// config.token (config.toml), then the file config.api_key_file, else ~/.hyperstack/api_key
 /// (SkyPilot's file: the key on one line).
 std::optional<drivers::Credential> ResolveApiKey(const Poco::JSON::Object::Ptr& config);
 

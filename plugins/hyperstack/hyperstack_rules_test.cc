@@ -28,16 +28,16 @@ TEST(HyperstackApiKey, EnvironmentFirstThenConfigThenSkyPilotsFile) {
   ASSERT_TRUE(from_file);
   EXPECT_EQ(from_file->value, "file-key");
   EXPECT_EQ(from_file->origin, (home.path() / ".hyperstack" / "api_key").string());
-  auto from_config = ResolveApiKey(ParseJson(R"({"api_key":" cfg-key "})"));
+  auto from_config = ResolveApiKey(ParseJson(R"({"token":" cfg-key "})"));
   ASSERT_TRUE(from_config);
   EXPECT_EQ(from_config->value, "cfg-key");
   ScopedEnv env("HYPERSTACK_API_KEY", "env-key");
-  auto from_env = ResolveApiKey(ParseJson(R"({"api_key":"cfg-key"})"));
+  auto from_env = ResolveApiKey(ParseJson(R"({"token":"cfg-key"})"));
   ASSERT_TRUE(from_env);
   EXPECT_EQ(from_env->value, "env-key");
   EXPECT_EQ(from_env->origin, "$HYPERSTACK_API_KEY");
   ScopedEnv mine("MY_HS_KEY", "named-key");
-  EXPECT_EQ(ResolveApiKey(ParseJson(R"({"api_key_env":"MY_HS_KEY"})"))->value, "named-key");
+  EXPECT_EQ(ResolveApiKey(ParseJson(R"({"token_env":"MY_HS_KEY"})"))->value, "named-key");
 }
 
 TEST(HyperstackApiKey, NoneAnywhere) {

@@ -107,7 +107,7 @@ LambdaDriver::LambdaDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.hos
   launch_interval_ = milliseconds(std::max<long long>(
       0, ConfigInt(config_, "launch_interval_ms",
                    ConfigInt(pacing, "launch_interval_ms", kLaunchIntervalMs))));
-  delete_wait_ = std::chrono::seconds(ConfigInt(config_, "delete_wait_seconds", 600));
+  delete_wait_ = kit::DeleteWaitSetting(config_, std::chrono::seconds(600));
   try {
     http_ = std::make_unique<kit::HttpClient>(endpoint_, kit::RetryPolicyFrom(config_), host_);
   } catch (const kit::HttpError& e) {
@@ -1040,13 +1040,17 @@ std::string LambdaDriver::OpenPorts(const std::string& request_json) {
 
 }  // namespace gpuprov::lambda
 
-// The keys of [clouds.lambda] this driver reads (ABI 1.1: gpuprov refuses others).
+// The keys of [clouds.lambda] this driver reads (gpuprov refuses others in config.toml); the
+// kit's standard keys first, README.md's settings table lists the same
+// (driver_settings_docs_test).
 constexpr gpuprov_type_config_key kLambdaConfigKeys[] = {
+    gpuprov::drivers::kRetryKey,
+    gpuprov::drivers::DeleteWaitKey("how long down waits for the instance (600)"),
+    gpuprov::drivers::TokenEnvKey("the environment variable that holds the API key"),
+    gpuprov::sdk::RenamedKey("api_key_env", gpuprov::drivers::kTokenEnvSetting),
     gpuprov::sdk::StringKey("region", "the region used when provision names none"),
     gpuprov::sdk::StringKey("firewall", "\"ruleset\" (a ruleset per VM, default) or \"account\""),
-    gpuprov::sdk::StringKey("api_key_env", "the environment variable that holds the API key"),
     gpuprov::sdk::StringKey("api_key_file", "Lambda's keys file (~/.lambda_cloud/lambda_keys)"),
-    gpuprov::sdk::IntegerKey("delete_wait_seconds", "how long down waits for the instance (600)"),
     gpuprov::sdk::IntegerKey("request_interval_ms", "pause between API requests (1000, as documented)"),
     gpuprov::sdk::IntegerKey("launch_interval_ms", "pause between launches (12000, as documented)"),
 };

@@ -16,6 +16,7 @@
 #include "gpuprov/sdk.hpp"
 #include "json_util.h"
 #include "ssh_public_key.h"
+#include "standard_settings.h"
 #include "tags.h"
 
 namespace gpuprov::lambda {
@@ -114,7 +115,7 @@ std::optional<std::string> ApiKeyFromKeysText(const std::string& text) {
 }
 
 std::optional<drivers::Credential> ResolveApiKey(const Poco::JSON::Object::Ptr& config) {
-  const std::string env = config ? json::Str(config, "api_key_env") : "";
+  const std::string env = drivers::TokenEnvSetting(config);
   if (!env.empty()) {
     if (auto c = drivers::CredentialFromEnv({env})) return c;
   }
@@ -132,7 +133,7 @@ std::optional<drivers::Credential> ResolveApiKey(const Poco::JSON::Object::Ptr& 
 std::string ApiKeyHint() {
   return "set LAMBDA_API_KEY to an API key from https://cloud.lambda.ai/api-keys, or write "
          "\"api_key = <KEY>\" to ~/.lambda_cloud/lambda_keys (the file SkyPilot uses), or name "
-         "the variable with api_key_env in [clouds.lambda] of config.toml";
+         "the variable with token_env in [clouds.lambda] of config.toml";
 }
 
 std::string ApiError::Text() const {

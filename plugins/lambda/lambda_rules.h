@@ -52,7 +52,7 @@ inline const drivers::VmNameRules kVmNameRules{
     .punctuation = "-",
     .note = "gpuprov names the VM's firewall ruleset gpuprov-<name>, and Lambda allows 64"};
 
-/// The API key: the variable named by config.api_key_env, then $LAMBDA_API_KEY, then the
+/// The API key: the variable named by config.token_env, then $LAMBDA_API_KEY, then the
 /// file SkyPilot and Lambda's tooling use (config.api_key_file, else
 /// ~/.lambda_cloud/lambda_keys, a line "api_key = <KEY>") (section 1).
 std::optional<drivers::Credential> ResolveApiKey(const Poco::JSON::Object::Ptr& config);

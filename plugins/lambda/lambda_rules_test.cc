@@ -48,7 +48,7 @@ TEST(LambdaApiKey, EnvironmentThenTheSkyPilotFile) {
   EXPECT_EQ(from_env->value, "secret_from_env");
   EXPECT_EQ(from_env->origin, "$LAMBDA_API_KEY");
   ScopedEnv named("MY_LAMBDA_KEY", "secret_named");
-  auto from_named = ResolveApiKey(ParseJson(R"({"api_key_env":"MY_LAMBDA_KEY"})"));
+  auto from_named = ResolveApiKey(ParseJson(R"({"token_env":"MY_LAMBDA_KEY"})"));
   ASSERT_TRUE(from_named);
   EXPECT_EQ(from_named->value, "secret_named");
 }

@@ -78,12 +78,12 @@ MassedComputeDriver::MassedComputeDriver(const gpuprov::sdk::InitContext& ctx)
   default_region_ = kit::TrimSpace(json::Str(config_, "region"));
   default_image_ = kit::TrimSpace(json::Str(config_, "image"));
   ssh_user_ = kit::TrimSpace(json::Str(config_, "ssh_user"));
-  const long long wait = json::Int(config_, "delete_wait_seconds", 600);
-  if (wait < 1) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      "delete_wait_seconds in [clouds.massedcompute] must be at least 1");
+  delete_wait_ = kit::DeleteWaitSetting(config_, std::chrono::seconds(600));
+  if (delete_wait_.count() < 1) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT, std::string(kit::kDeleteWaitSetting) +
+                                                        " in [clouds.massedcompute] must be at "
+                                                        "least 1");
   }
-  delete_wait_ = std::chrono::seconds(wait);
   try {
     http_ = std::make_unique<kit::HttpClient>(endpoint_, kit::RetryPolicyFrom(config_), host_);
   } catch (const kit::HttpError& e) {
@@ -716,11 +716,14 @@ std::string MassedComputeDriver::DeleteResource(const std::string& request_json)
 
 }  // namespace gpuprov::massedcompute
 
-// The keys of [clouds.massedcompute] this driver reads (ABI 1.1: gpuprov refuses others).
+// The keys of [clouds.massedcompute] this driver reads (gpuprov refuses others in config.toml);
+// the kit's standard keys first, README.md's settings table lists the same
+// (driver_settings_docs_test).
 constexpr gpuprov_type_config_key kMassedComputeConfigKeys[] = {
+    gpuprov::drivers::kRetryKey,
+    gpuprov::drivers::DeleteWaitKey("how long down waits for the instance (600)"),
     gpuprov::sdk::StringKey("region", "the region used when provision names none (us-central-3)"),
     gpuprov::sdk::StringKey("image", "the image name (default \"Ubuntu Server 22.04 w/ drivers\")"),
-    gpuprov::sdk::IntegerKey("delete_wait_seconds", "how long down waits for the instance (600)"),
     gpuprov::sdk::StringKey("ssh_user", "the SSH user, instead of the instance's username"),
 };
 

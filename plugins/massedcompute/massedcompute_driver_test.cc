@@ -46,11 +46,17 @@ TEST(MassedComputeDescriptor, SshRouteTunnelAccessAndItsConfigKeys) {
   EXPECT_EQ(d->capabilities,
             static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES));
   drivers::testing::ExpectEveryOperation(*d->vtable, /*open_ports=*/false);
-  ASSERT_EQ(d->config_key_count, 4u);
-  EXPECT_STREQ(d->config_keys[0]->name, "region");
-  EXPECT_STREQ(d->config_keys[1]->name, "image");
-  EXPECT_STREQ(d->config_keys[2]->name, "delete_wait_seconds");
-  EXPECT_STREQ(d->config_keys[3]->name, "ssh_user");
+  // The kit's standard keys first (retry, a table; delete_wait_seconds), then its own.
+  ASSERT_EQ(d->config_key_count, 5u);
+  EXPECT_STREQ(d->config_keys[0]->name, "retry");
+  EXPECT_EQ(d->config_keys[0]->type, GPUPROV_CONFIG_TABLE);
+  EXPECT_EQ(d->config_keys[0]->member_count, 6u);
+  EXPECT_STREQ(d->config_keys[1]->name, "delete_wait_seconds");
+  EXPECT_STREQ(d->config_keys[2]->name, "region");
+  EXPECT_STREQ(d->config_keys[3]->name, "image");
+  EXPECT_STREQ(d->config_keys[4]->name, "ssh_user");
+  // A table key needs a 1.3 host; the SDK requires it by itself.
+  EXPECT_EQ(d->abi_minor_required, 3);
 }
 
 TEST(MassedComputeDescriptor, RefusesPlainHttpToANonLoopbackEndpoint) {

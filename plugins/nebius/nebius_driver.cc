@@ -102,7 +102,7 @@ NebiusDriver::NebiusDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.hos
   options.call_timeout =
       milliseconds(1000 * std::max<long long>(1, json::Int(config_, "call_timeout_seconds", 30)));
   options.poll_interval =
-      milliseconds(std::max<long long>(10, json::Int(config_, "poll_interval_ms", 2000)));
+      std::max(milliseconds(10), kit::PollIntervalSetting(config_, milliseconds(2000)));
   options.operation_timeout = milliseconds(
       1000 * std::max<long long>(1, json::Int(config_, "operation_timeout_seconds", 900)));
   options.retry = kit::RetryPolicyFrom(config_);
@@ -1173,8 +1173,12 @@ std::string NebiusDriver::DeleteResource(const std::string& request_json) {
 
 }  // namespace gpuprov::nebius
 
-// The keys of [clouds.nebius] this driver reads (ABI 1.1: gpuprov refuses others).
+// The keys of [clouds.nebius] this driver reads (gpuprov refuses others in config.toml); the
+// kit's standard keys first, README.md's settings table lists the same
+// (driver_settings_docs_test).
 constexpr gpuprov_type_config_key kNebiusConfigKeys[] = {
+    gpuprov::drivers::kRetryKey,
+    gpuprov::drivers::PollIntervalKey("operation and disk polling interval (2000)"),
     gpuprov::sdk::StringKey("project_id", "the project (parent_id) VMs go in (else NEBIUS_PROJECT_ID, the nebius CLI profile's parent-id)"),
     gpuprov::sdk::StringKey("profile", "the nebius CLI profile read for parent-id (else NEBIUS_PROFILE, the file's default)"),
     gpuprov::sdk::StringKey("credentials_file", "a service-account credentials file (else NEBIUS_CREDENTIALS_FILE, ~/.nebius/credentials.json); NEBIUS_IAM_TOKEN wins"),
@@ -1183,7 +1187,6 @@ constexpr gpuprov_type_config_key kNebiusConfigKeys[] = {
     gpuprov::sdk::StringKey("image_family", "the boot image family when the request names none (ubuntu24.04-cuda13.0 for GPUs)"),
     gpuprov::sdk::StringKey("ssh_user", "the user cloud-init creates with the SSH key (ubuntu)"),
     gpuprov::sdk::IntegerKey("call_timeout_seconds", "the deadline of one gRPC call (30)"),
-    gpuprov::sdk::IntegerKey("poll_interval_ms", "operation and disk polling interval (2000)"),
     gpuprov::sdk::IntegerKey("operation_timeout_seconds", "how long one operation may take (900)"),
 };
 

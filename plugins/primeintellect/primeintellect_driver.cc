@@ -353,23 +353,6 @@ const kit::VmNameRules kPodNameRules{.what = "a Prime Intellect pod name",
                                      .note = "the prime CLI allows only letters, digits and "
                                              "'-' in pod names"};
 
-// A positive integer setting from the config table (number or numeric string).
-std::optional<long long> Setting(const Object::Ptr& config, const std::string& key) {
-  if (!json::Has(config, key)) return std::nullopt;
-  long long v = 0;
-  try {
-    v = config->get(key).convert<long long>();
-  } catch (const Poco::Exception&) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      "[clouds.primeintellect] " + key + " must be a number");
-  }
-  if (v < 0) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      "[clouds.primeintellect] " + key + " must not be negative");
-  }
-  return v;
-}
-
 std::string ConfigFilePath() {
   const char* home = std::getenv("HOME");
   if (home == nullptr || *home == '\0') return "";
@@ -468,17 +451,9 @@ PrimeIntellectDriver::PrimeIntellectDriver(const gpuprov::sdk::InitContext& ctx)
                           "; write provider names separated by commas, e.g. \"" +
                           kDefaultVmProviders + "\" (the default when the key is absent)");
   }
-  using std::chrono::milliseconds;
-  if (auto v = Setting(config, "http_max_attempts")) policy_.max_attempts = std::max(1LL, *v);
-  if (auto v = Setting(config, "http_base_delay_ms")) policy_.base_delay = milliseconds(*v);
-  if (auto v = Setting(config, "http_max_delay_ms")) policy_.max_delay = milliseconds(*v);
-  if (auto v = Setting(config, "http_max_retry_after_ms")) {
-    policy_.max_retry_after = milliseconds(*v);
-  }
-  if (auto v = Setting(config, "http_total_budget_ms")) policy_.total_budget = milliseconds(*v);
-  if (auto v = Setting(config, "http_timeout_ms")) policy_.attempt_timeout = milliseconds(*v);
-  if (auto v = Setting(config, "poll_interval_ms")) poll_interval_ = milliseconds(*v);
-  if (auto v = Setting(config, "delete_timeout_s")) delete_timeout_ = std::chrono::seconds(*v);
+  policy_ = kit::RetryPolicyFrom(config);
+  poll_interval_ = kit::PollIntervalSetting(config, poll_interval_);
+  delete_timeout_ = kit::DeleteWaitSetting(config, delete_timeout_);
 
   kit::RetryPolicy once = policy_;
   once.max_attempts = 1;
@@ -1153,20 +1128,24 @@ void PrimeIntellectDriver::DeleteOwnKeysIfNoPods() {
 
 }  // namespace gpuprov::primeintellect
 
-// The keys of [clouds.primeintellect] this driver reads (ABI 1.1: gpuprov refuses others).
+// The keys of [clouds.primeintellect] this driver reads (gpuprov refuses others in config.toml);
+// the kit's standard keys first, README.md's settings table lists the same
+// (driver_settings_docs_test).
 constexpr gpuprov_type_config_key kPrimeIntellectConfigKeys[] = {
+    gpuprov::drivers::kRetryKey,
+    gpuprov::drivers::PollIntervalKey("pod status polling interval (5000)"),
+    gpuprov::drivers::DeleteWaitKey("how long delete waits for the pod to go (600)"),
     gpuprov::sdk::StringKey("team_id", "the team whose pods are used (else PRIME_TEAM_ID, the CLI's)"),
     gpuprov::sdk::StringKey("image", "the pod image (ubuntu_22_cuda_12 when offered)"),
     gpuprov::sdk::StringKey("vm_providers",
                             "providers whose offers are VMs, taken with Kubernetes on (README)"),
-    gpuprov::sdk::IntegerKey("delete_timeout_s", "how long delete waits for the pod to go (600)"),
-    gpuprov::sdk::IntegerKey("poll_interval_ms", "pod status polling interval"),
-    gpuprov::sdk::IntegerKey("http_max_attempts", "HTTP attempts per call"),
-    gpuprov::sdk::IntegerKey("http_base_delay_ms", "first retry back-off"),
-    gpuprov::sdk::IntegerKey("http_max_delay_ms", "longest retry back-off"),
-    gpuprov::sdk::IntegerKey("http_max_retry_after_ms", "longest Retry-After honoured"),
-    gpuprov::sdk::IntegerKey("http_total_budget_ms", "time budget of one call with its retries"),
-    gpuprov::sdk::IntegerKey("http_timeout_ms", "timeout of one HTTP attempt"),
+    gpuprov::sdk::RenamedKey("delete_timeout_s", gpuprov::drivers::kDeleteWaitSetting),
+    gpuprov::sdk::RenamedKey("http_max_attempts", "retry.max_attempts"),
+    gpuprov::sdk::RenamedKey("http_base_delay_ms", "retry.base_delay_ms"),
+    gpuprov::sdk::RenamedKey("http_max_delay_ms", "retry.max_delay_ms"),
+    gpuprov::sdk::RenamedKey("http_max_retry_after_ms", "retry.max_retry_after_ms"),
+    gpuprov::sdk::RenamedKey("http_total_budget_ms", "retry.total_budget_ms"),
+    gpuprov::sdk::RenamedKey("http_timeout_ms", "retry.attempt_timeout_ms"),
 };
 
 GPUPROV_DRIVER(gpuprov::primeintellect::PrimeIntellectDriver, kPrimeIntellectConfigKeys)

@@ -9,10 +9,9 @@
 // mode (kubeconfig on https://127.0.0.1:16443).
 //
 // Settings (docs/driver-protocol.md, init): "endpoint" (default https://api.primeintellect.ai;
-// a trailing /api/v1 is accepted); config keys: team_id, image, delete_timeout_s,
-// poll_interval_ms, vm_providers (comma-separated; default kDefaultVmProviders), and HTTP retry
-// knobs http_max_attempts, http_base_delay_ms, http_max_delay_ms, http_max_retry_after_ms,
-// http_total_budget_ms, http_timeout_ms.
+// a trailing /api/v1 is accepted); config keys: the table at the end of
+// primeintellect_driver.cc, listed in README.md, "Settings" (vm_providers: comma-separated,
+// default kDefaultVmProviders).
 //
 // With Kubernetes on ("kubernetes" in the offers and create requests; absent means on, gpuprov's
 // default) only offers of providers on vm_providers are used: the others give containers, where

@@ -90,14 +90,16 @@ class Emulator : public OneCloudEmulator {
 std::string Config(const std::string& endpoint, const std::string& vm_providers = "") {
   Object::Ptr config = new Object();
   if (!vm_providers.empty()) config->set("vm_providers", vm_providers);
-  config->set("http_max_attempts", 5);
-  config->set("http_base_delay_ms", 5);
-  config->set("http_max_delay_ms", 50);
-  config->set("http_max_retry_after_ms", 50);
-  config->set("http_total_budget_ms", 10000);
-  config->set("http_timeout_ms", 5000);
+  Object::Ptr retry = new Object();
+  retry->set("max_attempts", 5);
+  retry->set("base_delay_ms", 5);
+  retry->set("max_delay_ms", 50);
+  retry->set("max_retry_after_ms", 50);
+  retry->set("total_budget_ms", 10000);
+  retry->set("attempt_timeout_ms", 5000);
+  config->set("retry", retry);
   config->set("poll_interval_ms", 100);
-  config->set("delete_timeout_s", 20);
+  config->set("delete_wait_seconds", 20);
   Object root;
   root.set("endpoint", endpoint);
   root.set("config", config);
@@ -155,9 +157,9 @@ TEST(PrimeIntellectInit, PlainHttpToARemoteHostIsRefused) {
 }
 
 TEST(PrimeIntellectInit, BadSettingIsInvalidInput) {
-  Driver d(R"({"endpoint":"","config":{"http_max_attempts":"many"}})");
+  Driver d(R"({"endpoint":"","config":{"retry":{"max_attempts":"many"}}})");
   EXPECT_EQ(d.init_status(), GPUPROV_STATUS_INVALID_INPUT);
-  EXPECT_TRUE(Contains(d.init_error(), "http_max_attempts")) << d.init_error();
+  EXPECT_TRUE(Contains(d.init_error(), "max_attempts")) << d.init_error();
 }
 
 TEST(PrimeIntellectCredentials, NoKeyAnywhereIsAuthWithHint) {

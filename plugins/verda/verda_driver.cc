@@ -68,7 +68,7 @@ VerdaDriver::VerdaDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host)
   // The version is the path prefix (section 2): "https://api.verda.com" means .../v1.
   endpoint_ = settings.endpoint.ends_with("/v1") ? settings.endpoint : settings.endpoint + "/v1";
   config_ = settings.config;
-  default_location_ = json::Str(config_, "location");
+  default_location_ = json::Str(config_, "region");
   default_image_ = json::Str(config_, "image");
   image_configured_ = !default_image_.empty();
   if (default_image_.empty()) default_image_ = kDefaultImage;
@@ -80,9 +80,9 @@ VerdaDriver::VerdaDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host)
   }
   script_limit_ = static_cast<size_t>(limit);
   os_volume_gb_ = static_cast<int>(json::Int(config_, "os_volume_gb", 100));
-  delete_wait_ = seconds(json::Int(config_, "delete_wait_seconds", 600));
+  delete_wait_ = kit::DeleteWaitSetting(config_, seconds(600));
   placement_wait_ = seconds(json::Int(config_, "placement_wait_seconds", 120));
-  poll_interval_ = milliseconds(json::Int(config_, "poll_interval_ms", 5000));
+  poll_interval_ = kit::PollIntervalSetting(config_, milliseconds(5000));
   try {
     http_ = std::make_unique<kit::HttpClient>(endpoint_, kit::RetryPolicyFrom(config_), host_);
   } catch (const kit::HttpError& e) {
@@ -900,10 +900,14 @@ std::string VerdaDriver::DeleteResource(const std::string& request_json) {
 
 }  // namespace gpuprov::verda
 
-// The keys of [clouds.verda] this driver reads (ABI 1.1: gpuprov refuses others).
+// The keys of [clouds.verda] this driver reads (gpuprov refuses others in config.toml); the kit's
+// standard keys first, README.md's settings table lists the same (driver_settings_docs_test).
 constexpr gpuprov_type_config_key kVerdaConfigKeys[] = {
-    gpuprov::sdk::StringKey("location",
-                            "the location code used when provision names no region (e.g. FIN-01)"),
+    gpuprov::drivers::kRetryKey,
+    gpuprov::drivers::PollIntervalKey("how often to poll while waiting (5000)"),
+    gpuprov::drivers::DeleteWaitKey("how long down retries a delete Verda refuses while provisioning (600)"),
+    gpuprov::sdk::StringKey("region", "the location code used when provision names no --region "
+                                      "(e.g. FIN-01)"),
     gpuprov::sdk::StringKey("image",
                             "the OS image type (default ubuntu-24.04-cuda-12.8-open-docker)"),
     gpuprov::sdk::StringKey("client_id_env", "the environment variable that holds the client id"),
@@ -915,11 +919,9 @@ constexpr gpuprov_type_config_key kVerdaConfigKeys[] = {
     gpuprov::sdk::IntegerKey("startup_script_limit", "bytes of startup script sent (65536)"),
     gpuprov::sdk::IntegerKey("os_volume_gb",
                              "OS volume size when provision gives no --disk-gb (100)"),
-    gpuprov::sdk::IntegerKey("delete_wait_seconds",
-                             "how long down waits for a deletable instance (600)"),
     gpuprov::sdk::IntegerKey("placement_wait_seconds",
                              "how long create waits for the instance to be placed (120)"),
-    gpuprov::sdk::IntegerKey("poll_interval_ms", "how often to poll while waiting (5000)"),
+    gpuprov::sdk::RenamedKey("location", "region"),
 };
 
 GPUPROV_DRIVER(gpuprov::verda::VerdaDriver, kVerdaConfigKeys)

@@ -68,6 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t key_count = in.ConsumeIntegralInRange<size_t>(0, 300);
   std::vector<std::unique_ptr<uint8_t[]>> key_blocks;
   std::vector<const gpuprov_type_config_key*> keys;
+  keys.reserve(key_count);  // members point into it: no reallocation
   for (size_t i = 0; i < key_count && in.remaining_bytes() > 0; ++i) {
     if (in.ConsumeIntegralInRange<int>(0, 15) == 0) {
       keys.push_back(nullptr);
@@ -77,6 +78,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto key = Block(in, key_size);
     SetPointer(key.get(), key_size, offsetof(gpuprov_type_config_key, name), c_string());
     SetPointer(key.get(), key_size, offsetof(gpuprov_type_config_key, help), c_string());
+    // ABI 1.3: a former name (a string or NULL) and a table's members (the keys made so far,
+    // which are valid blocks or NULL, or NULL).
+    SetPointer(key.get(), key_size, offsetof(gpuprov_type_config_key, replaced_by),
+               in.ConsumeBool() ? c_string() : nullptr);
+    SetPointer(key.get(), key_size, offsetof(gpuprov_type_config_key, members),
+               in.ConsumeBool() && !keys.empty() ? static_cast<const void*>(keys.data()) : nullptr);
+    if (offsetof(gpuprov_type_config_key, member_count) + sizeof(size_t) <= key_size) {
+      const size_t members =
+          keys.empty() ? 0 : in.ConsumeIntegralInRange<size_t>(0, keys.size());
+      std::memcpy(key.get() + offsetof(gpuprov_type_config_key, member_count), &members,
+                  sizeof(members));
+    }
     keys.push_back(reinterpret_cast<const gpuprov_type_config_key*>(key.get()));
     key_blocks.push_back(std::move(key));
   }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * gpuprov driver ABI, version 1.2: the only contract between the gpuprov host and a cloud driver.
+ * gpuprov driver ABI, version 1.3: the only contract between the gpuprov host and a cloud driver.
  *
  * TRUST MODEL. A driver is a shared object loaded into the gpuprov process with
  * RTLD_NOW | RTLD_LOCAL. It is trusted like the host itself: it runs with the user's
@@ -24,6 +24,11 @@
  *   in abi_minor_required, and an older host refuses it by the rule above. (Hosts of ABI 1.0
  *   refused any larger struct; a driver that must load in one is built with the 1.0 header.)
  * - A replaced function keeps its slot; the successor is appended with a _v2 suffix.
+ * - Capability bits: since ABI 1.3 a host lists the bits it does not know (`gpuprov drivers`
+ *   shows them as unknown:0x...) and ignores them, so a newer driver that sets a bit added in
+ *   a later minor still loads in an older host, which never calls what that bit promises.
+ *   (Hosts of ABI 1.2 and older refused such a driver.) A bit that changes what the host must
+ *   do, not only what it may call, therefore needs the driver to require its minor as well.
  * - Changing this file without moving GPUPROV_ABI_VERSION_* fails the test abi_guard_test.
  *
  * OWNERSHIP. Names say who owns memory: *_host_owned is owned by the host and borrowed by the
@@ -53,7 +58,7 @@ extern "C" {
 #endif
 
 #define GPUPROV_ABI_VERSION_MAJOR 1
-#define GPUPROV_ABI_VERSION_MINOR 2
+#define GPUPROV_ABI_VERSION_MINOR 3
 
 /* First member after struct_size in the descriptor: tells a gpuprov driver from any other .so
  * that happens to export the entry symbol name. Not a security measure. ('GPPV') */
@@ -75,7 +80,8 @@ typedef int32_t gpuprov_type_status;
 #define GPUPROV_STATUS_CANCELLED 8     /* the host asked to cancel */
 #define GPUPROV_STATUS_TRANSIENT 9     /* retried inside the driver and still failing */
 
-/* Capability bits. A bit promises the vtable functions listed next to it. */
+/* Capability bits. A bit promises the vtable functions listed next to it. A host ignores bits
+ * it does not know (COMPATIBILITY POLICY). */
 #define GPUPROV_CAP_BOOT_CLOUD_INIT (1u << 0)     /* runs cloud-init user data at boot */
 #define GPUPROV_CAP_BOOT_STARTUP_SCRIPT (1u << 1) /* runs a startup script at boot */
 #define GPUPROV_CAP_OPEN_PORTS (1u << 2)          /* can open ports: needs open_ports */
@@ -161,6 +167,12 @@ typedef int32_t gpuprov_type_config_type;
 #define GPUPROV_CONFIG_STRING 1
 #define GPUPROV_CONFIG_INTEGER 2 /* a TOML integer, passed as a JSON number */
 #define GPUPROV_CONFIG_BOOLEAN 3
+/* Since ABI 1.3: a TOML array of strings, passed as a JSON array of strings. */
+#define GPUPROV_CONFIG_STRING_LIST 4
+/* Since ABI 1.3: a TOML table (inline `key = {a = 1}` or a `[clouds.NAME.key]` section) whose
+ * keys are the key's `members`, each a string, integer, boolean or string list; passed as a
+ * JSON object. The host checks each member as it checks a key. */
+#define GPUPROV_CONFIG_TABLE 5
 
 /* Since ABI 1.1: one key a driver accepts in its [clouds.NAME] table. OWNERSHIP: static in the
  * driver, never freed. */
@@ -169,6 +181,17 @@ typedef struct gpuprov_type_config_key {
   gpuprov_type_config_type type;
   const char* name; /* [a-z0-9_]+, at most 64 bytes; unique within the driver */
   const char* help; /* one line for `gpuprov drivers NAME` */
+  /* Since ABI 1.3. Non-NULL: this key is a former name of the declared key replaced_by names.
+   * The host accepts it with a warning naming that key (file:line) and passes its value under
+   * the new name, so the driver reads only the new one; type, help and members of a former
+   * name are not read (the new key's apply). replaced_by names a declared key that is not
+   * itself a former name, or a member of a declared table as "table.member" (the value then
+   * goes into that table). */
+  const char* replaced_by;
+  /* Since ABI 1.3, GPUPROV_CONFIG_TABLE only: the keys of the table, member_count pointers;
+   * none of them a table or a former name. */
+  const struct gpuprov_type_config_key* const* members;
+  size_t member_count;
 } gpuprov_type_config_key;
 
 /* The static descriptor returned by the entry symbol. Readable without init: `gpuprov drivers`
@@ -186,7 +209,9 @@ typedef struct gpuprov_type_driver_descriptor {
   /* Since ABI 1.1: the keys the driver accepts in its [clouds.NAME] table, as config_key_count
    * pointers. The host refuses any other key and a value of another type before init, naming
    * the file and line; `endpoint` is the host's own key and always allowed. NULL: the driver
-   * declares nothing and gets its table unchecked, as every 1.0 driver does. */
+   * declares nothing and gets its table unchecked, as every 1.0 driver does. A key of a type
+   * added in 1.3 (a string list, a table) or with replaced_by needs a 1.3 host: the driver
+   * requires minor 3 (the SDK does so by itself when its table has one). */
   const gpuprov_type_config_key* const* config_keys;
   size_t config_key_count;
 } gpuprov_type_driver_descriptor;

@@ -32,9 +32,24 @@
 //   };
 //   GPUPROV_DRIVER(MyCloud, kMyCloudConfigKeys)
 //
+// ABI 1.3 adds a list of strings, a table of such keys, and former names (accepted by the host
+// with a warning and passed under the current name); a table with one of them makes the driver
+// require ABI 1.3 by itself:
+//
+//   constexpr gpuprov_type_config_key kLimits[] = {
+//       gpuprov::sdk::IntegerKey("max_attempts", "HTTP attempts per call"),
+//   };
+//   constexpr gpuprov_type_config_key kMyCloudConfigKeys[] = {
+//       gpuprov::sdk::StringListKey("regions", "the regions list searches"),
+//       gpuprov::sdk::TableKey<kLimits>("limits", "request limits"),   // limits = {max_attempts = 3}
+//       gpuprov::sdk::IntegerKey("delete_wait_seconds", "how long delete waits"),
+//       gpuprov::sdk::RenamedKey("delete_timeout_s", "delete_wait_seconds"),
+//   };
+//
 // The driver states the minimum driver ABI minor it needs from the host as a third argument
-// (default 0: any ABI 1.x host; the SDK's own minor only when the driver relies on a member
-// added in it): GPUPROV_DRIVER(MyCloud, kMyCloudConfigKeys, 1), or without keys
+// (default 0: any ABI 1.x host, or 3 when its key table uses a 1.3 key; the SDK's own minor
+// only when the driver relies on a member added in it):
+// GPUPROV_DRIVER(MyCloud, kMyCloudConfigKeys, 1), or without keys
 // GPUPROV_DRIVER(MyCloud, gpuprov::sdk::kNoConfigKeys, 1).
 //
 // Build it with gpuprov_add_driver(mycloud SOURCES mycloud.cc) from find_package(gpuprov-sdk):
@@ -48,6 +63,7 @@
 // beyond the C++ standard library, so drivers pick their own JSON and HTTP libraries.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -117,15 +133,48 @@ struct InitContext {
   std::string config_json;
 };
 
-/// A [clouds.NAME] key of type string, integer or boolean, for a driver's config key table.
+/// A [clouds.NAME] key of type string, integer, boolean or (ABI 1.3) string list, for a
+/// driver's config key table.
 constexpr gpuprov_type_config_key StringKey(const char* name, const char* help) {
-  return {sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_STRING, name, help};
+  return {sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_STRING, name, help, nullptr, nullptr, 0};
 }
 constexpr gpuprov_type_config_key IntegerKey(const char* name, const char* help) {
-  return {sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_INTEGER, name, help};
+  return {sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_INTEGER, name, help, nullptr, nullptr, 0};
 }
 constexpr gpuprov_type_config_key BooleanKey(const char* name, const char* help) {
-  return {sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_BOOLEAN, name, help};
+  return {sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_BOOLEAN, name, help, nullptr, nullptr, 0};
+}
+constexpr gpuprov_type_config_key StringListKey(const char* name, const char* help) {
+  return {sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_STRING_LIST, name, help, nullptr,
+          nullptr, 0};
+}
+
+/// ABI 1.3: \a former_name, an older name of the key \a current_name (declared in the same
+/// table), or of a member of a declared table ("retry.max_attempts"). The host accepts it with
+/// a warning naming the current name and passes its value under that name, so the driver reads
+/// only \a current_name.
+constexpr gpuprov_type_config_key RenamedKey(const char* former_name, const char* current_name) {
+  return {sizeof(gpuprov_type_config_key), 0, former_name, "", current_name, nullptr, 0};
+}
+
+namespace internal {
+template <const auto& Keys, size_t... I>
+constexpr std::array<const gpuprov_type_config_key*, sizeof...(I)> KeyPointers(
+    std::index_sequence<I...>) {
+  return {&Keys[I]...};
+}
+template <const auto& Keys>
+inline constexpr auto kKeyPointersOf = KeyPointers<Keys>(
+    std::make_index_sequence<std::extent_v<std::remove_cvref_t<decltype(Keys)>>>());
+}  // namespace internal
+
+/// ABI 1.3: a table key whose members are the keys of \a Members, a namespace-scope
+/// `constexpr gpuprov_type_config_key kMembers[]` of string, integer, boolean or string list
+/// keys; in config.toml `name = {member = value, ...}` or a [clouds.NAME.name] section.
+template <const auto& Members>
+constexpr gpuprov_type_config_key TableKey(const char* name, const char* help) {
+  return {sizeof(gpuprov_type_config_key), GPUPROV_CONFIG_TABLE, name, help, nullptr,
+          internal::kKeyPointersOf<Members>.data(), internal::kKeyPointersOf<Members>.size()};
 }
 
 /// Passed as the macro's key table by a driver that declares no keys but states a minor.
@@ -199,7 +248,59 @@ constexpr bool SameName(const char* a, const char* b) {
 }
 
 /// Facts about a config key table, each checked at compile time with its own message.
-enum class KeyRule { kMadeByHelpers, kNameValid, kNotEndpoint, kHasHelp, kTypeKnown, kUnique };
+enum class KeyRule {
+  kMadeByHelpers,
+  kNameValid,
+  kNotEndpoint,
+  kHasHelp,
+  kTypeKnown,
+  kUnique,
+  kMembersPlain,    // a table's members: not tables, not former names, valid, unique, with help
+  kRenamesDeclared  // a former name names a declared key that is not a former name itself
+};
+
+constexpr bool IsRenamed(const gpuprov_type_config_key& k) { return k.replaced_by != nullptr; }
+
+constexpr bool MembersArePlain(const gpuprov_type_config_key& k) {
+  if (k.type != GPUPROV_CONFIG_TABLE) return k.members == nullptr && k.member_count == 0;
+  if (k.members == nullptr || k.member_count == 0) return false;
+  for (size_t i = 0; i < k.member_count; ++i) {
+    const gpuprov_type_config_key* m = k.members[i];
+    if (m == nullptr || m->struct_size != sizeof(gpuprov_type_config_key) || IsRenamed(*m) ||
+        m->type < GPUPROV_CONFIG_STRING || m->type > GPUPROV_CONFIG_STRING_LIST ||
+        !ValidConfigKeyName(m->name) || m->help == nullptr || *m->help == '\0') {
+      return false;
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (SameName(k.members[j]->name, m->name)) return false;
+    }
+  }
+  return true;
+}
+
+/// True when \a a up to its first '.' (or its end) is \a b; *rest is what follows the dot.
+constexpr bool SameHead(const char* a, const char* b, const char** rest) {
+  while (*a && *a != '.' && *a == *b) ++a, ++b;
+  *rest = *a == '.' ? a + 1 : nullptr;
+  return (*a == '\0' || *a == '.') && *b == '\0';
+}
+
+/// True when \a target names a key of \a keys that is not a former name, or "table.member" a
+/// member of one of its tables.
+template <size_t N>
+constexpr bool DeclaresTarget(const gpuprov_type_config_key (&keys)[N], const char* target) {
+  for (size_t j = 0; j < N; ++j) {
+    const char* member = nullptr;
+    if (IsRenamed(keys[j]) || !SameHead(target, keys[j].name, &member)) continue;
+    if (member == nullptr) return true;
+    if (keys[j].type != GPUPROV_CONFIG_TABLE || keys[j].members == nullptr) return false;
+    for (size_t m = 0; m < keys[j].member_count; ++m) {
+      if (SameName(keys[j].members[m]->name, member)) return true;
+    }
+    return false;
+  }
+  return false;
+}
 
 template <size_t N>
 constexpr bool KeysFollow(const gpuprov_type_config_key (&keys)[N], KeyRule rule) {
@@ -216,15 +317,23 @@ constexpr bool KeysFollow(const gpuprov_type_config_key (&keys)[N], KeyRule rule
         if (SameName(k.name, "endpoint")) return false;
         break;
       case KeyRule::kHasHelp:
-        if (k.help == nullptr || *k.help == '\0') return false;
+        if (!IsRenamed(k) && (k.help == nullptr || *k.help == '\0')) return false;
         break;
       case KeyRule::kTypeKnown:
-        if (k.type < GPUPROV_CONFIG_STRING || k.type > GPUPROV_CONFIG_BOOLEAN) return false;
+        if (!IsRenamed(k) && (k.type < GPUPROV_CONFIG_STRING || k.type > GPUPROV_CONFIG_TABLE)) {
+          return false;
+        }
         break;
       case KeyRule::kUnique:
         for (size_t j = 0; j < i; ++j) {
           if (SameName(keys[j].name, k.name)) return false;
         }
+        break;
+      case KeyRule::kMembersPlain:
+        if (!IsRenamed(k) && !MembersArePlain(k)) return false;
+        break;
+      case KeyRule::kRenamesDeclared:
+        if (IsRenamed(k) && !DeclaresTarget(keys, k.replaced_by)) return false;
         break;
     }
   }
@@ -232,11 +341,23 @@ constexpr bool KeysFollow(const gpuprov_type_config_key (&keys)[N], KeyRule rule
 }
 constexpr bool KeysFollow(const NoConfigKeys&, KeyRule) { return true; }
 
+/// The ABI minor a key table needs of the host: 3 with a string list, a table or a former
+/// name (an older host refuses their types), else 0.
+template <size_t N>
+constexpr int MinorNeededBy(const gpuprov_type_config_key (&keys)[N]) {
+  for (size_t i = 0; i < N; ++i) {
+    if (IsRenamed(keys[i]) || keys[i].type > GPUPROV_CONFIG_BOOLEAN) return 3;
+  }
+  return 0;
+}
+constexpr int MinorNeededBy(const NoConfigKeys&) { return 0; }
+
 template <const auto& Keys>
 constexpr bool CheckConfigKeys() {
   static_assert(KeysFollow(Keys, KeyRule::kMadeByHelpers),
-                "gpuprov SDK: make config keys with gpuprov::sdk::StringKey, IntegerKey or "
-                "BooleanKey (they set struct_size and the type)");
+                "gpuprov SDK: make config keys with gpuprov::sdk::StringKey, IntegerKey, "
+                "BooleanKey, StringListKey, TableKey or RenamedKey (they set struct_size and the "
+                "type)");
   static_assert(KeysFollow(Keys, KeyRule::kNameValid),
                 "gpuprov SDK: a config key name must be [a-z0-9_]+, at most 64 bytes");
   static_assert(KeysFollow(Keys, KeyRule::kNotEndpoint),
@@ -245,22 +366,23 @@ constexpr bool CheckConfigKeys() {
   static_assert(KeysFollow(Keys, KeyRule::kHasHelp),
                 "gpuprov SDK: every config key needs one line of help");
   static_assert(KeysFollow(Keys, KeyRule::kTypeKnown),
-                "gpuprov SDK: a config key's type must be GPUPROV_CONFIG_STRING, _INTEGER or "
-                "_BOOLEAN");
+                "gpuprov SDK: a config key's type must be GPUPROV_CONFIG_STRING, _INTEGER, "
+                "_BOOLEAN, _STRING_LIST or _TABLE");
   static_assert(KeysFollow(Keys, KeyRule::kUnique),
                 "gpuprov SDK: a config key is declared twice");
+  static_assert(KeysFollow(Keys, KeyRule::kMembersPlain),
+                "gpuprov SDK: a table key (TableKey) needs members, each a StringKey, "
+                "IntegerKey, BooleanKey or StringListKey with a valid name, help and no twin");
+  static_assert(KeysFollow(Keys, KeyRule::kRenamesDeclared),
+                "gpuprov SDK: RenamedKey(former, current) needs `current` declared in the same "
+                "table (or \"table.member\" a member of a declared table), and not as a former "
+                "name itself");
   return true;
 }
 
 /// Number of keys in a table given to GPUPROV_DRIVER.
 template <class Table>
 inline constexpr size_t kKeyCount = std::extent_v<std::remove_cvref_t<Table>>;
-
-template <const auto& Keys, size_t... I>
-constexpr std::array<const gpuprov_type_config_key*, sizeof...(I)> KeyPointers(
-    std::index_sequence<I...>) {
-  return {&Keys[I]...};
-}
 
 /// What gpuprov_type_driver* points to for a driver class T.
 template <class T>
@@ -398,11 +520,12 @@ const gpuprov_type_driver_descriptor* Descriptor() noexcept {
   constexpr size_t kCount = kKeyCount<decltype(Keys)>;
   static constexpr std::array<const gpuprov_type_config_key*, kCount> kKeyPointers =
       KeyPointers<Keys>(std::make_index_sequence<kCount>());
+  constexpr int kMinor = std::max(MinorRequired, MinorNeededBy(Keys));
   static constexpr gpuprov_type_driver_descriptor kDescriptor = {
       sizeof(gpuprov_type_driver_descriptor),
       GPUPROV_DRIVER_MAGIC,
       GPUPROV_ABI_VERSION_MAJOR,
-      static_cast<uint16_t>(MinorRequired),
+      static_cast<uint16_t>(kMinor),
       T::kName,
       T::kVersion,
       T::kDescription,
