@@ -62,6 +62,7 @@ int RunKubeconfig(const AppContext& app, const std::string& name,
     o->set("file", edit.file.string());
     o->set("changed", edit.changed);
     o->set("backup", edit.backup.string());
+    o->set("reemitted", edit.reemitted);
     o->set("current_context", options.switch_context);
     app.Print(o);
     return 0;
@@ -71,6 +72,10 @@ int RunKubeconfig(const AppContext& app, const std::string& name,
                     : "cluster, user and context " + context + " already in ") +
       edit.file.string() +
       (edit.backup.empty() ? "" : " (previous contents in " + edit.backup.string() + ")") + "\n";
+  if (edit.reemitted) {
+    out += "the file was not in block style (a flow-style list or mapping), so it was rewritten "
+           "whole as kubectl does: values and entries are as before, comments are not kept\n";
+  }
   out += options.switch_context ? "current context: " + context + "; kubectl get nodes\n"
                                 : "use it: kubectl --context " + context +
                                       " get nodes (or --switch to make it current)\n";

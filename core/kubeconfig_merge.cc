@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "error.h"
@@ -23,12 +24,19 @@ namespace fs = std::filesystem;
 const char* const kSections[] = {"clusters", "users", "contexts"};
 constexpr const char* kCurrent = "current-context";
 
-Error Cannot(const std::string& display, const std::string& what) {
+/// A file kubectl cannot read either (not YAML, not a mapping, a list that is not a list).
+Error Refuse(const std::string& display, const std::string& what) {
   return Error(
       "cannot edit the kubeconfig " + display + ": " + what,
       "fix the file (kubectl config view shows what kubectl reads), or skip the merge "
       "and use gpuprov's own file: export KUBECONFIG=<file>:${KUBECONFIG:-~/.kube/config}");
 }
+
+/// A kubeconfig whose layout the line edit does not handle (a flow-style list or mapping, a
+/// quoted key): it is merged by re-emitting the whole file instead.
+struct NotLineEditable {
+  std::string why;
+};
 
 std::vector<std::string> SplitLines(const std::string& text) {
   std::vector<std::string> lines;
@@ -59,10 +67,56 @@ std::string EntryName(const YAML::Node& item) {
   return item["name"].Scalar();
 }
 
+/// Writes \a node in block style, each scalar as the file had it: one written in quotes
+/// (tag "!") stays quoted, so a string such as "123" or "yes" is not read back as a number or
+/// a boolean (yaml-cpp's own emitter drops the quotes). Aliases come out expanded.
+void EmitBlock(YAML::Emitter& out, const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map:
+      out << YAML::BeginMap;
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        out << YAML::Key;
+        EmitBlock(out, it->first);
+        out << YAML::Value;
+        EmitBlock(out, it->second);
+      }
+      out << YAML::EndMap;
+      return;
+    case YAML::NodeType::Sequence:
+      out << YAML::BeginSeq;
+      for (const auto& item : node) EmitBlock(out, item);
+      out << YAML::EndSeq;
+      return;
+    case YAML::NodeType::Scalar:
+      if (node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str") {
+        out << YAML::DoubleQuoted << node.Scalar();
+      } else if (node.Tag() == "?" || node.Tag().empty()) {
+        out << node.Scalar();
+      } else {
+        out << node;  // another explicit tag: yaml-cpp writes it with the value
+      }
+      return;
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      out << YAML::Null;
+      return;
+  }
+}
+
+/// \a node as block YAML (EmitBlock): also the form in which two nodes are compared, whatever
+/// style each was written in.
+std::string BlockText(const YAML::Node& node) {
+  YAML::Emitter out;
+  EmitBlock(out, node);
+  return out.c_str();
+}
+
 /// \a item as one block-list entry ("- name: ...") indented by \a indent spaces.
 std::vector<std::string> EntryLines(const YAML::Node& item, size_t indent) {
   YAML::Emitter out;
-  out << YAML::BeginSeq << item << YAML::EndSeq;
+  out << YAML::BeginSeq;
+  EmitBlock(out, item);
+  out << YAML::EndSeq;
   std::vector<std::string> lines = SplitLines(out.c_str());
   for (auto& line : lines) line.insert(0, indent, ' ');
   return lines;
@@ -88,26 +142,51 @@ struct TopKey {
   YAML::Node value;
 };
 
+/// Refuses what kubectl refuses too: a top level other than a mapping (or nothing), a key
+/// other than a name, a list other than a list, a current-context other than a name.
+void CheckKubeconfig(const YAML::Node& root, const std::string& display) {
+  if (root.IsNull()) return;
+  if (!root.IsMap()) throw Refuse(display, "not a kubeconfig (its top level is not a mapping)");
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    if (!it->first.IsScalar()) throw Refuse(display, "a top-level key is not a plain name");
+    const std::string key = it->first.Scalar();
+    const bool list =
+        std::find(std::begin(kSections), std::end(kSections), key) != std::end(kSections);
+    if (list && !it->second.IsNull() && !it->second.IsSequence()) {
+      throw Refuse(display, key + " is not a list");
+    }
+    if (key == kCurrent && !it->second.IsNull() && !it->second.IsScalar()) {
+      throw Refuse(display, "current-context is not a name");
+    }
+  }
+}
+
+/// \a text parsed and checked (CheckKubeconfig).
+YAML::Node LoadKubeconfig(const std::string& text, const std::string& display) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw Refuse(display, std::string("not YAML: ") + e.what());
+  }
+  CheckKubeconfig(root, display);
+  return root;
+}
+
 /// The parsed file with what the edits need: its lines and each top-level key's position.
 class KubeconfigText {
  public:
   KubeconfigText(const std::string& text, const std::string& display)
       : display_(display), lines_(SplitLines(text)) {
     final_newline_ = text.empty() || text.back() == '\n';
-    try {
-      root_ = YAML::Load(text);
-    } catch (const YAML::Exception& e) {
-      throw Cannot(display, std::string("not YAML: ") + e.what());
-    }
+    root_ = LoadKubeconfig(text, display);
     if (root_.IsNull()) return;
-    if (!root_.IsMap() || root_.Style() == YAML::EmitterStyle::Flow) {
-      throw Cannot(display, "not a kubeconfig (its top level is not a block mapping)");
+    if (root_.Style() == YAML::EmitterStyle::Flow) {
+      throw NotLineEditable{"its top level is a flow mapping ({...})"};
     }
     bool first = true;
     for (auto it = root_.begin(); it != root_.end(); ++it) {
-      if (!it->first.IsScalar() || it->first.Mark().line < 0) {
-        throw Cannot(display, "a top-level key is not a plain name");
-      }
+      if (it->first.Mark().line < 0) throw NotLineEditable{"a top-level key has no position"};
       if (first) root_indent_ = static_cast<size_t>(it->first.Mark().column);
       first = false;
       keys_[it->first.Scalar()] = TopKey{it->first.Mark(), it->second};
@@ -122,18 +201,15 @@ class KubeconfigText {
     auto found = keys_.find(key);
     if (found == keys_.end() || found->second.value.IsNull()) return {};
     const YAML::Node& list = found->second.value;
-    if (!list.IsSequence()) throw Cannot(display_, key + " is not a list");
     if (list.size() == 0) return {};
     if (list.Style() == YAML::EmitterStyle::Flow) {
-      throw Cannot(display_, key +
-                                 " is a flow-style list ([...]), which gpuprov does not "
-                                 "rewrite; write it as a block list (one '- ' entry per item)");
+      throw NotLineEditable{key + " is a flow-style list ([...])"};
     }
     const long key_line = found->second.key_mark.line;
     std::vector<EntrySpan> spans;
     for (const auto& item : list) {
       const YAML::Mark m = item.Mark();
-      if (m.line < 0) throw Cannot(display_, "an entry of " + key + " has no position");
+      if (m.line < 0) throw NotLineEditable{"an entry of " + key + " has no position"};
       EntrySpan span;
       bool found_dash = false;
       for (long l = m.line; l > key_line; --l) {
@@ -146,7 +222,7 @@ class KubeconfigText {
           break;
         }
       }
-      if (!found_dash) throw Cannot(display_, "an entry of " + key + " has no '-' line");
+      if (!found_dash) throw NotLineEditable{"an entry of " + key + " has no '-' line"};
       span.name = EntryName(item);
       spans.push_back(span);
     }
@@ -170,13 +246,13 @@ class KubeconfigText {
     const TopKey& k = keys_.at(key);
     const std::string& t = lines_[static_cast<size_t>(k.key_mark.line)];
     if (t.compare(static_cast<size_t>(k.key_mark.column), key.size() + 1, key + ":") != 0) {
-      throw Cannot(display_, "the line of '" + key + "' is not '" + key + ": ...'");
+      throw NotLineEditable{"the line of '" + key + "' is not '" + key + ": ...'"};
     }
     return static_cast<size_t>(k.key_mark.line);
   }
 
   /// True when list \a key has an empty value written on its own line (`clusters:`,
-  /// `clusters: null`, `clusters: []`), which a block list can replace.
+  /// `clusters: null`, `clusters: []`, `clusters: [ ]`), which a block list can replace.
   bool EmptyValueOnKeyLine(const std::string& key) const {
     const TopKey& k = keys_.at(key);
     const std::string& t = lines_[KeyLine(key)];
@@ -185,7 +261,9 @@ class KubeconfigText {
     if (hash != std::string::npos) rest = rest.substr(0, hash);
     rest.erase(0, rest.find_first_not_of(' '));
     rest.erase(rest.find_last_not_of(' ') + 1);
-    if (rest != "" && rest != "null" && rest != "~" && rest != "[]") return false;
+    const bool empty_flow = rest.size() >= 2 && rest.front() == '[' && rest.back() == ']' &&
+                            rest.find_first_not_of(' ', 1) == rest.size() - 1;  // [] or [ ]
+    if (rest != "" && rest != "null" && rest != "~" && !empty_flow) return false;
     // Nothing of the value on later lines.
     if (rest.empty()) {
       for (size_t l = KeyLine(key) + 1; l < lines_.size(); ++l) {
@@ -241,12 +319,12 @@ YAML::Node OurEntry(const YAML::Node& ours, const std::string& key, const std::s
   return list[0];
 }
 
-std::vector<std::string> DumpOthers(const YAML::Node& root, const std::string& key,
-                                    const std::string& name) {
+std::vector<std::string> OtherEntries(const YAML::Node& root, const std::string& key,
+                                      const std::string& name) {
   std::vector<std::string> out;
   if (!root.IsMap() || !root[key] || !root[key].IsSequence()) return out;
   for (const auto& item : root[key]) {
-    if (EntryName(item) != name) out.push_back(YAML::Dump(item));
+    if (EntryName(item) != name) out.push_back(BlockText(item));
   }
   return out;
 }
@@ -257,8 +335,9 @@ std::string CurrentContext(const YAML::Node& root) {
 }
 
 /// The proof that an edit touched nothing else: every other entry, every other top-level key
-/// and the current context compare equal between \a before and the parsed \a after; ours is
-/// there once and equal to \a ours_entries (or gone when they are null). Throws Error when not.
+/// and the current context compare equal (as BlockText, whatever their style) between \a before
+/// and the parsed \a after; ours is there once and equal to \a ours_entries (or gone when they
+/// are empty). Throws Error when not.
 void VerifyEdit(const YAML::Node& before, const std::string& after_text, const std::string& name,
                 const std::map<std::string, YAML::Node>& ours_entries,
                 const std::string& want_current, const std::string& display) {
@@ -281,56 +360,46 @@ void VerifyEdit(const YAML::Node& before, const std::string& after_text, const s
           std::find(std::begin(kSections), std::end(kSections), key) != std::end(kSections)) {
         continue;
       }
-      if (!after[key] || YAML::Dump(after[key]) != YAML::Dump(it->second)) {
+      if (!after[key] || BlockText(after[key]) != BlockText(it->second)) {
         throw fail("the top-level key '" + key + "'");
       }
     }
   }
   for (const char* key : kSections) {
-    if (DumpOthers(before, key, name) != DumpOthers(after, key, name)) {
+    if (OtherEntries(before, key, name) != OtherEntries(after, key, name)) {
       throw fail("another entry of " + std::string(key));
     }
     size_t count = 0;
-    std::string dumped;
+    std::string written;
     if (after.IsMap() && after[key] && after[key].IsSequence()) {
       for (const auto& item : after[key]) {
-        if (EntryName(item) == name) ++count, dumped = YAML::Dump(item);
+        if (EntryName(item) == name) ++count, written = BlockText(item);
       }
     }
     auto ours = ours_entries.find(key);
     if (ours == ours_entries.end()) {
       if (count != 0) throw fail(std::string(key) + " (gpuprov's entry is still there)");
-    } else if (count != 1 || dumped != YAML::Dump(ours->second)) {
+    } else if (count != 1 || written != BlockText(ours->second)) {
       throw fail(std::string(key) + " (gpuprov's entry is not as written)");
     }
   }
   if (CurrentContext(after) != want_current) throw fail("current-context");
 }
 
-}  // namespace
-
-std::string MergeKubeconfigText(const std::string& existing, const std::string& ours_text,
-                                const std::string& name, bool switch_context,
-                                const std::string& display) {
-  YAML::Node ours;
-  try {
-    ours = YAML::Load(ours_text);
-  } catch (const YAML::Exception& e) {
-    throw Error("gpuprov's kubeconfig for " + name + " is not YAML: " + e.what(),
-                "re-run `gpuprov provision` to write it again");
-  }
-  const KubeconfigText doc(existing, display);
+/// The merge as line edits of the file's text (KubeconfigText); throws NotLineEditable for a
+/// layout it does not handle.
+std::string MergeByLines(const KubeconfigText& doc,
+                         const std::map<std::string, YAML::Node>& ours_entries,
+                         const std::string& name, bool switch_context) {
   std::vector<LineEdit> edits;
   std::vector<std::string> appended;
-  std::map<std::string, YAML::Node> ours_entries;
   if (doc.root().IsNull()) {
     // A new (or empty) file: the header kubectl writes, then the lists.
     appended.push_back("apiVersion: v1");
     appended.push_back("kind: Config");
   }
   for (const char* key : kSections) {
-    const YAML::Node entry = OurEntry(ours, key, name);
-    ours_entries[key] = entry;
+    const YAML::Node& entry = ours_entries.at(key);
     const std::vector<EntrySpan> spans = doc.Entries(key);
     if (spans.empty()) {
       std::vector<std::string> text = EntryLines(entry, doc.root_indent());
@@ -340,7 +409,7 @@ std::string MergeKubeconfigText(const std::string& existing, const std::string& 
         continue;
       }
       if (!doc.EmptyValueOnKeyLine(key)) {
-        throw Cannot(display, std::string(key) + " is neither a block list nor empty");
+        throw NotLineEditable{std::string(key) + " is neither a block list nor empty"};
       }
       const size_t line = doc.KeyLine(key);
       text.insert(text.begin(), std::string(doc.root_indent(), ' ') + key + ":");
@@ -360,49 +429,119 @@ std::string MergeKubeconfigText(const std::string& existing, const std::string& 
           {spans.back().end, spans.back().end, EntryLines(entry, spans.back().dash_column)});
     }
   }
-  std::string want_current = CurrentContext(doc.root());
   if (switch_context) {
-    want_current = name;
     const std::string line_text = std::string(doc.root_indent(), ' ') + kCurrent + ": " + name;
     if (doc.keys().count(kCurrent) != 0) {
       const TopKey& k = doc.keys().at(kCurrent);
-      if (!k.value.IsScalar() && !k.value.IsNull()) {
-        throw Cannot(display, "current-context is not a name");
-      }
       const size_t line = doc.KeyLine(kCurrent);
       if (k.value.IsScalar() && k.value.Mark().line >= 0 &&
           static_cast<size_t>(k.value.Mark().line) != line) {
-        throw Cannot(display, "current-context's value is not on its own line");
+        throw NotLineEditable{"current-context's value is not on its own line"};
       }
       edits.push_back({line, line + 1, {line_text}});
     } else {
       appended.push_back(std::string(kCurrent) + ": " + name);
     }
   }
-  const std::string result = doc.Apply(edits, appended);
-  VerifyEdit(doc.root(), result, name, ours_entries, want_current, display);
+  return doc.Apply(edits, appended);
+}
+
+/// The whole file re-emitted in block style (EmitBlock), as kubectl rewrites a kubeconfig: each
+/// list with the entries named \a name replaced by \a ours_entries' one (appended when it had
+/// none) or, with no \a ours_entries, taken out; every other key in its place. Comments are
+/// not kept. \a current: the current-context to set, or nullopt to leave it.
+std::string Reemit(const YAML::Node& root, const std::map<std::string, YAML::Node>& ours_entries,
+                   const std::string& name, const std::optional<std::string>& current) {
+  YAML::Node out = YAML::Clone(root);
+  for (const char* key : kSections) {
+    auto ours = ours_entries.find(key);
+    const YAML::Node old = std::as_const(root)[key];  // const: no key added by the look-up
+    const bool had = old && !old.IsNull();
+    if (!had && ours == ours_entries.end()) continue;
+    YAML::Node list(YAML::NodeType::Sequence);
+    bool placed = false;
+    if (had) {
+      for (const auto& item : old) {
+        if (EntryName(item) != name) {
+          list.push_back(item);
+        } else if (!placed && ours != ours_entries.end()) {
+          list.push_back(ours->second);
+          placed = true;
+        }
+      }
+    }
+    if (!placed && ours != ours_entries.end()) list.push_back(ours->second);
+    out[key] = list;
+  }
+  if (current) out[kCurrent] = *current;
+  return BlockText(out) + "\n";
+}
+
+}  // namespace
+
+std::string MergeKubeconfigText(const std::string& existing, const std::string& ours_text,
+                                const std::string& name, bool switch_context,
+                                const std::string& display, bool* reemitted) {
+  YAML::Node ours;
+  try {
+    ours = YAML::Load(ours_text);
+  } catch (const YAML::Exception& e) {
+    throw Error("gpuprov's kubeconfig for " + name + " is not YAML: " + e.what(),
+                "re-run `gpuprov provision` to write it again");
+  }
+  std::map<std::string, YAML::Node> ours_entries;
+  for (const char* key : kSections) ours_entries[key] = OurEntry(ours, key, name);
+  const YAML::Node root = LoadKubeconfig(existing, display);
+  const std::string want_current = switch_context ? name : CurrentContext(root);
+  std::string result;
+  bool by_lines = true;
+  try {
+    result = MergeByLines(KubeconfigText(existing, display), ours_entries, name, switch_context);
+  } catch (const NotLineEditable&) {
+    by_lines = false;
+    result = Reemit(root, ours_entries, name,
+                    switch_context ? std::optional<std::string>(name) : std::nullopt);
+  }
+  if (reemitted != nullptr) *reemitted = !by_lines;
+  VerifyEdit(root, result, name, ours_entries, want_current, display);
   return result;
 }
 
 std::string RemoveKubeconfigEntries(const std::string& existing, const std::string& name,
-                                    const std::string& display) {
-  const KubeconfigText doc(existing, display);
-  if (doc.root().IsNull()) return existing;
-  std::vector<LineEdit> edits;
+                                    const std::string& display, bool* reemitted) {
+  if (reemitted != nullptr) *reemitted = false;
+  const YAML::Node root = LoadKubeconfig(existing, display);
+  if (root.IsNull()) return existing;
+  bool present = CurrentContext(root) == name;
   for (const char* key : kSections) {
-    for (const EntrySpan& span : doc.Entries(key)) {
-      if (span.name == name) edits.push_back({span.begin, span.end, {}});
+    const YAML::Node list = std::as_const(root)[key];
+    if (list && list.IsSequence()) {
+      for (const auto& item : list) present = present || EntryName(item) == name;
     }
   }
-  std::string want_current = CurrentContext(doc.root());
-  if (want_current == name) {
-    want_current = "";
-    const size_t line = doc.KeyLine(kCurrent);
-    edits.push_back({line, line + 1, {std::string(doc.root_indent(), ' ') + kCurrent + ": \"\""}});
+  if (!present) return existing;
+  const std::string want_current = CurrentContext(root) == name ? "" : CurrentContext(root);
+  std::string result;
+  try {
+    const KubeconfigText doc(existing, display);
+    std::vector<LineEdit> edits;
+    for (const char* key : kSections) {
+      for (const EntrySpan& span : doc.Entries(key)) {
+        if (span.name == name) edits.push_back({span.begin, span.end, {}});
+      }
+    }
+    if (CurrentContext(root) == name) {
+      const size_t line = doc.KeyLine(kCurrent);
+      edits.push_back(
+          {line, line + 1, {std::string(doc.root_indent(), ' ') + kCurrent + ": \"\""}});
+    }
+    result = doc.Apply(edits, {});
+  } catch (const NotLineEditable&) {
+    if (reemitted != nullptr) *reemitted = true;
+    result = Reemit(root, {}, name,
+                    CurrentContext(root) == name ? std::optional<std::string>("") : std::nullopt);
   }
-  if (edits.empty()) return existing;
-  const std::string result = doc.Apply(edits, {});
-  VerifyEdit(doc.root(), result, name, {}, want_current, display);
+  VerifyEdit(root, result, name, {}, want_current, display);
   return result;
 }
 
@@ -467,7 +606,7 @@ class KubectlLock {
 
 KubeconfigEdit EditFile(
     const fs::path& file, const fs::path& lock, bool create,
-    const std::function<std::string(const std::string&, const std::string&)>& edit) {
+    const std::function<std::string(const std::string&, const std::string&, bool*)>& edit) {
   KubeconfigEdit result;
   std::error_code ec;
   // A symlinked kubeconfig: edit its target, keep the link.
@@ -485,8 +624,10 @@ KubeconfigEdit EditFile(
   const KubectlLock kubectl_lock(result.file);
   const std::optional<std::string> old = ReadFileIfExists(result.file, kKubeconfigKind);
   if (!old && !create) return result;
-  const std::string text = edit(old.value_or(""), result.file.string());
+  bool reemitted = false;
+  const std::string text = edit(old.value_or(""), result.file.string(), &reemitted);
   if (old && text == *old) return result;
+  result.reemitted = reemitted;
   mode_t mode = 0600;
   if (old) {
     struct stat st {};
@@ -504,16 +645,19 @@ KubeconfigEdit EditFile(
 KubeconfigEdit MergeKubeconfigFile(const fs::path& file, const std::string& ours,
                                    const std::string& name, bool switch_context,
                                    const fs::path& lock) {
-  return EditFile(file, lock, true, [&](const std::string& old, const std::string& display) {
-    return MergeKubeconfigText(old, ours, name, switch_context, display);
-  });
+  return EditFile(file, lock, true,
+                  [&](const std::string& old, const std::string& display, bool* reemitted) {
+                    return MergeKubeconfigText(old, ours, name, switch_context, display,
+                                               reemitted);
+                  });
 }
 
 KubeconfigEdit RemoveFromKubeconfigFile(const fs::path& file, const std::string& name,
                                         const fs::path& lock) {
-  return EditFile(file, lock, false, [&](const std::string& old, const std::string& display) {
-    return RemoveKubeconfigEntries(old, name, display);
-  });
+  return EditFile(file, lock, false,
+                  [&](const std::string& old, const std::string& display, bool* reemitted) {
+                    return RemoveKubeconfigEntries(old, name, display, reemitted);
+                  });
 }
 
 }  // namespace gpuprov

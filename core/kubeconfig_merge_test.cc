@@ -1,13 +1,23 @@
 #include "kubeconfig_merge.h"
 
+#include <Poco/Path.h>
+#include <Poco/Pipe.h>
+#include <Poco/PipeStream.h>
+#include <Poco/Process.h>
+#include <Poco/StreamCopier.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <iterator>
 #include <map>
+#include <optional>
+#include <sstream>
+#include <vector>
 
 #include "error.h"
 #include "file_util.h"
@@ -152,18 +162,127 @@ TEST(MergeKubeconfigText, ANewFileAndNullListsGetBlockLists) {
   EXPECT_EQ(ParseKubeconfig(both).server, "https://127.0.0.1:16443");
 }
 
-TEST(MergeKubeconfigText, RefusesWhatItCannotEditAsTextNamingTheFile) {
-  const std::string flow =
-      "apiVersion: v1\nclusters: [{name: x, cluster: {server: 'https://x'}}]\nkind: Config\n";
+TEST(MergeKubeconfigText, RefusesWhatKubectlCannotReadEitherNamingTheFile) {
   try {
-    MergeKubeconfigText(flow, Ours("demo", 16443), "gpuprov-demo", false, "/home/u/.kube/config");
-    FAIL() << "accepted a flow list";
+    MergeKubeconfigText("apiVersion: v1\nclusters: prod\n", Ours("demo", 16443), "gpuprov-demo",
+                        false, "/home/u/.kube/config");
+    FAIL() << "accepted a clusters that is not a list";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("/home/u/.kube/config"));
-    EXPECT_THAT(e.what(), HasSubstr("flow-style"));
+    EXPECT_THAT(e.what(), HasSubstr("clusters is not a list"));
   }
   EXPECT_THROW(MergeKubeconfigText("- a\n- b\n", Ours("d", 1), "gpuprov-d", false, "f"), Error);
   EXPECT_THROW(MergeKubeconfigText("a: [\n", Ours("d", 1), "gpuprov-d", false, "f"), Error);
+  EXPECT_THROW(MergeKubeconfigText("current-context: [a]\n", Ours("d", 1), "gpuprov-d", false, "f"),
+               Error);
+  EXPECT_THROW(RemoveKubeconfigEntries("users: {a: b}\n", "gpuprov-d", "f"), Error);
+}
+
+// A user's file in flow style, with values only quoting keeps strings (a namespace "123", a
+// token "true").
+const char* const kFlowFile =
+    "apiVersion: v1\n"
+    "# flow style\n"
+    "clusters: [{name: prod, cluster: {server: 'https://prod.example:6443'}}]\n"
+    "contexts: [{name: prod, context: {cluster: prod, user: admin, namespace: \"123\"}}]\n"
+    "current-context: prod\n"
+    "kind: Config\n"
+    "preferences: {}\n"
+    "users: [{name: admin, user: {token: \"true\"}}]\n";
+
+TEST(MergeKubeconfigText, AFlowStyleFileIsReemittedWithEveryEntryAndItsQuoting) {
+  bool reemitted = false;
+  const std::string merged = MergeKubeconfigText(kFlowFile, Ours("demo", 16443), "gpuprov-demo",
+                                                 true, "config", &reemitted);
+  EXPECT_TRUE(reemitted);
+  const YAML::Node root = YAML::Load(merged);
+  EXPECT_EQ(root["clusters"].size(), 2u) << merged;
+  EXPECT_EQ(root["users"].size(), 2u);
+  EXPECT_EQ(root["contexts"].size(), 2u);
+  EXPECT_EQ(root["clusters"].Style(), YAML::EmitterStyle::Block);
+  EXPECT_EQ(Server(root, "prod"), "https://prod.example:6443");
+  EXPECT_EQ(Server(root, "gpuprov-demo"), "https://127.0.0.1:16443");
+  EXPECT_EQ(root["current-context"].Scalar(), "gpuprov-demo");
+  EXPECT_EQ(root["kind"].Scalar(), "Config");
+  EXPECT_TRUE(root["preferences"].IsMap());
+  // Strings stay strings: quoted as they were (kubectl would read a bare 123 as a number).
+  EXPECT_THAT(merged, HasSubstr("namespace: \"123\""));
+  EXPECT_THAT(merged, HasSubstr("token: \"true\""));
+  EXPECT_EQ(ParseKubeconfig(merged).client_cert_pem, Creds("1").client_cert_pem);
+  // The result is block style: the next merge and the removal edit it line by line.
+  const std::string again = MergeKubeconfigText(merged, Ours("demo", 16443), "gpuprov-demo", true,
+                                                "config", &reemitted);
+  EXPECT_FALSE(reemitted);
+  EXPECT_EQ(again, merged);
+  const YAML::Node removed =
+      YAML::Load(RemoveKubeconfigEntries(merged, "gpuprov-demo", "config", &reemitted));
+  EXPECT_FALSE(reemitted);
+  EXPECT_EQ(removed["clusters"].size(), 1u);
+  EXPECT_EQ(removed["current-context"].Scalar(), "");
+}
+
+TEST(MergeKubeconfigText, MixedFlowAndBlockListsAndAJsonFileAreMerged) {
+  const std::string mixed =
+      "apiVersion: v1\n"
+      "clusters:\n"
+      "- name: prod\n"
+      "  cluster:\n"
+      "    server: https://prod.example:6443\n"
+      "users: [{name: admin, user: {token: abc}}]\n"
+      "contexts:\n"
+      "- {name: prod, context: {cluster: prod, user: admin}}\n"
+      "- name: gpuprov-demo\n"
+      "  context: {cluster: old, user: old}\n"
+      "current-context: prod\n";
+  bool reemitted = false;
+  std::string merged = MergeKubeconfigText(mixed, Ours("demo", 16443), "gpuprov-demo", false,
+                                           "f", &reemitted);
+  EXPECT_TRUE(reemitted);
+  YAML::Node root = YAML::Load(merged);
+  EXPECT_EQ(root["clusters"].size(), 2u) << merged;
+  EXPECT_EQ(root["users"].size(), 2u);
+  EXPECT_EQ(root["contexts"].size(), 2u);  // the stale gpuprov-demo replaced in its place
+  EXPECT_EQ(root["contexts"][1]["context"]["cluster"].Scalar(), "gpuprov-demo");
+  EXPECT_EQ(root["current-context"].Scalar(), "prod");
+  EXPECT_EQ(root["users"][0]["user"]["token"].Scalar(), "abc");
+
+  const std::string json =
+      R"({"apiVersion": "v1", "kind": "Config", "clusters": [{"name": "prod", "cluster": )"
+      R"({"server": "https://prod.example:6443"}}], "users": [], "contexts": [],)"
+      R"( "current-context": ""})";
+  merged = MergeKubeconfigText(json, Ours("demo", 16443), "gpuprov-demo", true, "f", &reemitted);
+  EXPECT_TRUE(reemitted);
+  root = YAML::Load(merged);
+  EXPECT_EQ(root["clusters"].size(), 2u) << merged;
+  EXPECT_EQ(root["users"].size(), 1u);
+  EXPECT_EQ(root["current-context"].Scalar(), "gpuprov-demo");
+  // Removing from a flow file re-emits it too, without our entries.
+  root = YAML::Load(RemoveKubeconfigEntries(
+      "{clusters: [{name: gpuprov-demo, cluster: {server: s}}], current-context: gpuprov-demo}",
+      "gpuprov-demo", "f", &reemitted));
+  EXPECT_TRUE(reemitted);
+  EXPECT_EQ(root["clusters"].size(), 0u);
+  EXPECT_EQ(root["current-context"].Scalar(), "");
+}
+
+TEST(MergeKubeconfigText, EmptyListsInEitherStyleAreFilledLineByLine) {
+  const std::string empty =
+      "apiVersion: v1\nclusters: []\ncontexts: [ ]\nusers:\ncurrent-context: \"\"\nkind: Config\n"
+      "# kept\npreferences: {}\n";
+  bool reemitted = true;
+  const std::string merged =
+      MergeKubeconfigText(empty, Ours("demo", 16443), "gpuprov-demo", false, "f", &reemitted);
+  EXPECT_FALSE(reemitted) << merged;
+  EXPECT_THAT(merged, HasSubstr("# kept\npreferences: {}\n"));
+  const YAML::Node root = YAML::Load(merged);
+  EXPECT_EQ(root["clusters"].size(), 1u);
+  EXPECT_EQ(root["contexts"].size(), 1u);
+  EXPECT_EQ(root["users"].size(), 1u);
+  // An empty flow mapping (what `{}` a tool may write) gets the header and the lists.
+  const std::string braces =
+      MergeKubeconfigText("{}\n", Ours("demo", 16443), "gpuprov-demo", true, "f", &reemitted);
+  EXPECT_TRUE(reemitted);
+  EXPECT_EQ(ParseKubeconfig(braces).server, "https://127.0.0.1:16443");
 }
 
 // kubectl's own layout, users last: a second VM merged after a first, then switched to.
@@ -320,6 +439,93 @@ TEST(MergeKubeconfigFile, WaitsForKubectlsLockFileAndNamesIt) {
   }
   EXPECT_FALSE(fs::exists(file));
   EXPECT_TRUE(fs::exists(file.string() + ".lock"));  // not ours to remove
+}
+
+TEST(MergeKubeconfigFile, AFlowStyleFileIsRewrittenWhole0600WithTheOldOneInTheBackup) {
+  testing::ScopedTempDir dir;
+  const fs::path file = dir.path() / "config";
+  const fs::path lock = dir.path() / "locks" / "kubeconfig.lock";
+  WriteFileAtomic(file, kFlowFile, 0640);
+  const KubeconfigEdit edit =
+      MergeKubeconfigFile(file, Ours("demo", 16443), "gpuprov-demo", false, lock);
+  EXPECT_TRUE(edit.changed);
+  EXPECT_TRUE(edit.reemitted);
+  EXPECT_EQ(ReadFile(edit.backup), kFlowFile);
+  EXPECT_EQ(testing::ModeOf(file), 0600u);  // group bits dropped: it holds credentials
+  EXPECT_EQ(testing::ModeOf(edit.backup), 0600u);
+  EXPECT_EQ(YAML::Load(ReadFile(file))["clusters"].size(), 2u);
+  // Written by rename: no temporary file is left beside it.
+  size_t files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.path())) ++files;
+  EXPECT_EQ(files, 3u);  // config, config.gpuprov-backup, locks/
+}
+
+/// `kubectl config view --kubeconfig FILE -o jsonpath=PATH`: its stdout, or nullopt with the
+/// reason in *problem (no kubectl on PATH, or kubectl refused the file).
+std::optional<std::string> KubectlView(const fs::path& file, const std::string& jsonpath,
+                                       std::string* problem) {
+  Poco::Path kubectl;
+  const char* path = std::getenv("PATH");
+  if (path == nullptr || !Poco::Path::find(path, "kubectl", kubectl)) {
+    *problem = "kubectl is not on PATH";
+    return std::nullopt;
+  }
+  Poco::Pipe out;
+  Poco::ProcessHandle child = Poco::Process::launch(
+      kubectl.toString(), {"config", "view", "--kubeconfig", file.string(), "-o", "jsonpath=" + jsonpath},
+      nullptr, &out, &out);
+  Poco::PipeInputStream stream(out);
+  std::string text;
+  Poco::StreamCopier::copyToString(stream, text);
+  if (child.wait() != 0) {
+    *problem = "kubectl config view " + file.string() + ": " + text;
+    return std::nullopt;
+  }
+  return text;
+}
+
+// The real kubectl reads what each layout became: the user's contexts and gpuprov's, the
+// current context, and a quoted number still a string.
+TEST(MergeKubeconfigFile, KubectlReadsTheMergedFileOfEveryLayout) {
+  std::string problem;
+  testing::ScopedTempDir dir;
+  const fs::path probe = dir.path() / "probe";
+  WriteFileAtomic(probe, "apiVersion: v1\nkind: Config\n", 0600);
+  if (!KubectlView(probe, "{.kind}", &problem) && problem == "kubectl is not on PATH") {
+    GTEST_SKIP() << problem;
+  }
+  const std::map<std::string, std::string> layouts = {
+      {"block", kUserFile}, {"flow", kFlowFile},
+      {"mixed", "apiVersion: v1\nkind: Config\nclusters:\n- name: prod\n  cluster: {server: "
+                "'https://prod.example:6443'}\ncontexts: [{name: prod, context: {cluster: prod, "
+                "user: admin, namespace: '123'}}]\nusers: []\ncurrent-context: prod\n"},
+      {"empty", "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n"}};
+  for (const auto& [layout, text] : layouts) {
+    SCOPED_TRACE(layout);
+    const fs::path file = dir.path() / layout;
+    WriteFileAtomic(file, text, 0600);
+    const fs::path lock = dir.path() / "locks" / "kubeconfig.lock";
+    ASSERT_TRUE(MergeKubeconfigFile(file, Ours("demo", 16443), "gpuprov-demo", false, lock).changed);
+    ASSERT_TRUE(MergeKubeconfigFile(file, Ours("b", 16444), "gpuprov-b", true, lock).changed);
+    std::optional<std::string> names = KubectlView(file, "{.contexts[*].name}", &problem);
+    ASSERT_TRUE(names) << problem;
+    std::istringstream words(*names);
+    std::vector<std::string> contexts{std::istream_iterator<std::string>(words), {}};
+    std::sort(contexts.begin(), contexts.end());
+    const std::vector<std::string> want_all = {"gpuprov-b", "gpuprov-demo", "prod"};
+    const std::vector<std::string> want_ours = {"gpuprov-b", "gpuprov-demo"};
+    EXPECT_EQ(contexts, layout == "empty" ? want_ours : want_all) << ReadFile(file);
+    EXPECT_EQ(KubectlView(file, "{.current-context}", &problem).value_or(problem), "gpuprov-b");
+    EXPECT_EQ(KubectlView(file, R"({.clusters[?(@.name=="gpuprov-demo")].cluster.server})",
+                          &problem)
+                  .value_or(problem),
+              "https://127.0.0.1:16443");
+    if (layout == "flow" || layout == "mixed") {
+      EXPECT_EQ(KubectlView(file, R"({.contexts[?(@.name=="prod")].context.namespace})", &problem)
+                    .value_or(problem),
+                "123");
+    }
+  }
 }
 
 }  // namespace

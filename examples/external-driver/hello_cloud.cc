@@ -1,7 +1,8 @@
 // The smallest useful gpuprov driver: a cloud with one fixed VM type that is always full. Shows
 // the SDK's shape (a plain class with identity constants and JSON-in/JSON-out methods, and one
 // macro) and the driver kit every driver is written on: the catalogue lookup, the VM-name and
-// user-data rules, a wait that ends on Ctrl-C, and the offers result.
+// user-data rules, a progress line, a wait that ends on Ctrl-C, and the offers result.
+// hello_cloud_test.cc tests it with the SDK's fake host (gpuprov/testing.hpp).
 #include <chrono>
 #include <string>
 
@@ -44,6 +45,7 @@ class HelloCloud {
     kit::CatalogueChoice choice = kit::ChooseInstanceType(
         catalogue_, kit::ParseGpu(request), kit::json::Str(request, "instance_type"));
     // A real cloud would be polled here; the kit's waits end when the user presses Ctrl-C.
+    host_.Progress("asking hello cloud for room for " + choice.row.instance_type);
     kit::SleepOrCancel(host_, std::chrono::milliseconds(100), "asking hello cloud for room");
     throw gpuprov::sdk::DriverError(GPUPROV_STATUS_CAPACITY,
                                     "hello cloud is full (no " + choice.row.instance_type + ")");

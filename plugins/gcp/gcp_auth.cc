@@ -3,13 +3,14 @@
 
 #include "config_files.h"
 
-#include <Poco/Crypto/RSADigestEngine.h>
 #include <Poco/Crypto/RSAKey.h>
 #include <Poco/DateTimeFormat.h>
 #include <Poco/DateTimeParser.h>
 #include <Poco/Exception.h>
 #include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
+#include <Poco/JWT/Signer.h>
+#include <Poco/JWT/Token.h>
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
@@ -353,96 +354,29 @@ std::string GcloudConfigProject() {
   return text ? drivers::IniValue(drivers::ParseIni(*text), "core", "project").value_or("") : "";
 }
 
-std::string Base64UrlEncode(std::string_view bytes) {
-  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    uint32_t n = (static_cast<uint8_t>(bytes[i]) << 16) |
-                 (static_cast<uint8_t>(bytes[i + 1]) << 8) | static_cast<uint8_t>(bytes[i + 2]);
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += kAlphabet[(n >> 6) & 63];
-    out += kAlphabet[n & 63];
-  }
-  if (i + 1 == bytes.size()) {
-    uint32_t n = static_cast<uint8_t>(bytes[i]) << 16;
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-  } else if (i + 2 == bytes.size()) {
-    uint32_t n = (static_cast<uint8_t>(bytes[i]) << 16) | (static_cast<uint8_t>(bytes[i + 1]) << 8);
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += kAlphabet[(n >> 6) & 63];
-  }
-  return out;
-}
-
-std::optional<std::string> Base64UrlDecode(std::string_view text) {
-  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : text) {
-    int v;
-    if (c >= 'A' && c <= 'Z') {
-      v = c - 'A';
-    } else if (c >= 'a' && c <= 'z') {
-      v = c - 'a' + 26;
-    } else if (c >= '0' && c <= '9') {
-      v = c - '0' + 52;
-    } else if (c == '-' || c == '+') {
-      v = 62;
-    } else if (c == '_' || c == '/') {
-      v = 63;
-    } else {
-      return std::nullopt;
-    }
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xFF);
-    }
-  }
-  if (bits >= 6) return std::nullopt;  // one stray character cannot encode a byte
-  return out;
-}
-
-std::string SignRs256(const std::string& private_key_pem, std::string_view data,
-                      const std::string& origin) {
+std::string MakeJwtAssertion(const GoogleCredentials& sa, const std::string& scope,
+                             int64_t now_unix_seconds, int lifetime_seconds) {
+  Poco::SharedPtr<Poco::Crypto::RSAKey> key;
   try {
-    std::istringstream key_stream(private_key_pem);
-    Poco::Crypto::RSAKey key(nullptr, &key_stream);
-    Poco::Crypto::RSADigestEngine engine(key, "SHA256");
-    engine.update(data.data(), static_cast<unsigned>(data.size()));
-    const Poco::DigestEngine::Digest& sig = engine.signature();
-    return std::string(sig.begin(), sig.end());
+    std::istringstream key_stream(sa.private_key_pem);
+    key = new Poco::Crypto::RSAKey(nullptr, &key_stream);
   } catch (const Poco::Exception&) {
     // The OpenSSL message may quote key material: it is not passed on.
     throw DriverError(GPUPROV_STATUS_AUTH,
-                      "the private_key in " + origin +
+                      "the private_key in " + sa.origin +
                           " is not a PEM RSA private key; download a new service-account key");
   }
-}
-
-std::string MakeJwtAssertion(const GoogleCredentials& sa, const std::string& scope,
-                             int64_t now_unix_seconds, int lifetime_seconds) {
-  Object header(Poco::JSON_PRESERVE_KEY_ORDER);
-  header.set("alg", "RS256");
-  header.set("typ", "JWT");
-  if (!sa.private_key_id.empty()) header.set("kid", sa.private_key_id);
-  Object claims(Poco::JSON_PRESERVE_KEY_ORDER);
-  claims.set("iss", sa.client_email);
-  claims.set("scope", scope);
-  claims.set("aud", sa.token_uri);
-  claims.set("iat", now_unix_seconds);
-  claims.set("exp", now_unix_seconds + lifetime_seconds);
-  const std::string signing_input =
-      Base64UrlEncode(json::Stringify(header)) + "." + Base64UrlEncode(json::Stringify(claims));
-  return signing_input + "." +
-         Base64UrlEncode(SignRs256(sa.private_key_pem, signing_input, sa.origin));
+  Poco::JWT::Token token;
+  token.setType("JWT");
+  if (!sa.private_key_id.empty()) token.header().set("kid", sa.private_key_id);
+  token.setIssuer(sa.client_email);
+  token.setAudience(sa.token_uri);
+  token.payload().set("scope", scope);
+  // Whole seconds (RFC 7519 NumericDate); Token::setIssuedAt would write a fraction.
+  token.payload().set("iat", now_unix_seconds);
+  token.payload().set("exp", now_unix_seconds + lifetime_seconds);
+  Poco::JWT::Signer signer(key);
+  return signer.sign(token, Poco::JWT::Signer::ALGO_RS256);
 }
 
 std::string TokenRequestBody(const GoogleCredentials& creds, int64_t now_unix_seconds) {

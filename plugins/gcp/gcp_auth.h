@@ -2,8 +2,8 @@
 //
 // Google OAuth2 for the gcp driver: Application Default Credentials (reference: clouds/gcp.md
 // §1; the file shapes of the kinds below follow Google's published ADC formats):
-// - service_account: an RS256-signed JWT (RFC 7519, RSASSA-PKCS1-v1_5 with SHA-256)
-//   exchanged at the key's token_uri with the jwt-bearer grant;
+// - service_account: an RS256-signed JWT (RFC 7519, RSASSA-PKCS1-v1_5 with SHA-256, made
+//   with Poco::JWT) exchanged at the key's token_uri with the jwt-bearer grant;
 // - authorized_user (what `gcloud auth application-default login` writes): the
 //   refresh_token grant at token_uri;
 // - external_account (workload identity federation): a subject token read from a file or a
@@ -26,7 +26,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "gpuprov/sdk.hpp"
@@ -126,19 +125,11 @@ std::string CredentialsHint();
 /// $CLOUDSDK_ACTIVE_CONFIG_NAME, else the active_config file, else "default"), or "".
 std::string GcloudConfigProject();
 
-/// base64url without padding (RFC 7515 §2), as JWTs use.
-std::string Base64UrlEncode(std::string_view bytes);
-/// Decodes base64url or base64, with or without padding; nullopt on a bad character.
-std::optional<std::string> Base64UrlDecode(std::string_view text);
-
-/// The RS256 signature (RSASSA-PKCS1-v1_5, SHA-256) of `data` with a PEM private key
-/// (PKCS#8 "PRIVATE KEY" or PKCS#1 "RSA PRIVATE KEY"). Throws DriverError(AUTH) naming
-/// `origin` when the key cannot be read.
-std::string SignRs256(const std::string& private_key_pem, std::string_view data,
-                      const std::string& origin);
-
-/// The signed JWT assertion of a service account: header {"alg":"RS256","typ":"JWT","kid"},
-/// claims {"iss": client_email, "scope", "aud": token_uri, "iat": now, "exp": now + lifetime}.
+/// The signed JWT assertion of a service account (RS256: RSASSA-PKCS1-v1_5 with SHA-256, signed
+/// with Poco::JWT as the nebius driver does): header {"alg":"RS256","typ":"JWT","kid"}, claims
+/// {"iss": client_email, "scope", "aud": token_uri, "iat": now, "exp": now + lifetime}. Throws
+/// DriverError(AUTH) naming the key's origin (never quoting the key) when the private key
+/// (PKCS#8 "PRIVATE KEY" or PKCS#1 "RSA PRIVATE KEY") cannot be read.
 std::string MakeJwtAssertion(const GoogleCredentials& sa, const std::string& scope,
                              int64_t now_unix_seconds,
                              int lifetime_seconds = kAssertionLifetimeSeconds);

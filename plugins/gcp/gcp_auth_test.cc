@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "gcp_auth.h"
 
+#include <Poco/Base64Decoder.h>
+#include <Poco/Base64Encoder.h>
 #include <Poco/Crypto/RSADigestEngine.h>
 #include <Poco/Crypto/RSAKey.h>
 #include <Poco/JSON/Object.h>
@@ -59,13 +61,19 @@ constexpr const char* kTestKeyPem =
     "gS68dSqXhtKMBKZgsk4tYkpL\n"
     "-----END PRIVATE KEY-----\n";
 
-// `printf 'gpuprov test vector' | openssl dgst -sha256 -sign key.pem | basenc --base64url`
-// with the key above, padding removed: an RS256 signature made by OpenSSL's command line.
+// The assertion MakeJwtAssertion makes for KeyJson() at iat 1700000000, and its RS256
+// signature as OpenSSL's command line makes it with the key above:
+// `printf %s "$input" | openssl dgst -sha256 -sign key.pem | basenc --base64url`, padding removed.
+constexpr const char* kOpensslSigningInput =
+    "eyJhbGciOiJSUzI1NiIsImtpZCI6ImFiYzEyMyIsInR5cCI6IkpXVCJ9.eyJhdWQiOiJodHRwczovL29hdXRoMi5"
+    "nb29nbGVhcGlzLmNvbS90b2tlbiIsImV4cCI6MTcwMDAwMzYwMCwiaWF0IjoxNzAwMDAwMDAwLCJpc3MiOiJydW5"
+    "uZXJAZGVtby1wcm9qZWN0LmlhbS5nc2VydmljZWFjY291bnQuY29tIiwic2NvcGUiOiJodHRwczovL3d3dy5nb29"
+    "nbGVhcGlzLmNvbS9hdXRoL2Nsb3VkLXBsYXRmb3JtIn0";
 constexpr const char* kOpensslSignature =
-    "XkbXbLUYeRml4Q51i4J0DeM_5PRXcp9Pg02Suj120VR0Ri-ph07pkZDlMOZnFasvFYahX-1OV84PcdlhJXmOkbNU-"
-    "oB8YWd8OXXFH7iiVMRlbpWJcet71z8YRIbiSqKI-XRT7Lj8xJDt3K6sidlRyZW8HucYFDnlKoWHGxY6cgSvFf8dpbT"
-    "hjgC4QLxNnLAQzQeed-91Y_P271G4WocgYRrCLCZmNuWVmD3UcounJWeB7q9FQW0uvFcZCzDuiitanmZx9eSez3Co_"
-    "9sPSr-9CNlI69qGqE64LYjAmJZeT9IWrJexvv7Hp2D29ZVQMi4U14T-f5t8Vdfd1MxaI6ejtQ";
+    "G00FU8YpVEgd7FjAa5b3ydDBBkv3EL3CJWtZmEXI1nDgnS6QVMPL6OexJUgG9_i--YQvL2q_YcGSyOmRzUgw1tSP"
+    "17WNWfjmheaL8uhSH9dFkFCTpdy4jsYfuCOwyXpGYCti_c8WifQh5cCyeklGn6t4fkhQyiKkcSLuLdiKnyMQjPnl"
+    "ETdbmV_HrgwHl9yjP9lFWEpbhkDXwB80nk7FZWIsKOrH-apMH5xSYIRNwK7_seZafVF29Km53j__fpFZF2KjTfif"
+    "OlAzCBhXGIGVLML_4Ka283rpZ41_aiOgpRI6c4BvsqqZQlDZzw16YaUVkBW6y-GGthfftyWPIrL58A";
 
 std::string KeyJson(const std::string& email = "runner@demo-project.iam.gserviceaccount.com") {
   Poco::JSON::Object o(Poco::JSON_PRESERVE_KEY_ORDER);
@@ -93,35 +101,29 @@ std::vector<std::string> SplitDots(const std::string& jwt) {
   return parts;
 }
 
-TEST(GcpBase64Url, EncodesRfc4648VectorsWithoutPadding) {
-  EXPECT_EQ(Base64UrlEncode(""), "");
-  EXPECT_EQ(Base64UrlEncode("f"), "Zg");
-  EXPECT_EQ(Base64UrlEncode("fo"), "Zm8");
-  EXPECT_EQ(Base64UrlEncode("foo"), "Zm9v");
-  EXPECT_EQ(Base64UrlEncode("foob"), "Zm9vYg");
-  EXPECT_EQ(Base64UrlEncode("fooba"), "Zm9vYmE");
-  EXPECT_EQ(Base64UrlEncode("foobar"), "Zm9vYmFy");
-  EXPECT_EQ(Base64UrlEncode(std::string("\xfb\xff\xbf", 3)), "-_-_");
+/// A base64url part of a JWT, decoded.
+std::string DecodePart(const std::string& part) {
+  std::istringstream in(part);
+  Poco::Base64Decoder decoder(in, Poco::BASE64_URL_ENCODING | Poco::BASE64_NO_PADDING);
+  std::string out;
+  Poco::StreamCopier::copyToString(decoder, out);
+  return out;
 }
 
-TEST(GcpBase64Url, DecodesWithAndWithoutPaddingAndRejectsOtherCharacters) {
-  EXPECT_EQ(Base64UrlDecode("Zm9vYg").value(), "foob");
-  EXPECT_EQ(Base64UrlDecode("Zm9vYg==").value(), "foob");
-  EXPECT_EQ(Base64UrlDecode("-_-_").value(), std::string("\xfb\xff\xbf", 3));
-  EXPECT_EQ(Base64UrlDecode("+/+/").value(), std::string("\xfb\xff\xbf", 3));
-  EXPECT_FALSE(Base64UrlDecode("Zm9v!").has_value());
-  EXPECT_FALSE(Base64UrlDecode("Z").has_value());
-}
-
-TEST(GcpJwt, SignatureMatchesOpensslForTheSameKeyAndMessage) {
-  EXPECT_EQ(Base64UrlEncode(SignRs256(kTestKeyPem, "gpuprov test vector", "test key")),
-            kOpensslSignature);
+TEST(GcpJwt, AssertionSignatureIsTheOneOpensslMakesForTheSameKeyAndInput) {
+  GoogleCredentials sa = ParseCredentials(KeyJson(), "key.json");
+  const std::vector<std::string> parts =
+      SplitDots(MakeJwtAssertion(sa, kCloudPlatformScope, 1700000000));
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[0] + "." + parts[1], kOpensslSigningInput);
+  EXPECT_EQ(parts[2], kOpensslSignature);
 }
 
 TEST(GcpJwt, BadPrivateKeyIsAuthAndDoesNotQuoteTheKey) {
+  GoogleCredentials sa = ParseCredentials(KeyJson(), "/tmp/key.json");
+  sa.private_key_pem = "-----BEGIN PRIVATE KEY-----\nnot-a-key\n-----END PRIVATE KEY-----\n";
   try {
-    SignRs256("-----BEGIN PRIVATE KEY-----\nnot-a-key\n-----END PRIVATE KEY-----\n", "x",
-              "/tmp/key.json");
+    MakeJwtAssertion(sa, kCloudPlatformScope, 1700000000);
     FAIL() << "no error";
   } catch (const DriverError& e) {
     EXPECT_EQ(e.status(), GPUPROV_STATUS_AUTH);
@@ -136,20 +138,22 @@ TEST(GcpJwt, AssertionHasGooglesClaimsAndAVerifiableSignature) {
   EXPECT_EQ(jwt.find('='), std::string::npos);
   std::vector<std::string> parts = SplitDots(jwt);
   ASSERT_EQ(parts.size(), 3u) << jwt;
-  auto header = ParseJson(Base64UrlDecode(parts[0]).value());
+  auto header = ParseJson(DecodePart(parts[0]));
   EXPECT_EQ(header->getValue<std::string>("alg"), "RS256");
   EXPECT_EQ(header->getValue<std::string>("typ"), "JWT");
   EXPECT_EQ(header->getValue<std::string>("kid"), "abc123");
-  auto claims = ParseJson(Base64UrlDecode(parts[1]).value());
+  const std::string claims_text = DecodePart(parts[1]);
+  auto claims = ParseJson(claims_text);
   EXPECT_EQ(claims->getValue<std::string>("iss"), "runner@demo-project.iam.gserviceaccount.com");
   EXPECT_EQ(claims->getValue<std::string>("scope"),
             "https://www.googleapis.com/auth/cloud-platform");
   EXPECT_EQ(claims->getValue<std::string>("aud"), "https://oauth2.googleapis.com/token");
   EXPECT_EQ(claims->getValue<int64_t>("iat"), 1700000000);
   EXPECT_EQ(claims->getValue<int64_t>("exp"), 1700003600);
+  EXPECT_NE(claims_text.find("\"iat\":1700000000,"), std::string::npos) << claims_text;
   EXPECT_FALSE(claims->has("sub"));
 
-  // Verified with the public half only.
+  // Verified with the public half only, by OpenSSL's RSA digest (not the JWT signer).
   std::istringstream priv(kTestKeyPem);
   Poco::Crypto::RSAKey full(nullptr, &priv);
   std::ostringstream pub_pem;
@@ -158,7 +162,7 @@ TEST(GcpJwt, AssertionHasGooglesClaimsAndAVerifiableSignature) {
   Poco::Crypto::RSAKey public_only(&pub);
   Poco::Crypto::RSADigestEngine verifier(public_only, "SHA256");
   verifier.update(parts[0] + "." + parts[1]);
-  std::string sig = Base64UrlDecode(parts[2]).value();
+  std::string sig = DecodePart(parts[2]);
   EXPECT_TRUE(verifier.verify(Poco::DigestEngine::Digest(sig.begin(), sig.end())));
   Poco::Crypto::RSADigestEngine tampered(public_only, "SHA256");
   tampered.update(parts[0] + "." + parts[1] + "x");
@@ -491,7 +495,7 @@ TEST(GcpTokenSource, AServiceAccountPostsASignedAssertionToItsTokenUri) {
   ASSERT_EQ(body.rfind(prefix, 0), 0u) << body;
   std::vector<std::string> parts = SplitDots(body.substr(prefix.size()));
   ASSERT_EQ(parts.size(), 3u);
-  EXPECT_EQ(ParseJson(Base64UrlDecode(parts[1]).value())->getValue<std::string>("aud"),
+  EXPECT_EQ(ParseJson(DecodePart(parts[1]))->getValue<std::string>("aud"),
             endpoint.uri());
 }
 

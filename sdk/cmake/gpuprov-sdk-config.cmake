@@ -1,4 +1,5 @@
-# find_package(gpuprov-sdk) for third-party drivers: gives gpuprov::sdk (the header-only SDK),
+# find_package(gpuprov-sdk) for third-party drivers: gives gpuprov::sdk (the header-only SDK,
+# with gpuprov/testing.hpp for the driver's tests),
 # gpuprov::driver_kit (the static driver kit: HTTP client, status table, cancellable waits, ...;
 # it needs Poco and yaml-cpp, found here) and gpuprov_add_driver().
 include(CMakeFindDependencyMacro)

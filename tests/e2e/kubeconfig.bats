@@ -4,7 +4,8 @@
 # the k3s simulator, SSH route) each get their own local port; `provision --merge-kubeconfig`
 # and `gpuprov kubeconfig NAME --merge --switch` put their contexts into the user's kubeconfig
 # (HOME is a temporary folder here) next to an entry of the user's own, two `gpuprov tunnel`s
-# run at once, kubectl reaches both by context, and `down` leaves the user's file as it was.
+# run at once, kubectl reaches both by context, and `down` leaves the user's file as it was; a
+# user's file in flow style is rewritten whole (kubectl reads both) instead of refused.
 
 load helpers
 bats_require_minimum_version 1.5.0
@@ -145,6 +146,37 @@ YAML
   [ "$status" -eq 0 ]
   sed 's/^current-context: prod$/current-context: ""/' "$BATS_TEST_TMPDIR/original" >"$BATS_TEST_TMPDIR/expected"
   diff "$BATS_TEST_TMPDIR/expected" "$HOME/.kube/config"
+  run kubectl config get-contexts -o name
+  [ "$output" = "prod" ]
+}
+
+@test "a flow-style kubeconfig (what kubectl reads too) is merged by rewriting it whole, backup kept, and kubectl sees both" {
+  mkdir -p "$HOME/.kube"
+  printf '%s\n' 'apiVersion: v1' 'kind: Config' \
+    "clusters: [{name: prod, cluster: {server: 'https://prod.example:6443'}}]" \
+    'contexts: [{name: prod, context: {cluster: prod, user: admin, namespace: "123"}}]' \
+    'users: [{name: admin, user: {token: "true"}}]' 'current-context: prod' >"$HOME/.kube/config"
+  chmod 644 "$HOME/.kube/config"
+  cp "$HOME/.kube/config" "$BATS_TEST_TMPDIR/original"
+  run "$GPUPROV" provision --name kc-flow --cloud massedcompute --gpus RTX-A6000:1
+  echo "$output"
+  [ "$status" -eq 0 ]
+  run "$GPUPROV" kubeconfig kc-flow --merge --switch
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"merged cluster, user and context gpuprov-kc-flow into $HOME/.kube/config"* ]]
+  [[ "$output" == *"rewritten whole as kubectl does"* ]]
+  cmp "$HOME/.kube/config.gpuprov-backup" "$BATS_TEST_TMPDIR/original"
+  [ "$(file_mode "$HOME/.kube/config")" = 600 ]
+  run kubectl config get-contexts -o name
+  echo "$output"
+  [ "$(sort <<<"$output" | tr '\n' ' ')" = "gpuprov-kc-flow prod " ]
+  [ "$(kubectl config current-context)" = "gpuprov-kc-flow" ]
+  [ "$(kubectl config view -o jsonpath='{.contexts[?(@.name=="prod")].context.namespace}')" = "123" ]
+  run "$GPUPROV" down kc-flow
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"removed cluster, user and context gpuprov-kc-flow from $HOME/.kube/config"* ]]
   run kubectl config get-contexts -o name
   [ "$output" = "prod" ]
 }

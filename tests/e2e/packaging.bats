@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
-# Distribution: the SDK and the driver kit install and build a third-party driver that gpuprov
-# loads (CMake with a version check, and pkg-config); CPack splits the build into the core, one
+# Distribution: the SDK and the driver kit install and build a third-party driver, and its tests
+# on the SDK's fake host (gpuprov/testing.hpp), that gpuprov loads (CMake with a version check,
+# and pkg-config); CPack splits the build into the core, one
 # package per driver, the umbrella and the SDK, with dependencies computed from what each ELF
 # file links; lintian finds no error in any package; and apt installs the CLI with the AWS
 # driver in a clean Debian bookworm container, resolving the dependencies from the packages.
@@ -56,13 +57,23 @@ needed_packages() {
   cmake --install "$BUILD_DIR" --component sdk --prefix "$prefix" >/dev/null
   [ -f "$prefix/include/gpuprov/driver_abi.h" ]
   [ -f "$prefix/include/gpuprov/sdk.hpp" ]
+  # The fake host for a driver's own tests (the tree's driver tests use the same header).
+  [ -f "$prefix/include/gpuprov/testing.hpp" ]
   # The driver kit comes with the SDK (gpuprov::driver_kit); the example links it.
   [ -f "$prefix/include/gpuprov/driver_kit/driver_kit.h" ]
   [ -f "$prefix/lib/libgpuprov_driver_kit.a" ] || [ -f "$prefix/lib64/libgpuprov_driver_kit.a" ]
   out="$BATS_TEST_TMPDIR/out"
-  cmake -S "$REPO_ROOT/examples/external-driver" -B "$out" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+  cmake -S "$REPO_ROOT/examples/external-driver" -B "$out" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_CXX_FLAGS="-Wall -Wextra -Werror" >/dev/null
+  # The SDK came from the install, not from the source tree.
+  grep -qx "gpuprov-sdk_DIR:PATH=$prefix/lib/cmake/gpuprov-sdk" "$out/CMakeCache.txt"
   cmake --build "$out" >/dev/null
   [ -f "$out/libgpuprov-driver-hellocloud.so" ]
+  # The example's own tests (hello_cloud_test.cc, on gpuprov/testing.hpp) pass.
+  run ctest --test-dir "$out" --output-on-failure
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"100% tests passed"* ]]
   # Only the entry symbol is exported.
   run bash -c "nm -D --defined-only '$out/libgpuprov-driver-hellocloud.so' | grep -c ' T '"
   [ "$output" = "1" ]
@@ -191,7 +202,8 @@ EOF
 
   # The SDK: headers, the kit, the CMake package with its version file, the pkg-config module.
   sdk_files=$(dpkg-deb -c "$sdk" | awk '{ print $6 }')
-  for f in ./usr/include/gpuprov/driver_abi.h ./usr/include/gpuprov/driver_kit/driver_kit.h \
+  for f in ./usr/include/gpuprov/driver_abi.h ./usr/include/gpuprov/testing.hpp \
+    ./usr/include/gpuprov/driver_kit/driver_kit.h \
     ./usr/lib/libgpuprov_driver_kit.a ./usr/lib/cmake/gpuprov-sdk/gpuprov-sdk-config.cmake \
     ./usr/lib/cmake/gpuprov-sdk/gpuprov-sdk-config-version.cmake \
     ./usr/lib/pkgconfig/gpuprov-sdk.pc ./usr/share/doc/gpuprov-sdk-dev/copyright; do

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Helpers shared by the driver tests: text and JSON helpers, scoped environment variables and
-// temporary directories, a host that records what a driver reports, a built driver .so loaded
-// with dlopen and called through its C vtable, polling a VM's state, and the cloud emulator
-// run as a child process (with a test-suite base that shares one).
+// temporary directories, the SDK's recording host and loaded driver (gpuprov/testing.hpp) with
+// parsed results, polling a VM's state, and the cloud emulator run as a child process (with a
+// test-suite base that shares one).
 // Header-only; depends on the SDK headers, Poco::Net and GoogleTest, never on core/.
 #pragma once
 
@@ -16,7 +16,6 @@
 #include <Poco/StreamCopier.h>
 #include <Poco/Timespan.h>
 #include <Poco/URI.h>
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -26,13 +25,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <optional>
-#include <ostream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -42,6 +38,7 @@
 
 #include "gpuprov/driver_abi.h"
 #include "gpuprov/sdk.hpp"
+#include "gpuprov/testing.hpp"
 
 namespace gpuprov::drivers::testing {
 
@@ -114,140 +111,31 @@ class ScopedTempDir {
   std::filesystem::path path_;
 };
 
-// --- the host side of the C ABI --------------------------------------------------
+// --- the host side of the C ABI and a built driver through its C vtable ---------
+// The recording host and the loaded driver are the SDK's (gpuprov/testing.hpp, installed for
+// third-party drivers); what follows adds GoogleTest failures and Poco JSON to them.
 
-/// Host callbacks that record what the driver reports: log lines as "<level> <message>",
-/// progress messages as they came. Can be told to report cancellation.
-struct RecordingHost {
-  std::vector<std::string> logs;
-  std::vector<std::string> progress;
-  std::atomic<bool> cancel{false};
-  gpuprov_type_host_api api{};
+using sdk::testing::RecordingHost;
 
-  RecordingHost() {
-    api.struct_size = sizeof(api);
-    api.host_ctx = this;
-    api.log = [](void* ctx, gpuprov_type_log_level level, const char* msg, size_t len) {
-      auto* self = static_cast<RecordingHost*>(ctx);
-      std::lock_guard<std::mutex> lock(self->mu_);
-      self->logs.push_back(std::to_string(level) + " " + std::string(msg, len));
-    };
-    api.progress = [](void* ctx, const char* msg, size_t len) {
-      auto* self = static_cast<RecordingHost*>(ctx);
-      std::lock_guard<std::mutex> lock(self->mu_);
-      self->progress.emplace_back(msg, len);
-    };
-    api.cancelled = [](void* ctx) { return static_cast<RecordingHost*>(ctx)->cancel.load(); };
-  }
-  RecordingHost(const RecordingHost&) = delete;
-  RecordingHost& operator=(const RecordingHost&) = delete;
-
-  gpuprov::sdk::Host Host() const { return gpuprov::sdk::Host(&api); }
-
-  /// Every log line, then every progress message, one a line.
-  std::string All() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::string s;
-    for (const auto& l : logs) s += l + "\n";
-    for (const auto& p : progress) s += p + "\n";
-    return s;
-  }
-
- private:
-  mutable std::mutex mu_;
-};
-
-// --- a built driver through its C vtable -----------------------------------------
-
-/// The descriptor of the driver .so at `path`, loaded once per path and never unloaded.
-/// Reports a test failure and returns nullptr when it cannot be loaded.
+/// The descriptor of the driver .so at `path` (sdk::testing::LoadDriverDescriptor), or nullptr
+/// with a test failure when it cannot be loaded.
 inline const gpuprov_type_driver_descriptor* LoadDriverDescriptor(const std::string& path) {
-  static std::mutex mu;
-  static std::map<std::string, const gpuprov_type_driver_descriptor*> loaded;
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = loaded.find(path); it != loaded.end()) return it->second;
-  const gpuprov_type_driver_descriptor* d = nullptr;
-  if (void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL); lib == nullptr) {
-    ADD_FAILURE() << "dlopen " << path << ": " << dlerror();
-  } else if (auto entry = reinterpret_cast<gpuprov_driver_entry_fn>(
-                 dlsym(lib, GPUPROV_DRIVER_ENTRY_SYMBOL));
-             entry == nullptr) {
-    ADD_FAILURE() << "no " << GPUPROV_DRIVER_ENTRY_SYMBOL << " in " << path;
-  } else {
-    d = entry();
+  try {
+    return sdk::testing::LoadDriverDescriptor(path);
+  } catch (const std::runtime_error& e) {
+    ADD_FAILURE() << e.what();
+    return nullptr;
   }
-  loaded[path] = d;
-  return d;
 }
 
-/// What one vtable operation returned.
-struct OpResult {
-  gpuprov_type_status status = GPUPROV_STATUS_FAILED;
-  std::string json;   // the result on OK
-  std::string error;  // last_error otherwise
-  Poco::JSON::Object::Ptr Doc() const {
-    Poco::JSON::Parser parser;
-    return parser.parse(json).extract<Poco::JSON::Object::Ptr>();
-  }
+/// What one vtable operation returned, with its JSON parsed on request.
+struct OpResult : sdk::testing::CallResult {
+  Poco::JSON::Object::Ptr Doc() const { return ParseJson(json); }
   Poco::JSON::Object::Ptr Vm() const { return Doc()->getObject("vm"); }
 };
 
-inline std::ostream& operator<<(std::ostream& os, const OpResult& r) {
-  return os << "status " << r.status << " " << (r.status == 0 ? r.json : r.error);
-}
-
-/// One driver handle made by init() with a recording host; destroyed at the end.
-/// init_status()/init_error() tell how init went (the handle is kept either way).
-class LoadedDriver {
- public:
-  LoadedDriver(const std::string& so_path, const std::string& config) {
-    const gpuprov_type_driver_descriptor* d = LoadDriverDescriptor(so_path);
-    if (d == nullptr) throw std::runtime_error("driver not loaded");
-    vtable_ = d->vtable;
-    gpuprov_type_init_input input{};
-    input.struct_size = sizeof(input);
-    input.host = &host_.api;
-    input.config_host_owned = {config.data(), config.size()};
-    handle_ = vtable_->init(&input, &init_status_);
-    if (handle_ == nullptr) throw std::runtime_error("init returned NULL");
-    if (init_status_ != GPUPROV_STATUS_OK) init_error_ = vtable_->last_error(handle_);
-  }
-  virtual ~LoadedDriver() { vtable_->destroy(handle_); }
-  LoadedDriver(const LoadedDriver&) = delete;
-  LoadedDriver& operator=(const LoadedDriver&) = delete;
-
-  gpuprov_type_status init_status() const { return init_status_; }
-  const std::string& init_error() const { return init_error_; }
-  const gpuprov_drv_vtable& vtable() const { return *vtable_; }
-
-  OpResult Call(gpuprov_drv_op_fn fn, const std::string& request) {
-    gpuprov_type_json result{};
-    OpResult r;
-    r.status = fn(handle_, gpuprov_type_json{request.data(), request.size()}, &result);
-    if (r.status == GPUPROV_STATUS_OK) {
-      r.json.assign(result.data, result.len);
-    } else {
-      r.error = vtable_->last_error(handle_);
-    }
-    return r;
-  }
-  OpResult Check() { return Call(vtable_->check, "{}"); }
-  OpResult Offers(const std::string& req) { return Call(vtable_->offers, req); }
-  OpResult Create(const std::string& req) { return Call(vtable_->create, req); }
-  OpResult Get(const std::string& req) { return Call(vtable_->get, req); }
-  OpResult List() { return Call(vtable_->list, "{}"); }
-  OpResult Delete(const std::string& req) { return Call(vtable_->delete_vm, req); }
-  OpResult OpenPorts(const std::string& req) { return Call(vtable_->open_ports, req); }
-
-  const RecordingHost& host() const { return host_; }
-
- private:
-  RecordingHost host_;
-  const gpuprov_drv_vtable* vtable_ = nullptr;
-  gpuprov_type_driver* handle_ = nullptr;
-  gpuprov_type_status init_status_ = GPUPROV_STATUS_FAILED;
-  std::string init_error_;
-};
+/// One driver handle made by init() with a recording host (sdk::testing::BasicLoadedDriver).
+using LoadedDriver = sdk::testing::BasicLoadedDriver<OpResult>;
 
 /// Calls get with `get_request` every `every` until `done(vm)` holds or `timeout` passes;
 /// returns the last vm, or nullptr (a test failure) when a get fails.
