@@ -1,4 +1,4 @@
-// The user's config.toml (design.md section 5): defaults for provisioning and one settings
+// The user's config.toml (docs/design.md §5): defaults for provisioning and one settings
 // table per cloud.
 //
 //   [defaults]

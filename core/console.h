@@ -1,5 +1,5 @@
 // Console output of the gpuprov CLI. Results go to stdout; progress, notes and logs go to
-// stderr (design.md section 6). Every line that leaves through here is redacted: the values of
+// stderr (docs/design.md §6). Every line that leaves through here is redacted: the values of
 // secret-looking environment variables (names containing TOKEN, SECRET, PASSWORD, KEY, with
 // values of 8 characters or more) are replaced by "[redacted]".
 #pragma once

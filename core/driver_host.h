@@ -1,7 +1,7 @@
 // The driver host: finds driver files, reads their descriptors without initialising them, checks
 // ABI compatibility and promised capabilities, and opens one driver for use.
 //
-// Discovery order (design.md section 5; the first file of a name wins):
+// Discovery order (docs/design.md §5; the first file of a name wins):
 //   1. --driver-path DIRS        (colon separated)
 //   2. GPUPROV_DRIVER_PATH DIRS  (colon separated)
 //   3. $GPUPROV_HOME/drivers     (user-installed drivers)
@@ -167,7 +167,7 @@ class DriverHost {
  public:
   explicit DriverHost(std::vector<DriverSearchDir> search_path);
 
-  /// The search path of design.md section 5 from the flag, the environment and the layout.
+  /// The search path of docs/design.md §5 from the flag, the environment and the layout.
   static std::vector<DriverSearchDir> DefaultSearchPath(const std::string& driver_path_flag,
                                                         const std::string& home_dir);
 

@@ -1,5 +1,5 @@
 // Whether a VM gets Kubernetes (k3s), from the resolved `kubernetes` option and whether the
-// cloud's driver can host Kubernetes (design.md section 2, "hosts kubernetes").
+// cloud's driver can host Kubernetes (docs/design.md §2, "hosts kubernetes").
 //
 // The rule:
 //   - Nobody asked (Source::kDefault): on where the cloud can host it; elsewhere off, with a

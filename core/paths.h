@@ -1,4 +1,4 @@
-// Where gpuprov keeps its files on the user's machine (design.md section 5).
+// Where gpuprov keeps its files on the user's machine (docs/design.md §5).
 #pragma once
 
 #include <filesystem>

@@ -1,5 +1,5 @@
 // Merges the inputs of `gpuprov provision` into one set of options, remembering where each
-// value came from. Precedence (design.md section 5): command-line flags > spec file >
+// value came from. Precedence (docs/design.md §5): command-line flags > spec file >
 // environment (GPUPROV_*) > config.toml [defaults] > built-in defaults.
 #pragma once
 
@@ -77,8 +77,8 @@ struct ProvisionFlags {
 
 inline constexpr int kDefaultBootWaitSeconds = 600;
 inline constexpr int kDefaultSshWaitSeconds = 600;
-inline constexpr int kDefaultBootInstallWaitSeconds = 900;  // design.md: up to 15 minutes.
-inline constexpr int kDefaultApiWaitSeconds = 600;          // design.md: up to 10 minutes.
+inline constexpr int kDefaultBootInstallWaitSeconds = 900;  // docs/design.md §3: up to 15 minutes.
+inline constexpr int kDefaultApiWaitSeconds = 600;          // docs/design.md §3: up to 10 minutes.
 inline constexpr int kDefaultTtlCheckSeconds = 60;          // the node's TTL timer
 
 struct ProvisionOptions {

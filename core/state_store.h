@@ -1,4 +1,4 @@
-// One JSON record per VM in <home>/state/<name>.json (design.md section 3): written
+// One JSON record per VM in <home>/state/<name>.json (docs/design.md §3): written
 // atomically with mode 0600 after every state transition, versioned, and guarded by a
 // per-VM lock so two gpuprov runs on one name cannot race. Records hold no secrets.
 #pragma once

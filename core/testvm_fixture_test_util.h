@@ -126,7 +126,7 @@ inline std::string UnavailableReason() {
   static const std::string kReason = [] {
     ShellResult info = Shell("docker info --format '{{.ServerVersion}}'");
     if (info.exit_status != 0) {
-      return "docker does not answer (start dockerd, see design.md section 7): " +
+      return "docker does not answer (start dockerd, see docs/design.md §7): " +
              LastLines(info.output, 2);
     }
     std::string why_not;

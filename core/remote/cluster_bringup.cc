@@ -278,7 +278,7 @@ class ClusterBringUp {
   }
 
  private:
-  /// Probes and decides until the install is done (the decision table, design.md section 3):
+  /// Probes and decides until the install is done (the decision table, docs/design.md §3):
   /// waits for a boot install, or pushes the installer over SSH once.
   void Install() {
     const auto start = Clock::now();

@@ -1,4 +1,4 @@
-// Cluster bring-up on a VM that answers SSH (design.md section 3, second state machine): route
+// Cluster bring-up on a VM that answers SSH (docs/design.md §3, second state machine): route
 // by capability, probe, decide, push the installer when needed, wait for the API, validate the
 // node, check the access endpoint from this machine, and write the user's kubeconfig.
 #pragma once

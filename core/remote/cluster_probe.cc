@@ -299,7 +299,7 @@ std::optional<ClusterDecision> FailedBootInstall(const NodeProbe& p) {
   return std::nullopt;
 }
 
-/// The startup-script route once nothing is installed (design.md section 3's rows without
+/// The startup-script route once nothing is installed (docs/design.md §3's rows without
 /// cloud-init; `cloud-init status` is not read: the startup script is not cloud-init's run).
 /// What tells, in order:
 ///   - the installer holds its lock: still running (wait, up to the limit);

@@ -1,7 +1,7 @@
 // The cluster probe: one SSH round trip that reads, on the node, the installer's status marker,
 // the startup script's trace, `cloud-init status --format json`, the k3s unit state, GPU
 // presence and whether the node can host k3s at all (systemd as PID 1, not an unprivileged
-// container); and the decision table of design.md section 3 that turns what it found into the
+// container); and the decision table of docs/design.md §3 that turns what it found into the
 // next action.
 #pragma once
 

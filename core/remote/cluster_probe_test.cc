@@ -133,7 +133,7 @@ TEST(NodeProbe, IsOneRoundTrip) {
   }
 }
 
-// ---- The decision table (design.md section 3), one test per row and its edges. ----
+// ---- The decision table (docs/design.md §3), one test per row and its edges. ----
 
 TEST(DecisionTable, InstalledAtBootAndRunningGoesToTheApiCheck) {
   EXPECT_EQ(Boot(Parse(Marker("ok", false), "free", kDone, "active")).action,

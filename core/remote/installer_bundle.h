@@ -1,6 +1,6 @@
 // The node installer (installer/gpuprov-install.sh) as gpuprov carries it: built into the binary
 // at build time, sent to a node either inside the boot script (cloud-init user data or a startup
-// script) or over SSH. design.md sections 3 and 4.
+// script) or over SSH. docs/design.md §3 and §4.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // Talking to a cluster's API server from this machine, as kubectl would with the kubeconfig
 // gpuprov writes: TLS verified against the cluster CA (host name included), client-certificate
-// auth. Also the direct-mode checks of design.md section 3: is the API port reachable, and does
+// auth. Also the direct-mode checks of docs/design.md §3: is the API port reachable, and does
 // the served certificate cover the public host.
 #pragma once
 

@@ -1,4 +1,4 @@
-// `gpuprov provision`: the VM launch state machine of design.md section 3. Every input is
+// `gpuprov provision`: the VM launch state machine of docs/design.md §3. Every input is
 // validated and the driver chosen before anything is created; the intent is recorded before
 // the create call; each transition is persisted; a failure keeps the VM and says how to look.
 // One cloud here; several clouds or regions (the candidate loop) in failover.h; what it says at

@@ -1,4 +1,4 @@
-// SSH to the VMs gpuprov provisions (design.md sections 3 and 5), with libssh.
+// SSH to the VMs gpuprov provisions (docs/design.md §3 and §5), with libssh.
 //
 // Host keys are pinned in gpuprov's own known_hosts file (trust on first use): the first
 // connection to a host:port records its key, later connections must present the same key.

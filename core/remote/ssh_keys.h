@@ -1,4 +1,4 @@
-// SSH key files of gpuprov: the ed25519 key it generates (design.md section 5, `keys/`), a key
+// SSH key files of gpuprov: the ed25519 key it generates (docs/design.md §5, `keys/`), a key
 // the user names instead, and the fingerprints clouds and OpenSSH print for public keys.
 #pragma once
 

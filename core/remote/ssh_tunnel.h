@@ -1,4 +1,4 @@
-// SSH local port forwarding (design.md section 2, tunnel mode): a TCP listener on this machine
+// SSH local port forwarding (docs/design.md §2, tunnel mode): a TCP listener on this machine
 // whose connections are carried to a host:port as seen from the VM, over direct-tcpip channels
 // of one SSH session (what `ssh -L` does). `gpuprov tunnel NAME` holds 127.0.0.1:16443 ->
 // node 127.0.0.1:6443 until Ctrl-C; provision reaches a node's API through a temporary forward on

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// AWS credentials and region found the way the AWS SDKs and CLI find them (clouds/aws.md §1.1),
+// AWS credentials and region found the way the AWS SDKs and CLI find them (REFERENCE.md §1.1),
 // in this order, the first source that is configured wins:
 //   1. AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN);
 //   2. web identity: AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN (+ AWS_ROLE_SESSION_NAME) ->

@@ -17,7 +17,7 @@ namespace {
 namespace kit = gpuprov::drivers;
 
 // What a VM powered off from inside still costs (gpuprov's TTL on the node powers it off),
-// from aws.md: the driver launches with InstanceInitiatedShutdownBehavior=terminate, so a
+// from REFERENCE.md: the driver launches with InstanceInitiatedShutdownBehavior=terminate, so a
 // VM powered off from inside is terminated, and its root volume (DeleteOnTermination) with it.
 constexpr kit::PoweredOffCost kPoweredOffCost = kit::PoweredOffCost::kNone;
 
@@ -28,7 +28,7 @@ using kit::kNameTag;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
-constexpr const char* kSshUser = "ubuntu";  // DLAMI Ubuntu and Ubuntu AMIs (reference §9)
+constexpr const char* kSshUser = "ubuntu";  // DLAMI Ubuntu and Ubuntu AMIs (REFERENCE.md §9)
 constexpr int kPageSize = 200;
 constexpr int kMaxPages = 50;
 
@@ -613,7 +613,7 @@ void AwsDriver::DeleteVmResources(const std::string& region, const std::string& 
         break;
       } catch (const Ec2Error& e) {
         if (e.code() == "InvalidGroup.NotFound") break;
-        // Deleting fails until every instance using it is fully terminated (reference §5).
+        // Deleting fails until every instance using it is fully terminated (REFERENCE.md §5).
         if (e.code() == "DependencyViolation" && steady_clock::now() < wait_until) {
           Sleep(poll_interval_);
           continue;
@@ -1073,7 +1073,7 @@ std::string AwsDriver::DeleteResource(const std::string& request_json) {
       return kit::DeletedResult(true);
     } catch (const Ec2Error& e) {
       if (e.code() == "InvalidGroup.NotFound") return kit::DeletedResult(false);
-      // Deleting fails until every instance using it is fully terminated (reference §5).
+      // Deleting fails until every instance using it is fully terminated (REFERENCE.md §5).
       if (e.code() == "DependencyViolation" && steady_clock::now() < deadline) {
         Sleep(poll_interval_);
         continue;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// The "aws" driver: EC2 GPU instances over the EC2 Query API (clouds/aws.md), signed with
+// The "aws" driver: EC2 GPU instances over the EC2 Query API (REFERENCE.md), signed with
 // SigV4 (sigv4.h), credentials as the AWS SDKs find them (aws_credentials.h).
 //
 // Settings (docs/driver-protocol.md, init): "endpoint" (GPUPROV_AWS_ENDPOINT; default
@@ -58,7 +58,7 @@ class AwsDriver {
       "AWS EC2 GPU instances (EC2 Query API, SigV4): instances, security groups, key pairs";
   static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
                                             GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES;
-  /// Raw user data EC2 accepts (before base64), clouds/aws.md §4.
+  /// Raw user data EC2 accepts (before base64), REFERENCE.md §4.
   static constexpr size_t kUserDataLimit = 16384;
 
   explicit AwsDriver(const gpuprov::sdk::InitContext& ctx);

@@ -42,7 +42,7 @@ constexpr std::string_view kThrottlingCodes[] = {
     "RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled",
     "RequestThrottledException", "TooManyRequestsException", "SlowDown", "PriorRequestNotComplete"};
 
-// EC2 error codes and their status (reference §8); codes not listed follow the HTTP status.
+// EC2 error codes and their status (REFERENCE.md §8); codes not listed follow the HTTP status.
 constexpr drivers::CloudCode kEc2Codes[] = {
     {"InsufficientInstanceCapacity", GPUPROV_STATUS_CAPACITY},
     {"InsufficientHostCapacity", GPUPROV_STATUS_CAPACITY},

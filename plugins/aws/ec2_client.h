@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// One signed EC2 Query API call (clouds/aws.md §1-§3, §8): the parameters form-encoded into a
+// One signed EC2 Query API call (REFERENCE.md §1-§3, §8): the parameters form-encoded into a
 // POST to https://ec2.<region>.amazonaws.com/ (or the endpoint override, for an emulator),
 // signed with SigV4, freshly for every attempt. Retries, with exponential backoff and full
 // jitter bounded by the RetryPolicy: throttling (RequestLimitExceeded and the other throttling

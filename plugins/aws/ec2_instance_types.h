@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // GPU request -> EC2 instance type. AWS encodes the GPU model and count in the instance type;
-// the driver picks the smallest type with the requested count (clouds/aws.md §7).
-// Sources: the reference's §7 table (AWS instance-type pages as tabulated in
+// the driver picks the smallest type with the requested count (REFERENCE.md §7).
+// Sources: the table of REFERENCE.md §7 (AWS instance-type pages as tabulated in
 // github.com/rapidsai/deployment source/cloud/aws/index.md; porter-dev/docs PR #251 for
 // p5.4xlarge, p5e/p5en). vCPU and memory figures are AWS's published specs (general
 // knowledge); prices are us-east-1 on-demand list prices (general knowledge, may be stale;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// EC2 Query API responses (clouds/aws.md §3, §8) read with Poco XML into a small tree. Fields
+// EC2 Query API responses (REFERENCE.md §3, §8) read with Poco XML into a small tree. Fields
 // are read by element name (namespaces ignored) and unknown elements are ignored, as the
 // reference advises. Lists are "...Set" elements with "item" children.
 #pragma once

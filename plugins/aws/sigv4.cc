@@ -24,7 +24,7 @@ std::string Bytes(const Poco::DigestEngine::Digest& d) { return std::string(d.be
 
 using gpuprov::drivers::Lower;
 
-// Trims and collapses inner runs of spaces (§1.3 step 4).
+// Trims and collapses inner runs of spaces (REFERENCE.md §1.3 step 4).
 std::string CanonicalValue(const std::string& v) {
   std::string out;
   bool space = false;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// AWS Signature Version 4 for the EC2 Query API (clouds/aws.md §1.2-§1.6), with Poco Crypto's
+// AWS Signature Version 4 for the EC2 Query API (REFERENCE.md §1.2-§1.6), with Poco Crypto's
 // OpenSSL SHA-256 and an HMAC over it. Pure computation: no clock, no I/O, so every step is
 // unit-tested against the reference's vectors (sigv4_test.cc).
 #pragma once
@@ -52,12 +52,12 @@ struct SigV4Scope {
 std::string CanonicalQueryString(std::vector<std::pair<std::string, std::string>> query);
 /// "content-type;host;x-amz-date": lower-case names, sorted, joined by ';'.
 std::string SignedHeaderNames(const std::map<std::string, std::string>& headers);
-/// The six lines of §1.3 joined by '\n'.
+/// The six lines of REFERENCE.md §1.3 joined by '\n'.
 std::string CanonicalRequest(const SigV4Request& request);
-/// The four lines of §1.4 (amz_date is the x-amz-date value).
+/// The four lines of REFERENCE.md §1.4 (amz_date is the x-amz-date value).
 std::string StringToSign(const std::string& amz_date, const SigV4Scope& scope,
                          const std::string& canonical_request);
-/// kSigning of §1.5 (raw bytes).
+/// kSigning of REFERENCE.md §1.5 (raw bytes).
 std::string SigningKey(const std::string& secret_access_key, const SigV4Scope& scope);
 /// Lower-case hex signature of a request.
 std::string Signature(const std::string& secret_access_key, const std::string& amz_date,

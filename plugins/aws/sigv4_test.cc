@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// The signer against the vectors of clouds/aws.md §1.6: AWS's own published example (IAM
+// The signer against the vectors of REFERENCE.md §1.6: AWS's own published example (IAM
 // ListUsers) and the EC2 POST vector (checked against botocore's signer by the reference).
 #include "sigv4.h"
 

@@ -94,7 +94,7 @@ TEST(Credentials, DoctlFileIsRead) {
   EXPECT_FALSE(CredentialFromDoctlConfig());
 }
 
-// F11 (../shared/reference/real-apis-1.md): on macOS doctl keeps its file under
+// F11 (plugins/digitalocean/REFERENCE.md §F11): on macOS doctl keeps its file under
 // ~/Library/Application Support/doctl (doctl README, "Configuring default values").
 TEST(Credentials, DoctlFileOnMacOsIsRead) {
   ScopedTempDir tmp("gpuprov-cred-mac");

@@ -15,7 +15,7 @@ namespace gpuprov::digitalocean {
 namespace {
 
 // What a VM powered off from inside still costs (gpuprov's TTL on the node powers it off),
-// from digitalocean.md: a powered-off droplet is `off` and kept, with its size reserved;
+// from REFERENCE.md: a powered-off droplet is `off` and kept, with its size reserved;
 // DigitalOcean bills a droplet until it is destroyed, powered off or not.
 constexpr kit::PoweredOffCost kPoweredOffCost = kit::PoweredOffCost::kFull;
 
@@ -125,7 +125,7 @@ Array::Ptr InboundRules(const std::vector<int>& ports, const kit::PortSources& s
 
 namespace {
 
-// Without outbound rules an attached firewall blocks all egress (reference §5).
+// Without outbound rules an attached firewall blocks all egress (REFERENCE.md §5).
 Array::Ptr OutboundRules() {
   Array::Ptr rules = new Array();
   for (const char* proto : {"tcp", "udp", "icmp"}) {
@@ -526,7 +526,7 @@ std::string DigitalOceanDriver::Check(const std::string& /*request_json*/) {
   }
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
   result.set("account", text);
-  result.set("user_data_limit", 65536);  // user_data <= 64 KiB (digitalocean.md section 4)
+  result.set("user_data_limit", 65536);  // user_data <= 64 KiB (REFERENCE.md §4)
   result.set("allow_from", true);       // create and open_ports narrow sources
   result.set("token_from", api_->credential().origin);
   result.set("endpoint", endpoint_);
@@ -693,8 +693,8 @@ std::string DigitalOceanDriver::Create(const std::string& request_json) {
                           "choose another VM name");
   }
 
-  // No region named: one where DigitalOcean sells the size now (F6 of
-  // ../shared/reference/real-apis-1.md), not the first of the built-in table.
+  // No region named: one where DigitalOcean sells the size now
+  // (REFERENCE.md §F6), not the first of the built-in table.
   if (region.empty()) region = DefaultRegionFor(size->slug, size->regions);
 
   SshKey key = EnsureSshKey(public_key);

@@ -82,7 +82,7 @@ TEST(DigitalOceanDescriptor, OffersWithoutTheNetworkSayWhenAGpuIsNotOffered) {
   OpResult h100 = driver.Offers(R"({"gpu":{"type":"H100","count":8},"region":"tor1"})");
   ASSERT_EQ(h100.status, GPUPROV_STATUS_OK) << h100;
   Array::Ptr offers = h100.Doc()->getArray("offers");
-  // digitalocean.md: a powered-off droplet is kept and billed.
+  // REFERENCE.md: a powered-off droplet is kept and billed.
   EXPECT_EQ(h100.Doc()->getValue<std::string>("powered_off_cost"), "full");
   ASSERT_EQ(offers->size(), 1u) << h100.json;
   EXPECT_EQ(offers->getObject(0)->getValue<std::string>("instance_type"), "gpu-h100x8-640gb");
@@ -299,7 +299,7 @@ TEST_F(DigitalOceanEmulatorTest, CapacityIsReportedWithDigitalOceansMessageAndNo
   EXPECT_EQ(emulator_->Count("ssh_keys"), 0);
 }
 
-// F6 (../shared/reference/real-apis-1.md): with no region named, the droplet goes to a region
+// F6 (REFERENCE.md §F6): with no region named, the droplet goes to a region
 // DigitalOcean sells the size in now (the size's `regions` in GET /v2/sizes, narrowed by the
 // regions `available` in GET /v2/regions), not the first of the built-in table (nyc2 for H100).
 TEST_F(DigitalOceanEmulatorTest, NoRegionTakesOneWhereTheSizeIsSoldNow) {

@@ -106,7 +106,7 @@ TEST(DigitalOceanRules, ErrorsAndClassification) {
   EXPECT_EQ(Classify422("GPUs are busy", {"busy"}), GPUPROV_STATUS_CAPACITY);
 }
 
-// F10 (../shared/reference/real-apis-1.md): QUOTA only for the account's limits, never for a
+// F10 (REFERENCE.md §F10): QUOTA only for the account's limits, never for a
 // message that merely mentions a limit or "exceeds" (a field that is too long).
 TEST(DigitalOceanRules, Classify422QuotaOnlyForAccountLimits) {
   EXPECT_EQ(Classify422("validation error: autoscale desired max nodes exceed limits, 24 "

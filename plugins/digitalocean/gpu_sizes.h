@@ -2,7 +2,7 @@
 //
 // DigitalOcean GPU Droplet sizes: GPU request -> size slug, default image, regions, price.
 //
-// Source: /work/shared/clouds/digitalocean.md §7 and §9 (itself from SkyPilot
+// Source: REFERENCE.md §7 and §9 (itself from SkyPilot
 // sky/provision/do/constants.py and alchemy-run's Slugs.ts): slugs follow
 // gpu-<model>x<count>-<total VRAM>gb; NVIDIA sizes boot the AI/ML-ready images
 // gpu-h100x1-base / gpu-h100x8-base, AMD sizes gpu-amd-base. The reference has NO prices and
@@ -29,7 +29,7 @@ struct GpuSize {
   std::string slug;      ///< size slug, e.g. "gpu-h100x1-80gb"
   std::string image;     ///< default image slug
   double price_per_hour = 0;         ///< list-price fallback (USD per Droplet-hour)
-  std::vector<std::string> regions;  ///< fallback regions (reference §7, UNCONFIRMED there)
+  std::vector<std::string> regions;  ///< fallback regions (REFERENCE.md §7, UNCONFIRMED there)
   bool image_confirmed = true;       ///< false where the reference marks the image UNCONFIRMED
 };
 

@@ -30,7 +30,7 @@ TEST_P(GpuSizeTable, MapsAsTheReference) {
   EXPECT_FALSE(s->regions.empty());
 }
 
-// Reference: /work/shared/clouds/digitalocean.md §7 (table) and §9 (images).
+// Reference: REFERENCE.md §7 (table) and §9 (images).
 INSTANTIATE_TEST_SUITE_P(
     Reference, GpuSizeTable,
     ::testing::Values(Case{"H100", 1, "gpu-h100x1-80gb", "gpu-h100x1-base"},

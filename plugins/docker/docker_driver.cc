@@ -32,7 +32,7 @@ namespace {
 namespace kit = gpuprov::drivers;
 
 // What a VM powered off from inside still costs (gpuprov's TTL on the node powers it off),
-// from docker.md: the test cloud costs nothing; a stopped container holds only its files.
+// from REFERENCE.md: the test cloud costs nothing; a stopped container holds only its files.
 constexpr kit::PoweredOffCost kPoweredOffCost = kit::PoweredOffCost::kNone;
 
 using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object

@@ -3,7 +3,7 @@
 // A small Docker Engine API client: HTTP/1.1 over the daemon's AF_UNIX socket,
 // API pinned at v1.41 (Docker 20.10), one connection per request. It depends on
 // Poco only (no gpuprov SDK or core), so the driver and the cloud emulator's
-// Docker backend can both use it. Facts: /work/shared/clouds/docker.md.
+// Docker backend can both use it. Facts: REFERENCE.md.
 #pragma once
 
 #include <chrono>

@@ -27,7 +27,7 @@ std::string Canonical(const std::string& gpu_type) {
 }  // namespace
 
 const std::vector<GceMachineType>& GpuMachineTypes() {
-  // gcp.md §7. G2 types with 1 GPU also come in -8/-12/-16/-32 sizes; the smallest is used.
+  // REFERENCE.md §7. G2 types with 1 GPU also come in -8/-12/-16/-32 sizes; the smallest is used.
   static const std::vector<GceMachineType> table = {
       {"L4", 1, "g2-standard-4", "nvidia-l4", false, 0.71},
       {"L4", 2, "g2-standard-24", "nvidia-l4", false, 2.00},
@@ -42,7 +42,7 @@ const std::vector<GceMachineType>& GpuMachineTypes() {
       {"A100-80GB", 2, "a2-ultragpu-2g", "nvidia-a100-80gb", false, 10.14},
       {"A100-80GB", 4, "a2-ultragpu-4g", "nvidia-a100-80gb", false, 20.28},
       {"A100-80GB", 8, "a2-ultragpu-8g", "nvidia-a100-80gb", false, 40.55},
-      // a3-highgpu-1g/2g/4g: mostly Spot or Flex-start only (reference §7 notes).
+      // a3-highgpu-1g/2g/4g: mostly Spot or Flex-start only (REFERENCE.md §7 notes).
       {"H100", 1, "a3-highgpu-1g", "nvidia-h100-80gb", false, 11.06},
       {"H100", 2, "a3-highgpu-2g", "nvidia-h100-80gb", false, 22.12},
       {"H100", 4, "a3-highgpu-4g", "nvidia-h100-80gb", false, 44.25},
@@ -50,7 +50,7 @@ const std::vector<GceMachineType>& GpuMachineTypes() {
       {"H100-MEGA", 8, "a3-megagpu-8g", "nvidia-h100-mega-80gb", false, 92.00},
       {"H200", 8, "a3-ultragpu-8g", "nvidia-h200-141gb", false, 84.81},
       {"B200", 8, "a4-highgpu-8g", "nvidia-b200", false, 91.00},
-      // N1 + guestAccelerators (reference §7): vCPUs chosen by GPU count.
+      // N1 + guestAccelerators (REFERENCE.md §7): vCPUs chosen by GPU count.
       {"T4", 1, "n1-standard-4", "nvidia-tesla-t4", true, 0.54},
       {"T4", 2, "n1-standard-8", "nvidia-tesla-t4", true, 1.08},
       {"T4", 4, "n1-standard-16", "nvidia-tesla-t4", true, 2.16},

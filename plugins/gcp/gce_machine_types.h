@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// GPU request -> Compute Engine machine type (clouds/gcp.md §7, itself from SkyPilot's
+// GPU request -> Compute Engine machine type (REFERENCE.md §7, itself from SkyPilot's
 // fetch_gcp.py `_ACC_INSTANCE_TYPE_DICTS`). Accelerator-optimised families (G2, A2, A3, A4)
 // come with their GPUs; N1 types get them attached with guestAccelerators.
 // Prices are approximate on-demand us-central1 list prices in USD per hour: they are NOT in
@@ -27,7 +27,7 @@ struct GceMachineType {
   double price_per_hour = 0;       ///< approximate, see above
 };
 
-/// Default images (reference §9): Deep Learning VM (Ubuntu, NVIDIA driver preinstalled,
+/// Default images (REFERENCE.md §9): Deep Learning VM (Ubuntu, NVIDIA driver preinstalled,
 /// cloud-init runs `user-data`) for GPU types, Ubuntu LTS for CPU only.
 inline constexpr const char* kGpuImage =
     "projects/deeplearning-platform-release/global/images/family/"

@@ -15,7 +15,7 @@ TEST(GceMachineTypes, AcceleratorOptimisedTypesFromTheReferenceTable) {
     const char* machine;
     const char* accelerator;
   };
-  // clouds/gcp.md §7.
+  // REFERENCE.md §7.
   for (const Row& r :
        {Row{"L4", 1, "g2-standard-4", "nvidia-l4"}, Row{"L4", 2, "g2-standard-24", "nvidia-l4"},
         Row{"L4", 4, "g2-standard-48", "nvidia-l4"}, Row{"L4", 8, "g2-standard-96", "nvidia-l4"},

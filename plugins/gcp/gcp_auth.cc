@@ -626,7 +626,7 @@ TokenResponse TokenSource::FetchOAuthToken() {
   req.method = "POST";
   req.headers["Content-Type"] = "application/x-www-form-urlencoded";
   req.body = TokenRequestBody(creds_, static_cast<int64_t>(std::time(nullptr)));
-  // {"error": "invalid_grant", "error_description": "..."} (reference §1.1) on refusal.
+  // {"error": "invalid_grant", "error_description": "..."} (REFERENCE.md §1.1) on refusal.
   return ParseTokenResponse(
       Send(creds_.token_uri, req, "get a Google access token from " + creds_.token_uri).body);
 }

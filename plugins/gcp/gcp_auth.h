@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// Google OAuth2 for the gcp driver: Application Default Credentials (reference: clouds/gcp.md
-// §1; the file shapes of the kinds below follow Google's published ADC formats):
+// Google OAuth2 for the gcp driver: Application Default Credentials
+// (REFERENCE.md §1; the file shapes of the kinds below follow Google's published ADC formats):
 // - service_account: an RS256-signed JWT (RFC 7519, RSASSA-PKCS1-v1_5 with SHA-256, made
 //   with Poco::JWT) exchanged at the key's token_uri with the jwt-bearer grant;
 // - authorized_user (what `gcloud auth application-default login` writes): the
@@ -35,9 +35,9 @@
 namespace gpuprov::gcp {
 
 inline constexpr const char* kDefaultTokenUri = "https://oauth2.googleapis.com/token";
-/// The scope asked for: IAM does the real authorisation (reference §1.1).
+/// The scope asked for: IAM does the real authorisation (REFERENCE.md §1.1).
 inline constexpr const char* kCloudPlatformScope = "https://www.googleapis.com/auth/cloud-platform";
-/// How long a signed assertion is valid (Google's maximum, reference §1.1).
+/// How long a signed assertion is valid (Google's maximum, REFERENCE.md §1.1).
 inline constexpr int kAssertionLifetimeSeconds = 3600;
 /// A cached token is replaced this long before it expires.
 inline constexpr std::chrono::seconds kTokenRefreshMargin{300};

@@ -16,7 +16,7 @@ namespace {
 namespace kit = gpuprov::drivers;
 
 // What a VM powered off from inside still costs (gpuprov's TTL on the node powers it off),
-// from gcp.md: a powered-off instance is TERMINATED, i.e. stopped, not deleted; a stopped
+// from REFERENCE.md: a powered-off instance is TERMINATED, i.e. stopped, not deleted; a stopped
 // instance bills its persistent disks, not its vCPUs and GPUs.
 constexpr kit::PoweredOffCost kPoweredOffCost = kit::PoweredOffCost::kDisk;
 
@@ -198,7 +198,7 @@ GcpDriver::ObjectPtr GcpDriver::Call(const std::string& method, const std::strin
                           ParseApiError(e.last_response().status, e.last_response().body).message);
     }
     if (resp.status == 401 && !refreshed) {
-      // An expired or revoked token: one new token, then the request again (reference §1.4).
+      // An expired or revoked token: one new token, then the request again (REFERENCE.md §1.4).
       host_.Debug(what + ": HTTP 401, fetching a new access token");
       refreshed = true;
       Tokens().Token(/*force_refresh=*/true);
@@ -643,7 +643,7 @@ void GcpDriver::WarnIfOsLogin(const ObjectPtr& inst) {
   // resourceStatus.effectiveInstanceMetadata.enableOsloginMetadataValue (compute v1 discovery
   // document, schema ResourceStatusEffectiveInstanceMetadata: "Effective enable-oslogin value
   // at Instance level"): true although gpuprov set enable-oslogin=FALSE means something
-  // above the instance enforces OS Login (real-apis-1.md F8). Whether Google reports an
+  // above the instance enforces OS Login (REFERENCE.md §F8). Whether Google reports an
   // organization policy's enforcement here is not confirmed; a refused insert is the other
   // form (Create). Absent: nothing is known, nothing is said.
   ObjectPtr effective =
@@ -737,7 +737,7 @@ std::string GcpDriver::Offers(const std::string& request_json) {
     return kit::OffersResult(offers, kPoweredOffCost);
   }
   // The zones of the region that have the GPU (acceleratorTypes); capacity is only learnt
-  // at create time (reference §3.7).
+  // at create time (REFERENCE.md §3.7).
   std::vector<std::string> zones;
   try {
     zones = ZonesFor(RegionOf(location), mt->accelerator);
@@ -863,7 +863,7 @@ std::string GcpDriver::Create(const std::string& request_json) {
       body->set("guestAccelerators", accs);
     }
     if (has_gpu) {
-      // GPUs cannot live-migrate (reference §3.1).
+      // GPUs cannot live-migrate (REFERENCE.md §3.1).
       Object::Ptr scheduling = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
       scheduling->set("onHostMaintenance", "TERMINATE");
       scheduling->set("automaticRestart", true);
@@ -876,7 +876,7 @@ std::string GcpDriver::Create(const std::string& request_json) {
     Object::Ptr init = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
     init->set("sourceImage", image);
     init->set("diskSizeGb", std::to_string(disk_gb));
-    // A3 Ultra and A4 take only Hyperdisk (BootDiskType, real-apis-1.md F1).
+    // A3 Ultra and A4 take only Hyperdisk (BootDiskType, REFERENCE.md §F1).
     init->set("diskType", "zones/" + zone + "/diskTypes/" + BootDiskType(mt.machine_type));
     disk->set("initializeParams", init);
     disks->add(disk);
@@ -899,7 +899,7 @@ std::string GcpDriver::Create(const std::string& request_json) {
     body->set("networkInterfaces", nics);
     Array::Ptr items = new Array();
     items->add(Item(kSshKeysKey, ssh_keys));
-    items->add(Item("enable-oslogin", "FALSE"));  // keys from metadata only (reference §3.6)
+    items->add(Item("enable-oslogin", "FALSE"));  // keys from metadata only (REFERENCE.md §3.6)
     if (!user_data.empty()) items->add(Item(kUserDataKey, user_data));
     Object::Ptr metadata = new Object();
     metadata->set("items", items);
@@ -923,7 +923,7 @@ std::string GcpDriver::Create(const std::string& request_json) {
     int status = 0;
     ObjectPtr op;
     try {
-      // The same requestId on every retry of this request: GCE runs it once (reference §2).
+      // The same requestId on every retry of this request: GCE runs it once (REFERENCE.md §2).
       op = Call("POST", "zones/" + zone + "/instances?requestId=" + NewRequestId(),
                 "create instance " + name, body, {409}, &status);
     } catch (const DriverError& e) {
@@ -951,11 +951,11 @@ std::string GcpDriver::Create(const std::string& request_json) {
         WarnIfOsLogin(inst);
         return kit::ConfirmSources(kit::VmResult(VmJson(inst, ports), false), sources);
       }
-      // Gone right after a DONE insert: as RESOURCE_NOT_FOUND below (real-apis-1.md F5).
+      // Gone right after a DONE insert: as RESOURCE_NOT_FOUND below (REFERENCE.md §F5).
       err.code = kGoneAfterCreate;
       err.message = "the instance was not found right after its create operation finished";
     }
-    // A failed insert may leave the instance visible for a moment (reference §8): make sure
+    // A failed insert may leave the instance visible for a moment (REFERENCE.md §8): make sure
     // it is gone before going on.
     try {
       ObjectPtr left = Call("GET", inst_path, "get instance " + name, nullptr, {404}, &status);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// The "gcp" driver: Compute Engine VMs over the Compute REST API v1 (clouds/gcp.md).
+// The "gcp" driver: Compute Engine VMs over the Compute REST API v1 (REFERENCE.md).
 //
 // Settings (docs/driver-protocol.md, init): "endpoint" (default
 // https://compute.googleapis.com, from GPUPROV_GCP_ENDPOINT; "/compute/v1" is appended;

@@ -417,7 +417,7 @@ TEST_F(GcpEmulatorTest, AKeyTheEmulatorDidNotIssueIsAuth) {
   EXPECT_EQ(emulator_->Count("firewalls"), 0);
 }
 
-// real-apis-1.md F5: an insert that ends with RESOURCE_NOT_FOUND (the instance gone) is the
+// REFERENCE.md §F5: an insert that ends with RESOURCE_NOT_FOUND (the instance gone) is the
 // zone out of capacity (SkyPilot's _gcp_handler, skypilot#1797): the next zone is tried. This
 // test expected FAILED before, from our own notes; SkyPilot's long use says otherwise.
 TEST_F(GcpEmulatorTest, AnInstanceVanishingDuringCreateMovesOnToTheNextZone) {
@@ -442,7 +442,7 @@ TEST_F(GcpEmulatorTest, AnInstanceVanishingInEveryZoneIsCapacityAndLeavesNothing
   EXPECT_EQ(emulator_->Count("backend_instances"), 0);
 }
 
-// real-apis-1.md F5: insufficientCapacity moves on like a stockout; an operation refused for
+// REFERENCE.md §F5: insufficientCapacity moves on like a stockout; an operation refused for
 // its rate moves on too, and when every zone refuses it the create is TRANSIENT.
 TEST_F(GcpEmulatorTest, InsufficientCapacityAndOperationRateMoveOnToTheNextZone) {
   Driver driver(Config());
@@ -461,7 +461,7 @@ TEST_F(GcpEmulatorTest, InsufficientCapacityAndOperationRateMoveOnToTheNextZone)
   EXPECT_EQ(emulator_->Count("firewalls"), 2);
 }
 
-// real-apis-1.md F1: H200 (a3-ultragpu-8g) and B200 (a4-highgpu-8g) boot from
+// REFERENCE.md §F1: H200 (a3-ultragpu-8g) and B200 (a4-highgpu-8g) boot from
 // hyperdisk-balanced; the emulator refuses Persistent Disk for them as Compute Engine does.
 TEST_F(GcpEmulatorTest, H200AndB200BootFromHyperdisk) {
   Driver driver(Config());
@@ -481,7 +481,7 @@ TEST_F(GcpEmulatorTest, H200AndB200BootFromHyperdisk) {
   }
 }
 
-// real-apis-1.md F8: OS Login enforced by organization policy is named with what to do, in
+// REFERENCE.md §F8: OS Login enforced by organization policy is named with what to do, in
 // either form: the insert refused, or OS Login on although gpuprov turned it off.
 TEST_F(GcpEmulatorTest, OsLoginEnforcedByPolicyIsExplained) {
   Driver driver(Config());

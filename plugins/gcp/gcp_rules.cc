@@ -131,7 +131,7 @@ bool IsRateLimit(const ApiError& e) {
 }
 
 // Reasons (errors[0].reason) and operation error codes that say more than the HTTP status
-// (reference §8); the rest follows the kit's HTTP table.
+// (REFERENCE.md §8); the rest follows the kit's HTTP table.
 constexpr drivers::CloudCode kReasons[] = {
     {"quotaExceeded", GPUPROV_STATUS_QUOTA},
     {"rateLimitExceeded", GPUPROV_STATUS_TRANSIENT},

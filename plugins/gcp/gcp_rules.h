@@ -3,7 +3,7 @@
 // The Compute Engine rules of the gcp driver that need no network, unit-tested directly:
 // names, labels and network tags, metadata limits, instance states, zones, and how an API
 // error (HTTP body or a finished operation's error) becomes a gpuprov status.
-// Reference: clouds/gcp.md.
+// Reference: REFERENCE.md.
 #pragma once
 
 #include <Poco/JSON/Object.h>
@@ -29,7 +29,7 @@ inline constexpr const char* kManagedLabel = drivers::kManagedTag;
 inline constexpr const char* kNameLabel = drivers::kNameTag;
 /// The longest VM name: "gpuprov-<name>" must stay a valid 63-character GCE name.
 inline constexpr size_t kMaxVmNameLength = 55;
-/// Metadata value limit (reference §4): 256 KiB per value.
+/// Metadata value limit (REFERENCE.md §4): 256 KiB per value.
 inline constexpr size_t kMaxMetadataValueBytes = 262144;
 
 /// VM names: GCE names ([a-z]([-a-z0-9]*[a-z0-9])?) of at most kMaxVmNameLength characters.
@@ -56,7 +56,7 @@ std::string LabelValue(const std::string& s);
 
 /// GCE status -> gpuprov state: PROVISIONING/STAGING/REPAIRING -> pending, RUNNING ->
 /// running, STOPPING/STOPPED/SUSPENDING/SUSPENDED/TERMINATED -> stopped (TERMINATED is a
-/// stopped instance, not a deleted one: reference §3.2), anything else -> error.
+/// stopped instance, not a deleted one: REFERENCE.md §3.2), anything else -> error.
 std::string StateOf(const std::string& gce_status);
 
 /// True for a zone name ("us-central1-a"), false for a region ("us-central1").
@@ -66,7 +66,7 @@ std::string RegionOf(const std::string& location);
 /// The last path segment of a URL or partial URL ("zones/us-central1-a" -> "us-central1-a").
 std::string LastSegment(const std::string& url);
 
-/// "user:<key line>" for the ssh-keys metadata item (reference §3.6); throws
+/// "user:<key line>" for the ssh-keys metadata item (REFERENCE.md §3.6); throws
 /// DriverError(INVALID_INPUT) when the key is not one OpenSSH public key line.
 std::string SshKeysEntry(const std::string& user, const std::string& public_key);
 /// The user of the first "user:key" line of an ssh-keys value, or "".
@@ -82,7 +82,7 @@ struct ApiError {
 /// unparseable bodies give the raw text, cut short.
 ApiError ParseApiError(int http_status, const std::string& body);
 
-/// The status for a synchronous API error (reference §8): 400 INVALID_INPUT, 401 AUTH,
+/// The status for a synchronous API error (REFERENCE.md §8): 400 INVALID_INPUT, 401 AUTH,
 /// 403 quotaExceeded QUOTA, 403 rateLimitExceeded/userRateLimitExceeded TRANSIENT, other
 /// 403 AUTH, 404 NOT_FOUND, 429 and 5xx TRANSIENT, else FAILED.
 gpuprov_type_status ClassifyApiError(const ApiError& e);

@@ -132,7 +132,7 @@ TEST(GcpRules, CapacityArrivesInTheFinishedOperation) {
   EXPECT_TRUE(ParseOperationError(Parse(R"({"status":"DONE"})")).code.empty());
 }
 
-// F5 (real-apis-1.md): which failed inserts move on to the next zone, one row each.
+// F5 (REFERENCE.md §F5): which failed inserts move on to the next zone, one row each.
 TEST(GcpRules, ZoneFailoverDecisionTable) {
   struct Row {
     const char* code;
@@ -162,7 +162,7 @@ TEST(GcpRules, ZoneFailoverDecisionTable) {
   EXPECT_EQ(ClassifyOperationError("RESOURCE_OPERATION_RATE_EXCEEDED"), GPUPROV_STATUS_TRANSIENT);
 }
 
-// F1 (real-apis-1.md): A3 Ultra (H200) and A4 (B200) boot from Hyperdisk only.
+// F1 (REFERENCE.md §F1): A3 Ultra (H200) and A4 (B200) boot from Hyperdisk only.
 TEST(GcpRules, HyperdiskOnlySeriesBootFromHyperdiskBalanced) {
   EXPECT_EQ(BootDiskType("a3-ultragpu-8g"), "hyperdisk-balanced");
   EXPECT_EQ(BootDiskType("a4-highgpu-8g"), "hyperdisk-balanced");
@@ -173,7 +173,7 @@ TEST(GcpRules, HyperdiskOnlySeriesBootFromHyperdiskBalanced) {
   }
 }
 
-// F8 (real-apis-1.md): OS Login enforced by organization policy is named, with what to do.
+// F8 (REFERENCE.md §F8): OS Login enforced by organization policy is named, with what to do.
 TEST(GcpRules, OsLoginPolicyIsRecognisedAndExplained) {
   EXPECT_TRUE(IsOsLoginPolicyError(
       "Constraint constraints/compute.requireOsLogin violated for project 470000000001."));

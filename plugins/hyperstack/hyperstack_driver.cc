@@ -11,7 +11,7 @@ namespace {
 namespace kit = gpuprov::drivers;
 
 // What a VM powered off from inside still costs (gpuprov's TTL on the node powers it off),
-// from hyperstack.md: a powered-off VM is SHUTOFF, "still billed" (only hibernation pauses
+// from REFERENCE.md: a powered-off VM is SHUTOFF, "still billed" (only hibernation pauses
 // billing).
 constexpr kit::PoweredOffCost kPoweredOffCost = kit::PoweredOffCost::kFull;
 
@@ -20,7 +20,7 @@ using kit::kResourcePrefix;
 
 constexpr int kPageSize = 100;
 constexpr int kMaxPages = 100;
-// SkyPilot retries a delete refused "being created" 18 times (reference §3.4).
+// SkyPilot retries a delete refused "being created" 18 times (REFERENCE.md §3.4).
 constexpr int kDeleteTries = 18;
 // The ports a VM result lists when its security rules open them: the ones gpuprov opens.
 constexpr int kWellKnownPorts[] = {22, 80, 443, 6443};
@@ -60,8 +60,8 @@ std::vector<HyperstackDriver::ObjectPtr> HyperstackDriver::ListAll(const std::st
                                                                    const std::string& key,
                                                                    const std::string& what) {
   // H-SDK list_vms, list_key_pairs, list_environments: query `page` and `pageSize` (the
-  // answer spells it `page_size`, beside `count`, the whole list's length). H1 of
-  // ../shared/reference/real-apis-2.md: the default page size is not documented, so every
+  // answer spells it `page_size`, beside `count`, the whole list's length).
+  // REFERENCE.md §H1: the default page size is not documented, so every
   // list is paged here until `count` items, a short page or an empty one.
   std::vector<ObjectPtr> out;
   const char sep = path.find('?') == std::string::npos ? '?' : '&';
@@ -125,7 +125,7 @@ std::vector<HyperstackDriver::ObjectPtr> HyperstackDriver::ManagedVms() {
 }
 
 HyperstackDriver::ObjectPtr HyperstackDriver::FindByName(const std::string& name, bool* foreign) {
-  // search= narrows the list; the exact name is checked here (§3.3).
+  // search= narrows the list; the exact name is checked here (REFERENCE.md §3.3).
   for (const auto& vm : ListAll("/core/virtual-machines" + kit::QueryString({{"search", name}}),
                                 "instances", "look up virtual machine " + name)) {
     if (json::Str(vm, "name") != name) continue;
@@ -481,7 +481,7 @@ std::string HyperstackDriver::Offers(const std::string& request_json) {
     if (ra != rb) return ra;
     return IsPreferredFlavor(a->name) && !IsPreferredFlavor(b->name);
   });
-  // Prices from the pricebook (H2 of ../shared/reference/real-apis-2.md): a flavor's GPU model
+  // Prices from the pricebook (REFERENCE.md §H2): a flavor's GPU model
   // times its count; unknown (0, no price source) when the pricebook does not name it.
   const std::map<std::string, double> pricebook = Pricebook();
   std::vector<std::string> out_of_stock;
@@ -566,10 +566,11 @@ std::string HyperstackDriver::Create(const std::string& request_json) {
   body->set("key_name", key_name);
   body->set("count", 1);
   body->set("assign_floating_ip", true);
-  // Keep SSH on port 22 (§3.1: several real clients send false).
+  // Keep SSH on port 22 (REFERENCE.md §3.1: several real clients send false).
   body->set("enable_port_randomization", false);
   body->set("security_rules", rules);
-  if (!user_data.empty()) body->set("user_data", user_data);  // raw text, not base64 (§4)
+  // raw text, not base64 (REFERENCE.md §4)
+  if (!user_data.empty()) body->set("user_data", user_data);
   body->set("labels", labels);
 
   std::string port_list;
@@ -603,7 +604,7 @@ std::string HyperstackDriver::List(const std::string& /*request_json*/) {
 
 bool HyperstackDriver::DeleteVmAndWait(const std::string& id, const std::string& name) {
   host_.Progress("deleting virtual machine " + name + " (id " + id + ")");
-  // A VM still being created cannot be deleted yet (§3.4): try again, cancellable.
+  // A VM still being created cannot be deleted yet (REFERENCE.md §3.4): try again, cancellable.
   kit::PollOptions poll{"waiting until virtual machine " + name + " can be deleted", delete_retry_,
                         delete_retry_ * kDeleteTries};
   bool gone_already = false;
@@ -633,7 +634,7 @@ bool HyperstackDriver::DeleteVmAndWait(const std::string& id, const std::string&
             std::to_string(std::chrono::duration_cast<std::chrono::seconds>(poll.timeout).count()) +
             " s of retries; run `gpuprov down " + name + "` again later");
   }
-  WaitGone(id, name);  // its security rules go with it (§3.4)
+  WaitGone(id, name);  // its security rules go with it (REFERENCE.md §3.4)
   return !gone_already;
 }
 

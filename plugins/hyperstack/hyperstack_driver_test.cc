@@ -206,7 +206,7 @@ TEST_F(HyperstackEmulatorTest, OffersComeFromTheFlavorList) {
   EXPECT_TRUE(Contains(driver.host().All(), "none is in stock")) << driver.host().All();
 }
 
-// H2 (../shared/reference/real-apis-2.md): prices from GET /pricebook, a GPU model's price per
+// H2 (REFERENCE.md §H2): prices from GET /pricebook, a GPU model's price per
 // GPU-hour times the flavor's GPU count (SkyPilot's fetch_hyperstack.py computes it so).
 TEST_F(HyperstackEmulatorTest, OffersArePricedFromThePricebook) {
   Driver driver(Config());
@@ -228,7 +228,7 @@ TEST_F(HyperstackEmulatorTest, OffersArePricedFromThePricebook) {
   EXPECT_FALSE(c->has("price_source")) << cpu.json;
 }
 
-// H1 (../shared/reference/real-apis-2.md): every list call pages with the API's own `page` and
+// H1 (REFERENCE.md §H1): every list call pages with the API's own `page` and
 // `pageSize` (H-SDK list_vms, list_key_pairs, list_environments), environments included, and
 // reads past the first page.
 TEST_F(HyperstackEmulatorTest, ListsAreAskedWithPageAndPageSizeAndReadToTheEnd) {
@@ -260,7 +260,7 @@ TEST_F(HyperstackEmulatorTest, ListsAreAskedWithPageAndPageSizeAndReadToTheEnd) 
   EXPECT_GT(lists, 5);
 }
 
-// H3 (unconfirmed, ../shared/reference/real-apis-2.md): the driver asks for no port
+// H3 (unconfirmed, REFERENCE.md §H3): the driver asks for no port
 // randomization; a VM that reports it anyway says SSH may not be on port 22.
 TEST_F(HyperstackEmulatorTest, AVmReportingPortRandomizationSaysSo) {
   emulator_->Settings(R"({"cloud":"hyperstack","force_port_randomization":true})");

@@ -38,7 +38,7 @@ std::string Squash(const std::string& s) {
   return out;
 }
 
-// error_reason words of §8 and what they mean.
+// error_reason words of REFERENCE.md §8 and what they mean.
 constexpr std::array<kit::CloudCode, 7> kErrorReasons = {{
     {"unauthorized", GPUPROV_STATUS_AUTH},
     {"forbidden", GPUPROV_STATUS_AUTH},
@@ -49,7 +49,7 @@ constexpr std::array<kit::CloudCode, 7> kErrorReasons = {{
     {"server_error", GPUPROV_STATUS_TRANSIENT},
 }};
 
-// §8: the out-of-stock body is UNCONFIRMED; classify by these words.
+// REFERENCE.md §8: the out-of-stock body is UNCONFIRMED; classify by these words.
 constexpr std::array<std::string_view, 5> kCapacityWords = {"stock", "capacity", "not available",
                                                             "unavailable", "no available"};
 constexpr std::array<std::string_view, 4> kBalanceWords = {"balance", "insufficient funds",
@@ -341,7 +341,7 @@ bool IsStillBeingCreated(const std::string& body) {
 // --- flavors ---------------------------------------------------------------------------------
 
 const std::vector<Flavor>& KnownFlavors() {
-  // Reference §7 (SkyPilot catalog v8 and client code): name, gpu field, count, region seen.
+  // REFERENCE.md §7 (SkyPilot catalog v8 and client code): name, gpu field, count, region seen.
   // clang-format off
   static const std::vector<Flavor> kFlavors = {
       {"n3-H100x1",          "H100-80G-PCIe",        1, "CANADA-1"},

@@ -3,7 +3,7 @@
 // The Hyperstack-specific rules of the driver that need no network, kept apart so they are
 // unit-tested directly: where the API key comes from, the flavor catalogue (reference section
 // 7), names and labels of what the driver makes, status words, security rules, and how an API
-// error becomes a gpuprov status. Reference: /work/shared/clouds/hyperstack.md.
+// error becomes a gpuprov status. Reference: REFERENCE.md.
 #pragma once
 
 #include <Poco/JSON/Array.h>
@@ -25,9 +25,11 @@
 namespace gpuprov::hyperstack {
 
 inline constexpr const char* kDefaultEndpoint = "https://infrahub-api.nexgencloud.com/v1";
-/// The region used when neither the request nor config.toml names one (most flavors, §7).
+/// The region used when neither the request nor config.toml names one (most flavors,
+/// REFERENCE.md §7).
 inline constexpr const char* kDefaultRegion = "CANADA-1";
-/// SkyPilot's default image, with the NVIDIA driver and CUDA (§9); CPU VMs get plain Ubuntu.
+/// SkyPilot's default image, with the NVIDIA driver and CUDA (REFERENCE.md §9); CPU VMs get plain
+/// Ubuntu.
 inline constexpr const char* kDefaultGpuImage = "Ubuntu Server 22.04 LTS R535 CUDA 12.2";
 inline constexpr const char* kDefaultCpuImage = "Ubuntu Server 22.04 LTS";
 inline constexpr const char* kSshUser = "ubuntu";
@@ -35,10 +37,10 @@ inline constexpr const char* kSshUser = "ubuntu";
 inline constexpr const char* kManagedLabel = "gpuprov";
 inline constexpr const char* kNameLabelPrefix = "gpuprov-name=";
 /// Raw user data accepted. The reference has no confirmed limit; OpenStack caps the base64
-/// form at 64 KiB (49152 raw bytes): half of that keeps "well below", as §3.1 advises.
+/// form at 64 KiB (49152 raw bytes): half of that keeps "well below", as REFERENCE.md §3.1 advises.
 inline constexpr size_t kMaxUserDataBytes = 32 * 1024;
 
-/// VM names: at most 50 characters (§3.1); letters, digits and '-' so they also make
+/// VM names: at most 50 characters (REFERENCE.md §3.1); letters, digits and '-' so they also make
 /// readable labels and environment-free host names.
 inline const drivers::VmNameRules kVmNameRules{.what = "a Hyperstack VM name",
                                                .max_length = 50,
@@ -61,7 +63,7 @@ std::string EnvironmentName(const std::string& region);
 std::string KeyPairName(const std::string& public_key_line);
 
 /// "<type> <base64>" of an OpenSSH public key line (the comment dropped): how key pairs are
-/// compared (SkyPilot's rule, §3.6).
+/// compared (SkyPilot's rule, REFERENCE.md §3.6).
 std::string KeyIdentity(const std::string& public_key_line);
 
 /// The labels of a VM: gpuprov's two, then the user's tags as "key=value" (or "key").
@@ -79,11 +81,11 @@ struct VmState {
   std::string state;    ///< pending|running|stopped|terminated|error
   std::string message;  ///< why, in Hyperstack's words ("" when running)
 };
-/// Upper-case status words (§3.2.1): CREATING/BUILD/STARTING/REBOOTING/HARD_REBOOT/RESTORING
-/// and unknown words -> pending; ACTIVE -> running once the floating IP is ATTACHED (pending
-/// before: the window where a VM is ACTIVE without its address); STOPPING/SHUTOFF/
-/// HIBERNATING/HIBERNATED -> stopped; DELETING/DELETED -> terminated; ERROR -> error with
-/// what the VM object says about it.
+/// Upper-case status words (REFERENCE.md §3.2.1):
+/// CREATING/BUILD/STARTING/REBOOTING/HARD_REBOOT/RESTORING and unknown words -> pending; ACTIVE ->
+/// running once the floating IP is ATTACHED (pending before: the window where a VM is ACTIVE
+/// without its address); STOPPING/SHUTOFF/ HIBERNATING/HIBERNATED -> stopped; DELETING/DELETED ->
+/// terminated; ERROR -> error with what the VM object says about it.
 VmState StateOf(const Poco::JSON::Object::Ptr& vm);
 
 /// The public address of a VM object: floating_ip once floating_ip_status is ATTACHED.
@@ -91,12 +93,12 @@ std::string PublicIp(const Poco::JSON::Object::Ptr& vm);
 
 /// Whether a VM object says its floating IP's ports are randomized: `port_randomization`
 /// true, or `port_randomization_status` "ENABLED" (H-SDK InstanceFields has both; which one the
-/// API fills, and what randomization changes, is unconfirmed: H3 of
-/// ../shared/reference/real-apis-2.md). The driver creates with it off; when a VM reports it
+/// API fills, and what randomization changes, is unconfirmed:
+/// REFERENCE.md §H3). The driver creates with it off; when a VM reports it
 /// on anyway, SSH may not be on port 22 and the VM's message says so.
 bool PortRandomized(const Poco::JSON::Object::Ptr& vm);
 
-/// One ingress rule for a tcp port from `cidr` (IPv4), everywhere by default (§5).
+/// One ingress rule for a tcp port from `cidr` (IPv4), everywhere by default (REFERENCE.md §5).
 Poco::JSON::Object::Ptr IngressRule(int port, const std::string& cidr = "0.0.0.0/0");
 
 /// The rules that open each of `ports` to its sources (IPv4: Hyperstack's rules here are
@@ -134,10 +136,10 @@ drivers::ApiAuth HyperstackAuth(const Poco::JSON::Object::Ptr& config);
 /// balance or payment QUOTA.
 gpuprov_type_status StatusOfError(int http_status, const std::string& body);
 
-/// True for the 400/409 a delete gets while the VM is still being created (§3.4).
+/// True for the 400/409 a delete gets while the VM is still being created (REFERENCE.md §3.4).
 bool IsStillBeingCreated(const std::string& body);
 
-// --- flavors (§7) ----------------------------------------------------------------------------
+// --- flavors (REFERENCE.md §7) -------------------------------------------------------------------
 
 /// One flavor as the driver knows it: from the live `GET /core/flavors` list or the built-in
 /// table of the reference.
@@ -149,7 +151,7 @@ struct Flavor {
   bool stock_available = true;
 };
 
-/// The flavors of the reference's table (§7) with the regions it saw them in: the fallback
+/// The flavors of the table of REFERENCE.md (§7) with the regions it saw them in: the fallback
 /// when the live list cannot be read.
 const std::vector<Flavor>& KnownFlavors();
 

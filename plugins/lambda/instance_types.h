@@ -2,7 +2,7 @@
 //
 // Lambda instance types: GPU request -> instance type name.
 //
-// Source: /work/shared/clouds/lambda.md section 7 (from the pypi lambdacloud README, SkyPilot's
+// Source: REFERENCE.md §7 (from the pypi lambdacloud README, SkyPilot's
 // defaults and field reports). Names follow gpu_<count>x_<model>[_<variant>]. The set changes,
 // so the driver takes prices and capacity from the live GET /instance-types and also accepts a
 // listed type this table lacks when its name reads as the requested GPU and count. Lambda has

@@ -14,7 +14,7 @@ namespace {
 namespace kit = gpuprov::drivers;
 
 // What a VM powered off from inside still costs (gpuprov's TTL on the node powers it off),
-// from lambda.md: there is no stop or suspend; an instance is billed until terminated, so a
+// from REFERENCE.md: there is no stop or suspend; an instance is billed until terminated, so a
 // powered-off one is billed in full.
 constexpr kit::PoweredOffCost kPoweredOffCost = kit::PoweredOffCost::kFull;
 

@@ -3,7 +3,7 @@
 // The Lambda-specific rules of the driver that need no network, kept apart so they are
 // unit-tested directly: where the API key comes from, the error-code table, instance states,
 // names of what gpuprov makes, tags, and the firewall rules it adds to (and removes from) a
-// list the user shares with it. Facts from /work/shared/clouds/lambda.md (section numbers in
+// list the user shares with it. Facts from REFERENCE.md (section numbers in
 // the comments).
 #pragma once
 

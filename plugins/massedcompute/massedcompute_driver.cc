@@ -11,14 +11,14 @@ namespace {
 namespace kit = gpuprov::drivers;
 
 // What a VM powered off from inside still costs (gpuprov's TTL on the node powers it off),
-// from massedcompute.md: no stop/start or hibernate endpoint; the rental runs (and is billed)
+// from REFERENCE.md: no stop/start or hibernate endpoint; the rental runs (and is billed)
 // until the instance is terminated, powered off or not.
 constexpr kit::PoweredOffCost kPoweredOffCost = kit::PoweredOffCost::kFull;
 
 using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
 
 constexpr const char* kLaunchPath = "/instance/launch";
-// Words of a launch refusal that mean "out of stock" (the error is UNCONFIRMED, reference §8).
+// Words of a launch refusal that mean "out of stock" (the error is UNCONFIRMED, REFERENCE.md §8).
 constexpr std::string_view kCapacityWords[] = {"capacity", "out of stock", "inventory",
                                                "not available", "unavailable", "sold out"};
 
@@ -43,7 +43,7 @@ std::string MessageOf(const std::string& body) {
 }
 
 // Massed Compute's API as the kit's client reads it: errors {"message"|"error"|"detail"},
-// no code table, capacity only in the words of a 4xx (reference §8, UNCONFIRMED).
+// no code table, capacity only in the words of a 4xx (REFERENCE.md §8, UNCONFIRMED).
 kit::ApiDialect MassedComputeApi() {
   kit::ApiDialect d;
   d.cloud = "Massed Compute";
@@ -367,7 +367,7 @@ std::string MassedComputeDriver::Launch(const std::string& vm_name, const Object
       if (e.status() != GPUPROV_STATUS_TRANSIENT) throw;
       failure.emplace(e);
     }
-    // Launch is not idempotent (reference §8): the failed try may have made the instance.
+    // Launch is not idempotent (REFERENCE.md §8): the failed try may have made the instance.
     if (ObjectPtr made = FindByName(vm_name)) {
       host_.Info("instance " + InstanceNameFor(vm_name) +
                  " was launched although Massed Compute's answer failed");
@@ -590,7 +590,7 @@ std::string MassedComputeDriver::Delete(const std::string& request_json) {
     body->set("instanceUuids", ids);
     kit::ApiAnswer a = api_->Call("POST", "/instance/terminate",
                                   "terminate instance " + json::Str(in, "name"), body, {404});
-    deleted = a.status != 404;  // already gone counts as done (reference §3.4)
+    deleted = a.status != 404;  // already gone counts as done (REFERENCE.md §3.4)
     if (deleted) WaitGone(uuid, vm_name);
   }
   // The key, also when the instance was already gone (a half-done create).

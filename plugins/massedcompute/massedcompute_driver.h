@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // The "massedcompute" driver: Massed Compute on-demand GPU VMs over the Massed Compute VM API
-// v1 (clouds/massedcompute.md).
+// v1 (REFERENCE.md).
 //
 // Capabilities: VM lifecycle and hosting Kubernetes. No boot script (the launch's startup
 // `command` has an unconfirmed size limit, run-once semantics and log location, so the host

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// What the Massed Compute driver knows without the network (clouds/massedcompute.md): the
+// What the Massed Compute driver knows without the network (REFERENCE.md): the
 // token's environment variables, the products of GET /gpu-inventory read from their
 // descriptions, GPU request -> product, the instance name that stands in for tags, the SSH
 // key name, and the API's statuses as the protocol's five states.
@@ -17,15 +17,15 @@
 namespace gpuprov::massedcompute {
 
 inline constexpr const char* kDefaultEndpoint = "https://vm.massedcompute.com/api/v1";
-/// Third-party tools use both; no official name exists (reference §1). First set wins.
+/// Third-party tools use both; no official name exists (REFERENCE.md §1). First set wins.
 inline const std::vector<std::string> kTokenEnvVars = {"MASSED_API_KEY",
                                                        "MASSED_COMPUTE_API_TOKEN"};
-/// The SSH user when an instance names none (reference §9: use `username`, else root).
+/// The SSH user when an instance names none (REFERENCE.md §9: use `username`, else root).
 inline constexpr const char* kFallbackSshUser = "root";
 /// Instances have no tags or labels: gpuprov's instances are named "gpuprov-<vm name>", which
 /// carries both gpuprov=1 (the prefix) and gpuprov-name (the rest).
 inline constexpr const char* kInstancePrefix = "gpuprov-";
-/// Images tried in order when neither the request nor the config names one (reference §9).
+/// Images tried in order when neither the request nor the config names one (REFERENCE.md §9).
 inline const std::vector<std::string> kDefaultImages = {"Ubuntu Server 22.04 w/ drivers",
                                                         "Ubuntu Server 24.04"};
 
@@ -79,7 +79,7 @@ std::string InstanceNameFor(const std::string& vm_name);
 std::optional<std::string> VmNameOf(const std::string& instance_name);
 
 /// The account key name for a public key line: "gpuprov " and 16 hex digits of the SHA-256 of
-/// its blob (key names take letters, digits and spaces only, reference §3.5). Throws
+/// its blob (key names take letters, digits and spaces only, REFERENCE.md §3.5). Throws
 /// DriverError(INVALID_INPUT) naming ssh_public_key for a malformed line.
 std::string KeyName(const std::string& public_key_line);
 /// True for a name KeyName makes.
@@ -92,7 +92,7 @@ bool IsGpuprovKeyName(const std::string& name);
 /// vendor's own instance fixture (massed-compute-mcp bafb889
 /// packages/node/tests/forward.test.ts) has no such field and its agent plugin waits for
 /// `status: running` only (massed-compute-agent-plugin skills/mc-launch-vms/SKILL.md), while
-/// clouds/massedcompute.md says the spec lists it: both forms are handled (UNCONFIRMED).
+/// REFERENCE.md says the spec lists it: both forms are handled (UNCONFIRMED).
 struct VmState {
   std::string state;
   std::string message;

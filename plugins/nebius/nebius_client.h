@@ -7,7 +7,7 @@
 // calls (the same key on every retry), retries of UNAVAILABLE/DEADLINE_EXCEEDED/INTERNAL/
 // throttling with the kit's back-off, and cancellation: the call runs on gRPC's callback API
 // while this thread polls Host::Cancelled() and then ClientContext::TryCancel()s it.
-// Operations are polled on the channel of the service that made them (reference §3).
+// Operations are polled on the channel of the service that made them (REFERENCE.md §3).
 #pragma once
 
 #include <grpcpp/grpcpp.h>

@@ -15,7 +15,7 @@ namespace {
 namespace kit = gpuprov::drivers;
 
 // What a VM powered off from inside still costs (gpuprov's TTL on the node powers it off),
-// from nebius.md: "stopped VMs are not billed for compute"; the boot disk stays and is billed.
+// from REFERENCE.md: "stopped VMs are not billed for compute"; the boot disk stays and is billed.
 constexpr kit::PoweredOffCost kPoweredOffCost = kit::PoweredOffCost::kDisk;
 
 using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
@@ -28,7 +28,7 @@ using Done = std::function<void(grpc::Status)>;
 constexpr int kMaxPages = 100;
 constexpr int64_t kPageSize = 100;
 constexpr int kIngressPriority = 500;
-// A GPU image family needs at least 40 GB (reference §9).
+// A GPU image family needs at least 40 GB (REFERENCE.md §9).
 constexpr int64_t kMinGpuDiskGib = 40;
 
 std::string EnvOr(const char* name) {
@@ -547,7 +547,7 @@ std::string NebiusDriver::EnsureBootDisk(const std::string& vm_name,
     op = client_->Wait(NebiusClient::Service::kCompute, op, "create disk " + disk_name);
     id = op.resource_id();
   }
-  // The disk is usable once READY (reference §3.1).
+  // The disk is usable once READY (REFERENCE.md §3.1).
   compute::GetDiskRequest req;
   req.set_id(id);
   kit::PollOptions poll{"waiting for disk " + disk_name + " to be READY",
@@ -780,7 +780,7 @@ std::string NebiusDriver::Offers(const std::string& request_json) {
   } else {
     rows.push_back(CpuPreset());
   }
-  // What the project has (PlatformService.List); capacity shows only at create (§7).
+  // What the project has (PlatformService.List); capacity shows only at create (REFERENCE.md §7).
   std::set<std::string> known;
   std::string token;
   for (int page = 0; page < kMaxPages; ++page) {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// The "nebius" driver: Nebius AI Cloud VMs over its gRPC API (clouds/nebius.md), the only API
+// The "nebius" driver: Nebius AI Cloud VMs over its gRPC API (REFERENCE.md), the only API
 // the cloud has. gRPC lives in this .so only; the host sees the same JSON ABI as ever.
 //
 // Settings (docs/driver-protocol.md, init): "endpoint" (GPUPROV_NEBIUS_ENDPOINT or endpoint in

@@ -40,7 +40,7 @@ std::string YamlQuoted(const std::string& s) {
 }  // namespace
 
 const std::vector<PlatformPreset>& GpuPresets() {
-  // The reference's table (§7); the first row of a GPU:count is the one taken unless one is
+  // The table of REFERENCE.md (§7); the first row of a GPU:count is the one taken unless one is
   // marked preferred.
   static const std::vector<PlatformPreset> rows = {
       {"gpu-h100-sxm", "1gpu-16vcpu-200gb", "H100", 1, true},
@@ -308,7 +308,7 @@ std::string VmStateOf(int s, bool reconciling) {
   switch (s) {
     case 4:
       return "running";
-    case 6:  // STOPPED: a new instance shows it while reconciling (reference §3.3)
+    case 6:  // STOPPED: a new instance shows it while reconciling (REFERENCE.md §3.3)
       return reconciling ? "pending" : "stopped";
     case 5:  // STOPPING
       return "stopped";

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // The parts of the nebius driver that need neither the network nor gRPC (reference:
-// shared/clouds/nebius.md): the platform/preset table, endpoints, the service-account
+// REFERENCE.md): the platform/preset table, endpoints, the service-account
 // credentials file and its JWT, the nebius CLI's profile file, gRPC code + ServiceError detail
 // -> driver status, instance state -> VM state, the cloud-init user data, names and labels.
 #pragma once
@@ -19,17 +19,17 @@
 
 namespace gpuprov::nebius {
 
-/// The real services' addresses (reference §0, endpoints.md).
+/// The real services' addresses (REFERENCE.md §0, endpoints.md).
 inline constexpr const char* kComputeEndpoint = "compute.api.nebius.cloud:443";
 inline constexpr const char* kVpcEndpoint = "vpc.api.nebius.cloud:443";
 inline constexpr const char* kTokensEndpoint = "tokens.iam.api.nebius.cloud:443";
 
-/// Image families (reference §9): NVIDIA driver + CUDA for GPU platforms, plain for CPU.
+/// Image families (REFERENCE.md §9): NVIDIA driver + CUDA for GPU platforms, plain for CPU.
 inline constexpr const char* kGpuImageFamily = "ubuntu24.04-cuda13.0";
 inline constexpr const char* kCpuImageFamily = "ubuntu24.04-driverless";
 inline constexpr const char* kDefaultSshUser = "ubuntu";
 inline constexpr const char* kDefaultRegion = "eu-north1";
-/// spec.cloud_init_user_data holds at most 32768 characters (reference §4).
+/// spec.cloud_init_user_data holds at most 32768 characters (REFERENCE.md §4).
 inline constexpr size_t kMaxCloudInitBytes = 32768;
 /// What the host's boot script may take: the limit less the cloud-config part with the SSH
 /// key and the MIME framing that MakeUserData wraps around it (a key line is < 2 KiB).
@@ -45,7 +45,7 @@ inline const drivers::VmNameRules kVmNameRules{
     .punctuation = "-",
 };
 
-/// One platform + preset of the reference's table (§7).
+/// One platform + preset of the table of REFERENCE.md (§7).
 struct PlatformPreset {
   std::string platform;  ///< "gpu-h100-sxm"
   std::string preset;    ///< "1gpu-16vcpu-200gb"
@@ -91,7 +91,7 @@ Endpoints ParseEndpoint(const std::string& override_address);
 /// True for 127.0.0.0/8, ::1 and localhost.
 bool IsLoopbackHost(const std::string& host);
 
-/// The "subject-credentials" of a service-account credentials file (reference §1).
+/// The "subject-credentials" of a service-account credentials file (REFERENCE.md §1).
 struct ServiceAccountKey {
   std::string private_key_pem;  ///< secret: never log it
   std::string kid;              ///< public key id ("publickey-...")
@@ -113,7 +113,7 @@ std::string MakeJwt(const ServiceAccountKey& key, int64_t now_unix_seconds,
 std::optional<std::string> ProfileParentId(const std::string& yaml_text,
                                            const std::string& profile = "");
 
-/// The ServiceError detail kinds that change the status (reference §8).
+/// The ServiceError detail kinds that change the status (REFERENCE.md §8).
 enum class Detail {
   kNone,
   kQuotaFailure,

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// Offers of Prime Intellect's GET /api/v1/availability/gpus (clouds/primeintellect.md §3.1,
-// §7) and the choice among them: the cheapest in-stock offer for a GPU type, count and
+// Offers of Prime Intellect's GET /api/v1/availability/gpus (REFERENCE.md §3.1,
+// REFERENCE.md §7) and the choice among them: the cheapest in-stock offer for a GPU type, count and
 // region. Pure functions over the response text, no I/O.
 //
 // gpuprov names GPUs like "H100", "A100-80GB", "RTX-A6000" (core/gpu_request.h: upper case,
@@ -104,15 +104,15 @@ std::string ImageFor(const Offer& offer, const std::string& requested, std::stri
 
 /// Providers whose pods are virtual machines with systemd as PID 1, where k3s can run, unless
 /// `vm_providers` in [clouds.primeintellect] says otherwise. The project's references document
-/// each as a VM cloud: hyperstack (clouds/hyperstack.md), lambdalabs (clouds/lambda.md),
-/// datacrunch (clouds/verda.md, Verda was DataCrunch), nebius (clouds/nebius.md),
-/// massedcompute (clouds/massedcompute.md; a provider id of P-DOC's create-pod provider enum).
-/// RunPod gives containers (clouds/primeintellect.md); any provider not listed counts as a
-/// container.
+/// each as a VM cloud: hyperstack (plugins/hyperstack/REFERENCE.md), lambdalabs
+/// (plugins/lambda/REFERENCE.md), datacrunch (plugins/verda/REFERENCE.md, Verda was DataCrunch),
+/// nebius (plugins/nebius/REFERENCE.md), massedcompute (plugins/massedcompute/REFERENCE.md; a
+/// provider id of P-DOC's create-pod provider enum). RunPod gives containers (REFERENCE.md); any
+/// provider not listed counts as a container.
 inline constexpr const char* kDefaultVmProviders =
     "hyperstack,lambdalabs,datacrunch,nebius,massedcompute";
 
-/// Providers known to give containers, named as such in messages (clouds/primeintellect.md).
+/// Providers known to give containers, named as such in messages (REFERENCE.md).
 inline constexpr const char* kKnownContainerProviders = "runpod";
 
 /// A provider list: names separated by commas or blanks, lower-cased, repeats dropped. Throws

@@ -12,7 +12,7 @@
 namespace gpuprov::primeintellect {
 namespace {
 
-// One availability item in the documented shape (clouds/primeintellect.md §3.1).
+// One availability item in the documented shape (REFERENCE.md §3.1).
 std::string Item(const std::string& cloud_id, const std::string& gpu_type, int count,
                  const std::string& provider, const std::string& data_center,
                  const std::string& country, const std::string& stock, const std::string& price,
@@ -146,7 +146,7 @@ TEST(Stock, EmptyAndNoneWordsAreOutOfStock) {
   };
   EXPECT_TRUE(with("High"));
   EXPECT_TRUE(with("Medium"));
-  EXPECT_TRUE(with("Low"));  // still launchable (§7)
+  EXPECT_TRUE(with("Low"));  // still launchable (REFERENCE.md §7)
   EXPECT_TRUE(with("Available"));
   EXPECT_FALSE(with(""));
   EXPECT_FALSE(with("  "));
@@ -278,7 +278,7 @@ TEST(ProviderList, DefaultNamesTheVmCloudsOfTheReferences) {
   EXPECT_EQ(ParseProviderList(kDefaultVmProviders),
             (std::vector<std::string>{"hyperstack", "lambdalabs", "datacrunch", "nebius",
                                       "massedcompute"}));
-  // RunPod gives containers (clouds/primeintellect.md): never a default VM provider.
+  // RunPod gives containers (REFERENCE.md): never a default VM provider.
   std::vector<std::string> def = ParseProviderList(kDefaultVmProviders);
   EXPECT_EQ(std::find(def.begin(), def.end(), "runpod"), def.end());
 }

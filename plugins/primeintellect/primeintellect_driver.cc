@@ -25,7 +25,7 @@ namespace {
 namespace kit = gpuprov::drivers;
 
 // What a VM powered off from inside still costs (gpuprov's TTL on the node powers it off),
-// from primeintellect.md: no stop endpoint gpuprov can use; a pod is billed at priceHr until
+// from REFERENCE.md: no stop endpoint gpuprov can use; a pod is billed at priceHr until
 // deleted (stoppedPriceHr applies only to pods the platform itself stops).
 constexpr kit::PoweredOffCost kPoweredOffCost = kit::PoweredOffCost::kFull;
 
@@ -131,7 +131,7 @@ std::string CloudMessage(const std::string& body) {
   return "";
 }
 
-// SkyPilot's "resources unavailable" words (clouds/primeintellect.md §8).
+// SkyPilot's "resources unavailable" words (REFERENCE.md §8).
 constexpr std::string_view kCapacityWords[] = {
     "no capacity", "capacity", "unavailable", "out of stock", "insufficient", "not available",
     "quota exceeded", "limit exceeded"};
@@ -883,7 +883,7 @@ std::string PrimeIntellectDriver::Create(const std::string& request_json) {
     return VmResult(found, true);
   }
 
-  // The offer: always a live availability item (clouds/primeintellect.md §7).
+  // The offer: always a live availability item (REFERENCE.md §7).
   std::vector<Offer> available = FetchAvailability(query);
   std::vector<Offer> candidates = MatchingOffers(available, query);
   if (kubernetes && !candidates.empty()) {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // The "primeintellect" driver: GPU pods on Prime Intellect's aggregator API
-// (clouds/primeintellect.md). A pod is placed on an upstream provider chosen by the offer, so
+// (REFERENCE.md). A pod is placed on an upstream provider chosen by the offer, so
 // the SSH user and port are read from the pod's sshConnection, never assumed.
 //
 // Capabilities: VM lifecycle and hosting Kubernetes only. Prime Intellect has no boot script

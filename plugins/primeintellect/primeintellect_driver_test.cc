@@ -385,7 +385,7 @@ TEST(PrimeIntellectInit, BadVmProvidersIsInvalidInputNamingTheKey) {
   }
 }
 
-// The emulator's cheapest A100:1 is a RunPod container offer (clouds/primeintellect.md §7 lists
+// The emulator's cheapest A100:1 is a RunPod container offer (REFERENCE.md §7 lists
 // "NVIDIA A100 80GB PCIe"@runpod): skipped with Kubernetes on, and the skip is reported.
 TEST_F(PrimeIntellectEmulator, KubernetesOffersSkipContainerOffersAndSaySo) {
   Driver d(config());

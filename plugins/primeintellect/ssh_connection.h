@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Prime Intellect reports how to reach a pod in its `sshConnection` field
-// (clouds/primeintellect.md §3.3, §9). The field is a JSON value of several shapes:
+// (REFERENCE.md §3.3, §9). The field is a JSON value of several shapes:
 //
 //   "root@135.23.125.123 -p 22"          the documented form
 //   "ubuntu@1.2.3.4 -p 40123"            other users, remapped ports (container offers)

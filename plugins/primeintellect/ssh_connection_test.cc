@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// Every sshConnection shape clouds/primeintellect.md lists, and malformed ones.
+// Every sshConnection shape REFERENCE.md lists, and malformed ones.
 #include "ssh_connection.h"
 
 #include <Poco/JSON/Parser.h>

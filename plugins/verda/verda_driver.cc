@@ -14,7 +14,7 @@ namespace {
 namespace kit = gpuprov::drivers;
 
 // What a VM powered off from inside still costs (gpuprov's TTL on the node powers it off),
-// from verda.md: a shut-down instance is `offline`, "GPU still billed".
+// from REFERENCE.md: a shut-down instance is `offline`, "GPU still billed".
 constexpr kit::PoweredOffCost kPoweredOffCost = kit::PoweredOffCost::kFull;
 
 using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object

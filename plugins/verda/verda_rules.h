@@ -4,9 +4,9 @@
 // unit-tested directly: where the client credentials come from, the error envelope and its
 // code table, instance states, instance types, names of what gpuprov makes, and how a gpuprov
 // instance is recognised. The vendor source is the official Verda OpenAPI spec ("Verda Cloud
-// Public API", changelog up to 2026-09-25; V-SPEC in ../shared/reference/real-apis-2.md, vendored
+// Public API", changelog up to 2026-09-25; V-SPEC in REFERENCE.md, vendored
 // in gurdasnijor/effect-verda spec/verda.openapi.json @805db07); where our older notes
-// (../shared/clouds/verda.md, section numbers in the comments) disagree with it, the spec wins.
+// (REFERENCE.md, whose section numbers the comments cite) disagree with it, the spec wins.
 #pragma once
 
 #include <Poco/JSON/Array.h>

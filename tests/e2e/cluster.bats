@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Kubernetes on emulated clouds with real test VMs (design.md section 3): DigitalOcean runs the
+# Kubernetes on emulated clouds with real test VMs (docs/design.md §3): DigitalOcean runs the
 # installer from the boot script (cloud-init) and opens ports (direct mode); Prime Intellect has
 # neither (SSH route, tunnel mode). The k3s simulator in the test image is the cluster; the real
 # kubectl on this machine is its client. Each decision-table row of the probe is forced here.

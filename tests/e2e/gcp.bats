@@ -135,7 +135,7 @@ EOF
 }
 
 # An insert that ends with RESOURCE_NOT_FOUND is the zone out of capacity (SkyPilot's
-# _gcp_handler; real-apis-1.md F5): every zone is tried, then a capacity error. This test
+# _gcp_handler; plugins/gcp/REFERENCE.md §F5): every zone is tried, then a capacity error. This test
 # expected "disappeared while it was being created" (a give-up after the first zone) before.
 @test "gcp: an instance that vanishes while booting in every zone: each zone tried, capacity, nothing left" {
   use memory
@@ -151,8 +151,8 @@ EOF
   expect_nothing_left gcp
 }
 
-# real-apis-1.md F8: OS Login enforced by organization policy, in the form that refuses the
-# insert, is named with what to do; nothing is made.
+# plugins/gcp/REFERENCE.md §F8: OS Login enforced by organization policy, in the form that refuses
+# the insert, is named with what to do; nothing is made.
 @test "gcp: OS Login enforced by organization policy: the policy is named, nothing is left" {
   use memory
   curl -fsS -X POST "$CONTROL/settings" -d '{"cloud":"gcp","os_login_policy":"refuse"}' >/dev/null

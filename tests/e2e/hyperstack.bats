@@ -234,7 +234,7 @@ assert sorted(vm["allowed_ports"]) == [22, 80, 443, 6443], vm["allowed_ports"]'
   nothing_left
 }
 
-# Issue 30 (H2 of ../shared/reference/real-apis-2.md): offers carry the pricebook's price, so
+# Issue 30 (plugins/hyperstack/REFERENCE.md §H2): offers carry the pricebook's price, so
 # --max-price below it refuses the offer before anything is made (it created an H100 VM at
 # "$0" before), and the offer line says the price.
 @test "hyperstack: prices come from the pricebook; --max-price below it makes nothing" {

@@ -6,10 +6,10 @@
 #   while provisioning, re-run, finds its VM by name, and down leaves nothing.
 #   The Kubernetes test also crashes the cluster's points (issue 15, cluster_crash_chain of
 #   crash_points.bash): its VM is made by runs killed at each point the route reaches.
-# - memory backend: the faults of the reference's emulator notes (capacity, a 5xx after the
-#   launch happened, throttling, an instance vanishing, a read-only key) and a GPU Massed
-#   Compute does not have, each with a clear message and nothing left behind: the emulator's
-#   counts of instances and SSH keys are 0.
+# - memory backend: the faults of the emulator notes of plugins/massedcompute/REFERENCE.md
+#   (capacity, a 5xx after the launch happened, throttling, an instance vanishing, a read-only key)
+#   and a GPU Massed Compute does not have, each with a clear message and nothing left behind: the
+#   emulator's counts of instances and SSH keys are 0.
 
 load helpers
 load crash_points

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Prime Intellect offers that are containers (clouds/primeintellect.md: a pod lands on an
+# Prime Intellect offers that are containers (plugins/primeintellect/REFERENCE.md: a pod lands on an
 # upstream provider, and RunPod gives a container where systemd is not PID 1). The emulator's
 # docker backend gives its RunPod offers exactly that: the test image with sshd as PID 1. With
 # Kubernetes on, the driver skips them even when cheapest; with --no-k8s the cheapest is taken

@@ -5,14 +5,14 @@
 #   deletes it; `gpuprov ttl NAME 1h` extends past the old deadline, `--off` removes the timer;
 #   --idle-ttl does not fire while an SSH session is open and fires once it has closed.
 # - DigitalOcean through the emulator's docker backend: the emulated API reports the VM that
-#   powered itself off as `off` (digitalocean.md 3.2), gpuprov shows it stopped and EXPIRED, and
-#   `down --expired` leaves nothing on the cloud.
+#   powered itself off as `off` (plugins/digitalocean/REFERENCE.md §3.2), gpuprov shows it stopped
+#   and EXPIRED, and `down --expired` leaves nothing on the cloud.
 # - DigitalOcean with Kubernetes (boot route): the timer is set up by the boot script before
 #   the installer, with the deadline gpuprov records.
 # - AWS through the emulator's docker backend: gpuprov launches with
 #   InstanceInitiatedShutdownBehavior=terminate, so the instance that powered itself off is
-#   terminated (aws.md 3.1: stateReason Client.InstanceInitiatedShutdown); `gc --delete`
-#   then deletes the expired VM: its security group, key and record.
+#   terminated (plugins/aws/REFERENCE.md §3.1: stateReason Client.InstanceInitiatedShutdown);
+#   `gc --delete` then deletes the expired VM: its security group, key and record.
 
 load helpers
 

@@ -3,8 +3,8 @@
 // DigitalOcean API v2 (droplets, actions, SSH keys, firewalls, sizes, regions,
 // images, account). The source it follows is DigitalOcean's OpenAPI spec
 // (digitalocean/openapi, commit 7c1300c479fe, specification/resources/...);
-// ../shared/clouds/digitalocean.md summarises it and is not the authority where
-// they differ. Messages no source gives verbatim are marked "(not from the
+// plugins/digitalocean/REFERENCE.md holds the facts with their sources; the spec
+// wins where they differ. Messages no source gives verbatim are marked "(not from the
 // reference)" and listed in README.md.
 #include <Poco/Base64Decoder.h>
 
@@ -374,7 +374,7 @@ class DigitalOceanApi : public CloudApi {
     std::vector<std::string> tags;
   };
 
-  // --- error shapes (reference §1, §8) ---
+  // --- error shapes (plugins/digitalocean/REFERENCE.md §1, §8) ---
   static HttpResponse Error(int status, const std::string& id, const std::string& message) {
     JsonObject o = NewObject();
     o->set("id", id);
@@ -418,7 +418,7 @@ class DigitalOceanApi : public CloudApi {
         .count();
   }
 
-  // Rate-limit headers on every response (reference §8).
+  // Rate-limit headers on every response (plugins/digitalocean/REFERENCE.md §8).
   void Decorate(const HttpRequest& req, HttpResponse& resp) override {
     std::lock_guard<std::mutex> lock(mu_);
     const std::string token = req.BearerToken();
@@ -593,7 +593,7 @@ class DigitalOceanApi : public CloudApi {
     return std::stoll(s);
   }
 
-  // --- pagination (reference §2) ---
+  // --- pagination (plugins/digitalocean/REFERENCE.md §2) ---
   HttpResponse Paginated(const HttpRequest& req, const std::string& key,
                          const std::vector<JsonObject>& items) {
     int per_page = kDefaultPerPage;
@@ -665,7 +665,8 @@ class DigitalOceanApi : public CloudApi {
 
   // --- droplets ---
   // Backend state → droplet state. A droplet whose machine vanished or failed
-  // is removed (404 from now on) and its create action errors (reference §8).
+  // is removed (404 from now on) and its create action errors
+  // (plugins/digitalocean/REFERENCE.md §8).
   void Reconcile() {
     for (auto it = droplets_.begin(); it != droplets_.end();) {
       InstanceStatus s = backend_->State(it->second.backend_id);
@@ -704,7 +705,7 @@ class DigitalOceanApi : public CloudApi {
     o->set("vcpus", size->vcpus);
     o->set("disk", size->disk_gb);
     o->set("locked", false);
-    // digitalocean.md 3.2: a powered-off droplet is `off` (and kept).
+    // plugins/digitalocean/REFERENCE.md §3.2: a powered-off droplet is `off` (and kept).
     o->set("status", std::string(s.state == InstanceState::kRunning   ? "active"
                                  : s.state == InstanceState::kStopped ? "off"
                                                                       : "new"));
@@ -763,10 +764,10 @@ class DigitalOceanApi : public CloudApi {
     std::vector<JsonObject> items;
     for (const auto& [id, d] : droplets_) {
       if (tag) {
-        // Tag listing includes GPU droplets (reference §3.3).
+        // Tag listing includes GPU droplets (plugins/digitalocean/REFERENCE.md §3.3).
         if (std::find(d.tags.begin(), d.tags.end(), *tag) == d.tags.end()) continue;
       } else {
-        // GPU droplets are hidden from the plain list (reference §3.3).
+        // GPU droplets are hidden from the plain list (plugins/digitalocean/REFERENCE.md §3.3).
         const bool want_gpus = type && *type == "gpus";
         if (d.gpu != want_gpus) continue;
         if (name && Lower(*name) != Lower(d.name)) continue;
@@ -783,8 +784,8 @@ class DigitalOceanApi : public CloudApi {
     return JsonResponse(200, o);
   }
 
-  // --- reachability (reference §5): a droplet in no firewall takes every port; one in
-  // firewalls (by id or tag) takes the union of their inbound tcp rules whose source
+  // --- reachability (plugins/digitalocean/REFERENCE.md §5): a droplet in no firewall takes every
+  // port; one in firewalls (by id or tag) takes the union of their inbound tcp rules whose source
   // addresses cover this machine. Told to the backend after every change.
   static PortSet RulePorts(const JsonObject& rule) {
     const std::string ports = GetString(rule, "ports").value_or("");
@@ -982,7 +983,7 @@ class DigitalOceanApi : public CloudApi {
     const ImageDef* image = FindImage(image_ref);
     if (!image) return Unprocessable("You specified an invalid image for Droplet creation.");
     // A size sold out everywhere or not sold in the region, and a region closed to new
-    // droplets: DigitalOcean's 422s (the messages of ../shared/reference/real-apis-1.md F6).
+    // droplets: DigitalOcean's 422s (the messages of plugins/digitalocean/REFERENCE.md §F6).
     const SizeDef* sdef = FindSize(*size);
     if (!SizeSold(*sdef, *region)) return Unprocessable("Size is not available in this region.");
     if (unavailable_regions_.count(*region)) return Unprocessable("Region is not available");
@@ -1137,7 +1138,7 @@ class DigitalOceanApi : public CloudApi {
     return Paginated(req, "actions", items);
   }
 
-  // --- SSH keys (reference §3.6) ---
+  // --- SSH keys (plugins/digitalocean/REFERENCE.md §3.6) ---
   static JsonObject KeyJson(const SshKey& k) {
     JsonObject o = NewObject();
     o->set("id", k.id);
@@ -1159,7 +1160,7 @@ class DigitalOceanApi : public CloudApi {
   }
 
   HttpResponse ListKeys(const HttpRequest& req) {
-    // Only 10 list requests per 60 s on this path (reference §3.6).
+    // Only 10 list requests per 60 s on this path (plugins/digitalocean/REFERENCE.md §3.6).
     auto& w = key_lists_[req.BearerToken()];
     Prune(w, std::chrono::minutes(1));
     if (options_.enforce_rate_limits && w.size() >= static_cast<size_t>(kKeyListLimitPerMinute)) {
@@ -1238,7 +1239,7 @@ class DigitalOceanApi : public CloudApi {
     return EmptyResponse(204);
   }
 
-  // --- firewalls (reference §5) ---
+  // --- firewalls (plugins/digitalocean/REFERENCE.md §5) ---
   JsonObject FirewallJson(const Firewall& f) {
     JsonObject o = NewObject();
     o->set("id", f.id);

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// AWS EC2 Query API (2016-11-15) as described in /work/shared/clouds/aws.md: form-encoded POST
+// AWS EC2 Query API (2016-11-15) as described in plugins/aws/REFERENCE.md: form-encoded POST
 // (or GET with the parameters in the query) dispatched on Action, XML responses with the real
 // element names and namespace, SigV4 verified (access key id and secret from
-// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY at start), the error codes of the reference's §8.
-// Every resource is regional: the region is the one in the request's credential scope.
-// Instances: pending -> running (ipAddress appears) -> shutting-down -> terminated, then
-// listed for a while. Messages the reference does not give are from general knowledge of
-// EC2 (README.md lists the simplifications).
+// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY at start), the error codes of
+// plugins/aws/REFERENCE.md §8. Every resource is regional: the region is the one in the request's
+// credential scope. Instances: pending -> running (ipAddress appears) -> shutting-down ->
+// terminated, then listed for a while. Messages the reference does not give are from general
+// knowledge of EC2 (README.md lists the simplifications).
 #include <Poco/Base64Decoder.h>
 #include <Poco/Base64Encoder.h>
 #include <Poco/Crypto/DigestEngine.h>
@@ -40,7 +40,7 @@ using Params = std::vector<std::pair<std::string, std::string>>;
 constexpr const char* kXmlns = "http://ec2.amazonaws.com/doc/2016-11-15/";
 constexpr const char* kApiVersion = "2016-11-15";
 constexpr const char* kOwnerId = "111122223333";
-constexpr size_t kMaxUserData = 16384;  // raw bytes before base64 (reference §4)
+constexpr size_t kMaxUserData = 16384;  // raw bytes before base64 (plugins/aws/REFERENCE.md §4)
 constexpr int kMaxClockSkewSeconds = 15 * 60;
 constexpr auto kTerminatedVisibleFor = std::chrono::minutes(10);
 constexpr int kMaxInstancesPerRun = 20;
@@ -117,7 +117,7 @@ bool OfferedIn(const TypeDef& t, const std::string& region) {
          std::find(t.only_regions.begin(), t.only_regions.end(), region) != t.only_regions.end();
 }
 
-// Public SSM parameters EC2 resolves in RunInstances' ImageId (reference §3.1, §9).
+// Public SSM parameters EC2 resolves in RunInstances' ImageId (plugins/aws/REFERENCE.md §3.1, §9).
 const std::vector<std::string>& SsmImageParameters() {
   static const std::vector<std::string> params = {
       "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id",
@@ -234,7 +234,8 @@ HttpResponse Xml(int status, const std::string& root, const std::string& inner) 
   return r;
 }
 
-// The error document of reference §8: Response/Errors/Error/{Code,Message}, RequestID.
+// The error document of plugins/aws/REFERENCE.md §8: Response/Errors/Error/{Code,Message},
+// RequestID.
 HttpResponse Error(int status, const std::string& code, const std::string& message) {
   HttpResponse r;
   r.status = status;
@@ -750,7 +751,7 @@ class Ec2Api : public CloudApi {
     return "";
   }
 
-  // --- authentication (SigV4, reference §1) ---
+  // --- authentication (SigV4, plugins/aws/REFERENCE.md §1) ---
   struct AuthParts {
     std::string access_key, date, region, service, signed_headers, signature;
   };
@@ -863,7 +864,7 @@ class Ec2Api : public CloudApi {
     if (std::llabs(now - *when) > kMaxClockSkewSeconds) {
       return refuse(400, "RequestExpired", "Request has expired.");
     }
-    // The canonical request as the client must have built it (reference §1.3).
+    // The canonical request as the client must have built it (plugins/aws/REFERENCE.md §1.3).
     std::vector<std::string> names = Split(a->signed_headers, ';');
     if (std::find(names.begin(), names.end(), "host") == names.end()) {
       return refuse(401, "AuthFailure",
@@ -1368,8 +1369,8 @@ class Ec2Api : public CloudApi {
     if (i.phase != Phase::kLive) return;
     InstanceStatus s = backend_->State(i.backend_id);
     if (s.state == InstanceState::kStopped && i.shutdown_behavior == "terminate") {
-      // aws.md 3.1: with InstanceInitiatedShutdownBehavior=terminate, a shutdown from inside
-      // the VM terminates it.
+      // plugins/aws/REFERENCE.md §3.1: with InstanceInitiatedShutdownBehavior=terminate, a shutdown
+      // from inside the VM terminates it.
       i.phase = Phase::kShuttingDown;
       i.terminate_requested = now;
       i.reason_code = "Client.InstanceInitiatedShutdown";
@@ -1518,8 +1519,8 @@ class Ec2Api : public CloudApi {
            E("instancesSet", items);
   }
 
-  // What this machine can reach on an instance of these groups (reference §5): the union of
-  // their tcp and all-traffic ingress rules whose IPv4 ranges cover this machine. A group
+  // What this machine can reach on an instance of these groups (plugins/aws/REFERENCE.md §5): the
+  // union of their tcp and all-traffic ingress rules whose IPv4 ranges cover this machine. A group
   // rule naming another group, or a default group's rules, never does.
   PortSet ReachableOf(const std::vector<std::string>& group_ids) const {
     PortSet out;
@@ -1549,7 +1550,7 @@ class Ec2Api : public CloudApi {
     }
   }
 
-  // --- RunInstances (reference §3.1) ---
+  // --- RunInstances (plugins/aws/REFERENCE.md §3.1) ---
   HttpResponse RunInstances(const HttpRequest& req, const Args& a) {
     const std::string token = a.Str("ClientToken");
     const std::string fingerprint = a.Fingerprint({"ClientToken", "Action", "Version"});
@@ -1823,7 +1824,7 @@ class Ec2Api : public CloudApi {
     return Xml(200, "RunInstancesResponse", ReservationXml(r, members));
   }
 
-  // --- DescribeInstances (reference §3.2, §3.3) ---
+  // --- DescribeInstances (plugins/aws/REFERENCE.md §3.2, §3.3) ---
   bool Matches(Instance& i, const std::vector<Filter>& filters, std::string* bad) {
     for (const auto& f : filters) {
       if (auto t = TagFilter(f, i.tags)) {
@@ -1962,7 +1963,7 @@ class Ec2Api : public CloudApi {
                E("reservationSet", items) + (next.empty() ? "" : L("nextToken", next)));
   }
 
-  // --- TerminateInstances (reference §3.4) ---
+  // --- TerminateInstances (plugins/aws/REFERENCE.md §3.4) ---
   HttpResponse TerminateInstances(const Args& a) {
     std::vector<std::string> ids = a.List("InstanceId");
     if (ids.empty()) return Missing("InstanceId");
@@ -1991,7 +1992,7 @@ class Ec2Api : public CloudApi {
     return Xml(200, "TerminateInstancesResponse", E("instancesSet", items));
   }
 
-  // --- key pairs (reference §3.5) ---
+  // --- key pairs (plugins/aws/REFERENCE.md §3.5) ---
   std::string Fingerprint(const std::string& type, const std::string& blob) {
     if (type == "ssh-ed25519") {
       // Imported ED25519 keys: base64 of the SHA-256 digest of the key.
@@ -2102,7 +2103,7 @@ class Ec2Api : public CloudApi {
     return Xml(200, "DeleteKeyPairResponse", L("return", "true"));
   }
 
-  // --- security groups (reference §5) ---
+  // --- security groups (plugins/aws/REFERENCE.md §5) ---
   std::string RuleXml(const Rule& r) {
     std::string v4, v6;
     for (const auto& [cidr, d] : r.v4)
@@ -2301,7 +2302,7 @@ class Ec2Api : public CloudApi {
         }
       }
     }
-    // One existing (range, source) pair fails the whole call (reference §5).
+    // One existing (range, source) pair fails the whole call (plugins/aws/REFERENCE.md §5).
     for (const auto& r : rules) {
       for (const auto& have : g.ingress) {
         if (!SameRange(have, r)) continue;
@@ -2449,7 +2450,7 @@ class Ec2Api : public CloudApi {
     return Xml(200, "CreateTagsResponse", L("return", "true"));
   }
 
-  // --- catalogue (reference §3.6) ---
+  // --- catalogue (plugins/aws/REFERENCE.md §3.6) ---
   std::string TypeXml(const TypeDef& t) {
     std::string x = L("instanceType", t.name) + L("currentGeneration", "true") +
                     E("supportedUsageClasses", E("item", "on-demand") + E("item", "spot")) +

@@ -142,7 +142,8 @@ std::vector<std::string> Emulator::TokenEnvVars(const std::string& cloud) {
   if (cloud == "hyperstack") return {"HYPERSTACK_API_KEY"};
   // Verda: the OAuth2 client id, then its secret (the token endpoint pairs them up).
   if (cloud == "verda") return {"VERDA_CLIENT_ID", "VERDA_CLIENT_SECRET"};
-  // Massed Compute: no official name; third-party tools use both (clouds/massedcompute.md §1).
+  // Massed Compute: no official name; third-party tools use both
+  // (plugins/massedcompute/REFERENCE.md §1).
   if (cloud == "massedcompute") return {"MASSED_API_KEY", "MASSED_COMPUTE_API_TOKEN"};
   // Nebius: a ready IAM token; service-account JWTs are checked against the key of
   // NEBIUS_CREDENTIALS_FILE (nebius_api.h) and exchanged for tokens the emulator issues.

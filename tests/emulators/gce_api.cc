@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Google Compute Engine REST v1 and its OAuth2 token endpoint, as described in
-// /work/shared/clouds/gcp.md: instances, zone and global operations, firewalls, disks,
+// plugins/gcp/REFERENCE.md: instances, zone and global operations, firewalls, disks,
 // zones, regions, machine and accelerator types, networks, public images, the project.
 // One server answers the token endpoint (POST /token, and libcloud's legacy
 // /o/oauth2/token: jwt-bearer and refresh_token grants), the Security Token Service
@@ -65,7 +65,7 @@ const std::vector<std::string>& ImageProjects() {
   return p;
 }
 
-// --- static catalogue (illustrative; gcp.md §3.7, §7, §9) ------------------------
+// --- static catalogue (illustrative; plugins/gcp/REFERENCE.md §3.7, §7, §9) ----------------------
 
 struct ZoneDef {
   const char* name;
@@ -330,7 +330,8 @@ JsonArray Strings(const std::vector<std::string>& v) {
   return a;
 }
 
-// One filter term: field op value (gcp.md §3.3: "name=x", "labels.k=v", "name eq x").
+// One filter term: field op value (plugins/gcp/REFERENCE.md §3.3: "name=x", "labels.k=v", "name eq
+// x").
 struct FilterTerm {
   std::string field;
   bool negate = false;
@@ -889,7 +890,7 @@ class GceApi : public CloudApi {
     JsonObject resource;
   };
 
-  // --- error shapes (reference §8) ---
+  // --- error shapes (plugins/gcp/REFERENCE.md §8) ---
   static HttpResponse Error(int status, const std::string& reason, const std::string& message,
                             const std::string& domain = "global",
                             const std::string& rpc_status = "") {
@@ -1110,7 +1111,7 @@ class GceApi : public CloudApi {
     return NotFound(path.substr(std::string("/compute/v1/").size()));
   }
 
-  // --- OAuth2 token endpoint (reference §1.1) ---
+  // --- OAuth2 token endpoint (plugins/gcp/REFERENCE.md §1.1) ---
   HttpResponse TokenEndpoint(const HttpRequest& req) {
     std::map<std::string, std::string> form = ParseForm(req.body);
     const std::string grant = form["grant_type"];
@@ -1200,8 +1201,8 @@ class GceApi : public CloudApi {
     return o;
   }
 
-  // refresh_token grant of authorized_user credentials (reference §1.2). Google's wording
-  // for an unknown client and for a bad refresh token.
+  // refresh_token grant of authorized_user credentials (plugins/gcp/REFERENCE.md §1.2). Google's
+  // wording for an unknown client and for a bad refresh token.
   HttpResponse RefreshGrant(std::map<std::string, std::string>& form) {
     if (form["client_id"] != kUserClientId || form["client_secret"] != kUserClientSecret) {
       return TokenError(401, "invalid_client", "The OAuth client was not found.");
@@ -1294,8 +1295,8 @@ class GceApi : public CloudApi {
     return JsonResponse(200, o);
   }
 
-  // The metadata server (reference §6): Metadata-Flavor: Google both ways; the instance's
-  // service account (settings metadata_service_account=false: a VM without one).
+  // The metadata server (plugins/gcp/REFERENCE.md §6): Metadata-Flavor: Google both ways; the
+  // instance's service account (settings metadata_service_account=false: a VM without one).
   HttpResponse Metadata(const HttpRequest& req, const std::string& path) {
     auto text = [](int status, const std::string& body) {
       HttpResponse r = TextResponse(status, body, "application/text");
@@ -1532,7 +1533,7 @@ class GceApi : public CloudApi {
     return std::nullopt;
   }
 
-  // A list resource: items (absent when empty, reference §3.3), paginated.
+  // A list resource: items (absent when empty, plugins/gcp/REFERENCE.md §3.3), paginated.
   HttpResponse List(const HttpRequest& req, const std::string& kind, const std::string& self,
                     const std::vector<JsonObject>& all) {
     std::vector<JsonObject> page;
@@ -1844,7 +1845,7 @@ class GceApi : public CloudApi {
     return JsonResponse(200, o);
   }
 
-  // --- operations (reference §3.5) ---
+  // --- operations (plugins/gcp/REFERENCE.md §3.5) ---
   Operation& NewOperation(const std::string& zone, const std::string& type,
                           const std::string& target_link, uint64_t target_id) {
     Operation op;
@@ -1906,7 +1907,7 @@ class GceApi : public CloudApi {
     return o;
   }
 
-  // --- instances (reference §3.1-3.4) ---
+  // --- instances (plugins/gcp/REFERENCE.md §3.1-3.4) ---
   static std::string GpuAccelerator(const Instance& inst) {
     if (inst.guest_accelerators && inst.guest_accelerators->size() > 0) {
       return LastSegment(
@@ -2006,7 +2007,7 @@ class GceApi : public CloudApi {
       case InstanceState::kError:
         return "TERMINATED";
       case InstanceState::kStopped:
-        return "TERMINATED";  // gcp.md 3.2: TERMINATED = stopped, not deleted
+        return "TERMINATED";  // plugins/gcp/REFERENCE.md §3.2: TERMINATED = stopped, not deleted
       case InstanceState::kGone:
         return "";
     }
@@ -2051,7 +2052,7 @@ class GceApi : public CloudApi {
     ac->set("kind", std::string("compute#accessConfig"));
     ac->set("type", std::string("ONE_TO_ONE_NAT"));
     ac->set("name", std::string("External NAT"));
-    // The public address once STAGING (reference, emulator notes 4).
+    // The public address once STAGING (plugins/gcp/REFERENCE.md, emulator notes 4).
     if ((status == "STAGING" || status == "RUNNING") && !s.public_ip.empty()) {
       ac->set("natIP", s.public_ip);
     }
@@ -2146,11 +2147,11 @@ class GceApi : public CloudApi {
     return out;
   }
 
-  // What this machine can reach on an instance with these network tags (reference §5):
-  // every enabled INGRESS rule of the network that targets the instance (no targetTags, or
-  // one of its tags) and whose sourceRanges cover this machine decides its ports, the
-  // lowest priority number first and deny before allow at equal priority; the implied
-  // rule denies the rest. sourceTags never match this machine.
+  // What this machine can reach on an instance with these network tags
+  // (plugins/gcp/REFERENCE.md §5): every enabled INGRESS rule of the network that targets the
+  // instance (no targetTags, or one of its tags) and whose sourceRanges cover this machine decides
+  // its ports, the lowest priority number first and deny before allow at equal priority; the
+  // implied rule denies the rest. sourceTags never match this machine.
   PortSet ReachableOf(const std::vector<std::string>& tags) const {
     struct Decision {
       int64_t priority;
@@ -2469,7 +2470,7 @@ class GceApi : public CloudApi {
     inst.insert_op = op.name;
     if (!request_id.empty()) request_ids_[request_id] = op.name;
     if (quota) {
-      // Quota in the operation (reference §8); the instance never appears.
+      // Quota in the operation (plugins/gcp/REFERENCE.md §8); the instance never appears.
       Finish(op, "QUOTA_EXCEEDED", quota_message, 403);
       return JsonResponse(200, OperationJson(op));
     }
@@ -2639,7 +2640,7 @@ class GceApi : public CloudApi {
            503, details);
   }
 
-  // --- firewalls (reference §5) ---
+  // --- firewalls (plugins/gcp/REFERENCE.md §5) ---
   static std::string CheckFirewall(const JsonObject& f) {
     const std::string name = GetString(f, "name").value_or("");
     if (!std::regex_match(name, NameRe())) {
@@ -2862,7 +2863,8 @@ class GceApi : public CloudApi {
   // The organization policy constraints/compute.requireOsLogin on the project (settings
   // os_login_policy): "" none; "override": inserts succeed, OS Login is on whatever the
   // instance's enable-oslogin says and its ssh-keys are ignored; "refuse": an insert that
-  // turns OS Login off fails. Which of the two Google does is not confirmed (real-apis-1.md F8).
+  // turns OS Login off fails. Which of the two Google does is not confirmed
+  // (plugins/gcp/REFERENCE.md §F8).
   std::string os_login_policy_;
   std::map<std::string, Clock::time_point> tokens_;
   std::map<std::string, Instance> instances_;  // "zone/name"

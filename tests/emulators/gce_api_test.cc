@@ -421,8 +421,8 @@ TEST_F(GceApiTest, InsertValidationFollowsGce) {
   EXPECT_EQ(t4.status, 200) << t4.body;
 }
 
-// real-apis-1.md F1: A3 Ultra (H200) and A4 (B200) take Hyperdisk only, so the Persistent
-// Disk types are refused for them; hyperdisk-balanced is taken and reported.
+// plugins/gcp/REFERENCE.md §F1: A3 Ultra (H200) and A4 (B200) take Hyperdisk only, so the
+// Persistent Disk types are refused for them; hyperdisk-balanced is taken and reported.
 TEST_F(GceApiTest, HyperdiskOnlySeriesRefusePersistentDisk) {
   auto with_disk = [](const std::string& name, const std::string& machine,
                       const std::string& disk_type) {
@@ -516,7 +516,7 @@ TEST_F(GceApiTest, InstancesComeBackAsGoogleReturnsThem) {
   EXPECT_EQ(bad.status, 400) << bad.body;
 }
 
-// real-apis-1.md F5: the other operation errors a zone can end an insert with.
+// plugins/gcp/REFERENCE.md §F5: the other operation errors a zone can end an insert with.
 TEST_F(GceApiTest, CapacityFaultValuesPickTheOperationErrorCode) {
   for (const std::string code :
        {"insufficientCapacity", "RESOURCE_OPERATION_RATE_EXCEEDED", "ZONE_RESOURCE_POOL_EXHAUSTED"}) {
@@ -529,8 +529,8 @@ TEST_F(GceApiTest, CapacityFaultValuesPickTheOperationErrorCode) {
   }
 }
 
-// real-apis-1.md F8: OS Login enforced by organization policy, in both forms the emulator
-// can play (not confirmed which one Google plays).
+// plugins/gcp/REFERENCE.md §F8: OS Login enforced by organization policy, in both forms the
+// emulator can play (not confirmed which one Google plays).
 TEST_F(GceApiTest, OsLoginPolicyOverridesOrRefusesEnableOsloginFalse) {
   // Inserts NAME with enable-oslogin=FALSE; the status, and the effective enable-oslogin.
   auto insert = [&](const std::string& name) {
@@ -568,7 +568,7 @@ TEST_F(GceApiTest, OsLoginPolicyOverridesOrRefusesEnableOsloginFalse) {
 }
 
 // Issue 30 part 2: the operations the gcp driver calls (plugins/gcp/gcp_driver.cc; the list
-// in ../shared/reference/real-apis-1.md, "GCP (plugins/gcp)"), each one the Compute Engine
+// in plugins/gcp/REFERENCE.md), each one the Compute Engine
 // discovery document describes; the emulator serves nothing the document does not describe.
 TEST(GceDiscovery, TheDriversOperationsAreInTheDiscoveryDocument) {
   struct Op {

@@ -4,8 +4,8 @@
 // images, virtual machines, per-VM security rules; /v1/pricebook) as the official
 // SDK generated from its OpenAPI definition describes it (NexGenCloud/
 // hyperstack-sdk-python f130f57: hyperstack/api/*.py, docs/*.md);
-// ../shared/clouds/hyperstack.md summarises it and is not the authority where they
-// differ. Auth is the `api_key` header. Every body
+// plugins/hyperstack/REFERENCE.md holds the facts with their sources; the SDK wins
+// where they differ. Auth is the `api_key` header. Every body
 // is {"status": true|false, "message": ..., <payload>}; errors carry
 // "error_reason". Request bodies are checked against the documented shapes
 // (unknown field or wrong type: 400 bad_request). A VM's security rules decide
@@ -30,10 +30,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using SysClock = std::chrono::system_clock;
 
-constexpr size_t kMaxName = 50;                  // reference §3.1
-constexpr int64_t kMaxCount = 20;                // reference §3.1
-constexpr size_t kMaxUserData = 64 * 1024;       // UNCONFIRMED (reference §3.1)
-constexpr int kRequestsPerMinute = 500;          // reference §8, per source IP
+constexpr size_t kMaxName = 50;                  // plugins/hyperstack/REFERENCE.md §3.1
+constexpr int64_t kMaxCount = 20;                // plugins/hyperstack/REFERENCE.md §3.1
+// UNCONFIRMED (plugins/hyperstack/REFERENCE.md §3.1)
+constexpr size_t kMaxUserData = 64 * 1024;
+// plugins/hyperstack/REFERENCE.md §8, per source IP
+constexpr int kRequestsPerMinute = 500;
 constexpr int kDefaultPageSize = 30;
 // CREATING for this long after the create call (then BUILD until the machine runs).
 constexpr std::chrono::milliseconds kCreatingTime{500};
@@ -202,7 +204,7 @@ class HyperstackApi : public CloudApi {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto v = GetDouble(settings, "floating_ip_delay_seconds")) floating_ip_delay_ = *v;
     if (auto v = GetDouble(settings, "deleting_seconds")) deleting_seconds_ = *v;
-    // H3 of ../shared/reference/real-apis-2.md (unconfirmed): what the API does with
+    // plugins/hyperstack/REFERENCE.md §H3 (unconfirmed): what the API does with
     // enable_port_randomization false is not documented; true here makes every new VM report
     // port_randomization on whatever the create asked, so a driver's reading of it is tested.
     if (auto v = GetBool(settings, "force_port_randomization")) force_port_randomization_ = *v;
@@ -264,7 +266,7 @@ class HyperstackApi : public CloudApi {
     envs_[e.id] = e;
   }
 
-  // --- envelopes (reference §2, §8) ---
+  // --- envelopes (plugins/hyperstack/REFERENCE.md §2, §8) ---
   static HttpResponse Error(int status, const std::string& reason, const std::string& message) {
     JsonObject o = NewObject();
     o->set("status", false);
@@ -313,7 +315,8 @@ class HyperstackApi : public CloudApi {
   }
 
   // value "legacy": the legacy 500 body without error_reason; value "after_create":
-  // a VM create is carried out, then answered with the 5xx (reference fault g).
+  // a VM create is carried out, then answered with the 5xx (plugins/hyperstack/REFERENCE.md,
+  // emulator fault (g)).
   HttpResponse ServerError(const HttpRequest& req, const Fault& f) override {
     if (f.value == "after_create" && req.method == "POST" &&
         TrimTrailingSlash(req.path) == BasePath() + "/core/virtual-machines") {
@@ -428,7 +431,7 @@ class HyperstackApi : public CloudApi {
     return r;
   }
 
-  // --- catalogue (reference §7) ---
+  // --- catalogue (plugins/hyperstack/REFERENCE.md §7) ---
   bool InStock(const FlavorDef& f) const {
     return out_of_stock_.count(f.name) == 0 && out_of_stock_.count("*") == 0;
   }
@@ -513,7 +516,7 @@ class HyperstackApi : public CloudApi {
     return Ok("Success", "images", groups);
   }
 
-  // --- environments (reference §3.7) ---
+  // --- environments (plugins/hyperstack/REFERENCE.md §3.7) ---
   Environment* EnvByName(const std::string& name) {
     for (auto& [id, e] : envs_) {
       if (e.name == name) return &e;
@@ -615,7 +618,7 @@ class HyperstackApi : public CloudApi {
     return NotAllowed();
   }
 
-  // --- keypairs (reference §3.6) ---
+  // --- keypairs (plugins/hyperstack/REFERENCE.md §3.6) ---
   JsonObject KeyJson(const Keypair& k) {
     JsonObject o = NewObject();
     o->set("id", k.id);
@@ -723,7 +726,7 @@ class HyperstackApi : public CloudApi {
     return JsonResponse(200, o);
   }
 
-  // --- virtual machines (reference §3.1-3.4, §5) ---
+  // --- virtual machines (plugins/hyperstack/REFERENCE.md §3.1-3.4, §5) ---
   std::string StatusOf(const Vm& vm) {
     if (vm.gone_at) return "DELETING";
     InstanceStatus s = backend_->State(vm.backend_id);
@@ -735,7 +738,7 @@ class HyperstackApi : public CloudApi {
       case InstanceState::kError:
         return "ERROR";
       case InstanceState::kStopped:
-        return "SHUTOFF";  // hyperstack.md: stopped, still billed
+        return "SHUTOFF";  // plugins/hyperstack/REFERENCE.md: stopped, still billed
       case InstanceState::kGone:
         return "DELETING";
     }
@@ -761,7 +764,8 @@ class HyperstackApi : public CloudApi {
   }
 
   std::set<int> AllowedPorts(const Vm& vm) const {
-    if (!vm.floating_ip) return {};  // no public address, nothing reachable (reference §5)
+    // no public address, nothing reachable (plugins/hyperstack/REFERENCE.md §5)
+    if (!vm.floating_ip) return {};
     return HyperstackAllowedPorts(RulesJson(vm));
   }
 

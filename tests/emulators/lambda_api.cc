@@ -36,7 +36,7 @@ using SysClock = std::chrono::system_clock;
 // L-SPEC InstanceLaunchRequest.user_data "cannot exceed 1MB": whether 10^6 or 2^20 bytes is
 // unconfirmed; the emulator takes the stricter reading (setting user_data_limit_bytes).
 constexpr size_t kDefaultMaxUserData = 1000 * 1000;
-constexpr size_t kMaxFirewallRules = 20;      // reference §5
+constexpr size_t kMaxFirewallRules = 20;      // plugins/lambda/REFERENCE.md §5
 constexpr size_t kMaxNameLength = 64;
 constexpr size_t kMaxPublicKeyLength = 4096;
 // Slack on the pacing intervals, so a client that waits exactly the interval
@@ -105,7 +105,7 @@ const SpecOperation* SpecOperationOf(const std::string& method, const std::vecto
   return by_param;
 }
 
-// --- catalogue (illustrative prices and capacity; names from reference §7) -------------
+// --- catalogue (illustrative prices and capacity; names from plugins/lambda/REFERENCE.md §7) -----
 
 struct RegionDef {
   const char* name;
@@ -238,7 +238,8 @@ const ImageDef* ImageById(const std::string& id) {
   return nullptr;
 }
 
-// The account's inbound rules before anyone changes them (reference §5: TCP 22 and ICMP).
+// The account's inbound rules before anyone changes them (plugins/lambda/REFERENCE.md §5: TCP 22
+// and ICMP).
 JsonArray DefaultRules() {
   JsonArray a = NewArray();
   JsonObject ssh = NewObject();
@@ -291,7 +292,7 @@ void PutString(std::string& out, const std::string& s) {
 }
 
 // A new RSA key pair: (OpenSSH public key, PEM private key). Lambda generates one
-// when POST /ssh-keys has no public_key (reference §3.6).
+// when POST /ssh-keys has no public_key (plugins/lambda/REFERENCE.md §3.6).
 std::pair<std::string, std::string> GenerateKeyPair(const std::string& comment) {
   Poco::Crypto::RSAKey key(Poco::Crypto::RSAKey::KL_2048, Poco::Crypto::RSAKey::EXP_LARGE);
   auto mpint = [](const Poco::Crypto::RSAKeyImpl::ByteVec& v) {
@@ -428,7 +429,7 @@ class LambdaApi : public CloudApi {
     std::optional<Clock::time_point> last_launch;
   };
 
-  // --- envelopes (reference §2, §8) ---
+  // --- envelopes (plugins/lambda/REFERENCE.md §2, §8) ---
   static HttpResponse Error(int status, const std::string& code, const std::string& message,
                             const std::string& suggestion = "") {
     JsonObject e = NewObject();
@@ -682,7 +683,8 @@ class LambdaApi : public CloudApi {
       case InstanceState::kRunning:
         return "active";
       case InstanceState::kError:
-      case InstanceState::kStopped:  // lambda.md: no stopped state; a powered-off one is unhealthy
+      // plugins/lambda/REFERENCE.md: no stopped state; a powered-off one is unhealthy
+      case InstanceState::kStopped:
         return "unhealthy";
       case InstanceState::kGone:
         return "terminated";
@@ -1094,7 +1096,7 @@ class LambdaApi : public CloudApi {
     return Data(data);
   }
 
-  // --- SSH keys (reference §3.6) ---
+  // --- SSH keys (plugins/lambda/REFERENCE.md §3.6) ---
   const SshKey* KeyByName(const std::string& name) const {
     for (const auto& [id, k] : keys_) {
       if (k.name == name) return &k;
@@ -1158,7 +1160,7 @@ class LambdaApi : public CloudApi {
     return Data(NewObject());
   }
 
-  // --- firewall rules and rulesets (reference §5) ---
+  // --- firewall rules and rulesets (plugins/lambda/REFERENCE.md §5) ---
   // Account-wide rules not in the starting list (a leak check).
   int64_t ChangedRuleCount() const {
     // Field by field: parsed objects need not keep the key order.

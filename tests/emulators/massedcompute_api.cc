@@ -2,7 +2,7 @@
 //
 // Massed Compute VM API v1 (/api/v1: token validation, GPU inventory, images, account SSH
 // keys, launch/list/get/terminate/restart of instances) as described in
-// /work/shared/clouds/massedcompute.md. Mixed key cases as the reference shows them
+// plugins/massedcompute/REFERENCE.md. Mixed key cases as the reference shows them
 // (camelCase request bodies, snake_case inventory). The reference documents no error body:
 // every error here is {"message": "..."} (a guess, listed in README.md). No firewall API:
 // every port an instance listens on is reachable (PortSet::All()). The SSH route: the
@@ -47,7 +47,7 @@ const RegionDef* FindRegion(const std::string& name) {
   return nullptr;
 }
 
-// Products (reference §7; prices, specs and capacity are illustrative).
+// Products (plugins/massedcompute/REFERENCE.md §7; prices, specs and capacity are illustrative).
 struct ProductDef {
   const char* name;
   const char* description;
@@ -123,7 +123,8 @@ HttpResponse Message(int status, const std::string& message) {
   return JsonResponse(status, o);
 }
 
-// Key names: letters, digits and spaces (reference §3.5, from Brev's notes).
+// Key names: letters, digits and spaces (plugins/massedcompute/REFERENCE.md §3.5, from Brev's
+// notes).
 bool IsKeyName(const std::string& name) {
   if (name.empty() || name.size() > kMaxNameLength) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
@@ -280,7 +281,8 @@ class MassedComputeApi : public CloudApi {
     }();
     if (!TokenAccepted(token) && !read_only) return Message(401, "Unauthenticated.");
     if (faults_.Take("auth_failure", req.method, req.path)) return Message(401, "Unauthenticated.");
-    // Read-only keys may list and get (reference §1); 403 is the likely status (§8).
+    // Read-only keys may list and get (plugins/massedcompute/REFERENCE.md §1); 403 is the likely
+    // status (plugins/massedcompute/REFERENCE.md §8).
     if (read_only && req.method != "GET" &&
         TrimTrailingSlash(req.path) != BasePath() + "/account/token/validation") {
       return Message(403, "This API key is read-only: it cannot launch, restart or terminate "
@@ -296,7 +298,8 @@ class MassedComputeApi : public CloudApi {
   }
 
   // value "after_create": a launch is carried out, then answered with the 5xx (the ambiguous
-  // failure after which a client must list by name before launching again, reference §8).
+  // failure after which a client must list by name before launching again,
+  // plugins/massedcompute/REFERENCE.md §8).
   HttpResponse ServerError(const HttpRequest& req, const Fault& f) override {
     if (f.value == "after_create" && req.method == "POST" &&
         TrimTrailingSlash(req.path) == BasePath() + "/instance/launch") {
@@ -349,7 +352,7 @@ class MassedComputeApi : public CloudApi {
   }
   static HttpResponse Invalid(const std::string& detail) { return Message(400, detail); }
 
-  // --- discovery (reference §3.6) ---
+  // --- discovery (plugins/massedcompute/REFERENCE.md §3.6) ---
   int CapacityOf(const ProductDef& p) const {
     int base = p.capacity;
     if (auto it = capacity_.find("*"); it != capacity_.end()) base = it->second;
@@ -409,7 +412,7 @@ class MassedComputeApi : public CloudApi {
     return JsonResponse(200, o);
   }
 
-  // --- SSH keys (reference §3.5) ---
+  // --- SSH keys (plugins/massedcompute/REFERENCE.md §3.5) ---
   const SshKey* KeyByName(const std::string& name) const {
     for (const auto& [id, k] : keys_) {
       if (k.name == name) return &k;
@@ -467,7 +470,7 @@ class MassedComputeApi : public CloudApi {
     return JsonResponse(200, o);
   }
 
-  // --- instances (reference §3.1-3.4) ---
+  // --- instances (plugins/massedcompute/REFERENCE.md §3.1-3.4) ---
   struct Viewed {
     std::string status;
     bool os_booted = false;
@@ -494,7 +497,8 @@ class MassedComputeApi : public CloudApi {
       case InstanceState::kError:
         v.status = "failed";
         break;
-      case InstanceState::kStopped:  // massedcompute.md: Brev's mapping knows `stopped`
+      // plugins/massedcompute/REFERENCE.md: Brev's mapping knows `stopped`
+      case InstanceState::kStopped:
         v.status = "stopped";
         break;
       case InstanceState::kGone:
@@ -636,7 +640,8 @@ class MassedComputeApi : public CloudApi {
     if (auto c = GetString(body, "coupon"); c && !c->empty()) {
       return Invalid("The coupon \"" + *c + "\" is not valid.");
     }
-    // Capacity after validation (the launch error is UNCONFIRMED, reference §8).
+    // Capacity after validation (the launch error is UNCONFIRMED,
+    // plugins/massedcompute/REFERENCE.md §8).
     const bool in_region = region == "any" || std::find(product->regions.begin(),
                                                         product->regions.end(),
                                                         region) != product->regions.end();

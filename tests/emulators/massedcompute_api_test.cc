@@ -3,7 +3,7 @@
 // The Massed Compute emulator over HTTP with the memory backend: bearer auth (full-access and
 // read-only keys), token validation, the GPU inventory and its capacity, images, account SSH
 // keys, launch/list/get/terminate/restart with the states over time, the request checks, and
-// every fault knob of the reference's emulator notes.
+// every fault knob of the emulator notes of plugins/massedcompute/REFERENCE.md.
 #include <gtest/gtest.h>
 
 #include <regex>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// The Nebius AI Cloud emulator (reference: shared/clouds/nebius.md, "Emulator notes"). A
+// The Nebius AI Cloud emulator (plugins/nebius/REFERENCE.md, "Emulator notes"). A
 // gRPC server whose one generic handler parses each call into the generated message of its
 // method, so the wire format is the protos' own (plugins/nebius/proto). Order of a call:
 // endpoint check (the :authority, when it names a real Nebius endpoint), authentication
@@ -76,7 +76,7 @@ constexpr int64_t kMaxPageSize = 1000;
 // instance this long first.
 constexpr milliseconds kFailInOperationAfter{500};
 
-// --- catalogue (reference §7, §9) ---------------------------------------------------
+// --- catalogue (plugins/nebius/REFERENCE.md §7, §9) ----------------------------------------------
 
 struct PresetDef {
   const char* name;
@@ -541,7 +541,8 @@ class NebiusApi : public CloudApi {
       delete_conflicts_ = *d == "conflict";
     }
     if (auto v = GetString(s, "vanish_instance")) {
-      // The machine is lost (reference emulator notes (f)): NOT_FOUND from now on.
+      // The machine is lost (plugins/nebius/REFERENCE.md, emulator notes (f)): NOT_FOUND from now
+      // on.
       auto it = instances_.begin();
       while (it != instances_.end() && it->first != *v &&
              it->second.proto.metadata().name() != *v) {
@@ -717,7 +718,7 @@ class NebiusApi : public CloudApi {
     Call call;
     call.method = method;
     call.idempotency_key = Metadata(ctx, "x-idempotency-key");
-    // Each service on its own endpoint (reference §0) when the client names one.
+    // Each service on its own endpoint (plugins/nebius/REFERENCE.md §0) when the client names one.
     const std::string endpoint = EndpointOf(ctx->host());
     const std::string family = FamilyOf(method);
     if (!endpoint.empty() && !family.empty() && endpoint != family) {
@@ -792,7 +793,7 @@ class NebiusApi : public CloudApi {
     return it->second.account;
   }
 
-  // --- IAM token exchange (reference §1) ---
+  // --- IAM token exchange (plugins/nebius/REFERENCE.md §1) ---
   grpc::Status Exchange(const iam::ExchangeTokenRequest& req, iam::CreateTokenResponse* resp,
                         const Call&) {
     if (req.grant_type() != kGrantType) {
@@ -858,7 +859,7 @@ class NebiusApi : public CloudApi {
     return grpc::Status::OK;
   }
 
-  // --- operations (reference §3) ---
+  // --- operations (plugins/nebius/REFERENCE.md §3) ---
   Operation& NewOperation(const std::string& family, const std::string& project,
                           const std::string& description, const std::string& resource_id,
                           const google::protobuf::Message& request, const Call& call) {
@@ -901,7 +902,8 @@ class NebiusApi : public CloudApi {
   grpc::Status GetOperation(const nc::GetOperationRequest& req, nc::Operation* resp,
                             const Call&) {
     auto it = operations_.find(req.id());
-    // An operation is read on the endpoint of the service that made it (reference §3).
+    // An operation is read on the endpoint of the service that made it
+    // (plugins/nebius/REFERENCE.md §3).
     if (it == operations_.end() || (!endpoint_.empty() && it->second.family != endpoint_)) {
       return NotFound(endpoint_.empty() ? "common" : endpoint_, req.id(), "operation");
     }
@@ -980,7 +982,7 @@ class NebiusApi : public CloudApi {
     return subnets_[project] = s;
   }
 
-  // --- instances (reference §3.2-3.5) ---
+  // --- instances (plugins/nebius/REFERENCE.md §3.2-3.5) ---
   std::vector<std::string> GroupsOf(const Instance& inst) {
     std::vector<std::string> out;
     for (const auto& nic : inst.proto.spec().network_interfaces()) {
@@ -1047,7 +1049,8 @@ class NebiusApi : public CloudApi {
       s.set_state(inst.error_state ? compute::InstanceStatus::ERROR
                                    : compute::InstanceStatus::STOPPED);
     } else if (b.state == InstanceState::kStopped) {
-      s.set_state(compute::InstanceStatus::STOPPED);  // nebius.md 3.5: stopped, not reconciling
+      // plugins/nebius/REFERENCE.md §3.5: stopped, not reconciling
+      s.set_state(compute::InstanceStatus::STOPPED);
     } else {
       s.set_state(compute::InstanceStatus::UNSPECIFIED);  // gone: Reconcile drops it
     }
@@ -1387,7 +1390,7 @@ class NebiusApi : public CloudApi {
     Operation& op = NewOperation("compute", inst->proto.metadata().parent_id(),
                                  "Delete instance " + inst->proto.metadata().name(), req.id(),
                                  req, call);
-    // A create still running is aborted by the delete (reference §3).
+    // A create still running is aborted by the delete (plugins/nebius/REFERENCE.md §3).
     if (auto it = operations_.find(inst->create_op);
         it != operations_.end() && !it->second.proto.has_status()) {
       nc::ServiceError e = ServiceErrorOf("compute", "OperationAborted", nc::ServiceError::NOTHING);
@@ -1438,7 +1441,7 @@ class NebiusApi : public CloudApi {
     return grpc::Status::OK;
   }
 
-  // --- disks (reference §3.1) ---
+  // --- disks (plugins/nebius/REFERENCE.md §3.1) ---
   static int64_t DiskGib(const compute::DiskSpec& s) {
     switch (s.size_case()) {
       case compute::DiskSpec::kSizeBytes:
@@ -1595,7 +1598,7 @@ class NebiusApi : public CloudApi {
     return grpc::Status::OK;
   }
 
-  // --- platforms (reference §7) ---
+  // --- platforms (plugins/nebius/REFERENCE.md §7) ---
   static compute::Platform PlatformProto(const PlatformDef& p, const std::string& project) {
     compute::Platform out;
     out.mutable_metadata()->set_id(std::string("computeplatform-e00") + p.name);
@@ -1637,7 +1640,7 @@ class NebiusApi : public CloudApi {
     return grpc::Status::OK;
   }
 
-  // --- subnets (reference, emulator notes 2) ---
+  // --- subnets (plugins/nebius/REFERENCE.md, emulator notes 2) ---
   grpc::Status GetSubnet(const vpc::GetSubnetRequest& req, vpc::Subnet* resp, const Call&) {
     for (const auto& project : projects_) {
       const vpc::Subnet& s = SubnetOf(project);
@@ -1659,7 +1662,7 @@ class NebiusApi : public CloudApi {
     return grpc::Status::OK;
   }
 
-  // --- security groups and rules (reference §5) ---
+  // --- security groups and rules (plugins/nebius/REFERENCE.md §5) ---
   grpc::Status CreateGroup(const vpc::CreateSecurityGroupRequest& req, nc::Operation* resp,
                            const Call& call) {
     if (const Operation* op = Replayed(call)) {

@@ -687,7 +687,8 @@ TEST_F(NebiusApiTest, InstanceLifecycleWithOperations) {
   ASSERT_TRUE(op.request().UnpackTo(&echoed));
   EXPECT_EQ(echoed.metadata().name(), "vm-1");
 
-  // STOPPED+reconciling -> STARTING -> RUNNING with addresses (reference emulator notes 4).
+  // STOPPED+reconciling -> STARTING -> RUNNING with addresses (plugins/nebius/REFERENCE.md,
+  // emulator notes 4).
   std::vector<compute::InstanceStatus::InstanceState> seen;
   compute::Instance inst;
   WaitFor(

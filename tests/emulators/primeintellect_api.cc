@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Prime Intellect pods API (/api/v1: availability, pods, pod status, SSH keys)
-// as described in /work/shared/clouds/primeintellect.md. FastAPI-style errors
+// as described in plugins/primeintellect/REFERENCE.md. FastAPI-style errors
 // ({"detail": ...}); trailing slash optional on every path.
 #include <algorithm>
 #include <iterator>
@@ -40,8 +40,8 @@ struct Offer {
   int memory_gb;
   const char* security;
   const char* ssh_user;  // what sshConnection names for this provider
-  // A container provider (RunPod, clouds/primeintellect.md): the docker backend gives it a
-  // container with sshd as PID 1, no systemd. Every pod gets SSH on a remapped port.
+  // A container provider (RunPod, plugins/primeintellect/REFERENCE.md): the docker backend gives it
+  // a container with sshd as PID 1, no systemd. Every pod gets SSH on a remapped port.
   bool container;
 };
 
@@ -277,7 +277,7 @@ class PrimeIntellectApi : public CloudApi {
 
   std::optional<HttpResponse> Authenticate(const HttpRequest& req) override {
     if (TokenAccepted(req.BearerToken())) return std::nullopt;
-    // Reference §1: 401 for an invalid key, body may be empty text/plain.
+    // plugins/primeintellect/REFERENCE.md §1: 401 for an invalid key, body may be empty text/plain.
     return TextResponse(401, "");
   }
 
@@ -348,7 +348,7 @@ class PrimeIntellectApi : public CloudApi {
     return def;
   }
 
-  // --- availability (reference §3.1) ---
+  // --- availability (plugins/primeintellect/REFERENCE.md §3.1) ---
   JsonObject OfferJson(const Offer& o, bool out_of_stock) {
     JsonObject j = NewObject();
     j->set("cloudId", std::string(o.cloud_id));
@@ -419,7 +419,7 @@ class PrimeIntellectApi : public CloudApi {
     return JsonResponse(200, o);
   }
 
-  // --- pods (reference §3.2-3.5) ---
+  // --- pods (plugins/primeintellect/REFERENCE.md §3.2-3.5) ---
   void Reconcile() {
     for (auto it = pods_.begin(); it != pods_.end();) {
       Pod& p = it->second;
@@ -475,7 +475,7 @@ class PrimeIntellectApi : public CloudApi {
     }
     v.backend = backend_->State(p.backend_id);
     if (v.backend.state == InstanceState::kStopped) {
-      v.status = "STOPPED";  // primeintellect.md 3.3
+      v.status = "STOPPED";  // plugins/primeintellect/REFERENCE.md §3.3
       return v;
     }
     if (v.backend.state != InstanceState::kRunning) {
@@ -698,8 +698,8 @@ class PrimeIntellectApi : public CloudApi {
     spec.image = image;
     spec.gpu_type = TestVmGpu(offer->gpu_type);
     spec.gpu_count = offer->gpu_count;
-    // No boot script on Prime Intellect (reference §4); the account's keys are
-    // installed (the reference leaves "primary only" unconfirmed).
+    // No boot script on Prime Intellect (plugins/primeintellect/REFERENCE.md §4); the account's
+    // keys are installed (the reference leaves "primary only" unconfirmed).
     // With primary_key_only, a pod without sshKeyId gets the primary key only.
     for (const auto& [id, k] : keys_) {
       const bool named = ssh_key_id && *ssh_key_id == id;
@@ -795,7 +795,7 @@ class PrimeIntellectApi : public CloudApi {
     return JsonResponse(200, o);
   }
 
-  // --- SSH keys (reference §3.6) ---
+  // --- SSH keys (plugins/primeintellect/REFERENCE.md §3.6) ---
   JsonObject KeyJson(const Key& k) {
     JsonObject o = NewObject();
     o->set("id", k.id);

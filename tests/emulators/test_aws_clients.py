@@ -96,7 +96,7 @@ class AwsCli(unittest.TestCase):
         running = describe("--instance-ids", iid)[0]
         self.assertTrue(running["PublicIpAddress"].startswith("127.91."))
         self.assertEqual({t["Key"]: t["Value"] for t in running["Tags"]}["Name"], "cli-vm")
-        # Find by name as gpuprov does (reference §3.3).
+        # Find by name as gpuprov does (plugins/aws/REFERENCE.md §3.3).
         found = describe("--filters", "Name=tag:Name,Values=cli-vm",
                          "Name=instance-state-name,Values=pending,running")
         self.assertEqual([i["InstanceId"] for i in found], [iid])

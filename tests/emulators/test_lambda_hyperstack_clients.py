@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """A documented client's walk through the Lambda Cloud and Hyperstack emulators, with the
 stdlib's urllib (no SDK of either cloud is packaged for Debian): each step is what the
-reference (/work/shared/clouds/lambda.md, hyperstack.md) tells a client to do, in that order,
+reference (plugins/lambda/REFERENCE.md, plugins/hyperstack/REFERENCE.md) tells a client
+to do, in that order,
 and the emulator's control API then checks reachability and that nothing is left behind.
 The Lambda client paces itself as documented (about 1 request/s, launch 1 per 12 s) with the
 emulator's rate limits on, and backs off on a 429. Stdlib unittest only.

@@ -7,7 +7,7 @@ python3-grpc-tools is too old to generate stubs, so each method is called throug
 `channel.unary_unary(path, serializer, deserializer)`: the method paths and message types are the
 protos', the bytes on the wire are protobuf's own.
 
-The walk follows the reference (/work/shared/clouds/nebius.md): a service-account JWT signed with
+The walk follows the reference (plugins/nebius/REFERENCE.md): a service-account JWT signed with
 the `openssl` command line (RS256, kid, iss = sub) exchanged at the token exchange for a Bearer
 token; platforms, the default subnet, a security group with rules, an instance with a managed
 boot disk and an idempotency key, its operation polled on OperationService until done, the

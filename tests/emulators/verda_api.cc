@@ -7,14 +7,15 @@
 // The source it follows is the official OpenAPI spec "Verda Cloud Public API" (changelog up to
 // 2026-09-25), vendored in gurdasnijor/effect-verda at spec/verda.openapi.json (commit
 // 805db07978f1267a1c6cb2db6d966c32ff923a03); "V-SPEC <operation or schema>" in the comments
-// below names the part of it an answer follows. Our older notes (../shared/clouds/verda.md,
-// "reference §n") are kept only where the spec is silent. Errors are PublicApiErrorResponseDto
+// below names the part of it an answer follows; plugins/verda/REFERENCE.md is
+// followed only where the spec is silent. Errors are PublicApiErrorResponseDto
 // {"code", "message"} with the spec's error table (invalid_request 400, unauthorized_request
 // 401, insufficient_funds 402, forbidden_action 403, not_found 404, rate_limit_exceeded 429,
 // server_error 500, service_unavailable 503). Create calls answer the new id as bare text.
-// There is no firewall API: every port of an instance is reachable (reference §5). The startup
-// script travels to the backend as InstanceSpec::startup_script, never as cloud-init user data
-// (reference §4). Guesses the reference marks UNCONFIRMED are listed in README.md.
+// There is no firewall API: every port of an instance is reachable (plugins/verda/REFERENCE.md §5).
+// The startup script travels to the backend as InstanceSpec::startup_script, never as cloud-init
+// user data (plugins/verda/REFERENCE.md §4). Guesses the reference marks UNCONFIRMED are listed in
+// README.md.
 #include <Poco/Base64Decoder.h>
 
 #include <algorithm>
@@ -54,7 +55,8 @@ size_t CodePoints(const std::string& s) {
 }
 constexpr double kRefreshTokenLifetime = 7 * 24 * 3600;  // not in the reference: a week
 
-// --- catalogue (names from reference §7 and §9; prices and stock illustrative) -----------
+// --- catalogue (names from plugins/verda/REFERENCE.md §7 and §9; prices and stock illustrative)
+// -----------
 
 struct LocationDef {
   const char* code;
@@ -337,7 +339,7 @@ class VerdaApi : public CloudApi {
     uint64_t seq = 0;  // creation order (ties of created_at)
   };
 
-  // --- envelopes (reference §8) ---
+  // --- envelopes (plugins/verda/REFERENCE.md §8) ---
   static HttpResponse Error(int status, const std::string& code, const std::string& message) {
     JsonObject o = NewObject();
     o->set("code", code);
@@ -353,7 +355,7 @@ class VerdaApi : public CloudApi {
   static HttpResponse Unauthorized(const std::string& message) {
     return Error(401, "unauthorized_request", message);
   }
-  // A create's answer: the new id as bare text (reference §2).
+  // A create's answer: the new id as bare text (plugins/verda/REFERENCE.md §2).
   static HttpResponse IdText(int status, const std::string& id) {
     return TextResponse(status, id);
   }
@@ -390,7 +392,8 @@ class VerdaApi : public CloudApi {
   }
 
   // value "after_create": the instance is made, then the 5xx is answered (the ambiguous
-  // failure after which a client must find its instance by hostname, reference §8).
+  // failure after which a client must find its instance by hostname,
+  // plugins/verda/REFERENCE.md §8).
   HttpResponse ServerError(const HttpRequest& req, const Fault& f) override {
     if (f.value == "after_create" && req.method == "POST" &&
         TrimTrailingSlash(req.path) == BasePath() + "/instances") {
@@ -533,7 +536,7 @@ class VerdaApi : public CloudApi {
     return JsonResponse(200, o);
   }
 
-  // --- catalogue (reference §3.6) ---
+  // --- catalogue (plugins/verda/REFERENCE.md §3.6) ---
   bool InStock(const TypeDef& t, const std::string& location) const {
     if (out_of_stock_.count(t.instance_type) || out_of_stock_.count("*")) return false;
     return std::find(t.stock.begin(), t.stock.end(), location) != t.stock.end();
@@ -682,7 +685,7 @@ class VerdaApi : public CloudApi {
     return Json(a);
   }
 
-  // --- instances (reference §3.1-§3.4) ---
+  // --- instances (plugins/verda/REFERENCE.md §3.1-§3.4) ---
   std::string StatusOf(const Instance& in) const {
     if (in.gone_at) return "deleting";
     if (!in.fixed_status.empty()) return in.fixed_status;
@@ -697,7 +700,7 @@ class VerdaApi : public CloudApi {
       case InstanceState::kError:
         return in.error_status;
       case InstanceState::kStopped:
-        return "offline";  // verda.md 3.2: shut down, GPU still billed
+        return "offline";  // plugins/verda/REFERENCE.md §3.2: shut down, GPU still billed
       case InstanceState::kGone:
         return "discontinued";
     }
@@ -973,8 +976,9 @@ class VerdaApi : public CloudApi {
       spec.gpu_count = in.type->gpus;
       spec.startup_script = in.startup_script;  // run by the "cloud", never by cloud-init
       for (const auto& kid : in.ssh_key_ids) spec.ssh_public_keys.push_back(keys_.at(kid).key);
-      spec.ssh_user = "root";           // reference §9
-      spec.reachable = PortSet::All();  // no firewall API (reference §5): every port
+      spec.ssh_user = "root";           // plugins/verda/REFERENCE.md §9
+      // no firewall API (plugins/verda/REFERENCE.md §5): every port
+      spec.reachable = PortSet::All();
       spec.faults = faults_.TakeBootFaults();
       if (fail) spec.faults.error = true;
       if (vanish) spec.faults.vanish = true;
@@ -993,7 +997,7 @@ class VerdaApi : public CloudApi {
   // POST /settings seed_instances item: {"hostname", "instance_type"?, "location_code"?,
   // "status"? ("running" (default): a real backend instance; any other status is only a
   // record), "age_seconds"? (default 600)}: an instance an earlier run left behind (reference
-  // §3.3: hostnames are not unique).
+  // plugins/verda/REFERENCE.md §3.3: hostnames are not unique).
   std::string Seed(const JsonObject& o) {
     if (!o) return "must be an object";
     Instance in;
@@ -1121,7 +1125,7 @@ class VerdaApi : public CloudApi {
     return Json(a, some_failed ? 207 : 202);
   }
 
-  // --- SSH keys (reference §3.5) and startup scripts (§4) ---
+  // --- SSH keys (plugins/verda/REFERENCE.md §3.5) and startup scripts (§4) ---
   static JsonObject KeyJson(const SshKey& k) {
     JsonObject o = NewObject();
     o->set("id", k.id);

@@ -2,12 +2,12 @@
 //
 // The Verda emulator over HTTP with the memory backend, checked against the official Verda
 // OpenAPI spec (V-SPEC: "Verda Cloud Public API", gurdasnijor/effect-verda
-// spec/verda.openapi.json @805db07, changelog to 2026-09-25) and, where it is silent, our
-// notes (../shared/clouds/verda.md): the OAuth2 token endpoint (client credentials, refresh
+// spec/verda.openapi.json @805db07, changelog to 2026-09-25) and, where it is silent,
+// plugins/verda/REFERENCE.md: the OAuth2 token endpoint (client credentials, refresh
 // rotation, expiry, 401 bodies), every route's shape (bare-UUID create answers, one-element
 // arrays for GET by id, {"code","message"} errors), instance states over time, the PUT action
 // call and its refusal while provisioning, SSH keys under both spellings, startup scripts,
-// the catalogue, and every fault knob of the reference's emulator notes (a)-(g).
+// the catalogue, and every fault knob of plugins/verda/REFERENCE.md, emulator notes (a)-(g).
 #include <Poco/JSON/Parser.h>
 #include <gtest/gtest.h>
 
@@ -145,7 +145,7 @@ class VerdaApiTest : public ::testing::Test {
   std::string base_, control_, token_;
 };
 
-// --- authentication (reference §1, emulator note 1 and fault g) ---
+// --- authentication (plugins/verda/REFERENCE.md §1, emulator note 1 and fault g) ---
 
 TEST_F(VerdaApiTest, TokenEndpointIssuesTheReferenceShapeForClientCredentials) {
   JsonObject t = TokenJson(kClientId, kClientSecret);
@@ -241,7 +241,7 @@ TEST_F(VerdaApiTest, ExpireTokensSettingAndAuthFailureFaultGive401) {
   EXPECT_EQ(V("GET", "/instances").status, 200);
 }
 
-// --- catalogue (reference §3.6, §7, §9) ---
+// --- catalogue (plugins/verda/REFERENCE.md §3.6, §7, §9) ---
 
 TEST_F(VerdaApiTest, InstanceTypesCarryTheReferenceFieldsWithPricesAsStrings) {
   Reply r = V("GET", "/instance-types");
@@ -359,7 +359,7 @@ TEST_F(VerdaApiTest, DeprecatedAliasesAreServedAndCounted) {
   EXPECT_EQ(Count("deprecated_calls"), 3);
 }
 
-// --- SSH keys (reference §3.5) and startup scripts (§4) ---
+// --- SSH keys (plugins/verda/REFERENCE.md §3.5) and startup scripts (§4) ---
 
 TEST_F(VerdaApiTest, SshKeysUnderBothSpellingsCreateAsBareUuidAndGetOneAsOneElementArray) {
   Reply created = V("POST", "/sshkeys",
@@ -476,7 +476,7 @@ TEST_F(VerdaApiTest, ScriptsArePagedNewestFirstFilteredByNameAndLimitedTo100) {
   EXPECT_EQ(Count("scripts"), 26);
 }
 
-// --- instances (reference §3.1-§3.4, emulator notes 5-6) ---
+// --- instances (plugins/verda/REFERENCE.md §3.1-§3.4, emulator notes 5-6) ---
 
 TEST_F(VerdaApiTest, CreatedInstanceIsOrderedThenProvisioningThenRunningWithAnIp) {
   const std::string key = AddKey();

@@ -3,7 +3,7 @@
 // The Verda API operations the emulator serves, transcribed from the source it follows: the
 // official OpenAPI spec "Verda Cloud Public API" (openapi 3.1.0, info.version v1, changelog up
 // to 2026-09-25), vendored in gurdasnijor/effect-verda at spec/verda.openapi.json, commit
-// 805db07978f1267a1c6cb2db6d966c32ff923a03 ("V-SPEC" in ../shared/reference/real-apis-2.md).
+// 805db07978f1267a1c6cb2db6d966c32ff923a03 ("V-SPEC" in plugins/verda/REFERENCE.md).
 // Each row is one of the spec's `paths` entries: method, path (a {name} segment matches any one
 // segment), its operationId, whether the spec marks it deprecated, its query parameters and
 // those of them the spec marks deprecated (space-separated).
