@@ -250,8 +250,7 @@ std::vector<DigitalOceanDriver::ObjectPtr> DigitalOceanDriver::ListAll(const std
     ObjectPtr doc = api_->Call("GET",
                                path + sep + "page=" + std::to_string(page) +
                                    "&per_page=" + std::to_string(kPerPage),
-                               what)
-                        .doc;
+                               what);
     Array::Ptr items = json::Arr(doc, key);
     size_t n = items ? items->size() : 0;
     for (size_t i = 0; i < n; ++i) {
@@ -351,7 +350,7 @@ DigitalOceanDriver::SshKey DigitalOceanDriver::EnsureSshKey(const std::string& p
 }
 
 void DigitalOceanDriver::DeleteSshKey(const std::string& id) {
-  api_->Call("DELETE", "/account/keys/" + Encode(id), "delete SSH key " + id, nullptr, {404}).doc;
+  api_->Call("DELETE", "/account/keys/" + Encode(id), "delete SSH key " + id, nullptr, {404});
 }
 
 DigitalOceanDriver::ObjectPtr DigitalOceanDriver::FindFirewall(const std::string& vm_name) {
@@ -420,8 +419,7 @@ std::vector<int> DigitalOceanDriver::OpenFirewallPorts(const std::string& vm_nam
     Array::Ptr tags = json::Arr(fw, "tags");
     body->set("tags", tags ? tags : Array::Ptr(new Array()));
     api_->Call("PUT", "/firewalls/" + Encode(fw_id), "update firewall " + FirewallName(vm_name),
-               body)
-        .doc;
+               body);
     return changed;
   }
   if (!attached) {
@@ -431,8 +429,7 @@ std::vector<int> DigitalOceanDriver::OpenFirewallPorts(const std::string& vm_nam
     ids->add(std::stoll(droplet_id));
     body->set("droplet_ids", ids);
     api_->Call("POST", "/firewalls/" + Encode(fw_id) + "/droplets",
-               "attach droplet " + droplet_id + " to firewall " + FirewallName(vm_name), body)
-        .doc;
+               "attach droplet " + droplet_id + " to firewall " + FirewallName(vm_name), body);
   }
   return changed;
 }
@@ -452,8 +449,7 @@ std::vector<int> DigitalOceanDriver::AddFirewallRules(const std::string& vm_name
     Object::Ptr body = new Object();
     body->set("inbound_rules", InboundRules(missing, kit::PortSources{}));
     api_->Call("POST", "/firewalls/" + Encode(fw_id) + "/rules",
-               "add rules to firewall " + FirewallName(vm_name), body)
-        .doc;
+               "add rules to firewall " + FirewallName(vm_name), body);
   }
   if (DropletIdsOf(fw).count(droplet_id) == 0) {
     host_.Progress("attaching droplet " + droplet_id + " to firewall " + FirewallName(vm_name));
@@ -462,8 +458,7 @@ std::vector<int> DigitalOceanDriver::AddFirewallRules(const std::string& vm_name
     ids->add(std::stoll(droplet_id));
     body->set("droplet_ids", ids);
     api_->Call("POST", "/firewalls/" + Encode(fw_id) + "/droplets",
-               "attach droplet " + droplet_id + " to firewall " + FirewallName(vm_name), body)
-        .doc;
+               "attach droplet " + droplet_id + " to firewall " + FirewallName(vm_name), body);
   }
   return missing;
 }
@@ -800,8 +795,7 @@ std::string DigitalOceanDriver::Delete(const std::string& request_json) {
       if (json::Str(fw, "name") != fw_name) continue;
       host_.Progress("deleting firewall " + fw_name);
       api_->Call("DELETE", "/firewalls/" + Encode(json::Str(fw, "id")),
-                 "delete firewall " + fw_name, nullptr, {404})
-          .doc;
+                 "delete firewall " + fw_name, nullptr, {404});
     }
   }
   // The droplet vanished before we could read its key tag (a failed boot): every key gpuprov

@@ -393,7 +393,12 @@ std::string DockerDriver::Offers(const std::string& request_json) {
 }
 
 std::string DockerDriver::Create(const std::string& request_json) {
-  const auto [request, name, user_data] = kit::ParseCreateRequest(request_json, kVmNameRules);
+  // Named references, not a structured binding: the lambdas below capture them, which clang
+  // before 16 refuses for a binding (C++20 P1091).
+  const kit::CreateBasics basics = kit::ParseCreateRequest(request_json, kVmNameRules);
+  const Poco::JSON::Object::Ptr& request = basics.request;
+  const std::string& name = basics.name;
+  const std::string& user_data = basics.user_data;
   const std::string region = json::Str(request, "region");
   if (!region.empty() && region != kRegion) {
     throw DriverError(
