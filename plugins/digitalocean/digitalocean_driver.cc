@@ -250,7 +250,8 @@ std::vector<DigitalOceanDriver::ObjectPtr> DigitalOceanDriver::ListAll(const std
     ObjectPtr doc = api_->Call("GET",
                                path + sep + "page=" + std::to_string(page) +
                                    "&per_page=" + std::to_string(kPerPage),
-                               what);
+                               what)
+                        .doc;
     Array::Ptr items = json::Arr(doc, key);
     size_t n = items ? items->size() : 0;
     for (size_t i = 0; i < n; ++i) {
