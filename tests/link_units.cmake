@@ -49,7 +49,8 @@ endfunction()
 compile(result text ${base_includes})
 if(result EQUAL 0)
   string(APPEND failures "#include \"${probe_header}\" compiles with gpuprov_base's include path\n")
-elseif(NOT text MATCHES "${probe_header}: No such file")
+# gcc: "ssh_client.h: No such file or directory"; clang: "'ssh_client.h' file not found".
+elseif(NOT text MATCHES "${probe_header}: No such file|'${probe_header}' file not found")
   string(APPEND failures "#include \"${probe_header}\" fails for another reason than the missing "
                          "folder:\n${text}\n")
 else()
