@@ -351,14 +351,12 @@ void HyperstackDriver::Undo(const Made& made, const std::string& environment) {
     if (made.key_pair && !made.key_pair_id.empty()) {
       host_.Progress("removing the key pair imported for this VM");
       api_->Call("DELETE", "/core/keypair/" + kit::EncodeComponent(made.key_pair_id),
-                 "delete key pair " + made.key_pair_id, nullptr, {404})
-          .doc;
+                 "delete key pair " + made.key_pair_id, nullptr, {404});
     }
     if (made.environment && !made.environment_id.empty()) {
       host_.Progress("removing environment " + environment);
       api_->Call("DELETE", "/core/environments/" + kit::EncodeComponent(made.environment_id),
-                 "delete environment " + environment, nullptr, {404})
-          .doc;
+                 "delete environment " + environment, nullptr, {404});
     }
   } catch (const std::exception& e) {
     host_.Warning(std::string("could not remove what this create made: ") + e.what() +
@@ -431,8 +429,7 @@ std::string HyperstackDriver::Check(const std::string& /*request_json*/) {
       api_->Call("GET",
                  "/core/environments" +
                      kit::QueryString({{"page", "1"}, {"pageSize", std::to_string(kPageSize)}}),
-                 "check the Hyperstack API key")
-          .doc;
+                 "check the Hyperstack API key");
   Array::Ptr envs = json::Arr(doc, "environments");
   const long long count = json::Int(doc, "count", envs ? static_cast<long long>(envs->size()) : 0);
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);

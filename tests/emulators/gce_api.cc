@@ -625,8 +625,9 @@ std::string CheckValue(const Poco::Dynamic::Var& v, const Field& f, const std::s
 std::string CheckObject(const JsonObject& o, const std::string& schema, const std::string& at) {
   const Schema& fields = Schemas().at(schema);
   for (const auto& [name, value] : *o) {
+    const std::string& key = name;  // clang 14 lambdas cannot capture structured bindings
     auto it = std::find_if(fields.begin(), fields.end(),
-                           [&](const Field& f) { return name == f.name; });
+                           [&](const Field& f) { return key == f.name; });
     if (it == fields.end()) {
       return "Invalid JSON payload received. Unknown name \"" + name + "\" at '" + at +
              "': Cannot find field.";
