@@ -11,6 +11,7 @@
 #include "config.h"
 #include "console.h"
 #include "driver_settings.h"
+#include "gzip.h"
 #include "interrupt.h"
 
 namespace gpuprov {
@@ -137,6 +138,14 @@ std::unique_ptr<Cloud> Cloud::Open(const LoadedDriver& driver, const Config& con
 
 Cloud::Cloud(std::unique_ptr<Driver> driver) : driver_(std::move(driver)) {}
 
+std::size_t UserDataLimit::SizeOf(const std::string& script) const {
+  return gzip ? Gzip(script).size() : script.size();
+}
+
+std::string UserDataLimit::Describe() const {
+  return std::to_string(bytes) + "-byte" + (gzip ? " (gzipped)" : "");
+}
+
 CloudCheck Cloud::Check() {
   Object::Ptr r = ParseObject(driver_->Call(DriverOp::kCheck, "{}"), "check");
   CloudCheck check;
@@ -149,8 +158,10 @@ CloudCheck Cloud::Check() {
   }
   if (r->has("user_data_limit") && r->get("user_data_limit").isNumeric()) {
     const double limit = r->getValue<double>("user_data_limit");
-    if (limit > 0) check.user_data_limit = static_cast<std::size_t>(limit);
+    if (limit > 0) check.user_data_limit.bytes = static_cast<std::size_t>(limit);
   }
+  check.user_data_limit.gzip = r->has("user_data_gzip") && r->get("user_data_gzip").isBoolean() &&
+                               r->getValue<bool>("user_data_gzip");
   check.honours_allow_from = r->has("allow_from") && r->get("allow_from").isBoolean() &&
                              r->getValue<bool>("allow_from");
   return check;

@@ -59,15 +59,32 @@ struct CloudResource {
   std::optional<double> price_per_hour;  // USD; nullopt when the cloud does not say
 };
 
+/// How much boot script (user data) a cloud takes: check's "user_data_limit" bytes, counted after
+/// gzip when check says "user_data_gzip": true (the driver sends the script gzipped and
+/// cloud-init unpacks it: "Content found to be gzip compressed will be uncompressed",
+/// https://cloudinit.readthedocs.io/en/latest/explanation/format.html). Drivers that do not say
+/// get the smallest limit among the clouds (EC2's 16 KB), counted raw.
+struct UserDataLimit {
+  std::size_t bytes = 16384;
+  bool gzip = false;
+  UserDataLimit() = default;
+  UserDataLimit(std::size_t raw_bytes) : bytes(raw_bytes) {}  // NOLINT: a raw limit converts
+  UserDataLimit(std::size_t limit_bytes, bool gzipped) : bytes(limit_bytes), gzip(gzipped) {}
+  /// The size the cloud counts for \a script: its bytes, or its gzip's.
+  std::size_t SizeOf(const std::string& script) const;
+  bool Fits(const std::string& script) const { return SizeOf(script) <= bytes; }
+  /// "16384-byte" or "16384-byte (gzipped)", for messages.
+  std::string Describe() const;
+};
+
 struct CloudCheck {
   std::string account;
   /// Where the driver found the credentials (an environment variable's name, a file, a
   /// profile; never the secret): check's "credentials_from" (or the older names drivers used:
   /// token_from, key_from, key_source). "" when the driver does not say.
   std::string credentials_from;
-  /// Bytes of raw boot script (user data) the cloud accepts; drivers that do not say get the
-  /// smallest limit among the clouds (EC2's 16 KB).
-  std::size_t user_data_limit = 16384;
+  /// The boot script (user data) the cloud accepts.
+  UserDataLimit user_data_limit;
   /// The driver narrows sources by "allow_from" in create and open_ports (check's
   /// "allow_from": true); a driver that does not say is never sent a narrowing.
   bool honours_allow_from = false;

@@ -29,7 +29,7 @@ as_root() {
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libpoco-dev libssh-dev libyaml-cpp-dev libtoml11-dev libboost-dev
-  libgtest-dev libgmock-dev ccache
+  libgtest-dev libgmock-dev ccache shfmt
   docker.io mmdebstrap openssh-client bats shellcheck kubectl
   python3 python3-libcloud python3-digitalocean hyperfine awscli
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler python3-grpcio python3-protobuf openssl

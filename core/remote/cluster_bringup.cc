@@ -183,7 +183,7 @@ std::string FixFor(const std::string& failing, const std::string& vm,
 
 }  // namespace
 
-ClusterPlan PlanCluster(std::uint64_t capabilities, std::size_t user_data_limit,
+ClusterPlan PlanCluster(std::uint64_t capabilities, const UserDataLimit& user_data_limit,
                         const InstallerArgs& boot_args, InstallRoute asked) {
   ClusterPlan plan;
   plan.direct = (capabilities & GPUPROV_CAP_OPEN_PORTS) != 0;
@@ -208,11 +208,11 @@ ClusterPlan PlanCluster(std::uint64_t capabilities, std::size_t user_data_limit,
   if (!script) {
     if (asked == InstallRoute::kBoot) {
       plan.refusal = "the installer does not fit in the cloud's " +
-                     std::to_string(user_data_limit) + "-byte boot script, even compressed";
+                     user_data_limit.Describe() + " boot script, even compressed";
       return plan;
     }
-    plan.note = "the installer does not fit in this cloud's " + std::to_string(user_data_limit) +
-                "-byte boot script, even compressed: installing over SSH instead";
+    plan.note = "the installer does not fit in this cloud's " + user_data_limit.Describe() +
+                " boot script, even compressed: installing over SSH instead";
     return plan;
   }
   plan.boot_route = true;

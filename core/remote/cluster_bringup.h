@@ -43,10 +43,10 @@ struct ClusterPlan {
 };
 
 /// The plan for a driver with \a capabilities (GPUPROV_CAP_* bits) and a cloud that accepts
-/// \a user_data_limit bytes of boot script; a boot script runs the installer with \a boot_args.
+/// \a user_data_limit of boot script; a boot script runs the installer with \a boot_args.
 /// \a asked is --install-route: kAuto takes the boot route where the cloud runs a boot script
 /// and the installer fits, kSsh never does, kBoot sets refusal where it cannot.
-ClusterPlan PlanCluster(std::uint64_t capabilities, std::size_t user_data_limit,
+ClusterPlan PlanCluster(std::uint64_t capabilities, const UserDataLimit& user_data_limit,
                         const InstallerArgs& boot_args = {},
                         InstallRoute asked = InstallRoute::kAuto);
 

@@ -1,26 +1,18 @@
 #include "installer_bundle.h"
 
 #include <Poco/Base64Encoder.h>
-#include <Poco/DeflatingStream.h>
 
 #include <regex>
 #include <sstream>
 
 #include "error.h"
+#include "gzip.h"
 #include "ssh_client.h"
 
 namespace gpuprov {
 namespace {
 
 constexpr const char* kHereDocEnd = "GPUPROV_INSTALLER_EOF";
-
-std::string Gzip(const std::string& data) {
-  std::ostringstream out;
-  Poco::DeflatingOutputStream deflate(out, Poco::DeflatingStreamBuf::STREAM_GZIP, 9);
-  deflate << data;
-  deflate.close();
-  return out.str();
-}
 
 /// Base64 on one line ending in "\n": `base64 -d` takes any line length, and line breaks would
 /// cost 1 byte in 77 of the EC2-sized boot script (Poco's own are "\r\n", which GNU
@@ -95,7 +87,7 @@ std::vector<std::string> InstallerArgWords(const InstallerArgs& args) {
   return words;
 }
 
-std::optional<BootScript> MakeBootScript(const InstallerArgs& args, std::size_t limit_bytes,
+std::optional<BootScript> MakeBootScript(const InstallerArgs& args, const UserDataLimit& limit,
                                          bool trace) {
   const std::string& script = InstallerScript();
   const std::string path = "\"$dir/gpuprov-install.sh.new\"";
@@ -104,17 +96,17 @@ std::optional<BootScript> MakeBootScript(const InstallerArgs& args, std::size_t 
                                 (script.empty() || script.back() == '\n' ? "" : "\n") +
                                 kHereDocEnd + "\n",
                             args, trace);
-    if (text.size() <= limit_bytes) return BootScript{text, BootScriptForm::kPlain};
+    if (limit.Fits(text)) return BootScript{text, BootScriptForm::kPlain};
   }
   std::string text = Wrap("base64 -d <<'" + std::string(kHereDocEnd) + "' | gzip -dc > " + path +
                               "\n" + Base64(Gzip(script)) + kHereDocEnd + "\n",
                           args, trace);
-  if (text.size() <= limit_bytes) return BootScript{text, BootScriptForm::kCompressed};
+  if (limit.Fits(text)) return BootScript{text, BootScriptForm::kCompressed};
   return std::nullopt;
 }
 
 std::optional<std::string> AddTtlToBootScript(const std::string& boot_script, const NodeTtl& ttl,
-                                              std::size_t limit_bytes) {
+                                              const UserDataLimit& limit) {
   const size_t first_line = boot_script.find('\n');
   if (boot_script.rfind("#!", 0) != 0 || first_line == std::string::npos) return std::nullopt;
   // One `if`: the script through base64 and gzip, then its settings and timer; the here-document
@@ -131,7 +123,7 @@ std::optional<std::string> AddTtlToBootScript(const std::string& boot_script, co
       "  echo 'gpuprov-ttl: timer NOT installed at boot (gpuprov sets it over SSH)' >&2\n"
       "fi\n";
   std::string out = boot_script.substr(0, first_line + 1) + block + boot_script.substr(first_line + 1);
-  if (out.size() > limit_bytes) return std::nullopt;
+  if (!limit.Fits(out)) return std::nullopt;
   return out;
 }
 

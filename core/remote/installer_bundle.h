@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cloud.h"
 #include "installer_text.h"
 #include "ttl.h"
 
@@ -52,19 +53,19 @@ struct BootScript {
 };
 
 /// The boot script that writes the installer to kNodeInstallerPath and runs it with \a args:
-/// plain when that fits in \a limit_bytes, else compressed when that fits, else nullopt (the
+/// plain when that fits in \a limit, else compressed when that fits, else nullopt (the
 /// caller falls back to the SSH route). With \a trace (a startup script: no cloud-init run
 /// records whether it ran) it also writes kNodeBootTracePath; cloud-init user data goes
 /// without, so EC2's 16 KB stays reachable.
-std::optional<BootScript> MakeBootScript(const InstallerArgs& args, std::size_t limit_bytes,
+std::optional<BootScript> MakeBootScript(const InstallerArgs& args, const UserDataLimit& limit,
                                          bool trace = false);
 
 /// \a boot_script (MakeBootScript's) with the node's TTL timer (ttl.h) set up first thing, before
 /// the installer: the script compressed in a here-document, its settings, the timer started; a
 /// failure there is logged ("gpuprov-ttl: ...") and the installer runs anyway. nullopt when the
-/// result would not fit in \a limit_bytes (gpuprov then sets the TTL over SSH only).
+/// result would not fit in \a limit (gpuprov then sets the TTL over SSH only).
 std::optional<std::string> AddTtlToBootScript(const std::string& boot_script, const NodeTtl& ttl,
-                                              std::size_t limit_bytes);
+                                              const UserDataLimit& limit);
 
 /// The shell command (run as root) that saves the installer it reads on stdin to
 /// kNodeInstallerPath and runs it with \a args; the installer's exit status is the command's.

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "file_util.h"
+#include "gzip.h"
 #include "test_support.h"
 
 namespace gpuprov {
@@ -41,9 +42,24 @@ int RunBootScript(const std::string& script, const std::filesystem::path& dir) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-TEST(InstallerBundle, CarriesTheInstallerByteForByte) {
-  EXPECT_EQ(InstallerScript(), SourceInstaller());
+/// `shfmt -mn` of \a path: what core/CMakeLists.txt embeds.
+std::string Minified(const std::string& path) {
+  std::string out;
+  FILE* p = popen(("shfmt -mn " + path).c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  return pclose(p) == 0 ? out : std::string();
+}
+
+TEST(InstallerBundle, CarriesTheInstallerMinifiedByShfmt) {
+  const std::string source = std::string(GPUPROV_SOURCE_DIR) + "/installer/gpuprov-install.sh";
+  EXPECT_EQ(InstallerScript(), Minified(source));
+  EXPECT_EQ(InstallerScript().rfind("#!/usr/bin/env bash\nset -euo pipefail\n", 0), 0u);
+  EXPECT_LT(InstallerScript().size(), SourceInstaller().size() * 9 / 10)
+      << "comments and indentation are gone";
   EXPECT_EQ(InstallerVersion(), "0.1.0");
+  EXPECT_EQ(TtlScript(), Minified(std::string(GPUPROV_SOURCE_DIR) + "/installer/gpuprov-ttl.sh"));
 }
 
 /// The value of `readonly NAME="..."` in the installer source ("" when absent).
@@ -127,15 +143,36 @@ TEST(InstallerBundle, PlainBootScriptWhenItFits) {
   EXPECT_LE(s->text.size(), 64u * 1024);
 }
 
-TEST(InstallerBundle, CompressedBootScriptFitsEc2UserDataLimit) {
-  // EC2 takes 16 KB of raw user data; the installer alone is larger than that.
+TEST(InstallerBundle, CompressedBootScriptWhenOnlyThatFits) {
   ASSERT_GT(InstallerScript().size(), 16384u);
-  auto s = MakeBootScript(InstallerArgs{}, 16384);
+  const size_t limit = Gzip(InstallerScript()).size() * 4 / 3 + 1024;  // base64 and the wrapper
+  auto s = MakeBootScript(InstallerArgs{}, limit);
   ASSERT_TRUE(s);
   EXPECT_EQ(s->form, BootScriptForm::kCompressed);
-  EXPECT_LE(s->text.size(), 16384u);
+  EXPECT_LE(s->text.size(), limit);
   EXPECT_EQ(s->text.find("readonly INSTALLER_VERSION"), std::string::npos)
       << "the installer must not be in clear";
+}
+
+TEST(InstallerBundle, Ec2GzippedUserDataTakesThePlainScriptWithRoom) {
+  // EC2: 16 KB of user data, which the AWS driver sends gzipped (check's user_data_gzip).
+  const UserDataLimit ec2(16384, /*gzipped=*/true);
+  ASSERT_GT(InstallerScript().size(), 16384u);
+  auto s = MakeBootScript(InstallerArgs{}, ec2);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->form, BootScriptForm::kPlain);
+  EXPECT_EQ(ec2.SizeOf(s->text), Gzip(s->text).size());
+  // Room for the TTL timer and the next steps: a quarter of the limit.
+  EXPECT_LE(ec2.SizeOf(s->text), 16384u * 3 / 4)
+      << "the installer is close to EC2's limit: see installer/README.md, 'Size'";
+}
+
+TEST(InstallerBundle, RawLimitCountsBytesGzipLimitCountsCompressedBytes) {
+  const std::string text(20000, 'a');
+  EXPECT_FALSE(UserDataLimit(16384).Fits(text));
+  EXPECT_TRUE(UserDataLimit(16384, true).Fits(text));
+  EXPECT_EQ(UserDataLimit(16384).Describe(), "16384-byte");
+  EXPECT_EQ(UserDataLimit(16384, true).Describe(), "16384-byte (gzipped)");
 }
 
 TEST(InstallerBundle, NoBootScriptWhenEvenCompressedDoesNotFit) {

@@ -240,8 +240,8 @@ void Provision::CheckAccountAndPlan() {
   if (!plan_.note.empty()) console_.Note(plan_.note);
   console_.Debug(std::string("cluster plan: route ") + (plan_.boot_route ? "boot" : "ssh") +
                  ", access " + (plan_.direct ? "direct" : "tunnel") + ", boot script " +
-                 std::to_string(plan_.boot_script.size()) + " of " +
-                 std::to_string(account.user_data_limit) + " bytes");
+                 std::to_string(account.user_data_limit.SizeOf(plan_.boot_script)) + " of " +
+                 account.user_data_limit.Describe() + " limit");
 }
 
 void Provision::DecideSources(const CloudCheck& account) {

@@ -184,7 +184,7 @@ class Provision {
   std::string merged_into_;            // the user's kubeconfig this run merged into ("" when none)
   bool failover_ = false;              // several clouds or regions, or any: Failover
   std::vector<Candidate> candidates_;  // in the order tried, with why each failed
-  std::size_t user_data_limit_ = 0;    // the cloud's boot script limit (check)
+  UserDataLimit user_data_limit_{0};   // the cloud's boot script limit (check)
   std::optional<long long> planned_deadline_;  // --ttl's deadline, epoch seconds
 };
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "aws_driver.h"
 
+#include <Poco/DeflatingStream.h>
 #include <Poco/JSON/Array.h>
 
 #include <algorithm>
@@ -37,6 +38,18 @@ constexpr int kMaxPages = 50;
 const kit::VmNameRules kVmNameRules{.what = "an AWS instance name", .max_length = 63};
 
 std::string ResourceName(const std::string& vm_name) { return kit::kResourcePrefix + vm_name; }
+
+// The user data EC2 is sent: the boot script gzipped (level 9, as the host measures it), which
+// cloud-init unpacks before use ("Content found to be gzip compressed will be uncompressed",
+// https://cloudinit.readthedocs.io/en/latest/explanation/format.html): check says
+// "user_data_gzip", so EC2's 16 KB limit counts compressed bytes (REFERENCE.md §4).
+std::string GzippedUserData(const std::string& script) {
+  std::ostringstream out;
+  Poco::DeflatingOutputStream deflate(out, Poco::DeflatingStreamBuf::STREAM_GZIP, 9);
+  deflate << script;
+  deflate.close();
+  return out.str();
+}
 
 std::string RandomHex(size_t n) {
   static const char* digits = "0123456789abcdef";
@@ -672,6 +685,7 @@ std::string AwsDriver::Check(const std::string& /*request_json*/) {
           ", region " + default_region_ + ", access key " + MaskKeyId(c.access_key_id) +
           ", credentials from " + c.origin);
   result.set("user_data_limit", static_cast<int>(kUserDataLimit));
+  result.set("user_data_gzip", true);  // Create sends it gzipped: the limit counts those bytes
   result.set("allow_from", true);  // create and open_ports narrow sources
   result.set("credentials_from", c.origin);
   result.set("endpoint", endpoint_.empty() ? RegionalEndpoint(default_region_) : endpoint_);
@@ -725,8 +739,11 @@ std::string AwsDriver::Offers(const std::string& request_json) {
 
 std::string AwsDriver::Create(const std::string& request_json) {
   const auto [request, name, user_data] =
-      kit::ParseCreateRequest(request_json, kVmNameRules, kUserDataLimit, "EC2",
-                              "raw user data before base64");
+      kit::ParseCreateRequest(request_json, kVmNameRules, kUserDataTextLimit, "EC2",
+                              "boot script before gzip");
+  const std::string sent_user_data = user_data.empty() ? "" : GzippedUserData(user_data);
+  kit::CheckUserDataSize(sent_user_data, kUserDataLimit, "EC2",
+                         "user data (gzipped, before base64)");
   const std::string public_key = kit::TrimSpace(json::Str(request, "ssh_public_key"));
   {
     // EC2 API reference, ImportKeyPair: "Imports the public key from an RSA or ED25519 key
@@ -830,7 +847,7 @@ std::string AwsDriver::Create(const std::string& request_json) {
                                  {"NetworkInterface.1.DeleteOnTermination", "true"},
                                  {"NetworkInterface.1.SecurityGroupId.1", group.id}});
   }
-  if (!user_data.empty()) params.emplace_back("UserData", Base64(user_data));
+  if (!sent_user_data.empty()) params.emplace_back("UserData", Base64(sent_user_data));
   const long long disk_gb = json::Int(request, "disk_gb", 0);
   if (disk_gb > 0) {
     params.emplace_back("BlockDeviceMapping.1.DeviceName", "/dev/sda1");

@@ -58,8 +58,12 @@ class AwsDriver {
       "AWS EC2 GPU instances (EC2 Query API, SigV4): instances, security groups, key pairs";
   static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
                                             GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES;
-  /// Raw user data EC2 accepts (before base64), REFERENCE.md §4.
+  /// Raw user data EC2 accepts (before base64), REFERENCE.md §4; the driver sends the boot script
+  /// gzipped, so this counts compressed bytes.
   static constexpr size_t kUserDataLimit = 16384;
+  /// The boot script's own size, before gzip: a bound so a runaway request is refused before it
+  /// is compressed (shell text compresses about 3:1; 1 MiB is far beyond what fits).
+  static constexpr size_t kUserDataTextLimit = 1024 * 1024;
 
   explicit AwsDriver(const gpuprov::sdk::InitContext& ctx);
 

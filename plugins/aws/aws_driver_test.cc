@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -246,6 +247,7 @@ TEST_F(AwsEmulatorTest, CheckNamesTheAccountAndTheUserDataLimit) {
   Object::Ptr doc = r.Doc();
   EXPECT_TRUE(Contains(doc->getValue<std::string>("account"), "111122223333")) << r.json;
   EXPECT_EQ(doc->getValue<int>("user_data_limit"), 16384);
+  EXPECT_TRUE(doc->getValue<bool>("user_data_gzip"));
   EXPECT_FALSE(Contains(r.json, kSecret));
   EXPECT_FALSE(Contains(r.json, kKeyId));  // only a masked form
   EXPECT_FALSE(Contains(d.host().All(), kSecret));
@@ -428,13 +430,19 @@ TEST_F(AwsEmulatorTest, PortsOfAnExistingInstanceOpenOnlyThroughOpenPorts) {
 
 TEST_F(AwsEmulatorTest, OversizeUserDataIsRefusedNamingTheLimit) {
   Driver d(Config());
-  std::string big(16385, 'x');
+  // The driver sends user data gzipped (check says user_data_gzip): text that does not compress
+  // under 16 KB is refused before anything is made.
+  std::mt19937 random(7);
+  std::string big;
+  for (int i = 0; i < 30000; ++i) big += static_cast<char>('!' + random() % 90);
+  for (char& c : big) c = (c == '"' || c == '\\') ? 'q' : c;  // JSON string content
   OpResult r = d.Create(CreateRequest("aws-big", "", big));
   EXPECT_EQ(r.status, GPUPROV_STATUS_INVALID_INPUT) << r;
   EXPECT_TRUE(Contains(r.error, "16384")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "gzipped")) << r.error;
   ExpectNothingLeft();
-  // Exactly at the limit is fine (EC2 counts raw bytes before base64).
-  std::string max(16384, 'y');
+  // A script far above 16 KB that compresses under it is fine (EC2 counts the bytes sent).
+  std::string max(64 * 1024, 'y');
   OpResult ok = d.Create(CreateRequest("aws-max", "", max));
   ASSERT_EQ(ok.status, GPUPROV_STATUS_OK) << ok;
   ASSERT_EQ(d.Delete(R"({"id":")" + ok.Vm()->getValue<std::string>("id") + R"(","name":"aws-max"})")

@@ -89,8 +89,8 @@ bool IsUtf8(std::string_view text) {
   return true;
 }
 
-void CheckUserData(std::string_view user_data, size_t max_bytes, const std::string& cloud,
-                   const std::string& form) {
+void CheckUserDataSize(std::string_view user_data, size_t max_bytes, const std::string& cloud,
+                       const std::string& form) {
   if (user_data.size() > max_bytes) {
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
                       "user_data is " + std::to_string(user_data.size()) + " bytes; " + cloud +
@@ -100,6 +100,11 @@ void CheckUserData(std::string_view user_data, size_t max_bytes, const std::stri
                           " of " + form +
                           ": shorten the boot script or have it download the rest");
   }
+}
+
+void CheckUserData(std::string_view user_data, size_t max_bytes, const std::string& cloud,
+                   const std::string& form) {
+  CheckUserDataSize(user_data, max_bytes, cloud, form);
   if (!IsUtf8(user_data)) {
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
                       "user_data is not UTF-8 text; " + cloud +

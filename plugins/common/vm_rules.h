@@ -32,6 +32,9 @@ void ValidateVmName(const std::string& name, const VmNameRules& rules);
 /// download the rest") or is not UTF-8 text (clouds take it inside a JSON string or as text).
 void CheckUserData(std::string_view user_data, size_t max_bytes, const std::string& cloud,
                    const std::string& form = "raw user data");
+/// The size check alone, for user data a driver sends as bytes (gzipped, base64'd on the wire).
+void CheckUserDataSize(std::string_view user_data, size_t max_bytes, const std::string& cloud,
+                       const std::string& form);
 
 /// True for well-formed UTF-8 (no overlong forms, no surrogates, at most U+10FFFF).
 bool IsUtf8(std::string_view text);

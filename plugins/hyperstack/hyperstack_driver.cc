@@ -388,8 +388,7 @@ void HyperstackDriver::CleanUpEnvironment(const std::string& environment) {
     }
     host_.Progress("deleting key pair " + name + " in " + env);
     api_->Call("DELETE", "/core/keypair/" + kit::EncodeComponent(json::Str(k, "id")),
-               "delete key pair " + name, nullptr, {404})
-        .doc;
+               "delete key pair " + name, nullptr, {404});
   }
   for (const auto& e : Environments()) {
     const std::string name = json::Str(e, "name");
@@ -400,8 +399,7 @@ void HyperstackDriver::CleanUpEnvironment(const std::string& environment) {
     }
     host_.Progress("deleting environment " + name + " (no VM left in it)");
     api_->Call("DELETE", "/core/environments/" + kit::EncodeComponent(json::Str(e, "id")),
-               "delete environment " + name, nullptr, {404})
-        .doc;
+               "delete environment " + name, nullptr, {404});
   }
 }
 
@@ -429,7 +427,8 @@ std::string HyperstackDriver::Check(const std::string& /*request_json*/) {
       api_->Call("GET",
                  "/core/environments" +
                      kit::QueryString({{"page", "1"}, {"pageSize", std::to_string(kPageSize)}}),
-                 "check the Hyperstack API key");
+                 "check the Hyperstack API key")
+          .doc;
   Array::Ptr envs = json::Arr(doc, "environments");
   const long long count = json::Int(doc, "count", envs ? static_cast<long long>(envs->size()) : 0);
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
@@ -782,8 +781,7 @@ std::string HyperstackDriver::OpenPorts(const std::string& request_json) {
         host_.Progress("adding a security rule for tcp " + std::to_string(p) + " from " + cidr +
                        " to " + json::Str(vm, "name"));
         api_->Call("POST", "/core/virtual-machines/" + kit::EncodeComponent(id) + "/sg-rules",
-                   "add a security rule for port " + std::to_string(p), IngressRule(p, cidr), {409})
-            .doc;
+                   "add a security rule for port " + std::to_string(p), IngressRule(p, cidr), {409});
       }
       for (const std::string& rule_id : change.remove_ids) {
         host_.Progress("removing security rule " + rule_id + " (tcp " + std::to_string(p) +
@@ -791,8 +789,7 @@ std::string HyperstackDriver::OpenPorts(const std::string& request_json) {
         api_->Call("DELETE",
                    "/core/virtual-machines/" + kit::EncodeComponent(id) + "/sg-rules/" +
                        kit::EncodeComponent(rule_id),
-                   "remove security rule " + rule_id, nullptr, {404})
-            .doc;
+                   "remove security rule " + rule_id, nullptr, {404});
       }
       continue;
     }
@@ -801,8 +798,7 @@ std::string HyperstackDriver::OpenPorts(const std::string& request_json) {
                    json::Str(vm, "name"));
     // 409: an identical rule exists already (added by an earlier, interrupted call).
     api_->Call("POST", "/core/virtual-machines/" + kit::EncodeComponent(id) + "/sg-rules",
-               "add a security rule for port " + std::to_string(p), IngressRule(p), {409})
-        .doc;
+               "add a security rule for port " + std::to_string(p), IngressRule(p), {409});
   }
   return kit::ConfirmSources("{}", sources);
 }

@@ -19,6 +19,8 @@
 // SSH delay (fault ssh_delay, DockerBackendOptions::ssh_delay_seconds): the instance is
 // running and its boot runs from the start, but the gate leaves its SSH port out until the
 // delay has passed, so a connection there is refused, as before a real VM's sshd listens.
+#include <Poco/InflatingStream.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
@@ -98,7 +100,14 @@ std::string AddressOfSlot(int slot) {
 // script fails at its first line (an "exit 1" right after the #! line: a script
 // that ends in `exec` would never reach an appended one); anything else becomes a MIME multipart with
 // the original part and a failing shell-script part.
-std::string FailingUserData(const std::string& user_data) {
+std::string FailingUserData(const std::string& sent) {
+  // Gzipped user data (as the AWS driver sends it) is unpacked first, as cloud-init does.
+  std::string user_data = sent;
+  if (sent.rfind("\x1f\x8b", 0) == 0) {
+    std::istringstream packed(sent);
+    Poco::InflatingInputStream inflate(packed, Poco::InflatingStreamBuf::STREAM_GZIP);
+    user_data.assign(std::istreambuf_iterator<char>(inflate), std::istreambuf_iterator<char>());
+  }
   const std::string fail =
       "echo 'gpuprov-emulator: injected boot script failure (fault boot_script_fails)' >&2\n"
       "exit 1\n";
