@@ -35,11 +35,11 @@ ApiClient::ApiClient(std::string endpoint, RetryPolicy policy, const gpuprov::sd
   try {
     http_ = std::make_unique<HttpClient>(endpoint_, policy, host_);
   } catch (const HttpError& e) {
-    const std::string origin =
-        !dialect_.endpoint_origin.empty()
-            ? dialect_.endpoint_origin
-            : "GPUPROV_" + Upper(dialect_.driver) + "_ENDPOINT or endpoint in [clouds." +
-                  dialect_.driver + "]";
+    const std::string origin = !dialect_.endpoint_origin.empty()
+                                   ? dialect_.endpoint_origin
+                                   : "GPUPROV_" + Upper(dialect_.driver) +
+                                         "_ENDPOINT or endpoint in [clouds." + dialect_.driver +
+                                         "]";
     ThrowHttpError(e, "the " + dialect_.cloud + " endpoint (" + origin + ")");
   }
 }

@@ -202,7 +202,8 @@ TEST(ApiClient, ARelativePathGoesUnderTheBasePath) {
   ApiClient api(server.Url(), Quick(), host.Host(), d, KeyAuth());
   api.Call("GET", "instances?page=2", "list instances");
   api.Call("GET", "/projects/p2", "read project p2");
-  EXPECT_EQ(uris, (std::vector<std::string>{"/v2/projects/p1/instances?page=2", "/v2/projects/p2"}));
+  EXPECT_EQ(uris,
+            (std::vector<std::string>{"/v2/projects/p1/instances?page=2", "/v2/projects/p2"}));
 }
 
 TEST(ApiClient, ARateLimitOfTheDialectIsRetriedThenRefused) {
@@ -347,8 +348,8 @@ TEST(ApiClient, ABadEndpointNamesTheSetting) {
       << e.what();
   ApiDialect d = TestDialect();
   d.endpoint_origin = "base_url in ~/.testcloud/config.json";
-  const sdk::DriverError named = ErrorOf(
-      [&] { ApiClient api("http://example.com/v1", Quick(), host.Host(), d, KeyAuth()); });
+  const sdk::DriverError named =
+      ErrorOf([&] { ApiClient api("http://example.com/v1", Quick(), host.Host(), d, KeyAuth()); });
   EXPECT_EQ(std::string(named.what())
                 .rfind("the Test Cloud endpoint (base_url in ~/.testcloud/config.json): ", 0),
             0u)

@@ -134,8 +134,8 @@ GcpDriver::GcpDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
   kit::ApiAuth auth;
   // An expired or revoked token: one new token, then the call again (REFERENCE.md §1.4).
   auth.token = [this](bool renew) { return Tokens().Token(renew); };
-  api_ = std::make_unique<kit::ApiClient>(endpoint_, policy_, host_, std::move(api),
-                                          std::move(auth));
+  api_ =
+      std::make_unique<kit::ApiClient>(endpoint_, policy_, host_, std::move(api), std::move(auth));
 }
 
 TokenSource& GcpDriver::Tokens() {
@@ -259,9 +259,9 @@ GcpDriver::ObjectPtr GcpDriver::Resolve(const ObjectPtr& request) {
   size_t slash = id.find('/');
   if (slash != std::string::npos && slash > 0 && slash + 1 < id.size()) {
     const std::string zone = id.substr(0, slash), iname = id.substr(slash + 1);
-    const kit::ApiAnswer a = api_->Call(
-        "GET", "zones/" + Encode(zone) + "/instances/" + Encode(iname), "get instance " + iname,
-        nullptr, {404});
+    const kit::ApiAnswer a =
+        api_->Call("GET", "zones/" + Encode(zone) + "/instances/" + Encode(iname),
+                   "get instance " + iname, nullptr, {404});
     const ObjectPtr& inst = a.doc;
     if (a.status != 404 && inst && LabelOf(inst, kManagedLabel) == "1" &&
         (name.empty() || json::Str(inst, "name") == name)) {
@@ -285,8 +285,7 @@ std::vector<std::string> GcpDriver::ZonesFor(const std::string& region,
   } else {
     ObjectPtr doc =
         api_->Call("GET",
-                   "aggregated/acceleratorTypes?filter=" +
-                       Encode("name = \"" + accelerator + "\""),
+                   "aggregated/acceleratorTypes?filter=" + Encode("name = \"" + accelerator + "\""),
                    "list zones with " + accelerator)
             .doc;
     if (ObjectPtr items = json::Obj(doc, "items")) {
@@ -651,10 +650,9 @@ GcpDriver::ObjectPtr GcpDriver::VmJson(const ObjectPtr& inst, const std::vector<
 
 std::string GcpDriver::Check(const std::string& /*request_json*/) {
   const std::string& project = Project();
-  ObjectPtr p =
-      api_->Call("GET", std::string(kApiPath) + "/projects/" + Encode(project),
-                 "read project " + project)
-          .doc;
+  ObjectPtr p = api_->Call("GET", std::string(kApiPath) + "/projects/" + Encode(project),
+                           "read project " + project)
+                    .doc;
   const GoogleCredentials& c = Tokens().credentials();
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
   std::string who = c.client_email.empty() ? c.TypeName() + " credentials" : c.client_email;
@@ -868,7 +866,8 @@ std::string GcpDriver::Create(const std::string& request_json) {
     } catch (const DriverError& e) {
       forget_firewall();
       if (IsOsLoginPolicyError(e.what())) {
-        throw DriverError(e.status(), kit::NoFullStop(e.what()) + ". " + OsLoginPolicyHint(Project()));
+        throw DriverError(e.status(),
+                          kit::NoFullStop(e.what()) + ". " + OsLoginPolicyHint(Project()));
       }
       throw;
     }
@@ -1085,9 +1084,8 @@ std::string GcpDriver::DeleteResource(const std::string& request_json) {
                       "id '" + ref.id + "' is not <zone>/<name> as list_resources gives it");
   }
   const std::string zone = ref.id.substr(0, slash), name = ref.id.substr(slash + 1);
-  const kit::ApiAnswer a = api_->Call(
-      "GET", "zones/" + Encode(zone) + "/instances/" + Encode(name), "get instance " + name,
-      nullptr, {404});
+  const kit::ApiAnswer a = api_->Call("GET", "zones/" + Encode(zone) + "/instances/" + Encode(name),
+                                      "get instance " + name, nullptr, {404});
   const ObjectPtr& inst = a.doc;
   if (a.status == 404 || !inst) return kit::DeletedResult(false);
   if (LabelOf(inst, kManagedLabel) != "1") throw refuse();

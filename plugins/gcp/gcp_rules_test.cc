@@ -15,10 +15,10 @@
 namespace gpuprov::gcp {
 namespace {
 
-using gpuprov::sdk::DriverError;
 using drivers::testing::RecordingHost;
 using drivers::testing::Reply;
 using drivers::testing::TestServer;
+using gpuprov::sdk::DriverError;
 
 Poco::JSON::Object::Ptr Parse(const std::string& text) {
   Poco::JSON::Parser parser;
@@ -211,9 +211,8 @@ std::string ComputeError(int code, const std::string& reason, const std::string&
 // that are retried (ComputeApi).
 TEST(GcpRules, ComputeApiRefusalsCarryTheirHints) {
   Reply reply;
-  TestServer server([&](int, const std::string&, const std::string&, const std::string&) {
-    return reply;
-  });
+  TestServer server(
+      [&](int, const std::string&, const std::string&, const std::string&) { return reply; });
   RecordingHost host;
   drivers::ApiDialect d = ComputeApi();
   d.base_path = [] { return std::string("/compute/v1/projects/p1"); };

@@ -564,12 +564,12 @@ std::vector<PrimeIntellectDriver::ObjectPtr> PrimeIntellectDriver::ListPods() {
   std::vector<ObjectPtr> pods;
   for (int page = 0; page < kMaxPages; ++page) {
     const int offset = page * kPageSize;
-    Poco::Dynamic::Var v = api_->Call("GET",
-                                      std::string(kApi) + "/pods/?offset=" +
-                                          std::to_string(offset) +
-                                          "&limit=" + std::to_string(kPageSize),
-                                      "list pods")
-                               .Parsed();
+    Poco::Dynamic::Var v =
+        api_->Call("GET",
+                   std::string(kApi) + "/pods/?offset=" + std::to_string(offset) +
+                       "&limit=" + std::to_string(kPageSize),
+                   "list pods")
+            .Parsed();
     Object::Ptr o = v.type() == typeid(Object::Ptr) ? v.extract<Object::Ptr>() : nullptr;
     Array::Ptr data;
     if (o && json::Has(o, "data") && o->get("data").type() == typeid(Array::Ptr)) {
@@ -699,9 +699,9 @@ PrimeIntellectDriver::ObjectPtr PrimeIntellectDriver::CreatePod(const std::strin
       return found;
     }
     if (!backoff.Wait(failure->what())) {
-      throw DriverError(GPUPROV_STATUS_TRANSIENT,
-                        what + ": Prime Intellect kept failing (" + failure->what() +
-                            "); nothing was created; try again later");
+      throw DriverError(GPUPROV_STATUS_TRANSIENT, what + ": Prime Intellect kept failing (" +
+                                                      failure->what() +
+                                                      "); nothing was created; try again later");
     }
   }
 }

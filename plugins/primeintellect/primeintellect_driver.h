@@ -69,7 +69,6 @@ class PrimeIntellectDriver {
   /// $PRIME_TEAM_ID, else config team_id, else team_id in ~/.prime/config.json; "" if none.
   std::string TeamId() const;
 
-
   /// Every availability item for the query's GPU (all pages).
   std::vector<Offer> FetchAvailability(const OfferQuery& query);
   /// Every pod of the account (all pages), TERMINATED ones included.
