@@ -410,8 +410,8 @@ int RunDriversArgs(const AppContext& app, const ParsedArgs& args) {
     throw UsageError("`gpuprov drivers` takes at most one driver name",
                      "e.g. gpuprov drivers aws");
   }
-  if (args.positional.size() == 1) return RunDriverDetailCommand(app, args.positional[0]);
-  return RunDriversCommand(app);
+  if (args.positional.empty()) return RunDrivers(app, std::nullopt);
+  return RunDrivers(app, args.positional[0]);
 }
 
 int RunVersionArgs(const AppContext& app, const ParsedArgs& args) {

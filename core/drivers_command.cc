@@ -32,9 +32,7 @@ Poco::JSON::Array::Ptr KeysJson(const std::vector<DriverConfigKey>& keys) {
   return out;
 }
 
-}  // namespace
-
-int RunDriversCommand(const AppContext& app) {
+int RunDriverList(const AppContext& app) {
   DriverHost host = app.MakeDriverHost();
   std::vector<DriverInfo> drivers = host.ListAll();
   Console& console = Console::Get();
@@ -83,7 +81,7 @@ int RunDriversCommand(const AppContext& app) {
   return 0;
 }
 
-int RunDriverDetailCommand(const AppContext& app, const std::string& name) {
+int RunDriverDetail(const AppContext& app, const std::string& name) {
   if (!IsValidCloudName(name)) {
     throw UsageError("'" + name + "' is not a driver name: [a-z0-9_-]+",
                      "`gpuprov drivers` lists the drivers");
@@ -160,6 +158,12 @@ int RunDriverDetailCommand(const AppContext& app, const std::string& name) {
   }
   console.Result(out.str());
   return 0;
+}
+
+}  // namespace
+
+int RunDrivers(const AppContext& app, const std::optional<std::string>& name) {
+  return name ? RunDriverDetail(app, *name) : RunDriverList(app);
 }
 
 }  // namespace gpuprov

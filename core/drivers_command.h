@@ -4,15 +4,15 @@
 // driver.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "app_context.h"
 
 namespace gpuprov {
 
-int RunDriversCommand(const AppContext& app);
-
-/// `gpuprov drivers NAME`. Exit 1 when the driver file is broken (and says why).
-int RunDriverDetailCommand(const AppContext& app, const std::string& name);
+/// `gpuprov drivers` without \a name, else `gpuprov drivers NAME` (exit 1 when that driver
+/// file is broken, and says why).
+int RunDrivers(const AppContext& app, const std::optional<std::string>& name);
 
 }  // namespace gpuprov

@@ -15,6 +15,7 @@
 #include <Poco/StreamCopier.h>
 #include <openssl/x509v3.h>
 
+#include <functional>
 #include <sstream>
 
 #include "error.h"
@@ -63,13 +64,11 @@ std::string Lower(std::string s) {
   return s;
 }
 
-}  // namespace
-
-std::string TcpConnectError(const std::string& host, int port, std::chrono::milliseconds timeout) {
+/// "" when \a connect returns, else why it failed: "timed out after Ns", "connection refused",
+/// or Poco's text.
+std::string ConnectError(std::chrono::milliseconds timeout, const std::function<void()>& connect) {
   try {
-    Poco::Net::StreamSocket socket;
-    socket.connect(Poco::Net::SocketAddress(host, static_cast<Poco::UInt16>(port)), Span(timeout));
-    socket.close();
+    connect();
     return "";
   } catch (const Poco::TimeoutException&) {
     return "timed out after " + std::to_string(timeout.count() / 1000) + "s";
@@ -80,23 +79,26 @@ std::string TcpConnectError(const std::string& host, int port, std::chrono::mill
   }
 }
 
+}  // namespace
+
+std::string TcpConnectError(const std::string& host, int port, std::chrono::milliseconds timeout) {
+  return ConnectError(timeout, [&] {
+    Poco::Net::StreamSocket socket;
+    socket.connect(Poco::Net::SocketAddress(host, static_cast<Poco::UInt16>(port)), Span(timeout));
+    socket.close();
+  });
+}
+
 std::string TlsHandshakeError(const std::string& host, int port, const std::string& ca_pem,
                               std::chrono::milliseconds timeout) {
-  try {
+  return ConnectError(timeout, [&] {
     Poco::Net::Context::Ptr ctx = MakeContext(ca_pem, nullptr);
     ctx->enableExtendedCertificateVerification(false);
     Poco::Net::SecureStreamSocket socket(ctx);
     socket.connect(Poco::Net::SocketAddress(host, static_cast<Poco::UInt16>(port)), Span(timeout));
     socket.completeHandshake();
     socket.close();
-    return "";
-  } catch (const Poco::TimeoutException&) {
-    return "timed out after " + std::to_string(timeout.count() / 1000) + "s";
-  } catch (const Poco::Net::ConnectionRefusedException&) {
-    return "connection refused";
-  } catch (const Poco::Exception& e) {
-    return e.displayText();
-  }
+  });
 }
 
 std::vector<std::string> ServedCertificateNames(const std::string& host, int port,

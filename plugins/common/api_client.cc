@@ -3,6 +3,7 @@
 
 #include "json_util.h"
 #include "text.h"
+#include "wait.h"
 
 namespace gpuprov::drivers {
 
@@ -34,9 +35,27 @@ ApiClient::ApiClient(std::string endpoint, RetryPolicy policy, const gpuprov::sd
   try {
     http_ = std::make_unique<HttpClient>(endpoint_, policy, host_);
   } catch (const HttpError& e) {
-    ThrowHttpError(e, "the " + dialect_.cloud + " endpoint (GPUPROV_" + Upper(dialect_.driver) +
-                          "_ENDPOINT or endpoint in [clouds." + dialect_.driver + "])");
+    const std::string origin = !dialect_.endpoint_origin.empty()
+                                   ? dialect_.endpoint_origin
+                                   : "GPUPROV_" + Upper(dialect_.driver) +
+                                         "_ENDPOINT or endpoint in [clouds." + dialect_.driver +
+                                         "]";
+    ThrowHttpError(e, "the " + dialect_.cloud + " endpoint (" + origin + ")");
   }
+}
+
+std::string ApiClient::Scrub(std::string text) const {
+  if (sent_.size() < 4) return text;
+  for (size_t at = text.find(sent_); at != std::string::npos; at = text.find(sent_, at)) {
+    text.replace(at, sent_.size(), "<redacted>");
+  }
+  return text;
+}
+
+ApiError ApiClient::ReadError(const std::string& body) const {
+  ApiError error = dialect_.read_error ? dialect_.read_error(body) : ApiError{"", body};
+  error.text = Scrub(error.text);
+  return error;
 }
 
 gpuprov_type_status ApiClient::StatusOfAnswer(int http_status, const ApiError& error,
@@ -51,7 +70,7 @@ gpuprov_type_status ApiClient::StatusOfAnswer(int http_status, const ApiError& e
 }
 
 DriverError ApiClient::Refusal(const std::string& what, int http_status, const std::string& body) {
-  const ApiError error = dialect_.read_error ? dialect_.read_error(body) : ApiError{"", body};
+  const ApiError error = ReadError(body);
   const gpuprov_type_status st = StatusOfAnswer(http_status, error, body);
   std::string hint;
   for (const ErrorHint& h : dialect_.hints) {
@@ -59,20 +78,41 @@ DriverError ApiClient::Refusal(const std::string& what, int http_status, const s
     if (h.status && *h.status != st) continue;
     if (!h.code.empty() && h.code != error.code) continue;
     hint = h.text;
-    const std::string placeholder = "{origin}";
-    for (size_t at = hint.find(placeholder); at != std::string::npos;
-         at = hint.find(placeholder, at)) {
-      const std::string origin = credential_.Get().origin;
-      hint.replace(at, placeholder.size(), origin);
-      at += origin.size();
+    for (size_t open = hint.find('{'); open != std::string::npos; open = hint.find('{', open)) {
+      const size_t close = hint.find('}', open);
+      if (close == std::string::npos) break;
+      const std::string_view name(hint.data() + open + 1, close - open - 1);
+      std::string value;
+      if (auto field = dialect_.hint_fields.find(name); field != dialect_.hint_fields.end()) {
+        value = field->second();
+      } else if (name == "origin") {
+        value = credential_.Get().origin;
+      } else {
+        ++open;
+        continue;
+      }
+      hint.replace(open, close + 1 - open, value);
+      open += value.size();
     }
     break;
   }
   std::string text = what + ": " + dialect_.cloud + " answered HTTP " + std::to_string(http_status);
-  const bool parentheses = dialect_.quote == QuoteForm::kParentheses ||
-                           (dialect_.quote == QuoteForm::kColonUnlessHint && !hint.empty());
-  text += parentheses ? " (" + error.text + ")" : ": " + error.text;
-  return DriverError(st, text + hint);
+  switch (dialect_.quote) {
+    case QuoteForm::kCodeAndText:
+      if (!error.code.empty()) text += " " + error.code;
+      if (!error.text.empty()) text += ": " + error.text;
+      break;
+    case QuoteForm::kColonUnlessHint:
+      text += hint.empty() ? ": " + error.text : " (" + error.text + ")";
+      break;
+    case QuoteForm::kColon:
+      text += ": " + error.text;
+      break;
+    case QuoteForm::kParentheses:
+      text += " (" + error.text + ")";
+      break;
+  }
+  return DriverError(st, Scrub(text + hint));
 }
 
 ApiAnswer ApiClient::Send(const ApiCall& call) {
@@ -80,28 +120,53 @@ ApiAnswer ApiClient::Send(const ApiCall& call) {
   req.idempotent = call.idempotent;
   req.method = call.method;
   req.path_and_query = call.path;
+  if (dialect_.base_path && call.path.rfind('/', 0) != 0) {
+    req.path_and_query = dialect_.base_path() + "/" + call.path;
+  }
   for (const auto& [name, value] : dialect_.headers) req.headers[name] = value;
   if (!call.body.empty() || dialect_.always_content_type) {
     req.headers["Content-Type"] = "application/json";
   }
   req.body = call.body;
   HttpResponse resp;
-  for (bool renewed = false;; renewed = true) {
-    req.headers[auth_.header] =
-        auth_.scheme + (auth_.token ? auth_.token(renewed) : credential_.Get().value);
+  std::optional<Backoff> rate_limit_backoff;
+  if (dialect_.rate_limited) rate_limit_backoff.emplace(host_, http_->policy(), call.what);
+  bool renew = false;
+  bool renewed = false;
+  for (;;) {
+    sent_ = auth_.token ? auth_.token(renew) : credential_.Get().value;
+    req.headers[auth_.header] = auth_.scheme + sent_;
+    renew = false;
     try {
       resp = http_->Send(req);
     } catch (const HttpError& e) {
       const std::string& last = e.last_response().body;
       std::string said;
       if ((!last.empty() || dialect_.quote_empty_answer) && dialect_.read_error) {
-        said = dialect_.read_error(last).text;
+        said = ReadError(last).text;
       }
-      ThrowHttpError(e, call.what + ": " + dialect_.cloud + " API at " + endpoint_, said);
+      try {
+        ThrowHttpError(e, call.what + ": " + dialect_.cloud + " API at " + endpoint_, said);
+      } catch (const DriverError& thrown) {
+        throw DriverError(thrown.status(), Scrub(thrown.what()));
+      }
     }
     // An expired or revoked access token: one new token, then the call once more.
-    if (!auth_.token || resp.status != 401 || renewed) break;
-    host_.Debug(call.what + ": 401, renewing the access token");
+    if (auth_.token && resp.status == 401 && !renewed) {
+      host_.Debug(call.what + ": 401, renewing the access token");
+      renew = renewed = true;
+      continue;
+    }
+    if (rate_limit_backoff && (resp.status < 200 || resp.status >= 300)) {
+      const ApiError error = ReadError(resp.body);
+      if (dialect_.rate_limited(resp.status, error) &&
+          rate_limit_backoff->Wait(dialect_.cloud + " rate limit (HTTP " +
+                                   std::to_string(resp.status) +
+                                   (error.code.empty() ? "" : " " + error.code) + ")")) {
+        continue;
+      }
+    }
+    break;
   }
   ApiAnswer a;
   a.status = resp.status;
@@ -109,7 +174,7 @@ ApiAnswer ApiClient::Send(const ApiCall& call) {
   a.body = resp.body;
   if (!a.ok()) {
     if (call.allow.count(resp.status) == 0) throw Refusal(call.what, resp.status, resp.body);
-    a.error = dialect_.read_error ? dialect_.read_error(resp.body) : ApiError{"", resp.body};
+    a.error = ReadError(resp.body);
   }
   if (TrimSpace(resp.body).empty()) return a;
   a.doc = json::TryParseObject(resp.body);

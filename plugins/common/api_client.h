@@ -9,14 +9,18 @@
 // A refused call (a non-2xx status not in ApiCall::allow) throws DriverError with
 //   "<what>: <cloud> answered HTTP <status> (<error text>)<hint>"   (QuoteForm::kParentheses)
 //   "<what>: <cloud> answered HTTP <status>: <error text><hint>"     (QuoteForm::kColon)
+//   "<what>: <cloud> answered HTTP <status> <code>: <error text><hint>" (QuoteForm::kCodeAndText)
 // and a call that could not complete (HttpError) throws as ThrowHttpError does, with
 //   "<what>: <cloud> API at <endpoint>: ...".
+// No message the client makes carries the credential sent: a cloud that echoes it back in an
+// error body has it replaced by "<redacted>".
 #pragma once
 
 #include <Poco/Dynamic/Var.h>
 #include <Poco/JSON/Object.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -73,10 +77,12 @@ enum class QuoteForm {
   kParentheses,      ///< " (<text>)"
   kColon,            ///< ": <text>"
   kColonUnlessHint,  ///< ": <text>" without a hint, " (<text>)" before one
+  kCodeAndText,      ///< " <code>: <text>", each part left out when empty
 };
 
 /// One hint a refused call's message ends with. The first row whose set fields all match
-/// wins. In `text`, "{origin}" becomes the credential's origin.
+/// wins. In `text`, "{<name>}" becomes ApiDialect::hint_fields' value of that name, and
+/// "{origin}", unless hint_fields names it, the credential's origin.
 struct ErrorHint {
   int http_status = 0;                          ///< 0: any status
   std::optional<gpuprov_type_status> status{};  ///< the call's driver status; nullopt: any
@@ -101,6 +107,19 @@ struct ApiDialect {
       status_of;
   QuoteForm quote = QuoteForm::kParentheses;
   std::vector<ErrorHint> hints;
+  /// Values of the "{<name>}" fields in hints, read when a message uses them (GCE: the
+  /// project, the service account).
+  std::map<std::string, std::function<std::string()>, std::less<>> hint_fields;
+  /// A path that does not start with '/' is sent as base_path() + "/" + path (GCE:
+  /// /compute/v1/projects/<project>); read on each such call. Unset: every path as it is.
+  std::function<std::string()> base_path;
+  /// A refused answer this says is a rate limit, though its status is not 429 (GCE: 403
+  /// rateLimitExceeded), is sent again after the retry policy's backoff ("retrying in N s
+  /// (<cloud> rate limit (HTTP <status> <code>))"), as the HTTP client does with a 429.
+  std::function<bool(int http_status, const ApiError& error)> rate_limited;
+  /// Where the endpoint was set, for the message when it breaks HttpClient's rules; "":
+  /// "GPUPROV_<DRIVER>_ENDPOINT or endpoint in [clouds.<driver>]".
+  std::string endpoint_origin;
   /// Sent with every request (e.g. Accept: application/json).
   HttpHeaders headers;
   /// Content-Type: application/json on every request, not only those with a body.
@@ -111,7 +130,9 @@ struct ApiDialect {
   bool any_json = false;
 };
 
-/// How each request carries the credential: "<header>: <scheme><value>".
+/// How each request carries the credential: "<header>: <scheme><value>". With `token` set,
+/// `resolve` may be empty when no hint uses "{origin}" (the token source finds its own
+/// credential and says where from).
 struct ApiAuth {
   std::string header = "Authorization";
   std::string scheme = "Bearer ";
@@ -174,14 +195,19 @@ class ApiClient {
   /// The driver status of a refused answer under the dialect.
   gpuprov_type_status StatusOfAnswer(int http_status, const ApiError& error,
                                      const std::string& body) const;
+  /// `text` with the credential last sent (4 characters or more) replaced by "<redacted>".
+  std::string Scrub(std::string text) const;
 
  private:
+  ApiError ReadError(const std::string& body) const;
+
   std::string endpoint_;
   gpuprov::sdk::Host host_;
   ApiDialect dialect_;
   ApiAuth auth_;
   CredentialMemo credential_;
   std::unique_ptr<HttpClient> http_;
+  std::string sent_;  ///< the credential or token last sent, only to scrub it from messages
 };
 
 }  // namespace gpuprov::drivers

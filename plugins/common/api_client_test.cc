@@ -164,7 +164,92 @@ INSTANTIATE_TEST_SUITE_P(
                     "read x: Test Cloud answered HTTP 403 (bad-address: billing); fix the "
                     "address"},
         RefusalCase{404, "plain text", QuoteForm::kParentheses, GPUPROV_STATUS_NOT_FOUND,
-                    "read x: Test Cloud answered HTTP 404 (plain text)"}));
+                    "read x: Test Cloud answered HTTP 404 (plain text)"},
+        RefusalCase{400, ErrorBody("no-capacity", "none"), QuoteForm::kCodeAndText,
+                    GPUPROV_STATUS_CAPACITY,
+                    "read x: Test Cloud answered HTTP 400 no-capacity: no-capacity: none; try "
+                    "later"},
+        RefusalCase{404, "plain text", QuoteForm::kCodeAndText, GPUPROV_STATUS_NOT_FOUND,
+                    "read x: Test Cloud answered HTTP 404: plain text"},
+        RefusalCase{404, "", QuoteForm::kCodeAndText, GPUPROV_STATUS_NOT_FOUND,
+                    "read x: Test Cloud answered HTTP 404"}));
+
+TEST(ApiClient, HintFieldsFillTheirPlaceholders) {
+  TestServer server([](int, const std::string&, const std::string&, const std::string&) {
+    return Reply{403, ErrorBody("denied", "no"), {}};
+  });
+  RecordingHost host;
+  ApiDialect d = TestDialect();
+  d.hints = {{.http_status = 403, .text = "; ask {admin} in {project} ({origin}) {unknown}"}};
+  d.hint_fields = {{"admin", [] { return std::string("alice"); }},
+                   {"project", [] { return std::string("p1"); }}};
+  ApiClient api(server.Url(), Quick(), host.Host(), d, KeyAuth());
+  const sdk::DriverError e = ErrorOf([&] { api.Call("GET", "/x", "read x"); });
+  EXPECT_EQ(std::string(e.what()),
+            "read x: Test Cloud answered HTTP 403 (denied: no); ask alice in p1 ($TEST_KEY) "
+            "{unknown}");
+}
+
+TEST(ApiClient, ARelativePathGoesUnderTheBasePath) {
+  std::vector<std::string> uris;
+  TestServer server([&](int, const std::string&, const std::string& uri, const std::string&) {
+    uris.push_back(uri);
+    return Reply{200, "{}", {}};
+  });
+  RecordingHost host;
+  ApiDialect d = TestDialect();
+  d.base_path = [] { return std::string("/projects/p1"); };
+  ApiClient api(server.Url(), Quick(), host.Host(), d, KeyAuth());
+  api.Call("GET", "instances?page=2", "list instances");
+  api.Call("GET", "/projects/p2", "read project p2");
+  EXPECT_EQ(uris,
+            (std::vector<std::string>{"/v2/projects/p1/instances?page=2", "/v2/projects/p2"}));
+}
+
+TEST(ApiClient, ARateLimitOfTheDialectIsRetriedThenRefused) {
+  TestServer server([](int n, const std::string&, const std::string&, const std::string&) {
+    return n < 2 ? Reply{403, ErrorBody("rate-limited", "slow down"), {}} : Reply{200, "{}", {}};
+  });
+  RecordingHost host;
+  ApiDialect d = TestDialect();
+  d.rate_limited = [](int status, const ApiError& e) {
+    return status == 403 && e.code == "rate-limited";
+  };
+  RetryPolicy three = Quick();
+  three.max_attempts = 3;
+  ApiClient patient(server.Url(), three, host.Host(), d, KeyAuth());
+  EXPECT_EQ(patient.Call("GET", "/x", "read x").status, 200);
+  EXPECT_EQ(server.count(), 3);
+
+  TestServer always([](int, const std::string&, const std::string&, const std::string&) {
+    return Reply{403, ErrorBody("rate-limited", "slow down"), {}};
+  });
+  ApiClient api(always.Url(), Quick(), host.Host(), d, KeyAuth());
+  const sdk::DriverError e = ErrorOf([&] { api.Call("GET", "/x", "read x"); });
+  EXPECT_EQ(e.status(), GPUPROV_STATUS_AUTH);
+  EXPECT_EQ(std::string(e.what()),
+            "read x: Test Cloud answered HTTP 403 (rate-limited: slow down)");
+  EXPECT_EQ(always.count(), 2);
+}
+
+TEST(ApiClient, TheCredentialSentNeverAppearsInAMessage) {
+  TestServer server([](int n, const std::string&, const std::string&, const std::string&) {
+    const std::string echo = ErrorBody("bad-key", "key k123 is not valid");
+    return Reply{n == 0 ? 401 : n == 1 ? 404 : 503, echo, {}};
+  });
+  RecordingHost host;
+  ApiClient api(server.Url(), Quick(), host.Host(), TestDialect(), KeyAuth());
+  const sdk::DriverError refused = ErrorOf([&] { api.Call("GET", "/x", "read x"); });
+  EXPECT_EQ(std::string(refused.what()),
+            "read x: Test Cloud answered HTTP 401 (bad-key: key <redacted> is not valid) for the "
+            "key from $TEST_KEY; set $TEST_KEY");
+  EXPECT_EQ(api.Call("GET", "/x", "read x", nullptr, {404}).error.text,
+            "bad-key: key <redacted> is not valid");
+  const sdk::DriverError exhausted = ErrorOf([&] { api.Call("GET", "/x", "read x"); });
+  EXPECT_EQ(std::string(exhausted.what()).find("k123"), std::string::npos) << exhausted.what();
+  EXPECT_NE(std::string(exhausted.what()).find("key <redacted> is not valid"), std::string::npos)
+      << exhausted.what();
+}
 
 TEST(ApiClient, AnAllowedStatusIsAnAnswer) {
   TestServer server([](int, const std::string&, const std::string&, const std::string&) {
@@ -261,6 +346,14 @@ TEST(ApiClient, ABadEndpointNamesTheSetting) {
                                         0),
             0u)
       << e.what();
+  ApiDialect d = TestDialect();
+  d.endpoint_origin = "base_url in ~/.testcloud/config.json";
+  const sdk::DriverError named =
+      ErrorOf([&] { ApiClient api("http://example.com/v1", Quick(), host.Host(), d, KeyAuth()); });
+  EXPECT_EQ(std::string(named.what())
+                .rfind("the Test Cloud endpoint (base_url in ~/.testcloud/config.json): ", 0),
+            0u)
+      << named.what();
 }
 
 struct CodedError {

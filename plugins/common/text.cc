@@ -27,6 +27,11 @@ std::string Squash(std::string_view s) {
   return out;
 }
 
+std::string NoFullStop(std::string_view s) {
+  while (!s.empty() && (s.back() == '.' || s.back() == ' ')) s.remove_suffix(1);
+  return std::string(s);
+}
+
 bool StartsWith(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }

@@ -26,4 +26,7 @@ bool StartsWith(std::string_view s, std::string_view prefix);
 /// True when Lower(s) contains Lower(word).
 bool ContainsNoCase(std::string_view s, std::string_view word);
 
+/// `s` without its trailing full stops and spaces, so that ". <more>" can follow.
+std::string NoFullStop(std::string_view s);
+
 }  // namespace gpuprov::drivers

@@ -24,5 +24,12 @@ TEST(Text, PrefixesAndWords) {
   EXPECT_FALSE(ContainsNoCase("available", "sold out"));
 }
 
+TEST(Text, NoFullStopDropsTrailingStopsAndSpaces) {
+  EXPECT_EQ(NoFullStop("Quota exceeded. "), "Quota exceeded");
+  EXPECT_EQ(NoFullStop("v1.2 done..."), "v1.2 done");
+  EXPECT_EQ(NoFullStop("..."), "");
+  EXPECT_EQ(NoFullStop("no stop"), "no stop");
+}
+
 }  // namespace
 }  // namespace gpuprov::drivers

@@ -70,12 +70,6 @@ std::string Join(const std::vector<std::string>& v, const std::string& sep = ", 
   return out;
 }
 
-// Text without its trailing full stops, so that ". <more>" can follow.
-std::string NoFullStop(std::string s) {
-  while (!s.empty() && (s.back() == '.' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 std::string PortList(const std::vector<int>& ports) {
   std::vector<std::string> s;
   for (int p : ports) s.push_back(std::to_string(p));
@@ -124,13 +118,24 @@ GcpDriver::GcpDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
   operation_timeout_ = std::chrono::seconds(
       std::max<long long>(1, json::Int(config_, "operation_timeout_seconds", 900)));
   policy_ = kit::RetryPolicyFrom(config_);
-  try {
-    http_ = std::make_unique<kit::HttpClient>(endpoint_, policy_, host_);
-  } catch (const kit::HttpError& e) {
-    throw DriverError(
-        GPUPROV_STATUS_INVALID_INPUT,
-        std::string(e.what()) + " (set by GPUPROV_GCP_ENDPOINT or endpoint in [clouds.gcp])");
-  }
+  kit::ApiDialect api = ComputeApi();
+  api.base_path = [this] { return std::string(kApiPath) + "/projects/" + Encode(Project()); };
+  // The hints read what is known when a call is refused, and never resolve anything.
+  api.hint_fields = {
+      {"project", [this] { return project_; }},
+      {"account",
+       [this] {
+         if (!tokens_) return std::string("these credentials");
+         const GoogleCredentials& c = tokens_->credentials();
+         return c.client_email.empty() ? c.origin : c.client_email;
+       }},
+      {"origin", [this] { return tokens_ ? tokens_->credentials().origin : std::string("?"); }},
+  };
+  kit::ApiAuth auth;
+  // An expired or revoked token: one new token, then the call again (REFERENCE.md §1.4).
+  auth.token = [this](bool renew) { return Tokens().Token(renew); };
+  api_ =
+      std::make_unique<kit::ApiClient>(endpoint_, policy_, host_, std::move(api), std::move(auth));
 }
 
 TokenSource& GcpDriver::Tokens() {
@@ -174,74 +179,6 @@ const std::string& GcpDriver::Project() {
   return project_;
 }
 
-GcpDriver::ObjectPtr GcpDriver::Call(const std::string& method, const std::string& path,
-                                     const std::string& what, const ObjectPtr& body,
-                                     const std::set<int>& allow, int* status) {
-  kit::HttpRequest req;
-  req.method = method;
-  req.path_and_query = path.rfind('/', 0) == 0
-                           ? path
-                           : std::string(kApiPath) + "/projects/" + Encode(Project()) + "/" + path;
-  if (body) {
-    req.headers["Content-Type"] = "application/json";
-    req.body = json::Stringify(body);
-  }
-  bool refreshed = false;
-  kit::Backoff rate_limit_backoff(host_, policy_, what);
-  for (;;) {
-    req.headers["Authorization"] = "Bearer " + Tokens().Token();
-    kit::HttpResponse resp;
-    try {
-      resp = http_->Send(req);
-    } catch (const kit::HttpError& e) {
-      kit::ThrowHttpError(e, what + ": Compute Engine at " + endpoint_,
-                          ParseApiError(e.last_response().status, e.last_response().body).message);
-    }
-    if (resp.status == 401 && !refreshed) {
-      // An expired or revoked token: one new token, then the request again (REFERENCE.md §1.4).
-      host_.Debug(what + ": HTTP 401, fetching a new access token");
-      refreshed = true;
-      Tokens().Token(/*force_refresh=*/true);
-      continue;
-    }
-    ApiError api = ParseApiError(resp.status, resp.body);
-    if (IsRateLimit(api) && rate_limit_backoff.Wait("Compute Engine rate limit (HTTP 403 " +
-                                                    api.reason + ")")) {
-      continue;
-    }
-    if (status) *status = resp.status;
-    if ((resp.status >= 200 && resp.status < 300) || allow.count(resp.status) > 0) {
-      if (resp.body.empty()) return nullptr;
-      return json::ParseObject(resp.body, what + ": the answer", GPUPROV_STATUS_FAILED);
-    }
-    const gpuprov_type_status st = ClassifyApiError(api);
-    std::string msg = what + ": Compute Engine answered HTTP " + std::to_string(resp.status) +
-                      (api.reason.empty() ? "" : " " + api.reason) +
-                      (api.message.empty() ? "" : ": " + NoFullStop(api.message));
-    if (st == GPUPROV_STATUS_AUTH) {
-      const std::string who = tokens_ && !tokens_->credentials().client_email.empty()
-                                  ? tokens_->credentials().client_email
-                                  : (tokens_ ? tokens_->credentials().origin : "these credentials");
-      if (api.reason == "accessNotConfigured") {
-        msg +=
-            ". Enable the Compute Engine API: gcloud services enable compute.googleapis.com "
-            "--project " +
-            project_;
-      } else if (resp.status == 403) {
-        msg += ". " + who + " lacks permission in project " + project_ +
-               " (roles/compute.instanceAdmin.v1 and roles/compute.securityAdmin cover gpuprov)";
-      } else {
-        msg += ". Credentials from " +
-               (tokens_ ? tokens_->credentials().origin : std::string("?")) + " were refused; " +
-               CredentialsHint();
-      }
-    } else if (st == GPUPROV_STATUS_QUOTA) {
-      msg += ". Request more quota (IAM & Admin > Quotas) or choose another region";
-    }
-    throw DriverError(st, msg);
-  }
-}
-
 GcpDriver::ObjectPtr GcpDriver::WaitOperation(const ObjectPtr& op_in, const std::string& what) {
   ObjectPtr op = op_in;
   if (!op) throw DriverError(GPUPROV_STATUS_FAILED, what + ": no operation in the answer");
@@ -259,7 +196,7 @@ GcpDriver::ObjectPtr GcpDriver::WaitOperation(const ObjectPtr& op_in, const std:
   bool first = true;
   const bool done = kit::PollUntil(host_, poll, [&](std::string* state) {
     if (!first) {
-      op = Call("GET", path, what + " (operation " + name + ")");
+      op = api_->Call("GET", path, what + " (operation " + name + ")").doc;
       if (!op) throw DriverError(GPUPROV_STATUS_FAILED, what + ": empty operation");
     }
     first = false;
@@ -290,7 +227,7 @@ std::vector<GcpDriver::ObjectPtr> GcpDriver::AggregatedInstances(const std::stri
     std::string path = "aggregated/instances?maxResults=500&returnPartialSuccess=true";
     if (!filter.empty()) path += "&filter=" + Encode(filter);
     if (!token.empty()) path += "&pageToken=" + Encode(token);
-    ObjectPtr doc = Call("GET", path, "list instances");
+    ObjectPtr doc = api_->Call("GET", path, "list instances").doc;
     if (ObjectPtr items = json::Obj(doc, "items")) {
       for (const auto& [scope, value] : *items) {
         if (value.type() != typeid(Object::Ptr)) continue;
@@ -322,10 +259,11 @@ GcpDriver::ObjectPtr GcpDriver::Resolve(const ObjectPtr& request) {
   size_t slash = id.find('/');
   if (slash != std::string::npos && slash > 0 && slash + 1 < id.size()) {
     const std::string zone = id.substr(0, slash), iname = id.substr(slash + 1);
-    int status = 0;
-    ObjectPtr inst = Call("GET", "zones/" + Encode(zone) + "/instances/" + Encode(iname),
-                          "get instance " + iname, nullptr, {404}, &status);
-    if (status != 404 && inst && LabelOf(inst, kManagedLabel) == "1" &&
+    const kit::ApiAnswer a =
+        api_->Call("GET", "zones/" + Encode(zone) + "/instances/" + Encode(iname),
+                   "get instance " + iname, nullptr, {404});
+    const ObjectPtr& inst = a.doc;
+    if (a.status != 404 && inst && LabelOf(inst, kManagedLabel) == "1" &&
         (name.empty() || json::Str(inst, "name") == name)) {
       return inst;
     }
@@ -338,16 +276,18 @@ std::vector<std::string> GcpDriver::ZonesFor(const std::string& region,
                                              const std::string& accelerator) {
   std::vector<std::string> zones;
   if (accelerator.empty()) {
-    ObjectPtr r = Call("GET", "regions/" + Encode(region), "get region " + region);
+    ObjectPtr r = api_->Call("GET", "regions/" + Encode(region), "get region " + region).doc;
     if (Array::Ptr list = json::Arr(r, "zones")) {
       for (size_t i = 0; i < list->size(); ++i) {
         zones.push_back(LastSegment(list->get(static_cast<unsigned>(i)).toString()));
       }
     }
   } else {
-    ObjectPtr doc = Call(
-        "GET", "aggregated/acceleratorTypes?filter=" + Encode("name = \"" + accelerator + "\""),
-        "list zones with " + accelerator);
+    ObjectPtr doc =
+        api_->Call("GET",
+                   "aggregated/acceleratorTypes?filter=" + Encode("name = \"" + accelerator + "\""),
+                   "list zones with " + accelerator)
+            .doc;
     if (ObjectPtr items = json::Obj(doc, "items")) {
       for (const auto& [scope, value] : *items) {
         if (value.type() != typeid(Object::Ptr)) continue;
@@ -371,20 +311,19 @@ GcpDriver::ObjectPtr GcpDriver::GetFirewall(const std::string& vm_name) {
 }
 
 GcpDriver::ObjectPtr GcpDriver::GetFirewallNamed(const std::string& fw_name) {
-  int status = 0;
-  ObjectPtr fw = Call("GET", "global/firewalls/" + Encode(fw_name), "get firewall rule " + fw_name,
-                      nullptr, {404}, &status);
-  return status == 404 ? nullptr : fw;
+  const kit::ApiAnswer a = api_->Call("GET", "global/firewalls/" + Encode(fw_name),
+                                      "get firewall rule " + fw_name, nullptr, {404});
+  return a.status == 404 ? nullptr : a.doc;
 }
 
 void GcpDriver::FirewallOperation(const std::string& method, const std::string& fw_name,
                                   const ObjectPtr& body, const std::string& what) {
   const std::string path =
       method == "POST" ? "global/firewalls" : "global/firewalls/" + Encode(fw_name);
-  int status = 0;
-  ObjectPtr op = Call(method, path + "?requestId=" + NewRequestId(), what, body, {404}, &status);
-  if (status == 404) return;  // a DELETE of a rule already gone
-  AwaitOperation(op, what);
+  const kit::ApiAnswer op =
+      api_->Call(method, path + "?requestId=" + NewRequestId(), what, body, {404});
+  if (op.status == 404) return;  // a DELETE of a rule already gone
+  AwaitOperation(op.doc, what);
 }
 
 void GcpDriver::SetPortRules(const std::string& vm_name, const std::vector<int>& ports,
@@ -454,14 +393,13 @@ void GcpDriver::SetSourcesFirewall(const std::string& vm_name, const std::vector
   body->set("targetTags", targets);
   body->set("allowed", allowed);
   host_.Progress("creating firewall rule " + fw_name + " (" + summary + ")");
-  int status = 0;
-  ObjectPtr op = Call("POST", "global/firewalls?requestId=" + NewRequestId(),
-                      "create firewall rule " + fw_name, body, {409}, &status);
-  if (status == 409) {  // made in the meantime: make it match
+  const kit::ApiAnswer op = api_->Call("POST", "global/firewalls?requestId=" + NewRequestId(),
+                                       "create firewall rule " + fw_name, body, {409});
+  if (op.status == 409) {  // made in the meantime: make it match
     SetSourcesFirewall(vm_name, ports, allow_from);
     return;
   }
-  AwaitOperation(op, "create firewall rule " + fw_name);
+  AwaitOperation(op.doc, "create firewall rule " + fw_name);
 }
 
 void GcpDriver::RemoveFromFirewall(const ObjectPtr& fw, const std::set<int>& ports) {
@@ -534,14 +472,13 @@ void GcpDriver::EnsureFirewall(const std::string& vm_name, const std::vector<int
   const std::string query = "?requestId=" + NewRequestId();
   host_.Progress("creating firewall rule " + fw_name + " (tcp " + PortList(ports) +
                  " from 0.0.0.0/0)");
-  int status = 0;
-  ObjectPtr op = Call("POST", "global/firewalls" + query, "create firewall rule " + fw_name, body,
-                      {409}, &status);
-  if (status == 409) {  // made in the meantime: check it has the ports
+  const kit::ApiAnswer op = api_->Call("POST", "global/firewalls" + query,
+                                       "create firewall rule " + fw_name, body, {409});
+  if (op.status == 409) {  // made in the meantime: check it has the ports
     EnsureFirewall(vm_name, ports);
     return;
   }
-  AwaitOperation(op, "create firewall rule " + fw_name);
+  AwaitOperation(op.doc, "create firewall rule " + fw_name);
 }
 
 void GcpDriver::AddToFirewall(const ObjectPtr& fw, const std::vector<int>& ports) {
@@ -573,9 +510,10 @@ void GcpDriver::AddToFirewall(const ObjectPtr& fw, const std::vector<int>& ports
   Object::Ptr body = new Object();
   body->set("allowed", allowed);
   host_.Progress("opening tcp " + PortList(missing) + " in firewall rule " + fw_name);
-  ObjectPtr op = Call("PATCH", "global/firewalls/" + Encode(fw_name) + "?requestId=" + NewRequestId(),
-                      "update firewall rule " + fw_name, body);
-  AwaitOperation(op, "update firewall rule " + fw_name);
+  const kit::ApiAnswer op =
+      api_->Call("PATCH", "global/firewalls/" + Encode(fw_name) + "?requestId=" + NewRequestId(),
+                 "update firewall rule " + fw_name, body);
+  AwaitOperation(op.doc, "update firewall rule " + fw_name);
 }
 
 std::vector<int> GcpDriver::OpenPortsOf(const std::string& vm_name, const std::vector<int>& ports) {
@@ -619,23 +557,21 @@ bool GcpDriver::DeleteFirewall(const std::string& vm_name) {
     return deleted;
   }
   host_.Progress("deleting firewall rule " + fw_name);
-  int status = 0;
-  ObjectPtr op =
-      Call("DELETE", "global/firewalls/" + Encode(fw_name) + "?requestId=" + NewRequestId(),
-           "delete firewall rule " + fw_name, nullptr, {404}, &status);
-  if (status == 404) return false;
-  AwaitOperation(op, "delete firewall rule " + fw_name);
+  const kit::ApiAnswer op =
+      api_->Call("DELETE", "global/firewalls/" + Encode(fw_name) + "?requestId=" + NewRequestId(),
+                 "delete firewall rule " + fw_name, nullptr, {404});
+  if (op.status == 404) return false;
+  AwaitOperation(op.doc, "delete firewall rule " + fw_name);
   return true;
 }
 
 bool GcpDriver::DeleteInstance(const std::string& zone, const std::string& name) {
-  int status = 0;
-  ObjectPtr op =
-      Call("DELETE",
-           "zones/" + Encode(zone) + "/instances/" + Encode(name) + "?requestId=" + NewRequestId(),
-           "delete instance " + name, nullptr, {404}, &status);
-  if (status == 404) return false;
-  AwaitOperation(op, "delete instance " + name, "RESOURCE_NOT_FOUND");  // gone already: deleted
+  const kit::ApiAnswer op = api_->Call(
+      "DELETE",
+      "zones/" + Encode(zone) + "/instances/" + Encode(name) + "?requestId=" + NewRequestId(),
+      "delete instance " + name, nullptr, {404});
+  if (op.status == 404) return false;
+  AwaitOperation(op.doc, "delete instance " + name, "RESOURCE_NOT_FOUND");  // gone already: deleted
   return true;
 }
 
@@ -714,7 +650,9 @@ GcpDriver::ObjectPtr GcpDriver::VmJson(const ObjectPtr& inst, const std::vector<
 
 std::string GcpDriver::Check(const std::string& /*request_json*/) {
   const std::string& project = Project();
-  ObjectPtr p = Call("GET", "/compute/v1/projects/" + Encode(project), "read project " + project);
+  ObjectPtr p = api_->Call("GET", std::string(kApiPath) + "/projects/" + Encode(project),
+                           "read project " + project)
+                    .doc;
   const GoogleCredentials& c = Tokens().credentials();
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
   std::string who = c.client_email.empty() ? c.TypeName() + " credentials" : c.client_email;
@@ -920,20 +858,20 @@ std::string GcpDriver::Create(const std::string& request_json) {
                         ? " + " + std::to_string(mt.gpu_count) + "x " + mt.accelerator
                         : std::string()) +
                    " in " + zone + ")");
-    int status = 0;
-    ObjectPtr op;
+    kit::ApiAnswer op;
     try {
       // The same requestId on every retry of this request: GCE runs it once (REFERENCE.md §2).
-      op = Call("POST", "zones/" + zone + "/instances?requestId=" + NewRequestId(),
-                "create instance " + name, body, {409}, &status);
+      op = api_->Call("POST", "zones/" + zone + "/instances?requestId=" + NewRequestId(),
+                      "create instance " + name, body, {409});
     } catch (const DriverError& e) {
       forget_firewall();
       if (IsOsLoginPolicyError(e.what())) {
-        throw DriverError(e.status(), NoFullStop(e.what()) + ". " + OsLoginPolicyHint(Project()));
+        throw DriverError(e.status(),
+                          kit::NoFullStop(e.what()) + ". " + OsLoginPolicyHint(Project()));
       }
       throw;
     }
-    if (status == 409) {  // made in the meantime (another gpuprov run)
+    if (op.status == 409) {  // made in the meantime (another gpuprov run)
       if (ObjectPtr existing = FindByName(name)) {
         return kit::VmResult(VmJson(existing, ports), true);
       }
@@ -941,15 +879,16 @@ std::string GcpDriver::Create(const std::string& request_json) {
                         "instance " + name + " exists in " + zone +
                             " but is not gpuprov's; choose another VM name");
     }
-    ObjectPtr done = WaitOperation(op, "create instance " + name);
+    ObjectPtr done = WaitOperation(op.doc, "create instance " + name);
     OperationError err = ParseOperationError(done);
     const std::string inst_path = "zones/" + zone + "/instances/" + Encode(name);
     if (err.code.empty()) {
-      ObjectPtr inst = Call("GET", inst_path, "get instance " + name, nullptr, {404}, &status);
-      if (status != 404) {
+      const kit::ApiAnswer inst =
+          api_->Call("GET", inst_path, "get instance " + name, nullptr, {404});
+      if (inst.status != 404) {
         host_.Info("instance " + name + " created in " + zone);
-        WarnIfOsLogin(inst);
-        return kit::ConfirmSources(kit::VmResult(VmJson(inst, ports), false), sources);
+        WarnIfOsLogin(inst.doc);
+        return kit::ConfirmSources(kit::VmResult(VmJson(inst.doc, ports), false), sources);
       }
       // Gone right after a DONE insert: as RESOURCE_NOT_FOUND below (REFERENCE.md §F5).
       err.code = kGoneAfterCreate;
@@ -958,8 +897,9 @@ std::string GcpDriver::Create(const std::string& request_json) {
     // A failed insert may leave the instance visible for a moment (REFERENCE.md §8): make sure
     // it is gone before going on.
     try {
-      ObjectPtr left = Call("GET", inst_path, "get instance " + name, nullptr, {404}, &status);
-      if (status != 404 && left) DeleteInstance(zone, name);
+      const kit::ApiAnswer left =
+          api_->Call("GET", inst_path, "get instance " + name, nullptr, {404});
+      if (left.status != 404 && left.doc) DeleteInstance(zone, name);
     } catch (const DriverError& e) {
       host_.Warning("could not check that failed instance " + name + " is gone: " + e.what());
     }
@@ -971,7 +911,7 @@ std::string GcpDriver::Create(const std::string& request_json) {
                  mt.machine_type + " (" + err.code + ": " + failure.reason +
                  "); trying the next zone");
       stockouts.push_back(zone);
-      last_capacity = err.code + ": " + NoFullStop(err.message);
+      last_capacity = err.code + ": " + kit::NoFullStop(err.message);
       if (st == GPUPROV_STATUS_CAPACITY) any_capacity = true;
       for (const auto& z : err.zones_available) suggested.push_back(z);
       continue;
@@ -980,7 +920,7 @@ std::string GcpDriver::Create(const std::string& request_json) {
     if (st == GPUPROV_STATUS_QUOTA) {
       throw DriverError(st,
                         "create instance " + name + " in " + zone + ": " + err.code + ": " +
-                            NoFullStop(err.message) +
+                            kit::NoFullStop(err.message) +
                             ". Request more quota (IAM & Admin > Quotas) or choose another region");
     }
     throw DriverError(
@@ -1100,7 +1040,7 @@ std::string GcpDriver::ListResources(const std::string& /*request_json*/) {
   for (int page = 0; page < kMaxPages; ++page) {
     std::string path = "global/firewalls?maxResults=500";
     if (!token.empty()) path += "&pageToken=" + Encode(token);
-    ObjectPtr doc = Call("GET", path, "list firewall rules");
+    ObjectPtr doc = api_->Call("GET", path, "list firewall rules").doc;
     Array::Ptr items = json::Arr(doc, "items");
     for (size_t i = 0; items && i < items->size(); ++i) {
       ObjectPtr fw = json::ObjAt(items, i);
@@ -1125,11 +1065,11 @@ std::string GcpDriver::DeleteResource(const std::string& request_json) {
                        ref.kind + " " + ref.id +
                            " does not carry gpuprov's label or name; gpuprov leaves it alone");
   };
-  int status = 0;
   if (ref.kind == "firewall") {
-    ObjectPtr fw = Call("GET", "global/firewalls/" + Encode(ref.id), "get firewall rule " + ref.id,
-                        nullptr, {404}, &status);
-    if (status == 404 || !fw) return kit::DeletedResult(false);
+    const kit::ApiAnswer a = api_->Call("GET", "global/firewalls/" + Encode(ref.id),
+                                        "get firewall rule " + ref.id, nullptr, {404});
+    const ObjectPtr& fw = a.doc;
+    if (a.status == 404 || !fw) return kit::DeletedResult(false);
     if (!OwnFirewall(fw)) throw refuse();
     if (ref.id != FirewallName(FirewallVm(fw))) {  // a sources rule
       host_.Progress("deleting firewall rule " + ref.id);
@@ -1144,9 +1084,10 @@ std::string GcpDriver::DeleteResource(const std::string& request_json) {
                       "id '" + ref.id + "' is not <zone>/<name> as list_resources gives it");
   }
   const std::string zone = ref.id.substr(0, slash), name = ref.id.substr(slash + 1);
-  ObjectPtr inst = Call("GET", "zones/" + Encode(zone) + "/instances/" + Encode(name),
-                        "get instance " + name, nullptr, {404}, &status);
-  if (status == 404 || !inst) return kit::DeletedResult(false);
+  const kit::ApiAnswer a = api_->Call("GET", "zones/" + Encode(zone) + "/instances/" + Encode(name),
+                                      "get instance " + name, nullptr, {404});
+  const ObjectPtr& inst = a.doc;
+  if (a.status == 404 || !inst) return kit::DeletedResult(false);
   if (LabelOf(inst, kManagedLabel) != "1") throw refuse();
   host_.Progress("deleting instance " + name + " in " + zone);
   return kit::DeletedResult(DeleteInstance(zone, name));

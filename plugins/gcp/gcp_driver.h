@@ -31,11 +31,11 @@
 #include <string>
 #include <vector>
 
+#include "api_client.h"
 #include "driver_request.h"
 #include "gce_machine_types.h"
 #include "gcp_auth.h"
 #include "gpuprov/sdk.hpp"
-#include "http_client.h"
 
 namespace gpuprov::gcp {
 
@@ -65,12 +65,6 @@ class GcpDriver {
  private:
   using ObjectPtr = Poco::JSON::Object::Ptr;
 
-  /// One Compute API call; `path` is under /compute/v1/projects/<project> unless it starts
-  /// with "/". Refreshes the token once on 401, retries 403 rate limits with backoff, maps
-  /// other failures to DriverError; statuses in `allow` are returned as-is (*status set).
-  ObjectPtr Call(const std::string& method, const std::string& path, const std::string& what,
-                 const ObjectPtr& body = nullptr, const std::set<int>& allow = {},
-                 int* status = nullptr);
   /// Polls an operation until DONE (bounded); returns the finished operation.
   ObjectPtr WaitOperation(const ObjectPtr& op, const std::string& what);
   /// WaitOperation, then throws DriverError (classified by its code, "WHAT: CODE: message")
@@ -140,7 +134,9 @@ class GcpDriver {
   std::chrono::milliseconds poll_interval_{2000};
   std::chrono::seconds operation_timeout_{900};
   drivers::RetryPolicy policy_;
-  std::unique_ptr<drivers::HttpClient> http_;
+  /// The Compute API (gcp_rules.h ComputeApi): a path not starting with "/" is under
+  /// /compute/v1/projects/<project>; the token is renewed once after a 401.
+  std::unique_ptr<drivers::ApiClient> api_;
   std::unique_ptr<TokenSource> tokens_;
   std::string project_;
 };

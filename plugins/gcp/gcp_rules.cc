@@ -10,9 +10,11 @@
 
 #include "credentials.h"
 #include "driver_status.h"
+#include "gcp_auth.h"
 #include "gpuprov/sdk.hpp"
 #include "json_util.h"
 #include "tags.h"
+#include "text.h"
 
 namespace gpuprov::gcp {
 namespace {
@@ -153,6 +155,38 @@ constexpr drivers::CloudCode kOperationCodes[] = {
     // Too many operations on one resource at once: wait, or go elsewhere.
     {"RESOURCE_OPERATION_RATE_EXCEEDED", GPUPROV_STATUS_TRANSIENT},
 };
+
+drivers::ApiDialect ComputeApi() {
+  drivers::ApiDialect d;
+  d.cloud = "Compute Engine";
+  d.driver = "gcp";
+  d.read_error = [](const std::string& body) {
+    const ApiError e = ParseApiError(0, body);
+    return drivers::ApiError{e.reason, drivers::NoFullStop(e.message)};
+  };
+  d.status_of = [](int http_status, const drivers::ApiError& e, const std::string&) {
+    return ClassifyApiError(ApiError{http_status, e.code, e.text});
+  };
+  d.rate_limited = [](int http_status, const drivers::ApiError& e) {
+    return IsRateLimit(ApiError{http_status, e.code, e.text});
+  };
+  d.quote = drivers::QuoteForm::kCodeAndText;
+  d.hints = {
+      {.status = GPUPROV_STATUS_AUTH,
+       .code = "accessNotConfigured",
+       .text = ". Enable the Compute Engine API: gcloud services enable compute.googleapis.com "
+               "--project {project}"},
+      {.http_status = 403,
+       .status = GPUPROV_STATUS_AUTH,
+       .text = ". {account} lacks permission in project {project} "
+               "(roles/compute.instanceAdmin.v1 and roles/compute.securityAdmin cover gpuprov)"},
+      {.status = GPUPROV_STATUS_AUTH,
+       .text = ". Credentials from {origin} were refused; " + CredentialsHint()},
+      {.status = GPUPROV_STATUS_QUOTA,
+       .text = ". Request more quota (IAM & Admin > Quotas) or choose another region"},
+  };
+  return d;
+}
 
 gpuprov_type_status ClassifyApiError(const ApiError& e) {
   // Only a 403 carries the reasons above; another status with them means what its status says.

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "api_client.h"
 #include "gpuprov/driver_abi.h"
 #include "tags.h"
 #include "vm_rules.h"
@@ -88,6 +89,13 @@ ApiError ParseApiError(int http_status, const std::string& body);
 gpuprov_type_status ClassifyApiError(const ApiError& e);
 /// True for 403 rate-limit reasons, which are retried with backoff like 429.
 bool IsRateLimit(const ApiError& e);
+
+/// The Compute API as the kit's API client speaks it: errors read by ParseApiError ("HTTP 403
+/// quotaExceeded: <message>"), classified by ClassifyApiError, 403 rate limits retried
+/// (IsRateLimit), and the hints of a refused call. The driver adds the base path
+/// (/compute/v1/projects/<project>) and the hint fields {project}, {account} (the service
+/// account, else where the credentials came from) and {origin}.
+drivers::ApiDialect ComputeApi();
 
 /// A finished operation's error: every errors[] entry.
 struct OperationError {

@@ -6,11 +6,18 @@
 
 #include <regex>
 
+#include "api_client.h"
+#include "driver_test_util.h"
+#include "gcp_auth.h"
 #include "gpuprov/sdk.hpp"
+#include "loopback_server.h"
 
 namespace gpuprov::gcp {
 namespace {
 
+using drivers::testing::RecordingHost;
+using drivers::testing::Reply;
+using drivers::testing::TestServer;
 using gpuprov::sdk::DriverError;
 
 Poco::JSON::Object::Ptr Parse(const std::string& text) {
@@ -193,6 +200,72 @@ TEST(GcpRules, SourcesFirewallNameIsFixedPerVmAndAValidGceName) {
     EXPECT_TRUE(std::regex_match(name, std::regex("gpuprov-src-[0-9a-f]{16}"))) << name;
     EXPECT_NE(name, FirewallName(vm));
   }
+}
+
+std::string ComputeError(int code, const std::string& reason, const std::string& message) {
+  return R"({"error": {"code": )" + std::to_string(code) + R"(, "message": ")" + message +
+         R"(", "errors": [{"reason": ")" + reason + R"("}]}})";
+}
+
+// The Compute API dialect: each refusal's status, wording and hint, and the 403 rate limits
+// that are retried (ComputeApi).
+TEST(GcpRules, ComputeApiRefusalsCarryTheirHints) {
+  Reply reply;
+  TestServer server(
+      [&](int, const std::string&, const std::string&, const std::string&) { return reply; });
+  RecordingHost host;
+  drivers::ApiDialect d = ComputeApi();
+  d.base_path = [] { return std::string("/compute/v1/projects/p1"); };
+  d.hint_fields = {{"project", [] { return std::string("p1"); }},
+                   {"account", [] { return std::string("sa@p1.iam"); }},
+                   {"origin", [] { return std::string("/k.json"); }}};
+  drivers::ApiAuth auth;
+  auth.token = [](bool) { return std::string("ya29.t"); };
+  drivers::RetryPolicy policy = drivers::RetryPolicy::Fast();
+  policy.base_delay = std::chrono::milliseconds(1);
+  policy.max_delay = std::chrono::milliseconds(2);
+  drivers::ApiClient api(server.Url(), policy, host.Host(), d, auth);
+  auto refusal = [&](Reply r) {
+    reply = std::move(r);
+    try {
+      api.Call("GET", "zones", "list zones");
+    } catch (const DriverError& e) {
+      return std::make_pair(e.status(), std::string(e.what()));
+    }
+    return std::make_pair(GPUPROV_STATUS_OK, std::string());
+  };
+  EXPECT_EQ(refusal({403, ComputeError(403, "accessNotConfigured", "API not used. "), {}}),
+            std::make_pair(GPUPROV_STATUS_AUTH,
+                           std::string("list zones: Compute Engine answered HTTP 403 "
+                                       "accessNotConfigured: API not used. Enable the Compute "
+                                       "Engine API: gcloud services enable "
+                                       "compute.googleapis.com --project p1")));
+  EXPECT_EQ(refusal({403, ComputeError(403, "forbidden", "Required permission."), {}}),
+            std::make_pair(GPUPROV_STATUS_AUTH,
+                           std::string("list zones: Compute Engine answered HTTP 403 forbidden: "
+                                       "Required permission. sa@p1.iam lacks permission in "
+                                       "project p1 (roles/compute.instanceAdmin.v1 and "
+                                       "roles/compute.securityAdmin cover gpuprov)")));
+  EXPECT_EQ(refusal({401, ComputeError(401, "authError", "Invalid Credentials"), {}}),
+            std::make_pair(GPUPROV_STATUS_AUTH,
+                           "list zones: Compute Engine answered HTTP 401 authError: Invalid "
+                           "Credentials. Credentials from /k.json were refused; " +
+                               CredentialsHint()));
+  EXPECT_EQ(refusal({403, ComputeError(403, "quotaExceeded", "Quota 'CPUS' exceeded."), {}}),
+            std::make_pair(GPUPROV_STATUS_QUOTA,
+                           std::string("list zones: Compute Engine answered HTTP 403 "
+                                       "quotaExceeded: Quota 'CPUS' exceeded. Request more quota "
+                                       "(IAM & Admin > Quotas) or choose another region")));
+  EXPECT_EQ(refusal({404, "", {}}),
+            std::make_pair(GPUPROV_STATUS_NOT_FOUND,
+                           std::string("list zones: Compute Engine answered HTTP 404")));
+  const int before = server.count();
+  EXPECT_EQ(refusal({403, ComputeError(403, "rateLimitExceeded", "Rate Limit Exceeded"), {}}),
+            std::make_pair(GPUPROV_STATUS_TRANSIENT,
+                           std::string("list zones: Compute Engine answered HTTP 403 "
+                                       "rateLimitExceeded: Rate Limit Exceeded")));
+  EXPECT_EQ(server.count() - before, policy.max_attempts) << "rate limits are retried";
+  EXPECT_EQ(server.LastHeader("Authorization"), "Bearer ya29.t");
 }
 
 }  // namespace

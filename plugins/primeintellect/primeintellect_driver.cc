@@ -30,9 +30,6 @@ namespace kit = gpuprov::drivers;
 constexpr kit::PoweredOffCost kPoweredOffCost = kit::PoweredOffCost::kFull;
 
 using kit::Credential;
-using kit::HttpError;
-using kit::HttpRequest;
-using kit::HttpResponse;
 using namespace gpuprov::drivers::prelude;  // DriverError, json, Array, Object
 
 constexpr const char* kDefaultEndpoint = "https://api.primeintellect.ai";
@@ -138,7 +135,35 @@ constexpr std::string_view kCapacityWords[] = {
 
 bool IsCapacityText(const std::string& message) { return kit::MentionsAny(message, kCapacityWords); }
 
-bool IsSuccess(int status) { return status >= 200 && status < 300; }
+// The API as the kit's client speaks it: the key as a bearer token, errors read by
+// CloudMessage ("HTTP 402: <message>"), statuses by HTTP status except that a refusal in
+// capacity words is CAPACITY unless the status says auth, payment or a missing pod.
+kit::ApiDialect PrimeIntellectApi(std::string endpoint_origin) {
+  kit::ApiDialect d;
+  d.cloud = "Prime Intellect";
+  d.driver = "primeintellect";
+  d.read_error = [](const std::string& body) { return kit::ApiError{"", CloudMessage(body)}; };
+  d.status_of = [](int http_status, const kit::ApiError& e, const std::string&) {
+    gpuprov_type_status status = kit::StatusOfHttp(http_status);
+    if (status != GPUPROV_STATUS_AUTH && status != GPUPROV_STATUS_QUOTA &&
+        status != GPUPROV_STATUS_NOT_FOUND && IsCapacityText(e.text)) {
+      status = GPUPROV_STATUS_CAPACITY;
+    }
+    return status;
+  };
+  d.quote = kit::QuoteForm::kCodeAndText;
+  d.hints = {
+      {.status = GPUPROV_STATUS_AUTH,
+       .text = std::string("; the API key from {origin} was refused: ") + kKeyHint},
+      {.status = GPUPROV_STATUS_QUOTA,
+       .text = "; payment required: add funds to the Prime Intellect wallet of this account or "
+               "team"},
+  };
+  d.headers = {{"Accept", "application/json"}};
+  d.any_json = true;  // some lists come bare
+  d.endpoint_origin = std::move(endpoint_origin);
+  return d;
+}
 
 // The key and type of an OpenSSH public key line ("ssh-ed25519 AAAA..."), comment dropped.
 std::string KeyBody(const std::string& public_key) {
@@ -402,6 +427,15 @@ std::string StripApiSuffix(std::string url) {
   return url;
 }
 
+// $PRIME_API_KEY, else api_key in ~/.prime/config.json; nullopt when neither has one.
+std::optional<Credential> FindApiKey() {
+  if (auto c = kit::CredentialFromEnv({"PRIME_API_KEY"})) return c;
+  if (std::optional<std::string> v = ConfigFileValue("api_key")) {
+    return Credential{*v, "~/.prime/config.json"};
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 // --- the driver ----------------------------------------------------------------
@@ -448,32 +482,15 @@ PrimeIntellectDriver::PrimeIntellectDriver(const gpuprov::sdk::InitContext& ctx)
   poll_interval_ = kit::PollIntervalSetting(config, poll_interval_);
   delete_timeout_ = kit::DeleteWaitSetting(config, delete_timeout_);
 
-  kit::RetryPolicy once = policy_;
-  once.max_attempts = 1;
-  try {
-    client_ = std::make_unique<kit::HttpClient>(endpoint_, policy_, host_);
-    once_client_ = std::make_unique<kit::HttpClient>(endpoint_, once, host_);
-  } catch (const HttpError& e) {
-    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      std::string("Prime Intellect endpoint: ") + e.what() + " (set by " +
-                          endpoint_origin_ + ")");
-  }
+  kit::ApiAuth auth;
+  auth.resolve = [] { return FindApiKey(); };
+  auth.missing = std::string("no Prime Intellect API key found: ") + kKeyHint;
+  auth.label = "API key";
+  api_ = std::make_unique<kit::ApiClient>(endpoint_, policy_, host_,
+                                          PrimeIntellectApi(endpoint_origin_), std::move(auth));
 }
 
 PrimeIntellectDriver::~PrimeIntellectDriver() = default;
-
-Credential PrimeIntellectDriver::ApiKey() {
-  if (auto c = kit::CredentialFromEnv({"PRIME_API_KEY"})) {
-    key_ = c->value;
-    return *c;
-  }
-  if (std::optional<std::string> v = ConfigFileValue("api_key")) {
-    key_ = *v;
-    return Credential{*v, "~/.prime/config.json"};
-  }
-  throw DriverError(GPUPROV_STATUS_AUTH, std::string("no Prime Intellect API key found: ") +
-                                             kKeyHint);
-}
 
 std::string PrimeIntellectDriver::TeamId() const {
   // PRIME_TEAM_ID set but empty is the personal account, as for the prime CLI: no team
@@ -484,87 +501,6 @@ std::string PrimeIntellectDriver::TeamId() const {
     return ConfigFileValue("team_id").value_or("");
   } catch (const DriverError&) {
     return "";
-  }
-}
-
-std::string PrimeIntellectDriver::Scrub(std::string text) const {
-  if (key_.size() >= 4) {
-    for (size_t pos = text.find(key_); pos != std::string::npos; pos = text.find(key_, pos)) {
-      text.replace(pos, key_.size(), "<redacted>");
-    }
-  }
-  return text;
-}
-
-HttpResponse PrimeIntellectDriver::Call(const std::string& method, const std::string& path,
-                                        const std::string& body) {
-  Credential key = ApiKey();
-  HttpRequest req;
-  req.method = method;
-  req.path_and_query = path;
-  req.headers["Authorization"] = "Bearer " + key.value;
-  req.headers["Accept"] = "application/json";
-  if (!body.empty()) req.headers["Content-Type"] = "application/json";
-  req.body = body;
-  try {
-    return client_->Send(req);
-  } catch (const HttpError& e) {
-    if (e.kind() != HttpError::Kind::kRetriesExhausted) {
-      kit::ThrowHttpError(HttpError(e.kind(), Scrub(e.what())), "Prime Intellect " + method);
-    }
-    const HttpResponse& last = e.last_response();
-    std::string msg = Scrub(CloudMessage(last.body));
-    if (last.status >= 500 && IsCapacityText(msg)) {
-      throw DriverError(GPUPROV_STATUS_CAPACITY, "Prime Intellect: " + msg);
-    }
-    std::string hint = last.status == 429
-                           ? "; Prime Intellect is rate limiting this key, try again later"
-                           : "; check https://status.primeintellect.ai or try again later";
-    throw DriverError(GPUPROV_STATUS_TRANSIENT,
-                      Scrub(e.what()) + (msg.empty() ? "" : " (" + msg + ")") + hint);
-  }
-}
-
-void PrimeIntellectDriver::ThrowForResponse(const HttpResponse& r, const std::string& what) const {
-  const std::string msg = Scrub(CloudMessage(r.body));
-  const std::string code = "HTTP " + std::to_string(r.status);
-  const std::string detail = msg.empty() ? code : msg + " (" + code + ")";
-  gpuprov_type_status status = kit::StatusOfHttp(r.status);
-  // Capacity is only in the message; auth, payment and a missing pod say so by status.
-  if (status != GPUPROV_STATUS_AUTH && status != GPUPROV_STATUS_QUOTA &&
-      status != GPUPROV_STATUS_NOT_FOUND && IsCapacityText(msg)) {
-    status = GPUPROV_STATUS_CAPACITY;
-  }
-  switch (status) {
-    case GPUPROV_STATUS_AUTH:
-      throw DriverError(status, "Prime Intellect refused the API key for " + what + ": " + detail +
-                                    "; " + kKeyHint);
-    case GPUPROV_STATUS_QUOTA:
-      throw DriverError(status, what + ": payment required: " + detail +
-                                    "; add funds to the Prime Intellect wallet of this account or team");
-    case GPUPROV_STATUS_CAPACITY:
-      throw DriverError(status, what + ": Prime Intellect: " + detail);
-    case GPUPROV_STATUS_INVALID_INPUT:
-      throw DriverError(status, what + ": Prime Intellect rejected the request: " + detail);
-    default:
-      throw DriverError(status, what + ": " + detail);
-  }
-}
-
-Poco::Dynamic::Var PrimeIntellectDriver::CallJson(const std::string& method,
-                                                  const std::string& path,
-                                                  const std::string& what,
-                                                  const std::string& body) {
-  HttpResponse r = Call(method, path, body);
-  if (!IsSuccess(r.status)) ThrowForResponse(r, what);
-  if (Trim(r.body).empty()) return Poco::Dynamic::Var();
-  try {
-    Poco::JSON::Parser parser;
-    return parser.parse(r.body);
-  } catch (const Poco::Exception& e) {
-    throw DriverError(GPUPROV_STATUS_FAILED,
-                      what + ": Prime Intellect answered with invalid JSON (" + e.displayText() +
-                          ")");
   }
 }
 
@@ -610,8 +546,7 @@ std::vector<Offer> PrimeIntellectDriver::FetchAvailability(const OfferQuery& que
   for (int page = 1; page <= kMaxPages; ++page) {
     std::string path =
         base + "page=" + std::to_string(page) + "&page_size=" + std::to_string(kPageSize);
-    HttpResponse r = Call("GET", path);
-    if (!IsSuccess(r.status)) ThrowForResponse(r, "list GPU availability");
+    const kit::ApiAnswer r = api_->Call("GET", path, "list GPU availability");
     AvailabilityPage p;
     try {
       p = ParseAvailability(r.body);
@@ -630,10 +565,11 @@ std::vector<PrimeIntellectDriver::ObjectPtr> PrimeIntellectDriver::ListPods() {
   for (int page = 0; page < kMaxPages; ++page) {
     const int offset = page * kPageSize;
     Poco::Dynamic::Var v =
-        CallJson("GET",
-                 std::string(kApi) + "/pods/?offset=" + std::to_string(offset) +
-                     "&limit=" + std::to_string(kPageSize),
-                 "list pods");
+        api_->Call("GET",
+                   std::string(kApi) + "/pods/?offset=" + std::to_string(offset) +
+                       "&limit=" + std::to_string(kPageSize),
+                   "list pods")
+            .Parsed();
     Object::Ptr o = v.type() == typeid(Object::Ptr) ? v.extract<Object::Ptr>() : nullptr;
     Array::Ptr data;
     if (o && json::Has(o, "data") && o->get("data").type() == typeid(Array::Ptr)) {
@@ -672,12 +608,11 @@ PrimeIntellectDriver::ObjectPtr PrimeIntellectDriver::FindPodByName(const std::s
 }
 
 PrimeIntellectDriver::ObjectPtr PrimeIntellectDriver::GetPod(const std::string& id) {
-  HttpResponse r = Call("GET", std::string(kApi) + "/pods/" + Encode(id));
+  const kit::ApiAnswer r =
+      api_->Call("GET", std::string(kApi) + "/pods/" + Encode(id), "get pod " + id, nullptr, {404});
   if (r.status == 404) return nullptr;
-  if (!IsSuccess(r.status)) ThrowForResponse(r, "get pod " + id);
-  Object::Ptr pod = json::TryParseObject(r.body);
-  if (!pod) throw DriverError(GPUPROV_STATUS_FAILED, "get pod " + id + ": not a JSON object");
-  return pod;
+  if (!r.doc) throw DriverError(GPUPROV_STATUS_FAILED, "get pod " + id + ": not a JSON object");
+  return r.doc;
 }
 
 PrimeIntellectDriver::ObjectPtr PrimeIntellectDriver::Resolve(const ObjectPtr& request) {
@@ -709,14 +644,13 @@ std::string PrimeIntellectDriver::EnsureSshKey(const std::string& public_key) {
     }
     return Text(k, "id");
   }
-  Object body;
+  Object::Ptr body = new Object();
   const std::string key_name = "gpuprov-" + ShortHash(want);
-  body.set("name", key_name);
-  body.set("publicKey", Trim(public_key));
+  body->set("name", key_name);
+  body->set("publicKey", Trim(public_key));
   host_.Progress("registering SSH key " + key_name + " on the Prime Intellect account");
-  Poco::Dynamic::Var v = CallJson("POST", std::string(kApi) + "/ssh_keys/", "register SSH key",
-                                  json::Stringify(body));
-  Object::Ptr made = v.type() == typeid(Object::Ptr) ? v.extract<Object::Ptr>() : nullptr;
+  Object::Ptr made =
+      api_->Call("POST", std::string(kApi) + "/ssh_keys/", "register SSH key", body).doc;
   std::string id = made ? Text(made, "id") : "";
   if (id.empty()) {
     if (ObjectPtr k = find()) id = Text(k, "id");
@@ -726,72 +660,58 @@ std::string PrimeIntellectDriver::EnsureSshKey(const std::string& public_key) {
 
 PrimeIntellectDriver::ObjectPtr PrimeIntellectDriver::CreatePod(const std::string& body,
                                                                const std::string& name) {
-  Credential key = ApiKey();
-  HttpRequest req;
-  req.method = "POST";
-  req.path_and_query = std::string(kApi) + "/pods/";
-  req.headers["Authorization"] = "Bearer " + key.value;
-  req.headers["Accept"] = "application/json";
-  req.headers["Content-Type"] = "application/json";
-  req.body = body;
-  std::string last_problem;
-  kit::Backoff backoff(host_, policy_, "create pod " + name);
+  const std::string what = "create pod " + name;
+  kit::ApiCall call;
+  call.method = "POST";
+  call.path = std::string(kApi) + "/pods/";
+  call.what = what;
+  call.body = body;
+  // No idempotency key: a 5xx is answered, not retried, so that the pod is looked for first
+  // (429 and failures to connect are still retried by the client).
+  call.allow = {500, 502, 503, 504};
+  call.idempotent = false;
+  kit::Backoff backoff(host_, policy_, what);
   for (;;) {
-    std::optional<std::chrono::milliseconds> retry_after;
+    std::optional<DriverError> failure;
     try {
-      HttpResponse r = once_client_->Send(req);
-      if (!IsSuccess(r.status)) ThrowForResponse(r, "create pod " + name);
-      Object::Ptr pod = json::TryParseObject(r.body);
-      if (!pod || Text(pod, "id").empty()) {
+      const kit::ApiAnswer a = api_->Send(call);
+      if (a.ok()) {
+        if (a.doc && !Text(a.doc, "id").empty()) return a.doc;
         // Created, but the answer is unusable: find it by name.
         if (ObjectPtr found = FindPodByName(name)) return found;
         throw DriverError(GPUPROV_STATUS_FAILED,
-                          "create pod " + name + ": Prime Intellect answered without a pod id");
+                          what + ": Prime Intellect answered without a pod id");
       }
-      return pod;
-    } catch (const HttpError& e) {
-      if (e.kind() == HttpError::Kind::kCancelled) {
-        throw DriverError(GPUPROV_STATUS_CANCELLED, "cancelled while creating pod " + name);
+      const std::string problem =
+          "HTTP " + std::to_string(a.status) + (a.error.text.empty() ? "" : ": " + a.error.text);
+      if (IsCapacityText(a.error.text)) {
+        throw DriverError(GPUPROV_STATUS_CAPACITY, what + ": Prime Intellect answered " + problem);
       }
-      if (e.kind() != HttpError::Kind::kRetriesExhausted) {
-        throw DriverError(GPUPROV_STATUS_FAILED, Scrub(e.what()));
-      }
-      const HttpResponse& last = e.last_response();
-      std::string msg = Scrub(CloudMessage(last.body));
-      last_problem = last.status == 0 ? Scrub(e.what())
-                                      : "HTTP " + std::to_string(last.status) +
-                                            (msg.empty() ? "" : ": " + msg);
-      if (last.status >= 500 && IsCapacityText(msg)) {
-        throw DriverError(GPUPROV_STATUS_CAPACITY, "create pod " + name + ": Prime Intellect: " +
-                                                       msg + " (HTTP " +
-                                                       std::to_string(last.status) + ")");
-      }
-      if (last.status != 429) {
-        // The create may have happened before the error: never create twice.
-        if (ObjectPtr found = FindPodByName(name)) {
-          host_.Info("pod " + name + " exists after a failed create answer (" + last_problem +
-                     "); using it");
-          return found;
-        }
-      }
-      if (auto it = last.headers.find("Retry-After"); it != last.headers.end()) {
-        retry_after = kit::ParseRetryAfter(it->second);
-      }
+      failure.emplace(GPUPROV_STATUS_TRANSIENT, problem);
+    } catch (const DriverError& e) {
+      if (e.status() != GPUPROV_STATUS_TRANSIENT) throw;
+      failure.emplace(e);
     }
-    if (!backoff.Wait(last_problem, retry_after)) break;
+    // The create may have happened before the error: never create twice.
+    if (ObjectPtr found = FindPodByName(name)) {
+      host_.Info("pod " + name + " exists after a failed create answer (" + failure->what() +
+                 "); using it");
+      return found;
+    }
+    if (!backoff.Wait(failure->what())) {
+      throw DriverError(GPUPROV_STATUS_TRANSIENT, what + ": Prime Intellect kept failing (" +
+                                                      failure->what() +
+                                                      "); nothing was created; try again later");
+    }
   }
-  throw DriverError(GPUPROV_STATUS_TRANSIENT,
-                    "create pod " + name + ": Prime Intellect kept failing (" + last_problem +
-                        "); nothing was created; try again later");
 }
 
 // --- operations ----------------------------------------------------------------
 
 std::string PrimeIntellectDriver::Check(const std::string& /*request_json*/) {
-  Credential key = ApiKey();
-  Poco::Dynamic::Var v =
-      CallJson("GET", std::string(kApi) + "/pods/?offset=0&limit=1", "check credentials");
-  Object::Ptr o = v.type() == typeid(Object::Ptr) ? v.extract<Object::Ptr>() : nullptr;
+  Object::Ptr o =
+      api_->Call("GET", std::string(kApi) + "/pods/?offset=0&limit=1", "check credentials").doc;
+  const Credential& key = api_->credential();
   std::optional<double> pods = o ? Number(o, "total_count") : std::nullopt;
   const std::string team = TeamId();
   Object result(Poco::JSON_PRESERVE_KEY_ORDER);
@@ -1000,12 +920,12 @@ bool PrimeIntellectDriver::DeletePod(const ObjectPtr& pod, bool* finished) {
   const std::string id = Text(pod, "id");
   const std::string name = Text(pod, "name");
   host_.Progress("deleting pod " + name + " (" + id + ")");
-  HttpResponse r = Call("DELETE", std::string(kApi) + "/pods/" + Encode(id));
+  const kit::ApiAnswer r = api_->Call("DELETE", std::string(kApi) + "/pods/" + Encode(id),
+                                      "delete pod " + name, nullptr, {404});
   if (r.status == 404) {
     *finished = true;
     return false;
   }
-  if (!IsSuccess(r.status)) ThrowForResponse(r, "delete pod " + name);
 
   // Deletion is asynchronous (DELETING, then TERMINATED or gone): wait, bounded.
   std::string status = Text(pod, "status");
@@ -1030,12 +950,11 @@ std::vector<PrimeIntellectDriver::ObjectPtr> PrimeIntellectDriver::ListKeys() {
   std::vector<ObjectPtr> keys;
   for (int page = 0; page < kMaxPages; ++page) {
     const int offset = page * kPageSize;
-    Poco::Dynamic::Var v =
-        CallJson("GET",
-                 std::string(kApi) + "/ssh_keys/?offset=" + std::to_string(offset) +
-                     "&limit=" + std::to_string(kPageSize),
-                 "list SSH keys");
-    Object::Ptr o = v.type() == typeid(Object::Ptr) ? v.extract<Object::Ptr>() : nullptr;
+    Object::Ptr o = api_->Call("GET",
+                               std::string(kApi) + "/ssh_keys/?offset=" + std::to_string(offset) +
+                                   "&limit=" + std::to_string(kPageSize),
+                               "list SSH keys")
+                        .doc;
     Array::Ptr data = o ? json::Arr(o, "data") : nullptr;
     if (!data) break;
     for (size_t i = 0; i < data->size(); ++i) {
@@ -1095,10 +1014,9 @@ std::string PrimeIntellectDriver::DeleteResource(const std::string& request_json
     const std::string name = Text(k, "name");
     if (!IsGpuprovName(name)) throw refuse(name);
     host_.Progress("deleting SSH key " + name);
-    HttpResponse r = Call("DELETE", std::string(kApi) + "/ssh_keys/" + Encode(ref.id));
-    if (r.status == 404) return kit::DeletedResult(false);
-    if (!IsSuccess(r.status)) ThrowForResponse(r, "delete SSH key " + name);
-    return kit::DeletedResult(true);
+    const kit::ApiAnswer r = api_->Call("DELETE", std::string(kApi) + "/ssh_keys/" + Encode(ref.id),
+                                        "delete SSH key " + name, nullptr, {404});
+    return kit::DeletedResult(r.status != 404);
   }
   return kit::DeletedResult(false);
 }
@@ -1110,10 +1028,8 @@ void PrimeIntellectDriver::DeleteOwnKeysIfNoPods() {
   for (const ObjectPtr& k : ListKeys()) {
     if (Text(k, "name").rfind("gpuprov-", 0) != 0) continue;
     host_.Progress("deleting SSH key " + Text(k, "name") + " (no pod left on the account)");
-    HttpResponse r = Call("DELETE", std::string(kApi) + "/ssh_keys/" + Encode(Text(k, "id")));
-    if (!IsSuccess(r.status) && r.status != 404) {
-      ThrowForResponse(r, "delete SSH key " + Text(k, "name"));
-    }
+    api_->Call("DELETE", std::string(kApi) + "/ssh_keys/" + Encode(Text(k, "id")),
+               "delete SSH key " + Text(k, "name"), nullptr, {404});
   }
 }
 

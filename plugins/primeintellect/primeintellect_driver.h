@@ -30,9 +30,9 @@
 #include <string>
 #include <vector>
 
+#include "api_client.h"
 #include "credentials.h"
 #include "gpuprov/sdk.hpp"
-#include "http_client.h"
 #include "offers.h"
 #include "retry_policy.h"
 
@@ -66,24 +66,8 @@ class PrimeIntellectDriver {
  private:
   using ObjectPtr = Poco::JSON::Object::Ptr;
 
-  /// The API key ($PRIME_API_KEY, else ~/.prime/config.json), read on every call; throws
-  /// DriverError(AUTH) with a hint when neither has one.
-  gpuprov::drivers::Credential ApiKey();
   /// $PRIME_TEAM_ID, else config team_id, else team_id in ~/.prime/config.json; "" if none.
   std::string TeamId() const;
-
-  /// One API call with the retrying client; maps transport failures to statuses.
-  gpuprov::drivers::HttpResponse Call(const std::string& method, const std::string& path,
-                                      const std::string& body = "");
-  /// Call, then throw a DriverError for any non-2xx status; returns the parsed JSON body.
-  Poco::Dynamic::Var CallJson(const std::string& method, const std::string& path,
-                              const std::string& what, const std::string& body = "");
-  /// Throws the DriverError for a failed response (401/403 AUTH, 402 QUOTA, 404 NOT_FOUND,
-  /// capacity words CAPACITY, 400/409/422 INVALID_INPUT, else FAILED).
-  [[noreturn]] void ThrowForResponse(const gpuprov::drivers::HttpResponse& r,
-                                     const std::string& what) const;
-  /// Replaces the API key wherever it appears in text.
-  std::string Scrub(std::string text) const;
 
   /// Every availability item for the query's GPU (all pages).
   std::vector<Offer> FetchAvailability(const OfferQuery& query);
@@ -107,7 +91,7 @@ class PrimeIntellectDriver {
   /// live pod left: pods carry no tags, so no pod left is the only sure sign that none needs it.
   void DeleteOwnKeysIfNoPods();
   /// POST /pods/ without blind retries: 429 waits and retries; a 5xx or lost connection looks
-  /// for the pod by name first, since the create may have happened.
+  /// for the pod by name first, since the create may have happened, then tries again.
   ObjectPtr CreatePod(const std::string& body, const std::string& name);
   /// With Kubernetes on: the in-stock matching offers from VM providers, the others reported
   /// as skipped through progress. Throws INVALID_INPUT naming the skipped offers and the fix
@@ -124,9 +108,9 @@ class PrimeIntellectDriver {
   gpuprov::drivers::RetryPolicy policy_;
   std::chrono::milliseconds poll_interval_{5000};
   std::chrono::seconds delete_timeout_{600};
-  std::unique_ptr<gpuprov::drivers::HttpClient> client_;       // retries 429/5xx
-  std::unique_ptr<gpuprov::drivers::HttpClient> once_client_;  // one attempt (pod create)
-  std::string key_;  // the key of the current call, only to scrub it from messages
+  /// The API (401/403 AUTH, 402 QUOTA, 404 NOT_FOUND, capacity words CAPACITY, 400/409/422
+  /// INVALID_INPUT); the key, found on first use, never appears in a message.
+  std::unique_ptr<gpuprov::drivers::ApiClient> api_;
 };
 
 }  // namespace gpuprov::primeintellect
