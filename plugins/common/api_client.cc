@@ -48,12 +48,21 @@ gpuprov_type_status ApiClient::StatusOfAnswer(int http_status, const ApiError& e
 DriverError ApiClient::Refusal(const std::string& what, int http_status, const std::string& body) {
   const ApiError error = dialect_.read_error ? dialect_.read_error(body) : ApiError{"", body};
   const gpuprov_type_status st = StatusOfAnswer(http_status, error, body);
-  const std::string hint =
-      HintFor(dialect_.hints, http_status, st, error.code,
-              [this](std::string_view name) -> std::optional<std::string> {
-                if (name != "origin") return std::nullopt;
-                return credential_.Get().origin;
-              });
+  std::string hint;
+  for (const ErrorHint& h : dialect_.hints) {
+    if (h.http_status != 0 && h.http_status != http_status) continue;
+    if (h.status && *h.status != st) continue;
+    if (!h.code.empty() && h.code != error.code) continue;
+    hint = h.text;
+    const std::string placeholder = "{origin}";
+    for (size_t at = hint.find(placeholder); at != std::string::npos;
+         at = hint.find(placeholder, at)) {
+      const std::string origin = credential_.Get().origin;
+      hint.replace(at, placeholder.size(), origin);
+      at += origin.size();
+    }
+    break;
+  }
   std::string text = what + ": " + dialect_.cloud + " answered HTTP " + std::to_string(http_status);
   const bool parentheses = dialect_.quote == QuoteForm::kParentheses ||
                            (dialect_.quote == QuoteForm::kColonUnlessHint && !hint.empty());

@@ -4,9 +4,9 @@
 // goes into each request (and where it came from, for the messages), the cloud's error
 // envelope and its code table, the words that mean "no capacity", the hints a refused call
 // carries, and idempotent vs not. A driver states these as data (ApiDialect) and calls
-// ApiClient::Call; what differs between clouds is in its dialect, not in plumbing. The error
-// classification and hints are the kit's shared ones (api_transport.h), which the EC2 Query/XML
-// client of the AWS driver uses too.
+// ApiClient::Call; what differs between clouds is in its dialect, not in plumbing. ApiError,
+// ErrorHint and ReadCodeAndText are the kit's shared ones (api_transport.h), which the EC2
+// Query/XML client of the AWS driver uses too.
 //
 // A refused call (a non-2xx status not in ApiCall::allow) throws DriverError with
 //   "<what>: <cloud> answered HTTP <status> (<error text>)<hint>"   (QuoteForm::kParentheses)

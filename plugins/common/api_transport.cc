@@ -52,11 +52,12 @@ std::string HintFor(std::span<const ErrorHint> hints, int http_status, gpuprov_t
 }
 
 std::string ScrubSecrets(std::string text, const std::vector<std::string>& secrets) {
+  const std::string redacted = "<redacted>";
   for (const std::string& secret : secrets) {
-    if (secret.size() < 8) continue;  // a short value would blank ordinary words
+    if (secret.size() < 4) continue;  // a shorter value would blank ordinary words
     for (size_t at = text.find(secret); at != std::string::npos; at = text.find(secret, at)) {
-      text.replace(at, secret.size(), "***");
-      at += 3;
+      text.replace(at, secret.size(), redacted);
+      at += redacted.size();
     }
   }
   return text;

@@ -83,8 +83,9 @@ using HintFill = std::function<std::optional<std::string>(std::string_view name)
 std::string HintFor(std::span<const ErrorHint> hints, int http_status, gpuprov_type_status status,
                     std::string_view code, const HintFill& fill = nullptr);
 
-/// `text` with every occurrence of each secret of 8 characters or more replaced by "***": an
-/// API may echo a credential back in an error body, and error text reaches the user.
+/// `text` with every occurrence of each secret of 4 characters or more replaced by
+/// "<redacted>": an API may echo a credential back in an error body, and error text reaches
+/// the user.
 std::string ScrubSecrets(std::string text, const std::vector<std::string>& secrets);
 
 /// How one API puts a request on the wire and reads its error answers.

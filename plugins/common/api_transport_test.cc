@@ -107,7 +107,7 @@ TEST(HintFor, FirstMatchingRowWithItsPlaceholdersFilled) {
 
 TEST(ScrubSecrets, EveryOccurrenceOfALongSecretOnly) {
   EXPECT_EQ(ScrubSecrets("key abcdefgh1234 rejected (abcdefgh1234)", {"abcdefgh1234", "key"}),
-            "key *** rejected (***)");
+            "key <redacted> rejected (<redacted>)");
   EXPECT_EQ(ScrubSecrets("nothing here", {"", "abcdefgh1234"}), "nothing here");
 }
 
@@ -223,8 +223,8 @@ TEST(ApiTransport, SecretsAreScrubbedFromTheFailure) {
   wire.secrets = [] { return std::vector<std::string>{"sk-secret-123"}; };
   const ApiOutcome out = transport.Send(server.Url(), Post(), "Check", wire, Table());
   EXPECT_EQ(out.status, GPUPROV_STATUS_AUTH);
-  EXPECT_EQ(out.error.text, "key *** is not valid");
-  EXPECT_EQ(out.Failure("Check"), "Check: Denied: key *** is not valid (HTTP 403)");
+  EXPECT_EQ(out.error.text, "key <redacted> is not valid");
+  EXPECT_EQ(out.Failure("Check"), "Check: Denied: key <redacted> is not valid (HTTP 403)");
   EXPECT_EQ(host.All().find("sk-secret-123"), std::string::npos) << host.All();
 }
 
