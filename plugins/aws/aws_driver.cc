@@ -138,6 +138,57 @@ std::string NoDefaultVpcHint(const std::string& region) {
          region + "`)";
 }
 
+// What a refused EC2 call's message ends with: the first row matching its status and code
+// (kit::HintFor); {region} is the call's region, {origin} and {key} the credentials' origin and
+// masked access key id.
+const std::vector<kit::ErrorHint>& Ec2Hints() {
+  static const std::vector<kit::ErrorHint> hints = [] {
+    const std::string image_hint =
+        ". That image is not available in {region} (an AMI of another region, or a DLAMI not "
+        "published there): give an AMI of {region} with --image (or `image` in [clouds.aws]), "
+        "or choose another region";
+    const std::string network_hint =
+        ". Check subnet_id and vpc_id in [clouds.aws]: they must name a subnet and VPC of this "
+        "account in {region}";
+    return std::vector<kit::ErrorHint>{
+        {.status = GPUPROV_STATUS_AUTH,
+         .text = ". AWS refused the credentials from {origin} (access key {key}): check them "
+                 "(`aws sts get-caller-identity`), or set AWS_ACCESS_KEY_ID/"
+                 "AWS_SECRET_ACCESS_KEY or AWS_PROFILE; the IAM user needs ec2:RunInstances, "
+                 "ec2:Describe*, ec2:TerminateInstances, ec2:CreateTags, ec2:*SecurityGroup*, "
+                 "ec2:ImportKeyPair and ec2:DeleteKeyPair, and ssm:GetParameters for the "
+                 "default images (EC2 resolves their resolve:ssm: ids)"},
+        {.status = GPUPROV_STATUS_INVALID_INPUT,
+         .code = "InvalidAMIID.NotFound",
+         .text = image_hint},
+        {.status = GPUPROV_STATUS_INVALID_INPUT,
+         .code = "InvalidAMIID.Unavailable",
+         .text = image_hint},
+        {.status = GPUPROV_STATUS_INVALID_INPUT,
+         .code = "Unsupported",
+         .text = ". EC2 does not support this combination of instance type, image and "
+                 "settings in {region}: choose another GPU type or image"},
+        {.status = GPUPROV_STATUS_INVALID_INPUT,
+         .code = "VPCIdNotSpecified",
+         .text = ". " + NoDefaultVpcHint("{region}")},
+        {.status = GPUPROV_STATUS_INVALID_INPUT,
+         .code = "InvalidSubnetID.NotFound",
+         .text = network_hint},
+        {.status = GPUPROV_STATUS_INVALID_INPUT,
+         .code = "InvalidVpcID.NotFound",
+         .text = network_hint},
+        {.status = GPUPROV_STATUS_CAPACITY,
+         .text = ". AWS has no capacity for this instance type in {region} right now: retry "
+                 "later, or choose another region (--region) or GPU type"},
+        {.status = GPUPROV_STATUS_QUOTA,
+         .text = ". The account's EC2 quota does not allow it: request a higher limit in the "
+                 "Service Quotas console (EC2 \"Running On-Demand G and VT instances\" or "
+                 "\"Running On-Demand P instances\", counted in vCPUs) for {region}"},
+        {.status = GPUPROV_STATUS_TRANSIENT, .text = ". EC2 kept failing; retry later"}};
+  }();
+  return hints;
+}
+
 }  // namespace
 
 AwsDriver::AwsDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
@@ -192,52 +243,15 @@ XmlNode AwsDriver::Call(const std::string& region, const std::string& action,
 
 void AwsDriver::Raise(const std::string& region, const Ec2Error& e) {
   const gpuprov_type_status status = StatusOfError(e.http_status(), e.code(), e.message());
-  std::string msg = e.what();
-  switch (status) {
-    case GPUPROV_STATUS_AUTH: {
-      const AwsCredentials& c = ec2_->credentials();
-      msg += ". AWS refused the credentials from " + c.origin + " (access key " +
-             MaskKeyId(c.access_key_id) +
-             "): check them (`aws sts get-caller-identity`), or set AWS_ACCESS_KEY_ID/"
-             "AWS_SECRET_ACCESS_KEY or AWS_PROFILE; the IAM user needs ec2:RunInstances, "
-             "ec2:Describe*, ec2:TerminateInstances, ec2:CreateTags, ec2:*SecurityGroup*, "
-             "ec2:ImportKeyPair and ec2:DeleteKeyPair, and ssm:GetParameters for the default "
-             "images (EC2 resolves their resolve:ssm: ids)";
-      break;
-    }
-    case GPUPROV_STATUS_INVALID_INPUT:
-      if (e.code() == "InvalidAMIID.NotFound" || e.code() == "InvalidAMIID.Unavailable") {
-        msg += ". That image is not available in " + region +
-               " (an AMI of another region, or a DLAMI not published there): give an AMI of " +
-               region + " with --image (or `image` in [clouds.aws]), or choose another region";
-      } else if (e.code() == "Unsupported") {
-        msg += ". EC2 does not support this combination of instance type, image and settings "
-               "in " + region + ": choose another GPU type or image";
-      } else if (e.code() == "VPCIdNotSpecified") {
-        msg += ". " + NoDefaultVpcHint(region);
-      } else if (e.code() == "InvalidSubnetID.NotFound" || e.code() == "InvalidVpcID.NotFound") {
-        msg += ". Check subnet_id and vpc_id in [clouds.aws]: they must name a subnet and VPC "
-               "of this account in " + region;
-      }
-      break;
-    case GPUPROV_STATUS_CAPACITY:
-      msg += ". AWS has no capacity for this instance type in " + region +
-             " right now: retry later, or choose another region (--region) or GPU type";
-      break;
-    case GPUPROV_STATUS_QUOTA:
-      msg +=
-          ". The account's EC2 quota does not allow it: request a higher limit in the "
-          "Service Quotas console (EC2 \"Running On-Demand G and VT instances\" or "
-          "\"Running On-Demand P instances\", counted in vCPUs) for " +
-          region;
-      break;
-    case GPUPROV_STATUS_TRANSIENT:
-      msg += ". EC2 kept failing; retry later";
-      break;
-    default:
-      break;
-  }
-  throw DriverError(status, msg);
+  const std::string hint = kit::HintFor(
+      Ec2Hints(), e.http_status(), status, e.code(),
+      [&](std::string_view name) -> std::optional<std::string> {
+        if (name == "region") return region;
+        if (name == "origin") return ec2_->credentials().origin;
+        if (name == "key") return MaskKeyId(ec2_->credentials().access_key_id);
+        return std::nullopt;
+      });
+  throw DriverError(status, e.what() + hint);
 }
 
 std::vector<XmlNode> AwsDriver::DescribeInstances(const std::string& region, const Params& params) {

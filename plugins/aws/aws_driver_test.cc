@@ -522,6 +522,50 @@ TEST_F(AwsEmulatorTest, WrongSecretIsAnAuthFailureWithoutTheSecret) {
   ExpectNothingLeft();
 }
 
+// Each refusal ends with the hint of its status and code, naming the region and, for AUTH,
+// where the keys came from (the masked key id, never the secret).
+TEST_F(AwsEmulatorTest, RefusalsEndWithTheHintOfTheirStatus) {
+  const auto ends_with = [](const std::string& text, const std::string& end) {
+    return text.size() >= end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
+  };
+  Fault(R"({"cloud":"aws","fault":"capacity","times":1})");
+  Driver d(Config());
+  OpResult r = d.Create(CreateRequest("aws-hint"));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_CAPACITY) << r;
+  EXPECT_TRUE(ends_with(r.error,
+                        "). AWS has no capacity for this instance type in us-east-1 right now: "
+                        "retry later, or choose another region (--region) or GPU type"))
+      << r.error;
+
+  Fault(R"({"cloud":"aws","fault":"quota","times":1})");
+  r = d.Create(CreateRequest("aws-hint"));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_QUOTA) << r;
+  EXPECT_TRUE(ends_with(r.error,
+                        "). The account's EC2 quota does not allow it: request a higher limit in "
+                        "the Service Quotas console (EC2 \"Running On-Demand G and VT instances\" "
+                        "or \"Running On-Demand P instances\", counted in vCPUs) for us-east-1"))
+      << r.error;
+
+  Fault(R"({"cloud":"aws","fault":"throttle","times":5})");  // Config's max_attempts
+  r = d.Check();
+  EXPECT_EQ(r.status, GPUPROV_STATUS_TRANSIENT) << r;
+  EXPECT_TRUE(Contains(r.error, ": RequestLimitExceeded: ")) << r.error;
+  EXPECT_TRUE(Contains(r.error, " (still failing after 5 attempt(s) over ")) << r.error;
+  EXPECT_TRUE(ends_with(r.error, " s). EC2 kept failing; retry later")) << r.error;
+
+  ScopedEnv wrong("AWS_SECRET_ACCESS_KEY", "not-the-secret");
+  Driver refused(Config());
+  r = refused.Check();
+  EXPECT_EQ(r.status, GPUPROV_STATUS_AUTH) << r;
+  EXPECT_TRUE(Contains(r.error, "AuthFailure: ")) << r.error;
+  EXPECT_TRUE(Contains(r.error,
+                       "). AWS refused the credentials from $AWS_ACCESS_KEY_ID/"
+                       "$AWS_SECRET_ACCESS_KEY (access key AKIA...0001): check them (`aws sts "
+                       "get-caller-identity`)"))
+      << r.error;
+  EXPECT_FALSE(Contains(r.error, "not-the-secret"));
+}
+
 TEST_F(AwsEmulatorTest, NotFoundRightAfterLaunchIsTolerated) {
   ASSERT_EQ(Control("POST", "/settings", R"({"cloud":"aws","describe_not_found":3})").status, 200);
   Driver d(Config());

@@ -8,15 +8,12 @@
 
 #include "driver_status.h"
 #include "http_client.h"
-#include "wait.h"
 #include "sigv4.h"
 
 namespace gpuprov::aws {
 namespace {
 
 using gpuprov::sdk::DriverError;
-using std::chrono::milliseconds;
-using std::chrono::steady_clock;
 
 // "host[:port]" as sent in the Host header: the port only when it is not the scheme's default.
 std::string HostHeader(const drivers::ParsedUrl& url) {
@@ -133,6 +130,19 @@ gpuprov_type_status StatusOfError(int http_status, const std::string& code,
   return StatusOfCode(http_status, code);
 }
 
+const drivers::ErrorTable& Ec2Errors() {
+  static const drivers::ErrorTable table{
+      kEc2Codes, {}, [](int http_status, const drivers::ApiError& e, const std::string&) {
+        return StatusOfError(http_status, e.code, e.text);
+      }};
+  return table;
+}
+
+drivers::ApiError ReadEc2Error(const std::string& body) {
+  const Ec2ErrorBody e = ParseErrorBody(body);
+  return drivers::ApiError{e.code, e.message, e.request_id};
+}
+
 std::string RegionalEndpoint(const std::string& region) {
   const bool china = region.rfind("cn-", 0) == 0;
   return "https://ec2." + region + (china ? ".amazonaws.com.cn" : ".amazonaws.com");
@@ -142,15 +152,13 @@ Ec2Client::Ec2Client(std::string endpoint, drivers::RetryPolicy policy, gpuprov:
                      std::function<AwsCredentials()> credentials, std::function<long long()> clock,
                      drivers::HttpClientOptions http_options)
     : endpoint_(std::move(endpoint)),
-      http_options_(std::move(http_options)),
-      policy_(policy),
       host_(host),
+      transport_(policy, host_, std::move(http_options)),
       credentials_fn_(std::move(credentials)),
       clock_(clock ? std::move(clock) : std::function<long long()>(UnixNow)) {
-  if (policy_.max_attempts < 1) policy_.max_attempts = 1;
   if (!endpoint_.empty()) {
     try {
-      ClientFor(endpoint_);
+      transport_.ClientFor(endpoint_);
     } catch (const drivers::HttpError& e) {
       throw DriverError(
           GPUPROV_STATUS_INVALID_INPUT,
@@ -170,89 +178,57 @@ const AwsCredentials& Ec2Client::credentials() {
   return *credentials_;
 }
 
-drivers::HttpClient& Ec2Client::ClientFor(const std::string& base_url) {
-  auto it = clients_.find(base_url);
-  if (it != clients_.end()) return *it->second;
-  // One attempt per Send: this class retries itself, re-signing each attempt.
-  drivers::RetryPolicy once = policy_;
-  once.max_attempts = 1;
-  auto client = std::make_unique<drivers::HttpClient>(base_url, once, host_, http_options_);
-  return *clients_.emplace(base_url, std::move(client)).first->second;
-}
-
 XmlNode Ec2Client::Call(const std::string& region, const std::string& action,
                         const Params& params) {
   const AwsCredentials creds = credentials();  // missing credentials are named first
   if (region.empty()) throw DriverError(GPUPROV_STATUS_INVALID_INPUT, NoRegionProblem(""));
   const std::string base = endpoint_.empty() ? RegionalEndpoint(region) : endpoint_;
-  drivers::HttpClient* client = nullptr;
+  drivers::ParsedUrl url;
   try {
-    client = &ClientFor(base);
+    transport_.ClientFor(base);
+    url = drivers::ParseBaseUrl(base, transport_.options().allow_link_local_http);
   } catch (const drivers::HttpError& e) {
     drivers::ThrowHttpError(e, "the EC2 endpoint " + base);
   }
-  const drivers::ParsedUrl url = drivers::ParseBaseUrl(base, http_options_.allow_link_local_http);
   Params all = {{"Action", action}, {"Version", kEc2ApiVersion}};
   all.insert(all.end(), params.begin(), params.end());
-  const std::string body = FormEncode(all);
+  drivers::HttpRequest request;
+  request.method = "POST";
+  request.path_and_query = "/";
+  request.body = FormEncode(all);
+  request.headers["Accept"] = "text/xml";
   const std::string what = action + " in " + region;
 
-  const auto start = steady_clock::now();
-  drivers::Backoff backoff(host_, policy_, what);
-  for (int attempt = 1;; ++attempt) {
-    if (host_.Cancelled()) throw DriverError(GPUPROV_STATUS_CANCELLED, what + ": cancelled");
-    SignedPost signed_post =
-        SignQueryPost(HostHeader(url), body, region, "ec2", creds.access_key_id,
+  drivers::ApiWireForm wire;
+  wire.name = "EC2";
+  // SigV4 over the attempt's own time, so a retry after RequestExpired carries a new date.
+  wire.sign = [&](drivers::HttpRequest& attempt) {
+    const SignedPost signed_post =
+        SignQueryPost(HostHeader(url), attempt.body, region, "ec2", creds.access_key_id,
                       creds.secret_access_key, creds.session_token, clock_());
-    drivers::HttpRequest req;
-    req.method = "POST";
-    req.path_and_query = "/";
-    req.body = body;
-    for (const auto& [k, v] : signed_post.headers) req.headers[k] = v;
-    req.headers["Accept"] = "text/xml";
+    for (const auto& [k, v] : signed_post.headers) attempt.headers[k] = v;
+  };
+  wire.read_error = ReadEc2Error;
+  wire.describe = [](int http_status, const drivers::ApiError& e) {
+    if (e.code.empty()) return "HTTP " + std::to_string(http_status) + " without an EC2 error body";
+    return e.code + ": " + e.text + " (HTTP " + std::to_string(http_status) +
+           (e.request_id.empty() ? "" : ", request id " + e.request_id) + ")";
+  };
+  wire.secrets = [&creds] {
+    return std::vector<std::string>{creds.secret_access_key, creds.session_token};
+  };
 
-    drivers::HttpResponse resp;
-    std::string network_problem;
+  const drivers::ApiOutcome out = transport_.Send(base, request, what, wire, Ec2Errors());
+  if (out.ok()) {
     try {
-      resp = client->Send(req);
-    } catch (const drivers::HttpError& e) {
-      if (e.kind() != drivers::HttpError::Kind::kRetriesExhausted) drivers::ThrowHttpError(e, what);
-      resp = e.last_response();
-      if (resp.status == 0) network_problem = e.what();
+      return ParseXml(out.response.body);
+    } catch (const std::exception& e) {
+      throw Ec2Error(out.response.status, "", "", "",
+                     what + ": the answer is not EC2 XML (" + e.what() + ")");
     }
-    if (resp.status >= 200 && resp.status < 300) {
-      try {
-        return ParseXml(resp.body);
-      } catch (const std::exception& e) {
-        throw Ec2Error(resp.status, "", "", "",
-                       what + ": the answer is not EC2 XML (" + e.what() + ")");
-      }
-    }
-    Ec2ErrorBody err = resp.status ? ParseErrorBody(resp.body) : Ec2ErrorBody{};
-    std::string described;
-    if (resp.status == 0) {
-      described = network_problem;
-    } else if (!err.code.empty()) {
-      described = err.code + ": " + err.message + " (HTTP " + std::to_string(resp.status) +
-                  (err.request_id.empty() ? "" : ", request id " + err.request_id) + ")";
-    } else {
-      described = "HTTP " + std::to_string(resp.status) + " without an EC2 error body";
-    }
-    host_.Debug(what + " attempt " + std::to_string(attempt) + ": " + described);
-    if (IsRetryable(resp.status, err.code) &&
-        backoff.Wait("EC2 answered " + (err.code.empty() ? described : err.code))) {
-      continue;
-    }
-    std::string message = what + ": " + described;
-    if (IsRetryable(resp.status, err.code)) {
-      message += " (still failing after " + std::to_string(attempt) + " attempt(s) over " +
-                 std::to_string(
-                     std::chrono::duration_cast<milliseconds>(steady_clock::now() - start).count() /
-                     1000) +
-                 " s)";
-    }
-    throw Ec2Error(resp.status, err.code, err.message, err.request_id, message);
   }
+  throw Ec2Error(out.response.status, out.error.code, out.error.text, out.error.request_id,
+                 out.Failure(what));
 }
 
 }  // namespace gpuprov::aws

@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// One signed EC2 Query API call (REFERENCE.md §1-§3, §8): the parameters form-encoded into a
+// One signed EC2 Query API call (REFERENCE.md §1-§3, §8): the EC2 Query/XML wire form on the
+// kit's ApiTransport (plugins/common/api_transport.h). The parameters are form-encoded into a
 // POST to https://ec2.<region>.amazonaws.com/ (or the endpoint override, for an emulator),
-// signed with SigV4, freshly for every attempt. Retries, with exponential backoff and full
-// jitter bounded by the RetryPolicy: throttling (RequestLimitExceeded and the other throttling
-// codes, any 503), server-side errors (InternalError, Unavailable, ServiceUnavailable, other
-// 5xx), RequestExpired (re-signed with a new date) and network failures. Never retried:
-// capacity (InsufficientInstanceCapacity and its variants), quota, auth and request errors;
-// they come back as Ec2Error with the code so the driver reports them as such.
-// Secrets never reach a log line or an error message.
+// signed with SigV4, freshly for every attempt; error answers are read from their XML envelope
+// (Response/Errors/Error/{Code,Message}, RequestID) and classified with EC2's code table
+// (Ec2Errors). The transport retries, with exponential backoff and full jitter bounded by the
+// RetryPolicy, what that table calls TRANSIENT: throttling (RequestLimitExceeded and the other
+// throttling codes, any 503), server-side errors (InternalError, Unavailable,
+// ServiceUnavailable, other 5xx), RequestExpired (re-signed with a new date) and network
+// failures. Never retried: capacity (InsufficientInstanceCapacity and its variants), quota,
+// auth and request errors; they come back as Ec2Error with the code so the driver reports them
+// as such. Secrets never reach a log line or an error message.
 #pragma once
 
 #include <functional>
@@ -19,16 +22,13 @@
 #include <utility>
 #include <vector>
 
+#include "api_transport.h"
 #include "aws_credentials.h"
 #include "ec2_xml.h"
-#include "http_client.h"
 #include "gpuprov/driver_abi.h"
 #include "gpuprov/sdk.hpp"
+#include "http_client.h"
 #include "retry_policy.h"
-
-namespace gpuprov::drivers {
-class HttpClient;
-}
 
 namespace gpuprov::aws {
 
@@ -77,6 +77,8 @@ gpuprov_type_status StatusOfCode(int http_status, const std::string& code);
 /// image, a setting). Other codes as StatusOfCode.
 gpuprov_type_status StatusOfError(int http_status, const std::string& code,
                                   const std::string& message);
+/// EC2's error table for the kit's transport and hints: its codes, and StatusOfError.
+const drivers::ErrorTable& Ec2Errors();
 
 /// The base URL of EC2 in a region ("https://ec2.<region>.amazonaws.com"; China regions
 /// end in amazonaws.com.cn).
@@ -94,24 +96,21 @@ class Ec2Client {
   ~Ec2Client();
 
   /// Calls `action` in `region` with `params` (Action and Version are added). Returns the
-  /// parsed response root. Throws Ec2Error for EC2 errors, DriverError(CANCELLED) when the
-  /// host cancels, DriverError(INVALID_INPUT) for a refused endpoint URL.
+  /// parsed response root. Throws Ec2Error for EC2 errors (message "<action> in <region>:
+  /// <code>: <message> (HTTP <n>, request id <id>)"), DriverError(CANCELLED) when the host
+  /// cancels, DriverError(INVALID_INPUT) for a refused endpoint URL.
   XmlNode Call(const std::string& region, const std::string& action, const Params& params);
 
   const std::string& endpoint() const { return endpoint_; }
   const AwsCredentials& credentials();
 
  private:
-  drivers::HttpClient& ClientFor(const std::string& base_url);
-
   std::string endpoint_;
-  drivers::HttpClientOptions http_options_;  // CA bundle
-  drivers::RetryPolicy policy_;
   gpuprov::sdk::Host host_;
+  drivers::ApiTransport transport_;  // one HttpClient per regional endpoint; CA bundle
   std::function<AwsCredentials()> credentials_fn_;
   std::function<long long()> clock_;
   std::unique_ptr<AwsCredentials> credentials_;
-  std::map<std::string, std::unique_ptr<drivers::HttpClient>> clients_;
 };
 
 }  // namespace gpuprov::aws

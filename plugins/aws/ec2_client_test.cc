@@ -61,6 +61,26 @@ TEST(Ec2Errors, UnsupportedAndNotFoundAreClassifiedAsWhatTheyAre) {
   EXPECT_EQ(StatusOfError(500, "InsufficientInstanceCapacity", ""), GPUPROV_STATUS_CAPACITY);
 }
 
+// The table the kit's transport retries by and the driver's hints match on.
+TEST(Ec2Errors, TheTransportsTableIsStatusOfError) {
+  const drivers::ErrorTable& t = Ec2Errors();
+  EXPECT_EQ(t.StatusOf(400, {"RequestExpired", "", ""}, ""), GPUPROV_STATUS_TRANSIENT);
+  EXPECT_EQ(t.StatusOf(503, {"RequestLimitExceeded", "", ""}, ""), GPUPROV_STATUS_TRANSIENT);
+  EXPECT_EQ(t.StatusOf(500, {"InsufficientInstanceCapacity", "", ""}, ""),
+            GPUPROV_STATUS_CAPACITY);
+  EXPECT_EQ(t.StatusOf(400,
+                       {"Unsupported",
+                        "Your requested instance type (g6.xlarge) is not supported in your "
+                        "requested Availability Zone (us-east-1e).",
+                        ""},
+                       ""),
+            GPUPROV_STATUS_CAPACITY);
+  EXPECT_EQ(t.StatusOf(400, {"Unsupported", "The instance type is not supported with this AMI", ""},
+                       ""),
+            GPUPROV_STATUS_INVALID_INPUT);
+  EXPECT_EQ(t.StatusOf(502, {}, ""), GPUPROV_STATUS_TRANSIENT);
+}
+
 TEST(Ec2Errors, RegionalEndpoints) {
   EXPECT_EQ(RegionalEndpoint("us-east-1"), "https://ec2.us-east-1.amazonaws.com");
   EXPECT_EQ(RegionalEndpoint("cn-north-1"), "https://ec2.cn-north-1.amazonaws.com.cn");

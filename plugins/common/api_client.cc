@@ -61,12 +61,7 @@ ApiError ApiClient::ReadError(const std::string& body) const {
 gpuprov_type_status ApiClient::StatusOfAnswer(int http_status, const ApiError& error,
                                               const std::string& body) const {
   if (dialect_.status_of) return dialect_.status_of(http_status, error, body);
-  gpuprov_type_status st = StatusOf(http_status, error.code, dialect_.codes);
-  if (st == GPUPROV_STATUS_INVALID_INPUT && http_status >= 400 && http_status < 500 &&
-      MentionsAny(error.text, dialect_.capacity_words)) {
-    st = GPUPROV_STATUS_CAPACITY;
-  }
-  return st;
+  return StatusOfRefusal(http_status, error, dialect_.codes, dialect_.capacity_words);
 }
 
 DriverError ApiClient::Refusal(const std::string& what, int http_status, const std::string& body) {

@@ -4,7 +4,9 @@
 // goes into each request (and where it came from, for the messages), the cloud's error
 // envelope and its code table, the words that mean "no capacity", the hints a refused call
 // carries, and idempotent vs not. A driver states these as data (ApiDialect) and calls
-// ApiClient::Call; what differs between clouds is in its dialect, not in plumbing.
+// ApiClient::Call; what differs between clouds is in its dialect, not in plumbing. ApiError,
+// ErrorHint and ReadCodeAndText are the kit's shared ones (api_transport.h), which the EC2
+// Query/XML client of the AWS driver uses too.
 //
 // A refused call (a non-2xx status not in ApiCall::allow) throws DriverError with
 //   "<what>: <cloud> answered HTTP <status> (<error text>)<hint>"   (QuoteForm::kParentheses)
@@ -29,6 +31,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api_transport.h"
 #include "credentials.h"
 #include "driver_status.h"
 #include "gpuprov/sdk.hpp"
@@ -58,36 +61,12 @@ class CredentialMemo {
   std::optional<Credential> found_;
 };
 
-/// A cloud's error answer as its envelope reader found it.
-struct ApiError {
-  std::string code;  ///< the cloud's error code; "" when the envelope has none
-  std::string text;  ///< what a message quotes of it
-};
-
-/// An ApiDialect::read_error from a cloud's own envelope parser whose result has `code` and
-/// `Text()`: read_error = ReadCodeAndText<ParseApiError>.
-template <auto Parse>
-ApiError ReadCodeAndText(const std::string& body) {
-  const auto e = Parse(body);
-  return ApiError{e.code, e.Text()};
-}
-
 /// How a refused call quotes the error text (see the header comment).
 enum class QuoteForm {
   kParentheses,      ///< " (<text>)"
   kColon,            ///< ": <text>"
   kColonUnlessHint,  ///< ": <text>" without a hint, " (<text>)" before one
   kCodeAndText,      ///< " <code>: <text>", each part left out when empty
-};
-
-/// One hint a refused call's message ends with. The first row whose set fields all match
-/// wins. In `text`, "{<name>}" becomes ApiDialect::hint_fields' value of that name, and
-/// "{origin}", unless hint_fields names it, the credential's origin.
-struct ErrorHint {
-  int http_status = 0;                          ///< 0: any status
-  std::optional<gpuprov_type_status> status{};  ///< the call's driver status; nullopt: any
-  std::string_view code{};                      ///< the cloud's code; "": any
-  std::string text{};                           ///< appended as it is, its separator included
 };
 
 /// What the client knows of one cloud's API.

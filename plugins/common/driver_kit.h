@@ -5,6 +5,9 @@
 // the parts you use:
 //   api_client.h      a cloud's JSON REST API: credential, error envelope and code table,
 //                     hints, idempotent vs not, as data (ApiDialect)
+//   api_transport.h   what any API client shares whatever its wire form: error table and
+//                     hints, secrets kept out of error text, signed attempts with retries
+//                     (ApiTransport; the AWS driver's EC2 Query/XML client is on it)
 //   http_client.h     HTTPS client: TLS verified, http:// only to loopback, timeouts, retries
 //                     with back-off, jitter and Retry-After, waits that end on cancel
 //   retry_policy.h    the retry limits and the back-off computation
@@ -29,6 +32,7 @@
 #pragma once
 
 #include "api_client.h"
+#include "api_transport.h"
 #include "catalogue.h"
 #include "config_files.h"
 #include "credentials.h"
