@@ -89,7 +89,7 @@ heal() {
   [ "$status" -eq 0 ]
   run env KUBECONFIG="$kc" kubectl logs job/gpu-test
   echo "$output"
-  [[ "$output" == *"NVIDIA-SMI"* ]]
+  [[ "$output" == *"Test PASSED"* ]]
   # Decision row "installed at boot, k3s running": a re-run reuses the VM, probes exactly once
   # (one SSH round trip) and goes straight to the API check.
   run "$GPUPROV" -v provision --name kb --cloud digitalocean --gpus H100:1
@@ -133,7 +133,7 @@ heal() {
   [ "$status" -eq 0 ]
   run env KUBECONFIG="$kc" kubectl --server "https://127.0.0.1:$port" logs job/gpu-test
   echo "$output"
-  [[ "$output" == *"NVIDIA-SMI"* ]]
+  [[ "$output" == *"Test PASSED"* ]]
   stop_child INT "$TUNNEL_PID"
   wait "$TUNNEL_PID"
   TUNNEL_PID=

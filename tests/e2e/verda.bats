@@ -135,7 +135,7 @@ container_of() {
   [ "$status" -eq 0 ]
   run env KUBECONFIG="$kc" kubectl --server "https://127.0.0.1:$port" logs job/gpu-test
   echo "$output"
-  [[ "$output" == *"NVIDIA-SMI"* ]]
+  [[ "$output" == *"Test PASSED"* ]]
   stop_child INT "$TUNNEL_PID"
   wait "$TUNNEL_PID" || true
   TUNNEL_PID=
