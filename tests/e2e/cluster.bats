@@ -47,6 +47,7 @@ heal() {
   run "$GPUPROV" -v provision --name kb --cloud digitalocean --gpus H100:1
   echo "$output"
   [ "$status" -eq 0 ]
+  assert_cuda_check
   # The boot install (maybe still running at the first probe) finished: nothing was pushed.
   [[ "$output" == *"probe: check-api: installed, k3s running"* ]]
   [ "$(round_trips "$output" "push installer")" -eq 0 ]
@@ -110,6 +111,7 @@ heal() {
   run "$GPUPROV" -v provision --name kt --cloud primeintellect --gpus H100:1
   echo "$output"
   [ "$status" -eq 0 ]
+  assert_cuda_check
   [[ "$output" == *"probe: push-installer: not installed yet"* ]]
   [ "$(round_trips "$output" "push installer")" -eq 1 ]
   [[ "$output" == *"gpuprov tunnel kt"* ]]

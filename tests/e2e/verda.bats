@@ -93,6 +93,7 @@ container_of() {
   run "$GPUPROV" -v provision --name vd-k8s --cloud verda --gpus H100:1
   echo "$output"
   [ "$status" -eq 0 ]
+  assert_cuda_check
   cluster_crash_converged verda vd-k8s "$output"
   [[ "$output" == *"cluster plan: route boot, access tunnel"* ]]
   [[ "$output" == *"probe: check-api: installed, k3s running"* ]]
