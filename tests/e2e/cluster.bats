@@ -51,7 +51,7 @@ heal() {
   # The boot install (maybe still running at the first probe) finished: nothing was pushed.
   [[ "$output" == *"probe: check-api: installed, k3s running"* ]]
   [ "$(round_trips "$output" "push installer")" -eq 0 ]
-  [[ "$output" == *"nvidia.com/gpu: 1 (boot route, direct access; create "*" s, ssh "*", install "*", validate "*" s)"* ]]
+  [[ "$output" == *"nvidia.com/gpu: 1, CUDA check passed (boot route, direct access; create "*" s, ssh "*", install "*", validate "*" s, access "*" s, cuda "*" s)"* ]]
   [[ "$output" == *"exposed to the internet"* ]]
   [[ "$output" == *"--no-k8s"* ]]
   # No credential in any log line, -v included.
@@ -151,7 +151,7 @@ heal() {
   [[ "$output" == *"cluster plan: route ssh, access direct, boot script 0 of "* ]]
   [[ "$output" == *"probe: push-installer: not installed yet"* ]]
   [ "$(round_trips "$output" "push installer")" -eq 1 ]
-  [[ "$output" == *"nvidia.com/gpu: 1 (ssh route: --install-route ssh; direct access; "* ]]
+  [[ "$output" == *"nvidia.com/gpu: 1, CUDA check passed (ssh route: --install-route ssh; direct access; "* ]]
   [ "$(field ks route)" = ssh ]
   [ "$(field ks route_reason)" = "--install-route ssh" ]
   [ "$(field ks access)" = direct ]
