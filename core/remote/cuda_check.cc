@@ -5,7 +5,9 @@
 #include <Poco/JSON/Stringifier.h>
 
 #include <algorithm>
+#include <map>
 #include <sstream>
+#include <vector>
 
 #include "console.h"
 #include "elapsed.h"
