@@ -96,6 +96,9 @@ const std::vector<Command>& Commands() {
                                   "e.g. 203.0.113.0/24 (repeatable; kept for the VM)"},
         {"allow-from-ssh", 0, nullptr, "narrow SSH (22) to the --allow-from sources too (gpuprov "
                                        "itself must then be inside them)"},
+        {"no-smoke-test", 0, nullptr, "skip the CUDA check: a pod requesting the GPUs runs a "
+                                      "CUDA program after the node validates (config: "
+                                      "smoke_test = false)"},
         {"merge-kubeconfig", 0, nullptr, "merge the VM's context into $KUBECONFIG's first file or "
                                          "~/.kube/config at the end (config: merge_kubeconfig)"},
         {"max-price", 0, "USD", "refuse an offer costing more than USD dollars per hour, or "
@@ -296,6 +299,7 @@ int RunProvisionArgs(const AppContext& app, const ParsedArgs& args) {
   }
   if (args.has("allow-from-ssh")) flags.allow_from_ssh = true;
   if (args.has("merge-kubeconfig")) flags.merge_kubeconfig = true;
+  if (args.has("no-smoke-test")) flags.smoke_test = false;
   if (auto price = args.value("max-price")) {
     flags.max_price_per_hour = ParsePricePerHour(*price, "--max-price");
   }

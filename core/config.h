@@ -14,6 +14,8 @@
 //   allow_from_ssh = false      # true: 22 too
 //   merge_kubeconfig = true     # provision merges the VM's context into ~/.kube/config
 //   tunnel_first_port = 16443   # tunnel-mode VMs get the first free local port from here
+//   smoke_test = true           # false: no CUDA check after a GPU node validates
+//   smoke_test_image = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda11.7.1-ubuntu20.04"
 //
 //   [defaults.timeouts]         # positive integers, seconds
 //   boot_wait_seconds = 600     # the VM running
@@ -61,6 +63,8 @@ struct ConfigDefaults {
   std::optional<bool> allow_from_ssh;
   std::optional<bool> merge_kubeconfig;
   std::optional<int> tunnel_first_port;
+  std::optional<bool> smoke_test;              // the CUDA check after validation
+  std::optional<std::string> smoke_test_image;  // the image it runs
   /// provision asks (on a terminal) before making a VM dearer than this, in dollars per hour.
   std::optional<double> confirm_above_per_hour;
   std::optional<long> ttl_seconds;       // ttl = "8h" (ttl.h); 0: "off"

@@ -399,5 +399,14 @@ TEST(ConfigTest, ConfirmAbovePerHourIsANonNegativePrice) {
               HasSubstr("must be a price in dollars per hour of 0 or more"));
 }
 
+TEST(ConfigTest, SmokeTestIsABooleanAndItsImageAString) {
+  const Config config = ParseConfig(
+      "[defaults]\nsmoke_test = false\nsmoke_test_image = \"reg.example/cuda:1\"\n", "config.toml");
+  EXPECT_EQ(config.defaults.smoke_test, false);
+  EXPECT_EQ(config.defaults.smoke_test_image, "reg.example/cuda:1");
+  EXPECT_THAT(ErrorFor("[defaults]\nsmoke_test = \"no\"\n"),
+              HasSubstr("key 'defaults.smoke_test' must be a boolean"));
+}
+
 }  // namespace
 }  // namespace gpuprov

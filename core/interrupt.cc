@@ -1,7 +1,9 @@
 #include "interrupt.h"
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <thread>
 
 #include "error.h"
 
@@ -30,6 +32,17 @@ void ThrowIfInterrupted(const std::string& doing) {
                 "what exists is kept and recorded; re-run the same command to continue, or "
                 "`gpuprov down NAME` to remove it",
                 kExitInterrupted);
+  }
+}
+
+void PauseUnlessInterrupted(std::chrono::milliseconds pause, const std::string& doing) {
+  const auto until = std::chrono::steady_clock::now() + pause;
+  for (;;) {
+    ThrowIfInterrupted(doing);
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until) return;
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+        until - now, std::chrono::milliseconds(100)));
   }
 }
 

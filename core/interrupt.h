@@ -4,6 +4,7 @@
 // back-offs end too; a cancelled command exits 130.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 namespace gpuprov {
@@ -12,5 +13,9 @@ void InstallInterruptHandler();
 bool Interrupted();
 /// Throws Error("interrupted while <doing>", exit code 130) once the user pressed Ctrl-C.
 void ThrowIfInterrupted(const std::string& doing);
+
+/// Sleeps \a pause in steps of at most 100 ms, throwing as ThrowIfInterrupted does once the
+/// user pressed Ctrl-C.
+void PauseUnlessInterrupted(std::chrono::milliseconds pause, const std::string& doing);
 
 }  // namespace gpuprov

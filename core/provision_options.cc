@@ -309,6 +309,13 @@ ProvisionOptions ResolveProvisionOptions(const ProvisionFlags& flags, const Spec
                          " needs sources to narrow SSH to",
                      "add --allow-from CIDR (repeatable) or allow_from = [...]");
   }
+  o.smoke_test.value = true;
+  Take(o.smoke_test, flags.smoke_test, Source::kFlag, "--no-smoke-test") ||
+      Take(o.smoke_test, spec.smoke_test, Source::kSpec, spec_name) ||
+      Take(o.smoke_test, d.smoke_test, Source::kConfig, config_defaults);
+  o.smoke_test_image.value = kDefaultSmokeTestImage;
+  Take(o.smoke_test_image, spec.smoke_test_image, Source::kSpec, spec_name) ||
+      Take(o.smoke_test_image, d.smoke_test_image, Source::kConfig, config_defaults);
   return o;
 }
 
@@ -420,6 +427,10 @@ std::vector<std::string> DescribeProvisionOptions(const ProvisionOptions& o) {
                        o.allow_from_ssh.value ? (*o.allow_from_ssh.value ? "true" : "false")
                                               : "(the VM's record; new VMs: false)",
                        DescribeOrigin(o.allow_from_ssh)));
+  lines.push_back(Line("smoke_test", o.smoke_test.value ? "true" : "false",
+                       DescribeOrigin(o.smoke_test)));
+  lines.push_back(Line("smoke_test_image", o.smoke_test_image.value,
+                       DescribeOrigin(o.smoke_test_image)));
   return lines;
 }
 

@@ -72,6 +72,7 @@ struct ProvisionFlags {
   std::optional<bool> merge_kubeconfig;
   std::optional<long> ttl_seconds;       // --ttl (ttl.h); 0: "off"
   std::optional<long> idle_ttl_seconds;  // --idle-ttl; 0: "off"
+  std::optional<bool> smoke_test;        // --no-smoke-test: false
   InstallRoute install_route = InstallRoute::kAuto;  // --install-route
 };
 
@@ -80,6 +81,11 @@ inline constexpr int kDefaultSshWaitSeconds = 600;
 inline constexpr int kDefaultBootInstallWaitSeconds = 900;  // docs/design.md §3: up to 15 minutes.
 inline constexpr int kDefaultApiWaitSeconds = 600;          // docs/design.md §3: up to 10 minutes.
 inline constexpr int kDefaultTtlCheckSeconds = 60;          // the node's TTL timer
+/// NVIDIA's vectorAdd sample (log ends "Test PASSED"), as the NVIDIA device plugin and GPU
+/// Operator documentation run it. Its NVIDIA_REQUIRE_CUDA is cuda>=11.7, so it runs on every
+/// driver from R515 on.
+inline constexpr const char* kDefaultSmokeTestImage =
+    "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda11.7.1-ubuntu20.04";
 
 struct ProvisionOptions {
   Resolved<std::string> name;
@@ -113,6 +119,10 @@ struct ProvisionOptions {
   Resolved<std::optional<long>> ttl_seconds;
   Resolved<std::optional<long>> idle_ttl_seconds;
   Resolved<int> ttl_check_seconds;  // [defaults.timeouts] ttl_check_seconds
+  /// The CUDA check after a GPU node validates (flag > spec > config.toml [defaults]; default
+  /// on) and the image it runs (spec > config; default kDefaultSmokeTestImage).
+  Resolved<bool> smoke_test;
+  Resolved<std::string> smoke_test_image;
 };
 
 /// Merges the inputs. \a spec is a default Spec when no spec file was given; \a env is only

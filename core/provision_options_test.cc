@@ -558,5 +558,33 @@ TEST(ProvisionOptionsTest, AllowFromFromConfigOrSpecIsCheckedNamingWhereItCameFr
   }
 }
 
+TEST(ProvisionOptionsTest, SmokeTestIsOnUnlessTheFlagSpecOrConfigTurnsItOff) {
+  ProvisionOptions o = ResolveProvisionOptions(Named(), SpecNamed(), MapEnv({}), Config{});
+  EXPECT_TRUE(o.smoke_test.value);
+  EXPECT_EQ(o.smoke_test.source, Source::kDefault);
+  EXPECT_EQ(o.smoke_test_image.value, kDefaultSmokeTestImage);
+
+  Config config = ConfigFrom("[defaults]\nsmoke_test = false\nsmoke_test_image = \"reg.example/cuda:1\"\n");
+  o = ResolveProvisionOptions(Named(), SpecNamed(), MapEnv({}), config);
+  EXPECT_FALSE(o.smoke_test.value);
+  EXPECT_EQ(o.smoke_test.source, Source::kConfig);
+  EXPECT_EQ(o.smoke_test_image.value, "reg.example/cuda:1");
+
+  Spec spec = SpecNamed();
+  spec.smoke_test = true;
+  spec.smoke_test_image = "reg.example/cuda:2";
+  o = ResolveProvisionOptions(Named(), spec, MapEnv({}), config);
+  EXPECT_TRUE(o.smoke_test.value);
+  EXPECT_EQ(o.smoke_test.source, Source::kSpec);
+  EXPECT_EQ(o.smoke_test_image.value, "reg.example/cuda:2");
+
+  ProvisionFlags flags = Named();
+  flags.smoke_test = false;
+  o = ResolveProvisionOptions(flags, spec, MapEnv({}), config);
+  EXPECT_FALSE(o.smoke_test.value);
+  EXPECT_THAT(DescribeProvisionOptions(o),
+              Contains("smoke_test=false (--no-smoke-test from the command line)"));
+}
+
 }  // namespace
 }  // namespace gpuprov

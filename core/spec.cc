@@ -17,7 +17,8 @@ namespace {
 
 constexpr std::string_view kAllowedFields =
     "name, cloud, region, gpus, kubernetes, image, instance_type, ssh_key, disk_gb, tags, "
-    "k3s_version, k3s_sha256, k3s_download_url, allow_from, allow_from_ssh, ttl, idle_ttl";
+    "k3s_version, k3s_sha256, k3s_download_url, allow_from, allow_from_ssh, ttl, idle_ttl, "
+    "smoke_test, smoke_test_image";
 
 std::string Lower(std::string_view s) {
   std::string lower;
@@ -169,15 +170,18 @@ class SpecParser {
         cidrs.push_back(item.Scalar());
       }
       spec.allow_from = std::move(cidrs);
-    } else if (field == "allow_from_ssh") {
+    } else if (field == "allow_from_ssh" || field == "smoke_test") {
       const std::string lower = Lower(Scalar(field, key, value, "true or false"));
+      std::optional<bool>& out = field == "smoke_test" ? spec.smoke_test : spec.allow_from_ssh;
       if (lower == "true" || lower == "yes" || lower == "on") {
-        spec.allow_from_ssh = true;
+        out = true;
       } else if (lower == "false" || lower == "no" || lower == "off") {
-        spec.allow_from_ssh = false;
+        out = false;
       } else {
         throw UsageError(Field(key, field) + " must be true or false");
       }
+    } else if (field == "smoke_test_image") {
+      spec.smoke_test_image = NonEmptyString(field, key, value);
     } else if (field == "kubernetes") {
       const std::string text = Scalar(field, key, value, "true or false");
       const std::string lower = Lower(text);

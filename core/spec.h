@@ -17,6 +17,8 @@
 //   allow_from_ssh: false    # true: 22 too
 //   ttl: 8h                  # the node powers itself off then (ttl.h); "off": none
 //   idle_ttl: 1h             # ... or after being idle that long
+//   smoke_test: true         # false: no CUDA check after the node validates (cuda_check.h)
+//   smoke_test_image: nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda11.7.1-ubuntu20.04
 #pragma once
 
 #include <filesystem>
@@ -53,6 +55,8 @@ struct Spec {
   std::optional<bool> allow_from_ssh;
   std::optional<long> ttl_seconds;       // 0: "off"
   std::optional<long> idle_ttl_seconds;  // 0: "off"
+  std::optional<bool> smoke_test;
+  std::optional<std::string> smoke_test_image;
 };
 
 /// Parses spec YAML. Throws UsageError naming \a display_name, the line, the field and what

@@ -240,5 +240,13 @@ TEST(SpecTest, TtlAndIdleTtlAreDurations) {
   EXPECT_THAT(ErrorFor("idle_ttl: [1h]\n"), HasSubstr("field 'idle_ttl'"));
 }
 
+TEST(SpecTest, SmokeTestIsABooleanAndItsImageAString) {
+  const Spec spec = ParseSpec("smoke_test: false\nsmoke_test_image: reg.example/cuda:1\n", "spec.yaml");
+  EXPECT_EQ(spec.smoke_test, false);
+  EXPECT_EQ(spec.smoke_test_image, "reg.example/cuda:1");
+  EXPECT_THAT(ErrorFor("smoke_test: maybe\n"), HasSubstr("must be true or false"));
+  EXPECT_THAT(ErrorFor("smoke_test_image:\n"), HasSubstr("has no value"));
+}
+
 }  // namespace
 }  // namespace gpuprov

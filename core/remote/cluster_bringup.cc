@@ -1,10 +1,8 @@
 #include "cluster_bringup.h"
 
 #include <Poco/JSON/Object.h>
-#include <Poco/JSON/Parser.h>
 
 #include <sstream>
-#include <thread>
 
 #include "cluster_probe.h"
 #include "console.h"
@@ -14,6 +12,7 @@
 #include "interrupt.h"
 #include "kube_api_client.h"
 #include "crash_point.h"
+#include "cuda_check.h"
 #include "driver_host.h"
 #include "kubeconfig.h"
 #include "node_shell.h"
@@ -27,15 +26,6 @@ using Clock = std::chrono::steady_clock;
 /// How long a bring-up that pushed the installer waits for another run holding the lock (a
 /// boot run that took it after ours): one install, apt included, fits well within it.
 constexpr std::chrono::minutes kAfterPushRunWait{15};
-
-/// Sleeps \a d in small steps so Ctrl-C is noticed.
-void Pause(std::chrono::milliseconds d, const std::string& doing) {
-  const auto until = Clock::now() + d;
-  while (Clock::now() < until) {
-    ThrowIfInterrupted(doing);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-}
 
 /// The last line of \a text, trimmed: what a failed installer printed last.
 std::string LastLine(const std::string& text) {
@@ -54,8 +44,6 @@ std::string LookHint(const std::string& vm, const std::string& boot_log) {
 // ---- Node checks: one round trip reads /readyz, the nodes and the CoreDNS deployment. ----
 
 constexpr const char* kNodeChecksCommand = R"CHECKS(
-T=/var/lib/rancher/k3s/server/tls
-api() { curl -sS --max-time 10 --cacert "$T/server-ca.crt" --cert "$T/client-admin.crt" --key "$T/client-admin.key" "$@"; }
 echo '@@readyz@@'
 code=$(api -o /dev/null -w '%{http_code}' https://127.0.0.1:6443/readyz 2>/dev/null)
 echo "${code:-000}"
@@ -64,6 +52,9 @@ api https://127.0.0.1:6443/api/v1/nodes 2>/dev/null
 echo
 echo '@@coredns@@'
 api https://127.0.0.1:6443/apis/apps/v1/namespaces/kube-system/deployments/coredns 2>/dev/null
+echo
+echo '@@sandbox@@'
+api 'https://127.0.0.1:6443/api/v1/namespaces/kube-system/events?fieldSelector=reason%3DFailedCreatePodSandBox' 2>/dev/null
 echo
 echo '@@end@@'
 )CHECKS";
@@ -77,18 +68,10 @@ struct NodeChecks {
   bool coredns_ready = false;
   std::string coredns_text;  // "0/1 ready"
   int gpus_allocatable = 0;
+  /// A kube-system pod's FailedCreatePodSandBox event naming a runtime handler containerd does
+  /// not have ("no runtime for \"nvidia\" is configured"): no pod can start.
+  std::string sandbox_error;
 };
-
-Poco::JSON::Object::Ptr ParseJsonObject(const std::string& text) {
-  try {
-    Poco::JSON::Parser parser;
-    return parser.parse(TrimSpace(text)).extract<Poco::JSON::Object::Ptr>();
-  } catch (const Poco::Exception&) {
-    return nullptr;
-  } catch (const std::exception&) {
-    return nullptr;
-  }
-}
 
 int ToInt(const Poco::Dynamic::Var& v) {
   try {
@@ -98,12 +81,34 @@ int ToInt(const Poco::Dynamic::Var& v) {
   }
 }
 
+/// The CoreDNS deployment as the API answered for it: "1/1 replicas ready", or, when the answer
+/// is a Status (its "status" is the string "Failure"), what it says: "deployment not found"
+/// (404), "the API refused gpuprov's client certificate (HTTP 401: ...)" (401/403).
+std::string DescribeCoreDns(const Poco::JSON::Object::Ptr& dep, bool& ready_out) {
+  ready_out = false;
+  if (!dep) return "no answer from the API";
+  if (dep->optValue<std::string>("kind", "") == "Status") {
+    const int code = dep->optValue<int>("code", 0);
+    const std::string message = dep->optValue<std::string>("message", "");
+    if (code == 404) return "deployment not found";
+    const std::string why = "HTTP " + std::to_string(code) + (message.empty() ? "" : ": " + message);
+    if (code == 401 || code == 403) return "the API refused gpuprov's client certificate (" + why + ")";
+    return "the API answered " + why;
+  }
+  Poco::JSON::Object::Ptr spec = dep->isObject("spec") ? dep->getObject("spec") : nullptr;
+  Poco::JSON::Object::Ptr st = dep->isObject("status") ? dep->getObject("status") : nullptr;
+  const int want = spec ? spec->optValue<int>("replicas", 1) : 1;
+  const int ready = st ? st->optValue<int>("readyReplicas", 0) : 0;
+  ready_out = ready >= 1 && ready >= want;
+  return std::to_string(ready) + "/" + std::to_string(want) + " replicas ready";
+}
+
 NodeChecks ParseNodeChecks(const std::string& output) {
   std::map<std::string, std::string> s = NodeOutputSections(output);
   NodeChecks c;
   c.readyz_code = TrimSpace(s["readyz"]);
   c.api_ready = c.readyz_code == "200";
-  if (auto nodes = ParseJsonObject(s["nodes"]); nodes && nodes->isArray("items")) {
+  if (auto nodes = ParseKubeObject(TrimSpace(s["nodes"])); nodes && nodes->isArray("items")) {
     auto items = nodes->getArray("items");
     if (items->size() > 0) {
       auto node = items->getObject(0);
@@ -125,20 +130,21 @@ NodeChecks ParseNodeChecks(const std::string& output) {
       }
     }
   }
-  if (auto dep = ParseJsonObject(s["coredns"]); dep && dep->has("status")) {
-    auto st = dep->getObject("status");
-    const int want = dep->has("spec") ? dep->getObject("spec")->optValue<int>("replicas", 1) : 1;
-    const int ready = st ? st->optValue<int>("readyReplicas", 0) : 0;
-    c.coredns_ready = ready >= 1 && ready >= want;
-    c.coredns_text = std::to_string(ready) + "/" + std::to_string(want) + " replicas ready";
-  } else {
-    c.coredns_text = "deployment not found";
+  c.coredns_text = DescribeCoreDns(ParseKubeObject(TrimSpace(s["coredns"])), c.coredns_ready);
+  if (auto events = ParseKubeObject(TrimSpace(s["sandbox"])); events && events->isArray("items")) {
+    auto items = events->getArray("items");
+    for (size_t i = 0; i < items->size() && c.sandbox_error.empty(); ++i) {
+      auto ev = items->getObject(static_cast<unsigned>(i));
+      const std::string message = ev ? ev->optValue<std::string>("message", "") : "";
+      if (message.find("no runtime for") != std::string::npos) c.sandbox_error = message;
+    }
   }
   return c;
 }
 
 NodeChecks RunNodeChecks(NodeShell& shell) {
-  SshRunResult r = shell.RunAsRoot("cluster checks", kNodeChecksCommand, "", std::chrono::seconds(60));
+  SshRunResult r = shell.RunAsRoot("cluster checks", std::string(kNodeApiFunction) + kNodeChecksCommand,
+                                    "", std::chrono::seconds(60));
   return ParseNodeChecks(r.stdout_text);
 }
 
@@ -148,6 +154,9 @@ std::string FirstFailingCheck(const NodeChecks& c, int expected_gpus) {
   if (!c.node_ready) {
     return "node " + (c.node_name.empty() ? std::string("(none registered)") : c.node_name) +
            " is not Ready" + (c.node_message.empty() ? "" : ": " + c.node_message);
+  }
+  if (!c.sandbox_error.empty() && (!c.coredns_ready || c.gpus_allocatable < expected_gpus)) {
+    return "pods cannot start on node " + c.node_name + ": " + c.sandbox_error;
   }
   if (!c.coredns_ready) return "CoreDNS is not ready (" + c.coredns_text + ")";
   if (expected_gpus > 0 && c.gpus_allocatable < expected_gpus) {
@@ -168,6 +177,9 @@ std::string CannotHostFix(const std::string& vm) {
 
 std::string FixFor(const std::string& failing, const std::string& vm,
                    const std::string& boot_log) {
+  if (failing.rfind("pods cannot start", 0) == 0) {
+    return CudaFailureIn(failing, vm, "").hint + "; " + LookHint(vm, boot_log);
+  }
   if (failing.rfind("nvidia.com/gpu", 0) == 0) {
     return "look at the device plugin: `gpuprov ssh " + vm +
            " -- sudo k3s kubectl -n kube-system logs ds/nvidia-device-plugin-daemonset`; " +
@@ -274,6 +286,7 @@ class ClusterBringUp {
     rec_.kubeconfig = in_.kubeconfig_path.string();
     in_.save(rec_);
     CrashPoint("kubeconfig-written");
+    result.cuda_check_passed = CheckCuda(checks.gpus_allocatable);
     return result;
   }
 
@@ -303,7 +316,7 @@ class ClusterBringUp {
       if (d.action == ClusterAction::kFail) throw Error(vm_ + ": " + d.reason, CannotHostFix(vm_));
       if (d.action == ClusterAction::kWait) {
         console_.Progress("waiting for the boot install (" + d.reason + ")", Since(start));
-        Pause(in_.poll_interval + in_.poll_interval / 2, "waiting for the boot install");
+        PauseUnlessInterrupted(in_.poll_interval + in_.poll_interval / 2, "waiting for the boot install");
         continue;
       }
       if (pushed && probe.installer_running && Since(pushed_at) < kAfterPushRunWait) {
@@ -312,7 +325,7 @@ class ClusterBringUp {
         // installs the same thing; wait for it rather than fail.
         console_.Progress("waiting for another installer run on " + vm_ + " to finish",
                           Since(pushed_at));
-        Pause(in_.poll_interval + in_.poll_interval / 2, "waiting for another installer run");
+        PauseUnlessInterrupted(in_.poll_interval + in_.poll_interval / 2, "waiting for another installer run");
         continue;
       }
       if (pushed) {
@@ -338,6 +351,39 @@ class ClusterBringUp {
     }
     rec_.phase_seconds["install"] = SecondsSince(start);
     in_.save(rec_);
+  }
+
+  /// The CUDA check (cuda_check.h) on a node that was asked for GPUs: a pod requesting all
+  /// \a gpus runs a CUDA program; the record keeps the outcome and the phase's time. Returns
+  /// whether it ran and passed; throws Error naming the cause when it failed.
+  bool CheckCuda(int gpus) {
+    if (in_.expected_gpus <= 0) return false;
+    if (!in_.cuda_check) {
+      rec_.probe["cuda_check"] = "skipped (smoke test off)";
+      in_.save(rec_);
+      return false;
+    }
+    const auto start = Clock::now();
+    console_.Step("cuda", "running a CUDA program in a pod requesting " + std::to_string(gpus) +
+                              " GPU(s), under the default runtime (" + in_.cuda_check_image + ")");
+    CudaCheckInputs check;
+    check.vm_name = vm_;
+    check.image = in_.cuda_check_image;
+    check.gpus = gpus;
+    check.wait = in_.cuda_check_wait;
+    check.poll_interval = in_.poll_interval;
+    try {
+      const std::string last = RunCudaCheck(shell_, check);
+      rec_.probe["cuda_check"] = "passed" + (last.empty() ? "" : ": " + last);
+    } catch (const Error& e) {
+      rec_.probe["cuda_check"] = std::string("failed: ") + e.what();
+      rec_.phase_seconds["cuda"] = SecondsSince(start);
+      in_.save(rec_);
+      throw;
+    }
+    rec_.phase_seconds["cuda"] = SecondsSince(start);
+    in_.save(rec_);
+    return true;
   }
 
   /// Sends the installer over SSH and runs it with \a args; \a record_key in the record's probe
@@ -383,7 +429,7 @@ class ClusterBringUp {
       console_.Progress(api_seen ? "validating: " + failing
                                  : "waiting for the Kubernetes API /readyz",
                         Since(start));
-      Pause(in_.poll_interval, "waiting for the Kubernetes API");
+      PauseUnlessInterrupted(in_.poll_interval, "waiting for the Kubernetes API");
     }
   }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cluster_probe.h"
+#include "cuda_check.h"
 #include "installer_bundle.h"
 #include "provision_options.h"
 #include "ssh_client.h"
@@ -124,11 +125,17 @@ struct ClusterInputs {
   ApiReach* reach = nullptr;
   /// Pause between probes and checks; tests shorten it.
   std::chrono::milliseconds poll_interval{1000};
+  /// The CUDA check (cuda_check.h), the last phase on a node with expected_gpus > 0: a pod
+  /// requesting the node's GPUs runs cuda_check_image; false (--no-smoke-test): skipped.
+  bool cuda_check = true;
+  std::string cuda_check_image = kDefaultSmokeTestImage;
+  std::chrono::seconds cuda_check_wait{300};
 };
 
 struct ClusterResult {
   std::string server;  // the kubeconfig's server URL
   int gpus_allocatable = 0;
+  bool cuda_check_passed = false;
 };
 
 /// Runs the cluster state machine on the node behind \a shell. Throws Error naming the failed

@@ -289,14 +289,24 @@ class FakeNode : public NodeShell {
     if (purpose == "push installer" || purpose == "re-run installer with the public IP") {
       return {installer_exit, "", installer_exit == 0 ? "" : "k3s failed to start\n"};
     }
-    if (purpose == "cluster checks") return {0, kChecksPass, ""};
+    if (purpose == "cluster checks") return {0, checks, ""};
     if (purpose == "read kubeconfig") return {0, K3sYaml(), ""};
+    if (purpose == "create CUDA check pod") return {0, "@@created@@\n{}\n@@code@@\n201\n", ""};
+    if (purpose == "CUDA check") {
+      return {0, "@@pod@@\n{\"kind\":\"Pod\",\"status\":{\"phase\":\"" + cuda_phase +
+                     "\"}}\n@@events@@\n{\"items\":[]}\n@@log@@\n" + cuda_log + "\n@@end@@\n",
+              ""};
+    }
+    if (purpose == "delete CUDA check pod") return {0, "", ""};
     return {127, "", "unexpected command " + purpose};
   }
   int Count(const std::string& purpose) const {
     return static_cast<int>(std::count(calls.begin(), calls.end(), purpose));
   }
   std::deque<std::string> probes;
+  std::string checks = kChecksPass;
+  std::string cuda_phase = "Succeeded";
+  std::string cuda_log = "Test PASSED\nDone";
   int installer_exit = 0;
   std::vector<std::string> calls;
   std::vector<std::string> commands;
@@ -365,6 +375,17 @@ class BringUpLoop : public ::testing::Test {
     rec.name = "box";
   }
   ClusterResult Run() { return BringUpCluster(node, in, rec); }
+  /// The error (what, then "hint: ...") for node checks that never pass (api_wait 0).
+  std::string ValidationError() {
+    in.api_wait = std::chrono::seconds(0);
+    node.probes = {ProbeOutput(true, kCloudInitDone)};
+    try {
+      Run();
+    } catch (const Error& e) {
+      return std::string(e.what()) + "\nhint: " + e.hint();
+    }
+    return "(no error)";
+  }
 
   testing::ScopedTempDir dir;
   ClusterPlan plan;
@@ -506,6 +527,90 @@ TEST_F(BringUpLoop, ARerunThatFindsAnEarlierPushKeepsItsRoute) {
   EXPECT_EQ(node.Count("push installer"), 0);
   EXPECT_EQ(rec.route, "ssh");
   EXPECT_EQ(rec.route_reason, "the boot install never ran (cloud-init done, no status marker)");
+}
+
+/// Node checks with \a coredns as the API's answer for the CoreDNS deployment, \a gpus
+/// allocatable and \a sandbox as kube-system's FailedCreatePodSandBox events.
+std::string Checks(const std::string& coredns, int gpus, const std::string& sandbox = "") {
+  return "@@readyz@@\n200\n@@nodes@@\n"
+         R"({"items":[{"metadata":{"name":"n1"},"status":{"conditions":[{"type":"Ready","status":"True"}],)"
+         R"("allocatable":{"nvidia.com/gpu":")" + std::to_string(gpus) + R"("}}}]})"
+         "\n@@coredns@@\n" + coredns + "\n@@sandbox@@\n" + sandbox + "\n@@end@@\n";
+}
+const std::string kCoreDnsReady = R"({"kind":"Deployment","spec":{"replicas":1},"status":{"readyReplicas":1}})";
+
+
+TEST_F(BringUpLoop, ACoreDnsThatTheApiDoesNotHaveIsSaidSoNotZeroReplicas) {
+  node.checks = Checks(R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":)"
+                       R"("deployments.apps \"coredns\" not found","reason":"NotFound","code":404})",
+                       0);
+  const std::string err = ValidationError();
+  EXPECT_NE(err.find("CoreDNS is not ready (deployment not found)"), std::string::npos) << err;
+}
+
+TEST_F(BringUpLoop, ARefusedClientCertificateIsSaidSoForCoreDns) {
+  node.checks = Checks(R"({"kind":"Status","status":"Failure","message":"Unauthorized",)"
+                       R"("reason":"Unauthorized","code":401})",
+                       0);
+  const std::string err = ValidationError();
+  EXPECT_NE(err.find("CoreDNS is not ready (the API refused gpuprov's client certificate (HTTP "
+                     "401: Unauthorized))"),
+            std::string::npos)
+      << err;
+}
+
+TEST_F(BringUpLoop, ADefaultRuntimeContainerdLacksIsNamedInsteadOfCoreDns) {
+  node.checks = Checks(R"({"kind":"Deployment","spec":{"replicas":1},"status":{}})", 0,
+                       R"({"items":[{"reason":"FailedCreatePodSandBox","message":"Failed to create )"
+                       R"(pod sandbox: rpc error: code = Unknown desc = failed to get sandbox )"
+                       R"(runtime: no runtime for \"nvidia\" is configured"}]})");
+  const std::string err = ValidationError();
+  EXPECT_NE(err.find("pods cannot start on node n1: Failed to create pod sandbox"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("no runtime for \"nvidia\" is configured"), std::string::npos) << err;
+  EXPECT_NE(err.find("hint: k3s did not find nvidia-container-runtime"), std::string::npos) << err;
+}
+
+TEST_F(BringUpLoop, AGpuNodeEndsWithTheCudaCheckAsAPhaseOfItsOwn) {
+  node.probes = {ProbeOutput(true, kCloudInitDone)};
+  node.checks = Checks(kCoreDnsReady, 2);
+  in.expected_gpus = 2;
+  ClusterResult r = Run();
+  EXPECT_TRUE(r.cuda_check_passed);
+  EXPECT_EQ(node.Count("create CUDA check pod"), 1);
+  EXPECT_EQ(node.Count("delete CUDA check pod"), 1);
+  EXPECT_EQ(node.calls.back(), "delete CUDA check pod");
+  EXPECT_EQ(rec.probe["cuda_check"], "passed: Done");
+  EXPECT_EQ(rec.phase_seconds.count("cuda"), 1u);
+  EXPECT_TRUE(std::filesystem::exists(in.kubeconfig_path));  // written before the check
+}
+
+TEST_F(BringUpLoop, AFailedCudaCheckIsRecordedAndThrown) {
+  node.probes = {ProbeOutput(true, kCloudInitDone)};
+  node.checks = Checks(kCoreDnsReady, 1);
+  node.cuda_phase = "Failed";
+  node.cuda_log = "Failed to allocate device vector A (error code system not yet initialized)!";
+  in.expected_gpus = 1;
+  EXPECT_THROW(Run(), Error);
+  EXPECT_EQ(rec.probe["cuda_check"].rfind("failed: the CUDA check failed on box: CUDA error 802", 0),
+            0u)
+      << rec.probe["cuda_check"];
+  EXPECT_EQ(rec.phase_seconds.count("cuda"), 1u);
+}
+
+TEST_F(BringUpLoop, TheCudaCheckIsSkippedWhenOffAndOnNodesWithoutGpus) {
+  node.probes = {ProbeOutput(true, kCloudInitDone)};
+  node.checks = Checks(kCoreDnsReady, 1);
+  in.expected_gpus = 1;
+  in.cuda_check = false;
+  EXPECT_FALSE(Run().cuda_check_passed);
+  EXPECT_EQ(rec.probe["cuda_check"], "skipped (smoke test off)");
+  in.cuda_check = true;
+  in.expected_gpus = 0;
+  EXPECT_FALSE(Run().cuda_check_passed);
+  EXPECT_EQ(node.Count("create CUDA check pod"), 0);
+  EXPECT_EQ(rec.phase_seconds.count("cuda"), 0u);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <Poco/Crypto/EVPPKey.h>
 #include <Poco/Crypto/X509Certificate.h>
+#include <Poco/JSON/Parser.h>
 #include <Poco/Net/Context.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
@@ -141,6 +142,17 @@ std::vector<std::string> ServedCertificateNames(const std::string& host, int por
                 "the server's certificate must be signed by the cluster CA in k3s.yaml");
   }
   return names;
+}
+
+Poco::JSON::Object::Ptr ParseKubeObject(const std::string& text) {
+  try {
+    Poco::JSON::Parser parser;
+    return parser.parse(text).extract<Poco::JSON::Object::Ptr>();
+  } catch (const Poco::Exception&) {
+    return nullptr;
+  } catch (const std::exception&) {
+    return nullptr;
+  }
 }
 
 bool CertificateCovers(const std::vector<std::string>& names, const std::string& host) {

@@ -4,6 +4,8 @@
 // the served certificate cover the public host.
 #pragma once
 
+#include <Poco/JSON/Object.h>
+
 #include <chrono>
 #include <string>
 #include <vector>
@@ -32,6 +34,10 @@ std::vector<std::string> ServedCertificateNames(const std::string& host, int por
 /// True when \a names covers \a host: equal (IP addresses compared as addresses), or a DNS
 /// wildcard "*.example.com" matching one left-most label.
 bool CertificateCovers(const std::vector<std::string>& names, const std::string& host);
+
+/// The JSON object an API answer holds (a resource, a list, a Status); null when \a text is
+/// not one (empty, cut off, HTML from a proxy).
+Poco::JSON::Object::Ptr ParseKubeObject(const std::string& text);
 
 struct KubeResponse {
   int status = 0;

@@ -18,6 +18,14 @@ std::map<std::string, std::string> NodeOutputSections(const std::string& output)
 /// \a text without leading and trailing whitespace (spaces, tabs, CR, LF).
 std::string TrimSpace(const std::string& text);
 
+/// Shell text defining `api`: curl to the node's own API server (https://127.0.0.1:6443) with
+/// k3s's admin client certificate, so node commands read and write the cluster over one SSH
+/// round trip whatever the access mode.
+inline constexpr const char* kNodeApiFunction =
+    "T=/var/lib/rancher/k3s/server/tls\n"
+    "api() { curl -sS --max-time 10 --cacert \"$T/server-ca.crt\" --cert \"$T/client-admin.crt\" "
+    "--key \"$T/client-admin.key\" \"$@\"; }\n";
+
 class NodeShell {
  public:
   virtual ~NodeShell() = default;

@@ -640,6 +640,8 @@ void Provision::BringUpClusterIfOn(SshSession& session) {
   in.api_wait = std::chrono::seconds(opt_.api_wait_seconds.value);
   in.kubeconfig_path = app_.paths.kubeconfig(name_);
   in.tunnel_local_port = tunnel_port_;
+  in.cuda_check = opt_.smoke_test.value;
+  in.cuda_check_image = opt_.smoke_test_image.value;
   in.save = [this](VmRecord& r) { r = store_->Save(r); };
   SshNodeShell shell(&session);
   cluster_ = BringUpCluster(shell, in, rec_);

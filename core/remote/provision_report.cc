@@ -13,7 +13,7 @@ namespace gpuprov {
 
 std::string PhaseTimes(const std::map<std::string, double>& seconds) {
   std::string out;
-  for (const char* phase : {"create", "ssh", "install", "api", "validate", "access"}) {
+  for (const char* phase : {"create", "ssh", "install", "api", "validate", "access", "cuda"}) {
     auto it = seconds.find(phase);
     if (it == seconds.end()) continue;
     std::ostringstream one;
@@ -47,6 +47,7 @@ std::string ReadySummary(const ProvisionOutcome& o) {
         << (o.cluster.gpus_allocatable > 0
                 ? ", nvidia.com/gpu: " + std::to_string(o.cluster.gpus_allocatable)
                 : std::string())
+        << (o.cluster.cuda_check_passed ? ", CUDA check passed" : "")
         << " (" << route << (o.record.route_reason.empty() ? ", " : "; ") << o.record.access_mode
         << " access; " << PhaseTimes(o.record.phase_seconds) << ").\n"
         << "  kubeconfig: " << o.record.kubeconfig << " (context " << KubeContextName(o.record.name)

@@ -375,6 +375,10 @@ TEST(ProvisionReport, ReadySummarySaysWhereTheVmIsAndHowToReachIt) {
   EXPECT_THAT(ReadySummary(o), HasSubstr("kubeconfig: /k/demo.yaml"));
   EXPECT_THAT(ReadySummary(o), HasSubstr("gpuprov tunnel demo"));
   EXPECT_EQ(PhaseTimes(o.record.phase_seconds), "create 1.0 s, ssh 2.3 s");
+  // The CUDA check is the last phase.
+  o.record.phase_seconds["cuda"] = 4.25;
+  o.record.phase_seconds["access"] = 0.5;
+  EXPECT_EQ(PhaseTimes(o.record.phase_seconds), "create 1.0 s, ssh 2.3 s, access 0.5 s, cuda 4.2 s");
 }
 
 }  // namespace

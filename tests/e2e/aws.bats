@@ -234,6 +234,7 @@ assert vm["address"].startswith("127.90."), vm'
   run "$GPUPROV" -v provision --name aws-k8s --cloud aws --gpus L4:1
   echo "$output"
   [ "$status" -eq 0 ]
+  assert_cuda_check
   cluster_crash_converged aws aws-k8s "$output"
   expect_k8s_by_boot_route "$output"
   # The plain script (installer in clear), gzipped by the driver: cloud-init on the test VM

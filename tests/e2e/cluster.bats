@@ -47,10 +47,11 @@ heal() {
   run "$GPUPROV" -v provision --name kb --cloud digitalocean --gpus H100:1
   echo "$output"
   [ "$status" -eq 0 ]
+  assert_cuda_check
   # The boot install (maybe still running at the first probe) finished: nothing was pushed.
   [[ "$output" == *"probe: check-api: installed, k3s running"* ]]
   [ "$(round_trips "$output" "push installer")" -eq 0 ]
-  [[ "$output" == *"nvidia.com/gpu: 1 (boot route, direct access; create "*" s, ssh "*", install "*", validate "*" s)"* ]]
+  [[ "$output" == *"nvidia.com/gpu: 1, CUDA check passed (boot route, direct access; create "*" s, ssh "*", install "*", validate "*" s, access "*" s, cuda "*" s)"* ]]
   [[ "$output" == *"exposed to the internet"* ]]
   [[ "$output" == *"--no-k8s"* ]]
   # No credential in any log line, -v included.
@@ -89,7 +90,7 @@ heal() {
   [ "$status" -eq 0 ]
   run env KUBECONFIG="$kc" kubectl logs job/gpu-test
   echo "$output"
-  [[ "$output" == *"NVIDIA-SMI"* ]]
+  [[ "$output" == *"Test PASSED"* ]]
   # Decision row "installed at boot, k3s running": a re-run reuses the VM, probes exactly once
   # (one SSH round trip) and goes straight to the API check.
   run "$GPUPROV" -v provision --name kb --cloud digitalocean --gpus H100:1
@@ -110,6 +111,7 @@ heal() {
   run "$GPUPROV" -v provision --name kt --cloud primeintellect --gpus H100:1
   echo "$output"
   [ "$status" -eq 0 ]
+  assert_cuda_check
   [[ "$output" == *"probe: push-installer: not installed yet"* ]]
   [ "$(round_trips "$output" "push installer")" -eq 1 ]
   [[ "$output" == *"gpuprov tunnel kt"* ]]
@@ -133,7 +135,7 @@ heal() {
   [ "$status" -eq 0 ]
   run env KUBECONFIG="$kc" kubectl --server "https://127.0.0.1:$port" logs job/gpu-test
   echo "$output"
-  [[ "$output" == *"NVIDIA-SMI"* ]]
+  [[ "$output" == *"Test PASSED"* ]]
   stop_child INT "$TUNNEL_PID"
   wait "$TUNNEL_PID"
   TUNNEL_PID=
@@ -149,7 +151,7 @@ heal() {
   [[ "$output" == *"cluster plan: route ssh, access direct, boot script 0 of "* ]]
   [[ "$output" == *"probe: push-installer: not installed yet"* ]]
   [ "$(round_trips "$output" "push installer")" -eq 1 ]
-  [[ "$output" == *"nvidia.com/gpu: 1 (ssh route: --install-route ssh; direct access; "* ]]
+  [[ "$output" == *"nvidia.com/gpu: 1, CUDA check passed (ssh route: --install-route ssh; direct access; "* ]]
   [ "$(field ks route)" = ssh ]
   [ "$(field ks route_reason)" = "--install-route ssh" ]
   [ "$(field ks access)" = direct ]

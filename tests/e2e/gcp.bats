@@ -174,6 +174,7 @@ EOF
   run "$GPUPROV" -v provision --name gce-k8s --cloud gcp --gpus L4:1
   echo "$output"
   [ "$status" -eq 0 ]
+  assert_cuda_check
   cluster_crash_converged gcp gce-k8s "$output"
   expect_k8s_by_boot_route "$output"
   [[ "$output" == *"nvidia.com/gpu: 1"* ]]

@@ -387,3 +387,10 @@ write_docker_record() {
 JSON
   chmod 0600 "$GPUPROV_HOME/state/$1.json"
 }
+
+# assert_cuda_check: $output, of a GPU provision with Kubernetes, ends its phases with the CUDA
+# check (a pod requesting the GPUs ran a CUDA program), said with its time.
+assert_cuda_check() {
+  [[ "$output" == *"running a CUDA program in a pod requesting"* ]]
+  [[ "$output" == *", CUDA check passed ("*", cuda "*" s)."* ]]
+}

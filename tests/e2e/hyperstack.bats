@@ -63,6 +63,7 @@ nothing_left() {
   run "$GPUPROV" -v provision --name hs-k8s --cloud hyperstack --gpus A100:1
   echo "$output"
   [ "$status" -eq 0 ]
+  assert_cuda_check
   cluster_crash_converged hyperstack hs-k8s "$output"
   expect_k8s_by_boot_route "$output"
   [[ "$CHAIN_OUTPUT$output" == *"n3-A100x1"* ]]

@@ -75,6 +75,7 @@ rules_text() {
   run "$GPUPROV" -v provision --name lam-k8s --cloud lambda --gpus A10:1
   echo "$output"
   [ "$status" -eq 0 ]
+  assert_cuda_check
   cluster_crash_converged lambda lam-k8s "$output"
   expect_k8s_by_boot_route "$output"
   [[ "$CHAIN_OUTPUT$output" == *"gpu_1x_a10"* ]]

@@ -65,6 +65,7 @@ port_answers() {
   run "$GPUPROV" -v provision --name mc-k8s --cloud massedcompute --gpus RTX-A6000:1
   echo "$output"
   [ "$status" -eq 0 ]
+  assert_cuda_check
   cluster_crash_converged massedcompute mc-k8s "$output"
   [[ "$CHAIN_OUTPUT$output" == *"gpu_1x_a6000"* ]]
   [[ "$CHAIN_OUTPUT$output" == *"probe: push-installer: not installed yet"* ]]

@@ -64,6 +64,7 @@ quick_ssh_wait() {
   run "$GPUPROV" -v provision --name nb-k8s --cloud nebius --gpus H100:1
   echo "$output"
   [ "$status" -eq 0 ]
+  assert_cuda_check
   cluster_crash_converged nebius nb-k8s "$output"
   expect_k8s_by_boot_route "$output"
   [[ "$CHAIN_OUTPUT$output" == *"gpu-h100-sxm/1gpu-16vcpu-200gb"* ]]

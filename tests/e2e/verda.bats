@@ -93,6 +93,7 @@ container_of() {
   run "$GPUPROV" -v provision --name vd-k8s --cloud verda --gpus H100:1
   echo "$output"
   [ "$status" -eq 0 ]
+  assert_cuda_check
   cluster_crash_converged verda vd-k8s "$output"
   [[ "$output" == *"cluster plan: route boot, access tunnel"* ]]
   [[ "$output" == *"probe: check-api: installed, k3s running"* ]]
@@ -135,7 +136,7 @@ container_of() {
   [ "$status" -eq 0 ]
   run env KUBECONFIG="$kc" kubectl --server "https://127.0.0.1:$port" logs job/gpu-test
   echo "$output"
-  [[ "$output" == *"NVIDIA-SMI"* ]]
+  [[ "$output" == *"Test PASSED"* ]]
   stop_child INT "$TUNNEL_PID"
   wait "$TUNNEL_PID" || true
   TUNNEL_PID=
