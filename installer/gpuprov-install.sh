@@ -23,9 +23,7 @@ readonly K3S_SHA256_AMD64="835873f37245fc615f547a2fe2af9402a347875f13fa64a1f136d
 readonly K3S_SHA256_ARM64="c920706346d5ad4e5cd3c7bf1bb09ce71ebe07fec829e513e40f1caf98aed8bb"
 # NVIDIA device plugin image, pinned.
 readonly DEVICE_PLUGIN_IMAGE="nvcr.io/nvidia/k8s-device-plugin:v0.19.3"
-# The NVIDIA server driver branch --nvidia-driver install puts on Ubuntu (R580, a long-term
-# support branch; Ubuntu's archive has nvidia-driver-580-server and nvidia-fabricmanager-580 for
-# 22.04 and 24.04). Debian installs the branch its release packages (`nvidia-driver`).
+# The server driver branch --nvidia-driver install puts on Ubuntu (R580, long-term support).
 readonly NVIDIA_DRIVER_BRANCH="580"
 
 # ---- Exit codes
@@ -70,10 +68,8 @@ readonly STATE_DIR="/var/lib/gpuprov"
 readonly APPLIED_FINGERPRINT="$STATE_DIR/k3s-applied.sha256" # what k3s last (re)started with
 readonly GPU_ENABLED_MARKER="$STATE_DIR/gpu-enabled"         # a GPU was configured once
 readonly PUBLIC_IP_MEMORY="$STATE_DIR/public-ip"             # last known public IP
-readonly DRIVER_INSTALLED="$STATE_DIR/nvidia-driver-installed" # --nvidia-driver install ran
-# Exists from a driver install until the next boot (/run is emptied at boot).
-readonly DRIVER_INSTALLED_THIS_BOOT="/run/gpuprov/nvidia-driver-installed"
-readonly FABRIC_MANAGER_UNIT="nvidia-fabricmanager.service"
+readonly DRIVER_INSTALLED="$STATE_DIR/nvidia-driver-installed"  # --nvidia-driver install ran
+readonly DRIVER_INSTALLED_THIS_BOOT="/run/gpuprov/nvidia-driver-installed" # ... in this boot
 # Where k3s looks for the NVIDIA runtime at start (besides its PATH).
 readonly NVIDIA_RUNTIME_DIRS=("/usr/local/nvidia/toolkit" "/usr/bin")
 readonly FW_SCRIPT="/etc/gpuprov/node-firewall.sh"
@@ -125,9 +121,8 @@ options:
   --toolkit auto|skip     install nvidia-container-toolkit when missing, or never (default auto)
   --unit-type notify|exec systemd Type= of k3s.service (default notify)
   --node-firewall ssh-only  drop new inbound connections but SSH, now and at every boot
-  --nvidia-driver image|install  an NVIDIA GPU without a working driver: fail and say so (image,
-                          the default), or install the distribution's server driver (Ubuntu:
-                          ${NVIDIA_DRIVER_BRANCH}-server, Debian: nvidia-driver); a reboot loads it
+  --nvidia-driver image|install  a GPU without a working driver: fail (image, default), or
+                          install the distribution's server driver (loaded after a reboot)
   -h, --help              this help
   --version               print the installer version
 
@@ -415,196 +410,134 @@ take_lock() {
   STATUS_ENABLED=1
 }
 
-# count_pci_nvidia_gpus: sets PCI_NVIDIA to the NVIDIA display/3D controllers on the PCI bus
-# (vendor 0x10de, class 0x03xxxx; NVSwitches are bridges, class 0x0680xx, and do not count).
+# NVIDIA GPUs on the PCI bus (vendor 0x10de, class 0x03xxxx; NVSwitches are 0x0680xx), driver or not.
 count_pci_nvidia_gpus() {
-  local dev vendor class
+  local d v c
   PCI_NVIDIA=0
-  for dev in "$SYSFS_ROOT"/bus/pci/devices/*; do
-    [[ -r "$dev/vendor" && -r "$dev/class" ]] || continue
-    vendor="" class=""
-    read -r vendor <"$dev/vendor" || true
-    read -r class <"$dev/class" || true
-    if [[ "${vendor,,}" == 0x10de && "${class,,}" == 0x03* ]]; then PCI_NVIDIA=$((PCI_NVIDIA + 1)); fi
+  for d in "$SYSFS_ROOT"/bus/pci/devices/*; do
+    v="$(cat "$d/vendor" 2>/dev/null)" || continue
+    c="$(cat "$d/class" 2>/dev/null)" || continue
+    [[ "${v,,}" == 0x10de && "${c,,}" == 0x03* ]] && PCI_NVIDIA=$((PCI_NVIDIA + 1))
   done
-}
-
-# probe_nvidia_smi: GPU_PRESENT, GPU_NAME, GPU_COUNT, GPU_DRIVER, GPU_DRIVER_ERROR from nvidia-smi.
-probe_nvidia_smi() {
-  local out=""
-  GPU_PRESENT=false
-  if ! command -v nvidia-smi >/dev/null 2>&1; then
-    GPU_DRIVER=missing
-    GPU_DRIVER_ERROR="nvidia-smi is not installed"
-    return 0
-  fi
-  if out="$(timeout 60 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)" &&
-    [[ -n "${out//[[:space:]]/}" ]]; then
-    GPU_PRESENT=true
-    GPU_DRIVER=ok
-    GPU_DRIVER_ERROR=""
-    GPU_NAME="$(head -n1 <<<"$out")"
-    GPU_COUNT="$(grep -c . <<<"$out")"
-    return 0
-  fi
-  GPU_DRIVER=failing
-  GPU_DRIVER_ERROR="$(timeout 60 nvidia-smi -L 2>&1 | grep -m1 . || true)"
-  GPU_DRIVER_ERROR="${GPU_DRIVER_ERROR:-nvidia-smi failed}"
+  return 0
 }
 
 detect_gpu() {
-  probe_nvidia_smi
+  local out=""
+  GPU_PRESENT=false
+  GPU_DRIVER=failing
+  if ! command -v nvidia-smi >/dev/null 2>&1; then
+    GPU_DRIVER=missing GPU_DRIVER_ERROR="nvidia-smi is not installed"
+  elif out="$(timeout 60 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)" &&
+    [[ -n "${out//[[:space:]]/}" ]]; then
+    GPU_PRESENT=true GPU_DRIVER=ok
+    GPU_NAME="$(head -n1 <<<"$out")"
+    GPU_COUNT="$(grep -c . <<<"$out")"
+  else
+    GPU_DRIVER_ERROR="$({ timeout 60 nvidia-smi -L 2>&1 || true; } | grep -m1 .)" || GPU_DRIVER_ERROR="nvidia-smi failed"
+  fi
   count_pci_nvidia_gpus
   if [[ "$GPU_PRESENT" == true ]]; then
-    log "GPU seen: $GPU_COUNT x $GPU_NAME (NVIDIA GPUs on the PCI bus: $PCI_NVIDIA)"
+    log "GPU seen: $GPU_COUNT x $GPU_NAME (on the PCI bus: $PCI_NVIDIA)"
     GPU_CONFIGURED=true
   elif [[ -f "$ROOT$GPU_ENABLED_MARKER" ]]; then
-    log "WARNING: nvidia-smi does not work now ($GPU_DRIVER_ERROR), but an earlier run configured" \
-      "a GPU: keeping the NVIDIA runtime and device plugin (check the driver with 'nvidia-smi')"
+    log "WARNING: nvidia-smi does not work now, but an earlier run configured a GPU: keeping the" \
+      "NVIDIA runtime and device plugin (check the driver with 'nvidia-smi')"
     GPU_CONFIGURED=true
   elif ((PCI_NVIDIA > 0)); then
     gpu_without_driver
   else
     GPU_DRIVER=none
-    log "no GPU (no NVIDIA GPU on the PCI bus, nvidia-smi: $GPU_DRIVER_ERROR): plain k3s"
+    log "no GPU (none on the PCI bus, nvidia-smi missing or failing): plain k3s"
   fi
 }
 
-# gpu_without_driver: an NVIDIA GPU on the PCI bus and no working driver. --nvidia-driver install
-# installs one (a reboot loads it: this run goes on with plain k3s and records reboot_required);
-# otherwise, or when a driver this installer put there still does not work after a reboot, the
-# step fails saying what to do.
+# A GPU without a working driver: fail saying what to do, or (--nvidia-driver install) install
+# one; the run then goes on with plain k3s and a reboot loads the driver (installer/README.md).
 gpu_without_driver() {
-  local what="$PCI_NVIDIA NVIDIA GPU(s) on the PCI bus but no working NVIDIA driver (nvidia-smi:"
-  what+=" $GPU_DRIVER_ERROR)"
-  if [[ "$GPU_DRIVER_ERROR" == *"version mismatch"* ]]; then
-    fail "$what: the driver's kernel module and libraries differ (the driver was upgraded" \
-      "without a reboot); reboot the machine, then run again"
-  fi
+  local what="$PCI_NVIDIA NVIDIA GPU(s) on the PCI bus but no working NVIDIA driver (nvidia-smi: $GPU_DRIVER_ERROR)"
+  [[ "$GPU_DRIVER_ERROR" != *"version mismatch"* ]] ||
+    fail "$what: the driver was upgraded without a reboot; reboot the machine, then run again"
   if [[ -f "$ROOT$DRIVER_INSTALLED" ]]; then
-    if [[ -f "$ROOT$DRIVER_INSTALLED_THIS_BOOT" ]]; then
-      log "$what: the driver installed by an earlier run ($(<"$ROOT$DRIVER_INSTALLED")) loads at" \
-        "the next boot: plain k3s until then"
-      GPU_DRIVER=reboot-needed
-      REBOOT_REQUIRED=true
-      return 0
-    fi
-    fail "$what, although an earlier run installed $(<"$ROOT$DRIVER_INSTALLED") and the machine" \
-      "rebooted since; look at 'dmesg | grep -i nvidia' (Secure Boot, kernel headers)"
-  fi
-  if [[ "$NVIDIA_DRIVER_MODE" != install ]]; then
+    [[ -f "$ROOT$DRIVER_INSTALLED_THIS_BOOT" ]] ||
+      fail "$what, although an earlier run installed $(<"$ROOT$DRIVER_INSTALLED") and the machine" \
+        "rebooted since; look at 'dmesg | grep -i nvidia' (Secure Boot, kernel headers)"
+  elif [[ "$NVIDIA_DRIVER_MODE" == install ]]; then
+    step nvidia-driver
+    install_nvidia_driver
+  else
     fail "$what: use a GPU image of this cloud (one with the NVIDIA driver), or let the installer" \
       "add the distribution's server driver with --nvidia-driver install (gpuprov: the same flag)"
   fi
-  step nvidia-driver
-  install_nvidia_driver
-  GPU_DRIVER=reboot-needed
-  REBOOT_REQUIRED=true
-  log "NVIDIA driver installed; it loads at the next boot: plain k3s until then"
+  GPU_DRIVER=reboot-needed REBOOT_REQUIRED=true
+  log "NVIDIA driver installed ($(<"$ROOT$DRIVER_INSTALLED")): it loads at the next boot; plain k3s until then"
 }
 
-# apt_get ARGS...: apt-get, non-interactive, bounded, output in the log, the lock fd closed.
+# apt_get ARGS...: non-interactive, bounded, output in the log, the lock fd closed.
 apt_get() {
-  DEBIAN_FRONTEND=noninteractive timeout 1800 apt-get -o DPkg::Lock::Timeout=300 "$@" \
-    >>"$LOG_PATH" 2>&1 9>&-
+  DEBIAN_FRONTEND=noninteractive timeout 1800 apt-get -o DPkg::Lock::Timeout=300 "$@" >>"$LOG_PATH" 2>&1 9>&- ||
+    fail "apt-get $* failed (see $LOG_FILE)"
 }
 
-# install_nvidia_driver: the distribution's server driver, as its documentation says:
-# Ubuntu (https://ubuntu.com/server/docs/nvidia-drivers-installation) `ubuntu-drivers install
-# --gpgpu nvidia:<branch>-server` plus nvidia-utils-<branch>-server (nvidia-smi), or the
-# nvidia-driver-<branch>-server package where ubuntu-drivers is missing; Debian
-# (https://wiki.debian.org/NvidiaGraphicsDrivers) nvidia-driver and firmware-misc-nonfree from
-# non-free with the running kernel's headers (DKMS builds the module).
+# The distribution's server driver as its documentation says (installer/README.md, nvidia-driver).
 install_nvidia_driver() {
-  local id="" codename="" installed=""
-  if [[ -r "$ROOT/etc/os-release" ]]; then
-    id="$(sed -n 's/^ID=["'\'']\{0,1\}\([^"'\'']*\).*/\1/p' "$ROOT/etc/os-release")"
-    codename="$(sed -n 's/^VERSION_CODENAME=["'\'']\{0,1\}\([^"'\'']*\).*/\1/p' "$ROOT/etc/os-release")"
-  fi
+  local id codename b="$NVIDIA_DRIVER_BRANCH"
+  id="$(sed -n 's/^ID=["'\'']\{0,1\}\([^"'\'']*\).*/\1/p' "$ROOT/etc/os-release" 2>/dev/null)" || true
+  codename="$(sed -n 's/^VERSION_CODENAME=["'\'']\{0,1\}\([^"'\'']*\).*/\1/p' "$ROOT/etc/os-release" 2>/dev/null)" || true
   need_cmd apt-get
-  log "installing the NVIDIA driver for $id $codename (output in $LOG_FILE)"
+  log "installing the NVIDIA driver on ${id:-?} ${codename:-?} (output in $LOG_FILE)"
   case "$id" in
     ubuntu)
-      apt_get update || fail "apt-get update failed before the NVIDIA driver install (see $LOG_FILE)"
+      apt_get update
       if command -v ubuntu-drivers >/dev/null 2>&1; then
-        DEBIAN_FRONTEND=noninteractive timeout 1800 ubuntu-drivers install --gpgpu \
-          "nvidia:${NVIDIA_DRIVER_BRANCH}-server" >>"$LOG_PATH" 2>&1 9>&- ||
-          fail "ubuntu-drivers install --gpgpu nvidia:${NVIDIA_DRIVER_BRANCH}-server failed (see $LOG_FILE)"
-        apt_get install -y "nvidia-utils-${NVIDIA_DRIVER_BRANCH}-server" ||
-          fail "apt-get install nvidia-utils-${NVIDIA_DRIVER_BRANCH}-server failed (see $LOG_FILE)"
+        timeout 1800 ubuntu-drivers install --gpgpu "nvidia:$b-server" >>"$LOG_PATH" 2>&1 9>&- ||
+          fail "ubuntu-drivers install --gpgpu nvidia:$b-server failed (see $LOG_FILE)"
+        apt_get install -y "nvidia-utils-$b-server"
       else
-        apt_get install -y "nvidia-driver-${NVIDIA_DRIVER_BRANCH}-server" ||
-          fail "apt-get install nvidia-driver-${NVIDIA_DRIVER_BRANCH}-server failed (see $LOG_FILE)"
+        apt_get install -y "nvidia-driver-$b-server"
       fi
-      installed="nvidia-driver ${NVIDIA_DRIVER_BRANCH}-server"
+      b="nvidia-driver $b-server"
       ;;
     debian)
-      [[ -n "$codename" ]] || fail "no VERSION_CODENAME in /etc/os-release: cannot name Debian's non-free"
       printf 'deb http://deb.debian.org/debian %s main contrib non-free non-free-firmware\n' "$codename" |
         write_if_changed "$ROOT/etc/apt/sources.list.d/gpuprov-nvidia-driver.list" 0644 || true
-      apt_get update || fail "apt-get update failed before the NVIDIA driver install (see $LOG_FILE)"
-      apt_get install -y "linux-headers-$(uname -r)" nvidia-driver firmware-misc-nonfree ||
-        fail "apt-get install nvidia-driver (Debian non-free) failed (see $LOG_FILE)"
-      installed="Debian's nvidia-driver ($codename non-free)"
+      apt_get update
+      apt_get install -y "linux-headers-$(uname -r)" nvidia-driver firmware-misc-nonfree
+      b="Debian's nvidia-driver ($codename non-free)"
       ;;
     *) fail "--nvidia-driver install supports Ubuntu and Debian; this machine is '${id:-unknown}'" ;;
   esac
-  mkdir -p "$ROOT$STATE_DIR" "$(dirname "$ROOT$DRIVER_INSTALLED_THIS_BOOT")"
-  printf '%s\n' "$installed" | atomic_write "$ROOT$DRIVER_INSTALLED" 0644
+  mkdir -p "$ROOT$STATE_DIR" "$ROOT${DRIVER_INSTALLED_THIS_BOOT%/*}"
+  printf '%s\n' "$b" | atomic_write "$ROOT$DRIVER_INSTALLED" 0644
   : >"$ROOT$DRIVER_INSTALLED_THIS_BOOT"
 }
 
-# has_nvswitch: NVSwitch device nodes, or nvidia-smi -q with a fabric state other than N/A
-# (Hopper and later report one on NVSwitch systems).
-has_nvswitch() {
-  local dev state
-  for dev in "$ROOT"/dev/nvidia-nvswitch*; do [[ -e "$dev" ]] && return 0; done
-  state="$(timeout 60 nvidia-smi -q 2>/dev/null |
-    awk '/^[[:space:]]*Fabric[[:space:]]*$/ { f = 1; next } f && /State/ { sub(/^[^:]*:[[:space:]]*/, ""); print; exit }')" ||
-    true
-  [[ -n "$state" && "$state" != "N/A" ]]
-}
-
-fabric_manager_installed() {
-  local d
-  for d in /etc/systemd/system /lib/systemd/system /usr/lib/systemd/system; do
-    [[ -e "$ROOT$d/$FABRIC_MANAGER_UNIT" ]] && return 0
-  done
-  command -v nv-fabricmanager >/dev/null 2>&1
-}
-
-# ensure_fabric_manager: on an NVSwitch machine CUDA fails (error 802, "system not yet
-# initialized") until nvidia-fabricmanager has set up the fabric: start it when installed,
-# else fail naming the package of the driver's branch.
+# NVSwitch machines: CUDA fails (error 802) until nvidia-fabricmanager runs. Start it when
+# installed, else fail naming the package of the driver's branch.
 ensure_fabric_manager() {
-  local branch
-  if ! has_nvswitch; then
-    log "no NVSwitch: fabric manager not needed"
+  local fm=nvidia-fabricmanager.service br d state
+  state="$(timeout 60 nvidia-smi -q 2>/dev/null | awk '/^ *Fabric *$/ { f = 1 } f && /State/ { print $NF; exit }')" || true
+  if [[ "$state" == "" || "$state" == "N/A" ]] && ! compgen -G "$ROOT/dev/nvidia-nvswitch*" >/dev/null; then
     return 0
   fi
   NVSWITCH=true
-  if timeout 60 systemctl is-active --quiet "$FABRIC_MANAGER_UNIT"; then
-    FABRIC_MANAGER=active
-    log "NVSwitch machine: nvidia-fabricmanager is active"
-    return 0
+  if ! timeout 60 systemctl is-active --quiet "$fm"; then
+    br="$(timeout 60 nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1)" || true
+    br="${br%%.*}"
+    for d in /etc/systemd/system /lib/systemd/system /usr/lib/systemd/system ""; do
+      [[ -e "$ROOT$d/$fm" ]] && break
+    done
+    [[ -n "$d" ]] || command -v nv-fabricmanager >/dev/null 2>&1 ||
+      fail "this machine has NVSwitch, and CUDA fails (error 802) until NVIDIA fabric manager runs," \
+        "which is not installed: install nvidia-fabricmanager-${br:-<driver branch>}, then run again"
+    log "NVSwitch: starting $fm"
+    timeout 120 systemctl enable "$fm" >>"$LOG_PATH" 2>&1 || log "WARNING: systemctl enable $fm failed"
+    { timeout 300 systemctl start "$fm" 9>&- && timeout 60 systemctl is-active --quiet "$fm"; } ||
+      fail "nvidia-fabricmanager did not start (it must match driver branch $br); see 'journalctl -u nvidia-fabricmanager'"
+    FABRIC_MANAGER=started
   fi
-  branch="$(timeout 60 nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1)"
-  branch="${branch%%.*}"
-  branch="${branch//[[:space:]]/}"
-  if ! fabric_manager_installed; then
-    fail "this machine has NVSwitch, and CUDA fails (error 802) until NVIDIA fabric manager runs," \
-      "which is not installed: install nvidia-fabricmanager-${branch:-<driver branch>} (the" \
-      "package of the driver's branch${branch:+ $branch}), then run again"
-  fi
-  log "NVSwitch machine: starting nvidia-fabricmanager"
-  timeout 120 systemctl enable "$FABRIC_MANAGER_UNIT" >>"$LOG_PATH" 2>&1 ||
-    log "WARNING: systemctl enable $FABRIC_MANAGER_UNIT failed: it may not start at the next boot"
-  if ! timeout 300 systemctl start "$FABRIC_MANAGER_UNIT" >>"$LOG_PATH" 2>&1 9>&- ||
-    ! timeout 60 systemctl is-active --quiet "$FABRIC_MANAGER_UNIT"; then
-    fail "nvidia-fabricmanager did not start (it must match the driver's branch${branch:+ $branch});" \
-      "look at 'journalctl -u nvidia-fabricmanager'"
-  fi
-  FABRIC_MANAGER=started
+  FABRIC_MANAGER="${FABRIC_MANAGER:-active}"
+  log "NVSwitch: nvidia-fabricmanager $FABRIC_MANAGER"
 }
 
 # k3s_asset_and_hash: sets ASSET (release file name) and EXPECTED_SHA256 (may be empty).
