@@ -310,7 +310,12 @@ class ClusterBringUp {
       if (pushed) rec_.probe["pushed_over_ssh"] = "yes";
       in_.save(rec_);
       console_.Debug("probe: " + rec_.probe["decision"]);
-      if (d.action == ClusterAction::kCheckApi) break;
+      if (d.action == ClusterAction::kCheckApi) {
+        if (!probe.marker_fabric_manager.empty()) {
+          console_.Info("NVSwitch machine: nvidia-fabricmanager " + probe.marker_fabric_manager);
+        }
+        break;
+      }
       if (d.action == ClusterAction::kFail) {
         if (d.cause == ClusterDecision::Cause::kGpuWithoutDriver) {
           throw Error(vm_ + ": " + d.reason, GpuWithoutDriverFix(vm_, in_.cloud));
@@ -373,14 +378,19 @@ class ClusterBringUp {
   /// a fresh boot.
   void Reboot() {
     const auto start = Clock::now();
-    shell_.RunAsRoot("reboot", kRebootCommand, "", std::chrono::seconds(30));
+    try {
+      shell_.RunAsRoot("reboot", kRebootCommand, "", std::chrono::seconds(30));
+    } catch (const Error& e) {
+      // The connection may drop as the node goes down; the probes below tell.
+      console_.Debug("reboot: " + std::string(e.what()));
+    }
     rec_.probe["rebooted"] = "yes";
     in_.save(rec_);
     for (;;) {
       Pause(in_.poll_interval * 2, "waiting for " + vm_ + " to reboot");
       try {
         NodeProbe probe = RunNodeProbe(shell_);
-        if (!probe.booted_seconds || std::chrono::seconds(*probe.booted_seconds) < Since(start)) {
+        if (!probe.booted_seconds || std::chrono::seconds(*probe.booted_seconds) <= Since(start)) {
           console_.Info(vm_ + " is back after its reboot");
           rec_.phase_seconds["reboot"] = SecondsSince(start);
           return;

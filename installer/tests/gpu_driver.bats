@@ -145,17 +145,16 @@ reboot_machine() { rm -rf "$SANDBOX/run"; }
 @test "NVSwitch (seen in nvidia-smi -q) with fabric manager installed and stopped: started and enabled" {
   with_gpu H100-80GB:8
   with_toolkit
-  export FAKE_FABRIC_STATE="In Progress"
   mkdir -p "$SANDBOX/lib/systemd/system"
   : >"$SANDBOX/lib/systemd/system/nvidia-fabricmanager.service"
-  run "$INSTALLER"
+  FAKE_FABRIC_STATE="In Progress" run "$INSTALLER"
   [ "$status" -eq 0 ]
   grep -q ' enable nvidia-fabricmanager.service' "$FAKE_SYSTEMCTL_DIR/calls.log"
   grep -q ' start nvidia-fabricmanager.service' "$FAKE_SYSTEMCTL_DIR/calls.log"
   [ "$(status .fabric_manager)" = started ]
   [ "$(status .gpu_seen.nvswitch)" = true ]
   # Running now: the next run only reports it.
-  run "$INSTALLER"
+  FAKE_FABRIC_STATE="In Progress" run "$INSTALLER"
   [ "$(status .fabric_manager)" = active ]
   [ "$(grep -c ' start nvidia-fabricmanager.service' "$FAKE_SYSTEMCTL_DIR/calls.log")" -eq 1 ]
 }
@@ -163,11 +162,10 @@ reboot_machine() { rm -rf "$SANDBOX/run"; }
 @test "fabric manager that does not start fails at fabric-manager" {
   with_gpu H100-80GB:8
   with_toolkit
-  export FAKE_FABRIC_STATE="In Progress"
   mkdir -p "$SANDBOX/lib/systemd/system" "$FAKE_SYSTEMCTL_DIR"
   : >"$SANDBOX/lib/systemd/system/nvidia-fabricmanager.service"
   touch "$FAKE_SYSTEMCTL_DIR/fail-start"
-  run "$INSTALLER"
+  FAKE_FABRIC_STATE="In Progress" run "$INSTALLER"
   [ "$status" -eq 1 ]
   [ "$(status .failed_step)" = fabric-manager ]
   [[ "$(status .message)" == *"nvidia-fabricmanager did not start"* ]]

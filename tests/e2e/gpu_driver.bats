@@ -91,3 +91,58 @@ teardown() {
   "$GPUPROV" down nl
   expect_nothing_left digitalocean
 }
+
+@test "--nvidia-driver install: the installer adds the driver, gpuprov reboots the VM once, then configures the GPU" {
+  fault '{"cloud":"digitalocean","fault":"gpu_state","value":"driver=absent"}'
+  "$GPUPROV" -v provision --name ni --cloud digitalocean --gpus H100:1 --nvidia-driver install \
+    >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
+  local pid=$! _ cid state started=0
+  # The cloud's part of the reboot: `systemctl reboot` stops the test VM's container (Docker has
+  # no reboot); start it again, as a cloud brings a rebooted VM back.
+  for _ in $(seq 1 1200); do
+    kill -0 "$pid" 2>/dev/null || break
+    cid=$(docker ps -aq --filter label=io.gpuprov.emulator.name=ni)
+    if [[ -n $cid && $started == 0 ]] && grep -q "rebooting ni" "$BATS_TEST_TMPDIR/out"; then
+      state=$(docker inspect -f '{{.State.Status}}' "$cid")
+      if [[ $state == exited ]]; then
+        docker start "$cid" >/dev/null
+        started=1
+      fi
+    fi
+    sleep 0.5
+  done
+  local rc=0
+  wait "$pid" || rc=$?
+  cat "$BATS_TEST_TMPDIR/out"
+  [ "$rc" -eq 0 ]
+  [ "$started" -eq 1 ]
+  grep -q "the NVIDIA driver the installer added loads after a reboot: rebooting ni" "$BATS_TEST_TMPDIR/out"
+  grep -q "ni is back after its reboot" "$BATS_TEST_TMPDIR/out"
+  grep -q "appeared that the last install did not see" "$BATS_TEST_TMPDIR/out"
+  grep -q "nvidia.com/gpu: 1" "$BATS_TEST_TMPDIR/out"
+  run "$GPUPROV" ssh ni -- sudo cat /var/lib/gpuprov/install-status.json
+  [[ "$output" == *'"reboot_required": false'* ]]
+  [[ "$output" == *'"gpu_configured": true'* ]]
+  run "$GPUPROV" ssh ni -- cat /var/log/gpuprov-testvm-apt.log
+  [[ "$output" == *"install -y linux-headers-"*" nvidia-driver firmware-misc-nonfree"* ]]
+  "$GPUPROV" down ni
+  expect_nothing_left digitalocean
+}
+
+@test "NVSwitch: a stopped fabric manager is started and shown; a missing one fails naming its package" {
+  fault '{"cloud":"digitalocean","fault":"gpu_state","value":"nvswitch=1\nfabricmanager=inactive"}'
+  run "$GPUPROV" -v provision --name nf --cloud digitalocean --gpus H100:1
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"NVSwitch machine: nvidia-fabricmanager started"* ]]
+  run "$GPUPROV" ssh nf -- systemctl is-active nvidia-fabricmanager
+  [ "$output" = active ]
+  "$GPUPROV" down nf
+  fault '{"cloud":"digitalocean","fault":"gpu_state","value":"nvswitch=1"}'
+  run "$GPUPROV" -v provision --name nf --cloud digitalocean --gpus H100:1
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"failed step: fabric-manager"*"install nvidia-fabricmanager-535"* ]]
+  "$GPUPROV" down nf
+  expect_nothing_left digitalocean
+}
