@@ -308,6 +308,7 @@ class ClusterBringUp {
       rec_.probe = DescribeNodeProbe(probe);
       rec_.probe["decision"] = std::string(ToString(d.action)) + ": " + d.reason;
       if (pushed) rec_.probe["pushed_over_ssh"] = "yes";
+      if (rebooted) rec_.probe["rebooted"] = "yes";
       in_.save(rec_);
       console_.Debug("probe: " + rec_.probe["decision"]);
       if (d.action == ClusterAction::kCheckApi) {
