@@ -43,6 +43,8 @@ echo '@@gpu@@'
 if command -v nvidia-smi >/dev/null 2>&1 &&
    gpus=$(timeout 30 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null); then
   printf '%s\n' "$gpus"
+else
+  gpus=
 fi
 echo '@@gpu-bus@@'
 n=0
