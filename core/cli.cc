@@ -89,6 +89,9 @@ const std::vector<Command>& Commands() {
                                   "needs --k3s-sha256)"},
         {"k3s-sha256", 0, "HEX", "sha256 of that release's k3s binary for the VM's architecture"},
         {"k3s-download-url", 0, "URL", "a mirror of https://github.com/k3s-io/k3s/releases/download"},
+        {"nvidia-driver", 0, "MODE", "a GPU without a working driver: image (the default: fail, "
+                                     "naming a GPU image) or install (add the distribution's "
+                                     "server driver, reboot once)"},
         {"install-route", 0, "ROUTE", "how k3s gets onto the node: auto (the default: in the "
                                       "boot script where the cloud runs one, else over SSH), "
                                       "boot or ssh"},
@@ -285,6 +288,7 @@ int RunProvisionArgs(const AppContext& app, const ParsedArgs& args) {
   flags.k3s_version = args.value("k3s-version");
   flags.k3s_sha256 = args.value("k3s-sha256");
   flags.k3s_download_url = args.value("k3s-download-url");
+  flags.nvidia_driver = args.value("nvidia-driver");
   if (args.has("k8s")) flags.kubernetes = true;
   if (args.has("no-k8s")) flags.kubernetes = false;
   if (auto route = args.value("install-route")) {

@@ -275,6 +275,19 @@ ProvisionOptions ResolveProvisionOptions(const ProvisionFlags& flags, const Spec
       Take(o.k3s_download_url, spec.k3s_download_url, Source::kSpec, spec_name) ||
       Take(o.k3s_download_url, d.k3s_download_url, Source::kConfig, config_defaults);
   CheckK3sChoice(o);
+  o.nvidia_driver.value = "image";
+  Take(o.nvidia_driver, flags.nvidia_driver, Source::kFlag, "--nvidia-driver") ||
+      Take(o.nvidia_driver, spec.nvidia_driver, Source::kSpec, spec_name) ||
+      Take(o.nvidia_driver, d.nvidia_driver, Source::kConfig, config_defaults);
+  if (o.nvidia_driver.value != "image" && o.nvidia_driver.value != "install") {
+    throw UsageError(K3sFieldName(o.nvidia_driver.source, "--nvidia-driver", "nvidia_driver") +
+                         ": \"" + o.nvidia_driver.value + "\" is not a choice" +
+                         (o.nvidia_driver.source == Source::kFlag
+                              ? std::string()
+                              : " (" + DescribeOrigin(o.nvidia_driver) + ")"),
+                     "give image (the default: use the image's driver, fail without one) or "
+                     "install (add the distribution's server driver, then reboot once)");
+  }
 
   std::optional<std::vector<std::string>> flag_allow;
   if (!flags.allow_from.empty()) flag_allow = flags.allow_from;
@@ -417,6 +430,7 @@ std::vector<std::string> DescribeProvisionOptions(const ProvisionOptions& o) {
   lines.push_back(LineOf("k3s_version", o.k3s_version, PinnedK3sRelease().version + " (pinned)"));
   lines.push_back(LineOf("k3s_sha256", o.k3s_sha256, "(pinned)"));
   lines.push_back(LineOf("k3s_download_url", o.k3s_download_url, "(GitHub releases)"));
+  lines.push_back(Line("nvidia_driver", o.nvidia_driver.value, DescribeOrigin(o.nvidia_driver)));
   std::string sources = "(the VM's record; new VMs: 0.0.0.0/0)";
   if (o.allow_from.value) {
     sources.clear();

@@ -66,6 +66,7 @@ struct ProvisionFlags {
   std::optional<std::string> k3s_version;
   std::optional<std::string> k3s_sha256;
   std::optional<std::string> k3s_download_url;
+  std::optional<std::string> nvidia_driver;  // --nvidia-driver
   std::vector<std::string> allow_from;  // --allow-from, canonical (CanonicalCidr)
   std::optional<bool> allow_from_ssh;   // --allow-from-ssh: true
   /// --merge-kubeconfig: true (else [defaults] merge_kubeconfig, else false).
@@ -109,6 +110,10 @@ struct ProvisionOptions {
   Resolved<std::optional<std::string>> k3s_version;
   Resolved<std::optional<std::string>> k3s_sha256;  // lower-case hex
   Resolved<std::optional<std::string>> k3s_download_url;
+  /// A GPU without a working driver (flag > spec > config.toml [defaults]): "image" (the
+  /// default: fail saying what to do) or "install" (the installer adds the distribution's
+  /// server driver, gpuprov reboots the VM once).
+  Resolved<std::string> nvidia_driver;
   /// The sources direct-access ports are opened to (flag > spec > config.toml [defaults]),
   /// canonical CIDRs; nullopt: nobody said, so an existing VM keeps what its record says and a
   /// new one is open to 0.0.0.0/0.

@@ -442,6 +442,35 @@ TEST(ProvisionOptionsTest, MalformedK3sValuesAreRefusedNamingTheField) {
               HasSubstr("k3s_sha256 (from config.toml [defaults]) must be 64 hex digits"));
 }
 
+TEST(ProvisionOptionsTest, NvidiaDriverIsImageByDefaultThenFlagSpecConfig) {
+  ProvisionOptions o = ResolveProvisionOptions(Named(), Spec{}, MapEnv({}), Config{});
+  EXPECT_EQ(o.nvidia_driver.value, "image");
+  EXPECT_THAT(DescribeProvisionOptions(o), Contains("nvidia_driver=image (built-in default)"));
+  o = ResolveProvisionOptions(Named(), Spec{}, MapEnv({}),
+                              ConfigFrom("[defaults]\nnvidia_driver = \"install\"\n"));
+  EXPECT_EQ(o.nvidia_driver.value, "install");
+  EXPECT_EQ(o.nvidia_driver.source, Source::kConfig);
+  Spec spec = SpecNamed();
+  spec.nvidia_driver = "image";
+  o = ResolveProvisionOptions(Named(), spec, MapEnv({}),
+                              ConfigFrom("[defaults]\nnvidia_driver = \"install\"\n"));
+  EXPECT_EQ(o.nvidia_driver.value, "image");
+  EXPECT_EQ(o.nvidia_driver.source, Source::kSpec);
+  ProvisionFlags flags = Named();
+  flags.nvidia_driver = "install";
+  o = ResolveProvisionOptions(flags, spec, MapEnv({}), Config{});
+  EXPECT_EQ(o.nvidia_driver.value, "install");
+  EXPECT_EQ(o.nvidia_driver.source, Source::kFlag);
+}
+
+TEST(ProvisionOptionsTest, NvidiaDriverOtherThanImageOrInstallIsRefusedNamingTheField) {
+  ProvisionFlags flags = Named();
+  flags.nvidia_driver = "latest";
+  EXPECT_THAT(RefusalOf(flags), HasSubstr("--nvidia-driver: \"latest\" is not a choice"));
+  EXPECT_THAT(RefusalOf(Named(), Spec{}, ConfigFrom("[defaults]\nnvidia_driver = \"yes\"\n")),
+              HasSubstr("nvidia_driver: \"yes\" is not a choice (from config.toml [defaults])"));
+}
+
 TEST(ProvisionOptionsTest, K3sTagAndUrlShapesAreCheckedCharacterByCharacter) {
   const auto refusal_for_version = [](const std::string& version) {
     ProvisionFlags flags = Named();

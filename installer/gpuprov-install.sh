@@ -23,6 +23,8 @@ readonly K3S_SHA256_AMD64="835873f37245fc615f547a2fe2af9402a347875f13fa64a1f136d
 readonly K3S_SHA256_ARM64="c920706346d5ad4e5cd3c7bf1bb09ce71ebe07fec829e513e40f1caf98aed8bb"
 # NVIDIA device plugin image, pinned.
 readonly DEVICE_PLUGIN_IMAGE="nvcr.io/nvidia/k8s-device-plugin:v0.19.3"
+# The server driver branch --nvidia-driver install puts on Ubuntu (R580, long-term support).
+readonly NVIDIA_DRIVER_BRANCH="580"
 
 # ---- Exit codes
 readonly EXIT_OK=0
@@ -52,6 +54,9 @@ K3S_DOWNLOAD_URL="${GPUPROV_K3S_DOWNLOAD_URL:-https://github.com/k3s-io/k3s/rele
 K3S_DOWNLOAD_ATTEMPTS="${GPUPROV_K3S_DOWNLOAD_ATTEMPTS:-4}"
 K3S_DOWNLOAD_STALL_S="${GPUPROV_K3S_DOWNLOAD_STALL_SECONDS:-30}"
 NVIDIA_REPO_URL="${GPUPROV_NVIDIA_REPO_URL:-https://nvidia.github.io/libnvidia-container}"
+NVIDIA_DRIVER_MODE="${GPUPROV_NVIDIA_DRIVER:-image}" # image: use the image's; install: add one
+# The PCI bus as sysfs shows it (the test VM points this at a fake tree).
+SYSFS_ROOT="${GPUPROV_SYSFS_ROOT:-/sys}"
 
 # Paths on the node (prefix with $ROOT to touch them).
 readonly K3S_BIN="/usr/local/bin/k3s"
@@ -63,6 +68,8 @@ readonly STATE_DIR="/var/lib/gpuprov"
 readonly APPLIED_FINGERPRINT="$STATE_DIR/k3s-applied.sha256" # what k3s last (re)started with
 readonly GPU_ENABLED_MARKER="$STATE_DIR/gpu-enabled"         # a GPU was configured once
 readonly PUBLIC_IP_MEMORY="$STATE_DIR/public-ip"             # last known public IP
+readonly DRIVER_INSTALLED="$STATE_DIR/nvidia-driver-installed"  # --nvidia-driver install ran
+readonly DRIVER_INSTALLED_THIS_BOOT="/run/gpuprov/nvidia-driver-installed" # ... in this boot
 # Where k3s looks for the NVIDIA runtime at start (besides its PATH).
 readonly NVIDIA_RUNTIME_DIRS=("/usr/local/nvidia/toolkit" "/usr/bin")
 readonly FW_SCRIPT="/etc/gpuprov/node-firewall.sh"
@@ -79,6 +86,12 @@ GPU_PRESENT=false
 GPU_NAME=""
 GPU_COUNT=0
 GPU_CONFIGURED=false
+PCI_NVIDIA=0         # NVIDIA GPUs on the PCI bus, driver or not
+GPU_DRIVER="none"    # ok | missing (no nvidia-smi) | failing | reboot-needed | none (no NVIDIA GPU)
+GPU_DRIVER_ERROR=""  # what nvidia-smi said when it failed
+NVSWITCH=false
+FABRIC_MANAGER=""    # with NVSwitch: active | started (by this run)
+REBOOT_REQUIRED=false
 K3S_ACTION="none"
 FW_STATE=""
 STATUS_ENABLED=0 # status is written only while this run holds the lock
@@ -108,12 +121,14 @@ options:
   --toolkit auto|skip     install nvidia-container-toolkit when missing, or never (default auto)
   --unit-type notify|exec systemd Type= of k3s.service (default notify)
   --node-firewall ssh-only  drop new inbound connections but SSH, now and at every boot
+  --nvidia-driver image|install  a GPU without a working driver: fail (image, default), or
+                          install the distribution's server driver (loaded after a reboot)
   -h, --help              this help
   --version               print the installer version
 
 environment: GPUPROV_INSTALL_ROOT (tests), GPUPROV_METADATA_URL, GPUPROV_K3S_DOWNLOAD_URL,
 GPUPROV_K3S_DOWNLOAD_ATTEMPTS (4), GPUPROV_K3S_DOWNLOAD_STALL_SECONDS (30), GPUPROV_NVIDIA_REPO_URL,
-GPUPROV_TOOLKIT, GPUPROV_K3S_UNIT_TYPE.
+GPUPROV_TOOLKIT, GPUPROV_K3S_UNIT_TYPE, GPUPROV_NVIDIA_DRIVER, GPUPROV_SYSFS_ROOT (/sys).
 exit codes: 0 ok, 1 a step failed (named on stderr and in the status marker), 2 usage, 3 lock timeout.
 EOF
 }
@@ -223,7 +238,14 @@ write_status() {
   json_or_null "$FAILED_STEP"; json_field failed_step "$JSON"
   json_or_null "$MESSAGE"; json_field message "$JSON"
   json_or_null "$GPU_NAME"
-  json_field gpu_seen "{\"present\": $GPU_PRESENT, \"name\": $JSON, \"count\": $GPU_COUNT}"
+  local gpu_seen="{\"present\": $GPU_PRESENT, \"name\": $JSON, \"count\": $GPU_COUNT"
+  json_str "$GPU_DRIVER"
+  gpu_seen+=", \"pci_nvidia\": $PCI_NVIDIA, \"driver\": $JSON"
+  json_or_null "$GPU_DRIVER_ERROR"
+  gpu_seen+=", \"driver_error\": $JSON, \"nvswitch\": $NVSWITCH}"
+  json_field gpu_seen "$gpu_seen"
+  json_or_null "$FABRIC_MANAGER"; json_field fabric_manager "$JSON"
+  json_field reboot_required "$REBOOT_REQUIRED"
   json_field gpu_configured "$GPU_CONFIGURED"
   json_str "$K3S_VERSION"; json_field k3s_version "$JSON"
   json_str "$K3S_ACTION"; json_field k3s_action "$JSON"
@@ -305,7 +327,8 @@ parse_args() {
         opt="${opt%%=*}"
         ;;
       --public-ip | --tls-san | --k3s-version | --k3s-sha256 | --k3s-download-url | \
-        --status-file | --log-file | --lock-file | --lock-timeout | --restart-timeout | --metadata-url | --toolkit | --unit-type | --node-firewall)
+        --status-file | --log-file | --lock-file | --lock-timeout | --restart-timeout | --metadata-url | --toolkit | --unit-type | --node-firewall | \
+        --nvidia-driver)
         [[ $# -ge 2 ]] || usage_error "$opt needs a value"
         val="$2"
         shift
@@ -338,6 +361,7 @@ parse_args() {
       --metadata-url) METADATA_URL="$val" ;;
       --no-metadata) METADATA_ENABLED=0 ;;
       --toolkit) TOOLKIT_MODE="$val" ;;
+      --nvidia-driver) NVIDIA_DRIVER_MODE="$val" ;;
       --unit-type) UNIT_TYPE="$val" ;;
       --node-firewall) [[ "$val" == ssh-only ]] || usage_error "--node-firewall: ssh-only, got '$val'"; NODE_FIREWALL="$val" ;;
       -h | --help) usage; exit "$EXIT_OK" ;;
@@ -348,6 +372,10 @@ parse_args() {
   done
   case "$TOOLKIT_MODE" in auto | skip) ;; *) usage_error "--toolkit: auto or skip, got '$TOOLKIT_MODE'" ;; esac
   case "$UNIT_TYPE" in notify | exec) ;; *) usage_error "--unit-type: notify or exec, got '$UNIT_TYPE'" ;; esac
+  case "$NVIDIA_DRIVER_MODE" in
+    image | install) ;;
+    *) usage_error "--nvidia-driver: image or install, got '$NVIDIA_DRIVER_MODE'" ;;
+  esac
   [[ "$STATUS_FILE" == /* && "$LOG_FILE" == /* && "$LOCK_FILE" == /* ]] ||
     usage_error "--status-file, --log-file and --lock-file take absolute paths"
   METADATA_URL="${METADATA_URL%/}"
@@ -382,27 +410,134 @@ take_lock() {
   STATUS_ENABLED=1
 }
 
+# NVIDIA GPUs on the PCI bus (vendor 0x10de, class 0x03xxxx; NVSwitches are 0x0680xx), driver or not.
+count_pci_nvidia_gpus() {
+  local d v c
+  PCI_NVIDIA=0
+  for d in "$SYSFS_ROOT"/bus/pci/devices/*; do
+    v="$(cat "$d/vendor" 2>/dev/null)" || continue
+    c="$(cat "$d/class" 2>/dev/null)" || continue
+    [[ "${v,,}" == 0x10de && "${c,,}" == 0x03* ]] && PCI_NVIDIA=$((PCI_NVIDIA + 1))
+  done
+  return 0
+}
+
 detect_gpu() {
   local out=""
   GPU_PRESENT=false
-  if command -v nvidia-smi >/dev/null 2>&1; then
-    if out="$(timeout 60 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)" &&
-      [[ -n "${out//[[:space:]]/}" ]]; then
-      GPU_PRESENT=true
-      GPU_NAME="$(head -n1 <<<"$out")"
-      GPU_COUNT="$(grep -c . <<<"$out")"
-    fi
+  GPU_DRIVER=failing
+  if ! command -v nvidia-smi >/dev/null 2>&1; then
+    GPU_DRIVER=missing GPU_DRIVER_ERROR="nvidia-smi is not installed"
+  elif out="$(timeout 60 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)" &&
+    [[ -n "${out//[[:space:]]/}" ]]; then
+    GPU_PRESENT=true GPU_DRIVER=ok
+    GPU_NAME="$(head -n1 <<<"$out")"
+    GPU_COUNT="$(grep -c . <<<"$out")"
+  else
+    GPU_DRIVER_ERROR="$({ timeout 60 nvidia-smi -L 2>&1 || true; } | grep -m1 .)" || GPU_DRIVER_ERROR="nvidia-smi failed"
   fi
+  count_pci_nvidia_gpus
   if [[ "$GPU_PRESENT" == true ]]; then
-    log "GPU seen: $GPU_COUNT x $GPU_NAME"
+    log "GPU seen: $GPU_COUNT x $GPU_NAME (on the PCI bus: $PCI_NVIDIA)"
     GPU_CONFIGURED=true
   elif [[ -f "$ROOT$GPU_ENABLED_MARKER" ]]; then
     log "WARNING: nvidia-smi does not work now, but an earlier run configured a GPU: keeping the" \
       "NVIDIA runtime and device plugin (check the driver with 'nvidia-smi')"
     GPU_CONFIGURED=true
+  elif ((PCI_NVIDIA > 0)); then
+    gpu_without_driver
   else
-    log "no GPU (nvidia-smi missing or failing): plain k3s"
+    GPU_DRIVER=none
+    log "no GPU (none on the PCI bus, nvidia-smi missing or failing): plain k3s"
   fi
+}
+
+# A GPU without a working driver: fail saying what to do, or (--nvidia-driver install) install
+# one; the run then goes on with plain k3s and a reboot loads the driver (installer/README.md).
+gpu_without_driver() {
+  local what="$PCI_NVIDIA NVIDIA GPU(s) on the PCI bus but no working NVIDIA driver (nvidia-smi: $GPU_DRIVER_ERROR)"
+  [[ "$GPU_DRIVER_ERROR" != *"version mismatch"* ]] ||
+    fail "$what: the driver was upgraded without a reboot; reboot the machine, then run again"
+  if [[ -f "$ROOT$DRIVER_INSTALLED" ]]; then
+    [[ -f "$ROOT$DRIVER_INSTALLED_THIS_BOOT" ]] ||
+      fail "$what, although an earlier run installed $(<"$ROOT$DRIVER_INSTALLED") and the machine" \
+        "rebooted since; look at 'dmesg | grep -i nvidia' (Secure Boot, kernel headers)"
+  elif [[ "$NVIDIA_DRIVER_MODE" == install ]]; then
+    step nvidia-driver
+    install_nvidia_driver
+  else
+    fail "$what: use a GPU image of this cloud (one with the NVIDIA driver), or let the installer" \
+      "add the distribution's server driver with --nvidia-driver install (gpuprov: the same flag)"
+  fi
+  GPU_DRIVER=reboot-needed REBOOT_REQUIRED=true
+  log "NVIDIA driver installed ($(<"$ROOT$DRIVER_INSTALLED")): it loads at the next boot; plain k3s until then"
+}
+
+# apt_get ARGS...: non-interactive, bounded, output in the log, the lock fd closed.
+apt_get() {
+  DEBIAN_FRONTEND=noninteractive timeout 1800 apt-get -o DPkg::Lock::Timeout=300 "$@" >>"$LOG_PATH" 2>&1 9>&- ||
+    fail "apt-get $* failed (see $LOG_FILE)"
+}
+
+# The distribution's server driver as its documentation says (installer/README.md, nvidia-driver).
+install_nvidia_driver() {
+  local id codename b="$NVIDIA_DRIVER_BRANCH"
+  id="$(sed -n 's/^ID=["'\'']\{0,1\}\([^"'\'']*\).*/\1/p' "$ROOT/etc/os-release" 2>/dev/null)" || true
+  codename="$(sed -n 's/^VERSION_CODENAME=["'\'']\{0,1\}\([^"'\'']*\).*/\1/p' "$ROOT/etc/os-release" 2>/dev/null)" || true
+  need_cmd apt-get
+  log "installing the NVIDIA driver on ${id:-?} ${codename:-?} (output in $LOG_FILE)"
+  case "$id" in
+    ubuntu)
+      apt_get update
+      if command -v ubuntu-drivers >/dev/null 2>&1; then
+        timeout 1800 ubuntu-drivers install --gpgpu "nvidia:$b-server" >>"$LOG_PATH" 2>&1 9>&- ||
+          fail "ubuntu-drivers install --gpgpu nvidia:$b-server failed (see $LOG_FILE)"
+        apt_get install -y "nvidia-utils-$b-server"
+      else
+        apt_get install -y "nvidia-driver-$b-server"
+      fi
+      b="nvidia-driver $b-server"
+      ;;
+    debian)
+      printf 'deb http://deb.debian.org/debian %s main contrib non-free non-free-firmware\n' "$codename" |
+        write_if_changed "$ROOT/etc/apt/sources.list.d/gpuprov-nvidia-driver.list" 0644 || true
+      apt_get update
+      apt_get install -y "linux-headers-$(uname -r)" nvidia-driver firmware-misc-nonfree
+      b="Debian's nvidia-driver ($codename non-free)"
+      ;;
+    *) fail "--nvidia-driver install supports Ubuntu and Debian; this machine is '${id:-unknown}'" ;;
+  esac
+  mkdir -p "$ROOT$STATE_DIR" "$ROOT${DRIVER_INSTALLED_THIS_BOOT%/*}"
+  printf '%s\n' "$b" | atomic_write "$ROOT$DRIVER_INSTALLED" 0644
+  : >"$ROOT$DRIVER_INSTALLED_THIS_BOOT"
+}
+
+# NVSwitch machines: CUDA fails (error 802) until nvidia-fabricmanager runs. Start it when
+# installed, else fail naming the package of the driver's branch.
+ensure_fabric_manager() {
+  local fm=nvidia-fabricmanager.service br d state
+  state="$(timeout 60 nvidia-smi -q 2>/dev/null | awk '/^ *Fabric *$/ { f = 1 } f && /State/ { print $NF; exit }')" || true
+  if [[ "$state" == "" || "$state" == "N/A" ]] && ! compgen -G "$ROOT/dev/nvidia-nvswitch*" >/dev/null; then
+    return 0
+  fi
+  NVSWITCH=true
+  if ! timeout 60 systemctl is-active --quiet "$fm"; then
+    br="$(timeout 60 nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1)" || true
+    br="${br%%.*}"
+    for d in /etc/systemd/system /lib/systemd/system /usr/lib/systemd/system ""; do
+      [[ -e "$ROOT$d/$fm" ]] && break
+    done
+    [[ -n "$d" ]] || command -v nv-fabricmanager >/dev/null 2>&1 ||
+      fail "this machine has NVSwitch, and CUDA fails (error 802) until NVIDIA fabric manager runs," \
+        "which is not installed: install nvidia-fabricmanager-${br:-<driver branch>}, then run again"
+    log "NVSwitch: starting $fm"
+    timeout 120 systemctl enable "$fm" >>"$LOG_PATH" 2>&1 || log "WARNING: systemctl enable $fm failed"
+    { timeout 300 systemctl start "$fm" 9>&- && timeout 60 systemctl is-active --quiet "$fm"; } ||
+      fail "nvidia-fabricmanager did not start (it must match driver branch $br); see 'journalctl -u nvidia-fabricmanager'"
+    FABRIC_MANAGER=started
+  fi
+  FABRIC_MANAGER="${FABRIC_MANAGER:-active}"
+  log "NVSwitch: nvidia-fabricmanager $FABRIC_MANAGER"
 }
 
 # k3s_asset_and_hash: sets ASSET (release file name) and EXPECTED_SHA256 (may be empty).
@@ -868,6 +1003,10 @@ main() {
   fi
   step k3s-binary
   ensure_k3s_binary
+  if [[ "$GPU_PRESENT" == true ]]; then
+    step fabric-manager
+    ensure_fabric_manager
+  fi
   if [[ "$GPU_CONFIGURED" == true ]]; then
     step nvidia-toolkit
     ensure_toolkit
@@ -890,6 +1029,9 @@ main() {
   FINISHED_AT="$NOW"
   write_status
   log "done: k3s $K3S_VERSION ($K3S_ACTION), GPU configured: $GPU_CONFIGURED, tls-san: ${TLS_SANS[*]}"
+  if [[ "$REBOOT_REQUIRED" == true ]]; then
+    log "reboot required: the NVIDIA driver loads at the next boot; run this installer again after it"
+  fi
 }
 
 main "$@"

@@ -27,6 +27,16 @@ using Clock = std::chrono::steady_clock;
 /// boot run that took it after ours): one install, apt included, fits well within it.
 constexpr std::chrono::minutes kAfterPushRunWait{15};
 
+/// While the GPUs are not allocatable, validation probes the node again this often: a GPU
+/// without a driver fails at once, a driver that loaded late gets the installer re-run.
+constexpr std::chrono::seconds kValidateReprobeEvery{10};
+
+/// Reboots the node in two seconds, from a transient timer, so the command returns before the
+/// connection drops (NodeShell may repeat a command after a reconnect; a reboot must not be).
+constexpr const char* kRebootCommand =
+    "systemd-run --quiet --on-active=2 /bin/systemctl reboot 2>/dev/null || "
+    "{ nohup sh -c 'sleep 2; systemctl reboot' >/dev/null 2>&1 </dev/null & }";
+
 /// The last line of \a text, trimmed: what a failed installer printed last.
 std::string LastLine(const std::string& text) {
   const std::string t = TrimSpace(text);
@@ -299,6 +309,7 @@ class ClusterBringUp {
     args.node_firewall = NodeFirewallFor(in_.plan);
     if (!in_.plan.boot_route) args.public_ip = in_.public_ip;  // a boot run asks the metadata service
     bool pushed = false;
+    bool rebooted = false;
     Clock::time_point pushed_at;
     console_.Step("install", in_.plan.boot_route ? "checking the k3s install that ran at boot"
                                                  : "installing k3s over SSH");
@@ -306,14 +317,36 @@ class ClusterBringUp {
       NodeProbe probe = RunNodeProbe(shell_);
       const BootRoute route = pushed ? BootRoute::kNone : BootRouteOf(in_.plan);
       ClusterDecision d = DecideClusterAction(probe, route, Since(start), in_.boot_install_wait,
-                                              InstallerVersion());
+                                              InstallerVersion(), DriverInstall());
       rec_.probe = DescribeNodeProbe(probe);
       rec_.probe["decision"] = std::string(ToString(d.action)) + ": " + d.reason;
       if (pushed) rec_.probe["pushed_over_ssh"] = "yes";
+      if (rebooted) rec_.probe["rebooted"] = "yes";
       in_.save(rec_);
       console_.Debug("probe: " + rec_.probe["decision"]);
-      if (d.action == ClusterAction::kCheckApi) break;
-      if (d.action == ClusterAction::kFail) throw Error(vm_ + ": " + d.reason, CannotHostFix(vm_));
+      if (d.action == ClusterAction::kCheckApi) {
+        if (!probe.marker_fabric_manager.empty()) {
+          console_.Info("NVSwitch machine: nvidia-fabricmanager " + probe.marker_fabric_manager);
+        }
+        break;
+      }
+      if (d.action == ClusterAction::kFail) {
+        if (d.cause == ClusterDecision::Cause::kGpuWithoutDriver) {
+          throw Error(vm_ + ": " + d.reason, GpuWithoutDriverFix(vm_, in_.cloud));
+        }
+        throw Error(vm_ + ": " + d.reason, CannotHostFix(vm_));
+      }
+      if (d.action == ClusterAction::kReboot) {
+        if (rebooted) {
+          throw Error(vm_ + ": the NVIDIA driver the installer added did not load after a reboot",
+                      LookHint(vm_, boot_log_));
+        }
+        console_.Note(d.reason + ": rebooting " + vm_);
+        Reboot();
+        rebooted = true;
+        pushed = false;  // after the reboot the installer runs again where needed
+        continue;
+      }
       if (d.action == ClusterAction::kWait) {
         console_.Progress("waiting for the boot install (" + d.reason + ")", Since(start));
         PauseUnlessInterrupted(in_.poll_interval + in_.poll_interval / 2, "waiting for the boot install");
@@ -386,6 +419,60 @@ class ClusterBringUp {
     return true;
   }
 
+  bool DriverInstall() const { return in_.k3s.nvidia_driver == "install"; }
+
+  /// Reboots the node and waits (bounded by boot_install_wait) until it answers SSH again from
+  /// a fresh boot.
+  void Reboot() {
+    const auto start = Clock::now();
+    try {
+      shell_.RunAsRoot("reboot", kRebootCommand, "", std::chrono::seconds(30));
+    } catch (const Error& e) {
+      // The connection may drop as the node goes down; the probes below tell.
+      console_.Debug("reboot: " + std::string(e.what()));
+    }
+    rec_.probe["rebooted"] = "yes";
+    in_.save(rec_);
+    for (;;) {
+      PauseUnlessInterrupted(in_.poll_interval * 2, "waiting for " + vm_ + " to reboot");
+      try {
+        NodeProbe probe = RunNodeProbe(shell_);
+        if (!probe.booted_seconds || std::chrono::seconds(*probe.booted_seconds) <= Since(start)) {
+          console_.Info(vm_ + " is back after its reboot");
+          rec_.phase_seconds["reboot"] = SecondsSince(start);
+          return;
+        }
+      } catch (const Error& e) {
+        console_.Debug("waiting for the reboot: " + std::string(e.what()));
+      }
+      if (Since(start) >= in_.boot_install_wait) {
+        throw Error(vm_ + " did not answer SSH within " +
+                        std::to_string(in_.boot_install_wait.count()) + "s of its reboot",
+                    "look at the VM in the cloud's console; " + LookHint(vm_, boot_log_));
+      }
+      console_.Progress("waiting for " + vm_ + " to reboot", Since(start));
+    }
+  }
+
+  /// While the GPUs are not allocatable: a probe of the node. A GPU without a working driver
+  /// fails at once; a GPU whose driver loaded after the install gets the installer re-run.
+  void ReprobeGpus() {
+    NodeProbe probe = RunNodeProbe(shell_);
+    if (std::string what = GpuWithoutDriver(probe); !what.empty()) {
+      rec_.probe = DescribeNodeProbe(probe);
+      in_.save(rec_);
+      throw Error(vm_ + ": " + what, GpuWithoutDriverFix(vm_, in_.cloud));
+    }
+    if (probe.gpu_present && !probe.marker_gpu_configured && !probe.installer_running) {
+      console_.Note("a GPU (" + probe.gpu_name + ") appeared that the install did not see: "
+                    "running the installer again");
+      InstallerArgs args = in_.k3s;
+      args.node_firewall = NodeFirewallFor(in_.plan);
+      if (!in_.plan.boot_route) args.public_ip = in_.public_ip;
+      RunInstaller("push installer for a late GPU", args, "late_gpu_rerun");
+    }
+  }
+
   /// Sends the installer over SSH and runs it with \a args; \a record_key in the record's probe
   /// map says it ran. Throws naming the exit status and the installer's last line on failure.
   void RunInstaller(const std::string& purpose, const InstallerArgs& args,
@@ -409,6 +496,7 @@ class ClusterBringUp {
   NodeChecks WaitAndValidate() {
     const auto start = Clock::now();
     bool api_seen = false;
+    auto reprobed = start;
     for (;;) {
       NodeChecks checks = RunNodeChecks(shell_);
       const std::string failing = FirstFailingCheck(checks, in_.expected_gpus);
@@ -420,6 +508,10 @@ class ClusterBringUp {
       if (failing.empty()) {
         rec_.phase_seconds["validate"] = SecondsSince(start);
         return checks;
+      }
+      if (failing.rfind("nvidia.com/gpu", 0) == 0 && Clock::now() - reprobed >= kValidateReprobeEvery) {
+        reprobed = Clock::now();
+        ReprobeGpus();
       }
       if (Since(start) >= in_.api_wait) {
         throw Error("cluster check failed on " + vm_ + " after " +
@@ -567,6 +659,15 @@ std::string CheckApiClosedAtPublicAddress(ApiReach& reach, const std::string& vm
                   kNodeInstallerPath + " --node-firewall ssh-only`, then re-run the same "
                   "`gpuprov provision`. The VM is kept and its API is exposed: `gpuprov down " +
                   vm + "` removes it");
+}
+
+std::string GpuWithoutDriverFix(const std::string& vm, const std::string& cloud) {
+  const std::string readme = cloud.empty() ? std::string("the driver's README") : DriverReadme(cloud);
+  return "use a GPU image of " + (cloud.empty() ? std::string("the cloud") : cloud) +
+         ", one with the NVIDIA driver (" + readme + " says which image GPU offers boot; drop "
+         "--image or pick such an image), or provision with --nvidia-driver install: the "
+         "installer adds the distribution's server driver and gpuprov reboots the VM once. "
+         "The VM is kept: `gpuprov down " + vm + "` removes it";
 }
 
 BootRoute BootRouteOf(const ClusterPlan& plan) {

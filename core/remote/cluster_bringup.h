@@ -105,6 +105,7 @@ std::string PlannedSshRouteReason(const ClusterPlan& plan);
 
 struct ClusterInputs {
   std::string vm_name;
+  std::string cloud;              // the driver's name, for hints naming its README
   ClusterPlan plan;
   std::string public_ip;
   int api_port = kApiPort;        // where the node's 6443 is reachable at public_ip
@@ -137,6 +138,10 @@ struct ClusterResult {
   int gpus_allocatable = 0;
   bool cuda_check_passed = false;
 };
+
+/// The hint for a GPU without a working driver on \a vm of \a cloud: a GPU image of that cloud
+/// (its driver's README says which image GPU offers boot), or --nvidia-driver install.
+std::string GpuWithoutDriverFix(const std::string& vm, const std::string& cloud);
 
 /// Runs the cluster state machine on the node behind \a shell. Throws Error naming the failed
 /// check (the caller keeps the VM). \a record is updated and saved through inputs.save.

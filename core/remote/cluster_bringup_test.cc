@@ -613,5 +613,67 @@ TEST_F(BringUpLoop, TheCudaCheckIsSkippedWhenOffAndOnNodesWithoutGpus) {
   EXPECT_EQ(rec.phase_seconds.count("cuda"), 0u);
 }
 
+// ---- A GPU without a working driver (issue 32, F2) ----
+
+/// A probe of a node with one NVIDIA GPU on the PCI bus: \a gpu "" (nvidia-smi fails) or the
+/// GPU nvidia-smi lists; the marker an installer wrote (\a marker_json "" for none).
+std::string GpuNodeProbe(const std::string& marker_json, const std::string& gpu,
+                         const std::string& k3s = "active") {
+  return "@@gpuprov-probe 1@@\n@@marker@@\n" + marker_json + "\n@@lock@@\nfree\n@@cloud-init@@\n" +
+         kCloudInitDone + "\n@@k3s@@\n" + k3s + "\n@@gpu@@\n" + gpu +
+         "@@gpu-bus@@\npci_nvidia=1\n" +
+         (gpu.empty() ? "smi_error=NVIDIA-SMI has failed because it couldn't communicate with "
+                        "the NVIDIA driver.\n"
+                      : "") +
+         "@@init@@\npid1=systemd\nsystemd_booted=yes\ncontainer=none\npid1_seconds=0\n@@end@@\n";
+}
+
+std::string DriverMarker(const std::string& result, bool reboot_required, bool gpu_configured) {
+  return R"({"schema_version": 1, "installer_version": ")" + InstallerVersion() +
+         R"(", "phase": ")" + (result == "ok" ? "done" : "gpu-detect") + R"(", "result": ")" +
+         result + R"(", "failed_step": )" + (result == "ok" ? "null" : R"("gpu-detect")") +
+         R"(, "message": null, "gpu_configured": )" + (gpu_configured ? "true" : "false") +
+         R"(, "reboot_required": )" + (reboot_required ? "true" : "false") + "}";
+}
+
+TEST_F(BringUpLoop, AGpuWithoutADriverFailsAtTheBootInstallsMarkerNamingTheCloudsGpuImage) {
+  in.cloud = "digitalocean";
+  node.probes = {GpuNodeProbe(DriverMarker("failed", false, false), "", "inactive")};
+  try {
+    Run();
+    ADD_FAILURE() << "a GPU without a driver went on";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("box: 1 NVIDIA GPU(s) on the PCI bus but no working "
+                                         "NVIDIA driver (nvidia-smi: NVIDIA-SMI has failed"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(e.hint().find("use a GPU image of digitalocean"), std::string::npos) << e.hint();
+    EXPECT_NE(e.hint().find("digitalocean/README.md"), std::string::npos) << e.hint();
+    EXPECT_NE(e.hint().find("--nvidia-driver install"), std::string::npos) << e.hint();
+  }
+  EXPECT_EQ(node.calls, std::vector<std::string>{"probe"});
+}
+
+TEST_F(BringUpLoop, ADriverTheInstallerAddedIsLoadedByOneRebootThenTheGpuIsConfigured) {
+  in.k3s.nvidia_driver = "install";
+  // Before the reboot; after it (the wait's probe, then the loop's); after the installer re-ran.
+  node.probes = {GpuNodeProbe(DriverMarker("ok", true, false), ""),
+                 GpuNodeProbe(DriverMarker("ok", true, false), "NVIDIA L4\n"),
+                 GpuNodeProbe(DriverMarker("ok", true, false), "NVIDIA L4\n"),
+                 GpuNodeProbe(DriverMarker("ok", false, true), "NVIDIA L4\n")};
+  Run();
+  EXPECT_EQ(node.Count("reboot"), 1);
+  EXPECT_EQ(node.Count("push installer"), 1);
+  EXPECT_EQ(rec.probe["rebooted"], "yes");
+  EXPECT_NE(node.commands[1].find("systemctl reboot"), std::string::npos) << node.commands[1];
+}
+
+TEST_F(BringUpLoop, ADriverStillNotLoadedAfterTheRebootStopsInsteadOfRebootingAgain) {
+  in.k3s.nvidia_driver = "install";
+  node.probes = {GpuNodeProbe(DriverMarker("ok", true, false), "")};
+  EXPECT_THROW(Run(), Error);
+  EXPECT_EQ(node.Count("reboot"), 1);
+}
+
 }  // namespace
 }  // namespace gpuprov

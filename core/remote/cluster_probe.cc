@@ -43,6 +43,18 @@ echo '@@gpu@@'
 if command -v nvidia-smi >/dev/null 2>&1 &&
    gpus=$(timeout 30 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null); then
   printf '%s\n' "$gpus"
+else
+  gpus=
+fi
+echo '@@gpu-bus@@'
+n=0
+for d in "${GPUPROV_SYSFS_ROOT:-/sys}"/bus/pci/devices/*; do
+  case "$(cat "$d/vendor" 2>/dev/null):$(cat "$d/class" 2>/dev/null)" in 0x10de:0x03*) n=$((n + 1)) ;; esac
+done
+echo "pci_nvidia=$n"
+if [ -z "$gpus" ]; then
+  if ! command -v nvidia-smi >/dev/null 2>&1; then echo "smi_error=nvidia-smi is not installed"
+  else echo "smi_error=$(timeout 30 nvidia-smi -L 2>&1 | grep -m 1 .)"; fi
 fi
 echo '@@init@@'
 echo "pid1=$(cat /proc/1/comm 2>/dev/null)"
@@ -95,6 +107,13 @@ void ParseMarker(const std::string& text, NodeProbe& p) {
     p.marker_public_ip = StringField(o, "public_ip");
     p.marker_gpu_configured = o->has("gpu_configured") && o->get("gpu_configured").isBoolean() &&
                               o->getValue<bool>("gpu_configured");
+    p.marker_reboot_required = o->has("reboot_required") &&
+                               o->get("reboot_required").isBoolean() &&
+                               o->getValue<bool>("reboot_required");
+    p.marker_fabric_manager = StringField(o, "fabric_manager");
+    if (o->has("gpu_seen") && o->isObject("gpu_seen")) {
+      p.marker_gpu_driver = StringField(o->getObject("gpu_seen"), "driver");
+    }
   } catch (const Poco::Exception&) {
     // A marker being rewritten or damaged: treat it as unreadable (the installer rewrites it).
     p.marker_present = true;
@@ -157,6 +176,23 @@ void ParseCloudInit(const std::string& text, NodeProbe& p) {
   p.cloud_init = "unknown";
 }
 
+// The "gpu-bus" section: pci_nvidia=N and, when nvidia-smi gave no GPU, smi_error=<line>.
+void ParseGpuBus(const std::string& text, NodeProbe& p) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("pci_nvidia=", 0) == 0) {
+      try {
+        p.pci_nvidia = std::stoi(line.substr(11));
+      } catch (const std::exception&) {
+        // Not a number: leave it unknown.
+      }
+    } else if (line.rfind("smi_error=", 0) == 0) {
+      p.gpu_error = TrimSpace(line.substr(10));
+    }
+  }
+}
+
 // The "init" section: key=value lines (pid1, systemd_booted, container, capeff).
 void ParseInit(const std::string& text, NodeProbe& p) {
   std::istringstream in(text);
@@ -214,6 +250,7 @@ NodeProbe ParseNodeProbe(const std::string& output) {
     ++p.gpu_count;
   }
   p.gpu_present = p.gpu_count > 0;
+  ParseGpuBus(s["gpu-bus"], p);
   ParseInit(s["init"], p);
   return p;
 }
@@ -241,6 +278,11 @@ std::map<std::string, std::string> DescribeNodeProbe(const NodeProbe& p) {
   }
   m["k3s_unit"] = p.k3s_unit.empty() ? "unknown" : p.k3s_unit;
   m["gpu"] = p.gpu_present ? p.gpu_name + " x" + std::to_string(p.gpu_count) : "none";
+  if (p.pci_nvidia) m["gpu_pci"] = std::to_string(*p.pci_nvidia);
+  if (!p.gpu_present && !p.gpu_error.empty()) m["gpu_error"] = p.gpu_error;
+  if (!p.marker_gpu_driver.empty()) m["gpu_driver"] = p.marker_gpu_driver;
+  if (!p.marker_fabric_manager.empty()) m["fabric_manager"] = p.marker_fabric_manager;
+  if (p.marker_reboot_required) m["reboot_required"] = "yes";
   if (!p.pid1.empty()) m["pid1"] = p.pid1;
   if (!p.container.empty()) m["container"] = p.container;
   return m;
@@ -252,6 +294,7 @@ const char* ToString(ClusterAction action) {
     case ClusterAction::kWait: return "wait";
     case ClusterAction::kPushInstaller: return "push-installer";
     case ClusterAction::kFail: return "fail";
+    case ClusterAction::kReboot: return "reboot";
   }
   return "?";
 }
@@ -276,6 +319,29 @@ std::string CannotHostK3s(const NodeProbe& p) {
 namespace {
 
 std::string Seconds(std::chrono::seconds s) { return std::to_string(s.count()) + "s"; }
+
+/// A GPU without a working driver (GpuWithoutDriver), once there is something to go by: not
+/// while an installer runs, and on a boot route not before the boot install wrote its marker
+/// (the image's own first-boot services may still load a driver). Without --nvidia-driver
+/// install: fail. With it: reboot when the installer added a driver this boot, fail when the
+/// installer says its driver did not load after the reboot, else let the installer run.
+std::optional<ClusterDecision> DecideGpuWithoutDriver(const NodeProbe& p, BootRoute route,
+                                                      bool driver_install) {
+  const std::string what = GpuWithoutDriver(p);
+  if (what.empty() || p.installer_running) return std::nullopt;
+  if (route != BootRoute::kNone && !p.marker_present) return std::nullopt;
+  const ClusterDecision fail = {ClusterAction::kFail, what,
+                                ClusterDecision::Cause::kGpuWithoutDriver};
+  if (p.marker_reboot_required) {
+    return ClusterDecision{ClusterAction::kReboot,
+                           "the NVIDIA driver the installer added loads after a reboot"};
+  }
+  if (!driver_install) return fail;
+  if (p.marker_result == "failed" && p.marker_failed_step == "gpu-detect") {
+    return ClusterDecision{fail.action, what + ": " + p.marker_message, fail.cause};
+  }
+  return std::nullopt;
+}
 
 /// A boot install that failed by its own marker, on either boot route: the marker says
 /// failed, or "running" with the lock free (the run died), or cannot be read with the lock
@@ -349,13 +415,21 @@ ClusterDecision DecideStartupScript(const NodeProbe& p, std::chrono::seconds wai
 
 }  // namespace
 
+std::string GpuWithoutDriver(const NodeProbe& p) {
+  if (p.gpu_present || p.marker_gpu_configured || !p.pci_nvidia || *p.pci_nvidia <= 0) return "";
+  return std::to_string(*p.pci_nvidia) +
+         " NVIDIA GPU(s) on the PCI bus but no working NVIDIA driver (nvidia-smi: " +
+         (p.gpu_error.empty() ? std::string("no GPU listed") : p.gpu_error) + ")";
+}
+
 ClusterDecision DecideClusterAction(const NodeProbe& p, BootRoute route,
                                     std::chrono::seconds waited, std::chrono::seconds wait_limit,
-                                    const std::string& installer_version) {
+                                    const std::string& installer_version, bool driver_install) {
   // Nothing to wait for and nothing to push on a node that cannot run k3s at all.
   if (std::string why = CannotHostK3s(p); !why.empty()) {
     return {ClusterAction::kFail, "this node cannot host k3s: " + why};
   }
+  if (auto d = DecideGpuWithoutDriver(p, route, driver_install)) return *d;
   const bool installed = p.marker_present && p.marker_result == "ok";
   // The installer writes its marker only while it holds the lock: a "running" marker with the
   // lock free is a run that died.

@@ -25,6 +25,10 @@ struct NodeProbe {
   std::string marker_message;      // "" or why it failed
   bool marker_gpu_configured = false;  // the run set up the NVIDIA runtime and device plugin
   std::string marker_public_ip;
+  /// gpu_seen.driver: ok | missing | failing | reboot-needed | none ("" from older installers).
+  std::string marker_gpu_driver;
+  bool marker_reboot_required = false;  // a driver was installed; it loads at the next boot
+  std::string marker_fabric_manager;    // NVSwitch machines: active | started; "" otherwise
   /// An installer run holds the host-wide lock right now.
   bool installer_running = false;
 
@@ -45,6 +49,10 @@ struct NodeProbe {
   bool gpu_present = false;
   std::string gpu_name;
   int gpu_count = 0;
+  /// NVIDIA GPUs on the PCI bus (${GPUPROV_SYSFS_ROOT:-/sys}), driver or not; nullopt when the
+  /// probe did not say.
+  std::optional<int> pci_nvidia;
+  std::string gpu_error;  // why nvidia-smi gave no GPU: its first line, or "not installed"
 
   // What runs the node ("" / nullopt: the probe did not say, as older probes did not).
   std::string pid1;                    // /proc/1/comm: "systemd" on a VM, "sshd" in a RunPod-like container
@@ -86,13 +94,22 @@ enum class ClusterAction {
   kCheckApi,       // installed and k3s running: go to the API check
   kWait,           // the boot install is still running: probe again later
   kPushInstaller,  // push the installer over SSH and run it
-  kFail,           // the node cannot host k3s (no systemd as PID 1, an unprivileged container)
+  kFail,           // the node cannot host k3s (no systemd as PID 1, an unprivileged container),
+                   // or has a GPU without a working driver
+  kReboot,         // reboot the node: a driver the installer added loads at boot
 };
 
 struct ClusterDecision {
   ClusterAction action;
   std::string reason;  // one line for the user and the record
+  /// kFail: what the failure is about, so the caller gives the matching hint.
+  enum class Cause { kCannotHostK3s, kGpuWithoutDriver } cause = Cause::kCannotHostK3s;
 };
+
+/// "" when the probe found no NVIDIA GPU on the PCI bus without a working driver; else that
+/// fact in one line ("2 NVIDIA GPU(s) on the PCI bus but no working NVIDIA driver (nvidia-smi:
+/// ...)"). A GPU a run configured before (its driver loading late) does not count.
+std::string GpuWithoutDriver(const NodeProbe& probe);
 
 /// Why the node cannot host k3s ("" when it can, or the probe did not say): systemd is not
 /// PID 1, or it is a container without CAP_SYS_ADMIN. The installer runs k3s as a systemd unit.
@@ -102,9 +119,13 @@ std::string CannotHostK3s(const NodeProbe& probe);
 /// \a route: how the installer was meant to arrive (kNone once it was pushed). \a waited: how
 /// long gpuprov has been waiting for the boot install; \a wait_limit: how long it may.
 /// \a installer_version: the version gpuprov carries (an older marker means re-run it).
+/// \a driver_install: --nvidia-driver install (a GPU without a driver gets one, then a reboot);
+/// without it such a GPU fails at once, once the install (or, on a boot route, the boot
+/// install's marker) has spoken.
 ClusterDecision DecideClusterAction(const NodeProbe& probe, BootRoute route,
                                     std::chrono::seconds waited, std::chrono::seconds wait_limit,
-                                    const std::string& installer_version);
+                                    const std::string& installer_version,
+                                    bool driver_install = false);
 
 const char* ToString(ClusterAction action);
 

@@ -418,5 +418,119 @@ TEST(NodeProbe, DescribeForTheRecord) {
   EXPECT_EQ(m["container"], "docker");
 }
 
+// ---- A GPU on the PCI bus without a working driver (issue 32, F2) ----
+
+// A marker as an installer with PCI detection writes it: \a gpu_seen is its gpu_seen object.
+std::string GpuMarker(const std::string& result, const std::string& failed_step,
+                      const std::string& message, const std::string& gpu_seen,
+                      bool reboot_required = false, bool gpu_configured = false) {
+  return R"({"schema_version": 1, "installer_version": "0.1.0", "phase": ")" +
+         (result == "failed" ? failed_step : std::string("done")) + R"(", "result": ")" + result +
+         R"(", "failed_step": )" + (failed_step.empty() ? "null" : "\"" + failed_step + "\"") +
+         R"(, "message": )" + (message.empty() ? "null" : "\"" + message + "\"") +
+         R"(, "gpu_seen": )" + gpu_seen + R"(, "gpu_configured": )" +
+         (gpu_configured ? "true" : "false") + R"(, "fabric_manager": null, "reboot_required": )" +
+         (reboot_required ? "true" : "false") + "}";
+}
+
+const std::string kNoDriverSeen =
+    R"({"present": false, "name": null, "count": 0, "pci_nvidia": 2, "driver": "failing", "driver_error": "NVIDIA-SMI has failed", "nvswitch": false})";
+const std::string kSmiFailed =
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.";
+
+// A probe output with a "gpu-bus" section (what probes of this version print).
+NodeProbe ParseWithBus(const std::string& bus, const std::string& marker, const std::string& ci,
+                       const std::string& k3s = "", const std::string& lock = "free",
+                       const std::string& gpu = "") {
+  std::string out = Output(marker, lock, ci, k3s, gpu);
+  out.insert(out.find("@@end@@"), "@@gpu-bus@@\n" + bus);
+  return ParseNodeProbe(out);
+}
+
+const std::string kTwoGpusNoDriver = "pci_nvidia=2\nsmi_error=" + kSmiFailed + "\n";
+
+ClusterDecision Ssh(const NodeProbe& p, bool driver_install = false) {
+  return DecideClusterAction(p, BootRoute::kNone, seconds(0), seconds(900), "0.1.0",
+                             driver_install);
+}
+
+TEST(NodeProbe, ParsesTheGpuBusSectionAndTheMarkersDriverFields) {
+  NodeProbe p = ParseWithBus(kTwoGpusNoDriver,
+                             GpuMarker("ok", "", "", kNoDriverSeen, /*reboot_required=*/true),
+                             kDone, "active");
+  ASSERT_TRUE(p.pci_nvidia);
+  EXPECT_EQ(*p.pci_nvidia, 2);
+  EXPECT_EQ(p.gpu_error, kSmiFailed);
+  EXPECT_EQ(p.marker_gpu_driver, "failing");
+  EXPECT_TRUE(p.marker_reboot_required);
+  auto m = DescribeNodeProbe(p);
+  EXPECT_EQ(m["gpu_pci"], "2");
+  EXPECT_EQ(m["gpu_error"], kSmiFailed);
+  EXPECT_EQ(m["reboot_required"], "yes");
+  // Older probes print no such section: nothing is assumed.
+  EXPECT_FALSE(Parse("", "free", kDone, "").pci_nvidia);
+  EXPECT_EQ(GpuWithoutDriver(Parse("", "free", kDone, "")), "");
+}
+
+TEST(DecisionTable, GpuWithoutDriverOnTheSshRouteFailsBeforeAnyPush) {
+  ClusterDecision d = Ssh(ParseWithBus(kTwoGpusNoDriver, "", "absent"));
+  EXPECT_EQ(d.action, ClusterAction::kFail);
+  EXPECT_EQ(d.cause, ClusterDecision::Cause::kGpuWithoutDriver);
+  EXPECT_NE(d.reason.find("2 NVIDIA GPU(s) on the PCI bus but no working NVIDIA driver"),
+            std::string::npos) << d.reason;
+  EXPECT_NE(d.reason.find(kSmiFailed), std::string::npos) << d.reason;
+}
+
+TEST(DecisionTable, GpuWithoutDriverOnABootRouteFailsOnceTheBootInstallSpoke) {
+  // The boot install still to come (the image may load a driver meanwhile): wait.
+  EXPECT_EQ(Boot(ParseWithBus(kTwoGpusNoDriver, "", kRunning)).action, ClusterAction::kWait);
+  // The boot install failed at gpu-detect: fail at once, no push of the same failing run.
+  ClusterDecision d = Boot(ParseWithBus(
+      kTwoGpusNoDriver, GpuMarker("failed", "gpu-detect", "no driver", kNoDriverSeen), kDone));
+  EXPECT_EQ(d.action, ClusterAction::kFail);
+  EXPECT_EQ(d.cause, ClusterDecision::Cause::kGpuWithoutDriver);
+  // Also on the startup-script route.
+  d = DecideClusterAction(
+      ParseWithBus(kTwoGpusNoDriver, GpuMarker("failed", "gpu-detect", "x", kNoDriverSeen), ""),
+      BootRoute::kStartupScript, seconds(0), seconds(900), "0.1.0");
+  EXPECT_EQ(d.action, ClusterAction::kFail);
+  // An installer still running is waited for.
+  EXPECT_EQ(Boot(ParseWithBus(kTwoGpusNoDriver, "", kRunning, "", "held")).action,
+            ClusterAction::kWait);
+}
+
+TEST(DecisionTable, GpuConfiguredBeforeWhoseDriverIsLateIsNotAGpuWithoutDriver) {
+  NodeProbe p = ParseWithBus(kTwoGpusNoDriver, Marker("ok", true), kDone, "active");
+  EXPECT_EQ(GpuWithoutDriver(p), "");
+  EXPECT_EQ(Boot(p).action, ClusterAction::kCheckApi);
+}
+
+TEST(DecisionTable, GpuWithoutDriverWithDriverInstallIsPushed) {
+  EXPECT_EQ(Ssh(ParseWithBus(kTwoGpusNoDriver, "", "absent"), true).action,
+            ClusterAction::kPushInstaller);
+}
+
+TEST(DecisionTable, ADriverTheInstallerAddedRebootsThenTheGpuIsConfigured) {
+  const std::string installed = GpuMarker("ok", "", "", kNoDriverSeen, /*reboot_required=*/true);
+  ClusterDecision d = Ssh(ParseWithBus(kTwoGpusNoDriver, installed, "absent", "active"), true);
+  EXPECT_EQ(d.action, ClusterAction::kReboot);
+  EXPECT_EQ(std::string(ToString(d.action)), "reboot");
+  // After the reboot the driver works: the GPU the last run did not see is configured.
+  d = Ssh(ParseWithBus("pci_nvidia=2\n", installed, "absent", "active", "free", "NVIDIA L4\n"),
+          true);
+  EXPECT_EQ(d.action, ClusterAction::kPushInstaller);
+  EXPECT_NE(d.reason.find("appeared"), std::string::npos) << d.reason;
+}
+
+TEST(DecisionTable, ADriverThatDidNotLoadAfterTheRebootFails) {
+  ClusterDecision d = Ssh(
+      ParseWithBus(kTwoGpusNoDriver,
+                   GpuMarker("failed", "gpu-detect", "the machine rebooted since", kNoDriverSeen),
+                   "absent"),
+      true);
+  EXPECT_EQ(d.action, ClusterAction::kFail);
+  EXPECT_NE(d.reason.find("the machine rebooted since"), std::string::npos) << d.reason;
+}
+
 }  // namespace
 }  // namespace gpuprov

@@ -79,7 +79,8 @@ std::vector<std::string> InstallerArgWords(const InstallerArgs& args) {
   for (const auto& [flag, value] : {std::pair{"--k3s-version", &args.k3s_version},
                                     std::pair{"--k3s-sha256", &args.k3s_sha256},
                                     std::pair{"--k3s-download-url", &args.k3s_download_url},
-                                    std::pair{"--node-firewall", &args.node_firewall}}) {
+                                    std::pair{"--node-firewall", &args.node_firewall},
+                                    std::pair{"--nvidia-driver", &args.nvidia_driver}}) {
     if (value->empty()) continue;
     words.push_back(flag);
     words.push_back(*value);

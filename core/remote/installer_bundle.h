@@ -36,6 +36,7 @@ struct InstallerArgs {
   std::string k3s_sha256;              // --k3s-sha256; "" = the installer's pinned hash
   std::string k3s_download_url;        // --k3s-download-url; "" = GitHub's release downloads
   std::string node_firewall;           // --node-firewall; "" = the node's firewall left as it is
+  std::string nvidia_driver;           // --nvidia-driver; "" = the installer's default (image)
 };
 
 /// The arguments as words (unquoted), e.g. {"--public-ip", "1.2.3.4"}.

@@ -134,6 +134,13 @@ TEST(InstallerBundle, ArgumentsAreWordsInOrder) {
   EXPECT_TRUE(InstallerArgWords(InstallerArgs{}).empty());
 }
 
+TEST(InstallerBundle, NvidiaDriverInstallIsPassedOnlyWhenAsked) {
+  InstallerArgs args;
+  args.nvidia_driver = "install";
+  EXPECT_EQ(InstallerArgWords(args), (std::vector<std::string>{"--nvidia-driver", "install"}));
+  EXPECT_THAT(InstallerPushCommand(args), ::testing::EndsWith("'--nvidia-driver' 'install'"));
+}
+
 TEST(InstallerBundle, PlainBootScriptWhenItFits) {
   auto s = MakeBootScript(InstallerArgs{}, 64 * 1024);
   ASSERT_TRUE(s);

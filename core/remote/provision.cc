@@ -210,6 +210,7 @@ InstallerArgs Provision::K3sArgs() const {
   args.k3s_version = opt_.k3s_version.value.value_or("");
   args.k3s_sha256 = opt_.k3s_sha256.value.value_or("");
   args.k3s_download_url = opt_.k3s_download_url.value.value_or("");
+  if (opt_.nvidia_driver.value == "install") args.nvidia_driver = "install";
   return args;
 }
 
@@ -630,6 +631,7 @@ void Provision::BringUpClusterIfOn(SshSession& session) {
   Save();
   ClusterInputs in;
   in.vm_name = name_;
+  in.cloud = cloud_name_;
   in.plan = plan_;
   in.public_ip = rec_.public_ip;
   in.api_port = vm_.ports.count(kApiPort) ? vm_.ports.at(kApiPort) : kApiPort;

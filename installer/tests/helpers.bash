@@ -17,10 +17,12 @@ common_setup() {
   export FAKE_SYSTEMCTL_DIR="$BATS_TEST_TMPDIR/systemd"
   export FAKE_GPU_FILE="$BATS_TEST_TMPDIR/gpu"
   export FAKE_APT_LOG="$BATS_TEST_TMPDIR/apt.log"
+  export GPUPROV_SYSFS_ROOT="$BATS_TEST_TMPDIR/sys" # an empty PCI bus unless a test adds devices
   export GPUPROV_METADATA_URL="http://127.0.0.1:1" # refused at once
   export GPUPROV_K3S_DOWNLOAD_URL="http://127.0.0.1:1"
   export GPUPROV_NVIDIA_REPO_URL="http://127.0.0.1:1"
   unset GPUPROV_TOOLKIT GPUPROV_K3S_UNIT_TYPE FAKE_K3S_VERSION FAKE_SYSTEMCTL_START_DELAY
+  unset GPUPROV_NVIDIA_DRIVER FAKE_NVIDIA_SMI_ERROR FAKE_DRIVER_VERSION FAKE_FABRIC_STATE
   unset GPUPROV_K3S_DOWNLOAD_ATTEMPTS GPUPROV_K3S_DOWNLOAD_STALL_SECONDS
   export FAKE_K3S_PINNED="$PINNED_K3S"
   SPY_DIR="$BATS_TEST_TMPDIR/spy"
@@ -90,4 +92,19 @@ refute() {
     echo "expected to fail: $*" >&2
     return 1
   fi
+}
+
+# with_pci_device ADDRESS VENDOR CLASS: a device on the fake PCI bus ($GPUPROV_SYSFS_ROOT).
+with_pci_device() {
+  local d="$GPUPROV_SYSFS_ROOT/bus/pci/devices/$1"
+  mkdir -p "$d"
+  printf '%s\n' "$2" >"$d/vendor"
+  printf '%s\n' "$3" >"$d/class"
+}
+
+# with_pci_gpus N: N NVIDIA GPUs (3D controllers) on the fake PCI bus, and a NIC.
+with_pci_gpus() {
+  local i
+  with_pci_device 0000:00:03.0 0x1af4 0x020000
+  for ((i = 0; i < $1; i++)); do with_pci_device "$(printf '0000:%02x:00.0' $((0x10 + i)))" 0x10de 0x030200; done
 }

@@ -346,3 +346,126 @@ check_fails_then_heals() {
 @test "a GPU whose device plugin never registers fails naming nvidia.com/gpu; a re-run succeeds once healed" {
   check_fails_then_heals digitalocean ku no-gpu-allocatable "nvidia.com/gpu is not allocatable" --gpus H100:1
 }
+
+# ---- GPU driver (issue 32, F2, F4): the test VM's fake GPU state (tests/fixtures/testvm/README.md,
+# gpu-state) leaves a GPU on the fake PCI bus with nvidia-smi failing (driver=absent), or makes an
+# NVSwitch machine with or without fabric manager.
+
+# provision_with_state CLOUD NAME GPUS STATE: `run` provision of a VM that starts with that fake
+# GPU state (gpu-state lines, JSON-escaped), its output echoed.
+provision_with_state() {
+  fault "{\"cloud\":\"$1\",\"fault\":\"gpu_state\",\"value\":\"$4\"}"
+  run "$GPUPROV" -v provision --name "$2" --cloud "$1" --gpus "$3"
+  echo "$output"
+}
+
+@test "GPU driver, boot route: a GPU without a driver fails right after the boot install, with the GPU-image hint" {
+  timeouts 600 600 # the defaults: a failure must not wait for them
+  SECONDS=0
+  provision_with_state digitalocean nd H100:1 driver=absent
+  local took=$SECONDS
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"nd: 1 NVIDIA GPU(s) on the PCI bus but no working NVIDIA driver (nvidia-smi: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."* ]]
+  [[ "$output" == *"use a GPU image of digitalocean"* ]]
+  [[ "$output" == *"plugins/digitalocean/README.md"* ]]
+  [[ "$output" == *"--nvidia-driver install"* ]]
+  # Decided from the boot install's marker: nothing pushed, no validation wait.
+  [ "$(round_trips "$output" "push installer")" -eq 0 ]
+  [[ "$output" != *"validating"* ]]
+  echo "took ${took}s" >&3
+  ((took < 180))
+  # The node's marker says what the installer saw.
+  run "$GPUPROV" ssh nd -- sudo cat /var/lib/gpuprov/install-status.json
+  [[ "$output" == *'"failed_step": "gpu-detect"'* ]]
+  [[ "$output" == *'"pci_nvidia": 1'* ]]
+  "$GPUPROV" down nd
+  expect_nothing_left digitalocean
+}
+
+@test "GPU driver, SSH route: a GPU without a driver fails at the first probe, before the installer is pushed" {
+  provision_with_state primeintellect ns H100:1 driver=absent
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"ns: 1 NVIDIA GPU(s) on the PCI bus but no working NVIDIA driver"* ]]
+  [[ "$output" == *"use a GPU image of primeintellect"* ]]
+  [ "$(round_trips "$output" "push installer")" -eq 0 ]
+  "$GPUPROV" down ns
+  expect_nothing_left primeintellect
+}
+
+@test "GPU driver: a GPU whose driver loads after the install: validation re-probes and re-runs the installer" {
+  # The VM starts without a GPU (the emulator would add it only after 10 minutes); the test makes
+  # it appear once the install is done and gpuprov validates.
+  fault '{"cloud":"digitalocean","fault":"gpu_after_boot","seconds":600}'
+  "$GPUPROV" -v provision --name nl --cloud digitalocean --gpus H100:1 >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
+  local pid=$! _
+  for _ in $(seq 1 900); do
+    grep -q "probe: check-api" "$BATS_TEST_TMPDIR/out" && break
+    sleep 0.2
+  done
+  docker exec "$(docker ps -q --filter label=io.gpuprov.emulator.name=nl)" \
+    sh -c 'echo H100:1 >/etc/gpuprov-testvm/gpu'
+  SECONDS=0
+  local rc=0
+  wait "$pid" || rc=$?
+  local took=$SECONDS
+  cat "$BATS_TEST_TMPDIR/out"
+  [ "$rc" -eq 0 ]
+  grep -q "appeared that the install did not see: running the installer again" "$BATS_TEST_TMPDIR/out"
+  grep -q "nvidia.com/gpu: 1" "$BATS_TEST_TMPDIR/out"
+  echo "validated ${took}s after the GPU appeared" >&3
+  ((took < 180))
+  "$GPUPROV" down nl
+  expect_nothing_left digitalocean
+}
+
+@test "GPU driver, --nvidia-driver install: the installer adds the driver, gpuprov reboots the VM once, then configures the GPU" {
+  skip "the docker emulator takes the container's exit at a reboot for a power-off (it closes the VM's port gate; no start API): needs reboot support in tests/emulators/docker_backend.cc"
+  fault '{"cloud":"digitalocean","fault":"gpu_state","value":"driver=absent"}'
+  "$GPUPROV" -v provision --name ni --cloud digitalocean --gpus H100:1 --nvidia-driver install \
+    >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
+  local pid=$! _ cid state started=0
+  # The cloud's part of the reboot: `systemctl reboot` stops the test VM's container (Docker has
+  # no reboot); start it again, as a cloud brings a rebooted VM back.
+  for _ in $(seq 1 1200); do
+    kill -0 "$pid" 2>/dev/null || break
+    cid=$(docker ps -aq --filter label=io.gpuprov.emulator.name=ni)
+    if [[ -n $cid && $started == 0 ]] && grep -q "rebooting ni" "$BATS_TEST_TMPDIR/out"; then
+      state=$(docker inspect -f '{{.State.Status}}' "$cid")
+      if [[ $state == exited ]]; then
+        docker start "$cid" >/dev/null
+        started=1
+      fi
+    fi
+    sleep 0.5
+  done
+  local rc=0
+  wait "$pid" || rc=$?
+  cat "$BATS_TEST_TMPDIR/out"
+  [ "$rc" -eq 0 ]
+  [ "$started" -eq 1 ]
+  grep -q "the NVIDIA driver the installer added loads after a reboot: rebooting ni" "$BATS_TEST_TMPDIR/out"
+  grep -q "ni is back after its reboot" "$BATS_TEST_TMPDIR/out"
+  grep -q "appeared that the last install did not see" "$BATS_TEST_TMPDIR/out"
+  grep -q "nvidia.com/gpu: 1" "$BATS_TEST_TMPDIR/out"
+  run "$GPUPROV" ssh ni -- sudo cat /var/lib/gpuprov/install-status.json
+  [[ "$output" == *'"reboot_required": false'* ]]
+  [[ "$output" == *'"gpu_configured": true'* ]]
+  run "$GPUPROV" ssh ni -- cat /var/log/gpuprov-testvm-apt.log
+  [[ "$output" == *"install -y linux-headers-"*" nvidia-driver firmware-misc-nonfree"* ]]
+  "$GPUPROV" down ni
+  expect_nothing_left digitalocean
+}
+
+@test "GPU driver, NVSwitch: a stopped fabric manager is started and shown; a missing one fails naming its package" {
+  provision_with_state digitalocean nf H100:1 'nvswitch=1\nfabricmanager=inactive'
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"NVSwitch machine: nvidia-fabricmanager started"* ]]
+  run "$GPUPROV" ssh nf -- systemctl is-active nvidia-fabricmanager
+  [ "$output" = active ]
+  "$GPUPROV" down nf
+  provision_with_state digitalocean nf H100:1 nvswitch=1
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"failed step: fabric-manager"*"install nvidia-fabricmanager-535"* ]]
+  "$GPUPROV" down nf
+  expect_nothing_left digitalocean
+}

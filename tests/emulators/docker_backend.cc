@@ -534,6 +534,9 @@ class DockerBackend : public InstanceBackend {
     if (!s.faults.k3s_faults.empty()) {
       seed.files["etc/gpuprov-testvm/k3s-faults"] = s.faults.k3s_faults + "\n";
     }
+    if (!s.faults.gpu_state.empty()) {
+      seed.files["etc/gpuprov-testvm/gpu-state"] = s.faults.gpu_state + "\n";
+    }
     if (!s.startup_script.empty()) seed.files.merge(StartupScriptFiles(s));
     return docker::NoCloudSeedTar(seed);
   }

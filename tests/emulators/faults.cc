@@ -27,7 +27,7 @@ const std::vector<std::string>& FaultBook::Names() {
       "vanish_during_boot", "error_during_boot", "boot_script_fails", "gpu_after_boot",
       "quota",             "payment_required",  "no_metadata",       "k3s_faults",
       "port_blocked",      "auth_failure",      "ip_after_boot",     "stall_after",
-      "ssh_delay",
+      "ssh_delay",         "gpu_state",
       // Lambda only (tests/emulators/README.md, Lambda Cloud).
       "concurrent",        "invalid_address"};
   return names;
@@ -40,7 +40,7 @@ std::optional<Fault> FaultBook::Parse(const JsonObject& body, std::string* error
     *error = "\"fault\" (string) is required; one of capacity, throttle, server_error, "
              "slow_boot, vanish_during_boot, error_during_boot, boot_script_fails, "
              "gpu_after_boot, quota, payment_required, no_metadata, k3s_faults, port_blocked, "
-             "auth_failure, ip_after_boot, stall_after, ssh_delay, concurrent, invalid_address";
+             "auth_failure, ip_after_boot, stall_after, ssh_delay, gpu_state, concurrent, invalid_address";
     return std::nullopt;
   }
   const auto& names = Names();
@@ -86,6 +86,10 @@ std::optional<Fault> FaultBook::Parse(const JsonObject& body, std::string* error
   if (f.name == "port_blocked" && (f.value.empty() ||
                                    f.value.find_first_not_of("0123456789,") != std::string::npos)) {
     *error = "fault port_blocked needs \"value\": comma-separated port numbers, e.g. \"6443\"";
+    return std::nullopt;
+  }
+  if (f.name == "gpu_state" && f.value.empty()) {
+    *error = "fault gpu_state needs \"value\": the fake GPU's state lines, e.g. \"driver=absent\"";
     return std::nullopt;
   }
   if (f.name == "k3s_faults" && f.value.empty()) {
@@ -136,6 +140,7 @@ BootFaults FaultBook::TakeBootFaults() {
   if (auto f = Take("gpu_after_boot")) b.gpu_after_seconds = f->seconds;
   if (Take("no_metadata")) b.no_metadata = true;
   if (auto f = Take("k3s_faults")) b.k3s_faults = f->value;
+  if (auto f = Take("gpu_state")) b.gpu_state = f->value;
   if (auto f = Take("ssh_delay")) b.ssh_delay_seconds = f->seconds;
   if (auto f = Take("port_blocked")) {
     std::stringstream ports(f->value);

@@ -28,7 +28,7 @@ struct Fault {
   std::string path;      // request faults: only paths starting with this ("" = any)
   std::string body;      // stall_after: only requests whose body contains this ("" = any)
   int nth = 1;           // request faults: the first nth-1 matching requests pass untouched
-  std::string value;     // k3s_faults: the lines of the k3s simulator's fault file
+  std::string value;     // k3s_faults, gpu_state: the lines of the file the VM starts with
 
   JsonObject ToJson() const;
 };
@@ -42,6 +42,7 @@ struct BootFaults {
   double gpu_after_seconds = -1; // >= 0: the GPU appears this long after running (absent before)
   bool no_metadata = false;      // the VM has no metadata service (169.254.169.254 unreachable)
   std::string k3s_faults;        // the k3s simulator's fault file in the VM ("" = none)
+  std::string gpu_state;         // the test VM's /etc/gpuprov-testvm/gpu-state ("" = none)
   std::vector<int> blocked_ports; // ports the cloud's firewall drops although rules open them
   double ssh_delay_seconds = -1;  // >= 0: SSH refused this long after running (-1: the default)
 };
