@@ -595,7 +595,9 @@ fetch_nvidia_key() {
   fi
   if [[ "${fpr:-}" != "$NVIDIA_KEY_FPR" ]]; then
     rm -f "$tmp"
-    fail "NVIDIA's apt key from $NVIDIA_REPO_URL/gpgkey: ${fpr:+fingerprint $fpr, want $NVIDIA_KEY_FPR (pinned; --nvidia-key-fingerprint)}${fpr:-could not fetch or read it (see $LOG_FILE)}"
+    local why="could not fetch or read it (see $LOG_FILE)"
+    [[ -z "${fpr:-}" ]] || why="fingerprint $fpr, want $NVIDIA_KEY_FPR (pinned; --nvidia-key-fingerprint)"
+    fail "NVIDIA's apt key from $NVIDIA_REPO_URL/gpgkey: $why"
   fi
   if write_if_changed "$dest" 0644 <"$tmp"; then log "wrote $1 (key $fpr)"; fi
   rm -f "$tmp"
