@@ -2,7 +2,7 @@
 # gpuprov-install.sh: makes this machine a single-node k3s cluster (NVIDIA runtime and device
 # plugin when `nvidia-smi` works). Runs as root at boot or pushed over SSH; a second run changes
 # nothing. Steps (status marker phases): preflight, lock, gpu-detect, firewall, k3s-binary,
-# nvidia-toolkit, public-ip, config, unit, device-plugin, k3s-start. Paths are below
+# nvidia-toolkit, public-ip, config, unit, device-plugin, host-firewall, k3s-start. Paths are below
 # $GPUPROV_INSTALL_ROOT (tests). installer/README.md: steps, flags, marker, exit codes.
 set -euo pipefail
 set -E # the ERR trap also fires inside functions
