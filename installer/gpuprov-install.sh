@@ -548,7 +548,7 @@ apt_run() {
     rc=0
     DEBIAN_FRONTEND=noninteractive "$@" >"$out" 2>&1 9>&- || rc=$?
     cat "$out" >>"$LOG_PATH"
-    [[ "$rc" != 0 ]] || return 0
+    [[ "$rc" != 0 ]] || { rm -f "$out"; return 0; }
     held="$(grep -m1 -E 'Could not get lock|dpkg frontend (lock )?(is|was) locked' "$out")" || true
     if [[ -z "$held" ]] || ((SECONDS - t0 >= APT_LOCK_TIMEOUT_S)); then break; fi
     log "waiting for apt's lock ($((SECONDS - t0))s of ${APT_LOCK_TIMEOUT_S}s): ${held#E: }"
