@@ -796,8 +796,8 @@ render_killall() {
 # Written by gpuprov-install.sh: stops k3s and its pods, removes their mounts, links, rules.
 [ "$(id -u)" = 0 ] || exec sudo "$0" "$@"
 systemctl stop k3s
-tree() { for p in "$@"; do tree $(pgrep -P "$p"); kill -9 "$p"; done 2>/dev/null; }
-tree $(pgrep -f 'k3s/data/[^/]*/bin/containerd-shim')
+tree() { for p in "$@"; do echo "$p"; tree $(pgrep -P "$p"); done; }
+kill -9 $(tree $(pgrep -f 'k3s/data/[^/]*/bin/containerd-shim')) 2>/dev/null
 for d in /run/k3s /var/lib/kubelet/pods /var/lib/kubelet/plugins /run/netns/cni-; do
   awk -v d=$d 'index($2, d) == 1 { print $2 }' /proc/self/mounts | sort -r | xargs -r -n1 umount -f
 done
