@@ -68,6 +68,7 @@ wait_for() {
 }
 
 @test "apt vm: the broken source is real (an update of every source fails) and did not matter" {
+  wait_for 120 sh -c '! systemctl is-active --quiet gpuprov-testvm-apt-busy.service'
   run vm apt-get update
   echo "$output"
   [ "$status" -ne 0 ]
