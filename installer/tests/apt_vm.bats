@@ -6,6 +6,9 @@
 # machine (Debian's sources are removed; no port is published). Needs docker and the image: runs
 # only with GPUPROV_INSTALLER_VM_TESTS=1, like testvm.bats.
 
+load helpers
+load vm_helpers
+
 setup_file() {
   [[ "${GPUPROV_INSTALLER_VM_TESTS:-0}" == 1 ]] || return 0
   REPO="$BATS_TEST_DIRNAME/../.."
@@ -22,12 +25,7 @@ setup_file() {
   install -m 0755 "$BATS_TEST_DIRNAME/../gpuprov-install.sh" "$seed/root/gpuprov-install.sh"
   echo L4:1 >"$seed/etc/gpuprov-testvm/gpu"
   echo 25 >"$seed/etc/gpuprov-testvm/apt-busy-seconds"
-  docker create --name "$VM" --hostname apt1 --cap-add SYS_ADMIN --cap-add NET_ADMIN --cgroupns host \
-    -v /sys/fs/cgroup:/sys/fs/cgroup:ro --tmpfs /run:rw,nosuid,nodev,exec,mode=755 \
-    --tmpfs /run/lock:rw,nosuid,nodev,noexec --stop-signal SIGRTMIN+3 \
-    "$IMAGE" /lib/systemd/systemd >/dev/null
-  tar -C "$seed" -cf - var root etc | docker cp - "$VM:/"
-  docker start "$VM" >/dev/null
+  start_vm apt1 "$seed" var root etc
 }
 
 teardown_file() {
@@ -38,18 +36,6 @@ setup() {
   [[ "${GPUPROV_INSTALLER_VM_TESTS:-0}" == 1 ]] || skip "set GPUPROV_INSTALLER_VM_TESTS=1"
 }
 
-vm() { docker exec "$VM" "$@"; }
-
-# wait_for SECONDS CMD...: poll CMD in the VM until it succeeds.
-wait_for() {
-  local limit="$1" i
-  shift
-  for ((i = 0; i < limit * 2; i++)); do
-    vm "$@" >/dev/null 2>&1 && return 0
-    sleep 0.5
-  done
-  return 1
-}
 
 @test "apt vm: the boot install waits for apt's locks, updates NVIDIA's list only, installs the toolkit" {
   wait_for 300 sh -c 'cloud-init status | grep -qE "status: (done|error)"'
@@ -95,12 +81,4 @@ wait_for() {
     refute vm test -e "$f"
   done
   vm test -x /usr/bin/nvidia-container-runtime # NVIDIA's packages stay
-}
-
-# refute CMD...: fails when CMD succeeds.
-refute() {
-  if "$@"; then
-    echo "expected to fail: $*" >&2
-    return 1
-  fi
 }
