@@ -28,14 +28,6 @@ setup_file() {
   start_vm apt1 "$seed" var root etc
 }
 
-teardown_file() {
-  if [[ -n "${VM:-}" ]]; then docker rm -f "$VM" >/dev/null 2>&1 || true; fi
-}
-
-setup() {
-  [[ "${GPUPROV_INSTALLER_VM_TESTS:-0}" == 1 ]] || skip "set GPUPROV_INSTALLER_VM_TESTS=1"
-}
-
 
 @test "apt vm: the boot install waits for apt's locks, updates NVIDIA's list only, installs the toolkit" {
   wait_for 300 sh -c 'cloud-init status | grep -qE "status: (done|error)"'

@@ -34,14 +34,6 @@ UD
   start_vm fw1 "$seed" var root etc
 }
 
-teardown_file() {
-  if [[ -n "${VM:-}" ]]; then docker rm -f "$VM" >/dev/null 2>&1 || true; fi
-}
-
-setup() {
-  [[ "${GPUPROV_INSTALLER_VM_TESTS:-0}" == 1 ]] || skip "set GPUPROV_INSTALLER_VM_TESTS=1"
-}
-
 
 vm_ip() { docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$VM"; }
 

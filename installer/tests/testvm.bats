@@ -45,14 +45,6 @@ K3S
   start_vm vm1 "$seed" var usr root
 }
 
-teardown_file() {
-  if [[ -n "${VM:-}" ]]; then docker rm -f "$VM" >/dev/null 2>&1 || true; fi
-}
-
-setup() {
-  [[ "${GPUPROV_INSTALLER_VM_TESTS:-0}" == 1 ]] || skip "set GPUPROV_INSTALLER_VM_TESTS=1"
-}
-
 
 @test "vm: a run racing the boot run waits for it; k3s starts once under systemd (Type=notify)" {
   wait_for 180 test -e /var/log/gpuprov-install.log

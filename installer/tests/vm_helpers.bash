@@ -1,6 +1,16 @@
 # Shared by the installer's test-VM bats files (testvm.bats, firewall_vm.bats, apt_vm.bats): a test
 # VM (tests/fixtures/testvm) created with the parameters its README gives, and commands in it.
 # shellcheck shell=bash
+# A file that loads this one gets its setup (skip unless GPUPROV_INSTALLER_VM_TESTS=1) and
+# teardown_file (the VM removed); its setup_file makes $VM from $IMAGE with start_vm.
+
+setup() {
+  [[ "${GPUPROV_INSTALLER_VM_TESTS:-0}" == 1 ]] || skip "set GPUPROV_INSTALLER_VM_TESTS=1"
+}
+
+teardown_file() {
+  if [[ -n "${VM:-}" ]]; then docker rm -f "$VM" >/dev/null 2>&1 || true; fi
+}
 
 # start_vm HOSTNAME SEED ENTRY...: creates $VM from $IMAGE, copies SEED's top-level ENTRY...
 # (var, root, etc, ...) over its / before the first boot (cloud-init reads the seed then), starts it.
