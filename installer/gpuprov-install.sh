@@ -2,7 +2,7 @@
 # gpuprov-install.sh: makes this machine a single-node k3s cluster (NVIDIA runtime and device
 # plugin when `nvidia-smi` works). Runs as root at boot or pushed over SSH; a second run changes
 # nothing. Steps (status marker phases): preflight, lock, gpu-detect, firewall, k3s-binary,
-# nvidia-toolkit, public-ip, config, unit, device-plugin, k3s-start. Paths are below
+# nvidia-toolkit, public-ip, config, unit, device-plugin, host-firewall, k3s-start. Paths are below
 # $GPUPROV_INSTALL_ROOT (tests). installer/README.md: steps, flags, marker, exit codes.
 set -euo pipefail
 set -E # the ERR trap also fires inside functions
@@ -57,6 +57,9 @@ NVIDIA_REPO_URL="${GPUPROV_NVIDIA_REPO_URL:-https://nvidia.github.io/libnvidia-c
 NVIDIA_DRIVER_MODE="${GPUPROV_NVIDIA_DRIVER:-image}" # image: use the image's; install: add one
 # The PCI bus as sysfs shows it (the test VM points this at a fake tree).
 SYSFS_ROOT="${GPUPROV_SYSFS_ROOT:-/sys}"
+# The primary key fingerprint of NVIDIA's repo key (its install guide); another repo needs its own.
+NVIDIA_KEY_FPR="${GPUPROV_NVIDIA_KEY_FINGERPRINT:-C95B321B61E88C1809C4F759DDCAE044F796ECB0}"
+APT_LOCK_TIMEOUT_S="${GPUPROV_APT_LOCK_TIMEOUT_SECONDS:-900}"
 
 # Paths on the node (prefix with $ROOT to touch them).
 readonly K3S_BIN="/usr/local/bin/k3s"
@@ -74,6 +77,8 @@ readonly DRIVER_INSTALLED_THIS_BOOT="/run/gpuprov/nvidia-driver-installed" # ...
 readonly NVIDIA_RUNTIME_DIRS=("/usr/local/nvidia/toolkit" "/usr/bin")
 readonly FW_SCRIPT="/etc/gpuprov/node-firewall.sh"
 readonly FW_UNIT="/etc/systemd/system/gpuprov-firewall.service"
+readonly K3S_ENV="/etc/systemd/system/k3s.service.env"
+readonly APT_HOLD_CONF="/etc/apt/apt.conf.d/51gpuprov-nvidia-hold"
 
 # ---- Run state (what the status marker reports)
 PHASE="preflight"
@@ -123,12 +128,16 @@ options:
   --node-firewall ssh-only  drop new inbound connections but SSH, now and at every boot
   --nvidia-driver image|install  a GPU without a working driver: fail (image, default), or
                           install the distribution's server driver (loaded after a reboot)
+  --nvidia-repo-url URL   NVIDIA container toolkit apt repo (default $NVIDIA_REPO_URL)
+  --nvidia-key-fingerprint HEX  its signing key's fingerprint (default NVIDIA's)
+  --apt-lock-timeout SECS how long apt waits for locks other apt runs hold (default $APT_LOCK_TIMEOUT_S)
   -h, --help              this help
   --version               print the installer version
 
 environment: GPUPROV_INSTALL_ROOT (tests), GPUPROV_METADATA_URL, GPUPROV_K3S_DOWNLOAD_URL,
 GPUPROV_K3S_DOWNLOAD_ATTEMPTS (4), GPUPROV_K3S_DOWNLOAD_STALL_SECONDS (30), GPUPROV_NVIDIA_REPO_URL,
-GPUPROV_TOOLKIT, GPUPROV_K3S_UNIT_TYPE, GPUPROV_NVIDIA_DRIVER, GPUPROV_SYSFS_ROOT (/sys).
+GPUPROV_NVIDIA_KEY_FINGERPRINT, GPUPROV_APT_LOCK_TIMEOUT_SECONDS, GPUPROV_TOOLKIT, GPUPROV_K3S_UNIT_TYPE,
+GPUPROV_NVIDIA_DRIVER, GPUPROV_SYSFS_ROOT (/sys).
 exit codes: 0 ok, 1 a step failed (named on stderr and in the status marker), 2 usage, 3 lock timeout.
 EOF
 }
@@ -328,7 +337,7 @@ parse_args() {
         ;;
       --public-ip | --tls-san | --k3s-version | --k3s-sha256 | --k3s-download-url | \
         --status-file | --log-file | --lock-file | --lock-timeout | --restart-timeout | --metadata-url | --toolkit | --unit-type | --node-firewall | \
-        --nvidia-driver)
+        --nvidia-driver | --nvidia-repo-url | --nvidia-key-fingerprint | --apt-lock-timeout)
         [[ $# -ge 2 ]] || usage_error "$opt needs a value"
         val="$2"
         shift
@@ -364,6 +373,9 @@ parse_args() {
       --nvidia-driver) NVIDIA_DRIVER_MODE="$val" ;;
       --unit-type) UNIT_TYPE="$val" ;;
       --node-firewall) [[ "$val" == ssh-only ]] || usage_error "--node-firewall: ssh-only, got '$val'"; NODE_FIREWALL="$val" ;;
+      --nvidia-repo-url) NVIDIA_REPO_URL="$val" ;;
+      --nvidia-key-fingerprint) NVIDIA_KEY_FPR="$val" ;;
+      --apt-lock-timeout) APT_LOCK_TIMEOUT_S="$val" ;;
       -h | --help) usage; exit "$EXIT_OK" ;;
       --version) printf '%s\n' "$INSTALLER_VERSION"; exit "$EXIT_OK" ;;
       *) usage_error "unknown argument '$opt'" ;;
@@ -378,7 +390,14 @@ parse_args() {
   esac
   [[ "$STATUS_FILE" == /* && "$LOG_FILE" == /* && "$LOCK_FILE" == /* ]] ||
     usage_error "--status-file, --log-file and --lock-file take absolute paths"
+  [[ "$NVIDIA_REPO_URL" =~ ^https?://[^[:space:]@]+$ ]] ||
+    usage_error "--nvidia-repo-url: an http:// or https:// URL without user name, got '$NVIDIA_REPO_URL'"
+  NVIDIA_KEY_FPR="${NVIDIA_KEY_FPR//[[:space:]]/}"
+  NVIDIA_KEY_FPR="${NVIDIA_KEY_FPR^^}"
+  [[ "$NVIDIA_KEY_FPR" =~ ^[0-9A-F]{40}$ ]] || usage_error "--nvidia-key-fingerprint: 40 hex digits"
+  [[ "$APT_LOCK_TIMEOUT_S" =~ ^[0-9]{1,5}$ ]] || usage_error "--apt-lock-timeout: seconds"
   METADATA_URL="${METADATA_URL%/}"
+  NVIDIA_REPO_URL="${NVIDIA_REPO_URL%/}"
   K3S_DOWNLOAD_URL="${K3S_DOWNLOAD_URL%/}"
   [[ "$K3S_DOWNLOAD_ATTEMPTS" =~ ^[1-9][0-9]?$ ]] ||
     usage_error "GPUPROV_K3S_DOWNLOAD_ATTEMPTS: 1 to 99, got '$K3S_DOWNLOAD_ATTEMPTS'"
@@ -473,10 +492,11 @@ gpu_without_driver() {
   log "NVIDIA driver installed ($(<"$ROOT$DRIVER_INSTALLED")): it loads at the next boot; plain k3s until then"
 }
 
-# apt_get ARGS...: non-interactive, bounded, output in the log, the lock fd closed.
+# apt_get ARGS...: apt-get through apt_run (waits out other apt runs' locks; SIGINT, never
+# SIGTERM, at the bound so dpkg is not cut mid-unpack).
 apt_get() {
-  DEBIAN_FRONTEND=noninteractive timeout 1800 apt-get -o DPkg::Lock::Timeout=300 "$@" >>"$LOG_PATH" 2>&1 9>&- ||
-    fail "apt-get $* failed (see $LOG_FILE)"
+  apt_run timeout --foreground -s INT 1800 apt-get -o DPkg::Lock::Timeout=30 "$@" ||
+    fail "apt-get $* failed: $APT_ERROR"
 }
 
 # The distribution's server driver as its documentation says (installer/README.md, nvidia-driver).
@@ -490,8 +510,8 @@ install_nvidia_driver() {
     ubuntu)
       apt_get update
       if command -v ubuntu-drivers >/dev/null 2>&1; then
-        timeout 1800 ubuntu-drivers install --gpgpu "nvidia:$b-server" >>"$LOG_PATH" 2>&1 9>&- ||
-          fail "ubuntu-drivers install --gpgpu nvidia:$b-server failed (see $LOG_FILE)"
+        apt_run timeout --foreground -s INT 1800 ubuntu-drivers install --gpgpu "nvidia:$b-server" ||
+          fail "ubuntu-drivers install --gpgpu nvidia:$b-server failed: $APT_ERROR"
         apt_get install -y "nvidia-utils-$b-server"
       else
         apt_get install -y "nvidia-driver-$b-server"
@@ -629,10 +649,15 @@ ensure_k3s_binary() {
   fi
   mv -f "$tmp" "$bin"
   log "installed k3s $K3S_VERSION at $K3S_BIN (sha256 $got)"
+}
+
+# k3s_links: kubectl, crictl and ctr as links to k3s where no such command exists (any route).
+k3s_links() {
   local link
   for link in kubectl crictl ctr; do
     if [[ ! -e "$ROOT/usr/local/bin/$link" ]] && ! command -v "$link" >/dev/null 2>&1; then
       ln -s k3s "$ROOT/usr/local/bin/$link"
+      log "linked /usr/local/bin/$link to k3s"
     fi
   done
 }
@@ -649,28 +674,101 @@ find_nvidia_runtime() {
   command -v nvidia-container-runtime 2>/dev/null || true
 }
 
+# apt_run CMD...: CMD (apt-get or dpkg), output in the log. While it fails on a lock another apt
+# holds (cloud-init, apt-daily, unattended-upgrades; `apt-get update` never waits for its lists
+# lock) it runs again every 5 s up to APT_LOCK_TIMEOUT_S, saying who holds it. On failure
+# APT_ERROR is apt's last `E:` line but the "ignored" summary, or the lock it could not get.
+apt_run() {
+  local out="$LOG_PATH.apt" t0=$SECONDS rc held
+  while :; do
+    rc=0
+    DEBIAN_FRONTEND=noninteractive "$@" >"$out" 2>&1 9>&- || rc=$?
+    cat "$out" >>"$LOG_PATH"
+    [[ "$rc" != 0 ]] || { rm -f "$out"; return 0; }
+    held="$(grep -m1 -E 'Could not get lock|dpkg frontend (lock )?(is|was) locked' "$out")" || true
+    if [[ -z "$held" ]] || ((SECONDS - t0 >= APT_LOCK_TIMEOUT_S)); then break; fi
+    log "waiting for apt's lock ($((SECONDS - t0))s of ${APT_LOCK_TIMEOUT_S}s): ${held#E: }"
+    sleep 5
+  done
+  APT_ERROR="$(grep -E '^E: |^dpkg: error' "$out" | grep -v 'Some index files failed' | tail -n1)" || true
+  [[ -z "$held" ]] || APT_ERROR="${held#E: } (still after ${APT_LOCK_TIMEOUT_S}s)"
+  APT_ERROR="${APT_ERROR:-$1 exit $rc}"
+  rm -f "$out"
+  return 1
+}
+
+# pgp_fingerprint FILE: the v4 fingerprint of the first key in binary OpenPGP FILE: SHA-1 over
+# 0x99, a 2-octet length and the key packet body (RFC 4880 12.2). In shell because gpg may be
+# missing (apt needs only gpgv, which prints no fingerprint).
+pgp_fingerprint() {
+  local -a b
+  local len off
+  read -ra b < <(od -An -tu1 -N6 -v "$1")
+  if ((b[0] >> 6 == 3 && (b[0] & 63) == 6)); then
+    if ((b[1] < 192)); then len=${b[1]} off=2
+    elif ((b[1] < 224)); then len=$(((b[1] - 192) * 256 + b[2] + 192)) off=3
+    else len=$((b[2] << 24 | b[3] << 16 | b[4] << 8 | b[5])) off=6; fi
+  elif ((b[0] >> 2 == 38)); then
+    case $((b[0] & 3)) in
+      0) len=${b[1]} off=2 ;; 1) len=$((b[1] << 8 | b[2])) off=3 ;; *) len=$((b[1] << 24 | b[2] << 16 | b[3] << 8 | b[4])) off=5 ;;
+    esac
+  else return 0; fi
+  { printf '%b' "$(printf '\\x99\\x%02x\\x%02x' $((len >> 8 & 255)) $((len & 255)))"
+    tail -c +$((off + 1)) "$1" | head -c "$len"; } | sha1sum | awk '{ print toupper($1) }'
+}
+
+# fetch_nvidia_key KEYRING: NVIDIA's armoured key, its fingerprint checked against the pin, to
+# KEYRING in binary form (what `gpg --dearmor` writes; apt's signed-by reads .gpg as binary),
+# replacing a stale or expired keyring there.
+fetch_nvidia_key() {
+  local dest="$ROOT$1" tmp fpr
+  mkdir -p "${dest%/*}"
+  tmp="$(mktemp "$dest.XXXXXX")"
+  log "fetching NVIDIA's apt key from $NVIDIA_REPO_URL/gpgkey"
+  if timeout 120 curl -fsSL --retry 3 "$NVIDIA_REPO_URL/gpgkey" 2>>"$LOG_PATH" | tr -d '\r' |
+    sed -E -e '1,/^[[:space:]]*$/d' -e '/^(=|-----END)/,$d' | base64 -d >"$tmp" 2>>"$LOG_PATH"; then
+    fpr="$(pgp_fingerprint "$tmp")"
+  fi
+  if [[ "${fpr:-}" != "$NVIDIA_KEY_FPR" ]]; then
+    rm -f "$tmp"
+    local why="could not fetch or read it (see $LOG_FILE)"
+    [[ -z "${fpr:-}" ]] || why="fingerprint $fpr, want $NVIDIA_KEY_FPR (pinned; --nvidia-key-fingerprint)"
+    fail "NVIDIA's apt key from $NVIDIA_REPO_URL/gpgkey: $why"
+  fi
+  if write_if_changed "$dest" 0644 <"$tmp"; then log "wrote $1 (key $fpr)"; fi
+  rm -f "$tmp"
+}
+
 install_toolkit() {
   local keyring="/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
   local list="/etc/apt/sources.list.d/nvidia-container-toolkit.list"
-  need_cmd apt-get curl gpg
-  if [[ ! -s "$ROOT$keyring" ]]; then
-    log "adding NVIDIA's apt key from $NVIDIA_REPO_URL/gpgkey"
-    mkdir -p "$(dirname "$ROOT$keyring")"
-    timeout 120 curl -fsSL --retry 3 "$NVIDIA_REPO_URL/gpgkey" 2>>"$LOG_PATH" |
-      gpg --batch --yes --dearmor -o "$ROOT$keyring" 2>>"$LOG_PATH" ||
-      fail "could not fetch NVIDIA's apt key from $NVIDIA_REPO_URL/gpgkey (see $LOG_FILE)"
-  fi
+  need_cmd apt-get dpkg curl base64 od sha1sum
+  fetch_nvidia_key "$keyring"
   # \$(ARCH) is for apt to expand, literally.
   # shellcheck disable=SC2016
   printf 'deb [signed-by=%s] %s/stable/deb/$(ARCH) /\n' "$keyring" "$NVIDIA_REPO_URL" |
     write_if_changed "$ROOT$list" 0644 || true
-  log "apt-get install nvidia-container-toolkit (output in $LOG_FILE)"
-  # fd 9 (the lock) closed for apt: nothing it starts may keep the lock alive.
-  DEBIAN_FRONTEND=noninteractive timeout 1200 apt-get -o DPkg::Lock::Timeout=300 update \
-    >>"$LOG_PATH" 2>&1 9>&- || fail "apt-get update failed (see $LOG_FILE)"
-  DEBIAN_FRONTEND=noninteractive timeout 1200 apt-get -o DPkg::Lock::Timeout=300 install -y \
-    nvidia-container-toolkit >>"$LOG_PATH" 2>&1 9>&- ||
-    fail "apt-get install nvidia-container-toolkit failed (see $LOG_FILE)"
+  if compgen -G "$ROOT/var/lib/dpkg/updates/[0-9]*" >/dev/null; then
+    log "dpkg was interrupted earlier: dpkg --configure -a"
+    apt_run timeout --foreground -s INT 1800 dpkg --configure -a ||
+      fail "dpkg --configure -a failed: $APT_ERROR (see $LOG_FILE)"
+  fi
+  log "apt-get update of $list only, then install nvidia-container-toolkit (output in $LOG_FILE)"
+  apt_run timeout 600 apt-get -o Dir::Etc::sourcelist="$list" -o Dir::Etc::sourceparts=- \
+    -o APT::Get::List-Cleanup=0 update || fail "apt-get update of $list failed: $APT_ERROR"
+  # SIGINT only to apt itself (--foreground): apt then stops between dpkg runs, never inside one.
+  apt_run timeout --foreground -s INT 1800 apt-get -o DPkg::Lock::Timeout=30 install -y \
+    nvidia-container-toolkit || fail "apt-get install nvidia-container-toolkit failed: $APT_ERROR"
+}
+
+# hold_nvidia_packages: unattended-upgrades leaves the driver, CUDA and toolkit alone (a newer
+# userspace under the loaded kernel module fails NVML in every new container until reboot).
+hold_nvidia_packages() {
+  printf '%s\n' '// Written by gpuprov-install.sh on a GPU node; how to upgrade: installer/README.md.' \
+    'Unattended-Upgrade::Package-Blacklist {' '  "nvidia-"; "libnvidia-"; "cuda-"; "libcuda";' \
+    '  "linux-modules-nvidia-"; "linux-objects-nvidia-"; "linux-signatures-nvidia-";' '};' |
+    write_if_changed "$ROOT$APT_HOLD_CONF" 0644 || return 0
+  log "wrote $APT_HOLD_CONF"
 }
 
 ensure_toolkit() {
@@ -794,6 +892,7 @@ WantedBy=multi-user.target
 [Service]
 Type=$UNIT_TYPE
 EnvironmentFile=-/etc/default/%N
+EnvironmentFile=-$K3S_ENV
 # Restarting k3s leaves running pods alone.
 KillMode=process
 Delegate=yes
@@ -811,7 +910,66 @@ ExecStart=$K3S_BIN server
 EOF
 }
 
+# write_k3s_env: the proxy settings this run has, for k3s and its containerd (as k3s's install.sh
+# copies them), when it has any; a file gpuprov did not write is kept as it is.
+write_k3s_env() {
+  local vars
+  vars="$(env | grep -E '^(CONTAINERD_[A-Z_]+|(HTTPS?|NO)_PROXY|(https?|no)_proxy)=' | sort)" || true
+  if [[ -f "$ROOT$K3S_ENV" ]] && ! grep -q '^# Written by gpuprov-install' "$ROOT$K3S_ENV"; then
+    log "$K3S_ENV was not written by gpuprov: kept"
+  elif [[ -n "$vars" ]] &&
+    printf '# Written by gpuprov-install.sh: the proxy settings it ran with.\n%s\n' "$vars" |
+    write_if_changed "$ROOT$K3S_ENV" 0600; then
+    log "wrote $K3S_ENV (${vars//$'\n'/ })"
+  fi
+}
+
+# render_killall: k3s-killall.sh as k3s's installer has it: k3s and its pods stopped, their
+# mounts, network namespaces, links and rules removed.
+render_killall() {
+  cat <<'EOF'
+#!/bin/sh
+# Written by gpuprov-install.sh: stops k3s and its pods, removes their mounts, links, rules.
+[ "$(id -u)" = 0 ] || exec sudo "$0" "$@"
+systemctl stop k3s
+tree() { for p in "$@"; do echo "$p"; tree $(pgrep -P "$p"); done; }
+kill -9 $(tree $(pgrep -f 'k3s/data/[^/]*/bin/containerd-shim')) 2>/dev/null
+for d in /run/k3s /var/lib/kubelet/pods /var/lib/kubelet/plugins /run/netns/cni-; do
+  awk -v d=$d 'index($2, d) == 1 { print $2 }' /proc/self/mounts | sort -r | xargs -r -n1 umount -f
+done
+ip netns show 2>/dev/null | grep -o '^cni-[^ ]*' | xargs -r -n1 ip netns delete
+for l in cni0 flannel.1 flannel-v6.1 kube-ipvs0 flannel-wg flannel-wg-v6; do ip link delete $l 2>/dev/null; done
+rm -rf /var/lib/cni /run/k3s
+for t in iptables ip6tables; do $t-save | grep -viE 'KUBE-|CNI-|flannel' | $t-restore; done 2>/dev/null
+exit 0
+EOF
+}
+
+# render_uninstall: k3s-uninstall.sh: k3s and every file gpuprov put on the node removed (the
+# NVIDIA packages stay).
+render_uninstall() {
+  cat <<'EOF'
+#!/bin/sh
+# Written by gpuprov-install.sh: removes k3s and gpuprov's files (NVIDIA packages stay).
+[ "$(id -u)" = 0 ] || exec sudo "$0" "$@"
+/usr/local/bin/k3s-killall.sh
+for u in k3s gpuprov-firewall gpuprov-ttl.timer gpuprov-ttl; do systemctl disable --now $u 2>/dev/null; done
+[ ! -f /etc/gpuprov/node-firewall.sh ] || sh /etc/gpuprov/node-firewall.sh stop
+for l in kubectl crictl ctr; do [ "$(readlink /usr/local/bin/$l)" != k3s ] || rm -f /usr/local/bin/$l; done
+cd /etc/systemd/system && rm -f k3s.service k3s.service.env gpuprov-firewall.service gpuprov-ttl.*
+rm -rf /etc/rancher/k3s /run/flannel /var/lib/rancher/k3s /var/lib/kubelet /var/lib/gpuprov /etc/gpuprov \
+  /usr/local/bin/k3s /usr/local/sbin/gpuprov-ttl /etc/apt/apt.conf.d/51gpuprov-nvidia-hold \
+  /usr/local/bin/k3s-killall.sh /usr/local/bin/k3s-uninstall.sh
+systemctl daemon-reload
+EOF
+}
+
 write_unit() {
+  local f
+  for f in killall uninstall; do
+    if "render_$f" | write_if_changed "$ROOT/usr/local/bin/k3s-$f.sh" 0755; then log "wrote k3s-$f.sh"; fi
+  done
+  write_k3s_env
   if render_unit | write_if_changed "$ROOT$K3S_UNIT" 0644; then
     log "wrote $K3S_UNIT (changed): daemon-reload"
     timeout 120 systemctl daemon-reload || fail "systemctl daemon-reload failed"
@@ -938,6 +1096,31 @@ ExecStart=/bin/sh %s\n[Install]\nWantedBy=sysinit.target\nRequiredBy=k3s.service
   log "node firewall applied: $FW_STATE"
 }
 
+# host_firewall: an active ufw or firewalld drops pods' traffic to services (k3s docs, "Known
+# issues"): k3s's pod and service networks are allowed; an inactive one is left alone.
+host_firewall() {
+  local c cidrs pod svc conf=("$ROOT"/etc/rancher/k3s/config.yaml.d/*.yaml)
+  pod="$(sed -nE 's/^cluster-cidr: *"?([^"]*)"?.*/\1/p' "${conf[@]}" 2>/dev/null | tail -n1)" || true
+  svc="$(sed -nE 's/^service-cidr: *"?([^"]*)"?.*/\1/p' "${conf[@]}" 2>/dev/null | tail -n1)" || true
+  cidrs="${pod:-10.42.0.0/16},${svc:-10.43.0.0/16}"
+  cidrs="${cidrs//,/ }"
+  if command -v ufw >/dev/null && LC_ALL=C timeout 60 ufw status 2>/dev/null | grep -q '^Status: active'; then
+    for c in $cidrs; do
+      timeout 60 ufw allow from "$c" >>"$LOG_PATH" 2>&1 ||
+        fail "ufw is active and 'ufw allow from $c' failed: allow k3s's networks ($cidrs) by hand, then run again"
+    done
+    log "ufw is active: allowed from $cidrs"
+  elif command -v firewall-cmd >/dev/null && timeout 60 firewall-cmd --state >/dev/null 2>&1; then
+    for c in $cidrs; do
+      { timeout 60 firewall-cmd --permanent --zone=trusted --add-source="$c" &&
+        timeout 60 firewall-cmd --zone=trusted --add-source="$c"; } >>"$LOG_PATH" 2>&1 ||
+        fail "firewalld is running and adding $c to its trusted zone failed: add k3s's networks" \
+          "($cidrs) with 'firewall-cmd --permanent --zone=trusted --add-source=...', then run again"
+    done
+    log "firewalld is running: $cidrs in its trusted zone"
+  fi
+}
+
 # k3s_inputs_fingerprint: sha256 over everything k3s reads only at start.
 k3s_inputs_fingerprint() {
   {
@@ -945,6 +1128,7 @@ k3s_inputs_fingerprint() {
     cat "$ROOT$K3S_CONFIG"
     printf 'unit\n'
     cat "$ROOT$K3S_UNIT"
+    cat "$ROOT$K3S_ENV" 2>/dev/null || true
     printf 'binary\n'
     sha256sum <"$ROOT$K3S_BIN"
     printf 'nvidia-runtime %s\n' "$(find_nvidia_runtime)"
@@ -1003,6 +1187,7 @@ main() {
   fi
   step k3s-binary
   ensure_k3s_binary
+  k3s_links
   if [[ "$GPU_PRESENT" == true ]]; then
     step fabric-manager
     ensure_fabric_manager
@@ -1010,6 +1195,7 @@ main() {
   if [[ "$GPU_CONFIGURED" == true ]]; then
     step nvidia-toolkit
     ensure_toolkit
+    hold_nvidia_packages
   fi
   step public-ip
   resolve_public_ip
@@ -1021,6 +1207,8 @@ main() {
     step device-plugin
     write_device_plugin
   fi
+  step host-firewall
+  host_firewall
   step k3s-start
   start_k3s
   PHASE="done"

@@ -35,7 +35,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler python3-grpcio python3-protobuf openssl
   clang libclang-rt-14-dev
   bash-completion zsh fish man-db python3-yaml
-  dpkg-dev lintian
+  dpkg-dev lintian gpg
 )
 
 step_start=$(date +%s)

@@ -7,6 +7,8 @@
 # `docker restart` the rules are back before k3s; the iptables fallback does the same. Needs docker
 # and the image: runs only with GPUPROV_INSTALLER_VM_TESTS=1, like testvm.bats.
 
+load vm_helpers
+
 setup_file() {
   [[ "${GPUPROV_INSTALLER_VM_TESTS:-0}" == 1 ]] || return 0
   REPO="$BATS_TEST_DIRNAME/../.."
@@ -29,34 +31,9 @@ UD
     printf '[Install]\nWantedBy=multi-user.target\n' >>"$seed/etc/systemd/system/fake-ingress-$port.service"
     ln -s "../fake-ingress-$port.service" "$seed/etc/systemd/system/multi-user.target.wants/"
   done
-  docker create --name "$VM" --hostname fw1 --cap-add SYS_ADMIN --cap-add NET_ADMIN --cgroupns host \
-    -v /sys/fs/cgroup:/sys/fs/cgroup:ro --tmpfs /run:rw,nosuid,nodev,exec,mode=755 \
-    --tmpfs /run/lock:rw,nosuid,nodev,noexec --stop-signal SIGRTMIN+3 \
-    "$IMAGE" /lib/systemd/systemd >/dev/null
-  tar -C "$seed" -cf - var root etc | docker cp - "$VM:/"
-  docker start "$VM" >/dev/null
+  start_vm fw1 "$seed" var root etc
 }
 
-teardown_file() {
-  if [[ -n "${VM:-}" ]]; then docker rm -f "$VM" >/dev/null 2>&1 || true; fi
-}
-
-setup() {
-  [[ "${GPUPROV_INSTALLER_VM_TESTS:-0}" == 1 ]] || skip "set GPUPROV_INSTALLER_VM_TESTS=1"
-}
-
-vm() { docker exec "$VM" "$@"; }
-
-# wait_for SECONDS CMD...: poll CMD in the VM until it succeeds.
-wait_for() {
-  local limit="$1" i
-  shift
-  for ((i = 0; i < limit * 2; i++)); do
-    vm "$@" >/dev/null 2>&1 && return 0
-    sleep 0.5
-  done
-  return 1
-}
 
 vm_ip() { docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$VM"; }
 

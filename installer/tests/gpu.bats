@@ -40,16 +40,14 @@ PLUGIN_MANIFEST=var/lib/rancher/k3s/server/manifests/nvidia-device-plugin.yaml
   run "$INSTALLER" # the toolkit is missing: auto mode installs it (fake apt-get, local key server)
   [ "$status" -eq 1 ] # ... but the key server is 127.0.0.1:1 here: refused
   [ "$(status .failed_step)" = nvidia-toolkit ]
-  mkdir -p "$BATS_TEST_TMPDIR/repo"
-  echo "fake key" >"$BATS_TEST_TMPDIR/repo/gpgkey"
-  start_http_server "$BATS_TEST_TMPDIR/repo"
-  GPUPROV_NVIDIA_REPO_URL="$HTTP_URL" run "$INSTALLER"
+  serve_nvidia_repo
+  run "$INSTALLER"
   [ "$status" -eq 0 ]
   grep -q 'install -y nvidia-container-toolkit' "$FAKE_APT_LOG"
   [ -x "$SANDBOX/usr/bin/nvidia-container-runtime" ]
   grep -q "signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg.* $HTTP_URL/stable/deb/\$(ARCH) /" \
     "$SANDBOX/etc/apt/sources.list.d/nvidia-container-toolkit.list"
-  [ "$(cat "$SANDBOX/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg")" = "fake key" ]
+  /usr/bin/gpg --dearmor <"$TEST_KEY" | cmp - "$SANDBOX/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
   grep -qx 'default-runtime: "nvidia"' "$SANDBOX/etc/rancher/k3s/config.yaml"
   grep -q 'nvcr.io/nvidia/k8s-device-plugin:v0.19.3' "$SANDBOX/$PLUGIN_MANIFEST"
   [ "$(k3s_starts)" -eq 2 ]
@@ -89,12 +87,11 @@ PLUGIN_MANIFEST=var/lib/rancher/k3s/server/manifests/nvidia-device-plugin.yaml
 
 @test "a failing apt-get is reported at nvidia-toolkit" {
   with_gpu L4:1
-  mkdir -p "$SANDBOX/usr/share/keyrings"
-  echo key >"$SANDBOX/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
+  serve_nvidia_repo
   FAKE_APT_FAIL=1 run "$INSTALLER"
   [ "$status" -eq 1 ]
   [ "$(status .failed_step)" = nvidia-toolkit ]
-  [[ "$(status .message)" == *"apt-get update failed"* ]]
+  [[ "$(status .message)" == "apt-get update of /etc/apt/sources.list.d/nvidia-container-toolkit.list failed: E: fake apt-get failure" ]]
 }
 
 @test "a GPU configured once stays configured when nvidia-smi fails later (no flapping restarts)" {

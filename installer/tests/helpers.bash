@@ -8,6 +8,8 @@ FAKES="$BATS_TEST_DIRNAME/fakes"
 PINNED_K3S="$(sed -n 's/^readonly K3S_PINNED_VERSION="\(.*\)"$/\1/p' "$BATS_TEST_DIRNAME/../gpuprov-install.sh")"
 REAL_PYTHON="$(command -v /usr/bin/python3 || command -v python3)"
 REAL_CURL="$(command -v curl)"
+TEST_KEY="$BATS_TEST_DIRNAME/nvidia-test-key.asc" # a test fixture key, no secret part
+TEST_KEY_FPR=F467C4FBEE02FBB0CAB2EE4B9B71F0D446DD295B
 
 common_setup() {
   unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
@@ -18,12 +20,15 @@ common_setup() {
   export FAKE_GPU_FILE="$BATS_TEST_TMPDIR/gpu"
   export FAKE_APT_LOG="$BATS_TEST_TMPDIR/apt.log"
   export GPUPROV_SYSFS_ROOT="$BATS_TEST_TMPDIR/sys" # an empty PCI bus unless a test adds devices
+  export FAKE_FIREWALL_DIR="$BATS_TEST_TMPDIR/firewall"
   export GPUPROV_METADATA_URL="http://127.0.0.1:1" # refused at once
   export GPUPROV_K3S_DOWNLOAD_URL="http://127.0.0.1:1"
   export GPUPROV_NVIDIA_REPO_URL="http://127.0.0.1:1"
   unset GPUPROV_TOOLKIT GPUPROV_K3S_UNIT_TYPE FAKE_K3S_VERSION FAKE_SYSTEMCTL_START_DELAY
   unset GPUPROV_NVIDIA_DRIVER FAKE_NVIDIA_SMI_ERROR FAKE_DRIVER_VERSION FAKE_FABRIC_STATE
-  unset GPUPROV_K3S_DOWNLOAD_ATTEMPTS GPUPROV_K3S_DOWNLOAD_STALL_SECONDS
+  unset GPUPROV_K3S_DOWNLOAD_ATTEMPTS GPUPROV_K3S_DOWNLOAD_STALL_SECONDS FAKE_APT_LOCKED_UNTIL FAKE_APT_FAIL
+  # The repo key the tests serve (installer/tests/nvidia-test-key.asc) stands in for NVIDIA's.
+  export GPUPROV_NVIDIA_KEY_FINGERPRINT="$TEST_KEY_FPR"
   export FAKE_K3S_PINNED="$PINNED_K3S"
   SPY_DIR="$BATS_TEST_TMPDIR/spy"
   CURL_LOG="$BATS_TEST_TMPDIR/curl.log"
@@ -84,6 +89,14 @@ with_gpu() { printf '%s\n' "$1" >"$FAKE_GPU_FILE"; }
 # with_toolkit: nvidia-container-runtime where k3s looks for it.
 with_toolkit() {
   install -D -m 0755 /dev/null "$SANDBOX/usr/bin/nvidia-container-runtime"
+}
+
+# serve_nvidia_repo: the test key as the repo's gpgkey on a local server (sets HTTP_URL).
+serve_nvidia_repo() {
+  mkdir -p "$BATS_TEST_TMPDIR/repo"
+  cp "$TEST_KEY" "$BATS_TEST_TMPDIR/repo/gpgkey"
+  start_http_server "$BATS_TEST_TMPDIR/repo"
+  export GPUPROV_NVIDIA_REPO_URL="$HTTP_URL"
 }
 
 # refute CMD...: fails when CMD succeeds (bats ignores a plain `! cmd` that is not last).

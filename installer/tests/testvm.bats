@@ -5,6 +5,8 @@
 # The VM publishes no ports and the installer is told there is no metadata service: no traffic
 # leaves the machine.
 
+load vm_helpers
+
 setup_file() {
   [[ "${GPUPROV_INSTALLER_VM_TESTS:-0}" == 1 ]] || return 0
   REPO="$BATS_TEST_DIRNAME/../.."
@@ -40,34 +42,9 @@ K3S
   pinned="$(sed -n 's/^readonly K3S_PINNED_VERSION="\(.*\)"$/\1/p' "$BATS_TEST_DIRNAME/../gpuprov-install.sh")"
   sed -i "s/@PINNED@/$pinned/" "$seed/usr/local/bin/k3s"
   chmod 0755 "$seed/usr/local/bin/k3s"
-  docker create --name "$VM" --hostname vm1 --cap-add SYS_ADMIN --cgroupns host \
-    -v /sys/fs/cgroup:/sys/fs/cgroup:ro --tmpfs /run:rw,nosuid,nodev,exec,mode=755 \
-    --tmpfs /run/lock:rw,nosuid,nodev,noexec --stop-signal SIGRTMIN+3 \
-    "$IMAGE" /lib/systemd/systemd >/dev/null
-  tar -C "$seed" -cf - var usr root | docker cp - "$VM:/"
-  docker start "$VM" >/dev/null
+  start_vm vm1 "$seed" var usr root
 }
 
-teardown_file() {
-  if [[ -n "${VM:-}" ]]; then docker rm -f "$VM" >/dev/null 2>&1 || true; fi
-}
-
-setup() {
-  [[ "${GPUPROV_INSTALLER_VM_TESTS:-0}" == 1 ]] || skip "set GPUPROV_INSTALLER_VM_TESTS=1"
-}
-
-vm() { docker exec "$VM" "$@"; }
-
-# wait_for SECONDS CMD...: poll CMD in the VM until it succeeds.
-wait_for() {
-  local limit="$1" i
-  shift
-  for ((i = 0; i < limit * 2; i++)); do
-    vm "$@" >/dev/null 2>&1 && return 0
-    sleep 0.5
-  done
-  return 1
-}
 
 @test "vm: a run racing the boot run waits for it; k3s starts once under systemd (Type=notify)" {
   wait_for 180 test -e /var/log/gpuprov-install.log
