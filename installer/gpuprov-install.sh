@@ -67,6 +67,9 @@ readonly PUBLIC_IP_MEMORY="$STATE_DIR/public-ip"             # last known public
 readonly NVIDIA_RUNTIME_DIRS=("/usr/local/nvidia/toolkit" "/usr/bin")
 readonly FW_SCRIPT="/etc/gpuprov/node-firewall.sh"
 readonly FW_UNIT="/etc/systemd/system/gpuprov-firewall.service"
+# The udev rule that recreates the /dev/char links of the NVIDIA devices at every boot (path and
+# rule as in NVIDIA's container toolkit troubleshooting guide).
+readonly DEV_CHAR_RULE="/lib/udev/rules.d/71-nvidia-dev-char.rules"
 
 # ---- Run state (what the status marker reports)
 PHASE="preflight"
@@ -556,6 +559,28 @@ ensure_toolkit() {
 }
 
 # metadata_get CURL_ARGS...: body on stdout; returns curl's exit code (22 = HTTP error).
+# dev_char_links: the /dev/char/MAJOR:MINOR links of the NVIDIA devices, now and (udev rule) at
+# every boot. Without them a `systemctl daemon-reload` under the systemd cgroup driver cuts
+# running GPU containers off their devices: NVIDIA container toolkit troubleshooting guide,
+# https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/troubleshooting.html
+# and NVIDIA/nvidia-container-toolkit#48. Without nvidia-ctk it says so and goes on.
+dev_char_links() {
+  local ctk
+  ctk="$(command -v nvidia-ctk 2>/dev/null || true)"
+  if [[ -z "$ctk" ]]; then
+    log "WARNING: nvidia-ctk not found: no /dev/char links for the NVIDIA devices (a" \
+      "systemctl daemon-reload by anyone may then cut running GPU containers off their GPUs)"
+    return 0
+  fi
+  printf 'ACTION=="add", DEVPATH=="/bus/pci/drivers/nvidia", RUN+="%s system create-dev-char-symlinks --create-all"\n' \
+    "$ctk" | write_if_changed "$ROOT$DEV_CHAR_RULE" 0644 && log "wrote $DEV_CHAR_RULE"
+  if timeout 60 "$ctk" system create-dev-char-symlinks --create-all >>"$LOG_PATH" 2>&1 9>&-; then
+    log "/dev/char links for the NVIDIA devices in place (nvidia-ctk)"
+  else
+    log "WARNING: nvidia-ctk system create-dev-char-symlinks failed (see $LOG_FILE); going on"
+  fi
+}
+
 metadata_get() {
   curl -sS -f --noproxy '*' --connect-timeout 1 --max-time 3 "$@" 2>/dev/null
 }
@@ -676,14 +701,20 @@ ExecStart=$K3S_BIN server
 EOF
 }
 
+# write_unit: daemon-reload only when the unit changed, and `enable --no-reload` (systemctl
+# reloads after enable otherwise): on a live GPU node a reload cuts running containers off their
+# GPUs under the systemd cgroup driver (installer/README.md, "No daemon-reload on a live node").
 write_unit() {
-  if render_unit | write_if_changed "$ROOT$K3S_UNIT" 0644; then
+  local changed=0
+  if render_unit | write_if_changed "$ROOT$K3S_UNIT" 0644; then changed=1; fi
+  timeout 120 systemctl --no-reload enable k3s.service >>"$LOG_PATH" 2>&1 ||
+    fail "systemctl enable k3s failed"
+  if [[ "$changed" == 1 ]]; then
     log "wrote $K3S_UNIT (changed): daemon-reload"
     timeout 120 systemctl daemon-reload || fail "systemctl daemon-reload failed"
   else
     log "$K3S_UNIT unchanged"
   fi
-  timeout 120 systemctl enable k3s.service >>"$LOG_PATH" 2>&1 || fail "systemctl enable k3s failed"
 }
 
 render_device_plugin() {
@@ -780,7 +811,7 @@ EOF
 
 # node_firewall: that script and its boot unit, applied unless unchanged and in force.
 node_firewall() {
-  local tool=nft changed=1
+  local tool=nft changed=1 unit_changed=0
   command -v nft >/dev/null || tool=iptables
   [[ "$tool" == nft ]] || { command -v iptables-restore && command -v ip6tables-restore; } >/dev/null ||
     fail "--node-firewall needs nft (package nftables) or iptables; install one, then run again"
@@ -789,14 +820,16 @@ node_firewall() {
 Wants=network-pre.target\nAfter=nftables.service netfilter-persistent.service
 Before=network-pre.target k3s.service\n[Service]\nType=oneshot\nRemainAfterExit=yes
 ExecStart=/bin/sh %s\n[Install]\nWantedBy=sysinit.target\nRequiredBy=k3s.service\n' "$FW_SCRIPT" |
-    write_if_changed "$ROOT$FW_UNIT" 0644 && changed=1
+    write_if_changed "$ROOT$FW_UNIT" 0644 && changed=1 unit_changed=1
   FW_STATE="ssh-only ($tool)"
   if [[ "$changed" == 0 ]] && timeout 60 systemctl is-active --quiet gpuprov-firewall &&
     if [[ "$tool" == nft ]]; then nft list table inet gpuprov; else iptables -w -t mangle -C PREROUTING -j GPUPROV; fi >/dev/null 2>&1; then
     log "node firewall unchanged: $FW_STATE"
     return 0
   fi
-  if ! { timeout 120 systemctl daemon-reload && timeout 120 systemctl enable gpuprov-firewall >>"$LOG_PATH" 2>&1 &&
+  # A daemon-reload only for a changed unit (see write_unit).
+  if ! { { [[ "$unit_changed" == 0 ]] || timeout 120 systemctl daemon-reload; } &&
+    timeout 120 systemctl --no-reload enable gpuprov-firewall >>"$LOG_PATH" 2>&1 &&
     timeout 120 systemctl restart gpuprov-firewall 9>&-; }; then
     fail "the node firewall did not apply; look at 'journalctl -u gpuprov-firewall'"
   fi
@@ -871,6 +904,7 @@ main() {
   if [[ "$GPU_CONFIGURED" == true ]]; then
     step nvidia-toolkit
     ensure_toolkit
+    dev_char_links
   fi
   step public-ip
   resolve_public_ip
