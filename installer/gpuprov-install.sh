@@ -70,6 +70,9 @@ readonly FW_UNIT="/etc/systemd/system/gpuprov-firewall.service"
 # The udev rule that recreates the /dev/char links of the NVIDIA devices at every boot (path and
 # rule as in NVIDIA's container toolkit troubleshooting guide).
 readonly DEV_CHAR_RULE="/lib/udev/rules.d/71-nvidia-dev-char.rules"
+# At boot, restarts a device plugin that crash-looped while the driver was not answering yet.
+readonly PLUGIN_BOOT_SCRIPT="/usr/local/sbin/gpuprov-device-plugin-boot"
+readonly PLUGIN_BOOT_UNIT="/etc/systemd/system/gpuprov-device-plugin-boot.service"
 
 # ---- Run state (what the status marker reports)
 PHASE="preflight"
@@ -711,10 +714,85 @@ write_unit() {
     fail "systemctl enable k3s failed"
   if [[ "$changed" == 1 ]]; then
     log "wrote $K3S_UNIT (changed): daemon-reload"
-    timeout 120 systemctl daemon-reload || fail "systemctl daemon-reload failed"
   else
     log "$K3S_UNIT unchanged"
   fi
+  if [[ "$GPU_CONFIGURED" == true ]] && write_plugin_boot_helper; then
+    log "wrote $PLUGIN_BOOT_UNIT (changed): daemon-reload"
+    changed=1
+  fi
+  if [[ "$changed" == 1 ]]; then
+    timeout 120 systemctl daemon-reload || fail "systemctl daemon-reload failed"
+  fi
+}
+
+# render_plugin_boot_script: the device plugin runs with fail-on-init-error=true (its default,
+# NVIDIA/k8s-device-plugin cmd/nvidia-device-plugin/main.go), so a boot where kubelet starts it
+# before the driver answers leaves it in CrashLoopBackOff, and kubelet's back-off (10 s doubling
+# to 300 s, kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#container-restarts) can keep
+# the GPUs away for up to five minutes after the driver is up. With fail-on-init-error=false it
+# would block forever instead (the plugin's README), so the fix is a new pod: this script, once
+# nvidia-smi answers, deletes a crash-looping plugin pod and its DaemonSet starts one at once. It
+# talks to the API with k3s's admin certificate and curl (the node may have no kubectl).
+render_plugin_boot_script() {
+  cat <<'EOF'
+#!/bin/sh
+# Written by gpuprov-install.sh (installer/README.md, "After a reboot"). At boot, once the NVIDIA
+# driver answers, deletes a device plugin pod that is crash-looping, so its DaemonSet starts a
+# new one at once instead of after kubelet's back-off. Gives up after 15 minutes.
+tls=/var/lib/rancher/k3s/server/tls
+pods=https://127.0.0.1:6443/api/v1/namespaces/kube-system/pods
+end=$(($(date +%s) + 900))
+api() {
+  curl -sS -f --noproxy '*' --connect-timeout 5 --max-time 20 --cacert "$tls/server-ca.crt"     --cert "$tls/client-admin.crt" --key "$tls/client-admin.key" "$@"
+}
+until nvidia-smi -L >/dev/null 2>&1; do
+  if [ "$(date +%s)" -ge "$end" ]; then
+    echo "nvidia-smi did not answer within 15 minutes: the device plugin is left as it is"
+    exit 0
+  fi
+  sleep 5
+done
+echo "nvidia-smi answers"
+deleted=0
+while [ "$(date +%s)" -lt "$end" ]; do
+  if out=$(api "$pods?labelSelector=name%3Dnvidia-device-plugin-ds" 2>/dev/null); then
+    if printf '%s' "$out" | grep -Eq '"reason": ?"CrashLoopBackOff"' && [ "$deleted" -lt 3 ]; then
+      for pod in $(printf '%s' "$out" |
+        grep -Eo '"name": ?"nvidia-device-plugin-daemonset-[a-z0-9]{5}"' | cut -d'"' -f4 | sort -u); do
+        echo "device plugin pod $pod is crash-looping while the driver answers: deleting it" \
+          "(its DaemonSet starts a new one at once)"
+        api -X DELETE "$pods/$pod" >/dev/null || echo "could not delete $pod"
+      done
+      deleted=$((deleted + 1))
+      sleep 10
+      continue
+    fi
+    if printf '%s' "$out" | grep -Eq '"ready": ?true'; then
+      echo "device plugin running"
+      exit 0
+    fi
+  fi
+  sleep 5
+done
+echo "the device plugin is not running after 15 minutes: look at" \
+  "'k3s kubectl -n kube-system get pods -l name=nvidia-device-plugin-ds'"
+EOF
+}
+
+# write_plugin_boot_helper: that script and its unit (started after k3s at every boot, in the
+# background: Type=exec delays no other unit). Status 0 when the unit changed (reload needed).
+write_plugin_boot_helper() {
+  local changed=1
+  render_plugin_boot_script | write_if_changed "$ROOT$PLUGIN_BOOT_SCRIPT" 0755 || true
+  printf '%s\n' '[Unit]' \
+    'Description=gpuprov: restart a crash-looping NVIDIA device plugin once the driver answers' \
+    'After=k3s.service' '[Service]' 'Type=exec' "ExecStart=$PLUGIN_BOOT_SCRIPT" \
+    '[Install]' 'WantedBy=multi-user.target' | write_if_changed "$ROOT$PLUGIN_BOOT_UNIT" 0644 ||
+    changed=0
+  timeout 120 systemctl --no-reload enable gpuprov-device-plugin-boot.service >>"$LOG_PATH" 2>&1 ||
+    log "WARNING: systemctl enable gpuprov-device-plugin-boot failed (see $LOG_FILE)"
+  [[ "$changed" == 1 ]]
 }
 
 render_device_plugin() {

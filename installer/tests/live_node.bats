@@ -88,3 +88,27 @@ with_nvidia_ctk() {
   [ ! -e "$SANDBOX/$DEV_CHAR_RULE" ]
   [ ! -e "$BATS_TEST_TMPDIR/nvidia-ctk.log" ]
 }
+
+@test "a GPU node gets the device plugin boot helper: its script and a unit started after k3s" {
+  with_gpu L4:1
+  with_toolkit
+  run "$INSTALLER"
+  [ "$status" -eq 0 ]
+  [ -x "$SANDBOX/usr/local/sbin/gpuprov-device-plugin-boot" ]
+  grep -qx 'After=k3s.service' "$SANDBOX/etc/systemd/system/gpuprov-device-plugin-boot.service"
+  grep -qx 'ExecStart=/usr/local/sbin/gpuprov-device-plugin-boot' \
+    "$SANDBOX/etc/systemd/system/gpuprov-device-plugin-boot.service"
+  grep -q ' --no-reload enable gpuprov-device-plugin-boot.service' "$FAKE_SYSTEMCTL_DIR/calls.log"
+  [ "$(reloads)" -eq 1 ] # one reload for both new units
+  run shellcheck -s sh "$SANDBOX/usr/local/sbin/gpuprov-device-plugin-boot"
+  [ "$status" -eq 0 ]
+  run "$INSTALLER"
+  [ "$(reloads)" -eq 1 ]
+}
+
+@test "a node without a GPU gets no device plugin boot helper" {
+  run "$INSTALLER"
+  [ "$status" -eq 0 ]
+  [ ! -e "$SANDBOX/etc/systemd/system/gpuprov-device-plugin-boot.service" ]
+  [ ! -e "$SANDBOX/usr/local/sbin/gpuprov-device-plugin-boot" ]
+}
