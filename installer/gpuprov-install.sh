@@ -67,12 +67,9 @@ readonly PUBLIC_IP_MEMORY="$STATE_DIR/public-ip"             # last known public
 readonly NVIDIA_RUNTIME_DIRS=("/usr/local/nvidia/toolkit" "/usr/bin")
 readonly FW_SCRIPT="/etc/gpuprov/node-firewall.sh"
 readonly FW_UNIT="/etc/systemd/system/gpuprov-firewall.service"
-# The udev rule that recreates the /dev/char links of the NVIDIA devices at every boot (path and
-# rule as in NVIDIA's container toolkit troubleshooting guide).
+# installer/README.md, "No daemon-reload on a live node" and "After a reboot".
 readonly DEV_CHAR_RULE="/lib/udev/rules.d/71-nvidia-dev-char.rules"
-# At boot, restarts a device plugin that crash-looped while the driver was not answering yet.
 readonly PLUGIN_BOOT_SCRIPT="/usr/local/sbin/gpuprov-device-plugin-boot"
-readonly PLUGIN_BOOT_UNIT="/etc/systemd/system/gpuprov-device-plugin-boot.service"
 
 # ---- Run state (what the status marker reports)
 PHASE="preflight"
@@ -561,29 +558,17 @@ ensure_toolkit() {
   log "NVIDIA container runtime installed: $rt"
 }
 
-# metadata_get CURL_ARGS...: body on stdout; returns curl's exit code (22 = HTTP error).
-# dev_char_links: the /dev/char/MAJOR:MINOR links of the NVIDIA devices, now and (udev rule) at
-# every boot. Without them a `systemctl daemon-reload` under the systemd cgroup driver cuts
-# running GPU containers off their devices: NVIDIA container toolkit troubleshooting guide,
-# https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/troubleshooting.html
-# and NVIDIA/nvidia-container-toolkit#48. Without nvidia-ctk it says so and goes on.
+# dev_char_links: NVIDIA's /dev/char links, now and (udev rule) at each boot.
 dev_char_links() {
   local ctk
-  ctk="$(command -v nvidia-ctk 2>/dev/null || true)"
-  if [[ -z "$ctk" ]]; then
-    log "WARNING: nvidia-ctk not found: no /dev/char links for the NVIDIA devices (a" \
-      "systemctl daemon-reload by anyone may then cut running GPU containers off their GPUs)"
-    return 0
-  fi
+  ctk="$(command -v nvidia-ctk)" || { log "WARNING: no nvidia-ctk: no /dev/char links"; return 0; }
   printf 'ACTION=="add", DEVPATH=="/bus/pci/drivers/nvidia", RUN+="%s system create-dev-char-symlinks --create-all"\n' \
-    "$ctk" | write_if_changed "$ROOT$DEV_CHAR_RULE" 0644 && log "wrote $DEV_CHAR_RULE"
-  if timeout 60 "$ctk" system create-dev-char-symlinks --create-all >>"$LOG_PATH" 2>&1 9>&-; then
-    log "/dev/char links for the NVIDIA devices in place (nvidia-ctk)"
-  else
-    log "WARNING: nvidia-ctk system create-dev-char-symlinks failed (see $LOG_FILE); going on"
-  fi
+    "$ctk" | write_if_changed "$ROOT$DEV_CHAR_RULE" 0644 || true
+  timeout 60 "$ctk" system create-dev-char-symlinks --create-all >>"$LOG_PATH" 2>&1 9>&- ||
+    log "WARNING: nvidia-ctk create-dev-char-symlinks failed"
 }
 
+# metadata_get CURL_ARGS...: body on stdout; returns curl's exit code (22 = HTTP error).
 metadata_get() {
   curl -sS -f --noproxy '*' --connect-timeout 1 --max-time 3 "$@" 2>/dev/null
 }
@@ -704,95 +689,46 @@ ExecStart=$K3S_BIN server
 EOF
 }
 
-# write_unit: daemon-reload only when the unit changed, and `enable --no-reload` (systemctl
-# reloads after enable otherwise): on a live GPU node a reload cuts running containers off their
-# GPUs under the systemd cgroup driver (installer/README.md, "No daemon-reload on a live node").
+# write_unit: reloads systemd only for a changed unit (installer/README.md, "No daemon-reload").
 write_unit() {
   local changed=0
-  if render_unit | write_if_changed "$ROOT$K3S_UNIT" 0644; then changed=1; fi
+  render_unit | write_if_changed "$ROOT$K3S_UNIT" 0644 && changed=1
+  [[ "$GPU_CONFIGURED" == true ]] && plugin_boot_helper && changed=1
   timeout 120 systemctl --no-reload enable k3s.service >>"$LOG_PATH" 2>&1 ||
     fail "systemctl enable k3s failed"
   if [[ "$changed" == 1 ]]; then
-    log "wrote $K3S_UNIT (changed): daemon-reload"
+    log "wrote $K3S_UNIT or $PLUGIN_BOOT_SCRIPT.service (changed): daemon-reload"
+    timeout 120 systemctl daemon-reload || fail "systemctl daemon-reload failed"
   else
     log "$K3S_UNIT unchanged"
   fi
-  if [[ "$GPU_CONFIGURED" == true ]] && write_plugin_boot_helper; then
-    log "wrote $PLUGIN_BOOT_UNIT (changed): daemon-reload"
-    changed=1
-  fi
-  if [[ "$changed" == 1 ]]; then
-    timeout 120 systemctl daemon-reload || fail "systemctl daemon-reload failed"
-  fi
 }
 
-# render_plugin_boot_script: the device plugin runs with fail-on-init-error=true (its default,
-# NVIDIA/k8s-device-plugin cmd/nvidia-device-plugin/main.go), so a boot where kubelet starts it
-# before the driver answers leaves it in CrashLoopBackOff, and kubelet's back-off (10 s doubling
-# to 300 s, kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#container-restarts) can keep
-# the GPUs away for up to five minutes after the driver is up. With fail-on-init-error=false it
-# would block forever instead (the plugin's README), so the fix is a new pod: this script, once
-# nvidia-smi answers, deletes a crash-looping plugin pod and its DaemonSet starts one at once. It
-# talks to the API with k3s's admin certificate and curl (the node may have no kubectl).
-render_plugin_boot_script() {
-  cat <<'EOF'
+# plugin_boot_helper: at boot, once nvidia-smi answers, deletes a crash-looping device plugin pod
+# (installer/README.md, "After a reboot"). Status 0 when its unit changed.
+plugin_boot_helper() {
+  local unit="/etc/systemd/system/${PLUGIN_BOOT_SCRIPT##*/}.service" rc=1
+  write_if_changed "$ROOT$PLUGIN_BOOT_SCRIPT" 0755 <<'EOF' || true
 #!/bin/sh
-# Written by gpuprov-install.sh (installer/README.md, "After a reboot"). At boot, once the NVIDIA
-# driver answers, deletes a device plugin pod that is crash-looping, so its DaemonSet starts a
-# new one at once instead of after kubelet's back-off. Gives up after 15 minutes.
-tls=/var/lib/rancher/k3s/server/tls
-pods=https://127.0.0.1:6443/api/v1/namespaces/kube-system/pods
-end=$(($(date +%s) + 900))
-api() {
-  curl -sS -f --noproxy '*' --connect-timeout 5 --max-time 20 --cacert "$tls/server-ca.crt"     --cert "$tls/client-admin.crt" --key "$tls/client-admin.key" "$@"
-}
-until nvidia-smi -L >/dev/null 2>&1; do
-  if [ "$(date +%s)" -ge "$end" ]; then
-    echo "nvidia-smi did not answer within 15 minutes: the device plugin is left as it is"
-    exit 0
+# gpuprov-install.sh: installer/README.md, "After a reboot"
+t=/var/lib/rancher/k3s/server/tls
+u='https://127.0.0.1:6443/api/v1/namespaces/kube-system/pods?labelSelector=name%3Dnvidia-device-plugin-ds'
+a() { curl -sSf -m 20 --cacert $t/server-ca.crt --cert $t/client-admin.crt --key $t/client-admin.key "$@" "$u"; }
+for _ in $(seq 180); do
+  if nvidia-smi -L >/dev/null 2>&1; then
+    case $(a) in
+      *CrashLoopBackOff*) echo "device plugin crash-looping: deleting its pod" && a -X DELETE >/dev/null && exit ;;
+      *'"ready": true'* | *'"ready":true'*) echo "device plugin running" && exit ;;
+    esac
   fi
   sleep 5
 done
-echo "nvidia-smi answers"
-deleted=0
-while [ "$(date +%s)" -lt "$end" ]; do
-  if out=$(api "$pods?labelSelector=name%3Dnvidia-device-plugin-ds" 2>/dev/null); then
-    if printf '%s' "$out" | grep -Eq '"reason": ?"CrashLoopBackOff"' && [ "$deleted" -lt 3 ]; then
-      for pod in $(printf '%s' "$out" |
-        grep -Eo '"name": ?"nvidia-device-plugin-daemonset-[a-z0-9]{5}"' | cut -d'"' -f4 | sort -u); do
-        echo "device plugin pod $pod is crash-looping while the driver answers: deleting it" \
-          "(its DaemonSet starts a new one at once)"
-        api -X DELETE "$pods/$pod" >/dev/null || echo "could not delete $pod"
-      done
-      deleted=$((deleted + 1))
-      sleep 10
-      continue
-    fi
-    if printf '%s' "$out" | grep -Eq '"ready": ?true'; then
-      echo "device plugin running"
-      exit 0
-    fi
-  fi
-  sleep 5
-done
-echo "the device plugin is not running after 15 minutes: look at" \
-  "'k3s kubectl -n kube-system get pods -l name=nvidia-device-plugin-ds'"
 EOF
-}
-
-# write_plugin_boot_helper: that script and its unit (started after k3s at every boot, in the
-# background: Type=exec delays no other unit). Status 0 when the unit changed (reload needed).
-write_plugin_boot_helper() {
-  local changed=1
-  render_plugin_boot_script | write_if_changed "$ROOT$PLUGIN_BOOT_SCRIPT" 0755 || true
-  printf '%s\n' '[Unit]' \
-    'Description=gpuprov: restart a crash-looping NVIDIA device plugin once the driver answers' \
-    'After=k3s.service' '[Service]' 'Type=exec' "ExecStart=$PLUGIN_BOOT_SCRIPT" \
-    '[Install]' 'WantedBy=multi-user.target' | write_if_changed "$ROOT$PLUGIN_BOOT_UNIT" 0644 ||
-    changed=0
-  timeout 120 systemctl --no-reload enable gpuprov-device-plugin-boot.service >>"$LOG_PATH" 2>&1 ||
-    log "WARNING: systemctl enable gpuprov-device-plugin-boot failed (see $LOG_FILE)"
-  [[ "$changed" == 1 ]]
+  printf '[Unit]\nAfter=k3s.service\n[Service]\nType=exec\nExecStart=%s\n[Install]\nWantedBy=multi-user.target\n' \
+    "$PLUGIN_BOOT_SCRIPT" | write_if_changed "$ROOT$unit" 0644 && rc=0
+  timeout 120 systemctl --no-reload enable "${unit##*/}" >>"$LOG_PATH" 2>&1 ||
+    log "WARNING: systemctl enable ${unit##*/} failed"
+  return "$rc"
 }
 
 render_device_plugin() {
@@ -905,7 +841,6 @@ ExecStart=/bin/sh %s\n[Install]\nWantedBy=sysinit.target\nRequiredBy=k3s.service
     log "node firewall unchanged: $FW_STATE"
     return 0
   fi
-  # A daemon-reload only for a changed unit (see write_unit).
   if ! { { [[ "$unit_changed" == 0 ]] || timeout 120 systemctl daemon-reload; } &&
     timeout 120 systemctl --no-reload enable gpuprov-firewall >>"$LOG_PATH" 2>&1 &&
     timeout 120 systemctl restart gpuprov-firewall 9>&-; }; then

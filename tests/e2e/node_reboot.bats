@@ -1,0 +1,80 @@
+#!/usr/bin/env bats
+# A GPU node rebooted with its NVIDIA driver answering late (issue 32, F11e): the device plugin
+# crash-loops under kubelet's back-off (the k3s simulator models it: 10 s doubling to 5 min), and
+# the installer's boot helper (gpuprov-device-plugin-boot.service) deletes the crash-looping pod
+# once nvidia-smi answers, so the GPUs come back at once instead of at the next back-off expiry.
+# The reboot is `docker restart` of the emulated DigitalOcean VM's container
+# (tests/fixtures/testvm/README.md); the node's API is read from inside the VM, with k3s's admin
+# certificate, as the helper does.
+
+load helpers
+
+setup_file() {
+  export DIGITALOCEAN_TOKEN="dop_v1_reboot_$$_secret_token"
+  export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
+  mkdir -p "$GPUPROV_HOME"
+  printf '[defaults.timeouts]\nssh_wait_seconds = 180\nboot_install_wait_seconds = 120\napi_wait_seconds = 60\n' \
+    >"$GPUPROV_HOME/config.toml"
+  start_emulator emu --backend docker --clouds digitalocean
+}
+
+teardown_file() {
+  stop_emulators
+}
+
+setup() { use_emulator emu; }
+
+teardown() {
+  reset_emulators
+  rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
+}
+
+vm_container() { docker ps -aq --filter label=io.gpuprov.emulator=1 --filter "label=io.gpuprov.emulator.name=$1"; }
+
+# node_api NAME PATH: GET PATH of the k3s API inside VM NAME.
+node_api() {
+  docker exec "$(vm_container "$1")" sh -c "t=/var/lib/rancher/k3s/server/tls; curl -fsS \
+    --cacert \$t/server-ca.crt --cert \$t/client-admin.crt --key \$t/client-admin.key \
+    'https://127.0.0.1:6443$2'" 2>/dev/null
+}
+
+plugin_failed_starts() {
+  node_api "$1" '/api/v1/namespaces/kube-system/pods?labelSelector=name%3Dnvidia-device-plugin-ds' |
+    grep -Eo '"gpuprov-sim/plugin-failures": ?"[0-9]+"' | grep -Eo '[0-9]+' | head -n1
+}
+
+at_least_failed_starts() { [ "$(plugin_failed_starts "$1")" -ge "$2" ] 2>/dev/null; }
+gpu_allocatable() { node_api "$1" /api/v1/nodes | grep -Eq '"nvidia.com/gpu": ?"1"'; }
+
+wait_for() {
+  local limit=$1 _
+  shift
+  for _ in $(seq 1 $((limit * 2))); do
+    "$@" && return 0
+    sleep 0.5
+  done
+  return 1
+}
+
+@test "after a reboot with the driver late, the GPUs come back once nvidia-smi answers, not after the back-off" {
+  run "$GPUPROV" provision --name rb --cloud digitalocean --gpus H100:1
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"nvidia.com/gpu: 1"* ]]
+  local ctr
+  ctr=$(vm_container rb)
+  docker exec "$ctr" systemctl is-enabled gpuprov-device-plugin-boot.service
+  # Reboot with no driver answering: the plugin's starts fail, kubelet backs off 10 s, 20 s, 40 s.
+  docker exec "$ctr" rm -f /etc/gpuprov-testvm/gpu
+  docker restart "$ctr"
+  wait_for 120 at_least_failed_starts rb 3
+  run gpu_allocatable rb
+  [ "$status" -ne 0 ]
+  # The driver answers now; the next start would be 40 s away: the helper does not wait for it.
+  docker exec "$ctr" sh -c 'echo H100:1 >/etc/gpuprov-testvm/gpu'
+  wait_for 25 gpu_allocatable rb
+  run docker exec "$ctr" journalctl -u gpuprov-device-plugin-boot -o cat --no-pager
+  echo "$output"
+  [[ "$output" == *"nvidia-smi answers"* ]]
+  [[ "$output" == *"is crash-looping while the driver answers: deleting it"* ]]
+}
