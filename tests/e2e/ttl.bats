@@ -46,18 +46,6 @@ container_status() {
     --format '{{.State}}'
 }
 
-# wait_for SECONDS COMMAND...: runs COMMAND every half second until it succeeds (status 1
-# after SECONDS).
-wait_for() {
-  local limit=$1 _
-  shift
-  for _ in $(seq 1 $((limit * 2))); do
-    "$@" && return 0
-    sleep 0.5
-  done
-  return 1
-}
-
 container_exited() { [ "$(container_status "$1")" = exited ]; }
 vm_container() { docker ps -aq --filter "label=io.gpuprov.managed=1" --filter "label=io.gpuprov.name=$1"; }
 # systemd_reloads NAME: how many times systemd in VM NAME reloaded (its journal line per reload).
