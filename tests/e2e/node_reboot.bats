@@ -38,10 +38,12 @@ node_api() {
     'https://127.0.0.1:6443$2'" 2>/dev/null
 }
 
-plugin_failed_starts() {
+# plugin_annotation NAME KEY: a k3s simulator annotation of the device plugin pod (README there).
+plugin_annotation() {
   node_api "$1" '/api/v1/namespaces/kube-system/pods?labelSelector=name%3Dnvidia-device-plugin-ds' |
-    grep -Eo '"gpuprov-sim/plugin-failures": ?"[0-9]+"' | grep -Eo '[0-9]+' | head -n1
+    grep -Eo "\"gpuprov-sim/$2\": ?\"[0-9.]+\"" | grep -Eo '[0-9.]+' | tail -n1
 }
+plugin_failed_starts() { plugin_annotation "$1" plugin-failures; }
 
 at_least_failed_starts() { [ "$(plugin_failed_starts "$1")" -ge "$2" ] 2>/dev/null; }
 gpu_allocatable() { node_api "$1" /api/v1/nodes | grep -Eq '"nvidia.com/gpu": ?"1"'; }
@@ -54,15 +56,22 @@ gpu_allocatable() { node_api "$1" /api/v1/nodes | grep -Eq '"nvidia.com/gpu": ?"
   local ctr
   ctr=$(vm_container rb)
   docker exec "$ctr" systemctl is-enabled gpuprov-device-plugin-boot.service
-  # Reboot with no driver answering: the plugin's starts fail, kubelet backs off 10 s, 20 s, 40 s.
+  # Reboot with no driver answering: the plugin's starts fail and kubelet backs off (30 s, then
+  # 60 s: the simulator's base is raised from 10 s, k3s's unit reads /etc/default/k3s).
+  docker exec "$ctr" sh -c 'echo GPUPROV_K3S_SIM_BACKOFF_SECONDS=30 >>/etc/default/k3s'
   docker exec "$ctr" rm -f /etc/gpuprov-testvm/gpu
   docker restart "$ctr"
-  wait_for 120 at_least_failed_starts rb 3
+  wait_for 120 at_least_failed_starts rb 2
   run gpu_allocatable rb
   [ "$status" -ne 0 ]
-  # The driver answers now; the next start would be 40 s away: the helper does not wait for it.
+  # The driver answers now; kubelet's next start is at `due` (up to 60 s away): the GPUs are
+  # back before it.
+  local due
+  due=$(plugin_annotation rb plugin-start-due)
   docker exec "$ctr" sh -c 'echo H100:1 >/etc/gpuprov-testvm/gpu'
-  wait_for 25 gpu_allocatable rb
+  wait_for 60 gpu_allocatable rb
+  echo "GPU back at $(date +%s), the back-off ended at $due"
+  [ "$(date +%s)" -lt "${due%.*}" ]
   run docker exec "$ctr" journalctl -u gpuprov-device-plugin-boot -o cat --no-pager
   echo "$output"
   [[ "$output" == *"device plugin crash-looping: deleting its pod"* ]]
