@@ -4,8 +4,9 @@
 # the installer's boot helper (gpuprov-device-plugin-boot.service) deletes the crash-looping pod
 # once nvidia-smi answers, so the GPUs come back at once instead of at the next back-off expiry.
 # The reboot is `docker restart` of the emulated DigitalOcean VM's container
-# (tests/fixtures/testvm/README.md); the node's API is read from inside the VM, with k3s's admin
-# certificate, as the helper does.
+# (tests/fixtures/testvm/README.md), with the simulator's back-off base raised to 30 s; the GPUs
+# must be back before the plugin pod's next start (its gpuprov-sim/plugin-start-due annotation).
+# The node's API is read from inside the VM, with k3s's admin certificate, as the helper does.
 
 load helpers
 
