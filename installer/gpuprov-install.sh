@@ -79,6 +79,9 @@ readonly FW_SCRIPT="/etc/gpuprov/node-firewall.sh"
 readonly FW_UNIT="/etc/systemd/system/gpuprov-firewall.service"
 readonly K3S_ENV="/etc/systemd/system/k3s.service.env"
 readonly APT_HOLD_CONF="/etc/apt/apt.conf.d/51gpuprov-nvidia-hold"
+# installer/README.md, "No daemon-reload on a live node" and "After a reboot".
+readonly DEV_CHAR_RULE="/lib/udev/rules.d/71-nvidia-dev-char.rules"
+readonly PLUGIN_BOOT_SCRIPT="/usr/local/sbin/gpuprov-device-plugin-boot"
 
 # ---- Run state (what the status marker reports)
 PHASE="preflight"
@@ -788,6 +791,16 @@ ensure_toolkit() {
   log "NVIDIA container runtime installed: $rt"
 }
 
+# dev_char_links: NVIDIA's /dev/char links, now and (udev rule) at each boot.
+dev_char_links() {
+  local ctk
+  ctk="$(command -v nvidia-ctk)" || { log "WARNING: no nvidia-ctk: no /dev/char links"; return 0; }
+  printf 'ACTION=="add", DEVPATH=="/bus/pci/drivers/nvidia", RUN+="%s system create-dev-char-symlinks --create-all"\n' \
+    "$ctk" | write_if_changed "$ROOT$DEV_CHAR_RULE" 0644 || true
+  timeout 60 "$ctk" system create-dev-char-symlinks --create-all >>"$LOG_PATH" 2>&1 9>&- ||
+    log "WARNING: nvidia-ctk create-dev-char-symlinks failed"
+}
+
 # metadata_get CURL_ARGS...: body on stdout; returns curl's exit code (22 = HTTP error).
 metadata_get() {
   curl -sS -f --noproxy '*' --connect-timeout 1 --max-time 3 "$@" 2>/dev/null
@@ -953,30 +966,62 @@ render_uninstall() {
 # Written by gpuprov-install.sh: removes k3s and gpuprov's files (NVIDIA packages stay).
 [ "$(id -u)" = 0 ] || exec sudo "$0" "$@"
 /usr/local/bin/k3s-killall.sh
-for u in k3s gpuprov-firewall gpuprov-ttl.timer gpuprov-ttl; do systemctl disable --now $u 2>/dev/null; done
+for u in k3s gpuprov-firewall gpuprov-ttl.timer gpuprov-ttl gpuprov-device-plugin-boot; do systemctl disable --now $u 2>/dev/null; done
 [ ! -f /etc/gpuprov/node-firewall.sh ] || sh /etc/gpuprov/node-firewall.sh stop
 for l in kubectl crictl ctr; do [ "$(readlink /usr/local/bin/$l)" != k3s ] || rm -f /usr/local/bin/$l; done
-cd /etc/systemd/system && rm -f k3s.service k3s.service.env gpuprov-firewall.service gpuprov-ttl.*
+cd /etc/systemd/system && rm -f k3s.service k3s.service.env gpuprov-firewall.service gpuprov-ttl.* gpuprov-device-plugin-boot.service
 rm -rf /etc/rancher/k3s /run/flannel /var/lib/rancher/k3s /var/lib/kubelet /var/lib/gpuprov /etc/gpuprov \
-  /usr/local/bin/k3s /usr/local/sbin/gpuprov-ttl /etc/apt/apt.conf.d/51gpuprov-nvidia-hold \
+  /usr/local/bin/k3s /usr/local/sbin/gpuprov-ttl /usr/local/sbin/gpuprov-device-plugin-boot /etc/apt/apt.conf.d/51gpuprov-nvidia-hold \
   /usr/local/bin/k3s-killall.sh /usr/local/bin/k3s-uninstall.sh
 systemctl daemon-reload
 EOF
 }
 
+# write_unit: k3s's unit, its scripts and env file; systemd reloads only for a changed unit
+# (installer/README.md, "No daemon-reload").
 write_unit() {
-  local f
+  local f changed=0
   for f in killall uninstall; do
     if "render_$f" | write_if_changed "$ROOT/usr/local/bin/k3s-$f.sh" 0755; then log "wrote k3s-$f.sh"; fi
   done
   write_k3s_env
-  if render_unit | write_if_changed "$ROOT$K3S_UNIT" 0644; then
-    log "wrote $K3S_UNIT (changed): daemon-reload"
+  render_unit | write_if_changed "$ROOT$K3S_UNIT" 0644 && changed=1
+  [[ "$GPU_CONFIGURED" == true ]] && plugin_boot_helper && changed=1
+  timeout 120 systemctl --no-reload enable k3s.service >>"$LOG_PATH" 2>&1 ||
+    fail "systemctl enable k3s failed"
+  if [[ "$changed" == 1 ]]; then
+    log "wrote $K3S_UNIT or $PLUGIN_BOOT_SCRIPT.service (changed): daemon-reload"
     timeout 120 systemctl daemon-reload || fail "systemctl daemon-reload failed"
   else
     log "$K3S_UNIT unchanged"
   fi
-  timeout 120 systemctl enable k3s.service >>"$LOG_PATH" 2>&1 || fail "systemctl enable k3s failed"
+}
+
+# plugin_boot_helper: at boot, once nvidia-smi answers, deletes a crash-looping device plugin pod
+# (installer/README.md, "After a reboot"). Status 0 when its unit changed.
+plugin_boot_helper() {
+  local unit="/etc/systemd/system/${PLUGIN_BOOT_SCRIPT##*/}.service" rc=1
+  write_if_changed "$ROOT$PLUGIN_BOOT_SCRIPT" 0755 <<'EOF' || true
+#!/bin/sh
+# gpuprov-install.sh: installer/README.md, "After a reboot"
+t=/var/lib/rancher/k3s/server/tls
+u='https://127.0.0.1:6443/api/v1/namespaces/kube-system/pods?labelSelector=name%3Dnvidia-device-plugin-ds'
+a() { curl -sSf -m 20 --cacert $t/server-ca.crt --cert $t/client-admin.crt --key $t/client-admin.key "$@" "$u"; }
+for _ in $(seq 180); do
+  if nvidia-smi -L >/dev/null 2>&1; then
+    case $(a) in
+      *CrashLoopBackOff*) echo "device plugin crash-looping: deleting its pod" && a -X DELETE >/dev/null && exit ;;
+      *'"ready": true'* | *'"ready":true'*) echo "device plugin running" && exit ;;
+    esac
+  fi
+  sleep 5
+done
+EOF
+  printf '[Unit]\nAfter=k3s.service\n[Service]\nType=exec\nExecStart=%s\n[Install]\nWantedBy=multi-user.target\n' \
+    "$PLUGIN_BOOT_SCRIPT" | write_if_changed "$ROOT$unit" 0644 && rc=0
+  timeout 120 systemctl --no-reload enable "${unit##*/}" >>"$LOG_PATH" 2>&1 ||
+    log "WARNING: systemctl enable ${unit##*/} failed"
+  return "$rc"
 }
 
 render_device_plugin() {
@@ -1073,7 +1118,7 @@ EOF
 
 # node_firewall: that script and its boot unit, applied unless unchanged and in force.
 node_firewall() {
-  local tool=nft changed=1
+  local tool=nft changed=1 unit_changed=0
   command -v nft >/dev/null || tool=iptables
   [[ "$tool" == nft ]] || { command -v iptables-restore && command -v ip6tables-restore; } >/dev/null ||
     fail "--node-firewall needs nft (package nftables) or iptables; install one, then run again"
@@ -1082,14 +1127,15 @@ node_firewall() {
 Wants=network-pre.target\nAfter=nftables.service netfilter-persistent.service
 Before=network-pre.target k3s.service\n[Service]\nType=oneshot\nRemainAfterExit=yes
 ExecStart=/bin/sh %s\n[Install]\nWantedBy=sysinit.target\nRequiredBy=k3s.service\n' "$FW_SCRIPT" |
-    write_if_changed "$ROOT$FW_UNIT" 0644 && changed=1
+    write_if_changed "$ROOT$FW_UNIT" 0644 && changed=1 unit_changed=1
   FW_STATE="ssh-only ($tool)"
   if [[ "$changed" == 0 ]] && timeout 60 systemctl is-active --quiet gpuprov-firewall &&
     if [[ "$tool" == nft ]]; then nft list table inet gpuprov; else iptables -w -t mangle -C PREROUTING -j GPUPROV; fi >/dev/null 2>&1; then
     log "node firewall unchanged: $FW_STATE"
     return 0
   fi
-  if ! { timeout 120 systemctl daemon-reload && timeout 120 systemctl enable gpuprov-firewall >>"$LOG_PATH" 2>&1 &&
+  if ! { { [[ "$unit_changed" == 0 ]] || timeout 120 systemctl daemon-reload; } &&
+    timeout 120 systemctl --no-reload enable gpuprov-firewall >>"$LOG_PATH" 2>&1 &&
     timeout 120 systemctl restart gpuprov-firewall 9>&-; }; then
     fail "the node firewall did not apply; look at 'journalctl -u gpuprov-firewall'"
   fi
@@ -1196,6 +1242,7 @@ main() {
     step nvidia-toolkit
     ensure_toolkit
     hold_nvidia_packages
+    dev_char_links
   fi
   step public-ip
   resolve_public_ip

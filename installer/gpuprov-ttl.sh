@@ -4,7 +4,8 @@
 # runs `gpuprov-ttl install`; a systemd timer then runs `gpuprov-ttl check` every few seconds.
 # It holds no cloud credential: it only runs `systemctl poweroff`.
 #
-#   gpuprov-ttl install --check-seconds N   write and start gpuprov-ttl.timer (+ .service)
+#   gpuprov-ttl install --check-seconds N   write and start gpuprov-ttl.timer (+ .service);
+#                                           systemd reloads only when a unit file changed
 #   gpuprov-ttl set [--deadline EPOCH|none] [--idle-seconds N|none] [--gpu-util-max PCT]
 #                                           write the settings (keys not given stay as they are)
 #   gpuprov-ttl off                         stop and remove the timer, the service, the settings
@@ -12,22 +13,35 @@
 #   gpuprov-ttl status                      the settings and the idle clock, as KEY=VALUE lines
 #
 # Idle means, at every check: no SSH connection established to this host (ss) and nobody
-# logged in (who), no running Kubernetes pod asking for nvidia.com/gpu (kubectl), and every
-# GPU's utilisation below gpu_util_max percent (nvidia-smi). The idle clock starts at the first
-# idle check and restarts at any busy one.
+# logged in (who), no running Kubernetes pod asking for nvidia.com/gpu (kubectl), no
+# gpuprov-install run holding its lock, k3s not still starting (installed but not answering
+# within K3S_START_GRACE_SECONDS of boot), and every GPU's utilisation below gpu_util_max percent
+# (nvidia-smi). The idle clock starts at the first idle check and restarts at any busy one; it
+# lives under /run (emptied at boot) and carries the boot id, so every boot starts it afresh.
+#
+# No command here runs `systemctl daemon-reload` unless a unit file changed, and enable/disable
+# run with --no-reload (systemctl reloads after them otherwise): a reload makes running GPU
+# containers lose their devices under the systemd cgroup driver (NVIDIA container toolkit
+# install guide, "known issue" on daemon-reload).
 #
 # GPUPROV_TTL_ROOT prefixes every path (tests run it in a sandbox); GPUPROV_TTL_NOW replaces
-# the clock (epoch seconds). Tests also put fake ss, who, kubectl, nvidia-smi and systemctl
+# the clock (epoch seconds). Tests also put fake ss, who, kubectl, nvidia-smi, ps and systemctl
 # first on PATH.
 set -euo pipefail
 
 readonly ROOT="${GPUPROV_TTL_ROOT:-}"
 readonly CONF="$ROOT/etc/gpuprov/ttl.conf"
-readonly IDLE_FILE="$ROOT/var/lib/gpuprov/ttl-idle-since"
+readonly IDLE_FILE="$ROOT/run/gpuprov/ttl-idle-since"         # "EPOCH BOOT_ID"
+readonly OLD_IDLE_FILE="$ROOT/var/lib/gpuprov/ttl-idle-since" # where older versions kept it
+readonly BOOT_ID_FILE="$ROOT/proc/sys/kernel/random/boot_id"
+readonly INSTALL_LOCK="$ROOT/run/lock/gpuprov-install.lock" # held by gpuprov-install.sh
+readonly K3S_UNIT_FILE="$ROOT/etc/systemd/system/k3s.service"
 readonly UNIT_DIR="$ROOT/etc/systemd/system"
 readonly LOCK="$ROOT/run/lock/gpuprov-ttl.lock"
 readonly SELF="/usr/local/sbin/gpuprov-ttl"
 readonly DEFAULT_GPU_UTIL_MAX=5
+# After boot, k3s (and its API) may take minutes to answer; until then no GPU pod can be seen.
+readonly K3S_START_GRACE_SECONDS=600
 
 deadline=""
 idle_seconds=""
@@ -80,15 +94,20 @@ ssh_sessions() {
 }
 
 # Running pods whose containers ask for nvidia.com/gpu, one "namespace/name" a line. Nothing
-# when there is no kubectl or the API does not answer (no pod can then be found running).
+# when there is no kubectl or no k3s; nothing and status 1 when k3s is installed but its API
+# does not answer (no pod can then be found running).
 gpu_pods() {
   command -v kubectl >/dev/null 2>&1 || return 0
   local kubeconfig="$ROOT/etc/rancher/k3s/k3s.yaml" out pod counts n
-  [ -f "$kubeconfig" ] || return 0
+  if [ ! -f "$kubeconfig" ]; then
+    # k3s writes k3s.yaml at its first start: a k3s unit without it is a k3s not up yet.
+    [ ! -f "$K3S_UNIT_FILE" ] || return 1
+    return 0
+  fi
   out=$(KUBECONFIG="$kubeconfig" timeout 20 kubectl get pods --all-namespaces \
     --field-selector=status.phase=Running -o \
     'jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{" "}{.spec.containers[*].resources.limits.nvidia\.com/gpu}{"\n"}{end}' \
-    2>/dev/null) || return 0
+    2>/dev/null) || return 1
   while read -r pod counts; do
     [ -n "$pod" ] || continue
     for n in $counts; do
@@ -114,15 +133,46 @@ gpu_util_peak() {
   [ -z "$peak" ] || printf '%s\n' "$peak"
 }
 
+# Seconds since this machine booted: the age of PID 1. A test VM (a container) shares
+# /proc/uptime with its host, but not its PID 1. Nothing when unknown.
+seconds_since_boot() {
+  local age
+  age=$(ps -o etimes= -p 1 2>/dev/null | tr -d ' ') || return 0
+  if is_count "$age"; then printf '%s\n' "$age"; fi
+}
+
+# This boot's id (the kernel's random boot_id), or nothing.
+boot_id() {
+  [ -r "$BOOT_ID_FILE" ] || return 0
+  head -n1 "$BOOT_ID_FILE" 2>/dev/null || true
+}
+
+# Whether a gpuprov-install run (at boot or pushed over SSH) holds its lock now.
+install_running() {
+  [ -e "$INSTALL_LOCK" ] || return 1
+  ! flock -n -s "$INSTALL_LOCK" true 2>/dev/null
+}
+
 # Why the node is busy (one phrase), or nothing when it is idle.
 busy_reason() {
-  local n pods peak
+  local n pods peak age
   n=$(ssh_sessions)
   if [ "$n" -gt 0 ]; then
     printf '%s SSH session(s)\n' "$n"
     return
   fi
-  pods=$(gpu_pods)
+  if install_running; then
+    printf 'gpuprov-install is running (it holds %s)\n' "${INSTALL_LOCK#"$ROOT"}"
+    return
+  fi
+  if ! pods=$(gpu_pods); then
+    age=$(seconds_since_boot)
+    if [ -n "$age" ] && [ "$age" -lt "$K3S_START_GRACE_SECONDS" ]; then
+      printf 'k3s not answering yet, %s s after boot (grace %s s)\n' "$age" \
+        "$K3S_START_GRACE_SECONDS"
+      return
+    fi
+  fi
   if [ -n "$pods" ]; then
     printf 'GPU pod(s) running: %s\n' "$(printf '%s' "$pods" | tr '\n' ' ')"
     return
@@ -139,6 +189,16 @@ power_off() {
   systemctl poweroff
 }
 
+# The idle clock's start (epoch seconds) when it was started during this boot, else nothing.
+idle_since() {
+  local since="" id=""
+  [ -f "$IDLE_FILE" ] || return 0
+  read -r since id <"$IDLE_FILE" || true
+  is_count "$since" || return 0
+  [ "$id" = "$(boot_id)" ] || return 0
+  printf '%s\n' "$since"
+}
+
 cmd_check() {
   load_conf
   local t reason since
@@ -148,7 +208,7 @@ cmd_check() {
     return
   fi
   if ! is_count "$idle_seconds"; then
-    rm -f "$IDLE_FILE"
+    rm -f "$IDLE_FILE" "$OLD_IDLE_FILE"
     return
   fi
   reason=$(busy_reason)
@@ -157,11 +217,11 @@ cmd_check() {
     log "busy: $reason"
     return
   fi
-  since=""
-  [ -f "$IDLE_FILE" ] && since=$(cat "$IDLE_FILE")
-  if ! is_count "$since"; then
+  rm -f "$OLD_IDLE_FILE" # a clock kept on disk by an older version, maybe from an earlier boot
+  since=$(idle_since)
+  if [ -z "$since" ]; then
     mkdir -p "$(dirname "$IDLE_FILE")"
-    printf '%s\n' "$t" >"$IDLE_FILE"
+    printf '%s %s\n' "$t" "$(boot_id)" >"$IDLE_FILE"
     since="$t"
   fi
   if [ $((t - since)) -ge "$idle_seconds" ]; then
@@ -195,7 +255,21 @@ cmd_set() {
   fi
   write_conf
   # A new idle TTL starts its clock afresh.
-  rm -f "$IDLE_FILE"
+  rm -f "$IDLE_FILE" "$OLD_IDLE_FILE"
+}
+
+# write_unit NAME: stdin to $UNIT_DIR/NAME unless it already holds exactly that. Status 0 when
+# the file changed, 1 when it was up to date.
+write_unit() {
+  local dest="$UNIT_DIR/$1" tmp
+  mkdir -p "$UNIT_DIR"
+  tmp="$dest.tmp.$$"
+  cat >"$tmp"
+  if [ -f "$dest" ] && cmp -s "$tmp" "$dest"; then
+    rm -f "$tmp"
+    return 1
+  fi
+  mv -f "$tmp" "$dest"
 }
 
 cmd_install() {
@@ -212,8 +286,8 @@ cmd_install() {
     die "--check-seconds: a positive number, not '$check'"
   fi
   take_lock
-  mkdir -p "$UNIT_DIR"
-  cat >"$UNIT_DIR/gpuprov-ttl.service" <<EOF
+  local changed=0
+  write_unit gpuprov-ttl.service <<EOF && changed=1
 [Unit]
 Description=gpuprov TTL: power the VM off when its deadline passes or it is idle too long
 
@@ -221,7 +295,7 @@ Description=gpuprov TTL: power the VM off when its deadline passes or it is idle
 Type=oneshot
 ExecStart=$SELF check
 EOF
-  cat >"$UNIT_DIR/gpuprov-ttl.timer" <<EOF
+  write_unit gpuprov-ttl.timer <<EOF && changed=1
 [Unit]
 Description=gpuprov TTL check every ${check}s
 
@@ -233,22 +307,27 @@ AccuracySec=1s
 [Install]
 WantedBy=timers.target
 EOF
-  systemctl daemon-reload
-  systemctl enable gpuprov-ttl.timer
+  systemctl --no-reload enable gpuprov-ttl.timer
+  if [ "$changed" = 1 ]; then
+    log "timer or service unit changed: systemctl daemon-reload"
+    systemctl daemon-reload
+  fi
   systemctl restart gpuprov-ttl.timer
 }
 
+# Stops the timer and removes it without a daemon-reload: the stopped timer's definition stays
+# loaded in systemd, inert, until the next reload or boot.
 cmd_off() {
   take_lock
-  systemctl disable --now gpuprov-ttl.timer 2>/dev/null || true
-  rm -f "$UNIT_DIR/gpuprov-ttl.timer" "$UNIT_DIR/gpuprov-ttl.service" "$CONF" "$IDLE_FILE"
-  systemctl daemon-reload
+  systemctl --no-reload disable --now gpuprov-ttl.timer 2>/dev/null || true
+  rm -f "$UNIT_DIR/gpuprov-ttl.timer" "$UNIT_DIR/gpuprov-ttl.service" "$CONF" "$IDLE_FILE" \
+    "$OLD_IDLE_FILE"
 }
 
 cmd_status() {
   load_conf
-  local since=""
-  [ -f "$IDLE_FILE" ] && since=$(cat "$IDLE_FILE")
+  local since
+  since=$(idle_since)
   printf 'deadline=%s\nidle_seconds=%s\ngpu_util_max=%s\nidle_since=%s\nnow=%s\n' \
     "$deadline" "$idle_seconds" "$gpu_util_max" "$since" "$(now)"
 }

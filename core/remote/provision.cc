@@ -493,6 +493,8 @@ void Provision::AddTtlToUserData(std::string& user_data) {
 }
 
 void Provision::WaitForRunning() {
+  const std::string recorded_address = rec_.public_ip;
+  const int recorded_ssh_port = rec_.ssh_port;
   WaitRunning(*cloud_, vm_, std::chrono::seconds(opt_.boot_wait_seconds.value));
   rec_.public_ip = vm_.public_ip;
   rec_.ssh_port = vm_.ports.count(22) ? vm_.ports.at(22) : vm_.ssh_port;
@@ -501,6 +503,17 @@ void Provision::WaitForRunning() {
   rec_.phase_seconds["create"] = SecondsSince(create_start_);
   Save();
   CrashPoint("vm-running");
+  if (vm_existed_ && !recorded_address.empty() && !rec_.public_ip.empty() &&
+      recorded_address != rec_.public_ip) {
+    // A stop and start on a cloud without a static address. The host key pinned at the old
+    // address goes (another VM may get it); the new one is pinned at first contact, and in direct
+    // mode the API certificate check re-runs the installer with the new address.
+    ForgetHostKey(app_.paths.known_hosts().string(), recorded_address, recorded_ssh_port);
+    console_.Note("the address of " + name_ + " changed from " + recorded_address + " to " +
+                  rec_.public_ip + " (stopped and started on a cloud without a static address): " +
+                  (k8s_.enabled ? "the record, SSH, the API certificate and the kubeconfig follow"
+                                : "the record and SSH follow"));
+  }
   if (rec_.public_ip.empty()) {
     throw Error("the " + cloud_name_ + " driver reported no public address for " + name_,
                 "the VM is kept; `gpuprov down " + name_ + "` removes it");

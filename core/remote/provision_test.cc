@@ -46,6 +46,7 @@ struct MemoryWorld {
   std::string boot_state = "running";  // what the VM turns to at its first get
   bool no_capacity = false;            // create fails with GPUPROV_STATUS_CAPACITY
   int ssh_port = 0;                    // a closed loopback port
+  std::string public_ip = "127.0.0.1";  // what get and create report
 };
 MemoryWorld* g_world = nullptr;
 
@@ -56,7 +57,8 @@ std::string Field(const std::string& json, const std::string& key) {
 
 std::string VmJson(const std::string& name, const MemoryWorld::Vm& vm) {
   return R"({"id":")" + vm.id + R"(","name":")" + name + R"(","state":")" + vm.state +
-         R"(","public_ip":"127.0.0.1","ssh_port":)" + std::to_string(g_world->ssh_port) +
+         R"(","public_ip":")" + g_world->public_ip + R"(","ssh_port":)" +
+         std::to_string(g_world->ssh_port) +
          R"(,"ssh_user":"root"})";
 }
 
@@ -263,6 +265,25 @@ TEST_F(ProvisionTest, ARerunFindsTheVmOfTheFirstAndMakesNoSecond) {
   EXPECT_EQ(std::count(world_.calls.begin(), world_.calls.end(), "create demo"), 2);
   EXPECT_THAT(world_.phase_at_create, ElementsAre("creating", "creating"));
   EXPECT_EQ(std::count(world_.calls.begin(), world_.calls.end(), "delete demo"), 0);
+}
+
+TEST_F(ProvisionTest, ARerunAfterAnAddressChangeRecordsTheNewAddressAndSaysSo) {
+  RunUntilError();
+  ASSERT_TRUE(Record());
+  EXPECT_EQ(Record()->public_ip, "127.0.0.1");
+  // Stopped and started on a cloud without a static address: the driver's get says where now.
+  world_.public_ip = "127.0.0.2";
+  ::testing::internal::CaptureStderr();
+  const std::string error = RunUntilError();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(Record()->public_ip, "127.0.0.2");
+  EXPECT_THAT(said, HasSubstr("the address of demo changed from 127.0.0.1 to 127.0.0.2 "
+                              "(stopped and started on a cloud without a static address): "
+                              "the record and SSH follow"));
+  EXPECT_THAT(error, HasSubstr("127.0.0.2"));
+  ::testing::internal::CaptureStderr();
+  RunUntilError();
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(), ::testing::Not(HasSubstr("changed from")));
 }
 
 /// One row per provision crash point before SSH: the phase the kill leaves on disk, and

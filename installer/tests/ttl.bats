@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # Tests of installer/gpuprov-ttl.sh, the node's TTL check, in a sandbox: GPUPROV_TTL_ROOT
-# prefixes its paths, GPUPROV_TTL_NOW is the clock, and fake ss, who, kubectl, nvidia-smi,
+# prefixes its paths, GPUPROV_TTL_NOW is the clock, and fake ss, who, kubectl, nvidia-smi, ps,
 # systemctl and logger come first on PATH, each printing what its FAKE_* file holds.
 
 setup() {
@@ -12,19 +12,28 @@ setup() {
   mkdir -p "$FAKE" "$BIN"
   export FAKE
   # Each fake prints $FAKE/<name>.out (when there) and exits with $FAKE/<name>.rc (else 0);
-  # systemctl also logs its arguments.
+  # systemctl also logs its arguments, and a "daemon-reload" line after an enable or disable
+  # without --no-reload, as the real one reloads then (systemd src/systemctl/systemctl-enable.c).
   local tool
   # shellcheck disable=SC2016 # the fakes expand $FAKE when they run
-  for tool in ss who kubectl nvidia-smi logger; do
+  for tool in ss who kubectl nvidia-smi ps logger; do
     printf '#!/bin/sh\n[ -f "$FAKE/%s.out" ] && cat "$FAKE/%s.out"\nexit "$(cat "$FAKE/%s.rc" 2>/dev/null || echo 0)"\n' \
       "$tool" "$tool" "$tool" >"$BIN/$tool"
     chmod +x "$BIN/$tool"
   done
   # shellcheck disable=SC2016
-  printf '#!/bin/sh\nprintf "%%s\\n" "$*" >>"$FAKE/systemctl.log"\n' >"$BIN/systemctl"
+  printf '#!/bin/sh\nprintf "%%s\\n" "$*" >>"$FAKE/systemctl.log"\ncase " $* " in *" --no-reload "*) ;; *" enable "* | *" disable "*) echo daemon-reload >>"$FAKE/systemctl.log" ;; esac\n' >"$BIN/systemctl"
   chmod +x "$BIN/systemctl"
   export PATH="$BIN:/usr/sbin:/usr/bin:/sbin:/bin"
   export GPUPROV_TTL_NOW=1000
+}
+
+reloads() { grep -cx daemon-reload "$FAKE/systemctl.log" 2>/dev/null || true; }
+
+# booted_as ID: the kernel's boot id is ID.
+booted_as() {
+  mkdir -p "$GPUPROV_TTL_ROOT/proc/sys/kernel/random"
+  printf '%s\n' "$1" >"$GPUPROV_TTL_ROOT/proc/sys/kernel/random/boot_id"
 }
 
 powered_off() { grep -qx poweroff "$FAKE/systemctl.log" 2>/dev/null; }
@@ -69,7 +78,7 @@ k3s_up() {
   "$TTL" set --idle-seconds 60
   GPUPROV_TTL_NOW=1000 run "$TTL" check
   still_on
-  [ "$(cat "$GPUPROV_TTL_ROOT/var/lib/gpuprov/ttl-idle-since")" = 1000 ]
+  [ "$(cat "$GPUPROV_TTL_ROOT/run/gpuprov/ttl-idle-since")" = "1000 " ]
   GPUPROV_TTL_NOW=1059 run "$TTL" check
   still_on
   [[ $output == *"idle for 59 s of 60 s"* ]]
@@ -85,7 +94,7 @@ k3s_up() {
   GPUPROV_TTL_NOW=1070 run "$TTL" check
   still_on
   [[ $output == *"busy: 1 SSH session(s)"* ]]
-  [ ! -e "$GPUPROV_TTL_ROOT/var/lib/gpuprov/ttl-idle-since" ]
+  [ ! -e "$GPUPROV_TTL_ROOT/run/gpuprov/ttl-idle-since" ]
   rm "$FAKE/ss.out"
   GPUPROV_TTL_NOW=1080 run "$TTL" check
   still_on
@@ -181,12 +190,12 @@ k3s_up() {
   grep -qx 'OnUnitActiveSec=7s' "$GPUPROV_TTL_ROOT/etc/systemd/system/gpuprov-ttl.timer"
   grep -qx 'ExecStart=/usr/local/sbin/gpuprov-ttl check' \
     "$GPUPROV_TTL_ROOT/etc/systemd/system/gpuprov-ttl.service"
-  grep -qx 'enable gpuprov-ttl.timer' "$FAKE/systemctl.log"
+  grep -qx -- '--no-reload enable gpuprov-ttl.timer' "$FAKE/systemctl.log"
   grep -qx 'restart gpuprov-ttl.timer' "$FAKE/systemctl.log"
   "$TTL" set --deadline 5000
   run "$TTL" off
   [ "$status" -eq 0 ]
-  grep -qx 'disable --now gpuprov-ttl.timer' "$FAKE/systemctl.log"
+  grep -qx -- '--no-reload disable --now gpuprov-ttl.timer' "$FAKE/systemctl.log"
   [ ! -e "$GPUPROV_TTL_ROOT/etc/systemd/system/gpuprov-ttl.timer" ]
   [ ! -e "$GPUPROV_TTL_ROOT/etc/gpuprov/ttl.conf" ]
   run "$TTL" install --check-seconds 0
@@ -211,4 +220,91 @@ k3s_up() {
   [ "$(grep -cx 'restart gpuprov-ttl.timer' "$FAKE/systemctl.log")" -eq 8 ]
   grep -Eqx 'deadline=500[1-8]' "$GPUPROV_TTL_ROOT/etc/gpuprov/ttl.conf"
   ! ls "$GPUPROV_TTL_ROOT/etc/gpuprov/" | grep -q tmp
+}
+
+@test "install reloads systemd only when a unit file changed; off never reloads" {
+  "$TTL" install --check-seconds 7
+  [ "$(reloads)" -eq 1 ]
+  # gpuprov ttl NAME 2h on a node running a GPU pod: set + install with the same units.
+  "$TTL" set --deadline 9000
+  run "$TTL" install --check-seconds 7
+  [ "$status" -eq 0 ]
+  [ "$(reloads)" -eq 1 ]
+  grep -c 'restart gpuprov-ttl.timer' "$FAKE/systemctl.log" | grep -qx 2
+  run "$TTL" install --check-seconds 9
+  [[ $output == *"unit changed: systemctl daemon-reload"* ]]
+  [ "$(reloads)" -eq 2 ]
+  "$TTL" off
+  [ "$(reloads)" -eq 2 ]
+  [ ! -e "$GPUPROV_TTL_ROOT/etc/systemd/system/gpuprov-ttl.service" ]
+}
+
+@test "idle TTL: a clock started during an earlier boot is not used; the new boot starts its own" {
+  booted_as 11111111-aaaa
+  "$TTL" set --idle-seconds 60
+  GPUPROV_TTL_NOW=1000 "$TTL" check
+  [ "$(cat "$GPUPROV_TTL_ROOT/run/gpuprov/ttl-idle-since")" = "1000 11111111-aaaa" ]
+  # Powered off and started again days later, with /run kept (a clock under /run is normally
+  # gone after a boot): another boot id.
+  booted_as 22222222-bbbb
+  GPUPROV_TTL_NOW=500000 run "$TTL" check
+  still_on
+  [[ $output == *"idle for 0 s of 60 s"* ]]
+  GPUPROV_TTL_NOW=500059 run "$TTL" check
+  still_on
+  GPUPROV_TTL_NOW=500060 run "$TTL" check
+  powered_off
+}
+
+@test "idle TTL: a clock an older version kept under /var/lib is dropped" {
+  "$TTL" set --idle-seconds 60
+  mkdir -p "$GPUPROV_TTL_ROOT/var/lib/gpuprov"
+  echo 10 >"$GPUPROV_TTL_ROOT/var/lib/gpuprov/ttl-idle-since"
+  GPUPROV_TTL_NOW=500000 run "$TTL" check
+  still_on
+  [ ! -e "$GPUPROV_TTL_ROOT/var/lib/gpuprov/ttl-idle-since" ]
+  run "$TTL" status
+  [[ $output == *"idle_since=500000"* ]]
+}
+
+@test "idle TTL: an install holding the installer's lock counts as busy" {
+  "$TTL" set --idle-seconds 10
+  mkdir -p "$GPUPROV_TTL_ROOT/run/lock"
+  local lock="$GPUPROV_TTL_ROOT/run/lock/gpuprov-install.lock"
+  GPUPROV_TTL_NOW=1000 "$TTL" check
+  (
+    exec 9>>"$lock"
+    flock 9
+    GPUPROV_TTL_NOW=1100 "$TTL" check
+  ) 2>"$FAKE/held.out"
+  cat "$FAKE/held.out"
+  still_on
+  grep -q 'busy: gpuprov-install is running (it holds /run/lock/gpuprov-install.lock)' "$FAKE/held.out"
+  # Released (the file stays): idle again, from here.
+  GPUPROV_TTL_NOW=1200 "$TTL" check
+  still_on
+  GPUPROV_TTL_NOW=1210 run "$TTL" check
+  powered_off
+}
+
+@test "idle TTL: k3s installed but not answering counts as busy in the first minutes after boot" {
+  mkdir -p "$GPUPROV_TTL_ROOT/etc/systemd/system"
+  : >"$GPUPROV_TTL_ROOT/etc/systemd/system/k3s.service"
+  "$TTL" set --idle-seconds 10
+  echo 1 >"$FAKE/kubectl.rc"
+  echo "     42" >"$FAKE/ps.out" # PID 1 is 42 s old; k3s has not written k3s.yaml yet
+  GPUPROV_TTL_NOW=1000 "$TTL" check
+  GPUPROV_TTL_NOW=1100 run "$TTL" check
+  still_on
+  [[ $output == *"busy: k3s not answering yet, 42 s after boot (grace 600 s)"* ]]
+  k3s_up # k3s.yaml there, the API still silent
+  echo 599 >"$FAKE/ps.out"
+  GPUPROV_TTL_NOW=1200 run "$TTL" check
+  still_on
+  [[ $output == *"k3s not answering yet"* ]]
+  # Past the grace a silent API is no evidence of work.
+  echo 600 >"$FAKE/ps.out"
+  GPUPROV_TTL_NOW=1300 "$TTL" check
+  GPUPROV_TTL_NOW=1310 run "$TTL" check
+  powered_off
 }

@@ -28,6 +28,18 @@ remove_vm_containers() {
 
 file_mode() { stat -c '%a' "$1"; }
 
+# wait_for SECONDS COMMAND...: runs COMMAND every half second until it succeeds (status 1
+# after SECONDS).
+wait_for() {
+  local limit=$1 _
+  shift
+  for _ in $(seq 1 $((limit * 2))); do
+    "$@" && return 0
+    sleep 0.5
+  done
+  return 1
+}
+
 # field NAME KEY: one value of `gpuprov list --output json` for VM NAME (KEY like probe.decision).
 field() {
   "$GPUPROV" list --output json | /usr/bin/python3 -c "

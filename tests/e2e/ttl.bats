@@ -3,7 +3,9 @@
 # - docker test cloud (real test VMs, systemd as PID 1): --ttl powers the VM off (its
 #   container exits), `list` then shows it stopped and EXPIRED, gc lists it, `down --expired`
 #   deletes it; `gpuprov ttl NAME 1h` extends past the old deadline, `--off` removes the timer;
-#   --idle-ttl does not fire while an SSH session is open and fires once it has closed.
+#   --idle-ttl does not fire while an SSH session is open and fires once it has closed; after a
+#   reboot (docker start of the powered-off VM) the idle clock starts afresh; `gpuprov ttl` on a
+#   running node does not make systemd reload (journal: "systemd[1]: Reloading.").
 # - DigitalOcean through the emulator's docker backend: the emulated API reports the VM that
 #   powered itself off as `off` (plugins/digitalocean/REFERENCE.md §3.2), gpuprov shows it stopped
 #   and EXPIRED, and `down --expired` leaves nothing on the cloud.
@@ -44,19 +46,13 @@ container_status() {
     --format '{{.State}}'
 }
 
-# wait_for SECONDS COMMAND...: runs COMMAND every half second until it succeeds (status 1
-# after SECONDS).
-wait_for() {
-  local limit=$1 _
-  shift
-  for _ in $(seq 1 $((limit * 2))); do
-    "$@" && return 0
-    sleep 0.5
-  done
-  return 1
-}
-
 container_exited() { [ "$(container_status "$1")" = exited ]; }
+vm_container() { docker ps -aq --filter "label=io.gpuprov.managed=1" --filter "label=io.gpuprov.name=$1"; }
+# systemd_reloads NAME: how many times systemd in VM NAME reloaded (its journal line per reload).
+systemd_reloads() {
+  docker exec "$(vm_container "$1")" journalctl _PID=1 -o cat --no-pager | grep -cx 'Reloading\.' || true
+}
+idle_clock_running() { docker exec "$(vm_container "$1")" test -s /run/gpuprov/ttl-idle-since; }
 listed_state() { [ "$(field "$1" state)" = "$2" ]; }
 no_backend_instance() { [ "$(count "$1" backend_instances)" -eq 0 ]; }
 
@@ -109,6 +105,13 @@ no_backend_instance() { [ "$(count "$1" backend_instances)" -eq 0 ]; }
   [[ "$output" == *"powers itself off at "*"(in 59m"* ]]
   sleep 12 # past the first deadline, with the timer checking every second
   [ "$(container_status "$TTL_B")" = running ]
+  # `gpuprov ttl` again, the timer units unchanged: no daemon-reload (on a node with running GPU
+  # pods it would cut them off their GPUs).
+  local reloads_before
+  reloads_before=$(systemd_reloads "$TTL_B")
+  run "$GPUPROV" ttl "$TTL_B" 1h
+  [ "$status" -eq 0 ]
+  [ "$(systemd_reloads "$TTL_B")" -eq "$reloads_before" ]
   run "$GPUPROV" list --no-refresh
   [[ "${lines[1]}" =~ \ 5[0-9]m[0-9]*s?$ ]]
   run "$GPUPROV" ttl "$TTL_B" --off
@@ -141,6 +144,12 @@ no_backend_instance() { [ "$(count "$1" backend_instances)" -eq 0 ]; }
   wait "$session"
   # Idle from here: the first idle check starts the clock, 8 s later the VM powers off.
   wait_for 20 container_exited "$TTL_C"
+  # Started again (a reboot): the old idle clock is not used, the first check starts a new one.
+  docker start "$(vm_container "$TTL_C")"
+  wait_for 60 idle_clock_running "$TTL_C"
+  sleep 3
+  [ "$(container_status "$TTL_C")" = running ]
+  wait_for 25 container_exited "$TTL_C"
   run "$GPUPROV" list --no-refresh
   [[ "${lines[1]}" == *" idle 8s" ]]
   # No deadline passed, but the cloud says the VM is off: down --expired takes it.
