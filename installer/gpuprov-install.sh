@@ -42,9 +42,9 @@ LOG_FILE="/var/log/gpuprov-install.log"
 LOCK_FILE="/run/lock/gpuprov-install.lock"
 LOCK_TIMEOUT_S=1800
 RESTART_TIMEOUT_S=600
-METADATA_URL="${GPUPROV_METADATA_URL:-}" # "": each source's own address (public_ip_by_source)
+METADATA_URL="${GPUPROV_METADATA_URL:-}"
 METADATA_ENABLED=1
-PUBLIC_IP_SOURCE="auto" # how this cloud's VM learns its public address (--public-ip-source)
+PUBLIC_IP_SOURCE="auto"
 TOOLKIT_MODE="${GPUPROV_TOOLKIT:-auto}"
 UNIT_TYPE="${GPUPROV_K3S_UNIT_TYPE:-notify}"
 NODE_FIREWALL="" # ssh-only, or empty: left as it is
@@ -104,11 +104,8 @@ options:
   --lock-file PATH        host-wide lock (default $LOCK_FILE)
   --lock-timeout SECS     how long a second run waits for the first (default $LOCK_TIMEOUT_S)
   --restart-timeout SECS  bound on 'systemctl start/restart k3s' (default $RESTART_TIMEOUT_S)
-  --public-ip-source SRC  where this cloud tells a VM its public address: ec2, openstack, gce,
-                          digitalocean, nebius (metadata services), interface (the address is on
-                          a network interface), none, or auto (ec2, gce, digitalocean; default)
-  --metadata-url URL      metadata service base URL (default http://169.254.169.254;
-                          nebius: http://metadata.nebius.internal)
+  --public-ip-source S    ec2|openstack|gce|digitalocean|nebius|interface|none|auto (default)
+  --metadata-url URL      metadata service base URL (default http://169.254.169.254)
   --no-metadata           do not ask the metadata service
   --toolkit auto|skip     install nvidia-container-toolkit when missing, or never (default auto)
   --unit-type notify|exec systemd Type= of k3s.service (default notify)
@@ -343,8 +340,7 @@ parse_args() {
       --metadata-url) METADATA_URL="$val" ;;
       --no-metadata) METADATA_ENABLED=0 ;;
       --public-ip-source)
-        [[ "$val" =~ ^(auto|ec2|openstack|gce|digitalocean|nebius|interface|none)$ ]] ||
-          usage_error "--public-ip-source: auto, ec2, openstack, gce, digitalocean, nebius, interface or none, got '$val'"
+        [[ "$val" =~ ^(auto|ec2|openstack|gce|digitalocean|nebius|interface|none)$ ]] || usage_error "--public-ip-source: '$val'?"
         PUBLIC_IP_SOURCE="$val"
         ;;
       --toolkit) TOOLKIT_MODE="$val" ;;
@@ -570,107 +566,37 @@ metadata_get() {
   curl -sS -f --noproxy '*' --connect-timeout 1 --max-time 3 "$@" 2>/dev/null
 }
 
-# metadata_base DEFAULT: --metadata-url / GPUPROV_METADATA_URL when given, else DEFAULT.
-metadata_base() { printf '%s\n' "${METADATA_URL:-$1}"; }
-
-# public_ip_ec2 BASE: EC2's IMDSv2 (token, then the address with it), else the same path without
-# a token: IMDSv1, and OpenStack Nova's EC2-compatible API, where public-ipv4 is the floating IP.
-# Returns 2 when nothing answers at BASE (curl exit 7 or 28), so no other path is tried there.
-public_ip_ec2() {
-  local base="$1" token="" ip="" rc=0
-  token="$(metadata_get -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' \
-    "$base/latest/api/token")" || rc=$?
-  if [[ "$rc" == 7 || "$rc" == 28 ]]; then
-    log "metadata service at $base does not answer (curl exit $rc)"
-    return 2
-  fi
-  if [[ "$rc" == 0 && -n "$token" ]]; then
-    ip="$(metadata_get -H "X-aws-ec2-metadata-token: $token" \
-      "$base/latest/meta-data/public-ipv4")" || ip=""
-  else
-    ip="$(metadata_get "$base/latest/meta-data/public-ipv4")" || ip=""
-  fi
-  if valid_ipv4 "$ip"; then printf '%s\n' "$ip"; fi
-}
-
-# public_ip_gce BASE: GCE's external address of the first interface (Metadata-Flavor: Google).
-public_ip_gce() {
-  local ip=""
-  ip="$(metadata_get -H 'Metadata-Flavor: Google' \
-    "$1/computeMetadata/v1/instance/network-interfaces/0/access-configs/0/external-ip")" || ip=""
-  if valid_ipv4 "$ip"; then printf '%s\n' "$ip"; fi
-}
-
-# public_ip_digitalocean BASE: DigitalOcean's droplet metadata (no header).
-public_ip_digitalocean() {
-  local ip=""
-  ip="$(metadata_get "$1/metadata/v1/interfaces/public/0/ipv4/address")" || ip=""
-  if valid_ipv4 "$ip"; then printf '%s\n' "$ip"; fi
-}
-
-# public_ip_nebius BASE: Nebius IMDS (GET with `Metadata: true`) /v1/network-data, the first
-# "public_ip_address" object's "address" (a /32 suffix dropped). The document's shape is not
-# published; this reads it as the API's NetworkInterfaceStatus (plugins/nebius/REFERENCE.md).
-public_ip_nebius() {
-  local doc="" ip=""
-  doc="$(metadata_get -H 'Metadata: true' "$1/v1/network-data")" || doc=""
-  ip="$(printf '%s' "$doc" | tr -d ' \t\r\n' | grep -o '"public_ip_address":{[^}]*}' | head -n1 |
-    grep -o '"address":"[0-9.]*' | head -n1 | cut -d'"' -f4)" || ip=""
-  if valid_ipv4 "$ip"; then printf '%s\n' "$ip"; fi
-}
-
-# public_ip_on_interface: a global IPv4 address on an interface other than lo that is not private
-# (RFC 1918), shared (100.64.0.0/10) or link-local: where a cloud routes the public address to the
-# VM without NAT. (A loopback address with scope global on such an interface counts: the test VM
-# stands a 127.x address in for a public one; no real interface carries one.)
-public_ip_on_interface() {
-  local line ifname addr
-  command -v ip >/dev/null 2>&1 || { log "no ip command: cannot read the interfaces' addresses"; return 0; }
-  while read -r line; do
-    ifname="$(awk '{print $2}' <<<"$line")"
-    addr="$(awk '{print $4}' <<<"$line")"
-    addr="${addr%/*}"
-    if [[ "$ifname" == lo ]] || ! valid_ipv4 "$addr"; then continue; fi
-    case "$addr" in
-      10.* | 192.168.* | 169.254.* | 172.1[6-9].* | 172.2[0-9].* | 172.3[01].*) continue ;;
-      100.6[4-9].* | 100.[7-9][0-9].* | 100.1[01][0-9].* | 100.12[0-7].*) continue ;;
-    esac
-    printf '%s\n' "$addr"
-    return 0
-  done < <(ip -4 -o addr show scope global 2>/dev/null || true)
-}
-
-# public_ip_by_source: the public address as this cloud gives it (--public-ip-source), or nothing.
+# public_ip_by_source: the public address where --public-ip-source says the cloud gives it
+# (installer/README.md). The test VM's 127.x on an interface stands in for a public address.
 public_ip_by_source() {
-  local rc=0 ip=""
-  case "$PUBLIC_IP_SOURCE" in
-    interface) public_ip_on_interface; return 0 ;;
-    none)
-      log "this cloud tells a VM its public address neither by a metadata service nor on an" \
-        "interface (--public-ip-source none)"
-      return 0
-      ;;
-  esac
-  if [[ "$METADATA_ENABLED" != 1 ]] || ! command -v curl >/dev/null 2>&1; then return 0; fi
-  case "$PUBLIC_IP_SOURCE" in
-    ec2 | openstack) public_ip_ec2 "$(metadata_base http://169.254.169.254)" || true ;;
-    gce) public_ip_gce "$(metadata_base http://169.254.169.254)" ;;
-    digitalocean) public_ip_digitalocean "$(metadata_base http://169.254.169.254)" ;;
-    nebius)
-      # Nebius documents only its own IMDS; a GCE-compatible path at 169.254.169.254 (Yandex
-      # Cloud's, whose platform Nebius came from) is asked next, unconfirmed for Nebius.
-      ip="$(public_ip_nebius "$(metadata_base http://metadata.nebius.internal)")"
-      [[ -n "$ip" ]] || ip="$(public_ip_gce "$(metadata_base http://169.254.169.254)")"
-      [[ -z "$ip" ]] || printf '%s\n' "$ip"
-      ;;
-    *)
-      ip="$(public_ip_ec2 "$(metadata_base http://169.254.169.254)")" || rc=$?
-      [[ "$rc" != 2 ]] || return 0
-      [[ -n "$ip" ]] || ip="$(public_ip_gce "$(metadata_base http://169.254.169.254)")"
-      [[ -n "$ip" ]] || ip="$(public_ip_digitalocean "$(metadata_base http://169.254.169.254)")"
-      [[ -z "$ip" ]] || printf '%s\n' "$ip"
-      ;;
-  esac
+  local b="${METADATA_URL:-http://169.254.169.254}" s ip="" rc t
+  [[ "$PUBLIC_IP_SOURCE" != none ]] || log "the cloud tells no VM its public address"
+  [[ "$PUBLIC_IP_SOURCE" != interface ]] || ip="$(ip -4 -o addr show scope global | awk '$2 != "lo" {sub("/.*", "", $4); print $4}' |
+    grep -Ev '^(10|192\.168|169\.254|172\.(1[6-9]|2.|3[01])|100\.(6[4-9]|[7-9].|1[01].|12[0-7]))\.')" || ip=""
+  [[ "$METADATA_ENABLED" == 1 ]] && command -v curl >/dev/null || s=none
+  t="${PUBLIC_IP_SOURCE/auto/ec2 gce digitalocean}"
+  for s in ${s:-${t/nebius/nebius gce}}; do # nebius: then Yandex Cloud's GCE-compatible path
+    case "$s" in
+      ec2 | openstack)
+        rc=0
+        t="$(metadata_get -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' "$b/latest/api/token")" || rc=$?
+        if [[ "$rc" == 7 || "$rc" == 28 ]]; then
+          log "metadata service at $b does not answer (curl exit $rc)"
+          break
+        fi
+        [[ "$rc" == 0 ]] || t=""
+        ip="$(metadata_get ${t:+-H "X-aws-ec2-metadata-token: $t"} "$b/latest/meta-data/public-ipv4")"
+        ;;
+      gce) ip="$(metadata_get -H 'Metadata-Flavor: Google' "$b/computeMetadata/v1/instance/network-interfaces/0/access-configs/0/external-ip")" ;;
+      digitalocean) ip="$(metadata_get "$b/metadata/v1/interfaces/public/0/ipv4/address")" ;;
+      nebius)
+        ip="$(metadata_get -H 'Metadata: true' "${METADATA_URL:-http://metadata.nebius.internal}/v1/network-data" |
+          tr -d ' \n' | grep -o '"public_ip_address":{"address":"[0-9.]*' | cut -d'"' -f6)"
+        ;;
+    esac || ip=""
+    valid_ipv4 "${ip%%$'\n'*}" && break
+  done
+  ! valid_ipv4 "${ip%%$'\n'*}" || printf '%s\n' "${ip%%$'\n'*}"
 }
 
 resolve_public_ip() {
@@ -679,11 +605,9 @@ resolve_public_ip() {
     log "public address from --public-ip: $PUBLIC_IP"
   elif ip="$(public_ip_by_source)" && [[ -n "$ip" ]]; then
     PUBLIC_IP="$ip"
-    if [[ "$PUBLIC_IP_SOURCE" == interface ]]; then
-      log "public address from a network interface: $PUBLIC_IP"
-    else
-      log "public address from the metadata service: $PUBLIC_IP"
-    fi
+    local from="the metadata service"
+    [[ "$PUBLIC_IP_SOURCE" != interface ]] || from="a network interface"
+    log "public address from $from: $PUBLIC_IP"
   elif [[ -s "$ROOT$PUBLIC_IP_MEMORY" ]] &&
     ip="$(head -n1 "$ROOT$PUBLIC_IP_MEMORY")" && valid_host "$ip"; then
     PUBLIC_IP="$ip"

@@ -450,6 +450,17 @@ TEST_F(BringUpLoop, ACertificateWithoutThePublicIpIsReRunOnceWithIt) {
   EXPECT_NE(rec.route_reason.find("--public-ip"), std::string::npos) << rec.route_reason;
 }
 
+TEST_F(BringUpLoop, TheReRunReasonNamesWhatTheCloudsSourceDidNotGive) {
+  in.k3s.public_ip_source = "interface";
+  node.probes = {ProbeOutput(true, kCloudInitDone)};
+  reach.names_seen = {{"127.0.0.1", "localhost"}, {"127.0.0.1", "localhost", "127.9.9.9"}};
+  Run();
+  EXPECT_EQ(rec.route, "ssh");
+  EXPECT_EQ(rec.route_reason,
+            "the installer re-ran with --public-ip: the API certificate did not cover 127.9.9.9 "
+            "(no public address on the VM's interfaces (the cloud puts none there: NAT))");
+}
+
 TEST_F(BringUpLoop, ACertificateStillWithoutThePublicIpAfterTheReRunGivesUp) {
   node.probes = {ProbeOutput(true, kCloudInitDone)};
   reach.names_seen = {{"127.0.0.1", "localhost"}};

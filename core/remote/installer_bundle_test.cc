@@ -109,6 +109,30 @@ TEST(InstallerBundle, K3sChoiceBecomesInstallerFlags) {
               ::testing::EndsWith("'--k3s-download-url' 'http://127.0.0.1:8089'"));
 }
 
+TEST(InstallerBundle, TheDriversPublicIpSourceBecomesAFlagOfBothRoutes) {
+  InstallerArgs args;
+  args.public_ip_source = "openstack";
+  EXPECT_EQ(InstallerArgWords(args),
+            (std::vector<std::string>{"--public-ip-source", "openstack"}));
+  auto boot = MakeBootScript(args, 1 << 20);
+  ASSERT_TRUE(boot);
+  EXPECT_THAT(boot->text, ::testing::EndsWith("'--public-ip-source' 'openstack'\n"));
+  EXPECT_THAT(InstallerPushCommand(args), ::testing::EndsWith("'--public-ip-source' 'openstack'"));
+  // A driver that names none: no flag, the installer's auto.
+  EXPECT_TRUE(InstallerArgWords(InstallerArgs{}).empty());
+}
+
+TEST(InstallerBundle, TheReRunReasonSaysWhyTheVmDidNotLearnItsAddress) {
+  EXPECT_EQ(PublicIpSourceShortfall("none"),
+            "the cloud tells a VM its public address neither by a metadata service nor on an "
+            "interface");
+  EXPECT_EQ(PublicIpSourceShortfall("interface"),
+            "no public address on the VM's interfaces (the cloud puts none there: NAT)");
+  EXPECT_EQ(PublicIpSourceShortfall("nebius"),
+            "the nebius metadata service did not give the installer the address");
+  EXPECT_EQ(PublicIpSourceShortfall(""), "no metadata service gave the installer the address");
+}
+
 TEST(InstallerBundle, ArgumentsAreWordsInOrder) {
   InstallerArgs args;
   args.public_ip = "203.0.113.7";

@@ -210,6 +210,7 @@ InstallerArgs Provision::K3sArgs() const {
   args.k3s_version = opt_.k3s_version.value.value_or("");
   args.k3s_sha256 = opt_.k3s_sha256.value.value_or("");
   args.k3s_download_url = opt_.k3s_download_url.value.value_or("");
+  args.public_ip_source = driver_->info().node_address;
   return args;
 }
 

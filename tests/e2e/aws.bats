@@ -236,6 +236,7 @@ assert vm["address"].startswith("127.90."), vm'
   [ "$status" -eq 0 ]
   cluster_crash_converged aws aws-k8s "$output"
   expect_k8s_by_boot_route "$output"
+  expect_address_learned_at_boot aws-k8s "$CHAIN_OUTPUT$output"
   size=$(sed -n 's/.*boot script \([0-9]*\) of 16384 bytes.*/\1/p' <<<"$CHAIN_OUTPUT$output" | head -n 1)
   [ "$size" -gt 0 ] && [ "$size" -le 16384 ]
   [[ "$output" == *"nvidia.com/gpu: 1"* ]]

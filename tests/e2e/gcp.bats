@@ -176,6 +176,7 @@ EOF
   [ "$status" -eq 0 ]
   cluster_crash_converged gcp gce-k8s "$output"
   expect_k8s_by_boot_route "$output"
+  expect_address_learned_at_boot gce-k8s "$CHAIN_OUTPUT$output"
   [[ "$output" == *"nvidia.com/gpu: 1"* ]]
   [[ "$CHAIN_OUTPUT$output" != *"private_key"* ]]
   [[ "$CHAIN_OUTPUT$output" != *"PRIVATE KEY"* ]]
