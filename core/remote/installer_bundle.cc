@@ -75,6 +75,36 @@ std::string InstallerVersion() {
   return version;
 }
 
+const std::string& BootInstallerScript() {
+  static const std::string text = [] {
+    // A here-document starts at <<WORD, <<'WORD' or <<"WORD" (not <<<) and ends at a line that
+    // is WORD; with <<-WORD, tabs may come before it.
+    static const std::regex here_doc("<<(-?)[ \t]*['\"]?([A-Za-z_][A-Za-z0-9_]*)");
+    std::istringstream in(InstallerScript());
+    std::string out, line, end_word;
+    bool tabs_before_end = false;
+    for (bool first = true; std::getline(in, line); first = false) {
+      if (!end_word.empty()) {
+        const size_t word_at = tabs_before_end ? line.find_first_not_of('\t') : 0;
+        if (word_at != std::string::npos && line.compare(word_at, std::string::npos, end_word) == 0) {
+          end_word.clear();
+        }
+      } else {
+        const size_t text_at = line.find_first_not_of(" \t");
+        if (!first && text_at != std::string::npos && line[text_at] == '#') continue;
+        std::smatch m;
+        if (line.find("<<<") == std::string::npos && std::regex_search(line, m, here_doc)) {
+          tabs_before_end = m[1].length() > 0;
+          end_word = m[2].str();
+        }
+      }
+      out += line + "\n";
+    }
+    return out;
+  }();
+  return text;
+}
+
 std::vector<std::string> InstallerArgWords(const InstallerArgs& args) {
   std::vector<std::string> words;
   if (!args.public_ip.empty()) {
@@ -111,7 +141,7 @@ std::string PublicIpSourceShortfall(const std::string& public_ip_source) {
 
 std::optional<BootScript> MakeBootScript(const InstallerArgs& args, std::size_t limit_bytes,
                                          bool trace) {
-  const std::string& script = InstallerScript();
+  const std::string& script = BootInstallerScript();
   const std::string path = "\"$dir/gpuprov-install.sh.new\"";
   if (script.find(std::string("\n") + kHereDocEnd + "\n") == std::string::npos) {
     std::string text = Wrap("cat > " + path + " <<'" + kHereDocEnd + "'\n" + script +

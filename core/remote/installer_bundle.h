@@ -44,6 +44,11 @@ struct InstallerArgs {
 /// the tail of the route reason when gpuprov re-runs the installer with --public-ip.
 std::string PublicIpSourceShortfall(const std::string& public_ip_source);
 
+/// The installer as a boot script carries it: InstallerScript() without its whole-line comments
+/// outside here-documents (the first line, #!, kept). The node never reads them, and EC2's 16 KB
+/// of user data holds the compressed installer only without them. The SSH route sends the whole.
+const std::string& BootInstallerScript();
+
 /// The arguments as words (unquoted), e.g. {"--public-ip", "1.2.3.4"}.
 std::vector<std::string> InstallerArgWords(const InstallerArgs& args);
 

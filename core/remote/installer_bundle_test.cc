@@ -147,7 +147,7 @@ TEST(InstallerBundle, PlainBootScriptWhenItFits) {
   ASSERT_TRUE(s);
   EXPECT_EQ(s->form, BootScriptForm::kPlain);
   EXPECT_EQ(s->text.rfind("#!/bin/bash\n", 0), 0u);
-  EXPECT_NE(s->text.find(InstallerScript()), std::string::npos);
+  EXPECT_NE(s->text.find(BootInstallerScript()), std::string::npos);
   EXPECT_LE(s->text.size(), 64u * 1024);
 }
 
@@ -162,6 +162,36 @@ TEST(InstallerBundle, CompressedBootScriptFitsEc2UserDataLimit) {
       << "the installer must not be in clear";
 }
 
+TEST(InstallerBundle, TheBootInstallerIsTheInstallerWithoutItsCommentLines) {
+  const std::string& full = InstallerScript();
+  const std::string& boot = BootInstallerScript();
+  EXPECT_LT(boot.size(), full.size());
+  EXPECT_EQ(boot.rfind("#!/usr/bin/env bash\n", 0), 0u);
+  // Each line of the boot installer is a line of the installer, in order, and no line it left
+  // out is code: only comment lines go.
+  std::istringstream all(full), kept(boot);
+  std::string line, next;
+  std::getline(kept, next);
+  size_t dropped = 0;
+  while (std::getline(all, line)) {
+    if (line == next) {
+      if (!std::getline(kept, next)) next = "\x01";
+      continue;
+    }
+    ++dropped;
+    EXPECT_EQ(line.substr(line.find_first_not_of(" \t")).rfind('#', 0), 0u) << line;
+  }
+  EXPECT_EQ(next, "\x01") << "a boot installer line not in the installer: " << next;
+  EXPECT_GT(dropped, 10u);
+  // Here-documents keep every line (the node firewall script's comments are its own).
+  EXPECT_NE(boot.find("cat <<'EOF'\n"), std::string::npos);
+  EXPECT_NE(boot.find("readonly K3S_SHA256_AMD64="), std::string::npos);
+  // And it is still a shell script bash accepts.
+  ScopedTempDir dir;
+  WriteFileAtomic(dir.path() / "boot-installer.sh", boot, 0600);
+  EXPECT_EQ(std::system(("bash -n " + (dir.path() / "boot-installer.sh").string()).c_str()), 0);
+}
+
 TEST(InstallerBundle, NoBootScriptWhenEvenCompressedDoesNotFit) {
   EXPECT_FALSE(MakeBootScript(InstallerArgs{}, 2048));
 }
@@ -172,7 +202,7 @@ TEST(InstallerBundle, BothFormsWriteTheSameInstallerOnTheNode) {
     auto s = MakeBootScript(InstallerArgs{}, limit);
     ASSERT_TRUE(s);
     ASSERT_EQ(RunBootScript(s->text, dir.path()), 0) << ReadFile(dir.path() / "out");
-    EXPECT_EQ(ReadFile(dir.path() / "node/var/lib/gpuprov/gpuprov-install.sh"), InstallerScript())
+    EXPECT_EQ(ReadFile(dir.path() / "node/var/lib/gpuprov/gpuprov-install.sh"), BootInstallerScript())
         << "limit " << limit;
     EXPECT_EQ(ModeOf(dir.path() / "node/var/lib/gpuprov/gpuprov-install.sh") & 0077, 0u);
   }
@@ -217,7 +247,7 @@ TEST(InstallerBundle, TtlInTheBootScriptWritesTheScriptSettingsAndTimerFirst) {
               ::testing::HasSubstr("OnUnitActiveSec=7s"));
   EXPECT_THAT(ReadFile(dir.path() / "systemctl.log"),
               ::testing::HasSubstr("enable gpuprov-ttl.timer"));
-  EXPECT_EQ(ReadFile(dir.path() / "node/var/lib/gpuprov/gpuprov-install.sh"), InstallerScript());
+  EXPECT_EQ(ReadFile(dir.path() / "node/var/lib/gpuprov/gpuprov-install.sh"), BootInstallerScript());
 }
 
 /// Runs traced boot script \a script (MakeBootScript with trace) as RunBootScript does, its
@@ -256,7 +286,7 @@ TEST(InstallerBundle, TracedBootScriptsRecordStartAndExitInBothForms) {
       ASSERT_EQ(RunTracedBootScript(s->text, dir.path(), "true"), 0) << ReadFile(dir.path() / "out");
       EXPECT_THAT(ReadFile(dir.path() / trace),
                   ::testing::MatchesRegex("started [0-9T:-]+Z\nexit 0\n"));
-      EXPECT_EQ(ReadFile(dir.path() / "node/var/lib/gpuprov/gpuprov-install.sh"), InstallerScript());
+      EXPECT_EQ(ReadFile(dir.path() / "node/var/lib/gpuprov/gpuprov-install.sh"), BootInstallerScript());
     }
     {
       ScopedTempDir dir;
