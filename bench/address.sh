@@ -35,7 +35,7 @@ export AWS_ACCESS_KEY_ID="AKIABENCHADDRESS0001" AWS_SECRET_ACCESS_KEY="bench/add
 unset AWS_SESSION_TOKEN AWS_PROFILE AWS_DEFAULT_REGION NEBIUS_IAM_TOKEN
 export LAMBDA_API_KEY="secret_bench_address_lambda" HYPERSTACK_API_KEY="hs-bench-address"
 export GOOGLE_APPLICATION_CREDENTIALS="$work/gcp-key.json"
-export NEBIUS_CREDENTIALS_FILE="$work/nebius-credentials.json" NEBIUS_PROJECT_ID=project-e00bench
+export NEBIUS_CREDENTIALS_FILE="$work/nebius-credentials.json" NEBIUS_PROJECT_ID=project-e00test
 mkdir -p "$GPUPROV_HOME" "$HOME"
 printf '[defaults.timeouts]\nssh_wait_seconds = 180\nboot_install_wait_seconds = 180\napi_wait_seconds = 180\n' \
   >"$GPUPROV_HOME/config.toml"
