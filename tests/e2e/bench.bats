@@ -47,7 +47,8 @@ load helpers
   echo "$output"
   [ "$status" -eq 0 ]
   # Hyperstack's VM reads the floating IP from OpenStack's EC2-compatible metadata; Lambda's has
-  # neither a metadata service nor the address on its interface (plugins/*/REFERENCE.md §6).
+  # neither a metadata service nor the address on its interface (section 6 of
+  # plugins/hyperstack/REFERENCE.md and plugins/lambda/REFERENCE.md).
   [[ "$output" =~ \|\ hyperstack\ \|\ \`openstack\`\ \|\ boot\ \|\ 0\ \|\ \ \|\ [0-9.]+\ \| ]]
   [[ "$output" =~ \|\ lambda\ \|\ \`interface\`\ \|\ ssh\ \|\ 1\ \|\ the\ installer\ re-ran\ with\ --public-ip ]]
 }

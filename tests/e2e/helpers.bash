@@ -242,7 +242,7 @@ expect_address_learned_at_boot() {
 }
 
 # expect_address_rerun NAME OUTPUT WHY: the cloud gives its VM no way to learn its public address
-# (REFERENCE.md, section 6), so gpuprov re-ran the installer with --public-ip: route ssh, the
+# (plugins/<cloud>/REFERENCE.md, section 6), so gpuprov re-ran the installer with --public-ip: route ssh, the
 # reason naming the certificate and WHY.
 expect_address_rerun() {
   [ "$(field "$1" route)" = ssh ] &&

@@ -57,7 +57,7 @@ nothing_left() {
   use_emulator docker
   # The cluster's crash points (issue 15): the VM is made by runs killed after the host key is
   # pinned and after the kubeconfig is written; the run below is their re-run. The boot install
-  # learns the floating IP from OpenStack's EC2-compatible metadata (REFERENCE.md §6), so the
+  # learns the floating IP from OpenStack's EC2-compatible metadata (plugins/hyperstack/REFERENCE.md §6), so the
   # certificate covers it: no SAN re-run.
   cluster_crash_chain hyperstack hs-k8s "host-key-pinned kubeconfig-written" --gpus A100:1
   run "$GPUPROV" -v provision --name hs-k8s --cloud hyperstack --gpus A100:1

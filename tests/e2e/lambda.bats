@@ -69,7 +69,7 @@ rules_text() {
   use_emulator docker
   # The cluster's crash points (issue 15): the VM is made by runs killed after the host key is
   # pinned, after the SAN re-run (a Lambda VM has no metadata service and, behind NAT, only its
-  # private address on the interface: REFERENCE.md §6; so gpuprov re-runs the installer with
+  # private address on the interface: plugins/lambda/REFERENCE.md §6; so gpuprov re-runs the installer with
   # --public-ip) and after the kubeconfig is written; the run below is their re-run.
   cluster_crash_chain lambda lam-k8s "host-key-pinned san-rerun kubeconfig-written" --gpus A10:1
   run "$GPUPROV" -v provision --name lam-k8s --cloud lambda --gpus A10:1

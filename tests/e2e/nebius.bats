@@ -58,7 +58,7 @@ quick_ssh_wait() {
   use_emulator docker
   # The cluster's crash points (issue 15): the VM is made by runs killed after the host key is
   # pinned and after the kubeconfig is written; the run below is their re-run. The boot install
-  # learns the public address from Nebius IMDS network-data (REFERENCE.md §6), so the
+  # learns the public address from Nebius IMDS network-data (plugins/nebius/REFERENCE.md §6), so the
   # certificate covers it: no SAN re-run.
   cluster_crash_chain nebius nb-k8s "host-key-pinned kubeconfig-written" --gpus H100:1
   run "$GPUPROV" -v provision --name nb-k8s --cloud nebius --gpus H100:1
