@@ -92,7 +92,8 @@ for cloud in $clouds; do
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$work/load"
 {
-  echo "Load average (1, 5, 15 min): $(tr '\n' ';' <"$work/load" | sed 's/;$//; s/;/; /g')."
+  echo "Load average (1, 5, 15 min): $(sed -n 's/^load \(before\|after\): \(.*\)/\2 \1/p' "$work/load" |
+    paste -sd, - | sed 's/,/, /')."
   echo
   echo "| Cloud | node_address | Route | Certificate re-runs | Reason | Provision [s] |"
   echo "|:---|:---|:---|---:|:---|---:|"
