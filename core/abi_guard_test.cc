@@ -55,6 +55,7 @@ const std::map<std::string, std::string> kKnownAbi = {
     {"1.1", "973b1857a0806f2e97ccee40d5085e8b3ec641dc6cb6e445a247c55dafe88b1a"},
     {"1.2", "28d36bb7a001dc82707d9d819fb64c32d2b2569262f3060bf81230db8075814e"},
     {"1.3", "0b296e44246bccb6535d8bc25d2ec20a9535a82b32516f1beedccc188c229b8d"},
+    {"1.4", "4319d4d4ee3dc9fdc27ff51cc82de91eb0e0e9fc848afa0cc04b1b3861de1e93"},
 };
 
 TEST(AbiGuard, HeaderMatchesTheHashRecordedForItsVersion) {

@@ -150,9 +150,10 @@ bool HostCancelled(void* ctx) {
   return cb->cancelled ? cb->cancelled() : false;
 }
 
-// The descriptor's size at each minor: a 1.0 descriptor ends before config_keys.
+// The descriptor's size at each minor: a 1.0 descriptor ends before config_keys, a 1.1 to 1.3
+// one before node_address.
 constexpr size_t kDescriptorSize10 = offsetof(gpuprov_type_driver_descriptor, config_keys);
-constexpr size_t kDescriptorSize11 = sizeof(gpuprov_type_driver_descriptor);
+constexpr size_t kDescriptorSize11 = offsetof(gpuprov_type_driver_descriptor, node_address);
 
 bool ValidConfigKeyName(const char* name) {
   if (name == nullptr || *name == '\0' || std::strlen(name) > 64) return false;
@@ -361,6 +362,16 @@ std::string CapabilitiesToString(uint64_t caps) {
   return out;
 }
 
+bool KnownNodeAddress(std::string_view value) {
+  for (const char* known :
+       {GPUPROV_NODE_ADDRESS_EC2, GPUPROV_NODE_ADDRESS_OPENSTACK, GPUPROV_NODE_ADDRESS_GCE,
+        GPUPROV_NODE_ADDRESS_DIGITALOCEAN, GPUPROV_NODE_ADDRESS_NEBIUS,
+        GPUPROV_NODE_ADDRESS_INTERFACE, GPUPROV_NODE_ADDRESS_NONE}) {
+    if (value == known) return true;
+  }
+  return false;
+}
+
 const gpuprov_drv_vtable* ValidateDescriptor(const gpuprov_type_driver_descriptor* raw,
                                              DriverInfo* info, gpuprov_drv_vtable* vtable_copy) {
   const std::string host_abi = AbiString(GPUPROV_ABI_VERSION_MAJOR, GPUPROV_ABI_VERSION_MINOR);
@@ -461,6 +472,12 @@ const gpuprov_drv_vtable* ValidateDescriptor(const gpuprov_type_driver_descripto
       return nullptr;
     }
   }
+  // d is zeroed past raw->struct_size, so a 1.3 or older descriptor names no source; a value
+  // this host does not know comes from a newer minor and is ignored like an unknown bit.
+  if (d.node_address != nullptr) {
+    const std::string_view value(d.node_address, strnlen(d.node_address, 32));
+    if (KnownNodeAddress(value)) info->node_address = value;
+  }
   info->lists_resources = vt.list_resources != nullptr;
   *vtable_copy = vt;
   return d.vtable;
@@ -546,7 +563,7 @@ std::vector<DriverSearchDir> DriverHost::DefaultSearchPath(const std::string& dr
 namespace {
 
 // 2: config keys (ABI 1.1); 3: lists_resources (1.2); 4: key members and former names (1.3)
-constexpr int kListCacheVersion = 4;
+constexpr int kListCacheVersion = 5;
 
 /// The identity of a driver file for the list cache: its size and mtime in nanoseconds.
 std::string FileStamp(const fs::path& path) {
@@ -596,6 +613,7 @@ Poco::JSON::Object::Ptr InfoToJson(const DriverInfo& info, const std::string& st
   o->set("capabilities", static_cast<Poco::UInt64>(info.capabilities));
   o->set("problem", info.problem);
   o->set("lists_resources", info.lists_resources);
+  o->set("node_address", info.node_address);
   if (info.config_keys) o->set("config_keys", ConfigKeysToJson(*info.config_keys));
   return o;
 }
@@ -611,6 +629,7 @@ DriverInfo InfoFromJson(const Poco::JSON::Object::Ptr& o) {
   info.capabilities = o->getValue<Poco::UInt64>("capabilities");
   info.problem = o->getValue<std::string>("problem");
   info.lists_resources = o->optValue<bool>("lists_resources", false);
+  info.node_address = o->optValue<std::string>("node_address", "");
   if (auto keys = o->getArray("config_keys"); !keys.isNull()) {
     info.config_keys = ConfigKeysFromJson(keys);
   }

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "error.h"
@@ -72,6 +73,9 @@ struct DriverInfo {
   std::optional<std::vector<DriverConfigKey>> config_keys;
   /// The driver has list_resources and delete_resource (ABI 1.2), so `gpuprov gc` can use it.
   bool lists_resources = false;
+  /// How a VM of the cloud learns its public address (ABI 1.4): a GPUPROV_NODE_ADDRESS_* value
+  /// (the installer's --public-ip-source); "" when the driver names none this host knows.
+  std::string node_address;
   std::string problem;       // empty when the driver is usable
   std::string shadowed_by;   // path of the earlier file of the same name, if any
 
@@ -84,6 +88,9 @@ struct DriverInfo {
 /// Returns the driver's vtable when the driver is usable.
 const gpuprov_drv_vtable* ValidateDescriptor(const gpuprov_type_driver_descriptor* raw,
                                              DriverInfo* info, gpuprov_drv_vtable* vtable_copy);
+
+/// True for the GPUPROV_NODE_ADDRESS_* values this host knows.
+bool KnownNodeAddress(std::string_view value);
 
 /// "boot:cloud-init,open-ports,kubernetes,vm-lifecycle": capability bits in words; bits this
 /// host does not know (a newer driver's, ignored) as "unknown:0x...".

@@ -52,7 +52,7 @@ TEST_P(ValidateDescriptorTest, AcceptsOrNamesTheProblem) {
   gpuprov_type_driver_descriptor d{sizeof(d), GPUPROV_DRIVER_MAGIC, GPUPROV_ABI_VERSION_MAJOR,
                                    GPUPROV_ABI_VERSION_MINOR, "mem", "1.0", "in memory",
                                    GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_OPEN_PORTS, &vt,
-                                   nullptr, 0};
+                                   nullptr, 0, nullptr};
   GetParam().mutate(&d, &vt);
   DriverInfo info;
   gpuprov_drv_vtable copy{};
@@ -78,11 +78,11 @@ INSTANTIATE_TEST_SUITE_P(
                          d->abi_major = 2;
                          d->abi_minor_required = 0;
                        },
-                       "needs driver ABI 2.0 but this gpuprov has ABI 1.3"},
+                       "needs driver ABI 2.0 but this gpuprov has ABI 1.4"},
         DescriptorCase{"OlderMajor", [](auto* d, auto*) { d->abi_major = 0; },
                        "major versions must be equal"},
         DescriptorCase{"NewerMinor", [](auto* d, auto*) { d->abi_minor_required = 7; },
-                       "needs driver ABI 1.7 or newer but this gpuprov has ABI 1.3"},
+                       "needs driver ABI 1.7 or newer but this gpuprov has ABI 1.4"},
         // A larger descriptor or function table comes from a newer minor that the driver does
         // not require: the host reads the members it knows (driver_abi.h, COMPATIBILITY).
         DescriptorCase{"LargerFromANewerMinorIsRead", [](auto* d, auto*) { d->struct_size += 16; },
@@ -288,7 +288,7 @@ TEST_F(DriverFilesTest, ListReportsBrokenDriversAndStillLoadsGoodOnes) {
     const DriverInfo* i = Find(all, name);
     return i == nullptr ? std::string("<not listed>") : i->problem;
   };
-  EXPECT_NE(problem("newmajor").find("needs driver ABI 2.0 but this gpuprov has ABI 1.3"),
+  EXPECT_NE(problem("newmajor").find("needs driver ABI 2.0 but this gpuprov has ABI 1.4"),
             std::string::npos) << problem("newmajor");
   EXPECT_NE(problem("newminor").find("needs driver ABI 1.99 or newer"), std::string::npos)
       << problem("newminor");
@@ -609,6 +609,31 @@ TEST(DriverReadme, NamesTheReadmeFileOrElseThePackage) {
   EXPECT_EQ(DriverReadme("nosuchcloud"), "the README.md of the gpuprov-driver-nosuchcloud package");
 }
 
+TEST(ValidateDescriptorNodeAddress, ReadsAKnownValueWhereTheDescriptorReachesIt) {
+  gpuprov_drv_vtable vt = FullVtable();
+  gpuprov_type_driver_descriptor d{sizeof(d), GPUPROV_DRIVER_MAGIC, GPUPROV_ABI_VERSION_MAJOR, 0,
+                                   "mem", "1.0", "in memory", GPUPROV_CAP_VM_LIFECYCLE, &vt,
+                                   nullptr, 0, GPUPROV_NODE_ADDRESS_OPENSTACK};
+  auto read = [&d] {
+    DriverInfo info;
+    gpuprov_drv_vtable copy{};
+    EXPECT_NE(gpuprov::ValidateDescriptor(&d, &info, &copy), nullptr) << info.problem;
+    return info.node_address;
+  };
+  EXPECT_EQ(read(), "openstack");
+  d.node_address = GPUPROV_NODE_ADDRESS_NONE;
+  EXPECT_EQ(read(), "none");
+  // A value of a newer minor is unknown to this host: the installer's auto.
+  d.node_address = "carrier-pigeon";
+  EXPECT_EQ(read(), "");
+  // A 1.3 descriptor ends before node_address: the member is not read.
+  d.node_address = GPUPROV_NODE_ADDRESS_EC2;
+  d.struct_size = offsetof(gpuprov_type_driver_descriptor, node_address);
+  EXPECT_EQ(read(), "");
+  EXPECT_TRUE(gpuprov::KnownNodeAddress("interface"));
+  EXPECT_FALSE(gpuprov::KnownNodeAddress("Interface"));
+}
+
 // ---- In-memory drivers (DriverHost::AddInMemory) ----
 
 gpuprov_type_status InMemoryOp(gpuprov_type_driver*, gpuprov_type_json, gpuprov_type_json* out) {
@@ -624,7 +649,8 @@ TEST(InMemoryDriver, LoadFindsItBeforeAFileOfTheSameNameAndOpenCallsIt) {
   DriverHost host(std::vector<gpuprov::DriverSearchDir>{{GPUPROV_FIXTURE_DRIVER_DIR, "fixtures"}});
   static const gpuprov_type_driver_descriptor kGood = {
       sizeof(gpuprov_type_driver_descriptor), GPUPROV_DRIVER_MAGIC, GPUPROV_ABI_VERSION_MAJOR, 0,
-      "good", "9.9.9", "in memory", GPUPROV_CAP_VM_LIFECYCLE, &kInMemoryVtable, nullptr, 0};
+      "good", "9.9.9", "in memory", GPUPROV_CAP_VM_LIFECYCLE, &kInMemoryVtable, nullptr, 0,
+      nullptr};
   host.AddInMemory(&kGood);
   const gpuprov::LoadedDriver loaded = host.Load("good");  // the fixture file is 1.2.3
   EXPECT_EQ(loaded.info().version, "9.9.9");
@@ -638,7 +664,7 @@ TEST(InMemoryDriver, ABrokenOneIsRefusedWithItsProblem) {
   DriverHost host(std::vector<gpuprov::DriverSearchDir>{});
   static const gpuprov_type_driver_descriptor kNewMajor = {
       sizeof(gpuprov_type_driver_descriptor), GPUPROV_DRIVER_MAGIC, 99, 0, "broken", "1",
-      "in memory", GPUPROV_CAP_VM_LIFECYCLE, &kInMemoryVtable, nullptr, 0};
+      "in memory", GPUPROV_CAP_VM_LIFECYCLE, &kInMemoryVtable, nullptr, 0, nullptr};
   host.AddInMemory(&kNewMajor);
   try {
     host.Load("broken");

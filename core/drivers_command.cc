@@ -97,6 +97,8 @@ int RunDriverDetail(const AppContext& app, const std::string& name) {
     o->set("description", d.description);
     o->set("abi", abi);
     o->set("capabilities", CapabilitiesToString(d.capabilities));
+    o->set("node_address",
+           d.node_address.empty() ? Poco::Dynamic::Var() : Poco::Dynamic::Var(d.node_address));
     o->set("path", d.path);
     o->set("origin", d.origin);
     o->set("ok", d.problem.empty());
@@ -120,6 +122,11 @@ int RunDriverDetail(const AppContext& app, const std::string& name) {
       << "  driver ABI:    " << abi << " or newer (this gpuprov: " << GPUPROV_ABI_VERSION_MAJOR
       << "." << GPUPROV_ABI_VERSION_MINOR << ")\n"
       << "  capabilities:  " << CapabilitiesToString(d.capabilities) << "\n"
+      << "  node address:  "
+      << (d.node_address.empty() ? "unknown (the installer tries the EC2, GCE and DigitalOcean "
+                                   "metadata services)"
+                                 : d.node_address)
+      << "\n"
       << "  file:          " << d.path << " (" << d.origin << ")\n";
   if (!d.config_keys) {
     out << "  settings: the driver declares none (ABI " << abi << "), so its [clouds." << d.name

@@ -100,7 +100,7 @@ const gpuprov_drv_vtable kVtable = {sizeof(gpuprov_drv_vtable), Init, Destroy, L
                                     ListResources, DeleteResource};
 const gpuprov_type_driver_descriptor kDescriptor = {
     sizeof(gpuprov_type_driver_descriptor), GPUPROV_DRIVER_MAGIC, 1, 2, "fakecloud", "1.0",
-    "fake", GPUPROV_CAP_VM_LIFECYCLE, &kVtable, nullptr, 0};
+    "fake", GPUPROV_CAP_VM_LIFECYCLE, &kVtable, nullptr, 0, nullptr};
 
 class GcTest : public ::testing::Test {
  protected:

@@ -85,7 +85,7 @@ std::unique_ptr<Cloud> FakeCloud(bool open_ports_capability) {
                                         FakeOp, FakeOpenPorts, nullptr, nullptr};
   static gpuprov_type_driver_descriptor d = {sizeof(d), GPUPROV_DRIVER_MAGIC,
                                              GPUPROV_ABI_VERSION_MAJOR, 0, "fake", "1", "fake",
-                                             0, &vt, nullptr, 0};
+                                             0, &vt, nullptr, 0, nullptr};
   d.capabilities = GPUPROV_CAP_VM_LIFECYCLE |
                    (open_ports_capability ? GPUPROV_CAP_OPEN_PORTS : 0);
   return std::make_unique<Cloud>(DriverHost::OpenDescriptor(&d, "{}", {}));
@@ -191,7 +191,7 @@ std::unique_ptr<Cloud> AnsweringCloud() {
   static gpuprov_type_driver_descriptor d = {sizeof(d), GPUPROV_DRIVER_MAGIC,
                                              GPUPROV_ABI_VERSION_MAJOR, 0, "fake", "1", "fake",
                                              GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_OPEN_PORTS,
-                                             &vt, nullptr, 0};
+                                             &vt, nullptr, 0, nullptr};
   return std::make_unique<Cloud>(DriverHost::OpenDescriptor(&d, "{}", {}));
 }
 

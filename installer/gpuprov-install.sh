@@ -44,8 +44,9 @@ LOG_FILE="/var/log/gpuprov-install.log"
 LOCK_FILE="/run/lock/gpuprov-install.lock"
 LOCK_TIMEOUT_S=1800
 RESTART_TIMEOUT_S=600
-METADATA_URL="${GPUPROV_METADATA_URL:-http://169.254.169.254}"
+METADATA_URL="${GPUPROV_METADATA_URL:-}"
 METADATA_ENABLED=1
+PUBLIC_IP_SOURCE="auto"
 TOOLKIT_MODE="${GPUPROV_TOOLKIT:-auto}"
 UNIT_TYPE="${GPUPROV_K3S_UNIT_TYPE:-notify}"
 NODE_FIREWALL="" # ssh-only, or empty: left as it is
@@ -124,6 +125,7 @@ options:
   --lock-file PATH        host-wide lock (default $LOCK_FILE)
   --lock-timeout SECS     how long a second run waits for the first (default $LOCK_TIMEOUT_S)
   --restart-timeout SECS  bound on 'systemctl start/restart k3s' (default $RESTART_TIMEOUT_S)
+  --public-ip-source S    ec2|openstack|gce|digitalocean|nebius|interface|none|auto (default)
   --metadata-url URL      metadata service base URL (default http://169.254.169.254)
   --no-metadata           do not ask the metadata service
   --toolkit auto|skip     install nvidia-container-toolkit when missing, or never (default auto)
@@ -339,7 +341,7 @@ parse_args() {
         opt="${opt%%=*}"
         ;;
       --public-ip | --tls-san | --k3s-version | --k3s-sha256 | --k3s-download-url | \
-        --status-file | --log-file | --lock-file | --lock-timeout | --restart-timeout | --metadata-url | --toolkit | --unit-type | --node-firewall | \
+        --status-file | --log-file | --lock-file | --lock-timeout | --restart-timeout | --metadata-url | --public-ip-source | --toolkit | --unit-type | --node-firewall | \
         --nvidia-driver | --nvidia-repo-url | --nvidia-key-fingerprint | --apt-lock-timeout)
         [[ $# -ge 2 ]] || usage_error "$opt needs a value"
         val="$2"
@@ -372,6 +374,10 @@ parse_args() {
       --restart-timeout) [[ "$val" =~ ^[1-9][0-9]*$ ]] || usage_error "--restart-timeout: seconds"; RESTART_TIMEOUT_S="$val" ;;
       --metadata-url) METADATA_URL="$val" ;;
       --no-metadata) METADATA_ENABLED=0 ;;
+      --public-ip-source)
+        [[ "$val" =~ ^(auto|ec2|openstack|gce|digitalocean|nebius|interface|none)$ ]] || usage_error "--public-ip-source: '$val'?"
+        PUBLIC_IP_SOURCE="$val"
+        ;;
       --toolkit) TOOLKIT_MODE="$val" ;;
       --nvidia-driver) NVIDIA_DRIVER_MODE="$val" ;;
       --unit-type) UNIT_TYPE="$val" ;;
@@ -806,39 +812,48 @@ metadata_get() {
   curl -sS -f --noproxy '*' --connect-timeout 1 --max-time 3 "$@" 2>/dev/null
 }
 
-# public_ip_from_metadata: EC2 (IMDSv2 token, then v1: also OpenStack), GCE, DigitalOcean.
-public_ip_from_metadata() {
-  local token="" ip="" rc=0
-  token="$(metadata_get -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' \
-    "$METADATA_URL/latest/api/token")" || rc=$?
-  if [[ "$rc" == 7 || "$rc" == 28 ]]; then
-    log "metadata service at $METADATA_URL does not answer (curl exit $rc)"
-    return 0
-  fi
-  if [[ "$rc" == 0 && -n "$token" ]]; then
-    ip="$(metadata_get -H "X-aws-ec2-metadata-token: $token" \
-      "$METADATA_URL/latest/meta-data/public-ipv4")" || ip=""
-  else
-    ip="$(metadata_get "$METADATA_URL/latest/meta-data/public-ipv4")" || ip=""
-  fi
-  if ! valid_ipv4 "$ip"; then
-    ip="$(metadata_get -H 'Metadata-Flavor: Google' \
-      "$METADATA_URL/computeMetadata/v1/instance/network-interfaces/0/access-configs/0/external-ip")" || ip=""
-  fi
-  if ! valid_ipv4 "$ip"; then
-    ip="$(metadata_get "$METADATA_URL/metadata/v1/interfaces/public/0/ipv4/address")" || ip=""
-  fi
-  if valid_ipv4 "$ip"; then printf '%s\n' "$ip"; fi
+# public_ip_by_source: the public address where --public-ip-source says the cloud gives it
+# (installer/README.md). The test VM's 127.x on an interface stands in for a public address.
+public_ip_by_source() {
+  local mds="${METADATA_URL:-http://169.254.169.254}" s ip="" rc t
+  [[ "$PUBLIC_IP_SOURCE" != none ]] || log "the cloud tells no VM its public address"
+  [[ "$PUBLIC_IP_SOURCE" != interface ]] || ip="$(ip -4 -o addr show scope global | awk '$2 != "lo" {sub("/.*", "", $4); print $4}' |
+    grep -Ev '^(10|192\.168|169\.254|172\.(1[6-9]|2.|3[01])|100\.(6[4-9]|[7-9].|1[01].|12[0-7]))\.')" || ip=""
+  [[ "$METADATA_ENABLED" == 1 ]] && command -v curl >/dev/null || s=none
+  t="${PUBLIC_IP_SOURCE/auto/ec2 gce digitalocean}"
+  for s in ${s:-${t/nebius/nebius gce}}; do # nebius: then Yandex Cloud's GCE-compatible path
+    case "$s" in
+      ec2 | openstack)
+        rc=0
+        t="$(metadata_get -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' "$mds/latest/api/token")" || rc=$?
+        if [[ "$rc" == 7 || "$rc" == 28 ]]; then
+          log "metadata service at $mds does not answer (curl exit $rc)"
+          break
+        fi
+        [[ "$rc" == 0 ]] || t=""
+        ip="$(metadata_get ${t:+-H "X-aws-ec2-metadata-token: $t"} "$mds/latest/meta-data/public-ipv4")"
+        ;;
+      gce) ip="$(metadata_get -H 'Metadata-Flavor: Google' "$mds/computeMetadata/v1/instance/network-interfaces/0/access-configs/0/external-ip")" ;;
+      digitalocean) ip="$(metadata_get "$mds/metadata/v1/interfaces/public/0/ipv4/address")" ;;
+      nebius)
+        ip="$(metadata_get -H 'Metadata: true' "${METADATA_URL:-http://metadata.nebius.internal}/v1/network-data" |
+          tr -d ' \n' | grep -o '"public_ip_address":{"address":"[0-9.]*' | cut -d'"' -f6)"
+        ;;
+    esac || ip=""
+    valid_ipv4 "${ip%%$'\n'*}" && break
+  done
+  ! valid_ipv4 "${ip%%$'\n'*}" || printf '%s\n' "${ip%%$'\n'*}"
 }
 
 resolve_public_ip() {
   local ip=""
   if [[ -n "$PUBLIC_IP" ]]; then
     log "public address from --public-ip: $PUBLIC_IP"
-  elif [[ "$METADATA_ENABLED" == 1 ]] && command -v curl >/dev/null 2>&1 &&
-    ip="$(public_ip_from_metadata)" && [[ -n "$ip" ]]; then
+  elif ip="$(public_ip_by_source)" && [[ -n "$ip" ]]; then
     PUBLIC_IP="$ip"
-    log "public address from the metadata service: $PUBLIC_IP"
+    local from="the metadata service"
+    [[ "$PUBLIC_IP_SOURCE" != interface ]] || from="a network interface"
+    log "public address from $from: $PUBLIC_IP"
   elif [[ -s "$ROOT$PUBLIC_IP_MEMORY" ]] &&
     ip="$(head -n1 "$ROOT$PUBLIC_IP_MEMORY")" && valid_host "$ip"; then
     PUBLIC_IP="$ip"

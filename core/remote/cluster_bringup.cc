@@ -571,8 +571,9 @@ class ClusterBringUp {
       rerun.node_firewall = NodeFirewallFor(in_.plan);
       rerun.public_ip = host;
       rec_.route = "ssh";
-      rec_.route_reason =
-          "the installer re-ran with --public-ip: the API certificate did not cover " + host;
+      rec_.route_reason = "the installer re-ran with --public-ip: the API certificate did not "
+                          "cover " + host + " (" +
+                          PublicIpSourceShortfall(in_.k3s.public_ip_source) + ")";
       RunInstaller("re-run installer with the public IP", rerun, "san_rerun");
       checks = WaitAndValidate();
       creds = ReadCredentials();

@@ -11,12 +11,19 @@
 
 #include "error.h"
 #include "gpuprov/driver_abi.h"
+#include "gzip.h"
 #include "kubeconfig.h"
 #include "node_shell.h"
 #include "test_support.h"
 
 namespace gpuprov {
 namespace {
+
+/// EC2's user data: 16 KB, which the AWS driver sends gzipped (check's user_data_gzip).
+const UserDataLimit kEc2(16384, /*gzipped=*/true);
+
+/// A raw limit the compressed boot script fits and the plain one does not.
+std::size_t CompressedOnlyLimit() { return Gzip(InstallerScript()).size() * 4 / 3 + 2048; }
 
 constexpr std::uint64_t kCloudInit = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES |
                                      GPUPROV_CAP_BOOT_CLOUD_INIT;
@@ -45,7 +52,7 @@ TEST(ClusterPlan, StartupScriptCloudsTakeTheBootRouteToo) {
   EXPECT_EQ(BootRouteOf(p), BootRoute::kStartupScript);
   EXPECT_NE(BootLogOf(p).find(kNodeBootTracePath), std::string::npos);
   // Too small for the plain form: compressed, traced too.
-  ClusterPlan small = PlanCluster(GPUPROV_CAP_BOOT_STARTUP_SCRIPT, 20000);
+  ClusterPlan small = PlanCluster(GPUPROV_CAP_BOOT_STARTUP_SCRIPT, CompressedOnlyLimit());
   EXPECT_TRUE(small.boot_route);
   EXPECT_NE(small.boot_script.find("base64 -d"), std::string::npos);
   EXPECT_NE(small.boot_script.find("boot-script.status"), std::string::npos);
@@ -66,10 +73,10 @@ TEST(ClusterPlan, NoBootScriptNoOpenPortsGivesSshRouteAndTunnel) {
   EXPECT_TRUE(p.note.empty());
 }
 
-TEST(ClusterPlan, Ec2SizedLimitStillFitsCompressed) {
-  ClusterPlan p = PlanCluster(kCloudInit, 16384);
+TEST(ClusterPlan, Ec2sGzippedLimitTakesTheBootRoute) {
+  ClusterPlan p = PlanCluster(kCloudInit, kEc2);
   EXPECT_TRUE(p.boot_route);
-  EXPECT_LE(p.boot_script.size(), 16384u);
+  EXPECT_LE(kEc2.SizeOf(p.boot_script), 16384u);
 }
 
 TEST(ClusterPlan, TheBootScriptCarriesTheK3sChoiceWithinEc2sLimit) {
@@ -77,9 +84,9 @@ TEST(ClusterPlan, TheBootScriptCarriesTheK3sChoiceWithinEc2sLimit) {
   k3s.k3s_version = "v1.30.2+k3s1";
   k3s.k3s_sha256 = std::string(64, 'f');
   k3s.k3s_download_url = "https://mirror.example/k3s/releases/download";
-  ClusterPlan p = PlanCluster(kCloudInit, 16384, k3s);
+  ClusterPlan p = PlanCluster(kCloudInit, kEc2, k3s);
   ASSERT_TRUE(p.boot_route);
-  EXPECT_LE(p.boot_script.size(), 16384u);
+  EXPECT_LE(kEc2.SizeOf(p.boot_script), 16384u);
   const std::string exec_line = p.boot_script.substr(p.boot_script.rfind("\nexec bash ") + 1);
   EXPECT_EQ(exec_line, "exec bash \"$dir/gpuprov-install.sh\" '--k3s-version' 'v1.30.2+k3s1' "
                        "'--k3s-sha256' '" + std::string(64, 'f') + "' '--k3s-download-url' "
@@ -102,7 +109,7 @@ TEST(ClusterPlan, TunnelAccessFirewallsTheNodeOnBothBootForms) {
   // the cloud runs cloud-init or a startup script, plain or compressed (EC2-sized limit).
   for (std::uint64_t boot : {std::uint64_t{GPUPROV_CAP_BOOT_CLOUD_INIT},
                              std::uint64_t{GPUPROV_CAP_BOOT_STARTUP_SCRIPT}}) {
-    for (std::size_t limit : {std::size_t{262144}, std::size_t{16384}}) {
+    for (std::size_t limit : {std::size_t{262144}, CompressedOnlyLimit()}) {
       ClusterPlan p = PlanCluster(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES | boot,
                                   limit);
       ASSERT_TRUE(p.boot_route) << limit;
@@ -115,7 +122,7 @@ TEST(ClusterPlan, TunnelAccessFirewallsTheNodeOnBothBootForms) {
 }
 
 TEST(ClusterPlan, DirectAccessLeavesTheNodeFirewallAlone) {
-  ClusterPlan p = PlanCluster(kCloudInit | GPUPROV_CAP_OPEN_PORTS, 16384);
+  ClusterPlan p = PlanCluster(kCloudInit | GPUPROV_CAP_OPEN_PORTS, kEc2);
   ASSERT_TRUE(p.boot_route);
   EXPECT_EQ(NodeFirewallFor(p), "");
   EXPECT_EQ(InstallerArgsOf(p), "\n");
@@ -155,7 +162,7 @@ TEST(ClusterPlan, InstallRouteSshOnACloudWithoutBootScriptsIsTheSshRouteAsAsked)
 }
 
 TEST(ClusterPlan, InstallRouteBootWhereTheScriptFitsIsTheBootRoute) {
-  ClusterPlan p = PlanCluster(kCloudInit, 16384, {}, InstallRoute::kBoot);
+  ClusterPlan p = PlanCluster(kCloudInit, kEc2, {}, InstallRoute::kBoot);
   EXPECT_TRUE(p.boot_route);
   EXPECT_FALSE(p.boot_script.empty());
   EXPECT_TRUE(p.refusal.empty());
@@ -469,6 +476,17 @@ TEST_F(BringUpLoop, ACertificateWithoutThePublicIpIsReRunOnceWithIt) {
   EXPECT_EQ(rec.probe["san_rerun"], "yes");
   EXPECT_EQ(rec.route, "ssh");
   EXPECT_NE(rec.route_reason.find("--public-ip"), std::string::npos) << rec.route_reason;
+}
+
+TEST_F(BringUpLoop, TheReRunReasonNamesWhatTheCloudsSourceDidNotGive) {
+  in.k3s.public_ip_source = "interface";
+  node.probes = {ProbeOutput(true, kCloudInitDone)};
+  reach.names_seen = {{"127.0.0.1", "localhost"}, {"127.0.0.1", "localhost", "127.9.9.9"}};
+  Run();
+  EXPECT_EQ(rec.route, "ssh");
+  EXPECT_EQ(rec.route_reason,
+            "the installer re-ran with --public-ip: the API certificate did not cover 127.9.9.9 "
+            "(no public address on the VM's interfaces (the cloud puts none there: NAT))");
 }
 
 TEST_F(BringUpLoop, ACertificateStillWithoutThePublicIpAfterTheReRunGivesUp) {

@@ -7,6 +7,7 @@
 
 #include "error.h"
 #include "gzip.h"
+#include "gpuprov/driver_abi.h"
 #include "ssh_client.h"
 
 namespace gpuprov {
@@ -80,12 +81,25 @@ std::vector<std::string> InstallerArgWords(const InstallerArgs& args) {
                                     std::pair{"--k3s-sha256", &args.k3s_sha256},
                                     std::pair{"--k3s-download-url", &args.k3s_download_url},
                                     std::pair{"--node-firewall", &args.node_firewall},
-                                    std::pair{"--nvidia-driver", &args.nvidia_driver}}) {
+                                    std::pair{"--nvidia-driver", &args.nvidia_driver},
+                                    std::pair{"--public-ip-source", &args.public_ip_source}}) {
     if (value->empty()) continue;
     words.push_back(flag);
     words.push_back(*value);
   }
   return words;
+}
+
+std::string PublicIpSourceShortfall(const std::string& public_ip_source) {
+  if (public_ip_source == GPUPROV_NODE_ADDRESS_NONE) {
+    return "the cloud tells a VM its public address neither by a metadata service nor on an "
+           "interface";
+  }
+  if (public_ip_source == GPUPROV_NODE_ADDRESS_INTERFACE) {
+    return "no public address on the VM's interfaces (the cloud puts none there: NAT)";
+  }
+  if (public_ip_source.empty()) return "no metadata service gave the installer the address";
+  return "the " + public_ip_source + " metadata service did not give the installer the address";
 }
 
 std::optional<BootScript> MakeBootScript(const InstallerArgs& args, const UserDataLimit& limit,

@@ -37,7 +37,14 @@ struct InstallerArgs {
   std::string k3s_download_url;        // --k3s-download-url; "" = GitHub's release downloads
   std::string node_firewall;           // --node-firewall; "" = the node's firewall left as it is
   std::string nvidia_driver;           // --nvidia-driver; "" = the installer's default (image)
+  /// --public-ip-source: how the cloud tells a VM its public address (the driver's
+  /// GPUPROV_NODE_ADDRESS_* value, DriverInfo::node_address); "" = the installer's auto.
+  std::string public_ip_source;
 };
+
+/// Why a VM whose driver names \a public_ip_source did not learn its public address itself:
+/// the tail of the route reason when gpuprov re-runs the installer with --public-ip.
+std::string PublicIpSourceShortfall(const std::string& public_ip_source);
 
 /// The arguments as words (unquoted), e.g. {"--public-ip", "1.2.3.4"}.
 std::vector<std::string> InstallerArgWords(const InstallerArgs& args);

@@ -19,6 +19,12 @@ namespace {
 using testing::ModeOf;
 using testing::ScopedTempDir;
 
+/// EC2's user data: 16 KB, which the AWS driver sends gzipped (check's user_data_gzip).
+const UserDataLimit kEc2(16384, /*gzipped=*/true);
+
+/// A raw limit the compressed boot script fits and the plain one does not.
+std::size_t CompressedOnlyLimit() { return Gzip(InstallerScript()).size() * 4 / 3 + 2048; }
+
 std::string SourceInstaller() {
   return ReadFile(std::string(GPUPROV_SOURCE_DIR) + "/installer/gpuprov-install.sh");
 }
@@ -112,10 +118,10 @@ TEST(InstallerBundle, K3sChoiceBecomesInstallerFlags) {
                                       "--k3s-sha256", std::string(64, 'a'), "--k3s-download-url",
                                       "http://127.0.0.1:8089"}));
   // Both routes pass them: the boot script's exec line and the SSH push command.
-  auto boot = MakeBootScript(args, 16384);
+  auto boot = MakeBootScript(args, kEc2);
   ASSERT_TRUE(boot);
-  EXPECT_EQ(boot->form, BootScriptForm::kCompressed);
-  EXPECT_LE(boot->text.size(), 16384u);
+  EXPECT_EQ(boot->form, BootScriptForm::kPlain);  // gzipped by the driver
+  EXPECT_LE(kEc2.SizeOf(boot->text), 16384u);
   EXPECT_THAT(boot->text, ::testing::EndsWith(
                               "exec bash \"$dir/gpuprov-install.sh\" '--public-ip' '203.0.113.7' "
                               "'--k3s-version' 'v1.30.2+k3s1' '--k3s-sha256' '" +
@@ -123,6 +129,30 @@ TEST(InstallerBundle, K3sChoiceBecomesInstallerFlags) {
                               "' '--k3s-download-url' 'http://127.0.0.1:8089'\n"));
   EXPECT_THAT(InstallerPushCommand(args),
               ::testing::EndsWith("'--k3s-download-url' 'http://127.0.0.1:8089'"));
+}
+
+TEST(InstallerBundle, TheDriversPublicIpSourceBecomesAFlagOfBothRoutes) {
+  InstallerArgs args;
+  args.public_ip_source = "openstack";
+  EXPECT_EQ(InstallerArgWords(args),
+            (std::vector<std::string>{"--public-ip-source", "openstack"}));
+  auto boot = MakeBootScript(args, 1 << 20);
+  ASSERT_TRUE(boot);
+  EXPECT_THAT(boot->text, ::testing::EndsWith("'--public-ip-source' 'openstack'\n"));
+  EXPECT_THAT(InstallerPushCommand(args), ::testing::EndsWith("'--public-ip-source' 'openstack'"));
+  // A driver that names none: no flag, the installer's auto.
+  EXPECT_TRUE(InstallerArgWords(InstallerArgs{}).empty());
+}
+
+TEST(InstallerBundle, TheReRunReasonSaysWhyTheVmDidNotLearnItsAddress) {
+  EXPECT_EQ(PublicIpSourceShortfall("none"),
+            "the cloud tells a VM its public address neither by a metadata service nor on an "
+            "interface");
+  EXPECT_EQ(PublicIpSourceShortfall("interface"),
+            "no public address on the VM's interfaces (the cloud puts none there: NAT)");
+  EXPECT_EQ(PublicIpSourceShortfall("nebius"),
+            "the nebius metadata service did not give the installer the address");
+  EXPECT_EQ(PublicIpSourceShortfall(""), "no metadata service gave the installer the address");
 }
 
 TEST(InstallerBundle, ArgumentsAreWordsInOrder) {
@@ -163,14 +193,13 @@ TEST(InstallerBundle, CompressedBootScriptWhenOnlyThatFits) {
 
 TEST(InstallerBundle, Ec2GzippedUserDataTakesThePlainScriptWithRoom) {
   // EC2: 16 KB of user data, which the AWS driver sends gzipped (check's user_data_gzip).
-  const UserDataLimit ec2(16384, /*gzipped=*/true);
   ASSERT_GT(InstallerScript().size(), 16384u);
-  auto s = MakeBootScript(InstallerArgs{}, ec2);
+  auto s = MakeBootScript(InstallerArgs{}, kEc2);
   ASSERT_TRUE(s);
   EXPECT_EQ(s->form, BootScriptForm::kPlain);
-  EXPECT_EQ(ec2.SizeOf(s->text), Gzip(s->text).size());
-  // Room for the TTL timer and the next steps: a quarter of the limit.
-  EXPECT_LE(ec2.SizeOf(s->text), 16384u * 3 / 4)
+  EXPECT_EQ(kEc2.SizeOf(s->text), Gzip(s->text).size());
+  // Room for the flags and the TTL timer (its script gzips to under 3 KB).
+  EXPECT_LE(kEc2.SizeOf(s->text) + 1024, 16384u)
       << "the installer is close to EC2's limit: see installer/README.md, 'Size'";
 }
 
@@ -187,7 +216,7 @@ TEST(InstallerBundle, NoBootScriptWhenEvenCompressedDoesNotFit) {
 }
 
 TEST(InstallerBundle, BothFormsWriteTheSameInstallerOnTheNode) {
-  for (std::size_t limit : {std::size_t{64 * 1024}, std::size_t{16384}}) {
+  for (std::size_t limit : {std::size_t{64 * 1024}, CompressedOnlyLimit()}) {
     ScopedTempDir dir;
     auto s = MakeBootScript(InstallerArgs{}, limit);
     ASSERT_TRUE(s);
@@ -212,12 +241,16 @@ TEST(InstallerBundle, TtlInTheBootScriptWritesTheScriptSettingsAndTimerFirst) {
   // Too big for the limit: nothing, gpuprov sets the TTL over SSH.
   EXPECT_FALSE(AddTtlToBootScript(s->text, ttl, s->text.size() + 100));
   // Run it in a sandbox: the script's folder and root moved, a fake systemctl first on PATH.
-  std::string text = *with;
+  // Only the TTL block's paths: the installer after it is compared byte for byte below.
+  const size_t installer_at = with->find("GPUPROV_INSTALLER_EOF");
+  ASSERT_NE(installer_at, std::string::npos);
+  std::string text = with->substr(0, installer_at);
   const std::string sbin = "/usr/local/sbin";
   for (size_t at = text.find(sbin); at != std::string::npos; at = text.find(sbin, at)) {
     text.replace(at, sbin.size(), (dir.path() / "sbin").string());
     at += (dir.path() / "sbin").string().size();
   }
+  text += with->substr(installer_at);
   std::filesystem::create_directories(dir.path() / "bin");
   WriteFileAtomic(dir.path() / "bin/systemctl",
                   "#!/bin/sh\necho \"$*\" >>" + (dir.path() / "systemctl.log").string() + "\n",
@@ -265,10 +298,10 @@ int RunTracedBootScript(const std::string& script, const std::filesystem::path& 
 // child so the exit trap sees its status.
 TEST(InstallerBundle, TracedBootScriptsRecordStartAndExitInBothForms) {
   EXPECT_EQ(std::string(kNodeBootTracePath), std::string(kNodeInstallerDir) + "/boot-script.status");
-  for (std::size_t limit : {std::size_t{64 * 1024}, std::size_t{16384}}) {
+  for (std::size_t limit : {std::size_t{64 * 1024}, CompressedOnlyLimit()}) {
     auto s = MakeBootScript(InstallerArgs{}, limit, /*trace=*/true);
     ASSERT_TRUE(s);
-    EXPECT_EQ(s->form, limit == 16384 ? BootScriptForm::kCompressed : BootScriptForm::kPlain);
+    EXPECT_EQ(s->form, limit == CompressedOnlyLimit() ? BootScriptForm::kCompressed : BootScriptForm::kPlain);
     EXPECT_EQ(s->text.find("exec bash"), std::string::npos);
     const std::filesystem::path trace = "node/var/lib/gpuprov/boot-script.status";
     {
@@ -285,7 +318,7 @@ TEST(InstallerBundle, TracedBootScriptsRecordStartAndExitInBothForms) {
     }
   }
   // cloud-init user data goes without: EC2's limit keeps its margin.
-  EXPECT_EQ(MakeBootScript(InstallerArgs{}, 16384)->text.find("boot-script.status"),
+  EXPECT_EQ(MakeBootScript(InstallerArgs{}, kEc2)->text.find("boot-script.status"),
             std::string::npos);
 }
 

@@ -211,6 +211,7 @@ InstallerArgs Provision::K3sArgs() const {
   args.k3s_sha256 = opt_.k3s_sha256.value.value_or("");
   args.k3s_download_url = opt_.k3s_download_url.value.value_or("");
   if (opt_.nvidia_driver.value == "install") args.nvidia_driver = "install";
+  args.public_ip_source = driver_->info().node_address;
   return args;
 }
 

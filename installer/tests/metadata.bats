@@ -77,3 +77,85 @@ meta_file() { mkdir -p "$(dirname "$META/$1")"; printf '%s\n' "$2" >"$META/$1"; 
   [ "$(status '.tls_san | join(",")')" = 127.0.0.1 ]
   [ "$(status .public_ip)" = null ]
 }
+
+@test "--public-ip-source openstack: Nova's EC2-compatible path without a token gives the floating IP" {
+  meta_file latest/meta-data/public-ipv4 203.0.113.30
+  start_http_server "$META" # answers the token PUT with 501, as a service without IMDSv2 would
+  GPUPROV_METADATA_URL="$HTTP_URL" run "$INSTALLER" --public-ip-source openstack
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"public address from the metadata service: 203.0.113.30"* ]]
+  grep -qx '  - "203.0.113.30"' "$SANDBOX/etc/rancher/k3s/config.yaml"
+  refute grep -q computeMetadata "$CURL_LOG"
+}
+
+@test "--public-ip-source gce asks only the GCE path" {
+  meta_file computeMetadata/v1/instance/network-interfaces/0/access-configs/0/external-ip 203.0.113.31
+  meta_file latest/meta-data/public-ipv4 203.0.113.99
+  start_http_server "$META"
+  GPUPROV_METADATA_URL="$HTTP_URL" run "$INSTALLER" --public-ip-source gce
+  [ "$status" -eq 0 ]
+  grep -qx '  - "203.0.113.31"' "$SANDBOX/etc/rancher/k3s/config.yaml"
+  refute grep -q latest/ "$CURL_LOG"
+}
+
+@test "--public-ip-source nebius: IMDS network-data with Metadata: true gives the public IP" {
+  meta_file v1/network-data '{"network_interfaces": [{"name": "eth0",
+    "ip_address": {"address": "10.0.0.7/32"}, "public_ip_address": {"address": "203.0.113.32/32"}}]}'
+  start_http_server "$META"
+  GPUPROV_METADATA_URL="$HTTP_URL" run "$INSTALLER" --public-ip-source nebius
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"public address from the metadata service: 203.0.113.32"* ]]
+  grep -qx '  - "203.0.113.32"' "$SANDBOX/etc/rancher/k3s/config.yaml"
+  grep -q -- "-H Metadata: true $HTTP_URL/v1/network-data" "$CURL_LOG"
+  refute grep -q computeMetadata "$CURL_LOG"
+}
+
+@test "--public-ip-source nebius: no public address in network-data, then the GCE-compatible path" {
+  meta_file v1/network-data '{"network_interfaces": [{"ip_address": {"address": "10.0.0.7/32"}}]}'
+  meta_file computeMetadata/v1/instance/network-interfaces/0/access-configs/0/external-ip 203.0.113.33
+  start_http_server "$META"
+  GPUPROV_METADATA_URL="$HTTP_URL" run "$INSTALLER" --public-ip-source nebius
+  [ "$status" -eq 0 ]
+  grep -qx '  - "203.0.113.33"' "$SANDBOX/etc/rancher/k3s/config.yaml"
+}
+
+# fake_ip LINE...: `ip -4 -o addr show scope global` prints the LINEs.
+fake_ip() {
+  { printf '#!/bin/sh\ncat <<"LINES"\n'; printf '%s\n' "$@"; printf 'LINES\n'; } >"$SPY_DIR/ip"
+  chmod +x "$SPY_DIR/ip"
+}
+
+@test "--public-ip-source interface: the global address that is not private, no metadata asked" {
+  fake_ip '1: lo    inet 169.254.169.254/32 scope global lo' \
+    '2: eth0    inet 10.0.0.5/24 brd 10.0.0.255 scope global eth0' \
+    '2: eth0    inet 100.64.3.4/10 scope global eth0' \
+    '3: eth1    inet 203.0.113.34/24 brd 203.0.113.255 scope global eth1'
+  run "$INSTALLER" --public-ip-source interface
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"public address from a network interface: 203.0.113.34"* ]]
+  grep -qx '  - "203.0.113.34"' "$SANDBOX/etc/rancher/k3s/config.yaml"
+  [ ! -s "$CURL_LOG" ]
+}
+
+@test "--public-ip-source interface: only private addresses (NAT), so none is known" {
+  fake_ip '2: eth0    inet 10.0.0.5/24 brd 10.0.0.255 scope global eth0' \
+    '3: eth1    inet 172.20.1.2/16 scope global eth1'
+  run "$INSTALLER" --public-ip-source interface
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"no public address known"* ]]
+  [ "$(status '.tls_san | join(",")')" = 127.0.0.1 ]
+}
+
+@test "--public-ip-source none: nothing asked, and the log says why" {
+  run "$INSTALLER" --public-ip-source none
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"the cloud tells no VM its public address"* ]]
+  [ ! -s "$CURL_LOG" ]
+  [ "$(status .public_ip)" = null ]
+}
+
+@test "--public-ip-source takes only the sources it knows" {
+  run "$INSTALLER" --public-ip-source azure
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"--public-ip-source: 'azure'?"* ]]
+}

@@ -58,6 +58,8 @@ class AwsDriver {
       "AWS EC2 GPU instances (EC2 Query API, SigV4): instances, security groups, key pairs";
   static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
                                             GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES;
+  /// How a VM learns its public address: IMDSv2 meta-data/public-ipv4; REFERENCE.md §6.
+  static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_EC2;
   /// Raw user data EC2 accepts (before base64), REFERENCE.md §4; the driver sends the boot script
   /// gzipped, so this counts compressed bytes.
   static constexpr size_t kUserDataLimit = 16384;

@@ -48,6 +48,8 @@ TEST(AwsDescriptor, IdentityAndCapabilities) {
   const gpuprov_type_driver_descriptor* d = Descriptor();
   ASSERT_NE(d, nullptr);
   EXPECT_STREQ(d->name, "aws");
+  // How its VM learns its public address: REFERENCE.md section 6.
+  EXPECT_STREQ(d->node_address, GPUPROV_NODE_ADDRESS_EC2);
   EXPECT_EQ(d->capabilities,
             static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
                                   GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES));

@@ -54,6 +54,8 @@ class DigitalOceanDriver {
       "DigitalOcean GPU Droplets (API v2): droplets, cloud firewalls, SSH keys";
   static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
                                             GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES;
+  /// How a VM learns its public address: droplet metadata interfaces/public/0/ipv4/address; REFERENCE.md §6.
+  static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_DIGITALOCEAN;
 
   explicit DigitalOceanDriver(const gpuprov::sdk::InitContext& ctx);
 

@@ -29,6 +29,8 @@ class DockerDriver {
   static constexpr const char* kDescription =
       "local test cloud: VMs are systemd containers of the gpuprov test image";
   static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT;
+  /// How a VM learns its public address: a container on this machine: its address is 127.0.0.1 with a published port; REFERENCE.md §9.
+  static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_NONE;
 
   explicit DockerDriver(const gpuprov::sdk::InitContext& ctx);
 

@@ -108,6 +108,8 @@ TEST(DockerDriverTest, DescriptorNamesDockerAndItsCapabilities) {
   EXPECT_EQ(d->struct_size, sizeof(gpuprov_type_driver_descriptor));
   EXPECT_EQ(d->abi_major, GPUPROV_ABI_VERSION_MAJOR);
   EXPECT_STREQ(d->name, "docker");
+  // How its VM learns its public address: REFERENCE.md section 6.
+  EXPECT_STREQ(d->node_address, GPUPROV_NODE_ADDRESS_NONE);
   EXPECT_EQ(d->capabilities, GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT);
   const gpuprov_drv_vtable* v = d->vtable;
   ASSERT_NE(v, nullptr);

@@ -47,6 +47,8 @@ class GcpDriver {
       "Google Compute Engine (REST v1): instances, firewall rules, OAuth2 service accounts";
   static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
                                             GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES;
+  /// How a VM learns its public address: the metadata server's access-configs/0/external-ip; REFERENCE.md §6.
+  static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_GCE;
 
   explicit GcpDriver(const gpuprov::sdk::InitContext& ctx);
 

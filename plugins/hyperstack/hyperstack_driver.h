@@ -38,6 +38,8 @@ class HyperstackDriver {
       "Hyperstack GPU VMs (Infrahub API v1): environments, key pairs, VMs with security rules";
   static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
                                             GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES;
+  /// How a VM learns its public address: OpenStack's EC2-compatible public-ipv4 (the floating IP; unconfirmed); REFERENCE.md §6.
+  static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_OPENSTACK;
 
   explicit HyperstackDriver(const gpuprov::sdk::InitContext& ctx);
 

@@ -42,6 +42,8 @@ class LambdaDriver {
       "Lambda Cloud on-demand GPU instances (API v1): instances, firewall rulesets, SSH keys";
   static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
                                             GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES;
+  /// How a VM learns its public address: no metadata service; the address on the interface when not NATed (unconfirmed); REFERENCE.md §6.
+  static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_INTERFACE;
 
   explicit LambdaDriver(const gpuprov::sdk::InitContext& ctx);
 

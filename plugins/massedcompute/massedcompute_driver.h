@@ -41,6 +41,8 @@ class MassedComputeDriver {
       "Massed Compute on-demand GPU VMs (VM API v1); SSH route, tunnel access";
   static constexpr uint64_t kCapabilities =
       GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES;
+  /// How a VM learns its public address: no metadata service; the address on the interface when not NATed (unconfirmed); REFERENCE.md §6.
+  static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_INTERFACE;
 
   explicit MassedComputeDriver(const gpuprov::sdk::InitContext& ctx);
 

@@ -42,6 +42,8 @@ TEST(MassedComputeDescriptor, SshRouteTunnelAccessAndItsConfigKeys) {
   const gpuprov_type_driver_descriptor* d = Driver::Descriptor();
   ASSERT_NE(d, nullptr);
   EXPECT_STREQ(d->name, "massedcompute");
+  // How its VM learns its public address: REFERENCE.md section 6.
+  EXPECT_STREQ(d->node_address, GPUPROV_NODE_ADDRESS_INTERFACE);
   // No boot script capability (SSH route) and no open_ports (tunnel access).
   EXPECT_EQ(d->capabilities,
             static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES));

@@ -37,6 +37,8 @@ class NebiusDriver {
       "token exchange";
   static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
                                             GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES;
+  /// How a VM learns its public address: IMDS network-data (its public address there unconfirmed); REFERENCE.md §6.
+  static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_NEBIUS;
 
   explicit NebiusDriver(const gpuprov::sdk::InitContext& ctx);
 

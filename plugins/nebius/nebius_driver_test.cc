@@ -70,6 +70,8 @@ TEST(NebiusDescriptor, IdentityCapabilitiesAndKeys) {
   ASSERT_NE(d, nullptr);
   EXPECT_EQ(d->magic, GPUPROV_DRIVER_MAGIC);
   EXPECT_STREQ(d->name, "nebius");
+  // How its VM learns its public address: REFERENCE.md section 6.
+  EXPECT_STREQ(d->node_address, GPUPROV_NODE_ADDRESS_NEBIUS);
   EXPECT_EQ(d->capabilities,
             static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
                                   GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES));

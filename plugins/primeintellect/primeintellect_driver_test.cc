@@ -142,6 +142,8 @@ TEST(PrimeIntellectDescriptor, NameAndCapabilities) {
   ASSERT_NE(d, nullptr);
   EXPECT_EQ(d->magic, GPUPROV_DRIVER_MAGIC);
   EXPECT_STREQ(d->name, "primeintellect");
+  // How its VM learns its public address: REFERENCE.md section 6.
+  EXPECT_STREQ(d->node_address, GPUPROV_NODE_ADDRESS_NONE);
   EXPECT_EQ(d->capabilities, GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES);
   EXPECT_EQ(d->capabilities & (GPUPROV_CAP_BOOT_CLOUD_INIT | GPUPROV_CAP_BOOT_STARTUP_SCRIPT |
                                GPUPROV_CAP_OPEN_PORTS),

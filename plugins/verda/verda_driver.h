@@ -39,6 +39,8 @@ class VerdaDriver {
   /// the startup script and reaches the API through an SSH tunnel.
   static constexpr uint64_t kCapabilities =
       GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_STARTUP_SCRIPT | GPUPROV_CAP_HOSTS_KUBERNETES;
+  /// How a VM learns its public address: no metadata service; the address on the interface when not NATed (unconfirmed); REFERENCE.md §6.
+  static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_INTERFACE;
 
   explicit VerdaDriver(const gpuprov::sdk::InitContext& ctx);
 

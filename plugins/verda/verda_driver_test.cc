@@ -50,6 +50,8 @@ TEST(VerdaDescriptor, IdentityCapabilitiesAndKeys) {
   const gpuprov_type_driver_descriptor* d = Driver::Descriptor();
   ASSERT_NE(d, nullptr);
   EXPECT_STREQ(d->name, "verda");
+  // How its VM learns its public address: REFERENCE.md section 6.
+  EXPECT_STREQ(d->node_address, GPUPROV_NODE_ADDRESS_INTERFACE);
   // A startup-script cloud without a firewall API: no OPEN_PORTS, no cloud-init.
   EXPECT_EQ(d->capabilities,
             static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_STARTUP_SCRIPT |

@@ -237,6 +237,7 @@ assert vm["address"].startswith("127.90."), vm'
   assert_cuda_check
   cluster_crash_converged aws aws-k8s "$output"
   expect_k8s_by_boot_route "$output"
+  expect_address_learned_at_boot aws-k8s "$CHAIN_OUTPUT$output"
   # The plain script (installer in clear), gzipped by the driver: cloud-init on the test VM
   # unpacks it, as it does on EC2.
   size=$(sed -n 's/.*boot script \([0-9]*\) of 16384-byte (gzipped) limit.*/\1/p' <<<"$CHAIN_OUTPUT$output" | head -n 1)

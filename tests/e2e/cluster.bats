@@ -51,6 +51,7 @@ heal() {
   # The boot install (maybe still running at the first probe) finished: nothing was pushed.
   [[ "$output" == *"probe: check-api: installed, k3s running"* ]]
   [ "$(round_trips "$output" "push installer")" -eq 0 ]
+  expect_address_learned_at_boot kb "$output"
   [[ "$output" == *"nvidia.com/gpu: 1, CUDA check passed (boot route, direct access; create "*" s, ssh "*", install "*", validate "*" s, access "*" s, cuda "*" s)"* ]]
   [[ "$output" == *"exposed to the internet"* ]]
   [[ "$output" == *"--no-k8s"* ]]
@@ -275,6 +276,7 @@ heal() {
   [[ "$output" == *"the API certificate does not cover"* ]]
   [ "$(round_trips "$output" "re-run installer with the public IP")" -eq 1 ]
   [ "$(field ks probe.san_rerun)" = yes ]
+  expect_address_rerun ks "$output" "the digitalocean metadata service did not give the installer the address"
   expect_cluster_ready ks
   "$GPUPROV" down ks
   expect_nothing_left digitalocean

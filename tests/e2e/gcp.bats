@@ -177,6 +177,7 @@ EOF
   assert_cuda_check
   cluster_crash_converged gcp gce-k8s "$output"
   expect_k8s_by_boot_route "$output"
+  expect_address_learned_at_boot gce-k8s "$CHAIN_OUTPUT$output"
   [[ "$output" == *"nvidia.com/gpu: 1"* ]]
   [[ "$CHAIN_OUTPUT$output" != *"private_key"* ]]
   [[ "$CHAIN_OUTPUT$output" != *"PRIVATE KEY"* ]]

@@ -244,6 +244,24 @@ expect_k8s_by_boot_route() {
     [[ "$1" != *"node round trip "*": push installer"* ]]
 }
 
+# expect_address_learned_at_boot NAME OUTPUT: the boot install learned the VM's public address
+# the way the cloud gives it (plugins/<cloud>/REFERENCE.md, section 6), so the certificate
+# covered it: route boot, no re-run with --public-ip.
+expect_address_learned_at_boot() {
+  [ "$(field "$1" route)" = boot ] &&
+    [[ "$2" != *"the API certificate does not cover"* ]] &&
+    [ "$(round_trips "$2" "re-run installer with the public IP")" -eq 0 ]
+}
+
+# expect_address_rerun NAME OUTPUT WHY: the cloud gives its VM no way to learn its public address
+# (plugins/<cloud>/REFERENCE.md, section 6), so gpuprov re-ran the installer with --public-ip: route ssh, the
+# reason naming the certificate and WHY.
+expect_address_rerun() {
+  [ "$(field "$1" route)" = ssh ] &&
+    [[ "$(field "$1" route_reason)" == *"the API certificate did not cover 127."*"($3)" ]] &&
+    [[ "$2" == *"the API certificate does not cover"* ]]
+}
+
 # api_ping ADDRESS: k3s's anonymous /ping at ADDRESS:6443 from this machine ("pong" when open).
 # An HTTP check, not a TCP connect: the emulators' port gate accepts a connection before it
 # reaches the node, whose firewall then drops it (tests/emulators/README.md, Reachability).

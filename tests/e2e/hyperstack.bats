@@ -56,16 +56,17 @@ nothing_left() {
 @test "hyperstack: Kubernetes by the boot route, direct access, kubectl works; a re-run reuses; down leaves nothing" {
   use_emulator docker
   # The cluster's crash points (issue 15): the VM is made by runs killed after the host key is
-  # pinned, after the SAN re-run (the boot install finds no metadata service that names the
-  # public address, so gpuprov re-runs the installer with --public-ip) and after the kubeconfig
-  # is written; the run below is their re-run.
-  cluster_crash_chain hyperstack hs-k8s "host-key-pinned san-rerun kubeconfig-written" --gpus A100:1
+  # pinned and after the kubeconfig is written; the run below is their re-run. The boot install
+  # learns the floating IP from OpenStack's EC2-compatible metadata (plugins/hyperstack/REFERENCE.md §6), so the
+  # certificate covers it: no SAN re-run.
+  cluster_crash_chain hyperstack hs-k8s "host-key-pinned kubeconfig-written" --gpus A100:1
   run "$GPUPROV" -v provision --name hs-k8s --cloud hyperstack --gpus A100:1
   echo "$output"
   [ "$status" -eq 0 ]
   assert_cuda_check
   cluster_crash_converged hyperstack hs-k8s "$output"
   expect_k8s_by_boot_route "$output"
+  expect_address_learned_at_boot hs-k8s "$CHAIN_OUTPUT$output"
   [[ "$CHAIN_OUTPUT$output" == *"n3-A100x1"* ]]
   [[ "$output" == *"nvidia.com/gpu: 1"* ]]
   [[ "$output" != *"$HYPERSTACK_API_KEY"* ]]

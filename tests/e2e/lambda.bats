@@ -68,9 +68,9 @@ rules_text() {
 @test "lambda: k3s by the boot route, direct access, kubectl works; a re-run reuses; down leaves nothing" {
   use_emulator docker
   # The cluster's crash points (issue 15): the VM is made by runs killed after the host key is
-  # pinned, after the SAN re-run (the boot install finds no metadata service that names the
-  # public address, so gpuprov re-runs the installer with --public-ip) and after the kubeconfig
-  # is written; the run below is their re-run.
+  # pinned, after the SAN re-run (a Lambda VM has no metadata service and, behind NAT, only its
+  # private address on the interface: plugins/lambda/REFERENCE.md §6; so gpuprov re-runs the installer with
+  # --public-ip) and after the kubeconfig is written; the run below is their re-run.
   cluster_crash_chain lambda lam-k8s "host-key-pinned san-rerun kubeconfig-written" --gpus A10:1
   run "$GPUPROV" -v provision --name lam-k8s --cloud lambda --gpus A10:1
   echo "$output"
@@ -78,6 +78,8 @@ rules_text() {
   assert_cuda_check
   cluster_crash_converged lambda lam-k8s "$output"
   expect_k8s_by_boot_route "$output"
+  expect_address_rerun lam-k8s "$CHAIN_OUTPUT$output" \
+    "no public address on the VM's interfaces (the cloud puts none there: NAT)"
   [[ "$CHAIN_OUTPUT$output" == *"gpu_1x_a10"* ]]
   [[ "$output" == *"nvidia.com/gpu: 1"* ]]
   [[ "$output" != *"$LAMBDA_API_KEY"* ]]

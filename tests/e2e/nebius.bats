@@ -57,16 +57,17 @@ quick_ssh_wait() {
 @test "nebius: k3s by the boot route, direct access, kubectl works; a re-run reuses; down leaves nothing" {
   use_emulator docker
   # The cluster's crash points (issue 15): the VM is made by runs killed after the host key is
-  # pinned, after the SAN re-run (the boot install finds no metadata service that names the
-  # public address, so gpuprov re-runs the installer with --public-ip) and after the kubeconfig
-  # is written; the run below is their re-run.
-  cluster_crash_chain nebius nb-k8s "host-key-pinned san-rerun kubeconfig-written" --gpus H100:1
+  # pinned and after the kubeconfig is written; the run below is their re-run. The boot install
+  # learns the public address from Nebius IMDS network-data (plugins/nebius/REFERENCE.md §6), so the
+  # certificate covers it: no SAN re-run.
+  cluster_crash_chain nebius nb-k8s "host-key-pinned kubeconfig-written" --gpus H100:1
   run "$GPUPROV" -v provision --name nb-k8s --cloud nebius --gpus H100:1
   echo "$output"
   [ "$status" -eq 0 ]
   assert_cuda_check
   cluster_crash_converged nebius nb-k8s "$output"
   expect_k8s_by_boot_route "$output"
+  expect_address_learned_at_boot nb-k8s "$CHAIN_OUTPUT$output"
   [[ "$CHAIN_OUTPUT$output" == *"gpu-h100-sxm/1gpu-16vcpu-200gb"* ]]
   [[ "$output" == *"nvidia.com/gpu: 1"* ]]
   # Neither the service account's key nor an access token (the emulator's start "v1.emu") is

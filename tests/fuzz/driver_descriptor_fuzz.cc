@@ -130,6 +130,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const size_t count = has_keys ? declared_count : in.ConsumeIntegral<size_t>() % 300;
     std::memcpy(d + count_offset, &count, sizeof(count));
   }
+  SetPointer(d, descriptor_size, offsetof(gpuprov_type_driver_descriptor, node_address),
+             in.ConsumeBool() ? c_string() : nullptr);
 
   gpuprov::DriverInfo info;
   gpuprov_drv_vtable copy{};

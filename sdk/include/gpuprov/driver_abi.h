@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * gpuprov driver ABI, version 1.3: the only contract between the gpuprov host and a cloud driver.
+ * gpuprov driver ABI, version 1.4: the only contract between the gpuprov host and a cloud driver.
  *
  * TRUST MODEL. A driver is a shared object loaded into the gpuprov process with
  * RTLD_NOW | RTLD_LOCAL. It is trusted like the host itself: it runs with the user's
@@ -58,7 +58,7 @@ extern "C" {
 #endif
 
 #define GPUPROV_ABI_VERSION_MAJOR 1
-#define GPUPROV_ABI_VERSION_MINOR 3
+#define GPUPROV_ABI_VERSION_MINOR 4
 
 /* First member after struct_size in the descriptor: tells a gpuprov driver from any other .so
  * that happens to export the entry symbol name. Not a security measure. ('GPPV') */
@@ -87,6 +87,16 @@ typedef int32_t gpuprov_type_status;
 #define GPUPROV_CAP_OPEN_PORTS (1u << 2)          /* can open ports: needs open_ports */
 #define GPUPROV_CAP_HOSTS_KUBERNETES (1u << 3)    /* a VM can become a k3s node */
 #define GPUPROV_CAP_VM_LIFECYCLE (1u << 4) /* needs check, offers, create, get, list, delete_vm */
+
+/* Since ABI 1.4: values of gpuprov_type_driver_descriptor.node_address, how a VM of the cloud
+ * learns its own public IPv4 address (the node installer's --public-ip-source). */
+#define GPUPROV_NODE_ADDRESS_EC2 "ec2"                   /* EC2 IMDSv2/v1 public-ipv4 */
+#define GPUPROV_NODE_ADDRESS_OPENSTACK "openstack"       /* Nova's EC2-compatible public-ipv4 */
+#define GPUPROV_NODE_ADDRESS_GCE "gce"                   /* GCE access-configs/0/external-ip */
+#define GPUPROV_NODE_ADDRESS_DIGITALOCEAN "digitalocean" /* droplet metadata v1 */
+#define GPUPROV_NODE_ADDRESS_NEBIUS "nebius"             /* Nebius IMDS network-data */
+#define GPUPROV_NODE_ADDRESS_INTERFACE "interface"       /* on a network interface (no NAT) */
+#define GPUPROV_NODE_ADDRESS_NONE "none"                 /* no way: the host tells the node */
 
 /* Log levels for gpuprov_type_host_api.log. */
 typedef int32_t gpuprov_type_log_level;
@@ -214,6 +224,11 @@ typedef struct gpuprov_type_driver_descriptor {
    * requires minor 3 (the SDK does so by itself when its table has one). */
   const gpuprov_type_config_key* const* config_keys;
   size_t config_key_count;
+  /* Since ABI 1.4: one of GPUPROV_NODE_ADDRESS_*, how a VM of this cloud learns its public
+   * address, which the node installer puts in the API certificate on the boot route. NULL, or
+   * a value this host does not know (a newer minor's): the installer tries the EC2, GCE and
+   * DigitalOcean metadata services in turn, as with every 1.3 driver. */
+  const char* node_address;
 } gpuprov_type_driver_descriptor;
 
 /* The entry a driver exports as GPUPROV_DRIVER_ENTRY_SYMBOL. Must not allocate, start threads

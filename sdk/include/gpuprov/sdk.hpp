@@ -52,6 +52,11 @@
 // GPUPROV_DRIVER(MyCloud, kMyCloudConfigKeys, 1), or without keys
 // GPUPROV_DRIVER(MyCloud, gpuprov::sdk::kNoConfigKeys, 1).
 //
+// How a VM of the cloud learns its public address (ABI 1.4; the node installer's source for the
+// API certificate, docs/driver-protocol.md): an optional member, absent = unknown.
+//
+//     static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_EC2;
+//
 // Build it with gpuprov_add_driver(mycloud SOURCES mycloud.cc) from find_package(gpuprov-sdk):
 // the file becomes libgpuprov-driver-mycloud.so with only gpuprov_driver_entry exported.
 //
@@ -190,6 +195,21 @@ concept HasIdentity = requires {
   { T::kDescription } -> std::convertible_to<const char*>;
   { T::kCapabilities } -> std::convertible_to<uint64_t>;
 };
+
+template <class T>
+concept HasNodeAddress = requires {
+  { T::kNodeAddress } -> std::convertible_to<const char*>;
+};
+
+/// T::kNodeAddress, or nullptr when the class does not say (ABI 1.4).
+template <class T>
+constexpr const char* NodeAddressOf() {
+  if constexpr (HasNodeAddress<T>) {
+    return T::kNodeAddress;
+  } else {
+    return nullptr;
+  }
+}
 
 /// The one signature an operation method may have.
 template <class T>
@@ -533,6 +553,7 @@ const gpuprov_type_driver_descriptor* Descriptor() noexcept {
       &kVtable,
       kCount == 0 ? nullptr : kKeyPointers.data(),
       kCount,
+      NodeAddressOf<T>(),
   };
   return &kDescriptor;
 }
