@@ -44,13 +44,7 @@ ApiClient::ApiClient(std::string endpoint, RetryPolicy policy, const gpuprov::sd
   }
 }
 
-std::string ApiClient::Scrub(std::string text) const {
-  if (sent_.size() < 4) return text;
-  for (size_t at = text.find(sent_); at != std::string::npos; at = text.find(sent_, at)) {
-    text.replace(at, sent_.size(), "<redacted>");
-  }
-  return text;
-}
+std::string ApiClient::Scrub(std::string text) const { return ScrubSecrets(std::move(text), {sent_}); }
 
 ApiError ApiClient::ReadError(const std::string& body) const {
   ApiError error = dialect_.read_error ? dialect_.read_error(body) : ApiError{"", body};
@@ -67,30 +61,15 @@ gpuprov_type_status ApiClient::StatusOfAnswer(int http_status, const ApiError& e
 DriverError ApiClient::Refusal(const std::string& what, int http_status, const std::string& body) {
   const ApiError error = ReadError(body);
   const gpuprov_type_status st = StatusOfAnswer(http_status, error, body);
-  std::string hint;
-  for (const ErrorHint& h : dialect_.hints) {
-    if (h.http_status != 0 && h.http_status != http_status) continue;
-    if (h.status && *h.status != st) continue;
-    if (!h.code.empty() && h.code != error.code) continue;
-    hint = h.text;
-    for (size_t open = hint.find('{'); open != std::string::npos; open = hint.find('{', open)) {
-      const size_t close = hint.find('}', open);
-      if (close == std::string::npos) break;
-      const std::string_view name(hint.data() + open + 1, close - open - 1);
-      std::string value;
-      if (auto field = dialect_.hint_fields.find(name); field != dialect_.hint_fields.end()) {
-        value = field->second();
-      } else if (name == "origin") {
-        value = credential_.Get().origin;
-      } else {
-        ++open;
-        continue;
-      }
-      hint.replace(open, close + 1 - open, value);
-      open += value.size();
-    }
-    break;
-  }
+  const std::string hint =
+      HintFor(dialect_.hints, http_status, st, error.code,
+              [this](std::string_view name) -> std::optional<std::string> {
+                if (auto field = dialect_.hint_fields.find(name); field != dialect_.hint_fields.end()) {
+                  return field->second();
+                }
+                if (name == "origin") return credential_.Get().origin;
+                return std::nullopt;
+              });
   std::string text = what + ": " + dialect_.cloud + " answered HTTP " + std::to_string(http_status);
   switch (dialect_.quote) {
     case QuoteForm::kCodeAndText:
