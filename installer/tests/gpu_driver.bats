@@ -68,7 +68,7 @@ reboot_machine() { rm -rf "$SANDBOX/run"; }
   with_pci_gpus 1
   run "$INSTALLER" --nvidia-driver install
   [ "$status" -eq 0 ]
-  grep -qx 'update' <(sed 's/^-o DPkg::Lock::Timeout=300 //' "$FAKE_APT_LOG")
+  grep -qx 'update' <(sed 's/^-o DPkg::Lock::Timeout=[0-9]* //' "$FAKE_APT_LOG")
   grep -qx 'ubuntu-drivers install --gpgpu nvidia:580-server' "$FAKE_APT_LOG"
   grep -q 'install -y nvidia-utils-580-server$' "$FAKE_APT_LOG"
   [ "$(status .result)" = ok ]

@@ -114,7 +114,7 @@ container_of() {
   [[ "$script" == "#!/bin/bash"* ]]
   [[ "$script" == *"GPUPROV_INSTALLER_EOF"* ]]
   [[ "$script" == *"boot-script.status"* ]]
-  [[ "$script" != *"base64 -d"* ]]
+  [[ "$script" != *"base64 -d <<'GPUPROV_INSTALLER_EOF'"* ]]
   run "$GPUPROV" ssh vd-k8s -- 'whoami; cat /var/lib/gpuprov/boot-script.status; tail -n 3 /var/log/verda-startup-script.log'
   echo "$output"
   [ "$status" -eq 0 ]
@@ -206,15 +206,15 @@ boot_install_interrupted() {
 
 @test "verda decision: a boot install still running is waited for; failed, it is pushed over SSH (compressed form)" {
   use_emulator docker
-  # 20000 bytes: the plain installer does not fit, the compressed form does.
-  settings 120 'startup_script_limit = 20000'
+  # 24000 bytes: the plain installer does not fit, the compressed form does.
+  settings 120 'startup_script_limit = 24000'
   # `systemctl start k3s` dies under the installer: it fails its k3s-start step and says so in
   # its marker; the trace records the script's exit status. ([s]: the pattern does not match
   # the shell that runs pkill.)
   boot_install_interrupted vd-fail '[s]ystemctl start k3s'
   [ "$rc" -eq 0 ]
-  [[ "$output" == *"boot script "*" of 20000 bytes"* ]]
-  [[ "$(script_of vd-fail)" == *"base64 -d"* ]]
+  [[ "$output" == *"boot script "*" of 24000-byte limit"* ]]
+  [[ "$(script_of vd-fail)" == *"base64 -d <<'GPUPROV_INSTALLER_EOF'"* ]]
   [[ "$output" == *"probe: push-installer: the boot install failed at step k3s-start: systemctl start k3s did not succeed"* ]]
   [ "$(round_trips "$output" "push installer")" -eq 1 ]
   [[ "$output" != *"cloud-init"* ]]
