@@ -16,6 +16,15 @@
 // ports" rules) the ports the container listens on, read from
 // /proc/<pid>/net/tcp{,6} at every check.
 //
+// Reboot and power-off from inside: the VM's container has CAP_SYS_BOOT, so systemd's final
+// reboot(2) ends the container's PID namespace the way the kernel ends one: its init is killed
+// with SIGHUP for a restart, SIGINT for a power-off or halt (man 2 reboot), which Docker reports
+// as exit codes 129 and 130. A restart is started again at once on the same container (same disk,
+// same loopback address; the gate follows its bridge address) and stays running in the cloud's
+// API, as a rebooted VM does; a power-off (or a systemd exiting with 0, as it does without the
+// capability) is a stopped VM. Each boot has its own boot_id (kBootIdUnit): a container would
+// otherwise read the host kernel's.
+//
 // SSH delay (fault ssh_delay, DockerBackendOptions::ssh_delay_seconds): the instance is
 // running and its boot runs from the start, but the gate leaves its SSH port out until the
 // delay has passed, so a connection there is refused, as before a real VM's sshd listens.
@@ -37,6 +46,7 @@
 #include "emulator_http.h"
 #include "instance_backend.h"
 #include "port_gate.h"
+#include "tar_writer.h"
 #include "test_vm.h"
 
 namespace gpuprov::emulator {
@@ -212,6 +222,34 @@ std::map<std::string, std::string> StartupScriptFiles(const InstanceSpec& s) {
   return files;
 }
 
+// Docker's exit code of a container whose init was killed by signal N: 128 + N.
+constexpr int kExitRebooted = 128 + 1;     // SIGHUP: reboot(2) RESTART in a PID namespace
+constexpr int kExitPoweredOff = 128 + 2;   // SIGINT: reboot(2) POWER_OFF or HALT
+
+// A boot_id of each boot: a fresh UUID bound over /proc/sys/kernel/random/boot_id before
+// sysinit (the host kernel's boot_id never changes across a container's restarts). /run is a
+// tmpfs, empty at each start.
+constexpr const char* kBootIdUnit = "gpuprov-emulator-boot-id.service";
+
+std::map<std::string, std::string> BootIdFiles() {
+  return {
+      {"etc/systemd/system/" + std::string(kBootIdUnit),
+       "[Unit]\n"
+       "Description=A boot_id of this boot (gpuprov emulator)\n"
+       "DefaultDependencies=no\n"
+       "Before=sysinit.target\n"
+       "\n"
+       "[Service]\n"
+       "Type=oneshot\n"
+       "RemainAfterExit=yes\n"
+       "ExecStart=/bin/sh -c 'cat /proc/sys/kernel/random/uuid >/run/gpuprov-emulator-boot_id && "
+       "mount --bind /run/gpuprov-emulator-boot_id /proc/sys/kernel/random/boot_id'\n"},
+      // A drop-in instead of a .wants symlink: the seed archive holds plain files only.
+      {"etc/systemd/system/sysinit.target.d/gpuprov-emulator-boot-id.conf",
+       std::string("[Unit]\nWants=") + kBootIdUnit + "\n"},
+  };
+}
+
 class DockerBackend : public InstanceBackend {
  public:
   explicit DockerBackend(DockerBackendOptions options) : options_(std::move(options)) {
@@ -293,6 +331,31 @@ class DockerBackend : public InstanceBackend {
     ScheduleLocked(Clock::now(), id, Task::kRemove);
   }
 
+  bool Stop(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find(id);
+    if (it == records_.end() || it->second.phase != Phase::kRunning) return false;
+    if (!it->second.stop_requested) {
+      it->second.stop_requested = true;
+      ScheduleLocked(Clock::now(), id, Task::kPowerOff);
+    }
+    return true;
+  }
+
+  bool Start(const std::string& id, bool new_address) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find(id);
+    if (it == records_.end() || it->second.phase != Phase::kStopped) return false;
+    Record& r = it->second;
+    // The container's address label keeps the first address: another session may take the
+    // old one, never this one (PickAddressLocked skips the records of this session).
+    if (new_address) r.address = PickAddressLocked();
+    r.phase = Phase::kWaitStart;
+    r.message.clear();
+    ScheduleLocked(Clock::now(), id, Task::kStart);
+    return true;
+  }
+
   void SetReachablePorts(const std::string& id, const PortSet& ports) override {
     if (!Update(id, [&](Record& x) { x.reachable = ports; })) return;
     ApplyGate(id);
@@ -346,7 +409,7 @@ class DockerBackend : public InstanceBackend {
 
  private:
   enum class Phase { kCreating, kWaitStart, kRunning, kGone, kError, kStopped, kDeleted };
-  enum class Task { kCreate, kStart, kVanish, kFail, kGpu, kCheck, kRemove, kOpenSsh };
+  enum class Task { kCreate, kStart, kVanish, kFail, kGpu, kCheck, kRemove, kOpenSsh, kPowerOff };
   struct Record {
     std::string id;
     InstanceSpec spec;
@@ -363,6 +426,8 @@ class DockerBackend : public InstanceBackend {
     int pid = 0;                // its first process, once started
     std::set<int> listening;    // ports it listens on (read only for wide ranges)
     bool ssh_open = true;       // false while the SSH delay runs: the gate leaves SSH out
+    bool booted = false;        // it has run once: a later start is a power-on, not a create
+    bool stop_requested = false;  // Stop was called; it powers off
   };
   struct Job {
     Clock::time_point at;
@@ -507,11 +572,11 @@ class DockerBackend : public InstanceBackend {
   }
 
   // What the test image's metadata service fixture serves for this instance.
-  static std::string MetadataDocument(const Record& r, const TestVmSeed& seed) {
+  static std::string MetadataDocument(const Record& r, const std::string& hostname) {
     JsonObject doc = NewObject();
     doc->set("cloud", r.spec.cloud);
     doc->set("instance_id", r.id);
-    doc->set("hostname", seed.hostname);
+    doc->set("hostname", hostname);
     doc->set("public_ipv4", r.address);
     doc->set("local_ipv4", "10.0.0.2");
     return ToJson(doc) + "\n";
@@ -530,7 +595,7 @@ class DockerBackend : public InstanceBackend {
       seed.gpu_type = s.gpu_type;
       seed.gpu_count = s.gpu_count;
     }
-    if (!s.faults.no_metadata) seed.metadata_json = MetadataDocument(r, seed);
+    if (!s.faults.no_metadata) seed.metadata_json = MetadataDocument(r, seed.hostname);
     if (!s.faults.k3s_faults.empty()) {
       seed.files["etc/gpuprov-testvm/k3s-faults"] = s.faults.k3s_faults + "\n";
     }
@@ -538,6 +603,7 @@ class DockerBackend : public InstanceBackend {
       seed.files["etc/gpuprov-testvm/gpu-state"] = s.faults.gpu_state + "\n";
     }
     if (!s.startup_script.empty()) seed.files.merge(StartupScriptFiles(s));
+    if (!s.container) seed.files.merge(BootIdFiles());
     return docker::NoCloudSeedTar(seed);
   }
 
@@ -579,8 +645,9 @@ class DockerBackend : public InstanceBackend {
                      {kLabelSession, options_.session},
                      {kLabelAddress, cur.address},
                      {kLabelName, cur.spec.name}};
-        const ContainerSpec spec =
+        ContainerSpec spec =
             cur.spec.container ? ContainerPod(vm, cur.spec) : docker::TestVmContainer(vm);
+        if (!cur.spec.container) spec.cap_add.push_back("SYS_BOOT");  // reboot vs power-off
         std::string cid = engine.CreateContainer(spec);
         bool keep = Update(r.id, [&](Record& x) {
           x.container_id = cid;
@@ -600,6 +667,19 @@ class DockerBackend : public InstanceBackend {
       }
       case Task::kStart: {
         if (r.phase != Phase::kWaitStart) return;
+        if (r.booted) {  // started again after a stop: no boot fault applies twice
+          // The metadata service answers with the address of this start.
+          if (!r.spec.faults.no_metadata) {
+            docker::TarWriter tar;
+            tar.AddFile(docker::kTestVmMetadataFile, MetadataDocument(r, TestVmHostname(r.spec.name)), 0644);
+            engine.PutArchive(r.container_id, "/", tar.Finish());
+          }
+          engine.StartContainer(r.container_id);
+          if (!Boot(engine, r.id, /*ssh_delay=*/0)) return;
+          Update(r.id, [&](Record& x) { x.running_since = Clock::now(); });
+          Schedule(Clock::now() + kCheckEvery, r.id, Task::kCheck);
+          return;
+        }
         engine.StartContainer(r.container_id);
         if (r.spec.faults.vanish) {
           Schedule(Clock::now() + std::chrono::seconds(1), r.id, Task::kVanish);
@@ -609,25 +689,14 @@ class DockerBackend : public InstanceBackend {
           Schedule(Clock::now() + std::chrono::seconds(1), r.id, Task::kFail);
           return;
         }
-        auto info = engine.InspectContainer(r.container_id);
-        if (!info || info->ip_address.empty()) {
-          Fail(r.id, "docker: the container has no network address");
-          return;
-        }
-        const std::set<int> listening =
-            HasWideRange(r.reachable) ? ListeningPorts(info->pid) : std::set<int>{};
         const double ssh_delay = r.spec.faults.ssh_delay_seconds >= 0
                                      ? r.spec.faults.ssh_delay_seconds
                                      : options_.ssh_delay_seconds;
+        if (!Boot(engine, r.id, ssh_delay)) return;
         Update(r.id, [&](Record& x) {
-          x.phase = Phase::kRunning;
           x.running_since = Clock::now();
-          x.bridge_ip = info->ip_address;
-          x.pid = info->pid;
-          x.listening = listening;
-          x.ssh_open = ssh_delay <= 0;
+          x.booted = true;
         });
-        ApplyGate(r.id);
         if (ssh_delay > 0) {
           Schedule(Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(ssh_delay * 1000)),
                    r.id, Task::kOpenSsh);
@@ -703,12 +772,22 @@ class DockerBackend : public InstanceBackend {
             x.phase = Phase::kGone;
             x.message = "the container was removed";
           });
-        } else if (!info->running && info->status == "exited" && info->exit_code == 0) {
-          // Powered off from inside (`systemctl poweroff`: systemd as PID 1 exits with 0).
+        } else if (!info->running && info->status == "exited" &&
+                   info->exit_code == kExitRebooted) {
+          // Rebooted from inside: the same container boots again; the cloud still says running.
+          engine.StartContainer(r.container_id);
+          if (Boot(engine, r.id, /*ssh_delay=*/0)) {
+            Schedule(Clock::now() + kCheckEvery, r.id, Task::kCheck);
+          }
+        } else if (!info->running && info->status == "exited" &&
+                   (info->exit_code == kExitPoweredOff || info->exit_code == 0)) {
+          // Powered off from inside (`systemctl poweroff`), or stopped through the API.
           CloseGate(r.address);
           Update(r.id, [&](Record& x) {
             x.phase = Phase::kStopped;
-            x.message = "the VM powered itself off (its container exited with code 0)";
+            x.message = x.stop_requested ? "stopped through the cloud's API"
+                                         : "the VM powered itself off (its container exited "
+                                           "with code " + std::to_string(info->exit_code) + ")";
           });
         } else if (!info->running) {
           Update(r.id, [&](Record& x) {
@@ -730,6 +809,30 @@ class DockerBackend : public InstanceBackend {
         }
         return;
       }
+      case Task::kPowerOff: {
+        if (r.phase != Phase::kRunning) return;
+        // As a cloud's stop does: the power button (systemd halts on SIGRTMIN+3, Docker's stop
+        // signal for the test VM), then the power after a while.
+        try {
+          engine.KillContainer(r.container_id, "SIGRTMIN+3");
+        } catch (const EngineError&) {
+        }
+        for (int i = 0; i < 60; ++i) {
+          auto info = engine.InspectContainer(r.container_id);
+          if (!info || !info->running) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        }
+        try {
+          engine.KillContainer(r.container_id);
+        } catch (const EngineError&) {  // not running: the usual case
+        }
+        CloseGate(r.address);
+        Update(r.id, [&](Record& x) {
+          x.phase = Phase::kStopped;
+          x.message = "stopped through the cloud's API";
+        });
+        return;
+      }
       case Task::kOpenSsh: {
         if (r.phase != Phase::kRunning) return;
         Update(r.id, [&](Record& x) { x.ssh_open = true; });
@@ -744,6 +847,40 @@ class DockerBackend : public InstanceBackend {
         return;
       }
     }
+  }
+
+  // After the container of record id (re)started: reads its bridge address and process, marks
+  // it running and sets its gate (SSH held back for ssh_delay seconds). False (and the record
+  // in error) when the container has no network address.
+  bool Boot(Engine& engine, const std::string& id, double ssh_delay) {
+    std::string cid;
+    PortSet reachable;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = records_.find(id);
+      if (it == records_.end()) return false;
+      cid = it->second.container_id;
+      reachable = it->second.reachable;
+    }
+    auto info = engine.InspectContainer(cid);
+    if (!info || info->ip_address.empty()) {
+      Fail(id, "docker: the container has no network address");
+      return false;
+    }
+    const std::set<int> listening =
+        HasWideRange(reachable) ? ListeningPorts(info->pid) : std::set<int>{};
+    if (!Update(id, [&](Record& x) {
+          x.phase = Phase::kRunning;
+          x.bridge_ip = info->ip_address;
+          x.pid = info->pid;
+          x.listening = listening;
+          x.ssh_open = ssh_delay <= 0;
+          x.stop_requested = false;
+        })) {
+      return false;
+    }
+    ApplyGate(id);
+    return true;
   }
 
   // Forgets a deleted record once its container is gone.

@@ -606,6 +606,10 @@ const std::vector<std::pair<std::string, std::string>>& ShapeSource() {
        "MaintenanceOptions.AutoRecovery:s DisableApiStop:b"},
       {"TerminateInstances",
        "InstanceId.N:s InstanceId! DryRun:b"},
+      {"StopInstances",
+       "InstanceId.N:s InstanceId! Hibernate:b DryRun:b Force:b"},
+      {"StartInstances",
+       "InstanceId.N:s InstanceId! AdditionalInfo:s DryRun:b"},
   };
   return source;
 }
@@ -738,6 +742,7 @@ class Ec2Api : public CloudApi {
     int ami_launch_index = 0;
     int disk_gb = 0;
     std::string shutdown_behavior = "stop";
+    bool stop_requested = false;  // StopInstances since the last start: "stopping", then "stopped"
   };
   struct Reservation {
     std::string id, region, fingerprint;
@@ -989,6 +994,8 @@ class Ec2Api : public CloudApi {
     if (action == "RunInstances") return RunInstances(req, a);
     if (action == "DescribeInstances") return DescribeInstances(a);
     if (action == "TerminateInstances") return TerminateInstances(a);
+    if (action == "StopInstances") return StopOrStartInstances(a, /*stop=*/true);
+    if (action == "StartInstances") return StopOrStartInstances(a, /*stop=*/false);
     if (action == "ImportKeyPair") return ImportKeyPair(a);
     if (action == "DescribeKeyPairs") return DescribeKeyPairs(a);
     if (action == "DeleteKeyPair") return DeleteKeyPair(a);
@@ -1368,7 +1375,8 @@ class Ec2Api : public CloudApi {
     }
     if (i.phase != Phase::kLive) return;
     InstanceStatus s = backend_->State(i.backend_id);
-    if (s.state == InstanceState::kStopped && i.shutdown_behavior == "terminate") {
+    if (s.state == InstanceState::kStopped && i.shutdown_behavior == "terminate" &&
+        !i.stop_requested) {
       // plugins/aws/REFERENCE.md §3.1: with InstanceInitiatedShutdownBehavior=terminate, a shutdown
       // from inside the VM terminates it.
       i.phase = Phase::kShuttingDown;
@@ -1419,7 +1427,10 @@ class Ec2Api : public CloudApi {
     if (i.phase == Phase::kTerminated) return {48, "terminated"};
     if (i.phase == Phase::kShuttingDown) return {32, "shutting-down"};
     InstanceStatus s = backend_->State(i.backend_id);
-    if (s.state == InstanceState::kRunning) return {16, "running"};
+    if (s.state == InstanceState::kRunning) {
+      return i.stop_requested ? std::pair<int, std::string>{64, "stopping"}
+                              : std::pair<int, std::string>{16, "running"};
+    }
     if (s.state == InstanceState::kStopped) return {80, "stopped"};  // shutdown behavior "stop"
     return {0, "pending"};
   }
@@ -1990,6 +2001,47 @@ class Ec2Api : public CloudApi {
                              StateXml("previousState", previous));
     }
     return Xml(200, "TerminateInstancesResponse", E("instancesSet", items));
+  }
+
+  // --- StopInstances / StartInstances (EC2 API Reference, StopInstances and StartInstances:
+  // InstanceId.N in, instancesSet of instanceId, currentState, previousState out; a wrong state
+  // is 400 IncorrectInstanceState). Without an Elastic IP (this emulator has none) the public
+  // IPv4 address is released at stop and a new one given at start: "We release your instance's
+  // public IP address when it is stopped ... it receives a new public IP address when it is
+  // started" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/using-instance-addressing.html).
+  // The private address stays.
+  HttpResponse StopOrStartInstances(const Args& a, bool stop) {
+    std::vector<std::string> ids = a.List("InstanceId");
+    if (ids.empty()) return Missing("InstanceId");
+    for (const auto& id : ids) {
+      Instance* i = FindInstance(id);
+      if (!i) {
+        return Error(400, "InvalidInstanceID.NotFound",
+                     "The instance ID '" + id + "' does not exist");
+      }
+      const std::string state = StateOf(*i).second;
+      const bool fits = stop ? state == "running" || state == "stopping" || state == "stopped"
+                             : state == "stopped" || state == "running" || state == "pending";
+      if (!fits) {
+        return Error(400, "IncorrectInstanceState",
+                     "The instance '" + id + "' is not in a state from which it can be " +
+                         (stop ? "stopped." : "started."));
+      }
+    }
+    std::string items;
+    for (const auto& id : ids) {
+      Instance& i = *FindInstance(id);
+      const auto previous = StateOf(i);
+      if (stop && previous.second == "running") {
+        i.stop_requested = backend_->Stop(i.backend_id);
+      } else if (!stop && previous.second == "stopped") {
+        if (backend_->Start(i.backend_id, /*new_address=*/true)) i.stop_requested = false;
+      }
+      items += E("item", L("instanceId", id) + StateXml("currentState", StateOf(i)) +
+                             StateXml("previousState", previous));
+    }
+    return Xml(200, std::string(stop ? "Stop" : "Start") + "InstancesResponse",
+               E("instancesSet", items));
   }
 
   // --- key pairs (plugins/aws/REFERENCE.md §3.5) ---

@@ -84,9 +84,9 @@ struct InstanceSpec {
   BootFaults faults;
 };
 
-/// kStopped: the VM powered itself off from inside (docker: its container exited with status 0
-/// after running, as systemd as PID 1 does on `systemctl poweroff`); each cloud's API reports it
-/// as its reference says a powered-off VM looks.
+/// kStopped: the VM powered itself off from inside (docker: its container's init ended by a
+/// power-off, docker_backend.cc) or was stopped through the API (InstanceBackend::Stop); each
+/// cloud's API reports it as its reference says a powered-off VM looks.
 enum class InstanceState { kProvisioning, kRunning, kGone, kError, kStopped };
 
 const char* ToString(InstanceState s);
@@ -135,6 +135,13 @@ class InstanceBackend {
   virtual size_t LiveCount(const std::string& cloud = "") = 0;
   /// Removes every instance this backend made and waits for it.
   virtual void RemoveAll() = 0;
+  /// Powers a running instance off, as the cloud's stop call does: State turns kStopped once
+  /// it is off (docker: its systemd halts first). False unless it is running.
+  virtual bool Stop(const std::string& id) = 0;
+  /// Powers a stopped instance on again (kProvisioning, then kRunning), same disk; with
+  /// new_address on a new public address, as a cloud gives a VM without a static address
+  /// after a stop. False unless it is stopped.
+  virtual bool Start(const std::string& id, bool new_address) = 0;
   /// Sets the TCP ports of the instance this machine can reach from now on (the cloud's
   /// rules after a change); the instance's port_blocked fault still drops its ports.
   /// Unknown ids are ignored.

@@ -77,6 +77,10 @@ class MemoryBackend : public InstanceBackend {
       s.message = "the instance vanished while booting (fault vanish_during_boot)";
       return s;
     }
+    if (r.stopped) {
+      s.state = InstanceState::kStopped;
+      return s;
+    }
     if (elapsed < boot) {
       s.state = InstanceState::kProvisioning;
       return s;
@@ -110,6 +114,28 @@ class MemoryBackend : public InstanceBackend {
     records_.clear();
   }
 
+  bool Stop(const std::string& id) override {
+    if (State(id).state != InstanceState::kRunning) return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    records_[id].stopped = true;
+    return true;
+  }
+
+  // Started again: provisioning for the boot time, then running (no boot fault applies twice).
+  bool Start(const std::string& id, bool new_address) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find(id);
+    if (it == records_.end() || !it->second.stopped) return false;
+    Record& r = it->second;
+    r.stopped = false;
+    r.created = Clock::now();
+    r.spec.faults.vanish = r.spec.faults.error = false;
+    r.spec.faults.slow_boot_seconds = 0;
+    r.spec.faults.gpu_after_seconds = -1;
+    if (new_address) r.slot = next_slot_++;
+    return true;
+  }
+
   void SetReachablePorts(const std::string& id, const PortSet& ports) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = records_.find(id); it != records_.end()) it->second.reachable = ports;
@@ -129,6 +155,7 @@ class MemoryBackend : public InstanceBackend {
     uint64_t slot = 0;
     int ssh_port = 22;
     PortSet reachable;
+    bool stopped = false;  // Stop was called and no Start since
   };
   std::chrono::milliseconds boot_time_;
   std::mutex mu_;
