@@ -9,6 +9,7 @@
 #include "file_util.h"
 #include "kubeconfig.h"
 #include "kubeconfig_merge.h"
+#include "remote.h"
 #include "spec.h"
 #include "state_store.h"
 #include "vm_records.h"
@@ -24,6 +25,15 @@ int RunKubeconfig(const AppContext& app, const std::string& name,
   if (!rec.kubernetes) {
     throw UsageError("VM '" + name + "' has Kubernetes off: it has no kubeconfig",
                      "provision a VM with Kubernetes on (the default, or --k8s)");
+  }
+  if (rec.access_mode == "direct") {
+    // The server is the VM's public address: follow it if a stop and start changed it.
+    try {
+      rec = Remote().follow_address(app, name);
+    } catch (const Error& e) {
+      console.Warning(std::string(e.what()) + " (the kubeconfig below names " + rec.public_ip +
+                      ")");
+    }
   }
   const std::filesystem::path own = app.paths.kubeconfig(name);
   const std::optional<std::string> text = ReadFileIfExists(own, kKubeconfigKind);

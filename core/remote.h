@@ -13,6 +13,7 @@
 
 #include "app_context.h"
 #include "provision_options.h"
+#include "state_store.h"
 #include "openssh.h"
 #include "ttl.h"
 
@@ -28,6 +29,8 @@ struct RemoteCommands {
   int (*tunnel)(const AppContext& app, const std::string& name, std::optional<int> local_port);
   void (*forget_host_key)(const std::string& known_hosts_path, const std::string& host, int port);
   int (*ttl)(const AppContext& app, const std::string& name, const TtlCommandOptions& options);
+  /// FollowVmAddress (core/remote/address_follow.h): the record, its address followed.
+  VmRecord (*follow_address)(const AppContext& app, const std::string& name);
 };
 
 /// The remote commands: in the gpuprov executable, libgpuprov-remote.so loaded on the first

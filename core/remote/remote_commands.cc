@@ -1,3 +1,4 @@
+#include "address_follow.h"
 #include "provision.h"
 #include "remote.h"
 #include "ssh_client.h"
@@ -13,7 +14,7 @@ extern "C" __attribute__((visibility("default"))) const gpuprov::RemoteCommands*
 gpuprov_remote_commands() {
   static const gpuprov::RemoteCommands kCommands = {
       GPUPROV_VERSION, &gpuprov::RunProvision, &gpuprov::RunSsh, &gpuprov::RunTunnel,
-      &gpuprov::ForgetHostKey, &gpuprov::RunTtl,
+      &gpuprov::ForgetHostKey, &gpuprov::RunTtl, &gpuprov::FollowVmAddress,
   };
   return &kCommands;
 }

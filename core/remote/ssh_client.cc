@@ -677,7 +677,16 @@ SshSession WaitForSsh(const SshTarget& target, std::chrono::milliseconds deadlin
                      "reuses the VM and waits again");
 }
 
-void ForgetHostKey(const std::string& known_hosts_path, const std::string& host, int port) {
+namespace {
+
+// Rewrites the known_hosts file under its lock: each line naming \a host : \a port (written as
+// `host` for port 22, `[host]:port`, or OpenSSH's hashed `|1|` name; lines with markers such as
+// @cert-authority never match) is replaced by what \a replace returns for it ("" drops it), the
+// other lines by what \a keep returns ("" drops it). Nothing is written when no line changed.
+void RewriteKnownHosts(const std::string& known_hosts_path, const std::string& host, int port,
+                       const std::function<std::string(const std::string& line, size_t key_at)>&
+                           replace,
+                       const std::function<bool(const std::string& line)>& keep) {
   std::error_code ec;
   if (!std::filesystem::exists(known_hosts_path, ec)) return;
   FileLock lock = LockKnownHosts(known_hosts_path);
@@ -686,42 +695,64 @@ void ForgetHostKey(const std::string& known_hosts_path, const std::string& host,
 
   const std::string plain = KnownHostsName(host, port);
   const std::string bracketed = "[" + KnownHostsName(host, 22) + "]:" + std::to_string(port);
-  const auto names_host = [&](const std::string& line) {
+  // Where the key type starts when the line names the host; npos otherwise.
+  const auto names_host = [&](const std::string& line) -> size_t {
     const size_t start = line.find_first_not_of(" \t");
-    if (start == std::string::npos || line[start] == '#' || line[start] == '@') return false;
+    if (start == std::string::npos || line[start] == '#' || line[start] == '@') {
+      return std::string::npos;
+    }
     const size_t end = line.find_first_of(" \t", start);
-    const std::string field = line.substr(start, end == std::string::npos ? end : end - start);
+    if (end == std::string::npos) return std::string::npos;
+    const std::string field = line.substr(start, end - start);
     if (field.rfind("|1|", 0) == 0) {
       // Hashed by OpenSSH: libssh's parser checks the hash.
       ssh_knownhosts_entry* raw = nullptr;
       const int rc = ssh_known_hosts_parse_line(plain.c_str(), line.c_str() + start, &raw);
       KnownHostsEntryPtr entry(raw);
-      return rc == SSH_OK;
+      return rc == SSH_OK ? end : std::string::npos;
     }
     std::istringstream patterns(field);
     std::string pattern;
     while (std::getline(patterns, pattern, ',')) {
       std::transform(pattern.begin(), pattern.end(), pattern.begin(),
                      [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      if (pattern == plain || pattern == bracketed) return true;
+      if (pattern == plain || pattern == bracketed) return end;
     }
-    return false;
+    return std::string::npos;
   };
 
-  std::string kept;
-  size_t removed = 0;
+  std::string out;
+  bool changed = false;
   std::istringstream lines(*text);
   std::string line;
   while (std::getline(lines, line)) {
-    if (names_host(line)) {
-      ++removed;
-      continue;
-    }
-    kept += line;
-    kept += '\n';
+    const size_t key_at = names_host(line);
+    std::string now = key_at != std::string::npos ? replace(line, key_at)
+                      : keep(line)                 ? line
+                                                   : std::string();
+    changed = changed || now != line;
+    if (!now.empty()) out += now + '\n';
   }
-  if (removed == 0) return;
-  WriteFileAtomic(known_hosts_path, kept, 0600);
+  if (changed) WriteFileAtomic(known_hosts_path, out, 0600);
+}
+
+}  // namespace
+
+void ForgetHostKey(const std::string& known_hosts_path, const std::string& host, int port) {
+  RewriteKnownHosts(
+      known_hosts_path, host, port, [](const std::string&, size_t) { return std::string(); },
+      [](const std::string&) { return true; });
+}
+
+void MoveHostKey(const std::string& known_hosts_path, const std::string& from_host, int from_port,
+                 const std::string& to_host, int to_port) {
+  // What the file pins for the new address now (a VM that had it before) goes first.
+  ForgetHostKey(known_hosts_path, to_host, to_port);
+  const std::string to_name = KnownHostsName(to_host, to_port);
+  RewriteKnownHosts(
+      known_hosts_path, from_host, from_port,
+      [&](const std::string& line, size_t key_at) { return to_name + line.substr(key_at); },
+      [](const std::string&) { return true; });
 }
 
 }  // namespace gpuprov

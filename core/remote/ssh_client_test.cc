@@ -135,13 +135,16 @@ TEST(SshClientTest, HostPortFormIsBracketed) {
   EXPECT_EQ(SshHostPort("10.0.0.1", 2222), "[10.0.0.1]:2222");
 }
 
+// Two host keys as known_hosts lines carry them (type and base64 blob).
+constexpr const char* kKnownKeyA =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHNvbWUga2V5IGJ5dGVzIGZvciB0ZXN0aW5nIG9ubHk=";
+constexpr const char* kKnownKeyB =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG90aGVyIGtleSBieXRlcyBmb3IgdGVzdGluZyBvbmx5";
+
 TEST(SshClientTest, ForgetHostKeyRemovesOnlyThatHostsLines) {
   TempDir dir;
   const fs::path file = dir.path() / "known_hosts";
-  const std::string key_a =
-      "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHNvbWUga2V5IGJ5dGVzIGZvciB0ZXN0aW5nIG9ubHk=";
-  const std::string key_b =
-      "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG90aGVyIGtleSBieXRlcyBmb3IgdGVzdGluZyBvbmx5";
+  const std::string key_a = kKnownKeyA, key_b = kKnownKeyB;
   WriteFile(file,
             "# gpuprov pins\n"
             "127.88.0.2 " +
@@ -185,6 +188,25 @@ TEST(SshClientTest, ForgetHostKeyRemovesOnlyThatHostsLines) {
 
   ForgetHostKey(file.string(), "127.88.0.2", 2222);
   EXPECT_EQ(NonEmptyLines(ReadFile(file)).size(), 4u);
+}
+
+TEST(SshClientTest, MoveHostKeyPinsTheSameKeyAtTheNewAddressOnly) {
+  TempDir dir;
+  const fs::path file = dir.path() / "known_hosts";
+  const std::string key_a = kKnownKeyA, key_b = kKnownKeyB;
+  WriteFile(file,
+            "127.88.0.2 " + key_a + "\n[127.88.0.9]:2222 " + key_b + "\n127.88.0.20 " + key_b +
+                "\n",
+            0644);
+
+  // The VM moved from 127.88.0.2:22 to 127.88.0.9:2222, where another VM's key was pinned.
+  MoveHostKey(file.string(), "127.88.0.2", 22, "127.88.0.9", 2222);
+
+  const std::vector<std::string> lines = NonEmptyLines(ReadFile(file));
+  ASSERT_EQ(lines.size(), 2u) << ReadFile(file);
+  EXPECT_EQ(lines[0], "[127.88.0.9]:2222 " + key_a);
+  EXPECT_EQ(lines[1], "127.88.0.20 " + key_b);
+  EXPECT_EQ(ModeOf(file), 0600u);
 }
 
 TEST(SshClientTest, ForgetHostKeyOnMissingFileDoesNothing) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "address_follow.h"
 #include "error.h"
 #include "openssh.h"
 #include "spec.h"
@@ -18,8 +19,7 @@ namespace gpuprov {
 
 int RunSsh(const AppContext& app, const std::string& name, const SshCommandOptions& options) {
   ValidateVmName(name, "VM name");
-  StateStore store(app.paths);
-  VmRecord rec = LoadVmRecord(store, name);
+  const VmRecord rec = FollowVmAddress(app, name);
   SshTarget target = SshTargetOf(app, rec);
   const std::string command_line = RemoteCommandLine(options.command);
   if (!command_line.empty() && options.forwards.empty()) {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "address_follow.h"
 #include "config.h"
 #include "console.h"
 #include "error.h"
@@ -38,10 +39,12 @@ std::string Describe(const VmRecord& rec) {
 int RunTtl(const AppContext& app, const std::string& name, const TtlCommandOptions& options) {
   ValidateVmName(name, "VM name");
   Console& console = Console::Get();
+  const bool change = options.off || options.ttl_seconds || options.idle_ttl_seconds;
+  if (change) FollowVmAddress(app, name);  // before the lock: it takes it to follow
   StateStore store(app.paths);
   FileLock lock = store.LockVm(name, 60 * 1000);
   VmRecord rec = LoadVmRecord(store, name);
-  if (!options.off && !options.ttl_seconds && !options.idle_ttl_seconds) {
+  if (!change) {
     if (app.json_output) {
       app.Print(VmRecordObject(rec, rec.phase));
     } else {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "address_follow.h"
 #include "cluster_bringup.h"
 #include "console.h"
 #include "error.h"
@@ -63,7 +64,7 @@ int RunTunnel(const AppContext& app, const std::string& name, std::optional<int>
                          "`; for a cluster, provision a VM with Kubernetes on (the default, or "
                          "--k8s)");
   }
-  const SshTarget target = SshTargetOf(app, rec);
+  const SshTarget target = SshTargetOf(app, FollowVmAddress(app, name));
 
   PortForwardOptions options;
   options.listen_host = "127.0.0.1";

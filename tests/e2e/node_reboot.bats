@@ -77,3 +77,35 @@ gpu_allocatable() { node_api "$1" /api/v1/nodes | grep -Eq '"nvidia.com/gpu": ?"
   echo "$output"
   [[ "$output" == *"device plugin crash-looping: deleting its pod"* ]]
 }
+
+boot_id_of() { "$GPUPROV" ssh "$1" -- cat /proc/sys/kernel/random/boot_id; }
+booted_again() { local now; now=$(boot_id_of "$1" 2>/dev/null) && [ -n "$now" ] && [ "$now" != "$2" ]; }
+backend_state() {
+  curl -fsS "$CONTROL/instances?cloud=digitalocean" | /usr/bin/python3 -c '
+import json, sys
+print(*[i["state"] for i in json.load(sys.stdin)["instances"] if i["name"] == sys.argv[1]])' "$1"
+}
+backend_state_is() { [ "$(backend_state "$1")" = "$2" ]; }
+
+@test "a reboot inside the VM boots it again (same address and disk, new boot_id); a power-off stops it" {
+  run "$GPUPROV" provision --name rr --cloud digitalocean --no-k8s
+  echo "$output"
+  [ "$status" -eq 0 ]
+  local ctr boot address
+  ctr=$(vm_container rr)
+  address=$(field rr address)
+  boot=$(boot_id_of rr)
+  [ -n "$boot" ]
+  [ "$boot" != "$(cat /proc/sys/kernel/random/boot_id)" ] # not the host kernel's
+  "$GPUPROV" ssh rr -- sudo touch /var/tmp/kept-across-reboot
+  "$GPUPROV" ssh rr -- sudo systemctl reboot || true
+  wait_for 90 booted_again rr "$boot"
+  [ "$(vm_container rr)" = "$ctr" ]
+  [ "$(field rr address)" = "$address" ]
+  "$GPUPROV" ssh rr -- test -e /var/tmp/kept-across-reboot
+  backend_state_is rr running
+  "$GPUPROV" ssh rr -- sudo systemctl poweroff || true
+  wait_for 60 backend_state_is rr stopped
+  run docker inspect -f '{{.State.ExitCode}}' "$ctr"
+  [ "$output" = 130 ] # init ended by SIGINT: reboot(2)'s power-off in a PID namespace
+}

@@ -265,6 +265,37 @@ TEST_F(Ec2ApiTest, InstanceGoesPendingRunningShuttingDownTerminated) {
             "InvalidInstanceID.NotFound");
 }
 
+TEST_F(Ec2ApiTest, StopAndStartGiveANewPublicAddressAndKeepThePrivateOne) {
+  XmlNode run = Ec2("RunInstances", {{"ImageId", kUbuntu},
+                                     {"InstanceType", "g6.xlarge"},
+                                     {"MinCount", "1"},
+                                     {"MaxCount", "1"}});
+  const std::string id = run.Items("instancesSet").at(0)->Text("instanceId");
+  EXPECT_EQ(ErrorOf("StopInstances", {{"InstanceId.1", id}}), "IncorrectInstanceState");  // pending
+  ASSERT_TRUE(WaitFor([&] { return Instance(id).Text("instanceState/name") == "running"; }, 5s));
+  const XmlNode before = Instance(id);
+  const std::string address = before.Text("ipAddress");
+  ASSERT_FALSE(address.empty());
+
+  XmlNode stop = Ec2("StopInstances", {{"InstanceId.1", id}});
+  EXPECT_EQ(stop.name, "StopInstancesResponse");
+  EXPECT_EQ(stop.Items("instancesSet").at(0)->Text("previousState/name"), "running");
+  EXPECT_EQ(stop.Items("instancesSet").at(0)->Text("currentState/name"), "stopped");
+  EXPECT_EQ(Instance(id).Text("instanceState/code"), "80");
+  EXPECT_EQ(Instance(id).Text("ipAddress"), "");  // released while stopped
+
+  XmlNode start = Ec2("StartInstances", {{"InstanceId.1", id}});
+  EXPECT_EQ(start.Items("instancesSet").at(0)->Text("previousState/name"), "stopped");
+  EXPECT_EQ(start.Items("instancesSet").at(0)->Text("currentState/name"), "pending");
+  ASSERT_TRUE(WaitFor([&] { return Instance(id).Text("instanceState/name") == "running"; }, 5s));
+  const XmlNode after = Instance(id);
+  EXPECT_NE(after.Text("ipAddress"), "");
+  EXPECT_NE(after.Text("ipAddress"), address);
+  EXPECT_EQ(after.Text("privateIpAddress"), before.Text("privateIpAddress"));
+  EXPECT_EQ(ErrorOf("StopInstances", {{"InstanceId.1", "i-0123456789abcdef0"}}),
+            "InvalidInstanceID.NotFound");
+}
+
 TEST_F(Ec2ApiTest, ResourcesAreRegional) {
   const std::string id = Run({}, "eu-west-1");
   EXPECT_EQ(Instance(id, "eu-west-1").Text("placement/availabilityZone"), "eu-west-1a");
@@ -901,6 +932,12 @@ TEST_F(Ec2ApiModelResponses, EveryAnswerHasOnlyTheModelsElementsAndTypes) {
   Checked("DescribeVpcs", {});
   Checked("DescribeSubnets", {});
   Checked("RevokeSecurityGroupIngress", rule);
+  Checked("StopInstances", {{"InstanceId.1", id}});
+  ASSERT_TRUE(WaitFor([&] {
+    return Checked("DescribeInstances", {{"InstanceId.1", id}})
+               .Items("reservationSet").at(0)->Items("instancesSet").at(0)->Text("instanceState/name") == "stopped";
+  }, 5s));
+  Checked("StartInstances", {{"InstanceId.1", id}});
   Checked("TerminateInstances", {{"InstanceId.1", id}});
   ASSERT_TRUE(WaitFor([&] {
     try {

@@ -440,6 +440,9 @@ const std::vector<GceDiscoveryMethod>& DiscoveryMethods() {
       {"compute.instances.get", "GET", "projects/{project}/zones/{zone}/instances/{instance}"},
       {"compute.instances.delete", "DELETE",
        "projects/{project}/zones/{zone}/instances/{instance}"},
+      {"compute.instances.stop", "POST", "projects/{project}/zones/{zone}/instances/{instance}/stop"},
+      {"compute.instances.start", "POST",
+       "projects/{project}/zones/{zone}/instances/{instance}/start"},
       {"compute.zoneOperations.list", "GET", "projects/{project}/zones/{zone}/operations"},
       {"compute.zoneOperations.get", "GET",
        "projects/{project}/zones/{zone}/operations/{operation}"},
@@ -1586,6 +1589,9 @@ class GceApi : public CloudApi {
         }
         if (seg.size() == 5 && m == "GET") return JsonResponse(200, InstanceJson(it->second));
         if (seg.size() == 5 && m == "DELETE") return DeleteInstance(req, it->second);
+        if (seg.size() == 6 && m == "POST" && (seg[5] == "stop" || seg[5] == "start")) {
+          return StopOrStartInstance(it->second, seg[5]);
+        }
       }
       return NotFound(base);
     }
@@ -2525,6 +2531,27 @@ class GceApi : public CloudApi {
       Finish(ins->second, "RESOURCE_NOT_FOUND",
              "The resource '" + InstanceLink(inst) + "' was not found", 404);
     }
+    return JsonResponse(200, OperationJson(op));
+  }
+
+  // instances.stop / instances.start (Compute API reference: both return a zone Operation;
+  // stopping a TERMINATED instance or starting a RUNNING one changes nothing). The ephemeral
+  // external IP is released at stop and a new one given at start: "If you stop or suspend an
+  // instance, any ephemeral external IPv4 addresses ... are released"
+  // (https://cloud.google.com/compute/docs/ip-addresses#ephemeraladdress); the emulator has no
+  // static addresses. The operation is DONE once the backend has the request.
+  HttpResponse StopOrStartInstance(Instance& inst, const std::string& verb) {
+    if (inst.deleting_since || inst.backend_id.empty()) {
+      return Error(400, "resourceNotReady",
+                   "The resource '" + InstanceLink(inst) + "' is not ready");
+    }
+    Operation& op = NewOperation(inst.zone, verb, InstanceLink(inst), inst.id);
+    if (verb == "stop") {
+      backend_->Stop(inst.backend_id);
+    } else {
+      backend_->Start(inst.backend_id, /*new_address=*/true);
+    }
+    Finish(op);
     return JsonResponse(200, OperationJson(op));
   }
 

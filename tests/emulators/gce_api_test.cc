@@ -392,6 +392,31 @@ TEST_F(GceApiTest, InstanceLifecycleWithOperations) {
   EXPECT_EQ(Count("backend_instances"), 0);
 }
 
+TEST_F(GceApiTest, StopAndStartGiveANewEphemeralExternalIp) {
+  JsonObject op = Gce("POST", "/zones/us-central1-a/instances", InstanceBody("vm1")).Json();
+  WaitOp(op, "us-central1-a");
+  const auto nat_ip = [&] {
+    JsonObject inst = Gce("GET", "/zones/us-central1-a/instances/vm1").Json();
+    JsonObject ac =
+        GetArray(GetArray(inst, "networkInterfaces")->getObject(0), "accessConfigs")->getObject(0);
+    return GetString(ac, "natIP").value_or("");
+  };
+  const auto status = [&] {
+    return GetString(Gce("GET", "/zones/us-central1-a/instances/vm1").Json(), "status").value_or("");
+  };
+  ASSERT_EQ(status(), "RUNNING");
+  const std::string before = nat_ip();
+  ASSERT_FALSE(before.empty());
+  JsonObject stop = Gce("POST", "/zones/us-central1-a/instances/vm1/stop", "").Json();
+  EXPECT_EQ(GetString(stop, "operationType").value_or(""), "stop") << ToJson(stop);
+  EXPECT_EQ(status(), "TERMINATED");
+  JsonObject start = Gce("POST", "/zones/us-central1-a/instances/vm1/start", "").Json();
+  EXPECT_EQ(GetString(start, "operationType").value_or(""), "start") << ToJson(start);
+  ASSERT_TRUE(WaitFor([&] { return status() == "RUNNING"; }, 5s));
+  EXPECT_NE(nat_ip(), before);
+  EXPECT_EQ(Gce("POST", "/zones/us-central1-a/instances/nope/stop", "").status, 404);
+}
+
 TEST_F(GceApiTest, InsertValidationFollowsGce) {
   Reply migrate = Gce("POST", "/zones/us-central1-a/instances",
                       InstanceBody("vm2", "us-central1-a", "g2-standard-4", false));
@@ -585,6 +610,8 @@ TEST(GceDiscovery, TheDriversOperationsAreInTheDiscoveryDocument) {
            Op{"compute.instances.insert", "POST", "/zones/us-central1-a/instances"},
            Op{"compute.instances.get", "GET", "/zones/us-central1-a/instances/vm"},
            Op{"compute.instances.delete", "DELETE", "/zones/us-central1-a/instances/vm"},
+           Op{"compute.instances.stop", "POST", "/zones/us-central1-a/instances/vm/stop"},
+           Op{"compute.instances.start", "POST", "/zones/us-central1-a/instances/vm/start"},
            Op{"compute.zoneOperations.get", "GET", "/zones/us-central1-a/operations/op-1"},
            Op{"compute.globalOperations.get", "GET", "/global/operations/op-1"},
            Op{"compute.firewalls.list", "GET", "/global/firewalls"},
@@ -596,7 +623,7 @@ TEST(GceDiscovery, TheDriversOperationsAreInTheDiscoveryDocument) {
     EXPECT_EQ(GceDiscoveryMethodId(op.method, p + op.path), op.id) << op.method << " " << op.path;
   }
   for (const auto& [method, path] : std::vector<std::pair<std::string, std::string>>{
-           {"POST", "/zones/us-central1-a/instances/vm/start"},
+           {"POST", "/zones/us-central1-a/instances/vm/reset"},
            {"PATCH", "/zones/us-central1-a/instances/vm"},
            {"GET", "/zones/us-central1-a/instances/vm/serialPort"},
            {"GET", "/global/firewalls/a/b"}}) {
@@ -611,7 +638,7 @@ TEST(GceDiscovery, TheDriversOperationsAreInTheDiscoveryDocument) {
 
 TEST_F(GceApiTest, WhatTheDiscoveryDocumentDoesNotDescribeIsNotServed) {
   ASSERT_EQ(Gce("POST", "/zones/us-central1-a/instances", InstanceBody("vm9")).status, 200);
-  EXPECT_EQ(Gce("POST", "/zones/us-central1-a/instances/vm9/start").status, 404);
+  EXPECT_EQ(Gce("POST", "/zones/us-central1-a/instances/vm9/reset").status, 404);
   EXPECT_EQ(Gce("PATCH", "/zones/us-central1-a/instances/vm9", "{}").status, 404);
   EXPECT_EQ(Gce("GET", "/zones/us-central1-a/instances/vm9").status, 200);
 }
