@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "cluster_bringup.h"
+#include "config.h"
 #include "console.h"
 #include "error.h"
 #include "file_util.h"
@@ -14,6 +15,7 @@
 #include "kubeconfig.h"
 #include "kubeconfig_merge.h"
 #include "node_shell.h"
+#include "provision_options.h"
 #include "ssh_client.h"
 #include "vm_records.h"
 
@@ -42,10 +44,21 @@ int ServerPort(const std::string& server) {
   return kApiPort;
 }
 
+/// SSH at the record's (new) address, waited for as provision does: the cloud says running
+/// before sshd listens.
+SshSession WaitForSshAt(const AppContext& app, const VmRecord& rec) {
+  const SshTarget target = SshTargetOf(app, rec);
+  const std::chrono::seconds wait(
+      app.LoadUserConfig().defaults.timeouts.ssh_wait_seconds.value_or(kDefaultSshWaitSeconds));
+  const std::string where = "waiting for SSH on " + SshHostPort(target.host, target.port);
+  return WaitForSsh(target, wait,
+                    [&](std::chrono::seconds s) { Console::Get().Progress(where, s); });
+}
+
 /// Direct access at the new address: the installer re-run over SSH with --public-ip (the k3s
 /// the node has, so nothing is downloaded) puts the address in the API certificate, as
 /// provision's re-run does; then the kubeconfig's server (and the merged entry) move to it.
-void FollowCertificate(const AppContext& app, const VmRecord& rec) {
+void FollowCertificate(const AppContext& app, const VmRecord& rec, SshSession& session) {
   const std::string& name = rec.name;
   const std::filesystem::path own = app.paths.kubeconfig(name);
   const std::optional<std::string> text = ReadFileIfExists(own, kKubeconfigKind);
@@ -57,7 +70,6 @@ void FollowCertificate(const AppContext& app, const VmRecord& rec) {
                              (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
                              ":" + std::to_string(api_port);
 
-  SshSession session = SshSession::Connect(SshTargetOf(app, rec), std::chrono::seconds(30));
   SshNodeShell shell(&session);
   InstallerArgs args;
   args.public_ip = rec.public_ip;
@@ -168,9 +180,15 @@ VmRecord FollowVmAddress(const AppContext& app, const std::string& name) {
   rec.public_ip = live->public_ip;
   rec.ssh_port = live->ports.count(22) ? live->ports.at(22) : live->ssh_port;
   MoveHostKey(app.paths.known_hosts().string(), from, from_port, rec.public_ip, rec.ssh_port);
-  rec = store.Save(rec);
   const bool direct = rec.kubernetes && rec.access_mode == "direct";
-  if (direct) FollowCertificate(app, rec);
+  {
+    // Also so that the command's own connection finds sshd up.
+    SshSession session = WaitForSshAt(app, rec);
+    if (direct) FollowCertificate(app, rec, session);
+  }
+  // Saved last: a failure above leaves the old address recorded, so the next command follows
+  // again (the pin has moved already; MoveHostKey then changes nothing).
+  rec = store.Save(rec);
   console.Note(name + "'s address changed from " + from + " to " + rec.public_ip +
                " (the VM was restarted); " +
                (direct ? "kubeconfig and certificate updated"

@@ -746,6 +746,15 @@ void ForgetHostKey(const std::string& known_hosts_path, const std::string& host,
 
 void MoveHostKey(const std::string& known_hosts_path, const std::string& from_host, int from_port,
                  const std::string& to_host, int to_port) {
+  bool pinned = false;
+  RewriteKnownHosts(
+      known_hosts_path, from_host, from_port,
+      [&](const std::string& line, size_t) {
+        pinned = true;
+        return line;
+      },
+      [](const std::string&) { return true; });
+  if (!pinned) return;  // moved before, or never pinned
   // What the file pins for the new address now (a VM that had it before) goes first.
   ForgetHostKey(known_hosts_path, to_host, to_port);
   const std::string to_name = KnownHostsName(to_host, to_port);

@@ -111,7 +111,8 @@ void ForgetHostKey(const std::string& known_hosts_path, const std::string& host,
 
 /// Moves the keys pinned for \a from_host : \a from_port to \a to_host : \a to_port (what was
 /// pinned there goes), so the VM that moved must present the key it had: the same machine at
-/// a new address (a stop and start on a cloud without a static address). Atomic, as above.
+/// a new address (a stop and start on a cloud without a static address). Nothing changes when
+/// nothing is pinned for \a from_host : \a from_port. Atomic, as above.
 void MoveHostKey(const std::string& known_hosts_path, const std::string& from_host, int from_port,
                  const std::string& to_host, int to_port);
 

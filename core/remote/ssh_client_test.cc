@@ -207,6 +207,10 @@ TEST(SshClientTest, MoveHostKeyPinsTheSameKeyAtTheNewAddressOnly) {
   EXPECT_EQ(lines[0], "[127.88.0.9]:2222 " + key_a);
   EXPECT_EQ(lines[1], "127.88.0.20 " + key_b);
   EXPECT_EQ(ModeOf(file), 0600u);
+
+  // Moved already: a second move from the old address keeps the pin at the new one.
+  MoveHostKey(file.string(), "127.88.0.2", 22, "127.88.0.9", 2222);
+  EXPECT_EQ(NonEmptyLines(ReadFile(file)), lines);
 }
 
 TEST(SshClientTest, ForgetHostKeyOnMissingFileDoesNothing) {

@@ -39,6 +39,9 @@ is_state() { [ "$(instance_state "$1")" = "$2" ]; }
 public_ip() { ec2 describe-instances --instance-ids "$1" --query 'Reservations[0].Instances[0].PublicIpAddress'; }
 record_field() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$GPUPROV_HOME/state/$1.json" "$2"; }
 
+# node_ready KUBECONFIG: kubectl (TLS verified) lists the node Ready.
+node_ready() { KUBECONFIG="$1" kubectl get nodes | grep -q " Ready "; }
+
 # stop_and_start ID: StopInstances, wait for stopped, StartInstances, wait for running.
 stop_and_start() {
   ec2 stop-instances --instance-ids "$1" >/dev/null
@@ -74,12 +77,11 @@ stop_and_start() {
   kc="$BATS_TEST_TMPDIR/kubeconfig"
   "$GPUPROV" kubeconfig ac >"$kc"
   [ "$(KUBECONFIG=$kc kubectl config view -o jsonpath='{.clusters[0].cluster.server}')" = "https://$new:6443" ]
-  run env KUBECONFIG="$kc" kubectl get nodes
-  echo "$output"
-  [ "$status" -eq 0 ]
-  [[ "$output" == *" Ready "* ]]
+  # kubectl verifies the API certificate against the new address; the node is Ready again
+  # once k3s, restarted by the installer's re-run, reports it.
+  wait_for 60 node_ready "$kc"
 
-  run "$GPUPROV" ttl ac --ttl 2h
+  run "$GPUPROV" ttl ac 2h
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"powers itself off at"* ]]
@@ -89,11 +91,12 @@ stop_and_start() {
   stop_and_start "$id"
   new2=$(public_ip "$id")
   [ "$new2" != "$new" ]
-  run "$GPUPROV" kubeconfig ac
-  [ "$status" -eq 0 ]
-  [[ "$output" == *"ac's address changed from $new to $new2 (the VM was restarted); kubeconfig and certificate updated"* ]]
-  [[ "$output" == *"server: https://$new2:6443"* ]]
-  expect_cluster_ready ac
+  # (not `run`: the printed kubeconfig holds key material, which the output scan refuses)
+  "$GPUPROV" kubeconfig ac >"$kc" 2>"$BATS_TEST_TMPDIR/said"
+  cat "$BATS_TEST_TMPDIR/said"
+  grep -qF "ac's address changed from $new to $new2 (the VM was restarted); kubeconfig and certificate updated" "$BATS_TEST_TMPDIR/said"
+  grep -qF "server: https://$new2:6443" "$kc"
+  wait_for 60 node_ready "$GPUPROV_HOME/kube/ac.yaml"
 
   "$GPUPROV" down ac
   expect_nothing_left aws
