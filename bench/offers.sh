@@ -55,17 +55,31 @@ done <"$work/emu.out"
 [ -n "${control:-}" ] || { echo "emulator did not start: $(cat "$work/emu.err")" >&2; exit 1; }
 curl -fsS -X POST "$control/settings" -d '{"cloud":"*","enforce_rate_limits":false}' >/dev/null
 
-# The VMs (not timed): per_cloud provisions on each cloud, one cloud's at once.
+# The VMs (not timed): per_cloud provisions on each cloud, one cloud's at once; a provision
+# that failed before its record was written (a busy machine) is run again, up to three times.
 for c in "${clouds[@]}"; do
-  for i in $(seq 1 "$per_cloud"); do
-    "$GPUPROV" provision --name "b-$c-$i" --cloud "$c" --gpus H100:1 --no-k8s \
-      >"$work/p-$c-$i.log" 2>&1 &
+  for _ in 1 2 3; do
+    pids=()
+    for i in $(seq 1 "$per_cloud"); do
+      [ ! -e "$GPUPROV_HOME/state/b-$c-$i.json" ] || continue
+      "$GPUPROV" provision --name "b-$c-$i" --cloud "$c" --gpus H100:1 --no-k8s \
+        >"$work/p-$c-$i.log" 2>&1 &
+      pids+=($!)
+    done
+    [ "${#pids[@]}" -gt 0 ] || break
+    wait "${pids[@]}" || true
   done
-  wait || true
 done
 made=$(find "$GPUPROV_HOME/state" -name "*.json" | wc -l)
 echo "records: $made of $((per_cloud * ${#clouds[@]}))"
-[ "$made" -eq $((per_cloud * ${#clouds[@]})) ] || { tail -5 "$work"/p-*.log >&2; exit 1; }
+if [ "$made" -ne $((per_cloud * ${#clouds[@]})) ]; then
+  for c in "${clouds[@]}"; do
+    for i in $(seq 1 "$per_cloud"); do
+      [ -e "$GPUPROV_HOME/state/b-$c-$i.json" ] || tail -n 5 "$work/p-$c-$i.log" >&2
+    done
+  done
+  exit 1
+fi
 
 curl -fsS -X POST "$control/settings" -d '{"cloud":"*","api_latency_ms":50}' >/dev/null
 commands=("$GPUPROV offers --gpus H100:1 --refresh" "$GPUPROV offers --gpus H100:1" "$GPUPROV list")

@@ -8,6 +8,7 @@
 #include "config.h"
 #include "error.h"
 #include "prompt.h"
+#include "text_table.h"
 
 namespace gpuprov {
 namespace {
@@ -200,22 +201,7 @@ std::string CandidateTable(const std::vector<Candidate>& candidates) {
                     PriceSourceText(c.offer),
                     !c.offer.in_stock ? "-" : *c.offer.in_stock ? "yes" : "no", note});
   }
-  std::vector<size_t> width(rows[0].size(), 0);
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      std::string cell = row[i];
-      if (i + 1 < row.size()) cell.resize(width[i] + 2, ' ');
-      line += cell;
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-  }
-  return out;
+  return AlignedColumns(rows);
 }
 
 AttemptDecision DecideAfterAttempt(AttemptOutcome outcome, bool failover, bool has_next) {

@@ -19,6 +19,7 @@
 #include "paths.h"
 #include "prompt.h"
 #include "provision_options.h"
+#include "text_table.h"
 
 namespace gpuprov {
 namespace {
@@ -47,26 +48,6 @@ std::optional<int> MemoryOf(const CloudOffer& offer) {
   if (offer.gpu_memory_gb) return offer.gpu_memory_gb;
   if (offer.gpu_type.empty()) return std::nullopt;
   return KnownGpuMemoryGb(offer.gpu_type);
-}
-
-/// The columns padded to their widest cell, trailing blanks cut.
-std::string Columns(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width(rows.empty() ? 0 : rows[0].size(), 0);
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      std::string cell = row[i];
-      if (i + 1 < row.size()) cell.resize(width[i] + 2, ' ');
-      line += cell;
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-  }
-  return out;
 }
 
 const CloudOfferAnswer* AnswerOf(const std::vector<CloudOfferAnswer>& answers,
@@ -269,7 +250,7 @@ std::string OffersTable(const std::vector<Candidate>& rows,
                      !o.in_stock ? "-" : *o.in_stock ? "yes" : "no", PriceSourceText(o),
                      answer ? AgeText(answer->age_seconds, answer->cached) : "now"});
   }
-  std::string out = table.size() > 1 ? Columns(table) : "no offers\n";
+  std::string out = table.size() > 1 ? AlignedColumns(table) : "no offers\n";
   if (!skipped.empty()) out += "\nnot offered:\n" + skipped;
   std::string no_credentials;
   for (const auto& a : answers) {
