@@ -14,27 +14,33 @@
 #
 # The VMs are made first (not timed) by `provision --no-k8s` on each cloud; the memory backend's
 # VMs run no SSH server, so each provision ends at a short SSH wait with its VM running and its
-# record written, which is all `list` needs. Writes bench/results/offers.md; BENCHMARKS.md
-# quotes it.
+# record written, which is all `list` needs. Writes bench/results/offers.md (BENCH_PAUSE=0:
+# bench/results/offers-back-to-back.md is that run's table); BENCHMARKS.md quotes them.
 #
 #   GPUPROV_BUILD_DIR  the build to measure (default build)
 #   BENCH_RUNS         runs per command (default 10)
 #   BENCH_VMS          VMs per cloud (default 10)
-#   BENCH_RESULTS_DIR  where the table goes (default bench/results)
+#   BENCH_PAUSE        seconds slept before each timed run, outside the timing (default 1.1):
+#                      Lambda's documented pacing (about one request a second, kept by its
+#                      driver across every gpuprov process of the user, plugins/lambda/README.md)
+#                      makes a run that starts right after another wait out the previous run's
+#                      last call; 0 measures runs back to back
+#   BENCH_RESULTS      the table's file (default bench/results/offers.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${GPUPROV_BUILD_DIR:-build}
 GPUPROV="$(pwd)/$BUILD_DIR/bin/gpuprov"
 runs=${BENCH_RUNS:-10}
 per_cloud=${BENCH_VMS:-10}
-results=${BENCH_RESULTS_DIR:-bench/results}
+pause=${BENCH_PAUSE:-1.1}
+results_file=${BENCH_RESULTS:-bench/results/offers.md}
 clouds=(aws gcp hyperstack lambda digitalocean nebius verda massedcompute primeintellect)
 targets=(gpuprov gpuprov-remote gpuprov-emulator)
 for c in "${clouds[@]}"; do targets+=("gpuprov-driver-$c"); done
 cmake --build "$BUILD_DIR" --target "${targets[@]}" >/dev/null
 work=$(mktemp -d)
 export GPUPROV_HOME="$work/home" HOME="$work/userhome" NO_COLOR=1
-mkdir -p "$GPUPROV_HOME" "$HOME" "$results"
+mkdir -p "$GPUPROV_HOME" "$HOME" "$(dirname "$results_file")"
 # Test credentials for every emulated cloud (tests/e2e/helpers.bash does the same).
 export DIGITALOCEAN_TOKEN=dop_v1_bench_token AWS_ACCESS_KEY_ID=AKIABENCHTESTKEY01
 export AWS_SECRET_ACCESS_KEY=bench/secret+access+key AWS_REGION=us-east-1
@@ -54,6 +60,8 @@ while read -r cloud url; do
 done <"$work/emu.out"
 [ -n "${control:-}" ] || { echo "emulator did not start: $(cat "$work/emu.err")" >&2; exit 1; }
 curl -fsS -X POST "$control/settings" -d '{"cloud":"*","enforce_rate_limits":false}' >/dev/null
+# Massed Compute's inventory holds a few of each product (tests/emulators/README.md): room for all.
+curl -fsS -X POST "$control/settings" -d '{"cloud":"massedcompute","capacity":{"*":100}}' >/dev/null
 
 # The VMs (not timed): per_cloud provisions on each cloud, one cloud's at once; a provision
 # that failed before its record was written (a busy machine) is run again, up to three times.
@@ -89,8 +97,9 @@ if [ -n "${BENCH_BASELINE:-}" ]; then
   names+=("list before (clouds one after the other)")
 fi
 args=()
+[ "$pause" = 0 ] || args+=(--prepare "sleep $pause")
 for i in "${!commands[@]}"; do args+=(-n "${names[$i]}" "${commands[$i]}"); done
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-hyperfine -N --warmup 1 --runs "$runs" --export-markdown "$results/offers.md" "${args[@]}"
+hyperfine -N --warmup 1 --runs "$runs" --export-markdown "$results_file" "${args[@]}"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$GPUPROV" offers --gpus H100:1
