@@ -18,6 +18,7 @@
 #include "error.h"
 #include "fan_out.h"
 #include "kubeconfig_merge.h"
+#include "text_table.h"
 #include "ttl.h"
 
 namespace gpuprov {
@@ -152,21 +153,7 @@ std::string ListTable(const std::vector<VmRecord>& records, const std::vector<st
                     !r.kubernetes ? "off" : r.access_mode == "none" ? "on" : r.access_mode,
                     HumanAge(age_seconds[i]), TtlCell(r, now)});
   }
-  std::vector<size_t> width(rows[0].size(), 0);
-  for (const auto& row : rows) {
-    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t c = 0; c < row.size(); ++c) {
-      std::string cell = row[c];
-      if (c + 1 < row.size()) cell.resize(width[c] + 2, ' ');
-      line += cell;
-    }
-    out += line + "\n";
-  }
-  return out;
+  return AlignedColumns(rows);
 }
 
 VmRecord LoadVmRecord(const StateStore& store, const std::string& name) {
