@@ -255,7 +255,10 @@ std::string OffersTable(const std::vector<Candidate>& rows,
   std::string no_credentials;
   for (const auto& a : answers) {
     if (!WithoutCredentials(a)) continue;
-    no_credentials += "  " + a.cloud + ": " + a.check.result + "\n";
+    // Driver messages often start with the cloud's name already.
+    std::string result = a.check.result;
+    if (result.rfind(a.cloud + ": ", 0) == 0) result.erase(0, a.cloud.size() + 2);
+    no_credentials += "  " + a.cloud + ": " + result + "\n";
     if (!a.check.fix.empty()) no_credentials += "    fix: " + a.check.fix + "\n";
   }
   if (!no_credentials.empty()) out += "\nwithout credentials:\n" + no_credentials;

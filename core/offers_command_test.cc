@@ -38,7 +38,7 @@ CloudOfferAnswer NoCredentials(const std::string& cloud, size_t index) {
   a.index = index;
   a.check.cloud = cloud;
   a.check.credentials = "missing or rejected";
-  a.check.result = "no API key: set $HYPERSTACK_API_KEY";
+  a.check.result = cloud + ": no API key: set $HYPERSTACK_API_KEY";
   a.check.fix = "set the credentials the message names";
   return a;
 }
