@@ -8,6 +8,7 @@
 #include "config.h"
 #include "error.h"
 #include "prompt.h"
+#include "text_table.h"
 
 namespace gpuprov {
 namespace {
@@ -49,20 +50,18 @@ std::string PriceText(double price) {
   return price > 0 ? FormatPricePerHour(price) : std::string("-");
 }
 
-/// "live", "table 2026-12-02" (the day the driver's table was written), "table", or "-" when
-/// there is no price.
-std::string PriceSourceText(const CloudOffer& offer) {
-  if (offer.price_per_hour <= 0 || offer.price_source.empty()) return "-";
-  if (offer.price_source == "table" && !offer.price_date.empty()) return "table " + offer.price_date;
-  return offer.price_source;
-}
-
 std::string GpusText(const CloudOffer& o) {
   if (o.gpu_type.empty() || o.gpu_count <= 0) return "-";
   return o.gpu_type + ":" + std::to_string(o.gpu_count);
 }
 
 }  // namespace
+
+std::string PriceSourceText(const CloudOffer& offer) {
+  if (offer.price_per_hour <= 0 || offer.price_source.empty()) return "-";
+  if (offer.price_source == "table" && !offer.price_date.empty()) return "table " + offer.price_date;
+  return offer.price_source;
+}
 
 CloudSelection ParseCloudList(const std::string& text, const std::string& field) {
   CloudSelection sel;
@@ -103,13 +102,18 @@ bool IsCandidateList(const std::string& text) {
 }
 
 std::vector<Candidate> CandidatesFromOffers(const std::vector<CloudOffers>& asked,
-                                            const std::optional<std::string>& instance_type) {
+                                            const std::optional<std::string>& instance_type,
+                                            bool spot) {
+  const auto price = [spot](const CloudOffer& o) {
+    return spot ? o.spot_price_per_hour.value_or(0) : o.price_per_hour;
+  };
   std::vector<Candidate> out;
   for (const auto& a : asked) {
     Candidate skipped;
     skipped.cloud = a.cloud;
     skipped.region = a.region;
     skipped.order = a.order;
+    skipped.spot = spot;
     if (!a.error.empty()) {
       skipped.skipped = a.error;
       out.push_back(skipped);
@@ -120,18 +124,20 @@ std::vector<Candidate> CandidatesFromOffers(const std::vector<CloudOffers>& aske
     std::map<std::string, CloudOffer> best;
     for (const auto& o : a.offers) {
       if (instance_type && o.instance_type != *instance_type) continue;
+      if (spot && !o.spot_price_per_hour) continue;
       auto it = best.find(o.region);
       if (it == best.end()) {
         regions.push_back(o.region);
         best[o.region] = o;
-      } else if (o.price_per_hour > 0 &&
-                 (it->second.price_per_hour <= 0 || o.price_per_hour < it->second.price_per_hour)) {
+      } else if (price(o) > 0 && (price(it->second) <= 0 || price(o) < price(it->second))) {
         it->second = o;
       }
     }
     if (regions.empty()) {
-      skipped.skipped = instance_type ? "no offer of instance type " + *instance_type
-                                      : std::string("no offer for this request");
+      skipped.skipped = instance_type ? "no " + std::string(spot ? "spot " : "") +
+                                            "offer of instance type " + *instance_type
+                                      : std::string(spot ? "no spot offer for this request"
+                                                         : "no offer for this request");
       out.push_back(skipped);
       continue;
     }
@@ -141,9 +147,20 @@ std::vector<Candidate> CandidatesFromOffers(const std::vector<CloudOffers>& aske
       c.offer = best[r];
       c.region = r.empty() ? a.region : r;
       c.order = a.order;
+      c.spot = spot;
       out.push_back(c);
     }
   }
+  return out;
+}
+
+std::vector<Candidate> RankCandidates(const std::vector<CloudOffers>& asked,
+                                      const CandidateRules& rules) {
+  std::vector<Candidate> out = CandidatesFromOffers(asked, rules.instance_type, rules.spot);
+  // Sorted before the price skips too, so skipped rows keep the price order among themselves.
+  SortCandidates(out);
+  SkipAbovePrice(out, rules.max_price);
+  SortCandidates(out);
   return out;
 }
 
@@ -152,11 +169,9 @@ void SortCandidates(std::vector<Candidate>& candidates) {
     const bool a_skip = !a.skipped.empty(), b_skip = !b.skipped.empty();
     if (a_skip != b_skip) return b_skip;
     if (a_skip) return a.order < b.order;
-    const bool a_known = a.offer.price_per_hour > 0, b_known = b.offer.price_per_hour > 0;
+    const bool a_known = a.Price() > 0, b_known = b.Price() > 0;
     if (a_known != b_known) return a_known;
-    if (a_known && a.offer.price_per_hour != b.offer.price_per_hour) {
-      return a.offer.price_per_hour < b.offer.price_per_hour;
-    }
+    if (a_known && a.Price() != b.Price()) return a.Price() < b.Price();
     return a.order < b.order;
   });
 }
@@ -165,7 +180,7 @@ void SkipAbovePrice(std::vector<Candidate>& candidates, std::optional<double> ma
   if (!max_price) return;
   for (auto& c : candidates) {
     if (!c.skipped.empty()) continue;
-    if (std::optional<std::string> refused = MaxPriceRefusal(c.offer.price_per_hour, max_price)) {
+    if (std::optional<std::string> refused = MaxPriceRefusal(c.Price(), max_price)) {
       c.skipped = *refused;
     }
   }
@@ -182,26 +197,11 @@ std::string CandidateTable(const std::vector<Candidate>& candidates) {
                                            : "";
     rows.push_back({tried ? std::to_string(++n) : "-", c.cloud, c.region.empty() ? "-" : c.region,
                     c.offer.instance_type.empty() ? "-" : c.offer.instance_type, GpusText(c.offer),
-                    PriceText(c.offer.price_per_hour),
+                    PriceText(c.Price()),
                     PriceSourceText(c.offer),
                     !c.offer.in_stock ? "-" : *c.offer.in_stock ? "yes" : "no", note});
   }
-  std::vector<size_t> width(rows[0].size(), 0);
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      std::string cell = row[i];
-      if (i + 1 < row.size()) cell.resize(width[i] + 2, ' ');
-      line += cell;
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-  }
-  return out;
+  return AlignedColumns(rows);
 }
 
 AttemptDecision DecideAfterAttempt(AttemptOutcome outcome, bool failover, bool has_next) {
@@ -247,7 +247,7 @@ std::string TriedReport(const std::vector<Candidate>& candidates) {
   for (const auto& c : candidates) {
     if (c.failed.empty()) continue;
     out += "  " + c.cloud + " " + (c.region.empty() ? "-" : c.region) + " " +
-           c.offer.instance_type + " " + PriceText(c.offer.price_per_hour) + ": " + c.failed +
+           c.offer.instance_type + " " + PriceText(c.Price()) + ": " + c.failed +
            "\n";
   }
   return out;

@@ -38,6 +38,13 @@ struct Candidate {
   size_t order = 0;     // position in the order given (clouds, then regions): breaks price ties
   std::string skipped;  // why it is not tried ("" when it is): no offer, offers failed, price
   std::string failed;   // why its attempt failed ("" until then)
+  bool spot = false;    // a spot (preemptible) VM: its spot price is the one compared
+
+  /// USD per hour compared and shown: the spot price for a spot candidate, else on demand;
+  /// 0 when unknown.
+  double Price() const {
+    return spot ? offer.spot_price_per_hour.value_or(0) : offer.price_per_hour;
+  }
 };
 
 /// The offers of one cloud for one region request, or why they could not be had.
@@ -53,17 +60,38 @@ struct CloudOffers {
 
 /// One candidate per (cloud, region) pair: the offer of \a instance_type when given, else the
 /// cheapest in that region; a request with no region gives one candidate per region the offers
-/// name. A failed offers call or no matching offer gives a skipped candidate saying why.
+/// name. A failed offers call or no matching offer gives a skipped candidate saying why. With
+/// \a spot only offers with a spot price count, compared by it.
 std::vector<Candidate> CandidatesFromOffers(const std::vector<CloudOffers>& asked,
-                                            const std::optional<std::string>& instance_type);
+                                            const std::optional<std::string>& instance_type,
+                                            bool spot = false);
 
-/// Orders by $/h ascending (an unknown price, 0, after every known one), ties by order given;
+/// What picks the candidates among the offers and orders them: the flags `provision` and
+/// `gpuprov offers` share.
+struct CandidateRules {
+  std::optional<std::string> instance_type;  // --instance-type
+  std::optional<double> max_price;           // --max-price
+  bool spot = false;                         // --spot
+};
+
+/// The candidates of \a asked under \a rules in the order provision tries them: cheapest
+/// first, the skipped ones (and why) last. provision (core/remote/failover.cc) and `gpuprov
+/// offers` both call this one function, so what `offers` shows is what `provision --cloud any`
+/// would try.
+std::vector<Candidate> RankCandidates(const std::vector<CloudOffers>& asked,
+                                      const CandidateRules& rules);
+
+/// Orders by Price() ascending (an unknown price, 0, after every known one), ties by order given;
 /// skipped candidates last, in the order given.
 void SortCandidates(std::vector<Candidate>& candidates);
 
 /// Marks candidates above \a max_price (--max-price) as skipped, with the reason; with a
 /// maximum, an offer whose price is unknown is skipped too (it cannot be shown to be within it).
 void SkipAbovePrice(std::vector<Candidate>& candidates, std::optional<double> max_price);
+
+/// Where an offer's price comes from: "live", "table 2026-12-02" (the day the driver's table
+/// was written), "table", or "-" when there is no price.
+std::string PriceSourceText(const CloudOffer& offer);
 
 /// The table printed before anything is created: cloud, region, instance type, GPUs, $/h, where
 /// the price comes from (live or the driver's table), in stock (where the cloud says) and the

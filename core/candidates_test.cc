@@ -232,5 +232,37 @@ TEST(TriedReport, OneLinePerFailedCandidate) {
             "  aws r t $1.50/h: no capacity (sold out)\n  gcp r t $2.00/h: quota (limit 0)\n");
 }
 
+
+TEST(RankCandidates, SpotComparesSpotPricesAndLeavesOutOffersWithout) {
+  CloudOffer cheap_on_demand = Offer("a.small", "r1", 1.0);  // no spot price
+  CloudOffer spot_dear = Offer("a.big", "r1", 4.0);
+  spot_dear.spot_price_per_hour = 1.5;
+  CloudOffer spot_cheap = Offer("b.big", "r2", 5.0);
+  spot_cheap.spot_price_per_hour = 0.9;
+  const std::vector<CloudOffers> asked = {
+      Asked("a", "", 0, {cheap_on_demand, spot_dear}),
+      Asked("b", "", 1, {spot_cheap}),
+      Asked("c", "", 2, {Offer("c.only", "r3", 0.5)}),
+  };
+  CandidateRules rules;
+  const std::vector<Candidate> on_demand = RankCandidates(asked, rules);
+  EXPECT_EQ(Clouds(on_demand), (std::vector<std::string>{"c", "a", "b"}));
+  EXPECT_EQ(on_demand[1].offer.instance_type, "a.small");
+
+  rules.spot = true;
+  const std::vector<Candidate> spot = RankCandidates(asked, rules);
+  ASSERT_EQ(spot.size(), 3u);
+  EXPECT_EQ(Clouds(spot), (std::vector<std::string>{"b", "a", "c"}));
+  EXPECT_EQ(spot[1].offer.instance_type, "a.big");
+  EXPECT_DOUBLE_EQ(spot[0].Price(), 0.9);
+  EXPECT_EQ(spot[2].skipped, "no spot offer for this request");
+
+  rules.max_price = 1.0;
+  const std::vector<Candidate> capped = RankCandidates(asked, rules);
+  EXPECT_EQ(capped[0].cloud, "b");
+  EXPECT_TRUE(capped[0].skipped.empty());
+  EXPECT_EQ(capped[1].skipped, "above --max-price $1.00/h");
+}
+
 }  // namespace
 }  // namespace gpuprov

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "app_context.h"
+#include "candidates.h"
 #include "check_command.h"
 #include "cli_args.h"
 #include "command_table.h"
@@ -16,6 +17,7 @@
 #include "gpu_request.h"
 #include "kubeconfig_command.h"
 #include "list_command.h"
+#include "offers_command.h"
 #include "output.h"
 #include "prompt.h"
 #include "provision_options.h"
@@ -46,6 +48,7 @@ int RunProvisionArgs(const AppContext& app, const ParsedArgs& args);
 int RunSshArgs(const AppContext& app, const ParsedArgs& args);
 int RunSshConfigArgs(const AppContext& app, const ParsedArgs& args);
 int RunListArgs(const AppContext& app, const ParsedArgs& args);
+int RunOffersArgs(const AppContext& app, const ParsedArgs& args);
 int RunDownArgs(const AppContext& app, const ParsedArgs& args);
 int RunTunnelArgs(const AppContext& app, const ParsedArgs& args);
 int RunTtlArgs(const AppContext& app, const ParsedArgs& args);
@@ -130,6 +133,24 @@ const std::vector<Command>& Commands() {
        "far, k8s, age",
        {{"no-refresh", 0, nullptr, "show recorded state only; do not ask the clouds"}},
        &RunListArgs},
+      {"offers", "offers [--gpus TYPE[:COUNT]] [--cloud LIST|any] [--region LIST] [--spot]",
+       "show what every cloud whose credentials work offers, cheapest first: GPUs, GPU memory, "
+       "cloud, region, instance type, $/h on demand and spot, in stock, where the price comes "
+       "from; each row a candidate as `provision --cloud any` would try it",
+       {{"gpus", 'g', "TYPE[:COUNT]", "GPU type and count, e.g. L4, A100:8 (default count 1; "
+                                      "none: what provision makes without --gpus)",
+         Completion::kGpus},
+        {"cloud", 'c', "LIST", "the clouds to ask: a list (aws,gcp,lambda) or `any` (the "
+                               "default: every cloud whose credentials work)",
+         Completion::kCloud},
+        {"region", 'r', "LIST", "the regions to ask each cloud for (default: the driver's "
+                                "choice)"},
+        {"spot", 0, nullptr, "spot (preemptible) offers only, ordered by their spot price"},
+        {"max-price", 0, "USD", "leave out offers costing more than USD dollars per hour, or "
+                                "whose price is unknown"},
+        {"refresh", 0, nullptr, "ask the clouds now instead of using answers kept for a few "
+                                "minutes"}},
+       &RunOffersArgs},
       {"down", "down NAME [--yes] | down --expired [--yes]",
        "delete the VM, what its driver created for it, and its local files (asks first on a "
        "terminal); --expired: every VM whose TTL has passed",
@@ -344,6 +365,27 @@ int RunSshConfigArgs(const AppContext& app, const ParsedArgs& args) {
 int RunListArgs(const AppContext& app, const ParsedArgs& args) {
   if (!args.positional.empty()) throw UsageError("`gpuprov list` takes no arguments");
   return RunList(app, !args.has("no-refresh"));
+}
+
+int RunOffersArgs(const AppContext& app, const ParsedArgs& args) {
+  if (!args.positional.empty()) {
+    throw UsageError("`gpuprov offers` takes no arguments",
+                     "e.g. gpuprov offers --gpus H100:1 --cloud any");
+  }
+  OffersOptions options;
+  if (auto gpus = args.value("gpus")) {
+    // TYPE alone means one GPU of that type.
+    const std::string text = gpus->find(':') == std::string::npos ? *gpus + ":1" : *gpus;
+    options.gpus = ParseGpuRequest(text, "--gpus");
+  }
+  if (auto cloud = args.value("cloud")) options.clouds = ParseCloudList(*cloud, "--cloud");
+  if (auto region = args.value("region")) options.regions = ParseRegionList(*region, "--region");
+  options.spot = args.has("spot");
+  if (auto price = args.value("max-price")) {
+    options.max_price = ParsePricePerHour(*price, "--max-price");
+  }
+  options.refresh = args.has("refresh");
+  return RunOffers(app, options);
 }
 
 int RunDownArgs(const AppContext& app, const ParsedArgs& args) {

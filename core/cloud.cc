@@ -118,6 +118,11 @@ std::unique_ptr<Cloud> Cloud::Open(const DriverHost& host, const std::string& cl
 }
 
 std::unique_ptr<Cloud> Cloud::Open(const LoadedDriver& driver, const Config& config) {
+  return Open(driver, config, nullptr);
+}
+
+std::unique_ptr<Cloud> Cloud::Open(const LoadedDriver& driver, const Config& config,
+                                   std::function<bool()> stop) {
   const std::string& cloud = driver.info().name;
   const CheckedCloudSettings checked = CheckCloudSettings(config, driver.info());
   for (const std::string& warning : checked.warnings) Console::Get().Warning(warning);
@@ -131,7 +136,7 @@ std::unique_ptr<Cloud> Cloud::Open(const LoadedDriver& driver, const Config& con
     }
   };
   callbacks.progress = [](const std::string& msg) { Console::Get().Info(msg); };
-  callbacks.cancelled = [] { return Interrupted(); };
+  callbacks.cancelled = [stop = std::move(stop)] { return Interrupted() || (stop && stop()); };
   return std::make_unique<Cloud>(
       DriverHost::Open(driver, DriverConfigJson(cloud, checked.config), callbacks));
 }
@@ -200,8 +205,15 @@ std::vector<CloudOffer> Cloud::Offers(const std::optional<GpuRequest>& gpu,
       if (o->has("price_date") && o->get("price_date").isString()) {
         offer.price_date = o->getValue<std::string>("price_date");
       }
+      if (o->has("gpu_memory_gb") && o->get("gpu_memory_gb").isNumeric() &&
+          o->getValue<int>("gpu_memory_gb") > 0) {
+        offer.gpu_memory_gb = o->getValue<int>("gpu_memory_gb");
+      }
       if (o->has("in_stock") && o->get("in_stock").isBoolean()) {
         offer.in_stock = o->getValue<bool>("in_stock");
+      }
+      if (o->has("spot_price_per_hour") && o->get("spot_price_per_hour").isNumeric()) {
+        offer.spot_price_per_hour = o->getValue<double>("spot_price_per_hour");
       }
       if (powered_off == "none" || powered_off == "disk" || powered_off == "full") {
         offer.powered_off_cost = powered_off;

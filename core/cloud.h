@@ -3,6 +3,7 @@
 // Driver.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -41,6 +42,11 @@ struct CloudOffer {
   std::string price_date;
   /// The cloud says it is in stock now (true) or not (false); nullopt: it does not say.
   std::optional<bool> in_stock;
+  /// USD per hour of the same offer as a spot (preemptible) VM; nullopt when the cloud sells
+  /// it only on demand or the driver does not say.
+  std::optional<double> spot_price_per_hour;
+  /// Memory of one GPU in GB, as the driver says; nullopt when it does not.
+  std::optional<int> gpu_memory_gb;
   /// The offers result's powered_off_cost: "none", "disk", "full"; "" when the driver does
   /// not say (ttl.h).
   std::string powered_off_cost;
@@ -125,6 +131,10 @@ class Cloud {
                                      const Config& config);
   /// The same for a driver already loaded (provision loads it once to read its capabilities).
   static std::unique_ptr<Cloud> Open(const LoadedDriver& driver, const Config& config);
+  /// The same, with \a stop asked besides Ctrl-C by the driver's waits (the host API's
+  /// `cancelled`): a caller that stops waiting for the driver (a time budget) sets it.
+  static std::unique_ptr<Cloud> Open(const LoadedDriver& driver, const Config& config,
+                                     std::function<bool()> stop);
   explicit Cloud(std::unique_ptr<Driver> driver);
 
   const DriverInfo& info() const { return driver_->info(); }

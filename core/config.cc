@@ -28,7 +28,7 @@ constexpr std::string_view kAllowedDefaults =
     "[defaults.timeouts]";
 constexpr std::string_view kAllowedTimeouts =
     "boot_wait_seconds, ssh_wait_seconds, boot_install_wait_seconds, api_wait_seconds, "
-    "ttl_check_seconds";
+    "ttl_check_seconds, offers_wait_seconds";
 constexpr std::string_view kCloudNameRule =
     "cloud names may hold only lower-case letters a-z, digits, '_' and '-'";
 
@@ -386,6 +386,8 @@ class ConfigParser {
         out.api_wait_seconds = PositiveSeconds(full, *value);
       } else if (key == "ttl_check_seconds") {
         out.ttl_check_seconds = PositiveSeconds(full, *value);
+      } else if (key == "offers_wait_seconds") {
+        out.offers_wait_seconds = PositiveSeconds(full, *value);
       } else {
         throw UsageError(At(*value) + "unknown key '" + key +
                              "' in [defaults.timeouts]; allowed: " + std::string(kAllowedTimeouts),

@@ -23,6 +23,7 @@
 //   ssh_wait_seconds = 600      # SSH answering once it runs
 //   boot_install_wait_seconds = 900
 //   api_wait_seconds = 600
+//   offers_wait_seconds = 10    # `gpuprov offers`: how long it waits for each cloud's answer
 //
 //   [clouds.aws]                # the keys the driver declares (`gpuprov drivers aws`); values
 //   region = "eu-west-1"        # are strings, integers, booleans, arrays of strings, or one
@@ -49,6 +50,7 @@ struct ConfigTimeouts {
   std::optional<int> boot_install_wait_seconds;
   std::optional<int> api_wait_seconds;
   std::optional<int> ttl_check_seconds;  // how often the node's TTL timer checks
+  std::optional<int> offers_wait_seconds;  // `gpuprov offers`: the budget of the clouds' answers
 };
 
 struct ConfigDefaults {

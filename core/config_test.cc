@@ -87,11 +87,13 @@ TEST(ConfigTest, InlineTimeoutsTableWorksToo) {
 
 TEST(ConfigTest, TtlDefaultsAndCheckInterval) {
   const Config config = ParseConfig(
-      "[defaults]\nttl = \"8h\"\nidle_ttl = \"off\"\n[defaults.timeouts]\nttl_check_seconds = 2\n",
+      "[defaults]\nttl = \"8h\"\nidle_ttl = \"off\"\n[defaults.timeouts]\nttl_check_seconds = 2\n"
+      "offers_wait_seconds = 3\n",
       "config.toml");
   EXPECT_EQ(config.defaults.ttl_seconds, 28800);
   EXPECT_EQ(config.defaults.idle_ttl_seconds, 0);
   EXPECT_EQ(config.defaults.timeouts.ttl_check_seconds, 2);
+  EXPECT_EQ(config.defaults.timeouts.offers_wait_seconds, 3);
   EXPECT_THAT(ErrorFor("[defaults]\nttl = \"soon\"\n"),
               HasSubstr("config.toml:2: key 'defaults.ttl': 'soon' is not a duration"));
 }

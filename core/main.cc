@@ -1,3 +1,4 @@
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -6,6 +7,7 @@
 #include "cli.h"
 #include "crash_point.h"
 #include "error.h"
+#include "fan_out.h"
 
 int main(int argc, char** argv) {
 #if GPUPROV_TEST_HOOKS
@@ -20,5 +22,14 @@ int main(int argc, char** argv) {
   }
 #endif
   std::vector<std::string> args(argv + 1, argv + argc);
-  return gpuprov::RunCli(args);
+  const int code = gpuprov::RunCli(args);
+  if (gpuprov::AbandonedJobsRunning()) {
+    // A cloud call the command stopped waiting for still runs on its thread: end without the
+    // static destructors it could still reach.
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(nullptr);
+    std::_Exit(code);
+  }
+  return code;
 }

@@ -16,7 +16,9 @@
 #include "cloud.h"
 #include "console.h"
 #include "error.h"
+#include "fan_out.h"
 #include "kubeconfig_merge.h"
+#include "text_table.h"
 #include "ttl.h"
 
 namespace gpuprov {
@@ -151,21 +153,7 @@ std::string ListTable(const std::vector<VmRecord>& records, const std::vector<st
                     !r.kubernetes ? "off" : r.access_mode == "none" ? "on" : r.access_mode,
                     HumanAge(age_seconds[i]), TtlCell(r, now)});
   }
-  std::vector<size_t> width(rows[0].size(), 0);
-  for (const auto& row : rows) {
-    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t c = 0; c < row.size(); ++c) {
-      std::string cell = row[c];
-      if (c + 1 < row.size()) cell.resize(width[c] + 2, ' ');
-      line += cell;
-    }
-    out += line + "\n";
-  }
-  return out;
+  return AlignedColumns(rows);
 }
 
 VmRecord LoadVmRecord(const StateStore& store, const std::string& name) {
@@ -206,16 +194,45 @@ LiveStates AskLiveStates(const AppContext& app, const std::vector<VmRecord>& rec
   std::map<std::string, bool> clouds;
   for (const auto& r : records) clouds[r.cloud] = true;
   if (clouds.empty()) return live;
-  // One driver per cloud that has VMs, one list call each.
+  // One driver per cloud that has VMs, loaded here one after the other (loading reads files);
+  // their list calls at once, one thread per cloud (fan_out.h).
   DriverHost host = app.MakeDriverHost();
-  Config config = app.LoadUserConfig();
+  const auto config = std::make_shared<const Config>(app.LoadUserConfig());
+  struct Asked {
+    std::string cloud;
+    std::optional<LoadedDriver> driver;
+    std::vector<CloudVm> vms;
+    std::string error;
+  };
+  std::vector<std::shared_ptr<Asked>> asked;
+  std::vector<FanOutJob> jobs;
   for (const auto& [cloud_name, unused] : clouds) {
+    auto a = std::make_shared<Asked>();
+    a->cloud = cloud_name;
     try {
-      std::unique_ptr<Cloud> cloud = Cloud::Open(host, cloud_name, config);
-      auto& states = live.by_cloud[cloud_name];
-      for (const CloudVm& vm : cloud->List()) states[vm.name] = vm.state;
+      a->driver.emplace(host.Load(cloud_name));
     } catch (const Error& e) {
-      Console::Get().Warning("cannot ask " + cloud_name + " for live state (" + e.what() +
+      a->error = e.what();
+    }
+    asked.push_back(a);
+    jobs.push_back([a, config](const std::atomic<bool>& stop) {
+      if (!a->error.empty()) return;
+      try {
+        std::unique_ptr<Cloud> cloud =
+            Cloud::Open(*a->driver, *config, [&stop] { return stop.load(); });
+        a->vms = cloud->List();
+      } catch (const std::exception& e) {
+        a->error = e.what();
+      }
+    });
+  }
+  RunAllWithin(std::move(jobs), std::nullopt);
+  for (const auto& a : asked) {
+    if (a->error.empty()) {
+      auto& states = live.by_cloud[a->cloud];
+      for (const CloudVm& vm : a->vms) states[vm.name] = vm.state;
+    } else {
+      Console::Get().Warning("cannot ask " + a->cloud + " for live state (" + a->error +
                              "); using the recorded state");
     }
   }

@@ -162,11 +162,10 @@ std::vector<Candidate> Failover::GatherCandidates(std::vector<CandidateCloud>& p
       asked.push_back(std::move(o));
     }
   }
-  std::vector<Candidate> out = CandidatesFromOffers(asked, p_.opt_.instance_type.value);
-  SortCandidates(out);
-  SkipAbovePrice(out, p_.flags_.max_price_per_hour);
-  SortCandidates(out);
-  return out;
+  CandidateRules rules;
+  rules.instance_type = p_.opt_.instance_type.value;
+  rules.max_price = p_.flags_.max_price_per_hour;
+  return RankCandidates(asked, rules);
 }
 
 void Failover::UseCloud(CandidateCloud& c) {
