@@ -54,6 +54,7 @@ CloudVm ParseVm(const Object::Ptr& o) {
   vm.region = Str(o, "region");
   vm.instance_type = Str(o, "instance_type");
   vm.message = Str(o, "message");
+  vm.spot = o->has("spot") && o->get("spot").isBoolean() && o->getValue<bool>("spot");
   if (auto ports = o->getObject("ports"); !ports.isNull()) {
     for (const auto& [k, v] : *ports) vm.ports[std::stoi(k)] = v.convert<int>();
   }
@@ -203,6 +204,9 @@ std::vector<CloudOffer> Cloud::Offers(const std::optional<GpuRequest>& gpu,
       if (o->has("in_stock") && o->get("in_stock").isBoolean()) {
         offer.in_stock = o->getValue<bool>("in_stock");
       }
+      if (o->has("spot_price_per_hour") && o->get("spot_price_per_hour").isNumeric()) {
+        offer.spot_price_per_hour = o->getValue<double>("spot_price_per_hour");
+      }
       if (powered_off == "none" || powered_off == "disk" || powered_off == "full") {
         offer.powered_off_cost = powered_off;
       }
@@ -236,6 +240,7 @@ std::pair<CloudVm, bool> Cloud::Create(const CreateRequest& request) {
   req->set("open_ports", ports);
   if (request.disk_gb) req->set("disk_gb", *request.disk_gb);
   req->set("kubernetes", request.kubernetes);
+  if (request.spot) req->set("spot", true);
   if (request.sources.narrows()) SetSources(*req, request.sources);
   Object::Ptr r = ParseObject(driver_->Call(DriverOp::kCreate, ToJson(req)), "create");
   Object::Ptr vm = r->getObject("vm");

@@ -15,6 +15,7 @@
 #include "provision_options.h"
 #include "openssh.h"
 #include "ttl.h"
+#include "watch_options.h"
 
 namespace gpuprov {
 
@@ -28,6 +29,7 @@ struct RemoteCommands {
   int (*tunnel)(const AppContext& app, const std::string& name, std::optional<int> local_port);
   void (*forget_host_key)(const std::string& known_hosts_path, const std::string& host, int port);
   int (*ttl)(const AppContext& app, const std::string& name, const TtlCommandOptions& options);
+  int (*watch)(const AppContext& app, const std::string& name, const WatchOptions& options);
 };
 
 /// The remote commands: in the gpuprov executable, libgpuprov-remote.so loaded on the first
