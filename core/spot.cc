@@ -27,7 +27,7 @@ Error SpotRefusal(const std::string& cloud, const std::string& origin,
   std::string names;
   for (const auto& c : spot_clouds) names += (names.empty() ? "" : ", ") + c;
   return UsageError(
-      "the " + cloud + " driver does not make spot VMs (spot " + origin + ")",
+      "the " + cloud + " driver does not make spot VMs (" + origin + ")",
       (spot_clouds.empty() ? std::string("no installed driver makes spot VMs")
                            : "clouds whose driver makes spot VMs: " + names) +
           "; drop --spot (and spot in the spec or config.toml) for " + cloud +

@@ -22,7 +22,7 @@ std::vector<std::string> SpotClouds(const std::vector<DriverInfo>& drivers);
 std::vector<std::string> SpotClouds(const DriverHost& host);
 
 /// The UsageError (exit 2, nothing made) for a spot request (\a origin: "--spot from the command
-/// line", ...) on \a cloud, whose driver lacks GPUPROV_CAP_SPOT, naming \a spot_clouds.
+/// line", "spot from spec.yaml", ...) on \a cloud, whose driver lacks GPUPROV_CAP_SPOT, naming \a spot_clouds.
 Error SpotRefusal(const std::string& cloud, const std::string& origin,
                        const std::vector<std::string>& spot_clouds);
 

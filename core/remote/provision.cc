@@ -174,7 +174,10 @@ void Provision::LoadDriver() {
   k8s_ = DecideKubernetes(opt_.kubernetes, cloud_name_, info.has(GPUPROV_CAP_HOSTS_KUBERNETES));
   if (k8s_.refused) throw UsageError(k8s_.note, "nothing was created");
   if (opt_.spot.value && !info.has(GPUPROV_CAP_SPOT)) {
-    throw SpotRefusal(cloud_name_, DescribeOrigin(opt_.spot), SpotClouds(*host_));
+    throw SpotRefusal(cloud_name_,
+                      opt_.spot.source == Source::kFlag ? DescribeOrigin(opt_.spot)
+                                                        : "spot " + DescribeOrigin(opt_.spot),
+                      SpotClouds(*host_));
   }
   ChooseKeyPath();
 }

@@ -386,8 +386,8 @@ TEST_F(ProvisionTest, SpotOnACloudWhoseDriverSellsNoneIsRefusedBeforeAnythingIsM
     ADD_FAILURE() << "--spot on a driver without GPUPROV_CAP_SPOT ran";
   } catch (const Error& e) {
     EXPECT_EQ(e.exit_code(), 2);
-    EXPECT_THAT(e.what(), HasSubstr("the full driver does not make spot VMs (spot --spot from "
-                                    "the command line)"));
+    EXPECT_THAT(e.what(), HasSubstr("the full driver does not make spot VMs (--spot from the "
+                                    "command line)"));
     EXPECT_THAT(e.hint(), HasSubstr("clouds whose driver makes spot VMs: memory"));
     EXPECT_THAT(e.hint(), HasSubstr("nothing was created"));
   }

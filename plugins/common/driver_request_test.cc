@@ -186,7 +186,9 @@ TEST(DriverRequest, SpotIsAskedOnlyByTrueAndItsPriceAndTheVmsSpotAreWrittenOnlyW
   EXPECT_FALSE(SpotRequested(json::ParseObject(R"({"spot": false})", "t")));
   EXPECT_FALSE(SpotRequested(json::ParseObject(R"({})", "t")));
   EXPECT_THROW(SpotRequested(json::ParseObject(R"({"spot": "yes"})", "t")), DriverError);
-  OfferFields offer{"g6.xlarge", "L4", 1, "us-east-1", 0.8};
+  OfferFields offer;
+  offer.instance_type = "g6.xlarge";
+  offer.price_per_hour = 0.8;
   EXPECT_FALSE(OfferJson(offer)->has("spot_price_per_hour"));
   offer.spot_price_per_hour = 0.3;
   EXPECT_DOUBLE_EQ(OfferJson(offer)->getValue<double>("spot_price_per_hour"), 0.3);
