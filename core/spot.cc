@@ -43,9 +43,13 @@ std::vector<CloudOffer> PricedAsSpot(std::vector<CloudOffer> offers) {
 }
 
 std::string SpotPriceNote(const CloudOffer& offer) {
-  return " spot" + (offer.on_demand_price_per_hour > 0
-                        ? " (on demand " + FormatPricePerHour(offer.on_demand_price_per_hour) + ")"
-                        : std::string());
+  if (offer.on_demand_price_per_hour <= 0) return " spot";
+  return " spot (on demand " + FormatPricePerHour(offer.on_demand_price_per_hour) +
+         (offer.price_source == "table"
+              ? ", the driver's price table" +
+                    (offer.price_date.empty() ? "" : " of " + offer.price_date)
+              : std::string()) +
+         ")";
 }
 
 }  // namespace gpuprov

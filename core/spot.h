@@ -31,7 +31,8 @@ Error SpotRefusal(const std::string& cloud, const std::string& origin,
 /// price rule (cheapest first, --max-price, confirm_above_per_hour) applies to what is paid.
 std::vector<CloudOffer> PricedAsSpot(std::vector<CloudOffer> offers);
 
-/// " spot (on demand $1.01/h)": what the offer line adds after a spot offer's price.
+/// " spot (on demand $1.01/h)" (with ", the driver's price table of DATE" when the on-demand
+/// price is the driver's own): what the offer line adds after a spot offer's price.
 std::string SpotPriceNote(const CloudOffer& offer);
 
 }  // namespace gpuprov

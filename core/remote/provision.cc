@@ -336,11 +336,11 @@ void Provision::AnnounceOfferAndConfirm() {
       "offer: " + offer_.instance_type + (offer_.region.empty() ? "" : " in " + offer_.region) +
       (offer_.price_per_hour > 0
            ? " at " + FormatPricePerHour(offer_.price_per_hour) +
-                 (offer_.price_source == "table"
+                 (opt_.spot.value ? SpotPriceNote(offer_)
+                  : offer_.price_source == "table"
                       ? " (the driver's price table" +
                             (offer_.price_date.empty() ? "" : " of " + offer_.price_date) + ")"
-                      : "") +
-                 (opt_.spot.value ? SpotPriceNote(offer_) : "")
+                      : "")
            : (opt_.spot.value ? " spot (price unknown)" : " (price unknown)")));
   ConfirmPrice();
 }

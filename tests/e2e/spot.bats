@@ -84,8 +84,9 @@ teardown() {
   cat "$BATS_TEST_TMPDIR/watch.err" "$BATS_TEST_TMPDIR/watch.out"
   grep -q '"event":"preempted","name":"aws-spot","cloud":"aws","reason":"Server.SpotInstanceTermination' "$BATS_TEST_TMPDIR/watch.out"
   grep -q '"event":"recovered","name":"aws-spot"' "$BATS_TEST_TMPDIR/watch.out"
-  grep -q "recovered aws-spot in [0-9.]* s: a new VM on aws (spot)" "$BATS_TEST_TMPDIR/watch.err"
-  grep -q "VM aws-spot was preempted by aws" "$BATS_TEST_TMPDIR/watch.err"
+  # The line with the time it took (with -o ndjson, a phase event like provision's steps).
+  grep -q '"message":"recovered aws-spot in [0-9.]* s: a new VM on aws (spot)' "$BATS_TEST_TMPDIR/watch.out"
+  grep -q "VM aws-spot was preempted by aws" "$BATS_TEST_TMPDIR/watch.out"
   stop_child INT "$WATCH_PID" gpuprov
   wait "$WATCH_PID" || { echo "watch exited $?" >&2; false; }
   WATCH_PID=
