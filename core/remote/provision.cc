@@ -293,6 +293,8 @@ void Provision::DecideSources(const CloudCheck& account) {
 }
 
 void Provision::ReplacePreemptedVm() {
+  // A re-run makes the recorded VM's spec: spot as recorded unless this run says otherwise.
+  if (existing_ && opt_.spot.source == Source::kDefault) opt_.spot.value = existing_->spot;
   if (!existing_ || existing_->vm_id.empty()) return;
   std::optional<CloudVm> now = cloud_->Get(existing_->vm_id, name_);
   if (!now || now->state != kPreemptedState) return;
@@ -301,11 +303,6 @@ void Provision::ReplacePreemptedVm() {
                                replaced_preempted_ +
                                "): replacing it with a new one of the same name and spec");
   if (cloud_->Delete(now->id, name_)) console_.Info("deleted the preempted VM " + now->id);
-  // The same spec: spot as it was made, unless this run says otherwise.
-  if (opt_.spot.source == Source::kDefault) {
-    opt_.spot.value = existing_->spot || now->spot;
-    opt_.spot.source = Source::kDefault;
-  }
   // The new VM is made as if none had been: its own address, host key and boot script; the
   // record keeps its name, spec, ports' sources, tunnel port and kubeconfig path.
   ForgetHostKey(app_.paths.known_hosts().string(), existing_->public_ip, existing_->ssh_port);

@@ -60,7 +60,8 @@ class Provision {
 
   /// A spot VM of the record that the cloud took back (state "preempted") is deleted, so this
   /// run makes a new one of the same name and spec (same kubeconfig file and context, same
-  /// tunnel port), saying so; nothing happens for any other VM.
+  /// tunnel port), saying so; nothing happens for any other VM. A run that does not say spot
+  /// takes the record's.
   void ReplacePreemptedVm();
 
   /// The offer (the named instance type, else the cheapest), said with its price and

@@ -437,6 +437,25 @@ TEST_F(ProvisionTest, ARerunOnAPreemptedVmReplacesItWithOneOfTheSameNameAndSpec)
             "Server.SpotInstanceTermination: Spot instance termination");
 }
 
+TEST_F(ProvisionTest, AKillAfterThePreemptedVmWasDeletedLeavesARecordARerunCompletes) {
+  flags_.spot = true;
+  RunUntilError();
+  world_.vms.at("demo").state = "preempted";
+  ArmCrashPoint("preempted-vm-deleted");
+  SetCrashAction(&ThrowSimulatedKill);
+  EXPECT_THROW(Provision(app_, flags_, no_spec_).Run(), SimulatedKill);
+  EXPECT_TRUE(world_.vms.empty());
+  ASSERT_TRUE(Record());
+  EXPECT_TRUE(Record()->vm_id.empty());
+  EXPECT_EQ(Record()->phase, "intent");
+  DisarmCrashPoint();
+  flags_.spot.reset();
+  RunUntilError();
+  ASSERT_EQ(world_.vms.size(), 1u);
+  EXPECT_EQ(Record()->vm_id, world_.vms.at("demo").id);
+  EXPECT_TRUE(Record()->spot);
+}
+
 TEST_F(ProvisionTest, ARerunOnARunningSpotVmReusesIt) {
   flags_.spot = true;
   RunUntilError();
