@@ -456,6 +456,20 @@ TEST_F(ProvisionTest, AKillAfterThePreemptedVmWasDeletedLeavesARecordARerunCompl
   EXPECT_TRUE(Record()->spot);
 }
 
+TEST_F(ProvisionTest, TheReplacementOfAPreemptedVmKeepsItsTtlDeadline) {
+  flags_.spot = true;
+  flags_.ttl_seconds = 3600;
+  RunUntilError();
+  const std::string deadline = Record()->ttl_deadline;
+  ASSERT_FALSE(deadline.empty());
+  world_.vms.at("demo").state = "preempted";
+  flags_.ttl_seconds.reset();
+  RunUntilError();
+  EXPECT_EQ(world_.vms.size(), 1u);
+  EXPECT_NE(Record()->vm_id, "1");
+  EXPECT_EQ(Record()->ttl_deadline, deadline) << "the TTL covers the spot VM as any other";
+}
+
 TEST_F(ProvisionTest, ARerunOnARunningSpotVmReusesIt) {
   flags_.spot = true;
   RunUntilError();
