@@ -51,6 +51,7 @@ int RunListArgs(const AppContext& app, const ParsedArgs& args);
 int RunOffersArgs(const AppContext& app, const ParsedArgs& args);
 int RunDownArgs(const AppContext& app, const ParsedArgs& args);
 int RunTunnelArgs(const AppContext& app, const ParsedArgs& args);
+int RunWatchArgs(const AppContext& app, const ParsedArgs& args);
 int RunTtlArgs(const AppContext& app, const ParsedArgs& args);
 int RunGcArgs(const AppContext& app, const ParsedArgs& args);
 int RunDriversArgs(const AppContext& app, const ParsedArgs& args);
@@ -112,6 +113,9 @@ const std::vector<Command>& Commands() {
                                 "skip those)"},
         {"yes", 'y', nullptr, "do not ask before making a VM above confirm_above_per_hour "
                               "(asked only on a terminal)"},
+        {"spot", 0, nullptr, "a spot (preemptible) VM at the spot price, on clouds whose driver "
+                             "sells them (config: spot); a preempted one comes back with a "
+                             "re-run or `gpuprov watch`"},
         {"ttl", 0, "DURATION", "the node powers itself off DURATION from now, e.g. 8h, 90m, "
                                "1h30m (a systemd timer on the VM; config: ttl; off: none)"},
         {"idle-ttl", 0, "DURATION", "the node powers itself off once idle that long: no SSH "
@@ -182,6 +186,18 @@ const std::vector<Command>& Commands() {
        "Kubernetes API over SSH until Ctrl-C, reconnecting when SSH drops",
        {{"local-port", 0, "N", "listen on 127.0.0.1:N instead of the VM's port"}},
        &RunTunnelArgs, Completion::kVm},
+      {"watch", "watch NAME [--interval SECONDS] [--max-attempts N] [--fallback MODE]",
+       "stay in the foreground (Ctrl-C stops it) and bring the VM back when its cloud preempts "
+       "it: a new VM of the same name and spec, the same kubeconfig file and context",
+       {{"interval", 0, "SECONDS", "ask the cloud this often (default 30)"},
+        {"max-attempts", 0, "N", "attempts per preemption before giving up (default 3)"},
+        {"fallback", 0, "MODE", "after a failed attempt: none (the default), on-demand (an "
+                                "on-demand VM instead of spot) or candidates (the --cloud and "
+                                "--region lists)"},
+        {"cloud", 'c', "LIST", "the candidate clouds of --fallback candidates (default any)",
+         Completion::kCloud},
+        {"region", 'r', "LIST", "the candidate regions of --fallback candidates"}},
+       &RunWatchArgs, Completion::kVm, /*streams=*/true},
       {"kubeconfig", "kubeconfig NAME [--merge [--switch]]",
        "print the VM's kubeconfig; --merge adds (or refreshes) its cluster, user and context "
        "gpuprov-NAME in $KUBECONFIG's first file or ~/.kube/config (backup kept, other entries "
@@ -329,6 +345,7 @@ int RunProvisionArgs(const AppContext& app, const ParsedArgs& args) {
     flags.max_price_per_hour = ParsePricePerHour(*price, "--max-price");
   }
   flags.yes = args.has("yes");
+  if (args.has("spot")) flags.spot = true;
   if (auto ttl = args.value("ttl")) flags.ttl_seconds = ParseDurationSeconds(*ttl, "--ttl");
   if (auto idle = args.value("idle-ttl")) {
     flags.idle_ttl_seconds = ParseDurationSeconds(*idle, "--idle-ttl");
@@ -439,6 +456,25 @@ int RunTunnelArgs(const AppContext& app, const ParsedArgs& args) {
   const std::optional<std::string> port = args.value("local-port");
   return Remote().tunnel(app, name,
                          port ? std::optional<int>(ParseLocalPort(*port)) : std::nullopt);
+}
+
+int RunWatchArgs(const AppContext& app, const ParsedArgs& args) {
+  const std::string name = OneName(args, "watch");
+  WatchOptions options;
+  if (auto interval = args.value("interval")) {
+    options.interval = std::chrono::seconds(ParseWatchNumber(*interval, "--interval", 1, 86400));
+  }
+  if (auto attempts = args.value("max-attempts")) {
+    options.max_attempts = static_cast<int>(ParseWatchNumber(*attempts, "--max-attempts", 1, 100));
+  }
+  if (auto fallback = args.value("fallback")) options.fallback = ParseWatchFallback(*fallback);
+  options.cloud = args.value("cloud");
+  options.region = args.value("region");
+  if ((options.cloud || options.region) && options.fallback != WatchFallback::kCandidates) {
+    throw UsageError("watch --cloud and --region name the candidates of --fallback candidates",
+                     "add --fallback candidates, or drop them");
+  }
+  return Remote().watch(app, name, options);
 }
 
 int RunKubeconfigArgs(const AppContext& app, const ParsedArgs& args) {

@@ -54,6 +54,7 @@ CloudVm ParseVm(const Object::Ptr& o) {
   vm.region = Str(o, "region");
   vm.instance_type = Str(o, "instance_type");
   vm.message = Str(o, "message");
+  vm.spot = o->has("spot") && o->get("spot").isBoolean() && o->getValue<bool>("spot");
   if (auto ports = o->getObject("ports"); !ports.isNull()) {
     for (const auto& [k, v] : *ports) vm.ports[std::stoi(k)] = v.convert<int>();
   }
@@ -248,6 +249,7 @@ std::pair<CloudVm, bool> Cloud::Create(const CreateRequest& request) {
   req->set("open_ports", ports);
   if (request.disk_gb) req->set("disk_gb", *request.disk_gb);
   req->set("kubernetes", request.kubernetes);
+  if (request.spot) req->set("spot", true);
   if (request.sources.narrows()) SetSources(*req, request.sources);
   Object::Ptr r = ParseObject(driver_->Call(DriverOp::kCreate, ToJson(req)), "create");
   Object::Ptr vm = r->getObject("vm");

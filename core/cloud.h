@@ -20,13 +20,14 @@ struct Config;
 struct CloudVm {
   std::string id;
   std::string name;
-  std::string state;  // pending | running | stopped | terminated | error
+  std::string state;  // pending | running | stopped | terminated | error | preempted
   std::string public_ip;
   int ssh_port = 22;
   std::string ssh_user;
   std::string region;
   std::string instance_type;
-  std::string message;
+  std::string message;  // with "preempted": the cloud's reason
+  bool spot = false;    // a spot (preemptible) VM (GPUPROV_CAP_SPOT)
   std::map<int, int> ports;  // node port -> reachable port at public_ip
 };
 
@@ -50,6 +51,10 @@ struct CloudOffer {
   /// The offers result's powered_off_cost: "none", "disk", "full"; "" when the driver does
   /// not say (ttl.h).
   std::string powered_off_cost;
+  /// The spot price per hour in USD (GPUPROV_CAP_SPOT drivers); nullopt: no spot or unknown.
+  std::optional<double> spot_price_per_hour;
+  /// Set by PricedAsSpot (spot.h): the on-demand price, price_per_hour being the spot one.
+  double on_demand_price_per_hour = 0;
 };
 
 /// Something on the cloud that carries gpuprov's marks (ABI 1.2 list_resources).
@@ -118,6 +123,8 @@ struct CreateRequest {
   std::optional<int> disk_gb;
   /// The VM becomes a k3s node (a driver may then pick only offers that can host it).
   bool kubernetes = false;
+  /// A spot (preemptible) VM: sent as "spot": true only then (GPUPROV_CAP_SPOT drivers).
+  bool spot = false;
   /// Sent only when it narrows; the driver then confirms it in the result.
   PortSources sources;
 };

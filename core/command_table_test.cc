@@ -94,6 +94,32 @@ TEST(ListTable, TtlColumnShowsTimeLeftAndExpired) {
   EXPECT_EQ(ExpiredRecords({a, b}, now + std::chrono::hours(3)).size(), 2u);
 }
 
+TEST(ListTable, APreemptedSpotVmShowsPreemptedWithTheCloudsReasonUnderTheTable) {
+  VmRecord a;
+  a.name = "a";
+  a.cloud = "aws";
+  a.price_per_hour = 0.31;
+  a.spot = true;
+  VmRecord b;
+  b.name = "b";
+  b.cloud = "docker";
+  const std::vector<std::string> states = {"preempted", "running"};
+  const std::string table = ListTable({a, b}, states, {30, 60});
+  std::istringstream lines(table);
+  std::string header, row_a;
+  std::getline(lines, header);
+  std::getline(lines, row_a);
+  EXPECT_EQ(row_a.substr(header.find("STATE"), 9), "PREEMPTED");
+  EXPECT_EQ(row_a.substr(header.find("$/H"), 10), "$0.31 spot");
+  const std::string notes = PreemptedNotes(
+      {a, b}, states, {"Server.SpotInstanceTermination: Spot instance termination", ""});
+  EXPECT_EQ(notes,
+            "a: preempted by aws (Server.SpotInstanceTermination: Spot instance termination); "
+            "`gpuprov provision --name a --cloud aws` makes it anew, `gpuprov watch a` does so "
+            "whenever it happens\n");
+  EXPECT_EQ(PreemptedNotes({b}, {"running"}, {""}), "");
+}
+
 TEST(ListTable, SizesColumnsToTheirContent) {
   VmRecord a;
   a.name = "a-very-long-vm-name-indeed";

@@ -24,7 +24,7 @@ constexpr std::string_view kAllowedDefaults =
     "kubernetes, cloud, region, gpus, ssh_key, k3s_version, k3s_sha256, k3s_download_url, "
     "nvidia_driver, "
     "allow_from, allow_from_ssh, merge_kubeconfig, tunnel_first_port, confirm_above_per_hour, "
-    "ttl, idle_ttl, smoke_test, smoke_test_image, "
+    "ttl, idle_ttl, smoke_test, smoke_test_image, spot, "
     "[defaults.timeouts]";
 constexpr std::string_view kAllowedTimeouts =
     "boot_wait_seconds, ssh_wait_seconds, boot_install_wait_seconds, api_wait_seconds, "
@@ -327,9 +327,11 @@ class ConfigParser {
           cidrs.push_back(item.as_string().str);
         }
         out.allow_from = std::move(cidrs);
-      } else if (key == "allow_from_ssh" || key == "smoke_test") {
+      } else if (key == "allow_from_ssh" || key == "smoke_test" || key == "spot") {
         if (!v.is_boolean()) throw TypeError(full, v, "a boolean (true or false)");
-        (key == "smoke_test" ? out.smoke_test : out.allow_from_ssh) = v.as_boolean();
+        (key == "smoke_test" ? out.smoke_test
+         : key == "spot"     ? out.spot
+                             : out.allow_from_ssh) = v.as_boolean();
       } else if (key == "smoke_test_image") {
         out.smoke_test_image = String(full, v, false);
       } else if (key == "ttl" || key == "idle_ttl") {

@@ -69,6 +69,7 @@ struct ConfigDefaults {
   std::optional<int> tunnel_first_port;
   std::optional<bool> smoke_test;              // the CUDA check after validation
   std::optional<std::string> smoke_test_image;  // the image it runs
+  std::optional<bool> spot;                     // spot (preemptible) VMs (provision --spot)
   /// provision asks (on a terminal) before making a VM dearer than this, in dollars per hour.
   std::optional<double> confirm_above_per_hour;
   std::optional<long> ttl_seconds;       // ttl = "8h" (ttl.h); 0: "off"

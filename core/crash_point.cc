@@ -23,6 +23,7 @@ const std::vector<std::string>& CrashPointNames() {
   static const std::vector<std::string> names = {
       // provision
       "intent-recorded",     // the record says what is about to be made (phase intent)
+      "preempted-vm-deleted",  // a preempted spot VM is deleted; the record has no VM id
       "vm-created",          // the driver's create returned; the VM id is recorded
       "vm-running",          // the VM runs with an address; recorded
       "ports-opened",        // open_ports widened an existing VM's firewall; recorded

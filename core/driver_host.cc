@@ -352,6 +352,7 @@ std::string CapabilitiesToString(uint64_t caps) {
   words.push_back(caps & GPUPROV_CAP_OPEN_PORTS ? "open-ports" : "no-open-ports");
   words.push_back(caps & GPUPROV_CAP_HOSTS_KUBERNETES ? "kubernetes" : "no-kubernetes");
   if (caps & GPUPROV_CAP_VM_LIFECYCLE) words.push_back("vm-lifecycle");
+  if (caps & GPUPROV_CAP_SPOT) words.push_back("spot");
   if (const uint64_t unknown = caps & ~kKnownCapabilities; unknown != 0) {
     std::ostringstream hex;
     hex << std::hex << unknown;
@@ -895,6 +896,14 @@ DriverInfo DriverHost::Find(const std::string& name) const {
 
 void DriverHost::AddInMemory(const gpuprov_type_driver_descriptor* descriptor) {
   in_memory_.push_back(descriptor);
+}
+
+std::vector<std::string> DriverHost::InMemoryNames() const {
+  std::vector<std::string> names;
+  for (const gpuprov_type_driver_descriptor* descriptor : in_memory_) {
+    if (descriptor->name != nullptr) names.emplace_back(descriptor->name);
+  }
+  return names;
 }
 
 LoadedDriver DriverHost::Load(const std::string& name) const {

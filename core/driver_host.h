@@ -56,7 +56,7 @@ const char* ConfigTypeName(gpuprov_type_config_type type);
 /// Every bit of the capability mask this host knows.
 inline constexpr uint64_t kKnownCapabilities =
     GPUPROV_CAP_BOOT_CLOUD_INIT | GPUPROV_CAP_BOOT_STARTUP_SCRIPT | GPUPROV_CAP_OPEN_PORTS |
-    GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_VM_LIFECYCLE;
+    GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_SPOT;
 
 /// What `gpuprov drivers` shows for one file: descriptor facts, or why the file is broken.
 struct DriverInfo {
@@ -207,6 +207,8 @@ class DriverHost {
   /// check it as a file's descriptor is checked. ListAll and Find list files only. The
   /// descriptor must outlive the host and what it loads.
   void AddInMemory(const gpuprov_type_driver_descriptor* descriptor);
+  /// The names of the drivers added by AddInMemory, in the order added.
+  std::vector<std::string> InMemoryNames() const;
 
   /// Initialises a loaded driver; the file is not searched or loaded again.
   static std::unique_ptr<Driver> Open(const LoadedDriver& loaded, const std::string& config_json,

@@ -78,11 +78,11 @@ INSTANTIATE_TEST_SUITE_P(
                          d->abi_major = 2;
                          d->abi_minor_required = 0;
                        },
-                       "needs driver ABI 2.0 but this gpuprov has ABI 1.4"},
+                       "needs driver ABI 2.0 but this gpuprov has ABI 1.5"},
         DescriptorCase{"OlderMajor", [](auto* d, auto*) { d->abi_major = 0; },
                        "major versions must be equal"},
         DescriptorCase{"NewerMinor", [](auto* d, auto*) { d->abi_minor_required = 7; },
-                       "needs driver ABI 1.7 or newer but this gpuprov has ABI 1.4"},
+                       "needs driver ABI 1.7 or newer but this gpuprov has ABI 1.5"},
         // A larger descriptor or function table comes from a newer minor that the driver does
         // not require: the host reads the members it knows (driver_abi.h, COMPATIBILITY).
         DescriptorCase{"LargerFromANewerMinorIsRead", [](auto* d, auto*) { d->struct_size += 16; },
@@ -288,7 +288,7 @@ TEST_F(DriverFilesTest, ListReportsBrokenDriversAndStillLoadsGoodOnes) {
     const DriverInfo* i = Find(all, name);
     return i == nullptr ? std::string("<not listed>") : i->problem;
   };
-  EXPECT_NE(problem("newmajor").find("needs driver ABI 2.0 but this gpuprov has ABI 1.4"),
+  EXPECT_NE(problem("newmajor").find("needs driver ABI 2.0 but this gpuprov has ABI 1.5"),
             std::string::npos) << problem("newmajor");
   EXPECT_NE(problem("newminor").find("needs driver ABI 1.99 or newer"), std::string::npos)
       << problem("newminor");

@@ -16,6 +16,7 @@ namespace {
 struct ListedVm {
   VmRecord record;
   std::string state;
+  std::string preempted_reason;  // the cloud's reason when state is "preempted"
 };
 
 }  // namespace
@@ -29,10 +30,16 @@ int RunList(const AppContext& app, bool refresh) {
 
   const LiveStates live = refresh ? AskLiveStates(app, records) : LiveStates{};
   std::vector<ListedVm> rows;
-  for (const auto& r : records) rows.push_back({r, live.StateOf(r).value_or(r.phase)});
+  for (const auto& r : records) {
+    rows.push_back({r, live.StateOf(r).value_or(r.phase), live.PreemptedReasonOf(r)});
+  }
   if (app.json_output) {
     Poco::JSON::Array::Ptr arr = new Poco::JSON::Array;
-    for (const auto& row : rows) arr->add(VmRecordObject(row.record, row.state));
+    for (const auto& row : rows) {
+      Poco::JSON::Object::Ptr o = VmRecordObject(row.record, row.state);
+      if (row.state == "preempted") o->set("preempted_reason", row.preempted_reason);
+      arr->add(o);
+    }
     app.Print(arr);
     return 0;
   }
@@ -42,13 +49,15 @@ int RunList(const AppContext& app, bool refresh) {
   }
   std::vector<VmRecord> shown;
   std::vector<std::string> states;
+  std::vector<std::string> reasons;
   std::vector<long> ages;
   for (const auto& row : rows) {
     shown.push_back(row.record);
     states.push_back(row.state);
+    reasons.push_back(row.preempted_reason);
     ages.push_back(RecordAgeSeconds(row.record.created_at));
   }
-  console.Result(ListTable(shown, states, ages));
+  console.Result(ListTable(shown, states, ages) + PreemptedNotes(shown, states, reasons));
   return 0;
 }
 

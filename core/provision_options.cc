@@ -326,6 +326,9 @@ ProvisionOptions ResolveProvisionOptions(const ProvisionFlags& flags, const Spec
   Take(o.smoke_test, flags.smoke_test, Source::kFlag, "--no-smoke-test") ||
       Take(o.smoke_test, spec.smoke_test, Source::kSpec, spec_name) ||
       Take(o.smoke_test, d.smoke_test, Source::kConfig, config_defaults);
+  Take(o.spot, flags.spot, Source::kFlag, "--spot") ||
+      Take(o.spot, spec.spot, Source::kSpec, spec_name) ||
+      Take(o.spot, d.spot, Source::kConfig, config_defaults);
   o.smoke_test_image.value = kDefaultSmokeTestImage;
   Take(o.smoke_test_image, spec.smoke_test_image, Source::kSpec, spec_name) ||
       Take(o.smoke_test_image, d.smoke_test_image, Source::kConfig, config_defaults);
@@ -445,6 +448,7 @@ std::vector<std::string> DescribeProvisionOptions(const ProvisionOptions& o) {
                        DescribeOrigin(o.smoke_test)));
   lines.push_back(Line("smoke_test_image", o.smoke_test_image.value,
                        DescribeOrigin(o.smoke_test_image)));
+  lines.push_back(Line("spot", o.spot.value ? "true" : "false", DescribeOrigin(o.spot)));
   return lines;
 }
 

@@ -75,6 +75,7 @@ struct ProvisionFlags {
   std::optional<long> idle_ttl_seconds;  // --idle-ttl; 0: "off"
   std::optional<bool> smoke_test;        // --no-smoke-test: false
   InstallRoute install_route = InstallRoute::kAuto;  // --install-route
+  std::optional<bool> spot;                          // --spot: true
 };
 
 inline constexpr int kDefaultBootWaitSeconds = 600;
@@ -128,6 +129,9 @@ struct ProvisionOptions {
   /// on) and the image it runs (spec > config; default kDefaultSmokeTestImage).
   Resolved<bool> smoke_test;
   Resolved<std::string> smoke_test_image;
+  /// A spot (preemptible) VM (flag > spec > config.toml [defaults]; default false); refused
+  /// before anything is made on a cloud whose driver lacks GPUPROV_CAP_SPOT.
+  Resolved<bool> spot;
 };
 
 /// Merges the inputs. \a spec is a default Spec when no spec file was given; \a env is only

@@ -16,6 +16,7 @@
 #include "state_store.h"
 #include "openssh.h"
 #include "ttl.h"
+#include "watch_options.h"
 
 namespace gpuprov {
 
@@ -31,6 +32,7 @@ struct RemoteCommands {
   int (*ttl)(const AppContext& app, const std::string& name, const TtlCommandOptions& options);
   /// FollowVmAddress (core/remote/address_follow.h): the record, its address followed.
   VmRecord (*follow_address)(const AppContext& app, const std::string& name);
+  int (*watch)(const AppContext& app, const std::string& name, const WatchOptions& options);
 };
 
 /// The remote commands: in the gpuprov executable, libgpuprov-remote.so loaded on the first

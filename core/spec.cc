@@ -18,7 +18,7 @@ namespace {
 constexpr std::string_view kAllowedFields =
     "name, cloud, region, gpus, kubernetes, image, instance_type, ssh_key, disk_gb, tags, "
     "k3s_version, k3s_sha256, k3s_download_url, nvidia_driver, allow_from, allow_from_ssh, ttl, "
-    "idle_ttl, smoke_test, smoke_test_image";
+    "idle_ttl, smoke_test, smoke_test_image, spot";
 
 std::string Lower(std::string_view s) {
   std::string lower;
@@ -170,9 +170,11 @@ class SpecParser {
         cidrs.push_back(item.Scalar());
       }
       spec.allow_from = std::move(cidrs);
-    } else if (field == "allow_from_ssh" || field == "smoke_test") {
+    } else if (field == "allow_from_ssh" || field == "smoke_test" || field == "spot") {
       const std::string lower = Lower(Scalar(field, key, value, "true or false"));
-      std::optional<bool>& out = field == "smoke_test" ? spec.smoke_test : spec.allow_from_ssh;
+      std::optional<bool>& out = field == "smoke_test" ? spec.smoke_test
+                                 : field == "spot"     ? spec.spot
+                                                       : spec.allow_from_ssh;
       if (lower == "true" || lower == "yes" || lower == "on") {
         out = true;
       } else if (lower == "false" || lower == "no" || lower == "off") {

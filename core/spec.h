@@ -19,6 +19,7 @@
 //   ttl: 8h                  # the node powers itself off then (ttl.h); "off": none
 //   idle_ttl: 1h             # ... or after being idle that long
 //   smoke_test: true         # false: no CUDA check after the node validates (cuda_check.h)
+//   spot: true               # a spot (preemptible) VM, on clouds whose driver sells them
 //   smoke_test_image: nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda11.7.1-ubuntu20.04
 #pragma once
 
@@ -59,6 +60,7 @@ struct Spec {
   std::optional<long> idle_ttl_seconds;  // 0: "off"
   std::optional<bool> smoke_test;
   std::optional<std::string> smoke_test_image;
+  std::optional<bool> spot;
 };
 
 /// Parses spec YAML. Throws UsageError naming \a display_name, the line, the field and what

@@ -225,6 +225,7 @@ VmRecord ParseRecord(const std::filesystem::path& path, const std::string& text,
   record.route_reason = r.String("route_reason");
   record.disk_gb = r.Int("disk_gb", 0, 0, 1000000);
   record.price_per_hour = r.Number("price_per_hour");
+  record.spot = r.Bool("spot");
   record.tags = r.StringMap("tags");
   record.open_ports = r.PortList("open_ports");
   record.allow_from = r.StringList("allow_from");
@@ -264,6 +265,7 @@ std::string SerializeRecord(const VmRecord& record) {
   object.set("route_reason", record.route_reason);
   object.set("disk_gb", record.disk_gb);
   if (record.price_per_hour > 0) object.set("price_per_hour", record.price_per_hour);
+  if (record.spot) object.set("spot", true);
   Poco::JSON::Object tags(Poco::JSON_PRESERVE_KEY_ORDER);
   for (const auto& [key, value] : record.tags) tags.set(key, value);
   object.set("tags", tags);

@@ -40,6 +40,8 @@ struct VmRecord {
   std::string route_reason;          // why the installer went over SSH ("" for boot and none)
   int disk_gb = 0;                   // the disk asked for; 0: the driver's default
   double price_per_hour = 0;         // the offer's price in dollars when made; 0: unknown
+  /// A spot (preemptible) VM (--spot): price_per_hour is then the spot price.
+  bool spot = false;
   std::map<std::string, std::string> tags;  // the user's tags (gpuprov's own are not listed)
   /// The ports gpuprov has had opened to 0.0.0.0/0 for this VM (by create or open_ports),
   /// ascending; empty when unknown (a record from before gpuprov kept it).

@@ -66,6 +66,7 @@ Object::Ptr ToJsonObject(const VmRecord& r, const std::string& state) {
   } else {
     o->set("price_per_hour", Poco::Dynamic::Var());
   }
+  o->set("spot", r.spot);
   Object::Ptr tags = new Object;
   for (const auto& [key, value] : r.tags) tags->set(key, value);
   o->set("tags", tags);
@@ -146,9 +147,10 @@ std::string ListTable(const std::vector<VmRecord>& records, const std::vector<st
     if (!r.public_ip.empty() && r.ssh_port != 22) address += ":" + std::to_string(r.ssh_port);
     std::string price = "-";
     if (r.price_per_hour > 0) price = DollarsText(r.price_per_hour);  // the header says per hour
+    if (r.spot) price += " spot";
     const std::optional<double> cost_so_far = CostSoFar(r, age_seconds[i]);
     const std::string cost = cost_so_far ? DollarsText(*cost_so_far) : "-";
-    rows.push_back({r.name, r.cloud, r.region.empty() ? "-" : r.region, states[i], address,
+    rows.push_back({r.name, r.cloud, r.region.empty() ? "-" : r.region, ListedState(states[i]), address,
                     r.gpus.empty() ? "-" : r.gpus, price, cost,
                     !r.kubernetes ? "off" : r.access_mode == "none" ? "on" : r.access_mode,
                     HumanAge(age_seconds[i]), TtlCell(r, now)});
@@ -187,6 +189,32 @@ std::optional<std::string> LiveStates::StateOf(const VmRecord& record) const {
   if (cloud_it == by_cloud.end()) return std::nullopt;  // not asked, or it did not answer
   const auto vm_it = cloud_it->second.find(record.name);
   return vm_it != cloud_it->second.end() ? vm_it->second : "missing";
+}
+
+std::string LiveStates::PreemptedReasonOf(const VmRecord& record) const {
+  const auto cloud_it = preempted_reason.find(record.cloud);
+  if (cloud_it == preempted_reason.end()) return "";
+  const auto vm_it = cloud_it->second.find(record.name);
+  return vm_it != cloud_it->second.end() ? vm_it->second : "";
+}
+
+std::string ListedState(const std::string& state) {
+  return state == "preempted" ? "PREEMPTED" : state;
+}
+
+std::string PreemptedNotes(const std::vector<VmRecord>& records,
+                           const std::vector<std::string>& states,
+                           const std::vector<std::string>& reasons) {
+  std::string out;
+  for (size_t i = 0; i < records.size() && i < states.size(); ++i) {
+    if (states[i] != "preempted") continue;
+    const std::string& name = records[i].name;
+    const std::string reason = i < reasons.size() && !reasons[i].empty() ? reasons[i] : "no reason given";
+    out += name + ": preempted by " + records[i].cloud + " (" + reason +
+           "); `gpuprov provision --name " + name + " --cloud " + records[i].cloud +
+           "` makes it anew, `gpuprov watch " + name + "` does so whenever it happens\n";
+  }
+  return out;
 }
 
 LiveStates AskLiveStates(const AppContext& app, const std::vector<VmRecord>& records) {
@@ -230,7 +258,10 @@ LiveStates AskLiveStates(const AppContext& app, const std::vector<VmRecord>& rec
   for (const auto& a : asked) {
     if (a->error.empty()) {
       auto& states = live.by_cloud[a->cloud];
-      for (const CloudVm& vm : a->vms) states[vm.name] = vm.state;
+      for (const CloudVm& vm : a->vms) {
+        states[vm.name] = vm.state;
+        if (vm.state == "preempted") live.preempted_reason[a->cloud][vm.name] = vm.message;
+      }
     } else {
       Console::Get().Warning("cannot ask " + a->cloud + " for live state (" + a->error +
                              "); using the recorded state");

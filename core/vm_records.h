@@ -20,10 +20,26 @@ namespace gpuprov {
 /// What each cloud says of its VMs now: cloud -> VM name -> state (CloudVm::state).
 struct LiveStates {
   std::map<std::string, std::map<std::string, std::string>> by_cloud;
+  /// cloud -> VM name -> the cloud's reason, for the VMs whose state is "preempted".
+  std::map<std::string, std::map<std::string, std::string>> preempted_reason;
   /// The record's VM's state; "missing" when its cloud answered without it; nullopt when its
   /// cloud was not asked or did not answer.
   std::optional<std::string> StateOf(const VmRecord& record) const;
+  /// Why the cloud took the record's VM back ("" when it did not, or did not say).
+  std::string PreemptedReasonOf(const VmRecord& record) const;
 };
+
+/// The STATE cell of `gpuprov list` for a VM's \a state: "PREEMPTED" for "preempted" (the
+/// cloud took a spot VM back: a re-run of provision or `gpuprov watch` makes it anew), else
+/// the state as it is.
+std::string ListedState(const std::string& state);
+
+/// The lines `gpuprov list` prints under its table for the preempted VMs of \a records
+/// (\a states as in ListTable, \a reasons the clouds' reasons): what happened and how to bring
+/// each back; "" when none is preempted.
+std::string PreemptedNotes(const std::vector<VmRecord>& records,
+                           const std::vector<std::string>& states,
+                           const std::vector<std::string>& reasons);
 
 /// One list call per cloud that \a records name; a cloud that cannot be asked is a warning
 /// and left out.

@@ -9,6 +9,7 @@
 #include "check_command.h"
 #include "interrupt.h"
 #include "provision.h"
+#include "spot.h"
 #include "ssh_keys.h"
 
 namespace gpuprov {
@@ -120,6 +121,10 @@ std::vector<Failover::CandidateCloud> Failover::PrepareClouds(const std::vector<
         c.error = c.k8s.note;
         continue;
       }
+      if (p_.opt_.spot.value && !c.driver->info().has(GPUPROV_CAP_SPOT)) {
+        c.error = "the " + c.name + " driver does not make spot VMs";
+        continue;
+      }
       c.cloud = Cloud::Open(*c.driver, p_.config_);
     } catch (const Error& e) {
       if (e.exit_code() == kExitInterrupted) throw;
@@ -158,7 +163,10 @@ std::vector<Candidate> Failover::GatherCandidates(std::vector<CandidateCloud>& p
   std::vector<CloudOffers> asked;
   for (auto& list : per_cloud) {
     for (auto& o : list) {
-      if (o.error.empty()) p_.RememberOffers(o.cloud, o.offers);
+      if (o.error.empty()) {
+        p_.RememberOffers(o.cloud, o.offers);
+        if (p_.opt_.spot.value) o.offers = PricedAsSpot(std::move(o.offers));
+      }
       asked.push_back(std::move(o));
     }
   }
@@ -284,6 +292,7 @@ void Failover::ResumeCandidate() {
                    ", the candidate the record of '" + p_.name_ + "' names");
   p_.LoadDriver();
   p_.CheckAccountAndPlan();
+  p_.ReplacePreemptedVm();
   p_.ChooseOfferAndKey();
   p_.RecordIntent();
   p_.CreateOrFind();

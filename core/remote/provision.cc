@@ -18,6 +18,7 @@
 #include "prompt.h"
 #include "provision_report.h"
 #include "spec.h"
+#include "spot.h"
 #include "ssh_keys.h"
 #include "tunnel_command.h"
 #include "vm_ports.h"
@@ -122,6 +123,7 @@ int Provision::Run() {
     LoadDriver();
     LockAndReadRecord();
     CheckAccountAndPlan();
+    ReplacePreemptedVm();
     ChooseOfferAndKey();
     RecordIntent();
     CreateOrFind();
@@ -171,6 +173,12 @@ void Provision::LoadDriver() {
   const DriverInfo& info = driver_->info();
   k8s_ = DecideKubernetes(opt_.kubernetes, cloud_name_, info.has(GPUPROV_CAP_HOSTS_KUBERNETES));
   if (k8s_.refused) throw UsageError(k8s_.note, "nothing was created");
+  if (opt_.spot.value && !info.has(GPUPROV_CAP_SPOT)) {
+    throw SpotRefusal(cloud_name_,
+                      opt_.spot.source == Source::kFlag ? DescribeOrigin(opt_.spot)
+                                                        : "spot " + DescribeOrigin(opt_.spot),
+                      SpotClouds(*host_));
+  }
   ChooseKeyPath();
 }
 
@@ -284,10 +292,35 @@ void Provision::DecideSources(const CloudCheck& account) {
   }
 }
 
+void Provision::ReplacePreemptedVm() {
+  // A re-run makes the recorded VM's spec: spot as recorded unless this run says otherwise.
+  if (existing_ && opt_.spot.source == Source::kDefault) opt_.spot.value = existing_->spot;
+  if (!existing_ || existing_->vm_id.empty()) return;
+  std::optional<CloudVm> now = cloud_->Get(existing_->vm_id, name_);
+  if (!now || now->state != kPreemptedState) return;
+  replaced_preempted_ = now->message.empty() ? std::string("no reason given") : now->message;
+  console_.Step("replace", "VM " + name_ + " was preempted by " + cloud_name_ + " (" +
+                               replaced_preempted_ +
+                               "): replacing it with a new one of the same name and spec");
+  if (cloud_->Delete(now->id, name_)) console_.Info("deleted the preempted VM " + now->id);
+  // The new VM is made as if none had been: its own address, host key and boot script; the
+  // record keeps its name, spec, ports' sources, tunnel port and kubeconfig path.
+  ForgetHostKey(app_.paths.known_hosts().string(), existing_->public_ip, existing_->ssh_port);
+  existing_->vm_id.clear();
+  existing_->public_ip.clear();
+  existing_->open_ports.clear();
+  existing_->probe.clear();
+  existing_->phase = "intent";
+  existing_->extra["replaced_preempted"] = replaced_preempted_;
+  store_->Save(*existing_);
+  CrashPoint("preempted-vm-deleted");
+}
+
 void Provision::ChooseOfferAndKey() {
   std::vector<CloudOffer> offers =
       cloud_->Offers(opt_.gpus.value, opt_.region.value.value_or(""), k8s_.enabled);
   RememberOffers(offers);
+  if (opt_.spot.value) offers = PricedAsSpot(std::move(offers));
   offer_ = ChooseOffer(offers, opt_, cloud_name_);
   region_ = opt_.region.value.value_or(offer_.region);
   AnnounceOfferAndConfirm();
@@ -300,11 +333,12 @@ void Provision::AnnounceOfferAndConfirm() {
       "offer: " + offer_.instance_type + (offer_.region.empty() ? "" : " in " + offer_.region) +
       (offer_.price_per_hour > 0
            ? " at " + FormatPricePerHour(offer_.price_per_hour) +
-                 (offer_.price_source == "table"
+                 (opt_.spot.value ? SpotPriceNote(offer_)
+                  : offer_.price_source == "table"
                       ? " (the driver's price table" +
                             (offer_.price_date.empty() ? "" : " of " + offer_.price_date) + ")"
                       : "")
-           : " (price unknown)"));
+           : (opt_.spot.value ? " spot (price unknown)" : " (price unknown)")));
   ConfirmPrice();
 }
 
@@ -382,6 +416,8 @@ void Provision::RecordIntent() {
   rec_.image = opt_.image.value.value_or("");
   rec_.driver_file = driver_->info().path;
   rec_.kubernetes = k8s_.enabled;
+  // A VM about to be made is spot as asked; an existing one stays what it was made as.
+  if (!existing_ || existing_->vm_id.empty()) rec_.spot = opt_.spot.value;
   if (!k8s_.enabled) {
     rec_.access_mode = "none";
     rec_.route = "none";
@@ -391,7 +427,13 @@ void Provision::RecordIntent() {
   rec_.powered_off_cost = offer_.powered_off_cost;
   // A VM about to be made: its TTL is recorded with it (the boot script may carry it before
   // this run reaches SSH).
-  if (!existing_ || existing_->vm_id.empty()) SetRecordTtl(rec_, PlannedTtl());
+  // A replacement of a preempted VM keeps the recorded TTL unless this run names one.
+  if (!existing_ || existing_->vm_id.empty()) {
+    const NodeTtl planned = PlannedTtl();
+    if (replaced_preempted_.empty() || planned.deadline_epoch || planned.idle_seconds) {
+      SetRecordTtl(rec_, planned);
+    }
+  }
   if (rec_.created_at.empty()) rec_.created_at = NowRfc3339();
   rec_.phase = existing_ ? rec_.phase : "intent";
   rec_.last_error.clear();
@@ -417,6 +459,7 @@ void Provision::CreateOrFind() {
   AddTtlToUserData(req.user_data);
   req.disk_gb = opt_.disk_gb.value;
   req.kubernetes = k8s_.enabled;
+  req.spot = rec_.spot;
   req.sources = wanted_sources_;
   create_start_ = Clock::now();
   try {

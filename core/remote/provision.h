@@ -58,6 +58,12 @@ class Provision {
   /// plans the cluster route and access.
   void CheckAccountAndPlan();
 
+  /// A spot VM of the record that the cloud took back (state "preempted") is deleted, so this
+  /// run makes a new one of the same name and spec (same kubeconfig file and context, same
+  /// tunnel port), saying so; nothing happens for any other VM. A run that does not say spot
+  /// takes the record's.
+  void ReplacePreemptedVm();
+
   /// The offer (the named instance type, else the cheapest), said with its price and
   /// consented to; the TTL planned; the SSH key (made when it is gpuprov's own and missing).
   void ChooseOfferAndKey();
@@ -182,6 +188,7 @@ class Provision {
   ClusterResult cluster_;
   int tunnel_port_ = kTunnelLocalPort;
   std::string merged_into_;            // the user's kubeconfig this run merged into ("" when none)
+  std::string replaced_preempted_;     // why the VM this run replaced was preempted ("" when none)
   bool failover_ = false;              // several clouds or regions, or any: Failover
   std::vector<Candidate> candidates_;  // in the order tried, with why each failed
   UserDataLimit user_data_limit_{0};   // the cloud's boot script limit (check)

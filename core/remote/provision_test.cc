@@ -37,6 +37,7 @@ struct MemoryWorld {
   struct Vm {
     std::string id;
     std::string state;
+    std::string message{};  // with "preempted": the cloud's reason
   };
   std::map<std::string, Vm> vms;
   std::vector<std::string> calls;             // "check", "offers", "create NAME", "get NAME", ...
@@ -57,7 +58,8 @@ std::string Field(const std::string& json, const std::string& key) {
 
 std::string VmJson(const std::string& name, const MemoryWorld::Vm& vm) {
   return R"({"id":")" + vm.id + R"(","name":")" + name + R"(","state":")" + vm.state +
-         R"(","public_ip":")" + g_world->public_ip + R"(","ssh_port":)" +
+         R"(","message":")" + vm.message + R"(","public_ip":")" + g_world->public_ip +
+         R"(","ssh_port":)" +
          std::to_string(g_world->ssh_port) +
          R"(,"ssh_user":"root"})";
 }
@@ -67,7 +69,7 @@ class MemoryDriver {
   static constexpr const char* kName = "memory";
   static constexpr const char* kVersion = "1.0.0";
   static constexpr const char* kDescription = "provision_test's in-memory cloud";
-  static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE;
+  static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_SPOT;
 
   explicit MemoryDriver(const gpuprov::sdk::InitContext&) {}
   std::string Check(const std::string&) {
@@ -77,11 +79,11 @@ class MemoryDriver {
   std::string Offers(const std::string&) {
     g_world->calls.push_back("offers");
     return R"({"offers":[{"instance_type":"mem-1","region":"r1","gpu_count":0,)"
-           R"("price_per_hour":0.1}]})";
+           R"("price_per_hour":0.1,"spot_price_per_hour":0.03}]})";
   }
   std::string Create(const std::string& request) {
     const std::string name = Field(request, "name");
-    g_world->calls.push_back("create " + name);
+    g_world->calls.push_back("create " + name + (request.find(R"("spot":true)") != std::string::npos ? " spot" : ""));
     g_world->phase_at_create.push_back(g_world->record_phase());
     if (g_world->no_capacity) {
       throw gpuprov::sdk::DriverError(GPUPROV_STATUS_CAPACITY, "no capacity (memory)");
@@ -374,6 +376,107 @@ TEST_F(ProvisionTest, TheCandidateLoopCleansUpACloudWithoutCapacityAndTakesTheNe
   EXPECT_EQ(Record()->cloud, "memory");
   EXPECT_EQ(Record()->phase, "failed");
   EXPECT_EQ(world_.vms.size(), 1u);
+}
+
+TEST_F(ProvisionTest, SpotOnACloudWhoseDriverSellsNoneIsRefusedBeforeAnythingIsMade) {
+  flags_.cloud = "full";
+  flags_.spot = true;
+  try {
+    Provision(app_, flags_, no_spec_).Run();
+    ADD_FAILURE() << "--spot on a driver without GPUPROV_CAP_SPOT ran";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_THAT(e.what(), HasSubstr("the full driver does not make spot VMs (--spot from the "
+                                    "command line)"));
+    // The in-memory spot driver among them (the build's driver files may add theirs).
+    EXPECT_THAT(e.hint(),
+                ::testing::ContainsRegex("clouds whose driver makes spot VMs: [a-z, ]*memory"));
+    EXPECT_THAT(e.hint(), HasSubstr("nothing was created"));
+  }
+  EXPECT_TRUE(world_.calls.empty()) << "not even check is asked";
+  EXPECT_FALSE(Record());
+}
+
+TEST_F(ProvisionTest, SpotAsksTheDriverForASpotVmAndRecordsTheSpotPrice) {
+  flags_.spot = true;
+  ::testing::internal::CaptureStderr();
+  RunUntilError();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(said, HasSubstr("offer: mem-1 in r1 at $0.03/h spot (on demand $0.10/h)"));
+  EXPECT_THAT(world_.calls, ::testing::Contains("create demo spot"));
+  ASSERT_TRUE(Record());
+  EXPECT_TRUE(Record()->spot);
+  EXPECT_DOUBLE_EQ(Record()->price_per_hour, 0.03);
+}
+
+TEST_F(ProvisionTest, ARerunOnAPreemptedVmReplacesItWithOneOfTheSameNameAndSpec) {
+  flags_.spot = true;
+  RunUntilError();
+  ASSERT_TRUE(Record());
+  const std::string first_id = Record()->vm_id;
+  world_.vms.at("demo").state = "preempted";
+  world_.vms.at("demo").message = "Server.SpotInstanceTermination: Spot instance termination";
+  world_.calls.clear();
+  flags_.spot.reset();  // a plain re-run: the record says spot
+  ::testing::internal::CaptureStderr();
+  RunUntilError();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(said, HasSubstr("VM demo was preempted by memory (Server.SpotInstanceTermination: "
+                              "Spot instance termination): replacing it with a new one of the "
+                              "same name and spec"));
+  const auto at = [&](const std::string& call) {
+    return std::find(world_.calls.begin(), world_.calls.end(), call) - world_.calls.begin();
+  };
+  EXPECT_LT(at("delete demo"), at("create demo spot"));
+  EXPECT_LT(at("create demo spot"), static_cast<long>(world_.calls.size()));
+  ASSERT_EQ(world_.vms.size(), 1u);
+  EXPECT_NE(Record()->vm_id, first_id);
+  EXPECT_EQ(Record()->vm_id, world_.vms.at("demo").id);
+  EXPECT_TRUE(Record()->spot);
+  EXPECT_EQ(Record()->extra.at("replaced_preempted"),
+            "Server.SpotInstanceTermination: Spot instance termination");
+}
+
+TEST_F(ProvisionTest, AKillAfterThePreemptedVmWasDeletedLeavesARecordARerunCompletes) {
+  flags_.spot = true;
+  RunUntilError();
+  world_.vms.at("demo").state = "preempted";
+  ArmCrashPoint("preempted-vm-deleted");
+  SetCrashAction(&ThrowSimulatedKill);
+  EXPECT_THROW(Provision(app_, flags_, no_spec_).Run(), SimulatedKill);
+  EXPECT_TRUE(world_.vms.empty());
+  ASSERT_TRUE(Record());
+  EXPECT_TRUE(Record()->vm_id.empty());
+  EXPECT_EQ(Record()->phase, "intent");
+  DisarmCrashPoint();
+  flags_.spot.reset();
+  RunUntilError();
+  ASSERT_EQ(world_.vms.size(), 1u);
+  EXPECT_EQ(Record()->vm_id, world_.vms.at("demo").id);
+  EXPECT_TRUE(Record()->spot);
+}
+
+TEST_F(ProvisionTest, TheReplacementOfAPreemptedVmKeepsItsTtlDeadline) {
+  flags_.spot = true;
+  flags_.ttl_seconds = 3600;
+  RunUntilError();
+  const std::string deadline = Record()->ttl_deadline;
+  ASSERT_FALSE(deadline.empty());
+  world_.vms.at("demo").state = "preempted";
+  flags_.ttl_seconds.reset();
+  RunUntilError();
+  EXPECT_EQ(world_.vms.size(), 1u);
+  EXPECT_NE(Record()->vm_id, "1");
+  EXPECT_EQ(Record()->ttl_deadline, deadline) << "the TTL covers the spot VM as any other";
+}
+
+TEST_F(ProvisionTest, ARerunOnARunningSpotVmReusesIt) {
+  flags_.spot = true;
+  RunUntilError();
+  const std::string first_id = Record()->vm_id;
+  RunUntilError();
+  EXPECT_EQ(Record()->vm_id, first_id);
+  EXPECT_EQ(std::count(world_.calls.begin(), world_.calls.end(), "delete demo"), 0);
 }
 
 TEST(ProvisionReport, ReadySummarySaysWhereTheVmIsAndHowToReachIt) {

@@ -4,6 +4,7 @@
 #include "ssh_client.h"
 #include "ttl_command.h"
 #include "tunnel_command.h"
+#include "watch_command.h"
 #include "ssh_command.h"
 
 #ifndef GPUPROV_VERSION
@@ -14,7 +15,7 @@ extern "C" __attribute__((visibility("default"))) const gpuprov::RemoteCommands*
 gpuprov_remote_commands() {
   static const gpuprov::RemoteCommands kCommands = {
       GPUPROV_VERSION, &gpuprov::RunProvision, &gpuprov::RunSsh, &gpuprov::RunTunnel,
-      &gpuprov::ForgetHostKey, &gpuprov::RunTtl, &gpuprov::FollowVmAddress,
+      &gpuprov::ForgetHostKey, &gpuprov::RunTtl, &gpuprov::FollowVmAddress, &gpuprov::RunWatch,
   };
   return &kCommands;
 }

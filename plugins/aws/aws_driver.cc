@@ -5,6 +5,7 @@
 #include <Poco/JSON/Array.h>
 
 #include <algorithm>
+#include <ctime>
 #include <random>
 #include <set>
 #include <sstream>
@@ -83,6 +84,25 @@ std::string StateOf(const std::string& ec2_state) {
 bool Gone(const XmlNode& instance) {
   const std::string s = instance.Text("instanceState/name");
   return s == "shutting-down" || s == "terminated";
+}
+
+// EC2 User Guide, "Spot Instance interruptions": EC2 took the Spot Instance back; with the
+// interruption behaviour terminate (the driver's), it shuts down and terminates with the state
+// reason Server.SpotInstanceTermination.
+constexpr const char* kSpotTerminationCode = "Server.SpotInstanceTermination";
+
+// "2026-12-06T12:00:00Z": an EC2 timestamp parameter (ISO 8601, UTC).
+std::string NowIso8601() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+bool Preempted(const XmlNode& instance) {
+  return Gone(instance) && instance.Text("stateReason/code") == kSpotTerminationCode;
 }
 
 // "<region>/<instance-id>" <-> parts; a bare id has no region.
@@ -370,7 +390,8 @@ AwsDriver::ObjectPtr AwsDriver::VmJson(const std::string& region, const XmlNode&
   vm.id = region + "/" + i.Text("instanceId");
   vm.name = tags["Name"];
   if (vm.name.empty()) vm.name = tags[kNameTag];
-  vm.state = StateOf(ec2_state);
+  vm.state = Preempted(i) ? "preempted" : StateOf(ec2_state);
+  vm.spot = i.Text("instanceLifecycle") == "spot";
   vm.public_ip = i.Text("ipAddress");
   vm.ssh_user = kSshUser;
   vm.region = region;
@@ -383,7 +404,10 @@ AwsDriver::ObjectPtr AwsDriver::VmJson(const std::string& region, const XmlNode&
     if (ec2_state == "terminated" || ec2_state == "shutting-down") {
       vm.message = reason->Text("message");
       if (vm.message.empty()) vm.message = code;
-      if (code.rfind("Server.", 0) == 0) {
+      if (code == kSpotTerminationCode) {
+        vm.message = code + ": " + reason->Text("message");
+        if (reason->Text("message").rfind(code, 0) == 0) vm.message = reason->Text("message");
+      } else if (code.rfind("Server.", 0) == 0) {
         vm.message = "EC2 ended the instance: " + vm.message +
                      (code == "Server.InsufficientInstanceCapacity"
                           ? " (no capacity: try another region or GPU type)"
@@ -723,6 +747,7 @@ std::string AwsDriver::Offers(const std::string& request_json) {
       ResolveRegion(ProcessEnv(), json::Str(request, "region"), default_region_, profile_);
   // Is the type offered in the region? (Offering is not capacity: RunInstances can still say
   // InsufficientInstanceCapacity.) The table answers when the list cannot be read.
+  bool api_answers = true;
   try {
     XmlNode doc = ec2_->Call(region, "DescribeInstanceTypeOfferings",
                              {{"LocationType", "region"},
@@ -738,6 +763,7 @@ std::string AwsDriver::Offers(const std::string& request_json) {
     if (s == GPUPROV_STATUS_AUTH || s == GPUPROV_STATUS_CANCELLED) Raise(region, e);
     host_.Debug(std::string("instance type offerings unavailable, using the built-in table: ") +
                 e.what());
+    api_answers = false;
   }
   std::optional<std::string> image = image_override_;
   if (image->empty()) image = DefaultImage(*type);
@@ -745,10 +771,34 @@ std::string AwsDriver::Offers(const std::string& request_json) {
     host_.Warning(NoDefaultImageMessage(*type));
     return kit::OffersResult(offers, kPoweredOffCost);
   }
-  offers->add(kit::OfferJson({type->name, type->gpu_type, type->gpu_count, region,
-                              type->price_per_hour, *image,
-                              std::nullopt, "table", kPriceTableDate}));
+  kit::OfferFields offer{type->name, type->gpu_type, type->gpu_count, region,
+                         type->price_per_hour, *image, std::nullopt, "table", kPriceTableDate};
+  if (api_answers) offer.spot_price_per_hour = SpotPrice(region, type->name);
+  offers->add(kit::OfferJson(offer));
   return kit::OffersResult(offers, kPoweredOffCost);
+}
+
+std::optional<double> AwsDriver::SpotPrice(const std::string& region, const std::string& type) {
+  // DescribeSpotPriceHistory with StartTime now: the price in effect now in each zone; the
+  // lowest is what a Spot Instance of the type costs (EC2 API reference).
+  try {
+    XmlNode doc = ec2_->Call(region, "DescribeSpotPriceHistory",
+                             {{"InstanceType.1", type},
+                              {"ProductDescription.1", "Linux/UNIX"},
+                              {"StartTime", NowIso8601()}});
+    std::optional<double> lowest;
+    for (const XmlNode* item : doc.Items("spotPriceHistorySet")) {
+      try {
+        const double price = std::stod(item->Text("spotPrice"));
+        if (price > 0 && (!lowest || price < *lowest)) lowest = price;
+      } catch (const std::exception&) {
+      }
+    }
+    return lowest;
+  } catch (const Ec2Error& e) {
+    host_.Debug(std::string("spot prices unavailable: ") + e.what());
+    return std::nullopt;
+  }
 }
 
 std::string AwsDriver::Create(const std::string& request_json) {
@@ -848,6 +898,15 @@ std::string AwsDriver::Create(const std::string& request_json) {
                    {"KeyName", key.id},
                    {"ClientToken", "gpuprov-" + RandomHex(32)},
                    {"InstanceInitiatedShutdownBehavior", "terminate"}};
+  if (kit::SpotRequested(request)) {
+    // RunInstances' InstanceMarketOptions (EC2 API model, InstanceMarketOptionsRequest and
+    // SpotMarketOptions): a one-time Spot Instance, terminated when EC2 takes it back; no
+    // MaxPrice, so it is never above the on-demand price.
+    params.insert(params.end(),
+                  {{"InstanceMarketOptions.MarketType", "spot"},
+                   {"InstanceMarketOptions.SpotOptions.SpotInstanceType", "one-time"},
+                   {"InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior", "terminate"}});
+  }
   if (net.subnet_id.empty()) {
     params.emplace_back("SecurityGroupId.1", group.id);  // the default VPC's default subnet
   } else {
@@ -932,12 +991,29 @@ std::string AwsDriver::Get(const std::string& request_json) {
 std::string AwsDriver::List(const std::string& /*request_json*/) {
   Array::Ptr vms = new Array();
   for (const auto& region : SearchRegions("")) {
+    // Live instances, and the Spot Instances EC2 took back (as "preempted", while EC2 still
+    // describes them) unless a live one has their name (the replacement).
     Params p = {{"Filter.1.Name", "tag:gpuprov"},         {"Filter.1.Value.1", "1"},
                 {"Filter.2.Name", "instance-state-name"}, {"Filter.2.Value.1", "pending"},
                 {"Filter.2.Value.2", "running"},          {"Filter.2.Value.3", "stopping"},
-                {"Filter.2.Value.4", "stopped"}};
-    for (const auto& instance : DescribeInstances(region, p)) {
-      if (Managed(instance) && !Gone(instance)) vms->add(VmJson(region, instance));
+                {"Filter.2.Value.4", "stopped"},          {"Filter.2.Value.5", "shutting-down"},
+                {"Filter.2.Value.6", "terminated"}};
+    const std::vector<XmlNode> instances = DescribeInstances(region, p);
+    std::set<std::string> live_names;
+    for (const auto& instance : instances) {
+      if (Managed(instance) && !Gone(instance)) {
+        live_names.insert(TagsOf(instance)["Name"]);
+        vms->add(VmJson(region, instance));
+      }
+    }
+    std::set<std::string> preempted_names;
+    for (const auto& instance : instances) {
+      const std::string name = TagsOf(instance)["Name"];
+      if (!Managed(instance) || !Preempted(instance) || live_names.count(name) ||
+          !preempted_names.insert(name).second) {
+        continue;
+      }
+      vms->add(VmJson(region, instance));
     }
   }
   return kit::VmsResult(vms);

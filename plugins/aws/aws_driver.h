@@ -57,7 +57,8 @@ class AwsDriver {
   static constexpr const char* kDescription =
       "AWS EC2 GPU instances (EC2 Query API, SigV4): instances, security groups, key pairs";
   static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
-                                            GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES;
+                                            GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES |
+                                            GPUPROV_CAP_SPOT;
   /// How a VM learns its public address: IMDSv2 meta-data/public-ipv4; REFERENCE.md §6.
   static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_EC2;
   /// Raw user data EC2 accepts (before base64), REFERENCE.md §4; the driver sends the boot script
@@ -89,6 +90,9 @@ class AwsDriver {
   /// Throws the DriverError for an EC2 error: its status and what the user can do.
   [[noreturn]] void Raise(const std::string& region, const Ec2Error& e);
   /// Every instance matching filters in a region (DescribeInstances, all pages).
+  /// The lowest spot price of \a type in \a region's zones now (USD per hour); nullopt when EC2
+  /// does not say.
+  std::optional<double> SpotPrice(const std::string& region, const std::string& type);
   std::vector<XmlNode> DescribeInstances(const std::string& region, const Params& params);
   /// The live (not shutting-down/terminated) instance tagged Name=name in region, or nullopt;
   /// `foreign` is set when a same-named instance lacks the gpuprov tag.

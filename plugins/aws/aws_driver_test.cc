@@ -52,7 +52,10 @@ TEST(AwsDescriptor, IdentityAndCapabilities) {
   EXPECT_STREQ(d->node_address, GPUPROV_NODE_ADDRESS_EC2);
   EXPECT_EQ(d->capabilities,
             static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
-                                  GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES));
+                                  GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES |
+                                  GPUPROV_CAP_SPOT));
+  // A host of ABI 1.2 or older refuses the spot bit it does not know (driver-protocol.md).
+  EXPECT_EQ(d->abi_minor_required, 3);
   drivers::testing::ExpectEveryOperation(*d->vtable);
 }
 
@@ -583,6 +586,57 @@ TEST_F(AwsEmulatorTest, NotFoundRightAfterLaunchIsTolerated) {
   EXPECT_EQ(vm->getValue<std::string>("state"), "running");
   ASSERT_EQ(Control("POST", "/settings", R"({"cloud":"aws","describe_not_found":0})").status, 200);
   ASSERT_EQ(d.Delete(R"({"id":")" + id + R"("})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+// Spot (docs/driver-protocol.md "Spot VMs", REFERENCE.md §3.7): a one-time Spot Instance with
+// terminate on interruption; EC2 taking it back is "preempted" with its state reason, in get
+// and list, until a live instance has the name; delete cleans up.
+TEST_F(AwsEmulatorTest, SpotIsLaunchedOneTimeAndAPreemptionIsReportedWithEc2sReason) {
+  Driver d(Config());
+  OpResult offers = d.Offers(R"({"gpu":{"type":"L4","count":1},"region":""})");
+  ASSERT_EQ(offers.status, GPUPROV_STATUS_OK) << offers;
+  Object::Ptr offer = offers.Doc()->getArray("offers")->getObject(0);
+  ASSERT_TRUE(offer->has("spot_price_per_hour")) << offers;
+  EXPECT_GT(offer->getValue<double>("spot_price_per_hour"), 0);
+  EXPECT_LT(offer->getValue<double>("spot_price_per_hour"),
+            offer->getValue<double>("price_per_hour"));
+
+  Control("DELETE", "/requests?cloud=aws");
+  OpResult c = d.Create(CreateRequest("aws-spot", R"(,"spot":true)"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  EXPECT_TRUE(c.Vm()->getValue<bool>("spot"));
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  Object::Ptr vm = WaitNotPending(d, id, "aws-spot");
+  ASSERT_TRUE(vm);
+  EXPECT_EQ(vm->getValue<std::string>("state"), "running");
+
+  ASSERT_EQ(Control("POST", "/preempt", R"({"cloud":"aws","name":"aws-spot"})").status, 200);
+  vm = drivers::testing::PollVm(
+      d, R"({"id":")" + id + R"(","name":"aws-spot"})",
+      [](const Object::Ptr& v) { return v->getValue<std::string>("state") != "running"; },
+      std::chrono::seconds(15), milliseconds(100));
+  ASSERT_TRUE(vm);
+  EXPECT_EQ(vm->getValue<std::string>("state"), "preempted");
+  EXPECT_EQ(vm->getValue<std::string>("message"),
+            "Server.SpotInstanceTermination: Spot instance termination");
+  OpResult list = d.List();
+  ASSERT_EQ(list.status, GPUPROV_STATUS_OK) << list;
+  Array::Ptr vms = list.Doc()->getArray("vms");
+  ASSERT_EQ(vms->size(), 1u) << list;
+  EXPECT_EQ(vms->getObject(0)->getValue<std::string>("state"), "preempted");
+
+  // The replacement: a live instance of the name hides the preempted one from list.
+  OpResult again = d.Create(CreateRequest("aws-spot", R"(,"spot":true)"));
+  ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << again;
+  EXPECT_FALSE(again.Doc()->getValue<bool>("existing"));
+  const std::string new_id = again.Vm()->getValue<std::string>("id");
+  EXPECT_NE(new_id, id);
+  list = d.List();
+  ASSERT_EQ(list.Doc()->getArray("vms")->size(), 1u) << list;
+  EXPECT_EQ(list.Doc()->getArray("vms")->getObject(0)->getValue<std::string>("id"), new_id);
+
+  ASSERT_EQ(d.Delete(R"({"id":")" + new_id + R"(","name":"aws-spot"})").status, GPUPROV_STATUS_OK);
   ExpectNothingLeft();
 }
 

@@ -181,6 +181,7 @@ Object::Ptr OfferJson(const OfferFields& offer) {
     o->set("price_source", offer.price_source);
     if (offer.price_source == "table" && !offer.price_date.empty()) o->set("price_date", offer.price_date);
   }
+  if (offer.spot_price_per_hour) o->set("spot_price_per_hour", *offer.spot_price_per_hour);
   return o;
 }
 
@@ -218,6 +219,8 @@ CreateBasics ParseCreateRequest(const std::string& request_json, const VmNameRul
   out.user_data = json::Str(out.request, "user_data");
   return out;
 }
+
+bool SpotRequested(const Object::Ptr& request) { return json::Bool(request, "spot", false); }
 
 OffersQuery ParseOffersRequest(const std::string& request_json, const std::string& default_region) {
   Object::Ptr request = json::ParseObject(request_json, "the offers request");
@@ -335,6 +338,7 @@ Object::Ptr VmJson(const VmFields& f) {
   vm->set("gpus", f.gpus);
   vm->set("created_at", f.created_at);
   vm->set("message", f.message);
+  if (f.spot) vm->set("spot", true);
   if (f.published_ports) {
     Object::Ptr ports = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
     for (const auto& [port, reached_at] : *f.published_ports) {

@@ -101,6 +101,9 @@ struct OfferFields {
   /// With "table": the day the driver's prices were written down (YYYY-MM-DD), so a user can
   /// judge how stale they may be; written only then.
   std::string price_date{};
+  /// The spot (preemptible) price per hour in USD where the cloud sells the offer as spot
+  /// (GPUPROV_CAP_SPOT); nullopt (not written): no spot or unknown.
+  std::optional<double> spot_price_per_hour{};
 };
 Poco::JSON::Object::Ptr OfferJson(const OfferFields& offer);
 
@@ -119,6 +122,9 @@ struct VmFields {
   std::string gpus;        ///< "L4:1", "" for none
   std::string created_at;  ///< RFC 3339 or ""
   std::string message;     ///< why the state is what it is; "" when nothing to say
+  /// A spot (preemptible) VM (GPUPROV_CAP_SPOT): written as "spot": true, else not written.
+  /// A spot VM the cloud took back has state "preempted" and the cloud's reason in message.
+  bool spot = false;
   std::vector<int> ports{22};
   /// (port, the port it is reached at) for a cloud that publishes ports elsewhere (a
   /// container's published ports): written as "ports" instead of `ports` when set.
@@ -160,6 +166,10 @@ CreateBasics ParseCreateRequest(const std::string& request_json, const VmNameRul
 /// The same for a cloud that takes no user data through its API (the driver passes it on
 /// another way, or the host pushes the installer over SSH): user_data as given, unchecked.
 CreateBasics ParseCreateRequest(const std::string& request_json, const VmNameRules& rules);
+
+/// The create request asks for a spot (preemptible) VM: "spot": true (ABI 1.5, sent only to a
+/// driver with GPUPROV_CAP_SPOT); INVALID_INPUT when "spot" is not a boolean.
+bool SpotRequested(const Poco::JSON::Object::Ptr& request);
 
 /// An offers request: its GPU and region ("" in the request: `default_region`).
 struct OffersQuery {

@@ -181,6 +181,24 @@ TEST(DriverRequest, OfferJsonWritesStockAndPriceSourceOnlyWhenKnown) {
 namespace gpuprov::drivers {
 namespace {
 
+TEST(DriverRequest, SpotIsAskedOnlyByTrueAndItsPriceAndTheVmsSpotAreWrittenOnlyWhenSet) {
+  EXPECT_TRUE(SpotRequested(json::ParseObject(R"({"spot": true})", "t")));
+  EXPECT_FALSE(SpotRequested(json::ParseObject(R"({"spot": false})", "t")));
+  EXPECT_FALSE(SpotRequested(json::ParseObject(R"({})", "t")));
+  EXPECT_THROW(SpotRequested(json::ParseObject(R"({"spot": "yes"})", "t")), DriverError);
+  OfferFields offer;
+  offer.instance_type = "g6.xlarge";
+  offer.price_per_hour = 0.8;
+  EXPECT_FALSE(OfferJson(offer)->has("spot_price_per_hour"));
+  offer.spot_price_per_hour = 0.3;
+  EXPECT_DOUBLE_EQ(OfferJson(offer)->getValue<double>("spot_price_per_hour"), 0.3);
+  VmFields vm;
+  vm.state = "preempted";
+  EXPECT_FALSE(VmJson(vm)->has("spot"));
+  vm.spot = true;
+  EXPECT_TRUE(VmJson(vm)->getValue<bool>("spot"));
+}
+
 TEST(DriverRequest, OffersRequestFallsBackToTheDefaultRegion) {
   OffersQuery q = ParseOffersRequest(R"({"gpu": {"type": "L4"}})", "nyc2");
   ASSERT_TRUE(q.gpu.has_value());

@@ -78,6 +78,15 @@ inline long long Int(const Object::Ptr& o, const std::string& key, long long fal
   }
 }
 
+/// A boolean member, or `fallback` when absent or null; throws when it is another type.
+inline bool Bool(const Object::Ptr& o, const std::string& key, bool fallback = false) {
+  if (!Has(o, key)) return fallback;
+  Poco::Dynamic::Var v = o->get(key);
+  if (v.type() == typeid(bool)) return v.extract<bool>();
+  throw gpuprov::sdk::DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                                  "field \"" + key + "\" must be true or false");
+}
+
 /// An object member, or nullptr when absent or null; throws when it is another type.
 inline Object::Ptr Obj(const Object::Ptr& o, const std::string& key) {
   if (!Has(o, key)) return nullptr;

@@ -639,6 +639,7 @@ GcpDriver::ObjectPtr GcpDriver::VmJson(const ObjectPtr& inst, const std::vector<
   vm.message = state == "running" || state == "pending"
                    ? std::string()
                    : status + (message.empty() ? "" : ": " + message);
+  vm.spot = json::Str(json::Obj(inst, "scheduling"), "provisioningModel") == "SPOT";
   vm.ports = ports;
   vm.tags.emplace();
   if (ObjectPtr labels = json::Obj(inst, "labels")) {
@@ -800,7 +801,17 @@ std::string GcpDriver::Create(const std::string& request_json) {
       accs->add(a);
       body->set("guestAccelerators", accs);
     }
-    if (has_gpu) {
+    if (kit::SpotRequested(request)) {
+      // A Spot VM (compute v1 Scheduling: provisioningModel SPOT; Spot VMs take
+      // onHostMaintenance TERMINATE and automaticRestart false): stopped when Compute Engine
+      // preempts it (instanceTerminationAction STOP), so get sees it and its preemption.
+      Object::Ptr scheduling = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+      scheduling->set("provisioningModel", "SPOT");
+      scheduling->set("instanceTerminationAction", "STOP");
+      scheduling->set("onHostMaintenance", "TERMINATE");
+      scheduling->set("automaticRestart", false);
+      body->set("scheduling", scheduling);
+    } else if (has_gpu) {
       // GPUs cannot live-migrate (REFERENCE.md §3.1).
       Object::Ptr scheduling = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
       scheduling->set("onHostMaintenance", "TERMINATE");
@@ -949,6 +960,27 @@ std::string GcpDriver::Create(const std::string& request_json) {
                         ". Try again later or another --region");
 }
 
+GcpDriver::ObjectPtr GcpDriver::VmJsonWithPreemption(const ObjectPtr& inst,
+                                                     const std::vector<int>& ports) {
+  ObjectPtr vm = VmJson(inst, ports);
+  if (json::Str(inst, "status") != "TERMINATED" || !json::Bool(vm, "spot", false)) return vm;
+  // A Spot VM with instanceTerminationAction STOP is TERMINATED after a preemption as after a
+  // stop; Compute Engine records the preemption as a zone operation of type
+  // compute.instances.preempted on the instance (documentation, "Create and use Spot VMs").
+  const std::string zone = LastSegment(json::Str(inst, "zone"));
+  const std::string filter = "operationType=\"compute.instances.preempted\" AND targetId=\"" +
+                             json::Str(inst, "id") + "\"";
+  ObjectPtr ops = api_->Call("GET", "zones/" + Encode(zone) + "/operations?filter=" + Encode(filter),
+                             "look for a preemption of " + json::Str(inst, "name"))
+                      .doc;
+  if (ObjectPtr op = json::ObjAt(json::Arr(ops, "items"), 0)) {
+    const std::string said = json::Str(op, "statusMessage");
+    vm->set("state", std::string("preempted"));
+    vm->set("message", "compute.instances.preempted" + (said.empty() ? "" : ": " + said));
+  }
+  return vm;
+}
+
 std::string GcpDriver::Get(const std::string& request_json) {
   ObjectPtr request = json::ParseObject(request_json, "the get request");
   ObjectPtr inst = Resolve(request);
@@ -957,14 +989,14 @@ std::string GcpDriver::Get(const std::string& request_json) {
                                                     kit::VmReference(request) +
                                                     " in project " + Project());
   }
-  return kit::VmResult(VmJson(inst, {22}));
+  return kit::VmResult(VmJsonWithPreemption(inst, {22}));
 }
 
 std::string GcpDriver::List(const std::string& /*request_json*/) {
   Array::Ptr vms = new Array();
   for (const auto& inst :
        AggregatedInstances(std::string("labels.") + kManagedLabel + " = \"1\"")) {
-    if (LabelOf(inst, kManagedLabel) == "1") vms->add(VmJson(inst, {22}));
+    if (LabelOf(inst, kManagedLabel) == "1") vms->add(VmJsonWithPreemption(inst, {22}));
   }
   return kit::VmsResult(vms);
 }

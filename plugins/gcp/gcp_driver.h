@@ -46,7 +46,8 @@ class GcpDriver {
   static constexpr const char* kDescription =
       "Google Compute Engine (REST v1): instances, firewall rules, OAuth2 service accounts";
   static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
-                                            GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES;
+                                            GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES |
+                                            GPUPROV_CAP_SPOT;
   /// How a VM learns its public address: the metadata server's access-configs/0/external-ip; REFERENCE.md §6.
   static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_GCE;
 
@@ -122,6 +123,9 @@ class GcpDriver {
   bool DeleteInstance(const std::string& zone, const std::string& name);
 
   ObjectPtr VmJson(const ObjectPtr& instance, const std::vector<int>& ports) const;
+  /// VmJson, and for a stopped Spot VM that Compute Engine preempted (a zone operation
+  /// compute.instances.preempted targets it) state "preempted" with the operation's message.
+  ObjectPtr VmJsonWithPreemption(const ObjectPtr& instance, const std::vector<int>& ports);
   /// Warns, naming constraints/compute.requireOsLogin, when the instance's effective metadata
   /// says OS Login is on (then its ssh-keys metadata is ignored and SSH is refused).
   void WarnIfOsLogin(const ObjectPtr& instance);

@@ -52,7 +52,8 @@ TEST(GcpDescriptor, IdentityAndCapabilities) {
   EXPECT_STREQ(d->node_address, GPUPROV_NODE_ADDRESS_GCE);
   EXPECT_EQ(d->capabilities,
             static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
-                                  GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES));
+                                  GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES |
+                                  GPUPROV_CAP_SPOT));
   drivers::testing::ExpectEveryOperation(*d->vtable);
 }
 
@@ -111,6 +112,11 @@ class GceEmulator {
   void Reset() { process_.Reset("gcp"); }
   void Fault(const std::string& json_fields) {
     process_.Fault(R"({"cloud":"gcp",)" + json_fields + "}");
+  }
+  void Preempt(const std::string& name) {
+    auto [status, body] =
+        process_.Control("POST", "/preempt", R"({"cloud":"gcp","name":")" + name + R"("})");
+    EXPECT_EQ(status, 200) << body;
   }
   void Settings(const std::string& json_fields) {
     auto [status, body] =
@@ -315,6 +321,35 @@ TEST_F(GcpEmulatorTest, Lifecycle) {
   OpResult del2 = driver.Delete(R"({"id":")" + id + R"(","name":"gcp-life"})");
   ASSERT_EQ(del2.status, GPUPROV_STATUS_OK) << del2;
   EXPECT_FALSE(del2.Doc()->getValue<bool>("deleted"));
+}
+
+// Spot (REFERENCE.md §3.8): provisioningModel SPOT stopped on preemption; a preempted instance
+// (TERMINATED, with a compute.instances.preempted operation) is "preempted" in get and list,
+// a stopped one that was not preempted stays "stopped"; delete removes it.
+TEST_F(GcpEmulatorTest, SpotIsStoppedOnPreemptionAndReportedAsPreempted) {
+  Driver driver(Config());
+  OpResult created = driver.Create(R"({"spot":true,)" + CreateRequest("gcp-spot").substr(1));
+  ASSERT_EQ(created.status, GPUPROV_STATUS_OK) << created << "\n" << driver.host().All();
+  EXPECT_TRUE(created.Vm()->getValue<bool>("spot"));
+  const std::string id = created.Vm()->getValue<std::string>("id");
+  ASSERT_TRUE(WaitRunning(driver, id));
+
+  emulator_->Preempt("gcp-spot");
+  OpResult got = driver.Get(R"({"id":")" + id + R"("})");
+  ASSERT_EQ(got.status, GPUPROV_STATUS_OK) << got;
+  EXPECT_EQ(got.Vm()->getValue<std::string>("state"), "preempted");
+  EXPECT_EQ(got.Vm()->getValue<std::string>("message"),
+            "compute.instances.preempted: Instance was preempted.");
+  OpResult list = driver.List();
+  ASSERT_EQ(list.status, GPUPROV_STATUS_OK) << list;
+  ASSERT_EQ(list.Doc()->getArray("vms")->size(), 1u) << list.json;
+  EXPECT_EQ(list.Doc()->getArray("vms")->getObject(0)->getValue<std::string>("state"),
+            "preempted");
+
+  OpResult del = driver.Delete(R"({"id":")" + id + R"(","name":"gcp-spot"})");
+  ASSERT_EQ(del.status, GPUPROV_STATUS_OK) << del;
+  EXPECT_EQ(emulator_->Count("instances"), 0);
+  EXPECT_EQ(emulator_->Count("firewalls"), 0);
 }
 
 TEST_F(GcpEmulatorTest, TheTokenIsCachedAndRenewedAfterA401) {

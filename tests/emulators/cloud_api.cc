@@ -43,6 +43,19 @@ HttpResponse CloudApi::Serve(const HttpRequest& req) {
   return resp;
 }
 
+bool CloudApi::Preempt(const std::string& name) {
+  JsonArray rows = Instances();
+  for (size_t i = 0; i < rows->size(); ++i) {
+    JsonObject row = rows->getObject(static_cast<unsigned>(i));
+    if (GetString(row, "name").value_or("") != name) continue;
+    const std::string state = GetString(row, "state").value_or("");
+    if (state != "running" && state != "provisioning") continue;
+    backend_->Preempt(GetString(row, "backend_id").value_or(""));
+    return true;
+  }
+  return false;
+}
+
 std::string CloudApi::Configure(const JsonObject& settings) {
   if (auto e = GetBool(settings, "enforce_rate_limits")) options_.enforce_rate_limits = *e;
   if (settings->has("api_latency_ms")) {

@@ -48,6 +48,9 @@ class CloudApi {
   HttpResponse Serve(const HttpRequest& req);
 
   FaultBook& faults() { return faults_; }
+  /// Takes the live instance called \a name back, as the cloud does a spot VM
+  /// (InstanceBackend::Preempt); false when there is none.
+  bool Preempt(const std::string& name);
   /// {"instances": n, "firewalls": n, "ssh_keys": n, "backend_instances": n}.
   virtual JsonObject Counts() = 0;
   /// Every live instance: {"id" (the cloud's), "name", "backend_id", "state",

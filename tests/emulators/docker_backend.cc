@@ -312,6 +312,7 @@ class DockerBackend : public InstanceBackend {
       case Phase::kGone:
       case Phase::kDeleted:
         s.state = InstanceState::kGone;
+        s.preempted = r.preempted;
         break;
       case Phase::kError:
         s.state = InstanceState::kError;
@@ -354,6 +355,13 @@ class DockerBackend : public InstanceBackend {
     r.message.clear();
     ScheduleLocked(Clock::now(), id, Task::kStart);
     return true;
+  }
+
+  void Preempt(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find(id);
+    if (it == records_.end() || it->second.phase == Phase::kDeleted) return;
+    ScheduleLocked(Clock::now(), id, Task::kPreempt);
   }
 
   void SetReachablePorts(const std::string& id, const PortSet& ports) override {
@@ -409,7 +417,7 @@ class DockerBackend : public InstanceBackend {
 
  private:
   enum class Phase { kCreating, kWaitStart, kRunning, kGone, kError, kStopped, kDeleted };
-  enum class Task { kCreate, kStart, kVanish, kFail, kGpu, kCheck, kRemove, kOpenSsh, kPowerOff };
+  enum class Task { kCreate, kStart, kVanish, kFail, kGpu, kCheck, kRemove, kOpenSsh, kPowerOff, kPreempt };
   struct Record {
     std::string id;
     InstanceSpec spec;
@@ -428,6 +436,7 @@ class DockerBackend : public InstanceBackend {
     bool ssh_open = true;       // false while the SSH delay runs: the gate leaves SSH out
     bool booted = false;        // it has run once: a later start is a power-on, not a create
     bool stop_requested = false;  // Stop was called; it powers off
+    bool preempted = false;     // Preempt took it back
   };
   struct Job {
     Clock::time_point at;
@@ -719,6 +728,20 @@ class DockerBackend : public InstanceBackend {
         Update(r.id, [&](Record& x) {
           x.phase = Phase::kGone;
           x.message = "the instance vanished while booting (fault vanish_during_boot)";
+        });
+        return;
+      }
+      case Task::kPreempt: {
+        // The machine stops at once, as a spot VM does when its cloud takes it back.
+        CloseGate(r.address);
+        try {
+          engine.KillContainer(r.container_id);
+        } catch (const EngineError&) {
+        }
+        Update(r.id, [&](Record& x) {
+          x.phase = Phase::kGone;
+          x.preempted = true;
+          x.message = "the cloud took the instance back (POST /preempt)";
         });
         return;
       }

@@ -547,6 +547,9 @@ const std::vector<std::pair<std::string, std::string>>& ShapeSource() {
       {"DescribeSecurityGroups",
        "Filter.N.Name:s Filter.N.Value.N:s GroupId.N:s GroupName.N:s DryRun:b NextToken:s "
        "MaxResults:i"},
+      {"DescribeSpotPriceHistory",
+       "Filter.N.Name:s Filter.N.Value.N:s AvailabilityZone:s DryRun:b EndTime:t "
+       "InstanceType.N:s MaxResults:i NextToken:s ProductDescription.N:s StartTime:t"},
       {"DescribeSubnets",
        "Filter.N.Name:s Filter.N.Value.N:s SubnetId.N:s DryRun:b NextToken:s MaxResults:i"},
       {"DescribeVpcs",
@@ -743,6 +746,7 @@ class Ec2Api : public CloudApi {
     int disk_gb = 0;
     std::string shutdown_behavior = "stop";
     bool stop_requested = false;  // StopInstances since the last start: "stopping", then "stopped"
+    bool spot = false;  // InstanceMarketOptions.MarketType=spot: instanceLifecycle "spot"
   };
   struct Reservation {
     std::string id, region, fingerprint;
@@ -1007,6 +1011,7 @@ class Ec2Api : public CloudApi {
     if (action == "CreateTags") return CreateTags(a);
     if (action == "DescribeInstanceTypes") return DescribeInstanceTypes(a);
     if (action == "DescribeInstanceTypeOfferings") return DescribeInstanceTypeOfferings(a);
+    if (action == "DescribeSpotPriceHistory") return DescribeSpotPriceHistory(a);
     if (action == "DescribeVpcs") return DescribeVpcs(a);
     if (action == "DescribeSubnets") return DescribeSubnets(a);
     if (action == "DescribeRegions") return DescribeRegions();
@@ -1390,6 +1395,22 @@ class Ec2Api : public CloudApi {
       }
       return;
     }
+    if (s.state == InstanceState::kGone && s.preempted) {
+      // EC2 User Guide, "Spot Instance interruptions" / "State change reasons": an interrupted
+      // one-time Spot Instance (interruption behaviour terminate) shuts down and terminates
+      // with state reason Server.SpotInstanceTermination.
+      i.phase = Phase::kShuttingDown;
+      i.terminate_requested = now;
+      i.reason_code = i.spot ? "Server.SpotInstanceTermination" : "Server.InternalError";
+      i.reason_message = i.spot ? "Server.SpotInstanceTermination: Spot instance termination"
+                                : "Server.InternalError: Internal error";
+      backend_->Delete(i.backend_id);
+      if (shutdown_seconds_ <= 0) {
+        i.phase = Phase::kTerminated;
+        i.terminated_at = now;
+      }
+      return;
+    }
     if (s.state == InstanceState::kGone || s.state == InstanceState::kError) {
       i.phase = Phase::kTerminated;
       i.terminated_at = now;
@@ -1470,6 +1491,9 @@ class Ec2Api : public CloudApi {
     x += L("amiLaunchIndex", std::to_string(i.ami_launch_index));
     x += E("productCodes", "");
     x += L("instanceType", i.type);
+    // DescribeInstances' Instance.InstanceLifecycle: "spot" for a Spot Instance, absent for
+    // an on-demand one (EC2 API model, InstanceLifecycleType).
+    if (i.spot) x += L("instanceLifecycle", "spot");
     x += L("launchTime", Iso8601(i.launch_time));
     x += E("placement", L("availabilityZone", i.az) + "<groupName/>" + L("tenancy", "default"));
     x += E("monitoring", L("state", "disabled"));
@@ -1798,6 +1822,7 @@ class Ec2Api : public CloudApi {
       i.shutdown_behavior = a.Str("InstanceInitiatedShutdownBehavior").empty()
                                 ? "stop"
                                 : a.Str("InstanceInitiatedShutdownBehavior");
+      i.spot = a.Str("InstanceMarketOptions.MarketType") == "spot";
       const uint64_t slot = ++launch_counter_;
       i.private_ip =
           "172.31." + std::to_string((slot / 250) % 256) + "." + std::to_string(slot % 250 + 4);
@@ -2582,6 +2607,30 @@ class Ec2Api : public CloudApi {
       }
     }
     return Xml(200, "DescribeInstanceTypeOfferingsResponse", E("instanceTypeOfferingSet", items));
+  }
+
+  // --- Spot prices (EC2 API reference, DescribeSpotPriceHistory: spotPriceHistorySet items of
+  // availabilityZone, instanceType, productDescription, spotPrice, timestamp; with StartTime
+  // now, the price in effect now per zone). The prices are this emulator's own market, not
+  // AWS's: $0.05 per vCPU plus $0.25 per GPU an hour, 2% dearer per zone after "a". ---
+  HttpResponse DescribeSpotPriceHistory(const Args& a) {
+    const std::vector<std::string> types = a.List("InstanceType");
+    std::string items;
+    for (const auto& t : Types()) {
+      if (!OfferedIn(t, region_)) continue;
+      if (!types.empty() && std::find(types.begin(), types.end(), t.name) == types.end()) continue;
+      int zone = 0;
+      for (const char* suffix : {"a", "b", "c"}) {
+        const double price = (0.05 * t.vcpus + 0.25 * t.gpu_count) * (1 + 0.02 * zone++);
+        char text[32];
+        std::snprintf(text, sizeof text, "%.6f", price);
+        items += E("item", L("availabilityZone", region_ + suffix) + L("instanceType", t.name) +
+                               L("productDescription", "Linux/UNIX") + L("spotPrice", text) +
+                               L("timestamp", Iso8601(SysClock::now())));
+      }
+    }
+    return Xml(200, "DescribeSpotPriceHistoryResponse",
+               L("nextToken", "") + E("spotPriceHistorySet", items));
   }
 
   // --- VPCs and subnets (EC2 API reference, DescribeVpcs / DescribeSubnets: vpcSet and

@@ -926,6 +926,9 @@ TEST_F(Ec2ApiModelResponses, EveryAnswerHasOnlyTheModelsElementsAndTypes) {
   Checked("CreateTags", {{"ResourceId.1", id}, {"Tag.1.Key", "team"}, {"Tag.1.Value", "ml"}});
   Checked("DescribeInstanceTypes", {{"InstanceType.1", "g6.xlarge"}});
   Checked("DescribeInstanceTypeOfferings", {{"LocationType", "region"}});
+  Checked("DescribeSpotPriceHistory", {{"InstanceType.1", "g6.xlarge"},
+                                       {"ProductDescription.1", "Linux/UNIX"},
+                                       {"StartTime", "2026-12-06T12:00:00Z"}});
   Checked("DescribeRegions", {});
   Checked("DescribeAvailabilityZones", {});
   Checked("DescribeAddresses", {});
@@ -985,7 +988,9 @@ TEST_F(Ec2ApiModel, TheDriversOperationsAndParametersAreInTheModel) {
         "TagSpecification.1.ResourceType", "TagSpecification.1.Tag.1.Key",
         "TagSpecification.1.Tag.1.Value", "NetworkInterface.1.DeviceIndex",
         "NetworkInterface.1.SubnetId", "NetworkInterface.1.AssociatePublicIpAddress",
-        "NetworkInterface.1.DeleteOnTermination", "NetworkInterface.1.SecurityGroupId.1"}},
+        "NetworkInterface.1.DeleteOnTermination", "NetworkInterface.1.SecurityGroupId.1",
+        "InstanceMarketOptions.MarketType", "InstanceMarketOptions.SpotOptions.SpotInstanceType",
+        "InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior"}},
       {"TerminateInstances", {"InstanceId.1"}},
       {"DescribeSecurityGroups", {"GroupId.1", "Filter.1.Name", "Filter.2.Value.1"}},
       {"CreateSecurityGroup",
@@ -1007,6 +1012,7 @@ TEST_F(Ec2ApiModel, TheDriversOperationsAndParametersAreInTheModel) {
         "TagSpecification.1.Tag.1.Key", "TagSpecification.1.Tag.1.Value"}},
       {"DeleteKeyPair", {"KeyName"}},
       {"DescribeInstanceTypeOfferings", {"LocationType", "Filter.1.Name", "Filter.1.Value.1"}},
+      {"DescribeSpotPriceHistory", {"InstanceType.1", "ProductDescription.1", "StartTime"}},
       {"DescribeVpcs", {"Filter.1.Name", "Filter.1.Value.1"}},
       {"DescribeSubnets", {"SubnetId.1", "Filter.1.Name", "Filter.1.Value.1"}},
   };

@@ -406,6 +406,20 @@ HttpResponse Emulator::HandleControl(const HttpRequest& req) {
       return EmptyResponse(204);
     }
   }
+  if (path == "/preempt" && m == "POST") {
+    // The cloud takes the named instance back, as it does a spot VM; each cloud's API then
+    // reports it as its reference says (tests/emulators/README.md, "Preemption").
+    const std::string name = GetString(body, "name").value_or("");
+    if (cloud.empty() || name.empty()) {
+      return ControlError(400, "\"cloud\" and \"name\" are required");
+    }
+    if (!targets.front()->Preempt(name)) {
+      return ControlError(404, "no live instance \"" + name + "\" on " + cloud);
+    }
+    JsonObject o = NewObject();
+    o->set("ok", true);
+    return JsonResponse(200, o);
+  }
   if (path == "/stalled") {
     if (m == "GET") {
       if (!cloud.empty()) return JsonResponse(200, targets.front()->StallState());

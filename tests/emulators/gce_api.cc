@@ -874,6 +874,7 @@ class GceApi : public CloudApi {
     std::string delete_op;
     std::string fingerprint = Fingerprint();
     std::string tags_fingerprint = Fingerprint();
+    bool preempted = false;  // POST /preempt took it back; its operation is recorded
   };
   struct Operation {
     uint64_t id = 0;
@@ -889,6 +890,7 @@ class GceApi : public CloudApi {
     JsonArray errors;                          // set when it failed
     int http_error_status = 0;
     std::string http_error_message;
+    std::string status_message;  // "" = not written
   };
   struct Firewall {
     JsonObject resource;
@@ -1902,6 +1904,7 @@ class GceApi : public CloudApi {
     o->set("insertTime", Rfc3339Millis(op.insert_time));
     o->set("startTime", Rfc3339Millis(op.insert_time));
     if (op.end_time) o->set("endTime", Rfc3339Millis(*op.end_time));
+    if (!op.status_message.empty()) o->set("statusMessage", op.status_message);
     if (op.errors) {
       JsonObject err = NewObject();
       err->set("errors", op.errors);
@@ -2016,9 +2019,31 @@ class GceApi : public CloudApi {
       case InstanceState::kStopped:
         return "TERMINATED";  // plugins/gcp/REFERENCE.md §3.2: TERMINATED = stopped, not deleted
       case InstanceState::kGone:
-        return "";
+        // A Spot VM Compute Engine took back (POST /preempt) is stopped when its
+        // instanceTerminationAction is STOP (the default for SPOT), deleted when DELETE
+        // (compute v1 Scheduling.instanceTerminationAction).
+        return s.preempted && SpotStopsOnPreemption(inst) ? "TERMINATED" : "";
     }
     return "";
+  }
+
+  static bool SpotStopsOnPreemption(const Instance& inst) {
+    return inst.scheduling &&
+           GetString(inst.scheduling, "provisioningModel").value_or("") == "SPOT" &&
+           GetString(inst.scheduling, "instanceTerminationAction").value_or("STOP") != "DELETE";
+  }
+
+  // Compute Engine records a preemption as a DONE zone operation compute.instances.preempted
+  // targeting the instance, statusMessage "Instance was preempted." (documentation,
+  // "Create and use Spot VMs", detecting a preemption: gcloud compute operations list
+  // --filter="operationType=compute.instances.preempted").
+  void RecordPreemption(Instance& inst) {
+    if (inst.preempted) return;
+    inst.preempted = true;
+    Operation& op =
+        NewOperation(inst.zone, "compute.instances.preempted", InstanceLink(inst), inst.id);
+    op.status_message = "Instance was preempted.";
+    Finish(op);
   }
 
   JsonObject InstanceJson(Instance& inst) {
@@ -2037,7 +2062,7 @@ class GceApi : public CloudApi {
     }());
     o->set("machineType", Link("zones/" + inst.zone + "/machineTypes/" + inst.machine_type));
     o->set("status", status.empty() ? std::string("STOPPING") : status);
-    if (status == "TERMINATED") {
+    if (status == "TERMINATED" && !inst.preempted) {
       o->set("statusMessage", std::string("Instance terminated during boot (emulator fault "
                                           "error_during_boot; not from the reference)"));
     }
@@ -2581,7 +2606,9 @@ class GceApi : public CloudApi {
         ++it;
         continue;
       }
-      const std::string status = StatusOf(inst, nullptr);
+      InstanceStatus backend_status;
+      const std::string status = StatusOf(inst, &backend_status);
+      if (backend_status.preempted) RecordPreemption(inst);
       if (status.empty()) {
         // The machine vanished: the instance is gone (404) and an unfinished insert fails.
         if (ins) {

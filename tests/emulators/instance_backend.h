@@ -111,6 +111,9 @@ struct InstanceStatus {
   bool ssh_open = true;  // docker: false while the SSH delay keeps SSH refused
   /// How long it has been running (0 unless kRunning).
   std::chrono::milliseconds running_for{0};
+  /// With kGone: the cloud took the instance back (Preempt, the control API's POST /preempt);
+  /// each cloud's API reports it as its reference says a preempted spot VM looks.
+  bool preempted = false;
 };
 
 class BackendError : public std::runtime_error {
@@ -130,6 +133,10 @@ class InstanceBackend {
   virtual InstanceStatus State(const std::string& id) = 0;
   /// Removes the instance (asynchronously for docker); unknown ids are fine.
   virtual void Delete(const std::string& id) = 0;
+  /// The cloud takes the instance back, as it does a spot VM: the machine stops at once (docker:
+  /// the container is killed) and State says kGone with preempted set until Delete. Unknown
+  /// ids are ignored.
+  virtual void Preempt(const std::string& id) = 0;
   /// Machines that still exist in the backend (deleted-but-not-yet-removed
   /// containers included), so tests can assert nothing leaked. cloud "" = all.
   virtual size_t LiveCount(const std::string& cloud = "") = 0;

@@ -72,6 +72,12 @@ class MemoryBackend : public InstanceBackend {
                    std::to_string(r.slot % 254 + 1);
     s.ssh_port = r.ssh_port;
     s.boot_script_fails = r.spec.faults.script_fails;
+    if (r.preempted) {
+      s.state = InstanceState::kGone;
+      s.preempted = true;
+      s.message = "the cloud took the instance back (POST /preempt)";
+      return s;
+    }
     if (r.spec.faults.vanish && elapsed >= boot / 2) {
       s.state = InstanceState::kGone;
       s.message = "the instance vanished while booting (fault vanish_during_boot)";
@@ -102,6 +108,11 @@ class MemoryBackend : public InstanceBackend {
   void Delete(const std::string& id) override {
     std::lock_guard<std::mutex> lock(mu_);
     records_.erase(id);
+  }
+
+  void Preempt(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = records_.find(id); it != records_.end()) it->second.preempted = true;
   }
 
   size_t LiveCount(const std::string& cloud) override {
@@ -156,6 +167,7 @@ class MemoryBackend : public InstanceBackend {
     int ssh_port = 22;
     PortSet reachable;
     bool stopped = false;  // Stop was called and no Start since
+    bool preempted = false;
   };
   std::chrono::milliseconds boot_time_;
   std::mutex mu_;

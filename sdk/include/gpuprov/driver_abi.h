@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * gpuprov driver ABI, version 1.4: the only contract between the gpuprov host and a cloud driver.
+ * gpuprov driver ABI, version 1.5: the only contract between the gpuprov host and a cloud driver.
  *
  * TRUST MODEL. A driver is a shared object loaded into the gpuprov process with
  * RTLD_NOW | RTLD_LOCAL. It is trusted like the host itself: it runs with the user's
@@ -58,7 +58,7 @@ extern "C" {
 #endif
 
 #define GPUPROV_ABI_VERSION_MAJOR 1
-#define GPUPROV_ABI_VERSION_MINOR 4
+#define GPUPROV_ABI_VERSION_MINOR 5
 
 /* First member after struct_size in the descriptor: tells a gpuprov driver from any other .so
  * that happens to export the entry symbol name. Not a security measure. ('GPPV') */
@@ -87,6 +87,9 @@ typedef int32_t gpuprov_type_status;
 #define GPUPROV_CAP_OPEN_PORTS (1u << 2)          /* can open ports: needs open_ports */
 #define GPUPROV_CAP_HOSTS_KUBERNETES (1u << 3)    /* a VM can become a k3s node */
 #define GPUPROV_CAP_VM_LIFECYCLE (1u << 4) /* needs check, offers, create, get, list, delete_vm */
+/* Since ABI 1.5: sells spot (preemptible) VMs: create takes "spot": true, offers carry
+ * spot_price_per_hour, and a VM the cloud took back has state "preempted". No vtable slot. */
+#define GPUPROV_CAP_SPOT (1u << 6)
 
 /* Since ABI 1.4: values of gpuprov_type_driver_descriptor.node_address, how a VM of the cloud
  * learns its own public IPv4 address (the node installer's --public-ip-source). */

@@ -540,7 +540,10 @@ const gpuprov_type_driver_descriptor* Descriptor() noexcept {
   constexpr size_t kCount = kKeyCount<decltype(Keys)>;
   static constexpr std::array<const gpuprov_type_config_key*, kCount> kKeyPointers =
       KeyPointers<Keys>(std::make_index_sequence<kCount>());
-  constexpr int kMinor = std::max(MinorRequired, MinorNeededBy(Keys));
+  // A host of ABI 1.2 or older refuses a capability bit it does not know (GPUPROV_CAP_SPOT).
+  constexpr int kMinorOfCapabilities = (T::kCapabilities & GPUPROV_CAP_SPOT) ? 3 : 0;
+  constexpr int kMinor =
+      std::max({MinorRequired, MinorNeededBy(Keys), kMinorOfCapabilities});
   static constexpr gpuprov_type_driver_descriptor kDescriptor = {
       sizeof(gpuprov_type_driver_descriptor),
       GPUPROV_DRIVER_MAGIC,
