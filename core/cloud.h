@@ -51,8 +51,6 @@ struct CloudOffer {
   /// The offers result's powered_off_cost: "none", "disk", "full"; "" when the driver does
   /// not say (ttl.h).
   std::string powered_off_cost;
-  /// The spot price per hour in USD (GPUPROV_CAP_SPOT drivers); nullopt: no spot or unknown.
-  std::optional<double> spot_price_per_hour;
   /// Set by PricedAsSpot (spot.h): the on-demand price, price_per_hour being the spot one.
   double on_demand_price_per_hour = 0;
 };
