@@ -73,6 +73,7 @@ readonly APPLIED_FINGERPRINT="$STATE_DIR/k3s-applied.sha256" # what k3s last (re
 readonly GPU_ENABLED_MARKER="$STATE_DIR/gpu-enabled"         # a GPU was configured once
 readonly PUBLIC_IP_MEMORY="$STATE_DIR/public-ip"             # last known public IP
 readonly DRIVER_INSTALLED="$STATE_DIR/nvidia-driver-installed"  # --nvidia-driver install ran
+readonly KEPT_FLAGS="$STATE_DIR/k3s-kept-flags" # a found k3s unit's ExecStart flags, one a line
 readonly DRIVER_INSTALLED_THIS_BOOT="/run/gpuprov/nvidia-driver-installed" # ... in this boot
 # Where k3s looks for the NVIDIA runtime at start (besides its PATH).
 readonly NVIDIA_RUNTIME_DIRS=("/usr/local/nvidia/toolkit" "/usr/bin")
@@ -875,6 +876,55 @@ resolve_public_ip() {
   done
 }
 
+# keep_unit_flags: the k3s server flags of a k3s.service gpuprov did not write (get.k3s.io's, a
+# user's) are saved once to $KEPT_FLAGS, as k3s's install.sh keeps them on a re-install; later
+# runs read them from there. Sets KEPT_K3S_FLAGS: those flags without the ones gpuprov sets itself
+# (config.yaml's keys, the config and kubeconfig paths); their --tls-san values join EXTRA_SANS.
+keep_unit_flags() {
+  local exec_line words=() w flag value i=0 sans=()
+  KEPT_K3S_FLAGS=()
+  if [[ -f "$ROOT$K3S_UNIT" ]] && ! grep -q '^# Written by gpuprov-install' "$ROOT$K3S_UNIT"; then
+    # ExecStart= with its continuation lines (install.sh writes one quoted word a line).
+    exec_line="$(awk '/^ExecStart=/ { on = 1; sub(/^ExecStart=[-@:+!]*/, "") }
+      on { c = sub(/\\$/, ""); printf "%s ", $0; if (!c) exit }' "$ROOT$K3S_UNIT")"
+    # xargs splits words as systemd does for quoted words (single or double quotes).
+    if ! mapfile -t words < <(printf '%s\n' "$exec_line" | xargs -r printf '%s\n' 2>/dev/null) ||
+      [[ "${#words[@]}" -lt 2 || "${words[0]##*/}" != k3s || "${words[1]}" != server ]]; then
+      log "$K3S_UNIT (not gpuprov's) runs no k3s server this can read: its ExecStart flags are not kept"
+    else
+      printf '%s\n' "${words[@]:2}" | atomic_write "$ROOT$KEPT_FLAGS" 0600
+      log "$K3S_UNIT was not gpuprov's: its ExecStart flags kept in $KEPT_FLAGS"
+    fi
+  fi
+  [[ -s "$ROOT$KEPT_FLAGS" ]] || return 0
+  mapfile -t words <"$ROOT$KEPT_FLAGS"
+  while ((i < ${#words[@]})); do
+    w="${words[i]}"
+    i=$((i + 1))
+    flag="${w%%=*}"
+    flag="--${flag#"${flag%%[!-]*}"}" # urfave/cli takes -flag and --flag alike
+    case "$flag" in
+      --tls-san | --write-kubeconfig-mode | --default-runtime | --config | --c | --write-kubeconfig | --o) ;;
+      *)
+        [[ -z "$w" ]] || KEPT_K3S_FLAGS+=("$w")
+        continue
+        ;;
+    esac
+    if [[ "$w" == *=* ]]; then
+      value="${w#*=}"
+    else
+      value="${words[i]:-}"
+      i=$((i + 1))
+    fi
+    if [[ "$flag" == --tls-san ]]; then
+      IFS=, read -r -a sans <<<"$value"
+      EXTRA_SANS+=("${sans[@]}")
+    else
+      log "kept k3s flag $flag dropped: gpuprov sets it (config.yaml, /etc/rancher/k3s/k3s.yaml)"
+    fi
+  done
+}
+
 render_config() {
   local s
   printf '# Written by gpuprov-install.sh on every run: edits here are overwritten.\n'
@@ -934,8 +984,21 @@ Restart=always
 RestartSec=5s
 ExecStartPre=-/sbin/modprobe br_netfilter
 ExecStartPre=-/sbin/modprobe overlay
-ExecStart=$K3S_BIN server
+ExecStart=$K3S_BIN server$(kept_flag_words)
 EOF
+}
+
+# kept_flag_words: KEPT_K3S_FLAGS as words of the unit, each single-quoted as install.sh writes
+# them (a word holding a quote is left out: systemd has no escape for it inside single quotes).
+kept_flag_words() {
+  local w
+  for w in "${KEPT_K3S_FLAGS[@]}"; do
+    if [[ "$w" == *"'"* ]]; then
+      log "a kept k3s flag word holds a quote: left out of $K3S_UNIT"
+    else
+      printf " '%s'" "$w"
+    fi
+  done
 }
 
 # write_k3s_env: the proxy settings this run has, for k3s and its containerd (as k3s's install.sh
@@ -1260,6 +1323,7 @@ main() {
     dev_char_links
   fi
   step public-ip
+  keep_unit_flags # a found unit's --tls-san values join the certificate's names
   resolve_public_ip
   step config
   write_config
