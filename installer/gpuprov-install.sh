@@ -694,17 +694,28 @@ apt_run() {
     rc=0
     DEBIAN_FRONTEND=noninteractive "$@" >"$out" 2>&1 9>&- || rc=$?
     cat "$out" >>"$LOG_PATH"
-    [[ "$rc" != 0 ]] || { rm -f "$out"; return 0; }
+    [[ "$rc" != 0 ]] || { rm -f "$out"; lock_wait_said ""; return 0; }
     held="$(grep -m1 -E 'Could not get lock|dpkg frontend (lock )?(is|was) locked' "$out")" || true
     if [[ -z "$held" ]] || ((SECONDS - t0 >= APT_LOCK_TIMEOUT_S)); then break; fi
     log "waiting for apt's lock ($((SECONDS - t0))s of ${APT_LOCK_TIMEOUT_S}s): ${held#E: }"
+    lock_wait_said "waiting for apt's lock (at most ${APT_LOCK_TIMEOUT_S}s): ${held#E: }"
     sleep 5
   done
+  lock_wait_said ""
   APT_ERROR="$(grep -E '^E: |^dpkg: error' "$out" | grep -v 'Some index files failed' | tail -n1)" || true
   [[ -z "$held" ]] || APT_ERROR="${held#E: } (still after ${APT_LOCK_TIMEOUT_S}s)"
   APT_ERROR="${APT_ERROR:-$1 exit $rc}"
   rm -f "$out"
   return 1
+}
+
+# lock_wait_said TEXT: the marker's message while this run waits for apt's lock ("": the wait is
+# over), so gpuprov's progress says what the install waits for; written when it changes.
+lock_wait_said() {
+  [[ "$1" != "$MESSAGE" ]] || return 0
+  [[ -n "$1" || "$MESSAGE" == "waiting for apt's lock"* ]] || return 0
+  MESSAGE="$1"
+  write_status
 }
 
 # pgp_fingerprint FILE: the v4 fingerprint of the first key in binary OpenPGP FILE: SHA-1 over
