@@ -691,31 +691,23 @@ find_nvidia_runtime() {
 apt_run() {
   local out="$LOG_PATH.apt" t0=$SECONDS rc held
   while :; do
-    rc=0
+    rc=0 held=""
     DEBIAN_FRONTEND=noninteractive "$@" >"$out" 2>&1 9>&- || rc=$?
     cat "$out" >>"$LOG_PATH"
-    [[ "$rc" != 0 ]] || { rm -f "$out"; lock_wait_said ""; return 0; }
-    held="$(grep -m1 -E 'Could not get lock|dpkg frontend (lock )?(is|was) locked' "$out")" || true
+    [[ "$rc" == 0 ]] || held="$(grep -m1 -E 'Could not get lock|dpkg frontend (lock )?(is|was) locked' "$out")" || true
     if [[ -z "$held" ]] || ((SECONDS - t0 >= APT_LOCK_TIMEOUT_S)); then break; fi
     log "waiting for apt's lock ($((SECONDS - t0))s of ${APT_LOCK_TIMEOUT_S}s): ${held#E: }"
-    lock_wait_said "waiting for apt's lock (at most ${APT_LOCK_TIMEOUT_S}s): ${held#E: }"
+    # The running marker says it too (gpuprov's progress); MESSAGE is "" while a run goes on.
+    [[ -n "$MESSAGE" ]] || { MESSAGE="waiting for apt's lock (at most ${APT_LOCK_TIMEOUT_S}s): ${held#E: }" && write_status; }
     sleep 5
   done
-  lock_wait_said ""
+  [[ -z "$MESSAGE" ]] || { MESSAGE="" && write_status; }
+  [[ "$rc" != 0 ]] || { rm -f "$out"; return 0; }
   APT_ERROR="$(grep -E '^E: |^dpkg: error' "$out" | grep -v 'Some index files failed' | tail -n1)" || true
   [[ -z "$held" ]] || APT_ERROR="${held#E: } (still after ${APT_LOCK_TIMEOUT_S}s)"
   APT_ERROR="${APT_ERROR:-$1 exit $rc}"
   rm -f "$out"
   return 1
-}
-
-# lock_wait_said TEXT: the marker's message while this run waits for apt's lock ("": the wait is
-# over), so gpuprov's progress says what the install waits for; written when it changes.
-lock_wait_said() {
-  [[ "$1" != "$MESSAGE" ]] || return 0
-  [[ -n "$1" || "$MESSAGE" == "waiting for apt's lock"* ]] || return 0
-  MESSAGE="$1"
-  write_status
 }
 
 # pgp_fingerprint FILE: the v4 fingerprint of the first key in binary OpenPGP FILE: SHA-1 over
@@ -887,53 +879,24 @@ resolve_public_ip() {
   done
 }
 
-# keep_unit_flags: the k3s server flags of a k3s.service gpuprov did not write (get.k3s.io's, a
-# user's) are saved once to $KEPT_FLAGS, as k3s's install.sh keeps them on a re-install; later
-# runs read them from there. Sets KEPT_K3S_FLAGS: those flags without the ones gpuprov sets itself
-# (config.yaml's keys, the config and kubeconfig paths); their --tls-san values join EXTRA_SANS.
+# keep_unit_flags: the `k3s server` flags of a k3s.service gpuprov did not write (get.k3s.io's, a
+# user's) are saved once to $KEPT_FLAGS, one word a line, as k3s's install.sh keeps them on a
+# re-install; KEPT_K3S_FLAGS holds them. k3s puts its config file's values before the command
+# line's, so a slice flag (--tls-san) adds to config.yaml's and any other flag replaces its value
+# (https://github.com/k3s-io/k3s/blob/master/pkg/configfilearg/parser.go, Parse): the flags
+# gpuprov sets itself (default-runtime, write-kubeconfig*, and config, which names another
+# file) are not kept, nor words holding a quote (each word is single-quoted in the unit).
 keep_unit_flags() {
-  local exec_line words=() w flag value i=0 sans=()
-  KEPT_K3S_FLAGS=()
-  if [[ -f "$ROOT$K3S_UNIT" ]] && ! grep -q '^# Written by gpuprov-install' "$ROOT$K3S_UNIT"; then
-    # ExecStart= with its continuation lines (install.sh writes one quoted word a line).
-    exec_line="$(awk '/^ExecStart=/ { on = 1; sub(/^ExecStart=[-@:+!]*/, "") }
-      on { c = sub(/\\$/, ""); printf "%s ", $0; if (!c) exit }' "$ROOT$K3S_UNIT")"
-    # xargs splits words as systemd does for quoted words (single or double quotes).
-    if ! mapfile -t words < <(printf '%s\n' "$exec_line" | xargs -r printf '%s\n' 2>/dev/null) ||
-      [[ "${#words[@]}" -lt 2 || "${words[0]##*/}" != k3s || "${words[1]}" != server ]]; then
-      log "$K3S_UNIT (not gpuprov's) runs no k3s server this can read: its ExecStart flags are not kept"
-    else
-      printf '%s\n' "${words[@]:2}" | atomic_write "$ROOT$KEPT_FLAGS" 0600
-      log "$K3S_UNIT was not gpuprov's: its ExecStart flags kept in $KEPT_FLAGS"
-    fi
+  if [[ -f "$ROOT$K3S_UNIT" ]] && ! grep -q '^# Written by gpuprov' "$ROOT$K3S_UNIT"; then
+    # ExecStart= and its continuation lines, split into words as systemd does (quotes).
+    awk '/^ExecStart=/{o=1;sub(/^ExecStart=[-@:+!]*/,"")}o{c=sub(/\\$/,"");printf "%s ",$0;if(!c)exit}' \
+      "$ROOT$K3S_UNIT" | xargs -r printf '%s\n' |
+      awk 'NR==1&&!/k3s$/||NR==2&&!/^server$/{exit}NR<3||/\x27/{next}d{d=0;next}{k=$0;sub(/=.*/,"",k)}k~/^--?([co]|config|default-runtime|write-kubeconfig.*)$/{d=!/=/;next}1' |
+      atomic_write "$ROOT$KEPT_FLAGS" 0600 || true
+    log "kept the k3s server flags of $K3S_UNIT"
   fi
-  [[ -s "$ROOT$KEPT_FLAGS" ]] || return 0
-  mapfile -t words <"$ROOT$KEPT_FLAGS"
-  while ((i < ${#words[@]})); do
-    w="${words[i]}"
-    i=$((i + 1))
-    flag="${w%%=*}"
-    flag="--${flag#"${flag%%[!-]*}"}" # urfave/cli takes -flag and --flag alike
-    case "$flag" in
-      --tls-san | --write-kubeconfig-mode | --default-runtime | --config | --c | --write-kubeconfig | --o) ;;
-      *)
-        [[ -z "$w" ]] || KEPT_K3S_FLAGS+=("$w")
-        continue
-        ;;
-    esac
-    if [[ "$w" == *=* ]]; then
-      value="${w#*=}"
-    else
-      value="${words[i]:-}"
-      i=$((i + 1))
-    fi
-    if [[ "$flag" == --tls-san ]]; then
-      IFS=, read -r -a sans <<<"$value"
-      EXTRA_SANS+=("${sans[@]}")
-    else
-      log "kept k3s flag $flag dropped: gpuprov sets it (config.yaml, /etc/rancher/k3s/k3s.yaml)"
-    fi
-  done
+  KEPT_K3S_FLAGS=()
+  [[ ! -s "$ROOT$KEPT_FLAGS" ]] || mapfile -t KEPT_K3S_FLAGS <"$ROOT$KEPT_FLAGS"
 }
 
 render_config() {
@@ -995,21 +958,8 @@ Restart=always
 RestartSec=5s
 ExecStartPre=-/sbin/modprobe br_netfilter
 ExecStartPre=-/sbin/modprobe overlay
-ExecStart=$K3S_BIN server$(kept_flag_words)
+ExecStart=$K3S_BIN server${KEPT_K3S_FLAGS[*]+$(printf " '%s'" "${KEPT_K3S_FLAGS[@]}")}
 EOF
-}
-
-# kept_flag_words: KEPT_K3S_FLAGS as words of the unit, each single-quoted as install.sh writes
-# them (a word holding a quote is left out: systemd has no escape for it inside single quotes).
-kept_flag_words() {
-  local w
-  for w in "${KEPT_K3S_FLAGS[@]}"; do
-    if [[ "$w" == *"'"* ]]; then
-      log "a kept k3s flag word holds a quote: left out of $K3S_UNIT"
-    else
-      printf " '%s'" "$w"
-    fi
-  done
 }
 
 # write_k3s_env: the proxy settings this run has, for k3s and its containerd (as k3s's install.sh
@@ -1334,11 +1284,11 @@ main() {
     dev_char_links
   fi
   step public-ip
-  keep_unit_flags # a found unit's --tls-san values join the certificate's names
   resolve_public_ip
   step config
   write_config
   step unit
+  keep_unit_flags
   write_unit
   if [[ "$GPU_CONFIGURED" == true ]]; then
     step device-plugin
