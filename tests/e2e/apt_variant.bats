@@ -29,16 +29,8 @@ setup() {
 }
 
 teardown() {
-  [ -z "${TUNNEL_PID:-}" ] || stop_child TERM "$TUNNEL_PID" || true
-  reset_emulators
-  rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
+  end_docker_test
   timeouts 240 120
-}
-
-on() {
-  local vm=$1
-  shift
-  "$GPUPROV" ssh "$vm" -- "$@"
 }
 
 # expect_toolkit_from_the_repo VM: real apt installed NVIDIA's toolkit from the VM's signed repo

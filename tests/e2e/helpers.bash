@@ -161,6 +161,21 @@ start_docker_clouds() {
   start_emulator emu --backend docker --clouds "$clouds" "$@"
 }
 
+# end_docker_test: the teardown of a test in such a file: its tunnel stopped, every instance and
+# fault of the file's emulators gone, the VM records and kubeconfigs removed.
+end_docker_test() {
+  [ -z "${TUNNEL_PID:-}" ] || stop_child TERM "$TUNNEL_PID" || true
+  reset_emulators
+  rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
+}
+
+# on VM CMD...: runs CMD on the VM over gpuprov ssh (the VM's shell reads the words joined).
+on() {
+  local vm=$1
+  shift
+  "$GPUPROV" ssh "$vm" -- "$@"
+}
+
 # start_emulator NAME ARGS...: starts `gpuprov-emulator ARGS` for this test file (from
 # setup_file), known as NAME; its "<cloud> <url>" lines go to $BATS_FILE_TMPDIR/NAME.out. Cloud
 # credentials come from the environment (for gcp, GOOGLE_APPLICATION_CREDENTIALS may name a

@@ -29,18 +29,10 @@ setup() {
 }
 
 teardown() {
-  [ -z "${TUNNEL_PID:-}" ] || stop_child TERM "$TUNNEL_PID" || true
-  reset_emulators
-  rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
+  end_docker_test
 }
 
 # on VM CMD...: runs CMD on the VM over gpuprov ssh.
-on() {
-  local vm=$1
-  shift
-  "$GPUPROV" ssh "$vm" -- "$@"
-}
-
 # expect_downloaded VM: the VM started without k3s, and the installer fetched it from the mirror
 # in the VM and installed it after checking the simulator's hash.
 expect_downloaded() {
