@@ -96,6 +96,10 @@ const std::vector<Command>& Commands() {
         {"nvidia-driver", 0, "MODE", "a GPU without a working driver: image (the default: fail, "
                                      "naming a GPU image) or install (add the distribution's "
                                      "server driver, reboot once)"},
+        {"nvidia-repo-url", 0, "URL", "a mirror of NVIDIA's container toolkit apt repository, "
+                                      "https://nvidia.github.io/libnvidia-container"},
+        {"nvidia-key-fingerprint", 0, "HEX", "the fingerprint of the key that signs that "
+                                             "repository (default: NVIDIA's, pinned)"},
         {"install-route", 0, "ROUTE", "how k3s gets onto the node: auto (the default: in the "
                                       "boot script where the cloud runs one, else over SSH), "
                                       "boot or ssh"},
@@ -326,6 +330,8 @@ int RunProvisionArgs(const AppContext& app, const ParsedArgs& args) {
   flags.k3s_sha256 = args.value("k3s-sha256");
   flags.k3s_download_url = args.value("k3s-download-url");
   flags.nvidia_driver = args.value("nvidia-driver");
+  flags.nvidia_repo_url = args.value("nvidia-repo-url");
+  flags.nvidia_key_fingerprint = args.value("nvidia-key-fingerprint");
   if (args.has("k8s")) flags.kubernetes = true;
   if (args.has("no-k8s")) flags.kubernetes = false;
   if (auto route = args.value("install-route")) {

@@ -22,7 +22,7 @@ namespace {
 constexpr std::string_view kAllowedTopLevel = "[defaults], [clouds.<name>]";
 constexpr std::string_view kAllowedDefaults =
     "kubernetes, cloud, region, gpus, ssh_key, k3s_version, k3s_sha256, k3s_download_url, "
-    "nvidia_driver, "
+    "nvidia_driver, nvidia_repo_url, nvidia_key_fingerprint, "
     "allow_from, allow_from_ssh, merge_kubeconfig, tunnel_first_port, confirm_above_per_hour, "
     "ttl, idle_ttl, smoke_test, smoke_test_image, spot, "
     "[defaults.timeouts]";
@@ -319,6 +319,10 @@ class ConfigParser {
         out.k3s_download_url = String(full, v, false);
       } else if (key == "nvidia_driver") {
         out.nvidia_driver = String(full, v, false);
+      } else if (key == "nvidia_repo_url") {
+        out.nvidia_repo_url = String(full, v, false);
+      } else if (key == "nvidia_key_fingerprint") {
+        out.nvidia_key_fingerprint = String(full, v, false);
       } else if (key == "allow_from") {
         if (!v.is_array()) throw TypeError(full, v, "an array of CIDR strings");
         std::vector<std::string> cidrs;

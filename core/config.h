@@ -11,6 +11,8 @@
 //   k3s_sha256 = "<64 hex>"
 //   k3s_download_url = "https://mirror.example/k3s"
 //   nvidia_driver = "install"   # a GPU without a driver: "image" (fail, the default) or "install"
+//   nvidia_repo_url = "https://mirror.example/libnvidia-container"  # NVIDIA's toolkit apt repo
+//   nvidia_key_fingerprint = "<40 hex>"  # the key that signs it (default: NVIDIA's, pinned)
 //   allow_from = ["203.0.113.0/24"]  # sources of 6443/80/443 with direct access (CIDRs)
 //   allow_from_ssh = false      # true: 22 too
 //   merge_kubeconfig = true     # provision merges the VM's context into ~/.kube/config
@@ -63,6 +65,8 @@ struct ConfigDefaults {
   std::optional<std::string> k3s_sha256;
   std::optional<std::string> k3s_download_url;
   std::optional<std::string> nvidia_driver;  // As written; checked with the flag's.
+  std::optional<std::string> nvidia_repo_url;         // As written; checked with the flag's.
+  std::optional<std::string> nvidia_key_fingerprint;  // As written; checked with the flag's.
   std::optional<std::vector<std::string>> allow_from;  // As written; checked with the flag's.
   std::optional<bool> allow_from_ssh;
   std::optional<bool> merge_kubeconfig;

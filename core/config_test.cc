@@ -358,6 +358,19 @@ TEST(ConfigTest, K3sReleaseDefaults) {
               HasSubstr("key 'defaults.k3s_download_url' must not be empty"));
 }
 
+TEST(ConfigTest, NvidiaRepoDefaults) {
+  const Config config = ParseConfig(
+      "[defaults]\nnvidia_repo_url = \"https://mirror.example/nvidia\"\n"
+      "nvidia_key_fingerprint = \"" + std::string(40, 'a') + "\"\n",
+      "config.toml");
+  EXPECT_EQ(config.defaults.nvidia_repo_url, "https://mirror.example/nvidia");
+  EXPECT_EQ(config.defaults.nvidia_key_fingerprint, std::string(40, 'a'));
+  EXPECT_THAT(ErrorFor("[defaults]\nnvidia_repo_url = 1\n"),
+              HasSubstr("key 'defaults.nvidia_repo_url' must be a string"));
+  EXPECT_THAT(ErrorFor("[defaults]\nnvidia_key_fingerprint = \"\"\n"),
+              HasSubstr("key 'defaults.nvidia_key_fingerprint' must not be empty"));
+}
+
 TEST(ConfigTest, AllowFromIsAListOfStringsAndAllowFromSshABoolean) {
   const Config config = ParseConfig(
       "[defaults]\nallow_from = [\"10.0.0.0/8\", \"2001:db8::/32\"]\nallow_from_ssh = true\n",

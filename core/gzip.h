@@ -1,4 +1,5 @@
-// gzip (RFC 1952) of a byte string, at zlib's best compression.
+// gzip (RFC 1952) of a byte string, at zlib's best compression. The host's copy: drivers use
+// the kit's Gzip (plugins/common/vm_rules.h), a separate link unit (the .so files).
 #pragma once
 
 #include <string>

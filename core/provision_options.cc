@@ -118,6 +118,70 @@ void CheckK3sChoice(ProvisionOptions& o) {
   }
 }
 
+/// True for a URL host that is this machine's loopback: localhost, 127.0.0.0/8, [::1].
+bool IsLoopbackHost(std::string host) {
+  if (host == "localhost") return true;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    in6_addr v6{};
+    return inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &v6) == 1 &&
+           IN6_IS_ADDR_LOOPBACK(&v6);
+  }
+  in_addr v4{};
+  return inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
+}
+
+/// Checks the NVIDIA apt repository choice (the installer checks the shape again on the node):
+/// an https:// URL (http:// only to a loopback host), no credentials, a 40-digit fingerprint.
+void CheckNvidiaRepo(ProvisionOptions& o) {
+  if (auto& u = o.nvidia_repo_url.value) {
+    const std::string field =
+        K3sFieldName(o.nvidia_repo_url.source, "--nvidia-repo-url", "nvidia_repo_url");
+    const std::size_t scheme = u->rfind("https://", 0) == 0 ? 8 : u->rfind("http://", 0) == 0 ? 7 : 0;
+    const auto space = [](unsigned char c) { return std::isspace(c) != 0; };
+    const std::string authority = scheme == 0 ? "" : u->substr(scheme, u->find('/', scheme) - scheme);
+    if (scheme == 0 || authority.empty() || std::any_of(u->begin(), u->end(), space)) {
+      throw UsageError(field + ": \"" + *u + "\" (" + DescribeOrigin(o.nvidia_repo_url) +
+                           ") is not an https:// URL",
+                       "give the base URL of a mirror of https://nvidia.github.io/libnvidia-container "
+                       "(the one that serves gpgkey and stable/deb/)");
+    }
+    if (authority.find('@') != std::string::npos) {
+      throw UsageError(field + " (" + DescribeOrigin(o.nvidia_repo_url) +
+                           ") holds a user name or password: the URL is logged and sent in the "
+                           "boot script",
+                       "give a mirror that needs no credentials in the URL");
+    }
+    const std::size_t port = authority.rfind(':');
+    const std::string host = port != std::string::npos && authority.find(']', port) == std::string::npos
+                                 ? authority.substr(0, port)
+                                 : authority;
+    if (scheme == 7 && !IsLoopbackHost(host)) {
+      throw UsageError(field + ": \"" + *u + "\" (" + DescribeOrigin(o.nvidia_repo_url) +
+                           ") is plain http: the node would fetch the repository's signing key "
+                           "without TLS",
+                       "give the mirror's https:// URL (http:// is taken only for a loopback "
+                       "host such as 127.0.0.1)");
+    }
+    while (u->size() > scheme + 1 && u->back() == '/') u->pop_back();
+  }
+  if (auto& f = o.nvidia_key_fingerprint.value) {
+    std::string hex;
+    for (unsigned char c : *f) {
+      if (c != ' ') hex += static_cast<char>(std::toupper(c));
+    }
+    if (hex.size() != 40 ||
+        !std::all_of(hex.begin(), hex.end(), [](unsigned char c) { return std::isxdigit(c); })) {
+      throw UsageError(K3sFieldName(o.nvidia_key_fingerprint.source, "--nvidia-key-fingerprint",
+                                    "nvidia_key_fingerprint") +
+                           " (" + DescribeOrigin(o.nvidia_key_fingerprint) +
+                           ") must be 40 hex digits: the repository key's fingerprint",
+                       "copy it from `gpg --show-keys` of the repository's gpgkey (spaces are "
+                       "taken); drop it for NVIDIA's own key");
+    }
+    *f = hex;
+  }
+}
+
 std::string ExpandHome(const std::string& path, const EnvLookup& env) {
   if (path != "~" && path.rfind("~/", 0) != 0) return path;
   std::optional<std::string> home = EnvValue(env, "HOME");
@@ -279,6 +343,14 @@ ProvisionOptions ResolveProvisionOptions(const ProvisionFlags& flags, const Spec
   Take(o.nvidia_driver, flags.nvidia_driver, Source::kFlag, "--nvidia-driver") ||
       Take(o.nvidia_driver, spec.nvidia_driver, Source::kSpec, spec_name) ||
       Take(o.nvidia_driver, d.nvidia_driver, Source::kConfig, config_defaults);
+  Take(o.nvidia_repo_url, flags.nvidia_repo_url, Source::kFlag, "--nvidia-repo-url") ||
+      Take(o.nvidia_repo_url, spec.nvidia_repo_url, Source::kSpec, spec_name) ||
+      Take(o.nvidia_repo_url, d.nvidia_repo_url, Source::kConfig, config_defaults);
+  Take(o.nvidia_key_fingerprint, flags.nvidia_key_fingerprint, Source::kFlag,
+       "--nvidia-key-fingerprint") ||
+      Take(o.nvidia_key_fingerprint, spec.nvidia_key_fingerprint, Source::kSpec, spec_name) ||
+      Take(o.nvidia_key_fingerprint, d.nvidia_key_fingerprint, Source::kConfig, config_defaults);
+  CheckNvidiaRepo(o);
   if (o.nvidia_driver.value != "image" && o.nvidia_driver.value != "install") {
     throw UsageError(K3sFieldName(o.nvidia_driver.source, "--nvidia-driver", "nvidia_driver") +
                          ": \"" + o.nvidia_driver.value + "\" is not a choice" +
@@ -434,6 +506,8 @@ std::vector<std::string> DescribeProvisionOptions(const ProvisionOptions& o) {
   lines.push_back(LineOf("k3s_sha256", o.k3s_sha256, "(pinned)"));
   lines.push_back(LineOf("k3s_download_url", o.k3s_download_url, "(GitHub releases)"));
   lines.push_back(Line("nvidia_driver", o.nvidia_driver.value, DescribeOrigin(o.nvidia_driver)));
+  lines.push_back(LineOf("nvidia_repo_url", o.nvidia_repo_url, "(NVIDIA's)"));
+  lines.push_back(LineOf("nvidia_key_fingerprint", o.nvidia_key_fingerprint, "(NVIDIA's, pinned)"));
   std::string sources = "(the VM's record; new VMs: 0.0.0.0/0)";
   if (o.allow_from.value) {
     sources.clear();

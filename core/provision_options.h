@@ -67,6 +67,8 @@ struct ProvisionFlags {
   std::optional<std::string> k3s_sha256;
   std::optional<std::string> k3s_download_url;
   std::optional<std::string> nvidia_driver;  // --nvidia-driver
+  std::optional<std::string> nvidia_repo_url;          // --nvidia-repo-url
+  std::optional<std::string> nvidia_key_fingerprint;   // --nvidia-key-fingerprint
   std::vector<std::string> allow_from;  // --allow-from, canonical (CanonicalCidr)
   std::optional<bool> allow_from_ssh;   // --allow-from-ssh: true
   /// --merge-kubeconfig: true (else [defaults] merge_kubeconfig, else false).
@@ -115,6 +117,12 @@ struct ProvisionOptions {
   /// default: fail saying what to do) or "install" (the installer adds the distribution's
   /// server driver, gpuprov reboots the VM once).
   Resolved<std::string> nvidia_driver;
+  /// The NVIDIA container toolkit's apt repository (flag > spec > config.toml [defaults]) and
+  /// the v4 fingerprint of the key that signs it (40 upper-case hex digits); nullopt: NVIDIA's
+  /// repository and key (the installer's pins). The URL is https:// (http:// only to a
+  /// loopback host: the test VM's own repo), with no trailing '/'.
+  Resolved<std::optional<std::string>> nvidia_repo_url;
+  Resolved<std::optional<std::string>> nvidia_key_fingerprint;
   /// The sources direct-access ports are opened to (flag > spec > config.toml [defaults]),
   /// canonical CIDRs; nullopt: nobody said, so an existing VM keeps what its record says and a
   /// new one is open to 0.0.0.0/0.

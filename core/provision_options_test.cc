@@ -471,6 +471,66 @@ TEST(ProvisionOptionsTest, NvidiaDriverOtherThanImageOrInstallIsRefusedNamingThe
               HasSubstr("nvidia_driver: \"yes\" is not a choice (from config.toml [defaults])"));
 }
 
+TEST(ProvisionOptionsTest, NvidiaRepoIsNvidiasByDefaultThenFlagSpecConfig) {
+  ProvisionOptions o = ResolveProvisionOptions(Named(), Spec{}, MapEnv({}), Config{});
+  EXPECT_FALSE(o.nvidia_repo_url.value);
+  EXPECT_FALSE(o.nvidia_key_fingerprint.value);
+  EXPECT_THAT(DescribeProvisionOptions(o), Contains("nvidia_repo_url=(NVIDIA's) (built-in default)"));
+  EXPECT_THAT(DescribeProvisionOptions(o),
+              Contains("nvidia_key_fingerprint=(NVIDIA's, pinned) (built-in default)"));
+  const Config config = ConfigFrom("[defaults]\nnvidia_repo_url = \"https://mirror.example/nvidia/\"\n"
+                                   "nvidia_key_fingerprint = \"" + std::string(40, 'a') + "\"\n");
+  o = ResolveProvisionOptions(Named(), Spec{}, MapEnv({}), config);
+  EXPECT_EQ(o.nvidia_repo_url.value, "https://mirror.example/nvidia");  // trailing '/' dropped
+  EXPECT_EQ(o.nvidia_repo_url.source, Source::kConfig);
+  EXPECT_EQ(o.nvidia_key_fingerprint.value, std::string(40, 'A'));  // upper case, as gpg prints it
+  Spec spec = SpecNamed();
+  spec.nvidia_repo_url = "https://spec.example/nvidia";
+  ProvisionFlags flags = Named();
+  flags.nvidia_key_fingerprint = "C95B 321B 61E8 8C18 09C4  F759 DDCA E044 F796 ECB0";
+  o = ResolveProvisionOptions(flags, spec, MapEnv({}), config);
+  EXPECT_EQ(o.nvidia_repo_url.value, "https://spec.example/nvidia");
+  EXPECT_EQ(o.nvidia_repo_url.source, Source::kSpec);
+  EXPECT_EQ(o.nvidia_key_fingerprint.value, "C95B321B61E88C1809C4F759DDCAE044F796ECB0");
+  EXPECT_EQ(o.nvidia_key_fingerprint.source, Source::kFlag);
+}
+
+TEST(ProvisionOptionsTest, NvidiaRepoUrlIsHttpsUnlessLoopbackAndRefusalsNameTheField) {
+  const auto refusal_for_url = [](const std::string& url) {
+    ProvisionFlags flags = Named();
+    flags.nvidia_repo_url = url;
+    return RefusalOf(flags);
+  };
+  for (const char* good : {"https://mirror.example/nvidia", "http://127.0.0.1:8090",
+                           "http://127.3.4.5/repo", "http://localhost:8090", "http://[::1]:8090/"}) {
+    EXPECT_EQ(refusal_for_url(good), "") << good;
+  }
+  for (const char* bad : {"http://mirror.example/nvidia", "http://10.0.0.1:8090",
+                          "http://128.0.0.1", "http://127.0.0.1.example/"}) {
+    EXPECT_THAT(refusal_for_url(bad), HasSubstr("--nvidia-repo-url: \"" + std::string(bad) +
+                                                "\" (--nvidia-repo-url from the command line) is "
+                                                "plain http")) << bad;
+  }
+  for (const char* bad : {"https://", "ftp://mirror.example", "mirror.example/nvidia",
+                          "https://mirror.example/a b"}) {
+    EXPECT_THAT(refusal_for_url(bad), HasSubstr("is not an https:// URL")) << bad;
+  }
+  const std::string creds = refusal_for_url("https://user:hunter2@mirror.example/nvidia");
+  EXPECT_THAT(creds, HasSubstr("--nvidia-repo-url (--nvidia-repo-url from the command line) holds "
+                               "a user name or password"));
+  EXPECT_THAT(creds, Not(HasSubstr("hunter2")));
+  EXPECT_THAT(RefusalOf(Named(), Spec{}, ConfigFrom("[defaults]\nnvidia_repo_url = \"http://mirror.example\"\n")),
+              HasSubstr("nvidia_repo_url: \"http://mirror.example\" (from config.toml [defaults]) is plain http"));
+  Spec spec = SpecNamed();
+  spec.nvidia_key_fingerprint = "C95B321B";
+  EXPECT_THAT(RefusalOf(Named(), spec),
+              HasSubstr("nvidia_key_fingerprint (from spec.yaml) must be 40 hex digits"));
+  ProvisionFlags flags = Named();
+  flags.nvidia_key_fingerprint = std::string(39, 'a') + "g";
+  EXPECT_THAT(RefusalOf(flags), HasSubstr("--nvidia-key-fingerprint (--nvidia-key-fingerprint "
+                                          "from the command line) must be 40 hex digits"));
+}
+
 TEST(ProvisionOptionsTest, K3sTagAndUrlShapesAreCheckedCharacterByCharacter) {
   const auto refusal_for_version = [](const std::string& version) {
     ProvisionFlags flags = Named();

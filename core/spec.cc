@@ -17,8 +17,9 @@ namespace {
 
 constexpr std::string_view kAllowedFields =
     "name, cloud, region, gpus, kubernetes, image, instance_type, ssh_key, disk_gb, tags, "
-    "k3s_version, k3s_sha256, k3s_download_url, nvidia_driver, allow_from, allow_from_ssh, ttl, "
-    "idle_ttl, smoke_test, smoke_test_image, spot";
+    "k3s_version, k3s_sha256, k3s_download_url, nvidia_driver, nvidia_repo_url, "
+    "nvidia_key_fingerprint, allow_from, allow_from_ssh, ttl, idle_ttl, smoke_test, "
+    "smoke_test_image, spot";
 
 std::string Lower(std::string_view s) {
   std::string lower;
@@ -222,6 +223,10 @@ class SpecParser {
       spec.k3s_download_url = NonEmptyString(field, key, value);
     } else if (field == "nvidia_driver") {
       spec.nvidia_driver = NonEmptyString(field, key, value);
+    } else if (field == "nvidia_repo_url") {
+      spec.nvidia_repo_url = NonEmptyString(field, key, value);
+    } else if (field == "nvidia_key_fingerprint") {
+      spec.nvidia_key_fingerprint = NonEmptyString(field, key, value);
     } else if (field == "ttl" || field == "idle_ttl") {
       const long seconds = ParseDurationSeconds(
           Scalar(field, key, value, "a duration such as 8h, 90m or off"), Field(key, field));

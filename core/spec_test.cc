@@ -220,6 +220,15 @@ TEST(SpecTest, K3sReleaseFields) {
   EXPECT_THAT(ErrorFor("k3s_sha256: [a]\n"), HasSubstr("field 'k3s_sha256' must be a string"));
 }
 
+TEST(SpecTest, NvidiaRepoFields) {
+  const Spec spec = ParseSpec("nvidia_repo_url: http://127.0.0.1:8090\nnvidia_key_fingerprint: " +
+                                  std::string(40, 'b') + "\n",
+                              "spec.yaml");
+  EXPECT_EQ(spec.nvidia_repo_url, "http://127.0.0.1:8090");
+  EXPECT_EQ(spec.nvidia_key_fingerprint, std::string(40, 'b'));
+  EXPECT_THAT(ErrorFor("nvidia_repo_url:\n"), HasSubstr("spec.yaml:1: field 'nvidia_repo_url' has no value"));
+}
+
 TEST(SpecTest, AllowFromIsAListOfCidrs) {
   const Spec spec = ParseSpec("allow_from: [10.0.0.0/8, \"2001:db8::/32\"]\nallow_from_ssh: true\n",
                               "spec.yaml");

@@ -73,6 +73,7 @@ readonly APPLIED_FINGERPRINT="$STATE_DIR/k3s-applied.sha256" # what k3s last (re
 readonly GPU_ENABLED_MARKER="$STATE_DIR/gpu-enabled"         # a GPU was configured once
 readonly PUBLIC_IP_MEMORY="$STATE_DIR/public-ip"             # last known public IP
 readonly DRIVER_INSTALLED="$STATE_DIR/nvidia-driver-installed"  # --nvidia-driver install ran
+readonly KEPT_FLAGS="$STATE_DIR/k3s-kept-flags" # a found k3s unit's ExecStart flags, one a line
 readonly DRIVER_INSTALLED_THIS_BOOT="/run/gpuprov/nvidia-driver-installed" # ... in this boot
 # Where k3s looks for the NVIDIA runtime at start (besides its PATH).
 readonly NVIDIA_RUNTIME_DIRS=("/usr/local/nvidia/toolkit" "/usr/bin")
@@ -690,15 +691,18 @@ find_nvidia_runtime() {
 apt_run() {
   local out="$LOG_PATH.apt" t0=$SECONDS rc held
   while :; do
-    rc=0
+    rc=0 held=""
     DEBIAN_FRONTEND=noninteractive "$@" >"$out" 2>&1 9>&- || rc=$?
     cat "$out" >>"$LOG_PATH"
-    [[ "$rc" != 0 ]] || { rm -f "$out"; return 0; }
-    held="$(grep -m1 -E 'Could not get lock|dpkg frontend (lock )?(is|was) locked' "$out")" || true
+    [[ "$rc" == 0 ]] || held="$(grep -m1 -E 'Could not get lock|dpkg frontend (lock )?(is|was) locked' "$out")" || true
     if [[ -z "$held" ]] || ((SECONDS - t0 >= APT_LOCK_TIMEOUT_S)); then break; fi
     log "waiting for apt's lock ($((SECONDS - t0))s of ${APT_LOCK_TIMEOUT_S}s): ${held#E: }"
+    # The running marker says it too (gpuprov's progress); MESSAGE is "" while a run goes on.
+    [[ -n "$MESSAGE" ]] || { MESSAGE="waiting for apt's lock (at most ${APT_LOCK_TIMEOUT_S}s): ${held#E: }" && write_status; }
     sleep 5
   done
+  [[ -z "$MESSAGE" ]] || { MESSAGE="" && write_status; }
+  [[ "$rc" != 0 ]] || { rm -f "$out"; return 0; }
   APT_ERROR="$(grep -E '^E: |^dpkg: error' "$out" | grep -v 'Some index files failed' | tail -n1)" || true
   [[ -z "$held" ]] || APT_ERROR="${held#E: } (still after ${APT_LOCK_TIMEOUT_S}s)"
   APT_ERROR="${APT_ERROR:-$1 exit $rc}"
@@ -875,6 +879,26 @@ resolve_public_ip() {
   done
 }
 
+# keep_unit_flags: the `k3s server` flags of a k3s.service gpuprov did not write (get.k3s.io's, a
+# user's) are saved once to $KEPT_FLAGS, one word a line, as k3s's install.sh keeps them on a
+# re-install; KEPT_K3S_FLAGS holds them. k3s puts its config file's values before the command
+# line's, so a slice flag (--tls-san) adds to config.yaml's and any other flag replaces its value
+# (https://github.com/k3s-io/k3s/blob/master/pkg/configfilearg/parser.go, Parse): the flags
+# gpuprov sets itself (default-runtime, write-kubeconfig*, and config, which names another
+# file) are not kept, nor words holding a quote (each word is single-quoted in the unit).
+keep_unit_flags() {
+  if [[ -f "$ROOT$K3S_UNIT" ]] && ! grep -q '^# Written by gpuprov' "$ROOT$K3S_UNIT"; then
+    # ExecStart= and its continuation lines, split into words as systemd does (quotes).
+    awk '/^ExecStart=/{o=1;sub(/^ExecStart=[-@:+!]*/,"")}o{c=sub(/\\$/,"");printf "%s ",$0;if(!c)exit}' \
+      "$ROOT$K3S_UNIT" | xargs -r printf '%s\n' |
+      awk 'NR==1&&!/k3s$/||NR==2&&!/^server$/{exit}NR<3||/\x27/{next}d{d=0;next}{k=$0;sub(/=.*/,"",k)}k~/^--?([co]|config|default-runtime|write-kubeconfig.*)$/{d=!/=/;next}1' |
+      atomic_write "$ROOT$KEPT_FLAGS" 0600 || true
+    log "kept the k3s server flags of $K3S_UNIT"
+  fi
+  KEPT_K3S_FLAGS=()
+  [[ ! -s "$ROOT$KEPT_FLAGS" ]] || mapfile -t KEPT_K3S_FLAGS <"$ROOT$KEPT_FLAGS"
+}
+
 render_config() {
   local s
   printf '# Written by gpuprov-install.sh on every run: edits here are overwritten.\n'
@@ -934,7 +958,7 @@ Restart=always
 RestartSec=5s
 ExecStartPre=-/sbin/modprobe br_netfilter
 ExecStartPre=-/sbin/modprobe overlay
-ExecStart=$K3S_BIN server
+ExecStart=$K3S_BIN server${KEPT_K3S_FLAGS[*]+$(printf " '%s'" "${KEPT_K3S_FLAGS[@]}")}
 EOF
 }
 
@@ -1264,6 +1288,7 @@ main() {
   step config
   write_config
   step unit
+  keep_unit_flags
   write_unit
   if [[ "$GPU_CONFIGURED" == true ]]; then
     step device-plugin

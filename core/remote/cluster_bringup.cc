@@ -239,6 +239,7 @@ ClusterPlan PlanCluster(std::uint64_t capabilities, const UserDataLimit& user_da
   }
   plan.boot_route = true;
   plan.boot_script = script->text;
+  plan.boot_script_size = script->size;
   return plan;
 }
 
@@ -348,7 +349,12 @@ class ClusterBringUp {
         continue;
       }
       if (d.action == ClusterAction::kWait) {
-        console_.Progress("waiting for the boot install (" + d.reason + ")", Since(start));
+        // A wait the install reports itself (apt's lock held by another apt run) is a progress
+        // line of its own, not folded into the boot install's.
+        console_.Progress(probe.installer_running && !probe.marker_message.empty()
+                              ? "the boot install is " + probe.marker_message
+                              : "waiting for the boot install (" + d.reason + ")",
+                          Since(start));
         PauseUnlessInterrupted(in_.poll_interval + in_.poll_interval / 2, "waiting for the boot install");
         continue;
       }

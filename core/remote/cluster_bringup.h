@@ -35,6 +35,7 @@ struct ClusterPlan {
   bool startup_script = false;  // ... run as the cloud's startup script, not by cloud-init
   bool direct = false;       // API at https://<public-ip>:6443; else an SSH tunnel
   std::string boot_script;   // the user data ("" on the SSH route)
+  std::size_t boot_script_size = 0;  // what the cloud counts of it (BootScript::size)
   std::string note;          // why the SSH route was taken although the cloud runs boot scripts
   bool ssh_asked = false;    // --install-route ssh chose the SSH route
   /// Non-empty: the route asked for cannot be taken on this cloud (--install-route boot where

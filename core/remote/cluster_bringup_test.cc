@@ -79,6 +79,17 @@ TEST(ClusterPlan, Ec2sGzippedLimitTakesTheBootRoute) {
   EXPECT_LE(kEc2.SizeOf(p.boot_script), 16384u);
 }
 
+TEST(ClusterPlan, KeepsTheBootScriptsSizeAsTheCloudCountsIt) {
+  ClusterPlan gzipped = PlanCluster(kCloudInit, kEc2);
+  ASSERT_TRUE(gzipped.boot_route);
+  EXPECT_EQ(gzipped.boot_script_size, kEc2.SizeOf(gzipped.boot_script));
+  EXPECT_LT(gzipped.boot_script_size, gzipped.boot_script.size());
+  ClusterPlan raw = PlanCluster(kCloudInit, 65536);
+  ASSERT_TRUE(raw.boot_route);
+  EXPECT_EQ(raw.boot_script_size, raw.boot_script.size());
+  EXPECT_EQ(PlanCluster(0, 65536).boot_script_size, 0u);
+}
+
 TEST(ClusterPlan, TheBootScriptCarriesTheK3sChoiceWithinEc2sLimit) {
   InstallerArgs k3s;
   k3s.k3s_version = "v1.30.2+k3s1";

@@ -346,6 +346,13 @@ std::optional<ClusterDecision> DecideGpuWithoutDriver(const NodeProbe& p, BootRo
 /// A boot install that failed by its own marker, on either boot route: the marker says
 /// failed, or "running" with the lock free (the run died), or cannot be read with the lock
 /// free. nullopt otherwise.
+/// "the boot install is running (<phase>)", with what it waits for when its marker says so (the
+/// installer's message while it waits for apt's lock).
+std::string BootInstallRunning(const NodeProbe& p) {
+  return "the boot install is running (" + p.marker_phase +
+         (p.marker_message.empty() ? "" : ": " + p.marker_message) + ")";
+}
+
 std::optional<ClusterDecision> FailedBootInstall(const NodeProbe& p) {
   if (!p.marker_present) return std::nullopt;
   if (p.marker_result == "failed") {
@@ -386,7 +393,7 @@ ClusterDecision DecideStartupScript(const NodeProbe& p, std::chrono::seconds wai
       ClusterAction::kPushInstaller, "the boot install is still running after " + Seconds(wait_limit)};
   if (p.installer_running) {
     if (over) return still_running;
-    return {ClusterAction::kWait, "the boot install is running (" + p.marker_phase + ")"};
+    return {ClusterAction::kWait, BootInstallRunning(p)};
   }
   if (p.boot_trace == "exited") {
     if (p.boot_trace_exit != 0) {
@@ -462,7 +469,7 @@ ClusterDecision DecideClusterAction(const NodeProbe& p, BootRoute route,
   if (std::optional<ClusterDecision> failed = FailedBootInstall(p)) return *failed;
   if (boot_pending) {
     if (waited < wait_limit) {
-      return {ClusterAction::kWait, running ? "the boot install is running (" + p.marker_phase + ")"
+      return {ClusterAction::kWait, running ? BootInstallRunning(p)
                                             : "cloud-init is " + p.cloud_init};
     }
     return {ClusterAction::kPushInstaller, "the boot install is still running after " +

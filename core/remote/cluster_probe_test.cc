@@ -324,6 +324,26 @@ TEST(NodeProbe, ParsesTheBootTraceAndTheTimeSinceBoot) {
   }
 }
 
+TEST(CloudInitRoute, ARunningInstallWaitingForAptsLockSaysSo) {
+  NodeProbe p;
+  p.marker_present = true;
+  p.marker_version = "0.1.0";
+  p.marker_result = "running";
+  p.marker_phase = "nvidia-toolkit";
+  p.marker_message = "waiting for apt's lock (at most 900s): Could not get lock "
+                     "/var/lib/apt/lists/lock. It is held by process 412 (python3)";
+  p.installer_running = true;
+  p.cloud_init = "running";
+  ClusterDecision d = DecideClusterAction(p, BootRoute::kCloudInit, seconds(20), seconds(900), "0.1.0");
+  EXPECT_EQ(d.action, ClusterAction::kWait);
+  EXPECT_EQ(d.reason, "the boot install is running (nvidia-toolkit: waiting for apt's lock (at "
+                      "most 900s): Could not get lock /var/lib/apt/lists/lock. It is held by "
+                      "process 412 (python3))");
+  p.marker_message.clear();
+  d = DecideClusterAction(p, BootRoute::kCloudInit, seconds(20), seconds(900), "0.1.0");
+  EXPECT_EQ(d.reason, "the boot install is running (nvidia-toolkit)");
+}
+
 TEST(StartupScriptRoute, InstalledAndRunningGoesToTheApiCheck) {
   // cloud-init says nothing useful here ("absent": an image without it).
   ClusterDecision d = Script(Startup(Marker("ok", false), "free", std::string(kStarted) + "\nexit 0",

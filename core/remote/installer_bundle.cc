@@ -82,6 +82,8 @@ std::vector<std::string> InstallerArgWords(const InstallerArgs& args) {
                                     std::pair{"--k3s-download-url", &args.k3s_download_url},
                                     std::pair{"--node-firewall", &args.node_firewall},
                                     std::pair{"--nvidia-driver", &args.nvidia_driver},
+                                    std::pair{"--nvidia-repo-url", &args.nvidia_repo_url},
+                                    std::pair{"--nvidia-key-fingerprint", &args.nvidia_key_fingerprint},
                                     std::pair{"--public-ip-source", &args.public_ip_source}}) {
     if (value->empty()) continue;
     words.push_back(flag);
@@ -111,12 +113,16 @@ std::optional<BootScript> MakeBootScript(const InstallerArgs& args, const UserDa
                                 (script.empty() || script.back() == '\n' ? "" : "\n") +
                                 kHereDocEnd + "\n",
                             args, trace);
-    if (limit.Fits(text)) return BootScript{text, BootScriptForm::kPlain};
+    if (const std::size_t size = limit.SizeOf(text); size <= limit.bytes) {
+      return BootScript{text, BootScriptForm::kPlain, size};
+    }
   }
   std::string text = Wrap("base64 -d <<'" + std::string(kHereDocEnd) + "' | gzip -dc > " + path +
                               "\n" + Base64(Gzip(script)) + kHereDocEnd + "\n",
                           args, trace);
-  if (limit.Fits(text)) return BootScript{text, BootScriptForm::kCompressed};
+  if (const std::size_t size = limit.SizeOf(text); size <= limit.bytes) {
+    return BootScript{text, BootScriptForm::kCompressed, size};
+  }
   return std::nullopt;
 }
 

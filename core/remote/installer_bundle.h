@@ -37,6 +37,8 @@ struct InstallerArgs {
   std::string k3s_download_url;        // --k3s-download-url; "" = GitHub's release downloads
   std::string node_firewall;           // --node-firewall; "" = the node's firewall left as it is
   std::string nvidia_driver;           // --nvidia-driver; "" = the installer's default (image)
+  std::string nvidia_repo_url;         // --nvidia-repo-url; "" = NVIDIA's apt repository
+  std::string nvidia_key_fingerprint;  // --nvidia-key-fingerprint; "" = NVIDIA's key (pinned)
   /// --public-ip-source: how the cloud tells a VM its public address (the driver's
   /// GPUPROV_NODE_ADDRESS_* value, DriverInfo::node_address); "" = the installer's auto.
   std::string public_ip_source;
@@ -58,6 +60,7 @@ enum class BootScriptForm {
 struct BootScript {
   std::string text;  // a #!/bin/bash user-data script
   BootScriptForm form;
+  std::size_t size = 0;  // what the cloud counts of text (UserDataLimit::SizeOf), measured once
 };
 
 /// The boot script that writes the installer to kNodeInstallerPath and runs it with \a args:

@@ -219,6 +219,8 @@ InstallerArgs Provision::K3sArgs() const {
   args.k3s_sha256 = opt_.k3s_sha256.value.value_or("");
   args.k3s_download_url = opt_.k3s_download_url.value.value_or("");
   if (opt_.nvidia_driver.value == "install") args.nvidia_driver = "install";
+  args.nvidia_repo_url = opt_.nvidia_repo_url.value.value_or("");
+  args.nvidia_key_fingerprint = opt_.nvidia_key_fingerprint.value.value_or("");
   args.public_ip_source = driver_->info().node_address;
   return args;
 }
@@ -250,7 +252,7 @@ void Provision::CheckAccountAndPlan() {
   if (!plan_.note.empty()) console_.Note(plan_.note);
   console_.Debug(std::string("cluster plan: route ") + (plan_.boot_route ? "boot" : "ssh") +
                  ", access " + (plan_.direct ? "direct" : "tunnel") + ", boot script " +
-                 std::to_string(account.user_data_limit.SizeOf(plan_.boot_script)) + " of " +
+                 std::to_string(plan_.boot_script_size) + " of " +
                  account.user_data_limit.Describe() + " limit");
 }
 

@@ -36,6 +36,26 @@ KEYRING=usr/share/keyrings/nvidia-container-toolkit-keyring.gpg
   [ -x "$SANDBOX/usr/bin/nvidia-container-runtime" ]
 }
 
+@test "while it waits for apt's lock the running marker says so (gpuprov's progress); then it is gone" {
+  marker="$SANDBOX/var/lib/gpuprov/install-status.json"
+  FAKE_APT_LOCKED_UNTIL=$(($(date +%s) + 8)) "$INSTALLER" >"$BATS_TEST_TMPDIR/out" 2>&1 &
+  pid=$!
+  seen=""
+  for _ in $(seq 1 80); do
+    if grep -q '"message": "waiting for apt.s lock (at most 900s): Could not get lock /var/lib/apt/lists/lock. It is held by process 4242 (apt-get)"' "$marker" 2>/dev/null; then
+      seen=1
+      grep -q '"result": "running"' "$marker"
+      grep -q '"phase": "nvidia-toolkit"' "$marker"
+      break
+    fi
+    sleep 0.1
+  done
+  wait "$pid"
+  [ "$seen" = 1 ]
+  grep -q '"result": "ok"' "$marker"
+  grep -q '"message": null' "$marker"
+}
+
 @test "a lock held past --apt-lock-timeout fails the step with apt's line in the marker and on stderr" {
   FAKE_APT_LOCKED_UNTIL=$(($(date +%s) + 300)) run "$INSTALLER" --apt-lock-timeout 2
   [ "$status" -eq 1 ]

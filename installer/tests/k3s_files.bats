@@ -76,3 +76,41 @@ teardown() { common_teardown; }
   [ "$(cat "$SANDBOX/etc/systemd/system/k3s.service.env")" = $'K3S_TOKEN=abc\nHTTP_PROXY=http://127.0.0.1:8' ]
   grep -q 'k3s.service.env was not written by gpuprov: kept' "$SANDBOX/var/log/gpuprov-install.log"
 }
+
+@test "a k3s unit from get.k3s.io keeps its server flags; the ones gpuprov sets stay gpuprov's" {
+  # The unit as k3s's install.sh writes it: one single-quoted word a line after `server`.
+  mkdir -p "$SANDBOX/etc/systemd/system"
+  printf '%s\n' '[Service]' 'Type=notify' 'ExecStart=/usr/local/bin/k3s \' '    server \' \
+    "	'--disable' \\" "	'traefik' \\" "	'--node-label=gpu=yes' \\" "	'--tls-san' \\" \
+    "	'k3s.example.org' \\" "	'--write-kubeconfig-mode' \\" "	'644' \\" "	'-c' \\" \
+    "	'/etc/k3s-other.yaml' \\" "	'--default-runtime=runc' \\" "	'--kubelet-arg' \\" \
+    "	'max-pods=250' \\" '' 'Restart=always' >"$SANDBOX/etc/systemd/system/k3s.service"
+  run "$INSTALLER" --public-ip 203.0.113.9
+  echo "$output"
+  [ "$status" -eq 0 ]
+  unit="$SANDBOX/etc/systemd/system/k3s.service"
+  want="ExecStart=/usr/local/bin/k3s server '--disable' 'traefik' '--node-label=gpu=yes' '--tls-san' 'k3s.example.org' '--kubelet-arg' 'max-pods=250'"
+  grep -qx "$want" "$unit"
+  grep -q '^# Written by gpuprov-install' "$unit"
+  # k3s adds a command line's --tls-san to config.yaml's; the kubeconfig mode, the runtime and
+  # the config file stay gpuprov's (a flag would replace config.yaml's value, -c the whole file).
+  grep -qx 'write-kubeconfig-mode: "0600"' "$SANDBOX/etc/rancher/k3s/config.yaml"
+  [ "$(stat -c %a "$SANDBOX/var/lib/gpuprov/k3s-kept-flags")" = 600 ]
+  grep -q 'kept the k3s server flags of /etc/systemd/system/k3s.service' "$SANDBOX/var/log/gpuprov-install.log"
+  [ "$(k3s_starts)" -eq 1 ]
+  # A second run reads gpuprov's own unit: the same flags, nothing rewritten, no restart.
+  run "$INSTALLER" --public-ip 203.0.113.9
+  [ "$status" -eq 0 ]
+  grep -qx "$want" "$unit"
+  [ "$(k3s_starts)" -eq 1 ]
+}
+
+@test "a k3s unit that runs no k3s server (an agent) keeps nothing; gpuprov's unit has no flags" {
+  mkdir -p "$SANDBOX/etc/systemd/system"
+  printf '[Service]\nExecStart=/usr/local/bin/k3s agent --server https://10.0.0.1:6443\n' \
+    >"$SANDBOX/etc/systemd/system/k3s.service"
+  run "$INSTALLER"
+  [ "$status" -eq 0 ]
+  grep -qx 'ExecStart=/usr/local/bin/k3s server' "$SANDBOX/etc/systemd/system/k3s.service"
+  [ ! -s "$SANDBOX/var/lib/gpuprov/k3s-kept-flags" ]
+}

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "aws_driver.h"
 
-#include <Poco/DeflatingStream.h>
 #include <Poco/JSON/Array.h>
 
 #include <algorithm>
@@ -39,18 +38,6 @@ constexpr int kMaxPages = 50;
 const kit::VmNameRules kVmNameRules{.what = "an AWS instance name", .max_length = 63};
 
 std::string ResourceName(const std::string& vm_name) { return kit::kResourcePrefix + vm_name; }
-
-// The user data EC2 is sent: the boot script gzipped (level 9, as the host measures it), which
-// cloud-init unpacks before use ("Content found to be gzip compressed will be uncompressed",
-// https://cloudinit.readthedocs.io/en/latest/explanation/format.html): check says
-// "user_data_gzip", so EC2's 16 KB limit counts compressed bytes (REFERENCE.md §4).
-std::string GzippedUserData(const std::string& script) {
-  std::ostringstream out;
-  Poco::DeflatingOutputStream deflate(out, Poco::DeflatingStreamBuf::STREAM_GZIP, 9);
-  deflate << script;
-  deflate.close();
-  return out.str();
-}
 
 std::string RandomHex(size_t n) {
   static const char* digits = "0123456789abcdef";
@@ -805,7 +792,11 @@ std::string AwsDriver::Create(const std::string& request_json) {
   const auto [request, name, user_data] =
       kit::ParseCreateRequest(request_json, kVmNameRules, kUserDataTextLimit, "EC2",
                               "boot script before gzip");
-  const std::string sent_user_data = user_data.empty() ? "" : GzippedUserData(user_data);
+  // The boot script gzipped (kit::Gzip: level 9, as the host measures it), which cloud-init
+  // unpacks before use ("Content found to be gzip compressed will be uncompressed",
+  // https://cloudinit.readthedocs.io/en/latest/explanation/format.html): check says
+  // "user_data_gzip", so EC2's 16 KB limit counts compressed bytes (REFERENCE.md §4).
+  const std::string sent_user_data = user_data.empty() ? "" : kit::Gzip(user_data);
   kit::CheckUserDataSize(sent_user_data, kUserDataLimit, "EC2",
                          "user data (gzipped, before base64)");
   const std::string public_key = kit::TrimSpace(json::Str(request, "ssh_public_key"));

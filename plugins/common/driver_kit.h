@@ -18,7 +18,7 @@
 //   uri.h             path and query encoding
 //   gpu_names.h       the one table of GPU model names and their spellings
 //   catalogue.h       GPU request / instance_type / CPU default -> instance type
-//   vm_rules.h        VM-name rules as data, user-data size and encoding checks, base64
+//   vm_rules.h        VM-name rules as data, user-data size and encoding checks, base64, gzip
 //   config_files.h    INI (AWS's nested keys too) and YAML (yaml-cpp) credential files
 //   credentials.h     tokens from environment variables and doctl's config
 //   tags.h            gpuprov's tags, the user's tags, tag/label character sets

@@ -2,6 +2,7 @@
 #include "vm_rules.h"
 
 #include <Poco/Base64Encoder.h>
+#include <Poco/DeflatingStream.h>
 
 #include <sstream>
 
@@ -118,6 +119,14 @@ std::string Base64(std::string_view data) {
   enc.rdbuf()->setLineLength(0);
   enc.write(data.data(), static_cast<std::streamsize>(data.size()));
   enc.close();
+  return out.str();
+}
+
+std::string Gzip(std::string_view data) {
+  std::ostringstream out;
+  Poco::DeflatingOutputStream deflate(out, Poco::DeflatingStreamBuf::STREAM_GZIP, 9);
+  deflate.write(data.data(), static_cast<std::streamsize>(data.size()));
+  deflate.close();
   return out.str();
 }
 

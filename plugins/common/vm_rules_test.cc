@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "vm_rules.h"
 
+#include <Poco/InflatingStream.h>
 #include <gtest/gtest.h>
+
+#include <iterator>
+#include <sstream>
 
 #include "gpuprov/sdk.hpp"
 
@@ -70,6 +74,20 @@ TEST(VmRules, Utf8) {
 TEST(VmRules, Base64OnOneLine) {
   EXPECT_EQ(Base64("#!/bin/bash\n"), "IyEvYmluL2Jhc2gK");
   EXPECT_EQ(Base64(std::string(100, 'a')).find('\n'), std::string::npos);
+}
+
+TEST(VmRules, GzipIsRfc1952AtLevel9AndUnpacksToTheInput) {
+  const std::string script = "#!/bin/bash\n" + std::string(4000, 'x') + "\necho done\n";
+  const std::string packed = Gzip(script);
+  ASSERT_GE(packed.size(), 10u);
+  EXPECT_EQ(packed.substr(0, 3), std::string("\x1f\x8b\x08", 3));  // gzip magic, deflate
+  EXPECT_EQ(static_cast<unsigned char>(packed[8]), 2);  // XFL 2: maximum compression
+  EXPECT_LT(packed.size(), 100u);
+  EXPECT_EQ(Gzip(script), packed);  // deterministic: the host measures what the driver sends
+  std::istringstream in(packed);
+  Poco::InflatingInputStream inflate(in, Poco::InflatingStreamBuf::STREAM_GZIP);
+  const std::string unpacked((std::istreambuf_iterator<char>(inflate)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(unpacked, script);
 }
 
 }  // namespace

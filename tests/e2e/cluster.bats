@@ -7,11 +7,7 @@
 load helpers
 
 setup_file() {
-  export DIGITALOCEAN_TOKEN="dop_v1_cluster_$$_secret_token"
-  export PRIME_API_KEY="pit_cluster_$$_secret_key"
-  export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
-  mkdir -p "$GPUPROV_HOME"
-  start_emulator emu --backend docker --clouds digitalocean,primeintellect
+  start_docker_clouds cluster digitalocean,primeintellect
 }
 
 teardown_file() {
@@ -27,12 +23,6 @@ teardown() {
   [ -z "${TUNNEL_PID:-}" ] || stop_child TERM "$TUNNEL_PID" || true
   reset_emulators
   rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
-}
-
-# timeouts BOOT_INSTALL_WAIT API_WAIT: seconds, compressed for tests.
-timeouts() {
-  printf '[defaults.timeouts]\nssh_wait_seconds = 180\nboot_install_wait_seconds = %s\napi_wait_seconds = %s\n' \
-    "$1" "$2" >"$GPUPROV_HOME/config.toml"
 }
 
 kubeconfig_of() { echo "$GPUPROV_HOME/kube/$1.yaml"; }

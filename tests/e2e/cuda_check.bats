@@ -9,12 +9,7 @@
 load helpers
 
 setup_file() {
-  export DIGITALOCEAN_TOKEN="dop_v1_cuda_$$_secret_token"
-  export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
-  mkdir -p "$GPUPROV_HOME"
-  printf '[defaults.timeouts]\nssh_wait_seconds = 180\nboot_install_wait_seconds = 120\napi_wait_seconds = 60\n' \
-    >"$GPUPROV_HOME/config.toml"
-  start_emulator emu --backend docker --clouds digitalocean
+  start_docker_clouds cuda digitalocean
 }
 
 teardown_file() {

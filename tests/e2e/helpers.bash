@@ -139,6 +139,43 @@ own_homes() {
   mkdir -p "$HOME" "$GPUPROV_HOME"
 }
 
+# timeouts BOOT_INSTALL_WAIT API_WAIT: GPUPROV_HOME's config.toml with those [defaults.timeouts]
+# (seconds, compressed for tests) and 180 s for SSH to answer a docker-backed VM.
+timeouts() {
+  printf '[defaults.timeouts]\nssh_wait_seconds = 180\nboot_install_wait_seconds = %s\napi_wait_seconds = %s\n' \
+    "$1" "$2" >"$GPUPROV_HOME/config.toml"
+}
+
+# start_docker_clouds TAG CLOUDS [ARGS...]: the setup_file of a test file whose VMs are test VMs:
+# DigitalOcean's and Prime Intellect's test credentials (TAG and the shell's PID in each, for the
+# security scan), GPUPROV_HOME made with `timeouts 120 60`, and the emulator "emu" serving CLOUDS
+# on the docker backend with ARGS (e.g. --image).
+start_docker_clouds() {
+  local tag=$1 clouds=$2
+  shift 2
+  export DIGITALOCEAN_TOKEN="dop_v1_${tag}_$$_secret_token"
+  export PRIME_API_KEY="pit_${tag}_$$_secret_key"
+  export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
+  mkdir -p "$GPUPROV_HOME"
+  timeouts 120 60
+  start_emulator emu --backend docker --clouds "$clouds" "$@"
+}
+
+# end_docker_test: the teardown of a test in such a file: its tunnel stopped, every instance and
+# fault of the file's emulators gone, the VM records and kubeconfigs removed.
+end_docker_test() {
+  [ -z "${TUNNEL_PID:-}" ] || stop_child TERM "$TUNNEL_PID" || true
+  reset_emulators
+  rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
+}
+
+# on VM CMD...: runs CMD on the VM over gpuprov ssh (the VM's shell reads the words joined).
+on() {
+  local vm=$1
+  shift
+  "$GPUPROV" ssh "$vm" -- "$@"
+}
+
 # start_emulator NAME ARGS...: starts `gpuprov-emulator ARGS` for this test file (from
 # setup_file), known as NAME; its "<cloud> <url>" lines go to $BATS_FILE_TMPDIR/NAME.out. Cloud
 # credentials come from the environment (for gcp, GOOGLE_APPLICATION_CREDENTIALS may name a

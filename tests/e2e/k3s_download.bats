@@ -12,17 +12,12 @@ load helpers
 MIRROR="http://127.0.0.1:8089" # inside each VM: its own loopback (see the variant's README)
 
 setup_file() {
-  export DIGITALOCEAN_TOKEN="dop_v1_download_$$_secret_token"
-  export PRIME_API_KEY="pit_download_$$_secret_key"
-  export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
-  mkdir -p "$GPUPROV_HOME"
-  printf '[defaults.timeouts]\nssh_wait_seconds = 180\nboot_install_wait_seconds = 180\napi_wait_seconds = 120\n' \
-    >"$GPUPROV_HOME/config.toml"
   VARIANT="$(bash "$REPO_ROOT/tests/fixtures/testvm/build-image.sh" --variant no-k3s)"
   SIM_SHA="$(sha256sum "$REPO_ROOT/tests/fixtures/k3s-simulator/k3s" | cut -d' ' -f1)"
   PINNED="$(sed -n 's/^readonly K3S_PINNED_VERSION="\(.*\)"$/\1/p' "$REPO_ROOT/installer/gpuprov-install.sh")"
   export VARIANT SIM_SHA PINNED
-  start_emulator emu --backend docker --clouds digitalocean,primeintellect --image "$VARIANT"
+  start_docker_clouds download digitalocean,primeintellect --image "$VARIANT"
+  timeouts 180 120
 }
 
 teardown_file() {
@@ -34,18 +29,10 @@ setup() {
 }
 
 teardown() {
-  [ -z "${TUNNEL_PID:-}" ] || stop_child TERM "$TUNNEL_PID" || true
-  reset_emulators
-  rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
+  end_docker_test
 }
 
 # on VM CMD...: runs CMD on the VM over gpuprov ssh.
-on() {
-  local vm=$1
-  shift
-  "$GPUPROV" ssh "$vm" -- "$@"
-}
-
 # expect_downloaded VM: the VM started without k3s, and the installer fetched it from the mirror
 # in the VM and installed it after checking the simulator's hash.
 expect_downloaded() {

@@ -8,13 +8,7 @@
 load helpers
 
 setup_file() {
-  export DIGITALOCEAN_TOKEN="dop_v1_nodefw_$$_secret_token"
-  export PRIME_API_KEY="pit_nodefw_$$_secret_key"
-  export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
-  mkdir -p "$GPUPROV_HOME"
-  printf '[defaults.timeouts]\nssh_wait_seconds = 180\nboot_install_wait_seconds = 120\napi_wait_seconds = 60\n' \
-    >"$GPUPROV_HOME/config.toml"
-  start_emulator emu --backend docker --clouds digitalocean,primeintellect
+  start_docker_clouds nodefw digitalocean,primeintellect
 }
 
 teardown_file() {
@@ -26,9 +20,7 @@ setup() {
 }
 
 teardown() {
-  [ -z "${TUNNEL_PID:-}" ] || stop_child TERM "$TUNNEL_PID" || true
-  reset_emulators
-  rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
+  end_docker_test
 }
 
 @test "tunnel access (Prime Intellect): 6443 is closed at the VM's address, kubectl works through gpuprov tunnel" {

@@ -611,6 +611,9 @@ class DockerBackend : public InstanceBackend {
     if (!s.faults.gpu_state.empty()) {
       seed.files["etc/gpuprov-testvm/gpu-state"] = s.faults.gpu_state + "\n";
     }
+    if (s.faults.apt_busy_seconds > 0) {
+      seed.files["etc/gpuprov-testvm/apt-busy-seconds"] = std::to_string(s.faults.apt_busy_seconds) + "\n";
+    }
     if (!s.startup_script.empty()) seed.files.merge(StartupScriptFiles(s));
     if (!s.container) seed.files.merge(BootIdFiles());
     return docker::NoCloudSeedTar(seed);

@@ -27,7 +27,7 @@ const std::vector<std::string>& FaultBook::Names() {
       "vanish_during_boot", "error_during_boot", "boot_script_fails", "gpu_after_boot",
       "quota",             "payment_required",  "no_metadata",       "k3s_faults",
       "port_blocked",      "auth_failure",      "ip_after_boot",     "stall_after",
-      "ssh_delay",         "gpu_state",
+      "ssh_delay",         "gpu_state",         "apt_busy",
       // Lambda only (tests/emulators/README.md, Lambda Cloud).
       "concurrent",        "invalid_address"};
   return names;
@@ -40,7 +40,8 @@ std::optional<Fault> FaultBook::Parse(const JsonObject& body, std::string* error
     *error = "\"fault\" (string) is required; one of capacity, throttle, server_error, "
              "slow_boot, vanish_during_boot, error_during_boot, boot_script_fails, "
              "gpu_after_boot, quota, payment_required, no_metadata, k3s_faults, port_blocked, "
-             "auth_failure, ip_after_boot, stall_after, ssh_delay, gpu_state, concurrent, invalid_address";
+             "auth_failure, ip_after_boot, stall_after, ssh_delay, gpu_state, apt_busy, concurrent, "
+             "invalid_address";
     return std::nullopt;
   }
   const auto& names = Names();
@@ -60,7 +61,7 @@ std::optional<Fault> FaultBook::Parse(const JsonObject& body, std::string* error
     return std::nullopt;
   }
   if ((f.name == "slow_boot" || f.name == "gpu_after_boot" || f.name == "ip_after_boot" ||
-       f.name == "ssh_delay") &&
+       f.name == "ssh_delay" || f.name == "apt_busy") &&
       !GetDouble(body, "seconds")) {
     *error = "fault " + f.name + " needs \"seconds\"";
     return std::nullopt;
@@ -141,6 +142,7 @@ BootFaults FaultBook::TakeBootFaults() {
   if (Take("no_metadata")) b.no_metadata = true;
   if (auto f = Take("k3s_faults")) b.k3s_faults = f->value;
   if (auto f = Take("gpu_state")) b.gpu_state = f->value;
+  if (auto f = Take("apt_busy")) b.apt_busy_seconds = static_cast<int>(f->seconds);
   if (auto f = Take("ssh_delay")) b.ssh_delay_seconds = f->seconds;
   if (auto f = Take("port_blocked")) {
     std::stringstream ports(f->value);

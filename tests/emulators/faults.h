@@ -16,7 +16,7 @@ namespace gpuprov::emulator {
 /// One armed fault. Request faults (throttle, server_error, capacity, quota,
 /// payment_required, auth_failure) fire on matching requests; boot faults (slow_boot,
 /// vanish_during_boot, error_during_boot, boot_script_fails, gpu_after_boot,
-/// ip_after_boot, ssh_delay) are taken by the next instance creates. stall_after (a test's crash point)
+/// ip_after_boot, ssh_delay, apt_busy) are taken by the next instance creates. stall_after (a test's crash point)
 /// fires after a matching request was answered with a 2xx: CloudApi::StallIfMatched.
 struct Fault {
   std::string name;
@@ -43,6 +43,7 @@ struct BootFaults {
   bool no_metadata = false;      // the VM has no metadata service (169.254.169.254 unreachable)
   std::string k3s_faults;        // the k3s simulator's fault file in the VM ("" = none)
   std::string gpu_state;         // the test VM's /etc/gpuprov-testvm/gpu-state ("" = none)
+  int apt_busy_seconds = 0;      // > 0: the apt variant's boot-time apt run holds apt's locks this long
   std::vector<int> blocked_ports; // ports the cloud's firewall drops although rules open them
   double ssh_delay_seconds = -1;  // >= 0: SSH refused this long after running (-1: the default)
 };
