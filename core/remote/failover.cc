@@ -173,6 +173,7 @@ std::vector<Candidate> Failover::GatherCandidates(std::vector<CandidateCloud>& p
   CandidateRules rules;
   rules.instance_type = p_.opt_.instance_type.value;
   rules.max_price = p_.flags_.max_price_per_hour;
+  rules.spot = p_.opt_.spot.value;  // as `offers --spot`: only offers with a spot price
   return RankCandidates(asked, rules);
 }
 
