@@ -6,6 +6,7 @@
 #include "app_context.h"
 #include "check_command.h"
 #include "cli_args.h"
+#include "cluster_nodes.h"
 #include "command_table.h"
 #include "completion_command.h"
 #include "console.h"
@@ -112,7 +113,10 @@ const std::vector<Command>& Commands() {
         {"ttl", 0, "DURATION", "the node powers itself off DURATION from now, e.g. 8h, 90m, "
                                "1h30m (a systemd timer on the VM; config: ttl; off: none)"},
         {"idle-ttl", 0, "DURATION", "the node powers itself off once idle that long: no SSH "
-                                    "session, no GPU pod, GPUs under 5% (config: idle_ttl)"}},
+                                    "session, no GPU pod, GPUs under 5% (config: idle_ttl)"},
+        {"nodes", 0, "N", "VMs in the k3s cluster, each with --gpus: a server and N-1 agents "
+                          "NAME-agent-K, one kubeconfig (default 1; clouds with the cluster "
+                          "capability, `gpuprov drivers`)"}},
        &RunProvisionArgs, Completion::kNone, /*streams=*/true},
       {"ssh", "ssh NAME [-L [BIND:]PORT:HOST:HOSTPORT]... [-N] [-- COMMAND...]",
        "open a shell on the VM, or run one command and exit with its status; the words after "
@@ -312,6 +316,7 @@ int RunProvisionArgs(const AppContext& app, const ParsedArgs& args) {
   if (auto idle = args.value("idle-ttl")) {
     flags.idle_ttl_seconds = ParseDurationSeconds(*idle, "--idle-ttl");
   }
+  if (auto nodes = args.value("nodes")) flags.nodes = ParseNodeCount(*nodes, "--nodes");
   return Remote().provision(app, flags, args.value("file"));
 }
 

@@ -75,6 +75,7 @@ struct ProvisionFlags {
   std::optional<long> idle_ttl_seconds;  // --idle-ttl; 0: "off"
   std::optional<bool> smoke_test;        // --no-smoke-test: false
   InstallRoute install_route = InstallRoute::kAuto;  // --install-route
+  std::optional<int> nodes;                          // --nodes N (cluster_nodes.h)
 };
 
 inline constexpr int kDefaultBootWaitSeconds = 600;
@@ -128,6 +129,9 @@ struct ProvisionOptions {
   /// on) and the image it runs (spec > config; default kDefaultSmokeTestImage).
   Resolved<bool> smoke_test;
   Resolved<std::string> smoke_test_image;
+  /// The VMs of the k3s cluster (flag > spec; default 1): node 0 the server, the rest agents
+  /// (cluster_nodes.h). Checked by DecideNodes, which knows the cloud.
+  Resolved<int> nodes;
 };
 
 /// Merges the inputs. \a spec is a default Spec when no spec file was given; \a env is only

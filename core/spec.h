@@ -20,6 +20,7 @@
 //   idle_ttl: 1h             # ... or after being idle that long
 //   smoke_test: true         # false: no CUDA check after the node validates (cuda_check.h)
 //   smoke_test_image: nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda11.7.1-ubuntu20.04
+//   nodes: 4                 # VMs in the k3s cluster (cluster_nodes.h); default 1
 #pragma once
 
 #include <filesystem>
@@ -59,6 +60,7 @@ struct Spec {
   std::optional<long> idle_ttl_seconds;  // 0: "off"
   std::optional<bool> smoke_test;
   std::optional<std::string> smoke_test_image;
+  std::optional<int> nodes;  // checked with the flag's (DecideNodes)
 };
 
 /// Parses spec YAML. Throws UsageError naming \a display_name, the line, the field and what

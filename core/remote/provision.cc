@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "check_command.h"
+#include "cluster_nodes.h"
 #include "crash_point.h"
 #include "elapsed.h"
 #include "failover.h"
@@ -154,7 +155,10 @@ void Provision::ResolveInputs() {
   // A list of clouds or regions, or any: candidates (Failover, failover.h); else one cloud as ever.
   failover_ =
       IsCandidateList(cloud_name_) || (opt_.region.value && IsCandidateList(*opt_.region.value));
-  if (failover_) return;
+  if (failover_) {
+    RefuseNodesIfCannot(std::nullopt);
+    return;
+  }
   if (cloud_name_.empty()) {
     // No --cloud, spec, GPUPROV_CLOUD or [defaults] cloud: the only cloud whose check passes.
     console_.Step("no cloud given: checking which clouds' credentials work");
@@ -171,7 +175,27 @@ void Provision::LoadDriver() {
   const DriverInfo& info = driver_->info();
   k8s_ = DecideKubernetes(opt_.kubernetes, cloud_name_, info.has(GPUPROV_CAP_HOSTS_KUBERNETES));
   if (k8s_.refused) throw UsageError(k8s_.note, "nothing was created");
+  RefuseNodesIfCannot(std::nullopt);
   ChooseKeyPath();
+}
+
+void Provision::RefuseNodesIfCannot(std::optional<int> driver_max_nodes) {
+  if (opt_.nodes.value == 1) return;
+  NodesQuestion q;
+  q.nodes = opt_.nodes.value;
+  q.origin = opt_.nodes.source == Source::kFlag
+                 ? "--nodes " + std::to_string(q.nodes) + " from the command line"
+                 : "nodes: " + std::to_string(q.nodes) + " in " + opt_.nodes.origin;
+  q.cluster = name_;
+  q.cloud = cloud_name_;
+  q.several_candidates = failover_;
+  q.kubernetes = failover_ ? opt_.kubernetes.value : k8s_.enabled;
+  if (driver_) q.driver_can_cluster = driver_->info().has(GPUPROV_CAP_CLUSTER);
+  q.driver_max_nodes = driver_max_nodes;
+  q.clouds_that_can =
+      CloudsThatCanCluster(host_ ? host_->ListAll() : app_.MakeDriverHost().ListAll());
+  const NodesDecision d = DecideNodes(q);
+  if (d.refused) throw UsageError(d.reason, d.hint);
 }
 
 void Provision::ChooseKeyPath() {
@@ -220,6 +244,14 @@ void Provision::CheckAccountAndPlan() {
   console_.Step("check", "checking " + cloud_name_ + " credentials");
   const CloudCheck account = cloud_->Check();
   console_.Debug(cloud_name_ + " account: " + account.account);
+  RefuseNodesIfCannot(account.max_cluster_nodes);
+  if (opt_.nodes.value > 1) {
+    // The multi-node flow (agents, join, validation) is not in this build yet: refuse rather
+    // than make one VM of the N asked.
+    throw UsageError("this gpuprov cannot make multi-node clusters yet (--nodes " +
+                         std::to_string(opt_.nodes.value) + ")",
+                     "drop --nodes; nothing was created");
+  }
   user_data_limit_ = account.user_data_limit;
   if (k8s_.enabled) {
     plan_ = PlanCluster(driver_->info().capabilities, account.user_data_limit, K3sArgs(),

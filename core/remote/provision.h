@@ -116,6 +116,11 @@ class Provision {
   /// The private key: --ssh-key (which must exist), else gpuprov's own.
   void ChooseKeyPath();
 
+  /// --nodes N (or nodes: N) against what is known so far of the cloud (cluster_nodes.h):
+  /// refused with exit 2 before anything is made. \a driver_max_nodes: check's limit, once
+  /// known.
+  void RefuseNodesIfCannot(std::optional<int> driver_max_nodes);
+
   /// The per-VM lock (held to the end) and the record of an earlier run, if any.
   void LockVmAndLoadRecord();
 

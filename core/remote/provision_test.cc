@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster_nodes.h"
 #include "crash_point.h"
 #include "gpuprov/sdk.hpp"
 #include "provision_report.h"
@@ -145,6 +146,39 @@ class FullDriver {
   }
 };
 
+/// A cloud that makes clusters (GPUPROV_CAP_CLUSTER) of at most two nodes: --nodes is checked
+/// against its capability and its check's max_cluster_nodes before anything is made.
+class PairDriver {
+ public:
+  static constexpr const char* kName = "pair";
+  static constexpr const char* kVersion = "1.0.0";
+  static constexpr const char* kDescription = "provision_test's cloud of two-node clusters";
+  static constexpr uint64_t kCapabilities =
+      GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_CLUSTER;
+
+  explicit PairDriver(const gpuprov::sdk::InitContext&) {}
+  std::string Check(const std::string&) {
+    g_world->calls.push_back("pair check");
+    return R"({"account":"pair","max_cluster_nodes":2})";
+  }
+  std::string Offers(const std::string&) {
+    g_world->calls.push_back("pair offers");
+    return R"({"offers":[]})";
+  }
+  std::string Create(const std::string& request) {
+    g_world->calls.push_back("pair create " + Field(request, "name"));
+    throw gpuprov::sdk::DriverError(GPUPROV_STATUS_CAPACITY, "no capacity (pair)");
+  }
+  std::string Get(const std::string&) { return R"({"vm":null})"; }
+  std::string List(const std::string&) { return R"({"vms":[]})"; }
+  std::string Delete(const std::string&) { return R"({"deleted":false})"; }
+  std::string OpenPeerPorts(const std::string&) { return "{}"; }
+};
+
+const gpuprov_type_driver_descriptor* PairDescriptor() {
+  return gpuprov::sdk::internal::Descriptor<PairDriver, gpuprov::sdk::kNoConfigKeys, 0>();
+}
+
 const gpuprov_type_driver_descriptor* MemoryDescriptor() {
   return gpuprov::sdk::internal::Descriptor<MemoryDriver, gpuprov::sdk::kNoConfigKeys, 0>();
 }
@@ -193,7 +227,7 @@ class ProvisionTest : public ::testing::Test {
     std::ofstream(home_.path() / "config.toml")
         << "[defaults.timeouts]\nssh_wait_seconds = 1\nboot_wait_seconds = 30\n";
     app_.prompter = std::make_shared<NoTerminal>();
-    app_.in_memory_drivers = {MemoryDescriptor(), FullDescriptor()};
+    app_.in_memory_drivers = {MemoryDescriptor(), FullDescriptor(), PairDescriptor()};
     flags_.name = "demo";
     flags_.cloud = "memory";
     flags_.kubernetes = false;
@@ -252,6 +286,42 @@ TEST_F(ProvisionTest, StepsRecordTheIntentBeforeCreateAndEachTransitionAfter) {
   EXPECT_EQ(Record()->public_ip, "127.0.0.1");
   EXPECT_EQ(Record()->ssh_port, world_.ssh_port);
   EXPECT_THAT(world_.calls, ElementsAre("check", "offers", "create demo", "get demo"));
+}
+
+TEST_F(ProvisionTest, NodesOnACloudThatMakesNoClustersIsRefusedBeforeAnyCall) {
+  flags_.nodes = 3;
+  const std::string error = RunUntilError();
+  EXPECT_THAT(error, HasSubstr("the memory driver cannot make multi-node clusters (--nodes 3 "
+                               "from the command line)"));
+  EXPECT_THAT(error, HasSubstr("nothing was created"));
+  EXPECT_TRUE(world_.calls.empty());
+  EXPECT_FALSE(Record().has_value());
+}
+
+TEST_F(ProvisionTest, NodesWithSeveralCandidatesIsRefusedBeforeAnyCall) {
+  flags_.nodes = 2;
+  flags_.cloud = "memory,pair";
+  EXPECT_THAT(RunUntilError(), HasSubstr("share one cloud and region"));
+  EXPECT_TRUE(world_.calls.empty());
+  EXPECT_FALSE(Record().has_value());
+}
+
+TEST_F(ProvisionTest, NodesAboveTheDriversLimitIsRefusedAfterCheckBeforeAnythingIsMade) {
+  flags_.nodes = 3;
+  flags_.cloud = "pair";
+  flags_.kubernetes = true;
+  const std::string error = RunUntilError();
+  EXPECT_THAT(error, HasSubstr("the pair driver makes at most 2 nodes per cluster"));
+  EXPECT_THAT(world_.calls, ElementsAre("pair check"));
+  EXPECT_FALSE(Record().has_value());
+}
+
+TEST_F(ProvisionTest, NodesZeroIsRefusedBeforeAnyCall) {
+  flags_.nodes = 0;
+  flags_.cloud = "pair";
+  flags_.kubernetes = true;
+  EXPECT_THAT(RunUntilError(), HasSubstr("a cluster has at least one node"));
+  EXPECT_TRUE(world_.calls.empty());
 }
 
 TEST_F(ProvisionTest, ARerunFindsTheVmOfTheFirstAndMakesNoSecond) {
