@@ -54,10 +54,24 @@ CloudVm ParseVm(const Object::Ptr& o) {
   vm.region = Str(o, "region");
   vm.instance_type = Str(o, "instance_type");
   vm.message = Str(o, "message");
+  vm.private_ip = Str(o, "private_ip");
+  vm.cluster = Str(o, "cluster");
+  vm.role = Str(o, "role");
   if (auto ports = o->getObject("ports"); !ports.isNull()) {
     for (const auto& [k, v] : *ports) vm.ports[std::stoi(k)] = v.convert<int>();
   }
   return vm;
+}
+
+Array::Ptr PeerPortsJson(const std::vector<PeerPort>& ports) {
+  Array::Ptr out = new Array;
+  for (const PeerPort& p : ports) {
+    Object::Ptr one = new Object;
+    one->set("port", p.port);
+    one->set("protocol", p.protocol);
+    out->add(one);
+  }
+  return out;
 }
 
 void SetSources(Object& req, const PortSources& sources) {
@@ -241,6 +255,13 @@ std::pair<CloudVm, bool> Cloud::Create(const CreateRequest& request) {
   if (request.disk_gb) req->set("disk_gb", *request.disk_gb);
   req->set("kubernetes", request.kubernetes);
   if (request.sources.narrows()) SetSources(*req, request.sources);
+  if (request.cluster) {
+    Object::Ptr c = new Object;
+    c->set("name", request.cluster->name);
+    c->set("role", request.cluster->role);
+    c->set("peer_ports", PeerPortsJson(request.cluster->peer_ports));
+    req->set("cluster", c);
+  }
   Object::Ptr r = ParseObject(driver_->Call(DriverOp::kCreate, ToJson(req)), "create");
   Object::Ptr vm = r->getObject("vm");
   if (vm.isNull()) throw Error("driver " + name() + " returned no VM from create");
@@ -250,6 +271,24 @@ std::pair<CloudVm, bool> Cloud::Create(const CreateRequest& request) {
     RequireConfirmed(*r, request.sources, name(), "create");
   }
   return {ParseVm(vm), existing};
+}
+
+void Cloud::OpenPeerPorts(const std::string& cluster, const std::vector<PeerPort>& ports,
+                          const std::vector<ClusterPeer>& peers) {
+  Object::Ptr req = new Object;
+  req->set("cluster", cluster);
+  req->set("peer_ports", PeerPortsJson(ports));
+  Array::Ptr list = new Array;
+  for (const ClusterPeer& p : peers) {
+    Object::Ptr one = new Object;
+    one->set("id", p.id);
+    one->set("name", p.name);
+    one->set("private_ip", p.private_ip);
+    one->set("public_ip", p.public_ip);
+    list->add(one);
+  }
+  req->set("peers", list);
+  ParseObject(driver_->Call(DriverOp::kOpenPeerPorts, ToJson(req)), "open_peer_ports");
 }
 
 std::optional<CloudVm> Cloud::Get(const std::string& id, const std::string& vm_name) {

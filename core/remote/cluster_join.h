@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "cloud.h"
+
 namespace gpuprov {
 
 class NodeShell;
@@ -17,10 +19,6 @@ class NodeShell;
 inline constexpr const char* kJoinTokenPath = "/var/lib/rancher/k3s/server/node-token";
 /// Between the nodes of a cluster, only what k3s needs (https://docs.k3s.io/installation/
 /// requirements#networking): the API, the kubelet and flannel's wireguard-native backend.
-struct PeerPort {
-  int port = 0;
-  std::string protocol;  // "tcp" | "udp"
-};
 const std::vector<PeerPort>& ClusterPeerPorts();
 
 /// The server's join token, read over SSH. Throws Error (never quoting what the file holds)

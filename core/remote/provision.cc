@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "check_command.h"
+#include "cluster_join.h"
+#include "cluster_provision.h"
 #include "cluster_nodes.h"
 #include "crash_point.h"
 #include "elapsed.h"
@@ -112,11 +114,13 @@ void WaitRunning(Cloud& cloud, CloudVm& vm, std::chrono::seconds limit) {
 }  // namespace
 
 Provision::Provision(const AppContext& app, const ProvisionFlags& flags,
-                     const std::optional<std::string>& spec_file)
-    : app_(app), flags_(flags), spec_file_(spec_file), console_(Console::Get()) {}
+                     const std::optional<std::string>& spec_file, ClusterMember member)
+    : app_(app), flags_(flags), spec_file_(spec_file), console_(Console::Get()),
+      member_(std::move(member)) {}
 
 int Provision::Run() {
   ResolveInputs();
+  if (opt_.nodes.value > 1 && !failover_) return ClusterProvision(*this).Run();
   if (failover_) {
     Failover(*this).Run();
   } else {
@@ -236,6 +240,13 @@ InstallerArgs Provision::K3sArgs() const {
   args.k3s_download_url = opt_.k3s_download_url.value.value_or("");
   if (opt_.nvidia_driver.value == "install") args.nvidia_driver = "install";
   args.public_ip_source = driver_->info().node_address;
+  if (member_.nodes > 1) {
+    args.role = member_.role == "agent" ? "agent" : "";
+    if (member_.role != "agent") args.cluster_nodes = member_.nodes;
+    args.node_ip = !rec_.private_ip.empty() ? rec_.private_ip : rec_.public_ip;
+    if (!rec_.private_ip.empty()) args.node_external_ip = rec_.public_ip;
+    args.peers = peers_;
+  }
   return args;
 }
 
@@ -245,13 +256,6 @@ void Provision::CheckAccountAndPlan() {
   const CloudCheck account = cloud_->Check();
   console_.Debug(cloud_name_ + " account: " + account.account);
   RefuseNodesIfCannot(account.max_cluster_nodes);
-  if (opt_.nodes.value > 1) {
-    // The multi-node flow (agents, join, validation) is not in this build yet: refuse rather
-    // than make one VM of the N asked.
-    throw UsageError("this gpuprov cannot make multi-node clusters yet (--nodes " +
-                         std::to_string(opt_.nodes.value) + ")",
-                     "drop --nodes; nothing was created");
-  }
   user_data_limit_ = account.user_data_limit;
   if (k8s_.enabled) {
     plan_ = PlanCluster(driver_->info().capabilities, account.user_data_limit, K3sArgs(),
@@ -421,6 +425,12 @@ void Provision::RecordIntent() {
   }
   rec_.extra["ssh_key"] = key_path_;
   rec_.powered_off_cost = offer_.powered_off_cost;
+  if (member_.nodes > 1) {
+    rec_.cluster = member_.cluster;
+    rec_.role = member_.role;
+    rec_.node_index = member_.index;
+    rec_.cluster_nodes = member_.role == "server" ? member_.nodes : 0;
+  }
   // A VM about to be made: its TTL is recorded with it (the boot script may carry it before
   // this run reaches SSH).
   if (!existing_ || existing_->vm_id.empty()) SetRecordTtl(rec_, PlannedTtl());
@@ -444,6 +454,11 @@ void Provision::CreateOrFind() {
   req.tags = opt_.tags;
   req.tags["gpuprov"] = "1";
   req.tags["gpuprov-name"] = name_;
+  // A cluster node: the driver tags it gpuprov-cluster and gpuprov-role and puts it on the
+  // cluster's network (docs/driver-protocol.md, "cluster").
+  if (member_.nodes > 1) {
+    req.cluster = ClusterCreateFields{member_.cluster, member_.role, ClusterPeerPorts()};
+  }
   req.open_ports = PortsToOpen(k8s_.enabled, plan_);
   req.user_data = plan_.boot_script;
   AddTtlToUserData(req.user_data);
@@ -530,6 +545,7 @@ void Provision::WaitForRunning() {
   const int recorded_ssh_port = rec_.ssh_port;
   WaitRunning(*cloud_, vm_, std::chrono::seconds(opt_.boot_wait_seconds.value));
   rec_.public_ip = vm_.public_ip;
+  if (member_.nodes > 1) rec_.private_ip = vm_.private_ip;
   rec_.ssh_port = vm_.ports.count(22) ? vm_.ports.at(22) : vm_.ssh_port;
   rec_.ssh_user = vm_.ssh_user.empty() ? "root" : vm_.ssh_user;
   rec_.phase = "running";

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -175,6 +176,60 @@ class PairDriver {
   std::string OpenPeerPorts(const std::string&) { return "{}"; }
 };
 
+/// The in-memory cloud with clusters (GPUPROV_CAP_CLUSTER, at most 4 nodes): its calls come from
+/// one thread per node, so each takes the world's lock. capacity_fault_at makes the k-th create
+/// of the run fail for lack of capacity.
+std::mutex g_mesh_mutex;
+class MeshDriver : public MemoryDriver {
+ public:
+  static constexpr const char* kName = "mesh";
+  static constexpr const char* kDescription = "provision_test's in-memory cloud with clusters";
+  static constexpr uint64_t kCapabilities =
+      GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_CLUSTER;
+  static inline int creates = 0;
+  static inline int capacity_fault_at = 0;
+
+  explicit MeshDriver(const gpuprov::sdk::InitContext& c) : MemoryDriver(c) {}
+  std::string Check(const std::string& r) {
+    std::lock_guard<std::mutex> hold(g_mesh_mutex);
+    MemoryDriver::Check(r);
+    return R"({"account":"mesh","max_cluster_nodes":4})";
+  }
+  std::string Offers(const std::string& r) {
+    std::lock_guard<std::mutex> hold(g_mesh_mutex);
+    return MemoryDriver::Offers(r);
+  }
+  std::string Create(const std::string& r) {
+    std::lock_guard<std::mutex> hold(g_mesh_mutex);
+    if (++creates == capacity_fault_at) {
+      g_world->calls.push_back("create " + Field(r, "name") + " (no capacity)");
+      throw gpuprov::sdk::DriverError(GPUPROV_STATUS_CAPACITY, "no capacity (mesh)");
+    }
+    return MemoryDriver::Create(r);
+  }
+  std::string Get(const std::string& r) {
+    std::lock_guard<std::mutex> hold(g_mesh_mutex);
+    return MemoryDriver::Get(r);
+  }
+  std::string List(const std::string& r) {
+    std::lock_guard<std::mutex> hold(g_mesh_mutex);
+    return MemoryDriver::List(r);
+  }
+  std::string Delete(const std::string& r) {
+    std::lock_guard<std::mutex> hold(g_mesh_mutex);
+    return MemoryDriver::Delete(r);
+  }
+  std::string OpenPeerPorts(const std::string&) {
+    std::lock_guard<std::mutex> hold(g_mesh_mutex);
+    g_world->calls.push_back("open_peer_ports");
+    return "{}";
+  }
+};
+
+const gpuprov_type_driver_descriptor* MeshDescriptor() {
+  return gpuprov::sdk::internal::Descriptor<MeshDriver, gpuprov::sdk::kNoConfigKeys, 0>();
+}
+
 const gpuprov_type_driver_descriptor* PairDescriptor() {
   return gpuprov::sdk::internal::Descriptor<PairDriver, gpuprov::sdk::kNoConfigKeys, 0>();
 }
@@ -227,7 +282,10 @@ class ProvisionTest : public ::testing::Test {
     std::ofstream(home_.path() / "config.toml")
         << "[defaults.timeouts]\nssh_wait_seconds = 1\nboot_wait_seconds = 30\n";
     app_.prompter = std::make_shared<NoTerminal>();
-    app_.in_memory_drivers = {MemoryDescriptor(), FullDescriptor(), PairDescriptor()};
+    app_.in_memory_drivers = {MemoryDescriptor(), FullDescriptor(), PairDescriptor(),
+                              MeshDescriptor()};
+    MeshDriver::creates = 0;
+    MeshDriver::capacity_fault_at = 0;
     flags_.name = "demo";
     flags_.cloud = "memory";
     flags_.kubernetes = false;
@@ -322,6 +380,58 @@ TEST_F(ProvisionTest, NodesZeroIsRefusedBeforeAnyCall) {
   flags_.kubernetes = true;
   EXPECT_THAT(RunUntilError(), HasSubstr("a cluster has at least one node"));
   EXPECT_TRUE(world_.calls.empty());
+}
+
+/// Calls of \a world that create, sorted (the nodes' threads make them in any order).
+std::vector<std::string> Creates(const MemoryWorld& world) {
+  std::vector<std::string> out;
+  for (const auto& c : world.calls) {
+    if (c.rfind("create ", 0) == 0) out.push_back(c);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST_F(ProvisionTest, NodesMakesTheServerAndItsAgentsEachWithItsOwnRecord) {
+  flags_.nodes = 3;
+  flags_.cloud = "mesh";
+  flags_.kubernetes = true;
+  const int status = Provision(app_, flags_, no_spec_).Run();
+  EXPECT_EQ(status, 1);  // nothing answers SSH here: no node gets into the cluster
+  EXPECT_THAT(Creates(world_),
+              ElementsAre("create demo", "create demo-agent-1", "create demo-agent-2"));
+  const StateStore store(app_.paths);
+  const std::optional<VmRecord> server = store.Load("demo");
+  ASSERT_TRUE(server.has_value());
+  EXPECT_EQ(server->cluster, "demo");
+  EXPECT_EQ(server->role, "server");
+  EXPECT_EQ(server->cluster_nodes, 3);
+  for (int k : {1, 2}) {
+    const std::optional<VmRecord> agent = store.Load("demo-agent-" + std::to_string(k));
+    ASSERT_TRUE(agent.has_value());
+    EXPECT_EQ(agent->cluster, "demo");
+    EXPECT_EQ(agent->role, "agent");
+    EXPECT_EQ(agent->node_index, k);
+    EXPECT_FALSE(agent->vm_id.empty());
+  }
+}
+
+TEST_F(ProvisionTest, NodesCapacityOnTheThirdNodeKeepsTheOthersAndARerunMakesOnlyWhatIsMissing) {
+  flags_.nodes = 3;
+  flags_.cloud = "mesh";
+  flags_.kubernetes = true;
+  MeshDriver::capacity_fault_at = 3;
+  EXPECT_EQ(Provision(app_, flags_, no_spec_).Run(), 1);
+  const StateStore store(app_.paths);
+  int records = 0;
+  for (const char* name : {"demo", "demo-agent-1", "demo-agent-2"}) records += store.Load(name) ? 1 : 0;
+  EXPECT_EQ(records, 2);  // the node without capacity leaves no record
+  EXPECT_EQ(world_.vms.size(), 2u);
+  world_.calls.clear();
+  MeshDriver::capacity_fault_at = 0;
+  EXPECT_EQ(Provision(app_, flags_, no_spec_).Run(), 1);
+  EXPECT_EQ(world_.vms.size(), 3u);  // only the missing one was made
+  EXPECT_EQ(Creates(world_).size(), 3u);  // create finds the two of the first run by name
 }
 
 TEST_F(ProvisionTest, ARerunFindsTheVmOfTheFirstAndMakesNoSecond) {
