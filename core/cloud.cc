@@ -164,6 +164,10 @@ CloudCheck Cloud::Check() {
                                r->getValue<bool>("user_data_gzip");
   check.honours_allow_from = r->has("allow_from") && r->get("allow_from").isBoolean() &&
                              r->getValue<bool>("allow_from");
+  if (r->has("max_cluster_nodes") && r->get("max_cluster_nodes").isNumeric()) {
+    const double nodes = r->getValue<double>("max_cluster_nodes");
+    if (nodes >= 1 && nodes <= 1e6) check.max_cluster_nodes = static_cast<int>(nodes);
+  }
   return check;
 }
 

@@ -88,6 +88,9 @@ struct CloudCheck {
   /// The driver narrows sources by "allow_from" in create and open_ports (check's
   /// "allow_from": true); a driver that does not say is never sent a narrowing.
   bool honours_allow_from = false;
+  /// The most nodes one cluster may have on this cloud (check's "max_cluster_nodes", ABI 1.5);
+  /// nullopt when the driver does not say (no limit known).
+  std::optional<int> max_cluster_nodes;
 };
 
 /// Who may reach which port (docs/driver-protocol.md, "allow_from"): the ports in
