@@ -56,6 +56,7 @@ const std::map<std::string, std::string> kKnownAbi = {
     {"1.2", "28d36bb7a001dc82707d9d819fb64c32d2b2569262f3060bf81230db8075814e"},
     {"1.3", "0b296e44246bccb6535d8bc25d2ec20a9535a82b32516f1beedccc188c229b8d"},
     {"1.4", "4319d4d4ee3dc9fdc27ff51cc82de91eb0e0e9fc848afa0cc04b1b3861de1e93"},
+    {"1.5", "acdc1653036b3b7f1a5634f5b8d0fe09a2731951b9efb6e0b4c48a6777961169"},
 };
 
 TEST(AbiGuard, HeaderMatchesTheHashRecordedForItsVersion) {

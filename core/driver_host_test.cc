@@ -36,7 +36,7 @@ const char* LastError(gpuprov_type_driver*) { return ""; }
 
 gpuprov_drv_vtable FullVtable() {
   return gpuprov_drv_vtable{sizeof(gpuprov_drv_vtable), Init, Destroy, LastError, Op, Op, Op,
-                            Op, Op, Op, Op, Op, Op};
+                            Op, Op, Op, Op, Op, Op, Op};
 }
 
 struct DescriptorCase {
@@ -78,11 +78,11 @@ INSTANTIATE_TEST_SUITE_P(
                          d->abi_major = 2;
                          d->abi_minor_required = 0;
                        },
-                       "needs driver ABI 2.0 but this gpuprov has ABI 1.4"},
+                       "needs driver ABI 2.0 but this gpuprov has ABI 1.5"},
         DescriptorCase{"OlderMajor", [](auto* d, auto*) { d->abi_major = 0; },
                        "major versions must be equal"},
         DescriptorCase{"NewerMinor", [](auto* d, auto*) { d->abi_minor_required = 7; },
-                       "needs driver ABI 1.7 or newer but this gpuprov has ABI 1.4"},
+                       "needs driver ABI 1.7 or newer but this gpuprov has ABI 1.5"},
         // A larger descriptor or function table comes from a newer minor that the driver does
         // not require: the host reads the members it knows (driver_abi.h, COMPATIBILITY).
         DescriptorCase{"LargerFromANewerMinorIsRead", [](auto* d, auto*) { d->struct_size += 16; },
@@ -107,6 +107,21 @@ INSTANTIATE_TEST_SUITE_P(
         DescriptorCase{"Undersized", [](auto* d, auto*) { d->struct_size = 6; }, "too small"},
         DescriptorCase{"MissingOpenPorts", [](auto*, auto* vt) { vt->open_ports = nullptr; },
                        "does not implement: open_ports"},
+        DescriptorCase{"ClusterWithoutOpenPeerPorts",
+                       [](auto* d, auto* vt) {
+                         d->capabilities |= GPUPROV_CAP_CLUSTER;
+                         vt->open_peer_ports = nullptr;
+                       },
+                       "does not implement: open_peer_ports"},
+        // A 1.4 table ends before open_peer_ports: it cannot keep the cluster bit's promise.
+        DescriptorCase{"ClusterWithATableOfOneFour",
+                       [](auto* d, auto* vt) {
+                         d->capabilities |= GPUPROV_CAP_CLUSTER;
+                         vt->struct_size = offsetof(gpuprov_drv_vtable, open_peer_ports);
+                       },
+                       "does not implement: open_peer_ports"},
+        DescriptorCase{"ClusterWithOpenPeerPorts",
+                       [](auto* d, auto*) { d->capabilities |= GPUPROV_CAP_CLUSTER; }, ""},
         DescriptorCase{"MissingCreateAndList",
                        [](auto*, auto* vt) {
                          vt->create = nullptr;
@@ -288,7 +303,7 @@ TEST_F(DriverFilesTest, ListReportsBrokenDriversAndStillLoadsGoodOnes) {
     const DriverInfo* i = Find(all, name);
     return i == nullptr ? std::string("<not listed>") : i->problem;
   };
-  EXPECT_NE(problem("newmajor").find("needs driver ABI 2.0 but this gpuprov has ABI 1.4"),
+  EXPECT_NE(problem("newmajor").find("needs driver ABI 2.0 but this gpuprov has ABI 1.5"),
             std::string::npos) << problem("newmajor");
   EXPECT_NE(problem("newminor").find("needs driver ABI 1.99 or newer"), std::string::npos)
       << problem("newminor");
@@ -643,7 +658,8 @@ gpuprov_type_status InMemoryOp(gpuprov_type_driver*, gpuprov_type_json, gpuprov_
 }
 const gpuprov_drv_vtable kInMemoryVtable = {sizeof(gpuprov_drv_vtable), Init, Destroy, LastError,
                                              InMemoryOp, InMemoryOp, InMemoryOp, InMemoryOp,
-                                             InMemoryOp, InMemoryOp, nullptr, nullptr, nullptr};
+                                             InMemoryOp, InMemoryOp, nullptr, nullptr, nullptr,
+                                             nullptr};
 
 TEST(InMemoryDriver, LoadFindsItBeforeAFileOfTheSameNameAndOpenCallsIt) {
   DriverHost host(std::vector<gpuprov::DriverSearchDir>{{GPUPROV_FIXTURE_DRIVER_DIR, "fixtures"}});

@@ -123,6 +123,6 @@ provision_refused() {
 @test "settings: a driver with a capability bit this gpuprov does not know is listed and usable" {
   run "$GPUPROV" --driver-path "$BUILD_DIR/tests/fixture-drivers" drivers
   echo "$output"
-  [[ "$output" == *"newcap  0.0.1  ABI 1.4  boot:none,no-open-ports,no-kubernetes,vm-lifecycle,unknown:0x10000000000"* ]]
+  [[ "$output" == *"newcap  0.0.1  ABI 1.5  boot:none,no-open-ports,no-kubernetes,vm-lifecycle,unknown:0x10000000000"* ]]
   [[ "$output" != *"newcap  BROKEN"* ]]
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * gpuprov driver ABI, version 1.4: the only contract between the gpuprov host and a cloud driver.
+ * gpuprov driver ABI, version 1.5: the only contract between the gpuprov host and a cloud driver.
  *
  * TRUST MODEL. A driver is a shared object loaded into the gpuprov process with
  * RTLD_NOW | RTLD_LOCAL. It is trusted like the host itself: it runs with the user's
@@ -58,7 +58,7 @@ extern "C" {
 #endif
 
 #define GPUPROV_ABI_VERSION_MAJOR 1
-#define GPUPROV_ABI_VERSION_MINOR 4
+#define GPUPROV_ABI_VERSION_MINOR 5
 
 /* First member after struct_size in the descriptor: tells a gpuprov driver from any other .so
  * that happens to export the entry symbol name. Not a security measure. ('GPPV') */
@@ -87,6 +87,12 @@ typedef int32_t gpuprov_type_status;
 #define GPUPROV_CAP_OPEN_PORTS (1u << 2)          /* can open ports: needs open_ports */
 #define GPUPROV_CAP_HOSTS_KUBERNETES (1u << 3)    /* a VM can become a k3s node */
 #define GPUPROV_CAP_VM_LIFECYCLE (1u << 4) /* needs check, offers, create, get, list, delete_vm */
+/* Since ABI 1.5: the driver makes several VMs of one cluster that reach each other: create
+ * honours the request's "cluster" (tags, the cluster's private network where the cloud has
+ * one, peer ports open between members only), VM objects carry "private_ip", "cluster" and
+ * "role", and the vtable has open_peer_ports. A 1.4 host ignores the bit and makes no cluster
+ * with the driver, so the bit needs no higher required minor. */
+#define GPUPROV_CAP_CLUSTER (1u << 5) /* needs open_peer_ports */
 
 /* Since ABI 1.4: values of gpuprov_type_driver_descriptor.node_address, how a VM of the cloud
  * learns its own public IPv4 address (the node installer's --public-ip-source). */
@@ -170,6 +176,10 @@ typedef struct gpuprov_drv_vtable {
    * cannot list its leftovers. */
   gpuprov_drv_op_fn list_resources;  /* everything on the cloud that carries gpuprov's marks */
   gpuprov_drv_op_fn delete_resource; /* one of those by kind and id; refuses any other */
+  /* Since ABI 1.5, GPUPROV_CAP_CLUSTER: lets every listed peer of a cluster reach the peer
+   * ports of every other one (private addresses where set, else public) and takes that access
+   * from peers no longer listed; idempotent. A table that does not reach it has none. */
+  gpuprov_drv_op_fn open_peer_ports;
 } gpuprov_drv_vtable;
 
 /* Since ABI 1.1: the type of a value in a driver's [clouds.NAME] table of config.toml. */

@@ -19,6 +19,7 @@
 //     std::string OpenPorts(const std::string& request_json); // only with GPUPROV_CAP_OPEN_PORTS
 //     std::string ListResources(const std::string& request_json);  // optional, both or neither:
 //     std::string DeleteResource(const std::string& request_json); // `gpuprov gc` (ABI 1.2)
+//     std::string OpenPeerPorts(const std::string& request_json);  // GPUPROV_CAP_CLUSTER (1.5)
 //   };
 //   GPUPROV_DRIVER(MyCloud)
 //
@@ -242,6 +243,7 @@ GPUPROV_SDK_OP_CONCEPT(Delete)
 GPUPROV_SDK_OP_CONCEPT(OpenPorts)
 GPUPROV_SDK_OP_CONCEPT(ListResources)
 GPUPROV_SDK_OP_CONCEPT(DeleteResource)
+GPUPROV_SDK_OP_CONCEPT(OpenPeerPorts)
 #undef GPUPROV_SDK_OP_CONCEPT
 
 template <class T>
@@ -249,7 +251,7 @@ constexpr bool CheckOpSignatures() {
   return CheckCheckSignature<T>() && CheckOffersSignature<T>() && CheckCreateSignature<T>() &&
          CheckGetSignature<T>() && CheckListSignature<T>() && CheckDeleteSignature<T>() &&
          CheckOpenPortsSignature<T>() && CheckListResourcesSignature<T>() &&
-         CheckDeleteResourceSignature<T>();
+         CheckDeleteResourceSignature<T>() && CheckOpenPeerPortsSignature<T>();
 }
 
 /// The name rule of a config key: [a-z0-9_]+, at most 64 bytes.
@@ -509,6 +511,7 @@ constexpr gpuprov_drv_vtable MakeVtable() {
   if constexpr (HasOpenPorts<T>) v.open_ports = &Op<T, &T::OpenPorts>;
   if constexpr (HasListResources<T>) v.list_resources = &Op<T, &T::ListResources>;
   if constexpr (HasDeleteResource<T>) v.delete_resource = &Op<T, &T::DeleteResource>;
+  if constexpr (HasOpenPeerPorts<T>) v.open_peer_ports = &Op<T, &T::OpenPeerPorts>;
   return v;
 }
 
@@ -532,6 +535,9 @@ const gpuprov_type_driver_descriptor* Descriptor() noexcept {
                 "Delete(const std::string& request_json)");
   static_assert(!(T::kCapabilities & GPUPROV_CAP_OPEN_PORTS) || HasOpenPorts<T>,
                 "GPUPROV_CAP_OPEN_PORTS needs: std::string OpenPorts(const std::string& "
+                "request_json)");
+  static_assert(!(T::kCapabilities & GPUPROV_CAP_CLUSTER) || HasOpenPeerPorts<T>,
+                "GPUPROV_CAP_CLUSTER needs: std::string OpenPeerPorts(const std::string& "
                 "request_json)");
   static_assert(HasListResources<T> == HasDeleteResource<T>,
                 "gpuprov SDK: ListResources and DeleteResource come together (`gpuprov gc` lists "
