@@ -123,7 +123,9 @@ const std::vector<Command>& Commands() {
        "`--` are joined with spaces for the remote shell, as OpenSSH does",
        {{"local-forward", 'L', "[BIND:]PORT:HOST:HOSTPORT",
          "forward a local port to HOST:HOSTPORT as the VM sees it, as ssh -L (repeatable)"},
-        {"no-command", 'N', nullptr, "with -L: forward only, run no shell or command"}},
+        {"no-command", 'N', nullptr, "with -L: forward only, run no shell or command"},
+        {"node", 0, "K", "node K of a multi-node cluster NAME: 0 the server, K the agent "
+                         "NAME-agent-K"}},
        &RunSshArgs, Completion::kVm},
       {"ssh-config", "ssh-config NAME",
        "print an OpenSSH `Host gpuprov-NAME` block (address, port, user, key, gpuprov's pinned "
@@ -322,6 +324,7 @@ int RunProvisionArgs(const AppContext& app, const ParsedArgs& args) {
 
 int RunSshArgs(const AppContext& app, const ParsedArgs& args) {
   std::string name = OneName(args, "ssh");
+  if (auto node = args.value("node")) name = ClusterNodeName(name, ParseNodeCount(*node, "--node"));
   if (args.has_dashdash && args.after_dashdash.empty()) {
     throw UsageError("nothing after `--`", "e.g. gpuprov ssh " + name + " -- uname -a");
   }

@@ -96,6 +96,31 @@ NodesDecision DecideNodes(const NodesQuestion& q) {
   return {};
 }
 
+std::vector<VmRecord> ClusterAgents(const std::vector<VmRecord>& records,
+                                    const std::string& cluster) {
+  std::vector<VmRecord> agents;
+  for (const VmRecord& r : records) {
+    if (!cluster.empty() && r.cluster == cluster && r.role == "agent") agents.push_back(r);
+  }
+  std::sort(agents.begin(), agents.end(),
+            [](const VmRecord& a, const VmRecord& b) { return a.node_index < b.node_index; });
+  return agents;
+}
+
+std::vector<std::string> ClusterLines(const std::vector<VmRecord>& records) {
+  std::vector<std::string> lines;
+  for (const VmRecord& r : records) {
+    if (r.role != "server" || r.cluster.empty()) continue;
+    const std::vector<VmRecord> agents = ClusterAgents(records, r.cluster);
+    std::string names = r.name + " server";
+    for (const VmRecord& a : agents) names += ", " + a.name;
+    std::string line = "cluster " + r.cluster + ": " + std::to_string(agents.size() + 1) + " of " +
+                       std::to_string(std::max(r.cluster_nodes, 1)) + " nodes (" + names + ")";
+    lines.push_back(line);
+  }
+  return lines;
+}
+
 std::vector<std::string> CloudsThatCanCluster(const std::vector<DriverInfo>& drivers) {
   std::vector<std::string> names;
   for (const DriverInfo& d : drivers) {

@@ -10,12 +10,7 @@
 #include <vector>
 
 #include "driver_host.h"
-
-// The driver can make several VMs of one cluster that reach each other (ABI 1.5,
-// docs/driver-protocol.md). Defined here until the ABI header that carries it is merged.
-#ifndef GPUPROV_CAP_CLUSTER
-#define GPUPROV_CAP_CLUSTER (1u << 5)
-#endif
+#include "state_store.h"
 
 namespace gpuprov {
 
@@ -69,6 +64,14 @@ struct NodesDecision {
 ///   driver's max_cluster_nodes known, exceeded  -> refused, naming the limit
 ///   otherwise                                   -> accepted
 NodesDecision DecideNodes(const NodesQuestion& question);
+
+/// The agents' records of cluster \a cluster among \a records, by node index.
+std::vector<VmRecord> ClusterAgents(const std::vector<VmRecord>& records,
+                                    const std::string& cluster);
+
+/// "cluster train: 3 nodes (train server, train-agent-1, train-agent-2)" for each cluster
+/// server among \a records; empty when there is none.
+std::vector<std::string> ClusterLines(const std::vector<VmRecord>& records);
 
 /// The names of the drivers in \a drivers that load and carry GPUPROV_CAP_CLUSTER, sorted.
 std::vector<std::string> CloudsThatCanCluster(const std::vector<DriverInfo>& drivers);

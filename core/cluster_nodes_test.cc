@@ -154,5 +154,30 @@ TEST(CloudsThatCanClusterTest, ListsUsableDriversWithTheBitSorted) {
               ::testing::ElementsAre("aws", "digitalocean"));
 }
 
+VmRecord Node(const std::string& name, const std::string& cluster, const std::string& role,
+              int index, int nodes = 0) {
+  VmRecord r;
+  r.name = name;
+  r.cluster = cluster;
+  r.role = role;
+  r.node_index = index;
+  r.cluster_nodes = nodes;
+  return r;
+}
+
+TEST(ClusterAgentsTest, TheAgentsOfOneClusterByIndex) {
+  const std::vector<VmRecord> records = {
+      Node("box", "", "", 0),          Node("train", "train", "server", 0, 3),
+      Node("train-agent-2", "train", "agent", 2), Node("train-agent-1", "train", "agent", 1),
+      Node("other-agent-1", "other", "agent", 1)};
+  std::vector<std::string> names;
+  for (const auto& r : ClusterAgents(records, "train")) names.push_back(r.name);
+  EXPECT_THAT(names, ::testing::ElementsAre("train-agent-1", "train-agent-2"));
+  EXPECT_TRUE(ClusterAgents(records, "").empty());
+  EXPECT_THAT(ClusterLines(records),
+              ::testing::ElementsAre(
+                  "cluster train: 3 of 3 nodes (train server, train-agent-1, train-agent-2)"));
+}
+
 }  // namespace
 }  // namespace gpuprov

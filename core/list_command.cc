@@ -2,9 +2,12 @@
 
 #include <Poco/JSON/Array.h>
 
+#include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "cluster_nodes.h"
 #include "console.h"
 #include "state_store.h"
 #include "vm_records.h"
@@ -31,8 +34,40 @@ int RunList(const AppContext& app, bool refresh) {
   std::vector<ListedVm> rows;
   for (const auto& r : records) rows.push_back({r, live.StateOf(r).value_or(r.phase)});
   if (app.json_output) {
+    // A cluster is its server's object with a `nodes` array: the server, then its agents. An
+    // agent whose server has no record is listed on its own.
     Poco::JSON::Array::Ptr arr = new Poco::JSON::Array;
-    for (const auto& row : rows) arr->add(VmRecordObject(row.record, row.state));
+    std::map<std::string, Poco::JSON::Array::Ptr> nodes_of;
+    for (const auto& row : rows) {
+      if (row.record.role == "server" && !row.record.cluster.empty()) {
+        nodes_of[row.record.cluster] = new Poco::JSON::Array;
+      }
+    }
+    for (const auto& row : rows) {
+      Poco::JSON::Object::Ptr o = VmRecordObject(row.record, row.state);
+      auto cluster = nodes_of.find(row.record.cluster);
+      if (cluster == nodes_of.end()) {
+        arr->add(o);
+        continue;
+      }
+      if (row.record.role == "server") {
+        Poco::JSON::Object::Ptr top = VmRecordObject(row.record, row.state);
+        top->set("cluster_nodes", std::max(row.record.cluster_nodes, 1));
+        top->set("nodes", cluster->second);
+        arr->add(top);
+      }
+      cluster->second->add(o);
+    }
+    for (auto& [name, nodes] : nodes_of) {
+      // The server first, the agents by index (rows are sorted by name).
+      std::vector<Poco::JSON::Object::Ptr> sorted;
+      for (std::size_t i = 0; i < nodes->size(); ++i) sorted.push_back(nodes->getObject(i));
+      std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+        return a->template getValue<int>("node_index") < b->template getValue<int>("node_index");
+      });
+      nodes->clear();
+      for (const auto& o : sorted) nodes->add(o);
+    }
     app.Print(arr);
     return 0;
   }
@@ -48,7 +83,9 @@ int RunList(const AppContext& app, bool refresh) {
     states.push_back(row.state);
     ages.push_back(RecordAgeSeconds(row.record.created_at));
   }
-  console.Result(ListTable(shown, states, ages));
+  std::string table = ListTable(shown, states, ages);
+  for (const std::string& line : ClusterLines(records)) table += line + "\n";
+  console.Result(table);
   return 0;
 }
 
