@@ -552,6 +552,40 @@ void AwsDriver::AuthorizePorts(const std::string& region, const std::string& gro
   }
 }
 
+std::optional<XmlNode> AwsDriver::DescribeGroup(const std::string& region,
+                                                const std::string& group_name,
+                                                const std::string& vpc_id) {
+  Params filter = {{"Filter.1.Name", "group-name"}, {"Filter.1.Value.1", group_name}};
+  if (!vpc_id.empty()) {  // names are unique per VPC
+    filter.insert(filter.end(), {{"Filter.2.Name", "vpc-id"}, {"Filter.2.Value.1", vpc_id}});
+  }
+  XmlNode doc = Call(region, "DescribeSecurityGroups", filter);
+  for (const XmlNode* g : doc.Items("securityGroupInfo")) {
+    if (g->Text("groupName") == group_name) return *g;
+  }
+  return std::nullopt;
+}
+
+AwsDriver::GroupDeletion AwsDriver::DeleteGroup(const std::string& region,
+                                                const std::string& group_id,
+                                                steady_clock::time_point wait_until) {
+  while (true) {
+    try {
+      ec2_->Call(region, "DeleteSecurityGroup", {{"GroupId", group_id}});
+      return GroupDeletion::kDeleted;
+    } catch (const Ec2Error& e) {
+      if (e.code() == "InvalidGroup.NotFound") return GroupDeletion::kGone;
+      // Deleting fails until every instance using it is fully terminated (REFERENCE.md §5).
+      if (e.code() == "DependencyViolation") {
+        if (steady_clock::now() >= wait_until) return GroupDeletion::kInUse;
+        Sleep(poll_interval_);
+        continue;
+      }
+      Raise(region, e);
+    }
+  }
+}
+
 AwsDriver::Resource AwsDriver::EnsureSecurityGroup(const std::string& region,
                                                    const std::string& vm_name,
                                                    const std::vector<int>& ports,
@@ -559,17 +593,7 @@ AwsDriver::Resource AwsDriver::EnsureSecurityGroup(const std::string& region,
                                                    const kit::PortSources& sources,
                                                    const Network& net) {
   const std::string group_name = ResourceName(vm_name);
-  auto describe = [&]() -> std::optional<XmlNode> {
-    Params filter = {{"Filter.1.Name", "group-name"}, {"Filter.1.Value.1", group_name}};
-    if (!net.vpc_id.empty()) {  // names are unique per VPC
-      filter.insert(filter.end(), {{"Filter.2.Name", "vpc-id"}, {"Filter.2.Value.1", net.vpc_id}});
-    }
-    XmlNode doc = Call(region, "DescribeSecurityGroups", filter);
-    for (const XmlNode* g : doc.Items("securityGroupInfo")) {
-      if (g->Text("groupName") == group_name) return *g;
-    }
-    return std::nullopt;
-  };
+  auto describe = [&] { return DescribeGroup(region, group_name, net.vpc_id); };
   Resource out;
   std::optional<XmlNode> group = describe();
   if (!group) {
@@ -606,17 +630,7 @@ AwsDriver::Resource AwsDriver::EnsureClusterGroup(const std::string& region,
                                                   const std::vector<kit::PeerPort>& ports,
                                                   const Network& net) {
   const std::string group_name = ClusterGroupName(cluster);
-  auto describe = [&]() -> std::optional<XmlNode> {
-    Params filter = {{"Filter.1.Name", "group-name"}, {"Filter.1.Value.1", group_name}};
-    if (!net.vpc_id.empty()) {
-      filter.insert(filter.end(), {{"Filter.2.Name", "vpc-id"}, {"Filter.2.Value.1", net.vpc_id}});
-    }
-    XmlNode doc = Call(region, "DescribeSecurityGroups", filter);
-    for (const XmlNode* g : doc.Items("securityGroupInfo")) {
-      if (g->Text("groupName") == group_name) return *g;
-    }
-    return std::nullopt;
-  };
+  auto describe = [&] { return DescribeGroup(region, group_name, net.vpc_id); };
   Resource out;
   std::optional<XmlNode> group = describe();
   if (!group) {
@@ -704,23 +718,9 @@ void AwsDriver::RemoveClusterGroup(const std::string& region, const std::string&
     if (g->Text("groupName") != group_name || !Managed(*g)) continue;
     const std::string id = g->Text("groupId");
     host_.Progress("deleting security group " + group_name + " (the cluster's last node is gone)");
-    while (true) {
-      try {
-        ec2_->Call(region, "DeleteSecurityGroup", {{"GroupId", id}});
-        break;
-      } catch (const Ec2Error& e) {
-        if (e.code() == "InvalidGroup.NotFound") break;
-        if (e.code() == "DependencyViolation" && steady_clock::now() < wait_until) {
-          Sleep(poll_interval_);
-          continue;
-        }
-        if (e.code() == "DependencyViolation") {
-          host_.Warning("security group " + group_name + " is still in use; `gpuprov gc "
-                        "--delete` removes it once its instances are terminated");
-          break;
-        }
-        Raise(region, e);
-      }
+    if (DeleteGroup(region, id, wait_until) == GroupDeletion::kInUse) {
+      host_.Warning("security group " + group_name + " is still in use; `gpuprov gc --delete` "
+                    "removes it once its instances are terminated");
     }
   }
 }
@@ -766,25 +766,11 @@ void AwsDriver::DeleteVmResources(const std::string& region, const std::string& 
     if (g->Text("groupName") != group_name) continue;
     const std::string id = g->Text("groupId");
     host_.Progress("deleting security group " + group_name + " (" + id + ")");
-    while (true) {
-      try {
-        ec2_->Call(region, "DeleteSecurityGroup", {{"GroupId", id}});
-        break;
-      } catch (const Ec2Error& e) {
-        if (e.code() == "InvalidGroup.NotFound") break;
-        // Deleting fails until every instance using it is fully terminated (REFERENCE.md §5).
-        if (e.code() == "DependencyViolation" && steady_clock::now() < wait_until) {
-          Sleep(poll_interval_);
-          continue;
-        }
-        if (e.code() == "DependencyViolation") {
-          throw DriverError(GPUPROV_STATUS_FAILED,
-                            "security group " + group_name + " (" + id +
-                                ") is still in use by an instance; run `gpuprov down " + vm_name +
-                                "` again once the instance is terminated");
-        }
-        Raise(region, e);
-      }
+    if (DeleteGroup(region, id, wait_until) == GroupDeletion::kInUse) {
+      throw DriverError(GPUPROV_STATUS_FAILED,
+                        "security group " + group_name + " (" + id +
+                            ") is still in use by an instance; run `gpuprov down " + vm_name +
+                            "` again once the instance is terminated");
     }
   }
   // DeleteKeyPair succeeds for a name that does not exist.
@@ -1261,21 +1247,13 @@ std::string AwsDriver::DeleteResource(const std::string& request_json) {
   if (items.empty()) return kit::DeletedResult(false);
   if (!Managed(*items.front())) throw refuse();
   host_.Progress("deleting security group " + items.front()->Text("groupName") + " (" + id + ")");
-  const auto deadline = steady_clock::now() + delete_wait_;
-  while (true) {
-    try {
-      ec2_->Call(region, "DeleteSecurityGroup", {{"GroupId", id}});
-      return kit::DeletedResult(true);
-    } catch (const Ec2Error& e) {
-      if (e.code() == "InvalidGroup.NotFound") return kit::DeletedResult(false);
-      // Deleting fails until every instance using it is fully terminated (REFERENCE.md §5).
-      if (e.code() == "DependencyViolation" && steady_clock::now() < deadline) {
-        Sleep(poll_interval_);
-        continue;
-      }
-      Raise(region, e);
-    }
+  switch (DeleteGroup(region, id, steady_clock::now() + delete_wait_)) {
+    case GroupDeletion::kDeleted: return kit::DeletedResult(true);
+    case GroupDeletion::kGone: return kit::DeletedResult(false);
+    case GroupDeletion::kInUse: break;
   }
+  throw DriverError(GPUPROV_STATUS_FAILED, "security group " + ref.id +
+                                               " is still in use by an instance (DependencyViolation)");
 }
 
 std::string AwsDriver::OpenPorts(const std::string& request_json) {

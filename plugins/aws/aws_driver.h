@@ -134,6 +134,15 @@ class AwsDriver {
   /// revokes what a narrowing or widening left over. Rules of other ports stay.
   void AuthorizePorts(const std::string& region, const std::string& group_id, const XmlNode* group,
                       const std::vector<int>& ports, const gpuprov::drivers::PortSources& sources);
+  /// The security group called group_name (in vpc_id's VPC; "" = any), or nullopt.
+  std::optional<XmlNode> DescribeGroup(const std::string& region, const std::string& group_name,
+                                       const std::string& vpc_id);
+  /// DeleteSecurityGroup, retrying a DependencyViolation (an instance not yet terminated)
+  /// until wait_until: kInUse when it still is then, kGone when the group was already gone.
+  /// Throws DriverError for any other refusal.
+  enum class GroupDeletion { kDeleted, kGone, kInUse };
+  GroupDeletion DeleteGroup(const std::string& region, const std::string& group_id,
+                            std::chrono::steady_clock::time_point wait_until);
   /// The cluster's group "gpuprov-<cluster>-peers" in net's VPC, made when missing, with an
   /// ingress rule from the group itself on each of `ports` (authorized when missing).
   Resource EnsureClusterGroup(const std::string& region, const std::string& cluster,
