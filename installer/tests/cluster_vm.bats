@@ -138,3 +138,18 @@ join() {
   [[ "${lines[-1]}" == *"failed step: agent-join:"* ]]
   on "$AGENT" test ! -e /run/gpuprov/join-token
 }
+
+@test "cluster vm: k3s-agent-uninstall.sh stops the agent and removes it, its env file and gpuprov's files" {
+  run on "$AGENT" /usr/local/bin/k3s-agent-uninstall.sh
+  echo "$output"
+  [ "$status" -eq 0 ]
+  run on "$AGENT" systemctl is-active k3s-agent.service
+  [ "$status" -ne 0 ]
+  for p in /etc/systemd/system/k3s-agent.service /etc/systemd/system/k3s-agent.service.env \
+    /usr/local/bin/k3s /var/lib/gpuprov /etc/gpuprov /usr/local/bin/k3s-killall.sh \
+    /usr/local/bin/k3s-agent-uninstall.sh /etc/systemd/system/gpuprov-firewall.service; do
+    on "$AGENT" test ! -e "$p"
+  done
+  run on "$AGENT" nft list table inet gpuprov
+  [ "$status" -ne 0 ]
+}
