@@ -873,8 +873,9 @@ render_config() {
     printf 'write-kubeconfig-mode: "0600"\n'
     printf 'tls-san:\n'
     for s in "${TLS_SANS[@]}"; do printf '  - "%s"\n' "$s"; done
-    # Pod traffic between nodes, encrypted (k3s docs, "Basic Network Options").
-    ((CLUSTER_NODES < 2)) || printf 'flannel-backend: "wireguard-native"\n'
+    # Pod traffic between nodes, encrypted (k3s docs, "Basic Network Options"); kept once set:
+    # switching a running cluster's backend is unsupported (k3s-io/k3s#3409).
+    ((CLUSTER_NODES < 2)) && ! grep -qs ^flannel "$ROOT$K3S_CONFIG" || printf 'flannel-backend: "wireguard-native"\n'
   fi
   [[ -z "$NODE_IP" ]] || printf 'node-ip: "%s"\n' "$NODE_IP"
   [[ -z "$NODE_EXTERNAL_IP" ]] || printf 'node-external-ip: "%s"\n' "$NODE_EXTERNAL_IP"
@@ -903,7 +904,7 @@ write_config() {
 # sends READY=1); exec is for stand-ins that do not speak sd_notify.
 render_unit() {
   local what="k3s $ROLE"
-  [[ "$ROLE$CLUSTER_NODES" != server1 ]] || what="k3s, single node"
+  [[ "$ROLE" == agent ]] || grep -qs ^flannel "$ROOT$K3S_CONFIG" || what="k3s, single node"
   cat <<EOF
 # Written by gpuprov-install.sh on every run: edits here are overwritten.
 [Unit]

@@ -133,7 +133,7 @@ token_leaked() {
   [ ! -e "$AGENT_ENV" ]
 }
 
-@test "the server of a multi-node cluster: wireguard-native, node-ip and node-external-ip in config.yaml" {
+@test "the server of a multi-node cluster: wireguard-native (kept once set), node-ip and node-external-ip in config.yaml" {
   run "$INSTALLER" --cluster-nodes 3 --node-ip 10.0.0.2 --node-external-ip 203.0.113.2 --public-ip 203.0.113.2
   echo "$output"
   [ "$status" -eq 0 ]
@@ -144,6 +144,12 @@ token_leaked() {
   [ "$(status .role)" = server ]
   [ "$(status .state)" = server ]
   [ -x "$SANDBOX/usr/local/bin/k3s-uninstall.sh" ]
+  # Kept once set (a running cluster's backend is not switched), even when the cluster shrinks
+  # to one node: nothing restarts.
+  run "$INSTALLER" --cluster-nodes 1 --node-ip 10.0.0.2 --node-external-ip 203.0.113.2 --public-ip 203.0.113.2
+  [ "$status" -eq 0 ]
+  grep -qx 'flannel-backend: "wireguard-native"' "$CONFIG"
+  [ "$(status .k3s_action)" = none ]
 }
 
 @test "a single-node server's files are as before the cluster modes" {

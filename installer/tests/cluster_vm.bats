@@ -5,7 +5,7 @@
 # (no --server-url at boot, as on a boot-route cloud before the server is up). Then, as gpuprov
 # does over SSH: each node's firewall gets the other as its peer (--peers-only), the agent gets
 # the server's node-token on stdin into a 0600 file and joins; the server's API lists both nodes
-# Ready. A wrong token fails the join's step. The VMs are our own containers on Docker's bridge;
+# Ready (the API asked on the server). A wrong token fails the join's step. The VMs are our own containers on Docker's bridge;
 # nothing leaves the machine. Runs only with GPUPROV_INSTALLER_VM_TESTS=1, like testvm.bats.
 
 load vm_helpers
@@ -38,6 +38,17 @@ setup_file() {
 teardown_file() {
   docker rm -f "${SERVER:-none}" "${AGENT:-none}" >/dev/null 2>&1 || true
 }
+
+# NODES_READY: run on the server, prints "NAME READY" for each node of its API.
+# shellcheck disable=SC2016 # expanded on the server
+NODES_READY='t=/var/lib/rancher/k3s/server/tls
+curl -sSf -m 10 --cacert $t/server-ca.crt --cert $t/client-admin.crt --key $t/client-admin.key \
+  https://127.0.0.1:6443/api/v1/nodes | python3 -c "
+import json, sys
+for n in json.load(sys.stdin)[\"items\"]:
+    ready = [c[\"status\"] for c in n[\"status\"].get(\"conditions\", []) if c[\"type\"] == \"Ready\"]
+    print(n[\"metadata\"][\"name\"], (ready or [\"?\"])[0])
+"'
 
 ip_of() { docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$1"; }
 
@@ -95,15 +106,24 @@ join() {
   on "$AGENT" grep -q '"state": "agent-joined"' /var/lib/gpuprov/install-status.json
   run on "$AGENT" grep -rF "${token##*:}" /var/log/gpuprov-install.log /var/lib/gpuprov /var/log/cloud-init-output.log
   [ "$status" -ne 0 ]
-  # The server's API (real kubectl semantics through the simulator) lists both nodes Ready.
+  # The server's API (asked on the server with k3s's admin certificate, as the installer's boot
+  # helper does) lists both nodes Ready.
   for _ in $(seq 60); do
-    nodes="$(on "$SERVER" k3s kubectl get nodes --no-headers 2>/dev/null || true)"
-    [[ "$nodes" == *"agent "*" Ready"* && "$nodes" == *"server "*" Ready"* ]] && break
+    nodes="$(on "$SERVER" sh -c "$NODES_READY" 2>&1 || true)"
+    [[ "$nodes" == *"agent True"* && "$nodes" == *"server True"* ]] && break
     sleep 1
   done
   echo "$nodes"
-  [[ "$nodes" == *"agent "*" Ready"* ]]
-  [[ "$nodes" == *"server "*" Ready"* ]]
+  [[ "$nodes" == *"agent True"* ]]
+  [[ "$nodes" == *"server True"* ]]
+  # Only the peers get in: from this machine (not a peer) the server's 6443 and the agent's
+  # 10250 stay dropped (curl exit 28, no answer).
+  rc=0
+  curl -sk --connect-timeout 2 --max-time 4 -o /dev/null "https://$(ip_of "$SERVER"):6443/" || rc=$?
+  [ "$rc" -eq 28 ]
+  rc=0
+  curl -sk --connect-timeout 2 --max-time 4 -o /dev/null "https://$(ip_of "$AGENT"):10250/" || rc=$?
+  [ "$rc" -eq 28 ]
   # A second join changes nothing.
   run join "$token"
   [ "$status" -eq 0 ]
@@ -117,4 +137,19 @@ join() {
   [ "$status" -eq 1 ]
   [[ "${lines[-1]}" == *"failed step: agent-join:"* ]]
   on "$AGENT" test ! -e /run/gpuprov/join-token
+}
+
+@test "cluster vm: k3s-agent-uninstall.sh stops the agent and removes it, its env file and gpuprov's files" {
+  run on "$AGENT" /usr/local/bin/k3s-agent-uninstall.sh
+  echo "$output"
+  [ "$status" -eq 0 ]
+  run on "$AGENT" systemctl is-active k3s-agent.service
+  [ "$status" -ne 0 ]
+  for p in /etc/systemd/system/k3s-agent.service /etc/systemd/system/k3s-agent.service.env \
+    /usr/local/bin/k3s /var/lib/gpuprov /etc/gpuprov /usr/local/bin/k3s-killall.sh \
+    /usr/local/bin/k3s-agent-uninstall.sh /etc/systemd/system/gpuprov-firewall.service; do
+    on "$AGENT" test ! -e "$p"
+  done
+  run on "$AGENT" nft list table inet gpuprov
+  [ "$status" -ne 0 ]
 }
