@@ -400,6 +400,8 @@ TEST_F(ProvisionTest, NodesMakesTheServerAndItsAgentsEachWithItsOwnRecord) {
   EXPECT_EQ(status, 1);  // nothing answers SSH here: no node gets into the cluster
   EXPECT_THAT(Creates(world_),
               ElementsAre("create demo", "create demo-agent-1", "create demo-agent-2"));
+  // The peers are let in once every node's create is done, with one call for the cluster.
+  EXPECT_EQ(std::count(world_.calls.begin(), world_.calls.end(), "open_peer_ports"), 1);
   const StateStore store(app_.paths);
   const std::optional<VmRecord> server = store.Load("demo");
   ASSERT_TRUE(server.has_value());

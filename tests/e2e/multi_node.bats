@@ -8,11 +8,46 @@ load helpers
 setup_file() {
   export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
   export E2E_NAME="e2e-mn-$$"
+  export DIGITALOCEAN_TOKEN="dop_v1_multinode_$$_secret_token"
+  export PRIME_API_KEY="pit_multinode_$$_secret_key"
+  mkdir -p "$GPUPROV_HOME"
   remove_vm_containers "$E2E_NAME"
+  start_emulator emu --backend docker --clouds digitalocean,primeintellect
 }
 
 teardown_file() {
+  stop_emulators
   remove_vm_containers "$E2E_NAME"
+}
+
+setup() {
+  use_emulator emu
+  printf '[defaults.timeouts]\nssh_wait_seconds = 180\nboot_install_wait_seconds = 180\napi_wait_seconds = 180\n' \
+    >"$GPUPROV_HOME/config.toml"
+}
+
+teardown() {
+  reset_emulators
+}
+
+# cluster_json NAME PY: evaluates the Python expression PY on the cluster's `list -o json`
+# object (c) and prints it.
+cluster_json() {
+  "$GPUPROV" list --no-refresh --output json | /usr/bin/python3 -c "
+import json, sys
+c = [v for v in json.load(sys.stdin) if v['name'] == '$1'][0]
+print($2)"
+}
+
+# ready_nodes KUBECONFIG: how many nodes kubectl shows Ready.
+ready_nodes() {
+  KUBECONFIG=$1 kubectl get nodes --no-headers | awk '$2 == "Ready"' | wc -l
+}
+
+# gpu_sum KUBECONFIG: nvidia.com/gpu allocatable summed over the nodes.
+gpu_sum() {
+  KUBECONFIG=$1 kubectl get nodes -o jsonpath='{range .items[*]}{.status.allocatable.nvidia\.com/gpu}{"\n"}{end}' |
+    awk '{s += $1} END {print s + 0}'
 }
 
 # Nothing of NAME exists: no record, no container.
@@ -74,4 +109,75 @@ nothing_made() {
   ! grep -q '"cluster"' "$GPUPROV_HOME/state/$E2E_NAME.json"
   run "$GPUPROV" down "$E2E_NAME" --yes
   [ "$status" -eq 0 ]
+}
+
+@test "digitalocean (boot route, direct): --nodes 3 makes one validated cluster, list, ssh --node, down" {
+  run "$GPUPROV" -v provision --name mn --cloud digitalocean --gpus H100:1 --nodes 3 --no-smoke-test
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"mn: 3 of 3 nodes in the cluster"* ]]
+  # The token travels only over SSH: never in a log line, a record or the kubeconfig.
+  [[ "$output" != *"::server:"* ]]
+  ! grep -rq "::server:" "$GPUPROV_HOME/state" "$GPUPROV_HOME/kube"
+  local kc="$GPUPROV_HOME/kube/mn.yaml"
+  [ "$(KUBECONFIG=$kc kubectl config current-context)" = gpuprov-mn ]
+  [ "$(ready_nodes "$kc")" -eq 3 ]
+  [ "$(gpu_sum "$kc")" -eq 3 ]
+  [ "$(cluster_json mn "len(c['nodes'])")" -eq 3 ]
+  [ "$(cluster_json mn "c['nodes'][2]['name']")" = mn-agent-2 ]
+  [ "$(cluster_json mn "c['nodes'][1]['role']")" = agent ]
+  [ -n "$(cluster_json mn "c['nodes'][1]['private_ip']")" ]
+  run "$GPUPROV" list --no-refresh
+  [[ "$output" == *"cluster mn: 3 of 3 nodes (mn server, mn-agent-1, mn-agent-2)"* ]]
+  run "$GPUPROV" ssh mn --node 2 -- hostname
+  echo "$output"
+  [ "$status" -eq 0 ]
+  # A re-run makes nothing new and ends as the first did.
+  run "$GPUPROV" provision --name mn --cloud digitalocean --gpus H100:1 --nodes 3 --no-smoke-test
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(count digitalocean instances)" -eq 3 ]
+  run "$GPUPROV" down mn --yes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ ! -e "$GPUPROV_HOME/state/mn-agent-1.json" ]
+  [ ! -e "$GPUPROV_HOME/state/mn-agent-2.json" ]
+  expect_nothing_left digitalocean
+}
+
+@test "digitalocean: no capacity for the third node leaves two, says so node by node (exit 1); a re-run makes only the third" {
+  fault '{"cloud":"digitalocean","fault":"capacity","body":"mc-agent-2"}'
+  run "$GPUPROV" provision --name mc --cloud digitalocean --gpus H100:1 --nodes 3 --no-smoke-test
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"mc: 2 of 3 nodes in the cluster"* ]]
+  [[ "$output" == *"mc-agent-2"*"not in the cluster"* ]]
+  [ ! -e "$GPUPROV_HOME/state/mc-agent-2.json" ]
+  [ "$(count digitalocean instances)" -eq 2 ]
+  run "$GPUPROV" provision --name mc --cloud digitalocean --gpus H100:1 --nodes 3 --no-smoke-test
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(count digitalocean instances)" -eq 3 ]
+  [ "$(ready_nodes "$GPUPROV_HOME/kube/mc.yaml")" -eq 3 ]
+  run "$GPUPROV" down mc --yes
+  [ "$status" -eq 0 ]
+  expect_nothing_left digitalocean
+}
+
+@test "digitalocean: kill -9 at each step of agent creation and join, then the re-run converges and down leaves nothing" {
+  local point
+  for point in intent-recorded vm-created cluster-vms-made peer-ports-opened agent-prepared agent-joined; do
+    GPUPROV_TEST_CRASH_AT=$point run "$GPUPROV" provision --name mk --cloud digitalocean --gpus H100:1 \
+      --nodes 3 --no-smoke-test
+    echo "$point: $output"
+    [ "$status" -eq 137 ]
+    run "$GPUPROV" provision --name mk --cloud digitalocean --gpus H100:1 --nodes 3 --no-smoke-test
+    echo "$point re-run: $output"
+    [ "$status" -eq 0 ]
+    [ "$(count digitalocean instances)" -eq 3 ]
+    [ "$(ready_nodes "$GPUPROV_HOME/kube/mk.yaml")" -eq 3 ]
+    run "$GPUPROV" down mk --yes
+    [ "$status" -eq 0 ]
+    expect_nothing_left digitalocean
+  done
 }
