@@ -259,6 +259,12 @@ std::string OverlayProbePodJson(const std::string& node_a) {
   return Stringify(o);
 }
 
+bool EchoReady(const std::string& deployment_json) {
+  Object::Ptr dep = ParseKubeObject(TrimSpace(deployment_json));
+  Object::Ptr status = ObjectAt(dep, "status");
+  return status && status->optValue<int>("readyReplicas", 0) >= 1;
+}
+
 std::string OverlayProbeVerdict(const std::string& pod_json) {
   Object::Ptr pod = ParseKubeObject(TrimSpace(pod_json));
   if (!pod || Str(pod, "kind") == "Status") return "";
@@ -297,7 +303,6 @@ void RunOverlayCheck(NodeShell& server, const std::string& node_a, const std::st
   create(std::string("/apis/apps/v1/namespaces/") + kOverlayNamespace + "/deployments",
          OverlayEchoDeploymentJson(node_b));
   create(kNs + "/services", OverlayEchoServiceJson());
-  create(kNs + "/pods", OverlayProbePodJson(node_a));
   const SshRunResult applied =
       server.RunAsRoot("overlay check: apply", apply, "", std::chrono::seconds(90));
   const std::string between = "between nodes " + node_a + " and " + node_b;
@@ -306,12 +311,39 @@ void RunOverlayCheck(NodeShell& server, const std::string& node_a, const std::st
                     TrimSpace(applied.stderr_text),
                 "look with `kubectl -n " + std::string(kOverlayNamespace) + " get all`");
   }
+  // The probe connects once: it starts when the echo server on node B is ready.
+  const auto start = std::chrono::steady_clock::now();
+  const auto out_of_time = [&] { return std::chrono::steady_clock::now() - start > wait; };
+  const std::string echo_ready = std::string(kNodeApiFunction) + "api '" + kApi +
+                                 "/apis/apps/v1/namespaces/" + kOverlayNamespace +
+                                 "/deployments/" + kOverlayEcho + "' 2>/dev/null\n";
+  while (!EchoReady(server.RunAsRoot("overlay check: echo ready", echo_ready, "",
+                                     std::chrono::seconds(30))
+                        .stdout_text)) {
+    if (out_of_time()) {
+      throw Error("the overlay check's echo server on node " + node_b + " is not ready after " +
+                      std::to_string(wait.count()) + "s",
+                  "look with `kubectl -n " + std::string(kOverlayNamespace) +
+                      " describe deployment " + kOverlayEcho + "`");
+    }
+    ThrowIfInterrupted("the overlay check");
+    std::this_thread::sleep_for(poll_interval);
+  }
+  const SshRunResult probed = server.RunAsRoot(
+      "overlay check: probe",
+      std::string(kNodeApiFunction) + "printf '%s' " + Quoted(OverlayProbePodJson(node_a)) + " | " +
+          post + "'" + kApi + kNs + "/pods'\n",
+      "", std::chrono::seconds(30));
+  if (probed.exit_status != 0) {
+    throw Error("the overlay check's probe pod could not be made on node " + node_a + ": " +
+                    TrimSpace(probed.stderr_text),
+                "look with `kubectl -n " + std::string(kOverlayNamespace) + " get events`");
+  }
   const std::string poll = std::string(kNodeApiFunction) + "api '" + kApi + kNs + "/pods/" +
                            kOverlayProbe + "' 2>/dev/null\n";
-  const auto start = std::chrono::steady_clock::now();
   std::string verdict;
   while (verdict.empty()) {
-    if (std::chrono::steady_clock::now() - start > wait) {
+    if (out_of_time()) {
       verdict = "no verdict within " + std::to_string(wait.count()) + "s";
       break;
     }

@@ -63,12 +63,16 @@ std::string OverlayEchoDeploymentJson(const std::string& node_b);
 std::string OverlayEchoServiceJson();
 std::string OverlayProbePodJson(const std::string& node_a);
 
+/// The echo Deployment (its JSON) has a ready replica.
+bool EchoReady(const std::string& deployment_json);
+
 /// The probe pod's verdict from its JSON: "" while it runs, "ok" when Succeeded, else why it
 /// failed (its message, or its container's termination message).
 std::string OverlayProbeVerdict(const std::string& pod_json);
 
 /// Runs the overlay check through the server's API (the node's `api` function): applies the
-/// objects, waits up to \a wait for the probe's verdict, deletes the probe pod. Throws Error
+/// echo Deployment and Service, waits for the echo server to be ready, makes the probe pod,
+/// waits for its verdict (all within \a wait), deletes the probe pod. Throws Error
 /// naming the two nodes and what did not answer.
 void RunOverlayCheck(NodeShell& server, const std::string& node_a, const std::string& node_b,
                      std::chrono::seconds wait,

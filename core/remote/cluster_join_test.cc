@@ -24,6 +24,9 @@ class ScriptedNode : public NodeShell {
     calls.push_back(purpose);
     commands.push_back(command);
     stdins.push_back(stdin_data);
+    if (purpose == "overlay check: echo ready") {
+      return {0, R"({"kind":"Deployment","status":{"readyReplicas":1}})", ""};
+    }
     if (purpose == "overlay check: poll") {
       std::string out = polls.front();
       if (polls.size() > 1) polls.pop_front();
@@ -138,8 +141,10 @@ TEST(OverlayCheckTest, RunPassesWhenTheProbeSucceedsAndCleansUp) {
   server.polls = {R"({"kind":"Pod","status":{"phase":"Pending"}})",
                   R"({"kind":"Pod","status":{"phase":"Succeeded"}})"};
   RunOverlayCheck(server, "a", "b", std::chrono::seconds(10), std::chrono::milliseconds(1));
-  EXPECT_THAT(server.calls, ElementsAre("overlay check: apply", "overlay check: poll",
-                                        "overlay check: poll", "overlay check: clean up"));
+  EXPECT_THAT(server.calls,
+              ElementsAre("overlay check: apply", "overlay check: echo ready",
+                          "overlay check: probe", "overlay check: poll", "overlay check: poll",
+                          "overlay check: clean up"));
 }
 
 TEST(OverlayCheckTest, RunFailsNamingTheNodesAndWhatDidNotAnswer) {

@@ -145,11 +145,15 @@ void ClusterProvision::RecordIntents() {
 void ClusterProvision::MakeVms() {
   server_.console_.Step("create", "making " + std::to_string(nodes_.size()) +
                                       " VMs side by side: " + server_.name_ + " and its agents");
+  // The server's create call goes first, alone: the driver makes the cluster's own network or
+  // group on first use, and the agents' creates then find it instead of racing to make it.
+  Node& server = *nodes_.front();
+  Guarded(server_, server.outcome, false, [&] { server_.CreateOrFind(); });
   std::vector<std::thread> threads;
   for (auto& node : nodes_) {
-    threads.emplace_back([this, n = node.get()] {
+    threads.emplace_back([n = node.get(), first = node.get() == &server] {
       Provision& p = *n->provision;
-      Guarded(p, n->outcome, false, [&] { p.CreateOrFind(); });
+      if (!first) Guarded(p, n->outcome, false, [&] { p.CreateOrFind(); });
       if (!n->outcome.error.empty()) return;
       Guarded(p, n->outcome, true, [&] {
         p.WaitForRunning();
@@ -203,6 +207,20 @@ void ClusterProvision::BringUpServer() {
   Provision& s = server_;
   Guarded(s, server.outcome, true, [&] {
     s.ChooseTunnelPortIfTunnel();
+    if (s.plan_.boot_route) {
+      // The boot script ran before the VM had its private address and peers: the installer runs
+      // again with them (it waits for the boot run's lock; k3s restarts only if its config
+      // changed), so the server's node address is the one the agents reach.
+      const SshRunResult r = server.shell->RunAsRoot(
+          "installer with the cluster's addresses", InstallerPushCommand(s.K3sArgs()),
+          InstallerScript(), std::chrono::minutes(30));
+      if (r.exit_status != 0) {
+        throw Error("the installer failed on " + s.name_ + " with the cluster's addresses (exit " +
+                        std::to_string(r.exit_status) + "): " + TrimSpace(r.stderr_text),
+                    "look at " + std::string(kNodeInstallLog) + " with `gpuprov ssh " + s.name_ +
+                        "`, then re-run the same `gpuprov provision`");
+      }
+    }
     s.BringUpClusterIfOn(*server.session);
     s.MergeKubeconfigIfAsked();
   });
