@@ -15,6 +15,7 @@
 #include "error.h"
 #include "gc_command.h"
 #include "gpu_request.h"
+#include "interrupt.h"
 #include "kubeconfig_command.h"
 #include "list_command.h"
 #include "output.h"
@@ -50,6 +51,7 @@ int RunListArgs(const AppContext& app, const ParsedArgs& args);
 int RunDownArgs(const AppContext& app, const ParsedArgs& args);
 int RunTunnelArgs(const AppContext& app, const ParsedArgs& args);
 int RunTtlArgs(const AppContext& app, const ParsedArgs& args);
+int RunScaleArgs(const AppContext& app, const ParsedArgs& args);
 int RunGcArgs(const AppContext& app, const ParsedArgs& args);
 int RunDriversArgs(const AppContext& app, const ParsedArgs& args);
 int RunKubeconfigArgs(const AppContext& app, const ParsedArgs& args);
@@ -162,6 +164,13 @@ const std::vector<Command>& Commands() {
                                     "pod, GPUs under 5%); off: no idle TTL"},
         {"off", 0, nullptr, "remove the timer and both TTLs from the node"}},
        &RunTtlArgs, Completion::kVm},
+      {"scale", "scale NAME --nodes M [--yes]",
+       "grow a multi-node cluster to M nodes (the agents it lacks, made and joined as by "
+       "provision) or shrink it (the newest agents cordoned, drained, deleted from Kubernetes, "
+       "then their VMs)",
+       {{"nodes", 0, "M", "the cluster's node count after scaling (1: the server alone)"},
+        {"yes", 'y', nullptr, "do not ask before making VMs above confirm_above_per_hour"}},
+       &RunScaleArgs, Completion::kVm},
       {"tunnel", "tunnel NAME [--local-port N]",
        "forward the VM's own local port (the one its kubeconfig names, from 16443 up) to its "
        "Kubernetes API over SSH until Ctrl-C, reconnecting when SSH drops",
@@ -378,6 +387,17 @@ int RunGcArgs(const AppContext& app, const ParsedArgs& args) {
   options.remove = args.has("delete");
   options.yes = args.has("yes");
   return RunGc(app, options);
+}
+
+int RunScaleArgs(const AppContext& app, const ParsedArgs& args) {
+  const std::string name = OneName(args, "scale");
+  const std::optional<std::string> nodes = args.value("nodes");
+  if (!nodes) {
+    throw UsageError("`gpuprov scale " + name + "` needs --nodes M",
+                     "e.g. gpuprov scale " + name + " --nodes 4");
+  }
+  InstallInterruptHandler();
+  return Remote().scale(app, name, ParseNodeCount(*nodes, "--nodes"), args.has("yes"));
 }
 
 int RunTtlArgs(const AppContext& app, const ParsedArgs& args) {

@@ -28,6 +28,7 @@ struct RemoteCommands {
   int (*tunnel)(const AppContext& app, const std::string& name, std::optional<int> local_port);
   void (*forget_host_key)(const std::string& known_hosts_path, const std::string& host, int port);
   int (*ttl)(const AppContext& app, const std::string& name, const TtlCommandOptions& options);
+  int (*scale)(const AppContext& app, const std::string& name, int nodes, bool yes);
 };
 
 /// The remote commands: in the gpuprov executable, libgpuprov-remote.so loaded on the first
