@@ -4,6 +4,7 @@
 // deleted, and the remaining nodes' peer ports are set to the new list.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 

@@ -181,3 +181,26 @@ nothing_made() {
     expect_nothing_left digitalocean
   done
 }
+
+@test "digitalocean: scale up to 3 and down to 2 (the newest agent drained, deleted from Kubernetes, then its VM)" {
+  run "$GPUPROV" provision --name ms --cloud digitalocean --gpus H100:1 --nodes 2 --no-smoke-test
+  echo "$output"
+  [ "$status" -eq 0 ]
+  run "$GPUPROV" scale ms --nodes 3
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(count digitalocean instances)" -eq 3 ]
+  [ "$(ready_nodes "$GPUPROV_HOME/kube/ms.yaml")" -eq 3 ]
+  run "$GPUPROV" scale ms --nodes 2
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ ! -e "$GPUPROV_HOME/state/ms-agent-2.json" ]
+  [ "$(count digitalocean instances)" -eq 2 ]
+  [ "$(KUBECONFIG=$GPUPROV_HOME/kube/ms.yaml kubectl get nodes --no-headers | wc -l)" -eq 2 ]
+  [ "$(cluster_json ms "c['cluster_nodes']")" -eq 2 ]
+  run "$GPUPROV" scale ms --nodes 0
+  [ "$status" -eq 2 ]
+  run "$GPUPROV" down ms --yes
+  [ "$status" -eq 0 ]
+  expect_nothing_left digitalocean
+}
