@@ -207,10 +207,12 @@ void ClusterProvision::BringUpServer() {
   Provision& s = server_;
   Guarded(s, server.outcome, true, [&] {
     s.ChooseTunnelPortIfTunnel();
+    s.BringUpClusterIfOn(*server.session);
     if (s.plan_.boot_route) {
-      // The boot script ran before the VM had its private address and peers: the installer runs
-      // again with them (it waits for the boot run's lock; k3s restarts only if its config
-      // changed), so the server's node address is the one the agents reach.
+      // The boot script ran before the VM had its private address and peers: once bring-up has
+      // seen the boot install finish (a run of ours before it would be undone by it), the
+      // installer runs again with them (k3s restarts only if its config changed), so the
+      // server's node address is the one the agents reach.
       const SshRunResult r = server.shell->RunAsRoot(
           "installer with the cluster's addresses", InstallerPushCommand(s.K3sArgs()),
           InstallerScript(), std::chrono::minutes(30));
@@ -221,7 +223,6 @@ void ClusterProvision::BringUpServer() {
                         "`, then re-run the same `gpuprov provision`");
       }
     }
-    s.BringUpClusterIfOn(*server.session);
     s.MergeKubeconfigIfAsked();
   });
 }
@@ -251,8 +252,14 @@ void ClusterProvision::JoinAgents() {
         a.rec_.phase = "installing";
         a.Save();
         const InstallerArgs args = a.K3sArgs();
-        // The installer takes the boot run's lock, so on the boot route this waits for it and
-        // finds its work done; on the SSH route it prepares the node now.
+        if (a.plan_.boot_route && !a.plan_.startup_script) {
+          // The boot run first (it would otherwise run after ours and undo the join's settings).
+          n->shell->RunAsRoot("wait for the boot install",
+                              "cloud-init status --wait >/dev/null 2>&1 || true", "",
+                              std::chrono::seconds(a.opt_.boot_install_wait_seconds.value));
+        }
+        // On the SSH route this prepares the node; on the boot route it finds the boot run's
+        // work done and adds the peers.
         SshRunResult prepared = n->shell->RunAsRoot("push installer (agent)",
                                                     InstallerPushCommand(args), InstallerScript(),
                                                     std::chrono::minutes(30));

@@ -10,9 +10,14 @@ setup_file() {
   export E2E_NAME="e2e-mn-$$"
   export DIGITALOCEAN_TOKEN="dop_v1_multinode_$$_secret_token"
   export PRIME_API_KEY="pit_multinode_$$_secret_key"
+  export AWS_ACCESS_KEY_ID="AKIAE2E$$MULTINODE1"
+  export AWS_SECRET_ACCESS_KEY="e2e/$$/multinode+secret"
+  unset AWS_SESSION_TOKEN AWS_PROFILE AWS_DEFAULT_REGION
+  export AWS_REGION=us-east-1
+  export HOME="$BATS_FILE_TMPDIR/userhome" # no ~/.aws of the machine's user
   mkdir -p "$GPUPROV_HOME"
   remove_vm_containers "$E2E_NAME"
-  start_emulator emu --backend docker --clouds digitalocean,primeintellect
+  start_emulator emu --backend docker --clouds digitalocean,primeintellect,aws
 }
 
 teardown_file() {
@@ -203,4 +208,28 @@ nothing_made() {
   run "$GPUPROV" down ms --yes
   [ "$status" -eq 0 ]
   expect_nothing_left digitalocean
+}
+
+@test "primeintellect (SSH route, tunnel): --nodes 3, peers admitted by the node firewall, one validated cluster" {
+  run "$GPUPROV" provision --name mp --cloud primeintellect --gpus H100:1 --nodes 3 --no-smoke-test
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"mp: 3 of 3 nodes in the cluster"* ]]
+  [ "$(cluster_json mp "len(c['nodes'])")" -eq 3 ]
+  [ "$(cluster_json mp "c['access']")" = tunnel ]
+  run "$GPUPROV" down mp --yes
+  [ "$status" -eq 0 ]
+  expect_nothing_left primeintellect
+}
+
+@test "aws (boot route, self-referencing security group): --nodes 3 makes one validated cluster" {
+  run "$GPUPROV" provision --name ma --cloud aws --gpus L4:1 --nodes 3 --no-smoke-test
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"ma: 3 of 3 nodes in the cluster"* ]]
+  [ "$(ready_nodes "$GPUPROV_HOME/kube/ma.yaml")" -eq 3 ]
+  [ "$(gpu_sum "$GPUPROV_HOME/kube/ma.yaml")" -eq 3 ]
+  run "$GPUPROV" down ma --yes
+  [ "$status" -eq 0 ]
+  expect_nothing_left aws
 }
