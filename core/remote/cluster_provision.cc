@@ -85,7 +85,7 @@ int ClusterProvision::Run() {
   RecordIntents();
   MakeVms();
   LetPeersIn();
-  BringUpServer();
+  BringUpServerWhileAgentsPrepare();
   JoinAgents();
   ValidateCluster();
   return Report();
@@ -227,26 +227,14 @@ void ClusterProvision::BringUpServer() {
   });
 }
 
-void ClusterProvision::JoinAgents() {
-  Node& server = *nodes_.front();
-  if (nodes_.size() < 2) return;
-  if (!server.usable()) {
-    for (std::size_t i = 1; i < nodes_.size(); ++i) {
-      nodes_[i]->Fail("the server " + server.outcome.name + " is not up: " + server.outcome.error,
-                      "re-run the same `gpuprov provision` once the server's problem is fixed");
-    }
-    return;
-  }
-  server_.console_.Step("join", "joining the agents to " + server_.name_);
-  std::string token;
-  Guarded(server_, server.outcome, true, [&] { token = ReadJoinToken(*server.shell, server_.name_); });
-  if (token.empty()) return;
-  const std::string url = AgentServerUrl(PeerAddress(server_.rec_));
+void ClusterProvision::BringUpServerWhileAgentsPrepare() {
+  // An agent's install (GPU runtime, k3s binary, node firewall) needs no server: it runs while
+  // the server is brought up, and only the join waits for the server.
   std::vector<std::thread> threads;
   for (std::size_t i = 1; i < nodes_.size(); ++i) {
     Node* n = nodes_[i].get();
     if (!n->usable()) continue;
-    threads.emplace_back([n, &token, &url] {
+    threads.emplace_back([n] {
       Provision& a = *n->provision;
       Guarded(a, n->outcome, true, [&] {
         a.rec_.phase = "installing";
@@ -271,6 +259,36 @@ void ClusterProvision::JoinAgents() {
                           "`, then re-run the same `gpuprov provision`");
         }
         CrashPoint("agent-prepared");
+      });
+    });
+  }
+  BringUpServer();
+  for (auto& t : threads) t.join();
+}
+
+void ClusterProvision::JoinAgents() {
+  Node& server = *nodes_.front();
+  if (nodes_.size() < 2) return;
+  if (!server.usable()) {
+    for (std::size_t i = 1; i < nodes_.size(); ++i) {
+      nodes_[i]->Fail("the server " + server.outcome.name + " is not up: " + server.outcome.error,
+                      "re-run the same `gpuprov provision` once the server's problem is fixed");
+    }
+    return;
+  }
+  server_.console_.Step("join", "joining the agents to " + server_.name_);
+  std::string token;
+  Guarded(server_, server.outcome, true, [&] { token = ReadJoinToken(*server.shell, server_.name_); });
+  if (token.empty()) return;
+  const std::string url = AgentServerUrl(PeerAddress(server_.rec_));
+  std::vector<std::thread> threads;
+  for (std::size_t i = 1; i < nodes_.size(); ++i) {
+    Node* n = nodes_[i].get();
+    if (!n->usable()) continue;
+    threads.emplace_back([n, &token, &url] {
+      Provision& a = *n->provision;
+      Guarded(a, n->outcome, true, [&] {
+        const InstallerArgs args = a.K3sArgs();
         SshRunResult joined = n->shell->RunAsRoot("join the cluster", AgentJoinCommand(args, url),
                                                   token + "\n", std::chrono::minutes(10));
         if (joined.exit_status != 0) {

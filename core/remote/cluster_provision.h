@@ -55,7 +55,10 @@ class ClusterProvision {
   void LetPeersIn();
   /// The server's install and validation (cluster_bringup.h); its kubeconfig is the cluster's.
   void BringUpServer();
-  /// Each agent: the installer (prepare), then the join with the server's token over SSH.
+  /// The server's bring-up (BringUpServer) on this thread while each agent's installer
+  /// (prepare: everything but the join) runs on its own.
+  void BringUpServerWhileAgentsPrepare();
+  /// Each prepared agent joins with the server's token, over SSH.
   void JoinAgents();
   /// Every node Ready with its GPUs, the overlay check between the server and an agent.
   void ValidateCluster();
