@@ -7,6 +7,7 @@
 #include "candidates.h"
 #include "check_command.h"
 #include "cli_args.h"
+#include "cluster_nodes.h"
 #include "command_table.h"
 #include "completion_command.h"
 #include "console.h"
@@ -15,6 +16,7 @@
 #include "error.h"
 #include "gc_command.h"
 #include "gpu_request.h"
+#include "interrupt.h"
 #include "kubeconfig_command.h"
 #include "list_command.h"
 #include "offers_command.h"
@@ -53,6 +55,7 @@ int RunDownArgs(const AppContext& app, const ParsedArgs& args);
 int RunTunnelArgs(const AppContext& app, const ParsedArgs& args);
 int RunWatchArgs(const AppContext& app, const ParsedArgs& args);
 int RunTtlArgs(const AppContext& app, const ParsedArgs& args);
+int RunScaleArgs(const AppContext& app, const ParsedArgs& args);
 int RunGcArgs(const AppContext& app, const ParsedArgs& args);
 int RunDriversArgs(const AppContext& app, const ParsedArgs& args);
 int RunKubeconfigArgs(const AppContext& app, const ParsedArgs& args);
@@ -123,14 +126,19 @@ const std::vector<Command>& Commands() {
         {"ttl", 0, "DURATION", "the node powers itself off DURATION from now, e.g. 8h, 90m, "
                                "1h30m (a systemd timer on the VM; config: ttl; off: none)"},
         {"idle-ttl", 0, "DURATION", "the node powers itself off once idle that long: no SSH "
-                                    "session, no GPU pod, GPUs under 5% (config: idle_ttl)"}},
+                                    "session, no GPU pod, GPUs under 5% (config: idle_ttl)"},
+        {"nodes", 0, "N", "VMs in the k3s cluster, each with --gpus: a server and N-1 agents "
+                          "NAME-agent-K, one kubeconfig (default 1; clouds with the cluster "
+                          "capability, `gpuprov drivers`)"}},
        &RunProvisionArgs, Completion::kNone, /*streams=*/true},
       {"ssh", "ssh NAME [-L [BIND:]PORT:HOST:HOSTPORT]... [-N] [-- COMMAND...]",
        "open a shell on the VM, or run one command and exit with its status; the words after "
        "`--` are joined with spaces for the remote shell, as OpenSSH does",
        {{"local-forward", 'L', "[BIND:]PORT:HOST:HOSTPORT",
          "forward a local port to HOST:HOSTPORT as the VM sees it, as ssh -L (repeatable)"},
-        {"no-command", 'N', nullptr, "with -L: forward only, run no shell or command"}},
+        {"no-command", 'N', nullptr, "with -L: forward only, run no shell or command"},
+        {"node", 0, "K", "node K of a multi-node cluster NAME: 0 the server, K the agent "
+                         "NAME-agent-K"}},
        &RunSshArgs, Completion::kVm},
       {"ssh-config", "ssh-config NAME",
        "print an OpenSSH `Host gpuprov-NAME` block (address, port, user, key, gpuprov's pinned "
@@ -185,6 +193,13 @@ const std::vector<Command>& Commands() {
                                     "pod, GPUs under 5%); off: no idle TTL"},
         {"off", 0, nullptr, "remove the timer and both TTLs from the node"}},
        &RunTtlArgs, Completion::kVm},
+      {"scale", "scale NAME --nodes M [--yes]",
+       "grow a multi-node cluster to M nodes (the agents it lacks, made and joined as by "
+       "provision) or shrink it (the newest agents cordoned, drained, deleted from Kubernetes, "
+       "then their VMs)",
+       {{"nodes", 0, "M", "the cluster's node count after scaling (1: the server alone)"},
+        {"yes", 'y', nullptr, "do not ask before making VMs above confirm_above_per_hour"}},
+       &RunScaleArgs, Completion::kVm},
       {"tunnel", "tunnel NAME [--local-port N]",
        "forward the VM's own local port (the one its kubeconfig names, from 16443 up) to its "
        "Kubernetes API over SSH until Ctrl-C, reconnecting when SSH drops",
@@ -356,11 +371,13 @@ int RunProvisionArgs(const AppContext& app, const ParsedArgs& args) {
   if (auto idle = args.value("idle-ttl")) {
     flags.idle_ttl_seconds = ParseDurationSeconds(*idle, "--idle-ttl");
   }
+  if (auto nodes = args.value("nodes")) flags.nodes = ParseNodeCount(*nodes, "--nodes");
   return Remote().provision(app, flags, args.value("file"));
 }
 
 int RunSshArgs(const AppContext& app, const ParsedArgs& args) {
   std::string name = OneName(args, "ssh");
+  if (auto node = args.value("node")) name = ClusterNodeName(name, ParseNodeCount(*node, "--node"));
   if (args.has_dashdash && args.after_dashdash.empty()) {
     throw UsageError("nothing after `--`", "e.g. gpuprov ssh " + name + " -- uname -a");
   }
@@ -435,6 +452,17 @@ int RunGcArgs(const AppContext& app, const ParsedArgs& args) {
   options.remove = args.has("delete");
   options.yes = args.has("yes");
   return RunGc(app, options);
+}
+
+int RunScaleArgs(const AppContext& app, const ParsedArgs& args) {
+  const std::string name = OneName(args, "scale");
+  const std::optional<std::string> nodes = args.value("nodes");
+  if (!nodes) {
+    throw UsageError("`gpuprov scale " + name + "` needs --nodes M",
+                     "e.g. gpuprov scale " + name + " --nodes 4");
+  }
+  InstallInterruptHandler();
+  return Remote().scale(app, name, ParseNodeCount(*nodes, "--nodes"), args.has("yes"));
 }
 
 int RunTtlArgs(const AppContext& app, const ParsedArgs& args) {

@@ -55,10 +55,24 @@ CloudVm ParseVm(const Object::Ptr& o) {
   vm.instance_type = Str(o, "instance_type");
   vm.message = Str(o, "message");
   vm.spot = o->has("spot") && o->get("spot").isBoolean() && o->getValue<bool>("spot");
+  vm.private_ip = Str(o, "private_ip");
+  vm.cluster = Str(o, "cluster");
+  vm.role = Str(o, "role");
   if (auto ports = o->getObject("ports"); !ports.isNull()) {
     for (const auto& [k, v] : *ports) vm.ports[std::stoi(k)] = v.convert<int>();
   }
   return vm;
+}
+
+Array::Ptr PeerPortsJson(const std::vector<PeerPort>& ports) {
+  Array::Ptr out = new Array;
+  for (const PeerPort& p : ports) {
+    Object::Ptr one = new Object;
+    one->set("port", p.port);
+    one->set("protocol", p.protocol);
+    out->add(one);
+  }
+  return out;
 }
 
 void SetSources(Object& req, const PortSources& sources) {
@@ -170,6 +184,10 @@ CloudCheck Cloud::Check() {
                                r->getValue<bool>("user_data_gzip");
   check.honours_allow_from = r->has("allow_from") && r->get("allow_from").isBoolean() &&
                              r->getValue<bool>("allow_from");
+  if (r->has("max_cluster_nodes") && r->get("max_cluster_nodes").isNumeric()) {
+    const double nodes = r->getValue<double>("max_cluster_nodes");
+    if (nodes >= 1 && nodes <= 1e6) check.max_cluster_nodes = static_cast<int>(nodes);
+  }
   return check;
 }
 
@@ -251,6 +269,13 @@ std::pair<CloudVm, bool> Cloud::Create(const CreateRequest& request) {
   req->set("kubernetes", request.kubernetes);
   if (request.spot) req->set("spot", true);
   if (request.sources.narrows()) SetSources(*req, request.sources);
+  if (request.cluster) {
+    Object::Ptr c = new Object;
+    c->set("name", request.cluster->name);
+    c->set("role", request.cluster->role);
+    c->set("peer_ports", PeerPortsJson(request.cluster->peer_ports));
+    req->set("cluster", c);
+  }
   Object::Ptr r = ParseObject(driver_->Call(DriverOp::kCreate, ToJson(req)), "create");
   Object::Ptr vm = r->getObject("vm");
   if (vm.isNull()) throw Error("driver " + name() + " returned no VM from create");
@@ -260,6 +285,24 @@ std::pair<CloudVm, bool> Cloud::Create(const CreateRequest& request) {
     RequireConfirmed(*r, request.sources, name(), "create");
   }
   return {ParseVm(vm), existing};
+}
+
+void Cloud::OpenPeerPorts(const std::string& cluster, const std::vector<PeerPort>& ports,
+                          const std::vector<ClusterPeer>& peers) {
+  Object::Ptr req = new Object;
+  req->set("cluster", cluster);
+  req->set("peer_ports", PeerPortsJson(ports));
+  Array::Ptr list = new Array;
+  for (const ClusterPeer& p : peers) {
+    Object::Ptr one = new Object;
+    one->set("id", p.id);
+    one->set("name", p.name);
+    one->set("private_ip", p.private_ip);
+    one->set("public_ip", p.public_ip);
+    list->add(one);
+  }
+  req->set("peers", list);
+  ParseObject(driver_->Call(DriverOp::kOpenPeerPorts, ToJson(req)), "open_peer_ports");
 }
 
 std::optional<CloudVm> Cloud::Get(const std::string& id, const std::string& vm_name) {

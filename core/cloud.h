@@ -29,6 +29,32 @@ struct CloudVm {
   std::string message;  // with "preempted": the cloud's reason
   bool spot = false;    // a spot (preemptible) VM (GPUPROV_CAP_SPOT)
   std::map<int, int> ports;  // node port -> reachable port at public_ip
+  /// ABI 1.5 (GPUPROV_CAP_CLUSTER): the address on the cluster's private network ("" when the
+  /// cloud gives none), and the cluster and role the VM is tagged with ("" when none).
+  std::string private_ip;
+  std::string cluster;
+  std::string role;
+};
+
+/// A port the nodes of a cluster open to each other (docs/driver-protocol.md, "cluster").
+struct PeerPort {
+  int port = 0;
+  std::string protocol;  // "tcp" | "udp"
+};
+
+/// What create is told of a cluster node: the cluster, the node's role, the peer ports.
+struct ClusterCreateFields {
+  std::string name;
+  std::string role;  // "server" | "agent"
+  std::vector<PeerPort> peer_ports;
+};
+
+/// A node of a cluster as open_peer_ports is told of it.
+struct ClusterPeer {
+  std::string id;
+  std::string name;
+  std::string private_ip;
+  std::string public_ip;
 };
 
 struct CloudOffer {
@@ -97,6 +123,9 @@ struct CloudCheck {
   /// The driver narrows sources by "allow_from" in create and open_ports (check's
   /// "allow_from": true); a driver that does not say is never sent a narrowing.
   bool honours_allow_from = false;
+  /// The most nodes one cluster may have on this cloud (check's "max_cluster_nodes", ABI 1.5);
+  /// nullopt when the driver does not say (no limit known).
+  std::optional<int> max_cluster_nodes;
 };
 
 /// Who may reach which port (docs/driver-protocol.md, "allow_from"): the ports in
@@ -125,6 +154,8 @@ struct CreateRequest {
   bool spot = false;
   /// Sent only when it narrows; the driver then confirms it in the result.
   PortSources sources;
+  /// A node of a multi-node cluster (GPUPROV_CAP_CLUSTER); nullopt: a VM of its own.
+  std::optional<ClusterCreateFields> cluster;
 };
 
 class Cloud {
@@ -162,6 +193,10 @@ class Cloud {
   /// allow_from for the narrowed ports. Throws Error when a narrowing is not confirmed.
   void OpenPorts(const std::string& id, const std::string& name, const std::vector<int>& ports,
                  const PortSources& sources = {});
+  /// Lets every node of \a cluster in \a peers reach \a ports of every other, and no node not
+  /// listed (ABI 1.5 open_peer_ports; idempotent; called after each create or delete of a node).
+  void OpenPeerPorts(const std::string& cluster, const std::vector<PeerPort>& ports,
+                     const std::vector<ClusterPeer>& peers);
   /// Everything carrying gpuprov's marks, in an order it can be deleted in (ABI 1.2;
   /// DriverCallError UNSUPPORTED when the driver lacks it: check info().lists_resources).
   std::vector<CloudResource> ListResources();

@@ -31,6 +31,11 @@ const std::vector<std::string>& CrashPointNames() {
       "installer-pushed",    // the k3s installer ran over SSH; recorded
       "san-rerun",           // the installer re-ran with --public-ip for the API certificate
       "kubeconfig-written",  // the user's kubeconfig is written; recorded
+      // provision --nodes N (cluster_provision.h)
+      "cluster-vms-made",    // every node's create, running, SSH and TTL are done
+      "peer-ports-opened",   // the driver's open_peer_ports returned
+      "agent-prepared",      // an agent's installer ran over SSH
+      "agent-joined",        // an agent's join ran over SSH
       // down
       "down-deleting-recorded",   // the record's phase is deleting
       "down-vm-deleted",          // the driver's delete_vm returned

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "cloud.h"
+#include "cluster_nodes.h"
 #include "console.h"
 #include "crash_point.h"
 #include "error.h"
@@ -86,6 +87,20 @@ std::vector<VmRecord> ExpiredRecords(const std::vector<VmRecord>& records,
 
 namespace {
 
+/// The agents of cluster \a cluster, newest first, each under its own lock (cluster_nodes.h);
+/// the driver removes what it made for the cluster (network, firewall) with its last node.
+void DeleteClusterAgents(const AppContext& app, StateStore& store, const std::string& cluster) {
+  std::vector<VmRecord> agents = ClusterAgents(store.List(), cluster);
+  std::reverse(agents.begin(), agents.end());
+  for (const VmRecord& listed : agents) {
+    FileLock lock = store.LockVm(listed.name, 60 * 1000);
+    std::optional<VmRecord> agent = store.Load(listed.name);
+    if (!agent) continue;
+    const DownOutcome outcome = DeleteVmAndFiles(app, store, agent, listed.name, listed.cloud);
+    if (!app.json_output) Console::Get().Result(outcome.text);
+  }
+}
+
 /// `down NAME`: asks first on a terminal unless \a yes (prompt.h).
 int DownOne(const AppContext& app, const std::string& name,
             const std::optional<std::string>& cloud_flag, bool yes) {
@@ -128,12 +143,17 @@ int DownOne(const AppContext& app, const std::string& name,
       }
       if (!rec->public_ip.empty()) details += (details.empty() ? "" : ", ") + rec->public_ip;
       if (!details.empty()) what += " (" + details + ")";
+      if (rec->role == "server") {
+        const std::size_t agents = ClusterAgents(store.List(), name).size();
+        if (agents > 0) what += " with its " + std::to_string(agents) + " agent VM(s)";
+      }
     }
     if (!app.prompter->Confirm("delete " + what + " and its local files?")) {
       console.Note("nothing deleted: VM " + name + " is kept");
       return kExitFailure;
     }
   }
+  if (rec && rec->role == "server") DeleteClusterAgents(app, store, name);
   const DownOutcome outcome = DeleteVmAndFiles(app, store, rec, name, cloud_name);
   result(outcome.result, outcome.text);
   return 0;

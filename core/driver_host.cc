@@ -327,6 +327,7 @@ const char* DriverOpName(DriverOp op) {
     case DriverOp::kOpenPorts: return "open_ports";
     case DriverOp::kListResources: return "list_resources";
     case DriverOp::kDeleteResource: return "delete_resource";
+    case DriverOp::kOpenPeerPorts: return "open_peer_ports";
   }
   return "?";
 }
@@ -353,6 +354,7 @@ std::string CapabilitiesToString(uint64_t caps) {
   words.push_back(caps & GPUPROV_CAP_HOSTS_KUBERNETES ? "kubernetes" : "no-kubernetes");
   if (caps & GPUPROV_CAP_VM_LIFECYCLE) words.push_back("vm-lifecycle");
   if (caps & GPUPROV_CAP_SPOT) words.push_back("spot");
+  if (caps & GPUPROV_CAP_CLUSTER) words.push_back("cluster");
   if (const uint64_t unknown = caps & ~kKnownCapabilities; unknown != 0) {
     std::ostringstream hex;
     hex << std::hex << unknown;
@@ -451,6 +453,10 @@ const gpuprov_drv_vtable* ValidateDescriptor(const gpuprov_type_driver_descripto
   if ((d.capabilities & GPUPROV_CAP_OPEN_PORTS) && !vt.open_ports) {
     missing.push_back("open_ports");
   }
+  // vt is zeroed past the table's struct_size, so a 1.4 or older table has no open_peer_ports.
+  if ((d.capabilities & GPUPROV_CAP_CLUSTER) && !vt.open_peer_ports) {
+    missing.push_back("open_peer_ports");
+  }
   // vt is zeroed past the table's struct_size, so a 1.0 or 1.1 table has neither function.
   if ((vt.list_resources == nullptr) != (vt.delete_resource == nullptr)) {
     missing.push_back(vt.list_resources ? "delete_resource (it has list_resources)"
@@ -500,6 +506,7 @@ std::string Driver::Call(DriverOp op, const std::string& request_json) {
     case DriverOp::kOpenPorts: fn = vtable_.open_ports; break;
     case DriverOp::kListResources: fn = vtable_.list_resources; break;
     case DriverOp::kDeleteResource: fn = vtable_.delete_resource; break;
+    case DriverOp::kOpenPeerPorts: fn = vtable_.open_peer_ports; break;
   }
   if (fn == nullptr) {
     throw DriverCallError(GPUPROV_STATUS_UNSUPPORTED,

@@ -56,7 +56,8 @@ const char* ConfigTypeName(gpuprov_type_config_type type);
 /// Every bit of the capability mask this host knows.
 inline constexpr uint64_t kKnownCapabilities =
     GPUPROV_CAP_BOOT_CLOUD_INIT | GPUPROV_CAP_BOOT_STARTUP_SCRIPT | GPUPROV_CAP_OPEN_PORTS |
-    GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_SPOT;
+    GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_SPOT |
+    GPUPROV_CAP_CLUSTER;
 
 /// What `gpuprov drivers` shows for one file: descriptor facts, or why the file is broken.
 struct DriverInfo {
@@ -92,7 +93,7 @@ const gpuprov_drv_vtable* ValidateDescriptor(const gpuprov_type_driver_descripto
 /// True for the GPUPROV_NODE_ADDRESS_* values this host knows.
 bool KnownNodeAddress(std::string_view value);
 
-/// "boot:cloud-init,open-ports,kubernetes,vm-lifecycle": capability bits in words; bits this
+/// "boot:cloud-init,open-ports,kubernetes,vm-lifecycle,cluster": capability bits in words; bits this
 /// host does not know (a newer driver's, ignored) as "unknown:0x...".
 std::string CapabilitiesToString(uint64_t capabilities);
 
@@ -107,6 +108,7 @@ enum class DriverOp {
   kOpenPorts,
   kListResources,   // ABI 1.2
   kDeleteResource,  // ABI 1.2
+  kOpenPeerPorts,   // ABI 1.5, GPUPROV_CAP_CLUSTER
 };
 const char* DriverOpName(DriverOp op);
 

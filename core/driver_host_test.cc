@@ -36,7 +36,7 @@ const char* LastError(gpuprov_type_driver*) { return ""; }
 
 gpuprov_drv_vtable FullVtable() {
   return gpuprov_drv_vtable{sizeof(gpuprov_drv_vtable), Init, Destroy, LastError, Op, Op, Op,
-                            Op, Op, Op, Op, Op, Op};
+                            Op, Op, Op, Op, Op, Op, Op};
 }
 
 struct DescriptorCase {
@@ -107,6 +107,21 @@ INSTANTIATE_TEST_SUITE_P(
         DescriptorCase{"Undersized", [](auto* d, auto*) { d->struct_size = 6; }, "too small"},
         DescriptorCase{"MissingOpenPorts", [](auto*, auto* vt) { vt->open_ports = nullptr; },
                        "does not implement: open_ports"},
+        DescriptorCase{"ClusterWithoutOpenPeerPorts",
+                       [](auto* d, auto* vt) {
+                         d->capabilities |= GPUPROV_CAP_CLUSTER;
+                         vt->open_peer_ports = nullptr;
+                       },
+                       "does not implement: open_peer_ports"},
+        // A 1.4 table ends before open_peer_ports: it cannot keep the cluster bit's promise.
+        DescriptorCase{"ClusterWithATableOfOneFour",
+                       [](auto* d, auto* vt) {
+                         d->capabilities |= GPUPROV_CAP_CLUSTER;
+                         vt->struct_size = offsetof(gpuprov_drv_vtable, open_peer_ports);
+                       },
+                       "does not implement: open_peer_ports"},
+        DescriptorCase{"ClusterWithOpenPeerPorts",
+                       [](auto* d, auto*) { d->capabilities |= GPUPROV_CAP_CLUSTER; }, ""},
         DescriptorCase{"MissingCreateAndList",
                        [](auto*, auto* vt) {
                          vt->create = nullptr;
@@ -643,7 +658,8 @@ gpuprov_type_status InMemoryOp(gpuprov_type_driver*, gpuprov_type_json, gpuprov_
 }
 const gpuprov_drv_vtable kInMemoryVtable = {sizeof(gpuprov_drv_vtable), Init, Destroy, LastError,
                                              InMemoryOp, InMemoryOp, InMemoryOp, InMemoryOp,
-                                             InMemoryOp, InMemoryOp, nullptr, nullptr, nullptr};
+                                             InMemoryOp, InMemoryOp, nullptr, nullptr, nullptr,
+                                             nullptr};
 
 TEST(InMemoryDriver, LoadFindsItBeforeAFileOfTheSameNameAndOpenCallsIt) {
   DriverHost host(std::vector<gpuprov::DriverSearchDir>{{GPUPROV_FIXTURE_DRIVER_DIR, "fixtures"}});

@@ -97,7 +97,7 @@ const char* LastError(gpuprov_type_driver*) { return g_cloud->error.c_str(); }
 
 const gpuprov_drv_vtable kVtable = {sizeof(gpuprov_drv_vtable), Init, Destroy, LastError,
                                     Empty, Empty, Empty, Empty, Empty, Empty, nullptr,
-                                    ListResources, DeleteResource};
+                                    ListResources, DeleteResource, nullptr};
 const gpuprov_type_driver_descriptor kDescriptor = {
     sizeof(gpuprov_type_driver_descriptor), GPUPROV_DRIVER_MAGIC, 1, 2, "fakecloud", "1.0",
     "fake", GPUPROV_CAP_VM_LIFECYCLE, &kVtable, nullptr, 0, nullptr};

@@ -2,9 +2,12 @@
 
 #include <Poco/JSON/Array.h>
 
+#include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "cluster_nodes.h"
 #include "console.h"
 #include "state_store.h"
 #include "vm_records.h"
@@ -34,11 +37,40 @@ int RunList(const AppContext& app, bool refresh) {
     rows.push_back({r, live.StateOf(r).value_or(r.phase), live.PreemptedReasonOf(r)});
   }
   if (app.json_output) {
+    // A cluster is its server's object with a `nodes` array: the server, then its agents. An
+    // agent whose server has no record is listed on its own.
     Poco::JSON::Array::Ptr arr = new Poco::JSON::Array;
+    std::map<std::string, Poco::JSON::Array::Ptr> nodes_of;
+    for (const auto& row : rows) {
+      if (row.record.role == "server" && !row.record.cluster.empty()) {
+        nodes_of[row.record.cluster] = new Poco::JSON::Array;
+      }
+    }
     for (const auto& row : rows) {
       Poco::JSON::Object::Ptr o = VmRecordObject(row.record, row.state);
       if (row.state == "preempted") o->set("preempted_reason", row.preempted_reason);
-      arr->add(o);
+      auto cluster = nodes_of.find(row.record.cluster);
+      if (cluster == nodes_of.end()) {
+        arr->add(o);
+        continue;
+      }
+      if (row.record.role == "server") {
+        Poco::JSON::Object::Ptr top = VmRecordObject(row.record, row.state);
+        top->set("cluster_nodes", std::max(row.record.cluster_nodes, 1));
+        top->set("nodes", cluster->second);
+        arr->add(top);
+      }
+      cluster->second->add(o);
+    }
+    for (auto& [name, nodes] : nodes_of) {
+      // The server first, the agents by index (rows are sorted by name).
+      std::vector<Poco::JSON::Object::Ptr> sorted;
+      for (std::size_t i = 0; i < nodes->size(); ++i) sorted.push_back(nodes->getObject(i));
+      std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+        return a->template getValue<int>("node_index") < b->template getValue<int>("node_index");
+      });
+      nodes->clear();
+      for (const auto& o : sorted) nodes->add(o);
     }
     app.Print(arr);
     return 0;
@@ -57,7 +89,9 @@ int RunList(const AppContext& app, bool refresh) {
     reasons.push_back(row.preempted_reason);
     ages.push_back(RecordAgeSeconds(row.record.created_at));
   }
-  console.Result(ListTable(shown, states, ages) + PreemptedNotes(shown, states, reasons));
+  std::string table = ListTable(shown, states, ages) + PreemptedNotes(shown, states, reasons);
+  for (const std::string& line : ClusterLines(records)) table += line + "\n";
+  console.Result(table);
   return 0;
 }
 

@@ -404,6 +404,9 @@ ProvisionOptions ResolveProvisionOptions(const ProvisionFlags& flags, const Spec
   o.smoke_test_image.value = kDefaultSmokeTestImage;
   Take(o.smoke_test_image, spec.smoke_test_image, Source::kSpec, spec_name) ||
       Take(o.smoke_test_image, d.smoke_test_image, Source::kConfig, config_defaults);
+  o.nodes.value = 1;
+  Take(o.nodes, flags.nodes, Source::kFlag, "--nodes") ||
+      Take(o.nodes, spec.nodes, Source::kSpec, spec_name);
   return o;
 }
 
@@ -523,6 +526,7 @@ std::vector<std::string> DescribeProvisionOptions(const ProvisionOptions& o) {
   lines.push_back(Line("smoke_test_image", o.smoke_test_image.value,
                        DescribeOrigin(o.smoke_test_image)));
   lines.push_back(Line("spot", o.spot.value ? "true" : "false", DescribeOrigin(o.spot)));
+  lines.push_back(Line("nodes", std::to_string(o.nodes.value), DescribeOrigin(o.nodes)));
   return lines;
 }
 

@@ -78,6 +78,7 @@ struct ProvisionFlags {
   std::optional<bool> smoke_test;        // --no-smoke-test: false
   InstallRoute install_route = InstallRoute::kAuto;  // --install-route
   std::optional<bool> spot;                          // --spot: true
+  std::optional<int> nodes;                          // --nodes N (cluster_nodes.h)
 };
 
 inline constexpr int kDefaultBootWaitSeconds = 600;
@@ -140,6 +141,9 @@ struct ProvisionOptions {
   /// A spot (preemptible) VM (flag > spec > config.toml [defaults]; default false); refused
   /// before anything is made on a cloud whose driver lacks GPUPROV_CAP_SPOT.
   Resolved<bool> spot;
+  /// The VMs of the k3s cluster (flag > spec; default 1): node 0 the server, the rest agents
+  /// (cluster_nodes.h). Checked by DecideNodes, which knows the cloud.
+  Resolved<int> nodes;
 };
 
 /// Merges the inputs. \a spec is a default Spec when no spec file was given; \a env is only

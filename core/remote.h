@@ -33,6 +33,7 @@ struct RemoteCommands {
   /// FollowVmAddress (core/remote/address_follow.h): the record, its address followed.
   VmRecord (*follow_address)(const AppContext& app, const std::string& name);
   int (*watch)(const AppContext& app, const std::string& name, const WatchOptions& options);
+  int (*scale)(const AppContext& app, const std::string& name, int nodes, bool yes);
 };
 
 /// The remote commands: in the gpuprov executable, libgpuprov-remote.so loaded on the first

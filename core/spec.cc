@@ -7,6 +7,7 @@
 #include <set>
 
 #include "candidates.h"
+#include "cluster_nodes.h"
 #include "config.h"
 #include "error.h"
 #include "file_util.h"
@@ -19,7 +20,7 @@ constexpr std::string_view kAllowedFields =
     "name, cloud, region, gpus, kubernetes, image, instance_type, ssh_key, disk_gb, tags, "
     "k3s_version, k3s_sha256, k3s_download_url, nvidia_driver, nvidia_repo_url, "
     "nvidia_key_fingerprint, allow_from, allow_from_ssh, ttl, idle_ttl, smoke_test, "
-    "smoke_test_image, spot";
+    "smoke_test_image, spot, nodes";
 
 std::string Lower(std::string_view s) {
   std::string lower;
@@ -213,6 +214,9 @@ class SpecParser {
         throw UsageError(Field(key, field) + " must be " + range + ", not \"" + text + "\"");
       }
       spec.disk_gb = gb;
+    } else if (field == "nodes") {
+      spec.nodes = ParseNodeCount(Scalar(field, key, value, "a whole number of VMs, e.g. 3"),
+                                  Field(key, field));
     } else if (field == "tags") {
       spec.tags = ParseTags(key, value);
     } else if (field == "k3s_version") {  // Formats are checked with the flags' (provision_options).

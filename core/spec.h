@@ -23,6 +23,7 @@
 //   smoke_test: true         # false: no CUDA check after the node validates (cuda_check.h)
 //   spot: true               # a spot (preemptible) VM, on clouds whose driver sells them
 //   smoke_test_image: nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda11.7.1-ubuntu20.04
+//   nodes: 4                 # VMs in the k3s cluster (cluster_nodes.h); default 1
 #pragma once
 
 #include <filesystem>
@@ -65,6 +66,7 @@ struct Spec {
   std::optional<bool> smoke_test;
   std::optional<std::string> smoke_test_image;
   std::optional<bool> spot;
+  std::optional<int> nodes;  // checked with the flag's (DecideNodes)
 };
 
 /// Parses spec YAML. Throws UsageError naming \a display_name, the line, the field and what

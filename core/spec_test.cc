@@ -257,5 +257,13 @@ TEST(SpecTest, SmokeTestIsABooleanAndItsImageAString) {
   EXPECT_THAT(ErrorFor("smoke_test_image:\n"), HasSubstr("has no value"));
 }
 
+TEST(SpecTest, NodesIsAWholeNumber) {
+  EXPECT_EQ(ParseSpec("nodes: 4\n", "spec.yaml").nodes, 4);
+  EXPECT_FALSE(ParseSpec("name: a\n", "spec.yaml").nodes.has_value());
+  EXPECT_THAT(ErrorFor("nodes: two\n"),
+              HasSubstr("spec.yaml:1: field 'nodes': \"two\" is not a whole number of nodes"));
+  EXPECT_THAT(ErrorFor("nodes: [1]\n"), HasSubstr("must be a whole number of VMs"));
+}
+
 }  // namespace
 }  // namespace gpuprov

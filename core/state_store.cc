@@ -26,6 +26,7 @@ constexpr const char* kPhases[] = {"intent", "creating", "running", "installing"
                                    "ready",  "failed",   "deleting"};
 constexpr const char* kAccessModes[] = {"none", "direct", "tunnel"};
 constexpr const char* kRoutes[] = {"none", "boot", "ssh"};
+constexpr const char* kRoles[] = {"", "server", "agent"};
 
 template <std::size_t N>
 bool OneOf(const std::string& value, const char* const (&allowed)[N]) {
@@ -240,6 +241,11 @@ VmRecord ParseRecord(const std::filesystem::path& path, const std::string& text,
   record.ttl_deadline = r.String("ttl_deadline");
   record.idle_ttl_seconds = r.Int("idle_ttl_seconds", 0, 0, 365 * 86400);
   record.powered_off_cost = r.String("powered_off_cost");
+  record.cluster = r.String("cluster");
+  record.role = r.String("role");
+  record.node_index = r.Int("node_index", 0, 0, 1000000);
+  record.private_ip = r.String("private_ip");
+  record.cluster_nodes = r.Int("cluster_nodes", 0, 0, 1000000);
   return record;
 }
 
@@ -293,6 +299,14 @@ std::string SerializeRecord(const VmRecord& record) {
   if (!record.ttl_deadline.empty()) object.set("ttl_deadline", record.ttl_deadline);
   if (record.idle_ttl_seconds > 0) object.set("idle_ttl_seconds", record.idle_ttl_seconds);
   if (!record.powered_off_cost.empty()) object.set("powered_off_cost", record.powered_off_cost);
+  // Cluster fields only on cluster nodes, so a single VM's record reads as before.
+  if (!record.cluster.empty()) {
+    object.set("cluster", record.cluster);
+    object.set("role", record.role);
+    object.set("node_index", record.node_index);
+    object.set("private_ip", record.private_ip);
+    if (record.cluster_nodes > 0) object.set("cluster_nodes", record.cluster_nodes);
+  }
   std::ostringstream out;
   object.stringify(out, 2);
   out << "\n";
@@ -342,6 +356,10 @@ VmRecord StateStore::Save(const VmRecord& record) {
   if (!OneOf(record.route, kRoutes)) {
     throw Error("cannot save VM '" + record.name + "': route '" + record.route +
                 "' is not one of " + Joined(kRoutes));
+  }
+  if (!OneOf(record.role, kRoles)) {
+    throw Error("cannot save VM '" + record.name + "': role '" + record.role +
+                "' is not one of " + Joined(kRoles));
   }
   // Reading the current file first means a corrupt or newer file is reported, not replaced.
   const std::optional<VmRecord> existing = ReadRecord(path, record.name);

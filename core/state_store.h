@@ -65,6 +65,16 @@ struct VmRecord {
   std::string ttl_deadline;
   long idle_ttl_seconds = 0;
   std::string powered_off_cost;
+  /// A node of a multi-node cluster (cluster_nodes.h): the cluster's name ("" for a plain VM
+  /// and a single-node cluster), its role ("server" | "agent" | ""), its index (0 the server,
+  /// k for NAME-agent-k), its address on the cloud's private network ("" none or unknown), and
+  /// on the server's record the cluster's node count (0 or 1: a single node). The cluster's join
+  /// token is never kept here: it stays on the server and reaches agents over SSH.
+  std::string cluster;
+  std::string role;
+  int node_index = 0;
+  std::string private_ip;
+  int cluster_nodes = 0;
 };
 
 /// "2024-05-01T12:34:56Z".

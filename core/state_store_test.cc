@@ -210,6 +210,39 @@ TEST_F(StateStoreTest, TtlFieldsRoundTripAndAreEmptyInAnOlderRecord) {
   EXPECT_THROW(Store().Load("bad"), Error);
 }
 
+TEST_F(StateStoreTest, ClusterFieldsRoundTripAndAreAbsentFromASingleVmsRecord) {
+  StateStore store = Store();
+  VmRecord agent = Record("train-agent-2");
+  agent.cluster = "train";
+  agent.role = "agent";
+  agent.node_index = 2;
+  agent.private_ip = "10.1.2.3";
+  store.Save(agent);
+  VmRecord server = Record("train");
+  server.cluster = "train";
+  server.role = "server";
+  server.cluster_nodes = 3;
+  store.Save(server);
+  const std::optional<VmRecord> loaded = store.Load("train-agent-2");
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(loaded->cluster, "train");
+  EXPECT_EQ(loaded->role, "agent");
+  EXPECT_EQ(loaded->node_index, 2);
+  EXPECT_EQ(loaded->private_ip, "10.1.2.3");
+  EXPECT_EQ(loaded->cluster_nodes, 0);
+  EXPECT_EQ(store.Load("train")->cluster_nodes, 3);
+  EXPECT_EQ(store.Load("train")->role, "server");
+  store.Save(Record("box"));
+  const std::string single = ReadFile(StateDir() / "box.json");
+  EXPECT_THAT(single, Not(HasSubstr("\"cluster\"")));
+  EXPECT_THAT(single, Not(HasSubstr("\"role\"")));
+  EXPECT_THAT(single, Not(HasSubstr("token")));
+  EXPECT_EQ(store.Load("box")->cluster, "");
+  VmRecord bad = Record("box");
+  bad.role = "worker";
+  EXPECT_THROW(store.Save(bad), Error);
+}
+
 TEST_F(StateStoreTest, OpenPortsThatAreNotPortsAreCorrupt) {
   Store().Save(Record("good"));
   WriteFileAtomic(StateDir() / "bad.json",

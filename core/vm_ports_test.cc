@@ -82,7 +82,7 @@ const char* FakeLastError(gpuprov_type_driver*) { return ""; }
 std::unique_ptr<Cloud> FakeCloud(bool open_ports_capability) {
   static const gpuprov_drv_vtable vt = {sizeof(gpuprov_drv_vtable), FakeInit, FakeDestroy,
                                         FakeLastError, FakeOp, FakeOp, FakeOp, FakeOp, FakeOp,
-                                        FakeOp, FakeOpenPorts, nullptr, nullptr};
+                                        FakeOp, FakeOpenPorts, nullptr, nullptr, nullptr};
   static gpuprov_type_driver_descriptor d = {sizeof(d), GPUPROV_DRIVER_MAGIC,
                                              GPUPROV_ABI_VERSION_MAJOR, 0, "fake", "1", "fake",
                                              0, &vt, nullptr, 0, nullptr};
@@ -187,7 +187,7 @@ gpuprov_type_status AnsweringOpenPorts(gpuprov_type_driver*, gpuprov_type_json r
 std::unique_ptr<Cloud> AnsweringCloud() {
   static const gpuprov_drv_vtable vt = {sizeof(gpuprov_drv_vtable), FakeInit, FakeDestroy,
                                         FakeLastError, FakeOp, FakeOp, FakeOp, FakeOp, FakeOp,
-                                        FakeOp, AnsweringOpenPorts, nullptr, nullptr};
+                                        FakeOp, AnsweringOpenPorts, nullptr, nullptr, nullptr};
   static gpuprov_type_driver_descriptor d = {sizeof(d), GPUPROV_DRIVER_MAGIC,
                                              GPUPROV_ABI_VERSION_MAJOR, 0, "fake", "1", "fake",
                                              GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_OPEN_PORTS,

@@ -60,6 +60,12 @@ Object::Ptr ToJsonObject(const VmRecord& r, const std::string& state) {
   o->set("route", r.route);
   if (!r.route_reason.empty()) o->set("route_reason", r.route_reason);
   o->set("access", r.access_mode);
+  if (!r.cluster.empty()) {
+    o->set("cluster", r.cluster);
+    o->set("role", r.role);
+    o->set("node_index", r.node_index);
+    o->set("private_ip", r.private_ip);
+  }
   if (r.disk_gb > 0) o->set("disk_gb", r.disk_gb);
   if (r.price_per_hour > 0) {
     o->set("price_per_hour", r.price_per_hour);

@@ -50,6 +50,9 @@ PUBLIC_IP_SOURCE="auto"
 TOOLKIT_MODE="${GPUPROV_TOOLKIT:-auto}"
 UNIT_TYPE="${GPUPROV_K3S_UNIT_TYPE:-notify}"
 NODE_FIREWALL="" # ssh-only, or empty: left as it is
+ROLE=server CLUSTER_NODES=1 NODE_IP="" NODE_EXTERNAL_IP="" SERVER_URL="" TOKEN_FILE="" TOKEN=""
+PEERS=() # --peer: the cluster's other nodes, admitted by the node firewall
+PEERS_ONLY=0
 K3S_DOWNLOAD_URL="${GPUPROV_K3S_DOWNLOAD_URL:-https://github.com/k3s-io/k3s/releases/download}"
 # Download attempts, and seconds without connect or progress (< 1 KiB/s) before one is given up.
 K3S_DOWNLOAD_ATTEMPTS="${GPUPROV_K3S_DOWNLOAD_ATTEMPTS:-4}"
@@ -65,7 +68,6 @@ APT_LOCK_TIMEOUT_S="${GPUPROV_APT_LOCK_TIMEOUT_SECONDS:-900}"
 # Paths on the node (prefix with $ROOT to touch them).
 readonly K3S_BIN="/usr/local/bin/k3s"
 readonly K3S_CONFIG="/etc/rancher/k3s/config.yaml"
-readonly K3S_UNIT="/etc/systemd/system/k3s.service"
 readonly K3S_MANIFESTS_DIR="/var/lib/rancher/k3s/server/manifests"
 readonly DEVICE_PLUGIN_MANIFEST="$K3S_MANIFESTS_DIR/nvidia-device-plugin.yaml"
 readonly STATE_DIR="/var/lib/gpuprov"
@@ -79,7 +81,8 @@ readonly DRIVER_INSTALLED_THIS_BOOT="/run/gpuprov/nvidia-driver-installed" # ...
 readonly NVIDIA_RUNTIME_DIRS=("/usr/local/nvidia/toolkit" "/usr/bin")
 readonly FW_SCRIPT="/etc/gpuprov/node-firewall.sh"
 readonly FW_UNIT="/etc/systemd/system/gpuprov-firewall.service"
-readonly K3S_ENV="/etc/systemd/system/k3s.service.env"
+readonly FW_PEERS="/etc/gpuprov/node-firewall.peers" # the peer set in force, one a line
+K3S_SVC=k3s # k3s-agent on an agent, as k3s's installer names it
 readonly APT_HOLD_CONF="/etc/apt/apt.conf.d/51gpuprov-nvidia-hold"
 # installer/README.md, "No daemon-reload on a live node" and "After a reboot".
 readonly DEV_CHAR_RULE="/lib/udev/rules.d/71-nvidia-dev-char.rules"
@@ -104,49 +107,9 @@ FABRIC_MANAGER=""    # with NVSwitch: active | started (by this run)
 REBOOT_REQUIRED=false
 K3S_ACTION="none"
 FW_STATE=""
+NODE_STATE="" # server, agent-prepared or agent-joined once done
 STATUS_ENABLED=0 # status is written only while this run holds the lock
 LAST_ERR_CMD=""
-
-usage() {
-  cat <<EOF
-usage: gpuprov-install.sh [options]
-
-Makes this machine a single-node k3s cluster (NVIDIA runtime and device plugin when nvidia-smi
-works). Idempotent; runs as root. Installer version $INSTALLER_VERSION.
-
-options:
-  --public-ip IP          public address for the API certificate (tls-san); default: the cloud
-                          metadata service, else an earlier run's
-  --tls-san NAME          extra certificate name or address (repeatable)
-  --k3s-version TAG       k3s release (default $K3S_PINNED_VERSION)
-  --k3s-sha256 HEX        sha256 of the k3s asset for that version and arch (any but the pinned)
-  --k3s-download-url URL  release base URL, a mirror of GitHub's (asset URL/<tag>/k3s or k3s-arm64)
-  --status-file PATH      status marker (default $STATUS_FILE)
-  --log-file PATH         log (default $LOG_FILE)
-  --lock-file PATH        host-wide lock (default $LOCK_FILE)
-  --lock-timeout SECS     how long a second run waits for the first (default $LOCK_TIMEOUT_S)
-  --restart-timeout SECS  bound on 'systemctl start/restart k3s' (default $RESTART_TIMEOUT_S)
-  --public-ip-source S    ec2|openstack|gce|digitalocean|nebius|interface|none|auto (default)
-  --metadata-url URL      metadata service base URL (default http://169.254.169.254)
-  --no-metadata           do not ask the metadata service
-  --toolkit auto|skip     install nvidia-container-toolkit when missing, or never (default auto)
-  --unit-type notify|exec systemd Type= of k3s.service (default notify)
-  --node-firewall ssh-only  drop new inbound connections but SSH, now and at every boot
-  --nvidia-driver image|install  a GPU without a working driver: fail (image, default), or
-                          install the distribution's server driver (loaded after a reboot)
-  --nvidia-repo-url URL   NVIDIA container toolkit apt repo (default $NVIDIA_REPO_URL)
-  --nvidia-key-fingerprint HEX  its signing key's fingerprint (default NVIDIA's)
-  --apt-lock-timeout SECS how long apt waits for locks other apt runs hold (default $APT_LOCK_TIMEOUT_S)
-  -h, --help              this help
-  --version               print the installer version
-
-environment: GPUPROV_INSTALL_ROOT (tests), GPUPROV_METADATA_URL, GPUPROV_K3S_DOWNLOAD_URL,
-GPUPROV_K3S_DOWNLOAD_ATTEMPTS (4), GPUPROV_K3S_DOWNLOAD_STALL_SECONDS (30), GPUPROV_NVIDIA_REPO_URL,
-GPUPROV_NVIDIA_KEY_FINGERPRINT, GPUPROV_APT_LOCK_TIMEOUT_SECONDS, GPUPROV_TOOLKIT, GPUPROV_K3S_UNIT_TYPE,
-GPUPROV_NVIDIA_DRIVER, GPUPROV_SYSFS_ROOT (/sys).
-exit codes: 0 ok, 1 a step failed (named on stderr and in the status marker), 2 usage, 3 lock timeout.
-EOF
-}
 
 # ---- Small helpers
 
@@ -266,6 +229,8 @@ write_status() {
   json_str "$K3S_ACTION"; json_field k3s_action "$JSON"
   json_or_null "$PUBLIC_IP"; json_field public_ip "$JSON"
   json_or_null "$FW_STATE"; json_field node_firewall "$JSON"
+  json_field role "\"$ROLE\""
+  json_or_null "$NODE_STATE"; json_field state "$JSON"
   for s in "${TLS_SANS[@]}"; do json_str "$s"; sans+="${sans:+, }$JSON"; done
   json_field tls_san "[$sans]"
   json_str "$LOG_FILE"; json_field log_file "$JSON"
@@ -341,9 +306,8 @@ parse_args() {
         val="${opt#*=}"
         opt="${opt%%=*}"
         ;;
-      --public-ip | --tls-san | --k3s-version | --k3s-sha256 | --k3s-download-url | \
-        --status-file | --log-file | --lock-file | --lock-timeout | --restart-timeout | --metadata-url | --public-ip-source | --toolkit | --unit-type | --node-firewall | \
-        --nvidia-driver | --nvidia-repo-url | --nvidia-key-fingerprint | --apt-lock-timeout)
+      --no-metadata | --peers-only | --help | --version) ;;
+      --*) # every other option takes a value
         [[ $# -ge 2 ]] || usage_error "$opt needs a value"
         val="$2"
         shift
@@ -383,10 +347,26 @@ parse_args() {
       --nvidia-driver) NVIDIA_DRIVER_MODE="$val" ;;
       --unit-type) UNIT_TYPE="$val" ;;
       --node-firewall) [[ "$val" == ssh-only ]] || usage_error "--node-firewall: ssh-only, got '$val'"; NODE_FIREWALL="$val" ;;
+      --peer | --node-ip | --node-external-ip)
+        valid_ipv4 "$val" || [[ "$val" =~ ^[0-9A-Fa-f:]{2,39}$ && "$val" == *:*:* ]] ||
+          usage_error "$opt: not an IP address: '$val'"
+        [[ "$opt" != --peer ]] || PEERS+=("$val")
+        ;;&
+      --role | --cluster-nodes | --server-url | --token-file | --node-ip | --node-external-ip)
+        [[ "$opt$val" =~ ^--(role(server|agent)|cluster-nodes[1-9][0-9]{0,3}|server-urlhttps://[][A-Za-z0-9.:-]+|token-file/.+|node.*)$ ]] ||
+          usage_error "$opt: not valid: '$val'"
+        opt="${opt#--}" && opt="${opt//-/_}"
+        printf -v "${opt^^}" %s "$val"
+        ;;
+      --peer) ;;
+      --peers-only) PEERS_ONLY=1 NODE_FIREWALL=ssh-only ;;
       --nvidia-repo-url) NVIDIA_REPO_URL="$val" ;;
       --nvidia-key-fingerprint) NVIDIA_KEY_FPR="$val" ;;
       --apt-lock-timeout) APT_LOCK_TIMEOUT_S="$val" ;;
-      -h | --help) usage; exit "$EXIT_OK" ;;
+      -h | --help)
+        echo "usage: gpuprov-install.sh [--public-ip IP] [options] (see installer/README.md)"
+        exit "$EXIT_OK"
+        ;;
       --version) printf '%s\n' "$INSTALLER_VERSION"; exit "$EXIT_OK" ;;
       *) usage_error "unknown argument '$opt'" ;;
     esac
@@ -400,6 +380,11 @@ parse_args() {
   esac
   [[ "$STATUS_FILE" == /* && "$LOG_FILE" == /* && "$LOCK_FILE" == /* ]] ||
     usage_error "--status-file, --log-file and --lock-file take absolute paths"
+  [[ -z "$SERVER_URL$TOKEN_FILE" || ("$ROLE" == agent && -n "$SERVER_URL" && -n "$TOKEN_FILE") ]] ||
+    usage_error "--server-url and --token-file go together, with --role agent"
+  [[ "$ROLE" == server ]] || K3S_SVC=k3s-agent
+  K3S_UNIT="/etc/systemd/system/$K3S_SVC.service"
+  K3S_ENV="$K3S_UNIT.env"
   [[ "$NVIDIA_REPO_URL" =~ ^https?://[^[:space:]@]+$ ]] ||
     usage_error "--nvidia-repo-url: an http:// or https:// URL without user name, got '$NVIDIA_REPO_URL'"
   NVIDIA_KEY_FPR="${NVIDIA_KEY_FPR//[[:space:]]/}"
@@ -422,6 +407,11 @@ preflight() {
     fail "must run as root (use sudo)"
   fi
   need_cmd flock timeout sha256sum cmp mktemp awk sort uname systemctl
+  [[ -n "$TOKEN_FILE" ]] || return 0
+  # The join token: read, the file removed at once (whatever happens next), never logged.
+  TOKEN="$(head -c 4096 "$ROOT$TOKEN_FILE")" || true
+  rm -f "$ROOT$TOKEN_FILE"
+  [[ "$TOKEN" =~ ^[A-Za-z0-9:._+/=@-]+$ ]] || fail "--token-file $TOKEN_FILE: missing, or not a k3s token"
 }
 
 take_lock() {
@@ -777,7 +767,7 @@ install_toolkit() {
 # hold_nvidia_packages: unattended-upgrades leaves the driver, CUDA and toolkit alone (a newer
 # userspace under the loaded kernel module fails NVML in every new container until reboot).
 hold_nvidia_packages() {
-  printf '%s\n' '// Written by gpuprov-install.sh on a GPU node; how to upgrade: installer/README.md.' \
+  printf '%s\n' '// Written by gpuprov-install.sh (installer/README.md).' \
     'Unattended-Upgrade::Package-Blacklist {' '  "nvidia-"; "libnvidia-"; "cuda-"; "libcuda";' \
     '  "linux-modules-nvidia-"; "linux-objects-nvidia-"; "linux-signatures-nvidia-";' '};' |
     write_if_changed "$ROOT$APT_HOLD_CONF" 0644 || return 0
@@ -903,9 +893,16 @@ render_config() {
   local s
   printf '# Written by gpuprov-install.sh on every run: edits here are overwritten.\n'
   printf '# Local additions go in /etc/rancher/k3s/config.yaml.d/*.yaml.\n'
-  printf 'write-kubeconfig-mode: "0600"\n'
-  printf 'tls-san:\n'
-  for s in "${TLS_SANS[@]}"; do printf '  - "%s"\n' "$s"; done
+  if [[ "$ROLE" == server ]]; then
+    printf 'write-kubeconfig-mode: "0600"\n'
+    printf 'tls-san:\n'
+    for s in "${TLS_SANS[@]}"; do printf '  - "%s"\n' "$s"; done
+    # Pod traffic between nodes, encrypted (k3s docs, "Basic Network Options"); kept once set:
+    # switching a running cluster's backend is unsupported (k3s-io/k3s#3409).
+    ((CLUSTER_NODES < 2)) && ! grep -qs ^flannel "$ROOT$K3S_CONFIG" || printf 'flannel-backend: "wireguard-native"\n'
+  fi
+  [[ -z "$NODE_IP" ]] || printf 'node-ip: "%s"\n' "$NODE_IP"
+  [[ -z "$NODE_EXTERNAL_IP" ]] || printf 'node-external-ip: "%s"\n' "$NODE_EXTERNAL_IP"
   if [[ "$GPU_CONFIGURED" == true ]]; then
     printf '# Every container, the device plugin included, runs under the NVIDIA runtime.\n'
     printf 'default-runtime: "nvidia"\n'
@@ -930,10 +927,12 @@ write_config() {
 # render_unit: k3s.service. Type=notify makes `systemctl start` return once the API is up (k3s
 # sends READY=1); exec is for stand-ins that do not speak sd_notify.
 render_unit() {
+  local what="k3s $ROLE"
+  [[ "$ROLE" == agent ]] || grep -qs ^flannel "$ROOT$K3S_CONFIG" || what="k3s, single node"
   cat <<EOF
 # Written by gpuprov-install.sh on every run: edits here are overwritten.
 [Unit]
-Description=Lightweight Kubernetes (k3s, single node, managed by gpuprov)
+Description=Lightweight Kubernetes ($what, managed by gpuprov)
 Documentation=https://docs.k3s.io
 Wants=network-online.target
 After=network-online.target
@@ -958,32 +957,40 @@ Restart=always
 RestartSec=5s
 ExecStartPre=-/sbin/modprobe br_netfilter
 ExecStartPre=-/sbin/modprobe overlay
-ExecStart=$K3S_BIN server${KEPT_K3S_FLAGS[*]+$(printf " '%s'" "${KEPT_K3S_FLAGS[@]}")}
+ExecStart=$K3S_BIN $ROLE${KEPT_K3S_FLAGS[*]+$(printf " '%s'" "${KEPT_K3S_FLAGS[@]}")}
 EOF
 }
 
 # write_k3s_env: the proxy settings this run has, for k3s and its containerd (as k3s's install.sh
-# copies them), when it has any; a file gpuprov did not write is kept as it is.
+# copies them), when it has any; a file gpuprov did not write is kept as it is. An agent's join
+# puts the server and token there as k3s's install.sh does (K3S_URL, K3S_TOKEN); a later agent
+# run without --server-url keeps the file.
 write_k3s_env() {
   local vars
   vars="$(env | grep -E '^(CONTAINERD_[A-Z_]+|(HTTPS?|NO)_PROXY|(https?|no)_proxy)=' | sort)" || true
-  if [[ -f "$ROOT$K3S_ENV" ]] && ! grep -q '^# Written by gpuprov-install' "$ROOT$K3S_ENV"; then
+  if [[ -n "$SERVER_URL" ]]; then
+    vars="K3S_URL=$SERVER_URL"$'\n'"K3S_TOKEN=$TOKEN${vars:+$'\n'}$vars"
+  elif [[ "$ROLE" == agent ]]; then
+    return 0
+  elif [[ -f "$ROOT$K3S_ENV" ]] && ! grep -q '^# Written by gpuprov-install' "$ROOT$K3S_ENV"; then
     log "$K3S_ENV was not written by gpuprov: kept"
-  elif [[ -n "$vars" ]] &&
-    printf '# Written by gpuprov-install.sh: the proxy settings it ran with.\n%s\n' "$vars" |
-    write_if_changed "$ROOT$K3S_ENV" 0600; then
-    log "wrote $K3S_ENV (${vars//$'\n'/ })"
+    return 0
+  fi
+  if [[ -n "$vars" ]] && printf '# Written by gpuprov-install.sh: %sthe proxy settings it ran with.\n%s\n' \
+    "${SERVER_URL:+the server to join, its token, }" "$vars" | write_if_changed "$ROOT$K3S_ENV" 0600; then
+    vars="${vars//$'\n'/ }"
+    log "wrote $K3S_ENV (${vars//"$TOKEN"/(token)})"
   fi
 }
 
-# render_killall: k3s-killall.sh as k3s's installer has it: k3s and its pods stopped, their
-# mounts, network namespaces, links and rules removed.
+# render_killall: k3s-killall.sh as k3s's installer has it: k3s (server or agent) and its pods
+# stopped, their mounts, network namespaces, links and rules removed.
 render_killall() {
   cat <<'EOF'
 #!/bin/sh
-# Written by gpuprov-install.sh: stops k3s and its pods, removes their mounts, links, rules.
+# Written by gpuprov-install.sh: stops k3s and its pods.
 [ "$(id -u)" = 0 ] || exec sudo "$0" "$@"
-systemctl stop k3s
+systemctl stop k3s k3s-agent 2>/dev/null
 tree() { for p in "$@"; do echo "$p"; tree $(pgrep -P "$p"); done; }
 kill -9 $(tree $(pgrep -f 'k3s/data/[^/]*/bin/containerd-shim')) 2>/dev/null
 for d in /run/k3s /var/lib/kubelet/pods /var/lib/kubelet/plugins /run/netns/cni-; do
@@ -997,37 +1004,34 @@ exit 0
 EOF
 }
 
-# render_uninstall: k3s-uninstall.sh: k3s and every file gpuprov put on the node removed (the
-# NVIDIA packages stay).
+# render_uninstall: k3s-uninstall.sh (an agent's: k3s-agent-uninstall.sh, as k3s's installer
+# names it): k3s and every file gpuprov put on the node removed (the NVIDIA packages stay).
 render_uninstall() {
   cat <<'EOF'
 #!/bin/sh
-# Written by gpuprov-install.sh: removes k3s and gpuprov's files (NVIDIA packages stay).
+# Written by gpuprov-install.sh: removes k3s and its files.
 [ "$(id -u)" = 0 ] || exec sudo "$0" "$@"
 /usr/local/bin/k3s-killall.sh
-for u in k3s gpuprov-firewall gpuprov-ttl.timer gpuprov-ttl gpuprov-device-plugin-boot; do systemctl disable --now $u 2>/dev/null; done
+for u in k3s k3s-agent gpuprov-firewall gpuprov-ttl.timer gpuprov-ttl gpuprov-device-plugin-boot; do systemctl disable --now $u 2>/dev/null; done
 [ ! -f /etc/gpuprov/node-firewall.sh ] || sh /etc/gpuprov/node-firewall.sh stop
 for l in kubectl crictl ctr; do [ "$(readlink /usr/local/bin/$l)" != k3s ] || rm -f /usr/local/bin/$l; done
-cd /etc/systemd/system && rm -f k3s.service k3s.service.env gpuprov-firewall.service gpuprov-ttl.* gpuprov-device-plugin-boot.service
+cd /etc/systemd/system && rm -f k3s.service k3s.service.env gpuprov-firewall.service gpuprov-ttl.* gpuprov-device-plugin-boot.service k3s-agent.service*
 rm -rf /etc/rancher/k3s /run/flannel /var/lib/rancher/k3s /var/lib/kubelet /var/lib/gpuprov /etc/gpuprov \
   /usr/local/bin/k3s /usr/local/sbin/gpuprov-ttl /usr/local/sbin/gpuprov-device-plugin-boot /etc/apt/apt.conf.d/51gpuprov-nvidia-hold \
-  /usr/local/bin/k3s-killall.sh /usr/local/bin/k3s-uninstall.sh
+  /usr/local/bin/k3s-killall.sh /usr/local/bin/k3s-uninstall.sh /usr/local/bin/k3s-agent-uninstall.sh
 systemctl daemon-reload
 EOF
 }
 
-# write_unit: k3s's unit, its scripts and env file; systemd reloads only for a changed unit
+# write_unit: k3s's unit and env file; systemd reloads only for a changed unit
 # (installer/README.md, "No daemon-reload").
 write_unit() {
-  local f changed=0
-  for f in killall uninstall; do
-    if "render_$f" | write_if_changed "$ROOT/usr/local/bin/k3s-$f.sh" 0755; then log "wrote k3s-$f.sh"; fi
-  done
+  local changed=0
   write_k3s_env
   render_unit | write_if_changed "$ROOT$K3S_UNIT" 0644 && changed=1
-  [[ "$GPU_CONFIGURED" == true ]] && plugin_boot_helper && changed=1
-  timeout 120 systemctl --no-reload enable k3s.service >>"$LOG_PATH" 2>&1 ||
-    fail "systemctl enable k3s failed"
+  [[ "$GPU_CONFIGURED$ROLE" == trueserver ]] && plugin_boot_helper && changed=1
+  timeout 120 systemctl --no-reload enable "$K3S_SVC.service" >>"$LOG_PATH" 2>&1 ||
+    fail "systemctl enable $K3S_SVC failed"
   if [[ "$changed" == 1 ]]; then
     log "wrote $K3S_UNIT or $PLUGIN_BOOT_SCRIPT.service (changed): daemon-reload"
     timeout 120 systemctl daemon-reload || fail "systemctl daemon-reload failed"
@@ -1042,7 +1046,7 @@ plugin_boot_helper() {
   local unit="/etc/systemd/system/${PLUGIN_BOOT_SCRIPT##*/}.service" rc=1
   write_if_changed "$ROOT$PLUGIN_BOOT_SCRIPT" 0755 <<'EOF' || true
 #!/bin/sh
-# gpuprov-install.sh: installer/README.md, "After a reboot"
+# Written by gpuprov-install.sh (installer/README.md)
 t=/var/lib/rancher/k3s/server/tls
 u='https://127.0.0.1:6443/api/v1/namespaces/kube-system/pods?labelSelector=name%3Dnvidia-device-plugin-ds'
 a() { curl -sSf -m 20 --cacert $t/server-ca.crt --cert $t/client-admin.crt --key $t/client-admin.key "$@" "$u"; }
@@ -1065,8 +1069,7 @@ EOF
 
 render_device_plugin() {
   cat <<EOF
-# NVIDIA device plugin, pinned; written by gpuprov-install.sh. k3s applies this folder at start and
-# on change. It relies on default-runtime: nvidia in config.yaml (NVML needs the NVIDIA runtime).
+# Written by gpuprov-install.sh (NVIDIA device plugin; k3s applies this folder).
 apiVersion: apps/v1
 kind: DaemonSet
 metadata:
@@ -1115,8 +1118,11 @@ write_device_plugin() {
   fi
 }
 
-# render_firewall nft|iptables: the node firewall script (installer/README.md, Node firewall).
+# render_firewall nft|iptables: the node firewall script (installer/README.md, Node firewall);
+# PEERS get k3s's ports between nodes (k3s docs, "Inbound Rules for K3s Nodes").
 render_firewall() {
+  local a p4="" p6="" r='tcp dport { 6443, 10250 } accept\n    ip%s saddr { %s } udp dport %s accept\n'
+  for a in "${PEERS[@]}"; do if [[ "$a" == *:* ]]; then p6+="${p6:+,}$a"; else p4+="${p4:+,}$a"; fi; done
   printf '#!/bin/sh\n# Written by gpuprov-install.sh --node-firewall ssh-only\n'
   if [[ "$1" == nft ]]; then
     cat <<'EOF'
@@ -1131,6 +1137,10 @@ table inet gpuprov {
     meta l4proto { icmp, ipv6-icmp } accept
     tcp dport 22 accept
     udp dport { 68, 546 } accept
+EOF
+    [[ -z "$p4" ]] || printf "    ip saddr { %s } $r" "$p4" "" "$p4" 51820
+    [[ -z "$p6" ]] || printf "    ip6 saddr { %s } $r" "$p6" 6 "$p6" "{ 51820, 51821 }"
+    cat <<'EOF'
     counter drop
   }
 }
@@ -1139,16 +1149,18 @@ R
 EOF
     return 0
   fi
+  [[ -z "$p4$p6" ]] || printf 'p4=%s p6=%s\n' "$p4" "$p6"
   cat <<'EOF'
 set -e
 for t in iptables ip6tables; do
   m="$t -w -t mangle"
   if [ "$1" = stop ]; then $m -D PREROUTING -j GPUPROV && $m -F GPUPROV && $m -X GPUPROV; continue; fi
-  i=icmp c='-s 10.42.0.0/16,10.43.0.0/16'
-  [ $t = iptables ] || i=ipv6-icmp c='-i lo' # IPv6: no pod CIDRs
+  i=icmp c='-s 10.42.0.0/16,10.43.0.0/16' p=$p4 u=51820
+  [ $t = iptables ] || i=ipv6-icmp c='-i lo' p=$p6 u=51820,51821
   { echo '*mangle'; echo ':GPUPROV - [0:0]'
     for r in '-i lo' '-i cni0' '-i flannel.1' "$c" '-m conntrack --ctstate ESTABLISHED,RELATED' "-p $i" \
       '-p tcp --dport 22' '-p udp -m multiport --dports 68,546'; do echo "-A GPUPROV $r -j RETURN"; done
+    [ -z "$p" ] || printf -- "-A GPUPROV -s $p -p %s -m multiport --dports %s -j RETURN\n" tcp 6443,10250 udp $u
     echo '-A GPUPROV -j DROP'; echo COMMIT; } | $t-restore -w -n
   $m -C PREROUTING -j GPUPROV 2>/dev/null || $m -I PREROUTING -j GPUPROV
 done
@@ -1161,12 +1173,18 @@ node_firewall() {
   command -v nft >/dev/null || tool=iptables
   [[ "$tool" == nft ]] || { command -v iptables-restore && command -v ip6tables-restore; } >/dev/null ||
     fail "--node-firewall needs nft (package nftables) or iptables; install one, then run again"
+  # The peer set: this run's --peer list, else the one in force (--peers-only: this run's, even none).
+  if [[ "${#PEERS[@]}$PEERS_ONLY" != 00 ]]; then
+    printf '%s\n' "${PEERS[@]}" | grep . | write_if_changed "$ROOT$FW_PEERS" 0644 || true
+  elif [[ -f "$ROOT$FW_PEERS" ]]; then
+    mapfile -t PEERS <"$ROOT$FW_PEERS"
+  fi
   render_firewall "$tool" | write_if_changed "$ROOT$FW_SCRIPT" 0755 || changed=0
-  printf '[Unit]\nDescription=gpuprov node firewall: inbound SSH only\nDefaultDependencies=no
+  [[ "$PEERS_ONLY" == 1 && -f "$ROOT$FW_UNIT" ]] || if printf '[Unit]\nDescription=gpuprov node firewall: inbound SSH only\nDefaultDependencies=no
 Wants=network-pre.target\nAfter=nftables.service netfilter-persistent.service
-Before=network-pre.target k3s.service\n[Service]\nType=oneshot\nRemainAfterExit=yes
-ExecStart=/bin/sh %s\n[Install]\nWantedBy=sysinit.target\nRequiredBy=k3s.service\n' "$FW_SCRIPT" |
-    write_if_changed "$ROOT$FW_UNIT" 0644 && changed=1 unit_changed=1
+Before=network-pre.target %s.service\n[Service]\nType=oneshot\nRemainAfterExit=yes
+ExecStart=/bin/sh %s\n[Install]\nWantedBy=sysinit.target\nRequiredBy=%s.service\n' "$K3S_SVC" "$FW_SCRIPT" "$K3S_SVC" |
+    write_if_changed "$ROOT$FW_UNIT" 0644; then changed=1 unit_changed=1; fi
   FW_STATE="ssh-only ($tool)"
   if [[ "$changed" == 0 ]] && timeout 60 systemctl is-active --quiet gpuprov-firewall &&
     if [[ "$tool" == nft ]]; then nft list table inet gpuprov; else iptables -w -t mangle -C PREROUTING -j GPUPROV; fi >/dev/null 2>&1; then
@@ -1178,7 +1196,7 @@ ExecStart=/bin/sh %s\n[Install]\nWantedBy=sysinit.target\nRequiredBy=k3s.service
     timeout 120 systemctl restart gpuprov-firewall 9>&-; }; then
     fail "the node firewall did not apply; look at 'journalctl -u gpuprov-firewall'"
   fi
-  log "node firewall applied: $FW_STATE"
+  log "node firewall applied: $FW_STATE, peers: ${PEERS[*]:-none}"
 }
 
 # host_firewall: an active ufw or firewalld drops pods' traffic to services (k3s docs, "Known
@@ -1224,7 +1242,7 @@ start_k3s() {
   local want have="" verb
   want="$(k3s_inputs_fingerprint)"
   if [[ -f "$ROOT$APPLIED_FINGERPRINT" ]]; then have="$(head -n1 "$ROOT$APPLIED_FINGERPRINT")"; fi
-  if timeout 60 systemctl is-active --quiet k3s.service; then
+  if timeout 60 systemctl is-active --quiet "$K3S_SVC.service"; then
     if [[ "$want" == "$have" ]]; then
       log "k3s running with the current config: no restart"
       K3S_ACTION="none"
@@ -1236,12 +1254,12 @@ start_k3s() {
     verb="start"
     log "k3s not running: starting it"
   fi
-  if ! timeout "$RESTART_TIMEOUT_S" systemctl "$verb" k3s.service 9>&-; then
-    fail "systemctl $verb k3s did not succeed within ${RESTART_TIMEOUT_S}s; look at" \
-      "'journalctl -u k3s' and 'systemctl status k3s'"
+  if ! timeout "$RESTART_TIMEOUT_S" systemctl "$verb" "$K3S_SVC.service" 9>&-; then
+    fail "systemctl $verb $K3S_SVC did not succeed within ${RESTART_TIMEOUT_S}s; look at" \
+      "'journalctl -u $K3S_SVC' and 'systemctl status $K3S_SVC'"
   fi
-  if ! timeout 60 systemctl is-active --quiet k3s.service; then
-    fail "k3s is not active after systemctl $verb; look at 'journalctl -u k3s'"
+  if ! timeout 60 systemctl is-active --quiet "$K3S_SVC.service"; then
+    fail "k3s is not active after systemctl $verb; look at 'journalctl -u $K3S_SVC'"
   fi
   printf '%s\n' "$want" | atomic_write "$ROOT$APPLIED_FINGERPRINT" 0644
   K3S_ACTION="${verb}ed"
@@ -1262,6 +1280,11 @@ main() {
   preflight
   PHASE="lock"
   take_lock
+  if [[ "$PEERS_ONLY" == 1 ]]; then
+    STATUS_ENABLED=0 # the marker keeps the last install's result
+    node_firewall
+    exit 0
+  fi
   now_utc
   STARTED_AT="$NOW"
   step gpu-detect
@@ -1283,27 +1306,40 @@ main() {
     hold_nvidia_packages
     dev_char_links
   fi
-  step public-ip
-  resolve_public_ip
+  if [[ "$ROLE" == server ]]; then
+    step public-ip
+    resolve_public_ip
+  fi
   step config
   write_config
   step unit
-  keep_unit_flags
-  write_unit
-  if [[ "$GPU_CONFIGURED" == true ]]; then
+  local f state=server start=k3s-start
+  # k3s-killall.sh and k3s-uninstall.sh (k3s-agent-uninstall.sh on an agent).
+  for f in k3s-killall "$K3S_SVC-uninstall"; do
+    if "render_${f##*-}" | write_if_changed "$ROOT/usr/local/bin/$f.sh" 0755; then log "wrote $f.sh"; fi
+  done
+  # An agent joins with --server-url (or was joined by an earlier run); else it is only prepared.
+  [[ "$ROLE" == server ]] || state=agent-joined start=agent-join
+  [[ "$ROLE" == server || -n "$SERVER_URL" ]] || grep -qs '^K3S_URL=' "$ROOT$K3S_ENV" || state=agent-prepared
+  [[ "$ROLE" != server ]] || keep_unit_flags
+  [[ "$state" == agent-prepared ]] || write_unit
+  if [[ "$GPU_CONFIGURED$ROLE" == trueserver ]]; then
     step device-plugin
     write_device_plugin
   fi
   step host-firewall
   host_firewall
-  step k3s-start
-  start_k3s
+  if [[ "$state" != agent-prepared ]]; then
+    step "$start"
+    start_k3s
+  fi
+  NODE_STATE="$state"
   PHASE="done"
   RESULT="ok"
   now_utc
   FINISHED_AT="$NOW"
   write_status
-  log "done: k3s $K3S_VERSION ($K3S_ACTION), GPU configured: $GPU_CONFIGURED, tls-san: ${TLS_SANS[*]}"
+  log "done: k3s $K3S_VERSION ($K3S_ACTION), $NODE_STATE, GPU configured: $GPU_CONFIGURED, tls-san: ${TLS_SANS[*]}"
   if [[ "$REBOOT_REQUIRED" == true ]]; then
     log "reboot required: the NVIDIA driver loads at the next boot; run this installer again after it"
   fi

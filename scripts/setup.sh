@@ -30,7 +30,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libpoco-dev libssh-dev libyaml-cpp-dev libtoml11-dev libboost-dev
   libgtest-dev libgmock-dev ccache shfmt
-  docker.io mmdebstrap openssh-client bats shellcheck kubectl
+  docker.io mmdebstrap openssh-client bats shellcheck kubectl nftables util-linux
   python3 python3-libcloud python3-digitalocean hyperfine awscli
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler python3-grpcio python3-protobuf openssl
   clang libclang-rt-14-dev

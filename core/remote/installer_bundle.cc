@@ -84,10 +84,23 @@ std::vector<std::string> InstallerArgWords(const InstallerArgs& args) {
                                     std::pair{"--nvidia-driver", &args.nvidia_driver},
                                     std::pair{"--nvidia-repo-url", &args.nvidia_repo_url},
                                     std::pair{"--nvidia-key-fingerprint", &args.nvidia_key_fingerprint},
-                                    std::pair{"--public-ip-source", &args.public_ip_source}}) {
+                                    std::pair{"--public-ip-source", &args.public_ip_source},
+                                    std::pair{"--role", &args.role},
+                                    std::pair{"--node-ip", &args.node_ip},
+                                    std::pair{"--node-external-ip", &args.node_external_ip},
+                                    std::pair{"--server-url", &args.server_url},
+                                    std::pair{"--token-file", &args.token_file}}) {
     if (value->empty()) continue;
     words.push_back(flag);
     words.push_back(*value);
+  }
+  if (args.cluster_nodes > 1) {
+    words.push_back("--cluster-nodes");
+    words.push_back(std::to_string(args.cluster_nodes));
+  }
+  for (const auto& peer : args.peers) {
+    words.push_back("--peer");
+    words.push_back(peer);
   }
   return words;
 }
@@ -152,6 +165,26 @@ std::string InstallerPushCommand(const InstallerArgs& args) {
   const std::string path = kNodeInstallerPath;
   return "set -e; umask 077; mkdir -p /var/lib/gpuprov; cat > " + path + ".new; mv -f " + path +
          ".new " + path + "; exec bash " + path + QuotedArgs(args);
+}
+
+std::string AgentServerUrl(const std::string& server_address) {
+  const bool ipv6 = server_address.find(':') != std::string::npos;
+  return "https://" + (ipv6 ? "[" + server_address + "]" : server_address) + ":6443";
+}
+
+std::string AgentJoinCommand(InstallerArgs args, const std::string& server_url) {
+  args.role = "agent";
+  args.server_url = server_url;
+  args.token_file = kNodeJoinTokenPath;
+  const std::string token = kNodeJoinTokenPath;
+  return "set -e; umask 077; mkdir -p /run/gpuprov; head -n1 > " + token + "; exec bash " +
+         kNodeInstallerPath + QuotedArgs(args);
+}
+
+std::string PeersOnlyCommand(const std::vector<std::string>& peers) {
+  std::string command = std::string("exec bash ") + kNodeInstallerPath + " --peers-only";
+  for (const auto& peer : peers) command += " --peer " + ShellQuote(peer);
+  return command;
 }
 
 std::string AsRoot(const std::string& command, const std::string& ssh_user) {

@@ -27,6 +27,9 @@ inline constexpr const char* kNodeBootLog = "/var/log/cloud-init-output.log";
 /// "started <UTC time>" first thing, and "exit <status>" when it ends. It is how gpuprov tells,
 /// without cloud-init, whether the startup script ran (cluster_probe.h, BootRoute).
 inline constexpr const char* kNodeBootTracePath = "/var/lib/gpuprov/boot-script.status";
+/// Where AgentJoinCommand puts the join token for the installer (tmpfs, 0600; the installer
+/// removes it once read).
+inline constexpr const char* kNodeJoinTokenPath = "/run/gpuprov/join-token";
 
 /// The installer's command-line options gpuprov chooses.
 struct InstallerArgs {
@@ -42,6 +45,14 @@ struct InstallerArgs {
   /// --public-ip-source: how the cloud tells a VM its public address (the driver's
   /// GPUPROV_NODE_ADDRESS_* value, DriverInfo::node_address); "" = the installer's auto.
   std::string public_ip_source;
+  // A node of a multi-node cluster (installer/README.md, "Clusters"):
+  std::string role;                 // --role; "" = server
+  int cluster_nodes = 0;            // --cluster-nodes, given when > 1 (the server's wireguard-native)
+  std::string node_ip;              // --node-ip: the private address, else the public one
+  std::string node_external_ip;     // --node-external-ip
+  std::vector<std::string> peers;   // --peer, each: the other nodes the node firewall admits
+  std::string server_url;           // --server-url (an agent's join; AgentJoinCommand sets it)
+  std::string token_file;           // --token-file (AgentJoinCommand sets it)
 };
 
 /// Why a VM whose driver names \a public_ip_source did not learn its public address itself:
@@ -81,6 +92,21 @@ std::optional<std::string> AddTtlToBootScript(const std::string& boot_script, co
 /// The shell command (run as root) that saves the installer it reads on stdin to
 /// kNodeInstallerPath and runs it with \a args; the installer's exit status is the command's.
 std::string InstallerPushCommand(const InstallerArgs& args);
+
+/// The k3s server URL an agent joins: https://ADDRESS:6443 (IPv6 in brackets).
+std::string AgentServerUrl(const std::string& server_address);
+
+/// The shell command (run as root) that joins an agent whose installer is already on the node
+/// (boot script or InstallerPushCommand): the join token, read on stdin (one line, as the
+/// server's node-token file holds it), goes to kNodeJoinTokenPath (0600), then the installer runs
+/// with \a args, `--role agent --server-url` \a server_url and `--token-file` that path. The
+/// token is never on a command line, in the boot script or in a log; the installer removes the
+/// file once read. The installer's exit status is the command's.
+std::string AgentJoinCommand(InstallerArgs args, const std::string& server_url);
+
+/// The shell command (run as root) that sets the node firewall's peers to \a peers and nothing
+/// else (`--peers-only`: no unit change, no daemon-reload); idempotent. \a peers empty: none.
+std::string PeersOnlyCommand(const std::vector<std::string>& peers);
 
 /// \a command run as root by \a ssh_user: as is for root, else through `sudo -n sh -c`.
 std::string AsRoot(const std::string& command, const std::string& ssh_user);

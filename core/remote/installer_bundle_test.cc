@@ -367,6 +367,69 @@ TEST(InstallerBundle, PushCommandQuotesArgumentsAndReadsStdin) {
       << cmd;
 }
 
+TEST(InstallerBundle, ClusterNodeFlagsBecomeInstallerWords) {
+  InstallerArgs server;
+  server.cluster_nodes = 3;
+  server.node_ip = "10.0.0.2";
+  server.node_external_ip = "203.0.113.2";
+  server.peers = {"10.0.0.3", "fd00::4"};
+  EXPECT_EQ(InstallerArgWords(server),
+            (std::vector<std::string>{"--node-ip", "10.0.0.2", "--node-external-ip", "203.0.113.2",
+                                      "--cluster-nodes", "3", "--peer", "10.0.0.3", "--peer",
+                                      "fd00::4"}));
+  InstallerArgs single;
+  single.cluster_nodes = 1;  // a single node: no --cluster-nodes, the installer's default
+  EXPECT_TRUE(InstallerArgWords(single).empty());
+  InstallerArgs agent;
+  agent.role = "agent";
+  EXPECT_EQ(InstallerArgWords(agent), (std::vector<std::string>{"--role", "agent"}));
+}
+
+TEST(InstallerBundle, AgentServerUrlIsTheServersApiPort) {
+  EXPECT_EQ(AgentServerUrl("10.0.0.2"), "https://10.0.0.2:6443");
+  EXPECT_EQ(AgentServerUrl("fd00::2"), "https://[fd00::2]:6443");
+}
+
+TEST(InstallerBundle, AgentJoinCommandTakesTheTokenOnStdinIntoA0600FileOnly) {
+  ScopedTempDir dir;
+  InstallerArgs args;
+  args.node_ip = "10.0.0.3";
+  std::string cmd = AgentJoinCommand(args, "https://10.0.0.2:6443");
+  EXPECT_EQ(cmd.find("K10"), std::string::npos);
+  // The node's paths moved into the temp dir; the installer replaced by one that reports what it
+  // was given.
+  const std::string run = (dir.path() / "run").string();
+  const std::string installer = (dir.path() / "installer.sh").string();
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{kNodeInstallerPath, installer},
+                                 std::pair<std::string, std::string>{"/run/gpuprov", run}}) {
+    for (size_t at; (at = cmd.find(from)) != std::string::npos;) cmd.replace(at, from.size(), to);
+  }
+  const std::string token_path = run + "/join-token";
+  WriteFileAtomic(installer,
+                  "printf '%s\\n' \"$@\" > " + (dir.path() / "args").string() + "; stat -c %a " +
+                      token_path + " > " + (dir.path() / "mode").string() + "; cat " +
+                      token_path + " > " + (dir.path() / "token").string() + "\n",
+                  0700);
+  WriteFileAtomic(dir.path() / "run.sh", cmd + "\n", 0700);
+  const std::string shell = "printf 'K10abc::server:secret\\nnot read\\n' | bash " +
+                            (dir.path() / "run.sh").string();
+  ASSERT_EQ(std::system(shell.c_str()), 0) << cmd;
+  EXPECT_EQ(ReadFile(dir.path() / "token"), "K10abc::server:secret\n");
+  EXPECT_EQ(ReadFile(dir.path() / "mode"), "600\n");
+  EXPECT_EQ(ReadFile(dir.path() / "args"),
+            "--role\nagent\n--node-ip\n10.0.0.3\n--server-url\nhttps://10.0.0.2:6443\n"
+            "--token-file\n" + token_path + "\n");
+  EXPECT_NE(AgentJoinCommand(args, "https://10.0.0.2:6443").find("'--token-file' '/run/gpuprov/join-token'"),
+            std::string::npos);
+}
+
+TEST(InstallerBundle, PeersOnlyCommandSetsOnlyThePeerSet) {
+  EXPECT_EQ(PeersOnlyCommand({"10.0.0.3", "fd00::4"}),
+            "exec bash /var/lib/gpuprov/gpuprov-install.sh --peers-only --peer '10.0.0.3' "
+            "--peer 'fd00::4'");
+  EXPECT_EQ(PeersOnlyCommand({}), "exec bash /var/lib/gpuprov/gpuprov-install.sh --peers-only");
+}
+
 TEST(InstallerBundle, AsRootUsesSudoForOtherUsers) {
   EXPECT_EQ(AsRoot("id -u", "root"), "id -u");
   EXPECT_EQ(AsRoot("id -u", "ubuntu"), "sudo -n sh -c 'id -u'");

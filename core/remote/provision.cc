@@ -7,6 +7,9 @@
 #include <thread>
 
 #include "check_command.h"
+#include "cluster_join.h"
+#include "cluster_provision.h"
+#include "cluster_nodes.h"
 #include "crash_point.h"
 #include "elapsed.h"
 #include "failover.h"
@@ -112,11 +115,13 @@ void WaitRunning(Cloud& cloud, CloudVm& vm, std::chrono::seconds limit) {
 }  // namespace
 
 Provision::Provision(const AppContext& app, const ProvisionFlags& flags,
-                     const std::optional<std::string>& spec_file)
-    : app_(app), flags_(flags), spec_file_(spec_file), console_(Console::Get()) {}
+                     const std::optional<std::string>& spec_file, ClusterMember member)
+    : app_(app), flags_(flags), spec_file_(spec_file), console_(Console::Get()),
+      member_(std::move(member)) {}
 
 int Provision::Run() {
   ResolveInputs();
+  if (opt_.nodes.value > 1 && !failover_) return ClusterProvision(*this).Run();
   if (failover_) {
     Failover(*this).Run();
   } else {
@@ -156,7 +161,10 @@ void Provision::ResolveInputs() {
   // A list of clouds or regions, or any: candidates (Failover, failover.h); else one cloud as ever.
   failover_ =
       IsCandidateList(cloud_name_) || (opt_.region.value && IsCandidateList(*opt_.region.value));
-  if (failover_) return;
+  if (failover_) {
+    RefuseNodesIfCannot(std::nullopt);
+    return;
+  }
   if (cloud_name_.empty()) {
     // No --cloud, spec, GPUPROV_CLOUD or [defaults] cloud: the only cloud whose check passes.
     console_.Step("no cloud given: checking which clouds' credentials work");
@@ -179,7 +187,27 @@ void Provision::LoadDriver() {
                                                         : "spot " + DescribeOrigin(opt_.spot),
                       SpotClouds(*host_));
   }
+  RefuseNodesIfCannot(std::nullopt);
   ChooseKeyPath();
+}
+
+void Provision::RefuseNodesIfCannot(std::optional<int> driver_max_nodes) {
+  if (opt_.nodes.value == 1) return;
+  NodesQuestion q;
+  q.nodes = opt_.nodes.value;
+  q.origin = opt_.nodes.source == Source::kFlag
+                 ? "--nodes " + std::to_string(q.nodes) + " from the command line"
+                 : "nodes: " + std::to_string(q.nodes) + " in " + opt_.nodes.origin;
+  q.cluster = name_;
+  q.cloud = cloud_name_;
+  q.several_candidates = failover_;
+  q.kubernetes = failover_ ? opt_.kubernetes.value : k8s_.enabled;
+  if (driver_) q.driver_can_cluster = driver_->info().has(GPUPROV_CAP_CLUSTER);
+  q.driver_max_nodes = driver_max_nodes;
+  q.clouds_that_can =
+      CloudsThatCanCluster(host_ ? host_->ListAll() : app_.MakeDriverHost().ListAll());
+  const NodesDecision d = DecideNodes(q);
+  if (d.refused) throw UsageError(d.reason, d.hint);
 }
 
 void Provision::ChooseKeyPath() {
@@ -222,6 +250,13 @@ InstallerArgs Provision::K3sArgs() const {
   args.nvidia_repo_url = opt_.nvidia_repo_url.value.value_or("");
   args.nvidia_key_fingerprint = opt_.nvidia_key_fingerprint.value.value_or("");
   args.public_ip_source = driver_->info().node_address;
+  if (member_.nodes > 1) {
+    args.role = member_.role == "agent" ? "agent" : "";
+    if (member_.role != "agent") args.cluster_nodes = member_.nodes;
+    args.node_ip = !rec_.private_ip.empty() ? rec_.private_ip : rec_.public_ip;
+    if (!rec_.private_ip.empty()) args.node_external_ip = rec_.public_ip;
+    args.peers = peers_;
+  }
   return args;
 }
 
@@ -230,6 +265,7 @@ void Provision::CheckAccountAndPlan() {
   console_.Step("check", "checking " + cloud_name_ + " credentials");
   const CloudCheck account = cloud_->Check();
   console_.Debug(cloud_name_ + " account: " + account.account);
+  RefuseNodesIfCannot(account.max_cluster_nodes);
   user_data_limit_ = account.user_data_limit;
   if (k8s_.enabled) {
     plan_ = PlanCluster(driver_->info().capabilities, account.user_data_limit, K3sArgs(),
@@ -427,6 +463,12 @@ void Provision::RecordIntent() {
   }
   rec_.extra["ssh_key"] = key_path_;
   rec_.powered_off_cost = offer_.powered_off_cost;
+  if (member_.nodes > 1) {
+    rec_.cluster = member_.cluster;
+    rec_.role = member_.role;
+    rec_.node_index = member_.index;
+    rec_.cluster_nodes = member_.role == "server" ? member_.nodes : 0;
+  }
   // A VM about to be made: its TTL is recorded with it (the boot script may carry it before
   // this run reaches SSH).
   // A replacement of a preempted VM keeps the recorded TTL unless this run names one.
@@ -456,6 +498,11 @@ void Provision::CreateOrFind() {
   req.tags = opt_.tags;
   req.tags["gpuprov"] = "1";
   req.tags["gpuprov-name"] = name_;
+  // A cluster node: the driver tags it gpuprov-cluster and gpuprov-role and puts it on the
+  // cluster's network (docs/driver-protocol.md, "cluster").
+  if (member_.nodes > 1) {
+    req.cluster = ClusterCreateFields{member_.cluster, member_.role, ClusterPeerPorts()};
+  }
   req.open_ports = PortsToOpen(k8s_.enabled, plan_);
   req.user_data = plan_.boot_script;
   AddTtlToUserData(req.user_data);
@@ -543,6 +590,7 @@ void Provision::WaitForRunning() {
   const int recorded_ssh_port = rec_.ssh_port;
   WaitRunning(*cloud_, vm_, std::chrono::seconds(opt_.boot_wait_seconds.value));
   rec_.public_ip = vm_.public_ip;
+  if (member_.nodes > 1) rec_.private_ip = vm_.private_ip;
   rec_.ssh_port = vm_.ports.count(22) ? vm_.ports.at(22) : vm_.ssh_port;
   rec_.ssh_user = vm_.ssh_user.empty() ? "root" : vm_.ssh_user;
   rec_.phase = "running";

@@ -30,6 +30,15 @@
 
 namespace gpuprov {
 
+/// Which node of a multi-node cluster a Provision makes (cluster_nodes.h); nodes 0: a single VM
+/// (or the server before the cluster flow takes over).
+struct ClusterMember {
+  std::string cluster;
+  std::string role;  // "server" | "agent"
+  int index = 0;
+  int nodes = 0;
+};
+
 /// One `gpuprov provision`: the steps, each a method, sharing the options, the driver (loaded
 /// once) and the record they keep up to date. Nothing is created before CreateOrFind; every
 /// transition after it is saved. Run takes the steps in order; they are public so a test can
@@ -38,7 +47,7 @@ class Provision {
  public:
   /// Keeps references to \a app, \a flags and \a spec_file: they outlive the Provision.
   Provision(const AppContext& app, const ProvisionFlags& flags,
-            const std::optional<std::string>& spec_file);
+            const std::optional<std::string>& spec_file, ClusterMember member = {});
 
   /// The whole provision: the steps below in order (the candidate loop of failover.h in place
   /// of LoadDriver to CreateOrFind when several clouds or regions are given), then Report.
@@ -116,11 +125,17 @@ class Provision {
 
  private:
   friend class Failover;  // the candidate loop takes the steps in its own order
+  friend class ClusterProvision;  // the multi-node flow runs one Provision per node
 
   using Clock = std::chrono::steady_clock;
 
   /// The private key: --ssh-key (which must exist), else gpuprov's own.
   void ChooseKeyPath();
+
+  /// --nodes N (or nodes: N) against what is known so far of the cloud (cluster_nodes.h):
+  /// refused with exit 2 before anything is made. \a driver_max_nodes: check's limit, once
+  /// known.
+  void RefuseNodesIfCannot(std::optional<int> driver_max_nodes);
 
   /// The per-VM lock (held to the end) and the record of an earlier run, if any.
   void LockVmAndLoadRecord();
@@ -193,6 +208,9 @@ class Provision {
   std::vector<Candidate> candidates_;  // in the order tried, with why each failed
   UserDataLimit user_data_limit_{0};   // the cloud's boot script limit (check)
   std::optional<long long> planned_deadline_;  // --ttl's deadline, epoch seconds
+  ClusterMember member_;
+  /// A cluster node's peers' addresses (private, else public) for the node firewall's --peer.
+  std::vector<std::string> peers_;
 };
 
 /// Installs the Ctrl-C handler and runs one Provision.

@@ -17,9 +17,11 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "cluster_nodes.h"
 #include "crash_point.h"
 #include "gpuprov/sdk.hpp"
 #include "provision_report.h"
@@ -147,6 +149,93 @@ class FullDriver {
   }
 };
 
+/// A cloud that makes clusters (GPUPROV_CAP_CLUSTER) of at most two nodes: --nodes is checked
+/// against its capability and its check's max_cluster_nodes before anything is made.
+class PairDriver {
+ public:
+  static constexpr const char* kName = "pair";
+  static constexpr const char* kVersion = "1.0.0";
+  static constexpr const char* kDescription = "provision_test's cloud of two-node clusters";
+  static constexpr uint64_t kCapabilities =
+      GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_CLUSTER;
+
+  explicit PairDriver(const gpuprov::sdk::InitContext&) {}
+  std::string Check(const std::string&) {
+    g_world->calls.push_back("pair check");
+    return R"({"account":"pair","max_cluster_nodes":2})";
+  }
+  std::string Offers(const std::string&) {
+    g_world->calls.push_back("pair offers");
+    return R"({"offers":[]})";
+  }
+  std::string Create(const std::string& request) {
+    g_world->calls.push_back("pair create " + Field(request, "name"));
+    throw gpuprov::sdk::DriverError(GPUPROV_STATUS_CAPACITY, "no capacity (pair)");
+  }
+  std::string Get(const std::string&) { return R"({"vm":null})"; }
+  std::string List(const std::string&) { return R"({"vms":[]})"; }
+  std::string Delete(const std::string&) { return R"({"deleted":false})"; }
+  std::string OpenPeerPorts(const std::string&) { return "{}"; }
+};
+
+/// The in-memory cloud with clusters (GPUPROV_CAP_CLUSTER, at most 4 nodes): its calls come from
+/// one thread per node, so each takes the world's lock. capacity_fault_at makes the k-th create
+/// of the run fail for lack of capacity.
+std::mutex g_mesh_mutex;
+class MeshDriver : public MemoryDriver {
+ public:
+  static constexpr const char* kName = "mesh";
+  static constexpr const char* kDescription = "provision_test's in-memory cloud with clusters";
+  static constexpr uint64_t kCapabilities =
+      GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_CLUSTER;
+  static inline int creates = 0;
+  static inline int capacity_fault_at = 0;
+
+  explicit MeshDriver(const gpuprov::sdk::InitContext& c) : MemoryDriver(c) {}
+  std::string Check(const std::string& r) {
+    std::lock_guard<std::mutex> hold(g_mesh_mutex);
+    MemoryDriver::Check(r);
+    return R"({"account":"mesh","max_cluster_nodes":4})";
+  }
+  std::string Offers(const std::string& r) {
+    std::lock_guard<std::mutex> hold(g_mesh_mutex);
+    return MemoryDriver::Offers(r);
+  }
+  std::string Create(const std::string& r) {
+    std::lock_guard<std::mutex> hold(g_mesh_mutex);
+    if (++creates == capacity_fault_at) {
+      g_world->calls.push_back("create " + Field(r, "name") + " (no capacity)");
+      throw gpuprov::sdk::DriverError(GPUPROV_STATUS_CAPACITY, "no capacity (mesh)");
+    }
+    return MemoryDriver::Create(r);
+  }
+  std::string Get(const std::string& r) {
+    std::lock_guard<std::mutex> hold(g_mesh_mutex);
+    return MemoryDriver::Get(r);
+  }
+  std::string List(const std::string& r) {
+    std::lock_guard<std::mutex> hold(g_mesh_mutex);
+    return MemoryDriver::List(r);
+  }
+  std::string Delete(const std::string& r) {
+    std::lock_guard<std::mutex> hold(g_mesh_mutex);
+    return MemoryDriver::Delete(r);
+  }
+  std::string OpenPeerPorts(const std::string&) {
+    std::lock_guard<std::mutex> hold(g_mesh_mutex);
+    g_world->calls.push_back("open_peer_ports");
+    return "{}";
+  }
+};
+
+const gpuprov_type_driver_descriptor* MeshDescriptor() {
+  return gpuprov::sdk::internal::Descriptor<MeshDriver, gpuprov::sdk::kNoConfigKeys, 0>();
+}
+
+const gpuprov_type_driver_descriptor* PairDescriptor() {
+  return gpuprov::sdk::internal::Descriptor<PairDriver, gpuprov::sdk::kNoConfigKeys, 0>();
+}
+
 const gpuprov_type_driver_descriptor* MemoryDescriptor() {
   return gpuprov::sdk::internal::Descriptor<MemoryDriver, gpuprov::sdk::kNoConfigKeys, 0>();
 }
@@ -195,7 +284,10 @@ class ProvisionTest : public ::testing::Test {
     std::ofstream(home_.path() / "config.toml")
         << "[defaults.timeouts]\nssh_wait_seconds = 1\nboot_wait_seconds = 30\n";
     app_.prompter = std::make_shared<NoTerminal>();
-    app_.in_memory_drivers = {MemoryDescriptor(), FullDescriptor()};
+    app_.in_memory_drivers = {MemoryDescriptor(), FullDescriptor(), PairDescriptor(),
+                              MeshDescriptor()};
+    MeshDriver::creates = 0;
+    MeshDriver::capacity_fault_at = 0;
     flags_.name = "demo";
     flags_.cloud = "memory";
     flags_.kubernetes = false;
@@ -254,6 +346,96 @@ TEST_F(ProvisionTest, StepsRecordTheIntentBeforeCreateAndEachTransitionAfter) {
   EXPECT_EQ(Record()->public_ip, "127.0.0.1");
   EXPECT_EQ(Record()->ssh_port, world_.ssh_port);
   EXPECT_THAT(world_.calls, ElementsAre("check", "offers", "create demo", "get demo"));
+}
+
+TEST_F(ProvisionTest, NodesOnACloudThatMakesNoClustersIsRefusedBeforeAnyCall) {
+  flags_.nodes = 3;
+  const std::string error = RunUntilError();
+  EXPECT_THAT(error, HasSubstr("the memory driver cannot make multi-node clusters (--nodes 3 "
+                               "from the command line)"));
+  EXPECT_THAT(error, HasSubstr("nothing was created"));
+  EXPECT_TRUE(world_.calls.empty());
+  EXPECT_FALSE(Record().has_value());
+}
+
+TEST_F(ProvisionTest, NodesWithSeveralCandidatesIsRefusedBeforeAnyCall) {
+  flags_.nodes = 2;
+  flags_.cloud = "memory,pair";
+  EXPECT_THAT(RunUntilError(), HasSubstr("share one cloud and region"));
+  EXPECT_TRUE(world_.calls.empty());
+  EXPECT_FALSE(Record().has_value());
+}
+
+TEST_F(ProvisionTest, NodesAboveTheDriversLimitIsRefusedAfterCheckBeforeAnythingIsMade) {
+  flags_.nodes = 3;
+  flags_.cloud = "pair";
+  flags_.kubernetes = true;
+  const std::string error = RunUntilError();
+  EXPECT_THAT(error, HasSubstr("the pair driver makes at most 2 nodes per cluster"));
+  EXPECT_THAT(world_.calls, ElementsAre("pair check"));
+  EXPECT_FALSE(Record().has_value());
+}
+
+TEST_F(ProvisionTest, NodesZeroIsRefusedBeforeAnyCall) {
+  flags_.nodes = 0;
+  flags_.cloud = "pair";
+  flags_.kubernetes = true;
+  EXPECT_THAT(RunUntilError(), HasSubstr("a cluster has at least one node"));
+  EXPECT_TRUE(world_.calls.empty());
+}
+
+/// Calls of \a world that create, sorted (the nodes' threads make them in any order).
+std::vector<std::string> Creates(const MemoryWorld& world) {
+  std::vector<std::string> out;
+  for (const auto& c : world.calls) {
+    if (c.rfind("create ", 0) == 0) out.push_back(c);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST_F(ProvisionTest, NodesMakesTheServerAndItsAgentsEachWithItsOwnRecord) {
+  flags_.nodes = 3;
+  flags_.cloud = "mesh";
+  flags_.kubernetes = true;
+  const int status = Provision(app_, flags_, no_spec_).Run();
+  EXPECT_EQ(status, 1);  // nothing answers SSH here: no node gets into the cluster
+  EXPECT_THAT(Creates(world_),
+              ElementsAre("create demo", "create demo-agent-1", "create demo-agent-2"));
+  // The peers are let in once every node's create is done, with one call for the cluster.
+  EXPECT_EQ(std::count(world_.calls.begin(), world_.calls.end(), "open_peer_ports"), 1);
+  const StateStore store(app_.paths);
+  const std::optional<VmRecord> server = store.Load("demo");
+  ASSERT_TRUE(server.has_value());
+  EXPECT_EQ(server->cluster, "demo");
+  EXPECT_EQ(server->role, "server");
+  EXPECT_EQ(server->cluster_nodes, 3);
+  for (int k : {1, 2}) {
+    const std::optional<VmRecord> agent = store.Load("demo-agent-" + std::to_string(k));
+    ASSERT_TRUE(agent.has_value());
+    EXPECT_EQ(agent->cluster, "demo");
+    EXPECT_EQ(agent->role, "agent");
+    EXPECT_EQ(agent->node_index, k);
+    EXPECT_FALSE(agent->vm_id.empty());
+  }
+}
+
+TEST_F(ProvisionTest, NodesCapacityOnTheThirdNodeKeepsTheOthersAndARerunMakesOnlyWhatIsMissing) {
+  flags_.nodes = 3;
+  flags_.cloud = "mesh";
+  flags_.kubernetes = true;
+  MeshDriver::capacity_fault_at = 3;
+  EXPECT_EQ(Provision(app_, flags_, no_spec_).Run(), 1);
+  const StateStore store(app_.paths);
+  int records = 0;
+  for (const char* name : {"demo", "demo-agent-1", "demo-agent-2"}) records += store.Load(name) ? 1 : 0;
+  EXPECT_EQ(records, 2);  // the node without capacity leaves no record
+  EXPECT_EQ(world_.vms.size(), 2u);
+  world_.calls.clear();
+  MeshDriver::capacity_fault_at = 0;
+  EXPECT_EQ(Provision(app_, flags_, no_spec_).Run(), 1);
+  EXPECT_EQ(world_.vms.size(), 3u);  // only the missing one was made
+  EXPECT_EQ(Creates(world_).size(), 3u);  // create finds the two of the first run by name
 }
 
 TEST_F(ProvisionTest, ARerunFindsTheVmOfTheFirstAndMakesNoSecond) {

@@ -2,6 +2,7 @@
 #include "provision.h"
 #include "remote.h"
 #include "ssh_client.h"
+#include "scale_command.h"
 #include "ttl_command.h"
 #include "tunnel_command.h"
 #include "watch_command.h"
@@ -16,6 +17,9 @@ gpuprov_remote_commands() {
   static const gpuprov::RemoteCommands kCommands = {
       GPUPROV_VERSION, &gpuprov::RunProvision, &gpuprov::RunSsh, &gpuprov::RunTunnel,
       &gpuprov::ForgetHostKey, &gpuprov::RunTtl, &gpuprov::FollowVmAddress, &gpuprov::RunWatch,
+      [](const gpuprov::AppContext& app, const std::string& name, int nodes, bool yes) {
+        return gpuprov::RunScale(app, gpuprov::ScaleOptions{name, nodes, yes});
+      },
   };
   return &kCommands;
 }

@@ -137,3 +137,98 @@ line_of() { grep -n -m1 -E "$1" "$FAKE_SYSTEMCTL_DIR/calls.log" | cut -d: -f1; }
   [ "$(k3s_starts)" -eq 0 ]
   [ "$(status .result)" = failed ]
 }
+
+# nft_check SCRIPT: runs the node firewall script with an `nft` that only checks (`nft -c`),
+# when this machine's nft can check at all (root); else skips.
+nft_check() {
+  printf 'table inet gpuprov_probe\n' | /usr/sbin/nft -c -f - 2>/dev/null || skip "nft -c needs root here"
+  mkdir -p "$BATS_TEST_TMPDIR/check"
+  printf '#!/bin/sh\nexec /usr/sbin/nft -c "$@"\n' >"$BATS_TEST_TMPDIR/check/nft"
+  chmod +x "$BATS_TEST_TMPDIR/check/nft"
+  PATH="$BATS_TEST_TMPDIR/check:$PATH" sh "$1"
+}
+
+@test "peers: nft admits exactly the peers, on 6443/tcp, 10250/tcp, 51820/udp (+51821/udp IPv6)" {
+  with_nft
+  run "$INSTALLER" --node-firewall ssh-only --peer 10.0.0.3 --peer 10.0.0.4 --peer fd00::5
+  echo "$output"
+  [ "$status" -eq 0 ]
+  cat "$NODE_FW"
+  grep -qx '    ip saddr { 10.0.0.3,10.0.0.4 } tcp dport { 6443, 10250 } accept' "$NODE_FW"
+  grep -qx '    ip saddr { 10.0.0.3,10.0.0.4 } udp dport 51820 accept' "$NODE_FW"
+  grep -qx '    ip6 saddr { fd00::5 } tcp dport { 6443, 10250 } accept' "$NODE_FW"
+  grep -qx '    ip6 saddr { fd00::5 } udp dport { 51820, 51821 } accept' "$NODE_FW"
+  # Nothing else new: the accepts are those of ssh-only plus these four, all before the drop.
+  [ "$(grep -c 'accept$' "$NODE_FW")" -eq 11 ]
+  [ "$(grep -n 'counter drop' "$NODE_FW" | cut -d: -f1)" -gt "$(grep -n '51821' "$NODE_FW" | cut -d: -f1)" ]
+  nft_check "$NODE_FW"
+  [ "$(cat "$SANDBOX/etc/gpuprov/node-firewall.peers")" = "$(printf '10.0.0.3\n10.0.0.4\nfd00::5')" ]
+}
+
+@test "--peers-only rewrites only the peer set: no unit change, no daemon-reload, no k3s restart, marker kept" {
+  with_nft
+  run "$INSTALLER" --node-firewall ssh-only --peer 10.0.0.3
+  [ "$status" -eq 0 ]
+  cp -p "$FW_UNIT" "$BATS_TEST_TMPDIR/unit.before"
+  cp "$SANDBOX/var/lib/gpuprov/install-status.json" "$BATS_TEST_TMPDIR/marker.before"
+  calls_before="$(wc -l <"$FAKE_SYSTEMCTL_DIR/calls.log")"
+  run "$INSTALLER" --peers-only --peer 10.0.0.3 --peer 10.0.0.7
+  echo "$output"
+  [ "$status" -eq 0 ]
+  grep -qx '    ip saddr { 10.0.0.3,10.0.0.7 } tcp dport { 6443, 10250 } accept' "$NODE_FW"
+  [ "$(stat -c %Y "$FW_UNIT")" = "$(stat -c %Y "$BATS_TEST_TMPDIR/unit.before")" ]
+  new_calls="$(tail -n +"$((calls_before + 1))" "$FAKE_SYSTEMCTL_DIR/calls.log")"
+  echo "$new_calls"
+  [[ "$new_calls" == *" restart gpuprov-firewall"* ]]
+  [[ "$new_calls" != *daemon-reload* ]]
+  [[ "$new_calls" != *k3s* ]]
+  cmp "$SANDBOX/var/lib/gpuprov/install-status.json" "$BATS_TEST_TMPDIR/marker.before"
+  # Idempotent: the same set again restarts nothing.
+  run "$INSTALLER" --peers-only --peer 10.0.0.3 --peer 10.0.0.7
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"node firewall unchanged"* ]]
+  [ "$(grep -c ' restart gpuprov-firewall' "$FAKE_SYSTEMCTL_DIR/calls.log")" -eq 2 ]
+  # No peers left: their rules go, ssh-only stays.
+  run "$INSTALLER" --peers-only
+  [ "$status" -eq 0 ]
+  refute grep -q 'saddr { 10.0.0' "$NODE_FW"
+  grep -qx '    tcp dport 22 accept' "$NODE_FW"
+  nft_check "$NODE_FW"
+}
+
+@test "an install without --peer keeps the peer set in force; an agent's unit orders the firewall before k3s-agent" {
+  with_nft
+  run "$INSTALLER" --role agent --node-firewall ssh-only --peer 10.0.0.2
+  [ "$status" -eq 0 ]
+  grep -qx 'Before=network-pre.target k3s-agent.service' "$FW_UNIT"
+  grep -qx 'RequiredBy=k3s-agent.service' "$FW_UNIT"
+  run "$INSTALLER" --role agent --node-firewall ssh-only
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"node firewall unchanged"* ]]
+  grep -qx '    ip saddr { 10.0.0.2 } udp dport 51820 accept' "$NODE_FW"
+}
+
+@test "peers with iptables: RETURN for the peers' ports per family, before the DROP" {
+  for t in iptables-restore ip6tables-restore; do install -m 0755 /dev/null "$SPY_DIR/$t"; done
+  run without_sbin "$INSTALLER" --node-firewall ssh-only --peer 10.0.0.3 --peer 10.0.0.4 --peer fd00::5
+  echo "$output"
+  [ "$status" -eq 0 ]
+  grep -qx 'p4=10.0.0.3,10.0.0.4 p6=fd00::5' "$NODE_FW"
+  # What the script feeds iptables-restore per family.
+  mkdir -p "$BATS_TEST_TMPDIR/ipt"
+  for t in iptables ip6tables; do
+    printf '#!/bin/sh\ncat >"%s/%s.rules"\n' "$BATS_TEST_TMPDIR/ipt" "$t" >"$BATS_TEST_TMPDIR/ipt/$t-restore"
+    printf '#!/bin/sh\nexit 0\n' >"$BATS_TEST_TMPDIR/ipt/$t"
+  done
+  chmod +x "$BATS_TEST_TMPDIR/ipt/"*
+  PATH="$BATS_TEST_TMPDIR/ipt:$PATH" sh "$NODE_FW"
+  cat "$BATS_TEST_TMPDIR/ipt/"*.rules
+  v4="$BATS_TEST_TMPDIR/ipt/iptables.rules" v6="$BATS_TEST_TMPDIR/ipt/ip6tables.rules"
+  grep -qx -- '-A GPUPROV -s 10.0.0.3,10.0.0.4 -p tcp -m multiport --dports 6443,10250 -j RETURN' "$v4"
+  grep -qx -- '-A GPUPROV -s 10.0.0.3,10.0.0.4 -p udp -m multiport --dports 51820 -j RETURN' "$v4"
+  grep -qx -- '-A GPUPROV -s fd00::5 -p tcp -m multiport --dports 6443,10250 -j RETURN' "$v6"
+  grep -qx -- '-A GPUPROV -s fd00::5 -p udp -m multiport --dports 51820,51821 -j RETURN' "$v6"
+  [ "$(grep -n 'multiport --dports 51820' "$v4" | cut -d: -f1)" -lt "$(grep -n -- '-j DROP' "$v4" | cut -d: -f1)" ]
+  [ "$(grep -c -- '-s 10.0.0' "$v4")" -eq 2 ]
+  refute grep -q -- '-s fd00' "$v4"
+}

@@ -38,6 +38,11 @@ constexpr int kMaxPages = 50;
 const kit::VmNameRules kVmNameRules{.what = "an AWS instance name", .max_length = 63};
 
 std::string ResourceName(const std::string& vm_name) { return kit::kResourcePrefix + vm_name; }
+// The cluster's security group: "-peers" after the cluster name, since the server VM's own
+// group is gpuprov-<cluster>.
+std::string ClusterGroupName(const std::string& cluster) {
+  return kit::ClusterResourceName(cluster) + "-peers";
+}
 
 std::string RandomHex(size_t n) {
   static const char* digits = "0123456789abcdef";
@@ -403,6 +408,9 @@ AwsDriver::ObjectPtr AwsDriver::VmJson(const std::string& region, const XmlNode&
     }
   }
   vm.ports = ports;
+  vm.private_ip = i.Text("privateIpAddress");
+  vm.cluster = tags[kit::kClusterTag];
+  vm.role = tags[kit::kRoleTag];
   vm.tags = std::vector<std::pair<std::string, std::string>>(tags.begin(), tags.end());
   return kit::VmJson(vm);
 }
@@ -555,6 +563,40 @@ void AwsDriver::AuthorizePorts(const std::string& region, const std::string& gro
   }
 }
 
+std::optional<XmlNode> AwsDriver::DescribeGroup(const std::string& region,
+                                                const std::string& group_name,
+                                                const std::string& vpc_id) {
+  Params filter = {{"Filter.1.Name", "group-name"}, {"Filter.1.Value.1", group_name}};
+  if (!vpc_id.empty()) {  // names are unique per VPC
+    filter.insert(filter.end(), {{"Filter.2.Name", "vpc-id"}, {"Filter.2.Value.1", vpc_id}});
+  }
+  XmlNode doc = Call(region, "DescribeSecurityGroups", filter);
+  for (const XmlNode* g : doc.Items("securityGroupInfo")) {
+    if (g->Text("groupName") == group_name) return *g;
+  }
+  return std::nullopt;
+}
+
+AwsDriver::GroupDeletion AwsDriver::DeleteGroup(const std::string& region,
+                                                const std::string& group_id,
+                                                steady_clock::time_point wait_until) {
+  while (true) {
+    try {
+      ec2_->Call(region, "DeleteSecurityGroup", {{"GroupId", group_id}});
+      return GroupDeletion::kDeleted;
+    } catch (const Ec2Error& e) {
+      if (e.code() == "InvalidGroup.NotFound") return GroupDeletion::kGone;
+      // Deleting fails until every instance using it is fully terminated (REFERENCE.md §5).
+      if (e.code() == "DependencyViolation") {
+        if (steady_clock::now() >= wait_until) return GroupDeletion::kInUse;
+        Sleep(poll_interval_);
+        continue;
+      }
+      Raise(region, e);
+    }
+  }
+}
+
 AwsDriver::Resource AwsDriver::EnsureSecurityGroup(const std::string& region,
                                                    const std::string& vm_name,
                                                    const std::vector<int>& ports,
@@ -562,17 +604,7 @@ AwsDriver::Resource AwsDriver::EnsureSecurityGroup(const std::string& region,
                                                    const kit::PortSources& sources,
                                                    const Network& net) {
   const std::string group_name = ResourceName(vm_name);
-  auto describe = [&]() -> std::optional<XmlNode> {
-    Params filter = {{"Filter.1.Name", "group-name"}, {"Filter.1.Value.1", group_name}};
-    if (!net.vpc_id.empty()) {  // names are unique per VPC
-      filter.insert(filter.end(), {{"Filter.2.Name", "vpc-id"}, {"Filter.2.Value.1", net.vpc_id}});
-    }
-    XmlNode doc = Call(region, "DescribeSecurityGroups", filter);
-    for (const XmlNode* g : doc.Items("securityGroupInfo")) {
-      if (g->Text("groupName") == group_name) return *g;
-    }
-    return std::nullopt;
-  };
+  auto describe = [&] { return DescribeGroup(region, group_name, net.vpc_id); };
   Resource out;
   std::optional<XmlNode> group = describe();
   if (!group) {
@@ -602,6 +634,106 @@ AwsDriver::Resource AwsDriver::EnsureSecurityGroup(const std::string& region,
   }
   AuthorizePorts(region, out.id, group ? &*group : nullptr, kit::WithSsh(ports), sources);
   return out;
+}
+
+AwsDriver::Resource AwsDriver::EnsureClusterGroup(const std::string& region,
+                                                  const std::string& cluster,
+                                                  const std::vector<kit::PeerPort>& ports,
+                                                  const Network& net) {
+  const std::string group_name = ClusterGroupName(cluster);
+  auto describe = [&] { return DescribeGroup(region, group_name, net.vpc_id); };
+  Resource out;
+  std::optional<XmlNode> group = describe();
+  if (!group) {
+    Params params = {{"GroupName", group_name},
+                     {"GroupDescription", "gpuprov cluster " + cluster + ": " +
+                                              kit::PeerPortsText(ports) + " between its nodes"}};
+    if (!net.vpc_id.empty()) params.emplace_back("VpcId", net.vpc_id);
+    AddTagSpec(params, 1, "security-group",
+               {{kit::kManagedTag, "1"}, {kit::kClusterTag, cluster}, {"Name", group_name}});
+    host_.Progress("creating security group " + group_name + " in " + region);
+    try {
+      out.id = ec2_->Call(region, "CreateSecurityGroup", params).Text("groupId");
+      out.created = true;
+    } catch (const Ec2Error& e) {
+      if (e.code() != "InvalidGroup.Duplicate") Raise(region, e);
+      group = describe();
+      if (!group) {
+        throw DriverError(GPUPROV_STATUS_FAILED,
+                          "security group " + group_name + " exists but cannot be read");
+      }
+    }
+  }
+  if (group) out.id = group->Text("groupId");
+  if (out.id.empty()) {
+    throw DriverError(GPUPROV_STATUS_FAILED, "CreateSecurityGroup answered without a groupId");
+  }
+  // A rule whose source is the group itself (IpPermissions.N.Groups.1.GroupId, a
+  // UserIdGroupPair): "the private IP addresses of the resources associated with the
+  // referenced security group" may connect (AuthorizeSecurityGroupIngress in the EC2 API
+  // reference; https://docs.aws.amazon.com/vpc/latest/userguide/security-group-rules.html).
+  auto has_rule = [&](const kit::PeerPort& p) {
+    if (!group) return false;
+    for (const XmlNode* perm : group->Items("ipPermissions")) {
+      if (perm->Text("ipProtocol") != p.protocol || perm->Text("fromPort") != std::to_string(p.port) ||
+          perm->Text("toPort") != std::to_string(p.port)) {
+        continue;
+      }
+      for (const XmlNode* pair : perm->Items("groups")) {
+        if (pair->Text("groupId") == out.id) return true;
+      }
+    }
+    return false;
+  };
+  Params params = {{"GroupId", out.id}};
+  int n = 0;
+  std::vector<kit::PeerPort> added;
+  for (const auto& p : ports) {
+    if (has_rule(p)) continue;
+    const std::string k = "IpPermissions." + std::to_string(++n);
+    params.insert(params.end(), {{k + ".IpProtocol", p.protocol},
+                                 {k + ".FromPort", std::to_string(p.port)},
+                                 {k + ".ToPort", std::to_string(p.port)},
+                                 {k + ".Groups.1.GroupId", out.id}});
+    added.push_back(p);
+  }
+  if (n > 0) {
+    host_.Progress("allowing " + kit::PeerPortsText(added) + " within security group " +
+                   group_name);
+    try {
+      ec2_->Call(region, "AuthorizeSecurityGroupIngress", params);
+    } catch (const Ec2Error& e) {
+      if (e.code() != "InvalidPermission.Duplicate") Raise(region, e);
+    }
+  }
+  return out;
+}
+
+void AwsDriver::RemoveClusterGroup(const std::string& region, const std::string& cluster,
+                                   const std::string& leaving_id,
+                                   steady_clock::time_point wait_until) {
+  Params members = {{"Filter.1.Name", "tag:" + std::string(kit::kClusterTag)},
+                    {"Filter.1.Value.1", cluster},
+                    {"Filter.2.Name", "instance-state-name"},
+                    {"Filter.2.Value.1", "pending"},
+                    {"Filter.2.Value.2", "running"},
+                    {"Filter.2.Value.3", "stopping"},
+                    {"Filter.2.Value.4", "stopped"}};
+  for (const auto& i : DescribeInstances(region, members)) {
+    if (Managed(i) && !Gone(i) && i.Text("instanceId") != leaving_id) return;
+  }
+  const std::string group_name = ClusterGroupName(cluster);
+  XmlNode doc = Call(region, "DescribeSecurityGroups",
+                     {{"Filter.1.Name", "group-name"}, {"Filter.1.Value.1", group_name}});
+  for (const XmlNode* g : doc.Items("securityGroupInfo")) {
+    if (g->Text("groupName") != group_name || !Managed(*g)) continue;
+    const std::string id = g->Text("groupId");
+    host_.Progress("deleting security group " + group_name + " (the cluster's last node is gone)");
+    if (DeleteGroup(region, id, wait_until) == GroupDeletion::kInUse) {
+      host_.Warning("security group " + group_name + " is still in use; `gpuprov gc --delete` "
+                    "removes it once its instances are terminated");
+    }
+  }
 }
 
 AwsDriver::Resource AwsDriver::EnsureKeyPair(const std::string& region, const std::string& vm_name,
@@ -645,25 +777,11 @@ void AwsDriver::DeleteVmResources(const std::string& region, const std::string& 
     if (g->Text("groupName") != group_name) continue;
     const std::string id = g->Text("groupId");
     host_.Progress("deleting security group " + group_name + " (" + id + ")");
-    while (true) {
-      try {
-        ec2_->Call(region, "DeleteSecurityGroup", {{"GroupId", id}});
-        break;
-      } catch (const Ec2Error& e) {
-        if (e.code() == "InvalidGroup.NotFound") break;
-        // Deleting fails until every instance using it is fully terminated (REFERENCE.md §5).
-        if (e.code() == "DependencyViolation" && steady_clock::now() < wait_until) {
-          Sleep(poll_interval_);
-          continue;
-        }
-        if (e.code() == "DependencyViolation") {
-          throw DriverError(GPUPROV_STATUS_FAILED,
-                            "security group " + group_name + " (" + id +
-                                ") is still in use by an instance; run `gpuprov down " + vm_name +
-                                "` again once the instance is terminated");
-        }
-        Raise(region, e);
-      }
+    if (DeleteGroup(region, id, wait_until) == GroupDeletion::kInUse) {
+      throw DriverError(GPUPROV_STATUS_FAILED,
+                        "security group " + group_name + " (" + id +
+                            ") is still in use by an instance; run `gpuprov down " + vm_name +
+                            "` again once the instance is terminated");
     }
   }
   // DeleteKeyPair succeeds for a name that does not exist.
@@ -822,6 +940,7 @@ std::string AwsDriver::Create(const std::string& request_json) {
   }
   const std::vector<int> ports = kit::WithSsh(kit::PortsOf(request, "open_ports"));
   const kit::PortSources sources = kit::SourcesOf(request);
+  const std::optional<kit::ClusterRequest> cluster = kit::ParseCluster(request);
 
   // The instance type: from gpu (instance_type must agree), else instance_type, else CPU.
   const std::string instance_type = json::Str(request, "instance_type");
@@ -842,6 +961,10 @@ std::string AwsDriver::Create(const std::string& request_json) {
   std::map<std::string, std::string> tags = kit::UserTags(request, {"aws:"});
   tags.merge(kit::ManagedTags(name));
   tags["Name"] = name;
+  if (cluster) {
+    tags[kit::kClusterTag] = cluster->name;
+    tags[kit::kRoleTag] = cluster->role;
+  }
 
   // Idempotent by name: a live gpuprov instance of that name is returned.
   bool foreign = false;
@@ -867,6 +990,8 @@ std::string AwsDriver::Create(const std::string& request_json) {
   // The VPC and subnet to launch into, checked before anything is made.
   const Network net = ResolveNetwork(region);
   Resource group = EnsureSecurityGroup(region, name, ports, tags, sources, net);
+  const std::string cluster_group =
+      cluster ? EnsureClusterGroup(region, cluster->name, cluster->peer_ports, net).id : "";
   Resource key;
   try {
     key = EnsureKeyPair(region, name, public_key, tags);
@@ -900,6 +1025,7 @@ std::string AwsDriver::Create(const std::string& request_json) {
   }
   if (net.subnet_id.empty()) {
     params.emplace_back("SecurityGroupId.1", group.id);  // the default VPC's default subnet
+    if (!cluster_group.empty()) params.emplace_back("SecurityGroupId.2", cluster_group);
   } else {
     // A subnet of another VPC need not give public addresses (default subnets do): the
     // primary interface asks for one, as SkyPilot's launcher does
@@ -910,6 +1036,9 @@ std::string AwsDriver::Create(const std::string& request_json) {
                                  {"NetworkInterface.1.AssociatePublicIpAddress", "true"},
                                  {"NetworkInterface.1.DeleteOnTermination", "true"},
                                  {"NetworkInterface.1.SecurityGroupId.1", group.id}});
+    if (!cluster_group.empty()) {
+      params.emplace_back("NetworkInterface.1.SecurityGroupId.2", cluster_group);
+    }
   }
   if (!sent_user_data.empty()) params.emplace_back("UserData", Base64(sent_user_data));
   const long long disk_gb = json::Int(request, "disk_gb", 0);
@@ -1017,8 +1146,11 @@ std::string AwsDriver::Delete(const std::string& request_json) {
   std::string name = json::Str(request, "name");
   bool deleted = false;
   const auto deadline = steady_clock::now() + delete_wait_;
+  std::string cluster, instance_id;
   if (instance) {
     const std::string id = instance->Text("instanceId");
+    instance_id = id;
+    cluster = TagsOf(*instance)[kit::kClusterTag];
     std::string tagged = TagsOf(*instance)["Name"];
     if (!tagged.empty()) name = tagged;
     if (!Gone(*instance)) {
@@ -1047,11 +1179,13 @@ std::string AwsDriver::Delete(const std::string& request_json) {
   }
   // The security group and key pair of the name, also when the instance was already gone.
   if (!name.empty()) DeleteVmResources(region, name, deadline);
+  if (!cluster.empty()) RemoveClusterGroup(region, cluster, instance_id, deadline);
   return kit::DeletedResult(deleted);
 }
 
 std::string AwsDriver::ListResources(const std::string& /*request_json*/) {
   std::vector<kit::ResourceFields> vms, groups, keys;
+  std::map<std::string, std::string> cluster_of;  // vm resource id -> its cluster ("" none)
   auto vm_name_of = [](std::map<std::string, std::string> tags, const std::string& fallback) {
     const std::string n = tags[kNameTag];
     return n.empty() ? fallback : n;
@@ -1076,15 +1210,30 @@ std::string AwsDriver::ListResources(const std::string& /*request_json*/) {
       if (auto type = TypeByName(instance.Text("instanceType")); type && type->price_per_hour > 0) {
         r.price_per_hour = type->price_per_hour;
       }
+      cluster_of[r.id] = tags[kit::kClusterTag];
       vms.push_back(r);
     }
     const XmlNode group_doc = Call(region, "DescribeSecurityGroups", tagged);
     for (const XmlNode* g : group_doc.Items("securityGroupInfo")) {
       if (!Managed(*g)) continue;
       const std::string name = g->Text("groupName");
+      auto tags = TagsOf(*g);
+      // A cluster's group carries the cluster tag and no VM name: it belongs to its nodes.
+      if (!tags[kit::kClusterTag].empty() && tags[kNameTag].empty()) {
+        kit::ResourceFields r =
+            kit::Resource("cluster_firewall", region + "/" + g->Text("groupId"), name);
+        for (const auto& vm : vms) {
+          if (vm.region == region && cluster_of[vm.id] == tags[kit::kClusterTag]) {
+            r.vm_names.push_back(vm.vm_names.front());
+          }
+        }
+        r.region = region;
+        groups.push_back(r);
+        continue;
+      }
       kit::ResourceFields r =
           kit::Resource("security_group", region + "/" + g->Text("groupId"), name);
-      r.vm_names = {vm_name_of(TagsOf(*g), name.substr(std::string(kit::kResourcePrefix).size()))};
+      r.vm_names = {vm_name_of(tags, name.substr(std::string(kit::kResourcePrefix).size()))};
       r.region = region;
       groups.push_back(r);
     }
@@ -1107,7 +1256,8 @@ std::string AwsDriver::ListResources(const std::string& /*request_json*/) {
 
 std::string AwsDriver::DeleteResource(const std::string& request_json) {
   const kit::ResourceRef ref =
-      kit::ParseResourceRequest(request_json, {"vm", "security_group", "key_pair"});
+      kit::ParseResourceRequest(request_json,
+                                {"vm", "security_group", "key_pair", "cluster_firewall"});
   const auto [region, id] = SplitId(ref.id);
   if (region.empty() || id.empty()) {
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
@@ -1164,21 +1314,13 @@ std::string AwsDriver::DeleteResource(const std::string& request_json) {
   if (items.empty()) return kit::DeletedResult(false);
   if (!Managed(*items.front())) throw refuse();
   host_.Progress("deleting security group " + items.front()->Text("groupName") + " (" + id + ")");
-  const auto deadline = steady_clock::now() + delete_wait_;
-  while (true) {
-    try {
-      ec2_->Call(region, "DeleteSecurityGroup", {{"GroupId", id}});
-      return kit::DeletedResult(true);
-    } catch (const Ec2Error& e) {
-      if (e.code() == "InvalidGroup.NotFound") return kit::DeletedResult(false);
-      // Deleting fails until every instance using it is fully terminated (REFERENCE.md §5).
-      if (e.code() == "DependencyViolation" && steady_clock::now() < deadline) {
-        Sleep(poll_interval_);
-        continue;
-      }
-      Raise(region, e);
-    }
+  switch (DeleteGroup(region, id, steady_clock::now() + delete_wait_)) {
+    case GroupDeletion::kDeleted: return kit::DeletedResult(true);
+    case GroupDeletion::kGone: return kit::DeletedResult(false);
+    case GroupDeletion::kInUse: break;
   }
+  throw DriverError(GPUPROV_STATUS_FAILED, "security group " + ref.id +
+                                               " is still in use by an instance (DependencyViolation)");
 }
 
 std::string AwsDriver::OpenPorts(const std::string& request_json) {
@@ -1201,6 +1343,18 @@ std::string AwsDriver::OpenPorts(const std::string& request_json) {
   const kit::PortSources sources = kit::SourcesOf(request);
   AuthorizePorts(region, group->Text("groupId"), &*group, ports, sources);
   return kit::ConfirmSources("{}", sources);
+}
+
+std::string AwsDriver::OpenPeerPorts(const std::string& request_json) {
+  const kit::PeerPortsRequest r = kit::ParsePeerPortsRequest(request_json);
+  // The peers' ids are "<region>/<instance-id>"; the cluster is in one region.
+  std::string region;
+  for (const auto& p : r.peers) {
+    if (region.empty()) region = SplitId(p.id).first;
+  }
+  if (region.empty()) region = ResolveRegion(ProcessEnv(), "", default_region_, profile_);
+  EnsureClusterGroup(region, r.cluster, r.peer_ports, ResolveNetwork(region));
+  return "{}";
 }
 
 std::optional<XmlNode> AwsDriver::OwnGroup(const std::string& region, const XmlNode& instance) {

@@ -21,7 +21,12 @@
 // What it creates per VM (all tagged Name=<vm>, gpuprov=1, gpuprov-name=<vm>): the instance
 // (and its root volume), a security group "gpuprov-<vm>" in the default VPC (or vpc_id's /
 // subnet_id's), and a key pair
-// "gpuprov-<vm>". VM ids are "<region>/<instance-id>". See README.md.
+// "gpuprov-<vm>". VM ids are "<region>/<instance-id>". A cluster node (create's "cluster", ABI
+// 1.5) also carries the tags gpuprov-cluster and gpuprov-role and is launched into the
+// security group "gpuprov-<cluster>-peers" besides its own: its ingress rules on the peer
+// ports name the group itself, so exactly the cluster's instances reach each other there, on
+// their private addresses in the VPC. The group goes with the cluster's last instance. See
+// README.md.
 #pragma once
 
 #include <Poco/JSON/Object.h>
@@ -35,6 +40,7 @@
 #include <vector>
 
 #include "aws_credentials.h"
+#include "cluster_request.h"
 #include "driver_request.h"
 #include "ec2_client.h"
 #include "gpuprov/sdk.hpp"
@@ -58,7 +64,7 @@ class AwsDriver {
       "AWS EC2 GPU instances (EC2 Query API, SigV4): instances, security groups, key pairs";
   static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
                                             GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES |
-                                            GPUPROV_CAP_SPOT;
+                                            GPUPROV_CAP_SPOT | GPUPROV_CAP_CLUSTER;
   /// How a VM learns its public address: IMDSv2 meta-data/public-ipv4; REFERENCE.md §6.
   static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_EC2;
   /// Raw user data EC2 accepts (before base64), REFERENCE.md §4; the driver sends the boot script
@@ -81,6 +87,9 @@ class AwsDriver {
   // regions this driver searches (region, regions).
   std::string ListResources(const std::string& request_json);
   std::string DeleteResource(const std::string& request_json);
+  // ABI 1.5: the cluster's self-referencing group covers every member it holds; checked and
+  // repaired here.
+  std::string OpenPeerPorts(const std::string& request_json);
 
  private:
   using ObjectPtr = Poco::JSON::Object::Ptr;
@@ -128,6 +137,25 @@ class AwsDriver {
   /// revokes what a narrowing or widening left over. Rules of other ports stay.
   void AuthorizePorts(const std::string& region, const std::string& group_id, const XmlNode* group,
                       const std::vector<int>& ports, const gpuprov::drivers::PortSources& sources);
+  /// The security group called group_name (in vpc_id's VPC; "" = any), or nullopt.
+  std::optional<XmlNode> DescribeGroup(const std::string& region, const std::string& group_name,
+                                       const std::string& vpc_id);
+  /// DeleteSecurityGroup, retrying a DependencyViolation (an instance not yet terminated)
+  /// until wait_until: kInUse when it still is then, kGone when the group was already gone.
+  /// Throws DriverError for any other refusal.
+  enum class GroupDeletion { kDeleted, kGone, kInUse };
+  GroupDeletion DeleteGroup(const std::string& region, const std::string& group_id,
+                            std::chrono::steady_clock::time_point wait_until);
+  /// The cluster's group "gpuprov-<cluster>-peers" in net's VPC, made when missing, with an
+  /// ingress rule from the group itself on each of `ports` (authorized when missing).
+  Resource EnsureClusterGroup(const std::string& region, const std::string& cluster,
+                              const std::vector<gpuprov::drivers::PeerPort>& ports,
+                              const Network& net);
+  /// Deletes the cluster's group once no live instance but `leaving_id` carries its tag
+  /// (retrying a DependencyViolation until wait_until).
+  void RemoveClusterGroup(const std::string& region, const std::string& cluster,
+                          const std::string& leaving_id,
+                          std::chrono::steady_clock::time_point wait_until);
   Resource EnsureKeyPair(const std::string& region, const std::string& vm_name,
                          const std::string& public_key,
                          const std::map<std::string, std::string>& tags);

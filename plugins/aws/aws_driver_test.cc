@@ -9,6 +9,7 @@
 #include <Poco/JSON/Parser.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -53,10 +54,11 @@ TEST(AwsDescriptor, IdentityAndCapabilities) {
   EXPECT_EQ(d->capabilities,
             static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
                                   GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES |
-                                  GPUPROV_CAP_SPOT));
-  // A host of ABI 1.2 or older refuses the spot bit it does not know (driver-protocol.md).
+                                  GPUPROV_CAP_SPOT | GPUPROV_CAP_CLUSTER));
+  // A host of ABI 1.2 or older refuses the spot and cluster bits it does not know (driver-protocol.md).
   EXPECT_EQ(d->abi_minor_required, 3);
   drivers::testing::ExpectEveryOperation(*d->vtable);
+  EXPECT_NE(d->vtable->open_peer_ports, nullptr);
 }
 
 TEST(AwsDescriptor, RefusesPlainHttpToANonLoopbackEndpoint) {
@@ -370,6 +372,75 @@ TEST_F(AwsEmulatorTest, LifecycleCreateRunningListOpenPortsDelete) {
 
 // Create of an existing instance widens nothing; open_ports adds only the missing rules,
 // keeps the user's own, and the instance is reachable on exactly what the group allows.
+// A cluster (ABI 1.5): every node is launched into the group gpuprov-<cluster>-peers besides its
+// own, whose ingress rules on the peer ports reference the group itself, so the nodes reach each
+// other on their private addresses and nothing opens to the internet.
+TEST_F(AwsEmulatorTest, AClusterSharesASelfReferencingGroupThatGoesWithItsLastNode) {
+  Driver d(Config());
+  const std::string cluster =
+      R"(,"cluster":{"name":"train","role":"%s","peer_ports":[{"port":6443,"protocol":"tcp"},)"
+      R"({"port":10250,"protocol":"tcp"},{"port":51820,"protocol":"udp"}]})";
+  auto with_role = [&](const std::string& role) {
+    std::string c = cluster;
+    c.replace(c.find("%s"), 2, role);
+    return c;
+  };
+  OpResult server = d.Create(CreateRequest("train", with_role("server")));
+  ASSERT_EQ(server.status, GPUPROV_STATUS_OK) << server << "\n" << d.host().All();
+  OpResult agent = d.Create(CreateRequest("train-agent-1", with_role("agent")));
+  ASSERT_EQ(agent.status, GPUPROV_STATUS_OK) << agent;
+  EXPECT_EQ(Count("firewalls"), 3);  // each node's own and the cluster's
+  EXPECT_EQ(agent.Vm()->getValue<std::string>("cluster"), "train");
+  EXPECT_EQ(agent.Vm()->getValue<std::string>("role"), "agent");
+  EXPECT_FALSE(agent.Vm()->getValue<std::string>("private_ip").empty()) << agent.json;
+
+  // The group's rules name the group itself on exactly the peer ports.
+  auto ec2 = Client();
+  XmlNode groups = ec2->Call("us-east-1", "DescribeSecurityGroups",
+                             {{"Filter.1.Name", "group-name"},
+                              {"Filter.1.Value.1", "gpuprov-train-peers"}});
+  auto items = groups.Items("securityGroupInfo");
+  ASSERT_EQ(items.size(), 1u);
+  const std::string gid = items.front()->Text("groupId");
+  std::vector<std::string> rules;
+  for (const XmlNode* perm : items.front()->Items("ipPermissions")) {
+    ASSERT_EQ(perm->Items("groups").size(), 1u);
+    EXPECT_EQ(perm->Items("groups").front()->Text("groupId"), gid);
+    EXPECT_TRUE(perm->Items("ipRanges").empty());
+    rules.push_back(perm->Text("ipProtocol") + "/" + perm->Text("fromPort"));
+  }
+  std::sort(rules.begin(), rules.end());
+  EXPECT_EQ(rules, (std::vector<std::string>{"tcp/10250", "tcp/6443", "udp/51820"}));
+
+  // Both instances are in it.
+  XmlNode members = ec2->Call("us-east-1", "DescribeInstances",
+                              {{"Filter.1.Name", "instance.group-id"}, {"Filter.1.Value.1", gid}});
+  size_t n = 0;
+  for (const XmlNode* r : members.Items("reservationSet")) n += r->Items("instancesSet").size();
+  EXPECT_EQ(n, 2u);
+
+  // open_peer_ports: the group already covers every member; idempotent.
+  OpResult opened = d.OpenPeerPorts(
+      R"({"cluster":"train","peer_ports":[{"port":6443,"protocol":"tcp"},)"
+      R"({"port":10250,"protocol":"tcp"},{"port":51820,"protocol":"udp"}],"peers":[{"id":")" +
+      agent.Vm()->getValue<std::string>("id") + R"(","name":"train-agent-1"}]})");
+  ASSERT_EQ(opened.status, GPUPROV_STATUS_OK) << opened;
+  EXPECT_EQ(opened.json, "{}");
+
+  OpResult listed = d.ListResources();
+  ASSERT_EQ(listed.status, GPUPROV_STATUS_OK) << listed;
+  EXPECT_TRUE(Contains(listed.json, R"("kind":"cluster_firewall")")) << listed.json;
+
+  ASSERT_EQ(d.Delete(R"({"id":")" + server.Vm()->getValue<std::string>("id") +
+                     R"(","name":"train"})").status,
+            GPUPROV_STATUS_OK);
+  EXPECT_EQ(Count("firewalls"), 2);  // the agent's own and the cluster's
+  ASSERT_EQ(d.Delete(R"({"id":")" + agent.Vm()->getValue<std::string>("id") +
+                     R"(","name":"train-agent-1"})").status,
+            GPUPROV_STATUS_OK);
+  EXPECT_EQ(Count("firewalls"), 0);
+}
+
 TEST_F(AwsEmulatorTest, PortsOfAnExistingInstanceOpenOnlyThroughOpenPorts) {
   Driver d(Config());
   OpResult c = d.Create(CreateRequest("aws-ports"));  // open_ports [22]

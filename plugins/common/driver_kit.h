@@ -34,6 +34,7 @@
 #include "api_client.h"
 #include "api_transport.h"
 #include "catalogue.h"
+#include "cluster_request.h"
 #include "config_files.h"
 #include "credentials.h"
 #include "driver_request.h"

@@ -348,6 +348,11 @@ Object::Ptr VmJson(const VmFields& f) {
   } else {
     vm->set("ports", PortMap(f.ports));
   }
+  if (f.private_ip) {
+    vm->set("private_ip", *f.private_ip);
+    vm->set("cluster", f.cluster);
+    vm->set("role", f.role);
+  }
   if (f.tags) {
     Object::Ptr tags = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
     for (const auto& [key, value] : *f.tags) tags->set(key, value);

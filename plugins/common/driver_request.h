@@ -131,6 +131,11 @@ struct VmFields {
   std::optional<std::vector<std::pair<int, int>>> published_ports;
   /// Written as the "tags" object in this order when set; a cloud without tags leaves it.
   std::optional<std::vector<std::pair<std::string, std::string>>> tags;
+  /// ABI 1.5 (GPUPROV_CAP_CLUSTER): written with "cluster" and "role" after "ports" when set
+  /// ("" when the cloud gives the VM no private address).
+  std::optional<std::string> private_ip;
+  std::string cluster;  ///< the gpuprov-cluster tag; "" for none
+  std::string role;     ///< the gpuprov-role tag; "" for none
   /// The cloud's own members, written after the protocol's in this order.
   std::vector<std::pair<std::string, Poco::Dynamic::Var>> extra;
 };

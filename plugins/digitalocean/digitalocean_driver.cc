@@ -47,13 +47,42 @@ std::vector<std::string> TagsWithPrefix(const Object::Ptr& droplet, const std::s
   return out;
 }
 
-std::string PublicIpv4(const Object::Ptr& droplet) {
+// The droplet's IPv4 address of `type` ("public", or "private": its VPC address) from
+// networks.v4 (droplets/models/network_v4.yml).
+std::string Ipv4Of(const Object::Ptr& droplet, const std::string& type) {
   Object::Ptr networks = json::Obj(droplet, "networks");
   Array::Ptr v4 = json::Arr(networks, "v4");
   if (!v4) return "";
   for (size_t i = 0; i < v4->size(); ++i) {
     Object::Ptr n = json::ObjAt(v4, i);
-    if (n && json::Str(n, "type") == "public") return json::Str(n, "ip_address");
+    if (n && json::Str(n, "type") == type) return json::Str(n, "ip_address");
+  }
+  return "";
+}
+std::string PublicIpv4(const Object::Ptr& droplet) { return Ipv4Of(droplet, "public"); }
+
+// A region's default VPC (vpc.yml `default`), never gpuprov's to delete.
+bool IsDefaultVpc(const Object::Ptr& vpc) {
+  return vpc && vpc->has("default") && vpc->get("default").isBoolean() &&
+         vpc->getValue<bool>("default");
+}
+
+// Tags of a cluster node: "gpuprov-cluster:<cluster>", "gpuprov-role:<role>".
+std::string ClusterTag(const std::string& cluster) {
+  return std::string(kit::kClusterTag) + ":" + cluster;
+}
+std::string RoleTag(const std::string& role) { return std::string(kit::kRoleTag) + ":" + role; }
+std::string ClusterFirewallName(const std::string& cluster) {
+  return kit::ClusterResourceName(cluster) + "-peers";
+}
+
+// The cluster a firewall serves (its gpuprov-cluster:<cluster> target tag), "" for another.
+std::string ClusterOfFirewall(const Object::Ptr& fw) {
+  const std::string prefix = ClusterTag("");
+  Array::Ptr tags = json::Arr(fw, "tags");
+  for (size_t i = 0; tags && i < tags->size(); ++i) {
+    const std::string t = tags->get(static_cast<unsigned>(i)).toString();
+    if (t.rfind(prefix, 0) == 0) return t.substr(prefix.size());
   }
   return "";
 }
@@ -77,6 +106,9 @@ Object::Ptr VmJson(const Object::Ptr& d, const std::vector<int>& ports = {22}) {
   vm.created_at = json::Str(d, "created_at");
   vm.message = vm.state == "error" ? "droplet status " + status : std::string();
   vm.ports = ports;
+  vm.private_ip = Ipv4Of(d, "private");
+  if (auto c = TagsWithPrefix(d, ClusterTag("")); !c.empty()) vm.cluster = c.front();
+  if (auto r = TagsWithPrefix(d, RoleTag("")); !r.empty()) vm.role = r.front();
   vm.tags.emplace();
   if (Array::Ptr t = json::Arr(d, "tags")) {
     for (size_t i = 0; i < t->size(); ++i) {
@@ -357,6 +389,7 @@ void DigitalOceanDriver::DeleteSshKey(const std::string& id) {
 DigitalOceanDriver::ObjectPtr DigitalOceanDriver::FindFirewall(const std::string& vm_name) {
   const std::string want = FirewallName(vm_name);
   for (const auto& fw : ListAll("/firewalls", "firewalls", "list firewalls")) {
+    if (!ClusterOfFirewall(fw).empty()) continue;  // a cluster's, not this VM's
     if (json::Str(fw, "name") == want) return fw;
   }
   return nullptr;
@@ -660,6 +693,7 @@ std::string DigitalOceanDriver::Create(const std::string& request_json) {
       kit::Md5Fingerprint(kit::ParseSshPublicKey(public_key));  // validates before any call
   std::vector<int> ports = kit::WithSsh(kit::PortsOf(request, "open_ports"));
   const kit::PortSources sources = kit::SourcesOf(request);  // checked before any call
+  const std::optional<kit::ClusterRequest> cluster = kit::ParseCluster(request);
 
   // The size: from gpu (instance_type must agree), else instance_type, else the CPU size.
   const kit::CatalogueChoice choice = kit::ChooseInstanceType(
@@ -680,6 +714,7 @@ std::string DigitalOceanDriver::Create(const std::string& request_json) {
     // A create interrupted before its firewall left the droplet open to every port: the
     // firewall is made now (that only narrows).
     if (!FindFirewall(name)) CreateFirewall(name, id, ports, kit::SourcesOf(request));
+    if (cluster) EnsureClusterFirewall(cluster->name, cluster->peer_ports);
     return kit::VmResult(VmJson(existing, OpenPortsOf(name, ports)), true);
   }
   if (foreign) {
@@ -693,11 +728,19 @@ std::string DigitalOceanDriver::Create(const std::string& request_json) {
   // (REFERENCE.md §F6), not the first of the built-in table.
   if (region.empty()) region = DefaultRegionFor(size->slug, size->regions);
 
+  // A cluster node joins the cluster's VPC (DigitalOcean's private network: droplets in one VPC
+  // reach each other on their private addresses; vpcs/models/vpc.yml).
+  const std::string vpc_id = cluster ? EnsureClusterVpc(cluster->name, region) : "";
+
   SshKey key = EnsureSshKey(public_key);
 
   Array::Ptr tags = new Array();
   std::set<std::string> tag_set = {kManagedTag, VmTag(name)};
   if (key.ours) tag_set.insert(KeyTag(key.id));
+  if (cluster) {
+    tag_set.insert(ClusterTag(cluster->name));
+    tag_set.insert(RoleTag(cluster->role));
+  }
   for (const auto& [k, value] : kit::UserTags(request)) {
     tag_set.insert(TagSafe(value.empty() ? k : k + ":" + value));
   }
@@ -723,6 +766,7 @@ std::string DigitalOceanDriver::Create(const std::string& request_json) {
   if (!user_data.empty()) body->set("user_data", user_data);
   body->set("tags", tags);
   body->set("ipv6", true);
+  if (!vpc_id.empty()) body->set("vpc_uuid", vpc_id);
   body->set("monitoring", false);
   body->set("backups", false);
 
@@ -745,6 +789,7 @@ std::string DigitalOceanDriver::Create(const std::string& request_json) {
   const std::string id = json::Str(droplet, "id");
   host_.Info("droplet " + name + " is id " + id);
   OpenFirewallPorts(name, id, ports, sources);
+  if (cluster) EnsureClusterFirewall(cluster->name, cluster->peer_ports);
   return kit::ConfirmSources(kit::VmResult(VmJson(droplet, ports), false), sources);
 }
 
@@ -768,10 +813,12 @@ std::string DigitalOceanDriver::Delete(const std::string& request_json) {
   std::string name = json::Str(request, "name");
   bool deleted = false;
   std::vector<std::string> key_ids;
+  std::vector<std::string> clusters;
   if (d) {
     const std::string id = json::Str(d, "id");
     name = json::Str(d, "name");
     key_ids = TagsWithPrefix(d, kKeyTagPrefix);
+    clusters = TagsWithPrefix(d, ClusterTag(""));
     host_.Progress("deleting droplet " + name + " (id " + id + ")");
     const kit::ApiAnswer a =
         api_->Call("DELETE", "/droplets/" + id, "delete droplet " + name, nullptr, {404, 422});
@@ -825,6 +872,7 @@ std::string DigitalOceanDriver::Delete(const std::string& request_json) {
       DeleteSshKey(key_id);
     }
   }
+  for (const auto& c : clusters) RemoveClusterLeftovers(c, d ? json::Str(d, "id") : "");
   return kit::DeletedResult(deleted);
 }
 
@@ -856,11 +904,20 @@ std::string DigitalOceanDriver::ListResources(const std::string& /*request_json*
     out.push_back(r);
   }
   // A firewall is gpuprov's by its name, gpuprov-<VM name> (its tags would attach droplets).
+  // A cluster's firewall (its target is the cluster tag) belongs to the cluster's droplets.
   for (const auto& fw : ListAll("/firewalls", "firewalls", "list firewalls")) {
     const std::string name = json::Str(fw, "name");
     if (name.rfind(kResourcePrefix, 0) != 0) continue;
-    kit::ResourceFields r = kit::Resource("firewall", json::Str(fw, "id"), name);
-    r.vm_names = {name.substr(std::string(kResourcePrefix).size())};
+    const std::string cluster = ClusterOfFirewall(fw);
+    kit::ResourceFields r =
+        kit::Resource(cluster.empty() ? "firewall" : "cluster_firewall", json::Str(fw, "id"), name);
+    if (cluster.empty()) {
+      r.vm_names = {name.substr(std::string(kResourcePrefix).size())};
+    } else {
+      for (const auto& d : droplets) {
+        if (HasTag(d, ClusterTag(cluster))) r.vm_names.push_back(json::Str(d, "name"));
+      }
+    }
     r.created_at = json::Str(fw, "created_at");
     out.push_back(r);
   }
@@ -874,25 +931,42 @@ std::string DigitalOceanDriver::ListResources(const std::string& /*request_json*
     }
     out.push_back(r);
   }
+  // A cluster's VPC (VPCs take no tags: the gpuprov- name is the mark) belongs to the droplets
+  // in it; last, since DigitalOcean deletes only a VPC without members.
+  for (const auto& v : ListAll("/vpcs", "vpcs", "list VPCs")) {
+    const std::string name = json::Str(v, "name");
+    if (name.rfind(kResourcePrefix, 0) != 0 || IsDefaultVpc(v)) continue;
+    kit::ResourceFields r = kit::Resource("cluster_network", json::Str(v, "id"), name);
+    for (const auto& d : droplets) {
+      if (json::Str(d, "vpc_uuid") == r.id) r.vm_names.push_back(json::Str(d, "name"));
+    }
+    r.region = json::Str(v, "region");
+    r.created_at = json::Str(v, "created_at");
+    out.push_back(r);
+  }
   return kit::ResourcesResult(out);
 }
 
 std::string DigitalOceanDriver::DeleteResource(const std::string& request_json) {
-  const kit::ResourceRef ref =
-      kit::ParseResourceRequest(request_json, {"vm", "firewall", "ssh_key"});
-  const std::string path = ref.kind == "vm"         ? "/droplets/" + Encode(ref.id)
-                           : ref.kind == "firewall" ? "/firewalls/" + Encode(ref.id)
-                                                    : "/account/keys/" + Encode(ref.id);
-  const char* member = ref.kind == "vm"         ? "droplet"
-                       : ref.kind == "firewall" ? "firewall"
-                                                : "ssh_key";
+  const kit::ResourceRef ref = kit::ParseResourceRequest(
+      request_json, {"vm", "firewall", "ssh_key", "cluster_firewall", "cluster_network"});
+  const bool firewall = ref.kind == "firewall" || ref.kind == "cluster_firewall";
+  const std::string path = ref.kind == "vm"                ? "/droplets/" + Encode(ref.id)
+                           : firewall                      ? "/firewalls/" + Encode(ref.id)
+                           : ref.kind == "cluster_network" ? "/vpcs/" + Encode(ref.id)
+                                                           : "/account/keys/" + Encode(ref.id);
+  const char* member = ref.kind == "vm"                ? "droplet"
+                       : firewall                      ? "firewall"
+                       : ref.kind == "cluster_network" ? "vpc"
+                                                       : "ssh_key";
   // Looked up again: only what still carries gpuprov's mark is deleted.
   const kit::ApiAnswer a =
       api_->Call("GET", path, "get " + ref.kind + " " + ref.id, nullptr, {404});
   ObjectPtr o = a.status == 404 ? nullptr : json::Obj(a.doc, member);
   if (!o) return kit::DeletedResult(false);
   const bool ours = ref.kind == "vm" ? HasTag(o, kManagedTag)
-                                     : json::Str(o, "name").rfind(kResourcePrefix, 0) == 0;
+                                     : json::Str(o, "name").rfind(kResourcePrefix, 0) == 0 &&
+                                           !IsDefaultVpc(o);
   if (!ours) {
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
                       ref.kind + " " + ref.id + " does not carry gpuprov's " +
@@ -902,6 +976,118 @@ std::string DigitalOceanDriver::DeleteResource(const std::string& request_json) 
   const kit::ApiAnswer d =
       api_->Call("DELETE", path, "delete " + ref.kind + " " + ref.id, nullptr, {404});
   return kit::DeletedResult(d.status != 404);
+}
+
+std::string DigitalOceanDriver::EnsureClusterVpc(const std::string& cluster,
+                                                 const std::string& region) {
+  const std::string name = kit::ClusterResourceName(cluster);
+  for (const auto& v : ListAll("/vpcs", "vpcs", "list VPCs")) {
+    if (json::Str(v, "name") != name) continue;
+    if (json::Str(v, "region") != region) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "the VPC " + name + " of cluster " + cluster + " is in region " +
+                            json::Str(v, "region") + ", not " + region +
+                            " (VPC names are unique in an account): put the cluster in that "
+                            "region, or remove the leftover with `gpuprov gc --delete`");
+    }
+    return json::Str(v, "id");
+  }
+  // vpcs_create.yml: name and region; DigitalOcean picks a free ip_range when none is sent.
+  Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  body->set("name", name);
+  body->set("region", region);
+  body->set("description", "gpuprov cluster " + cluster);
+  host_.Progress("creating VPC " + name + " in " + region);
+  const kit::ApiAnswer a = api_->Call("POST", "/vpcs", "create VPC " + name, body, {}, false);
+  const std::string id = json::Str(json::Obj(a.doc, "vpc"), "id");
+  if (id.empty()) {
+    throw DriverError(GPUPROV_STATUS_FAILED, "create VPC " + name + ": DigitalOcean returned no id");
+  }
+  return id;
+}
+
+void DigitalOceanDriver::EnsureClusterFirewall(const std::string& cluster,
+                                               const std::vector<kit::PeerPort>& ports) {
+  const std::string name = ClusterFirewallName(cluster);
+  const std::string tag = ClusterTag(cluster);
+  // firewall_rule.yml: sources.tags admits the droplets carrying the tag (their public and
+  // private addresses); the firewall's own tags apply it to them.
+  Array::Ptr inbound = new Array();
+  for (const auto& p : ports) {
+    Object::Ptr rule = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    rule->set("protocol", p.protocol);
+    rule->set("ports", std::to_string(p.port));
+    Object::Ptr src = new Object();
+    Array::Ptr tags = new Array();
+    tags->add(tag);
+    src->set("tags", tags);
+    rule->set("sources", src);
+    inbound->add(rule);
+  }
+  Array::Ptr targets = new Array();
+  targets->add(tag);
+  ObjectPtr existing;
+  for (const auto& fw : ListAll("/firewalls", "firewalls", "list firewalls")) {
+    if (json::Str(fw, "name") == name && ClusterOfFirewall(fw) == cluster) existing = fw;
+  }
+  auto rules_of = [](const Array::Ptr& rules) {
+    std::set<std::string> out;  // "tcp/6443" of each rule from exactly the cluster tag
+    for (size_t i = 0; rules && i < rules->size(); ++i) {
+      Object::Ptr r = json::ObjAt(rules, i);
+      Array::Ptr t = json::Arr(json::Obj(r, "sources"), "tags");
+      const std::string from = t && t->size() == 1 ? t->get(0).toString() : "";
+      out.insert(json::Str(r, "protocol") + "/" + json::Str(r, "ports") + "<" + from);
+    }
+    return out;
+  };
+  Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  body->set("name", name);
+  body->set("inbound_rules", inbound);
+  body->set("outbound_rules", OutboundRules());
+  body->set("tags", targets);
+  if (!existing) {
+    host_.Progress("creating firewall " + name + " (" + kit::PeerPortsText(ports) +
+                   " between the droplets tagged " + tag + ")");
+    api_->Call("POST", "/firewalls", "create firewall " + name, body, {}, false);
+    return;
+  }
+  if (rules_of(json::Arr(existing, "inbound_rules")) == rules_of(inbound)) return;
+  host_.Progress("setting " + kit::PeerPortsText(ports) + " of firewall " + name);
+  // PUT replaces the whole firewall (firewalls_update.yml).
+  api_->Call("PUT", "/firewalls/" + Encode(json::Str(existing, "id")), "update firewall " + name,
+             body);
+}
+
+void DigitalOceanDriver::RemoveClusterLeftovers(const std::string& cluster,
+                                                const std::string& leaving_id) {
+  for (const auto& d : ManagedDroplets()) {
+    if (json::Str(d, "id") != leaving_id && HasTag(d, ClusterTag(cluster))) return;
+  }
+  const std::string fw_name = ClusterFirewallName(cluster);
+  for (const auto& fw : ListAll("/firewalls", "firewalls", "list firewalls")) {
+    if (json::Str(fw, "name") != fw_name || ClusterOfFirewall(fw) != cluster) continue;
+    host_.Progress("deleting firewall " + fw_name + " (the cluster's last droplet is gone)");
+    api_->Call("DELETE", "/firewalls/" + Encode(json::Str(fw, "id")), "delete firewall " + fw_name,
+               nullptr, {404});
+  }
+  const std::string vpc_name = kit::ClusterResourceName(cluster);
+  for (const auto& v : ListAll("/vpcs", "vpcs", "list VPCs")) {
+    if (json::Str(v, "name") != vpc_name || IsDefaultVpc(v)) continue;
+    host_.Progress("deleting VPC " + vpc_name);
+    // A droplet still being destroyed is still a member: the VPC stays, and gc removes it.
+    const kit::ApiAnswer a = api_->Call("DELETE", "/vpcs/" + Encode(json::Str(v, "id")),
+                                        "delete VPC " + vpc_name, nullptr, {403, 404, 409});
+    if (a.status == 403 || a.status == 409) {
+      host_.Warning("the VPC " + vpc_name + " still has members; `gpuprov gc --delete` removes "
+                    "it once they are gone");
+    }
+  }
+}
+
+std::string DigitalOceanDriver::OpenPeerPorts(const std::string& request_json) {
+  const kit::PeerPortsRequest r = kit::ParsePeerPortsRequest(request_json);
+  EnsureClusterFirewall(r.cluster, r.peer_ports);
+  return "{}";
 }
 
 }  // namespace gpuprov::digitalocean

@@ -14,7 +14,11 @@
 // What it creates per VM: the droplet (tags gpuprov, gpuprov-vm:<name>, and
 // gpuprov-key:<id> when the SSH key is one gpuprov registered), a cloud firewall
 // "gpuprov-<name>" attached by droplet id, and at most one SSH key "gpuprov-<fp>" shared by
-// every VM using the same public key. See README.md.
+// every VM using the same public key. A cluster node (create's "cluster", ABI 1.5) also carries
+// the tags gpuprov-cluster:<cluster> and gpuprov-role:<role> and joins the cluster's VPC
+// "gpuprov-<cluster>" (made on first use); the firewall "gpuprov-<cluster>-peers", applied to
+// the cluster tag, admits the peer ports from droplets of that tag only. Both go with the
+// cluster's last droplet. See README.md.
 #pragma once
 
 #include <Poco/JSON/Object.h>
@@ -27,6 +31,7 @@
 #include <vector>
 
 #include "api_client.h"
+#include "cluster_request.h"
 #include "credentials.h"
 #include "driver_request.h"
 #include "gpuprov/sdk.hpp"
@@ -53,7 +58,8 @@ class DigitalOceanDriver {
   static constexpr const char* kDescription =
       "DigitalOcean GPU Droplets (API v2): droplets, cloud firewalls, SSH keys";
   static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
-                                            GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES;
+                                            GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES |
+                                            GPUPROV_CAP_CLUSTER;
   /// How a VM learns its public address: droplet metadata interfaces/public/0/ipv4/address; REFERENCE.md §6.
   static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_DIGITALOCEAN;
 
@@ -69,6 +75,9 @@ class DigitalOceanDriver {
   // `gpuprov gc` (ABI 1.2): gpuprov's droplets, its firewalls and SSH keys (named gpuprov-*).
   std::string ListResources(const std::string& request_json);
   std::string DeleteResource(const std::string& request_json);
+  // ABI 1.5: the cluster's firewall admits the peer ports from the cluster's tag; checked and
+  // repaired here (a droplet that loses the tag, deleted, loses the access with it).
+  std::string OpenPeerPorts(const std::string& request_json);
 
  private:
   using ObjectPtr = Poco::JSON::Object::Ptr;
@@ -129,6 +138,17 @@ class DigitalOceanDriver {
   /// Which of `ports` the VM's firewall opens to some source (all without a firewall).
   std::vector<int> OpenPortsOf(const std::string& vm_name, const std::vector<int>& ports);
   ObjectPtr FindFirewall(const std::string& vm_name);
+
+  /// The cluster's VPC "gpuprov-<cluster>" in region, made when missing; its id. A VPC of
+  /// that name in another region is INVALID_INPUT (a leftover: gc removes it).
+  std::string EnsureClusterVpc(const std::string& cluster, const std::string& region);
+  /// The cluster's firewall: applied to the droplets tagged gpuprov-cluster:<cluster>,
+  /// admitting `ports` from droplets of that tag only; made when missing, its inbound rules
+  /// rewritten when they differ.
+  void EnsureClusterFirewall(const std::string& cluster,
+                             const std::vector<kit::PeerPort>& ports);
+  /// Removes the cluster's firewall and VPC once no droplet but `leaving_id` carries its tag.
+  void RemoveClusterLeftovers(const std::string& cluster, const std::string& leaving_id);
 
   gpuprov::sdk::Host host_;
   std::string endpoint_;

@@ -50,8 +50,10 @@ TEST(DigitalOceanDescriptor, IdentityAndCapabilities) {
   EXPECT_EQ(d->capabilities, static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE |
                                                    GPUPROV_CAP_BOOT_CLOUD_INIT |
                                                    GPUPROV_CAP_OPEN_PORTS |
-                                                   GPUPROV_CAP_HOSTS_KUBERNETES));
+                                                   GPUPROV_CAP_HOSTS_KUBERNETES |
+                                                   GPUPROV_CAP_CLUSTER));
   drivers::testing::ExpectEveryOperation(*d->vtable);
+  EXPECT_NE(d->vtable->open_peer_ports, nullptr);
 }
 
 TEST(DigitalOceanDescriptor, RefusesPlainHttpToANonLoopbackEndpoint) {
@@ -340,7 +342,7 @@ TEST_F(DigitalOceanEmulatorTest, NoRegionTakesOneWhereTheSizeIsSoldNow) {
 // (commit 7c1300c479fe, specification/DigitalOcean-public.v2.yaml paths and the files they
 // reference: account_get, sshKeys_{list,create,get,delete}, droplets_{list,create,get,destroy},
 // firewalls_{list,create,get,update,delete,assign_droplets,add_rules}, sizes_list,
-// regions_list; query parameters from shared/parameters.yml (page, per_page) and
+// regions_list, vpcs_{list,create,get,delete}; query parameters from shared/parameters.yml (page, per_page) and
 // droplets/parameters.yml (tag_name, name, type)).
 const std::vector<drivers::testing::VendorOperation>& DigitalOceanOperations() {
   static const std::vector<drivers::testing::VendorOperation> ops = {
@@ -362,6 +364,10 @@ const std::vector<drivers::testing::VendorOperation>& DigitalOceanOperations() {
       {"POST", "/v2/firewalls/{firewall_id}/rules", {}},
       {"GET", "/v2/sizes", {"page", "per_page"}},
       {"GET", "/v2/regions", {"page", "per_page"}},
+      {"GET", "/v2/vpcs", {"page", "per_page"}},
+      {"POST", "/v2/vpcs", {}},
+      {"GET", "/v2/vpcs/{vpc_id}", {}},
+      {"DELETE", "/v2/vpcs/{vpc_id}", {}},
   };
   return ops;
 }
@@ -376,6 +382,116 @@ TEST_F(DigitalOceanEmulatorTest, EveryCallIsAnOperationOfDigitalOceansSpec) {
                                        CreateRequest("do-ops"), "do-ops");
   if (HasFatalFailure()) return;
   drivers::testing::ExpectOnlyOperations(emulator_->Requests(), DigitalOceanOperations());
+}
+
+// A cluster create (ABI 1.5) with its peer ports.
+std::string ClusterCreate(const std::string& create_json, const std::string& cluster,
+                          const std::string& role) {
+  Object::Ptr req = Poco::JSON::Parser().parse(create_json).extract<Object::Ptr>();
+  Object::Ptr c = Poco::JSON::Parser()
+                      .parse(R"({"name":")" + cluster + R"(","role":")" + role +
+                             R"(","peer_ports":[{"port":6443,"protocol":"tcp"},)"
+                             R"({"port":10250,"protocol":"tcp"},{"port":51820,"protocol":"udp"}]})")
+                      .extract<Object::Ptr>();
+  req->set("cluster", c);
+  return Stringify(req);
+}
+
+TEST_F(DigitalOceanEmulatorTest, AClusterSharesAVpcAndAFirewallByTagThatGoWithItsLastNode) {
+  Driver driver(Config());
+  OpResult server = driver.Create(ClusterCreate(CreateRequest("train"), "train", "server"));
+  ASSERT_EQ(server.status, GPUPROV_STATUS_OK) << server << "\n" << driver.host().All();
+  OpResult agent =
+      driver.Create(ClusterCreate(CreateRequest("train-agent-1"), "train", "agent"));
+  ASSERT_EQ(agent.status, GPUPROV_STATUS_OK) << agent;
+  EXPECT_EQ(emulator_->Count("vpcs"), 1);
+  EXPECT_EQ(emulator_->Count("firewalls"), 3);  // one per droplet and the cluster's
+
+  // The VM objects carry the cluster, the role and (once running) the VPC address.
+  Object::Ptr running = WaitRunning(driver, agent.Vm()->getValue<std::string>("id"));
+  ASSERT_TRUE(running);
+  EXPECT_EQ(running->getValue<std::string>("cluster"), "train");
+  EXPECT_EQ(running->getValue<std::string>("role"), "agent");
+  EXPECT_EQ(running->getValue<std::string>("private_ip").rfind("10.", 0), 0u) << Stringify(running);
+
+  // The droplets are in the VPC gpuprov-train, and the firewall admits the peer ports from
+  // the cluster tag only.
+  Object::Ptr vpcs = emulator_->Http("GET", emulator_->do_url() + "/vpcs", "", true).Doc();
+  std::string vpc_id;
+  for (size_t i = 0; i < vpcs->getArray("vpcs")->size(); ++i) {
+    Object::Ptr v = vpcs->getArray("vpcs")->getObject(i);
+    if (v->getValue<std::string>("name") == "gpuprov-train") vpc_id = v->getValue<std::string>("id");
+  }
+  ASSERT_FALSE(vpc_id.empty()) << Stringify(vpcs);
+  Object::Ptr droplet =
+      emulator_->Http("GET", emulator_->do_url() + "/droplets/" +
+                                 agent.Vm()->getValue<std::string>("id"), "", true)
+          .Doc()
+          ->getObject("droplet");
+  EXPECT_EQ(droplet->getValue<std::string>("vpc_uuid"), vpc_id);
+  Object::Ptr fws = emulator_->Http("GET", emulator_->do_url() + "/firewalls", "", true).Doc();
+  Object::Ptr peers;
+  for (size_t i = 0; i < fws->getArray("firewalls")->size(); ++i) {
+    Object::Ptr f = fws->getArray("firewalls")->getObject(i);
+    if (f->getValue<std::string>("name") == "gpuprov-train-peers") peers = f;
+  }
+  ASSERT_TRUE(peers) << Stringify(fws);
+  ASSERT_EQ(peers->getArray("tags")->size(), 1u);
+  EXPECT_EQ(peers->getArray("tags")->getElement<std::string>(0), "gpuprov-cluster:train");
+  Array::Ptr inbound = peers->getArray("inbound_rules");
+  ASSERT_EQ(inbound->size(), 3u);
+  EXPECT_EQ(Stringify(inbound->getObject(2)->getObject("sources")),
+            R"({"tags":["gpuprov-cluster:train"]})");
+  EXPECT_EQ(inbound->getObject(2)->getValue<std::string>("protocol"), "udp");
+
+  // open_peer_ports: checked, nothing to change; idempotent.
+  const std::string peers_request =
+      R"({"cluster":"train","peer_ports":[{"port":6443,"protocol":"tcp"},)"
+      R"({"port":10250,"protocol":"tcp"},{"port":51820,"protocol":"udp"}],"peers":[]})";
+  OpResult opened = driver.OpenPeerPorts(peers_request);
+  ASSERT_EQ(opened.status, GPUPROV_STATUS_OK) << opened;
+  EXPECT_EQ(opened.json, "{}");
+  EXPECT_EQ(emulator_->Count("firewalls"), 3);
+
+  // gc sees the cluster's firewall and VPC as the cluster's.
+  OpResult listed = driver.ListResources();
+  ASSERT_EQ(listed.status, GPUPROV_STATUS_OK) << listed;
+  EXPECT_TRUE(Contains(listed.json, R"("kind":"cluster_firewall")")) << listed.json;
+  EXPECT_TRUE(Contains(listed.json, R"("kind":"cluster_network")")) << listed.json;
+
+  // The server goes: the cluster's things stay for the agent; the agent goes: they go too.
+  ASSERT_EQ(driver.Delete(R"({"id":")" + server.Vm()->getValue<std::string>("id") +
+                          R"(","name":"train"})").status,
+            GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->Count("vpcs"), 1);
+  EXPECT_EQ(emulator_->Count("firewalls"), 2);
+  ASSERT_EQ(driver.Delete(R"({"id":")" + agent.Vm()->getValue<std::string>("id") +
+                          R"(","name":"train-agent-1"})").status,
+            GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->Count("vpcs"), 0);
+  EXPECT_EQ(emulator_->Count("firewalls"), 0);
+  EXPECT_EQ(emulator_->Count("instances"), 0);
+}
+
+TEST_F(DigitalOceanEmulatorTest, ABadClusterIsRefusedBeforeAnyCall) {
+  Driver driver(Config());
+  emulator_->ClearRequests("digitalocean");
+  OpResult r = driver.Create(ClusterCreate(CreateRequest("bad"), "Bad_Name", "server"));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_INVALID_INPUT) << r;
+  EXPECT_TRUE(Contains(r.error, "cluster.name")) << r.error;
+  EXPECT_TRUE(emulator_->Requests().empty());
+}
+
+TEST_F(DigitalOceanEmulatorTest, CapacityOnTheThirdNodeOfAClusterLeavesTheOthers) {
+  Driver driver(Config());
+  emulator_->Fault("capacity", 1, R"(,"body":"train-agent-2")");
+  ASSERT_EQ(driver.Create(ClusterCreate(CreateRequest("train"), "train", "server")).status,
+            GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Create(ClusterCreate(CreateRequest("train-agent-1"), "train", "agent")).status,
+            GPUPROV_STATUS_OK);
+  OpResult third = driver.Create(ClusterCreate(CreateRequest("train-agent-2"), "train", "agent"));
+  EXPECT_EQ(third.status, GPUPROV_STATUS_CAPACITY) << third;
+  EXPECT_EQ(emulator_->Count("instances"), 2);
 }
 
 TEST_F(DigitalOceanEmulatorTest, QuotaIsReported) {

@@ -419,6 +419,12 @@ std::optional<ContainerInfo> Engine::InspectContainer(const std::string& id_or_n
       if (!info.ip_address.empty()) break;
     }
   }
+  if (Object::Ptr networks = Obj(net, "Networks")) {
+    for (const auto& [name, v] : *networks) {
+      const std::string address = Str(networks->getObject(name), "IPAddress");
+      if (!address.empty()) info.network_addresses[name] = address;
+    }
+  }
   return info;
 }
 
@@ -540,6 +546,61 @@ bool Engine::ImageExists(const std::string& name) const {
   if (r.status == 404) return false;
   if (r.status != 200) Fail(r, "inspect image " + name);
   return true;
+}
+
+// Docker Engine API v1.41, Network: NetworkCreate (Name, Driver, Internal, IPAM.Config[].Subnet,
+// Labels), NetworkConnect (Container), NetworkDelete, NetworkList (filters.label);
+// https://docs.docker.com/engine/api/v1.41/#tag/Network
+std::string Engine::CreateNetwork(const std::string& name, const std::string& subnet,
+                                  const std::map<std::string, std::string>& labels,
+                                  bool internal) const {
+  Object body;
+  body.set("Name", name);
+  body.set("Driver", "bridge");
+  body.set("CheckDuplicate", true);
+  body.set("Internal", internal);
+  Object::Ptr ipam = new Object();
+  Array::Ptr config = new Array();
+  Object::Ptr one = new Object();
+  one->set("Subnet", subnet);
+  config->add(one);
+  ipam->set("Config", config);
+  body.set("IPAM", ipam);
+  if (!labels.empty()) body.set("Labels", StringObject(labels));
+  Response r = Call("POST", "/networks/create", Stringify(body));
+  if (r.status != 201) Fail(r, "create network " + name);
+  return Str(ParseObject(r.body, "create network"), "Id");
+}
+
+void Engine::ConnectNetwork(const std::string& network, const std::string& container) const {
+  Object body;
+  body.set("Container", container);
+  Response r = Call("POST", "/networks/" + UrlEncode(network) + "/connect", Stringify(body));
+  if (r.status != 200) Fail(r, "connect container " + container + " to network " + network);
+}
+
+bool Engine::RemoveNetwork(const std::string& network) const {
+  Response r = Call("DELETE", "/networks/" + UrlEncode(network));
+  if (r.status == 404) return false;
+  if (r.status != 204 && r.status != 200) Fail(r, "remove network " + network);
+  return true;
+}
+
+std::vector<std::string> Engine::ListNetworks(const std::vector<std::string>& label_filters) const {
+  std::string path = "/networks";
+  if (!label_filters.empty()) {
+    Object filters;
+    filters.set("label", StringArray(label_filters));
+    path += "?filters=" + UrlEncode(Stringify(filters));
+  }
+  Response r = Call("GET", path);
+  if (r.status != 200) Fail(r, "list networks");
+  Array::Ptr rows = ParseArray(r.body, "list networks");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < rows->size(); ++i) {
+    if (Object::Ptr row = rows->getObject(static_cast<unsigned>(i))) out.push_back(Str(row, "Name"));
+  }
+  return out;
 }
 
 }  // namespace gpuprov::docker

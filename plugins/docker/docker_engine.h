@@ -97,6 +97,8 @@ struct ContainerInfo {
   std::vector<PortBinding> published;      // NetworkSettings.Ports: only while running
   int pid = 0;             // State.Pid: its first process on this host, 0 unless running
   std::string ip_address;  // its IPv4 address on its first Docker network ("" unless running)
+  /// Its IPv4 address on each Docker network it is attached to, by network name.
+  std::map<std::string, std::string> network_addresses;
 };
 
 /// One row of GET /containers/json.
@@ -164,6 +166,19 @@ class Engine {
   bool RemoveContainer(const std::string& id) const;
   /// GET /images/{name}/json succeeds.
   bool ImageExists(const std::string& name) const;
+
+  /// POST /networks/create: a bridge network called name with IPv4 subnet (CIDR) and labels;
+  /// internal (no route out of it) when asked. Returns its id. Throws EngineError (kHttp 409)
+  /// when the name is taken, and (kHttp 403 or 400) when the subnet overlaps another network's.
+  std::string CreateNetwork(const std::string& name, const std::string& subnet,
+                            const std::map<std::string, std::string>& labels,
+                            bool internal) const;
+  /// POST /networks/{id}/connect: attaches a container (created or running) to the network.
+  void ConnectNetwork(const std::string& network, const std::string& container) const;
+  /// DELETE /networks/{id}; false when it was already gone.
+  bool RemoveNetwork(const std::string& network) const;
+  /// GET /networks with every "key=value" (or "key") of label_filters ANDed: the names.
+  std::vector<std::string> ListNetworks(const std::vector<std::string>& label_filters) const;
 
  private:
   struct Response {

@@ -309,6 +309,9 @@ Object::Ptr VmJson(const Object::Ptr& pod) {
   vm.created_at = Text(pod, "createdAt");
   vm.message = st.message;
   vm.published_ports = std::vector<std::pair<int, int>>{{22, port}};
+  // No private network, and a pod takes no tags: its peers use public_ip; cluster and role
+  // are the host's to remember (the pod's name, gpuprov-<VM name>, is its only mark).
+  vm.private_ip = "";
   vm.extra = {{"pod_name", Text(pod, "name")},
               {"cloud_status", Text(pod, "status")},
               {"provider", Text(pod, "providerType")}};
@@ -786,6 +789,7 @@ std::string PrimeIntellectDriver::Offers(const std::string& request_json) {
 std::string PrimeIntellectDriver::Create(const std::string& request_json) {
   const Object::Ptr request = kit::ParseCreateRequest(request_json, kPodNameRules).request;
   const std::string name = json::Str(request, "name");
+  kit::ParseCluster(request);  // checked before any call; nothing on the cloud to set
   OfferQuery query = QueryFor(request);
   query.instance_type = json::Str(request, "instance_type");
   const bool kubernetes = KubernetesOf(request);
@@ -965,6 +969,11 @@ std::vector<PrimeIntellectDriver::ObjectPtr> PrimeIntellectDriver::ListKeys() {
     if (total && offset + static_cast<int>(data->size()) >= *total) break;
   }
   return keys;
+}
+
+std::string PrimeIntellectDriver::OpenPeerPorts(const std::string& request_json) {
+  kit::ParsePeerPortsRequest(request_json);
+  return "{}";
 }
 
 std::string PrimeIntellectDriver::ListResources(const std::string& /*request_json*/) {

@@ -45,7 +45,7 @@ class PrimeIntellectDriver {
   static constexpr const char* kDescription =
       "Prime Intellect GPU pods (aggregated providers); SSH route, tunnel mode";
   static constexpr uint64_t kCapabilities =
-      GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES;
+      GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_CLUSTER;
   /// How a VM learns its public address: no metadata service, and the upstream provider's network is unknown; REFERENCE.md §6.
   static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_NONE;
 
@@ -64,6 +64,10 @@ class PrimeIntellectDriver {
   /// One of those by kind ("vm", "ssh_key") and id, read again first; refused when its name
   /// does not start with gpuprov-.
   std::string DeleteResource(const std::string& request_json);
+  /// ABI 1.5. Prime Intellect has no private network and no firewall API (REFERENCE.md): a
+  /// cluster's pods reach each other on their public addresses, and the node firewall the
+  /// installer sets up (--peer) admits exactly the peers. Checks the request, changes nothing.
+  std::string OpenPeerPorts(const std::string& request_json);
 
  private:
   using ObjectPtr = Poco::JSON::Object::Ptr;

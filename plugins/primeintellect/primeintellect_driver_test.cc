@@ -144,12 +144,14 @@ TEST(PrimeIntellectDescriptor, NameAndCapabilities) {
   EXPECT_STREQ(d->name, "primeintellect");
   // How its VM learns its public address: REFERENCE.md section 6.
   EXPECT_STREQ(d->node_address, GPUPROV_NODE_ADDRESS_NONE);
-  EXPECT_EQ(d->capabilities, GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES);
+  EXPECT_EQ(d->capabilities,
+            GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_CLUSTER);
   EXPECT_EQ(d->capabilities & (GPUPROV_CAP_BOOT_CLOUD_INIT | GPUPROV_CAP_BOOT_STARTUP_SCRIPT |
                                GPUPROV_CAP_OPEN_PORTS),
             0u);
   const gpuprov_drv_vtable* v = d->vtable;
   drivers::testing::ExpectEveryOperation(*v, /*open_ports=*/false);
+  EXPECT_NE(v->open_peer_ports, nullptr);
 }
 
 TEST(PrimeIntellectInit, PlainHttpToARemoteHostIsRefused) {
@@ -458,6 +460,30 @@ TEST_F(PrimeIntellectEmulator, CreateLandsOnAVmProviderOnlyWithKubernetes) {
     EXPECT_EQ(del.status, GPUPROV_STATUS_OK) << del.error;
   }
   EXPECT_EQ(emu().Count("instances"), 0);
+}
+
+// A cluster (ABI 1.5) on a cloud without a private network or a firewall API: the pods are
+// plain pods with public addresses; open_peer_ports checks its request and changes nothing
+// (the node firewall admits the peers).
+TEST_F(PrimeIntellectEmulator, AClusterNodeIsAPodWithNoPrivateAddress) {
+  Driver d(config());
+  std::string create = CreateRequest("pi-train", "A100", 1);
+  create.insert(create.size() - 1,
+                R"(,"cluster":{"name":"pi-train","role":"server","peer_ports":[)"
+                R"({"port":6443,"protocol":"tcp"},{"port":51820,"protocol":"udp"}]})");
+  OpResult c = d.Create(create);
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c.error;
+  Object::Ptr vm = c.Doc()->getObject("vm");
+  EXPECT_EQ(vm->getValue<std::string>("private_ip"), "");
+  OpResult peers = d.OpenPeerPorts(
+      R"({"cluster":"pi-train","peer_ports":[{"port":6443,"protocol":"tcp"}],"peers":[)"
+      R"({"id":")" + vm->getValue<std::string>("id") + R"(","name":"pi-train","private_ip":"",)"
+      R"("public_ip":"203.0.113.7"}]})");
+  EXPECT_EQ(peers.status, GPUPROV_STATUS_OK) << peers.error;
+  EXPECT_EQ(peers.json, "{}");
+  OpResult bad = d.OpenPeerPorts(R"({"cluster":"pi-train","peer_ports":[],"peers":[]})");
+  EXPECT_EQ(bad.status, GPUPROV_STATUS_INVALID_INPUT) << bad.json;
+  EXPECT_EQ(d.Delete(R"({"name":"pi-train"})").status, GPUPROV_STATUS_OK);
 }
 
 // vm_providers in [clouds.primeintellect] replaces the default list: admitting runpod lets

@@ -135,6 +135,26 @@ JsonObject CloudApi::InstanceRow(const std::string& id, const std::string& name,
   o->set("ssh_open", s.ssh_open);
   o->set("message", s.message);
   o->set("reachable_ports", backend_->ReachablePorts(backend_id).ToString());
+  o->set("private_ip", s.private_ip);
+  // The cloud's firewall on the private address: null when nothing filters it, else
+  // [{"protocol", "ports": "6443" or "1-65535", "sources": [...]}].
+  if (const PrivateIngress ingress = backend_->GetPrivateIngress(backend_id)) {
+    JsonArray rules = NewArray();
+    for (const PrivateRule& r : *ingress) {
+      JsonObject rule = NewObject();
+      rule->set("protocol", r.protocol);
+      PortSet ports;
+      ports.Add(r.ports.first, r.ports.last);
+      rule->set("ports", ports.ToString());
+      JsonArray sources = NewArray();
+      for (const auto& src : r.sources) sources->add(src);
+      rule->set("sources", sources);
+      rules->add(rule);
+    }
+    o->set("private_ingress", rules);
+  } else {
+    o->set("private_ingress", Poco::Dynamic::Var());
+  }
   return o;
 }
 

@@ -274,6 +274,9 @@ class DigitalOceanApi : public CloudApi {
     o->set("instances", droplets_.size());
     o->set("firewalls", firewalls_.size());
     o->set("ssh_keys", keys_.size());
+    size_t vpcs = 0;  // the regions' default VPCs are not gpuprov's to count
+    for (const auto& [id, v] : vpc_records_) vpcs += !v.is_default;
+    o->set("vpcs", vpcs);
     o->set("backend_instances", backend_->LiveCount(name_));
     return o;
   }
@@ -321,6 +324,9 @@ class DigitalOceanApi : public CloudApi {
     actions_.clear();
     keys_.clear();
     firewalls_.clear();
+    vpcs_.clear();
+    vpc_records_.clear();
+    told_ingress_.clear();
     rate_.clear();
     key_lists_.clear();
     size_regions_.clear();
@@ -362,6 +368,17 @@ class DigitalOceanApi : public CloudApi {
     std::string name;
     std::string public_key;
     std::string fingerprint;
+  };
+  // digitalocean/openapi vpcs/models/vpc.yml: id, urn, name, description, region, ip_range,
+  // default, created_at. https://docs.digitalocean.com/reference/api/digitalocean/#tag/VPCs
+  struct Vpc {
+    std::string id;
+    std::string name;
+    std::string description;
+    std::string region;
+    std::string ip_range;
+    bool is_default = false;
+    SysClock::time_point created;
   };
   struct Firewall {
     std::string id;
@@ -475,6 +492,7 @@ class DigitalOceanApi : public CloudApi {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto limited = CountRequest(req)) return *limited;
     Reconcile();
+    ApplyPrivateIngress();
     const std::string base = BasePath();
     std::string path = TrimTrailingSlash(req.path);
     if (path.compare(0, base.size(), base) != 0) return NotFound();
@@ -533,6 +551,7 @@ class DigitalOceanApi : public CloudApi {
       return NotFound();
     }
     if (top == "firewalls") return RouteFirewalls(req, seg);
+    if (top == "vpcs") return RouteVpcs(req, seg);
     if (top == "sizes" && seg.size() == 1 && m == "GET") {
       std::vector<JsonObject> items;
       for (const auto& s : Sizes()) items.push_back(LiveSizeJson(s));
@@ -833,6 +852,72 @@ class DigitalOceanApi : public CloudApi {
 
   void ApplyFirewalls() {
     for (const auto& [id, d] : droplets_) backend_->SetReachablePorts(d.backend_id, ReachableOf(d));
+    ApplyPrivateIngress();
+  }
+
+  // A cloud firewall filters a droplet's private (VPC) interface as its public one: its
+  // inbound rules admit their sources' addresses, their droplet_ids' and their tags'
+  // droplets' private addresses (firewalls/models/firewall_rule_target.yml; REFERENCE.md
+  // §5). A droplet in no firewall takes everything. Peers' addresses are known once they
+  // run, so this is worked out again on every request and told to the backend on a change.
+  PrivateIngress PrivateIngressOf(const Droplet& d) {
+    bool guarded = false;
+    std::vector<PrivateRule> out;
+    auto private_ip = [&](const Droplet& o) -> std::string {
+      if (o.vpc_uuid != d.vpc_uuid) return "";
+      InstanceStatus st = backend_->State(o.backend_id);
+      return st.state == InstanceState::kRunning ? st.private_ip : "";
+    };
+    for (const auto& [fid, f] : firewalls_) {
+      if (!Applies(f, d)) continue;
+      guarded = true;
+      for (size_t i = 0; f.inbound && i < f.inbound->size(); ++i) {
+        JsonObject r = f.inbound->getObject(static_cast<unsigned>(i));
+        const std::string proto = r ? GetString(r, "protocol").value_or("") : "";
+        if (proto != "tcp" && proto != "udp") continue;
+        JsonObject src = GetObject(r, "sources");
+        PrivateRule rule;
+        rule.protocol = proto;
+        const PortSet ports = RulePorts(r);
+        if (ports.empty()) continue;
+        rule.ports = ports.ranges().front();
+        if (JsonArray a = GetArray(src, "addresses")) {
+          for (size_t j = 0; j < a->size(); ++j) {
+            const std::string cidr = a->get(j).toString();
+            if (cidr.find(':') == std::string::npos) rule.sources.push_back(cidr);
+          }
+        }
+        std::set<std::string> tags;
+        if (JsonArray a = GetArray(src, "tags")) {
+          for (size_t j = 0; j < a->size(); ++j) tags.insert(a->get(j).toString());
+        }
+        std::set<int64_t> ids;
+        if (JsonArray a = GetArray(src, "droplet_ids")) {
+          for (size_t j = 0; j < a->size(); ++j) {
+            if (a->get(j).isInteger()) ids.insert(a->get(j).convert<int64_t>());
+          }
+        }
+        for (const auto& [oid, o] : droplets_) {
+          bool member = ids.count(oid) > 0;
+          for (const auto& t : o.tags) member = member || tags.count(t) > 0;
+          if (!member) continue;
+          if (const std::string ip = private_ip(o); !ip.empty()) rule.sources.push_back(ip);
+        }
+        if (!rule.sources.empty()) out.push_back(rule);
+      }
+    }
+    if (!guarded) return std::nullopt;
+    return out;
+  }
+
+  void ApplyPrivateIngress() {
+    for (const auto& [id, d] : droplets_) {
+      PrivateIngress ingress = PrivateIngressOf(d);
+      auto told = told_ingress_.find(id);
+      if (told != told_ingress_.end() && told->second == ingress) continue;
+      backend_->SetPrivateIngress(d.backend_id, ingress);
+      told_ingress_[id] = ingress;
+    }
   }
 
   void RemoveFromFirewalls(int64_t droplet_id) {
@@ -852,6 +937,7 @@ class DigitalOceanApi : public CloudApi {
     }
     backend_->Delete(it->second.backend_id);
     RemoveFromFirewalls(id);
+    told_ingress_.erase(id);
     droplets_.erase(it);
   }
 
@@ -1013,8 +1099,16 @@ class DigitalOceanApi : public CloudApi {
         key_ids.push_back(*k);
       }
     }
+    // droplet_create.yml: vpc_uuid "must be in the same region as the Droplet".
+    const std::string vpc_uuid = GetString(body, "vpc_uuid").value_or(VpcFor(*region));
+    if (auto v = vpc_records_.find(vpc_uuid);
+        v == vpc_records_.end() || v->second.region != *region) {
+      return Unprocessable("vpc_uuid: the VPC does not exist or is not in region " + *region);
+    }
     // Faults and quota after validation, as the real API checks the body first.
-    if (faults_.Take("capacity", req.method, req.path)) {
+    // "body" narrows it to one create: a VM name ("train-agent-2", a cluster's third node) or
+    // a tag ("gpuprov-cluster:train", with nth the k-th create of that cluster).
+    if (faults_.Take("capacity", req.method, req.path, req.body)) {
       return Unprocessable("Size is not available in this region.");
     }
     if (faults_.Take("quota", req.method, req.path) ||
@@ -1034,7 +1128,7 @@ class DigitalOceanApi : public CloudApi {
       d.tags = tags;
       d.key_ids = key_ids;
       d.created = SysClock::now();
-      d.vpc_uuid = GetString(body, "vpc_uuid").value_or(VpcFor(*region));
+      d.vpc_uuid = vpc_uuid;
       d.monitoring = GetBool(body, "monitoring").value_or(false);
       d.ipv6 = GetBool(body, "ipv6").value_or(false);
       d.backups = GetBool(body, "backups").value_or(false);
@@ -1052,6 +1146,9 @@ class DigitalOceanApi : public CloudApi {
       for (int64_t k : key_ids) spec.ssh_public_keys.push_back(keys_.at(k).public_key);
       spec.ssh_user = "root";
       spec.reachable = ReachableOf(d);
+      // A VPC of its own (not the region's default) is a private network the test VMs share;
+      // in a default VPC a droplet keeps a made-up private address.
+      if (!vpc_records_.at(vpc_uuid).is_default) spec.private_network = vpc_uuid;
       spec.faults = faults_.TakeBootFaults();
       try {
         d.backend_id = backend_->Create(spec);
@@ -1088,10 +1185,116 @@ class DigitalOceanApi : public CloudApi {
     return JsonResponse(202, o);
   }
 
+  // The region's default VPC, made on first use (every droplet is in a VPC: without
+  // vpc_uuid, "the Droplet will be placed in your account's default VPC for the region";
+  // droplet_create.yml).
   std::string VpcFor(const std::string& region) {
     auto it = vpcs_.find(region);
-    if (it == vpcs_.end()) it = vpcs_.emplace(region, RandomUuid()).first;
+    if (it == vpcs_.end()) {
+      Vpc v;
+      v.id = RandomUuid();
+      v.name = "default-" + region;
+      v.region = region;
+      v.ip_range = NextIpRange();
+      v.is_default = true;
+      v.created = SysClock::now();
+      vpc_records_[v.id] = v;
+      it = vpcs_.emplace(region, v.id).first;
+    }
     return it->second;
+  }
+
+  std::string NextIpRange() {
+    const int n = next_vpc_range_++;
+    return "10." + std::to_string(100 + n / 16) + "." + std::to_string((n % 16) * 16) + ".0/20";
+  }
+
+  // --- VPCs (digitalocean/openapi vpcs/vpcs_create.yml, vpcs_list.yml, vpcs_get.yml,
+  // vpcs_delete.yml) ---
+  JsonObject VpcJson(const Vpc& v) const {
+    JsonObject o = NewObject();
+    o->set("id", v.id);
+    o->set("urn", "do:vpc:" + v.id);
+    o->set("name", v.name);
+    o->set("description", v.description);
+    o->set("region", v.region);
+    o->set("ip_range", v.ip_range);
+    o->set("default", v.is_default);
+    o->set("created_at", Rfc3339(v.created));
+    return o;
+  }
+
+  // vpc.yml: name "may only contain alphanumeric characters, dashes, and periods", unique in
+  // the account; region a region slug; description at most 255 characters.
+  HttpResponse CreateVpc(const HttpRequest& req) {
+    JsonObject body = ParseObject(req.body);
+    if (!body) return Error(400, "bad_request", "the body must be a JSON object");
+    if (auto e = CheckShape(body, {{"name", JsonType::kString, true},
+                                   {"region", JsonType::kString, true},
+                                   {"description", JsonType::kString},
+                                   {"ip_range", JsonType::kString},
+                                   {"default", JsonType::kBool}});
+        !e.empty()) {
+      return Unprocessable(e);
+    }
+    const std::string name = GetString(body, "name").value_or("");
+    static const std::regex name_re("^[A-Za-z0-9.-]{1,255}$");
+    if (!std::regex_match(name, name_re)) {
+      return Unprocessable("name may only contain alphanumeric characters, dashes, and periods");
+    }
+    const std::string region = GetString(body, "region").value_or("");
+    if (!FindRegion(region)) return Unprocessable("You specified an invalid region.");
+    for (const auto& [id, v] : vpc_records_) {
+      if (v.name == name) return Unprocessable("A VPC with this name already exists.");
+    }
+    const std::string description = GetString(body, "description").value_or("");
+    if (description.size() > 255) return Unprocessable("description is longer than 255");
+    Vpc v;
+    v.id = RandomUuid();
+    v.name = name;
+    v.description = description;
+    v.region = region;
+    v.ip_range = GetString(body, "ip_range").value_or(NextIpRange());
+    v.created = SysClock::now();
+    vpc_records_[v.id] = v;
+    JsonObject o = NewObject();
+    o->set("vpc", VpcJson(v));
+    return JsonResponse(201, o);
+  }
+
+  HttpResponse RouteVpcs(const HttpRequest& req, const std::vector<std::string>& seg) {
+    const std::string& m = req.method;
+    if (seg.size() == 1) {
+      if (m == "GET") {
+        std::vector<JsonObject> items;
+        for (const auto& [id, v] : vpc_records_) items.push_back(VpcJson(v));
+        return Paginated(req, "vpcs", items);
+      }
+      if (m == "POST") return CreateVpc(req);
+      return MethodNotAllowed();
+    }
+    if (seg.size() != 2) return NotFound();
+    auto it = vpc_records_.find(seg[1]);
+    if (it == vpc_records_.end()) return NotFound();
+    if (m == "GET") {
+      JsonObject o = NewObject();
+      o->set("vpc", VpcJson(it->second));
+      return JsonResponse(200, o);
+    }
+    if (m != "DELETE") return MethodNotAllowed();
+    // "A VPC can only be deleted if it does not contain any member resources" and the
+    // region's default VPC cannot be deleted (vpcs_delete.yml's description); the refusal's
+    // status is not in the spec: 403 as the API answers other forbidden deletes.
+    if (it->second.is_default) {
+      return Error(403, "forbidden", "Cannot delete the default VPC of a region.");
+    }
+    for (const auto& [id, d] : droplets_) {
+      if (d.vpc_uuid == it->second.id) {
+        return Error(403, "forbidden", "Can not delete VPC with members");
+      }
+    }
+    vpc_records_.erase(it);
+    return EmptyResponse(204);
   }
 
   // --- actions ---
@@ -1475,7 +1678,11 @@ class DigitalOceanApi : public CloudApi {
   std::map<int64_t, Action> actions_;
   std::map<int64_t, SshKey> keys_;
   std::map<std::string, Firewall> firewalls_;
-  std::map<std::string, std::string> vpcs_;
+  std::map<std::string, std::string> vpcs_;  // region -> its default VPC's id
+  std::map<std::string, Vpc> vpc_records_;   // id -> VPC (default ones included)
+  int next_vpc_range_ = 0;
+  // What each droplet's private address was last told (CloudApi backend), to tell only changes.
+  std::map<int64_t, PrivateIngress> told_ingress_;
   std::map<std::string, Window> rate_;
   std::map<std::string, Window> key_lists_;
   std::map<std::string, std::vector<std::string>> size_regions_;

@@ -24,6 +24,13 @@
 // API, as a rebooted VM does; a power-off (or a systemd exiting with 0, as it does without the
 // capability) is a stopped VM. Each boot has its own boot_id (kBootIdUnit): a container would
 // otherwise read the host kernel's.
+// Private networks (InstanceSpec::private_network): one internal Docker bridge network per key,
+// "gpuprov-emu-<session>-<cloud>-<key>", on a /24 of 10.64.0.0/10 (another when Docker says it
+// overlaps a network of its own); the container is attached before it starts and its address
+// there is its private_ip. The cloud's firewall between private addresses (SetPrivateIngress)
+// is an nft table in the container's network namespace, set from outside with
+// `nsenter --target <pid> --net nft -f -`: the VM's own nft tables (the node firewall) are
+// others, and a packet any table drops is dropped.
 //
 // SSH delay (fault ssh_delay, DockerBackendOptions::ssh_delay_seconds): the instance is
 // running and its boot runs from the start, but the gate leaves its SSH port out until the
@@ -32,6 +39,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -67,6 +75,10 @@ constexpr const char* kLabelCloud = "io.gpuprov.emulator.cloud";
 constexpr const char* kLabelSession = "io.gpuprov.emulator.session";
 constexpr const char* kLabelAddress = "io.gpuprov.emulator.address";
 constexpr const char* kLabelName = "io.gpuprov.emulator.name";
+constexpr const char* kLabelNetwork = "io.gpuprov.emulator.network";
+// The nft table (family ip) that holds the cloud's firewall on the private network.
+constexpr const char* kCloudFirewallTable = "gpuprov_emulator_cloud_firewall";
+constexpr int kSubnetTries = 32;
 constexpr int kAddressSlots = 256 * 254;
 constexpr int kWorkers = 3;
 constexpr std::chrono::seconds kCheckEvery{2};
@@ -104,6 +116,56 @@ std::set<int> ListeningPorts(int pid) {
 
 std::string AddressOfSlot(int slot) {
   return "127.90." + std::to_string(slot / 254) + "." + std::to_string(slot % 254 + 1);
+}
+
+// The nft script that makes the cloud's firewall on private_ip (replacing the table): what is
+// not for private_ip, loopback and answers pass; then each rule's sources and ports; the rest
+// is dropped. nullopt ingress: the table is removed (everything passes).
+std::string CloudFirewallScript(const std::string& private_ip, const PrivateIngress& ingress) {
+  std::string s = std::string("table ip ") + kCloudFirewallTable + "\n" + "delete table ip " +
+                  kCloudFirewallTable + "\n";
+  if (!ingress) return s;
+  s += std::string("table ip ") + kCloudFirewallTable + " {\n chain input {\n" +
+       "  type filter hook input priority -10; policy accept;\n" +
+       "  ip daddr != " + private_ip + " accept\n" +
+       "  iifname \"lo\" accept\n" +
+       "  ct state established,related accept\n";
+  for (const PrivateRule& r : *ingress) {
+    if ((r.protocol != "tcp" && r.protocol != "udp") || r.sources.empty()) continue;
+    const std::string ports = r.ports.first == r.ports.last
+                                  ? std::to_string(r.ports.first)
+                                  : std::to_string(r.ports.first) + "-" + std::to_string(r.ports.last);
+    // One rule per source: an anonymous set refuses overlapping prefixes (0.0.0.0/0 and a peer).
+    for (const auto& src : r.sources) {
+      s += "  ip saddr " + src + " " + r.protocol + " dport " + ports + " accept\n";
+    }
+  }
+  s += "  drop\n }\n}\n";
+  return s;
+}
+
+// Runs `nsenter --target pid --net nft -f -` with script on its stdin; "" on success, else what
+// went wrong.
+std::string RunNftIn(int pid, const std::string& script) {
+  char path[] = "/tmp/gpuprov-emulator-nft-XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd < 0) return "cannot make a temporary file";
+  FILE* f = fdopen(fd, "w");
+  std::fputs(script.c_str(), f);
+  std::fclose(f);
+  const std::string cmd = "nsenter --target " + std::to_string(pid) + " --net nft -f " + path +
+                          " 2>&1";
+  std::string out;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, p)) out += buf;
+    const int rc = pclose(p);
+    std::remove(path);
+    if (rc == 0) return "";
+    return "nsenter/nft failed (" + std::to_string(rc) + "): " + out;
+  }
+  std::remove(path);
+  return "cannot run nsenter";
 }
 
 // The user data with a failing step added (fault boot_script_fails): a shell
@@ -276,6 +338,10 @@ class DockerBackend : public InstanceBackend {
     std::random_device rd;
     r.ssh_port = spec.remap_ssh ? 20000 + static_cast<int>(rd() % 30000) : 22;
     r.reachable = spec.reachable;
+    if (!spec.private_network.empty()) {
+      r.network_name = "gpuprov-emu-" + options_.session + "-" + spec.cloud + "-" +
+                       spec.private_network;
+    }
     const std::string id = r.id;
     records_[id] = r;
     ScheduleLocked(Clock::now(), id, Task::kCreate);
@@ -293,7 +359,8 @@ class DockerBackend : public InstanceBackend {
     }
     const Record& r = it->second;
     s.public_ip = r.address;
-    s.private_ip = "10.120." + r.address.substr(7);
+    s.private_ip = r.network_name.empty() ? "10.120." + r.address.substr(7) : r.private_ip;
+    s.private_ip_on_network = !r.network_name.empty();
     s.ssh_port = r.ssh_port;
     s.boot_script_fails = r.spec.faults.script_fails;
     s.message = r.message;
@@ -383,6 +450,17 @@ class DockerBackend : public InstanceBackend {
     return CountOfCloud(records_, cloud);
   }
 
+  void SetPrivateIngress(const std::string& id, const PrivateIngress& ingress) override {
+    if (!Update(id, [&](Record& x) { x.ingress = ingress; })) return;
+    ApplyIngress(id);
+  }
+
+  PrivateIngress GetPrivateIngress(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find(id);
+    return it == records_.end() ? PrivateIngress() : it->second.ingress;
+  }
+
   void RemoveAll() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -402,6 +480,14 @@ class DockerBackend : public InstanceBackend {
                 std::string(kLabelSession) + "=" + options_.session})) {
         try {
           engine.RemoveContainer(c.id);
+        } catch (const std::exception&) {
+        }
+      }
+      for (const auto& n : engine.ListNetworks(
+               {std::string(kLabelEmulator) + "=1",
+                std::string(kLabelSession) + "=" + options_.session})) {
+        try {
+          engine.RemoveNetwork(n);
         } catch (const std::exception&) {
         }
       }
@@ -437,6 +523,9 @@ class DockerBackend : public InstanceBackend {
     bool booted = false;        // it has run once: a later start is a power-on, not a create
     bool stop_requested = false;  // Stop was called; it powers off
     bool preempted = false;     // Preempt took it back
+    std::string network_name;   // its private Docker network ("" = none)
+    std::string private_ip;     // its address there, once started
+    PrivateIngress ingress;     // the cloud's firewall on that address
   };
   struct Job {
     Clock::time_point at;
@@ -502,6 +591,61 @@ class DockerBackend : public InstanceBackend {
     } catch (const std::exception& e) {
       std::fprintf(stderr, "gpuprov-emulator: cannot forward %s: %s\n", address.c_str(), e.what());
     }
+  }
+
+  // Sets the cloud's firewall on the private address of record id (after start or a rule
+  // change). Serialized by gate_mu_, so the last call wins.
+  void ApplyIngress(const std::string& id) {
+    std::lock_guard<std::mutex> gate_lock(gate_mu_);
+    int pid = 0;
+    std::string private_ip;
+    PrivateIngress ingress;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = records_.find(id);
+      if (it == records_.end() || it->second.phase != Phase::kRunning ||
+          it->second.private_ip.empty() || it->second.pid == 0) {
+        return;
+      }
+      pid = it->second.pid;
+      private_ip = it->second.private_ip;
+      ingress = it->second.ingress;
+    }
+    if (const std::string problem = RunNftIn(pid, CloudFirewallScript(private_ip, ingress));
+        !problem.empty()) {
+      std::fprintf(stderr, "gpuprov-emulator: cannot set the cloud firewall of %s: %s\n",
+                   private_ip.c_str(), problem.c_str());
+    }
+  }
+
+  // The Docker network of a private network key, made on first use on a free /24 of
+  // 10.64.0.0/10 (internal: the VMs reach the outside through their bridge address only).
+  void EnsureNetwork(Engine& engine, const Record& r) {
+    std::lock_guard<std::mutex> lock(network_mu_);
+    if (networks_.count(r.network_name)) return;
+    std::random_device rd;
+    std::string last;
+    for (int i = 0; i < kSubnetTries; ++i) {
+      const unsigned n = rd() % (64 * 256);
+      const std::string subnet =
+          "10." + std::to_string(64 + n / 256) + "." + std::to_string(n % 256) + ".0/24";
+      try {
+        engine.CreateNetwork(r.network_name, subnet,
+                             {{kLabelEmulator, "1"},
+                              {kLabelSession, options_.session},
+                              {kLabelNetwork, r.spec.private_network}},
+                             true);
+        networks_.insert(r.network_name);
+        return;
+      } catch (const EngineError& e) {
+        if (e.http_status() == 409) {  // made by this session before (a restart): use it
+          networks_.insert(r.network_name);
+          return;
+        }
+        last = e.what();  // the subnet overlaps another network: try another
+      }
+    }
+    throw BackendError("cannot make the private network " + r.network_name + ": " + last);
   }
 
   void CloseGate(const std::string& address) {
@@ -660,7 +804,9 @@ class DockerBackend : public InstanceBackend {
         ContainerSpec spec =
             cur.spec.container ? ContainerPod(vm, cur.spec) : docker::TestVmContainer(vm);
         if (!cur.spec.container) spec.cap_add.push_back("SYS_BOOT");  // reboot vs power-off
+        if (!cur.network_name.empty()) EnsureNetwork(engine, cur);
         std::string cid = engine.CreateContainer(spec);
+        if (!cur.network_name.empty()) engine.ConnectNetwork(cur.network_name, cid);
         bool keep = Update(r.id, [&](Record& x) {
           x.container_id = cid;
           x.phase = Phase::kWaitStart;
@@ -879,7 +1025,7 @@ class DockerBackend : public InstanceBackend {
   // it running and sets its gate (SSH held back for ssh_delay seconds). False (and the record
   // in error) when the container has no network address.
   bool Boot(Engine& engine, const std::string& id, double ssh_delay) {
-    std::string cid;
+    std::string cid, network_name;
     PortSet reachable;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -887,11 +1033,21 @@ class DockerBackend : public InstanceBackend {
       if (it == records_.end()) return false;
       cid = it->second.container_id;
       reachable = it->second.reachable;
+      network_name = it->second.network_name;
     }
     auto info = engine.InspectContainer(cid);
     if (!info || info->ip_address.empty()) {
       Fail(id, "docker: the container has no network address");
       return false;
+    }
+    std::string private_ip;
+    if (!network_name.empty()) {
+      auto a = info->network_addresses.find(network_name);
+      if (a == info->network_addresses.end()) {
+        Fail(id, "docker: the container has no address on " + network_name);
+        return false;
+      }
+      private_ip = a->second;
     }
     const std::set<int> listening =
         HasWideRange(reachable) ? ListeningPorts(info->pid) : std::set<int>{};
@@ -902,10 +1058,12 @@ class DockerBackend : public InstanceBackend {
           x.listening = listening;
           x.ssh_open = ssh_delay <= 0;
           x.stop_requested = false;
+          x.private_ip = private_ip;
         })) {
       return false;
     }
     ApplyGate(id);
+    ApplyIngress(id);
     return true;
   }
 
@@ -918,6 +1076,8 @@ class DockerBackend : public InstanceBackend {
 
   DockerBackendOptions options_;
   std::mutex gate_mu_;  // taken before mu_, never while holding it
+  std::mutex network_mu_;
+  std::set<std::string> networks_;  // Docker networks this session made
   PortGate gate_;
   std::mutex mu_;
   std::condition_variable cv_;

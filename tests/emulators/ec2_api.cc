@@ -665,6 +665,7 @@ class Ec2Api : public CloudApi {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [id, i] : instances_) backend_->Delete(i.backend_id);
     instances_.clear();
+    told_ingress_.clear();
     reservations_.clear();
     keys_.clear();
     groups_.clear();
@@ -715,6 +716,7 @@ class Ec2Api : public CloudApi {
     int from = -1, to = -1;
     std::vector<std::pair<std::string, std::string>> v4;  // cidr, description
     std::vector<std::pair<std::string, std::string>> v6;
+    std::vector<std::string> groups;  // source security groups (UserIdGroupPairs): their members
     std::string rule_id;
   };
   struct Group {
@@ -995,6 +997,7 @@ class Ec2Api : public CloudApi {
     region_ = ParseAuthorization(req.Header("authorization"))->region;
     EnsureRegion(region_);
     RefreshAll();
+    ApplyPrivateIngress();
     if (action == "RunInstances") return RunInstances(req, a);
     if (action == "DescribeInstances") return DescribeInstances(a);
     if (action == "TerminateInstances") return TerminateInstances(a);
@@ -1500,7 +1503,7 @@ class Ec2Api : public CloudApi {
     if (i.phase != Phase::kTerminated) {
       x += L("subnetId", i.subnet_id);
       x += L("vpcId", i.vpc_id);
-      x += L("privateIpAddress", i.private_ip);
+      x += L("privateIpAddress", PrivateIpOf(i));
       if (running && !s.public_ip.empty()) x += L("ipAddress", s.public_ip);
     }
     x += L("sourceDestCheck", "true");
@@ -1582,6 +1585,74 @@ class Ec2Api : public CloudApi {
     for (const auto& [id, i] : instances_) {
       if (i.phase != Phase::kLive || i.backend_deleted) continue;
       backend_->SetReachablePorts(i.backend_id, ReachableOf(i.group_ids));
+    }
+    ApplyPrivateIngress();
+  }
+
+  // The instance's private address: the backend's on its VPC's network (docker), else the
+  // one this emulator gave it in the subnet.
+  std::string PrivateIpOf(const Instance& i) {
+    const InstanceStatus s = backend_->State(i.backend_id);
+    return s.private_ip_on_network ? s.private_ip : i.private_ip;
+  }
+
+  // What reaches an instance on its private address (plugins/aws/REFERENCE.md §5): the union
+  // of its groups' tcp, udp and all-traffic ingress rules, each from its IPv4 ranges and the
+  // private addresses of the running members of the groups it names (a security group rule
+  // that references a group admits "the private IP addresses of the resources associated with
+  // the referenced security group", https://docs.aws.amazon.com/vpc/latest/userguide/
+  // security-group-rules.html#security-group-referencing). The default group's implicit
+  // self-reference ("allows inbound traffic from network interfaces assigned to the same
+  // security group") is a rule of all traffic from the group.
+  PrivateIngress PrivateIngressOf(const Instance& i) {
+    std::vector<PrivateRule> out;
+    auto members_of = [&](const std::string& gid) {
+      std::vector<std::string> ips;
+      for (const auto& [oid, o] : instances_) {
+        if (o.phase != Phase::kLive || o.backend_deleted || o.vpc_id != i.vpc_id) continue;
+        if (std::find(o.group_ids.begin(), o.group_ids.end(), gid) == o.group_ids.end()) continue;
+        if (backend_->State(o.backend_id).state != InstanceState::kRunning) continue;
+        ips.push_back(PrivateIpOf(o));
+      }
+      return ips;
+    };
+    auto add = [&](const std::string& protocol, int from, int to, std::vector<std::string> src) {
+      if (src.empty()) return;
+      for (const char* p : {"tcp", "udp"}) {
+        if (protocol != "-1" && protocol != p) continue;
+        PrivateRule rule;
+        rule.protocol = p;
+        rule.ports = protocol == "-1" ? PortRange{1, 65535} : PortRange{from, to};
+        rule.sources = src;
+        out.push_back(rule);
+      }
+    };
+    for (const auto& gid : i.group_ids) {
+      auto it = groups_.find(gid);
+      if (it == groups_.end()) continue;
+      if (it->second.is_default) add("-1", 0, 0, members_of(gid));
+      for (const auto& r : it->second.ingress) {
+        std::vector<std::string> src;
+        for (const auto& [cidr, d] : r.v4) src.push_back(cidr);
+        for (const auto& source_group : r.groups) {
+          for (const auto& ip : members_of(source_group)) src.push_back(ip);
+        }
+        add(r.protocol, r.from, r.to, src);
+      }
+    }
+    return out;
+  }
+
+  // Tells the backend each live instance's private ingress when it changed (peers' addresses
+  // are known once they run, so this runs on every request).
+  void ApplyPrivateIngress() {
+    for (const auto& [id, i] : instances_) {
+      if (i.phase != Phase::kLive || i.backend_deleted) continue;
+      PrivateIngress ingress = PrivateIngressOf(i);
+      auto told = told_ingress_.find(id);
+      if (told != told_ingress_.end() && told->second == ingress) continue;
+      backend_->SetPrivateIngress(i.backend_id, ingress);
+      told_ingress_[id] = ingress;
     }
   }
 
@@ -1777,7 +1848,8 @@ class Ec2Api : public CloudApi {
       return Error(412, "DryRunOperation", "Request would have succeeded, but DryRun flag is set.");
     }
     // Faults after validation, as EC2 checks the request first.
-    if (faults_.Take("capacity", req.method, req.path)) {
+    // "body" narrows it to one launch: a VM name ("train-agent-2", a cluster's third node).
+    if (faults_.Take("capacity", req.method, req.path, req.body)) {
       return Error(500, "InsufficientInstanceCapacity",
                    "We currently do not have sufficient " + type_name +
                        " capacity in the Availability Zone you requested (" + region_ +
@@ -1845,6 +1917,7 @@ class Ec2Api : public CloudApi {
       if (key) spec.ssh_public_keys.push_back(key->public_key);
       spec.ssh_user = "ubuntu";
       spec.reachable = ReachableOf(group_ids);
+      spec.private_network = i.vpc_id;  // the VPC's instances share a network (docker)
       spec.faults = faults_.TakeBootFaults();
       try {
         i.backend_id = backend_->Create(spec);
@@ -2190,7 +2263,12 @@ class Ec2Api : public CloudApi {
     std::string x = L("ipProtocol", r.protocol);
     if (r.protocol != "-1")
       x += L("fromPort", std::to_string(r.from)) + L("toPort", std::to_string(r.to));
-    return x + E("groups", "") + E("ipRanges", v4) + E("ipv6Ranges", v6) + E("prefixListIds", "");
+    std::string groups;
+    for (const auto& gid : r.groups) {
+      groups += E("item", L("groupId", gid) + L("userId", kOwnerId));
+    }
+    return x + E("groups", groups) + E("ipRanges", v4) + E("ipv6Ranges", v6) +
+           E("prefixListIds", "");
   }
 
   std::string GroupXml(const Group& g) {
@@ -2358,6 +2436,16 @@ class Ec2Api : public CloudApi {
       for (const auto& ip : a.Indexes(p + ".Ipv6Ranges")) {
         r.v6.emplace_back(a.Str(ip + ".CidrIpv6"), a.Str(ip + ".Description"));
       }
+      // UserIdGroupPairs (IpPermissions.N.Groups.M.GroupId): the group's members are the
+      // source; the group must exist in the region (InvalidGroup.NotFound otherwise).
+      for (const auto& gp : a.Indexes(p + ".Groups")) {
+        const std::string gid = a.Str(gp + ".GroupId");
+        if (!FindGroup(gid)) {
+          return Error(400, "InvalidGroup.NotFound",
+                       "The security group '" + gid + "' does not exist");
+        }
+        r.groups.push_back(gid);
+      }
       rules.push_back(r);
     }
     if (rules.empty() && !a.Str("IpProtocol").empty()) {
@@ -2370,7 +2458,7 @@ class Ec2Api : public CloudApi {
     if (rules.empty()) return Missing("IpPermissions");
     static const std::regex v4_re("^\\d{1,3}(\\.\\d{1,3}){3}/\\d{1,2}$");
     for (const auto& r : rules) {
-      if (r.v4.empty() && r.v6.empty()) {
+      if (r.v4.empty() && r.v6.empty() && r.groups.empty()) {
         return Missing("IpPermissions.N.IpRanges (a source is required)");
       }
       for (const auto& [cidr, d] : r.v4) {
@@ -2396,6 +2484,14 @@ class Ec2Api : public CloudApi {
             }
           }
         }
+        for (const auto& gid : r.groups) {
+          if (std::find(have.groups.begin(), have.groups.end(), gid) != have.groups.end()) {
+            return Error(400, "InvalidPermission.Duplicate",
+                         "the specified rule \"peer: " + gid + ", " + (r.protocol == "udp" ? std::string("UDP") : std::string("TCP")) +
+                             ", from port: " + std::to_string(r.from) +
+                             ", to port: " + std::to_string(r.to) + ", ALLOW\" already exists");
+          }
+        }
         for (const auto& [cidr, d] : r.v6) {
           for (const auto& [c2, d2] : have.v6) {
             if (cidr == c2) {
@@ -2416,6 +2512,7 @@ class Ec2Api : public CloudApi {
         if (SameRange(have, r)) {
           have.v4.insert(have.v4.end(), r.v4.begin(), r.v4.end());
           have.v6.insert(have.v6.end(), r.v6.begin(), r.v6.end());
+          have.groups.insert(have.groups.end(), r.groups.begin(), r.groups.end());
           merged = true;
         }
       }
@@ -2425,6 +2522,13 @@ class Ec2Api : public CloudApi {
                                L("groupOwnerId", kOwnerId) + L("isEgress", "false") +
                                L("ipProtocol", r.protocol) + L("fromPort", std::to_string(r.from)) +
                                L("toPort", std::to_string(r.to)) + L("cidrIpv4", cidr));
+      }
+      for (const auto& gid : r.groups) {
+        items += E("item", L("securityGroupRuleId", r.rule_id) + L("groupId", g.id) +
+                               L("groupOwnerId", kOwnerId) + L("isEgress", "false") +
+                               L("ipProtocol", r.protocol) + L("fromPort", std::to_string(r.from)) +
+                               L("toPort", std::to_string(r.to)) +
+                               E("referencedGroupInfo", L("groupId", gid) + L("userId", kOwnerId)));
       }
     }
     ApplyGroups();
@@ -2457,6 +2561,7 @@ class Ec2Api : public CloudApi {
       for (const auto& ip : a.Indexes(p + ".Ipv6Ranges")) {
         doomed.emplace_back(r, a.Str(ip + ".CidrIpv6"));
       }
+      for (const auto& gp : a.Indexes(p + ".Groups")) doomed.emplace_back(r, a.Str(gp + ".GroupId"));
     }
     if (doomed.empty()) return Missing("IpPermissions");
     for (const auto& [r, cidr] : doomed) {
@@ -2465,6 +2570,7 @@ class Ec2Api : public CloudApi {
         if (!SameRange(have, r)) continue;
         for (const auto& [c, d] : have.v4) found = found || c == cidr;
         for (const auto& [c, d] : have.v6) found = found || c == cidr;
+        for (const auto& gid : have.groups) found = found || gid == cidr;
       }
       if (!found) {
         return Error(400, "InvalidPermission.NotFound",
@@ -2477,9 +2583,11 @@ class Ec2Api : public CloudApi {
         // cidr by an init-capture: clang 14 cannot capture a structured binding.
         std::erase_if(have.v4, [&, cidr = cidr](const auto& pair) { return pair.first == cidr; });
         std::erase_if(have.v6, [&, cidr = cidr](const auto& pair) { return pair.first == cidr; });
+        std::erase_if(have.groups, [&, cidr = cidr](const auto& gid) { return gid == cidr; });
       }
     }
-    std::erase_if(g.ingress, [](const Rule& r) { return r.v4.empty() && r.v6.empty(); });
+    std::erase_if(g.ingress,
+                  [](const Rule& r) { return r.v4.empty() && r.v6.empty() && r.groups.empty(); });
     ApplyGroups();
     return Xml(200, "RevokeSecurityGroupIngressResponse", L("return", "true"));
   }
@@ -2744,6 +2852,8 @@ class Ec2Api : public CloudApi {
   std::string instance_role_ = "emulator-instance-role";
   int64_t issued_ = 0;             // temporary credentials issued
   std::map<std::string, Instance> instances_;
+  // What each instance's private address was last told (ApplyPrivateIngress).
+  std::map<std::string, PrivateIngress> told_ingress_;
   std::map<std::string, Reservation> reservations_;  // region|ClientToken
   std::map<std::string, KeyPair> keys_;
   std::map<std::string, Group> groups_;

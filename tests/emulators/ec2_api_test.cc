@@ -442,6 +442,70 @@ TEST_F(Ec2ApiTest, ReachabilityFollowsTheSecurityGroups) {
   EXPECT_EQ(ReachablePorts(control_, "aws", "reach-default"), "");
 }
 
+// Issue 33: a rule naming a group (a UserIdGroupPair) admits that group's running members on
+// their private addresses, on its ports only; an instance outside the group is not a source.
+TEST_F(Ec2ApiTest, AGroupReferencingItselfAdmitsItsMembersOnThePrivateNetwork) {
+  const std::string peers =
+      Ec2("CreateSecurityGroup", {{"GroupName", "gpuprov-t-peers"}, {"GroupDescription", "t"}})
+          .Text("groupId");
+  Ec2("AuthorizeSecurityGroupIngress", {{"GroupId", peers},
+                                        {"IpPermissions.1.IpProtocol", "tcp"},
+                                        {"IpPermissions.1.FromPort", "6443"},
+                                        {"IpPermissions.1.ToPort", "6443"},
+                                        {"IpPermissions.1.Groups.1.GroupId", peers},
+                                        {"IpPermissions.2.IpProtocol", "udp"},
+                                        {"IpPermissions.2.FromPort", "51820"},
+                                        {"IpPermissions.2.ToPort", "51820"},
+                                        {"IpPermissions.2.Groups.1.GroupId", peers}});
+  EXPECT_EQ(ErrorOf("AuthorizeSecurityGroupIngress", {{"GroupId", peers},
+                                                      {"IpPermissions.1.IpProtocol", "tcp"},
+                                                      {"IpPermissions.1.FromPort", "6443"},
+                                                      {"IpPermissions.1.ToPort", "6443"},
+                                                      {"IpPermissions.1.Groups.1.GroupId", peers}}),
+            "InvalidPermission.Duplicate");
+  auto named = [](const std::string& name, const Params& groups) {
+    Params p = {{"TagSpecification.1.ResourceType", "instance"},
+                {"TagSpecification.1.Tag.1.Key", "Name"},
+                {"TagSpecification.1.Tag.1.Value", name}};
+    p.insert(p.end(), groups.begin(), groups.end());
+    return p;
+  };
+  const std::string a = Run(named("t", {{"SecurityGroupId.1", peers}}));
+  const std::string b = Run(named("t-agent-1", {{"SecurityGroupId.1", peers}}));
+  const std::string c = Run(named("outsider", {}));
+  const std::string b_ip = Instance(b).Text("privateIpAddress");
+  const std::string c_ip = Instance(c).Text("privateIpAddress");
+  ASSERT_FALSE(b_ip.empty());
+  auto row = [&](const std::string& name) {
+    JsonArray list = GetArray(Control("GET", "/instances?cloud=aws").Json(), "instances");
+    for (size_t i = 0; list && i < list->size(); ++i) {
+      JsonObject o = list->getObject(static_cast<unsigned>(i));
+      if (GetString(o, "name").value_or("") == name) return o;
+    }
+    return NewObject();
+  };
+  // Once all run, t's private address admits t-agent-1 (and itself) on 6443/tcp and 51820/udp.
+  std::string rules;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        Ec2("DescribeInstances");
+        rules = ToJson(GetArray(row("t"), "private_ingress"));
+        return rules.find(b_ip) != std::string::npos;
+      },
+      std::chrono::seconds(5)))
+      << rules;
+  EXPECT_NE(rules.find(R"("protocol":"udp")"), std::string::npos) << rules;
+  EXPECT_NE(rules.find(R"("ports":"51820")"), std::string::npos) << rules;
+  EXPECT_EQ(rules.find(c_ip), std::string::npos) << rules;
+  // The outsider's default group admits only its own members (none but itself).
+  EXPECT_EQ(ToJson(GetArray(row("outsider"), "private_ingress")).find(b_ip), std::string::npos);
+  XmlNode g = Ec2("DescribeSecurityGroups", {{"GroupId.1", peers}});
+  for (const XmlNode* perm : g.Items("securityGroupInfo").at(0)->Items("ipPermissions")) {
+    ASSERT_EQ(perm->Items("groups").size(), 1u);
+    EXPECT_EQ(perm->Items("groups").at(0)->Text("groupId"), peers);
+  }
+}
+
 TEST_F(Ec2ApiTest, InstanceTypesWithGpuInfoAndOfferings) {
   XmlNode t = Ec2("DescribeInstanceTypes", {{"InstanceType.1", "g6.xlarge"}});
   const XmlNode* item = t.Items("instanceTypeSet").at(0);

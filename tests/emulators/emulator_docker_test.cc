@@ -353,5 +353,108 @@ TEST_F(EmulatorDockerTest, PrimeIntellectForwardsEveryListeningPortUntilTheNodeF
       << "the node reaches its own address (over lo)";
 }
 
+// Issue 33's test world: droplets of one VPC are test VMs on one Docker network, each with its
+// own private address there, and the cloud firewall between them is enforced on that network
+// (nft in each container's network namespace, set from outside it): a firewall applied to the
+// cluster's tag with rules whose sources are that tag lets the cluster's droplets reach each
+// other on exactly its ports; a droplet of the same VPC without the tag reaches none of them.
+TEST_F(EmulatorDockerTest, DigitalOceanPeersReachEachOtherOnlyOnTheirFirewallsPorts) {
+  const int64_t key = AddKey();
+  Reply v = Do("POST", "/vpcs", R"({"name":"gpuprov-emu-train","region":"nyc2"})");
+  ASSERT_EQ(v.status, 201) << v.body;
+  const std::string vpc = GetObject(v.Json(), "vpc")->getValue<std::string>("id");
+  auto create = [&](const std::string& name, bool member) {
+    Poco::JSON::Object body;
+    body.set("name", name);
+    body.set("region", "nyc2");
+    body.set("size", "s-1vcpu-1gb");
+    body.set("image", "ubuntu-22-04-x64");
+    body.set("vpc_uuid", vpc);
+    Poco::JSON::Array::Ptr keys = new Poco::JSON::Array;
+    keys->add(key);
+    body.set("ssh_keys", keys);
+    Poco::JSON::Array::Ptr tags = new Poco::JSON::Array;
+    if (member) tags->add(std::string("gpuprov-cluster:emu-train"));
+    body.set("tags", tags);
+    std::ostringstream s;
+    body.stringify(s);
+    Reply r = Do("POST", "/droplets", s.str());
+    EXPECT_EQ(r.status, 202) << r.body;
+    return GetObject(r.Json(), "droplet")->getValue<int64_t>("id");
+  };
+  const int64_t server = create("emu-train", true);
+  const int64_t agent = create("emu-train-agent-1", true);
+  const int64_t stranger = create("emu-stranger", false);
+  Reply fw = Do("POST", "/firewalls", R"({"name":"gpuprov-emu-train-peers",
+      "inbound_rules":[
+        {"protocol":"tcp","ports":"6443","sources":{"tags":["gpuprov-cluster:emu-train"]}},
+        {"protocol":"tcp","ports":"10250","sources":{"tags":["gpuprov-cluster:emu-train"]}},
+        {"protocol":"udp","ports":"51820","sources":{"tags":["gpuprov-cluster:emu-train"]}}],
+      "outbound_rules":[{"protocol":"tcp","ports":"all","destinations":{"addresses":["0.0.0.0/0"]}},
+                        {"protocol":"udp","ports":"all","destinations":{"addresses":["0.0.0.0/0"]}}],
+      "tags":["gpuprov-cluster:emu-train"]})");
+  ASSERT_EQ(fw.status, 202) << fw.body;
+  for (int64_t id : {server, agent, stranger}) ASSERT_FALSE(ActiveIp(id).empty()) << id;
+
+  auto private_ip = [&](int64_t id) {
+    JsonObject d = GetObject(Do("GET", "/droplets/" + std::to_string(id)).Json(), "droplet");
+    JsonArray v4 = GetArray(GetObject(d, "networks"), "v4");
+    for (unsigned i = 0; i < v4->size(); ++i) {
+      if (v4->getObject(i)->getValue<std::string>("type") == "private") {
+        return v4->getObject(i)->getValue<std::string>("ip_address");
+      }
+    }
+    return std::string();
+  };
+  const std::string server_ip = private_ip(server);
+  const std::string agent_ip = private_ip(agent);
+  ASSERT_EQ(server_ip.rfind("10.", 0), 0u) << server_ip;
+  ASSERT_NE(server_ip, agent_ip);
+
+  // The server listens on the peer ports and on one the firewall does not open.
+  const std::string server_cid = ContainerOf("digitalocean", "emu-train");
+  const std::string agent_cid = ContainerOf("digitalocean", "emu-train-agent-1");
+  const std::string stranger_cid = ContainerOf("digitalocean", "emu-stranger");
+  ASSERT_FALSE(server_cid.empty() || agent_cid.empty() || stranger_cid.empty());
+  Exec(server_cid,
+       "setsid python3 -c \"import socket, threading\n"
+       "def tcp(p):\n"
+       "  s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+       "  s.bind(('0.0.0.0', p)); s.listen(8)\n"
+       "  while True:\n    c, _ = s.accept(); c.sendall(b'port-%d' % p); c.close()\n"
+       "def udp(p):\n"
+       "  s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('0.0.0.0', p))\n"
+       "  while True:\n    d, a = s.recvfrom(64); s.sendto(b'port-%d' % p, a)\n"
+       "for p in (6443, 10250, 8080):\n  threading.Thread(target=tcp, args=(p,)).start()\n"
+       "threading.Thread(target=udp, args=(51820,)).start()\n\" >/dev/null 2>&1 </dev/null &");
+  auto probe = [&](const std::string& cid, const std::string& protocol, int port) {
+    const std::string client =
+        protocol == "tcp"
+            ? "s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2)\n"
+              "print(s.recv(16).decode())"
+            : "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)\n"
+              "s.sendto(b'hi', (sys.argv[1], int(sys.argv[2]))); print(s.recv(16).decode())";
+    return Exec(cid, "python3 -c \"import socket, sys\n" + client + "\" " + server_ip + " " +
+                         std::to_string(port) + " 2>/dev/null")
+        .out;
+  };
+  // A request lets the emulator see both peers running and set their rules.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        Do("GET", "/droplets");
+        return probe(agent_cid, "tcp", 6443) == "port-6443\n";
+      },
+      30s))
+      << "the agent does not reach the server's 6443 on " << server_ip;
+  EXPECT_EQ(probe(agent_cid, "tcp", 10250), "port-10250\n");
+  EXPECT_EQ(probe(agent_cid, "udp", 51820), "port-51820\n");
+  EXPECT_EQ(probe(agent_cid, "tcp", 8080), "") << "a port the firewall does not open";
+  for (const char* protocol : {"tcp", "udp"}) {
+    const int port = std::string(protocol) == "tcp" ? 6443 : 51820;
+    EXPECT_EQ(probe(stranger_cid, protocol, port), "")
+        << "a droplet without the cluster tag reaches " << protocol << " " << port;
+  }
+}
+
 }  // namespace
 }  // namespace gpuprov::emulator

@@ -110,6 +110,124 @@ class EmulatorTest : public ::testing::Test {
 
 // --- DigitalOcean -----------------------------------------------------------------
 
+// A droplet's row of the control API's /instances.
+JsonObject InstanceRowOf(const Reply& instances, const std::string& name) {
+  JsonArray list = GetArray(instances.Json(), "instances");
+  for (size_t i = 0; list && i < list->size(); ++i) {
+    JsonObject o = list->getObject(static_cast<unsigned>(i));
+    if (GetString(o, "name").value_or("") == name) return o;
+  }
+  return NewObject();
+}
+
+// The sources of the private-ingress rule of `row` for protocol/port ("" when none).
+std::string PrivateSources(const JsonObject& row, const std::string& protocol,
+                           const std::string& ports) {
+  JsonArray rules = GetArray(row, "private_ingress");
+  std::string out;
+  for (size_t i = 0; rules && i < rules->size(); ++i) {
+    JsonObject r = rules->getObject(static_cast<unsigned>(i));
+    if (GetString(r, "protocol") != protocol || GetString(r, "ports") != ports) continue;
+    JsonArray src = GetArray(r, "sources");
+    for (size_t j = 0; src && j < src->size(); ++j) {
+      out += (out.empty() ? "" : ",") + src->get(static_cast<unsigned>(j)).toString();
+    }
+  }
+  return out;
+}
+
+TEST_F(EmulatorTest, DigitalOceanVpcsHaveTheSpecShapeAndKeepTheirMembers) {
+  Reply made = Do("POST", "/vpcs", R"({"name":"gpuprov-train","region":"nyc2"})");
+  ASSERT_EQ(made.status, 201) << made.body;
+  JsonObject vpc = GetObject(made.Json(), "vpc");
+  const std::string id = vpc->getValue<std::string>("id");
+  for (const char* field : {"id", "urn", "name", "description", "region", "ip_range", "default",
+                            "created_at"}) {
+    EXPECT_TRUE(vpc->has(field)) << field;
+  }
+  EXPECT_FALSE(vpc->getValue<bool>("default"));
+  EXPECT_EQ(Do("POST", "/vpcs", R"({"name":"gpuprov-train","region":"nyc2"})").status, 422);
+  EXPECT_EQ(Do("POST", "/vpcs", R"({"name":"bad name","region":"nyc2"})").status, 422);
+  EXPECT_EQ(Do("POST", "/vpcs", R"({"name":"x","region":"nyc2","colour":"red"})").status, 422);
+  EXPECT_EQ(Do("GET", "/vpcs/" + id).status, 200);
+
+  // A droplet in it: vpc_uuid, and the VPC refuses to go while it has a member.
+  const int64_t d = CreateDroplet("member", "s-1vcpu-1gb", R"(,"vpc_uuid":")" + id + "\"");
+  EXPECT_EQ(Do("POST", "/droplets",
+               DropletBody("elsewhere", "s-1vcpu-1gb", "sfo3", R"(,"vpc_uuid":")" + id + "\""))
+                .status,
+            422);  // vpc_uuid of another region
+  EXPECT_EQ(GetObject(Do("GET", "/droplets/" + std::to_string(d)).Json(), "droplet")
+                ->getValue<std::string>("vpc_uuid"),
+            id);
+  EXPECT_EQ(Count("digitalocean", "vpcs"), 1);
+  EXPECT_EQ(Do("DELETE", "/vpcs/" + id).status, 403);
+  EXPECT_EQ(Do("DELETE", "/droplets/" + std::to_string(d)).status, 204);
+  EXPECT_EQ(Do("DELETE", "/vpcs/" + id).status, 204);
+  EXPECT_EQ(Do("GET", "/vpcs/" + id).status, 404);
+  // The region's default VPC (made with its first droplet) is listed and cannot be deleted.
+  JsonArray all = GetArray(Do("GET", "/vpcs").Json(), "vpcs");
+  std::string default_id;
+  for (unsigned i = 0; i < all->size(); ++i) {
+    JsonObject v = all->getObject(i);
+    EXPECT_TRUE(v->getValue<bool>("default")) << ToJson(v);
+    if (v->getValue<std::string>("region") == "nyc2") default_id = v->getValue<std::string>("id");
+  }
+  ASSERT_FALSE(default_id.empty());
+  EXPECT_EQ(Do("DELETE", "/vpcs/" + default_id).status, 403);
+}
+
+TEST_F(EmulatorTest, DigitalOceanAFirewallByTagAdmitsOnlyTheTaggedPeersOnThePrivateNetwork) {
+  const std::string vpc =
+      GetObject(Do("POST", "/vpcs", R"({"name":"gpuprov-train","region":"nyc2"})").Json(), "vpc")
+          ->getValue<std::string>("id");
+  const std::string in_vpc = R"(,"vpc_uuid":")" + vpc + "\"";
+  CreateDroplet("train", "s-1vcpu-1gb", in_vpc + R"(,"tags":["gpuprov-cluster:train"])");
+  CreateDroplet("train-agent-1", "s-1vcpu-1gb", in_vpc + R"(,"tags":["gpuprov-cluster:train"])");
+  CreateDroplet("stranger", "s-1vcpu-1gb", in_vpc);
+  Reply fw = Do("POST", "/firewalls", R"({"name":"gpuprov-train-peers",
+      "inbound_rules":[{"protocol":"tcp","ports":"6443","sources":{"tags":["gpuprov-cluster:train"]}},
+                       {"protocol":"udp","ports":"51820","sources":{"tags":["gpuprov-cluster:train"]}}],
+      "outbound_rules":[{"protocol":"tcp","ports":"all","destinations":{"addresses":["0.0.0.0/0"]}}],
+      "tags":["gpuprov-cluster:train"]})");
+  ASSERT_EQ(fw.status, 202) << fw.body;
+  // Once both run, each member admits the other's (and its own) private address, and only on
+  // the peer ports; the stranger is in no firewall: nothing filters it.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        Do("GET", "/droplets");
+        return PrivateSources(
+                   InstanceRowOf(Control("GET", "/instances?cloud=digitalocean"), "train"), "udp",
+                   "51820")
+                   .find(',') != std::string::npos;
+      },
+      std::chrono::seconds(5)));
+  Reply rows = Control("GET", "/instances?cloud=digitalocean");
+  JsonObject server = InstanceRowOf(rows, "train");
+  JsonObject agent = InstanceRowOf(rows, "train-agent-1");
+  JsonObject stranger = InstanceRowOf(rows, "stranger");
+  const std::string agent_ip = GetString(agent, "private_ip").value_or("");
+  const std::string stranger_ip = GetString(stranger, "private_ip").value_or("");
+  ASSERT_EQ(agent_ip.rfind("10.", 0), 0u) << agent_ip;
+  EXPECT_NE(PrivateSources(server, "tcp", "6443").find(agent_ip), std::string::npos);
+  EXPECT_EQ(PrivateSources(server, "tcp", "6443").find(stranger_ip), std::string::npos);
+  EXPECT_EQ(PrivateSources(server, "tcp", "10250"), "");
+  EXPECT_EQ(GetArray(server, "private_ingress")->size(), 2u);
+  EXPECT_TRUE(stranger->isNull("private_ingress"));
+}
+
+TEST_F(EmulatorTest, DigitalOceanCapacityCanHitOneNodeOfACluster) {
+  Fault(R"({"cloud":"digitalocean","fault":"capacity","body":"gpuprov-cluster:train","nth":3})");
+  const std::string tagged = R"(,"tags":["gpuprov-cluster:train"])";
+  EXPECT_EQ(Do("POST", "/droplets", DropletBody("other", "s-1vcpu-1gb", "nyc2")).status, 202);
+  for (const char* n : {"train", "train-agent-1"}) {
+    EXPECT_EQ(Do("POST", "/droplets", DropletBody(n, "s-1vcpu-1gb", "nyc2", tagged)).status, 202);
+  }
+  EXPECT_EQ(Do("POST", "/droplets", DropletBody("train-agent-2", "s-1vcpu-1gb", "nyc2", tagged))
+                .status,
+            422);
+}
+
 TEST_F(EmulatorTest, DigitalOceanRejectsMissingAndWrongTokensWithTheReal401Body) {
   for (const std::string& token : {std::string(), std::string("wrong")}) {
     Reply r = Call(do_, "GET", "/droplets", "", token);

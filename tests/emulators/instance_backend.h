@@ -60,6 +60,21 @@ class PortSet {
   std::vector<PortRange> ranges_;
 };
 
+/// One rule of a cloud's firewall as it applies to an instance's address on its private
+/// network: what may reach it there, from where. protocol "tcp" or "udp"; sources are IPv4
+/// addresses or CIDRs ("10.64.3.2", "0.0.0.0/0").
+struct PrivateRule {
+  std::string protocol;
+  PortRange ports;
+  std::vector<std::string> sources;
+  bool operator==(const PrivateRule&) const = default;
+};
+
+/// What reaches an instance on its private network: nullopt admits everything (no cloud
+/// firewall in front of it, or one that filters only the public side), else exactly the
+/// rules (and answers to what the instance itself sent).
+using PrivateIngress = std::optional<std::vector<PrivateRule>>;
+
 /// What a cloud asks for.
 struct InstanceSpec {
   std::string cloud;     // "digitalocean"; labels and logs
@@ -81,6 +96,11 @@ struct InstanceSpec {
   /// A container, not a VM (RunPod-like offers): the docker backend runs sshd as PID 1, with no
   /// systemd, no cloud-init and Docker's default capabilities. The memory backend ignores it.
   bool container = false;
+  /// The private network the instance joins besides its public address (the cloud's VPC,
+  /// subnet or cluster network), a key unique within the cloud ("" = none): instances of one
+  /// key share it. The docker backend attaches the container to a Docker network of that key
+  /// (a subnet of 10.0.0.0/8) and reports its address there as private_ip.
+  std::string private_network;
   BootFaults faults;
 };
 
@@ -103,7 +123,10 @@ std::string StartupScriptDir(const std::string& cloud);
 struct InstanceStatus {
   InstanceState state = InstanceState::kProvisioning;
   std::string public_ip;   // 127.x.y.z once known ("" before)
-  std::string private_ip;  // a 10.x address for VPC fields
+  std::string private_ip;  // a 10.x address for VPC fields (docker: on its private network)
+  /// private_ip is the instance's address on its InstanceSpec::private_network, where its
+  /// peers reach it (docker); false: a made-up address a cloud may replace with its own.
+  bool private_ip_on_network = false;
   int ssh_port = 22;
   std::string message;        // why it is in error / gone
   bool gpu_present = false;   // the GPU the spec asked for is visible now
@@ -156,6 +179,12 @@ class InstanceBackend {
   /// The ports reachable from this machine now: the last set minus port_blocked
   /// (for docker: forwarded when something listens there). Empty for unknown ids.
   virtual PortSet ReachablePorts(const std::string& id) = 0;
+  /// Sets what reaches the instance on its private network from now on (the cloud's rules
+  /// after a change); docker enforces it with nft in the container's network namespace, a
+  /// table of its own the VM's processes never see or touch. Unknown ids are ignored.
+  virtual void SetPrivateIngress(const std::string& id, const PrivateIngress& ingress) = 0;
+  /// The last one set (nullopt for unknown ids and before any).
+  virtual PrivateIngress GetPrivateIngress(const std::string& id) = 0;
 };
 
 /// How many records of a backend (id -> record with an InstanceSpec spec) are of

@@ -5,7 +5,7 @@
 //   vanish_during_boot: gone halfway through provisioning;
 //   gpu_after_boot: gpu_present turns true that long after running.
 // Addresses are fake but inside 127.91.0.0/16 (never bound by anything).
-// Reachable ports are only recorded, for tests to assert.
+// Reachable ports and private ingress rules are only recorded, for tests to assert.
 #include <map>
 #include <mutex>
 
@@ -159,6 +159,17 @@ class MemoryBackend : public InstanceBackend {
     return WithoutBlocked(it->second.reachable, it->second.spec.faults.blocked_ports);
   }
 
+  void SetPrivateIngress(const std::string& id, const PrivateIngress& ingress) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = records_.find(id); it != records_.end()) it->second.ingress = ingress;
+  }
+
+  PrivateIngress GetPrivateIngress(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find(id);
+    return it == records_.end() ? PrivateIngress() : it->second.ingress;
+  }
+
  private:
   struct Record {
     InstanceSpec spec;
@@ -168,6 +179,7 @@ class MemoryBackend : public InstanceBackend {
     PortSet reachable;
     bool stopped = false;  // Stop was called and no Start since
     bool preempted = false;
+    PrivateIngress ingress;
   };
   std::chrono::milliseconds boot_time_;
   std::mutex mu_;

@@ -670,7 +670,9 @@ class PrimeIntellectApi : public CloudApi {
     if (faults_.Take("payment_required", req.method, req.path)) {
       return Detail(402, "Insufficient funds: please top up your wallet");
     }
-    if (faults_.Take("capacity", req.method, req.path) ||
+    // A capacity fault's "body" narrows it to one create: a pod name ("gpuprov-train-agent-2",
+    // a cluster's third node).
+    if (faults_.Take("capacity", req.method, req.path, req.body) ||
         faults_.Take("quota", req.method, req.path)) {
       return Detail(400, "No capacity available for " + *gpu_type + " x" +
                              std::to_string(*gpu_count) + " at " + offer->data_center +

@@ -165,6 +165,46 @@ class AwsCli(unittest.TestCase):
         self.assertEqual((counts["firewalls"], counts["ssh_keys"]), (0, 0))
 
 
+    def test_a_self_referencing_group_and_private_addresses(self):
+        # Issue 33: a cluster's group admits its own members on the peer ports
+        # (--source-group, a UserIdGroupPair); instances report PrivateIpAddress and VpcId.
+        sg = json.loads(self.aws("create-security-group", "--group-name", "gpuprov-cli-peers",
+                                 "--description", "cluster").stdout)["GroupId"]
+        for proto, port in (("tcp", "6443"), ("tcp", "10250"), ("udp", "51820")):
+            self.aws("authorize-security-group-ingress", "--group-id", sg, "--protocol", proto,
+                     "--port", port, "--source-group", sg)
+        dup = self.aws("authorize-security-group-ingress", "--group-id", sg, "--protocol", "tcp",
+                       "--port", "6443", "--source-group", sg, check=False)
+        self.assertIn("InvalidPermission.Duplicate", dup.stderr)
+        missing = self.aws("authorize-security-group-ingress", "--group-id", sg, "--protocol",
+                           "tcp", "--port", "22", "--source-group", "sg-0000000000000000f",
+                           check=False)
+        self.assertIn("InvalidGroup.NotFound", missing.stderr)
+        perms = json.loads(self.aws("describe-security-groups", "--group-ids", sg).stdout)[
+            "SecurityGroups"][0]["IpPermissions"]
+        self.assertEqual(sorted((p["IpProtocol"], p["FromPort"]) for p in perms),
+                         [("tcp", 6443), ("tcp", 10250), ("udp", 51820)])
+        for p in perms:
+            self.assertEqual([g["GroupId"] for g in p["UserIdGroupPairs"]], [sg])
+            self.assertEqual(p["IpRanges"], [])
+        run = json.loads(self.aws("run-instances", "--image-id", UBUNTU, "--instance-type",
+                                  "t3.micro", "--count", "2", "--security-group-ids",
+                                  sg).stdout)
+        ids = [i["InstanceId"] for i in run["Instances"]]
+        described = json.loads(self.aws("describe-instances", "--instance-ids", *ids).stdout)
+        instances = [i for r in described["Reservations"] for i in r["Instances"]]
+        addresses = {i["PrivateIpAddress"] for i in instances}
+        self.assertEqual(len(addresses), 2, instances)
+        self.assertTrue(all(i["VpcId"] and i["SubnetId"] for i in instances), instances)
+        self.aws("revoke-security-group-ingress", "--group-id", sg, "--protocol", "tcp",
+                 "--port", "10250", "--source-group", sg)
+        perms = json.loads(self.aws("describe-security-groups", "--group-ids", sg).stdout)[
+            "SecurityGroups"][0]["IpPermissions"]
+        self.assertEqual(len(perms), 2)
+        self.aws("terminate-instances", "--instance-ids", *ids)
+        self.assertTrue(wait_for(lambda: self.aws("delete-security-group", "--group-id", sg,
+                                                  check=False).returncode == 0))
+
     def test_ecdsa_key_is_refused(self):
         # EC2 API reference, ImportKeyPair: RSA and ED25519 only.
         subprocess.run(["ssh-keygen", "-q", "-t", "ecdsa", "-N", "", "-C", "cli",

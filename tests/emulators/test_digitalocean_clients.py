@@ -159,6 +159,37 @@ class PythonDigitalOcean(unittest.TestCase):
         self.assertEqual(EMU.counts()["ssh_keys"], 0)
 
 
+class PythonDigitalOceanVpc(unittest.TestCase):
+    def test_a_droplet_in_a_vpc_has_its_private_address(self):
+        # Issue 33: python-digitalocean's VPC (vpcs_create) and the droplet's vpc_uuid and
+        # private address (networks.v4 type private).
+        import digitalocean
+        end_point = EMU.urls["digitalocean"] + "/"
+        vpc = digitalocean.VPC(token=TOKEN, end_point=end_point, name="gpuprov-pydo",
+                               region="nyc2", description="gpuprov cluster pydo")
+        vpc.create()
+        self.assertTrue(vpc.id)
+        self.assertFalse(vpc.default)
+        self.assertTrue(vpc.ip_range.startswith("10."))
+        d = digitalocean.Droplet(token=TOKEN, end_point=end_point, name="pydo-vpc",
+                                 region="nyc2", image="ubuntu-22-04-x64",
+                                 size_slug="s-1vcpu-1gb", vpc_uuid=vpc.id,
+                                 tags=["gpuprov-cluster:pydo"])
+        d.create()
+
+        def active():
+            d.load()
+            return d.status == "active" and d.private_ip_address
+        self.assertTrue(wait_for(active))
+        self.assertEqual(d.vpc_uuid, vpc.id)
+        self.assertTrue(d.private_ip_address.startswith("10."), d.private_ip_address)
+        manager = digitalocean.Manager(token=TOKEN, end_point=end_point)
+        self.assertIn("gpuprov-pydo", [v.name for v in manager.get_all_vpcs()])
+        self.assertTrue(d.destroy())
+        vpc.destroy()
+        self.assertNotIn("gpuprov-pydo", [v.name for v in manager.get_all_vpcs()])
+
+
 class ZzNothingLeaked(unittest.TestCase):
     def test_zz_counts_are_zero(self):
         counts = EMU.counts()

@@ -87,6 +87,12 @@ typedef int32_t gpuprov_type_status;
 #define GPUPROV_CAP_OPEN_PORTS (1u << 2)          /* can open ports: needs open_ports */
 #define GPUPROV_CAP_HOSTS_KUBERNETES (1u << 3)    /* a VM can become a k3s node */
 #define GPUPROV_CAP_VM_LIFECYCLE (1u << 4) /* needs check, offers, create, get, list, delete_vm */
+/* Since ABI 1.5: the driver makes several VMs of one cluster that reach each other: create
+ * honours the request's "cluster" (tags, the cluster's private network where the cloud has
+ * one, peer ports open between members only), VM objects carry "private_ip", "cluster" and
+ * "role", and the vtable has open_peer_ports. A 1.4 host ignores the bit and makes no cluster
+ * with the driver, so the bit needs no higher required minor. */
+#define GPUPROV_CAP_CLUSTER (1u << 5) /* needs open_peer_ports */
 /* Since ABI 1.5: sells spot (preemptible) VMs: create takes "spot": true, offers carry
  * spot_price_per_hour, and a VM the cloud took back has state "preempted". No vtable slot. */
 #define GPUPROV_CAP_SPOT (1u << 6)
@@ -173,6 +179,10 @@ typedef struct gpuprov_drv_vtable {
    * cannot list its leftovers. */
   gpuprov_drv_op_fn list_resources;  /* everything on the cloud that carries gpuprov's marks */
   gpuprov_drv_op_fn delete_resource; /* one of those by kind and id; refuses any other */
+  /* Since ABI 1.5, GPUPROV_CAP_CLUSTER: lets every listed peer of a cluster reach the peer
+   * ports of every other one (private addresses where set, else public) and takes that access
+   * from peers no longer listed; idempotent. A table that does not reach it has none. */
+  gpuprov_drv_op_fn open_peer_ports;
 } gpuprov_drv_vtable;
 
 /* Since ABI 1.1: the type of a value in a driver's [clouds.NAME] table of config.toml. */

@@ -19,6 +19,7 @@
 //     std::string OpenPorts(const std::string& request_json); // only with GPUPROV_CAP_OPEN_PORTS
 //     std::string ListResources(const std::string& request_json);  // optional, both or neither:
 //     std::string DeleteResource(const std::string& request_json); // `gpuprov gc` (ABI 1.2)
+//     std::string OpenPeerPorts(const std::string& request_json);  // GPUPROV_CAP_CLUSTER (1.5)
 //   };
 //   GPUPROV_DRIVER(MyCloud)
 //
@@ -242,6 +243,7 @@ GPUPROV_SDK_OP_CONCEPT(Delete)
 GPUPROV_SDK_OP_CONCEPT(OpenPorts)
 GPUPROV_SDK_OP_CONCEPT(ListResources)
 GPUPROV_SDK_OP_CONCEPT(DeleteResource)
+GPUPROV_SDK_OP_CONCEPT(OpenPeerPorts)
 #undef GPUPROV_SDK_OP_CONCEPT
 
 template <class T>
@@ -249,7 +251,7 @@ constexpr bool CheckOpSignatures() {
   return CheckCheckSignature<T>() && CheckOffersSignature<T>() && CheckCreateSignature<T>() &&
          CheckGetSignature<T>() && CheckListSignature<T>() && CheckDeleteSignature<T>() &&
          CheckOpenPortsSignature<T>() && CheckListResourcesSignature<T>() &&
-         CheckDeleteResourceSignature<T>();
+         CheckDeleteResourceSignature<T>() && CheckOpenPeerPortsSignature<T>();
 }
 
 /// The name rule of a config key: [a-z0-9_]+, at most 64 bytes.
@@ -509,6 +511,7 @@ constexpr gpuprov_drv_vtable MakeVtable() {
   if constexpr (HasOpenPorts<T>) v.open_ports = &Op<T, &T::OpenPorts>;
   if constexpr (HasListResources<T>) v.list_resources = &Op<T, &T::ListResources>;
   if constexpr (HasDeleteResource<T>) v.delete_resource = &Op<T, &T::DeleteResource>;
+  if constexpr (HasOpenPeerPorts<T>) v.open_peer_ports = &Op<T, &T::OpenPeerPorts>;
   return v;
 }
 
@@ -533,6 +536,9 @@ const gpuprov_type_driver_descriptor* Descriptor() noexcept {
   static_assert(!(T::kCapabilities & GPUPROV_CAP_OPEN_PORTS) || HasOpenPorts<T>,
                 "GPUPROV_CAP_OPEN_PORTS needs: std::string OpenPorts(const std::string& "
                 "request_json)");
+  static_assert(!(T::kCapabilities & GPUPROV_CAP_CLUSTER) || HasOpenPeerPorts<T>,
+                "GPUPROV_CAP_CLUSTER needs: std::string OpenPeerPorts(const std::string& "
+                "request_json)");
   static_assert(HasListResources<T> == HasDeleteResource<T>,
                 "gpuprov SDK: ListResources and DeleteResource come together (`gpuprov gc` lists "
                 "with one and deletes with the other)");
@@ -540,8 +546,9 @@ const gpuprov_type_driver_descriptor* Descriptor() noexcept {
   constexpr size_t kCount = kKeyCount<decltype(Keys)>;
   static constexpr std::array<const gpuprov_type_config_key*, kCount> kKeyPointers =
       KeyPointers<Keys>(std::make_index_sequence<kCount>());
-  // A host of ABI 1.2 or older refuses a capability bit it does not know (GPUPROV_CAP_SPOT).
-  constexpr int kMinorOfCapabilities = (T::kCapabilities & GPUPROV_CAP_SPOT) ? 3 : 0;
+  // A host of ABI 1.2 or older refuses a capability bit it does not know (the 1.5 bits).
+  constexpr int kMinorOfCapabilities =
+      (T::kCapabilities & (GPUPROV_CAP_SPOT | GPUPROV_CAP_CLUSTER)) ? 3 : 0;
   constexpr int kMinor =
       std::max({MinorRequired, MinorNeededBy(Keys), kMinorOfCapabilities});
   static constexpr gpuprov_type_driver_descriptor kDescriptor = {

@@ -190,6 +190,13 @@ class BasicLoadedDriver {
                     : nullptr,
                 request);
   }
+  /// ABI 1.5: FAILED (no such operation) for a driver whose table ends before it.
+  Result OpenPeerPorts(const std::string& request) {
+    return Call(GPUPROV_SDK_REACHES(vtable_, gpuprov_drv_vtable, open_peer_ports)
+                    ? vtable_->open_peer_ports
+                    : nullptr,
+                request);
+  }
 
  private:
   RecordingHost host_;

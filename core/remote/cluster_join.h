@@ -1,0 +1,81 @@
+// Joining the agents of a multi-node cluster to its server, and validating the cluster
+// (docs/multi-node.md). The join token is made by k3s on the server (real k3s writes
+// /var/lib/rancher/k3s/server/node-token, https://docs.k3s.io/cli/token); gpuprov reads it over
+// SSH and hands it to each agent over SSH on stdin (AgentJoinCommand, installer_bundle.h), so it
+// is never on a command line, in a file on this machine, in a log, in user data or in the
+// cloud's metadata.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "cloud.h"
+
+namespace gpuprov {
+
+class NodeShell;
+
+inline constexpr const char* kJoinTokenPath = "/var/lib/rancher/k3s/server/node-token";
+/// Between the nodes of a cluster, only what k3s needs (https://docs.k3s.io/installation/
+/// requirements#networking): the API, the kubelet and flannel's wireguard-native backend.
+const std::vector<PeerPort>& ClusterPeerPorts();
+
+/// The server's join token, read over SSH. Throws Error (never quoting what the file holds)
+/// when it is missing or not one line in k3s's form (K10<hex>::server:<secret>, or a bare
+/// secret as older servers wrote).
+std::string ReadJoinToken(NodeShell& server, const std::string& cluster);
+
+/// One node as the cluster's API shows it, matched to a VM by name or address.
+struct ClusterNodeStatus {
+  std::string vm;         // the VM it belongs to
+  std::string node_name;  // the Kubernetes node ("" when the VM has none in the API)
+  bool ready = false;
+  std::string message;    // the Ready condition's message when not Ready, or why absent
+  int gpus_allocatable = 0;
+};
+
+/// A VM expected in the cluster: its name and the addresses a node of it may report
+/// (InternalIP / ExternalIP).
+struct ExpectedNode {
+  std::string vm;
+  std::vector<std::string> addresses;
+};
+
+/// Every VM of \a expected with what /api/v1/nodes (\a nodes_json) says of it: a node whose name
+/// is the VM's, else whose addresses include one of the VM's.
+std::vector<ClusterNodeStatus> MatchClusterNodes(const std::string& nodes_json,
+                                                 const std::vector<ExpectedNode>& expected);
+
+/// "" when every node is Ready with \a gpus_per_node allocatable GPUs (0: none asked), else what
+/// is missing, node by node ("train-agent-2: not in the cluster; train-agent-1: not Ready: ...").
+std::string ClusterNodesShortfall(const std::vector<ClusterNodeStatus>& nodes, int gpus_per_node);
+
+/// The overlay check (docs/multi-node.md): an echo server pinned to node B behind a Service, a
+/// probe pod pinned to node A that connects to it by the Service's DNS name. Their objects as the
+/// API takes them (namespace, deployment, service, pod), JSON.
+inline constexpr const char* kOverlayNamespace = "gpuprov-system";
+inline constexpr const char* kOverlayEcho = "gpuprov-overlay-echo";
+inline constexpr const char* kOverlayProbe = "gpuprov-overlay-probe";
+inline constexpr const char* kOverlayImage = "registry.k8s.io/e2e-test-images/agnhost:2.47";
+std::string OverlayNamespaceJson();
+std::string OverlayEchoDeploymentJson(const std::string& node_b);
+std::string OverlayEchoServiceJson();
+std::string OverlayProbePodJson(const std::string& node_a);
+
+/// The echo Deployment (its JSON) has a ready replica.
+bool EchoReady(const std::string& deployment_json);
+
+/// The probe pod's verdict from its JSON: "" while it runs, "ok" when Succeeded, else why it
+/// failed (its message, or its container's termination message).
+std::string OverlayProbeVerdict(const std::string& pod_json);
+
+/// Runs the overlay check through the server's API (the node's `api` function): applies the
+/// echo Deployment and Service, waits for the echo server to be ready, makes the probe pod,
+/// waits for its verdict (all within \a wait), deletes the probe pod. Throws Error
+/// naming the two nodes and what did not answer.
+void RunOverlayCheck(NodeShell& server, const std::string& node_a, const std::string& node_b,
+                     std::chrono::seconds wait,
+                     std::chrono::milliseconds poll_interval = std::chrono::seconds(1));
+
+}  // namespace gpuprov

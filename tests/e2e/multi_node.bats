@@ -1,0 +1,239 @@
+#!/usr/bin/env bats
+# Multi-node clusters (`--nodes N`, docs/multi-node.md) end to end with the real gpuprov binary
+# and drivers. Bad input is refused with exit 2 before anything is made: no container, no
+# record, no cloud call that creates.
+
+load helpers
+
+setup_file() {
+  export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
+  export E2E_NAME="e2e-mn-$$"
+  export DIGITALOCEAN_TOKEN="dop_v1_multinode_$$_secret_token"
+  export PRIME_API_KEY="pit_multinode_$$_secret_key"
+  export AWS_ACCESS_KEY_ID="AKIAE2E$$MULTINODE1"
+  export AWS_SECRET_ACCESS_KEY="e2e/$$/multinode+secret"
+  unset AWS_SESSION_TOKEN AWS_PROFILE AWS_DEFAULT_REGION
+  export AWS_REGION=us-east-1
+  export HOME="$BATS_FILE_TMPDIR/userhome" # no ~/.aws of the machine's user
+  mkdir -p "$GPUPROV_HOME"
+  remove_vm_containers "$E2E_NAME"
+  start_emulator emu --backend docker --clouds digitalocean,primeintellect,aws
+}
+
+teardown_file() {
+  stop_emulators
+  remove_vm_containers "$E2E_NAME"
+}
+
+setup() {
+  use_emulator emu
+  printf '[defaults.timeouts]\nssh_wait_seconds = 180\nboot_install_wait_seconds = 180\napi_wait_seconds = 180\n' \
+    >"$GPUPROV_HOME/config.toml"
+}
+
+teardown() {
+  reset_emulators
+}
+
+# cluster_json NAME PY: evaluates the Python expression PY on the cluster's `list -o json`
+# object (c) and prints it.
+cluster_json() {
+  "$GPUPROV" list --no-refresh --output json | /usr/bin/python3 -c "
+import json, sys
+c = [v for v in json.load(sys.stdin) if v['name'] == '$1'][0]
+print($2)"
+}
+
+# ready_nodes KUBECONFIG: how many nodes kubectl shows Ready.
+ready_nodes() {
+  KUBECONFIG=$1 kubectl get nodes --no-headers | awk '$2 == "Ready"' | wc -l
+}
+
+# gpu_sum KUBECONFIG: nvidia.com/gpu allocatable summed over the nodes.
+gpu_sum() {
+  KUBECONFIG=$1 kubectl get nodes -o jsonpath='{range .items[*]}{.status.allocatable.nvidia\.com/gpu}{"\n"}{end}' |
+    awk '{s += $1} END {print s + 0}'
+}
+
+# Nothing of NAME exists: no record, no container.
+nothing_made() {
+  [ ! -e "$GPUPROV_HOME/state/$1.json" ]
+  [ "$(count_vm_containers "$1")" -eq 0 ]
+}
+
+@test "--nodes 0 is refused with exit 2 before anything is made" {
+  run "$GPUPROV" provision --name "$E2E_NAME" --cloud docker --nodes 0
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"a cluster has at least one node (--nodes 0 from the command line)"* ]]
+  nothing_made "$E2E_NAME"
+}
+
+@test "--nodes that is not a whole number is refused with exit 2" {
+  for bad in two 1.5 -3 ""; do
+    run "$GPUPROV" provision --name "$E2E_NAME" --cloud docker --nodes "$bad"
+    echo "$bad: $output"
+    [ "$status" -eq 2 ]
+  done
+  run "$GPUPROV" provision --name "$E2E_NAME" --cloud docker --nodes two
+  [[ "$output" == *'--nodes: "two" is not a whole number of nodes'* ]]
+  nothing_made "$E2E_NAME"
+}
+
+@test "--nodes on the Docker test cloud is refused with exit 2, naming the clouds that can" {
+  run "$GPUPROV" provision --name "$E2E_NAME" --cloud docker --nodes 3
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"the docker cloud is a test cloud of single VMs"* ]]
+  [[ "$output" == *"nothing was created"* ]]
+  nothing_made "$E2E_NAME"
+}
+
+@test "nodes: in a spec on the Docker test cloud is refused the same way" {
+  printf 'name: %s\ncloud: docker\nnodes: 2\n' "$E2E_NAME" >"$BATS_TEST_TMPDIR/spec.yaml"
+  run "$GPUPROV" provision -f "$BATS_TEST_TMPDIR/spec.yaml"
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"nodes: 2 in "*"spec.yaml"* ]]
+  nothing_made "$E2E_NAME"
+}
+
+@test "--nodes with several candidate clouds is refused with exit 2" {
+  run "$GPUPROV" provision --name "$E2E_NAME" --cloud docker,aws --nodes 2
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"share one cloud and region"* ]]
+  nothing_made "$E2E_NAME"
+}
+
+@test "--nodes 1 on the Docker test cloud is one plain VM, as without --nodes" {
+  run "$GPUPROV" provision --name "$E2E_NAME" --cloud docker --nodes 1
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(count_vm_containers "$E2E_NAME")" -eq 1 ]
+  ! grep -q '"cluster"' "$GPUPROV_HOME/state/$E2E_NAME.json"
+  run "$GPUPROV" down "$E2E_NAME" --yes
+  [ "$status" -eq 0 ]
+}
+
+@test "digitalocean (boot route, direct): --nodes 3 makes one validated cluster, list, ssh --node, down" {
+  run "$GPUPROV" -v provision --name mn --cloud digitalocean --gpus H100:1 --nodes 3 --no-smoke-test
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"mn: 3 of 3 nodes in the cluster"* ]]
+  # The token travels only over SSH: never in a log line, a record or the kubeconfig.
+  [[ "$output" != *"::server:"* ]]
+  ! grep -rq "::server:" "$GPUPROV_HOME/state" "$GPUPROV_HOME/kube"
+  local kc="$GPUPROV_HOME/kube/mn.yaml"
+  [ "$(KUBECONFIG=$kc kubectl config current-context)" = gpuprov-mn ]
+  [ "$(ready_nodes "$kc")" -eq 3 ]
+  [ "$(gpu_sum "$kc")" -eq 3 ]
+  [ "$(cluster_json mn "len(c['nodes'])")" -eq 3 ]
+  [ "$(cluster_json mn "c['nodes'][2]['name']")" = mn-agent-2 ]
+  [ "$(cluster_json mn "c['nodes'][1]['role']")" = agent ]
+  [ -n "$(cluster_json mn "c['nodes'][1]['private_ip']")" ]
+  run "$GPUPROV" list --no-refresh
+  [[ "$output" == *"cluster mn: 3 of 3 nodes (mn server, mn-agent-1, mn-agent-2)"* ]]
+  run "$GPUPROV" ssh mn --node 2 -- hostname
+  echo "$output"
+  [ "$status" -eq 0 ]
+  # A re-run makes nothing new and ends as the first did.
+  run "$GPUPROV" provision --name mn --cloud digitalocean --gpus H100:1 --nodes 3 --no-smoke-test
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(count digitalocean instances)" -eq 3 ]
+  run "$GPUPROV" down mn --yes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ ! -e "$GPUPROV_HOME/state/mn-agent-1.json" ]
+  [ ! -e "$GPUPROV_HOME/state/mn-agent-2.json" ]
+  expect_nothing_left digitalocean
+}
+
+@test "digitalocean: no capacity for the third node leaves two, says so node by node (exit 1); a re-run makes only the third" {
+  fault '{"cloud":"digitalocean","fault":"capacity","body":"mc-agent-2"}'
+  run "$GPUPROV" provision --name mc --cloud digitalocean --gpus H100:1 --nodes 3 --no-smoke-test
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"mc: 2 of 3 nodes in the cluster"* ]]
+  [[ "$output" == *"mc-agent-2"*"not in the cluster"* ]]
+  [ ! -e "$GPUPROV_HOME/state/mc-agent-2.json" ]
+  [ "$(count digitalocean instances)" -eq 2 ]
+  run "$GPUPROV" provision --name mc --cloud digitalocean --gpus H100:1 --nodes 3 --no-smoke-test
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(count digitalocean instances)" -eq 3 ]
+  [ "$(ready_nodes "$GPUPROV_HOME/kube/mc.yaml")" -eq 3 ]
+  run "$GPUPROV" down mc --yes
+  [ "$status" -eq 0 ]
+  expect_nothing_left digitalocean
+}
+
+@test "digitalocean: kill -9 at each step of agent creation and join, then the re-run converges and down leaves nothing" {
+  local point
+  for point in intent-recorded vm-created cluster-vms-made peer-ports-opened agent-prepared agent-joined; do
+    GPUPROV_TEST_CRASH_AT=$point run "$GPUPROV" provision --name mk --cloud digitalocean --gpus H100:1 \
+      --nodes 3 --no-smoke-test
+    echo "$point: $output"
+    [ "$status" -eq 137 ]
+    run "$GPUPROV" provision --name mk --cloud digitalocean --gpus H100:1 --nodes 3 --no-smoke-test
+    echo "$point re-run: $output"
+    [ "$status" -eq 0 ]
+    [ "$(count digitalocean instances)" -eq 3 ]
+    [ "$(ready_nodes "$GPUPROV_HOME/kube/mk.yaml")" -eq 3 ]
+    run "$GPUPROV" down mk --yes
+    [ "$status" -eq 0 ]
+    expect_nothing_left digitalocean
+  done
+}
+
+@test "digitalocean: scale up to 3 and down to 2 (the newest agent drained, deleted from Kubernetes, then its VM)" {
+  run "$GPUPROV" provision --name ms --cloud digitalocean --gpus H100:1 --nodes 2 --no-smoke-test
+  echo "$output"
+  [ "$status" -eq 0 ]
+  run "$GPUPROV" scale ms --nodes 3
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(count digitalocean instances)" -eq 3 ]
+  [ "$(ready_nodes "$GPUPROV_HOME/kube/ms.yaml")" -eq 3 ]
+  run "$GPUPROV" scale ms --nodes 2
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ ! -e "$GPUPROV_HOME/state/ms-agent-2.json" ]
+  [ "$(count digitalocean instances)" -eq 2 ]
+  [ "$(KUBECONFIG=$GPUPROV_HOME/kube/ms.yaml kubectl get nodes --no-headers | wc -l)" -eq 2 ]
+  [ "$(cluster_json ms "c['cluster_nodes']")" -eq 2 ]
+  run "$GPUPROV" scale ms --nodes 0
+  [ "$status" -eq 2 ]
+  run "$GPUPROV" down ms --yes
+  [ "$status" -eq 0 ]
+  expect_nothing_left digitalocean
+}
+
+@test "primeintellect (SSH route, tunnel): --nodes 3, peers admitted by the node firewall, one validated cluster" {
+  # The emulator gives Prime Intellect's cluster nodes no private address, and their public
+  # addresses are loopback addresses of this machine that publish port 22 only, so an agent's
+  # k3s cannot reach the server's 6443 (connection refused); seen 2026-12-06.
+  skip "the primeintellect test VMs of one cluster cannot reach each other's public addresses"
+  run "$GPUPROV" provision --name mp --cloud primeintellect --gpus H100:1 --nodes 3 --no-smoke-test
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"mp: 3 of 3 nodes in the cluster"* ]]
+  [ "$(cluster_json mp "len(c['nodes'])")" -eq 3 ]
+  [ "$(cluster_json mp "c['access']")" = tunnel ]
+  run "$GPUPROV" down mp --yes
+  [ "$status" -eq 0 ]
+  expect_nothing_left primeintellect
+}
+
+@test "aws (boot route, self-referencing security group): --nodes 3 makes one validated cluster" {
+  run "$GPUPROV" provision --name ma --cloud aws --gpus L4:1 --nodes 3 --no-smoke-test
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"ma: 3 of 3 nodes in the cluster"* ]]
+  [ "$(ready_nodes "$GPUPROV_HOME/kube/ma.yaml")" -eq 3 ]
+  [ "$(gpu_sum "$GPUPROV_HOME/kube/ma.yaml")" -eq 3 ]
+  run "$GPUPROV" down ma --yes
+  [ "$status" -eq 0 ]
+  expect_nothing_left aws
+}
