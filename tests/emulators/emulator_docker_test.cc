@@ -16,6 +16,8 @@
 #include <Poco/Net/StreamSocket.h>
 
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "docker_backend_fixture.h"
 
@@ -65,8 +67,11 @@ class EmulatorDockerTest : public DockerBackendTest {
     return Call(do_, method, path, body, kToken);
   }
 
+  // A droplet in nyc2; in the VPC vpc_uuid with tags when given.
   int64_t CreateDroplet(const std::string& name, const std::string& size,
-                        const std::string& user_data, int64_t key_id) {
+                        const std::string& user_data, int64_t key_id,
+                        const std::string& vpc_uuid = "",
+                        const std::vector<std::string>& tags = {}) {
     Poco::JSON::Object body;
     body.set("name", name);
     body.set("region", "nyc2");
@@ -76,6 +81,12 @@ class EmulatorDockerTest : public DockerBackendTest {
     Poco::JSON::Array::Ptr keys = new Poco::JSON::Array;
     keys->add(key_id);
     body.set("ssh_keys", keys);
+    if (!vpc_uuid.empty()) body.set("vpc_uuid", vpc_uuid);
+    if (!tags.empty()) {
+      Poco::JSON::Array::Ptr t = new Poco::JSON::Array;
+      for (const auto& tag : tags) t->add(tag);
+      body.set("tags", t);
+    }
     std::ostringstream s;
     body.stringify(s);
     Reply r = Do("POST", "/droplets", s.str());
@@ -364,23 +375,9 @@ TEST_F(EmulatorDockerTest, DigitalOceanPeersReachEachOtherOnlyOnTheirFirewallsPo
   ASSERT_EQ(v.status, 201) << v.body;
   const std::string vpc = GetObject(v.Json(), "vpc")->getValue<std::string>("id");
   auto create = [&](const std::string& name, bool member) {
-    Poco::JSON::Object body;
-    body.set("name", name);
-    body.set("region", "nyc2");
-    body.set("size", "s-1vcpu-1gb");
-    body.set("image", "ubuntu-22-04-x64");
-    body.set("vpc_uuid", vpc);
-    Poco::JSON::Array::Ptr keys = new Poco::JSON::Array;
-    keys->add(key);
-    body.set("ssh_keys", keys);
-    Poco::JSON::Array::Ptr tags = new Poco::JSON::Array;
-    if (member) tags->add(std::string("gpuprov-cluster:emu-train"));
-    body.set("tags", tags);
-    std::ostringstream s;
-    body.stringify(s);
-    Reply r = Do("POST", "/droplets", s.str());
-    EXPECT_EQ(r.status, 202) << r.body;
-    return GetObject(r.Json(), "droplet")->getValue<int64_t>("id");
+    return CreateDroplet(name, "s-1vcpu-1gb", "", key, vpc,
+                         member ? std::vector<std::string>{"gpuprov-cluster:emu-train"}
+                                : std::vector<std::string>{});
   };
   const int64_t server = create("emu-train", true);
   const int64_t agent = create("emu-train-agent-1", true);
