@@ -413,27 +413,9 @@ TEST_F(EmulatorDockerTest, DigitalOceanPeersReachEachOtherOnlyOnTheirFirewallsPo
   const std::string agent_cid = ContainerOf("digitalocean", "emu-train-agent-1");
   const std::string stranger_cid = ContainerOf("digitalocean", "emu-stranger");
   ASSERT_FALSE(server_cid.empty() || agent_cid.empty() || stranger_cid.empty());
-  Exec(server_cid,
-       "setsid python3 -c \"import socket, threading\n"
-       "def tcp(p):\n"
-       "  s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-       "  s.bind(('0.0.0.0', p)); s.listen(8)\n"
-       "  while True:\n    c, _ = s.accept(); c.sendall(b'port-%d' % p); c.close()\n"
-       "def udp(p):\n"
-       "  s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('0.0.0.0', p))\n"
-       "  while True:\n    d, a = s.recvfrom(64); s.sendto(b'port-%d' % p, a)\n"
-       "for p in (6443, 10250, 8080):\n  threading.Thread(target=tcp, args=(p,)).start()\n"
-       "threading.Thread(target=udp, args=(51820,)).start()\n\" >/dev/null 2>&1 </dev/null &");
+  ServePorts(server_cid, {6443, 10250, 8080}, {51820});
   auto probe = [&](const std::string& cid, const std::string& protocol, int port) {
-    const std::string client =
-        protocol == "tcp"
-            ? "s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2)\n"
-              "print(s.recv(16).decode())"
-            : "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)\n"
-              "s.sendto(b'hi', (sys.argv[1], int(sys.argv[2]))); print(s.recv(16).decode())";
-    return Exec(cid, "python3 -c \"import socket, sys\n" + client + "\" " + server_ip + " " +
-                         std::to_string(port) + " 2>/dev/null")
-        .out;
+    return Probe(cid, server_ip, protocol, port);
   };
   // A request lets the emulator see both peers running and set their rules.
   ASSERT_TRUE(WaitFor(
