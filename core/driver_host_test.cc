@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cloud.h"
+
 namespace fs = std::filesystem;
 using gpuprov::DriverCallError;
 using gpuprov::DriverHost;
@@ -689,6 +691,44 @@ TEST(InMemoryDriver, ABrokenOneIsRefusedWithItsProblem) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("the in-memory broken driver is broken"));
     EXPECT_THAT(e.what(), ::testing::HasSubstr("99"));
   }
+}
+
+// ABI 1.5: a cluster driver's open_peer_ports is called through its slot, and check's
+// max_cluster_nodes reaches the host (absent: no limit known).
+std::string g_peer_request;
+std::string g_check_answer;
+gpuprov_type_status PeerCheck(gpuprov_type_driver*, gpuprov_type_json, gpuprov_type_json* out) {
+  *out = gpuprov_type_json{g_check_answer.data(), g_check_answer.size()};
+  return GPUPROV_STATUS_OK;
+}
+gpuprov_type_status PeerPorts(gpuprov_type_driver*, gpuprov_type_json req,
+                              gpuprov_type_json* out) {
+  g_peer_request.assign(req.data, req.len);
+  static const char kEmpty[] = "{}";
+  *out = gpuprov_type_json{kEmpty, 2};
+  return GPUPROV_STATUS_OK;
+}
+
+TEST(ClusterDriver, OpenPeerPortsAndMaxClusterNodesReachTheHost) {
+  static gpuprov_drv_vtable vt = FullVtable();
+  vt.check = PeerCheck;
+  vt.open_peer_ports = PeerPorts;
+  static const gpuprov_type_driver_descriptor d{
+      sizeof(d), GPUPROV_DRIVER_MAGIC, GPUPROV_ABI_VERSION_MAJOR, 0, "peers", "1.0", "in memory",
+      GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_CLUSTER, &vt, nullptr, 0, nullptr};
+  auto driver = DriverHost::OpenDescriptor(&d, "{}", {});
+  EXPECT_TRUE(driver->info().has(GPUPROV_CAP_CLUSTER));
+  EXPECT_EQ(CapabilitiesToString(d.capabilities),
+            "boot:none,no-open-ports,no-kubernetes,vm-lifecycle,cluster");
+  const std::string request = R"({"cluster":"train","peer_ports":[],"peers":[]})";
+  EXPECT_EQ(driver->Call(DriverOp::kOpenPeerPorts, request), "{}");
+  EXPECT_EQ(g_peer_request, request);
+  Cloud cloud(std::move(driver));
+  g_check_answer = R"({"account":"a","max_cluster_nodes":16})";
+  EXPECT_EQ(cloud.Check().max_cluster_nodes, 16);
+  g_check_answer = R"({"account":"a"})";
+  EXPECT_FALSE(cloud.Check().max_cluster_nodes.has_value());
+  EXPECT_STREQ(DriverOpName(DriverOp::kOpenPeerPorts), "open_peer_ports");
 }
 
 }  // namespace

@@ -597,41 +597,51 @@ AwsDriver::GroupDeletion AwsDriver::DeleteGroup(const std::string& region,
   }
 }
 
-AwsDriver::Resource AwsDriver::EnsureSecurityGroup(const std::string& region,
-                                                   const std::string& vm_name,
-                                                   const std::vector<int>& ports,
-                                                   const std::map<std::string, std::string>& tags,
-                                                   const kit::PortSources& sources,
-                                                   const Network& net) {
-  const std::string group_name = ResourceName(vm_name);
-  auto describe = [&] { return DescribeGroup(region, group_name, net.vpc_id); };
+AwsDriver::Resource AwsDriver::EnsureGroup(const std::string& region,
+                                           const std::string& group_name,
+                                           const std::string& description,
+                                           const std::map<std::string, std::string>& tags,
+                                           const std::string& vpc_id,
+                                           std::optional<XmlNode>* group) {
   Resource out;
-  std::optional<XmlNode> group = describe();
-  if (!group) {
-    Params params = {
-        {"GroupName", group_name},
-        {"GroupDescription", "gpuprov VM " + vm_name + ": SSH, Kubernetes API, HTTP(S)"}};
-    if (!net.vpc_id.empty()) params.emplace_back("VpcId", net.vpc_id);
+  *group = DescribeGroup(region, group_name, vpc_id);
+  if (!*group) {
+    Params params = {{"GroupName", group_name}, {"GroupDescription", description}};
+    if (!vpc_id.empty()) params.emplace_back("VpcId", vpc_id);
     AddTagSpec(params, 1, "security-group", tags);
     host_.Progress("creating security group " + group_name + " in " + region +
-                   (net.vpc_id.empty() ? "" : " (" + net.vpc_id + ")"));
+                   (vpc_id.empty() ? "" : " (" + vpc_id + ")"));
     try {
       XmlNode doc = ec2_->Call(region, "CreateSecurityGroup", params);
       out.id = doc.Text("groupId");
       out.created = true;
     } catch (const Ec2Error& e) {
       if (e.code() != "InvalidGroup.Duplicate") Raise(region, e);
-      group = describe();  // made by a concurrent or earlier run in the meantime
-      if (!group) {
+      // made by a concurrent or earlier run in the meantime
+      *group = DescribeGroup(region, group_name, vpc_id);
+      if (!*group) {
         throw DriverError(GPUPROV_STATUS_FAILED,
                           "security group " + group_name + " exists but cannot be read");
       }
     }
   }
-  if (group) out.id = group->Text("groupId");
+  if (*group) out.id = (*group)->Text("groupId");
   if (out.id.empty()) {
     throw DriverError(GPUPROV_STATUS_FAILED, "CreateSecurityGroup answered without a groupId");
   }
+  return out;
+}
+
+AwsDriver::Resource AwsDriver::EnsureSecurityGroup(const std::string& region,
+                                                   const std::string& vm_name,
+                                                   const std::vector<int>& ports,
+                                                   const std::map<std::string, std::string>& tags,
+                                                   const kit::PortSources& sources,
+                                                   const Network& net) {
+  std::optional<XmlNode> group;
+  Resource out = EnsureGroup(region, ResourceName(vm_name),
+                             "gpuprov VM " + vm_name + ": SSH, Kubernetes API, HTTP(S)", tags,
+                             net.vpc_id, &group);
   AuthorizePorts(region, out.id, group ? &*group : nullptr, kit::WithSsh(ports), sources);
   return out;
 }
@@ -641,33 +651,12 @@ AwsDriver::Resource AwsDriver::EnsureClusterGroup(const std::string& region,
                                                   const std::vector<kit::PeerPort>& ports,
                                                   const Network& net) {
   const std::string group_name = ClusterGroupName(cluster);
-  auto describe = [&] { return DescribeGroup(region, group_name, net.vpc_id); };
-  Resource out;
-  std::optional<XmlNode> group = describe();
-  if (!group) {
-    Params params = {{"GroupName", group_name},
-                     {"GroupDescription", "gpuprov cluster " + cluster + ": " +
-                                              kit::PeerPortsText(ports) + " between its nodes"}};
-    if (!net.vpc_id.empty()) params.emplace_back("VpcId", net.vpc_id);
-    AddTagSpec(params, 1, "security-group",
-               {{kit::kManagedTag, "1"}, {kit::kClusterTag, cluster}, {"Name", group_name}});
-    host_.Progress("creating security group " + group_name + " in " + region);
-    try {
-      out.id = ec2_->Call(region, "CreateSecurityGroup", params).Text("groupId");
-      out.created = true;
-    } catch (const Ec2Error& e) {
-      if (e.code() != "InvalidGroup.Duplicate") Raise(region, e);
-      group = describe();
-      if (!group) {
-        throw DriverError(GPUPROV_STATUS_FAILED,
-                          "security group " + group_name + " exists but cannot be read");
-      }
-    }
-  }
-  if (group) out.id = group->Text("groupId");
-  if (out.id.empty()) {
-    throw DriverError(GPUPROV_STATUS_FAILED, "CreateSecurityGroup answered without a groupId");
-  }
+  std::optional<XmlNode> group;
+  Resource out = EnsureGroup(
+      region, group_name,
+      "gpuprov cluster " + cluster + ": " + kit::PeerPortsText(ports) + " between its nodes",
+      {{kit::kManagedTag, "1"}, {kit::kClusterTag, cluster}, {"Name", group_name}}, net.vpc_id,
+      &group);
   // A rule whose source is the group itself (IpPermissions.N.Groups.1.GroupId, a
   // UserIdGroupPair): "the private IP addresses of the resources associated with the
   // referenced security group" may connect (AuthorizeSecurityGroupIngress in the EC2 API

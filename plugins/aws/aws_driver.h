@@ -137,6 +137,12 @@ class AwsDriver {
   /// revokes what a narrowing or widening left over. Rules of other ports stay.
   void AuthorizePorts(const std::string& region, const std::string& group_id, const XmlNode* group,
                       const std::vector<int>& ports, const gpuprov::drivers::PortSources& sources);
+  /// The security group group_name in vpc_id's VPC ("" = the default VPC), made (tagged) when
+  /// missing; *group is it as described, nullopt when this call made it.
+  Resource EnsureGroup(const std::string& region, const std::string& group_name,
+                       const std::string& description,
+                       const std::map<std::string, std::string>& tags, const std::string& vpc_id,
+                       std::optional<XmlNode>* group);
   /// The security group called group_name (in vpc_id's VPC; "" = any), or nullopt.
   std::optional<XmlNode> DescribeGroup(const std::string& region, const std::string& group_name,
                                        const std::string& vpc_id);

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "docker_engine.h"
 #include "emulator.h"
@@ -75,6 +76,44 @@ class DockerBackendTest : public ::testing::Test {
         },
         std::chrono::seconds(240));
     return out;
+  }
+
+  /// Starts, in the background in container id, servers that answer "port-<P>" on each TCP
+  /// port of tcp (to each connection) and each UDP port of udp (to each datagram), on every
+  /// address of the VM.
+  void ServePorts(const std::string& id, const std::vector<int>& tcp, const std::vector<int>& udp) {
+    auto list = [](const std::vector<int>& ports) {
+      std::string out;
+      for (int p : ports) out += std::to_string(p) + ",";
+      return "(" + out + ")";
+    };
+    Exec(id,
+         "setsid python3 -c \"import socket, threading\n"
+         "def tcp(p):\n"
+         "  s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+         "  s.bind(('0.0.0.0', p)); s.listen(8)\n"
+         "  while True:\n    c, _ = s.accept(); c.sendall(b'port-%d' % p); c.close()\n"
+         "def udp(p):\n"
+         "  s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('0.0.0.0', p))\n"
+         "  while True:\n    d, a = s.recvfrom(64); s.sendto(b'port-%d' % p, a)\n"
+         "for p in " + list(tcp) + ":\n  threading.Thread(target=tcp, args=(p,)).start()\n"
+         "for p in " + list(udp) + ":\n  threading.Thread(target=udp, args=(p,)).start()\n\" "
+         ">/dev/null 2>&1 </dev/null &");
+  }
+
+  /// What ServePorts' server at address:port answers when asked from container id ("port-P\n"),
+  /// "" when nothing answers within 2 s. protocol "tcp" or "udp".
+  std::string Probe(const std::string& id, const std::string& address,
+                    const std::string& protocol, int port) {
+    const std::string client =
+        protocol == "tcp"
+            ? "s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2)\n"
+              "print(s.recv(16).decode())"
+            : "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)\n"
+              "s.sendto(b'hi', (sys.argv[1], int(sys.argv[2]))); print(s.recv(16).decode())";
+    return Exec(id, "python3 -c \"import socket, sys\n" + client + "\" " + address + " " +
+                        std::to_string(port) + " 2>/dev/null")
+        .out;
   }
 
   docker::Engine engine_ = docker::Engine::FromEnvironment(std::chrono::seconds(60));

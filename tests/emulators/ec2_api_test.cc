@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "docker_backend_fixture.h"
 #include "ec2_api.h"
 #include "ec2_client.h"
 #include "emulator.h"
@@ -32,6 +33,7 @@ using aws::Ec2Error;
 using aws::Params;
 using aws::XmlNode;
 using testing::Call;
+using testing::DockerBackendTest;
 using testing::ReachablePorts;
 using testing::Reply;
 using testing::WaitFor;
@@ -504,6 +506,87 @@ TEST_F(Ec2ApiTest, AGroupReferencingItselfAdmitsItsMembersOnThePrivateNetwork) {
     ASSERT_EQ(perm->Items("groups").size(), 1u);
     EXPECT_EQ(perm->Items("groups").at(0)->Text("groupId"), peers);
   }
+}
+
+// Issue 33's test world on EC2: the instances of a VPC are test VMs on one Docker network, and
+// their security groups are enforced between their private addresses. A group whose rule on
+// 6443 names the group itself lets its members reach each other there; an instance outside
+// it, in the same VPC, does not.
+class Ec2DockerTest : public DockerBackendTest {
+ protected:
+  void SetUp() override {
+    EmulatorOptions o;
+    o.clouds = {"aws"};
+    o.tokens["aws"] = {kKeyId, kSecret};
+    StartDockerEmulator(o);
+    if (IsSkipped()) return;
+    url_ = emu_->BaseUrl("aws");
+  }
+  XmlNode Ec2(const std::string& action, const Params& params = {}) {
+    drivers::RetryPolicy once;
+    once.max_attempts = 1;
+    Ec2Client client(url_, once, gpuprov::sdk::Host(), [] {
+      aws::AwsCredentials c;
+      c.access_key_id = kKeyId;
+      c.secret_access_key = kSecret;
+      c.origin = "test";
+      return c;
+    });
+    return client.Call("us-east-1", action, params);
+  }
+  std::string url_;
+};
+
+TEST_F(Ec2DockerTest, ASelfReferencingGroupAdmitsItsMembersOnTheirPrivateAddresses) {
+  const std::string sg =
+      Ec2("CreateSecurityGroup", {{"GroupName", "peers"}, {"GroupDescription", "peers"}})
+          .Text("groupId");
+  Ec2("AuthorizeSecurityGroupIngress", {{"GroupId", sg},
+                                        {"IpPermissions.1.IpProtocol", "tcp"},
+                                        {"IpPermissions.1.FromPort", "6443"},
+                                        {"IpPermissions.1.ToPort", "6443"},
+                                        {"IpPermissions.1.Groups.1.GroupId", sg}});
+  auto run = [&](const std::string& name, bool member) {
+    Params p = {{"ImageId", kUbuntu},
+                {"InstanceType", "t3.micro"},
+                {"MinCount", "1"},
+                {"MaxCount", "1"},
+                {"TagSpecification.1.ResourceType", "instance"},
+                {"TagSpecification.1.Tag.1.Key", "Name"},
+                {"TagSpecification.1.Tag.1.Value", name}};
+    if (member) p.emplace_back("SecurityGroupId.1", sg);
+    return Ec2("RunInstances", p).Items("instancesSet").at(0)->Text("instanceId");
+  };
+  const std::string server = run("emu-ec2-server", true);
+  run("emu-ec2-agent", true);
+  run("emu-ec2-outsider", false);
+  std::string server_ip;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        XmlNode d = Ec2("DescribeInstances", {{"InstanceId.1", server}});
+        const XmlNode* i = d.Items("reservationSet").at(0)->Items("instancesSet").at(0);
+        server_ip = i->Text("privateIpAddress");
+        return i->Text("instanceState/name") == "running";
+      },
+      std::chrono::seconds(60)));
+  ASSERT_EQ(server_ip.rfind("10.", 0), 0u) << server_ip;
+  const std::string server_cid = ContainerOf("aws", "emu-ec2-server");
+  const std::string agent_cid = ContainerOf("aws", "emu-ec2-agent");
+  const std::string outsider_cid = ContainerOf("aws", "emu-ec2-outsider");
+  ASSERT_FALSE(server_cid.empty() || agent_cid.empty() || outsider_cid.empty());
+  ServePorts(server_cid, {6443, 8080}, {});
+  auto probe = [&](const std::string& cid, int port) {
+    return Probe(cid, server_ip, "tcp", port);
+  };
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        Ec2("DescribeInstances");  // the emulator sets the rules once every member runs
+        return probe(agent_cid, 6443) == "port-6443\n";
+      },
+      std::chrono::seconds(60)))
+      << "a member does not reach 6443 of " << server_ip;
+  EXPECT_EQ(probe(agent_cid, 8080), "") << "a port the group does not open";
+  EXPECT_EQ(probe(outsider_cid, 6443), "") << "an instance outside the group";
 }
 
 TEST_F(Ec2ApiTest, InstanceTypesWithGpuInfoAndOfferings) {

@@ -16,6 +16,8 @@
 #include <Poco/Net/StreamSocket.h>
 
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "docker_backend_fixture.h"
 
@@ -65,8 +67,11 @@ class EmulatorDockerTest : public DockerBackendTest {
     return Call(do_, method, path, body, kToken);
   }
 
+  // A droplet in nyc2; in the VPC vpc_uuid with tags when given.
   int64_t CreateDroplet(const std::string& name, const std::string& size,
-                        const std::string& user_data, int64_t key_id) {
+                        const std::string& user_data, int64_t key_id,
+                        const std::string& vpc_uuid = "",
+                        const std::vector<std::string>& tags = {}) {
     Poco::JSON::Object body;
     body.set("name", name);
     body.set("region", "nyc2");
@@ -76,6 +81,12 @@ class EmulatorDockerTest : public DockerBackendTest {
     Poco::JSON::Array::Ptr keys = new Poco::JSON::Array;
     keys->add(key_id);
     body.set("ssh_keys", keys);
+    if (!vpc_uuid.empty()) body.set("vpc_uuid", vpc_uuid);
+    if (!tags.empty()) {
+      Poco::JSON::Array::Ptr t = new Poco::JSON::Array;
+      for (const auto& tag : tags) t->add(tag);
+      body.set("tags", t);
+    }
     std::ostringstream s;
     body.stringify(s);
     Reply r = Do("POST", "/droplets", s.str());
@@ -364,23 +375,9 @@ TEST_F(EmulatorDockerTest, DigitalOceanPeersReachEachOtherOnlyOnTheirFirewallsPo
   ASSERT_EQ(v.status, 201) << v.body;
   const std::string vpc = GetObject(v.Json(), "vpc")->getValue<std::string>("id");
   auto create = [&](const std::string& name, bool member) {
-    Poco::JSON::Object body;
-    body.set("name", name);
-    body.set("region", "nyc2");
-    body.set("size", "s-1vcpu-1gb");
-    body.set("image", "ubuntu-22-04-x64");
-    body.set("vpc_uuid", vpc);
-    Poco::JSON::Array::Ptr keys = new Poco::JSON::Array;
-    keys->add(key);
-    body.set("ssh_keys", keys);
-    Poco::JSON::Array::Ptr tags = new Poco::JSON::Array;
-    if (member) tags->add(std::string("gpuprov-cluster:emu-train"));
-    body.set("tags", tags);
-    std::ostringstream s;
-    body.stringify(s);
-    Reply r = Do("POST", "/droplets", s.str());
-    EXPECT_EQ(r.status, 202) << r.body;
-    return GetObject(r.Json(), "droplet")->getValue<int64_t>("id");
+    return CreateDroplet(name, "s-1vcpu-1gb", "", key, vpc,
+                         member ? std::vector<std::string>{"gpuprov-cluster:emu-train"}
+                                : std::vector<std::string>{});
   };
   const int64_t server = create("emu-train", true);
   const int64_t agent = create("emu-train-agent-1", true);
@@ -416,27 +413,9 @@ TEST_F(EmulatorDockerTest, DigitalOceanPeersReachEachOtherOnlyOnTheirFirewallsPo
   const std::string agent_cid = ContainerOf("digitalocean", "emu-train-agent-1");
   const std::string stranger_cid = ContainerOf("digitalocean", "emu-stranger");
   ASSERT_FALSE(server_cid.empty() || agent_cid.empty() || stranger_cid.empty());
-  Exec(server_cid,
-       "setsid python3 -c \"import socket, threading\n"
-       "def tcp(p):\n"
-       "  s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-       "  s.bind(('0.0.0.0', p)); s.listen(8)\n"
-       "  while True:\n    c, _ = s.accept(); c.sendall(b'port-%d' % p); c.close()\n"
-       "def udp(p):\n"
-       "  s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('0.0.0.0', p))\n"
-       "  while True:\n    d, a = s.recvfrom(64); s.sendto(b'port-%d' % p, a)\n"
-       "for p in (6443, 10250, 8080):\n  threading.Thread(target=tcp, args=(p,)).start()\n"
-       "threading.Thread(target=udp, args=(51820,)).start()\n\" >/dev/null 2>&1 </dev/null &");
+  ServePorts(server_cid, {6443, 10250, 8080}, {51820});
   auto probe = [&](const std::string& cid, const std::string& protocol, int port) {
-    const std::string client =
-        protocol == "tcp"
-            ? "s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2)\n"
-              "print(s.recv(16).decode())"
-            : "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)\n"
-              "s.sendto(b'hi', (sys.argv[1], int(sys.argv[2]))); print(s.recv(16).decode())";
-    return Exec(cid, "python3 -c \"import socket, sys\n" + client + "\" " + server_ip + " " +
-                         std::to_string(port) + " 2>/dev/null")
-        .out;
+    return Probe(cid, server_ip, protocol, port);
   };
   // A request lets the emulator see both peers running and set their rules.
   ASSERT_TRUE(WaitFor(
