@@ -56,7 +56,7 @@ const std::map<std::string, std::string> kKnownAbi = {
     {"1.2", "28d36bb7a001dc82707d9d819fb64c32d2b2569262f3060bf81230db8075814e"},
     {"1.3", "0b296e44246bccb6535d8bc25d2ec20a9535a82b32516f1beedccc188c229b8d"},
     {"1.4", "4319d4d4ee3dc9fdc27ff51cc82de91eb0e0e9fc848afa0cc04b1b3861de1e93"},
-    {"1.5", "3f63c4478b34d5913bc80788893956f8ec5f680f0028b42a85deb95ec55a6961"},
+    {"1.5", "c4bf238b2b734fad2ad5ec66f544d0b547521e44a99acae8d383c77ac2a6ca91"},
 };
 
 TEST(AbiGuard, HeaderMatchesTheHashRecordedForItsVersion) {
