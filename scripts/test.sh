@@ -63,7 +63,7 @@ echo "==> ctest and bats" >&2
 # The longest files first (their wall seconds in a CI-like run: cluster 634, lambda 367,
 # verda 329, ports 260, gc 254, allow_from 226), then the rest in name order: a long file
 # started last would run on alone at the end.
-slow_first=(tests/e2e/cluster.bats tests/e2e/lambda.bats tests/e2e/verda.bats tests/e2e/ports.bats
+slow_first=(tests/e2e/multi_node.bats tests/e2e/cluster.bats tests/e2e/apt_variant.bats tests/e2e/lambda.bats tests/e2e/verda.bats tests/e2e/ports.bats
   tests/e2e/gc.bats tests/e2e/allow_from.bats)
 mapfile -t bats_files < <( (printf '%s\n' "${slow_first[@]}"; git ls-files '*.bats') | awk '!seen[$0]++')
 serial_files=(tests/e2e/docker_cloud.bats tests/e2e/lifecycle_rules.bats tests/e2e/crash_points_docker.bats
