@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # A VM stopped and started on a cloud without a static address comes back at a new public
-# address (issue 32, real-nodes.md F11f). The EC2 emulator's StopInstances/StartInstances do
+# address (issue 32, finding F11f: installer/README.md, "After a reboot"). The EC2 emulator's StopInstances/StartInstances do
 # what EC2 does without an Elastic IP (a new public IPv4 at start; docker backend: a new
 # loopback address, same container); `aws ec2` on this machine calls them. gpuprov's commands
 # that connect to the VM (ssh, kubeconfig, ttl, tunnel) ask the cloud when the recorded address

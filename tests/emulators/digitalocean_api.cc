@@ -857,8 +857,8 @@ class DigitalOceanApi : public CloudApi {
 
   // A cloud firewall filters a droplet's private (VPC) interface as its public one: its
   // inbound rules admit their sources' addresses, their droplet_ids' and their tags'
-  // droplets' private addresses (firewalls/models/firewall_rule_target.yml; REFERENCE.md
-  // §5). A droplet in no firewall takes everything. Peers' addresses are known once they
+  // droplets' private addresses (firewalls/models/firewall_rule_target.yml;
+  // plugins/digitalocean/REFERENCE.md §5). A droplet in no firewall takes everything. Peers' addresses are known once they
   // run, so this is worked out again on every request and told to the backend on a change.
   PrivateIngress PrivateIngressOf(const Droplet& d) {
     bool guarded = false;
