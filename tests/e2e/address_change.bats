@@ -24,8 +24,7 @@ teardown_file() {
 setup() { use_emulator emu; }
 
 teardown() {
-  reset_emulators
-  rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
+  end_docker_test
 }
 
 # ec2 ARGS...: the AWS CLI against the EC2 emulator.

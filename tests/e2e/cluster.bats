@@ -20,9 +20,7 @@ setup() {
 }
 
 teardown() {
-  [ -z "${TUNNEL_PID:-}" ] || stop_child TERM "$TUNNEL_PID" || true
-  reset_emulators
-  rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
+  end_docker_test
 }
 
 kubeconfig_of() { echo "$GPUPROV_HOME/kube/$1.yaml"; }

@@ -34,9 +34,7 @@ setup() {
 }
 
 teardown() {
-  [ -z "${TUNNEL_PID:-}" ] || stop_child TERM "$TUNNEL_PID" || true
-  reset_emulators
-  rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
+  end_docker_test
 }
 
 # quick_ssh_wait: the memory backend's addresses never answer SSH; a provision there ends soon

@@ -21,8 +21,7 @@ teardown_file() {
 setup() { use_emulator emu; }
 
 teardown() {
-  reset_emulators
-  rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
+  end_docker_test
 }
 
 vm_container() { docker ps -aq --filter label=io.gpuprov.emulator=1 --filter "label=io.gpuprov.emulator.name=$1"; }

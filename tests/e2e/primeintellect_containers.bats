@@ -25,8 +25,7 @@ setup() {
 }
 
 teardown() {
-  reset_emulators
-  rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
+  end_docker_test
 }
 
 # config TEXT: config.toml with the test timeouts and TEXT after them.

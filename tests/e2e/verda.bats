@@ -39,9 +39,7 @@ setup() {
 }
 
 teardown() {
-  [ -z "${TUNNEL_PID:-}" ] || stop_child TERM "$TUNNEL_PID" || true
-  reset_emulators
-  rm -f "$GPUPROV_HOME"/state/*.json "$GPUPROV_HOME"/kube/*.yaml
+  end_docker_test
 }
 
 # settings BOOT_INSTALL_WAIT [VERDA_LINES...]: config.toml with compressed timeouts and the
