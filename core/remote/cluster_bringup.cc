@@ -324,6 +324,11 @@ class ClusterBringUp {
       if (pushed) rec_.probe["pushed_over_ssh"] = "yes";
       if (rebooted) rec_.probe["rebooted"] = "yes";
       in_.save(rec_);
+      std::string seen;
+      for (const auto& [key, value] : rec_.probe) {
+        if (key != "decision") seen += (seen.empty() ? "" : ", ") + key + "=" + value;
+      }
+      console_.Debug("probe: " + seen);
       console_.Debug("probe: " + rec_.probe["decision"]);
       if (d.action == ClusterAction::kCheckApi) {
         if (!probe.marker_fabric_manager.empty()) {

@@ -17,16 +17,11 @@ namespace {
 constexpr const char* kHeaderSection = "gpuprov-probe 1";
 
 // Sections are delimited by lines "@@<name>@@"; nothing the probe prints starts with "@@".
+// Order matters: what says a boot install ended (cloud-init's status, which takes most of a
+// second to start, and the startup script's trace) is read before the lock, and the lock just
+// before the marker. Read the other way round, a boot install that ends between the two reads
+// looks like cloud-init "error" with no marker (a run that never started).
 const std::string kProbeScript = std::string("echo '@@") + kHeaderSection + "@@'\n" + R"PROBE(
-echo '@@marker@@'
-cat /var/lib/gpuprov/install-status.json 2>/dev/null
-echo
-echo '@@lock@@'
-if [ -e /run/lock/gpuprov-install.lock ] && command -v flock >/dev/null 2>&1 &&
-   ! flock -n /run/lock/gpuprov-install.lock true 2>/dev/null; then echo held; else echo free; fi
-echo '@@boot-trace@@'
-cat /var/lib/gpuprov/boot-script.status 2>/dev/null
-echo
 echo '@@cloud-init@@'
 if command -v cloud-init >/dev/null 2>&1; then
   out=$(timeout 20 cloud-init status --format json 2>/dev/null)
@@ -37,6 +32,15 @@ if command -v cloud-init >/dev/null 2>&1; then
 else
   echo absent
 fi
+echo '@@boot-trace@@'
+cat /var/lib/gpuprov/boot-script.status 2>/dev/null
+echo
+echo '@@lock@@'
+if [ -e /run/lock/gpuprov-install.lock ] && command -v flock >/dev/null 2>&1 &&
+   ! flock -n /run/lock/gpuprov-install.lock true 2>/dev/null; then echo held; else echo free; fi
+echo '@@marker@@'
+cat /var/lib/gpuprov/install-status.json 2>/dev/null
+echo
 echo '@@k3s@@'
 if command -v systemctl >/dev/null 2>&1; then systemctl is-active k3s.service 2>/dev/null; fi
 echo '@@gpu@@'

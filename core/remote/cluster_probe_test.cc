@@ -324,6 +324,22 @@ TEST(NodeProbe, ParsesTheBootTraceAndTheTimeSinceBoot) {
   }
 }
 
+// A boot install that ends while the probe runs must not look like one that never started: what
+// says it ended (cloud-init's status, the startup script's trace) is read first, the lock next,
+// the marker last. (CI saw cloud-init "error" beside an absent marker when the marker was read
+// first: cloud-init status takes most of a second to start.)
+TEST(NodeProbe, ReadsWhatSaysABootInstallEndedBeforeTheMarker) {
+  const std::string& cmd = NodeProbeCommand();
+  const size_t cloud_init = cmd.find("@@cloud-init@@");
+  const size_t boot_trace = cmd.find("@@boot-trace@@");
+  const size_t lock = cmd.find("@@lock@@");
+  const size_t marker = cmd.find("@@marker@@");
+  ASSERT_NE(marker, std::string::npos);
+  EXPECT_LT(cloud_init, lock);
+  EXPECT_LT(boot_trace, lock);
+  EXPECT_LT(lock, marker);
+}
+
 TEST(CloudInitRoute, ARunningInstallWaitingForAptsLockSaysSo) {
   NodeProbe p;
   p.marker_present = true;
