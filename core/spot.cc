@@ -34,12 +34,10 @@ Error SpotRefusal(const std::string& cloud, const std::string& origin,
           "; nothing was created");
 }
 
-std::vector<CloudOffer> PricedAsSpot(std::vector<CloudOffer> offers) {
-  for (CloudOffer& o : offers) {
-    o.on_demand_price_per_hour = o.price_per_hour;
-    o.price_per_hour = o.spot_price_per_hour.value_or(0);
-  }
-  return offers;
+CloudOffer PricedAsSpot(CloudOffer offer) {
+  offer.on_demand_price_per_hour = offer.price_per_hour;
+  offer.price_per_hour = offer.spot_price_per_hour.value_or(0);
+  return offer;
 }
 
 std::string SpotPriceNote(const CloudOffer& offer) {

@@ -26,10 +26,11 @@ std::vector<std::string> SpotClouds(const DriverHost& host);
 Error SpotRefusal(const std::string& cloud, const std::string& origin,
                        const std::vector<std::string>& spot_clouds);
 
-/// The offers priced as spot: each price_per_hour becomes its spot_price_per_hour (0, unknown,
-/// when the driver gives none) and on_demand_price_per_hour keeps the on-demand one, so every
-/// price rule (cheapest first, --max-price, confirm_above_per_hour) applies to what is paid.
-std::vector<CloudOffer> PricedAsSpot(std::vector<CloudOffer> offers);
+/// The chosen offer of a spot request priced as paid: price_per_hour becomes its
+/// spot_price_per_hour (0, unknown, when the driver gives none) and on_demand_price_per_hour keeps
+/// the on-demand one, so the offer line, confirm_above_per_hour and the record show what is paid.
+/// Choosing compares spot prices already (Candidate::Price, candidates.h).
+CloudOffer PricedAsSpot(CloudOffer offer);
 
 /// " spot (on demand $1.01/h)" (with ", the driver's price table of DATE" when the on-demand
 /// price is the driver's own): what the offer line adds after a spot offer's price.

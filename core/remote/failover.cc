@@ -165,7 +165,6 @@ std::vector<Candidate> Failover::GatherCandidates(std::vector<CandidateCloud>& p
     for (auto& o : list) {
       if (o.error.empty()) {
         p_.RememberOffers(o.cloud, o.offers);
-        if (p_.opt_.spot.value) o.offers = PricedAsSpot(std::move(o.offers));
       }
       asked.push_back(std::move(o));
     }
@@ -201,7 +200,7 @@ bool Failover::TryCandidate(Candidate& c, std::vector<CandidateCloud>& prepared,
                                  c.offer.instance_type);
   try {
     p_.CheckAccountAndPlan();
-    p_.offer_ = c.offer;
+    p_.offer_ = c.spot ? PricedAsSpot(c.offer) : c.offer;
     p_.region_ = c.region;
     p_.AnnounceOfferAndConfirm();
     p_.PlanTtl();

@@ -58,17 +58,30 @@ CloudOffer ChooseOffer(const std::vector<CloudOffer>& offers, const ProvisionOpt
                      "choose another GPU type, count or region, or another --cloud; " +
                          DriverReadme(cloud) + " lists what it offers");
   }
+  // The rules a candidate list uses (RankCandidates), so one cloud chooses as `--cloud any` and
+  // `gpuprov offers` do: cheapest known price first, spot requests by their spot price.
+  CloudOffers asked;
+  asked.cloud = cloud;
+  asked.region = opt.region.value.value_or("");
+  asked.offers = offers;
+  CandidateRules rules;
+  rules.instance_type = opt.instance_type.value;
+  rules.spot = opt.spot.value;
+  const std::vector<Candidate> ranked = RankCandidates({asked}, rules);
+  if (!ranked.empty() && ranked.front().skipped.empty()) {
+    return opt.spot.value ? PricedAsSpot(ranked.front().offer) : ranked.front().offer;
+  }
+  const std::string spot_text = opt.spot.value ? " as a spot VM" : "";
   if (opt.instance_type.value) {
-    for (const auto& o : offers) {
-      if (o.instance_type == *opt.instance_type.value) return o;
-    }
     throw UsageError("instance type '" + *opt.instance_type.value + "' does not match " + gpu_text +
-                         region_text + " on " + cloud,
+                         region_text + spot_text + " on " + cloud,
                      "matching instance types: " + OffersSummary(offers));
   }
-  return *std::min_element(offers.begin(), offers.end(), [](const auto& a, const auto& b) {
-    return a.price_per_hour < b.price_per_hour;
-  });
+  throw UsageError("the " + cloud + " cloud offers " + gpu_text + region_text +
+                       " on demand only, not as a spot VM (spot " + DescribeOrigin(opt.spot) + ")",
+                   "drop --spot, or see who sells it as spot: `gpuprov offers --spot" +
+                       (opt.gpus.value ? " --gpus " + ToString(*opt.gpus.value) : std::string()) +
+                       "`");
 }
 
 std::string NowRfc3339() { return FormatRfc3339Utc(std::chrono::system_clock::now()); }
@@ -358,7 +371,6 @@ void Provision::ChooseOfferAndKey() {
   std::vector<CloudOffer> offers =
       cloud_->Offers(opt_.gpus.value, opt_.region.value.value_or(""), k8s_.enabled);
   RememberOffers(offers);
-  if (opt_.spot.value) offers = PricedAsSpot(std::move(offers));
   offer_ = ChooseOffer(offers, opt_, cloud_name_);
   region_ = opt_.region.value.value_or(offer_.region);
   AnnounceOfferAndConfirm();

@@ -50,6 +50,8 @@ struct MemoryWorld {
   bool no_capacity = false;            // create fails with GPUPROV_STATUS_CAPACITY
   int ssh_port = 0;                    // a closed loopback port
   std::string public_ip = "127.0.0.1";  // what get and create report
+  std::string offers = R"([{"instance_type":"mem-1","region":"r1","gpu_count":0,)"
+                       R"("price_per_hour":0.1,"spot_price_per_hour":0.03}])";  // offers' list
 };
 MemoryWorld* g_world = nullptr;
 
@@ -80,8 +82,7 @@ class MemoryDriver {
   }
   std::string Offers(const std::string&) {
     g_world->calls.push_back("offers");
-    return R"({"offers":[{"instance_type":"mem-1","region":"r1","gpu_count":0,)"
-           R"("price_per_hour":0.1,"spot_price_per_hour":0.03}]})";
+    return R"({"offers":)" + g_world->offers + "}";
   }
   std::string Create(const std::string& request) {
     const std::string name = Field(request, "name");
@@ -589,6 +590,39 @@ TEST_F(ProvisionTest, SpotAsksTheDriverForASpotVmAndRecordsTheSpotPrice) {
   ASSERT_TRUE(Record());
   EXPECT_TRUE(Record()->spot);
   EXPECT_DOUBLE_EQ(Record()->price_per_hour, 0.03);
+}
+
+// One cloud chooses by RankCandidates' rules, as `--cloud any` and `gpuprov offers --spot` do:
+// an offer the cloud sells on demand only is not a spot offer at price 0.
+TEST_F(ProvisionTest, SpotChoosesAmongOffersWithASpotPriceOnly) {
+  world_.offers = R"([{"instance_type":"mem-0","region":"r1","price_per_hour":0.05},)"
+                  R"({"instance_type":"mem-1","region":"r2","price_per_hour":0.1,)"
+                  R"("spot_price_per_hour":0.03}])";
+  flags_.spot = true;
+  ::testing::internal::CaptureStderr();
+  RunUntilError();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(said, HasSubstr("offer: mem-1 in r2 at $0.03/h spot (on demand $0.10/h)"));
+  EXPECT_THAT(world_.calls, ::testing::Contains("create demo spot"));
+}
+
+TEST_F(ProvisionTest, SpotWhereNoOfferHasASpotPriceIsRefusedBeforeCreate) {
+  world_.offers = R"([{"instance_type":"mem-0","region":"r1","price_per_hour":0.05}])";
+  flags_.spot = true;
+  const std::string error = RunUntilError();
+  EXPECT_THAT(error, HasSubstr("the memory cloud offers no GPU on demand only, not as a spot VM "
+                               "(spot --spot from the command line)"));
+  EXPECT_THAT(error, HasSubstr("gpuprov offers --spot"));
+  EXPECT_THAT(world_.calls, ElementsAre("check", "offers"));
+  EXPECT_FALSE(Record());
+}
+
+TEST_F(ProvisionTest, AnOfferWithAKnownPriceComesBeforeOneWithoutOnDemandToo) {
+  world_.offers = R"([{"instance_type":"mem-0","region":"r1"},)"
+                  R"({"instance_type":"mem-1","region":"r1","price_per_hour":0.1}])";
+  ::testing::internal::CaptureStderr();
+  RunUntilError();
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(), HasSubstr("offer: mem-1 in r1 at $0.10/h"));
 }
 
 TEST_F(ProvisionTest, ARerunOnAPreemptedVmReplacesItWithOneOfTheSameNameAndSpec) {
