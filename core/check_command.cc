@@ -3,12 +3,15 @@
 #include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
 
+#include <memory>
+#include <optional>
 #include <sstream>
 
 #include "config.h"
 #include "console.h"
 #include "driver_host.h"
 #include "error.h"
+#include "fan_out.h"
 
 namespace gpuprov {
 
@@ -54,26 +57,47 @@ std::vector<CloudCheckReport> CheckClouds(const DriverHost& host, const Config& 
       if (!info.ok() || info.has(GPUPROV_CAP_VM_LIFECYCLE)) drivers.push_back(info);
     }
   }
-  std::vector<CloudCheckReport> reports;
+  // Every cloud's check at once, one thread each (fan_out.h): a check is an API call or two, so
+  // `check` and `provision --cloud any` take as long as the slowest cloud, not the sum. Drivers
+  // are loaded here first (loading reads files); each job owns what it touches.
+  struct Slot {
+    std::optional<LoadedDriver> driver;
+    CloudCheckReport report;
+  };
+  const auto shared_config = std::make_shared<const Config>(config);
+  std::vector<std::shared_ptr<Slot>> slots;
+  std::vector<FanOutJob> jobs;
   for (const DriverInfo& info : drivers) {
+    auto slot = std::make_shared<Slot>();
+    slots.push_back(slot);
+    CloudCheckReport& r = slot->report;
     if (!info.problem.empty()) {
-      CloudCheckReport r;
       r.cloud = info.name;
       r.driver_file = info.path;
       r.credentials = "unknown";
       r.result = "the driver file is broken: " + info.problem;
       r.fix = "reinstall the driver (`gpuprov drivers` shows every file found)";
       r.test_cloud = info.name == kTestCloud;
-      reports.push_back(r);
       continue;
     }
-    CloudCheckReport r = CheckReportOf(info.name, [&] {
-      std::unique_ptr<Cloud> opened = Cloud::Open(host, info.name, config);
-      return opened->Check();
+    try {
+      slot->driver.emplace(host.Load(info.name));
+    } catch (const Error& e) {
+      r = CheckReportOf(info.name, [&e]() -> CloudCheck { throw e; });
+      r.driver_file = info.path;
+      continue;
+    }
+    jobs.push_back([slot, shared_config, path = info.path](const std::atomic<bool>& stop) {
+      slot->report = CheckReportOf(slot->driver->info().name, [&] {
+        return Cloud::Open(*slot->driver, *shared_config, [&stop] { return stop.load(); })
+            ->Check();
+      });
+      slot->report.driver_file = path;
     });
-    r.driver_file = info.path;
-    reports.push_back(r);
   }
+  RunAllWithin(std::move(jobs), std::nullopt);
+  std::vector<CloudCheckReport> reports;
+  for (const auto& slot : slots) reports.push_back(slot->report);
   return reports;
 }
 
