@@ -699,9 +699,11 @@ std::string GcpDriver::Offers(const std::string& request_json) {
                   "; try another --region");
     return kit::OffersResult(offers, kPoweredOffCost);
   }
+  // Every machine type sells as a Spot VM too (https://cloud.google.com/compute/docs/instances/spot:
+  // GPUs included); the table has no Spot prices, so the spot price is 0, unknown.
   Object::Ptr o = kit::OfferJson(
       {mt->machine_type, mt->gpu_type, mt->gpu_count, location, mt->price_per_hour, "",
-       std::nullopt, "table", kPriceTableDate});
+       std::nullopt, "table", kPriceTableDate, 0.0});
   Array::Ptr zone_list = new Array();
   for (const auto& z : zones) zone_list->add(z);
   o->set("zones", zone_list);

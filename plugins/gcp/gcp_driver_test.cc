@@ -261,6 +261,9 @@ TEST_F(GcpEmulatorTest, OffersAreTheZonesOfTheRegionThatHaveTheGpu) {
   EXPECT_EQ(o->getValue<std::string>("instance_type"), "g2-standard-4");
   EXPECT_EQ(o->getValue<std::string>("region"), "us-central1");
   EXPECT_EQ(o->getArray("zones")->size(), 3u) << r.json;
+  // Sold as Spot too, at a price the table does not have (0: unknown), so --spot can choose it.
+  ASSERT_TRUE(o->has("spot_price_per_hour")) << r.json;
+  EXPECT_EQ(o->getValue<double>("spot_price_per_hour"), 0.0);
   OpResult f = driver.Offers(R"({"gpu":{"type":"L4","count":1},"region":"us-central1-f"})");
   ASSERT_EQ(f.status, GPUPROV_STATUS_OK) << f;
   EXPECT_EQ(f.Doc()->getArray("offers")->size(), 0u);
