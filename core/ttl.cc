@@ -120,6 +120,11 @@ bool TtlExpired(const VmRecord& record, std::chrono::system_clock::time_point no
   return left && *left <= 0;
 }
 
+std::string StateWithTtl(const VmRecord& record, const std::string& state,
+                         std::chrono::system_clock::time_point now) {
+  return state == "preempted" && TtlExpired(record, now) ? "stopped" : state;
+}
+
 std::string ExpiryReason(const VmRecord& record, std::chrono::system_clock::time_point now,
                          const std::optional<std::string>& live_state) {
   if (TtlExpired(record, now)) return "TTL passed at " + record.ttl_deadline;

@@ -32,6 +32,13 @@ std::optional<long> TtlSecondsLeft(const VmRecord& record,
 /// True when the record has a deadline and \a now is at or past it.
 bool TtlExpired(const VmRecord& record, std::chrono::system_clock::time_point now);
 
+/// \a state (the cloud's word for the VM now) as the commands act on it: "preempted" past the
+/// record's TTL deadline is "stopped". The VM powered itself off at its TTL, and a cloud that
+/// cannot tell the two apart (Nebius stops a preempted VM the same way) must not make provision or
+/// watch bring back what the TTL ended. Any other state is returned as it is.
+std::string StateWithTtl(const VmRecord& record, const std::string& state,
+                         std::chrono::system_clock::time_point now);
+
 /// Why `down --expired` deletes a VM: "TTL passed at DEADLINE" when its deadline is at or before
 /// \a now; "powered off by its idle TTL (STATE)" when it has an idle TTL and \a live_state (its
 /// cloud's state now; nullopt: not asked) is stopped, terminated or missing; "" otherwise.

@@ -194,7 +194,8 @@ std::optional<std::string> LiveStates::StateOf(const VmRecord& record) const {
   const auto cloud_it = by_cloud.find(record.cloud);
   if (cloud_it == by_cloud.end()) return std::nullopt;  // not asked, or it did not answer
   const auto vm_it = cloud_it->second.find(record.name);
-  return vm_it != cloud_it->second.end() ? vm_it->second : "missing";
+  if (vm_it == cloud_it->second.end()) return "missing";
+  return StateWithTtl(record, vm_it->second, std::chrono::system_clock::now());
 }
 
 std::string LiveStates::PreemptedReasonOf(const VmRecord& record) const {

@@ -23,6 +23,7 @@
 #include "spec.h"
 #include "spot.h"
 #include "ssh_keys.h"
+#include "ttl.h"
 #include "tunnel_command.h"
 #include "vm_ports.h"
 
@@ -349,6 +350,13 @@ void Provision::ReplacePreemptedVm() {
   if (!existing_ || existing_->vm_id.empty()) return;
   std::optional<CloudVm> now = cloud_->Get(existing_->vm_id, name_);
   if (!now || now->state != kPreemptedState) return;
+  if (StateWithTtl(*existing_, now->state, std::chrono::system_clock::now()) != kPreemptedState) {
+    throw Error("VM " + name_ + " is off: its TTL passed at " + existing_->ttl_deadline + " (" +
+                    cloud_name_ + " reports it preempted, as it reports a VM that powered "
+                    "itself off)",
+                "`gpuprov down " + name_ + "` deletes it (`gpuprov down --expired` every expired "
+                "VM); provision after that makes a new one");
+  }
   replaced_preempted_ = now->message.empty() ? std::string("no reason given") : now->message;
   console_.Step("replace", "VM " + name_ + " was preempted by " + cloud_name_ + " (" +
                                replaced_preempted_ +

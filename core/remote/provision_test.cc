@@ -4,6 +4,7 @@
 // loopback port, so a run stops at WaitForSsh: what these tests look at is what comes before
 // (order, re-run, resume after a crash point) and what a failure after create leaves.
 #include "provision.h"
+#include "ttl.h"
 
 #include <Poco/JSON/Object.h>
 #include <Poco/JSON/Parser.h>
@@ -684,6 +685,34 @@ TEST_F(ProvisionTest, TheReplacementOfAPreemptedVmKeepsItsTtlDeadline) {
   EXPECT_EQ(world_.vms.size(), 1u);
   EXPECT_NE(Record()->vm_id, "1");
   EXPECT_EQ(Record()->ttl_deadline, deadline) << "the TTL covers the spot VM as any other";
+}
+
+// Past its deadline a spot VM that is off powered itself off at its TTL, whatever the cloud calls
+// it (Nebius reports a TTL power-off of a preemptible VM as it reports a preemption): a re-run
+// does not bring back what the TTL ended.
+TEST_F(ProvisionTest, APreemptedVmPastItsTtlDeadlineIsNotReplaced) {
+  flags_.spot = true;
+  flags_.ttl_seconds = 3600;
+  RunUntilError();
+  VmRecord rec = *Record();
+  rec.ttl_deadline = "2026-01-01T00:00:00Z";
+  StateStore(app_.paths).Save(rec);
+  world_.vms.at("demo").state = "preempted";
+  flags_.ttl_seconds.reset();
+  EXPECT_THAT(RunUntilError(), HasSubstr("VM demo is off: its TTL passed at 2026-01-01T00:00:00Z"));
+  EXPECT_EQ(Record()->vm_id, "1");
+  EXPECT_EQ(std::count(world_.calls.begin(), world_.calls.end(), "delete demo"), 0);
+}
+
+TEST(StateWithTtl, PreemptedPastTheDeadlineIsStopped) {
+  VmRecord rec;
+  const auto now = std::chrono::system_clock::now();
+  EXPECT_EQ(StateWithTtl(rec, "preempted", now), "preempted") << "no TTL";
+  rec.ttl_deadline = "2026-01-01T00:00:00Z";
+  EXPECT_EQ(StateWithTtl(rec, "preempted", now), "stopped");
+  EXPECT_EQ(StateWithTtl(rec, "running", now), "running");
+  rec.ttl_deadline = "2099-01-01T00:00:00Z";
+  EXPECT_EQ(StateWithTtl(rec, "preempted", now), "preempted") << "before the deadline";
 }
 
 TEST_F(ProvisionTest, ARerunOnARunningSpotVmReusesIt) {

@@ -11,6 +11,7 @@
 #include "output.h"
 #include "provision.h"
 #include "spot.h"
+#include "ttl.h"
 #include "vm_records.h"
 
 namespace gpuprov {
@@ -93,7 +94,8 @@ int RunWatch(const AppContext& app, const std::string& name, const WatchOptions&
   std::unique_ptr<Cloud> cloud = Cloud::Open(host, record.cloud, config);
   while (!Interrupted()) {
     std::string reason;
-    const std::string state = StateNow(*cloud, record, &reason);
+    const std::string state =
+        StateWithTtl(record, StateNow(*cloud, record, &reason), std::chrono::system_clock::now());
     if (state == kPreemptedState) {
       const std::string why = reason.empty() ? std::string("no reason given") : reason;
       console.Note(name + " was preempted by " + record.cloud + " (" + why + "); bringing it back");
