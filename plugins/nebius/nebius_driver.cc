@@ -785,7 +785,7 @@ std::string NebiusDriver::Offers(const std::string& request_json) {
     rows.push_back(CpuPreset());
   }
   // What the project has (PlatformService.List); capacity shows only at create (REFERENCE.md §7).
-  // No spot price either: the API has none and the driver keeps no price table (§3.8).
+  // No spot price either: the API has none and the driver keeps no price table (§3.7).
   std::set<std::string> known;
   for (const auto& p : Platforms()) {
     for (const auto& preset : p.spec().presets()) {

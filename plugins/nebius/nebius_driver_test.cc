@@ -433,7 +433,7 @@ TEST_F(NebiusEmulatorTest, AStartThatFailsAfterTheCreateIsCapacityWithItsReason)
   ExpectNothingLeft();
 }
 
-// Spot (REFERENCE.md §3.8): "spot": true makes a preemptible instance (on_preemption STOP,
+// Spot (REFERENCE.md §3.7): "spot": true makes a preemptible instance (on_preemption STOP,
 // recovery_policy FAIL); one Compute stopped is "preempted" with the reason in get and list; a
 // platform that takes no preemptibles is refused before anything is made; offers carry no spot
 // price (none in the API, no table).

@@ -144,7 +144,7 @@ std::string VmStateOf(int instance_state, bool reconciling);
 /// STOPPED, no operation in progress, and not stopped on request (spec.stopped false). Nebius
 /// stops a preemptible VM on preemption (PreemptibleSpec.on_preemption STOP, "stops the VM
 /// without deleting or restarting it", nebius/api compute/v1/instance.proto); InstanceStatus
-/// has no field saying why, so this reading is the driver's (REFERENCE.md §3.8).
+/// has no field saying why, so this reading is the driver's (REFERENCE.md §3.7).
 bool PreemptedByCompute(bool preemptible, int instance_state, bool reconciling,
                         bool stopped_in_spec);
 /// The reason a preempted VM's message gives (the API has none of its own).

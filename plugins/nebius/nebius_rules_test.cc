@@ -150,7 +150,7 @@ TEST(NebiusState, InstanceStates) {
   EXPECT_EQ(StripPrefixLength("127.0.0.1"), "127.0.0.1");
 }
 
-// A preemptible VM Compute stopped: STOPPED, settled, not asked to stop (REFERENCE.md §3.8).
+// A preemptible VM Compute stopped: STOPPED, settled, not asked to stop (REFERENCE.md §3.7).
 TEST(NebiusState, PreemptedIsAStoppedPreemptibleNobodyAskedToStop) {
   EXPECT_TRUE(PreemptedByCompute(true, 6, false, false));
   EXPECT_FALSE(PreemptedByCompute(false, 6, false, false));  // a regular VM: stopped

@@ -246,7 +246,7 @@ quick_ssh_wait() {
   expect_nebius_clean
 }
 
-# Spot (docs/driver-protocol.md "Spot VMs", plugins/nebius/REFERENCE.md §3.8): a preemptible
+# Spot (docs/driver-protocol.md "Spot VMs", plugins/nebius/REFERENCE.md §3.7): a preemptible
 # instance; Nebius stops it on preemption (the emulator's POST /preempt); list shows PREEMPTED
 # with the reason; a re-run replaces it with a new one of the same name and spec.
 @test "nebius: --spot makes a preemptible VM; preempted it is PREEMPTED in list; a re-run replaces it" {
