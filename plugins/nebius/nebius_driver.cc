@@ -785,12 +785,15 @@ std::string NebiusDriver::Offers(const std::string& request_json) {
     rows.push_back(CpuPreset());
   }
   // What the project has (PlatformService.List); capacity shows only at create (REFERENCE.md §7).
-  // No spot price either: the API has none and the driver keeps no price table (§3.7).
+  // A platform allowed_for_preemptibles sells the offer as spot too, at a price nobody here
+  // knows (the API has none, the driver keeps no table: REFERENCE.md §3.7): spot price 0.
   std::set<std::string> known;
+  std::set<std::string> preemptible_platforms;
   for (const auto& p : Platforms()) {
     for (const auto& preset : p.spec().presets()) {
       known.insert(p.metadata().name() + "/" + preset.name());
     }
+    if (p.status().allowed_for_preemptibles()) preemptible_platforms.insert(p.metadata().name());
   }
   for (const auto& r : rows) {
     if (!known.count(r.InstanceType())) {
@@ -799,7 +802,9 @@ std::string NebiusDriver::Offers(const std::string& request_json) {
                     " presets are listed there");
       continue;
     }
-    offers->add(kit::OfferJson({r.InstanceType(), r.gpu_type, r.gpu_count, region, 0, ""}));
+    kit::OfferFields offer{r.InstanceType(), r.gpu_type, r.gpu_count, region, 0, ""};
+    if (preemptible_platforms.count(r.platform)) offer.spot_price_per_hour = 0.0;
+    offers->add(kit::OfferJson(offer));
   }
   return kit::OffersResult(offers, kPoweredOffCost);
 }

@@ -435,15 +435,21 @@ TEST_F(NebiusEmulatorTest, AStartThatFailsAfterTheCreateIsCapacityWithItsReason)
 
 // Spot (REFERENCE.md §3.7): "spot": true makes a preemptible instance (on_preemption STOP,
 // recovery_policy FAIL); one Compute stopped is "preempted" with the reason in get and list; a
-// platform that takes no preemptibles is refused before anything is made; offers carry no spot
-// price (none in the API, no table).
+// platform that takes no preemptibles is refused before anything is made; offers of a platform
+// allowed_for_preemptibles are sold as spot at an unknown price (0: none in the API, no table).
 TEST_F(NebiusEmulatorTest, SpotIsAPreemptibleInstanceReadAsPreemptedOnceStopped) {
   Driver driver(Config());
   OpResult offers = driver.Offers(R"({"gpu":{"type":"H100","count":1},"region":""})");
   ASSERT_EQ(offers.status, GPUPROV_STATUS_OK) << offers;
   ASSERT_EQ(offers.Doc()->getArray("offers")->size(), 1u) << offers.json;
-  EXPECT_FALSE(offers.Doc()->getArray("offers")->getObject(0)->has("spot_price_per_hour"))
-      << offers.json;
+  Object::Ptr h100 = offers.Doc()->getArray("offers")->getObject(0);
+  ASSERT_TRUE(h100->has("spot_price_per_hour")) << offers.json;
+  EXPECT_EQ(h100->getValue<double>("spot_price_per_hour"), 0.0) << offers.json;
+  OpResult cpu_offers = driver.Offers(R"({"gpu":null,"region":""})");
+  ASSERT_EQ(cpu_offers.status, GPUPROV_STATUS_OK) << cpu_offers;
+  ASSERT_EQ(cpu_offers.Doc()->getArray("offers")->size(), 1u) << cpu_offers.json;
+  EXPECT_FALSE(cpu_offers.Doc()->getArray("offers")->getObject(0)->has("spot_price_per_hour"))
+      << cpu_offers.json;
 
   Object::Ptr cpu = ParseJson(CreateRequest("nb-spot-cpu", ""));
   cpu->set("spot", true);
