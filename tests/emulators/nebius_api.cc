@@ -480,26 +480,14 @@ class NebiusApi : public CloudApi {
     Reconcile();
     JsonArray a = NewArray();
     for (auto& [id, inst] : instances_) {
-      JsonObject row;
-      if (!inst.backend_id.empty()) {
-        row = InstanceRow(id, inst.proto.metadata().name(), inst.backend_id);
-      } else if (inst.preempted) {
-        row = NewObject();
-        row->set("id", id);
-        row->set("name", inst.proto.metadata().name());
-        row->set("backend_id", std::string());
-        row->set("state", std::string("stopped"));
-        row->set("message", std::string("preempted (POST /preempt): stopped, machine gone"));
-        row->set("reachable_ports", std::string());
-      } else {
-        row = NewObject();
-        row->set("id", id);
-        row->set("name", inst.proto.metadata().name());
-        row->set("backend_id", std::string());
-        row->set("state", std::string("provisioning"));
-        row->set("message", std::string("no machine: this create fails in its operation"));
-        row->set("reachable_ports", std::string());
-      }
+      const std::string& name = inst.proto.metadata().name();
+      JsonObject row =
+          !inst.backend_id.empty() ? InstanceRow(id, name, inst.backend_id)
+          : inst.preempted
+              ? MachinelessRow(id, name, "stopped",
+                               "preempted (POST /preempt): stopped, machine gone")
+              : MachinelessRow(id, name, "provisioning",
+                               "no machine: this create fails in its operation");
       const compute::InstanceStatus s = StatusOf(inst);
       row->set("nebius_state", compute::InstanceStatus::InstanceState_Name(s.state()));
       row->set("reconciling", s.reconciling());
@@ -517,6 +505,20 @@ class NebiusApi : public CloudApi {
       a->add(row);
     }
     return a;
+  }
+
+  // The /instances row of an instance without a machine: preempted (stopped), or a create
+  // failing in its operation (provisioning until then).
+  static JsonObject MachinelessRow(const std::string& id, const std::string& name,
+                                   const std::string& state, const std::string& message) {
+    JsonObject r = NewObject();
+    r->set("id", id);
+    r->set("name", name);
+    r->set("backend_id", std::string());
+    r->set("state", state);
+    r->set("message", message);
+    r->set("reachable_ports", std::string());
+    return r;
   }
 
   void Reset() override {
