@@ -102,7 +102,8 @@ struct OfferFields {
   /// judge how stale they may be; written only then.
   std::string price_date{};
   /// The spot (preemptible) price per hour in USD where the cloud sells the offer as spot
-  /// (GPUPROV_CAP_SPOT); nullopt (not written): no spot or unknown.
+  /// (GPUPROV_CAP_SPOT); 0: sold as spot at a price the driver does not know; nullopt (not
+  /// written): not sold as spot, or the driver cannot tell.
   std::optional<double> spot_price_per_hour{};
 };
 Poco::JSON::Object::Ptr OfferJson(const OfferFields& offer);

@@ -732,7 +732,11 @@ Object::Ptr NebiusDriver::VmJson(const Instance& inst, const std::vector<int>& p
   vm.created_at = inst.metadata().has_created_at()
                       ? google::protobuf::util::TimeUtil::ToString(inst.metadata().created_at())
                       : std::string();
-  if (vm_state != "running" && vm_state != "pending") {
+  vm.spot = inst.spec().has_preemptible();
+  if (PreemptedByCompute(vm.spot, state, inst.status().reconciling(), inst.spec().stopped())) {
+    vm.state = "preempted";
+    vm.message = kPreemptedReason;
+  } else if (vm_state != "running" && vm_state != "pending") {
     vm.message = InstanceStateName(state);
     if (state == compute::InstanceStatus::STOPPED) {
       vm.message +=
@@ -781,7 +785,32 @@ std::string NebiusDriver::Offers(const std::string& request_json) {
     rows.push_back(CpuPreset());
   }
   // What the project has (PlatformService.List); capacity shows only at create (REFERENCE.md §7).
+  // A platform allowed_for_preemptibles sells the offer as spot too, at a price nobody here
+  // knows (the API has none, the driver keeps no table: REFERENCE.md §3.7): spot price 0.
   std::set<std::string> known;
+  std::set<std::string> preemptible_platforms;
+  for (const auto& p : Platforms()) {
+    for (const auto& preset : p.spec().presets()) {
+      known.insert(p.metadata().name() + "/" + preset.name());
+    }
+    if (p.status().allowed_for_preemptibles()) preemptible_platforms.insert(p.metadata().name());
+  }
+  for (const auto& r : rows) {
+    if (!known.count(r.InstanceType())) {
+      host_.Warning("project " + Project() + " has no platform/preset " + r.InstanceType() +
+                    " (PlatformService.List); " + std::to_string(known.size()) +
+                    " presets are listed there");
+      continue;
+    }
+    kit::OfferFields offer{r.InstanceType(), r.gpu_type, r.gpu_count, region, 0, ""};
+    if (preemptible_platforms.count(r.platform)) offer.spot_price_per_hour = 0.0;
+    offers->add(kit::OfferJson(offer));
+  }
+  return kit::OffersResult(offers, kPoweredOffCost);
+}
+
+std::vector<compute::Platform> NebiusDriver::Platforms() {
+  std::vector<compute::Platform> out;
   std::string token;
   for (int page = 0; page < kMaxPages; ++page) {
     compute::ListPlatformsRequest req;
@@ -792,24 +821,31 @@ std::string NebiusDriver::Offers(const std::string& request_json) {
     client_->Run({"list platforms of project " + Project()}, [&](grpc::ClientContext* c, Done d) {
       client_->platforms().async()->List(c, &req, &resp, std::move(d));
     });
-    for (const auto& p : resp.items()) {
-      for (const auto& preset : p.spec().presets()) {
-        known.insert(p.metadata().name() + "/" + preset.name());
-      }
-    }
+    out.insert(out.end(), resp.items().begin(), resp.items().end());
     token = resp.next_page_token();
     if (token.empty()) break;
   }
-  for (const auto& r : rows) {
-    if (!known.count(r.InstanceType())) {
-      host_.Warning("project " + Project() + " has no platform/preset " + r.InstanceType() +
-                    " (PlatformService.List); " + std::to_string(known.size()) +
-                    " presets are listed there");
-      continue;
-    }
-    offers->add(kit::OfferJson({r.InstanceType(), r.gpu_type, r.gpu_count, region, 0, ""}));
+  return out;
+}
+
+void NebiusDriver::RequireAllowedForPreemptibles(const PlatformPreset& pp) {
+  // Platforms that take preemptible VMs say so in status.allowed_for_preemptibles (Nebius
+  // documentation, "Preemptible virtual machines": "The platforms available for preemptible VMs
+  // are marked as allowed_for_preemptibles: true").
+  bool allowed = false;
+  std::string others;
+  for (const auto& p : Platforms()) {
+    if (!p.status().allowed_for_preemptibles()) continue;
+    if (p.metadata().name() == pp.platform) allowed = true;
+    others += (others.empty() ? "" : ", ") + p.metadata().name();
   }
-  return kit::OffersResult(offers, kPoweredOffCost);
+  if (allowed) return;
+  throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                    "platform " + pp.platform + " does not take preemptible (spot) VMs in project " +
+                        Project() + " (PlatformService: allowed_for_preemptibles is false); " +
+                        (others.empty() ? std::string("no platform there does")
+                                        : "platforms that do: " + others) +
+                        "; drop --spot or choose a GPU of one of those");
 }
 
 std::string NebiusDriver::Create(const std::string& request_json) {
@@ -824,6 +860,7 @@ std::string NebiusDriver::Create(const std::string& request_json) {
   const kit::PortSources sources = kit::SourcesOf(request, /*ipv6_allowed=*/false);
   const PlatformPreset pp = ChoosePreset(kit::ParseGpu(request), json::Str(request, "instance_type"));
   const bool has_gpu = pp.gpu_count > 0 || pp.platform.rfind("gpu-", 0) == 0;
+  const bool spot = kit::SpotRequested(request);
   std::string image_family = json::Str(request, "image");
   if (image_family.empty()) image_family = json::Str(config_, "image_family");
   if (image_family.empty()) image_family = has_gpu ? kGpuImageFamily : kCpuImageFamily;
@@ -862,6 +899,7 @@ std::string NebiusDriver::Create(const std::string& request_json) {
     return kit::VmResult(VmJson(*existing, open), true);
   }
 
+  if (spot) RequireAllowedForPreemptibles(pp);
   const auto [subnet_id, network_id] = Subnet();
   bool group_created = false;
   bool disk_created = false;
@@ -891,9 +929,18 @@ std::string NebiusDriver::Create(const std::string& request_json) {
   nic->mutable_public_ip_address();
   nic->add_security_groups()->set_id(group_id);
   spec->set_cloud_init_user_data(cloud_init);
+  if (spot) {
+    // A preemptible VM (nebius/api compute/v1/instance.proto, InstanceSpec.preemptible:
+    // on_preemption STOP, the only policy, required; priority is deprecated and not sent) with
+    // recovery_policy FAIL, as Nebius's "Preemptible virtual machines" page creates one (and
+    // SkyPilot's and dstack's Nebius provisioners do): Compute stops it when it wants the
+    // capacity back, and the host's re-run replaces it.
+    spec->mutable_preemptible()->set_on_preemption(compute::PreemptibleSpec::STOP);
+    spec->set_recovery_policy(compute::FAIL);
+  }
 
-  host_.Progress("creating instance " + name + " (" + pp.InstanceType() + " in project " +
-                 Project() + ")");
+  host_.Progress("creating " + std::string(spot ? "preemptible " : "") + "instance " + name +
+                 " (" + pp.InstanceType() + " in project " + Project() + ")");
   Operation op;
   try {
     try {
@@ -941,6 +988,7 @@ std::string NebiusDriver::Get(const std::string& request_json) {
   // the message); a VM that ran and was powered off has no failed operation and stays stopped.
   if (inst->status().state() == compute::InstanceStatus::STOPPED && !inst->status().reconciling()) {
     if (const StartFailure f = StartFailureOf(*inst); f.failed) {
+      vm->set("state", std::string("stopped"));  // a start that failed, not a preemption
       vm->set("message", "the instance did not start: " + f.text);
     }
   }

@@ -36,7 +36,8 @@ class NebiusDriver {
       "Nebius AI Cloud (gRPC): instances, boot disks, VPC security groups, service-account "
       "token exchange";
   static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
-                                            GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES;
+                                            GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES |
+                                            GPUPROV_CAP_SPOT;
   /// How a VM learns its public address: IMDS network-data (its public address there unconfirmed); REFERENCE.md §6.
   static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_NEBIUS;
 
@@ -68,6 +69,12 @@ class NebiusDriver {
   /// The gpuprov instance a get/delete/open_ports request names by "id" or "name".
   std::optional<Instance> Resolve(const Poco::JSON::Object::Ptr& request);
   std::vector<Instance> Instances();
+
+  /// The project's platforms (PlatformService.List, every page).
+  std::vector<::nebius::compute::v1::Platform> Platforms();
+  /// Refuses (INVALID_INPUT, before anything is made) a preemptible VM of a platform whose
+  /// status.allowed_for_preemptibles is false, naming the platforms that allow one.
+  void RequireAllowedForPreemptibles(const PlatformPreset& pp);
 
   /// The subnet for new interfaces: config subnet_id, else the project's "default-subnet*",
   /// else its first. Returns {subnet id, network id}.

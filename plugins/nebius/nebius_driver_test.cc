@@ -74,7 +74,8 @@ TEST(NebiusDescriptor, IdentityCapabilitiesAndKeys) {
   EXPECT_STREQ(d->node_address, GPUPROV_NODE_ADDRESS_NEBIUS);
   EXPECT_EQ(d->capabilities,
             static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
-                                  GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES));
+                                  GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES |
+                                  GPUPROV_CAP_SPOT));
   ExpectEveryOperation(*d->vtable);
   std::vector<std::string> keys;
   for (size_t i = 0; i < d->config_key_count; ++i) keys.push_back(d->config_keys[i]->name);
@@ -171,6 +172,11 @@ class NebiusEmulator {
   std::vector<std::string> Requests() { return process_.Requests("nebius"); }
   void Settings(const std::string& json_fields) {
     HttpReply r = process_.Control("POST", "/settings", R"({"cloud":"nebius",)" + json_fields + "}");
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
+  void Preempt(const std::string& name) {
+    HttpReply r =
+        process_.Control("POST", "/preempt", R"({"cloud":"nebius","name":")" + name + R"("})");
     EXPECT_EQ(r.status, 200) << r.body;
   }
   std::string Reachable(const std::string& name) {
@@ -425,6 +431,76 @@ TEST_F(NebiusEmulatorTest, AStartThatFailsAfterTheCreateIsCapacityWithItsReason)
   EXPECT_TRUE(Contains(r.error, "not enough resources")) << r.error;
   EXPECT_TRUE(Contains(r.error, "Start instance nb-nostart")) << r.error;
   ExpectNothingLeft();
+}
+
+// Spot (REFERENCE.md §3.7): "spot": true makes a preemptible instance (on_preemption STOP,
+// recovery_policy FAIL); one Compute stopped is "preempted" with the reason in get and list; a
+// platform that takes no preemptibles is refused before anything is made; offers of a platform
+// allowed_for_preemptibles are sold as spot at an unknown price (0: none in the API, no table).
+TEST_F(NebiusEmulatorTest, SpotIsAPreemptibleInstanceReadAsPreemptedOnceStopped) {
+  Driver driver(Config());
+  OpResult offers = driver.Offers(R"({"gpu":{"type":"H100","count":1},"region":""})");
+  ASSERT_EQ(offers.status, GPUPROV_STATUS_OK) << offers;
+  ASSERT_EQ(offers.Doc()->getArray("offers")->size(), 1u) << offers.json;
+  Object::Ptr h100 = offers.Doc()->getArray("offers")->getObject(0);
+  ASSERT_TRUE(h100->has("spot_price_per_hour")) << offers.json;
+  EXPECT_EQ(h100->getValue<double>("spot_price_per_hour"), 0.0) << offers.json;
+  OpResult cpu_offers = driver.Offers(R"({"gpu":null,"region":""})");
+  ASSERT_EQ(cpu_offers.status, GPUPROV_STATUS_OK) << cpu_offers;
+  ASSERT_EQ(cpu_offers.Doc()->getArray("offers")->size(), 1u) << cpu_offers.json;
+  EXPECT_FALSE(cpu_offers.Doc()->getArray("offers")->getObject(0)->has("spot_price_per_hour"))
+      << cpu_offers.json;
+
+  Object::Ptr cpu = ParseJson(CreateRequest("nb-spot-cpu", ""));
+  cpu->set("spot", true);
+  OpResult refused = driver.Create(Stringify(cpu));
+  EXPECT_EQ(refused.status, GPUPROV_STATUS_INVALID_INPUT) << refused;
+  EXPECT_TRUE(Contains(refused.error, "cpu-d3")) << refused.error;
+  EXPECT_TRUE(Contains(refused.error, "allowed_for_preemptibles")) << refused.error;
+  EXPECT_TRUE(Contains(refused.error, "gpu-h100-sxm")) << refused.error;
+  ExpectNothingLeft();
+
+  Object::Ptr req = ParseJson(CreateRequest("nb-spot"));
+  req->set("spot", true);
+  OpResult c = driver.Create(Stringify(req));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  EXPECT_TRUE(c.Vm()->optValue<bool>("spot", false)) << c.json;
+  EXPECT_EQ(emulator_->InstanceField("nb-spot", "on_preemption"), "STOP");
+  EXPECT_EQ(emulator_->InstanceField("nb-spot", "recovery_policy"), "FAIL");
+  Object::Ptr running = WaitRunning(driver, id);
+  ASSERT_TRUE(running);
+  EXPECT_TRUE(running->optValue<bool>("spot", false));
+
+  emulator_->Preempt("nb-spot");
+  OpResult g = driver.Get(R"({"id":")" + id + R"(","name":"nb-spot"})");
+  ASSERT_EQ(g.status, GPUPROV_STATUS_OK) << g;
+  EXPECT_EQ(g.Vm()->getValue<std::string>("state"), "preempted") << g.json;
+  EXPECT_TRUE(Contains(g.Vm()->getValue<std::string>("message"), "preemptible")) << g.json;
+  EXPECT_EQ(g.Vm()->optValue<std::string>("public_ip", ""), "") << g.json;
+  OpResult list = driver.List();
+  ASSERT_EQ(list.status, GPUPROV_STATUS_OK) << list;
+  Object::Ptr listed = list.Doc()->getArray("vms")->getObject(0);
+  EXPECT_EQ(listed->getValue<std::string>("state"), "preempted") << list.json;
+  EXPECT_TRUE(listed->optValue<bool>("spot", false)) << list.json;
+
+  // The host replaces it: delete (its disk and group go too), then a new one of the name.
+  ASSERT_EQ(driver.Delete(R"({"id":")" + id + R"(","name":"nb-spot"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+  OpResult again = driver.Create(Stringify(req));
+  ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << again;
+  EXPECT_NE(again.Vm()->getValue<std::string>("id"), id);
+  EXPECT_FALSE(again.Doc()->getValue<bool>("existing"));
+}
+
+// A regular VM keeps its on-demand spec and is never read as preempted.
+TEST_F(NebiusEmulatorTest, ARegularVmHasNoPreemptibleSpec) {
+  Driver driver(Config());
+  OpResult c = driver.Create(CreateRequest("nb-regular"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  EXPECT_FALSE(c.Vm()->has("spot")) << c.json;
+  EXPECT_EQ(emulator_->InstanceField("nb-regular", "on_preemption"), "");
+  EXPECT_EQ(emulator_->InstanceField("nb-regular", "recovery_policy"), "RECOVER");
 }
 
 // Part 2 of issue 30: the gRPC methods of the nebius/api protos (snapshot 5101002) for the

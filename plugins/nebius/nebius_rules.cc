@@ -321,6 +321,11 @@ std::string VmStateOf(int s, bool reconciling) {
   }
 }
 
+bool PreemptedByCompute(bool preemptible, int instance_state, bool reconciling,
+                        bool stopped_in_spec) {
+  return preemptible && instance_state == 6 /* STOPPED */ && !reconciling && !stopped_in_spec;
+}
+
 bool AnyAddress(const std::vector<std::string>& cidrs, const std::string& security_group_id) {
   if (cidrs.empty()) return security_group_id.empty();
   return std::find(cidrs.begin(), cidrs.end(), "0.0.0.0/0") != cidrs.end();

@@ -140,6 +140,18 @@ std::string GrpcCodeName(int code);
 /// InstanceStatus.state (the enum's numbers) + reconciling -> "pending", "running",
 /// "stopped", "terminated" or "error". A new instance is STOPPED while reconciling: pending.
 std::string VmStateOf(int instance_state, bool reconciling);
+/// Whether an instance reads as a preemptible VM that Compute took back: spec.preemptible set,
+/// STOPPED, no operation in progress, and not stopped on request (spec.stopped false). Nebius
+/// stops a preemptible VM on preemption (PreemptibleSpec.on_preemption STOP, "stops the VM
+/// without deleting or restarting it", nebius/api compute/v1/instance.proto); InstanceStatus
+/// has no field saying why, so this reading is the driver's (REFERENCE.md §3.7).
+bool PreemptedByCompute(bool preemptible, int instance_state, bool reconciling,
+                        bool stopped_in_spec);
+/// The reason a preempted VM's message gives (the API has none of its own).
+inline constexpr const char* kPreemptedReason =
+    "STOPPED by Compute: a preemptible VM (on_preemption STOP) stopped to free capacity; its "
+    "dynamic public IP is released";
+
 /// The InstanceState enum name of a number ("RUNNING"), "STATE N" when unknown.
 std::string InstanceStateName(int instance_state);
 

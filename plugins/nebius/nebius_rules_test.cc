@@ -150,6 +150,16 @@ TEST(NebiusState, InstanceStates) {
   EXPECT_EQ(StripPrefixLength("127.0.0.1"), "127.0.0.1");
 }
 
+// A preemptible VM Compute stopped: STOPPED, settled, not asked to stop (REFERENCE.md §3.7).
+TEST(NebiusState, PreemptedIsAStoppedPreemptibleNobodyAskedToStop) {
+  EXPECT_TRUE(PreemptedByCompute(true, 6, false, false));
+  EXPECT_FALSE(PreemptedByCompute(false, 6, false, false));  // a regular VM: stopped
+  EXPECT_FALSE(PreemptedByCompute(true, 6, true, false));    // still being made or started
+  EXPECT_FALSE(PreemptedByCompute(true, 6, false, true));    // stopped on request
+  EXPECT_FALSE(PreemptedByCompute(true, 4, false, false));   // running
+  EXPECT_FALSE(PreemptedByCompute(true, 5, true, false));    // stopping
+}
+
 std::string NewPrivateKeyPem(Poco::Crypto::RSAKey* key) {
   std::ostringstream pub, priv;
   key->save(&pub, &priv);

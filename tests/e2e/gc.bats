@@ -562,6 +562,33 @@ assert names == ["keep-nb", "users-nb"], names'
   [ "$(count nebius security_groups)" -eq 1 ]
 }
 
+# Spot VMs as any other (issue 34): a preempted spot VM stays on Nebius (stopped); with its
+# record it is kept, without one it is an orphan like any lost VM.
+@test "nebius: gc treats preempted spot VMs as any other: the recorded one survives, the lost one is listed and deleted" {
+  local name
+  for name in keep-spot lost-spot; do
+    run "$GPUPROV" provision --name "$name" --cloud nebius --gpus H100:1 --no-k8s --spot
+    echo "$output"
+    [ -f "$GPUPROV_HOME/state/$name.json" ]
+    curl -fsS -X POST "$CONTROL/preempt" -d "{\"cloud\":\"nebius\",\"name\":\"$name\"}" >/dev/null
+  done
+  rm "$GPUPROV_HOME/state/lost-spot.json"
+  run gc_lines --cloud nebius
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "nebius disk lost-spot-boot lost-spot
+nebius security_group gpuprov-lost-spot lost-spot
+nebius vm lost-spot lost-spot" ]
+  run "$GPUPROV" gc --cloud nebius --delete --yes
+  [ "$status" -eq 0 ]
+  wait_count nebius instances 1
+  [ "$(count nebius disks)" -eq 1 ]
+  [ "$(field keep-spot state)" = preempted ]
+  run "$GPUPROV" down keep-spot
+  [ "$status" -eq 0 ]
+  wait_count nebius instances 0
+}
+
 @test "docker: gc lists the lost VM's container of this scope; another scope's, an unlabelled one and the recorded VM survive" {
   local image keep="gck$$-keep" lost="gck$$-lost" name
   image=$(bash "$REPO_ROOT/tests/fixtures/testvm/build-image.sh" --print-tag)

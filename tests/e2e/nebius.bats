@@ -9,7 +9,7 @@
 #   crash_points.bash): its VM is made by runs killed at each point the route reaches.
 # - memory backend: the faults (no capacity, quota, throttling, a refused token, a GPU Nebius
 #   does not have), each with a clear message and nothing left: no instance, boot disk,
-#   security group or rule.
+#   security group or rule; a spot (preemptible) VM preempted and replaced.
 
 load helpers
 load crash_points
@@ -243,6 +243,55 @@ quick_ssh_wait() {
   [[ "$output" == *"create instance nb-stop: operation "*" failed: INTERNAL"* ]]
   [[ "$output" == *"re-run to try again"* ]]
   [ ! -e "$GPUPROV_HOME/state/nb-stop.json" ]
+  expect_nebius_clean
+}
+
+# Spot (docs/driver-protocol.md "Spot VMs", plugins/nebius/REFERENCE.md §3.7): a preemptible
+# instance; Nebius stops it on preemption (the emulator's POST /preempt); list shows PREEMPTED
+# with the reason; a re-run replaces it with a new one of the same name and spec.
+@test "nebius: --spot makes a preemptible VM; preempted it is PREEMPTED in list; a re-run replaces it" {
+  use_emulator memory
+  quick_ssh_wait
+  # Sold as spot at a price the API does not give: listed by offers --spot, the price "-".
+  run "$GPUPROV" offers --cloud nebius --gpus H100:1 --spot
+  echo "$output"
+  [ "$status" -eq 0 ]
+  grep -Eq '^H100:1 +80 GB +nebius +eu-north1 +gpu-h100-sxm/1gpu-16vcpu-200gb +- +- ' <<<"$output"
+  run "$GPUPROV" offers --cloud nebius --spot
+  echo "$output"
+  [[ "$output" == *"nebius"*"no spot offer for this request"* ]]
+  # A CPU platform takes no preemptible VMs: refused before anything is made (by the host, its
+  # offer carrying no spot price, or else by the driver, naming the platforms that take them).
+  run "$GPUPROV" provision --name nb-spot-cpu --cloud nebius --no-k8s --spot
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"not as a spot VM"* || "$output" == *"does not take preemptible (spot) VMs"*"gpu-h100-sxm"* ]]
+  expect_nebius_clean
+
+  # The memory backend's addresses never answer SSH: the run ends there with the VM kept.
+  run "$GPUPROV" provision --name nb-spot --cloud nebius --gpus H100:1 --no-k8s --spot
+  echo "$output"
+  [[ "$output" == *"spot (price unknown)"* ]]
+  [ "$(count nebius instances)" -eq 1 ]
+  [ "$(field nb-spot spot)" = True ]
+  first_id=$(field nb-spot vm_id)
+  [ -n "$first_id" ]
+
+  curl -fsS -X POST "$CONTROL/preempt" -d '{"cloud":"nebius","name":"nb-spot"}' >/dev/null
+  run "$GPUPROV" list
+  echo "$output"
+  [[ "$output" == *"PREEMPTED"* ]]
+  [[ "$output" == *"nb-spot: preempted by nebius (STOPPED by Compute: a preemptible VM"* ]]
+
+  run "$GPUPROV" provision --name nb-spot --cloud nebius --gpus H100:1 --no-k8s
+  echo "$output"
+  [[ "$output" == *"VM nb-spot was preempted by nebius (STOPPED by Compute"*"replacing it with a new one of the same name and spec"* ]]
+  [ "$(count nebius instances)" -eq 1 ]
+  [ "$(count nebius disks)" -eq 1 ]
+  [ "$(field nb-spot vm_id)" != "$first_id" ]
+  [ "$(field nb-spot spot)" = True ]
+  run "$GPUPROV" down nb-spot
+  [ "$status" -eq 0 ]
   expect_nebius_clean
 }
 

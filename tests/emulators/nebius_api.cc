@@ -116,6 +116,11 @@ const std::vector<PlatformDef>& Platforms() {
   return platforms;
 }
 
+// status.allowed_for_preemptibles: every GPU platform takes preemptible VMs, no CPU one does
+// (Nebius documentation, "Preemptible virtual machines", supported platforms: "all VM platforms
+// with GPUs").
+bool AllowedForPreemptibles(const PlatformDef& p) { return *p.testvm_gpu != '\0'; }
+
 const PlatformDef* FindPlatform(const std::string& name) {
   for (const auto& p : Platforms()) {
     if (name == p.name) return &p;
@@ -475,18 +480,14 @@ class NebiusApi : public CloudApi {
     Reconcile();
     JsonArray a = NewArray();
     for (auto& [id, inst] : instances_) {
-      JsonObject row;
-      if (!inst.backend_id.empty()) {
-        row = InstanceRow(id, inst.proto.metadata().name(), inst.backend_id);
-      } else {
-        row = NewObject();
-        row->set("id", id);
-        row->set("name", inst.proto.metadata().name());
-        row->set("backend_id", std::string());
-        row->set("state", std::string("provisioning"));
-        row->set("message", std::string("no machine: this create fails in its operation"));
-        row->set("reachable_ports", std::string());
-      }
+      const std::string& name = inst.proto.metadata().name();
+      JsonObject row =
+          !inst.backend_id.empty() ? InstanceRow(id, name, inst.backend_id)
+          : inst.preempted
+              ? MachinelessRow(id, name, "stopped",
+                               "preempted (POST /preempt): stopped, machine gone")
+              : MachinelessRow(id, name, "provisioning",
+                               "no machine: this create fails in its operation");
       const compute::InstanceStatus s = StatusOf(inst);
       row->set("nebius_state", compute::InstanceStatus::InstanceState_Name(s.state()));
       row->set("reconciling", s.reconciling());
@@ -494,9 +495,30 @@ class NebiusApi : public CloudApi {
       for (const auto& g : GroupsOf(inst)) sgs->add(g);
       row->set("security_groups", sgs);
       row->set("user_data", inst.proto.spec().cloud_init_user_data());
+      row->set("on_preemption",
+               inst.proto.spec().has_preemptible()
+                   ? compute::PreemptibleSpec::PreemptionPolicy_Name(
+                         inst.proto.spec().preemptible().on_preemption())
+                   : std::string());
+      row->set("recovery_policy",
+               compute::InstanceRecoveryPolicy_Name(inst.proto.spec().recovery_policy()));
       a->add(row);
     }
     return a;
+  }
+
+  // The /instances row of an instance without a machine: preempted (stopped), or a create
+  // failing in its operation (provisioning until then).
+  static JsonObject MachinelessRow(const std::string& id, const std::string& name,
+                                   const std::string& state, const std::string& message) {
+    JsonObject r = NewObject();
+    r->set("id", id);
+    r->set("name", name);
+    r->set("backend_id", std::string());
+    r->set("state", state);
+    r->set("message", message);
+    r->set("reachable_ports", std::string());
+    return r;
   }
 
   void Reset() override {
@@ -637,6 +659,9 @@ class NebiusApi : public CloudApi {
     // of capacity: STOPPED, not reconciling, with a failed operation on the instance.
     std::optional<Clock::time_point> start_fail_at;
     bool start_failed = false;
+    // POST /preempt took this preemptible instance back: STOPPED (not reconciling, no public
+    // address), its machine gone, spec and boot disk kept, until it is deleted.
+    bool preempted = false;
     double ip_after_seconds = 0;               // ip_after_boot
     std::string disk_id;                       // boot disk
     bool managed_disk = false;
@@ -1035,6 +1060,11 @@ class NebiusApi : public CloudApi {
     if (inst.deleting_since) {
       s.set_state(compute::InstanceStatus::DELETING);
       s.set_reconciling(true);
+    } else if (inst.preempted) {
+      // Nebius stops a preemptible VM it takes back (PreemptibleSpec.on_preemption STOP,
+      // nebius/api compute/v1/instance.proto) and releases its dynamic public IP (Nebius
+      // documentation, "Preemptible virtual machines"): STOPPED, settled, no address.
+      s.set_state(compute::InstanceStatus::STOPPED);
     } else if (inst.start_failed) {
       s.set_state(compute::InstanceStatus::STOPPED);  // a failed start: not reconciling
     } else if (inst.backend_id.empty() || now - inst.created < stopped_phase_) {
@@ -1150,6 +1180,20 @@ class NebiusApi : public CloudApi {
       return BadRequest("compute", "spec.resources.preset",
                         "platform " + std::string(platform->name) + " has no preset \"" +
                             spec.resources().preset() + "\"");
+    }
+    if (spec.has_preemptible()) {
+      // nebius/api compute/v1/instance.proto: PreemptibleSpec.on_preemption is required, STOP
+      // its only value; a preemptible VM needs a platform allowed_for_preemptibles. The wording
+      // of both refusals is the emulator's.
+      if (spec.preemptible().on_preemption() != compute::PreemptibleSpec::STOP) {
+        return BadRequest("compute", "spec.preemptible.on_preemption",
+                          "value is required (STOP)");
+      }
+      if (!AllowedForPreemptibles(*platform)) {
+        return BadRequest("compute", "spec.preemptible",
+                          "platform " + std::string(platform->name) +
+                              " is not allowed for preemptible instances");
+      }
     }
     if (spec.cloud_init_user_data().size() > kMaxUserData) {
       return BadRequest("compute", "spec.cloud_init_user_data",
@@ -1615,7 +1659,7 @@ class NebiusApi : public CloudApi {
     }
     out.mutable_spec()->set_human_readable_name(p.human);
     out.mutable_spec()->set_gpu_memory_gigabytes(p.gpu_memory_gb);
-    out.mutable_status()->set_allowed_for_preemptibles(*p.testvm_gpu != '\0');
+    out.mutable_status()->set_allowed_for_preemptibles(AllowedForPreemptibles(p));
     return out;
   }
 
@@ -1935,7 +1979,21 @@ class NebiusApi : public CloudApi {
         ++it;
         continue;
       }
+      if (inst.preempted) {
+        ++it;
+        continue;
+      }
       const InstanceStatus b = backend_->State(inst.backend_id);
+      if (b.state == InstanceState::kGone && b.preempted && inst.proto.spec().has_preemptible()) {
+        // Taken back (POST /preempt): the instance stays, stopped; a create still running has
+        // made it, so its operation succeeds. (A regular instance is lost instead, below.)
+        Finish(inst.create_op);
+        backend_->Delete(inst.backend_id);
+        inst.backend_id.clear();
+        inst.preempted = true;
+        ++it;
+        continue;
+      }
       if (b.state == InstanceState::kGone) {
         // The machine vanished: NOT_FOUND from now on; an unfinished create fails.
         nc::ServiceError e = ServiceErrorOf("compute", "InternalError", nc::ServiceError::NOTHING);

@@ -976,6 +976,84 @@ TEST_F(NebiusApiTest, AmbiguousCreateIsSafeToRetryWithTheSameKey) {
   EXPECT_EQ(Wait(op).status().code(), 0);
 }
 
+// Preemptible instances (README "Nebius"; nebius/api compute/v1/instance.proto
+// PreemptibleSpec): the spec is kept and returned, refused without on_preemption or on a
+// platform not allowed_for_preemptibles; POST /preempt stops one as Nebius does (STOPPED, not
+// reconciling, no public address), and loses a regular one.
+TEST_F(NebiusApiTest, PreemptibleInstancesAreStoppedByPreempt) {
+  const std::string group = MakeGroup("spot", {22});
+  auto preemptible = [&](const std::string& name) {
+    auto r = InstanceRequest(name, group);
+    r.mutable_spec()->mutable_preemptible()->set_on_preemption(compute::PreemptibleSpec::STOP);
+    r.mutable_spec()->set_recovery_policy(compute::FAIL);
+    return r;
+  };
+  auto refused_field = [&](const compute::CreateInstanceRequest& req) {
+    nc::Operation op;
+    grpc::Status st = Create(req, &op);
+    EXPECT_EQ(st.error_code(), Code::INVALID_ARGUMENT) << st.error_message();
+    nc::ServiceError e = DetailOf(st);
+    return e.bad_request().violations_size() ? e.bad_request().violations(0).field() : "";
+  };
+  auto r = preemptible("no-policy");
+  r.mutable_spec()->mutable_preemptible()->clear_on_preemption();
+  EXPECT_EQ(refused_field(r), "spec.preemptible.on_preemption");
+  r = preemptible("cpu");
+  r.mutable_spec()->mutable_resources()->set_platform("cpu-d3");
+  r.mutable_spec()->mutable_resources()->set_preset("8vcpu-32gb");
+  r.mutable_spec()->mutable_boot_disk()->mutable_managed_disk()->mutable_spec()
+      ->mutable_source_image_family()->set_image_family("ubuntu24.04-driverless");
+  EXPECT_EQ(refused_field(r), "spec.preemptible");
+  EXPECT_EQ(Count("instances"), 0);
+  // The platform list says which platforms take them.
+  compute::ListPlatformsRequest list;
+  list.set_parent_id(kProject);
+  compute::ListPlatformsResponse platforms;
+  ASSERT_TRUE(platforms_->List(Ctx().get(), list, &platforms).ok());
+  for (const auto& p : platforms.items()) {
+    EXPECT_EQ(p.status().allowed_for_preemptibles(), p.metadata().name().rfind("gpu-", 0) == 0)
+        << p.metadata().name();
+  }
+
+  nc::Operation op;
+  ASSERT_TRUE(Create(preemptible("spot"), &op).ok());
+  ASSERT_EQ(Wait(op).status().code(), 0);
+  const std::string id = op.resource_id();
+  compute::Instance inst = GetInstance(id);
+  EXPECT_EQ(inst.status().state(), compute::InstanceStatus::RUNNING);
+  EXPECT_TRUE(inst.spec().has_preemptible());
+  EXPECT_EQ(inst.spec().preemptible().on_preemption(), compute::PreemptibleSpec::STOP);
+  EXPECT_EQ(inst.spec().recovery_policy(), compute::FAIL);
+  EXPECT_FALSE(inst.status().network_interfaces(0).public_ip_address().address().empty());
+  EXPECT_EQ(GetString(Row(id), "on_preemption").value_or(""), "STOP");
+
+  Reply pre = Control("POST", "/preempt", R"({"cloud":"nebius","name":"spot"})");
+  ASSERT_EQ(pre.status, 200) << pre.body;
+  inst = GetInstance(id);
+  EXPECT_EQ(inst.status().state(), compute::InstanceStatus::STOPPED);
+  EXPECT_FALSE(inst.status().reconciling());
+  EXPECT_TRUE(inst.status().network_interfaces(0).public_ip_address().address().empty());
+  EXPECT_TRUE(inst.spec().has_preemptible());
+  EXPECT_FALSE(inst.spec().stopped());
+  EXPECT_EQ(Count("instances"), 1);
+  EXPECT_EQ(Count("disks"), 1);  // its boot disk stays
+  EXPECT_EQ(Count("backend_instances"), 0);
+  EXPECT_EQ(GetString(Row(id), "state").value_or(""), "stopped");
+  // Taken back already: nothing live of that name.
+  EXPECT_EQ(Control("POST", "/preempt", R"({"cloud":"nebius","name":"spot"})").status, 404);
+  nc::Operation del;
+  ASSERT_TRUE(DeleteInstance(id, &del).ok());
+  EXPECT_EQ(Wait(del).status().code(), 0);
+  EXPECT_EQ(Count("instances"), 0);
+
+  // A regular instance is lost instead.
+  const std::string regular = CreateRunning("regular", group);
+  ASSERT_EQ(Control("POST", "/preempt", R"({"cloud":"nebius","name":"regular"})").status, 200);
+  grpc::Status st;
+  GetInstance(regular, &st);
+  EXPECT_EQ(st.error_code(), Code::NOT_FOUND);
+}
+
 TEST_F(NebiusApiTest, BootFaults) {
   const std::string group = MakeGroup("boot", {22});
   // slow_boot: still STARTING when a normal boot would run.
