@@ -35,6 +35,14 @@ Error SpotRefusal(const std::string& cloud, const std::string& origin,
 }
 
 std::vector<CloudOffer> PricedAsSpot(std::vector<CloudOffer> offers) {
+  const auto has_spot_price = [](const CloudOffer& o) {
+    return o.spot_price_per_hour.value_or(0) > 0;
+  };
+  if (std::any_of(offers.begin(), offers.end(), has_spot_price)) {
+    offers.erase(std::remove_if(offers.begin(), offers.end(),
+                                [&](const CloudOffer& o) { return !has_spot_price(o); }),
+                 offers.end());
+  }
   for (CloudOffer& o : offers) {
     o.on_demand_price_per_hour = o.price_per_hour;
     o.price_per_hour = o.spot_price_per_hour.value_or(0);

@@ -29,6 +29,8 @@ Error SpotRefusal(const std::string& cloud, const std::string& origin,
 /// The offers priced as spot: each price_per_hour becomes its spot_price_per_hour (0, unknown,
 /// when the driver gives none) and on_demand_price_per_hour keeps the on-demand one, so every
 /// price rule (cheapest first, --max-price, confirm_above_per_hour) applies to what is paid.
+/// When some offers have a spot price, those without one are left out: the cloud sells them on
+/// demand only, and cheapest first would take their unknown price first.
 std::vector<CloudOffer> PricedAsSpot(std::vector<CloudOffer> offers);
 
 /// " spot (on demand $1.01/h)" (with ", the driver's price table of DATE" when the on-demand

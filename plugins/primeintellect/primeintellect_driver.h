@@ -45,7 +45,8 @@ class PrimeIntellectDriver {
   static constexpr const char* kDescription =
       "Prime Intellect GPU pods (aggregated providers); SSH route, tunnel mode";
   static constexpr uint64_t kCapabilities =
-      GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_CLUSTER;
+      GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_CLUSTER |
+      GPUPROV_CAP_SPOT;
   /// How a VM learns its public address: no metadata service, and the upstream provider's network is unknown; REFERENCE.md §6.
   static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_NONE;
 

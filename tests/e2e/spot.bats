@@ -1,6 +1,8 @@
 #!/usr/bin/env bats
 # Spot VMs (issue 34 part 2, docs/driver-protocol.md "Spot VMs"): --spot refused where the driver
-# sells none (memory backend, nothing made), and on AWS (direct access) a spot k3s node on a
+# sells none (memory backend, nothing made); on the memory backend for Massed Compute and Prime
+# Intellect, a spot VM at the spot price that offers shows, PREEMPTED in list with the cloud's
+# reason after POST /preempt, and a re-run of provision replacing it; and on AWS (direct access) a spot k3s node on a
 # real test VM (docker backend) that the emulator preempts (POST /preempt, EC2's
 # Server.SpotInstanceTermination): list shows PREEMPTED with the reason, `gpuprov watch` brings it
 # back (a new VM of the same name and spec, the same kubeconfig file and context with the new
@@ -15,12 +17,17 @@ setup_file() {
   unset AWS_SESSION_TOKEN AWS_PROFILE AWS_DEFAULT_REGION
   export AWS_REGION=us-east-1
   export LAMBDA_API_KEY="lambda-e2e-$$"
+  export MASSED_API_KEY="mc_e2e_$$_spot_key"
+  unset MASSED_COMPUTE_API_TOKEN
+  export PRIME_API_KEY="pit_e2e_$$_spot_key"
+  unset PRIME_TEAM_ID PRIME_API_BASE_URL PRIME_BASE_URL
   export HOME="$BATS_FILE_TMPDIR/userhome"
   mkdir -p "$HOME"
   export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
   mkdir -p "$GPUPROV_HOME"
   printf '[defaults.timeouts]\nssh_wait_seconds = 180\napi_wait_seconds = 120\n' >"$GPUPROV_HOME/config.toml"
-  start_emulator memory --clouds aws,lambda --backend memory --boot-seconds 1
+  start_emulator memory --clouds aws,lambda,massedcompute,primeintellect --backend memory \
+    --boot-seconds 1
 }
 
 teardown_file() {
@@ -39,7 +46,12 @@ teardown() {
   echo "$output"
   [ "$status" -eq 2 ]
   [[ "$output" == *"the lambda driver does not make spot VMs (--spot from the command line)"* ]]
-  [[ "$output" == *"clouds whose driver makes spot VMs: aws, gcp"* ]]
+  # The list of clouds that sell spot grows with the drivers: each named one is on it, lambda not.
+  spot_clouds=", $(grep -o 'clouds whose driver makes spot VMs: [a-z, ]*' <<<"$output" | sed 's/.*: //'), "
+  for cloud in aws gcp massedcompute primeintellect; do
+    [[ "$spot_clouds" == *", $cloud, "* ]]
+  done
+  [[ "$spot_clouds" != *", lambda, "* ]]
   [ "$(count lambda instances)" -eq 0 ]
   [ ! -e "$GPUPROV_HOME/state/nospot.json" ]
   # The spec's and config.toml's spot say the same, naming where it came from.
@@ -49,6 +61,59 @@ teardown() {
   [[ "$output" == *"(spot from "*"spec.yaml)"* ]]
   run "$GPUPROV" drivers
   [[ "$output" == *"aws"*"spot"* ]]
+}
+
+# spot_on_memory CLOUD GPUS INSTANCE_TYPE REGION SPOT_PRICE ON_DEMAND_PRICE REASON: the memory
+# backend's spot matrix row of one cloud (SSH never answers there: each provision stops after the
+# VM is made, which is all this needs).
+spot_on_memory() {
+  local cloud=$1 gpus=$2 type=$3 region=$4 spot=$5 on_demand=$6 reason=$7 name="$1-spot"
+  run --separate-stderr "$GPUPROV" offers --cloud "$cloud" --gpus "$gpus" --spot -o json
+  [ "$status" -eq 0 ]
+  /usr/bin/python3 -c '
+import json, sys
+rows = [o for o in json.loads(sys.argv[1])["offers"] if o["region"] == sys.argv[3]]
+assert [(o["instance_type"], o["spot_price_per_hour"], o["price_per_hour"]) for o in rows] == [
+    (sys.argv[2], float(sys.argv[4]), float(sys.argv[5]))], rows' \
+    "$output" "$type" "$region" "$spot" "$on_demand"
+  run "$GPUPROV" provision --name "$name" --cloud "$cloud" --gpus "$gpus" --no-k8s --spot
+  echo "$output"
+  [[ "$output" == *"offer: $type in $region at \$$spot/h spot (on demand \$$on_demand/h)"* ]]
+  [ "$(field "$name" spot)" = True ]
+  [ "$(count "$cloud" instances)" -eq 1 ]
+  local first_id
+  first_id=$(field "$name" vm_id)
+  curl -fsS -X POST "$CONTROL/preempt" -d "{\"cloud\":\"$cloud\",\"name\":\"gpuprov-$name\"}" >/dev/null
+  run "$GPUPROV" list
+  echo "$output"
+  [[ "$(grep "^$name " <<<"$output")" == *PREEMPTED* ]]
+  [[ "$output" == *"$name: preempted by $cloud ($reason)"* ]]
+  [ "$(field "$name" state)" = preempted ]
+  # The re-run (spot as recorded) deletes it and makes a new one of the same name.
+  run "$GPUPROV" provision --name "$name" --cloud "$cloud" --gpus "$gpus" --no-k8s
+  echo "$output"
+  [[ "$output" == *"VM $name was preempted by $cloud ($reason): replacing it with a new one"* ]]
+  [ "$(count "$cloud" instances)" -eq 1 ]
+  [ "$(field "$name" vm_id)" != "$first_id" ]
+  [ "$(field "$name" spot)" = True ]
+  run "$GPUPROV" down "$name" --yes
+  [ "$status" -eq 0 ]
+  expect_nothing_left "$cloud"
+}
+
+@test "spot: massedcompute (memory): the _spot product at its price, PREEMPTED with the reason, a re-run replaces it" {
+  use_emulator memory
+  printf '[defaults.timeouts]\nssh_wait_seconds = 2\n' >"$GPUPROV_HOME/config.toml"
+  spot_on_memory massedcompute RTX-A6000:1 gpu_1x_a6000 us-central-2 0.39 0.57 \
+    "Massed Compute ended the spot instance (status terminated, product gpu_1x_a6000_spot)"
+}
+
+@test "spot: primeintellect (memory): the isSpot offer at its price, PREEMPTED with the reason, a re-run replaces it" {
+  use_emulator memory
+  printf '[defaults.timeouts]\nssh_wait_seconds = 2\n[clouds.primeintellect]\npoll_interval_ms = 200\n' \
+    >"$GPUPROV_HOME/config.toml"
+  spot_on_memory primeintellect A100:1 1A100.22V FIN-01 0.52 1.29 \
+    "Prime Intellect ended the spot pod (status TERMINATED)"
 }
 
 @test "spot: aws direct access: preempted, PREEMPTED in list, watch brings it back, kubectl works through the rewritten kubeconfig" {
