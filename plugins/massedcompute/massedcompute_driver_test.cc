@@ -272,20 +272,11 @@ TEST_F(MassedComputeEmulatorTest, ASpotInstanceTakenBackIsPreemptedUntilItIsTerm
   EXPECT_TRUE(running->getValue<bool>("spot"));
 
   emulator_->Preempt("gpuprov-mc-spot");
-  OpResult got = driver.Get(R"({"id":")" + id + R"(","name":"mc-spot"})");
-  ASSERT_EQ(got.status, GPUPROV_STATUS_OK) << got;
-  EXPECT_EQ(got.Vm()->getValue<std::string>("state"), "preempted");
-  EXPECT_EQ(got.Vm()->getValue<std::string>("message"),
-            "Massed Compute ended the spot instance (status terminated, product "
-            "gpu_1x_a6000_spot)");
-  OpResult by_name = driver.Get(R"({"name":"mc-spot"})");
-  ASSERT_EQ(by_name.status, GPUPROV_STATUS_OK) << by_name;
-  EXPECT_EQ(by_name.Vm()->getValue<std::string>("state"), "preempted");
-  OpResult list = driver.List();
-  ASSERT_EQ(list.status, GPUPROV_STATUS_OK) << list;
-  ASSERT_EQ(list.Doc()->getArray("vms")->size(), 1u) << list.json;
-  EXPECT_EQ(list.Doc()->getArray("vms")->getObject(0)->getValue<std::string>("state"),
-            "preempted");
+  const std::string reason =
+      "Massed Compute ended the spot instance (status terminated, product gpu_1x_a6000_spot)";
+  drivers::testing::ExpectPreempted(driver, R"({"id":")" + id + R"(","name":"mc-spot"})",
+                                    reason);
+  drivers::testing::ExpectPreempted(driver, R"({"name":"mc-spot"})", reason);
 
   // The host's replacement: delete (the instance and, with no gpuprov VM left, the key), then a
   // new one of the same name.

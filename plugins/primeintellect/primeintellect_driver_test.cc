@@ -430,17 +430,9 @@ TEST_F(PrimeIntellectEmulator, ASpotPodTakenBackIsPreemptedUntilItIsDeleted) {
   ASSERT_EQ(vm->getValue<std::string>("state"), "running");
 
   emu().Preempt("gpuprov-pi-spot");
-  OpResult got = d.Get(R"({"id":")" + id + R"(","name":"pi-spot"})");
-  ASSERT_EQ(got.status, GPUPROV_STATUS_OK) << got.json;
-  EXPECT_EQ(got.Vm()->getValue<std::string>("state"), "preempted");
-  EXPECT_EQ(got.Vm()->getValue<std::string>("message"),
-            "Prime Intellect ended the spot pod (status TERMINATED)");
-  EXPECT_EQ(d.Get(R"({"name":"pi-spot"})").Vm()->getValue<std::string>("state"), "preempted");
-  OpResult list = d.List();
-  ASSERT_EQ(list.status, GPUPROV_STATUS_OK) << list.error;
-  ASSERT_EQ(list.Doc()->getArray("vms")->size(), 1u) << list.json;
-  EXPECT_EQ(list.Doc()->getArray("vms")->getObject(0)->getValue<std::string>("state"),
-            "preempted");
+  const std::string reason = "Prime Intellect ended the spot pod (status TERMINATED)";
+  ExpectPreempted(d, R"({"id":")" + id + R"(","name":"pi-spot"})", reason);
+  ExpectPreempted(d, R"({"name":"pi-spot"})", reason);
 
   OpResult del = d.Delete(R"({"id":")" + id + R"(","name":"pi-spot"})");
   ASSERT_EQ(del.status, GPUPROV_STATUS_OK) << del.error;
