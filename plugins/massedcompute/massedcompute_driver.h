@@ -3,7 +3,8 @@
 // The "massedcompute" driver: Massed Compute on-demand GPU VMs over the Massed Compute VM API
 // v1 (REFERENCE.md).
 //
-// Capabilities: VM lifecycle and hosting Kubernetes. No boot script (the launch's startup
+// Capabilities: VM lifecycle, hosting Kubernetes and spot (the `_spot` products, README.md
+// "Spot instances"). No boot script (the launch's startup
 // `command` has an unconfirmed size limit, run-once semantics and log location, so the host
 // takes the SSH route) and no firewall API (tunnel access: kubeconfig on 127.0.0.1,
 // `gpuprov tunnel NAME`). See README.md.
@@ -38,7 +39,7 @@ class MassedComputeDriver {
   static constexpr const char* kName = "massedcompute";
   static constexpr const char* kVersion = "0.1.0";
   static constexpr const char* kDescription =
-      "Massed Compute on-demand GPU VMs (VM API v1); SSH route, tunnel access";
+      "Massed Compute GPU VMs, on demand and spot (VM API v1); SSH route, tunnel access";
   static constexpr uint64_t kCapabilities =
       GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_SPOT;
   /// How a VM learns its public address: no metadata service; the address on the interface when not NATed (unconfirmed); REFERENCE.md §6.

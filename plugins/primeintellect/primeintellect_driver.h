@@ -4,9 +4,10 @@
 // (REFERENCE.md). A pod is placed on an upstream provider chosen by the offer, so
 // the SSH user and port are read from the pod's sshConnection, never assumed.
 //
-// Capabilities: VM lifecycle and hosting Kubernetes only. Prime Intellect has no boot script
-// (no user-data field) and no API to open ports, so the host takes the SSH route and tunnel
-// mode (kubeconfig on https://127.0.0.1:16443).
+// Capabilities: VM lifecycle, hosting Kubernetes, clusters and spot pods (isSpot offers,
+// README.md "Spot pods"). Prime Intellect has no boot script (no user-data field) and no API to
+// open ports, so the host takes the SSH route and tunnel mode (kubeconfig on
+// https://127.0.0.1:16443).
 //
 // Settings (docs/driver-protocol.md, init): "endpoint" (default https://api.primeintellect.ai;
 // a trailing /api/v1 is accepted); config keys: the table at the end of
