@@ -2,11 +2,13 @@
 # Spot VMs (issue 34 part 2, docs/driver-protocol.md "Spot VMs"): --spot refused where the driver
 # sells none (memory backend, nothing made); on the memory backend for Massed Compute and Prime
 # Intellect, a spot VM at the spot price that offers shows, PREEMPTED in list with the cloud's
-# reason after POST /preempt, and a re-run of provision replacing it; and on AWS (direct access) a spot k3s node on a
-# real test VM (docker backend) that the emulator preempts (POST /preempt, EC2's
-# Server.SpotInstanceTermination): list shows PREEMPTED with the reason, `gpuprov watch` brings it
-# back (a new VM of the same name and spec, the same kubeconfig file and context with the new
-# address), and kubectl works through that kubeconfig.
+# reason after POST /preempt, and a re-run of provision replacing it; on Massed Compute (tunnel
+# access) a spot k3s node on a real test VM preempted and brought back by `gpuprov watch`,
+# kubectl reaching it through `gpuprov tunnel` with the same kubeconfig; and on AWS (direct
+# access) a spot k3s node on a real test VM (docker backend) that the emulator preempts (POST
+# /preempt, EC2's Server.SpotInstanceTermination): list shows PREEMPTED with the reason, `gpuprov
+# watch` brings it back (a new VM of the same name and spec, the same kubeconfig file and context
+# with the new address), and kubectl works through that kubeconfig.
 
 load helpers
 bats_require_minimum_version 1.5.0
@@ -101,17 +103,25 @@ assert [(o["instance_type"], o["spot_price_per_hour"], o["price_per_hour"]) for 
   expect_nothing_left "$cloud"
 }
 
+# memory_home: a home of this test's own whose config.toml waits 2 s for SSH (the file's home
+# keeps its long waits for the test VMs).
+memory_home() {
+  export GPUPROV_HOME="$BATS_TEST_TMPDIR/home"
+  mkdir -p "$GPUPROV_HOME"
+  printf '[defaults.timeouts]\nssh_wait_seconds = 2\n[clouds.primeintellect]\npoll_interval_ms = 200\n' \
+    >"$GPUPROV_HOME/config.toml"
+}
+
 @test "spot: massedcompute (memory): the _spot product at its price, PREEMPTED with the reason, a re-run replaces it" {
   use_emulator memory
-  printf '[defaults.timeouts]\nssh_wait_seconds = 2\n' >"$GPUPROV_HOME/config.toml"
+  memory_home
   spot_on_memory massedcompute RTX-A6000:1 gpu_1x_a6000 us-central-2 0.39 0.57 \
     "Massed Compute ended the spot instance (status terminated, product gpu_1x_a6000_spot)"
 }
 
 @test "spot: primeintellect (memory): the isSpot offer at its price, PREEMPTED with the reason, a re-run replaces it" {
   use_emulator memory
-  printf '[defaults.timeouts]\nssh_wait_seconds = 2\n[clouds.primeintellect]\npoll_interval_ms = 200\n' \
-    >"$GPUPROV_HOME/config.toml"
+  memory_home
   spot_on_memory primeintellect A100:1 1A100.22V FIN-01 0.52 1.29 \
     "Prime Intellect ended the spot pod (status TERMINATED)"
 }
@@ -168,4 +178,62 @@ assert [(o["instance_type"], o["spot_price_per_hour"], o["price_per_hour"]) for 
   run "$GPUPROV" down aws-spot --yes
   [ "$status" -eq 0 ]
   expect_nothing_left aws ssh_keys
+}
+
+@test "spot: massedcompute tunnel access: the spot product preempted, watch brings it back, kubectl works through the tunnel and the same kubeconfig" {
+  start_emulator mcdocker --clouds massedcompute --backend docker
+  use_emulator mcdocker
+  run "$GPUPROV" provision --name mc-spot --cloud massedcompute --gpus RTX-A6000:1 --spot \
+    --no-smoke-test
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"offer: gpu_1x_a6000 in us-central-2 at \$0.39/h spot (on demand \$0.57/h)"* ]]
+  [ "$(field mc-spot spot)" = True ]
+  [ "$(field mc-spot access)" = tunnel ]
+  local kc="$GPUPROV_HOME/kube/mc-spot.yaml" first_id first_ip server
+  server=$(KUBECONFIG=$kc kubectl config view -o jsonpath='{.clusters[0].cluster.server}')
+  [[ "$server" == https://127.0.0.1:* ]]
+  run nodes_through_tunnel mc-spot
+  echo "$output"
+  [ "$status" -eq 0 ]
+  first_id=$(field mc-spot vm_id)
+  first_ip=$(field mc-spot address)
+
+  curl -fsS -X POST "$CONTROL/preempt" -d '{"cloud":"massedcompute","name":"gpuprov-mc-spot"}' >/dev/null
+  for _ in $(seq 1 30); do
+    [ "$(field mc-spot state)" = preempted ] && break
+    sleep 1
+  done
+  run "$GPUPROV" list
+  echo "$output"
+  [[ "$output" == *"mc-spot: preempted by massedcompute (Massed Compute ended the spot instance (status terminated, product gpu_1x_a6000_spot))"* ]]
+
+  "$GPUPROV" watch mc-spot --interval 1 --output ndjson >"$BATS_TEST_TMPDIR/watch.out" 2>"$BATS_TEST_TMPDIR/watch.err" &
+  WATCH_PID=$!
+  for _ in $(seq 1 300); do
+    grep -q '"event":"recovered"' "$BATS_TEST_TMPDIR/watch.out" && break
+    kill -0 "$WATCH_PID" 2>/dev/null || break
+    sleep 1
+  done
+  cat "$BATS_TEST_TMPDIR/watch.err" "$BATS_TEST_TMPDIR/watch.out"
+  grep -q '"event":"preempted","name":"mc-spot","cloud":"massedcompute","reason":"Massed Compute ended the spot instance' "$BATS_TEST_TMPDIR/watch.out"
+  grep -q '"event":"recovered","name":"mc-spot"' "$BATS_TEST_TMPDIR/watch.out"
+  stop_child INT "$WATCH_PID" gpuprov
+  wait "$WATCH_PID" || { echo "watch exited $?" >&2; false; }
+  WATCH_PID=
+
+  [ "$(field mc-spot vm_id)" != "$first_id" ]
+  [ "$(field mc-spot address)" != "$first_ip" ]
+  [ "$(field mc-spot spot)" = True ]
+  [ "$(field mc-spot phase)" = ready ]
+  [ "$(count massedcompute instances)" -eq 1 ]
+  # The same kubeconfig file, context and tunnel port; kubectl reaches the new node through it.
+  [ "$(KUBECONFIG="$kc" kubectl config current-context)" = gpuprov-mc-spot ]
+  [ "$(KUBECONFIG=$kc kubectl config view -o jsonpath='{.clusters[0].cluster.server}')" = "$server" ]
+  run nodes_through_tunnel mc-spot
+  echo "$output"
+  [ "$status" -eq 0 ]
+  run "$GPUPROV" down mc-spot --yes
+  [ "$status" -eq 0 ]
+  expect_nothing_left massedcompute ssh_keys
 }
