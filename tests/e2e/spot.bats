@@ -126,6 +126,48 @@ memory_home() {
     "Prime Intellect ended the spot pod (status TERMINATED)"
 }
 
+# preempt_and_watch NAME CLOUD INSTANCE REASON: the emulator takes the ready spot VM NAME back
+# (its instance INSTANCE on CLOUD); list shows it PREEMPTED with REASON; `gpuprov watch` brings
+# it back (its ndjson events and the line with the time it took), a new ready spot VM of the
+# same name with a new address, the only one on CLOUD.
+preempt_and_watch() {
+  local name=$1 cloud=$2 instance=$3 reason=$4 first_id first_ip
+  first_id=$(field "$name" vm_id)
+  first_ip=$(field "$name" address)
+  curl -fsS -X POST "$CONTROL/preempt" -d "{\"cloud\":\"$cloud\",\"name\":\"$instance\"}" >/dev/null
+  for _ in $(seq 1 30); do
+    [ "$(field "$name" state)" = preempted ] && break
+    sleep 1
+  done
+  run "$GPUPROV" list
+  echo "$output"
+  [[ "$(grep "^$name " <<<"$output")" == *PREEMPTED* ]]
+  [[ "$output" == *"$name: preempted by $cloud ($reason)"* ]]
+
+  "$GPUPROV" watch "$name" --interval 1 --output ndjson >"$BATS_TEST_TMPDIR/watch.out" 2>"$BATS_TEST_TMPDIR/watch.err" &
+  WATCH_PID=$!
+  for _ in $(seq 1 300); do
+    grep -q '"event":"recovered"' "$BATS_TEST_TMPDIR/watch.out" && break
+    kill -0 "$WATCH_PID" 2>/dev/null || break
+    sleep 1
+  done
+  cat "$BATS_TEST_TMPDIR/watch.err" "$BATS_TEST_TMPDIR/watch.out"
+  grep -qF "\"event\":\"preempted\",\"name\":\"$name\",\"cloud\":\"$cloud\",\"reason\":\"$reason\"" "$BATS_TEST_TMPDIR/watch.out"
+  grep -q "\"event\":\"recovered\",\"name\":\"$name\"" "$BATS_TEST_TMPDIR/watch.out"
+  # The line with the time it took (with -o ndjson, a phase event like provision's steps).
+  grep -q "\"message\":\"recovered $name in [0-9.]* s: a new VM on $cloud (spot)" "$BATS_TEST_TMPDIR/watch.out"
+  grep -q "VM $name was preempted by $cloud" "$BATS_TEST_TMPDIR/watch.out"
+  stop_child INT "$WATCH_PID" gpuprov
+  wait "$WATCH_PID" || { echo "watch exited $?" >&2; false; }
+  WATCH_PID=
+
+  [ "$(field "$name" vm_id)" != "$first_id" ]
+  [ "$(field "$name" address)" != "$first_ip" ]
+  [ "$(field "$name" spot)" = True ]
+  [ "$(field "$name" phase)" = ready ]
+  [ "$(count "$cloud" instances)" -eq 1 ]
+}
+
 @test "spot: aws direct access: preempted, PREEMPTED in list, watch brings it back, kubectl works through the rewritten kubeconfig" {
   start_emulator docker --clouds aws --backend docker
   use_emulator docker
@@ -136,41 +178,8 @@ memory_home() {
   [ "$(field aws-spot spot)" = True ]
   kc="$GPUPROV_HOME/kube/aws-spot.yaml"
   expect_cluster_ready aws-spot
-  first_id=$(field aws-spot vm_id)
-  first_ip=$(field aws-spot address)
-
-  curl -fsS -X POST "$CONTROL/preempt" -d '{"cloud":"aws","name":"aws-spot"}' >/dev/null
-  for _ in $(seq 1 30); do
-    [ "$(field aws-spot state)" = preempted ] && break
-    sleep 1
-  done
-  run "$GPUPROV" list
-  echo "$output"
-  [[ "$output" == *"PREEMPTED"* ]]
-  [[ "$output" == *"aws-spot: preempted by aws (Server.SpotInstanceTermination: Spot instance termination)"* ]]
-
-  "$GPUPROV" watch aws-spot --interval 1 --output ndjson >"$BATS_TEST_TMPDIR/watch.out" 2>"$BATS_TEST_TMPDIR/watch.err" &
-  WATCH_PID=$!
-  for _ in $(seq 1 300); do
-    grep -q '"event":"recovered"' "$BATS_TEST_TMPDIR/watch.out" && break
-    kill -0 "$WATCH_PID" 2>/dev/null || break
-    sleep 1
-  done
-  cat "$BATS_TEST_TMPDIR/watch.err" "$BATS_TEST_TMPDIR/watch.out"
-  grep -q '"event":"preempted","name":"aws-spot","cloud":"aws","reason":"Server.SpotInstanceTermination' "$BATS_TEST_TMPDIR/watch.out"
-  grep -q '"event":"recovered","name":"aws-spot"' "$BATS_TEST_TMPDIR/watch.out"
-  # The line with the time it took (with -o ndjson, a phase event like provision's steps).
-  grep -q '"message":"recovered aws-spot in [0-9.]* s: a new VM on aws (spot)' "$BATS_TEST_TMPDIR/watch.out"
-  grep -q "VM aws-spot was preempted by aws" "$BATS_TEST_TMPDIR/watch.out"
-  stop_child INT "$WATCH_PID" gpuprov
-  wait "$WATCH_PID" || { echo "watch exited $?" >&2; false; }
-  WATCH_PID=
-
-  [ "$(field aws-spot vm_id)" != "$first_id" ]
-  [ "$(field aws-spot address)" != "$first_ip" ]
-  [ "$(field aws-spot spot)" = True ]
-  [ "$(field aws-spot phase)" = ready ]
-  [ "$(count aws instances)" -eq 1 ]
+  preempt_and_watch aws-spot aws aws-spot \
+    "Server.SpotInstanceTermination: Spot instance termination"
   # The same kubeconfig file and context, now with the new address.
   [ "$(KUBECONFIG="$kc" kubectl config current-context)" = gpuprov-aws-spot ]
   grep -q "server: https://$(field aws-spot address):6443" "$kc"
@@ -190,43 +199,14 @@ memory_home() {
   [[ "$output" == *"offer: gpu_1x_a6000 in us-central-2 at \$0.39/h spot (on demand \$0.57/h)"* ]]
   [ "$(field mc-spot spot)" = True ]
   [ "$(field mc-spot access)" = tunnel ]
-  local kc="$GPUPROV_HOME/kube/mc-spot.yaml" first_id first_ip server
+  local kc="$GPUPROV_HOME/kube/mc-spot.yaml" server
   server=$(KUBECONFIG=$kc kubectl config view -o jsonpath='{.clusters[0].cluster.server}')
   [[ "$server" == https://127.0.0.1:* ]]
   run nodes_through_tunnel mc-spot
   echo "$output"
   [ "$status" -eq 0 ]
-  first_id=$(field mc-spot vm_id)
-  first_ip=$(field mc-spot address)
-
-  curl -fsS -X POST "$CONTROL/preempt" -d '{"cloud":"massedcompute","name":"gpuprov-mc-spot"}' >/dev/null
-  for _ in $(seq 1 30); do
-    [ "$(field mc-spot state)" = preempted ] && break
-    sleep 1
-  done
-  run "$GPUPROV" list
-  echo "$output"
-  [[ "$output" == *"mc-spot: preempted by massedcompute (Massed Compute ended the spot instance (status terminated, product gpu_1x_a6000_spot))"* ]]
-
-  "$GPUPROV" watch mc-spot --interval 1 --output ndjson >"$BATS_TEST_TMPDIR/watch.out" 2>"$BATS_TEST_TMPDIR/watch.err" &
-  WATCH_PID=$!
-  for _ in $(seq 1 300); do
-    grep -q '"event":"recovered"' "$BATS_TEST_TMPDIR/watch.out" && break
-    kill -0 "$WATCH_PID" 2>/dev/null || break
-    sleep 1
-  done
-  cat "$BATS_TEST_TMPDIR/watch.err" "$BATS_TEST_TMPDIR/watch.out"
-  grep -q '"event":"preempted","name":"mc-spot","cloud":"massedcompute","reason":"Massed Compute ended the spot instance' "$BATS_TEST_TMPDIR/watch.out"
-  grep -q '"event":"recovered","name":"mc-spot"' "$BATS_TEST_TMPDIR/watch.out"
-  stop_child INT "$WATCH_PID" gpuprov
-  wait "$WATCH_PID" || { echo "watch exited $?" >&2; false; }
-  WATCH_PID=
-
-  [ "$(field mc-spot vm_id)" != "$first_id" ]
-  [ "$(field mc-spot address)" != "$first_ip" ]
-  [ "$(field mc-spot spot)" = True ]
-  [ "$(field mc-spot phase)" = ready ]
-  [ "$(count massedcompute instances)" -eq 1 ]
+  preempt_and_watch mc-spot massedcompute gpuprov-mc-spot \
+    "Massed Compute ended the spot instance (status terminated, product gpu_1x_a6000_spot)"
   # The same kubeconfig file, context and tunnel port; kubectl reaches the new node through it.
   [ "$(KUBECONFIG="$kc" kubectl config current-context)" = gpuprov-mc-spot ]
   [ "$(KUBECONFIG=$kc kubectl config view -o jsonpath='{.clusters[0].cluster.server}')" = "$server" ]
