@@ -867,7 +867,9 @@ std::string AwsDriver::Offers(const std::string& request_json) {
   }
   kit::OfferFields offer{type->name, type->gpu_type, type->gpu_count, region,
                          type->price_per_hour, *image, std::nullopt, "table", kPriceTableDate};
-  if (api_answers) offer.spot_price_per_hour = SpotPrice(region, type->name);
+  // Every EC2 GPU type sells as spot too; 0 (unknown) when the price history does not answer.
+  offer.spot_price_per_hour =
+      (api_answers ? SpotPrice(region, type->name) : std::nullopt).value_or(0.0);
   offers->add(kit::OfferJson(offer));
   return kit::OffersResult(offers, kPoweredOffCost);
 }

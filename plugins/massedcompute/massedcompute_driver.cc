@@ -76,6 +76,20 @@ bool IsGone(const Object::Ptr& in) {
   return StateOf(json::Str(in, "status"), false, false).state == "terminated";
 }
 
+// An instance of a spot product (its product's name or description says so).
+bool IsSpotInstance(const Object::Ptr& in) {
+  Object::Ptr product = json::Obj(in, "product");
+  return IsSpotProduct(json::Str(product, "name"), json::Str(product, "description"));
+}
+
+// A spot instance Massed Compute ended without being asked (SpotStateOf).
+bool IsPreempted(const Object::Ptr& in) {
+  return IsSpotInstance(in) &&
+         SpotStateOf(json::Str(in, "status"), false, false,
+                     json::Str(json::Obj(in, "product"), "name"))
+                 .state == "preempted";
+}
+
 // A 0/1 (or boolean) field; nullopt when the instance does not carry it (or it is null).
 std::optional<bool> Flag(const Object::Ptr& o, const std::string& key) {
   if (!json::Has(o, key)) return std::nullopt;
@@ -125,18 +139,41 @@ std::vector<Product> MassedComputeDriver::Inventory() {
 
 MassedComputeDriver::Placement MassedComputeDriver::Place(
     const std::optional<std::string>& gpu_type, int gpu_count, const std::string& instance_type,
-    const std::string& region) {
+    const std::string& region, bool spot) {
   const std::vector<Product> products = Inventory();
+  // A spot request names the on-demand product of the offer it took (whose row carries the
+  // spot price): its spot twin is what is launched.
+  std::string wanted_type = instance_type;
+  if (spot && !instance_type.empty() && !IsSpotProduct(instance_type, "")) {
+    for (const auto& p : products) {
+      if (p.name != instance_type) continue;
+      const Product* twin = SpotTwin(products, p);
+      if (!twin) {
+        throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                          "Massed Compute sells no spot product for " + instance_type + " (" +
+                              p.description + "); its spot products: " +
+                              OfferedText(products, true) + "; drop --spot for it");
+      }
+      wanted_type = twin->name;
+    }
+  }
   std::vector<const Product*> matching;
   for (const auto& p : products) {
-    if (!instance_type.empty()) {
-      if (p.name != instance_type) continue;
+    if (!wanted_type.empty()) {
+      if (p.name != wanted_type) continue;
+      if (p.spot != spot) {
+        throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                          "instance_type " + p.name + " is " +
+                              (p.spot ? "a spot product; ask for a spot VM (--spot) to launch it"
+                                      : "not a spot product"));
+      }
       if (gpu_type && (!GpuMatches(*gpu_type, p) || p.gpu_count != gpu_count)) {
         throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
                           "instance_type " + instance_type + " is " + p.description + ", not " +
                               *gpu_type + ":" + std::to_string(gpu_count));
       }
-    } else if (!gpu_type || p.spot || p.gpu_count != gpu_count || !GpuMatches(*gpu_type, p)) {
+    } else if (!gpu_type || p.spot != spot || p.gpu_count != gpu_count ||
+               !GpuMatches(*gpu_type, p)) {
       continue;
     }
     if (!IsOffered(p)) {
@@ -147,12 +184,13 @@ MassedComputeDriver::Placement MassedComputeDriver::Place(
     matching.push_back(&p);
   }
   if (matching.empty()) {
-    const std::string wanted = !instance_type.empty()
-                                   ? "instance_type " + instance_type
-                                   : *gpu_type + ":" + std::to_string(gpu_count);
+    const std::string wanted = (spot ? std::string("spot ") : std::string()) +
+                               (!wanted_type.empty()
+                                    ? "instance_type " + wanted_type
+                                    : *gpu_type + ":" + std::to_string(gpu_count));
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
                       "Massed Compute does not offer " + wanted + "; its GPU inventory has " +
-                          OfferedText(products) + " (--gpus TYPE:COUNT, e.g. RTX-A6000:1)");
+                          OfferedText(products, spot) + " (--gpus TYPE:COUNT, e.g. RTX-A6000:1)");
   }
   // The cheapest product with capacity (in the region when one is asked for).
   std::sort(matching.begin(), matching.end(), [](const Product* a, const Product* b) {
@@ -223,6 +261,14 @@ void MassedComputeDriver::SetImage(ObjectPtr body, const Image& image) const {
 // --- instances ------------------------------------------------------------------------------
 
 std::vector<MassedComputeDriver::ObjectPtr> MassedComputeDriver::Instances() {
+  std::vector<ObjectPtr> out;
+  for (const auto& in : AllInstances()) {
+    if (!IsGone(in)) out.push_back(in);
+  }
+  return out;
+}
+
+std::vector<MassedComputeDriver::ObjectPtr> MassedComputeDriver::AllInstances() {
   kit::ApiAnswer a = api_->Call("GET", "/instance", "list instances");
   Array::Ptr list = a.doc ? json::Arr(a.doc, "runningInstances") : nullptr;
   if (!list) {
@@ -230,9 +276,18 @@ std::vector<MassedComputeDriver::ObjectPtr> MassedComputeDriver::Instances() {
   }
   std::vector<ObjectPtr> out;
   for (size_t i = 0; i < list->size(); ++i) {
-    if (ObjectPtr in = json::ObjAt(list, i); in && !IsGone(in)) out.push_back(in);
+    if (ObjectPtr in = json::ObjAt(list, i)) out.push_back(in);
   }
   return out;
+}
+
+MassedComputeDriver::ObjectPtr MassedComputeDriver::FindPreemptedByName(
+    const std::string& vm_name) {
+  const std::string instance_name = InstanceNameFor(vm_name);
+  for (const auto& in : AllInstances()) {
+    if (json::Str(in, "name") == instance_name && IsPreempted(in)) return in;
+  }
+  return nullptr;
 }
 
 MassedComputeDriver::ObjectPtr MassedComputeDriver::FindByName(const std::string& vm_name) {
@@ -267,7 +322,7 @@ MassedComputeDriver::ObjectPtr MassedComputeDriver::InstanceById(const std::stri
     throw DriverError(GPUPROV_STATUS_FAILED,
                       "get instance " + uuid + ": the answer holds no instance");
   }
-  return IsGone(in) ? nullptr : in;
+  return IsGone(in) && !IsPreempted(in) ? nullptr : in;
 }
 
 MassedComputeDriver::ObjectPtr MassedComputeDriver::Resolve(const ObjectPtr& request) {
@@ -277,7 +332,8 @@ MassedComputeDriver::ObjectPtr MassedComputeDriver::Resolve(const ObjectPtr& req
     if (in && IsManaged(in)) return in;
     if (name.empty()) return nullptr;
   }
-  return FindByName(name);
+  if (ObjectPtr live = FindByName(name)) return live;
+  return FindPreemptedByName(name);
 }
 
 // --- SSH keys (reference section 3.5) -------------------------------------------------------
@@ -403,8 +459,11 @@ void MassedComputeDriver::WaitGone(const std::string& uuid, const std::string& v
 
 MassedComputeDriver::ObjectPtr MassedComputeDriver::VmJson(const ObjectPtr& in) const {
   const std::string ip = json::Str(in, "ip");
-  const VmState state = StateOf(json::Str(in, "status"), Flag(in, "os_booted"), !ip.empty());
   ObjectPtr product = json::Obj(in, "product");
+  const bool spot = IsSpotInstance(in);
+  const VmState state = spot ? SpotStateOf(json::Str(in, "status"), Flag(in, "os_booted"),
+                                           !ip.empty(), json::Str(product, "name"))
+                             : StateOf(json::Str(in, "status"), Flag(in, "os_booted"), !ip.empty());
   std::string gpus;
   if (auto d = ParseDescription(json::Str(product, "description"))) {
     gpus = d->model + ":" + std::to_string(d->count);
@@ -426,6 +485,7 @@ MassedComputeDriver::ObjectPtr MassedComputeDriver::VmJson(const ObjectPtr& in) 
   vm.gpus = gpus;
   vm.created_at = json::Str(in, "created");
   vm.message = state.message;
+  vm.spot = spot;
   vm.extra = {{"cloud_status", json::Str(in, "status")}};
   return kit::VmJson(vm);
 }
@@ -455,10 +515,15 @@ std::string MassedComputeDriver::Offers(const std::string& request_json) {
     if (!IsOffered(p)) continue;  // an internal-only product listed at $0/h (IsOffered)
     any_match = true;
     if (p.capacity <= 0) continue;
+    // The spot product of the same GPUs is sold on this row (README.md, "Spot instances"):
+    // its price where it has capacity in the row's region.
+    const Product* twin = SpotTwin(products, p);
     for (const auto& r : p.regions) {
       if (!region.empty() && r != region) continue;
-      offers->add(kit::OfferJson(
-          {p.name, p.model, p.gpu_count, r, p.price_per_hour, "", p.capacity > 0, "live"}));
+      kit::OfferFields offer{p.name, p.model, p.gpu_count, r, p.price_per_hour, "",
+                             p.capacity > 0, "live"};
+      if (twin && HasCapacityIn(*twin, r)) offer.spot_price_per_hour = twin->price_per_hour;
+      offers->add(kit::OfferJson(offer));
     }
   }
   if (!any_match) {
@@ -496,8 +561,9 @@ std::string MassedComputeDriver::Create(const std::string& request_json) {
                json::Str(existing, "uuid") + ", " + json::Str(existing, "status") + ")");
     return kit::VmResult(VmJson(existing), true);
   }
+  const bool spot = kit::SpotRequested(request);
   const Placement placement = Place(gpu ? std::optional<std::string>(gpu->type) : std::nullopt,
-                                    gpu ? gpu->count : 0, type, region);
+                                    gpu ? gpu->count : 0, type, region, spot);
   const Image image = ImageFor(kit::TrimSpace(json::Str(request, "image")));
 
   SshKey key = EnsureSshKey(public_key);
@@ -569,8 +635,20 @@ std::string MassedComputeDriver::Get(const std::string& request_json) {
 
 std::string MassedComputeDriver::List(const std::string& /*request_json*/) {
   Array::Ptr vms = new Array();
-  for (const auto& in : Instances()) {
-    if (IsManaged(in)) vms->add(VmJson(in));
+  const std::vector<ObjectPtr> all = AllInstances();
+  std::set<std::string> live_names;
+  for (const auto& in : all) {
+    if (IsManaged(in) && !IsGone(in)) {
+      vms->add(VmJson(in));
+      live_names.insert(json::Str(in, "name"));
+    }
+  }
+  // Spot instances Massed Compute ended, while it still lists them and no live instance has
+  // their name (docs/driver-protocol.md, "Spot VMs").
+  for (const auto& in : all) {
+    if (IsManaged(in) && IsPreempted(in) && live_names.insert(json::Str(in, "name")).second) {
+      vms->add(VmJson(in));
+    }
   }
   return kit::VmsResult(vms);
 }

@@ -3,7 +3,8 @@
 // The "massedcompute" driver: Massed Compute on-demand GPU VMs over the Massed Compute VM API
 // v1 (REFERENCE.md).
 //
-// Capabilities: VM lifecycle and hosting Kubernetes. No boot script (the launch's startup
+// Capabilities: VM lifecycle, hosting Kubernetes and spot (the `_spot` products, README.md
+// "Spot instances"). No boot script (the launch's startup
 // `command` has an unconfirmed size limit, run-once semantics and log location, so the host
 // takes the SSH route) and no firewall API (tunnel access: kubeconfig on 127.0.0.1,
 // `gpuprov tunnel NAME`). See README.md.
@@ -38,9 +39,9 @@ class MassedComputeDriver {
   static constexpr const char* kName = "massedcompute";
   static constexpr const char* kVersion = "0.1.0";
   static constexpr const char* kDescription =
-      "Massed Compute on-demand GPU VMs (VM API v1); SSH route, tunnel access";
+      "Massed Compute GPU VMs, on demand and spot (VM API v1); SSH route, tunnel access";
   static constexpr uint64_t kCapabilities =
-      GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES;
+      GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_SPOT;
   /// How a VM learns its public address: no metadata service; the address on the interface when not NATed (unconfirmed); REFERENCE.md §6.
   static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_INTERFACE;
 
@@ -61,24 +62,30 @@ class MassedComputeDriver {
   using ObjectPtr = Poco::JSON::Object::Ptr;
 
   std::vector<Product> Inventory();
-  /// Every instance GET /instance lists.
+  /// Every instance GET /instance lists that has not ended.
   std::vector<ObjectPtr> Instances();
+  /// Every instance GET /instance lists, ended ones too.
+  std::vector<ObjectPtr> AllInstances();
+  /// The spot instance of a VM name that Massed Compute ended (IsPreempted), or nullptr.
+  ObjectPtr FindPreemptedByName(const std::string& vm_name);
   /// The live gpuprov instance of a VM name, or nullptr.
   ObjectPtr FindByName(const std::string& vm_name);
-  /// GET /instance/{uuid} in either documented shape; nullptr on 404 or when terminated.
+  /// GET /instance/{uuid} in either documented shape; nullptr on 404 or when terminated (a
+  /// spot instance Massed Compute ended is returned).
   ObjectPtr InstanceById(const std::string& uuid);
   /// The gpuprov instance a get/delete request names by "id" or "name", or nullptr.
   ObjectPtr Resolve(const ObjectPtr& request);
 
   /// The product and region for a request: a GPU request or an instance_type (a product
   /// name); INVALID_INPUT listing the products when none matches, CAPACITY when those that
-  /// match have no capacity (in the region).
+  /// match have no capacity (in the region). \a spot: spot products only (an on-demand
+  /// instance_type stands for its SpotTwin), else on-demand ones only.
   struct Placement {
     Product product;
     std::string region;
   };
   Placement Place(const std::optional<std::string>& gpu_type, int gpu_count,
-                  const std::string& instance_type, const std::string& region);
+                  const std::string& instance_type, const std::string& region, bool spot);
   /// The image id for a name or id ("" = config image, else kDefaultImages).
   /// An image of GET /images: its vm_image_id and vm_image_name.
   struct Image {

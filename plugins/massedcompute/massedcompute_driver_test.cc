@@ -44,9 +44,9 @@ TEST(MassedComputeDescriptor, SshRouteTunnelAccessAndItsConfigKeys) {
   EXPECT_STREQ(d->name, "massedcompute");
   // How its VM learns its public address: REFERENCE.md section 6.
   EXPECT_STREQ(d->node_address, GPUPROV_NODE_ADDRESS_INTERFACE);
-  // No boot script capability (SSH route) and no open_ports (tunnel access).
-  EXPECT_EQ(d->capabilities,
-            static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES));
+  // No boot script capability (SSH route) and no open_ports (tunnel access); spot products.
+  EXPECT_EQ(d->capabilities, static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE |
+                                                   GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_SPOT));
   drivers::testing::ExpectEveryOperation(*d->vtable, /*open_ports=*/false);
   // The kit's standard keys first (retry, a table; delete_wait_seconds), then its own.
   ASSERT_EQ(d->config_key_count, 5u);
@@ -91,6 +91,11 @@ class Emulator : public drivers::testing::OneCloudEmulator {
   }
   void Settings(const std::string& members) {
     HttpReply r = Control("POST", "/settings", R"({"cloud":"massedcompute",)" + members + "}");
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
+  void Preempt(const std::string& instance_name) {
+    HttpReply r = Control("POST", "/preempt",
+                          R"({"cloud":"massedcompute","name":")" + instance_name + R"("})");
     EXPECT_EQ(r.status, 200) << r.body;
   }
   HttpReply Api(const std::string& method, const std::string& path, const std::string& body = "") {
@@ -223,6 +228,89 @@ TEST_F(MassedComputeEmulatorTest, OffersComeFromTheInventoryWithCapacityPerRegio
   OpResult sold = driver.Offers(R"({"gpu":{"type":"H100","count":1},"region":""})");
   EXPECT_EQ(sold.Doc()->getArray("offers")->size(), 0u);
   EXPECT_TRUE(Contains(driver.host().All(), "no capacity now for H100:1")) << driver.host().All();
+}
+
+// Spot products (README.md, "Spot instances"): gpu_1x_a6000_spot (us-central-2 only) is sold
+// on gpu_1x_a6000's row as its spot price, where it has capacity; never as a row of its own.
+TEST_F(MassedComputeEmulatorTest, TheSpotProductsPriceIsTheOnDemandRowsSpotPriceWhereItHasCapacity) {
+  Driver driver(Config());
+  OpResult r = driver.Offers(R"({"gpu":{"type":"RTX-A6000","count":1},"region":""})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  Array::Ptr offers = r.Doc()->getArray("offers");
+  ASSERT_EQ(offers->size(), 2u) << r.json;
+  for (size_t i = 0; i < offers->size(); ++i) {
+    Object::Ptr o = offers->getObject(static_cast<unsigned>(i));
+    EXPECT_EQ(o->getValue<std::string>("instance_type"), "gpu_1x_a6000");
+    if (o->getValue<std::string>("region") == "us-central-2") {
+      EXPECT_DOUBLE_EQ(o->getValue<double>("spot_price_per_hour"), 0.39) << r.json;
+    } else {
+      EXPECT_FALSE(o->has("spot_price_per_hour")) << r.json;
+    }
+  }
+  // No spot product of these GPUs has capacity: no spot price.
+  emulator_->Settings(R"("capacity":{"gpu_1x_a6000_spot":0})");
+  OpResult sold = driver.Offers(R"({"gpu":{"type":"RTX-A6000","count":1},"region":""})");
+  ASSERT_EQ(sold.status, GPUPROV_STATUS_OK) << sold;
+  EXPECT_FALSE(Contains(sold.json, "spot_price_per_hour")) << sold.json;
+}
+
+// A spot create launches the spot twin of the offer's product; Massed Compute documents no
+// preemption status, so a spot instance it ended (POST /preempt: listed as "terminated") is
+// "preempted" with its status as the reason, in get and list, until down terminates it.
+TEST_F(MassedComputeEmulatorTest, ASpotInstanceTakenBackIsPreemptedUntilItIsTerminated) {
+  Driver driver(Config());
+  Object::Ptr req = ParseJson(CreateRequest("mc-spot", "RTX-A6000", 1, "us-central-2"));
+  req->set("instance_type", "gpu_1x_a6000");  // the row the host took
+  req->set("spot", true);
+  OpResult created = driver.Create(Stringify(req));
+  ASSERT_EQ(created.status, GPUPROV_STATUS_OK) << created << "\n" << driver.host().All();
+  EXPECT_EQ(created.Vm()->getValue<std::string>("instance_type"), "gpu_1x_a6000_spot");
+  EXPECT_TRUE(created.Vm()->getValue<bool>("spot"));
+  const std::string id = created.Vm()->getValue<std::string>("id");
+  Object::Ptr running = WaitRunning(driver, id);
+  ASSERT_TRUE(running);
+  EXPECT_TRUE(running->getValue<bool>("spot"));
+
+  emulator_->Preempt("gpuprov-mc-spot");
+  const std::string reason =
+      "Massed Compute ended the spot instance (status terminated, product gpu_1x_a6000_spot)";
+  drivers::testing::ExpectPreempted(driver, R"({"id":")" + id + R"(","name":"mc-spot"})",
+                                    reason);
+  drivers::testing::ExpectPreempted(driver, R"({"name":"mc-spot"})", reason);
+
+  // The host's replacement: delete (the instance and, with no gpuprov VM left, the key), then a
+  // new one of the same name.
+  OpResult del = driver.Delete(R"({"id":")" + id + R"(","name":"mc-spot"})");
+  ASSERT_EQ(del.status, GPUPROV_STATUS_OK) << del << "\n" << driver.host().All();
+  EXPECT_TRUE(del.Doc()->getValue<bool>("deleted"));
+  OpResult again = driver.Create(Stringify(req));
+  ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << again;
+  EXPECT_FALSE(again.Doc()->getValue<bool>("existing"));
+  EXPECT_NE(again.Vm()->getValue<std::string>("id"), id);
+  ASSERT_EQ(driver.Delete(R"({"name":"mc-spot"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(MassedComputeEmulatorTest, SpotWithoutASpotProductAndASpotProductWithoutSpotAreRefused) {
+  Driver driver(Config());
+  Object::Ptr req = ParseJson(CreateRequest("mc-nospot", "H100", 1));
+  req->set("spot", true);
+  OpResult h100 = driver.Create(Stringify(req));
+  EXPECT_EQ(h100.status, GPUPROV_STATUS_INVALID_INPUT) << h100;
+  EXPECT_TRUE(Contains(h100.error, "does not offer spot H100:1")) << h100.error;
+  EXPECT_TRUE(Contains(h100.error, "RTX-A6000:1 (gpu_1x_a6000_spot)")) << h100.error;
+  req->set("instance_type", "gpu_1x_h100");
+  OpResult named = driver.Create(Stringify(req));
+  EXPECT_EQ(named.status, GPUPROV_STATUS_INVALID_INPUT) << named;
+  EXPECT_TRUE(Contains(named.error, "no spot product for gpu_1x_h100")) << named.error;
+
+  Object::Ptr on_demand = ParseJson(CreateRequest("mc-nospot"));
+  on_demand->set("instance_type", "gpu_1x_a6000_spot");
+  OpResult plain = driver.Create(Stringify(on_demand));
+  EXPECT_EQ(plain.status, GPUPROV_STATUS_INVALID_INPUT) << plain;
+  EXPECT_TRUE(Contains(plain.error, "a spot product; ask for a spot VM (--spot)")) << plain.error;
+  EXPECT_EQ(Launches(), 0);
+  ExpectNothingLeft();
 }
 
 TEST_F(MassedComputeEmulatorTest, LifecycleWithTheKeyImportedOnceAndReused) {

@@ -120,7 +120,7 @@ std::vector<Product> ParseInventory(const Object::Ptr& doc) {
       p.memory_gb = d->memory_gb;
       p.spot = d->spot;
     }
-    if (p.name.size() > 5 && p.name.compare(p.name.size() - 5, 5, "_spot") == 0) p.spot = true;
+    if (IsSpotProduct(p.name, p.description)) p.spot = true;
     p.price_per_hour = static_cast<double>(json::Int(type, "price_cents_per_hour")) / 100.0;
     p.capacity = static_cast<int>(json::Int(entry, "capacity_available"));
     Array::Ptr regions = json::Arr(entry, "regions_with_capacity_available");
@@ -135,10 +135,10 @@ std::vector<Product> ParseInventory(const Object::Ptr& doc) {
   return out;
 }
 
-std::string OfferedText(const std::vector<Product>& products) {
+std::string OfferedText(const std::vector<Product>& products, bool spot) {
   std::string out;
   for (const auto& p : products) {
-    if (p.spot || p.model.empty()) continue;
+    if (p.spot != spot || p.model.empty()) continue;
     out += (out.empty() ? "" : ", ") + p.model + ":" + std::to_string(p.gpu_count) + " (" +
            p.name + ")";
   }
@@ -169,6 +169,33 @@ bool IsGpuprovKeyName(const std::string& name) {
 
 bool IsOffered(const Product& product) { return product.price_per_hour > 0; }
 
+bool IsSpotProduct(const std::string& name, const std::string& description) {
+  const std::string suffix = "_spot";
+  const std::string n = Lower(kit::TrimSpace(name));
+  return (n.size() > suffix.size() &&
+          n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) ||
+         Lower(description).find("[spot]") != std::string::npos;
+}
+
+const Product* SpotTwin(const std::vector<Product>& products, const Product& on_demand) {
+  const Product* same_gpus = nullptr;
+  for (const auto& p : products) {
+    if (!p.spot || !IsOffered(p)) continue;
+    if (p.name == on_demand.name + "_spot") return &p;
+    if (!same_gpus && !p.model.empty() && p.model == on_demand.model &&
+        p.gpu_count == on_demand.gpu_count && p.memory_gb == on_demand.memory_gb) {
+      same_gpus = &p;
+    }
+  }
+  return same_gpus;
+}
+
+bool HasCapacityIn(const Product& product, const std::string& region) {
+  if (product.capacity <= 0 || product.regions.empty()) return false;
+  return region.empty() ||
+         std::find(product.regions.begin(), product.regions.end(), region) != product.regions.end();
+}
+
 VmState StateOf(const std::string& raw, std::optional<bool> os_booted, bool has_ip) {
   const std::string s = Lower(kit::TrimSpace(raw));
   if (s == "rented" || s == "running" || s == "active") {
@@ -182,6 +209,19 @@ VmState StateOf(const std::string& raw, std::optional<bool> os_booted, bool has_
   }
   if (s == "failed" || s == "error") return {"error", "Massed Compute status " + s};
   return {"pending", s.empty() ? "no status yet" : s};
+}
+
+VmState SpotStateOf(const std::string& raw, std::optional<bool> os_booted, bool has_ip,
+                    const std::string& product_name) {
+  const std::string s = Lower(kit::TrimSpace(raw));
+  // terminating/deleting/stopping: someone asked for it (gpuprov's own delete among them).
+  const bool ended = s == "terminated" || s == "deleted" || s == "stopped" || s == "preempted" ||
+                     s == "reclaimed" || s == "interrupted";
+  if (ended) {
+    return {"preempted", "Massed Compute ended the spot instance (status " + s + ", product " +
+                             product_name + ")"};
+  }
+  return StateOf(raw, os_booted, has_ip);
 }
 
 }  // namespace gpuprov::massedcompute

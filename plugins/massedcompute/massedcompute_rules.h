@@ -70,8 +70,19 @@ bool GpuMatches(const std::string& requested, const Product& product);
 std::vector<Product> ParseInventory(const Poco::JSON::Object::Ptr& doc);
 
 /// "RTX-A6000:1 (gpu_1x_a6000), H100:1 (gpu_1x_h100), ...": what the inventory offers, spot
-/// products left out.
-std::string OfferedText(const std::vector<Product>& products);
+/// products left out (\a spot false) or only they (\a spot true).
+std::string OfferedText(const std::vector<Product>& products, bool spot = false);
+
+/// Whether a product name or description marks a spot product: "_spot" at the end of the name
+/// or "[spot]" in the description (REFERENCE.md §7).
+bool IsSpotProduct(const std::string& name, const std::string& description);
+
+/// The spot product sold for the same GPUs as \a on_demand: "<name>_spot" when listed, else
+/// a spot product of the same model, count and memory; nullptr when there is none.
+const Product* SpotTwin(const std::vector<Product>& products, const Product& on_demand);
+
+/// Whether \a product has capacity in \a region (any region when "").
+bool HasCapacityIn(const Product& product, const std::string& region);
 
 /// "gpuprov-<vm name>".
 std::string InstanceNameFor(const std::string& vm_name);
@@ -98,6 +109,15 @@ struct VmState {
   std::string message;
 };
 VmState StateOf(const std::string& status, std::optional<bool> os_booted, bool has_ip);
+
+/// The state of an instance of a spot product (IsSpotProduct): an instance gpuprov did not
+/// terminate that the API lists as ended (terminated, deleted, stopped, or words of a
+/// take-back: preempted, reclaimed, interrupted; not terminating, deleting or stopping, which
+/// someone asked for) is "preempted", with its status as the
+/// reason; else StateOf. The API reference documents no preemption status (README.md, "Spot
+/// instances").
+VmState SpotStateOf(const std::string& status, std::optional<bool> os_booted, bool has_ip,
+                    const std::string& product_name);
 
 /// Whether a product is a real offer: priced above $0/h. The vendor's agent plugin warns that
 /// internal-only SKUs ("1x H100 SXM5", "L40 8x") may be listed at $0/hr and must not be used

@@ -152,5 +152,42 @@ TEST(MassedComputeRules, ProductsAtZeroDollarsAreNotOffered) {
   EXPECT_TRUE(IsOffered(p));
 }
 
+TEST(MassedComputeRules, TheSpotTwinIsTheSpotNameElseTheSameGpusAndPricedAboveZero) {
+  EXPECT_TRUE(IsSpotProduct("gpu_1x_a6000_spot", ""));
+  EXPECT_TRUE(IsSpotProduct("gpu_1x_a6000", "1x RTX A6000 [spot]"));
+  EXPECT_FALSE(IsSpotProduct("gpu_1x_a6000", "1x RTX A6000 (48GB)"));
+  Product on_demand = Of("1x RTX A6000 (48GB)", "gpu_1x_a6000");
+  Product by_gpus = Of("1x RTX A6000 (48GB) [spot]", "a6000_cheap_spot");
+  by_gpus.price_per_hour = 0.30;
+  Product by_name = Of("1x RTX A6000 (48GB) [spot]", "gpu_1x_a6000_spot");
+  by_name.price_per_hour = 0.39;
+  Product other = Of("1x L40 (48GB) [spot]", "gpu_1x_l40_spot");
+  other.price_per_hour = 0.50;
+  EXPECT_EQ(SpotTwin({on_demand, by_gpus, by_name, other}, on_demand)->name, "gpu_1x_a6000_spot");
+  EXPECT_EQ(SpotTwin({on_demand, by_gpus, other}, on_demand)->name, "a6000_cheap_spot");
+  by_gpus.price_per_hour = 0;  // an internal-only listing
+  EXPECT_EQ(SpotTwin({on_demand, by_gpus, other}, on_demand), nullptr);
+  by_name.capacity = 2;
+  by_name.regions = {"us-central-2"};
+  EXPECT_TRUE(HasCapacityIn(by_name, "us-central-2"));
+  EXPECT_TRUE(HasCapacityIn(by_name, ""));
+  EXPECT_FALSE(HasCapacityIn(by_name, "us-central-3"));
+  by_name.capacity = 0;
+  EXPECT_FALSE(HasCapacityIn(by_name, "us-central-2"));
+}
+
+TEST(MassedComputeRules, ASpotInstanceThatEndedUnaskedIsPreemptedWithItsStatus) {
+  for (const std::string status : {"terminated", "Deleted", "stopped", "preempted", "reclaimed"}) {
+    const VmState s = SpotStateOf(status, false, false, "gpu_1x_a6000_spot");
+    EXPECT_EQ(s.state, "preempted") << status;
+    EXPECT_NE(s.message.find("product gpu_1x_a6000_spot"), std::string::npos) << s.message;
+  }
+  // Asked for: its own delete, not a preemption.
+  EXPECT_EQ(SpotStateOf("terminating", false, false, "x_spot").state, "terminated");
+  EXPECT_EQ(SpotStateOf("stopping", false, false, "x_spot").state, "stopped");
+  EXPECT_EQ(SpotStateOf("rented", true, true, "x_spot").state, "running");
+  EXPECT_EQ(SpotStateOf("booting", std::nullopt, false, "x_spot").state, "pending");
+}
+
 }  // namespace
 }  // namespace gpuprov::massedcompute

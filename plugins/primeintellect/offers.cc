@@ -261,6 +261,14 @@ std::vector<Offer> MatchingOffers(const std::vector<Offer>& offers, const OfferQ
   return out;
 }
 
+std::vector<Offer> OfTheMarket(const std::vector<Offer>& offers, bool spot) {
+  std::vector<Offer> out;
+  for (const Offer& o : offers) {
+    if (o.is_spot == spot) out.push_back(o);
+  }
+  return out;
+}
+
 std::optional<Offer> ChooseOffer(const std::vector<Offer>& offers, const OfferQuery& query) {
   std::vector<Offer> m = MatchingOffers(offers, query);
   if (m.empty()) return std::nullopt;

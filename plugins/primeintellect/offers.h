@@ -88,6 +88,9 @@ bool Matches(const Offer& offer, const OfferQuery& query);
 /// zero is no offer (an internal or placeholder SKU) and is left out.
 std::vector<Offer> MatchingOffers(const std::vector<Offer>& offers, const OfferQuery& query);
 
+/// The offers of one market, order kept: spot ones (isSpot) when \a spot, else on-demand ones.
+std::vector<Offer> OfTheMarket(const std::vector<Offer>& offers, bool spot);
+
 /// The cheapest in-stock matching offer, or nullopt.
 std::optional<Offer> ChooseOffer(const std::vector<Offer>& offers, const OfferQuery& query);
 

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -213,6 +214,28 @@ bool IsGone(const Object::Ptr& pod) {
   return s == "TERMINATED" || s == "DELETING";
 }
 
+// A pod made from a spot offer: its isSpot (the prime CLI's Pod.is_spot, api/pods.py).
+bool IsSpotPod(const Object::Ptr& pod) {
+  if (!json::Has(pod, "isSpot")) return false;
+  try {
+    return pod->get("isSpot").convert<bool>();
+  } catch (const Poco::Exception&) {
+    return false;
+  }
+}
+
+// A spot pod Prime Intellect ended: TERMINATED (or STOPPED) while gpuprov did not delete it.
+// P-DOC and the prime CLI document no preemption status (README.md, "Spot pods").
+bool IsPreemptedPod(const Object::Ptr& pod) {
+  const std::string s = Upper(Text(pod, "status"));
+  return IsSpotPod(pod) && (s == "TERMINATED" || s == "STOPPED");
+}
+
+// The pod is no VM to get, list or delete: TERMINATED and not a preempted spot pod.
+bool IsEnded(const Object::Ptr& pod) {
+  return Upper(Text(pod, "status")) == "TERMINATED" && !IsPreemptedPod(pod);
+}
+
 // The external port the pod's primePortMapping gives SSH (usedBy "SSH", else internal 22).
 std::optional<int> MappedSshPort(const Object::Ptr& pod) {
   if (!json::Has(pod, "primePortMapping")) return std::nullopt;
@@ -251,6 +274,9 @@ PodState StateOf(const Object::Ptr& pod, const SshField& ssh) {
   const std::string install = Upper(Text(pod, "installationStatus"));
   const std::optional<double> progress = Number(pod, "installationProgress");
   const std::string failure = Text(pod, "installationFailure");
+  if (IsPreemptedPod(pod)) {
+    return {"preempted", "Prime Intellect ended the spot pod (status " + status + ")"};
+  }
   if (status == "TERMINATED") return {"terminated", "terminated"};
   if (status == "DELETING") return {"terminated", "deleting"};
   if (status == "ERROR") {
@@ -308,6 +334,7 @@ Object::Ptr VmJson(const Object::Ptr& pod) {
   vm.gpus = gpu.empty() ? "" : gpu + (count.empty() ? "" : ":" + count);
   vm.created_at = Text(pod, "createdAt");
   vm.message = st.message;
+  vm.spot = IsSpotPod(pod);
   vm.published_ports = std::vector<std::pair<int, int>>{{22, port}};
   // No private network, and a pod takes no tags: its peers use public_ip; cluster and role
   // are the host's to remember (the pod's name, gpuprov-<VM name>, is its only mark).
@@ -624,7 +651,11 @@ PrimeIntellectDriver::ObjectPtr PrimeIntellectDriver::Resolve(const ObjectPtr& r
     ObjectPtr pod = GetPod(id);
     if (pod && (name.empty() || VmNameOf(pod) == name)) return pod;
   }
-  if (!name.empty()) return FindPodByName(name);
+  if (name.empty()) return nullptr;
+  if (ObjectPtr live = FindPodByName(name)) return live;
+  for (const ObjectPtr& pod : ListPods()) {
+    if (Text(pod, "name") == PodName(name) && IsPreemptedPod(pod)) return pod;
+  }
   return nullptr;
 }
 
@@ -748,7 +779,12 @@ std::string PrimeIntellectDriver::Offers(const std::string& request_json) {
                            "Prime Intellect offers " + Describe(query) +
                                " but every matching offer is out of stock right now");
   }
-  if (kubernetes) matching = VmOffersOnly(available, matching, query);
+  // Spot offers (isSpot) are sold on the row of the on-demand offer of the same GPUs in the
+  // same region, as its spot_price_per_hour (README.md, "Spot pods").
+  std::vector<Offer> spot_offers = OfTheMarket(matching, true);
+  matching = OfTheMarket(matching, false);
+  if (kubernetes && !matching.empty()) matching = VmOffersOnly(available, matching, query);
+  if (kubernetes) spot_offers = SplitByProvider(spot_offers, vm_providers_).kept;
   // Unknown prices would look free to the host's "cheapest" rule: drop them when priced
   // offers exist.
   bool any_priced = std::any_of(matching.begin(), matching.end(),
@@ -778,7 +814,14 @@ std::string PrimeIntellectDriver::Offers(const std::string& request_json) {
     o->set("country", m.country);
     o->set("stock_status", m.stock_status);
     o->set("in_stock", true);  // matching offers are the ones in stock
-    o->set("spot", m.is_spot);
+    // MatchingOffers sorts cheapest first: the first spot offer of these GPUs here is the price.
+    for (const Offer& s : spot_offers) {
+      if (s.price_per_hour && s.gpu_type == m.gpu_type && s.gpu_count == m.gpu_count &&
+          s.DisplayRegion() == m.DisplayRegion()) {
+        o->set("spot_price_per_hour", *s.price_per_hour);
+        break;
+      }
+    }
     offers->add(o);
   }
   host_.Debug("availability: " + std::to_string(offers->size()) + " in-stock offers for " +
@@ -807,9 +850,17 @@ std::string PrimeIntellectDriver::Create(const std::string& request_json) {
     return VmResult(found, true);
   }
 
-  // The offer: always a live availability item (REFERENCE.md §7).
+  // The offer: always a live availability item (REFERENCE.md §7), a spot one (isSpot) for a
+  // spot request. The host names the on-demand offer of the row it took: a spot request then
+  // takes the spot offer of the same GPUs and region (README.md, "Spot pods").
+  const bool spot = kit::SpotRequested(request);
   std::vector<Offer> available = FetchAvailability(query);
-  std::vector<Offer> candidates = MatchingOffers(available, query);
+  const bool named_spot_offer =
+      std::any_of(available.begin(), available.end(), [&](const Offer& o) {
+        return o.is_spot && o.cloud_id == query.instance_type;
+      });
+  if (spot && !named_spot_offer) query.instance_type.clear();
+  std::vector<Offer> candidates = OfTheMarket(MatchingOffers(available, query), spot);
   if (kubernetes && !candidates.empty()) {
     candidates = VmOffersOnly(available, candidates, query);
   }
@@ -818,17 +869,19 @@ std::string PrimeIntellectDriver::Create(const std::string& request_json) {
   if (!offer) {
     std::string seen;
     for (const Offer& o : available) {
-      if (!Matches(o, query)) continue;
+      if (!Matches(o, query) || o.is_spot != spot) continue;
       seen += (seen.empty() ? "" : ", ") + o.cloud_id + "@" + o.provider + " in " +
               o.DisplayRegion() + " (stock \"" + o.stock_status + "\")";
     }
     if (!seen.empty()) {
       throw DriverError(GPUPROV_STATUS_CAPACITY,
-                        "Prime Intellect has no " + Describe(query) + " in stock now: " + seen +
+                        "Prime Intellect has no " + std::string(spot ? "spot " : "") +
+                            Describe(query) + " in stock now: " + seen +
                             "; try another region or GPU, or later");
     }
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
-                      "Prime Intellect offers no " + Describe(query) +
+                      "Prime Intellect offers no " + std::string(spot ? "spot " : "") +
+                          Describe(query) +
                           "; `gpuprov provision --cloud primeintellect` lists what matches "
                           "(GPU types look like H100, A100-80GB, L40S)");
   }
@@ -889,7 +942,7 @@ std::string PrimeIntellectDriver::Create(const std::string& request_json) {
 std::string PrimeIntellectDriver::Get(const std::string& request_json) {
   Object::Ptr request = json::ParseObject(request_json, "the get request");
   ObjectPtr pod = Resolve(request);
-  if (!pod || Upper(Text(pod, "status")) == "TERMINATED") {
+  if (!pod || IsEnded(pod)) {
     throw DriverError(GPUPROV_STATUS_NOT_FOUND,
                       "no Prime Intellect pod " + kit::VmReference(request) +
                           " (see https://app.primeintellect.ai or `prime pods list`)");
@@ -899,9 +952,20 @@ std::string PrimeIntellectDriver::Get(const std::string& request_json) {
 
 std::string PrimeIntellectDriver::List(const std::string& /*request_json*/) {
   Array::Ptr vms = new Array();
-  for (const ObjectPtr& pod : ListPods()) {
+  const std::vector<ObjectPtr> pods = ListPods();
+  std::set<std::string> live_names;
+  for (const ObjectPtr& pod : pods) {
     if (Upper(Text(pod, "status")) == "TERMINATED" || !IsGpuprovName(Text(pod, "name"))) continue;
     vms->add(VmJson(pod));
+    live_names.insert(Text(pod, "name"));
+  }
+  // Spot pods Prime Intellect ended, while it lists them and no live pod has their name
+  // (docs/driver-protocol.md, "Spot VMs").
+  for (const ObjectPtr& pod : pods) {
+    if (IsGpuprovName(Text(pod, "name")) && IsPreemptedPod(pod) &&
+        live_names.insert(Text(pod, "name")).second) {
+      vms->add(VmJson(pod));
+    }
   }
   return kit::VmsResult(vms);
 }
@@ -909,7 +973,7 @@ std::string PrimeIntellectDriver::List(const std::string& /*request_json*/) {
 std::string PrimeIntellectDriver::Delete(const std::string& request_json) {
   Object::Ptr request = json::ParseObject(request_json, "the delete request");
   ObjectPtr pod = Resolve(request);
-  if (!pod || Upper(Text(pod, "status")) == "TERMINATED") {
+  if (!pod || IsEnded(pod)) {
     host_.Debug("nothing to delete for " + request_json);
     DeleteOwnKeysIfNoPods();  // a half-done create may have registered the key only
     return kit::DeletedResult(false);

@@ -4,9 +4,10 @@
 // (REFERENCE.md). A pod is placed on an upstream provider chosen by the offer, so
 // the SSH user and port are read from the pod's sshConnection, never assumed.
 //
-// Capabilities: VM lifecycle and hosting Kubernetes only. Prime Intellect has no boot script
-// (no user-data field) and no API to open ports, so the host takes the SSH route and tunnel
-// mode (kubeconfig on https://127.0.0.1:16443).
+// Capabilities: VM lifecycle, hosting Kubernetes, clusters and spot pods (isSpot offers,
+// README.md "Spot pods"). Prime Intellect has no boot script (no user-data field) and no API to
+// open ports, so the host takes the SSH route and tunnel mode (kubeconfig on
+// https://127.0.0.1:16443).
 //
 // Settings (docs/driver-protocol.md, init): "endpoint" (default https://api.primeintellect.ai;
 // a trailing /api/v1 is accepted); config keys: the table at the end of
@@ -45,7 +46,8 @@ class PrimeIntellectDriver {
   static constexpr const char* kDescription =
       "Prime Intellect GPU pods (aggregated providers); SSH route, tunnel mode";
   static constexpr uint64_t kCapabilities =
-      GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_CLUSTER;
+      GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_CLUSTER |
+      GPUPROV_CAP_SPOT;
   /// How a VM learns its public address: no metadata service, and the upstream provider's network is unknown; REFERENCE.md §6.
   static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_NONE;
 

@@ -75,6 +75,11 @@ class Emulator : public OneCloudEmulator {
                         {{"Authorization", std::string("Bearer ") + kKey},
                          {"Content-Type", "application/json"}});
   }
+  void Preempt(const std::string& pod_name) const {
+    HttpReply r =
+        Control("POST", "/preempt", R"({"cloud":"primeintellect","name":")" + pod_name + R"("})");
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
   // The emulator's row of the live pod named `pod_name` (control GET /instances).
   Object::Ptr Row(const std::string& pod_name) const {
     HttpReply r = Control("GET", "/instances?cloud=primeintellect");
@@ -145,7 +150,8 @@ TEST(PrimeIntellectDescriptor, NameAndCapabilities) {
   // How its VM learns its public address: REFERENCE.md section 6.
   EXPECT_STREQ(d->node_address, GPUPROV_NODE_ADDRESS_NONE);
   EXPECT_EQ(d->capabilities,
-            GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_CLUSTER);
+            GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_CLUSTER |
+                GPUPROV_CAP_SPOT);
   EXPECT_EQ(d->capabilities & (GPUPROV_CAP_BOOT_CLOUD_INIT | GPUPROV_CAP_BOOT_STARTUP_SCRIPT |
                                GPUPROV_CAP_OPEN_PORTS),
             0u);
@@ -377,6 +383,71 @@ TEST_F(PrimeIntellectEmulator, OffersAreCheapestInStockFirstWithPrices) {
   r = d.Offers(R"({"gpu":{"type":"H100","count":3},"region":""})");
   ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r.error;
   EXPECT_EQ(r.Doc()->getArray("offers")->size(), 0u);
+}
+
+// --- spot (README.md, "Spot pods") ------------------------------------------------------
+
+// A spot offer (isSpot) is the spot price of the on-demand row of the same GPUs in the same
+// region, never a row of its own; an on-demand create never takes one, however cheap.
+TEST_F(PrimeIntellectEmulator, SpotOffersAreTheSpotPriceOfTheOnDemandRowOfTheirGpusAndRegion) {
+  Driver d(config());
+  OpResult r = d.Offers(R"({"gpu":{"type":"A100","count":1},"region":""})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r.error;
+  Array::Ptr offers = r.Doc()->getArray("offers");
+  ASSERT_EQ(offers->size(), 2u) << r.json;  // datacrunch FIN-01 and hyperstack CANADA-1
+  for (size_t i = 0; i < offers->size(); ++i) {
+    Object::Ptr o = offers->getObject(static_cast<unsigned>(i));
+    if (o->getValue<std::string>("region") == "FIN-01") {
+      EXPECT_EQ(o->getValue<std::string>("instance_type"), "1A100.22V");
+      EXPECT_DOUBLE_EQ(o->getValue<double>("price_per_hour"), 1.29);
+      EXPECT_DOUBLE_EQ(o->getValue<double>("spot_price_per_hour"), 0.52);
+    } else {
+      EXPECT_EQ(o->getValue<std::string>("instance_type"), "n3-A100x1");
+      EXPECT_FALSE(o->has("spot_price_per_hour")) << r.json;
+    }
+  }
+  OpResult c = d.Create(CreateRequest("pi-ondemand", "A100", 1));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c.error;
+  EXPECT_EQ(c.Vm()->getValue<std::string>("instance_type"), "1A100.22V");
+  EXPECT_FALSE(c.Vm()->has("spot")) << c.json;
+  ASSERT_EQ(d.Delete(R"({"name":"pi-ondemand"})").status, GPUPROV_STATUS_OK);
+}
+
+// A spot create takes the spot offer of the row's GPUs and region; Prime Intellect documents no
+// preemption status, so a spot pod it ended (POST /preempt: TERMINATED) is "preempted", in get
+// and list, until delete removes it.
+TEST_F(PrimeIntellectEmulator, ASpotPodTakenBackIsPreemptedUntilItIsDeleted) {
+  Driver d(config());
+  Object::Ptr req = ParseJson(CreateRequest("pi-spot", "A100", 1, "FIN-01", "1A100.22V"));
+  req->set("spot", true);
+  OpResult c = d.Create(Stringify(req));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c.error << "\n" << d.host().All();
+  EXPECT_EQ(c.Vm()->getValue<std::string>("instance_type"), "1A100.22V.spot");
+  EXPECT_TRUE(c.Vm()->getValue<bool>("spot"));
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  Object::Ptr vm = WaitFor(d, id, "running");
+  ASSERT_TRUE(vm);
+  ASSERT_EQ(vm->getValue<std::string>("state"), "running");
+
+  emu().Preempt("gpuprov-pi-spot");
+  const std::string reason = "Prime Intellect ended the spot pod (status TERMINATED)";
+  ExpectPreempted(d, R"({"id":")" + id + R"(","name":"pi-spot"})", reason);
+  ExpectPreempted(d, R"({"name":"pi-spot"})", reason);
+
+  OpResult del = d.Delete(R"({"id":")" + id + R"(","name":"pi-spot"})");
+  ASSERT_EQ(del.status, GPUPROV_STATUS_OK) << del.error;
+  EXPECT_TRUE(del.Doc()->getValue<bool>("deleted"));
+  EXPECT_EQ(emu().Count("instances"), 0);
+  EXPECT_EQ(emu().Count("ssh_keys"), 0);
+  EXPECT_EQ(d.Get(R"({"id":")" + id + R"(","name":"pi-spot"})").status, GPUPROV_STATUS_NOT_FOUND);
+
+  // No spot offer of these GPUs: refused, nothing made.
+  Object::Ptr l40s = ParseJson(CreateRequest("pi-spot-l40s", "L40S", 1));
+  l40s->set("spot", true);
+  OpResult none = d.Create(Stringify(l40s));
+  EXPECT_EQ(none.status, GPUPROV_STATUS_INVALID_INPUT) << none.json;
+  EXPECT_TRUE(Contains(none.error, "offers no spot")) << none.error;
+  EXPECT_EQ(emu().Count("instances"), 0);
 }
 
 // --- Kubernetes on: only offers of providers that give a VM --------------------------

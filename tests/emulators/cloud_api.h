@@ -102,15 +102,19 @@ class CloudApi {
   bool TokenAccepted(const std::string& token) const;
   /// Drops from \a instances (id -> record with `backend_id`) those whose deletion has
   /// finished (`ends_at(record)` reached) and those whose backend instance is gone without a
-  /// deletion (vanished), removing that backend record too.
+  /// deletion (vanished), removing that backend record too; with \a keep_preempted, one the
+  /// cloud took back (InstanceBackend::Preempt) stays until it is deleted.
   template <typename Map, typename EndsAt>
-  void ForgetEnded(Map& instances, EndsAt ends_at) {
+  void ForgetEnded(Map& instances, EndsAt ends_at, bool keep_preempted = false) {
     const auto now = std::chrono::steady_clock::now();
     for (auto it = instances.begin(); it != instances.end();) {
       const std::optional<std::chrono::steady_clock::time_point>& ends = ends_at(it->second);
       if (ends && now >= *ends) {
         it = instances.erase(it);
-      } else if (!ends && backend_->State(it->second.backend_id).state == InstanceState::kGone) {
+        continue;
+      }
+      const InstanceStatus s = ends ? InstanceStatus{} : backend_->State(it->second.backend_id);
+      if (!ends && s.state == InstanceState::kGone && !(keep_preempted && s.preempted)) {
         backend_->Delete(it->second.backend_id);
         it = instances.erase(it);
       } else {

@@ -881,17 +881,19 @@ class DockerBackend : public InstanceBackend {
         return;
       }
       case Task::kPreempt: {
-        // The machine stops at once, as a spot VM does when its cloud takes it back.
-        CloseGate(r.address);
-        try {
-          engine.KillContainer(r.container_id);
-        } catch (const EngineError&) {
-        }
+        // The machine stops at once, as a spot VM does when its cloud takes it back. Marked
+        // before the kill, so that a check that sees the container die (kCheck: an exited
+        // container is an error) finds it taken back already.
         Update(r.id, [&](Record& x) {
           x.phase = Phase::kGone;
           x.preempted = true;
           x.message = "the cloud took the instance back (POST /preempt)";
         });
+        CloseGate(r.address);
+        try {
+          engine.KillContainer(r.container_id);
+        } catch (const EngineError&) {
+        }
         return;
       }
       case Task::kFail: {

@@ -722,6 +722,45 @@ TEST_F(EmulatorTest, PrimeIntellectAvailabilityFiltersAndPages) {
   EXPECT_EQ(page->getValue<int>("totalCount"), total);
 }
 
+// Spot items (isSpot) and POST /preempt: a pod of a spot item says isSpot and, taken back,
+// stays TERMINATED until it is deleted; an on-demand pod taken back vanishes (404).
+TEST_F(EmulatorTest, PrimeIntellectSpotPodsArePreemptedAsTerminatedUntilDeleted) {
+  JsonArray items = GetArray(Pi("GET", "/availability/gpus?gpu_type=A100_80GB&gpu_count=1").Json(),
+                             "items");
+  int spot_items = 0;
+  for (unsigned i = 0; i < items->size(); ++i) {
+    JsonObject o = items->getObject(i);
+    const bool spot = o->getValue<bool>("isSpot");
+    spot_items += spot;
+    EXPECT_EQ(spot, o->getValue<std::string>("cloudId") == "1A100.22V.spot");
+  }
+  EXPECT_EQ(spot_items, 1);
+  Reply made =
+      Pi("POST", "/pods/", PodBody("gpuprov-spot", "1A100.22V.spot", "A100_80GB", 1, "datacrunch"));
+  ASSERT_EQ(made.status, 200) << made.body;
+  const std::string spot = made.Json()->getValue<std::string>("id");
+  EXPECT_TRUE(made.Json()->getValue<bool>("isSpot"));
+  const std::string plain = CreatePod("gpuprov-plain");
+  auto status = [&](const std::string& id) {
+    Reply r = Pi("GET", "/pods/" + id);
+    return r.status == 200 ? r.Json()->getValue<std::string>("status") : std::to_string(r.status);
+  };
+  ASSERT_TRUE(WaitFor([&] { return status(spot) == "ACTIVE" && status(plain) == "ACTIVE"; }, 6s));
+  for (const char* name : {"gpuprov-spot", "gpuprov-plain"}) {
+    Reply p = Control("POST", "/preempt",
+                      std::string(R"({"cloud":"primeintellect","name":")") + name + "\"}");
+    ASSERT_EQ(p.status, 200) << p.body;
+  }
+  EXPECT_EQ(status(spot), "TERMINATED");
+  EXPECT_EQ(status(plain), "404");
+  EXPECT_EQ(Pi("GET", "/pods/").Json()->getValue<int>("total_count"), 1);
+  ASSERT_EQ(Pi("DELETE", "/pods/" + spot).status, 200);
+  EXPECT_EQ(status(spot), "DELETING");
+  ASSERT_TRUE(WaitFor([&] { return status(spot) == "404"; }, 5s));
+  EXPECT_EQ(Count("primeintellect", "instances"), 0);
+  EXPECT_EQ(Count("primeintellect", "backend_instances"), 0);
+}
+
 TEST_F(EmulatorTest, PrimeIntellectPodBecomesActiveWithSshConnection) {
   // Shapes rotate per pod: string, one-element list, string.
   std::vector<std::string> ids;

@@ -520,7 +520,7 @@ class MassedComputeApi : public CloudApi {
     if (!omit_os_booted_) o->set("os_booted", v.os_booted ? 1 : 0);
     o->set("command_startup", in.command);
     o->set("created", Rfc3339(in.created));
-    o->set("active", in.terminate_at ? 0 : 1);
+    o->set("active", in.terminate_at || v.status == "terminated" ? 0 : 1);
     JsonObject image = NewObject();
     image->set("id", in.image->id);
     image->set("name", std::string(in.image->name));
@@ -544,9 +544,14 @@ class MassedComputeApi : public CloudApi {
     return o;
   }
 
-  // Terminated instances leave after terminating_seconds; vanished machines at once.
+  // Terminated instances leave after terminating_seconds; vanished machines at once. An
+  // instance taken back (POST /preempt, meant for spot products) stays listed as "terminated"
+  // until it is terminated: the reference documents no preemption status, so the emulator
+  // shows it as plugins/massedcompute/README.md ("Spot instances") says the driver reads it.
   void Reconcile() {
-    ForgetEnded(instances_, [](const auto& r) -> const auto& { return r.terminate_at; });
+    ForgetEnded(
+        instances_, [](const auto& r) -> const auto& { return r.terminate_at; },
+        /*keep_preempted=*/true);
   }
 
   HttpResponse ListInstances() {

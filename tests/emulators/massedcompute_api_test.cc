@@ -274,6 +274,29 @@ TEST_F(MassedComputeApiTest, LaunchedInstanceBootsThenIsRentedWithAnIpThenTermin
   EXPECT_EQ(MessageOf(M("GET", "/instance/" + id)), "Instance not found.");
 }
 
+// POST /preempt (tests/emulators/README.md): the reference documents no preemption status, so
+// an instance taken back stays listed as "terminated" (active 0, no ip) until it is terminated.
+TEST_F(MassedComputeApiTest, APreemptedInstanceIsListedAsTerminatedUntilItIsTerminated) {
+  AddKey();
+  const std::string id = Launch("gpuprov-spot", "gpu_1x_a6000_spot", "us-central-2");
+  ASSERT_TRUE(WaitFor([&] { return Status(id) == "rented"; }, 5s));
+  Reply p = Control("POST", "/preempt", R"({"cloud":"massedcompute","name":"gpuprov-spot"})");
+  ASSERT_EQ(p.status, 200) << p.body;
+  JsonObject i = Instance(id);
+  ASSERT_TRUE(i);
+  EXPECT_EQ(i->getValue<std::string>("status"), "terminated");
+  EXPECT_EQ(i->getValue<int>("active"), 0);
+  EXPECT_EQ(i->getValue<std::string>("ip"), "");
+  EXPECT_EQ(GetObject(i, "product")->getValue<std::string>("name"), "gpu_1x_a6000_spot");
+  ASSERT_EQ(List()->size(), 1u);
+  EXPECT_EQ(Control("POST", "/preempt", R"({"cloud":"massedcompute","name":"gpuprov-spot"})").status,
+            404);  // no live instance of that name
+  ASSERT_EQ(M("POST", "/instance/terminate", R"({"instanceUuids":[")" + id + "\"]}").status, 202);
+  ASSERT_TRUE(WaitFor([&] { return Status(id) == "404"; }, 5s));
+  EXPECT_EQ(Count("instances"), 0);
+  EXPECT_EQ(Count("backend_instances"), 0);
+}
+
 // The launch image field the vendor's sources disagree on (imageId in massed-compute-mcp
 // tools.json, os_image_name per the agent plugin's mc-launch-vms skill), and the internal-only
 // product listed at $0/hr (mc-pick-gpu) that cannot be launched.

@@ -43,39 +43,50 @@ struct Offer {
   // A container provider (RunPod, plugins/primeintellect/REFERENCE.md): the docker backend gives it
   // a container with sshd as PID 1, no systemd. Every pod gets SSH on a remapped port.
   bool container;
+  // A spot offer: the availability item's isSpot (the prime CLI's GPUAvailability.is_spot,
+  // packages/prime/src/prime_cli/api/availability.py), echoed by a pod made from it (Pod.is_spot,
+  // api/pods.py). The create body has no spot field (P-DOC create-pod, the CLI's PodConfig):
+  // the item's cloudId names it, so the emulator's spot items have cloudIds of their own
+  // (whether Prime Intellect's do is not documented).
+  bool spot;
 };
 
 const std::vector<Offer>& Offers() {
   static const std::vector<Offer> offers = {
       {"n3-A100x1", "A100_80GB", "PCIe", "hyperstack", "canada", "CANADA-1", "CA", 1, 80, 1.35,
-       28, 120, "secure_cloud", "ubuntu", false},
+       28, 120, "secure_cloud", "ubuntu", false, false},
       {"n3-H100x8", "H100_80GB", "SXM5", "hyperstack", "canada", "CANADA-1", "CA", 8, 80, 19.12,
-       192, 1800, "secure_cloud", "ubuntu", false},
+       192, 1800, "secure_cloud", "ubuntu", false, false},
       {"gpu_8x_h100_sxm5", "H100_80GB", "SXM5", "lambdalabs", "united_states", "us-east-1", "US",
-       8, 80, 23.92, 208, 1800, "secure_cloud", "ubuntu", false},
+       8, 80, 23.92, 208, 1800, "secure_cloud", "ubuntu", false, false},
       {"1A100.22V", "A100_80GB", "SXM4", "datacrunch", "europe", "FIN-01", "FI", 1, 80, 1.29, 22,
-       120, "secure_cloud", "root", false},
+       120, "secure_cloud", "root", false, false},
       {"8H100.80S.176V", "H100_80GB", "SXM5", "datacrunch", "europe", "FIN-01", "FI", 8, 80,
-       20.72, 176, 1480, "secure_cloud", "root", false},
+       20.72, 176, 1480, "secure_cloud", "root", false, false},
       {"1H100.80S.30V", "H100_80GB", "SXM5", "datacrunch", "europe", "FIN-01", "FI", 1, 80,
-       2.19, 30, 120, "secure_cloud", "root", false},
+       2.19, 30, 120, "secure_cloud", "root", false, false},
       {"1L40S.20V", "L40S_48GB", "PCIe", "datacrunch", "europe", "FIN-01", "FI", 1, 48, 1.10, 20,
-       60, "secure_cloud", "root", false},
+       60, "secure_cloud", "root", false, false},
       {"gpu-h100-sxm_8gpu-128vcpu-1600gb", "H100_80GB", "SXM5", "nebius", "europe",
-       "eu-north1", "FI", 8, 80, 23.60, 128, 1600, "secure_cloud", "root", false},
+       "eu-north1", "FI", 8, 80, 23.60, 128, 1600, "secure_cloud", "root", false, false},
       {"NVIDIA A100 80GB PCIe", "A100_80GB", "PCIe", "runpod", "united_states", "US-KS-2", "US",
-       1, 80, 1.19, 8, 117, "community_cloud", "root", true},
+       1, 80, 1.19, 8, 117, "community_cloud", "root", true, false},
       {"NVIDIA H100 80GB HBM3", "H100_80GB", "SXM5", "runpod", "united_states", "US-TX-3", "US",
-       1, 80, 1.99, 16, 125, "community_cloud", "root", true},
+       1, 80, 1.99, 16, 125, "community_cloud", "root", true, false},
       {"NVIDIA RTX A6000", "RTX_A6000_48GB", "PCIe", "runpod", "europe", "EU-RO-1", "RO", 1, 48,
-       0.49, 8, 50, "community_cloud", "root", true},
+       0.49, 8, 50, "community_cloud", "root", true, false},
       {"l40s-48gb.1x", "L40S_48GB", "PCIe", "crusoecloud", "united_states", "us-east1", "US", 1,
-       48, 1.45, 8, 147, "secure_cloud", "ubuntu", false},
+       48, 1.45, 8, 147, "secure_cloud", "ubuntu", false, false},
       {"primecompute-h100x1", "H100_80GB", "SXM5", "primecompute", "united_states", "US-TX-1",
-       "US", 1, 80, 2.29, 26, 225, "secure_cloud", "root", false},
+       "US", 1, 80, 2.29, 26, 225, "secure_cloud", "root", false, false},
       // massedcompute is a provider id of P-DOC's create-pod provider enum.
       {"gpu_1x_l40", "L40_48GB", "PCIe", "massedcompute", "united_states", "us-central-3", "US",
-       1, 48, 0.99, 12, 64, "secure_cloud", "ubuntu", false},
+       1, 48, 0.99, 12, 64, "secure_cloud", "ubuntu", false, false},
+      // Spot offers (isSpot): the same machines as 1A100.22V and 1H100.80S.30V, cheaper.
+      {"1A100.22V.spot", "A100_80GB", "SXM4", "datacrunch", "europe", "FIN-01", "FI", 1, 80,
+       0.52, 22, 120, "secure_cloud", "root", false, true},
+      {"1H100.80S.30V.spot", "H100_80GB", "SXM5", "datacrunch", "europe", "FIN-01", "FI", 1, 80,
+       0.89, 30, 120, "secure_cloud", "root", false, true},
   };
   return offers;
 }
@@ -260,6 +271,7 @@ class PrimeIntellectApi : public CloudApi {
     Clock::time_point deleted_at;
     bool failed = false;  // ERROR with installationFailure
     std::string failure;
+    bool preempted = false;  // a spot pod taken back (POST /preempt): TERMINATED until deleted
     bool auto_restart = false;
     std::optional<std::string> jupyter_password;
     JsonArray env_vars;
@@ -384,7 +396,7 @@ class PrimeIntellectApi : public CloudApi {
     images->add(std::string("cuda_12_4_pytorch_2_5"));
     images->add(std::string("cuda_12_6_pytorch_2_7"));
     j->set("images", images);
-    j->set("isSpot", false);
+    j->set("isSpot", o.spot);
     j->set("prepaidTime", Poco::Dynamic::Var());
     return j;
   }
@@ -431,6 +443,17 @@ class PrimeIntellectApi : public CloudApi {
         }
       } else if (!p.failed) {
         InstanceStatus s = backend_->State(p.backend_id);
+        if (s.state == InstanceState::kGone && s.preempted && p.offer->spot) {
+          // A spot pod taken back: TERMINATED in get and list until it is deleted. P-DOC and
+          // the prime CLI document no preemption status; TERMINATED is the status enum's
+          // word for a pod that ended (plugins/primeintellect/README.md, "Spot pods").
+          if (!p.preempted) {
+            p.preempted = true;
+            p.updated = SysClock::now();
+          }
+          ++it;
+          continue;
+        }
         if (s.state == InstanceState::kGone) {
           // Vanished behind the API's back: 404 from now on.
           backend_->Delete(p.backend_id);
@@ -471,6 +494,10 @@ class PrimeIntellectApi : public CloudApi {
     if (p.failed) {
       v.status = "ERROR";
       v.installation = "ERROR";
+      return v;
+    }
+    if (p.preempted) {
+      v.status = "TERMINATED";
       return v;
     }
     v.backend = backend_->State(p.backend_id);
@@ -589,7 +616,7 @@ class PrimeIntellectApi : public CloudApi {
     if (p.memory > 0) res->set("memory", p.memory);
     o->set("resources", res);
     o->set("attachedResources", NewArray());
-    o->set("isSpot", false);
+    o->set("isSpot", p.offer->spot);
     o->set("autoRestart", p.auto_restart);
     o->set("jupyterPassword",
            p.jupyter_password ? Poco::Dynamic::Var(*p.jupyter_password) : Poco::Dynamic::Var());

@@ -171,6 +171,22 @@ inline Poco::JSON::Object::Ptr WaitRunning(LoadedDriver& driver, const std::stri
   return nullptr;
 }
 
+/// Expects get (`get_request`) to report the VM "preempted" with the cloud's `reason`, and list
+/// to hold it alone, the same (docs/driver-protocol.md, "Spot VMs").
+inline void ExpectPreempted(LoadedDriver& driver, const std::string& get_request,
+                            const std::string& reason) {
+  OpResult got = driver.Get(get_request);
+  ASSERT_EQ(got.status, GPUPROV_STATUS_OK) << got;
+  EXPECT_EQ(got.Vm()->getValue<std::string>("state"), "preempted") << got.json;
+  EXPECT_EQ(got.Vm()->getValue<std::string>("message"), reason);
+  OpResult list = driver.List();
+  ASSERT_EQ(list.status, GPUPROV_STATUS_OK) << list;
+  Poco::JSON::Array::Ptr vms = list.Doc()->getArray("vms");
+  ASSERT_EQ(vms->size(), 1u) << list.json;
+  EXPECT_EQ(vms->getObject(0)->getValue<std::string>("state"), "preempted");
+  EXPECT_EQ(vms->getObject(0)->getValue<std::string>("message"), reason);
+}
+
 /// LoadedDriver of the driver .so at `kPath`, a constant with static storage such as
 /// `constexpr char kDriverPath[] = GPUPROV_<CLOUD>_DRIVER_PATH;` (compiled in by
 /// gpuprov_add_driver_test): `using Driver = DriverAt<kDriverPath>;`.
