@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -419,6 +420,51 @@ TEST_F(SshPortForwardVmTest, ReconnectsAfterTheSshConnectionDrops) {
   EXPECT_EQ(dropped[0].open_connections, 1);
   EXPECT_FALSE(dropped[0].message.empty());
   EXPECT_EQ(log.Of(PortForwardEvent::Kind::kReconnected).size(), 1u);
+  EXPECT_EQ(forward.failure(), nullptr);
+}
+
+// A VM replaced while the forward runs: after the drop, options.follow names the new address
+// (here the same node on its container address, as a new VM at another address), the forward
+// says so (kFollowed), pins that address's key on first contact and serves through it.
+TEST_F(SshPortForwardVmTest, FollowsTheTargetFollowNamesAfterADrop) {
+  testvm::ShellResult ip = vm_->Exec("hostname -I | cut -d' ' -f1");
+  ASSERT_EQ(ip.exit_status, 0) << ip.output;
+  std::string new_host = ip.output;
+  while (!new_host.empty() && std::isspace(static_cast<unsigned char>(new_host.back()))) {
+    new_host.pop_back();
+  }
+  ASSERT_FALSE(new_host.empty());
+  SshTarget replaced = Target();
+  replaced.host = new_host;
+  std::atomic<bool> was_replaced{false};
+  std::atomic<int> asked{0};
+  EventLog log;
+  PortForwardOptions options = To(kEchoPort);
+  options.follow = [&]() -> std::optional<SshTarget> {
+    ++asked;
+    return was_replaced ? std::optional<SshTarget>(replaced) : std::nullopt;
+  };
+  SshPortForward forward(Target(), options, log.Callback());
+  forward.Start();
+  EXPECT_EQ(asked, 0);  // only after a drop
+
+  was_replaced = true;
+  testvm::ShellResult killed = vm_->Exec("pkill -f 'sshd: roo[t]'");
+  ASSERT_EQ(killed.exit_status, 0) << killed.output;
+  std::string echoed;
+  const auto end = Clock::now() + seconds(30);
+  while (echoed != "after" && Clock::now() < end) {
+    const int fd = ConnectLocal(forward.port());
+    ASSERT_GE(fd, 0) << "the listening socket was closed";
+    if (SendAll(fd, "after")) echoed = ReadFor(fd, 5, seconds(5)).data;
+    ::close(fd);
+  }
+  EXPECT_EQ(echoed, "after");
+  const auto followed = log.Of(PortForwardEvent::Kind::kFollowed);
+  ASSERT_EQ(followed.size(), 1u);
+  EXPECT_EQ(followed[0].message, "root@[" + new_host + "]:22");
+  EXPECT_EQ(log.Of(PortForwardEvent::Kind::kReconnected).size(), 1u);
+  EXPECT_GE(asked, 1);
   EXPECT_EQ(forward.failure(), nullptr);
 }
 
