@@ -135,13 +135,18 @@ Array::Ptr VerdaDriver::ArrayOf(const kit::ApiAnswer& a, const std::string& what
 
 // --- instances -----------------------------------------------------------------------------
 
-std::vector<VerdaDriver::ObjectPtr> VerdaDriver::Instances() {
+std::vector<VerdaDriver::ObjectPtr> VerdaDriver::Listed() {
   Array::Ptr list = ArrayOf(api_->Call("GET", "/instances", "list instances"), "list instances");
   std::vector<ObjectPtr> out;
   for (size_t i = 0; i < list->size(); ++i) {
-    ObjectPtr in = json::ObjAt(list, i);
-    if (in && !IsGoneStatus(json::Str(in, "status"))) out.push_back(in);
+    if (ObjectPtr in = json::ObjAt(list, i)) out.push_back(in);
   }
+  return out;
+}
+
+std::vector<VerdaDriver::ObjectPtr> VerdaDriver::Instances() {
+  std::vector<ObjectPtr> out = Listed();
+  std::erase_if(out, [](const ObjectPtr& in) { return IsGoneStatus(json::Str(in, "status")); });
   return out;
 }
 
@@ -164,13 +169,12 @@ VerdaDriver::ObjectPtr VerdaDriver::FindByName(const std::string& name, bool* fo
   return found;
 }
 
-std::vector<VerdaDriver::ObjectPtr> VerdaDriver::PreemptedInstances() {
-  Array::Ptr list = ArrayOf(api_->Call("GET", "/instances", "list instances"), "list instances");
+std::vector<VerdaDriver::ObjectPtr> VerdaDriver::PreemptedAmong(
+    const std::vector<ObjectPtr>& listed) {
   std::set<std::string> live_names;
   std::vector<ObjectPtr> preempted;
-  for (size_t i = 0; i < list->size(); ++i) {
-    ObjectPtr in = json::ObjAt(list, i);
-    if (!in || !IsManaged(in)) continue;
+  for (const auto& in : listed) {
+    if (!IsManaged(in)) continue;
     if (IsPreempted(in)) {
       preempted.push_back(in);
     } else if (!IsGoneStatus(json::Str(in, "status"))) {
@@ -209,7 +213,7 @@ VerdaDriver::ObjectPtr VerdaDriver::Resolve(const ObjectPtr& request) {
   }
   if (ref.name.empty()) return nullptr;
   if (ObjectPtr live = FindByName(ref.name)) return live;
-  for (const auto& in : PreemptedInstances()) {
+  for (const auto& in : PreemptedAmong(Listed())) {
     if (json::Str(in, "hostname") == ref.name) return in;
   }
   return nullptr;
@@ -753,11 +757,12 @@ std::string VerdaDriver::Get(const std::string& request_json) {
 
 std::string VerdaDriver::List(const std::string& /*request_json*/) {
   Array::Ptr vms = new Array();
-  for (const auto& in : Instances()) {
-    if (IsManaged(in)) vms->add(VmJson(in));
+  const std::vector<ObjectPtr> listed = Listed();
+  for (const auto& in : listed) {
+    if (IsManaged(in) && !IsGoneStatus(json::Str(in, "status"))) vms->add(VmJson(in));
   }
   // And the spot instances Verda took back, while it lists them and no live VM has the name.
-  for (const auto& in : PreemptedInstances()) vms->add(VmJson(in));
+  for (const auto& in : PreemptedAmong(listed)) vms->add(VmJson(in));
   return kit::VmsResult(vms);
 }
 

@@ -68,14 +68,16 @@ class VerdaDriver {
   const ClientCredentials& Credentials();
   static ArrayPtr ArrayOf(const drivers::ApiAnswer& a, const std::string& what);
 
+  /// Every instance GET /instances lists (one call).
+  std::vector<ObjectPtr> Listed();
   /// Every instance of the account that is not gone.
   std::vector<ObjectPtr> Instances();
   /// The newest live gpuprov instance with that hostname, or nullptr; a live same-named
   /// instance gpuprov did not make is reported in *foreign.
   ObjectPtr FindByName(const std::string& name, bool* foreign = nullptr);
-  /// The gpuprov spot instances Verda took back (IsPreempted), newest first, whose hostname no
-  /// live gpuprov instance has (those a replacement has taken over are left out).
-  std::vector<ObjectPtr> PreemptedInstances();
+  /// The gpuprov spot instances Verda took back (IsPreempted) among \a listed, newest first,
+  /// whose hostname no live gpuprov instance there has (those a replacement took over).
+  static std::vector<ObjectPtr> PreemptedAmong(const std::vector<ObjectPtr>& listed);
   /// GET /instances/{id}, or nullptr when Verda says it does not exist.
   ObjectPtr InstanceById(const std::string& id);
   ObjectPtr Resolve(const ObjectPtr& request);

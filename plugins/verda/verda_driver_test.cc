@@ -357,11 +357,13 @@ TEST_F(VerdaEmulatorTest, ASpotInstanceVerdaDiscontinuesIsPreemptedUntilDeleted)
               "spot instance discontinued by Verda (status discontinued)");
     EXPECT_EQ(g.Vm()->getValue<std::string>("id"), id);
   }
+  emulator_->ClearRequests();
   OpResult list = driver.List();
   ASSERT_EQ(list.status, GPUPROV_STATUS_OK) << list;
   ASSERT_EQ(list.Doc()->getArray("vms")->size(), 1u) << list.json;
   EXPECT_EQ(list.Doc()->getArray("vms")->getObject(0)->getValue<std::string>("state"),
             "preempted");
+  EXPECT_EQ(emulator_->CountRequests("GET /v1/instances"), 1);  // one list call
   // on_spot_discontinue delete_permanently: no volume detached (keep_detached, Verda's
   // default) nor in the trash.
   EXPECT_EQ(emulator_->Count("detached_volumes"), 0);
