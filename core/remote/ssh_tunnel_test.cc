@@ -236,6 +236,21 @@ while True:
     threading.Thread(target=serve, args=(conn,), daemon=True).start()
 )";
 
+/// What the echo server sends back for \a text through the forward on \a port, trying new
+/// connections for up to 30 s (while the forward reconnects); "" when none was served.
+std::string EchoOnceServed(int port, const std::string& text) {
+  std::string echoed;
+  const auto end = Clock::now() + seconds(30);
+  while (echoed != text && Clock::now() < end) {
+    const int fd = ConnectLocal(port);
+    EXPECT_GE(fd, 0) << "the listening socket was closed";
+    if (fd < 0) return "";
+    if (SendAll(fd, text)) echoed = ReadFor(fd, text.size(), seconds(5)).data;
+    ::close(fd);
+  }
+  return echoed;
+}
+
 class SshPortForwardVmTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -406,15 +421,7 @@ TEST_F(SshPortForwardVmTest, ReconnectsAfterTheSshConnectionDrops) {
   EXPECT_TRUE(closed.ended) << "the in-flight connection stayed open after the drop";
 
   // A later connection works again once the forward has reconnected.
-  std::string echoed;
-  const auto end = Clock::now() + seconds(30);
-  while (echoed != "after" && Clock::now() < end) {
-    const int fd = ConnectLocal(forward.port());
-    ASSERT_GE(fd, 0) << "the listening socket was closed";
-    if (SendAll(fd, "after")) echoed = ReadFor(fd, 5, seconds(5)).data;
-    ::close(fd);
-  }
-  EXPECT_EQ(echoed, "after");
+  EXPECT_EQ(EchoOnceServed(forward.port(), "after"), "after");
   const auto dropped = log.Of(PortForwardEvent::Kind::kDropped);
   ASSERT_EQ(dropped.size(), 1u);
   EXPECT_EQ(dropped[0].open_connections, 1);
@@ -451,15 +458,7 @@ TEST_F(SshPortForwardVmTest, FollowsTheTargetFollowNamesAfterADrop) {
   was_replaced = true;
   testvm::ShellResult killed = vm_->Exec("pkill -f 'sshd: roo[t]'");
   ASSERT_EQ(killed.exit_status, 0) << killed.output;
-  std::string echoed;
-  const auto end = Clock::now() + seconds(30);
-  while (echoed != "after" && Clock::now() < end) {
-    const int fd = ConnectLocal(forward.port());
-    ASSERT_GE(fd, 0) << "the listening socket was closed";
-    if (SendAll(fd, "after")) echoed = ReadFor(fd, 5, seconds(5)).data;
-    ::close(fd);
-  }
-  EXPECT_EQ(echoed, "after");
+  EXPECT_EQ(EchoOnceServed(forward.port(), "after"), "after");
   const auto followed = log.Of(PortForwardEvent::Kind::kFollowed);
   ASSERT_EQ(followed.size(), 1u);
   EXPECT_EQ(followed[0].message, "root@[" + new_host + "]:22");

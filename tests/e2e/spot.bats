@@ -7,6 +7,7 @@
 # address), and kubectl works through that kubeconfig.
 
 load helpers
+load spot
 bats_require_minimum_version 1.5.0
 
 setup_file() {
@@ -64,32 +65,13 @@ teardown() {
   first_id=$(field aws-spot vm_id)
   first_ip=$(field aws-spot address)
 
-  curl -fsS -X POST "$CONTROL/preempt" -d '{"cloud":"aws","name":"aws-spot"}' >/dev/null
-  for _ in $(seq 1 30); do
-    [ "$(field aws-spot state)" = preempted ] && break
-    sleep 1
-  done
+  preempt aws aws-spot
   run "$GPUPROV" list
   echo "$output"
   [[ "$output" == *"PREEMPTED"* ]]
   [[ "$output" == *"aws-spot: preempted by aws (Server.SpotInstanceTermination: Spot instance termination)"* ]]
 
-  "$GPUPROV" watch aws-spot --interval 1 --output ndjson >"$BATS_TEST_TMPDIR/watch.out" 2>"$BATS_TEST_TMPDIR/watch.err" &
-  WATCH_PID=$!
-  for _ in $(seq 1 300); do
-    grep -q '"event":"recovered"' "$BATS_TEST_TMPDIR/watch.out" && break
-    kill -0 "$WATCH_PID" 2>/dev/null || break
-    sleep 1
-  done
-  cat "$BATS_TEST_TMPDIR/watch.err" "$BATS_TEST_TMPDIR/watch.out"
-  grep -q '"event":"preempted","name":"aws-spot","cloud":"aws","reason":"Server.SpotInstanceTermination' "$BATS_TEST_TMPDIR/watch.out"
-  grep -q '"event":"recovered","name":"aws-spot"' "$BATS_TEST_TMPDIR/watch.out"
-  # The line with the time it took (with -o ndjson, a phase event like provision's steps).
-  grep -q '"message":"recovered aws-spot in [0-9.]* s: a new VM on aws (spot)' "$BATS_TEST_TMPDIR/watch.out"
-  grep -q "VM aws-spot was preempted by aws" "$BATS_TEST_TMPDIR/watch.out"
-  stop_child INT "$WATCH_PID" gpuprov
-  wait "$WATCH_PID" || { echo "watch exited $?" >&2; false; }
-  WATCH_PID=
+  watch_brings_back aws aws-spot Server.SpotInstanceTermination
 
   [ "$(field aws-spot vm_id)" != "$first_id" ]
   [ "$(field aws-spot address)" != "$first_ip" ]

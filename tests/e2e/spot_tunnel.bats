@@ -8,6 +8,7 @@
 # the rewritten kubeconfig over the same tunnel.
 
 load helpers
+load spot
 bats_require_minimum_version 1.5.0
 
 setup_file() {
@@ -50,30 +51,13 @@ teardown() {
   start_tunnel vd-spot "$port"
   expect_cluster_ready vd-spot
 
-  curl -fsS -X POST "$CONTROL/preempt" -d '{"cloud":"verda","name":"vd-spot"}' >/dev/null
-  for _ in $(seq 1 30); do
-    [ "$(field vd-spot state)" = preempted ] && break
-    sleep 1
-  done
+  preempt verda vd-spot
   run "$GPUPROV" list
   echo "$output"
   [[ "$output" == *"PREEMPTED"* ]]
   [[ "$output" == *"vd-spot: preempted by verda (spot instance discontinued by Verda (status discontinued))"* ]]
 
-  "$GPUPROV" watch vd-spot --interval 1 --output ndjson >"$BATS_TEST_TMPDIR/watch.out" 2>"$BATS_TEST_TMPDIR/watch.err" 3>&- &
-  WATCH_PID=$!
-  for _ in $(seq 1 300); do
-    grep -q '"event":"recovered"' "$BATS_TEST_TMPDIR/watch.out" && break
-    kill -0 "$WATCH_PID" 2>/dev/null || break
-    sleep 1
-  done
-  cat "$BATS_TEST_TMPDIR/watch.err" "$BATS_TEST_TMPDIR/watch.out"
-  grep -q '"event":"preempted","name":"vd-spot","cloud":"verda","reason":"spot instance discontinued by Verda' "$BATS_TEST_TMPDIR/watch.out"
-  grep -q '"event":"recovered","name":"vd-spot"' "$BATS_TEST_TMPDIR/watch.out"
-  grep -q '"message":"recovered vd-spot in [0-9.]* s: a new VM on verda (spot)' "$BATS_TEST_TMPDIR/watch.out"
-  stop_child INT "$WATCH_PID" gpuprov
-  wait "$WATCH_PID" || { echo "watch exited $?" >&2; false; }
-  WATCH_PID=
+  watch_brings_back verda vd-spot "spot instance discontinued by Verda"
 
   [ "$(field vd-spot vm_id)" != "$first_id" ]
   [ "$(field vd-spot address)" != "$first_ip" ]
