@@ -202,7 +202,8 @@ const std::vector<Command>& Commands() {
        &RunScaleArgs, Completion::kVm},
       {"tunnel", "tunnel NAME [--local-port N]",
        "forward the VM's own local port (the one its kubeconfig names, from 16443 up) to its "
-       "Kubernetes API over SSH until Ctrl-C, reconnecting when SSH drops",
+       "Kubernetes API over SSH until Ctrl-C, reconnecting when SSH drops (to the new VM when "
+       "a preempted one was replaced meanwhile)",
        {{"local-port", 0, "N", "listen on 127.0.0.1:N instead of the VM's port"}},
        &RunTunnelArgs, Completion::kVm},
       {"watch", "watch NAME [--interval SECONDS] [--max-attempts N] [--fallback MODE]",

@@ -177,12 +177,19 @@ class SshPortForward::Pump {
   std::optional<SshSession> ConnectWithRetry(milliseconds deadline,
                                              const std::function<bool()>& should_stop,
                                              bool after_drop) {
-    const auto start = Clock::now();
-    const auto end = start + deadline;
-    std::optional<Clock::time_point> last_progress;
+    auto start = Clock::now();
+    auto end = start + deadline;
+    auto next_progress = start;  // the first failed attempt is reported at once
     std::string last_error;
     int attempts = 0;
     while (!should_stop()) {
+      if (after_drop && Follow()) {
+        // Another VM: its own deadline.
+        start = Clock::now();
+        end = start + deadline;
+        attempts = 0;
+        next_progress = start;
+      }
       const auto left = duration_cast<milliseconds>(end - Clock::now());
       const milliseconds attempt =
           std::clamp<milliseconds>(left, kMinAttemptTimeout, options_.attempt_timeout);
@@ -204,10 +211,10 @@ class SshPortForward::Pump {
                        "check that the VM runs (`gpuprov list`) and that its firewall allows SSH "
                        "from this machine, then run the command again");
       }
-      if (!last_progress || now - *last_progress >= kProgressInterval) {
+      if (now >= next_progress) {
         Emit({PortForwardEvent::Kind::kConnecting, last_error, duration_cast<seconds>(now - start),
               0});
-        last_progress = now;
+        next_progress = now + kProgressInterval;
       }
       if (!Pause(std::min<milliseconds>(kRetryPause, duration_cast<milliseconds>(end - now)),
                  should_stop)) {
@@ -215,6 +222,20 @@ class SshPortForward::Pump {
       }
     }
     return std::nullopt;
+  }
+
+  /// options.follow's target when it differs from the current one: taken (kFollowed), true.
+  bool Follow() {
+    if (!options_.follow) return false;
+    std::optional<SshTarget> now = options_.follow();
+    SshTarget& current = owner_.target_;
+    if (!now || now->host.empty() ||
+        (now->host == current.host && now->port == current.port && now->user == current.user)) {
+      return false;
+    }
+    current = std::move(*now);
+    Emit({PortForwardEvent::Kind::kFollowed, Where(), seconds(0), 0});
+    return true;
   }
 
   /// Takes \a session over: event loop, packet counter, TCP keepalive.

@@ -20,6 +20,9 @@
 // session is made, retrying until reconnect_deadline. The listening socket stays open
 // throughout; local connections made while reconnecting wait in its backlog and are served
 // once the session is back. A changed host key or a refused key ends the forward at once.
+// With options.follow, each reconnect attempt first asks where the VM is now: a VM replaced by a
+// new one (a new address, its own host key pinned by whoever made it) is followed, and the
+// reconnect deadline starts again for it.
 #pragma once
 
 #include <sys/types.h>
@@ -30,6 +33,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -51,6 +55,11 @@ struct PortForwardOptions {
   std::chrono::milliseconds reconnect_deadline = std::chrono::minutes(5);
   /// Bound of one connection attempt, and of opening one channel.
   std::chrono::milliseconds attempt_timeout = std::chrono::seconds(5);
+  /// Asked on the pump thread before each reconnect attempt after a drop: the SSH target of the
+  /// VM now (e.g. from its state record), or nullopt when unknown (the current one is kept). A
+  /// target with another host, port or user replaces the current one (kFollowed). Unset: the
+  /// forward keeps its target.
+  std::function<std::optional<SshTarget>()> follow;
 };
 
 /// What the forward reports while it runs (through the callback given to SshPortForward).
@@ -61,6 +70,7 @@ struct PortForwardEvent {
     kDropped,        // the SSH connection broke; message says why, open_connections how many closed
     kReconnected,    // a new session is up after a drop
     kChannelFailed,  // the VM refused one forwarded connection (e.g. nothing listens there)
+    kFollowed,       // after a drop, options.follow named another target; message: "user@host:port"
   };
   Kind kind;
   std::string message;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -235,6 +236,21 @@ while True:
     threading.Thread(target=serve, args=(conn,), daemon=True).start()
 )";
 
+/// What the echo server sends back for \a text through the forward on \a port, trying new
+/// connections for up to 30 s (while the forward reconnects); "" when none was served.
+std::string EchoOnceServed(int port, const std::string& text) {
+  std::string echoed;
+  const auto end = Clock::now() + seconds(30);
+  while (echoed != text && Clock::now() < end) {
+    const int fd = ConnectLocal(port);
+    EXPECT_GE(fd, 0) << "the listening socket was closed";
+    if (fd < 0) return "";
+    if (SendAll(fd, text)) echoed = ReadFor(fd, text.size(), seconds(5)).data;
+    ::close(fd);
+  }
+  return echoed;
+}
+
 class SshPortForwardVmTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -405,20 +421,49 @@ TEST_F(SshPortForwardVmTest, ReconnectsAfterTheSshConnectionDrops) {
   EXPECT_TRUE(closed.ended) << "the in-flight connection stayed open after the drop";
 
   // A later connection works again once the forward has reconnected.
-  std::string echoed;
-  const auto end = Clock::now() + seconds(30);
-  while (echoed != "after" && Clock::now() < end) {
-    const int fd = ConnectLocal(forward.port());
-    ASSERT_GE(fd, 0) << "the listening socket was closed";
-    if (SendAll(fd, "after")) echoed = ReadFor(fd, 5, seconds(5)).data;
-    ::close(fd);
-  }
-  EXPECT_EQ(echoed, "after");
+  EXPECT_EQ(EchoOnceServed(forward.port(), "after"), "after");
   const auto dropped = log.Of(PortForwardEvent::Kind::kDropped);
   ASSERT_EQ(dropped.size(), 1u);
   EXPECT_EQ(dropped[0].open_connections, 1);
   EXPECT_FALSE(dropped[0].message.empty());
   EXPECT_EQ(log.Of(PortForwardEvent::Kind::kReconnected).size(), 1u);
+  EXPECT_EQ(forward.failure(), nullptr);
+}
+
+// A VM replaced while the forward runs: after the drop, options.follow names the new address
+// (here the same node on its container address, as a new VM at another address), the forward
+// says so (kFollowed), pins that address's key on first contact and serves through it.
+TEST_F(SshPortForwardVmTest, FollowsTheTargetFollowNamesAfterADrop) {
+  testvm::ShellResult ip = vm_->Exec("hostname -I | cut -d' ' -f1");
+  ASSERT_EQ(ip.exit_status, 0) << ip.output;
+  std::string new_host = ip.output;
+  while (!new_host.empty() && std::isspace(static_cast<unsigned char>(new_host.back()))) {
+    new_host.pop_back();
+  }
+  ASSERT_FALSE(new_host.empty());
+  SshTarget replaced = Target();
+  replaced.host = new_host;
+  std::atomic<bool> was_replaced{false};
+  std::atomic<int> asked{0};
+  EventLog log;
+  PortForwardOptions options = To(kEchoPort);
+  options.follow = [&]() -> std::optional<SshTarget> {
+    ++asked;
+    return was_replaced ? std::optional<SshTarget>(replaced) : std::nullopt;
+  };
+  SshPortForward forward(Target(), options, log.Callback());
+  forward.Start();
+  EXPECT_EQ(asked, 0);  // only after a drop
+
+  was_replaced = true;
+  testvm::ShellResult killed = vm_->Exec("pkill -f 'sshd: roo[t]'");
+  ASSERT_EQ(killed.exit_status, 0) << killed.output;
+  EXPECT_EQ(EchoOnceServed(forward.port(), "after"), "after");
+  const auto followed = log.Of(PortForwardEvent::Kind::kFollowed);
+  ASSERT_EQ(followed.size(), 1u);
+  EXPECT_EQ(followed[0].message, "root@[" + new_host + "]:22");
+  EXPECT_EQ(log.Of(PortForwardEvent::Kind::kReconnected).size(), 1u);
+  EXPECT_GE(asked, 1);
   EXPECT_EQ(forward.failure(), nullptr);
 }
 

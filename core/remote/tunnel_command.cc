@@ -53,6 +53,16 @@ bool LocalPortFree(int port) {
   return ok;
 }
 
+std::optional<SshTarget> RecordedSshTarget(const AppContext& app, const std::string& name) {
+  try {
+    const VmRecord rec = LoadVmRecord(StateStore(app.paths), name);
+    if (rec.public_ip.empty()) return std::nullopt;  // being replaced: no address yet
+    return SshTargetOf(app, rec);
+  } catch (const Error&) {
+    return std::nullopt;  // removed or unreadable now: the current target stays
+  }
+}
+
 int RunTunnel(const AppContext& app, const std::string& name, std::optional<int> local_port_flag) {
   Console& console = Console::Get();
   const VmRecord rec = LoadVmRecord(StateStore(app.paths), name);
@@ -72,6 +82,12 @@ int RunTunnel(const AppContext& app, const std::string& name, std::optional<int>
   options.remote_host = "127.0.0.1";
   options.remote_port = kApiPort;
   options.reconnect_deadline = std::chrono::minutes(5);
+  // A VM replaced while the tunnel runs (a preempted spot VM that `gpuprov watch` or a
+  // provision re-run brought back: a new address, its host key pinned by that run) is
+  // followed when the connection drops: the record says where it is now.
+  options.follow = [&app, name]() -> std::optional<SshTarget> {
+    return RecordedSshTarget(app, name);
+  };
 
   const std::string ssh_where = SshHostPort(target.host, target.port);
   const std::string kubeconfig = app.paths.kubeconfig(name).string();
@@ -103,6 +119,10 @@ int RunTunnel(const AppContext& app, const std::string& name, std::optional<int>
         break;
       case PortForwardEvent::Kind::kReconnected:
         console.Note("reconnected: " + forwarding + " again");
+        break;
+      case PortForwardEvent::Kind::kFollowed:
+        console.Note("VM " + name + " was replaced (its record names SSH on " + event.message +
+                     " now): reconnecting the tunnel to the new VM");
         break;
       case PortForwardEvent::Kind::kChannelFailed:
         console.Warning(event.message + " (is the Kubernetes API up? `gpuprov ssh " + name +

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "app_context.h"
+#include "ssh_target.h"
 #include "state_store.h"
 
 namespace gpuprov {
@@ -26,6 +27,11 @@ int ChooseTunnelPort(int first, const std::set<int>& taken,
 
 /// true when 127.0.0.1:\a port can be bound now (nothing listens there).
 bool LocalPortFree(int port);
+
+/// The SSH target VM \a name's state record names now; nullopt when the record is missing or
+/// unreadable, or has no address (a replacement under way). What a running tunnel follows
+/// after a drop (PortForwardOptions::follow).
+std::optional<SshTarget> RecordedSshTarget(const AppContext& app, const std::string& name);
 
 /// Runs the tunnel for the VM \a name (local_port: nullopt without --local-port, then the
 /// VM's recorded port, else kTunnelLocalPort) until Ctrl-C (then returns 0). Throws UsageError for an

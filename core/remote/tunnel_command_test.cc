@@ -5,7 +5,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "app_context.h"
 #include "error.h"
+#include "state_store.h"
+#include "test_support.h"
 
 namespace gpuprov {
 namespace {
@@ -17,6 +20,31 @@ TEST(ChooseTunnelPort, FirstPortNoOtherVmHoldsAndNothingListensOn) {
   const auto busy_16445 = [](int port) { return port != 16445; };
   EXPECT_EQ(ChooseTunnelPort(16443, {16443, 16444}, busy_16445), 16446);
   EXPECT_EQ(ChooseTunnelPort(20000, {16443}, all_free), 20000);
+}
+
+// What a running tunnel follows after a drop: the record's address now; nothing while the
+// record has no address (a replacement under way) or is gone.
+TEST(RecordedSshTarget, TheRecordsAddressNowOrNothing) {
+  testing::ScopedTempDir home;
+  const AppContext app{Paths::ForHome(home.path()), "", false, OutputFormat::kText, nullptr};
+  EXPECT_FALSE(RecordedSshTarget(app, "demo"));
+  VmRecord record;
+  record.name = "demo";
+  record.cloud = "verda";
+  record.phase = "intent";
+  StateStore store(app.paths);
+  store.Save(record);
+  EXPECT_FALSE(RecordedSshTarget(app, "demo"));
+  record.public_ip = "127.90.0.7";
+  record.ssh_port = 2222;
+  record.ssh_user = "root";
+  store.Save(record);
+  const std::optional<SshTarget> target = RecordedSshTarget(app, "demo");
+  ASSERT_TRUE(target);
+  EXPECT_EQ(target->host, "127.90.0.7");
+  EXPECT_EQ(target->port, 2222);
+  EXPECT_EQ(target->user, "root");
+  EXPECT_EQ(target->known_hosts_path, app.paths.known_hosts().string());
 }
 
 TEST(ChooseTunnelPort, NoneLeftIsAnErrorNamingTheConfigKey) {

@@ -135,13 +135,18 @@ Array::Ptr VerdaDriver::ArrayOf(const kit::ApiAnswer& a, const std::string& what
 
 // --- instances -----------------------------------------------------------------------------
 
-std::vector<VerdaDriver::ObjectPtr> VerdaDriver::Instances() {
+std::vector<VerdaDriver::ObjectPtr> VerdaDriver::Listed() {
   Array::Ptr list = ArrayOf(api_->Call("GET", "/instances", "list instances"), "list instances");
   std::vector<ObjectPtr> out;
   for (size_t i = 0; i < list->size(); ++i) {
-    ObjectPtr in = json::ObjAt(list, i);
-    if (in && !IsGoneStatus(json::Str(in, "status"))) out.push_back(in);
+    if (ObjectPtr in = json::ObjAt(list, i)) out.push_back(in);
   }
+  return out;
+}
+
+std::vector<VerdaDriver::ObjectPtr> VerdaDriver::Instances() {
+  std::vector<ObjectPtr> out = Listed();
+  std::erase_if(out, [](const ObjectPtr& in) { return IsGoneStatus(json::Str(in, "status")); });
   return out;
 }
 
@@ -164,6 +169,27 @@ VerdaDriver::ObjectPtr VerdaDriver::FindByName(const std::string& name, bool* fo
   return found;
 }
 
+std::vector<VerdaDriver::ObjectPtr> VerdaDriver::PreemptedAmong(
+    const std::vector<ObjectPtr>& listed) {
+  std::set<std::string> live_names;
+  std::vector<ObjectPtr> preempted;
+  for (const auto& in : listed) {
+    if (!IsManaged(in)) continue;
+    if (IsPreempted(in)) {
+      preempted.push_back(in);
+    } else if (!IsGoneStatus(json::Str(in, "status"))) {
+      live_names.insert(json::Str(in, "hostname"));
+    }
+  }
+  std::erase_if(preempted, [&](const ObjectPtr& in) {
+    return live_names.count(json::Str(in, "hostname")) > 0;
+  });
+  std::sort(preempted.begin(), preempted.end(), [](const ObjectPtr& a, const ObjectPtr& b) {
+    return json::Str(a, "created_at") > json::Str(b, "created_at");
+  });
+  return preempted;
+}
+
 VerdaDriver::ObjectPtr VerdaDriver::InstanceById(const std::string& id) {
   const kit::ApiAnswer a =
       api_->Call("GET", "/instances/" + Encode(id), "get instance " + id, nullptr, {400, 404});
@@ -178,17 +204,25 @@ VerdaDriver::ObjectPtr VerdaDriver::Resolve(const ObjectPtr& request) {
   if (!ref.id.empty()) {
     // The id decides when Verda knows it: gone or going, or not gpuprov's (never touched),
     // is nothing; an unknown id falls back to the name.
+    // A spot instance Verda took back is still the VM (preempted) until it is deleted.
     if (ObjectPtr in = InstanceById(ref.id)) {
-      return IsManaged(in) && !IsGoneStatus(json::Str(in, "status")) ? in : nullptr;
+      return IsManaged(in) && (!IsGoneStatus(json::Str(in, "status")) || IsPreempted(in))
+                 ? in
+                 : nullptr;
     }
   }
-  return ref.name.empty() ? nullptr : FindByName(ref.name);
+  if (ref.name.empty()) return nullptr;
+  if (ObjectPtr live = FindByName(ref.name)) return live;
+  for (const auto& in : PreemptedAmong(Listed())) {
+    if (json::Str(in, "hostname") == ref.name) return in;
+  }
+  return nullptr;
 }
 
 std::map<std::string, std::vector<std::string>> VerdaDriver::Availability(
-    const std::string& location) {
+    const std::string& location, bool spot) {
   // is_spot / location_code: V-SPEC marks isSpot / locationCode "Deprecated camelCase alias".
-  std::vector<std::pair<std::string, std::string>> q = {{"is_spot", "false"}};
+  std::vector<std::pair<std::string, std::string>> q = {{"is_spot", spot ? "true" : "false"}};
   if (!location.empty()) q.emplace_back("location_code", location);
   const kit::ApiAnswer a = api_->Call("GET", "/instance-availability" + kit::QueryString(q),
                                       "list availability", nullptr, {400, 404});
@@ -475,6 +509,7 @@ std::string VerdaDriver::Create(const std::string& request_json) {
       }
     }
   }
+  const bool spot = kit::SpotRequested(request);
   std::string location = json::Str(request, "region");
   if (location.empty()) location = default_location_;
   std::string image = json::Str(request, "image");
@@ -508,8 +543,9 @@ std::string VerdaDriver::Create(const std::string& request_json) {
     candidates = CandidateTypes(wanted_gpus->gpu_type, wanted_gpus->gpu_count, live);
   }
 
-  // The first candidate type in stock, and its location (section 3.6, 7).
-  const auto stock = Availability(location);
+  // The first candidate type in stock (as a spot instance for a spot request), and its
+  // location (section 3.6, 7).
+  const auto stock = Availability(location, spot);
   std::string chosen;
   for (const auto& t : candidates) {
     for (const auto& [loc, types] : stock) {
@@ -524,10 +560,13 @@ std::string VerdaDriver::Create(const std::string& request_json) {
   }
   if (chosen.empty()) {
     throw DriverError(GPUPROV_STATUS_CAPACITY,
-                      "Verda has no capacity now for " + Join(candidates) +
+                      "Verda has no " + std::string(spot ? "spot " : "") + "capacity now for " +
+                          Join(candidates) +
                           (location.empty() ? std::string(" in any location") : " in " + location) +
-                          " (GET /instance-availability); try later or another " +
-                          (location.empty() ? "GPU" : "location (--region) or GPU"));
+                          " (GET /instance-availability" + (spot ? "?is_spot=true" : "") +
+                          "); try later or another " +
+                          (location.empty() ? "GPU" : "location (--region) or GPU") +
+                          (spot ? ", or on demand (without --spot)" : ""));
   }
 
   if (auto it = live.find(chosen); it != live.end()) {
@@ -566,10 +605,20 @@ std::string VerdaDriver::Create(const std::string& request_json) {
     Object::Ptr os_volume = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
     os_volume->set("name", "os-" + name);
     os_volume->set("size", disk_gb);
+    if (spot) {
+      // V-SPEC DeployInstancePublicDto: is_spot, contract SPOT (PAY_AS_YOU_GO|SPOT|LONG_TERM),
+      // and os_volume.on_spot_discontinue (keep_detached|move_to_trash|delete_permanently;
+      // verda-cloud/sdk-python v1.20.0 release notes: keep_detached before it existed). A
+      // preempted VM is replaced by a new one with a new OS volume, so the old one is deleted
+      // with it rather than left detached and billed.
+      os_volume->set("on_spot_discontinue", "delete_permanently");
+    }
     body.set("os_volume", os_volume);
-    body.set("is_spot", false);
+    body.set("is_spot", spot);
+    if (spot) body.set("contract", "SPOT");
     body.set("tags", tags);
-    host_.Progress("creating " + name + " (" + chosen + " in " + location + ")");
+    host_.Progress("creating " + std::string(spot ? "spot instance " : "") + name + " (" +
+                   chosen + " in " + location + ")");
     id = Launch(name, json::Stringify(body));
     host_.Info("instance " + name + " is id " + id);
     in = WaitPlaced(id, name);
@@ -612,6 +661,12 @@ VerdaDriver::ObjectPtr VerdaDriver::VmJson(const ObjectPtr& in) const {
   vm.gpus = GpusText(type_name);
   vm.created_at = json::Str(in, "created_at");
   vm.message = state.message;
+  vm.spot = json::Has(in, "is_spot") && in->get("is_spot").isBoolean() &&
+            in->getValue<bool>("is_spot");
+  if (IsPreempted(in)) {
+    vm.state = "preempted";
+    vm.message = PreemptedMessage();
+  }
   vm.tags = kit::KeyValueTags(json::Arr(in, "tags"));
   return kit::VmJson(vm);
 }
@@ -646,7 +701,11 @@ std::string VerdaDriver::Offers(const std::string& request_json) {
   // Prices from the live type list; a listed type the table lacks counts when its name reads
   // as the request (the set changes).
   std::map<std::string, double> price;
-  for (const auto& [name, t] : LiveTypes()) price[name] = t.price_per_hour;
+  std::map<std::string, double> spot_price;
+  for (const auto& [name, t] : LiveTypes()) {
+    price[name] = t.price_per_hour;
+    if (t.spot_price_per_hour > 0) spot_price[name] = t.spot_price_per_hour;
+  }
   auto wanted = [&, gpu = gpu](const std::string& type_name) {  // init-capture: clang 14
     if (!gpu) return type_name == catalogue.cpu_default.instance_type;
     std::optional<TypeGpus> g = GpusOfTypeName(type_name);
@@ -656,12 +715,24 @@ std::string VerdaDriver::Offers(const std::string& request_json) {
   for (const auto& [name, p] : price) {
     if (wanted(name)) matching.push_back(name);
   }
+  // Spot stock is its own list (is_spot=true; dstack issue 3927 shows a type sold out on
+  // demand but in stock as spot, and the reverse). An offer carries the spot price where the
+  // type is in spot stock there; the protocol has one in_stock, which stays the on-demand one,
+  // so a type in spot stock only is not offered.
+  std::set<std::pair<std::string, std::string>> spot_stock;
+  if (!spot_price.empty()) {
+    for (const auto& [loc, types] : Availability(location, true)) {
+      for (const auto& t : types) spot_stock.emplace(loc, t);
+    }
+  }
   for (const auto& [loc, in_stock] : Availability(location)) {
     if (!location.empty() && loc != location) continue;
     for (const auto& t : in_stock) {
       if (!wanted(t)) continue;
-      offers->add(kit::OfferJson({t, gpu ? canonical : "", count, loc,
-                                  price.count(t) ? price[t] : 0.0, "", true, "live", ""}));
+      kit::OfferFields offer{t, gpu ? canonical : "", count, loc,
+                             price.count(t) ? price[t] : 0.0, "", true, "live", ""};
+      if (spot_price.count(t) && spot_stock.count({loc, t})) offer.spot_price_per_hour = spot_price[t];
+      offers->add(kit::OfferJson(offer));
     }
   }
   const std::string what = gpu ? canonical + ":" + std::to_string(count) : "a CPU instance";
@@ -686,9 +757,12 @@ std::string VerdaDriver::Get(const std::string& request_json) {
 
 std::string VerdaDriver::List(const std::string& /*request_json*/) {
   Array::Ptr vms = new Array();
-  for (const auto& in : Instances()) {
-    if (IsManaged(in)) vms->add(VmJson(in));
+  const std::vector<ObjectPtr> listed = Listed();
+  for (const auto& in : listed) {
+    if (IsManaged(in) && !IsGoneStatus(json::Str(in, "status"))) vms->add(VmJson(in));
   }
+  // And the spot instances Verda took back, while it lists them and no live VM has the name.
+  for (const auto& in : PreemptedAmong(listed)) vms->add(VmJson(in));
   return kit::VmsResult(vms);
 }
 

@@ -36,9 +36,11 @@ class VerdaDriver {
   static constexpr const char* kDescription =
       "Verda Cloud (formerly DataCrunch) GPU instances: instances, startup scripts, SSH keys";
   /// A startup-script cloud without a firewall API (section 5): the host puts the installer in
-  /// the startup script and reaches the API through an SSH tunnel.
-  static constexpr uint64_t kCapabilities =
-      GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_STARTUP_SCRIPT | GPUPROV_CAP_HOSTS_KUBERNETES;
+  /// the startup script and reaches the API through an SSH tunnel. Spot instances (`is_spot`,
+  /// README.md "Spot").
+  static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE |
+                                            GPUPROV_CAP_BOOT_STARTUP_SCRIPT |
+                                            GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_SPOT;
   /// How a VM learns its public address: no metadata service; the address on the interface when not NATed (unconfirmed); REFERENCE.md §6.
   static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_INTERFACE;
 
@@ -66,17 +68,24 @@ class VerdaDriver {
   const ClientCredentials& Credentials();
   static ArrayPtr ArrayOf(const drivers::ApiAnswer& a, const std::string& what);
 
+  /// Every instance GET /instances lists (one call).
+  std::vector<ObjectPtr> Listed();
   /// Every instance of the account that is not gone.
   std::vector<ObjectPtr> Instances();
   /// The newest live gpuprov instance with that hostname, or nullptr; a live same-named
   /// instance gpuprov did not make is reported in *foreign.
   ObjectPtr FindByName(const std::string& name, bool* foreign = nullptr);
+  /// The gpuprov spot instances Verda took back (IsPreempted) among \a listed, newest first,
+  /// whose hostname no live gpuprov instance there has (those a replacement took over).
+  static std::vector<ObjectPtr> PreemptedAmong(const std::vector<ObjectPtr>& listed);
   /// GET /instances/{id}, or nullptr when Verda says it does not exist.
   ObjectPtr InstanceById(const std::string& id);
   ObjectPtr Resolve(const ObjectPtr& request);
 
-  /// Location -> instance types in stock (GET /instance-availability, section 3.6).
-  std::map<std::string, std::vector<std::string>> Availability(const std::string& location);
+  /// Location -> instance types in stock (GET /instance-availability, section 3.6), as spot
+  /// instances with `spot` (is_spot=true), else on demand.
+  std::map<std::string, std::vector<std::string>> Availability(const std::string& location,
+                                                               bool spot = false);
 
   struct SshKey {
     std::string id;

@@ -52,10 +52,10 @@ TEST(VerdaDescriptor, IdentityCapabilitiesAndKeys) {
   EXPECT_STREQ(d->name, "verda");
   // How its VM learns its public address: REFERENCE.md section 6.
   EXPECT_STREQ(d->node_address, GPUPROV_NODE_ADDRESS_INTERFACE);
-  // A startup-script cloud without a firewall API: no OPEN_PORTS, no cloud-init.
+  // A startup-script cloud without a firewall API: no OPEN_PORTS, no cloud-init; spot instances.
   EXPECT_EQ(d->capabilities,
             static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_STARTUP_SCRIPT |
-                                  GPUPROV_CAP_HOSTS_KUBERNETES));
+                                  GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_SPOT));
   drivers::testing::ExpectEveryOperation(*d->vtable, /*open_ports=*/false);
 }
 
@@ -107,6 +107,11 @@ class Emulator : public drivers::testing::OneCloudEmulator {
     EXPECT_EQ(r.status, 200) << r.body;
   }
   void ClearRequests() { EmulatorProcess::ClearRequests("verda"); }
+  // Verda takes the instance back as it does a spot instance (POST /preempt).
+  void Preempt(const std::string& name) {
+    HttpReply r = Control("POST", "/preempt", R"({"cloud":"verda","name":")" + name + R"("})");
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
   // The emulator's rows (status, startup_script text) of instances called name.
   std::vector<Object::Ptr> Rows(const std::string& name) {
     std::vector<Object::Ptr> out;
@@ -141,6 +146,7 @@ class VerdaEmulatorTest : public SharedEmulatorTest<Emulator> {
     if (IsSkipped() || HasFatalFailure()) return;
     emulator_->Reset();
     emulator_->Settings(R"("ordered_seconds":0.5,"deleting_seconds":0.5,"out_of_stock":[],)"
+                        R"("spot_out_of_stock":[],)"
                         R"("token_lifetime_seconds":3600)");
     home_ = std::make_unique<ScopedTempDir>();
     home_env_ = std::make_unique<ScopedEnv>("HOME", home_->path().c_str());
@@ -299,6 +305,87 @@ TEST_F(VerdaEmulatorTest, OffersComeFromAvailabilityPerLocation) {
   ASSERT_EQ(r.Doc()->getArray("offers")->size(), 1u) << r.json;
   EXPECT_EQ(r.Doc()->getArray("offers")->getObject(0)->getValue<std::string>("instance_type"),
             "CPU.4V.16G");
+}
+
+// Spot (README.md "Spot"): an offer carries the type's spot_price where GET
+// /instance-availability?is_spot=true lists it there, none where spot is sold out.
+TEST_F(VerdaEmulatorTest, OffersCarryTheSpotPriceWhereTheTypeIsInSpotStock) {
+  Driver driver(Config());
+  emulator_->ClearRequests();
+  OpResult r = driver.Offers(R"({"gpu":{"type":"H100","count":1},"region":"FIN-01"})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  Array::Ptr offers = r.Doc()->getArray("offers");
+  ASSERT_EQ(offers->size(), 1u) << r.json;
+  EXPECT_DOUBLE_EQ(offers->getObject(0)->getValue<double>("price_per_hour"), 2.19);
+  EXPECT_DOUBLE_EQ(offers->getObject(0)->getValue<double>("spot_price_per_hour"), 0.99);
+  EXPECT_EQ(emulator_->CountRequests("GET /v1/instance-availability?is_spot=true"), 1);
+  emulator_->Settings(R"("spot_out_of_stock":["1H100.80S.30V"])");
+  r = driver.Offers(R"({"gpu":{"type":"H100","count":1},"region":"FIN-01"})");
+  ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r;
+  offers = r.Doc()->getArray("offers");
+  ASSERT_EQ(offers->size(), 1u) << r.json;  // still sold on demand
+  EXPECT_FALSE(offers->getObject(0)->has("spot_price_per_hour")) << r.json;
+  // A spot create of a type sold out as spot is CAPACITY before anything is made.
+  OpResult c = driver.Create(R"({"spot":true,)" + CreateRequest("vd-nospot").substr(1));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_CAPACITY) << c;
+  EXPECT_TRUE(Contains(c.error, "no spot capacity now for")) << c.error;
+  ExpectNothingLeft();
+}
+
+// Spot (README.md "Spot"): the create says is_spot, contract SPOT and the OS volume's
+// on_spot_discontinue; the instance Verda discontinues is "preempted" in get and list (by id
+// and by name) until deleted, and its OS volume does not stay behind.
+TEST_F(VerdaEmulatorTest, ASpotInstanceVerdaDiscontinuesIsPreemptedUntilDeleted) {
+  Driver driver(Config());
+  OpResult c = driver.Create(R"({"spot":true,)" + CreateRequest("vd-spot").substr(1));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c << "\n" << driver.host().All();
+  EXPECT_TRUE(c.Vm()->getValue<bool>("spot"));
+  const std::string id = c.Vm()->getValue<std::string>("id");
+  HttpReply got = emulator_->Api("GET", "/instances/" + id);
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_TRUE(got.Doc()->getValue<bool>("is_spot"));
+  EXPECT_EQ(got.Doc()->getValue<std::string>("contract"), "SPOT");
+  EXPECT_DOUBLE_EQ(got.Doc()->getValue<double>("price_per_hour"), 0.99);
+  ASSERT_TRUE(WaitRunning(driver, id));
+
+  emulator_->Preempt("vd-spot");
+  for (const std::string& request : {R"({"id":")" + id + R"("})", std::string(R"({"name":"vd-spot"})")}) {
+    OpResult g = driver.Get(request);
+    ASSERT_EQ(g.status, GPUPROV_STATUS_OK) << g;
+    EXPECT_EQ(g.Vm()->getValue<std::string>("state"), "preempted") << request;
+    EXPECT_EQ(g.Vm()->getValue<std::string>("message"),
+              "spot instance discontinued by Verda (status discontinued)");
+    EXPECT_EQ(g.Vm()->getValue<std::string>("id"), id);
+  }
+  emulator_->ClearRequests();
+  OpResult list = driver.List();
+  ASSERT_EQ(list.status, GPUPROV_STATUS_OK) << list;
+  ASSERT_EQ(list.Doc()->getArray("vms")->size(), 1u) << list.json;
+  EXPECT_EQ(list.Doc()->getArray("vms")->getObject(0)->getValue<std::string>("state"),
+            "preempted");
+  EXPECT_EQ(emulator_->CountRequests("GET /v1/instances"), 1);  // one list call
+  // on_spot_discontinue delete_permanently: no volume detached (keep_detached, Verda's
+  // default) nor in the trash.
+  EXPECT_EQ(emulator_->Count("detached_volumes"), 0);
+  EXPECT_EQ(emulator_->Count("volumes_in_trash"), 0);
+
+  // A new VM of the name is made (the preempted one is not "existing"), and list then shows
+  // only the live one.
+  OpResult again = driver.Create(R"({"spot":true,)" + CreateRequest("vd-spot").substr(1));
+  ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << again;
+  EXPECT_FALSE(again.Doc()->getValue<bool>("existing"));
+  const std::string new_id = again.Vm()->getValue<std::string>("id");
+  EXPECT_NE(new_id, id);
+  list = driver.List();
+  ASSERT_EQ(list.Doc()->getArray("vms")->size(), 1u) << list.json;
+  EXPECT_EQ(list.Doc()->getArray("vms")->getObject(0)->getValue<std::string>("id"), new_id);
+  OpResult d = driver.Delete(R"({"id":")" + id + R"(","name":"vd-spot"})");
+  ASSERT_EQ(d.status, GPUPROV_STATUS_OK) << d;
+  EXPECT_TRUE(d.Doc()->getValue<bool>("deleted"));
+  ASSERT_TRUE(WaitRunning(driver, new_id));
+  d = driver.Delete(R"({"id":")" + new_id + R"(","name":"vd-spot"})");
+  ASSERT_EQ(d.status, GPUPROV_STATUS_OK) << d;
+  ExpectNothingLeft();
 }
 
 TEST_F(VerdaEmulatorTest, AGpuVerdaDoesNotRentIsRefusedBeforeAnyCreate) {

@@ -213,6 +213,14 @@ bool IsGoneStatus(const std::string& s) {
 
 bool IsUnplacedStatus(const std::string& s) { return s == "new" || s == "ordered"; }
 
+bool IsPreempted(const Object::Ptr& in) {
+  if (!in || json::Str(in, "status") != "discontinued" || !in->has("is_spot")) return false;
+  const Poco::Dynamic::Var spot = in->get("is_spot");
+  return spot.isBoolean() && spot.extract<bool>();
+}
+
+std::string PreemptedMessage() { return "spot instance discontinued by Verda (status discontinued)"; }
+
 // ---- instance types --------------------------------------------------------------------------
 
 std::optional<std::string> CanonicalGpu(const std::string& requested) {
@@ -300,10 +308,13 @@ std::map<std::string, LiveType> ParseInstanceTypes(const Array::Ptr& a) {
     const std::string name = t ? json::Str(t, "instance_type") : "";
     if (name.empty()) continue;
     LiveType& row = out[name];
-    try {
-      row.price_per_hour = std::stod(json::Str(t, "price_per_hour"));
-    } catch (const std::exception&) {
-      row.price_per_hour = 0;
+    for (auto [key, price] : {std::pair{"price_per_hour", &row.price_per_hour},
+                              std::pair{"spot_price", &row.spot_price_per_hour}}) {
+      try {
+        *price = std::stod(json::Str(t, key));
+      } catch (const std::exception&) {
+        *price = 0;
+      }
     }
     Array::Ptr os = json::Arr(t, "supported_os");
     for (size_t j = 0; os && j < os->size(); ++j) {

@@ -121,6 +121,17 @@ bool IsGoneStatus(const std::string& verda_status);
 /// True for "accepted, not yet placed" (new, ordered): a create may still end in no_capacity.
 bool IsUnplacedStatus(const std::string& verda_status);
 
+/// True for a spot instance Verda took back: `is_spot` true and status `discontinued` (V-SPEC
+/// instance status enum; Verda ends a spot instance by discontinuing it, and its OS volume then
+/// follows `os_volume.on_spot_discontinue`: verda-cloud/sdk-python v1.20.0 release notes,
+/// https://github.com/verda-cloud/sdk-python/releases/tag/v1.20.0). Such an instance is the
+/// protocol's "preempted" (docs/driver-protocol.md "Spot VMs").
+bool IsPreempted(const Poco::JSON::Object::Ptr& instance);
+
+/// The message of a preempted instance: "spot instance discontinued by Verda (status
+/// discontinued)".
+std::string PreemptedMessage();
+
 // ---- instance types (section 7) --------------------------------------------------------------
 
 /// The reference's table as the kit's catalogue; the CPU default is CPU.4V.16G.
@@ -141,10 +152,12 @@ std::optional<TypeGpus> GpusOfTypeName(const std::string& type_name);
 /// "H100:8" for a type name, "" when it names no GPU.
 std::string GpusText(const std::string& type_name);
 
-/// One row of GET /instance-types (V-SPEC schema InstanceType): its price (a string in the
-/// answer) and `supported_os`, the OS image types the type can boot.
+/// One row of GET /instance-types (V-SPEC schema InstanceType): its prices (strings in the
+/// answer: `price_per_hour`, and `spot_price`, the hourly price of the type as a spot instance)
+/// and `supported_os`, the OS image types the type can boot.
 struct LiveType {
   double price_per_hour = 0;
+  double spot_price_per_hour = 0;  ///< 0: no spot price given
   std::vector<std::string> supported_os;
 };
 /// instance_type -> row; rows without a name are skipped, an unreadable price is 0.

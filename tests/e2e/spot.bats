@@ -11,6 +11,7 @@
 # with the new address), and kubectl works through that kubeconfig.
 
 load helpers
+load spot
 bats_require_minimum_version 1.5.0
 
 setup_file() {
@@ -134,33 +135,12 @@ preempt_and_watch() {
   local name=$1 cloud=$2 instance=$3 reason=$4 first_id first_ip
   first_id=$(field "$name" vm_id)
   first_ip=$(field "$name" address)
-  curl -fsS -X POST "$CONTROL/preempt" -d "{\"cloud\":\"$cloud\",\"name\":\"$instance\"}" >/dev/null
-  for _ in $(seq 1 30); do
-    [ "$(field "$name" state)" = preempted ] && break
-    sleep 1
-  done
+  preempt "$cloud" "$name" "$instance"
   run "$GPUPROV" list
   echo "$output"
   [[ "$(grep "^$name " <<<"$output")" == *PREEMPTED* ]]
   [[ "$output" == *"$name: preempted by $cloud ($reason)"* ]]
-
-  "$GPUPROV" watch "$name" --interval 1 --output ndjson >"$BATS_TEST_TMPDIR/watch.out" 2>"$BATS_TEST_TMPDIR/watch.err" &
-  WATCH_PID=$!
-  for _ in $(seq 1 300); do
-    grep -q '"event":"recovered"' "$BATS_TEST_TMPDIR/watch.out" && break
-    kill -0 "$WATCH_PID" 2>/dev/null || break
-    sleep 1
-  done
-  cat "$BATS_TEST_TMPDIR/watch.err" "$BATS_TEST_TMPDIR/watch.out"
-  grep -qF "\"event\":\"preempted\",\"name\":\"$name\",\"cloud\":\"$cloud\",\"reason\":\"$reason\"" "$BATS_TEST_TMPDIR/watch.out"
-  grep -q "\"event\":\"recovered\",\"name\":\"$name\"" "$BATS_TEST_TMPDIR/watch.out"
-  # The line with the time it took (with -o ndjson, a phase event like provision's steps).
-  grep -q "\"message\":\"recovered $name in [0-9.]* s: a new VM on $cloud (spot)" "$BATS_TEST_TMPDIR/watch.out"
-  grep -q "VM $name was preempted by $cloud" "$BATS_TEST_TMPDIR/watch.out"
-  stop_child INT "$WATCH_PID" gpuprov
-  wait "$WATCH_PID" || { echo "watch exited $?" >&2; false; }
-  WATCH_PID=
-
+  watch_brings_back "$cloud" "$name" "$reason\""
   [ "$(field "$name" vm_id)" != "$first_id" ]
   [ "$(field "$name" address)" != "$first_ip" ]
   [ "$(field "$name" spot)" = True ]

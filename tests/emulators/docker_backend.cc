@@ -882,14 +882,13 @@ class DockerBackend : public InstanceBackend {
       }
       case Task::kPreempt: {
         // The machine stops at once, as a spot VM does when its cloud takes it back. Marked
-        // before the kill, so that a check that sees the container die (kCheck: an exited
-        // container is an error) finds it taken back already.
+        // before the kill, so a check that sees the container die reads it as preempted.
+        CloseGate(r.address);
         Update(r.id, [&](Record& x) {
           x.phase = Phase::kGone;
           x.preempted = true;
           x.message = "the cloud took the instance back (POST /preempt)";
         });
-        CloseGate(r.address);
         try {
           engine.KillContainer(r.container_id);
         } catch (const EngineError&) {
@@ -940,9 +939,12 @@ class DockerBackend : public InstanceBackend {
       case Task::kCheck: {
         if (r.phase != Phase::kRunning) return;
         auto info = engine.InspectContainer(r.container_id);
+        // r is the record as this task began: each change below applies only while the record
+        // is still running (a preemption, stop or delete since then wins).
         if (!info) {
           CloseGate(r.address);
           Update(r.id, [&](Record& x) {
+            if (x.phase != Phase::kRunning) return;
             x.phase = Phase::kGone;
             x.message = "the container was removed";
           });
@@ -958,6 +960,7 @@ class DockerBackend : public InstanceBackend {
           // Powered off from inside (`systemctl poweroff`), or stopped through the API.
           CloseGate(r.address);
           Update(r.id, [&](Record& x) {
+            if (x.phase != Phase::kRunning) return;
             x.phase = Phase::kStopped;
             x.message = x.stop_requested ? "stopped through the cloud's API"
                                          : "the VM powered itself off (its container exited "
@@ -965,6 +968,7 @@ class DockerBackend : public InstanceBackend {
           });
         } else if (!info->running) {
           Update(r.id, [&](Record& x) {
+            if (x.phase != Phase::kRunning) return;
             x.phase = Phase::kError;
             x.message = "the container is " + info->status + " (exit code " +
                         std::to_string(info->exit_code) + ")";

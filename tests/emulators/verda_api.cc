@@ -261,6 +261,7 @@ class VerdaApi : public CloudApi {
     trash_.clear();
     detached_.clear();
     deprecated_calls_ = 0;
+    spot_out_of_stock_.clear();
     script_quota_ = kScriptQuota;
     access_tokens_.clear();
     refresh_tokens_.clear();
@@ -287,6 +288,10 @@ class VerdaApi : public CloudApi {
     if (JsonArray a = GetArray(settings, "out_of_stock")) {
       out_of_stock_.clear();
       for (unsigned i = 0; i < a->size(); ++i) out_of_stock_.insert(a->get(i).toString());
+    }
+    if (JsonArray a = GetArray(settings, "spot_out_of_stock")) {
+      spot_out_of_stock_.clear();
+      for (unsigned i = 0; i < a->size(); ++i) spot_out_of_stock_.insert(a->get(i).toString());
     }
     if (JsonArray a = GetArray(settings, "seed_instances")) {
       for (unsigned i = 0; i < a->size(); ++i) {
@@ -322,6 +327,9 @@ class VerdaApi : public CloudApi {
     bool vanish_discontinued = false;    // vanish_during_boot "discontinued": listed as such
     double ip_after_seconds = 0;         // ip_after_boot
     std::string fixed_status;            // once set (seeded, discontinued), the status
+    // os_volume.on_spot_discontinue (a spot instance's OS volume when Verda discontinues it)
+    std::string on_spot_discontinue = "keep_detached";
+    bool preempted = false;  // a spot instance POST /preempt took back: listed as discontinued
     std::optional<Clock::time_point> gone_at;  // deleting until then
   };
   struct SshKey {
@@ -537,9 +545,18 @@ class VerdaApi : public CloudApi {
   }
 
   // --- catalogue (plugins/verda/REFERENCE.md §3.6) ---
-  bool InStock(const TypeDef& t, const std::string& location) const {
+  // Spot stock is its own list (V-SPEC GET /v1/instance-availability is_spot); here the same
+  // locations as on demand, less the types the spot_out_of_stock setting names.
+  bool InStock(const TypeDef& t, const std::string& location, bool spot = false) const {
     if (out_of_stock_.count(t.instance_type) || out_of_stock_.count("*")) return false;
+    if (spot && (spot_out_of_stock_.count(t.instance_type) || spot_out_of_stock_.count("*"))) {
+      return false;
+    }
     return std::find(t.stock.begin(), t.stock.end(), location) != t.stock.end();
+  }
+
+  static bool SpotQuery(const HttpRequest& req) {
+    return req.Query("is_spot").value_or(req.Query("isSpot").value_or("false")) == "true";
   }
 
   static JsonObject Described(const std::string& description) {
@@ -610,6 +627,7 @@ class VerdaApi : public CloudApi {
   // InstanceAvailabilityController_getAllAvailabilities).
   HttpResponse Availability(const HttpRequest& req) {
     const std::string only = AvailabilityLocation(req);
+    const bool spot = SpotQuery(req);
     if (!only.empty() && !KnownLocation(only)) return Invalid("Invalid location code " + only);
     JsonArray a = NewArray();
     for (const auto& l : Locations()) {
@@ -618,7 +636,7 @@ class VerdaApi : public CloudApi {
       o->set("location_code", std::string(l.code));
       JsonArray types = NewArray();
       for (const auto& t : Types()) {
-        if (InStock(t, l.code)) types->add(std::string(t.instance_type));
+        if (InStock(t, l.code, spot)) types->add(std::string(t.instance_type));
       }
       o->set("availabilities", types);
       a->add(o);
@@ -636,7 +654,9 @@ class VerdaApi : public CloudApi {
     bool available = false;
     if (t) {
       for (const auto& l : Locations()) {
-        if ((location.empty() || location == l.code) && InStock(*t, l.code)) available = true;
+        if ((location.empty() || location == l.code) && InStock(*t, l.code, SpotQuery(req))) {
+          available = true;
+        }
       }
     }
     HttpResponse r;
@@ -719,7 +739,21 @@ class VerdaApi : public CloudApi {
       }
       if (!in.backend_id.empty() &&
           backend_->State(in.backend_id).state == InstanceState::kGone) {
+        const bool preempted = backend_->State(in.backend_id).preempted;
         backend_->Delete(in.backend_id);
+        if (preempted && in.is_spot) {
+          // Verda ends a spot instance it takes back by discontinuing it; its OS volume follows
+          // os_volume.on_spot_discontinue (verda-cloud/sdk-python v1.20.0 release notes:
+          // keep_detached, move_to_trash, delete_permanently). It stays listed as discontinued
+          // until deleted (the emulator's choice: the reference does not say how long).
+          in.preempted = true;
+          if (in.on_spot_discontinue == "keep_detached") detached_.insert(in.os_volume_id);
+          if (in.on_spot_discontinue == "move_to_trash") trash_.insert(in.os_volume_id);
+          in.backend_id.clear();
+          in.fixed_status = "discontinued";
+          ++it;
+          continue;
+        }
         if (!in.vanish_discontinued) {
           it = instances_.erase(it);
           continue;
@@ -920,7 +954,30 @@ class VerdaApi : public CloudApi {
     }
     in.is_spot = GetBool(body, "is_spot").value_or(false);
     if (in.is_spot) in.contract = "SPOT";
-    if (auto c = GetString(body, "contract")) in.contract = *c;
+    // V-SPEC DeployInstancePublicDto.contract enum; os_volume.on_spot_discontinue enum
+    // (verda-cloud/sdk-python v1.20.0 release notes).
+    if (auto c = GetString(body, "contract")) {
+      if (*c != "PAY_AS_YOU_GO" && *c != "SPOT" && *c != "LONG_TERM") {
+        return Invalid("contract must be one of PAY_AS_YOU_GO, SPOT, LONG_TERM");
+      }
+      in.contract = *c;
+    }
+    if (JsonObject os_volume = GetObject(body, "os_volume")) {
+      if (auto e = CheckShape(os_volume, {{"name", JsonType::kString},
+                                          {"size", JsonType::kNumber},
+                                          {"on_spot_discontinue", JsonType::kString}},
+                              "os_volume");
+          !e.empty()) {
+        return Invalid(e);
+      }
+      if (auto d = GetString(os_volume, "on_spot_discontinue")) {
+        if (*d != "keep_detached" && *d != "move_to_trash" && *d != "delete_permanently") {
+          return Invalid("os_volume.on_spot_discontinue must be one of keep_detached, "
+                         "move_to_trash, delete_permanently");
+        }
+        in.on_spot_discontinue = *d;
+      }
+    }
     if (auto p = GetString(body, "pricing")) in.pricing = *p;
     if (JsonArray tags = GetArray(body, "tags")) {
       std::string e;
@@ -931,7 +988,8 @@ class VerdaApi : public CloudApi {
     // No capacity: V-SPEC POST /v1/instances "503": "The requested instance type has no
     // capacity in the selected location", example {"code":"service_unavailable","message":
     // "No capacity available"}.
-    if (faults_.Take("capacity", req.method, req.path) || !InStock(*in.type, in.location)) {
+    if (faults_.Take("capacity", req.method, req.path) ||
+        !InStock(*in.type, in.location, in.is_spot)) {
       return Error(503, "service_unavailable", "No capacity available");
     }
     // V-SPEC error table: forbidden_action "Can't perform the current action", 403 (the
@@ -1080,7 +1138,15 @@ class VerdaApi : public CloudApi {
       } else {
         Instance& in = it->second;
         const std::string s = StatusOf(in);
-        if (s == "deleting" || s == "discontinued") {
+        // A preempted spot instance is deleted (the emulator's choice: the reference does not
+        // say; its kept OS volume goes as a delete's volume_ids say).
+        if (action == "delete" && in.preempted && !in.gone_at) {
+          in.gone_at = Clock::now();
+          detached_.erase(in.os_volume_id);
+          if (volume_ids && volume_ids->count(in.os_volume_id) == 0) {
+            detached_.insert(in.os_volume_id);
+          }
+        } else if (s == "deleting" || s == "discontinued") {
           r.status = 400;
           r.code = "invalid_request";
           r.error = "Can't discontinue a discontinued instance";
@@ -1324,6 +1390,7 @@ class VerdaApi : public CloudApi {
   std::map<std::string, std::string> tag_ids_;  // "key\nvalue" -> the project's tag id
   int64_t deprecated_calls_ = 0;
   std::set<std::string> out_of_stock_;
+  std::set<std::string> spot_out_of_stock_;
 };
 
 }  // namespace

@@ -710,6 +710,71 @@ TEST_F(VerdaApiTest, DeletedInstancesLeaveTheirOsVolumeInTheTrashUnlessDeletedPe
             400);
 }
 
+// Spot (POST /preempt; V-SPEC GET /v1/instance-availability is_spot, DeployInstancePublicDto
+// is_spot / contract; os_volume.on_spot_discontinue from verda-cloud/sdk-python v1.20.0): spot
+// stock is its own list, a preempted spot instance is listed as discontinued until deleted and
+// its OS volume goes as on_spot_discontinue says; an on-demand one vanishes.
+TEST_F(VerdaApiTest, SpotHasItsOwnStockAndAPreemptedSpotInstanceIsDiscontinuedUntilDeleted) {
+  auto in_stock = [&](const std::string& query) {
+    Reply r = V("GET", "/instance-availability?location_code=FIN-01" + query);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.body.find("\"1H100.80S.30V\"") != std::string::npos;
+  };
+  EXPECT_TRUE(in_stock("&is_spot=true"));
+  Settings(R"({"cloud":"verda","spot_out_of_stock":["1H100.80S.30V"]})");
+  EXPECT_FALSE(in_stock("&is_spot=true"));
+  EXPECT_TRUE(in_stock("&is_spot=false"));
+  EXPECT_EQ(V("GET", "/instance-availability/1H100.80S.30V?is_spot=true&location_code=FIN-01").body,
+            "false");
+  Reply sold_out = V("POST", "/instances", CreateBody("spot-none", R"(,"is_spot":true)"));
+  EXPECT_EQ(sold_out.status, 503) << sold_out.body;
+  Settings(R"({"cloud":"verda","spot_out_of_stock":[]})");
+
+  EXPECT_EQ(V("POST", "/instances", CreateBody("spot-bad", R"(,"contract":"CHEAP")")).status, 400);
+  EXPECT_EQ(V("POST", "/instances",
+              CreateBody("spot-bad", R"(,"os_volume":{"name":"os","size":50,)"
+                                     R"("on_spot_discontinue":"keep"}})"))
+                .status,
+            400);
+  const std::string trashed = Create(
+      "spot-a", R"(,"is_spot":true,"contract":"SPOT","os_volume":{"name":"os","size":50,)"
+                R"("on_spot_discontinue":"move_to_trash"})");
+  const std::string kept = Create("spot-b", R"(,"is_spot":true)");  // keep_detached, the default
+  const std::string on_demand = Create("spot-c");
+  for (const auto& id : {trashed, kept, on_demand}) ASSERT_TRUE(WaitStatus(id, "running"));
+  JsonObject in = Instance(trashed);
+  EXPECT_TRUE(in->getValue<bool>("is_spot"));
+  EXPECT_EQ(in->getValue<std::string>("contract"), "SPOT");
+  EXPECT_DOUBLE_EQ(in->getValue<double>("price_per_hour"), 0.99);
+  EXPECT_EQ(Instance(on_demand)->getValue<std::string>("contract"), "PAY_AS_YOU_GO");
+
+  for (const std::string name : {"spot-a", "spot-b", "spot-c"}) {
+    Reply r = Control("POST", "/preempt", R"({"cloud":"verda","name":")" + name + R"("})");
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
+  EXPECT_EQ(Control("POST", "/preempt", R"({"cloud":"verda","name":"spot-c"})").status, 404);
+  EXPECT_EQ(Status(trashed), "discontinued");
+  EXPECT_EQ(Status(kept), "discontinued");
+  EXPECT_TRUE(Instance(kept)->getValue<bool>("is_spot"));
+  EXPECT_EQ(Status(on_demand), "404");  // not spot: it vanishes
+  EXPECT_EQ(Count("volumes_in_trash"), 1);
+  EXPECT_EQ(Count("detached_volumes"), 1);
+  Reply listed = V("GET", "/instances?status=discontinued");
+  EXPECT_NE(listed.body.find(trashed), std::string::npos) << listed.body;
+
+  // Deleting a preempted instance ends it; its kept OS volume goes with volume_ids.
+  const std::string volume = Instance(kept)->getValue<std::string>("os_volume_id");
+  EXPECT_EQ(V("PUT", "/instances",
+              R"({"action":"delete","id":[")" + kept + R"("],"volume_ids":[")" + volume +
+                  R"("],"delete_permanently":true})")
+                .status,
+            202);
+  EXPECT_EQ(Count("detached_volumes"), 0);
+  EXPECT_TRUE(WaitStatus(kept, "404"));
+  EXPECT_EQ(Delete(trashed).status, 202);
+  EXPECT_TRUE(WaitStatus(trashed, "404"));
+}
+
 // --- faults (emulator notes a-g) ---
 
 TEST_F(VerdaApiTest, FaultA_CapacityQuotaAndPaymentRefuseTheCreate) {

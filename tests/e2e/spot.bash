@@ -1,0 +1,40 @@
+# Helpers of the spot e2e files (spot.bats, spot_tunnel.bats): a preemption through the
+# emulator's control API, and `gpuprov watch` bringing the VM back.
+
+# preempt CLOUD NAME [INSTANCE]: the emulated cloud takes VM NAME back (POST /preempt of its
+# instance, INSTANCE where the cloud names it otherwise, e.g. Massed Compute's gpuprov-NAME);
+# waits up to 30 s for the VM's state to read preempted.
+preempt() {
+  local _
+  curl -fsS -X POST "$CONTROL/preempt" -d "{\"cloud\":\"$1\",\"name\":\"${3:-$2}\"}" >/dev/null
+  for _ in $(seq 1 30); do
+    [ "$(field "$2" state)" = preempted ] && return 0
+    sleep 1
+  done
+  return 1
+}
+
+# watch_brings_back CLOUD NAME REASON: runs `gpuprov watch NAME` (ndjson on stdout, lines on
+# stderr, in $BATS_TEST_TMPDIR/watch.out and watch.err) until it says it recovered the VM, then
+# stops it with Ctrl-C; checks the preempted event (its reason starting with REASON), the
+# recovered event and the line with the time it took. The watch's PID is in WATCH_PID while it
+# runs (the file's teardown stops it).
+watch_brings_back() {
+  local cloud=$1 name=$2 reason=$3 out="$BATS_TEST_TMPDIR/watch.out" _
+  "$GPUPROV" watch "$name" --interval 1 --output ndjson >"$out" 2>"$BATS_TEST_TMPDIR/watch.err" 3>&- &
+  WATCH_PID=$!
+  for _ in $(seq 1 300); do
+    grep -q '"event":"recovered"' "$out" && break
+    kill -0 "$WATCH_PID" 2>/dev/null || break
+    sleep 1
+  done
+  cat "$BATS_TEST_TMPDIR/watch.err" "$out"
+  grep -qF "\"event\":\"preempted\",\"name\":\"$name\",\"cloud\":\"$cloud\",\"reason\":\"$reason" "$out"
+  grep -q "\"event\":\"recovered\",\"name\":\"$name\"" "$out"
+  # The line with the time it took (with -o ndjson, a phase event like provision's steps).
+  grep -q "\"message\":\"recovered $name in [0-9.]* s: a new VM on $cloud (spot)" "$out"
+  grep -q "VM $name was preempted by $cloud" "$out"
+  stop_child INT "$WATCH_PID" gpuprov
+  wait "$WATCH_PID" || { echo "watch exited $?" >&2; return 1; }
+  WATCH_PID=
+}
