@@ -896,6 +896,8 @@ std::string DigitalOceanDriver::ListResources(const std::string& /*request_json*
   for (const auto& d : droplets) {
     kit::ResourceFields r = kit::Resource("vm", json::Str(d, "id"), json::Str(d, "name"));
     r.vm_names = {json::Str(d, "name")};
+    if (auto c = TagsWithPrefix(d, ClusterTag("")); !c.empty()) r.cluster = c.front();
+    if (auto role = TagsWithPrefix(d, RoleTag("")); !role.empty()) r.role = role.front();
     r.region = json::Str(json::Obj(d, "region"), "slug");
     r.created_at = json::Str(d, "created_at");
     if (ObjectPtr size = json::Obj(d, "size"); size && json::Has(size, "price_hourly")) {
@@ -914,6 +916,7 @@ std::string DigitalOceanDriver::ListResources(const std::string& /*request_json*
     if (cluster.empty()) {
       r.vm_names = {name.substr(std::string(kResourcePrefix).size())};
     } else {
+      r.cluster = cluster;
       for (const auto& d : droplets) {
         if (HasTag(d, ClusterTag(cluster))) r.vm_names.push_back(json::Str(d, "name"));
       }
@@ -937,6 +940,7 @@ std::string DigitalOceanDriver::ListResources(const std::string& /*request_json*
     const std::string name = json::Str(v, "name");
     if (name.rfind(kResourcePrefix, 0) != 0 || IsDefaultVpc(v)) continue;
     kit::ResourceFields r = kit::Resource("cluster_network", json::Str(v, "id"), name);
+    r.cluster = name.substr(std::string(kResourcePrefix).size());  // gpuprov-<cluster>
     for (const auto& d : droplets) {
       if (json::Str(d, "vpc_uuid") == r.id) r.vm_names.push_back(json::Str(d, "name"));
     }

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -459,6 +460,19 @@ TEST_F(DigitalOceanEmulatorTest, AClusterSharesAVpcAndAFirewallByTagThatGoWithIt
   ASSERT_EQ(listed.status, GPUPROV_STATUS_OK) << listed;
   EXPECT_TRUE(Contains(listed.json, R"("kind":"cluster_firewall")")) << listed.json;
   EXPECT_TRUE(Contains(listed.json, R"("kind":"cluster_network")")) << listed.json;
+  // ... and each droplet and the cluster's things as the cluster's, so gc knows an agent (and
+  // a network) whose server is gone.
+  Object::Ptr doc = Poco::JSON::Parser().parse(listed.json).extract<Object::Ptr>();
+  std::map<std::string, std::string> cluster_role;  // "kind name" -> "cluster/role"
+  for (size_t i = 0; i < doc->getArray("resources")->size(); ++i) {
+    Object::Ptr r = doc->getArray("resources")->getObject(i);
+    cluster_role[r->getValue<std::string>("kind") + " " + r->getValue<std::string>("name")] =
+        r->optValue<std::string>("cluster", "") + "/" + r->optValue<std::string>("role", "");
+  }
+  EXPECT_EQ(cluster_role["vm train"], "train/server") << listed.json;
+  EXPECT_EQ(cluster_role["vm train-agent-1"], "train/agent") << listed.json;
+  EXPECT_EQ(cluster_role["cluster_network gpuprov-train"], "train/") << listed.json;
+  EXPECT_EQ(cluster_role["cluster_firewall gpuprov-train-peers"], "train/") << listed.json;
 
   // The server goes: the cluster's things stay for the agent; the agent goes: they go too.
   ASSERT_EQ(driver.Delete(R"({"id":")" + server.Vm()->getValue<std::string>("id") +
