@@ -150,15 +150,6 @@ nothing_made() {
   expect_nothing_left digitalocean
 }
 
-# no_check_pod_left KUBECONFIG: the API has no gpuprov-cuda-check pod (the checks delete theirs).
-no_check_pod_left() {
-  run env KUBECONFIG="$1" kubectl get pods -A -o name
-  echo "$output"
-  [ "$status" -eq 0 ]
-  [[ "$output" == *"pod/coredns-"* ]]
-  [[ "$output" != *"gpuprov-cuda-check"* ]]
-}
-
 @test "digitalocean: the CUDA check runs on every node at once, each pod bound to its node; a node whose check fails is named (exit 1); every node has its own TTL timer" {
   run "$GPUPROV" provision --name mg --cloud digitalocean --gpus H100:1 --nodes 3 --ttl 2h --idle-ttl 1h
   echo "$output"
