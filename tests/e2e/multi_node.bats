@@ -121,6 +121,11 @@ nothing_made() {
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"mn: 3 of 3 nodes in the cluster"* ]]
+  # --no-smoke-test: no CUDA check on any node, and each record says so.
+  [[ "$output" != *"running a CUDA program"* ]]
+  [[ "$output" != *"CUDA check passed"* ]]
+  [ "$(cluster_json mn "c['nodes'][0]['probe']['cuda_check']")" = "skipped (smoke test off)" ]
+  [ "$(cluster_json mn "c['nodes'][2]['probe']['cuda_check']")" = "skipped (smoke test off)" ]
   # The token travels only over SSH: never in a log line, a record or the kubeconfig.
   [[ "$output" != *"::server:"* ]]
   ! grep -rq "::server:" "$GPUPROV_HOME/state" "$GPUPROV_HOME/kube"
