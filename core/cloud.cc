@@ -380,6 +380,8 @@ std::vector<CloudResource> Cloud::ListResources() {
     if (o->has("price_per_hour") && o->get("price_per_hour").isNumeric()) {
       res.price_per_hour = o->getValue<double>("price_per_hour");
     }
+    res.cluster = Str(o, "cluster");
+    res.role = Str(o, "role");
     out.push_back(res);
   }
   return out;

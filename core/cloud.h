@@ -92,6 +92,11 @@ struct CloudResource {
   std::string region;
   std::string created_at;                // RFC 3339; "" when the cloud does not say
   std::optional<double> price_per_hour;  // USD; nullopt when the cloud does not say
+  /// What belongs to a cluster (ABI 1.5: its nodes' VMs, cluster_network, cluster_firewall):
+  /// the cluster (its server's VM name), and for a VM its role ("server", "agent"); "" for
+  /// anything else or a driver that does not say.
+  std::string cluster;
+  std::string role;
 };
 
 /// How much boot script (user data) a cloud takes: check's "user_data_limit" bytes, counted after

@@ -76,8 +76,14 @@ RecordState RecordOf(const StateStore& store, const std::string& vm_name,
                      const std::string& cloud) {
   try {
     std::optional<VmRecord> rec = store.Load(vm_name);
-    if (!rec) return RecordState::kNone;
-    return rec->cloud == cloud ? RecordState::kOnThisCloud : RecordState::kNone;
+    if (!rec || rec->cloud != cloud) return RecordState::kNone;
+    // An agent's record whose cluster's server has no record claims nothing: the cluster was
+    // removed or its server's record lost, and nothing will join that agent again.
+    if (rec->role == "agent" && !rec->cluster.empty() && rec->cluster != vm_name) {
+      std::optional<VmRecord> server = store.Load(rec->cluster);
+      if (!server || server->cloud != cloud) return RecordState::kNone;
+    }
+    return RecordState::kOnThisCloud;
   } catch (const Error& e) {
     // Not a valid VM name: no record can have it. Anything else (a corrupt or newer record):
     // gc cannot tell whose it is, so it is kept.
@@ -86,6 +92,14 @@ RecordState RecordOf(const StateStore& store, const std::string& vm_name,
 }
 
 bool Claimed(const CloudResource& resource, const StateStore& store, const std::string& cloud) {
+  // What belongs to a cluster (an agent VM, the cluster's network or firewall, by the driver's
+  // "cluster") is the server's as well: when the server (the VM named after the cluster) has
+  // no record, the cluster was removed or its records were lost, and an agent's own record
+  // does not keep it.
+  if (!resource.cluster.empty() &&
+      RecordOf(store, resource.cluster, cloud) == RecordState::kNone) {
+    return false;
+  }
   for (const std::string& vm : resource.vm_names) {
     if (RecordOf(store, vm, cloud) != RecordState::kNone) return true;
   }
@@ -109,6 +123,8 @@ Object::Ptr OrphanJson(const GcOrphan& orphan, bool asked_to_delete) {
   Array::Ptr names = new Array;
   for (const auto& n : r.vm_names) names->add(n);
   o->set("vm_names", names);
+  if (!r.cluster.empty()) o->set("cluster", r.cluster);
+  if (!r.role.empty()) o->set("role", r.role);
   o->set("region", r.region);
   o->set("created_at", r.created_at);
   if (auto age = AgeOf(r.created_at)) {
@@ -292,7 +308,12 @@ void DeleteOrphans(Cloud& cloud, StateStore& store, GcCloudReport& report) {
     // lock while it works and writes its record first, so lock, then look again.
     std::vector<FileLock> locks;
     bool busy = false;
-    for (const auto& vm : r.vm_names) {
+    std::vector<std::string> names = r.vm_names;
+    // A provision of its cluster (which holds the server's lock) keeps it too.
+    if (!r.cluster.empty() && std::find(names.begin(), names.end(), r.cluster) == names.end()) {
+      names.push_back(r.cluster);
+    }
+    for (const auto& vm : names) {
       try {
         std::optional<FileLock> lock = store.TryLockVm(vm);
         if (!lock) {

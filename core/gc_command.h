@@ -40,8 +40,11 @@ struct GcCloudReport {
 
 /// The resources no state record claims: a resource is kept when any of its vm_names has a
 /// record on \a cloud (or a record file that cannot be read: gc does not guess), and is an
-/// orphan otherwise, a shared one whose users are all gone included. Only what the driver
-/// listed (what carries gpuprov's marks) is ever considered.
+/// orphan otherwise, a shared one whose users are all gone included. A cluster's server is the
+/// VM named after the cluster: when it has no record, neither an agent's record (its cluster
+/// and role) nor what the driver says belongs to the cluster (its "cluster": an agent VM by
+/// its tags, the cluster's network or firewall) keeps anything. Only what the driver listed
+/// (what carries gpuprov's marks) is ever considered.
 std::vector<CloudResource> SelectOrphans(const std::string& cloud,
                                          const std::vector<CloudResource>& resources,
                                          const StateStore& store, size_t* kept = nullptr);

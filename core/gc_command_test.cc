@@ -24,6 +24,8 @@ struct FakeResource {
   std::string id;
   std::vector<std::string> vm_names;
   bool tagged = true;
+  std::string cluster{};  // a cluster's resource: its cluster; a node's VM: its role too
+  std::string role{};
 };
 
 struct FakeCloud {
@@ -51,6 +53,8 @@ gpuprov_type_status ListResources(gpuprov_type_driver*, gpuprov_type_json,
     }
     json += "]";
     if (r.kind == "vm") json += R"(,"price_per_hour":0.5)";
+    if (!r.cluster.empty()) json += R"(,"cluster":)" + Quote(r.cluster);
+    if (!r.role.empty()) json += R"(,"role":)" + Quote(r.role);
     json += "}";
   }
   json += "]}";
@@ -111,11 +115,14 @@ class GcTest : public ::testing::Test {
   void TearDown() override { g_cloud = nullptr; }
 
   Cloud OpenCloud() { return Cloud(DriverHost::OpenDescriptor(&kDescriptor, "{}", {})); }
-  void Record(const std::string& name, const std::string& cloud = "fakecloud") {
+  void Record(const std::string& name, const std::string& cloud = "fakecloud",
+              const std::string& cluster = "", const std::string& role = "") {
     VmRecord r;
     r.name = name;
     r.cloud = cloud;
     r.phase = "ready";
+    r.cluster = cluster;
+    r.role = role;
     store_.Save(r);
   }
   std::vector<std::string> Left() const {
@@ -210,6 +217,55 @@ TEST_F(GcTest, AnUnreadableRecordKeepsItsResources) {
   // gc cannot tell whose a corrupt record is, so it keeps that VM's resources; a name no
   // record can have is an orphan.
   EXPECT_EQ(Ids(report), (std::vector<std::string>{"vm/4"}));
+}
+
+// Issue 33: gc knows agent VMs by their tags. An agent whose record is lost is an orphan like
+// any VM; an agent whose cluster's server has no record is one too, its own record or not, and
+// so is that cluster's network; the agents of a recorded server are kept, and so is a plain VM
+// named like an agent.
+TEST_F(GcTest, AnAgentVmWhoseRecordOrWhoseServerIsGoneIsAnOrphan) {
+  cloud_.resources = {
+      {"vm", "1", {"train"}, true, "train", "server"},
+      {"vm", "2", {"train-agent-1"}, true, "train", "agent"},
+      {"vm", "3", {"train-agent-2"}, true, "train", "agent"},
+      {"vm", "4", {"gone-agent-1"}, true, "gone", "agent"},
+      {"vm", "5", {"gone-agent-2"}, true, "gone", "agent"},
+      {"vm", "7", {"gone"}, true, "gone", "server"},
+      {"vm", "6", {"plain-agent-1"}},
+      // An agent's own firewall carries no cluster: its record says whose it is.
+      {"firewall", "fw-gone-agent-1", {"gone-agent-1"}},
+      {"firewall", "fw-train-agent-1", {"train-agent-1"}},
+      {"cluster_network", "vpc-gone", {"gone", "gone-agent-1", "gone-agent-2"}, true, "gone", ""},
+      {"cluster_network", "vpc-train", {"train", "train-agent-1", "train-agent-2"}, true, "train", ""},
+  };
+  Record("train", "fakecloud", "train", "server");
+  Record("train-agent-1", "fakecloud", "train", "agent");  // train-agent-2's record is lost
+  Record("gone-agent-1", "fakecloud", "gone", "agent");    // its server "gone" has no record
+  Record("plain-agent-1");
+  Cloud cloud = OpenCloud();
+  GcCloudReport report = ListOrphans(cloud, store_);
+  EXPECT_EQ(Ids(report), (std::vector<std::string>{"vm/3", "vm/4", "vm/5", "vm/7",
+                                                   "firewall/fw-gone-agent-1",
+                                                   "cluster_network/vpc-gone"}));
+  EXPECT_EQ(report.orphans[1].resource.cluster, "gone");
+  EXPECT_EQ(report.orphans[1].resource.role, "agent");
+  DeleteOrphans(cloud, store_, report);
+  for (const auto& o : report.orphans) EXPECT_FALSE(o.claimed_meanwhile) << o.resource.id;
+  EXPECT_EQ(Left(), (std::vector<std::string>{"vm/1", "vm/2", "vm/6", "firewall/fw-train-agent-1",
+                                              "cluster_network/vpc-train"}));
+  for (const auto& o : report.orphans) EXPECT_TRUE(o.deleted) << o.resource.id << o.error;
+}
+
+TEST_F(GcTest, AnAgentIsKeptWhileAProvisionOfItsClusterHoldsTheServersLock) {
+  cloud_.resources = {{"vm", "4", {"gone-agent-1"}, true, "gone", "agent"}};
+  Record("gone-agent-1", "fakecloud", "gone", "agent");
+  Cloud cloud = OpenCloud();
+  GcCloudReport report = ListOrphans(cloud, store_);
+  ASSERT_EQ(report.orphans.size(), 1u);
+  FileLock held = store_.LockVm("gone", 1000);  // `provision --name gone --nodes 2` running
+  DeleteOrphans(cloud, store_, report);
+  EXPECT_TRUE(report.orphans[0].claimed_meanwhile);
+  EXPECT_TRUE(cloud_.delete_calls.empty());
 }
 
 TEST_F(GcTest, AResourceGoneBeforeItsDeleteIsNoFailure) {

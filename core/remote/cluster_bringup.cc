@@ -407,6 +407,11 @@ class ClusterBringUp {
       in_.save(rec_);
       return false;
     }
+    if (in_.cuda_check_by_cluster) {
+      rec_.probe["cuda_check"] = "after the agents join, on every node at once";
+      in_.save(rec_);
+      return false;
+    }
     const auto start = Clock::now();
     console_.Step("cuda", "running a CUDA program in a pod requesting " + std::to_string(gpus) +
                               " GPU(s), under the default runtime (" + in_.cuda_check_image + ")");

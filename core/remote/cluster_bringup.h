@@ -130,6 +130,9 @@ struct ClusterInputs {
   /// The CUDA check (cuda_check.h), the last phase on a node with expected_gpus > 0: a pod
   /// requesting the node's GPUs runs cuda_check_image; false (--no-smoke-test): skipped.
   bool cuda_check = true;
+  /// The server of a multi-node cluster: the cluster's validation runs the check on every
+  /// node at once, once the agents have joined (cluster_provision.h), so bring-up does not.
+  bool cuda_check_by_cluster = false;
   std::string cuda_check_image = kDefaultSmokeTestImage;
   std::chrono::seconds cuda_check_wait{300};
 };

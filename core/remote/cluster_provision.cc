@@ -1,5 +1,6 @@
 #include "cluster_provision.h"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <thread>
@@ -7,6 +8,7 @@
 #include "cluster_join.h"
 #include "cluster_nodes.h"
 #include "crash_point.h"
+#include "cuda_check.h"
 #include "installer_bundle.h"
 #include "installer_text.h"
 #include "interrupt.h"
@@ -357,11 +359,69 @@ void ClusterProvision::ValidateCluster() {
       agent->Fail(e.what(), e.hint());
     }
   }
+  CheckCudaOnEveryNode(members, status);
   for (auto& node : nodes_) {
     if (!node->usable()) continue;
     Provision& p = *node->provision;
     node->outcome.ok = true;
     p.rec_.phase = "ready";
+    p.Save();
+  }
+}
+
+void ClusterProvision::CheckCudaOnEveryNode(const std::vector<Node*>& members,
+                                            const std::vector<ClusterNodeStatus>& status) {
+  Node& server = *nodes_.front();
+  const int gpus = server_.opt_.gpus.value ? server_.opt_.gpus.value->count : 0;
+  if (gpus <= 0 || !server.usable()) return;
+  std::vector<Node*> checked;
+  std::vector<CudaCheckInputs> checks;
+  for (std::size_t i = 0; i < members.size() && i < status.size(); ++i) {
+    Provision& p = *members[i]->provision;
+    if (!members[i]->outcome.error.empty()) continue;
+    if (!server_.opt_.smoke_test.value) {
+      p.rec_.probe["cuda_check"] = "skipped (smoke test off)";
+      continue;
+    }
+    CudaCheckInputs in;
+    in.vm_name = p.name_;
+    in.node_name = status[i].node_name;
+    in.api_vm = server_.name_;
+    in.image = server_.opt_.smoke_test_image.value;
+    in.gpus = std::max(gpus, status[i].gpus_allocatable);
+    checked.push_back(members[i]);
+    checks.push_back(in);
+  }
+  if (checks.empty()) return;
+  server_.console_.Step("cuda", "running a CUDA program on each of " +
+                                    std::to_string(checks.size()) +
+                                    " nodes at once, in a pod bound to the node requesting its "
+                                    "GPUs, under the default runtime (" + checks[0].image + ")");
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<CudaCheckOutcome> outcomes;
+  try {
+    outcomes = RunCudaChecks(*server.shell, checks);
+  } catch (const Error& e) {
+    for (Node* n : checked) n->Fail(e.what(), e.hint());
+    return;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (std::size_t i = 0; i < checked.size(); ++i) {
+    Provision& p = *checked[i]->provision;
+    const CudaCheckOutcome& o = outcomes[i];
+    p.rec_.phase_seconds["cuda"] = seconds;
+    if (o.passed) {
+      server_.console_.Info("CUDA check passed on " + o.vm_name + " (node " +
+                            checks[i].node_name + ")" +
+                            (o.last_line.empty() ? "" : ": " + o.last_line));
+      p.rec_.probe["cuda_check"] = "passed" + (o.last_line.empty() ? "" : ": " + o.last_line);
+      if (checked[i] == &server) server_.cluster_.cuda_check_passed = true;
+    } else {
+      server_.console_.Warning(o.error);
+      p.rec_.probe["cuda_check"] = "failed: " + o.error;
+      checked[i]->Fail(o.error, o.hint);
+    }
     p.Save();
   }
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster_join.h"
 #include "provision_options.h"
 #include "ssh_client.h"
 
@@ -60,8 +61,14 @@ class ClusterProvision {
   void BringUpServerWhileAgentsPrepare();
   /// Each prepared agent joins with the server's token, over SSH.
   void JoinAgents();
-  /// Every node Ready with its GPUs, the overlay check between the server and an agent.
+  /// Every node Ready with its GPUs, the overlay check between the server and an agent, the
+  /// CUDA check on every node.
   void ValidateCluster();
+  /// The CUDA check (cuda_check.h) on each node still in, at once: one pod per node bound to
+  /// it (\a status[i] is \a members[i]'s node), through the server's API; a node whose check
+  /// fails is out of the cluster with the cause. Skipped with --no-smoke-test or no GPUs.
+  void CheckCudaOnEveryNode(const std::vector<Node*>& members,
+                            const std::vector<ClusterNodeStatus>& status);
   /// The server's report, then each node's line; the exit status.
   int Report();
 

@@ -67,39 +67,96 @@ std::string Str(const Object::Ptr& o, const std::string& key) {
 
 const std::string kPodsPath =
     std::string("https://127.0.0.1:6443/api/v1/namespaces/") + kCudaCheckNamespace + "/pods";
-const std::string kPodPath = kPodsPath + "/" + kCudaCheckPod;
 
-/// Deletes the check pod at once (gracePeriodSeconds=0) and waits up to 30 s until the API no
-/// longer has it, so the name is free for the next pod.
-std::string DeleteCommand() {
-  return std::string(kNodeApiFunction) + "P='" + kPodPath + "'\n" +
-         "api -o /dev/null -X DELETE \"$P?gracePeriodSeconds=0\" 2>/dev/null\n"
-         "i=0\n"
-         "while [ \"$(api -o /dev/null -w '%{http_code}' \"$P\" 2>/dev/null)\" = 200 ] && "
-         "[ $i -lt 30 ]; do sleep 1; i=$((i+1)); done\n";
+std::string PodPath(const std::string& pod) { return kPodsPath + "/" + pod; }
+
+/// Deletes the check pods at once (gracePeriodSeconds=0) and waits up to 30 s until the API no
+/// longer has them, so the names are free for the next pods.
+std::string DeleteCommand(const std::vector<std::string>& pods) {
+  std::string out = std::string(kNodeApiFunction);
+  for (const auto& pod : pods) {
+    out += "api -o /dev/null -X DELETE '" + PodPath(pod) + "?gracePeriodSeconds=0' 2>/dev/null\n";
+  }
+  out += "i=0\n";
+  for (const auto& pod : pods) {
+    out += "while [ \"$(api -o /dev/null -w '%{http_code}' '" + PodPath(pod) +
+           "' 2>/dev/null)\" = 200 ] && [ $i -lt 30 ]; do sleep 1; i=$((i+1)); done\n";
+  }
+  return out;
 }
 
-std::string CreateCommand() {
-  return DeleteCommand() + "echo '@@created@@'\n" +
-         "api -X POST -H 'Content-Type: application/json' --data-binary @- -w "
-         "'\\n@@code@@\\n%{http_code}\\n' '" + kPodsPath + "' 2>&1\n";
+/// Creates the pods whose JSON comes on stdin, one line each in the order of \a pods; prints a
+/// "@@created@@" section (the API's answer) and a "@@code@@" section (its HTTP status) for each.
+std::string CreateCommand(const std::vector<std::string>& pods) {
+  std::string out = DeleteCommand(pods);
+  for (std::size_t i = 0; i < pods.size(); ++i) {
+    out += "IFS= read -r body\necho '@@created@@'\n"
+           "printf '%s' \"$body\" | api -X POST -H 'Content-Type: application/json' "
+           "--data-binary @- -w '\\n@@code@@\\n%{http_code}\\n' '" + kPodsPath + "' 2>&1\n";
+  }
+  return out;
 }
 
-std::string PollCommand() {
-  return std::string(kNodeApiFunction) + "P='" + kPodPath + "'\n" +
-         "echo '@@pod@@'\napi \"$P\" 2>/dev/null\necho\n"
-         "echo '@@events@@'\napi 'https://127.0.0.1:6443/api/v1/namespaces/" +
-         kCudaCheckNamespace + "/events?fieldSelector=involvedObject.name%3D" + kCudaCheckPod +
-         "' 2>/dev/null\necho\n"
-         "echo '@@log@@'\napi -f \"$P/log?tailLines=20\" 2>/dev/null\necho\n"
-         "echo '@@end@@'\n";
+/// For each of \a pods: "@@pod@@" (the pod), "@@events@@" (its events), "@@log@@" (its log's
+/// tail), "@@end@@".
+std::string PollCommand(const std::vector<std::string>& pods) {
+  std::string out = std::string(kNodeApiFunction);
+  for (const auto& pod : pods) {
+    out += "echo '@@pod@@'\napi '" + PodPath(pod) + "' 2>/dev/null\necho\n"
+           "echo '@@events@@'\napi 'https://127.0.0.1:6443/api/v1/namespaces/" +
+           kCudaCheckNamespace + "/events?fieldSelector=involvedObject.name%3D" + pod +
+           "' 2>/dev/null\necho\n"
+           "echo '@@log@@'\napi -f '" + PodPath(pod) + "/log?tailLines=20' 2>/dev/null\necho\n"
+           "echo '@@end@@'\n";
+  }
+  return out;
+}
+
+using Sections = std::map<std::string, std::string>;
+
+/// \a output cut before each line that is exactly \a marker (what precedes the first dropped),
+/// each part parsed into sections (NodeOutputSections): one part per pod of a command above.
+std::vector<Sections> PartsAt(const std::string& output, const std::string& marker) {
+  std::vector<std::string> parts;
+  std::istringstream in(output);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line == marker) parts.emplace_back();
+    if (!parts.empty()) parts.back() += line + "\n";
+  }
+  std::vector<Sections> out;
+  for (const auto& part : parts) out.push_back(NodeOutputSections(part));
+  return out;
+}
+
+/// The VM whose API holds the check pod: the cluster's server for a node of a cluster.
+const std::string& ApiVm(const CudaCheckInputs& in) {
+  return in.api_vm.empty() ? in.vm_name : in.api_vm;
 }
 
 /// The tail every failure hint ends with.
-std::string KeptTail(const std::string& vm) {
-  return "the VM is kept: look with `gpuprov ssh " + vm + " -- sudo k3s kubectl -n " +
+std::string KeptTail(const CudaCheckInputs& in) {
+  const std::string& api_vm = ApiVm(in);
+  return "the VM is kept: look with `gpuprov ssh " + api_vm + " -- sudo k3s kubectl -n " +
          kCudaCheckNamespace + " get events`; retry with the same `gpuprov provision` "
-         "(--no-smoke-test skips this check); remove: `gpuprov down " + vm + "`";
+         "(--no-smoke-test skips this check); remove: `gpuprov down " + api_vm + "`";
+}
+
+/// What a verdict that is not kPassed means, as RunCudaCheck throws it.
+Error VerdictError(const CudaCheckVerdict& v, const CudaCheckInputs& in) {
+  const std::string& vm = in.vm_name;
+  if (v.state == CudaCheckState::kRunning) {
+    return Error("the CUDA check on " + vm + " did not finish within " +
+                     std::to_string(in.wait.count()) + "s (" + v.detail + ")",
+                 KeptTail(in));
+  }
+  if (v.failure.cause.empty()) {
+    return Error("the CUDA check failed on " + vm + ": the CUDA program in " + in.image +
+                     " failed (" + v.detail + ")",
+                 KeptTail(in));
+  }
+  return Error("the CUDA check failed on " + vm + ": " + v.failure.cause + " (" + v.detail + ")",
+               v.failure.hint + "; " + KeptTail(in));
 }
 
 }  // namespace
@@ -247,7 +304,8 @@ CudaCheckVerdict JudgeCudaCheck(const std::string& pod_json, const std::string& 
   return v;
 }
 
-std::string CudaCheckPodJson(const std::string& image, int gpus) {
+std::string CudaCheckPodJson(const std::string& image, int gpus, const std::string& pod_name,
+                             const std::string& node_name) {
   Object limits;
   limits.set("nvidia.com/gpu", std::to_string(gpus));
   Object resources;
@@ -268,10 +326,11 @@ std::string CudaCheckPodJson(const std::string& image, int gpus) {
   spec.set("restartPolicy", "Never");
   spec.set("containers", containers);
   spec.set("tolerations", tolerations);
+  if (!node_name.empty()) spec.set("nodeName", node_name);
   Object labels;
   labels.set("app.kubernetes.io/managed-by", "gpuprov");
   Object metadata;
-  metadata.set("name", kCudaCheckPod);
+  metadata.set("name", pod_name);
   metadata.set("namespace", kCudaCheckNamespace);
   metadata.set("labels", labels);
   Object pod;
@@ -284,51 +343,101 @@ std::string CudaCheckPodJson(const std::string& image, int gpus) {
   return out.str();
 }
 
-std::string RunCudaCheck(NodeShell& shell, const CudaCheckInputs& in) {
+std::string CudaCheckPodName(const CudaCheckInputs& in) {
+  return in.node_name.empty() ? std::string(kCudaCheckPod)
+                              : std::string(kCudaCheckPod) + "-" + in.vm_name;
+}
+
+std::vector<CudaCheckOutcome> RunCudaChecks(NodeShell& shell,
+                                            const std::vector<CudaCheckInputs>& checks) {
   Console& console = Console::Get();
-  const std::string& vm = in.vm_name;
   const auto timeout = std::chrono::seconds(60);
-  SshRunResult created = shell.RunAsRoot("create CUDA check pod", CreateCommand(),
-                                         CudaCheckPodJson(in.image, in.gpus), timeout);
-  std::map<std::string, std::string> s = NodeOutputSections(created.stdout_text);
-  const std::string code = TrimSpace(s["code"]);
-  if (code != "201" && code != "200") {
-    Object::Ptr answer = ParseKubeObject(TrimSpace(s["created"]));
-    throw Error("the CUDA check pod could not be created on " + vm + " (HTTP " +
-                    (code.empty() ? "none" : code) + "): " +
-                    (answer ? Str(answer, "message") : LastLines(s["created"], 2)),
-                KeptTail(vm));
+  const std::size_t n = checks.size();
+  std::vector<CudaCheckOutcome> outcomes(n);
+  std::vector<std::string> pods;
+  std::string bodies;
+  for (std::size_t i = 0; i < n; ++i) {
+    outcomes[i].vm_name = checks[i].vm_name;
+    pods.push_back(CudaCheckPodName(checks[i]));
+    bodies += CudaCheckPodJson(checks[i].image, checks[i].gpus, pods[i], checks[i].node_name) +
+              "\n";
   }
+  if (n == 0) return outcomes;
+  const std::string what = n == 1 ? "create CUDA check pod" : "create CUDA check pods";
+  SshRunResult created = shell.RunAsRoot(what, CreateCommand(pods), bodies, timeout);
+  std::vector<Sections> answers = PartsAt(created.stdout_text, "@@created@@");
+  std::vector<std::size_t> running;  // the checks whose pod was made, by index
+  for (std::size_t i = 0; i < n; ++i) {
+    Sections a = i < answers.size() ? answers[i] : Sections{};
+    const std::string code = TrimSpace(a["code"]);
+    if (code == "201" || code == "200") {
+      running.push_back(i);
+      continue;
+    }
+    Object::Ptr answer = ParseKubeObject(TrimSpace(a["created"]));
+    outcomes[i].error = "the CUDA check pod could not be created on " + checks[i].vm_name +
+                        " (HTTP " + (code.empty() ? "none" : code) + "): " +
+                        (answer ? Str(answer, "message") : LastLines(a["created"], 2));
+    outcomes[i].hint = KeptTail(checks[i]);
+  }
+  if (running.empty()) return outcomes;
+
+  std::vector<std::string> made;
+  for (std::size_t i : running) made.push_back(pods[i]);
   const auto start = std::chrono::steady_clock::now();
-  CudaCheckVerdict v;
+  std::vector<CudaCheckVerdict> verdicts(n);
   try {
-    for (;;) {
-      SshRunResult r = shell.RunAsRoot("CUDA check", PollCommand(), "", timeout);
-      std::map<std::string, std::string> p = NodeOutputSections(r.stdout_text);
-      v = JudgeCudaCheck(p["pod"], p["events"], p["log"], vm, in.image);
-      if (v.state != CudaCheckState::kRunning) break;
-      if (Since(start) >= in.wait) break;
-      console.Progress("CUDA check: " + v.detail, Since(start));
-      PauseUnlessInterrupted(in.poll_interval, "running the CUDA check");
+    std::vector<std::size_t> waiting = running;
+    while (!waiting.empty()) {
+      std::vector<std::string> polled;
+      for (std::size_t i : waiting) polled.push_back(pods[i]);
+      SshRunResult r = shell.RunAsRoot("CUDA check", PollCommand(polled), "", timeout);
+      std::vector<Sections> parts = PartsAt(r.stdout_text, "@@pod@@");
+      std::vector<std::size_t> still;
+      for (std::size_t k = 0; k < waiting.size(); ++k) {
+        const std::size_t i = waiting[k];
+        Sections p = k < parts.size() ? parts[k] : Sections{};
+        verdicts[i] = JudgeCudaCheck(p["pod"], p["events"], p["log"], checks[i].vm_name,
+                                     checks[i].image);
+        if (verdicts[i].state == CudaCheckState::kRunning && Since(start) < checks[i].wait) {
+          still.push_back(i);
+        }
+      }
+      waiting = still;
+      if (waiting.empty()) break;
+      const CudaCheckInputs& first = checks[waiting.front()];
+      console.Progress("CUDA check" + (n == 1 ? "" : " on " + first.vm_name) + ": " +
+                           verdicts[waiting.front()].detail +
+                           (waiting.size() > 1
+                                ? " (" + std::to_string(waiting.size()) + " nodes running)"
+                                : ""),
+                       Since(start));
+      PauseUnlessInterrupted(first.poll_interval, "running the CUDA check");
     }
   } catch (const Error&) {
-    shell.RunAsRoot("delete CUDA check pod", DeleteCommand(), "", timeout);
+    shell.RunAsRoot(n == 1 ? "delete CUDA check pod" : "delete CUDA check pods",
+                    DeleteCommand(made), "", timeout);
     throw;
   }
-  shell.RunAsRoot("delete CUDA check pod", DeleteCommand(), "", timeout);
-  if (v.state == CudaCheckState::kPassed) return v.detail;
-  if (v.state == CudaCheckState::kRunning) {
-    throw Error("the CUDA check on " + vm + " did not finish within " +
-                    std::to_string(in.wait.count()) + "s (" + v.detail + ")",
-                KeptTail(vm));
+  shell.RunAsRoot(n == 1 ? "delete CUDA check pod" : "delete CUDA check pods",
+                  DeleteCommand(made), "", timeout);
+  for (std::size_t i : running) {
+    if (verdicts[i].state == CudaCheckState::kPassed) {
+      outcomes[i].passed = true;
+      outcomes[i].last_line = verdicts[i].detail;
+      continue;
+    }
+    const Error e = VerdictError(verdicts[i], checks[i]);
+    outcomes[i].error = e.what();
+    outcomes[i].hint = e.hint();
   }
-  if (v.failure.cause.empty()) {
-    throw Error("the CUDA check failed on " + vm + ": the CUDA program in " + in.image +
-                    " failed (" + v.detail + ")",
-                KeptTail(vm));
-  }
-  throw Error("the CUDA check failed on " + vm + ": " + v.failure.cause + " (" + v.detail + ")",
-              v.failure.hint + "; " + KeptTail(vm));
+  return outcomes;
+}
+
+std::string RunCudaCheck(NodeShell& shell, const CudaCheckInputs& in) {
+  const CudaCheckOutcome o = RunCudaChecks(shell, {in}).front();
+  if (!o.passed) throw Error(o.error, o.hint);
+  return o.last_line;
 }
 
 }  // namespace gpuprov

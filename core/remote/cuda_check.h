@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "provision_options.h"
 
@@ -47,8 +48,11 @@ CudaCheckVerdict JudgeCudaCheck(const std::string& pod_json, const std::string& 
                                 const std::string& image);
 
 /// The check pod as JSON: \a gpus GPUs in limits, restartPolicy Never, no runtimeClassName,
-/// tolerating the nvidia.com/gpu taint.
-std::string CudaCheckPodJson(const std::string& image, int gpus);
+/// tolerating the nvidia.com/gpu taint. \a pod_name (default kCudaCheckPod); with \a node_name
+/// the pod is bound to that node (spec.nodeName: its kubelet runs it, no scheduler).
+std::string CudaCheckPodJson(const std::string& image, int gpus,
+                             const std::string& pod_name = kCudaCheckPod,
+                             const std::string& node_name = "");
 
 struct CudaCheckInputs {
   std::string vm_name;
@@ -56,11 +60,37 @@ struct CudaCheckInputs {
   int gpus = 1;
   std::chrono::seconds wait{300};  // the image pull included
   std::chrono::milliseconds poll_interval{1000};
+  /// A node of a multi-node cluster: the Kubernetes node the pod is bound to, and the VM whose
+  /// API runs it (the cluster's server). "" : the pod kCudaCheckPod goes where the scheduler
+  /// puts it, through \a vm_name's own API (a single node).
+  std::string node_name;
+  std::string api_vm;
 };
+
+/// The check pod's name: kCudaCheckPod for a single node, "gpuprov-cuda-check-<vm>" for a
+/// node of a cluster (one pod per node, all at once).
+std::string CudaCheckPodName(const CudaCheckInputs& in);
 
 /// Deletes any earlier check pod, creates the pod, waits for its verdict and deletes it again
 /// (also on failure). Returns the log's last line on success; throws Error(message, hint) naming
 /// the cause on failure or when \a in.wait runs out.
 std::string RunCudaCheck(NodeShell& shell, const CudaCheckInputs& in);
+
+/// One node's CUDA check in a cluster: passed with the log's last line, or the Error
+/// RunCudaCheck would have thrown (message and hint).
+struct CudaCheckOutcome {
+  std::string vm_name;
+  bool passed = false;
+  std::string last_line;
+  std::string error;
+  std::string hint;
+};
+
+/// The CUDA check on several nodes at once through one API (\a shell: the cluster's server):
+/// every pod is created, then all are polled in one round trip each time until each has its
+/// verdict or the longest wait runs out, then all are deleted. One outcome per check, in
+/// order. Throws Error only when the pods cannot be created or the API cannot be reached.
+std::vector<CudaCheckOutcome> RunCudaChecks(NodeShell& shell,
+                                            const std::vector<CudaCheckInputs>& checks);
 
 }  // namespace gpuprov

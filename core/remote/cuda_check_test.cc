@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -220,6 +222,151 @@ TEST(RunCudaCheck, APodTheApiRefusesIsNamed) {
   in.vm_name = "box";
   EXPECT_THROW(RunCudaCheck(node, in), Error);
   EXPECT_EQ(node.calls, std::vector<std::string>{"create CUDA check pod"});
+}
+
+/// A cluster's server answering the checks of several nodes: each pod's polls come from its
+/// own queue (the last repeats), in the order the poll command names the pods.
+class ClusterCheckNode : public NodeShell {
+ public:
+  SshRunResult RunAsRoot(const std::string& purpose, const std::string& command,
+                         const std::string& stdin_data, std::chrono::milliseconds) override {
+    calls.push_back(purpose);
+    if (purpose == "create CUDA check pods") {
+      bodies = stdin_data;
+      std::string out;
+      std::istringstream lines(stdin_data);
+      std::string line;
+      while (std::getline(lines, line)) {
+        const bool refused = line.find(refused_pod) != std::string::npos && !refused_pod.empty();
+        out += "@@created@@\n" +
+               std::string(refused ? R"({"kind":"Status","message":"pods is forbidden"})" : "{}") +
+               "\n@@code@@\n" + (refused ? "403" : "201") + "\n";
+      }
+      return {0, out, ""};
+    }
+    if (purpose == "CUDA check") {
+      std::string out;
+      const std::string lead = "echo '@@pod@@'\napi '";
+      for (size_t at = command.find(lead); at != std::string::npos;
+           at = command.find(lead, at + 1)) {
+        const size_t from = command.find("/pods/", at) + 6;
+        const std::string pod = command.substr(from, command.find('\'', from) - from);
+        polled.push_back(pod);
+        std::deque<std::string>& q = polls[pod];
+        out += q.front();
+        if (q.size() > 1) q.pop_front();
+      }
+      return {0, out, ""};
+    }
+    if (purpose == "delete CUDA check pods") deleted = command;
+    return {0, "", ""};
+  }
+  std::map<std::string, std::deque<std::string>> polls;  // by pod name
+  std::string refused_pod;
+  std::vector<std::string> calls;
+  std::vector<std::string> polled;
+  std::string bodies;
+  std::string deleted;
+};
+
+CudaCheckInputs NodeCheck(const std::string& vm, const std::string& node) {
+  CudaCheckInputs in;
+  in.vm_name = vm;
+  in.node_name = node;
+  in.api_vm = "train";
+  in.gpus = 2;
+  in.poll_interval = std::chrono::milliseconds(1);
+  return in;
+}
+
+TEST(CudaCheckPodJson, ANodesPodIsBoundToItByName) {
+  const std::string pod = CudaCheckPodJson(kImage, 1, "gpuprov-cuda-check-train-agent-1", "node-b");
+  EXPECT_NE(pod.find(R"("nodeName":"node-b")"), std::string::npos) << pod;
+  EXPECT_NE(pod.find(R"("name":"gpuprov-cuda-check-train-agent-1")"), std::string::npos) << pod;
+  EXPECT_EQ(CudaCheckPodJson(kImage, 1).find("nodeName"), std::string::npos);
+  EXPECT_EQ(CudaCheckPodName(NodeCheck("train-agent-1", "node-b")),
+            "gpuprov-cuda-check-train-agent-1");
+  CudaCheckInputs single;
+  single.vm_name = "box";
+  EXPECT_EQ(CudaCheckPodName(single), kCudaCheckPod);
+}
+
+TEST(RunCudaChecks, OnePodPerNodeRunAtOnceEachNodeJudgedOnItsOwn) {
+  ClusterCheckNode server;
+  const std::string passed =
+      Poll(Terminated("Succeeded", 0, "Completed", ""), "Test PASSED\nDone\n");
+  server.polls["gpuprov-cuda-check-train"] = {Poll(Waiting("ContainerCreating", "")), passed};
+  server.polls["gpuprov-cuda-check-train-agent-1"] = {passed};
+  server.polls["gpuprov-cuda-check-train-agent-2"] = {
+      Poll(Waiting("ContainerCreating", "")),
+      Poll(Terminated("Failed", 1, "Error", ""),
+           "Failed to allocate device vector A (error code system not yet initialized)!\n")};
+  const std::vector<CudaCheckOutcome> out =
+      RunCudaChecks(server, {NodeCheck("train", "node-a"), NodeCheck("train-agent-1", "node-b"),
+                             NodeCheck("train-agent-2", "node-c")});
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_TRUE(out[0].passed);
+  EXPECT_EQ(out[0].last_line, "Done");
+  EXPECT_TRUE(out[1].passed);
+  EXPECT_FALSE(out[2].passed);
+  EXPECT_EQ(out[2].vm_name, "train-agent-2");
+  EXPECT_NE(out[2].error.find("the CUDA check failed on train-agent-2: CUDA error 802"),
+            std::string::npos)
+      << out[2].error;
+  // The node's own commands name the node; the API's, the server.
+  EXPECT_NE(out[2].hint.find("gpuprov ssh train-agent-2 -- sudo systemctl enable --now "
+                             "nvidia-fabricmanager"),
+            std::string::npos)
+      << out[2].hint;
+  EXPECT_NE(out[2].hint.find("gpuprov ssh train -- sudo k3s kubectl"), std::string::npos)
+      << out[2].hint;
+  // One create for all, polls of only the pods still running, one delete for all.
+  EXPECT_EQ(server.calls, (std::vector<std::string>{"create CUDA check pods", "CUDA check",
+                                                    "CUDA check", "delete CUDA check pods"}));
+  EXPECT_EQ(server.polled,
+            (std::vector<std::string>{"gpuprov-cuda-check-train", "gpuprov-cuda-check-train-agent-1",
+                                      "gpuprov-cuda-check-train-agent-2", "gpuprov-cuda-check-train",
+                                      "gpuprov-cuda-check-train-agent-2"}));
+  // Each pod bound to its node, with the GPUs asked.
+  EXPECT_NE(server.bodies.find(R"("nodeName":"node-b")"), std::string::npos) << server.bodies;
+  EXPECT_NE(server.bodies.find(R"("nodeName":"node-c")"), std::string::npos) << server.bodies;
+  EXPECT_NE(server.bodies.find(R"("nvidia.com/gpu":"2")"), std::string::npos) << server.bodies;
+  for (const char* pod : {"gpuprov-cuda-check-train'", "gpuprov-cuda-check-train-agent-1'",
+                          "gpuprov-cuda-check-train-agent-2'"}) {
+    EXPECT_NE(server.deleted.find(pod), std::string::npos) << pod;
+  }
+}
+
+TEST(RunCudaChecks, APodTheApiRefusesFailsItsNodeOnly) {
+  ClusterCheckNode server;
+  server.refused_pod = "gpuprov-cuda-check-train-agent-1";
+  server.polls["gpuprov-cuda-check-train"] = {
+      Poll(Terminated("Succeeded", 0, "Completed", ""), "Done\n")};
+  const std::vector<CudaCheckOutcome> out = RunCudaChecks(
+      server, {NodeCheck("train", "node-a"), NodeCheck("train-agent-1", "node-b")});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(out[0].passed);
+  EXPECT_FALSE(out[1].passed);
+  EXPECT_NE(out[1].error.find("could not be created on train-agent-1 (HTTP 403): pods is "
+                              "forbidden"),
+            std::string::npos)
+      << out[1].error;
+  EXPECT_EQ(server.polled, std::vector<std::string>{"gpuprov-cuda-check-train"});
+}
+
+TEST(RunCudaChecks, ANodeThatNeverFinishesTimesOutWhileTheOthersAreJudged) {
+  ClusterCheckNode server;
+  server.polls["gpuprov-cuda-check-train"] = {
+      Poll(Terminated("Succeeded", 0, "Completed", ""), "Done\n")};
+  server.polls["gpuprov-cuda-check-train-agent-1"] = {Poll(Waiting("ContainerCreating", ""))};
+  CudaCheckInputs slow = NodeCheck("train-agent-1", "node-b");
+  slow.wait = std::chrono::seconds(0);
+  const std::vector<CudaCheckOutcome> out =
+      RunCudaChecks(server, {NodeCheck("train", "node-a"), slow});
+  EXPECT_TRUE(out[0].passed);
+  EXPECT_NE(out[1].error.find("the CUDA check on train-agent-1 did not finish within 0s"),
+            std::string::npos)
+      << out[1].error;
 }
 
 }  // namespace

@@ -770,6 +770,7 @@ void Provision::BringUpClusterIfOn(SshSession& session) {
   in.kubeconfig_path = app_.paths.kubeconfig(name_);
   in.tunnel_local_port = tunnel_port_;
   in.cuda_check = opt_.smoke_test.value;
+  in.cuda_check_by_cluster = member_.nodes > 1;
   in.cuda_check_image = opt_.smoke_test_image.value;
   in.save = [this](VmRecord& r) { r = store_->Save(r); };
   SshNodeShell shell(&session);

@@ -1202,6 +1202,8 @@ std::string AwsDriver::ListResources(const std::string& /*request_json*/) {
         r.price_per_hour = type->price_per_hour;
       }
       cluster_of[r.id] = tags[kit::kClusterTag];
+      r.cluster = tags[kit::kClusterTag];
+      r.role = tags[kit::kRoleTag];
       vms.push_back(r);
     }
     const XmlNode group_doc = Call(region, "DescribeSecurityGroups", tagged);
@@ -1213,6 +1215,7 @@ std::string AwsDriver::ListResources(const std::string& /*request_json*/) {
       if (!tags[kit::kClusterTag].empty() && tags[kNameTag].empty()) {
         kit::ResourceFields r =
             kit::Resource("cluster_firewall", region + "/" + g->Text("groupId"), name);
+        r.cluster = tags[kit::kClusterTag];
         for (const auto& vm : vms) {
           if (vm.region == region && cluster_of[vm.id] == tags[kit::kClusterTag]) {
             r.vm_names.push_back(vm.vm_names.front());

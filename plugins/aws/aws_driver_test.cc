@@ -430,6 +430,10 @@ TEST_F(AwsEmulatorTest, AClusterSharesASelfReferencingGroupThatGoesWithItsLastNo
   OpResult listed = d.ListResources();
   ASSERT_EQ(listed.status, GPUPROV_STATUS_OK) << listed;
   EXPECT_TRUE(Contains(listed.json, R"("kind":"cluster_firewall")")) << listed.json;
+  // Each instance and the group name the cluster (gc knows an agent whose server is gone).
+  EXPECT_TRUE(Contains(listed.json, R"("cluster":"train","role":"server")")) << listed.json;
+  EXPECT_TRUE(Contains(listed.json, R"("cluster":"train","role":"agent")")) << listed.json;
+  EXPECT_TRUE(Contains(listed.json, R"("name":"gpuprov-train-peers")")) << listed.json;
 
   ASSERT_EQ(d.Delete(R"({"id":")" + server.Vm()->getValue<std::string>("id") +
                      R"(","name":"train"})").status,

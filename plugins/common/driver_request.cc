@@ -291,6 +291,8 @@ std::string ResourcesResult(const std::vector<ResourceFields>& resources) {
     o->set("region", r.region);
     o->set("created_at", r.created_at);
     if (r.price_per_hour) o->set("price_per_hour", *r.price_per_hour);
+    if (!r.cluster.empty()) o->set("cluster", r.cluster);
+    if (!r.role.empty()) o->set("role", r.role);
     list->add(o);
   }
   Object::Ptr root = new Object();

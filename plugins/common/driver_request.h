@@ -216,6 +216,12 @@ struct ResourceFields {
   std::string region;
   std::string created_at;                // RFC 3339 or ""
   std::optional<double> price_per_hour;  // when the cloud says
+  /// ABI 1.5: what belongs to a cluster (its nodes' VMs, its cluster_network and
+  /// cluster_firewall) names it, and a node's VM its role (its gpuprov-cluster and
+  /// gpuprov-role tags); written as "cluster" and "role" when set, so gc knows an agent or a
+  /// network whose cluster's server is gone.
+  std::string cluster;
+  std::string role;
 };
 /// A resource with its kind, id and name; the other fields are set by the caller.
 ResourceFields Resource(std::string kind, std::string id, std::string name);

@@ -240,6 +240,20 @@ TEST(DriverRequest, ResourcesResultKeepsOrderAndLeavesOutAnUnknownPrice) {
             R"("vm_names":[],"region":"","created_at":""}]})");
 }
 
+TEST(DriverRequest, ResourcesResultNamesAClusterNodesClusterAndRole) {
+  ResourceFields vm = Resource("vm", "42", "train-agent-1");
+  vm.vm_names = {"train-agent-1"};
+  vm.cluster = "train";
+  vm.role = "agent";
+  ResourceFields net = Resource("cluster_network", "v1", "gpuprov-train");
+  net.cluster = "train";
+  EXPECT_EQ(ResourcesResult({vm, net}),
+            R"({"resources":[{"kind":"vm","id":"42","name":"train-agent-1",)"
+            R"("vm_names":["train-agent-1"],"region":"","created_at":"","cluster":"train",)"
+            R"("role":"agent"},{"kind":"cluster_network","id":"v1","name":"gpuprov-train",)"
+            R"("vm_names":[],"region":"","created_at":"","cluster":"train"}]})");
+}
+
 TEST(DriverRequest, ResourceRequestNamesAnUnknownKindOrAMissingId) {
   const ResourceRef ref = ParseResourceRequest(R"({"kind":"vm","id":"42"})", {"vm", "ssh_key"});
   EXPECT_EQ(ref.kind, "vm");

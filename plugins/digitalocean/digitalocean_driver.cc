@@ -896,6 +896,8 @@ std::string DigitalOceanDriver::ListResources(const std::string& /*request_json*
   for (const auto& d : droplets) {
     kit::ResourceFields r = kit::Resource("vm", json::Str(d, "id"), json::Str(d, "name"));
     r.vm_names = {json::Str(d, "name")};
+    if (auto c = TagsWithPrefix(d, ClusterTag("")); !c.empty()) r.cluster = c.front();
+    if (auto role = TagsWithPrefix(d, RoleTag("")); !role.empty()) r.role = role.front();
     r.region = json::Str(json::Obj(d, "region"), "slug");
     r.created_at = json::Str(d, "created_at");
     if (ObjectPtr size = json::Obj(d, "size"); size && json::Has(size, "price_hourly")) {
@@ -914,6 +916,7 @@ std::string DigitalOceanDriver::ListResources(const std::string& /*request_json*
     if (cluster.empty()) {
       r.vm_names = {name.substr(std::string(kResourcePrefix).size())};
     } else {
+      r.cluster = cluster;
       for (const auto& d : droplets) {
         if (HasTag(d, ClusterTag(cluster))) r.vm_names.push_back(json::Str(d, "name"));
       }
@@ -937,6 +940,7 @@ std::string DigitalOceanDriver::ListResources(const std::string& /*request_json*
     const std::string name = json::Str(v, "name");
     if (name.rfind(kResourcePrefix, 0) != 0 || IsDefaultVpc(v)) continue;
     kit::ResourceFields r = kit::Resource("cluster_network", json::Str(v, "id"), name);
+    r.cluster = name.substr(std::string(kResourcePrefix).size());  // gpuprov-<cluster>
     for (const auto& d : droplets) {
       if (json::Str(d, "vpc_uuid") == r.id) r.vm_names.push_back(json::Str(d, "name"));
     }
@@ -978,8 +982,8 @@ std::string DigitalOceanDriver::DeleteResource(const std::string& request_json) 
   return kit::DeletedResult(d.status != 404);
 }
 
-std::string DigitalOceanDriver::EnsureClusterVpc(const std::string& cluster,
-                                                 const std::string& region) {
+std::string DigitalOceanDriver::FindClusterVpc(const std::string& cluster,
+                                               const std::string& region) {
   const std::string name = kit::ClusterResourceName(cluster);
   for (const auto& v : ListAll("/vpcs", "vpcs", "list VPCs")) {
     if (json::Str(v, "name") != name) continue;
@@ -992,13 +996,34 @@ std::string DigitalOceanDriver::EnsureClusterVpc(const std::string& cluster,
     }
     return json::Str(v, "id");
   }
+  return "";
+}
+
+std::string DigitalOceanDriver::EnsureClusterVpc(const std::string& cluster,
+                                                 const std::string& region) {
+  const std::string name = kit::ClusterResourceName(cluster);
+  if (std::string id = FindClusterVpc(cluster, region); !id.empty()) return id;
   // vpcs_create.yml: name and region; DigitalOcean picks a free ip_range when none is sent.
   Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   body->set("name", name);
   body->set("region", region);
   body->set("description", "gpuprov cluster " + cluster);
   host_.Progress("creating VPC " + name + " in " + region);
-  const kit::ApiAnswer a = api_->Call("POST", "/vpcs", "create VPC " + name, body, {}, false);
+  // VPC names are unique in an account (vpc.yml: "Must be unique"): when another node of the
+  // cluster made it since the lookup above, the create is refused (422 unprocessable_entity,
+  // 409 conflict: vpcs_create.yml's error responses) and that VPC is the cluster's.
+  const kit::ApiAnswer a =
+      api_->Call("POST", "/vpcs", "create VPC " + name, body, {409, 422}, false);
+  if (a.status == 409 || a.status == 422) {
+    if (std::string id = FindClusterVpc(cluster, region); !id.empty()) {
+      host_.Debug("VPC " + name + " was made meanwhile by another node of the cluster (id " + id +
+                  ")");
+      return id;
+    }
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "create VPC " + name + ": DigitalOcean refused it (HTTP " +
+                          std::to_string(a.status) + "): " + json::Str(a.doc, "message"));
+  }
   const std::string id = json::Str(json::Obj(a.doc, "vpc"), "id");
   if (id.empty()) {
     throw DriverError(GPUPROV_STATUS_FAILED, "create VPC " + name + ": DigitalOcean returned no id");
@@ -1049,6 +1074,7 @@ void DigitalOceanDriver::EnsureClusterFirewall(const std::string& cluster,
     host_.Progress("creating firewall " + name + " (" + kit::PeerPortsText(ports) +
                    " between the droplets tagged " + tag + ")");
     api_->Call("POST", "/firewalls", "create firewall " + name, body, {}, false);
+    KeepOneClusterFirewall(cluster);
     return;
   }
   if (rules_of(json::Arr(existing, "inbound_rules")) == rules_of(inbound)) return;
@@ -1056,6 +1082,26 @@ void DigitalOceanDriver::EnsureClusterFirewall(const std::string& cluster,
   // PUT replaces the whole firewall (firewalls_update.yml).
   api_->Call("PUT", "/firewalls/" + Encode(json::Str(existing, "id")), "update firewall " + name,
              body);
+}
+
+void DigitalOceanDriver::KeepOneClusterFirewall(const std::string& cluster) {
+  const std::string name = ClusterFirewallName(cluster);
+  std::vector<std::string> ids;
+  for (const auto& fw : ListAll("/firewalls", "firewalls", "list firewalls")) {
+    if (json::Str(fw, "name") == name && ClusterOfFirewall(fw) == cluster) {
+      ids.push_back(json::Str(fw, "id"));
+    }
+  }
+  if (ids.size() < 2) return;
+  // Every node that made one keeps the smallest id of those it sees and deletes the rest; the
+  // last to look sees them all, so one firewall stays.
+  std::sort(ids.begin(), ids.end());
+  for (std::size_t i = 1; i < ids.size(); ++i) {
+    host_.Debug("deleting firewall " + name + " (id " + ids[i] +
+                "): another node of the cluster made one at the same time");
+    api_->Call("DELETE", "/firewalls/" + Encode(ids[i]), "delete firewall " + name, nullptr,
+               {404});
+  }
 }
 
 void DigitalOceanDriver::RemoveClusterLeftovers(const std::string& cluster,

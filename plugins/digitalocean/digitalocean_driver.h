@@ -139,14 +139,20 @@ class DigitalOceanDriver {
   std::vector<int> OpenPortsOf(const std::string& vm_name, const std::vector<int>& ports);
   ObjectPtr FindFirewall(const std::string& vm_name);
 
-  /// The cluster's VPC "gpuprov-<cluster>" in region, made when missing; its id. A VPC of
-  /// that name in another region is INVALID_INPUT (a leftover: gc removes it).
+  /// The id of the cluster's VPC "gpuprov-<cluster>" in region; "" when there is none. A VPC
+  /// of that name in another region is INVALID_INPUT (a leftover: gc removes it).
+  std::string FindClusterVpc(const std::string& cluster, const std::string& region);
+  /// The cluster's VPC, made when missing; its id. Nodes of one cluster created at once agree
+  /// on one VPC: a create refused for the name (another node made it) takes that one.
   std::string EnsureClusterVpc(const std::string& cluster, const std::string& region);
   /// The cluster's firewall: applied to the droplets tagged gpuprov-cluster:<cluster>,
   /// admitting `ports` from droplets of that tag only; made when missing, its inbound rules
   /// rewritten when they differ.
   void EnsureClusterFirewall(const std::string& cluster,
                              const std::vector<kit::PeerPort>& ports);
+  /// Firewall names are not unique on DigitalOcean: when nodes of one cluster made the
+  /// cluster's firewall at once, all but the one of the smallest id are deleted.
+  void KeepOneClusterFirewall(const std::string& cluster);
   /// Removes the cluster's firewall and VPC once no droplet but `leaving_id` carries its tag.
   void RemoveClusterLeftovers(const std::string& cluster, const std::string& leaving_id);
 

@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -458,6 +460,19 @@ TEST_F(DigitalOceanEmulatorTest, AClusterSharesAVpcAndAFirewallByTagThatGoWithIt
   ASSERT_EQ(listed.status, GPUPROV_STATUS_OK) << listed;
   EXPECT_TRUE(Contains(listed.json, R"("kind":"cluster_firewall")")) << listed.json;
   EXPECT_TRUE(Contains(listed.json, R"("kind":"cluster_network")")) << listed.json;
+  // ... and each droplet and the cluster's things as the cluster's, so gc knows an agent (and
+  // a network) whose server is gone.
+  Object::Ptr doc = Poco::JSON::Parser().parse(listed.json).extract<Object::Ptr>();
+  std::map<std::string, std::string> cluster_role;  // "kind name" -> "cluster/role"
+  for (size_t i = 0; i < doc->getArray("resources")->size(); ++i) {
+    Object::Ptr r = doc->getArray("resources")->getObject(i);
+    cluster_role[r->getValue<std::string>("kind") + " " + r->getValue<std::string>("name")] =
+        r->optValue<std::string>("cluster", "") + "/" + r->optValue<std::string>("role", "");
+  }
+  EXPECT_EQ(cluster_role["vm train"], "train/server") << listed.json;
+  EXPECT_EQ(cluster_role["vm train-agent-1"], "train/agent") << listed.json;
+  EXPECT_EQ(cluster_role["cluster_network gpuprov-train"], "train/") << listed.json;
+  EXPECT_EQ(cluster_role["cluster_firewall gpuprov-train-peers"], "train/") << listed.json;
 
   // The server goes: the cluster's things stay for the agent; the agent goes: they go too.
   ASSERT_EQ(driver.Delete(R"({"id":")" + server.Vm()->getValue<std::string>("id") +
@@ -492,6 +507,53 @@ TEST_F(DigitalOceanEmulatorTest, CapacityOnTheThirdNodeOfAClusterLeavesTheOthers
   OpResult third = driver.Create(ClusterCreate(CreateRequest("train-agent-2"), "train", "agent"));
   EXPECT_EQ(third.status, GPUPROV_STATUS_CAPACITY) << third;
   EXPECT_EQ(emulator_->Count("instances"), 2);
+}
+
+// The nodes of one cluster created at once (one driver handle each, as the ABI asks) race to
+// make the VPC gpuprov-<cluster>: DigitalOcean refuses a second VPC of that name, and the
+// node that lost takes the VPC the other made. One VPC, every droplet in it, no create fails.
+TEST_F(DigitalOceanEmulatorTest, NodesOfAClusterCreatedAtOnceShareOneVpc) {
+  // Every request answered later, as a distant API is: the nodes' VPC lookups all come back
+  // empty before any VPC is made, so their creates race.
+  ASSERT_EQ(emulator_->Control("POST", "/settings",
+                               R"({"cloud":"digitalocean","api_latency_ms":150})")
+                .status,
+            200);
+  struct NoLatencyAfter {
+    ~NoLatencyAfter() {
+      emulator_->Control("POST", "/settings", R"({"cloud":"digitalocean","api_latency_ms":0})");
+    }
+  } no_latency_after;
+  const std::vector<std::string> names = {"race", "race-agent-1", "race-agent-2", "race-agent-3"};
+  std::vector<std::unique_ptr<Driver>> drivers;
+  for (size_t i = 0; i < names.size(); ++i) drivers.push_back(std::make_unique<Driver>(Config()));
+  std::vector<OpResult> results(names.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < names.size(); ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = drivers[i]->Create(
+          ClusterCreate(CreateRequest(names[i]), "race", i == 0 ? "server" : "agent"));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < names.size(); ++i) {
+    ASSERT_EQ(results[i].status, GPUPROV_STATUS_OK) << names[i] << ": " << results[i] << "\n"
+                                                    << drivers[i]->host().All();
+  }
+  EXPECT_EQ(emulator_->Count("vpcs"), 1);
+  EXPECT_EQ(emulator_->Count("instances"), static_cast<long long>(names.size()));
+  std::set<std::string> vpc_of_droplets;
+  for (const auto& r : results) {
+    Object::Ptr droplet = emulator_->Http("GET", emulator_->do_url() + "/droplets/" +
+                                                     r.Vm()->getValue<std::string>("id"),
+                                          "", true)
+                              .Doc()
+                              ->getObject("droplet");
+    vpc_of_droplets.insert(droplet->getValue<std::string>("vpc_uuid"));
+  }
+  EXPECT_EQ(vpc_of_droplets.size(), 1u);
+  // One firewall per droplet and the cluster's one.
+  EXPECT_EQ(emulator_->Count("firewalls"), static_cast<long long>(names.size()) + 1);
 }
 
 TEST_F(DigitalOceanEmulatorTest, QuotaIsReported) {

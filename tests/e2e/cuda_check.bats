@@ -27,15 +27,6 @@ provision_cu() {
   echo "$output"
 }
 
-# no_check_pod_left: the API has no gpuprov-cuda-check pod (the check deletes its pod).
-no_check_pod_left() {
-  run env KUBECONFIG="$GPUPROV_HOME/kube/cu.yaml" kubectl get pods -A -o name
-  echo "$output"
-  [ "$status" -eq 0 ]
-  [[ "$output" == *"pod/coredns-"* ]]
-  [[ "$output" != *"gpuprov-cuda-check"* ]]
-}
-
 # cuda_fails_then_heals BREAK HEAL MESSAGE HINT: with BREAK run on the node, a re-run of the same
 # provision fails with "the CUDA check failed on cu: MESSAGE" and HINT, keeps the VM and leaves no
 # check pod; after HEAL it passes again.
@@ -51,7 +42,7 @@ cuda_fails_then_heals() {
   [ "$(field cu phase)" = failed ]
   [[ "$(field cu probe.cuda_check)" == "failed: the CUDA check failed on cu: $3"* ]]
   [ "$(count digitalocean instances)" -eq 1 ]
-  no_check_pod_left
+  no_check_pod_left "$GPUPROV_HOME/kube/cu.yaml"
   run "$GPUPROV" ssh cu -- "$2"
   [ "$status" -eq 0 ]
   provision_cu
@@ -65,11 +56,11 @@ cuda_fails_then_heals() {
   assert_cuda_check
   [ "$(field cu probe.cuda_check)" = "passed: Done" ]
   field cu phase_seconds.cuda
-  no_check_pod_left
+  no_check_pod_left "$GPUPROV_HOME/kube/cu.yaml"
   provision_cu
   [ "$status" -eq 0 ]
   assert_cuda_check
-  no_check_pod_left
+  no_check_pod_left "$GPUPROV_HOME/kube/cu.yaml"
 }
 
 @test "--no-smoke-test skips the CUDA check, and says so in the record" {

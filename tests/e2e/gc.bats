@@ -163,6 +163,50 @@ assert all("users" not in n for _, n in kinds), kinds'
   [ "$(count digitalocean instances)" -eq 1 ]
 }
 
+@test "digitalocean: gc knows agent VMs by their tags: a lost agent record, then a lost server record, and --delete leaves nothing" {
+  # A 3-node cluster whose VMs are made and recorded (SSH never answers on this backend: each
+  # node ends failed, its VM and record kept).
+  run "$GPUPROV" provision --name gcc --cloud digitalocean --gpus H100:1 --nodes 3
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$(count digitalocean instances)" -eq 3 ]
+  [ "$(count digitalocean vpcs)" -eq 1 ]
+  # An agent whose record is lost is an orphan, with its own firewall; the rest is the cluster's.
+  rm "$GPUPROV_HOME/state/gcc-agent-2.json"
+  run gc_lines --cloud digitalocean
+  echo "$output"
+  [ "$output" = "digitalocean firewall gpuprov-gcc-agent-2 gcc-agent-2
+digitalocean vm gcc-agent-2 gcc-agent-2" ]
+  run "$GPUPROV" gc -o json --cloud digitalocean
+  echo "$output" | /usr/bin/python3 -c '
+import json, sys
+vm = [o for o in json.load(sys.stdin)["clouds"][0]["orphans"] if o["kind"] == "vm"][0]
+assert (vm["cluster"], vm["role"]) == ("gcc", "agent"), vm'
+  # The server's record is lost: the agent whose record is still here is an orphan too, and
+  # so is everything of the cluster (its network and firewall, each node's own firewall).
+  rm "$GPUPROV_HOME/state/gcc.json"
+  [ -f "$GPUPROV_HOME/state/gcc-agent-1.json" ]
+  run gc_lines --cloud digitalocean
+  echo "$output"
+  [[ "$output" == *"digitalocean ssh_key gpuprov-"*" gcc,gcc-agent-1,gcc-agent-2"* ]]
+  [ "$(echo "$output" | grep -v ' ssh_key ')" = "digitalocean cluster_firewall gpuprov-gcc-peers gcc,gcc-agent-1,gcc-agent-2
+digitalocean cluster_network gpuprov-gcc gcc,gcc-agent-1,gcc-agent-2
+digitalocean firewall gpuprov-gcc gcc
+digitalocean firewall gpuprov-gcc-agent-1 gcc-agent-1
+digitalocean firewall gpuprov-gcc-agent-2 gcc-agent-2
+digitalocean vm gcc gcc
+digitalocean vm gcc-agent-1 gcc-agent-1
+digitalocean vm gcc-agent-2 gcc-agent-2" ]
+  run "$GPUPROV" gc --cloud digitalocean --delete --yes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  wait_count digitalocean instances 0
+  [ "$(count digitalocean firewalls)" -eq 0 ]
+  [ "$(count digitalocean vpcs)" -eq 0 ]
+  run gc_lines --cloud digitalocean
+  [ "$output" = "" ]
+}
+
 @test "gc: an ABI 1.1 driver is named as unable to list orphans; a bad flag is a usage error" {
   local fixtures="$BUILD_DIR/tests/fixture-drivers"
   run "$GPUPROV" --driver-path "$fixtures" gc --cloud abi11

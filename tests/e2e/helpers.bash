@@ -455,6 +455,17 @@ JSON
   chmod 0600 "$GPUPROV_HOME/state/$1.json"
 }
 
+# no_check_pod_left KUBECONFIG: the API has no gpuprov-cuda-check pod (the CUDA check deletes
+# its pods, on one node as on every node of a cluster).
+no_check_pod_left() {
+  run env KUBECONFIG="$1" kubectl get pods -A -o name
+  echo "$output"
+  # shellcheck disable=SC2154  # status: set by bats' run
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"pod/coredns-"* ]]
+  [[ "$output" != *"gpuprov-cuda-check"* ]]
+}
+
 # assert_cuda_check: $output, of a GPU provision with Kubernetes, ends its phases with the CUDA
 # check (a pod requesting the GPUs ran a CUDA program), said with its time.
 assert_cuda_check() {

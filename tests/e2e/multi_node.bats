@@ -121,6 +121,11 @@ nothing_made() {
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"mn: 3 of 3 nodes in the cluster"* ]]
+  # --no-smoke-test: no CUDA check on any node, and each record says so.
+  [[ "$output" != *"running a CUDA program"* ]]
+  [[ "$output" != *"CUDA check passed"* ]]
+  [ "$(cluster_json mn "c['nodes'][0]['probe']['cuda_check']")" = "skipped (smoke test off)" ]
+  [ "$(cluster_json mn "c['nodes'][2]['probe']['cuda_check']")" = "skipped (smoke test off)" ]
   # The token travels only over SSH: never in a log line, a record or the kubeconfig.
   [[ "$output" != *"::server:"* ]]
   ! grep -rq "::server:" "$GPUPROV_HOME/state" "$GPUPROV_HOME/kube"
@@ -147,6 +152,57 @@ nothing_made() {
   [ "$status" -eq 0 ]
   [ ! -e "$GPUPROV_HOME/state/mn-agent-1.json" ]
   [ ! -e "$GPUPROV_HOME/state/mn-agent-2.json" ]
+  expect_nothing_left digitalocean
+}
+
+@test "digitalocean: the CUDA check runs on every node at once, each pod bound to its node; a node whose check fails is named (exit 1); every node has its own TTL timer" {
+  run "$GPUPROV" provision --name mg --cloud digitalocean --gpus H100:1 --nodes 3 --ttl 2h --idle-ttl 1h
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"mg: 3 of 3 nodes in the cluster"* ]]
+  [[ "$output" == *"running a CUDA program on each of 3 nodes at once"* ]]
+  # Node by node: each check ran on its own node (the simulator runs a bound pod there).
+  local vm k
+  for vm in mg mg-agent-1 mg-agent-2; do
+    [[ "$output" == *"CUDA check passed on $vm (node "*"): Done"* ]]
+  done
+  [[ "$output" == *", CUDA check passed ("* ]]
+  for k in 0 1 2; do
+    [ "$(cluster_json mg "c['nodes'][$k]['probe']['cuda_check']")" = "passed: Done" ]
+  done
+  no_check_pod_left "$GPUPROV_HOME/kube/mg.yaml"
+  # TTL and idle TTL on every node: each node's own timer with the cluster's deadline.
+  local deadline=""
+  for k in 0 1 2; do
+    run "$GPUPROV" ssh mg --node "$k" -- 'systemctl is-active gpuprov-ttl.timer; cat /etc/gpuprov/ttl.conf'
+    echo "node $k: $output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"active"* ]]
+    [[ "$output" == *"deadline="[0-9]* ]]
+    [[ "$output" == *"idle_seconds=3600"* ]]
+    local d="${output#*deadline=}"
+    d="${d%%[!0-9]*}"
+    [ -z "$deadline" ] || [ "$d" = "$deadline" ]
+    deadline=$d
+  done
+  [ -n "$(cluster_json mg "c['nodes'][2]['ttl_deadline']")" ]
+  # An agent that cannot pull the check's image (its kubelet's fault file; a re-run's installer
+  # leaves it, as it would not a GPU state it can repair): its check fails, it is named with the
+  # cause, the others pass, exit 1; no check pod is left.
+  run "$GPUPROV" ssh mg --node 2 -- "echo 'image-unpullable nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda11.7.1-ubuntu20.04' >/etc/gpuprov-testvm/k3s-faults"
+  [ "$status" -eq 0 ]
+  run "$GPUPROV" provision --name mg --cloud digitalocean --gpus H100:1 --nodes 3
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"mg: 2 of 3 nodes in the cluster"* ]]
+  [[ "$output" == *"CUDA check passed on mg (node "* ]]
+  [[ "$output" == *"CUDA check passed on mg-agent-1 (node "* ]]
+  [[ "$output" == *"mg-agent-2"*"not in the cluster: the CUDA check failed on mg-agent-2: the node could not pull the image"* ]]
+  [[ "$output" == *"gpuprov ssh mg-agent-2 -- sudo k3s crictl pull"* ]]
+  [[ "$(cluster_json mg "c['nodes'][2]['probe']['cuda_check']")" == "failed: the CUDA check failed on mg-agent-2: the node could not pull the image"* ]]
+  no_check_pod_left "$GPUPROV_HOME/kube/mg.yaml"
+  run "$GPUPROV" down mg --yes
+  [ "$status" -eq 0 ]
   expect_nothing_left digitalocean
 }
 
