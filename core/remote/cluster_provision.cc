@@ -239,7 +239,10 @@ void ClusterProvision::BringUpServerWhileAgentsPrepare() {
       Guarded(a, n->outcome, true, [&] {
         a.rec_.phase = "installing";
         a.Save();
-        const InstallerArgs args = a.K3sArgs();
+        InstallerArgs args = a.K3sArgs();
+        // Tunnel access: the agent's node firewall too admits SSH and, from the peers only,
+        // k3s's ports (its kubelet would otherwise answer the internet).
+        args.node_firewall = NodeFirewallFor(a.plan_);
         if (a.plan_.boot_route && !a.plan_.startup_script) {
           // The boot run first (it would otherwise run after ours and undo the join's settings).
           n->shell->RunAsRoot("wait for the boot install",
@@ -288,7 +291,8 @@ void ClusterProvision::JoinAgents() {
     threads.emplace_back([n, &token, &url] {
       Provision& a = *n->provision;
       Guarded(a, n->outcome, true, [&] {
-        const InstallerArgs args = a.K3sArgs();
+        InstallerArgs args = a.K3sArgs();
+        args.node_firewall = NodeFirewallFor(a.plan_);
         SshRunResult joined = n->shell->RunAsRoot("join the cluster", AgentJoinCommand(args, url),
                                                   token + "\n", std::chrono::minutes(10));
         if (joined.exit_status != 0) {

@@ -32,6 +32,7 @@ setup() {
 }
 
 teardown() {
+  [ -z "${TUNNEL_PID:-}" ] || stop_child TERM "$TUNNEL_PID" || true
   reset_emulators
 }
 
@@ -44,15 +45,39 @@ c = [v for v in json.load(sys.stdin) if v['name'] == '$1'][0]
 print($2)"
 }
 
-# ready_nodes KUBECONFIG: how many nodes kubectl shows Ready.
+# ready_nodes KUBECONFIG [KUBECTL ARGS...]: how many nodes kubectl shows Ready.
 ready_nodes() {
-  KUBECONFIG=$1 kubectl get nodes --no-headers | awk '$2 == "Ready"' | wc -l
+  KUBECONFIG=$1 kubectl "${@:2}" get nodes --no-headers | awk '$2 == "Ready"' | wc -l
 }
 
-# gpu_sum KUBECONFIG: nvidia.com/gpu allocatable summed over the nodes.
+# gpu_sum KUBECONFIG [KUBECTL ARGS...]: nvidia.com/gpu allocatable summed over the nodes.
 gpu_sum() {
-  KUBECONFIG=$1 kubectl get nodes -o jsonpath='{range .items[*]}{.status.allocatable.nvidia\.com/gpu}{"\n"}{end}' |
+  KUBECONFIG=$1 kubectl "${@:2}" get nodes -o jsonpath='{range .items[*]}{.status.allocatable.nvidia\.com/gpu}{"\n"}{end}' |
     awk '{s += $1} END {print s + 0}'
+}
+
+# peer_rules: from an `nft list table inet gpuprov` listing on stdin, the node firewall's rules
+# that admit sources other than the pod networks, one a line, sorted: "ADDRESSES MATCH" with
+# the addresses sorted and joined by commas ("127.90.0.2,127.90.0.3 tcp dport { 6443, 10250 }").
+peer_rules() {
+  /usr/bin/python3 -c '
+import re, sys
+rules = []
+for line in sys.stdin:
+    m = re.search(r"ip6? saddr (\{ [^}]* \}|\S+)(.*) accept$", line.strip())
+    if not m:
+        continue
+    sources = sorted(m.group(1).strip("{} ").split(", "))
+    if all(a.startswith(("10.42.", "10.43.")) for a in sources):  # k3s pod and service CIDRs
+        continue
+    rules.append(",".join(sources) + " " + m.group(2).strip())
+print("\n".join(sorted(rules)))'
+}
+
+# tcp_connects NODE ADDRESS PORT: status 0 when node NODE of cluster mp opens a TCP connection
+# to ADDRESS:PORT within 3 s.
+tcp_connects() {
+  "$GPUPROV" ssh mp --node "$1" -- "timeout 3 bash -c '</dev/tcp/$2/$3'"
 }
 
 # Nothing of NAME exists: no record, no container.
@@ -211,16 +236,48 @@ nothing_made() {
 }
 
 @test "primeintellect (SSH route, tunnel): --nodes 3, peers admitted by the node firewall, one validated cluster" {
-  # The emulator gives Prime Intellect's cluster nodes no private address, and their public
-  # addresses are loopback addresses of this machine that publish port 22 only, so an agent's
-  # k3s cannot reach the server's 6443 (connection refused); seen 2026-12-06.
-  skip "the primeintellect test VMs of one cluster cannot reach each other's public addresses"
-  run "$GPUPROV" provision --name mp --cloud primeintellect --gpus H100:1 --nodes 3 --no-smoke-test
+  # No private network on Prime Intellect: the nodes join and validate (every node Ready with
+  # its GPU, the overlay check) over their public addresses, which the emulator makes reachable
+  # between its pods on every port, as the cloud does; each node's firewall admits the others.
+  run "$GPUPROV" -v provision --name mp --cloud primeintellect --gpus H100:1 --nodes 3 --no-smoke-test
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"mp: 3 of 3 nodes in the cluster"* ]]
+  [[ "$output" != *"::server:"* ]]
+  ! grep -rq "::server:" "$GPUPROV_HOME/state" "$GPUPROV_HOME/kube"
   [ "$(cluster_json mp "len(c['nodes'])")" -eq 3 ]
   [ "$(cluster_json mp "c['access']")" = tunnel ]
+  local k addresses=()
+  for k in 0 1 2; do
+    [ -z "$(cluster_json mp "c['nodes'][$k]['private_ip']")" ]
+    addresses+=("$(cluster_json mp "c['nodes'][$k]['address']")")
+    [[ "${addresses[$k]}" == 127.* ]]
+  done
+  # kubectl through gpuprov tunnel: three Ready nodes, one GPU each.
+  local port kc="$GPUPROV_HOME/kube/mp.yaml"
+  port=$(free_port)
+  start_tunnel mp "$port"
+  [ "$(ready_nodes "$kc" --server "https://127.0.0.1:$port")" -eq 3 ]
+  [ "$(gpu_sum "$kc" --server "https://127.0.0.1:$port")" -eq 3 ]
+  stop_child INT "$TUNNEL_PID" || true
+  wait "$TUNNEL_PID" || true
+  TUNNEL_PID=
+  # Each node's firewall admits exactly the two others, on 6443/tcp, 10250/tcp and 51820/udp.
+  local expected others
+  for k in 0 1 2; do
+    others=$(printf '%s\n' "${addresses[@]}" | grep -vxF "${addresses[$k]}" | sort | paste -sd,)
+    expected=$(printf '%s tcp dport { 6443, 10250 }\n%s udp dport 51820' "$others" "$others")
+    run "$GPUPROV" ssh mp --node "$k" -- nft list table inet gpuprov
+    echo "node $k: $output"
+    [ "$status" -eq 0 ]
+    [ "$(peer_rules <<<"$output")" = "$expected" ]
+  done
+  # The firewall is what filters: an agent reaches the server's API at its public address, not
+  # a port the server listens on that the firewall does not admit.
+  "$GPUPROV" ssh mp -- "setsid python3 -m http.server 18080 >/dev/null 2>&1 </dev/null &"
+  wait_for 10 tcp_connects 0 127.0.0.1 18080
+  tcp_connects 1 "${addresses[0]}" 6443
+  ! tcp_connects 1 "${addresses[0]}" 18080
   run "$GPUPROV" down mp --yes
   [ "$status" -eq 0 ]
   expect_nothing_left primeintellect
