@@ -89,6 +89,10 @@ const std::vector<PeerPort>& ClusterPeerPorts() {
   return kPorts;
 }
 
+std::string PeerAddress(const VmRecord& rec) {
+  return rec.private_ip.empty() ? rec.public_ip : rec.private_ip;
+}
+
 std::string ReadJoinToken(NodeShell& server, const std::string& cluster) {
   const SshRunResult r = server.RunAsRoot("read the join token", std::string("cat ") + kJoinTokenPath,
                                           "", std::chrono::seconds(30));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cloud.h"
+#include "state_store.h"
 
 namespace gpuprov {
 
@@ -20,6 +21,9 @@ inline constexpr const char* kJoinTokenPath = "/var/lib/rancher/k3s/server/node-
 /// Between the nodes of a cluster, only what k3s needs (https://docs.k3s.io/installation/
 /// requirements#networking): the API, the kubelet and flannel's wireguard-native backend.
 const std::vector<PeerPort>& ClusterPeerPorts();
+
+/// The address the other nodes reach a node at: its private one where the cloud has one.
+std::string PeerAddress(const VmRecord& rec);
 
 /// The server's join token, read over SSH. Throws Error (never quoting what the file holds)
 /// when it is missing or not one line in k3s's form (K10<hex>::server:<secret>, or a bare

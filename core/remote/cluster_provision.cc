@@ -56,11 +56,6 @@ void Guarded(Provision& p, NodeOutcome& outcome, bool after_create, Step&& step)
   }
 }
 
-/// The address the other nodes reach a node at: its private one where the cloud has one.
-std::string PeerAddress(const VmRecord& rec) {
-  return rec.private_ip.empty() ? rec.public_ip : rec.private_ip;
-}
-
 }  // namespace
 
 std::vector<std::string> NodeReportLines(const std::vector<NodeOutcome>& nodes) {
@@ -219,6 +214,18 @@ void ClusterProvision::BringUpServer() {
       if (r.exit_status != 0) {
         throw Error("the installer failed on " + s.name_ + " with the cluster's addresses (exit " +
                         std::to_string(r.exit_status) + "): " + TrimSpace(r.stderr_text),
+                    "look at " + std::string(kNodeInstallLog) + " with `gpuprov ssh " + s.name_ +
+                        "`, then re-run the same `gpuprov provision`");
+      }
+    } else if (!NodeFirewallFor(s.plan_).empty()) {
+      // Bring-up leaves a server installed before as it is (a re-run, `scale` up): its node
+      // firewall is told the cluster's nodes now (a no-op when they are the ones it admits).
+      const SshRunResult r = server.shell->RunAsRoot(
+          "node firewall peers", PeersOnlyCommand(s.peers_), "", std::chrono::minutes(2));
+      if (r.exit_status != 0) {
+        throw Error("the node firewall of " + s.name_ + " could not admit the cluster's nodes " +
+                        "(exit " + std::to_string(r.exit_status) + "): " +
+                        TrimSpace(r.stderr_text),
                     "look at " + std::string(kNodeInstallLog) + " with `gpuprov ssh " + s.name_ +
                         "`, then re-run the same `gpuprov provision`");
       }

@@ -4,6 +4,7 @@
 # record, no cloud call that creates.
 
 load helpers
+bats_require_minimum_version 1.5.0
 
 setup_file() {
   export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
@@ -74,10 +75,45 @@ for line in sys.stdin:
 print("\n".join(sorted(rules)))'
 }
 
-# tcp_connects NODE ADDRESS PORT: status 0 when node NODE of cluster mp opens a TCP connection
-# to ADDRESS:PORT within 3 s.
+# node_addresses NAME: the public address of each node of cluster NAME, one a line, by index.
+node_addresses() {
+  cluster_json "$1" "'\\n'.join(n['address'] for n in c['nodes'])"
+}
+
+# expect_firewall_peers NAME NODE ADDRESS...: status 0 when node NODE of cluster NAME has a node
+# firewall admitting exactly ADDRESS... on 6443/tcp, 10250/tcp and 51820/udp (and no other
+# sources but k3s's pod and service networks).
+expect_firewall_peers() {
+  local name=$1 node=$2 peers expected
+  shift 2
+  peers=$(printf '%s\n' "$@" | sort | paste -sd,)
+  expected=$(printf '%s tcp dport { 6443, 10250 }\n%s udp dport 51820' "$peers" "$peers")
+  run "$GPUPROV" ssh "$name" --node "$node" -- nft list table inet gpuprov
+  echo "$name node $node: $output"
+  [ "$status" -eq 0 ] && [ "$(peer_rules <<<"$output")" = "$expected" ]
+}
+
+# through_tunnel NAME FUNCTION: FUNCTION KUBECONFIG --server URL with `gpuprov tunnel NAME` on a
+# free local port for the time it runs (tunnel-access clusters), once the API answers through it
+# (up to 30 s); kubectl's node list and the tunnel's messages go to stderr.
+through_tunnel() {
+  local port rc=0 kc="$GPUPROV_HOME/kube/$1.yaml"
+  port=$(free_port)
+  start_tunnel "$1" "$port"
+  wait_for 30 env KUBECONFIG="$kc" kubectl --server "https://127.0.0.1:$port" get --raw /readyz >/dev/null 2>&1 || true
+  "$2" "$kc" --server "https://127.0.0.1:$port" || rc=$?
+  KUBECONFIG="$kc" kubectl --server "https://127.0.0.1:$port" get nodes >&2 || true
+  cat "$BATS_TEST_TMPDIR/tunnel.err" >&2
+  stop_child INT "$TUNNEL_PID" || true
+  wait "$TUNNEL_PID" || true
+  TUNNEL_PID=
+  return "$rc"
+}
+
+# tcp_connects NAME NODE ADDRESS PORT: status 0 when node NODE of cluster NAME opens a TCP
+# connection to ADDRESS:PORT within 3 s.
 tcp_connects() {
-  "$GPUPROV" ssh mp --node "$1" -- "timeout 3 bash -c '</dev/tcp/$2/$3'"
+  "$GPUPROV" ssh "$1" --node "$2" -- "timeout 3 bash -c '</dev/tcp/$3/$4'"
 }
 
 # Nothing of NAME exists: no record, no container.
@@ -244,41 +280,55 @@ nothing_made() {
   [ "$status" -eq 0 ]
   [[ "$output" == *"mp: 3 of 3 nodes in the cluster"* ]]
   [[ "$output" != *"::server:"* ]]
-  ! grep -rq "::server:" "$GPUPROV_HOME/state" "$GPUPROV_HOME/kube"
+  run ! grep -rq "::server:" "$GPUPROV_HOME/state" "$GPUPROV_HOME/kube"
   [ "$(cluster_json mp "len(c['nodes'])")" -eq 3 ]
   [ "$(cluster_json mp "c['access']")" = tunnel ]
-  local k addresses=()
-  for k in 0 1 2; do
-    [ -z "$(cluster_json mp "c['nodes'][$k]['private_ip']")" ]
-    addresses+=("$(cluster_json mp "c['nodes'][$k]['address']")")
-    [[ "${addresses[$k]}" == 127.* ]]
-  done
+  [ -z "$(cluster_json mp "''.join(n['private_ip'] for n in c['nodes'])")" ]
+  local a
+  mapfile -t a < <(node_addresses mp)
+  [[ "${a[0]}" == 127.* && "${a[1]}" == 127.* && "${a[2]}" == 127.* ]]
   # kubectl through gpuprov tunnel: three Ready nodes, one GPU each.
-  local port kc="$GPUPROV_HOME/kube/mp.yaml"
-  port=$(free_port)
-  start_tunnel mp "$port"
-  [ "$(ready_nodes "$kc" --server "https://127.0.0.1:$port")" -eq 3 ]
-  [ "$(gpu_sum "$kc" --server "https://127.0.0.1:$port")" -eq 3 ]
-  stop_child INT "$TUNNEL_PID" || true
-  wait "$TUNNEL_PID" || true
-  TUNNEL_PID=
+  [ "$(through_tunnel mp ready_nodes)" -eq 3 ]
+  [ "$(through_tunnel mp gpu_sum)" -eq 3 ]
   # Each node's firewall admits exactly the two others, on 6443/tcp, 10250/tcp and 51820/udp.
-  local expected others
-  for k in 0 1 2; do
-    others=$(printf '%s\n' "${addresses[@]}" | grep -vxF "${addresses[$k]}" | sort | paste -sd,)
-    expected=$(printf '%s tcp dport { 6443, 10250 }\n%s udp dport 51820' "$others" "$others")
-    run "$GPUPROV" ssh mp --node "$k" -- nft list table inet gpuprov
-    echo "node $k: $output"
-    [ "$status" -eq 0 ]
-    [ "$(peer_rules <<<"$output")" = "$expected" ]
-  done
+  expect_firewall_peers mp 0 "${a[1]}" "${a[2]}"
+  expect_firewall_peers mp 1 "${a[0]}" "${a[2]}"
+  expect_firewall_peers mp 2 "${a[0]}" "${a[1]}"
   # The firewall is what filters: an agent reaches the server's API at its public address, not
   # a port the server listens on that the firewall does not admit.
   "$GPUPROV" ssh mp -- "setsid python3 -m http.server 18080 >/dev/null 2>&1 </dev/null &"
-  wait_for 10 tcp_connects 0 127.0.0.1 18080
-  tcp_connects 1 "${addresses[0]}" 6443
-  ! tcp_connects 1 "${addresses[0]}" 18080
+  wait_for 10 tcp_connects mp 0 127.0.0.1 18080
+  tcp_connects mp 1 "${a[0]}" 6443
+  run ! tcp_connects mp 1 "${a[0]}" 18080
   run "$GPUPROV" down mp --yes
+  [ "$status" -eq 0 ]
+  expect_nothing_left primeintellect
+}
+
+@test "primeintellect: scale up to 3 and down to 2; each node's firewall admits exactly the nodes there are" {
+  run "$GPUPROV" provision --name mq --cloud primeintellect --gpus H100:1 --nodes 2 --no-smoke-test
+  echo "$output"
+  [ "$status" -eq 0 ]
+  run "$GPUPROV" scale mq --nodes 3
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(count primeintellect instances)" -eq 3 ]
+  [ "$(through_tunnel mq ready_nodes)" -eq 3 ]
+  local a
+  mapfile -t a < <(node_addresses mq)
+  expect_firewall_peers mq 0 "${a[1]}" "${a[2]}"
+  expect_firewall_peers mq 1 "${a[0]}" "${a[2]}"
+  expect_firewall_peers mq 2 "${a[0]}" "${a[1]}"
+  run "$GPUPROV" scale mq --nodes 2
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ ! -e "$GPUPROV_HOME/state/mq-agent-2.json" ]
+  [ "$(count primeintellect instances)" -eq 2 ]
+  [ "$(through_tunnel mq ready_nodes)" -eq 2 ]
+  # The removed agent's address is no longer admitted by the nodes that stay.
+  expect_firewall_peers mq 0 "${a[1]}"
+  expect_firewall_peers mq 1 "${a[0]}"
+  run "$GPUPROV" down mq --yes
   [ "$status" -eq 0 ]
   expect_nothing_left primeintellect
 }
