@@ -199,7 +199,8 @@ std::string PublicNetworkScript(const PublicEndpoint& self,
          " chain to_wire {\n  type filter hook postrouting priority 310; policy accept;\n" + out +
          "  oifname \"$dev\" drop\n }\n}\nEOF\n"
          "for d in $(ip route show" + proto + " | awk '{print $1}'); do\n"
-         "  case \"" + listed + " \" in *\" $d \"*) ;; *) ip route del \"$d\"" + proto + " ;; esac\n"
+         "  case \"" + listed + " \" in *\" $d \"*) ;;\n"
+         "    *) ip route del \"$d\"" + proto + " ;;\n  esac\n"
          "done\n" + routes;
 }
 
@@ -675,7 +676,8 @@ class DockerBackend : public InstanceBackend {
       private_ip = it->second.private_ip;
       ingress = it->second.ingress;
     }
-    if (const std::string problem = RunInNetns(pid, "nft -f", CloudFirewallScript(private_ip, ingress));
+    if (const std::string problem =
+            RunInNetns(pid, "nft -f", CloudFirewallScript(private_ip, ingress));
         !problem.empty()) {
       std::fprintf(stderr, "gpuprov-emulator: cannot set the cloud firewall of %s: %s\n",
                    private_ip.c_str(), problem.c_str());
