@@ -220,15 +220,7 @@ void ClusterProvision::BringUpServer() {
     } else if (!NodeFirewallFor(s.plan_).empty()) {
       // Bring-up leaves a server installed before as it is (a re-run, `scale` up): its node
       // firewall is told the cluster's nodes now (a no-op when they are the ones it admits).
-      const SshRunResult r = server.shell->RunAsRoot(
-          "node firewall peers", PeersOnlyCommand(s.peers_), "", std::chrono::minutes(2));
-      if (r.exit_status != 0) {
-        throw Error("the node firewall of " + s.name_ + " could not admit the cluster's nodes " +
-                        "(exit " + std::to_string(r.exit_status) + "): " +
-                        TrimSpace(r.stderr_text),
-                    "look at " + std::string(kNodeInstallLog) + " with `gpuprov ssh " + s.name_ +
-                        "`, then re-run the same `gpuprov provision`");
-      }
+      SetNodeFirewallPeers(*server.shell, s.name_, s.peers_, "gpuprov provision");
     }
     s.MergeKubeconfigIfAsked();
   });

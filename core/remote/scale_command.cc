@@ -14,7 +14,6 @@
 #include "down_command.h"
 #include "error.h"
 #include "gpu_request.h"
-#include "installer_bundle.h"
 #include "interrupt.h"
 #include "kube_api_client.h"
 #include "node_shell.h"
@@ -198,16 +197,8 @@ int RunScale(const AppContext& app, const ScaleOptions& options) {
       }
       SshSession node_session =
           SshSession::Connect(SshTargetOf(app, n), std::chrono::seconds(30));
-      const SshRunResult r = SshNodeShell(&node_session)
-                                 .RunAsRoot("node firewall peers", PeersOnlyCommand(others), "",
-                                            std::chrono::minutes(2));
-      if (r.exit_status != 0) {
-        throw Error("the node firewall of " + n.name + " could not be set to the cluster's " +
-                        "nodes (exit " + std::to_string(r.exit_status) + "): " +
-                        TrimSpace(r.stderr_text),
-                    "look at " + std::string(kNodeInstallLog) + " with `gpuprov ssh " + n.name +
-                        "`, then run the same `gpuprov scale` again");
-      }
+      SshNodeShell node_shell(&node_session);
+      SetNodeFirewallPeers(node_shell, n.name, others, "gpuprov scale");
     }
   }
   console.Result(options.name + ": " + std::to_string(peers.size()) + " node(s)\n");

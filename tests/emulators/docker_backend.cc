@@ -1153,23 +1153,17 @@ class DockerBackend : public InstanceBackend {
       Fail(id, "docker: the container has no network address");
       return false;
     }
-    std::string private_ip;
-    if (!network_name.empty()) {
-      auto a = info->network_addresses.find(network_name);
+    // The container's address on each network it was attached to ("" for none).
+    std::string private_ip, public_wire_ip;
+    for (const auto& [name, address] : {std::pair{network_name, &private_ip},
+                                        std::pair{public_network_name, &public_wire_ip}}) {
+      if (name.empty()) continue;
+      auto a = info->network_addresses.find(name);
       if (a == info->network_addresses.end()) {
-        Fail(id, "docker: the container has no address on " + network_name);
+        Fail(id, "docker: the container has no address on " + name);
         return false;
       }
-      private_ip = a->second;
-    }
-    std::string public_wire_ip;
-    if (!public_network_name.empty()) {
-      auto a = info->network_addresses.find(public_network_name);
-      if (a == info->network_addresses.end()) {
-        Fail(id, "docker: the container has no address on " + public_network_name);
-        return false;
-      }
-      public_wire_ip = a->second;
+      *address = a->second;
     }
     const std::set<int> listening =
         HasWideRange(reachable) ? ListeningPorts(info->pid) : std::set<int>{};

@@ -151,6 +151,25 @@ class EmulatorDockerTest : public DockerBackendTest {
         60s));
   }
 
+  // Sets in container cid a node firewall as gpuprov's installer writes one (nft, table inet
+  // emu_test, prerouting): loopback, answers and SSH pass, then the rule lines `accepts`; the
+  // rest is dropped.
+  docker::ExecResult NodeFirewall(const std::string& cid, const std::string& accepts = "") {
+    return Exec(cid,
+                "nft -f - <<'EOF'\n"
+                "table inet emu_test {\n"
+                "  chain inbound {\n"
+                "    type filter hook prerouting priority mangle; policy accept;\n"
+                "    iif lo accept\n"
+                "    ct state established,related accept\n"
+                "    tcp dport 22 accept\n" +
+                    accepts +
+                    "    drop\n"
+                    "  }\n"
+                    "}\n"
+                    "EOF\n");
+  }
+
   std::string do_, pi_;
   std::map<std::string, std::string> pod_ids_;  // CreatePod's pods: name -> id
 };
@@ -351,18 +370,7 @@ TEST_F(EmulatorDockerTest, PrimeIntellectForwardsEveryListeningPortUntilTheNodeF
   }
 
   // The node drops new inbound connections but SSH: the same ports go silent, SSH still answers.
-  const auto nft = Exec(cid,
-                        "nft -f - <<'EOF'\n"
-                        "table inet emu_test {\n"
-                        "  chain inbound {\n"
-                        "    type filter hook prerouting priority mangle; policy accept;\n"
-                        "    iif lo accept\n"
-                        "    ct state established,related accept\n"
-                        "    tcp dport 22 accept\n"
-                        "    drop\n"
-                        "  }\n"
-                        "}\n"
-                        "EOF\n");
+  const auto nft = NodeFirewall(cid);
   ASSERT_EQ(nft.exit_code, 0) << nft.out << nft.err;
   for (int port : {6443, 80, 443, 10250}) {
     EXPECT_EQ(Greeting(ip, port), "") << ip << ":" << port << " passes the node's firewall";
@@ -490,20 +498,9 @@ TEST_F(EmulatorDockerTest, PrimeIntellectPodsReachEachOtherAtTheirPublicAddresse
   // The node firewall of a tunnel-access node admitting the agent only (as the installer's
   // --node-firewall ssh-only --peer AGENT writes it): the agent reaches the peer ports, the
   // stranger none, and 8080 nobody.
-  const auto nft = Exec(server_cid,
-                        "nft -f - <<'EOF'\n"
-                        "table inet emu_test {\n"
-                        "  chain inbound {\n"
-                        "    type filter hook prerouting priority mangle; policy accept;\n"
-                        "    iif lo accept\n"
-                        "    ct state established,related accept\n"
-                        "    tcp dport 22 accept\n"
-                        "    ip saddr { " + agent_ip + " } tcp dport { 6443, 10250 } accept\n"
-                        "    ip saddr { " + agent_ip + " } udp dport 51820 accept\n"
-                        "    drop\n"
-                        "  }\n"
-                        "}\n"
-                        "EOF\n");
+  const auto nft = NodeFirewall(
+      server_cid, "    ip saddr { " + agent_ip + " } tcp dport { 6443, 10250 } accept\n"
+                  "    ip saddr { " + agent_ip + " } udp dport 51820 accept\n");
   ASSERT_EQ(nft.exit_code, 0) << nft.out << nft.err;
   EXPECT_EQ(probe(agent_cid, "tcp", 6443), "port-6443\n");
   EXPECT_EQ(probe(agent_cid, "tcp", 10250), "port-10250\n");
