@@ -89,6 +89,22 @@ const std::vector<PeerPort>& ClusterPeerPorts() {
   return kPorts;
 }
 
+std::string PeerAddress(const VmRecord& rec) {
+  return rec.private_ip.empty() ? rec.public_ip : rec.private_ip;
+}
+
+void SetNodeFirewallPeers(NodeShell& node, const std::string& name,
+                          const std::vector<std::string>& peers, const std::string& again) {
+  const SshRunResult r = node.RunAsRoot("node firewall peers", PeersOnlyCommand(peers), "",
+                                        std::chrono::minutes(2));
+  if (r.exit_status != 0) {
+    throw Error("the node firewall of " + name + " could not be set to the cluster's nodes " +
+                    "(exit " + std::to_string(r.exit_status) + "): " + TrimSpace(r.stderr_text),
+                "look at " + std::string(kNodeInstallLog) + " with `gpuprov ssh " + name +
+                    "`, then run the same `" + again + "` again");
+  }
+}
+
 std::string ReadJoinToken(NodeShell& server, const std::string& cluster) {
   const SshRunResult r = server.RunAsRoot("read the join token", std::string("cat ") + kJoinTokenPath,
                                           "", std::chrono::seconds(30));

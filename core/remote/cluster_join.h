@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cloud.h"
+#include "state_store.h"
 
 namespace gpuprov {
 
@@ -20,6 +21,15 @@ inline constexpr const char* kJoinTokenPath = "/var/lib/rancher/k3s/server/node-
 /// Between the nodes of a cluster, only what k3s needs (https://docs.k3s.io/installation/
 /// requirements#networking): the API, the kubelet and flannel's wireguard-native backend.
 const std::vector<PeerPort>& ClusterPeerPorts();
+
+/// The address the other nodes reach a node at: its private one where the cloud has one.
+std::string PeerAddress(const VmRecord& rec);
+
+/// Sets the node firewall of node \a name (tunnel access: it admits the peers) to admit exactly
+/// \a peers (the installer's --peers-only; a no-op when they are the ones it admits). Throws
+/// Error naming \a name, with \a again (the command to run again) in the hint.
+void SetNodeFirewallPeers(NodeShell& node, const std::string& name,
+                          const std::vector<std::string>& peers, const std::string& again);
 
 /// The server's join token, read over SSH. Throws Error (never quoting what the file holds)
 /// when it is missing or not one line in k3s's form (K10<hex>::server:<secret>, or a bare

@@ -58,11 +58,6 @@ void Guarded(Provision& p, NodeOutcome& outcome, bool after_create, Step&& step)
   }
 }
 
-/// The address the other nodes reach a node at: its private one where the cloud has one.
-std::string PeerAddress(const VmRecord& rec) {
-  return rec.private_ip.empty() ? rec.public_ip : rec.private_ip;
-}
-
 }  // namespace
 
 std::vector<std::string> NodeReportLines(const std::vector<NodeOutcome>& nodes) {
@@ -224,6 +219,10 @@ void ClusterProvision::BringUpServer() {
                     "look at " + std::string(kNodeInstallLog) + " with `gpuprov ssh " + s.name_ +
                         "`, then re-run the same `gpuprov provision`");
       }
+    } else if (!NodeFirewallFor(s.plan_).empty()) {
+      // Bring-up leaves a server installed before as it is (a re-run, `scale` up): its node
+      // firewall is told the cluster's nodes now (a no-op when they are the ones it admits).
+      SetNodeFirewallPeers(*server.shell, s.name_, s.peers_, "gpuprov provision");
     }
     s.MergeKubeconfigIfAsked();
   });
@@ -241,7 +240,10 @@ void ClusterProvision::BringUpServerWhileAgentsPrepare() {
       Guarded(a, n->outcome, true, [&] {
         a.rec_.phase = "installing";
         a.Save();
-        const InstallerArgs args = a.K3sArgs();
+        InstallerArgs args = a.K3sArgs();
+        // Tunnel access: the agent's node firewall too admits SSH and, from the peers only,
+        // k3s's ports (its kubelet would otherwise answer the internet).
+        args.node_firewall = NodeFirewallFor(a.plan_);
         if (a.plan_.boot_route && !a.plan_.startup_script) {
           // The boot run first (it would otherwise run after ours and undo the join's settings).
           n->shell->RunAsRoot("wait for the boot install",
@@ -290,7 +292,8 @@ void ClusterProvision::JoinAgents() {
     threads.emplace_back([n, &token, &url] {
       Provision& a = *n->provision;
       Guarded(a, n->outcome, true, [&] {
-        const InstallerArgs args = a.K3sArgs();
+        InstallerArgs args = a.K3sArgs();
+        args.node_firewall = NodeFirewallFor(a.plan_);
         SshRunResult joined = n->shell->RunAsRoot("join the cluster", AgentJoinCommand(args, url),
                                                   token + "\n", std::chrono::minutes(10));
         if (joined.exit_status != 0) {

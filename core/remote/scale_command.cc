@@ -178,14 +178,29 @@ int RunScale(const AppContext& app, const ScaleOptions& options) {
     }
   }
   // The peers that stay: the driver takes the removed ones out of the cluster's rules.
-  std::vector<ClusterPeer> peers = {
-      ClusterPeer{server->vm_id, server->name, server->private_ip, server->public_ip}};
-  for (const VmRecord& a : ClusterAgents(store.List(), server->cluster)) {
-    peers.push_back(ClusterPeer{a.vm_id, a.name, a.private_ip, a.public_ip});
+  std::vector<VmRecord> staying = {*server};
+  for (const VmRecord& a : ClusterAgents(store.List(), server->cluster)) staying.push_back(a);
+  std::vector<ClusterPeer> peers;
+  for (const VmRecord& n : staying) {
+    peers.push_back(ClusterPeer{n.vm_id, n.name, n.private_ip, n.public_ip});
   }
   DriverHost host = app.MakeDriverHost();
   Cloud::Open(host, server->cloud, app.LoadUserConfig())
       ->OpenPeerPorts(server->cluster, ClusterPeerPorts(), peers);
+  // Tunnel access: no cloud firewall in front, each node's own admits its peers
+  // (docs/multi-node.md); every node that stays is told the ones there are now.
+  if (server->access_mode == "tunnel") {
+    for (const VmRecord& n : staying) {
+      std::vector<std::string> others;
+      for (const VmRecord& o : staying) {
+        if (o.name != n.name) others.push_back(PeerAddress(o));
+      }
+      SshSession node_session =
+          SshSession::Connect(SshTargetOf(app, n), std::chrono::seconds(30));
+      SshNodeShell node_shell(&node_session);
+      SetNodeFirewallPeers(node_shell, n.name, others, "gpuprov scale");
+    }
+  }
   console.Result(options.name + ": " + std::to_string(peers.size()) + " node(s)\n");
   return 0;
 }

@@ -4,6 +4,7 @@
 # record, no cloud call that creates.
 
 load helpers
+bats_require_minimum_version 1.5.0
 
 setup_file() {
   export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
@@ -32,6 +33,7 @@ setup() {
 }
 
 teardown() {
+  [ -z "${TUNNEL_PID:-}" ] || stop_child TERM "$TUNNEL_PID" || true
   reset_emulators
 }
 
@@ -44,15 +46,80 @@ c = [v for v in json.load(sys.stdin) if v['name'] == '$1'][0]
 print($2)"
 }
 
-# ready_nodes KUBECONFIG: how many nodes kubectl shows Ready.
+# ready_nodes KUBECONFIG [KUBECTL ARGS...]: how many nodes kubectl shows Ready.
 ready_nodes() {
-  KUBECONFIG=$1 kubectl get nodes --no-headers | awk '$2 == "Ready"' | wc -l
+  KUBECONFIG=$1 kubectl "${@:2}" get nodes --no-headers | awk '$2 == "Ready"' | wc -l
 }
 
-# gpu_sum KUBECONFIG: nvidia.com/gpu allocatable summed over the nodes.
+# gpu_sum KUBECONFIG [KUBECTL ARGS...]: nvidia.com/gpu allocatable summed over the nodes.
 gpu_sum() {
-  KUBECONFIG=$1 kubectl get nodes -o jsonpath='{range .items[*]}{.status.allocatable.nvidia\.com/gpu}{"\n"}{end}' |
+  KUBECONFIG=$1 kubectl "${@:2}" get nodes -o jsonpath='{range .items[*]}{.status.allocatable.nvidia\.com/gpu}{"\n"}{end}' |
     awk '{s += $1} END {print s + 0}'
+}
+
+# peer_rules: from an `nft list table inet gpuprov` listing on stdin, the node firewall's rules
+# that admit sources other than the pod networks, one a line, sorted: "ADDRESSES MATCH" with
+# the addresses sorted and joined by commas ("127.90.0.2,127.90.0.3 tcp dport { 6443, 10250 }").
+peer_rules() {
+  /usr/bin/python3 -c '
+import re, sys
+rules = []
+for line in sys.stdin:
+    m = re.search(r"ip6? saddr (\{ [^}]* \}|\S+)(.*) accept$", line.strip())
+    if not m:
+        continue
+    sources = sorted(m.group(1).strip("{} ").split(", "))
+    if all(a.startswith(("10.42.", "10.43.")) for a in sources):  # k3s pod and service CIDRs
+        continue
+    rules.append(",".join(sources) + " " + m.group(2).strip())
+print("\n".join(sorted(rules)))'
+}
+
+# node_addresses NAME: the public address of each node of cluster NAME, one a line, by index.
+node_addresses() {
+  cluster_json "$1" "'\\n'.join(n['address'] for n in c['nodes'])"
+}
+
+# expect_firewall_peers NAME NODE ADDRESS...: status 0 when node NODE of cluster NAME has a node
+# firewall admitting exactly ADDRESS... on 6443/tcp, 10250/tcp and 51820/udp (and no other
+# sources but k3s's pod and service networks).
+expect_firewall_peers() {
+  local name=$1 node=$2 peers expected
+  shift 2
+  peers=$(printf '%s\n' "$@" | sort | paste -sd,)
+  expected=$(printf '%s tcp dport { 6443, 10250 }\n%s udp dport 51820' "$peers" "$peers")
+  run "$GPUPROV" ssh "$name" --node "$node" -- nft list table inet gpuprov
+  echo "$name node $node: $output"
+  [ "$status" -eq 0 ] && [ "$(peer_rules <<<"$output")" = "$expected" ]
+}
+
+# through_tunnel NAME FUNCTION: FUNCTION KUBECONFIG --server URL with `gpuprov tunnel NAME` on a
+# free local port for the time it runs (tunnel-access clusters), once the API answers through it
+# (up to 30 s); kubectl's node list and the tunnel's messages go to stderr.
+through_tunnel() {
+  local port rc=0 kc="$GPUPROV_HOME/kube/$1.yaml"
+  port=$(free_port)
+  start_tunnel "$1" "$port"
+  wait_for 30 env KUBECONFIG="$kc" kubectl --server "https://127.0.0.1:$port" get --raw /readyz >/dev/null 2>&1 || true
+  "$2" "$kc" --server "https://127.0.0.1:$port" || rc=$?
+  KUBECONFIG="$kc" kubectl --server "https://127.0.0.1:$port" get nodes >&2 || true
+  cat "$BATS_TEST_TMPDIR/tunnel.err" >&2
+  stop_child INT "$TUNNEL_PID" || true
+  wait "$TUNNEL_PID" || true
+  TUNNEL_PID=
+  return "$rc"
+}
+
+# test_ready_nodes NAME N: status 0 when kubectl shows N Ready nodes of cluster NAME (through
+# its tunnel).
+test_ready_nodes() {
+  [ "$(through_tunnel "$1" ready_nodes 2>/dev/null)" -eq "$2" ]
+}
+
+# tcp_connects NAME NODE ADDRESS PORT: status 0 when node NODE of cluster NAME opens a TCP
+# connection to ADDRESS:PORT within 3 s.
+tcp_connects() {
+  "$GPUPROV" ssh "$1" --node "$2" -- "timeout 3 bash -c '</dev/tcp/$3/$4'"
 }
 
 # Nothing of NAME exists: no record, no container.
@@ -267,17 +334,66 @@ nothing_made() {
 }
 
 @test "primeintellect (SSH route, tunnel): --nodes 3, peers admitted by the node firewall, one validated cluster" {
-  # The emulator gives Prime Intellect's cluster nodes no private address, and their public
-  # addresses are loopback addresses of this machine that publish port 22 only, so an agent's
-  # k3s cannot reach the server's 6443 (connection refused); seen 2026-12-06.
-  skip "the primeintellect test VMs of one cluster cannot reach each other's public addresses"
-  run "$GPUPROV" provision --name mp --cloud primeintellect --gpus H100:1 --nodes 3 --no-smoke-test
+  # No private network on Prime Intellect: the nodes join and validate (every node Ready with
+  # its GPU, the overlay check) over their public addresses, which the emulator makes reachable
+  # between its pods on every port, as the cloud does; each node's firewall admits the others.
+  run "$GPUPROV" -v provision --name mp --cloud primeintellect --gpus H100:1 --nodes 3 --no-smoke-test
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"mp: 3 of 3 nodes in the cluster"* ]]
+  [[ "$output" != *"::server:"* ]]
+  run ! grep -rq "::server:" "$GPUPROV_HOME/state" "$GPUPROV_HOME/kube"
   [ "$(cluster_json mp "len(c['nodes'])")" -eq 3 ]
   [ "$(cluster_json mp "c['access']")" = tunnel ]
+  [ -z "$(cluster_json mp "''.join(n['private_ip'] for n in c['nodes'])")" ]
+  local a
+  mapfile -t a < <(node_addresses mp)
+  [[ "${a[0]}" == 127.* && "${a[1]}" == 127.* && "${a[2]}" == 127.* ]]
+  # kubectl through gpuprov tunnel: three Ready nodes, one GPU each.
+  [ "$(through_tunnel mp ready_nodes)" -eq 3 ]
+  [ "$(through_tunnel mp gpu_sum)" -eq 3 ]
+  # Each node's firewall admits exactly the two others, on 6443/tcp, 10250/tcp and 51820/udp.
+  expect_firewall_peers mp 0 "${a[1]}" "${a[2]}"
+  expect_firewall_peers mp 1 "${a[0]}" "${a[2]}"
+  expect_firewall_peers mp 2 "${a[0]}" "${a[1]}"
+  # The firewall is what filters: an agent reaches the server's API at its public address, not
+  # a port the server listens on that the firewall does not admit.
+  "$GPUPROV" ssh mp -- "setsid python3 -m http.server 18080 >/dev/null 2>&1 </dev/null &"
+  wait_for 10 tcp_connects mp 0 127.0.0.1 18080
+  tcp_connects mp 1 "${a[0]}" 6443
+  run ! tcp_connects mp 1 "${a[0]}" 18080
   run "$GPUPROV" down mp --yes
+  [ "$status" -eq 0 ]
+  expect_nothing_left primeintellect
+}
+
+@test "primeintellect: scale up to 3 and down to 2; each node's firewall admits exactly the nodes there are" {
+  run "$GPUPROV" provision --name mq --cloud primeintellect --gpus H100:1 --nodes 2 --no-smoke-test
+  echo "$output"
+  [ "$status" -eq 0 ]
+  run "$GPUPROV" scale mq --nodes 3
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(count primeintellect instances)" -eq 3 ]
+  [ "$(through_tunnel mq ready_nodes)" -eq 3 ]
+  local a
+  mapfile -t a < <(node_addresses mq)
+  expect_firewall_peers mq 0 "${a[1]}" "${a[2]}"
+  expect_firewall_peers mq 1 "${a[0]}" "${a[2]}"
+  expect_firewall_peers mq 2 "${a[0]}" "${a[1]}"
+  run "$GPUPROV" scale mq --nodes 2
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ ! -e "$GPUPROV_HOME/state/mq-agent-2.json" ]
+  [ "$(count primeintellect instances)" -eq 2 ]
+  # Up to 60 s: the installer's --peers-only restarts gpuprov-firewall, which k3s.service
+  # Requires=, so systemd restarts k3s too (man systemd.unit, Requires=) and the server's node is
+  # NotReady for a while after `scale` returns.
+  wait_for 60 test_ready_nodes mq 2
+  # The removed agent's address is no longer admitted by the nodes that stay.
+  expect_firewall_peers mq 0 "${a[1]}"
+  expect_firewall_peers mq 1 "${a[0]}"
+  run "$GPUPROV" down mq --yes
   [ "$status" -eq 0 ]
   expect_nothing_left primeintellect
 }

@@ -31,6 +31,13 @@
 // is an nft table in the container's network namespace, set from outside with
 // `nsenter --target <pid> --net nft -f -`: the VM's own nft tables (the node firewall) are
 // others, and a packet any table drops is dropped.
+// Public networks (InstanceSpec::public_network, a cloud whose VMs reach each other at their
+// public addresses): the cloud's such containers share one internal Docker network,
+// "gpuprov-emu-<session>-<cloud>-public", the wire under their public addresses. Inside each
+// VM's network namespace (set from outside, as the cloud firewall) a route per peer's public
+// address leads to the peer's wire address, and a table of its own translates the two 1:1 on
+// that interface (PublicNetworkScript): a VM sends to a peer's 127.90 address from its own, the
+// peer sees that source, and nothing else crosses the wire.
 //
 // SSH delay (fault ssh_delay, DockerBackendOptions::ssh_delay_seconds): the instance is
 // running and its boot runs from the start, but the gate leaves its SSH port out until the
@@ -78,6 +85,10 @@ constexpr const char* kLabelName = "io.gpuprov.emulator.name";
 constexpr const char* kLabelNetwork = "io.gpuprov.emulator.network";
 // The nft table (family ip) that holds the cloud's firewall on the private network.
 constexpr const char* kCloudFirewallTable = "gpuprov_emulator_cloud_firewall";
+// The nft table (family inet) that translates public and wire addresses on a public network,
+// and the routing protocol number that marks its routes (unassigned in iproute2's rt_protos).
+constexpr const char* kPublicNetworkTable = "gpuprov_emulator_public_network";
+constexpr int kPublicRouteProto = 77;
 constexpr int kSubnetTries = 32;
 constexpr int kAddressSlots = 256 * 254;
 constexpr int kWorkers = 3;
@@ -144,17 +155,66 @@ std::string CloudFirewallScript(const std::string& private_ip, const PrivateIngr
   return s;
 }
 
-// Runs `nsenter --target pid --net nft -f -` with script on its stdin; "" on success, else what
-// went wrong.
-std::string RunNftIn(int pid, const std::string& script) {
-  char path[] = "/tmp/gpuprov-emulator-nft-XXXXXX";
+// An instance on a public network: its public (127.90) address and its address on the wire.
+struct PublicEndpoint {
+  std::string address;
+  std::string wire_ip;
+  bool operator==(const PublicEndpoint&) const = default;
+};
+
+// The shell script, run in the network namespace of self (nsenter, host tools), that makes its
+// peers reachable at their public addresses as across the internet, and nothing else over the
+// wire:
+//  - per peer, a route for its public address in table local (more specific than the
+//    127.0.0.0/8 there that makes every 127.x address the VM's own) via the peer's wire address,
+//    from self's public address; routes of peers no longer listed are removed;
+//  - route_localnet on the wire interface: the kernel otherwise drops 127.x addresses on a
+//    non-loopback interface as martians (https://docs.kernel.org/networking/ip-sysctl.html);
+//  - a stateless 1:1 translation between public and wire addresses on that interface (Docker
+//    drops a bridged packet whose source is outside the network's subnet): before conntrack and
+//    every table of the VM on the way in, after them on the way out, so the VM's node firewall
+//    and its processes see the peers' public addresses, as behind a cloud's 1:1 NAT.
+std::string PublicNetworkScript(const PublicEndpoint& self,
+                                const std::vector<PublicEndpoint>& peers) {
+  const std::string proto = " table local proto " + std::to_string(kPublicRouteProto);
+  std::string listed, routes, in, out;
+  for (const PublicEndpoint& p : peers) {
+    listed += " " + p.address;
+    routes += "ip route replace " + p.address + "/32 via " + p.wire_ip + " dev \"$dev\" src " +
+              self.address + proto + "\n";
+    in += "  iifname \"$dev\" ip saddr " + p.wire_ip + " ip daddr " + self.wire_ip +
+          " ip saddr set " + p.address + " ip daddr set " + self.address + " accept\n";
+    out += "  oifname \"$dev\" ip saddr " + self.address + " ip daddr " + p.address +
+           " ip saddr set " + self.wire_ip + " ip daddr set " + p.wire_ip + " accept\n";
+  }
+  const std::string table = std::string("inet ") + kPublicNetworkTable;
+  return "set -e\n"
+         "dev=$(ip -o -4 addr show to " + self.wire_ip + "/32 | awk '{print $2; exit}')\n"
+         "[ -n \"$dev\" ] || { echo 'no interface has " + self.wire_ip + "' >&2; exit 1; }\n"
+         "echo 1 >\"/proc/sys/net/ipv4/conf/$dev/route_localnet\"\n"
+         "nft -f - <<EOF\n"
+         "table " + table + "\ndelete table " + table + "\ntable " + table + " {\n"
+         " chain from_wire {\n  type filter hook prerouting priority -310; policy accept;\n" + in +
+         "  iifname \"$dev\" drop\n }\n"
+         " chain to_wire {\n  type filter hook postrouting priority 310; policy accept;\n" + out +
+         "  oifname \"$dev\" drop\n }\n}\nEOF\n"
+         "for d in $(ip route show" + proto + " | awk '{print $1}'); do\n"
+         "  case \"" + listed + " \" in *\" $d \"*) ;;\n"
+         "    *) ip route del \"$d\"" + proto + " ;;\n  esac\n"
+         "done\n" + routes;
+}
+
+// Runs `nsenter --target pid --net PROGRAM FILE` with script in FILE (PROGRAM "nft -f" or
+// "sh"); "" on success, else what went wrong.
+std::string RunInNetns(int pid, const std::string& program, const std::string& script) {
+  char path[] = "/tmp/gpuprov-emulator-netns-XXXXXX";
   const int fd = mkstemp(path);
   if (fd < 0) return "cannot make a temporary file";
   FILE* f = fdopen(fd, "w");
   std::fputs(script.c_str(), f);
   std::fclose(f);
-  const std::string cmd = "nsenter --target " + std::to_string(pid) + " --net nft -f " + path +
-                          " 2>&1";
+  const std::string cmd = "nsenter --target " + std::to_string(pid) + " --net " + program + " " +
+                          path + " 2>&1";
   std::string out;
   if (FILE* p = popen(cmd.c_str(), "r")) {
     char buf[512];
@@ -162,7 +222,7 @@ std::string RunNftIn(int pid, const std::string& script) {
     const int rc = pclose(p);
     std::remove(path);
     if (rc == 0) return "";
-    return "nsenter/nft failed (" + std::to_string(rc) + "): " + out;
+    return "nsenter " + program + " failed (" + std::to_string(rc) + "): " + out;
   }
   std::remove(path);
   return "cannot run nsenter";
@@ -341,6 +401,9 @@ class DockerBackend : public InstanceBackend {
     if (!spec.private_network.empty()) {
       r.network_name = "gpuprov-emu-" + options_.session + "-" + spec.cloud + "-" +
                        spec.private_network;
+    }
+    if (spec.public_network) {
+      r.public_network_name = "gpuprov-emu-" + options_.session + "-" + spec.cloud + "-public";
     }
     const std::string id = r.id;
     records_[id] = r;
@@ -525,6 +588,8 @@ class DockerBackend : public InstanceBackend {
     bool preempted = false;     // Preempt took it back
     std::string network_name;   // its private Docker network ("" = none)
     std::string private_ip;     // its address there, once started
+    std::string public_network_name;  // the wire of its public address ("" = none)
+    std::string public_wire_ip;       // its address there, once started
     PrivateIngress ingress;     // the cloud's firewall on that address
   };
   struct Job {
@@ -611,18 +676,20 @@ class DockerBackend : public InstanceBackend {
       private_ip = it->second.private_ip;
       ingress = it->second.ingress;
     }
-    if (const std::string problem = RunNftIn(pid, CloudFirewallScript(private_ip, ingress));
+    if (const std::string problem =
+            RunInNetns(pid, "nft -f", CloudFirewallScript(private_ip, ingress));
         !problem.empty()) {
       std::fprintf(stderr, "gpuprov-emulator: cannot set the cloud firewall of %s: %s\n",
                    private_ip.c_str(), problem.c_str());
     }
   }
 
-  // The Docker network of a private network key, made on first use on a free /24 of
-  // 10.64.0.0/10 (internal: the VMs reach the outside through their bridge address only).
-  void EnsureNetwork(Engine& engine, const Record& r) {
+  // The Docker network name of a private network key (or of the cloud's public network, key
+  // "public"), made on first use on a free /24 of 10.64.0.0/10 (internal: the VMs reach the
+  // outside through their bridge address only).
+  void EnsureNetwork(Engine& engine, const std::string& name, const std::string& key) {
     std::lock_guard<std::mutex> lock(network_mu_);
-    if (networks_.count(r.network_name)) return;
+    if (networks_.count(name)) return;
     std::random_device rd;
     std::string last;
     for (int i = 0; i < kSubnetTries; ++i) {
@@ -630,22 +697,60 @@ class DockerBackend : public InstanceBackend {
       const std::string subnet =
           "10." + std::to_string(64 + n / 256) + "." + std::to_string(n % 256) + ".0/24";
       try {
-        engine.CreateNetwork(r.network_name, subnet,
+        engine.CreateNetwork(name, subnet,
                              {{kLabelEmulator, "1"},
                               {kLabelSession, options_.session},
-                              {kLabelNetwork, r.spec.private_network}},
+                              {kLabelNetwork, key}},
                              true);
-        networks_.insert(r.network_name);
+        networks_.insert(name);
         return;
       } catch (const EngineError& e) {
         if (e.http_status() == 409) {  // made by this session before (a restart): use it
-          networks_.insert(r.network_name);
+          networks_.insert(name);
           return;
         }
         last = e.what();  // the subnet overlaps another network: try another
       }
     }
-    throw BackendError("cannot make the private network " + r.network_name + ": " + last);
+    throw BackendError("cannot make the network " + name + ": " + last);
+  }
+
+  // Makes every running instance on public network `name` reach the others at their public
+  // addresses (PublicNetworkScript), when its members changed since the last time it was set
+  // (each task of a member may start, stop, restart or remove one). A member that cannot be
+  // set is logged, and tried again after the next task.
+  void ApplyPublicNetwork(const std::string& name) {
+    std::lock_guard<std::mutex> public_lock(public_mu_);
+    std::vector<std::pair<int, PublicEndpoint>> members;  // (pid, endpoint)
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& [id, r] : records_) {
+        if (r.public_network_name == name && r.phase == Phase::kRunning && r.pid != 0 &&
+            !r.public_wire_ip.empty()) {
+          members.emplace_back(r.pid, PublicEndpoint{r.address, r.public_wire_ip});
+        }
+      }
+    }
+    auto applied = public_applied_.find(name);
+    if (applied != public_applied_.end() && applied->second == members) return;
+    bool all_set = true;
+    for (const auto& [pid, self] : members) {
+      std::vector<PublicEndpoint> peers;
+      for (const auto& [other_pid, peer] : members) {
+        if (other_pid != pid) peers.push_back(peer);
+      }
+      if (const std::string problem = RunInNetns(pid, "sh", PublicNetworkScript(self, peers));
+          !problem.empty()) {
+        std::fprintf(stderr, "gpuprov-emulator: cannot route the public network of %s: %s\n",
+                     self.address.c_str(), problem.c_str());
+        all_set = false;
+      }
+    }
+    if (all_set) {
+      public_applied_[name] = members;
+    } else {
+      public_applied_.erase(name);
+    }
   }
 
   void CloseGate(const std::string& address) {
@@ -701,6 +806,7 @@ class DockerBackend : public InstanceBackend {
       } catch (const std::exception& e) {
         Fail(j.id, std::string("docker: ") + e.what());
       }
+      if (!copy.public_network_name.empty()) ApplyPublicNetwork(copy.public_network_name);
       lock.lock();
     }
   }
@@ -804,9 +910,15 @@ class DockerBackend : public InstanceBackend {
         ContainerSpec spec =
             cur.spec.container ? ContainerPod(vm, cur.spec) : docker::TestVmContainer(vm);
         if (!cur.spec.container) spec.cap_add.push_back("SYS_BOOT");  // reboot vs power-off
-        if (!cur.network_name.empty()) EnsureNetwork(engine, cur);
+        if (!cur.network_name.empty()) {
+          EnsureNetwork(engine, cur.network_name, cur.spec.private_network);
+        }
+        if (!cur.public_network_name.empty()) {
+          EnsureNetwork(engine, cur.public_network_name, "public");
+        }
         std::string cid = engine.CreateContainer(spec);
         if (!cur.network_name.empty()) engine.ConnectNetwork(cur.network_name, cid);
+        if (!cur.public_network_name.empty()) engine.ConnectNetwork(cur.public_network_name, cid);
         bool keep = Update(r.id, [&](Record& x) {
           x.container_id = cid;
           x.phase = Phase::kWaitStart;
@@ -1031,7 +1143,7 @@ class DockerBackend : public InstanceBackend {
   // it running and sets its gate (SSH held back for ssh_delay seconds). False (and the record
   // in error) when the container has no network address.
   bool Boot(Engine& engine, const std::string& id, double ssh_delay) {
-    std::string cid, network_name;
+    std::string cid, network_name, public_network_name;
     PortSet reachable;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -1040,20 +1152,24 @@ class DockerBackend : public InstanceBackend {
       cid = it->second.container_id;
       reachable = it->second.reachable;
       network_name = it->second.network_name;
+      public_network_name = it->second.public_network_name;
     }
     auto info = engine.InspectContainer(cid);
     if (!info || info->ip_address.empty()) {
       Fail(id, "docker: the container has no network address");
       return false;
     }
-    std::string private_ip;
-    if (!network_name.empty()) {
-      auto a = info->network_addresses.find(network_name);
+    // The container's address on each network it was attached to ("" for none).
+    std::string private_ip, public_wire_ip;
+    for (const auto& [name, address] : {std::pair{network_name, &private_ip},
+                                        std::pair{public_network_name, &public_wire_ip}}) {
+      if (name.empty()) continue;
+      auto a = info->network_addresses.find(name);
       if (a == info->network_addresses.end()) {
-        Fail(id, "docker: the container has no address on " + network_name);
+        Fail(id, "docker: the container has no address on " + name);
         return false;
       }
-      private_ip = a->second;
+      *address = a->second;
     }
     const std::set<int> listening =
         HasWideRange(reachable) ? ListeningPorts(info->pid) : std::set<int>{};
@@ -1065,6 +1181,7 @@ class DockerBackend : public InstanceBackend {
           x.ssh_open = ssh_delay <= 0;
           x.stop_requested = false;
           x.private_ip = private_ip;
+          x.public_wire_ip = public_wire_ip;
         })) {
       return false;
     }
@@ -1084,6 +1201,9 @@ class DockerBackend : public InstanceBackend {
   std::mutex gate_mu_;  // taken before mu_, never while holding it
   std::mutex network_mu_;
   std::set<std::string> networks_;  // Docker networks this session made
+  std::mutex public_mu_;            // taken before mu_, never while holding it
+  // The members of each public network as last set: (pid, endpoint), in records_ order.
+  std::map<std::string, std::vector<std::pair<int, PublicEndpoint>>> public_applied_;
   PortGate gate_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -16,6 +16,7 @@
 #include <Poco/Net/StreamSocket.h>
 
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -120,18 +121,22 @@ class EmulatorDockerTest : public DockerBackendTest {
     return GetObject(k.Json(), "ssh_key")->getValue<int64_t>("id");
   }
 
-  // Registers the test key and creates a one-L40S Prime Intellect pod NAME; *conn is its
-  // sshConnection ("root@ADDRESS -p PORT") once the API reports one.
-  void CreatePod(const std::string& name, std::string* conn) {
-    Reply k = Call(pi_, "POST", "/ssh_keys/",
-                   R"({"name":"t","publicKey":")" + std::string(kPublicKey) + "\"}", kPiKey);
-    ASSERT_EQ(k.status, 200);
+  // Registers the test key (unless register_key is false: a pod made before did) and creates a
+  // one-L40S Prime Intellect pod NAME; *conn is its sshConnection ("root@ADDRESS -p PORT") once
+  // the API reports one.
+  void CreatePod(const std::string& name, std::string* conn, bool register_key = true) {
+    if (register_key) {
+      Reply k = Call(pi_, "POST", "/ssh_keys/",
+                     R"({"name":"t","publicKey":")" + std::string(kPublicKey) + "\"}", kPiKey);
+      ASSERT_EQ(k.status, 200);
+    }
     Reply c = Call(pi_, "POST", "/pods/",
                    R"({"pod":{"name":")" + name +
                        R"(","cloudId":"1L40S.20V","gpuType":"L40S_48GB","gpuCount":1,"socket":"PCIe"},"provider":{"type":"datacrunch"}})",
                    kPiKey);
     ASSERT_EQ(c.status, 200) << c.body;
     const std::string id = c.Json()->getValue<std::string>("id");
+    pod_ids_[name] = id;
     ASSERT_TRUE(WaitFor(
         [&] {
           JsonObject p = Call(pi_, "GET", "/pods/" + id, "", kPiKey).Json();
@@ -146,8 +151,34 @@ class EmulatorDockerTest : public DockerBackendTest {
         60s));
   }
 
+  // Sets in container cid a node firewall as gpuprov's installer writes one (nft, table inet
+  // emu_test, prerouting): loopback, answers and SSH pass, then the rule lines `accepts`; the
+  // rest is dropped.
+  docker::ExecResult NodeFirewall(const std::string& cid, const std::string& accepts = "") {
+    return Exec(cid,
+                "nft -f - <<'EOF'\n"
+                "table inet emu_test {\n"
+                "  chain inbound {\n"
+                "    type filter hook prerouting priority mangle; policy accept;\n"
+                "    iif lo accept\n"
+                "    ct state established,related accept\n"
+                "    tcp dport 22 accept\n" +
+                    accepts +
+                    "    drop\n"
+                    "  }\n"
+                    "}\n"
+                    "EOF\n");
+  }
+
   std::string do_, pi_;
+  std::map<std::string, std::string> pod_ids_;  // CreatePod's pods: name -> id
 };
+
+// The address of an sshConnection ("root@ADDRESS -p PORT").
+std::string AddressOf(const std::string& conn) {
+  const size_t at = conn.find('@'), p = conn.find(" -p ");
+  return at == std::string::npos || p == std::string::npos ? "" : conn.substr(at + 1, p - at - 1);
+}
 
 TEST_F(EmulatorDockerTest, DropletRunsItsUserDataAndGetsTheKeyAndGpu) {
   int64_t key = AddKey();
@@ -339,18 +370,7 @@ TEST_F(EmulatorDockerTest, PrimeIntellectForwardsEveryListeningPortUntilTheNodeF
   }
 
   // The node drops new inbound connections but SSH: the same ports go silent, SSH still answers.
-  const auto nft = Exec(cid,
-                        "nft -f - <<'EOF'\n"
-                        "table inet emu_test {\n"
-                        "  chain inbound {\n"
-                        "    type filter hook prerouting priority mangle; policy accept;\n"
-                        "    iif lo accept\n"
-                        "    ct state established,related accept\n"
-                        "    tcp dport 22 accept\n"
-                        "    drop\n"
-                        "  }\n"
-                        "}\n"
-                        "EOF\n");
+  const auto nft = NodeFirewall(cid);
   ASSERT_EQ(nft.exit_code, 0) << nft.out << nft.err;
   for (int port : {6443, 80, 443, 10250}) {
     EXPECT_EQ(Greeting(ip, port), "") << ip << ":" << port << " passes the node's firewall";
@@ -433,6 +453,76 @@ TEST_F(EmulatorDockerTest, DigitalOceanPeersReachEachOtherOnlyOnTheirFirewallsPo
     EXPECT_EQ(probe(stranger_cid, protocol, port), "")
         << "a droplet without the cluster tag reaches " << protocol << " " << port;
   }
+}
+
+// Issue 33's test world for a cloud with no private network: Prime Intellect's pods reach each
+// other at their public addresses (127.90.x.y here, which inside a test VM would be its own
+// loopback) on every port, as across the internet, and see each other's public address as the
+// source, so the node firewall gpuprov's installer writes (peers by public address) is what
+// filters. A pod deleted is no longer routed to.
+TEST_F(EmulatorDockerTest, PrimeIntellectPodsReachEachOtherAtTheirPublicAddresses) {
+  std::string server_conn, agent_conn, stranger_conn;
+  ASSERT_NO_FATAL_FAILURE(CreatePod("emu-pub-server", &server_conn));
+  ASSERT_NO_FATAL_FAILURE(CreatePod("emu-pub-agent", &agent_conn, false));
+  ASSERT_NO_FATAL_FAILURE(CreatePod("emu-pub-stranger", &stranger_conn, false));
+  const std::string server_ip = AddressOf(server_conn), agent_ip = AddressOf(agent_conn),
+                    stranger_ip = AddressOf(stranger_conn);
+  ASSERT_EQ(server_ip.rfind("127.90.", 0), 0u) << server_conn;
+  const std::string server_cid = ContainerOf("primeintellect", "emu-pub-server");
+  const std::string agent_cid = ContainerOf("primeintellect", "emu-pub-agent");
+  const std::string stranger_cid = ContainerOf("primeintellect", "emu-pub-stranger");
+  ASSERT_FALSE(server_cid.empty() || agent_cid.empty() || stranger_cid.empty());
+  ServePorts(server_cid, {6443, 10250, 8080}, {51820});
+  // Port 7000 answers with the address the connection came from.
+  Exec(server_cid,
+       "setsid python3 -c \"import socket\n"
+       "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+       "s.bind(('0.0.0.0', 7000)); s.listen(8)\n"
+       "while True:\n  c, a = s.accept(); c.sendall(a[0].encode()); c.close()\n\" "
+       ">/dev/null 2>&1 </dev/null &");
+  auto probe = [&](const std::string& cid, const std::string& protocol, int port) {
+    return Probe(cid, server_ip, protocol, port);
+  };
+  ASSERT_TRUE(WaitFor([&] { return probe(agent_cid, "tcp", 6443) == "port-6443\n"; }, 30s))
+      << "the agent does not reach the server's 6443 at " << server_ip;
+  // No firewall in front of a pod: every port the server listens on.
+  EXPECT_EQ(probe(agent_cid, "tcp", 10250), "port-10250\n");
+  EXPECT_EQ(probe(agent_cid, "tcp", 8080), "port-8080\n");
+  EXPECT_EQ(probe(agent_cid, "udp", 51820), "port-51820\n");
+  EXPECT_EQ(probe(stranger_cid, "tcp", 6443), "port-6443\n");
+  EXPECT_EQ(Probe(agent_cid, server_ip, "tcp", 7000), agent_ip + "\n")
+      << "the server sees the agent's public address as the source";
+  // Its own public address stays its own (lo), not the wire.
+  EXPECT_EQ(Probe(server_cid, server_ip, "tcp", 8080), "port-8080\n");
+
+  // The node firewall of a tunnel-access node admitting the agent only (as the installer's
+  // --node-firewall ssh-only --peer AGENT writes it): the agent reaches the peer ports, the
+  // stranger none, and 8080 nobody.
+  const auto nft = NodeFirewall(
+      server_cid, "    ip saddr { " + agent_ip + " } tcp dport { 6443, 10250 } accept\n"
+                  "    ip saddr { " + agent_ip + " } udp dport 51820 accept\n");
+  ASSERT_EQ(nft.exit_code, 0) << nft.out << nft.err;
+  EXPECT_EQ(probe(agent_cid, "tcp", 6443), "port-6443\n");
+  EXPECT_EQ(probe(agent_cid, "tcp", 10250), "port-10250\n");
+  EXPECT_EQ(probe(agent_cid, "udp", 51820), "port-51820\n");
+  EXPECT_EQ(probe(agent_cid, "tcp", 8080), "") << "a port the node firewall does not admit";
+  for (const char* protocol : {"tcp", "udp"}) {
+    const int port = std::string(protocol) == "tcp" ? 6443 : 51820;
+    EXPECT_EQ(probe(stranger_cid, protocol, port), "")
+        << "a pod the node firewall does not name reaches " << protocol << " " << port;
+  }
+
+  // The agent deleted: the server no longer routes its address to the wire.
+  ASSERT_EQ(Call(pi_, "DELETE", "/pods/" + pod_ids_["emu-pub-agent"], "", kPiKey).status, 200);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return Exec(server_cid, "ip route show table local").out.find(agent_ip + " ") ==
+               std::string::npos;
+      },
+      30s))
+      << Exec(server_cid, "ip route show table local").out;
+  EXPECT_NE(Exec(server_cid, "ip route show table local").out.find(stranger_ip + " "),
+            std::string::npos);
 }
 
 }  // namespace

@@ -101,6 +101,13 @@ struct InstanceSpec {
   /// key share it. The docker backend attaches the container to a Docker network of that key
   /// (a subnet of 10.0.0.0/8) and reports its address there as private_ip.
   std::string private_network;
+  /// The instance's public address is reachable from the cloud's other instances with
+  /// public_network, on every port (the internet between the VMs of a cloud with no private
+  /// network and no firewall in front of them, as Prime Intellect's pods: the node firewall
+  /// filters). The docker backend puts them on one Docker network of the cloud and routes each
+  /// peer's public address over it inside each VM's network namespace; the memory backend
+  /// ignores it.
+  bool public_network = false;
   BootFaults faults;
 };
 

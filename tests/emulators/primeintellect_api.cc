@@ -738,6 +738,9 @@ class PrimeIntellectApi : public CloudApi {
     }
     spec.ssh_user = offer->ssh_user;
     spec.reachable = PortSet::All();  // no firewall API: every port the node listens on
+    // No private network either (plugins/primeintellect/README.md, Clusters): pods reach each
+    // other at their public addresses, on every port; the node firewall filters.
+    spec.public_network = true;
     spec.remap_ssh = true;
     spec.container = offer->container;
     spec.faults = faults_.TakeBootFaults();
