@@ -6,11 +6,14 @@
 // nodes it got, reported node by node (exit 1); a re-run makes only what is missing.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "cluster_bringup.h"
+#include "installer_bundle.h"
 #include "provision_options.h"
 #include "ssh_client.h"
 
@@ -26,6 +29,41 @@ struct NodeOutcome {
   std::string error;  // why it is not in the cluster ("" when it is)
   std::string hint;
 };
+
+/// What the server of a cluster needs once its install is done. A boot install ran with the
+/// boot script's arguments (ClusterPlan::boot_args), before the VM had its addresses and peers.
+enum class ServerRerun {
+  kNone,       // the install ran with every argument the cluster needs
+  kPeersOnly,  // only the node firewall's peers are missing: `--peers-only` (k3s untouched)
+  kInstaller,  // k3s's own settings differ (--node-ip ...): the installer again (k3s restarts)
+};
+struct ServerRerunDecision {
+  ServerRerun action = ServerRerun::kNone;
+  std::string reason;
+};
+/// k3s's node addresses in force on a node: what its config.yaml says.
+struct K3sNodeAddresses {
+  std::string node_ip;           // node-ip ("" when k3s chooses)
+  std::string node_external_ip;  // node-external-ip
+};
+inline constexpr const char* kK3sConfigPath = "/etc/rancher/k3s/config.yaml";
+/// The shell command that prints the node address lines of kK3sConfigPath (none: nothing).
+std::string K3sNodeAddressesCommand();
+/// The addresses in \a config_lines (K3sNodeAddressesCommand's output: `node-ip: "10.0.0.5"`).
+K3sNodeAddresses ParseK3sNodeAddresses(const std::string& config_lines);
+
+/// The server's rerun for \a plan when its installer's arguments are now \a now (the
+/// addresses and peers known after create) and its k3s config has \a in_force (the boot run
+/// takes them from the cloud's metadata service where it can), first match wins: the SSH
+/// route, nothing (that run had \a now); a setting of k3s's other than the peers differs, the
+/// installer; the peers differ and the node firewall admits them, `--peers-only`; else nothing.
+ServerRerunDecision DecideServerRerun(const ClusterPlan& plan, const InstallerArgs& now,
+                                      const K3sNodeAddresses& in_force);
+
+/// An agent on a cloud-init boot route waits for its boot install (cloud-init status --wait), so
+/// the boot run never runs after the join and undoes its settings; the installer is then on the
+/// node when this exits 0, and the join needs no push before it.
+std::string AgentBootInstallWaitCommand();
 
 /// The report's node-by-node lines, e.g. "  train-agent-2  agent  failed: no capacity ...".
 std::vector<std::string> NodeReportLines(const std::vector<NodeOutcome>& nodes);
@@ -53,13 +91,21 @@ class ClusterProvision {
   /// The driver's open_peer_ports with every node that has a VM, and on clouds whose node
   /// firewall admits peers, each node's peer set.
   void LetPeersIn();
+  /// The server's bring-up on this thread while each agent, on its own thread, is prepared
+  /// (PrepareAgent) and then joins (JoinAgent) as soon as the server's k3s runs: the joins
+  /// overlap the server's validation.
+  void BringUpServerAndJoinAgents();
   /// The server's install and validation (cluster_bringup.h); its kubeconfig is the cluster's.
-  void BringUpServer();
-  /// The server's bring-up (BringUpServer) on this thread while each agent's installer
-  /// (prepare: everything but the join) runs on its own.
-  void BringUpServerWhileAgentsPrepare();
-  /// Each prepared agent joins with the server's token, over SSH.
-  void JoinAgents();
+  /// \a on_token gets the join token once k3s runs there with the cluster's settings
+  /// (OnServerInstalled).
+  void BringUpServer(const std::function<void(const std::string&)>& on_token);
+  /// On the server once its install is done: the rerun DecideServerRerun says, then the token.
+  std::string OnServerInstalled(NodeShell& shell);
+  /// An agent's install without the join (GPU runtime, k3s binary, node firewall), which needs
+  /// no server: pushed over SSH, or on a cloud-init boot route the boot install waited for.
+  void PrepareAgent(Node& agent);
+  /// An agent joins with the server's token, over SSH.
+  void JoinAgent(Node& agent, const std::string& token, const std::string& url);
   /// Every node Ready with its GPUs, the overlay check between the server and an agent.
   void ValidateCluster();
   /// The server's report, then each node's line; the exit status.
