@@ -159,3 +159,43 @@ fake_ip() {
   [ "$status" -eq 2 ]
   [[ "$output" == *"--public-ip-source: 'azure'?"* ]]
 }
+
+@test "a multi-node server without --node-ip takes node-ip from the private address DigitalOcean-style metadata gives" {
+  meta_file metadata/v1/interfaces/public/0/ipv4/address 203.0.113.22
+  meta_file metadata/v1/interfaces/private/0/ipv4/address 10.1.0.2
+  start_http_server "$META"
+  GPUPROV_METADATA_URL="$HTTP_URL" run "$INSTALLER" --cluster-nodes 3
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"node address from the metadata service: 10.1.0.2 (external: 203.0.113.22)"* ]]
+  grep -qx 'node-ip: "10.1.0.2"' "$SANDBOX/etc/rancher/k3s/config.yaml"
+  grep -qx 'node-external-ip: "203.0.113.22"' "$SANDBOX/etc/rancher/k3s/config.yaml"
+  # gpuprov's later run with the same addresses changes nothing: k3s is not restarted.
+  run "$INSTALLER" --cluster-nodes 3 --node-ip 10.1.0.2 --node-external-ip 203.0.113.22
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"config.yaml unchanged"* ]]
+  [ "$(status .k3s_action)" = none ]
+}
+
+@test "a multi-node server takes node-ip from EC2's local-ipv4" {
+  meta_file latest/meta-data/public-ipv4 203.0.113.20
+  meta_file latest/meta-data/local-ipv4 10.1.0.3
+  start_http_server "$META"
+  GPUPROV_METADATA_URL="$HTTP_URL" run "$INSTALLER" --cluster-nodes 2
+  [ "$status" -eq 0 ]
+  grep -qx 'node-ip: "10.1.0.3"' "$SANDBOX/etc/rancher/k3s/config.yaml"
+  grep -qx 'node-external-ip: "203.0.113.20"' "$SANDBOX/etc/rancher/k3s/config.yaml"
+}
+
+@test "--node-ip wins over the metadata service, and a single node asks it for no private address" {
+  meta_file metadata/v1/interfaces/public/0/ipv4/address 203.0.113.22
+  meta_file metadata/v1/interfaces/private/0/ipv4/address 10.1.0.2
+  start_http_server "$META"
+  GPUPROV_METADATA_URL="$HTTP_URL" run "$INSTALLER" --cluster-nodes 3 --node-ip 10.9.9.9
+  [ "$status" -eq 0 ]
+  grep -qx 'node-ip: "10.9.9.9"' "$SANDBOX/etc/rancher/k3s/config.yaml"
+  refute grep -q 'interfaces/private' "$CURL_LOG"
+  GPUPROV_METADATA_URL="$HTTP_URL" run "$INSTALLER"
+  [ "$status" -eq 0 ]
+  refute grep -q 'node-ip' "$SANDBOX/etc/rancher/k3s/config.yaml"
+}
