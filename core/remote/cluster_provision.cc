@@ -228,9 +228,9 @@ K3sNodeAddresses ParseK3sNodeAddresses(const std::string& config_lines) {
   return out;
 }
 
-ServerRerunDecision DecideServerRerun(const ClusterPlan& plan, const InstallerArgs& now,
-                                      const K3sNodeAddresses& in_force) {
-  if (!plan.boot_route) return {ServerRerun::kNone, "the installer ran over SSH with them"};
+ServerRerunDecision DecideServerRerun(const ClusterPlan& plan, bool pushed,
+                                      const InstallerArgs& now, const K3sNodeAddresses& in_force) {
+  if (pushed) return {ServerRerun::kNone, "the installer ran over SSH with them"};
   // The node firewall is compared apart: the boot script names it, the later runs keep it.
   const auto k3s_words = [](InstallerArgs args) {
     args.peers.clear();
@@ -242,7 +242,7 @@ ServerRerunDecision DecideServerRerun(const ClusterPlan& plan, const InstallerAr
   ran.node_external_ip = in_force.node_external_ip;
   const std::vector<std::string> at_boot = k3s_words(ran);
   const std::vector<std::string> wanted = k3s_words(now);
-  if (at_boot != wanted) {
+  if (plan.boot_route && at_boot != wanted) {
     std::string missing;
     for (std::size_t i = 0; i + 1 < wanted.size(); i += 2) {
       bool found = false;
@@ -255,10 +255,10 @@ ServerRerunDecision DecideServerRerun(const ClusterPlan& plan, const InstallerAr
             "the boot install ran without " +
                 (missing.empty() ? std::string("the cluster's settings") : missing)};
   }
-  if (plan.boot_args.peers != now.peers && NodeFirewallFor(plan) == "ssh-only") {
-    return {ServerRerun::kPeersOnly, "the node firewall does not admit the cluster's nodes yet"};
+  if (NodeFirewallFor(plan) == "ssh-only" && !now.peers.empty()) {
+    return {ServerRerun::kPeersOnly, "the node firewall admits the cluster's nodes as they are now"};
   }
-  return {ServerRerun::kNone, "the boot install ran with every setting the cluster needs"};
+  return {ServerRerun::kNone, "the install found ran with every setting the cluster needs"};
 }
 
 std::string AgentBootInstallWaitCommand() {
@@ -269,16 +269,15 @@ std::string AgentBootInstallWaitCommand() {
 std::string ClusterProvision::OnServerInstalled(NodeShell& shell) {
   Provision& s = server_;
   const InstallerArgs args = s.K3sArgs();
-  ClusterPlan ran = s.plan_;
-  // A bring-up that pushed the installer over SSH (the boot install had not run) gave it them.
-  if (s.rec_.route == "ssh") ran.boot_route = false;
+  // ClusterBringUp records a push of its own in the probe map (pushed_over_ssh).
+  const bool pushed = s.rec_.probe.count("pushed_over_ssh") > 0;
   K3sNodeAddresses in_force;
-  if (ran.boot_route) {
+  if (!pushed && s.plan_.boot_route) {
     in_force = ParseK3sNodeAddresses(
         shell.RunAsRoot("k3s node addresses", K3sNodeAddressesCommand(), "", std::chrono::seconds(30))
             .stdout_text);
   }
-  const ServerRerunDecision d = DecideServerRerun(ran, args, in_force);
+  const ServerRerunDecision d = DecideServerRerun(s.plan_, pushed, args, in_force);
   s.console_.Debug("server rerun: " +
                    std::string(d.action == ServerRerun::kInstaller   ? "installer"
                                : d.action == ServerRerun::kPeersOnly ? "peers only"

@@ -54,11 +54,13 @@ K3sNodeAddresses ParseK3sNodeAddresses(const std::string& config_lines);
 
 /// The server's rerun for \a plan when its installer's arguments are now \a now (the
 /// addresses and peers known after create) and its k3s config has \a in_force (the boot run
-/// takes them from the cloud's metadata service where it can), first match wins: the SSH
-/// route, nothing (that run had \a now); a setting of k3s's other than the peers differs, the
-/// installer; the peers differ and the node firewall admits them, `--peers-only`; else nothing.
-ServerRerunDecision DecideServerRerun(const ClusterPlan& plan, const InstallerArgs& now,
-                                      const K3sNodeAddresses& in_force);
+/// takes them from the cloud's metadata service where it can), first match wins: this
+/// bring-up \a pushed the installer with \a now, nothing; on the boot route a setting of k3s's
+/// other than the peers differs, the installer; the node firewall admits peers (tunnel access),
+/// `--peers-only` with them (an install found done, at boot or by an earlier run, may have
+/// fewer); else nothing.
+ServerRerunDecision DecideServerRerun(const ClusterPlan& plan, bool pushed,
+                                      const InstallerArgs& now, const K3sNodeAddresses& in_force);
 
 /// An agent on a cloud-init boot route waits for its boot install (cloud-init status --wait), so
 /// the boot run never runs after the join and undoes its settings; the installer is then on the

@@ -32,24 +32,37 @@ InstallerArgs Now(const ClusterPlan& plan) {
 
 const K3sNodeAddresses kLearnedAtBoot{"10.1.0.2", "203.0.113.2"};
 
-TEST(DecideServerRerun, TheSshRouteRanWithEverySettingAlready) {
-  ClusterPlan plan = BootPlan(true);
-  plan.boot_route = false;
-  const ServerRerunDecision d = DecideServerRerun(plan, Now(plan), {});
+TEST(DecideServerRerun, AnInstallerPushedByThisBringUpRanWithEverySettingAlready) {
+  ClusterPlan plan = BootPlan(false);
+  InstallerArgs now = Now(plan);
+  now.peers = {"10.1.0.3"};
+  const ServerRerunDecision d = DecideServerRerun(plan, /*pushed=*/true, now, {});
   EXPECT_EQ(d.action, ServerRerun::kNone);
   EXPECT_EQ(d.reason, "the installer ran over SSH with them");
+  plan.boot_route = false;
+  EXPECT_EQ(DecideServerRerun(plan, true, now, {}).action, ServerRerun::kNone);
+}
+
+TEST(DecideServerRerun, AnSshRouteInstallFoundDoneIsNotComparedButGetsThePeersOfNow) {
+  ClusterPlan plan = BootPlan(false);
+  plan.boot_route = false;
+  plan.boot_args = {};
+  InstallerArgs now = Now(plan);
+  EXPECT_EQ(DecideServerRerun(plan, false, now, {}).action, ServerRerun::kNone);
+  now.peers = {"10.1.0.3"};
+  EXPECT_EQ(DecideServerRerun(plan, false, now, {}).action, ServerRerun::kPeersOnly);
 }
 
 TEST(DecideServerRerun, AServerThatLearnedItsAddressesAtBootIsNotRunAgain) {
   const ClusterPlan plan = BootPlan(true);
-  const ServerRerunDecision d = DecideServerRerun(plan, Now(plan), kLearnedAtBoot);
+  const ServerRerunDecision d = DecideServerRerun(plan, false, Now(plan), kLearnedAtBoot);
   EXPECT_EQ(d.action, ServerRerun::kNone);
-  EXPECT_EQ(d.reason, "the boot install ran with every setting the cluster needs");
+  EXPECT_EQ(d.reason, "the install found ran with every setting the cluster needs");
 }
 
 TEST(DecideServerRerun, AServerWithoutItsNodeIpIsRunAgainNamingWhatIsMissing) {
   const ClusterPlan plan = BootPlan(true);
-  const ServerRerunDecision d = DecideServerRerun(plan, Now(plan), {});
+  const ServerRerunDecision d = DecideServerRerun(plan, false, Now(plan), {});
   EXPECT_EQ(d.action, ServerRerun::kInstaller);
   EXPECT_EQ(d.reason,
             "the boot install ran without --node-ip 10.1.0.2 --node-external-ip 203.0.113.2");
@@ -58,7 +71,7 @@ TEST(DecideServerRerun, AServerWithoutItsNodeIpIsRunAgainNamingWhatIsMissing) {
 TEST(DecideServerRerun, AnotherNodeIpThanTheHostsIsRunAgain) {
   const ClusterPlan plan = BootPlan(true);
   const ServerRerunDecision d =
-      DecideServerRerun(plan, Now(plan), K3sNodeAddresses{"10.0.0.2", "203.0.113.2"});
+      DecideServerRerun(plan, false, Now(plan), K3sNodeAddresses{"10.0.0.2", "203.0.113.2"});
   EXPECT_EQ(d.action, ServerRerun::kInstaller);
   EXPECT_EQ(d.reason, "the boot install ran without --node-ip 10.1.0.2");
 }
@@ -67,30 +80,30 @@ TEST(DecideServerRerun, AK3sSettingOtherThanTheAddressesIsRunAgain) {
   const ClusterPlan plan = BootPlan(true);
   InstallerArgs now = Now(plan);
   now.k3s_version = "v1.36.5+k3s1";
-  EXPECT_EQ(DecideServerRerun(plan, now, kLearnedAtBoot).action, ServerRerun::kInstaller);
+  EXPECT_EQ(DecideServerRerun(plan, false, now, kLearnedAtBoot).action, ServerRerun::kInstaller);
 }
 
 TEST(DecideServerRerun, PeersBehindTheNodeFirewallAreSetAloneWithoutTouchingK3s) {
   const ClusterPlan plan = BootPlan(false);
   InstallerArgs now = Now(plan);
   now.peers = {"10.1.0.3", "10.1.0.4"};
-  const ServerRerunDecision d = DecideServerRerun(plan, now, kLearnedAtBoot);
+  const ServerRerunDecision d = DecideServerRerun(plan, false, now, kLearnedAtBoot);
   EXPECT_EQ(d.action, ServerRerun::kPeersOnly);
-  EXPECT_EQ(d.reason, "the node firewall does not admit the cluster's nodes yet");
+  EXPECT_EQ(d.reason, "the node firewall admits the cluster's nodes as they are now");
 }
 
 TEST(DecideServerRerun, PeersOnADirectAccessCloudNeedNothingOnTheNode) {
   const ClusterPlan plan = BootPlan(true);
   InstallerArgs now = Now(plan);
   now.peers = {"10.1.0.3"};
-  EXPECT_EQ(DecideServerRerun(plan, now, kLearnedAtBoot).action, ServerRerun::kNone);
+  EXPECT_EQ(DecideServerRerun(plan, false, now, kLearnedAtBoot).action, ServerRerun::kNone);
 }
 
 TEST(DecideServerRerun, MissingAddressesWinOverPeers) {
   const ClusterPlan plan = BootPlan(false);
   InstallerArgs now = Now(plan);
   now.peers = {"10.1.0.3"};
-  EXPECT_EQ(DecideServerRerun(plan, now, {}).action, ServerRerun::kInstaller);
+  EXPECT_EQ(DecideServerRerun(plan, false, now, {}).action, ServerRerun::kInstaller);
 }
 
 TEST(K3sNodeAddresses, TheConfigLinesGiveBothAddresses) {
