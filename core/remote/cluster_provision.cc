@@ -24,7 +24,10 @@ struct ClusterProvision::Node {
   std::optional<SshSession> session;
   std::unique_ptr<SshNodeShell> shell;
   NodeOutcome outcome;
+  bool running = false;  // the VM runs with its addresses known (Provision::WaitForRunning)
 
+  /// The VM runs and no step has failed: a peer of the others.
+  bool peer() const { return running && outcome.error.empty(); }
   /// The VM exists and answers SSH, and no step has failed.
   bool usable() const { return session.has_value() && outcome.error.empty(); }
   /// Records why the node is out of the cluster (the first reason counts).
@@ -163,9 +166,7 @@ void ClusterProvision::MakeVms() {
       Guarded(p, n->outcome, true, [&] {
         p.WaitForRunning();
         p.OpenNeededPorts();
-        n->session.emplace(p.WaitForSsh());
-        p.InstallTtlIfAsked(*n->session);
-        n->shell = std::make_unique<SshNodeShell>(&*n->session);
+        n->running = true;
       });
     });
   }
@@ -182,10 +183,13 @@ std::vector<ClusterProvision::Node*> ClusterProvision::Reachable() {
 }
 
 void ClusterProvision::LetPeersIn() {
-  std::vector<Node*> reachable = Reachable();
-  for (Node* node : reachable) {
+  std::vector<Node*> members;
+  for (auto& node : nodes_) {
+    if (node->peer()) members.push_back(node.get());
+  }
+  for (Node* node : members) {
     node->provision->peers_.clear();
-    for (Node* other : reachable) {
+    for (Node* other : members) {
       if (other != node) node->provision->peers_.push_back(PeerAddress(other->provision->rec_));
     }
   }
@@ -316,6 +320,13 @@ void ClusterProvision::BringUpServer(const std::function<void(const std::string&
   });
 }
 
+void ClusterProvision::ReachOverSsh(Node& n) {
+  Provision& p = *n.provision;
+  n.session.emplace(p.WaitForSsh());
+  p.InstallTtlIfAsked(*n.session);
+  n.shell = std::make_unique<SshNodeShell>(&*n.session);
+}
+
 void ClusterProvision::PrepareAgent(Node& n) {
   Provision& a = *n.provision;
   a.rec_.phase = "installing";
@@ -365,10 +376,11 @@ void ClusterProvision::BringUpServerAndJoinAgents() {
   std::vector<std::thread> threads;
   for (std::size_t i = 1; i < nodes_.size(); ++i) {
     Node* n = nodes_[i].get();
-    if (!n->usable()) continue;
+    if (!n->peer()) continue;
     threads.emplace_back([this, n, &server, token, &url] {
       Provision& a = *n->provision;
       Guarded(a, n->outcome, true, [&] {
+        ReachOverSsh(*n);
         PrepareAgent(*n);
         CrashPoint("agent-prepared");
       });
@@ -385,6 +397,7 @@ void ClusterProvision::BringUpServerAndJoinAgents() {
       });
     });
   }
+  if (server.peer()) Guarded(server_, server.outcome, true, [&] { ReachOverSsh(server); });
   BringUpServer(give_token);
   give_token("");
   for (auto& t : threads) t.join();

@@ -88,15 +88,20 @@ class ClusterProvision {
   void PrepareNodes();
   /// Every node's intent recorded before any create.
   void RecordIntents();
-  /// Create, running, ports, SSH and TTL: each node on its own thread.
+  /// Create, running and ports: each node on its own thread. SSH waits for no other node:
+  /// each node's own thread reaches it (ReachOverSsh) in BringUpServerAndJoinAgents.
   void MakeVms();
   /// The driver's open_peer_ports with every node that has a VM, and on clouds whose node
-  /// firewall admits peers, each node's peer set.
+  /// firewall admits peers, each running node's peer set (their addresses are known once they
+  /// run, long before SSH answers).
   void LetPeersIn();
-  /// The server's bring-up on this thread while each agent, on its own thread, is prepared
-  /// (PrepareAgent) and then joins (JoinAgent) as soon as the server's k3s runs: the joins
-  /// overlap the server's validation.
+  /// The server's SSH and bring-up on this thread while each agent, on its own thread, is
+  /// reached over SSH, prepared (PrepareAgent) and then joins (JoinAgent) as soon as the
+  /// server's k3s runs: the server waits for no agent's boot, and the joins overlap the
+  /// server's validation.
   void BringUpServerAndJoinAgents();
+  /// SSH to the node (its wait bounded by ssh_wait_seconds), its TTL, its shell.
+  void ReachOverSsh(Node& node);
   /// The server's install and validation (cluster_bringup.h); its kubeconfig is the cluster's.
   /// \a on_token gets the join token once k3s runs there with the cluster's settings
   /// (OnServerInstalled).
