@@ -806,23 +806,18 @@ metadata_get() {
   curl -sS -f --noproxy '*' --connect-timeout 1 --max-time 3 "$@" 2>/dev/null
 }
 
-# address_by_source KIND: the node's public address (KIND public) where --public-ip-source says
-# the cloud gives it (installer/README.md), or its address on the cloud's private network (KIND
-# private) where the cloud's metadata service tells it: EC2's (and OpenStack's EC2-compatible)
-# local-ipv4 (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-categories.html),
-# GCE's network-interfaces/0/ip (https://cloud.google.com/compute/docs/metadata/predefined-metadata-keys),
-# DigitalOcean's interfaces/private/0 (https://docs.digitalocean.com/reference/api/metadata/).
-# The test VM's 127.x on an interface stands in for a public address.
-address_by_source() {
-  local kind="$1" mds="${METADATA_URL:-http://169.254.169.254}" s ip="" rc t
-  [[ "$PUBLIC_IP_SOURCE" != none || "$kind" != public ]] || log "the cloud tells no VM its public address"
-  [[ "$PUBLIC_IP_SOURCE" != interface || "$kind" != public ]] || ip="$(ip -4 -o addr show scope global | awk '$2 != "lo" {sub("/.*", "", $4); print $4}' |
+# public_ip_by_source: the public address where --public-ip-source says the cloud gives it
+# (installer/README.md). The test VM's 127.x on an interface stands in for a public address.
+public_ip_by_source() {
+  local mds="${METADATA_URL:-http://169.254.169.254}" s ip="" rc t
+  [[ "$PUBLIC_IP_SOURCE" != none ]] || log "the cloud tells no VM its public address"
+  [[ "$PUBLIC_IP_SOURCE" != interface ]] || ip="$(ip -4 -o addr show scope global | awk '$2 != "lo" {sub("/.*", "", $4); print $4}' |
     grep -Ev '^(10|192\.168|169\.254|172\.(1[6-9]|2.|3[01])|100\.(6[4-9]|[7-9].|1[01].|12[0-7]))\.')" || ip=""
   [[ "$METADATA_ENABLED" == 1 ]] && command -v curl >/dev/null || s=none
   t="${PUBLIC_IP_SOURCE/auto/ec2 gce digitalocean}"
   for s in ${s:-${t/nebius/nebius gce}}; do # nebius: then Yandex Cloud's GCE-compatible path
-    case "$s:$kind" in
-      ec2:* | openstack:*)
+    case "$s" in
+      ec2 | openstack)
         rc=0
         t="$(metadata_get -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' "$mds/latest/api/token")" || rc=$?
         if [[ "$rc" == 7 || "$rc" == 28 ]]; then
@@ -830,12 +825,11 @@ address_by_source() {
           break
         fi
         [[ "$rc" == 0 ]] || t=""
-        ip="$(metadata_get ${t:+-H "X-aws-ec2-metadata-token: $t"} "$mds/latest/meta-data/${kind/private/local}-ipv4")"
+        ip="$(metadata_get ${t:+-H "X-aws-ec2-metadata-token: $t"} "$mds/latest/meta-data/public-ipv4")"
         ;;
-      gce:public) ip="$(metadata_get -H 'Metadata-Flavor: Google' "$mds/computeMetadata/v1/instance/network-interfaces/0/access-configs/0/external-ip")" ;;
-      gce:private) ip="$(metadata_get -H 'Metadata-Flavor: Google' "$mds/computeMetadata/v1/instance/network-interfaces/0/ip")" ;;
-      digitalocean:*) ip="$(metadata_get "$mds/metadata/v1/interfaces/$kind/0/ipv4/address")" ;;
-      nebius:public)
+      gce) ip="$(metadata_get -H 'Metadata-Flavor: Google' "$mds/computeMetadata/v1/instance/network-interfaces/0/access-configs/0/external-ip")" ;;
+      digitalocean) ip="$(metadata_get "$mds/metadata/v1/interfaces/public/0/ipv4/address")" ;;
+      nebius)
         ip="$(metadata_get -H 'Metadata: true' "${METADATA_URL:-http://metadata.nebius.internal}/v1/network-data" |
           tr -d ' \n' | grep -o '"public_ip_address":{"address":"[0-9.]*' | cut -d'"' -f6)"
         ;;
@@ -849,7 +843,7 @@ resolve_public_ip() {
   local ip=""
   if [[ -n "$PUBLIC_IP" ]]; then
     log "public address from --public-ip: $PUBLIC_IP"
-  elif ip="$(address_by_source public)" && [[ -n "$ip" ]]; then
+  elif ip="$(public_ip_by_source)" && [[ -n "$ip" ]]; then
     PUBLIC_IP="$ip"
     local from="the metadata service"
     [[ "$PUBLIC_IP_SOURCE" != interface ]] || from="a network interface"
@@ -873,21 +867,6 @@ resolve_public_ip() {
     for x in "${TLS_SANS[@]}"; do [[ "$x" == "$s" ]] && seen=1; done
     [[ "$seen" == 1 ]] || TLS_SANS+=("$s")
   done
-}
-
-# resolve_node_ip: the server of a multi-node cluster run without --node-ip (its boot run: the
-# boot script was written before the VM had an address) takes k3s's node-ip from the metadata
-# service where the cloud tells the private address, and node-external-ip from the public one,
-# as gpuprov passes them later (docs/multi-node.md): that later run then changes nothing and k3s
-# is not restarted.
-resolve_node_ip() {
-  local ip
-  [[ "$ROLE" == server && "$CLUSTER_NODES" -gt 1 && -z "$NODE_IP" ]] || return 0
-  if ip="$(address_by_source private)" && [[ -n "$ip" ]]; then
-    NODE_IP="$ip"
-    [[ -n "$NODE_EXTERNAL_IP" || -z "$PUBLIC_IP" || "$PUBLIC_IP" == "$ip" ]] || NODE_EXTERNAL_IP="$PUBLIC_IP"
-    log "node address from the metadata service: $NODE_IP (external: ${NODE_EXTERNAL_IP:-none})"
-  fi
 }
 
 # keep_unit_flags: the `k3s server` flags of a k3s.service gpuprov did not write (get.k3s.io's, a
@@ -1330,7 +1309,6 @@ main() {
   if [[ "$ROLE" == server ]]; then
     step public-ip
     resolve_public_ip
-    resolve_node_ip
   fi
   step config
   write_config

@@ -731,7 +731,7 @@ class DockerBackend : public InstanceBackend {
     doc->set("instance_id", r.id);
     doc->set("hostname", hostname);
     doc->set("public_ipv4", r.address);
-    doc->set("local_ipv4", r.private_ip.empty() ? "10.0.0.2" : r.private_ip);
+    doc->set("local_ipv4", "10.0.0.2");
     return ToJson(doc) + "\n";
   }
 
@@ -1064,25 +1064,7 @@ class DockerBackend : public InstanceBackend {
     }
     ApplyGate(id);
     ApplyIngress(id);
-    if (!private_ip.empty()) TellPrivateAddress(engine, id);
     return true;
-  }
-
-  // The metadata service of a VM on a private network answers with the address Docker gave
-  // it there (known once the container runs), as a cloud's tells the VM's private address from
-  // its first boot: the installer reads it at boot (cloud-init runs the boot script seconds
-  // after this).
-  void TellPrivateAddress(Engine& engine, const std::string& id) {
-    Record r;
-    if (!Update(id, [&](Record& x) { r = x; }) || r.spec.faults.no_metadata) return;
-    docker::TarWriter tar;
-    tar.AddFile(docker::kTestVmMetadataFile, MetadataDocument(r, TestVmHostname(r.spec.name)), 0644);
-    try {
-      engine.PutArchive(r.container_id, "/", tar.Finish());
-    } catch (const EngineError& e) {
-      std::fprintf(stderr, "gpuprov-emulator: cannot tell %s its private address: %s\n",
-                   r.spec.name.c_str(), e.what());
-    }
   }
 
   // Forgets a deleted record once its container is gone.
