@@ -53,8 +53,9 @@ std::string K3sNodeAddressesCommand();
 K3sNodeAddresses ParseK3sNodeAddresses(const std::string& config_lines);
 
 /// The server's rerun for \a plan when its installer's arguments are now \a now (the
-/// addresses and peers known after create) and its k3s config has \a in_force (the boot run
-/// takes them from the cloud's metadata service where it can), first match wins: this
+/// addresses and peers known after create) and its k3s config has \a in_force (none after a
+/// boot run, whose script was written before the VM had addresses; an earlier run's on a
+/// re-run or a scale-up), first match wins: this
 /// bring-up \a pushed the installer with \a now, nothing; on the boot route a setting of k3s's
 /// other than the peers differs, the installer; the node firewall admits peers (tunnel access),
 /// `--peers-only` with them (an install found done, at boot or by an earlier run, may have

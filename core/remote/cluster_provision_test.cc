@@ -30,7 +30,7 @@ InstallerArgs Now(const ClusterPlan& plan) {
   return now;
 }
 
-const K3sNodeAddresses kLearnedAtBoot{"10.1.0.2", "203.0.113.2"};
+const K3sNodeAddresses kInForce{"10.1.0.2", "203.0.113.2"};
 
 TEST(DecideServerRerun, AnInstallerPushedByThisBringUpRanWithEverySettingAlready) {
   ClusterPlan plan = BootPlan(false);
@@ -53,14 +53,14 @@ TEST(DecideServerRerun, AnSshRouteInstallFoundDoneIsNotComparedButGetsThePeersOf
   EXPECT_EQ(DecideServerRerun(plan, false, now, {}).action, ServerRerun::kPeersOnly);
 }
 
-TEST(DecideServerRerun, AServerThatLearnedItsAddressesAtBootIsNotRunAgain) {
+TEST(DecideServerRerun, AServerWhoseConfigHasTheAddressesAlreadyIsNotRunAgain) {
   const ClusterPlan plan = BootPlan(true);
-  const ServerRerunDecision d = DecideServerRerun(plan, false, Now(plan), kLearnedAtBoot);
+  const ServerRerunDecision d = DecideServerRerun(plan, false, Now(plan), kInForce);
   EXPECT_EQ(d.action, ServerRerun::kNone);
   EXPECT_EQ(d.reason, "the install found ran with every setting the cluster needs");
 }
 
-TEST(DecideServerRerun, AServerWithoutItsNodeIpIsRunAgainNamingWhatIsMissing) {
+TEST(DecideServerRerun, ABootRunWithoutTheNodeIpIsRunAgainNamingWhatIsMissing) {
   const ClusterPlan plan = BootPlan(true);
   const ServerRerunDecision d = DecideServerRerun(plan, false, Now(plan), {});
   EXPECT_EQ(d.action, ServerRerun::kInstaller);
@@ -80,14 +80,14 @@ TEST(DecideServerRerun, AK3sSettingOtherThanTheAddressesIsRunAgain) {
   const ClusterPlan plan = BootPlan(true);
   InstallerArgs now = Now(plan);
   now.k3s_version = "v1.36.5+k3s1";
-  EXPECT_EQ(DecideServerRerun(plan, false, now, kLearnedAtBoot).action, ServerRerun::kInstaller);
+  EXPECT_EQ(DecideServerRerun(plan, false, now, kInForce).action, ServerRerun::kInstaller);
 }
 
 TEST(DecideServerRerun, PeersBehindTheNodeFirewallAreSetAloneWithoutTouchingK3s) {
   const ClusterPlan plan = BootPlan(false);
   InstallerArgs now = Now(plan);
   now.peers = {"10.1.0.3", "10.1.0.4"};
-  const ServerRerunDecision d = DecideServerRerun(plan, false, now, kLearnedAtBoot);
+  const ServerRerunDecision d = DecideServerRerun(plan, false, now, kInForce);
   EXPECT_EQ(d.action, ServerRerun::kPeersOnly);
   EXPECT_EQ(d.reason, "the node firewall admits the cluster's nodes as they are now");
 }
@@ -96,7 +96,7 @@ TEST(DecideServerRerun, PeersOnADirectAccessCloudNeedNothingOnTheNode) {
   const ClusterPlan plan = BootPlan(true);
   InstallerArgs now = Now(plan);
   now.peers = {"10.1.0.3"};
-  EXPECT_EQ(DecideServerRerun(plan, false, now, kLearnedAtBoot).action, ServerRerun::kNone);
+  EXPECT_EQ(DecideServerRerun(plan, false, now, kInForce).action, ServerRerun::kNone);
 }
 
 TEST(DecideServerRerun, MissingAddressesWinOverPeers) {
