@@ -238,6 +238,7 @@ ClusterPlan PlanCluster(std::uint64_t capabilities, const UserDataLimit& user_da
     return plan;
   }
   plan.boot_route = true;
+  plan.boot_args = args;
   plan.boot_script = script->text;
   plan.boot_script_size = script->size;
   return plan;
@@ -275,6 +276,7 @@ class ClusterBringUp {
     in_.save(rec_);
 
     Install();
+    if (in_.after_install) in_.after_install(shell_);
     console_.Step("validate", "waiting for the Kubernetes API and validating the node");
     NodeChecks checks = WaitAndValidate();
 

@@ -35,6 +35,7 @@ struct ClusterPlan {
   bool startup_script = false;  // ... run as the cloud's startup script, not by cloud-init
   bool direct = false;       // API at https://<public-ip>:6443; else an SSH tunnel
   std::string boot_script;   // the user data ("" on the SSH route)
+  InstallerArgs boot_args;   // what the boot script runs the installer with (boot route)
   std::size_t boot_script_size = 0;  // what the cloud counts of it (BootScript::size)
   std::string note;          // why the SSH route was taken although the cloud runs boot scripts
   bool ssh_asked = false;    // --install-route ssh chose the SSH route
@@ -135,6 +136,10 @@ struct ClusterInputs {
   bool cuda_check_by_cluster = false;
   std::string cuda_check_image = kDefaultSmokeTestImage;
   std::chrono::seconds cuda_check_wait{300};
+  /// Runs once the install is done and k3s runs, before the node is validated; what it throws
+  /// fails the bring-up. A cluster's server is re-run there with the cluster's addresses, and
+  /// its agents start joining, so the joins overlap the server's validation.
+  std::function<void(NodeShell&)> after_install;
 };
 
 struct ClusterResult {

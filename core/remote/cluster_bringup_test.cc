@@ -39,6 +39,19 @@ TEST(ClusterPlan, BootScriptAndOpenPortsGiveBootRouteAndDirectAccess) {
   EXPECT_EQ(DirectModePortsText(), "22, 6443, 80 and 443");
 }
 
+TEST(ClusterPlan, TheBootRouteKeepsTheArgumentsItsScriptRunsTheInstallerWith) {
+  InstallerArgs args;
+  args.cluster_nodes = 4;
+  args.public_ip_source = "digitalocean";
+  ClusterPlan boot = PlanCluster(kCloudInit, 65536, args);
+  ASSERT_TRUE(boot.boot_route);
+  EXPECT_EQ(boot.boot_args.cluster_nodes, 4);
+  EXPECT_EQ(boot.boot_args.public_ip_source, "digitalocean");
+  EXPECT_EQ(boot.boot_args.node_firewall, "ssh-only");  // tunnel access: the node's own
+  ClusterPlan ssh = PlanCluster(kCloudInit, 65536, args, InstallRoute::kSsh);
+  EXPECT_EQ(ssh.boot_args.cluster_nodes, 0);
+}
+
 TEST(ClusterPlan, StartupScriptCloudsTakeTheBootRouteToo) {
   ClusterPlan p = PlanCluster(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES |
                                   GPUPROV_CAP_BOOT_STARTUP_SCRIPT,
@@ -424,6 +437,28 @@ TEST_F(BringUpLoop, AnInstallDoneAtBootPushesNothingAndRecordsTheBootRoute) {
   EXPECT_EQ(r.server, "https://127.9.9.9:6443");
   EXPECT_TRUE(std::filesystem::exists(in.kubeconfig_path));
   EXPECT_GT(saves, 0);
+}
+
+TEST_F(BringUpLoop, AfterInstallRunsOnceBetweenTheInstallAndTheValidation) {
+  node.probes = {ProbeOutput(false, kCloudInitDone), ProbeOutput(true, kCloudInitDone)};
+  std::vector<std::string> seen;
+  in.after_install = [&](NodeShell& shell) {
+    seen = node.calls;
+    EXPECT_EQ(&shell, &node);
+  };
+  Run();
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back(), "probe");  // the install's last probe saw k3s running
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), "push installer"), 1);
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), "cluster checks"), 0);
+  EXPECT_GT(node.Count("cluster checks"), 0);
+}
+
+TEST_F(BringUpLoop, AFailureAfterTheInstallStopsTheBringUpBeforeValidation) {
+  node.probes = {ProbeOutput(true, kCloudInitDone)};
+  in.after_install = [](NodeShell&) { throw Error("no join token", "look"); };
+  EXPECT_THROW(Run(), Error);
+  EXPECT_EQ(node.Count("cluster checks"), 0);
 }
 
 TEST_F(BringUpLoop, ABootInstallThatNeverRanIsPushedOnceAndTheRouteSaysSsh) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <future>
+#include <sstream>
 #include <thread>
 
 #include "cluster_join.h"
@@ -24,7 +26,10 @@ struct ClusterProvision::Node {
   std::optional<SshSession> session;
   std::unique_ptr<SshNodeShell> shell;
   NodeOutcome outcome;
+  bool running = false;  // the VM runs with its addresses known (Provision::WaitForRunning)
 
+  /// The VM runs and no step has failed: a peer of the others.
+  bool peer() const { return running && outcome.error.empty(); }
   /// The VM exists and answers SSH, and no step has failed.
   bool usable() const { return session.has_value() && outcome.error.empty(); }
   /// Records why the node is out of the cluster (the first reason counts).
@@ -58,6 +63,10 @@ void Guarded(Provision& p, NodeOutcome& outcome, bool after_create, Step&& step)
   }
 }
 
+/// How often validation asks the server's API again (one SSH round trip on an open session,
+/// one local request there): the nodes' Ready state, the overlay check's echo server and probe.
+constexpr std::chrono::milliseconds kClusterPollInterval{250};
+
 }  // namespace
 
 std::vector<std::string> NodeReportLines(const std::vector<NodeOutcome>& nodes) {
@@ -82,8 +91,7 @@ int ClusterProvision::Run() {
   RecordIntents();
   MakeVms();
   LetPeersIn();
-  BringUpServerWhileAgentsPrepare();
-  JoinAgents();
+  BringUpServerAndJoinAgents();
   ValidateCluster();
   return Report();
 }
@@ -155,9 +163,7 @@ void ClusterProvision::MakeVms() {
       Guarded(p, n->outcome, true, [&] {
         p.WaitForRunning();
         p.OpenNeededPorts();
-        n->session.emplace(p.WaitForSsh());
-        p.InstallTtlIfAsked(*n->session);
-        n->shell = std::make_unique<SshNodeShell>(&*n->session);
+        n->running = true;
       });
     });
   }
@@ -174,10 +180,13 @@ std::vector<ClusterProvision::Node*> ClusterProvision::Reachable() {
 }
 
 void ClusterProvision::LetPeersIn() {
-  std::vector<Node*> reachable = Reachable();
-  for (Node* node : reachable) {
+  std::vector<Node*> members;
+  for (auto& node : nodes_) {
+    if (node->peer()) members.push_back(node.get());
+  }
+  for (Node* node : members) {
     node->provision->peers_.clear();
-    for (Node* other : reachable) {
+    for (Node* other : members) {
       if (other != node) node->provision->peers_.push_back(PeerAddress(other->provision->rec_));
     }
   }
@@ -198,117 +207,207 @@ void ClusterProvision::LetPeersIn() {
   CrashPoint("peer-ports-opened");
 }
 
-void ClusterProvision::BringUpServer() {
+std::string K3sNodeAddressesCommand() {
+  return std::string("grep -E '^node-(external-)?ip:' ") + kK3sConfigPath + " 2>/dev/null || true";
+}
+
+K3sNodeAddresses ParseK3sNodeAddresses(const std::string& config_lines) {
+  K3sNodeAddresses out;
+  std::istringstream in(config_lines);
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = line.substr(0, colon);
+    std::string value = TrimSpace(line.substr(colon + 1));
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
+      value = value.substr(1, value.size() - 2);
+    }
+    if (key == "node-ip") out.node_ip = value;
+    if (key == "node-external-ip") out.node_external_ip = value;
+  }
+  return out;
+}
+
+ServerRerunDecision DecideServerRerun(const ClusterPlan& plan, bool pushed,
+                                      const InstallerArgs& now, const K3sNodeAddresses& in_force) {
+  if (pushed) return {ServerRerun::kNone, "the installer ran over SSH with them"};
+  // The node firewall is compared apart: the boot script names it, the later runs keep it.
+  const auto k3s_words = [](InstallerArgs args) {
+    args.peers.clear();
+    args.node_firewall.clear();
+    return InstallerArgWords(args);
+  };
+  InstallerArgs ran = plan.boot_args;
+  ran.node_ip = in_force.node_ip;
+  ran.node_external_ip = in_force.node_external_ip;
+  const std::vector<std::string> at_boot = k3s_words(ran);
+  const std::vector<std::string> wanted = k3s_words(now);
+  if (plan.boot_route && at_boot != wanted) {
+    std::string missing;
+    for (std::size_t i = 0; i + 1 < wanted.size(); i += 2) {
+      bool found = false;
+      for (std::size_t j = 0; j + 1 < at_boot.size() && !found; j += 2) {
+        found = at_boot[j] == wanted[i] && at_boot[j + 1] == wanted[i + 1];
+      }
+      if (!found) missing += (missing.empty() ? "" : " ") + wanted[i] + " " + wanted[i + 1];
+    }
+    return {ServerRerun::kInstaller,
+            "the boot install ran without " +
+                (missing.empty() ? std::string("the cluster's settings") : missing)};
+  }
+  if (NodeFirewallFor(plan) == "ssh-only" && !now.peers.empty()) {
+    return {ServerRerun::kPeersOnly, "the node firewall admits the cluster's nodes as they are now"};
+  }
+  return {ServerRerun::kNone, "the install found ran with every setting the cluster needs"};
+}
+
+std::string AgentBootInstallWaitCommand() {
+  return std::string("cloud-init status --wait >/dev/null 2>&1 || true; test -s ") +
+         kNodeInstallerPath;
+}
+
+std::string ClusterProvision::OnServerInstalled(NodeShell& shell) {
+  Provision& s = server_;
+  const InstallerArgs args = s.K3sArgs();
+  // ClusterBringUp records a push of its own in the probe map (pushed_over_ssh).
+  const bool pushed = s.rec_.probe.count("pushed_over_ssh") > 0;
+  K3sNodeAddresses in_force;
+  if (!pushed && s.plan_.boot_route) {
+    in_force = ParseK3sNodeAddresses(
+        shell.RunAsRoot("k3s node addresses", K3sNodeAddressesCommand(), "", std::chrono::seconds(30))
+            .stdout_text);
+  }
+  const ServerRerunDecision d = DecideServerRerun(s.plan_, pushed, args, in_force);
+  s.console_.Debug("server rerun: " +
+                   std::string(d.action == ServerRerun::kInstaller   ? "installer"
+                               : d.action == ServerRerun::kPeersOnly ? "peers only"
+                                                                     : "none") +
+                   ": " + d.reason);
+  if (d.action == ServerRerun::kPeersOnly) {
+    SetNodeFirewallPeers(shell, s.name_, args.peers, "gpuprov provision");
+  } else if (d.action == ServerRerun::kInstaller) {
+    const SshRunResult r =
+        shell.RunAsRoot("installer with the cluster's addresses", InstallerPushCommand(args),
+                        InstallerScript(), std::chrono::minutes(30));
+    if (r.exit_status != 0) {
+      throw Error("the installer failed on " + s.name_ + " with the cluster's addresses (exit " +
+                      std::to_string(r.exit_status) + "): " + TrimSpace(r.stderr_text),
+                  "look at " + std::string(kNodeInstallLog) + " with `gpuprov ssh " + s.name_ +
+                      "`, then re-run the same `gpuprov provision`");
+    }
+  }
+  return ReadJoinToken(shell, s.name_);
+}
+
+void ClusterProvision::BringUpServer(const std::function<void(const std::string&)>& on_token) {
   Node& server = *nodes_.front();
   if (!server.usable()) return;
   Provision& s = server_;
   Guarded(s, server.outcome, true, [&] {
     s.ChooseTunnelPortIfTunnel();
-    s.BringUpClusterIfOn(*server.session);
-    if (s.plan_.boot_route) {
-      // The boot script ran before the VM had its private address and peers: once bring-up has
-      // seen the boot install finish (a run of ours before it would be undone by it), the
-      // installer runs again with them (k3s restarts only if its config changed), so the
-      // server's node address is the one the agents reach.
-      const SshRunResult r = server.shell->RunAsRoot(
-          "installer with the cluster's addresses", InstallerPushCommand(s.K3sArgs()),
-          InstallerScript(), std::chrono::minutes(30));
-      if (r.exit_status != 0) {
-        throw Error("the installer failed on " + s.name_ + " with the cluster's addresses (exit " +
-                        std::to_string(r.exit_status) + "): " + TrimSpace(r.stderr_text),
-                    "look at " + std::string(kNodeInstallLog) + " with `gpuprov ssh " + s.name_ +
-                        "`, then re-run the same `gpuprov provision`");
-      }
-    } else if (!NodeFirewallFor(s.plan_).empty()) {
-      // Bring-up leaves a server installed before as it is (a re-run, `scale` up): its node
-      // firewall is told the cluster's nodes now (a no-op when they are the ones it admits).
-      SetNodeFirewallPeers(*server.shell, s.name_, s.peers_, "gpuprov provision");
-    }
+    s.BringUpClusterIfOn(*server.session, [&](NodeShell& shell) {
+      const std::string token = OnServerInstalled(shell);
+      s.console_.Step("join", "joining the agents to " + s.name_ + " while it is validated");
+      on_token(token);
+    });
     s.MergeKubeconfigIfAsked();
   });
 }
 
-void ClusterProvision::BringUpServerWhileAgentsPrepare() {
-  // An agent's install (GPU runtime, k3s binary, node firewall) needs no server: it runs while
-  // the server is brought up, and only the join waits for the server.
-  std::vector<std::thread> threads;
-  for (std::size_t i = 1; i < nodes_.size(); ++i) {
-    Node* n = nodes_[i].get();
-    if (!n->usable()) continue;
-    threads.emplace_back([n] {
-      Provision& a = *n->provision;
-      Guarded(a, n->outcome, true, [&] {
-        a.rec_.phase = "installing";
-        a.Save();
-        InstallerArgs args = a.K3sArgs();
-        // Tunnel access: the agent's node firewall too admits SSH and, from the peers only,
-        // k3s's ports (its kubelet would otherwise answer the internet).
-        args.node_firewall = NodeFirewallFor(a.plan_);
-        if (a.plan_.boot_route && !a.plan_.startup_script) {
-          // The boot run first (it would otherwise run after ours and undo the join's settings).
-          n->shell->RunAsRoot("wait for the boot install",
-                              "cloud-init status --wait >/dev/null 2>&1 || true", "",
-                              std::chrono::seconds(a.opt_.boot_install_wait_seconds.value));
-        }
-        // On the SSH route this prepares the node; on the boot route it finds the boot run's
-        // work done and adds the peers.
-        SshRunResult prepared = n->shell->RunAsRoot("push installer (agent)",
-                                                    InstallerPushCommand(args), InstallerScript(),
-                                                    std::chrono::minutes(30));
-        if (prepared.exit_status != 0) {
-          throw Error("the installer failed on " + a.name_ + " (exit " +
-                          std::to_string(prepared.exit_status) + "): " +
-                          TrimSpace(prepared.stderr_text),
-                      "look at " + std::string(kNodeInstallLog) + " with `gpuprov ssh " + a.name_ +
-                          "`, then re-run the same `gpuprov provision`");
-        }
-        CrashPoint("agent-prepared");
-      });
-    });
-  }
-  BringUpServer();
-  for (auto& t : threads) t.join();
+void ClusterProvision::ReachOverSsh(Node& n) {
+  Provision& p = *n.provision;
+  n.session.emplace(p.WaitForSsh());
+  p.InstallTtlIfAsked(*n.session);
+  n.shell = std::make_unique<SshNodeShell>(&*n.session);
 }
 
-void ClusterProvision::JoinAgents() {
-  Node& server = *nodes_.front();
-  if (nodes_.size() < 2) return;
-  if (!server.usable()) {
-    for (std::size_t i = 1; i < nodes_.size(); ++i) {
-      nodes_[i]->Fail("the server " + server.outcome.name + " is not up: " + server.outcome.error,
-                      "re-run the same `gpuprov provision` once the server's problem is fixed");
-    }
-    return;
+InstallerArgs ClusterProvision::AgentArgs(const Provision& agent) {
+  InstallerArgs args = agent.K3sArgs();
+  args.node_firewall = NodeFirewallFor(agent.plan_);
+  return args;
+}
+
+void ClusterProvision::PrepareAgent(Node& n) {
+  Provision& a = *n.provision;
+  a.rec_.phase = "installing";
+  a.Save();
+  if (a.plan_.boot_route && !a.plan_.startup_script &&
+      n.shell->RunAsRoot("wait for the boot install", AgentBootInstallWaitCommand(), "",
+                         std::chrono::seconds(a.opt_.boot_install_wait_seconds.value))
+              .exit_status == 0) {
+    return;  // the boot run prepared it; the join's run adds what it lacks (addresses, peers)
   }
-  server_.console_.Step("join", "joining the agents to " + server_.name_);
-  std::string token;
-  Guarded(server_, server.outcome, true, [&] { token = ReadJoinToken(*server.shell, server_.name_); });
-  if (token.empty()) return;
+  const SshRunResult prepared =
+      n.shell->RunAsRoot("push installer (agent)", InstallerPushCommand(AgentArgs(a)),
+                         InstallerScript(), std::chrono::minutes(30));
+  if (prepared.exit_status != 0) {
+    throw Error("the installer failed on " + a.name_ + " (exit " +
+                    std::to_string(prepared.exit_status) + "): " + TrimSpace(prepared.stderr_text),
+                "look at " + std::string(kNodeInstallLog) + " with `gpuprov ssh " + a.name_ +
+                    "`, then re-run the same `gpuprov provision`");
+  }
+}
+
+void ClusterProvision::JoinAgent(Node& n, const std::string& token, const std::string& url) {
+  Provision& a = *n.provision;
+  const SshRunResult joined = n.shell->RunAsRoot(
+      "join the cluster", AgentJoinCommand(AgentArgs(a), url), token + "\n", std::chrono::minutes(10));
+  if (joined.exit_status != 0) {
+    throw Error("agent " + a.name_ + " could not join " + url + " (exit " +
+                    std::to_string(joined.exit_status) + "): " + TrimSpace(joined.stderr_text),
+                "look with `gpuprov ssh " + a.name_ +
+                    " -- sudo journalctl -u k3s-agent`, then re-run the same `gpuprov provision`");
+  }
+}
+
+void ClusterProvision::BringUpServerAndJoinAgents() {
+  Node& server = *nodes_.front();
+  // The token reaches the agents' threads once: from the server's bring-up as soon as its k3s
+  // runs, or "" when the bring-up ended without it (the server's outcome says why).
+  std::promise<std::string> token_promise;
+  std::shared_future<std::string> token = token_promise.get_future().share();
+  bool token_given = false;
+  const auto give_token = [&](const std::string& t) {
+    if (token_given) return;
+    token_given = true;
+    token_promise.set_value(t);
+  };
   const std::string url = AgentServerUrl(PeerAddress(server_.rec_));
   std::vector<std::thread> threads;
   for (std::size_t i = 1; i < nodes_.size(); ++i) {
     Node* n = nodes_[i].get();
-    if (!n->usable()) continue;
-    threads.emplace_back([n, &token, &url] {
+    if (!n->peer()) continue;
+    threads.emplace_back([this, n, &server, token, &url] {
       Provision& a = *n->provision;
       Guarded(a, n->outcome, true, [&] {
-        InstallerArgs args = a.K3sArgs();
-        args.node_firewall = NodeFirewallFor(a.plan_);
-        SshRunResult joined = n->shell->RunAsRoot("join the cluster", AgentJoinCommand(args, url),
-                                                  token + "\n", std::chrono::minutes(10));
-        if (joined.exit_status != 0) {
-          throw Error("agent " + a.name_ + " could not join " + url + " (exit " +
-                          std::to_string(joined.exit_status) + "): " +
-                          TrimSpace(joined.stderr_text),
-                      "look with `gpuprov ssh " + a.name_ +
-                          " -- sudo journalctl -u k3s-agent`, then re-run the same `gpuprov "
-                          "provision`");
-        }
+        ReachOverSsh(*n);
+        PrepareAgent(*n);
+        CrashPoint("agent-prepared");
+      });
+      const std::string t = token.get();
+      if (!n->usable()) return;
+      if (t.empty()) {
+        n->Fail("the server " + server.outcome.name + " is not up: " + server.outcome.error,
+                "re-run the same `gpuprov provision` once the server's problem is fixed");
+        return;
+      }
+      Guarded(a, n->outcome, true, [&] {
+        JoinAgent(*n, t, url);
         CrashPoint("agent-joined");
       });
     });
   }
+  if (server.peer()) Guarded(server_, server.outcome, true, [&] { ReachOverSsh(server); });
+  BringUpServer(give_token);
+  give_token("");
   for (auto& t : threads) t.join();
+  if (server.usable()) return;
+  // Agents that joined before the server's validation failed are not in a working cluster.
+  for (std::size_t i = 1; i < nodes_.size(); ++i) {
+    nodes_[i]->Fail("the server " + server.outcome.name + " is not up: " + server.outcome.error,
+                    "re-run the same `gpuprov provision` once the server's problem is fixed");
+  }
 }
 
 void ClusterProvision::ValidateCluster() {
@@ -337,7 +436,7 @@ void ClusterProvision::ValidateCluster() {
     shortfall = ClusterNodesShortfall(status, gpus);
     if (shortfall.empty() || std::chrono::steady_clock::now() - start > limit) break;
     ThrowIfInterrupted("validating the cluster");
-    std::this_thread::sleep_for(std::chrono::seconds(2));
+    std::this_thread::sleep_for(kClusterPollInterval);
   }
   for (std::size_t i = 0; i < members.size(); ++i) {
     const std::string one = ClusterNodesShortfall({status[i]}, gpus);
@@ -357,7 +456,8 @@ void ClusterProvision::ValidateCluster() {
   }
   if (agent && !status.empty() && server.outcome.error.empty()) {
     try {
-      RunOverlayCheck(*server.shell, status[0].node_name, agent_node, std::chrono::seconds(120));
+      RunOverlayCheck(*server.shell, status[0].node_name, agent_node, std::chrono::seconds(120),
+                      kClusterPollInterval);
     } catch (const Error& e) {
       agent->Fail(e.what(), e.hint());
     }

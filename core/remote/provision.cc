@@ -752,7 +752,8 @@ void Provision::MergeKubeconfigIfAsked() {
   Save();
 }
 
-void Provision::BringUpClusterIfOn(SshSession& session) {
+void Provision::BringUpClusterIfOn(SshSession& session,
+                                   std::function<void(NodeShell&)> after_install) {
   if (!k8s_.enabled) return;
   rec_.phase = "installing";
   Save();
@@ -773,6 +774,7 @@ void Provision::BringUpClusterIfOn(SshSession& session) {
   in.cuda_check_by_cluster = member_.nodes > 1;
   in.cuda_check_image = opt_.smoke_test_image.value;
   in.save = [this](VmRecord& r) { r = store_->Save(r); };
+  in.after_install = std::move(after_install);
   SshNodeShell shell(&session);
   cluster_ = BringUpCluster(shell, in, rec_);
 }

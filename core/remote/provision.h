@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -109,8 +110,10 @@ class Provision {
   /// in the user's kubeconfig, recorded so `gpuprov down` takes exactly them out again.
   void MergeKubeconfigIfAsked();
 
-  /// The cluster state machine (cluster_bringup.h) when Kubernetes is on.
-  void BringUpClusterIfOn(SshSession& session);
+  /// The cluster state machine (cluster_bringup.h) when Kubernetes is on; \a after_install
+  /// runs once the install is done, before validation (ClusterInputs::after_install).
+  void BringUpClusterIfOn(SshSession& session,
+                          std::function<void(NodeShell&)> after_install = {});
 
   /// A failure after create keeps the VM, records why, and says how to look.
   [[noreturn]] void KeepVmAndRethrow(const Error& e);
