@@ -1167,7 +1167,8 @@ done
 EOF
 }
 
-# node_firewall: that script and its boot unit, applied unless unchanged and in force.
+# node_firewall: that script and its boot unit, applied unless unchanged and in force. An active
+# unit is reloaded (ExecReload runs the script): k3s Requires it, so a restart would restart k3s.
 node_firewall() {
   local tool=nft changed=1 unit_changed=0
   command -v nft >/dev/null || tool=iptables
@@ -1183,7 +1184,7 @@ node_firewall() {
   [[ "$PEERS_ONLY" == 1 && -f "$ROOT$FW_UNIT" ]] || if printf '[Unit]\nDescription=gpuprov node firewall: inbound SSH only\nDefaultDependencies=no
 Wants=network-pre.target\nAfter=nftables.service netfilter-persistent.service
 Before=network-pre.target %s.service\n[Service]\nType=oneshot\nRemainAfterExit=yes
-ExecStart=/bin/sh %s\n[Install]\nWantedBy=sysinit.target\nRequiredBy=%s.service\n' "$K3S_SVC" "$FW_SCRIPT" "$K3S_SVC" |
+ExecStart=/bin/sh %s\nExecReload=/bin/sh %s\n[Install]\nWantedBy=sysinit.target\nRequiredBy=%s.service\n' "$K3S_SVC" "$FW_SCRIPT" "$FW_SCRIPT" "$K3S_SVC" |
     write_if_changed "$ROOT$FW_UNIT" 0644; then changed=1 unit_changed=1; fi
   FW_STATE="ssh-only ($tool)"
   if [[ "$changed" == 0 ]] && timeout 60 systemctl is-active --quiet gpuprov-firewall &&
@@ -1193,7 +1194,7 @@ ExecStart=/bin/sh %s\n[Install]\nWantedBy=sysinit.target\nRequiredBy=%s.service\
   fi
   if ! { { [[ "$unit_changed" == 0 ]] || timeout 120 systemctl daemon-reload; } &&
     timeout 120 systemctl --no-reload enable gpuprov-firewall >>"$LOG_PATH" 2>&1 &&
-    timeout 120 systemctl restart gpuprov-firewall 9>&-; }; then
+    timeout 120 systemctl reload-or-restart gpuprov-firewall 9>&-; }; then
     fail "the node firewall did not apply; look at 'journalctl -u gpuprov-firewall'"
   fi
   log "node firewall applied: $FW_STATE, peers: ${PEERS[*]:-none}"

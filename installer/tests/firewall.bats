@@ -57,6 +57,8 @@ line_of() { grep -n -m1 -E "$1" "$FAKE_SYSTEMCTL_DIR/calls.log" | cut -d: -f1; }
   [ "$(grep -n 'tcp dport 22 accept' "$NODE_FW" | cut -d: -f1)" -lt "$(grep -n 'counter drop' "$NODE_FW" | cut -d: -f1)" ]
   refute grep -q iptables "$NODE_FW"
   grep -qx 'ExecStart=/bin/sh /etc/gpuprov/node-firewall.sh' "$FW_UNIT"
+  # Applied again by a reload: a restart would restart k3s too (RequiredBy).
+  grep -qx 'ExecReload=/bin/sh /etc/gpuprov/node-firewall.sh' "$FW_UNIT"
   grep -qx 'Before=network-pre.target k3s.service' "$FW_UNIT"
   grep -qx 'RequiredBy=k3s.service' "$FW_UNIT"
   grep -qx 'WantedBy=sysinit.target' "$FW_UNIT"
@@ -64,7 +66,7 @@ line_of() { grep -n -m1 -E "$1" "$FAKE_SYSTEMCTL_DIR/calls.log" | cut -d: -f1; }
   # Enabled and applied, before k3s is started.
   cat "$FAKE_SYSTEMCTL_DIR/calls.log"
   [ -n "$(line_of ' enable gpuprov-firewall')" ]
-  [ "$(line_of ' restart gpuprov-firewall')" -lt "$(line_of ' start k3s')" ]
+  [ "$(line_of ' reload-or-restart gpuprov-firewall')" -lt "$(line_of ' start k3s')" ]
   [ "$(status .node_firewall)" = "ssh-only (nft)" ]
   grep -q 'step firewall' "$SANDBOX/var/log/gpuprov-install.log"
   [[ "$output" == *"node firewall applied: ssh-only (nft)"* ]]
@@ -79,7 +81,7 @@ line_of() { grep -n -m1 -E "$1" "$FAKE_SYSTEMCTL_DIR/calls.log" | cut -d: -f1; }
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"node firewall unchanged: ssh-only (nft)"* ]]
-  [ "$(grep -c ' restart gpuprov-firewall' "$FAKE_SYSTEMCTL_DIR/calls.log")" -eq 1 ]
+  [ "$(grep -c ' reload-or-restart gpuprov-firewall' "$FAKE_SYSTEMCTL_DIR/calls.log")" -eq 1 ]
   [ "$(k3s_starts)" -eq 1 ]
   # Not rewritten (cp -p kept the mtime).
   [ "$(stat -c %Y "$NODE_FW")" = "$(stat -c %Y "$BATS_TEST_TMPDIR/fw.before")" ]
@@ -93,13 +95,13 @@ line_of() { grep -n -m1 -E "$1" "$FAKE_SYSTEMCTL_DIR/calls.log" | cut -d: -f1; }
   rm "$FAKE_SYSTEMCTL_DIR/active.gpuprov-firewall"
   run "$INSTALLER" --node-firewall ssh-only
   [ "$status" -eq 0 ]
-  [ "$(grep -c ' restart gpuprov-firewall' "$FAKE_SYSTEMCTL_DIR/calls.log")" -eq 2 ]
+  [ "$(grep -c ' reload-or-restart gpuprov-firewall' "$FAKE_SYSTEMCTL_DIR/calls.log")" -eq 2 ]
   # `nft list table inet gpuprov` fails: someone flushed the ruleset.
   printf '#!/bin/sh\necho "$*" >>"%s/nft.log"\nexit 1\n' "$BATS_TEST_TMPDIR" >"$SPY_DIR/nft"
   run "$INSTALLER" --node-firewall ssh-only
   [ "$status" -eq 0 ]
   grep -qx 'list table inet gpuprov' "$BATS_TEST_TMPDIR/nft.log"
-  [ "$(grep -c ' restart gpuprov-firewall' "$FAKE_SYSTEMCTL_DIR/calls.log")" -eq 3 ]
+  [ "$(grep -c ' reload-or-restart gpuprov-firewall' "$FAKE_SYSTEMCTL_DIR/calls.log")" -eq 3 ]
   [ "$(k3s_starts)" -eq 1 ]
 }
 
@@ -179,7 +181,7 @@ nft_check() {
   [ "$(stat -c %Y "$FW_UNIT")" = "$(stat -c %Y "$BATS_TEST_TMPDIR/unit.before")" ]
   new_calls="$(tail -n +"$((calls_before + 1))" "$FAKE_SYSTEMCTL_DIR/calls.log")"
   echo "$new_calls"
-  [[ "$new_calls" == *" restart gpuprov-firewall"* ]]
+  [[ "$new_calls" == *" reload-or-restart gpuprov-firewall"* ]]
   [[ "$new_calls" != *daemon-reload* ]]
   [[ "$new_calls" != *k3s* ]]
   cmp "$SANDBOX/var/lib/gpuprov/install-status.json" "$BATS_TEST_TMPDIR/marker.before"
@@ -187,7 +189,7 @@ nft_check() {
   run "$INSTALLER" --peers-only --peer 10.0.0.3 --peer 10.0.0.7
   [ "$status" -eq 0 ]
   [[ "$output" == *"node firewall unchanged"* ]]
-  [ "$(grep -c ' restart gpuprov-firewall' "$FAKE_SYSTEMCTL_DIR/calls.log")" -eq 2 ]
+  [ "$(grep -c ' reload-or-restart gpuprov-firewall' "$FAKE_SYSTEMCTL_DIR/calls.log")" -eq 2 ]
   # No peers left: their rules go, ssh-only stays.
   run "$INSTALLER" --peers-only
   [ "$status" -eq 0 ]

@@ -124,6 +124,19 @@ refute_nft_table() {
   vm grep -q '"phase": "done"' /var/lib/gpuprov/install-status.json
 }
 
+@test "vm: --peers-only applies a new peer set by a reload: k3s, which Requires the unit, keeps running" {
+  starts_before=$(vm systemctl show -p NRestarts,ExecMainStartTimestampMonotonic k3s)
+  run vm /root/gpuprov-install.sh --peers-only --peer 10.0.0.9
+  echo "$output"
+  [ "$status" -eq 0 ]
+  vm nft list table inet gpuprov | grep -q '10.0.0.9'
+  [ "$(vm systemctl show -p NRestarts,ExecMainStartTimestampMonotonic k3s)" = "$starts_before" ]
+  vm systemctl is-active --quiet k3s
+  run vm /root/gpuprov-install.sh --peers-only
+  [ "$status" -eq 0 ]
+  [ -z "$(vm nft list table inet gpuprov | grep '10.0.0.9')" ]
+}
+
 @test "vm: after docker restart the rules are back before k3s starts" {
   docker restart "$VM" >/dev/null
   wait_for 180 systemctl is-active k3s

@@ -42,7 +42,7 @@ with_nvidia_ctk() {
   rm "$FAKE_SYSTEMCTL_DIR/active.gpuprov-firewall"
   run "$INSTALLER" --node-firewall ssh-only
   [ "$status" -eq 0 ]
-  [ "$(grep -c ' restart gpuprov-firewall' "$FAKE_SYSTEMCTL_DIR/calls.log")" -eq 2 ]
+  [ "$(grep -c ' reload-or-restart gpuprov-firewall' "$FAKE_SYSTEMCTL_DIR/calls.log")" -eq 2 ]
   [ "$(reloads)" -eq 2 ]
   # Its unit edited by hand: put back and reloaded.
   echo "# local edit" >>"$SANDBOX/etc/systemd/system/gpuprov-firewall.service"
