@@ -376,6 +376,9 @@ std::vector<CloudResource> Cloud::ListResources() {
         std::string vm = names->get(static_cast<unsigned>(j)).toString();
         if (!vm.empty()) res.vm_names.push_back(vm);
       }
+      // Sorted: a cloud lists them in the order they were attached (a cluster's nodes are made
+      // at once), and gc's table and JSON should not change with it.
+      std::sort(res.vm_names.begin(), res.vm_names.end());
     }
     if (o->has("price_per_hour") && o->get("price_per_hour").isNumeric()) {
       res.price_per_hour = o->getValue<double>("price_per_hour");

@@ -87,7 +87,7 @@ struct CloudResource {
   std::string id;    // what delete_resource takes with the kind
   std::string name;
   /// The gpuprov VMs it belongs to: one for most; the users of a shared one (an SSH key);
-  /// empty when it belongs to none any more.
+  /// empty when it belongs to none any more. Sorted.
   std::vector<std::string> vm_names;
   std::string region;
   std::string created_at;                // RFC 3339; "" when the cloud does not say
