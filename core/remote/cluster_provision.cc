@@ -67,6 +67,17 @@ void Guarded(Provision& p, NodeOutcome& outcome, bool after_create, Step&& step)
 /// one local request there): the nodes' Ready state, the overlay check's echo server and probe.
 constexpr std::chrono::milliseconds kClusterPollInterval{250};
 
+/// The Error of an installer run on node \a name that failed (\a with: what it ran with, e.g.
+/// " with the cluster's addresses", or ""); nothing when it exited 0.
+void ThrowIfInstallerFailed(const SshRunResult& r, const std::string& name,
+                            const std::string& with) {
+  if (r.exit_status == 0) return;
+  throw Error("the installer failed on " + name + with + " (exit " +
+                  std::to_string(r.exit_status) + "): " + TrimSpace(r.stderr_text),
+              "look at " + std::string(kNodeInstallLog) + " with `gpuprov ssh " + name +
+                  "`, then re-run the same `gpuprov provision`");
+}
+
 }  // namespace
 
 std::vector<std::string> NodeReportLines(const std::vector<NodeOutcome>& nodes) {
@@ -287,15 +298,10 @@ std::string ClusterProvision::OnServerInstalled(NodeShell& shell) {
   if (d.action == ServerRerun::kPeersOnly) {
     SetNodeFirewallPeers(shell, s.name_, args.peers, "gpuprov provision");
   } else if (d.action == ServerRerun::kInstaller) {
-    const SshRunResult r =
+    ThrowIfInstallerFailed(
         shell.RunAsRoot("installer with the cluster's addresses", InstallerPushCommand(args),
-                        InstallerScript(), std::chrono::minutes(30));
-    if (r.exit_status != 0) {
-      throw Error("the installer failed on " + s.name_ + " with the cluster's addresses (exit " +
-                      std::to_string(r.exit_status) + "): " + TrimSpace(r.stderr_text),
-                  "look at " + std::string(kNodeInstallLog) + " with `gpuprov ssh " + s.name_ +
-                      "`, then re-run the same `gpuprov provision`");
-    }
+                        InstallerScript(), std::chrono::minutes(30)),
+        s.name_, " with the cluster's addresses");
   }
   return ReadJoinToken(shell, s.name_);
 }
@@ -338,15 +344,10 @@ void ClusterProvision::PrepareAgent(Node& n) {
               .exit_status == 0) {
     return;  // the boot run prepared it; the join's run adds what it lacks (addresses, peers)
   }
-  const SshRunResult prepared =
+  ThrowIfInstallerFailed(
       n.shell->RunAsRoot("push installer (agent)", InstallerPushCommand(AgentArgs(a)),
-                         InstallerScript(), std::chrono::minutes(30));
-  if (prepared.exit_status != 0) {
-    throw Error("the installer failed on " + a.name_ + " (exit " +
-                    std::to_string(prepared.exit_status) + "): " + TrimSpace(prepared.stderr_text),
-                "look at " + std::string(kNodeInstallLog) + " with `gpuprov ssh " + a.name_ +
-                    "`, then re-run the same `gpuprov provision`");
-  }
+                         InstallerScript(), std::chrono::minutes(30)),
+      a.name_, "");
 }
 
 void ClusterProvision::JoinAgent(Node& n, const std::string& token, const std::string& url) {
