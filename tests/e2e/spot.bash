@@ -1,5 +1,5 @@
 # Helpers of the spot e2e files (spot.bats, spot_tunnel.bats): a preemption through the
-# emulator's control API, and `gpuprov watch` bringing the VM back.
+# emulator's control API, `gpuprov watch` bringing the VM back, and both with their checks.
 
 # preempt CLOUD NAME [INSTANCE]: the emulated cloud takes VM NAME back (POST /preempt of its
 # instance, INSTANCE where the cloud names it otherwise, e.g. Massed Compute's gpuprov-NAME);
@@ -37,4 +37,26 @@ watch_brings_back() {
   stop_child INT "$WATCH_PID" gpuprov
   wait "$WATCH_PID" || { echo "watch exited $?" >&2; return 1; }
   WATCH_PID=
+}
+
+# preempt_and_watch NAME CLOUD INSTANCE REASON: the emulator takes the ready spot VM NAME back
+# (its instance INSTANCE on CLOUD); list shows it PREEMPTED with REASON; `gpuprov watch` brings
+# it back (its ndjson events and the line with the time it took), a new ready spot VM of the
+# same name with a new address, the only one on CLOUD.
+preempt_and_watch() {
+  local name=$1 cloud=$2 instance=$3 reason=$4 first_id first_ip
+  first_id=$(field "$name" vm_id)
+  first_ip=$(field "$name" address)
+  preempt "$cloud" "$name" "$instance"
+  run "$GPUPROV" list
+  # shellcheck disable=SC2154  # output: set by bats' run
+  echo "$output"
+  [[ "$(grep "^$name " <<<"$output")" == *PREEMPTED* ]]
+  [[ "$output" == *"$name: preempted by $cloud ($reason)"* ]]
+  watch_brings_back "$cloud" "$name" "$reason\""
+  [ "$(field "$name" vm_id)" != "$first_id" ]
+  [ "$(field "$name" address)" != "$first_ip" ]
+  [ "$(field "$name" spot)" = True ]
+  [ "$(field "$name" phase)" = ready ]
+  [ "$(count "$cloud" instances)" -eq 1 ]
 }

@@ -127,27 +127,6 @@ memory_home() {
     "Prime Intellect ended the spot pod (status TERMINATED)"
 }
 
-# preempt_and_watch NAME CLOUD INSTANCE REASON: the emulator takes the ready spot VM NAME back
-# (its instance INSTANCE on CLOUD); list shows it PREEMPTED with REASON; `gpuprov watch` brings
-# it back (its ndjson events and the line with the time it took), a new ready spot VM of the
-# same name with a new address, the only one on CLOUD.
-preempt_and_watch() {
-  local name=$1 cloud=$2 instance=$3 reason=$4 first_id first_ip
-  first_id=$(field "$name" vm_id)
-  first_ip=$(field "$name" address)
-  preempt "$cloud" "$name" "$instance"
-  run "$GPUPROV" list
-  echo "$output"
-  [[ "$(grep "^$name " <<<"$output")" == *PREEMPTED* ]]
-  [[ "$output" == *"$name: preempted by $cloud ($reason)"* ]]
-  watch_brings_back "$cloud" "$name" "$reason\""
-  [ "$(field "$name" vm_id)" != "$first_id" ]
-  [ "$(field "$name" address)" != "$first_ip" ]
-  [ "$(field "$name" spot)" = True ]
-  [ "$(field "$name" phase)" = ready ]
-  [ "$(count "$cloud" instances)" -eq 1 ]
-}
-
 @test "spot: aws direct access: preempted, PREEMPTED in list, watch brings it back, kubectl works through the rewritten kubeconfig" {
   start_emulator docker --clouds aws --backend docker
   use_emulator docker

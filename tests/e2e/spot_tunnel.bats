@@ -43,27 +43,14 @@ teardown() {
   [[ "$output" == *"offer: 1H100.80S.30V in "*" at \$0.99/h spot (on demand \$2.19/h)"* ]]
   [ "$(field vd-spot spot)" = True ]
   [ "$(field vd-spot access)" = tunnel ]
-  local kc="$GPUPROV_HOME/kube/vd-spot.yaml" port first_id first_ip
+  local kc="$GPUPROV_HOME/kube/vd-spot.yaml" port
   port=$(KUBECONFIG="$kc" kubectl config view -o jsonpath='{.clusters[0].cluster.server}')
   port=${port##*:}
-  first_id=$(field vd-spot vm_id)
-  first_ip=$(field vd-spot address)
   start_tunnel vd-spot "$port"
   expect_cluster_ready vd-spot
 
-  preempt verda vd-spot
-  run "$GPUPROV" list
-  echo "$output"
-  [[ "$output" == *"PREEMPTED"* ]]
-  [[ "$output" == *"vd-spot: preempted by verda (spot instance discontinued by Verda (status discontinued))"* ]]
-
-  watch_brings_back verda vd-spot "spot instance discontinued by Verda"
-
-  [ "$(field vd-spot vm_id)" != "$first_id" ]
-  [ "$(field vd-spot address)" != "$first_ip" ]
-  [ "$(field vd-spot spot)" = True ]
-  [ "$(field vd-spot phase)" = ready ]
-  [ "$(count verda instances)" -eq 1 ]
+  preempt_and_watch vd-spot verda vd-spot \
+    "spot instance discontinued by Verda (status discontinued)"
   # The same kubeconfig file and context, the same local tunnel port.
   [ "$(KUBECONFIG="$kc" kubectl config current-context)" = gpuprov-vd-spot ]
   grep -q "server: https://127.0.0.1:$port" "$kc"
