@@ -56,7 +56,9 @@ heal() {
   [ "$output" -gt 0 ]
   [ "$(field kb route)" = boot ]
   [ "$(field kb access)" = direct ]
-  [ "$(field kb probe.cloud_init)" = done ]
+  # The installer writes its marker from cloud-init's last stage, so the probe (cloud-init's
+  # status read first, the marker last) can see the install ended while cloud-init still runs.
+  [[ "$(field kb probe.cloud_init)" =~ ^(done|running)$ ]]
   [ "$(field kb probe.k3s_unit)" = active ]
   field kb phase_seconds.install
   # The kubeconfig: 0600, renamed, pointing at the public address, TLS verified.
