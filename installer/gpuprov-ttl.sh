@@ -13,7 +13,9 @@
 #   gpuprov-ttl status                      the settings and the idle clock, as KEY=VALUE lines
 #
 # Idle means, at every check: no SSH connection established to this host (ss) and nobody
-# logged in (who), no running Kubernetes pod asking for nvidia.com/gpu (kubectl), no
+# logged in (who), no running Kubernetes pod asking for nvidia.com/gpu (kubectl: on a k3s
+# server any such pod of the cluster, so a control plane stays up under busy agents; on a k3s
+# agent those bound to its own node, read with the kubelet's credentials), no
 # gpuprov-install run holding its lock, k3s not still starting (installed but not answering
 # within K3S_START_GRACE_SECONDS of boot), and every GPU's utilisation below gpu_util_max percent
 # (nvidia-smi). The idle clock starts at the first idle check and restarts at any busy one; it
@@ -36,6 +38,11 @@ readonly OLD_IDLE_FILE="$ROOT/var/lib/gpuprov/ttl-idle-since" # where older vers
 readonly BOOT_ID_FILE="$ROOT/proc/sys/kernel/random/boot_id"
 readonly INSTALL_LOCK="$ROOT/run/lock/gpuprov-install.lock" # held by gpuprov-install.sh
 readonly K3S_UNIT_FILE="$ROOT/etc/systemd/system/k3s.service"
+readonly K3S_AGENT_UNIT_FILE="$ROOT/etc/systemd/system/k3s-agent.service"
+# A k3s agent's kubelet kubeconfig (client certificate CN system:node:<node>), written at its
+# join; it reaches the server through the agent's load balancer on 127.0.0.1:6444.
+readonly KUBELET_KUBECONFIG="$ROOT/var/lib/rancher/k3s/agent/kubelet.kubeconfig"
+readonly K3S_CONFIG="$ROOT/etc/rancher/k3s/config.yaml"
 readonly UNIT_DIR="$ROOT/etc/systemd/system"
 readonly LOCK="$ROOT/run/lock/gpuprov-ttl.lock"
 readonly SELF="/usr/local/sbin/gpuprov-ttl"
@@ -93,19 +100,37 @@ ssh_sessions() {
   printf '%s\n' "$((conns + users))"
 }
 
-# Running pods whose containers ask for nvidia.com/gpu, one "namespace/name" a line. Nothing
-# when there is no kubectl or no k3s; nothing and status 1 when k3s is installed but its API
-# does not answer (no pod can then be found running).
+# This node's Kubernetes name: config.yaml's node-name, else the host name in lower case (k3s's
+# default, https://docs.k3s.io/cli/agent#node).
+node_name() {
+  local name=""
+  if [ -f "$K3S_CONFIG" ]; then
+    name=$(sed -n 's/^node-name:[[:space:]]*"\{0,1\}\([^"]*\)"\{0,1\}[[:space:]]*$/\1/p' "$K3S_CONFIG" | tail -n1)
+  fi
+  [ -n "$name" ] || name=$(uname -n)
+  printf '%s\n' "${name,,}"
+}
+
+# Running pods whose containers ask for nvidia.com/gpu, one "namespace/name" a line: on a k3s
+# server every such pod of the cluster, on a k3s agent those bound to its node (the Node
+# authorizer lets a kubelet list only its own node's pods, selected by spec.nodeName:
+# https://kubernetes.io/docs/reference/access-authn-authz/node/). Nothing when there is no
+# kubectl or no k3s; nothing and status 1 when k3s is installed but its API does not answer
+# (no pod can then be found running).
 gpu_pods() {
   command -v kubectl >/dev/null 2>&1 || return 0
-  local kubeconfig="$ROOT/etc/rancher/k3s/k3s.yaml" out pod counts n
+  local kubeconfig="$ROOT/etc/rancher/k3s/k3s.yaml" selector=status.phase=Running out pod counts n
   if [ ! -f "$kubeconfig" ]; then
     # k3s writes k3s.yaml at its first start: a k3s unit without it is a k3s not up yet.
     [ ! -f "$K3S_UNIT_FILE" ] || return 1
-    return 0
+    [ -f "$K3S_AGENT_UNIT_FILE" ] || return 0
+    # An agent writes its kubelet's kubeconfig once it has joined.
+    [ -f "$KUBELET_KUBECONFIG" ] || return 1
+    kubeconfig="$KUBELET_KUBECONFIG"
+    selector="$selector,spec.nodeName=$(node_name)"
   fi
   out=$(KUBECONFIG="$kubeconfig" timeout 20 kubectl get pods --all-namespaces \
-    --field-selector=status.phase=Running -o \
+    --field-selector="$selector" -o \
     'jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{" "}{.spec.containers[*].resources.limits.nvidia\.com/gpu}{"\n"}{end}' \
     2>/dev/null) || return 1
   while read -r pod counts; do

@@ -17,8 +17,8 @@ setup() {
   local tool
   # shellcheck disable=SC2016 # the fakes expand $FAKE when they run
   for tool in ss who kubectl nvidia-smi ps logger; do
-    printf '#!/bin/sh\n[ -f "$FAKE/%s.out" ] && cat "$FAKE/%s.out"\nexit "$(cat "$FAKE/%s.rc" 2>/dev/null || echo 0)"\n' \
-      "$tool" "$tool" "$tool" >"$BIN/$tool"
+    printf '#!/bin/sh\nprintf "%%s %%s\\n" "${KUBECONFIG:-}" "$*" >>"$FAKE/%s.log"\n[ -f "$FAKE/%s.out" ] && cat "$FAKE/%s.out"\nexit "$(cat "$FAKE/%s.rc" 2>/dev/null || echo 0)"\n' \
+      "$tool" "$tool" "$tool" "$tool" >"$BIN/$tool"
     chmod +x "$BIN/$tool"
   done
   # shellcheck disable=SC2016
@@ -122,6 +122,53 @@ k3s_up() {
   still_on
   [[ $output == *"GPU pod(s) running: default/train"* ]]
   printf 'kube-system/coredns \ndefault/web 0\n' >"$FAKE/kubectl.out"
+  GPUPROV_TTL_NOW=1200 "$TTL" check
+  GPUPROV_TTL_NOW=1210 run "$TTL" check
+  powered_off
+}
+
+# agent_joined: this sandbox is a k3s agent that has joined (its unit, its kubelet's
+# kubeconfig; no k3s.yaml, which only a server writes).
+agent_joined() {
+  mkdir -p "$GPUPROV_TTL_ROOT/etc/systemd/system" "$GPUPROV_TTL_ROOT/var/lib/rancher/k3s/agent"
+  : >"$GPUPROV_TTL_ROOT/etc/systemd/system/k3s-agent.service"
+  : >"$GPUPROV_TTL_ROOT/var/lib/rancher/k3s/agent/kubelet.kubeconfig"
+}
+
+@test "idle TTL on a k3s agent: its own node's GPU pods, read with the kubelet's kubeconfig" {
+  agent_joined
+  "$TTL" set --idle-seconds 10
+  printf 'default/train-worker-1 1\n' >"$FAKE/kubectl.out"
+  GPUPROV_TTL_NOW=1000 "$TTL" check
+  GPUPROV_TTL_NOW=1100 run "$TTL" check
+  still_on
+  [[ $output == *"GPU pod(s) running: default/train-worker-1"* ]]
+  # The kubelet's credentials, and only the pods bound to this node (its host name, lower case).
+  local node
+  node=$(uname -n)
+  grep -qF "$GPUPROV_TTL_ROOT/var/lib/rancher/k3s/agent/kubelet.kubeconfig get pods --all-namespaces --field-selector=status.phase=Running,spec.nodeName=${node,,} " "$FAKE/kubectl.log"
+  # config.yaml's node-name wins over the host name.
+  mkdir -p "$GPUPROV_TTL_ROOT/etc/rancher/k3s"
+  printf 'node-ip: "10.0.0.2"\nnode-name: "Train-Agent-2"\n' >"$GPUPROV_TTL_ROOT/etc/rancher/k3s/config.yaml"
+  GPUPROV_TTL_NOW=1200 "$TTL" check
+  tail -n1 "$FAKE/kubectl.log" | grep -qF -- "--field-selector=status.phase=Running,spec.nodeName=train-agent-2 "
+  : >"$FAKE/kubectl.out"
+  GPUPROV_TTL_NOW=1300 "$TTL" check
+  GPUPROV_TTL_NOW=1310 run "$TTL" check
+  powered_off
+}
+
+@test "idle TTL on a k3s agent not joined yet: busy within the start grace, as a server" {
+  mkdir -p "$GPUPROV_TTL_ROOT/etc/systemd/system"
+  : >"$GPUPROV_TTL_ROOT/etc/systemd/system/k3s-agent.service"
+  "$TTL" set --idle-seconds 10
+  echo "     42" >"$FAKE/ps.out"
+  GPUPROV_TTL_NOW=1000 "$TTL" check
+  GPUPROV_TTL_NOW=1100 run "$TTL" check
+  still_on
+  [[ $output == *"busy: k3s not answering yet, 42 s after boot"* ]]
+  [ ! -e "$FAKE/kubectl.log" ]
+  echo 600 >"$FAKE/ps.out"
   GPUPROV_TTL_NOW=1200 "$TTL" check
   GPUPROV_TTL_NOW=1210 run "$TTL" check
   powered_off

@@ -93,3 +93,13 @@ nothing_made() {
   [ ! -e "$GPUPROV_HOME/state/$1.json" ]
   [ "$(count_vm_containers "$1")" -eq 0 ]
 }
+
+# expect_ttl_check NAME NODE TEXT: status 0 when one TTL check on node NODE of cluster NAME
+# (gpuprov-ttl check, through `docker exec`: an SSH session would count as busy) says TEXT.
+expect_ttl_check() {
+  local vm
+  vm=$(cluster_json "$1" "c['nodes'][$2]['name']")
+  run docker exec "$(docker ps -q --filter "label=io.gpuprov.emulator.name=$vm")" /usr/local/sbin/gpuprov-ttl check
+  echo "$vm TTL check: $output"
+  [ "$status" -eq 0 ] && [[ "$output" == *"$3"* ]]
+}

@@ -163,6 +163,26 @@ teardown() {
     deadline=$d
   done
   [ -n "$(cluster_json mg "c['nodes'][2]['ttl_deadline']")" ]
+  # Idle is judged per node: a GPU pod bound to agent 1 keeps agent 1 busy (its TTL check lists
+  # its own node's pods with the kubelet's credentials), not agent 2.
+  KUBECONFIG="$GPUPROV_HOME/kube/mg.yaml" kubectl apply -f - <<'EOF'
+apiVersion: v1
+kind: Pod
+metadata: {name: gpu-hold, namespace: default}
+spec:
+  nodeName: mg-agent-1
+  containers:
+    - name: hold
+      image: registry.k8s.io/e2e-test-images/agnhost:2.47
+      args: ["pause"]
+      resources: {limits: {nvidia.com/gpu: 1}}
+EOF
+  KUBECONFIG="$GPUPROV_HOME/kube/mg.yaml" kubectl wait --for=condition=Ready pod/gpu-hold --timeout=60s
+  expect_ttl_check mg 1 "busy: GPU pod(s) running: default/gpu-hold"
+  # The server judges the whole cluster: its control plane stays up under a busy agent.
+  expect_ttl_check mg 0 "busy: GPU pod(s) running: default/gpu-hold"
+  expect_ttl_check mg 2 "idle for "
+  KUBECONFIG="$GPUPROV_HOME/kube/mg.yaml" kubectl delete pod gpu-hold --wait=false
   # An agent that cannot pull the check's image (its kubelet's fault file; a re-run's installer
   # leaves it, as it would not a GPU state it can repair): its check fails, it is named with the
   # cause, the others pass, exit 1; no check pod is left.
