@@ -359,21 +359,14 @@ std::string NebiusDriver::EnsureSecurityGroup(const std::string& vm_name,
                                               bool* created) {
   *created = false;
   const std::string sg_name = SecurityGroupName(vm_name);
-  vpc::GetSecurityGroupByNameRequest get;
-  get.set_parent_id(Project());
-  get.set_name(sg_name);
-  vpc::SecurityGroup group;
-  if (client_->Run({"find security group " + sg_name, false, true},
-                   [&](grpc::ClientContext* c, Done d) {
-                     client_->groups().async()->GetByName(c, &get, &group, std::move(d));
-                   })) {
-    if (!OwnedBy(LabelsOf(group.metadata().labels()), vm_name)) {
+  if (std::optional<vpc::SecurityGroup> group = GroupByName(sg_name)) {
+    if (!OwnedBy(LabelsOf(group->metadata().labels()), vm_name)) {
       throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
                         "a security group named " + sg_name + " exists in project " + Project() +
                             " that gpuprov did not make; delete it or choose another VM name");
     }
-    AddMissingRules(group.metadata().id(), vm_name, ports, sources, true);
-    return group.metadata().id();
+    AddMissingRules(group->metadata().id(), vm_name, ports, sources, true);
+    return group->metadata().id();
   }
   vpc::CreateSecurityGroupRequest req;
   req.mutable_metadata()->set_parent_id(Project());
@@ -396,29 +389,15 @@ std::vector<int> NebiusDriver::OpenPortsOf(const std::string& group_id,
                                            const std::vector<int>& ports, bool* egress_to_all) {
   std::set<int> open;
   if (egress_to_all != nullptr) *egress_to_all = false;
-  std::string token;
-  for (int page = 0; page < kMaxPages; ++page) {
-    vpc::ListSecurityRulesRequest req;
-    req.set_parent_id(group_id);
-    req.set_page_size(kPageSize);
-    req.set_page_token(token);
-    vpc::ListSecurityRulesResponse resp;
-    client_->Run({"list rules of security group " + group_id},
-                 [&](grpc::ClientContext* c, Done d) {
-                   client_->rules().async()->List(c, &req, &resp, std::move(d));
-                 });
-    for (const auto& r : resp.items()) {
-      for (int p : OpenToAll(r)) open.insert(p);
-      const vpc::SecurityRuleSpec& s = r.spec();
-      if (egress_to_all != nullptr && s.has_egress() && s.access() == vpc::ALLOW) {
-        const auto& cidrs = s.egress().destination_cidrs();
-        if (AnyAddress({cidrs.begin(), cidrs.end()}, s.egress().destination_security_group_id())) {
-          *egress_to_all = true;
-        }
+  for (const auto& r : Rules(group_id)) {
+    for (int p : OpenToAll(r)) open.insert(p);
+    const vpc::SecurityRuleSpec& s = r.spec();
+    if (egress_to_all != nullptr && s.has_egress() && s.access() == vpc::ALLOW) {
+      const auto& cidrs = s.egress().destination_cidrs();
+      if (AnyAddress({cidrs.begin(), cidrs.end()}, s.egress().destination_security_group_id())) {
+        *egress_to_all = true;
       }
     }
-    token = resp.next_page_token();
-    if (token.empty()) break;
   }
   std::vector<int> out;
   for (int p : ports) {
@@ -429,30 +408,17 @@ std::vector<int> NebiusDriver::OpenPortsOf(const std::string& group_id,
 
 std::vector<IngressRule> NebiusDriver::IngressRules(const std::string& group_id) {
   std::vector<IngressRule> out;
-  std::string token;
-  for (int page = 0; page < kMaxPages; ++page) {
-    vpc::ListSecurityRulesRequest req;
-    req.set_parent_id(group_id);
-    req.set_page_size(kPageSize);
-    req.set_page_token(token);
-    vpc::ListSecurityRulesResponse resp;
-    client_->Run({"list rules of security group " + group_id}, [&](grpc::ClientContext* c, Done d) {
-      client_->rules().async()->List(c, &req, &resp, std::move(d));
-    });
-    for (const auto& r : resp.items()) {
-      const vpc::SecurityRuleSpec& sp = r.spec();
-      if (sp.access() != vpc::ALLOW || !sp.has_ingress()) continue;
-      if (sp.protocol() != vpc::TCP && sp.protocol() != vpc::ANY) continue;
-      IngressRule one;
-      one.id = r.metadata().id();
-      one.name = r.metadata().name();
-      one.ports.assign(sp.ingress().destination_ports().begin(),
-                       sp.ingress().destination_ports().end());
-      one.cidrs.assign(sp.ingress().source_cidrs().begin(), sp.ingress().source_cidrs().end());
-      out.push_back(std::move(one));
-    }
-    token = resp.next_page_token();
-    if (token.empty()) break;
+  for (const auto& r : Rules(group_id)) {
+    const vpc::SecurityRuleSpec& sp = r.spec();
+    if (sp.access() != vpc::ALLOW || !sp.has_ingress()) continue;
+    if (sp.protocol() != vpc::TCP && sp.protocol() != vpc::ANY) continue;
+    IngressRule one;
+    one.id = r.metadata().id();
+    one.name = r.metadata().name();
+    one.ports.assign(sp.ingress().destination_ports().begin(),
+                     sp.ingress().destination_ports().end());
+    one.cidrs.assign(sp.ingress().source_cidrs().begin(), sp.ingress().source_cidrs().end());
+    out.push_back(std::move(one));
   }
   return out;
 }
@@ -834,45 +800,22 @@ bool NebiusDriver::DeleteDisk(const ::nebius::compute::v1::Disk& disk) {
 
 bool NebiusDriver::DeleteSecurityGroup(const std::string& vm_name) {
   const std::string sg_name = SecurityGroupName(vm_name);
-  vpc::GetSecurityGroupByNameRequest get;
-  get.set_parent_id(Project());
-  get.set_name(sg_name);
-  vpc::SecurityGroup group;
-  if (!client_->Run({"find security group " + sg_name, false, true},
-                    [&](grpc::ClientContext* c, Done d) {
-                      client_->groups().async()->GetByName(c, &get, &group, std::move(d));
-                    })) {
-    return false;
-  }
-  if (!OwnedBy(LabelsOf(group.metadata().labels()), vm_name)) {
+  std::optional<vpc::SecurityGroup> group = GroupByName(sg_name);
+  if (!group) return false;
+  if (!OwnedBy(LabelsOf(group->metadata().labels()), vm_name)) {
     host_.Warning("security group " + sg_name + " is not labelled as gpuprov's for " + vm_name +
                   "; left in place");
     return false;
   }
-  return DeleteGroup(group);
+  return DeleteGroup(*group);
 }
 
 bool NebiusDriver::DeleteGroup(const ::nebius::vpc::v1::SecurityGroup& group) {
   const std::string sg_name = group.metadata().name();
   const std::string id = group.metadata().id();
   // Its rules first (children of the group).
-  vpc::ListSecurityRulesRequest list;
-  list.set_parent_id(id);
-  list.set_page_size(kPageSize);
-  vpc::ListSecurityRulesResponse rules;
-  client_->Run({"list rules of security group " + sg_name}, [&](grpc::ClientContext* c, Done d) {
-    client_->rules().async()->List(c, &list, &rules, std::move(d));
-  });
-  for (const auto& r : rules.items()) {
-    vpc::DeleteSecurityRuleRequest req;
-    req.set_id(r.metadata().id());
-    Operation op;
-    const std::string what = "delete security rule " + r.metadata().name() + " of " + sg_name;
-    if (client_->Run({what, true, true}, [&](grpc::ClientContext* c, Done d) {
-          client_->rules().async()->Delete(c, &req, &op, std::move(d));
-        })) {
-      client_->Wait(NebiusClient::Service::kVpc, op, what);
-    }
+  for (const auto& r : Rules(id)) {
+    DeleteRule(r.metadata().id(), "delete security rule " + r.metadata().name() + " of " + sg_name);
   }
   vpc::DeleteSecurityGroupRequest req;
   req.set_id(id);
