@@ -88,6 +88,53 @@ std::set<int> OpenToAll(const vpc::SecurityRule& rule) {
   return ports;
 }
 
+// The cluster's security group: "-peers" after the cluster name, since the server VM (named
+// after the cluster) has its own group gpuprov-<cluster>.
+std::string ClusterGroupName(const std::string& cluster) {
+  return kit::ClusterResourceName(cluster) + "-peers";
+}
+
+// One rule of a cluster's group: the peer ports of one protocol (at most 8 a rule), from the
+// group itself.
+struct PeerRule {
+  vpc::RuleProtocol protocol = vpc::TCP;
+  std::vector<int> ports;  // sorted
+  std::string name;        // "peers-tcp-6443-10250"
+};
+
+std::vector<PeerRule> PeerRulesOf(const std::vector<kit::PeerPort>& ports) {
+  std::map<std::string, std::vector<int>> by_protocol;
+  for (const auto& p : ports) by_protocol[p.protocol].push_back(p.port);
+  std::vector<PeerRule> out;
+  for (auto& [protocol, list] : by_protocol) {
+    std::sort(list.begin(), list.end());
+    list.erase(std::unique(list.begin(), list.end()), list.end());
+    for (const auto& group : PortGroups(list)) {
+      PeerRule r;
+      r.protocol = protocol == "udp" ? vpc::UDP : vpc::TCP;
+      r.ports = group;
+      r.name = "peers-" + protocol;
+      for (int port : group) r.name += "-" + std::to_string(port);
+      out.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
+// Whether rule is exactly `want` in group group_id: ALLOW ingress of its protocol and ports,
+// whose only source is the group itself.
+bool IsPeerRule(const vpc::SecurityRule& rule, const std::string& group_id, const PeerRule& want) {
+  const vpc::SecurityRuleSpec& s = rule.spec();
+  if (s.access() != vpc::ALLOW || !s.has_ingress() || s.protocol() != want.protocol) return false;
+  if (s.ingress().source_security_group_id() != group_id || !s.ingress().source_cidrs().empty()) {
+    return false;
+  }
+  std::vector<int> ports(s.ingress().destination_ports().begin(),
+                         s.ingress().destination_ports().end());
+  std::sort(ports.begin(), ports.end());
+  return ports == want.ports;
+}
+
 }  // namespace
 
 NebiusDriver::NebiusDriver(const gpuprov::sdk::InitContext& ctx) : host_(ctx.host) {
@@ -312,21 +359,14 @@ std::string NebiusDriver::EnsureSecurityGroup(const std::string& vm_name,
                                               bool* created) {
   *created = false;
   const std::string sg_name = SecurityGroupName(vm_name);
-  vpc::GetSecurityGroupByNameRequest get;
-  get.set_parent_id(Project());
-  get.set_name(sg_name);
-  vpc::SecurityGroup group;
-  if (client_->Run({"find security group " + sg_name, false, true},
-                   [&](grpc::ClientContext* c, Done d) {
-                     client_->groups().async()->GetByName(c, &get, &group, std::move(d));
-                   })) {
-    if (!OwnedBy(LabelsOf(group.metadata().labels()), vm_name)) {
+  if (std::optional<vpc::SecurityGroup> group = GroupByName(sg_name)) {
+    if (!OwnedBy(LabelsOf(group->metadata().labels()), vm_name)) {
       throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
                         "a security group named " + sg_name + " exists in project " + Project() +
                             " that gpuprov did not make; delete it or choose another VM name");
     }
-    AddMissingRules(group.metadata().id(), vm_name, ports, sources, true);
-    return group.metadata().id();
+    AddMissingRules(group->metadata().id(), vm_name, ports, sources, true);
+    return group->metadata().id();
   }
   vpc::CreateSecurityGroupRequest req;
   req.mutable_metadata()->set_parent_id(Project());
@@ -349,29 +389,15 @@ std::vector<int> NebiusDriver::OpenPortsOf(const std::string& group_id,
                                            const std::vector<int>& ports, bool* egress_to_all) {
   std::set<int> open;
   if (egress_to_all != nullptr) *egress_to_all = false;
-  std::string token;
-  for (int page = 0; page < kMaxPages; ++page) {
-    vpc::ListSecurityRulesRequest req;
-    req.set_parent_id(group_id);
-    req.set_page_size(kPageSize);
-    req.set_page_token(token);
-    vpc::ListSecurityRulesResponse resp;
-    client_->Run({"list rules of security group " + group_id},
-                 [&](grpc::ClientContext* c, Done d) {
-                   client_->rules().async()->List(c, &req, &resp, std::move(d));
-                 });
-    for (const auto& r : resp.items()) {
-      for (int p : OpenToAll(r)) open.insert(p);
-      const vpc::SecurityRuleSpec& s = r.spec();
-      if (egress_to_all != nullptr && s.has_egress() && s.access() == vpc::ALLOW) {
-        const auto& cidrs = s.egress().destination_cidrs();
-        if (AnyAddress({cidrs.begin(), cidrs.end()}, s.egress().destination_security_group_id())) {
-          *egress_to_all = true;
-        }
+  for (const auto& r : Rules(group_id)) {
+    for (int p : OpenToAll(r)) open.insert(p);
+    const vpc::SecurityRuleSpec& s = r.spec();
+    if (egress_to_all != nullptr && s.has_egress() && s.access() == vpc::ALLOW) {
+      const auto& cidrs = s.egress().destination_cidrs();
+      if (AnyAddress({cidrs.begin(), cidrs.end()}, s.egress().destination_security_group_id())) {
+        *egress_to_all = true;
       }
     }
-    token = resp.next_page_token();
-    if (token.empty()) break;
   }
   std::vector<int> out;
   for (int p : ports) {
@@ -382,30 +408,17 @@ std::vector<int> NebiusDriver::OpenPortsOf(const std::string& group_id,
 
 std::vector<IngressRule> NebiusDriver::IngressRules(const std::string& group_id) {
   std::vector<IngressRule> out;
-  std::string token;
-  for (int page = 0; page < kMaxPages; ++page) {
-    vpc::ListSecurityRulesRequest req;
-    req.set_parent_id(group_id);
-    req.set_page_size(kPageSize);
-    req.set_page_token(token);
-    vpc::ListSecurityRulesResponse resp;
-    client_->Run({"list rules of security group " + group_id}, [&](grpc::ClientContext* c, Done d) {
-      client_->rules().async()->List(c, &req, &resp, std::move(d));
-    });
-    for (const auto& r : resp.items()) {
-      const vpc::SecurityRuleSpec& sp = r.spec();
-      if (sp.access() != vpc::ALLOW || !sp.has_ingress()) continue;
-      if (sp.protocol() != vpc::TCP && sp.protocol() != vpc::ANY) continue;
-      IngressRule one;
-      one.id = r.metadata().id();
-      one.name = r.metadata().name();
-      one.ports.assign(sp.ingress().destination_ports().begin(),
-                       sp.ingress().destination_ports().end());
-      one.cidrs.assign(sp.ingress().source_cidrs().begin(), sp.ingress().source_cidrs().end());
-      out.push_back(std::move(one));
-    }
-    token = resp.next_page_token();
-    if (token.empty()) break;
+  for (const auto& r : Rules(group_id)) {
+    const vpc::SecurityRuleSpec& sp = r.spec();
+    if (sp.access() != vpc::ALLOW || !sp.has_ingress()) continue;
+    if (sp.protocol() != vpc::TCP && sp.protocol() != vpc::ANY) continue;
+    IngressRule one;
+    one.id = r.metadata().id();
+    one.name = r.metadata().name();
+    one.ports.assign(sp.ingress().destination_ports().begin(),
+                     sp.ingress().destination_ports().end());
+    one.cidrs.assign(sp.ingress().source_cidrs().begin(), sp.ingress().source_cidrs().end());
+    out.push_back(std::move(one));
   }
   return out;
 }
@@ -425,17 +438,7 @@ void NebiusDriver::AddMissingRules(const std::string& group_id, const std::strin
   }
   const auto labels = LabelsFor(vm_name, {});
   auto create_rule = [&](const std::string& rule_name, vpc::SecurityRuleSpec spec) {
-    vpc::CreateSecurityRuleRequest req;
-    req.mutable_metadata()->set_parent_id(group_id);
-    req.mutable_metadata()->set_name(rule_name);
-    SetLabels(req.mutable_metadata()->mutable_labels(), labels);
-    *req.mutable_spec() = std::move(spec);
-    Operation op;
-    const std::string what = "create security rule " + rule_name + " in " + group_id;
-    client_->Run({what, true}, [&](grpc::ClientContext* c, Done d) {
-      client_->rules().async()->Create(c, &req, &op, std::move(d));
-    });
-    client_->Wait(NebiusClient::Service::kVpc, op, what);
+    CreateRule(group_id, rule_name, labels, std::move(spec));
   };
   for (const auto& group : PortGroups(missing)) {
     vpc::SecurityRuleSpec spec;
@@ -475,16 +478,9 @@ void NebiusDriver::AddMissingRules(const std::string& group_id, const std::strin
       create_rule(r.name, std::move(spec));
     }
     for (const std::string& id : plan.remove_ids) {
-      vpc::DeleteSecurityRuleRequest req;
-      req.set_id(id);
-      Operation op;
       const std::string what = "delete security rule " + id + " of " + SecurityGroupName(vm_name);
       host_.Progress(what + " (it admits sources outside allow_from)");
-      if (client_->Run({what, true, true}, [&](grpc::ClientContext* c, Done d) {
-            client_->rules().async()->Delete(c, &req, &op, std::move(d));
-          })) {
-        client_->Wait(NebiusClient::Service::kVpc, op, what);
-      }
+      DeleteRule(id, what);
     }
   }
   if (with_egress && !egress_to_all) {
@@ -498,6 +494,171 @@ void NebiusDriver::AddMissingRules(const std::string& group_id, const std::strin
     spec.set_type(vpc::STATEFUL);
     spec.mutable_egress()->add_destination_cidrs("0.0.0.0/0");
     create_rule("egress-all", std::move(spec));
+  }
+}
+
+void NebiusDriver::CreateRule(const std::string& group_id, const std::string& rule_name,
+                              const std::map<std::string, std::string>& labels,
+                              vpc::SecurityRuleSpec spec) {
+  vpc::CreateSecurityRuleRequest req;
+  req.mutable_metadata()->set_parent_id(group_id);
+  req.mutable_metadata()->set_name(rule_name);
+  SetLabels(req.mutable_metadata()->mutable_labels(), labels);
+  *req.mutable_spec() = std::move(spec);
+  Operation op;
+  const std::string what = "create security rule " + rule_name + " in " + group_id;
+  client_->Run({what, true}, [&](grpc::ClientContext* c, Done d) {
+    client_->rules().async()->Create(c, &req, &op, std::move(d));
+  });
+  client_->Wait(NebiusClient::Service::kVpc, op, what);
+}
+
+void NebiusDriver::DeleteRule(const std::string& rule_id, const std::string& what) {
+  vpc::DeleteSecurityRuleRequest req;
+  req.set_id(rule_id);
+  Operation op;
+  if (client_->Run({what, true, true}, [&](grpc::ClientContext* c, Done d) {
+        client_->rules().async()->Delete(c, &req, &op, std::move(d));
+      })) {
+    client_->Wait(NebiusClient::Service::kVpc, op, what);
+  }
+}
+
+std::vector<vpc::SecurityRule> NebiusDriver::Rules(const std::string& group_id) {
+  std::vector<vpc::SecurityRule> out;
+  std::string token;
+  for (int page = 0; page < kMaxPages; ++page) {
+    vpc::ListSecurityRulesRequest req;
+    req.set_parent_id(group_id);
+    req.set_page_size(kPageSize);
+    req.set_page_token(token);
+    vpc::ListSecurityRulesResponse resp;
+    client_->Run({"list rules of security group " + group_id}, [&](grpc::ClientContext* c, Done d) {
+      client_->rules().async()->List(c, &req, &resp, std::move(d));
+    });
+    for (auto& r : *resp.mutable_items()) out.push_back(std::move(r));
+    token = resp.next_page_token();
+    if (token.empty()) break;
+  }
+  return out;
+}
+
+// --- a cluster's security group ---
+
+std::optional<vpc::SecurityGroup> NebiusDriver::GroupByName(const std::string& sg_name) {
+  vpc::GetSecurityGroupByNameRequest get;
+  get.set_parent_id(Project());
+  get.set_name(sg_name);
+  vpc::SecurityGroup group;
+  if (!client_->Run({"find security group " + sg_name, false, true},
+                    [&](grpc::ClientContext* c, Done d) {
+                      client_->groups().async()->GetByName(c, &get, &group, std::move(d));
+                    })) {
+    return std::nullopt;
+  }
+  return group;
+}
+
+std::string NebiusDriver::EnsureClusterGroup(const std::string& cluster,
+                                             const std::vector<kit::PeerPort>& ports,
+                                             const std::string& network_id, bool exact) {
+  const std::string sg_name = ClusterGroupName(cluster);
+  const std::map<std::string, std::string> labels = {{kit::kManagedTag, "1"},
+                                                     {kit::kClusterTag, cluster}};
+  std::optional<vpc::SecurityGroup> group = GroupByName(sg_name);
+  std::string id;
+  if (!group) {
+    vpc::CreateSecurityGroupRequest req;
+    req.mutable_metadata()->set_parent_id(Project());
+    req.mutable_metadata()->set_name(sg_name);
+    SetLabels(req.mutable_metadata()->mutable_labels(), labels);
+    req.mutable_spec()->set_network_id(network_id);
+    host_.Progress("creating security group " + sg_name + " (" + kit::PeerPortsText(ports) +
+                   " between the nodes of cluster " + cluster + ")");
+    try {
+      Operation op;
+      client_->Run({"create security group " + sg_name, true}, [&](grpc::ClientContext* c, Done d) {
+        client_->groups().async()->Create(c, &req, &op, std::move(d));
+      });
+      op = client_->Wait(NebiusClient::Service::kVpc, op, "create security group " + sg_name);
+      id = op.resource_id();
+    } catch (const DriverError& e) {
+      // Another node's create made it in the meantime (ALREADY_EXISTS): that one is used.
+      if (e.status() != GPUPROV_STATUS_INVALID_INPUT) throw;
+      group = GroupByName(sg_name);
+      if (!group) throw;
+    }
+  }
+  if (group) {
+    const auto have = LabelsOf(group->metadata().labels());
+    const auto it = have.find(kit::kClusterTag);
+    if (!OwnedBy(have) || it == have.end() || it->second != cluster || have.count(kit::kNameTag)) {
+      throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                        "a security group named " + sg_name + " exists in project " + Project() +
+                            " that gpuprov did not make for cluster " + cluster +
+                            "; delete it or choose another cluster name");
+    }
+    id = group->metadata().id();
+  }
+  // Rules whose source is the group itself admit the interfaces that list the group
+  // (RuleIngress.source_security_group_id, nebius/api vpc/v1/security_rule.proto; Nebius
+  // documentation, https://docs.nebius.com/vpc/security-groups/overview).
+  const std::vector<PeerRule> wanted = PeerRulesOf(ports);
+  std::vector<bool> present(wanted.size(), false);
+  std::vector<vpc::SecurityRule> stale;
+  for (const auto& r : Rules(id)) {
+    bool used = false;
+    for (size_t i = 0; i < wanted.size() && !used; ++i) {
+      if (!present[i] && IsPeerRule(r, id, wanted[i])) present[i] = used = true;
+    }
+    if (!used) stale.push_back(r);
+  }
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    if (present[i]) continue;
+    vpc::SecurityRuleSpec spec;
+    spec.set_access(vpc::ALLOW);
+    spec.set_priority(kIngressPriority);
+    spec.set_protocol(wanted[i].protocol);
+    spec.set_type(vpc::STATEFUL);
+    spec.mutable_ingress()->set_source_security_group_id(id);
+    for (int p : wanted[i].ports) spec.mutable_ingress()->add_destination_ports(p);
+    host_.Progress("allowing " + std::string(wanted[i].protocol == vpc::UDP ? "udp " : "tcp ") +
+                   PortList(wanted[i].ports) + " within security group " + sg_name);
+    CreateRule(id, wanted[i].name, labels, std::move(spec));
+  }
+  if (exact) {
+    // Rules are immutable: one that differs (other ports or sources, a duplicate) goes; its
+    // replacement was made above.
+    for (const auto& r : stale) {
+      const std::string what =
+          "delete security rule " + r.metadata().name() + " of " + sg_name;
+      host_.Progress(what + " (not one of the cluster's peer rules)");
+      DeleteRule(r.metadata().id(), what);
+    }
+  }
+  return id;
+}
+
+void NebiusDriver::RemoveClusterGroupIfLast(const std::string& cluster,
+                                            const std::string& leaving_id) {
+  for (const auto& inst : Instances()) {
+    if (inst.metadata().id() == leaving_id) continue;
+    const auto labels = LabelsOf(inst.metadata().labels());
+    const auto it = labels.find(kit::kClusterTag);
+    if (OwnedBy(labels) && it != labels.end() && it->second == cluster) return;
+  }
+  const std::string sg_name = ClusterGroupName(cluster);
+  std::optional<vpc::SecurityGroup> group = GroupByName(sg_name);
+  if (!group) return;
+  const auto labels = LabelsOf(group->metadata().labels());
+  const auto it = labels.find(kit::kClusterTag);
+  if (!OwnedBy(labels) || it == labels.end() || it->second != cluster) return;
+  try {
+    DeleteGroup(*group);
+  } catch (const DriverError& e) {
+    if (e.status() == GPUPROV_STATUS_CANCELLED) throw;
+    host_.Warning("security group " + sg_name + " of cluster " + cluster + " stays: " + e.what() +
+                  "; `gpuprov gc --delete` removes it once no instance uses it");
   }
 }
 
@@ -639,45 +800,22 @@ bool NebiusDriver::DeleteDisk(const ::nebius::compute::v1::Disk& disk) {
 
 bool NebiusDriver::DeleteSecurityGroup(const std::string& vm_name) {
   const std::string sg_name = SecurityGroupName(vm_name);
-  vpc::GetSecurityGroupByNameRequest get;
-  get.set_parent_id(Project());
-  get.set_name(sg_name);
-  vpc::SecurityGroup group;
-  if (!client_->Run({"find security group " + sg_name, false, true},
-                    [&](grpc::ClientContext* c, Done d) {
-                      client_->groups().async()->GetByName(c, &get, &group, std::move(d));
-                    })) {
-    return false;
-  }
-  if (!OwnedBy(LabelsOf(group.metadata().labels()), vm_name)) {
+  std::optional<vpc::SecurityGroup> group = GroupByName(sg_name);
+  if (!group) return false;
+  if (!OwnedBy(LabelsOf(group->metadata().labels()), vm_name)) {
     host_.Warning("security group " + sg_name + " is not labelled as gpuprov's for " + vm_name +
                   "; left in place");
     return false;
   }
-  return DeleteGroup(group);
+  return DeleteGroup(*group);
 }
 
 bool NebiusDriver::DeleteGroup(const ::nebius::vpc::v1::SecurityGroup& group) {
   const std::string sg_name = group.metadata().name();
   const std::string id = group.metadata().id();
   // Its rules first (children of the group).
-  vpc::ListSecurityRulesRequest list;
-  list.set_parent_id(id);
-  list.set_page_size(kPageSize);
-  vpc::ListSecurityRulesResponse rules;
-  client_->Run({"list rules of security group " + sg_name}, [&](grpc::ClientContext* c, Done d) {
-    client_->rules().async()->List(c, &list, &rules, std::move(d));
-  });
-  for (const auto& r : rules.items()) {
-    vpc::DeleteSecurityRuleRequest req;
-    req.set_id(r.metadata().id());
-    Operation op;
-    const std::string what = "delete security rule " + r.metadata().name() + " of " + sg_name;
-    if (client_->Run({what, true, true}, [&](grpc::ClientContext* c, Done d) {
-          client_->rules().async()->Delete(c, &req, &op, std::move(d));
-        })) {
-      client_->Wait(NebiusClient::Service::kVpc, op, what);
-    }
+  for (const auto& r : Rules(id)) {
+    DeleteRule(r.metadata().id(), "delete security rule " + r.metadata().name() + " of " + sg_name);
   }
   vpc::DeleteSecurityGroupRequest req;
   req.set_id(id);
@@ -713,9 +851,12 @@ Object::Ptr NebiusDriver::VmJson(const Instance& inst, const std::vector<int>& p
   const int state = inst.status().state();
   const std::string vm_state = VmStateOf(state, inst.status().reconciling());
   std::string public_ip;
+  std::string private_ip;
   if (!inst.status().network_interfaces().empty()) {
     public_ip =
         StripPrefixLength(inst.status().network_interfaces(0).public_ip_address().address());
+    // The interface's address on the project's subnet, in CIDR form like the public one.
+    private_ip = StripPrefixLength(inst.status().network_interfaces(0).ip_address().address());
   }
   const PlatformPreset pp =
       PresetOf(inst.spec().resources().platform(), inst.spec().resources().preset());
@@ -745,8 +886,12 @@ Object::Ptr NebiusDriver::VmJson(const Instance& inst, const std::vector<int>& p
     }
   }
   vm.ports = ports;
+  vm.private_ip = private_ip;
+  const auto labels = LabelsOf(inst.metadata().labels());
+  if (auto it = labels.find(kit::kClusterTag); it != labels.end()) vm.cluster = it->second;
+  if (auto it = labels.find(kit::kRoleTag); it != labels.end()) vm.role = it->second;
   vm.tags.emplace();
-  for (const auto& [k, v] : LabelsOf(inst.metadata().labels())) vm.tags->emplace_back(k, v);
+  for (const auto& [k, v] : labels) vm.tags->emplace_back(k, v);
   return kit::VmJson(vm);
 }
 
@@ -879,7 +1024,12 @@ std::string NebiusDriver::Create(const std::string& request_json) {
                       "[clouds.nebius]); use a project in " + region + " or drop --region");
   }
   const std::string cloud_init = MakeUserData(ssh_user_, public_key, user_data);
-  const std::map<std::string, std::string> labels = LabelsFor(name, kit::UserTags(request));
+  const std::optional<kit::ClusterRequest> cluster = kit::ParseCluster(request);
+  std::map<std::string, std::string> labels = LabelsFor(name, kit::UserTags(request));
+  if (cluster) {
+    labels[kit::kClusterTag] = cluster->name;
+    labels[kit::kRoleTag] = cluster->role;
+  }
 
   // Idempotent by name (instance names are unique in a project).
   if (std::optional<Instance> existing = InstanceByName(name)) {
@@ -904,9 +1054,14 @@ std::string NebiusDriver::Create(const std::string& request_json) {
   bool group_created = false;
   bool disk_created = false;
   std::string group_id;
+  std::string cluster_group_id;
   std::string disk_id;
   try {
     group_id = EnsureSecurityGroup(name, ports, sources, network_id, labels, &group_created);
+    if (cluster) {
+      cluster_group_id =
+          EnsureClusterGroup(cluster->name, cluster->peer_ports, network_id, /*exact=*/false);
+    }
     disk_id = EnsureBootDisk(name, image_family, disk_gib, labels, &disk_created);
   } catch (const DriverError& e) {
     if (e.status() != GPUPROV_STATUS_CANCELLED) CleanUp(name, disk_created, group_created);
@@ -928,6 +1083,7 @@ std::string NebiusDriver::Create(const std::string& request_json) {
   nic->mutable_ip_address();
   nic->mutable_public_ip_address();
   nic->add_security_groups()->set_id(group_id);
+  if (!cluster_group_id.empty()) nic->add_security_groups()->set_id(cluster_group_id);
   spec->set_cloud_init_user_data(cloud_init);
   if (spot) {
     // A preemptible VM (nebius/api compute/v1/instance.proto, InstanceSpec.preemptible:
@@ -1095,9 +1251,12 @@ std::string NebiusDriver::Delete(const std::string& request_json) {
   Object::Ptr request = json::ParseObject(request_json, "the delete request");
   std::optional<Instance> inst = Resolve(request);
   std::string name = json::Str(request, "name");
+  std::string cluster;
   bool deleted = false;
   if (inst) {
     name = inst->metadata().name();
+    const auto labels = LabelsOf(inst->metadata().labels());
+    if (auto it = labels.find(kit::kClusterTag); it != labels.end()) cluster = it->second;
     deleted = DeleteInstance(*inst);
   }
   // The disk and group of this VM name, also when the instance was already gone.
@@ -1113,6 +1272,8 @@ std::string NebiusDriver::Delete(const std::string& request_json) {
       DeleteSecurityGroup(name);
     }
   }
+  // The cluster's group goes with its last node.
+  if (!cluster.empty()) RemoveClusterGroupIfLast(cluster, inst->metadata().id());
   return kit::DeletedResult(deleted);
 }
 
@@ -1153,6 +1314,36 @@ std::string NebiusDriver::OpenPorts(const std::string& request_json) {
   return kit::ConfirmSources("{}", sources);
 }
 
+std::string NebiusDriver::OpenPeerPorts(const std::string& request_json) {
+  const kit::PeerPortsRequest r = kit::ParsePeerPortsRequest(request_json);
+  const std::string group_id =
+      EnsureClusterGroup(r.cluster, r.peer_ports, Subnet().second, /*exact=*/true);
+  // Membership is the interface's list of groups, set at create: each peer must be in it.
+  std::string outside;
+  for (const auto& p : r.peers) {
+    std::optional<Instance> inst;
+    if (p.id.rfind("computeinstance-", 0) == 0) inst = InstanceById(p.id);
+    if (!inst && !p.name.empty()) inst = InstanceByName(p.name);
+    if (!inst) {
+      host_.Debug("peer " + p.name + " (" + p.id + ") is not there; nothing to check");
+      continue;
+    }
+    bool member = false;
+    for (const auto& nic : inst->spec().network_interfaces()) {
+      for (const auto& g : nic.security_groups()) member = member || g.id() == group_id;
+    }
+    if (!member) outside += (outside.empty() ? "" : ", ") + inst->metadata().name();
+  }
+  if (!outside.empty()) {
+    throw DriverError(GPUPROV_STATUS_FAILED,
+                      "instance(s) " + outside + " are not in security group " +
+                          ClusterGroupName(r.cluster) + " (their network interface does not "
+                          "list it), so the cluster's other nodes cannot reach them on " +
+                          kit::PeerPortsText(r.peer_ports) + "; `gpuprov down` them and re-run");
+  }
+  return "{}";
+}
+
 std::string NebiusDriver::ListResources(const std::string& /*request_json*/) {
   // Instances before the disks they boot from and the groups their interfaces use: the order
   // gc deletes in. A security rule is a child of its group and goes with it.
@@ -1160,16 +1351,31 @@ std::string NebiusDriver::ListResources(const std::string& /*request_json*/) {
   // which a sweep of every cloud skips, not a misconfigured one.
   client_->TokenOrigin();
   std::vector<kit::ResourceFields> out;
+  std::map<std::string, std::vector<std::string>> nodes_of;  // cluster -> its VMs' names
   for (const auto& inst : Instances()) {
-    if (!OwnedBy(LabelsOf(inst.metadata().labels()))) continue;
-    out.push_back(ResourceOf("vm", inst.metadata(), region_));
+    auto labels = LabelsOf(inst.metadata().labels());
+    if (!OwnedBy(labels)) continue;
+    kit::ResourceFields r = ResourceOf("vm", inst.metadata(), region_);
+    r.cluster = labels[kit::kClusterTag];
+    r.role = labels[kit::kRoleTag];
+    if (!r.cluster.empty()) nodes_of[r.cluster].push_back(inst.metadata().name());
+    out.push_back(std::move(r));
   }
   for (const auto& disk : Disks()) {
     if (!OwnedBy(LabelsOf(disk.metadata().labels()))) continue;
     out.push_back(ResourceOf("disk", disk.metadata(), region_));
   }
   for (const auto& group : Groups()) {
-    if (!OwnedBy(LabelsOf(group.metadata().labels()))) continue;
+    auto labels = LabelsOf(group.metadata().labels());
+    if (!OwnedBy(labels)) continue;
+    // A cluster's group carries the cluster label and no VM name: it belongs to its nodes.
+    if (!labels[kit::kClusterTag].empty() && labels[kit::kNameTag].empty()) {
+      kit::ResourceFields r = ResourceOf("cluster_firewall", group.metadata(), region_);
+      r.cluster = labels[kit::kClusterTag];
+      r.vm_names = nodes_of[r.cluster];
+      out.push_back(std::move(r));
+      continue;
+    }
     out.push_back(ResourceOf("security_group", group.metadata(), region_));
   }
   return kit::ResourcesResult(out);
@@ -1177,7 +1383,7 @@ std::string NebiusDriver::ListResources(const std::string& /*request_json*/) {
 
 std::string NebiusDriver::DeleteResource(const std::string& request_json) {
   const kit::ResourceRef ref =
-      kit::ParseResourceRequest(request_json, {"vm", "disk", "security_group"});
+      kit::ParseResourceRequest(request_json, {"vm", "disk", "security_group", "cluster_firewall"});
   auto refuse = [&] {
     return DriverError(GPUPROV_STATUS_INVALID_INPUT,
                        ref.kind + " " + ref.id +

@@ -14,6 +14,13 @@
 // instance (platform/preset, one interface with a public IP and that group, cloud-init user
 // data with the SSH key and the host's boot script). Every mutating call is an Operation,
 // polled to its end on the service that made it.
+//
+// Clusters (GPUPROV_CAP_CLUSTER): a node is labelled gpuprov-cluster and gpuprov-role, sits on
+// the project's subnet like every VM (its private address is status.network_interfaces[0].
+// ip_address), and its interface also lists the cluster's security group
+// gpuprov-<cluster>-peers, whose ingress rules on the peer ports name the group itself as
+// their source (RuleIngress.source_security_group_id, nebius/api vpc/v1/security_rule.proto):
+// the nodes reach each other there and nothing else does. The group goes with the last node.
 #pragma once
 
 #include <Poco/JSON/Object.h>
@@ -23,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster_request.h"
 #include "gpuprov/sdk.hpp"
 #include "nebius_client.h"
 
@@ -37,7 +45,7 @@ class NebiusDriver {
       "token exchange";
   static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
                                             GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES |
-                                            GPUPROV_CAP_SPOT;
+                                            GPUPROV_CAP_SPOT | GPUPROV_CAP_CLUSTER;
   /// How a VM learns its public address: IMDS network-data (its public address there unconfirmed); REFERENCE.md §6.
   static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_NEBIUS;
 
@@ -50,10 +58,14 @@ class NebiusDriver {
   std::string List(const std::string& request_json);
   std::string Delete(const std::string& request_json);
   std::string OpenPorts(const std::string& request_json);
+  /// The cluster's group with exactly the peer ports' self-referencing rules (a rule that
+  /// differs is replaced: rules are immutable), and every listed peer's interface in it.
+  std::string OpenPeerPorts(const std::string& request_json);
   /// Instances, boot disks and security groups labelled gpuprov=1 (`gpuprov gc`, ABI 1.2), in
-  /// that order; a group's rules go with it. No price: the API reports none.
+  /// that order; a group's rules go with it; a cluster's group is a cluster_firewall naming
+  /// its nodes. No price: the API reports none.
   std::string ListResources(const std::string& request_json);
-  /// One of those by kind ("vm", "disk", "security_group") and id, read again first; refused
+  /// One of those by kind ("vm", "disk", "security_group", "cluster_firewall") and id, read again first; refused
   /// when it does not carry the gpuprov=1 label.
   std::string DeleteResource(const std::string& request_json);
 
@@ -91,12 +103,30 @@ class NebiusDriver {
   void AddMissingRules(const std::string& group_id, const std::string& vm_name,
                        const std::vector<int>& ports, const drivers::PortSources& sources,
                        bool with_egress);
+  /// One rule in the group, through its operation.
+  void CreateRule(const std::string& group_id, const std::string& rule_name,
+                  const std::map<std::string, std::string>& labels,
+                  ::nebius::vpc::v1::SecurityRuleSpec spec);
+  /// One rule by id, through its operation (`what` names it); gone already is fine.
+  void DeleteRule(const std::string& rule_id, const std::string& what);
+  /// Every rule of the group (all pages).
+  std::vector<::nebius::vpc::v1::SecurityRule> Rules(const std::string& group_id);
+  std::optional<::nebius::vpc::v1::SecurityGroup> GroupByName(const std::string& sg_name);
   /// The group's ALLOW ingress TCP/ANY rules.
   std::vector<IngressRule> IngressRules(const std::string& group_id);
   /// Which of \a ports the group's rules open to 0.0.0.0/0; with \a egress_to_all, whether a
   /// rule allows all outbound traffic.
   std::vector<int> OpenPortsOf(const std::string& group_id, const std::vector<int>& ports,
                                bool* egress_to_all = nullptr);
+  /// The cluster's security group gpuprov-<cluster>-peers in network_id (made now, or the one
+  /// of an earlier node) with an ALLOW rule per protocol of `ports` whose source is the group
+  /// itself; its id. With `exact`, rules of the group that are not those are deleted.
+  std::string EnsureClusterGroup(const std::string& cluster,
+                                 const std::vector<drivers::PeerPort>& ports,
+                                 const std::string& network_id, bool exact);
+  /// Deletes the cluster's group when no instance of the cluster but leaving_id is left;
+  /// a group the API keeps (still in use) is left for `gpuprov gc` with a warning.
+  void RemoveClusterGroupIfLast(const std::string& cluster, const std::string& leaving_id);
   /// The boot disk (made now, or gpuprov's from before) once READY; its id.
   std::string EnsureBootDisk(const std::string& vm_name, const std::string& image_family,
                              int64_t size_gib, const std::map<std::string, std::string>& labels,

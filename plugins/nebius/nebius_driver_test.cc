@@ -75,7 +75,7 @@ TEST(NebiusDescriptor, IdentityCapabilitiesAndKeys) {
   EXPECT_EQ(d->capabilities,
             static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
                                   GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES |
-                                  GPUPROV_CAP_SPOT));
+                                  GPUPROV_CAP_SPOT | GPUPROV_CAP_CLUSTER));
   ExpectEveryOperation(*d->vtable);
   std::vector<std::string> keys;
   for (size_t i = 0; i < d->config_key_count; ++i) keys.push_back(d->config_keys[i]->name);
@@ -183,6 +183,33 @@ class NebiusEmulator {
     return process_.ReachablePorts("nebius", name);
   }
   std::string UserData(const std::string& name) { return InstanceField(name, "user_data"); }
+  /// The emulator's firewall on that instance's private address, one "protocol ports from
+  /// sources" a rule (sources sorted), sorted; {"null"} when nothing filters it.
+  std::vector<std::string> PrivateIngress(const std::string& name) {
+    HttpReply r = process_.Control("GET", "/instances?cloud=nebius");
+    Array::Ptr list = r.Doc()->getArray("instances");
+    for (size_t i = 0; list && i < list->size(); ++i) {
+      Object::Ptr o = list->getObject(static_cast<unsigned>(i));
+      if (o->getValue<std::string>("name") != name) continue;
+      Array::Ptr rules = o->getArray("private_ingress");
+      if (!rules) return {"null"};
+      std::vector<std::string> out;
+      for (size_t k = 0; k < rules->size(); ++k) {
+        Object::Ptr rule = rules->getObject(static_cast<unsigned>(k));
+        std::vector<std::string> sources;
+        Array::Ptr src = rule->getArray("sources");
+        for (size_t j = 0; j < src->size(); ++j) sources.push_back(src->getElement<std::string>(j));
+        std::sort(sources.begin(), sources.end());
+        std::string line = rule->getValue<std::string>("protocol") + " " +
+                           rule->getValue<std::string>("ports") + " from";
+        for (const auto& a : sources) line += " " + a;
+        out.push_back(line);
+      }
+      std::sort(out.begin(), out.end());
+      return out;
+    }
+    return {};
+  }
   /// A field of the emulator's /instances row of that instance name ("" when none).
   std::string InstanceField(const std::string& name, const std::string& field) {
     HttpReply r = process_.Control("GET", "/instances?cloud=nebius");
@@ -713,6 +740,160 @@ TEST_F(NebiusEmulatorTest, ListResourcesAndDeleteResourceTouchOnlyLabelledOnes) 
   OpResult empty = driver.Call(driver.vtable().list_resources, "{}");
   ASSERT_EQ(empty.status, GPUPROV_STATUS_OK) << empty;
   EXPECT_EQ(empty.Doc()->getArray("resources")->size(), 0u) << empty.json;
+}
+
+// --- clusters (ABI 1.5) ----------------------------------------------------
+
+constexpr const char* kPeerPorts =
+    R"([{"port":6443,"protocol":"tcp"},{"port":10250,"protocol":"tcp"},)"
+    R"({"port":51820,"protocol":"udp"}])";
+
+std::string ClusterCreate(const std::string& name, const std::string& role,
+                          std::vector<int> ports = {22}) {
+  Object::Ptr req = ParseJson(CreateRequest(name, "H100", std::move(ports)));
+  req->set("cluster", ParseJson(R"({"name":"train","role":")" + role +
+                                R"(","peer_ports":)" + kPeerPorts + "}"));
+  return Stringify(req);
+}
+
+std::string PeersRequest(const std::vector<OpResult*>& nodes,
+                         const std::string& peer_ports = kPeerPorts) {
+  std::string peers;
+  for (const OpResult* n : nodes) {
+    peers += std::string(peers.empty() ? "" : ",") + R"({"id":")" +
+             n->Vm()->getValue<std::string>("id") + R"(","name":")" +
+             n->Vm()->getValue<std::string>("name") + R"(","private_ip":"","public_ip":""})";
+  }
+  return R"({"cluster":"train","peer_ports":)" + peer_ports + R"(,"peers":[)" + peers + "]}";
+}
+
+// A cluster: every node's interface lists the group gpuprov-train-peers besides its own, whose
+// rules on the peer ports have the group itself as their source; so each node reaches the
+// others' private addresses on exactly those ports, and nothing opens to this machine.
+// open_peer_ports checks the group, replaces a rule that differs, and is idempotent; a node
+// that goes loses access with its membership; the group goes with the last node.
+TEST_F(NebiusEmulatorTest, AClusterSharesASelfReferencingGroupThatGoesWithItsLastNode) {
+  Driver driver(Config());
+  OpResult server = driver.Create(ClusterCreate("train", "server", {22, 6443, 80, 443}));
+  ASSERT_EQ(server.status, GPUPROV_STATUS_OK) << server << "\n" << driver.host().All();
+  OpResult agent = driver.Create(ClusterCreate("train-agent-1", "agent"));
+  ASSERT_EQ(agent.status, GPUPROV_STATUS_OK) << agent;
+  EXPECT_EQ(agent.Vm()->getValue<std::string>("cluster"), "train");
+  EXPECT_EQ(agent.Vm()->getValue<std::string>("role"), "agent");
+  EXPECT_EQ(server.Vm()->getValue<std::string>("role"), "server");
+  EXPECT_EQ(agent.Vm()->getObject("tags")->getValue<std::string>("gpuprov-cluster"), "train");
+  // Each node's own group and the cluster's; each own group 2 rules (ingress, egress), the
+  // cluster's one a protocol.
+  EXPECT_EQ(emulator_->Count("security_groups"), 3);
+  EXPECT_EQ(emulator_->Count("security_rules"), 6);
+
+  Object::Ptr s = WaitRunning(driver, server.Vm()->getValue<std::string>("id"));
+  Object::Ptr a = WaitRunning(driver, agent.Vm()->getValue<std::string>("id"));
+  ASSERT_TRUE(s && a);
+  const std::string sip = s->getValue<std::string>("private_ip");
+  const std::string aip = a->getValue<std::string>("private_ip");
+  EXPECT_EQ(sip.rfind("10.", 0), 0u) << sip;  // status.network_interfaces[0].ip_address, no /32
+  EXPECT_EQ(sip.find('/'), std::string::npos) << sip;
+  EXPECT_NE(sip, aip);
+  // Nothing new to this machine: the agent's public side stays 22.
+  EXPECT_EQ(emulator_->Reachable("train-agent-1"), "22");
+  const std::string both = " from " + std::min(sip, aip) + " " + std::max(sip, aip);
+  const std::vector<std::string> agent_rules = {"tcp 10250" + both, "tcp 22 from 0.0.0.0/0",
+                                                "tcp 6443" + both, "udp 51820" + both};
+  EXPECT_EQ(emulator_->PrivateIngress("train-agent-1"), agent_rules);
+
+  // open_peer_ports: the group covers its members already; twice changes nothing.
+  for (int i = 0; i < 2; ++i) {
+    OpResult opened = driver.OpenPeerPorts(PeersRequest({&server, &agent}));
+    ASSERT_EQ(opened.status, GPUPROV_STATUS_OK) << opened;
+    EXPECT_EQ(opened.json, "{}");
+    EXPECT_EQ(emulator_->Count("security_rules"), 6);
+    EXPECT_EQ(emulator_->PrivateIngress("train-agent-1"), agent_rules);
+  }
+  // A rule that differs is replaced (rules are immutable): fewer peer ports, then all again.
+  OpResult narrowed = driver.OpenPeerPorts(PeersRequest(
+      {&server, &agent}, R"([{"port":6443,"protocol":"tcp"},{"port":51820,"protocol":"udp"}])"));
+  ASSERT_EQ(narrowed.status, GPUPROV_STATUS_OK) << narrowed;
+  EXPECT_EQ(emulator_->PrivateIngress("train-agent-1"),
+            (std::vector<std::string>{"tcp 22 from 0.0.0.0/0", "tcp 6443" + both,
+                                      "udp 51820" + both}));
+  ASSERT_EQ(driver.OpenPeerPorts(PeersRequest({&server, &agent})).status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->PrivateIngress("train-agent-1"), agent_rules);
+  EXPECT_EQ(emulator_->Count("security_rules"), 6);
+
+  // A third node is admitted as it joins the group; once deleted it is no source any more.
+  OpResult third = driver.Create(ClusterCreate("train-agent-2", "agent"));
+  ASSERT_EQ(third.status, GPUPROV_STATUS_OK) << third;
+  Object::Ptr t = WaitRunning(driver, third.Vm()->getValue<std::string>("id"));
+  ASSERT_TRUE(t);
+  ASSERT_EQ(driver.OpenPeerPorts(PeersRequest({&server, &agent, &third})).status,
+            GPUPROV_STATUS_OK);
+  const std::vector<std::string> with_third = emulator_->PrivateIngress("train");
+  ASSERT_FALSE(with_third.empty());
+  EXPECT_TRUE(Contains(with_third.back(), t->getValue<std::string>("private_ip")))
+      << with_third.back();
+
+  // list_resources: the nodes with cluster and role, the group as the cluster's firewall.
+  OpResult listed = driver.ListResources();
+  ASSERT_EQ(listed.status, GPUPROV_STATUS_OK) << listed;
+  EXPECT_TRUE(Contains(listed.json, R"("cluster":"train","role":"server")")) << listed.json;
+  EXPECT_TRUE(Contains(listed.json, R"("cluster":"train","role":"agent")")) << listed.json;
+  bool firewall = false;
+  Array::Ptr resources = listed.Doc()->getArray("resources");
+  for (size_t i = 0; i < resources->size(); ++i) {
+    Object::Ptr r = resources->getObject(static_cast<unsigned>(i));
+    if (r->getValue<std::string>("kind") != "cluster_firewall") continue;
+    firewall = true;
+    EXPECT_EQ(r->getValue<std::string>("name"), "gpuprov-train-peers");
+    EXPECT_EQ(r->getValue<std::string>("cluster"), "train");
+    EXPECT_EQ(r->getArray("vm_names")->size(), 3u) << listed.json;
+  }
+  EXPECT_TRUE(firewall) << listed.json;
+
+  ASSERT_EQ(driver.Delete(R"({"name":"train-agent-2"})").status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.OpenPeerPorts(PeersRequest({&server, &agent})).status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->PrivateIngress("train-agent-1"), agent_rules);
+  ASSERT_EQ(driver.Delete(R"({"name":"train"})").status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->Count("security_groups"), 2);  // the agent's own and the cluster's
+  ASSERT_EQ(driver.Delete(R"({"name":"train-agent-1"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+// A cluster's group whose last node vanished (its delete cannot tell the cluster) is a
+// cluster_firewall with no VM names, which gc deletes with its rules.
+TEST_F(NebiusEmulatorTest, GcRemovesALeftoverClusterGroup) {
+  Driver driver(Config());
+  OpResult c = driver.Create(ClusterCreate("train", "server"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  emulator_->Settings(R"("vanish_instance":"train")");
+  ASSERT_EQ(driver.Delete(R"({"name":"train"})").status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->Count("security_groups"), 1);
+  OpResult listed = driver.ListResources();
+  ASSERT_EQ(listed.status, GPUPROV_STATUS_OK) << listed;
+  Array::Ptr resources = listed.Doc()->getArray("resources");
+  ASSERT_EQ(resources->size(), 1u) << listed.json;
+  Object::Ptr r = resources->getObject(0);
+  EXPECT_EQ(r->getValue<std::string>("kind"), "cluster_firewall");
+  EXPECT_EQ(r->getValue<std::string>("cluster"), "train");
+  EXPECT_EQ(r->getArray("vm_names")->size(), 0u);
+  OpResult d = driver.Call(driver.vtable().delete_resource,
+                           R"({"kind":"cluster_firewall","id":")" +
+                               r->getValue<std::string>("id") + R"("})");
+  ASSERT_EQ(d.status, GPUPROV_STATUS_OK) << d;
+  EXPECT_TRUE(d.Doc()->getValue<bool>("deleted"));
+  ExpectNothingLeft();
+}
+
+// A group of that name that is not gpuprov's for the cluster is refused, not taken over.
+TEST_F(NebiusEmulatorTest, AClusterGroupNameTakenByAnotherGroupIsRefused) {
+  Driver driver(Config());
+  ASSERT_EQ(driver.Create(CreateRequest("train-peers", "")).status, GPUPROV_STATUS_OK);
+  OpResult c = driver.Create(ClusterCreate("train", "server"));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_INVALID_INPUT) << c;
+  EXPECT_TRUE(Contains(c.error, "gpuprov-train-peers")) << c.error;
+  EXPECT_EQ(emulator_->Count("instances"), 1);
+  ASSERT_EQ(driver.Delete(R"({"name":"train-peers"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
 }
 
 }  // namespace

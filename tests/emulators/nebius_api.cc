@@ -529,6 +529,7 @@ class NebiusApi : public CloudApi {
     instances_.clear();
     disks_.clear();
     rules_.clear();
+    told_ingress_.clear();
     groups_.clear();
     subnets_.clear();
     operations_.clear();
@@ -1048,6 +1049,72 @@ class NebiusApi : public CloudApi {
         backend_->SetReachablePorts(inst.backend_id, ReachableOf(inst));
       }
     }
+    ApplyPrivateIngress();
+  }
+
+  // The private addresses of the running instances whose interfaces list group_id.
+  std::vector<std::string> MembersOf(const std::string& group_id) {
+    std::vector<std::string> ips;
+    for (const auto& [id, o] : instances_) {
+      if (o.backend_id.empty() || o.deleting_since) continue;
+      const auto groups = GroupsOf(o);
+      if (std::find(groups.begin(), groups.end(), group_id) == groups.end()) continue;
+      const InstanceStatus b = backend_->State(o.backend_id);
+      if (b.state == InstanceState::kRunning && !b.private_ip.empty()) ips.push_back(b.private_ip);
+    }
+    return ips;
+  }
+
+  // What reaches an instance on its private address (the project's subnet): its groups' ALLOW
+  // ingress rules of TCP, UDP or ANY, each from its source_cidrs and the private addresses of
+  // the members of its source_security_group_id ("ID of the referenced Security Group as the
+  // source", nebius/api vpc/v1/security_rule.proto), from anywhere when it names neither
+  // ("Empty list means any address"); on its destination_ports, every port when none. A group
+  // ends in an implicit deny (plugins/nebius/REFERENCE.md §5), so nothing else reaches it.
+  // DENY rules are not applied on this side (gpuprov makes none; their first-match order
+  // is the public side's, AllowedPorts).
+  PrivateIngress PrivateIngressOf(const Instance& inst) {
+    std::vector<PrivateRule> out;
+    for (const auto& gid : GroupsOf(inst)) {
+      for (const auto& [rid, r] : rules_) {
+        const auto& s = r.spec();
+        if (r.metadata().parent_id() != gid || s.access() != vpc::ALLOW || !s.has_ingress()) {
+          continue;
+        }
+        const auto& ing = s.ingress();
+        std::vector<std::string> sources(ing.source_cidrs().begin(), ing.source_cidrs().end());
+        if (!ing.source_security_group_id().empty()) {
+          for (const auto& ip : MembersOf(ing.source_security_group_id())) sources.push_back(ip);
+        } else if (sources.empty()) {
+          sources.push_back("0.0.0.0/0");
+        }
+        if (sources.empty()) continue;
+        for (const char* protocol : {"tcp", "udp"}) {
+          const bool any = s.protocol() == vpc::ANY;
+          if (!any && s.protocol() != (std::string(protocol) == "tcp" ? vpc::TCP : vpc::UDP)) {
+            continue;
+          }
+          std::vector<PortRange> ranges;
+          for (int p : ing.destination_ports()) ranges.push_back(PortRange{p, p});
+          if (ranges.empty()) ranges.push_back(PortRange{1, 65535});
+          for (const auto& range : ranges) out.push_back(PrivateRule{protocol, range, sources});
+        }
+      }
+    }
+    return out;
+  }
+
+  // Tells the backend each live instance's private ingress when it changed (peers' addresses
+  // are known once they run, so this runs with every request).
+  void ApplyPrivateIngress() {
+    for (const auto& [id, inst] : instances_) {
+      if (inst.backend_id.empty() || inst.deleting_since) continue;
+      PrivateIngress ingress = PrivateIngressOf(inst);
+      auto told = told_ingress_.find(id);
+      if (told != told_ingress_.end() && told->second == ingress) continue;
+      backend_->SetPrivateIngress(inst.backend_id, ingress);
+      told_ingress_[id] = ingress;
+    }
   }
 
   // The status the API shows now: STOPPED+reconciling (just made) -> STARTING -> RUNNING;
@@ -1342,6 +1409,10 @@ class NebiusApi : public CloudApi {
       b.gpu_count = preset->gpus;
       b.user_data = spec.cloud_init_user_data();
       b.ssh_user = "ubuntu";
+      // Every instance of the project is on its subnet (one network per project here).
+      b.private_network = spec.network_interfaces().empty()
+                              ? std::string()
+                              : spec.network_interfaces(0).subnet_id();
       b.faults = faults_.TakeBootFaults();
       if (error) {
         b.faults.error = true;
@@ -1858,6 +1929,22 @@ class NebiusApi : public CloudApi {
       return BadRequest("vpc", side + ".destination_ports",
                         "ports need protocol TCP or UDP (rule not from the reference)");
     }
+    // A referenced group (the source of an ingress rule, the destination of an egress one)
+    // must exist in the same network as the rule's group.
+    const std::string& ref = s.has_ingress() ? s.ingress().source_security_group_id()
+                                             : s.egress().destination_security_group_id();
+    if (!ref.empty()) {
+      const std::string field = s.has_ingress() ? "spec.ingress.source_security_group_id"
+                                                : "spec.egress.destination_security_group_id";
+      auto other = groups_.find(ref);
+      if (other == groups_.end()) return NotFound("vpc", ref, "security group");
+      if (other->second.spec().network_id() != group->second.spec().network_id()) {
+        return BadRequest("vpc", field,
+                          "security group " + ref + " is in network " +
+                              other->second.spec().network_id() + ", the rule's group in " +
+                              group->second.spec().network_id());
+      }
+    }
     const auto& list =
         s.has_ingress() ? s.ingress().source_cidrs() : s.egress().destination_cidrs();
     static const std::regex cidr_re(R"(^(\d{1,3}\.){3}\d{1,3}/\d{1,2}$)");
@@ -2029,6 +2116,7 @@ class NebiusApi : public CloudApi {
     for (auto it = tokens_.begin(); it != tokens_.end();) {
       it = now >= it->second.expires ? tokens_.erase(it) : std::next(it);
     }
+    ApplyPrivateIngress();
   }
 
   // --- the emulator's own service account (kNebiusCredentialsEnv) ---
@@ -2114,6 +2202,8 @@ class NebiusApi : public CloudApi {
   std::map<std::string, vpc::Subnet> subnets_;  // project -> its default subnet
   std::map<std::string, vpc::SecurityGroup> groups_;
   std::map<std::string, vpc::SecurityRule> rules_;
+  // What each instance's private address was last told (ApplyPrivateIngress).
+  std::map<std::string, PrivateIngress> told_ingress_;
   std::map<std::string, Operation> operations_;
   std::map<std::string, std::string> idempotency_;  // method + key -> operation id
   uint64_t next_id_ = 0;

@@ -589,6 +589,86 @@ TEST_F(NebiusApiTest, ReachablePortsFollowTheSecurityRules) {
   EXPECT_EQ(GetString(Row(op3.resource_id()), "reachable_ports").value_or("?"), "");
 }
 
+// A rule whose source is a security group (RuleIngress.source_security_group_id, nebius/api
+// vpc/v1/security_rule.proto) admits, on their private addresses, the instances whose
+// interfaces list that group; the referenced group must exist in the rule's group's network.
+TEST_F(NebiusApiTest, ASelfReferencingRuleAdmitsTheGroupsMembersOnTheirPrivateAddresses) {
+  const std::string own = MakeGroup("own", {22});
+  const std::string peers = MakeGroup("peers", {});
+  auto peer_rule = [&](vpc::RuleProtocol protocol, std::vector<int> ports,
+                       const std::string& source) {
+    vpc::CreateSecurityRuleRequest req;
+    req.mutable_metadata()->set_parent_id(peers);
+    req.mutable_metadata()->set_name("peers-" + std::to_string(ports[0]));
+    auto* s = req.mutable_spec();
+    s->set_access(vpc::ALLOW);
+    s->set_protocol(protocol);
+    s->set_priority(500);
+    s->mutable_ingress()->set_source_security_group_id(source);
+    for (int p : ports) s->mutable_ingress()->add_destination_ports(p);
+    nc::Operation op;
+    return rules_->Create(Ctx().get(), req, &op);
+  };
+  grpc::Status st = peer_rule(vpc::TCP, {6443}, "vpcsecuritygroup-nope");
+  EXPECT_EQ(st.error_code(), Code::NOT_FOUND) << st.error_message();
+  ASSERT_TRUE(peer_rule(vpc::TCP, {6443, 10250}, peers).ok());
+  ASSERT_TRUE(peer_rule(vpc::UDP, {51820}, peers).ok());
+
+  auto make = [&](const std::string& name, bool member) {
+    compute::CreateInstanceRequest req = InstanceRequest(name, own);
+    if (member) req.mutable_spec()->mutable_network_interfaces(0)->add_security_groups()->set_id(peers);
+    nc::Operation op;
+    EXPECT_TRUE(Create(req, &op).ok());
+    EXPECT_EQ(Wait(op).status().code(), 0);
+    return op.resource_id();
+  };
+  const std::string a = make("node-a", true);
+  const std::string b = make("node-b", true);
+  const std::string c = make("stranger", false);
+  // The private address: status.network_interfaces[0].ip_address in CIDR form.
+  auto ip_of = [&](const std::string& id) {
+    std::string addr = GetInstance(id).status().network_interfaces(0).ip_address().address();
+    EXPECT_EQ(addr.substr(addr.size() - 3), "/32") << addr;
+    return addr.substr(0, addr.find('/'));
+  };
+  const std::string ip_a = ip_of(a), ip_b = ip_of(b), ip_c = ip_of(c);
+  EXPECT_EQ(GetString(Row(a), "private_ip").value_or(""), ip_a);
+  // Rules as "protocol ports from sources...", sources sorted.
+  auto ingress = [&](const std::string& id) {
+    std::vector<std::string> out;
+    JsonArray rules = GetArray(Row(id), "private_ingress");
+    for (size_t i = 0; rules && i < rules->size(); ++i) {
+      JsonObject r = rules->getObject(static_cast<unsigned>(i));
+      std::vector<std::string> sources;
+      JsonArray src = GetArray(r, "sources");
+      for (size_t k = 0; k < src->size(); ++k) sources.push_back(src->getElement<std::string>(k));
+      std::sort(sources.begin(), sources.end());
+      std::string line = GetString(r, "protocol").value_or("") + " " +
+                         GetString(r, "ports").value_or("") + " from";
+      for (const auto& s : sources) line += " " + s;
+      out.push_back(line);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  const std::string ab = " from " + std::min(ip_a, ip_b) + " " + std::max(ip_a, ip_b);
+  EXPECT_EQ(ingress(a), (std::vector<std::string>{"tcp 10250" + ab, "tcp 22 from 0.0.0.0/0",
+                                                  "tcp 6443" + ab, "udp 51820" + ab}));
+  // Not a member: only its own group's rule; and a member's sources never name it.
+  EXPECT_EQ(ingress(c), (std::vector<std::string>{"tcp 22 from 0.0.0.0/0"}));
+  for (const auto& line : ingress(b)) EXPECT_EQ(line.find(ip_c), std::string::npos) << line;
+  // The peer rules open nothing to this machine.
+  EXPECT_EQ(GetString(Row(a), "reachable_ports").value_or("?"), "22");
+
+  // A member that goes is no source any more.
+  nc::Operation del;
+  ASSERT_TRUE(DeleteInstance(b, &del).ok());
+  WaitFor([&] { return Row(b)->size() == 0; }, 15s);
+  EXPECT_EQ(ingress(a), (std::vector<std::string>{"tcp 10250 from " + ip_a, "tcp 22 from 0.0.0.0/0",
+                                                  "tcp 6443 from " + ip_a,
+                                                  "udp 51820 from " + ip_a}));
+}
+
 // --- disks ---------------------------------------------------------------------------------
 
 TEST_F(NebiusApiTest, DiskLifecycle) {

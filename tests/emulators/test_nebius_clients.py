@@ -230,6 +230,22 @@ class NebiusClientTest(unittest.TestCase):
                                                                                6443]))),
                            op_t)
         self.assertEqual(self.api.wait(op).status.code, 0)
+        # A rule whose source is the group itself (RuleIngress.source_security_group_id): the
+        # group's members reach each other there; a group that does not exist is NOT_FOUND.
+
+        def peers_rule(source):
+            return rs.CreateSecurityRuleRequest(
+                metadata=md.ResourceMetadata(parent_id=group, name="peers"),
+                spec=rule.SecurityRuleSpec(
+                    access=rule.ALLOW, protocol=rule.TCP, priority=500, type=rule.STATEFUL,
+                    ingress=rule.RuleIngress(source_security_group_id=source,
+                                             destination_ports=[6443, 10250])))
+        with self.assertRaises(grpc.RpcError) as unknown:
+            self.api.call("/nebius.vpc.v1.SecurityRuleService/Create",
+                          peers_rule("vpcsecuritygroup-nope"), op_t)
+        self.assertEqual(unknown.exception.code(), grpc.StatusCode.NOT_FOUND)
+        op = self.api.call("/nebius.vpc.v1.SecurityRuleService/Create", peers_rule(group), op_t)
+        self.assertEqual(self.api.wait(op).status.code, 0)
 
         inst, svc, disk, nic = M["instance"], M["instance_service"], M["disk"], M["nic"]
 
@@ -271,6 +287,12 @@ class NebiusClientTest(unittest.TestCase):
         rows = self.emu.control("GET", "/instances?cloud=nebius")["instances"]
         self.assertEqual(rows[0]["reachable_ports"], "22,80,443,6443")
         self.assertEqual(rows[0]["public_ip"] + "/32", address)
+        # The private address on the subnet, where the group's members admit each other.
+        private = get.status.network_interfaces[0].ip_address.address
+        self.assertRegex(private, r"^10\.\d+\.\d+\.\d+/32$")
+        self.assertEqual(rows[0]["private_ip"] + "/32", private)
+        self.assertEqual([r for r in rows[0]["private_ingress"] if r["ports"] == "10250"],
+                         [{"protocol": "tcp", "ports": "10250", "sources": [private[:-3]]}])
 
         second = self.api.call(create, request("py-vm-2"), op_t)
         listed = self.api.call("/nebius.compute.v1.InstanceService/List",
