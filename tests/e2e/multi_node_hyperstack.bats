@@ -102,6 +102,8 @@ print('\n'.join(sorted('%s %s %s' % (r['protocol'], r['ports'], ','.join(sorted(
   wait_for 10 tcp_connects mh 0 127.0.0.1 18080
   tcp_connects mh 1 "${p[0]}" 6443
   run ! tcp_connects mh 1 "${p[0]}" 18080
+  # 10250 is open to nothing but the peers' rules: the server reaches an agent's kubelet there.
+  tcp_connects mh 0 "${p[1]}" 10250
   run "$GPUPROV" down mh --yes
   echo "$output"
   [ "$status" -eq 0 ]
