@@ -838,7 +838,8 @@ std::string HyperstackDriver::OpenPeerPorts(const std::string& request_json) {
       if (&other != &node && !other.address().empty()) addresses.push_back(other.address());
     }
     const PeerRuleChange change = PlanPeerRules(vm, r.peer_ports, addresses);
-    const std::string rules_path = "/core/virtual-machines/" + kit::EncodeComponent(id) + "/sg-rules";
+    const std::string rules_path =
+        "/core/virtual-machines/" + kit::EncodeComponent(id) + "/sg-rules";
     for (const ObjectPtr& rule : change.add) {
       const std::string what = json::Str(rule, "protocol") + " " +
                                std::to_string(json::Int(rule, "port_range_min", 0)) + " from " +

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "hyperstack_rules.h"
 
+#include <Poco/Net/IPAddress.h>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <cstdlib>
-#include <Poco/Net/IPAddress.h>
-
 #include <map>
 #include <string_view>
 
@@ -232,7 +232,8 @@ Object::Ptr PeerRule(const kit::PeerPort& port, const std::string& address) {
 }
 
 bool IsPeerRule(const Object::Ptr& rule, const std::vector<kit::PeerPort>& ports) {
-  if (!rule || json::Str(rule, "direction") != "ingress" || json::Str(rule, "ethertype") != "IPv4") {
+  if (!rule || json::Str(rule, "direction") != "ingress" ||
+      json::Str(rule, "ethertype") != "IPv4") {
     return false;
   }
   const std::string protocol = json::Str(rule, "protocol");
