@@ -192,7 +192,15 @@ HyperstackDriver::ObjectPtr HyperstackDriver::VmJson(const ObjectPtr& vm) const 
                    "README";
   }
   out.ports = ports;
-  out.tags = TagsOf(vm);
+  const auto tags = TagsOf(vm);
+  out.tags = tags;
+  // fixed_ip: the VM's address on its environment's private network (REFERENCE.md §3.2),
+  // null until it is known.
+  out.private_ip = json::Str(vm, "fixed_ip");
+  for (const auto& [key, value] : tags) {
+    if (key == kit::kClusterTag) out.cluster = value;
+    if (key == kit::kRoleTag) out.role = value;
+  }
   out.extra = {{"environment", EnvironmentOf(vm)}};
   return kit::VmJson(out);
 }
@@ -511,6 +519,10 @@ std::string HyperstackDriver::Create(const std::string& request_json) {
   const kit::PortSources sources = kit::SourcesOf(request, /*ipv6_allowed=*/false);
   const std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request);
   const std::string region = RegionOf(request);
+  // A cluster node goes into the same environment as any VM of the region: an environment's
+  // VMs share its private network, and each VM's own security rules decide what reaches it
+  // there (open_peer_ports), so the cluster needs no environment of its own.
+  const std::optional<kit::ClusterRequest> cluster = kit::ParseCluster(request);
 
   // A re-run finds the VM of that name instead of making a second.
   bool foreign = false;
@@ -554,6 +566,9 @@ std::string HyperstackDriver::Create(const std::string& request_json) {
   Array::Ptr rules = IngressRules(ports, sources);
   Array::Ptr labels = new Array();
   for (const auto& l : VmLabels(name, request)) labels->add(l);
+  if (cluster) {
+    for (const auto& l : ClusterLabels(*cluster)) labels->add(l);
+  }
   Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   body->set("name", name);
   body->set("environment_name", environment);
@@ -672,6 +687,10 @@ std::string HyperstackDriver::ListResources(const std::string& /*request_json*/)
       if (key == kit::kNameTag) labelled = value;
     }
     r.vm_names = {labelled.empty() ? name : labelled};
+    for (const auto& [key, value] : TagsOf(vm)) {
+      if (key == kit::kClusterTag) r.cluster = value;
+      if (key == kit::kRoleTag) r.role = value;
+    }
     r.region = json::Str(json::Obj(vm, "environment"), "region");
     r.created_at = json::Str(vm, "created_at");
     out.push_back(r);
@@ -801,6 +820,44 @@ std::string HyperstackDriver::OpenPorts(const std::string& request_json) {
                "add a security rule for port " + std::to_string(p), IngressRule(p), {409});
   }
   return kit::ConfirmSources("{}", sources);
+}
+
+std::string HyperstackDriver::OpenPeerPorts(const std::string& request_json) {
+  const kit::PeerPortsRequest r = kit::ParsePeerPortsRequest(request_json);
+  for (const kit::Peer& node : r.peers) {
+    ObjectPtr vm = GetVm(node.id);
+    if (!vm && !node.name.empty()) vm = FindByName(node.name);
+    if (!vm || !IsManaged(vm)) {
+      host_.Debug("open_peer_ports: node " + node.name + " (id " + node.id +
+                  ") is gone; nothing to set on it");
+      continue;
+    }
+    const std::string id = json::Str(vm, "id"), name = json::Str(vm, "name");
+    std::vector<std::string> addresses;
+    for (const kit::Peer& other : r.peers) {
+      if (&other != &node && !other.address().empty()) addresses.push_back(other.address());
+    }
+    const PeerRuleChange change = PlanPeerRules(vm, r.peer_ports, addresses);
+    const std::string rules_path =
+        "/core/virtual-machines/" + kit::EncodeComponent(id) + "/sg-rules";
+    for (const ObjectPtr& rule : change.add) {
+      const std::string what = json::Str(rule, "protocol") + " " +
+                               std::to_string(json::Int(rule, "port_range_min", 0)) + " from " +
+                               json::Str(rule, "remote_ip_prefix");
+      host_.Progress("adding a security rule for " + what + " to " + name + " (cluster " +
+                     r.cluster + ")");
+      // 409: the same rule exists (an earlier call was cut short after adding it).
+      api_->Call("POST", rules_path, "add a security rule for " + what + " to " + name, rule,
+                 {409});
+    }
+    for (const std::string& rule_id : change.remove_ids) {
+      host_.Progress("removing security rule " + rule_id + " of " + name +
+                     " (a node no longer in cluster " + r.cluster + ")");
+      api_->Call("DELETE", rules_path + "/" + kit::EncodeComponent(rule_id),
+                 "remove security rule " + rule_id + " of " + name, nullptr, {404});
+    }
+  }
+  return "{}";
 }
 
 }  // namespace gpuprov::hyperstack

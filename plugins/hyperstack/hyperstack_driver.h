@@ -9,7 +9,10 @@
 // hyperstack_driver.cc, listed in README.md, "Settings".
 // What it creates per VM: the VM (labels gpuprov, gpuprov-name=<name>, the user's tags) with
 // its security rules; per environment: the environment gpuprov-<region> and one key pair
-// gpuprov-<fingerprint> per public key, shared by the VMs there. See README.md.
+// gpuprov-<fingerprint> per public key, shared by the VMs there. A cluster's nodes (ABI 1.5)
+// are VMs of that same environment, labelled gpuprov-cluster=<cluster> and gpuprov-role=<role>,
+// reaching each other on its private network through per-VM security rules from each peer's
+// fixed_ip (open_peer_ports); the cluster has nothing of its own. See README.md, "Clusters".
 #pragma once
 
 #include <Poco/JSON/Object.h>
@@ -35,9 +38,11 @@ class HyperstackDriver {
   static constexpr const char* kName = "hyperstack";
   static constexpr const char* kVersion = "0.1.0";
   static constexpr const char* kDescription =
-      "Hyperstack GPU VMs (Infrahub API v1): environments, key pairs, VMs with security rules";
-  static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
-                                            GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES;
+      "Hyperstack GPU VMs (Infrahub API v1): environments, key pairs, VMs with security rules, "
+      "clusters on an environment's private network";
+  static constexpr uint64_t kCapabilities =
+      GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT | GPUPROV_CAP_OPEN_PORTS |
+      GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_CLUSTER;
   /// How a VM learns its public address: OpenStack's EC2-compatible public-ipv4 (the floating IP; unconfirmed); REFERENCE.md §6.
   static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_OPENSTACK;
 
@@ -50,6 +55,9 @@ class HyperstackDriver {
   std::string List(const std::string& request_json);
   std::string Delete(const std::string& request_json);
   std::string OpenPorts(const std::string& request_json);
+  /// ABI 1.5: each listed node admits the peer ports from every other node's address (its
+  /// fixed_ip) and from no former peer: per-VM security rules added and deleted.
+  std::string OpenPeerPorts(const std::string& request_json);
   // `gpuprov gc` (ABI 1.2): VMs labelled gpuprov, key pairs gpuprov-<fingerprint> and
   // environments gpuprov-<region> that no VM or key pair without gpuprov's mark uses.
   std::string ListResources(const std::string& request_json);

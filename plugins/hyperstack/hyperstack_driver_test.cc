@@ -5,12 +5,15 @@
 // memory`) started as a child process. Talks only to 127.0.0.1.
 #include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
+#include <Poco/JSON/Parser.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "driver_test_util.h"
 #include "gpuprov/driver_abi.h"
@@ -44,7 +47,8 @@ TEST(HyperstackDescriptor, IdentityAndCapabilities) {
   EXPECT_STREQ(d->node_address, GPUPROV_NODE_ADDRESS_OPENSTACK);
   EXPECT_EQ(d->capabilities,
             static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
-                                  GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES));
+                                  GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES |
+                                  GPUPROV_CAP_CLUSTER));
   ExpectEveryOperation(*d->vtable);
 }
 
@@ -464,6 +468,214 @@ TEST_F(HyperstackEmulatorTest, PlainVmOpensSshAloneAndOpenPortsWidensIt) {
   EXPECT_EQ(emulator_->Count("security_rules"), 3);
   ASSERT_EQ(driver.Delete(R"({"id":")" + id + R"(","name":"hs-ports"})").status, GPUPROV_STATUS_OK);
   ExpectNothingLeft();
+}
+
+// --- clusters (ABI 1.5) ----------------------------------------------------------------------
+
+constexpr const char* kPeerPorts =
+    R"([{"port":6443,"protocol":"tcp"},{"port":10250,"protocol":"tcp"},)"
+    R"({"port":51820,"protocol":"udp"}])";
+
+// A cluster create with its peer ports.
+std::string ClusterCreate(const std::string& create_json, const std::string& cluster,
+                          const std::string& role) {
+  Object::Ptr req = Poco::JSON::Parser().parse(create_json).extract<Object::Ptr>();
+  req->set("cluster", Poco::JSON::Parser()
+                          .parse(R"({"name":")" + cluster + R"(","role":")" + role +
+                                 R"(","peer_ports":)" + kPeerPorts + "}")
+                          .extract<Object::Ptr>());
+  return Stringify(req);
+}
+
+// One node as open_peer_ports lists it, from the driver's VM object.
+std::string PeerJson(const Object::Ptr& vm) {
+  return R"({"id":")" + vm->getValue<std::string>("id") + R"(","name":")" +
+         vm->getValue<std::string>("name") + R"(","private_ip":")" +
+         vm->getValue<std::string>("private_ip") + R"(","public_ip":")" +
+         vm->optValue<std::string>("public_ip", "") + R"("})";
+}
+
+std::string PeersRequest(const std::vector<Object::Ptr>& vms) {
+  std::string peers;
+  for (const auto& vm : vms) peers += (peers.empty() ? "" : ",") + PeerJson(vm);
+  return R"({"cluster":"train","peer_ports":)" + std::string(kPeerPorts) + R"(,"peers":[)" +
+         peers + "]}";
+}
+
+class HyperstackClusterTest : public HyperstackEmulatorTest {
+ protected:
+  // A VM's rules from other sources than 0.0.0.0/0 as Hyperstack holds them:
+  // "tcp 6443 10.110.0.2/32", sorted.
+  static std::set<std::string> PeerRulesOf(const std::string& id);
+};
+
+std::set<std::string> HyperstackClusterTest::PeerRulesOf(const std::string& id) {
+  HttpReply got = emulator_->Api("GET", "/core/virtual-machines/" + id);
+  EXPECT_EQ(got.status, 200) << got.body;
+  std::set<std::string> out;
+  Array::Ptr rules = got.Doc()->getObject("instance")->getArray("security_rules");
+  for (size_t i = 0; rules && i < rules->size(); ++i) {
+    Object::Ptr r = rules->getObject(i);
+    const std::string prefix = r->getValue<std::string>("remote_ip_prefix");
+    if (prefix == "0.0.0.0/0") continue;
+    EXPECT_EQ(r->getValue<std::string>("direction"), "ingress");
+    EXPECT_EQ(r->getValue<std::string>("ethertype"), "IPv4");
+    EXPECT_EQ(r->getValue<int>("port_range_min"), r->getValue<int>("port_range_max"));
+    out.insert(r->getValue<std::string>("protocol") + " " +
+               std::to_string(r->getValue<int>("port_range_min")) + " " + prefix);
+  }
+  return out;
+}
+
+std::set<std::string> RulesFrom(const std::vector<std::string>& addresses) {
+  std::set<std::string> out;
+  for (const auto& a : addresses) {
+    out.insert("tcp 6443 " + a + "/32");
+    out.insert("tcp 10250 " + a + "/32");
+    out.insert("udp 51820 " + a + "/32");
+  }
+  return out;
+}
+
+TEST_F(HyperstackClusterTest, AClusterNodeIsLabelledInTheSharedEnvironmentWithItsFixedIp) {
+  Driver driver(Config());
+  OpResult server = driver.Create(ClusterCreate(CreateRequest("train"), "train", "server"));
+  ASSERT_EQ(server.status, GPUPROV_STATUS_OK) << server << "\n" << driver.host().All();
+  OpResult agent = driver.Create(ClusterCreate(CreateRequest("train-agent-1"), "train", "agent"));
+  ASSERT_EQ(agent.status, GPUPROV_STATUS_OK) << agent;
+  // Both in the region's one environment (its private network), with one key pair; the
+  // cluster has nothing of its own on Hyperstack.
+  EXPECT_EQ(emulator_->Count("environments"), 1);
+  EXPECT_EQ(emulator_->Count("ssh_keys"), 1);
+  EXPECT_EQ(agent.Vm()->getValue<std::string>("environment"), "gpuprov-CANADA-1");
+  // The labels, in the form of the user's tags; no peer rule yet (open_peer_ports sets them).
+  const std::string id = agent.Vm()->getValue<std::string>("id");
+  HttpReply got = emulator_->Api("GET", "/core/virtual-machines/" + id);
+  EXPECT_TRUE(Contains(got.body, R"("gpuprov-cluster=train")")) << got.body;
+  EXPECT_TRUE(Contains(got.body, R"("gpuprov-role=agent")")) << got.body;
+  EXPECT_TRUE(PeerRulesOf(id).empty());
+  Object::Ptr running = WaitRunning(driver, id);
+  ASSERT_TRUE(running);
+  EXPECT_EQ(running->getValue<std::string>("cluster"), "train");
+  EXPECT_EQ(running->getValue<std::string>("role"), "agent");
+  // private_ip is fixed_ip, the address on the environment's network.
+  got = emulator_->Api("GET", "/core/virtual-machines/" + id);
+  EXPECT_EQ(running->getValue<std::string>("private_ip"),
+            got.Doc()->getObject("instance")->getValue<std::string>("fixed_ip"));
+  EXPECT_EQ(running->getValue<std::string>("private_ip").rfind("10.", 0), 0u)
+      << Stringify(running);
+  OpResult server_vm = driver.Get(R"({"name":"train"})");
+  ASSERT_EQ(server_vm.status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(server_vm.Vm()->getValue<std::string>("role"), "server");
+  ASSERT_EQ(driver.Delete(R"({"name":"train-agent-1"})").status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Delete(R"({"name":"train"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(HyperstackClusterTest, OpenPeerPortsAdmitsExactlyThePeersOnEveryNode) {
+  Driver driver(Config());
+  std::vector<Object::Ptr> vms;
+  for (const char* name : {"train", "train-agent-1", "train-agent-2"}) {
+    OpResult c = driver.Create(
+        ClusterCreate(CreateRequest(name), "train", vms.empty() ? "server" : "agent"));
+    ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c << "\n" << driver.host().All();
+    vms.push_back(WaitRunning(driver, c.Vm()->getValue<std::string>("id")));
+    ASSERT_TRUE(vms.back());
+  }
+  auto id = [&](int k) { return vms[k]->getValue<std::string>("id"); };
+  auto ip = [&](int k) { return vms[k]->getValue<std::string>("private_ip"); };
+
+  // Every node admits the peer ports from the two others' fixed_ip, and the emulator enforces
+  // it on the private network (the memory backend records it).
+  OpResult opened = driver.OpenPeerPorts(PeersRequest(vms));
+  ASSERT_EQ(opened.status, GPUPROV_STATUS_OK) << opened << "\n" << driver.host().All();
+  EXPECT_EQ(opened.json, "{}");
+  EXPECT_EQ(PeerRulesOf(id(0)), RulesFrom({ip(1), ip(2)}));
+  EXPECT_EQ(PeerRulesOf(id(1)), RulesFrom({ip(0), ip(2)}));
+  EXPECT_EQ(PeerRulesOf(id(2)), RulesFrom({ip(0), ip(1)}));
+  EXPECT_EQ(emulator_->Count("security_rules"), 3 * 4 + 3 * 6);
+  Object::Ptr row = emulator_->Instance("train");
+  ASSERT_TRUE(row);
+  ASSERT_TRUE(row->isArray("private_ingress")) << Stringify(row);
+  EXPECT_TRUE(Contains(Stringify(row), R"("sources":[")" + ip(1) + R"(/32"])"))
+      << Stringify(row);
+  // The peer rules open nothing to the user: the VM's ports are its public ones.
+  OpResult server = driver.Get(R"({"name":"train"})");
+  EXPECT_FALSE(server.Vm()->getObject("ports")->has("10250")) << server.json;
+
+  // Idempotent: the same list changes nothing.
+  emulator_->ClearRequests();
+  ASSERT_EQ(driver.OpenPeerPorts(PeersRequest(vms)).status, GPUPROV_STATUS_OK);
+  for (const std::string& r : emulator_->Requests()) {
+    EXPECT_EQ(r.rfind("GET ", 0), 0u) << r;
+  }
+  EXPECT_EQ(emulator_->Count("security_rules"), 3 * 4 + 3 * 6);
+
+  // agent-2 leaves: the others no longer admit it; its own rules go with it.
+  ASSERT_EQ(driver.Delete(R"({"name":"train-agent-2"})").status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.OpenPeerPorts(PeersRequest({vms[0], vms[1]})).status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(PeerRulesOf(id(0)), RulesFrom({ip(1)}));
+  EXPECT_EQ(PeerRulesOf(id(1)), RulesFrom({ip(0)}));
+  EXPECT_EQ(emulator_->Count("security_rules"), 2 * 4 + 2 * 3);
+
+  // gc knows each node's cluster and role; the cluster has no network or firewall to list.
+  OpResult listed = driver.ListResources();
+  ASSERT_EQ(listed.status, GPUPROV_STATUS_OK) << listed;
+  EXPECT_FALSE(Contains(listed.json, "cluster_network")) << listed.json;
+  EXPECT_FALSE(Contains(listed.json, "cluster_firewall")) << listed.json;
+  // Exactly the two nodes name a cluster: "kind name cluster/role".
+  std::set<std::string> of_a_cluster;
+  Array::Ptr resources = listed.Doc()->getArray("resources");
+  for (size_t i = 0; resources && i < resources->size(); ++i) {
+    Object::Ptr r = resources->getObject(i);
+    if (!r->has("cluster") && !r->has("role")) continue;
+    of_a_cluster.insert(r->getValue<std::string>("kind") + " " +
+                        r->getValue<std::string>("name") + " " +
+                        r->optValue<std::string>("cluster", "") + "/" +
+                        r->optValue<std::string>("role", ""));
+  }
+  EXPECT_EQ(of_a_cluster, (std::set<std::string>{"vm train train/server",
+                                                 "vm train-agent-1 train/agent"}))
+      << listed.json;
+
+  // The last nodes go: their rules with them, then the key pair and the environment.
+  ASSERT_EQ(driver.Delete(R"({"name":"train"})").status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.OpenPeerPorts(PeersRequest({vms[1]})).status, GPUPROV_STATUS_OK);
+  EXPECT_TRUE(PeerRulesOf(id(1)).empty());
+  ASSERT_EQ(driver.Delete(R"({"name":"train-agent-1"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+// A user's own rules (from the internet, or of other ports) are never taken for a peer's.
+TEST_F(HyperstackClusterTest, OpenPeerPortsLeavesTheUsersRulesAlone) {
+  Driver driver(Config());
+  OpResult c = driver.Create(ClusterCreate(CreateRequest("solo"), "train", "server"));
+  ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
+  Object::Ptr vm = WaitRunning(driver, c.Vm()->getValue<std::string>("id"));
+  ASSERT_TRUE(vm);
+  const std::string id = vm->getValue<std::string>("id");
+  for (const char* body :
+       {R"({"direction":"ingress","protocol":"tcp","ethertype":"IPv4",)"
+        R"("remote_ip_prefix":"203.0.113.7/32","port_range_min":10250,"port_range_max":10250})",
+        R"({"direction":"ingress","protocol":"tcp","ethertype":"IPv4",)"
+        R"("remote_ip_prefix":"10.9.9.9/32","port_range_min":5432,"port_range_max":5432})"}) {
+    ASSERT_EQ(emulator_->Api("POST", "/core/virtual-machines/" + id + "/sg-rules", body).status,
+              200);
+  }
+  ASSERT_EQ(driver.OpenPeerPorts(PeersRequest({vm})).status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(PeerRulesOf(id), (std::set<std::string>{"tcp 10250 203.0.113.7/32",
+                                                     "tcp 5432 10.9.9.9/32"}));
+  ASSERT_EQ(driver.Delete(R"({"name":"solo"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(HyperstackClusterTest, ABadClusterIsRefusedBeforeAnyCall) {
+  Driver driver(Config());
+  emulator_->ClearRequests();
+  OpResult r = driver.Create(ClusterCreate(CreateRequest("bad"), "Bad_Name", "server"));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_INVALID_INPUT) << r;
+  EXPECT_TRUE(Contains(r.error, "cluster.name")) << r.error;
+  EXPECT_TRUE(emulator_->Requests().empty());
 }
 
 TEST_F(HyperstackEmulatorTest, CapacityOnCreateIsCapacityAndUndoesKeyAndEnvironment) {

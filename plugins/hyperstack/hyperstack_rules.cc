@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "hyperstack_rules.h"
 
+#include <Poco/Net/IPAddress.h>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -122,6 +124,11 @@ std::vector<std::string> VmLabels(const std::string& vm_name, const Object::Ptr&
   return labels;
 }
 
+std::vector<std::string> ClusterLabels(const kit::ClusterRequest& cluster) {
+  return {std::string(kit::kClusterTag) + "=" + cluster.name,
+          std::string(kit::kRoleTag) + "=" + cluster.role};
+}
+
 bool IsManaged(const Object::Ptr& vm) {
   if (Array::Ptr labels = json::Arr(vm, "labels")) {
     for (size_t i = 0; i < labels->size(); ++i) {
@@ -218,6 +225,62 @@ Object::Ptr IngressRule(int port, const std::string& cidr) {
   return r;
 }
 
+Object::Ptr PeerRule(const kit::PeerPort& port, const std::string& address) {
+  Object::Ptr r = IngressRule(port.port, address + "/32");
+  r->set("protocol", port.protocol);
+  return r;
+}
+
+bool IsPeerRule(const Object::Ptr& rule, const std::vector<kit::PeerPort>& ports) {
+  if (!rule || json::Str(rule, "direction") != "ingress" ||
+      json::Str(rule, "ethertype") != "IPv4") {
+    return false;
+  }
+  const std::string protocol = json::Str(rule, "protocol");
+  const long long lo = json::Int(rule, "port_range_min", 0);
+  if (lo < 1 || lo > 65535 || json::Int(rule, "port_range_max", 0) != lo) return false;
+  if (ports.empty() ? protocol != "tcp" && protocol != "udp"
+                    : std::find(ports.begin(), ports.end(),
+                                kit::PeerPort{static_cast<int>(lo), protocol}) == ports.end()) {
+    return false;
+  }
+  const std::string prefix = json::Str(rule, "remote_ip_prefix");
+  const size_t slash = prefix.find('/');
+  if (slash == std::string::npos || prefix.substr(slash) != "/32") return false;
+  Poco::Net::IPAddress address;
+  return Poco::Net::IPAddress::tryParse(prefix.substr(0, slash), address) &&
+         address.family() == Poco::Net::IPAddress::IPv4 && address.isSiteLocal();
+}
+
+PeerRuleChange PlanPeerRules(const Object::Ptr& vm, const std::vector<kit::PeerPort>& ports,
+                             const std::vector<std::string>& addresses) {
+  auto key = [](const std::string& protocol, long long port, const std::string& prefix) {
+    return protocol + " " + std::to_string(port) + " " + prefix;
+  };
+  std::set<std::string> have;
+  PeerRuleChange change;
+  Array::Ptr rules = json::Arr(vm, "security_rules");
+  for (size_t i = 0; rules && i < rules->size(); ++i) {
+    Object::Ptr r = json::ObjAt(rules, i);
+    if (!IsPeerRule(r, ports)) continue;
+    const long long port = json::Int(r, "port_range_min", 0);
+    const std::string prefix = json::Str(r, "remote_ip_prefix");
+    const bool wanted =
+        std::find(addresses.begin(), addresses.end(), prefix.substr(0, prefix.find('/'))) !=
+        addresses.end();
+    if (wanted && have.insert(key(json::Str(r, "protocol"), port, prefix)).second) continue;
+    change.remove_ids.push_back(json::Str(r, "id"));  // a former peer's, or a duplicate
+  }
+  for (const std::string& address : addresses) {
+    for (const kit::PeerPort& p : ports) {
+      if (!have.count(key(p.protocol, p.port, address + "/32"))) {
+        change.add.push_back(PeerRule(p, address));
+      }
+    }
+  }
+  return change;
+}
+
 Array::Ptr IngressRules(const std::vector<int>& ports, const kit::PortSources& sources) {
   Array::Ptr rules = new Array();
   for (int p : ports) {
@@ -235,7 +298,7 @@ RuleChange PlanRules(const Object::Ptr& vm, int port, const kit::PortSources& so
     Object::Ptr r = json::ObjAt(rules, i);
     if (!r || json::Str(r, "direction") != "ingress" || json::Str(r, "ethertype") != "IPv4" ||
         json::Str(r, "protocol") != "tcp" || json::Int(r, "port_range_min", 0) != port ||
-        json::Int(r, "port_range_max", 0) != port) {
+        json::Int(r, "port_range_max", 0) != port || IsPeerRule(r)) {
       continue;
     }
     const std::string prefix = json::Str(r, "remote_ip_prefix");
@@ -260,7 +323,7 @@ std::set<int> OpenTcpPorts(const Object::Ptr& vm, bool world_only) {
     const std::string proto = json::Str(r, "protocol");
     if (json::Str(r, "direction") != "ingress" || json::Str(r, "ethertype") != "IPv4" ||
         (world_only && json::Str(r, "remote_ip_prefix") != "0.0.0.0/0") ||
-        (proto != "tcp" && proto != "any")) {
+        (proto != "tcp" && proto != "any") || IsPeerRule(r)) {
       continue;
     }
     const long long lo = json::Int(r, "port_range_min", 1);

@@ -17,6 +17,7 @@
 
 #include "api_client.h"
 #include "catalogue.h"
+#include "cluster_request.h"
 #include "credentials.h"
 #include "driver_request.h"
 #include "gpuprov/driver_abi.h"
@@ -70,6 +71,10 @@ std::string KeyIdentity(const std::string& public_key_line);
 std::vector<std::string> VmLabels(const std::string& vm_name,
                                   const Poco::JSON::Object::Ptr& request);
 
+/// The labels of a cluster node besides VmLabels': "gpuprov-cluster=<cluster>" and
+/// "gpuprov-role=<role>" (the key=value form of the user's tags), which TagsOf reads back.
+std::vector<std::string> ClusterLabels(const drivers::ClusterRequest& cluster);
+
 /// True when a VM object carries the "gpuprov" label.
 bool IsManaged(const Poco::JSON::Object::Ptr& vm);
 
@@ -106,13 +111,39 @@ Poco::JSON::Object::Ptr IngressRule(int port, const std::string& cidr = "0.0.0.0
 Poco::JSON::Array::Ptr IngressRules(const std::vector<int>& ports,
                                     const drivers::PortSources& sources);
 
+// --- a cluster's peer rules (open_peer_ports) ----------------------------------------------
+
+/// A cluster node admits each peer port from each other node's address with a rule of its
+/// own: ingress, IPv4, one port, remote_ip_prefix "<address>/32" (REFERENCE.md §5; a new VM
+/// admits no incoming traffic at all, from its environment's private network neither, until a
+/// rule allows it).
+Poco::JSON::Object::Ptr PeerRule(const drivers::PeerPort& port, const std::string& address);
+
+/// Whether a security rule is one open_peer_ports manages: ingress, IPv4, one port, from a
+/// single private (RFC 1918) address "/32" — a peer's fixed_ip — on a port and protocol of
+/// `ports`, or on any tcp or udp port when `ports` is empty. A user's --allow-from of 6443
+/// from a private /32 would look the same; gpuprov's own rules from the internet never do.
+bool IsPeerRule(const Poco::JSON::Object::Ptr& rule,
+                const std::vector<drivers::PeerPort>& ports = {});
+
+/// What to change on one node so it admits exactly `ports` from each of `addresses` (the other
+/// nodes'): the rules to add, and the ids of its peer rules (IsPeerRule) for anything else.
+struct PeerRuleChange {
+  std::vector<Poco::JSON::Object::Ptr> add;
+  std::vector<std::string> remove_ids;
+};
+PeerRuleChange PlanPeerRules(const Poco::JSON::Object::Ptr& vm,
+                             const std::vector<drivers::PeerPort>& ports,
+                             const std::vector<std::string>& addresses);
+
 /// The tcp ports that a VM object's security_rules open from 0.0.0.0/0 (ingress, IPv4, tcp or
 /// any protocol; ranges port by port, capped at 1-65535); from any source when not
-/// `world_only`.
+/// `world_only` (peer rules, IsPeerRule, aside: they open nothing to the user).
 std::set<int> OpenTcpPorts(const Poco::JSON::Object::Ptr& vm, bool world_only = true);
 
 /// What to change so narrowed `port` is open to exactly its sources: the CIDRs to add, and the
-/// ids of the VM's single-port ingress tcp IPv4 rules of that port from other sources.
+/// ids of the VM's single-port ingress tcp IPv4 rules of that port from other sources (peer
+/// rules, IsPeerRule, are open_peer_ports' and left alone).
 struct RuleChange {
   std::vector<std::string> add;
   std::vector<std::string> remove_ids;

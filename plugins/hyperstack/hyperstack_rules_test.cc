@@ -215,6 +215,42 @@ TEST(HyperstackRules, IngressRulesCarryEachSourceAndPlanRulesSetsExactlyThem) {
   EXPECT_EQ(OpenTcpPorts(vm).count(6443), 1u);                   // through rule 1 (and 4)
 }
 
+// A cluster's peer rules: one per peer port from each other node's fixed_ip /32; a peer rule
+// is told from the user's by its shape (one peer port, a private /32), and the other rule
+// planners leave it alone.
+TEST(HyperstackRules, PeerRulesAddTheMissingAndDropFormerPeersOnly) {
+  const std::vector<drivers::PeerPort> ports = {{6443, "tcp"}, {10250, "tcp"}, {51820, "udp"}};
+  EXPECT_EQ(drivers::testing::Stringify(PeerRule({51820, "udp"}, "10.64.0.3")),
+            R"({"direction":"ingress","protocol":"udp","ethertype":"IPv4",)"
+            R"("remote_ip_prefix":"10.64.0.3/32","port_range_min":51820,"port_range_max":51820})");
+  Poco::JSON::Object::Ptr vm = ParseJson(R"({"security_rules":[
+    {"id":1,"direction":"ingress","protocol":"tcp","ethertype":"IPv4","remote_ip_prefix":"0.0.0.0/0","port_range_min":6443,"port_range_max":6443},
+    {"id":2,"direction":"ingress","protocol":"tcp","ethertype":"IPv4","remote_ip_prefix":"10.64.0.3/32","port_range_min":6443,"port_range_max":6443},
+    {"id":3,"direction":"ingress","protocol":"udp","ethertype":"IPv4","remote_ip_prefix":"10.64.0.9/32","port_range_min":51820,"port_range_max":51820},
+    {"id":4,"direction":"ingress","protocol":"tcp","ethertype":"IPv4","remote_ip_prefix":"203.0.113.5/32","port_range_min":10250,"port_range_max":10250},
+    {"id":5,"direction":"ingress","protocol":"tcp","ethertype":"IPv4","remote_ip_prefix":"10.64.0.9/32","port_range_min":5432,"port_range_max":5432},
+    {"id":6,"direction":"ingress","protocol":"tcp","ethertype":"IPv4","remote_ip_prefix":"10.64.0.0/24","port_range_min":10250,"port_range_max":10250},
+    {"id":7,"direction":"ingress","protocol":"tcp","ethertype":"IPv4","remote_ip_prefix":"10.64.0.3/32","port_range_min":6443,"port_range_max":6443}]})");
+  const PeerRuleChange change = PlanPeerRules(vm, ports, {"10.64.0.3"});
+  // 3 is a former peer's, 7 a second copy of 2; 1, 4, 5 and 6 are not peer rules.
+  EXPECT_EQ(change.remove_ids, (std::vector<std::string>{"3", "7"}));
+  ASSERT_EQ(change.add.size(), 2u);
+  EXPECT_EQ(change.add[0]->getValue<int>("port_range_min"), 10250);
+  EXPECT_EQ(change.add[1]->getValue<std::string>("protocol"), "udp");
+  // Nothing to do once there.
+  EXPECT_TRUE(PlanPeerRules(vm, ports, {}).add.empty());
+  // The user-facing planners do not see peer rules: 6443 is open to the internet through rule
+  // 1 only, and narrowing 6443 to 198.51.100.0/24 keeps the peers' rules 2 and 7.
+  drivers::PortSources s;
+  s.allow_from = {"198.51.100.0/24"};
+  s.narrowed = {6443};
+  EXPECT_EQ(PlanRules(vm, 6443, s).remove_ids, std::vector<std::string>{"1"});
+  EXPECT_EQ(OpenTcpPorts(vm, /*world_only=*/false).count(10250), 1u);  // rules 4 and 6
+  Poco::JSON::Object::Ptr only_peers = ParseJson(R"({"security_rules":[
+    {"id":2,"direction":"ingress","protocol":"tcp","ethertype":"IPv4","remote_ip_prefix":"10.64.0.3/32","port_range_min":6443,"port_range_max":6443}]})");
+  EXPECT_TRUE(OpenTcpPorts(only_peers, /*world_only=*/false).empty());
+}
+
 // H2: the pricebook (H-SDK PricebookModel; the API reference's example entry) and a flavor's
 // price from it (SkyPilot's fetch_hyperstack.py: the GPU's value times gpu_count).
 TEST(HyperstackRules, PricebookPricesAFlavorPerGpu) {

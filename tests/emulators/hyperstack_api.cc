@@ -9,8 +9,13 @@
 // is {"status": true|false, "message": ..., <payload>}; errors carry
 // "error_reason". Request bodies are checked against the documented shapes
 // (unknown field or wrong type: 400 bad_request). A VM's security rules decide
-// which of its ports are reachable (firewall_ports.h). Guesses the reference
-// marks UNCONFIRMED are listed in README.md.
+// which of its ports are reachable (firewall_ports.h), and what reaches it on its
+// environment's private network: the VMs of one environment share one
+// (InstanceSpec::private_network; fixed_ip is the address there), and a VM admits
+// nothing there but what its ingress rules allow ("New virtual machines are secure by
+// default, initially configured without any firewall rules allowing incoming
+// traffic", https://infrahub-doc.nexgencloud.com/docs/network-security/security-rules/).
+// Guesses the reference marks UNCONFIRMED are listed in README.md.
 #include <Poco/Base64Decoder.h>
 
 #include <algorithm>
@@ -769,6 +774,31 @@ class HyperstackApi : public CloudApi {
     return HyperstackAllowedPorts(RulesJson(vm));
   }
 
+  // What reaches the VM on its environment's private network: its ingress IPv4 rules of tcp,
+  // udp or any protocol (a rule without port_range_min/max: every port), each from its
+  // remote_ip_prefix; nothing else (egress and icmp rules are not filtered here).
+  static PrivateIngress PrivateIngressOf(const Vm& vm) {
+    std::vector<PrivateRule> out;
+    for (const auto& r : vm.rules) {
+      if (GetString(r.body, "direction").value_or("") != "ingress" ||
+          GetString(r.body, "ethertype").value_or("") != "IPv4") {
+        continue;
+      }
+      const std::string protocol = GetString(r.body, "protocol").value_or("");
+      const auto lo = GetInt(r.body, "port_range_min"), hi = GetInt(r.body, "port_range_max");
+      for (const char* p : {"tcp", "udp"}) {
+        if (protocol != p && protocol != "any") continue;
+        PrivateRule rule;
+        rule.protocol = p;
+        rule.ports = lo && hi ? PortRange{static_cast<int>(*lo), static_cast<int>(*hi)}
+                              : PortRange{1, 65535};
+        rule.sources = {GetString(r.body, "remote_ip_prefix").value_or("0.0.0.0/0")};
+        out.push_back(rule);
+      }
+    }
+    return out;
+  }
+
   // Whether the floating IP is attached: ACTIVE, and the attach delay passed.
   bool IpAttached(const Vm& vm, const InstanceStatus& s) const {
     if (!vm.floating_ip || s.state != InstanceState::kRunning || s.public_ip.empty()) return false;
@@ -1016,6 +1046,7 @@ class HyperstackApi : public CloudApi {
       spec.user_data = user_data;
       spec.ssh_public_keys = {key->public_key};
       spec.ssh_user = "ubuntu";
+      spec.private_network = "env-" + std::to_string(env->id);  // the environment's network
       const std::set<int> ports = AllowedPorts(vm);
       spec.reachable = ToPortSet(ports);
       spec.faults = faults_.TakeBootFaults();
@@ -1025,6 +1056,7 @@ class HyperstackApi : public CloudApi {
         return Error(500, "server_error", std::string("Internal server error (emulator backend: ") +
                                               e.what() + ")");
       }
+      backend_->SetPrivateIngress(vm.backend_id, PrivateIngressOf(vm));
       vms_[vm.id] = vm;
       out->add(VmJson(vms_.at(vm.id)));
     }
@@ -1105,6 +1137,7 @@ class HyperstackApi : public CloudApi {
     }
     vm.rules.push_back(NewRule(body));
     backend_->SetReachablePorts(vm.backend_id, ToPortSet(AllowedPorts(vm)));
+    backend_->SetPrivateIngress(vm.backend_id, PrivateIngressOf(vm));
     return Ok("Security rule created successfully", "security_rule", RuleJson(vm.rules.back()));
   }
 
@@ -1115,6 +1148,7 @@ class HyperstackApi : public CloudApi {
     if (pos == vm.rules.end()) return NotFound("Security rule not found");
     vm.rules.erase(pos);
     backend_->SetReachablePorts(vm.backend_id, ToPortSet(AllowedPorts(vm)));
+    backend_->SetPrivateIngress(vm.backend_id, PrivateIngressOf(vm));
     return Ok("Security rule deleted successfully");
   }
 

@@ -32,6 +32,33 @@ std::string Rule(int port) {
          std::to_string(port) + R"(,"port_range_max":)" + std::to_string(port) + "}";
 }
 
+// The Hyperstack API on a memory backend of its own, called without HTTP, so a test reads what
+// the backend was told (reachable ports, private ingress) directly.
+struct DirectApi {
+  std::unique_ptr<InstanceBackend> backend = MakeMemoryBackend(0ms);
+  std::unique_ptr<CloudApi> api = MakeHyperstackApi(backend.get(), Options());
+  static CloudOptions Options() {
+    CloudOptions co;
+    co.tokens = {kKey};
+    return co;
+  }
+  HttpResponse Call(const std::string& method, const std::string& path, const std::string& body) {
+    HttpRequest r;
+    r.method = method;
+    r.path = "/v1" + path;
+    r.body = body;
+    r.headers["api_key"] = kKey;
+    return api->Serve(r);
+  }
+  // Imports the key pair "gpuprov" into default-CANADA-1.
+  bool ImportKey() {
+    return Call("POST", "/core/keypairs",
+                R"({"name":"gpuprov","environment_name":"default-CANADA-1","public_key":")" +
+                    std::string(kPublicKey) + "\"}")
+               .status == 200;
+  }
+};
+
 class HyperstackApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -399,35 +426,113 @@ TEST_F(HyperstackApiTest, SecurityRulesAddedAndRemovedOnARunningVmChangeReachabi
 }
 
 TEST_F(HyperstackApiTest, RuleChangesReachTheBackendThroughSetReachablePorts) {
-  auto backend = MakeMemoryBackend(0ms);
-  CloudOptions co;
-  co.tokens = {kKey};
-  auto api = MakeHyperstackApi(backend.get(), co);
-  auto call = [&](const std::string& method, const std::string& path, const std::string& body) {
-    HttpRequest r;
-    r.method = method;
-    r.path = "/v1" + path;
-    r.body = body;
-    r.headers["api_key"] = kKey;
-    return api->Serve(r);
-  };
-  ASSERT_EQ(call("POST", "/core/keypairs",
-                 R"({"name":"gpuprov","environment_name":"default-CANADA-1","public_key":")" +
-                     std::string(kPublicKey) + "\"}")
-                .status,
-            200);
-  HttpResponse c = call("POST", "/core/virtual-machines",
+  DirectApi direct;
+  ASSERT_TRUE(direct.ImportKey());
+  HttpResponse c = direct.Call("POST", "/core/virtual-machines",
                         VmBody("direct", ",\"assign_floating_ip\":true,\"security_rules\":[" +
                                              Rule(22) + "]"));
   ASSERT_EQ(c.status, 200) << c.body;
   const int64_t id = GetArray(ParseObject(c.body), "instances")->getObject(0)->getValue<int64_t>("id");
-  const std::string backend_id = api->Instances()->getObject(0)->getValue<std::string>("backend_id");
-  const PortSet before = backend->ReachablePorts(backend_id);
-  ASSERT_EQ(call("POST", "/core/virtual-machines/" + std::to_string(id) + "/sg-rules", Rule(443))
+  const std::string backend_id = direct.api->Instances()->getObject(0)->getValue<std::string>("backend_id");
+  const PortSet before = direct.backend->ReachablePorts(backend_id);
+  ASSERT_EQ(direct.Call("POST", "/core/virtual-machines/" + std::to_string(id) + "/sg-rules", Rule(443))
                 .status,
             200);
-  EXPECT_EQ(backend->ReachablePorts(backend_id), (PortSet{22, 443}));
-  EXPECT_NE(backend->ReachablePorts(backend_id), before);
+  EXPECT_EQ(direct.backend->ReachablePorts(backend_id), (PortSet{22, 443}));
+  EXPECT_NE(direct.backend->ReachablePorts(backend_id), before);
+}
+
+// An environment's VMs share its private network (fixed_ip), where a VM admits only what its
+// ingress rules allow, each from its remote_ip_prefix: the backend is told on create and on
+// every rule change (SetPrivateIngress), and enforces it (docker: nft).
+TEST_F(HyperstackApiTest, IngressRulesDecideWhatReachesAVmOnItsPrivateNetwork) {
+  DirectApi direct;
+  ASSERT_TRUE(direct.ImportKey());
+  const std::string peer_udp =
+      R"({"direction":"ingress","protocol":"udp","ethertype":"IPv4",)"
+      R"("remote_ip_prefix":"10.64.0.3/32","port_range_min":51820,"port_range_max":51820})";
+  HttpResponse c = direct.Call("POST", "/core/virtual-machines",
+                        VmBody("node", ",\"assign_floating_ip\":true,\"security_rules\":[" +
+                                           Rule(22) + "," + peer_udp + "]"));
+  ASSERT_EQ(c.status, 200) << c.body;
+  const std::string id = std::to_string(
+      GetArray(ParseObject(c.body), "instances")->getObject(0)->getValue<int64_t>("id"));
+  const std::string backend_id = direct.api->Instances()->getObject(0)->getValue<std::string>("backend_id");
+  PrivateIngress ingress = direct.backend->GetPrivateIngress(backend_id);
+  ASSERT_TRUE(ingress.has_value());
+  EXPECT_EQ(*ingress, (std::vector<PrivateRule>{{"tcp", {22, 22}, {"0.0.0.0/0"}},
+                                                {"udp", {51820, 51820}, {"10.64.0.3/32"}}}));
+  // "any" protocol without a port range admits every tcp and udp port from its source; an
+  // egress rule admits nothing.
+  HttpResponse any = direct.Call("POST", "/core/virtual-machines/" + id + "/sg-rules",
+                          R"({"direction":"ingress","protocol":"any","ethertype":"IPv4",)"
+                          R"("remote_ip_prefix":"10.64.0.4/32"})");
+  ASSERT_EQ(any.status, 200) << any.body;
+  ASSERT_EQ(direct.Call("POST", "/core/virtual-machines/" + id + "/sg-rules",
+                 R"({"direction":"egress","protocol":"tcp","ethertype":"IPv4",)"
+                 R"("remote_ip_prefix":"0.0.0.0/0","port_range_min":80,"port_range_max":80})")
+                .status,
+            200);
+  ingress = direct.backend->GetPrivateIngress(backend_id);
+  ASSERT_TRUE(ingress.has_value());
+  ASSERT_EQ(ingress->size(), 4u);
+  EXPECT_EQ((*ingress)[2], (PrivateRule{"tcp", {1, 65535}, {"10.64.0.4/32"}}));
+  EXPECT_EQ((*ingress)[3], (PrivateRule{"udp", {1, 65535}, {"10.64.0.4/32"}}));
+  // Deleting a rule takes it out at once.
+  const std::string rid = std::to_string(
+      GetObject(ParseObject(any.body), "security_rule")->getValue<int64_t>("id"));
+  ASSERT_EQ(direct.Call("DELETE", "/core/virtual-machines/" + id + "/sg-rules/" + rid, "").status, 200);
+  EXPECT_EQ(direct.backend->GetPrivateIngress(backend_id)->size(), 2u);
+  // A VM without rules admits nothing there (not "no firewall").
+  HttpResponse bare = direct.Call("POST", "/core/virtual-machines", VmBody("bare"));
+  ASSERT_EQ(bare.status, 200) << bare.body;
+  const std::string bare_backend =
+      direct.api->Instances()->getObject(1)->getValue<std::string>("backend_id");
+  ASSERT_TRUE(direct.backend->GetPrivateIngress(bare_backend).has_value());
+  EXPECT_TRUE(direct.backend->GetPrivateIngress(bare_backend)->empty());
+}
+
+// CreateSecurityRulePayload (H-SDK docs/CreateSecurityRulePayload.md): direction, ethertype,
+// protocol (one of GET /core/sg-rules-protocols) and remote_ip_prefix required,
+// port_range_min/max optional integers; a wrong value is 400 bad_request.
+TEST_F(HyperstackApiTest, PeerRulesAreCheckedAsTheSdkDescribesThem) {
+  ImportKey();
+  const int64_t id = CreateVm("peer", ",\"assign_floating_ip\":true");
+  ASSERT_TRUE(WaitFor([&] { return Status(id) == "ACTIVE"; }, 5s));
+  JsonObject vm = Vm(id);
+  const std::string fixed_ip = vm->getValue<std::string>("fixed_ip");
+  EXPECT_EQ(fixed_ip.rfind("10.", 0), 0u) << fixed_ip;
+  const std::string path = "/core/virtual-machines/" + std::to_string(id) + "/sg-rules";
+  auto rule = [](const std::string& direction, const std::string& protocol,
+                 const std::string& ethertype, const std::string& prefix, int lo, int hi) {
+    return R"({"direction":")" + direction + R"(","protocol":")" + protocol +
+           R"(","ethertype":")" + ethertype + R"(","remote_ip_prefix":")" + prefix +
+           R"(","port_range_min":)" + std::to_string(lo) + R"(,"port_range_max":)" +
+           std::to_string(hi) + "}";
+  };
+  Reply ok = H("POST", path, rule("ingress", "udp", "IPv4", "10.64.0.9/32", 51820, 51820));
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  JsonObject made = GetObject(ok.Json(), "security_rule");
+  EXPECT_EQ(made->getValue<std::string>("protocol"), "udp");
+  EXPECT_EQ(made->getValue<std::string>("remote_ip_prefix"), "10.64.0.9/32");
+  EXPECT_EQ(made->getValue<int>("port_range_min"), 51820);
+  for (const std::string& bad :
+       {rule("in", "udp", "IPv4", "10.64.0.9/32", 51820, 51820),
+        rule("ingress", "UDP", "IPv4", "10.64.0.9/32", 51820, 51820),
+        rule("ingress", "udp", "ipv4", "10.64.0.9/32", 51820, 51820),
+        rule("ingress", "udp", "IPv4", "10.64.0.300/32", 51820, 51820),
+        rule("ingress", "udp", "IPv4", "10.64.0.9/32", 51821, 51820),
+        rule("ingress", "udp", "IPv4", "10.64.0.9/32", 0, 51820)}) {
+    Reply r = H("POST", path, bad);
+    EXPECT_EQ(r.status, 400) << bad << " -> " << r.body;
+    EXPECT_EQ(r.Json()->getValue<std::string>("error_reason"), "bad_request") << r.body;
+  }
+  EXPECT_EQ(H("POST", path, R"({"direction":"ingress","protocol":"udp","ethertype":"IPv4",)"
+                            R"("remote_ip_prefix":"10.64.0.9/32","port_range_min":"51820",)"
+                            R"("port_range_max":51820})")
+                .status,
+            400);
+  EXPECT_EQ(GetArray(Vm(id), "security_rules")->size(), 1u);
 }
 
 TEST_F(HyperstackApiTest, ListPagesSearchesAndFiltersByEnvironment) {

@@ -279,6 +279,17 @@ class HyperstackWalk(unittest.TestCase):
                                  % (vm_id, added["security_rule"]["id"]))
         self.assertEqual(status, 200)
         self.assertNotIn(8080, allowed_ports(self.emu, "hyperstack", vm_id))
+        # A cluster peer's rule: udp 51820 from another VM's fixed_ip (its address on the
+        # environment's private network); it goes with the VM.
+        self.assertTrue(got["fixed_ip"].startswith("10."), got)
+        status, peer, _ = self.call("POST", "/core/virtual-machines/%d/sg-rules" % vm_id, {
+            "direction": "ingress", "protocol": "udp", "ethertype": "IPv4",
+            "remote_ip_prefix": "10.64.0.3/32", "port_range_min": 51820,
+            "port_range_max": 51820})
+        self.assertEqual(status, 200, peer)
+        self.assertEqual((peer["security_rule"]["protocol"],
+                          peer["security_rule"]["remote_ip_prefix"]), ("udp", "10.64.0.3/32"))
+        self.assertEqual(allowed_ports(self.emu, "hyperstack", vm_id), {22, 80, 443, 6443})
         # Delete (async): DELETING, then 404.
         status, _, _ = self.call("DELETE", "/core/virtual-machines/%d" % vm_id)
         self.assertEqual(status, 200)
