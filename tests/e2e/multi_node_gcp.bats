@@ -45,7 +45,7 @@ print(','.join(sorted(s for r in row['private_ingress'] or []
                       if r['protocol'] == '$2' and r['ports'] == '$3' for s in r['sources'])))"
 }
 
-@test "gcp (boot route, direct): --nodes 3 on the default network, peers by the firewall rule's tags, another port refused, down leaves nothing" {
+@test "gcp (boot route, direct): --nodes 3 on the default network, peers by the firewall rule's tags, another port refused, scale down drops a peer, down leaves nothing" {
   run "$GPUPROV" -v provision --name "$E2E_NAME" --cloud gcp --gpus L4:1 --nodes 3 --no-smoke-test
   echo "$output"
   [ "$status" -eq 0 ]
@@ -74,6 +74,13 @@ print(','.join(sorted(s for r in row['private_ingress'] or []
   wait_for 10 tcp_connects "$E2E_NAME" 0 127.0.0.1 18080
   tcp_connects "$E2E_NAME" 1 "${p[2]}" 10250
   run ! tcp_connects "$E2E_NAME" 1 "${p[0]}" 18080
+  # Scaled down to 2: the removed agent no longer carries the tag, so it is no source.
+  run "$GPUPROV" scale "$E2E_NAME" --nodes 2
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(count gcp firewalls)" -eq 3 ]
+  [ "$(private_ingress "$E2E_NAME" tcp 10250)" = "$(printf '%s\n' "${p[0]}" "${p[1]}" | sort | paste -sd,)" ]
+  [ "$(ready_nodes "$kc")" -eq 2 ]
   run "$GPUPROV" down "$E2E_NAME" --yes
   echo "$output"
   [ "$status" -eq 0 ]
