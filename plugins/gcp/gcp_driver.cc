@@ -95,7 +95,9 @@ std::string LabelOf(const Object::Ptr& instance, const std::string& key) {
 std::vector<std::string> StringsOf(const Object::Ptr& o, const std::string& key) {
   std::vector<std::string> out;
   Array::Ptr a = json::Arr(o, key);
-  for (size_t i = 0; a && i < a->size(); ++i) out.push_back(a->get(static_cast<unsigned>(i)).toString());
+  for (size_t i = 0; a && i < a->size(); ++i) {
+    out.push_back(a->get(static_cast<unsigned>(i)).toString());
+  }
   return out;
 }
 
@@ -113,7 +115,7 @@ std::string ClusterOfFirewall(const Object::Ptr& fw) {
   }
   const std::string cluster =
       name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  const std::vector<std::string> tag = {prefix + "cluster-" + cluster};
+  const std::vector<std::string> tag = {kClusterNetworkTagPrefix + cluster};
   if (StringsOf(fw, "sourceTags") != tag || StringsOf(fw, "targetTags") != tag ||
       !StringsOf(fw, "sourceRanges").empty()) {
     return "";
@@ -1259,8 +1261,9 @@ void GcpDriver::EnsureClusterFirewall(const std::string& cluster,
       if (ClusterOfFirewall(fw) != cluster) {
         throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
                           "firewall rule " + fw_name + " exists but is not gpuprov's rule of "
-                          "cluster " + cluster + " (its sourceTags and targetTags are not exactly " +
-                              tag + ", or it has sourceRanges); rename or delete it");
+                          "cluster " + cluster +
+                              " (its sourceTags and targetTags are not exactly " + tag +
+                              ", or it has sourceRanges); rename or delete it");
       }
       if (AllowedSpecs(json::Arr(fw, "allowed")) == AllowedSpecs(allowed) &&
           !json::Bool(fw, "disabled", false)) {

@@ -129,7 +129,8 @@ class GcpDriver {
   /// Makes the firewall rule ClusterFirewallName(cluster) admit exactly `ports` from the
   /// instances tagged ClusterNetworkTag(cluster) to them: created (a 409 from a node made at
   /// the same time is fine), patched when its ports or tags differ.
-  void EnsureClusterFirewall(const std::string& cluster, const std::vector<drivers::PeerPort>& ports);
+  void EnsureClusterFirewall(const std::string& cluster,
+                             const std::vector<drivers::PeerPort>& ports);
   /// Deletes the cluster's firewall rule when no gpuprov instance but `leaving` (being deleted)
   /// carries the cluster's label.
   void RemoveClusterLeftovers(const std::string& cluster, const std::string& leaving);

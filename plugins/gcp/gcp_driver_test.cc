@@ -854,7 +854,8 @@ TEST_F(GcpEmulatorTest, AClusterSharesOneFirewallRuleByTagThatGoesWithItsLastNod
   std::ostringstream allowed;
   rule->getArray("allowed")->stringify(allowed);
   EXPECT_EQ(allowed.str(),
-            R"([{"IPProtocol":"tcp","ports":["6443","10250"]},{"IPProtocol":"udp","ports":["51820"]}])");
+            R"([{"IPProtocol":"tcp","ports":["6443","10250"]},)"
+            R"({"IPProtocol":"udp","ports":["51820"]}])");
   // Nothing new from the internet; between the nodes, the peer ports from each other only.
   EXPECT_EQ(emulator_->Reachable("train-agent-1"), "22");
   std::vector<std::string> sorted = ips;

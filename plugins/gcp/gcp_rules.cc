@@ -30,7 +30,7 @@ namespace json = gpuprov::drivers::json;
 std::string FirewallName(const std::string& vm_name) { return kResourcePrefix + vm_name; }
 
 std::string ClusterNetworkTag(const std::string& cluster) {
-  const std::string tag = std::string(kResourcePrefix) + "cluster-" + cluster;
+  const std::string tag = kClusterNetworkTagPrefix + cluster;
   if (tag.size() > 63) {
     throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
                       "cluster.name: the network tag " + tag + " of cluster " + cluster +

@@ -49,6 +49,7 @@ std::string FirewallName(const std::string& vm_name);
 /// rule); it targets the VM's tag FirewallName(vm_name). Fits 63 characters for any VM name.
 std::string SourcesFirewallName(const std::string& vm_name);
 
+inline constexpr const char* kClusterNetworkTagPrefix = "gpuprov-cluster-";
 /// "gpuprov-cluster-<cluster>": the network tag every node of a cluster carries, the source and
 /// the target of the cluster's firewall rule ClusterFirewallName. Throws
 /// DriverError(INVALID_INPUT) when it would pass 63 characters (a GCE name).

@@ -970,7 +970,8 @@ TEST_F(GceApiTest, RulesBetweenInstancesFollowSourceTagsAndTargetTags) {
   EXPECT_EQ(PrivateSources(control_, "c", "tcp", "6443"), "");  // not a target
   // sourceRanges admit as well (OR), and a patch applies at once.
   ASSERT_EQ(Gce("PATCH", "/global/firewalls/gpuprov-c-peers",
-                R"({"sourceRanges":["192.0.2.0/24"],"allowed":[{"IPProtocol":"tcp","ports":["6443"]}]})")
+                R"({"sourceRanges":["192.0.2.0/24"],)"
+                R"("allowed":[{"IPProtocol":"tcp","ports":["6443"]}]})")
                 .status,
             200);
   EXPECT_EQ(PrivateSources(control_, "a", "tcp", "6443"), ab + ",192.0.2.0/24");
