@@ -379,6 +379,17 @@ std::vector<std::string> GcpDriver::ZonesFor(const std::string& region,
   return zones;
 }
 
+GcpDriver::ObjectPtr GcpDriver::NewIngressRule(const std::string& fw_name,
+                                               const std::string& description) const {
+  Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  body->set("name", fw_name);
+  body->set("description", description);
+  body->set("network", "global/networks/" + network_);
+  body->set("direction", "INGRESS");
+  body->set("priority", 1000);
+  return body;
+}
+
 GcpDriver::ObjectPtr GcpDriver::GetFirewall(const std::string& vm_name) {
   return GetFirewallNamed(FirewallName(vm_name));
 }
@@ -453,13 +464,9 @@ void GcpDriver::SetSourcesFirewall(const std::string& vm_name, const std::vector
     FirewallOperation("PATCH", fw_name, body, "update firewall rule " + fw_name);
     return;
   }
-  Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-  body->set("name", fw_name);
-  body->set("description",
-            "gpuprov: inbound ports of VM " + vm_name + " open only to its --allow-from sources");
-  body->set("network", "global/networks/" + network_);
-  body->set("direction", "INGRESS");
-  body->set("priority", 1000);
+  Object::Ptr body = NewIngressRule(
+      fw_name, "gpuprov: inbound ports of VM " + vm_name + " open only to its --allow-from "
+               "sources");
   body->set("sourceRanges", ranges);
   Array::Ptr targets = new Array();
   targets->add(FirewallName(vm_name));
@@ -522,12 +529,7 @@ void GcpDriver::EnsureFirewall(const std::string& vm_name, const std::vector<int
     AddToFirewall(fw, ports);
     return;
   }
-  Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-  body->set("name", fw_name);
-  body->set("description", "gpuprov: inbound ports of VM " + vm_name);
-  body->set("network", "global/networks/" + network_);
-  body->set("direction", "INGRESS");
-  body->set("priority", 1000);
+  Object::Ptr body = NewIngressRule(fw_name, "gpuprov: inbound ports of VM " + vm_name);
   Array::Ptr sources = new Array();
   sources->add("0.0.0.0/0");
   body->set("sourceRanges", sources);
@@ -1280,12 +1282,8 @@ void GcpDriver::EnsureClusterFirewall(const std::string& cluster,
     // compute v1 Firewall (https://cloud.google.com/compute/docs/reference/rest/v1/firewalls):
     // sourceTags admits the primary internal addresses of the network's instances with the
     // tag; targetTags applies the rule to them; no sourceRanges, so nothing from outside.
-    Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-    body->set("name", fw_name);
-    body->set("description", "gpuprov: the peer ports between the nodes of cluster " + cluster);
-    body->set("network", "global/networks/" + network_);
-    body->set("direction", "INGRESS");
-    body->set("priority", 1000);
+    Object::Ptr body =
+        NewIngressRule(fw_name, "gpuprov: the peer ports between the nodes of cluster " + cluster);
     body->set("sourceTags", OneString(tag));
     body->set("targetTags", OneString(tag));
     body->set("allowed", allowed);

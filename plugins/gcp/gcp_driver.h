@@ -96,6 +96,9 @@ class GcpDriver {
   /// The zones of a region that have `accelerator` ("" = every zone of the region, UP).
   std::vector<std::string> ZonesFor(const std::string& region, const std::string& accelerator);
 
+  /// The start of a firewall rule's insert body: name, description, the network, INGRESS,
+  /// priority 1000 (the caller adds sources, targets and allowed).
+  ObjectPtr NewIngressRule(const std::string& fw_name, const std::string& description) const;
   ObjectPtr GetFirewall(const std::string& vm_name);
   /// The firewall rule of that name, or nullptr.
   ObjectPtr GetFirewallNamed(const std::string& fw_name);
