@@ -949,6 +949,23 @@ TEST_F(GcpEmulatorTest, NodesOfAClusterCreatedAtOnceShareOneRule) {
             (std::vector<std::string>{"6443", "10250", "51820"}));
 }
 
+// No capacity for the third node in any zone: the others and the cluster's rule stay.
+TEST_F(GcpEmulatorTest, CapacityOnTheThirdNodeOfAClusterLeavesTheOthers) {
+  Driver driver(Config());
+  emulator_->Fault(R"("fault":"capacity","times":20,"body":"train-agent-2")");
+  for (const char* n : {"train", "train-agent-1"}) {
+    OpResult r = driver.Create(ClusterCreate(CreateRequest(n, "L4", {22}), "train",
+                                             std::string(n) == "train" ? "server" : "agent"));
+    ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << n << ": " << r;
+  }
+  OpResult third =
+      driver.Create(ClusterCreate(CreateRequest("train-agent-2", "L4", {22}), "train", "agent"));
+  EXPECT_EQ(third.status, GPUPROV_STATUS_CAPACITY) << third;
+  EXPECT_EQ(emulator_->Count("instances"), 2);
+  EXPECT_TRUE(Firewall("gpuprov-train-peers"));
+  EXPECT_EQ(emulator_->Count("firewalls"), 3);  // the two nodes' and the cluster's
+}
+
 TEST_F(GcpEmulatorTest, GcRemovesALeftoverClusterRuleAndNoOtherRule) {
   Driver driver(Config());
   // A rule left by a cluster whose nodes are gone (open_peer_ports makes it when missing).

@@ -2547,7 +2547,7 @@ class GceApi : public CloudApi {
     if (quota && quota->status == 403) {
       return Error(403, "quotaExceeded", quota_message, "usageLimits");
     }
-    std::optional<Fault> capacity_fault = faults_.Take("capacity", req.method, req.path);
+    std::optional<Fault> capacity_fault = faults_.Take("capacity", req.method, req.path, req.body);
     const bool capacity = capacity_fault.has_value();
     // "value" picks the operation error code (capacity_code below).
     const std::string capacity_code = capacity ? capacity_fault->value : "";
