@@ -91,6 +91,79 @@ std::string LabelOf(const Object::Ptr& instance, const std::string& key) {
   return json::Str(json::Obj(instance, "labels"), key);
 }
 
+// The strings of a JSON array field ("sourceTags"), in order; empty when absent.
+std::vector<std::string> StringsOf(const Object::Ptr& o, const std::string& key) {
+  std::vector<std::string> out;
+  Array::Ptr a = json::Arr(o, key);
+  for (size_t i = 0; a && i < a->size(); ++i) {
+    out.push_back(a->get(static_cast<unsigned>(i)).toString());
+  }
+  return out;
+}
+
+// The cluster a firewall rule serves, "" for another rule: gpuprov-<cluster>-peers whose
+// sourceTags and targetTags are exactly gpuprov-cluster-<cluster>, with no sourceRanges (so it
+// admits the cluster's instances only: "Source tags cannot be used to control traffic to an
+// instance's external IP address", compute v1 Firewall.sourceTags,
+// https://cloud.google.com/compute/docs/reference/rest/v1/firewalls).
+std::string ClusterOfFirewall(const Object::Ptr& fw) {
+  const std::string name = json::Str(fw, "name");
+  const std::string prefix = kit::kResourcePrefix, suffix = "-peers";
+  if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return "";
+  }
+  const std::string cluster =
+      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  const std::vector<std::string> tag = {kClusterNetworkTagPrefix + cluster};
+  if (StringsOf(fw, "sourceTags") != tag || StringsOf(fw, "targetTags") != tag ||
+      !StringsOf(fw, "sourceRanges").empty()) {
+    return "";
+  }
+  return cluster;
+}
+
+// "tcp/6443" for each port a rule allows ("tcp/all" for a protocol allowed on every port).
+std::set<std::string> AllowedSpecs(const Array::Ptr& allowed) {
+  std::set<std::string> out;
+  for (size_t i = 0; allowed && i < allowed->size(); ++i) {
+    Object::Ptr a = json::ObjAt(allowed, i);
+    const std::string proto = json::Str(a, "IPProtocol");
+    const std::vector<std::string> ports = StringsOf(a, "ports");
+    if (ports.empty()) out.insert(proto + "/all");
+    for (const auto& p : ports) out.insert(proto + "/" + p);
+  }
+  return out;
+}
+
+// A firewall rule's `allowed` for the peer ports: one entry per protocol, in the order given.
+Array::Ptr PeerAllowed(const std::vector<kit::PeerPort>& ports) {
+  Array::Ptr allowed = new Array();
+  std::vector<std::string> protocols;
+  for (const auto& p : ports) {
+    if (std::find(protocols.begin(), protocols.end(), p.protocol) == protocols.end()) {
+      protocols.push_back(p.protocol);
+    }
+  }
+  for (const auto& proto : protocols) {
+    Object::Ptr entry = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    entry->set("IPProtocol", proto);
+    Array::Ptr list = new Array();
+    for (const auto& p : ports) {
+      if (p.protocol == proto) list->add(std::to_string(p.port));
+    }
+    entry->set("ports", list);
+    allowed->add(entry);
+  }
+  return allowed;
+}
+
+Array::Ptr OneString(const std::string& s) {
+  Array::Ptr a = new Array();
+  a->add(s);
+  return a;
+}
+
 Object::Ptr Item(const std::string& key, const std::string& value) {
   Object::Ptr o = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   o->set("key", key);
@@ -306,6 +379,17 @@ std::vector<std::string> GcpDriver::ZonesFor(const std::string& region,
   return zones;
 }
 
+GcpDriver::ObjectPtr GcpDriver::NewIngressRule(const std::string& fw_name,
+                                               const std::string& description) const {
+  Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  body->set("name", fw_name);
+  body->set("description", description);
+  body->set("network", "global/networks/" + network_);
+  body->set("direction", "INGRESS");
+  body->set("priority", 1000);
+  return body;
+}
+
 GcpDriver::ObjectPtr GcpDriver::GetFirewall(const std::string& vm_name) {
   return GetFirewallNamed(FirewallName(vm_name));
 }
@@ -380,13 +464,9 @@ void GcpDriver::SetSourcesFirewall(const std::string& vm_name, const std::vector
     FirewallOperation("PATCH", fw_name, body, "update firewall rule " + fw_name);
     return;
   }
-  Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-  body->set("name", fw_name);
-  body->set("description",
-            "gpuprov: inbound ports of VM " + vm_name + " open only to its --allow-from sources");
-  body->set("network", "global/networks/" + network_);
-  body->set("direction", "INGRESS");
-  body->set("priority", 1000);
+  Object::Ptr body = NewIngressRule(
+      fw_name, "gpuprov: inbound ports of VM " + vm_name + " open only to its --allow-from "
+               "sources");
   body->set("sourceRanges", ranges);
   Array::Ptr targets = new Array();
   targets->add(FirewallName(vm_name));
@@ -449,12 +529,7 @@ void GcpDriver::EnsureFirewall(const std::string& vm_name, const std::vector<int
     AddToFirewall(fw, ports);
     return;
   }
-  Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-  body->set("name", fw_name);
-  body->set("description", "gpuprov: inbound ports of VM " + vm_name);
-  body->set("network", "global/networks/" + network_);
-  body->set("direction", "INGRESS");
-  body->set("priority", 1000);
+  Object::Ptr body = NewIngressRule(fw_name, "gpuprov: inbound ports of VM " + vm_name);
   Array::Ptr sources = new Array();
   sources->add("0.0.0.0/0");
   body->set("sourceRanges", sources);
@@ -611,11 +686,13 @@ GcpDriver::ObjectPtr GcpDriver::VmJson(const ObjectPtr& inst, const std::vector<
   } else if (!accelerator.empty()) {
     gpus = accelerator + ":" + std::to_string(accelerator_count);
   }
-  std::string public_ip;
+  std::string public_ip, private_ip;
   if (ObjectPtr nic = json::ObjAt(json::Arr(inst, "networkInterfaces"), 0)) {
     if (ObjectPtr ac = json::ObjAt(json::Arr(nic, "accessConfigs"), 0)) {
       public_ip = json::Str(ac, "natIP");
     }
+    // The internal address on the VPC network (compute v1 NetworkInterface.networkIP).
+    private_ip = json::Str(nic, "networkIP");
   }
   std::string user = SshUserOf(MetadataValue(inst, kSshKeysKey));
   const std::string state = StateOf(status);
@@ -641,6 +718,9 @@ GcpDriver::ObjectPtr GcpDriver::VmJson(const ObjectPtr& inst, const std::vector<
                    : status + (message.empty() ? "" : ": " + message);
   vm.spot = json::Str(json::Obj(inst, "scheduling"), "provisioningModel") == "SPOT";
   vm.ports = ports;
+  vm.private_ip = private_ip;
+  vm.cluster = LabelOf(inst, kit::kClusterTag);
+  vm.role = LabelOf(inst, kit::kRoleTag);
   vm.tags.emplace();
   if (ObjectPtr labels = json::Obj(inst, "labels")) {
     for (const auto& [k, v] : *labels)
@@ -722,6 +802,8 @@ std::string GcpDriver::Create(const std::string& request_json) {
   // IPv4 only: a GCE firewall rule takes IPv4 or IPv6 ranges, not both, and the VM's access
   // config gives it an IPv4 address only.
   const kit::PortSources sources = kit::SourcesOf(request, /*ipv6_allowed=*/false);
+  const std::optional<kit::ClusterRequest> cluster = kit::ParseCluster(request);
+  const std::string cluster_tag = cluster ? ClusterNetworkTag(cluster->name) : "";
 
   const kit::CatalogueChoice choice = kit::ChooseInstanceType(
       MachineTypeCatalogue(), kit::ParseGpu(request), json::Str(request, "instance_type"));
@@ -747,6 +829,9 @@ std::string GcpDriver::Create(const std::string& request_json) {
     host_.Info("instance " + name + " exists (" + LastSegment(json::Str(existing, "zone")) + ", " +
                json::Str(existing, "status") + ")");
     WarnIfOsLogin(existing);
+    // A create interrupted before the cluster's rule: it is made now (it opens nothing to the
+    // internet).
+    if (cluster) EnsureClusterFirewall(cluster->name, cluster->peer_ports);
     // As it is: widening its ports is open_ports' job. Reported: what its rule opens.
     return kit::VmResult(VmJson(existing, OpenPortsOf(name, ports)), true);
   }
@@ -859,10 +944,17 @@ std::string GcpDriver::Create(const std::string& request_json) {
     for (const auto& [k, v] : kit::UserTags(request)) labels->set(LabelKey(k), LabelValue(v));
     labels->set(kManagedLabel, "1");
     labels->set(kNameLabel, name);
+    if (cluster) {
+      labels->set(kit::kClusterTag, cluster->name);
+      labels->set(kit::kRoleTag, cluster->role);
+    }
     body->set("labels", labels);
     Object::Ptr tags = new Object();
     Array::Ptr tag_items = new Array();
     tag_items->add(FirewallName(name));
+    // The cluster's rule admits and targets this tag: the node reaches its peers' peer ports
+    // on the network's internal addresses from its first boot on.
+    if (cluster) tag_items->add(cluster_tag);
     tags->set("items", tag_items);
     body->set("tags", tags);
 
@@ -901,6 +993,7 @@ std::string GcpDriver::Create(const std::string& request_json) {
       if (inst.status != 404) {
         host_.Info("instance " + name + " created in " + zone);
         WarnIfOsLogin(inst.doc);
+        if (cluster) EnsureClusterFirewall(cluster->name, cluster->peer_ports);
         return kit::ConfirmSources(kit::VmResult(VmJson(inst.doc, ports), false), sources);
       }
       // Gone right after a DONE insert: as RESOURCE_NOT_FOUND below (REFERENCE.md §F5).
@@ -1008,8 +1101,10 @@ std::string GcpDriver::Delete(const std::string& request_json) {
   ObjectPtr inst = Resolve(request);
   std::string name = json::Str(request, "name");
   bool deleted = false;
+  std::string cluster;
   if (inst) {
     name = json::Str(inst, "name");
+    cluster = LabelOf(inst, kit::kClusterTag);
     const std::string zone = LastSegment(json::Str(inst, "zone"));
     host_.Progress("deleting instance " + name + " in " + zone);
     deleted = DeleteInstance(zone, name);
@@ -1023,6 +1118,7 @@ std::string GcpDriver::Delete(const std::string& request_json) {
       if (e.status() != GPUPROV_STATUS_INVALID_INPUT) throw;
     }
   }
+  if (!cluster.empty()) RemoveClusterLeftovers(cluster, name);
   return kit::DeletedResult(deleted);
 }
 
@@ -1057,6 +1153,8 @@ std::string GcpDriver::ListResources(const std::string& /*request_json*/) {
     kit::ResourceFields r = kit::Resource("vm", zone + "/" + name, name);
     const std::string labelled = LabelOf(inst, kNameLabel);
     r.vm_names = {labelled.empty() ? name : labelled};
+    r.cluster = LabelOf(inst, kit::kClusterTag);
+    r.role = LabelOf(inst, kit::kRoleTag);
     r.region = zone;
     r.created_at = json::Str(inst, "creationTimestamp");
     // GCE says no price: the driver's approximate us-central1 list price when it knows the type.
@@ -1070,6 +1168,7 @@ std::string GcpDriver::ListResources(const std::string& /*request_json*/) {
     }
     out.push_back(r);
   }
+  const std::vector<kit::ResourceFields> vms = out;
   std::string token;
   for (int page = 0; page < kMaxPages; ++page) {
     std::string path = "global/firewalls?maxResults=500";
@@ -1078,7 +1177,21 @@ std::string GcpDriver::ListResources(const std::string& /*request_json*/) {
     Array::Ptr items = json::Arr(doc, "items");
     for (size_t i = 0; items && i < items->size(); ++i) {
       ObjectPtr fw = json::ObjAt(items, i);
-      if (!fw || !OwnFirewall(fw)) continue;
+      if (!fw) continue;
+      // A cluster's rule belongs to the instances that carry the cluster's label.
+      if (const std::string cluster = ClusterOfFirewall(fw); !cluster.empty()) {
+        const std::string name = json::Str(fw, "name");
+        kit::ResourceFields r = kit::Resource("cluster_firewall", name, name);
+        r.cluster = cluster;
+        for (const auto& vm : vms) {
+          if (vm.cluster == cluster) r.vm_names.push_back(vm.name);
+        }
+        r.region = "global";
+        r.created_at = json::Str(fw, "creationTimestamp");
+        out.push_back(r);
+        continue;
+      }
+      if (!OwnFirewall(fw)) continue;
       const std::string name = json::Str(fw, "name");
       kit::ResourceFields r = kit::Resource("firewall", name, name);
       r.vm_names = {FirewallVm(fw)};
@@ -1093,12 +1206,21 @@ std::string GcpDriver::ListResources(const std::string& /*request_json*/) {
 }
 
 std::string GcpDriver::DeleteResource(const std::string& request_json) {
-  const kit::ResourceRef ref = kit::ParseResourceRequest(request_json, {"vm", "firewall"});
+  const kit::ResourceRef ref =
+      kit::ParseResourceRequest(request_json, {"vm", "firewall", "cluster_firewall"});
   auto refuse = [&] {
     return DriverError(GPUPROV_STATUS_INVALID_INPUT,
                        ref.kind + " " + ref.id +
                            " does not carry gpuprov's label or name; gpuprov leaves it alone");
   };
+  if (ref.kind == "cluster_firewall") {
+    const ObjectPtr fw = GetFirewallNamed(ref.id);
+    if (!fw) return kit::DeletedResult(false);
+    if (ClusterOfFirewall(fw).empty()) throw refuse();
+    host_.Progress("deleting firewall rule " + ref.id);
+    FirewallOperation("DELETE", ref.id, nullptr, "delete firewall rule " + ref.id);
+    return kit::DeletedResult(true);
+  }
   if (ref.kind == "firewall") {
     const kit::ApiAnswer a = api_->Call("GET", "global/firewalls/" + Encode(ref.id),
                                         "get firewall rule " + ref.id, nullptr, {404});
@@ -1125,6 +1247,81 @@ std::string GcpDriver::DeleteResource(const std::string& request_json) {
   if (LabelOf(inst, kManagedLabel) != "1") throw refuse();
   host_.Progress("deleting instance " + name + " in " + zone);
   return kit::DeletedResult(DeleteInstance(zone, name));
+}
+
+void GcpDriver::EnsureClusterFirewall(const std::string& cluster,
+                                      const std::vector<kit::PeerPort>& ports) {
+  const std::string fw_name = ClusterFirewallName(cluster);
+  const std::string tag = ClusterNetworkTag(cluster);
+  const Array::Ptr allowed = PeerAllowed(ports);
+  const std::string what = kit::PeerPortsText(ports) + " between the instances tagged " + tag;
+  // Nodes created at once race to insert it: rule names are unique in a project, the losers
+  // get 409 alreadyExists and check the rule the winner made.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const ObjectPtr fw = GetFirewallNamed(fw_name);
+    if (fw) {
+      if (ClusterOfFirewall(fw) != cluster) {
+        throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                          "firewall rule " + fw_name + " exists but is not gpuprov's rule of "
+                          "cluster " + cluster +
+                              " (its sourceTags and targetTags are not exactly " + tag +
+                              ", or it has sourceRanges); rename or delete it");
+      }
+      if (AllowedSpecs(json::Arr(fw, "allowed")) == AllowedSpecs(allowed) &&
+          !json::Bool(fw, "disabled", false)) {
+        return;
+      }
+      // PATCH changes the fields it names (firewalls.patch, "patch semantics").
+      Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+      body->set("allowed", allowed);
+      body->set("disabled", false);
+      host_.Progress("setting firewall rule " + fw_name + " to " + what);
+      FirewallOperation("PATCH", fw_name, body, "update firewall rule " + fw_name);
+      return;
+    }
+    // compute v1 Firewall (https://cloud.google.com/compute/docs/reference/rest/v1/firewalls):
+    // sourceTags admits the primary internal addresses of the network's instances with the
+    // tag; targetTags applies the rule to them; no sourceRanges, so nothing from outside.
+    Object::Ptr body =
+        NewIngressRule(fw_name, "gpuprov: the peer ports between the nodes of cluster " + cluster);
+    body->set("sourceTags", OneString(tag));
+    body->set("targetTags", OneString(tag));
+    body->set("allowed", allowed);
+    host_.Progress("creating firewall rule " + fw_name + " (" + what + ")");
+    const kit::ApiAnswer op = api_->Call("POST", "global/firewalls?requestId=" + NewRequestId(),
+                                         "create firewall rule " + fw_name, body, {409});
+    if (op.status == 409) {
+      host_.Debug("firewall rule " + fw_name + " was made meanwhile by another node of cluster " +
+                  cluster);
+      continue;
+    }
+    AwaitOperation(op.doc, "create firewall rule " + fw_name);
+    return;
+  }
+  throw DriverError(GPUPROV_STATUS_TRANSIENT,
+                    "firewall rule " + fw_name + ": its create answered alreadyExists but it "
+                    "could not be read; re-run");
+}
+
+void GcpDriver::RemoveClusterLeftovers(const std::string& cluster, const std::string& leaving) {
+  for (const auto& inst : AggregatedInstances("labels." + std::string(kit::kClusterTag) + " = \"" +
+                                              cluster + "\"")) {
+    if (LabelOf(inst, kManagedLabel) == "1" && LabelOf(inst, kit::kClusterTag) == cluster &&
+        json::Str(inst, "name") != leaving) {
+      return;
+    }
+  }
+  const std::string fw_name = ClusterFirewallName(cluster);
+  const ObjectPtr fw = GetFirewallNamed(fw_name);
+  if (!fw || ClusterOfFirewall(fw) != cluster) return;
+  host_.Progress("deleting firewall rule " + fw_name + " (the cluster's last instance is gone)");
+  FirewallOperation("DELETE", fw_name, nullptr, "delete firewall rule " + fw_name);
+}
+
+std::string GcpDriver::OpenPeerPorts(const std::string& request_json) {
+  const kit::PeerPortsRequest r = kit::ParsePeerPortsRequest(request_json);
+  EnsureClusterFirewall(r.cluster, r.peer_ports);
+  return "{}";
 }
 
 std::string GcpDriver::OpenPorts(const std::string& request_json) {

@@ -18,7 +18,10 @@
 //   retry             {max_attempts, base_delay_ms, max_delay_ms, max_retry_after_ms,
 //                      total_budget_ms, attempt_timeout_ms}
 // What it creates per VM: the instance (labels gpuprov=1, gpuprov-name=<name>, network tag
-// gpuprov-<name>) and the firewall rule gpuprov-<name> targeting that tag. See README.md.
+// gpuprov-<name>) and the firewall rule gpuprov-<name> targeting that tag; per cluster (ABI
+// 1.5): labels gpuprov-cluster and gpuprov-role and the network tag gpuprov-cluster-<cluster> on
+// each node, and the firewall rule gpuprov-<cluster>-peers from that tag to that tag. See
+// README.md.
 #pragma once
 
 #include <Poco/JSON/Object.h>
@@ -32,6 +35,7 @@
 #include <vector>
 
 #include "api_client.h"
+#include "cluster_request.h"
 #include "driver_request.h"
 #include "gce_machine_types.h"
 #include "gcp_auth.h"
@@ -47,7 +51,7 @@ class GcpDriver {
       "Google Compute Engine (REST v1): instances, firewall rules, OAuth2 service accounts";
   static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
                                             GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES |
-                                            GPUPROV_CAP_SPOT;
+                                            GPUPROV_CAP_SPOT | GPUPROV_CAP_CLUSTER;
   /// How a VM learns its public address: the metadata server's access-configs/0/external-ip; REFERENCE.md §6.
   static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_GCE;
 
@@ -64,6 +68,9 @@ class GcpDriver {
   // that target their own tag.
   std::string ListResources(const std::string& request_json);
   std::string DeleteResource(const std::string& request_json);
+  // Clusters (ABI 1.5): the cluster's firewall rule admits its tag, so the peers follow the
+  // nodes that carry it; this makes the rule match the peer ports (created or patched).
+  std::string OpenPeerPorts(const std::string& request_json);
 
  private:
   using ObjectPtr = Poco::JSON::Object::Ptr;
@@ -89,6 +96,9 @@ class GcpDriver {
   /// The zones of a region that have `accelerator` ("" = every zone of the region, UP).
   std::vector<std::string> ZonesFor(const std::string& region, const std::string& accelerator);
 
+  /// The start of a firewall rule's insert body: name, description, the network, INGRESS,
+  /// priority 1000 (the caller adds sources, targets and allowed).
+  ObjectPtr NewIngressRule(const std::string& fw_name, const std::string& description) const;
   ObjectPtr GetFirewall(const std::string& vm_name);
   /// The firewall rule of that name, or nullptr.
   ObjectPtr GetFirewallNamed(const std::string& fw_name);
@@ -119,6 +129,14 @@ class GcpDriver {
   void AddToFirewall(const ObjectPtr& fw, const std::vector<int>& ports);
   /// Which of `ports` the VM's firewall rule opens to 0.0.0.0/0.
   std::vector<int> OpenPortsOf(const std::string& vm_name, const std::vector<int>& ports);
+  /// Makes the firewall rule ClusterFirewallName(cluster) admit exactly `ports` from the
+  /// instances tagged ClusterNetworkTag(cluster) to them: created (a 409 from a node made at
+  /// the same time is fine), patched when its ports or tags differ.
+  void EnsureClusterFirewall(const std::string& cluster,
+                             const std::vector<drivers::PeerPort>& ports);
+  /// Deletes the cluster's firewall rule when no gpuprov instance but `leaving` (being deleted)
+  /// carries the cluster's label.
+  void RemoveClusterLeftovers(const std::string& cluster, const std::string& leaving);
   /// Deletes an instance and waits; false when it was already gone.
   bool DeleteInstance(const std::string& zone, const std::string& name);
 

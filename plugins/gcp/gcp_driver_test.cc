@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -53,7 +54,7 @@ TEST(GcpDescriptor, IdentityAndCapabilities) {
   EXPECT_EQ(d->capabilities,
             static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
                                   GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES |
-                                  GPUPROV_CAP_SPOT));
+                                  GPUPROV_CAP_SPOT | GPUPROV_CAP_CLUSTER));
   drivers::testing::ExpectEveryOperation(*d->vtable);
 }
 
@@ -127,6 +128,32 @@ class GceEmulator {
   // "METHOD path -> status" of every request so far.
   std::vector<std::string> Requests() { return process_.Requests("gcp"); }
   void ClearRequests() { process_.ClearRequests("gcp"); }
+  // The sources the emulator's rules admit to the instance's internal address on
+  // protocol/ports ("6443", "1-65535"), sorted and joined by commas ("" when none).
+  std::string PrivateSources(const std::string& name, const std::string& protocol,
+                             const std::string& ports) {
+    HttpReply r = process_.Control("GET", "/instances?cloud=gcp");
+    std::vector<std::string> out;
+    Array::Ptr list = r.Doc()->getArray("instances");
+    for (size_t i = 0; list && i < list->size(); ++i) {
+      Object::Ptr o = list->getObject(static_cast<unsigned>(i));
+      if (o->getValue<std::string>("name") != name) continue;
+      Array::Ptr rules = o->getArray("private_ingress");
+      for (size_t j = 0; rules && j < rules->size(); ++j) {
+        Object::Ptr rule = rules->getObject(static_cast<unsigned>(j));
+        if (rule->getValue<std::string>("protocol") != protocol ||
+            rule->getValue<std::string>("ports") != ports) {
+          continue;
+        }
+        Array::Ptr src = rule->getArray("sources");
+        for (size_t k = 0; k < src->size(); ++k) out.push_back(src->get(k).toString());
+      }
+    }
+    std::sort(out.begin(), out.end());
+    std::string joined;
+    for (const auto& a : out) joined += (joined.empty() ? "" : ",") + a;
+    return joined;
+  }
   std::string Reachable(const std::string& name) { return process_.ReachablePorts("gcp", name); }
 
  private:
@@ -748,6 +775,230 @@ TEST_F(GcpEmulatorTest, ACpuVmInAGivenZone) {
   EXPECT_EQ(c.Vm()->getValue<std::string>("region"), "europe-west4-b");
   EXPECT_EQ(c.Vm()->getValue<std::string>("instance_type"), "e2-standard-4");
   EXPECT_EQ(c.Vm()->getValue<std::string>("gpus"), "");
+}
+
+// --- clusters (ABI 1.5) ------------------------------------------------------
+
+constexpr const char* kPeerPorts =
+    R"([{"port":6443,"protocol":"tcp"},{"port":10250,"protocol":"tcp"},)"
+    R"({"port":51820,"protocol":"udp"}])";
+
+// A cluster create with its peer ports.
+std::string ClusterCreate(const std::string& create_json, const std::string& cluster,
+                          const std::string& role) {
+  Object::Ptr req = Poco::JSON::Parser().parse(create_json).extract<Object::Ptr>();
+  req->set("cluster", Poco::JSON::Parser()
+                          .parse(R"({"name":")" + cluster + R"(","role":")" + role +
+                                 R"(","peer_ports":)" + kPeerPorts + "}")
+                          .extract<Object::Ptr>());
+  return Stringify(req);
+}
+
+std::string PeersRequest(const std::string& cluster) {
+  return R"({"cluster":")" + cluster + R"(","peer_ports":)" + kPeerPorts + R"(,"peers":[]})";
+}
+
+std::vector<std::string> StringList(const Object::Ptr& o, const std::string& key) {
+  std::vector<std::string> out;
+  Array::Ptr a = o ? o->getArray(key) : nullptr;
+  for (size_t i = 0; a && i < a->size(); ++i) out.push_back(a->get(i).toString());
+  return out;
+}
+
+// "kind name" -> "cluster/role [vm names]" of every resource list_resources gives.
+std::map<std::string, std::string> ResourcesByName(const OpResult& listed) {
+  std::map<std::string, std::string> out;
+  Array::Ptr list = listed.Doc()->getArray("resources");
+  for (size_t i = 0; list && i < list->size(); ++i) {
+    Object::Ptr r = list->getObject(static_cast<unsigned>(i));
+    std::vector<std::string> vms = StringList(r, "vm_names");
+    std::sort(vms.begin(), vms.end());
+    std::string names;
+    for (const auto& v : vms) names += (names.empty() ? "" : ",") + v;
+    out[r->getValue<std::string>("kind") + " " + r->getValue<std::string>("name")] =
+        r->optValue<std::string>("cluster", "") + "/" + r->optValue<std::string>("role", "") +
+        " [" + names + "]";
+  }
+  return out;
+}
+
+TEST_F(GcpEmulatorTest, AClusterSharesOneFirewallRuleByTagThatGoesWithItsLastNode) {
+  Driver driver(Config());
+  const std::vector<std::string> names = {"train", "train-agent-1", "train-agent-2"};
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < names.size(); ++i) {
+    OpResult r = driver.Create(
+        ClusterCreate(CreateRequest(names[i], "L4", {22}), "train", i == 0 ? "server" : "agent"));
+    ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r << "\n" << driver.host().All();
+    ids.push_back(r.Vm()->getValue<std::string>("id"));
+  }
+  EXPECT_EQ(emulator_->Count("firewalls"), 4);  // one per instance and the cluster's
+
+  // The VM objects carry the cluster, the role and the internal address (networkIP).
+  std::vector<std::string> ips;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    Object::Ptr vm = WaitRunning(driver, ids[i]);
+    ASSERT_TRUE(vm) << names[i];
+    EXPECT_EQ(vm->getValue<std::string>("cluster"), "train");
+    EXPECT_EQ(vm->getValue<std::string>("role"), i == 0 ? "server" : "agent");
+    ips.push_back(vm->getValue<std::string>("private_ip"));
+    EXPECT_EQ(ips.back().rfind("10.", 0), 0u) << Stringify(vm);
+  }
+
+  // The rule: from the cluster's tag to the cluster's tag, the peer ports, no sourceRanges.
+  Object::Ptr rule = Firewall("gpuprov-train-peers");
+  ASSERT_TRUE(rule);
+  EXPECT_EQ(StringList(rule, "sourceTags"), std::vector<std::string>{"gpuprov-cluster-train"});
+  EXPECT_EQ(StringList(rule, "targetTags"), std::vector<std::string>{"gpuprov-cluster-train"});
+  EXPECT_FALSE(rule->has("sourceRanges")) << Stringify(rule);
+  std::ostringstream allowed;
+  rule->getArray("allowed")->stringify(allowed);
+  EXPECT_EQ(allowed.str(),
+            R"([{"IPProtocol":"tcp","ports":["6443","10250"]},)"
+            R"({"IPProtocol":"udp","ports":["51820"]}])");
+  // Nothing new from the internet; between the nodes, the peer ports from each other only.
+  EXPECT_EQ(emulator_->Reachable("train-agent-1"), "22");
+  std::vector<std::string> sorted = ips;
+  std::sort(sorted.begin(), sorted.end());
+  const std::string all = sorted[0] + "," + sorted[1] + "," + sorted[2];
+  EXPECT_EQ(emulator_->PrivateSources("train", "tcp", "10250"), all);
+  EXPECT_EQ(emulator_->PrivateSources("train-agent-1", "udp", "51820"), all);
+  EXPECT_EQ(emulator_->PrivateSources("train-agent-1", "tcp", "6443"), all);
+  EXPECT_EQ(emulator_->PrivateSources("train", "tcp", "8080"), "");
+
+  // open_peer_ports: checked, nothing to change, idempotent.
+  emulator_->ClearRequests();
+  for (int i = 0; i < 2; ++i) {
+    OpResult opened = driver.OpenPeerPorts(PeersRequest("train"));
+    ASSERT_EQ(opened.status, GPUPROV_STATUS_OK) << opened;
+    EXPECT_EQ(opened.json, "{}");
+  }
+  EXPECT_EQ(CountMatching(emulator_->Requests(), "POST"), 0);
+  EXPECT_EQ(CountMatching(emulator_->Requests(), "PATCH"), 0);
+  // A rule that lost a port is repaired.
+  PatchFirewall("gpuprov-train-peers", R"({"allowed":[{"IPProtocol":"tcp","ports":["6443"]}]})");
+  EXPECT_EQ(emulator_->PrivateSources("train", "udp", "51820"), "");
+  ASSERT_EQ(driver.OpenPeerPorts(PeersRequest("train")).status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(FirewallPorts("gpuprov-train-peers"),
+            (std::vector<std::string>{"6443", "10250", "51820"}));
+  EXPECT_EQ(emulator_->PrivateSources("train", "udp", "51820"), all);
+
+  // gc sees the rule as the cluster's and each instance's cluster and role.
+  OpResult listed = driver.ListResources();
+  ASSERT_EQ(listed.status, GPUPROV_STATUS_OK) << listed;
+  std::map<std::string, std::string> res = ResourcesByName(listed);
+  EXPECT_EQ(res["cluster_firewall gpuprov-train-peers"],
+            "train/ [train,train-agent-1,train-agent-2]")
+      << listed.json;
+  EXPECT_EQ(res["vm train"], "train/server [train]") << listed.json;
+  EXPECT_EQ(res["vm train-agent-2"], "train/agent [train-agent-2]") << listed.json;
+  EXPECT_EQ(res["firewall gpuprov-train-agent-1"], "/ [train-agent-1]") << listed.json;
+
+  // A node that goes loses the peers' access (it no longer carries the tag); the rule stays
+  // while a node is left and goes with the last.
+  ASSERT_EQ(driver.Delete(R"({"id":")" + ids[2] + R"(","name":"train-agent-2"})").status,
+            GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->PrivateSources("train", "tcp", "10250"),
+            std::min(ips[0], ips[1]) + "," + std::max(ips[0], ips[1]));
+  ASSERT_EQ(driver.Delete(R"({"id":")" + ids[0] + R"(","name":"train"})").status,
+            GPUPROV_STATUS_OK);
+  EXPECT_TRUE(Firewall("gpuprov-train-peers"));
+  EXPECT_EQ(emulator_->Count("firewalls"), 2);
+  ASSERT_EQ(driver.Delete(R"({"id":")" + ids[1] + R"(","name":"train-agent-1"})").status,
+            GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->Count("firewalls"), 0);
+  EXPECT_EQ(emulator_->Count("instances"), 0);
+}
+
+TEST_F(GcpEmulatorTest, ABadClusterIsRefusedBeforeAnyCall) {
+  Driver driver(Config());
+  emulator_->ClearRequests();
+  OpResult bad = driver.Create(ClusterCreate(CreateRequest("bad"), "Bad_Name", "server"));
+  EXPECT_EQ(bad.status, GPUPROV_STATUS_INVALID_INPUT) << bad;
+  EXPECT_TRUE(Contains(bad.error, "cluster.name")) << bad.error;
+  // gpuprov-cluster-<name> must stay a 63-character GCE tag.
+  const std::string long_name(48, 'c');
+  OpResult tag = driver.Create(ClusterCreate(CreateRequest("c"), long_name, "server"));
+  EXPECT_EQ(tag.status, GPUPROV_STATUS_INVALID_INPUT) << tag;
+  EXPECT_TRUE(Contains(tag.error, "63 characters")) << tag.error;
+  EXPECT_TRUE(emulator_->Requests().empty());
+}
+
+// The nodes of one cluster created at once (one driver handle each, as the ABI asks) race to
+// insert the rule: GCE refuses a second rule of that name (409 alreadyExists) and the nodes
+// that lost check the one the winner made. One rule, no create fails.
+TEST_F(GcpEmulatorTest, NodesOfAClusterCreatedAtOnceShareOneRule) {
+  const std::vector<std::string> names = {"race", "race-agent-1", "race-agent-2", "race-agent-3"};
+  std::vector<std::unique_ptr<Driver>> drivers;
+  for (size_t i = 0; i < names.size(); ++i) drivers.push_back(std::make_unique<Driver>(Config()));
+  std::vector<OpResult> results(names.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < names.size(); ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = drivers[i]->Create(ClusterCreate(CreateRequest(names[i], "L4", {22}), "race",
+                                                    i == 0 ? "server" : "agent"));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < names.size(); ++i) {
+    ASSERT_EQ(results[i].status, GPUPROV_STATUS_OK) << names[i] << ": " << results[i] << "\n"
+                                                    << drivers[i]->host().All();
+  }
+  EXPECT_EQ(emulator_->Count("firewalls"), static_cast<long long>(names.size()) + 1);
+  EXPECT_EQ(FirewallPorts("gpuprov-race-peers"),
+            (std::vector<std::string>{"6443", "10250", "51820"}));
+}
+
+// No capacity for the third node in any zone: the others and the cluster's rule stay.
+TEST_F(GcpEmulatorTest, CapacityOnTheThirdNodeOfAClusterLeavesTheOthers) {
+  Driver driver(Config());
+  emulator_->Fault(R"("fault":"capacity","times":20,"body":"train-agent-2")");
+  for (const char* n : {"train", "train-agent-1"}) {
+    OpResult r = driver.Create(ClusterCreate(CreateRequest(n, "L4", {22}), "train",
+                                             std::string(n) == "train" ? "server" : "agent"));
+    ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << n << ": " << r;
+  }
+  OpResult third =
+      driver.Create(ClusterCreate(CreateRequest("train-agent-2", "L4", {22}), "train", "agent"));
+  EXPECT_EQ(third.status, GPUPROV_STATUS_CAPACITY) << third;
+  EXPECT_EQ(emulator_->Count("instances"), 2);
+  EXPECT_TRUE(Firewall("gpuprov-train-peers"));
+  EXPECT_EQ(emulator_->Count("firewalls"), 3);  // the two nodes' and the cluster's
+}
+
+TEST_F(GcpEmulatorTest, GcRemovesALeftoverClusterRuleAndNoOtherRule) {
+  Driver driver(Config());
+  // A rule left by a cluster whose nodes are gone (open_peer_ports makes it when missing).
+  ASSERT_EQ(driver.OpenPeerPorts(PeersRequest("gone")).status, GPUPROV_STATUS_OK);
+  // A user's rule of a gpuprov-like name that does not admit the cluster's tag only.
+  std::optional<GoogleCredentials> creds = FindCredentials(emulator_->key_path());
+  TokenSource tokens(*creds, drivers::RetryPolicy::Fast(), gpuprov::sdk::Host());
+  HttpReply made = drivers::testing::LoopbackHttp(
+      "POST", emulator_->url() + "/compute/v1/projects/" + creds->project_id + "/global/firewalls",
+      R"({"name":"gpuprov-mine-peers","sourceRanges":["10.0.0.0/8"],)"
+      R"("sourceTags":["gpuprov-cluster-mine"],"targetTags":["gpuprov-cluster-mine"],)"
+      R"("allowed":[{"IPProtocol":"tcp","ports":["6443"]}]})",
+      {{"Authorization", "Bearer " + tokens.Token()}, {"Content-Type", "application/json"}});
+  ASSERT_EQ(made.status, 200) << made.body;
+
+  OpResult listed = driver.ListResources();
+  ASSERT_EQ(listed.status, GPUPROV_STATUS_OK) << listed;
+  std::map<std::string, std::string> res = ResourcesByName(listed);
+  EXPECT_EQ(res["cluster_firewall gpuprov-gone-peers"], "gone/ []") << listed.json;
+  EXPECT_EQ(res.count("cluster_firewall gpuprov-mine-peers"), 0u) << listed.json;
+
+  OpResult mine =
+      driver.DeleteResource(R"({"kind":"cluster_firewall","id":"gpuprov-mine-peers"})");
+  EXPECT_EQ(mine.status, GPUPROV_STATUS_INVALID_INPUT) << mine;
+  // The cluster's create refuses to take over a rule of its name that is not its own.
+  OpResult taken = driver.OpenPeerPorts(PeersRequest("mine"));
+  EXPECT_EQ(taken.status, GPUPROV_STATUS_INVALID_INPUT) << taken;
+  EXPECT_TRUE(Contains(taken.error, "gpuprov-mine-peers")) << taken.error;
+
+  OpResult gone = driver.DeleteResource(R"({"kind":"cluster_firewall","id":"gpuprov-gone-peers"})");
+  ASSERT_EQ(gone.status, GPUPROV_STATUS_OK) << gone;
+  EXPECT_TRUE(Contains(gone.json, "true")) << gone.json;
+  EXPECT_EQ(emulator_->Count("firewalls"), 1);  // the user's rule
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <sstream>
 
+#include "cluster_request.h"
 #include "credentials.h"
 #include "driver_status.h"
 #include "gcp_auth.h"
@@ -27,6 +28,21 @@ namespace json = gpuprov::drivers::json;
 }  // namespace
 
 std::string FirewallName(const std::string& vm_name) { return kResourcePrefix + vm_name; }
+
+std::string ClusterNetworkTag(const std::string& cluster) {
+  const std::string tag = kClusterNetworkTagPrefix + cluster;
+  if (tag.size() > 63) {
+    throw DriverError(GPUPROV_STATUS_INVALID_INPUT,
+                      "cluster.name: the network tag " + tag + " of cluster " + cluster +
+                          " passes the 63 characters of a Compute Engine tag; choose a "
+                          "cluster name of at most 47 characters");
+  }
+  return tag;
+}
+
+std::string ClusterFirewallName(const std::string& cluster) {
+  return drivers::ClusterResourceName(cluster) + "-peers";
+}
 
 std::string SourcesFirewallName(const std::string& vm_name) {
   Poco::SHA2Engine sha(Poco::SHA2Engine::SHA_256);

@@ -49,6 +49,15 @@ std::string FirewallName(const std::string& vm_name);
 /// rule); it targets the VM's tag FirewallName(vm_name). Fits 63 characters for any VM name.
 std::string SourcesFirewallName(const std::string& vm_name);
 
+inline constexpr const char* kClusterNetworkTagPrefix = "gpuprov-cluster-";
+/// "gpuprov-cluster-<cluster>": the network tag every node of a cluster carries, the source and
+/// the target of the cluster's firewall rule ClusterFirewallName. Throws
+/// DriverError(INVALID_INPUT) when it would pass 63 characters (a GCE name).
+std::string ClusterNetworkTag(const std::string& cluster);
+/// "gpuprov-<cluster>-peers": the VPC firewall rule that admits the peer ports between the
+/// instances tagged ClusterNetworkTag(cluster).
+std::string ClusterFirewallName(const std::string& cluster);
+
 /// A label key: lower case, [a-z0-9_-], starting with a letter (prefixed "k-" otherwise),
 /// at most 63 characters; "" for an empty input.
 std::string LabelKey(const std::string& s);

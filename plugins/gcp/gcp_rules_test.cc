@@ -202,6 +202,25 @@ TEST(GcpRules, SourcesFirewallNameIsFixedPerVmAndAValidGceName) {
   }
 }
 
+// A cluster's rule and tag are valid GCE names for every cluster whose agents' VM names fit
+// (NAME-agent-K within kMaxVmNameLength), and differ from every VM's own rule and tag.
+TEST(GcpRules, ClusterTagAndRuleNamesAreValidGceNames) {
+  EXPECT_EQ(ClusterNetworkTag("train"), "gpuprov-cluster-train");
+  EXPECT_EQ(ClusterFirewallName("train"), "gpuprov-train-peers");
+  EXPECT_NE(ClusterNetworkTag("train"), FirewallName("train"));
+  const std::string longest(kMaxVmNameLength - std::string("-agent-1").size(), 'c');
+  for (const std::string& name : {ClusterNetworkTag(longest), ClusterFirewallName(longest)}) {
+    EXPECT_TRUE(std::regex_match(name, std::regex("[a-z]([-a-z0-9]{0,61}[a-z0-9])?"))) << name;
+  }
+  try {
+    ClusterNetworkTag(longest + "c");
+    ADD_FAILURE() << "a 64-character tag was accepted";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.status(), GPUPROV_STATUS_INVALID_INPUT);
+    EXPECT_NE(std::string(e.what()).find("cluster.name"), std::string::npos) << e.what();
+  }
+}
+
 std::string ComputeError(int code, const std::string& reason, const std::string& message) {
   return R"({"error": {"code": )" + std::to_string(code) + R"(, "message": ")" + message +
          R"(", "errors": [{"reason": ")" + reason + R"("}]}})";

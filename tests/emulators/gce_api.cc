@@ -825,6 +825,7 @@ class GceApi : public CloudApi {
     operations_.clear();
     request_ids_.clear();
     firewalls_.clear();
+    told_ingress_.clear();
     faults_.Clear();
     os_login_policy_.clear();
   }
@@ -1096,6 +1097,7 @@ class GceApi : public CloudApi {
     }
     std::lock_guard<std::mutex> lock(mu_);
     Reconcile();
+    ApplyPrivateIngress();
     const std::string& project = seg[0];
     const bool image_project =
         std::find(ImageProjects().begin(), ImageProjects().end(), project) != ImageProjects().end();
@@ -2234,6 +2236,95 @@ class GceApi : public CloudApi {
       if (inst.backend_id.empty()) continue;
       backend_->SetReachablePorts(inst.backend_id, ReachableOf(inst.tags));
     }
+    ApplyPrivateIngress();
+  }
+
+  // What reaches an instance on its internal address from the network's other instances
+  // (compute v1 Firewall, https://cloud.google.com/compute/docs/reference/rest/v1/firewalls):
+  // every enabled INGRESS rule that targets it (no targetTags, or one of its tags) admits its
+  // allowed protocols and ports from its sourceRanges and from the internal addresses of the
+  // running instances of the network that carry one of its sourceTags ("the primary network
+  // interfaces of VM instances that have the tag and are in the same VPC network"); the
+  // implied deny ingress rule refuses the rest. A network made by hand has no other rule; the
+  // pre-populated rules of a real default network (default-allow-internal and the others) are
+  // not made here, as for a network that has had them removed. Deny rules are not applied on
+  // this side (the backend's rules only admit).
+  PrivateIngress PrivateIngressOf(const Instance& inst) {
+    std::vector<PrivateRule> out;
+    auto has_any = [](const std::vector<std::string>& tags, const JsonArray& wanted) {
+      for (size_t i = 0; wanted && i < wanted->size(); ++i) {
+        if (std::find(tags.begin(), tags.end(), wanted->get(i).toString()) != tags.end()) {
+          return true;
+        }
+      }
+      return false;
+    };
+    for (const auto& [n, f] : firewalls_) {
+      const JsonObject& r = f.resource;
+      if (GetBool(r, "disabled").value_or(false)) continue;
+      if (GetString(r, "direction").value_or("INGRESS") != "INGRESS") continue;
+      JsonArray targets = GetArray(r, "targetTags");
+      if (targets && targets->size() > 0 && !has_any(inst.tags, targets)) continue;
+      std::vector<std::string> sources;
+      if (JsonArray ranges = GetArray(r, "sourceRanges")) {
+        for (size_t i = 0; i < ranges->size(); ++i) {
+          const std::string cidr = ranges->get(i).toString();
+          if (cidr.find(':') == std::string::npos) sources.push_back(cidr);
+        }
+      }
+      if (JsonArray source_tags = GetArray(r, "sourceTags")) {
+        for (const auto& [key, o] : instances_) {
+          if (o.deleting_since || o.backend_id.empty() || o.network != inst.network) continue;
+          if (!has_any(o.tags, source_tags)) continue;
+          const InstanceStatus st = backend_->State(o.backend_id);
+          if (st.state == InstanceState::kRunning && !st.private_ip.empty()) {
+            sources.push_back(st.private_ip);
+          }
+        }
+      }
+      if (sources.empty()) continue;
+      JsonArray allowed = GetArray(r, "allowed");
+      for (size_t i = 0; allowed && i < allowed->size(); ++i) {
+        JsonObject a = allowed->getObject(static_cast<unsigned>(i));
+        const std::string proto = GetString(a, "IPProtocol").value_or("");
+        for (const char* p : {"tcp", "udp"}) {
+          if (proto != p && proto != "all") continue;
+          JsonArray ports = GetArray(a, "ports");
+          PortSet set;
+          if (!ports || ports->size() == 0) set.Add(1, 65535);
+          for (size_t j = 0; ports && j < ports->size(); ++j) {
+            const std::string spec = ports->get(j).toString();
+            const size_t dash = spec.find('-');
+            try {
+              const int lo = std::stoi(spec.substr(0, dash));
+              set.Add(lo, dash == std::string::npos ? lo : std::stoi(spec.substr(dash + 1)));
+            } catch (const std::exception&) {
+            }
+          }
+          for (const PortRange& range : set.ranges()) {
+            PrivateRule rule;
+            rule.protocol = p;
+            rule.ports = range;
+            rule.sources = sources;
+            out.push_back(rule);
+          }
+        }
+      }
+    }
+    return out;
+  }
+
+  // Tells the backend each instance's private ingress when it changed (peers' addresses are
+  // known once they run, so this runs on every request and on every change of the rules).
+  void ApplyPrivateIngress() {
+    for (const auto& [key, inst] : instances_) {
+      if (inst.backend_id.empty() || inst.deleting_since) continue;
+      PrivateIngress ingress = PrivateIngressOf(inst);
+      auto told = told_ingress_.find(inst.backend_id);
+      if (told != told_ingress_.end() && told->second == ingress) continue;
+      backend_->SetPrivateIngress(inst.backend_id, ingress);
+      told_ingress_[inst.backend_id] = ingress;
+    }
   }
 
   HttpResponse InsertInstance(const HttpRequest& req, const std::string& zone) {
@@ -2456,7 +2547,7 @@ class GceApi : public CloudApi {
     if (quota && quota->status == 403) {
       return Error(403, "quotaExceeded", quota_message, "usageLimits");
     }
-    std::optional<Fault> capacity_fault = faults_.Take("capacity", req.method, req.path);
+    std::optional<Fault> capacity_fault = faults_.Take("capacity", req.method, req.path, req.body);
     const bool capacity = capacity_fault.has_value();
     // "value" picks the operation error code (capacity_code below).
     const std::string capacity_code = capacity ? capacity_fault->value : "";
@@ -2524,6 +2615,9 @@ class GceApi : public CloudApi {
       if (!os_login) spec.ssh_public_keys = ssh_keys;
       spec.ssh_user = ssh_user.empty() ? "root" : ssh_user;
       spec.reachable = ReachableOf(tags);
+      // Every instance of a network reaches the others on their internal addresses, as the
+      // network's firewall rules allow (PrivateIngressOf).
+      spec.private_network = LastSegment(network);
       spec.faults = faults_.TakeBootFaults();
       try {
         inst.backend_id = backend_->Create(spec);
@@ -2723,9 +2817,23 @@ class GceApi : public CloudApi {
                "].IPProtocol': '" + proto + "'.";
       }
       JsonArray ports = GetArray(a, "ports");
+      // Firewall.allowed[].ports: "This field is only applicable for the UDP or TCP protocol.
+      // Each entry must be either an integer or a range" (compute v1 Firewall; SCTP takes
+      // ports too).
+      if (ports && ports->size() > 0 && proto != "tcp" && proto != "udp" && proto != "sctp") {
+        return "Invalid value for field 'resource.allowed[" + std::to_string(i) +
+               "].ports': ports are only allowed for the tcp, udp and sctp protocols, not '" +
+               proto + "'. (wording not from the reference)";
+      }
       for (size_t j = 0; ports && j < ports->size(); ++j) {
         const std::string p = ports->get(j).toString();
-        if (!std::regex_match(p, port_re)) {
+        const size_t dash = p.find('-');
+        const bool in_range =
+            std::regex_match(p, port_re) && std::stoi(p.substr(0, dash)) <= 65535 &&
+            (dash == std::string::npos || (std::stoi(p.substr(dash + 1)) <= 65535 &&
+                                           std::stoi(p.substr(0, dash)) <=
+                                               std::stoi(p.substr(dash + 1))));
+        if (!in_range) {
           return "Invalid value for field 'resource.allowed[" + std::to_string(i) + "].ports[" +
                  std::to_string(j) + "]': '" + p + "'. Must be a port or port range.";
         }
@@ -2754,6 +2862,33 @@ class GceApi : public CloudApi {
       if (!std::regex_match(targets->get(i).toString(), NameRe())) {
         return "Invalid value for field 'resource.targetTags[" + std::to_string(i) + "]'.";
       }
+    }
+    // Firewall.sourceTags (compute v1): instance tags, RFC 1035 names as targetTags; for
+    // INGRESS only ("If sourceTags are specified ... for INGRESS traffic"); not with
+    // sourceServiceAccounts, nor targetTags with targetServiceAccounts ("cannot both be set").
+    JsonArray source_tags = GetArray(f, "sourceTags");
+    for (size_t i = 0; source_tags && i < source_tags->size(); ++i) {
+      const std::string tag = source_tags->get(i).toString();
+      if (!std::regex_match(tag, NameRe())) {
+        return "Invalid value for field 'resource.sourceTags[" + std::to_string(i) + "]': '" +
+               tag + "'. Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'";
+      }
+    }
+    auto set = [&](const char* key) {
+      JsonArray a = GetArray(f, key);
+      return a && a->size() > 0;
+    };
+    if (set("sourceTags") && direction != "INGRESS") {
+      return "Invalid value for field 'resource.sourceTags': source tags apply to INGRESS rules "
+             "only. (wording not from the reference)";
+    }
+    if (set("sourceTags") && set("sourceServiceAccounts")) {
+      return "Invalid value for field 'resource.sourceServiceAccounts': sourceTags and "
+             "sourceServiceAccounts cannot both be set. (wording not from the reference)";
+    }
+    if (set("targetTags") && set("targetServiceAccounts")) {
+      return "Invalid value for field 'resource.targetServiceAccounts': targetTags and "
+             "targetServiceAccounts cannot both be set. (wording not from the reference)";
     }
     const std::string network = GetString(f, "network").value_or("global/networks/default");
     if (LastSegment(network) != "default") {
@@ -2926,6 +3061,8 @@ class GceApi : public CloudApi {
   std::map<std::string, Operation> operations_;
   std::map<std::string, std::string> request_ids_;  // requestId -> operation name
   std::map<std::string, Firewall> firewalls_;
+  // What each instance's internal address was last told (ApplyPrivateIngress), by backend id.
+  std::map<std::string, PrivateIngress> told_ingress_;
   uint64_t next_id_ = 1;
 };
 

@@ -9,11 +9,16 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "emulator.h"
 #include "emulator_test_util.h"
@@ -845,6 +850,135 @@ TEST_F(GceApiTest, ReachabilityFollowsTheFirewallRules) {
   EXPECT_EQ(reachable(), "");
   insert(R"({"name":"all","sourceRanges":["0.0.0.0/0"],"allowed":[{"IPProtocol":"all"}]})");
   EXPECT_EQ(reachable(), "1-8079,8081-65535");
+}
+
+// compute v1 Firewall (https://cloud.google.com/compute/docs/reference/rest/v1/firewalls):
+// sourceTags are instance tags (RFC 1035 names) of INGRESS rules, not with
+// sourceServiceAccounts; ports only for tcp, udp and sctp; a second rule of a name is 409
+// alreadyExists. A rule with sourceTags and no sourceRanges gets no 0.0.0.0/0.
+TEST_F(GceApiTest, FirewallSourceTagsAndPortsAreValidated) {
+  auto post = [&](const std::string& body) { return Gce("POST", "/global/firewalls", body); };
+  EXPECT_EQ(post(R"({"name":"a","sourceTags":["Bad_Tag"],"allowed":[{"IPProtocol":"tcp"}]})")
+                .status,
+            400);
+  EXPECT_EQ(post(R"({"name":"a","direction":"EGRESS","sourceTags":["peers"],)"
+                 R"("allowed":[{"IPProtocol":"tcp"}]})")
+                .status,
+            400);
+  EXPECT_EQ(post(R"({"name":"a","sourceTags":["peers"],)"
+                 R"("sourceServiceAccounts":["sa@p.iam.gserviceaccount.com"],)"
+                 R"("allowed":[{"IPProtocol":"tcp"}]})")
+                .status,
+            400);
+  EXPECT_EQ(post(R"({"name":"a","sourceTags":["peers"],)"
+                 R"("allowed":[{"IPProtocol":"icmp","ports":["22"]}]})")
+                .status,
+            400);
+  EXPECT_EQ(post(R"({"name":"a","sourceTags":["peers"],)"
+                 R"("allowed":[{"IPProtocol":"tcp","ports":["70000"]}]})")
+                .status,
+            400);
+  EXPECT_EQ(post(R"({"name":"a","sourceTags":["peers"],)"
+                 R"("allowed":[{"IPProtocol":"tcp","ports":["9000-8000"]}]})")
+                .status,
+            400);
+  EXPECT_EQ(Count("firewalls"), 0);
+  const std::string peers =
+      R"({"name":"gpuprov-c-peers","network":"global/networks/default","direction":"INGRESS",)"
+      R"("sourceTags":["gpuprov-cluster-c"],"targetTags":["gpuprov-cluster-c"],)"
+      R"("allowed":[{"IPProtocol":"tcp","ports":["6443","10250"]},)"
+      R"({"IPProtocol":"udp","ports":["51820"]}]})";
+  Reply made = post(peers);
+  ASSERT_EQ(made.status, 200) << made.body;
+  EXPECT_EQ(GetString(WaitOp(made.Json()), "status").value_or(""), "DONE");
+  JsonObject got = Gce("GET", "/global/firewalls/gpuprov-c-peers").Json();
+  EXPECT_EQ(ToJson(GetArray(got, "sourceTags")), R"(["gpuprov-cluster-c"])");
+  EXPECT_EQ(ToJson(GetArray(got, "targetTags")), R"(["gpuprov-cluster-c"])");
+  EXPECT_FALSE(got->has("sourceRanges")) << ToJson(got);
+  Reply again = post(peers);
+  EXPECT_EQ(again.status, 409);
+  EXPECT_NE(again.body.find("alreadyExists"), std::string::npos) << again.body;
+}
+
+// The sources one instance's rules admit on its internal address for protocol/ports, sorted,
+// joined by commas; "null" when nothing filters it.
+std::string PrivateSources(const std::string& control, const std::string& name,
+                           const std::string& protocol, const std::string& ports) {
+  JsonArray rows = GetArray(Call(control, "GET", "/instances?cloud=gcp").Json(), "instances");
+  for (size_t i = 0; rows && i < rows->size(); ++i) {
+    JsonObject row = rows->getObject(static_cast<unsigned>(i));
+    if (GetString(row, "name").value_or("") != name) continue;
+    if (row->isNull("private_ingress")) return "null";
+    std::vector<std::string> out;
+    JsonArray rules = GetArray(row, "private_ingress");
+    for (size_t j = 0; rules && j < rules->size(); ++j) {
+      JsonObject r = rules->getObject(static_cast<unsigned>(j));
+      if (GetString(r, "protocol") != protocol || GetString(r, "ports") != ports) continue;
+      JsonArray src = GetArray(r, "sources");
+      for (size_t k = 0; src && k < src->size(); ++k) out.push_back(src->get(k).toString());
+    }
+    std::sort(out.begin(), out.end());
+    std::string joined;
+    for (const auto& a : out) joined += (joined.empty() ? "" : ",") + a;
+    return joined;
+  }
+  return "no instance " + name;
+}
+
+// Between the network's instances the rules apply to their internal addresses (networkIP):
+// a rule's sourceTags admit the running instances with the tag, its sourceRanges their
+// ranges; the implied deny refuses the rest, so every instance's private side is filtered.
+// Recomputed when instances come and go and when rules change.
+TEST_F(GceApiTest, RulesBetweenInstancesFollowSourceTagsAndTargetTags) {
+  const std::string peer_tag = R"(,"gpuprov-cluster-c"]}})";
+  auto body = [&](const std::string& name, bool tagged) {
+    std::string b = InstanceBody(name);
+    if (tagged) b.replace(b.rfind("\"]}}"), 4, "\"" + peer_tag);
+    return b;
+  };
+  for (const auto& [name, tagged] :
+       std::vector<std::pair<std::string, bool>>{{"a", true}, {"b", true}, {"c", false}}) {
+    Reply r = Gce("POST", "/zones/us-central1-a/instances", body(name, tagged));
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  std::map<std::string, std::string> ip;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (const char* n : {"a", "b", "c"}) {
+          JsonObject inst = Gce("GET", "/zones/us-central1-a/instances/" + std::string(n)).Json();
+          if (GetString(inst, "status").value_or("") != "RUNNING") return false;
+          ip[n] = GetString(GetArray(inst, "networkInterfaces")->getObject(0), "networkIP")
+                      .value_or("");
+        }
+        return true;
+      },
+      10s));
+  EXPECT_EQ(ip["a"].rfind("10.", 0), 0u);
+  EXPECT_EQ(PrivateSources(control_, "a", "tcp", "6443"), "");  // the implied deny
+  ASSERT_EQ(Gce("POST", "/global/firewalls",
+                R"({"name":"gpuprov-c-peers","sourceTags":["gpuprov-cluster-c"],)"
+                R"("targetTags":["gpuprov-cluster-c"],)"
+                R"("allowed":[{"IPProtocol":"tcp","ports":["6443","10250"]},)"
+                R"({"IPProtocol":"udp","ports":["51820"]}]})")
+                .status,
+            200);
+  const std::string ab = std::min(ip["a"], ip["b"]) + "," + std::max(ip["a"], ip["b"]);
+  EXPECT_EQ(PrivateSources(control_, "a", "tcp", "6443"), ab);
+  EXPECT_EQ(PrivateSources(control_, "b", "udp", "51820"), ab);
+  EXPECT_EQ(PrivateSources(control_, "b", "tcp", "10250"), ab);
+  EXPECT_EQ(PrivateSources(control_, "b", "tcp", "22"), "");
+  EXPECT_EQ(PrivateSources(control_, "c", "tcp", "6443"), "");  // not a target
+  // sourceRanges admit as well (OR), and a patch applies at once.
+  ASSERT_EQ(Gce("PATCH", "/global/firewalls/gpuprov-c-peers",
+                R"({"sourceRanges":["192.0.2.0/24"],)"
+                R"("allowed":[{"IPProtocol":"tcp","ports":["6443"]}]})")
+                .status,
+            200);
+  EXPECT_EQ(PrivateSources(control_, "a", "tcp", "6443"), ab + ",192.0.2.0/24");
+  EXPECT_EQ(PrivateSources(control_, "a", "udp", "51820"), "");
+  // An instance that goes is no longer a source.
+  WaitOp(Gce("DELETE", "/zones/us-central1-a/instances/b").Json(), "us-central1-a");
+  EXPECT_EQ(PrivateSources(control_, "a", "tcp", "6443"), ip["a"] + ",192.0.2.0/24");
 }
 
 TEST_F(GceApiTest, CatalogueZonesWithAnAccelerator) {

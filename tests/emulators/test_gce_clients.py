@@ -3,7 +3,8 @@
 """A real Compute Engine client against gpuprov-emulator: Debian's python3-libcloud
 (GCE driver, service-account auth) gets a token with the key the emulator wrote,
 lists zones, sizes and images, creates nodes (CPU and GPU, with a firewall rule),
-lists and destroys them, with only the host changed. Run with /usr/bin/python3
+lists and destroys them, and a firewall rule between tagged instances, with only the host
+changed. Run with /usr/bin/python3
 (Debian's packages load only there); stdlib unittest only.
 
 libcloud 3.4 signs its JWT itself (RS256 with python3-cryptography) and posts it to
@@ -141,6 +142,9 @@ class LibcloudGceTest(unittest.TestCase):
         node = self.driver.ex_get_node("lc-cpu", "us-central1-a")
         self.assertEqual(node.extra["metadata"]["items"][0]["key"], "ssh-keys")
 
+        # The internal address (networkInterfaces[0].networkIP) on the default network.
+        self.assertTrue(nodes["lc-cpu"].private_ips[0].startswith("10."), nodes["lc-cpu"].private_ips)
+
         self.assertTrue(self.driver.destroy_node(nodes["lc-cpu"]))
         self.assertTrue(self.driver.destroy_node(nodes["lc-l4"]))
         self.assertEqual(self.driver.list_nodes(), [])
@@ -150,6 +154,27 @@ class LibcloudGceTest(unittest.TestCase):
         counts.pop("delayed_requests")
         self.assertEqual(counts, {"instances": 0, "firewalls": 0, "ssh_keys": 0,
                                   "backend_instances": 0})
+
+    def test_firewall_between_tagged_instances(self):
+        """A rule whose sourceTags and targetTags are one network tag (a cluster's peers rule):
+        libcloud sends and reads both lists; a second rule of the name is 409 alreadyExists."""
+        from libcloud.common.google import ResourceExistsError
+        allowed = [{"IPProtocol": "tcp", "ports": ["6443", "10250"]},
+                   {"IPProtocol": "udp", "ports": ["51820"]}]
+        fw = self.driver.ex_create_firewall("gpuprov-lc-peers", allowed,
+                                            source_tags=["gpuprov-cluster-lc"],
+                                            target_tags=["gpuprov-cluster-lc"])
+        got = self.driver.ex_get_firewall("gpuprov-lc-peers")
+        self.assertEqual(got.source_tags, ["gpuprov-cluster-lc"])
+        self.assertEqual(got.target_tags, ["gpuprov-cluster-lc"])
+        self.assertFalse(got.source_ranges)
+        self.assertEqual(got.allowed, allowed)
+        with self.assertRaises(ResourceExistsError):
+            self.driver.ex_create_firewall("gpuprov-lc-peers", allowed,
+                                           source_tags=["gpuprov-cluster-lc"],
+                                           target_tags=["gpuprov-cluster-lc"])
+        self.assertTrue(self.driver.ex_destroy_firewall(fw))
+        self.assertEqual(EMU.counts()["firewalls"], 0)
 
     def test_gpu_without_terminate_is_refused(self):
         from libcloud.common.google import GoogleBaseError
