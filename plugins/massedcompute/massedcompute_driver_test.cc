@@ -397,12 +397,7 @@ TEST_F(MassedComputeEmulatorTest, AClusterNodeIsAPlainInstanceWithNoPrivateAddre
   Driver driver(Config());
   auto node = [](const std::string& name, const std::string& role,
                  const std::string& cluster = "mc-train") {
-    Object::Ptr req = ParseJson(CreateRequest(name));
-    req->set("cluster", ParseJson(R"({"name":")" + cluster + R"(","role":")" + role +
-                                  R"(","peer_ports":[{"port":6443,"protocol":"tcp"},)"
-                                  R"({"port":10250,"protocol":"tcp"},)"
-                                  R"({"port":51820,"protocol":"udp"}]})"));
-    return Stringify(req);
+    return drivers::testing::WithCluster(CreateRequest(name), cluster, role);
   };
   emulator_->ClearRequests("massedcompute");
   OpResult bad = driver.Create(node("mc-bad", "leader"));
@@ -426,17 +421,8 @@ TEST_F(MassedComputeEmulatorTest, AClusterNodeIsAPlainInstanceWithNoPrivateAddre
   EXPECT_TRUE(Contains(rows.body, "\"name\":\"gpuprov-mc-train-agent-1\"")) << rows.body;
 
   auto peers = [&](bool with_agent) {
-    std::string r = R"({"cluster":"mc-train","peer_ports":[{"port":6443,"protocol":"tcp"},)"
-                    R"({"port":10250,"protocol":"tcp"},{"port":51820,"protocol":"udp"}],)"
-                    R"("peers":[{"id":")" + s->getValue<std::string>("id") +
-                    R"(","name":"mc-train","private_ip":"","public_ip":")" +
-                    s->getValue<std::string>("public_ip") + "\"}";
-    if (with_agent) {
-      r += R"(,{"id":")" + a->getValue<std::string>("id") +
-           R"(","name":"mc-train-agent-1","private_ip":"","public_ip":")" +
-           a->getValue<std::string>("public_ip") + "\"}";
-    }
-    return r + "]}";
+    return drivers::testing::PeerPortsRequestFor(
+        "mc-train", with_agent ? std::vector<Object::Ptr>{s, a} : std::vector<Object::Ptr>{s});
   };
   emulator_->ClearRequests("massedcompute");
   for (bool with_agent : {true, true, false}) {  // add, again (idempotent), remove the agent

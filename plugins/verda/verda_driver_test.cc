@@ -802,12 +802,7 @@ TEST_F(VerdaEmulatorTest, AClusterNodeIsATaggedInstanceOnTheClustersPrivateNetwo
   Driver driver(Config());
   auto node = [](const std::string& name, const std::string& role,
                  const std::string& cluster = "vd-train") {
-    Object::Ptr req = ParseJson(CreateRequest(name));
-    req->set("cluster", ParseJson(R"({"name":")" + cluster + R"(","role":")" + role +
-                                  R"(","peer_ports":[{"port":6443,"protocol":"tcp"},)"
-                                  R"({"port":10250,"protocol":"tcp"},)"
-                                  R"({"port":51820,"protocol":"udp"}]})"));
-    return Stringify(req);
+    return drivers::testing::WithCluster(CreateRequest(name), cluster, role);
   };
   OpResult bad_name = driver.Create(node("vd-bad", "server", "Vd_Train"));
   EXPECT_EQ(bad_name.status, GPUPROV_STATUS_INVALID_INPUT) << bad_name;
@@ -851,19 +846,8 @@ TEST_F(VerdaEmulatorTest, AClusterNodeIsATaggedInstanceOnTheClustersPrivateNetwo
   EXPECT_EQ(p->getValue<std::string>("role"), "");
 
   auto peers = [&](bool with_agent) {
-    std::string r = R"({"cluster":"vd-train","peer_ports":[{"port":6443,"protocol":"tcp"},)"
-                    R"({"port":10250,"protocol":"tcp"},{"port":51820,"protocol":"udp"}],)"
-                    R"("peers":[{"id":")" + s->getValue<std::string>("id") +
-                    R"(","name":"vd-train","private_ip":")" +
-                    s->getValue<std::string>("private_ip") + R"(","public_ip":")" +
-                    s->getValue<std::string>("public_ip") + "\"}";
-    if (with_agent) {
-      r += R"(,{"id":")" + a->getValue<std::string>("id") +
-           R"(","name":"vd-train-agent-1","private_ip":")" +
-           a->getValue<std::string>("private_ip") + R"(","public_ip":")" +
-           a->getValue<std::string>("public_ip") + "\"}";
-    }
-    return r + "]}";
+    return drivers::testing::PeerPortsRequestFor(
+        "vd-train", with_agent ? std::vector<Object::Ptr>{s, a} : std::vector<Object::Ptr>{s});
   };
   emulator_->ClearRequests();
   for (bool with_agent : {true, true, false}) {  // add, again (idempotent), remove the agent
@@ -918,11 +902,8 @@ TEST_F(VerdaEmulatorTest, AClusterNodeIsATaggedInstanceOnTheClustersPrivateNetwo
 // network not named gpuprov-.
 TEST_F(VerdaEmulatorTest, ALeftoverClusterNetworkIsGcsAndAFailedCreateLeavesNone) {
   Driver driver(Config());
-  Object::Ptr req = ParseJson(CreateRequest("vd-cap"));
-  req->set("cluster", ParseJson(R"({"name":"vd-cap","role":"server",)"
-                                R"("peer_ports":[{"port":6443,"protocol":"tcp"}]})"));
   emulator_->Fault("capacity", R"(,"times":1)");
-  OpResult c = driver.Create(Stringify(req));
+  OpResult c = driver.Create(drivers::testing::WithCluster(CreateRequest("vd-cap"), "vd-cap", "server"));
   EXPECT_EQ(c.status, GPUPROV_STATUS_CAPACITY) << c;
   EXPECT_EQ(emulator_->Count("private_networks"), 0);
 
@@ -961,9 +942,7 @@ TEST_F(VerdaEmulatorTest, AClusterNodeLeavesSixTagsToTheUser) {
     Object::Ptr tags = req->getObject("tags");
     tags->remove("team");
     for (int i = 0; i < user_tags; ++i) tags->set("tag" + std::to_string(i), "v");
-    req->set("cluster", ParseJson(R"({"name":"vd-tagged","role":"server",)"
-                                  R"("peer_ports":[{"port":6443,"protocol":"tcp"}]})"));
-    return Stringify(req);
+    return drivers::testing::WithCluster(Stringify(req), "vd-tagged", "server");
   };
   emulator_->ClearRequests();
   OpResult many = driver.Create(node(7));
