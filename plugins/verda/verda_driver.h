@@ -8,7 +8,8 @@
 // kVerdaConfigKeys at the end of verda_driver.cc and in README.md.
 // What it makes per VM: the instance (hostname = VM name, description and tags gpuprov=1 /
 // gpuprov-name), a startup script "gpuprov-<name>" carrying the installer, and at most one SSH
-// key "gpuprov-<hash>" shared by every VM with the same public key. See README.md.
+// key "gpuprov-<hash>" shared by every VM with the same public key; per cluster, its private
+// network "gpuprov-<cluster>" (a node's tags also gpuprov-cluster / gpuprov-role). See README.md.
 #pragma once
 
 #include <Poco/Dynamic/Var.h>
