@@ -273,6 +273,11 @@ ServerRerunDecision DecideServerRerun(const ClusterPlan& plan, bool pushed,
   return {ServerRerun::kNone, "the install found ran with every setting the cluster needs"};
 }
 
+InstallerArgs ServerRerunArgs(const ClusterPlan& plan, InstallerArgs now) {
+  now.node_firewall = NodeFirewallFor(plan);
+  return now;
+}
+
 std::string AgentBootInstallWaitCommand() {
   return std::string("cloud-init status --wait >/dev/null 2>&1 || true; test -s ") +
          kNodeInstallerPath;
@@ -299,8 +304,9 @@ std::string ClusterProvision::OnServerInstalled(NodeShell& shell) {
     SetNodeFirewallPeers(shell, s.name_, args.peers, "gpuprov provision");
   } else if (d.action == ServerRerun::kInstaller) {
     ThrowIfInstallerFailed(
-        shell.RunAsRoot("installer with the cluster's addresses", InstallerPushCommand(args),
-                        InstallerScript(), std::chrono::minutes(30)),
+        shell.RunAsRoot("installer with the cluster's addresses",
+                        InstallerPushCommand(ServerRerunArgs(s.plan_, args)), InstallerScript(),
+                        std::chrono::minutes(30)),
         s.name_, " with the cluster's addresses");
   }
   return ReadJoinToken(shell, s.name_);

@@ -63,6 +63,10 @@ K3sNodeAddresses ParseK3sNodeAddresses(const std::string& config_lines);
 /// fewer); else nothing.
 ServerRerunDecision DecideServerRerun(const ClusterPlan& plan, bool pushed,
                                       const InstallerArgs& now, const K3sNodeAddresses& in_force);
+/// The arguments of the server's ServerRerun::kInstaller run: \a now with the plan's node
+/// firewall (NodeFirewallFor), as an agent's join run has, since the installer applies --peer
+/// only with it (a boot-route tunnel cluster: Verda).
+InstallerArgs ServerRerunArgs(const ClusterPlan& plan, InstallerArgs now);
 
 /// An agent on a cloud-init boot route waits for its boot install (cloud-init status --wait), so
 /// the boot run never runs after the join and undoes its settings; the installer is then on the

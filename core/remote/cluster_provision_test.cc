@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "cluster_bringup.h"
+#include "installer_bundle.h"
 
 namespace gpuprov {
 namespace {
@@ -104,6 +106,23 @@ TEST(DecideServerRerun, MissingAddressesWinOverPeers) {
   InstallerArgs now = Now(plan);
   now.peers = {"10.1.0.3"};
   EXPECT_EQ(DecideServerRerun(plan, false, now, {}).action, ServerRerun::kInstaller);
+}
+
+TEST(ServerRerunArgs, ARerunBehindTheNodeFirewallNamesItSoThePeersAreApplied) {
+  InstallerArgs now = Now(BootPlan(false));
+  now.peers = {"10.1.0.3"};
+  const InstallerArgs tunnel = ServerRerunArgs(BootPlan(false), now);
+  EXPECT_EQ(tunnel.node_firewall, "ssh-only");
+  EXPECT_EQ(tunnel.peers, now.peers);
+  const std::vector<std::string> words = InstallerArgWords(tunnel);
+  bool firewall = false, peer = false;
+  for (std::size_t i = 0; i + 1 < words.size(); ++i) {
+    firewall = firewall || (words[i] == "--node-firewall" && words[i + 1] == "ssh-only");
+    peer = peer || (words[i] == "--peer" && words[i + 1] == "10.1.0.3");
+  }
+  EXPECT_TRUE(firewall && peer);
+  // Direct access: no node firewall, as before.
+  EXPECT_EQ(ServerRerunArgs(BootPlan(true), Now(BootPlan(true))).node_firewall, "");
 }
 
 TEST(K3sNodeAddresses, TheConfigLinesGiveBothAddresses) {

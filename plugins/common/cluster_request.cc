@@ -97,6 +97,11 @@ PeerPortsRequest ParsePeerPortsRequest(const std::string& request_json) {
   return out;
 }
 
+std::string PeerPortsLeftToNodeFirewall(const std::string& request_json) {
+  ParsePeerPortsRequest(request_json);
+  return "{}";
+}
+
 std::string ClusterResourceName(const std::string& cluster) { return "gpuprov-" + cluster; }
 
 std::string PeerPortsText(const std::vector<PeerPort>& ports) {

@@ -56,6 +56,12 @@ struct PeerPortsRequest {
 };
 PeerPortsRequest ParsePeerPortsRequest(const std::string& request_json);
 
+/// open_peer_ports on a cloud with no firewall API (primeintellect, verda, massedcompute): checks
+/// the request (INVALID_INPUT naming the field) and returns "{}", changing nothing on the cloud.
+/// The nodes reach each other at their addresses on every port, and the node firewall the
+/// installer sets up (--peer, core/remote/cluster_join.h) admits exactly the peers there.
+std::string PeerPortsLeftToNodeFirewall(const std::string& request_json);
+
 /// "gpuprov-<cluster>": the name of what a driver makes for a whole cluster (its private
 /// network, its firewall or security group), so gc finds it by the gpuprov- prefix.
 std::string ClusterResourceName(const std::string& cluster);

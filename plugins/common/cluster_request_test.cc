@@ -80,6 +80,20 @@ TEST(ClusterRequest, OpenPeerPortsListsEveryPeerWithItsAddress) {
   EXPECT_EQ(r.peers[1].address(), "203.0.113.3");
 }
 
+TEST(ClusterRequest, PeerPortsLeftToTheNodeFirewallCheckTheRequestAndChangeNothing) {
+  EXPECT_EQ(PeerPortsLeftToNodeFirewall(
+                R"({"cluster": "train", "peer_ports": [{"port": 6443, "protocol": "tcp"}],
+                    "peers": [{"id": "1", "name": "train", "private_ip": "", "public_ip": "203.0.113.2"}]})"),
+            "{}");
+  try {
+    PeerPortsLeftToNodeFirewall(R"({"cluster": "train", "peer_ports": [], "peers": []})");
+    FAIL() << "empty peer_ports accepted";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.status(), GPUPROV_STATUS_INVALID_INPUT);
+    EXPECT_NE(std::string(e.what()).find("peer_ports"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ClusterRequest, TheVmObjectCarriesThePrivateAddressClusterAndRole) {
   VmFields vm;
   vm.id = "1";

@@ -487,6 +487,9 @@ MassedComputeDriver::ObjectPtr MassedComputeDriver::VmJson(const ObjectPtr& in) 
   vm.message = state.message;
   vm.spot = spot;
   vm.extra = {{"cloud_status", json::Str(in, "status")}};
+  // No private network, and an instance takes no tags: its peers use public_ip; cluster and
+  // role are the host's to remember (the instance name, gpuprov-<VM name>, is its only mark).
+  vm.private_ip = "";
   return kit::VmJson(vm);
 }
 
@@ -542,6 +545,7 @@ std::string MassedComputeDriver::Create(const std::string& request_json) {
   const auto [request, name, user_data] = kit::ParseCreateRequest(
       request_json, kVmNameRules, 0, "Massed Compute",
       "user data (gpuprov installs over SSH on Massed Compute)");
+  kit::ParseCluster(request);  // checked before any call; nothing on the cloud to set
   const std::string public_key = kit::RequiredSshPublicKey(
       request, "Massed Compute installs registered account keys named at launch");
   KeyName(public_key);  // validates the key line before any call
@@ -674,6 +678,10 @@ std::string MassedComputeDriver::Delete(const std::string& request_json) {
   // The key, also when the instance was already gone (a half-done create).
   DeleteKeysIfUnused(uuid);
   return kit::DeletedResult(deleted);
+}
+
+std::string MassedComputeDriver::OpenPeerPorts(const std::string& request_json) {
+  return kit::PeerPortsLeftToNodeFirewall(request_json);
 }
 
 std::string MassedComputeDriver::ListResources(const std::string& /*request_json*/) {

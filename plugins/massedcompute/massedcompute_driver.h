@@ -40,8 +40,11 @@ class MassedComputeDriver {
   static constexpr const char* kVersion = "0.1.0";
   static constexpr const char* kDescription =
       "Massed Compute GPU VMs, on demand and spot (VM API v1); SSH route, tunnel access";
-  static constexpr uint64_t kCapabilities =
-      GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_SPOT;
+  /// Clusters (README.md "Clusters"): no private network and no firewall API; the nodes reach
+  /// each other at their public addresses and the node firewall admits the peers.
+  static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE |
+                                            GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_CLUSTER |
+                                            GPUPROV_CAP_SPOT;
   /// How a VM learns its public address: no metadata service; the address on the interface when not NATed (unconfirmed); REFERENCE.md §6.
   static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_INTERFACE;
 
@@ -57,6 +60,10 @@ class MassedComputeDriver {
   // (shared by every gpuprov instance).
   std::string ListResources(const std::string& request_json);
   std::string DeleteResource(const std::string& request_json);
+  /// open_peer_ports (ABI 1.5): no firewall API (REFERENCE.md §5), so nothing to set on the
+  /// cloud; the node firewall the installer sets up (--peer) admits exactly the peers. Checks
+  /// the request.
+  std::string OpenPeerPorts(const std::string& request_json);
 
  private:
   using ObjectPtr = Poco::JSON::Object::Ptr;

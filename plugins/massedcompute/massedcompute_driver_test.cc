@@ -44,10 +44,13 @@ TEST(MassedComputeDescriptor, SshRouteTunnelAccessAndItsConfigKeys) {
   EXPECT_STREQ(d->name, "massedcompute");
   // How its VM learns its public address: REFERENCE.md section 6.
   EXPECT_STREQ(d->node_address, GPUPROV_NODE_ADDRESS_INTERFACE);
-  // No boot script capability (SSH route) and no open_ports (tunnel access); spot products.
-  EXPECT_EQ(d->capabilities, static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE |
-                                                   GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_SPOT));
+  // No boot script capability (SSH route) and no open_ports (tunnel access); clusters (the
+  // node firewall admits the peers) and spot products.
+  EXPECT_EQ(d->capabilities,
+            static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES |
+                                  GPUPROV_CAP_CLUSTER | GPUPROV_CAP_SPOT));
   drivers::testing::ExpectEveryOperation(*d->vtable, /*open_ports=*/false);
+  EXPECT_NE(d->vtable->open_peer_ports, nullptr);
   // The kit's standard keys first (retry, a table; delete_wait_seconds), then its own.
   ASSERT_EQ(d->config_key_count, 5u);
   EXPECT_STREQ(d->config_keys[0]->name, "retry");
@@ -383,6 +386,71 @@ TEST_F(MassedComputeEmulatorTest, LifecycleWithTheKeyImportedOnceAndReused) {
   // The user's own instance is untouched.
   EXPECT_EQ(emulator_->Count("instances"), 1);
   EXPECT_FALSE(Contains(driver.host().All(), kToken));
+}
+
+// A cluster (ABI 1.5) on a cloud with no private network, no firewall API and no tags
+// (README.md "Clusters"): each node is a plain instance named gpuprov-<VM name> with no
+// private address (its peers use the public one); open_peer_ports checks its request and
+// calls nothing (the node firewall admits the peers), however often and whichever peers it
+// lists; gc lists the nodes as VMs; the last node's delete leaves nothing.
+TEST_F(MassedComputeEmulatorTest, AClusterNodeIsAPlainInstanceWithNoPrivateAddress) {
+  Driver driver(Config());
+  auto node = [](const std::string& name, const std::string& role,
+                 const std::string& cluster = "mc-train") {
+    return drivers::testing::WithCluster(CreateRequest(name), cluster, role);
+  };
+  emulator_->ClearRequests("massedcompute");
+  OpResult bad = driver.Create(node("mc-bad", "leader"));
+  EXPECT_EQ(bad.status, GPUPROV_STATUS_INVALID_INPUT) << bad;
+  EXPECT_TRUE(Contains(bad.error, "cluster.role")) << bad.error;
+  EXPECT_TRUE(emulator_->Requests().empty());  // refused before any call
+
+  OpResult server = driver.Create(node("mc-train", "server"));
+  ASSERT_EQ(server.status, GPUPROV_STATUS_OK) << server << "\n" << driver.host().All();
+  OpResult agent = driver.Create(node("mc-train-agent-1", "agent"));
+  ASSERT_EQ(agent.status, GPUPROV_STATUS_OK) << agent;
+  Object::Ptr s = WaitRunning(driver, server.Vm()->getValue<std::string>("id"));
+  Object::Ptr a = WaitRunning(driver, agent.Vm()->getValue<std::string>("id"));
+  ASSERT_TRUE(s && a);
+  EXPECT_EQ(s->getValue<std::string>("private_ip"), "");
+  EXPECT_EQ(a->getValue<std::string>("private_ip"), "");
+  // The instance name is the only mark: the host remembers cluster and role.
+  EXPECT_EQ(a->getValue<std::string>("cluster"), "");
+  EXPECT_EQ(a->getValue<std::string>("role"), "");
+  HttpReply rows = emulator_->Control("GET", "/instances?cloud=massedcompute");
+  EXPECT_TRUE(Contains(rows.body, "\"name\":\"gpuprov-mc-train-agent-1\"")) << rows.body;
+
+  auto peers = [&](bool with_agent) {
+    return drivers::testing::PeerPortsRequestFor(
+        "mc-train", with_agent ? std::vector<Object::Ptr>{s, a} : std::vector<Object::Ptr>{s});
+  };
+  emulator_->ClearRequests("massedcompute");
+  for (bool with_agent : {true, true, false}) {  // add, again (idempotent), remove the agent
+    OpResult p = driver.OpenPeerPorts(peers(with_agent));
+    EXPECT_EQ(p.status, GPUPROV_STATUS_OK) << p;
+    EXPECT_EQ(p.json, "{}");
+  }
+  EXPECT_TRUE(emulator_->Requests().empty());  // nothing to set on the cloud
+  OpResult bad_peers = driver.OpenPeerPorts(R"({"cluster":"mc-train","peer_ports":[],"peers":[]})");
+  EXPECT_EQ(bad_peers.status, GPUPROV_STATUS_INVALID_INPUT) << bad_peers;
+
+  // gc: the two nodes as VMs, and nothing of the cluster's own.
+  OpResult res = driver.Call(driver.vtable().list_resources, "{}");
+  ASSERT_EQ(res.status, GPUPROV_STATUS_OK) << res;
+  Array::Ptr rs = res.Doc()->getArray("resources");
+  int vms = 0;
+  for (size_t i = 0; i < rs->size(); ++i) {
+    const std::string kind = rs->getObject(static_cast<unsigned>(i))->getValue<std::string>("kind");
+    EXPECT_TRUE(kind == "vm" || kind == "ssh_key") << kind;
+    vms += kind == "vm";
+  }
+  EXPECT_EQ(vms, 2);
+
+  for (const char* name : {"mc-train-agent-1", "mc-train"}) {
+    OpResult d = driver.Delete(std::string(R"({"name":")") + name + "\"}");
+    ASSERT_EQ(d.status, GPUPROV_STATUS_OK) << d;
+  }
+  ExpectNothingLeft();
 }
 
 TEST_F(MassedComputeEmulatorTest, AnUnknownGpuIsRefusedListingWhatExistsAndNothingIsMade) {

@@ -1036,8 +1036,7 @@ std::vector<PrimeIntellectDriver::ObjectPtr> PrimeIntellectDriver::ListKeys() {
 }
 
 std::string PrimeIntellectDriver::OpenPeerPorts(const std::string& request_json) {
-  kit::ParsePeerPortsRequest(request_json);
-  return "{}";
+  return kit::PeerPortsLeftToNodeFirewall(request_json);
 }
 
 std::string PrimeIntellectDriver::ListResources(const std::string& /*request_json*/) {

@@ -485,8 +485,11 @@ std::string VerdaDriver::Create(const std::string& request_json) {
   const std::string public_key =
       kit::RequiredSshPublicKey(request, "Verda installs the instance's registered keys for root");
   KeyName(public_key);  // validates the key line before any call
+  // A cluster node carries its cluster and role as tags (V-SPEC DeployInstancePublicDto.tags).
+  const std::optional<kit::ClusterRequest> cluster = kit::ParseCluster(request);
   // Tags within Verda's limits, checked before anything is made (V3).
-  const Array::Ptr tags = InstanceTags(name, kit::UserTags(request));
+  const Array::Ptr tags =
+      InstanceTags(name, kit::UserTags(request), cluster ? &*cluster : nullptr);
   std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request);
   std::string type = json::Str(request, "instance_type");
   // A GPU Verda does not rent is refused here, before any call; the counts come from the live
@@ -582,6 +585,7 @@ std::string VerdaDriver::Create(const std::string& request_json) {
     try {
       DeleteScripts(name);
       DeleteUnusedKeys({key.id}, "");
+      if (cluster) RemoveClusterNetworks(cluster->name, "");
     } catch (const std::exception& e) {
       host_.Warning("could not remove what was made for " + name + ": " + e.what() +
                     "; `gpuprov down " + name + "` removes it");
@@ -591,6 +595,10 @@ std::string VerdaDriver::Create(const std::string& request_json) {
   std::string id;
   ObjectPtr in;
   try {
+    // A cluster node joins the cluster's private network (V-GO-PN below: verda-cloud/
+    // verdacloud-sdk-go pkg/verda/private_networks.go and CreateInstanceRequest's network,
+    // private_ip and public_ip in instances_types.go).
+    const std::string network_id = cluster ? EnsureClusterNetwork(cluster->name) : "";
     if (!user_data.empty()) script_id = CreateScript(name, user_data);
     Object body(Poco::JSON_PRESERVE_KEY_ORDER);
     body.set("instance_type", chosen);
@@ -602,6 +610,13 @@ std::string VerdaDriver::Create(const std::string& request_json) {
     body.set("ssh_key_ids", key_ids);
     body.set("location_code", location);
     if (!script_id.empty()) body.set("startup_script_id", script_id);
+    if (!network_id.empty()) {
+      // "PrivateIP and PublicIP must be set together": an address on the network, and the
+      // public one the host reaches the node at.
+      body.set("network", network_id);
+      body.set("private_ip", "auto");
+      body.set("public_ip", "auto");
+    }
     Object::Ptr os_volume = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
     os_volume->set("name", "os-" + name);
     os_volume->set("size", disk_gb);
@@ -668,6 +683,11 @@ VerdaDriver::ObjectPtr VerdaDriver::VmJson(const ObjectPtr& in) const {
     vm.message = PreemptedMessage();
   }
   vm.tags = kit::KeyValueTags(json::Arr(in, "tags"));
+  // The address on the cluster's private network (V-GO-PN Instance.PrivateIP: null for a
+  // classic instance, then "": its peers use public_ip).
+  vm.private_ip = json::Str(in, "private_ip");
+  vm.cluster = TagValue(in, kit::kClusterTag);
+  vm.role = TagValue(in, kit::kRoleTag);
   return kit::VmJson(vm);
 }
 
@@ -820,10 +840,12 @@ std::string VerdaDriver::Delete(const std::string& request_json) {
   bool deleted = false;
   std::string id;
   std::vector<std::string> key_ids;
+  std::string cluster;
   if (in) {
     id = json::Str(in, "id");
     name = json::Str(in, "hostname");
     key_ids = StringsOf(json::Arr(in, "ssh_key_ids"));
+    cluster = TagValue(in, kit::kClusterTag);
     deleted = DeleteInstance(in);
   }
   if (name.empty()) return kit::DeletedResult(deleted);
@@ -832,7 +854,90 @@ std::string VerdaDriver::Delete(const std::string& request_json) {
   // instance's own could not be read).
   DeleteScripts(name);
   DeleteUnusedKeys(key_ids, id);
+  // The cluster's private network goes with its last node.
+  if (!cluster.empty()) RemoveClusterNetworks(cluster, id);
   return kit::DeletedResult(deleted);
+}
+
+std::vector<VerdaDriver::ObjectPtr> VerdaDriver::ClusterNetworks(const std::string& cluster) {
+  const std::string wanted = cluster.empty() ? "" : kit::ClusterResourceName(cluster);
+  Array::Ptr list = ArrayOf(api_->Call("GET", "/private-networks", "list private networks"),
+                            "list private networks");
+  std::vector<ObjectPtr> out;
+  for (size_t i = 0; i < list->size(); ++i) {
+    ObjectPtr n = json::ObjAt(list, i);
+    const std::string name = json::Str(n, "name");
+    if (wanted.empty() ? name.rfind(kResourcePrefix, 0) == 0 : name == wanted) out.push_back(n);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const ObjectPtr& a, const ObjectPtr& b) {
+    return std::pair(json::Str(a, "created_at"), json::Str(a, "id")) <
+           std::pair(json::Str(b, "created_at"), json::Str(b, "id"));
+  });
+  return out;
+}
+
+std::string VerdaDriver::EnsureClusterNetwork(const std::string& cluster) {
+  const std::string name = kit::ClusterResourceName(cluster);
+  std::vector<ObjectPtr> found = ClusterNetworks(cluster);
+  if (found.empty()) {
+    // V-GO-PN CreatePrivateNetworkRequest {name, mode}: mode "auto" "creates subnets per
+    // location on first use".
+    Object body(Poco::JSON_PRESERVE_KEY_ORDER);
+    body.set("name", name);
+    body.set("mode", "auto");
+    host_.Progress("creating private network " + name + " for cluster " + cluster);
+    const kit::ApiAnswer a = api_->Send({.method = "POST",
+                                         .path = "/private-networks",
+                                         .what = "create private network " + name,
+                                         .body = json::Stringify(body)});
+    const std::string id = IdOfCreateAnswer(a.body);
+    if (id.empty()) {
+      throw DriverError(GPUPROV_STATUS_FAILED,
+                        "create private network " + name + ": no id in Verda's answer");
+    }
+    found = ClusterNetworks(cluster);
+    if (found.empty()) return id;
+  }
+  return json::Str(found.front(), "id");
+}
+
+void VerdaDriver::RemoveClusterNetworks(const std::string& cluster, const std::string& except_id) {
+  for (const auto& in : Instances()) {
+    if (json::Str(in, "id") != except_id && IsManaged(in) &&
+        TagValue(in, kit::kClusterTag) == cluster) {
+      return;  // a node of the cluster stays
+    }
+  }
+  for (const auto& n : ClusterNetworks(cluster)) {
+    try {
+      DeleteNetwork(n);
+    } catch (const DriverError& e) {
+      if (e.status() == GPUPROV_STATUS_CANCELLED) throw;
+      host_.Warning(std::string(e.what()) + "; `gpuprov gc --delete` removes it later");
+    }
+  }
+}
+
+bool VerdaDriver::DeleteNetwork(const ObjectPtr& network) {
+  const std::string id = json::Str(network, "id");
+  const std::string what = "delete private network " + json::Str(network, "name");
+  host_.Progress("deleting private network " + json::Str(network, "name") + " (id " + id + ")");
+  const auto start = Clock::now();
+  for (;;) {
+    // A network an instance is still on (one Verda is still deleting) is refused; V-GO-PN
+    // gives no status for that, so any refusal but 404 is waited out.
+    const kit::ApiAnswer a = api_->Call("DELETE", "/private-networks/" + Encode(id), what,
+                                        nullptr, {400, 403, 404, 409});
+    if (a.status == 404) return false;
+    if (a.ok()) return true;
+    if (Clock::now() - start >= delete_wait_) {
+      throw DriverError(GPUPROV_STATUS_TRANSIENT,
+                        what + ": Verda still refuses it after " +
+                            std::to_string(delete_wait_.count()) + " s (HTTP " +
+                            std::to_string(a.status) + ": " + a.error.text + ")");
+    }
+    kit::SleepOrCancel(host_, poll_interval_, what);
+  }
 }
 
 std::string VerdaDriver::ListResources(const std::string& /*request_json*/) {
@@ -844,6 +949,8 @@ std::string VerdaDriver::ListResources(const std::string& /*request_json*/) {
     const std::string name = json::Str(in, "hostname");
     kit::ResourceFields r = kit::Resource("vm", json::Str(in, "id"), name);
     r.vm_names = {name};
+    r.cluster = TagValue(in, kit::kClusterTag);
+    r.role = TagValue(in, kit::kRoleTag);
     r.region = json::Str(in, "location");
     r.created_at = json::Str(in, "created_at");
     if (json::Has(in, "price_per_hour")) {
@@ -855,6 +962,21 @@ std::string VerdaDriver::ListResources(const std::string& /*request_json*/) {
     out.push_back(r);
   }
   const std::string prefix = kResourcePrefix;
+  // A cluster's private network (networks take no tags: the gpuprov- name is the mark) belongs
+  // to the instances on it and those its cluster tag names.
+  for (const auto& n : ClusterNetworks("")) {
+    const std::string name = json::Str(n, "name");
+    kit::ResourceFields r = kit::Resource("cluster_network", json::Str(n, "id"), name);
+    r.cluster = name.substr(prefix.size());
+    for (const auto& in : managed) {
+      if (json::Str(in, "private_network_id") == r.id ||
+          TagValue(in, kit::kClusterTag) == r.cluster) {
+        r.vm_names.push_back(json::Str(in, "hostname"));
+      }
+    }
+    r.created_at = json::Str(n, "created_at");
+    out.push_back(r);
+  }
   for (const auto& sc : Scripts(prefix)) {
     const std::string name = json::Str(sc, "name");
     if (!sc || name.rfind(prefix, 0) != 0) continue;
@@ -879,9 +1001,13 @@ std::string VerdaDriver::ListResources(const std::string& /*request_json*/) {
   return kit::ResourcesResult(out);
 }
 
+std::string VerdaDriver::OpenPeerPorts(const std::string& request_json) {
+  return kit::PeerPortsLeftToNodeFirewall(request_json);
+}
+
 std::string VerdaDriver::DeleteResource(const std::string& request_json) {
   const kit::ResourceRef ref =
-      kit::ParseResourceRequest(request_json, {"vm", "script", "ssh_key"});
+      kit::ParseResourceRequest(request_json, {"vm", "cluster_network", "script", "ssh_key"});
   auto refuse = [&] {
     return DriverError(GPUPROV_STATUS_INVALID_INPUT,
                        ref.kind + " " + ref.id +
@@ -893,6 +1019,13 @@ std::string VerdaDriver::DeleteResource(const std::string& request_json) {
     if (!in || IsGoneStatus(json::Str(in, "status"))) return kit::DeletedResult(false);
     if (!IsManaged(in)) throw refuse();
     return kit::DeletedResult(DeleteInstance(in));
+  }
+  if (ref.kind == "cluster_network") {
+    const kit::ApiAnswer a = api_->Call("GET", "/private-networks/" + Encode(ref.id),
+                                        "get private network " + ref.id, nullptr, {404});
+    if (a.status == 404 || !a.doc) return kit::DeletedResult(false);
+    if (json::Str(a.doc, "name").rfind(kResourcePrefix, 0) != 0) throw refuse();
+    return kit::DeletedResult(DeleteNetwork(a.doc));
   }
   const bool script = ref.kind == "script";
   const std::string path = script ? "/scripts" : kSshKeysPath;

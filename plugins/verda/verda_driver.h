@@ -8,7 +8,8 @@
 // kVerdaConfigKeys at the end of verda_driver.cc and in README.md.
 // What it makes per VM: the instance (hostname = VM name, description and tags gpuprov=1 /
 // gpuprov-name), a startup script "gpuprov-<name>" carrying the installer, and at most one SSH
-// key "gpuprov-<hash>" shared by every VM with the same public key. See README.md.
+// key "gpuprov-<hash>" shared by every VM with the same public key; per cluster, its private
+// network "gpuprov-<cluster>" (a node's tags also gpuprov-cluster / gpuprov-role). See README.md.
 #pragma once
 
 #include <Poco/Dynamic/Var.h>
@@ -37,10 +38,12 @@ class VerdaDriver {
       "Verda Cloud (formerly DataCrunch) GPU instances: instances, startup scripts, SSH keys";
   /// A startup-script cloud without a firewall API (section 5): the host puts the installer in
   /// the startup script and reaches the API through an SSH tunnel. Spot instances (`is_spot`,
-  /// README.md "Spot").
-  static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE |
-                                            GPUPROV_CAP_BOOT_STARTUP_SCRIPT |
-                                            GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_SPOT;
+  /// README.md "Spot"). Clusters (README.md "Clusters"): nodes tagged gpuprov-cluster and
+  /// gpuprov-role on the cluster's private network gpuprov-<cluster>; the node firewall admits
+  /// the peers.
+  static constexpr uint64_t kCapabilities =
+      GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_STARTUP_SCRIPT | GPUPROV_CAP_HOSTS_KUBERNETES |
+      GPUPROV_CAP_CLUSTER | GPUPROV_CAP_SPOT;
   /// How a VM learns its public address: no metadata service; the address on the interface when not NATed (unconfirmed); REFERENCE.md §6.
   static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_INTERFACE;
 
@@ -52,11 +55,14 @@ class VerdaDriver {
   std::string Get(const std::string& request_json);
   std::string List(const std::string& request_json);
   std::string Delete(const std::string& request_json);
-  // `gpuprov gc` (ABI 1.2): instances tagged gpuprov=1, startup scripts gpuprov-<vm> and SSH keys
-  // gpuprov-<hash>.
+  // `gpuprov gc` (ABI 1.2): instances tagged gpuprov=1, startup scripts gpuprov-<vm>, SSH keys
+  // gpuprov-<hash> and clusters' private networks gpuprov-<cluster>.
   std::string ListResources(const std::string& request_json);
   std::string DeleteResource(const std::string& request_json);
   // No OpenPorts: Verda has no firewall API (section 5), so no GPUPROV_CAP_OPEN_PORTS.
+  /// open_peer_ports (ABI 1.5): no firewall API, so nothing to set on the cloud; the node
+  /// firewall the installer sets up (--peer) admits exactly the peers. Checks the request.
+  std::string OpenPeerPorts(const std::string& request_json);
 
  private:
   using ObjectPtr = Poco::JSON::Object::Ptr;
@@ -121,6 +127,21 @@ class VerdaDriver {
   /// waiting out "Can't discontinue a provisioning instance". False when the instance was
   /// already gone.
   bool DeleteInstance(const ObjectPtr& instance);
+
+  /// The private networks named ClusterResourceName(cluster) (every gpuprov- one for ""),
+  /// oldest first.
+  std::vector<ObjectPtr> ClusterNetworks(const std::string& cluster);
+  /// The id of the cluster's private network, made on first use in mode "auto" (its subnet in
+  /// a location is made with the first instance there). Two nodes that each made one at once
+  /// both take the oldest; the other goes with the cluster's last node.
+  std::string EnsureClusterNetwork(const std::string& cluster);
+  /// Deletes the cluster's private networks once no live gpuprov instance but `except_id`
+  /// carries its gpuprov-cluster tag; one Verda still refuses after delete_wait_seconds (a
+  /// node being deleted is still on it) is left, with a warning, for `gpuprov gc`.
+  void RemoveClusterNetworks(const std::string& cluster, const std::string& except_id);
+  /// DELETE /private-networks/{id}, retried while Verda refuses it (an instance still on it)
+  /// up to delete_wait_seconds, then TRANSIENT. False when it was already gone.
+  bool DeleteNetwork(const ObjectPtr& network);
 
   ObjectPtr VmJson(const ObjectPtr& instance) const;
 

@@ -5,6 +5,7 @@
 // a child process. Talks only to 127.0.0.1.
 #include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
+#include <Poco/JSON/Parser.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -52,11 +53,14 @@ TEST(VerdaDescriptor, IdentityCapabilitiesAndKeys) {
   EXPECT_STREQ(d->name, "verda");
   // How its VM learns its public address: REFERENCE.md section 6.
   EXPECT_STREQ(d->node_address, GPUPROV_NODE_ADDRESS_INTERFACE);
-  // A startup-script cloud without a firewall API: no OPEN_PORTS, no cloud-init; spot instances.
+  // A startup-script cloud without a firewall API: no OPEN_PORTS, no cloud-init; clusters
+  // (the node firewall admits the peers) and spot instances.
   EXPECT_EQ(d->capabilities,
             static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_STARTUP_SCRIPT |
-                                  GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_SPOT));
+                                  GPUPROV_CAP_HOSTS_KUBERNETES | GPUPROV_CAP_CLUSTER |
+                                  GPUPROV_CAP_SPOT));
   drivers::testing::ExpectEveryOperation(*d->vtable, /*open_ports=*/false);
+  EXPECT_NE(d->vtable->open_peer_ports, nullptr);
 }
 
 TEST(VerdaDescriptor, RefusesPlainHttpToANonLoopbackEndpoint) {
@@ -207,6 +211,7 @@ class VerdaEmulatorTest : public SharedEmulatorTest<Emulator> {
     // V4: no OS volume in the trash (96 h, counted in the quota) nor left detached.
     EXPECT_EQ(emulator_->Count("volumes_in_trash"), 0);
     EXPECT_EQ(emulator_->Count("detached_volumes"), 0);
+    EXPECT_EQ(emulator_->Count("private_networks"), 0);
   }
 
   std::unique_ptr<ScopedTempDir> home_;
@@ -783,6 +788,170 @@ TEST_F(VerdaEmulatorTest, TagsBeyondVerdasLimitsAreRefusedBeforeAnythingIsMade) 
   EXPECT_EQ(vm->getObject("tags")->size(), 10u);
   EXPECT_EQ(vm->getObject("tags")->getValue<std::string>("tag0"), std::string(127, 'v'));
   ASSERT_EQ(driver.Delete(R"({"name":"vd-tags"})").status, GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+// A cluster (ABI 1.5): Verda has private networks (V-GO-PN: verda-cloud/verdacloud-sdk-go
+// pkg/verda/private_networks.go) but no firewall API (README.md "Clusters"). Each node is an
+// instance tagged gpuprov-cluster and gpuprov-role on the cluster's network gpuprov-<cluster>
+// (made by the first node), with its address there as private_ip; open_peer_ports checks its
+// request and calls nothing (the node firewall admits the peers), however often and whichever
+// peers it lists; gc sees each node's cluster and role and the network with the nodes' names;
+// the network goes with the last node.
+TEST_F(VerdaEmulatorTest, AClusterNodeIsATaggedInstanceOnTheClustersPrivateNetwork) {
+  Driver driver(Config());
+  auto node = [](const std::string& name, const std::string& role,
+                 const std::string& cluster = "vd-train") {
+    return drivers::testing::WithCluster(CreateRequest(name), cluster, role);
+  };
+  OpResult bad_name = driver.Create(node("vd-bad", "server", "Vd_Train"));
+  EXPECT_EQ(bad_name.status, GPUPROV_STATUS_INVALID_INPUT) << bad_name;
+  EXPECT_TRUE(Contains(bad_name.error, "cluster.name")) << bad_name.error;
+  EXPECT_TRUE(emulator_->Requests().empty());  // refused before any call
+
+  OpResult server = driver.Create(node("vd-train", "server"));
+  ASSERT_EQ(server.status, GPUPROV_STATUS_OK) << server << "\n" << driver.host().All();
+  EXPECT_TRUE(Contains(driver.host().All(), "creating private network gpuprov-vd-train"));
+  OpResult agent = driver.Create(node("vd-train-agent-1", "agent"));
+  ASSERT_EQ(agent.status, GPUPROV_STATUS_OK) << agent;
+  EXPECT_EQ(emulator_->Count("private_networks"), 1);  // the agent joined the server's
+  Object::Ptr s = WaitRunning(driver, server.Vm()->getValue<std::string>("id"));
+  Object::Ptr a = WaitRunning(driver, agent.Vm()->getValue<std::string>("id"));
+  ASSERT_TRUE(s && a);
+  EXPECT_EQ(s->getValue<std::string>("private_ip").rfind("10.", 0), 0u) << Stringify(s);
+  EXPECT_EQ(a->getValue<std::string>("private_ip").rfind("10.", 0), 0u) << Stringify(a);
+  EXPECT_FALSE(s->getValue<std::string>("public_ip").empty());
+  EXPECT_EQ(s->getValue<std::string>("cluster"), "vd-train");
+  EXPECT_EQ(s->getValue<std::string>("role"), "server");
+  EXPECT_EQ(a->getValue<std::string>("cluster"), "vd-train");
+  EXPECT_EQ(a->getValue<std::string>("role"), "agent");
+  // On Verda: the tags (V-SPEC TagDto) and the network (V-GO-PN Instance.PrivateNetworkID).
+  HttpReply nets = emulator_->Api("GET", "/private-networks");
+  Array::Ptr net_list = Poco::JSON::Parser().parse(nets.body).extract<Array::Ptr>();
+  ASSERT_TRUE(net_list && net_list->size() == 1) << nets.body;
+  const std::string net = net_list->getObject(0)->getValue<std::string>("id");
+  EXPECT_EQ(net_list->getObject(0)->getValue<std::string>("name"), "gpuprov-vd-train");
+  EXPECT_EQ(net_list->getObject(0)->getValue<std::string>("mode"), "auto");
+  HttpReply got = emulator_->Api("GET", "/instances/" + a->getValue<std::string>("id"));
+  EXPECT_TRUE(Contains(got.body, R"("key":"gpuprov-cluster","value":"vd-train")")) << got.body;
+  EXPECT_TRUE(Contains(got.body, R"("key":"gpuprov-role","value":"agent")")) << got.body;
+  EXPECT_EQ(got.Doc()->getValue<std::string>("private_network_id"), net);
+  // A plain VM is a classic instance: no network, cluster or role.
+  OpResult plain = driver.Create(CreateRequest("vd-plain"));
+  ASSERT_EQ(plain.status, GPUPROV_STATUS_OK) << plain;
+  Object::Ptr p = WaitRunning(driver, plain.Vm()->getValue<std::string>("id"));
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->getValue<std::string>("private_ip"), "");
+  EXPECT_EQ(p->getValue<std::string>("cluster"), "");
+  EXPECT_EQ(p->getValue<std::string>("role"), "");
+
+  auto peers = [&](bool with_agent) {
+    return drivers::testing::PeerPortsRequestFor(
+        "vd-train", with_agent ? std::vector<Object::Ptr>{s, a} : std::vector<Object::Ptr>{s});
+  };
+  emulator_->ClearRequests();
+  for (bool with_agent : {true, true, false}) {  // add, again (idempotent), remove the agent
+    OpResult pp = driver.OpenPeerPorts(peers(with_agent));
+    EXPECT_EQ(pp.status, GPUPROV_STATUS_OK) << pp;
+    EXPECT_EQ(pp.json, "{}");
+  }
+  EXPECT_TRUE(emulator_->Requests().empty());  // nothing to set on the cloud
+  OpResult bad = driver.OpenPeerPorts(R"({"cluster":"vd-train","peer_ports":[],"peers":[]})");
+  EXPECT_EQ(bad.status, GPUPROV_STATUS_INVALID_INPUT) << bad;
+
+  // gc: each node names its cluster and role; the network names the cluster and its nodes.
+  OpResult res = driver.Call(driver.vtable().list_resources, "{}");
+  ASSERT_EQ(res.status, GPUPROV_STATUS_OK) << res;
+  Array::Ptr rs = res.Doc()->getArray("resources");
+  int nodes = 0, networks = 0;
+  for (size_t i = 0; i < rs->size(); ++i) {
+    Object::Ptr r = rs->getObject(static_cast<unsigned>(i));
+    const std::string kind = r->getValue<std::string>("kind");
+    EXPECT_NE(kind, "cluster_firewall");
+    if (kind == "cluster_network") {
+      ++networks;
+      EXPECT_EQ(r->getValue<std::string>("id"), net);
+      EXPECT_EQ(r->getValue<std::string>("name"), "gpuprov-vd-train");
+      EXPECT_EQ(r->getValue<std::string>("cluster"), "vd-train");
+      std::set<std::string> names;
+      for (const auto& v : *r->getArray("vm_names")) names.insert(v.toString());
+      EXPECT_EQ(names, (std::set<std::string>{"vd-train", "vd-train-agent-1"}));
+    }
+    if (kind != "vm" || r->getValue<std::string>("name") == "vd-plain") continue;
+    ++nodes;
+    EXPECT_EQ(r->getValue<std::string>("cluster"), "vd-train");
+    EXPECT_EQ(r->getValue<std::string>("role"),
+              r->getValue<std::string>("name") == "vd-train" ? "server" : "agent");
+  }
+  EXPECT_EQ(nodes, 2);
+  EXPECT_EQ(networks, 1);
+
+  // The network stays while a node is on it, and goes with the last (once Verda let the
+  // deleted node go).
+  ASSERT_EQ(driver.Delete(R"({"name":"vd-train-agent-1"})").status, GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Delete(R"({"name":"vd-plain"})").status, GPUPROV_STATUS_OK);
+  EXPECT_EQ(emulator_->Count("private_networks"), 1);
+  OpResult last = driver.Delete(R"({"name":"vd-train"})");
+  ASSERT_EQ(last.status, GPUPROV_STATUS_OK) << last;
+  EXPECT_TRUE(Contains(driver.host().All(), "deleting private network gpuprov-vd-train"));
+  ExpectNothingLeft();
+}
+
+// A server whose create fails (no capacity) leaves no network behind; a network left over
+// (a killed run) is gc's: listed with no VM names, deleted by delete_resource, which refuses a
+// network not named gpuprov-.
+TEST_F(VerdaEmulatorTest, ALeftoverClusterNetworkIsGcsAndAFailedCreateLeavesNone) {
+  Driver driver(Config());
+  emulator_->Fault("capacity", R"(,"times":1)");
+  OpResult c = driver.Create(drivers::testing::WithCluster(CreateRequest("vd-cap"), "vd-cap", "server"));
+  EXPECT_EQ(c.status, GPUPROV_STATUS_CAPACITY) << c;
+  EXPECT_EQ(emulator_->Count("private_networks"), 0);
+
+  HttpReply left = emulator_->Api("POST", "/private-networks", R"({"name":"gpuprov-vd-left"})");
+  ASSERT_EQ(left.status, 201) << left.body;
+  HttpReply users = emulator_->Api("POST", "/private-networks", R"({"name":"users-net"})");
+  ASSERT_EQ(users.status, 201) << users.body;
+  OpResult res = driver.Call(driver.vtable().list_resources, "{}");
+  ASSERT_EQ(res.status, GPUPROV_STATUS_OK) << res;
+  Array::Ptr rs = res.Doc()->getArray("resources");
+  ASSERT_EQ(rs->size(), 1u) << res.json;  // not the user's network
+  Object::Ptr r = rs->getObject(0);
+  EXPECT_EQ(r->getValue<std::string>("kind"), "cluster_network");
+  EXPECT_EQ(r->getValue<std::string>("cluster"), "vd-left");
+  EXPECT_EQ(r->getArray("vm_names")->size(), 0u);
+  const std::string del = R"({"kind":"cluster_network","id":")" +
+                          left.Doc()->getValue<std::string>("id") + "\"}";
+  OpResult d = driver.Call(driver.vtable().delete_resource, del);
+  ASSERT_EQ(d.status, GPUPROV_STATUS_OK) << d;
+  EXPECT_TRUE(d.Doc()->getValue<bool>("deleted"));
+  OpResult again = driver.Call(driver.vtable().delete_resource, del);
+  ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << again;
+  EXPECT_FALSE(again.Doc()->getValue<bool>("deleted"));
+  OpResult refused = driver.Call(driver.vtable().delete_resource,
+                                 R"({"kind":"cluster_network","id":")" +
+                                     users.Doc()->getValue<std::string>("id") + "\"}");
+  EXPECT_EQ(refused.status, GPUPROV_STATUS_INVALID_INPUT) << refused;
+  EXPECT_EQ(emulator_->Count("private_networks"), 1);  // the user's
+}
+
+// A cluster node's two tags count against Verda's 10: six user tags fit, seven do not.
+TEST_F(VerdaEmulatorTest, AClusterNodeLeavesSixTagsToTheUser) {
+  Driver driver(Config());
+  auto node = [](int user_tags) {
+    Object::Ptr req = ParseJson(CreateRequest("vd-tagged"));
+    Object::Ptr tags = req->getObject("tags");
+    tags->remove("team");
+    for (int i = 0; i < user_tags; ++i) tags->set("tag" + std::to_string(i), "v");
+    return drivers::testing::WithCluster(Stringify(req), "vd-tagged", "server");
+  };
+  emulator_->ClearRequests();
+  OpResult many = driver.Create(node(7));
+  EXPECT_EQ(many.status, GPUPROV_STATUS_INVALID_INPUT) << many;
+  EXPECT_TRUE(Contains(many.error, "gpuprov uses 4")) << many.error;
+  EXPECT_TRUE(emulator_->Requests().empty());
+  OpResult ok = driver.Create(node(6));
+  ASSERT_EQ(ok.status, GPUPROV_STATUS_OK) << ok;
+  ASSERT_EQ(driver.Delete(R"({"name":"vd-tagged"})").status, GPUPROV_STATUS_OK);
   ExpectNothingLeft();
 }
 

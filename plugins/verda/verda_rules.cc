@@ -416,11 +416,14 @@ std::string InstanceDescription(const std::string& vm_name) {
 }
 
 Array::Ptr InstanceTags(const std::string& vm_name,
-                        const std::map<std::string, std::string>& user_tags) {
-  auto refuse = [](const std::string& what) {
+                        const std::map<std::string, std::string>& user_tags,
+                        const drivers::ClusterRequest* cluster) {
+  const size_t own = cluster ? 4 : 2;
+  auto refuse = [own](const std::string& what) {
     return gpuprov::sdk::DriverError(GPUPROV_STATUS_INVALID_INPUT,
                                      what + " (Verda allows " + std::to_string(kMaxTags) +
-                                         " tags per instance, gpuprov uses 2; keys up to " +
+                                         " tags per instance, gpuprov uses " +
+                                         std::to_string(own) + "; keys up to " +
                                          std::to_string(kMaxTagKey) + " and values up to " +
                                          std::to_string(kMaxTagValue) +
                                          " characters): shorten or drop it in --tag / tags");
@@ -434,6 +437,11 @@ Array::Ptr InstanceTags(const std::string& vm_name,
   };
   for (const auto& [k, v] : drivers::ManagedTags(vm_name)) add(k, v);
   std::set<std::string> used = {drivers::kManagedTag, drivers::kNameTag};
+  if (cluster) {
+    add(drivers::kClusterTag, cluster->name);
+    add(drivers::kRoleTag, cluster->role);
+    used.insert({drivers::kClusterTag, drivers::kRoleTag});
+  }
   for (const auto& [k, v] : user_tags) {
     if (CodePoints(k) > kMaxTagKey) {
       throw refuse("tag key " + k.substr(0, 20) + "... is " + std::to_string(CodePoints(k)) +

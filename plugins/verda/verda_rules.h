@@ -19,6 +19,7 @@
 
 #include "api_client.h"
 #include "catalogue.h"
+#include "cluster_request.h"
 #include "credentials.h"
 #include "gpuprov/driver_abi.h"
 #include "tags.h"
@@ -211,12 +212,14 @@ inline constexpr size_t kMaxTags = 10;
 inline constexpr size_t kMaxTagKey = 63;
 inline constexpr size_t kMaxTagValue = 127;
 
-/// The create body's tags ([{key, value}]): gpuprov=1, gpuprov-name, then the user's tags
-/// (keys lower-cased as Verda stores them, fitted to letters, digits, '-', '_', '.', ':').
-/// Throws DriverError(INVALID_INPUT) naming the tag, before anything is made, for more than
-/// kMaxTags - 2 user tags, a key over 63 or a value over 127 characters.
+/// The create body's tags ([{key, value}]): gpuprov=1, gpuprov-name, for a cluster node
+/// gpuprov-cluster=<name> and gpuprov-role=<role>, then the user's tags (keys lower-cased as
+/// Verda stores them, fitted to letters, digits, '-', '_', '.', ':').
+/// Throws DriverError(INVALID_INPUT) naming the tag, before anything is made, for more user
+/// tags than kMaxTags leaves beside gpuprov's, a key over 63 or a value over 127 characters.
 Poco::JSON::Array::Ptr InstanceTags(const std::string& vm_name,
-                                    const std::map<std::string, std::string>& user_tags);
+                                    const std::map<std::string, std::string>& user_tags,
+                                    const drivers::ClusterRequest* cluster = nullptr);
 
 /// The value of tag `key` of an instance ("" when absent).
 std::string TagValue(const Poco::JSON::Object::Ptr& instance, const std::string& key);

@@ -48,13 +48,16 @@ node_addresses() {
 
 # expect_firewall_peers NAME NODE ADDRESS...: status 0 when node NODE of cluster NAME has a node
 # firewall admitting exactly ADDRESS... on 6443/tcp, 10250/tcp and 51820/udp (and no other
-# sources but k3s's pod and service networks).
+# sources but k3s's pod and service networks). The listing is root's (sudo for a cloud whose
+# SSH user is not root, as Massed Compute's).
 expect_firewall_peers() {
   local name=$1 node=$2 peers expected
   shift 2
   peers=$(printf '%s\n' "$@" | sort | paste -sd,)
   expected=$(printf '%s tcp dport { 6443, 10250 }\n%s udp dport 51820' "$peers" "$peers")
-  run "$GPUPROV" ssh "$name" --node "$node" -- nft list table inet gpuprov
+  # shellcheck disable=SC2016  # $(id -u) is the node's
+  run "$GPUPROV" ssh "$name" --node "$node" -- \
+    'if [ "$(id -u)" -eq 0 ]; then nft list table inet gpuprov; else sudo -n nft list table inet gpuprov; fi'
   echo "$name node $node: $output"
   [ "$status" -eq 0 ] && [ "$(peer_rules <<<"$output")" = "$expected" ]
 }

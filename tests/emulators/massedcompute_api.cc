@@ -679,6 +679,9 @@ class MassedComputeApi : public CloudApi {
     spec.ssh_public_keys = public_keys;
     spec.ssh_user = kSshUser;
     spec.reachable = PortSet::All();  // no firewall API: every port the node listens on
+    // No private network either (plugins/massedcompute/README.md, Clusters): instances reach
+    // each other at their public addresses, on every port; the node firewall filters.
+    spec.public_network = true;
     spec.faults = faults_.TakeBootFaults();
     try {
       in.backend_id = backend_->Create(spec);

@@ -13,10 +13,17 @@
 // 401, insufficient_funds 402, forbidden_action 403, not_found 404, rate_limit_exceeded 429,
 // server_error 500, service_unavailable 503). Create calls answer the new id as bare text.
 // There is no firewall API: every port of an instance is reachable (plugins/verda/REFERENCE.md §5).
+// Private networks (/private-networks, and create's network, subnet, private_ip and public_ip;
+// the instance's private_ip, private_network_id and subnet_id) follow the official Go SDK, the
+// spec above predating them: verda-cloud/verdacloud-sdk-go pkg/verda/private_networks.go,
+// private_networks_types.go and instances_types.go ("V-GO-PN" below). An instance on one joins
+// the backend's private network of its subnet, where its peers reach it on every port (no
+// firewall there either).
 // The startup script travels to the backend as InstanceSpec::startup_script, never as cloud-init
 // user data (plugins/verda/REFERENCE.md §4). Guesses the reference marks UNCONFIRMED are listed in
 // README.md.
 #include <Poco/Base64Decoder.h>
+#include <Poco/Net/IPAddress.h>
 
 #include <algorithm>
 #include <limits>
@@ -41,6 +48,8 @@ constexpr const char* kScope = "cloud-api-v1";
 constexpr size_t kMaxTags = 10;
 constexpr size_t kMaxTagKey = 63;
 constexpr size_t kMaxTagValue = 127;
+// The project member the emulated API says made what it makes (V-GO-PN created_by_user_id).
+constexpr const char* kUserId = "0b2c5e0e-7d1a-4c55-9b7e-2f6a1c9d4e11";
 // V-SPEC tag "Startup Scripts": "One project can have up to 100 startup scripts (configurable
 // quota up to 10000)"; GET /v1/scripts pageSize "default 10 maximum 100".
 constexpr int64_t kScriptQuota = 100;
@@ -227,6 +236,7 @@ class VerdaApi : public CloudApi {
     o->set("ssh_keys", keys_.size());
     o->set("backend_instances", backend_->LiveCount(name_));
     o->set("scripts", scripts_.size());
+    o->set("private_networks", networks_.size());
     // The volumes the instances left behind (V-SPEC PUT /v1/instances): moved to the trash
     // ("deleted after 96 hours and counts towards the storage volume quota") or detached.
     o->set("volumes_in_trash", trash_.size());
@@ -258,6 +268,7 @@ class VerdaApi : public CloudApi {
     instances_.clear();
     keys_.clear();
     scripts_.clear();
+    networks_.clear();
     trash_.clear();
     detached_.clear();
     deprecated_calls_ = 0;
@@ -331,6 +342,20 @@ class VerdaApi : public CloudApi {
     std::string on_spot_discontinue = "keep_detached";
     bool preempted = false;  // a spot instance POST /preempt took back: listed as discontinued
     std::optional<Clock::time_point> gone_at;  // deleting until then
+    std::string network_id;  // V-GO-PN Instance.PrivateNetworkID ("" = a classic instance)
+    std::string subnet_id;
+    bool public_ip = true;  // public_ip "none": the instance has no public address
+  };
+  // V-GO-PN PrivateNetwork: "Networks are global; their subnets are per-location"; mode "auto"
+  // "creates subnets per location on first use", "custom" "requires creating them explicitly"
+  // (the emulator serves no subnet calls: a custom network has none).
+  struct Network {
+    std::string id;
+    std::string name;
+    std::string mode = "auto";
+    bool is_default = false;
+    SysClock::time_point created_at;
+    std::map<std::string, std::string> subnets;  // location code -> subnet id
   };
   struct SshKey {
     std::string id;
@@ -468,6 +493,13 @@ class VerdaApi : public CloudApi {
       if (seg.size() == 1 && m == "DELETE") return DeleteMany(req, "keys", keys_, "ssh key");
       if (seg.size() == 2 && m == "GET") return ListKeys(seg[1]);
       if (seg.size() == 2 && m == "DELETE") return DeleteOne(seg[1], keys_, "ssh key");
+      return MethodNotAllowed();
+    }
+    if (top == "private-networks") {
+      if (seg.size() == 1 && m == "GET") return ListNetworks();
+      if (seg.size() == 1 && m == "POST") return CreateNetwork(req);
+      if (seg.size() == 2 && m == "GET") return GetNetwork(seg[1]);
+      if (seg.size() == 2 && m == "DELETE") return DeleteNetwork(seg[1]);
       return MethodNotAllowed();
     }
     if (top == "scripts") {
@@ -776,7 +808,19 @@ class VerdaApi : public CloudApi {
         ip = s.public_ip;
       }
     }
-    o->set("ip", ip);
+    o->set("ip", in.public_ip ? ip : Poco::Dynamic::Var());
+    // V-GO-PN Instance: "PrivateIP, PrivateNetworkID and SubnetID are nil for classic
+    // (non-VPC) instances"; the address is the backend's on the subnet's network.
+    Poco::Dynamic::Var private_ip;
+    if (!in.network_id.empty() && (status == "running" || status == "offline")) {
+      const InstanceStatus st = backend_->State(in.backend_id);
+      if (!st.private_ip.empty()) private_ip = st.private_ip;
+    }
+    o->set("private_ip", private_ip);
+    o->set("private_network_id",
+           in.network_id.empty() ? Poco::Dynamic::Var() : Poco::Dynamic::Var(in.network_id));
+    o->set("subnet_id",
+           in.subnet_id.empty() ? Poco::Dynamic::Var() : Poco::Dynamic::Var(in.subnet_id));
     o->set("status", status);
     o->set("created_at", Rfc3339(in.created_at));
     o->set("hostname", in.hostname);
@@ -912,7 +956,11 @@ class VerdaApi : public CloudApi {
                                    {"volumes", JsonType::kArray},
                                    {"existing_volumes", JsonType::kArray},
                                    {"coupon", JsonType::kString},
-                                   {"tags", JsonType::kArray}});
+                                   {"tags", JsonType::kArray},
+                                   {"network", JsonType::kString},
+                                   {"subnet", JsonType::kString},
+                                   {"private_ip", JsonType::kString},
+                                   {"public_ip", JsonType::kString}});
         !e.empty()) {
       return Invalid(e);
     }
@@ -979,6 +1027,7 @@ class VerdaApi : public CloudApi {
       }
     }
     if (auto p = GetString(body, "pricing")) in.pricing = *p;
+    if (std::string e = Attach(body, &in); !e.empty()) return Invalid(e);
     if (JsonArray tags = GetArray(body, "tags")) {
       std::string e;
       in.tags = Tags(tags, &e);
@@ -1037,6 +1086,11 @@ class VerdaApi : public CloudApi {
       spec.ssh_user = "root";           // plugins/verda/REFERENCE.md §9
       // no firewall API (plugins/verda/REFERENCE.md §5): every port
       spec.reachable = PortSet::All();
+      // No firewall between instances either (plugins/verda/README.md, Clusters): they reach
+      // each other at their public addresses on every port, and on their subnet's private
+      // network when on one; the node firewall filters.
+      spec.public_network = true;
+      spec.private_network = in.subnet_id;
       spec.faults = faults_.TakeBootFaults();
       if (fail) spec.faults.error = true;
       if (vanish) spec.faults.vanish = true;
@@ -1050,6 +1104,136 @@ class VerdaApi : public CloudApi {
     const std::string id = in.id;
     instances_[id] = std::move(in);
     return id;
+  }
+
+  // create's private network fields (V-GO-PN CreateInstanceRequest): "private_ip and public_ip
+  // must both be set (or both omitted)", each "auto", "none" or an IPv4 address, "cannot both
+  // be none"; network and subnet ids select the attachment, and "Omitting both takes the
+  // project's default network and its default subnet in the instance's location when the IPs
+  // request a private network". An auto network makes its subnet in a location on first use.
+  // The emulator assigns the addresses itself (a literal one is accepted, not honoured).
+  // Sets in's network, subnet and public address; the refusal's message, else "".
+  std::string Attach(const JsonObject& body, Instance* in) {
+    const std::optional<std::string> priv = GetString(body, "private_ip");
+    const std::optional<std::string> pub = GetString(body, "public_ip");
+    const std::string network = GetString(body, "network").value_or("");
+    const std::string subnet = GetString(body, "subnet").value_or("");
+    if (priv.has_value() != pub.has_value()) {
+      return "private_ip and public_ip must both be set (or both omitted)";
+    }
+    auto valid = [](const std::string& v) {
+      if (v == "auto" || v == "none") return true;
+      Poco::Net::IPAddress a;
+      return Poco::Net::IPAddress::tryParse(v, a) && a.family() == Poco::Net::IPAddress::IPv4;
+    };
+    for (const auto& [field, v] : {std::pair{"private_ip", priv}, std::pair{"public_ip", pub}}) {
+      if (v && !valid(*v)) {
+        return std::string(field) + " must be \"auto\", \"none\" or an IPv4 address";
+      }
+    }
+    if (priv && *priv == "none" && *pub == "none") {
+      return "private_ip and public_ip cannot both be \"none\"";
+    }
+    const bool wants_private = (priv && *priv != "none") || !network.empty() || !subnet.empty();
+    if (!wants_private) {
+      if (pub && *pub == "none") return "public_ip \"none\" needs a private address";
+      return "";
+    }
+    if (priv && *priv == "none") return "private_ip \"none\" with a network or subnet";
+    Network* n = nullptr;
+    if (network.empty()) {
+      for (auto& [id, candidate] : networks_) {
+        if (candidate.is_default) n = &candidate;
+      }
+      if (!n) return "The project has no default private network";
+    } else {
+      auto it = networks_.find(network);
+      if (it == networks_.end()) return "Invalid private network id " + network;
+      n = &it->second;
+    }
+    auto sub = n->subnets.find(in->location);
+    if (sub == n->subnets.end()) {
+      if (n->mode != "auto") {
+        return "Private network " + n->name + " has no subnet in " + in->location;
+      }
+      sub = n->subnets.emplace(in->location, "sn_" + RandomHex(12)).first;
+    }
+    if (!subnet.empty() && subnet != sub->second) return "Invalid subnet id " + subnet;
+    in->network_id = n->id;
+    in->subnet_id = sub->second;
+    in->public_ip = !(pub && *pub == "none");
+    return "";
+  }
+
+  // --- private networks (V-GO-PN PrivateNetworkService) ---
+  JsonObject NetworkJson(const Network& n) const {
+    JsonObject o = NewObject();
+    o->set("id", n.id);
+    o->set("name", n.name);
+    o->set("mode", n.mode);
+    o->set("is_default", n.is_default);
+    o->set("created_by_user_id", kUserId);
+    o->set("created_at", Rfc3339(n.created_at));
+    return o;
+  }
+
+  HttpResponse ListNetworks() {
+    std::vector<const Network*> list;
+    for (const auto& [id, n] : networks_) list.push_back(&n);
+    std::sort(list.begin(), list.end(),
+              [](const Network* a, const Network* b) { return a->created_at < b->created_at; });
+    JsonArray a = NewArray();
+    for (const Network* n : list) a->add(NetworkJson(*n));
+    return Json(a);
+  }
+
+  // POST /private-networks {name (required), mode "auto"|"custom", is_default}: the network.
+  // V-GO-PN names no uniqueness rule for names: two networks may share one.
+  HttpResponse CreateNetwork(const HttpRequest& req) {
+    JsonObject body = ParseObject(req.body);
+    if (!body) return Invalid("The body must be a JSON object");
+    if (auto e = CheckShape(body, {{"name", JsonType::kString, true},
+                                   {"mode", JsonType::kString},
+                                   {"is_default", JsonType::kBool}});
+        !e.empty()) {
+      return Invalid(e);
+    }
+    Network n;
+    n.name = *GetString(body, "name");
+    if (n.name.empty()) return Invalid("name must not be empty");
+    n.mode = GetString(body, "mode").value_or("auto");
+    if (n.mode != "auto" && n.mode != "custom") return Invalid("mode must be one of auto, custom");
+    n.is_default = GetBool(body, "is_default").value_or(false);
+    if (n.is_default) {
+      for (auto& [id, other] : networks_) other.is_default = false;
+    }
+    n.id = "pn_" + RandomHex(12);
+    n.created_at = SysClock::now();
+    networks_[n.id] = n;
+    return JsonResponse(201, NetworkJson(n));
+  }
+
+  HttpResponse GetNetwork(const std::string& id) {
+    auto it = networks_.find(id);
+    if (it == networks_.end()) return NotFound("Private network not found");
+    return JsonResponse(200, NetworkJson(it->second));
+  }
+
+  // DELETE /private-networks/{id} "deletes a private network and its subnets" (V-GO-PN); one an
+  // instance is still on (also one being deleted) is refused: the emulator's rule, as V-GO-PN
+  // gives none.
+  HttpResponse DeleteNetwork(const std::string& id) {
+    auto it = networks_.find(id);
+    if (it == networks_.end()) return NotFound("Private network not found");
+    for (const auto& [iid, in] : instances_) {
+      if (in.network_id == id) {
+        return Error(400, "invalid_request",
+                     "Private network " + it->second.name + " still has instances (" +
+                         in.hostname + ")");
+      }
+    }
+    networks_.erase(it);
+    return EmptyResponse(204);
   }
 
   // POST /settings seed_instances item: {"hostname", "instance_type"?, "location_code"?,
@@ -1379,6 +1563,7 @@ class VerdaApi : public CloudApi {
   std::map<std::string, Instance> instances_;
   std::map<std::string, SshKey> keys_;
   std::map<std::string, Script> scripts_;
+  std::map<std::string, Network> networks_;
   double token_lifetime_ = 3600;
   double ordered_seconds_ = 0.5;
   double deleting_seconds_ = 1;

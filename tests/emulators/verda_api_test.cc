@@ -679,6 +679,78 @@ TEST_F(VerdaApiTest, InstancesCarryEveryMemberTheSpecRequires) {
   for (const char* k : {"id", "name", "script", "created_at"}) EXPECT_TRUE(sc->has(k)) << k;
 }
 
+// Private networks (V-GO-PN: verda-cloud/verdacloud-sdk-go pkg/verda/private_networks.go,
+// private_networks_types.go, instances_types.go): made, listed, read and deleted; an instance
+// created on one (network + private_ip and public_ip "auto") gets an address there, the
+// network's id and its auto-made subnet in the location; create's pairing rules; a network an
+// instance is still on is refused until the instance is gone.
+TEST_F(VerdaApiTest, PrivateNetworksAndTheInstancesOnThem) {
+  for (const char* bad : {R"({})", R"({"name":""})", R"({"name":"n","mode":"bogus"})",
+                          R"({"name":"n","is_default":"yes"})"}) {
+    Reply r = V("POST", "/private-networks", bad);
+    EXPECT_EQ(r.status, 400) << bad << " -> " << r.body;
+    EXPECT_EQ(Code(r), "invalid_request") << bad;
+  }
+  Reply made = V("POST", "/private-networks", R"({"name":"gpuprov-train","mode":"auto"})");
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string net = made.Json()->getValue<std::string>("id");
+  EXPECT_EQ(net.rfind("pn_", 0), 0u) << net;
+  for (const char* k : {"id", "name", "mode", "is_default", "created_by_user_id", "created_at"}) {
+    EXPECT_TRUE(made.Json()->has(k)) << k;
+  }
+  EXPECT_EQ(made.Json()->getValue<std::string>("mode"), "auto");
+  EXPECT_FALSE(made.Json()->getValue<bool>("is_default"));
+  EXPECT_EQ(Count("private_networks"), 1);
+  JsonArray listed = ArrayOf(V("GET", "/private-networks"));
+  ASSERT_TRUE(listed);
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->getObject(0)->getValue<std::string>("name"), "gpuprov-train");
+  EXPECT_EQ(V("GET", "/private-networks/" + net).Json()->getValue<std::string>("id"), net);
+  Reply unknown = V("GET", "/private-networks/pn_000000000000");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_EQ(Code(unknown), "not_found");
+
+  // V-GO-PN validateNetworkFields and IPAllocation: both or neither, auto|none|IPv4, not both
+  // none; an unknown network; no default network to take.
+  for (const std::string& extra :
+       {R"(,"network":")" + net + R"(","private_ip":"auto")",
+        R"(,"network":")" + net + R"(","private_ip":"garbage","public_ip":"auto")",
+        R"(,"network":")" + net + R"(","private_ip":"none","public_ip":"none")",
+        std::string(R"(,"network":"pn_000000000000","private_ip":"auto","public_ip":"auto")"),
+        std::string(R"(,"private_ip":"auto","public_ip":"auto")")}) {
+    Reply r = V("POST", "/instances", CreateBody("gpuprov-bad", extra));
+    EXPECT_EQ(r.status, 400) << extra << " -> " << r.body;
+    EXPECT_EQ(Code(r), "invalid_request") << extra;
+  }
+  EXPECT_EQ(Count("instances"), 0);
+
+  const std::string on = R"(,"network":")" + net + R"(","private_ip":"auto","public_ip":"auto")";
+  const std::string a = Create("gpuprov-train", on);
+  const std::string b = Create("gpuprov-train-agent-1", on);
+  const std::string classic = Create("gpuprov-plain");
+  for (const std::string& id : {a, b, classic}) ASSERT_TRUE(WaitStatus(id, "running")) << id;
+  JsonObject ia = Instance(a), ib = Instance(b), ic = Instance(classic);
+  EXPECT_EQ(ia->getValue<std::string>("private_ip").rfind("10.", 0), 0u) << ia->get("private_ip").toString();
+  EXPECT_NE(ia->getValue<std::string>("private_ip"), ib->getValue<std::string>("private_ip"));
+  EXPECT_EQ(ia->getValue<std::string>("private_network_id"), net);
+  EXPECT_EQ(ia->getValue<std::string>("subnet_id").rfind("sn_", 0), 0u);
+  EXPECT_EQ(ia->getValue<std::string>("subnet_id"), ib->getValue<std::string>("subnet_id"));
+  EXPECT_TRUE(ia->get("ip").isString());  // public_ip "auto": a public address too
+  for (const char* k : {"private_ip", "private_network_id", "subnet_id"}) {
+    EXPECT_TRUE(ic->has(k) && ic->isNull(k)) << k;  // "nil for classic (non-VPC) instances"
+  }
+
+  Reply busy = V("DELETE", "/private-networks/" + net);
+  EXPECT_EQ(busy.status, 400) << busy.body;
+  EXPECT_EQ(Code(busy), "invalid_request");
+  for (const std::string& id : {a, b}) ASSERT_EQ(Delete(id).status, 202);
+  EXPECT_EQ(V("DELETE", "/private-networks/" + net).status, 400);  // still deleting
+  for (const std::string& id : {a, b}) ASSERT_TRUE(WaitStatus(id, "404")) << id;
+  EXPECT_EQ(V("DELETE", "/private-networks/" + net).status, 204);
+  EXPECT_EQ(V("DELETE", "/private-networks/" + net).status, 404);
+  EXPECT_EQ(Count("private_networks"), 0);
+}
+
 TEST_F(VerdaApiTest, DeletedInstancesLeaveTheirOsVolumeInTheTrashUnlessDeletedPermanently) {
   // V-SPEC PUT /v1/instances: without volume_ids the OS volume goes to the trash (null counts
   // as absent, as V-GO sends it); with them and delete_permanently it is gone; an empty array
@@ -954,7 +1026,7 @@ TEST_F(VerdaApiTest, ServesExactlyTheSpecOperationsOfItsTable) {
   for (const auto& op : kVerdaSpecOperations) {
     if (op.path == "/v1/oauth2/token") continue;  // checked with its body above
     std::string path(op.path.substr(3));         // after "/v1"
-    for (const char* seg : {"{instance_id}", "{instance_type}", "{sshKeyId}", "{scriptId}"}) {
+    for (const char* seg : {"{instance_id}", "{instance_type}", "{sshKeyId}", "{scriptId}", "{id}"}) {
       const size_t at = path.find(seg);
       if (at != std::string::npos) path.replace(at, std::string(seg).size(), "1H100.80S.30V");
     }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// The Verda API operations the emulator serves, transcribed from the source it follows: the
+// The Verda API operations the emulator serves, transcribed from the sources it follows: the
 // official OpenAPI spec "Verda Cloud Public API" (openapi 3.1.0, info.version v1, changelog up
 // to 2026-09-25), vendored in gurdasnijor/effect-verda at spec/verda.openapi.json, commit
 // 805db07978f1267a1c6cb2db6d966c32ff923a03 ("V-SPEC" in plugins/verda/REFERENCE.md).
@@ -54,6 +54,13 @@ inline constexpr VerdaSpecOperation kVerdaSpecOperations[] = {
     {"GET",    "/v1/scripts/{scriptId}",                    "ScriptsController_getScript"},
     {"DELETE", "/v1/scripts/{scriptId}",                    "ScriptsController_deleteKey"},
     {"GET",    "/v1/locations",                             "LocationsController_getVolumeTypes"},
+    // Private networks: not in the spec above; the official Go SDK's PrivateNetworkService
+    // (verda-cloud/verdacloud-sdk-go pkg/verda/private_networks.go) calls them. The operation
+    // ids are its method names.
+    {"GET",    "/v1/private-networks",                      "PrivateNetworkService.Get"},
+    {"POST",   "/v1/private-networks",                      "PrivateNetworkService.Create"},
+    {"GET",    "/v1/private-networks/{id}",                 "PrivateNetworkService.GetByID"},
+    {"DELETE", "/v1/private-networks/{id}",                 "PrivateNetworkService.Delete"},
 };
 // clang-format on
 

@@ -60,6 +60,48 @@ inline std::string Stringify(const Poco::JSON::Object::Ptr& o) {
   return s.str();
 }
 
+// --- clusters (ABI 1.5) ----------------------------------------------------------
+
+/// k3s's peer ports as create's cluster and open_peer_ports carry them.
+inline Poco::JSON::Array::Ptr K3sPeerPorts() {
+  Poco::JSON::Parser parser;
+  return parser
+      .parse(R"([{"port":6443,"protocol":"tcp"},{"port":10250,"protocol":"tcp"},)"
+             R"({"port":51820,"protocol":"udp"}])")
+      .extract<Poco::JSON::Array::Ptr>();
+}
+
+/// The create request `create_json` of a node of `cluster` with `role`, k3s's peer ports.
+inline std::string WithCluster(const std::string& create_json, const std::string& cluster,
+                               const std::string& role) {
+  Poco::JSON::Object::Ptr req = ParseJson(create_json);
+  Poco::JSON::Object::Ptr c = new Poco::JSON::Object();
+  c->set("name", cluster);
+  c->set("role", role);
+  c->set("peer_ports", K3sPeerPorts());
+  req->set("cluster", c);
+  return Stringify(req);
+}
+
+/// An open_peer_ports request for `cluster` listing the VM objects `vms` (their id, name,
+/// private_ip and public_ip), with k3s's peer ports.
+inline std::string PeerPortsRequestFor(const std::string& cluster,
+                                       const std::vector<Poco::JSON::Object::Ptr>& vms) {
+  Poco::JSON::Object::Ptr req = new Poco::JSON::Object();
+  req->set("cluster", cluster);
+  req->set("peer_ports", K3sPeerPorts());
+  Poco::JSON::Array::Ptr peers = new Poco::JSON::Array();
+  for (const auto& vm : vms) {
+    Poco::JSON::Object::Ptr p = new Poco::JSON::Object();
+    for (const char* k : {"id", "name", "private_ip", "public_ip"}) {
+      p->set(k, vm->has(k) ? vm->getValue<std::string>(k) : std::string());
+    }
+    peers->add(p);
+  }
+  req->set("peers", peers);
+  return Stringify(req);
+}
+
 // --- process state ---------------------------------------------------------------
 
 /// Sets (or, with nullptr, unsets) an environment variable for a scope.
