@@ -1,0 +1,84 @@
+#!/usr/bin/env bats
+# Lambda clusters (`--nodes N`, docs/multi-node.md) end to end with the real gpuprov binary and
+# driver against the Lambda emulator (tests/emulators/lambda_api.cc) on the docker backend: the
+# boot route, direct access. Lambda's firewall (account-wide rules and rulesets) admits traffic
+# from public source networks only (Lambda's OpenAPI spec, FirewallRule.source_network), so
+# the instances of one region reach each other on their private_ip unfiltered, and nothing is
+# opened to the internet for a cluster (plugins/lambda/README.md, "Clusters"). The emulator's
+# pacing is off here (lambda.bats enforces it).
+
+load helpers
+load multi_node
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+  export GPUPROV_HOME="$BATS_FILE_TMPDIR/home"
+  export LAMBDA_API_KEY="secret_mn_$$_lambda_api_key"
+  export HOME="$BATS_FILE_TMPDIR/userhome" # no ~/.lambda_cloud of the machine's user
+  mkdir -p "$HOME" "$GPUPROV_HOME"
+  start_emulator emu --backend docker --clouds lambda --no-rate-limits
+}
+
+teardown_file() {
+  stop_emulators
+}
+
+setup() {
+  use_emulator emu
+  printf '[defaults.timeouts]\nssh_wait_seconds = 180\nboot_install_wait_seconds = 180\napi_wait_seconds = 180\n[clouds.lambda]\nrequest_interval_ms = 0\nlaunch_interval_ms = 0\n' \
+    >"$GPUPROV_HOME/config.toml"
+}
+
+teardown() {
+  reset_emulators
+}
+
+# lambda_api PATH: GET PATH of the Lambda API with the key.
+lambda_api() {
+  curl -fsS --retry 5 --retry-delay 1 -H "Authorization: Bearer $LAMBDA_API_KEY" "$GPUPROV_LAMBDA_ENDPOINT$1"
+}
+
+@test "lambda (boot route, direct): --nodes 3 makes one validated cluster on private addresses; nothing opens to the internet; down leaves nothing" {
+  run "$GPUPROV" -v provision --name ml --cloud lambda --gpus A10:1 --nodes 3 --no-smoke-test
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"ml: 3 of 3 nodes in the cluster"* ]]
+  local kc="$GPUPROV_HOME/kube/ml.yaml"
+  [ "$(ready_nodes "$kc")" -eq 3 ]
+  [ "$(gpu_sum "$kc")" -eq 3 ]
+  [ "$(cluster_json ml "c['nodes'][2]['name']")" = ml-agent-2 ]
+  [ "$(cluster_json ml "c['nodes'][1]['role']")" = agent ]
+  # Every node has Lambda's private_ip, and the nodes know each other by it (k3s's node-ip).
+  local k ip ips=()
+  for k in 0 1 2; do
+    ip=$(cluster_json ml "c['nodes'][$k]['private_ip']")
+    [[ "$ip" == 10.* ]]
+    ips+=("$ip")
+  done
+  run "$GPUPROV" ssh ml -- "sudo grep '^node-ip:' /etc/rancher/k3s/config.yaml"
+  echo "$output"
+  [[ "$output" == *"${ips[0]}"* ]]
+  # The overlay check ran over the private addresses: an agent reaches the server's API and
+  # the server an agent's kubelet there.
+  tcp_connects ml 1 "${ips[0]}" 6443
+  tcp_connects ml 0 "${ips[2]}" 10250
+  # Lambda's tags name the cluster and the role of each instance.
+  run lambda_api /instances
+  [[ "$output" == *'{"key":"gpuprov-cluster","value":"ml"}'* ]]
+  [ "$(grep -o '"key":"gpuprov-role","value":"agent"' <<<"$output" | wc -l)" -eq 2 ]
+  # The cloud's rules: one ruleset per node with the direct-access ports from anywhere, none of
+  # the peer ports (nothing new opens to the internet); the private side is left unfiltered,
+  # as Lambda's firewall leaves it.
+  [ "$(count lambda rulesets)" -eq 3 ]
+  run lambda_api /firewall-rulesets
+  echo "$output"
+  [[ "$output" != *10250* ]]
+  [[ "$output" != *51820* ]]
+  run curl -fsS "$CONTROL/instances?cloud=lambda"
+  [ "$(/usr/bin/python3 -c 'import json,sys; print(sorted({str(i.get("private_ingress")) for i in json.load(sys.stdin)["instances"]}))' <<<"$output")" = "['None']" ]
+  run "$GPUPROV" down ml --yes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ ! -e "$GPUPROV_HOME/state/ml-agent-1.json" ]
+  expect_nothing_left lambda ssh_keys rulesets
+}
