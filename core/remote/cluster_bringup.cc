@@ -244,7 +244,10 @@ ClusterPlan PlanCluster(std::uint64_t capabilities, const UserDataLimit& user_da
   return plan;
 }
 
-std::string NodeFirewallFor(const ClusterPlan& plan) { return plan.direct ? "" : "ssh-only"; }
+std::string NodeFirewallFor(const ClusterPlan& plan) {
+  if (!plan.direct) return "ssh-only";
+  return plan.private_peers ? "private-peers" : "";
+}
 
 std::vector<int> PortsToOpen(bool kubernetes, const ClusterPlan& plan) {
   if (kubernetes && plan.direct) return {22, kApiPort, 80, 443};

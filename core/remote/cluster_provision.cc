@@ -267,7 +267,7 @@ ServerRerunDecision DecideServerRerun(const ClusterPlan& plan, bool pushed,
             "the boot install ran without " +
                 (missing.empty() ? std::string("the cluster's settings") : missing)};
   }
-  if (NodeFirewallFor(plan) == "ssh-only" && !now.peers.empty()) {
+  if (!NodeFirewallFor(plan).empty() && !now.peers.empty()) {
     return {ServerRerun::kPeersOnly, "the node firewall admits the cluster's nodes as they are now"};
   }
   return {ServerRerun::kNone, "the install found ran with every setting the cluster needs"};
@@ -280,7 +280,8 @@ std::string AgentBootInstallWaitCommand() {
 
 std::string ClusterProvision::OnServerInstalled(NodeShell& shell) {
   Provision& s = server_;
-  const InstallerArgs args = s.K3sArgs();
+  InstallerArgs args = s.K3sArgs();
+  args.node_firewall = NodeFirewallFor(s.plan_);  // a re-run sets it with the peers
   // ClusterBringUp records a push of its own in the probe map (pushed_over_ssh).
   const bool pushed = s.rec_.probe.count("pushed_over_ssh") > 0;
   K3sNodeAddresses in_force;

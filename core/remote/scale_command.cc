@@ -185,11 +185,12 @@ int RunScale(const AppContext& app, const ScaleOptions& options) {
     peers.push_back(ClusterPeer{n.vm_id, n.name, n.private_ip, n.public_ip});
   }
   DriverHost host = app.MakeDriverHost();
-  Cloud::Open(host, server->cloud, app.LoadUserConfig())
-      ->OpenPeerPorts(server->cluster, ClusterPeerPorts(), peers);
-  // Tunnel access: no cloud firewall in front, each node's own admits its peers
-  // (docs/multi-node.md); every node that stays is told the ones there are now.
-  if (server->access_mode == "tunnel") {
+  const auto cloud = Cloud::Open(host, server->cloud, app.LoadUserConfig());
+  cloud->OpenPeerPorts(server->cluster, ClusterPeerPorts(), peers);
+  // Tunnel access (no cloud firewall in front), or a private network the cloud leaves
+  // unfiltered: each node's own firewall admits its peers (docs/multi-node.md); every node that
+  // stays is told the ones there are now.
+  if (server->access_mode == "tunnel" || cloud->Check().private_network_unfiltered) {
     for (const VmRecord& n : staying) {
       std::vector<std::string> others;
       for (const VmRecord& o : staying) {

@@ -561,6 +561,8 @@ std::string LambdaDriver::Check(const std::string& /*request_json*/) {
   result.set("user_data_limit", static_cast<int>(kMaxUserDataBytes));
   // Sources are narrowed in the VM's own ruleset; the account-wide rules serve every instance.
   if (!account_firewall_) result.set("allow_from", true);
+  // Its firewall leaves the private network between instances unfiltered (OpenPeerPorts).
+  result.set("private_network_unfiltered", true);
   result.set("key_from", api_->credential().origin);
   result.set("endpoint", endpoint_);
   return json::Stringify(result);

@@ -4,8 +4,9 @@
 # boot route, direct access. Lambda's firewall (account-wide rules and rulesets) admits traffic
 # from public source networks only (Lambda's OpenAPI spec, FirewallRule.source_network), so
 # the instances of one region reach each other on their private_ip unfiltered, and nothing is
-# opened to the internet for a cluster (plugins/lambda/README.md, "Clusters"). The emulator's
-# pacing is off here (lambda.bats enforces it).
+# opened to the internet for a cluster: each node's own firewall (--node-firewall
+# private-peers) admits only the peers from the private network (plugins/lambda/README.md,
+# "Clusters"). The emulator's pacing is off here (lambda.bats enforces it).
 
 load helpers
 load multi_node
@@ -38,7 +39,17 @@ lambda_api() {
   curl -fsS --retry 5 --retry-delay 1 -H "Authorization: Bearer $LAMBDA_API_KEY" "$GPUPROV_LAMBDA_ENDPOINT$1"
 }
 
-@test "lambda (boot route, direct): --nodes 3 makes one validated cluster on private addresses; nothing opens to the internet; down leaves nothing" {
+# private_peer_rules NAME NODE: node NODE's firewall: the private network it filters and the
+# peer rules, one a line ("NET" first, then "ADDRESSES MATCH" as multi_node.bash's peer_rules).
+private_peer_rules() {
+  run "$GPUPROV" ssh "$1" --node "$2" -- sudo nft list table inet gpuprov
+  echo "$1 node $2: $output" >&2
+  [ "$status" -eq 0 ] || return 1
+  sed -n 's/^[[:space:]]*ip saddr \([0-9./]*\) jump private$/\1/p' <<<"$output"
+  peer_rules <<<"$output"
+}
+
+@test "lambda (boot route, direct): --nodes 3 makes one validated cluster on private addresses; only the peers reach k3s's ports there; nothing opens to the internet; down leaves nothing" {
   run "$GPUPROV" -v provision --name ml --cloud lambda --gpus A10:1 --nodes 3 --no-smoke-test
   echo "$output"
   [ "$status" -eq 0 ]
@@ -62,6 +73,21 @@ lambda_api() {
   # the server an agent's kubelet there.
   tcp_connects ml 1 "${ips[0]}" 6443
   tcp_connects ml 0 "${ips[2]}" 10250
+  # Each node's firewall admits exactly the other two from the private network, on k3s's
+  # ports; a peer is refused on any other port (sshd listens on 22 on every address).
+  local net
+  net=$(private_peer_rules ml 0 | head -1)
+  [[ "$net" == 10.*/* ]]
+  for k in 0 1 2; do
+    local others=() j
+    for j in 0 1 2; do [ "$j" -eq "$k" ] || others+=("${ips[$j]}"); done
+    local peers expected
+    peers=$(printf '%s\n' "${others[@]}" | sort | paste -sd,)
+    expected=$(printf '%s\n%s tcp dport { 6443, 10250 }\n%s udp dport 51820' "$net" "$peers" "$peers")
+    [ "$(private_peer_rules ml "$k")" = "$expected" ]
+  done
+  run ! tcp_connects ml 1 "${ips[0]}" 22
+  run ! tcp_connects ml 2 "${ips[1]}" 22
   # Lambda's tags name the cluster and the role of each instance.
   run lambda_api /instances
   [[ "$output" == *'{"key":"gpuprov-cluster","value":"ml"}'* ]]
