@@ -49,8 +49,7 @@ METADATA_ENABLED=1
 PUBLIC_IP_SOURCE="auto"
 TOOLKIT_MODE="${GPUPROV_TOOLKIT:-auto}"
 UNIT_TYPE="${GPUPROV_K3S_UNIT_TYPE:-notify}"
-NODE_FIREWALL="" # ssh-only, private-peers, or empty: left as it is
-PRIVATE_NET="" # private-peers: the node's private network (the prefix on --node-ip's interface)
+NODE_FIREWALL="" # ssh-only, or empty: left as it is
 ROLE=server CLUSTER_NODES=1 NODE_IP="" NODE_EXTERNAL_IP="" SERVER_URL="" TOKEN_FILE="" TOKEN=""
 PEERS=() # --peer: the cluster's other nodes, admitted by the node firewall
 PEERS_ONLY=0
@@ -83,7 +82,6 @@ readonly NVIDIA_RUNTIME_DIRS=("/usr/local/nvidia/toolkit" "/usr/bin")
 readonly FW_SCRIPT="/etc/gpuprov/node-firewall.sh"
 readonly FW_UNIT="/etc/systemd/system/gpuprov-firewall.service"
 readonly FW_PEERS="/etc/gpuprov/node-firewall.peers" # the peer set in force, one a line
-readonly FW_MODE="/etc/gpuprov/node-firewall.mode" # the mode in force (and private-peers' network)
 K3S_SVC=k3s # k3s-agent on an agent, as k3s's installer names it
 readonly APT_HOLD_CONF="/etc/apt/apt.conf.d/51gpuprov-nvidia-hold"
 # installer/README.md, "No daemon-reload on a live node" and "After a reboot".
@@ -348,10 +346,7 @@ parse_args() {
       --toolkit) TOOLKIT_MODE="$val" ;;
       --nvidia-driver) NVIDIA_DRIVER_MODE="$val" ;;
       --unit-type) UNIT_TYPE="$val" ;;
-      --node-firewall)
-        [[ "$val" =~ ^(ssh-only|private-peers)$ ]] || usage_error "--node-firewall: ssh-only or private-peers, got '$val'"
-        NODE_FIREWALL="$val"
-        ;;
+      --node-firewall) [[ "$val" == ssh-only ]] || usage_error "--node-firewall: ssh-only, got '$val'"; NODE_FIREWALL="$val" ;;
       --peer | --node-ip | --node-external-ip)
         valid_ipv4 "$val" || [[ "$val" =~ ^[0-9A-Fa-f:]{2,39}$ && "$val" == *:*:* ]] ||
           usage_error "$opt: not an IP address: '$val'"
@@ -364,7 +359,7 @@ parse_args() {
         printf -v "${opt^^}" %s "$val"
         ;;
       --peer) ;;
-      --peers-only) PEERS_ONLY=1 ;;
+      --peers-only) PEERS_ONLY=1 NODE_FIREWALL=ssh-only ;;
       --nvidia-repo-url) NVIDIA_REPO_URL="$val" ;;
       --nvidia-key-fingerprint) NVIDIA_KEY_FPR="$val" ;;
       --apt-lock-timeout) APT_LOCK_TIMEOUT_S="$val" ;;
@@ -387,8 +382,6 @@ parse_args() {
     usage_error "--status-file, --log-file and --lock-file take absolute paths"
   [[ -z "$SERVER_URL$TOKEN_FILE" || ("$ROLE" == agent && -n "$SERVER_URL" && -n "$TOKEN_FILE") ]] ||
     usage_error "--server-url and --token-file go together, with --role agent"
-  [[ "$NODE_FIREWALL" != private-peers ]] || valid_ipv4 "$NODE_IP" ||
-    usage_error "--node-firewall private-peers needs --node-ip, the node's private IPv4 address"
   [[ "$ROLE" == server ]] || K3S_SVC=k3s-agent
   K3S_UNIT="/etc/systemd/system/$K3S_SVC.service"
   K3S_ENV="$K3S_UNIT.env"
@@ -1130,8 +1123,7 @@ write_device_plugin() {
 render_firewall() {
   local a p4="" p6="" r='tcp dport { 6443, 10250 } accept\n    ip%s saddr { %s } udp dport %s accept\n'
   for a in "${PEERS[@]}"; do if [[ "$a" == *:* ]]; then p6+="${p6:+,}$a"; else p4+="${p4:+,}$a"; fi; done
-  printf '#!/bin/sh\n# Written by gpuprov-install.sh --node-firewall %s\n' "$NODE_FIREWALL"
-  [[ "$NODE_FIREWALL" != private-peers ]] || { render_private_peers "$1" "$p4"; return 0; }
+  printf '#!/bin/sh\n# Written by gpuprov-install.sh --node-firewall ssh-only\n'
   if [[ "$1" == nft ]]; then
     cat <<'EOF'
 { echo 'table inet gpuprov'; echo 'delete table inet gpuprov'; [ "$1" = stop ] || cat <<'R'
@@ -1175,70 +1167,13 @@ done
 EOF
 }
 
-# render_private_peers nft|iptables P4: --node-firewall private-peers (a direct-access cloud whose
-# firewall leaves its private network unfiltered): from PRIVATE_NET only answers, ICMP and the
-# peers P4 on k3s's ports come in; every other source is left to the cloud's firewall.
-render_private_peers() {
-  if [[ "$1" == nft ]]; then
-    cat <<EOF
-{ echo 'table inet gpuprov'; echo 'delete table inet gpuprov'; [ "\$1" = stop ] || cat <<'R'
-table inet gpuprov {
-  chain inbound {
-    type filter hook prerouting priority mangle; policy accept;
-    ip saddr $PRIVATE_NET jump private
-  }
-  chain private {
-    iif lo accept
-    iifname { "cni0", "flannel.1", "flannel-wg" } accept
-    ct state established,related accept
-    meta l4proto icmp accept
-EOF
-    [[ -z "$2" ]] || printf '    ip saddr { %s } tcp dport { 6443, 10250 } accept\n    ip saddr { %s } udp dport 51820 accept\n' "$2" "$2"
-    printf '    counter drop\n  }\n}\nR\n} | nft -f -\n'
-    return 0
-  fi
-  printf 'n=%s p=%s\n' "$PRIVATE_NET" "$2"
-  cat <<'EOF'
-set -e
-m="iptables -w -t mangle"
-if [ "$1" = stop ]; then $m -D PREROUTING -s "$n" -j GPUPROV && $m -F GPUPROV && $m -X GPUPROV; exit 0; fi
-{ echo '*mangle'; echo ':GPUPROV - [0:0]'
-  for r in '-i lo' '-i cni0' '-i flannel.1' '-i flannel-wg' '-m conntrack --ctstate ESTABLISHED,RELATED' '-p icmp'; do
-    echo "-A GPUPROV $r -j RETURN"; done
-  [ -z "$p" ] || printf -- "-A GPUPROV -s $p -p %s -m multiport --dports %s -j RETURN\n" tcp 6443,10250 udp 51820
-  echo '-A GPUPROV -j DROP'; echo COMMIT; } | iptables-restore -w -n
-$m -C PREROUTING -s "$n" -j GPUPROV 2>/dev/null || $m -I PREROUTING -s "$n" -j GPUPROV
-EOF
-}
-
-# private_network: PRIVATE_NET = the IPv4 network (a.b.c.d/len) of the interface address NODE_IP.
-private_network() {
-  local cidr len a b c d n
-  cidr=$(ip -o -4 addr show 2>/dev/null | awk -v ip="$NODE_IP" '{split($4, p, "/"); if (p[1] == ip) {print $4; exit}}')
-  [[ "$cidr" =~ ^[0-9.]+/([0-9]|[12][0-9]|3[0-2])$ ]] ||
-    fail "--node-firewall private-peers: no interface has the address $NODE_IP (--node-ip)"
-  len=${cidr#*/}
-  IFS=. read -r a b c d <<<"${cidr%/*}"
-  n=$(((a << 24 | b << 16 | c << 8 | d) & (0xffffffff << (32 - len)) & 0xffffffff))
-  printf -v PRIVATE_NET '%d.%d.%d.%d/%d' $((n >> 24 & 255)) $((n >> 16 & 255)) $((n >> 8 & 255)) $((n & 255)) "$len"
-}
-
 # node_firewall: that script and its boot unit, applied unless unchanged and in force. An active
 # unit is reloaded (ExecReload runs the script): k3s Requires it, so a restart would restart k3s.
 node_firewall() {
-  local tool=nft changed=1 unit_changed=0 fw_what="inbound SSH only"
+  local tool=nft changed=1 unit_changed=0
   command -v nft >/dev/null || tool=iptables
   [[ "$tool" == nft ]] || { command -v iptables-restore && command -v ip6tables-restore; } >/dev/null ||
     fail "--node-firewall needs nft (package nftables) or iptables; install one, then run again"
-  # The mode: this run's, else (--peers-only) the one in force, ssh-only when none is.
-  if [[ -n "$NODE_FIREWALL" ]]; then
-    [[ "$NODE_FIREWALL" != private-peers ]] || private_network
-    printf '%s\n' "$NODE_FIREWALL${PRIVATE_NET:+ $PRIVATE_NET}" | write_if_changed "$ROOT$FW_MODE" 0644 || true
-  elif [[ -f "$ROOT$FW_MODE" ]]; then
-    read -r NODE_FIREWALL PRIVATE_NET <"$ROOT$FW_MODE" || true
-  fi
-  [[ -n "$NODE_FIREWALL" ]] || NODE_FIREWALL=ssh-only
-  [[ "$NODE_FIREWALL" != private-peers ]] || fw_what="the private network admits the peers only"
   # The peer set: this run's --peer list, else the one in force (--peers-only: this run's, even none).
   if [[ "${#PEERS[@]}$PEERS_ONLY" != 00 ]]; then
     printf '%s\n' "${PEERS[@]}" | grep . | write_if_changed "$ROOT$FW_PEERS" 0644 || true
@@ -1246,16 +1181,14 @@ node_firewall() {
     mapfile -t PEERS <"$ROOT$FW_PEERS"
   fi
   render_firewall "$tool" | write_if_changed "$ROOT$FW_SCRIPT" 0755 || changed=0
-  [[ "$PEERS_ONLY" == 1 && -f "$ROOT$FW_UNIT" ]] || if printf '[Unit]\nDescription=gpuprov node firewall: %s\nDefaultDependencies=no
+  [[ "$PEERS_ONLY" == 1 && -f "$ROOT$FW_UNIT" ]] || if printf '[Unit]\nDescription=gpuprov node firewall: inbound SSH only\nDefaultDependencies=no
 Wants=network-pre.target\nAfter=nftables.service netfilter-persistent.service
 Before=network-pre.target %s.service\n[Service]\nType=oneshot\nRemainAfterExit=yes
-ExecStart=/bin/sh %s\nExecReload=/bin/sh %s\n[Install]\nWantedBy=sysinit.target\nRequiredBy=%s.service\n' "$fw_what" "$K3S_SVC" "$FW_SCRIPT" "$FW_SCRIPT" "$K3S_SVC" |
+ExecStart=/bin/sh %s\nExecReload=/bin/sh %s\n[Install]\nWantedBy=sysinit.target\nRequiredBy=%s.service\n' "$K3S_SVC" "$FW_SCRIPT" "$FW_SCRIPT" "$K3S_SVC" |
     write_if_changed "$ROOT$FW_UNIT" 0644; then changed=1 unit_changed=1; fi
-  FW_STATE="$NODE_FIREWALL ($tool)"
-  local jump=(-j GPUPROV) # private-peers jumps from its network only
-  [[ -z "$PRIVATE_NET" ]] || jump=(-s "$PRIVATE_NET" -j GPUPROV)
+  FW_STATE="ssh-only ($tool)"
   if [[ "$changed" == 0 ]] && timeout 60 systemctl is-active --quiet gpuprov-firewall &&
-    if [[ "$tool" == nft ]]; then nft list table inet gpuprov; else iptables -w -t mangle -C PREROUTING "${jump[@]}"; fi >/dev/null 2>&1; then
+    if [[ "$tool" == nft ]]; then nft list table inet gpuprov; else iptables -w -t mangle -C PREROUTING -j GPUPROV; fi >/dev/null 2>&1; then
     log "node firewall unchanged: $FW_STATE"
     return 0
   fi

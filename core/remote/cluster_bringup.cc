@@ -244,10 +244,7 @@ ClusterPlan PlanCluster(std::uint64_t capabilities, const UserDataLimit& user_da
   return plan;
 }
 
-std::string NodeFirewallFor(const ClusterPlan& plan) {
-  if (!plan.direct) return "ssh-only";
-  return plan.private_peers ? "private-peers" : "";
-}
+std::string NodeFirewallFor(const ClusterPlan& plan) { return plan.direct ? "" : "ssh-only"; }
 
 std::vector<int> PortsToOpen(bool kubernetes, const ClusterPlan& plan) {
   if (kubernetes && plan.direct) return {22, kApiPort, 80, 443};

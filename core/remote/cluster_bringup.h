@@ -39,9 +39,9 @@ struct ClusterPlan {
   std::size_t boot_script_size = 0;  // what the cloud counts of it (BootScript::size)
   std::string note;          // why the SSH route was taken although the cloud runs boot scripts
   bool ssh_asked = false;    // --install-route ssh chose the SSH route
-  /// A node of a cluster on a direct-access cloud whose private network the cloud's firewall
-  /// leaves unfiltered (check's private_network_unfiltered): its node firewall admits the
-  /// peers there.
+  /// A node of a cluster on a cloud whose firewall leaves the private network between its VMs
+  /// unfiltered (check's private_network_unfiltered): the host sets the node's private-peers
+  /// firewall over SSH once its private address is known (SetPrivatePeersFirewall).
   bool private_peers = false;
   /// Non-empty: the route asked for cannot be taken on this cloud (--install-route boot where
   /// no boot script runs or the installer does not fit); provision refuses before making
@@ -58,10 +58,8 @@ ClusterPlan PlanCluster(std::uint64_t capabilities, const UserDataLimit& user_da
                         InstallRoute asked = InstallRoute::kAuto);
 
 /// The node firewall the installer sets up (--node-firewall): "ssh-only" on tunnel access (the
-/// cloud has no firewall API, so the node itself closes every inbound port but SSH);
-/// "private-peers" for a cluster node on direct access whose private network the cloud leaves
-/// unfiltered (the node admits only the peers from there, the cloud's firewall filters the
-/// rest); "" on other direct access (the cloud's firewall is in front, the node's left alone).
+/// cloud has no firewall API, so the node itself closes every inbound port but SSH), "" on direct
+/// access (the cloud's firewall is in front, and the installer leaves the node's alone).
 std::string NodeFirewallFor(const ClusterPlan& plan);
 
 /// The ports the driver opens: 22 alone, or 22, 6443, 80, 443 for a direct-mode cluster.

@@ -154,18 +154,6 @@ TEST(ClusterPlan, DirectAccessLeavesTheNodeFirewallAlone) {
   EXPECT_NE(p.boot_script.find("\nexec bash \"$dir/gpuprov-install.sh\"\n"), std::string::npos);
 }
 
-TEST(ClusterPlan, DirectAccessOnAnUnfilteredPrivateNetworkAdmitsThePeersThere) {
-  ClusterPlan p = PlanCluster(kCloudInit | GPUPROV_CAP_OPEN_PORTS, kEc2);
-  p.private_peers = true;  // check's private_network_unfiltered, for a cluster node
-  EXPECT_EQ(NodeFirewallFor(p), "private-peers");
-  // The boot script, written before the node's private address is known, sets no firewall.
-  EXPECT_EQ(InstallerArgsOf(p), "\n");
-  // Tunnel access keeps its own.
-  ClusterPlan tunnel = PlanCluster(kCloudInit, kEc2);
-  tunnel.private_peers = true;
-  EXPECT_EQ(NodeFirewallFor(tunnel), "ssh-only");
-}
-
 TEST(ClusterPlan, TooSmallLimitFallsBackToSshWithANote) {
   ClusterPlan p = PlanCluster(kCloudInit | GPUPROV_CAP_OPEN_PORTS, 4096);
   EXPECT_FALSE(p.boot_route);

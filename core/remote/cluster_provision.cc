@@ -267,7 +267,7 @@ ServerRerunDecision DecideServerRerun(const ClusterPlan& plan, bool pushed,
             "the boot install ran without " +
                 (missing.empty() ? std::string("the cluster's settings") : missing)};
   }
-  if (!NodeFirewallFor(plan).empty() && !now.peers.empty()) {
+  if (NodeFirewallFor(plan) == "ssh-only" && !now.peers.empty()) {
     return {ServerRerun::kPeersOnly, "the node firewall admits the cluster's nodes as they are now"};
   }
   return {ServerRerun::kNone, "the install found ran with every setting the cluster needs"};
@@ -280,8 +280,7 @@ std::string AgentBootInstallWaitCommand() {
 
 std::string ClusterProvision::OnServerInstalled(NodeShell& shell) {
   Provision& s = server_;
-  InstallerArgs args = s.K3sArgs();
-  args.node_firewall = NodeFirewallFor(s.plan_);  // a re-run sets it with the peers
+  const InstallerArgs args = s.K3sArgs();
   // ClusterBringUp records a push of its own in the probe map (pushed_over_ssh).
   const bool pushed = s.rec_.probe.count("pushed_over_ssh") > 0;
   K3sNodeAddresses in_force;
@@ -303,6 +302,9 @@ std::string ClusterProvision::OnServerInstalled(NodeShell& shell) {
         shell.RunAsRoot("installer with the cluster's addresses", InstallerPushCommand(args),
                         InstallerScript(), std::chrono::minutes(30)),
         s.name_, " with the cluster's addresses");
+  }
+  if (s.plan_.private_peers) {
+    SetPrivatePeersFirewall(shell, s.name_, args.node_ip, args.peers, "gpuprov provision");
   }
   return ReadJoinToken(shell, s.name_);
 }
@@ -353,8 +355,13 @@ void ClusterProvision::PrepareAgent(Node& n) {
 
 void ClusterProvision::JoinAgent(Node& n, const std::string& token, const std::string& url) {
   Provision& a = *n.provision;
+  const InstallerArgs args = AgentArgs(a);
+  // Before the join, so the kubelet never listens to the whole private network.
+  if (a.plan_.private_peers) {
+    SetPrivatePeersFirewall(*n.shell, a.name_, args.node_ip, args.peers, "gpuprov provision");
+  }
   const SshRunResult joined = n.shell->RunAsRoot(
-      "join the cluster", AgentJoinCommand(AgentArgs(a), url), token + "\n", std::chrono::minutes(10));
+      "join the cluster", AgentJoinCommand(args, url), token + "\n", std::chrono::minutes(10));
   if (joined.exit_status != 0) {
     throw Error("agent " + a.name_ + " could not join " + url + " (exit " +
                     std::to_string(joined.exit_status) + "): " + TrimSpace(joined.stderr_text),

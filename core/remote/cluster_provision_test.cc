@@ -53,19 +53,6 @@ TEST(DecideServerRerun, AnSshRouteInstallFoundDoneIsNotComparedButGetsThePeersOf
   EXPECT_EQ(DecideServerRerun(plan, false, now, {}).action, ServerRerun::kPeersOnly);
 }
 
-TEST(DecideServerRerun, ADirectAccessServerWhoseNodeFirewallAdmitsThePeersGetsThePeersOfNow) {
-  // A private network the cloud leaves unfiltered (Lambda): the node firewall admits the peers
-  // there, so a boot install found with every k3s setting still gets the peers of now.
-  ClusterPlan plan = BootPlan(true);
-  plan.private_peers = true;
-  InstallerArgs now = Now(plan);
-  EXPECT_EQ(DecideServerRerun(plan, false, now, kInForce).action, ServerRerun::kNone);
-  now.peers = {"10.1.0.3"};
-  EXPECT_EQ(DecideServerRerun(plan, false, now, kInForce).action, ServerRerun::kPeersOnly);
-  plan.private_peers = false;  // a cloud firewall in front filters the private side
-  EXPECT_EQ(DecideServerRerun(plan, false, now, kInForce).action, ServerRerun::kNone);
-}
-
 TEST(DecideServerRerun, AServerWhoseConfigHasTheAddressesAlreadyIsNotRunAgain) {
   const ClusterPlan plan = BootPlan(true);
   const ServerRerunDecision d = DecideServerRerun(plan, false, Now(plan), kInForce);

@@ -284,8 +284,8 @@ void Provision::CheckAccountAndPlan() {
   if (k8s_.enabled) {
     plan_ = PlanCluster(driver_->info().capabilities, account.user_data_limit, K3sArgs(),
                         flags_.install_route);
-    // After the plan: a boot script runs before the node's private address is known, so the
-    // node firewall on it is set by the runs that have the address (cluster_provision.cc).
+    // A boot script runs before the node's private address is known: the private-peers
+    // firewall is set over SSH once it is (cluster_provision.cc).
     plan_.private_peers = member_.nodes > 1 && account.private_network_unfiltered;
     if (!plan_.refusal.empty()) {
       throw UsageError(

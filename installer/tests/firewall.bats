@@ -35,7 +35,7 @@ line_of() { grep -n -m1 -E "$1" "$FAKE_SYSTEMCTL_DIR/calls.log" | cut -d: -f1; }
 @test "a bad --node-firewall value is a usage error (exit 2) and changes nothing" {
   run "$INSTALLER" --node-firewall open
   [ "$status" -eq 2 ]
-  [[ "$output" == *"--node-firewall: ssh-only or private-peers, got 'open'"* ]]
+  [[ "$output" == *"--node-firewall: ssh-only, got 'open'"* ]]
   [ ! -e "$SANDBOX/etc" ]
   [ ! -e "$FAKE_SYSTEMCTL_DIR/calls.log" ]
 }
@@ -233,72 +233,4 @@ nft_check() {
   [ "$(grep -n 'multiport --dports 51820' "$v4" | cut -d: -f1)" -lt "$(grep -n -- '-j DROP' "$v4" | cut -d: -f1)" ]
   [ "$(grep -c -- '-s 10.0.0' "$v4")" -eq 2 ]
   refute grep -q -- '-s fd00' "$v4"
-}
-
-# with_private_address CIDR: an `ip` on PATH whose address list has CIDR on eth1 (the private
-# network's interface the node's --node-ip is on).
-with_private_address() {
-  printf '#!/bin/sh\necho "1: lo    inet 127.0.0.1/8 scope host lo"\necho "3: eth1    inet %s brd + scope global eth1"\n' "$1" >"$SPY_DIR/ip"
-  chmod +x "$SPY_DIR/ip"
-}
-
-@test "private-peers: from the node's private network only answers, ICMP and the peers on k3s's ports come in; the rest is left to the cloud" {
-  with_nft
-  with_private_address 10.64.3.7/24
-  run "$INSTALLER" --node-firewall private-peers --node-ip 10.64.3.7 --peer 10.64.3.9 --peer 10.64.3.12
-  echo "$output"
-  [ "$status" -eq 0 ]
-  cat "$NODE_FW"
-  # Only what comes from the private network (its network address, from the interface that
-  # holds --node-ip) is filtered; the public side is the cloud firewall's.
-  grep -qx '    ip saddr 10.64.3.0/24 jump private' "$NODE_FW"
-  grep -qx '    ip saddr { 10.64.3.9,10.64.3.12 } tcp dport { 6443, 10250 } accept' "$NODE_FW"
-  grep -qx '    ip saddr { 10.64.3.9,10.64.3.12 } udp dport 51820 accept' "$NODE_FW"
-  grep -qx '    counter drop' "$NODE_FW"
-  refute grep -q 'tcp dport 22 accept' "$NODE_FW"
-  grep -qx 'Description=gpuprov node firewall: the private network admits the peers only' "$FW_UNIT"
-  [ "$(cat "$SANDBOX/etc/gpuprov/node-firewall.mode")" = "private-peers 10.64.3.0/24" ]
-  [ "$(status .node_firewall)" = "private-peers (nft)" ]
-  nft_check "$NODE_FW"
-}
-
-@test "private-peers: --peers-only keeps the mode in force and changes the peers alone" {
-  with_nft
-  with_private_address 10.64.3.7/24
-  run "$INSTALLER" --node-firewall private-peers --node-ip 10.64.3.7 --peer 10.64.3.9
-  [ "$status" -eq 0 ]
-  run "$INSTALLER" --peers-only --peer 10.64.3.9 --peer 10.64.3.20
-  echo "$output"
-  [ "$status" -eq 0 ]
-  grep -qx '    ip saddr 10.64.3.0/24 jump private' "$NODE_FW"
-  grep -qx '    ip saddr { 10.64.3.9,10.64.3.20 } udp dport 51820 accept' "$NODE_FW"
-  refute grep -q 'tcp dport 22 accept' "$NODE_FW"
-  # No peers left: the private network admits none of k3s's ports.
-  run "$INSTALLER" --peers-only
-  [ "$status" -eq 0 ]
-  refute grep -q 'saddr { 10.64' "$NODE_FW"
-  grep -qx '    ip saddr 10.64.3.0/24 jump private' "$NODE_FW"
-}
-
-@test "private-peers needs --node-ip on an interface of the node" {
-  with_nft
-  run "$INSTALLER" --node-firewall private-peers
-  [ "$status" -eq 2 ]
-  [[ "$output" == *"--node-firewall private-peers needs --node-ip"* ]]
-  with_private_address 10.64.3.7/24
-  run "$INSTALLER" --node-firewall private-peers --node-ip 10.64.9.9
-  [ "$status" -ne 0 ]
-  [[ "$output" == *"no interface has the address 10.64.9.9 (--node-ip)"* ]]
-}
-
-@test "private-peers with iptables: the chain is jumped to from the private network only" {
-  for t in iptables-restore ip6tables-restore; do install -m 0755 /dev/null "$SPY_DIR/$t"; done
-  with_private_address 10.64.3.7/20
-  run without_sbin "$INSTALLER" --node-firewall private-peers --node-ip 10.64.3.7 --peer 10.64.1.2
-  echo "$output"
-  [ "$status" -eq 0 ]
-  cat "$NODE_FW"
-  grep -qx 'n=10.64.0.0/20 p=10.64.1.2' "$NODE_FW"
-  grep -q -- '-I PREROUTING -s "$n" -j GPUPROV' "$NODE_FW"
-  sh -n "$NODE_FW"
 }

@@ -4,8 +4,8 @@
 # boot route, direct access. Lambda's firewall (account-wide rules and rulesets) admits traffic
 # from public source networks only (Lambda's OpenAPI spec, FirewallRule.source_network), so
 # the instances of one region reach each other on their private_ip unfiltered, and nothing is
-# opened to the internet for a cluster: each node's own firewall (--node-firewall
-# private-peers) admits only the peers from the private network (plugins/lambda/README.md,
+# opened to the internet for a cluster: each node's own firewall (an nft table the host sets
+# over SSH) admits only the peers from the private network (plugins/lambda/README.md,
 # "Clusters"). The emulator's pacing is off here (lambda.bats enforces it).
 
 load helpers
@@ -39,13 +39,13 @@ lambda_api() {
   curl -fsS --retry 5 --retry-delay 1 -H "Authorization: Bearer $LAMBDA_API_KEY" "$GPUPROV_LAMBDA_ENDPOINT$1"
 }
 
-# private_peer_rules NAME NODE: node NODE's firewall: the private network it filters and the
-# peer rules, one a line ("NET" first, then "ADDRESSES MATCH" as multi_node.bash's peer_rules).
+# private_peer_rules NAME NODE: the rules of node NODE's private-peers firewall (the nft table
+# gpuprov_peers the host sets over SSH) that admit sources, one a line, as multi_node.bash's
+# peer_rules gives them ("!= NET" for what comes from outside the private network).
 private_peer_rules() {
-  run "$GPUPROV" ssh "$1" --node "$2" -- sudo nft list table inet gpuprov
+  run "$GPUPROV" ssh "$1" --node "$2" -- sudo nft list table inet gpuprov_peers
   echo "$1 node $2: $output" >&2
   [ "$status" -eq 0 ] || return 1
-  sed -n 's/^[[:space:]]*ip saddr \([0-9./]*\) jump private$/\1/p' <<<"$output"
   peer_rules <<<"$output"
 }
 
@@ -76,18 +76,21 @@ private_peer_rules() {
   # Each node's firewall admits exactly the other two from the private network, on k3s's
   # ports; a peer is refused on any other port (sshd listens on 22 on every address).
   local net
-  net=$(private_peer_rules ml 0 | head -1)
+  net=$(private_peer_rules ml 0 | sed -n 's/^!= //p')
   [[ "$net" == 10.*/* ]]
   for k in 0 1 2; do
     local others=() j
     for j in 0 1 2; do [ "$j" -eq "$k" ] || others+=("${ips[$j]}"); done
     local peers expected
     peers=$(printf '%s\n' "${others[@]}" | sort | paste -sd,)
-    expected=$(printf '%s\n%s tcp dport { 6443, 10250 }\n%s udp dport 51820' "$net" "$peers" "$peers")
+    expected=$(printf '!= %s\n%s tcp dport { 6443, 10250 }\n%s udp dport 51820' "$net" "$peers" "$peers")
     [ "$(private_peer_rules ml "$k")" = "$expected" ]
   done
   run ! tcp_connects ml 1 "${ips[0]}" 22
   run ! tcp_connects ml 2 "${ips[1]}" 22
+  # From outside the private network SSH still answers (the cloud's ruleset opens 22).
+  run "$GPUPROV" ssh ml --node 1 -- true
+  [ "$status" -eq 0 ]
   # Lambda's tags name the cluster and the role of each instance.
   run lambda_api /instances
   [[ "$output" == *'{"key":"gpuprov-cluster","value":"ml"}'* ]]
