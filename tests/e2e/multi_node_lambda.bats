@@ -49,7 +49,7 @@ private_peer_rules() {
   peer_rules <<<"$output"
 }
 
-@test "lambda (boot route, direct): --nodes 3 makes one validated cluster on private addresses; only the peers reach k3s's ports there; nothing opens to the internet; down leaves nothing" {
+@test "lambda (boot route, direct): --nodes 3 makes one validated cluster on private addresses; only the peers reach k3s's ports there; nothing opens to the internet; scale down; down leaves nothing" {
   run "$GPUPROV" -v provision --name ml --cloud lambda --gpus A10:1 --nodes 3 --no-smoke-test
   echo "$output"
   [ "$status" -eq 0 ]
@@ -105,6 +105,13 @@ private_peer_rules() {
   [[ "$output" != *51820* ]]
   run curl -fsS "$CONTROL/instances?cloud=lambda"
   [ "$(/usr/bin/python3 -c 'import json,sys; print(sorted({str(i.get("private_ingress")) for i in json.load(sys.stdin)["instances"]}))' <<<"$output")" = "['None']" ]
+  # Scale down: the nodes that stay admit only each other (the removed node's address goes).
+  run "$GPUPROV" scale ml --nodes 2 --yes
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(ready_nodes "$kc")" -eq 2 ]
+  [ "$(private_peer_rules ml 0)" = "$(printf '!= %s\n%s tcp dport { 6443, 10250 }\n%s udp dport 51820' "$net" "${ips[1]}" "${ips[1]}")" ]
+  [ "$(private_peer_rules ml 1)" = "$(printf '!= %s\n%s tcp dport { 6443, 10250 }\n%s udp dport 51820' "$net" "${ips[0]}" "${ips[0]}")" ]
   run "$GPUPROV" down ml --yes
   echo "$output"
   [ "$status" -eq 0 ]
