@@ -446,25 +446,37 @@ TEST_F(LambdaApiTest, RulesetsAttachAtLaunchAndCannotBeDeletedWhileAttached) {
   EXPECT_EQ(GetArray(L("GET", "/firewall-rulesets").Json(), "data")->size(), 0u);
 }
 
-TEST_F(LambdaApiTest, RuleChangesReachTheBackendThroughSetReachablePorts) {
-  // The API driven directly on a memory backend, to read what the backend was told.
-  auto backend = MakeMemoryBackend(0ms);
+// One request to the Lambda API served in-process, with the key.
+HttpResponse ServeWithKey(CloudApi& api, const std::string& method, const std::string& path,
+                          const std::string& body) {
+  HttpRequest r;
+  r.method = method;
+  r.path = "/api/v1" + path;
+  r.body = body;
+  r.headers["authorization"] = std::string("Bearer ") + kKey;
+  return api.Serve(r);
+}
+
+// The Lambda API on \a backend, unpaced, served in-process, with the SSH key "gpuprov".
+std::unique_ptr<CloudApi> DirectApiWithKey(InstanceBackend* backend) {
   CloudOptions co;
   co.tokens = {kKey};
   co.enforce_rate_limits = false;
-  auto api = MakeLambdaApi(backend.get(), co);
+  auto api = MakeLambdaApi(backend, co);
+  const HttpResponse key = ServeWithKey(
+      *api, "POST", "/ssh-keys",
+      R"({"name":"gpuprov","public_key":")" + std::string(kPublicKey) + "\"}");
+  EXPECT_EQ(key.status, 200) << key.body;
+  return api;
+}
+
+TEST_F(LambdaApiTest, RuleChangesReachTheBackendThroughSetReachablePorts) {
+  // The API driven directly on a memory backend, to read what the backend was told.
+  auto backend = MakeMemoryBackend(0ms);
+  auto api = DirectApiWithKey(backend.get());
   auto call = [&](const std::string& method, const std::string& path, const std::string& body) {
-    HttpRequest r;
-    r.method = method;
-    r.path = "/api/v1" + path;
-    r.body = body;
-    r.headers["authorization"] = std::string("Bearer ") + kKey;
-    return api->Serve(r);
+    return ServeWithKey(*api, method, path, body);
   };
-  ASSERT_EQ(call("POST", "/ssh-keys",
-                 R"({"name":"gpuprov","public_key":")" + std::string(kPublicKey) + "\"}")
-                .status,
-            200);
   ASSERT_EQ(call("POST", "/instance-operations/launch", LaunchBody("direct")).status, 200);
   JsonArray rows = api->Instances();
   ASSERT_EQ(rows->size(), 1u);
@@ -516,22 +528,10 @@ TEST_F(LambdaApiTest, EachRegionsInstancesShareAnUnfilteredPrivateNetworkAndTags
   // Lambda's firewall admits public sources only (L-SPEC FirewallRule.source_network): the
   // instances of a region reach each other on private_ip, which the backend is told.
   RecordingBackend backend;
-  CloudOptions co;
-  co.tokens = {kKey};
-  co.enforce_rate_limits = false;
-  auto api = MakeLambdaApi(&backend, co);
+  auto api = DirectApiWithKey(&backend);
   auto call = [&](const std::string& method, const std::string& path, const std::string& body) {
-    HttpRequest r;
-    r.method = method;
-    r.path = "/api/v1" + path;
-    r.body = body;
-    r.headers["authorization"] = std::string("Bearer ") + kKey;
-    return api->Serve(r);
+    return ServeWithKey(*api, method, path, body);
   };
-  ASSERT_EQ(call("POST", "/ssh-keys",
-                 R"({"name":"gpuprov","public_key":")" + std::string(kPublicKey) + "\"}")
-                .status,
-            200);
   const std::string tags =
       R"(,"tags":[{"key":"gpuprov-cluster","value":"train"},{"key":"gpuprov-role","value":"agent"}])";
   for (const auto& [name, region] : {std::pair{"a", "us-east-1"}, std::pair{"b", "us-east-1"},
