@@ -188,6 +188,9 @@ CloudCheck Cloud::Check() {
     const double nodes = r->getValue<double>("max_cluster_nodes");
     if (nodes >= 1 && nodes <= 1e6) check.max_cluster_nodes = static_cast<int>(nodes);
   }
+  check.private_network_unfiltered = r->has("private_network_unfiltered") &&
+                                     r->get("private_network_unfiltered").isBoolean() &&
+                                     r->getValue<bool>("private_network_unfiltered");
   return check;
 }
 

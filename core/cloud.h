@@ -131,6 +131,10 @@ struct CloudCheck {
   /// The most nodes one cluster may have on this cloud (check's "max_cluster_nodes", ABI 1.5);
   /// nullopt when the driver does not say (no limit known).
   std::optional<int> max_cluster_nodes;
+  /// The cloud's firewall leaves the private network between its VMs unfiltered, so a
+  /// cluster's node firewall admits the peers there (check's "private_network_unfiltered",
+  /// ABI 1.5; docs/driver-protocol.md, "Clusters").
+  bool private_network_unfiltered = false;
 };
 
 /// Who may reach which port (docs/driver-protocol.md, "allow_from"): the ports in

@@ -726,8 +726,12 @@ TEST(ClusterDriver, OpenPeerPortsAndMaxClusterNodesReachTheHost) {
   Cloud cloud(std::move(driver));
   g_check_answer = R"({"account":"a","max_cluster_nodes":16})";
   EXPECT_EQ(cloud.Check().max_cluster_nodes, 16);
+  EXPECT_FALSE(cloud.Check().private_network_unfiltered);
+  g_check_answer = R"({"account":"a","private_network_unfiltered":true})";
+  EXPECT_TRUE(cloud.Check().private_network_unfiltered);
   g_check_answer = R"({"account":"a"})";
   EXPECT_FALSE(cloud.Check().max_cluster_nodes.has_value());
+  EXPECT_FALSE(cloud.Check().private_network_unfiltered);
   EXPECT_STREQ(DriverOpName(DriverOp::kOpenPeerPorts), "open_peer_ports");
 }
 

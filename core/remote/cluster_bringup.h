@@ -39,6 +39,10 @@ struct ClusterPlan {
   std::size_t boot_script_size = 0;  // what the cloud counts of it (BootScript::size)
   std::string note;          // why the SSH route was taken although the cloud runs boot scripts
   bool ssh_asked = false;    // --install-route ssh chose the SSH route
+  /// A node of a cluster on a cloud whose firewall leaves the private network between its VMs
+  /// unfiltered (check's private_network_unfiltered): the host sets the node's private-peers
+  /// firewall over SSH once its private address is known (SetPrivatePeersFirewall).
+  bool private_peers = false;
   /// Non-empty: the route asked for cannot be taken on this cloud (--install-route boot where
   /// no boot script runs or the installer does not fit); provision refuses before making
   /// anything.

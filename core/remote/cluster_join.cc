@@ -13,6 +13,7 @@
 #include "interrupt.h"
 #include "kube_api_client.h"
 #include "node_shell.h"
+#include "ssh_client.h"
 
 namespace gpuprov {
 namespace {
@@ -102,6 +103,86 @@ void SetNodeFirewallPeers(NodeShell& node, const std::string& name,
                     "(exit " + std::to_string(r.exit_status) + "): " + TrimSpace(r.stderr_text),
                 "look at " + std::string(kNodeInstallLog) + " with `gpuprov ssh " + name +
                     "`, then run the same `" + again + "` again");
+  }
+}
+
+std::string PrivatePeersCommand(const std::string& node_ip, const std::vector<std::string>& peers) {
+  std::string addresses;
+  for (const auto& peer : peers) {
+    // IPv4 peers only: the private network is IPv4 (Lambda's private_ip).
+    if (peer.find_first_not_of("0123456789.") == std::string::npos && !peer.empty()) {
+      addresses += (addresses.empty() ? "" : ", ") + peer;
+    }
+  }
+  std::string ports[2];  // tcp, udp
+  for (const PeerPort& p : ClusterPeerPorts()) {
+    std::string& list = ports[p.protocol == "udp" ? 1 : 0];
+    list += (list.empty() ? "" : ", ") + std::to_string(p.port);
+  }
+  std::string rules;
+  if (!addresses.empty()) {
+    rules = "    ip saddr { " + addresses + " } tcp dport { " + ports[0] + " } accept\n" +
+            "    ip saddr { " + addresses + " } udp dport { " + ports[1] + " } accept\n";
+  }
+  // The network of the interface holding node_ip (a.b.c.d/len; nft takes the prefix of it).
+  return "set -e\n"
+         "net=$(ip -o -4 addr show to " + ShellQuote(node_ip) + " | awk '{print $4}')\n"
+         "[ -n \"$net\" ] || { echo 'no interface has the address " + node_ip +
+         "' >&2; exit 3; }\n"
+         // An image without nft gets Debian's package (the installer's apt runs are done by now).
+         "command -v nft >/dev/null || DEBIAN_FRONTEND=noninteractive timeout 600 apt-get "
+         "-o DPkg::Lock::Timeout=300 install -y -q nftables >/dev/null 2>&1 || true\n"
+         "command -v nft >/dev/null || { echo 'the private-peers firewall needs nft (package "
+         "nftables), which could not be installed' >&2; exit 3; }\n"
+         "mkdir -p /etc/gpuprov\n"
+         "cat >/etc/gpuprov/private-peers.nft.new <<EOF\n"
+         "table inet gpuprov_peers\n"
+         "delete table inet gpuprov_peers\n"
+         "table inet gpuprov_peers {\n"
+         "  chain inbound {\n"
+         "    type filter hook prerouting priority mangle; policy accept;\n"
+         "    ip saddr != $net accept\n"
+         "    iifname { \"lo\", \"cni0\", \"flannel.1\", \"flannel-wg\" } accept\n"
+         "    ct state established,related accept\n"
+         "    meta l4proto icmp accept\n" +
+         rules +
+         "    counter drop\n"
+         "  }\n"
+         "}\n"
+         "EOF\n"
+         "nft -f /etc/gpuprov/private-peers.nft.new\n"
+         "mv /etc/gpuprov/private-peers.nft.new /etc/gpuprov/private-peers.nft\n"
+         "unit=/etc/systemd/system/gpuprov-private-peers.service\n"
+         "cat >$unit.new <<'EOF'\n"
+         "[Unit]\n"
+         "Description=gpuprov node firewall: the private network admits the cluster's peers only\n"
+         "DefaultDependencies=no\n"
+         "Wants=network-pre.target\n"
+         "After=nftables.service\n"
+         "Before=network-pre.target k3s.service k3s-agent.service\n"
+         "[Service]\n"
+         "Type=oneshot\n"
+         "RemainAfterExit=yes\n"
+         "ExecStart=/bin/sh -c 'nft -f /etc/gpuprov/private-peers.nft'\n"
+         "[Install]\n"
+         "WantedBy=sysinit.target\n"
+         "EOF\n"
+         "if cmp -s $unit.new $unit; then rm -f $unit.new; else mv $unit.new $unit; "
+         "systemctl daemon-reload; fi\n"
+         "systemctl enable gpuprov-private-peers >/dev/null 2>&1\n";
+}
+
+void SetPrivatePeersFirewall(NodeShell& node, const std::string& name, const std::string& node_ip,
+                             const std::vector<std::string>& peers, const std::string& again) {
+  const SshRunResult r = node.RunAsRoot("private-peers firewall",
+                                        PrivatePeersCommand(node_ip, peers), "",
+                                        std::chrono::minutes(2));
+  if (r.exit_status != 0) {
+    throw Error("the firewall of " + name + " on its private network could not be set to the "
+                "cluster's nodes (exit " + std::to_string(r.exit_status) + "): " +
+                    TrimSpace(r.stderr_text),
+                "look with `gpuprov ssh " + name + " -- sudo nft list table inet gpuprov_peers`, "
+                "then run the same `" + again + "` again");
   }
 }
 

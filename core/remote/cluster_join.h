@@ -31,6 +31,24 @@ std::string PeerAddress(const VmRecord& rec);
 void SetNodeFirewallPeers(NodeShell& node, const std::string& name,
                           const std::vector<std::string>& peers, const std::string& again);
 
+/// The shell command (run as root) that makes the node whose private address is \a node_ip
+/// admit, from its private network (the network of the interface holding \a node_ip), only
+/// answers, ICMP and \a peers on k3s's ports (ClusterPeerPorts), now and at every boot: an
+/// nft table gpuprov_peers of its own beside the installer's (a prerouting chain at priority
+/// mangle: a packet any table drops is dropped), applied atomically, and a boot unit ordered
+/// before k3s. For a cloud whose firewall leaves the private network between its VMs unfiltered
+/// (check's private_network_unfiltered: Lambda); other sources stay the cloud firewall's. It is
+/// the host's and not the installer's because the installer must fit EC2's user data with the
+/// room installer/README.md ("Size") keeps, and this runs over SSH only, once the address is
+/// known. Without nft it installs Debian's nftables; exits 3 with a message when no interface
+/// holds \a node_ip or nft cannot be had.
+std::string PrivatePeersCommand(const std::string& node_ip, const std::vector<std::string>& peers);
+
+/// Runs PrivatePeersCommand on node \a name. Throws Error naming \a name, with \a again (the
+/// command to run again) in the hint.
+void SetPrivatePeersFirewall(NodeShell& node, const std::string& name, const std::string& node_ip,
+                             const std::vector<std::string>& peers, const std::string& again);
+
 /// The server's join token, read over SSH. Throws Error (never quoting what the file holds)
 /// when it is missing or not one line in k3s's form (K10<hex>::server:<secret>, or a bare
 /// secret as older servers wrote).

@@ -162,3 +162,27 @@ TEST(OverlayCheckTest, RunFailsNamingTheNodesAndWhatDidNotAnswer) {
 
 }  // namespace
 }  // namespace gpuprov
+
+namespace gpuprov {
+namespace {
+
+TEST(PrivatePeersCommand, AdmitsExactlyThePeersOnK3sPortsFromThePrivateNetworkOnly) {
+  const std::string c = PrivatePeersCommand("10.64.3.7", {"10.64.3.9", "10.64.3.12", "fd00::5"});
+  // The network of the interface that holds the node's private address.
+  EXPECT_NE(c.find("net=$(ip -o -4 addr show to '10.64.3.7' | awk '{print $4}')"), std::string::npos) << c;
+  EXPECT_NE(c.find("    ip saddr != $net accept\n"), std::string::npos) << c;
+  EXPECT_NE(c.find("    ip saddr { 10.64.3.9, 10.64.3.12 } tcp dport { 6443, 10250 } accept\n"),
+            std::string::npos) << c;
+  EXPECT_NE(c.find("    ip saddr { 10.64.3.9, 10.64.3.12 } udp dport { 51820 } accept\n"),
+            std::string::npos) << c;
+  EXPECT_EQ(c.find("fd00::5"), std::string::npos) << c;  // the private network is IPv4
+  // Atomic (one nft -f of delete-and-define), its own table, a boot unit before k3s.
+  EXPECT_NE(c.find("delete table inet gpuprov_peers\n"), std::string::npos);
+  EXPECT_NE(c.find("Before=network-pre.target k3s.service k3s-agent.service\n"), std::string::npos);
+  EXPECT_LT(c.find("ip saddr { 10.64.3.9"), c.find("    counter drop\n"));
+  // No peers: nothing of k3s's is admitted from the private network.
+  EXPECT_EQ(PrivatePeersCommand("10.64.3.7", {}).find("saddr {"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuprov

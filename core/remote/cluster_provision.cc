@@ -309,6 +309,9 @@ std::string ClusterProvision::OnServerInstalled(NodeShell& shell) {
                         std::chrono::minutes(30)),
         s.name_, " with the cluster's addresses");
   }
+  if (s.plan_.private_peers) {
+    SetPrivatePeersFirewall(shell, s.name_, args.node_ip, args.peers, "gpuprov provision");
+  }
   return ReadJoinToken(shell, s.name_);
 }
 
@@ -358,8 +361,13 @@ void ClusterProvision::PrepareAgent(Node& n) {
 
 void ClusterProvision::JoinAgent(Node& n, const std::string& token, const std::string& url) {
   Provision& a = *n.provision;
+  const InstallerArgs args = AgentArgs(a);
+  // Before the join, so the kubelet never listens to the whole private network.
+  if (a.plan_.private_peers) {
+    SetPrivatePeersFirewall(*n.shell, a.name_, args.node_ip, args.peers, "gpuprov provision");
+  }
   const SshRunResult joined = n.shell->RunAsRoot(
-      "join the cluster", AgentJoinCommand(AgentArgs(a), url), token + "\n", std::chrono::minutes(10));
+      "join the cluster", AgentJoinCommand(args, url), token + "\n", std::chrono::minutes(10));
   if (joined.exit_status != 0) {
     throw Error("agent " + a.name_ + " could not join " + url + " (exit " +
                     std::to_string(joined.exit_status) + "): " + TrimSpace(joined.stderr_text),

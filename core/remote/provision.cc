@@ -284,6 +284,9 @@ void Provision::CheckAccountAndPlan() {
   if (k8s_.enabled) {
     plan_ = PlanCluster(driver_->info().capabilities, account.user_data_limit, K3sArgs(),
                         flags_.install_route);
+    // A boot script runs before the node's private address is known: the private-peers
+    // firewall is set over SSH once it is (cluster_provision.cc).
+    plan_.private_peers = member_.nodes > 1 && account.private_network_unfiltered;
     if (!plan_.refusal.empty()) {
       throw UsageError(
           "--install-route boot on " + cloud_name_ + ": " + plan_.refusal,

@@ -185,11 +185,13 @@ int RunScale(const AppContext& app, const ScaleOptions& options) {
     peers.push_back(ClusterPeer{n.vm_id, n.name, n.private_ip, n.public_ip});
   }
   DriverHost host = app.MakeDriverHost();
-  Cloud::Open(host, server->cloud, app.LoadUserConfig())
-      ->OpenPeerPorts(server->cluster, ClusterPeerPorts(), peers);
-  // Tunnel access: no cloud firewall in front, each node's own admits its peers
-  // (docs/multi-node.md); every node that stays is told the ones there are now.
-  if (server->access_mode == "tunnel") {
+  const auto cloud = Cloud::Open(host, server->cloud, app.LoadUserConfig());
+  cloud->OpenPeerPorts(server->cluster, ClusterPeerPorts(), peers);
+  // Tunnel access (no cloud firewall in front), or a private network the cloud leaves
+  // unfiltered: each node's own firewall admits its peers (docs/multi-node.md); every node that
+  // stays is told the ones there are now.
+  const bool tunnel = server->access_mode == "tunnel";
+  if (tunnel || cloud->Check().private_network_unfiltered) {
     for (const VmRecord& n : staying) {
       std::vector<std::string> others;
       for (const VmRecord& o : staying) {
@@ -198,7 +200,11 @@ int RunScale(const AppContext& app, const ScaleOptions& options) {
       SshSession node_session =
           SshSession::Connect(SshTargetOf(app, n), std::chrono::seconds(30));
       SshNodeShell node_shell(&node_session);
-      SetNodeFirewallPeers(node_shell, n.name, others, "gpuprov scale");
+      if (tunnel) {
+        SetNodeFirewallPeers(node_shell, n.name, others, "gpuprov scale");
+      } else {
+        SetPrivatePeersFirewall(node_shell, n.name, n.private_ip, others, "gpuprov scale");
+      }
     }
   }
   console.Result(options.name + ": " + std::to_string(peers.size()) + " node(s)\n");

@@ -545,6 +545,11 @@ LambdaDriver::ObjectPtr LambdaDriver::VmJson(const ObjectPtr& in, const std::vec
   vm.gpus = GpusText(type_name);
   vm.ports = ports;
   vm.tags = kit::KeyValueTags(json::Arr(in, "tags"));
+  // L-SPEC Instance.private_ip ("The private IPv4 address of the instance"): where a cluster's
+  // peers reach it (README.md, "Clusters"); cluster and role are its tags.
+  vm.private_ip = json::Str(in, "private_ip");
+  vm.cluster = TagValue(in, kit::kClusterTag);
+  vm.role = TagValue(in, kit::kRoleTag);
   return kit::VmJson(vm);
 }
 
@@ -556,6 +561,8 @@ std::string LambdaDriver::Check(const std::string& /*request_json*/) {
   result.set("user_data_limit", static_cast<int>(kMaxUserDataBytes));
   // Sources are narrowed in the VM's own ruleset; the account-wide rules serve every instance.
   if (!account_firewall_) result.set("allow_from", true);
+  // Its firewall leaves the private network between instances unfiltered (OpenPeerPorts).
+  result.set("private_network_unfiltered", true);
   result.set("key_from", api_->credential().origin);
   result.set("endpoint", endpoint_);
   return json::Stringify(result);
@@ -617,6 +624,9 @@ std::string LambdaDriver::Create(const std::string& request_json) {
   const std::vector<int> ports = kit::WithSsh(kit::PortsOf(request, "open_ports"));
   const kit::PortSources sources = kit::SourcesOf(request, /*ipv6_allowed=*/false);
   if (sources.Narrows() && account_firewall_) RefuseAccountNarrowing(name);
+  // A cluster node is tagged; its peers reach it on its private address, which Lambda's
+  // firewall does not filter, so nothing more is made for it (README.md, "Clusters").
+  const std::optional<kit::ClusterRequest> cluster = kit::ParseCluster(request);
   std::optional<kit::GpuRequest> gpu = kit::ParseGpu(request);
   std::string type = json::Str(request, "instance_type");
   if (!gpu && type.empty()) {
@@ -718,7 +728,7 @@ std::string LambdaDriver::Create(const std::string& request_json) {
     img->set(image.rfind("lambda-", 0) == 0 ? "family" : "id", image);
     body->set("image", img);
   }
-  body->set("tags", LaunchTags(name, kit::UserTags(request)));
+  body->set("tags", LaunchTags(name, kit::UserTags(request), cluster));
 
   std::string id;
   try {
@@ -862,6 +872,8 @@ std::string LambdaDriver::ListResources(const std::string& /*request_json*/) {
     const std::string tagged = TagValue(in, kit::kNameTag);
     kit::ResourceFields r = kit::Resource("vm", json::Str(in, "id"), name);
     r.vm_names = {tagged.empty() ? name : tagged};
+    r.cluster = TagValue(in, kit::kClusterTag);
+    r.role = TagValue(in, kit::kRoleTag);
     r.region = json::Str(json::Obj(in, "region"), "name");
     // Lambda lists no creation time for an instance; its type carries the price.
     ObjectPtr type = json::Obj(in, "instance_type");
@@ -960,6 +972,22 @@ std::string LambdaDriver::DeleteResource(const std::string& request_json) {
     return kit::DeletedResult(true);
   }
   return kit::DeletedResult(DeleteSshKey(ref.id, json::Str(found, "name")));
+}
+
+std::string LambdaDriver::OpenPeerPorts(const std::string& request_json) {
+  // Lambda's firewall (the account-wide rules and the rulesets) admits inbound traffic from
+  // public source networks only (L-SPEC FirewallRule.source_network: "a public IPv4 address");
+  // instances of one region reach each other on their private_ip without it, as SkyPilot's
+  // Lambda clusters do (skypilot-org/skypilot sky/provision/lambda_cloud/instance.py: the
+  // nodes talk on private_ip, and open_ports is not supported). There is nothing to set on
+  // the cloud: the node firewall admits exactly the peers on the peer ports (README.md,
+  // "Clusters"), and no rule opens them to the internet.
+  const kit::PeerPortsRequest req = kit::ParsePeerPortsRequest(request_json);
+  host_.Debug("cluster " + req.cluster + ": " + std::to_string(req.peers.size()) +
+              " nodes reach each other on their private addresses (" +
+              kit::PeerPortsText(req.peer_ports) + "); Lambda's firewall filters only public "
+              "sources, so nothing is set on the cloud");
+  return "{}";
 }
 
 std::string LambdaDriver::OpenPorts(const std::string& request_json) {

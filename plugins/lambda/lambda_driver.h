@@ -14,7 +14,10 @@
 //   retry               {max_attempts, base_delay_ms, ...} (tests compress them)
 // What it makes per VM: the instance (name = VM name, tags gpuprov=1 and gpuprov-name), a
 // firewall ruleset "gpuprov-<name>" (or its name in gpuprov's account-wide rules), and at most
-// one SSH key "gpuprov-<hash>" shared by every VM with the same public key. See README.md.
+// one SSH key "gpuprov-<hash>" shared by every VM with the same public key. A cluster node
+// (ABI 1.5) is an instance tagged gpuprov-cluster / gpuprov-role; Lambda's firewall filters only
+// what comes from public addresses, so its peers reach it on its private_ip unfiltered and the
+// node firewall admits only them there (README.md, "Clusters").
 #pragma once
 
 #include <Poco/JSON/Object.h>
@@ -41,7 +44,8 @@ class LambdaDriver {
   static constexpr const char* kDescription =
       "Lambda Cloud on-demand GPU instances (API v1): instances, firewall rulesets, SSH keys";
   static constexpr uint64_t kCapabilities = GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
-                                            GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES;
+                                            GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES |
+                                            GPUPROV_CAP_CLUSTER;
   /// How a VM learns its public address: no metadata service; the address on the interface when not NATed (unconfirmed); REFERENCE.md §6.
   static constexpr const char* kNodeAddress = GPUPROV_NODE_ADDRESS_INTERFACE;
 
@@ -54,6 +58,8 @@ class LambdaDriver {
   std::string List(const std::string& request_json);
   std::string Delete(const std::string& request_json);
   std::string OpenPorts(const std::string& request_json);
+  /// ABI 1.5: checks the request; nothing to set on Lambda (README.md, "Clusters").
+  std::string OpenPeerPorts(const std::string& request_json);
   // `gpuprov gc` (ABI 1.2): gpuprov's instances, rulesets, account-wide rules (per VM name) and
   // SSH keys.
   std::string ListResources(const std::string& request_json);

@@ -5,11 +5,14 @@
 // started as a child process. Talks only to 127.0.0.1.
 #include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
+#include <Poco/JSON/Parser.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <regex>
 #include <set>
@@ -54,7 +57,9 @@ TEST(LambdaDescriptor, IdentityAndCapabilities) {
   EXPECT_STREQ(d->node_address, GPUPROV_NODE_ADDRESS_INTERFACE);
   EXPECT_EQ(d->capabilities,
             static_cast<uint64_t>(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_BOOT_CLOUD_INIT |
-                                  GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES));
+                                  GPUPROV_CAP_OPEN_PORTS | GPUPROV_CAP_HOSTS_KUBERNETES |
+                                  GPUPROV_CAP_CLUSTER));
+  EXPECT_NE(d->vtable->open_peer_ports, nullptr);
   drivers::testing::ExpectEveryOperation(*d->vtable);
 }
 
@@ -334,6 +339,121 @@ TEST_F(LambdaEmulatorTest, Lifecycle) {
     EXPECT_FALSE(Contains(r, "-> 401")) << r;
   }
   EXPECT_EQ(launches, 1);
+}
+
+// create's "cluster" (docs/driver-protocol.md, "Clusters") added to a create request.
+std::string ClusterCreate(const std::string& create_json, const std::string& cluster,
+                          const std::string& role) {
+  Object::Ptr req = Poco::JSON::Parser().parse(create_json).extract<Object::Ptr>();
+  Object::Ptr c = Poco::JSON::Parser()
+                      .parse(R"({"name":")" + cluster + R"(","role":")" + role +
+                             R"(","peer_ports":[{"port":6443,"protocol":"tcp"},)"
+                             R"({"port":10250,"protocol":"tcp"},{"port":51820,"protocol":"udp"}]})")
+                      .extract<Object::Ptr>();
+  req->set("cluster", c);
+  return Stringify(req);
+}
+
+// open_peer_ports with these nodes (id, name, private_ip) as the peers.
+std::string PeersRequest(const std::vector<std::array<std::string, 3>>& nodes) {
+  std::string peers;
+  for (const auto& [id, name, private_ip] : nodes) {
+    peers += std::string(peers.empty() ? "" : ",") + R"({"id":")" + id + R"(","name":")" + name +
+             R"(","private_ip":")" + private_ip + R"(","public_ip":"127.0.0.9"})";
+  }
+  return R"({"cluster":"train","peer_ports":[{"port":6443,"protocol":"tcp"},)"
+         R"({"port":10250,"protocol":"tcp"},{"port":51820,"protocol":"udp"}],"peers":[)" +
+         peers + "]}";
+}
+
+TEST_F(LambdaEmulatorTest, AClusterNodeIsTaggedReachedOnItsPrivateIpAndOpensNothingToTheInternet) {
+  Driver driver(Config());
+  OpResult server = driver.Create(ClusterCreate(CreateRequest("train"), "train", "server"));
+  ASSERT_EQ(server.status, GPUPROV_STATUS_OK) << server << "\n" << driver.host().All();
+  OpResult agent = driver.Create(ClusterCreate(CreateRequest("train-agent-1"), "train", "agent"));
+  ASSERT_EQ(agent.status, GPUPROV_STATUS_OK) << agent;
+  EXPECT_EQ(server.Vm()->getValue<std::string>("cluster"), "train");
+  EXPECT_EQ(server.Vm()->getValue<std::string>("role"), "server");
+  const std::string server_id = server.Vm()->getValue<std::string>("id");
+  const std::string agent_id = agent.Vm()->getValue<std::string>("id");
+
+  // Lambda's tags (L-SPEC Instance.tags) carry the cluster and the role; once running, the VM
+  // object carries Instance.private_ip.
+  HttpReply raw = emulator_->Api("GET", "/instances/" + agent_id);
+  EXPECT_TRUE(Contains(raw.body, R"({"key":"gpuprov-cluster","value":"train"})")) << raw.body;
+  EXPECT_TRUE(Contains(raw.body, R"({"key":"gpuprov-role","value":"agent"})")) << raw.body;
+  Object::Ptr running = WaitRunning(driver, agent_id);
+  ASSERT_TRUE(running);
+  EXPECT_EQ(running->getValue<std::string>("cluster"), "train");
+  EXPECT_EQ(running->getValue<std::string>("role"), "agent");
+  const std::string agent_ip = running->getValue<std::string>("private_ip");
+  EXPECT_EQ(agent_ip.rfind("10.", 0), 0u) << Stringify(running);
+  Object::Ptr server_running = WaitRunning(driver, server_id);
+  ASSERT_TRUE(server_running);
+  const std::string server_ip = server_running->getValue<std::string>("private_ip");
+  EXPECT_NE(server_ip, agent_ip);
+
+  // Nothing is made for the cluster and nothing new opens to the internet: each VM has its
+  // own ruleset with the direct-access ports only, and the private side is left unfiltered.
+  EXPECT_EQ(emulator_->Count("rulesets"), 2);
+  EXPECT_EQ(emulator_->AllowedPorts(agent_id), (std::set<int>{22, 80, 443, 6443}));
+  Object::Ptr row = emulator_->InstanceRow(agent_id);
+  ASSERT_TRUE(row);
+  EXPECT_TRUE(row->get("private_ingress").isEmpty()) << Stringify(row);
+  const std::string rulesets_before = emulator_->Api("GET", "/firewall-rulesets").body;
+  EXPECT_FALSE(Contains(rulesets_before, "10250")) << rulesets_before;
+  EXPECT_FALSE(Contains(rulesets_before, "51820")) << rulesets_before;
+
+  // open_peer_ports: checked, nothing set on the cloud; the same with a peer gone; again.
+  emulator_->ClearRequests();
+  const std::string both = PeersRequest({{server_id, "train", server_ip}, {agent_id, "train-agent-1", agent_ip}});
+  for (const std::string& req : {both, PeersRequest({{server_id, "train", server_ip}}), both}) {
+    OpResult opened = driver.OpenPeerPorts(req);
+    ASSERT_EQ(opened.status, GPUPROV_STATUS_OK) << opened;
+    EXPECT_EQ(opened.json, "{}");
+  }
+  EXPECT_TRUE(emulator_->Requests().empty());
+  EXPECT_EQ(emulator_->Api("GET", "/firewall-rulesets").body, rulesets_before);
+  EXPECT_EQ(driver.OpenPeerPorts(R"({"cluster":"train","peer_ports":[],"peers":"x"})").status,
+            GPUPROV_STATUS_INVALID_INPUT);
+
+  // gc: each node as the cluster's with its role; no cluster network or firewall exists.
+  OpResult listed = driver.ListResources();
+  ASSERT_EQ(listed.status, GPUPROV_STATUS_OK) << listed;
+  Object::Ptr doc = Poco::JSON::Parser().parse(listed.json).extract<Object::Ptr>();
+  std::map<std::string, std::string> cluster_role;  // "kind name" -> "cluster/role"
+  for (size_t i = 0; i < doc->getArray("resources")->size(); ++i) {
+    Object::Ptr r = doc->getArray("resources")->getObject(static_cast<unsigned>(i));
+    cluster_role[r->getValue<std::string>("kind") + " " + r->getValue<std::string>("name")] =
+        r->optValue<std::string>("cluster", "") + "/" + r->optValue<std::string>("role", "");
+  }
+  EXPECT_EQ(cluster_role["vm train"], "train/server") << listed.json;
+  EXPECT_EQ(cluster_role["vm train-agent-1"], "train/agent") << listed.json;
+  EXPECT_EQ(cluster_role["ruleset gpuprov-train"], "/") << listed.json;
+  EXPECT_FALSE(Contains(listed.json, "cluster_network")) << listed.json;
+  EXPECT_FALSE(Contains(listed.json, "cluster_firewall")) << listed.json;
+
+  // A re-run finds the node by name, tags and all.
+  OpResult again = driver.Create(ClusterCreate(CreateRequest("train-agent-1"), "train", "agent"));
+  ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << again;
+  EXPECT_TRUE(again.Doc()->getValue<bool>("existing"));
+  EXPECT_EQ(again.Vm()->getValue<std::string>("role"), "agent");
+
+  // The last node's delete leaves nothing (there is no cluster resource to remove).
+  ASSERT_EQ(driver.Delete(R"({"id":")" + agent_id + R"(","name":"train-agent-1"})").status,
+            GPUPROV_STATUS_OK);
+  ASSERT_EQ(driver.Delete(R"({"id":")" + server_id + R"(","name":"train"})").status,
+            GPUPROV_STATUS_OK);
+  ExpectNothingLeft();
+}
+
+TEST_F(LambdaEmulatorTest, ABadClusterIsRefusedBeforeAnyCall) {
+  Driver driver(Config());
+  emulator_->ClearRequests();
+  OpResult r = driver.Create(ClusterCreate(CreateRequest("bad"), "Bad_Name", "server"));
+  EXPECT_EQ(r.status, GPUPROV_STATUS_INVALID_INPUT) << r;
+  EXPECT_TRUE(Contains(r.error, "cluster.name")) << r.error;
+  EXPECT_TRUE(emulator_->Requests().empty());
 }
 
 TEST_F(LambdaEmulatorTest, SharedKeyGoesWithItsLastVmAndAUsersKeyIsNeverDeleted) {

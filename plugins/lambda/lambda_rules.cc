@@ -233,7 +233,8 @@ bool SameKey(const std::string& a, const std::string& b) {
 }
 
 Array::Ptr LaunchTags(const std::string& vm_name,
-                      const std::map<std::string, std::string>& user_tags) {
+                      const std::map<std::string, std::string>& user_tags,
+                      const std::optional<drivers::ClusterRequest>& cluster) {
   Array::Ptr tags = new Array();
   auto add = [&](const std::string& k, const std::string& v) {
     Object::Ptr t = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
@@ -243,6 +244,13 @@ Array::Ptr LaunchTags(const std::string& vm_name,
   };
   for (const auto& [k, v] : drivers::ManagedTags(vm_name)) add(k, v);
   std::set<std::string> used = {drivers::kManagedTag, drivers::kNameTag};
+  if (cluster) {
+    // Both keys match RequestedTagEntry's ^[a-z][a-z0-9-:]+$; a cluster name (a DNS label,
+    // at most 63) and a role fit its 128-character values.
+    add(drivers::kClusterTag, cluster->name);
+    add(drivers::kRoleTag, cluster->role);
+    used.insert({drivers::kClusterTag, drivers::kRoleTag});
+  }
   for (const auto& [k, v] : user_tags) {
     std::string key = drivers::FitTag(k, "-:", 55, /*lower_case=*/true, '-');
     if (key.empty() || !std::isalpha(static_cast<unsigned char>(key[0]))) key = "t-" + key;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "api_client.h"
+#include "cluster_request.h"
 #include "credentials.h"
 #include "driver_request.h"
 #include "gpuprov/driver_abi.h"
@@ -122,11 +123,13 @@ std::string KeyName(const std::string& public_key_line);
 /// True when two OpenSSH public key lines hold the same key (type and blob; comments ignored).
 bool SameKey(const std::string& a, const std::string& b);
 
-/// The launch "tags" (section 3.1, shape [{"key","value"}] as the emulator takes it): gpuprov=1,
-/// gpuprov-name=<name>, then the user's tags with keys fitted to ^[a-z][a-z0-9-:]+$ (at most 55,
-/// never lambda-ai-...) and values cut to 128.
+/// The launch "tags" (section 3.1, L-SPEC RequestedTagEntry [{"key","value"}]): gpuprov=1,
+/// gpuprov-name=<name>, a cluster node's gpuprov-cluster=<cluster> and gpuprov-role=<role>
+/// (`cluster` nullopt for a plain VM), then the user's tags with keys fitted to
+/// ^[a-z][a-z0-9-:]+$ (at most 55, never lambda-ai-...) and values cut to 128.
 Poco::JSON::Array::Ptr LaunchTags(const std::string& vm_name,
-                                  const std::map<std::string, std::string>& user_tags);
+                                  const std::map<std::string, std::string>& user_tags,
+                                  const std::optional<drivers::ClusterRequest>& cluster = {});
 
 /// The value of tag `key` in an instance's "tags", or "".
 std::string TagValue(const Poco::JSON::Object::Ptr& instance, const std::string& key);

@@ -131,6 +131,23 @@ TEST(LambdaTags, GpuprovsTagsFirstAndUserKeysFitted) {
   EXPECT_EQ(TagValue(instance, "absent"), "");
 }
 
+TEST(LambdaTags, AClusterNodeIsTaggedWithItsClusterAndRoleBeforeTheUsersTags) {
+  drivers::ClusterRequest cluster{"train", "agent", {}};
+  Array::Ptr tags = LaunchTags("train-agent-1",
+                               {{"gpuprov-cluster", "other"}, {"team", "ml"}}, cluster);
+  const std::string t = Text(tags);
+  EXPECT_EQ(t.find(R"({"key":"gpuprov-cluster","value":"train"},{"key":"gpuprov-role","value":"agent"})"),
+            t.find(R"({"key":"gpuprov-cluster")")) << t;
+  EXPECT_EQ(t.find("other"), std::string::npos) << t;  // the user's same key is dropped
+  EXPECT_NE(t.find(R"({"key":"team","value":"ml"})"), std::string::npos) << t;
+  Object::Ptr instance = new Object();
+  instance->set("tags", tags);
+  EXPECT_EQ(TagValue(instance, "gpuprov-cluster"), "train");
+  EXPECT_EQ(TagValue(instance, "gpuprov-role"), "agent");
+  // A plain VM has neither.
+  EXPECT_EQ(Text(LaunchTags("plain", {})).find("gpuprov-cluster"), std::string::npos);
+}
+
 const char* kUserRules = R"([
   {"protocol":"tcp","port_range":[22,22],"source_network":"0.0.0.0/0","description":"Allow SSH"},
   {"protocol":"icmp","source_network":"0.0.0.0/0","description":"Allow ICMP"},

@@ -11,6 +11,15 @@
 // wrong type: 400 global/invalid-parameters). The documented pacing is enforced:
 // about 1 request/s per API key, launch 1 per 12 s (429 otherwise, counted).
 // Guesses the reference marks UNCONFIRMED are listed in README.md.
+//
+// Private addresses: every instance gets a private_ip on its region's private network
+// (InstanceSpec::private_network = the region), where the instances of one region reach each
+// other unfiltered: Lambda's firewall (account-wide rules and rulesets alike) admits traffic
+// from public source networks only (L-SPEC FirewallRule.source_network, "a public IPv4
+// address"), and SkyPilot's Lambda clusters talk on private_ip with no port opened
+// (skypilot-org/skypilot sky/provision/lambda_cloud/instance.py). The backend is told so
+// (SetPrivateIngress with nullopt: everything admitted); the node firewall is what filters
+// there (plugins/lambda/README.md, "Clusters").
 #include <Poco/Base64Decoder.h>
 #include <Poco/Base64Encoder.h>
 #include <Poco/Crypto/RSAKey.h>
@@ -1023,8 +1032,10 @@ class LambdaApi : public CloudApi {
       const std::set<int> ports = AllowedPorts(one);
       spec.reachable = ToPortSet(ports);
       spec.faults = faults_.TakeBootFaults();
+      spec.private_network = region;  // the region's instances share one private network
       try {
         one.backend_id = backend_->Create(spec);
+        backend_->SetPrivateIngress(one.backend_id, std::nullopt);  // unfiltered (above)
       } catch (const BackendError& e) {
         return Error(500, "global/internal-error",
                      std::string("Internal error (emulator backend: ") + e.what() + ")");

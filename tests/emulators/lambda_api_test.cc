@@ -10,8 +10,11 @@
 
 #include <csignal>
 #include <cstdio>
+#include <map>
 #include <regex>
+#include <set>
 #include <sstream>
+#include <thread>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -443,25 +446,37 @@ TEST_F(LambdaApiTest, RulesetsAttachAtLaunchAndCannotBeDeletedWhileAttached) {
   EXPECT_EQ(GetArray(L("GET", "/firewall-rulesets").Json(), "data")->size(), 0u);
 }
 
-TEST_F(LambdaApiTest, RuleChangesReachTheBackendThroughSetReachablePorts) {
-  // The API driven directly on a memory backend, to read what the backend was told.
-  auto backend = MakeMemoryBackend(0ms);
+// One request to the Lambda API served in-process, with the key.
+HttpResponse ServeWithKey(CloudApi& api, const std::string& method, const std::string& path,
+                          const std::string& body) {
+  HttpRequest r;
+  r.method = method;
+  r.path = "/api/v1" + path;
+  r.body = body;
+  r.headers["authorization"] = std::string("Bearer ") + kKey;
+  return api.Serve(r);
+}
+
+// The Lambda API on \a backend, unpaced, served in-process, with the SSH key "gpuprov".
+std::unique_ptr<CloudApi> DirectApiWithKey(InstanceBackend* backend) {
   CloudOptions co;
   co.tokens = {kKey};
   co.enforce_rate_limits = false;
-  auto api = MakeLambdaApi(backend.get(), co);
+  auto api = MakeLambdaApi(backend, co);
+  const HttpResponse key = ServeWithKey(
+      *api, "POST", "/ssh-keys",
+      R"({"name":"gpuprov","public_key":")" + std::string(kPublicKey) + "\"}");
+  EXPECT_EQ(key.status, 200) << key.body;
+  return api;
+}
+
+TEST_F(LambdaApiTest, RuleChangesReachTheBackendThroughSetReachablePorts) {
+  // The API driven directly on a memory backend, to read what the backend was told.
+  auto backend = MakeMemoryBackend(0ms);
+  auto api = DirectApiWithKey(backend.get());
   auto call = [&](const std::string& method, const std::string& path, const std::string& body) {
-    HttpRequest r;
-    r.method = method;
-    r.path = "/api/v1" + path;
-    r.body = body;
-    r.headers["authorization"] = std::string("Bearer ") + kKey;
-    return api->Serve(r);
+    return ServeWithKey(*api, method, path, body);
   };
-  ASSERT_EQ(call("POST", "/ssh-keys",
-                 R"({"name":"gpuprov","public_key":")" + std::string(kPublicKey) + "\"}")
-                .status,
-            200);
   ASSERT_EQ(call("POST", "/instance-operations/launch", LaunchBody("direct")).status, 200);
   JsonArray rows = api->Instances();
   ASSERT_EQ(rows->size(), 1u);
@@ -473,6 +488,74 @@ TEST_F(LambdaApiTest, RuleChangesReachTheBackendThroughSetReachablePorts) {
   ASSERT_EQ(put.status, 200) << put.body;
   EXPECT_EQ(backend->ReachablePorts(backend_id), (PortSet{22, 6443}));
   EXPECT_NE(backend->ReachablePorts(backend_id), before);
+}
+
+// A memory backend that keeps what the cloud asked of it: each spec, and each private ingress set.
+class RecordingBackend : public InstanceBackend {
+ public:
+  std::string Name() const override { return inner_->Name(); }
+  std::string Create(const InstanceSpec& spec) override {
+    const std::string id = inner_->Create(spec);
+    specs[id] = spec;
+    return id;
+  }
+  InstanceStatus State(const std::string& id) override { return inner_->State(id); }
+  void Delete(const std::string& id) override { inner_->Delete(id); }
+  void Preempt(const std::string& id) override { inner_->Preempt(id); }
+  size_t LiveCount(const std::string& cloud) override { return inner_->LiveCount(cloud); }
+  void RemoveAll() override { inner_->RemoveAll(); }
+  bool Stop(const std::string& id) override { return inner_->Stop(id); }
+  bool Start(const std::string& id, bool new_address) override { return inner_->Start(id, new_address); }
+  void SetReachablePorts(const std::string& id, const PortSet& ports) override {
+    inner_->SetReachablePorts(id, ports);
+  }
+  PortSet ReachablePorts(const std::string& id) override { return inner_->ReachablePorts(id); }
+  void SetPrivateIngress(const std::string& id, const PrivateIngress& ingress) override {
+    ingress_set.insert(id);
+    inner_->SetPrivateIngress(id, ingress);
+  }
+  PrivateIngress GetPrivateIngress(const std::string& id) override {
+    return inner_->GetPrivateIngress(id);
+  }
+  std::map<std::string, InstanceSpec> specs;
+  std::set<std::string> ingress_set;
+
+ private:
+  std::unique_ptr<InstanceBackend> inner_ = MakeMemoryBackend(0ms);
+};
+
+TEST_F(LambdaApiTest, EachRegionsInstancesShareAnUnfilteredPrivateNetworkAndTagsNameTheCluster) {
+  // Lambda's firewall admits public sources only (L-SPEC FirewallRule.source_network): the
+  // instances of a region reach each other on private_ip, which the backend is told.
+  RecordingBackend backend;
+  auto api = DirectApiWithKey(&backend);
+  auto call = [&](const std::string& method, const std::string& path, const std::string& body) {
+    return ServeWithKey(*api, method, path, body);
+  };
+  const std::string tags =
+      R"(,"tags":[{"key":"gpuprov-cluster","value":"train"},{"key":"gpuprov-role","value":"agent"}])";
+  for (const auto& [name, region] : {std::pair{"a", "us-east-1"}, std::pair{"b", "us-east-1"},
+                                     std::pair{"c", "us-west-2"}}) {
+    HttpResponse r = call("POST", "/instance-operations/launch",
+                          LaunchBody(name, tags, "gpu_1x_a100_sxm4", region));
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  ASSERT_EQ(backend.specs.size(), 3u);
+  std::map<std::string, std::string> network;  // name -> private network
+  for (const auto& [id, spec] : backend.specs) {
+    network[spec.name] = spec.private_network;
+    EXPECT_EQ(backend.ingress_set.count(id), 1u) << spec.name;
+    EXPECT_FALSE(backend.GetPrivateIngress(id).has_value()) << spec.name;  // nothing filtered
+  }
+  EXPECT_EQ(network["a"], "us-east-1");
+  EXPECT_EQ(network["b"], "us-east-1");
+  EXPECT_EQ(network["c"], "us-west-2");
+  // The instance carries its tags and, once active, its private_ip (L-SPEC Instance).
+  std::this_thread::sleep_for(50ms);
+  HttpResponse listed = call("GET", "/instances", "");
+  EXPECT_NE(listed.body.find(R"({"key":"gpuprov-role","value":"agent"})"), std::string::npos)
+      << listed.body;
+  EXPECT_NE(listed.body.find(R"("private_ip":"10.)"), std::string::npos) << listed.body;
 }
 
 TEST_F(LambdaApiTest, DocumentedPacingIsEnforcedAndEvery429Counted) {
