@@ -1,17 +1,9 @@
 #include "gzip.h"
 
-#include <Poco/DeflatingStream.h>
-
-#include <sstream>
+#include "zopfli_gzip.h"
 
 namespace gpuprov {
 
-std::string Gzip(const std::string& data) {
-  std::ostringstream out;
-  Poco::DeflatingOutputStream deflate(out, Poco::DeflatingStreamBuf::STREAM_GZIP, 9);
-  deflate << data;
-  deflate.close();
-  return out.str();
-}
+std::string Gzip(const std::string& data) { return zopfli_gzip::Gzip(data); }
 
 }  // namespace gpuprov
