@@ -36,7 +36,10 @@ expect_boot_addresses_kept() {
   [[ "$2" == *"server rerun: none: the install found ran with every setting the cluster needs"* ]] ||
     { echo "the server's installer ran again: $(grep 'server rerun:' <<<"$2")"; false; }
   [[ "$2" != *"installer with the cluster's addresses"* ]]
-  diff <(internal_ips "$GPUPROV_HOME/kube/$1.yaml") <(private_ips "$1")
+  local internal private
+  internal=$(internal_ips "$GPUPROV_HOME/kube/$1.yaml") private=$(private_ips "$1")
+  echo "InternalIP: $internal; private: $private"
+  [ -n "$private" ] && [ "$internal" = "$private" ]
 }
 
 # gpu_sum KUBECONFIG [KUBECTL ARGS...]: nvidia.com/gpu allocatable summed over the nodes.

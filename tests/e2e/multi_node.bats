@@ -328,7 +328,7 @@ EOF
 }
 
 @test "aws (boot route, self-referencing security group): --nodes 3 makes one validated cluster" {
-  run "$GPUPROV" provision --name ma --cloud aws --gpus L4:1 --nodes 3 --no-smoke-test
+  run "$GPUPROV" -v provision --name ma --cloud aws --gpus L4:1 --nodes 3 --no-smoke-test
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"ma: 3 of 3 nodes in the cluster"* ]]
