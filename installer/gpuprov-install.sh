@@ -865,10 +865,9 @@ resolve_public_ip() {
   # --node-ip metadata: k3s's addresses as gpuprov gives them over SSH (the private address, the
   # public one external; no private address: the public one); none known: k3s chooses.
   if [[ "$NODE_IP" == metadata ]]; then
-    NODE_IP="$(public_ip_by_source private)" || NODE_IP=""
-    [[ -z "$NODE_IP" || -n "$NODE_EXTERNAL_IP" ]] || NODE_EXTERNAL_IP="$PUBLIC_IP"
-    NODE_IP="${NODE_IP:-$PUBLIC_IP}"
-    log "node addresses from the metadata service: node-ip '$NODE_IP', node-external-ip '$NODE_EXTERNAL_IP'"
+    NODE_IP="$(public_ip_by_source private)"
+    [[ -n "$NODE_IP" ]] && NODE_EXTERNAL_IP="${NODE_EXTERNAL_IP:-$PUBLIC_IP}" || NODE_IP="$PUBLIC_IP"
+    log "k3s addresses from the metadata service: '$NODE_IP' '$NODE_EXTERNAL_IP'"
   fi
   TLS_SANS=("127.0.0.1")
   local s x seen

@@ -169,7 +169,7 @@ node_addresses() { grep -E '^node-(external-)?ip:' "$SANDBOX/etc/rancher/k3s/con
   start_http_server "$META"
   GPUPROV_METADATA_URL="$HTTP_URL" run "$INSTALLER" --cluster-nodes 3 --public-ip-source digitalocean --node-ip metadata
   [ "$status" -eq 0 ]
-  [[ "$output" == *"node addresses from the metadata service: node-ip '10.0.0.40', node-external-ip '203.0.113.40'"* ]]
+  [[ "$output" == *"k3s addresses from the metadata service: '10.0.0.40' '203.0.113.40'"* ]]
   [ "$(node_addresses)" = $'node-ip: "10.0.0.40"\nnode-external-ip: "203.0.113.40"' ]
   grep -qx '  - "203.0.113.40"' "$SANDBOX/etc/rancher/k3s/config.yaml"
 }
