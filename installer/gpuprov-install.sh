@@ -348,7 +348,7 @@ parse_args() {
       --unit-type) UNIT_TYPE="$val" ;;
       --node-firewall) [[ "$val" == ssh-only ]] || usage_error "--node-firewall: ssh-only, got '$val'"; NODE_FIREWALL="$val" ;;
       --peer | --node-ip | --node-external-ip)
-        valid_ipv4 "$val" || [[ "$val" =~ ^[0-9A-Fa-f:]{2,39}$ && "$val" == *:*:* ]] ||
+        valid_ipv4 "$val" || [[ "$val" =~ ^[0-9A-Fa-f:]{2,39}$ && "$val" == *:*:* || "$opt$val" == --node-ipmetadata ]] ||
           usage_error "$opt: not an IP address: '$val'"
         [[ "$opt" != --peer ]] || PEERS+=("$val")
         ;;&
@@ -806,12 +806,14 @@ metadata_get() {
   curl -sS -f --noproxy '*' --connect-timeout 1 --max-time 3 "$@" 2>/dev/null
 }
 
-# public_ip_by_source: the public address where --public-ip-source says the cloud gives it
-# (installer/README.md). The test VM's 127.x on an interface stands in for a public address.
+# public_ip_by_source [private]: the public address (private: the private one, metadata sources
+# only) where --public-ip-source says the cloud gives it (installer/README.md). The test VM's
+# 127.x on an interface stands in for a public address.
 public_ip_by_source() {
-  local mds="${METADATA_URL:-http://169.254.169.254}" s ip="" rc t
+  local mds="${METADATA_URL:-http://169.254.169.254}" s ip="" rc t p="${1:-public}" g=access-configs/0/external-ip
+  [[ -z "${1:-}" ]] || g=ip
   [[ "$PUBLIC_IP_SOURCE" != none ]] || log "the cloud tells no VM its public address"
-  [[ "$PUBLIC_IP_SOURCE" != interface ]] || ip="$(ip -4 -o addr show scope global | awk '$2 != "lo" {sub("/.*", "", $4); print $4}' |
+  [[ "$PUBLIC_IP_SOURCE${1:-}" != interface ]] || ip="$(ip -4 -o addr show scope global | awk '$2 != "lo" {sub("/.*", "", $4); print $4}' |
     grep -Ev '^(10|192\.168|169\.254|172\.(1[6-9]|2.|3[01])|100\.(6[4-9]|[7-9].|1[01].|12[0-7]))\.')" || ip=""
   [[ "$METADATA_ENABLED" == 1 ]] && command -v curl >/dev/null || s=none
   t="${PUBLIC_IP_SOURCE/auto/ec2 gce digitalocean}"
@@ -825,13 +827,14 @@ public_ip_by_source() {
           break
         fi
         [[ "$rc" == 0 ]] || t=""
-        ip="$(metadata_get ${t:+-H "X-aws-ec2-metadata-token: $t"} "$mds/latest/meta-data/public-ipv4")"
+        ip="$(metadata_get ${t:+-H "X-aws-ec2-metadata-token: $t"} "$mds/latest/meta-data/${p/private/local}-ipv4")"
         ;;
-      gce) ip="$(metadata_get -H 'Metadata-Flavor: Google' "$mds/computeMetadata/v1/instance/network-interfaces/0/access-configs/0/external-ip")" ;;
-      digitalocean) ip="$(metadata_get "$mds/metadata/v1/interfaces/public/0/ipv4/address")" ;;
+      gce) ip="$(metadata_get -H 'Metadata-Flavor: Google' "$mds/computeMetadata/v1/instance/network-interfaces/0/$g")" ;;
+      digitalocean) ip="$(metadata_get "$mds/metadata/v1/interfaces/$p/0/ipv4/address")" ;;
       nebius)
+        t='"public_' && [[ -z "${1:-}" ]] || t='[{,]"'
         ip="$(metadata_get -H 'Metadata: true' "${METADATA_URL:-http://metadata.nebius.internal}/v1/network-data" |
-          tr -d ' \n' | grep -o '"public_ip_address":{"address":"[0-9.]*' | cut -d'"' -f6)"
+          tr -d ' \n' | grep -o "${t}ip_address\":{\"address\":\"[0-9.]*" | cut -d'"' -f6)"
         ;;
     esac || ip=""
     valid_ipv4 "${ip%%$'\n'*}" && break
@@ -858,6 +861,13 @@ resolve_public_ip() {
   fi
   if [[ -n "$PUBLIC_IP" ]]; then
     printf '%s\n' "$PUBLIC_IP" | write_if_changed "$ROOT$PUBLIC_IP_MEMORY" 0644 || true
+  fi
+  # --node-ip metadata: k3s's addresses as gpuprov gives them over SSH (the private address, the
+  # public one external; no private address: the public one); none known: k3s chooses.
+  if [[ "$NODE_IP" == metadata ]]; then
+    NODE_IP="$(public_ip_by_source private)"
+    [[ -n "$NODE_IP" ]] && NODE_EXTERNAL_IP="${NODE_EXTERNAL_IP:-$PUBLIC_IP}" || NODE_IP="$PUBLIC_IP"
+    log "k3s addresses from the metadata service: '$NODE_IP' '$NODE_EXTERNAL_IP'"
   fi
   TLS_SANS=("127.0.0.1")
   local s x seen

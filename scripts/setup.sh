@@ -28,7 +28,7 @@ as_root() {
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
-  libpoco-dev libssh-dev libyaml-cpp-dev libtoml11-dev libboost-dev
+  libpoco-dev libssh-dev libyaml-cpp-dev libtoml11-dev libboost-dev libzopfli-dev
   libgtest-dev libgmock-dev ccache shfmt
   docker.io mmdebstrap openssh-client bats shellcheck kubectl nftables util-linux
   python3 python3-libcloud python3-digitalocean hyperfine awscli

@@ -223,6 +223,12 @@ ClusterPlan PlanCluster(std::uint64_t capabilities, const UserDataLimit& user_da
   }
   InstallerArgs args = boot_args;
   args.node_firewall = NodeFirewallFor(plan);
+  // A cluster's server learns k3s's addresses at boot where the metadata service gives them
+  // (the VM has none yet when its script is written), so its install needs no second run.
+  if (args.cluster_nodes > 1 && args.node_ip.empty() &&
+      PrivateAddressFromMetadata(args.public_ip_source)) {
+    args.node_ip = kNodeIpFromMetadata;
+  }
   // A cloud that runs user data through cloud-init is asked through cloud-init; a startup
   // script alone leaves its own trace.
   plan.startup_script = (capabilities & GPUPROV_CAP_BOOT_CLOUD_INIT) == 0;

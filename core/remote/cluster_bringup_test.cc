@@ -52,6 +52,31 @@ TEST(ClusterPlan, TheBootRouteKeepsTheArgumentsItsScriptRunsTheInstallerWith) {
   EXPECT_EQ(ssh.boot_args.cluster_nodes, 0);
 }
 
+TEST(ClusterPlan, AClusterServerLearnsItsK3sAddressesFromTheMetadataServiceAtBoot) {
+  InstallerArgs server;
+  server.cluster_nodes = 3;
+  server.public_ip_source = "digitalocean";
+  ClusterPlan p = PlanCluster(kCloudInit | GPUPROV_CAP_OPEN_PORTS, 65536, server);
+  ASSERT_TRUE(p.boot_route);
+  EXPECT_EQ(p.boot_args.node_ip, "metadata");
+  EXPECT_NE(p.boot_script.find("'--node-ip' 'metadata'"), std::string::npos) << p.boot_script.substr(0, 400);
+  server.public_ip_source = "ec2";
+  EXPECT_EQ(PlanCluster(kCloudInit, kEc2, server).boot_args.node_ip, "metadata");
+  // Where no metadata service gives the private address, or on an agent or a single VM, the
+  // host gives the addresses over SSH.
+  for (const char* source : {"interface", "none", ""}) {
+    server.public_ip_source = source;
+    EXPECT_EQ(PlanCluster(kCloudInit, 65536, server).boot_args.node_ip, "") << source;
+  }
+  InstallerArgs agent;
+  agent.role = "agent";
+  agent.public_ip_source = "digitalocean";
+  EXPECT_EQ(PlanCluster(kCloudInit, 65536, agent).boot_args.node_ip, "");
+  InstallerArgs single;
+  single.public_ip_source = "digitalocean";
+  EXPECT_EQ(PlanCluster(kCloudInit, 65536, single).boot_args.node_ip, "");
+}
+
 TEST(ClusterPlan, StartupScriptCloudsTakeTheBootRouteToo) {
   ClusterPlan p = PlanCluster(GPUPROV_CAP_VM_LIFECYCLE | GPUPROV_CAP_HOSTS_KUBERNETES |
                                   GPUPROV_CAP_BOOT_STARTUP_SCRIPT,

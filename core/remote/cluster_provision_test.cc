@@ -78,6 +78,41 @@ TEST(DecideServerRerun, AnotherNodeIpThanTheHostsIsRunAgain) {
   EXPECT_EQ(d.reason, "the boot install ran without --node-ip 10.1.0.2");
 }
 
+TEST(DecideServerRerun, AServerThatLearnedTheHostsAddressesFromTheMetadataServiceIsNotRunAgain) {
+  ClusterPlan plan = BootPlan(true);
+  plan.boot_args.node_ip = "metadata";
+  const ServerRerunDecision d = DecideServerRerun(plan, false, Now(plan), kInForce);
+  EXPECT_EQ(d.action, ServerRerun::kNone);
+  EXPECT_EQ(d.reason, "the install found ran with every setting the cluster needs");
+  plan.direct = false;  // tunnel access: only the peers, k3s untouched
+  InstallerArgs now = Now(plan);
+  now.peers = {"10.1.0.3"};
+  EXPECT_EQ(DecideServerRerun(plan, false, now, kInForce).action, ServerRerun::kPeersOnly);
+}
+
+TEST(DecideServerRerun, AMetadataServiceThatDidNotAnswerLeavesTheRerunToTheHost) {
+  ClusterPlan plan = BootPlan(true);
+  plan.boot_args.node_ip = "metadata";
+  const ServerRerunDecision d = DecideServerRerun(plan, false, Now(plan), {});
+  EXPECT_EQ(d.action, ServerRerun::kInstaller);
+  EXPECT_EQ(d.reason,
+            "the boot install ran without --node-ip 10.1.0.2 --node-external-ip 203.0.113.2");
+}
+
+TEST(DecideServerRerun, AMetadataServiceThatGaveOtherAddressesIsCorrectedByTheHost) {
+  ClusterPlan plan = BootPlan(true);
+  plan.boot_args.node_ip = "metadata";
+  EXPECT_EQ(DecideServerRerun(plan, false, Now(plan), K3sNodeAddresses{"10.9.0.7", "203.0.113.2"})
+                .reason,
+            "the boot install ran without --node-ip 10.1.0.2");
+  // No private address in the metadata: the public one as node-ip, no external one.
+  const ServerRerunDecision d =
+      DecideServerRerun(plan, false, Now(plan), K3sNodeAddresses{"203.0.113.2", ""});
+  EXPECT_EQ(d.action, ServerRerun::kInstaller);
+  EXPECT_EQ(d.reason,
+            "the boot install ran without --node-ip 10.1.0.2 --node-external-ip 203.0.113.2");
+}
+
 TEST(DecideServerRerun, AK3sSettingOtherThanTheAddressesIsRunAgain) {
   const ClusterPlan plan = BootPlan(true);
   InstallerArgs now = Now(plan);

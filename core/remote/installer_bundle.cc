@@ -105,6 +105,15 @@ std::vector<std::string> InstallerArgWords(const InstallerArgs& args) {
   return words;
 }
 
+bool PrivateAddressFromMetadata(const std::string& public_ip_source) {
+  for (const char* source : {GPUPROV_NODE_ADDRESS_EC2, GPUPROV_NODE_ADDRESS_OPENSTACK,
+                             GPUPROV_NODE_ADDRESS_GCE, GPUPROV_NODE_ADDRESS_DIGITALOCEAN,
+                             GPUPROV_NODE_ADDRESS_NEBIUS}) {
+    if (public_ip_source == source) return true;
+  }
+  return false;
+}
+
 std::string PublicIpSourceShortfall(const std::string& public_ip_source) {
   if (public_ip_source == GPUPROV_NODE_ADDRESS_NONE) {
     return "the cloud tells a VM its public address neither by a metadata service nor on an "

@@ -48,12 +48,21 @@ struct InstallerArgs {
   // A node of a multi-node cluster (installer/README.md, "Clusters"):
   std::string role;                 // --role; "" = server
   int cluster_nodes = 0;            // --cluster-nodes, given when > 1 (the server's wireguard-native)
-  std::string node_ip;              // --node-ip: the private address, else the public one
+  std::string node_ip;              // --node-ip: the private address, else the public one;
+                                    // kNodeIpFromMetadata: the server learns both at boot
   std::string node_external_ip;     // --node-external-ip
   std::vector<std::string> peers;   // --peer, each: the other nodes the node firewall admits
   std::string server_url;           // --server-url (an agent's join; AgentJoinCommand sets it)
   std::string token_file;           // --token-file (AgentJoinCommand sets it)
 };
+
+/// --node-ip's value for a cluster server's boot script: the installer takes node-ip and
+/// node-external-ip from the metadata service's private and public addresses, as the host
+/// would give them over SSH (installer/README.md, "Clusters").
+inline constexpr const char* kNodeIpFromMetadata = "metadata";
+/// Whether a VM of a cloud whose driver names \a public_ip_source learns its private address
+/// from a metadata service (ec2, openstack, gce, digitalocean, nebius).
+bool PrivateAddressFromMetadata(const std::string& public_ip_source);
 
 /// Why a VM whose driver names \a public_ip_source did not learn its public address itself:
 /// the tail of the route reason when gpuprov re-runs the installer with --public-ip.

@@ -159,3 +159,65 @@ fake_ip() {
   [ "$status" -eq 2 ]
   [[ "$output" == *"--public-ip-source: 'azure'?"* ]]
 }
+
+# node_addresses: the k3s address lines of the config written.
+node_addresses() { grep -E '^node-(external-)?ip:' "$SANDBOX/etc/rancher/k3s/config.yaml" || true; }
+
+@test "--node-ip metadata (DigitalOcean): node-ip the private address, node-external-ip the public one" {
+  meta_file metadata/v1/interfaces/public/0/ipv4/address 203.0.113.40
+  meta_file metadata/v1/interfaces/private/0/ipv4/address 10.0.0.40
+  start_http_server "$META"
+  GPUPROV_METADATA_URL="$HTTP_URL" run "$INSTALLER" --cluster-nodes 3 --public-ip-source digitalocean --node-ip metadata
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"k3s addresses from the metadata service: '10.0.0.40' '203.0.113.40'"* ]]
+  [ "$(node_addresses)" = $'node-ip: "10.0.0.40"\nnode-external-ip: "203.0.113.40"' ]
+  grep -qx '  - "203.0.113.40"' "$SANDBOX/etc/rancher/k3s/config.yaml"
+}
+
+@test "--node-ip metadata (EC2): local-ipv4 and public-ipv4" {
+  meta_file latest/meta-data/public-ipv4 203.0.113.41
+  meta_file latest/meta-data/local-ipv4 172.31.5.41
+  start_http_server "$META"
+  GPUPROV_METADATA_URL="$HTTP_URL" run "$INSTALLER" --cluster-nodes 3 --public-ip-source ec2 --node-ip metadata
+  [ "$status" -eq 0 ]
+  [ "$(node_addresses)" = $'node-ip: "172.31.5.41"\nnode-external-ip: "203.0.113.41"' ]
+}
+
+@test "--node-ip metadata (GCE): network-interfaces/0/ip and the access config's external IP" {
+  meta_file computeMetadata/v1/instance/network-interfaces/0/access-configs/0/external-ip 203.0.113.42
+  meta_file computeMetadata/v1/instance/network-interfaces/0/ip 10.128.0.42
+  start_http_server "$META"
+  GPUPROV_METADATA_URL="$HTTP_URL" run "$INSTALLER" --cluster-nodes 3 --public-ip-source gce --node-ip metadata
+  [ "$status" -eq 0 ]
+  [ "$(node_addresses)" = $'node-ip: "10.128.0.42"\nnode-external-ip: "203.0.113.42"' ]
+  grep -q 'Metadata-Flavor: Google' "$CURL_LOG"
+}
+
+@test "--node-ip metadata (Nebius): network-data's ip_address and public_ip_address" {
+  meta_file v1/network-data '{"network_interfaces": [{"name": "eth0",
+    "ip_address": {"address": "10.0.0.43/32"}, "public_ip_address": {"address": "203.0.113.43/32"}}]}'
+  start_http_server "$META"
+  GPUPROV_METADATA_URL="$HTTP_URL" run "$INSTALLER" --cluster-nodes 3 --public-ip-source nebius --node-ip metadata
+  [ "$status" -eq 0 ]
+  [ "$(node_addresses)" = $'node-ip: "10.0.0.43"\nnode-external-ip: "203.0.113.43"' ]
+}
+
+@test "--node-ip metadata without a private address: node-ip the public one, no external one" {
+  meta_file metadata/v1/interfaces/public/0/ipv4/address 203.0.113.44
+  start_http_server "$META"
+  GPUPROV_METADATA_URL="$HTTP_URL" run "$INSTALLER" --cluster-nodes 3 --public-ip-source digitalocean --node-ip metadata
+  [ "$status" -eq 0 ]
+  [ "$(node_addresses)" = 'node-ip: "203.0.113.44"' ]
+}
+
+@test "--node-ip metadata with no metadata service: no address lines, k3s chooses (gpuprov re-runs)" {
+  GPUPROV_METADATA_URL="http://127.0.0.1:9" run "$INSTALLER" --cluster-nodes 3 --public-ip-source digitalocean --node-ip metadata
+  [ "$status" -eq 0 ]
+  [ -z "$(node_addresses)" ]
+}
+
+@test "metadata is a value of --node-ip only" {
+  run "$INSTALLER" --node-external-ip metadata
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"--node-external-ip: not an IP address: 'metadata'"* ]]
+}

@@ -901,7 +901,7 @@ std::string AwsDriver::Create(const std::string& request_json) {
   const auto [request, name, user_data] =
       kit::ParseCreateRequest(request_json, kVmNameRules, kUserDataTextLimit, "EC2",
                               "boot script before gzip");
-  // The boot script gzipped (kit::Gzip: level 9, as the host measures it), which cloud-init
+  // The boot script gzipped (kit::Gzip: zopfli, as the host measures it), which cloud-init
   // unpacks before use ("Content found to be gzip compressed will be uncompressed",
   // https://cloudinit.readthedocs.io/en/latest/explanation/format.html): check says
   // "user_data_gzip", so EC2's 16 KB limit counts compressed bytes (REFERENCE.md §4).

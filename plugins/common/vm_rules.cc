@@ -2,11 +2,11 @@
 #include "vm_rules.h"
 
 #include <Poco/Base64Encoder.h>
-#include <Poco/DeflatingStream.h>
 
 #include <sstream>
 
 #include "gpuprov/sdk.hpp"
+#include "zopfli_gzip.h"
 
 namespace gpuprov::drivers {
 
@@ -122,12 +122,6 @@ std::string Base64(std::string_view data) {
   return out.str();
 }
 
-std::string Gzip(std::string_view data) {
-  std::ostringstream out;
-  Poco::DeflatingOutputStream deflate(out, Poco::DeflatingStreamBuf::STREAM_GZIP, 9);
-  deflate.write(data.data(), static_cast<std::streamsize>(data.size()));
-  deflate.close();
-  return out.str();
-}
+std::string Gzip(std::string_view data) { return zopfli_gzip::Gzip(data); }
 
 }  // namespace gpuprov::drivers

@@ -42,9 +42,9 @@ bool IsUtf8(std::string_view text);
 /// Standard base64 on one line (no line breaks), as EC2's UserData wants it.
 std::string Base64(std::string_view data);
 
-/// \a data gzipped (RFC 1952) at level 9 through Poco's zlib stream: user data a cloud takes
-/// compressed (cloud-init unpacks gzip user data). The same input gives the same bytes, so the
-/// host's measure of the gzipped script (core/gzip.h, its own link unit) is what is sent.
+/// \a data gzipped (RFC 1952) by zopfli (zopfli_gzip.h): user data a cloud takes compressed
+/// (cloud-init unpacks gzip user data). The same input gives the same bytes, and the host's
+/// measure of the gzipped script (core/gzip.h, its own link unit) uses the same code.
 std::string Gzip(std::string_view data);
 
 }  // namespace gpuprov::drivers

@@ -76,7 +76,7 @@ TEST(VmRules, Base64OnOneLine) {
   EXPECT_EQ(Base64(std::string(100, 'a')).find('\n'), std::string::npos);
 }
 
-TEST(VmRules, GzipIsRfc1952AtLevel9AndUnpacksToTheInput) {
+TEST(VmRules, GzipIsRfc1952ByZopfliAndUnpacksToTheInput) {
   const std::string script = "#!/bin/bash\n" + std::string(4000, 'x') + "\necho done\n";
   const std::string packed = Gzip(script);
   ASSERT_GE(packed.size(), 10u);

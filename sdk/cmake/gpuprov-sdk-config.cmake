@@ -1,7 +1,7 @@
 # find_package(gpuprov-sdk) for third-party drivers: gives gpuprov::sdk (the header-only SDK,
 # with gpuprov/testing.hpp for the driver's tests),
 # gpuprov::driver_kit (the static driver kit: HTTP client, status table, cancellable waits, ...;
-# it needs Poco and yaml-cpp, found here) and gpuprov_add_driver().
+# it needs Poco and yaml-cpp, found here, and libzopfli, linked as -lzopfli) and gpuprov_add_driver().
 include(CMakeFindDependencyMacro)
 include("${CMAKE_CURRENT_LIST_DIR}/gpuprov-sdk-targets.cmake")
 if(EXISTS "${CMAKE_CURRENT_LIST_DIR}/gpuprov-driver-kit-targets.cmake")

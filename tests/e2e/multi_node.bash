@@ -17,6 +17,31 @@ ready_nodes() {
   KUBECONFIG=$1 kubectl "${@:2}" get nodes --no-headers | awk '$2 == "Ready"' | wc -l
 }
 
+# internal_ips KUBECONFIG: the nodes' InternalIP addresses, sorted, one a line.
+internal_ips() {
+  KUBECONFIG=$1 kubectl get nodes \
+    -o jsonpath='{range .items[*]}{range .status.addresses[?(@.type=="InternalIP")]}{.address}{"\n"}{end}{end}' |
+    LC_ALL=C sort
+}
+
+# private_ips NAME: the private addresses of cluster NAME's nodes as gpuprov recorded them, sorted.
+private_ips() {
+  cluster_json "$1" "'\\n'.join(n['private_ip'] for n in c['nodes'])" | LC_ALL=C sort
+}
+
+# expect_boot_addresses_kept NAME OUTPUT: the server of cluster NAME learned k3s's addresses from
+# the metadata service at boot (--node-ip metadata), so its installer did not run a second time
+# (gpuprov -v's "server rerun:" line), and every node's InternalIP is its private address.
+expect_boot_addresses_kept() {
+  [[ "$2" == *"server rerun: none: the install found ran with every setting the cluster needs"* ]] ||
+    { echo "the server's installer ran again: $(grep 'server rerun:' <<<"$2")"; false; }
+  [[ "$2" != *"installer with the cluster's addresses"* ]]
+  local internal private
+  internal=$(internal_ips "$GPUPROV_HOME/kube/$1.yaml") private=$(private_ips "$1")
+  echo "InternalIP: $internal; private: $private"
+  [ -n "$private" ] && [ "$internal" = "$private" ]
+}
+
 # gpu_sum KUBECONFIG [KUBECTL ARGS...]: nvidia.com/gpu allocatable summed over the nodes.
 gpu_sum() {
   KUBECONFIG=$1 kubectl "${@:2}" get nodes -o jsonpath='{range .items[*]}{.status.allocatable.nvidia\.com/gpu}{"\n"}{end}' |

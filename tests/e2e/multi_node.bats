@@ -114,6 +114,7 @@ teardown() {
   [ "$(cluster_json mn "c['nodes'][2]['name']")" = mn-agent-2 ]
   [ "$(cluster_json mn "c['nodes'][1]['role']")" = agent ]
   [ -n "$(cluster_json mn "c['nodes'][1]['private_ip']")" ]
+  expect_boot_addresses_kept mn "$output"
   run "$GPUPROV" list --no-refresh
   [[ "$output" == *"cluster mn: 3 of 3 nodes (mn server, mn-agent-1, mn-agent-2)"* ]]
   run "$GPUPROV" ssh mn --node 2 -- hostname
@@ -327,10 +328,11 @@ EOF
 }
 
 @test "aws (boot route, self-referencing security group): --nodes 3 makes one validated cluster" {
-  run "$GPUPROV" provision --name ma --cloud aws --gpus L4:1 --nodes 3 --no-smoke-test
+  run "$GPUPROV" -v provision --name ma --cloud aws --gpus L4:1 --nodes 3 --no-smoke-test
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"ma: 3 of 3 nodes in the cluster"* ]]
+  expect_boot_addresses_kept ma "$output"
   [ "$(ready_nodes "$GPUPROV_HOME/kube/ma.yaml")" -eq 3 ]
   [ "$(gpu_sum "$GPUPROV_HOME/kube/ma.yaml")" -eq 3 ]
   run "$GPUPROV" down ma --yes

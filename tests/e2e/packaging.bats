@@ -210,6 +210,10 @@ EOF
     grep -qx -- "$f" <<<"$sdk_files" || { echo "gpuprov-sdk-dev lacks $f"; false; }
   done
   depends_names "$sdk" | grep -qx 'libyaml-cpp-dev'
+  depends_names "$sdk" | grep -qx 'libzopfli-dev'
+  # zopfli gzips boot scripts in the host and in the kit inside each driver (zopfli_gzip.h).
+  depends_names "$core" | grep -qx 'libzopfli1'
+  depends_names "$aws" | grep -qx 'libzopfli1'
 
   # The packaged gpuprov has no test crash points (GPUPROV_TEST_HOOKS): it ignores the variable
   # that the build tree's gpuprov reads (and refuses when it names no point).

@@ -703,6 +703,7 @@ class DockerBackend : public InstanceBackend {
                               {kLabelNetwork, key}},
                              true);
         networks_.insert(name);
+        network_subnets_[name] = subnet;
         return;
       } catch (const EngineError& e) {
         if (e.http_status() == 409) {  // made by this session before (a restart): use it
@@ -830,14 +831,22 @@ class DockerBackend : public InstanceBackend {
     return true;
   }
 
-  // What the test image's metadata service fixture serves for this instance.
-  static std::string MetadataDocument(const Record& r, const std::string& hostname) {
+  // What the test image's metadata service fixture serves for this instance. Its private
+  // address is the one State reports: on a private network Docker gives it at start, so the
+  // fixture serves the VM's address within that network's subnet (local_ipv4_network).
+  std::string MetadataDocument(const Record& r, const std::string& hostname) {
     JsonObject doc = NewObject();
     doc->set("cloud", r.spec.cloud);
     doc->set("instance_id", r.id);
     doc->set("hostname", hostname);
     doc->set("public_ipv4", r.address);
-    doc->set("local_ipv4", "10.0.0.2");
+    doc->set("local_ipv4", r.network_name.empty() ? "10.120." + r.address.substr(7) : r.private_ip);
+    if (!r.network_name.empty()) {
+      std::lock_guard<std::mutex> lock(network_mu_);
+      auto subnet = network_subnets_.find(r.network_name);
+      // A network made by an earlier run of this session: somewhere in EnsureNetwork's range.
+      doc->set("local_ipv4_network", subnet != network_subnets_.end() ? subnet->second : "10.64.0.0/10");
+    }
     return ToJson(doc) + "\n";
   }
 
@@ -1201,6 +1210,7 @@ class DockerBackend : public InstanceBackend {
   std::mutex gate_mu_;  // taken before mu_, never while holding it
   std::mutex network_mu_;
   std::set<std::string> networks_;  // Docker networks this session made
+  std::map<std::string, std::string> network_subnets_;  // ... their subnets, when made by this run
   std::mutex public_mu_;            // taken before mu_, never while holding it
   // The members of each public network as last set: (pid, endpoint), in records_ order.
   std::map<std::string, std::vector<std::pair<int, PublicEndpoint>>> public_applied_;
