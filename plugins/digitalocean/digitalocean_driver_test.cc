@@ -386,25 +386,12 @@ TEST_F(DigitalOceanEmulatorTest, EveryCallIsAnOperationOfDigitalOceansSpec) {
   drivers::testing::ExpectOnlyOperations(emulator_->Requests(), DigitalOceanOperations());
 }
 
-// A cluster create (ABI 1.5) with its peer ports.
-std::string ClusterCreate(const std::string& create_json, const std::string& cluster,
-                          const std::string& role) {
-  Object::Ptr req = Poco::JSON::Parser().parse(create_json).extract<Object::Ptr>();
-  Object::Ptr c = Poco::JSON::Parser()
-                      .parse(R"({"name":")" + cluster + R"(","role":")" + role +
-                             R"(","peer_ports":[{"port":6443,"protocol":"tcp"},)"
-                             R"({"port":10250,"protocol":"tcp"},{"port":51820,"protocol":"udp"}]})")
-                      .extract<Object::Ptr>();
-  req->set("cluster", c);
-  return Stringify(req);
-}
-
 TEST_F(DigitalOceanEmulatorTest, AClusterSharesAVpcAndAFirewallByTagThatGoWithItsLastNode) {
   Driver driver(Config());
-  OpResult server = driver.Create(ClusterCreate(CreateRequest("train"), "train", "server"));
+  OpResult server = driver.Create(WithCluster(CreateRequest("train"), "train", "server"));
   ASSERT_EQ(server.status, GPUPROV_STATUS_OK) << server << "\n" << driver.host().All();
   OpResult agent =
-      driver.Create(ClusterCreate(CreateRequest("train-agent-1"), "train", "agent"));
+      driver.Create(WithCluster(CreateRequest("train-agent-1"), "train", "agent"));
   ASSERT_EQ(agent.status, GPUPROV_STATUS_OK) << agent;
   EXPECT_EQ(emulator_->Count("vpcs"), 1);
   EXPECT_EQ(emulator_->Count("firewalls"), 3);  // one per droplet and the cluster's
@@ -491,7 +478,7 @@ TEST_F(DigitalOceanEmulatorTest, AClusterSharesAVpcAndAFirewallByTagThatGoWithIt
 TEST_F(DigitalOceanEmulatorTest, ABadClusterIsRefusedBeforeAnyCall) {
   Driver driver(Config());
   emulator_->ClearRequests("digitalocean");
-  OpResult r = driver.Create(ClusterCreate(CreateRequest("bad"), "Bad_Name", "server"));
+  OpResult r = driver.Create(WithCluster(CreateRequest("bad"), "Bad_Name", "server"));
   EXPECT_EQ(r.status, GPUPROV_STATUS_INVALID_INPUT) << r;
   EXPECT_TRUE(Contains(r.error, "cluster.name")) << r.error;
   EXPECT_TRUE(emulator_->Requests().empty());
@@ -500,11 +487,11 @@ TEST_F(DigitalOceanEmulatorTest, ABadClusterIsRefusedBeforeAnyCall) {
 TEST_F(DigitalOceanEmulatorTest, CapacityOnTheThirdNodeOfAClusterLeavesTheOthers) {
   Driver driver(Config());
   emulator_->Fault("capacity", 1, R"(,"body":"train-agent-2")");
-  ASSERT_EQ(driver.Create(ClusterCreate(CreateRequest("train"), "train", "server")).status,
+  ASSERT_EQ(driver.Create(WithCluster(CreateRequest("train"), "train", "server")).status,
             GPUPROV_STATUS_OK);
-  ASSERT_EQ(driver.Create(ClusterCreate(CreateRequest("train-agent-1"), "train", "agent")).status,
+  ASSERT_EQ(driver.Create(WithCluster(CreateRequest("train-agent-1"), "train", "agent")).status,
             GPUPROV_STATUS_OK);
-  OpResult third = driver.Create(ClusterCreate(CreateRequest("train-agent-2"), "train", "agent"));
+  OpResult third = driver.Create(WithCluster(CreateRequest("train-agent-2"), "train", "agent"));
   EXPECT_EQ(third.status, GPUPROV_STATUS_CAPACITY) << third;
   EXPECT_EQ(emulator_->Count("instances"), 2);
 }
@@ -532,7 +519,7 @@ TEST_F(DigitalOceanEmulatorTest, NodesOfAClusterCreatedAtOnceShareOneVpc) {
   for (size_t i = 0; i < names.size(); ++i) {
     threads.emplace_back([&, i] {
       results[i] = drivers[i]->Create(
-          ClusterCreate(CreateRequest(names[i]), "race", i == 0 ? "server" : "agent"));
+          WithCluster(CreateRequest(names[i]), "race", i == 0 ? "server" : "agent"));
     });
   }
   for (auto& t : threads) t.join();

@@ -783,17 +783,6 @@ constexpr const char* kPeerPorts =
     R"([{"port":6443,"protocol":"tcp"},{"port":10250,"protocol":"tcp"},)"
     R"({"port":51820,"protocol":"udp"}])";
 
-// A cluster create with its peer ports.
-std::string ClusterCreate(const std::string& create_json, const std::string& cluster,
-                          const std::string& role) {
-  Object::Ptr req = Poco::JSON::Parser().parse(create_json).extract<Object::Ptr>();
-  req->set("cluster", Poco::JSON::Parser()
-                          .parse(R"({"name":")" + cluster + R"(","role":")" + role +
-                                 R"(","peer_ports":)" + kPeerPorts + "}")
-                          .extract<Object::Ptr>());
-  return Stringify(req);
-}
-
 std::string PeersRequest(const std::string& cluster) {
   return R"({"cluster":")" + cluster + R"(","peer_ports":)" + kPeerPorts + R"(,"peers":[]})";
 }
@@ -828,7 +817,7 @@ TEST_F(GcpEmulatorTest, AClusterSharesOneFirewallRuleByTagThatGoesWithItsLastNod
   std::vector<std::string> ids;
   for (size_t i = 0; i < names.size(); ++i) {
     OpResult r = driver.Create(
-        ClusterCreate(CreateRequest(names[i], "L4", {22}), "train", i == 0 ? "server" : "agent"));
+        WithCluster(CreateRequest(names[i], "L4", {22}), "train", i == 0 ? "server" : "agent"));
     ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << r << "\n" << driver.host().All();
     ids.push_back(r.Vm()->getValue<std::string>("id"));
   }
@@ -913,12 +902,12 @@ TEST_F(GcpEmulatorTest, AClusterSharesOneFirewallRuleByTagThatGoesWithItsLastNod
 TEST_F(GcpEmulatorTest, ABadClusterIsRefusedBeforeAnyCall) {
   Driver driver(Config());
   emulator_->ClearRequests();
-  OpResult bad = driver.Create(ClusterCreate(CreateRequest("bad"), "Bad_Name", "server"));
+  OpResult bad = driver.Create(WithCluster(CreateRequest("bad"), "Bad_Name", "server"));
   EXPECT_EQ(bad.status, GPUPROV_STATUS_INVALID_INPUT) << bad;
   EXPECT_TRUE(Contains(bad.error, "cluster.name")) << bad.error;
   // gpuprov-cluster-<name> must stay a 63-character GCE tag.
   const std::string long_name(48, 'c');
-  OpResult tag = driver.Create(ClusterCreate(CreateRequest("c"), long_name, "server"));
+  OpResult tag = driver.Create(WithCluster(CreateRequest("c"), long_name, "server"));
   EXPECT_EQ(tag.status, GPUPROV_STATUS_INVALID_INPUT) << tag;
   EXPECT_TRUE(Contains(tag.error, "63 characters")) << tag.error;
   EXPECT_TRUE(emulator_->Requests().empty());
@@ -935,7 +924,7 @@ TEST_F(GcpEmulatorTest, NodesOfAClusterCreatedAtOnceShareOneRule) {
   std::vector<std::thread> threads;
   for (size_t i = 0; i < names.size(); ++i) {
     threads.emplace_back([&, i] {
-      results[i] = drivers[i]->Create(ClusterCreate(CreateRequest(names[i], "L4", {22}), "race",
+      results[i] = drivers[i]->Create(WithCluster(CreateRequest(names[i], "L4", {22}), "race",
                                                     i == 0 ? "server" : "agent"));
     });
   }
@@ -954,12 +943,12 @@ TEST_F(GcpEmulatorTest, CapacityOnTheThirdNodeOfAClusterLeavesTheOthers) {
   Driver driver(Config());
   emulator_->Fault(R"("fault":"capacity","times":20,"body":"train-agent-2")");
   for (const char* n : {"train", "train-agent-1"}) {
-    OpResult r = driver.Create(ClusterCreate(CreateRequest(n, "L4", {22}), "train",
+    OpResult r = driver.Create(WithCluster(CreateRequest(n, "L4", {22}), "train",
                                              std::string(n) == "train" ? "server" : "agent"));
     ASSERT_EQ(r.status, GPUPROV_STATUS_OK) << n << ": " << r;
   }
   OpResult third =
-      driver.Create(ClusterCreate(CreateRequest("train-agent-2", "L4", {22}), "train", "agent"));
+      driver.Create(WithCluster(CreateRequest("train-agent-2", "L4", {22}), "train", "agent"));
   EXPECT_EQ(third.status, GPUPROV_STATUS_CAPACITY) << third;
   EXPECT_EQ(emulator_->Count("instances"), 2);
   EXPECT_TRUE(Firewall("gpuprov-train-peers"));

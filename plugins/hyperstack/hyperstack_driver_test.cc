@@ -476,17 +476,6 @@ constexpr const char* kPeerPorts =
     R"([{"port":6443,"protocol":"tcp"},{"port":10250,"protocol":"tcp"},)"
     R"({"port":51820,"protocol":"udp"}])";
 
-// A cluster create with its peer ports.
-std::string ClusterCreate(const std::string& create_json, const std::string& cluster,
-                          const std::string& role) {
-  Object::Ptr req = Poco::JSON::Parser().parse(create_json).extract<Object::Ptr>();
-  req->set("cluster", Poco::JSON::Parser()
-                          .parse(R"({"name":")" + cluster + R"(","role":")" + role +
-                                 R"(","peer_ports":)" + kPeerPorts + "}")
-                          .extract<Object::Ptr>());
-  return Stringify(req);
-}
-
 // One node as open_peer_ports lists it, from the driver's VM object.
 std::string PeerJson(const Object::Ptr& vm) {
   return R"({"id":")" + vm->getValue<std::string>("id") + R"(","name":")" +
@@ -539,9 +528,9 @@ std::set<std::string> RulesFrom(const std::vector<std::string>& addresses) {
 
 TEST_F(HyperstackClusterTest, AClusterNodeIsLabelledInTheSharedEnvironmentWithItsFixedIp) {
   Driver driver(Config());
-  OpResult server = driver.Create(ClusterCreate(CreateRequest("train"), "train", "server"));
+  OpResult server = driver.Create(WithCluster(CreateRequest("train"), "train", "server"));
   ASSERT_EQ(server.status, GPUPROV_STATUS_OK) << server << "\n" << driver.host().All();
-  OpResult agent = driver.Create(ClusterCreate(CreateRequest("train-agent-1"), "train", "agent"));
+  OpResult agent = driver.Create(WithCluster(CreateRequest("train-agent-1"), "train", "agent"));
   ASSERT_EQ(agent.status, GPUPROV_STATUS_OK) << agent;
   // Both in the region's one environment (its private network), with one key pair; the
   // cluster has nothing of its own on Hyperstack.
@@ -577,7 +566,7 @@ TEST_F(HyperstackClusterTest, OpenPeerPortsAdmitsExactlyThePeersOnEveryNode) {
   std::vector<Object::Ptr> vms;
   for (const char* name : {"train", "train-agent-1", "train-agent-2"}) {
     OpResult c = driver.Create(
-        ClusterCreate(CreateRequest(name), "train", vms.empty() ? "server" : "agent"));
+        WithCluster(CreateRequest(name), "train", vms.empty() ? "server" : "agent"));
     ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c << "\n" << driver.host().All();
     vms.push_back(WaitRunning(driver, c.Vm()->getValue<std::string>("id")));
     ASSERT_TRUE(vms.back());
@@ -649,7 +638,7 @@ TEST_F(HyperstackClusterTest, OpenPeerPortsAdmitsExactlyThePeersOnEveryNode) {
 // A user's own rules (from the internet, or of other ports) are never taken for a peer's.
 TEST_F(HyperstackClusterTest, OpenPeerPortsLeavesTheUsersRulesAlone) {
   Driver driver(Config());
-  OpResult c = driver.Create(ClusterCreate(CreateRequest("solo"), "train", "server"));
+  OpResult c = driver.Create(WithCluster(CreateRequest("solo"), "train", "server"));
   ASSERT_EQ(c.status, GPUPROV_STATUS_OK) << c;
   Object::Ptr vm = WaitRunning(driver, c.Vm()->getValue<std::string>("id"));
   ASSERT_TRUE(vm);
@@ -672,7 +661,7 @@ TEST_F(HyperstackClusterTest, OpenPeerPortsLeavesTheUsersRulesAlone) {
 TEST_F(HyperstackClusterTest, ABadClusterIsRefusedBeforeAnyCall) {
   Driver driver(Config());
   emulator_->ClearRequests();
-  OpResult r = driver.Create(ClusterCreate(CreateRequest("bad"), "Bad_Name", "server"));
+  OpResult r = driver.Create(WithCluster(CreateRequest("bad"), "Bad_Name", "server"));
   EXPECT_EQ(r.status, GPUPROV_STATUS_INVALID_INPUT) << r;
   EXPECT_TRUE(Contains(r.error, "cluster.name")) << r.error;
   EXPECT_TRUE(emulator_->Requests().empty());

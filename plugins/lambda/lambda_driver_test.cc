@@ -341,19 +341,6 @@ TEST_F(LambdaEmulatorTest, Lifecycle) {
   EXPECT_EQ(launches, 1);
 }
 
-// create's "cluster" (docs/driver-protocol.md, "Clusters") added to a create request.
-std::string ClusterCreate(const std::string& create_json, const std::string& cluster,
-                          const std::string& role) {
-  Object::Ptr req = Poco::JSON::Parser().parse(create_json).extract<Object::Ptr>();
-  Object::Ptr c = Poco::JSON::Parser()
-                      .parse(R"({"name":")" + cluster + R"(","role":")" + role +
-                             R"(","peer_ports":[{"port":6443,"protocol":"tcp"},)"
-                             R"({"port":10250,"protocol":"tcp"},{"port":51820,"protocol":"udp"}]})")
-                      .extract<Object::Ptr>();
-  req->set("cluster", c);
-  return Stringify(req);
-}
-
 // open_peer_ports with these nodes (id, name, private_ip) as the peers.
 std::string PeersRequest(const std::vector<std::array<std::string, 3>>& nodes) {
   std::string peers;
@@ -368,9 +355,9 @@ std::string PeersRequest(const std::vector<std::array<std::string, 3>>& nodes) {
 
 TEST_F(LambdaEmulatorTest, AClusterNodeIsTaggedReachedOnItsPrivateIpAndOpensNothingToTheInternet) {
   Driver driver(Config());
-  OpResult server = driver.Create(ClusterCreate(CreateRequest("train"), "train", "server"));
+  OpResult server = driver.Create(drivers::testing::WithCluster(CreateRequest("train"), "train", "server"));
   ASSERT_EQ(server.status, GPUPROV_STATUS_OK) << server << "\n" << driver.host().All();
-  OpResult agent = driver.Create(ClusterCreate(CreateRequest("train-agent-1"), "train", "agent"));
+  OpResult agent = driver.Create(drivers::testing::WithCluster(CreateRequest("train-agent-1"), "train", "agent"));
   ASSERT_EQ(agent.status, GPUPROV_STATUS_OK) << agent;
   EXPECT_EQ(server.Vm()->getValue<std::string>("cluster"), "train");
   EXPECT_EQ(server.Vm()->getValue<std::string>("role"), "server");
@@ -434,7 +421,7 @@ TEST_F(LambdaEmulatorTest, AClusterNodeIsTaggedReachedOnItsPrivateIpAndOpensNoth
   EXPECT_FALSE(Contains(listed.json, "cluster_firewall")) << listed.json;
 
   // A re-run finds the node by name, tags and all.
-  OpResult again = driver.Create(ClusterCreate(CreateRequest("train-agent-1"), "train", "agent"));
+  OpResult again = driver.Create(drivers::testing::WithCluster(CreateRequest("train-agent-1"), "train", "agent"));
   ASSERT_EQ(again.status, GPUPROV_STATUS_OK) << again;
   EXPECT_TRUE(again.Doc()->getValue<bool>("existing"));
   EXPECT_EQ(again.Vm()->getValue<std::string>("role"), "agent");
@@ -450,7 +437,7 @@ TEST_F(LambdaEmulatorTest, AClusterNodeIsTaggedReachedOnItsPrivateIpAndOpensNoth
 TEST_F(LambdaEmulatorTest, ABadClusterIsRefusedBeforeAnyCall) {
   Driver driver(Config());
   emulator_->ClearRequests();
-  OpResult r = driver.Create(ClusterCreate(CreateRequest("bad"), "Bad_Name", "server"));
+  OpResult r = driver.Create(drivers::testing::WithCluster(CreateRequest("bad"), "Bad_Name", "server"));
   EXPECT_EQ(r.status, GPUPROV_STATUS_INVALID_INPUT) << r;
   EXPECT_TRUE(Contains(r.error, "cluster.name")) << r.error;
   EXPECT_TRUE(emulator_->Requests().empty());
