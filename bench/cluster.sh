@@ -49,32 +49,14 @@ results=${BENCH_RESULTS_DIR:-bench/results}
 export GPUPROV_HOME="$work/home" NO_COLOR=1
 export DIGITALOCEAN_TOKEN="dop_v1_bench_token"
 mkdir -p "$GPUPROV_HOME" "$results"
-pids=()
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
+# shellcheck source=bench/emulator.bash
+source "bench/emulator.bash"
 trap cleanup EXIT
-
-# start_emulator NAME ARGS...: one emulator; its endpoints in $work/NAME.out.
-start_emulator() {
-  local name=$1 _
-  shift
-  "$BUILD_DIR/bin/gpuprov-emulator" --backend docker --clouds digitalocean "$@" \
-    >"$work/$name.out" 2>"$work/$name.err" &
-  pids+=($!)
-  for _ in $(seq 1 100); do grep -q '^control ' "$work/$name.out" && return 0; sleep 0.2; done
-  echo "emulator $name did not start: $(cat "$work/$name.err")" >&2
-  exit 1
-}
-endpoint() { awk -v k="$2" '$1==k{print $2}' "$work/$1.out"; }
 
 start_emulator real --ssh-delay-seconds "$boot" --api-latency-ms "$latency"
 real_do=$(endpoint real digitalocean)
 real_control=$(endpoint real control)
-curl -fsS -X POST "$real_control/faults" -d "{\"cloud\":\"digitalocean\",\"fault\":\"k3s_faults\",\"times\":-1,\"value\":\"install-seconds $install\\napi-start-seconds $api\"}" >/dev/null
+slow_k3s_start real "$install" "$api"
 g=$GPUPROV
 real="GPUPROV_DIGITALOCEAN_ENDPOINT=$real_do"
 names=() commands=()

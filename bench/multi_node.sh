@@ -39,34 +39,16 @@ export DIGITALOCEAN_TOKEN="dop_v1_bench_token"
 mkdir -p "$GPUPROV_HOME" "$results"
 printf '[defaults.timeouts]\nssh_wait_seconds = 300\nboot_install_wait_seconds = 300\napi_wait_seconds = 300\n' \
   >"$GPUPROV_HOME/config.toml"
-pids=()
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
+# shellcheck source=bench/emulator.bash
+source "bench/emulator.bash"
 trap cleanup EXIT
-
-# start_emulator SETTING ARGS...: one emulator; its endpoints in $work/SETTING.out.
-start_emulator() {
-  local name=$1 _
-  shift
-  "$BUILD_DIR/bin/gpuprov-emulator" --backend docker --clouds digitalocean "$@" \
-    >"$work/$name.out" 2>"$work/$name.err" &
-  pids+=($!)
-  for _ in $(seq 1 100); do grep -q '^control ' "$work/$name.out" && return 0; sleep 0.2; done
-  echo "emulator $name did not start: $(cat "$work/$name.err")" >&2
-  exit 1
-}
-endpoint() { awk -v k="$2" '$1==k{print $2}' "$work/$1.out"; }
 
 for s in "${settings[@]}"; do
   case $s in
     zero) start_emulator zero ;;
     realistic)
       start_emulator realistic --ssh-delay-seconds "$boot" --api-latency-ms "$latency"
-      curl -fsS -X POST "$(endpoint realistic control)/faults" -d "{\"cloud\":\"digitalocean\",\"fault\":\"k3s_faults\",\"times\":-1,\"value\":\"install-seconds $install\\napi-start-seconds $api\"}" >/dev/null
+      slow_k3s_start realistic "$install" "$api"
       ;;
     *) echo "BENCH_SETTINGS: zero or realistic, not $s" >&2; exit 2 ;;
   esac
